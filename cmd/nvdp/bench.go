@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/spf13/cobra"
+)
+
+// benchGCPercent is the GOGC bench uses unless GOGC is set.
+const benchGCPercent = 20
+
+func init() {
+	var (
+		config     string
+		batch, seq int
+		steps      int
+		jsonOut    bool
+		noDropout  bool
+		seed       uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Time training and inference steps of a BERT classifier on this machine",
+		Long: `bench times full training steps (encoder forward, masked mean pooling, Linear, softmax
+cross-entropy, backward, AdamW) and inference steps of a freshly initialised encoder on random
+tokens, after one untimed warm-up step, and reports the mean seconds per step, training tokens
+per second and the process's peak RSS (VmHWM). The PyTorch peer is
+/work/shared/bench/train_step_peer.py (no dropout: compare with --no-dropout).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := encoder.Preset(config)
+			if err != nil {
+				return fmt.Errorf("--config: %w", err)
+			}
+			if os.Getenv("GOGC") == "" {
+				// Parameters, gradients and AdamW moments are long-lived
+				// pointer-free arrays (cheap to mark), so a low GC percentage
+				// bounds the per-step activation garbage at little cost.
+				debug.SetGCPercent(benchGCPercent)
+			}
+			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", batch, "seq", seq, "steps", steps, "dropout", !noDropout)
+			res, err := encoder.RunBench(config, cfg, encoder.BenchOptions{
+				Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed,
+				Progress: func(phase string, i int) { slog.Debug("step", "phase", phase, "i", i) },
+			})
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return json.NewEncoder(os.Stdout).Encode(res)
+			}
+			fmt.Printf("config %s, backend %s, batch %d, seq %d\n", res.Config, res.Backend, batch, seq)
+			fmt.Printf("train step  %.4f s  (%.0f tokens/s)\n", res.TrainStepSeconds, res.TokensPerSecond)
+			fmt.Printf("infer step  %.4f s\n", res.InferStepSeconds)
+			fmt.Printf("peak RSS    %.0f MiB\n", res.PeakRSSMB)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&config, "config", "bert-tiny", "encoder preset: bert-tiny, bert-mini, bert-base, bert-large, roberta-base")
+	f.IntVar(&batch, "batch", 32, "batch size")
+	f.IntVar(&seq, "seq", 128, "sequence length")
+	f.IntVar(&steps, "steps", 5, "timed steps (after one warm-up step)")
+	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
+	f.BoolVar(&noDropout, "no-dropout", false, "disable dropout (as the PyTorch peer)")
+	f.Uint64Var(&seed, "seed", 0, "initialisation and data seed")
+	rootCmd.AddCommand(cmd)
+}

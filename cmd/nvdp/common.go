@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+
+	"github.com/nvdp-project/nvdp/train"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// trainFlags binds the pinned `nvdp train` flags (also used by `nvdp run`) to
+// o. Numeric flags left at 0 take the per-task / per-backbone defaults of
+// train.Options.Defaults (docs/training.md).
+func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgress *bool) {
+	fs.StringVar(&o.Task, "task", "", "GLUE task: sst2, mrpc, rte, stsb, qnli (required)")
+	fs.StringVar(&o.GlueDir, "glue-dir", os.Getenv("NVDP_GLUE_DIR"), "GLUE directory with <TASK>/{train,dev,test}.tsv (default $NVDP_GLUE_DIR)")
+	fs.StringVar(&o.Encoder, "encoder", "scratch:bert-tiny", "encoder: scratch:bert-tiny|scratch:bert-mini|hf:DIR|hf:owner/name")
+	fs.StringVar(&o.Vocab, "vocab", os.Getenv("NVDP_VOCAB"), "tokenizer file or directory (default: the encoder directory's; required for scratch encoders; $NVDP_VOCAB)")
+	fs.StringVar(&o.Variant, "variant", "nvdp-clipped", "baseline | nvdp | nvdp-clipped")
+	fs.StringVar(&o.Mode, "mode", "principled", "principled | reference (model and clipping behaviour, docs/model.md)")
+	fs.Float64Var(&o.Lambda, "lambda", 1e-2, "lambda_G = lambda_D, weight of the KL regularisers (>= 0)")
+	fs.Float64Var(&o.CMu, "c-mu", 0, "C_mu, radius of the mean ball (default: per task, paper table: MRPC 2, QNLI 7, SST-2 2, RTE 6, STS-B 10)")
+	fs.Float64Var(&o.CAlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count (default: per task: MRPC 0.5, QNLI 1, SST-2 1, RTE 0.5, STS-B 1)")
+	fs.Float64Var(&o.CAlphaMin, "c-alpha-min", 0, "C_amin, smallest pseudo-count (default principled (lambda-1)/lambda C_amax (1+1e-3); reference 0)")
+	fs.StringVar(&o.KLSchedule, "kl-schedule", "linear-decay", "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
+	fs.Float64Var(&o.KLWarmup, "kl-warmup", 0, "warm-up fraction of the KL schedule (warmup, warmup-decay)")
+	fs.IntVar(&o.Epochs, "epochs", 10, "maximum epochs (early stopping may end sooner)")
+	fs.IntVar(&o.BatchSize, "batch-size", 32, "training batch size (last partial batch dropped)")
+	fs.IntVar(&o.EvalBatchSize, "eval-batch-size", 16, "evaluation batch size")
+	fs.Float64Var(&o.LR, "lr", 0, "peak learning rate (default 1e-3 for scratch encoders, 7e-5 pretrained BERT, 2e-5 RoBERTa)")
+	fs.Float64Var(&o.WarmupRatio, "warmup-ratio", 0.06, "linear learning-rate warm-up fraction of all steps")
+	fs.Float64Var(&o.WeightDecay, "weight-decay", 0, "AdamW decoupled weight decay (reference 0)")
+	fs.Float64Var(&o.GradClip, "grad-clip", 1, "gradient clipping by global L2 norm (< 0: off)")
+	fs.IntVar(&o.MaxSeqLen, "max-seq-len", 128, "maximum tokens per example; posterior files have max-seq-len + 1 components")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of initialisation, data order, dropout and NVDP sampling")
+	fs.IntVar(&o.TrainLimit, "train-limit", 0, "use only the first K training rows (0: all)")
+	fs.IntVar(&o.DevLimit, "dev-limit", 0, "use only the first K dev rows (0: all)")
+	fs.IntVar(&o.Patience, "patience", 3, "early stopping: epochs without dev improvement (-1: off)")
+	fs.IntVar(&o.CheckpointEach, "checkpoint-every", 500, "also checkpoint every K optimizer steps (epoch ends always)")
+	fs.Float64Var(dropout, "dropout", -1, "encoder dropout (default: the preset's 0.1 for scratch encoders, 0 for pretrained)")
+	fs.BoolVar(&o.SkipBadRows, "skip-bad-rows", false, "skip malformed TSV rows (counted) instead of failing")
+	fs.StringVar(&o.Out, "out", "", "output / model directory (required)")
+	fs.BoolVar(&o.Resume, "resume", false, "continue the run in --out from its last checkpoint (saved options are used)")
+	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", 0, "stop (with a checkpoint, resumable) after K optimizer steps in total")
+	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr")
+}
+
+// finishTrainFlags applies the flags that need the command's state.
+func finishTrainFlags(cmd *cobra.Command, o *train.Options, dropout float64) {
+	o.LambdaSet = true
+	if cmd.Flags().Changed("dropout") || dropout >= 0 {
+		d := dropout
+		o.Dropout = &d
+	}
+	if o.Patience == 0 {
+		o.Patience = -1
+	}
+	if o.GradClip == 0 {
+		o.GradClip = -1
+	}
+}
+
+// signalContext cancels on SIGINT so that training stops with a checkpoint.
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return signal.NotifyContext(ctx, os.Interrupt)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+	"github.com/spf13/cobra"
+)
+
+func newRunCmd() *cobra.Command {
+	po := &train.PipelineOptions{}
+	var dropout float64
+	var noProgress, jsonOut bool
+	var auditMode, bdpOrders, direction string
+	cmd := &cobra.Command{
+		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
+		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
+		Long: `The main job: 'nvdp train', then 'nvdp eval' of the best model on dev (utility), the
+posterior file of --audit-split (dev by default; fixed length max-seq-len + 1) and the audit
+(principled Eq. rdp bound over all ordered pairs and BDP, or the reference mode), written to
+DIR/report.json and summarised on stdout. The baseline has no posterior: privacy is null.
+--skip-train evaluates and audits the model already in --out (e.g. QNLI, trained elsewhere).`,
+		Example: `  nvdp run --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
+    --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
+    --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			finishTrainFlags(cmd, &po.Train, dropout)
+			orders, err := parseFloats(bdpOrders)
+			if err != nil {
+				return err
+			}
+			po.Audit.BDPOrders = orders
+			po.Audit.Direction = privacy.GaussianDirection(direction)
+			po.Audit.Mode = privacy.Mode(auditMode)
+			if auditMode == "" {
+				po.Audit.Mode = privacy.Mode(po.Train.Mode)
+			}
+			if po.Audit.Order <= 1 {
+				return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)
+			}
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			var progress io.Writer
+			if !noProgress {
+				progress = cmd.ErrOrStderr()
+			}
+			rep, err := train.RunPipeline(ctx, *po, progress)
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			}
+			printRunReport(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	trainFlags(fs, &po.Train, &dropout, &noProgress)
+	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
+	fs.StringVar(&po.AuditSplit, "audit-split", "dev", "split whose posteriors are audited: dev | test")
+	fs.IntVar(&po.AuditLimit, "audit-limit", 0, "audit only the first K examples of the audit split (0: all)")
+	fs.Uint64Var(&po.EvalSeed, "eval-seed", 1, "seed of the NVDP sampling at evaluation")
+	fs.StringVar(&auditMode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
+	fs.Float64Var(&po.Audit.Order, "order", 1.1, "Renyi order lambda > 1 of the RD bound")
+	fs.Float64Var(&po.Audit.Delta, "delta", 1e-5, "BDP delta_mu")
+	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
+	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
+	fs.Uint64Var(&po.Audit.Seed, "audit-seed", 1, "seed of the --pairs sample")
+	fs.StringVar(&bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
+	fs.Float64Var(&po.Audit.Confidence, "confidence", privacy.DefaultConfidence, "confidence of the Student-t upper bound")
+	fs.StringVar(&direction, "gaussian-direction", "paper", "principled audit: Gaussian term as printed (paper) or standard")
+	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", 16, "reference audit: batch size")
+	fs.Float64Var(&po.Audit.Q, "q", 0, "reference audit: accountant sampling ratio (default batch size / M)")
+	fs.IntVar(&po.Audit.Workers, "workers", 0, "audit worker goroutines (default GOMAXPROCS)")
+	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newRunCmd()) }
+
+func printRunReport(w io.Writer, r *train.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("task / variant / mode", fmt.Sprintf("%s / %s / %s", r.Task, r.Variant, r.Mode))
+	row("encoder (backend)", fmt.Sprintf("%s (%s)", r.Encoder, r.Backend))
+	if r.Variant != "baseline" {
+		row("lambda", fmt.Sprint(r.Lambda))
+	}
+	if r.CAlphaMax > 0 {
+		row("C_mu / C_amin / C_amax", fmt.Sprintf("%g / %.6g / %g", r.CMu, r.CAlphaMin, r.CAlphaMax))
+	}
+	if t := r.Training; t != nil {
+		row("training", fmt.Sprintf("%d epochs, %d steps, best epoch %d, %.0f s", t.Epochs, t.Steps, t.BestEpoch, t.Seconds))
+	}
+	names := make([]string, 0, len(r.Utility))
+	for k := range r.Utility {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		row("utility "+r.UtilitySplit+" "+k, fmt.Sprintf("%.4f", r.Utility[k]))
+	}
+	if p := r.Privacy; p != nil {
+		row("audit", fmt.Sprintf("%s, %s split, %d examples x %d components, order %g", p.Mode, p.Split, p.Examples, p.Components, p.Order))
+		row("RD max / mean", ff(p.RDMax)+" / "+ff(p.RDMean))
+		row(fmt.Sprintf("BDP eps (delta %g)", p.Delta), ff(p.BDPEpsilon))
+		row("invalid pairs", fmt.Sprintf("%d of %d", p.InvalidPairs, p.Pairs))
+	} else {
+		row("privacy", "null ("+r.Note+")")
+	}
+	row("seconds", fmt.Sprintf("%.1f", r.Seconds))
+	row("report", r.Dir+"/"+train.ReportFile)
+	tw.Flush()
+}

@@ -1,0 +1,175 @@
+package encoder
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nvdp-project/nvdp/nn"
+)
+
+// BenchOptions configures RunBench.
+type BenchOptions struct {
+	Batch, Seq, Steps int
+	// NoDropout sets both dropout probabilities to 0 (as the PyTorch peer
+	// /work/shared/bench/train_step_peer.py, which has none).
+	NoDropout bool
+	Seed      uint64
+	// Progress, if set, is called after each timed step ("train"/"infer", i).
+	Progress func(phase string, i int)
+}
+
+// BenchResult is the JSON printed by `nvdp bench --json`.
+type BenchResult struct {
+	Config           string  `json:"config"`
+	Backend          string  `json:"backend"`
+	TrainStepSeconds float64 `json:"train_step_seconds"`
+	InferStepSeconds float64 `json:"infer_step_seconds"`
+	TokensPerSecond  float64 `json:"tokens_per_second"` // training tokens (batch*seq) per second
+	PeakRSSMB        float64 `json:"peak_rss_mb"`       // VmHWM of the process, MiB
+}
+
+// Classifier is a sequence classifier for benchmarks and tests: encoder,
+// masked mean pooling (ref §3.3), Linear to NumLabels logits, softmax
+// cross-entropy.
+type Classifier struct {
+	Enc  *Encoder
+	Head *nn.Linear
+}
+
+// NewClassifier adds a "classifier" Linear head [labels, hidden] with HF init.
+func NewClassifier(e *Encoder, labels int, rng *rand.Rand) *Classifier {
+	h := nn.NewLinear("classifier", e.Hidden(), labels, true)
+	h.InitHF(rng, e.Config.InitializerRange)
+	return &Classifier{Enc: e, Head: h}
+}
+
+// Params returns the encoder's and the head's parameters.
+func (c *Classifier) Params() []*nn.Param { return append(c.Enc.Params(), c.Head.Params()...) }
+
+// Logits runs inference: logits [B, labels], no activations kept.
+func (c *Classifier) Logits(in Input) *nn.Tensor {
+	x, _ := c.Enc.Forward(in, false, nil)
+	pooled := nn.MaskedMeanPool(x, maskOrOnes(in))
+	y, _ := c.Head.Forward(pooled)
+	return y
+}
+
+// LossAndGrad runs a training forward and backward pass and returns the mean
+// cross-entropy; gradients are accumulated into Params().
+func (c *Classifier) LossAndGrad(in Input, labels []int, rng *rand.Rand) float64 {
+	x, cache := c.Enc.Forward(in, true, rng)
+	mask := maskOrOnes(in)
+	pooled := nn.MaskedMeanPool(x, mask)
+	logits, hc := c.Head.Forward(pooled)
+	loss, dlogits := nn.SoftmaxCrossEntropy(logits, labels)
+	dpooled := c.Head.Backward(hc, dlogits)
+	dx := nn.MaskedMeanPoolBackward(mask, dpooled, in.S)
+	c.Enc.Backward(cache, dx)
+	return loss
+}
+
+func maskOrOnes(in Input) []float32 {
+	if in.Mask != nil {
+		return in.Mask
+	}
+	m := make([]float32, in.B*in.S)
+	for i := range m {
+		m[i] = 1
+	}
+	return m
+}
+
+// RunBench times full training steps (forward, backward, AdamW update, zero
+// grads) and inference steps of a 2-label Classifier on random tokens, like
+// /work/shared/bench/train_step_peer.py: one untimed warm-up step, then the
+// mean over Steps steps.
+func RunBench(name string, cfg Config, o BenchOptions) (BenchResult, error) {
+	if o.Batch <= 0 || o.Seq <= 0 || o.Steps <= 0 {
+		return BenchResult{}, fmt.Errorf("bench: batch %d, seq %d, steps %d must be > 0", o.Batch, o.Seq, o.Steps)
+	}
+	if o.Seq > cfg.MaxSeqLen() {
+		return BenchResult{}, fmt.Errorf("bench: seq %d exceeds %s's maximum %d", o.Seq, name, cfg.MaxSeqLen())
+	}
+	if o.NoDropout {
+		cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0, 0
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed+1))
+	e, err := New(cfg, rng)
+	if err != nil {
+		return BenchResult{}, err
+	}
+	clf := NewClassifier(e, 2, rng)
+	params := clf.Params()
+	opt := nn.NewAdamW(1e-4, 0.9, 0.999, 1e-8, 0.01)
+	in := Input{IDs: make([]int32, o.Batch*o.Seq), Mask: make([]float32, o.Batch*o.Seq), B: o.Batch, S: o.Seq}
+	for i := range in.IDs {
+		in.IDs[i] = int32(rng.IntN(cfg.VocabSize))
+		in.Mask[i] = 1
+	}
+	labels := make([]int, o.Batch)
+	for i := range labels {
+		labels[i] = rng.IntN(2)
+	}
+	step := func() {
+		clf.LossAndGrad(in, labels, rng)
+		opt.Update(params, opt.LR)
+		nn.ZeroGrads(params)
+	}
+	step() // warm-up
+	t0 := time.Now()
+	for i := 0; i < o.Steps; i++ {
+		step()
+		if o.Progress != nil {
+			o.Progress("train", i)
+		}
+	}
+	train := time.Since(t0).Seconds() / float64(o.Steps)
+	clf.Logits(in) // warm-up
+	t0 = time.Now()
+	for i := 0; i < o.Steps; i++ {
+		clf.Logits(in)
+		if o.Progress != nil {
+			o.Progress("infer", i)
+		}
+	}
+	infer := time.Since(t0).Seconds() / float64(o.Steps)
+	rss, err := PeakRSSMB()
+	if err != nil {
+		return BenchResult{}, err
+	}
+	return BenchResult{Config: name, Backend: nn.Backend(), TrainStepSeconds: train, InferStepSeconds: infer,
+		TokensPerSecond: float64(o.Batch*o.Seq) / train, PeakRSSMB: rss}, nil
+}
+
+// PeakRSSMB reads the process's peak resident set size (VmHWM in
+// /proc/self/status) in MiB.
+func PeakRSSMB() (float64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("peak RSS: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			fs := strings.Fields(v) // "123456 kB"
+			if len(fs) != 2 || fs[1] != "kB" {
+				return 0, fmt.Errorf("peak RSS: unexpected VmHWM line %q", sc.Text())
+			}
+			kb, err := strconv.ParseFloat(fs[0], 64)
+			if err != nil {
+				return 0, fmt.Errorf("peak RSS: %w", err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("peak RSS: %w", err)
+	}
+	return 0, fmt.Errorf("peak RSS: no VmHWM in /proc/self/status")
+}

@@ -1,0 +1,293 @@
+package encoder
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/safetensors"
+)
+
+// File names of a Hugging Face model directory.
+const (
+	ConfigFile      = "config.json"
+	WeightsFile     = "model.safetensors"
+	PyTorchBinFile  = "pytorch_model.bin"
+	ShardIndexFile  = "model.safetensors.index.json"
+	legacyTFWeights = "tf_model.h5"
+)
+
+// TokenizerFileNames are the tokenizer files a model directory may hold;
+// Save copies and the hub download fetches whichever exist.
+var TokenizerFileNames = []string{
+	"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+}
+
+// ignoredPrefixes are heads and buffers of task models that are not part of
+// the encoder (after the bert./roberta. prefix is removed).
+var ignoredPrefixes = []string{"cls.", "pooler.", "lm_head.", "classifier.", "qa_outputs."}
+
+// ignoredBuffers are persistent buffers some checkpoints store.
+var ignoredBuffers = map[string]bool{"embeddings.position_ids": true, "embeddings.token_type_ids": true}
+
+// CanonicalName maps a checkpoint tensor name to the encoder's parameter name:
+// the "bert."/"roberta." prefix is removed and legacy LayerNorm "gamma"/"beta"
+// become "weight"/"bias". ok is false for tensors that are not encoder
+// parameters and are ignored (cls.*, pooler.*, lm_head.*, classifier.*,
+// qa_outputs.* and the embeddings.position_ids / token_type_ids buffers).
+func CanonicalName(name string) (canon string, ok bool) {
+	n := name
+	for _, p := range []string{"bert.", "roberta."} {
+		if strings.HasPrefix(n, p) {
+			n = n[len(p):]
+			break
+		}
+	}
+	for _, p := range ignoredPrefixes {
+		if strings.HasPrefix(n, p) {
+			return "", false
+		}
+	}
+	if ignoredBuffers[n] {
+		return "", false
+	}
+	if strings.Contains(n, "LayerNorm.") {
+		if strings.HasSuffix(n, ".gamma") {
+			n = strings.TrimSuffix(n, "gamma") + "weight"
+		} else if strings.HasSuffix(n, ".beta") {
+			n = strings.TrimSuffix(n, "beta") + "bias"
+		}
+	}
+	return n, true
+}
+
+// LoadWeights copies the tensors of a model.safetensors file into the
+// encoder's parameters (see CanonicalName for the accepted names). F16, BF16
+// and F64 storage are converted to float32. Errors name the file and the
+// tensor: a required parameter missing, an unknown tensor under
+// embeddings./encoder., two tensors mapping to one parameter, a shape
+// mismatch, a non-float dtype or a non-finite value. Unknown tensors outside
+// the encoder (a custom task head) are logged and ignored.
+func (e *Encoder) LoadWeights(path string) error {
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	pm, err := nn.ParamMap(e.Params())
+	if err != nil {
+		return err
+	}
+	from := make(map[string]string, len(pm)) // param name -> tensor name
+	var ignored []string
+	for _, t := range f.Tensors {
+		canon, ok := CanonicalName(t.Name)
+		if !ok {
+			ignored = append(ignored, t.Name)
+			continue
+		}
+		p, ok := pm[canon]
+		if !ok {
+			if strings.HasPrefix(canon, "embeddings.") || strings.HasPrefix(canon, "encoder.") {
+				return fmt.Errorf("%s: tensor %q is not a parameter of this %s encoder (%d layers)", path, t.Name, e.Config.ModelType, e.Config.NumHiddenLayers)
+			}
+			slog.Warn("ignoring non-encoder tensor", "file", path, "tensor", t.Name)
+			continue
+		}
+		if prev, dup := from[canon]; dup {
+			return fmt.Errorf("%s: tensors %q and %q both map to parameter %s", path, prev, t.Name, canon)
+		}
+		if !equalShape(t.Shape, p.Value.Shape) {
+			return fmt.Errorf("%s: tensor %q has shape %v, the config needs %v", path, t.Name, t.Shape, p.Value.Shape)
+		}
+		data, err := t.Float32()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		copy(p.Value.Data, data)
+		if err := nn.CheckFinite(t.Name, p.Value); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		from[canon] = t.Name
+	}
+	var missing []string
+	for name := range pm {
+		if _, ok := from[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		more := ""
+		if len(missing) > 5 {
+			more = fmt.Sprintf(" and %d more", len(missing)-5)
+			missing = missing[:5]
+		}
+		return fmt.Errorf("%s: missing encoder tensor(s) %s%s", path, strings.Join(missing, ", "), more)
+	}
+	if len(ignored) > 0 {
+		slog.Debug("ignored task-head tensors", "file", path, "count", len(ignored))
+	}
+	return nil
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// LoadDir loads a Hugging Face model directory: config.json (bert or roberta)
+// and model.safetensors. A directory holding only pytorch_model.bin (or a
+// sharded checkpoint, or only TensorFlow weights) is an error saying so.
+func LoadDir(dir string) (*Encoder, error) {
+	cfg, err := ReadConfig(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	wpath := filepath.Join(dir, WeightsFile)
+	if _, err := os.Stat(wpath); err != nil {
+		return nil, missingWeightsError(dir, func(name string) bool {
+			_, err := os.Stat(filepath.Join(dir, name))
+			return err == nil
+		})
+	}
+	e := newZero(cfg)
+	if err := e.LoadWeights(wpath); err != nil {
+		return nil, err
+	}
+	e.SourceDir = dir
+	return e, nil
+}
+
+func missingWeightsError(where string, exists func(string) bool) error {
+	switch {
+	case exists(ShardIndexFile):
+		return fmt.Errorf("%s: sharded checkpoints (%s) are not supported; save the model as a single %s", where, ShardIndexFile, WeightsFile)
+	case exists(PyTorchBinFile):
+		return fmt.Errorf("%s: only %s found; pickle checkpoints are not supported (they execute code when loaded). "+
+			"Convert it once with Python: AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)", where, PyTorchBinFile)
+	case exists(legacyTFWeights):
+		return fmt.Errorf("%s: only TensorFlow weights (%s) found; %s is required", where, legacyTFWeights, WeightsFile)
+	}
+	return fmt.Errorf("%s: no %s", where, WeightsFile)
+}
+
+// Save writes an HF-format model directory as BertModel.save_pretrained /
+// RobertaModel.save_pretrained do: config.json and model.safetensors (F32,
+// metadata {"format": "pt"}, base-model names without the bert./roberta.
+// prefix), plus copies of the given tokenizer files (by base name; e.g. the
+// SourceDir's vocab.txt). The directory is created if needed; each file is
+// replaced atomically.
+func Save(dir string, e *Encoder, tokenizerFiles ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("save encoder: %w", err)
+	}
+	cfgJSON, err := e.Config.JSON()
+	if err != nil {
+		return fmt.Errorf("save encoder: config: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, ConfigFile), func(w io.Writer) error {
+		_, err := w.Write(append(cfgJSON, '\n'))
+		return err
+	}); err != nil {
+		return fmt.Errorf("save encoder: %w", err)
+	}
+	var ts []*safetensors.Tensor
+	for _, p := range e.Params() {
+		ts = append(ts, safetensors.FromFloat32(p.Name, p.Value.Shape, p.Value.Data))
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, WeightsFile), ts, map[string]string{"format": "pt"}); err != nil {
+		return fmt.Errorf("save encoder: %w", err)
+	}
+	for _, src := range tokenizerFiles {
+		dst := filepath.Join(dir, filepath.Base(src))
+		if same, _ := sameFile(src, dst); same {
+			continue
+		}
+		if err := copyFile(src, dst); err != nil {
+			return fmt.Errorf("save encoder: tokenizer file: %w", err)
+		}
+	}
+	return nil
+}
+
+// TokenizerFiles lists the tokenizer files (TokenizerFileNames) present in dir.
+func TokenizerFiles(dir string) []string {
+	var out []string
+	for _, n := range TokenizerFileNames {
+		p := filepath.Join(dir, n)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeFileAtomic(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+}
+
+// writeFileAtomic writes path through a synced temporary file in the same
+// directory renamed over it.
+func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = write(tmp); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return nil
+}
+
+var errNotFound = errors.New("not found")

@@ -1,0 +1,371 @@
+package encoder
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/nvdp-project/nvdp/nn"
+)
+
+// Input is a batch of token sequences, all slices [B, S] row-major.
+// TypeIDs nil means all zeros (segment A); Mask nil means every token is
+// real. Mask is 1 for real tokens and 0 for padding (HF attention_mask).
+type Input struct {
+	IDs, TypeIDs []int32
+	Mask         []float32
+	B, S         int
+}
+
+// Encoder is a BERT or RoBERTa encoder (transformers' BertModel /
+// RobertaModel without the pooler). Parameters carry Hugging Face names
+// without the "bert."/"roberta." prefix.
+type Encoder struct {
+	Config Config
+
+	WordEmb, PosEmb, TypeEmb *nn.Embedding
+	EmbLN                    *nn.LayerNorm
+	Layers                   []*Layer
+
+	// SourceDir is the HF directory the weights were loaded from ("" for
+	// scratch models); tokenizer files (vocab.txt, tokenizer.json, ...) live there.
+	SourceDir string
+}
+
+// Layer is one post-LN transformer layer (HF BertLayer).
+type Layer struct {
+	Query, Key, Value *nn.Linear    // attention.self.{query,key,value}
+	AttnOut           *nn.Linear    // attention.output.dense
+	AttnLN            *nn.LayerNorm // attention.output.LayerNorm
+	Inter             *nn.Linear    // intermediate.dense
+	Out               *nn.Linear    // output.dense
+	OutLN             *nn.LayerNorm // output.LayerNorm
+}
+
+// New builds an encoder with Hugging Face initialisation (BertPreTrainedModel
+// ._init_weights): Linear and Embedding weights ~ N(0, initializer_range^2)
+// drawn from rng in parameter order, biases 0, LayerNorm weight 1 and bias 0,
+// and the padding_idx rows zero (word embeddings row pad_token_id; for
+// RoBERTa also position embeddings row padding_idx). Errors: invalid config.
+func New(cfg Config, rng *rand.Rand) (*Encoder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := newZero(cfg)
+	std := cfg.InitializerRange
+	e.WordEmb.InitHF(rng, std)
+	e.PosEmb.InitHF(rng, std)
+	e.TypeEmb.InitHF(rng, std)
+	for _, l := range e.Layers {
+		for _, lin := range []*nn.Linear{l.Query, l.Key, l.Value, l.AttnOut, l.Inter, l.Out} {
+			lin.InitHF(rng, std)
+		}
+	}
+	zeroRow(e.WordEmb.W.Value, cfg.PadTokenID)
+	if cfg.ModelType == "roberta" {
+		zeroRow(e.PosEmb.W.Value, cfg.PadTokenID)
+	}
+	return e, nil
+}
+
+// newZero allocates all parameters (LayerNorm weights 1, everything else 0).
+func newZero(cfg Config) *Encoder {
+	H, I := cfg.HiddenSize, cfg.IntermediateSize
+	eps := float32(cfg.LayerNormEps)
+	e := &Encoder{
+		Config:  cfg,
+		WordEmb: nn.NewEmbedding("embeddings.word_embeddings", cfg.VocabSize, H),
+		PosEmb:  nn.NewEmbedding("embeddings.position_embeddings", cfg.MaxPositionEmbeddings, H),
+		TypeEmb: nn.NewEmbedding("embeddings.token_type_embeddings", cfg.TypeVocabSize, H),
+		EmbLN:   nn.NewLayerNorm("embeddings.LayerNorm", H, eps),
+	}
+	for i := 0; i < cfg.NumHiddenLayers; i++ {
+		p := "encoder.layer." + strconv.Itoa(i) + "."
+		e.Layers = append(e.Layers, &Layer{
+			Query:   nn.NewLinear(p+"attention.self.query", H, H, true),
+			Key:     nn.NewLinear(p+"attention.self.key", H, H, true),
+			Value:   nn.NewLinear(p+"attention.self.value", H, H, true),
+			AttnOut: nn.NewLinear(p+"attention.output.dense", H, H, true),
+			AttnLN:  nn.NewLayerNorm(p+"attention.output.LayerNorm", H, eps),
+			Inter:   nn.NewLinear(p+"intermediate.dense", H, I, true),
+			Out:     nn.NewLinear(p+"output.dense", I, H, true),
+			OutLN:   nn.NewLayerNorm(p+"output.LayerNorm", H, eps),
+		})
+	}
+	return e
+}
+
+func zeroRow(t *nn.Tensor, r int) {
+	d := t.Dim(-1)
+	clear(t.Data[r*d : (r+1)*d])
+}
+
+// Hidden is the hidden size (width of last_hidden_state).
+func (e *Encoder) Hidden() int { return e.Config.HiddenSize }
+
+// Params returns all parameters in Hugging Face state_dict order, named
+// without the "bert."/"roberta." prefix (e.g. "embeddings.word_embeddings.weight",
+// "encoder.layer.0.attention.self.query.weight").
+func (e *Encoder) Params() []*nn.Param {
+	ps := []*nn.Param{e.WordEmb.W, e.PosEmb.W, e.TypeEmb.W, e.EmbLN.Weight, e.EmbLN.Bias}
+	for _, l := range e.Layers {
+		ps = append(ps, l.Params()...)
+	}
+	return ps
+}
+
+// Params returns the layer's parameters in HF order.
+func (l *Layer) Params() []*nn.Param {
+	var ps []*nn.Param
+	for _, lin := range []*nn.Linear{l.Query, l.Key, l.Value, l.AttnOut} {
+		ps = append(ps, lin.Params()...)
+	}
+	ps = append(ps, l.AttnLN.Params()...)
+	ps = append(ps, l.Inter.Params()...)
+	ps = append(ps, l.Out.Params()...)
+	ps = append(ps, l.OutLN.Params()...)
+	return ps
+}
+
+// CheckInput validates a batch against the config: slice lengths B*S,
+// 1 <= S <= MaxSeqLen, token ids in [0, vocab_size), type ids in
+// [0, type_vocab_size), mask values 0 or 1 and at least one real token per
+// row. Errors name the row and position. Forward panics on what CheckInput
+// rejects, so callers feeding user data call it first.
+func (e *Encoder) CheckInput(in Input) error {
+	c := e.Config
+	if in.B <= 0 || in.S <= 0 {
+		return fmt.Errorf("encoder input: batch %d x seq %d, both must be > 0", in.B, in.S)
+	}
+	if in.S > c.MaxSeqLen() {
+		return fmt.Errorf("encoder input: sequence length %d exceeds the model's maximum %d", in.S, c.MaxSeqLen())
+	}
+	n := in.B * in.S
+	if len(in.IDs) != n {
+		return fmt.Errorf("encoder input: %d ids for batch %d x seq %d", len(in.IDs), in.B, in.S)
+	}
+	if in.TypeIDs != nil && len(in.TypeIDs) != n {
+		return fmt.Errorf("encoder input: %d token type ids for batch %d x seq %d", len(in.TypeIDs), in.B, in.S)
+	}
+	if in.Mask != nil && len(in.Mask) != n {
+		return fmt.Errorf("encoder input: %d mask values for batch %d x seq %d", len(in.Mask), in.B, in.S)
+	}
+	for i, id := range in.IDs {
+		if id < 0 || int(id) >= c.VocabSize {
+			return fmt.Errorf("encoder input: row %d position %d: token id %d outside vocabulary [0, %d)", i/in.S, i%in.S, id, c.VocabSize)
+		}
+	}
+	for i, id := range in.TypeIDs {
+		if id < 0 || int(id) >= c.TypeVocabSize {
+			return fmt.Errorf("encoder input: row %d position %d: token type id %d outside [0, %d)", i/in.S, i%in.S, id, c.TypeVocabSize)
+		}
+	}
+	if in.Mask != nil {
+		for b := 0; b < in.B; b++ {
+			real := 0
+			for s := 0; s < in.S; s++ {
+				switch m := in.Mask[b*in.S+s]; m {
+				case 1:
+					real++
+				case 0:
+				default:
+					return fmt.Errorf("encoder input: row %d position %d: mask value %v, want 0 or 1", b, s, m)
+				}
+			}
+			if real == 0 {
+				return fmt.Errorf("encoder input: row %d has no real token (mask all 0)", b)
+			}
+		}
+	}
+	return nil
+}
+
+// positionIDs returns the position ids [B*S]: 0..S-1 for BERT; for RoBERTa
+// transformers' create_position_ids_from_input_ids: padding_idx + cumulative
+// count of non-pad tokens for non-pad tokens, padding_idx for pad tokens.
+func (e *Encoder) positionIDs(in Input) []int32 {
+	pos := make([]int32, in.B*in.S)
+	if e.Config.ModelType != "roberta" {
+		for i := range pos {
+			pos[i] = int32(i % in.S)
+		}
+		return pos
+	}
+	pad := int32(e.Config.PadTokenID)
+	for b := 0; b < in.B; b++ {
+		var cnt int32
+		for s := 0; s < in.S; s++ {
+			i := b*in.S + s
+			if in.IDs[i] != pad {
+				cnt++
+				pos[i] = pad + cnt
+			} else {
+				pos[i] = pad
+			}
+		}
+	}
+	return pos
+}
+
+// RecomputeGELUBytes is the size of all layers' GELU outputs (float32
+// bytes, L*B*S*intermediate*4) above which a training Forward does not keep
+// them and Backward recomputes them from the pre-activations: 64 MiB, so
+// bert-tiny/bert-mini at batch 32 x 128 keep them (speed) and bert-base
+// recomputes (memory: 144 MiB at batch 8 x 128).
+var RecomputeGELUBytes = 64 << 20
+
+// Cache holds the activations Backward needs. It is nil in inference mode.
+type Cache struct {
+	in            Input
+	pos, typ      []int32
+	embLN         *nn.LayerNormCache
+	embDrop       []uint8
+	layers        []*layerCache
+	hiddenDropout hiddenDropout
+}
+
+type layerCache struct {
+	x     *nn.Tensor // layer input (cache of query/key/value)
+	attn  *nn.AttentionCache
+	ctx   *nn.Tensor // attention context (cache of attention.output.dense)
+	drop1 []uint8
+	ln1   *nn.LayerNormCache
+	a     *nn.Tensor // attention block output (cache of intermediate.dense)
+	h     *nn.Tensor // intermediate pre-activation; only when GELU is recomputed in backward
+	g     *nn.Tensor // GELU(h) (cache of output.dense); nil when recomputed
+	dgelu *nn.Tensor // GELU'(h); nil when recomputed
+	drop2 []uint8
+	ln2   *nn.LayerNormCache
+}
+
+// Forward runs the encoder and returns last_hidden_state [B, S, Hidden] and,
+// when train is true, the cache for Backward (nil otherwise: inference keeps
+// no activations). train enables dropout (hidden_dropout_prob after the
+// embeddings and after each dense projection) drawn from rng, which may be
+// nil when train is false. Padding keys get an additive -Inf attention bias
+// (HF uses the dtype minimum; identical for rows with a real token).
+// and attention_probs_dropout_prob on the attention probabilities.
+// Invalid input (see CheckInput) panics.
+func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Cache) {
+	if err := e.CheckInput(in); err != nil {
+		panic(err.Error())
+	}
+	cfg := e.Config
+	B, S := in.B, in.S
+	typ := in.TypeIDs
+	if typ == nil {
+		typ = make([]int32, B*S)
+	}
+	pos := e.positionIDs(in)
+	drop := hiddenDropout{p: float32(cfg.HiddenDropoutProb)}
+	if train && rng == nil && (drop.p > 0 || cfg.AttentionProbsDropoutProb > 0) {
+		panic("encoder.Forward: train with dropout needs an rng")
+	}
+
+	x := e.WordEmb.Forward(in.IDs, B, S)
+	nn.AddInPlace(x, e.PosEmb.Forward(pos, B, S))
+	nn.AddInPlace(x, e.TypeEmb.Forward(typ, B, S))
+	x, lnc := e.EmbLN.Forward(x)
+	dc := drop.forward(x, rng, train)
+	// Keep GELU outputs for backward only while they are small; else
+	// recompute them from the pre-activations (saves L*B*S*I floats).
+	recompute := train && len(e.Layers)*B*S*cfg.IntermediateSize*4 > RecomputeGELUBytes
+
+	var bias *nn.Tensor
+	if in.Mask != nil {
+		bias = nn.PaddingBias(in.Mask, B, S)
+	}
+	var c *Cache
+	if train {
+		c = &Cache{in: in, pos: pos, typ: typ, embLN: lnc, embDrop: dc, hiddenDropout: drop,
+			layers: make([]*layerCache, len(e.Layers))}
+	}
+	for i, l := range e.Layers {
+		var lc *layerCache
+		x, lc = l.forward(x, bias, cfg.NumAttentionHeads, drop, float32(cfg.AttentionProbsDropoutProb), train, recompute, rng)
+		if train {
+			c.layers[i] = lc
+		}
+	}
+	return x, c
+}
+
+func (l *Layer) forward(x, bias *nn.Tensor, heads int, drop hiddenDropout, attnDrop float32, train, recompute bool, rng *rand.Rand) (*nn.Tensor, *layerCache) {
+	q, _ := l.Query.Forward(x)
+	k, _ := l.Key.Forward(x)
+	v, _ := l.Value.Forward(x)
+	ctx, ac := nn.AttentionDropout(q, k, v, heads, bias, attnDrop, rng, train)
+	o, _ := l.AttnOut.Forward(ctx)
+	d1 := drop.forward(o, rng, train)
+	nn.AddInPlace(o, x)
+	a, ln1 := l.AttnLN.Forward(o)
+	h, _ := l.Inter.Forward(a)
+	var g, dgelu *nn.Tensor
+	if train && !recompute {
+		g, dgelu = geluWithGrad(h)
+		h = nil
+	} else {
+		g = nn.GELU(h)
+	}
+	o2, _ := l.Out.Forward(g)
+	d2 := drop.forward(o2, rng, train)
+	nn.AddInPlace(o2, a)
+	y, ln2 := l.OutLN.Forward(o2)
+	if !train {
+		return y, nil
+	}
+	if recompute {
+		g = nil
+	}
+	return y, &layerCache{x: x, attn: ac, ctx: ctx, drop1: d1, ln1: ln1, a: a, h: h, g: g, dgelu: dgelu, drop2: d2, ln2: ln2}
+}
+
+// Backward takes the cache of a training Forward and dL/d last_hidden_state
+// [B, S, Hidden], and accumulates (+=) the gradients of every parameter. As in
+// PyTorch's nn.Embedding(padding_idx=...), the padding_idx row of the word
+// embeddings (and of RoBERTa's position embeddings) receives no gradient.
+func (e *Encoder) Backward(c *Cache, dx *nn.Tensor) {
+	if c == nil {
+		panic("encoder.Backward: nil cache (Forward was called with train=false)")
+	}
+	in := c.in
+	if dx.Len() != in.B*in.S*e.Config.HiddenSize {
+		panic(fmt.Sprintf("encoder.Backward: gradient shape %v for batch %d x seq %d x hidden %d", dx.Shape, in.B, in.S, e.Config.HiddenSize))
+	}
+	for i := len(e.Layers) - 1; i >= 0; i-- {
+		dx = e.Layers[i].backward(c.layers[i], dx, c.hiddenDropout)
+		c.layers[i] = nil // release activations as we go
+	}
+	dx = c.hiddenDropout.backward(c.embDrop, dx)
+	dx = e.EmbLN.Backward(c.embLN, dx)
+	e.WordEmb.Backward(in.IDs, dx)
+	e.PosEmb.Backward(c.pos, dx)
+	e.TypeEmb.Backward(c.typ, dx)
+	pad := e.Config.PadTokenID
+	zeroRow(e.WordEmb.W.Grad, pad)
+	if e.Config.ModelType == "roberta" {
+		zeroRow(e.PosEmb.W.Grad, pad)
+	}
+}
+
+func (l *Layer) backward(c *layerCache, dy *nn.Tensor, drop hiddenDropout) *nn.Tensor {
+	ds2 := l.OutLN.Backward(c.ln2, dy)
+	do2 := drop.backward(c.drop2, ds2)
+	g, dgelu := c.g, c.dgelu
+	if g == nil {
+		g, dgelu = geluWithGrad(c.h)
+	}
+	dg := l.Out.Backward(g, do2)
+	dh := geluGradMul(dg, dgelu)
+	da := l.Inter.Backward(c.a, dh)
+	nn.AddInPlace(da, ds2)
+	ds1 := l.AttnLN.Backward(c.ln1, da)
+	do1 := drop.backward(c.drop1, ds1)
+	dctx := l.AttnOut.Backward(c.ctx, do1)
+	dq, dk, dv, _ := nn.AttentionBackward(c.attn, dctx)
+	dx := l.Query.Backward(c.x, dq)
+	nn.AddInPlace(dx, l.Key.Backward(c.x, dk))
+	nn.AddInPlace(dx, l.Value.Backward(c.x, dv))
+	nn.AddInPlace(dx, ds1)
+	return dx
+}

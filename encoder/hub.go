@@ -1,0 +1,309 @@
+package encoder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// DefaultEndpoint is the Hugging Face hub; HF_ENDPOINT overrides it (as in
+// huggingface_hub).
+const DefaultEndpoint = "https://huggingface.co"
+
+// LoadOptions configures Load.
+type LoadOptions struct {
+	// Rng initialises scratch models; nil means a PCG seeded with Seed.
+	Rng  *rand.Rand
+	Seed uint64
+	// CacheDir holds hub downloads; "" means $NVDP_HOME/hub, else ~/.cache/nvdp/hub.
+	CacheDir string
+	// Endpoint is the hub base URL; "" means $HF_ENDPOINT, else DefaultEndpoint.
+	Endpoint string
+	// Token is sent as "Authorization: Bearer"; "" means $HF_TOKEN (none if unset).
+	Token string
+	// Revision is the branch, tag or commit; "" means "main".
+	Revision string
+	// Offline uses only the cache (also when HF_HUB_OFFLINE=1).
+	Offline bool
+	// Client is the HTTP client; nil means http.DefaultClient.
+	Client *http.Client
+	// Context cancels downloads; nil means context.Background().
+	Context context.Context
+	// Quiet disables the download progress bar.
+	Quiet bool
+}
+
+// Load builds an encoder from a spec:
+//
+//	scratch:NAME   preset NAME (bert-tiny, bert-mini, bert-base, bert-large,
+//	               roberta-base) with HF initialisation from opts.Rng / opts.Seed
+//	hf:DIR         a local HF directory (config.json + model.safetensors);
+//	               taken when DIR exists
+//	hf:owner/name  a hub model (also hf:bert-base-uncased), downloaded into the
+//	               cache (see Download) and loaded from there
+//
+// The result's SourceDir is the directory with the tokenizer files (empty for
+// scratch models).
+func Load(spec string, opts LoadOptions) (*Encoder, error) {
+	kind, arg, ok := strings.Cut(spec, ":")
+	if !ok || arg == "" {
+		return nil, fmt.Errorf("encoder spec %q: want scratch:PRESET, hf:DIR or hf:owner/name", spec)
+	}
+	switch kind {
+	case "scratch":
+		cfg, err := Preset(arg)
+		if err != nil {
+			return nil, fmt.Errorf("encoder spec %q: %w", spec, err)
+		}
+		rng := opts.Rng
+		if rng == nil {
+			rng = rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
+		}
+		return New(cfg, rng)
+	case "hf":
+		if st, err := os.Stat(arg); err == nil && st.IsDir() {
+			return LoadDir(arg)
+		}
+		if looksLikePath(arg) {
+			return nil, fmt.Errorf("encoder spec %q: directory %s does not exist", spec, arg)
+		}
+		dir, err := Download(arg, opts)
+		if err != nil {
+			return nil, fmt.Errorf("encoder spec %q: %w", spec, err)
+		}
+		return LoadDir(dir)
+	}
+	return nil, fmt.Errorf("encoder spec %q: unknown kind %q (want scratch or hf)", spec, kind)
+}
+
+func looksLikePath(s string) bool {
+	return strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "~") || strings.Count(s, "/") > 1
+}
+
+var repoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$`)
+
+// CacheDir returns the hub cache directory for opts (see LoadOptions.CacheDir).
+func CacheDir(opts LoadOptions) (string, error) {
+	if opts.CacheDir != "" {
+		return opts.CacheDir, nil
+	}
+	if h := os.Getenv("NVDP_HOME"); h != "" {
+		return filepath.Join(h, "hub"), nil
+	}
+	home, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("hub cache: %w (set NVDP_HOME)", err)
+	}
+	return filepath.Join(home, "nvdp", "hub"), nil
+}
+
+// Download fetches a hub model's config.json and model.safetensors (required)
+// and whichever tokenizer files exist (TokenizerFileNames; 404 is fine) from
+// ENDPOINT/NAME/resolve/REVISION/FILE into CACHE/models--owner--name/REVISION/
+// and returns that directory. Files already in the cache are not fetched
+// again. Each file is written to FILE.incomplete and renamed when complete; an
+// interrupted download resumes with an HTTP Range request. A missing
+// model.safetensors is an error that says whether only pytorch_model.bin
+// exists (not supported). A finished download is marked, and later calls make
+// no requests. Offline mode uses the cache only.
+func Download(name string, opts LoadOptions) (string, error) {
+	if !repoNameRE.MatchString(name) || strings.Contains(name, "..") {
+		return "", fmt.Errorf("hub model name %q: want owner/name or name", name)
+	}
+	rev := opts.Revision
+	if rev == "" {
+		rev = "main"
+	}
+	if strings.Contains(rev, "..") || strings.ContainsAny(rev, `\`) {
+		return "", fmt.Errorf("hub revision %q invalid", rev)
+	}
+	cache, err := CacheDir(opts)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "models--"+strings.ReplaceAll(name, "/", "--"), filepath.FromSlash(rev))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("hub cache: %w", err)
+	}
+	offline := opts.Offline || os.Getenv("HF_HUB_OFFLINE") == "1"
+	h := &hub{opts: opts, name: name, rev: rev, dir: dir, offline: offline}
+	h.endpoint = strings.TrimRight(firstNonEmpty(opts.Endpoint, os.Getenv("HF_ENDPOINT"), DefaultEndpoint), "/")
+	h.token = firstNonEmpty(opts.Token, os.Getenv("HF_TOKEN"))
+	h.client = opts.Client
+	if h.client == nil {
+		h.client = http.DefaultClient
+	}
+	h.ctx = opts.Context
+	if h.ctx == nil {
+		h.ctx = context.Background()
+	}
+
+	marker := filepath.Join(dir, completeMarker)
+	if _, err := os.Stat(marker); err == nil {
+		return dir, nil // fully downloaded before
+	}
+	if err := h.fetch(ConfigFile); err != nil {
+		return "", err
+	}
+	if err := h.fetch(WeightsFile); err != nil {
+		if !errors.Is(err, errNotFound) {
+			return "", err
+		}
+		// Say why: probe for the files we do not support.
+		return "", missingWeightsError(h.url(""), func(f string) bool { return h.exists(f) })
+	}
+	for _, f := range TokenizerFileNames {
+		if err := h.fetch(f); err != nil && !errors.Is(err, errNotFound) {
+			return "", err
+		}
+	}
+	if !offline {
+		if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			return "", fmt.Errorf("hub cache: %w", err)
+		}
+	}
+	return dir, nil
+}
+
+// completeMarker marks a cache directory whose download finished (required
+// files present, optional files fetched or known absent).
+const completeMarker = ".nvdp-complete"
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+type hub struct {
+	opts            LoadOptions
+	name, rev, dir  string
+	endpoint, token string
+	offline         bool
+	client          *http.Client
+	ctx             context.Context
+}
+
+func (h *hub) url(file string) string {
+	return h.endpoint + "/" + h.name + "/resolve/" + h.rev + "/" + file
+}
+
+func (h *hub) request(method, file string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(h.ctx, method, h.url(file), nil)
+	if err != nil {
+		return nil, err
+	}
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	req.Header.Set("User-Agent", "nvdp")
+	return req, nil
+}
+
+// exists reports whether the hub has file (HEAD 2xx); used for error messages.
+func (h *hub) exists(file string) bool {
+	if h.offline {
+		_, err := os.Stat(filepath.Join(h.dir, file))
+		return err == nil
+	}
+	req, err := h.request(http.MethodHead, file)
+	if err != nil {
+		return false
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode/100 == 2
+}
+
+// fetch downloads file into the cache unless it is there; errNotFound (wrapped)
+// for a 404 or, offline, a file not in the cache.
+func (h *hub) fetch(file string) error {
+	dst := filepath.Join(h.dir, file)
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	if h.offline {
+		return fmt.Errorf("hub %s: %s not in the cache %s (offline): %w", h.name, file, h.dir, errNotFound)
+	}
+	part := dst + ".incomplete"
+	var have int64
+	if st, err := os.Stat(part); err == nil {
+		have = st.Size()
+	}
+	req, err := h.request(http.MethodGet, file)
+	if err != nil {
+		return fmt.Errorf("hub %s: %w", h.url(file), err)
+	}
+	if have > 0 {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("hub download %s: %w", h.url(file), err)
+	}
+	defer resp.Body.Close()
+	flag := os.O_CREATE | os.O_WRONLY
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		flag |= os.O_APPEND
+	case resp.StatusCode == http.StatusOK:
+		flag |= os.O_TRUNC
+		have = 0
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && have > 0:
+		// The partial file is already complete (or stale): start over.
+		os.Remove(part)
+		return h.fetch(file)
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("hub %s: %s: %w", h.name, file, errNotFound)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("hub download %s: %s (gated or private model? set HF_TOKEN)", h.url(file), resp.Status)
+	default:
+		return fmt.Errorf("hub download %s: %s", h.url(file), resp.Status)
+	}
+	out, err := os.OpenFile(part, flag, 0o644)
+	if err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	var w io.Writer = out
+	total := resp.ContentLength
+	if total >= 0 {
+		total += have
+	}
+	if !h.opts.Quiet && total > 1<<20 {
+		bar := progressbar.DefaultBytes(total, "downloading "+h.name+"/"+file)
+		_ = bar.Set64(have)
+		w = io.MultiWriter(out, bar)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("hub download %s: after %d bytes: %w (rerun to resume)", h.url(file), have+n, err)
+	}
+	if total >= 0 && have+n != total {
+		return fmt.Errorf("hub download %s: got %d of %d bytes (rerun to resume)", h.url(file), have+n, total)
+	}
+	if err := os.Rename(part, dst); err != nil {
+		return fmt.Errorf("hub cache: %w", err)
+	}
+	slog.Info("downloaded", "model", h.name, "file", file, "bytes", have+n)
+	return nil
+}

@@ -1,0 +1,243 @@
+package glue
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Example is one row of a GLUE split.
+type Example struct {
+	// Index is the row's `index` column where the file has one (all test splits, RTE, QNLI,
+	// STS-B), else the 0-based data-row number. GLUE submissions are keyed by it.
+	Index int
+	// TextA and TextB are the task's text fields; TextB is "" for single-sentence tasks.
+	TextA, TextB string
+	// Label is the class index for classification tasks (see Task.LabelNames); 0 for STS-B
+	// and for unlabelled rows.
+	Label int
+	// Score is the STS-B similarity score in [0, 5]; 0 for other tasks.
+	Score float32
+	// HasLabel is false for test splits (GLUE test labels are hidden).
+	HasLabel bool
+	// Line is the 1-based line number in the file (the header is line 1).
+	Line int
+}
+
+// Target returns the training target: the class index as float64, or the STS-B score.
+func (e Example) Target(t *Task) float64 {
+	if t.IsRegression {
+		return float64(e.Score)
+	}
+	return float64(e.Label)
+}
+
+// LoadOptions controls Load.
+type LoadOptions struct {
+	// SkipBadRows skips malformed rows (wrong column count, bad label or index) and counts them
+	// in Dataset.Skipped instead of failing.
+	SkipBadRows bool
+	// Limit keeps only the first Limit examples (0: all).
+	Limit int
+}
+
+// Dataset is a loaded split.
+type Dataset struct {
+	Task     *Task
+	Split    string // train, dev or test
+	Path     string
+	Examples []Example
+	// Skipped counts the malformed rows skipped under SkipBadRows; SkipErrors holds the
+	// first few of their errors (file:line: reason).
+	Skipped    int
+	SkipErrors []string
+	// Labelled is true when the file has the label column.
+	Labelled bool
+}
+
+// Targets returns every example's Target, in order.
+func (d *Dataset) Targets() []float64 {
+	out := make([]float64, len(d.Examples))
+	for i, e := range d.Examples {
+		out[i] = e.Target(d.Task)
+	}
+	return out
+}
+
+// Indices returns every example's Index, in order.
+func (d *Dataset) Indices() []int {
+	out := make([]int, len(d.Examples))
+	for i, e := range d.Examples {
+		out[i] = e.Index
+	}
+	return out
+}
+
+// ErrMissingSplit is wrapped by Load when the split's file does not exist.
+var ErrMissingSplit = errors.New("split not found")
+
+// SplitPath returns glueDir/<Task.Dir>/<split>.tsv; split "validation" means dev.
+func SplitPath(glueDir string, task *Task, split string) (string, string, error) {
+	s := strings.ToLower(split)
+	if s == "validation" {
+		s = "dev"
+	}
+	if s != "train" && s != "dev" && s != "test" {
+		return "", "", fmt.Errorf("glue: unknown split %q (valid: train, dev, test)", split)
+	}
+	return filepath.Join(glueDir, task.Dir, s+".tsv"), s, nil
+}
+
+// Load reads one split of a task from a GLUE directory (glueDir/<Task.Dir>/<split>.tsv).
+//
+// Files are read as plain TSV: lines split on tabs with no quote handling (the texts contain
+// stray '"' characters), a UTF-8 BOM before the header is ignored (MRPC), CRLF line ends are
+// accepted, and columns are found by header name. train and dev must have the label column;
+// test files normally do not, and their rows get HasLabel false.
+//
+// Errors: a missing file (wrapping ErrMissingSplit, naming the path), a header without a
+// needed column, and a malformed row (wrong column count, bad label, score or index), named
+// as file:line, unless opts.SkipBadRows.
+func Load(glueDir string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
+	path, s, err := SplitPath(glueDir, task, split)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("glue %s: %w: %s does not exist (expected the GLUE layout <glue-dir>/%s/{train,dev,test}.tsv)", task.Name, ErrMissingSplit, path, task.Dir)
+		}
+		return nil, fmt.Errorf("glue %s: %w", task.Name, err)
+	}
+	defer f.Close()
+	return Read(f, path, task, s, opts)
+}
+
+// Read parses a GLUE TSV stream; name is used in error messages. See Load.
+func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	ds := &Dataset{Task: task, Split: split, Path: name}
+	header, err := readLine(br)
+	if err != nil && (err != io.EOF || header == "") {
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s: empty file (no header)", name)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	header = strings.TrimPrefix(header, "\ufeff")
+	cols := strings.Split(header, "\t")
+	colIdx := map[string]int{}
+	for i, c := range cols {
+		colIdx[strings.TrimSpace(c)] = i
+	}
+	need := func(field string) (int, error) {
+		i, ok := colIdx[field]
+		if !ok {
+			return 0, fmt.Errorf("%s:1: header has no %q column (columns: %q)", name, field, cols)
+		}
+		return i, nil
+	}
+	ia, err := need(task.TextFields[0])
+	if err != nil {
+		return nil, err
+	}
+	ib := -1
+	if task.IsPair() {
+		if ib, err = need(task.TextFields[1]); err != nil {
+			return nil, err
+		}
+	}
+	il, hasLabel := colIdx[task.LabelField]
+	if !hasLabel && split != "test" {
+		return nil, fmt.Errorf("%s:1: %s split needs the label column %q (columns: %q)", name, split, task.LabelField, cols)
+	}
+	ds.Labelled = hasLabel
+	ii, hasIndex := colIdx["index"]
+
+	row := 0
+	for lineNo := 2; ; lineNo++ {
+		line, err := readLine(br)
+		if err == io.EOF && line == "" {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("%s:%d: %w", name, lineNo, err)
+		}
+		ex, perr := parseRow(task, line, len(cols), ia, ib, il, hasLabel, ii, hasIndex, row)
+		if perr != nil {
+			perr = fmt.Errorf("%s:%d: %w", name, lineNo, perr)
+			if !opts.SkipBadRows {
+				return nil, perr
+			}
+			ds.Skipped++
+			if len(ds.SkipErrors) < 10 {
+				ds.SkipErrors = append(ds.SkipErrors, perr.Error())
+			}
+		} else {
+			ex.Line = lineNo
+			ds.Examples = append(ds.Examples, ex)
+			if opts.Limit > 0 && len(ds.Examples) >= opts.Limit {
+				break
+			}
+		}
+		row++
+		if err == io.EOF {
+			break
+		}
+	}
+	return ds, nil
+}
+
+// readLine returns the next line without its "\n" or "\r\n".
+func readLine(br *bufio.Reader) (string, error) {
+	line, err := br.ReadString('\n')
+	line = strings.TrimSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\r")
+	return line, err
+}
+
+func parseRow(task *Task, line string, ncol, ia, ib, il int, hasLabel bool, ii int, hasIndex bool, row int) (Example, error) {
+	fields := strings.Split(line, "\t")
+	if len(fields) != ncol {
+		return Example{}, fmt.Errorf("want %d tab-separated columns, got %d", ncol, len(fields))
+	}
+	ex := Example{Index: row, TextA: fields[ia]}
+	if ib >= 0 {
+		ex.TextB = fields[ib]
+	}
+	if hasIndex {
+		v, err := strconv.Atoi(strings.TrimSpace(fields[ii]))
+		if err != nil {
+			return Example{}, fmt.Errorf("bad index %q", fields[ii])
+		}
+		ex.Index = v
+	}
+	if !hasLabel {
+		return ex, nil
+	}
+	raw := strings.TrimSpace(fields[il])
+	ex.HasLabel = true
+	if task.IsRegression {
+		v, err := strconv.ParseFloat(raw, 64)
+		if err != nil || math.IsNaN(v) || v < 0 || v > 5 {
+			return Example{}, fmt.Errorf("bad %s %q (want a number in [0, 5])", task.LabelField, raw)
+		}
+		ex.Score = float32(v)
+		return ex, nil
+	}
+	for i, n := range task.LabelNames {
+		if raw == n {
+			ex.Label = i
+			return ex, nil
+		}
+	}
+	return Example{}, fmt.Errorf("bad %s %q (want one of %q)", task.LabelField, raw, task.LabelNames)
+}

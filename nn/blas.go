@@ -1,0 +1,62 @@
+package nn
+
+import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// Backend names the BLAS implementation in use: "openblas" when built with
+// the `openblas` build tag (cgo, Debian libopenblas-dev), otherwise
+// "gonum (pure Go)". Commands log it at start-up.
+func Backend() string { return backendName }
+
+func setImpl(impl blas.Float32) { blas32.Use(impl) }
+
+// Gemm computes C = alpha * op(A) * op(B) + beta * C for row-major matrices,
+// where op(A) is m x k, op(B) is k x n and C is m x n. A is stored m x k
+// (k x m when transA), B is stored k x n (n x k when transB).
+// Shapes are the caller's responsibility (programmer errors panic in BLAS).
+func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, b []float32, beta float32, c []float32) {
+	if m == 0 || n == 0 {
+		return
+	}
+	ta, tb := blas.NoTrans, blas.NoTrans
+	lda, ldb := k, n
+	ra, ca := m, k
+	rb, cb := k, n
+	if transA {
+		ta, lda, ra, ca = blas.Trans, m, k, m
+	}
+	if transB {
+		tb, ldb, rb, cb = blas.Trans, k, n, k
+	}
+	blas32.Gemm(ta, tb, alpha,
+		blas32.General{Rows: ra, Cols: ca, Stride: lda, Data: a[:ra*lda]},
+		blas32.General{Rows: rb, Cols: cb, Stride: ldb, Data: b[:rb*ldb]},
+		beta,
+		blas32.General{Rows: m, Cols: n, Stride: n, Data: c[:m*n]})
+}
+
+// GemmStrided is Gemm on row-major sub-matrices with explicit leading
+// dimensions (row strides) lda, ldb, ldc, so that per-head slices of a
+// [B, T, H*dh] activation can be multiplied in place without copies.
+// a, b and c start at the first element of their sub-matrix.
+func GemmStrided(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	ta, tb := blas.NoTrans, blas.NoTrans
+	ra, ca := m, k
+	rb, cb := k, n
+	if transA {
+		ta, ra, ca = blas.Trans, k, m
+	}
+	if transB {
+		tb, rb, cb = blas.Trans, n, k
+	}
+	blas32.Gemm(ta, tb, alpha,
+		blas32.General{Rows: ra, Cols: ca, Stride: lda, Data: a[:(ra-1)*lda+ca]},
+		blas32.General{Rows: rb, Cols: cb, Stride: ldb, Data: b[:(rb-1)*ldb+cb]},
+		beta,
+		blas32.General{Rows: m, Cols: n, Stride: ldc, Data: c[:(m-1)*ldc+n]})
+}

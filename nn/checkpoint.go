@@ -1,0 +1,203 @@
+package nn
+
+import (
+	"encoding"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/safetensors"
+)
+
+// Checkpoint layout (one safetensors file):
+//   - every parameter as an F32 tensor under its own name (so the file is also
+//     a plain weights file loadable by name);
+//   - with an optimizer, its moments as "optimizer.exp_avg.<name>" and
+//     "optimizer.exp_avg_sq.<name>" (torch's state names);
+//   - metadata: the caller's map plus reserved keys "nn.format",
+//     "nn.optimizer", "nn.adamw.step", "nn.adamw.lr", "nn.adamw.beta1",
+//     "nn.adamw.beta2", "nn.adamw.eps", "nn.adamw.weight_decay".
+const (
+	ckptFormat    = "nvdp-nn-checkpoint-v1"
+	ckptMPrefix   = "optimizer.exp_avg."
+	ckptVPrefix   = "optimizer.exp_avg_sq."
+	ckptMetaSpace = "nn."
+)
+
+// SaveCheckpoint writes params, the AdamW state (nil: weights only) and meta
+// (arbitrary strings, e.g. the epoch, the data order or an RNG state from
+// RNGState; keys starting with "nn." are reserved) to path as safetensors,
+// atomically (temporary file in the same directory, fsync, rename), so a
+// crash leaves either the old or the new checkpoint.
+// Errors: duplicate parameter names, reserved metadata keys, I/O.
+func SaveCheckpoint(path string, params []*Param, opt *AdamW, meta map[string]string) error {
+	if _, err := ParamMap(params); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	md := map[string]string{}
+	for k, v := range meta {
+		if strings.HasPrefix(k, ckptMetaSpace) {
+			return fmt.Errorf("checkpoint %s: metadata key %q uses the reserved prefix %q", path, k, ckptMetaSpace)
+		}
+		md[k] = v
+	}
+	md["nn.format"] = ckptFormat
+	ts := make([]*safetensors.Tensor, 0, 3*len(params))
+	for _, p := range params {
+		if strings.HasPrefix(p.Name, "optimizer.") {
+			return fmt.Errorf("checkpoint %s: parameter name %q uses the reserved prefix \"optimizer.\"", path, p.Name)
+		}
+		ts = append(ts, safetensors.FromFloat32(p.Name, p.Value.Shape, p.Value.Data))
+	}
+	if opt != nil {
+		md["nn.optimizer"] = "adamw"
+		md["nn.adamw.step"] = strconv.Itoa(opt.Step)
+		for k, v := range map[string]float64{"lr": opt.LR, "beta1": opt.Beta1, "beta2": opt.Beta2, "eps": opt.Eps, "weight_decay": opt.WeightDecay} {
+			md["nn.adamw."+k] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		for _, p := range params {
+			m, v := opt.M[p.Name], opt.V[p.Name]
+			if m == nil { // not yet updated: zero moments, as torch's lazily created state
+				m, v = make([]float32, p.Value.Len()), make([]float32, p.Value.Len())
+			}
+			ts = append(ts, safetensors.FromFloat32(ckptMPrefix+p.Name, p.Value.Shape, m),
+				safetensors.FromFloat32(ckptVPrefix+p.Name, p.Value.Shape, v))
+		}
+	}
+	if err := safetensors.WriteFile(path, ts, md); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// LoadCheckpoint restores params (matched by name) and, when opt is not nil,
+// the AdamW moments and step from a file written by SaveCheckpoint; it
+// returns the caller's metadata (reserved "nn." keys removed). The AdamW
+// hyperparameters are the caller's (the saved ones are informational).
+// Nothing is modified unless the whole file validates. Errors name the
+// tensor: a parameter missing from the file, a tensor in the file that is no
+// parameter, a shape mismatch, non-finite values, a missing optimizer state
+// when opt is not nil.
+func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string, error) {
+	pm, err := ParamMap(params)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if f.Metadata["nn.format"] != ckptFormat {
+		return nil, fmt.Errorf("checkpoint %s: not an nvdp checkpoint (metadata nn.format = %q, want %q)", path, f.Metadata["nn.format"], ckptFormat)
+	}
+	values := map[string][]float32{}
+	moments := map[string][]float32{}
+	for _, t := range f.Tensors {
+		name, isOpt := t.Name, false
+		if s, ok := strings.CutPrefix(t.Name, ckptVPrefix); ok {
+			name, isOpt = s, true
+		} else if s, ok := strings.CutPrefix(t.Name, ckptMPrefix); ok {
+			name, isOpt = s, true
+		}
+		p, ok := pm[name]
+		if !ok {
+			return nil, fmt.Errorf("checkpoint %s: tensor %q matches no model parameter", path, t.Name)
+		}
+		if !equalShape(t.Shape, p.Value.Shape) {
+			return nil, fmt.Errorf("checkpoint %s: tensor %q has shape %v, parameter wants %v", path, t.Name, t.Shape, p.Value.Shape)
+		}
+		if isOpt && opt == nil {
+			continue
+		}
+		data, err := t.Float32()
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+		if err := CheckFinite(t.Name, FromData(data, t.Shape...)); err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+		if isOpt {
+			moments[t.Name] = data
+		} else {
+			values[t.Name] = data
+		}
+	}
+	for _, p := range params {
+		if values[p.Name] == nil {
+			return nil, fmt.Errorf("checkpoint %s: parameter %q missing", path, p.Name)
+		}
+	}
+	step := 0
+	if opt != nil {
+		if f.Metadata["nn.optimizer"] != "adamw" {
+			return nil, fmt.Errorf("checkpoint %s: no AdamW state (weights-only checkpoint)", path)
+		}
+		step, err = strconv.Atoi(f.Metadata["nn.adamw.step"])
+		if err != nil || step < 0 {
+			return nil, fmt.Errorf("checkpoint %s: bad metadata nn.adamw.step %q", path, f.Metadata["nn.adamw.step"])
+		}
+		for _, p := range params {
+			for _, n := range []string{ckptMPrefix + p.Name, ckptVPrefix + p.Name} {
+				if moments[n] == nil {
+					return nil, fmt.Errorf("checkpoint %s: optimizer tensor %q missing", path, n)
+				}
+			}
+		}
+	}
+	// Everything validated: apply.
+	for _, p := range params {
+		copy(p.Value.Data, values[p.Name])
+	}
+	if opt != nil {
+		opt.Step = step
+		opt.M, opt.V = map[string][]float32{}, map[string][]float32{}
+		for _, p := range params {
+			opt.M[p.Name] = moments[ckptMPrefix+p.Name]
+			opt.V[p.Name] = moments[ckptVPrefix+p.Name]
+		}
+	}
+	out := map[string]string{}
+	for k, v := range f.Metadata {
+		if !strings.HasPrefix(k, ckptMetaSpace) {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// RNGState encodes a random source's state (e.g. *rand.PCG or *rand.ChaCha8
+// from math/rand/v2, both BinaryMarshalers) as base64 text for checkpoint
+// metadata. A *rand.Rand holds no state of its own beyond its source, so
+// saving the source suffices.
+func RNGState(src encoding.BinaryMarshaler) (string, error) {
+	b, err := src.MarshalBinary()
+	if err != nil {
+		return "", fmt.Errorf("rng state: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// RestoreRNG sets src to a state produced by RNGState.
+func RestoreRNG(state string, src encoding.BinaryUnmarshaler) error {
+	b, err := base64.StdEncoding.DecodeString(state)
+	if err != nil {
+		return fmt.Errorf("rng state: %w", err)
+	}
+	if err := src.UnmarshalBinary(b); err != nil {
+		return fmt.Errorf("rng state: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Embedding is a lookup table W [Vocab, Dim]; the parameter is named
+// prefix+".weight" (Hugging Face layout).
+type Embedding struct{ W *Param }
+
+// NewEmbedding allocates a zero [vocab, dim] table (see InitHF).
+func NewEmbedding(prefix string, vocab, dim int) *Embedding {
+	return &Embedding{W: NewParam(prefix+".weight", vocab, dim)}
+}
+
+// InitHF fills the table with N(0, std^2) draws (HF initializer_range, 0.02 for BERT).
+func (e *Embedding) InitHF(rng *rand.Rand, std float64) { e.W.InitNormal(rng, std) }
+
+// Params returns the layer's parameters.
+func (e *Embedding) Params() []*Param { return []*Param{e.W} }
+
+// Vocab is the number of rows of the table.
+func (e *Embedding) Vocab() int { return e.W.Value.Shape[0] }
+
+// Dim is the embedding width.
+func (e *Embedding) Dim() int { return e.W.Value.Shape[1] }
+
+// Forward gathers rows: out[i] = W[ids[i]], returned with shape
+// [shape..., Dim] (shape defaults to [len(ids)]). An id outside [0, Vocab)
+// or a shape that does not match len(ids) is a programmer error (callers
+// validate input ids first) and panics naming the id.
+func (e *Embedding) Forward(ids []int32, shape ...int) *Tensor {
+	if len(shape) == 0 {
+		shape = []int{len(ids)}
+	}
+	if numel(shape) != len(ids) {
+		panic(fmt.Sprintf("nn.Embedding(%s): %d ids for shape %v", e.W.Name, len(ids), shape))
+	}
+	V, D := e.Vocab(), e.Dim()
+	out := New(append(append([]int(nil), shape...), D)...)
+	w := e.W.Value.Data
+	for i, id := range ids {
+		if id < 0 || int(id) >= V {
+			panic(fmt.Sprintf("nn.Embedding(%s): id %d at position %d outside [0, %d)", e.W.Name, id, i, V))
+		}
+		copy(out.Data[i*D:(i+1)*D], w[int(id)*D:int(id+1)*D])
+	}
+	return out
+}
+
+// Backward scatter-adds dy [len(ids), Dim] (any leading shape) into W.Grad:
+// W.Grad[ids[i]] += dy[i]. Repeated ids accumulate.
+func (e *Embedding) Backward(ids []int32, dy *Tensor) {
+	D := e.Dim()
+	if len(dy.Data) != len(ids)*D {
+		panic(fmt.Sprintf("nn.Embedding(%s).Backward: dy shape %v for %d ids", e.W.Name, dy.Shape, len(ids)))
+	}
+	g := e.W.Grad.Data
+	for i, id := range ids {
+		row := g[int(id)*D : int(id+1)*D]
+		src := dy.Data[i*D : (i+1)*D]
+		for j := range row {
+			row[j] += src[j]
+		}
+	}
+}

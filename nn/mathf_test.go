@@ -1,0 +1,45 @@
+package nn
+
+import (
+	"math"
+	"testing"
+)
+
+func TestExpf(t *testing.T) {
+	worst := 0.0
+	for x := -87.0; x <= 88.5; x += 0.0137 {
+		got := float64(expf(float32(x)))
+		want := math.Exp(float64(float32(x)))
+		if rel := math.Abs(got-want) / want; rel > worst {
+			worst = rel
+		}
+	}
+	if worst > 3e-7 {
+		t.Errorf("expf max relative error %.3g > 3e-7", worst)
+	}
+	for _, tc := range []struct{ x, want float32 }{
+		{float32(math.Inf(-1)), 0}, {-100, 0}, {0, 1}, {float32(math.Inf(1)), float32(math.Inf(1))},
+	} {
+		if got := expf(tc.x); got != tc.want {
+			t.Errorf("expf(%v) = %v, want %v", tc.x, got, tc.want)
+		}
+	}
+	if v := expf(float32(math.NaN())); v == v {
+		t.Errorf("expf(NaN) = %v", v)
+	}
+}
+
+func TestGELUParts(t *testing.T) {
+	worstCDF, worstPDF := 0.0, 0.0
+	for x := -10.0; x <= 10; x += 0.001 {
+		cdf, pdf := geluParts(float32(x))
+		xf := float64(float32(x))
+		wc := 0.5 * (1 + math.Erf(xf/math.Sqrt2))
+		wp := math.Exp(-xf*xf/2) / math.Sqrt(2*math.Pi)
+		worstCDF = math.Max(worstCDF, math.Abs(float64(cdf)-wc))
+		worstPDF = math.Max(worstPDF, math.Abs(float64(pdf)-wp))
+	}
+	if worstCDF > 3e-7 || worstPDF > 1e-7 {
+		t.Errorf("max abs error: Phi %.3g (want <= 3e-7), phi %.3g (want <= 1e-7)", worstCDF, worstPDF)
+	}
+}

@@ -1,0 +1,213 @@
+package nvib
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/nvdp-project/nvdp/nn"
+)
+
+// BlockConfig configures the NVDP Transformer block.
+type BlockConfig struct {
+	Hidden       int     `json:"hidden"`
+	Heads        int     `json:"heads"`
+	Intermediate int     `json:"intermediate"`
+	LayerNormEps float64 `json:"layer_norm_eps"`
+	Dropout      float64 `json:"dropout"` // hidden dropout after W_o and W_2 (reference runs: 0)
+	Mode         Mode    `json:"mode"`
+}
+
+// Block is the NVDP Transformer block (ref §3.2) with denoising attention
+// (ref §3.1):
+//
+//	s_{t,j} = q_t.k_j/sqrt(d_h) + ln pi_j - ||z_j||^2/(2 sqrt(d_h))       (per head; ||z_j|| over all P dims)
+//	c_t = sum_j softmax_j(s_{t,j}) v_j,  k_j = W_k z_j + b_k,  v_j = W_v z_j + b_v   (j = 0..S)
+//	a_t = LayerNorm_1(W_o c_t + b_o)                 (no residual from x)
+//	y_t = LayerNorm_2(W_2 GELU(W_1 a_t + b_1) + b_2 + a_t)
+//
+// Queries: principled q_t = W_q z_t + b_q from the token components of Z
+// (t = 1..S; padding components zeroed), so the block output is a function
+// of (Z, pi) alone (post-processing of the sample). Reference: q_t = W_q x_t + b_q
+// from the raw encoder output x (ref §10 item 8).
+// Key bias: principled -Inf where pi_j = 0 (padding); reference
+// ln(max(pi_j, tiny)) + [pi_j <= 0] + float32-min at pads (ref §3.1, §10 item 7).
+type Block struct {
+	Cfg               BlockConfig
+	Query, Key, Value *nn.Linear // prefix.attention.self.{query,key,value}
+	AttnOut           *nn.Linear // prefix.attention.output.dense
+	AttnLN            *nn.LayerNorm
+	Inter, Out        *nn.Linear // prefix.intermediate.dense, prefix.output.dense
+	OutLN             *nn.LayerNorm
+	drop              nn.Dropout
+}
+
+// NewBlock builds the block with HF initialisation (N(0, 0.02^2), zero bias, LN 1/0).
+func NewBlock(prefix string, cfg BlockConfig, rng *rand.Rand) (*Block, error) {
+	P, I := cfg.Hidden, cfg.Intermediate
+	if P < 1 || cfg.Heads < 1 || P%cfg.Heads != 0 || I < 1 {
+		return nil, fmt.Errorf("nvdp block: hidden %d, heads %d, intermediate %d", P, cfg.Heads, I)
+	}
+	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
+		return nil, fmt.Errorf("nvdp block: dropout %v outside [0,1)", cfg.Dropout)
+	}
+	eps := cfg.LayerNormEps
+	if eps <= 0 {
+		eps = 1e-12
+	}
+	b := &Block{Cfg: cfg,
+		Query:   nn.NewLinear(prefix+".attention.self.query", P, P, true),
+		Key:     nn.NewLinear(prefix+".attention.self.key", P, P, true),
+		Value:   nn.NewLinear(prefix+".attention.self.value", P, P, true),
+		AttnOut: nn.NewLinear(prefix+".attention.output.dense", P, P, true),
+		AttnLN:  nn.NewLayerNorm(prefix+".attention.output.LayerNorm", P, float32(eps)),
+		Inter:   nn.NewLinear(prefix+".intermediate.dense", P, I, true),
+		Out:     nn.NewLinear(prefix+".output.dense", I, P, true),
+		OutLN:   nn.NewLayerNorm(prefix+".output.LayerNorm", P, float32(eps)),
+		drop:    nn.Dropout{P: float32(cfg.Dropout)},
+	}
+	for _, l := range []*nn.Linear{b.Query, b.Key, b.Value, b.AttnOut, b.Inter, b.Out} {
+		l.InitHF(rng, 0.02)
+	}
+	return b, nil
+}
+
+// Params returns the block's parameters.
+func (b *Block) Params() []*nn.Param {
+	var ps []*nn.Param
+	for _, l := range []*nn.Linear{b.Query, b.Key, b.Value, b.AttnOut} {
+		ps = append(ps, l.Params()...)
+	}
+	ps = append(ps, b.AttnLN.Params()...)
+	ps = append(append(ps, b.Inter.Params()...), b.Out.Params()...)
+	return append(ps, b.OutLN.Params()...)
+}
+
+// BlockCache holds what Block.Backward needs.
+type BlockCache struct {
+	B, S, N, P int
+	qIn        *nn.Tensor // query input [B,S,P] (Z tokens or x)
+	clampedPi  []bool     // reference: ln(max(pi,tiny)) clamped (no gradient to pi)
+	attn       *nn.AttentionCache
+	q, k, v    *nn.Tensor
+	c          *nn.Tensor
+	d1, d2     *nn.DropoutCache
+	ln1, ln2   *nn.LayerNormCache
+	a, h       *nn.Tensor
+}
+
+const float32Tiny = 1.1754943508222875e-38
+
+// Forward runs the block on sample s of posterior post; x [B,S,P] is the
+// encoder output (used only by the reference queries). Returns y [B,S,P].
+func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rng *rand.Rand) (*nn.Tensor, *BlockCache) {
+	B, N, P := post.B, post.N, post.P
+	S := N - 1
+	c := &BlockCache{B: B, S: S, N: N, P: P}
+	if b.Cfg.Mode.IsReference() {
+		c.qIn = x
+	} else {
+		c.qIn = nn.New(B, S, P)
+		for bb := 0; bb < B; bb++ {
+			for i := 1; i < N; i++ {
+				if post.Mask[bb*N+i] != 0 {
+					copy(c.qIn.Data[(bb*S+i-1)*P:(bb*S+i)*P], s.Z.Data[(bb*N+i)*P:(bb*N+i+1)*P])
+				}
+			}
+		}
+	}
+	c.q, _ = b.Query.Forward(c.qIn)
+	c.k, _ = b.Key.Forward(s.Z)
+	c.v, _ = b.Value.Forward(s.Z)
+	sq := math.Sqrt(float64(P / b.Cfg.Heads))
+	bias := nn.New(B, N)
+	c.clampedPi = make([]bool, B*N)
+	for k := 0; k < B*N; k++ {
+		var nz float64
+		for _, v := range s.Z.Data[k*P : (k+1)*P] {
+			nz += float64(v) * float64(v)
+		}
+		l2 := nz / (2 * sq)
+		if b.Cfg.Mode.IsReference() {
+			pi := s.Dir.Pi[k]
+			lp := math.Log(math.Max(float64(pi), float32Tiny))
+			if float64(pi) <= float32Tiny {
+				c.clampedPi[k] = true
+			}
+			v := float32(lp - l2)
+			if pi <= 0 {
+				v += 1 // the released bug: a boolean added instead of -inf
+			}
+			if post.Mask[k] == 0 {
+				v += -math.MaxFloat32
+			}
+			bias.Data[k] = v
+		} else {
+			bias.Data[k] = float32(s.Dir.LogPi[k] - l2) // -Inf at pads (pi = 0)
+		}
+	}
+	c.c, c.attn = nn.Attention(c.q, c.k, c.v, b.Cfg.Heads, bias)
+	o, _ := b.AttnOut.Forward(c.c)
+	o, c.d1 = b.drop.Forward(o, rng, train)
+	c.a, c.ln1 = b.AttnLN.Forward(o)
+	h, _ := b.Inter.Forward(c.a)
+	c.h = h
+	g := nn.GELU(h)
+	f, _ := b.Out.Forward(g)
+	f, c.d2 = b.drop.Forward(f, rng, train)
+	y, ln2 := b.OutLN.Forward(nn.Add(f, c.a))
+	c.ln2 = ln2
+	return y, c
+}
+
+// Backward takes dy [B,S,P], accumulates parameter gradients and returns
+// dZ [B,N,P], dLogPi [B,N] (gradient w.r.t. ln pi, 0 at pads and, in
+// reference mode, where pi <= tiny) and dx [B,S,P] (nil in principled mode:
+// the block does not read x).
+func (b *Block) Backward(c *BlockCache, s *Sample, dy *nn.Tensor) (dZ *nn.Tensor, dLogPi []float64, dx *nn.Tensor) {
+	B, S, N, P := c.B, c.S, c.N, c.P
+	dr := b.OutLN.Backward(c.ln2, dy) // d(f + a)
+	df := b.drop.Backward(c.d2, dr)
+	dg := b.Out.Backward(nn.GELU(c.h), df)
+	dh := nn.GELUBackward(c.h, dg)
+	da := b.Inter.Backward(c.a, dh)
+	nn.AddInPlace(da, dr)
+	do := b.AttnLN.Backward(c.ln1, da)
+	do = b.drop.Backward(c.d1, do)
+	dc := b.AttnOut.Backward(c.c, do)
+	dq, dk, dv, dBias := nn.AttentionBackward(c.attn, dc)
+	dqIn := b.Query.Backward(c.qIn, dq)
+	dZ = b.Key.Backward(s.Z, dk)
+	nn.AddInPlace(dZ, b.Value.Backward(s.Z, dv))
+	sq := math.Sqrt(float64(P / b.Cfg.Heads))
+	dLogPi = make([]float64, B*N)
+	for k := 0; k < B*N; k++ {
+		g := float64(dBias.Data[k])
+		if g == 0 || math.IsInf(s.Dir.LogPi[k], -1) {
+			continue
+		}
+		if !c.clampedPi[k] {
+			dLogPi[k] = g
+		}
+		// d(-||z||^2/(2 sqrt dh))/dz = -z/sqrt(dh)
+		for j := k * P; j < (k+1)*P; j++ {
+			dZ.Data[j] += float32(-g * float64(s.Z.Data[j]) / sq)
+		}
+	}
+	if b.Cfg.Mode.IsReference() {
+		return dZ, dLogPi, dqIn
+	}
+	for bb := 0; bb < B; bb++ {
+		for i := 1; i < N; i++ {
+			// masked query rows were zeros, not Z: no gradient to Z there
+			if !math.IsInf(s.Dir.LogPi[bb*N+i], -1) {
+				src := dqIn.Data[(bb*S+i-1)*P : (bb*S+i)*P]
+				dst := dZ.Data[(bb*N+i)*P : (bb*N+i+1)*P]
+				for j, v := range src {
+					dst[j] += v
+				}
+			}
+		}
+	}
+	return dZ, dLogPi, nil
+}

@@ -1,0 +1,318 @@
+package nvib
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ClipConfig holds the posterior-parameter clipping of paper §3.2
+// (Eq. clip_mu_derived, clip_sigma_derived, clip_alpha_derived; ref §5).
+//
+// With Enabled, after the prior component is prepended and before sampling:
+//
+//	mu_i     <- c + C_mu (mu_i - c)/||mu_i - c||_2  when ||mu_i - c||_2 > C_mu   (c = prior mean; L2 over all P dims)
+//	logvar_ij <- clamp(logvar_ij, LogvarFloor, LogvarCap)                          (elementwise)
+//	alpha_i  <- clamp(alpha_i, C_amin, C_amax)
+//
+// LogvarFloor = ln((lambda-1)/lambda * prior_var) + LogvarMargin (paper:
+// sigma >= sqrt((lambda-1)/lambda) prior sigma; margin 0 in the paper and the
+// reference). LogvarCap = ln(prior_var) when CapSigma (principled addition),
+// else +Inf. Gradients: the true Jacobian of the L2-ball projection for mu,
+// zero where logvar or alpha is clamped (inclusive bounds pass the gradient,
+// as torch.clamp).
+//
+// The principled defaults make Eq. rdp finite for every pair of clipped
+// posteriors with aligned components: sigma in [floor, prior sigma] with the
+// floor strictly above sqrt((lambda-1)/lambda) prior sigma, and
+// C_amin > (lambda-1)/lambda * C_amax, so lambda a_i - (lambda-1) a'_i > 0
+// for every component and for the totals (docs/privacy.md, "Clipping
+// guarantees finiteness").
+type ClipConfig struct {
+	Enabled bool `json:"enabled"`
+	// CMu is the radius C_mu of the L2 ball around the prior mean (> 0).
+	CMu float64 `json:"c_mu"`
+	// CAlphaMin and CAlphaMax bound the pseudo-counts (0 <= min <= max, max > 0).
+	CAlphaMin float64 `json:"c_alpha_min"`
+	CAlphaMax float64 `json:"c_alpha_max"`
+	// Order is the Renyi order lambda (> 1) used for the sigma floor (paper: 1.1).
+	Order float64 `json:"order"`
+	// LogvarMargin is added to the logvar floor (nats of variance; >= 0).
+	LogvarMargin float64 `json:"logvar_margin"`
+	// CapSigma caps logvar at ln(prior_var) (principled; the reference has no cap).
+	CapSigma bool `json:"cap_sigma"`
+	// ClipPrior also clips component 0 (the reference does: alpha_0 = min(1, C_amax)).
+	ClipPrior bool `json:"clip_prior"`
+	// ReferenceCenter centres the mu projection at 0 instead of the prior mean (the reference's max-norm clip).
+	ReferenceCenter bool `json:"reference_center,omitempty"`
+}
+
+// Default clipping constants.
+const (
+	// DefaultOrder is the Renyi order lambda of the paper and the reference.
+	DefaultOrder = 1.1
+	// DefaultLogvarMargin keeps the principled sigma floor strictly inside the
+	// validity boundary: sigma_min = sqrt((lambda-1)/lambda) prior sigma * e^{margin/2}.
+	DefaultLogvarMargin = 1e-3
+	// DefaultAlphaMinMargin is the relative margin of the principled C_amin
+	// above (lambda-1)/lambda * C_amax.
+	DefaultAlphaMinMargin = 1e-3
+)
+
+// DefaultClip returns the clipping configuration of mode for radius cMu and
+// maximum pseudo-count cAlphaMax, clipping enabled.
+//
+// Principled: sigma capped at the prior sigma, logvar floor with
+// DefaultLogvarMargin, C_amin = (lambda-1)/lambda * C_amax * (1 + 1e-3),
+// prior component not clipped (it is the same in every posterior).
+// Reference (ref §5): C_amin = 0, no cap, no margin, prior clipped,
+// mu clipped around 0.
+func DefaultClip(mode Mode, cMu, cAlphaMax float64) ClipConfig {
+	if mode.IsReference() {
+		return ClipConfig{Enabled: true, CMu: cMu, CAlphaMin: 0, CAlphaMax: cAlphaMax, Order: DefaultOrder,
+			ClipPrior: true, ReferenceCenter: true}
+	}
+	return ClipConfig{Enabled: true, CMu: cMu, CAlphaMax: cAlphaMax, Order: DefaultOrder,
+		CAlphaMin:    PrincipledAlphaMin(DefaultOrder, cAlphaMax),
+		LogvarMargin: DefaultLogvarMargin, CapSigma: true}
+}
+
+// PrincipledAlphaMin is the smallest C_amin the principled clipping uses for
+// order lambda: (lambda-1)/lambda * C_amax * (1 + DefaultAlphaMinMargin), so
+// that lambda a - (lambda-1) a' >= lambda C_amin - (lambda-1) C_amax > 0.
+func PrincipledAlphaMin(order, cAlphaMax float64) float64 {
+	return (order - 1) / order * cAlphaMax * (1 + DefaultAlphaMinMargin)
+}
+
+// Validate checks the constants (only when Enabled).
+func (c ClipConfig) Validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	switch {
+	case !(c.CMu > 0) || math.IsInf(c.CMu, 0):
+		return fmt.Errorf("clip: C_mu = %v, want a finite value > 0", c.CMu)
+	case !(c.CAlphaMax > 0) || math.IsInf(c.CAlphaMax, 0):
+		return fmt.Errorf("clip: C_amax = %v, want a finite value > 0", c.CAlphaMax)
+	case !(c.CAlphaMin >= 0) || c.CAlphaMin > c.CAlphaMax:
+		return fmt.Errorf("clip: C_amin = %v, want 0 <= C_amin <= C_amax = %v", c.CAlphaMin, c.CAlphaMax)
+	case !(c.Order > 1) || math.IsInf(c.Order, 0):
+		return fmt.Errorf("clip: Renyi order lambda = %v, want > 1", c.Order)
+	case !(c.LogvarMargin >= 0):
+		return fmt.Errorf("clip: logvar margin = %v, want >= 0", c.LogvarMargin)
+	case c.CapSigma && c.LogvarMargin >= math.Log(c.Order/(c.Order-1)):
+		return fmt.Errorf("clip: logvar margin %v puts the floor above the cap ln(prior_var) (need < ln(lambda/(lambda-1)) = %v)",
+			c.LogvarMargin, math.Log(c.Order/(c.Order-1)))
+	}
+	return nil
+}
+
+// GuaranteesFiniteBound returns nil when the configuration makes Eq. rdp
+// finite for every pair of clipped posteriors with aligned components
+// (docs/privacy.md), else an error naming the first missing condition.
+func (c ClipConfig) GuaranteesFiniteBound() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	var errs []error
+	if !c.Enabled {
+		return errors.New("clipping disabled: sigma, alpha unbounded")
+	}
+	if !c.CapSigma {
+		errs = append(errs, errors.New("sigma not capped at the prior sigma: a pair with sigma_q' > sqrt(lambda/(lambda-1)) sigma_q has no real sigma'"))
+	}
+	if !(c.LogvarMargin > 0) {
+		errs = append(errs, errors.New("logvar floor on the boundary (margin 0): sigma' can be 0 and the bound infinite"))
+	}
+	if !(c.Order*c.CAlphaMin-(c.Order-1)*c.CAlphaMax > 0) {
+		errs = append(errs, fmt.Errorf("C_amin = %v <= (lambda-1)/lambda C_amax = %v: lnGamma(lambda a - (lambda-1) a') can be infinite",
+			c.CAlphaMin, (c.Order-1)/c.Order*c.CAlphaMax))
+	}
+	return errors.Join(errs...)
+}
+
+// LogvarBounds returns the logvar floor and cap (cap +Inf without CapSigma)
+// for prior variance priorVar: floor = ln((lambda-1)/lambda * priorVar) + margin
+// (ref §5: ln(0.1/1.1) = -2.3978952728 for lambda 1.1, prior_var 1).
+func (c ClipConfig) LogvarBounds(priorVar float64) (floor, cap float64) {
+	floor = math.Log((c.Order-1)/c.Order*priorVar) + c.LogvarMargin
+	cap = math.Inf(1)
+	if c.CapSigma {
+		cap = math.Log(priorVar)
+	}
+	return floor, cap
+}
+
+// ClipMu projects mu (length P, in place) onto the L2 ball of radius cMu around
+// center (nil = origin) (paper Eq. clip_mu_derived; ref §5 step 1 with
+// n = max(||mu||, 1e-8)). It returns the pre-projection distance n and whether
+// the projection was active. ±Inf entries project onto the direction of their
+// signs. Test vector (ref §5): ClipMu([3,4], nil, 2) = [1.2, 1.6].
+func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool) {
+	var s float64
+	for j, v := range mu {
+		d := float64(v)
+		if center != nil {
+			d -= float64(center[j])
+		}
+		s += d * d
+	}
+	n = math.Max(math.Sqrt(s), 1e-8)
+	if !(n > cMu) { // also false for NaN: NaN propagates
+		return n, false
+	}
+	if math.IsInf(n, 1) {
+		var cnt int
+		for _, v := range mu {
+			if math.IsInf(float64(v), 0) {
+				cnt++
+			}
+		}
+		scale := cMu / math.Sqrt(float64(cnt))
+		for j, v := range mu {
+			c := 0.0
+			if center != nil {
+				c = float64(center[j])
+			}
+			switch {
+			case math.IsInf(float64(v), 1):
+				mu[j] = float32(c + scale)
+			case math.IsInf(float64(v), -1):
+				mu[j] = float32(c - scale)
+			default:
+				mu[j] = float32(c)
+			}
+		}
+		return n, true
+	}
+	r := cMu / n
+	for j, v := range mu {
+		c := 0.0
+		if center != nil {
+			c = float64(center[j])
+		}
+		mu[j] = float32(c + (float64(v)-c)*r)
+	}
+	return n, true
+}
+
+// clipMuBackward maps dy (gradient w.r.t. the projected mu, length P) to the
+// gradient w.r.t. the pre-projection mu in place: dx = (C/n)(dy - u (u.dy)),
+// u = (y - c)/C the unit direction (y = projected mu).
+func clipMuBackward(dy, y, center []float32, cMu, n float64) {
+	if math.IsInf(n, 1) {
+		clear(dy)
+		return
+	}
+	var dot float64
+	for j := range dy {
+		c := 0.0
+		if center != nil {
+			c = float64(center[j])
+		}
+		dot += (float64(y[j]) - c) / cMu * float64(dy[j])
+	}
+	r := cMu / n
+	for j := range dy {
+		c := 0.0
+		if center != nil {
+			c = float64(center[j])
+		}
+		u := (float64(y[j]) - c) / cMu
+		dy[j] = float32(r * (float64(dy[j]) - u*dot))
+	}
+}
+
+// clipCache records what clipping did, for the backward pass.
+type clipCache struct {
+	cfg      ClipConfig
+	B, N, P  int
+	center   []float32 // nil = origin
+	muOut    []float32 // projected mu [B*N*P] (shared with the output tensor)
+	muNorm   []float64 // [B*N] pre-projection distance; 0 = not projected
+	lvPass   []bool    // [B*N*P] logvar gradient passes
+	alphaOut []float32 // [B*N] alpha after clipping
+	aPass    []bool    // [B*N] alpha gradient passes
+}
+
+// clipPosterior applies cfg to the concatenated (mu, logvar, logAlpha) of all
+// N components (component 0 = prior; clipped only with ClipPrior) and returns
+// alpha = clamp(exp(logAlpha)). mu and logvar [B,N,P] are modified in place;
+// logAlpha is [B,N]. Without Enabled, alpha = exp(logAlpha) and nothing else
+// changes (ref §1).
+func clipPosterior(cfg ClipConfig, prior Prior, mu, logvar, logAlpha []float32, B, N, P int) ([]float32, *clipCache) {
+	c := &clipCache{cfg: cfg, B: B, N: N, P: P, muOut: mu,
+		muNorm: make([]float64, B*N), lvPass: make([]bool, B*N*P),
+		alphaOut: make([]float32, B*N), aPass: make([]bool, B*N)}
+	if !cfg.ReferenceCenter && prior.Mu != 0 {
+		c.center = make([]float32, P)
+		for j := range c.center {
+			c.center[j] = float32(prior.Mu)
+		}
+	}
+	floor, cap := cfg.LogvarBounds(prior.Var)
+	f32, c32 := float32(floor), float32(math.Min(cap, math.MaxFloat32))
+	if math.IsInf(cap, 1) {
+		c32 = float32(math.Inf(1))
+	}
+	for r := 0; r < B*N; r++ {
+		clip := cfg.Enabled && (cfg.ClipPrior || r%N != 0)
+		a := math.Exp(float64(logAlpha[r]))
+		if !clip {
+			c.alphaOut[r] = float32(a)
+			c.aPass[r] = true
+			for k := r * P; k < (r+1)*P; k++ {
+				c.lvPass[k] = true
+			}
+			continue
+		}
+		if n, active := ClipMu(mu[r*P:(r+1)*P], c.center, cfg.CMu); active {
+			c.muNorm[r] = n
+		}
+		for k := r * P; k < (r+1)*P; k++ {
+			v := logvar[k]
+			switch {
+			case v < f32:
+				logvar[k] = f32
+			case v > c32:
+				logvar[k] = c32
+			default:
+				c.lvPass[k] = true // NaN also "passes" and propagates
+			}
+		}
+		switch {
+		case a < cfg.CAlphaMin:
+			a = cfg.CAlphaMin
+		case a > cfg.CAlphaMax:
+			a = cfg.CAlphaMax
+		default:
+			c.aPass[r] = true
+		}
+		c.alphaOut[r] = float32(a)
+	}
+	return c.alphaOut, c
+}
+
+// backward maps gradients w.r.t. the clipped (mu, logvar, alpha) to gradients
+// w.r.t. the pre-clip (mu, logvar, logAlpha), in place for dmu and dlogvar;
+// it returns dlogAlpha [B*N] (d alpha/d logAlpha = alpha where not clamped).
+func (c *clipCache) backward(dmu, dlogvar, dalpha []float32) []float32 {
+	P := c.P
+	for r := 0; r < c.B*c.N; r++ {
+		if n := c.muNorm[r]; n > 0 {
+			clipMuBackward(dmu[r*P:(r+1)*P], c.muOut[r*P:(r+1)*P], c.center, c.cfg.CMu, n)
+		}
+	}
+	for k, pass := range c.lvPass {
+		if !pass {
+			dlogvar[k] = 0
+		}
+	}
+	dla := make([]float32, len(dalpha))
+	for r, g := range dalpha {
+		if c.aPass[r] {
+			dla[r] = g * c.alphaOut[r]
+		}
+	}
+	return dla
+}

@@ -1,0 +1,36 @@
+// Package nvib implements the nonparametric variational information
+// bottleneck (NVIB) of NVDP on the nn engine: the NVIB layer (posterior
+// projections, prior component, principled clipping), sampling (Gaussian
+// reparameterisation; Dirichlet weights from Gamma samples with implicit
+// reparameterisation gradients), the KL regularisers L_G and L_D, denoising
+// attention, the NVDP Transformer block, classification/regression heads,
+// the baseline / nvdp / nvdp-clipped models and the export of posteriors
+// for the privacy audit.
+//
+// Two modes run through the package: ModePrincipled (default; the paper's
+// equations with the quirks of the released code fixed) and ModeReference
+// (the released code, quirk for quirk; ref §10). Every difference is listed
+// in docs/model.md.
+//
+// Conventions: tensors are float32 row-major; B = batch, S = padded sequence
+// length, n = number of real tokens, N = S + 1 latent components (index 0 is
+// the prior component), P = hidden size, H = heads, d_h = P/H. Masks are
+// 1 = real, 0 = padding (the opposite of the reference's pad mask m).
+// Scalar special-function work (KL, Gamma gradients) is done in float64.
+package nvib
+
+// Mode selects principled (default) or reference behaviour.
+type Mode string
+
+const (
+	// ModePrincipled follows the paper's equations with the documented fixes.
+	ModePrincipled Mode = "principled"
+	// ModeReference reproduces the released code (ref §1–5, §10).
+	ModeReference Mode = "reference"
+)
+
+// Valid reports whether m names a known mode ("" counts as principled).
+func (m Mode) Valid() bool { return m == "" || m == ModePrincipled || m == ModeReference }
+
+// IsReference reports whether m is the reference mode.
+func (m Mode) IsReference() bool { return m == ModeReference }

@@ -1,0 +1,115 @@
+package nvib
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/privacy"
+)
+
+// Posterior runs the backbone and the NVIB layer (evaluation mode, no
+// sampling) and returns the clipped posterior of the batch (shapes as
+// Posterior). Errors: baseline model, invalid input, non-finite posterior.
+func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
+	if m.NVIB == nil {
+		return nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
+	}
+	if ci, ok := m.Backbone.(interface{ CheckInput(encoder.Input) error }); ok {
+		if err := ci.CheckInput(in); err != nil {
+			return nil, err
+		}
+	}
+	x, _ := m.Backbone.Forward(in, false, nil)
+	post, _, err := m.NVIB.Forward(x, in.Mask)
+	return post, err
+}
+
+// ExportMetadata returns the posterior file metadata of the model for a
+// dataset split: task, split, model, variant (mode), init, the clipping
+// constants (clip_enabled, clip_mu, clip_alpha_min, clip_alpha_max,
+// clip_order, clip_logvar_margin, clip_cap_sigma, clip_prior) and the prior
+// log alpha. prior_mu and prior_var are written by the privacy package from
+// the Posteriors fields.
+func (m *Model) ExportMetadata(task, split string) map[string]string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	c := m.NVIB.Cfg.Clip
+	return map[string]string{
+		"task": task, "split": split, "model": m.Cfg.Model, "variant": string(mode(m.Cfg.Mode)), "init": m.Cfg.Init,
+		"clip_enabled": strconv.FormatBool(c.Enabled), "clip_mu": f(c.CMu),
+		"clip_alpha_min": f(c.CAlphaMin), "clip_alpha_max": f(c.CAlphaMax), "clip_order": f(c.Order),
+		"clip_logvar_margin": f(c.LogvarMargin), "clip_cap_sigma": strconv.FormatBool(c.CapSigma),
+		"clip_prior": strconv.FormatBool(c.ClipPrior), "prior_log_alpha": f(m.Cfg.Prior.LogAlpha),
+		"kl_mask_pads": strconv.FormatBool(!m.Cfg.Mode.IsReference()),
+	}
+}
+
+func mode(m Mode) Mode {
+	if m == "" {
+		return ModePrincipled
+	}
+	return m
+}
+
+// CollectPosteriors concatenates batch posteriors (all with the same N and
+// P) into the audit's privacy.Posteriors (mask converted to the file's
+// convention, 1 = padding component), with the model's prior and meta.
+func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) (*privacy.Posteriors, error) {
+	if len(posts) == 0 {
+		return nil, fmt.Errorf("collect posteriors: no batches")
+	}
+	N, P := posts[0].N, posts[0].P
+	M := 0
+	for i, p := range posts {
+		if p.N != N || p.P != P {
+			return nil, fmt.Errorf("collect posteriors: batch %d has [N=%d P=%d], batch 0 [N=%d P=%d] (pad every batch to the same length)", i, p.N, p.P, N, P)
+		}
+		M += p.B
+	}
+	out := privacy.NewPosteriors(M, N, P)
+	out.Mask = make([]uint8, M*N)
+	for j := range out.PriorMu {
+		out.PriorMu[j], out.PriorVar[j] = prior.Mu, prior.Var
+	}
+	off := 0
+	for _, p := range posts {
+		copy(out.Mu[off*N*P:], p.Mu.Data)
+		copy(out.LogVar[off*N*P:], p.Logvar.Data)
+		copy(out.Alpha[off*N:], p.Alpha.Data)
+		for k, v := range p.Mask {
+			if v == 0 {
+				out.Mask[off*N+k] = 1
+			}
+		}
+		off += p.B
+	}
+	for k, v := range meta {
+		out.Metadata[k] = v
+	}
+	if err := out.Validate(); err != nil {
+		return nil, fmt.Errorf("collect posteriors: %w", err)
+	}
+	return out, nil
+}
+
+// ExportPosteriors computes the posterior of every batch of a dataset split
+// and writes the audit's posterior file (privacy.WritePosteriors: mu, logvar
+// [M,N,P], alpha, mask [M,N], metadata from ExportMetadata) to path.
+func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, split string) error {
+	posts := make([]*Posterior, 0, len(batches))
+	for i, in := range batches {
+		p, err := m.Posterior(in)
+		if err != nil {
+			return fmt.Errorf("export posteriors: batch %d: %w", i, err)
+		}
+		posts = append(posts, p)
+	}
+	all, err := CollectPosteriors(posts, m.Cfg.Prior, m.ExportMetadata(task, split))
+	if err != nil {
+		return fmt.Errorf("export posteriors %s: %w", path, err)
+	}
+	if err := privacy.WritePosteriors(path, all); err != nil {
+		return fmt.Errorf("export posteriors: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package nvib
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/nvdp-project/nvdp/nn"
+)
+
+// Initialisation modes of the NVIB projections (ref §1).
+const (
+	// InitNVIB is the intended NVIB initialisation: W_mu = mu_tau I, b_mu =
+	// prior_mu (1 - mu_tau); W_logvar = 0, b_logvar = ln((prior_sigma stdev_tau)^2);
+	// w_lin = 0, w_quad = 1/(2 sqrt d_h), b_alpha = alpha_tau (prior_log_alpha_stdev = 1).
+	InitNVIB = "nvib"
+	// InitHF is what the released pipeline ends up with (ref §10 item 10):
+	// every NVIB weight ~ N(0, 0.02^2), every bias 0.
+	InitHF = "hf"
+)
+
+// LayerConfig configures the NVIB layer.
+type LayerConfig struct {
+	Hidden int        `json:"hidden"` // P
+	Heads  int        `json:"heads"`  // H (d_h = P/H enters the quadratic init)
+	Mode   Mode       `json:"mode"`
+	Prior  Prior      `json:"prior"`
+	Clip   ClipConfig `json:"clip"`
+	Init   string     `json:"init"`
+	// MuTau, StdevTau, AlphaTau parameterise InitNVIB (reference scripts: 1, 0.1, -10).
+	MuTau    float64 `json:"mu_tau"`
+	StdevTau float64 `json:"stdev_tau"`
+	AlphaTau float64 `json:"alpha_tau"`
+}
+
+// Layer is the NVIB layer (ref §1): per token x_i [P],
+//
+//	mu_i = W_mu x_i + b_mu,  logvar_i = W_l x_i + b_l,  ln alpha_i = w_lin.x_i + w_quad.(x_i ⊙ x_i) + b_alpha,
+//
+// with the prior component (mu = prior mean, logvar = ln prior_var, ln alpha =
+// prior log alpha) prepended at index 0, then clipping (ClipConfig).
+type Layer struct {
+	Cfg       LayerConfig
+	Mu        *nn.Linear // prefix.mu_proj       [P,P]
+	Logvar    *nn.Linear // prefix.logvar_proj   [P,P]
+	AlphaLin  *nn.Linear // prefix.alpha_proj.linear [1,P] + bias
+	AlphaQuad *nn.Param  // prefix.alpha_proj.quadratic.weight [1,P], no bias
+}
+
+// NewLayer builds the layer with parameters named prefix+".mu_proj.weight", ...
+// and initialises them (InitNVIB or InitHF; rng used by InitHF).
+func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
+	P := cfg.Hidden
+	if P < 1 || cfg.Heads < 1 || P%cfg.Heads != 0 {
+		return nil, fmt.Errorf("nvib layer: hidden %d not divisible into %d heads", P, cfg.Heads)
+	}
+	if !cfg.Mode.Valid() {
+		return nil, fmt.Errorf("nvib layer: unknown mode %q", cfg.Mode)
+	}
+	if !(cfg.Prior.Var > 0) || math.IsInf(cfg.Prior.Var, 0) || math.IsNaN(cfg.Prior.Mu) || math.IsNaN(cfg.Prior.LogAlpha) {
+		return nil, fmt.Errorf("nvib layer: invalid prior %+v (want finite, var > 0)", cfg.Prior)
+	}
+	if err := cfg.Clip.Validate(); err != nil {
+		return nil, fmt.Errorf("nvib layer: %w", err)
+	}
+	l := &Layer{Cfg: cfg,
+		Mu:        nn.NewLinear(prefix+".mu_proj", P, P, true),
+		Logvar:    nn.NewLinear(prefix+".logvar_proj", P, P, true),
+		AlphaLin:  nn.NewLinear(prefix+".alpha_proj.linear", P, 1, true),
+		AlphaQuad: nn.NewParam(prefix+".alpha_proj.quadratic.weight", 1, P),
+	}
+	switch cfg.Init {
+	case InitNVIB, "":
+		for j := 0; j < P; j++ {
+			l.Mu.W.Value.Data[j*P+j] = float32(cfg.MuTau)
+		}
+		l.Mu.B.Fill(float32(cfg.Prior.Mu * (1 - cfg.MuTau)))
+		sd := math.Sqrt(cfg.Prior.Var) * cfg.StdevTau
+		l.Logvar.B.Fill(float32(math.Log(sd*sd + 1.1754943508222875e-38)))
+		l.AlphaQuad.Fill(float32(1 / (2 * math.Sqrt(float64(P/cfg.Heads)))))
+		l.AlphaLin.B.Fill(float32(cfg.AlphaTau))
+	case InitHF:
+		for _, lin := range []*nn.Linear{l.Mu, l.Logvar, l.AlphaLin} {
+			lin.InitHF(rng, 0.02)
+		}
+		l.AlphaQuad.InitNormal(rng, 0.02)
+	default:
+		return nil, fmt.Errorf("nvib layer: unknown init %q (want %q or %q)", cfg.Init, InitNVIB, InitHF)
+	}
+	return l, nil
+}
+
+// Params returns the layer's trainable parameters (the prior is frozen).
+func (l *Layer) Params() []*nn.Param {
+	return append(append(append(l.Mu.Params(), l.Logvar.Params()...), l.AlphaLin.Params()...), l.AlphaQuad)
+}
+
+// Posterior holds the (clipped) NVIB posterior of a batch: component 0 is
+// the prior, components 1..S the tokens.
+type Posterior struct {
+	B, N, P int
+	Mu      *nn.Tensor // [B,N,P] means
+	Logvar  *nn.Tensor // [B,N,P] log variances (nats); sigma = exp(logvar/2)
+	Alpha   *nn.Tensor // [B,N]   Dirichlet pseudo-counts (> 0 where real)
+	Mask    []float32  // [B,N]   1 = real component (prior always 1), 0 = padding
+}
+
+// LayerCache holds what Layer.Backward needs.
+type LayerCache struct {
+	x    *nn.Tensor
+	clip *clipCache
+}
+
+// Forward maps x [B,S,P] (encoder output) and mask [B,S] (1 = real; nil =
+// all real) to the clipped posterior with N = S+1 components. Errors: a
+// non-finite posterior value (e.g. alpha = exp overflow in an unclipped
+// model), naming tensor and position.
+func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, error) {
+	if len(x.Shape) != 3 || x.Shape[2] != l.Cfg.Hidden {
+		panic(fmt.Sprintf("nvib.Layer: input %v, want [B,S,%d]", x.Shape, l.Cfg.Hidden))
+	}
+	B, S, P := x.Shape[0], x.Shape[1], x.Shape[2]
+	N := S + 1
+	mu, _ := l.Mu.Forward(x)
+	lv, _ := l.Logvar.Forward(x)
+	la, _ := l.AlphaLin.Forward(x) // [B,S,1]
+	q := l.AlphaQuad.Value.Data
+	for r := 0; r < B*S; r++ {
+		var s float64
+		for j, v := range x.Data[r*P : (r+1)*P] {
+			s += float64(q[j]) * float64(v) * float64(v)
+		}
+		la.Data[r] += float32(s)
+	}
+	post := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Mask: make([]float32, B*N)}
+	logAlpha := make([]float32, B*N)
+	pm, plv := float32(l.Cfg.Prior.Mu), float32(math.Log(l.Cfg.Prior.Var))
+	for b := 0; b < B; b++ {
+		r0 := b * N * P
+		for j := 0; j < P; j++ {
+			post.Mu.Data[r0+j] = pm
+			post.Logvar.Data[r0+j] = plv
+		}
+		copy(post.Mu.Data[r0+P:r0+N*P], mu.Data[b*S*P:(b+1)*S*P])
+		copy(post.Logvar.Data[r0+P:r0+N*P], lv.Data[b*S*P:(b+1)*S*P])
+		logAlpha[b*N] = float32(l.Cfg.Prior.LogAlpha)
+		copy(logAlpha[b*N+1:(b+1)*N], la.Data[b*S:(b+1)*S])
+		post.Mask[b*N] = 1
+		for i := 0; i < S; i++ {
+			post.Mask[b*N+1+i] = 1
+			if mask != nil {
+				post.Mask[b*N+1+i] = mask[b*S+i]
+			}
+		}
+	}
+	alpha, cc := clipPosterior(l.Cfg.Clip, l.Cfg.Prior, post.Mu.Data, post.Logvar.Data, logAlpha, B, N, P)
+	post.Alpha = nn.FromData(alpha, B, N)
+	if err := post.checkFinite(); err != nil {
+		return nil, nil, err
+	}
+	return post, &LayerCache{x: x, clip: cc}, nil
+}
+
+func (p *Posterior) checkFinite() error {
+	for _, nt := range []struct {
+		name string
+		t    *nn.Tensor
+		per  int
+	}{{"mu", p.Mu, p.P}, {"logvar", p.Logvar, p.P}, {"alpha", p.Alpha, 1}} {
+		name := nt.name
+		for k, v := range nt.t.Data {
+			f := float64(v)
+			if math.IsNaN(f) || math.IsInf(f, 0) || (name == "alpha" && !(f > 0) && p.Mask[k] != 0) {
+				idx := fmt.Sprintf("example %d, component %d", k/nt.per/p.N, (k/nt.per)%p.N)
+				return fmt.Errorf("nvib posterior: tensor %s: invalid value %v at %s (unclipped pseudo-counts overflow exp; consider clipping)", name, v, idx)
+			}
+		}
+	}
+	return nil
+}
+
+// Backward takes gradients w.r.t. the clipped posterior (dmu, dlogvar
+// [B,N,P], dalpha [B,N]; modified in place), accumulates parameter gradients
+// and returns dx [B,S,P]. The prior component's gradient is discarded (frozen).
+func (l *Layer) Backward(c *LayerCache, dmu, dlogvar, dalpha *nn.Tensor) *nn.Tensor {
+	B, N, P := c.clip.B, c.clip.N, c.clip.P
+	S := N - 1
+	dla := c.clip.backward(dmu.Data, dlogvar.Data, dalpha.Data)
+	dMuTok, dLvTok, dLaTok := nn.New(B, S, P), nn.New(B, S, P), nn.New(B, S, 1)
+	for b := 0; b < B; b++ {
+		copy(dMuTok.Data[b*S*P:(b+1)*S*P], dmu.Data[b*N*P+P:(b+1)*N*P])
+		copy(dLvTok.Data[b*S*P:(b+1)*S*P], dlogvar.Data[b*N*P+P:(b+1)*N*P])
+		copy(dLaTok.Data[b*S:(b+1)*S], dla[b*N+1:(b+1)*N])
+	}
+	dx := l.Mu.Backward(c.x, dMuTok)
+	nn.AddInPlace(dx, l.Logvar.Backward(c.x, dLvTok))
+	nn.AddInPlace(dx, l.AlphaLin.Backward(c.x, dLaTok))
+	q, dq := l.AlphaQuad.Value.Data, l.AlphaQuad.Grad.Data
+	for r := 0; r < B*S; r++ {
+		g := dLaTok.Data[r]
+		if g == 0 {
+			continue
+		}
+		xr := c.x.Data[r*P : (r+1)*P]
+		for j, v := range xr {
+			dq[j] += g * v * v
+			dx.Data[r*P+j] += 2 * g * q[j] * v
+		}
+	}
+	return dx
+}
+
+// Sample is one draw from the posterior (ref §2): Z [B,N,P] with
+// z_i = mu_i + sigma_i ⊙ eps_i for every component (prior and pads included)
+// and the Dirichlet weights pi [B,N] (0 at pads).
+type Sample struct {
+	Z   *nn.Tensor // [B,N,P]
+	Eps *nn.Tensor // [B,N,P] standard normal noise
+	Dir *DirichletSample
+}
+
+// Draw samples Z and pi from post (training and evaluation alike: NVDP always samples).
+func Draw(post *Posterior, rng *rand.Rand) *Sample { return drawWith(post, rng, nil) }
+
+// drawWith is Draw with an optional injected ln-Gamma sampler (tests).
+func drawWith(post *Posterior, rng *rand.Rand, logGamma func(k int, a float64) float64) *Sample {
+	s := &Sample{Z: nn.New(post.Mu.Shape...), Eps: nn.New(post.Mu.Shape...)}
+	for k := range s.Z.Data {
+		e := rng.NormFloat64()
+		s.Eps.Data[k] = float32(e)
+		s.Z.Data[k] = float32(float64(post.Mu.Data[k]) + math.Exp(0.5*float64(post.Logvar.Data[k]))*e)
+	}
+	if logGamma == nil {
+		logGamma = func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }
+	}
+	s.Dir = sampleDirichlet(logGamma, post.Alpha.Data, post.Mask, post.B, post.N)
+	return s
+}
+
+// Backward accumulates into dmu, dlogvar [B,N,P] and dalpha [B,N] the
+// gradients from dZ [B,N,P] (dz/dmu = 1, dz/dlogvar = eps sigma/2) and
+// dLogPi [B,N] (through the Dirichlet path); either may be nil.
+func (s *Sample) Backward(post *Posterior, dZ *nn.Tensor, dLogPi []float64, dmu, dlogvar, dalpha *nn.Tensor) {
+	if dZ != nil {
+		for k, g := range dZ.Data {
+			dmu.Data[k] += g
+			dlogvar.Data[k] += float32(float64(g) * float64(s.Eps.Data[k]) * 0.5 * math.Exp(0.5*float64(post.Logvar.Data[k])))
+		}
+	}
+	if dLogPi != nil {
+		for k, g := range s.Dir.Backward(dLogPi) {
+			dalpha.Data[k] += g
+		}
+	}
+}

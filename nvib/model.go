@@ -1,0 +1,370 @@
+package nvib
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/nn"
+)
+
+// Model kinds.
+const (
+	ModelBaseline    = "baseline"     // encoder + head, no NVIB
+	ModelNVDP        = "nvdp"         // NVIB + NVDP block, no clipping
+	ModelNVDPClipped = "nvdp-clipped" // NVIB with clipping + NVDP block
+)
+
+// KL weight schedules s(t) (ref §4).
+const (
+	ScheduleConstant    = "constant"     // s = 1
+	ScheduleLinearDecay = "linear-decay" // s = max(0, (T-t)/T) (reference, --NVIB_use_scaling_factor)
+	ScheduleWarmup      = "warmup"       // s = min(1, t/(wT))
+	ScheduleWarmupDecay = "warmup-decay" // t/(wT) for t < wT, then (T-t)/(T-wT) (reference with warm-up w > 0)
+)
+
+// ConfigFile is the model configuration's file name inside a model directory.
+const ConfigFile = "nvdp_config.json"
+
+// Config is the full NVDP model configuration (saved as JSON in a model directory).
+type Config struct {
+	Model        string  `json:"model"` // baseline | nvdp | nvdp-clipped
+	Mode         Mode    `json:"mode"`  // principled | reference
+	Hidden       int     `json:"hidden"`
+	Heads        int     `json:"heads"`
+	Intermediate int     `json:"intermediate"`
+	LayerNormEps float64 `json:"layer_norm_eps"`
+	Dropout      float64 `json:"dropout"`
+	NumLabels    int     `json:"num_labels"` // 1 = regression (MSE)
+	Head         string  `json:"head"`       // mean | first-token
+
+	Prior    Prior   `json:"prior"`
+	Delta    float64 `json:"delta"`
+	Init     string  `json:"init"` // nvib | hf
+	MuTau    float64 `json:"mu_tau"`
+	StdevTau float64 `json:"stdev_tau"`
+	AlphaTau float64 `json:"alpha_tau"`
+	// Clip is used by nvdp-clipped (Enabled is forced on there and off for nvdp).
+	Clip ClipConfig `json:"clip"`
+
+	LambdaG    float64 `json:"lambda_g"`
+	LambdaD    float64 `json:"lambda_d"`
+	KLSchedule string  `json:"kl_schedule"`
+	KLWarmup   float64 `json:"kl_warmup"` // warm-up fraction w of the total steps
+}
+
+// DefaultConfig returns the configuration of model kind for an encoder of
+// the given hidden size, heads and intermediate size: reference CLI defaults
+// (C_mu 8, C_amax 1.5, lambda 1.1; alpha_tau -10, stdev_tau 0.1, mu_tau 1;
+// delta 0; lambda_G = lambda_D = 1e-2; linear-decay KL schedule), init "hf"
+// in both modes (what the release runs; the intended "nvib" init freezes
+// logvar and alpha at the clip bounds under clipping, see docs/model.md),
+// head "mean". Clipping follows DefaultClip(mode, 8, 1.5).
+func DefaultConfig(model string, mode Mode, hidden, heads, intermediate, numLabels int) Config {
+	init := InitHF
+	c := Config{Model: model, Mode: mode, Hidden: hidden, Heads: heads, Intermediate: intermediate,
+		LayerNormEps: 1e-12, NumLabels: numLabels, Head: HeadMean, Prior: DefaultPrior(),
+		Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10, Clip: DefaultClip(mode, 8, 1.5),
+		LambdaG: 1e-2, LambdaD: 1e-2, KLSchedule: ScheduleLinearDecay}
+	c.Clip.Enabled = model == ModelNVDPClipped
+	return c
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch c.Model {
+	case ModelBaseline, ModelNVDP, ModelNVDPClipped:
+	default:
+		return fmt.Errorf("model config: unknown model %q (want baseline, nvdp or nvdp-clipped)", c.Model)
+	}
+	if !c.Mode.Valid() {
+		return fmt.Errorf("model config: unknown mode %q", c.Mode)
+	}
+	if c.NumLabels < 1 {
+		return fmt.Errorf("model config: num_labels %d", c.NumLabels)
+	}
+	if c.LambdaG < 0 || c.LambdaD < 0 || math.IsNaN(c.LambdaG) || math.IsNaN(c.LambdaD) {
+		return fmt.Errorf("model config: lambda_G %v, lambda_D %v must be >= 0", c.LambdaG, c.LambdaD)
+	}
+	switch c.KLSchedule {
+	case ScheduleConstant, ScheduleLinearDecay, ScheduleWarmup, ScheduleWarmupDecay, "":
+	default:
+		return fmt.Errorf("model config: unknown kl_schedule %q", c.KLSchedule)
+	}
+	if c.KLWarmup < 0 || c.KLWarmup >= 1 {
+		return fmt.Errorf("model config: kl_warmup %v outside [0,1)", c.KLWarmup)
+	}
+	if c.Model == ModelNVDPClipped {
+		cl := c.Clip
+		cl.Enabled = true
+		if err := cl.Validate(); err != nil {
+			return fmt.Errorf("model config: %w", err)
+		}
+	}
+	return nil
+}
+
+// KLScale returns s(t) for optimizer step t of total T (ref §4).
+func (c Config) KLScale(step, total int) float64 {
+	t, T := float64(step), float64(max(total, 1))
+	w := c.KLWarmup * T
+	switch c.KLSchedule {
+	case ScheduleLinearDecay:
+		return math.Max(0, (T-t)/T)
+	case ScheduleWarmup:
+		if w <= 0 {
+			return 1
+		}
+		return math.Min(1, t/w)
+	case ScheduleWarmupDecay:
+		if t < w {
+			return t / w
+		}
+		return math.Max(0, (T-t)/(T-w))
+	}
+	return 1
+}
+
+// SaveConfig writes c as JSON to dir/nvdp_config.json.
+func SaveConfig(dir string, c Config) error {
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, ConfigFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("save model config: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// LoadConfig reads and validates dir/nvdp_config.json (unknown fields are an error).
+func LoadConfig(dir string) (Config, error) {
+	path := filepath.Join(dir, ConfigFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("load model config: %w", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("model config %s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("model config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Backbone is the pretrained encoder under the NVIB (encoder.Encoder through
+// EncoderBackbone, or a test double).
+type Backbone interface {
+	Forward(in encoder.Input, train bool, rng *rand.Rand) (*nn.Tensor, any) // [B,S,Hidden]
+	Backward(cache any, dx *nn.Tensor)
+	Params() []*nn.Param
+	Hidden() int
+}
+
+// EncoderBackbone adapts *encoder.Encoder to Backbone.
+type EncoderBackbone struct{ *encoder.Encoder }
+
+// Forward runs the encoder.
+func (e EncoderBackbone) Forward(in encoder.Input, train bool, rng *rand.Rand) (*nn.Tensor, any) {
+	return e.Encoder.Forward(in, train, rng)
+}
+
+// Backward back-propagates into the encoder.
+func (e EncoderBackbone) Backward(c any, dx *nn.Tensor) { e.Encoder.Backward(c.(*encoder.Cache), dx) }
+
+// Model is baseline (backbone + head) or NVDP (backbone + NVIB layer + NVDP block + head).
+type Model struct {
+	Cfg      Config
+	Backbone Backbone
+	NVIB     *Layer // nil for baseline
+	Block    *Block // nil for baseline
+	Head     *Head
+
+	testLogGamma func(k int, a float64) float64 // tests: fixed-quantile Gamma draws
+}
+
+// NewModel builds the model on a backbone; rng initialises the new layers.
+// Parameter names: "nvib.*", "nvdp.*" (HF BertLayer names), "classifier.*";
+// the backbone's own names are unchanged.
+func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Hidden != bb.Hidden() {
+		return nil, fmt.Errorf("model config: hidden %d, backbone hidden %d", cfg.Hidden, bb.Hidden())
+	}
+	m := &Model{Cfg: cfg, Backbone: bb}
+	if cfg.Model != ModelBaseline {
+		clip := cfg.Clip
+		clip.Enabled = cfg.Model == ModelNVDPClipped
+		var err error
+		m.NVIB, err = NewLayer("nvib", LayerConfig{Hidden: cfg.Hidden, Heads: cfg.Heads, Mode: cfg.Mode, Prior: cfg.Prior,
+			Clip: clip, Init: cfg.Init, MuTau: cfg.MuTau, StdevTau: cfg.StdevTau, AlphaTau: cfg.AlphaTau}, rng)
+		if err != nil {
+			return nil, err
+		}
+		m.Block, err = NewBlock("nvdp", BlockConfig{Hidden: cfg.Hidden, Heads: cfg.Heads, Intermediate: cfg.Intermediate,
+			LayerNormEps: cfg.LayerNormEps, Dropout: cfg.Dropout, Mode: cfg.Mode}, rng)
+		if err != nil {
+			return nil, err
+		}
+	}
+	head := cfg.Head
+	if head == "" {
+		head = HeadMean
+	}
+	var err error
+	if m.Head, err = NewHead(head, cfg.Hidden, cfg.NumLabels, cfg.Dropout, rng); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Params returns backbone, NVIB, block and head parameters (unique names).
+func (m *Model) Params() []*nn.Param {
+	ps := append([]*nn.Param(nil), m.Backbone.Params()...)
+	if m.NVIB != nil {
+		ps = append(append(ps, m.NVIB.Params()...), m.Block.Params()...)
+	}
+	return append(ps, m.Head.Params()...)
+}
+
+// KLConfig returns the regulariser settings of the model (pads masked in principled mode).
+func (m *Model) KLConfig() KLConfig {
+	return KLConfig{Prior: m.Cfg.Prior, Delta: m.Cfg.Delta, MaskPads: !m.Cfg.Mode.IsReference()}
+}
+
+// Labels are the targets of a batch: Class [B] for classification
+// (num_labels > 1) or Value [B] for regression (num_labels = 1).
+type Labels struct {
+	Class []int
+	Value []float32
+}
+
+// ForwardOptions control one forward pass.
+type ForwardOptions struct {
+	Train bool
+	Rng   *rand.Rand // dropout and NVDP sampling (NVDP samples at evaluation too)
+	// KLScale is s(t) (Config.KLScale); evaluation uses 1 as the reference.
+	KLScale float64
+}
+
+// Output is the result of a forward pass.
+type Output struct {
+	Logits *nn.Tensor // [B, num_labels]
+	// Loss = Task + lambda_G s LG + lambda_D s LD (nats; batch means); 0 without labels.
+	Loss, Task, LG, LD float64
+	KL                 KLResult   // per-example L_G, L_D (NVDP only)
+	Posterior          *Posterior // clipped posterior (NVDP only)
+	Sample             *Sample    // the draw used (NVDP only)
+}
+
+// Cache holds what Model.Backward needs.
+type Cache struct {
+	in      encoder.Input
+	bbCache any
+	x       *nn.Tensor
+	layer   *LayerCache
+	block   *BlockCache
+	head    *HeadCache
+	dlogits *nn.Tensor
+	klScale float64
+	out     *Output
+}
+
+// Forward runs the model on a batch. With labels it also computes the loss
+// (cross-entropy, or MSE when num_labels = 1) and its gradient seed for Backward.
+// Errors: invalid input (backbone CheckInput), label count mismatch,
+// non-finite posterior or loss.
+func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*Output, *Cache, error) {
+	if ci, ok := m.Backbone.(interface{ CheckInput(encoder.Input) error }); ok {
+		if err := ci.CheckInput(in); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(in.IDs) != in.B*in.S || (in.Mask != nil && len(in.Mask) != in.B*in.S) {
+		return nil, nil, fmt.Errorf("model input: ids %d, mask %d, want B*S = %d", len(in.IDs), len(in.Mask), in.B*in.S)
+	}
+	c := &Cache{in: in, klScale: opt.KLScale}
+	out := &Output{}
+	c.out = out
+	c.x, c.bbCache = m.Backbone.Forward(in, opt.Train, opt.Rng)
+	y := c.x
+	if m.NVIB != nil {
+		post, lc, err := m.NVIB.Forward(c.x, in.Mask)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.layer = lc
+		out.Posterior = post
+		out.Sample = drawWith(post, opt.Rng, m.testLogGamma)
+		y, c.block = m.Block.Forward(c.x, post, out.Sample, opt.Train, opt.Rng)
+		out.KL = KL(m.KLConfig(), post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, post.B, post.N, post.P)
+		out.LG, out.LD = out.KL.MeanLG, out.KL.MeanLD
+	}
+	out.Logits, c.head = m.Head.Forward(y, in.Mask, opt.Train, opt.Rng)
+	if labels == nil {
+		return out, c, nil
+	}
+	switch {
+	case m.Cfg.NumLabels == 1:
+		if len(labels.Value) != in.B {
+			return nil, nil, fmt.Errorf("labels: %d regression targets for a batch of %d", len(labels.Value), in.B)
+		}
+		out.Task, c.dlogits = nn.MSE(out.Logits, labels.Value)
+	default:
+		if len(labels.Class) != in.B {
+			return nil, nil, fmt.Errorf("labels: %d class labels for a batch of %d", len(labels.Class), in.B)
+		}
+		for i, l := range labels.Class {
+			if l < 0 || l >= m.Cfg.NumLabels {
+				return nil, nil, fmt.Errorf("labels: example %d has label %d, want 0..%d", i, l, m.Cfg.NumLabels-1)
+			}
+		}
+		out.Task, c.dlogits = nn.SoftmaxCrossEntropy(out.Logits, labels.Class)
+	}
+	out.Loss = out.Task + opt.KLScale*(m.Cfg.LambdaG*out.LG+m.Cfg.LambdaD*out.LD)
+	if math.IsNaN(out.Loss) || math.IsInf(out.Loss, 0) {
+		return nil, nil, fmt.Errorf("loss is %v (task %v, L_G %v, L_D %v)", out.Loss, out.Task, out.LG, out.LD)
+	}
+	return out, c, nil
+}
+
+// ErrNoLabels is returned by Backward for a forward pass without labels.
+var ErrNoLabels = errors.New("nvib: backward needs a forward pass with labels")
+
+// Backward accumulates d Loss / d param into every parameter's Grad.
+func (m *Model) Backward(c *Cache) error {
+	if c.dlogits == nil {
+		return ErrNoLabels
+	}
+	dy := m.Head.Backward(c.head, c.dlogits)
+	if m.NVIB == nil {
+		m.Backbone.Backward(c.bbCache, dy)
+		return nil
+	}
+	post, s := c.out.Posterior, c.out.Sample
+	dZ, dLogPi, dxq := m.Block.Backward(c.block, s, dy)
+	dmu, dlv, dal := nn.New(post.Mu.Shape...), nn.New(post.Logvar.Shape...), nn.New(post.Alpha.Shape...)
+	s.Backward(post, dZ, dLogPi, dmu, dlv, dal)
+	KLBackward(m.KLConfig(), post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, post.B, post.N, post.P,
+		c.klScale*m.Cfg.LambdaG, c.klScale*m.Cfg.LambdaD, dmu.Data, dlv.Data, dal.Data)
+	dx := m.NVIB.Backward(c.layer, dmu, dlv, dal)
+	if dxq != nil {
+		nn.AddInPlace(dx, dxq)
+	}
+	m.Backbone.Backward(c.bbCache, dx)
+	return nil
+}

@@ -1,0 +1,167 @@
+package privacy
+
+import (
+	"fmt"
+	"math"
+)
+
+// PosteriorView is one example's posterior: N components in P dimensions.
+// Mu and LogVar are [N, P] row-major, Alpha is [N], Mask is [N] or nil
+// (1 = padding component). Component 0 is the prior component.
+type PosteriorView struct {
+	N, P   int
+	Mu     []float32 // [N, P]
+	LogVar []float32 // [N, P]; sigma = exp(LogVar/2)
+	Alpha  []float32 // [N]
+	Mask   []uint8   // [N] or nil
+}
+
+func (v PosteriorView) check(name string) error {
+	if v.N < 1 || v.P < 1 || len(v.Mu) != v.N*v.P || len(v.LogVar) != v.N*v.P || len(v.Alpha) != v.N || (v.Mask != nil && len(v.Mask) != v.N) {
+		return fmt.Errorf("posterior %s: N=%d P=%d but len(mu)=%d len(logvar)=%d len(alpha)=%d len(mask)=%d",
+			name, v.N, v.P, len(v.Mu), len(v.LogVar), len(v.Alpha), len(v.Mask))
+	}
+	return nil
+}
+
+// GaussianDirection selects the Gaussian term of the bound.
+type GaussianDirection string
+
+const (
+	// DirectionPaper is Eq. rdp exactly as printed: sigma'^2 = (1-lambda) sigma_{q'}^2 +
+	// lambda sigma_q^2 and log(sigma' / (sigma_{q'}^{1-lambda} sigma_q^lambda)), which is
+	// the closed form of D_lambda(N_{q'} || N_q) while the Dirichlet part is
+	// D_lambda(Dir_q || Dir_{q'}): the two halves of the printed bound point in
+	// opposite directions. Kept to compare with the paper and the PyTorch peer.
+	DirectionPaper GaussianDirection = "paper"
+	// DirectionStandard uses D_lambda(N_q || N_{q'}) for the Gaussian part, so
+	// that every term of the bound has the same direction q || q' (Gil et al.
+	// 2013): sigma'^2 = lambda sigma_{q'}^2 + (1-lambda) sigma_q^2. This is the
+	// principled default (the zero value); see docs/privacy.md.
+	DirectionStandard GaussianDirection = "standard"
+)
+
+// BoundOptions are the choices of the principled bound.
+type BoundOptions struct {
+	// UseMask drops component i from a pair unless it is unpadded in both
+	// examples, and sums each example's alpha_0 over its own unpadded
+	// components (the release omits pads). This treats the length as public;
+	// see docs/privacy.md ("--mask leaks length").
+	UseMask bool
+	// Direction of the Gaussian term; "" means DirectionStandard.
+	Direction GaussianDirection
+}
+
+// BoundTerms is the paper's Eq. rdp for one ordered pair (q, q'), split into
+// its three lines (nats).
+type BoundTerms struct {
+	// DirichletTotal = -( lnG(lambda a0 - (lambda-1) a0') / (lambda-1) + lnG(a0') - lambda/(lambda-1) lnG(a0) )
+	DirichletTotal float64
+	// DirichletComponents = sum_i [ lnG(lambda a_i - (lambda-1) a'_i)/(lambda-1) + lnG(a'_i) - lambda/(lambda-1) lnG(a_i) ]
+	DirichletComponents float64
+	// Gaussian = sum_i [ lambda/2 ||(mu_i - mu'_i)/s_i||^2 + 1/(1-lambda) 1.log(s_i / ((sigma'_i)^{1-lambda} sigma_i^lambda)) ],
+	// s_i^2 = (1-lambda) (sigma'_i)^2 + lambda sigma_i^2 (elementwise over the P dims; roles of q and q'
+	// swapped under DirectionStandard)
+	Gaussian float64
+	// Total is the bound; +Inf when Undefined != "".
+	Total float64
+	// Undefined says why the bound does not exist for this pair (a radicand
+	// or a Gamma argument <= 0), or is "".
+	Undefined string
+}
+
+// PairBound is the upper bound D_lambda(DP(q) || DP(q')) of the paper's Eq. rdp
+// (section 3.1) with kappa_i = 1, summed over all N components and all P
+// dimensions, Gaussian term in the q || q' direction (DirectionStandard), no mask. order is
+// the Renyi order lambda > 1. Where the bound is undefined, Total is +Inf and
+// Undefined says why. Errors: order <= 1, shape mismatch.
+func PairBound(order float64, q, qp PosteriorView) (BoundTerms, error) {
+	return PairBoundWith(order, q, qp, BoundOptions{})
+}
+
+// PairBoundWith is PairBound with options (mask, Gaussian direction). It is
+// the straightforward per-dimension evaluation the fast engine falls back on.
+func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundTerms, error) {
+	if err := checkOrder(order); err != nil {
+		return BoundTerms{}, err
+	}
+	if err := q.check("q"); err != nil {
+		return BoundTerms{}, err
+	}
+	if err := qp.check("q'"); err != nil {
+		return BoundTerms{}, err
+	}
+	if q.N != qp.N || q.P != qp.P {
+		return BoundTerms{}, fmt.Errorf("posteriors q [%d %d] and q' [%d %d] differ in shape", q.N, q.P, qp.N, qp.P)
+	}
+	lam := order
+	N, P := q.N, q.P
+	kept := func(v PosteriorView, i int) bool { return !opt.UseMask || v.Mask == nil || v.Mask[i] == 0 }
+	var a0, b0 float64
+	for i := 0; i < N; i++ {
+		if kept(q, i) {
+			a0 += float64(q.Alpha[i])
+		}
+		if kept(qp, i) {
+			b0 += float64(qp.Alpha[i])
+		}
+	}
+	var t BoundTerms
+	undefined := func(format string, args ...any) (BoundTerms, error) {
+		t.Undefined = fmt.Sprintf(format, args...)
+		t.Total = math.Inf(1)
+		return t, nil
+	}
+	g := lam*a0 - (lam-1)*b0
+	if !(a0 > 0) || !(b0 > 0) || !(g > 0) {
+		return undefined("total alpha: a0=%g a0'=%g, lambda a0-(lambda-1) a0'=%g must be > 0", a0, b0, g)
+	}
+	t.DirichletTotal = -(lgamma(g)/(lam-1) + lgamma(b0) - lam/(lam-1)*lgamma(a0))
+	swap := opt.Direction != DirectionPaper
+	for i := 0; i < N; i++ {
+		if !kept(q, i) || !kept(qp, i) {
+			continue
+		}
+		ai, bi := float64(q.Alpha[i]), float64(qp.Alpha[i])
+		gi := lam*ai - (lam-1)*bi
+		if !(ai > 0) || !(bi > 0) || !(gi > 0) {
+			return undefined("component %d: alpha=%g alpha'=%g, lambda alpha-(lambda-1) alpha'=%g must be > 0", i, ai, bi, gi)
+		}
+		t.DirichletComponents += lgamma(gi)/(lam-1) + lgamma(bi) - lam/(lam-1)*lgamma(ai)
+		var quad, logs float64
+		for j := i * P; j < (i+1)*P; j++ {
+			d := float64(q.Mu[j]) - float64(qp.Mu[j])
+			lq, lp := float64(q.LogVar[j]), float64(qp.LogVar[j])
+			if swap {
+				lq, lp = lp, lq
+			}
+			// sigma'^2 = (1-lambda) sigma_{q'}^2 + lambda sigma_q^2
+			r := (1-lam)*math.Exp(lp) + lam*math.Exp(lq)
+			if !(r > 0) {
+				return undefined("component %d dim %d: sigma'^2 = (1-lambda) sigma'^2 + lambda sigma^2 = %g must be > 0", i, j-i*P, r)
+			}
+			quad += d * d / r
+			// ln sigma' - (1-lambda) ln sigma_{q'} - lambda ln sigma_q
+			logs += 0.5*math.Log(r) - (1-lam)*0.5*lp - lam*0.5*lq
+		}
+		t.Gaussian += lam/2*quad + logs/(1-lam)
+	}
+	t.Total = t.DirichletTotal + t.DirichletComponents + t.Gaussian
+	if math.IsNaN(t.Total) || math.IsInf(t.Total, 0) {
+		return undefined("bound overflows float64 (%g)", t.Total)
+	}
+	return t, nil
+}
+
+func checkOrder(order float64) error {
+	if !(order > 1) || math.IsInf(order, 0) {
+		return fmt.Errorf("Renyi order lambda = %v: must be finite and > 1", order)
+	}
+	return nil
+}
+
+// lgamma is ln|Gamma(x)| (the callers only pass x > 0).
+func lgamma(x float64) float64 {
+	v, _ := math.Lgamma(x)
+	return v
+}

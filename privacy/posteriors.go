@@ -1,0 +1,259 @@
+// Package privacy audits NVIB posteriors: the Renyi divergence upper bound of
+// the paper's Eq. rdp over all ordered pairs of examples (principled mode), the
+// Bayesian differential privacy accountant of Triastcyn & Faltings (2020), and
+// the released code's batch-wise computation (reference mode, ref §6-§7).
+//
+// All arithmetic is float64; posteriors are stored as float32 (the training
+// engine's precision). See docs/privacy.md for the derivations and every
+// difference between the principled and reference modes.
+package privacy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/safetensors"
+)
+
+// Posteriors holds the NVIB posterior parameters of M examples, N components
+// each (component 0 is the prior component) in P dimensions. This is the
+// contract between training (package nvib writes it) and auditing:
+//
+//	tensor  mu      float32 [M, N, P]  posterior means
+//	tensor  logvar  float32 [M, N, P]  log variances, sigma = exp(logvar/2)
+//	tensor  alpha   float32 [M, N]     Dirichlet pseudo-counts, >= 0
+//	tensor  mask    uint8   [M, N]     optional, 1 = padding component
+//	metadata prior_mu, prior_var       required; a scalar or a JSON array of length P
+//	metadata task, split, model, variant, clip_mu, clip_alpha_max, clip_order, ... (free-form)
+//
+// Slices are row-major. Use NewPosteriors to allocate and Validate before use;
+// ReadPosteriors validates.
+type Posteriors struct {
+	M, N, P  int
+	Mu       []float32 // [M, N, P]
+	LogVar   []float32 // [M, N, P]
+	Alpha    []float32 // [M, N]
+	Mask     []uint8   // [M, N] or nil; 1 = padding component
+	PriorMu  []float64 // [P]
+	PriorVar []float64 // [P], > 0
+	// Metadata are free-form strings saved in __metadata__ (prior_mu and
+	// prior_var are written from the fields above and override entries here).
+	Metadata map[string]string
+}
+
+// NewPosteriors allocates zeroed posteriors with a standard normal prior
+// (prior_mu = 0, prior_var = 1) and no mask.
+func NewPosteriors(m, n, p int) *Posteriors {
+	po := &Posteriors{M: m, N: n, P: p,
+		Mu: make([]float32, m*n*p), LogVar: make([]float32, m*n*p), Alpha: make([]float32, m*n),
+		PriorMu: make([]float64, p), PriorVar: make([]float64, p), Metadata: map[string]string{}}
+	for i := range po.PriorVar {
+		po.PriorVar[i] = 1
+	}
+	return po
+}
+
+// View returns example m as a PosteriorView (slices alias p).
+func (p *Posteriors) View(m int) PosteriorView {
+	np := p.N * p.P
+	v := PosteriorView{N: p.N, P: p.P, Mu: p.Mu[m*np : (m+1)*np], LogVar: p.LogVar[m*np : (m+1)*np], Alpha: p.Alpha[m*p.N : (m+1)*p.N]}
+	if p.Mask != nil {
+		v.Mask = p.Mask[m*p.N : (m+1)*p.N]
+	}
+	return v
+}
+
+// Validate checks shapes, finiteness (no NaN/Inf in mu, logvar, alpha),
+// alpha >= 0, mask values in {0, 1}, prior_var > 0. The error names the tensor
+// and the first offending index.
+func (p *Posteriors) Validate() error {
+	if p.M < 1 || p.N < 1 || p.P < 1 {
+		return fmt.Errorf("posteriors: empty shape M=%d N=%d P=%d", p.M, p.N, p.P)
+	}
+	if len(p.Mu) != p.M*p.N*p.P {
+		return fmt.Errorf("tensor mu: %d values, want M*N*P = %d*%d*%d", len(p.Mu), p.M, p.N, p.P)
+	}
+	if len(p.LogVar) != len(p.Mu) {
+		return fmt.Errorf("tensor logvar: %d values, want M*N*P = %d*%d*%d", len(p.LogVar), p.M, p.N, p.P)
+	}
+	if len(p.Alpha) != p.M*p.N {
+		return fmt.Errorf("tensor alpha: %d values, want M*N = %d*%d", len(p.Alpha), p.M, p.N)
+	}
+	if p.Mask != nil && len(p.Mask) != p.M*p.N {
+		return fmt.Errorf("tensor mask: %d values, want M*N = %d*%d", len(p.Mask), p.M, p.N)
+	}
+	idx := func(k, rank int) string {
+		if rank == 2 {
+			return fmt.Sprintf("[example %d, component %d]", k/p.N, k%p.N)
+		}
+		return fmt.Sprintf("[example %d, component %d, dim %d]", k/(p.N*p.P), (k/p.P)%p.N, k%p.P)
+	}
+	for name, t := range map[string][]float32{"mu": p.Mu, "logvar": p.LogVar} {
+		for k, v := range t {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("tensor %s: non-finite value %v at %s", name, v, idx(k, 3))
+			}
+		}
+	}
+	for k, v := range p.Alpha {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("tensor alpha: non-finite value %v at %s", v, idx(k, 2))
+		}
+		if v < 0 {
+			return fmt.Errorf("tensor alpha: negative pseudo-count %v at %s", v, idx(k, 2))
+		}
+	}
+	for k, v := range p.Mask {
+		if v > 1 {
+			return fmt.Errorf("tensor mask: value %d at %s, want 0 or 1", v, idx(k, 2))
+		}
+	}
+	if len(p.PriorMu) != p.P || len(p.PriorVar) != p.P {
+		return fmt.Errorf("posteriors: prior_mu/prior_var have %d/%d values, want P = %d", len(p.PriorMu), len(p.PriorVar), p.P)
+	}
+	for j := range p.PriorVar {
+		if !(p.PriorVar[j] > 0) || math.IsInf(p.PriorVar[j], 0) || math.IsNaN(p.PriorMu[j]) || math.IsInf(p.PriorMu[j], 0) {
+			return fmt.Errorf("posteriors: prior dimension %d: prior_mu %v, prior_var %v (want finite, prior_var > 0)", j, p.PriorMu[j], p.PriorVar[j])
+		}
+	}
+	return nil
+}
+
+// parsePrior reads a scalar or a JSON array of length p.
+func parsePrior(key, s string, p int) ([]float64, error) {
+	s = strings.TrimSpace(s)
+	out := make([]float64, p)
+	if strings.HasPrefix(s, "[") {
+		var arr []float64
+		if err := json.Unmarshal([]byte(s), &arr); err != nil {
+			return nil, fmt.Errorf("metadata %s: %w", key, err)
+		}
+		if len(arr) != p {
+			return nil, fmt.Errorf("metadata %s: %d values, want P = %d", key, len(arr), p)
+		}
+		copy(out, arr)
+		return out, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("metadata %s: %q is neither a number nor a JSON array", key, s)
+	}
+	for i := range out {
+		out[i] = v
+	}
+	return out, nil
+}
+
+func formatPrior(v []float64) string {
+	same := true
+	for _, x := range v {
+		same = same && x == v[0]
+	}
+	if same && len(v) > 0 {
+		return strconv.FormatFloat(v[0], 'g', -1, 64)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// ReadPosteriors reads and validates a posterior file (see Posteriors for the
+// contract). Errors name the file and the tensor; nothing is guessed.
+func ReadPosteriors(path string) (*Posteriors, error) {
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("posteriors: %w", err)
+	}
+	wrap := func(err error) error { return fmt.Errorf("posteriors %s: %w", path, err) }
+	get := func(name string, dt safetensors.DType, rank int) (*safetensors.Tensor, error) {
+		t, ok := f.Get(name)
+		if !ok {
+			return nil, wrap(fmt.Errorf("tensor %s missing", name))
+		}
+		if t.DType != dt {
+			return nil, wrap(fmt.Errorf("tensor %s: dtype %s, want %s", name, t.DType, dt))
+		}
+		if len(t.Shape) != rank {
+			return nil, wrap(fmt.Errorf("tensor %s: shape %v, want rank %d", name, t.Shape, rank))
+		}
+		return t, nil
+	}
+	mu, err := get("mu", safetensors.F32, 3)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := get("logvar", safetensors.F32, 3)
+	if err != nil {
+		return nil, err
+	}
+	al, err := get("alpha", safetensors.F32, 2)
+	if err != nil {
+		return nil, err
+	}
+	m, n, pp := mu.Shape[0], mu.Shape[1], mu.Shape[2]
+	if lv.Shape[0] != m || lv.Shape[1] != n || lv.Shape[2] != pp {
+		return nil, wrap(fmt.Errorf("tensor logvar: shape %v, want mu's shape %v", lv.Shape, mu.Shape))
+	}
+	if al.Shape[0] != m || al.Shape[1] != n {
+		return nil, wrap(fmt.Errorf("tensor alpha: shape %v, want [%d %d] (M, N of mu)", al.Shape, m, n))
+	}
+	po := &Posteriors{M: m, N: n, P: pp, Metadata: f.Metadata}
+	po.Mu, _ = mu.Float32()
+	po.LogVar, _ = lv.Float32()
+	po.Alpha, _ = al.Float32()
+	if mk, ok := f.Get("mask"); ok {
+		if mk.DType != safetensors.U8 && mk.DType != safetensors.BOOL {
+			return nil, wrap(fmt.Errorf("tensor mask: dtype %s, want U8", mk.DType))
+		}
+		if len(mk.Shape) != 2 || mk.Shape[0] != m || mk.Shape[1] != n {
+			return nil, wrap(fmt.Errorf("tensor mask: shape %v, want [%d %d]", mk.Shape, m, n))
+		}
+		po.Mask, _ = mk.Uint8()
+	}
+	for _, key := range []string{"prior_mu", "prior_var"} {
+		s, ok := f.Metadata[key]
+		if !ok {
+			return nil, wrap(fmt.Errorf("metadata %s missing", key))
+		}
+		v, err := parsePrior(key, s, pp)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		if key == "prior_mu" {
+			po.PriorMu = v
+		} else {
+			po.PriorVar = v
+		}
+	}
+	if err := po.Validate(); err != nil {
+		return nil, wrap(err)
+	}
+	return po, nil
+}
+
+// WritePosteriors validates p and writes it atomically as a safetensors file.
+func WritePosteriors(path string, p *Posteriors) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("posteriors %s: %w", path, err)
+	}
+	md := map[string]string{}
+	for k, v := range p.Metadata {
+		md[k] = v
+	}
+	md["prior_mu"] = formatPrior(p.PriorMu)
+	md["prior_var"] = formatPrior(p.PriorVar)
+	ts := []*safetensors.Tensor{
+		safetensors.FromFloat32("mu", []int{p.M, p.N, p.P}, p.Mu),
+		safetensors.FromFloat32("logvar", []int{p.M, p.N, p.P}, p.LogVar),
+		safetensors.FromFloat32("alpha", []int{p.M, p.N}, p.Alpha),
+	}
+	if p.Mask != nil {
+		ts = append(ts, safetensors.FromUint8("mask", []int{p.M, p.N}, p.Mask))
+	}
+	if err := safetensors.WriteFile(path, ts, md); err != nil {
+		return fmt.Errorf("posteriors: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package privacy
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/mathext"
+)
+
+// StudentTUpper returns t such that P(T > t) = tail for Student's t with df
+// degrees of freedom, accurate down to tail = 1e-300: it solves
+// 0.5 * I_{df/(df+t^2)}(df/2, 1/2) = tail (regularised incomplete beta,
+// gonum mathext.RegIncBeta) by bisection on ln t, as ref §7.2 prescribes.
+// (distuv.StudentsT.Quantile receives 1 - tail and loses every digit once tail
+// approaches 1e-16.) Errors: df <= 0, tail outside (0, 0.5].
+func StudentTUpper(df, tail float64) (float64, error) {
+	if !(df > 0) || math.IsInf(df, 0) {
+		return 0, fmt.Errorf("student t: degrees of freedom %v must be > 0", df)
+	}
+	if !(tail > 0 && tail <= 0.5) {
+		return 0, fmt.Errorf("student t: tail probability %v must be in (0, 0.5]", tail)
+	}
+	if tail == 0.5 {
+		return 0, nil
+	}
+	upper := func(t float64) float64 { return 0.5 * mathext.RegIncBeta(df/2, 0.5, df/(df+t*t)) }
+	lo, hi := 0.0, 1.0 // bounds on ln t
+	for upper(math.Exp(hi)) > tail {
+		lo = hi
+		hi *= 2
+		if hi > 1e4 {
+			return math.Inf(1), nil
+		}
+	}
+	if upper(1) <= tail {
+		lo = -40
+		hi = 0
+	}
+	for range 200 {
+		mid := 0.5 * (lo + hi)
+		if upper(math.Exp(mid)) > tail {
+			lo = mid
+		} else {
+			hi = mid
+		}
+		if hi-lo < 1e-15 {
+			break
+		}
+	}
+	return math.Exp(0.5 * (lo + hi)), nil
+}
+
+// logAcc accumulates ln-values L_p (X_p = exp(L_p)) for a Student-t upper
+// confidence bound on the mean of X, in log space: s1 = sum exp(L - max),
+// s2 = sum exp(2 (L - max)).
+type logAcc struct {
+	n      int
+	max    float64
+	s1, s2 float64
+	inf    bool // some L = +Inf
+}
+
+func (a *logAcc) add(L float64) {
+	if math.IsInf(L, 1) || math.IsNaN(L) {
+		a.inf = true
+		return
+	}
+	if a.n == 0 {
+		a.n, a.max, a.s1, a.s2 = 1, L, 1, 1
+		return
+	}
+	a.n++
+	if L > a.max {
+		r := math.Exp(a.max - L)
+		a.s1 = a.s1*r + 1
+		a.s2 = a.s2*r*r + 1
+		a.max = L
+		return
+	}
+	r := math.Exp(L - a.max)
+	a.s1 += r
+	a.s2 += r * r
+}
+
+func (a *logAcc) merge(b logAcc) {
+	inf := a.inf || b.inf
+	if b.n == 0 {
+		a.inf = inf
+		return
+	}
+	if a.n == 0 {
+		*a = b
+		a.inf = inf
+		return
+	}
+	hi, lo := *a, b
+	if lo.max > hi.max {
+		hi, lo = lo, hi
+	}
+	r := math.Exp(lo.max - hi.max)
+	*a = logAcc{n: hi.n + lo.n, max: hi.max, s1: hi.s1 + lo.s1*r, s2: hi.s2 + lo.s2*r*r, inf: inf}
+}
+
+// ucb returns ln( mean X + t_{df=n-1}(tail) * std X / sqrt(n-1) ), std the
+// population standard deviation (Triastcyn & Faltings 2020, ref §7.2): the
+// one-sided Student-t upper confidence bound on E[X] at confidence 1 - tail.
+// +Inf if some value was +Inf; error if n < 3 (as the released accountant).
+func (a *logAcc) ucb(tail float64) (float64, error) {
+	if a.inf {
+		return math.Inf(1), nil
+	}
+	if a.n < 3 {
+		return 0, fmt.Errorf("Student-t bound needs at least 3 values, have %d", a.n)
+	}
+	n := float64(a.n)
+	m1 := a.s1 / n
+	v := max(a.s2/n-m1*m1, 0)
+	t, err := StudentTUpper(n-1, tail)
+	if err != nil {
+		return 0, err
+	}
+	return a.max + math.Log(m1+t*math.Sqrt(v)/math.Sqrt(n-1)), nil
+}
+
+// quantile returns the q-quantile (linear interpolation between order
+// statistics, "type 7") of sorted values.
+func quantile(sorted []float32, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	h := q * float64(len(sorted)-1)
+	lo := int(math.Floor(h))
+	hi := min(lo+1, len(sorted)-1)
+	return float64(sorted[lo]) + (h-float64(lo))*(float64(sorted[hi])-float64(sorted[lo]))
+}
+
+// Histogram has len(Counts) equal-width bins; Edges has len(Counts)+1 entries.
+type Histogram struct {
+	Edges  []float64 `json:"edges"`
+	Counts []int     `json:"counts"`
+}
+
+func histogram(sorted []float32, bins int) Histogram {
+	if len(sorted) == 0 {
+		return Histogram{}
+	}
+	lo, hi := float64(sorted[0]), float64(sorted[len(sorted)-1])
+	if hi == lo {
+		hi = lo + 1e-12*max(1, math.Abs(lo))
+	}
+	h := Histogram{Edges: make([]float64, bins+1), Counts: make([]int, bins)}
+	for i := range h.Edges {
+		h.Edges[i] = lo + (hi-lo)*float64(i)/float64(bins)
+	}
+	for _, v := range sorted {
+		k := int(float64(bins) * (float64(v) - lo) / (hi - lo))
+		h.Counts[min(max(k, 0), bins-1)]++
+	}
+	return h
+}
+
+func sortFloat32(v []float32) { slices.Sort(v) }

@@ -1,0 +1,318 @@
+package tokenize
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// hfJSON is the subset of a Hugging Face tokenizer.json that BERT and RoBERTa tokenizers use.
+type hfJSON struct {
+	AddedTokens []struct {
+		ID      int    `json:"id"`
+		Content string `json:"content"`
+		Special bool   `json:"special"`
+	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Model         struct {
+		Type                    string          `json:"type"`
+		Vocab                   map[string]int  `json:"vocab"`
+		Merges                  json.RawMessage `json:"merges"`
+		UnkToken                *string         `json:"unk_token"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		MaxInputCharsPerWord    *int            `json:"max_input_chars_per_word"`
+		Dropout                 *float64        `json:"dropout"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	} `json:"model"`
+}
+
+type hfComponent struct {
+	Type string `json:"type"`
+	// BertNormalizer
+	CleanText          *bool `json:"clean_text"`
+	HandleChineseChars *bool `json:"handle_chinese_chars"`
+	StripAccents       *bool `json:"strip_accents"`
+	Lowercase          *bool `json:"lowercase"`
+	// ByteLevel
+	AddPrefixSpace *bool `json:"add_prefix_space"`
+	// Sequence
+	Normalizers   []json.RawMessage `json:"normalizers"`
+	PreTokenizers []json.RawMessage `json:"pretokenizers"`
+	Processors    []json.RawMessage `json:"processors"`
+	// Bert/RobertaProcessing: [token, id]
+	Sep []any `json:"sep"`
+	Cls []any `json:"cls"`
+	// TemplateProcessing
+	Single        []map[string]hfTemplateItem `json:"single"`
+	Pair          []map[string]hfTemplateItem `json:"pair"`
+	SpecialTokens map[string]struct {
+		IDs []int `json:"ids"`
+	} `json:"special_tokens"`
+}
+
+type hfTemplateItem struct {
+	ID     string `json:"id"`
+	TypeID int    `json:"type_id"`
+}
+
+func isNull(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s == "" || s == "null"
+}
+
+func orBool(p *bool, def bool) bool {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// parseNormalizer maps BertNormalizer, or a Sequence of NFD / Lowercase / StripAccents (/
+// BertNormalizer), onto bertNorm.
+func parseNormalizer(raw json.RawMessage, n *bertNorm) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c hfComponent
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("normalizer: %w", err)
+	}
+	switch c.Type {
+	case "BertNormalizer":
+		n.clean = orBool(c.CleanText, true)
+		n.chinese = orBool(c.HandleChineseChars, true)
+		n.lower = orBool(c.Lowercase, true)
+		n.strip = orBool(c.StripAccents, n.lower) // null: follow lowercase
+	case "Lowercase":
+		n.lower = true
+	case "StripAccents":
+		n.strip = true
+	case "NFD":
+		// applied by the accent stripper; alone it changes no ids of a WordPiece vocabulary
+		// built on NFC text except accented letters, which we leave composed.
+	case "Sequence":
+		for i, sub := range c.Normalizers {
+			if err := parseNormalizer(sub, n); err != nil {
+				return fmt.Errorf("normalizer sequence item %d: %w", i, err)
+			}
+		}
+	default:
+		return fmt.Errorf("normalizer type %q is not supported (BertNormalizer, Lowercase, StripAccents, NFD, Sequence)", c.Type)
+	}
+	return nil
+}
+
+// parsePreTokenizer returns "bert" or "bytelevel" and the ByteLevel add_prefix_space flag.
+func parsePreTokenizer(raw json.RawMessage) (kind string, addPrefix bool, err error) {
+	if isNull(raw) {
+		return "", false, fmt.Errorf("pre_tokenizer is null; BertPreTokenizer or ByteLevel needed")
+	}
+	var c hfComponent
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return "", false, fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	switch c.Type {
+	case "BertPreTokenizer":
+		return "bert", false, nil
+	case "ByteLevel":
+		return "bytelevel", orBool(c.AddPrefixSpace, true), nil
+	case "Sequence":
+		if len(c.PreTokenizers) == 1 {
+			return parsePreTokenizer(c.PreTokenizers[0])
+		}
+	}
+	return "", false, fmt.Errorf("pre_tokenizer type %q is not supported (BertPreTokenizer, ByteLevel)", c.Type)
+}
+
+func specialID(pair []any, vocab map[string]int, what string) (int, error) {
+	if len(pair) != 2 {
+		return 0, fmt.Errorf("post_processor %s: want [token, id], got %v", what, pair)
+	}
+	tok, _ := pair[0].(string)
+	id, ok := pair[1].(float64)
+	if !ok {
+		return 0, fmt.Errorf("post_processor %s: id %v is not a number", what, pair[1])
+	}
+	if v, ok := vocab[tok]; ok && v != int(id) {
+		return 0, fmt.Errorf("post_processor %s: %q has id %d but the vocabulary says %d", what, tok, int(id), v)
+	}
+	return int(id), nil
+}
+
+// parsePostProcessor returns the special-token templates (nil, nil: none found).
+func parsePostProcessor(raw json.RawMessage, vocab map[string]int) (single, pair []piece, err error) {
+	if isNull(raw) {
+		s, p := plainTemplate()
+		return s, p, nil
+	}
+	var c hfComponent
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, nil, fmt.Errorf("post_processor: %w", err)
+	}
+	switch c.Type {
+	case "BertProcessing", "RobertaProcessing":
+		cls, err := specialID(c.Cls, vocab, "cls")
+		if err != nil {
+			return nil, nil, err
+		}
+		sep, err := specialID(c.Sep, vocab, "sep")
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.Type == "BertProcessing" {
+			s, p := bertTemplate(cls, sep)
+			return s, p, nil
+		}
+		s, p := robertaTemplate(cls, sep)
+		return s, p, nil
+	case "TemplateProcessing":
+		conv := func(items []map[string]hfTemplateItem, name string) ([]piece, error) {
+			var out []piece
+			for i, it := range items {
+				if sp, ok := it["SpecialToken"]; ok {
+					st, ok := c.SpecialTokens[sp.ID]
+					if !ok || len(st.IDs) == 0 {
+						return nil, fmt.Errorf("post_processor %s[%d]: special token %q has no ids", name, i, sp.ID)
+					}
+					for _, id := range st.IDs {
+						out = append(out, piece{special: id, seq: -1, typeID: sp.TypeID})
+					}
+				} else if sq, ok := it["Sequence"]; ok {
+					seq := 0
+					if sq.ID == "B" {
+						seq = 1
+					}
+					out = append(out, piece{special: -1, seq: seq, typeID: sq.TypeID})
+				} else {
+					return nil, fmt.Errorf("post_processor %s[%d]: neither SpecialToken nor Sequence", name, i)
+				}
+			}
+			return out, nil
+		}
+		if single, err = conv(c.Single, "single"); err != nil {
+			return nil, nil, err
+		}
+		if pair, err = conv(c.Pair, "pair"); err != nil {
+			return nil, nil, err
+		}
+		return single, pair, nil
+	case "ByteLevel":
+		s, p := plainTemplate()
+		return s, p, nil
+	case "Sequence":
+		// e.g. [ByteLevel, TemplateProcessing]: the last one that adds specials wins.
+		single, pair = plainTemplate()
+		for i, sub := range c.Processors {
+			s, p, err := parsePostProcessor(sub, vocab)
+			if err != nil {
+				return nil, nil, fmt.Errorf("post_processor sequence item %d: %w", i, err)
+			}
+			if len(s) > 1 || len(p) > 2 {
+				single, pair = s, p
+			}
+		}
+		return single, pair, nil
+	}
+	return nil, nil, fmt.Errorf("post_processor type %q is not supported (BertProcessing, RobertaProcessing, TemplateProcessing, ByteLevel, Sequence)", c.Type)
+}
+
+// LoadTokenizerJSON builds a tokenizer from a Hugging Face tokenizer.json holding a WordPiece
+// model with BertNormalizer + BertPreTokenizer (BERT) or a BPE model with the ByteLevel
+// pre-tokenizer (RoBERTa, GPT-2). The special-token template comes from the post_processor
+// (BertProcessing, RobertaProcessing or TemplateProcessing). Added tokens extend the
+// vocabulary; they are not matched inside raw text.
+//
+// Errors name the file and the unsupported or malformed component.
+func LoadTokenizerJSON(path string) (Tokenizer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	var cfg hfJSON
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	vocab := cfg.Model.Vocab
+	if len(vocab) == 0 {
+		return nil, fmt.Errorf("tokenizer %s: model.vocab is empty", path)
+	}
+	for _, at := range cfg.AddedTokens {
+		if v, ok := vocab[at.Content]; ok && v != at.ID {
+			return nil, fmt.Errorf("tokenizer %s: added token %q has id %d but the model vocabulary says %d", path, at.Content, at.ID, v)
+		}
+		vocab[at.Content] = at.ID
+	}
+	preKind, addPrefix, err := parsePreTokenizer(cfg.PreTokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	single, pair, err := parsePostProcessor(cfg.PostProcessor, vocab)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	mtype := cfg.Model.Type
+	if mtype == "" { // older files omit it
+		if cfg.Model.Merges != nil {
+			mtype = "BPE"
+		} else {
+			mtype = "WordPiece"
+		}
+	}
+	switch {
+	case mtype == "WordPiece" && preKind == "bert":
+		var nrm bertNorm
+		if err := parseNormalizer(cfg.Normalizer, &nrm); err != nil {
+			return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+		}
+		unk, prefix, maxChars := "[UNK]", "##", 100
+		if cfg.Model.UnkToken != nil {
+			unk = *cfg.Model.UnkToken
+		}
+		if cfg.Model.ContinuingSubwordPrefix != nil {
+			prefix = *cfg.Model.ContinuingSubwordPrefix
+		}
+		if cfg.Model.MaxInputCharsPerWord != nil {
+			maxChars = *cfg.Model.MaxInputCharsPerWord
+		}
+		return newWordPiece(path, vocab, unk, prefix, maxChars, nrm, single, pair)
+	case mtype == "BPE" && preKind == "bytelevel":
+		if !isNull(cfg.Normalizer) {
+			return nil, fmt.Errorf("tokenizer %s: a normalizer with a byte-level BPE model is not supported", path)
+		}
+		if cfg.Model.Dropout != nil && *cfg.Model.Dropout > 0 {
+			return nil, fmt.Errorf("tokenizer %s: BPE dropout %g is not supported", path, *cfg.Model.Dropout)
+		}
+		if (cfg.Model.ContinuingSubwordPrefix != nil && *cfg.Model.ContinuingSubwordPrefix != "") ||
+			(cfg.Model.EndOfWordSuffix != nil && *cfg.Model.EndOfWordSuffix != "") {
+			return nil, fmt.Errorf("tokenizer %s: BPE continuing_subword_prefix / end_of_word_suffix are not supported", path)
+		}
+		var merges []string
+		var raw []any
+		if err := json.Unmarshal(cfg.Model.Merges, &raw); err != nil {
+			return nil, fmt.Errorf("tokenizer %s: model.merges: %w", path, err)
+		}
+		for i, m := range raw {
+			switch v := m.(type) {
+			case string:
+				if len(strings.Split(v, " ")) != 2 {
+					return nil, fmt.Errorf("tokenizer %s: merge %d %q: want two space-separated tokens", path, i, v)
+				}
+				merges = append(merges, v)
+			case []any:
+				a, ok1 := v[0].(string)
+				b, ok2 := v[len(v)-1].(string)
+				if len(v) != 2 || !ok1 || !ok2 {
+					return nil, fmt.Errorf("tokenizer %s: merge %d: want [a, b], got %v", path, i, v)
+				}
+				merges = append(merges, a+" "+b)
+			default:
+				return nil, fmt.Errorf("tokenizer %s: merge %d: unexpected %T", path, i, m)
+			}
+		}
+		return newByteLevelBPE(path, vocab, merges, cfg.Model.UnkToken, addPrefix, single, pair)
+	}
+	return nil, fmt.Errorf("tokenizer %s: model %q with pre-tokenizer %q is not supported (WordPiece+BertPreTokenizer, BPE+ByteLevel)", path, mtype, preKind)
+}

@@ -1,0 +1,181 @@
+// Package tokenize turns text into model inputs: BERT WordPiece and RoBERTa byte-level BPE
+// tokenizers over Hugging Face files (vocab.txt, vocab.json + merges.txt, tokenizer.json),
+// sentence-pair templates with token type ids, longest-first truncation and padding.
+//
+// The subword models (WordPiece greedy longest-match, BPE merges) are those of
+// github.com/sugarme/tokenizer v0.3.0. Normalisation, pre-tokenisation, the special-token
+// template, truncation and padding are done here, because the library's versions deviate from
+// Hugging Face tokenizers in ways that change token ids (see docs/data.md):
+//   - its BertNormalizer strips accents without NFD decomposition first, so "café" becomes
+//     [UNK] instead of "cafe";
+//   - its tokenizer.json reader panics on JSON nulls ("strip_accents": null, "unk_token": null)
+//     and ignores a WordPiece continuing_subword_prefix;
+//   - its byte-level pre-tokenizer drops the `\s+(?!\S)` branch of the GPT-2 pattern, so runs of
+//     whitespace split differently from Hugging Face.
+//
+// Encoding semantics follow the Hugging Face "fast" tokenizers used by the reference code
+// (ref §8: AutoTokenizer(model, fast), truncation=True, longest-first).
+package tokenize
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Encoding is one encoded example (a sentence or a sentence pair) with its special tokens,
+// before padding. All slices have the same length L <= maxLen.
+type Encoding struct {
+	// IDs are the token ids, specials included ([CLS] a [SEP] b [SEP] for BERT,
+	// <s> a </s></s> b </s> for RoBERTa).
+	IDs []int
+	// TypeIDs are the segment ids: 0 for the first sentence and its specials, 1 for the second
+	// sentence and its final [SEP] (BERT); all 0 for RoBERTa.
+	TypeIDs []int
+	// AttentionMask is 1 for every token (there is no padding inside an Encoding).
+	AttentionMask []int
+	// WordIDs gives, for each token, the index of the pre-tokenised word it comes from, or -1
+	// for special tokens. Indices are unique over the whole encoding: the second sentence's
+	// words continue after the first sentence's (Hugging Face restarts at 0 per sequence).
+	// Tokens of one word share an index, which whole-word masking needs.
+	WordIDs []int
+}
+
+// Len returns the number of tokens.
+func (e Encoding) Len() int { return len(e.IDs) }
+
+// Batch is a padded batch of encodings, each field a row-major [B, S] matrix.
+type Batch struct {
+	IDs           []int // [B*S] token ids, PadID in padded positions
+	TypeIDs       []int // [B*S] segment ids, 0 in padded positions
+	AttentionMask []int // [B*S] 1 for real tokens, 0 for padding
+	WordIDs       []int // [B*S] word index per token, -1 for specials and padding
+	Lengths       []int // [B] number of real (unpadded) tokens per row
+	B, S          int
+}
+
+// Tokenizer encodes text for BERT- or RoBERTa-style encoders. Implementations are safe for
+// concurrent use by multiple goroutines.
+type Tokenizer interface {
+	// Encode encodes a single sentence (b == "") or a sentence pair with the model's special
+	// token template. With maxLen > 0 the sentences are truncated from the right, longest
+	// first (Hugging Face "longest_first"), so that the result, specials included, has at most
+	// maxLen tokens; maxLen <= 0 means no truncation. It errors when maxLen is smaller than
+	// the number of special tokens the template needs (3 for a BERT pair, 4 for RoBERTa).
+	Encode(a, b string, maxLen int) (Encoding, error)
+	// Tokens returns the subword tokens of one text without specials (for inspection).
+	Tokens(text string) ([]string, error)
+	// VocabSize is the embedding-table size: the largest id + 1 (added tokens included).
+	VocabSize() int
+	PadID() int
+	CLSID() int
+	SEPID() int
+	// MaskID is the id of [MASK] / <mask> for masked-language-model pretraining, -1 if the
+	// vocabulary has none.
+	MaskID() int
+	UnkID() int
+	TokenToID(tok string) (int, bool)
+	// IDToToken returns the token string of id, or "" when id is not in the vocabulary.
+	IDToToken(id int) string
+	// Kind is "wordpiece" or "bpe".
+	Kind() string
+	// NumSpecial returns how many special tokens the template adds (pair: 3 for BERT, 4 for
+	// RoBERTa; single: 2).
+	NumSpecial(pair bool) int
+}
+
+// Load builds a tokenizer from Hugging Face files. path may be
+//   - a tokenizer.json file (WordPiece or BPE model);
+//   - a vocab.txt file (BERT WordPiece; lower-cased unless a tokenizer_config.json beside it
+//     says "do_lower_case": false);
+//   - a vocab.json file with merges.txt beside it (RoBERTa byte-level BPE);
+//   - a directory holding one of these; tokenizer.json is preferred, then vocab.txt, then
+//     vocab.json + merges.txt.
+//
+// Errors name the path and what is missing or malformed.
+func Load(path string) (Tokenizer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if st.IsDir() {
+		dir := path
+		for _, cand := range []string{"tokenizer.json", "vocab.txt", "vocab.json"} {
+			p := filepath.Join(dir, cand)
+			if _, err := os.Stat(p); err == nil {
+				return Load(p)
+			}
+		}
+		return nil, fmt.Errorf("tokenizer: directory %s holds none of tokenizer.json, vocab.txt, vocab.json+merges.txt", dir)
+	}
+	base := filepath.Base(path)
+	switch {
+	case filepath.Ext(base) == ".txt":
+		lower := true
+		if v, ok := readDoLowerCase(filepath.Join(filepath.Dir(path), "tokenizer_config.json")); ok {
+			lower = v
+		}
+		return NewWordPiece(path, lower)
+	case base == "vocab.json" || (filepath.Ext(base) == ".json" && base != "tokenizer.json" && fileExists(filepath.Join(filepath.Dir(path), "merges.txt"))):
+		merges := filepath.Join(filepath.Dir(path), "merges.txt")
+		if !fileExists(merges) {
+			return nil, fmt.Errorf("tokenizer: %s needs merges.txt beside it (%s not found)", path, merges)
+		}
+		return NewByteLevelBPE(path, merges)
+	case filepath.Ext(base) == ".json":
+		return LoadTokenizerJSON(path)
+	}
+	return nil, fmt.Errorf("tokenizer: %s: unrecognised file (want tokenizer.json, vocab.txt, or vocab.json with merges.txt)", path)
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// Pad stacks encodings into a right-padded [B, S] batch. S is fixedLen when fixedLen > 0,
+// else the longest encoding's length (dynamic padding). Padded positions get padID, type id 0,
+// attention mask 0 and word id -1. It panics if an encoding is longer than fixedLen (encode
+// with maxLen <= fixedLen).
+func Pad(encs []Encoding, padID int, fixedLen int) Batch {
+	S := fixedLen
+	if S <= 0 {
+		S = 0
+		for _, e := range encs {
+			S = max(S, len(e.IDs))
+		}
+	}
+	B := len(encs)
+	bt := Batch{
+		IDs:           make([]int, B*S),
+		TypeIDs:       make([]int, B*S),
+		AttentionMask: make([]int, B*S),
+		WordIDs:       make([]int, B*S),
+		Lengths:       make([]int, B),
+		B:             B,
+		S:             S,
+	}
+	for i, e := range encs {
+		n := len(e.IDs)
+		if n > S {
+			panic(fmt.Sprintf("tokenize.Pad: encoding %d has %d tokens, more than fixed length %d", i, n, S))
+		}
+		row := i * S
+		copy(bt.IDs[row:row+n], e.IDs)
+		copy(bt.TypeIDs[row:row+n], e.TypeIDs)
+		copy(bt.AttentionMask[row:row+n], e.AttentionMask)
+		if len(e.WordIDs) == n {
+			copy(bt.WordIDs[row:row+n], e.WordIDs)
+		} else {
+			for j := range n {
+				bt.WordIDs[row+j] = -1
+			}
+		}
+		for j := n; j < S; j++ {
+			bt.IDs[row+j] = padID
+			bt.WordIDs[row+j] = -1
+		}
+		bt.Lengths[i] = n
+	}
+	return bt
+}

@@ -1,0 +1,100 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/tokenize"
+)
+
+// Encoded is a tokenised split: one encoding per example with its target.
+type Encoded struct {
+	Task    *glue.Task
+	Split   string
+	Encs    []tokenize.Encoding
+	Targets []float64 // class index or STS-B score
+	Indices []int     // GLUE example index (submission key)
+	PadID   int
+	// Labelled is false for test splits.
+	Labelled bool
+	// Truncated counts the examples cut to max-seq-len.
+	Truncated int
+}
+
+// Encode tokenises every example of d (sentence or pair, longest-first
+// truncation to maxLen tokens including the specials).
+func Encode(tok tokenize.Tokenizer, d *glue.Dataset, maxLen int) (*Encoded, error) {
+	e := &Encoded{Task: d.Task, Split: d.Split, PadID: tok.PadID(), Labelled: d.Labelled,
+		Encs: make([]tokenize.Encoding, len(d.Examples)), Targets: d.Targets(), Indices: d.Indices()}
+	for i, ex := range d.Examples {
+		enc, err := tok.Encode(ex.TextA, ex.TextB, 0)
+		if err == nil && enc.Len() > maxLen {
+			e.Truncated++
+			enc, err = tok.Encode(ex.TextA, ex.TextB, maxLen)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: tokenize: %w", d.Path, ex.Line, err)
+		}
+		if enc.Len() == 0 {
+			return nil, fmt.Errorf("%s:%d: empty encoding", d.Path, ex.Line)
+		}
+		e.Encs[i] = enc
+	}
+	return e, nil
+}
+
+// Len is the number of examples.
+func (e *Encoded) Len() int { return len(e.Encs) }
+
+// Batch stacks the examples idx into a model input, padded to fixedLen
+// (> 0) or to the longest sequence of the batch (dynamic padding, 0), and
+// returns their labels (nil for unlabelled splits).
+func (e *Encoded) Batch(idx []int, fixedLen int) (encoder.Input, *nvib.Labels) {
+	encs := make([]tokenize.Encoding, len(idx))
+	for k, i := range idx {
+		encs[k] = e.Encs[i]
+	}
+	b := tokenize.Pad(encs, e.PadID, fixedLen)
+	in := encoder.Input{B: b.B, S: b.S, IDs: make([]int32, len(b.IDs)), TypeIDs: make([]int32, len(b.IDs)), Mask: make([]float32, len(b.IDs))}
+	for k := range b.IDs {
+		in.IDs[k] = int32(b.IDs[k])
+		in.TypeIDs[k] = int32(b.TypeIDs[k])
+		in.Mask[k] = float32(b.AttentionMask[k])
+	}
+	if !e.Labelled {
+		return in, nil
+	}
+	lab := &nvib.Labels{}
+	if e.Task.IsRegression {
+		lab.Value = make([]float32, len(idx))
+		for k, i := range idx {
+			lab.Value[k] = float32(e.Targets[i])
+		}
+	} else {
+		lab.Class = make([]int, len(idx))
+		for k, i := range idx {
+			lab.Class[k] = int(e.Targets[i])
+		}
+	}
+	return in, lab
+}
+
+// Batches splits the examples in order into batches of size bs (the last
+// one may be shorter), each padded to fixedLen (> 0) or dynamically (0).
+func (e *Encoded) Batches(bs, fixedLen int) ([]encoder.Input, []*nvib.Labels) {
+	var ins []encoder.Input
+	var labs []*nvib.Labels
+	for lo := 0; lo < e.Len(); lo += bs {
+		hi := min(lo+bs, e.Len())
+		idx := make([]int, hi-lo)
+		for k := range idx {
+			idx[k] = lo + k
+		}
+		in, lab := e.Batch(idx, fixedLen)
+		ins = append(ins, in)
+		labs = append(labs, lab)
+	}
+	return ins, labs
+}

@@ -1,0 +1,164 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+)
+
+// Metrics are metric values by name; NaN and Inf encode as JSON null.
+type Metrics map[string]float64
+
+// MarshalJSON encodes the map with NaN/Inf as null.
+func (m Metrics) MarshalJSON() ([]byte, error) {
+	out := make(map[string]privacy.JSONFloat, len(m))
+	for k, v := range m {
+		out[k] = privacy.JSONFloat(v)
+	}
+	return json.Marshal(out)
+}
+
+// EvalOptions configure Evaluate.
+type EvalOptions struct {
+	Model   string // model directory written by Run
+	GlueDir string // "" = the one saved in the model's train options
+	Split   string // dev (default) or test (also train)
+	Out     string // output directory ("" = the model directory)
+	// Seed seeds the NVDP sampling at evaluation (predictions are sampled, as the reference).
+	Seed      uint64
+	BatchSize int  // default: the model's eval batch size (16)
+	Limit     int  // first K examples (0: all)
+	MaxSeqLen int  // 0 = the model's max-seq-len; the posterior file has MaxSeqLen + 1 components
+	NoPost    bool // skip the posterior file
+	// SkipBadRows skips malformed rows instead of failing.
+	SkipBadRows bool
+}
+
+// EvalResult is written as OUT/eval_<split>.json.
+type EvalResult struct {
+	Task     string  `json:"task"`
+	Split    string  `json:"split"`
+	Model    string  `json:"model"`
+	Variant  string  `json:"variant"`
+	Examples int     `json:"examples"`
+	Labelled bool    `json:"labelled"`
+	Metrics  Metrics `json:"metrics,omitempty"` // GLUE metrics (labelled splits)
+	// Selection is the task's selection metric (SelectionName).
+	Selection     *privacy.JSONFloat `json:"selection,omitempty"`
+	SelectionName string             `json:"selection_name"`
+	Predictions   string             `json:"predictions"`          // TSV in GLUE submission format
+	Posteriors    string             `json:"posteriors,omitempty"` // posterior file for `nvdp audit` ("" for baseline)
+	Components    int                `json:"components,omitempty"` // N = max-seq-len + 1
+	Truncated     int                `json:"truncated"`
+	Seed          uint64             `json:"seed"`
+	Seconds       float64            `json:"seconds"`
+}
+
+// PosteriorsFile is the posterior file name of a split.
+func PosteriorsFile(split string) string { return "posteriors_" + split + ".safetensors" }
+
+// Evaluate runs a trained model on a split: GLUE metrics for labelled splits,
+// predictions in GLUE submission format (Task.SubmissionFile for test,
+// predictions_<split>.tsv otherwise) and, for NVDP models, the posterior file
+// (privacy.WritePosteriors via nvib.ExportPosteriors) with every example padded
+// to the fixed length max-seq-len, so that every posterior has N = max-seq-len
+// + 1 aligned components (padding components included, flagged in the mask).
+// Writes OUT/eval_<split>.json.
+func Evaluate(o EvalOptions) (*EvalResult, error) {
+	start := time.Now()
+	b, err := LoadModel(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	if o.Split == "" {
+		o.Split = "dev"
+	}
+	if o.GlueDir == "" {
+		o.GlueDir = b.Options.GlueDir
+	}
+	if o.Out == "" {
+		o.Out = o.Model
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = max(b.Options.EvalBatchSize, 1)
+	}
+	if o.MaxSeqLen == 0 {
+		o.MaxSeqLen = b.Options.MaxSeqLen
+	}
+	if o.MaxSeqLen > b.Encoder.Config.MaxSeqLen() || o.MaxSeqLen < 3 {
+		return nil, fmt.Errorf("--max-seq-len %d: must be in [3, %d]", o.MaxSeqLen, b.Encoder.Config.MaxSeqLen())
+	}
+	ds, err := glue.Load(o.GlueDir, b.Task, o.Split, glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.Limit})
+	if err != nil {
+		return nil, err
+	}
+	if len(ds.Examples) == 0 {
+		return nil, fmt.Errorf("%s: no examples", ds.Path)
+	}
+	enc, err := Encode(b.Tokenizer, ds, o.MaxSeqLen)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	rng, _ := rngFor(o.Seed, streamDev-1)
+	preds, _, err := Predict(b.Model, enc, o.BatchSize, 0, rng)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
+	}
+	r := &EvalResult{Task: b.Task.Name, Split: o.Split, Model: o.Model, Variant: b.Model.Cfg.Model, Examples: enc.Len(),
+		Labelled: ds.Labelled, SelectionName: b.Task.Metric, Truncated: enc.Truncated, Seed: o.Seed}
+	if ds.Labelled {
+		if r.Metrics, err = glue.Compute(b.Task, preds, enc.Targets); err != nil {
+			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
+		}
+		sel := privacy.JSONFloat(r.Metrics[b.Task.Metric])
+		r.Selection = &sel
+	}
+	name := "predictions_" + o.Split + ".tsv"
+	if o.Split == "test" {
+		name = b.Task.SubmissionFile
+	}
+	r.Predictions = filepath.Join(o.Out, name)
+	if err := writePredictions(r.Predictions, b.Task, enc.Indices, preds); err != nil {
+		return nil, err
+	}
+	if b.Model.NVIB != nil && !o.NoPost {
+		ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)
+		r.Posteriors = filepath.Join(o.Out, PosteriorsFile(o.Split))
+		r.Components = o.MaxSeqLen + 1
+		if err := nvib.ExportPosteriors(r.Posteriors, b.Model, ins, b.Task.Name, o.Split); err != nil {
+			return nil, err
+		}
+	}
+	r.Seconds = time.Since(start).Seconds()
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(o.Out, "eval_"+o.Split+".json"), append(js, '\n')); err != nil {
+		return nil, err
+	}
+	slog.Info("evaluated", "task", r.Task, "split", r.Split, "examples", r.Examples, "metrics", r.Metrics, "posteriors", r.Posteriors)
+	return r, nil
+}
+
+func writePredictions(path string, task *glue.Task, idx []int, preds []float64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := glue.WritePredictions(f, task, idx, preds); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,249 @@
+package train
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/tokenize"
+)
+
+// Bundle is a model with everything needed to run it on a task.
+type Bundle struct {
+	Model     *nvib.Model
+	Encoder   *encoder.Encoder
+	Tokenizer tokenize.Tokenizer
+	Task      *glue.Task
+	Options   *Options
+	// TokenizerFiles are the files the tokenizer was read from (copied into model dirs).
+	TokenizerFiles []string
+}
+
+// rngFor returns the seeded generator of one purpose (stream) of a run.
+func rngFor(seed, stream uint64) (*rand.Rand, *rand.PCG) {
+	src := rand.NewPCG(seed, 0x6e766470<<8|stream)
+	return rand.New(src), src
+}
+
+const (
+	streamInit  = 1
+	streamTrain = 2
+	streamOrder = 1000 // + epoch
+	streamDev   = 5000 // + epoch
+)
+
+// tokenizerFiles resolves the tokenizer path of o (default: the encoder's
+// source directory) and lists the files to copy into a model directory.
+func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error) {
+	if vocab == "" {
+		if enc.SourceDir == "" {
+			return "", nil, fmt.Errorf("--vocab is required for a scratch encoder (e.g. ../shared/models/bert-base-uncased-vocab/vocab.txt)")
+		}
+		vocab = enc.SourceDir
+	}
+	st, err := os.Stat(vocab)
+	if err != nil {
+		return "", nil, fmt.Errorf("--vocab: %w", err)
+	}
+	if st.IsDir() {
+		files := encoder.TokenizerFiles(vocab)
+		if len(files) == 0 {
+			return "", nil, fmt.Errorf("--vocab %s: no tokenizer files (%s) in the directory", vocab, strings.Join(encoder.TokenizerFileNames, ", "))
+		}
+		return vocab, files, nil
+	}
+	files := []string{vocab}
+	dir := filepath.Dir(vocab)
+	extra := []string{"tokenizer_config.json", "special_tokens_map.json"}
+	if filepath.Base(vocab) == "vocab.json" {
+		extra = append(extra, "merges.txt")
+	}
+	for _, n := range extra {
+		if p := filepath.Join(dir, n); fileExists(p) {
+			files = append(files, p)
+		}
+	}
+	return vocab, files, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// Build creates the model of a fresh run: the encoder from o.Encoder (scratch
+// presets get the tokenizer's vocabulary size), the NVIB / NVDP block / head
+// from o (initialised from the seed), and the tokenizer.
+func Build(o *Options) (*Bundle, error) {
+	task, err := glue.LookupTask(o.Task)
+	if err != nil {
+		return nil, fmt.Errorf("--task: %w", err)
+	}
+	initRng, _ := rngFor(o.Seed, streamInit)
+	var enc *encoder.Encoder
+	var tok tokenize.Tokenizer
+	var files []string
+	if name, ok := strings.CutPrefix(o.Encoder, "scratch:"); ok {
+		vocab, fs, err := tokenizerFiles(o.Vocab, &encoder.Encoder{})
+		if err != nil {
+			return nil, err
+		}
+		if tok, err = tokenize.Load(vocab); err != nil {
+			return nil, fmt.Errorf("--vocab: %w", err)
+		}
+		files = fs
+		var cfg encoder.Config
+		if o.ScratchConfig != nil {
+			cfg = *o.ScratchConfig
+		} else if cfg, err = encoder.Preset(name); err != nil {
+			return nil, fmt.Errorf("--encoder %s: %w", o.Encoder, err)
+		}
+		cfg.VocabSize = tok.VocabSize()
+		cfg.PadTokenID = tok.PadID()
+		applyDropout(&cfg, o.Dropout)
+		if enc, err = encoder.New(cfg, initRng); err != nil {
+			return nil, fmt.Errorf("--encoder %s: %w", o.Encoder, err)
+		}
+	} else {
+		if enc, err = encoder.Load(o.Encoder, encoder.LoadOptions{Rng: initRng}); err != nil {
+			return nil, fmt.Errorf("--encoder: %w", err)
+		}
+		applyDropout(&enc.Config, o.Dropout)
+		vocab, fs, err := tokenizerFiles(o.Vocab, enc)
+		if err != nil {
+			return nil, err
+		}
+		if tok, err = tokenize.Load(vocab); err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+		files = fs
+		if tok.VocabSize() > enc.Config.VocabSize {
+			return nil, fmt.Errorf("tokenizer %s has %d entries, encoder vocab_size is %d", vocab, tok.VocabSize(), enc.Config.VocabSize)
+		}
+	}
+	if o.MaxSeqLen > enc.Config.MaxSeqLen() {
+		return nil, fmt.Errorf("--max-seq-len %d exceeds the encoder's %d positions", o.MaxSeqLen, enc.Config.MaxSeqLen())
+	}
+	cfg, err := o.ModelConfig(enc.Config, task.NumLabels)
+	if err != nil {
+		return nil, err
+	}
+	m, err := nvib.NewModel(cfg, nvib.EncoderBackbone{Encoder: enc}, initRng)
+	if err != nil {
+		return nil, err
+	}
+	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files}, nil
+}
+
+func applyDropout(c *encoder.Config, p *float64) {
+	if p != nil {
+		c.HiddenDropoutProb, c.AttentionProbsDropoutProb = *p, *p
+	}
+}
+
+// saveModelFiles writes the static files of a model directory: config.json
+// (encoder), nvdp_config.json, train_options.json and the tokenizer files.
+func saveModelFiles(dir string, b *Bundle) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cj, err := b.Encoder.Config.JSON()
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, encoder.ConfigFile), cj); err != nil {
+		return err
+	}
+	if err := nvib.SaveConfig(dir, b.Model.Cfg); err != nil {
+		return err
+	}
+	if err := SaveOptions(dir, b.Options); err != nil {
+		return err
+	}
+	for _, f := range b.TokenizerFiles {
+		dst := filepath.Join(dir, filepath.Base(f))
+		if abs1, _ := filepath.Abs(f); abs1 == mustAbs(dst) {
+			continue
+		}
+		if err := copyFile(f, dst); err != nil {
+			return fmt.Errorf("copy tokenizer file: %w", err)
+		}
+	}
+	return nil
+}
+
+func mustAbs(p string) string {
+	a, _ := filepath.Abs(p)
+	return a
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// LoadModel loads a model directory written by Run: config.json,
+// nvdp_config.json, train_options.json, model.safetensors (every parameter)
+// and the tokenizer files.
+func LoadModel(dir string) (*Bundle, error) {
+	o, err := LoadOptions(dir)
+	if err != nil {
+		return nil, err
+	}
+	task, err := glue.LookupTask(o.Task)
+	if err != nil {
+		return nil, fmt.Errorf("model dir %s: %w", dir, err)
+	}
+	ecfg, err := encoder.ReadConfig(filepath.Join(dir, encoder.ConfigFile))
+	if err != nil {
+		return nil, fmt.Errorf("model dir %s: %w", dir, err)
+	}
+	initRng, _ := rngFor(o.Seed, streamInit)
+	enc, err := encoder.New(ecfg, initRng)
+	if err != nil {
+		return nil, fmt.Errorf("model dir %s: %w", dir, err)
+	}
+	cfg, err := nvib.LoadConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("model dir %s: %w", dir, err)
+	}
+	m, err := nvib.NewModel(cfg, nvib.EncoderBackbone{Encoder: enc}, initRng)
+	if err != nil {
+		return nil, fmt.Errorf("model dir %s: %w", dir, err)
+	}
+	wpath := filepath.Join(dir, WeightsFile)
+	if !fileExists(wpath) {
+		return nil, fmt.Errorf("model dir %s: no %s (training has not finished an epoch yet?)", dir, WeightsFile)
+	}
+	if _, err := nn.LoadCheckpoint(wpath, m.Params(), nil); err != nil {
+		return nil, fmt.Errorf("model dir %s: %w", dir, err)
+	}
+	tok, err := tokenize.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("model dir %s: %w", dir, err)
+	}
+	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o}, nil
+}

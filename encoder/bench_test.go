@@ -76,3 +76,4 @@ func benchTrain(b *testing.B, preset string, batch, seq int, dropout bool) {
 func BenchmarkTrainStepBertTiny(b *testing.B)        { benchTrain(b, "bert-tiny", 32, 128, false) }
 func BenchmarkTrainStepBertTinyDropout(b *testing.B) { benchTrain(b, "bert-tiny", 32, 128, true) }
 func BenchmarkTrainStepBertMini(b *testing.B)        { benchTrain(b, "bert-mini", 32, 128, false) }
+func BenchmarkTrainStepBertBaseB8(b *testing.B)      { benchTrain(b, "bert-base", 8, 128, true) }

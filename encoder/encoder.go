@@ -305,7 +305,7 @@ func (l *Layer) forward(x, bias *nn.Tensor, heads int, drop hiddenDropout, attnD
 		g, dgelu = geluWithGrad(h)
 		h = nil
 	} else {
-		g = nn.GELU(h)
+		g = gelu(h)
 	}
 	o2, _ := l.Out.Forward(g)
 	d2 := drop.forward(o2, rng, train)

@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/spf13/cobra"
 )
 
-// benchGCPercent is the GOGC bench uses unless GOGC is set.
-const benchGCPercent = 20
 
 func init() {
 	var (
@@ -37,12 +34,6 @@ per second and the process's peak RSS (VmHWM). The PyTorch peer is
 			cfg, err := encoder.Preset(config)
 			if err != nil {
 				return fmt.Errorf("--config: %w", err)
-			}
-			if os.Getenv("GOGC") == "" {
-				// Parameters, gradients and AdamW moments are long-lived
-				// pointer-free arrays (cheap to mark), so a low GC percentage
-				// bounds the per-step activation garbage at little cost.
-				debug.SetGCPercent(benchGCPercent)
 			}
 			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", batch, "seq", seq, "steps", steps, "dropout", !noDropout)
 			res, err := encoder.RunBench(config, cfg, encoder.BenchOptions{

@@ -1,0 +1,169 @@
+package mlm
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/safetensors"
+)
+
+// Architecture is the config.json "architectures" entry of an exported model.
+const Architecture = "BertForMaskedLM"
+
+// BasePrefix is the base-model prefix of BertForMaskedLM's state dict.
+const BasePrefix = "bert."
+
+// ExportTensors returns the model's tensors in the layout of transformers'
+// BertForMaskedLM.save_pretrained (safetensors), as in the hub's
+// bert-base-uncased model.safetensors: the encoder under "bert."
+// (bert.embeddings.*, bert.encoder.layer.N.*; BertForMaskedLM has no pooler),
+// then the head cls.predictions.bias and
+// cls.predictions.transform.{dense,LayerNorm}.{weight,bias}. The tied
+// cls.predictions.decoder.weight / .bias are not stored (safetensors cannot
+// hold shared tensors; transformers re-ties them on load). Data alias the
+// parameters.
+func ExportTensors(m *Model) []*safetensors.Tensor {
+	var ts []*safetensors.Tensor
+	for _, p := range m.Enc.Params() {
+		ts = append(ts, safetensors.FromFloat32(BasePrefix+p.Name, p.Value.Shape, p.Value.Data))
+	}
+	h := m.Head
+	for _, p := range []*nn.Param{h.Bias, h.Dense.W, h.Dense.B, h.LN.Weight, h.LN.Bias} {
+		ts = append(ts, safetensors.FromFloat32(p.Name, p.Value.Shape, p.Value.Data))
+	}
+	return ts
+}
+
+// Save writes a Hugging Face model directory: config.json (the encoder's
+// config with architectures ["BertForMaskedLM"]), model.safetensors (F32,
+// metadata {"format": "pt"}, ExportTensors layout) and copies of the given
+// tokenizer files (e.g. vocab.txt). encoder.Load("hf:DIR") reads it (the
+// "bert." prefix is stripped, cls.* ignored), as do transformers'
+// AutoModel and AutoModelForMaskedLM. Each file is replaced atomically.
+func Save(dir string, m *Model, tokenizerFiles ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("save model: %w", err)
+	}
+	cfg := m.Enc.Config
+	cfg.Architectures = []string{Architecture}
+	js, err := cfg.JSON()
+	if err != nil {
+		return fmt.Errorf("save model: config: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, encoder.ConfigFile), func(w io.Writer) error {
+		_, err := w.Write(append(js, '\n'))
+		return err
+	}); err != nil {
+		return fmt.Errorf("save model: %w", err)
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, encoder.WeightsFile), ExportTensors(m), map[string]string{"format": "pt"}); err != nil {
+		return fmt.Errorf("save model: %w", err)
+	}
+	for _, src := range tokenizerFiles {
+		dst := filepath.Join(dir, filepath.Base(src))
+		if sa, err1 := os.Stat(src); err1 == nil {
+			if sb, err2 := os.Stat(dst); err2 == nil && os.SameFile(sa, sb) {
+				continue
+			}
+		}
+		in, err := os.Open(src)
+		if err != nil {
+			return fmt.Errorf("save model: tokenizer file: %w", err)
+		}
+		err = writeAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
+		in.Close()
+		if err != nil {
+			return fmt.Errorf("save model: tokenizer file: %w", err)
+		}
+	}
+	return nil
+}
+
+// LoadHF loads an encoder and its MLM head from a Hugging Face directory
+// written by Save or by transformers' BertForMaskedLM (legacy LayerNorm
+// gamma/beta names accepted). Errors name the file and tensor: a missing head
+// tensor (e.g. a BertModel checkpoint, which has no cls.predictions.*), a
+// shape mismatch, a non-finite value.
+func LoadHF(dir string) (*Model, error) {
+	enc, err := encoder.LoadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, encoder.WeightsFile)
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Enc: enc, Head: newHead(enc)}
+	for _, p := range m.Head.Params() {
+		t, ok := f.Get(p.Name)
+		if !ok && strings.Contains(p.Name, "LayerNorm.") {
+			legacy := strings.TrimSuffix(strings.TrimSuffix(p.Name, "weight"), "bias")
+			if strings.HasSuffix(p.Name, ".weight") {
+				legacy += "gamma"
+			} else {
+				legacy += "beta"
+			}
+			t, ok = f.Get(legacy)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: no MLM head tensor %s (not a BertForMaskedLM checkpoint?)", path, p.Name)
+		}
+		if !equalShape(t.Shape, p.Value.Shape) {
+			return nil, fmt.Errorf("%s: tensor %s has shape %v, the config needs %v", path, t.Name, t.Shape, p.Value.Shape)
+		}
+		data, err := t.Float32()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		copy(p.Value.Data, data)
+		if err := nn.CheckFinite(t.Name, p.Value); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return m, nil
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// writeAtomic writes path through a synced temporary file renamed over it.
+func writeAtomic(path string, write func(io.Writer) error) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = write(tmp); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,163 @@
+package mlm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/encoder"
+)
+
+const realGLUE = "/work/shared/data/glue"
+
+// glueCorpus writes a GLUE directory with the first rows of RTE train and
+// SST-2 train/test (a few hundred sentences) and returns it.
+func glueCorpus(t *testing.T) string {
+	t.Helper()
+	loadVocab(t)
+	if _, err := os.Stat(realGLUE); err != nil {
+		t.Skipf("no GLUE data at %s", realGLUE)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		task, split string
+		rows        int
+	}{{"RTE", "train", 60}, {"SST-2", "train", 200}, {"SST-2", "test", 100}, {"RTE", "dev", 50}} {
+		f, err := os.Open(filepath.Join(realGLUE, c.task, c.split+".tsv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for i := 0; i <= c.rows && sc.Scan(); i++ {
+			buf.WriteString(sc.Text() + "\n")
+		}
+		f.Close()
+		writeFile(t, filepath.Join(dir, c.task, c.split+".tsv"), buf.String())
+	}
+	return dir
+}
+
+// smallOptions: a hidden-32, 1-layer BERT with the real 30522-token vocabulary.
+func smallOptions(corpus, out string, steps int) Options {
+	cfg, _ := encoder.Preset("bert-tiny")
+	cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 32, 1, 2, 64
+	cfg.MaxPositionEmbeddings = 64
+	return Options{Corpus: corpus, ModelConfig: &cfg, Config: "test-h32-l1", Vocab: bertVocab, Out: out,
+		Seq: 64, BatchSize: 16, Steps: steps, LR: 2e-2, WarmupRatio: 0.1, WeightDecay: 0.01, Holdout: 30,
+		Seed: 3, EvalEvery: 10, SaveEvery: 10}
+}
+
+func readMetrics(t *testing.T, path string) []Metric {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []Metric
+	for _, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var m Metric
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// TestPretrainShortRun: 30 steps of a hidden-32 1-layer BERT on a few hundred
+// GLUE sentences; the held-out MLM loss must fall well below its initial
+// ln(30522) = 10.33 and the output must load with encoder.Load("hf:DIR").
+func TestPretrainShortRun(t *testing.T) {
+	corpus := glueCorpus(t)
+	out := filepath.Join(t.TempDir(), "run")
+	res, err := Run(context.Background(), smallOptions(corpus, out, 30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InitialHeldOut == nil || res.InitialHeldOut.Loss < 10 || res.InitialHeldOut.Loss > 10.7 {
+		t.Fatalf("initial held-out %+v, want loss near ln(30522) = 10.33", res.InitialHeldOut)
+	}
+	if res.FinalHeldOut.Loss > res.InitialHeldOut.Loss-2 {
+		t.Errorf("held-out loss %.3f -> %.3f: did not fall by 2 nats", res.InitialHeldOut.Loss, res.FinalHeldOut.Loss)
+	}
+	if res.FinalHeldOut.MaskedAcc <= 0.02 {
+		t.Errorf("held-out masked accuracy %.3f", res.FinalHeldOut.MaskedAcc)
+	}
+	t.Logf("held-out loss %.3f -> %.3f, masked acc %.3f -> %.3f (%d masked tokens), %d train seqs",
+		res.InitialHeldOut.Loss, res.FinalHeldOut.Loss, res.InitialHeldOut.MaskedAcc, res.FinalHeldOut.MaskedAcc,
+		res.FinalHeldOut.MaskedTokens, res.TrainSequences)
+	ms := readMetrics(t, filepath.Join(out, MetricsFile))
+	if len(ms) != 1+2*3 || ms[0].Split != "heldout" || ms[0].Step != 0 || ms[len(ms)-1].Step != 30 {
+		t.Errorf("metrics %+v", ms)
+	}
+	enc, err := encoder.Load("hf:"+out, encoder.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.Config.NumHiddenLayers != 1 || enc.Config.HiddenSize != 32 || enc.Config.VocabSize != 30522 {
+		t.Errorf("loaded config %+v", enc.Config)
+	}
+	if _, err := os.Stat(filepath.Join(out, "vocab.txt")); err != nil {
+		t.Error("vocab.txt missing from the output")
+	}
+	// a second run into the same directory without --resume is refused
+	if _, err := Run(context.Background(), smallOptions(corpus, out, 30)); err == nil {
+		t.Error("overwriting a run accepted")
+	}
+}
+
+// TestPretrainResumeBitwise: 20 steps straight equal 10 steps, stop, resume, 10 steps.
+func TestPretrainResumeBitwise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	corpus := glueCorpus(t)
+	a := filepath.Join(t.TempDir(), "a")
+	b := filepath.Join(t.TempDir(), "b")
+	if _, err := Run(context.Background(), smallOptions(corpus, a, 20)); err != nil {
+		t.Fatal(err)
+	}
+	o := smallOptions(corpus, b, 20)
+	o.StopAfter = 7 // not a multiple of SaveEvery or EvalEvery
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.StoppedEarly || r.Steps != 7 {
+		t.Fatalf("stop after 7: %+v", r)
+	}
+	if _, err := Run(context.Background(), Options{Out: b, Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	wa, _ := os.ReadFile(filepath.Join(a, encoder.WeightsFile))
+	wb, _ := os.ReadFile(filepath.Join(b, encoder.WeightsFile))
+	if len(wa) == 0 || !bytes.Equal(wa, wb) {
+		t.Error("resumed run's model.safetensors differs from the straight run's")
+	}
+	sa, _ := os.ReadFile(filepath.Join(a, StateFile))
+	sb, _ := os.ReadFile(filepath.Join(b, StateFile))
+	if !bytes.Equal(stripElapsed(t, sa), stripElapsed(t, sb)) {
+		t.Error("resumed run's optimizer state differs")
+	}
+	ma, mb := readMetrics(t, filepath.Join(a, MetricsFile)), readMetrics(t, filepath.Join(b, MetricsFile))
+	last := func(ms []Metric) Metric { return ms[len(ms)-1] }
+	if last(ma).Loss != last(mb).Loss || last(ma).MaskedAcc != last(mb).MaskedAcc {
+		t.Errorf("final held-out metrics differ: %+v vs %+v", last(ma), last(mb))
+	}
+}
+
+// stripElapsed returns the checkpoint's tensors (the metadata holds wall-clock time).
+func stripElapsed(t *testing.T, data []byte) []byte {
+	t.Helper()
+	if len(data) < 8 {
+		t.Fatal("no checkpoint")
+	}
+	n := int(uint64(data[0]) | uint64(data[1])<<8 | uint64(data[2])<<16 | uint64(data[3])<<24)
+	return data[8+n:]
+}

@@ -17,7 +17,22 @@ const (
 	// InitHF is what the released pipeline ends up with (ref §10 item 10):
 	// every NVIB weight ~ N(0, 0.02^2), every bias 0.
 	InitHF = "hf"
+	// InitClip is the principled default: the intended NVIB init moved inside
+	// the clipping region, where every clamp passes gradient: W_mu = mu_tau I,
+	// b_mu as InitNVIB (information flows through the bottleneck from step 0;
+	// the mu projection rescales it into the C_mu ball), W_logvar = 0, w_lin =
+	// w_quad = 0, b_logvar = logvar floor + ClipInitMargin (sigma just above
+	// sqrt((lambda-1)/lambda) prior sigma), b_alpha = ln C_amax -
+	// ClipInitMargin, with the floor and C_amax of Cfg.Clip whether or not
+	// clipping is enabled, so that nvdp and nvdp-clipped start from the same
+	// posterior and differ only by the clipping. Not in the reference; see
+	// docs/model.md.
+	InitClip = "clip"
 )
+
+// ClipInitMargin is the distance (nats) InitClip keeps the logvar and
+// log-alpha biases inside their clip bounds, so the clamps pass gradient.
+const ClipInitMargin = 0.1
 
 // LayerConfig configures the NVIB layer.
 type LayerConfig struct {
@@ -69,23 +84,38 @@ func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
 		AlphaLin:  nn.NewLinear(prefix+".alpha_proj.linear", P, 1, true),
 		AlphaQuad: nn.NewParam(prefix+".alpha_proj.quadratic.weight", 1, P),
 	}
-	switch cfg.Init {
-	case InitNVIB, "":
+	identityMu := func() {
+		l.Mu.W.Value.Zero()
 		for j := 0; j < P; j++ {
 			l.Mu.W.Value.Data[j*P+j] = float32(cfg.MuTau)
 		}
 		l.Mu.B.Fill(float32(cfg.Prior.Mu * (1 - cfg.MuTau)))
-		sd := math.Sqrt(cfg.Prior.Var) * cfg.StdevTau
-		l.Logvar.B.Fill(float32(math.Log(sd*sd + 1.1754943508222875e-38)))
-		l.AlphaQuad.Fill(float32(1 / (2 * math.Sqrt(float64(P/cfg.Heads)))))
-		l.AlphaLin.B.Fill(float32(cfg.AlphaTau))
-	case InitHF:
+	}
+	hf := func() {
 		for _, lin := range []*nn.Linear{l.Mu, l.Logvar, l.AlphaLin} {
 			lin.InitHF(rng, 0.02)
 		}
 		l.AlphaQuad.InitNormal(rng, 0.02)
+	}
+	nvibInit := func() {
+		identityMu()
+		sd := math.Sqrt(cfg.Prior.Var) * cfg.StdevTau
+		l.Logvar.B.Fill(float32(math.Log(sd*sd + 1.1754943508222875e-38)))
+		l.AlphaQuad.Fill(float32(1 / (2 * math.Sqrt(float64(P/cfg.Heads)))))
+		l.AlphaLin.B.Fill(float32(cfg.AlphaTau))
+	}
+	switch cfg.Init {
+	case InitNVIB, "":
+		nvibInit()
+	case InitHF:
+		hf()
+	case InitClip:
+		identityMu() // the other weights stay zero, as InitNVIB's W_logvar and w_lin
+		floor, _ := cfg.Clip.LogvarBounds(cfg.Prior.Var)
+		l.Logvar.B.Fill(float32(floor + ClipInitMargin))
+		l.AlphaLin.B.Fill(float32(math.Log(cfg.Clip.CAlphaMax) - ClipInitMargin))
 	default:
-		return nil, fmt.Errorf("nvib layer: unknown init %q (want %q or %q)", cfg.Init, InitNVIB, InitHF)
+		return nil, fmt.Errorf("nvib layer: unknown init %q (want %q, %q or %q)", cfg.Init, InitNVIB, InitHF, InitClip)
 	}
 	return l, nil
 }

@@ -61,12 +61,18 @@ type Config struct {
 // DefaultConfig returns the configuration of model kind for an encoder of
 // the given hidden size, heads and intermediate size: reference CLI defaults
 // (C_mu 8, C_amax 1.5, lambda 1.1; alpha_tau -10, stdev_tau 0.1, mu_tau 1;
-// delta 0; lambda_G = lambda_D = 1e-2; linear-decay KL schedule), init "hf"
-// in both modes (what the release runs; the intended "nvib" init freezes
-// logvar and alpha at the clip bounds under clipping, see docs/model.md),
-// head "mean". Clipping follows DefaultClip(mode, 8, 1.5).
+// delta 0; lambda_G = lambda_D = 1e-2; linear-decay KL schedule), head
+// "mean". Init: "hf" in reference mode (what the release runs), "clip" in
+// principled mode (the intended NVIB init moved inside the clipping region:
+// under clipping the "nvib" init freezes logvar and alpha at the clip bounds
+// with zero gradient, and "hf" starts sigma at the prior sigma with mu near
+// 0, so that a from-scratch model learns nothing through the bottleneck; see
+// docs/model.md). Clipping follows DefaultClip(mode, 8, 1.5).
 func DefaultConfig(model string, mode Mode, hidden, heads, intermediate, numLabels int) Config {
 	init := InitHF
+	if !mode.IsReference() {
+		init = InitClip
+	}
 	c := Config{Model: model, Mode: mode, Hidden: hidden, Heads: heads, Intermediate: intermediate,
 		LayerNormEps: 1e-12, NumLabels: numLabels, Head: HeadMean, Prior: DefaultPrior(),
 		Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10, Clip: DefaultClip(mode, 8, 1.5),

@@ -62,6 +62,9 @@ type Options struct {
 	// KLSchedule is s(t): linear-decay (reference), constant, warmup, warmup-decay; KLWarmup its fraction.
 	KLSchedule string  `json:"kl_schedule"`
 	KLWarmup   float64 `json:"kl_warmup"`
+	// NVIBInit is the NVIB projections' initialisation: hf (released code), nvib (intended) or
+	// clip (inside the clipping region); "" = the default of nvib.DefaultConfig.
+	NVIBInit string `json:"nvib_init,omitempty"`
 
 	Epochs         int     `json:"epochs"`
 	BatchSize      int     `json:"batch_size"`
@@ -260,6 +263,9 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 		cfg.LambdaG, cfg.LambdaD = 0, 0
 	}
 	cfg.KLSchedule, cfg.KLWarmup = o.KLSchedule, o.KLWarmup
+	if o.NVIBInit != "" {
+		cfg.Init = o.NVIBInit
+	}
 	cfg.Clip = nvib.DefaultClip(mode, o.CMu, o.CAlphaMax)
 	if cfg.Clip.CMu == 0 { // nvdp without clipping: keep valid constants in the file
 		cfg.Clip = nvib.DefaultClip(mode, 8, 1.5)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/safetensors"
 )
@@ -198,7 +199,7 @@ func Save(dir string, e *Encoder, tokenizerFiles ...string) error {
 	if err != nil {
 		return fmt.Errorf("save encoder: config: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ConfigFile), func(w io.Writer) error {
+	if err := atomicfile.Write(filepath.Join(dir, ConfigFile), func(w io.Writer) error {
 		_, err := w.Write(append(cfgJSON, '\n'))
 		return err
 	}); err != nil {
@@ -216,7 +217,7 @@ func Save(dir string, e *Encoder, tokenizerFiles ...string) error {
 		if same, _ := sameFile(src, dst); same {
 			continue
 		}
-		if err := copyFile(src, dst); err != nil {
+		if err := atomicfile.Copy(src, dst); err != nil {
 			return fmt.Errorf("save encoder: tokenizer file: %w", err)
 		}
 	}
@@ -245,49 +246,6 @@ func sameFile(a, b string) (bool, error) {
 		return false, err
 	}
 	return os.SameFile(sa, sb), nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return writeFileAtomic(dst, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
-}
-
-// writeFileAtomic writes path through a synced temporary file in the same
-// directory renamed over it.
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = write(tmp); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return nil
 }
 
 var errNotFound = errors.New("not found")

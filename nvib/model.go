@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
 )
 
@@ -142,12 +143,10 @@ func SaveConfig(dir string, c Config) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, ConfigFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), append(data, '\n')); err != nil {
 		return fmt.Errorf("save model config: %w", err)
 	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // LoadConfig reads and validates dir/nvdp_config.json (unknown fields are an error).

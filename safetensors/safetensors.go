@@ -25,8 +25,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 )
 
 // DType is a safetensors element type name.
@@ -340,31 +341,9 @@ func Write(w io.Writer, tensors []*Tensor, metadata map[string]string) error {
 
 // WriteFile writes a file atomically: a temporary file in the same directory
 // is written, synced and renamed over path.
-func WriteFile(path string, tensors []*Tensor, metadata map[string]string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("safetensors %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = Write(tmp, tensors, metadata); err != nil {
-		return fmt.Errorf("safetensors %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("safetensors %s: sync: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("safetensors %s: close: %w", path, err)
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("safetensors %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("safetensors %s: rename: %w", path, err)
+func WriteFile(path string, tensors []*Tensor, metadata map[string]string) error {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return Write(w, tensors, metadata) }); err != nil {
+		return fmt.Errorf("safetensors %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -144,7 +145,7 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(o.Out, "eval_"+o.Split+".json"), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "eval_"+o.Split+".json"), append(js, '\n')); err != nil {
 		return nil, err
 	}
 	slog.Info("evaluated", "task", r.Task, "split", r.Split, "examples", r.Examples, "metrics", r.Metrics, "posteriors", r.Posteriors)

@@ -2,7 +2,6 @@ package train
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/tokenize"
@@ -158,7 +158,7 @@ func saveModelFiles(dir string, b *Bundle) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, encoder.ConfigFile), cj); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, encoder.ConfigFile), cj); err != nil {
 		return err
 	}
 	if err := nvib.SaveConfig(dir, b.Model.Cfg); err != nil {
@@ -172,7 +172,7 @@ func saveModelFiles(dir string, b *Bundle) error {
 		if abs1, _ := filepath.Abs(f); abs1 == mustAbs(dst) {
 			continue
 		}
-		if err := copyFile(f, dst); err != nil {
+		if err := atomicfile.Copy(f, dst); err != nil {
 			return fmt.Errorf("copy tokenizer file: %w", err)
 		}
 	}
@@ -182,27 +182,6 @@ func saveModelFiles(dir string, b *Bundle) error {
 func mustAbs(p string) string {
 	a, _ := filepath.Abs(p)
 	return a
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
 }
 
 // LoadModel loads a model directory written by Run: config.json,

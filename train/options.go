@@ -25,6 +25,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
 )
 
@@ -286,7 +287,7 @@ func SaveOptions(dir string, o *Options) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, OptionsFile), append(b, '\n'))
+	return atomicfile.WriteBytes(filepath.Join(dir, OptionsFile), append(b, '\n'))
 }
 
 // LoadOptions reads dir/train_options.json.
@@ -301,12 +302,4 @@ func LoadOptions(dir string) (*Options, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return o, nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

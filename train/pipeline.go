@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -147,7 +148,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ReportFile), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ReportFile), append(js, '\n')); err != nil {
 		return nil, err
 	}
 	return rep, nil

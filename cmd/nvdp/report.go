@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nvdp-project/nvdp/report"
+	"github.com/nvdp-project/nvdp/train"
+	"github.com/spf13/cobra"
+)
+
+func newReportCmd() *cobra.Command {
+	var format, out, plotsDir string
+	var plots bool
+	cmd := &cobra.Command{
+		Use:   "report DIR [--format md|csv|json] [--plots]",
+		Short: "Paper-style tables (and plots) of a sweep directory",
+		Long: `Reads every report.json under DIR (an 'nvdp sweep' directory, or any tree of 'nvdp run'
+outputs) and writes, per task, the table of the paper's Tables 3-5: rows model x lambda,
+columns the dev metric(s) x 100, BDP eps_mu and RD max / avg, mean ± std over seeds, in
+every audit mode the cells carry (report.json, and audit_<mode>.json from
+'nvdp sweep --extra-audit-modes'); then the best-trade-off summary of Table 1. C_mu grid
+cells are left out of the tables; the C_mu selection is printed under its task.
+--plots writes PNG and SVG figures to --plots-dir (default DIR/plots): privacy-utility
+scatter with the Pareto front per task (against rd_max and BDP eps_mu), training curves
+from metrics.jsonl, and the histogram of per-pair bounds from the audit.`,
+		Example: `  nvdp report sweeps/glue --plots
+  nvdp report sweeps/glue --format csv --out glue.csv`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			cells, err := report.Load(dir)
+			if err != nil {
+				return err
+			}
+			sels := map[string]*train.CMuSelection{}
+			for _, c := range cells {
+				if _, ok := sels[c.Task]; ok {
+					continue
+				}
+				s, err := report.ReadSelection(dir, c.Task)
+				if err != nil {
+					return err
+				}
+				sels[c.Task] = s
+			}
+			t := report.Build(cells, sels)
+			w := cmd.OutOrStdout()
+			var f *os.File
+			if out != "" {
+				if f, err = os.Create(out); err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			switch format {
+			case "md", "markdown":
+				err = report.WriteMarkdown(w, t)
+			case "csv":
+				err = report.WriteCSV(w, t)
+			case "json":
+				err = report.WriteJSON(w, t)
+			default:
+				return fmt.Errorf("--format %q: want md, csv or json", format)
+			}
+			if err != nil {
+				return err
+			}
+			if f != nil {
+				if err := f.Close(); err != nil {
+					return err
+				}
+			}
+			if plots {
+				if plotsDir == "" {
+					plotsDir = filepath.Join(dir, "plots")
+				}
+				files, err := report.WritePlots(t, plotsDir)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d plot files to %s\n", len(files), plotsDir)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&format, "format", "md", "table format: md | csv | json")
+	fs.StringVar(&out, "out", "", "write the tables to this file instead of stdout")
+	fs.BoolVar(&plots, "plots", false, "also write the figures (PNG and SVG)")
+	fs.StringVar(&plotsDir, "plots-dir", "", "directory of the figures (default DIR/plots)")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newReportCmd()) }

@@ -1,0 +1,263 @@
+// Package report turns a sweep directory (`nvdp sweep`, package train) into
+// the paper's tables and figures: per task, utility, BDP eps_mu and RD max /
+// avg per variant and lambda as mean ± standard deviation over seeds (paper
+// Tables 3-5), the best-trade-off summary (paper Table 1), in every audit mode
+// the cells carry (principled report.json, reference audit_reference.json),
+// and plots with gonum.org/v1/plot: the privacy-utility scatter with its
+// Pareto front, training curves from metrics.jsonl and the histogram of the
+// per-pair bounds from the audit.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// Audit is the privacy of one cell in one audit mode. Values are nats (RD)
+// and the BDP eps_mu; an undefined value (JSON null: invalid pairs, no finite
+// pair) is +Inf when the audit counted invalid pairs, NaN otherwise.
+type Audit struct {
+	Mode         string             `json:"mode"`
+	Order        float64            `json:"order"`
+	Delta        float64            `json:"delta"`
+	RDMax        float64            `json:"rd_max"`
+	RDMean       float64            `json:"rd_mean"`
+	BDPEpsilon   float64            `json:"bdp_epsilon"`
+	InvalidPairs int64              `json:"invalid_pairs"`
+	Pairs        int64              `json:"pairs"`
+	Histogram    *privacy.Histogram `json:"histogram,omitempty"` // per-pair bounds (principled audits)
+}
+
+// Cell is one finished run of a sweep, read from its report.json (and
+// audit_<mode>.json files).
+type Cell struct {
+	Dir     string  // the cell directory
+	Task    string  // sst2, mrpc, ...
+	Variant string  // baseline, nvdp, nvdp-clipped
+	Mode    string  // training mode: principled | reference
+	Encoder string  //
+	Lambda  float64 // 0 for the baseline
+	CMu     float64 // nvdp-clipped only
+	Seed    uint64
+	// Grid marks a C_mu grid cell (under <task>/cmu-grid/), kept out of the main tables.
+	Grid bool
+	// Utility are the dev GLUE metrics (NaN for null).
+	Utility map[string]float64
+	// Audits by audit mode.
+	Audits map[string]*Audit
+}
+
+// jf is a float that decodes JSON null as NaN.
+type jf float64
+
+func (f *jf) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = jf(math.NaN())
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = jf(v)
+	return nil
+}
+
+type rawAudit struct {
+	Mode         string             `json:"mode"`
+	Order        float64            `json:"order"`
+	Delta        float64            `json:"delta"`
+	RDMax        jf                 `json:"rd_max"`
+	RDMean       jf                 `json:"rd_mean"`
+	BDPEpsilon   jf                 `json:"bdp_epsilon"`
+	InvalidPairs int64              `json:"invalid_pairs"`
+	Pairs        int64              `json:"pairs"`
+	Histogram    *privacy.Histogram `json:"histogram"`
+	Full         *struct {
+		Histogram *privacy.Histogram `json:"histogram"`
+	} `json:"full"`
+}
+
+func (r *rawAudit) audit() *Audit {
+	undef := func(v jf) float64 {
+		if math.IsNaN(float64(v)) && r.InvalidPairs > 0 {
+			return math.Inf(1)
+		}
+		return float64(v)
+	}
+	a := &Audit{Mode: r.Mode, Order: r.Order, Delta: r.Delta, RDMax: undef(r.RDMax), RDMean: undef(r.RDMean),
+		BDPEpsilon: undef(r.BDPEpsilon), InvalidPairs: r.InvalidPairs, Pairs: r.Pairs, Histogram: r.Histogram}
+	if r.Full != nil && r.Full.Histogram != nil {
+		a.Histogram = r.Full.Histogram
+	}
+	return a
+}
+
+type rawReport struct {
+	Task    string        `json:"task"`
+	Variant string        `json:"variant"`
+	Mode    string        `json:"mode"`
+	Encoder string        `json:"encoder"`
+	Lambda  float64       `json:"lambda"`
+	CMu     float64       `json:"c_mu"`
+	Seed    uint64        `json:"seed"`
+	Utility map[string]jf `json:"utility"`
+	Privacy *rawAudit     `json:"privacy"`
+}
+
+// ReadCell reads dir/report.json and any dir/audit_<mode>.json.
+func ReadCell(dir string) (*Cell, error) {
+	path := filepath.Join(dir, train.ReportFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r rawReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Task == "" || r.Variant == "" {
+		return nil, fmt.Errorf("%s: not an nvdp run report (no task or variant)", path)
+	}
+	c := &Cell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: r.Mode, Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
+		Seed: r.Seed, Utility: map[string]float64{}, Audits: map[string]*Audit{}}
+	for k, v := range r.Utility {
+		c.Utility[k] = float64(v)
+	}
+	if r.Privacy != nil {
+		c.Audits[r.Privacy.Mode] = r.Privacy.audit()
+	}
+	extra, err := filepath.Glob(filepath.Join(dir, "audit_*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range extra {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var a rawAudit
+		if err := json.Unmarshal(b, &a); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if a.Mode == "" {
+			return nil, fmt.Errorf("%s: audit report without a mode", p)
+		}
+		if _, ok := c.Audits[a.Mode]; !ok {
+			c.Audits[a.Mode] = a.audit()
+		}
+	}
+	return c, nil
+}
+
+// Load reads every cell under root (each directory holding report.json),
+// sorted by task, variant, C_mu, lambda and seed. Errors: a report that does
+// not parse (named), no report at all.
+func Load(root string) ([]*Cell, error) {
+	var cells []*Cell
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || d.Name() != train.ReportFile {
+			return nil
+		}
+		c, err := ReadCell(filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, c.Dir)
+		c.Grid = slices.Contains(strings.Split(filepath.ToSlash(rel), "/"), train.CMuGridDir)
+		cells = append(cells, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report %s: %w", root, err)
+	}
+	if len(cells) == 0 {
+		return nil, fmt.Errorf("report %s: no %s found: %w", root, train.ReportFile, fs.ErrNotExist)
+	}
+	sort.SliceStable(cells, func(i, j int) bool {
+		a, b := cells[i], cells[j]
+		if a.Task != b.Task {
+			return a.Task < b.Task
+		}
+		if a.Variant != b.Variant {
+			return variantRank(a.Variant) < variantRank(b.Variant)
+		}
+		if a.Mode != b.Mode {
+			return a.Mode < b.Mode
+		}
+		if a.CMu != b.CMu {
+			return a.CMu < b.CMu
+		}
+		if a.Lambda != b.Lambda {
+			return a.Lambda < b.Lambda
+		}
+		return a.Seed < b.Seed
+	})
+	return cells, nil
+}
+
+func variantRank(v string) int {
+	switch v {
+	case "baseline":
+		return 0
+	case "nvdp":
+		return 1
+	case "nvdp-clipped":
+		return 2
+	}
+	return 3
+}
+
+// ReadSelection reads root/<task>/c_mu_selection.json (nil when absent).
+func ReadSelection(root, task string) (*train.CMuSelection, error) {
+	p := filepath.Join(root, task, train.CMuSelectionFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var raw struct {
+		train.CMuSelection
+		Candidates []struct {
+			CMu        float64 `json:"c_mu"`
+			Utility    float64 `json:"utility"`
+			RDMax      jf      `json:"rd_max"`
+			BDPEpsilon jf      `json:"bdp_epsilon"`
+			Seeds      int     `json:"seeds"`
+			Eligible   bool    `json:"eligible"`
+		} `json:"candidates"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	s := raw.CMuSelection
+	s.Candidates = nil
+	for _, c := range raw.Candidates {
+		rd, eps := float64(c.RDMax), float64(c.BDPEpsilon)
+		if math.IsNaN(rd) {
+			rd = math.Inf(1)
+		}
+		if math.IsNaN(eps) {
+			eps = math.Inf(1)
+		}
+		s.Candidates = append(s.Candidates, train.CMuCandidate{CMu: c.CMu, Utility: c.Utility, RDMax: rd, BDPEpsilon: eps,
+			Seeds: c.Seeds, Eligible: c.Eligible})
+	}
+	return &s, nil
+}

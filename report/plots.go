@@ -1,0 +1,425 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// PlotFormats are the image formats every figure is written in.
+var PlotFormats = []string{"png", "svg"}
+
+// Figure sizes.
+const (
+	figW = 16 * vg.Centimeter
+	figH = 11 * vg.Centimeter
+)
+
+// Point is one point of a privacy-utility scatter: a row's mean privacy
+// (x) and mean selection metric x 100 (y).
+type Point struct {
+	X, Y   float64
+	Group  string
+	Lambda float64
+}
+
+// ParetoFront returns the points not dominated by another (lower or equal x
+// and higher or equal y, one of them strictly), sorted by x: the best
+// utility reachable at each privacy level. Non-finite points are ignored.
+func ParetoFront(pts []Point) []Point {
+	var ps []Point
+	for _, p := range pts {
+		if !math.IsNaN(p.X) && !math.IsInf(p.X, 0) && !math.IsNaN(p.Y) && !math.IsInf(p.Y, 0) {
+			ps = append(ps, p)
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].X != ps[j].X {
+			return ps[i].X < ps[j].X
+		}
+		return ps[i].Y > ps[j].Y
+	})
+	var front []Point
+	best := math.Inf(-1)
+	for _, p := range ps {
+		if p.Y > best {
+			front = append(front, p)
+			best = p.Y
+		}
+	}
+	return front
+}
+
+// saveAll writes p as path.<format> for every PlotFormats entry.
+func saveAll(p *plot.Plot, w, h vg.Length, path string) ([]string, error) {
+	var out []string
+	for _, f := range PlotFormats {
+		file := path + "." + f
+		if err := p.Save(w, h, file); err != nil {
+			return out, fmt.Errorf("plot %s: %w", file, err)
+		}
+		out = append(out, file)
+	}
+	return out, nil
+}
+
+// saveTiles draws plots side by side (one row) and writes every format.
+func saveTiles(ps []*plot.Plot, w, h vg.Length, path string) ([]string, error) {
+	var out []string
+	for _, f := range PlotFormats {
+		file := path + "." + f
+		var c vg.CanvasWriterTo
+		switch f {
+		case "png":
+			c = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
+		case "svg":
+			c = vgsvg.New(w, h)
+		default:
+			return out, fmt.Errorf("plot %s: unsupported format %s", file, f)
+		}
+		dc := draw.New(c)
+		tiles := draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Millimeter, PadY: vg.Millimeter,
+			PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: vg.Millimeter}
+		cs := plot.Align([][]*plot.Plot{ps}, tiles, dc)
+		for j, p := range ps {
+			p.Draw(cs[0][j])
+		}
+		fh, err := os.Create(file)
+		if err != nil {
+			return out, err
+		}
+		if _, err := c.WriteTo(fh); err != nil {
+			fh.Close()
+			return out, fmt.Errorf("plot %s: %w", file, err)
+		}
+		if err := fh.Close(); err != nil {
+			return out, err
+		}
+		out = append(out, file)
+	}
+	return out, nil
+}
+
+func fileSafe(s string) string {
+	r := strings.NewReplacer(" ", "_", "(", "", ")", "", "[", "", "]", "", "=", "", "/", "_")
+	return strings.ToLower(r.Replace(s))
+}
+
+// privacyValue is x of a scatter: "rd_max" or "bdp_epsilon".
+func privacyValue(p *PrivacyStats, x string) float64 {
+	if x == "bdp_epsilon" {
+		return p.BDP.Mean
+	}
+	return p.RDMax.Mean
+}
+
+func xLabel(x, mode string) string {
+	if x == "bdp_epsilon" {
+		return "BDP ε_μ (" + mode + " audit)"
+	}
+	return "RD max, nats (" + mode + " audit)"
+}
+
+// PlotTradeoff draws a task's privacy-utility scatter in audit mode `mode`:
+// x the mean rd_max or BDP eps_mu ("rd_max" | "bdp_epsilon"), y the mean dev
+// selection metric x 100; one colour and marker per model group, points
+// labelled with lambda, the Pareto front over all private models as a dashed
+// step line, and the non-private baseline as a horizontal line. The x axis is
+// logarithmic when all x > 0 and max/min > 30. Writes path.png and path.svg;
+// returns the files (none when the task has no audited row).
+func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: privacy-utility trade-off (%s audit)", TaskTitle(tt.Task), mode)
+	p.X.Label.Text = xLabel(x, mode)
+	p.Y.Label.Text = "dev " + MetricTitle(tt.Selection) + " (×100)"
+	p.Legend.Top = true
+	p.Legend.Left = false
+	p.Add(plotter.NewGrid())
+	var all []Point
+	var base *Row
+	for gi, g := range groups(tt) {
+		var pts plotter.XYs
+		var labels []string
+		for _, r := range tt.Rows {
+			if r.Group() != g {
+				continue
+			}
+			if r.Baseline() {
+				base = r
+				continue
+			}
+			ps := r.Privacy[mode]
+			if ps == nil {
+				continue
+			}
+			pt := Point{X: privacyValue(ps, x), Y: 100 * r.Utility[tt.Selection].Mean, Group: g, Lambda: r.Lambda}
+			if math.IsNaN(pt.X) || math.IsInf(pt.X, 0) || math.IsNaN(pt.Y) {
+				continue
+			}
+			all = append(all, pt)
+			pts = append(pts, plotter.XY{X: pt.X, Y: pt.Y})
+			labels = append(labels, "λ="+train.FormatLambda(r.Lambda))
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle.Color = plotutil.Color(gi)
+		s.GlyphStyle.Shape = plotutil.Shape(gi)
+		s.GlyphStyle.Radius = vg.Points(4)
+		p.Add(s)
+		p.Legend.Add(g, s)
+		l, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: labels})
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.TextStyle {
+			l.TextStyle[i].Font.Size = vg.Points(7)
+		}
+		l.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(2)}
+		p.Add(l)
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, pt := range all {
+		lo, hi = min(lo, pt.X), max(hi, pt.X)
+	}
+	if lo > 0 && hi/lo > 30 {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	// Room for the point labels and the legend.
+	ylo, yhi := math.Inf(1), math.Inf(-1)
+	for _, pt := range all {
+		ylo, yhi = min(ylo, pt.Y), max(yhi, pt.Y)
+	}
+	if base != nil {
+		if u := 100 * base.Utility[tt.Selection].Mean; !math.IsNaN(u) {
+			ylo, yhi = min(ylo, u), max(yhi, u)
+		}
+	}
+	dy := max(yhi-ylo, 1)
+	p.Y.Min, p.Y.Max = ylo-0.08*dy, yhi+0.3*dy
+	if _, isLog := p.X.Scale.(plot.LogScale); isLog {
+		p.X.Min, p.X.Max = lo/1.5, hi*2
+	} else {
+		dx := hi - lo
+		if dx == 0 {
+			dx = math.Max(math.Abs(lo), 1)
+		}
+		p.X.Min, p.X.Max = lo-0.08*dx, hi+0.15*dx
+		if lo >= 0 {
+			p.X.Min = math.Max(0, p.X.Min)
+		}
+	}
+	if front := ParetoFront(all); len(front) > 1 {
+		var xy plotter.XYs
+		for i, f := range front {
+			if i > 0 {
+				xy = append(xy, plotter.XY{X: f.X, Y: front[i-1].Y})
+			}
+			xy = append(xy, plotter.XY{X: f.X, Y: f.Y})
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Gray{Y: 90}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add("Pareto front", l)
+	}
+	if base != nil {
+		if u := 100 * base.Utility[tt.Selection].Mean; !math.IsNaN(u) {
+			xl, xh := p.X.Min, p.X.Max
+			l, err := plotter.NewLine(plotter.XYs{{X: xl, Y: u}, {X: xh, Y: u}})
+			if err != nil {
+				return nil, err
+			}
+			l.Color = color.RGBA{R: 200, A: 255}
+			l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+			l.Width = vg.Points(1.5)
+			p.Add(l)
+			p.Legend.Add("non-private baseline", l)
+		}
+	}
+	return saveAll(p, figW, figH, path)
+}
+
+// PlotCurves draws the training curves of a task's model group from each
+// cell's metrics.jsonl: dev selection metric (x 100) and mean training loss
+// per epoch, one line per lambda and seed (colour by lambda). Writes
+// path.png and path.svg; returns nil when no cell has a metrics file.
+func PlotCurves(tt *TaskTable, group, path string) ([]string, error) {
+	dev, loss := plot.New(), plot.New()
+	dev.Title.Text = fmt.Sprintf("%s %s: dev %s", TaskTitle(tt.Task), group, MetricTitle(tt.Selection))
+	dev.X.Label.Text, dev.Y.Label.Text = "epoch", "dev "+MetricTitle(tt.Selection)+" (×100)"
+	loss.Title.Text = fmt.Sprintf("%s %s: training loss", TaskTitle(tt.Task), group)
+	loss.X.Label.Text, loss.Y.Label.Text = "epoch", "train loss (task + λ KL, nats)"
+	for _, p := range []*plot.Plot{dev, loss} {
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		p.X.Tick.Marker = integerTicks{}
+	}
+	n, li := 0, -1
+	lastLambda := math.NaN()
+	for _, r := range tt.Rows {
+		if r.Group() != group {
+			continue
+		}
+		if r.Lambda != lastLambda {
+			li++
+			lastLambda = r.Lambda
+		}
+		for si, c := range r.Cells {
+			h, err := train.ReadMetrics(filepath.Join(c.Dir, train.MetricsFile))
+			if err != nil {
+				return nil, err
+			}
+			if len(h) == 0 {
+				continue
+			}
+			var dv, lv plotter.XYs
+			for _, e := range h {
+				dv = append(dv, plotter.XY{X: float64(e.Epoch), Y: 100 * e.Selection})
+				if v, ok := e.Train["loss"]; ok {
+					lv = append(lv, plotter.XY{X: float64(e.Epoch), Y: v})
+				}
+			}
+			name := fmt.Sprintf("seed %d", c.Seed)
+			if !r.Baseline() {
+				name = "λ=" + train.FormatLambda(r.Lambda) + " " + name
+			}
+			for k, xy := range []plotter.XYs{dv, lv} {
+				if len(xy) == 0 {
+					continue
+				}
+				l, s, err := plotter.NewLinePoints(xy)
+				if err != nil {
+					return nil, err
+				}
+				l.Color, s.Color = plotutil.Color(li), plotutil.Color(li)
+				s.Shape = plotutil.Shape(si)
+				s.Radius = vg.Points(4)
+				l.Dashes = plotutil.Dashes(si)
+				p := []*plot.Plot{dev, loss}[k]
+				p.Add(l, s)
+				if k == 0 {
+					p.Legend.Add(name, l, s)
+				}
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return saveTiles([]*plot.Plot{dev, loss}, 2*figW, figH, path)
+}
+
+// integerTicks marks whole epochs.
+type integerTicks struct{}
+
+func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := math.Max(1, math.Ceil((hi-lo)/10))
+	var ts []plot.Tick
+	for v := math.Ceil(lo); v <= hi+1e-9; v += step {
+		ts = append(ts, plot.Tick{Value: v, Label: fmt.Sprintf("%.0f", v)})
+	}
+	return ts
+}
+
+// PlotHistograms draws, for a task's model group in audit mode `mode`, the
+// histogram of the per-pair RD bounds (privacy.Report.Histogram, 20 equal
+// bins over [min, max] of the finite pairs) of the first seed at each lambda,
+// one panel per lambda. Writes path.png and path.svg; returns nil when no
+// cell carries a histogram.
+func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
+	var ps []*plot.Plot
+	for _, r := range tt.Rows {
+		if r.Group() != group {
+			continue
+		}
+		for _, c := range r.Cells {
+			a := c.Audits[mode]
+			if a == nil || a.Histogram == nil || len(a.Histogram.Counts) == 0 ||
+				len(a.Histogram.Edges) != len(a.Histogram.Counts)+1 {
+				continue
+			}
+			h := a.Histogram
+			bins := make([]plotter.HistogramBin, len(h.Counts))
+			for i, n := range h.Counts {
+				bins[i] = plotter.HistogramBin{Min: h.Edges[i], Max: h.Edges[i+1], Weight: float64(n)}
+			}
+			hp := &plotter.Histogram{Bins: bins, Width: h.Edges[1] - h.Edges[0], FillColor: plotutil.Color(len(ps)),
+				LineStyle: plotter.DefaultLineStyle}
+			p := plot.New()
+			p.Title.Text = fmt.Sprintf("%s %s λ=%s seed %d", TaskTitle(tt.Task), group, train.FormatLambda(r.Lambda), c.Seed)
+			p.X.Label.Text = "per-pair RD bound, nats (" + mode + ")"
+			p.Y.Label.Text = "ordered pairs"
+			p.Add(plotter.NewGrid(), hp)
+			ps = append(ps, p)
+			break // first seed only
+		}
+	}
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	return saveTiles(ps, vg.Length(len(ps))*figW*0.7, figH, path)
+}
+
+// WritePlots writes every figure of t into dir: per task and audit mode the
+// trade-off scatter against rd_max and against BDP eps_mu
+// (<task>_tradeoff_<mode>_<x>), per task and model group the training curves
+// (<task>_<group>_curves) and the per-pair bound histograms
+// (<task>_<group>_hist_<mode>). Returns the files written.
+func WritePlots(t *Tables, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	add := func(f []string, err error) error {
+		files = append(files, f...)
+		return err
+	}
+	for _, tt := range t.Tasks {
+		for _, m := range t.AuditModes {
+			for _, x := range []string{"rd_max", "bdp_epsilon"} {
+				if err := add(PlotTradeoff(tt, m, x, filepath.Join(dir, fmt.Sprintf("%s_tradeoff_%s_%s", tt.Task, m, x)))); err != nil {
+					return files, err
+				}
+			}
+		}
+		for _, g := range groups(tt) {
+			base := filepath.Join(dir, tt.Task+"_"+fileSafe(g))
+			if err := add(PlotCurves(tt, g, base+"_curves")); err != nil {
+				return files, err
+			}
+			for _, m := range t.AuditModes {
+				if err := add(PlotHistograms(tt, g, m, base+"_hist_"+m)); err != nil {
+					return files, err
+				}
+			}
+		}
+	}
+	return files, nil
+}

@@ -1,0 +1,456 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// writeReport writes a hand-made report.json (as train.RunPipeline) into root/rel.
+func writeReport(t *testing.T, root, rel string, rep map[string]any) string {
+	t.Helper()
+	dir := filepath.Join(root, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, train.ReportFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func priv(mode string, rdMax, rdMean, eps any, invalid int) map[string]any {
+	return map[string]any{"mode": mode, "order": 1.1, "delta": 1e-5, "rd_max": rdMax, "rd_mean": rdMean, "bdp_epsilon": eps,
+		"invalid_pairs": invalid, "pairs": 12, "full": map[string]any{"histogram": map[string]any{
+			"edges": []float64{0, 0.1, 0.2, 0.3}, "counts": []int{3, 5, 4}}}}
+}
+
+func cellRep(task, variant string, lambda, cmu float64, seed int, util map[string]any, p map[string]any) map[string]any {
+	r := map[string]any{"task": task, "variant": variant, "mode": "principled", "encoder": "scratch:bert-tiny", "lambda": lambda,
+		"seed": seed, "utility": util, "utility_split": "dev", "privacy": p}
+	if cmu > 0 {
+		r["c_mu"] = cmu
+	}
+	return r
+}
+
+// fixtures: SST-2 with a baseline (2 seeds), NVDP at 1e-2 (2 seeds) and 1 (1 seed, an undefined
+// bound), NVDP-Clipped C_mu 2 at 1e-2 (2 seeds, one with a reference audit), a grid cell;
+// MRPC with two metrics.
+func fixtures(t *testing.T) string {
+	root := t.TempDir()
+	acc := func(v float64) map[string]any { return map[string]any{"accuracy": v} }
+	writeReport(t, root, "sst2/baseline/seed=1", cellRep("sst2", "baseline", 0, 0, 1, acc(0.90), nil))
+	writeReport(t, root, "sst2/baseline/seed=2", cellRep("sst2", "baseline", 0, 0, 2, acc(0.92), nil))
+	writeReport(t, root, "sst2/nvdp/lambda=1e-2/seed=1", cellRep("sst2", "nvdp", 0.01, 0, 1, acc(0.80), priv("principled", 0.30, 0.02, 10.5, 0)))
+	writeReport(t, root, "sst2/nvdp/lambda=1e-2/seed=2", cellRep("sst2", "nvdp", 0.01, 0, 2, acc(0.84), priv("principled", 0.34, 0.04, 10.7, 0)))
+	writeReport(t, root, "sst2/nvdp/lambda=1/seed=1", cellRep("sst2", "nvdp", 1, 0, 1, acc(0.50), priv("principled", 1234.5, 7.5, nil, 3)))
+	d := writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-2/seed=1", cellRep("sst2", "nvdp-clipped", 0.01, 2, 1, acc(0.83), priv("principled", 0.013, 0.001, 10.6, 0)))
+	writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-2/seed=2", cellRep("sst2", "nvdp-clipped", 0.01, 2, 2, acc(0.81), priv("principled", 0.017, 0.003, 10.8, 0)))
+	ref, _ := json.Marshal(map[string]any{"mode": "reference", "rd_max": 2.5, "rd_mean": 0.5, "bdp_epsilon": 11.25, "invalid_pairs": 0, "pairs": 4})
+	if err := os.WriteFile(filepath.Join(d, train.AuditFile(privacy.ModeReference)), ref, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeReport(t, root, "sst2/cmu-grid/c_mu=8/lambda=1e-2/seed=1", cellRep("sst2", "nvdp-clipped", 0.01, 8, 1, acc(0.99), priv("principled", 5, 1, 20, 0)))
+	writeReport(t, root, "mrpc/nvdp/lambda=1e-3/seed=1", cellRep("mrpc", "nvdp", 0.001, 0, 1,
+		map[string]any{"accuracy": 0.75, "f1": 0.85}, priv("principled", 0.89, 0.06, 10.95, 0)))
+	writeReport(t, root, "mrpc/nvdp/lambda=1e-1/seed=1", cellRep("mrpc", "nvdp", 0.1, 0, 1,
+		map[string]any{"accuracy": 0.70, "f1": 0.86}, priv("principled", 0.04, 0.01, 10.5, 0)))
+	return root
+}
+
+func TestStat(t *testing.T) {
+	for _, c := range []struct {
+		in         []float64
+		mean, std  float64
+		n          int
+		stdIsNaN   bool
+		meanIsNaN  bool
+		meanIsPInf bool
+	}{
+		{in: []float64{0.80, 0.84}, mean: 0.82, std: math.Sqrt(0.0008), n: 2},
+		{in: []float64{1, 2, 3, 4}, mean: 2.5, std: math.Sqrt(5.0 / 3), n: 4},
+		{in: []float64{7}, mean: 7, std: 0, n: 1},
+		{in: []float64{1, math.NaN(), 3}, mean: 2, std: math.Sqrt2, n: 2},
+		{in: []float64{1, math.Inf(1)}, n: 2, meanIsPInf: true, stdIsNaN: true},
+		{in: nil, meanIsNaN: true, stdIsNaN: true},
+	} {
+		s := NewStat(c.in)
+		ok := s.N == c.n &&
+			(c.meanIsNaN && math.IsNaN(s.Mean) || c.meanIsPInf && math.IsInf(s.Mean, 1) || math.Abs(s.Mean-c.mean) < 1e-12) &&
+			(c.stdIsNaN && math.IsNaN(s.Std) || math.Abs(s.Std-c.std) < 1e-12)
+		if !ok {
+			t.Errorf("NewStat(%v) = %+v, want mean %v std %v n %d", c.in, s, c.mean, c.std, c.n)
+		}
+	}
+}
+
+func TestTablesFromFixtures(t *testing.T) {
+	root := fixtures(t)
+	cells, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 10 {
+		t.Fatalf("%d cells, want 10", len(cells))
+	}
+	tb := Build(cells, nil)
+	if fmt.Sprint(tb.AuditModes) != "[principled reference]" {
+		t.Errorf("audit modes %v", tb.AuditModes)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, tb); err != nil {
+		t.Fatal(err)
+	}
+	got := md.String()
+	for _, want := range []string{
+		"9 cells; encoder scratch:bert-tiny; training mode principled.",
+		"### MRPC (Accuracy / F1)",
+		"| NVDP | 1e-3 | 1 | 75.0 | 85.0 | 10.95 | 0.89 / 0.06 | – | – |",
+		"### SST-2 (Accuracy)",
+		"| Model | λ | Seeds | Accuracy | BDP ε_μ (principled) | RD max / avg (principled) | BDP ε_μ (reference) | RD max / avg (reference) |",
+		"| Non-private baseline | – | 2 | 91.0 ± 1.4 | – | – | – | – |",
+		// accuracy 0.80, 0.84: mean 82.0, sample std 2.83; rd_max 0.30, 0.34: 0.32 ± 0.0283.
+		"| NVDP | 1e-2 | 2 | 82.0 ± 2.8 | 10.60 ± 0.14 | 0.32 ± 0.0283 / 0.03 ± 0.0141 | – | – |",
+		// Undefined BDP (null with invalid pairs) is inf, not 0.
+		"| NVDP | 1 | 1 | 50.0 | inf | 1234 / 7.5 (3 invalid pairs) | – | – |",
+		"| NVDP-Clipped (C_mu=2) | 1e-2 | 2 | 82.0 ± 1.4 | 10.70 ± 0.14 | 0.015 ± 0.00283 / 0.002 ± 0.00141 | 11.25 | 2.5 / 0.5 |",
+		// Table 1: per model, the best lambda (SST-2 NVDP: 1e-2; MRPC NVDP by F1: 1e-1).
+		"| SST-2 | Accuracy | NVDP | 1e-2 | 82.0 ± 2.8 | 10.60 ± 0.14 | 0.32 ± 0.0283 |",
+		"| SST-2 | Accuracy | NVDP-Clipped (C_mu=2) | 1e-2 | 82.0 ± 1.4 | 10.70 ± 0.14 | 0.015 ± 0.00283 |",
+		"| SST-2 | Accuracy | NVDP-Clipped (C_mu=2) | 1e-2 | 82.0 ± 1.4 | 11.25 | 2.5 |",
+		"| MRPC | Accuracy | NVDP | 1e-1 | 70.0 | 10.50 | 0.04 |",
+		"| MRPC | F1 | NVDP | 1e-1 | 86.0 | 10.50 | 0.04 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if strings.Contains(got, "C_mu=8") || strings.Contains(got, "99.0") {
+		t.Errorf("grid cell leaked into the tables:\n%s", got)
+	}
+	if t.Failed() {
+		t.Logf("markdown:\n%s", got)
+	}
+
+	var cb bytes.Buffer
+	if err := WriteCSV(&cb, tb); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Header + MRPC 2 rows x 2 metrics + SST-2: baseline 1 + nvdp 2 + clipped 2 (two audit modes) = 10.
+	if len(recs) != 10 {
+		t.Fatalf("%d CSV records, want 10", len(recs))
+	}
+	found := false
+	for _, r := range recs {
+		if r[0] == "sst2" && r[1] == "nvdp" && r[4] == "0.01" {
+			found = true
+			if r[7] != "0.8200000000000001" && r[7] != "0.82" {
+				t.Errorf("utility mean %s", r[7])
+			}
+			if r[12] != "0.32" && r[12] != "0.32000000000000006" {
+				t.Errorf("rd_max mean %s", r[12])
+			}
+		}
+	}
+	if !found {
+		t.Error("CSV lacks the sst2 nvdp 0.01 row")
+	}
+
+	var jb bytes.Buffer
+	if err := WriteJSON(&jb, tb); err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Tasks []struct {
+			Task string `json:"task"`
+			Rows []struct {
+				Variant string `json:"variant"`
+				Lambda  float64
+				Privacy map[string]struct {
+					BDP struct {
+						Mean *float64 `json:"mean"`
+					} `json:"bdp_epsilon"`
+				} `json:"privacy"`
+			} `json:"rows"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal(jb.Bytes(), &js); err != nil {
+		t.Fatalf("JSON output: %v", err)
+	}
+	if len(js.Tasks) != 2 || js.Tasks[1].Task != "sst2" || len(js.Tasks[1].Rows) != 4 {
+		t.Fatalf("JSON tasks %+v", js.Tasks)
+	}
+	if m := js.Tasks[1].Rows[2].Privacy["principled"].BDP.Mean; m != nil {
+		t.Errorf("undefined BDP should be null in JSON, got %v", *m)
+	}
+}
+
+func TestParetoFront(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   []Point
+		want string
+	}{
+		{"dominated removed", []Point{{X: 1, Y: 50}, {X: 2, Y: 80}, {X: 3, Y: 70}, {X: 0.5, Y: 40}, {X: 4, Y: 90}},
+			"[{0.5 40} {1 50} {2 80} {4 90}]"},
+		{"equal x keeps the higher y", []Point{{X: 1, Y: 50}, {X: 1, Y: 60}}, "[{1 60}]"},
+		{"non-finite ignored", []Point{{X: math.Inf(1), Y: 99}, {X: 1, Y: math.NaN()}, {X: 2, Y: 3}}, "[{2 3}]"},
+		{"empty", nil, "[]"},
+	} {
+		var got []string
+		for _, p := range ParetoFront(c.in) {
+			got = append(got, fmt.Sprintf("{%g %g}", p.X, p.Y))
+		}
+		if s := "[" + strings.Join(got, " ") + "]"; s != c.want {
+			t.Errorf("%s: front %s, want %s", c.name, s, c.want)
+		}
+	}
+}
+
+// checkPNG decodes a PNG and requires at least minFrac of its pixels to be
+// non-white (axes, text, markers, bars).
+func checkPNG(t *testing.T, path string, minFrac float64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	b := img.Bounds()
+	if b.Dx() < 300 || b.Dy() < 200 {
+		t.Errorf("%s: %dx%d pixels", path, b.Dx(), b.Dy())
+	}
+	ink, colours := 0, map[[3]uint32]bool{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r < 0xf000 || g < 0xf000 || bl < 0xf000 {
+				ink++
+				colours[[3]uint32{r >> 12, g >> 12, bl >> 12}] = true
+			}
+		}
+	}
+	if frac := float64(ink) / float64(b.Dx()*b.Dy()); frac < minFrac {
+		t.Errorf("%s: %.4f of the pixels drawn, want >= %v", path, frac, minFrac)
+	}
+	if len(colours) < 3 {
+		t.Errorf("%s: only %d colours", path, len(colours))
+	}
+}
+
+func checkSVG(t *testing.T, path string, minPaths int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if !strings.HasPrefix(strings.TrimSpace(s), "<?xml") || !strings.Contains(s, "<svg") {
+		t.Fatalf("%s: not an SVG", path)
+	}
+	if n := strings.Count(s, "<path"); n < minPaths {
+		t.Errorf("%s: %d <path> elements, want >= %d", path, n, minPaths)
+	}
+	if !strings.Contains(s, "<text") && !strings.Contains(s, "font") {
+		t.Errorf("%s: no text (title, labels)", path)
+	}
+}
+
+func TestPlotsFromFixtures(t *testing.T) {
+	root := fixtures(t)
+	cells, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := Build(cells, nil)
+	dir := filepath.Join(root, "plots")
+	files, err := WritePlots(tb, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sst2: 2 modes x 2 x-axes trade-offs; mrpc: principled x 2; histograms: sst2 nvdp, clipped (principled), mrpc nvdp.
+	// Curves need metrics.jsonl, which the fixtures lack.
+	want := []string{"sst2_tradeoff_principled_rd_max", "sst2_tradeoff_reference_bdp_epsilon", "mrpc_tradeoff_principled_rd_max",
+		"sst2_nvdp_hist_principled", "sst2_nvdp-clipped_c_mu2_hist_principled", "mrpc_nvdp_hist_principled"}
+	if len(files) != 2*9 {
+		t.Errorf("%d files: %v", len(files), files)
+	}
+	for _, w := range want {
+		checkPNG(t, filepath.Join(dir, w+".png"), 0.02)
+		checkSVG(t, filepath.Join(dir, w+".svg"), 10)
+	}
+}
+
+// synthGlue writes synthetic SST-2 and RTE splits whose label is carried by
+// one sentiment word, and a WordPiece vocab; returns (glueDir, vocab).
+func synthGlue(t *testing.T, nTrain, nDev int) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	pos, neg := []string{"good", "great", "fine"}, []string{"bad", "awful", "poor"}
+	filler := []string{"the", "movie", "is", "very", "a", "plot", "and", "acting"}
+	vocab := append([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}, append(append(pos, neg...), filler...)...)
+	vpath := filepath.Join(dir, "vocab.txt")
+	if err := os.WriteFile(vpath, []byte(strings.Join(vocab, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	sent := func(label int) string {
+		n := 2 + rng.IntN(6)
+		w := make([]string, n)
+		for i := range w {
+			w[i] = filler[rng.IntN(len(filler))]
+		}
+		src := neg
+		if label == 1 {
+			src = pos
+		}
+		w[rng.IntN(n)] = src[rng.IntN(len(src))]
+		return strings.Join(w, " ")
+	}
+	write := func(task, split, content string) {
+		d := filepath.Join(dir, "glue", task)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, split+".tsv"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sp := range []struct {
+		name string
+		n    int
+	}{{"train", nTrain}, {"dev", nDev}} {
+		var sst, rte strings.Builder
+		sst.WriteString("sentence\tlabel\n")
+		rte.WriteString("index\tsentence1\tsentence2\tlabel\n")
+		for i := 0; i < sp.n; i++ {
+			l := rng.IntN(2)
+			fmt.Fprintf(&sst, "%s\t%d\n", sent(l), l)
+			names := []string{"not_entailment", "entailment"}
+			fmt.Fprintf(&rte, "%d\t%s\t%s\t%s\n", i, sent(rng.IntN(2)), sent(l), names[l])
+		}
+		write("SST-2", sp.name, sst.String())
+		write("RTE", sp.name, rte.String())
+	}
+	return filepath.Join(dir, "glue"), vpath
+}
+
+// TestSweepEndToEnd is the CI sweep: 2 tasks (SST-2, RTE; synthetic data),
+// baseline + NVDP-Clipped, 2 lambdas, 2 seeds, a tiny scratch encoder (hidden
+// 32, 1 layer), trained, evaluated and audited in process (principled, plus a
+// reference audit), then the report tables and plots; a second sweep does no work.
+func TestSweepEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 12 tiny models")
+	}
+	glueDir, vocab := synthGlue(t, 64, 24)
+	enc, err := encoder.Preset("bert-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 32, 1, 2, 64, 32
+	out := filepath.Join(t.TempDir(), "sweep")
+	so := train.SweepOptions{
+		Base: train.PipelineOptions{Train: train.Options{GlueDir: glueDir, Encoder: "scratch:bert-tiny", Vocab: vocab,
+			Epochs: 2, BatchSize: 16, EvalBatchSize: 16, LR: 3e-3, MaxSeqLen: 24, TrainLimit: 64, DevLimit: 24, Patience: -1,
+			ScratchConfig: &enc, Quiet: true}, EvalSeed: 5},
+		Tasks: []string{"sst2", "rte"}, Variants: []string{"baseline", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1},
+		Seeds: []uint64{1, 2}, Out: out, ExtraAuditModes: []privacy.Mode{privacy.ModeReference},
+	}
+	res, err := train.Sweep(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ran != 12 {
+		t.Fatalf("ran %d cells, want 12", res.Ran)
+	}
+	res, err = train.Sweep(context.Background(), so)
+	if err != nil || res.Ran != 0 {
+		t.Fatalf("second sweep: ran %d, err %v", res.Ran, err)
+	}
+
+	cells, err := Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 12 {
+		t.Fatalf("%d cells loaded", len(cells))
+	}
+	tb := Build(cells, nil)
+	if len(tb.Tasks) != 2 || fmt.Sprint(tb.AuditModes) != "[principled reference]" {
+		t.Fatalf("tasks %d, audit modes %v", len(tb.Tasks), tb.AuditModes)
+	}
+	for _, tt := range tb.Tasks {
+		if len(tt.Rows) != 3 {
+			t.Errorf("%s: %d rows, want baseline + 2 lambdas", tt.Task, len(tt.Rows))
+		}
+		for _, r := range tt.Rows {
+			u := r.Utility["accuracy"]
+			if len(r.Seeds) != 2 || u.N != 2 || !(u.Mean >= 0 && u.Mean <= 1) {
+				t.Errorf("%s %s %v: seeds %v, accuracy %+v", tt.Task, r.Variant, r.Lambda, r.Seeds, u)
+			}
+			if r.Baseline() != (r.Privacy == nil) {
+				t.Errorf("%s %s: privacy %v", tt.Task, r.Variant, r.Privacy)
+			}
+			for _, m := range tb.AuditModes {
+				if p := r.Privacy[m]; p != nil && (p.Cells != 2 || !(p.RDMax.Mean > 0) || !(p.BDP.Mean > 0) || p.RDMax.Mean < p.RDMean.Mean) {
+					t.Errorf("%s %s %v %s: privacy %+v", tt.Task, r.Variant, r.Lambda, m, p)
+				}
+			}
+		}
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, tb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### RTE (Accuracy)", "### SST-2 (Accuracy)", "| NVDP-Clipped (C_mu=2) | 1e-2 | 2 |",
+		"| NVDP-Clipped (C_mu=6) | 1 | 2 |", "Best trade-off (as paper Table 1), reference audit"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	files, err := WritePlots(tb, filepath.Join(out, "plots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per task: 2 modes x 2 trade-offs + curves (baseline, clipped) + histogram (clipped, principled;
+	// the reference audit keeps no per-pair values) = 7 figures x 2 formats.
+	if len(files) != 2*7*2 {
+		t.Errorf("%d plot files: %v", len(files), files)
+	}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil || st.Size() < 2000 {
+			t.Errorf("%s: %v, %d bytes", f, err, st.Size())
+		}
+	}
+	checkPNG(t, filepath.Join(out, "plots", "sst2_nvdp-clipped_c_mu2_curves.png"), 0.02)
+	checkPNG(t, filepath.Join(out, "plots", "rte_tradeoff_principled_rd_max.png"), 0.02)
+	checkSVG(t, filepath.Join(out, "plots", "rte_nvdp-clipped_c_mu6_hist_principled.svg"), 20)
+}

@@ -1,0 +1,591 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// Stat is the mean and sample standard deviation (n - 1; 0 for one value)
+// of a quantity over seeds. NaN values are left out (N counts the others); a
+// +Inf value makes the mean +Inf.
+type Stat struct {
+	Mean float64
+	Std  float64
+	N    int
+}
+
+// NewStat summarises v.
+func NewStat(v []float64) Stat {
+	var s Stat
+	var sum float64
+	var xs []float64
+	for _, x := range v {
+		if math.IsNaN(x) {
+			continue
+		}
+		xs = append(xs, x)
+		sum += x
+	}
+	s.N = len(xs)
+	if s.N == 0 {
+		return Stat{Mean: math.NaN(), Std: math.NaN()}
+	}
+	s.Mean = sum / float64(s.N)
+	if math.IsInf(s.Mean, 0) {
+		s.Std = math.NaN()
+		return s
+	}
+	if s.N > 1 {
+		var ss float64
+		for _, x := range xs {
+			ss += (x - s.Mean) * (x - s.Mean)
+		}
+		s.Std = math.Sqrt(ss / float64(s.N-1))
+	}
+	return s
+}
+
+// MarshalJSON writes {"mean", "std", "n"} with non-finite values as null.
+func (s Stat) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Mean privacy.JSONFloat `json:"mean"`
+		Std  privacy.JSONFloat `json:"std"`
+		N    int               `json:"n"`
+	}{privacy.JSONFloat(s.Mean), privacy.JSONFloat(s.Std), s.N})
+}
+
+// PrivacyStats are a row's privacy in one audit mode over its seeds.
+type PrivacyStats struct {
+	Mode         string `json:"mode"`
+	BDP          Stat   `json:"bdp_epsilon"`
+	RDMax        Stat   `json:"rd_max"`
+	RDMean       Stat   `json:"rd_mean"`
+	InvalidPairs int64  `json:"invalid_pairs"` // summed over seeds
+	Cells        int    `json:"cells"`         // seeds audited in this mode
+}
+
+// Row is one line of a task table: a variant (training mode, C_mu) at one
+// lambda, over its seeds.
+type Row struct {
+	Task    string                   `json:"task"`
+	Variant string                   `json:"variant"`
+	Mode    string                   `json:"mode"`
+	CMu     float64                  `json:"c_mu,omitempty"`
+	Lambda  float64                  `json:"lambda"`
+	Seeds   []uint64                 `json:"seeds"`
+	Utility map[string]Stat          `json:"utility"`
+	Privacy map[string]*PrivacyStats `json:"privacy,omitempty"` // by audit mode
+	Cells   []*Cell                  `json:"-"`
+}
+
+// Baseline reports whether the row is the non-private baseline.
+func (r *Row) Baseline() bool { return r.Variant == "baseline" }
+
+// Group is the row's model label without lambda: "NVDP", "NVDP-Clipped
+// (C_mu=2)", "Non-private baseline", with " [reference]" for models trained in
+// reference mode.
+func (r *Row) Group() string {
+	var s string
+	switch r.Variant {
+	case "baseline":
+		s = "Non-private baseline"
+	case "nvdp":
+		s = "NVDP"
+	case "nvdp-clipped":
+		s = "NVDP-Clipped"
+		if r.CMu > 0 {
+			s += fmt.Sprintf(" (C_mu=%g)", r.CMu)
+		}
+	default:
+		s = r.Variant
+	}
+	if r.Mode == "reference" {
+		s += " [reference]"
+	}
+	return s
+}
+
+// TaskTable is the table of one task (paper Tables 3-5, one task column).
+type TaskTable struct {
+	Task string `json:"task"`
+	// Metrics are the task's GLUE metrics in the paper's order (MRPC accuracy / F1, STS-B
+	// Pearson / Spearman, else accuracy); Selection is the one models are selected on.
+	Metrics   []string            `json:"metrics"`
+	Selection string              `json:"selection_metric"`
+	Rows      []*Row              `json:"rows"`
+	CMu       *train.CMuSelection `json:"c_mu_selection,omitempty"`
+}
+
+// Tables are the sweep's tables.
+type Tables struct {
+	Tasks []*TaskTable `json:"tasks"`
+	// AuditModes are the audit modes any cell carries (principled first).
+	AuditModes []string `json:"audit_modes"`
+	Best       []*Best  `json:"best"`
+}
+
+// Best is one entry of the best-trade-off summary (paper Table 1): per task,
+// variant group and audit mode, the lambda with the best mean selection metric
+// (ties: the lower mean rd_max) with its privacy.
+type Best struct {
+	Task      string        `json:"task"`
+	Group     string        `json:"group"`
+	AuditMode string        `json:"audit_mode,omitempty"` // "" for the baseline
+	Row       *Row          `json:"row"`
+	Privacy   *PrivacyStats `json:"privacy,omitempty"`
+}
+
+func taskMetrics(task string, cells []*Cell) ([]string, string) {
+	if t, err := glue.LookupTask(task); err == nil {
+		return t.Metrics, t.Metric
+	}
+	set := map[string]bool{}
+	for _, c := range cells {
+		for k := range c.Utility {
+			set[k] = true
+		}
+	}
+	var ms []string
+	for k := range set {
+		ms = append(ms, k)
+	}
+	sort.Strings(ms)
+	sel := ""
+	if len(ms) > 0 {
+		sel = ms[0]
+	}
+	return ms, sel
+}
+
+// Build aggregates the cells (grid cells excluded) into per-task tables:
+// rows ordered baseline, NVDP, NVDP-Clipped (then by C_mu), lambda ascending.
+// selections are the C_mu selections by task (may be nil).
+func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
+	type key struct {
+		task, variant, mode string
+		cmu, lambda         float64
+	}
+	rows := map[key]*Row{}
+	var order []key
+	modes := map[string]bool{}
+	for _, c := range cells {
+		if c.Grid {
+			continue
+		}
+		k := key{c.Task, c.Variant, c.Mode, c.CMu, c.Lambda}
+		if c.Variant == "baseline" {
+			k.cmu, k.lambda = 0, 0
+		}
+		r := rows[k]
+		if r == nil {
+			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, CMu: k.cmu, Lambda: k.lambda}
+			rows[k] = r
+			order = append(order, k)
+		}
+		r.Cells = append(r.Cells, c)
+		r.Seeds = append(r.Seeds, c.Seed)
+		for m := range c.Audits {
+			modes[m] = true
+		}
+	}
+	t := &Tables{}
+	for m := range modes {
+		t.AuditModes = append(t.AuditModes, m)
+	}
+	sort.Slice(t.AuditModes, func(i, j int) bool {
+		a, b := t.AuditModes[i], t.AuditModes[j]
+		if (a == "principled") != (b == "principled") {
+			return a == "principled"
+		}
+		return a < b
+	})
+	byTask := map[string]*TaskTable{}
+	for _, k := range order {
+		r := rows[k]
+		tt := byTask[k.task]
+		if tt == nil {
+			tt = &TaskTable{Task: k.task}
+			tt.Metrics, tt.Selection = taskMetrics(k.task, r.Cells)
+			if selections != nil {
+				tt.CMu = selections[k.task]
+			}
+			byTask[k.task] = tt
+			t.Tasks = append(t.Tasks, tt)
+		}
+		r.Utility = map[string]Stat{}
+		for _, m := range tt.Metrics {
+			var v []float64
+			for _, c := range r.Cells {
+				x, ok := c.Utility[m]
+				if !ok {
+					x = math.NaN()
+				}
+				v = append(v, x)
+			}
+			r.Utility[m] = NewStat(v)
+		}
+		for _, m := range t.AuditModes {
+			var bdp, rmax, rmean []float64
+			ps := &PrivacyStats{Mode: m}
+			for _, c := range r.Cells {
+				a := c.Audits[m]
+				if a == nil {
+					continue
+				}
+				ps.Cells++
+				ps.InvalidPairs += a.InvalidPairs
+				bdp, rmax, rmean = append(bdp, a.BDPEpsilon), append(rmax, a.RDMax), append(rmean, a.RDMean)
+			}
+			if ps.Cells == 0 {
+				continue
+			}
+			ps.BDP, ps.RDMax, ps.RDMean = NewStat(bdp), NewStat(rmax), NewStat(rmean)
+			if r.Privacy == nil {
+				r.Privacy = map[string]*PrivacyStats{}
+			}
+			r.Privacy[m] = ps
+		}
+		tt.Rows = append(tt.Rows, r)
+	}
+	sort.Slice(t.Tasks, func(i, j int) bool { return t.Tasks[i].Task < t.Tasks[j].Task })
+	for _, tt := range t.Tasks {
+		sort.SliceStable(tt.Rows, func(i, j int) bool {
+			a, b := tt.Rows[i], tt.Rows[j]
+			if a.Variant != b.Variant {
+				return variantRank(a.Variant) < variantRank(b.Variant)
+			}
+			if a.Mode != b.Mode {
+				return a.Mode < b.Mode
+			}
+			if a.CMu != b.CMu {
+				return a.CMu < b.CMu
+			}
+			return a.Lambda < b.Lambda
+		})
+		t.Best = append(t.Best, bestOf(tt, t.AuditModes)...)
+	}
+	return t
+}
+
+// groups returns the row groups of a table in row order.
+func groups(tt *TaskTable) []string {
+	var gs []string
+	for _, r := range tt.Rows {
+		if g := r.Group(); !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+func bestOf(tt *TaskTable, modes []string) []*Best {
+	var out []*Best
+	for _, g := range groups(tt) {
+		var rs []*Row
+		for _, r := range tt.Rows {
+			if r.Group() == g {
+				rs = append(rs, r)
+			}
+		}
+		if rs[0].Baseline() {
+			out = append(out, &Best{Task: tt.Task, Group: g, Row: pickBest(rs, tt.Selection, "")})
+			continue
+		}
+		for _, m := range modes {
+			var with []*Row
+			for _, r := range rs {
+				if r.Privacy[m] != nil {
+					with = append(with, r)
+				}
+			}
+			if len(with) == 0 {
+				continue
+			}
+			b := pickBest(with, tt.Selection, m)
+			out = append(out, &Best{Task: tt.Task, Group: g, AuditMode: m, Row: b, Privacy: b.Privacy[m]})
+		}
+	}
+	return out
+}
+
+// pickBest is the row with the highest mean selection metric; ties go to the
+// lower mean rd_max in mode m, then the smaller lambda.
+func pickBest(rs []*Row, metric, m string) *Row {
+	var best *Row
+	for _, r := range rs {
+		u := r.Utility[metric].Mean
+		if math.IsNaN(u) {
+			continue
+		}
+		if best == nil {
+			best = r
+			continue
+		}
+		bu := best.Utility[metric].Mean
+		switch {
+		case u > bu:
+			best = r
+		case u == bu && m != "" && nanInf(r.Privacy[m].RDMax.Mean) < nanInf(best.Privacy[m].RDMax.Mean):
+			best = r
+		}
+	}
+	if best == nil {
+		best = rs[0]
+	}
+	return best
+}
+
+func nanInf(v float64) float64 {
+	if math.IsNaN(v) {
+		return math.Inf(1)
+	}
+	return v
+}
+
+// Number formats of the tables: utility x 100 with one decimal (as the
+// paper), BDP eps_mu with two decimals, RD with three significant digits
+// (integers from 100 up). +Inf is "inf", NaN "n/a".
+func fmtUtil(v float64) string {
+	return fmtNum(v*100, func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) })
+}
+func fmtBDP(v float64) string {
+	return fmtNum(v, func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) })
+}
+func fmtRD(v float64) string {
+	return fmtNum(v, func(x float64) string {
+		if math.Abs(x) >= 100 {
+			return strconv.FormatFloat(x, 'f', 0, 64)
+		}
+		return strconv.FormatFloat(x, 'g', 3, 64)
+	})
+}
+
+func fmtNum(v float64, f func(float64) string) string {
+	switch {
+	case math.IsNaN(v):
+		return "n/a"
+	case math.IsInf(v, 1):
+		return "inf"
+	case math.IsInf(v, -1):
+		return "-inf"
+	}
+	return f(v)
+}
+
+// fmtStat writes "mean ± std" with f (the mean alone for one seed).
+func fmtStat(s Stat, f func(float64) string) string {
+	if s.N <= 1 || math.IsNaN(s.Std) {
+		return f(s.Mean)
+	}
+	return f(s.Mean) + " ± " + f(s.Std)
+}
+
+// MetricTitle is the display name of a GLUE metric.
+func MetricTitle(m string) string {
+	switch m {
+	case glue.MetricAccuracy:
+		return "Accuracy"
+	case glue.MetricF1:
+		return "F1"
+	case glue.MetricPearson:
+		return "Pearson"
+	case glue.MetricSpearman:
+		return "Spearman"
+	case glue.MetricMatthews:
+		return "MCC"
+	}
+	return m
+}
+
+// TaskTitle is the paper's name of a task.
+func TaskTitle(t string) string {
+	switch t {
+	case "sst2":
+		return "SST-2"
+	case "mrpc":
+		return "MRPC"
+	case "rte":
+		return "RTE"
+	case "stsb":
+		return "STS-B"
+	case "qnli":
+		return "QNLI"
+	}
+	return t
+}
+
+func lambdaCell(r *Row) string {
+	if r.Baseline() {
+		return "–"
+	}
+	return train.FormatLambda(r.Lambda)
+}
+
+func seedsCell(r *Row) string { return strconv.Itoa(len(r.Seeds)) }
+
+// WriteMarkdown writes the per-task tables and the best-trade-off summary.
+func WriteMarkdown(w io.Writer, t *Tables) error {
+	var b strings.Builder
+	var encs, tmodes []string
+	n := 0
+	for _, tt := range t.Tasks {
+		for _, r := range tt.Rows {
+			for _, c := range r.Cells {
+				n++
+				if !slices.Contains(encs, c.Encoder) {
+					encs = append(encs, c.Encoder)
+				}
+				if !slices.Contains(tmodes, c.Mode) {
+					tmodes = append(tmodes, c.Mode)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(&b, "%d cells; encoder %s; training mode %s.\n", n, strings.Join(encs, ", "), strings.Join(tmodes, ", "))
+	b.WriteString("Utility: dev metric x 100; BDP eps_mu (delta_mu as audited); RD in nats (max / avg over ordered pairs); mean ± std over seeds (sample std).\n\n")
+	for _, tt := range t.Tasks {
+		var ms []string
+		for _, m := range tt.Metrics {
+			ms = append(ms, MetricTitle(m))
+		}
+		fmt.Fprintf(&b, "### %s (%s)\n\n", TaskTitle(tt.Task), strings.Join(ms, " / "))
+		hdr := []string{"Model", "λ", "Seeds"}
+		hdr = append(hdr, ms...)
+		for _, m := range t.AuditModes {
+			hdr = append(hdr, "BDP ε_μ ("+m+")", "RD max / avg ("+m+")")
+		}
+		mdRow(&b, hdr)
+		sep := make([]string, len(hdr))
+		for i := range sep {
+			sep[i] = "---"
+			if i > 0 {
+				sep[i] = "---:"
+			}
+		}
+		mdRow(&b, sep)
+		for _, r := range tt.Rows {
+			cells := []string{r.Group(), lambdaCell(r), seedsCell(r)}
+			for _, m := range tt.Metrics {
+				cells = append(cells, fmtStat(r.Utility[m], fmtUtil))
+			}
+			for _, m := range t.AuditModes {
+				cells = append(cells, privCells(r.Privacy[m])...)
+			}
+			mdRow(&b, cells)
+		}
+		b.WriteString("\n")
+		if s := tt.CMu; s != nil {
+			fmt.Fprintf(&b, "C_mu selection (lambda %s, %s, tolerance %g): C_mu = %g. %s\n\n", train.FormatLambda(s.Lambda),
+				MetricTitle(s.Metric), s.Tolerance, s.CMu, s.Reason)
+		}
+	}
+	for _, m := range t.AuditModes {
+		fmt.Fprintf(&b, "### Best trade-off (as paper Table 1), %s audit\n\n", m)
+		b.WriteString("Per task and model, the lambda with the best mean dev selection metric, with its privacy.\n\n")
+		mdRow(&b, []string{"Task", "Metric", "Model", "λ", "Score", "BDP ε_μ", "RD max"})
+		mdRow(&b, []string{"---", "---", "---", "---:", "---:", "---:", "---:"})
+		for _, tt := range t.Tasks {
+			for _, metric := range tt.Metrics {
+				for _, bst := range t.Best {
+					if bst.Task != tt.Task || (bst.AuditMode != m && bst.AuditMode != "") {
+						continue
+					}
+					bdp, rd := "–", "–"
+					if bst.Privacy != nil {
+						bdp, rd = fmtStat(bst.Privacy.BDP, fmtBDP), fmtStat(bst.Privacy.RDMax, fmtRD)
+					}
+					mdRow(&b, []string{TaskTitle(tt.Task), MetricTitle(metric), bst.Group, lambdaCell(bst.Row),
+						fmtStat(bst.Row.Utility[metric], fmtUtil), bdp, rd})
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(t.AuditModes) == 0 {
+		b.WriteString("(no audited cells: baseline only)\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func privCells(p *PrivacyStats) []string {
+	if p == nil {
+		return []string{"–", "–"}
+	}
+	rd := fmtStat(p.RDMax, fmtRD) + " / " + fmtStat(p.RDMean, fmtRD)
+	if p.InvalidPairs > 0 {
+		rd += fmt.Sprintf(" (%d invalid pairs)", p.InvalidPairs)
+	}
+	return []string{fmtStat(p.BDP, fmtBDP), rd}
+}
+
+func mdRow(b *strings.Builder, cells []string) {
+	b.WriteString("| ")
+	b.WriteString(strings.Join(cells, " | "))
+	b.WriteString(" |\n")
+}
+
+// WriteCSV writes one line per row, metric and audit mode (long format; the
+// baseline has empty privacy columns). Numbers are raw (utility not x 100).
+func WriteCSV(w io.Writer, t *Tables) error {
+	cw := csv.NewWriter(w)
+	hdr := []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
+		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs"}
+	if err := cw.Write(hdr); err != nil {
+		return err
+	}
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	for _, tt := range t.Tasks {
+		for _, r := range tt.Rows {
+			lambda := g(r.Lambda)
+			if r.Baseline() {
+				lambda = ""
+			}
+			cmu := ""
+			if r.CMu > 0 {
+				cmu = g(r.CMu)
+			}
+			for _, m := range tt.Metrics {
+				u := r.Utility[m]
+				base := []string{r.Task, r.Variant, r.Mode, cmu, lambda, strconv.Itoa(len(r.Seeds)), m, g(u.Mean), g(u.Std)}
+				if len(r.Privacy) == 0 {
+					if err := cw.Write(append(base, "", "", "", "", "", "", "", "")); err != nil {
+						return err
+					}
+					continue
+				}
+				for _, am := range t.AuditModes {
+					p := r.Privacy[am]
+					if p == nil {
+						continue
+					}
+					line := append(slices.Clone(base), am, g(p.BDP.Mean), g(p.BDP.Std), g(p.RDMax.Mean), g(p.RDMax.Std),
+						g(p.RDMean.Mean), g(p.RDMean.Std), strconv.FormatInt(p.InvalidPairs, 10))
+					if err := cw.Write(line); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteJSON writes the tables as one JSON object (non-finite numbers null).
+func WriteJSON(w io.Writer, t *Tables) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(t)
+}

@@ -79,6 +79,11 @@ func newZero(cfg Config) *Encoder {
 		TypeEmb: nn.NewEmbedding("embeddings.token_type_embeddings", cfg.TypeVocabSize, H),
 		EmbLN:   nn.NewLayerNorm("embeddings.LayerNorm", H, eps),
 	}
+	// padding_idx rows get no gradient, as in transformers' embeddings.
+	e.WordEmb.PaddingIdx = cfg.PadTokenID
+	if cfg.ModelType == "roberta" {
+		e.PosEmb.PaddingIdx = cfg.PadTokenID
+	}
 	for i := 0; i < cfg.NumHiddenLayers; i++ {
 		p := "encoder.layer." + strconv.Itoa(i) + "."
 		e.Layers = append(e.Layers, &Layer{
@@ -341,11 +346,6 @@ func (e *Encoder) Backward(c *Cache, dx *nn.Tensor) {
 	e.WordEmb.Backward(in.IDs, dx)
 	e.PosEmb.Backward(c.pos, dx)
 	e.TypeEmb.Backward(c.typ, dx)
-	pad := e.Config.PadTokenID
-	zeroRow(e.WordEmb.W.Grad, pad)
-	if e.Config.ModelType == "roberta" {
-		zeroRow(e.PosEmb.W.Grad, pad)
-	}
 }
 
 func (l *Layer) backward(c *layerCache, dy *nn.Tensor, drop hiddenDropout) *nn.Tensor {

@@ -187,7 +187,7 @@ func CrossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, cor
 			if grad {
 				// keep exp(v - mx) in place, then scale: one exp per element
 				for j, v := range row {
-					e := expf(v - mx)
+					e := nn.Expf(v - mx)
 					row[j] = e
 					z += float64(e)
 				}
@@ -198,7 +198,7 @@ func CrossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, cor
 				row[y] -= inv
 			} else {
 				for _, v := range row {
-					z += float64(expf(v - mx))
+					z += float64(nn.Expf(v - mx))
 				}
 			}
 			lossRow[r] = math.Log(z) - float64(ly)
@@ -211,42 +211,6 @@ func CrossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, cor
 		}
 	}
 	return loss / float64(M), correct
-}
-
-// expf is nn's float32 exp (Cephes expf, about 1 ulp; copied from
-// nn/mathf.go, where it is unexported).
-func expf(x float32) float32 {
-	if x < -87.33654 {
-		return 0
-	}
-	if x > 88.72283 {
-		if x != x {
-			return x
-		}
-		return float32(math.Inf(1))
-	}
-	const (
-		log2e = 1.44269504088896341
-		c1    = 0.693359375
-		c2    = -2.12194440e-4
-	)
-	fn := x*log2e + 0.5
-	n := int32(fn)
-	if fn < 0 && float32(n) != fn {
-		n--
-	}
-	z := float32(n)
-	r := x - z*c1 - z*c2
-	r2 := r * r
-	p := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
-	y := p*r2 + r + 1
-	if n < -125 {
-		return y * math.Float32frombits(uint32(n+127+64)<<23) * 5.421010862427522e-20
-	}
-	if n > 127 {
-		return y * math.Float32frombits(uint32(n+127-1)<<23) * 2
-	}
-	return y * math.Float32frombits(uint32(n+127)<<23)
 }
 
 // Batch is a masked batch: the corrupted encoder input, the flat positions
@@ -306,14 +270,9 @@ func (m *Model) LossAndGrad(b *Batch, rng *rand.Rand) Stats {
 	logits, hc := m.Head.Forward(hidden, b.Positions, m.logitsBuf(len(b.Positions)*V))
 	loss, correct := CrossEntropy(logits, b.Labels, true)
 	dhidden := m.Head.Backward(hc, logits)
-	// encoder.Backward zeroes the pad row of the word-embedding gradient
-	// (padding_idx semantics of the lookup); keep the decoder's contribution.
-	W := m.Enc.WordEmb.W
-	H := W.Value.Dim(1)
-	pad := m.Enc.Config.PadTokenID
-	padRow := append([]float32(nil), W.Grad.Data[pad*H:(pad+1)*H]...)
+	// The lookup's padding row gets no gradient (padding_idx); the tied
+	// decoder's contribution to that row, added by Head.Backward, stays.
 	m.Enc.Backward(ec, dhidden)
-	copy(W.Grad.Data[pad*H:(pad+1)*H], padRow)
 	return Stats{Loss: loss, Masked: len(b.Labels), Correct: correct}
 }
 

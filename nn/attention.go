@@ -133,7 +133,7 @@ func softmaxRow(s, bias []float32, b, t int) {
 	}
 	var sum float32
 	for j, v := range s {
-		e := expf(v - mx)
+		e := Expf(v - mx)
 		s[j] = e
 		sum += e
 	}

@@ -7,11 +7,17 @@ import (
 
 // Embedding is a lookup table W [Vocab, Dim]; the parameter is named
 // prefix+".weight" (Hugging Face layout).
-type Embedding struct{ W *Param }
+type Embedding struct {
+	W *Param
+	// PaddingIdx, when >= 0, is a row that receives no gradient, as
+	// PyTorch's nn.Embedding(padding_idx=...). NewEmbedding sets -1 (none).
+	PaddingIdx int
+}
 
-// NewEmbedding allocates a zero [vocab, dim] table (see InitHF).
+// NewEmbedding allocates a zero [vocab, dim] table (see InitHF) without a
+// padding row.
 func NewEmbedding(prefix string, vocab, dim int) *Embedding {
-	return &Embedding{W: NewParam(prefix+".weight", vocab, dim)}
+	return &Embedding{W: NewParam(prefix+".weight", vocab, dim), PaddingIdx: -1}
 }
 
 // InitHF fills the table with N(0, std^2) draws (HF initializer_range, 0.02 for BERT).
@@ -50,7 +56,7 @@ func (e *Embedding) Forward(ids []int32, shape ...int) *Tensor {
 }
 
 // Backward scatter-adds dy [len(ids), Dim] (any leading shape) into W.Grad:
-// W.Grad[ids[i]] += dy[i]. Repeated ids accumulate.
+// W.Grad[ids[i]] += dy[i]. Repeated ids accumulate; PaddingIdx gets nothing.
 func (e *Embedding) Backward(ids []int32, dy *Tensor) {
 	D := e.Dim()
 	if len(dy.Data) != len(ids)*D {
@@ -58,6 +64,9 @@ func (e *Embedding) Backward(ids []int32, dy *Tensor) {
 	}
 	g := e.W.Grad.Data
 	for i, id := range ids {
+		if int(id) == e.PaddingIdx {
+			continue
+		}
 		row := g[int(id)*D : int(id+1)*D]
 		src := dy.Data[i*D : (i+1)*D]
 		for j := range row {

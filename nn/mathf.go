@@ -2,10 +2,10 @@ package nn
 
 import "math"
 
-// expf is a fast float32 exp (Cephes expf: range reduction by ln 2 and a
+// Expf is a fast float32 exp (Cephes Expf: range reduction by ln 2 and a
 // degree-5 minimax polynomial; about 1 ulp). Arguments below -87.33 (and
 // -Inf) give 0, above 88.72 give +Inf; NaN gives NaN.
-func expf(x float32) float32 {
+func Expf(x float32) float32 {
 	if x < -87.33654 {
 		return 0
 	}
@@ -59,7 +59,7 @@ func geluParts(x float32) (cdf, pdf float32) {
 		z = -z
 	}
 	t := 1 / (1 + asP*z)
-	e := expf(-z * z)
+	e := Expf(-z * z)
 	q := 0.5 * t * (asA1 + t*(asA2+t*(asA3+t*(asA4+t*asA5)))) * e // 0.5*erfc(|x|/sqrt2)
 	if x < 0 {
 		cdf = q

@@ -8,24 +8,24 @@ import (
 func TestExpf(t *testing.T) {
 	worst := 0.0
 	for x := -87.0; x <= 88.5; x += 0.0137 {
-		got := float64(expf(float32(x)))
+		got := float64(Expf(float32(x)))
 		want := math.Exp(float64(float32(x)))
 		if rel := math.Abs(got-want) / want; rel > worst {
 			worst = rel
 		}
 	}
 	if worst > 3e-7 {
-		t.Errorf("expf max relative error %.3g > 3e-7", worst)
+		t.Errorf("Expf max relative error %.3g > 3e-7", worst)
 	}
 	for _, tc := range []struct{ x, want float32 }{
 		{float32(math.Inf(-1)), 0}, {-100, 0}, {0, 1}, {float32(math.Inf(1)), float32(math.Inf(1))},
 	} {
-		if got := expf(tc.x); got != tc.want {
-			t.Errorf("expf(%v) = %v, want %v", tc.x, got, tc.want)
+		if got := Expf(tc.x); got != tc.want {
+			t.Errorf("Expf(%v) = %v, want %v", tc.x, got, tc.want)
 		}
 	}
-	if v := expf(float32(math.NaN())); v == v {
-		t.Errorf("expf(NaN) = %v", v)
+	if v := Expf(float32(math.NaN())); v == v {
+		t.Errorf("Expf(NaN) = %v", v)
 	}
 }
 

@@ -161,7 +161,8 @@ func ReadCell(dir string) (*Cell, error) {
 	return c, nil
 }
 
-// Load reads every cell under root (each directory holding report.json),
+// Load reads every cell under root (each directory holding report.json, and
+// links to such directories: cells that reuse a C_mu grid run),
 // sorted by task, variant, C_mu, lambda and seed. Errors: a report that does
 // not parse (named), no report at all.
 func Load(root string) ([]*Cell, error) {
@@ -170,10 +171,18 @@ func Load(root string) ([]*Cell, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() || d.Name() != train.ReportFile {
+		dir := filepath.Dir(path)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			// A sweep cell that reuses a C_mu grid run is a link to its directory.
+			if _, err := os.Stat(filepath.Join(path, train.ReportFile)); err != nil {
+				return nil
+			}
+			dir = path
+		case d.IsDir() || d.Name() != train.ReportFile:
 			return nil
 		}
-		c, err := ReadCell(filepath.Dir(path))
+		c, err := ReadCell(dir)
 		if err != nil {
 			return err
 		}
@@ -187,6 +196,22 @@ func Load(root string) ([]*Cell, error) {
 	}
 	if len(cells) == 0 {
 		return nil, fmt.Errorf("report %s: no %s found: %w", root, train.ReportFile, fs.ErrNotExist)
+	}
+	// Two runs of the same configuration and seed would count as two seeds.
+	type key struct {
+		task, variant, mode string
+		cmu, lambda         float64
+		seed                uint64
+		grid                bool
+	}
+	seen := map[key]string{}
+	for _, c := range cells {
+		k := key{c.Task, c.Variant, c.Mode, c.CMu, c.Lambda, c.Seed, c.Grid}
+		if d, ok := seen[k]; ok {
+			return nil, fmt.Errorf("report %s: %s and %s are the same configuration (%s %s lambda %g C_mu %g seed %d): report one sweep at a time",
+				root, d, c.Dir, c.Task, c.Variant, c.Lambda, c.CMu, c.Seed)
+		}
+		seen[k] = c.Dir
 	}
 	sort.SliceStable(cells, func(i, j int) bool {
 		a, b := cells[i], cells[j]

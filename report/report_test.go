@@ -454,3 +454,46 @@ func TestSweepEndToEnd(t *testing.T) {
 	checkPNG(t, filepath.Join(out, "plots", "rte_tradeoff_principled_rd_max.png"), 0.02)
 	checkSVG(t, filepath.Join(out, "plots", "rte_nvdp-clipped_c_mu6_hist_principled.svg"), 20)
 }
+
+func TestLoadFollowsReusedGridCells(t *testing.T) {
+	root := t.TempDir()
+	writeReport(t, root, "rte/cmu-grid/c_mu=4/lambda=1e-2/seed=1", cellRep("rte", "nvdp-clipped", 0.01, 4, 1,
+		map[string]any{"accuracy": 0.6}, priv("principled", 0.5, 0.1, 11, 0)))
+	link := filepath.Join(root, "rte", "nvdp-clipped", "lambda=1e-2", "seed=1")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "cmu-grid", "c_mu=4", "lambda=1e-2", "seed=1"), link); err != nil {
+		t.Fatal(err)
+	}
+	cells, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 2 || cells[0].Grid == cells[1].Grid {
+		t.Fatalf("cells %+v %+v: want one grid cell and its link", cells[0], cells[1])
+	}
+	tb := Build(cells, nil)
+	if len(tb.Tasks) != 1 || len(tb.Tasks[0].Rows) != 1 || tb.Tasks[0].Rows[0].Group() != "NVDP-Clipped (C_mu=4)" ||
+		tb.Tasks[0].Rows[0].Utility["accuracy"].Mean != 0.6 {
+		t.Errorf("table %+v", tb.Tasks[0].Rows[0])
+	}
+}
+
+func TestLoadRejectsDuplicateRuns(t *testing.T) {
+	root := t.TempDir()
+	rep := cellRep("sst2", "nvdp", 0.01, 0, 1, map[string]any{"accuracy": 0.6}, priv("principled", 0.5, 0.1, 11, 0))
+	writeReport(t, root, "a/sst2/nvdp/lambda=1e-2/seed=1", rep)
+	writeReport(t, root, "b/sst2/nvdp/lambda=1e-2/seed=1", rep)
+	if _, err := Load(root); err == nil || !strings.Contains(err.Error(), "same configuration") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no report.json") {
+		t.Errorf("empty dir: err = %v", err)
+	}
+	bad := filepath.Join(root, "c")
+	writeReport(t, bad, "x", map[string]any{"task": "sst2"})
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "no task or variant") {
+		t.Errorf("bad report: err = %v", err)
+	}
+}

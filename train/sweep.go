@@ -66,8 +66,10 @@ type Cell struct {
 	Dir     string  `json:"dir"`
 	Status  string  `json:"status"`
 	Resumed bool    `json:"resumed,omitempty"`
-	Error   string  `json:"error,omitempty"`
-	Seconds float64 `json:"seconds,omitempty"`
+	// ReusedFrom is the grid cell (ID) this cell is a symbolic link to: the same run.
+	ReusedFrom string  `json:"reused_from,omitempty"`
+	Error      string  `json:"error,omitempty"`
+	Seconds    float64 `json:"seconds,omitempty"`
 }
 
 // CellRunner runs one cell: RunPipeline with po (po.Train.Out = cell.Dir,
@@ -435,6 +437,10 @@ func cellOptions(so *SweepOptions, c *Cell) PipelineOptions {
 // runCell runs one cell unless it is done; returns whether it ran.
 func runCell(ctx context.Context, st *sweepState, so *SweepOptions, c *Cell) (bool, error) {
 	po := cellOptions(so, c)
+	if err := reuseGridCell(st, c); err != nil {
+		_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
+		return false, err
+	}
 	if rep, err := readReport(c.Dir); err == nil {
 		if err := checkDone(c, po.Train.CMu, rep); err != nil {
 			_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
@@ -486,6 +492,42 @@ func runCell(ctx context.Context, st *sweepState, so *SweepOptions, c *Cell) (bo
 		_ = st.set(c, func(c *Cell) { c.Status, c.Error, c.Seconds = CellFailed, err.Error(), secs })
 		return true, err
 	}
+}
+
+// reuseGridCell links a clipped cell to the finished grid cell that is the
+// same run (same task, lambda, seed and C_mu: the selected C_mu at the grid's
+// lambda) instead of training it again. A cell directory that exists already
+// is left alone.
+func reuseGridCell(st *sweepState, c *Cell) error {
+	if c.Grid || c.Variant != nvib.ModelNVDPClipped || c.CMu == 0 {
+		return nil
+	}
+	if _, err := os.Lstat(c.Dir); err == nil {
+		return nil
+	}
+	st.mu.Lock()
+	var g *Cell
+	for _, x := range st.man.Cells {
+		if x.Grid && x.Status == CellDone && x.Task == c.Task && x.Lambda == c.Lambda && x.Seed == c.Seed && x.CMu == c.CMu {
+			g = x
+		}
+	}
+	st.mu.Unlock()
+	if g == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(filepath.Dir(c.Dir), g.Dir)
+	if err != nil {
+		return err
+	}
+	if err := os.Symlink(rel, c.Dir); err != nil {
+		return fmt.Errorf("reuse grid cell %s: %w", g.ID, err)
+	}
+	slog.Info("sweep cell reuses the C_mu grid run", "cell", c.ID, "grid_cell", g.ID)
+	return st.set(c, func(c *Cell) { c.ReusedFrom = g.ID })
 }
 
 func readReport(dir string) (*Report, error) {

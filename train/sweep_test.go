@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,9 +166,20 @@ func TestSweepPlanSkipResumeAndCMuSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Per task: 4 grid cells (first seed) + 2 baseline + 2 x 2 x 2 NVDP cells = 14.
-	if res.Ran != 28 || len(res.Manifest.Cells) != 28 {
-		t.Fatalf("ran %d, %d cells; want 28", res.Ran, len(res.Manifest.Cells))
+	// Per task: 4 grid cells (first seed) + 2 baseline + 2 x 2 x 2 NVDP cells = 14, of which the
+	// clipped cell at the grid's lambda and seed with the chosen C_mu reuses the grid run.
+	if res.Ran != 26 || len(res.Manifest.Cells) != 28 {
+		t.Fatalf("ran %d, %d cells; want 26 of 28", res.Ran, len(res.Manifest.Cells))
+	}
+	for _, task := range []string{"sst2", "rte"} {
+		id := task + "/nvdp-clipped/lambda=1e-2/seed=1"
+		if slices.Contains(f.calls, id) {
+			t.Errorf("%s ran again instead of reusing the grid run", id)
+		}
+		target, err := os.Readlink(filepath.Join(out, id))
+		if want := filepath.Join("..", "..", CMuGridDir, "c_mu=4", "lambda=1e-2", "seed=1"); err != nil || target != want {
+			t.Errorf("%s: link %q (%v), want %q", id, target, err, want)
+		}
 	}
 	for _, id := range []string{"sst2/baseline/seed=2", "rte/nvdp/lambda=1e-2/seed=1", "rte/nvdp-clipped/lambda=1/seed=2",
 		"sst2/cmu-grid/c_mu=8/lambda=1e-2/seed=1"} {

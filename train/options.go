@@ -60,6 +60,12 @@ type Options struct {
 	CMu       float64 `json:"c_mu"`
 	CAlphaMax float64 `json:"c_alpha_max"`
 	CAlphaMin float64 `json:"c_alpha_min"`
+	// LogvarMargin (nats of variance, > 0 when set) raises the logvar floor above
+	// ln((lambda-1)/lambda prior_var); 0 = the mode's default (principled 1e-3,
+	// reference 0). The worst-case Gaussian radicand of Eq. rdp is
+	// (lambda-1) prior_var (e^margin - 1), so a larger margin tightens the bound
+	// (docs/privacy.md).
+	LogvarMargin float64 `json:"logvar_margin,omitempty"`
 	// KLSchedule is s(t): linear-decay (reference), constant, warmup, warmup-decay; KLWarmup its fraction.
 	KLSchedule string  `json:"kl_schedule"`
 	KLWarmup   float64 `json:"kl_warmup"`
@@ -216,6 +222,9 @@ func (o *Options) Validate() error {
 		if o.CAlphaMin < 0 || o.CAlphaMin > o.CAlphaMax || bad(o.CAlphaMin) {
 			return fmt.Errorf("--c-alpha-min %v: must be in [0, c-alpha-max = %v]", o.CAlphaMin, o.CAlphaMax)
 		}
+		if o.LogvarMargin < 0 || bad(o.LogvarMargin) {
+			return fmt.Errorf("--logvar-margin %v: must be a finite number >= 0", o.LogvarMargin)
+		}
 	}
 	if o.Epochs < 1 {
 		return fmt.Errorf("--epochs %d: must be >= 1", o.Epochs)
@@ -273,6 +282,9 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 	}
 	if o.CAlphaMin > 0 {
 		cfg.Clip.CAlphaMin = o.CAlphaMin
+	}
+	if o.LogvarMargin > 0 {
+		cfg.Clip.LogvarMargin = o.LogvarMargin
 	}
 	cfg.Clip.Enabled = o.Variant == nvib.ModelNVDPClipped
 	if err := cfg.Validate(); err != nil {

@@ -24,6 +24,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgres
 	fs.Float64Var(&o.CMu, "c-mu", 0, "C_mu, radius of the mean ball (default: per task, paper table: MRPC 2, QNLI 7, SST-2 2, RTE 6, STS-B 10)")
 	fs.Float64Var(&o.CAlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count (default: per task: MRPC 0.5, QNLI 1, SST-2 1, RTE 0.5, STS-B 1)")
 	fs.Float64Var(&o.CAlphaMin, "c-alpha-min", 0, "C_amin, smallest pseudo-count (default principled (lambda-1)/lambda C_amax (1+1e-3); reference 0)")
+	fs.Float64Var(&o.LogvarMargin, "logvar-margin", 0, "nats added to the logvar floor ln((lambda-1)/lambda prior_var) (default principled 1e-3, reference 0); larger is a tighter worst-case bound")
 	fs.StringVar(&o.KLSchedule, "kl-schedule", "linear-decay", "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
 	fs.StringVar(&o.NVIBInit, "nvib-init", "", "NVIB initialisation: hf (released code) | nvib (intended) | clip (inside the clipping region); default per docs/model.md")
 	fs.Float64Var(&o.KLWarmup, "kl-warmup", 0, "warm-up fraction of the KL schedule (warmup, warmup-decay)")

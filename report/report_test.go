@@ -121,7 +121,9 @@ func TestTablesFromFixtures(t *testing.T) {
 	}
 	got := md.String()
 	for _, want := range []string{
-		"9 cells; encoder scratch:bert-tiny; training mode principled.",
+		"9 cells (+ 1 C_mu grid cells); encoder scratch:bert-tiny; training mode principled.",
+		"C_mu grid (nvdp-clipped; selection on dev Accuracy):",
+		"| NVDP-Clipped (C_mu=8) | 1e-2 | 1 | 99.0 | 20.00 | 5 / 1 | – | – |",
 		"### MRPC (Accuracy / F1)",
 		"| NVDP | 1e-3 | 1 | 75.0 | 85.0 | 10.95 | 0.89 / 0.06 | – | – |",
 		"### SST-2 (Accuracy)",
@@ -143,8 +145,8 @@ func TestTablesFromFixtures(t *testing.T) {
 			t.Errorf("markdown lacks %q", want)
 		}
 	}
-	if strings.Contains(got, "C_mu=8") || strings.Contains(got, "99.0") {
-		t.Errorf("grid cell leaked into the tables:\n%s", got)
+	if strings.Contains(got, "| SST-2 | Accuracy | NVDP-Clipped (C_mu=8)") || strings.Count(got, "C_mu=8") != 1 {
+		t.Errorf("grid cell leaked into the main table or Table 1:\n%s", got)
 	}
 	if t.Failed() {
 		t.Logf("markdown:\n%s", got)
@@ -158,9 +160,9 @@ func TestTablesFromFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Header + MRPC 2 rows x 2 metrics + SST-2: baseline 1 + nvdp 2 + clipped 2 (two audit modes) = 10.
-	if len(recs) != 10 {
-		t.Fatalf("%d CSV records, want 10", len(recs))
+	// Header + MRPC 2 rows x 2 metrics + SST-2: baseline 1 + nvdp 2 + clipped 2 (two audit modes) + grid 1 = 11.
+	if len(recs) != 11 || recs[10][17] != "true" || recs[1][17] != "false" {
+		t.Fatalf("%d CSV records (want 11): %v", len(recs), recs)
 	}
 	found := false
 	for _, r := range recs {

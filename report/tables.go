@@ -87,6 +87,7 @@ type Row struct {
 	Utility map[string]Stat          `json:"utility"`
 	Privacy map[string]*PrivacyStats `json:"privacy,omitempty"` // by audit mode
 	Cells   []*Cell                  `json:"-"`
+	grid    bool
 }
 
 // Baseline reports whether the row is the non-private baseline.
@@ -121,10 +122,12 @@ type TaskTable struct {
 	Task string `json:"task"`
 	// Metrics are the task's GLUE metrics in the paper's order (MRPC accuracy / F1, STS-B
 	// Pearson / Spearman, else accuracy); Selection is the one models are selected on.
-	Metrics   []string            `json:"metrics"`
-	Selection string              `json:"selection_metric"`
-	Rows      []*Row              `json:"rows"`
-	CMu       *train.CMuSelection `json:"c_mu_selection,omitempty"`
+	Metrics   []string `json:"metrics"`
+	Selection string   `json:"selection_metric"`
+	Rows      []*Row   `json:"rows"`
+	// Grid are the C_mu grid runs (nvdp-clipped rows by C_mu), kept out of Rows and Best.
+	Grid []*Row              `json:"c_mu_grid,omitempty"`
+	CMu  *train.CMuSelection `json:"c_mu_selection,omitempty"`
 }
 
 // Tables are the sweep's tables.
@@ -168,28 +171,26 @@ func taskMetrics(task string, cells []*Cell) ([]string, string) {
 	return ms, sel
 }
 
-// Build aggregates the cells (grid cells excluded) into per-task tables:
+// Build aggregates the cells into per-task tables (C_mu grid cells in their own rows, Grid):
 // rows ordered baseline, NVDP, NVDP-Clipped (then by C_mu), lambda ascending.
 // selections are the C_mu selections by task (may be nil).
 func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
 	type key struct {
 		task, variant, mode string
 		cmu, lambda         float64
+		grid                bool
 	}
 	rows := map[key]*Row{}
 	var order []key
 	modes := map[string]bool{}
 	for _, c := range cells {
-		if c.Grid {
-			continue
-		}
-		k := key{c.Task, c.Variant, c.Mode, c.CMu, c.Lambda}
+		k := key{c.Task, c.Variant, c.Mode, c.CMu, c.Lambda, c.Grid}
 		if c.Variant == "baseline" {
 			k.cmu, k.lambda = 0, 0
 		}
 		r := rows[k]
 		if r == nil {
-			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, CMu: k.cmu, Lambda: k.lambda}
+			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, CMu: k.cmu, Lambda: k.lambda, grid: k.grid}
 			rows[k] = r
 			order = append(order, k)
 		}
@@ -256,10 +257,20 @@ func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
 			}
 			r.Privacy[m] = ps
 		}
-		tt.Rows = append(tt.Rows, r)
+		if r.grid {
+			tt.Grid = append(tt.Grid, r)
+		} else {
+			tt.Rows = append(tt.Rows, r)
+		}
 	}
 	sort.Slice(t.Tasks, func(i, j int) bool { return t.Tasks[i].Task < t.Tasks[j].Task })
 	for _, tt := range t.Tasks {
+		sort.SliceStable(tt.Grid, func(i, j int) bool {
+			if tt.Grid[i].Lambda != tt.Grid[j].Lambda {
+				return tt.Grid[i].Lambda < tt.Grid[j].Lambda
+			}
+			return tt.Grid[i].CMu < tt.Grid[j].CMu
+		})
 		sort.SliceStable(tt.Rows, func(i, j int) bool {
 			a, b := tt.Rows[i], tt.Rows[j]
 			if a.Variant != b.Variant {
@@ -438,11 +449,15 @@ func seedsCell(r *Row) string { return strconv.Itoa(len(r.Seeds)) }
 func WriteMarkdown(w io.Writer, t *Tables) error {
 	var b strings.Builder
 	var encs, tmodes []string
-	n := 0
+	n, ng := 0, 0
 	for _, tt := range t.Tasks {
-		for _, r := range tt.Rows {
+		for _, r := range append(slices.Clone(tt.Rows), tt.Grid...) {
 			for _, c := range r.Cells {
-				n++
+				if r.grid {
+					ng++
+				} else {
+					n++
+				}
 				if !slices.Contains(encs, c.Encoder) {
 					encs = append(encs, c.Encoder)
 				}
@@ -452,7 +467,11 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "%d cells; encoder %s; training mode %s.\n", n, strings.Join(encs, ", "), strings.Join(tmodes, ", "))
+	grid := ""
+	if ng > 0 {
+		grid = fmt.Sprintf(" (+ %d C_mu grid cells)", ng)
+	}
+	fmt.Fprintf(&b, "%d cells%s; encoder %s; training mode %s.\n", n, grid, strings.Join(encs, ", "), strings.Join(tmodes, ", "))
 	b.WriteString("Utility: dev metric x 100; BDP eps_mu (delta_mu as audited); RD in nats (max / avg over ordered pairs); mean ± std over seeds (sample std).\n\n")
 	for _, tt := range t.Tasks {
 		var ms []string
@@ -460,31 +479,11 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 			ms = append(ms, MetricTitle(m))
 		}
 		fmt.Fprintf(&b, "### %s (%s)\n\n", TaskTitle(tt.Task), strings.Join(ms, " / "))
-		hdr := []string{"Model", "λ", "Seeds"}
-		hdr = append(hdr, ms...)
-		for _, m := range t.AuditModes {
-			hdr = append(hdr, "BDP ε_μ ("+m+")", "RD max / avg ("+m+")")
+		mdTable(&b, tt, tt.Rows, t.AuditModes)
+		if len(tt.Grid) > 0 {
+			fmt.Fprintf(&b, "C_mu grid (nvdp-clipped; selection on dev %s):\n\n", MetricTitle(tt.Selection))
+			mdTable(&b, tt, tt.Grid, t.AuditModes)
 		}
-		mdRow(&b, hdr)
-		sep := make([]string, len(hdr))
-		for i := range sep {
-			sep[i] = "---"
-			if i > 0 {
-				sep[i] = "---:"
-			}
-		}
-		mdRow(&b, sep)
-		for _, r := range tt.Rows {
-			cells := []string{r.Group(), lambdaCell(r), seedsCell(r)}
-			for _, m := range tt.Metrics {
-				cells = append(cells, fmtStat(r.Utility[m], fmtUtil))
-			}
-			for _, m := range t.AuditModes {
-				cells = append(cells, privCells(r.Privacy[m])...)
-			}
-			mdRow(&b, cells)
-		}
-		b.WriteString("\n")
 		if s := tt.CMu; s != nil {
 			fmt.Fprintf(&b, "C_mu selection (lambda %s, %s, tolerance %g): C_mu = %g. %s\n\n", train.FormatLambda(s.Lambda),
 				MetricTitle(s.Metric), s.Tolerance, s.CMu, s.Reason)
@@ -519,6 +518,39 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 	return err
 }
 
+func mdTable(b *strings.Builder, tt *TaskTable, rows []*Row, modes []string) {
+	if len(rows) == 0 {
+		return
+	}
+	hdr := []string{"Model", "λ", "Seeds"}
+	for _, m := range tt.Metrics {
+		hdr = append(hdr, MetricTitle(m))
+	}
+	for _, m := range modes {
+		hdr = append(hdr, "BDP ε_μ ("+m+")", "RD max / avg ("+m+")")
+	}
+	mdRow(b, hdr)
+	sep := make([]string, len(hdr))
+	for i := range sep {
+		sep[i] = "---"
+		if i > 0 {
+			sep[i] = "---:"
+		}
+	}
+	mdRow(b, sep)
+	for _, r := range rows {
+		cells := []string{r.Group(), lambdaCell(r), seedsCell(r)}
+		for _, m := range tt.Metrics {
+			cells = append(cells, fmtStat(r.Utility[m], fmtUtil))
+		}
+		for _, m := range modes {
+			cells = append(cells, privCells(r.Privacy[m])...)
+		}
+		mdRow(b, cells)
+	}
+	b.WriteString("\n")
+}
+
 func privCells(p *PrivacyStats) []string {
 	if p == nil {
 		return []string{"–", "–"}
@@ -537,17 +569,17 @@ func mdRow(b *strings.Builder, cells []string) {
 }
 
 // WriteCSV writes one line per row, metric and audit mode (long format; the
-// baseline has empty privacy columns). Numbers are raw (utility not x 100).
+// baseline has empty privacy columns; C_mu grid rows have c_mu_grid true). Numbers are raw (utility not x 100).
 func WriteCSV(w io.Writer, t *Tables) error {
 	cw := csv.NewWriter(w)
 	hdr := []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
-		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs"}
+		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs", "c_mu_grid"}
 	if err := cw.Write(hdr); err != nil {
 		return err
 	}
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	for _, tt := range t.Tasks {
-		for _, r := range tt.Rows {
+		for _, r := range append(slices.Clone(tt.Rows), tt.Grid...) {
 			lambda := g(r.Lambda)
 			if r.Baseline() {
 				lambda = ""
@@ -560,7 +592,7 @@ func WriteCSV(w io.Writer, t *Tables) error {
 				u := r.Utility[m]
 				base := []string{r.Task, r.Variant, r.Mode, cmu, lambda, strconv.Itoa(len(r.Seeds)), m, g(u.Mean), g(u.Std)}
 				if len(r.Privacy) == 0 {
-					if err := cw.Write(append(base, "", "", "", "", "", "", "", "")); err != nil {
+					if err := cw.Write(append(base, "", "", "", "", "", "", "", "", strconv.FormatBool(r.grid))); err != nil {
 						return err
 					}
 					continue
@@ -571,7 +603,7 @@ func WriteCSV(w io.Writer, t *Tables) error {
 						continue
 					}
 					line := append(slices.Clone(base), am, g(p.BDP.Mean), g(p.BDP.Std), g(p.RDMax.Mean), g(p.RDMax.Std),
-						g(p.RDMean.Mean), g(p.RDMean.Std), strconv.FormatInt(p.InvalidPairs, 10))
+						g(p.RDMean.Mean), g(p.RDMean.Std), strconv.FormatInt(p.InvalidPairs, 10), strconv.FormatBool(r.grid))
 					if err := cw.Write(line); err != nil {
 						return err
 					}

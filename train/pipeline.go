@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -94,6 +95,15 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	saved, err := LoadOptions(dir)
 	if err != nil {
 		return nil, err
+	}
+	if po.SkipTrain && o.Task != "" {
+		want, err := glue.LookupTask(o.Task)
+		if err != nil {
+			return nil, fmt.Errorf("--task: %w", err)
+		}
+		if have, err := glue.LookupTask(saved.Task); err != nil || have.Name != want.Name {
+			return nil, fmt.Errorf("model %s was trained on task %q, not %q: evaluate it on its own task", dir, saved.Task, o.Task)
+		}
 	}
 	glueDir := o.GlueDir
 	if glueDir == "" {

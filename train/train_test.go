@@ -298,6 +298,17 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	if lines[0] != "index\tprediction" || len(lines) != 17 {
 		t.Fatalf("submission: header %q, %d lines, want index\\tprediction and 17", lines[0], len(lines))
 	}
+	// --skip-train evaluates the model already in the directory (QNLI: trained
+	// elsewhere), on its own task only.
+	skip := o
+	skip.Task = "SST-2"
+	if rep, err = RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true}, nil); err != nil || rep.Training != nil {
+		t.Fatalf("skip-train on the model's own task: report %+v, err %v", rep, err)
+	}
+	skip.Task = "qnli"
+	if _, err := RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true}, nil); err == nil || !strings.Contains(err.Error(), "trained on task") {
+		t.Fatalf("skip-train on another task: err %v, want a task mismatch error", err)
+	}
 }
 
 func readJSON(t *testing.T, path string) map[string]any {

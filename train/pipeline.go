@@ -63,6 +63,7 @@ type Report struct {
 	CMu          float64         `json:"c_mu,omitempty"`
 	CAlphaMin    float64         `json:"c_alpha_min,omitempty"`
 	CAlphaMax    float64         `json:"c_alpha_max,omitempty"`
+	LogvarMargin float64         `json:"logvar_margin,omitempty"` // nats above ln((lambda-1)/lambda prior_var)
 	Seed         uint64          `json:"seed"`
 	Backend      string          `json:"backend"`
 	Utility      Metrics         `json:"utility"`
@@ -124,7 +125,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 		if err != nil {
 			return nil, err
 		}
-		rep.CMu, rep.CAlphaMin, rep.CAlphaMax = cfg.Clip.CMu, cfg.Clip.CAlphaMin, cfg.Clip.CAlphaMax
+		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = cfg.Clip.CMu, cfg.Clip.CAlphaMin, cfg.Clip.CAlphaMax, cfg.Clip.LogvarMargin
 	}
 	if saved.Variant == nvib.ModelBaseline {
 		rep.Lambda = 0

@@ -105,9 +105,6 @@ the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the b
 			if auditMode == "" {
 				po.Audit.Mode = privacy.Mode(po.Train.Mode)
 			}
-			if po.Audit.Mode == privacy.ModeReference && !cmd.Flags().Changed("gaussian-direction") {
-				po.Audit.Direction = ""
-			}
 			if po.Audit.Order <= 1 {
 				return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)
 			}
@@ -170,7 +167,7 @@ the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the b
 	fs.Uint64Var(&po.Audit.Seed, "audit-seed", 1, "seed of the --pairs sample")
 	fs.StringVar(&bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
 	fs.Float64Var(&po.Audit.Confidence, "confidence", privacy.DefaultConfidence, "confidence of the Student-t upper bound")
-	fs.StringVar(&direction, "gaussian-direction", "paper", "principled audit: Gaussian term as printed (paper) or standard")
+	fs.StringVar(&direction, "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
 	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", 16, "reference audit: batch size")
 	fs.Float64Var(&po.Audit.Q, "q", 0, "reference audit: accountant sampling ratio (default batch size / M)")
 	fs.IntVar(&po.Audit.Workers, "workers", 0, "audit worker goroutines (default GOMAXPROCS)")

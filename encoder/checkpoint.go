@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -103,7 +104,7 @@ func (e *Encoder) LoadWeights(path string) error {
 		if prev, dup := from[canon]; dup {
 			return fmt.Errorf("%s: tensors %q and %q both map to parameter %s", path, prev, t.Name, canon)
 		}
-		if !equalShape(t.Shape, p.Value.Shape) {
+		if !slices.Equal(t.Shape, p.Value.Shape) {
 			return fmt.Errorf("%s: tensor %q has shape %v, the config needs %v", path, t.Name, t.Shape, p.Value.Shape)
 		}
 		data, err := t.Float32()
@@ -135,18 +136,6 @@ func (e *Encoder) LoadWeights(path string) error {
 		slog.Debug("ignored task-head tensors", "file", path, "count", len(ignored))
 	}
 	return nil
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // LoadDir loads a Hugging Face model directory: config.json (bert or roberta)

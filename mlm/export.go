@@ -2,12 +2,13 @@ package mlm
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/safetensors"
 )
@@ -55,10 +56,7 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 	if err != nil {
 		return fmt.Errorf("save model: config: %w", err)
 	}
-	if err := writeAtomic(filepath.Join(dir, encoder.ConfigFile), func(w io.Writer) error {
-		_, err := w.Write(append(js, '\n'))
-		return err
-	}); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, encoder.ConfigFile), append(js, '\n')); err != nil {
 		return fmt.Errorf("save model: %w", err)
 	}
 	if err := safetensors.WriteFile(filepath.Join(dir, encoder.WeightsFile), ExportTensors(m), map[string]string{"format": "pt"}); err != nil {
@@ -71,13 +69,7 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 				continue
 			}
 		}
-		in, err := os.Open(src)
-		if err != nil {
-			return fmt.Errorf("save model: tokenizer file: %w", err)
-		}
-		err = writeAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
-		in.Close()
-		if err != nil {
+		if err := atomicfile.Copy(src, dst); err != nil {
 			return fmt.Errorf("save model: tokenizer file: %w", err)
 		}
 	}
@@ -114,7 +106,7 @@ func LoadHF(dir string) (*Model, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: no MLM head tensor %s (not a BertForMaskedLM checkpoint?)", path, p.Name)
 		}
-		if !equalShape(t.Shape, p.Value.Shape) {
+		if !slices.Equal(t.Shape, p.Value.Shape) {
 			return nil, fmt.Errorf("%s: tensor %s has shape %v, the config needs %v", path, t.Name, t.Shape, p.Value.Shape)
 		}
 		data, err := t.Float32()
@@ -127,43 +119,4 @@ func LoadHF(dir string) (*Model, error) {
 		}
 	}
 	return m, nil
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// writeAtomic writes path through a synced temporary file renamed over it.
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = write(tmp); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

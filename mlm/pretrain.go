@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/tokenize"
 	"github.com/schollz/progressbar/v3"
@@ -569,7 +570,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, func(w io.Writer) error { _, err := w.Write(append(data, '\n')); return err })
+	return atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(append(data, '\n')); return err })
 }
 
 // truncateMetrics keeps the lines of a metrics file up to step (a resumed run
@@ -598,7 +599,7 @@ func truncateMetrics(path string, step int) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return writeAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		for _, l := range kept {
 			if _, err := w.Write(append(l, '\n')); err != nil {
 				return err

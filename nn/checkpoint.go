@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,7 +105,7 @@ func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string
 		if !ok {
 			return nil, fmt.Errorf("checkpoint %s: tensor %q matches no model parameter", path, t.Name)
 		}
-		if !equalShape(t.Shape, p.Value.Shape) {
+		if !slices.Equal(t.Shape, p.Value.Shape) {
 			return nil, fmt.Errorf("checkpoint %s: tensor %q has shape %v, parameter wants %v", path, t.Name, t.Shape, p.Value.Shape)
 		}
 		if isOpt && opt == nil {
@@ -164,18 +165,6 @@ func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string
 		}
 	}
 	return out, nil
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // RNGState encodes a random source's state (e.g. *rand.PCG or *rand.ChaCha8

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -71,4 +73,48 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 		ctx = context.Background()
 	}
 	return signal.NotifyContext(ctx, os.Interrupt)
+}
+
+// auditFlagValues holds the audit flags that need parsing after cobra has run.
+type auditFlagValues struct{ mode, bdpOrders, direction string }
+
+// pipelineAuditFlags binds the audit options of `nvdp run` (also used by `nvdp sweep`)
+// to po; call finish in RunE.
+func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlagValues {
+	a := &auditFlagValues{}
+	fs.StringVar(&po.AuditSplit, "audit-split", "dev", "split whose posteriors are audited: dev | test")
+	fs.IntVar(&po.AuditLimit, "audit-limit", 0, "audit only the first K examples of the audit split (0: all)")
+	fs.Uint64Var(&po.EvalSeed, "eval-seed", 1, "seed of the NVDP sampling at evaluation")
+	fs.StringVar(&a.mode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
+	fs.Float64Var(&po.Audit.Order, "order", 1.1, "Renyi order lambda > 1 of the RD bound")
+	fs.Float64Var(&po.Audit.Delta, "delta", 1e-5, "BDP delta_mu")
+	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
+	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
+	fs.Uint64Var(&po.Audit.Seed, "audit-seed", 1, "seed of the --pairs sample")
+	fs.StringVar(&a.bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
+	fs.Float64Var(&po.Audit.Confidence, "confidence", privacy.DefaultConfidence, "confidence of the Student-t upper bound")
+	fs.StringVar(&a.direction, "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
+	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", 16, "reference audit: batch size")
+	fs.Float64Var(&po.Audit.Q, "q", 0, "reference audit: accountant sampling ratio (default batch size / M)")
+	fs.IntVar(&po.Audit.Workers, "workers", 0, "audit worker goroutines (default GOMAXPROCS)")
+	return a
+}
+
+// finish parses the BDP orders and direction and resolves the audit mode
+// (default: the training mode).
+func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
+	orders, err := parseFloats(a.bdpOrders)
+	if err != nil {
+		return err
+	}
+	po.Audit.BDPOrders = orders
+	po.Audit.Direction = privacy.GaussianDirection(a.direction)
+	po.Audit.Mode = privacy.Mode(a.mode)
+	if a.mode == "" {
+		po.Audit.Mode = privacy.Mode(po.Train.Mode)
+	}
+	if po.Audit.Order <= 1 {
+		return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)
+	}
+	return nil
 }

@@ -7,16 +7,15 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
 func newRunCmd() *cobra.Command {
 	po := &train.PipelineOptions{}
+	var af *auditFlagValues
 	var dropout float64
 	var noProgress, jsonOut bool
-	var auditMode, bdpOrders, direction string
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
@@ -31,18 +30,8 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			finishTrainFlags(cmd, &po.Train, dropout)
-			orders, err := parseFloats(bdpOrders)
-			if err != nil {
+			if err := af.finish(po); err != nil {
 				return err
-			}
-			po.Audit.BDPOrders = orders
-			po.Audit.Direction = privacy.GaussianDirection(direction)
-			po.Audit.Mode = privacy.Mode(auditMode)
-			if auditMode == "" {
-				po.Audit.Mode = privacy.Mode(po.Train.Mode)
-			}
-			if po.Audit.Order <= 1 {
-				return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
@@ -64,21 +53,7 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 	fs := cmd.Flags()
 	trainFlags(fs, &po.Train, &dropout, &noProgress)
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
-	fs.StringVar(&po.AuditSplit, "audit-split", "dev", "split whose posteriors are audited: dev | test")
-	fs.IntVar(&po.AuditLimit, "audit-limit", 0, "audit only the first K examples of the audit split (0: all)")
-	fs.Uint64Var(&po.EvalSeed, "eval-seed", 1, "seed of the NVDP sampling at evaluation")
-	fs.StringVar(&auditMode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
-	fs.Float64Var(&po.Audit.Order, "order", 1.1, "Renyi order lambda > 1 of the RD bound")
-	fs.Float64Var(&po.Audit.Delta, "delta", 1e-5, "BDP delta_mu")
-	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
-	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
-	fs.Uint64Var(&po.Audit.Seed, "audit-seed", 1, "seed of the --pairs sample")
-	fs.StringVar(&bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
-	fs.Float64Var(&po.Audit.Confidence, "confidence", privacy.DefaultConfidence, "confidence of the Student-t upper bound")
-	fs.StringVar(&direction, "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
-	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", 16, "reference audit: batch size")
-	fs.Float64Var(&po.Audit.Q, "q", 0, "reference audit: accountant sampling ratio (default batch size / M)")
-	fs.IntVar(&po.Audit.Workers, "workers", 0, "audit worker goroutines (default GOMAXPROCS)")
+	af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")
 	return cmd
 }

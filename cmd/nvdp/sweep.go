@@ -21,10 +21,10 @@ import (
 func newSweepCmd() *cobra.Command {
 	so := &train.SweepOptions{}
 	po := &so.Base
+	var af *auditFlagValues
 	var dropout, cmuLambda float64
 	var noProgress, inProcess bool
 	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes string
-	var auditMode, bdpOrders, direction string
 	cmd := &cobra.Command{
 		Use:   "sweep --tasks T,.. --variants V,.. --lambdas L,.. --seeds S,.. [train flags] --out DIR",
 		Short: "Run the paper's grid (tasks x variants x lambdas x seeds): one `nvdp run` per cell",
@@ -95,18 +95,8 @@ the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the b
 					so.ExtraAuditModes = append(so.ExtraAuditModes, privacy.Mode(m))
 				}
 			}
-			orders, err := parseFloats(bdpOrders)
-			if err != nil {
+			if err := af.finish(po); err != nil {
 				return err
-			}
-			po.Audit.BDPOrders = orders
-			po.Audit.Direction = privacy.GaussianDirection(direction)
-			po.Audit.Mode = privacy.Mode(auditMode)
-			if auditMode == "" {
-				po.Audit.Mode = privacy.Mode(po.Train.Mode)
-			}
-			if po.Audit.Order <= 1 {
-				return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
@@ -155,22 +145,7 @@ the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the b
 	fs.Float64Var(&cmuLambda, "c-mu-lambda", 0, "C_mu selection: lambda of the grid runs (default: the first of --lambdas)")
 	fs.StringVar(&cmuSeeds, "c-mu-seeds", "", "C_mu selection: seeds of the grid runs (default: the first of --seeds)")
 	fs.StringVar(&extraModes, "extra-audit-modes", "", "also audit every NVDP cell in these modes (e.g. reference), written to audit_<mode>.json")
-	// The audit flags of `nvdp run`.
-	fs.StringVar(&po.AuditSplit, "audit-split", "dev", "split whose posteriors are audited: dev | test")
-	fs.IntVar(&po.AuditLimit, "audit-limit", 0, "audit only the first K examples of the audit split (0: all)")
-	fs.Uint64Var(&po.EvalSeed, "eval-seed", 1, "seed of the NVDP sampling at evaluation")
-	fs.StringVar(&auditMode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
-	fs.Float64Var(&po.Audit.Order, "order", 1.1, "Renyi order lambda > 1 of the RD bound")
-	fs.Float64Var(&po.Audit.Delta, "delta", 1e-5, "BDP delta_mu")
-	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
-	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
-	fs.Uint64Var(&po.Audit.Seed, "audit-seed", 1, "seed of the --pairs sample")
-	fs.StringVar(&bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
-	fs.Float64Var(&po.Audit.Confidence, "confidence", privacy.DefaultConfidence, "confidence of the Student-t upper bound")
-	fs.StringVar(&direction, "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
-	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", 16, "reference audit: batch size")
-	fs.Float64Var(&po.Audit.Q, "q", 0, "reference audit: accountant sampling ratio (default batch size / M)")
-	fs.IntVar(&po.Audit.Workers, "workers", 0, "audit worker goroutines (default GOMAXPROCS)")
+	af = pipelineAuditFlags(fs, po)
 	return cmd
 }
 

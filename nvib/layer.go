@@ -84,31 +84,25 @@ func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
 		AlphaLin:  nn.NewLinear(prefix+".alpha_proj.linear", P, 1, true),
 		AlphaQuad: nn.NewParam(prefix+".alpha_proj.quadratic.weight", 1, P),
 	}
+	// identityMu sets W_mu = mu_tau I and b_mu = prior_mu (1 - mu_tau) (weights start at zero).
 	identityMu := func() {
-		l.Mu.W.Value.Zero()
 		for j := 0; j < P; j++ {
 			l.Mu.W.Value.Data[j*P+j] = float32(cfg.MuTau)
 		}
 		l.Mu.B.Fill(float32(cfg.Prior.Mu * (1 - cfg.MuTau)))
 	}
-	hf := func() {
-		for _, lin := range []*nn.Linear{l.Mu, l.Logvar, l.AlphaLin} {
-			lin.InitHF(rng, 0.02)
-		}
-		l.AlphaQuad.InitNormal(rng, 0.02)
-	}
-	nvibInit := func() {
+	switch cfg.Init {
+	case InitNVIB, "":
 		identityMu()
 		sd := math.Sqrt(cfg.Prior.Var) * cfg.StdevTau
 		l.Logvar.B.Fill(float32(math.Log(sd*sd + 1.1754943508222875e-38)))
 		l.AlphaQuad.Fill(float32(1 / (2 * math.Sqrt(float64(P/cfg.Heads)))))
 		l.AlphaLin.B.Fill(float32(cfg.AlphaTau))
-	}
-	switch cfg.Init {
-	case InitNVIB, "":
-		nvibInit()
 	case InitHF:
-		hf()
+		for _, lin := range []*nn.Linear{l.Mu, l.Logvar, l.AlphaLin} {
+			lin.InitHF(rng, 0.02)
+		}
+		l.AlphaQuad.InitNormal(rng, 0.02)
 	case InitClip:
 		identityMu() // the other weights stay zero, as InitNVIB's W_logvar and w_lin
 		floor, _ := cfg.Clip.LogvarBounds(cfg.Prior.Var)

@@ -62,7 +62,7 @@ modified accountant). See docs/privacy.md.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the --pairs sample")
 	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
 	fl.IntVar(&f.workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
-	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr")
+	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	_ = cmd.MarkFlagRequired("posteriors")
 	return cmd
 }
@@ -114,8 +114,8 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 		BatchSize: f.batchSize, Q: f.q, Workers: f.workers,
 	}
 	// A progress bar for audits that take more than a moment (~1e9 pair-dims).
-	if !f.noProgress && opt.Mode != privacy.ModeReference && float64(p.M)*float64(p.M)*float64(p.N)*float64(p.P) > 1e9 {
-		opt.Progress = cmd.ErrOrStderr()
+	if w := progressWriter(cmd, f.noProgress); w != nil && opt.Mode != privacy.ModeReference && float64(p.M)*float64(p.M)*float64(p.N)*float64(p.P) > 1e9 {
+		opt.Progress = w
 	}
 	r, err := privacy.Audit(cmd.Context(), p, opt)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 
@@ -10,7 +11,23 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 )
+
+// progressWriter returns where progress bars go: the command's stderr when it
+// is a terminal and --no-progress is not set, else nil (no bar). Redirected
+// stderr (logs, CI) gets the slog lines only, not thousands of carriage-return
+// redraws.
+func progressWriter(cmd *cobra.Command, noProgress bool) io.Writer {
+	if noProgress {
+		return nil
+	}
+	w := cmd.ErrOrStderr()
+	if f, ok := w.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return w
+}
 
 // trainFlags binds the pinned `nvdp train` flags (also used by `nvdp run`) to
 // o. Numeric flags left at 0 take the per-task / per-backbone defaults of
@@ -48,7 +65,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgres
 	fs.StringVar(&o.Out, "out", "", "output / model directory (required)")
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run in --out from its last checkpoint (saved options are used)")
 	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", 0, "stop (with a checkpoint, resumable) after K optimizer steps in total")
-	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr")
+	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 }
 
 // finishTrainFlags applies the flags that need the command's state.

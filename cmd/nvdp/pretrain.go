@@ -49,7 +49,7 @@ a checkpoint (--resume continues; Ctrl-C stops with a checkpoint). docs/pretrain
 			if o.Out == "" {
 				return fmt.Errorf("--out is required")
 			}
-			o.Progress = !noProgress
+			o.Progress = progressWriter(cmd, noProgress) != nil
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			r, err := mlm.Run(ctx, o)
@@ -99,7 +99,7 @@ a checkpoint (--resume continues; Ctrl-C stops with a checkpoint). docs/pretrain
 	f.IntVar(&o.EvalEvery, "eval-every", 0, "evaluate the held-out slice every K steps (0: steps/20)")
 	f.BoolVar(&o.Resume, "resume", false, "continue the run in --out from its checkpoint (saved options are used)")
 	f.IntVar(&o.StopAfter, "stop-after-steps", 0, "stop with a checkpoint after K steps in total (resumable)")
-	f.BoolVar(&noProgress, "no-progress", false, "no progress bar")
+	f.BoolVar(&noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	f.BoolVar(&jsonOut, "json", false, "print the summary as JSON on stdout")
 	return cmd
 }

@@ -35,11 +35,7 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			var progress io.Writer
-			if !noProgress {
-				progress = cmd.ErrOrStderr()
-			}
-			rep, err := train.RunPipeline(ctx, *po, progress)
+			rep, err := train.RunPipeline(ctx, *po, progressWriter(cmd, noProgress))
 			if err != nil {
 				return err
 			}

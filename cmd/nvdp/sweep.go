@@ -107,10 +107,10 @@ the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the b
 					return fmt.Errorf("--jobs: cannot find this binary to run cells as subprocesses: %w (use --in-process)", err)
 				}
 				so.Runner = subprocessRunner(exe, filepath.Join(so.Out, train.SweepLogDir))
-			case so.Jobs > 1 || noProgress:
+			case so.Jobs > 1:
 				so.Runner = train.InProcessRunner(nil)
 			default:
-				so.Runner = train.InProcessRunner(cmd.ErrOrStderr())
+				so.Runner = train.InProcessRunner(progressWriter(cmd, noProgress))
 			}
 			res, err := train.Sweep(ctx, *so)
 			if res != nil {

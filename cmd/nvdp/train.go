@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -30,11 +29,7 @@ train_options.json), metrics.jsonl, and a resumable checkpoint (--resume). docs/
 			finishTrainFlags(cmd, o, dropout)
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			var progress io.Writer
-			if !noProgress {
-				progress = cmd.ErrOrStderr()
-			}
-			r, err := train.Run(ctx, *o, progress)
+			r, err := train.Run(ctx, *o, progressWriter(cmd, noProgress))
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package mlm
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,6 +77,10 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 	return nil
 }
 
+// ErrNoMLMHead is wrapped by LoadHF's error when the checkpoint has no MLM
+// head (a BertModel).
+var ErrNoMLMHead = errors.New("no MLM head")
+
 // LoadHF loads an encoder and its MLM head from a Hugging Face directory
 // written by Save or by transformers' BertForMaskedLM (legacy LayerNorm
 // gamma/beta names accepted). Errors name the file and tensor: a missing head
@@ -104,7 +109,7 @@ func LoadHF(dir string) (*Model, error) {
 			t, ok = f.Get(legacy)
 		}
 		if !ok {
-			return nil, fmt.Errorf("%s: no MLM head tensor %s (not a BertForMaskedLM checkpoint?)", path, p.Name)
+			return nil, fmt.Errorf("%s: %w: no tensor %s (not a BertForMaskedLM checkpoint?)", path, ErrNoMLMHead, p.Name)
 		}
 		if !slices.Equal(t.Shape, p.Value.Shape) {
 			return nil, fmt.Errorf("%s: tensor %s has shape %v, the config needs %v", path, t.Name, t.Shape, p.Value.Shape)

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,7 +39,14 @@ type Options struct {
 	Corpus string `json:"corpus"`
 	// Config is a preset (bert-tiny, bert-mini, ...) or a config.json path;
 	// ModelConfig, when set, is used instead (tests, resume).
-	Config      string          `json:"config"`
+	Config string `json:"config"`
+	// InitFrom, when set, is a Hugging Face BERT directory (config.json +
+	// model.safetensors: a BertForMaskedLM as Save writes it or as the hub
+	// has it, or a BertModel) whose weights start the run instead of a random
+	// initialisation: continued, domain-adaptive pretraining (Gururangan et
+	// al. 2020). Its config.json replaces Config; the MLM head is loaded when
+	// the checkpoint has one and initialised fresh (decoder tied) when not.
+	InitFrom    string          `json:"init_from,omitempty"`
 	ModelConfig *encoder.Config `json:"model_config,omitempty"`
 	// Vocab is the tokenizer (vocab.txt, tokenizer.json or a directory); it is
 	// copied into Out. The model's vocab_size is set to the tokenizer's.
@@ -232,6 +240,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	switch {
 	case o.ModelConfig != nil:
 		cfg = *o.ModelConfig
+	case o.InitFrom != "":
+		if cfg, err = encoder.ReadConfig(filepath.Join(o.InitFrom, "config.json")); err != nil {
+			return nil, fmt.Errorf("pretrain: --init-from: %w", err)
+		}
+		o.Config = "hf:" + o.InitFrom
 	case fileExists(o.Config):
 		if cfg, err = encoder.ReadConfig(o.Config); err != nil {
 			return nil, fmt.Errorf("pretrain: %w", err)
@@ -243,6 +256,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if cfg.ModelType != "bert" {
 		return nil, fmt.Errorf("pretrain: model type %q; only bert is supported", cfg.ModelType)
+	}
+	if cfg.VocabSize != tok.VocabSize() && o.InitFrom != "" {
+		return nil, fmt.Errorf("pretrain: --init-from %s has vocab_size %d but the tokenizer %s has %d tokens: use the checkpoint's own vocabulary",
+			o.InitFrom, cfg.VocabSize, o.Vocab, tok.VocabSize())
 	}
 	if cfg.VocabSize != tok.VocabSize() {
 		slog.Info("pretrain: vocab_size set to the tokenizer's", "config", cfg.VocabSize, "tokenizer", tok.VocabSize())
@@ -310,6 +327,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	model := NewModel(enc, initRng)
 	params := model.Params()
+	if o.InitFrom != "" && !o.Resume {
+		n, head, err := initFrom(params, o.InitFrom)
+		if err != nil {
+			return nil, fmt.Errorf("pretrain: --init-from: %w", err)
+		}
+		slog.Info("pretrain: initialised from a checkpoint", "dir", o.InitFrom, "tensors", n, "mlm_head_loaded", head)
+	}
 	opt := nn.NewAdamW(o.LR, 0.9, 0.999, 1e-6, o.WeightDecay)
 	maskPCG, dropPCG := rand.NewPCG(o.Seed, 4), rand.NewPCG(o.Seed, 5)
 	maskRng, dropRng := rand.New(maskPCG), rand.New(dropPCG)
@@ -607,4 +631,44 @@ func truncateMetrics(path string, step int) error {
 		}
 		return nil
 	})
+}
+
+// initFrom copies the weights of the Hugging Face directory dir into params
+// (matched by name; shapes must agree). The MLM head comes from the
+// checkpoint when it has one (BertForMaskedLM); from a BertModel checkpoint
+// only the encoder is copied and the head keeps its fresh initialisation.
+// It returns the number of tensors copied and whether the head was among them.
+func initFrom(params []*nn.Param, dir string) (int, bool, error) {
+	src, err := LoadHF(dir)
+	head := err == nil
+	if errors.Is(err, ErrNoMLMHead) {
+		var enc *encoder.Encoder
+		if enc, err = encoder.LoadDir(dir); err == nil {
+			src = &Model{Enc: enc}
+		}
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	srcParams := src.Enc.Params()
+	if head {
+		srcParams = src.Params()
+	}
+	byName := make(map[string]*nn.Param, len(srcParams))
+	for _, p := range srcParams {
+		byName[p.Name] = p
+	}
+	n := 0
+	for _, p := range params {
+		q, ok := byName[p.Name]
+		if !ok {
+			continue // the head of a BertModel checkpoint
+		}
+		if !slices.Equal(q.Value.Shape, p.Value.Shape) {
+			return 0, false, fmt.Errorf("%s: tensor %s has shape %v, the model needs %v", dir, p.Name, q.Value.Shape, p.Value.Shape)
+		}
+		copy(p.Value.Data, q.Value.Data)
+		n++
+	}
+	return n, head, nil
 }

@@ -5,8 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
@@ -160,4 +164,81 @@ func stripElapsed(t *testing.T, data []byte) []byte {
 	}
 	n := int(uint64(data[0]) | uint64(data[1])<<8 | uint64(data[2])<<16 | uint64(data[3])<<24)
 	return data[8+n:]
+}
+
+// TestPretrainInitFrom: a run started with InitFrom from another run's output
+// begins where that run ended (its step-0 held-out loss is the first run's
+// final one, same held-out slice and masks), and leaves the source alone;
+// from a BertModel checkpoint (no MLM head) the encoder is copied and the
+// head is fresh; a vocabulary of another size is refused.
+func TestPretrainInitFrom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two short pretraining runs")
+	}
+	corpus := glueCorpus(t)
+	src := filepath.Join(t.TempDir(), "src")
+	first, err := Run(context.Background(), smallOptions(corpus, src, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := smallOptions(corpus, filepath.Join(t.TempDir(), "continued"), 10)
+	o.ModelConfig, o.Config, o.InitFrom = nil, "", src
+	second, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := second.InitialHeldOut.Loss - first.FinalHeldOut.Loss; d > 1e-4 || d < -1e-4 {
+		t.Errorf("continued run starts at held-out loss %.6f, the source ended at %.6f", second.InitialHeldOut.Loss, first.FinalHeldOut.Loss)
+	}
+	if second.FinalHeldOut.Loss >= first.InitialHeldOut.Loss-1 {
+		t.Errorf("continued run ends at %.3f, not below the random start %.3f", second.FinalHeldOut.Loss, first.InitialHeldOut.Loss)
+	}
+
+	// BertModel checkpoint: encoder weights copied, head untouched.
+	srcModel, err := LoadHF(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := filepath.Join(t.TempDir(), "bare")
+	if err := encoder.Save(bare, srcModel.Enc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadHF(bare); !errors.Is(err, ErrNoMLMHead) {
+		t.Fatalf("LoadHF of a BertModel: %v, want ErrNoMLMHead", err)
+	}
+	fresh := NewModel(mustNewEncoder(t, srcModel.Enc.Config), rand.New(rand.NewPCG(9, 9)))
+	headBefore := slices.Clone(fresh.Head.Params()[0].Value.Data)
+	n, head, err := initFrom(fresh.Params(), bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head || n != len(fresh.Enc.Params()) {
+		t.Errorf("initFrom(BertModel): %d tensors, head %v; want %d, false", n, head, len(fresh.Enc.Params()))
+	}
+	for i, p := range fresh.Enc.Params() {
+		if !slices.Equal(p.Value.Data, srcModel.Enc.Params()[i].Value.Data) {
+			t.Fatalf("encoder tensor %s not copied", p.Name)
+		}
+	}
+	if !slices.Equal(headBefore, fresh.Head.Params()[0].Value.Data) {
+		t.Error("head changed by a checkpoint without a head")
+	}
+
+	// A tokenizer whose size differs from the checkpoint's vocab_size.
+	small := filepath.Join(t.TempDir(), "vocab.txt")
+	writeFile(t, small, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\na\n")
+	o = smallOptions(corpus, filepath.Join(t.TempDir(), "badvocab"), 5)
+	o.ModelConfig, o.Config, o.InitFrom, o.Vocab = nil, "", src, small
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "vocab_size 30522") {
+		t.Errorf("vocabulary mismatch: %v", err)
+	}
+}
+
+func mustNewEncoder(t *testing.T, cfg encoder.Config) *encoder.Encoder {
+	t.Helper()
+	e, err := encoder.New(cfg, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
+	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/mlm"
 	"github.com/spf13/cobra"
 )
@@ -13,10 +15,12 @@ func newPretrainCmd() *cobra.Command {
 	o := mlm.Options{}
 	var dropout float64
 	var noProgress, jsonOut bool
+	var initFrom string
 	cmd := &cobra.Command{
 		Use:   "pretrain --corpus FILE_OR_DIR --config bert-tiny|bert-mini --vocab FILE --steps N --out DIR",
 		Short: "Pretrain a BERT encoder with masked-language modelling on your own text",
-		Long: `Pretrain a BERT encoder from scratch with the masked-language-model objective (BERT §3.1):
+		Long: `Pretrain a BERT encoder (from scratch, or from a checkpoint with --init-from) with the
+masked-language-model objective (BERT §3.1):
 15% of the tokens predicted (80% [MASK], 10% random token, 10% unchanged; --whole-word masks
 all pieces of a word), consecutive lines packed into [CLS] A [SEP] B [SEP] sequences of up to
 --seq tokens, AdamW with linear warm-up and decay, gradient clipping at 1.
@@ -28,7 +32,10 @@ held-out slice of documents (--holdout, default 1%) measures MLM loss and masked
 
 --out receives a Hugging Face BertForMaskedLM directory (config.json, model.safetensors,
 vocab.txt) that --encoder hf:DIR loads, plus pretrain_metrics.jsonl, pretrain_summary.json and
-a checkpoint (--resume continues; Ctrl-C stops with a checkpoint). docs/pretraining.md.`,
+a checkpoint (--resume continues; Ctrl-C stops with a checkpoint).
+
+--init-from hf:DIR (or a hub name) starts from an existing BERT checkpoint instead of a random
+initialisation: continued, domain-adaptive pretraining on your text. docs/pretraining.md.`,
 		Example: `  nvdp pretrain --corpus glue:../shared/data/glue --config bert-mini \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --steps 2000 --out runs/mini-mlm
   nvdp train --task rte --encoder hf:runs/mini-mlm ...`,
@@ -37,8 +44,27 @@ a checkpoint (--resume continues; Ctrl-C stops with a checkpoint). docs/pretrain
 			if cmd.Flags().Changed("dropout") {
 				o.Dropout = &dropout
 			}
+			if initFrom != "" {
+				if o.Resume {
+					return fmt.Errorf("--init-from starts a run; --resume continues one (its checkpoint already holds the weights)")
+				}
+				if cmd.Flags().Changed("config") {
+					return fmt.Errorf("--init-from takes the model config from the checkpoint; do not give --config")
+				}
+				dir, err := resolveInitFrom(initFrom)
+				if err != nil {
+					return err
+				}
+				o.InitFrom = dir
+				if o.Vocab == "" {
+					o.Vocab = dir // the checkpoint's own tokenizer files
+				}
+			}
 			if !o.Resume {
 				for _, f := range []string{"corpus", "vocab", "steps"} {
+					if f == "vocab" && o.Vocab != "" {
+						continue // $NVDP_VOCAB or the --init-from directory
+					}
 					if !cmd.Flags().Changed(f) {
 						return fmt.Errorf("--%s is required", f)
 					}
@@ -79,6 +105,7 @@ a checkpoint (--resume continues; Ctrl-C stops with a checkpoint). docs/pretrain
 	f := cmd.Flags()
 	f.StringVar(&o.Corpus, "corpus", "", "text file, directory of .txt files, or GLUE directory (glue:DIR); GLUE dev is never used")
 	f.StringVar(&o.Config, "config", "bert-mini", "model preset (bert-tiny, bert-mini, bert-base) or a config.json path")
+	f.StringVar(&initFrom, "init-from", "", "continue pretraining from a checkpoint: hf:DIR or hf:owner/name (downloaded); its config and, unless --vocab, its tokenizer")
 	f.StringVar(&o.Vocab, "vocab", os.Getenv("NVDP_VOCAB"), "WordPiece vocabulary (vocab.txt, tokenizer.json or a directory; $NVDP_VOCAB)")
 	f.IntVar(&o.Seq, "seq", 128, "maximum sequence length in tokens")
 	f.IntVar(&o.BatchSize, "batch-size", 64, "sequences per optimizer step")
@@ -102,6 +129,23 @@ a checkpoint (--resume continues; Ctrl-C stops with a checkpoint). docs/pretrain
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	f.BoolVar(&jsonOut, "json", false, "print the summary as JSON on stdout")
 	return cmd
+}
+
+// resolveInitFrom turns --init-from (hf:DIR, DIR or hf:owner/name) into a
+// local directory, downloading a hub model into the cache when needed.
+func resolveInitFrom(spec string) (string, error) {
+	arg := strings.TrimPrefix(spec, "hf:")
+	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+		return arg, nil
+	}
+	if strings.HasPrefix(arg, "/") || strings.HasPrefix(arg, ".") || strings.Count(arg, "/") > 1 {
+		return "", fmt.Errorf("--init-from %s: directory does not exist", spec)
+	}
+	dir, err := encoder.Download(arg, encoder.LoadOptions{})
+	if err != nil {
+		return "", fmt.Errorf("--init-from %s: %w", spec, err)
+	}
+	return dir, nil
 }
 
 func init() { rootCmd.AddCommand(newPretrainCmd()) }

@@ -120,7 +120,14 @@ func fileSafe(s string) string {
 }
 
 // privacyValue is x of a scatter: "rd_max" or "bdp_epsilon".
+//
+// A row with invalid pairs has no finite worst case, whatever the maximum over
+// its finite pairs is: +Inf on either axis (it is named in the legend instead
+// of being drawn at a finite x).
 func privacyValue(p *PrivacyStats, x string) float64 {
+	if p.InvalidPairs > 0 {
+		return math.Inf(1)
+	}
 	if x == "bdp_epsilon" {
 		return p.BDP.Mean
 	}
@@ -151,6 +158,7 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 	p.Add(plotter.NewGrid())
 	var all []Point
 	var base *Row
+	var undefined []string // rows whose bound is +Inf or undefined: not plottable, named in the legend
 	for gi, g := range groups(tt) {
 		var pts plotter.XYs
 		var labels []string
@@ -168,6 +176,9 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 			}
 			pt := Point{X: privacyValue(ps, x), Y: 100 * r.Utility[tt.Selection].Mean, Group: g, Lambda: r.Lambda}
 			if math.IsNaN(pt.X) || math.IsInf(pt.X, 0) || math.IsNaN(pt.Y) {
+				if !math.IsNaN(pt.Y) {
+					undefined = append(undefined, g+" λ="+train.FormatLambda(r.Lambda))
+				}
 				continue
 			}
 			all = append(all, pt)
@@ -199,6 +210,9 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 	if len(all) == 0 {
 		return nil, nil
 	}
+	if len(undefined) > 0 {
+		p.Legend.Add("not shown, bound infinite: " + strings.Join(undefined, ", "))
+	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, pt := range all {
 		lo, hi = min(lo, pt.X), max(hi, pt.X)
@@ -218,7 +232,7 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 		}
 	}
 	dy := max(yhi-ylo, 1)
-	p.Y.Min, p.Y.Max = ylo-0.08*dy, yhi+0.3*dy
+	p.Y.Min, p.Y.Max = ylo-0.08*dy, yhi+0.5*dy
 	if _, isLog := p.X.Scale.(plot.LogScale); isLog {
 		p.X.Min, p.X.Max = lo/1.5, hi*2
 	} else {

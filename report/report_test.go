@@ -307,6 +307,21 @@ func TestPlotsFromFixtures(t *testing.T) {
 		checkPNG(t, filepath.Join(dir, w+".png"), 0.02)
 		checkSVG(t, filepath.Join(dir, w+".svg"), 10)
 	}
+	// NVDP at lambda 1 has invalid pairs: no finite worst case on either axis
+	// (its rd_max over the finite pairs, 1234, is not drawn as if it were one);
+	// the legend names it instead of dropping it silently. The clipped rows are drawn.
+	for _, file := range []string{"sst2_tradeoff_principled_bdp_epsilon", "sst2_tradeoff_principled_rd_max"} {
+		b, err := os.ReadFile(filepath.Join(dir, file+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "bound infinite: NVDP λ=1") || strings.Contains(string(b), "bound infinite: NVDP-Clipped") {
+			t.Errorf("%s: the legend should name NVDP λ=1, and only it, as not shown", file)
+		}
+	}
+	if x := privacyValue(&PrivacyStats{RDMax: Stat{Mean: 1234}, InvalidPairs: 3}, "rd_max"); !math.IsInf(x, 1) {
+		t.Errorf("rd_max with invalid pairs plotted at %g, want +Inf", x)
+	}
 }
 
 // synthGlue writes synthetic SST-2 and RTE splits whose label is carried by
@@ -497,5 +512,16 @@ func TestLoadRejectsDuplicateRuns(t *testing.T) {
 	writeReport(t, bad, "x", map[string]any{"task": "sst2"})
 	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "no task or variant") {
 		t.Errorf("bad report: err = %v", err)
+	}
+}
+
+func TestWithInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		invalid int64
+		want    string
+	}{{0, "6809"}, {669503, "6809 (669503 invalid pairs)"}} {
+		if got := withInvalid("6809", &PrivacyStats{InvalidPairs: tc.invalid}); got != tc.want {
+			t.Errorf("invalid %d: %q, want %q", tc.invalid, got, tc.want)
+		}
 	}
 }

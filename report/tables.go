@@ -502,7 +502,7 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 					}
 					bdp, rd := "–", "–"
 					if bst.Privacy != nil {
-						bdp, rd = fmtStat(bst.Privacy.BDP, fmtBDP), fmtStat(bst.Privacy.RDMax, fmtRD)
+						bdp, rd = fmtStat(bst.Privacy.BDP, fmtBDP), withInvalid(fmtStat(bst.Privacy.RDMax, fmtRD), bst.Privacy)
 					}
 					mdRow(&b, []string{TaskTitle(tt.Task), MetricTitle(metric), bst.Group, lambdaCell(bst.Row),
 						fmtStat(bst.Row.Utility[metric], fmtUtil), bdp, rd})
@@ -555,11 +555,16 @@ func privCells(p *PrivacyStats) []string {
 	if p == nil {
 		return []string{"–", "–"}
 	}
-	rd := fmtStat(p.RDMax, fmtRD) + " / " + fmtStat(p.RDMean, fmtRD)
+	return []string{fmtStat(p.BDP, fmtBDP), withInvalid(fmtStat(p.RDMax, fmtRD)+" / "+fmtStat(p.RDMean, fmtRD), p)}
+}
+
+// withInvalid appends the count of invalid pairs to an RD cell: its numbers
+// are then over the finite pairs only, and the worst case is unbounded.
+func withInvalid(rd string, p *PrivacyStats) string {
 	if p.InvalidPairs > 0 {
-		rd += fmt.Sprintf(" (%d invalid pairs)", p.InvalidPairs)
+		return rd + fmt.Sprintf(" (%d invalid pairs)", p.InvalidPairs)
 	}
-	return []string{fmtStat(p.BDP, fmtBDP), rd}
+	return rd
 }
 
 func mdRow(b *strings.Builder, cells []string) {

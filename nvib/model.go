@@ -139,11 +139,7 @@ func (c Config) KLScale(step, total int) float64 {
 
 // SaveConfig writes c as JSON to dir/nvdp_config.json.
 func SaveConfig(dir string, c Config) error {
-	data, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), append(data, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ConfigFile), c); err != nil {
 		return fmt.Errorf("save model config: %w", err)
 	}
 	return nil

@@ -141,11 +141,7 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(o.Out, "eval_"+o.Split+".json"), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(o.Out, "eval_"+o.Split+".json"), r); err != nil {
 		return nil, err
 	}
 	slog.Info("evaluated", "task", r.Task, "split", r.Split, "examples", r.Examples, "metrics", r.Metrics, "posteriors", r.Posteriors)

@@ -295,11 +295,7 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 
 // SaveOptions writes o as JSON to dir/train_options.json.
 func SaveOptions(dir string, o *Options) error {
-	b, err := json.MarshalIndent(o, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteBytes(filepath.Join(dir, OptionsFile), append(b, '\n'))
+	return atomicfile.WriteJSON(filepath.Join(dir, OptionsFile), o)
 }
 
 // LoadOptions reads dir/train_options.json.

@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -155,11 +154,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 			Components: ar.Components, Split: po.AuditSplit, Posteriors: post, Seconds: ar.Seconds, Full: ar}
 	}
 	rep.Seconds = time.Since(start).Seconds()
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(dir, ReportFile), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ReportFile), rep); err != nil {
 		return nil, err
 	}
 	return rep, nil

@@ -249,11 +249,7 @@ func (s *sweepState) writeLocked() error {
 	for _, c := range s.man.Cells {
 		s.man.Counts[c.Status]++
 	}
-	js, err := json.MarshalIndent(s.man, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(s.out, SweepManifestFile), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(s.out, SweepManifestFile), s.man); err != nil {
 		return fmt.Errorf("sweep manifest: %w", err)
 	}
 	return nil
@@ -617,11 +613,7 @@ func extraAudits(ctx context.Context, so *SweepOptions, c *Cell, r *Report) erro
 		if err != nil {
 			return fmt.Errorf("extra %s audit of %s: %w", m, post, err)
 		}
-		js, err := json.MarshalIndent(ar, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := atomicfile.WriteBytes(path, append(js, '\n')); err != nil {
+		if err := atomicfile.WriteJSON(path, ar); err != nil {
 			return fmt.Errorf("extra %s audit: %w", m, err)
 		}
 	}
@@ -810,11 +802,7 @@ func selectTask(st *sweepState, so *SweepOptions, task string, grid []*Cell) (*C
 		return nil, err
 	}
 	sel.Task, sel.Metric, sel.Lambda = task, t.Metric, *so.CMuLambda
-	js, err := json.MarshalIndent(sel, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(so.Out, task, CMuSelectionFile), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(so.Out, task, CMuSelectionFile), sel); err != nil {
 		return nil, fmt.Errorf("C_mu selection: %w", err)
 	}
 	st.mu.Lock()

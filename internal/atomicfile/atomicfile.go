@@ -5,6 +5,7 @@
 package atomicfile
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -49,6 +50,16 @@ func WriteBytes(path string, data []byte) error {
 		_, err := w.Write(data)
 		return err
 	})
+}
+
+// WriteJSON writes v to path atomically as indented JSON (two spaces) with a
+// trailing newline, the form of every JSON file the project writes.
+func WriteJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return WriteBytes(path, append(data, '\n'))
 }
 
 // Copy copies the file src to dst atomically.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +37,27 @@ func TestWriteReplacesOrKeeps(t *testing.T) {
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
 		t.Errorf("mode %v, want 0644", fi.Mode().Perm())
+	}
+}
+
+func TestWriteJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := WriteJSON(path, map[string]any{"b": 1.5, "a": []int{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": 1.5\n}\n"; string(got) != want {
+		t.Errorf("wrote %q, want %q", got, want)
+	}
+	// A value JSON cannot encode is an error naming the file, and nothing is written.
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := WriteJSON(bad, map[string]any{"x": func() {}}); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("unencodable value: %v", err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file written for an unencodable value: %v", err)
 	}
 }

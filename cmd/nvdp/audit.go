@@ -77,27 +77,8 @@ func joinFloats(v []float64) string {
 	return strings.Join(s, ",")
 }
 
-func parseFloats(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(f, 64)
-		if err != nil {
-			return nil, fmt.Errorf("--bdp-orders: %q is not a number", f)
-		}
-		out = append(out, v)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--bdp-orders: empty list")
-	}
-	return out, nil
-}
-
 func runAudit(cmd *cobra.Command, f *auditFlags) error {
-	orders, err := parseFloats(f.bdpOrders)
+	orders, err := parseFloatList("--bdp-orders", f.bdpOrders)
 	if err != nil {
 		return err
 	}

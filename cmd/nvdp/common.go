@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -120,7 +122,7 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlag
 // finish parses the BDP orders and direction and resolves the audit mode
 // (default: the training mode).
 func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
-	orders, err := parseFloats(a.bdpOrders)
+	orders, err := parseFloatList("--bdp-orders", a.bdpOrders)
 	if err != nil {
 		return err
 	}
@@ -134,4 +136,44 @@ func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
 		return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)
 	}
 	return nil
+}
+
+// parseList splits a comma-separated flag value into its non-empty, trimmed
+// items; an empty list is an error naming the flag.
+func parseList(flag, s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: empty list", flag)
+	}
+	return out, nil
+}
+
+// parseListOf parses every item of a comma-separated flag value with parse;
+// an item it rejects is an error naming the flag, the item and what was
+// wanted.
+func parseListOf[T any](flag, s, want string, parse func(string) (T, error)) ([]T, error) {
+	fs, err := parseList(flag, s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(fs))
+	for i, f := range fs {
+		if out[i], err = parse(f); err != nil {
+			return nil, fmt.Errorf("%s: %q is not %s", flag, f, want)
+		}
+	}
+	return out, nil
+}
+
+func parseFloatList(flag, s string) ([]float64, error) {
+	return parseListOf(flag, s, "a number", func(f string) (float64, error) { return strconv.ParseFloat(f, 64) })
+}
+
+func parseUintList(flag, s string) ([]uint64, error) {
+	return parseListOf(flag, s, "a non-negative integer", func(f string) (uint64, error) { return strconv.ParseUint(f, 10, 64) })
 }

@@ -120,3 +120,24 @@ func TestResolveInitFrom(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLists(t *testing.T) {
+	if got, err := parseFloatList("--lambdas", " 1e-3, 1e-2,,1 "); err != nil || !slices.Equal(got, []float64{1e-3, 1e-2, 1}) {
+		t.Errorf("floats: %v, %v", got, err)
+	}
+	if got, err := parseUintList("--seeds", "1,2,3"); err != nil || !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Errorf("uints: %v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{func() error { _, err := parseUintList("--seeds", "1,-2"); return err }(), `--seeds: "-2" is not a non-negative integer`},
+		{func() error { _, err := parseFloatList("--bdp-orders", "0.1,x"); return err }(), `--bdp-orders: "x" is not a number`},
+		{func() error { _, err := parseList("--tasks", " , "); return err }(), "--tasks: empty list"},
+	} {
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("error %v, want %q", tc.err, tc.want)
+		}
+	}
+}

@@ -161,47 +161,6 @@ func fmtCounts(c map[string]int) string {
 	return strings.Join(s, ", ")
 }
 
-func parseList(flag, s string) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: empty list", flag)
-	}
-	return out, nil
-}
-
-func parseFloatList(flag, s string) ([]float64, error) {
-	fs, err := parseList(flag, s)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]float64, len(fs))
-	for i, f := range fs {
-		if out[i], err = strconv.ParseFloat(f, 64); err != nil {
-			return nil, fmt.Errorf("%s: %q is not a number", flag, f)
-		}
-	}
-	return out, nil
-}
-
-func parseUintList(flag, s string) ([]uint64, error) {
-	fs, err := parseList(flag, s)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]uint64, len(fs))
-	for i, f := range fs {
-		if out[i], err = strconv.ParseUint(f, 10, 64); err != nil {
-			return nil, fmt.Errorf("%s: %q is not a non-negative integer", flag, f)
-		}
-	}
-	return out, nil
-}
-
 // subprocessRunner runs a cell as `exe sweep-cell` with its pipeline options
 // as JSON on stdin; stdout and stderr go to logDir/<cell>.log. Cancelling
 // ctx sends the child SIGINT (it stops at its next step with a checkpoint)

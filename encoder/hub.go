@@ -72,19 +72,26 @@ func Load(spec string, opts LoadOptions) (*Encoder, error) {
 		}
 		return New(cfg, rng)
 	case "hf":
-		if st, err := os.Stat(arg); err == nil && st.IsDir() {
-			return LoadDir(arg)
-		}
-		if looksLikePath(arg) {
-			return nil, fmt.Errorf("encoder spec %q: directory %s does not exist", spec, arg)
-		}
-		dir, err := Download(arg, opts)
+		dir, err := ResolveHF(arg, opts)
 		if err != nil {
 			return nil, fmt.Errorf("encoder spec %q: %w", spec, err)
 		}
 		return LoadDir(dir)
 	}
 	return nil, fmt.Errorf("encoder spec %q: unknown kind %q (want scratch or hf)", spec, kind)
+}
+
+// ResolveHF returns the local directory of the argument of an hf: spec: arg
+// itself when it is a directory, an error when it looks like a path that does
+// not exist, else the cache directory of the hub model arg (see Download).
+func ResolveHF(arg string, opts LoadOptions) (string, error) {
+	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+		return arg, nil
+	}
+	if looksLikePath(arg) {
+		return "", fmt.Errorf("%s: directory does not exist", arg)
+	}
+	return Download(arg, opts)
 }
 
 func looksLikePath(s string) bool {

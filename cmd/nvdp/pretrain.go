@@ -134,14 +134,7 @@ initialisation: continued, domain-adaptive pretraining on your text. docs/pretra
 // resolveInitFrom turns --init-from (hf:DIR, DIR or hf:owner/name) into a
 // local directory, downloading a hub model into the cache when needed.
 func resolveInitFrom(spec string) (string, error) {
-	arg := strings.TrimPrefix(spec, "hf:")
-	if st, err := os.Stat(arg); err == nil && st.IsDir() {
-		return arg, nil
-	}
-	if strings.HasPrefix(arg, "/") || strings.HasPrefix(arg, ".") || strings.Count(arg, "/") > 1 {
-		return "", fmt.Errorf("--init-from %s: directory does not exist", spec)
-	}
-	dir, err := encoder.Download(arg, encoder.LoadOptions{})
+	dir, err := encoder.ResolveHF(strings.TrimPrefix(spec, "hf:"), encoder.LoadOptions{})
 	if err != nil {
 		return "", fmt.Errorf("--init-from %s: %w", spec, err)
 	}

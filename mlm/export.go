@@ -91,13 +91,23 @@ func LoadHF(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	head, err := loadHead(enc, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Enc: enc, Head: head}, nil
+}
+
+// loadHead reads the MLM head tied to enc from dir's weights file; a
+// checkpoint without one gives an error wrapping ErrNoMLMHead.
+func loadHead(enc *encoder.Encoder, dir string) (*Head, error) {
 	path := filepath.Join(dir, encoder.WeightsFile)
 	f, err := safetensors.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Enc: enc, Head: newHead(enc)}
-	for _, p := range m.Head.Params() {
+	h := newHead(enc)
+	for _, p := range h.Params() {
 		t, ok := f.Get(p.Name)
 		if !ok && strings.Contains(p.Name, "LayerNorm.") {
 			legacy := strings.TrimSuffix(strings.TrimSuffix(p.Name, "weight"), "bias")
@@ -123,5 +133,5 @@ func LoadHF(dir string) (*Model, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return m, nil
+	return h, nil
 }

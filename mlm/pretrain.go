@@ -364,7 +364,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		slog.Info("pretrain: resumed", "dir", o.Out, "step", step, "epoch", epoch)
 	}
-	if err := writeJSON(optsPath, o); err != nil { // on resume: a changed Steps/SaveEvery/EvalEvery
+	if err := atomicfile.WriteJSON(optsPath, o); err != nil { // on resume: a changed Steps/SaveEvery/EvalEvery
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	if !o.Resume {
@@ -531,7 +531,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.ElapsedS = elapsed()
 	res.StoppedEarly = stopped
 	res.MaskedTokensPct = 100 * o.MaskProb
-	if err := writeJSON(filepath.Join(o.Out, SummaryFile), res); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(o.Out, SummaryFile), res); err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	slog.Info("pretrain: done", "out", o.Out, "steps", step, "heldout_loss", res.FinalHeldOut.Loss,
@@ -589,14 +589,6 @@ func readOptions(path string) (Options, error) {
 	return o, nil
 }
 
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(append(data, '\n')); return err })
-}
-
 // truncateMetrics keeps the lines of a metrics file up to step (a resumed run
 // rewrites what followed its checkpoint).
 func truncateMetrics(path string, step int) error {
@@ -639,21 +631,19 @@ func truncateMetrics(path string, step int) error {
 // only the encoder is copied and the head keeps its fresh initialisation.
 // It returns the number of tensors copied and whether the head was among them.
 func initFrom(params []*nn.Param, dir string) (int, bool, error) {
-	src, err := LoadHF(dir)
-	head := err == nil
-	if errors.Is(err, ErrNoMLMHead) {
-		var enc *encoder.Encoder
-		if enc, err = encoder.LoadDir(dir); err == nil {
-			src = &Model{Enc: enc}
-		}
-	}
+	enc, err := encoder.LoadDir(dir)
 	if err != nil {
 		return 0, false, err
 	}
-	srcParams := src.Enc.Params()
-	if head {
-		srcParams = src.Params()
+	srcParams := enc.Params()
+	h, err := loadHead(enc, dir)
+	switch {
+	case err == nil:
+		srcParams = append(srcParams, h.Params()...)
+	case !errors.Is(err, ErrNoMLMHead):
+		return 0, false, err
 	}
+	head := err == nil
 	byName := make(map[string]*nn.Param, len(srcParams))
 	for _, p := range srcParams {
 		byName[p.Name] = p

@@ -1,0 +1,70 @@
+// Command mlmpeer writes the packed MLM training and held-out sequences that
+// `nvdp pretrain` builds (same corpus rules, held-out split and packing, seed
+// 1) as JSON, so that torch_mlm.py can train a PyTorch BERT on exactly the
+// same token sequences and the two learning curves can be compared
+// (docs/pretraining.md, "Checked against PyTorch").
+//
+//	go run ./scripts/mlmpeer -corpus glue:../shared/data/glue \
+//	  -vocab ../shared/models/bert-base-uncased-vocab/vocab.txt -seq 128 > /tmp/seqs.json
+//	python3 scripts/mlmpeer/torch_mlm.py /tmp/seqs.json 1500 32
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+
+	"github.com/nvdp-project/nvdp/mlm"
+	"github.com/nvdp-project/nvdp/tokenize"
+)
+
+func main() {
+	corpus := flag.String("corpus", "", "corpus spec, as nvdp pretrain --corpus")
+	vocab := flag.String("vocab", "", "WordPiece vocabulary")
+	seq := flag.Int("seq", 128, "maximum sequence length")
+	seed := flag.Uint64("seed", 1, "seed of the held-out split and packing, as nvdp pretrain --seed")
+	flag.Parse()
+	if err := run(*corpus, *vocab, *seq, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "mlmpeer:", err)
+		os.Exit(1)
+	}
+}
+
+func run(corpus, vocab string, seq int, seed uint64) error {
+	tok, err := tokenize.Load(vocab)
+	if err != nil {
+		return err
+	}
+	docs, _, err := mlm.ReadCorpus(corpus)
+	if err != nil {
+		return err
+	}
+	train, held, err := mlm.SplitHeldOut(docs, 0, seed)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{
+		"vocab_size": tok.VocabSize(),
+		"mask":       tok.MaskID(),
+		"special":    []int{tok.PadID(), tok.CLSID(), tok.SEPID(), tok.UnkID()},
+	}
+	// Same streams as mlm.Run: PCG(seed, 1) packs training, PCG(seed, 2) the held-out slice.
+	for i, part := range []struct {
+		name string
+		docs []mlm.Document
+	}{{"train", train}, {"held", held}} {
+		s, err := mlm.BuildSequences(tok, part.docs, seq, true, rand.New(rand.NewPCG(seed, uint64(i+1))))
+		if err != nil {
+			return err
+		}
+		ids := make([][]int32, len(s))
+		types := make([][]int32, len(s))
+		for j, x := range s {
+			ids[j], types[j] = x.IDs, x.TypeIDs
+		}
+		out[part.name+"_ids"], out[part.name+"_types"] = ids, types
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}

@@ -278,22 +278,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.ModelConfig = &cfg
 
 	// Corpus.
-	docs, cinfo, err := ReadCorpus(o.Corpus)
+	pc, err := PrepareCorpus(tok, o.Corpus, o.Seq, o.Holdout, !o.NoPack, o.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
-	trainDocs, heldDocs, err := SplitHeldOut(docs, o.Holdout, o.Seed)
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: corpus %s: %w", o.Corpus, err)
-	}
-	seqs, err := BuildSequences(tok, trainDocs, o.Seq, !o.NoPack, rand.New(rand.NewPCG(o.Seed, 1)))
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: corpus %s: %w", o.Corpus, err)
-	}
-	heldSeqs, err := BuildSequences(tok, heldDocs, o.Seq, !o.NoPack, rand.New(rand.NewPCG(o.Seed, 2)))
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: corpus %s (held-out): %w", o.Corpus, err)
-	}
+	cinfo, seqs, heldSeqs, heldDocs := pc.Info, pc.Train, pc.HeldOut, pc.HeldOutDocs
 	if len(heldSeqs) > o.MaxEvalSeqs {
 		heldSeqs = heldSeqs[:o.MaxEvalSeqs]
 	}
@@ -374,7 +363,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	slog.Info("pretrain: start", "backend", nn.Backend(), "config", o.Config, "params", cfg.NumParams(),
 		"documents", cinfo.Documents, "duplicates", cinfo.Duplicates, "train_seqs", len(seqs), "train_tokens", trainTokens,
-		"heldout_docs", len(heldDocs), "heldout_seqs", len(heldSeqs), "steps", o.Steps, "batch", o.BatchSize, "seq", o.Seq)
+		"heldout_docs", heldDocs, "heldout_seqs", len(heldSeqs), "steps", o.Steps, "batch", o.BatchSize, "seq", o.Seq)
 
 	mf, err := os.OpenFile(filepath.Join(o.Out, MetricsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -422,7 +411,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	res := &Result{Out: o.Out, Backend: nn.Backend(), Config: o.Config, NumParams: cfg.NumParams(), Corpus: cinfo,
-		TrainSequences: len(seqs), TrainTokens: trainTokens, HeldOutDocs: len(heldDocs), HeldOutSeqs: len(heldSeqs)}
+		TrainSequences: len(seqs), TrainTokens: trainTokens, HeldOutDocs: heldDocs, HeldOutSeqs: len(heldSeqs)}
 	if step == 0 {
 		m := evaluate()
 		res.InitialHeldOut = &m
@@ -537,6 +526,41 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	slog.Info("pretrain: done", "out", o.Out, "steps", step, "heldout_loss", res.FinalHeldOut.Loss,
 		"heldout_masked_acc", res.FinalHeldOut.MaskedAcc, "elapsed_s", res.ElapsedS)
 	return res, nil
+}
+
+// PreparedCorpus is what a pretraining run trains and evaluates on: the
+// corpus read by ReadCorpus, split by SplitHeldOut and packed by
+// BuildSequences (before Run caps the held-out sequences at MaxEvalSeqs).
+type PreparedCorpus struct {
+	Info           CorpusInfo
+	Train, HeldOut []Sequence
+	HeldOutDocs    int
+}
+
+// PrepareCorpus reads the corpus spec, holds out holdout documents (0: the
+// SplitHeldOut default) and packs both parts into sequences of at most seq
+// tokens, with the random streams Run uses for a given seed: the split's,
+// then PCG(seed, 1) for the training sequences and PCG(seed, 2) for the
+// held-out ones. So `nvdp pretrain --seed S` and a caller of
+// PrepareCorpus(..., S) see the same sequences. Errors name the corpus.
+func PrepareCorpus(tok tokenize.Tokenizer, spec string, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
+	docs, info, err := ReadCorpus(spec)
+	if err != nil {
+		return nil, err
+	}
+	trainDocs, heldDocs, err := SplitHeldOut(docs, holdout, seed)
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", spec, err)
+	}
+	train, err := BuildSequences(tok, trainDocs, seq, pack, rand.New(rand.NewPCG(seed, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", spec, err)
+	}
+	held, err := BuildSequences(tok, heldDocs, seq, pack, rand.New(rand.NewPCG(seed, 2)))
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s (held-out): %w", spec, err)
+	}
+	return &PreparedCorpus{Info: info, Train: train, HeldOut: held, HeldOutDocs: len(heldDocs)}, nil
 }
 
 // makeBatch stacks, masks and right-pads the sequences idx (dynamic padding

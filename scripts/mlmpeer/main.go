@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 
 	"github.com/nvdp-project/nvdp/mlm"
@@ -37,11 +36,7 @@ func run(corpus, vocab string, seq int, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	docs, _, err := mlm.ReadCorpus(corpus)
-	if err != nil {
-		return err
-	}
-	train, held, err := mlm.SplitHeldOut(docs, 0, seed)
+	pc, err := mlm.PrepareCorpus(tok, corpus, seq, 0, true, seed)
 	if err != nil {
 		return err
 	}
@@ -50,21 +45,13 @@ func run(corpus, vocab string, seq int, seed uint64) error {
 		"mask":       tok.MaskID(),
 		"special":    []int{tok.PadID(), tok.CLSID(), tok.SEPID(), tok.UnkID()},
 	}
-	// Same streams as mlm.Run: PCG(seed, 1) packs training, PCG(seed, 2) the held-out slice.
-	for i, part := range []struct {
-		name string
-		docs []mlm.Document
-	}{{"train", train}, {"held", held}} {
-		s, err := mlm.BuildSequences(tok, part.docs, seq, true, rand.New(rand.NewPCG(seed, uint64(i+1))))
-		if err != nil {
-			return err
-		}
-		ids := make([][]int32, len(s))
-		types := make([][]int32, len(s))
-		for j, x := range s {
+	for name, seqs := range map[string][]mlm.Sequence{"train": pc.Train, "held": pc.HeldOut} {
+		ids := make([][]int32, len(seqs))
+		types := make([][]int32, len(seqs))
+		for j, x := range seqs {
 			ids[j], types[j] = x.IDs, x.TypeIDs
 		}
-		out[part.name+"_ids"], out[part.name+"_types"] = ids, types
+		out[name+"_ids"], out[name+"_types"] = ids, types
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // ClipConfig holds the posterior-parameter clipping of paper §3.2
@@ -100,8 +102,8 @@ func (c ClipConfig) Validate() error {
 		return fmt.Errorf("clip: Renyi order lambda = %v, want > 1", c.Order)
 	case !(c.LogvarMargin >= 0):
 		return fmt.Errorf("clip: logvar margin = %v, want >= 0", c.LogvarMargin)
-	case c.CapSigma && c.LogvarMargin >= math.Log(c.Order/(c.Order-1)):
-		return fmt.Errorf("clip: logvar margin %v puts the floor above the cap ln(prior_var) (need < ln(lambda/(lambda-1)) = %v)",
+	case c.CapSigma && c.LogvarMargin > math.Log(c.Order/(c.Order-1)):
+		return fmt.Errorf("clip: logvar margin %v puts the floor above the cap ln(prior_var) (need <= ln(lambda/(lambda-1)) = %v; equal: fixed sigma)",
 			c.LogvarMargin, math.Log(c.Order/(c.Order-1)))
 	}
 	return nil
@@ -132,15 +134,50 @@ func (c ClipConfig) GuaranteesFiniteBound() error {
 }
 
 // LogvarBounds returns the logvar floor and cap (cap +Inf without CapSigma)
-// for prior variance priorVar: floor = ln((lambda-1)/lambda * priorVar) + margin
+// for prior variance priorVar: floor = privacy.LogvarFloorFor(order, priorVar,
+// margin) = ln((lambda-1)/lambda * priorVar) + margin, at most the cap
 // (ref §5: ln(0.1/1.1) = -2.3978952728 for lambda 1.1, prior_var 1).
 func (c ClipConfig) LogvarBounds(priorVar float64) (floor, cap float64) {
-	floor = math.Log((c.Order-1)/c.Order*priorVar) + c.LogvarMargin
 	cap = math.Inf(1)
 	if c.CapSigma {
 		cap = math.Log(priorVar)
+		return privacy.LogvarFloorFor(c.Order, priorVar, c.LogvarMargin), cap
 	}
-	return floor, cap
+	return math.Log((c.Order-1)/c.Order*priorVar) + c.LogvarMargin, cap
+}
+
+// PriorAlpha is the pseudo-count of the prior component as the layer stores
+// it: exp of the float32 prior log alpha, clamped into [C_amin, C_amax] when
+// the prior is clipped, rounded to float32.
+func (c ClipConfig) PriorAlpha(prior Prior) float64 {
+	a := math.Exp(float64(float32(prior.LogAlpha)))
+	if c.Enabled && c.ClipPrior {
+		a = math.Min(math.Max(a, c.CAlphaMin), c.CAlphaMax)
+	}
+	return float64(float32(a))
+}
+
+// ClipSet is the set of posteriors this clipping can release for a prior
+// and N components (N-1 tokens plus the prior component) in P dimensions,
+// for privacy.Certify. Without Enabled, or without the sigma cap, the set is
+// unbounded (C_mu, C_amax or the cap infinite) and its certificate +Inf.
+func (c ClipConfig) ClipSet(prior Prior, N, P int) privacy.ClipSet {
+	s := privacy.ClipSet{Components: N, Dims: P, CMu: c.CMu,
+		PriorMu: []float64{prior.Mu}, PriorVar: []float64{prior.Var},
+		ClipOrder: c.Order, LogvarMargin: c.LogvarMargin,
+		AlphaMin: c.CAlphaMin, AlphaMax: c.CAlphaMax, PriorAlpha: c.PriorAlpha(prior)}
+	if !c.Enabled {
+		s.CMu, s.AlphaMin, s.AlphaMax = math.Inf(1), 0, math.Inf(1)
+		s.LogvarFloor, s.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
+		return s
+	}
+	if !c.CapSigma {
+		floor, cap := c.LogvarBounds(prior.Var)
+		s.LogvarFloor, s.LogvarCap = []float64{floor}, []float64{cap}
+	}
+	// ReferenceCenter (ball around 0, not the prior mean) certifies the same:
+	// only ||mu - mu'|| <= 2 C_mu enters the bound.
+	return s
 }
 
 // ClipMu projects mu (length P, in place) onto the L2 ball of radius cMu around
@@ -185,13 +222,31 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 		}
 		return n, true
 	}
-	r := cMu / n
-	for j, v := range mu {
-		c := 0.0
-		if center != nil {
-			c = float64(center[j])
+	// Project onto the stored radius privacy.StoredRadius(cMu) (the largest
+	// float32 <= cMu, which the certificate uses), then shrink towards the
+	// centre until the stored vector's distance is within it: rounding each
+	// entry to float32 can put the result outside the ball (~1e-7 relative,
+	// more when |centre| >> C_mu).
+	R := privacy.StoredRadius(cMu)
+	r := R / n
+	for try := 0; ; try++ {
+		var d2 float64
+		for j, v := range mu {
+			c := 0.0
+			if center != nil {
+				c = float64(center[j])
+			}
+			if try == 0 {
+				mu[j] = float32(c + (float64(v)-c)*r)
+			} else { // shrink by 2^(try-24): doubling, since with a centre the rounding is relative to |c|
+				mu[j] = float32(c + (float64(mu[j])-c)*(1-math.Ldexp(1, try-24)))
+			}
+			e := float64(mu[j]) - c
+			d2 += e * e
 		}
-		mu[j] = float32(c + (float64(v)-c)*r)
+		if math.Sqrt(d2) <= R || try == 24 {
+			break
+		}
 	}
 	return n, true
 }
@@ -204,6 +259,7 @@ func clipMuBackward(dy, y, center []float32, cMu, n float64) {
 		clear(dy)
 		return
 	}
+	cMu = privacy.StoredRadius(cMu) // the radius ClipMu projected onto
 	var dot float64
 	for j := range dy {
 		c := 0.0

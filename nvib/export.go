@@ -28,9 +28,11 @@ func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 // ExportMetadata returns the posterior file metadata of the model for a
 // dataset split: task, split, model, variant (mode), init, the clipping
 // constants (clip_enabled, clip_mu, clip_alpha_min, clip_alpha_max,
-// clip_order, clip_logvar_margin, clip_cap_sigma, clip_prior) and the prior
-// log alpha. prior_mu and prior_var are written by the privacy package from
-// the Posteriors fields.
+// clip_order, clip_logvar_margin, clip_cap_sigma, clip_prior), the prior
+// log alpha, kl_mask_pads and pads_released (true: the release has all N
+// components, so the default unmasked audit describes it; false, reference
+// mode: pads get pi = 0; docs/privacy.md). prior_mu and prior_var are
+// written by the privacy package from the Posteriors fields.
 func (m *Model) ExportMetadata(task, split string) map[string]string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	c := m.NVIB.Cfg.Clip
@@ -40,7 +42,8 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 		"clip_alpha_min": f(c.CAlphaMin), "clip_alpha_max": f(c.CAlphaMax), "clip_order": f(c.Order),
 		"clip_logvar_margin": f(c.LogvarMargin), "clip_cap_sigma": strconv.FormatBool(c.CapSigma),
 		"clip_prior": strconv.FormatBool(c.ClipPrior), "prior_log_alpha": f(m.Cfg.Prior.LogAlpha),
-		"kl_mask_pads": strconv.FormatBool(!m.Cfg.Mode.IsReference()),
+		"prior_alpha":  f(c.PriorAlpha(m.Cfg.Prior)),
+		"kl_mask_pads": strconv.FormatBool(m.KLConfig().MaskPads), "pads_released": strconv.FormatBool(m.PadsReleased()),
 	}
 }
 

@@ -1,0 +1,624 @@
+package privacy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// ClipSet is the set of clipped posteriors a model can release: the
+// constraints of principled clipping (paper §3.2, docs/privacy.md "The
+// certified bound"). Every posterior in the set has N aligned components in P
+// dimensions:
+//
+//	component 0 (prior):  mu = prior mean, logvar = ln prior_var, alpha = PriorAlpha  (the same in every posterior)
+//	components 1..N-1:    ||mu_i - prior mean||_2 <= CMu,
+//	                      logvar_ij in [floor_j, cap_j],
+//	                      alpha_i in [AlphaMin, AlphaMax].
+//
+// The logvar interval is LogvarFloor/LogvarCap when they are set, else it is
+// derived as the clip derives it (LogvarFloorFor): floor_j = ln((ClipOrder-1)/
+// ClipOrder prior_var_j) + LogvarMargin, cap_j = ln prior_var_j.
+//
+// Storage: posteriors are float32. Certify uses every constant as float32
+// storage rounds it (StoredRadius for CMu; float32 for the logvar bounds and
+// the alphas), so that the certificate covers exactly the posteriors the
+// clipping can write.
+type ClipSet struct {
+	// Components N (including the prior component) and Dims P.
+	Components, Dims int
+	// CMu is the radius C_mu of the mean ball (>= 0; +Inf: means unbounded).
+	CMu float64
+	// PriorMu and PriorVar are the prior mean and variance: length 1 (the same
+	// for every dimension) or Dims.
+	PriorMu, PriorVar []float64
+	// ClipOrder is the Renyi order the sigma floor was derived for (> 1) and
+	// LogvarMargin (nats of variance, >= 0) the margin above it; used when
+	// LogvarFloor is nil.
+	ClipOrder, LogvarMargin float64
+	// LogvarFloor and LogvarCap, when non-nil, give the logvar interval
+	// directly: length 1 or Dims; -Inf / +Inf mean no floor / no cap.
+	LogvarFloor, LogvarCap []float64
+	// AlphaMin and AlphaMax bound the pseudo-counts of the token components
+	// (0 <= AlphaMin <= AlphaMax; AlphaMax may be +Inf).
+	AlphaMin, AlphaMax float64
+	// PriorAlpha is the pseudo-count of the prior component as stored (the
+	// clipped value when the prior is clipped), > 0.
+	PriorAlpha float64
+}
+
+// LogvarFloorFor is the principled logvar floor of the sigma clip (paper Eq.
+// clip_sigma_derived, with the margin of docs/privacy.md): ln((order-1)/order
+// priorVar) + margin, never above the cap ln priorVar (margin >= ln(order/
+// (order-1)) gives the fixed-noise design floor = cap). It is the one place
+// the floor is computed; package nvib clips with it.
+func LogvarFloorFor(order, priorVar, margin float64) float64 {
+	f := math.Log((order-1)/order*priorVar) + margin
+	return math.Min(f, math.Log(priorVar))
+}
+
+// StoredRadius is the mean-ball radius the clip enforces on float32
+// posteriors: the largest float32 not above cMu (cMu itself when it is a
+// float32). nvib.ClipMu guarantees ||mu - c||_2 <= StoredRadius(cMu) for the
+// stored float32 mu, and Certify uses this radius.
+func StoredRadius(cMu float64) float64 {
+	if math.IsInf(cMu, 1) || cMu > math.MaxFloat32 {
+		return math.Inf(1)
+	}
+	r := float64(float32(cMu))
+	if r > cMu {
+		r = float64(math.Nextafter32(float32(cMu), 0))
+	}
+	return r
+}
+
+// f32 rounds v to float32 storage and back.
+func f32(v float64) float64 { return float64(float32(v)) }
+
+// broadcast returns v[j] for a length-1 or length-P slice.
+func broadcast(v []float64, j int) float64 {
+	if len(v) == 1 {
+		return v[0]
+	}
+	return v[j]
+}
+
+// Validate checks the constants; the error names the constant.
+func (s ClipSet) Validate() error {
+	bad := func(v float64) bool { return math.IsNaN(v) }
+	switch {
+	case s.Components < 1:
+		return fmt.Errorf("clip set: components N = %d, want >= 1 (the prior component counts)", s.Components)
+	case s.Dims < 1:
+		return fmt.Errorf("clip set: dims P = %d, want >= 1", s.Dims)
+	case bad(s.CMu) || s.CMu < 0:
+		return fmt.Errorf("clip set: C_mu = %v, want >= 0", s.CMu)
+	case bad(s.AlphaMin) || s.AlphaMin < 0 || math.IsInf(s.AlphaMin, 0):
+		return fmt.Errorf("clip set: C_amin = %v, want a finite value >= 0", s.AlphaMin)
+	case bad(s.AlphaMax) || s.AlphaMax < s.AlphaMin || !(s.AlphaMax > 0):
+		return fmt.Errorf("clip set: C_amax = %v, want > 0 and >= C_amin = %v", s.AlphaMax, s.AlphaMin)
+	case !(s.PriorAlpha > 0) || math.IsInf(s.PriorAlpha, 0):
+		return fmt.Errorf("clip set: prior alpha = %v, want a finite value > 0", s.PriorAlpha)
+	}
+	for _, pv := range []struct {
+		name string
+		v    []float64
+		pos  bool
+	}{{"prior_mu", s.PriorMu, false}, {"prior_var", s.PriorVar, true}} {
+		if len(pv.v) != 1 && len(pv.v) != s.Dims {
+			return fmt.Errorf("clip set: %s has %d values, want 1 or P = %d", pv.name, len(pv.v), s.Dims)
+		}
+		for j, v := range pv.v {
+			if math.IsNaN(v) || math.IsInf(v, 0) || (pv.pos && !(v > 0)) {
+				return fmt.Errorf("clip set: %s[%d] = %v, want a finite value%s", pv.name, j, v, map[bool]string{true: " > 0"}[pv.pos])
+			}
+		}
+	}
+	if s.LogvarFloor == nil && s.LogvarCap == nil {
+		if !(s.ClipOrder > 1) || math.IsInf(s.ClipOrder, 0) {
+			return fmt.Errorf("clip set: clip order = %v, want a finite Renyi order > 1 (or give the logvar floor and cap)", s.ClipOrder)
+		}
+		if bad(s.LogvarMargin) || s.LogvarMargin < 0 || math.IsInf(s.LogvarMargin, 0) {
+			return fmt.Errorf("clip set: logvar margin = %v, want a finite value >= 0", s.LogvarMargin)
+		}
+		return nil
+	}
+	if (s.LogvarFloor == nil) != (s.LogvarCap == nil) {
+		return errors.New("clip set: give both the logvar floor and cap, or neither (then the margin and clip order)")
+	}
+	for _, pv := range []struct {
+		name string
+		v    []float64
+	}{{"logvar floor", s.LogvarFloor}, {"logvar cap", s.LogvarCap}} {
+		if len(pv.v) != 1 && len(pv.v) != s.Dims {
+			return fmt.Errorf("clip set: %s has %d values, want 1 or P = %d", pv.name, len(pv.v), s.Dims)
+		}
+		for j, v := range pv.v {
+			if math.IsNaN(v) {
+				return fmt.Errorf("clip set: %s[%d] is NaN", pv.name, j)
+			}
+		}
+	}
+	for j := 0; j < s.Dims; j++ {
+		if f, c := broadcast(s.LogvarFloor, j), broadcast(s.LogvarCap, j); f > c {
+			return fmt.Errorf("clip set: logvar floor %v > cap %v in dim %d", f, c, j)
+		}
+	}
+	return nil
+}
+
+// logvarBox returns the stored (float32-rounded) logvar floor and cap of dim j.
+func (s ClipSet) logvarBox(j int) (floor, cap float64) {
+	if s.LogvarFloor != nil {
+		return f32(broadcast(s.LogvarFloor, j)), f32(broadcast(s.LogvarCap, j))
+	}
+	v := broadcast(s.PriorVar, j)
+	return f32(LogvarFloorFor(s.ClipOrder, v, s.LogvarMargin)), f32(math.Log(v))
+}
+
+// MaxOrder is the supremum of the Renyi orders at which the certified bound
+// is finite: the bound is finite exactly for 1 < lambda < MaxOrder (+Inf:
+// every order). From docs/privacy.md: the Gaussian radicand needs
+// lambda sigma_min^2 > (lambda-1) sigma_max^2, i.e. lambda < hi/(hi-lo) per
+// dimension; the Dirichlet component term needs lambda C_amin > (lambda-1)
+// C_amax, i.e. lambda < C_amax/(C_amax-C_amin). Returns 1 when no order is
+// finite (C_amin = 0, no cap or no floor).
+func (s ClipSet) MaxOrder() float64 {
+	if s.Components == 1 {
+		return math.Inf(1)
+	}
+	m := math.Inf(1)
+	A, B := f32(s.AlphaMin), f32(s.AlphaMax)
+	if !(A > 0) || math.IsInf(B, 1) {
+		return 1
+	}
+	if B > A {
+		m = B / (B - A)
+	}
+	for j := 0; j < s.Dims; j++ {
+		fl, cp := s.logvarBox(j)
+		if math.IsInf(fl, -1) || math.IsInf(cp, 1) {
+			return 1
+		}
+		lo, hi := math.Exp(fl), math.Exp(cp)
+		if hi > lo {
+			m = math.Min(m, hi/(hi-lo))
+		}
+	}
+	return m
+}
+
+// Certificate is the certified Renyi bound of one release at one order: the
+// supremum of Eq. rdp over every ordered pair of posteriors in a ClipSet.
+type Certificate struct {
+	Order     float64           `json:"order"`
+	Direction GaussianDirection `json:"gaussian_direction"`
+	// RD is the supremum (nats); +Inf when the set allows an undefined bound.
+	RD JSONFloat `json:"rd_certified"`
+	// Parts of RD at the witness: the Gaussian log-variance terms, the
+	// Gaussian mean terms and the Dirichlet terms (total + components).
+	Parts CertParts `json:"parts"`
+	// Finite is false when RD is +Inf; Reason then says why.
+	Finite bool   `json:"finite"`
+	Reason string `json:"reason,omitempty"`
+	// MaxOrder is ClipSet.MaxOrder (null: every order is finite).
+	MaxOrder JSONFloat `json:"max_order"`
+	// Witness is a pair (q, q') in the set whose Eq. rdp value is RD
+	// (example 0 = q, example 1 = q'); nil when RD is infinite because a
+	// constant is unbounded.
+	Witness *Posteriors `json:"-"`
+	// Dirichlet witness counts among the N-1 token components: (alpha,
+	// alpha') = (C_amin, C_amax), (C_amax, C_amin), (C_amax, C_amax).
+	AlphaLowHigh, AlphaHighLow, AlphaHighHigh int `json:"-"`
+}
+
+// CertParts are the three parts of a certified bound (nats).
+type CertParts struct {
+	Variance  JSONFloat `json:"variance"`
+	Mean      JSONFloat `json:"mean"`
+	Dirichlet JSONFloat `json:"dirichlet"`
+}
+
+// gaussVar is the log-variance part of the closed-form Renyi divergence
+// D_lambda(N(m1, x) || N(m2, y)) per dimension (Gil, Alajaji & Linder 2013):
+// [ 1/2 ln s2 - (1-lambda)/2 ln x - lambda/2 ln y ] / (1-lambda), with
+// s2 = lambda y + (1-lambda) x; ok is false when s2 <= 0. The mean part is
+// lambda/2 (m1-m2)^2 / s2.
+func gaussVar(lam, x, y float64) (v, s2 float64, ok bool) {
+	s2 = lam*y + (1-lam)*x
+	if !(s2 > 0) {
+		return math.Inf(1), s2, false
+	}
+	return (0.5*math.Log(s2) - (1-lam)*0.5*math.Log(x) - lam*0.5*math.Log(y)) / (1 - lam), s2, true
+}
+
+// dirComponent is one component's Dirichlet term of Eq. rdp:
+// lnG(lambda a - (lambda-1) b)/(lambda-1) + lnG(b) - lambda/(lambda-1) lnG(a).
+func dirComponent(lam, a, b float64) float64 {
+	return lgamma(lam*a-(lam-1)*b)/(lam-1) + lgamma(b) - lam/(lam-1)*lgamma(a)
+}
+
+// dirTotal is the total term of Eq. rdp: -(lnG(lambda a0 - (lambda-1) b0)/(lambda-1) + lnG(b0) - lambda/(lambda-1) lnG(a0)).
+func dirTotal(lam, a0, b0 float64) float64 { return -dirComponent(lam, a0, b0) }
+
+// corner is one vertex of the per-dimension variance box: the stored logvars
+// lx of q and ly of q' in the standard direction (sigma_q^2 = exp(lx)).
+type corner struct{ lx, ly float64 }
+
+// Certify returns the supremum of Eq. rdp at Renyi order lambda over all
+// ordered pairs (q, q') of posteriors in set, its three parts and a witness
+// pair that attains it. dir is the Gaussian term's direction (""
+// = DirectionStandard); the supremum is the same in both directions (the set
+// is symmetric), only the witness differs.
+//
+// Derivation (docs/privacy.md, "The certified bound"): the set is a product
+// over components and, within a component, over (alpha, logvar_j, mu). The
+// prior component is identical in both posteriors and contributes 0. Per
+// token component the Gaussian part is, per dimension, quasi-convex in each
+// variance (proved), so its supremum is at a corner of [lo,hi]^2; the mean
+// term lambda/2 sum_j Delta_j^2/s_j^2 with ||Delta|| <= 2 C_mu is largest with
+// all of Delta on the dimension of smallest s_j^2. The Dirichlet part is
+// convex in alpha' (proved: a log-partition function of an exponential
+// family composed with an affine map); with alpha' at a vertex, the maximiser
+// over alpha is taken at a vertex (checked numerically, not proved: random
+// restarts of coordinate ascent never exceed it), and turning an (A, A)
+// component into (B, B) never lowers the bound (proved: concavity of the
+// digamma function), so only the counts of (A, B) and (B, A) components are
+// enumerated, O(N^2).
+//
+// Errors: order <= 1 or not finite, invalid set.
+func Certify(set ClipSet, order float64, dir GaussianDirection) (*Certificate, error) {
+	return certify(set, order, dir, nil, true)
+}
+
+// certify is Certify with an optional memo of the Dirichlet supremum (the
+// calibration evaluates many sets that share it).
+func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]dirSupV, witness bool) (*Certificate, error) {
+	if err := checkOrder(order); err != nil {
+		return nil, err
+	}
+	if err := set.Validate(); err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		dir = DirectionStandard
+	}
+	if dir != DirectionStandard && dir != DirectionPaper {
+		return nil, fmt.Errorf("gaussian direction %q: want standard or paper", dir)
+	}
+	lam := order
+	N, P := set.Components, set.Dims
+	n := N - 1
+	c := &Certificate{Order: order, Direction: dir, MaxOrder: JSONFloat(set.MaxOrder()), Finite: true}
+	infinite := func(reason string) (*Certificate, error) {
+		c.RD, c.Finite, c.Reason = JSONFloat(math.Inf(1)), false, reason
+		c.Parts = CertParts{}
+		return c, nil
+	}
+	if n == 0 {
+		if witness {
+			c.Witness = set.witness(nil, nil, 0, 0, 0, 0, 0, dir)
+		}
+		return c, nil
+	}
+	C := StoredRadius(set.CMu)
+	A, B := f32(set.AlphaMin), f32(set.AlphaMax)
+	ap := f32(set.PriorAlpha)
+	if math.IsInf(C, 1) {
+		return infinite("the mean radius C_mu is unbounded: the mean term of Eq. rdp has no supremum")
+	}
+	if math.IsInf(B, 1) {
+		return infinite("C_amax is unbounded: the Dirichlet terms of Eq. rdp have no supremum")
+	}
+	// Gaussian part, per dimension: the best corner without the mean term
+	// (vBest) and the best corner with the mean term on that dimension.
+	corners := make([]corner, P)     // best variance-only corner per dim
+	meanCorners := make([]corner, P) // best corner when the mean term sits on dim j
+	var sumV float64
+	jStar, gainStar := -1, math.Inf(-1)
+	meanStar, varStar := 0.0, 0.0
+	for j := 0; j < P; j++ {
+		fl, cp := set.logvarBox(j)
+		if math.IsInf(cp, 1) {
+			return infinite(fmt.Sprintf("sigma is not capped (dim %d): the Gaussian radicand lambda sigma'^2 + (1-lambda) sigma^2 can be <= 0", j))
+		}
+		if math.IsInf(fl, -1) {
+			return infinite(fmt.Sprintf("sigma has no floor (dim %d): the Gaussian radicand can be <= 0", j))
+		}
+		lo, hi := math.Exp(fl), math.Exp(cp)
+		cands := []corner{{fl, fl}, {fl, cp}, {cp, fl}, {cp, cp}}
+		bestV, bestVM := math.Inf(-1), math.Inf(-1)
+		var vmMean, vmVar float64
+		for _, k := range cands {
+			v, s2, ok := gaussVar(lam, math.Exp(k.lx), math.Exp(k.ly))
+			if !ok {
+				if witness {
+					c.Witness = set.infiniteGaussWitness(j, k, dir)
+				}
+				return infinite(fmt.Sprintf("order %g: sigma^2 in [%g, %g] (dim %d) allows lambda sigma_min^2 - (lambda-1) sigma_max^2 = %g <= 0; finite only below order %g",
+					order, lo, hi, j, s2, set.MaxOrder()))
+			}
+			if v > bestV {
+				bestV, corners[j] = v, k
+			}
+			m := lam / 2 * (2 * C) * (2 * C) / s2
+			if v+m > bestVM {
+				bestVM, meanCorners[j], vmMean, vmVar = v+m, k, m, v
+			}
+		}
+		sumV += bestV
+		if g := bestVM - bestV; g > gainStar {
+			jStar, gainStar, meanStar, varStar = j, g, vmMean, vmVar-bestV
+		}
+	}
+	// Dirichlet part.
+	if !(A > 0) {
+		return infinite("C_amin = 0: lnGamma(alpha) is infinite at alpha = 0")
+	}
+	if g := lam*A - (lam-1)*B; !(g > 0) {
+		if witness {
+			c.Witness = set.witness(corners, meanCorners, jStar, n, 0, 0, C, dir)
+			c.Witness.Alpha[1], c.Witness.Alpha[N+1] = float32(A), float32(B)
+		}
+		return infinite(fmt.Sprintf("order %g: lambda C_amin - (lambda-1) C_amax = %g <= 0; finite only below order %g", order, g, set.MaxOrder()))
+	}
+	d := dirichletSup(lam, A, B, ap, n, memo)
+	c.AlphaLowHigh, c.AlphaHighLow, c.AlphaHighHigh = d.k1, d.k2, n-d.k1-d.k2
+	bestD := d.v
+	variance := float64(n) * (sumV + varStar)
+	mean := float64(n) * meanStar
+	total := variance + mean + bestD
+	c.Parts = CertParts{Variance: JSONFloat(variance), Mean: JSONFloat(mean), Dirichlet: JSONFloat(bestD)}
+	c.RD = JSONFloat(total)
+	if witness {
+		c.Witness = set.witness(corners, meanCorners, jStar, n, c.AlphaLowHigh, c.AlphaHighLow, C, dir)
+	}
+	if math.IsInf(total, 0) || math.IsNaN(total) {
+		return infinite(fmt.Sprintf("the bound overflows float64 (%g)", total))
+	}
+	return c, nil
+}
+
+// witness builds the pair (q, q') as a 2-example posterior file: token
+// components with the variance corners, the mean on dimension jStar at
+// +C / -C from the prior mean, and k1 (A, B), k2 (B, A), rest (B, B) alphas.
+func (s ClipSet) witness(corners, meanCorners []corner, jStar, n, k1, k2 int, C float64, dir GaussianDirection) *Posteriors {
+	N, P := s.Components, s.Dims
+	w := NewPosteriors(2, N, P)
+	for j := 0; j < P; j++ {
+		w.PriorMu[j], w.PriorVar[j] = broadcast(s.PriorMu, j), broadcast(s.PriorVar, j)
+	}
+	A, B := float32(s.AlphaMin), float32(s.AlphaMax)
+	for e := 0; e < 2; e++ {
+		for i := 0; i < N; i++ {
+			for j := 0; j < P; j++ {
+				k := (e*N+i)*P + j
+				w.Mu[k] = float32(w.PriorMu[j])
+				w.LogVar[k] = float32(math.Log(w.PriorVar[j]))
+			}
+		}
+		w.Alpha[e*N] = float32(s.PriorAlpha)
+	}
+	for i := 1; i < N && corners != nil; i++ {
+		for j := 0; j < P; j++ {
+			k := corners[j]
+			if j == jStar {
+				k = meanCorners[j]
+			}
+			x, y := k.lx, k.ly
+			if dir == DirectionPaper { // the printed Gaussian term is D(N_q' || N_q)
+				x, y = y, x
+			}
+			w.LogVar[i*P+j] = float32(x)
+			w.LogVar[(N+i)*P+j] = float32(y)
+			if j == jStar {
+				w.Mu[i*P+j] = float32(w.PriorMu[j] + C)
+				w.Mu[(N+i)*P+j] = float32(w.PriorMu[j] - C)
+			}
+		}
+		switch {
+		case i <= k1:
+			w.Alpha[i], w.Alpha[N+i] = A, B
+		case i <= k1+k2:
+			w.Alpha[i], w.Alpha[N+i] = B, A
+		default:
+			w.Alpha[i], w.Alpha[N+i] = B, B
+		}
+	}
+	w.Metadata = s.Metadata()
+	w.Metadata["witness"] = "certified"
+	return w
+}
+
+// infiniteGaussWitness is a pair whose Gaussian radicand at dim j is <= 0.
+func (s ClipSet) infiniteGaussWitness(j int, k corner, dir GaussianDirection) *Posteriors {
+	corners := make([]corner, s.Dims)
+	for jj := range corners {
+		fl, _ := s.logvarBox(jj)
+		corners[jj] = corner{fl, fl}
+	}
+	corners[j] = k
+	return s.witness(corners, corners, -1, s.Components-1, 0, 0, 0, dir)
+}
+
+// Metadata returns the set's constants as posterior-file metadata (keys
+// clip_* as nvib writes them, plus prior_log_alpha), so that `nvdp audit` can
+// certify a file. prior_mu and prior_var are written from the file's fields.
+func (s ClipSet) Metadata() map[string]string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	m := map[string]string{
+		"clip_enabled": "true", "clip_mu": f(s.CMu), "clip_alpha_min": f(s.AlphaMin), "clip_alpha_max": f(s.AlphaMax),
+		"clip_cap_sigma": "true", "prior_alpha": f(s.PriorAlpha),
+	}
+	if s.LogvarFloor == nil {
+		m["clip_order"], m["clip_logvar_margin"] = f(s.ClipOrder), f(s.LogvarMargin)
+	} else {
+		m["clip_logvar_floor"], m["clip_logvar_cap"] = formatPrior(s.LogvarFloor), formatPrior(s.LogvarCap)
+	}
+	return m
+}
+
+// dirKey identifies a Dirichlet supremum: order, stored C_amin, C_amax,
+// prior alpha and the number of token components.
+type dirKey struct {
+	lam, a, b, ap float64
+	n             int
+}
+
+// dirSupV is the Dirichlet supremum and its witness counts: k1 components
+// (C_amin, C_amax), k2 (C_amax, C_amin), the rest (C_amax, C_amax).
+type dirSupV struct {
+	v      float64
+	k1, k2 int
+}
+
+// dirichletSup is the supremum of the Dirichlet part of Eq. rdp over
+// alpha, alpha' in [A, B]^n with the prior pseudo-count ap in both (A > 0,
+// lambda A > (lambda-1) B). With alpha' at a vertex (convexity) and alpha at
+// a vertex (checked numerically), and no (A, A) component (it never beats
+// (B, B)), the value depends on the counts k1 of (A, B) and k2 of (B, A):
+//
+//	D(k1, k2) = k1 d(A,B) + k2 d(B,A) + T(ap + k1 A + (n-k1) B, ap + k2 A + (n-k2) B).
+//
+// For fixed k1 it is concave in k2 (T is concave in its second argument:
+// d2T/db0^2 = -(lambda-1) psi'(gamma) - psi'(b0) < 0), so the best k2 is found
+// by binary search on the differences: O(n log n).
+func dirichletSup(lam, A, B, ap float64, n int, memo map[dirKey]dirSupV) dirSupV {
+	if A == B || n == 0 {
+		return dirSupV{}
+	}
+	key := dirKey{lam, A, B, ap, n}
+	if v, ok := memo[key]; ok {
+		return v
+	}
+	dAB, dBA := dirComponent(lam, A, B), dirComponent(lam, B, A)
+	best := dirSupV{v: math.Inf(-1)}
+	for k1 := 0; k1 <= n; k1++ {
+		a0 := ap + float64(k1)*A + float64(n-k1)*B
+		g := func(k2 int) float64 {
+			return float64(k1)*dAB + float64(k2)*dBA + dirTotal(lam, a0, ap+float64(k2)*A+float64(n-k2)*B)
+		}
+		// largest k2 in [0, n-k1] with g(k2) - g(k2-1) > 0 (differences non-increasing)
+		lo, hi := 0, n-k1
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if g(mid) > g(mid-1) {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if v := g(lo); v > best.v {
+			best = dirSupV{v, k1, lo}
+		}
+	}
+	if memo != nil {
+		memo[key] = best
+	}
+	return best
+}
+
+// ClipSetFromMetadata rebuilds the clip set of a posterior file from its
+// metadata (the clip_* keys package nvib and ClipSet.Metadata write, and
+// prior_alpha or prior_log_alpha with clip_prior), with the file's N, P and
+// prior. ok is false when the file carries no clipping constants; a file
+// with clip_enabled=false gives an unbounded set (certificate +Inf). Errors
+// name the metadata key.
+func ClipSetFromMetadata(p *Posteriors) (set ClipSet, ok bool, err error) {
+	md := p.Metadata
+	en, has := md["clip_enabled"]
+	if !has {
+		return ClipSet{}, false, nil
+	}
+	num := func(key string) (float64, error) {
+		s, ok := md[key]
+		if !ok {
+			return 0, fmt.Errorf("posterior metadata: %s missing (clip_enabled is set)", key)
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) {
+			return 0, fmt.Errorf("posterior metadata: %s = %q is not a number", key, s)
+		}
+		return v, nil
+	}
+	flag := func(key string) (bool, error) {
+		s, ok := md[key]
+		if !ok {
+			return false, nil
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return false, fmt.Errorf("posterior metadata: %s = %q is not true or false", key, s)
+		}
+		return b, nil
+	}
+	set = ClipSet{Components: p.N, Dims: p.P, PriorMu: p.PriorMu, PriorVar: p.PriorVar}
+	enabled, err := strconv.ParseBool(en)
+	if err != nil {
+		return set, false, fmt.Errorf("posterior metadata: clip_enabled = %q is not true or false", en)
+	}
+	if pa, ok := md["prior_alpha"]; ok {
+		if set.PriorAlpha, err = strconv.ParseFloat(pa, 64); err != nil {
+			return set, false, fmt.Errorf("posterior metadata: prior_alpha = %q is not a number", pa)
+		}
+	} else {
+		la, err := num("prior_log_alpha")
+		if err != nil {
+			return set, false, err
+		}
+		set.PriorAlpha = float64(float32(math.Exp(float64(float32(la)))))
+	}
+	if !enabled {
+		set.CMu, set.AlphaMax = math.Inf(1), math.Inf(1)
+		set.LogvarFloor, set.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
+		return set, true, set.Validate()
+	}
+	for _, kv := range []struct {
+		key string
+		dst *float64
+	}{{"clip_mu", &set.CMu}, {"clip_alpha_min", &set.AlphaMin}, {"clip_alpha_max", &set.AlphaMax}} {
+		if *kv.dst, err = num(kv.key); err != nil {
+			return set, false, err
+		}
+	}
+	if _, explicit := md["clip_logvar_floor"]; explicit {
+		if set.LogvarFloor, err = parsePrior("clip_logvar_floor", md["clip_logvar_floor"], p.P); err != nil {
+			return set, false, err
+		}
+		if set.LogvarCap, err = parsePrior("clip_logvar_cap", md["clip_logvar_cap"], p.P); err != nil {
+			return set, false, err
+		}
+	} else {
+		if set.ClipOrder, err = num("clip_order"); err != nil {
+			return set, false, err
+		}
+		if set.LogvarMargin, err = num("clip_logvar_margin"); err != nil {
+			return set, false, err
+		}
+		capped, err := flag("clip_cap_sigma")
+		if err != nil {
+			return set, false, err
+		}
+		if !capped {
+			set.LogvarFloor, set.LogvarCap = make([]float64, p.P), make([]float64, p.P)
+			for j := range set.LogvarFloor {
+				v := broadcast(p.PriorVar, j)
+				set.LogvarFloor[j] = math.Log((set.ClipOrder-1)/set.ClipOrder*v) + set.LogvarMargin
+				set.LogvarCap[j] = math.Inf(1)
+			}
+		}
+	}
+	if _, has := md["prior_alpha"]; !has {
+		clipPrior, err := flag("clip_prior")
+		if err != nil {
+			return set, false, err
+		}
+		if clipPrior {
+			la, _ := num("prior_log_alpha")
+			a := math.Min(math.Max(math.Exp(float64(float32(la))), set.AlphaMin), set.AlphaMax)
+			set.PriorAlpha = float64(float32(a))
+		}
+	}
+	return set, true, set.Validate()
+}

@@ -1,0 +1,166 @@
+package privacy
+
+import (
+	"fmt"
+	"math"
+)
+
+// DefaultOrders is the grid of Renyi orders of the certified RDP curve: the
+// grid of dp_accounting and Opacus (1.1, 1.2, ..., 10.9, 12, ..., 63) with
+// 1.01..1.09 added below it (clips derived for low orders are finite only
+// there) and 64..1024 above it (fixed-noise designs at small epsilon).
+var DefaultOrders = func() []float64 {
+	var o []float64
+	for x := 1; x <= 9; x++ {
+		o = append(o, 1+float64(x)/100)
+	}
+	for x := 1; x < 100; x++ {
+		o = append(o, 1+float64(x)/10)
+	}
+	for x := 12; x <= 64; x++ {
+		o = append(o, float64(x))
+	}
+	return append(o, 96, 128, 256, 512, 1024)
+}()
+
+// DefaultDelta is the delta of the certified (epsilon, delta) guarantee and of
+// the BDP accountant's delta_mu (the paper's 1e-5).
+const DefaultDelta = 1e-5
+
+// EpsilonAt converts an RDP guarantee (order lambda, rd nats) of a mechanism to
+// (epsilon, delta)-DP with the improved conversion of Balle et al. 2020
+// (Thm 21) and Canonne, Kamath & Steinke 2020 (Prop 12):
+//
+//	epsilon = rd + ln((lambda-1)/lambda) - (ln delta + ln lambda)/(lambda-1),
+//
+// clamped at 0, and 0 when delta >= sqrt(1 - e^{-rd}) (total variation <=
+// sqrt(1 - e^{-KL}) <= sqrt(1 - e^{-rd}), Bretagnolle-Huber), as
+// dp_accounting's compute_epsilon does. +Inf when rd is +Inf.
+// Errors: order <= 1, delta not in (0, 1), rd < 0 or NaN.
+func EpsilonAt(order, rd, delta float64) (float64, error) {
+	if err := checkOrder(order); err != nil {
+		return 0, err
+	}
+	if !(delta > 0 && delta < 1) {
+		return 0, fmt.Errorf("delta = %v: must be in (0, 1)", delta)
+	}
+	if !(rd >= 0) {
+		return 0, fmt.Errorf("RDP value %v at order %v: must be >= 0", rd, order)
+	}
+	if math.IsInf(rd, 1) {
+		return math.Inf(1), nil
+	}
+	if delta*delta+math.Expm1(-rd) > 0 {
+		return 0, nil
+	}
+	eps := rd + math.Log1p(-1/order) - (math.Log(delta)+math.Log(order))/(order-1)
+	return math.Max(0, eps), nil
+}
+
+// OrderRD is one point of an RDP curve: the Renyi order and the bound (nats,
+// +Inf where the bound is infinite; null in JSON).
+type OrderRD struct {
+	Order float64   `json:"order"`
+	RD    JSONFloat `json:"rd"`
+}
+
+// BestEpsilon minimises EpsilonAt over the points of curve: the (epsilon,
+// delta) guarantee and the order that gives it (+Inf, NaN when every point
+// is infinite). Errors: as EpsilonAt.
+func BestEpsilon(curve []OrderRD, delta float64) (eps, order float64, err error) {
+	eps, order = math.Inf(1), math.NaN()
+	for _, p := range curve {
+		e, err := EpsilonAt(p.Order, float64(p.RD), delta)
+		if err != nil {
+			return 0, 0, err
+		}
+		if e < eps {
+			eps, order = e, p.Order
+		}
+	}
+	return eps, order, nil
+}
+
+// CertifiedBDP is the Bayesian-DP epsilon_mu at delta_mu implied by a
+// certified RDP curve: the accountant's cost c(l) = ln E_x'[exp(l D_{l+1})]
+// (docs/privacy.md, "Bayesian DP") is at most l cert(l+1) for every x', so
+// epsilon_mu <= min over l of cert(1+l) + ln(1/delta_mu)/l (the points of the
+// curve give l = order - 1). Unlike the audit's estimate it needs no
+// Student-t bound: it holds for every data distribution. Returns the value
+// and the moment order l (+Inf, NaN when every point is infinite).
+func CertifiedBDP(curve []OrderRD, deltaMu float64) (eps, l float64, err error) {
+	if !(deltaMu > 0 && deltaMu < 1) {
+		return 0, 0, fmt.Errorf("delta_mu = %v: must be in (0, 1)", deltaMu)
+	}
+	eps, l = math.Inf(1), math.NaN()
+	for _, p := range curve {
+		if err := checkOrder(p.Order); err != nil {
+			return 0, 0, err
+		}
+		if e := float64(p.RD) - math.Log(deltaMu)/(p.Order-1); e < eps {
+			eps, l = e, p.Order-1
+		}
+	}
+	return eps, l, nil
+}
+
+// Guarantee is the certified privacy of k releases of one text by a model
+// whose clipping is a ClipSet: the RDP curve (k times the one-release
+// certificate at each order; RDP composes additively), its (epsilon, delta)
+// conversion minimised over orders, and the certified BDP. Its scope: any
+// two inputs (texts), k releases; not the training data (docs/privacy.md,
+// "Threat model").
+type Guarantee struct {
+	Releases  int               `json:"releases"`
+	Delta     float64           `json:"delta"`
+	Direction GaussianDirection `json:"gaussian_direction"`
+	// Curve is the certified RDP of all Releases releases per order.
+	Curve []OrderRD `json:"orders"`
+	// MaxOrder: the curve is finite below it (null: everywhere).
+	MaxOrder JSONFloat `json:"max_order"`
+	// Epsilon at Delta, minimised over Curve, and the order that gives it.
+	Epsilon   JSONFloat `json:"epsilon"`
+	BestOrder JSONFloat `json:"best_order"`
+	// BDPEpsilon is CertifiedBDP of Curve at Delta, BDPOrder its moment order l.
+	BDPEpsilon JSONFloat `json:"bdp_epsilon_certified"`
+	BDPOrder   JSONFloat `json:"bdp_order_certified"`
+}
+
+// CertifyCurve returns the certified guarantee of `releases` releases (>= 1)
+// at each order of orders (nil: DefaultOrders) and its (epsilon, delta)
+// conversion. Orders at or past set.MaxOrder() have an infinite bound.
+// Errors: invalid set, order <= 1, delta not in (0,1), releases < 1.
+func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases int, delta float64) (*Guarantee, error) {
+	if releases < 1 {
+		return nil, fmt.Errorf("releases = %d: must be >= 1", releases)
+	}
+	if orders == nil {
+		orders = DefaultOrders
+	}
+	if len(orders) == 0 {
+		return nil, fmt.Errorf("certify: empty order grid")
+	}
+	if dir == "" {
+		dir = DirectionStandard
+	}
+	g := &Guarantee{Releases: releases, Delta: delta, Direction: dir, MaxOrder: JSONFloat(set.MaxOrder())}
+	memo := map[dirKey]dirSupV{}
+	for _, o := range orders {
+		c, err := certify(set, o, dir, memo, false)
+		if err != nil {
+			return nil, err
+		}
+		g.Curve = append(g.Curve, OrderRD{Order: o, RD: JSONFloat(float64(releases) * float64(c.RD))})
+	}
+	eps, best, err := BestEpsilon(g.Curve, delta)
+	if err != nil {
+		return nil, err
+	}
+	g.Epsilon, g.BestOrder = JSONFloat(eps), JSONFloat(best)
+	be, bl, err := CertifiedBDP(g.Curve, delta)
+	if err != nil {
+		return nil, err
+	}
+	g.BDPEpsilon, g.BDPOrder = JSONFloat(be), JSONFloat(bl)
+	return g, nil
+}

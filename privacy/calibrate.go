@@ -268,12 +268,6 @@ func (c *calibrator) atOrder(order, r float64) (ClipSet, error) {
 		alone.CMu = 0
 		alone.AlphaMin = alone.AlphaMax
 		alone.LogvarMargin = marginMax(alone.ClipOrder)
-		if c.split.FixMargin || k == knobMargin {
-			alone.LogvarMargin = c.base.LogvarMargin
-		}
-		if c.split.FixAlphaMin || k == knobAlphaMin {
-			alone.AlphaMin = c.base.AlphaMin
-		}
 		v, ok := solve(func(x float64) float64 { return c.rd(c.with(alone, k, x), order) }, lo, hi, inc, share*r)
 		if !ok {
 			return s, fmt.Errorf("calibrate: %v cannot bring its part down to its share %g of RD %g at order %g", k, share, r, order)

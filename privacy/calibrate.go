@@ -283,20 +283,27 @@ func (c *calibrator) atOrder(order, r float64) (ClipSet, error) {
 	return c.with(s, closing, v), nil
 }
 
-// advice names what to change when the fixed constants exceed the target.
+// advice names what to change when the fixed constants or the shares exceed
+// the target: the constants the user fixed, and the shares given to free ones.
 func (c *calibrator) advice(closing knob) string {
 	var fixed []string
-	if c.split.FixCMu || closing != knobCMu {
+	if c.split.FixCMu {
 		fixed = append(fixed, "a smaller C_mu")
 	}
-	if c.split.FixMargin || (closing != knobMargin && c.split.VarianceShare > 0) {
-		fixed = append(fixed, "a larger logvar margin (narrower sigma range) or a smaller variance share")
+	switch {
+	case c.split.FixMargin:
+		fixed = append(fixed, "a larger logvar margin (narrower sigma range)")
+	case closing != knobMargin && c.split.VarianceShare > 0:
+		fixed = append(fixed, "a smaller variance share")
 	}
-	if c.split.FixAlphaMin || (closing != knobAlphaMin && c.split.DirichletShare > 0) {
-		fixed = append(fixed, "a larger C_amin or a smaller Dirichlet share")
+	switch {
+	case c.split.FixAlphaMin:
+		fixed = append(fixed, "a larger C_amin")
+	case closing != knobAlphaMin && c.split.DirichletShare > 0:
+		fixed = append(fixed, "a smaller Dirichlet share")
 	}
 	if len(fixed) == 0 {
-		return "raise the target or fewer releases"
+		return "raise the target or count fewer releases"
 	}
 	return "use " + joinOr(fixed) + ", or raise the target"
 }

@@ -26,11 +26,14 @@ type BlockConfig struct {
 //	a_t = LayerNorm_1(W_o c_t + b_o)                 (no residual from x)
 //	y_t = LayerNorm_2(W_2 GELU(W_1 a_t + b_1) + b_2 + a_t)
 //
-// Queries: principled q_t = W_q z_t + b_q from the token components of Z
-// (t = 1..S; padding components zeroed), so the block output is a function
-// of (Z, pi) alone (post-processing of the sample). Reference: q_t = W_q x_t + b_q
-// from the raw encoder output x (ref §10 item 8).
-// Key bias: principled -Inf where pi_j = 0 (padding); reference
+// Queries: principled q_t = W_q z_t + b_q from every token component of Z
+// (t = 1..S, padding components included: they are released like the
+// others), so the block output is a function of (Z, pi) alone
+// (post-processing of the sample, docs/privacy.md "Queries and
+// post-processing"); the block never reads the input's mask or length.
+// Reference: q_t = W_q x_t + b_q from the raw encoder output x (ref §10 item 8).
+// Key bias: principled ln pi_j - ||z_j||^2/(2 sqrt d_h) (ln pi_j is finite for
+// every released component; -Inf where pi_j = 0); reference
 // ln(max(pi_j, tiny)) + [pi_j <= 0] + float32-min at pads (ref §3.1, §10 item 7).
 type Block struct {
 	Cfg               BlockConfig
@@ -86,7 +89,7 @@ func (b *Block) Params() []*nn.Param {
 // BlockCache holds what Block.Backward needs.
 type BlockCache struct {
 	B, S, N, P int
-	qIn        *nn.Tensor // query input [B,S,P] (Z tokens or x)
+	qIn        *nn.Tensor // query input [B,S,P] (Z components 1..S, or x)
 	clampedPi  []bool     // reference: ln(max(pi,tiny)) clamped (no gradient to pi)
 	attn       *nn.AttentionCache
 	q, k, v    *nn.Tensor
@@ -99,7 +102,9 @@ type BlockCache struct {
 const float32Tiny = 1.1754943508222875e-38
 
 // Forward runs the block on sample s of posterior post; x [B,S,P] is the
-// encoder output (used only by the reference queries). Returns y [B,S,P].
+// encoder output and post.Mask the padding mask, both read only in reference
+// mode (queries from x, float32-min bias at pads). Principled mode reads only
+// post's shape and the sample (Z, pi). Returns y [B,S,P].
 func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rng *rand.Rand) (*nn.Tensor, *BlockCache) {
 	B, N, P := post.B, post.N, post.P
 	S := N - 1
@@ -109,11 +114,8 @@ func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rn
 	} else {
 		c.qIn = nn.New(B, S, P)
 		for bb := 0; bb < B; bb++ {
-			for i := 1; i < N; i++ {
-				if post.Mask[bb*N+i] != 0 {
-					copy(c.qIn.Data[(bb*S+i-1)*P:(bb*S+i)*P], s.Z.Data[(bb*N+i)*P:(bb*N+i+1)*P])
-				}
-			}
+			// components 1..S of example bb are contiguous in Z and in qIn
+			copy(c.qIn.Data[bb*S*P:(bb+1)*S*P], s.Z.Data[(bb*N+1)*P:(bb+1)*N*P])
 		}
 	}
 	c.q, _ = b.Query.Forward(c.qIn)
@@ -143,7 +145,7 @@ func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rn
 			}
 			bias.Data[k] = v
 		} else {
-			bias.Data[k] = float32(s.Dir.LogPi[k] - l2) // -Inf at pads (pi = 0)
+			bias.Data[k] = float32(s.Dir.LogPi[k] - l2) // finite: every component is released
 		}
 	}
 	c.c, c.attn = nn.Attention(c.q, c.k, c.v, b.Cfg.Heads, bias)
@@ -161,9 +163,9 @@ func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rn
 }
 
 // Backward takes dy [B,S,P], accumulates parameter gradients and returns
-// dZ [B,N,P], dLogPi [B,N] (gradient w.r.t. ln pi, 0 at pads and, in
-// reference mode, where pi <= tiny) and dx [B,S,P] (nil in principled mode:
-// the block does not read x).
+// dZ [B,N,P], dLogPi [B,N] (gradient w.r.t. ln pi; 0 where pi = 0, i.e. at
+// reference-mode pads, and, in reference mode, where pi <= tiny) and dx
+// [B,S,P] (nil in principled mode: the block does not read x).
 func (b *Block) Backward(c *BlockCache, s *Sample, dy *nn.Tensor) (dZ *nn.Tensor, dLogPi []float64, dx *nn.Tensor) {
 	B, S, N, P := c.B, c.S, c.N, c.P
 	dr := b.OutLN.Backward(c.ln2, dy) // d(f + a)
@@ -198,15 +200,11 @@ func (b *Block) Backward(c *BlockCache, s *Sample, dy *nn.Tensor) (dZ *nn.Tensor
 		return dZ, dLogPi, dqIn
 	}
 	for bb := 0; bb < B; bb++ {
-		for i := 1; i < N; i++ {
-			// masked query rows were zeros, not Z: no gradient to Z there
-			if !math.IsInf(s.Dir.LogPi[bb*N+i], -1) {
-				src := dqIn.Data[(bb*S+i-1)*P : (bb*S+i)*P]
-				dst := dZ.Data[(bb*N+i)*P : (bb*N+i+1)*P]
-				for j, v := range src {
-					dst[j] += v
-				}
-			}
+		// query row t is z_{t+1}: dZ[bb, 1..S] += dqIn[bb, 0..S-1]
+		src := dqIn.Data[bb*S*P : (bb+1)*S*P]
+		dst := dZ.Data[(bb*N+1)*P : (bb+1)*N*P]
+		for j, v := range src {
+			dst[j] += v
 		}
 	}
 	return dZ, dLogPi, nil

@@ -9,8 +9,12 @@ import (
 
 // Head kinds (ref §3.3).
 const (
-	// HeadMean is masked mean pooling over the real tokens + dropout + Linear
-	// (BERT family and the baseline): logits = W_c mean_t y_t + b_c.
+	// HeadMean is mean pooling + dropout + Linear (BERT family and the
+	// baseline): logits = W_c mean_t y_t + b_c, the mean over the rows t the
+	// mask marks real (ref §3.3: the baseline and reference mode), or over all
+	// S rows with a nil mask (principled NVDP models: every token component,
+	// padding included, is part of the release, so the pooled vector is a
+	// function of (Z, pi) alone; docs/model.md "Padding components").
 	HeadMean = "mean"
 	// HeadFirstToken is the RobertaClassificationHead on position 0 (<s>):
 	// dropout, dense P->P, tanh, dropout, out_proj P->num_labels.
@@ -63,7 +67,9 @@ type HeadCache struct {
 	outIn      *nn.Tensor
 }
 
-// Forward maps y [B,S,P] and the token mask [B,S] (1 = real) to logits [B,C].
+// Forward maps y [B,S,P] and the token mask [B,S] (1 = real; nil = every
+// row, as principled NVDP models pass) to logits [B,C]. Only HeadMean reads
+// the mask.
 func (h *Head) Forward(y *nn.Tensor, mask []float32, train bool, rng *rand.Rand) (*nn.Tensor, *HeadCache) {
 	c := &HeadCache{S: y.Shape[1], mask: mask}
 	if mask == nil {

@@ -24,8 +24,11 @@ type KLConfig struct {
 	// Delta is the conditional-prior strength in L_D: alpha0_p = exp(prior log alpha) + delta (N-1).
 	// NVDP runs use 0 (ref §1).
 	Delta float64
-	// MaskPads excludes padding components (principled). The reference ignores the
-	// mask: every component counts and the length is always N = S+1 (ref §4, §10 item 1).
+	// MaskPads excludes padding components (N = the unmasked count). The
+	// models never set it: the reference ignores the mask (every component
+	// counts, N = S+1; ref §4, §10 item 1) and principled mode releases pads
+	// as ordinary components, so they are regularised like the tokens
+	// (Model.KLConfig, docs/model.md). It remains for a release that omits pads.
 	MaskPads bool
 }
 

@@ -120,13 +120,32 @@ func (l *Layer) Params() []*nn.Param {
 }
 
 // Posterior holds the (clipped) NVIB posterior of a batch: component 0 is
-// the prior, components 1..S the tokens.
+// the prior, components 1..S the token positions (padding included).
 type Posterior struct {
 	B, N, P int
 	Mu      *nn.Tensor // [B,N,P] means
 	Logvar  *nn.Tensor // [B,N,P] log variances (nats); sigma = exp(logvar/2)
-	Alpha   *nn.Tensor // [B,N]   Dirichlet pseudo-counts (> 0 where real)
-	Mask    []float32  // [B,N]   1 = real component (prior always 1), 0 = padding
+	Alpha   *nn.Tensor // [B,N]   Dirichlet pseudo-counts (> 0 where released)
+	// Mask [B,N] labels the components: 1 = real token or the prior (always
+	// 1), 0 = padding. It goes to the posterior file (for the audit's opt-in
+	// --mask); in principled mode nothing downstream of the layer reads it.
+	Mask []float32
+	// PadsReleased is true in principled mode: the release has all N
+	// components, padding components included as ordinary clipped components
+	// with Dirichlet mass (their clipped alpha) and Gaussian draws, so the
+	// release does not reveal the length and the default (unmasked) audit
+	// describes it (docs/model.md "Padding components", docs/privacy.md).
+	// False in reference mode: padding components get pi = 0 (ref §2).
+	PadsReleased bool
+}
+
+// SampleMask returns the mask the sampler honours ([B,N], 1 = the component
+// gets Dirichlet mass): nil (every component) when PadsReleased, else Mask.
+func (p *Posterior) SampleMask() []float32 {
+	if p.PadsReleased {
+		return nil
+	}
+	return p.Mask
 }
 
 // LayerCache holds what Layer.Backward needs.
@@ -136,9 +155,12 @@ type LayerCache struct {
 }
 
 // Forward maps x [B,S,P] (encoder output) and mask [B,S] (1 = real; nil =
-// all real) to the clipped posterior with N = S+1 components. Errors: a
-// non-finite posterior value (e.g. alpha = exp overflow in an unclipped
-// model), naming tensor and position.
+// all real) to the clipped posterior with N = S+1 components. Every
+// component, padding included, is projected and clipped alike; the mask only
+// fills Posterior.Mask (and, in reference mode, decides which components the
+// sampler gives mass). Errors: a non-finite posterior value (e.g. alpha = exp
+// overflow in an unclipped model) or a zero alpha on a released component,
+// naming tensor and position.
 func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, error) {
 	if len(x.Shape) != 3 || x.Shape[2] != l.Cfg.Hidden {
 		panic(fmt.Sprintf("nvib.Layer: input %v, want [B,S,%d]", x.Shape, l.Cfg.Hidden))
@@ -156,7 +178,8 @@ func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, 
 		}
 		la.Data[r] += float32(s)
 	}
-	post := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Mask: make([]float32, B*N)}
+	post := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Mask: make([]float32, B*N),
+		PadsReleased: !l.Cfg.Mode.IsReference()}
 	logAlpha := make([]float32, B*N)
 	pm, plv := float32(l.Cfg.Prior.Mu), float32(math.Log(l.Cfg.Prior.Var))
 	for b := 0; b < B; b++ {
@@ -186,6 +209,7 @@ func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, 
 }
 
 func (p *Posterior) checkFinite() error {
+	released := p.SampleMask()
 	for _, nt := range []struct {
 		name string
 		t    *nn.Tensor
@@ -194,7 +218,7 @@ func (p *Posterior) checkFinite() error {
 		name := nt.name
 		for k, v := range nt.t.Data {
 			f := float64(v)
-			if math.IsNaN(f) || math.IsInf(f, 0) || (name == "alpha" && !(f > 0) && p.Mask[k] != 0) {
+			if math.IsNaN(f) || math.IsInf(f, 0) || (name == "alpha" && !(f > 0) && isReal(released, k)) {
 				idx := fmt.Sprintf("example %d, component %d", k/nt.per/p.N, (k/nt.per)%p.N)
 				return fmt.Errorf("nvib posterior: tensor %s: invalid value %v at %s (unclipped pseudo-counts overflow exp; consider clipping)", name, v, idx)
 			}
@@ -236,7 +260,9 @@ func (l *Layer) Backward(c *LayerCache, dmu, dlogvar, dalpha *nn.Tensor) *nn.Ten
 
 // Sample is one draw from the posterior (ref §2): Z [B,N,P] with
 // z_i = mu_i + sigma_i ⊙ eps_i for every component (prior and pads included)
-// and the Dirichlet weights pi [B,N] (0 at pads).
+// and the Dirichlet weights pi [B,N] over the components of
+// Posterior.SampleMask: in principled mode all N (pi_i > 0 everywhere, pads
+// included), in reference mode 0 at pads. (Z, pi) is the release.
 type Sample struct {
 	Z   *nn.Tensor // [B,N,P]
 	Eps *nn.Tensor // [B,N,P] standard normal noise
@@ -257,7 +283,7 @@ func drawWith(post *Posterior, rng *rand.Rand, logGamma func(k int, a float64) f
 	if logGamma == nil {
 		logGamma = func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }
 	}
-	s.Dir = sampleDirichlet(logGamma, post.Alpha.Data, post.Mask, post.B, post.N)
+	s.Dir = sampleDirichlet(logGamma, post.Alpha.Data, post.SampleMask(), post.B, post.N)
 	return s
 }
 

@@ -242,9 +242,36 @@ func (m *Model) Params() []*nn.Param {
 	return append(ps, m.Head.Params()...)
 }
 
-// KLConfig returns the regulariser settings of the model (pads masked in principled mode).
+// KLConfig returns the regulariser settings of the model. Padding components
+// count in both modes (MaskPads false, N = S+1): in principled mode they are
+// released as ordinary components (Posterior.PadsReleased), so the KL terms
+// regularise what is released; the reference ignores the mask (ref §4, §10
+// item 1). Hence N = S+1 in L_D depends on how the batch is padded (training
+// pads dynamically; docs/model.md "Padding components").
 func (m *Model) KLConfig() KLConfig {
-	return KLConfig{Prior: m.Cfg.Prior, Delta: m.Cfg.Delta, MaskPads: !m.Cfg.Mode.IsReference()}
+	return KLConfig{Prior: m.Cfg.Prior, Delta: m.Cfg.Delta}
+}
+
+// PadsReleased reports whether the model's release (the sample Z, pi) has
+// every one of the N = S+1 components with Dirichlet mass, padding included
+// (principled NVDP models), so that its outputs depend on the padded length
+// S but not on the mask. Its predictions should be computed on inputs padded
+// to the release length (max-seq-len), as train.EvalPadLen does; training at
+// that length was measured to make no difference (docs/model.md "Padding
+// components"). False for the baseline and reference mode (pads get pi = 0;
+// outputs do not depend on the padding).
+func (m *Model) PadsReleased() bool {
+	return m.NVIB != nil && !m.Cfg.Mode.IsReference()
+}
+
+// headMask is the mask the head pools with: nil (every row) for a model
+// whose pads are released (its output must be a function of (Z, pi) alone),
+// else the input's token mask.
+func (m *Model) headMask(in encoder.Input) []float32 {
+	if m.PadsReleased() {
+		return nil
+	}
+	return in.Mask
 }
 
 // Labels are the targets of a batch: Class [B] for classification
@@ -315,7 +342,7 @@ func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*
 		out.KL = KL(m.KLConfig(), post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, post.B, post.N, post.P)
 		out.LG, out.LD = out.KL.MeanLG, out.KL.MeanLD
 	}
-	out.Logits, c.head = m.Head.Forward(y, in.Mask, opt.Train, opt.Rng)
+	out.Logits, c.head = m.Head.Forward(y, m.headMask(in), opt.Train, opt.Rng)
 	if labels == nil {
 		return out, c, nil
 	}

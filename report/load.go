@@ -3,7 +3,9 @@
 // avg per variant and lambda as mean ± standard deviation over seeds (paper
 // Tables 3-5), the best-trade-off summary (paper Table 1), in every audit mode
 // the cells carry (principled report.json, reference audit_reference.json),
-// and plots with gonum.org/v1/plot: the privacy-utility scatter with its
+// labelled as what they are (empirical audits over the audited texts; BDP
+// estimates), beside the certified guarantee of the clipping (report.json
+// privacy.certified; "–" for cells without it), and plots with gonum.org/v1/plot: the privacy-utility scatter with its
 // Pareto front, training curves from metrics.jsonl and the histogram of the
 // per-pair bounds from the audit.
 package report
@@ -36,7 +38,23 @@ type Audit struct {
 	BDPEpsilon   float64            `json:"bdp_epsilon"`
 	InvalidPairs int64              `json:"invalid_pairs"`
 	Pairs        int64              `json:"pairs"`
+	Split        string             `json:"split,omitempty"`     // the audited texts ("" when the file does not say)
 	Histogram    *privacy.Histogram `json:"histogram,omitempty"` // per-pair bounds (principled audits)
+}
+
+// Certified is a cell's certified guarantee (report.json privacy.certified,
+// train.CertifiedPrivacy): the supremum of Eq. rdp over every pair of
+// inputs the model's clipping allows, at the audit's order, and its
+// one-release (epsilon, delta) and BDP conversions. Unlike Audit it is no
+// maximum over audited texts. An infinite value (null in JSON) is +Inf.
+type Certified struct {
+	Order      float64 `json:"order"`
+	Delta      float64 `json:"delta"`
+	RD         float64 `json:"rd_certified"`
+	Epsilon    float64 `json:"epsilon"`
+	BDPEpsilon float64 `json:"bdp_epsilon_certified"`
+	Finite     bool    `json:"finite"`
+	Reason     string  `json:"reason,omitempty"`
 }
 
 // Cell is one finished run of a sweep, read from its report.json (and
@@ -54,8 +72,11 @@ type Cell struct {
 	Grid bool
 	// Utility are the dev GLUE metrics (NaN for null).
 	Utility map[string]float64
-	// Audits by audit mode.
+	// Audits by audit mode (empirical).
 	Audits map[string]*Audit
+	// Certified is the certified guarantee; nil for the baseline and for
+	// reports written before certification.
+	Certified *Certified
 }
 
 // jf is a float that decodes JSON null as NaN.
@@ -84,9 +105,34 @@ type rawAudit struct {
 	InvalidPairs int64              `json:"invalid_pairs"`
 	Pairs        int64              `json:"pairs"`
 	Histogram    *privacy.Histogram `json:"histogram"`
+	Split        string             `json:"split"`
 	Full         *struct {
 		Histogram *privacy.Histogram `json:"histogram"`
 	} `json:"full"`
+	Certified *rawCertified `json:"certified"`
+}
+
+type rawCertified struct {
+	Order      float64 `json:"order"`
+	Delta      float64 `json:"delta"`
+	RD         jf      `json:"rd_certified"`
+	Epsilon    jf      `json:"epsilon"`
+	BDPEpsilon jf      `json:"bdp_epsilon_certified"`
+	Finite     bool    `json:"finite"`
+	Reason     string  `json:"reason"`
+}
+
+// certified converts the raw block: a null value of a guarantee is +Inf
+// (an unbounded set), never "no data".
+func (r *rawCertified) certified() *Certified {
+	inf := func(v jf) float64 {
+		if math.IsNaN(float64(v)) {
+			return math.Inf(1)
+		}
+		return float64(v)
+	}
+	return &Certified{Order: r.Order, Delta: r.Delta, RD: inf(r.RD), Epsilon: inf(r.Epsilon), BDPEpsilon: inf(r.BDPEpsilon),
+		Finite: r.Finite, Reason: r.Reason}
 }
 
 func (r *rawAudit) audit() *Audit {
@@ -97,7 +143,7 @@ func (r *rawAudit) audit() *Audit {
 		return float64(v)
 	}
 	a := &Audit{Mode: r.Mode, Order: r.Order, Delta: r.Delta, RDMax: undef(r.RDMax), RDMean: undef(r.RDMean),
-		BDPEpsilon: undef(r.BDPEpsilon), InvalidPairs: r.InvalidPairs, Pairs: r.Pairs, Histogram: r.Histogram}
+		BDPEpsilon: undef(r.BDPEpsilon), InvalidPairs: r.InvalidPairs, Pairs: r.Pairs, Split: r.Split, Histogram: r.Histogram}
 	if r.Full != nil && r.Full.Histogram != nil {
 		a.Histogram = r.Full.Histogram
 	}
@@ -137,6 +183,9 @@ func ReadCell(dir string) (*Cell, error) {
 	}
 	if r.Privacy != nil {
 		c.Audits[r.Privacy.Mode] = r.Privacy.audit()
+		if r.Privacy.Certified != nil {
+			c.Certified = r.Privacy.Certified.certified()
+		}
 	}
 	extra, err := filepath.Glob(filepath.Join(dir, "audit_*.json"))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -134,20 +136,59 @@ func privacyValue(p *PrivacyStats, x string) float64 {
 	return p.RDMax.Mean
 }
 
+// certifiedValue is x of a row's certified point: the certified RD at the
+// audit order ("rd_max") or the certified BDP ("bdp_epsilon"); +Inf for an
+// unbounded clipping.
+func certifiedValue(c *CertifiedStats, x string) float64 {
+	if x == "bdp_epsilon" {
+		return c.BDP.Mean
+	}
+	return c.RD.Mean
+}
+
+// showCertified reports whether a trade-off plot in audit mode shows the
+// certified guarantee: principled audits only (Eq. rdp summed over every
+// component and dimension, the quantity the certificate bounds; the
+// reference audit's per-component averages are another scale).
+func showCertified(mode string) bool { return mode == string(privacy.ModePrincipled) }
+
 func xLabel(x, mode string) string {
 	if x == "bdp_epsilon" {
-		return "BDP ε_μ (" + mode + " audit)"
+		if showCertified(mode) {
+			return "BDP ε_μ: " + mode + " audit estimate / certified"
+		}
+		return "BDP ε_μ estimate (" + mode + " audit)"
 	}
-	return "RD max, nats (" + mode + " audit)"
+	if showCertified(mode) {
+		return "RD, nats: " + mode + " audit max (empirical) / certified"
+	}
+	return "RD max, nats (" + mode + " audit, empirical)"
+}
+
+// auditedSplit is the split the rows' audits ran on ("dev" when unknown).
+func auditedSplit(tt *TaskTable, mode string) string {
+	for _, r := range tt.Rows {
+		for _, c := range r.Cells {
+			if a := c.Audits[mode]; a != nil && a.Split != "" {
+				return a.Split
+			}
+		}
+	}
+	return "dev"
 }
 
 // PlotTradeoff draws a task's privacy-utility scatter in audit mode `mode`:
 // x the mean rd_max or BDP eps_mu ("rd_max" | "bdp_epsilon"), y the mean dev
 // selection metric x 100; one colour and marker per model group, points
 // labelled with lambda, the Pareto front over all private models as a dashed
-// step line, and the non-private baseline as a horizontal line. The x axis is
-// logarithmic when all x > 0 and max/min > 30. Writes path.png and path.svg;
-// returns the files (none when the task has no audited row).
+// step line, and the non-private baseline as a horizontal line. In
+// principled mode each row with certified data also gets its certified
+// guarantee (certified RD at the audit order, or the certified BDP) as a
+// cross of the group's colour at the same utility, joined to the audited
+// point by a thin line; legends say "empirical audit (<split> pairs)" and
+// "certified". The x axis is logarithmic when all x > 0 and max/min > 30.
+// Writes path.png and path.svg; returns the files (none when the task has
+// no audited row).
 func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: privacy-utility trade-off (%s audit)", TaskTitle(tt.Task), mode)
@@ -156,11 +197,14 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 	p.Legend.Top = true
 	p.Legend.Left = false
 	p.Add(plotter.NewGrid())
-	var all []Point
+	var all, certAll []Point
 	var base *Row
-	var undefined []string // rows whose bound is +Inf or undefined: not plottable, named in the legend
+	var undefined []string    // rows whose bound is +Inf or undefined: not plottable, named in the legend
+	var certInfinite []string // groups with an infinite certified bound
+	var links []plotter.XYs   // audited point -> certified point, per row
+	split := auditedSplit(tt, mode)
 	for gi, g := range groups(tt) {
-		var pts plotter.XYs
+		var pts, cpts plotter.XYs
 		var labels []string
 		for _, r := range tt.Rows {
 			if r.Group() != g {
@@ -184,6 +228,19 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 			all = append(all, pt)
 			pts = append(pts, plotter.XY{X: pt.X, Y: pt.Y})
 			labels = append(labels, "λ="+train.FormatLambda(r.Lambda))
+			if c := r.Certified; c != nil && showCertified(mode) {
+				cx := certifiedValue(c, x)
+				switch {
+				case math.IsInf(cx, 1):
+					if !slices.Contains(certInfinite, g) {
+						certInfinite = append(certInfinite, g)
+					}
+				case !math.IsNaN(cx):
+					certAll = append(certAll, Point{X: cx, Y: pt.Y, Group: g, Lambda: r.Lambda})
+					cpts = append(cpts, plotter.XY{X: cx, Y: pt.Y})
+					links = append(links, plotter.XYs{{X: pt.X, Y: pt.Y}, {X: cx, Y: pt.Y}})
+				}
+			}
 		}
 		if len(pts) == 0 {
 			continue
@@ -196,7 +253,18 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 		s.GlyphStyle.Shape = plotutil.Shape(gi)
 		s.GlyphStyle.Radius = vg.Points(4)
 		p.Add(s)
-		p.Legend.Add(g, s)
+		p.Legend.Add(g+", empirical audit ("+split+" pairs)", s)
+		if len(cpts) > 0 {
+			cs, err := plotter.NewScatter(cpts)
+			if err != nil {
+				return nil, err
+			}
+			cs.GlyphStyle.Color = plotutil.Color(gi)
+			cs.GlyphStyle.Shape = draw.CrossGlyph{}
+			cs.GlyphStyle.Radius = vg.Points(5)
+			p.Add(cs)
+			p.Legend.Add(g+", certified", cs)
+		}
 		l, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: labels})
 		if err != nil {
 			return nil, err
@@ -213,8 +281,20 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 	if len(undefined) > 0 {
 		p.Legend.Add("not shown, bound infinite: " + strings.Join(undefined, ", "))
 	}
+	if len(certInfinite) > 0 {
+		p.Legend.Add("not shown, certified bound infinite: " + strings.Join(certInfinite, ", "))
+	}
+	for _, xy := range links {
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Gray{Y: 170}
+		l.Width = vg.Points(0.5)
+		p.Add(l)
+	}
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, pt := range all {
+	for _, pt := range append(slices.Clone(all), certAll...) {
 		lo, hi = min(lo, pt.X), max(hi, pt.X)
 	}
 	if lo > 0 && hi/lo > 30 {
@@ -232,7 +312,18 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 		}
 	}
 	dy := max(yhi-ylo, 1)
-	p.Y.Min, p.Y.Max = ylo-0.08*dy, yhi+0.5*dy
+	// Legend room: the entries beyond the first four take ~6% of the height each.
+	entries := 2 + len(groups(tt)) + len(certAll)/max(len(certAll), 1)*len(groups(tt))
+	if len(undefined) > 0 {
+		entries++
+	}
+	if len(certInfinite) > 0 {
+		entries++
+	}
+	p.Y.Min, p.Y.Max = ylo-0.08*dy, yhi+max(0.5, 0.5+0.12*float64(entries-4))*dy
+	if len(certAll) > 0 {
+		p.Title.Text = fmt.Sprintf("%s: privacy-utility trade-off (%s audit and certified)", TaskTitle(tt.Task), mode)
+	}
 	if _, isLog := p.X.Scale.(plot.LogScale); isLog {
 		p.X.Min, p.X.Max = lo/1.5, hi*2
 	} else {
@@ -260,7 +351,7 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 		l.Color = color.Gray{Y: 90}
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(l)
-		p.Legend.Add("Pareto front", l)
+		p.Legend.Add("Pareto front (empirical audit)", l)
 	}
 	if base != nil {
 		if u := 100 * base.Utility[tt.Selection].Mean; !math.IsNaN(u) {

@@ -127,7 +127,11 @@ func TestTablesFromFixtures(t *testing.T) {
 		"### MRPC (Accuracy / F1)",
 		"| NVDP | 1e-3 | 1 | 75.0 | 85.0 | 10.95 | 0.89 / 0.06 | – | – |",
 		"### SST-2 (Accuracy)",
-		"| Model | λ | Seeds | Accuracy | BDP ε_μ (principled) | RD max / avg (principled) | BDP ε_μ (reference) | RD max / avg (reference) |",
+		"| Model | λ | Seeds | Accuracy | BDP ε_μ estimate (principled) | RD max / avg, empirical (principled) | BDP ε_μ estimate (reference) | RD max / avg, empirical (reference) | Certified RD (audit order) | Certified ε |",
+		// Old reports carry no certified block: the certified columns are "–".
+		"| NVDP | 1e-2 | 2 | 82.0 ± 2.8 | 10.60 ± 0.14 | 0.32 ± 0.0283 / 0.03 ± 0.0141 | – | – | – | – |",
+		"| Task | Metric | Model | λ | Score | BDP ε_μ estimate | RD max (empirical) | Certified RD (audit order) | Certified ε |",
+		"Which number is which: **RD max / avg (empirical)**",
 		"| Non-private baseline | – | 2 | 91.0 ± 1.4 | – | – | – | – |",
 		// accuracy 0.80, 0.84: mean 82.0, sample std 2.83; rd_max 0.30, 0.34: 0.32 ± 0.0283.
 		"| NVDP | 1e-2 | 2 | 82.0 ± 2.8 | 10.60 ± 0.14 | 0.32 ± 0.0283 / 0.03 ± 0.0141 | – | – |",
@@ -163,6 +167,11 @@ func TestTablesFromFixtures(t *testing.T) {
 	// Header + MRPC 2 rows x 2 metrics + SST-2: baseline 1 + nvdp 2 + clipped 2 (two audit modes) + grid 1 = 11.
 	if len(recs) != 11 || recs[10][17] != "true" || recs[1][17] != "false" {
 		t.Fatalf("%d CSV records (want 11): %v", len(recs), recs)
+	}
+	for _, r := range recs[1:] {
+		if len(r) != 26 || strings.Join(r[18:], "") != "" {
+			t.Errorf("CSV record %v: want 26 columns, the 8 certified ones empty (old reports)", r)
+		}
 	}
 	found := false
 	for _, r := range recs {
@@ -440,13 +449,18 @@ func TestSweepEndToEnd(t *testing.T) {
 					t.Errorf("%s %s %v %s: privacy %+v", tt.Task, r.Variant, r.Lambda, m, p)
 				}
 			}
+			// The certified block flows from report.json and bounds every audited pair.
+			if c := r.Certified; r.Baseline() != (c == nil) || c != nil && (c.Cells != 2 || c.Order != 1.1 ||
+				!(c.RD.Mean >= r.Privacy["principled"].RDMax.Mean) || !(c.Epsilon.Mean > 0)) {
+				t.Errorf("%s %s %v: certified %+v (principled rd_max %+v)", tt.Task, r.Variant, r.Lambda, c, r.Privacy["principled"])
+			}
 		}
 	}
 	var md bytes.Buffer
 	if err := WriteMarkdown(&md, tb); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"### RTE (Accuracy)", "### SST-2 (Accuracy)", "| NVDP-Clipped (C_mu=2) | 1e-2 | 2 |",
+	for _, want := range []string{"### RTE (Accuracy)", "### SST-2 (Accuracy)", "| NVDP-Clipped (C_mu=2) | 1e-2 | 2 |", "| Certified RD (order 1.1) | Certified ε (δ=1e-5) |",
 		"| NVDP-Clipped (C_mu=6) | 1 | 2 |", "Best trade-off (as paper Table 1), reference audit"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
@@ -522,6 +536,158 @@ func TestWithInvalid(t *testing.T) {
 	}{{0, "6809"}, {669503, "6809 (669503 invalid pairs)"}} {
 		if got := withInvalid("6809", &PrivacyStats{InvalidPairs: tc.invalid}); got != tc.want {
 			t.Errorf("invalid %d: %q, want %q", tc.invalid, got, tc.want)
+		}
+	}
+}
+
+// certBlock is a report.json privacy.certified block (train.CertifiedPrivacy).
+func certBlock(rd, eps, bdp any, finite bool, reason string) map[string]any {
+	return map[string]any{"label": "certified", "scope": privacy.CertifiedScope(1, 0, 0), "order": 1.1, "delta": 1e-5,
+		"rd_certified": rd, "epsilon": eps, "bdp_epsilon_certified": bdp, "finite": finite, "reason": reason,
+		"parts": map[string]any{"variance": 1, "mean": 2, "dirichlet": 3}, "orders": []any{}}
+}
+
+// TestTablesCertified: cells whose report.json carries the certified block
+// get certified columns beside the empirical ones (md, csv, json), an
+// unclipped model's infinite certificate is "inf", cells without one (an old
+// report next to new ones) are "–" or left out of the stats, and the
+// principled trade-off plots draw the certified series.
+func TestTablesCertified(t *testing.T) {
+	root := t.TempDir()
+	acc := func(v float64) map[string]any { return map[string]any{"accuracy": v} }
+	withCert := func(p, c map[string]any) map[string]any { p["certified"] = c; return p }
+	main := certBlock(46450.355726, 31000.553116, 31006.16327, true, "")
+	writeReport(t, root, "sst2/baseline/seed=1", cellRep("sst2", "baseline", 0, 0, 1, acc(0.90), nil))
+	writeReport(t, root, "sst2/nvdp/lambda=1e-2/seed=1", cellRep("sst2", "nvdp", 0.01, 0, 1, acc(0.80),
+		withCert(priv("principled", 300.0, 20.0, 110.5, 0), certBlock(nil, nil, nil, false, "C_mu unbounded"))))
+	writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-2/seed=1", cellRep("sst2", "nvdp-clipped", 0.01, 2, 1, acc(0.83),
+		withCert(priv("principled", 10965.0, 2000.0, 9780.0, 0), main)))
+	writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-2/seed=2", cellRep("sst2", "nvdp-clipped", 0.01, 2, 2, acc(0.81),
+		withCert(priv("principled", 21757.0, 4000.0, 17639.0, 0), main)))
+	// An old report (before certification) in the same row group at another lambda.
+	writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-1/seed=1", cellRep("sst2", "nvdp-clipped", 0.1, 2, 1, acc(0.77),
+		priv("principled", 11717.0, 2100.0, 9657.0, 0)))
+	cells, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := Build(cells, nil)
+	rows := tb.Tasks[0].Rows
+	if len(rows) != 4 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, tc := range []struct {
+		row          int
+		nilCert      bool
+		rd, eps, bdp float64
+		cells        int
+	}{
+		{row: 0, nilCert: true}, // baseline
+		{row: 1, rd: math.Inf(1), eps: math.Inf(1), bdp: math.Inf(1), cells: 1}, // unclipped: null is +Inf
+		{row: 2, rd: 46450.355726, eps: 31000.553116, bdp: 31006.16327, cells: 2},
+		{row: 3, nilCert: true}, // old report
+	} {
+		c := rows[tc.row].Certified
+		if tc.nilCert {
+			if c != nil {
+				t.Errorf("row %d: certified %+v, want none", tc.row, c)
+			}
+			continue
+		}
+		if c == nil || c.Cells != tc.cells || c.RD.Mean != tc.rd || c.Epsilon.Mean != tc.eps || c.BDP.Mean != tc.bdp || c.Order != 1.1 || c.Label != "certified" {
+			t.Errorf("row %d: certified %+v", tc.row, c)
+		}
+	}
+	if rows[1].Certified.Reason != "C_mu unbounded" {
+		t.Errorf("unclipped reason %q", rows[1].Certified.Reason)
+	}
+
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, tb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| Model | λ | Seeds | Accuracy | BDP ε_μ estimate (principled) | RD max / avg, empirical (principled) | Certified RD (order 1.1) | Certified ε (δ=1e-5) |",
+		"| Non-private baseline | – | 1 | 90.0 | – | – | – | – |",
+		"| NVDP | 1e-2 | 1 | 80.0 | 110.50 | 300 / 20 | inf | inf |",
+		"| NVDP-Clipped (C_mu=2) | 1e-2 | 2 | 82.0 ± 1.4 | 13709.50 ± 5557.15 | 16361 ± 7631 / 3000 ± 1414 | 46450 | 31000.55 |",
+		"| NVDP-Clipped (C_mu=2) | 1e-1 | 1 | 77.0 | 9657.00 | 11717 / 2100 | – | – |",
+		"| SST-2 | Accuracy | NVDP-Clipped (C_mu=2) | 1e-2 | 82.0 ± 1.4 | 13709.50 ± 5557.15 | 16361 ± 7631 | 46450 | 31000.55 |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("markdown:\n%s", md.String())
+	}
+
+	var cb bytes.Buffer
+	if err := WriteCSV(&cb, tb); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := strings.Join(recs[0][18:], ","); h != "certified_order,certified_delta,rd_certified_mean,rd_certified_std,epsilon_certified_mean,epsilon_certified_std,bdp_epsilon_certified_mean,bdp_epsilon_certified_std" {
+		t.Errorf("CSV certified header %s", h)
+	}
+	want := map[string]string{"baseline/": "", "nvdp/0.01": "1.1,1e-05,+Inf,NaN,+Inf,NaN,+Inf,NaN",
+		"nvdp-clipped/0.01": "1.1,1e-05,46450.355726,0,31000.553116,0,31006.16327,0", "nvdp-clipped/0.1": ",,,,,,,"}
+	for _, r := range recs[1:] {
+		k := r[1] + "/" + r[4]
+		if got := strings.Join(r[18:], ","); r[1] != "baseline" && got != want[k] || r[1] == "baseline" && got != ",,,,,,," {
+			t.Errorf("CSV %s certified %q, want %q", k, got, want[k])
+		}
+	}
+
+	var jb bytes.Buffer
+	if err := WriteJSON(&jb, tb); err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Tasks []struct {
+			Rows []struct {
+				Privacy   map[string]struct{ Label string } `json:"privacy"`
+				Certified *struct {
+					Label string   `json:"label"`
+					Order *float64 `json:"order"`
+					RD    struct {
+						Mean *float64 `json:"mean"`
+					} `json:"rd_certified"`
+				} `json:"certified"`
+			} `json:"rows"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal(jb.Bytes(), &js); err != nil {
+		t.Fatalf("JSON output: %v", err)
+	}
+	jr := js.Tasks[0].Rows
+	if jr[0].Certified != nil || jr[1].Certified.RD.Mean != nil || jr[2].Certified.Label != "certified" || *jr[2].Certified.RD.Mean != 46450.355726 ||
+		*jr[2].Certified.Order != 1.1 || jr[3].Certified != nil || jr[2].Privacy["principled"].Label != "empirical" {
+		t.Errorf("JSON rows: %s", jb.String())
+	}
+
+	dir := filepath.Join(root, "plots")
+	if _, err := WritePlots(tb, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"sst2_tradeoff_principled_rd_max", "sst2_tradeoff_principled_bdp_epsilon"} {
+		checkPNG(t, filepath.Join(dir, file+".png"), 0.02)
+		b, err := os.ReadFile(filepath.Join(dir, file+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := string(b)
+		for _, w := range []string{"NVDP-Clipped (C_mu=2), certified", "NVDP-Clipped (C_mu=2), empirical audit (dev pairs)",
+			"certified bound infinite: NVDP", "Pareto front (empirical audit)", "and certified"} {
+			if !strings.Contains(svg, w) {
+				t.Errorf("%s lacks %q", file, w)
+			}
+		}
+		if strings.Contains(svg, "NVDP, certified") {
+			t.Errorf("%s: the unclipped model's infinite certificate is drawn", file)
 		}
 	}
 }

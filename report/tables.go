@@ -65,14 +65,74 @@ func (s Stat) MarshalJSON() ([]byte, error) {
 	}{privacy.JSONFloat(s.Mean), privacy.JSONFloat(s.Std), s.N})
 }
 
-// PrivacyStats are a row's privacy in one audit mode over its seeds.
+// PrivacyStats are a row's privacy in one audit mode over its seeds: empirical
+// numbers (Label "empirical"): RD max / mean over the audited pairs and the
+// BDP estimate, not guarantees.
 type PrivacyStats struct {
+	Label        string `json:"label"` // privacy.LabelEmpirical
 	Mode         string `json:"mode"`
 	BDP          Stat   `json:"bdp_epsilon"`
 	RDMax        Stat   `json:"rd_max"`
 	RDMean       Stat   `json:"rd_mean"`
 	InvalidPairs int64  `json:"invalid_pairs"` // summed over seeds
 	Cells        int    `json:"cells"`         // seeds audited in this mode
+}
+
+// CertifiedStats are a row's certified guarantee over its seeds (Label
+// "certified"): the certified RD at the audit order, the (epsilon, delta)
+// guarantee and the certified BDP, from the clip constants (every pair of
+// inputs; not the training data). Order and Delta are NaN when the cells
+// disagree.
+type CertifiedStats struct {
+	Label   string  `json:"label"` // privacy.LabelCertified
+	Scope   string  `json:"scope"` // privacy.CertifiedScope(1, 0, 0)
+	Order   float64 `json:"-"`
+	Delta   float64 `json:"-"`
+	RD      Stat    `json:"rd_certified"`
+	Epsilon Stat    `json:"epsilon"`
+	BDP     Stat    `json:"bdp_epsilon_certified"`
+	Cells   int     `json:"cells"`            // seeds with a certified block
+	Reason  string  `json:"reason,omitempty"` // why the bound is infinite (first cell)
+}
+
+// MarshalJSON writes order and delta with NaN as null.
+func (c CertifiedStats) MarshalJSON() ([]byte, error) {
+	type plain CertifiedStats
+	return json.Marshal(struct {
+		plain
+		Order privacy.JSONFloat `json:"order"`
+		Delta privacy.JSONFloat `json:"delta"`
+	}{plain(c), privacy.JSONFloat(c.Order), privacy.JSONFloat(c.Delta)})
+}
+
+func certifiedStats(cells []*Cell) *CertifiedStats {
+	cs := &CertifiedStats{Label: privacy.LabelCertified, Scope: privacy.CertifiedScope(1, 0, 0)}
+	var rd, eps, bdp []float64
+	for _, c := range cells {
+		ce := c.Certified
+		if ce == nil {
+			continue
+		}
+		if cs.Cells == 0 {
+			cs.Order, cs.Delta = ce.Order, ce.Delta
+		}
+		if ce.Order != cs.Order {
+			cs.Order = math.NaN()
+		}
+		if ce.Delta != cs.Delta {
+			cs.Delta = math.NaN()
+		}
+		if cs.Reason == "" && !ce.Finite {
+			cs.Reason = ce.Reason
+		}
+		cs.Cells++
+		rd, eps, bdp = append(rd, ce.RD), append(eps, ce.Epsilon), append(bdp, ce.BDPEpsilon)
+	}
+	if cs.Cells == 0 {
+		return nil
+	}
+	cs.RD, cs.Epsilon, cs.BDP = NewStat(rd), NewStat(eps), NewStat(bdp)
+	return cs
 }
 
 // Row is one line of a task table: a variant (training mode, C_mu) at one
@@ -85,9 +145,11 @@ type Row struct {
 	Lambda  float64                  `json:"lambda"`
 	Seeds   []uint64                 `json:"seeds"`
 	Utility map[string]Stat          `json:"utility"`
-	Privacy map[string]*PrivacyStats `json:"privacy,omitempty"` // by audit mode
-	Cells   []*Cell                  `json:"-"`
-	grid    bool
+	Privacy map[string]*PrivacyStats `json:"privacy,omitempty"` // by audit mode (empirical)
+	// Certified is the certified guarantee (nil: no cell carries one).
+	Certified *CertifiedStats `json:"certified,omitempty"`
+	Cells     []*Cell         `json:"-"`
+	grid      bool
 }
 
 // Baseline reports whether the row is the non-private baseline.
@@ -238,7 +300,7 @@ func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
 		}
 		for _, m := range t.AuditModes {
 			var bdp, rmax, rmean []float64
-			ps := &PrivacyStats{Mode: m}
+			ps := &PrivacyStats{Label: privacy.LabelEmpirical, Mode: m}
 			for _, c := range r.Cells {
 				a := c.Audits[m]
 				if a == nil {
@@ -257,6 +319,7 @@ func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
 			}
 			r.Privacy[m] = ps
 		}
+		r.Certified = certifiedStats(r.Cells)
 		if r.grid {
 			tt.Grid = append(tt.Grid, r)
 		} else {
@@ -472,17 +535,19 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 		grid = fmt.Sprintf(" (+ %d C_mu grid cells)", ng)
 	}
 	fmt.Fprintf(&b, "%d cells%s; encoder %s; training mode %s.\n", n, grid, strings.Join(encs, ", "), strings.Join(tmodes, ", "))
-	b.WriteString("Utility: dev metric x 100; BDP eps_mu (delta_mu as audited); RD in nats (max / avg over ordered pairs); mean ± std over seeds (sample std).\n\n")
+	b.WriteString("Utility: dev metric x 100; mean ± std over seeds (sample std).\n\n")
+	b.WriteString(whichIsWhich)
+	b.WriteString("\n\n")
 	for _, tt := range t.Tasks {
 		var ms []string
 		for _, m := range tt.Metrics {
 			ms = append(ms, MetricTitle(m))
 		}
 		fmt.Fprintf(&b, "### %s (%s)\n\n", TaskTitle(tt.Task), strings.Join(ms, " / "))
-		mdTable(&b, tt, tt.Rows, t.AuditModes)
+		mdTable(&b, t, tt, tt.Rows)
 		if len(tt.Grid) > 0 {
 			fmt.Fprintf(&b, "C_mu grid (nvdp-clipped; selection on dev %s):\n\n", MetricTitle(tt.Selection))
-			mdTable(&b, tt, tt.Grid, t.AuditModes)
+			mdTable(&b, t, tt, tt.Grid)
 		}
 		if s := tt.CMu; s != nil {
 			fmt.Fprintf(&b, "C_mu selection (lambda %s, %s, tolerance %g): C_mu = %g. %s\n\n", train.FormatLambda(s.Lambda),
@@ -492,8 +557,9 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 	for _, m := range t.AuditModes {
 		fmt.Fprintf(&b, "### Best trade-off (as paper Table 1), %s audit\n\n", m)
 		b.WriteString("Per task and model, the lambda with the best mean dev selection metric, with its privacy.\n\n")
-		mdRow(&b, []string{"Task", "Metric", "Model", "λ", "Score", "BDP ε_μ", "RD max"})
-		mdRow(&b, []string{"---", "---", "---", "---:", "---:", "---:", "---:"})
+		cRD, cEps := certHeaders(t)
+		mdRow(&b, []string{"Task", "Metric", "Model", "λ", "Score", "BDP ε_μ estimate", "RD max (empirical)", cRD, cEps})
+		mdRow(&b, []string{"---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:"})
 		for _, tt := range t.Tasks {
 			for _, metric := range tt.Metrics {
 				for _, bst := range t.Best {
@@ -504,8 +570,8 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 					if bst.Privacy != nil {
 						bdp, rd = fmtStat(bst.Privacy.BDP, fmtBDP), withInvalid(fmtStat(bst.Privacy.RDMax, fmtRD), bst.Privacy)
 					}
-					mdRow(&b, []string{TaskTitle(tt.Task), MetricTitle(metric), bst.Group, lambdaCell(bst.Row),
-						fmtStat(bst.Row.Utility[metric], fmtUtil), bdp, rd})
+					mdRow(&b, append([]string{TaskTitle(tt.Task), MetricTitle(metric), bst.Group, lambdaCell(bst.Row),
+						fmtStat(bst.Row.Utility[metric], fmtUtil), bdp, rd}, certCells(bst.Row.Certified)...))
 				}
 			}
 		}
@@ -518,17 +584,78 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 	return err
 }
 
-func mdTable(b *strings.Builder, tt *TaskTable, rows []*Row, modes []string) {
+// whichIsWhich is the note under the tables' title that says which privacy
+// number is which.
+const whichIsWhich = "Which number is which: **RD max / avg (empirical)** is the maximum / mean of Eq. rdp (nats) over the ordered pairs " +
+	"of the audited split's texts (dev unless `--audit-split`), an empirical audit, not a guarantee; **BDP ε_μ estimate** is the accountant's estimate over " +
+	"those pairs (principled: Student-t, confidence 1-1e-16, pairs treated as independent; reference: the released code's " +
+	"accountant) at the audited δ_μ. **Certified RD / certified ε** (certified) are the guarantee of the clipping: the supremum " +
+	"of Eq. rdp over every pair of inputs the clip constants allow, at the audit's Renyi order, and its (ε, δ) conversion " +
+	"minimised over orders; one release of one text against any other text, not the training data (docs/privacy.md). " +
+	"\"–\": no certified data (baseline, or a cell written before certification); inf: no finite guarantee (no clipping)."
+
+// certHeaders are the certified columns' headers, with the Renyi order and
+// delta when every certified row shares them.
+func certHeaders(t *Tables) (rd, eps string) {
+	order, delta := math.NaN(), math.NaN()
+	first := true
+	for _, tt := range t.Tasks {
+		for _, r := range append(slices.Clone(tt.Rows), tt.Grid...) {
+			c := r.Certified
+			if c == nil {
+				continue
+			}
+			if first {
+				order, delta, first = c.Order, c.Delta, false
+			}
+			if c.Order != order {
+				order = math.NaN()
+			}
+			if c.Delta != delta {
+				delta = math.NaN()
+			}
+		}
+	}
+	rd, eps = "Certified RD (audit order)", "Certified ε"
+	if !math.IsNaN(order) {
+		rd = fmt.Sprintf("Certified RD (order %g)", order)
+	}
+	if !math.IsNaN(delta) {
+		eps = "Certified ε (δ=" + train.FormatLambda(delta) + ")"
+	}
+	return rd, eps
+}
+
+// certCells are a row's certified columns: RD at the audit order and epsilon
+// ("–" without certified data).
+func certCells(c *CertifiedStats) []string {
+	if c == nil {
+		return []string{"–", "–"}
+	}
+	// The seeds of a row share the clip constants: one value, shown alone.
+	f := func(st Stat, fm func(float64) string) string {
+		if st.Std == 0 {
+			return fm(st.Mean)
+		}
+		return fmtStat(st, fm)
+	}
+	return []string{f(c.RD, fmtRD), f(c.Epsilon, fmtBDP)}
+}
+
+func mdTable(b *strings.Builder, t *Tables, tt *TaskTable, rows []*Row) {
 	if len(rows) == 0 {
 		return
 	}
+	modes := t.AuditModes
 	hdr := []string{"Model", "λ", "Seeds"}
 	for _, m := range tt.Metrics {
 		hdr = append(hdr, MetricTitle(m))
 	}
 	for _, m := range modes {
-		hdr = append(hdr, "BDP ε_μ ("+m+")", "RD max / avg ("+m+")")
+		hdr = append(hdr, "BDP ε_μ estimate ("+m+")", "RD max / avg, empirical ("+m+")")
 	}
+	cRD, cEps := certHeaders(t)
+	hdr = append(hdr, cRD, cEps)
 	mdRow(b, hdr)
 	sep := make([]string, len(hdr))
 	for i := range sep {
@@ -546,6 +673,7 @@ func mdTable(b *strings.Builder, tt *TaskTable, rows []*Row, modes []string) {
 		for _, m := range modes {
 			cells = append(cells, privCells(r.Privacy[m])...)
 		}
+		cells = append(cells, certCells(r.Certified)...)
 		mdRow(b, cells)
 	}
 	b.WriteString("\n")
@@ -575,10 +703,16 @@ func mdRow(b *strings.Builder, cells []string) {
 
 // WriteCSV writes one line per row, metric and audit mode (long format; the
 // baseline has empty privacy columns; C_mu grid rows have c_mu_grid true). Numbers are raw (utility not x 100).
+// bdp_* (an estimate) and rd_* (empirical: over the audited pairs) are the
+// audit's; the certified_* / *_certified_* columns (the row's certified
+// guarantee, the same on each of its lines; empty without certified data)
+// are the clipping's guarantee for every pair of inputs.
 func WriteCSV(w io.Writer, t *Tables) error {
 	cw := csv.NewWriter(w)
 	hdr := []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
-		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs", "c_mu_grid"}
+		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs", "c_mu_grid",
+		"certified_order", "certified_delta", "rd_certified_mean", "rd_certified_std", "epsilon_certified_mean", "epsilon_certified_std",
+		"bdp_epsilon_certified_mean", "bdp_epsilon_certified_std"}
 	if err := cw.Write(hdr); err != nil {
 		return err
 	}
@@ -593,11 +727,15 @@ func WriteCSV(w io.Writer, t *Tables) error {
 			if r.CMu > 0 {
 				cmu = g(r.CMu)
 			}
+			cert := make([]string, 8)
+			if c := r.Certified; c != nil {
+				cert = []string{g(c.Order), g(c.Delta), g(c.RD.Mean), g(c.RD.Std), g(c.Epsilon.Mean), g(c.Epsilon.Std), g(c.BDP.Mean), g(c.BDP.Std)}
+			}
 			for _, m := range tt.Metrics {
 				u := r.Utility[m]
 				base := []string{r.Task, r.Variant, r.Mode, cmu, lambda, strconv.Itoa(len(r.Seeds)), m, g(u.Mean), g(u.Std)}
 				if len(r.Privacy) == 0 {
-					if err := cw.Write(append(base, "", "", "", "", "", "", "", "", strconv.FormatBool(r.grid))); err != nil {
+					if err := cw.Write(append(append(base, "", "", "", "", "", "", "", "", strconv.FormatBool(r.grid)), cert...)); err != nil {
 						return err
 					}
 					continue
@@ -609,6 +747,7 @@ func WriteCSV(w io.Writer, t *Tables) error {
 					}
 					line := append(slices.Clone(base), am, g(p.BDP.Mean), g(p.BDP.Std), g(p.RDMax.Mean), g(p.RDMax.Std),
 						g(p.RDMean.Mean), g(p.RDMean.Std), strconv.FormatInt(p.InvalidPairs, 10), strconv.FormatBool(r.grid))
+					line = append(line, cert...)
 					if err := cw.Write(line); err != nil {
 						return err
 					}

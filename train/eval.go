@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -60,6 +61,11 @@ type EvalResult struct {
 	Truncated     int                `json:"truncated"`
 	Seed          uint64             `json:"seed"`
 	Seconds       float64            `json:"seconds"`
+	// Certified is the certified guarantee of one release of the model
+	// (NVDP models: N = max-seq-len + 1 components) at the clip's Renyi
+	// order, standard direction, delta privacy.DefaultDelta; nil for the
+	// baseline. Evaluation audits nothing: there is no empirical number here.
+	Certified *privacy.CertifiedReport `json:"certified,omitempty"`
 }
 
 // PosteriorsFile is the posterior file name of a split.
@@ -67,10 +73,13 @@ func PosteriorsFile(split string) string { return "posteriors_" + split + ".safe
 
 // Evaluate runs a trained model on a split: GLUE metrics for labelled splits,
 // predictions in GLUE submission format (Task.SubmissionFile for test,
-// predictions_<split>.tsv otherwise) and, for NVDP models, the posterior file
+// predictions_<split>.tsv otherwise; principled NVDP models predict with
+// every example padded to max-seq-len, the release's length, see
+// EvalPadLen) and, for NVDP models, the posterior file
 // (privacy.WritePosteriors via nvib.ExportPosteriors) with every example padded
 // to the fixed length max-seq-len, so that every posterior has N = max-seq-len
-// + 1 aligned components (padding components included, flagged in the mask).
+// + 1 aligned components (padding components included, flagged in the mask),
+// and the certified guarantee of that release (EvalResult.Certified).
 // Writes OUT/eval_<split>.json.
 func Evaluate(o EvalOptions) (*EvalResult, error) {
 	start := time.Now()
@@ -111,7 +120,8 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 		return nil, err
 	}
 	rng, _ := rngFor(o.Seed, streamDev-1)
-	preds, _, err := Predict(b.Model, enc, o.BatchSize, 0, rng)
+	// principled NVDP: predict from the release that the posterior file describes (N = MaxSeqLen + 1)
+	preds, _, err := Predict(b.Model, enc, o.BatchSize, EvalPadLen(b.Model, o.MaxSeqLen), rng)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 	}
@@ -131,6 +141,15 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	r.Predictions = filepath.Join(o.Out, name)
 	if err := writePredictions(r.Predictions, b.Task, enc.Indices, preds); err != nil {
 		return nil, err
+	}
+	if set, ok := ModelClipSet(b.Model.Cfg, o.MaxSeqLen+1, b.Model.Cfg.Hidden); ok {
+		order := b.Model.Cfg.Clip.Order
+		if !(order > 1) || math.IsInf(order, 0) {
+			order = nvib.DefaultOrder
+		}
+		if r.Certified, err = privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(o.Model)); err != nil {
+			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
+		}
 	}
 	if b.Model.NVIB != nil && !o.NoPost {
 		ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)

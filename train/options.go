@@ -18,6 +18,7 @@ package train
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // File names inside a training output / model directory.
@@ -92,6 +94,41 @@ type Options struct {
 	SkipBadRows bool     `json:"skip_bad_rows"`
 	Out         string   `json:"out"`
 	Resume      bool     `json:"resume"`
+
+	// ClipOrder is the Renyi order lambda the logvar floor ln((lambda-1)/lambda
+	// prior_var) + LogvarMargin and the principled default C_amin are derived
+	// for (nvib.ClipConfig.Order); 0 = nvib.DefaultOrder (1.1, the paper's).
+	ClipOrder float64 `json:"clip_order,omitempty"`
+
+	// Privacy target (nvdp-clipped, principled mode; docs/training.md
+	// "Calibration"). With TargetEpsilon (at TargetDelta) or TargetRD (at
+	// TargetOrder) > 0, the clipping constants that are not fixed (FixCMu,
+	// FixLogvarMargin, FixCAlphaMin) are chosen by privacy.Calibrate when the
+	// options are resolved, so that the certified guarantee of Releases
+	// releases of one text meets the target; VarianceShare and DirichletShare
+	// split the budget (privacy.Split; both 0: fixed noise, C_mu carries it).
+	// The chosen constants are written into CMu, LogvarMargin and CAlphaMin
+	// with Calibrated set, and the calibration into CertificateFile.
+	TargetEpsilon  float64 `json:"target_epsilon,omitempty"`
+	TargetDelta    float64 `json:"target_delta,omitempty"` // default privacy.DefaultDelta
+	TargetRD       float64 `json:"target_rd,omitempty"`    // nats
+	TargetOrder    float64 `json:"target_order,omitempty"` // Renyi order of TargetRD; default nvib.DefaultOrder
+	Releases       int     `json:"releases,omitempty"`     // default 1
+	VarianceShare  float64 `json:"variance_share,omitempty"`
+	DirichletShare float64 `json:"dirichlet_share,omitempty"`
+	// FixCMu, FixLogvarMargin and FixCAlphaMin keep CMu, LogvarMargin and
+	// CAlphaMin (or their defaults) as given instead of calibrating them (the
+	// CLI sets them for the flags given on the command line).
+	FixCMu          bool `json:"fix_c_mu,omitempty"`
+	FixLogvarMargin bool `json:"fix_logvar_margin,omitempty"`
+	FixCAlphaMin    bool `json:"fix_c_alpha_min,omitempty"`
+	// Calibrated records that CMu, LogvarMargin and CAlphaMin hold calibrated
+	// constants: ModelConfig uses them as they are (a resumed run does not
+	// calibrate again).
+	Calibrated bool `json:"calibrated,omitempty"`
+	// calibration is the calibration ModelConfig made (nil when none), written
+	// to CertificateFile with the model directory.
+	calibration *Certificate
 
 	// ScratchConfig, when set, replaces the preset of a scratch: encoder (library use, tests).
 	ScratchConfig *encoder.Config `json:"scratch_config,omitempty"`
@@ -187,7 +224,21 @@ func (o *Options) Defaults() {
 		zero := 0.0
 		o.Dropout = &zero
 	}
+	if o.HasTarget() {
+		if o.Releases == 0 {
+			o.Releases = 1
+		}
+		if o.TargetEpsilon > 0 && o.TargetDelta == 0 {
+			o.TargetDelta = privacy.DefaultDelta
+		}
+		if o.TargetRD > 0 && o.TargetOrder == 0 {
+			o.TargetOrder = nvib.DefaultOrder
+		}
+	}
 }
+
+// HasTarget reports whether o asks for calibrated clipping (a privacy target).
+func (o *Options) HasTarget() bool { return o.TargetEpsilon > 0 || o.TargetRD > 0 }
 
 // Validate checks the options after Defaults. Errors name the flag.
 func (o *Options) Validate() error {
@@ -226,6 +277,9 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--logvar-margin %v: must be a finite number >= 0", o.LogvarMargin)
 		}
 	}
+	if err := o.validateTarget(); err != nil {
+		return err
+	}
 	if o.Epochs < 1 {
 		return fmt.Errorf("--epochs %d: must be >= 1", o.Epochs)
 	}
@@ -259,8 +313,55 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// validateTarget checks the clip order and the privacy target (after Defaults).
+func (o *Options) validateTarget() error {
+	if o.ClipOrder != 0 && (!(o.ClipOrder > 1) || math.IsInf(o.ClipOrder, 0)) {
+		return fmt.Errorf("--clip-order %v: the Renyi order must be finite and > 1", o.ClipOrder)
+	}
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"--target-epsilon", o.TargetEpsilon}, {"--target-rd", o.TargetRD}, {"--variance-share", o.VarianceShare}, {"--dirichlet-share", o.DirichletShare}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s %v: must be a finite number >= 0", f.flag, f.v)
+		}
+	}
+	if !o.HasTarget() {
+		switch {
+		case o.Releases > 1:
+			return fmt.Errorf("--releases %d: needs a target (--target-epsilon or --target-rd)", o.Releases)
+		case o.VarianceShare > 0 || o.DirichletShare > 0:
+			return fmt.Errorf("--variance-share / --dirichlet-share: need a target (--target-epsilon or --target-rd)")
+		}
+		return nil
+	}
+	switch {
+	case o.TargetEpsilon > 0 && o.TargetRD > 0:
+		return fmt.Errorf("--target-epsilon %v and --target-rd %v: give one", o.TargetEpsilon, o.TargetRD)
+	case o.Variant != nvib.ModelNVDPClipped:
+		return fmt.Errorf("--target-epsilon / --target-rd: only the nvdp-clipped variant can be calibrated (--variant %s has no clipping)", o.Variant)
+	case nvib.Mode(o.Mode).IsReference():
+		return fmt.Errorf("--target-epsilon / --target-rd: --mode reference clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
+	case o.Releases < 1:
+		return fmt.Errorf("--releases %d: must be >= 1", o.Releases)
+	case o.TargetEpsilon > 0 && !(o.TargetDelta > 0 && o.TargetDelta < 1):
+		return fmt.Errorf("--delta %v: the target's delta must be in (0, 1)", o.TargetDelta)
+	case o.TargetRD > 0 && (!(o.TargetOrder > 1) || math.IsInf(o.TargetOrder, 0)):
+		return fmt.Errorf("--order %v: the target RD's Renyi order must be finite and > 1", o.TargetOrder)
+	case o.VarianceShare+o.DirichletShare >= 1:
+		return fmt.Errorf("--variance-share %v + --dirichlet-share %v: must sum to < 1 (the mean part gets the rest)", o.VarianceShare, o.DirichletShare)
+	case o.FixCMu && o.FixLogvarMargin && o.FixCAlphaMin:
+		return fmt.Errorf("--c-mu, --logvar-margin and --c-alpha-min are all given: nothing left to calibrate to the target")
+	}
+	return nil
+}
+
 // ModelConfig builds the nvib configuration of the run for an encoder of the
-// given shape.
+// given shape. With a privacy target not yet calibrated (HasTarget and not
+// Calibrated) it calibrates the free clipping constants for N = MaxSeqLen+1
+// components and P = the encoder's hidden size, writes them into o (CMu,
+// LogvarMargin, CAlphaMin, Calibrated) and keeps the calibration for
+// CertificateFile; a target that cannot be met is an error.
 func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, error) {
 	mode := nvib.Mode(o.Mode)
 	cfg := nvib.DefaultConfig(o.Variant, mode, enc.HiddenSize, enc.NumAttentionHeads, enc.IntermediateSize, numLabels)
@@ -280,17 +381,94 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 	if cfg.Clip.CMu == 0 { // nvdp without clipping: keep valid constants in the file
 		cfg.Clip = nvib.DefaultClip(mode, 8, 1.5)
 	}
-	if o.CAlphaMin > 0 {
+	if o.ClipOrder > 0 && o.ClipOrder != cfg.Clip.Order {
+		cfg.Clip.Order = o.ClipOrder
+		if !mode.IsReference() {
+			cfg.Clip.CAlphaMin = nvib.PrincipledAlphaMin(o.ClipOrder, cfg.Clip.CAlphaMax)
+		}
+	}
+	if o.CAlphaMin > 0 || o.Calibrated {
 		cfg.Clip.CAlphaMin = o.CAlphaMin
 	}
-	if o.LogvarMargin > 0 {
+	if o.LogvarMargin > 0 || o.Calibrated {
 		cfg.Clip.LogvarMargin = o.LogvarMargin
 	}
 	cfg.Clip.Enabled = o.Variant == nvib.ModelNVDPClipped
+	if o.HasTarget() && !o.Calibrated {
+		if err := o.calibrate(&cfg, o.MaxSeqLen+1, enc.HiddenSize); err != nil {
+			return cfg, err
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// CertificateFile is the calibration record in a model directory of a run
+// with a privacy target.
+const CertificateFile = "certificate.json"
+
+// Certificate is DIR/certificate.json: the privacy target, how the budget was
+// split, the clipping constants chosen and the certified guarantee of the
+// model's clipping (privacy.Calibration), with the constants as the model
+// stores them.
+type Certificate struct {
+	Label string `json:"label"` // "certified"
+	Scope string `json:"scope"`
+	*privacy.Calibration
+	Components   int     `json:"components"` // N = max-seq-len + 1 (prior component included)
+	Dims         int     `json:"dims"`       // P = hidden size
+	CMu          float64 `json:"c_mu"`
+	LogvarMargin float64 `json:"logvar_margin"`
+	ClipOrder    float64 `json:"clip_order"`
+	LogvarFloor  float64 `json:"logvar_floor"` // the sigma range, derived from the margin and clip order
+	LogvarCap    float64 `json:"logvar_cap"`
+	CAlphaMin    float64 `json:"c_alpha_min"`
+	CAlphaMax    float64 `json:"c_alpha_max"`
+	PriorMu      float64 `json:"prior_mu"`
+	PriorVar     float64 `json:"prior_var"`
+	PriorAlpha   float64 `json:"prior_alpha"`
+}
+
+// Target returns the privacy target of o (after Defaults).
+func (o *Options) Target() privacy.Target {
+	return privacy.Target{Epsilon: o.TargetEpsilon, Delta: o.TargetDelta, RD: o.TargetRD, Order: o.TargetOrder, Releases: o.Releases}
+}
+
+// calibrate chooses the free clipping constants of cfg.Clip for the target
+// of o and records them in cfg, o and o.calibration.
+func (o *Options) calibrate(cfg *nvib.Config, n, p int) error {
+	base := cfg.Clip.ClipSet(cfg.Prior, n, p)
+	sp := privacy.Split{VarianceShare: o.VarianceShare, DirichletShare: o.DirichletShare,
+		FixCMu: o.FixCMu, FixMargin: o.FixLogvarMargin, FixAlphaMin: o.FixCAlphaMin}
+	t := o.Target()
+	cal, err := privacy.Calibrate(base, t, sp, nil, privacy.DirectionStandard)
+	if err != nil {
+		return fmt.Errorf("privacy target (N = %d components, P = %d dims): %w", n, p, err)
+	}
+	s := cal.Set
+	cfg.Clip.CMu, cfg.Clip.LogvarMargin, cfg.Clip.CAlphaMin = s.CMu, s.LogvarMargin, s.AlphaMin
+	o.CMu, o.LogvarMargin, o.CAlphaMin, o.Calibrated = s.CMu, s.LogvarMargin, s.AlphaMin, true
+	floor, cap := cfg.Clip.LogvarBounds(cfg.Prior.Var)
+	o.calibration = &Certificate{Label: privacy.LabelCertified,
+		Scope:       privacy.CertifiedScope(t.Releases, n, p),
+		Calibration: cal, Components: n, Dims: p, CMu: s.CMu, LogvarMargin: s.LogvarMargin, ClipOrder: cfg.Clip.Order,
+		LogvarFloor: floor, LogvarCap: cap, CAlphaMin: s.AlphaMin, CAlphaMax: s.AlphaMax,
+		PriorMu: cfg.Prior.Mu, PriorVar: cfg.Prior.Var, PriorAlpha: s.PriorAlpha}
+	slog.Info("calibrated clipping to the privacy target", "target_epsilon", t.Epsilon, "target_rd", t.RD, "releases", t.Releases,
+		"c_mu", s.CMu, "logvar_margin", s.LogvarMargin, "c_alpha_min", s.AlphaMin, "c_alpha_max", s.AlphaMax,
+		"epsilon", float64(cal.Guarantee.Epsilon), "achieved", cal.Achieved)
+	return nil
+}
+
+// Calibration returns the certificate of the calibration ModelConfig made
+// for o (nil when none was made in this process).
+func (o *Options) Calibration() *Certificate { return o.calibration }
+
+// SaveCertificate writes c to dir/certificate.json.
+func SaveCertificate(dir string, c *Certificate) error {
+	return atomicfile.WriteJSON(filepath.Join(dir, CertificateFile), c)
 }
 
 // SaveOptions writes o as JSON to dir/train_options.json.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nvdp-project/nvdp/glue"
@@ -33,8 +34,15 @@ type PipelineOptions struct {
 	Audit privacy.Options
 }
 
-// PrivacySummary is the "privacy" object of the report.
+// PrivacySummary is the "privacy" object of the report. Its audit numbers
+// (rd_max, rd_mean, bdp_epsilon) are empirical: the maximum and mean of Eq.
+// rdp over the ordered pairs of the audited split's texts and the BDP
+// accountant's estimate over them; Empirical says so in the JSON. Certified
+// is the guarantee: the supremum of Eq. rdp over every pair of posteriors the
+// model's clipping allows.
 type PrivacySummary struct {
+	// Empirical labels the audit numbers below (label "empirical").
+	Empirical    EmpiricalLabel    `json:"empirical"`
 	Mode         privacy.Mode      `json:"mode"`
 	Order        float64           `json:"order"`
 	Delta        float64           `json:"delta"`
@@ -50,6 +58,78 @@ type PrivacySummary struct {
 	Seconds      float64           `json:"seconds"`
 	// Full is the complete audit report (as `nvdp audit --json`).
 	Full *privacy.Report `json:"full,omitempty"`
+	// Certified is the certified guarantee of one release under the model's
+	// clipping at the audit's order, direction and delta (nil for a model
+	// without an NVIB layer; +Inf, with a reason, for a model whose clipping
+	// bounds nothing).
+	Certified *privacy.CertifiedReport `json:"certified,omitempty"`
+}
+
+// EmpiricalLabel says what the audited numbers of an audit are: Label
+// "empirical", Scope which pairs the maximum runs over, BDP how the BDP
+// epsilon is estimated.
+type EmpiricalLabel struct {
+	Label string `json:"label"`
+	Scope string `json:"scope"`
+	BDP   string `json:"bdp_epsilon"`
+}
+
+// Empirical returns the label of an audit report r of the texts of split
+// ("" when unknown): principled audits are the max over ordered pairs (or a
+// sample of them) with a Student-t estimate of BDP; reference audits are the
+// released code's batch-wise estimates.
+func Empirical(r *privacy.Report, split string) EmpiricalLabel {
+	texts := "texts"
+	if split != "" {
+		texts = split + " texts"
+	}
+	l := EmpiricalLabel{Label: privacy.LabelEmpirical}
+	if r.Mode == privacy.ModeReference {
+		l.Scope = fmt.Sprintf("max over batches of the z-filtered within-batch pairs of %d %s (the released code's estimate); not a guarantee", r.Examples, texts)
+		l.BDP = privacy.LabelEstimate + " (the released code's accountant: Student-t over within-batch pairs, pairs treated as independent)"
+		return l
+	}
+	pairs := fmt.Sprintf("max over %d ordered pairs of %d %s", r.Pairs, r.Examples, texts)
+	if r.Sampled {
+		pairs = fmt.Sprintf("max over a uniform sample of %d ordered pairs of %d %s", r.Pairs, r.Examples, texts)
+	}
+	if r.Mask {
+		pairs += " (padding dropped: length treated as public)"
+	}
+	l.Scope = pairs + "; not a guarantee"
+	l.BDP = privacy.LabelEstimate + " (Student-t, confidence " + FormatConfidence(r.Confidence) + "; pairs treated as independent)"
+	return l
+}
+
+// FormatConfidence writes a confidence close to 1 as "1-<tail>"; the
+// default 1 - 1e-16 (float64 0.9999999999999999) as "1-1e-16".
+func FormatConfidence(c float64) string {
+	if c == privacy.DefaultConfidence {
+		return "1-1e-16"
+	}
+	if c > 0.999 && c < 1 {
+		return "1-" + strconv.FormatFloat(1-c, 'g', 3, 64)
+	}
+	return strconv.FormatFloat(c, 'g', -1, 64)
+}
+
+// ModelClipSet is the clip set of the release of a model with configuration
+// cfg for N components (max-seq-len + 1) in P dimensions: the layer's
+// clipping as nvib.NewModel configures it (enabled for nvdp-clipped only).
+// ok is false for a model without an NVIB layer (the baseline).
+func ModelClipSet(cfg nvib.Config, N, P int) (set privacy.ClipSet, ok bool) {
+	if cfg.Model == nvib.ModelBaseline {
+		return privacy.ClipSet{}, false
+	}
+	clip := cfg.Clip
+	clip.Enabled = cfg.Model == nvib.ModelNVDPClipped
+	return clip.ClipSet(cfg.Prior, N, P), true
+}
+
+// ModelSource is the source of a certificate of the model in dir (its
+// configuration file): privacy.CertifiedReport.Source.
+func ModelSource(dir string) string {
+	return fmt.Sprintf("clip constants of the model (%s)", filepath.Join(dir, nvib.ConfigFile))
 }
 
 // Report is DIR/report.json of `nvdp run`.
@@ -76,8 +156,10 @@ type Report struct {
 
 // RunPipeline trains (unless SkipTrain), evaluates the best model on dev
 // (utility, predictions, posteriors), exports the audit split's posteriors
-// and audits them with privacy.Audit, and writes DIR/report.json. For the
-// baseline variant there is no posterior: Privacy is nil with a note.
+// and audits them with privacy.Audit (the empirical numbers), certifies the
+// model's clip set at the audit's order (Privacy.Certified: the guarantee),
+// and writes DIR/report.json. For the baseline variant there is no
+// posterior: Privacy is nil with a note.
 func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*Report, error) {
 	start := time.Now()
 	var tr *Result
@@ -119,12 +201,12 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	}
 	rep := &Report{Task: dev.Task, Variant: saved.Variant, Mode: saved.Mode, Encoder: saved.Encoder, Lambda: saved.Lambda,
 		Seed: saved.Seed, Backend: nn.Backend(), Utility: dev.Metrics, UtilitySplit: "dev", Training: tr, Dir: dir}
+	mcfg, err := nvib.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
 	if saved.Variant == nvib.ModelNVDPClipped {
-		cfg, err := nvib.LoadConfig(dir)
-		if err != nil {
-			return nil, err
-		}
-		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = cfg.Clip.CMu, cfg.Clip.CAlphaMin, cfg.Clip.CAlphaMax, cfg.Clip.LogvarMargin
+		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = mcfg.Clip.CMu, mcfg.Clip.CAlphaMin, mcfg.Clip.CAlphaMax, mcfg.Clip.LogvarMargin
 	}
 	if saved.Variant == nvib.ModelBaseline {
 		rep.Lambda = 0
@@ -149,7 +231,13 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 		if err != nil {
 			return nil, fmt.Errorf("audit %s: %w", post, err)
 		}
-		rep.Privacy = &PrivacySummary{Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
+		var cert *privacy.CertifiedReport
+		if set, ok := ModelClipSet(mcfg, p.N, p.P); ok {
+			if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(dir)); err != nil {
+				return nil, err
+			}
+		}
+		rep.Privacy = &PrivacySummary{Empirical: Empirical(ar, po.AuditSplit), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
 			BDPEpsilon: ar.BDPEpsilon, InvalidPairs: ar.InvalidPairs, Pairs: ar.Pairs, Examples: ar.Examples,
 			Components: ar.Components, Split: po.AuditSplit, Posteriors: post, Seconds: ar.Seconds, Full: ar}
 	}

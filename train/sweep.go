@@ -61,11 +61,14 @@ type Cell struct {
 	Seed    uint64  `json:"seed"`
 	// CMu is the clipping radius of nvdp-clipped cells (0: the --c-mu flag or the task's
 	// default); set from the C_mu selection when a grid is given.
-	CMu     float64 `json:"c_mu,omitempty"`
-	Grid    bool    `json:"grid,omitempty"` // a C_mu grid cell
-	Dir     string  `json:"dir"`
-	Status  string  `json:"status"`
-	Resumed bool    `json:"resumed,omitempty"`
+	CMu float64 `json:"c_mu,omitempty"`
+	// TargetEpsilon is the privacy target the clipping of an nvdp-clipped cell is
+	// calibrated to (SweepOptions.TargetEpsilons; 0: none or the base options').
+	TargetEpsilon float64 `json:"target_epsilon,omitempty"`
+	Grid          bool    `json:"grid,omitempty"` // a C_mu grid cell
+	Dir           string  `json:"dir"`
+	Status        string  `json:"status"`
+	Resumed       bool    `json:"resumed,omitempty"`
 	// ReusedFrom is the grid cell (ID) this cell is a symbolic link to: the same run.
 	ReusedFrom string  `json:"reused_from,omitempty"`
 	Error      string  `json:"error,omitempty"`
@@ -111,21 +114,29 @@ type SweepOptions struct {
 	CMuTolerance float64  // absolute tolerance on the dev selection metric; default 0.01
 	CMuLambda    *float64 // default Lambdas[0]
 	CMuSeeds     []uint64 // default Seeds[:1]
+	// TargetEpsilons, when non-empty, is a dimension of the nvdp-clipped cells:
+	// each is calibrated to one certified epsilon (at Base.Train.TargetDelta,
+	// default privacy.DefaultDelta; Options.TargetEpsilon) in
+	// Out/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s>. The other
+	// variants have no clipping and run once per lambda and seed as usual.
+	TargetEpsilons []float64
 }
 
 // SweepManifest is DIR/sweep.json.
 type SweepManifest struct {
-	Out        string                   `json:"out"`
-	Tasks      []string                 `json:"tasks"`
-	Variants   []string                 `json:"variants"`
-	Lambdas    []float64                `json:"lambdas"`
-	Seeds      []uint64                 `json:"seeds"`
-	CMuGrid    []float64                `json:"c_mu_grid,omitempty"`
-	Selections map[string]*CMuSelection `json:"c_mu_selections,omitempty"`
-	Started    time.Time                `json:"started"`
-	Updated    time.Time                `json:"updated"`
-	Counts     map[string]int           `json:"counts"`
-	Cells      []*Cell                  `json:"cells"`
+	Out      string    `json:"out"`
+	Tasks    []string  `json:"tasks"`
+	Variants []string  `json:"variants"`
+	Lambdas  []float64 `json:"lambdas"`
+	Seeds    []uint64  `json:"seeds"`
+	CMuGrid  []float64 `json:"c_mu_grid,omitempty"`
+	// TargetEpsilons are the certified epsilons the nvdp-clipped cells are calibrated to.
+	TargetEpsilons []float64                `json:"target_epsilons,omitempty"`
+	Selections     map[string]*CMuSelection `json:"c_mu_selections,omitempty"`
+	Started        time.Time                `json:"started"`
+	Updated        time.Time                `json:"updated"`
+	Counts         map[string]int           `json:"counts"`
+	Cells          []*Cell                  `json:"cells"`
 }
 
 // SweepResult summarises Sweep.
@@ -177,8 +188,11 @@ func (o *SweepOptions) validate() error {
 			return fmt.Errorf("sweep: --lambdas: %v must be finite and >= 0", l)
 		}
 	}
-	if hasDup(o.Tasks) || hasDup(o.Variants) || hasDup(o.Lambdas) || hasDup(o.Seeds) || hasDup(o.CMuGrid) {
-		return fmt.Errorf("sweep: duplicate value in --tasks, --variants, --lambdas, --seeds or --c-mu-grid")
+	if hasDup(o.Tasks) || hasDup(o.Variants) || hasDup(o.Lambdas) || hasDup(o.Seeds) || hasDup(o.CMuGrid) || hasDup(o.TargetEpsilons) {
+		return fmt.Errorf("sweep: duplicate value in --tasks, --variants, --lambdas, --seeds, --c-mu-grid or --target-epsilons")
+	}
+	if err := o.validateTargets(); err != nil {
+		return err
 	}
 	if o.Jobs == 0 {
 		o.Jobs = 1
@@ -214,6 +228,38 @@ func (o *SweepOptions) validate() error {
 	}
 	if o.Runner == nil {
 		o.Runner = InProcessRunner(nil)
+	}
+	return nil
+}
+
+// validateTargets checks the privacy targets of the sweep: --target-epsilons
+// and a single target of the base options apply to nvdp-clipped cells only,
+// and exclude the C_mu grid (the target calibrates C_mu).
+func (o *SweepOptions) validateTargets() error {
+	base := o.Base.Train
+	single := base.HasTarget()
+	if len(o.TargetEpsilons) == 0 && !single {
+		if base.Releases > 1 || base.VarianceShare != 0 || base.DirichletShare != 0 {
+			return fmt.Errorf("sweep: --releases, --variance-share and --dirichlet-share need a target (--target-epsilons, --target-epsilon or --target-rd)")
+		}
+		return nil
+	}
+	flag := "--target-epsilons"
+	if len(o.TargetEpsilons) == 0 {
+		flag = "--target-epsilon / --target-rd"
+	}
+	switch {
+	case len(o.TargetEpsilons) > 0 && single:
+		return fmt.Errorf("sweep: --target-epsilons and --target-epsilon / --target-rd: give one")
+	case !slices.Contains(o.Variants, nvib.ModelNVDPClipped):
+		return fmt.Errorf("sweep: %s calibrates nvdp-clipped, which is not in --variants", flag)
+	case len(o.CMuGrid) > 0:
+		return fmt.Errorf("sweep: %s and --c-mu-grid: the target calibrates C_mu (fix it with --c-mu instead of a grid)", flag)
+	}
+	for _, e := range o.TargetEpsilons {
+		if !(e > 0) || math.IsInf(e, 0) {
+			return fmt.Errorf("sweep: --target-epsilons: %v must be finite and > 0", e)
+		}
 	}
 	return nil
 }
@@ -255,7 +301,7 @@ func (s *sweepState) writeLocked() error {
 	return nil
 }
 
-func newCell(out, task, variant string, lambda float64, seed uint64, cmu float64, grid bool) *Cell {
+func newCell(out, task, variant string, lambda float64, seed uint64, cmu float64, grid bool, eps float64) *Cell {
 	var parts []string
 	switch {
 	case grid:
@@ -263,12 +309,14 @@ func newCell(out, task, variant string, lambda float64, seed uint64, cmu float64
 	case variant == nvib.ModelBaseline:
 		parts = []string{task, variant}
 		lambda = 0
+	case eps > 0:
+		parts = []string{task, variant, "epsilon=" + strconv.FormatFloat(eps, 'g', -1, 64), "lambda=" + FormatLambda(lambda)}
 	default:
 		parts = []string{task, variant, "lambda=" + FormatLambda(lambda)}
 	}
 	parts = append(parts, "seed="+strconv.FormatUint(seed, 10))
 	id := filepath.Join(parts...)
-	return &Cell{ID: id, Task: task, Variant: variant, Lambda: lambda, Seed: seed, CMu: cmu, Grid: grid,
+	return &Cell{ID: id, Task: task, Variant: variant, Lambda: lambda, Seed: seed, CMu: cmu, Grid: grid, TargetEpsilon: eps,
 		Dir: filepath.Join(out, id), Status: CellPending}
 }
 
@@ -293,7 +341,7 @@ func Sweep(ctx context.Context, so SweepOptions) (*SweepResult, error) {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
 	man := &SweepManifest{Out: so.Out, Tasks: so.Tasks, Variants: so.Variants, Lambdas: so.Lambdas, Seeds: so.Seeds,
-		CMuGrid: so.CMuGrid, Started: time.Now().UTC(), Selections: map[string]*CMuSelection{}}
+		CMuGrid: so.CMuGrid, TargetEpsilons: so.TargetEpsilons, Started: time.Now().UTC(), Selections: map[string]*CMuSelection{}}
 	st := &sweepState{man: man, out: so.Out}
 
 	// Plan: grid cells, then the main cells (clipped C_mu filled after selection).
@@ -302,20 +350,26 @@ func Sweep(ctx context.Context, so SweepOptions) (*SweepResult, error) {
 		if len(so.CMuGrid) > 0 {
 			for _, c := range so.CMuGrid {
 				for _, seed := range so.CMuSeeds {
-					grid = append(grid, newCell(so.Out, task, nvib.ModelNVDPClipped, *so.CMuLambda, seed, c, true))
+					grid = append(grid, newCell(so.Out, task, nvib.ModelNVDPClipped, *so.CMuLambda, seed, c, true, 0))
 				}
 			}
 		}
 		for _, v := range so.Variants {
 			if v == nvib.ModelBaseline {
 				for _, seed := range so.Seeds {
-					main = append(main, newCell(so.Out, task, v, 0, seed, 0, false))
+					main = append(main, newCell(so.Out, task, v, 0, seed, 0, false, 0))
 				}
 				continue
 			}
-			for _, l := range so.Lambdas {
-				for _, seed := range so.Seeds {
-					main = append(main, newCell(so.Out, task, v, l, seed, 0, false))
+			epsilons := []float64{0}
+			if v == nvib.ModelNVDPClipped && len(so.TargetEpsilons) > 0 {
+				epsilons = so.TargetEpsilons
+			}
+			for _, e := range epsilons {
+				for _, l := range so.Lambdas {
+					for _, seed := range so.Seeds {
+						main = append(main, newCell(so.Out, task, v, l, seed, 0, false, e))
+					}
 				}
 			}
 		}
@@ -427,7 +481,35 @@ func cellOptions(so *SweepOptions, c *Cell) PipelineOptions {
 	if c.CMu > 0 {
 		po.Train.CMu = c.CMu
 	}
+	switch {
+	case c.Variant != nvib.ModelNVDPClipped:
+		// Only the clipping can be calibrated: the other variants run without the target.
+		t := &po.Train
+		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = 0, 0, 0, 0, 0
+		t.VarianceShare, t.DirichletShare = 0, 0
+		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
+	case c.TargetEpsilon > 0:
+		po.Train.TargetEpsilon, po.Train.TargetRD = c.TargetEpsilon, 0
+	}
 	return po
+}
+
+// checkTarget checks that a finished cell was calibrated to the target the
+// sweep asks for (train_options.json of the cell).
+func checkTarget(c *Cell, want Options) error {
+	want.Defaults()
+	saved, err := LoadOptions(c.Dir)
+	if err != nil {
+		if want.HasTarget() {
+			return err
+		}
+		return nil // nothing to compare against; a run without a target is what is wanted
+	}
+	if saved.TargetEpsilon != want.TargetEpsilon || saved.TargetRD != want.TargetRD || (want.HasTarget() && saved.Releases != want.Releases) {
+		return fmt.Errorf("%s holds a run with target epsilon %v / RD %v (%d releases), the sweep wants %v / %v (%d): remove the cell or use another --out",
+			filepath.Join(c.Dir, OptionsFile), saved.TargetEpsilon, saved.TargetRD, saved.Releases, want.TargetEpsilon, want.TargetRD, want.Releases)
+	}
+	return nil
 }
 
 // runCell runs one cell unless it is done; returns whether it ran.
@@ -441,6 +523,12 @@ func runCell(ctx context.Context, st *sweepState, so *SweepOptions, c *Cell) (bo
 		if err := checkDone(c, po.Train.CMu, rep); err != nil {
 			_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
 			return false, err
+		}
+		if c.Variant == nvib.ModelNVDPClipped {
+			if err := checkTarget(c, po.Train); err != nil {
+				_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
+				return false, err
+			}
 		}
 		if err := extraAudits(ctx, so, c, rep); err != nil {
 			_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
@@ -572,7 +660,14 @@ func warnChangedOptions(c *Cell, want Options) {
 	for i := range sv.NumField() {
 		f := sv.Type().Field(i)
 		switch f.Name {
-		case "Out", "Resume", "GlueDir", "StopAfterSteps", "Quiet", "LambdaSet", "Vocab":
+		case "Out", "Resume", "GlueDir", "StopAfterSteps", "Quiet", "LambdaSet", "Vocab", "Calibrated":
+			continue
+		case "CMu", "LogvarMargin", "CAlphaMin":
+			if saved.Calibrated { // calibrated constants: the target is compared instead
+				continue
+			}
+		}
+		if !f.IsExported() {
 			continue
 		}
 		if !reflect.DeepEqual(sv.Field(i).Interface(), wv.Field(i).Interface()) {

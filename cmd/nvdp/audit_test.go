@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -35,14 +34,25 @@ func writeTestPosteriors(t *testing.T) string {
 	return path
 }
 
-func runAuditCmd(args ...string) (string, error) {
-	cmd := newAuditCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
+func runAuditCmd(args ...string) (string, error) { return runCmd(newAuditCmd(), args...) }
+
+// checkOutput fails t when out lacks a string of want or has one of absent,
+// and then logs out.
+func checkOutput(t *testing.T, out string, want, absent []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	for _, w := range absent {
+		if strings.Contains(out, w) {
+			t.Errorf("output has %q", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
 }
 
 func TestAuditCommandJSON(t *testing.T) {
@@ -81,6 +91,156 @@ func TestAuditCommandJSON(t *testing.T) {
 	out, err = runAuditCmd("--posteriors", path, "--bdp-orders", "0.1,0.5")
 	if err != nil || !strings.Contains(out, "RD max") || !strings.Contains(out, "BDP per moment order") {
 		t.Errorf("table output: %v\n%s", err, out)
+	}
+}
+
+// mainJobClip is the clip set of the main job (docs/training.md) for a
+// posterior file of n components in p dimensions: C_mu 2, logvar margin
+// 0.6931 at order 1.1, C_amin 0.3, C_amax 1, prior N(0, 1) with alpha 1.
+func mainJobClip(n, p int) privacy.ClipSet {
+	return privacy.ClipSet{Components: n, Dims: p, CMu: 2, PriorMu: []float64{0}, PriorVar: []float64{1},
+		ClipOrder: 1.1, LogvarMargin: 0.6931, AlphaMin: 0.3, AlphaMax: 1, PriorAlpha: 1}
+}
+
+// writeClippedPosteriors writes 5 posteriors of 3 components in 4 dims that
+// the main job's clipping can release (prior component = the prior, token
+// components inside the clip box), with the clip constants in the metadata
+// when withClip.
+func writeClippedPosteriors(t *testing.T, withClip bool) string {
+	t.Helper()
+	p := privacy.NewPosteriors(5, 3, 4)
+	for x := range p.M {
+		p.Alpha[x*p.N] = 1 // prior component
+		for i := 1; i < p.N; i++ {
+			p.Alpha[x*p.N+i] = float32(0.3 + 0.1*float64((x+i)%8))
+			for j := range p.P {
+				k := (x*p.N+i)*p.P + j
+				p.Mu[k] = float32(0.4 * float64((x*7+i*3+j)%5-2))
+				p.LogVar[k] = float32(2 * math.Log(0.45+0.1*float64((x+j)%6)))
+			}
+		}
+	}
+	p.Metadata = map[string]string{"split": "dev", "task": "sst2"}
+	if withClip {
+		for k, v := range mainJobClip(p.N, p.P).Metadata() {
+			p.Metadata[k] = v
+		}
+	}
+	path := filepath.Join(t.TempDir(), "post.safetensors")
+	if err := privacy.WritePosteriors(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestAuditCertifiedBesideEmpirical: a file whose metadata carries the clip
+// constants gets the certified guarantee beside the empirical audit, in the
+// human output and in --json, with labels that keep them apart; the
+// certificate bounds every audited pair. A file without clip constants has no
+// certified block.
+func TestAuditCertifiedBesideEmpirical(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		withClip bool
+		mode     string
+		want     []string // in the human output
+		absent   []string
+	}{
+		{name: "clip metadata, principled", withClip: true, mode: "principled",
+			want: []string{"RD max over 5(5-1) = 20 dev pairs (empirical, not a guarantee)", "RD mean (empirical)",
+				"BDP ε_μ estimate, worst individual (delta 1e-05)", "BDP ε_μ estimate, pooled pairs",
+				"Student-t, confidence 1-1e-16; pairs treated as independent",
+				"certified RD (every pair of inputs), order 1.1", "certified ε (delta 1e-05, best order)",
+				"certified BDP ε_μ (delta 1e-05)", "eps_mu <= cert(1+l) + ln(1/delta_mu)/l minimised over l",
+				"one release of the embedding of one text vs any other text (every pair of inputs; N = "},
+			absent: []string{"no certified guarantee"}},
+		{name: "clip metadata, reference", withClip: true, mode: "reference",
+			want:   []string{"RD max (z-filtered; empirical batch estimate, not a guarantee)", "BDP ε_μ estimate (released accountant", "certified RD (every pair of inputs), order 1.1"},
+			absent: []string{"no certified guarantee"}},
+		{name: "no clip metadata", withClip: false, mode: "principled",
+			want:   []string{"RD max over 5(5-1) = 20 dev pairs (empirical, not a guarantee)", "no certified guarantee"},
+			absent: []string{"certified RD", "certified ε", "certified BDP"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeClippedPosteriors(t, tc.withClip)
+			out, err := runAuditCmd("--posteriors", path, "--mode", tc.mode, "--batch-size", "4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkOutput(t, out, tc.want, tc.absent)
+
+			out, err = runAuditCmd("--posteriors", path, "--mode", tc.mode, "--batch-size", "4", "--json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r struct {
+				RDMax     *float64 `json:"rd_max"`
+				Empirical *struct {
+					Label string `json:"label"`
+					Scope string `json:"scope"`
+					BDP   string `json:"bdp_epsilon"`
+				} `json:"empirical"`
+				Certified *struct {
+					Label  string             `json:"label"`
+					Scope  string             `json:"scope"`
+					RD     *float64           `json:"rd_certified"`
+					Finite bool               `json:"finite"`
+					Eps    *float64           `json:"epsilon"`
+					BDP    *float64           `json:"bdp_epsilon_certified"`
+					Parts  map[string]float64 `json:"parts"`
+					Curve  []map[string]any   `json:"orders"`
+				} `json:"certified"`
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("not one JSON object: %v\n%s", err, out)
+			}
+			if r.Empirical == nil || r.Empirical.Label != "empirical" || !strings.Contains(r.Empirical.Scope, "not a guarantee") || !strings.Contains(r.Empirical.BDP, "estimate") {
+				t.Errorf("empirical label %+v", r.Empirical)
+			}
+			if !tc.withClip {
+				if r.Certified != nil {
+					t.Errorf("certified block %+v for a file without clip metadata", r.Certified)
+				}
+				return
+			}
+			c := r.Certified
+			p, err := privacy.ReadPosteriors(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c == nil || c.Label != "certified" || c.Scope != privacy.CertifiedScope(1, p.N, p.P) || !c.Finite || c.RD == nil || c.Eps == nil || c.BDP == nil {
+				t.Fatalf("certified block %+v", c)
+			}
+			want, err := privacy.Certify(mainJobClip(p.N, p.P), 1.1, privacy.DirectionStandard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *c.RD != float64(want.RD) || c.Parts["variance"] != float64(want.Parts.Variance) || len(c.Curve) != len(privacy.DefaultOrders) {
+				t.Errorf("rd_certified %v parts %v (%d orders), library %v %+v", *c.RD, c.Parts, len(c.Curve), want.RD, want.Parts)
+			}
+			// The certificate is an upper bound on every audited pair (principled audit: Eq. rdp itself).
+			if tc.mode == "principled" && !(r.RDMax != nil && *r.RDMax <= *c.RD) {
+				t.Errorf("empirical rd_max %v above rd_certified %v", r.RDMax, *c.RD)
+			}
+		})
+	}
+}
+
+// TestAuditCertifiedBadMetadata: malformed clip metadata is an error naming
+// the file and the key, not a silently missing guarantee.
+func TestAuditCertifiedBadMetadata(t *testing.T) {
+	path := writeClippedPosteriors(t, true)
+	p, err := privacy.ReadPosteriors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Metadata["clip_mu"] = "two"
+	bad := filepath.Join(t.TempDir(), "bad.safetensors")
+	if err := privacy.WritePosteriors(bad, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runAuditCmd("--posteriors", bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "clip_mu") {
+		t.Errorf("error %v, want one naming %s and clip_mu", err, bad)
 	}
 }
 

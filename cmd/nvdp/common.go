@@ -68,6 +68,32 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgres
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run in --out from its last checkpoint (saved options are used)")
 	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", 0, "stop (with a checkpoint, resumable) after K optimizer steps in total")
 	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
+	fs.Float64Var(&o.ClipOrder, "clip-order", 0, "Renyi order the sigma floor and the default C_amin are derived for (default 1.1, the paper's)")
+	fs.Float64Var(&o.TargetEpsilon, "target-epsilon", 0, "calibrate the clipping (nvdp-clipped) so that the certified epsilon at --delta is this (docs/training.md)")
+	fs.Float64Var(&o.TargetRD, "target-rd", 0, "calibrate the clipping (nvdp-clipped) so that the certified RD at --order is this many nats")
+	fs.IntVar(&o.Releases, "releases", 0, "releases of one text the target covers (RDP adds up; default 1)")
+	fs.Float64Var(&o.VarianceShare, "variance-share", 0, "share of the target RD given to the variance part (logvar margin); 0: fixed sigma")
+	fs.Float64Var(&o.DirichletShare, "dirichlet-share", 0, "share of the target RD given to the Dirichlet part (C_amin); 0: C_amin = C_amax")
+}
+
+// fixGivenConstants marks the clipping constants given on the command line
+// as fixed for the calibration (the others are calibrated to the target).
+func fixGivenConstants(cmd *cobra.Command, o *train.Options) {
+	o.FixCMu = cmd.Flags().Changed("c-mu")
+	o.FixLogvarMargin = cmd.Flags().Changed("logvar-margin")
+	o.FixCAlphaMin = cmd.Flags().Changed("c-alpha-min")
+}
+
+// setTargetOrderDelta gives the target the Renyi order (of --target-rd) and
+// the delta (of --target-epsilon) of the --order and --delta flags: one
+// concept, one flag (in `nvdp run` and `nvdp sweep` they are the audit's too).
+func setTargetOrderDelta(o *train.Options, order, delta float64) {
+	if o.TargetRD > 0 {
+		o.TargetOrder = order
+	}
+	if o.TargetEpsilon > 0 {
+		o.TargetDelta = delta
+	}
 }
 
 // finishTrainFlags applies the flags that need the command's state.
@@ -82,6 +108,9 @@ func finishTrainFlags(cmd *cobra.Command, o *train.Options, dropout float64) {
 	}
 	if o.GradClip == 0 {
 		o.GradClip = -1
+	}
+	if o.HasTarget() {
+		fixGivenConstants(cmd, o)
 	}
 }
 
@@ -105,8 +134,8 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlag
 	fs.IntVar(&po.AuditLimit, "audit-limit", 0, "audit only the first K examples of the audit split (0: all)")
 	fs.Uint64Var(&po.EvalSeed, "eval-seed", 1, "seed of the NVDP sampling at evaluation")
 	fs.StringVar(&a.mode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
-	fs.Float64Var(&po.Audit.Order, "order", 1.1, "Renyi order lambda > 1 of the RD bound")
-	fs.Float64Var(&po.Audit.Delta, "delta", 1e-5, "BDP delta_mu")
+	fs.Float64Var(&po.Audit.Order, "order", 1.1, "Renyi order lambda > 1 of the RD bound (the audit's, and --target-rd's)")
+	fs.Float64Var(&po.Audit.Delta, "delta", 1e-5, "BDP delta_mu (also the delta of --target-epsilon)")
 	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
 	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
 	fs.Uint64Var(&po.Audit.Seed, "audit-seed", 1, "seed of the --pairs sample")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -20,7 +21,8 @@ func newEvalCmd() *cobra.Command {
 Writes OUT/eval_<split>.json (GLUE metrics on labelled splits), the predictions in GLUE
 submission format (OUT/<TASK>.tsv for test, OUT/predictions_<split>.tsv otherwise) and,
 for NVDP models, OUT/posteriors_<split>.safetensors for 'nvdp audit': every example padded
-to max-seq-len, so each posterior has max-seq-len + 1 components (padding flagged in the mask).
+to max-seq-len, so each posterior has max-seq-len + 1 components (padding flagged in the mask),
+and the certified guarantee of that release at the clip's order (eval_<split>.json "certified").
 NVDP samples at evaluation (as the released code), from a generator seeded by --seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,6 +46,11 @@ NVDP samples at evaluation (as the released code), from a generator seeded by --
 			fmt.Fprintf(w, "predictions: %s\n", r.Predictions)
 			if r.Posteriors != "" {
 				fmt.Fprintf(w, "posteriors:  %s (%d components)\n", r.Posteriors, r.Components)
+			}
+			if r.Certified != nil {
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				certifiedRows(func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }, r.Certified)
+				tw.Flush()
 			}
 			return nil
 		},

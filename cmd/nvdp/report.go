@@ -18,13 +18,16 @@ func newReportCmd() *cobra.Command {
 		Short: "Paper-style tables (and plots) of a sweep directory",
 		Long: `Reads every report.json under DIR (an 'nvdp sweep' directory, or any tree of 'nvdp run'
 outputs) and writes, per task, the table of the paper's Tables 3-5: rows model x lambda,
-columns the dev metric(s) x 100, BDP eps_mu and RD max / avg, mean ± std over seeds, in
-every audit mode the cells carry (report.json, and audit_<mode>.json from
-'nvdp sweep --extra-audit-modes'); then the best-trade-off summary of Table 1. C_mu grid
-cells are left out of the tables; the C_mu selection is printed under its task.
+columns the dev metric(s) x 100, the BDP eps_mu estimate and RD max / avg (empirical: over
+the audited pairs, not a guarantee), mean ± std over seeds, in every audit mode the cells
+carry (report.json, and audit_<mode>.json from 'nvdp sweep --extra-audit-modes'), and the
+certified RD and epsilon (the clipping's guarantee for every pair of inputs, report.json
+privacy.certified; "–" for reports without it); then the best-trade-off summary of Table 1.
+C_mu grid cells are left out of the tables; the C_mu selection is printed under its task.
 --plots writes PNG and SVG figures to --plots-dir (default DIR/plots): privacy-utility
-scatter with the Pareto front per task (against rd_max and BDP eps_mu), training curves
-from metrics.jsonl, and the histogram of per-pair bounds from the audit.`,
+scatter with the Pareto front per task (against rd_max and BDP eps_mu; principled plots
+also show the certified guarantee as its own series), training curves from metrics.jsonl,
+and the histogram of per-pair bounds from the audit.`,
 		Example: `  nvdp report sweeps/glue --plots
   nvdp report sweeps/glue --format csv --out glue.csv`,
 		Args: cobra.ExactArgs(1),

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -33,6 +36,10 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 			if err := af.finish(po); err != nil {
 				return err
 			}
+			setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
+			if po.SkipTrain && po.Train.HasTarget() {
+				return fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
+			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			rep, err := train.RunPipeline(ctx, *po, progressWriter(cmd, noProgress))
@@ -56,6 +63,19 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 
 func init() { rootCmd.AddCommand(newRunCmd()) }
 
+// readCertificate reads dir/certificate.json (nil when absent or unreadable).
+func readCertificate(dir string) *train.Certificate {
+	b, err := os.ReadFile(filepath.Join(dir, train.CertificateFile))
+	if err != nil {
+		return nil
+	}
+	var c train.Certificate
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil
+	}
+	return &c
+}
+
 func printRunReport(w io.Writer, r *train.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
@@ -66,6 +86,15 @@ func printRunReport(w io.Writer, r *train.Report) {
 	}
 	if r.CAlphaMax > 0 {
 		row("C_mu / C_amin / C_amax", fmt.Sprintf("%g / %.6g / %g", r.CMu, r.CAlphaMin, r.CAlphaMax))
+	}
+	if c := readCertificate(r.Dir); c != nil && c.Calibration != nil && c.Guarantee != nil {
+		t, g := c.Target, c.Guarantee
+		target := fmt.Sprintf("epsilon %g at delta %g", t.Epsilon, t.Delta)
+		if t.RD > 0 {
+			target = fmt.Sprintf("RD %g nats at order %g", t.RD, t.Order)
+		}
+		row("privacy target", fmt.Sprintf("%s, %d release(s): logvar margin %.6g, certified epsilon %s at delta %g (%s)",
+			target, t.Releases, c.LogvarMargin, ff(g.Epsilon), g.Delta, train.CertificateFile))
 	}
 	if t := r.Training; t != nil {
 		row("training", fmt.Sprintf("%d epochs, %d steps, best epoch %d, %.0f s", t.Epochs, t.Steps, t.BestEpoch, t.Seconds))
@@ -80,9 +109,18 @@ func printRunReport(w io.Writer, r *train.Report) {
 	}
 	if p := r.Privacy; p != nil {
 		row("audit", fmt.Sprintf("%s, %s split, %d examples x %d components, order %g", p.Mode, p.Split, p.Examples, p.Components, p.Order))
-		row("RD max / mean", ff(p.RDMax)+" / "+ff(p.RDMean))
-		row(fmt.Sprintf("BDP eps (delta %g)", p.Delta), ff(p.BDPEpsilon))
+		pairs := p.Split + " pairs"
+		if p.Mode == privacy.ModeReference {
+			pairs = "z-filtered within-batch " + pairs
+		}
+		row("RD max over "+pairs+" ("+privacy.LabelEmpirical+", not a guarantee)", ff(p.RDMax))
+		row("RD mean ("+privacy.LabelEmpirical+")", ff(p.RDMean))
+		row(fmt.Sprintf("BDP ε_μ (%s), delta %g", privacy.LabelEstimate, p.Delta), ff(p.BDPEpsilon))
 		row("invalid pairs", fmt.Sprintf("%d of %d", p.InvalidPairs, p.Pairs))
+		if p.Certified == nil {
+			row("certified guarantee", "none in "+train.ReportFile)
+		}
+		certifiedRows(row, p.Certified)
 	} else {
 		row("privacy", "null ("+r.Note+")")
 	}

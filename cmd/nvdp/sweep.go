@@ -26,7 +26,7 @@ func newSweepCmd() *cobra.Command {
 	var af *auditFlagValues
 	var dropout, cmuLambda float64
 	var noProgress, inProcess bool
-	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes string
+	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targetEpsilons string
 	cmd := &cobra.Command{
 		Use:   "sweep --tasks T,.. --variants V,.. --lambdas L,.. --seeds S,.. [train flags] --out DIR",
 		Short: "Run the paper's grid (tasks x variants x lambdas x seeds): one `nvdp run` per cell",
@@ -42,6 +42,10 @@ next step with a checkpoint: rerun the same command to continue.
 lambda, and --c-mu-seeds, default the first seed; DIR/<task>/cmu-grid/...), picks per task
 the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the best
 (paper §3.2), writes DIR/<task>/c_mu_selection.json, and runs the clipped cells with it.
+--target-epsilons E1,E2,... adds a dimension to the nvdp-clipped cells: each is calibrated to
+a certified epsilon at --delta (DIR/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s>/;
+the constants not given on the command line are calibrated, see 'nvdp train'); a single
+--target-epsilon or --target-rd applies to every nvdp-clipped cell.
 --jobs N runs N cells at once as subprocesses of this binary (logs in DIR/logs/).
 'nvdp report DIR' makes the tables and plots.`,
 		Example: `  nvdp sweep --tasks sst2,rte --variants baseline,nvdp,nvdp-clipped --lambdas 1e-3,1e-2,1e-1,1 \
@@ -100,6 +104,14 @@ the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the b
 			if err := af.finish(po); err != nil {
 				return err
 			}
+			if targetEpsilons != "" {
+				if so.TargetEpsilons, err = parseFloatList("--target-epsilons", targetEpsilons); err != nil {
+					return err
+				}
+				fixGivenConstants(cmd, &po.Train)
+				po.Train.TargetDelta = po.Audit.Delta
+			}
+			setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			switch {
@@ -146,6 +158,7 @@ the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the b
 	fs.Float64Var(&so.CMuTolerance, "c-mu-tolerance", 0.01, "C_mu selection: absolute tolerance on the dev selection metric")
 	fs.Float64Var(&cmuLambda, "c-mu-lambda", 0, "C_mu selection: lambda of the grid runs (default: the first of --lambdas)")
 	fs.StringVar(&cmuSeeds, "c-mu-seeds", "", "C_mu selection: seeds of the grid runs (default: the first of --seeds)")
+	fs.StringVar(&targetEpsilons, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped cells, each calibrated to one")
 	fs.StringVar(&extraModes, "extra-audit-modes", "", "also audit every NVDP cell in these modes (e.g. reference), written to audit_<mode>.json")
 	af = pipelineAuditFlags(fs, po)
 	return cmd

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -12,6 +14,7 @@ func newTrainCmd() *cobra.Command {
 	o := &train.Options{}
 	var dropout float64
 	var noProgress, jsonOut bool
+	var order, delta float64
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train a baseline, NVDP or NVDP-Clipped model on a GLUE task",
@@ -20,13 +23,26 @@ func newTrainCmd() *cobra.Command {
 AdamW with linear warm-up and decay, KL schedule s(t), gradient clipping, dynamic padding,
 dev evaluation every epoch on the task's selection metric, early stopping (--patience),
 best model kept in --out (config.json, nvdp_config.json, model.safetensors, tokenizer files,
-train_options.json), metrics.jsonl, and a resumable checkpoint (--resume). docs/training.md.`,
+train_options.json), metrics.jsonl, and a resumable checkpoint (--resume). docs/training.md.
+
+--target-epsilon E [--delta D] or --target-rd R [--order L] calibrates the clipping of
+nvdp-clipped before training: the constants not given on the command line (--c-mu,
+--logvar-margin, --c-alpha-min) are chosen so that the certified guarantee of --releases
+releases of one text is the target ('nvdp certify'); they are saved in train_options.json
+and nvdp_config.json, the calibration in certificate.json.`,
 		Example: `  nvdp train --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			finishTrainFlags(cmd, o, dropout)
+			if cmd.Flags().Changed("order") && !(o.TargetRD > 0) {
+				return fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
+			}
+			if cmd.Flags().Changed("delta") && !(o.TargetEpsilon > 0) {
+				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
+			}
+			setTargetOrderDelta(o, order, delta)
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			r, err := train.Run(ctx, *o, progressWriter(cmd, noProgress))
@@ -52,6 +68,8 @@ train_options.json), metrics.jsonl, and a resumable checkpoint (--resume). docs/
 		},
 	}
 	trainFlags(cmd.Flags(), o, &dropout, &noProgress)
+	cmd.Flags().Float64Var(&order, "order", nvib.DefaultOrder, "Renyi order lambda > 1 of --target-rd")
+	cmd.Flags().Float64Var(&delta, "delta", privacy.DefaultDelta, "delta of --target-epsilon")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")
 	return cmd
 }

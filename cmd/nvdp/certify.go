@@ -1,0 +1,469 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// certifyFlags are the pinned flags of `nvdp certify`.
+type certifyFlags struct {
+	model            string
+	components, dims int
+	order            float64
+	orders           string
+	cMu              float64
+	priorMu          string
+	priorVar         string
+	logvarMargin     float64
+	logvarFloor      string
+	logvarCap        string
+	clipOrder        float64
+	cAlphaMin        float64
+	cAlphaMax        float64
+	priorAlpha       float64
+	delta            float64
+	releases         int
+	direction        string
+	witness          string
+	jsonOut          bool
+}
+
+// constantFlags describe the clip set; --model reads them from the model instead.
+var constantFlags = []string{"components", "dims", "c-mu", "prior-mu", "prior-var", "logvar-margin", "logvar-floor",
+	"logvar-cap", "clip-order", "c-alpha-min", "c-alpha-max", "prior-alpha"}
+
+func newCertifyCmd() *cobra.Command {
+	f := &certifyFlags{}
+	cmd := &cobra.Command{
+		Use:   "certify --model DIR | --components N --dims P --c-mu C --c-alpha-min A --c-alpha-max B ...",
+		Short: "Certified Renyi bound of a clipping: the worst case of Eq. rdp over every pair of texts",
+		Long: `Certify the privacy of a clipping configuration: the supremum of the paper's Eq. rdp over
+every ordered pair of posteriors the clipping can release (N components including the prior
+component, P dimensions), at --order and on the order grid, with its (epsilon, delta)
+conversion and the certified Bayesian-DP epsilon. Unlike 'nvdp audit', which bounds the pairs
+of a posterior file, the certificate holds for any two input texts: its scope is --releases
+releases of one text's embedding against any other text's, not the training data.
+
+--model DIR certifies a trained model with its own N (max-seq-len + 1), P (hidden size), prior
+and clipping constants; an unclipped model certifies +Inf with the reason. Otherwise give the
+constants: --logvar-margin M derives the sigma range as the clipping does (floor
+ln((L2-1)/L2 prior_var) + M with L2 = --clip-order, cap ln prior_var), or give the range with
+--logvar-floor and --logvar-cap. --witness FILE writes a pair of posteriors (M = 2) that
+attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`,
+		Example: `  nvdp certify --components 129 --dims 128 --order 1.1 --c-mu 2 --prior-var 1 \
+    --logvar-margin 0.6931 --c-alpha-min 0.3 --c-alpha-max 1 --json
+  nvdp certify --model runs/sst2-clipped --witness witness.safetensors`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runCertify(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "", "model directory: certify its clipping with its own N, P, prior and constants")
+	fl.IntVar(&f.components, "components", 0, "N, components per posterior including the prior component (max-seq-len + 1)")
+	fl.IntVar(&f.dims, "dims", 0, "P, dimensions per component (the hidden size)")
+	fl.Float64Var(&f.order, "order", nvib.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
+	fl.StringVar(&f.orders, "orders", "", "comma-separated Renyi orders of the certified curve (default: privacy.DefaultOrders, 1.01..1024)")
+	fl.Float64Var(&f.cMu, "c-mu", 0, "C_mu, radius of the mean ball (>= 0)")
+	fl.StringVar(&f.priorMu, "prior-mu", "0", "prior mean: a scalar or a comma list of P values")
+	fl.StringVar(&f.priorVar, "prior-var", "1", "prior variance: a scalar or a comma list of P values (> 0)")
+	fl.Float64Var(&f.logvarMargin, "logvar-margin", nvib.DefaultLogvarMargin, "nats of variance above the floor ln((L2-1)/L2 prior_var), L2 = --clip-order (>= ln(L2/(L2-1)): fixed sigma)")
+	fl.StringVar(&f.logvarFloor, "logvar-floor", "", "explicit logvar floor: a scalar or a comma list of P values (with --logvar-cap, instead of --logvar-margin)")
+	fl.StringVar(&f.logvarCap, "logvar-cap", "", "explicit logvar cap: a scalar or a comma list of P values (with --logvar-floor)")
+	fl.Float64Var(&f.clipOrder, "clip-order", 0, "the Renyi order the sigma floor was derived for (default: --order)")
+	fl.Float64Var(&f.cAlphaMin, "c-alpha-min", 0, "C_amin, smallest pseudo-count of a token component (> 0 for a finite bound)")
+	fl.Float64Var(&f.cAlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count of a token component")
+	fl.Float64Var(&f.priorAlpha, "prior-alpha", math.Exp(nvib.DefaultPrior().LogAlpha), "pseudo-count of the prior component (nvib.DefaultPrior: 1)")
+	fl.Float64Var(&f.delta, "delta", privacy.DefaultDelta, "delta of the (epsilon, delta) conversion and of the certified BDP")
+	fl.IntVar(&f.releases, "releases", 1, "releases of the same text (RDP adds up: the curve is k times one release)")
+	fl.StringVar(&f.direction, "gaussian-direction", string(privacy.DirectionStandard), "Gaussian term in the bound's own direction (standard) or as printed in Eq. rdp (paper); the supremum is the same, the witness differs")
+	fl.StringVar(&f.witness, "witness", "", "write the attaining pair (M = 2) as a posterior file for 'nvdp audit --posteriors'")
+	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newCertifyCmd()) }
+
+// certifyReport is the output of `nvdp certify` (--json: one object): the
+// library's certified report (privacy.CertifiedReport: rd_certified and its
+// parts of all Releases releases, the curve, epsilon and the certified BDP)
+// with the one-release supremum, its witness and the constants certified.
+// (It is written, never read: the embedded report's UnmarshalJSON would
+// read only the embedded fields.)
+type certifyReport struct {
+	// Model, Variant and Mode are set with --model.
+	Model   string `json:"model,omitempty"`
+	Variant string `json:"variant,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+
+	*privacy.CertifiedReport
+	// RDPerRelease is the one-release supremum at Order, which the witness attains.
+	RDPerRelease privacy.JSONFloat `json:"rd_per_release"`
+	// DirichletWitness counts the token components of the witness by (alpha, alpha').
+	DirichletWitness *dirichletWitness `json:"dirichlet_witness,omitempty"`
+
+	// The constants certified (as the clip stores them: see privacy.ClipSet).
+	CMu      privacy.JSONFloat `json:"c_mu"`
+	PriorMu  any               `json:"prior_mu"`  // scalar or [P]
+	PriorVar any               `json:"prior_var"` // scalar or [P]
+	// ClipOrder and LogvarMargin derive the sigma range (absent when it was given explicitly).
+	ClipOrder    *float64 `json:"clip_order,omitempty"`
+	LogvarMargin *float64 `json:"logvar_margin,omitempty"`
+	// LogvarFloor and LogvarCap are the sigma range certified (scalar or [P]; null: none).
+	LogvarFloor any               `json:"logvar_floor"`
+	LogvarCap   any               `json:"logvar_cap"`
+	CAlphaMin   privacy.JSONFloat `json:"c_alpha_min"`
+	CAlphaMax   privacy.JSONFloat `json:"c_alpha_max"`
+	PriorAlpha  float64           `json:"prior_alpha"`
+	// Witness is the --witness file (absent when no pair attains the bound).
+	Witness string `json:"witness,omitempty"`
+}
+
+type dirichletWitness struct {
+	LowHigh  int `json:"alpha_min_max"` // (C_amin, C_amax)
+	HighLow  int `json:"alpha_max_min"` // (C_amax, C_amin)
+	HighHigh int `json:"alpha_max_max"` // (C_amax, C_amax)
+}
+
+// finiteFlag returns an error naming flag when v is NaN or infinite.
+func finiteFlag(flag string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("--%s %v: want a finite number", flag, v)
+	}
+	return nil
+}
+
+// parseDims parses a scalar or a comma list of P numbers.
+func parseDims(flag, s string, p int) ([]float64, error) {
+	v, err := parseFloatList("--"+flag, s)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 1 && len(v) != p {
+		return nil, fmt.Errorf("--%s has %d values, want 1 or --dims = %d", flag, len(v), p)
+	}
+	return v, nil
+}
+
+// parseVector parses a scalar or a comma list of 1 or P finite values (> 0 when positive).
+func parseVector(flag, s string, p int, positive bool) ([]float64, error) {
+	v, err := parseDims(flag, s, p)
+	if err != nil {
+		return nil, err
+	}
+	for j, x := range v {
+		if err := finiteFlag(flag, x); err != nil {
+			return nil, fmt.Errorf("--%s[%d] %v: want a finite number", flag, j, x)
+		}
+		if positive && !(x > 0) {
+			return nil, fmt.Errorf("--%s[%d] %v: want > 0", flag, j, x)
+		}
+	}
+	return v, nil
+}
+
+// parseLogvarBound parses --logvar-floor / --logvar-cap: numbers, -inf/+inf allowed (no floor / no cap).
+func parseLogvarBound(flag, s string, p int) ([]float64, error) {
+	v, err := parseDims(flag, s, p)
+	if err != nil {
+		return nil, err
+	}
+	for j, x := range v {
+		if math.IsNaN(x) {
+			return nil, fmt.Errorf("--%s[%d] is NaN", flag, j)
+		}
+	}
+	return v, nil
+}
+
+// certifyCommon are the flags that apply with and without --model.
+func (f *certifyFlags) common(fs *pflag.FlagSet) (orders []float64, err error) {
+	if err := finiteFlag("order", f.order); err != nil {
+		return nil, err
+	}
+	if !(f.order > 1) {
+		return nil, fmt.Errorf("--order %v: the Renyi order must be > 1", f.order)
+	}
+	if f.orders != "" {
+		if orders, err = parseFloatList("--orders", f.orders); err != nil {
+			return nil, err
+		}
+		for _, o := range orders {
+			if !(o > 1) || math.IsInf(o, 0) {
+				return nil, fmt.Errorf("--orders: %v: every Renyi order must be finite and > 1", o)
+			}
+		}
+	}
+	if !(f.delta > 0 && f.delta < 1) {
+		return nil, fmt.Errorf("--delta %v: want a value in (0, 1)", f.delta)
+	}
+	if f.releases < 1 {
+		return nil, fmt.Errorf("--releases %d: want >= 1", f.releases)
+	}
+	switch privacy.GaussianDirection(f.direction) {
+	case privacy.DirectionStandard, privacy.DirectionPaper:
+	default:
+		return nil, fmt.Errorf("--gaussian-direction %q: want standard or paper", f.direction)
+	}
+	return orders, nil
+}
+
+// clipSet builds the clip set from the constant flags, validating each.
+func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
+	var s privacy.ClipSet
+	for _, req := range []string{"components", "dims", "c-mu", "c-alpha-min", "c-alpha-max"} {
+		if !fs.Changed(req) {
+			return s, fmt.Errorf("--%s is required (or --model DIR)", req)
+		}
+	}
+	if f.components < 1 {
+		return s, fmt.Errorf("--components %d: want >= 1 (the prior component counts)", f.components)
+	}
+	if f.dims < 1 {
+		return s, fmt.Errorf("--dims %d: want >= 1", f.dims)
+	}
+	for _, c := range []struct {
+		flag string
+		v    float64
+	}{{"c-mu", f.cMu}, {"c-alpha-min", f.cAlphaMin}, {"c-alpha-max", f.cAlphaMax}, {"prior-alpha", f.priorAlpha}, {"logvar-margin", f.logvarMargin}} {
+		if err := finiteFlag(c.flag, c.v); err != nil {
+			return s, err
+		}
+		if c.v < 0 {
+			return s, fmt.Errorf("--%s %v: want >= 0", c.flag, c.v)
+		}
+	}
+	if !(f.cAlphaMax > 0) {
+		return s, fmt.Errorf("--c-alpha-max %v: want > 0", f.cAlphaMax)
+	}
+	if f.cAlphaMin > f.cAlphaMax {
+		return s, fmt.Errorf("--c-alpha-min %v: want <= --c-alpha-max %v", f.cAlphaMin, f.cAlphaMax)
+	}
+	if !(f.priorAlpha > 0) {
+		return s, fmt.Errorf("--prior-alpha %v: want > 0", f.priorAlpha)
+	}
+	pm, err := parseVector("prior-mu", f.priorMu, f.dims, false)
+	if err != nil {
+		return s, err
+	}
+	pv, err := parseVector("prior-var", f.priorVar, f.dims, true)
+	if err != nil {
+		return s, err
+	}
+	s = privacy.ClipSet{Components: f.components, Dims: f.dims, CMu: f.cMu, PriorMu: pm, PriorVar: pv,
+		AlphaMin: f.cAlphaMin, AlphaMax: f.cAlphaMax, PriorAlpha: f.priorAlpha}
+	explicit := fs.Changed("logvar-floor") || fs.Changed("logvar-cap")
+	if explicit {
+		if fs.Changed("logvar-margin") {
+			return s, errors.New("--logvar-margin and --logvar-floor/--logvar-cap: give the margin (the range is derived) or the range, not both")
+		}
+		if fs.Changed("clip-order") {
+			return s, errors.New("--clip-order derives the floor from --logvar-margin; with --logvar-floor/--logvar-cap the range is explicit")
+		}
+		if !fs.Changed("logvar-floor") || !fs.Changed("logvar-cap") {
+			return s, errors.New("--logvar-floor and --logvar-cap: give both")
+		}
+		if s.LogvarFloor, err = parseLogvarBound("logvar-floor", f.logvarFloor, f.dims); err != nil {
+			return s, err
+		}
+		if s.LogvarCap, err = parseLogvarBound("logvar-cap", f.logvarCap, f.dims); err != nil {
+			return s, err
+		}
+		for j := 0; j < f.dims; j++ {
+			if fl, cp := vecAt(s.LogvarFloor, j), vecAt(s.LogvarCap, j); fl > cp {
+				return s, fmt.Errorf("--logvar-floor %v > --logvar-cap %v (dim %d)", fl, cp, j)
+			}
+		}
+	} else {
+		s.ClipOrder, s.LogvarMargin = f.order, f.logvarMargin
+		if fs.Changed("clip-order") {
+			if err := finiteFlag("clip-order", f.clipOrder); err != nil {
+				return s, err
+			}
+			if !(f.clipOrder > 1) {
+				return s, fmt.Errorf("--clip-order %v: the Renyi order must be > 1", f.clipOrder)
+			}
+			s.ClipOrder = f.clipOrder
+		}
+	}
+	if err := s.Validate(); err != nil { // the flags above cover every case; this is a safety net
+		return s, err
+	}
+	return s, nil
+}
+
+func vecAt(v []float64, j int) float64 {
+	if len(v) == 1 {
+		return v[0]
+	}
+	return v[j]
+}
+
+// modelClipSet reads a model directory's clipping as a clip set
+// (train.ModelClipSet with N = max-seq-len + 1, P = hidden size).
+func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
+	o, err := train.LoadOptions(dir)
+	if err != nil {
+		return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
+	}
+	cfg, err := nvib.LoadConfig(dir)
+	if err != nil {
+		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: %w", dir, err)
+	}
+	set, ok := train.ModelClipSet(cfg, o.MaxSeqLen+1, cfg.Hidden)
+	if !ok {
+		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: a %s model has no NVIB posterior: nothing to certify", dir, cfg.Model)
+	}
+	if o.MaxSeqLen < 1 || cfg.Hidden < 1 {
+		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: max_seq_len %d / hidden %d: cannot tell N and P", dir, o.MaxSeqLen, cfg.Hidden)
+	}
+	return set, &cfg, nil
+}
+
+func runCertify(cmd *cobra.Command, f *certifyFlags) error {
+	fs := cmd.Flags()
+	orders, err := f.common(fs)
+	if err != nil {
+		return err
+	}
+	var set privacy.ClipSet
+	rep := &certifyReport{}
+	source := "constants given on the command line"
+	if f.model != "" {
+		for _, c := range constantFlags {
+			if fs.Changed(c) {
+				return fmt.Errorf("--%s and --model: the model's own constants are certified", c)
+			}
+		}
+		var cfg *nvib.Config
+		if set, cfg, err = modelClipSet(f.model); err != nil {
+			return err
+		}
+		rep.Model, rep.Variant, rep.Mode = f.model, cfg.Model, string(cfg.Mode)
+		source = train.ModelSource(f.model)
+	} else if set, err = f.clipSet(fs); err != nil {
+		return err
+	}
+	if rep.CertifiedReport, err = privacy.CertifyReport(set, f.order, privacy.GaussianDirection(f.direction), f.releases, f.delta, orders, source); err != nil {
+		return err
+	}
+	cert := rep.PerRelease
+	rep.RDPerRelease = cert.RD
+	if cert.Finite && set.Components > 1 {
+		rep.DirichletWitness = &dirichletWitness{cert.AlphaLowHigh, cert.AlphaHighLow, cert.AlphaHighHigh}
+	}
+	rep.setConstants(set)
+	if f.witness != "" {
+		if cert.Witness == nil {
+			slog.Warn("no witness pair: a constant is unbounded, so no pair attains the bound", "witness", f.witness, "reason", cert.Reason)
+		} else {
+			if err := privacy.WritePosteriors(f.witness, cert.Witness); err != nil {
+				return fmt.Errorf("--witness: %w", err)
+			}
+			rep.Witness = f.witness
+		}
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printCertify(cmd.OutOrStdout(), rep)
+	return nil
+}
+
+// setConstants writes the constants of set into r.
+func (r *certifyReport) setConstants(set privacy.ClipSet) {
+	r.CMu, r.CAlphaMin, r.CAlphaMax, r.PriorAlpha = privacy.JSONFloat(set.CMu), privacy.JSONFloat(set.AlphaMin), privacy.JSONFloat(set.AlphaMax), set.PriorAlpha
+	r.PriorMu, r.PriorVar = scalarOrList(set.PriorMu), scalarOrList(set.PriorVar)
+	if set.LogvarFloor != nil {
+		r.LogvarFloor, r.LogvarCap = scalarOrList(set.LogvarFloor), scalarOrList(set.LogvarCap)
+		return
+	}
+	co, m := set.ClipOrder, set.LogvarMargin
+	r.ClipOrder, r.LogvarMargin = &co, &m
+	floor, cap := make([]float64, len(set.PriorVar)), make([]float64, len(set.PriorVar))
+	for j, v := range set.PriorVar {
+		floor[j], cap[j] = privacy.LogvarFloorFor(co, v, m), math.Log(v)
+	}
+	r.LogvarFloor, r.LogvarCap = scalarOrList(floor), scalarOrList(cap)
+}
+
+// scalarOrList is v[0] for a length-1 slice, else v (non-finite values as null).
+func scalarOrList(v []float64) any {
+	out := make([]privacy.JSONFloat, len(v))
+	for i, x := range v {
+		out[i] = privacy.JSONFloat(x)
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return out
+}
+
+func printCertify(w io.Writer, r *certifyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	if r.Model != "" {
+		row("model", fmt.Sprintf("%s (%s, %s)", r.Model, r.Variant, r.Mode))
+	}
+	row("certified", r.Scope)
+	row("constants", fmt.Sprintf("N %d, P %d, C_mu %s, C_amin %s, C_amax %s, prior alpha %g", r.Components, r.Dims,
+		fg(r.CMu), fg(r.CAlphaMin), fg(r.CAlphaMax), r.PriorAlpha))
+	lv := fmt.Sprintf("[%s, %s]", fmtVec(r.LogvarFloor), fmtVec(r.LogvarCap))
+	if r.LogvarMargin != nil {
+		lv += fmt.Sprintf(" (margin %g at clip order %g)", *r.LogvarMargin, *r.ClipOrder)
+	}
+	row("logvar range", lv)
+	rd := fmt.Sprintf("rd_certified (order %g)", r.Order)
+	if r.Releases > 1 {
+		rd = fmt.Sprintf("rd_certified (order %g, %d releases)", r.Order, r.Releases)
+	}
+	row(rd, ff(r.RD)+" nats")
+	if r.Finite {
+		row("  variance / mean / dirichlet", ff(r.Parts.Variance)+" / "+ff(r.Parts.Mean)+" / "+ff(r.Parts.Dirichlet))
+	} else {
+		row("  reason", r.Reason)
+	}
+	row("finite below order", fg(r.MaxOrder))
+	row(fmt.Sprintf("epsilon (delta %g)", r.Delta), ff(r.Epsilon)+" at order "+fg(r.BestOrder))
+	row(fmt.Sprintf("BDP eps_mu (delta %g)", r.Delta), ff(r.BDPEpsilon)+" (moment order "+fg(r.BDPOrder)+")")
+	if r.Witness != "" {
+		row("witness", r.Witness)
+	}
+	tw.Flush()
+}
+
+// fg formats v in the shortest form (+Inf, n/a for NaN).
+func fg(v privacy.JSONFloat) string {
+	if math.IsNaN(float64(v)) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(v), 'g', 8, 64)
+}
+
+// fmtVec formats a scalarOrList value: the scalar, or min..max of a list.
+func fmtVec(v any) string {
+	switch x := v.(type) {
+	case privacy.JSONFloat:
+		return fg(x)
+	case []privacy.JSONFloat:
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, e := range x {
+			lo, hi = math.Min(lo, float64(e)), math.Max(hi, float64(e))
+		}
+		return strconv.FormatFloat(lo, 'g', 6, 64) + ".." + strconv.FormatFloat(hi, 'g', 6, 64)
+	}
+	return strings.TrimSpace(fmt.Sprint(v))
+}

@@ -1,0 +1,129 @@
+package privacy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Labels of the kinds of privacy number the tools print and write: every
+// number is one of these, and says so.
+const (
+	// LabelCertified marks a guarantee computed from the clip constants
+	// alone (Certify, CertifyCurve): valid for every pair of inputs.
+	LabelCertified = "certified"
+	// LabelEmpirical marks numbers audited on a finite set of texts (Audit):
+	// the maximum over the pairs audited, not a bound for other texts.
+	LabelEmpirical = "empirical"
+	// LabelEstimate marks a statistical estimate (the audit's Student-t BDP
+	// accountant), not a bound.
+	LabelEstimate = "estimate"
+)
+
+// CertifiedBDPNote says how the certified BDP is obtained (CertifiedBDP).
+const CertifiedBDPNote = "eps_mu <= cert(1+l) + ln(1/delta_mu)/l minimised over l"
+
+// CertifiedScope says what a certificate of `releases` releases covers for
+// posteriors of n components (the prior component included) in p
+// dimensions; n or p < 1 (unknown, e.g. a table over models) leaves the
+// sizes out.
+func CertifiedScope(releases, n, p int) string {
+	what := "one release"
+	if releases > 1 {
+		what = fmt.Sprintf("%d releases", releases)
+	}
+	pairs := "every pair of inputs"
+	if n >= 1 && p >= 1 {
+		pairs = fmt.Sprintf("every pair of inputs; N = %d components, P = %d dims", n, p)
+	}
+	return what + " of the embedding of one text vs any other text (" + pairs + "); not the training data"
+}
+
+// CertifiedReport is the presentation of the certified guarantee of a clip
+// set: the "certified" object of report.json, eval_<split>.json and `nvdp
+// audit --json`, and the core of `nvdp certify --json`. Every RD and epsilon
+// is of Releases releases (RDP composes additively); +Inf is null in JSON
+// and reads back as +Inf.
+type CertifiedReport struct {
+	Label string `json:"label"` // LabelCertified
+	Scope string `json:"scope"` // CertifiedScope(Releases, Components, Dims)
+	// Source says where the clip constants come from (a model configuration,
+	// a posterior file's metadata, command-line flags).
+	Source string `json:"source"`
+	// Constants are the clip set's constants (ClipSet.Metadata keys).
+	Constants  map[string]string `json:"constants"`
+	Components int               `json:"components"` // N, the prior component included
+	Dims       int               `json:"dims"`       // P
+	// Certificate is the certificate at Order of all Releases releases: RD
+	// and its parts are Releases x the one-release supremum (PerRelease),
+	// the parts zero when RD is +Inf; MaxOrder: finite exactly below it
+	// (null: every order). No witness here: see PerRelease.
+	Certificate
+	// The guarantee of Releases releases: (Epsilon, Delta)-DP at BestOrder,
+	// the certified BDP at Delta and the RDP curve they are minimised over.
+	Releases   int       `json:"releases"`
+	Delta      float64   `json:"delta"`
+	Epsilon    JSONFloat `json:"epsilon"`
+	BestOrder  JSONFloat `json:"best_order"`
+	BDPEpsilon JSONFloat `json:"bdp_epsilon_certified"`
+	BDPOrder   JSONFloat `json:"bdp_order_certified"` // moment order l
+	BDPNote    string    `json:"bdp_note"`            // CertifiedBDPNote
+	Curve      []OrderRD `json:"orders"`
+	// PerRelease is the one-release certificate at Order, with its witness
+	// pair (not written; nil when read from JSON).
+	PerRelease *Certificate `json:"-"`
+}
+
+// CertifyReport certifies set at order in direction dir ("" = standard)
+// and computes the guarantee of `releases` releases at delta over orders
+// (nil: DefaultOrders). source names where the constants come from.
+// Errors (prefixed with the source): order <= 1, delta not in (0, 1),
+// releases < 1, an invalid set (named).
+func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases int, delta float64, orders []float64, source string) (*CertifiedReport, error) {
+	c, err := Certify(set, order, dir)
+	if err != nil {
+		return nil, fmt.Errorf("certify (%s): %w", source, err)
+	}
+	g, err := CertifyCurve(set, orders, dir, releases, delta)
+	if err != nil {
+		return nil, fmt.Errorf("certify (%s): %w", source, err)
+	}
+	k := float64(releases)
+	times := func(v JSONFloat) JSONFloat { return JSONFloat(k * float64(v)) }
+	all := Certificate{Order: c.Order, Direction: c.Direction, RD: times(c.RD), Finite: c.Finite, Reason: c.Reason, MaxOrder: c.MaxOrder,
+		Parts: CertParts{Variance: times(c.Parts.Variance), Mean: times(c.Parts.Mean), Dirichlet: times(c.Parts.Dirichlet)}}
+	return &CertifiedReport{Label: LabelCertified, Scope: CertifiedScope(releases, set.Components, set.Dims), Source: source,
+		Constants: set.Metadata(), Components: set.Components, Dims: set.Dims, Certificate: all, Releases: g.Releases, Delta: g.Delta,
+		Epsilon: g.Epsilon, BestOrder: g.BestOrder, BDPEpsilon: g.BDPEpsilon, BDPOrder: g.BDPOrder,
+		BDPNote: CertifiedBDPNote, Curve: g.Curve, PerRelease: c}, nil
+}
+
+// Unbounded reports whether the certificate is +Inf at Order and at every
+// order of the curve: the clipping bounds nothing (an unclipped model, no
+// sigma cap, C_amin = 0; Reason says which).
+func (r *CertifiedReport) Unbounded() bool { return !r.Finite && math.IsInf(float64(r.Epsilon), 1) }
+
+// UnmarshalJSON reads a report written by encoding/json: a null bound
+// (rd_certified, epsilon, bdp_epsilon_certified, max_order) is +Inf, a
+// null order (best_order, bdp_order_certified) NaN.
+func (r *CertifiedReport) UnmarshalJSON(b []byte) error {
+	type plain CertifiedReport // without this method
+	inf, nan := JSONFloat(math.Inf(1)), JSONFloat(math.NaN())
+	p := plain{Certificate: Certificate{RD: inf, MaxOrder: inf}, Epsilon: inf, BDPEpsilon: inf, BestOrder: nan, BDPOrder: nan}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*r = CertifiedReport(p)
+	return nil
+}
+
+// UnmarshalJSON reads a curve point: a null rd is +Inf.
+func (p *OrderRD) UnmarshalJSON(b []byte) error {
+	type plain OrderRD
+	q := plain{RD: JSONFloat(math.Inf(1))}
+	if err := json.Unmarshal(b, &q); err != nil {
+		return err
+	}
+	*p = OrderRD(q)
+	return nil
+}

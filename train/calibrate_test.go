@@ -1,0 +1,324 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+)
+
+// targetOptions are resolved options of an nvdp-clipped SST-2 run with max-seq-len 32 (N = 33).
+func targetOptions(mod func(*Options)) Options {
+	o := Options{Task: "sst2", GlueDir: "unused", Encoder: "scratch:bert-tiny", Variant: nvib.ModelNVDPClipped,
+		MaxSeqLen: 32, Out: "unused"}
+	mod(&o)
+	o.Defaults()
+	return o
+}
+
+// The constants a target produces certify the target (within 1e-6
+// relative, never above it); fixed constants are kept; a resolved (saved)
+// options file gives the same clipping without calibrating again.
+func TestCalibrateOptions(t *testing.T) {
+	enc := encoder.Config{HiddenSize: 64, NumAttentionHeads: 2, IntermediateSize: 128, LayerNormEps: 1e-12}
+	const n, p = 33, 64
+	for _, c := range []struct {
+		name string
+		mod  func(*Options)
+		// check the kept constants
+		fixed func(t *testing.T, cl nvib.ClipConfig)
+	}{
+		{name: "epsilon 8, fixed noise", mod: func(o *Options) { o.TargetEpsilon = 8 },
+			fixed: func(t *testing.T, cl nvib.ClipConfig) {
+				if cl.CAlphaMin != cl.CAlphaMax || cl.LogvarMargin != math.Log(cl.Order/(cl.Order-1)) {
+					t.Errorf("fixed-noise design: C_amin %v C_amax %v margin %v", cl.CAlphaMin, cl.CAlphaMax, cl.LogvarMargin)
+				}
+			}},
+		{name: "epsilon 2, 4 releases, delta 1e-6", mod: func(o *Options) { o.TargetEpsilon, o.TargetDelta, o.Releases = 2, 1e-6, 4 }},
+		{name: "epsilon 20, shares, clip order 1.5", mod: func(o *Options) {
+			o.TargetEpsilon, o.VarianceShare, o.DirichletShare, o.ClipOrder = 20, 0.3, 0.2, 1.5
+		}},
+		{name: "RD 5 at order 1.1", mod: func(o *Options) { o.TargetRD = 5 }},
+		{name: "RD 50 at order 2, shares", mod: func(o *Options) { o.TargetRD, o.TargetOrder, o.VarianceShare, o.DirichletShare = 50, 2, 0.4, 0.1 }},
+		{name: "RD 40, C_mu fixed, margin calibrated", mod: func(o *Options) {
+			o.TargetRD, o.CMu, o.FixCMu, o.DirichletShare = 40, 0.5, true, 0.25
+		}, fixed: func(t *testing.T, cl nvib.ClipConfig) {
+			if cl.CMu != 0.5 {
+				t.Errorf("fixed C_mu changed to %v", cl.CMu)
+			}
+		}},
+		{name: "epsilon 300, margin and C_amin fixed", mod: func(o *Options) {
+			o.TargetEpsilon, o.LogvarMargin, o.CAlphaMin, o.FixLogvarMargin, o.FixCAlphaMin = 300, 2, 0.9, true, true
+		}, fixed: func(t *testing.T, cl nvib.ClipConfig) {
+			if cl.LogvarMargin != 2 || cl.CAlphaMin != 0.9 {
+				t.Errorf("fixed margin %v / C_amin %v changed", cl.LogvarMargin, cl.CAlphaMin)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := targetOptions(c.mod)
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := o.ModelConfig(enc, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := cfg.Clip
+			if !o.Calibrated || o.CMu != cl.CMu || o.LogvarMargin != cl.LogvarMargin || o.CAlphaMin != cl.CAlphaMin {
+				t.Errorf("options not updated: calibrated %v, C_mu %v/%v margin %v/%v C_amin %v/%v", o.Calibrated,
+					o.CMu, cl.CMu, o.LogvarMargin, cl.LogvarMargin, o.CAlphaMin, cl.CAlphaMin)
+			}
+			if want := nvib.DefaultOrder; o.ClipOrder > 0 {
+				want = o.ClipOrder
+				if cl.Order != want {
+					t.Errorf("clip order %v, want %v", cl.Order, want)
+				}
+			}
+			if c.fixed != nil {
+				c.fixed(t, cl)
+			}
+			// The certificate of the model's clipping is the target.
+			set := cl.ClipSet(cfg.Prior, n, p)
+			if o.TargetEpsilon > 0 {
+				g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := float64(g.Epsilon); !(math.Abs(e-o.TargetEpsilon) <= 1e-6*o.TargetEpsilon) || e > o.TargetEpsilon {
+					t.Errorf("certified epsilon %v, target %v", e, o.TargetEpsilon)
+				}
+			} else {
+				cert, err := privacy.Certify(set, o.TargetOrder, privacy.DirectionStandard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rd := float64(o.Releases) * float64(cert.RD); !(math.Abs(rd-o.TargetRD) <= 1e-6*o.TargetRD) || rd > o.TargetRD {
+					t.Errorf("certified RD %v at order %v, target %v", rd, o.TargetOrder, o.TargetRD)
+				}
+			}
+			rec := o.Calibration()
+			if rec == nil || rec.Calibration == nil || rec.Components != n || rec.Dims != p || rec.CMu != cl.CMu || rec.ClipOrder != cl.Order ||
+				rec.Label != "certified" || rec.Guarantee == nil {
+				t.Fatalf("calibration record %+v", rec)
+			}
+			if _, err := json.Marshal(rec); err != nil {
+				t.Fatal(err)
+			}
+			// The saved options resolve to the same clipping without a new calibration.
+			b, err := json.Marshal(&o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var saved Options
+			if err := json.Unmarshal(b, &saved); err != nil {
+				t.Fatal(err)
+			}
+			cfg2, err := saved.ModelConfig(enc, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg2.Clip != cl || saved.Calibration() != nil {
+				t.Errorf("resolved again: clip %+v, was %+v; new calibration %v", cfg2.Clip, cl, saved.Calibration() != nil)
+			}
+		})
+	}
+}
+
+func TestValidateTarget(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"baseline", func(o *Options) { o.TargetEpsilon, o.Variant = 8, nvib.ModelBaseline }, "only the nvdp-clipped variant"},
+		{"nvdp", func(o *Options) { o.TargetRD, o.Variant = 3, nvib.ModelNVDP }, "only the nvdp-clipped variant"},
+		{"reference", func(o *Options) { o.TargetEpsilon, o.Mode = 8, "reference" }, "principled mode"},
+		{"both", func(o *Options) { o.TargetEpsilon, o.TargetRD = 8, 3 }, "give one"},
+		{"NaN", func(o *Options) { o.TargetEpsilon = math.NaN() }, "--target-epsilon NaN"},
+		{"infinite RD", func(o *Options) { o.TargetRD = math.Inf(1) }, "--target-rd +Inf"},
+		{"negative share", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, -0.1 }, "--variance-share -0.1"},
+		{"shares sum 1", func(o *Options) { o.TargetEpsilon, o.VarianceShare, o.DirichletShare = 8, 0.5, 0.5 }, "sum to < 1"},
+		{"releases without target", func(o *Options) { o.Releases = 3 }, "needs a target"},
+		{"shares without target", func(o *Options) { o.DirichletShare = 0.1 }, "need a target"},
+		{"negative releases", func(o *Options) { o.TargetEpsilon, o.Releases = 8, -2 }, "--releases -2"},
+		{"delta", func(o *Options) { o.TargetEpsilon, o.TargetDelta = 8, 1 }, "--delta 1"},
+		{"order", func(o *Options) { o.TargetRD, o.TargetOrder = 3, 0.5 }, "--order 0.5"},
+		{"clip order", func(o *Options) { o.ClipOrder = 1 }, "--clip-order 1"},
+		{"all fixed", func(o *Options) { o.TargetEpsilon, o.FixCMu, o.FixLogvarMargin, o.FixCAlphaMin = 8, true, true, true }, "nothing left"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := targetOptions(c.mod)
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+	// Defaults of a target: one release, delta 1e-5, order 1.1.
+	o := targetOptions(func(o *Options) { o.TargetEpsilon = 8 })
+	r := targetOptions(func(o *Options) { o.TargetRD = 8 })
+	if o.Releases != 1 || o.TargetDelta != privacy.DefaultDelta || r.TargetOrder != nvib.DefaultOrder || o.Validate() != nil || r.Validate() != nil {
+		t.Errorf("defaults: releases %d delta %v order %v", o.Releases, o.TargetDelta, r.TargetOrder)
+	}
+}
+
+// A calibrated run writes certificate.json; an impossible target fails before
+// any file is written; a resumed run keeps the saved constants.
+func TestCalibratedRunAndResume(t *testing.T) {
+	glueDir, vocab := synthGlue(t, 48, 16)
+	out := filepath.Join(t.TempDir(), "bad")
+	o := synthOptions(t, glueDir, vocab, out)
+	o.TargetEpsilon, o.CMu, o.FixCMu = 1, 2, true
+	if _, err := Run(context.Background(), o, nil); err == nil || !strings.Contains(err.Error(), "calibrate") {
+		t.Fatalf("impossible target: err = %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("impossible target created %s (%v)", out, err)
+	}
+
+	out = filepath.Join(t.TempDir(), "run")
+	o = synthOptions(t, glueDir, vocab, out)
+	o.TargetRD, o.TargetOrder, o.VarianceShare, o.DirichletShare = 4, 2, 0.3, 0.2
+	o.Epochs, o.StopAfterSteps = 1, 2
+	res, err := Run(context.Background(), o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted {
+		t.Fatalf("run was not stopped: %+v", res)
+	}
+	certPath := filepath.Join(out, CertificateFile)
+	cert1, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Certificate
+	if err := json.Unmarshal(cert1, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Calibration == nil || rec.Target.RD != 4 || rec.Target.Order != 2 || rec.Split.VarianceShare != 0.3 ||
+		!(math.Abs(rec.Achieved-4) <= 4e-6) || rec.Components != 17 || rec.Dims != 16 {
+		t.Errorf("certificate.json: %s", cert1)
+	}
+	saved, err := LoadOptions(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := nvib.LoadConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !saved.Calibrated || saved.CMu != rec.CMu || cfg.Clip.CMu != rec.CMu || cfg.Clip.LogvarMargin != rec.LogvarMargin || cfg.Clip.CAlphaMin != rec.CAlphaMin {
+		t.Errorf("saved constants: options %+v, clip %+v, certificate C_mu %v margin %v C_amin %v", saved, cfg.Clip, rec.CMu, rec.LogvarMargin, rec.CAlphaMin)
+	}
+	// Resume: the saved constants, not a new calibration (the certificate is not
+	// rewritten), even when the saved target no longer matches them.
+	saved.TargetRD = 8
+	if err := SaveOptions(out, saved); err != nil {
+		t.Fatal(err)
+	}
+	r := Options{Out: out, Resume: true}
+	if _, err := Run(context.Background(), r, nil); err != nil {
+		t.Fatal(err)
+	}
+	cert2, _ := os.ReadFile(certPath)
+	cfg2, err := nvib.LoadConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadModel(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(cert1, cert2) || cfg2.Clip != cfg.Clip || b.Model.Cfg.Clip != cfg.Clip {
+		t.Errorf("resume changed the clipping: %+v -> %+v (model %+v)", cfg.Clip, cfg2.Clip, b.Model.Cfg.Clip)
+	}
+}
+
+// --target-epsilons is a sweep dimension of the nvdp-clipped cells; the other
+// variants run without the target.
+func TestSweepTargetEpsilons(t *testing.T) {
+	out := t.TempDir()
+	var got []PipelineOptions
+	runner := func(ctx context.Context, c Cell, po PipelineOptions) error {
+		got = append(got, po)
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return err
+		}
+		po.Train.Defaults()
+		if err := po.Train.Validate(); err != nil {
+			return err
+		}
+		if err := SaveOptions(c.Dir, &po.Train); err != nil {
+			return err
+		}
+		return (&fakeRunner{}).run(ctx, c, po)
+	}
+	base := PipelineOptions{Train: Options{GlueDir: "g", Encoder: "scratch:bert-tiny", Out: out, TargetDelta: 1e-6}}
+	so := SweepOptions{Base: base, Tasks: []string{"sst2"}, Variants: []string{"baseline", "nvdp", "nvdp-clipped"},
+		Lambdas: []float64{1e-2}, Seeds: []uint64{1}, Out: out, Runner: runner, TargetEpsilons: []float64{1, 8}}
+	res, err := Sweep(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range res.Manifest.Cells {
+		ids = append(ids, c.ID)
+	}
+	want := []string{"sst2/baseline/seed=1", "sst2/nvdp/lambda=1e-2/seed=1", "sst2/nvdp-clipped/epsilon=1/lambda=1e-2/seed=1",
+		"sst2/nvdp-clipped/epsilon=8/lambda=1e-2/seed=1"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("cells %v, want %v", ids, want)
+	}
+	for i, po := range got {
+		c := res.Manifest.Cells[i]
+		if po.Train.TargetEpsilon != c.TargetEpsilon || (c.Variant == nvib.ModelNVDPClipped) != (po.Train.TargetEpsilon > 0) {
+			t.Errorf("%s ran with target %v, cell %v", c.ID, po.Train.TargetEpsilon, c.TargetEpsilon)
+		}
+		if c.Variant == nvib.ModelNVDPClipped && po.Train.TargetDelta != 1e-6 {
+			t.Errorf("%s: delta %v", c.ID, po.Train.TargetDelta)
+		}
+	}
+	if m := readManifest(t, out); !slices.Equal(m.TargetEpsilons, []float64{1, 8}) || m.Counts[CellDone] != 4 {
+		t.Errorf("manifest targets %v counts %v", m.TargetEpsilons, m.Counts)
+	}
+	// A finished cell calibrated to another target is an error, not reused.
+	so.TargetEpsilons = []float64{1, 9}
+	if err := os.Rename(filepath.Join(out, "sst2/nvdp-clipped/epsilon=8"), filepath.Join(out, "sst2/nvdp-clipped/epsilon=9")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sweep(context.Background(), so); err == nil || !strings.Contains(err.Error(), "target epsilon 8") {
+		t.Errorf("changed target: err = %v", err)
+	}
+	// Validation.
+	for _, c := range []struct {
+		name string
+		mod  func(*SweepOptions)
+		want string
+	}{
+		{"no clipped variant", func(o *SweepOptions) { o.Variants = []string{"nvdp"} }, "not in --variants"},
+		{"with a C_mu grid", func(o *SweepOptions) { o.CMuGrid = []float64{1, 2} }, "--c-mu-grid"},
+		{"with a single target", func(o *SweepOptions) { o.Base.Train.TargetRD = 3 }, "give one"},
+		{"non-positive", func(o *SweepOptions) { o.TargetEpsilons = []float64{0} }, "--target-epsilons: 0"},
+		{"duplicate", func(o *SweepOptions) { o.TargetEpsilons = []float64{1, 1} }, "duplicate"},
+		{"share without a target", func(o *SweepOptions) { o.TargetEpsilons, o.Base.Train.VarianceShare = nil, 0.2 }, "need a target"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := so
+			o.Out = t.TempDir()
+			c.mod(&o)
+			if _, err := Sweep(context.Background(), o); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -114,7 +114,12 @@ func parseState(meta map[string]string) (*state, error) {
 // the options saved in o.Out (the other fields of o are ignored, except
 // StopAfterSteps); the result is identical to an uninterrupted run.
 //
-// progress receives the progress bar (nil: none). Cancelling ctx stops after
+// ProgressLogEvery is how often training logs a progress line (step, loss,
+// rate, ETA) when it draws no progress bar, e.g. when stderr is redirected.
+var ProgressLogEvery = 30 * time.Second
+
+// progress receives the progress bar (nil: none; then a log line every
+// ProgressLogEvery). Cancelling ctx stops after
 // the current step with a checkpoint and returns ctx.Err().
 func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 	stopAfter := o.StopAfterSteps
@@ -260,6 +265,9 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 	}
 	sessionStart := time.Now()
 	epochStart := time.Now().Add(-time.Duration(st.EpochSecs * float64(time.Second)))
+	// Without a bar (stderr not a terminal), a progress log line every
+	// ProgressLogEvery: step, mean loss since the last line, rate and ETA.
+	lastLog, lastStep, lossSince, nSince := time.Now(), st.Step, 0.0, 0
 	for st.Epoch < o.Epochs {
 		orderRng, _ := rngFor(o.Seed, streamOrder+uint64(st.Epoch))
 		perm := orderRng.Perm(nTrain)
@@ -297,6 +305,12 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 			if bar != nil {
 				bar.Describe(fmt.Sprintf("epoch %d/%d loss %.4f task %.4f L_G %.4f L_D %.4f", st.Epoch+1, o.Epochs, out.Loss, out.Task, out.LG, out.LD))
 				_ = bar.Set(st.Step)
+			} else if lossSince, nSince = lossSince+out.Loss, nSince+1; time.Since(lastLog) >= ProgressLogEvery {
+				rate := float64(st.Step-lastStep) / time.Since(lastLog).Seconds()
+				eta := time.Duration(float64(total-st.Step) / rate * float64(time.Second)).Round(time.Second)
+				slog.Info("progress", "epoch", st.Epoch+1, "step", st.Step, "of", total, "loss", lossSince/float64(nSince),
+					"steps_per_s", math.Round(rate*100)/100, "eta", eta.String())
+				lastLog, lastStep, lossSince, nSince = time.Now(), st.Step, 0, 0
 			}
 			last := st.Batch == perEpoch
 			if !last && o.CheckpointEach > 0 && st.Step%o.CheckpointEach == 0 {

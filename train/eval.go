@@ -55,12 +55,14 @@ type EvalResult struct {
 	// Selection is the task's selection metric (SelectionName).
 	Selection     *privacy.JSONFloat `json:"selection,omitempty"`
 	SelectionName string             `json:"selection_name"`
-	Predictions   string             `json:"predictions"`          // TSV in GLUE submission format
-	Posteriors    string             `json:"posteriors,omitempty"` // posterior file for `nvdp audit` ("" for baseline)
-	Components    int                `json:"components,omitempty"` // N = max-seq-len + 1
-	Truncated     int                `json:"truncated"`
-	Seed          uint64             `json:"seed"`
-	Seconds       float64            `json:"seconds"`
+	// Chance is ChanceLevel of the split's labels (labelled splits).
+	Chance      float64 `json:"chance,omitempty"`
+	Predictions string  `json:"predictions"`          // TSV in GLUE submission format
+	Posteriors  string  `json:"posteriors,omitempty"` // posterior file for `nvdp audit` ("" for baseline)
+	Components  int     `json:"components,omitempty"` // N = max-seq-len + 1
+	Truncated   int     `json:"truncated"`
+	Seed        uint64  `json:"seed"`
+	Seconds     float64 `json:"seconds"`
 	// Certified is the certified guarantee of one release of the model
 	// (NVDP models: N = max-seq-len + 1 components) at the clip's Renyi
 	// order, standard direction, delta privacy.DefaultDelta; nil for the
@@ -133,6 +135,9 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 		}
 		sel := privacy.JSONFloat(r.Metrics[b.Task.Metric])
 		r.Selection = &sel
+		if r.Chance, err = ChanceLevel(b.Task, enc.Targets); err != nil {
+			return nil, err
+		}
 	}
 	name := "predictions_" + o.Split + ".tsv"
 	if o.Split == "test" {

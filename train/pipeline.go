@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -149,9 +151,12 @@ type Report struct {
 	UtilitySplit string          `json:"utility_split"`
 	Privacy      *PrivacySummary `json:"privacy"`
 	Note         string          `json:"note,omitempty"`
-	Training     *Result         `json:"training,omitempty"`
-	Dir          string          `json:"dir"`
-	Seconds      float64         `json:"seconds"`
+	// Collapse says whether the utility is at chance and the posterior on
+	// the prior (CheckCollapse); nil when the utility split is unlabelled.
+	Collapse *CollapseCheck `json:"collapse,omitempty"`
+	Training *Result        `json:"training,omitempty"`
+	Dir      string         `json:"dir"`
+	Seconds  float64        `json:"seconds"`
 }
 
 // RunPipeline trains (unless SkipTrain), evaluates the best model on dev
@@ -240,6 +245,17 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 		rep.Privacy = &PrivacySummary{Empirical: Empirical(ar, po.AuditSplit), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
 			BDPEpsilon: ar.BDPEpsilon, InvalidPairs: ar.InvalidPairs, Pairs: ar.Pairs, Examples: ar.Examples,
 			Components: ar.Components, Split: po.AuditSplit, Posteriors: post, Seconds: ar.Seconds, Full: ar}
+	}
+	if dev.Labelled {
+		rdMax := math.NaN() // no posterior, or a reference audit (per-component averages): not judged
+		if rep.Privacy != nil && rep.Privacy.Mode == privacy.ModePrincipled {
+			rdMax = float64(rep.Privacy.RDMax)
+		}
+		cc := CheckCollapse(dev.SelectionName, dev.Metrics[dev.SelectionName], dev.Chance, rdMax)
+		rep.Collapse = &cc
+		if cc.AtChance {
+			slog.Warn("run at chance", "reason", cc.Reason)
+		}
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	if err := atomicfile.WriteJSON(filepath.Join(dir, ReportFile), rep); err != nil {

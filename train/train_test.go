@@ -282,6 +282,15 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	if _, ok := raw["utility"].(map[string]any)["accuracy"]; !ok {
 		t.Fatalf("report.json utility %v has no accuracy", raw["utility"])
 	}
+	// the collapse check: chance = majority rate of the dev labels; no posterior, never "on the prior"
+	devDS, err := glue.Load(glueDir, mustLookup(t, "sst2"), "dev", glue.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantChance, _ := ChanceLevel(mustLookup(t, "sst2"), devDS.Targets())
+	if c := rep.Collapse; c == nil || c.Chance != wantChance || c.Value != rep.Utility["accuracy"] || c.PosteriorOnPrior || c.Collapsed {
+		t.Fatalf("collapse check %+v, want chance %v and accuracy %v", c, wantChance, rep.Utility["accuracy"])
+	}
 	// Test split: GLUE submission file, no metrics.
 	er, err := Evaluate(EvalOptions{Model: o.Out, Split: "test", Out: filepath.Join(t.TempDir(), "ev")})
 	if err != nil {
@@ -626,4 +635,13 @@ func TestPipelineAuditOptionsPassThrough(t *testing.T) {
 	if rep.Mode != "reference" || rep.CAlphaMin != 0 {
 		t.Errorf("reference run: mode %q C_amin %v, want reference and 0", rep.Mode, rep.CAlphaMin)
 	}
+}
+
+func mustLookup(t *testing.T, name string) *glue.Task {
+	t.Helper()
+	task, err := glue.LookupTask(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
 }

@@ -18,7 +18,7 @@ func newRunCmd() *cobra.Command {
 	po := &train.PipelineOptions{}
 	var af *auditFlagValues
 	var dropout float64
-	var noProgress, jsonOut bool
+	var noProgress, jsonOut, failOnCollapse bool
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
@@ -47,9 +47,15 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 				return err
 			}
 			if jsonOut {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				printRunReport(cmd.OutOrStdout(), rep)
 			}
-			printRunReport(cmd.OutOrStdout(), rep)
+			if failOnCollapse {
+				return rep.Collapse.Err()
+			}
 			return nil
 		},
 	}
@@ -58,6 +64,7 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")
+	fs.BoolVar(&failOnCollapse, "fail-on-collapse", false, "exit non-zero (after writing report.json) when the run collapsed: utility at chance and every pair of posteriors within 0.01 nats")
 	return cmd
 }
 
@@ -123,6 +130,13 @@ func printRunReport(w io.Writer, r *train.Report) {
 		certifiedRows(row, p.Certified)
 	} else {
 		row("privacy", "null ("+r.Note+")")
+	}
+	if c := r.Collapse; c != nil {
+		v := fmt.Sprintf("no (%s %.4f, chance %.4f)", c.Metric, c.Value, c.Chance)
+		if c.AtChance {
+			v = c.Reason
+		}
+		row("collapse check", v)
 	}
 	row("seconds", fmt.Sprintf("%.1f", r.Seconds))
 	row("report", r.Dir+"/"+train.ReportFile)

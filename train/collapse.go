@@ -1,0 +1,99 @@
+package train
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/nvdp-project/nvdp/glue"
+)
+
+// Collapse thresholds (docs/training.md, "Collapse"): a selection metric
+// within ChanceTolerance of the chance level is "at chance"; an audit whose
+// empirical RD max over every ordered pair of evaluation posteriors is below
+// PriorRDMax nats has "the posterior on the prior" (every text's release has
+// nearly the same distribution: the encoder's output does not reach it).
+const (
+	ChanceTolerance = 0.01
+	PriorRDMax      = 0.01
+)
+
+// CollapseCheck is DIR/report.json's "collapse": whether the run learned
+// nothing (issue 13: a from-scratch run whose posterior collapsed onto the
+// prior trains to chance; training loss ln 2, rd_max 3e-4).
+type CollapseCheck struct {
+	Metric string  `json:"metric"` // the task's selection metric
+	Value  float64 `json:"value"`  // its value on the utility split
+	// Chance is the metric of a constant predictor: the majority class of
+	// the split's labels (accuracy, F1, MCC as GLUE computes them), 0 for
+	// correlations.
+	Chance           float64 `json:"chance"`
+	AtChance         bool    `json:"at_chance"`
+	PosteriorOnPrior bool    `json:"posterior_on_prior"`
+	// Collapsed = AtChance && PosteriorOnPrior.
+	Collapsed bool   `json:"collapsed"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// ChanceLevel is the task's selection metric of the best constant predictor
+// on labels: the majority class for classification (ties: the lower class),
+// 0 for regression (a constant has no correlation). Errors: empty labels.
+func ChanceLevel(task *glue.Task, labels []float64) (float64, error) {
+	if len(labels) == 0 {
+		return 0, fmt.Errorf("%s: no labels for the chance level", task.Name)
+	}
+	if task.IsRegression {
+		return 0, nil
+	}
+	counts := make([]int, task.NumLabels)
+	for _, l := range labels {
+		if k := int(l); k >= 0 && k < len(counts) {
+			counts[k]++
+		}
+	}
+	best := 0
+	for k, c := range counts {
+		if c > counts[best] {
+			best = k
+		}
+	}
+	preds := make([]float64, len(labels))
+	for i := range preds {
+		preds[i] = float64(best)
+	}
+	m, err := glue.Compute(task, preds, labels)
+	if err != nil {
+		return 0, err
+	}
+	v := m[task.Metric]
+	if math.IsNaN(v) {
+		v = 0
+	}
+	return v, nil
+}
+
+// CheckCollapse compares a run's selection metric with the chance level
+// and its empirical RD max (NaN: no posterior, e.g. the baseline) with
+// PriorRDMax.
+func CheckCollapse(metric string, value, chance, rdMax float64) CollapseCheck {
+	c := CollapseCheck{Metric: metric, Value: value, Chance: chance}
+	c.AtChance = !(value > chance+ChanceTolerance)
+	c.PosteriorOnPrior = rdMax < PriorRDMax
+	c.Collapsed = c.AtChance && c.PosteriorOnPrior
+	switch {
+	case c.Collapsed:
+		c.Reason = fmt.Sprintf("collapsed: %s %.4f is at chance (%.4f) and every pair of posteriors is within %.3g nats (rd_max %.3g): the posterior sits on the prior and the model learned nothing",
+			metric, value, chance, PriorRDMax, rdMax)
+	case c.AtChance:
+		c.Reason = fmt.Sprintf("%s %.4f is at chance (%.4f)", metric, value, chance)
+	}
+	return c
+}
+
+// Err is an error when the run collapsed (nil otherwise), for callers that
+// must fail on it (`nvdp run --fail-on-collapse`, the main job).
+func (c *CollapseCheck) Err() error {
+	if c == nil || !c.Collapsed {
+		return nil
+	}
+	return fmt.Errorf("run %s", c.Reason)
+}

@@ -134,27 +134,18 @@ func (c ClipConfig) GuaranteesFiniteBound() error {
 }
 
 // LogvarBounds returns the logvar floor and cap (cap +Inf without CapSigma)
-// for prior variance priorVar: floor = privacy.LogvarFloorFor(order, priorVar,
-// margin) = ln((lambda-1)/lambda * priorVar) + margin, at most the cap
-// (ref §5: ln(0.1/1.1) = -2.3978952728 for lambda 1.1, prior_var 1).
+// for prior variance priorVar: privacy.LogvarBounds, floor = ln((lambda-1)/lambda
+// * priorVar) + margin, at most the cap (ref §5: ln(0.1/1.1) = -2.3978952728
+// for lambda 1.1, prior_var 1).
 func (c ClipConfig) LogvarBounds(priorVar float64) (floor, cap float64) {
-	cap = math.Inf(1)
-	if c.CapSigma {
-		cap = math.Log(priorVar)
-		return privacy.LogvarFloorFor(c.Order, priorVar, c.LogvarMargin), cap
-	}
-	return math.Log((c.Order-1)/c.Order*priorVar) + c.LogvarMargin, cap
+	return privacy.LogvarBounds(c.Order, priorVar, c.LogvarMargin, c.CapSigma)
 }
 
 // PriorAlpha is the pseudo-count of the prior component as the layer stores
 // it: exp of the float32 prior log alpha, clamped into [C_amin, C_amax] when
 // the prior is clipped, rounded to float32.
 func (c ClipConfig) PriorAlpha(prior Prior) float64 {
-	a := math.Exp(float64(float32(prior.LogAlpha)))
-	if c.Enabled && c.ClipPrior {
-		a = math.Min(math.Max(a, c.CAlphaMin), c.CAlphaMax)
-	}
-	return float64(float32(a))
+	return privacy.StoredPriorAlpha(prior.LogAlpha, c.Enabled && c.ClipPrior, c.CAlphaMin, c.CAlphaMax)
 }
 
 // ClipSet is the set of posteriors this clipping can release for a prior
@@ -167,9 +158,7 @@ func (c ClipConfig) ClipSet(prior Prior, N, P int) privacy.ClipSet {
 		ClipOrder: c.Order, LogvarMargin: c.LogvarMargin,
 		AlphaMin: c.CAlphaMin, AlphaMax: c.CAlphaMax, PriorAlpha: c.PriorAlpha(prior)}
 	if !c.Enabled {
-		s.CMu, s.AlphaMin, s.AlphaMax = math.Inf(1), 0, math.Inf(1)
-		s.LogvarFloor, s.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
-		return s
+		return s.Unclipped()
 	}
 	if !c.CapSigma {
 		floor, cap := c.LogvarBounds(prior.Var)

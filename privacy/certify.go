@@ -18,7 +18,7 @@ import (
 //	                      alpha_i in [AlphaMin, AlphaMax].
 //
 // The logvar interval is LogvarFloor/LogvarCap when they are set, else it is
-// derived as the clip derives it (LogvarFloorFor): floor_j = ln((ClipOrder-1)/
+// derived as the clip derives it (LogvarBounds, capped): floor_j = ln((ClipOrder-1)/
 // ClipOrder prior_var_j) + LogvarMargin, cap_j = ln prior_var_j.
 //
 // Storage: posteriors are float32. Certify uses every constant as float32
@@ -48,14 +48,31 @@ type ClipSet struct {
 	PriorAlpha float64
 }
 
-// LogvarFloorFor is the principled logvar floor of the sigma clip (paper Eq.
-// clip_sigma_derived, with the margin of docs/privacy.md): ln((order-1)/order
-// priorVar) + margin, never above the cap ln priorVar (margin >= ln(order/
-// (order-1)) gives the fixed-noise design floor = cap). It is the one place
-// the floor is computed; package nvib clips with it.
-func LogvarFloorFor(order, priorVar, margin float64) float64 {
-	f := math.Log((order-1)/order*priorVar) + margin
-	return math.Min(f, math.Log(priorVar))
+// LogvarBounds is the logvar interval of the sigma clip, the one place it is
+// computed (package nvib clips with it, ClipSet certifies it): floor =
+// ln((order-1)/order priorVar) + margin (paper Eq. clip_sigma_derived, with
+// the margin of docs/privacy.md) and, when capped, cap = ln priorVar with
+// the floor never above it (margin >= ln(order/(order-1)) gives the
+// fixed-noise design floor = cap); uncapped (the reference), cap = +Inf.
+func LogvarBounds(order, priorVar, margin float64, capped bool) (floor, cap float64) {
+	floor = math.Log((order-1)/order*priorVar) + margin
+	if !capped {
+		return floor, math.Inf(1)
+	}
+	cap = math.Log(priorVar)
+	return math.Min(floor, cap), cap
+}
+
+// StoredPriorAlpha is the pseudo-count of the prior component as the NVIB
+// layer stores it: exp of the float32 prior log alpha, clamped into
+// [aMin, aMax] when the prior component is clipped, rounded to float32. It
+// is the one place this is computed (nvib.ClipConfig.PriorAlpha calls it).
+func StoredPriorAlpha(logAlpha float64, clipped bool, aMin, aMax float64) float64 {
+	a := math.Exp(float64(float32(logAlpha)))
+	if clipped {
+		a = math.Min(math.Max(a, aMin), aMax)
+	}
+	return float64(float32(a))
 }
 
 // StoredRadius is the mean-ball radius the clip enforces on float32
@@ -148,13 +165,28 @@ func (s ClipSet) Validate() error {
 	return nil
 }
 
+// LogvarRange returns the logvar floor and cap of dim j: LogvarFloor and
+// LogvarCap when given, else LogvarBounds of the prior variance (capped).
+func (s ClipSet) LogvarRange(j int) (floor, cap float64) {
+	if s.LogvarFloor != nil {
+		return broadcast(s.LogvarFloor, j), broadcast(s.LogvarCap, j)
+	}
+	return LogvarBounds(s.ClipOrder, broadcast(s.PriorVar, j), s.LogvarMargin, true)
+}
+
 // logvarBox returns the stored (float32-rounded) logvar floor and cap of dim j.
 func (s ClipSet) logvarBox(j int) (floor, cap float64) {
-	if s.LogvarFloor != nil {
-		return f32(broadcast(s.LogvarFloor, j)), f32(broadcast(s.LogvarCap, j))
-	}
-	v := broadcast(s.PriorVar, j)
-	return f32(LogvarFloorFor(s.ClipOrder, v, s.LogvarMargin)), f32(math.Log(v))
+	floor, cap = s.LogvarRange(j)
+	return f32(floor), f32(cap)
+}
+
+// Unclipped returns s without clipping: the means, the pseudo-counts and the
+// sigma range unbounded (C_mu = C_amax = +Inf, C_amin = 0, no floor, no cap),
+// the prior component kept. Its certificate is +Inf.
+func (s ClipSet) Unclipped() ClipSet {
+	s.CMu, s.AlphaMin, s.AlphaMax = math.Inf(1), 0, math.Inf(1)
+	s.LogvarFloor, s.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
+	return s
 }
 
 // MaxOrder is the supremum of the Renyi orders at which the certified bound
@@ -558,20 +590,22 @@ func ClipSetFromMetadata(p *Posteriors) (set ClipSet, ok bool, err error) {
 	if err != nil {
 		return set, false, fmt.Errorf("posterior metadata: clip_enabled = %q is not true or false", en)
 	}
-	if pa, ok := md["prior_alpha"]; ok {
+	// the prior component's alpha: as written (prior_alpha), or derived
+	// from prior_log_alpha and clip_prior (files written before prior_alpha)
+	pa, stored := md["prior_alpha"]
+	var logAlpha float64
+	if stored {
 		if set.PriorAlpha, err = strconv.ParseFloat(pa, 64); err != nil {
 			return set, false, fmt.Errorf("posterior metadata: prior_alpha = %q is not a number", pa)
 		}
-	} else {
-		la, err := num("prior_log_alpha")
-		if err != nil {
-			return set, false, err
-		}
-		set.PriorAlpha = float64(float32(math.Exp(float64(float32(la)))))
+	} else if logAlpha, err = num("prior_log_alpha"); err != nil {
+		return set, false, err
 	}
 	if !enabled {
-		set.CMu, set.AlphaMax = math.Inf(1), math.Inf(1)
-		set.LogvarFloor, set.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
+		if !stored {
+			set.PriorAlpha = StoredPriorAlpha(logAlpha, false, 0, 0)
+		}
+		set = set.Unclipped()
 		return set, true, set.Validate()
 	}
 	for _, kv := range []struct {
@@ -603,22 +637,16 @@ func ClipSetFromMetadata(p *Posteriors) (set ClipSet, ok bool, err error) {
 		if !capped {
 			set.LogvarFloor, set.LogvarCap = make([]float64, p.P), make([]float64, p.P)
 			for j := range set.LogvarFloor {
-				v := broadcast(p.PriorVar, j)
-				set.LogvarFloor[j] = math.Log((set.ClipOrder-1)/set.ClipOrder*v) + set.LogvarMargin
-				set.LogvarCap[j] = math.Inf(1)
+				set.LogvarFloor[j], set.LogvarCap[j] = LogvarBounds(set.ClipOrder, broadcast(p.PriorVar, j), set.LogvarMargin, false)
 			}
 		}
 	}
-	if _, has := md["prior_alpha"]; !has {
+	if !stored {
 		clipPrior, err := flag("clip_prior")
 		if err != nil {
 			return set, false, err
 		}
-		if clipPrior {
-			la, _ := num("prior_log_alpha")
-			a := math.Min(math.Max(math.Exp(float64(float32(la))), set.AlphaMin), set.AlphaMax)
-			set.PriorAlpha = float64(float32(a))
-		}
+		set.PriorAlpha = StoredPriorAlpha(logAlpha, clipPrior, set.AlphaMin, set.AlphaMax)
 	}
 	return set, true, set.Validate()
 }

@@ -471,6 +471,21 @@ func SaveCertificate(dir string, c *Certificate) error {
 	return atomicfile.WriteJSON(filepath.Join(dir, CertificateFile), c)
 }
 
+// LoadCertificate reads dir/certificate.json (written by runs with a privacy
+// target). Errors: the file is missing or not a certificate.
+func LoadCertificate(dir string) (*Certificate, error) {
+	path := filepath.Join(dir, CertificateFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c Certificate
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &c, nil
+}
+
 // SaveOptions writes o as JSON to dir/train_options.json.
 func SaveOptions(dir string, o *Options) error {
 	return atomicfile.WriteJSON(filepath.Join(dir, OptionsFile), o)

@@ -281,7 +281,7 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 			return s, err
 		}
 		for j := 0; j < f.dims; j++ {
-			if fl, cp := vecAt(s.LogvarFloor, j), vecAt(s.LogvarCap, j); fl > cp {
+			if fl, cp := s.LogvarRange(j); fl > cp {
 				return s, fmt.Errorf("--logvar-floor %v > --logvar-cap %v (dim %d)", fl, cp, j)
 			}
 		}
@@ -301,13 +301,6 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 		return s, err
 	}
 	return s, nil
-}
-
-func vecAt(v []float64, j int) float64 {
-	if len(v) == 1 {
-		return v[0]
-	}
-	return v[j]
 }
 
 // modelClipSet reads a model directory's clipping as a clip set
@@ -394,8 +387,8 @@ func (r *certifyReport) setConstants(set privacy.ClipSet) {
 	co, m := set.ClipOrder, set.LogvarMargin
 	r.ClipOrder, r.LogvarMargin = &co, &m
 	floor, cap := make([]float64, len(set.PriorVar)), make([]float64, len(set.PriorVar))
-	for j, v := range set.PriorVar {
-		floor[j], cap[j] = privacy.LogvarFloorFor(co, v, m), math.Log(v)
+	for j := range set.PriorVar {
+		floor[j], cap[j] = set.LogvarRange(j)
 	}
 	r.LogvarFloor, r.LogvarCap = scalarOrList(floor), scalarOrList(cap)
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"text/tabwriter"
 
@@ -70,19 +68,6 @@ DIR/report.json and summarised on stdout. The baseline has no posterior: privacy
 
 func init() { rootCmd.AddCommand(newRunCmd()) }
 
-// readCertificate reads dir/certificate.json (nil when absent or unreadable).
-func readCertificate(dir string) *train.Certificate {
-	b, err := os.ReadFile(filepath.Join(dir, train.CertificateFile))
-	if err != nil {
-		return nil
-	}
-	var c train.Certificate
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil
-	}
-	return &c
-}
-
 func printRunReport(w io.Writer, r *train.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
@@ -94,7 +79,7 @@ func printRunReport(w io.Writer, r *train.Report) {
 	if r.CAlphaMax > 0 {
 		row("C_mu / C_amin / C_amax", fmt.Sprintf("%g / %.6g / %g", r.CMu, r.CAlphaMin, r.CAlphaMax))
 	}
-	if c := readCertificate(r.Dir); c != nil && c.Calibration != nil && c.Guarantee != nil {
+	if c, err := train.LoadCertificate(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
 		t, g := c.Target, c.Guarantee
 		target := fmt.Sprintf("epsilon %g at delta %g", t.Epsilon, t.Delta)
 		if t.RD > 0 {

@@ -10,8 +10,20 @@ import (
 
 // Posterior runs the backbone and the NVIB layer (evaluation mode, no
 // sampling) and returns the clipped posterior of the batch (shapes as
-// Posterior). Errors: baseline model, invalid input, non-finite posterior.
+// Posterior); for a gaussian model the release's posterior
+// (GaussianRelease.Forward: N = ReleaseLen + 1). Errors: baseline model,
+// invalid input, non-finite posterior.
 func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
+	if m.Gauss != nil {
+		if ci, ok := m.Backbone.(interface{ CheckInput(encoder.Input) error }); ok {
+			if err := ci.CheckInput(in); err != nil {
+				return nil, err
+			}
+		}
+		x, _ := m.Backbone.Forward(in, false, nil)
+		post, _, err := m.Gauss.Forward(x, in.Mask)
+		return post, err
+	}
 	if m.NVIB == nil {
 		return nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
 	}
@@ -32,9 +44,22 @@ func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 // log alpha, kl_mask_pads and pads_released (true: the release has all N
 // components, so the default unmasked audit describes it; false, reference
 // mode: pads get pi = 0; docs/privacy.md). prior_mu and prior_var are
-// written by the privacy package from the Posteriors fields.
+// written by the privacy package from the Posteriors fields. A gaussian
+// model writes its clip set's constants instead (privacy.ClipSet.Metadata:
+// clip_mu = C, clip_logvar_floor = clip_logvar_cap = ln sigma^2,
+// clip_alpha_min = clip_alpha_max = prior_alpha = GaussianAlpha), plus
+// gaussian_release_len, so that `nvdp audit` certifies the file as it
+// certifies an nvdp-clipped one.
 func (m *Model) ExportMetadata(task, split string) map[string]string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	if m.Gauss != nil {
+		md := m.Gauss.ClipSet(m.Cfg.Hidden).Metadata()
+		for k, v := range map[string]string{"task": task, "split": split, "model": m.Cfg.Model, "variant": string(mode(m.Cfg.Mode)),
+			"gaussian_release_len": strconv.Itoa(m.Gauss.L), "kl_mask_pads": "false", "pads_released": "true"} {
+			md[k] = v
+		}
+		return md
+	}
 	c := m.NVIB.Cfg.Clip
 	return map[string]string{
 		"task": task, "split": split, "model": m.Cfg.Model, "variant": string(mode(m.Cfg.Mode)), "init": m.Cfg.Init,
@@ -107,7 +132,11 @@ func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, spli
 		}
 		posts = append(posts, p)
 	}
-	all, err := CollectPosteriors(posts, m.Cfg.Prior, m.ExportMetadata(task, split))
+	prior := m.Cfg.Prior
+	if m.Gauss != nil { // the ball's centre and the input-independent component's mean are 0
+		prior.Mu = 0
+	}
+	all, err := CollectPosteriors(posts, prior, m.ExportMetadata(task, split))
 	if err != nil {
 		return fmt.Errorf("export posteriors %s: %w", path, err)
 	}

@@ -19,6 +19,11 @@ const (
 	ModelBaseline    = "baseline"     // encoder + head, no NVIB
 	ModelNVDP        = "nvdp"         // NVIB + NVDP block, no clipping
 	ModelNVDPClipped = "nvdp-clipped" // NVIB with clipping + NVDP block
+	// ModelGaussian is the Gaussian-mechanism baseline (DP-Forward style): each
+	// encoder output row clipped to the L2 ball of radius C = Clip.CMu around 0,
+	// plus N(0, prior_var I) noise, at all ReleaseLen positions; the same NVDP
+	// block and head read the release (GaussianRelease, docs/model.md).
+	ModelGaussian = "gaussian"
 )
 
 // KL weight schedules s(t) (ref §4).
@@ -34,7 +39,7 @@ const ConfigFile = "nvdp_config.json"
 
 // Config is the full NVDP model configuration (saved as JSON in a model directory).
 type Config struct {
-	Model        string  `json:"model"` // baseline | nvdp | nvdp-clipped
+	Model        string  `json:"model"` // baseline | nvdp | nvdp-clipped | gaussian
 	Mode         Mode    `json:"mode"`  // principled | reference
 	Hidden       int     `json:"hidden"`
 	Heads        int     `json:"heads"`
@@ -50,8 +55,14 @@ type Config struct {
 	MuTau    float64 `json:"mu_tau"`
 	StdevTau float64 `json:"stdev_tau"`
 	AlphaTau float64 `json:"alpha_tau"`
-	// Clip is used by nvdp-clipped (Enabled is forced on there and off for nvdp).
+	// Clip is used by nvdp-clipped (Enabled is forced on there and off for
+	// nvdp and gaussian). For gaussian only Clip.CMu is read: the radius C of
+	// the token-embedding ball (GaussianRelease).
 	Clip ClipConfig `json:"clip"`
+	// ReleaseLen is the number L of token positions a gaussian release always
+	// has (max-seq-len; positions past the batch's padded length are pads:
+	// 0 plus noise). Gaussian only (>= 1 there); 0 for the other models.
+	ReleaseLen int `json:"release_len,omitempty"`
 
 	LambdaG    float64 `json:"lambda_g"`
 	LambdaD    float64 `json:"lambda_d"`
@@ -85,9 +96,9 @@ func DefaultConfig(model string, mode Mode, hidden, heads, intermediate, numLabe
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	switch c.Model {
-	case ModelBaseline, ModelNVDP, ModelNVDPClipped:
+	case ModelBaseline, ModelNVDP, ModelNVDPClipped, ModelGaussian:
 	default:
-		return fmt.Errorf("model config: unknown model %q (want baseline, nvdp or nvdp-clipped)", c.Model)
+		return fmt.Errorf("model config: unknown model %q (want baseline, nvdp, nvdp-clipped or gaussian)", c.Model)
 	}
 	if !c.Mode.Valid() {
 		return fmt.Errorf("model config: unknown mode %q", c.Mode)
@@ -111,6 +122,18 @@ func (c Config) Validate() error {
 		cl.Enabled = true
 		if err := cl.Validate(); err != nil {
 			return fmt.Errorf("model config: %w", err)
+		}
+	}
+	if c.Model == ModelGaussian {
+		switch {
+		case c.Mode.IsReference():
+			return errors.New("model config: the gaussian model has no reference mode (use principled)")
+		case !(c.Clip.CMu > 0) || math.IsInf(c.Clip.CMu, 0):
+			return fmt.Errorf("model config: gaussian radius C = clip.c_mu = %v, want a finite value > 0", c.Clip.CMu)
+		case c.ReleaseLen < 1:
+			return fmt.Errorf("model config: gaussian release_len %d, want >= 1 (max-seq-len)", c.ReleaseLen)
+		case !(c.Prior.Var > 0) || math.IsInf(c.Prior.Var, 0):
+			return fmt.Errorf("model config: gaussian noise variance prior.var = %v, want a finite value > 0", c.Prior.Var)
 		}
 	}
 	return nil
@@ -185,12 +208,14 @@ func (e EncoderBackbone) Forward(in encoder.Input, train bool, rng *rand.Rand) (
 // Backward back-propagates into the encoder.
 func (e EncoderBackbone) Backward(c any, dx *nn.Tensor) { e.Encoder.Backward(c.(*encoder.Cache), dx) }
 
-// Model is baseline (backbone + head) or NVDP (backbone + NVIB layer + NVDP block + head).
+// Model is baseline (backbone + head), NVDP (backbone + NVIB layer + NVDP
+// block + head) or gaussian (backbone + GaussianRelease + NVDP block + head).
 type Model struct {
 	Cfg      Config
 	Backbone Backbone
-	NVIB     *Layer // nil for baseline
-	Block    *Block // nil for baseline
+	NVIB     *Layer           // nil for baseline and gaussian
+	Gauss    *GaussianRelease // gaussian only
+	Block    *Block           // nil for baseline
 	Head     *Head
 
 	testLogGamma func(k int, a float64) float64 // tests: fixed-quantile Gamma draws
@@ -207,7 +232,14 @@ func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 		return nil, fmt.Errorf("model config: hidden %d, backbone hidden %d", cfg.Hidden, bb.Hidden())
 	}
 	m := &Model{Cfg: cfg, Backbone: bb}
-	if cfg.Model != ModelBaseline {
+	if cfg.Model == ModelGaussian {
+		m.Gauss = NewGaussianRelease(cfg)
+		var err error
+		if m.Block, err = NewBlock("nvdp", BlockConfig{Hidden: cfg.Hidden, Heads: cfg.Heads, Intermediate: cfg.Intermediate,
+			LayerNormEps: cfg.LayerNormEps, Dropout: cfg.Dropout, Mode: cfg.Mode}, rng); err != nil {
+			return nil, err
+		}
+	} else if cfg.Model != ModelBaseline {
 		clip := cfg.Clip
 		clip.Enabled = cfg.Model == ModelNVDPClipped
 		var err error
@@ -234,13 +266,21 @@ func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 }
 
 // Params returns backbone, NVIB, block and head parameters (unique names).
+// The gaussian release has none.
 func (m *Model) Params() []*nn.Param {
 	ps := append([]*nn.Param(nil), m.Backbone.Params()...)
 	if m.NVIB != nil {
-		ps = append(append(ps, m.NVIB.Params()...), m.Block.Params()...)
+		ps = append(ps, m.NVIB.Params()...)
+	}
+	if m.Block != nil {
+		ps = append(ps, m.Block.Params()...)
 	}
 	return append(ps, m.Head.Params()...)
 }
+
+// Releases reports whether the model makes a release (an NVIB posterior
+// sample or a gaussian release): every model but the baseline.
+func (m *Model) Releases() bool { return m.NVIB != nil || m.Gauss != nil }
 
 // KLConfig returns the regulariser settings of the model. Padding components
 // count in both modes (MaskPads false, N = S+1): in principled mode they are
@@ -259,9 +299,10 @@ func (m *Model) KLConfig() KLConfig {
 // to the release length (max-seq-len), as train.EvalPadLen does; training at
 // that length was measured to make no difference (docs/model.md "Padding
 // components"). False for the baseline and reference mode (pads get pi = 0;
-// outputs do not depend on the padding).
+// outputs do not depend on the padding). True for gaussian, whose release
+// always has Cfg.ReleaseLen positions whatever the batch's padding.
 func (m *Model) PadsReleased() bool {
-	return m.NVIB != nil && !m.Cfg.Mode.IsReference()
+	return m.Gauss != nil || (m.NVIB != nil && !m.Cfg.Mode.IsReference())
 }
 
 // headMask is the mask the head pools with: nil (every row) for a model
@@ -295,8 +336,8 @@ type Output struct {
 	// Loss = Task + lambda_G s LG + lambda_D s LD (nats; batch means); 0 without labels.
 	Loss, Task, LG, LD float64
 	KL                 KLResult   // per-example L_G, L_D (NVDP only)
-	Posterior          *Posterior // clipped posterior (NVDP only)
-	Sample             *Sample    // the draw used (NVDP only)
+	Posterior          *Posterior // clipped posterior (NVDP and gaussian)
+	Sample             *Sample    // the draw used (NVDP and gaussian)
 }
 
 // Cache holds what Model.Backward needs.
@@ -305,6 +346,7 @@ type Cache struct {
 	bbCache any
 	x       *nn.Tensor
 	layer   *LayerCache
+	gauss   *GaussianCache
 	block   *BlockCache
 	head    *HeadCache
 	dlogits *nn.Tensor
@@ -330,6 +372,16 @@ func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*
 	c.out = out
 	c.x, c.bbCache = m.Backbone.Forward(in, opt.Train, opt.Rng)
 	y := c.x
+	if m.Gauss != nil {
+		post, gc, err := m.Gauss.Forward(c.x, in.Mask)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.gauss = gc
+		out.Posterior = post
+		out.Sample = DrawGaussian(post, opt.Rng)
+		y, c.block = m.Block.Forward(c.x, post, out.Sample, opt.Train, opt.Rng)
+	}
 	if m.NVIB != nil {
 		post, lc, err := m.NVIB.Forward(c.x, in.Mask)
 		if err != nil {
@@ -379,6 +431,12 @@ func (m *Model) Backward(c *Cache) error {
 		return ErrNoLabels
 	}
 	dy := m.Head.Backward(c.head, c.dlogits)
+	if m.Gauss != nil {
+		// dz/dmu = 1; the logvar and the uniform weights are constants
+		dZ, _, _ := m.Block.Backward(c.block, c.out.Sample, dy)
+		m.Backbone.Backward(c.bbCache, m.Gauss.Backward(c.gauss, dZ))
+		return nil
+	}
 	if m.NVIB == nil {
 		m.Backbone.Backward(c.bbCache, dy)
 		return nil

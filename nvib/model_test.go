@@ -45,8 +45,10 @@ func testBatch() (encoder.Input, *Labels) {
 }
 
 // TestModelGradient checks d loss/d param for every parameter tensor of the
-// nvdp and nvdp-clipped models in both modes, and the baseline, by finite
-// differences (Gaussian noise fixed by the seed, Gamma draws at fixed quantiles).
+// nvdp and nvdp-clipped models in both modes, the gaussian model (through the
+// clip of the encoder output: every embedding row the batch uses is outside
+// the C = 1 ball) and the baseline, by finite differences (Gaussian noise
+// fixed by the seed, Gamma draws at fixed quantiles).
 func TestModelGradient(t *testing.T) {
 	cases := []struct {
 		model string
@@ -60,6 +62,8 @@ func TestModelGradient(t *testing.T) {
 		{ModelNVDPClipped, ModePrincipled, InitHF, HeadMean},
 		{ModelNVDPClipped, ModeReference, InitHF, HeadMean},
 		{ModelNVDP, ModePrincipled, InitNVIB, HeadFirstToken},
+		{ModelGaussian, ModePrincipled, InitHF, HeadMean},
+		{ModelGaussian, ModePrincipled, InitHF, HeadFirstToken},
 	}
 	for _, tc := range cases {
 		t.Run(tc.model+"/"+string(tc.mode)+"/"+tc.init+"/"+tc.head, func(t *testing.T) {
@@ -70,6 +74,7 @@ func TestModelGradient(t *testing.T) {
 			cfg.LambdaG, cfg.LambdaD = 0.5, 0.3
 			cfg.KLSchedule = ScheduleConstant
 			cfg.Clip.CMu, cfg.Clip.CAlphaMax = 1.0, 1.2
+			cfg.ReleaseLen = 6 // gaussian: the release has 6 positions, the batch 4
 			if tc.mode == ModePrincipled {
 				cfg.Clip.CAlphaMin = PrincipledAlphaMin(cfg.Clip.Order, 1.2)
 			}
@@ -150,12 +155,14 @@ func synthBatch(rng *rand.Rand, B, S int) (encoder.Input, *Labels) {
 }
 
 // TestTrainSynthetic: a small NVDP model learns a token-identity task, with
-// and without clipping, in both modes; the loss must fall well below ln 3.
+// and without clipping, in both modes, and so does the gaussian model (C 3,
+// sigma 0.5, L 8); the loss must fall well below ln 3.
 func TestTrainSynthetic(t *testing.T) {
 	for _, tc := range []struct {
 		model string
 		mode  Mode
-	}{{ModelNVDP, ModePrincipled}, {ModelNVDPClipped, ModePrincipled}, {ModelNVDPClipped, ModeReference}, {ModelBaseline, ModePrincipled}} {
+	}{{ModelNVDP, ModePrincipled}, {ModelNVDPClipped, ModePrincipled}, {ModelNVDPClipped, ModeReference}, {ModelBaseline, ModePrincipled},
+		{ModelGaussian, ModePrincipled}} {
 		t.Run(tc.model+"/"+string(tc.mode), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(31, 32))
 			bb := newFake(rng, 16, 16, 1)
@@ -166,6 +173,9 @@ func TestTrainSynthetic(t *testing.T) {
 				cfg.Clip.CAlphaMin = PrincipledAlphaMin(cfg.Clip.Order, 1)
 			}
 			cfg.LambdaG, cfg.LambdaD = 1e-2, 1e-2
+			if tc.model == ModelGaussian {
+				cfg.ReleaseLen, cfg.Prior.Var = 8, 0.25
+			}
 			m, err := NewModel(cfg, bb, rng)
 			if err != nil {
 				t.Fatal(err)

@@ -338,9 +338,10 @@ func TestPadEmbeddingGradient(t *testing.T) {
 	}
 }
 
-// TestPadsReleased: only principled NVDP models release the padding
-// components (and so need evaluation at the release length, train.EvalPadLen);
-// the baseline has no release and the reference gives pads pi = 0.
+// TestPadsReleased: only principled NVDP models and the gaussian model
+// release the padding components (and so need evaluation at the release
+// length, train.EvalPadLen); the baseline has no release and the reference
+// gives pads pi = 0.
 func TestPadsReleased(t *testing.T) {
 	for _, tc := range []struct {
 		model string
@@ -349,16 +350,19 @@ func TestPadsReleased(t *testing.T) {
 	}{
 		{ModelNVDPClipped, ModePrincipled, true}, {ModelNVDP, ModePrincipled, true}, {ModelNVDPClipped, "", true},
 		{ModelNVDPClipped, ModeReference, false}, {ModelNVDP, ModeReference, false}, {ModelBaseline, ModePrincipled, false},
+		{ModelGaussian, ModePrincipled, true},
 	} {
 		rng := rand.New(rand.NewPCG(1, 2))
-		m, err := NewModel(DefaultConfig(tc.model, tc.mode, 8, 2, 16, 2), newFake(rng, 10, 8, 1), rng)
+		cfg := DefaultConfig(tc.model, tc.mode, 8, 2, 16, 2)
+		cfg.ReleaseLen = 7
+		m, err := NewModel(cfg, newFake(rng, 10, 8, 1), rng)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := m.PadsReleased(); got != tc.want {
 			t.Errorf("%s/%q: PadsReleased %v, want %v", tc.model, tc.mode, got, tc.want)
 		}
-		if m.NVIB == nil {
+		if !m.Releases() {
 			continue
 		}
 		in, _ := twoLengths()

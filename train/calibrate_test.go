@@ -140,8 +140,8 @@ func TestValidateTarget(t *testing.T) {
 		mod  func(*Options)
 		want string
 	}{
-		{"baseline", func(o *Options) { o.TargetEpsilon, o.Variant = 8, nvib.ModelBaseline }, "only the nvdp-clipped variant"},
-		{"nvdp", func(o *Options) { o.TargetRD, o.Variant = 3, nvib.ModelNVDP }, "only the nvdp-clipped variant"},
+		{"baseline", func(o *Options) { o.TargetEpsilon, o.Variant = 8, nvib.ModelBaseline }, "only the nvdp-clipped and gaussian variants"},
+		{"nvdp", func(o *Options) { o.TargetRD, o.Variant = 3, nvib.ModelNVDP }, "only the nvdp-clipped and gaussian variants"},
 		{"reference", func(o *Options) { o.TargetEpsilon, o.Mode = 8, "reference" }, "principled mode"},
 		{"both", func(o *Options) { o.TargetEpsilon, o.TargetRD = 8, 3 }, "give one"},
 		{"NaN", func(o *Options) { o.TargetEpsilon = math.NaN() }, "--target-epsilon NaN"},

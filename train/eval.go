@@ -81,7 +81,9 @@ func PosteriorsFile(split string) string { return "posteriors_" + split + ".safe
 // (privacy.WritePosteriors via nvib.ExportPosteriors) with every example padded
 // to the fixed length max-seq-len, so that every posterior has N = max-seq-len
 // + 1 aligned components (padding components included, flagged in the mask),
-// and the certified guarantee of that release (EvalResult.Certified).
+// and the certified guarantee of that release (EvalResult.Certified). A
+// gaussian model's release and posterior file always have its release
+// length L + 1 components (nvib.GaussianRelease).
 // Writes OUT/eval_<split>.json.
 func Evaluate(o EvalOptions) (*EvalResult, error) {
 	start := time.Now()
@@ -106,6 +108,9 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	}
 	if o.MaxSeqLen > b.Encoder.Config.MaxSeqLen() || o.MaxSeqLen < 3 {
 		return nil, fmt.Errorf("--max-seq-len %d: must be in [3, %d]", o.MaxSeqLen, b.Encoder.Config.MaxSeqLen())
+	}
+	if g := b.Model.Gauss; g != nil && o.MaxSeqLen > g.L {
+		return nil, fmt.Errorf("--max-seq-len %d: the gaussian model releases %d positions; truncate to at most that", o.MaxSeqLen, g.L)
 	}
 	ds, err := glue.Load(o.GlueDir, b.Task, o.Split, glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.Limit})
 	if err != nil {
@@ -147,7 +152,11 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	if err := writePredictions(r.Predictions, b.Task, enc.Indices, preds); err != nil {
 		return nil, err
 	}
-	if set, ok := ModelClipSet(b.Model.Cfg, o.MaxSeqLen+1, b.Model.Cfg.Hidden); ok {
+	relLen := o.MaxSeqLen // the release's token positions: N = relLen + 1
+	if g := b.Model.Gauss; g != nil {
+		relLen = g.L // a gaussian release always has its L positions
+	}
+	if set, ok := ModelClipSet(b.Model.Cfg, relLen+1, b.Model.Cfg.Hidden); ok {
 		order := b.Model.Cfg.Clip.Order
 		if !(order > 1) || math.IsInf(order, 0) {
 			order = nvib.DefaultOrder
@@ -156,10 +165,10 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 		}
 	}
-	if b.Model.NVIB != nil && !o.NoPost {
+	if b.Model.Releases() && !o.NoPost {
 		ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)
 		r.Posteriors = filepath.Join(o.Out, PosteriorsFile(o.Split))
-		r.Components = o.MaxSeqLen + 1
+		r.Components = relLen + 1
 		if err := nvib.ExportPosteriors(r.Posteriors, b.Model, ins, b.Task.Name, o.Split); err != nil {
 			return nil, err
 		}

@@ -1,5 +1,5 @@
 // Package train runs the GLUE experiments end to end: fine-tuning a baseline,
-// NVDP or NVDP-Clipped model (package nvib) on a task (package glue), per-epoch
+// NVDP, NVDP-Clipped or gaussian-mechanism model (package nvib) on a task (package glue), per-epoch
 // dev evaluation with early stopping, resumable checkpoints, evaluation with
 // GLUE submission files and posterior export, and the train + eval + audit
 // pipeline behind `nvdp run` (docs/training.md).
@@ -51,14 +51,16 @@ type Options struct {
 	// Vocab is the tokenizer (vocab.txt, tokenizer.json, vocab.json+merges.txt or a directory);
 	// default: the encoder directory's tokenizer files (required for scratch encoders).
 	Vocab   string `json:"vocab"`
-	Variant string `json:"variant"` // baseline | nvdp | nvdp-clipped
+	Variant string `json:"variant"` // baseline | nvdp | nvdp-clipped | gaussian
 	Mode    string `json:"mode"`    // principled | reference
-	// Lambda is lambda_G = lambda_D, the weight of the KL regularisers (>= 0; ignored by baseline).
+	// Lambda is lambda_G = lambda_D, the weight of the KL regularisers (>= 0; ignored by baseline and gaussian).
 	Lambda float64 `json:"lambda"`
 	// LambdaSet records that Lambda was given explicitly (so 0 is a valid choice).
 	LambdaSet bool `json:"lambda_set,omitempty"`
 	// CMu is the radius of the mean ball, CAlphaMax / CAlphaMin the pseudo-count bounds
 	// (nvdp-clipped; CAlphaMin 0 = principled default (lambda-1)/lambda C_amax (1+1e-3)).
+	// For gaussian, CMu is the radius C of the L2 ball each token embedding is
+	// clipped to (nvib.GaussianRelease); the pseudo-count bounds are unused.
 	CMu       float64 `json:"c_mu"`
 	CAlphaMax float64 `json:"c_alpha_max"`
 	CAlphaMin float64 `json:"c_alpha_min"`
@@ -100,8 +102,9 @@ type Options struct {
 	// for (nvib.ClipConfig.Order); 0 = nvib.DefaultOrder (1.1, the paper's).
 	ClipOrder float64 `json:"clip_order,omitempty"`
 
-	// Privacy target (nvdp-clipped, principled mode; docs/training.md
-	// "Calibration"). With TargetEpsilon (at TargetDelta) or TargetRD (at
+	// Privacy target (nvdp-clipped and gaussian, principled mode;
+	// docs/training.md "Calibration"; for gaussian only C = CMu is
+	// calibrated, the noise is fixed). With TargetEpsilon (at TargetDelta) or TargetRD (at
 	// TargetOrder) > 0, the clipping constants that are not fixed (FixCMu,
 	// FixLogvarMargin, FixCAlphaMin) are chosen by privacy.Calibrate when the
 	// options are resolved, so that the certified guarantee of Releases
@@ -252,9 +255,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--encoder is required (scratch:bert-tiny, scratch:bert-mini, hf:DIR or hf:owner/name)")
 	}
 	switch o.Variant {
-	case nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped:
+	case nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian:
 	default:
-		return fmt.Errorf("--variant %q: want baseline, nvdp or nvdp-clipped", o.Variant)
+		return fmt.Errorf("--variant %q: want baseline, nvdp, nvdp-clipped or gaussian", o.Variant)
 	}
 	if m := nvib.Mode(o.Mode); !m.Valid() || o.Mode == "" {
 		return fmt.Errorf("--mode %q: want principled or reference", o.Mode)
@@ -275,6 +278,16 @@ func (o *Options) Validate() error {
 		}
 		if o.LogvarMargin < 0 || bad(o.LogvarMargin) {
 			return fmt.Errorf("--logvar-margin %v: must be a finite number >= 0", o.LogvarMargin)
+		}
+	}
+	if o.Variant == nvib.ModelGaussian {
+		switch {
+		case !(o.CMu > 0) || bad(o.CMu):
+			return fmt.Errorf("--c-mu %v: the gaussian variant's token radius C must be > 0", o.CMu)
+		case nvib.Mode(o.Mode).IsReference():
+			return fmt.Errorf("--mode reference: the gaussian variant is principled only (it has no released-code counterpart)")
+		case o.LogvarMargin != 0 || o.CAlphaMin != 0:
+			return fmt.Errorf("--logvar-margin / --c-alpha-min: the gaussian variant has fixed noise (sigma = the prior sigma) and no Dirichlet weights")
 		}
 	}
 	if err := o.validateTarget(); err != nil {
@@ -338,8 +351,8 @@ func (o *Options) validateTarget() error {
 	switch {
 	case o.TargetEpsilon > 0 && o.TargetRD > 0:
 		return fmt.Errorf("--target-epsilon %v and --target-rd %v: give one", o.TargetEpsilon, o.TargetRD)
-	case o.Variant != nvib.ModelNVDPClipped:
-		return fmt.Errorf("--target-epsilon / --target-rd: only the nvdp-clipped variant can be calibrated (--variant %s has no clipping)", o.Variant)
+	case o.Variant != nvib.ModelNVDPClipped && o.Variant != nvib.ModelGaussian:
+		return fmt.Errorf("--target-epsilon / --target-rd: only the nvdp-clipped and gaussian variants can be calibrated (--variant %s has no clipping)", o.Variant)
 	case nvib.Mode(o.Mode).IsReference():
 		return fmt.Errorf("--target-epsilon / --target-rd: --mode reference clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
 	case o.Releases < 1:
@@ -352,6 +365,10 @@ func (o *Options) validateTarget() error {
 		return fmt.Errorf("--variance-share %v + --dirichlet-share %v: must sum to < 1 (the mean part gets the rest)", o.VarianceShare, o.DirichletShare)
 	case o.FixCMu && o.FixLogvarMargin && o.FixCAlphaMin:
 		return fmt.Errorf("--c-mu, --logvar-margin and --c-alpha-min are all given: nothing left to calibrate to the target")
+	case o.Variant == nvib.ModelGaussian && o.FixCMu:
+		return fmt.Errorf("--c-mu and a target: the gaussian variant's only constant is its radius C (--c-mu), which the target calibrates; give one")
+	case o.Variant == nvib.ModelGaussian && (o.VarianceShare > 0 || o.DirichletShare > 0):
+		return fmt.Errorf("--variance-share / --dirichlet-share: the gaussian variant has fixed noise and no Dirichlet weights; the radius C carries the whole budget")
 	}
 	return nil
 }
@@ -370,8 +387,8 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 		cfg.Head = nvib.HeadFirstToken
 	}
 	cfg.LambdaG, cfg.LambdaD = o.Lambda, o.Lambda
-	if o.Variant == nvib.ModelBaseline {
-		cfg.LambdaG, cfg.LambdaD = 0, 0
+	if o.Variant == nvib.ModelBaseline || o.Variant == nvib.ModelGaussian {
+		cfg.LambdaG, cfg.LambdaD = 0, 0 // no KL terms
 	}
 	cfg.KLSchedule, cfg.KLWarmup = o.KLSchedule, o.KLWarmup
 	if o.NVIBInit != "" {
@@ -394,6 +411,9 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 		cfg.Clip.LogvarMargin = o.LogvarMargin
 	}
 	cfg.Clip.Enabled = o.Variant == nvib.ModelNVDPClipped
+	if o.Variant == nvib.ModelGaussian {
+		cfg.ReleaseLen = o.MaxSeqLen // every one of the max-seq-len positions is released
+	}
 	if o.HasTarget() && !o.Calibrated {
 		if err := o.calibrate(&cfg, o.MaxSeqLen+1, enc.HiddenSize); err != nil {
 			return cfg, err
@@ -416,6 +436,10 @@ const CertificateFile = "certificate.json"
 type Certificate struct {
 	Label string `json:"label"` // "certified"
 	Scope string `json:"scope"`
+	// Variant is the model variant ("gaussian": CMu is the token radius C,
+	// the logvar range is [ln sigma^2, ln sigma^2] and the pseudo-counts are
+	// nvib.GaussianAlpha; LogvarMargin and ClipOrder do not apply).
+	Variant string `json:"variant,omitempty"`
 	*privacy.Calibration
 	Components   int     `json:"components"` // N = max-seq-len + 1 (prior component included)
 	Dims         int     `json:"dims"`       // P = hidden size
@@ -439,6 +463,9 @@ func (o *Options) Target() privacy.Target {
 // calibrate chooses the free clipping constants of cfg.Clip for the target
 // of o and records them in cfg, o and o.calibration.
 func (o *Options) calibrate(cfg *nvib.Config, n, p int) error {
+	if cfg.Model == nvib.ModelGaussian {
+		return o.calibrateGaussian(cfg, n, p)
+	}
 	base := cfg.Clip.ClipSet(cfg.Prior, n, p)
 	sp := privacy.Split{VarianceShare: o.VarianceShare, DirichletShare: o.DirichletShare,
 		FixCMu: o.FixCMu, FixMargin: o.FixLogvarMargin, FixAlphaMin: o.FixCAlphaMin}
@@ -458,6 +485,33 @@ func (o *Options) calibrate(cfg *nvib.Config, n, p int) error {
 		PriorMu: cfg.Prior.Mu, PriorVar: cfg.Prior.Var, PriorAlpha: s.PriorAlpha}
 	slog.Info("calibrated clipping to the privacy target", "target_epsilon", t.Epsilon, "target_rd", t.RD, "releases", t.Releases,
 		"c_mu", s.CMu, "logvar_margin", s.LogvarMargin, "c_alpha_min", s.AlphaMin, "c_alpha_max", s.AlphaMax,
+		"epsilon", float64(cal.Guarantee.Epsilon), "achieved", cal.Achieved)
+	return nil
+}
+
+// calibrateGaussian chooses the radius C of a gaussian release for the
+// target of o, with the same calibrator as nvdp-clipped on the release's
+// clip set (nvib.GaussianClipSet: the logvar range and the pseudo-counts
+// fixed, only C free, the fixed-noise design), and records it in
+// cfg.Clip.CMu, o.CMu and o.calibration.
+func (o *Options) calibrateGaussian(cfg *nvib.Config, n, p int) error {
+	base := nvib.GaussianClipSet(cfg.Clip.CMu, cfg.Prior.Var, n-1, p)
+	sp := privacy.Split{FixMargin: true, FixAlphaMin: true}
+	t := o.Target()
+	cal, err := privacy.Calibrate(base, t, sp, nil, privacy.DirectionStandard)
+	if err != nil {
+		return fmt.Errorf("privacy target (gaussian, N = %d components, P = %d dims): %w", n, p, err)
+	}
+	s := cal.Set
+	cfg.Clip.CMu, o.CMu, o.Calibrated = s.CMu, s.CMu, true
+	lv := s.LogvarFloor[0]
+	o.calibration = &Certificate{Label: privacy.LabelCertified, Variant: nvib.ModelGaussian,
+		Scope:       privacy.CertifiedScope(t.Releases, n, p),
+		Calibration: cal, Components: n, Dims: p, CMu: s.CMu,
+		LogvarFloor: lv, LogvarCap: lv, CAlphaMin: s.AlphaMin, CAlphaMax: s.AlphaMax,
+		PriorMu: 0, PriorVar: cfg.Prior.Var, PriorAlpha: s.PriorAlpha}
+	slog.Info("calibrated the gaussian release's radius to the privacy target", "target_epsilon", t.Epsilon, "target_rd", t.RD,
+		"releases", t.Releases, "c", s.CMu, "sigma", math.Sqrt(cfg.Prior.Var), "positions", n-1,
 		"epsilon", float64(cal.Guarantee.Epsilon), "achieved", cal.Achieved)
 	return nil
 }

@@ -117,11 +117,16 @@ func FormatConfidence(c float64) string {
 
 // ModelClipSet is the clip set of the release of a model with configuration
 // cfg for N components (max-seq-len + 1) in P dimensions: the layer's
-// clipping as nvib.NewModel configures it (enabled for nvdp-clipped only).
-// ok is false for a model without an NVIB layer (the baseline).
+// clipping as nvib.NewModel configures it (enabled for nvdp-clipped only),
+// or for a gaussian model nvib.GaussianClipSet of its radius and noise
+// (L = N-1 positions). ok is false for a model without a release (the
+// baseline).
 func ModelClipSet(cfg nvib.Config, N, P int) (set privacy.ClipSet, ok bool) {
-	if cfg.Model == nvib.ModelBaseline {
+	switch cfg.Model {
+	case nvib.ModelBaseline:
 		return privacy.ClipSet{}, false
+	case nvib.ModelGaussian:
+		return nvib.GaussianClipSet(cfg.Clip.CMu, cfg.Prior.Var, N-1, P), true
 	}
 	clip := cfg.Clip
 	clip.Enabled = cfg.Model == nvib.ModelNVDPClipped
@@ -145,6 +150,7 @@ type Report struct {
 	CAlphaMin    float64         `json:"c_alpha_min,omitempty"`
 	CAlphaMax    float64         `json:"c_alpha_max,omitempty"`
 	LogvarMargin float64         `json:"logvar_margin,omitempty"` // nats above ln((lambda-1)/lambda prior_var)
+	Sigma        float64         `json:"sigma,omitempty"`         // gaussian: the noise standard deviation (prior sigma); its token radius C is c_mu
 	Seed         uint64          `json:"seed"`
 	Backend      string          `json:"backend"`
 	Utility      Metrics         `json:"utility"`
@@ -164,7 +170,9 @@ type Report struct {
 // and audits them with privacy.Audit (the empirical numbers), certifies the
 // model's clip set at the audit's order (Privacy.Certified: the guarantee),
 // and writes DIR/report.json. For the baseline variant there is no
-// posterior: Privacy is nil with a note.
+// posterior: Privacy is nil with a note. A gaussian model's release is
+// exported, audited and certified the same way (nvib.GaussianRelease,
+// ModelClipSet).
 func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*Report, error) {
 	start := time.Now()
 	var tr *Result
@@ -212,6 +220,9 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	}
 	if saved.Variant == nvib.ModelNVDPClipped {
 		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = mcfg.Clip.CMu, mcfg.Clip.CAlphaMin, mcfg.Clip.CAlphaMax, mcfg.Clip.LogvarMargin
+	}
+	if saved.Variant == nvib.ModelGaussian {
+		rep.Lambda, rep.CMu, rep.Sigma = 0, mcfg.Clip.CMu, math.Sqrt(mcfg.Prior.Var) // no KL terms
 	}
 	if saved.Variant == nvib.ModelBaseline {
 		rep.Lambda = 0

@@ -97,7 +97,7 @@ type SweepOptions struct {
 	// Lambda, Seed, Out and Resume are set per cell; CMu too when CMuGrid is given.
 	Base     PipelineOptions
 	Tasks    []string
-	Variants []string // baseline, nvdp, nvdp-clipped
+	Variants []string // baseline, nvdp, nvdp-clipped, gaussian
 	Lambdas  []float64
 	Seeds    []uint64
 	Out      string
@@ -114,11 +114,14 @@ type SweepOptions struct {
 	CMuTolerance float64  // absolute tolerance on the dev selection metric; default 0.01
 	CMuLambda    *float64 // default Lambdas[0]
 	CMuSeeds     []uint64 // default Seeds[:1]
-	// TargetEpsilons, when non-empty, is a dimension of the nvdp-clipped cells:
-	// each is calibrated to one certified epsilon (at Base.Train.TargetDelta,
-	// default privacy.DefaultDelta; Options.TargetEpsilon) in
-	// Out/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s>. The other
-	// variants have no clipping and run once per lambda and seed as usual.
+	// TargetEpsilons, when non-empty, is a dimension of the nvdp-clipped and
+	// gaussian cells: each is calibrated to one certified epsilon (at
+	// Base.Train.TargetDelta, default privacy.DefaultDelta;
+	// Options.TargetEpsilon) in
+	// Out/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s> and
+	// Out/<task>/gaussian/epsilon=<e>/seed=<s> (lambda is not a dimension of
+	// the gaussian cells: it has no KL terms). The baseline and nvdp have no
+	// clipping and run once per lambda and seed as usual.
 	TargetEpsilons []float64
 }
 
@@ -130,7 +133,7 @@ type SweepManifest struct {
 	Lambdas  []float64 `json:"lambdas"`
 	Seeds    []uint64  `json:"seeds"`
 	CMuGrid  []float64 `json:"c_mu_grid,omitempty"`
-	// TargetEpsilons are the certified epsilons the nvdp-clipped cells are calibrated to.
+	// TargetEpsilons are the certified epsilons the nvdp-clipped and gaussian cells are calibrated to.
 	TargetEpsilons []float64                `json:"target_epsilons,omitempty"`
 	Selections     map[string]*CMuSelection `json:"c_mu_selections,omitempty"`
 	Started        time.Time                `json:"started"`
@@ -173,11 +176,11 @@ func (o *SweepOptions) validate() error {
 	nvdp := false
 	for _, v := range o.Variants {
 		switch v {
-		case nvib.ModelBaseline:
+		case nvib.ModelBaseline, nvib.ModelGaussian:
 		case nvib.ModelNVDP, nvib.ModelNVDPClipped:
 			nvdp = true
 		default:
-			return fmt.Errorf("sweep: --variants: unknown variant %q (want baseline, nvdp, nvdp-clipped)", v)
+			return fmt.Errorf("sweep: --variants: unknown variant %q (want baseline, nvdp, nvdp-clipped, gaussian)", v)
 		}
 	}
 	if nvdp && len(o.Lambdas) == 0 {
@@ -233,8 +236,8 @@ func (o *SweepOptions) validate() error {
 }
 
 // validateTargets checks the privacy targets of the sweep: --target-epsilons
-// and a single target of the base options apply to nvdp-clipped cells only,
-// and exclude the C_mu grid (the target calibrates C_mu).
+// and a single target of the base options apply to nvdp-clipped and gaussian
+// cells only, and exclude the C_mu grid (the target calibrates C_mu).
 func (o *SweepOptions) validateTargets() error {
 	base := o.Base.Train
 	single := base.HasTarget()
@@ -251,8 +254,8 @@ func (o *SweepOptions) validateTargets() error {
 	switch {
 	case len(o.TargetEpsilons) > 0 && single:
 		return fmt.Errorf("sweep: --target-epsilons and --target-epsilon / --target-rd: give one")
-	case !slices.Contains(o.Variants, nvib.ModelNVDPClipped):
-		return fmt.Errorf("sweep: %s calibrates nvdp-clipped, which is not in --variants", flag)
+	case !slices.Contains(o.Variants, nvib.ModelNVDPClipped) && !slices.Contains(o.Variants, nvib.ModelGaussian):
+		return fmt.Errorf("sweep: %s calibrates nvdp-clipped and gaussian cells, which are not in --variants", flag)
 	case len(o.CMuGrid) > 0:
 		return fmt.Errorf("sweep: %s and --c-mu-grid: the target calibrates C_mu (fix it with --c-mu instead of a grid)", flag)
 	}
@@ -309,6 +312,12 @@ func newCell(out, task, variant string, lambda float64, seed uint64, cmu float64
 	case variant == nvib.ModelBaseline:
 		parts = []string{task, variant}
 		lambda = 0
+	case variant == nvib.ModelGaussian: // no KL terms: lambda is not a dimension
+		parts = []string{task, variant}
+		if eps > 0 {
+			parts = append(parts, "epsilon="+strconv.FormatFloat(eps, 'g', -1, 64))
+		}
+		lambda = 0
 	case eps > 0:
 		parts = []string{task, variant, "epsilon=" + strconv.FormatFloat(eps, 'g', -1, 64), "lambda=" + FormatLambda(lambda)}
 	default:
@@ -321,8 +330,10 @@ func newCell(out, task, variant string, lambda float64, seed uint64, cmu float64
 }
 
 // Sweep runs every cell of tasks x variants x lambdas x seeds (the baseline
-// once per task and seed) with RunPipeline, each in
-// Out/<task>/<variant>/lambda=<l>/seed=<s>/ (baseline: Out/<task>/baseline/seed=<s>/).
+// and gaussian once per task and seed, gaussian once per target epsilon too)
+// with RunPipeline, each in Out/<task>/<variant>/lambda=<l>/seed=<s>/
+// (baseline: Out/<task>/baseline/seed=<s>/; gaussian:
+// Out/<task>/gaussian[/epsilon=<e>]/seed=<s>/).
 // Cells whose report.json exists are skipped; cells with a checkpoint are
 // resumed. With CMuGrid, the nvdp-clipped grid cells run first, C_mu is chosen
 // per task (SelectCMu, written to Out/<task>/c_mu_selection.json) and the
@@ -362,8 +373,16 @@ func Sweep(ctx context.Context, so SweepOptions) (*SweepResult, error) {
 				continue
 			}
 			epsilons := []float64{0}
-			if v == nvib.ModelNVDPClipped && len(so.TargetEpsilons) > 0 {
+			if (v == nvib.ModelNVDPClipped || v == nvib.ModelGaussian) && len(so.TargetEpsilons) > 0 {
 				epsilons = so.TargetEpsilons
+			}
+			if v == nvib.ModelGaussian {
+				for _, e := range epsilons {
+					for _, seed := range so.Seeds {
+						main = append(main, newCell(so.Out, task, v, 0, seed, 0, false, e))
+					}
+				}
+				continue
 			}
 			for _, e := range epsilons {
 				for _, l := range so.Lambdas {
@@ -475,21 +494,29 @@ func cellOptions(so *SweepOptions, c *Cell) PipelineOptions {
 	po := so.Base
 	po.Train.Task, po.Train.Variant, po.Train.Seed, po.Train.Out = c.Task, c.Variant, c.Seed, c.Dir
 	po.Train.Resume = false
-	if c.Variant != nvib.ModelBaseline {
+	if c.Variant != nvib.ModelBaseline && c.Variant != nvib.ModelGaussian {
 		po.Train.Lambda, po.Train.LambdaSet = c.Lambda, true
 	}
 	if c.CMu > 0 {
 		po.Train.CMu = c.CMu
 	}
 	switch {
-	case c.Variant != nvib.ModelNVDPClipped:
-		// Only the clipping can be calibrated: the other variants run without the target.
+	case c.Variant != nvib.ModelNVDPClipped && c.Variant != nvib.ModelGaussian:
+		// Only a clipping can be calibrated: the other variants run without the target.
 		t := &po.Train
 		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = 0, 0, 0, 0, 0
 		t.VarianceShare, t.DirichletShare = 0, 0
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	case c.TargetEpsilon > 0:
 		po.Train.TargetEpsilon, po.Train.TargetRD = c.TargetEpsilon, 0
+	}
+	if c.Variant == nvib.ModelGaussian {
+		// Fixed noise, no Dirichlet weights: the constants and shares of the
+		// nvdp-clipped cells do not apply, and a target calibrates C (--c-mu
+		// fixes C_mu for nvdp-clipped cells only).
+		t := &po.Train
+		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = 0, 0, 0, 0
+		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	}
 	return po
 }
@@ -524,7 +551,7 @@ func runCell(ctx context.Context, st *sweepState, so *SweepOptions, c *Cell) (bo
 			_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
 			return false, err
 		}
-		if c.Variant == nvib.ModelNVDPClipped {
+		if c.Variant == nvib.ModelNVDPClipped || c.Variant == nvib.ModelGaussian {
 			if err := checkTarget(c, po.Train); err != nil {
 				_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
 				return false, err
@@ -639,7 +666,7 @@ func checkDone(c *Cell, cmu float64, r *Report) error {
 		return bad("variant", r.Variant, c.Variant)
 	case r.Seed != c.Seed:
 		return bad("seed", r.Seed, c.Seed)
-	case c.Variant != nvib.ModelBaseline && r.Lambda != c.Lambda:
+	case c.Variant != nvib.ModelBaseline && c.Variant != nvib.ModelGaussian && r.Lambda != c.Lambda:
 		return bad("lambda", r.Lambda, c.Lambda)
 	case c.Variant == nvib.ModelNVDPClipped && cmu > 0 && r.CMu != cmu:
 		return bad("C_mu", r.CMu, cmu)

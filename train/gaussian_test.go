@@ -1,0 +1,245 @@
+package train
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+)
+
+// TestGaussianOptions: a gaussian run's options resolve to a gaussian model
+// configuration (release length = max-seq-len, no KL weight, the radius from
+// --c-mu); a target calibrates C with the nvdp-clipped calibrator so that the
+// certificate of the model's clip set is the target (1e-6 relative, never
+// above), recorded with the variant; the flags that do not apply are errors
+// naming them.
+func TestGaussianOptions(t *testing.T) {
+	enc := encoder.Config{HiddenSize: 64, NumAttentionHeads: 2, IntermediateSize: 128, LayerNormEps: 1e-12}
+	gauss := func(mod func(*Options)) Options {
+		return targetOptions(func(o *Options) { o.Variant = nvib.ModelGaussian; mod(o) })
+	}
+	// hand-set radius: --c-mu is C
+	o := gauss(func(o *Options) { o.CMu = 0.7 })
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.ModelConfig(enc, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Model != nvib.ModelGaussian || cfg.ReleaseLen != 32 || cfg.Clip.CMu != 0.7 || cfg.LambdaG != 0 || cfg.LambdaD != 0 || o.Calibration() != nil {
+		t.Errorf("config %+v (calibration %v)", cfg, o.Calibration())
+	}
+	set, ok := ModelClipSet(cfg, 33, 64)
+	c, err := privacy.Certify(set, 2, privacy.DirectionStandard)
+	if want := 2 * 2 * privacy.StoredRadius(0.7) * privacy.StoredRadius(0.7) * 32; !ok || err != nil || math.Abs(float64(c.RD)-want) > 1e-9*want {
+		t.Errorf("hand-set C 0.7: certified RD at order 2 %v (%v), want %v", c.RD, err, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		mod  func(*Options)
+	}{
+		{"epsilon 8", func(o *Options) { o.TargetEpsilon = 8 }},
+		{"epsilon 64, 3 releases, delta 1e-6", func(o *Options) { o.TargetEpsilon, o.Releases, o.TargetDelta = 64, 3, 1e-6 }},
+		{"RD 20 at order 4", func(o *Options) { o.TargetRD, o.TargetOrder = 20, 4 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := gauss(tc.mod)
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := o.ModelConfig(enc, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.Calibrated || o.CMu != cfg.Clip.CMu || !(cfg.Clip.CMu > 0) {
+				t.Fatalf("calibrated %v, C %v / %v", o.Calibrated, o.CMu, cfg.Clip.CMu)
+			}
+			set, _ := ModelClipSet(cfg, 33, 64)
+			if o.TargetEpsilon > 0 {
+				g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := float64(g.Epsilon); e > o.TargetEpsilon || math.Abs(e-o.TargetEpsilon) > 1e-6*o.TargetEpsilon {
+					t.Errorf("certified epsilon %v, target %v", e, o.TargetEpsilon)
+				}
+			} else {
+				R := privacy.StoredRadius(cfg.Clip.CMu)
+				if rd := 2 * o.TargetOrder * R * R * 32; rd > o.TargetRD || math.Abs(rd-o.TargetRD) > 1e-6*o.TargetRD {
+					t.Errorf("closed-form RD %v, target %v", rd, o.TargetRD)
+				}
+			}
+			rec := o.Calibration()
+			if rec == nil || rec.Variant != nvib.ModelGaussian || rec.CMu != cfg.Clip.CMu || rec.Components != 33 || rec.Dims != 64 ||
+				rec.LogvarFloor != 0 || rec.LogvarCap != 0 || rec.CAlphaMin != nvib.GaussianAlpha || rec.CAlphaMax != nvib.GaussianAlpha {
+				t.Errorf("certificate record %+v", rec)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"reference mode", func(o *Options) { o.Mode = "reference" }, "--mode reference"},
+		{"logvar margin", func(o *Options) { o.LogvarMargin = 0.5 }, "--logvar-margin"},
+		{"C_amin", func(o *Options) { o.CAlphaMin = 0.3 }, "--c-alpha-min"},
+		{"radius fixed with a target", func(o *Options) { o.TargetEpsilon, o.FixCMu = 8, true }, "--c-mu and a target"},
+		{"shares", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, 0.2 }, "--variance-share"},
+		{"negative radius", func(o *Options) { o.CMu = -1 }, "--c-mu"},
+	} {
+		o := gauss(tc.mod)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestGaussianPipeline: `nvdp run --variant gaussian --target-epsilon 600`
+// on synthetic SST-2 (the label is a sentiment word): the radius is
+// calibrated so that the certified epsilon is the target; the model learns
+// above chance; report.json has the audit of the release (every pair finite,
+// rd_max below the certificate), the certified block at the audit's order
+// (the closed form 2 order C^2 L / sigma^2) and a collapse check that finds
+// none; certificate.json records the calibration; the posterior file has
+// max-seq-len + 1 components with alpha GaussianAlpha and logvar ln sigma^2.
+func TestGaussianPipeline(t *testing.T) {
+	glueDir, vocab := synthGlue(t, 256, 64)
+	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "gaussian"))
+	const eps = 600 // C = 3.77 at L = 16: large against the noise (sigma 1), small against sqrt(d_h) (see docs/model.md)
+	o.Variant, o.Epochs, o.BatchSize, o.TargetEpsilon, o.LR = nvib.ModelGaussian, 6, 16, eps, 1e-2
+	o.ScratchConfig = tinyConfig(t, 32, 1, 32)
+	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := LoadCertificate(o.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Variant != nvib.ModelGaussian || cert.Guarantee == nil || math.Abs(float64(cert.Guarantee.Epsilon)-eps) > 1e-6*eps ||
+		float64(cert.Guarantee.Epsilon) > eps || cert.CMu != rep.CMu || cert.Components != 17 {
+		t.Fatalf("certificate.json: variant %q epsilon %v C %v (report %v) N %d", cert.Variant, cert.Guarantee.Epsilon, cert.CMu, rep.CMu, cert.Components)
+	}
+	if rep.Variant != nvib.ModelGaussian || rep.Lambda != 0 || rep.Sigma != 1 || !(rep.CMu > 0) {
+		t.Errorf("report identity: variant %q lambda %v sigma %v C %v", rep.Variant, rep.Lambda, rep.Sigma, rep.CMu)
+	}
+	cc := rep.Collapse
+	if cc == nil || cc.AtChance || cc.Collapsed || !(rep.Utility["accuracy"] > cc.Chance+0.15) {
+		t.Errorf("utility: accuracy %v, collapse check %+v: want well above chance", rep.Utility["accuracy"], cc)
+	}
+	p := rep.Privacy
+	if p == nil || p.Certified == nil {
+		t.Fatalf("privacy %+v", p)
+	}
+	R := privacy.StoredRadius(rep.CMu)
+	want := 2 * p.Order * R * R * 16
+	if c := p.Certified; !c.Finite || math.Abs(float64(c.RD)-want) > 1e-9*want || c.Components != 17 || c.Label != privacy.LabelCertified {
+		t.Errorf("certified block: RD %v (closed form %v) N %d label %q", c.RD, want, c.Components, c.Label)
+	}
+	if p.InvalidPairs != 0 || p.Pairs != 64*63 || p.Components != 17 || !(float64(p.RDMax) > 0) || !(float64(p.RDMax) <= want) {
+		t.Errorf("audit: invalid %d pairs %d N %d rd_max %v (certificate %v)", p.InvalidPairs, p.Pairs, p.Components, p.RDMax, want)
+	}
+	post, err := privacy.ReadPosteriors(p.Posteriors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, a := range post.Alpha {
+		if a != nvib.GaussianAlpha {
+			t.Fatalf("alpha[%d] = %v", k, a)
+		}
+	}
+	for k, lv := range post.LogVar {
+		if lv != 0 {
+			t.Fatalf("logvar[%d] = %v, want ln 1", k, lv)
+		}
+	}
+	if post.Metadata["model"] != nvib.ModelGaussian || post.Metadata["gaussian_release_len"] != "16" {
+		t.Errorf("posterior metadata %v", post.Metadata)
+	}
+}
+
+// TestSweepGaussian: --target-epsilons is a dimension of the gaussian cells
+// as of the nvdp-clipped ones, without lambda (DIR/<task>/gaussian/epsilon=E/seed=S);
+// a gaussian cell runs with its epsilon as the target, C calibrated (the
+// --c-mu and --logvar-margin fixed and the variance share given for the
+// nvdp-clipped cells do not apply), and its options validate; a finished
+// sweep reruns nothing.
+// Without targets the gaussian cells are DIR/<task>/gaussian/seed=S.
+func TestSweepGaussian(t *testing.T) {
+	out := t.TempDir()
+	var got []PipelineOptions
+	runner := func(ctx context.Context, c Cell, po PipelineOptions) error {
+		got = append(got, po)
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return err
+		}
+		po.Train.Defaults()
+		if err := po.Train.Validate(); err != nil {
+			return err
+		}
+		if err := SaveOptions(c.Dir, &po.Train); err != nil {
+			return err
+		}
+		return (&fakeRunner{}).run(ctx, c, po)
+	}
+	base := PipelineOptions{Train: Options{GlueDir: "g", Encoder: "scratch:bert-tiny", Out: out, CMu: 2, LogvarMargin: 0.6931,
+		FixCMu: true, FixLogvarMargin: true, VarianceShare: 0.1}}
+	so := SweepOptions{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped", "gaussian"},
+		Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2}, Out: out, Runner: runner, TargetEpsilons: []float64{4, 16}}
+	res, err := Sweep(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gauss []string
+	for i, c := range res.Manifest.Cells {
+		po := got[i]
+		if c.Variant != nvib.ModelGaussian {
+			if po.Train.TargetEpsilon != c.TargetEpsilon || po.Train.LogvarMargin != 0.6931 || !po.Train.FixCMu {
+				t.Errorf("%s: target %v margin %v fix C_mu %v", c.ID, po.Train.TargetEpsilon, po.Train.LogvarMargin, po.Train.FixCMu)
+			}
+			continue
+		}
+		gauss = append(gauss, c.ID)
+		tr := po.Train
+		if tr.TargetEpsilon != c.TargetEpsilon || tr.LogvarMargin != 0 || tr.VarianceShare != 0 || tr.FixCMu || tr.FixLogvarMargin || c.Lambda != 0 {
+			t.Errorf("%s: options %+v", c.ID, tr)
+		}
+	}
+	want := []string{"sst2/gaussian/epsilon=4/seed=1", "sst2/gaussian/epsilon=4/seed=2", "sst2/gaussian/epsilon=16/seed=1", "sst2/gaussian/epsilon=16/seed=2"}
+	if !slices.Equal(gauss, want) || len(res.Manifest.Cells) != 8+4 || res.Manifest.Counts[CellDone] != 12 {
+		t.Errorf("gaussian cells %v (of %d, counts %v), want %v", gauss, len(res.Manifest.Cells), res.Manifest.Counts, want)
+	}
+	if again, err := Sweep(context.Background(), so); err != nil || again.Ran != 0 {
+		t.Errorf("rerun: ran %v, err %v", again, err)
+	}
+	// without targets: one gaussian cell per seed
+	so.Out, so.TargetEpsilons, so.Variants = t.TempDir(), nil, []string{"gaussian"}
+	so.Base.Train.Out, so.Base.Train.VarianceShare, got = so.Out, 0, nil
+	res, err = Sweep(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range res.Manifest.Cells {
+		ids = append(ids, c.ID)
+	}
+	if !slices.Equal(ids, []string{"sst2/gaussian/seed=1", "sst2/gaussian/seed=2"}) || got[0].Train.CMu != 2 || got[0].Train.HasTarget() {
+		t.Errorf("cells %v, C %v", ids, got[0].Train.CMu)
+	}
+	// a target needs a variant it calibrates
+	so.Variants, so.TargetEpsilons = []string{"nvdp"}, []float64{4}
+	if _, err := Sweep(context.Background(), so); err == nil || !strings.Contains(err.Error(), "nvdp-clipped and gaussian") {
+		t.Errorf("target without a calibrated variant: %v", err)
+	}
+}

@@ -58,7 +58,9 @@ of a posterior file, the certificate holds for any two input texts: its scope is
 releases of one text's embedding against any other text's, not the training data.
 
 --model DIR certifies a trained model with its own N (max-seq-len + 1), P (hidden size), prior
-and clipping constants; an unclipped model certifies +Inf with the reason. Otherwise give the
+and clipping constants (a gaussian model: its radius C and noise sigma, the set
+nvib.GaussianClipSet: 2 lambda C^2 max-seq-len / sigma^2); an unclipped model certifies +Inf
+with the reason. Otherwise give the
 constants: --logvar-margin M derives the sigma range as the clipping does (floor
 ln((L2-1)/L2 prior_var) + M with L2 = --clip-order, cap ln prior_var), or give the range with
 --logvar-floor and --logvar-cap. --witness FILE writes a pair of posteriors (M = 2) that

@@ -20,10 +20,12 @@ func newEvalCmd() *cobra.Command {
 
 Writes OUT/eval_<split>.json (GLUE metrics on labelled splits), the predictions in GLUE
 submission format (OUT/<TASK>.tsv for test, OUT/predictions_<split>.tsv otherwise) and,
-for NVDP models, OUT/posteriors_<split>.safetensors for 'nvdp audit': every example padded
-to max-seq-len, so each posterior has max-seq-len + 1 components (padding flagged in the mask),
-and the certified guarantee of that release at the clip's order (eval_<split>.json "certified").
-NVDP samples at evaluation (as the released code), from a generator seeded by --seed.`,
+for NVDP and gaussian models, OUT/posteriors_<split>.safetensors for 'nvdp audit': every
+example padded to max-seq-len, so each posterior has max-seq-len + 1 components (padding
+flagged in the mask; a gaussian model's release always has its own max-seq-len + 1), and the
+certified guarantee of that release at the clip's order (eval_<split>.json "certified").
+NVDP and gaussian models sample at evaluation (as the released code), from a generator
+seeded by --seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := train.Evaluate(o)

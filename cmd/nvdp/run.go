@@ -7,6 +7,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -24,6 +25,8 @@ func newRunCmd() *cobra.Command {
 posterior file of --audit-split (dev by default; fixed length max-seq-len + 1) and the audit
 (principled Eq. rdp bound over all ordered pairs and BDP, or the reference mode), written to
 DIR/report.json and summarised on stdout. The baseline has no posterior: privacy is null.
+--variant gaussian (the Gaussian-mechanism baseline, see 'nvdp train --help') exports its
+release in the same posterior format, so its audit and certificate are the same computation.
 --skip-train evaluates and audits the model already in --out (e.g. QNLI, trained elsewhere).`,
 		Example: `  nvdp run --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
@@ -73,11 +76,14 @@ func printRunReport(w io.Writer, r *train.Report) {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("task / variant / mode", fmt.Sprintf("%s / %s / %s", r.Task, r.Variant, r.Mode))
 	row("encoder (backend)", fmt.Sprintf("%s (%s)", r.Encoder, r.Backend))
-	if r.Variant != "baseline" {
+	if r.Variant != "baseline" && r.Variant != nvib.ModelGaussian {
 		row("lambda", fmt.Sprint(r.Lambda))
 	}
 	if r.CAlphaMax > 0 {
 		row("C_mu / C_amin / C_amax", fmt.Sprintf("%g / %.6g / %g", r.CMu, r.CAlphaMin, r.CAlphaMax))
+	}
+	if r.Variant == nvib.ModelGaussian {
+		row("token radius C / noise sigma", fmt.Sprintf("%.6g / %g", r.CMu, r.Sigma))
 	}
 	if c, err := train.LoadCertificate(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
 		t, g := c.Target, c.Guarantee
@@ -85,8 +91,12 @@ func printRunReport(w io.Writer, r *train.Report) {
 		if t.RD > 0 {
 			target = fmt.Sprintf("RD %g nats at order %g", t.RD, t.Order)
 		}
-		row("privacy target", fmt.Sprintf("%s, %d release(s): logvar margin %.6g, certified epsilon %s at delta %g (%s)",
-			target, t.Releases, c.LogvarMargin, ff(g.Epsilon), g.Delta, train.CertificateFile))
+		constant := fmt.Sprintf("logvar margin %.6g", c.LogvarMargin)
+		if c.Variant == nvib.ModelGaussian {
+			constant = fmt.Sprintf("C %.6g", c.CMu)
+		}
+		row("privacy target", fmt.Sprintf("%s, %d release(s): %s, certified epsilon %s at delta %g (%s)",
+			target, t.Releases, constant, ff(g.Epsilon), g.Delta, train.CertificateFile))
 	}
 	if t := r.Training; t != nil {
 		row("training", fmt.Sprintf("%d epochs, %d steps, best epoch %d, %.0f s", t.Epochs, t.Steps, t.BestEpoch, t.Seconds))

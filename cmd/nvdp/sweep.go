@@ -42,10 +42,13 @@ next step with a checkpoint: rerun the same command to continue.
 lambda, and --c-mu-seeds, default the first seed; DIR/<task>/cmu-grid/...), picks per task
 the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the best
 (paper §3.2), writes DIR/<task>/c_mu_selection.json, and runs the clipped cells with it.
---target-epsilons E1,E2,... adds a dimension to the nvdp-clipped cells: each is calibrated to
-a certified epsilon at --delta (DIR/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s>/;
-the constants not given on the command line are calibrated, see 'nvdp train'); a single
---target-epsilon or --target-rd applies to every nvdp-clipped cell.
+--target-epsilons E1,E2,... adds a dimension to the nvdp-clipped and gaussian cells: each is
+calibrated to a certified epsilon at --delta (DIR/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s>/;
+the constants not given on the command line are calibrated, see 'nvdp train';
+DIR/<task>/gaussian/epsilon=<e>/seed=<s>/, its radius C calibrated whatever --c-mu says); a
+single --target-epsilon or --target-rd applies to every nvdp-clipped and gaussian cell.
+gaussian (the Gaussian-mechanism baseline) has no KL term: lambda is not one of its
+dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 --jobs N runs N cells at once as subprocesses of this binary (logs in DIR/logs/).
 'nvdp report DIR' makes the tables and plots.`,
 		Example: `  nvdp sweep --tasks sst2,rte --variants baseline,nvdp,nvdp-clipped --lambdas 1e-3,1e-2,1e-1,1 \
@@ -149,7 +152,7 @@ the constants not given on the command line are calibrated, see 'nvdp train'); a
 		_ = fs.MarkHidden(f)
 	}
 	fs.StringVar(&tasks, "tasks", "sst2", "comma-separated GLUE tasks")
-	fs.StringVar(&variants, "variants", "nvdp,nvdp-clipped", "comma-separated variants: baseline, nvdp, nvdp-clipped")
+	fs.StringVar(&variants, "variants", "nvdp,nvdp-clipped", "comma-separated variants: baseline, nvdp, nvdp-clipped, gaussian")
 	fs.StringVar(&lambdas, "lambdas", "1e-3,1e-2,1e-1,1", "comma-separated lambda_G = lambda_D values (nvdp variants)")
 	fs.StringVar(&seeds, "seeds", "1", "comma-separated seeds")
 	fs.IntVar(&so.Jobs, "jobs", 1, "cells run at once (subprocesses of this binary; see --in-process)")
@@ -158,7 +161,7 @@ the constants not given on the command line are calibrated, see 'nvdp train'); a
 	fs.Float64Var(&so.CMuTolerance, "c-mu-tolerance", 0.01, "C_mu selection: absolute tolerance on the dev selection metric")
 	fs.Float64Var(&cmuLambda, "c-mu-lambda", 0, "C_mu selection: lambda of the grid runs (default: the first of --lambdas)")
 	fs.StringVar(&cmuSeeds, "c-mu-seeds", "", "C_mu selection: seeds of the grid runs (default: the first of --seeds)")
-	fs.StringVar(&targetEpsilons, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped cells, each calibrated to one")
+	fs.StringVar(&targetEpsilons, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped and gaussian cells, each calibrated to one")
 	fs.StringVar(&extraModes, "extra-audit-modes", "", "also audit every NVDP cell in these modes (e.g. reference), written to audit_<mode>.json")
 	af = pipelineAuditFlags(fs, po)
 	return cmd

@@ -17,7 +17,7 @@ func newTrainCmd() *cobra.Command {
 	var order, delta float64
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
-		Short: "Train a baseline, NVDP or NVDP-Clipped model on a GLUE task",
+		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
 		Long: `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task.
 
 AdamW with linear warm-up and decay, KL schedule s(t), gradient clipping, dynamic padding,
@@ -29,7 +29,13 @@ train_options.json), metrics.jsonl, and a resumable checkpoint (--resume). docs/
 nvdp-clipped before training: the constants not given on the command line (--c-mu,
 --logvar-margin, --c-alpha-min) are chosen so that the certified guarantee of --releases
 releases of one text is the target ('nvdp certify'); they are saved in train_options.json
-and nvdp_config.json, the calibration in certificate.json.`,
+and nvdp_config.json, the calibration in certificate.json.
+
+--variant gaussian is the Gaussian-mechanism baseline at the same release point: each
+token embedding clipped to the L2 ball of radius C (--c-mu) plus N(0, sigma_p^2 I) noise,
+sigma_p the NVIB prior sigma, at all max-seq-len positions, read by the same block and head
+(no NVIB layer, no KL term: --lambda is ignored). A target calibrates C with the same
+accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c-mu is C.`,
 		Example: `  nvdp train --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,

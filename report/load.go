@@ -8,6 +8,35 @@
 // privacy.certified; "–" for cells without it), and plots with gonum.org/v1/plot: the privacy-utility scatter with its
 // Pareto front, training curves from metrics.jsonl and the histogram of the
 // per-pair bounds from the audit.
+//
+// Rows are per variant (baseline, nvdp, nvdp-clipped, gaussian), training
+// mode, target epsilon (Cell.TargetEpsilon: the certified epsilon a cell was
+// calibrated to, from train_options.json or the epsilon=<E> directory of
+// `nvdp sweep --target-epsilons`), C_mu (the radius C for gaussian) and
+// lambda. Per task, the certified privacy-utility frontier (Frontier,
+// TaskTable.Frontier) puts the selection metric against the certified
+// epsilon:
+//
+//   - table (WriteMarkdown, after the task's table; WriteJSON as
+//     tasks[].frontier; WriteCSV in its last columns target_epsilon,
+//     calibrated_constant, calibrated_constant_value, wall_seconds_mean/std,
+//     chance, pareto_certified): per private variant and target epsilon,
+//     and the baseline, the seeds, the metric mean ± sd, the certified
+//     epsilon (delta) and RD at its order, the calibrated constant (C_mu or
+//     C), the empirical rd_max and BDP eps_mu estimate (FrontierRow.Empirical,
+//     principled audit), the wall time (report.json seconds) and whether the
+//     row is on its variant's certified Pareto front; the chance level
+//     (report.json collapse) and the rows left out for an infinite certified
+//     epsilon (counted in cells) are noted;
+//   - figure (PlotFrontier; WritePlots writes <task>_frontier_certified.png
+//     and .svg, and all_frontier_certified.png and .svg tiling every task's
+//     frontier when more than one task has one): y the metric x 100 with sd
+//     error bars, x the certified epsilon on a log axis, one colour per
+//     variant with its Pareto front as a step line, the same rows' BDP
+//     estimates as hollow markers ("empirical BDP estimate (not a
+//     guarantee)"), the baseline (dashed) and chance level (dotted) as
+//     horizontal lines, the rows with an infinite certified epsilon named in
+//     the legend.
 package report
 
 import (
@@ -20,6 +49,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/privacy"
@@ -62,12 +92,24 @@ type Certified struct {
 type Cell struct {
 	Dir     string  // the cell directory
 	Task    string  // sst2, mrpc, ...
-	Variant string  // baseline, nvdp, nvdp-clipped
+	Variant string  // baseline, nvdp, nvdp-clipped, gaussian
 	Mode    string  // training mode: principled | reference
 	Encoder string  //
-	Lambda  float64 // 0 for the baseline
-	CMu     float64 // nvdp-clipped only
+	Lambda  float64 // 0 for the baseline (and a gaussian report without one)
+	CMu     float64 // nvdp-clipped: C_mu; gaussian: the radius C of the embedding ball
 	Seed    uint64
+	// TargetEpsilon is the certified epsilon the cell was calibrated to (0:
+	// none): train_options.json target_epsilon, else the epsilon=<E>
+	// directory of a `nvdp sweep --target-epsilons` cell.
+	TargetEpsilon float64
+	// Seconds is the cell's wall time (report.json seconds: training,
+	// evaluation and audit); NaN when the report does not say.
+	Seconds float64
+	// Chance is the selection metric of the majority-class predictor (0 for
+	// correlations) on the utility split, from report.json collapse (metric
+	// ChanceMetric); NaN without a collapse block.
+	Chance       float64
+	ChanceMetric string
 	// Grid marks a C_mu grid cell (under <task>/cmu-grid/), kept out of the main tables.
 	Grid bool
 	// Utility are the dev GLUE metrics (NaN for null).
@@ -160,6 +202,12 @@ type rawReport struct {
 	Seed    uint64        `json:"seed"`
 	Utility map[string]jf `json:"utility"`
 	Privacy *rawAudit     `json:"privacy"`
+	Seconds *float64      `json:"seconds"`
+	// Collapse is train.CollapseCheck (metric and chance level only).
+	Collapse *struct {
+		Metric string `json:"metric"`
+		Chance jf     `json:"chance"`
+	} `json:"collapse"`
 }
 
 // ReadCell reads dir/report.json and any dir/audit_<mode>.json.
@@ -177,7 +225,16 @@ func ReadCell(dir string) (*Cell, error) {
 		return nil, fmt.Errorf("%s: not an nvdp run report (no task or variant)", path)
 	}
 	c := &Cell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: r.Mode, Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
-		Seed: r.Seed, Utility: map[string]float64{}, Audits: map[string]*Audit{}}
+		Seed: r.Seed, Utility: map[string]float64{}, Audits: map[string]*Audit{}, Seconds: math.NaN(), Chance: math.NaN()}
+	if r.Seconds != nil && *r.Seconds > 0 {
+		c.Seconds = *r.Seconds
+	}
+	if r.Collapse != nil {
+		c.Chance, c.ChanceMetric = float64(r.Collapse.Chance), r.Collapse.Metric
+	}
+	if c.TargetEpsilon, err = targetEpsilon(dir); err != nil {
+		return nil, err
+	}
 	for k, v := range r.Utility {
 		c.Utility[k] = float64(v)
 	}
@@ -210,9 +267,36 @@ func ReadCell(dir string) (*Cell, error) {
 	return c, nil
 }
 
+// targetEpsilon is the certified epsilon the cell in dir was calibrated to:
+// train_options.json target_epsilon (every trained model directory has
+// it), else the value of the nearest epsilon=<E> directory of dir (the
+// layout of `nvdp sweep --target-epsilons`: <task>/<variant>/epsilon=<E>/...),
+// else 0 (no target).
+func targetEpsilon(dir string) (float64, error) {
+	o, err := train.LoadOptions(dir)
+	switch {
+	case err == nil && o.TargetEpsilon > 0:
+		return o.TargetEpsilon, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return 0, err
+	}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if v, ok := strings.CutPrefix(filepath.Base(d), "epsilon="); ok {
+			e, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(e > 0) {
+				return 0, fmt.Errorf("%s: directory %s is not a target epsilon", dir, filepath.Base(d))
+			}
+			return e, nil
+		}
+		if filepath.Dir(d) == d {
+			return 0, nil
+		}
+	}
+}
+
 // Load reads every cell under root (each directory holding report.json, and
 // links to such directories: cells that reuse a C_mu grid run),
-// sorted by task, variant, C_mu, lambda and seed. Errors: a report that does
+// sorted by task, variant, target epsilon, C_mu, lambda and seed. Errors: a report that does
 // not parse (named), no report at all.
 func Load(root string) ([]*Cell, error) {
 	var cells []*Cell
@@ -249,16 +333,16 @@ func Load(root string) ([]*Cell, error) {
 	// Two runs of the same configuration and seed would count as two seeds.
 	type key struct {
 		task, variant, mode string
-		cmu, lambda         float64
+		target, cmu, lambda float64
 		seed                uint64
 		grid                bool
 	}
 	seen := map[key]string{}
 	for _, c := range cells {
-		k := key{c.Task, c.Variant, c.Mode, c.CMu, c.Lambda, c.Seed, c.Grid}
+		k := key{c.Task, c.Variant, c.Mode, c.TargetEpsilon, c.CMu, c.Lambda, c.Seed, c.Grid}
 		if d, ok := seen[k]; ok {
-			return nil, fmt.Errorf("report %s: %s and %s are the same configuration (%s %s lambda %g C_mu %g seed %d): report one sweep at a time",
-				root, d, c.Dir, c.Task, c.Variant, c.Lambda, c.CMu, c.Seed)
+			return nil, fmt.Errorf("report %s: %s and %s are the same configuration (%s %s target epsilon %g lambda %g C_mu %g seed %d): report one sweep at a time",
+				root, d, c.Dir, c.Task, c.Variant, c.TargetEpsilon, c.Lambda, c.CMu, c.Seed)
 		}
 		seen[k] = c.Dir
 	}
@@ -272,6 +356,9 @@ func Load(root string) ([]*Cell, error) {
 		}
 		if a.Mode != b.Mode {
 			return a.Mode < b.Mode
+		}
+		if a.TargetEpsilon != b.TargetEpsilon {
+			return a.TargetEpsilon < b.TargetEpsilon
 		}
 		if a.CMu != b.CMu {
 			return a.CMu < b.CMu
@@ -292,8 +379,10 @@ func variantRank(v string) int {
 		return 1
 	case "nvdp-clipped":
 		return 2
+	case "gaussian":
+		return 3
 	}
-	return 3
+	return 4
 }
 
 // ReadSelection reads root/<task>/c_mu_selection.json (nil when absent).

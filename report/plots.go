@@ -37,6 +37,7 @@ type Point struct {
 	X, Y   float64
 	Group  string
 	Lambda float64
+	Row    *Row // the row the point is drawn for (nil when not given)
 }
 
 // ParetoFront returns the points not dominated by another (lower or equal x
@@ -66,6 +67,27 @@ func ParetoFront(pts []Point) []Point {
 	return front
 }
 
+// stepLine is the step line of a Pareto front (sorted by x, as ParetoFront
+// returns it): each point's utility holds until the next point's x.
+func stepLine(front []Point) plotter.XYs {
+	var xy plotter.XYs
+	for i, f := range front {
+		if i > 0 {
+			xy = append(xy, plotter.XY{X: f.X, Y: front[i-1].Y})
+		}
+		xy = append(xy, plotter.XY{X: f.X, Y: f.Y})
+	}
+	return xy
+}
+
+// legendRoom is the y range of a plot whose data span [ylo, yhi] and whose
+// legend, in a top corner, has the given number of entries: the entries
+// beyond the first four take ~6% of the height each.
+func legendRoom(ylo, yhi float64, entries int) (lo, hi float64) {
+	dy := max(yhi-ylo, 1)
+	return ylo - 0.08*dy, yhi + max(0.5, 0.5+0.12*float64(entries-4))*dy
+}
+
 // saveAll writes p as path.<format> for every PlotFormats entry.
 func saveAll(p *plot.Plot, w, h vg.Length, path string) ([]string, error) {
 	var out []string
@@ -81,6 +103,12 @@ func saveAll(p *plot.Plot, w, h vg.Length, path string) ([]string, error) {
 
 // saveTiles draws plots side by side (one row) and writes every format.
 func saveTiles(ps []*plot.Plot, w, h vg.Length, path string) ([]string, error) {
+	return saveGrid([][]*plot.Plot{ps}, w, h, path)
+}
+
+// saveGrid draws plots in a grid (rows of equal length; nil leaves a tile
+// empty) and writes every format.
+func saveGrid(ps [][]*plot.Plot, w, h vg.Length, path string) ([]string, error) {
 	var out []string
 	for _, f := range PlotFormats {
 		file := path + "." + f
@@ -94,11 +122,15 @@ func saveTiles(ps []*plot.Plot, w, h vg.Length, path string) ([]string, error) {
 			return out, fmt.Errorf("plot %s: unsupported format %s", file, f)
 		}
 		dc := draw.New(c)
-		tiles := draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Millimeter, PadY: vg.Millimeter,
+		tiles := draw.Tiles{Rows: len(ps), Cols: len(ps[0]), PadX: vg.Millimeter, PadY: vg.Millimeter,
 			PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: vg.Millimeter}
-		cs := plot.Align([][]*plot.Plot{ps}, tiles, dc)
-		for j, p := range ps {
-			p.Draw(cs[0][j])
+		cs := plot.Align(ps, tiles, dc)
+		for i, row := range ps {
+			for j, p := range row {
+				if p != nil {
+					p.Draw(cs[i][j])
+				}
+			}
 		}
 		fh, err := os.Create(file)
 		if err != nil {
@@ -117,7 +149,7 @@ func saveTiles(ps []*plot.Plot, w, h vg.Length, path string) ([]string, error) {
 }
 
 func fileSafe(s string) string {
-	r := strings.NewReplacer(" ", "_", "(", "", ")", "", "[", "", "]", "", "=", "", "/", "_")
+	r := strings.NewReplacer(" ", "_", "(", "", ")", "", "[", "", "]", "", "=", "", "/", "_", "ε", "eps")
 	return strings.ToLower(r.Replace(s))
 }
 
@@ -311,8 +343,6 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 			ylo, yhi = min(ylo, u), max(yhi, u)
 		}
 	}
-	dy := max(yhi-ylo, 1)
-	// Legend room: the entries beyond the first four take ~6% of the height each.
 	entries := 2 + len(groups(tt)) + len(certAll)/max(len(certAll), 1)*len(groups(tt))
 	if len(undefined) > 0 {
 		entries++
@@ -320,7 +350,7 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 	if len(certInfinite) > 0 {
 		entries++
 	}
-	p.Y.Min, p.Y.Max = ylo-0.08*dy, yhi+max(0.5, 0.5+0.12*float64(entries-4))*dy
+	p.Y.Min, p.Y.Max = legendRoom(ylo, yhi, entries)
 	if len(certAll) > 0 {
 		p.Title.Text = fmt.Sprintf("%s: privacy-utility trade-off (%s audit and certified)", TaskTitle(tt.Task), mode)
 	}
@@ -337,14 +367,7 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 		}
 	}
 	if front := ParetoFront(all); len(front) > 1 {
-		var xy plotter.XYs
-		for i, f := range front {
-			if i > 0 {
-				xy = append(xy, plotter.XY{X: f.X, Y: front[i-1].Y})
-			}
-			xy = append(xy, plotter.XY{X: f.X, Y: f.Y})
-		}
-		l, err := plotter.NewLine(xy)
+		l, err := plotter.NewLine(stepLine(front))
 		if err != nil {
 			return nil, err
 		}
@@ -494,7 +517,10 @@ func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
 
 // WritePlots writes every figure of t into dir: per task and audit mode the
 // trade-off scatter against rd_max and against BDP eps_mu
-// (<task>_tradeoff_<mode>_<x>), per task and model group the training curves
+// (<task>_tradeoff_<mode>_<x>), per task with a frontier the certified
+// privacy-utility frontier (<task>_frontier_certified, PlotFrontier) and,
+// when more than one task has one, all of them tiled
+// (all_frontier_certified), per task and model group the training curves
 // (<task>_<group>_curves) and the per-pair bound histograms
 // (<task>_<group>_hist_<mode>). Returns the files written.
 func WritePlots(t *Tables, dir string) ([]string, error) {
@@ -506,10 +532,23 @@ func WritePlots(t *Tables, dir string) ([]string, error) {
 		files = append(files, f...)
 		return err
 	}
+	var frontiers []*plot.Plot
 	for _, tt := range t.Tasks {
 		for _, m := range t.AuditModes {
 			for _, x := range []string{"rd_max", "bdp_epsilon"} {
 				if err := add(PlotTradeoff(tt, m, x, filepath.Join(dir, fmt.Sprintf("%s_tradeoff_%s_%s", tt.Task, m, x)))); err != nil {
+					return files, err
+				}
+			}
+		}
+		if tt.Frontier != nil {
+			p, err := frontierPlot(tt.Frontier)
+			if err != nil {
+				return files, err
+			}
+			if p != nil {
+				frontiers = append(frontiers, p)
+				if err := add(saveAll(p, figW, figH, filepath.Join(dir, tt.Task+"_frontier_certified"))); err != nil {
 					return files, err
 				}
 			}
@@ -524,6 +563,18 @@ func WritePlots(t *Tables, dir string) ([]string, error) {
 					return files, err
 				}
 			}
+		}
+	}
+	if n := len(frontiers); n > 1 {
+		cols := min(n, 3)
+		var grid [][]*plot.Plot
+		for i := 0; i < n; i += cols {
+			row := make([]*plot.Plot, cols)
+			copy(row, frontiers[i:])
+			grid = append(grid, row)
+		}
+		if err := add(saveGrid(grid, vg.Length(cols)*figW, vg.Length(len(grid))*figH, filepath.Join(dir, "all_frontier_certified"))); err != nil {
+			return files, err
 		}
 	}
 	return files, nil

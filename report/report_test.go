@@ -169,8 +169,8 @@ func TestTablesFromFixtures(t *testing.T) {
 		t.Fatalf("%d CSV records (want 11): %v", len(recs), recs)
 	}
 	for _, r := range recs[1:] {
-		if len(r) != 26 || strings.Join(r[18:], "") != "" {
-			t.Errorf("CSV record %v: want 26 columns, the 8 certified ones empty (old reports)", r)
+		if len(r) != 33 || strings.Join(r[18:26], "") != "" {
+			t.Errorf("CSV record %v: want 33 columns, the 8 certified ones empty (old reports)", r)
 		}
 	}
 	found := false
@@ -471,8 +471,9 @@ func TestSweepEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Per task: 2 modes x 2 trade-offs + curves (baseline, clipped) + histogram (clipped, principled;
-	// the reference audit keeps no per-pair values) = 7 figures x 2 formats.
-	if len(files) != 2*7*2 {
+	// the reference audit keeps no per-pair values) + the certified frontier = 8 figures x 2 formats,
+	// and the two frontiers tiled.
+	if len(files) != 2*8*2+2 {
 		t.Errorf("%d plot files: %v", len(files), files)
 	}
 	for _, f := range files {
@@ -484,6 +485,13 @@ func TestSweepEndToEnd(t *testing.T) {
 	checkPNG(t, filepath.Join(out, "plots", "sst2_nvdp-clipped_c_mu2_curves.png"), 0.02)
 	checkPNG(t, filepath.Join(out, "plots", "rte_tradeoff_principled_rd_max.png"), 0.02)
 	checkSVG(t, filepath.Join(out, "plots", "rte_nvdp-clipped_c_mu6_hist_principled.svg"), 20)
+	// The frontier of a sweep without targets: per lambda, the clipped rows at their certified epsilon.
+	for _, tt := range tb.Tasks {
+		if f := tt.Frontier; f == nil || len(f.Rows) != 2 || f.Baseline == nil || f.AuditMode != "principled" || !(float64(f.Chance) >= 0) {
+			t.Errorf("%s frontier %+v", tt.Task, tt.Frontier)
+		}
+	}
+	checkPNG(t, filepath.Join(out, "plots", "all_frontier_certified.png"), 0.02)
 }
 
 func TestLoadFollowsReusedGridCells(t *testing.T) {
@@ -630,14 +638,14 @@ func TestTablesCertified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := strings.Join(recs[0][18:], ","); h != "certified_order,certified_delta,rd_certified_mean,rd_certified_std,epsilon_certified_mean,epsilon_certified_std,bdp_epsilon_certified_mean,bdp_epsilon_certified_std" {
+	if h := strings.Join(recs[0][18:26], ","); h != "certified_order,certified_delta,rd_certified_mean,rd_certified_std,epsilon_certified_mean,epsilon_certified_std,bdp_epsilon_certified_mean,bdp_epsilon_certified_std" {
 		t.Errorf("CSV certified header %s", h)
 	}
 	want := map[string]string{"baseline/": "", "nvdp/0.01": "1.1,1e-05,+Inf,NaN,+Inf,NaN,+Inf,NaN",
 		"nvdp-clipped/0.01": "1.1,1e-05,46450.355726,0,31000.553116,0,31006.16327,0", "nvdp-clipped/0.1": ",,,,,,,"}
 	for _, r := range recs[1:] {
 		k := r[1] + "/" + r[4]
-		if got := strings.Join(r[18:], ","); r[1] != "baseline" && got != want[k] || r[1] == "baseline" && got != ",,,,,,," {
+		if got := strings.Join(r[18:26], ","); r[1] != "baseline" && got != want[k] || r[1] == "baseline" && got != ",,,,,,," {
 			t.Errorf("CSV %s certified %q, want %q", k, got, want[k])
 		}
 	}

@@ -135,48 +135,86 @@ func certifiedStats(cells []*Cell) *CertifiedStats {
 	return cs
 }
 
-// Row is one line of a task table: a variant (training mode, C_mu) at one
-// lambda, over its seeds.
+// Row is one line of a task table: a variant (training mode, target
+// epsilon, C_mu) at one lambda, over its seeds.
 type Row struct {
-	Task    string                   `json:"task"`
-	Variant string                   `json:"variant"`
-	Mode    string                   `json:"mode"`
-	CMu     float64                  `json:"c_mu,omitempty"`
-	Lambda  float64                  `json:"lambda"`
-	Seeds   []uint64                 `json:"seeds"`
-	Utility map[string]Stat          `json:"utility"`
-	Privacy map[string]*PrivacyStats `json:"privacy,omitempty"` // by audit mode (empirical)
+	Task    string `json:"task"`
+	Variant string `json:"variant"`
+	Mode    string `json:"mode"`
+	// TargetEpsilon is the certified epsilon the row's cells were calibrated to (0: none).
+	TargetEpsilon float64                  `json:"target_epsilon,omitempty"`
+	CMu           float64                  `json:"c_mu,omitempty"` // C_mu; the radius C for gaussian
+	Lambda        float64                  `json:"lambda"`
+	Seeds         []uint64                 `json:"seeds"`
+	Utility       map[string]Stat          `json:"utility"`
+	Privacy       map[string]*PrivacyStats `json:"privacy,omitempty"` // by audit mode (empirical)
 	// Certified is the certified guarantee (nil: no cell carries one).
 	Certified *CertifiedStats `json:"certified,omitempty"`
-	Cells     []*Cell         `json:"-"`
-	grid      bool
+	// WallSeconds is the cells' wall time (report.json seconds; nil: no cell says).
+	WallSeconds *Stat   `json:"wall_seconds,omitempty"`
+	Cells       []*Cell `json:"-"`
+	grid        bool
 }
 
 // Baseline reports whether the row is the non-private baseline.
 func (r *Row) Baseline() bool { return r.Variant == "baseline" }
 
 // Group is the row's model label without lambda: "NVDP", "NVDP-Clipped
-// (C_mu=2)", "Non-private baseline", with " [reference]" for models trained in
-// reference mode.
+// (C_mu=2)", "Gaussian mechanism (C=1)", "Non-private baseline", with
+// " [reference]" for models trained in reference mode. A row calibrated to a
+// target says the target instead of the constant it chose:
+// "NVDP-Clipped (target ε=4)".
 func (r *Row) Group() string {
-	var s string
-	switch r.Variant {
-	case "baseline":
-		s = "Non-private baseline"
-	case "nvdp":
-		s = "NVDP"
-	case "nvdp-clipped":
-		s = "NVDP-Clipped"
-		if r.CMu > 0 {
-			s += fmt.Sprintf(" (C_mu=%g)", r.CMu)
-		}
-	default:
-		s = r.Variant
+	s := VariantTitle(r.Variant)
+	switch c := rowConstant(r); {
+	case r.TargetEpsilon > 0:
+		s += fmt.Sprintf(" (target ε=%g)", r.TargetEpsilon)
+	case c != nil:
+		s += fmt.Sprintf(" (%s=%g)", c.Name, c.Value)
 	}
 	if r.Mode == "reference" {
 		s += " [reference]"
 	}
 	return s
+}
+
+// VariantTitle is the display name of a model variant: "Non-private
+// baseline", "NVDP", "NVDP-Clipped", "Gaussian mechanism", else the variant.
+func VariantTitle(v string) string {
+	switch v {
+	case "baseline":
+		return "Non-private baseline"
+	case "nvdp":
+		return "NVDP"
+	case "nvdp-clipped":
+		return "NVDP-Clipped"
+	case "gaussian":
+		return "Gaussian mechanism"
+	}
+	return v
+}
+
+// Constant is the constant a row's privacy is set by (calibrated to its
+// target epsilon, or given by hand): C_mu, the mean-ball radius of
+// nvdp-clipped, or C, the embedding-ball radius of gaussian (report.json
+// c_mu for both).
+type Constant struct {
+	Name  string  `json:"name"` // "C_mu" | "C"
+	Value float64 `json:"value"`
+}
+
+// rowConstant is r's Constant (nil for the other variants, or C_mu 0).
+func rowConstant(r *Row) *Constant {
+	if !(r.CMu > 0) {
+		return nil
+	}
+	switch r.Variant {
+	case "nvdp-clipped":
+		return &Constant{Name: "C_mu", Value: r.CMu}
+	case "gaussian":
+		return &Constant{Name: "C", Value: r.CMu}
+	}
+	return nil
 }
 
 // TaskTable is the table of one task (paper Tables 3-5, one task column).
@@ -190,6 +228,9 @@ type TaskTable struct {
 	// Grid are the C_mu grid runs (nvdp-clipped rows by C_mu), kept out of Rows and Best.
 	Grid []*Row              `json:"c_mu_grid,omitempty"`
 	CMu  *train.CMuSelection `json:"c_mu_selection,omitempty"`
+	// Frontier is the certified privacy-utility frontier (nil: no private
+	// row carries a certified guarantee).
+	Frontier *Frontier `json:"frontier,omitempty"`
 }
 
 // Tables are the sweep's tables.
@@ -239,20 +280,20 @@ func taskMetrics(task string, cells []*Cell) ([]string, string) {
 func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
 	type key struct {
 		task, variant, mode string
-		cmu, lambda         float64
+		target, cmu, lambda float64
 		grid                bool
 	}
 	rows := map[key]*Row{}
 	var order []key
 	modes := map[string]bool{}
 	for _, c := range cells {
-		k := key{c.Task, c.Variant, c.Mode, c.CMu, c.Lambda, c.Grid}
+		k := key{c.Task, c.Variant, c.Mode, c.TargetEpsilon, c.CMu, c.Lambda, c.Grid}
 		if c.Variant == "baseline" {
-			k.cmu, k.lambda = 0, 0
+			k.target, k.cmu, k.lambda = 0, 0, 0
 		}
 		r := rows[k]
 		if r == nil {
-			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, CMu: k.cmu, Lambda: k.lambda, grid: k.grid}
+			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, TargetEpsilon: k.target, CMu: k.cmu, Lambda: k.lambda, grid: k.grid}
 			rows[k] = r
 			order = append(order, k)
 		}
@@ -320,6 +361,13 @@ func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
 			r.Privacy[m] = ps
 		}
 		r.Certified = certifiedStats(r.Cells)
+		var secs []float64
+		for _, c := range r.Cells {
+			secs = append(secs, c.Seconds)
+		}
+		if st := NewStat(secs); st.N > 0 {
+			r.WallSeconds = &st
+		}
 		if r.grid {
 			tt.Grid = append(tt.Grid, r)
 		} else {
@@ -342,12 +390,16 @@ func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
 			if a.Mode != b.Mode {
 				return a.Mode < b.Mode
 			}
+			if a.TargetEpsilon != b.TargetEpsilon {
+				return a.TargetEpsilon < b.TargetEpsilon
+			}
 			if a.CMu != b.CMu {
 				return a.CMu < b.CMu
 			}
 			return a.Lambda < b.Lambda
 		})
 		t.Best = append(t.Best, bestOf(tt, t.AuditModes)...)
+		tt.Frontier = buildFrontier(tt, t.AuditModes)
 	}
 	return t
 }
@@ -500,10 +552,17 @@ func TaskTitle(t string) string {
 }
 
 func lambdaCell(r *Row) string {
-	if r.Baseline() {
+	if !hasLambda(r.Variant, r.Lambda) {
 		return "–"
 	}
 	return train.FormatLambda(r.Lambda)
+}
+
+// hasLambda reports whether a row's lambda means something: not for the
+// baseline, nor for gaussian rows without one (the Gaussian release has no
+// KL term; its report.json says lambda 0 or nothing).
+func hasLambda(variant string, lambda float64) bool {
+	return variant != "baseline" && !(variant == "gaussian" && lambda == 0)
 }
 
 func seedsCell(r *Row) string { return strconv.Itoa(len(r.Seeds)) }
@@ -553,6 +612,7 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 			fmt.Fprintf(&b, "C_mu selection (lambda %s, %s, tolerance %g): C_mu = %g. %s\n\n", train.FormatLambda(s.Lambda),
 				MetricTitle(s.Metric), s.Tolerance, s.CMu, s.Reason)
 		}
+		frontierMarkdown(&b, tt)
 	}
 	for _, m := range t.AuditModes {
 		fmt.Fprintf(&b, "### Best trade-off (as paper Table 1), %s audit\n\n", m)
@@ -597,25 +657,39 @@ const whichIsWhich = "Which number is which: **RD max / avg (empirical)** is the
 // certHeaders are the certified columns' headers, with the Renyi order and
 // delta when every certified row shares them.
 func certHeaders(t *Tables) (rd, eps string) {
-	order, delta := math.NaN(), math.NaN()
-	first := true
+	var rows []*Row
 	for _, tt := range t.Tasks {
-		for _, r := range append(slices.Clone(tt.Rows), tt.Grid...) {
-			c := r.Certified
-			if c == nil {
-				continue
-			}
-			if first {
-				order, delta, first = c.Order, c.Delta, false
-			}
-			if c.Order != order {
-				order = math.NaN()
-			}
-			if c.Delta != delta {
-				delta = math.NaN()
-			}
+		rows = append(append(rows, tt.Rows...), tt.Grid...)
+	}
+	return certHeadersOf(rows)
+}
+
+// certShared is the Renyi order and delta every certified row of rows
+// shares (NaN where they differ or no row is certified).
+func certShared(rows []*Row) (order, delta float64) {
+	order, delta = math.NaN(), math.NaN()
+	first := true
+	for _, r := range rows {
+		c := r.Certified
+		if c == nil {
+			continue
+		}
+		if first {
+			order, delta, first = c.Order, c.Delta, false
+		}
+		if c.Order != order {
+			order = math.NaN()
+		}
+		if c.Delta != delta {
+			delta = math.NaN()
 		}
 	}
+	return order, delta
+}
+
+// certHeadersOf are certHeaders for the rows given.
+func certHeadersOf(rows []*Row) (rd, eps string) {
+	order, delta := certShared(rows)
 	rd, eps = "Certified RD (audit order)", "Certified ε"
 	if !math.IsNaN(order) {
 		rd = fmt.Sprintf("Certified RD (order %g)", order)
@@ -706,21 +780,39 @@ func mdRow(b *strings.Builder, cells []string) {
 // bdp_* (an estimate) and rd_* (empirical: over the audited pairs) are the
 // audit's; the certified_* / *_certified_* columns (the row's certified
 // guarantee, the same on each of its lines; empty without certified data)
-// are the clipping's guarantee for every pair of inputs.
+// are the clipping's guarantee for every pair of inputs. The last columns
+// are the frontier's (TaskTable.Frontier): target_epsilon (empty: none),
+// calibrated_constant and its value (C_mu, or C for gaussian), the wall time,
+// the task's chance level, and pareto_certified (true / false for the
+// frontier's private rows that are drawn, empty otherwise).
 func WriteCSV(w io.Writer, t *Tables) error {
 	cw := csv.NewWriter(w)
 	hdr := []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
 		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs", "c_mu_grid",
 		"certified_order", "certified_delta", "rd_certified_mean", "rd_certified_std", "epsilon_certified_mean", "epsilon_certified_std",
-		"bdp_epsilon_certified_mean", "bdp_epsilon_certified_std"}
+		"bdp_epsilon_certified_mean", "bdp_epsilon_certified_std",
+		"target_epsilon", "calibrated_constant", "calibrated_constant_value", "wall_seconds_mean", "wall_seconds_std", "chance",
+		"pareto_certified"}
 	if err := cw.Write(hdr); err != nil {
 		return err
 	}
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	for _, tt := range t.Tasks {
+		pareto := map[*Row]string{}
+		chance := ""
+		if f := tt.Frontier; f != nil {
+			for _, fr := range f.Rows {
+				if fr.Shown {
+					pareto[fr.Row] = strconv.FormatBool(fr.Pareto)
+				}
+			}
+			if c := float64(f.Chance); !math.IsNaN(c) {
+				chance = g(c)
+			}
+		}
 		for _, r := range append(slices.Clone(tt.Rows), tt.Grid...) {
 			lambda := g(r.Lambda)
-			if r.Baseline() {
+			if !hasLambda(r.Variant, r.Lambda) {
 				lambda = ""
 			}
 			cmu := ""
@@ -731,6 +823,18 @@ func WriteCSV(w io.Writer, t *Tables) error {
 			if c := r.Certified; c != nil {
 				cert = []string{g(c.Order), g(c.Delta), g(c.RD.Mean), g(c.RD.Std), g(c.Epsilon.Mean), g(c.Epsilon.Std), g(c.BDP.Mean), g(c.BDP.Std)}
 			}
+			front := make([]string, 7)
+			if r.TargetEpsilon > 0 {
+				front[0] = g(r.TargetEpsilon)
+			}
+			if c := rowConstant(r); c != nil {
+				front[1], front[2] = c.Name, g(c.Value)
+			}
+			if w := r.WallSeconds; w != nil {
+				front[3], front[4] = g(w.Mean), g(w.Std)
+			}
+			front[5], front[6] = chance, pareto[r]
+			cert = append(cert, front...)
 			for _, m := range tt.Metrics {
 				u := r.Utility[m]
 				base := []string{r.Task, r.Variant, r.Mode, cmu, lambda, strconv.Itoa(len(r.Seeds)), m, g(u.Mean), g(u.Std)}

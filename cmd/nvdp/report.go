@@ -23,12 +23,31 @@ the audited pairs, not a guarantee), mean ± std over seeds, in every audit mode
 carry (report.json, and audit_<mode>.json from 'nvdp sweep --extra-audit-modes'), and the
 certified RD and epsilon (the clipping's guarantee for every pair of inputs, report.json
 privacy.certified; "–" for reports without it); then the best-trade-off summary of Table 1.
-C_mu grid cells are left out of the tables; the C_mu selection is printed under its task.
+Rows are per variant, target epsilon (the certified epsilon a cell was calibrated to:
+train_options.json target_epsilon, or the epsilon=<E> directory of 'nvdp sweep
+--target-epsilons'), C_mu and lambda. C_mu grid cells are left out of the tables; the C_mu
+selection is printed under its task.
+
+Per task with certified data, the certified privacy-utility frontier table: one row per
+private variant (nvdp-clipped, gaussian, ...) and target epsilon, plus the baseline: seeds,
+the selection metric (mean ± sd), certified epsilon (delta) and certified RD at its order,
+the calibrated constant (C_mu, or the gaussian radius C), the empirical rd_max and BDP
+eps_mu estimate (principled audit; not guarantees), the wall time, and whether the row is
+on its variant's certified Pareto front; the chance level (report.json collapse) and the
+rows left out for an infinite certified epsilon are noted under it. The CSV carries the
+same in its last columns (target_epsilon, calibrated_constant[_value], wall_seconds_*,
+chance, pareto_certified), the JSON as tasks[].frontier.
+
 --plots writes PNG and SVG figures to --plots-dir (default DIR/plots): privacy-utility
-scatter with the Pareto front per task (against rd_max and BDP eps_mu; principled plots
-also show the certified guarantee as its own series), training curves from metrics.jsonl,
-and the histogram of per-pair bounds from the audit.`,
+scatter with the Pareto front per task (<task>_tradeoff_<mode>_<x>, against rd_max and BDP
+eps_mu; principled plots also show the certified guarantee as its own series); the
+certified frontier per task (<task>_frontier_certified: metric against certified epsilon
+on a log axis, mean ± sd over seeds, a Pareto front per variant, the empirical BDP estimate
+of the same rows as hollow markers, the baseline and chance level as horizontal lines) and,
+with more than one task, all of them tiled (all_frontier_certified); training curves from
+metrics.jsonl and the histogram of per-pair bounds from the audit.`,
 		Example: `  nvdp report sweeps/glue --plots
+  nvdp report sweeps/frontier --plots --plots-dir figs   # figs/<task>_frontier_certified.{png,svg}
   nvdp report sweeps/glue --format csv --out glue.csv`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReportFrontier: `nvdp report DIR --plots` on a target-epsilon sweep
+// with a gaussian variant and a baseline prints the frontier table and
+// writes <task>_frontier_certified.{png,svg}; --format csv carries the
+// frontier columns.
+func TestReportFrontier(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string, rep map[string]any) {
+		d := filepath.Join(dir, rel)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "report.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cell := func(variant string, cmu, eps, acc, bdp float64) map[string]any {
+		r := map[string]any{"task": "sst2", "variant": variant, "mode": "principled", "encoder": "scratch:bert-tiny", "seed": 1,
+			"utility": map[string]any{"accuracy": acc}, "seconds": 60.0,
+			"collapse": map[string]any{"metric": "accuracy", "chance": 0.5092}}
+		if variant != "baseline" {
+			r["c_mu"] = cmu
+			r["privacy"] = map[string]any{"mode": "principled", "order": 1.1, "delta": 1e-5, "rd_max": eps / 2, "rd_mean": eps / 8,
+				"bdp_epsilon": bdp, "invalid_pairs": 0, "pairs": 12,
+				"certified": map[string]any{"label": "certified", "order": 1.1, "delta": 1e-5, "rd_certified": eps / 2, "epsilon": eps,
+					"bdp_epsilon_certified": eps, "finite": true}}
+		}
+		return r
+	}
+	write("sst2/baseline/seed=1", cell("baseline", 0, 0, 0.9, 0))
+	write("sst2/gaussian/epsilon=4/seed=1", cell("gaussian", 1, 4, 0.7, 4.4))
+	write("sst2/gaussian/epsilon=16/seed=1", cell("gaussian", 2, 16, 0.8, 17))
+	plots := filepath.Join(t.TempDir(), "plots")
+	out, err := runCmd(newReportCmd(), dir, "--plots", "--plots-dir", plots)
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	for _, w := range []string{"Certified privacy-utility frontier (dev Accuracy; figure sst2_frontier_certified)",
+		"| Gaussian mechanism | 16 | – | 1 | 80.0 | 16.00 | 8 | C=2 | 8 | 17.00 | 60 | yes |",
+		"| Non-private baseline | – | – | 1 | 90.0 | – | – | – | – | – | 60 | – |",
+		"Chance level (majority class, report.json collapse): 50.9."} {
+		if !strings.Contains(out, w) {
+			t.Errorf("report output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, ext := range []string{"png", "svg"} {
+		if st, err := os.Stat(filepath.Join(plots, "sst2_frontier_certified."+ext)); err != nil || st.Size() < 2000 {
+			t.Errorf("sst2_frontier_certified.%s: %v", ext, err)
+		}
+	}
+	csvOut := filepath.Join(t.TempDir(), "t.csv")
+	if out, err := runCmd(newReportCmd(), dir, "--format", "csv", "--out", csvOut); err != nil {
+		t.Fatalf("report csv: %v\n%s", err, out)
+	}
+	f, err := os.Open(csvOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 || recs[0][26] != "target_epsilon" || strings.Join(recs[3][26:], ",") != "16,C,2,60,0,0.5092,true" {
+		t.Errorf("CSV %v", recs)
+	}
+}

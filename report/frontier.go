@@ -1,0 +1,547 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// FrontierRow is one line of a task's certified privacy-utility frontier: a
+// private row (variant, training mode, target epsilon, lambda) over its
+// seeds, or the non-private baseline. Its numbers come from the Row; they
+// are labelled as what they are: Certified is the guarantee of the release
+// (every pair of inputs), Empirical the audit of the audited texts (RD max
+// and the BDP estimate: not guarantees).
+type FrontierRow struct {
+	// Series is the curve the row belongs to: VariantTitle of the variant
+	// (" [reference]" for reference training).
+	Series        string  `json:"series"`
+	Variant       string  `json:"variant"`
+	Mode          string  `json:"mode"`
+	TargetEpsilon float64 `json:"target_epsilon,omitempty"` // 0: none
+	Lambda        float64 `json:"lambda"`
+	Seeds         int     `json:"seeds"`
+	// Utility is the task's selection metric (raw, not x 100).
+	Utility   Stat            `json:"utility"`
+	Certified *CertifiedStats `json:"certified,omitempty"`
+	// Constant is the constant that sets the row's privacy (calibrated to
+	// TargetEpsilon when it is > 0): C_mu or the gaussian radius C.
+	Constant *Constant `json:"calibrated_constant,omitempty"`
+	// Empirical is the row's audit in Frontier.AuditMode (nil: not audited).
+	Empirical   *PrivacyStats `json:"empirical,omitempty"`
+	WallSeconds *Stat         `json:"wall_seconds,omitempty"`
+	// Pareto marks the rows on their series' certified Pareto front
+	// (ParetoFront of (certified epsilon, mean utility) over the shown rows).
+	Pareto bool `json:"pareto_certified"`
+	// Shown is whether the row is on the frontier plot: a finite certified
+	// epsilon > 0 and a utility (else it is named in Frontier.NotShown).
+	Shown bool `json:"shown"`
+	Row   *Row `json:"-"`
+}
+
+// Label names the row in notes: series, target epsilon, lambda and, for a
+// row without a target, its constant ("NVDP-Clipped target ε=4 λ=1e-2",
+// "NVDP λ=1e-2").
+func (fr *FrontierRow) Label() string {
+	s := fr.Series
+	if fr.TargetEpsilon > 0 {
+		s += fmt.Sprintf(" target ε=%g", fr.TargetEpsilon)
+	} else if fr.Constant != nil {
+		s += fmt.Sprintf(" %s=%g", fr.Constant.Name, fr.Constant.Value)
+	}
+	if hasLambda(fr.Variant, fr.Lambda) {
+		s += " λ=" + train.FormatLambda(fr.Lambda)
+	}
+	return s
+}
+
+// Frontier is a task's certified privacy-utility frontier: the selection
+// metric against the certified epsilon, per private variant (Series), with
+// the empirical audit of the same rows, the non-private baseline and the
+// chance level.
+type Frontier struct {
+	Task   string `json:"task"`
+	Metric string `json:"metric"` // the selection metric
+	// AuditMode is the audit the empirical numbers come from: principled
+	// when the rows carry it (the first of Tables.AuditModes they carry).
+	AuditMode string `json:"audit_mode,omitempty"`
+	// EmpiricalDelta is the delta of the BDP estimates (NaN: they differ).
+	EmpiricalDelta privacy.JSONFloat `json:"empirical_delta"`
+	// Series are the private variants in row order.
+	Series []string `json:"series"`
+	// Rows are the private rows with a certified block (finite or not), in
+	// table order.
+	Rows     []*FrontierRow `json:"rows"`
+	Baseline *FrontierRow   `json:"baseline,omitempty"`
+	// Chance is the selection metric of the majority-class predictor (0
+	// for correlations) from the cells' report.json collapse; NaN (null)
+	// when no cell has it.
+	Chance privacy.JSONFloat `json:"chance"`
+	// NotShown names the rows left out of the plot and why; InfiniteCells
+	// counts the cells among them whose certified epsilon is +Inf.
+	NotShown      []string `json:"not_shown,omitempty"`
+	InfiniteCells int      `json:"infinite_cells"`
+	// EmpiricalNotShown names the shown rows whose BDP estimate is not
+	// drawn (infinite: invalid pairs; undefined; not audited).
+	EmpiricalNotShown []string `json:"empirical_not_shown,omitempty"`
+}
+
+// buildFrontier is the frontier of tt (grid rows left out); nil when no
+// private row carries a certified block. modes are the tables' audit modes.
+func buildFrontier(tt *TaskTable, modes []string) *Frontier {
+	f := &Frontier{Task: tt.Task, Metric: tt.Selection, EmpiricalDelta: privacy.JSONFloat(math.NaN())}
+	var rows []*Row
+	var chance []float64
+	for _, r := range tt.Rows {
+		for _, c := range r.Cells {
+			if c.ChanceMetric == tt.Selection {
+				chance = append(chance, c.Chance)
+			}
+		}
+		switch {
+		case r.Baseline():
+			f.Baseline = frontierRow(r, tt.Selection, "")
+		case r.Certified != nil:
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	f.Chance = privacy.JSONFloat(NewStat(chance).Mean)
+	for _, m := range modes {
+		if slices.ContainsFunc(rows, func(r *Row) bool { return r.Privacy[m] != nil }) {
+			f.AuditMode = m
+			break
+		}
+	}
+	first := true
+	for _, r := range rows {
+		for _, c := range r.Cells {
+			if a := c.Audits[f.AuditMode]; a != nil {
+				if first {
+					f.EmpiricalDelta, first = privacy.JSONFloat(a.Delta), false
+				} else if float64(f.EmpiricalDelta) != a.Delta {
+					f.EmpiricalDelta = privacy.JSONFloat(math.NaN())
+				}
+			}
+		}
+	}
+	pts := map[string][]Point{}
+	for _, r := range rows {
+		fr := frontierRow(r, tt.Selection, f.AuditMode)
+		f.Rows = append(f.Rows, fr)
+		if !slices.Contains(f.Series, fr.Series) {
+			f.Series = append(f.Series, fr.Series)
+		}
+		x, y := fr.Certified.Epsilon.Mean, fr.Utility.Mean
+		switch {
+		case math.IsInf(x, 1):
+			n := 0
+			for _, c := range r.Cells {
+				if c.Certified != nil && math.IsInf(c.Certified.Epsilon, 1) {
+					n++
+				}
+			}
+			f.InfiniteCells += n
+			why := ""
+			if fr.Certified.Reason != "" {
+				why = ": " + fr.Certified.Reason
+			}
+			f.NotShown = append(f.NotShown, fmt.Sprintf("%s: certified ε infinite (%s%s)", fr.Label(), plural(n, "cell"), why))
+		case !(x > 0):
+			f.NotShown = append(f.NotShown, fmt.Sprintf("%s: no certified ε > 0 (%s)", fr.Label(), fmtBDP(x)))
+		case math.IsNaN(y) || math.IsInf(y, 0):
+			f.NotShown = append(f.NotShown, fr.Label()+": no "+MetricTitle(tt.Selection))
+		default:
+			fr.Shown = true
+			pts[fr.Series] = append(pts[fr.Series], Point{X: x, Y: 100 * y, Group: fr.Series, Lambda: fr.Lambda, Row: r})
+			if ex := empiricalX(fr); !(ex > 0) || math.IsInf(ex, 0) {
+				why := "BDP estimate " + fmtBDP(ex)
+				if fr.Empirical == nil {
+					why = "not audited (" + f.AuditMode + ")"
+				} else if fr.Empirical.InvalidPairs > 0 {
+					why = fmt.Sprintf("%d invalid pairs", fr.Empirical.InvalidPairs)
+				}
+				f.EmpiricalNotShown = append(f.EmpiricalNotShown, fr.Label()+": "+why)
+			}
+		}
+	}
+	for _, s := range f.Series {
+		for _, p := range ParetoFront(pts[s]) {
+			for _, fr := range f.Rows {
+				if fr.Row == p.Row {
+					fr.Pareto = true
+				}
+			}
+		}
+	}
+	return f
+}
+
+func frontierRow(r *Row, metric, mode string) *FrontierRow {
+	s := VariantTitle(r.Variant)
+	if r.Mode == "reference" {
+		s += " [reference]"
+	}
+	fr := &FrontierRow{Series: s, Variant: r.Variant, Mode: r.Mode, TargetEpsilon: r.TargetEpsilon, Lambda: r.Lambda,
+		Seeds: len(r.Seeds), Utility: r.Utility[metric], Certified: r.Certified, Constant: rowConstant(r),
+		WallSeconds: r.WallSeconds, Row: r}
+	if mode != "" {
+		fr.Empirical = r.Privacy[mode]
+	}
+	return fr
+}
+
+// empiricalX is the x of a row's empirical marker: its mean BDP estimate
+// (+Inf with invalid pairs, NaN when not audited).
+func empiricalX(fr *FrontierRow) float64 {
+	if fr.Empirical == nil {
+		return math.NaN()
+	}
+	return privacyValue(fr.Empirical, "bdp_epsilon")
+}
+
+// infiniteNote counts the cells left out for an infinite certified epsilon
+// (" (2 cells with certified ε = inf)"; "" when none).
+func infiniteNote(f *Frontier) string {
+	if f.InfiniteCells == 0 {
+		return ""
+	}
+	return " (" + plural(f.InfiniteCells, "cell") + " with certified ε = inf)"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// chanceWhat says what the chance level of a metric is.
+func chanceWhat(metric string) string {
+	if metric == glue.MetricPearson || metric == glue.MetricSpearman {
+		return "constant predictor"
+	}
+	return "majority class"
+}
+
+// seriesStyle is the colour index of a series (the same in every task's
+// figure): the variant's rank (baseline 0, the red of the baseline line),
+// shifted for reference training.
+func seriesStyle(fr *FrontierRow) int {
+	i := variantRank(fr.Variant)
+	if fr.Mode == "reference" {
+		i += 5
+	}
+	return i
+}
+
+// frontierGlyphs are the filled (certified) and hollow (empirical) marker
+// of series style i.
+func frontierGlyphs(i int) (filled, hollow draw.GlyphDrawer) {
+	switch i % 3 {
+	case 1:
+		return draw.BoxGlyph{}, draw.SquareGlyph{}
+	case 2:
+		return draw.PyramidGlyph{}, draw.TriangleGlyph{}
+	}
+	return draw.CircleGlyph{}, draw.RingGlyph{}
+}
+
+// yErrPoints are points with symmetric y error bars.
+type yErrPoints struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// frontierPlot draws f (see PlotFrontier); nil when no row is shown.
+func frontierPlot(f *Frontier) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: certified privacy-utility frontier", TaskTitle(f.Task))
+	delta := "δ"
+	if _, d := certShared(frontierRows(f)); !math.IsNaN(d) {
+		delta = "δ=" + train.FormatLambda(d)
+	}
+	p.X.Label.Text = "ε (" + delta + "), log scale"
+	p.Y.Label.Text = "dev " + MetricTitle(f.Metric) + " (×100)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Add(plotter.NewGrid())
+	xlo, xhi := math.Inf(1), math.Inf(-1)
+	ylo, yhi := math.Inf(1), math.Inf(-1)
+	entries := 0
+	var links []plotter.XYs
+	for _, s := range f.Series {
+		si := 0
+		var cert yErrPoints
+		var emp plotter.XYs
+		var pts []Point
+		var labels []string
+		lambdas := map[float64]bool{}
+		for _, fr := range f.Rows {
+			if fr.Series == s && fr.Shown {
+				lambdas[fr.Lambda] = true
+			}
+		}
+		for _, fr := range f.Rows {
+			if fr.Series != s || !fr.Shown {
+				continue
+			}
+			si = seriesStyle(fr)
+			x, y := fr.Certified.Epsilon.Mean, 100*fr.Utility.Mean
+			sd := 100 * fr.Utility.Std
+			if math.IsNaN(sd) {
+				sd = 0
+			}
+			cert.XYs = append(cert.XYs, plotter.XY{X: x, Y: y})
+			cert.YErrors = append(cert.YErrors, struct{ Low, High float64 }{sd, sd})
+			pts = append(pts, Point{X: x, Y: y})
+			labels = append(labels, "λ="+train.FormatLambda(fr.Lambda))
+			xlo, xhi, ylo, yhi = min(xlo, x), max(xhi, x), min(ylo, y-sd), max(yhi, y+sd)
+			if ex := empiricalX(fr); ex > 0 && !math.IsInf(ex, 0) {
+				emp = append(emp, plotter.XY{X: ex, Y: y})
+				links = append(links, plotter.XYs{{X: x, Y: y}, {X: ex, Y: y}})
+				xlo, xhi = min(xlo, ex), max(xhi, ex)
+			}
+		}
+		if len(cert.XYs) == 0 {
+			continue
+		}
+		col := plotutil.Color(si)
+		filled, hollow := frontierGlyphs(si)
+		sc, err := plotter.NewScatter(cert.XYs)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = col, filled, vg.Points(4)
+		eb, err := plotter.NewYErrorBars(cert)
+		if err != nil {
+			return nil, err
+		}
+		eb.LineStyle.Color = col
+		p.Add(eb, sc)
+		thumbs := []plot.Thumbnailer{sc}
+		what := "certified ε (metric: mean ± sd over seeds)"
+		if front := ParetoFront(pts); len(front) > 1 {
+			l, err := plotter.NewLine(stepLine(front))
+			if err != nil {
+				return nil, err
+			}
+			l.Color, l.Width = col, vg.Points(1.2)
+			p.Add(l)
+			thumbs = append(thumbs, l)
+			what += "; Pareto front"
+		}
+		p.Legend.Add(s+": "+what, thumbs...)
+		entries++
+		if len(lambdas) > 1 {
+			l, err := plotter.NewLabels(plotter.XYLabels{XYs: cert.XYs, Labels: labels})
+			if err != nil {
+				return nil, err
+			}
+			for i := range l.TextStyle {
+				l.TextStyle[i].Font.Size = vg.Points(7)
+			}
+			l.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(2)}
+			p.Add(l)
+		}
+		if len(emp) > 0 {
+			es, err := plotter.NewScatter(emp)
+			if err != nil {
+				return nil, err
+			}
+			es.GlyphStyle.Color, es.GlyphStyle.Shape, es.GlyphStyle.Radius = col, hollow, vg.Points(4)
+			p.Add(es)
+			p.Legend.Add(s+": empirical BDP estimate (not a guarantee)", es)
+			entries++
+		}
+	}
+	if entries == 0 {
+		return nil, nil
+	}
+	for _, xy := range links {
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = color.Gray{Y: 170}, vg.Points(0.5)
+		p.Add(l)
+	}
+	// At least one decade boundary on each side, for the log ticks' labels.
+	p.X.Min = min(xlo/1.5, math.Pow(10, math.Floor(math.Log10(xlo))))
+	p.X.Max = max(xhi*1.5, math.Pow(10, math.Ceil(math.Log10(xhi))))
+	type hline struct {
+		y     float64
+		label string
+		style func(*plotter.Line)
+	}
+	var hl []hline
+	if b := f.Baseline; b != nil && !math.IsNaN(b.Utility.Mean) {
+		u := 100 * b.Utility.Mean
+		hl = append(hl, hline{u, fmt.Sprintf("non-private baseline (%s, mean over %s)", fmtUtil(b.Utility.Mean), plural(b.Utility.N, "seed")),
+			func(l *plotter.Line) {
+				l.Color, l.Width, l.Dashes = color.RGBA{R: 200, A: 255}, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
+			}})
+	}
+	if c := float64(f.Chance); !math.IsNaN(c) {
+		hl = append(hl, hline{100 * c, fmt.Sprintf("chance level (%s): %s", chanceWhat(f.Metric), fmtUtil(c)),
+			func(l *plotter.Line) {
+				l.Color, l.Width, l.Dashes = color.Gray{Y: 60}, vg.Points(1), []vg.Length{vg.Points(1), vg.Points(2)}
+			}})
+	}
+	for _, h := range hl {
+		l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: h.y}, {X: p.X.Max, Y: h.y}})
+		if err != nil {
+			return nil, err
+		}
+		h.style(l)
+		p.Add(l)
+		p.Legend.Add(h.label, l)
+		ylo, yhi = min(ylo, h.y), max(yhi, h.y)
+		entries++
+	}
+	if len(f.NotShown) > 0 {
+		p.Legend.Add("not shown" + infiniteNote(f) + ":")
+		for _, n := range f.NotShown {
+			p.Legend.Add("  " + n)
+		}
+		entries += 1 + len(f.NotShown)
+	}
+	if len(f.EmpiricalNotShown) > 0 {
+		p.Legend.Add("empirical estimate not shown:")
+		for _, n := range f.EmpiricalNotShown {
+			p.Legend.Add("  " + n)
+		}
+		entries += 1 + len(f.EmpiricalNotShown)
+	}
+	p.Y.Min, p.Y.Max = legendRoom(ylo, yhi, entries)
+	return p, nil
+}
+
+// frontierRows are the Rows of f's private rows.
+func frontierRows(f *Frontier) []*Row {
+	var rs []*Row
+	for _, fr := range f.Rows {
+		rs = append(rs, fr.Row)
+	}
+	return rs
+}
+
+// PlotFrontier draws a task's certified privacy-utility frontier (Frontier):
+// y the mean dev selection metric x 100 with error bars (sample sd over
+// seeds), x the certified epsilon on a log axis; per private variant one
+// colour, a filled marker per row (target epsilon, lambda) and its certified
+// Pareto front as a step line; the same rows at x = their mean BDP eps_mu
+// estimate as hollow markers of the variant's colour ("empirical BDP
+// estimate (not a guarantee)"), joined to the certified point by a thin grey
+// line; the non-private baseline (mean over seeds) as a dashed and the
+// chance level (when the reports carry it) as a dotted horizontal line. Rows
+// with an infinite certified epsilon are not drawn: the legend names them
+// and counts their cells. Writes path.png and path.svg; returns the files
+// (none when no row can be drawn).
+func PlotFrontier(f *Frontier, path string) ([]string, error) {
+	if f == nil {
+		return nil, nil
+	}
+	p, err := frontierPlot(f)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	return saveAll(p, figW, figH, path)
+}
+
+// frontierMarkdown writes tt's frontier table (nothing without a frontier).
+func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
+	f := tt.Frontier
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(b, "Certified privacy-utility frontier (dev %s; figure %s_frontier_certified): **certified** ε and RD are the "+
+		"guarantee of one release under the row's constant (every pair of inputs); RD max and the BDP ε_μ estimate are **empirical** "+
+		"(%s audit of the audited texts), not guarantees. Pareto: on its model's certified front (no row of the model with a "+
+		"certified ε as small has a higher mean).\n\n", MetricTitle(f.Metric), f.Task, f.AuditMode)
+	rs := frontierRows(f)
+	cRD, cEps := certHeadersOf(rs)
+	_, sharedDelta := certShared(rs)
+	bdpHdr := "BDP ε_μ estimate, empirical (" + f.AuditMode
+	if d := float64(f.EmpiricalDelta); !math.IsNaN(d) {
+		bdpHdr += ", δ=" + train.FormatLambda(d)
+	}
+	bdpHdr += ")"
+	hdr := []string{"Model", "Target ε", "λ", "Seeds", MetricTitle(f.Metric), cEps, cRD, "Calibrated constant",
+		"RD max, empirical (" + f.AuditMode + ")", bdpHdr, "Wall time, s", "Pareto (certified)"}
+	mdRow(b, hdr)
+	sep := []string{"---", "---:"}
+	for len(sep) < len(hdr) {
+		sep = append(sep, "---:")
+	}
+	mdRow(b, sep)
+	line := func(fr *FrontierRow) {
+		target, lambda, constant, pareto := "–", "–", "–", "–"
+		if fr.TargetEpsilon > 0 {
+			target = strconv.FormatFloat(fr.TargetEpsilon, 'g', -1, 64)
+		}
+		if hasLambda(fr.Variant, fr.Lambda) {
+			lambda = train.FormatLambda(fr.Lambda)
+		}
+		if fr.Variant != "baseline" {
+			pareto = "no"
+			if fr.Pareto {
+				pareto = "yes"
+			}
+			if !fr.Shown {
+				pareto = "not shown"
+			}
+		}
+		if c := fr.Constant; c != nil {
+			constant = c.Name + "=" + strconv.FormatFloat(c.Value, 'g', 4, 64)
+		}
+		cert := certCells(fr.Certified)
+		if fr.Certified != nil && math.IsNaN(sharedDelta) {
+			cert[1] += " (δ=" + train.FormatLambda(fr.Certified.Delta) + ")"
+		}
+		rd, bdp := "–", "–"
+		if e := fr.Empirical; e != nil {
+			rd, bdp = withInvalid(fmtStat(e.RDMax, fmtRD), e), fmtStat(e.BDP, fmtBDP)
+		}
+		wall := "–"
+		if w := fr.WallSeconds; w != nil {
+			wall = fmtStat(*w, fmtRD) // three significant digits, integers from 100 s up
+		}
+		mdRow(b, []string{fr.Series, target, lambda, strconv.Itoa(fr.Seeds), fmtStat(fr.Utility, fmtUtil), cert[1], cert[0],
+			constant, rd, bdp, wall, pareto})
+	}
+	if f.Baseline != nil {
+		line(f.Baseline)
+	}
+	for _, fr := range f.Rows {
+		line(fr)
+	}
+	b.WriteString("\n")
+	if c := float64(f.Chance); !math.IsNaN(c) {
+		fmt.Fprintf(b, "Chance level (%s, report.json collapse): %s.\n", chanceWhat(f.Metric), fmtUtil(c))
+	}
+	if len(f.NotShown) > 0 {
+		fmt.Fprintf(b, "Not on the frontier plot%s: %s.\n", infiniteNote(f), strings.Join(f.NotShown, "; "))
+	}
+	if len(f.EmpiricalNotShown) > 0 {
+		fmt.Fprintf(b, "Empirical BDP estimate not drawn: %s.\n", strings.Join(f.EmpiricalNotShown, "; "))
+	}
+	b.WriteString("\n")
+}

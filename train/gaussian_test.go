@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -82,6 +83,19 @@ func TestGaussianOptions(t *testing.T) {
 			if rec == nil || rec.Variant != nvib.ModelGaussian || rec.CMu != cfg.Clip.CMu || rec.Components != 33 || rec.Dims != 64 ||
 				rec.LogvarFloor != 0 || rec.LogvarCap != 0 || rec.CAlphaMin != nvib.GaussianAlpha || rec.CAlphaMax != nvib.GaussianAlpha {
 				t.Errorf("certificate record %+v", rec)
+			}
+			// The saved options (a resumed run) resolve to the same configuration without calibrating again.
+			b, err := json.Marshal(&o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var saved Options
+			if err := json.Unmarshal(b, &saved); err != nil {
+				t.Fatal(err)
+			}
+			cfg2, err := saved.ModelConfig(enc, 2)
+			if err != nil || cfg2 != cfg || saved.Calibration() != nil {
+				t.Errorf("resolved again: %+v, was %+v (new calibration %v, %v)", cfg2, cfg, saved.Calibration() != nil, err)
 			}
 		})
 	}

@@ -404,11 +404,13 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 			cfg.Clip.CAlphaMin = nvib.PrincipledAlphaMin(o.ClipOrder, cfg.Clip.CAlphaMax)
 		}
 	}
-	if o.CAlphaMin > 0 || o.Calibrated {
-		cfg.Clip.CAlphaMin = o.CAlphaMin
-	}
-	if o.LogvarMargin > 0 || o.Calibrated {
-		cfg.Clip.LogvarMargin = o.LogvarMargin
+	if o.Variant != nvib.ModelGaussian { // gaussian reads Clip.CMu only: the rest keeps its defaults
+		if o.CAlphaMin > 0 || o.Calibrated {
+			cfg.Clip.CAlphaMin = o.CAlphaMin
+		}
+		if o.LogvarMargin > 0 || o.Calibrated {
+			cfg.Clip.LogvarMargin = o.LogvarMargin
+		}
 	}
 	cfg.Clip.Enabled = o.Variant == nvib.ModelNVDPClipped
 	if o.Variant == nvib.ModelGaussian {

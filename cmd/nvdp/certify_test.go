@@ -335,7 +335,7 @@ func TestTrainTargetErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--target-epsilon", "8", "--variant", "nvdp"}, "only the nvdp-clipped variant can be calibrated"},
+		{[]string{"--target-epsilon", "8", "--variant", "nvdp"}, "only the nvdp-clipped and gaussian variants can be calibrated"},
 		{[]string{"--target-epsilon", "8", "--mode", "reference"}, "calibrate in principled mode"},
 		{[]string{"--target-epsilon", "8", "--target-rd", "3"}, "give one"},
 		{[]string{"--target-epsilon", "NaN"}, "--target-epsilon NaN"},

@@ -56,3 +56,21 @@ func TestLoadBaseline(t *testing.T) {
 		t.Fatal("missing file: no error")
 	}
 }
+
+// TestRunPipelineBaselineFirst: a bad baseline file stops the pipeline
+// before any work (no model directory is written).
+func TestRunPipelineBaselineFirst(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "b.json")
+	if err := os.WriteFile(bad, []byte(`{"task":"mrpc","variant":"baseline","metric":"f1","values":[0.8],"seeds":[1]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	_, err := RunPipeline(t.Context(), PipelineOptions{Train: Options{Task: "sst2", Out: out}, Baseline: bad}, nil)
+	if err == nil || !strings.Contains(err.Error(), `task "mrpc", want "sst2"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("%s written before the baseline was checked (%v)", out, err)
+	}
+}

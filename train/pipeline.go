@@ -34,6 +34,10 @@ type PipelineOptions struct {
 	EvalSeed uint64
 	// Audit are the audit options passed to privacy.Audit (mode, order, delta, ...).
 	Audit privacy.Options
+	// Baseline, when set, is the non-private baseline to compare with: a
+	// StoredBaseline file or a baseline run's report.json (LoadBaseline),
+	// read before any work starts and copied into Report.Baseline.
+	Baseline string
 }
 
 // PrivacySummary is the "privacy" object of the report. Its audit numbers
@@ -160,6 +164,9 @@ type Report struct {
 	// Collapse says whether the utility is at chance and the posterior on
 	// the prior (CheckCollapse); nil when the utility split is unlabelled.
 	Collapse *CollapseCheck `json:"collapse,omitempty"`
+	// Baseline is the non-private baseline's selection metric for the same
+	// task and budget (PipelineOptions.Baseline); nil when none was given.
+	Baseline *BaselineComparison `json:"baseline,omitempty"`
 	Training *Result        `json:"training,omitempty"`
 	Dir      string         `json:"dir"`
 	Seconds  float64        `json:"seconds"`
@@ -177,6 +184,21 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	start := time.Now()
 	var tr *Result
 	o := po.Train
+	var base *BaselineComparison
+	if po.Baseline != "" {
+		task := o.Task
+		if task == "" && po.SkipTrain {
+			saved, err := LoadOptions(o.Out)
+			if err != nil {
+				return nil, err
+			}
+			task = saved.Task
+		}
+		var err error
+		if base, err = LoadBaseline(po.Baseline, task); err != nil {
+			return nil, err
+		}
+	}
 	if !po.SkipTrain {
 		var err error
 		if tr, err = Run(ctx, o, progress); err != nil {
@@ -268,6 +290,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 			slog.Warn("run at chance", "reason", cc.Reason)
 		}
 	}
+	rep.Baseline = base
 	rep.Seconds = time.Since(start).Seconds()
 	if err := atomicfile.WriteJSON(filepath.Join(dir, ReportFile), rep); err != nil {
 		return nil, err

@@ -65,6 +65,7 @@ release in the same posterior format, so its audit and certificate are the same 
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")
+	fs.StringVar(&po.Baseline, "baseline", "", "non-private baseline to print beside the result: a stored baseline file (e.g. docs/results/sst2_main_job_baseline.json) or a baseline run's report.json; read before training")
 	fs.BoolVar(&failOnCollapse, "fail-on-collapse", false, "exit non-zero (after writing report.json) when the run collapsed: utility at chance and every pair of posteriors within 0.01 nats")
 	return cmd
 }
@@ -132,6 +133,16 @@ func printRunReport(w io.Writer, r *train.Report) {
 			v = c.Reason
 		}
 		row("collapse check", v)
+	}
+	if b := r.Baseline; b != nil {
+		v := fmt.Sprintf("%.4f", b.Mean)
+		if len(b.Values) > 1 {
+			v = fmt.Sprintf("%.4f ± %.4f over %d seeds", b.Mean, b.SD, len(b.Values))
+		}
+		if u, ok := r.Utility[b.Metric]; ok {
+			v += fmt.Sprintf("; this run %+.1f points", 100*(u-b.Mean))
+		}
+		row(fmt.Sprintf("non-private baseline %s %s (%s: %s)", r.UtilitySplit, b.Metric, b.Source, b.Path), v)
 	}
 	row("seconds", fmt.Sprintf("%.1f", r.Seconds))
 	row("report", r.Dir+"/"+train.ReportFile)

@@ -50,3 +50,26 @@ func TestRunSummaryLabels(t *testing.T) {
 		})
 	}
 }
+
+// TestRunSummaryBaseline: the summary prints the non-private baseline of
+// report.json with its source, spread and the run's difference in points.
+func TestRunSummaryBaseline(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		base *train.BaselineComparison
+		want []string
+	}{
+		{"stored", &train.BaselineComparison{Source: "stored", Path: "b.json", Metric: "accuracy", Values: []float64{0.808, 0.817, 0.813}, Mean: 0.8127, SD: 0.0045},
+			[]string{"non-private baseline dev accuracy (stored: b.json)", "0.8127 ± 0.0045 over 3 seeds; this run -5.3 points"}},
+		{"run", &train.BaselineComparison{Source: "run", Path: "r/report.json", Metric: "accuracy", Values: []float64{0.80}, Mean: 0.80},
+			[]string{"non-private baseline dev accuracy (run: r/report.json)", "0.8000; this run -4.0 points"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &train.Report{Task: "sst2", Variant: "nvdp-clipped", Mode: "principled", Dir: t.TempDir(), UtilitySplit: "dev",
+				Utility: train.Metrics{"accuracy": 0.76}, Baseline: tc.base}
+			var b bytes.Buffer
+			printRunReport(&b, r)
+			checkOutput(t, b.String(), tc.want, nil)
+		})
+	}
+}

@@ -167,9 +167,9 @@ type Report struct {
 	// Baseline is the non-private baseline's selection metric for the same
 	// task and budget (PipelineOptions.Baseline); nil when none was given.
 	Baseline *BaselineComparison `json:"baseline,omitempty"`
-	Training *Result        `json:"training,omitempty"`
-	Dir      string         `json:"dir"`
-	Seconds  float64        `json:"seconds"`
+	Training *Result             `json:"training,omitempty"`
+	Dir      string              `json:"dir"`
+	Seconds  float64             `json:"seconds"`
 }
 
 // RunPipeline trains (unless SkipTrain), evaluates the best model on dev

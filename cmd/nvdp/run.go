@@ -65,7 +65,7 @@ release in the same posterior format, so its audit and certificate are the same 
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")
-	fs.StringVar(&po.Baseline, "baseline", "", "non-private baseline to print beside the result: a stored baseline file (e.g. docs/results/sst2_main_job_baseline.json) or a baseline run's report.json; read before training")
+	fs.StringVar(&po.Baseline, "baseline", "", "non-private baseline to print beside the result: a stored baseline file (train.StoredBaseline JSON) or a baseline run's report.json; read before training")
 	fs.BoolVar(&failOnCollapse, "fail-on-collapse", false, "exit non-zero (after writing report.json) when the run collapsed: utility at chance and every pair of posteriors within 0.01 nats")
 	return cmd
 }

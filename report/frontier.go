@@ -351,14 +351,10 @@ func frontierPlot(f *Frontier) (*plot.Plot, error) {
 		p.Legend.Add(s+": "+what, thumbs...)
 		entries++
 		if len(lambdas) > 1 {
-			l, err := plotter.NewLabels(plotter.XYLabels{XYs: cert.XYs, Labels: labels})
+			l, err := pointLabels(cert.XYs, labels)
 			if err != nil {
 				return nil, err
 			}
-			for i := range l.TextStyle {
-				l.TextStyle[i].Font.Size = vg.Points(7)
-			}
-			l.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(2)}
 			p.Add(l)
 		}
 		if len(emp) > 0 {

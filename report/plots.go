@@ -297,14 +297,10 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 			p.Add(cs)
 			p.Legend.Add(g+", certified", cs)
 		}
-		l, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: labels})
+		l, err := pointLabels(pts, labels)
 		if err != nil {
 			return nil, err
 		}
-		for i := range l.TextStyle {
-			l.TextStyle[i].Font.Size = vg.Points(7)
-		}
-		l.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(2)}
 		p.Add(l)
 	}
 	if len(all) == 0 {
@@ -578,4 +574,18 @@ func WritePlots(t *Tables, dir string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// pointLabels are the small text labels beside plotted points (7 pt, offset
+// right and up), used by the trade-off and frontier plots.
+func pointLabels(xys plotter.XYs, labels []string) (*plotter.Labels, error) {
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].Font.Size = vg.Points(7)
+	}
+	l.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(2)}
+	return l, nil
 }

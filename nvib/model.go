@@ -278,6 +278,15 @@ func (m *Model) Params() []*nn.Param {
 	return append(ps, m.Head.Params()...)
 }
 
+// HasKL reports whether the model has the KL regularisers weighted by
+// lambda (nvdp, nvdp-clipped): the baseline and gaussian have none.
+func HasKL(model string) bool { return model == ModelNVDP || model == ModelNVDPClipped }
+
+// Calibratable reports whether a clipping of the model can be calibrated to
+// a certified target (nvdp-clipped, gaussian): nvdp and the baseline have
+// no clipping.
+func Calibratable(model string) bool { return model == ModelNVDPClipped || model == ModelGaussian }
+
 // Releases reports whether the model makes a release (an NVIB posterior
 // sample or a gaussian release): every model but the baseline.
 func (m *Model) Releases() bool { return m.NVIB != nil || m.Gauss != nil }

@@ -351,7 +351,7 @@ func (o *Options) validateTarget() error {
 	switch {
 	case o.TargetEpsilon > 0 && o.TargetRD > 0:
 		return fmt.Errorf("--target-epsilon %v and --target-rd %v: give one", o.TargetEpsilon, o.TargetRD)
-	case o.Variant != nvib.ModelNVDPClipped && o.Variant != nvib.ModelGaussian:
+	case !nvib.Calibratable(o.Variant):
 		return fmt.Errorf("--target-epsilon / --target-rd: only the nvdp-clipped and gaussian variants can be calibrated (--variant %s has no clipping)", o.Variant)
 	case nvib.Mode(o.Mode).IsReference():
 		return fmt.Errorf("--target-epsilon / --target-rd: --mode reference clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
@@ -387,7 +387,7 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 		cfg.Head = nvib.HeadFirstToken
 	}
 	cfg.LambdaG, cfg.LambdaD = o.Lambda, o.Lambda
-	if o.Variant == nvib.ModelBaseline || o.Variant == nvib.ModelGaussian {
+	if !nvib.HasKL(o.Variant) {
 		cfg.LambdaG, cfg.LambdaD = 0, 0 // no KL terms
 	}
 	cfg.KLSchedule, cfg.KLWarmup = o.KLSchedule, o.KLWarmup

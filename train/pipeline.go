@@ -185,17 +185,9 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	var tr *Result
 	o := po.Train
 	var base *BaselineComparison
-	if po.Baseline != "" {
-		task := o.Task
-		if task == "" && po.SkipTrain {
-			saved, err := LoadOptions(o.Out)
-			if err != nil {
-				return nil, err
-			}
-			task = saved.Task
-		}
+	if po.Baseline != "" && o.Task != "" { // before training; without a task (SkipTrain) once the model's is read
 		var err error
-		if base, err = LoadBaseline(po.Baseline, task); err != nil {
+		if base, err = LoadBaseline(po.Baseline, o.Task); err != nil {
 			return nil, err
 		}
 	}
@@ -212,6 +204,11 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	saved, err := LoadOptions(dir)
 	if err != nil {
 		return nil, err
+	}
+	if po.Baseline != "" && base == nil {
+		if base, err = LoadBaseline(po.Baseline, saved.Task); err != nil {
+			return nil, err
+		}
 	}
 	if po.SkipTrain && o.Task != "" {
 		want, err := glue.LookupTask(o.Task)

@@ -254,7 +254,7 @@ func (o *SweepOptions) validateTargets() error {
 	switch {
 	case len(o.TargetEpsilons) > 0 && single:
 		return fmt.Errorf("sweep: --target-epsilons and --target-epsilon / --target-rd: give one")
-	case !slices.Contains(o.Variants, nvib.ModelNVDPClipped) && !slices.Contains(o.Variants, nvib.ModelGaussian):
+	case !slices.ContainsFunc(o.Variants, nvib.Calibratable):
 		return fmt.Errorf("sweep: %s calibrates nvdp-clipped and gaussian cells, which are not in --variants", flag)
 	case len(o.CMuGrid) > 0:
 		return fmt.Errorf("sweep: %s and --c-mu-grid: the target calibrates C_mu (fix it with --c-mu instead of a grid)", flag)
@@ -373,7 +373,7 @@ func Sweep(ctx context.Context, so SweepOptions) (*SweepResult, error) {
 				continue
 			}
 			epsilons := []float64{0}
-			if (v == nvib.ModelNVDPClipped || v == nvib.ModelGaussian) && len(so.TargetEpsilons) > 0 {
+			if nvib.Calibratable(v) && len(so.TargetEpsilons) > 0 {
 				epsilons = so.TargetEpsilons
 			}
 			if v == nvib.ModelGaussian {
@@ -494,14 +494,14 @@ func cellOptions(so *SweepOptions, c *Cell) PipelineOptions {
 	po := so.Base
 	po.Train.Task, po.Train.Variant, po.Train.Seed, po.Train.Out = c.Task, c.Variant, c.Seed, c.Dir
 	po.Train.Resume = false
-	if c.Variant != nvib.ModelBaseline && c.Variant != nvib.ModelGaussian {
+	if nvib.HasKL(c.Variant) {
 		po.Train.Lambda, po.Train.LambdaSet = c.Lambda, true
 	}
 	if c.CMu > 0 {
 		po.Train.CMu = c.CMu
 	}
 	switch {
-	case c.Variant != nvib.ModelNVDPClipped && c.Variant != nvib.ModelGaussian:
+	case !nvib.Calibratable(c.Variant):
 		// Only a clipping can be calibrated: the other variants run without the target.
 		t := &po.Train
 		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = 0, 0, 0, 0, 0
@@ -551,7 +551,7 @@ func runCell(ctx context.Context, st *sweepState, so *SweepOptions, c *Cell) (bo
 			_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
 			return false, err
 		}
-		if c.Variant == nvib.ModelNVDPClipped || c.Variant == nvib.ModelGaussian {
+		if nvib.Calibratable(c.Variant) {
 			if err := checkTarget(c, po.Train); err != nil {
 				_ = st.set(c, func(c *Cell) { c.Status, c.Error = CellFailed, err.Error() })
 				return false, err
@@ -666,7 +666,7 @@ func checkDone(c *Cell, cmu float64, r *Report) error {
 		return bad("variant", r.Variant, c.Variant)
 	case r.Seed != c.Seed:
 		return bad("seed", r.Seed, c.Seed)
-	case c.Variant != nvib.ModelBaseline && c.Variant != nvib.ModelGaussian && r.Lambda != c.Lambda:
+	case nvib.HasKL(c.Variant) && r.Lambda != c.Lambda:
 		return bad("lambda", r.Lambda, c.Lambda)
 	case c.Variant == nvib.ModelNVDPClipped && cmu > 0 && r.CMu != cmu:
 		return bad("C_mu", r.CMu, cmu)

@@ -498,23 +498,31 @@ func TestBadInputs(t *testing.T) {
 // TestDefaults pins the per-task defaults of the paper's hyperparameter table.
 func TestDefaults(t *testing.T) {
 	cases := []struct {
-		task, enc      string
-		cmu, camax, lr float64
+		task, enc, variant string
+		cmu, camax, lr     float64
 	}{
-		{"mrpc", "hf:bert-base-uncased", 2, 0.5, 7e-5},
-		{"qnli", "hf:bert-base-uncased", 7, 1, 7e-5},
-		{"SST-2", "scratch:bert-tiny", 2, 1, DefaultLRScratch},
-		{"rte", "hf:FacebookAI/roberta-base", 6, 0.5, 2e-5},
-		{"stsb", "hf:/models/bert", 10, 1, 7e-5},
+		{"mrpc", "hf:bert-base-uncased", "", 2, 0.5, 7e-5},
+		{"qnli", "hf:bert-base-uncased", "", 7, 1, 7e-5},
+		{"SST-2", "scratch:bert-tiny", "", 2, 1, 5e-4},
+		{"SST-2", "scratch:bert-tiny", nvib.ModelGaussian, 2, 1, 5e-4},
+		{"SST-2", "scratch:bert-tiny", nvib.ModelNVDP, 2, 1, 5e-4},
+		{"SST-2", "scratch:bert-tiny", nvib.ModelBaseline, 2, 1, 1e-3},
+		{"sst2", "hf:bert-base-uncased", nvib.ModelBaseline, 2, 1, 7e-5},
+		{"rte", "hf:FacebookAI/roberta-base", "", 6, 0.5, 2e-5},
+		{"stsb", "hf:/models/bert", "", 10, 1, 7e-5},
 	}
 	for _, c := range cases {
-		o := Options{Task: c.task, Encoder: c.enc}
+		o := Options{Task: c.task, Encoder: c.enc, Variant: c.variant}
 		o.Defaults()
 		if o.CMu != c.cmu || o.CAlphaMax != c.camax || o.LR != c.lr {
-			t.Errorf("%s %s: c_mu %v c_amax %v lr %v, want %v %v %v", c.task, c.enc, o.CMu, o.CAlphaMax, o.LR, c.cmu, c.camax, c.lr)
+			t.Errorf("%s %s %s: c_mu %v c_amax %v lr %v, want %v %v %v", c.task, c.enc, c.variant, o.CMu, o.CAlphaMax, o.LR, c.cmu, c.camax, c.lr)
+		}
+		wantVariant := c.variant
+		if wantVariant == "" {
+			wantVariant = nvib.ModelNVDPClipped
 		}
 		if o.BatchSize != 32 || o.EvalBatchSize != 16 || o.WarmupRatio != 0.06 || o.MaxSeqLen != 128 || o.Patience != 3 ||
-			o.GradClip != 1 || o.Lambda != 1e-2 || o.Variant != nvib.ModelNVDPClipped || o.Mode != "principled" {
+			o.GradClip != 1 || o.Lambda != 1e-2 || o.Variant != wantVariant || o.Mode != "principled" {
 			t.Errorf("%s: generic defaults %+v", c.task, o)
 		}
 		if strings.HasPrefix(c.enc, "hf:") != (o.Dropout != nil && *o.Dropout == 0) {

@@ -52,7 +52,8 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgres
 	fs.IntVar(&o.Epochs, "epochs", 10, "maximum epochs (early stopping may end sooner)")
 	fs.IntVar(&o.BatchSize, "batch-size", 32, "training batch size (last partial batch dropped)")
 	fs.IntVar(&o.EvalBatchSize, "eval-batch-size", 16, "evaluation batch size")
-	fs.Float64Var(&o.LR, "lr", 0, "peak learning rate (default 1e-3 for scratch encoders, 7e-5 pretrained BERT, 2e-5 RoBERTa)")
+	fs.Float64Var(&o.LR, "lr", 0, fmt.Sprintf("peak learning rate (default %g for scratch encoders trained through a release, %g for the scratch baseline, %g pretrained BERT, %g RoBERTa)",
+		train.DefaultLRScratchPrivate, train.DefaultLRScratch, train.DefaultLRPretrained, train.DefaultLRRoberta))
 	fs.Float64Var(&o.WarmupRatio, "warmup-ratio", 0.06, "linear learning-rate warm-up fraction of all steps")
 	fs.Float64Var(&o.WeightDecay, "weight-decay", 0, "AdamW decoupled weight decay (reference 0)")
 	fs.Float64Var(&o.GradClip, "grad-clip", 1, "gradient clipping by global L2 norm (< 0: off)")

@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/jsonl"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -215,6 +217,11 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 		}
 		if err := truncateMetrics(filepath.Join(o.Out, MetricsFile), st.Epoch); err != nil {
 			return nil, err
+		}
+		if stale, err := atomicfile.RemoveStale(o.Out); err != nil {
+			return nil, err
+		} else if len(stale) > 0 {
+			slog.Warn("removed temporary files of an interrupted write", "files", stale)
 		}
 		slog.Info("resuming", "dir", o.Out, "epoch", st.Epoch+1, "batch", st.Batch, "step", st.Step)
 	} else {
@@ -451,20 +458,7 @@ func Predict(m *nvib.Model, e *Encoded, bs, fixedLen int, rng *rand.Rand) ([]flo
 }
 
 func appendMetrics(path string, em EpochMetrics) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(jsonSafe(em))
-	if err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return jsonl.Append(path, jsonSafe(em))
 }
 
 // jsonSafe replaces NaN/Inf metric values by nil so that the line encodes.
@@ -489,34 +483,38 @@ func jsonSafe(em EpochMetrics) map[string]any {
 }
 
 // ReadMetrics reads DIR/metrics.jsonl (a missing file is an empty history).
+// A torn last line (a run killed while appending it) is left out with a
+// warning; any other malformed line is an error naming the file and line.
 func ReadMetrics(path string) ([]EpochMetrics, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	var out []EpochMetrics
+	torn, err := jsonl.Read(path, func(_ int, b []byte) error {
+		em, err := parseMetricsLine(b)
+		out = append(out, em)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []EpochMetrics
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for line := 1; sc.Scan(); line++ {
-		var raw struct {
-			EpochMetrics
-			Selection *float64            `json:"selection"`
-			Train     map[string]*float64 `json:"train"`
-			Dev       map[string]*float64 `json:"dev"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		em := raw.EpochMetrics
-		em.Selection = deref(raw.Selection)
-		em.Train, em.Dev = derefMap(raw.Train), derefMap(raw.Dev)
-		out = append(out, em)
+	if torn {
+		slog.Warn("metrics file ends in a torn line (a run killed while writing it); it is left out", "file", path)
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+func parseMetricsLine(b []byte) (EpochMetrics, error) {
+	var raw struct {
+		EpochMetrics
+		Selection *float64            `json:"selection"`
+		Train     map[string]*float64 `json:"train"`
+		Dev       map[string]*float64 `json:"dev"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return EpochMetrics{}, err
+	}
+	em := raw.EpochMetrics
+	em.Selection = deref(raw.Selection)
+	em.Train, em.Dev = derefMap(raw.Train), derefMap(raw.Dev)
+	return em, nil
 }
 
 func deref(p *float64) float64 {
@@ -535,21 +533,34 @@ func derefMap(m map[string]*float64) map[string]float64 {
 }
 
 // truncateMetrics keeps the lines of the first `epochs` epochs (a resumed run
-// rewrites the lines of the epoch it repeats).
+// rewrites the lines of the epoch it repeats; a torn last line goes too) and
+// checks that each of them is there: a file with fewer lines than the
+// checkpoint's completed epochs (emptied or cut by hand) has lost history that
+// a resume cannot recompute, an error naming the file.
 func truncateMetrics(path string, epochs int) error {
-	hist, err := ReadMetrics(path)
+	seen := make([]bool, epochs+1)
+	_, err := jsonl.Truncate(path, func(_ int, b []byte) (bool, error) {
+		em, err := parseMetricsLine(b)
+		if em.Epoch >= 1 && em.Epoch <= epochs {
+			if seen[em.Epoch] {
+				return false, fmt.Errorf("epoch %d appears twice", em.Epoch)
+			}
+			seen[em.Epoch] = true
+		}
+		return em.Epoch <= epochs, err
+	})
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	for _, em := range hist {
-		if em.Epoch <= epochs {
-			if err := appendMetrics(path, em); err != nil {
-				return err
-			}
+	var missing []string
+	for e := 1; e <= epochs; e++ {
+		if !seen[e] {
+			missing = append(missing, strconv.Itoa(e))
 		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s: the checkpoint has completed %d epoch(s) but the file has no line for epoch(s) %s: "+
+			"the training history is lost and cannot be recomputed; start a new run in another directory", path, epochs, strings.Join(missing, ", "))
 	}
 	return nil
 }

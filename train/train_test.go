@@ -218,6 +218,61 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	}
 }
 
+// TestResumeAfterCrashArtifacts resumes runs that a crash left in the states
+// a SIGKILL produces: a torn last metrics line and a temporary checkpoint file
+// (resume drops the line, removes the file and ends with the metrics of the
+// uninterrupted run), and an emptied metrics file (resume refuses, naming the
+// file and the lost epoch, instead of silently losing it).
+func TestResumeAfterCrashArtifacts(t *testing.T) {
+	glueDir, vocab := synthGlue(t, 64, 24)
+	ctx := context.Background()
+	full := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "full"))
+	if _, err := Run(ctx, full, nil); err != nil {
+		t.Fatal(err)
+	}
+	stopped := func() string {
+		o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "run"))
+		o.StopAfterSteps = 11 // epoch 1 done, mid epoch 2
+		if _, err := Run(ctx, o, nil); err != nil {
+			t.Fatal(err)
+		}
+		return o.Out
+	}
+	metrics := func(dir string) string { return filepath.Join(dir, MetricsFile) }
+
+	dir := stopped()
+	f, err := os.OpenFile(metrics(dir), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"epoch":2,"step":16,"tra`)
+	f.Close()
+	stale := filepath.Join(dir, "."+CheckpointFile+".tmp4242")
+	if err := os.WriteFile(stale, make([]byte, 1<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, Options{Out: dir, Resume: true}, nil); err != nil {
+		t.Fatalf("resume after a torn metrics line: %v", err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale temporary checkpoint %s is still there (%v)", stale, err)
+	}
+	ja, _ := json.Marshal(metricsWithoutTime(t, full.Out))
+	jb, _ := json.Marshal(metricsWithoutTime(t, dir))
+	if !bytes.Equal(ja, jb) {
+		t.Fatalf("metrics after resuming past a torn line:\n%s\nuninterrupted:\n%s", jb, ja)
+	}
+
+	dir = stopped()
+	if err := os.WriteFile(metrics(dir), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(ctx, Options{Out: dir, Resume: true}, nil)
+	if err == nil || !strings.Contains(err.Error(), metrics(dir)) || !strings.Contains(err.Error(), "epoch(s) 1") {
+		t.Fatalf("resume with an emptied metrics file: %v, want an error naming %s and epoch 1", err, metrics(dir))
+	}
+}
+
 // TestTrainingLearns checks that the loop actually optimises: on the
 // synthetic task (label = the sentiment word) the baseline's dev accuracy
 // after a few epochs is far above chance and its training loss decreases; the

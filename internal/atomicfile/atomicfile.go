@@ -6,17 +6,26 @@ package atomicfile
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+)
+
+// tempPrefix and tempMarker make the temporary name of path:
+// "." + base(path) + ".tmp" + a random suffix (os.CreateTemp).
+const (
+	tempPrefix = "."
+	tempMarker = ".tmp"
 )
 
 // Write writes path with the bytes that write produces. On error the
 // temporary file is removed and path is left as it was. Errors are wrapped
 // with the path.
 func Write(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), tempPrefix+filepath.Base(path)+tempMarker+"*")
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -73,4 +82,52 @@ func Copy(src, dst string) error {
 		_, err := io.Copy(w, in)
 		return err
 	})
+}
+
+// RemoveStale removes the temporary files that a process killed during Write
+// (SIGKILL, power loss) left in dir, and returns their paths. Call it only on
+// a directory that no other process is writing to, e.g. a run's output
+// directory when the run starts or resumes. A missing dir has none.
+func RemoveStale(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isTemp(e.Name()) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
+// isTemp reports whether name is a temporary name of Write: "." + base +
+// ".tmp" + the decimal digits os.CreateTemp puts in place of "*".
+func isTemp(name string) bool {
+	if !strings.HasPrefix(name, tempPrefix) {
+		return false
+	}
+	i := strings.LastIndex(name, tempMarker)
+	if i <= len(tempPrefix) {
+		return false
+	}
+	digits := name[i+len(tempMarker):]
+	if digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

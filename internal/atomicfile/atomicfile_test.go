@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -59,5 +60,48 @@ func TestWriteJSON(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("file written for an unencodable value: %v", err)
+	}
+}
+
+// TestRemoveStale leaves a temporary file the way a killed writer does (the
+// goroutine exits inside the write callback, so Write's clean-up never runs)
+// and checks that RemoveStale removes it and nothing else.
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.safetensors")
+	keep := []string{"checkpoint.safetensors", ".hidden", "x.tmp1", ".x.tmpfile", ".tmp5"}
+	for _, k := range keep {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte("keep"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = Write(path, func(w io.Writer) error {
+			w.Write(make([]byte, 1<<16))
+			runtime.Goexit() // dies mid-write: no error path, no rename
+			return nil
+		})
+	}()
+	<-done
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != len(keep)+1 {
+		t.Fatalf("after the killed write the directory has %d entries, want %d", len(entries), len(keep)+1)
+	}
+	removed, err := RemoveStale(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || !strings.HasPrefix(filepath.Base(removed[0]), ".checkpoint.safetensors.tmp") {
+		t.Fatalf("removed %v, want the one temporary file", removed)
+	}
+	for _, k := range keep {
+		if b, err := os.ReadFile(filepath.Join(dir, k)); err != nil || string(b) != "keep" {
+			t.Errorf("%s: %v %q, want it kept", k, err, b)
+		}
+	}
+	if r, err := RemoveStale(filepath.Join(dir, "missing")); err != nil || r != nil {
+		t.Errorf("missing dir: %v %v", r, err)
 	}
 }

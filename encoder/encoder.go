@@ -32,15 +32,9 @@ type Encoder struct {
 	SourceDir string
 }
 
-// Layer is one post-LN transformer layer (HF BertLayer).
-type Layer struct {
-	Query, Key, Value *nn.Linear    // attention.self.{query,key,value}
-	AttnOut           *nn.Linear    // attention.output.dense
-	AttnLN            *nn.LayerNorm // attention.output.LayerNorm
-	Inter             *nn.Linear    // intermediate.dense
-	Out               *nn.Linear    // output.dense
-	OutLN             *nn.LayerNorm // output.LayerNorm
-}
+// Layer is one post-LN transformer layer (HF BertLayer): nn.TransformerLayer
+// with self-attention and the attention residual.
+type Layer = nn.TransformerLayer
 
 // New builds an encoder with Hugging Face initialisation (BertPreTrainedModel
 // ._init_weights): Linear and Embedding weights ~ N(0, initializer_range^2)
@@ -57,9 +51,7 @@ func New(cfg Config, rng *rand.Rand) (*Encoder, error) {
 	e.PosEmb.InitHF(rng, std)
 	e.TypeEmb.InitHF(rng, std)
 	for _, l := range e.Layers {
-		for _, lin := range []*nn.Linear{l.Query, l.Key, l.Value, l.AttnOut, l.Inter, l.Out} {
-			lin.InitHF(rng, std)
-		}
+		l.InitHF(rng, std)
 	}
 	zeroRow(e.WordEmb.W.Value, cfg.PadTokenID)
 	if cfg.ModelType == "roberta" {
@@ -86,16 +78,7 @@ func newZero(cfg Config) *Encoder {
 	}
 	for i := 0; i < cfg.NumHiddenLayers; i++ {
 		p := "encoder.layer." + strconv.Itoa(i) + "."
-		e.Layers = append(e.Layers, &Layer{
-			Query:   nn.NewLinear(p+"attention.self.query", H, H, true),
-			Key:     nn.NewLinear(p+"attention.self.key", H, H, true),
-			Value:   nn.NewLinear(p+"attention.self.value", H, H, true),
-			AttnOut: nn.NewLinear(p+"attention.output.dense", H, H, true),
-			AttnLN:  nn.NewLayerNorm(p+"attention.output.LayerNorm", H, eps),
-			Inter:   nn.NewLinear(p+"intermediate.dense", H, I, true),
-			Out:     nn.NewLinear(p+"output.dense", I, H, true),
-			OutLN:   nn.NewLayerNorm(p+"output.LayerNorm", H, eps),
-		})
+		e.Layers = append(e.Layers, nn.NewTransformerLayer(p, H, I, eps))
 	}
 	return e
 }
@@ -116,19 +99,6 @@ func (e *Encoder) Params() []*nn.Param {
 	for _, l := range e.Layers {
 		ps = append(ps, l.Params()...)
 	}
-	return ps
-}
-
-// Params returns the layer's parameters in HF order.
-func (l *Layer) Params() []*nn.Param {
-	var ps []*nn.Param
-	for _, lin := range []*nn.Linear{l.Query, l.Key, l.Value, l.AttnOut} {
-		ps = append(ps, lin.Params()...)
-	}
-	ps = append(ps, l.AttnLN.Params()...)
-	ps = append(ps, l.Inter.Params()...)
-	ps = append(ps, l.Out.Params()...)
-	ps = append(ps, l.OutLN.Params()...)
 	return ps
 }
 
@@ -221,26 +191,12 @@ var RecomputeGELUBytes = 64 << 20
 
 // Cache holds the activations Backward needs. It is nil in inference mode.
 type Cache struct {
-	in            Input
-	pos, typ      []int32
-	embLN         *nn.LayerNormCache
-	embDrop       []uint8
-	layers        []*layerCache
-	hiddenDropout hiddenDropout
-}
-
-type layerCache struct {
-	x     *nn.Tensor // layer input (cache of query/key/value)
-	attn  *nn.AttentionCache
-	ctx   *nn.Tensor // attention context (cache of attention.output.dense)
-	drop1 []uint8
-	ln1   *nn.LayerNormCache
-	a     *nn.Tensor // attention block output (cache of intermediate.dense)
-	h     *nn.Tensor // intermediate pre-activation; only when GELU is recomputed in backward
-	g     *nn.Tensor // GELU(h) (cache of output.dense); nil when recomputed
-	dgelu *nn.Tensor // GELU'(h); nil when recomputed
-	drop2 []uint8
-	ln2   *nn.LayerNormCache
+	in       Input
+	pos, typ []int32
+	embLN    *nn.LayerNormCache
+	embDrop  *nn.DropoutCache
+	layers   []*nn.TransformerCache
+	drop     nn.Dropout
 }
 
 // Forward runs the encoder and returns last_hidden_state [B, S, Hidden] and,
@@ -262,8 +218,8 @@ func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Ca
 		typ = make([]int32, B*S)
 	}
 	pos := e.positionIDs(in)
-	drop := hiddenDropout{p: float32(cfg.HiddenDropoutProb)}
-	if train && rng == nil && (drop.p > 0 || cfg.AttentionProbsDropoutProb > 0) {
+	drop := nn.Dropout{P: float32(cfg.HiddenDropoutProb)}
+	if train && rng == nil && (drop.P > 0 || cfg.AttentionProbsDropoutProb > 0) {
 		panic("encoder.Forward: train with dropout needs an rng")
 	}
 
@@ -271,10 +227,12 @@ func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Ca
 	nn.AddInPlace(x, e.PosEmb.Forward(pos, B, S))
 	nn.AddInPlace(x, e.TypeEmb.Forward(typ, B, S))
 	x, lnc := e.EmbLN.Forward(x)
-	dc := drop.forward(x, rng, train)
-	// Keep GELU outputs for backward only while they are small; else
-	// recompute them from the pre-activations (saves L*B*S*I floats).
-	recompute := train && len(e.Layers)*B*S*cfg.IntermediateSize*4 > RecomputeGELUBytes
+	dc := drop.Apply(x, rng, train)
+	opts := nn.LayerOptions{Heads: cfg.NumAttentionHeads, HiddenDropout: drop,
+		AttnDropout: float32(cfg.AttentionProbsDropoutProb), AttnResidual: true, NoGrad: !train,
+		// Keep GELU outputs for backward only while they are small; else
+		// recompute them from the pre-activations (saves L*B*S*I floats).
+		RecomputeGELU: len(e.Layers)*B*S*cfg.IntermediateSize*4 > RecomputeGELUBytes}
 
 	var bias *nn.Tensor
 	if in.Mask != nil {
@@ -282,47 +240,17 @@ func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Ca
 	}
 	var c *Cache
 	if train {
-		c = &Cache{in: in, pos: pos, typ: typ, embLN: lnc, embDrop: dc, hiddenDropout: drop,
-			layers: make([]*layerCache, len(e.Layers))}
+		c = &Cache{in: in, pos: pos, typ: typ, embLN: lnc, embDrop: dc, drop: drop,
+			layers: make([]*nn.TransformerCache, len(e.Layers))}
 	}
 	for i, l := range e.Layers {
-		var lc *layerCache
-		x, lc = l.forward(x, bias, cfg.NumAttentionHeads, drop, float32(cfg.AttentionProbsDropoutProb), train, recompute, rng)
+		var lc *nn.TransformerCache
+		x, lc = l.Forward(x, x, bias, opts, train, rng)
 		if train {
 			c.layers[i] = lc
 		}
 	}
 	return x, c
-}
-
-func (l *Layer) forward(x, bias *nn.Tensor, heads int, drop hiddenDropout, attnDrop float32, train, recompute bool, rng *rand.Rand) (*nn.Tensor, *layerCache) {
-	q, _ := l.Query.Forward(x)
-	k, _ := l.Key.Forward(x)
-	v, _ := l.Value.Forward(x)
-	ctx, ac := nn.AttentionDropout(q, k, v, heads, bias, attnDrop, rng, train)
-	o, _ := l.AttnOut.Forward(ctx)
-	d1 := drop.forward(o, rng, train)
-	nn.AddInPlace(o, x)
-	a, ln1 := l.AttnLN.Forward(o)
-	h, _ := l.Inter.Forward(a)
-	var g, dgelu *nn.Tensor
-	if train && !recompute {
-		g, dgelu = geluWithGrad(h)
-		h = nil
-	} else {
-		g = gelu(h)
-	}
-	o2, _ := l.Out.Forward(g)
-	d2 := drop.forward(o2, rng, train)
-	nn.AddInPlace(o2, a)
-	y, ln2 := l.OutLN.Forward(o2)
-	if !train {
-		return y, nil
-	}
-	if recompute {
-		g = nil
-	}
-	return y, &layerCache{x: x, attn: ac, ctx: ctx, drop1: d1, ln1: ln1, a: a, h: h, g: g, dgelu: dgelu, drop2: d2, ln2: ln2}
 }
 
 // Backward takes the cache of a training Forward and dL/d last_hidden_state
@@ -338,34 +266,12 @@ func (e *Encoder) Backward(c *Cache, dx *nn.Tensor) {
 		panic(fmt.Sprintf("encoder.Backward: gradient shape %v for batch %d x seq %d x hidden %d", dx.Shape, in.B, in.S, e.Config.HiddenSize))
 	}
 	for i := len(e.Layers) - 1; i >= 0; i-- {
-		dx = e.Layers[i].backward(c.layers[i], dx, c.hiddenDropout)
+		dx, _, _ = e.Layers[i].Backward(c.layers[i], dx)
 		c.layers[i] = nil // release activations as we go
 	}
-	dx = c.hiddenDropout.backward(c.embDrop, dx)
+	dx = c.drop.Backward(c.embDrop, dx)
 	dx = e.EmbLN.Backward(c.embLN, dx)
 	e.WordEmb.Backward(in.IDs, dx)
 	e.PosEmb.Backward(c.pos, dx)
 	e.TypeEmb.Backward(c.typ, dx)
-}
-
-func (l *Layer) backward(c *layerCache, dy *nn.Tensor, drop hiddenDropout) *nn.Tensor {
-	ds2 := l.OutLN.Backward(c.ln2, dy)
-	do2 := drop.backward(c.drop2, ds2)
-	g, dgelu := c.g, c.dgelu
-	if g == nil {
-		g, dgelu = geluWithGrad(c.h)
-	}
-	dg := l.Out.Backward(g, do2)
-	dh := geluGradMul(dg, dgelu)
-	da := l.Inter.Backward(c.a, dh)
-	nn.AddInPlace(da, ds2)
-	ds1 := l.AttnLN.Backward(c.ln1, da)
-	do1 := drop.backward(c.drop1, ds1)
-	dctx := l.AttnOut.Backward(c.ctx, do1)
-	dq, dk, dv, _ := nn.AttentionBackward(c.attn, dctx)
-	dx := l.Query.Backward(c.x, dq)
-	nn.AddInPlace(dx, l.Key.Backward(c.x, dk))
-	nn.AddInPlace(dx, l.Value.Backward(c.x, dv))
-	nn.AddInPlace(dx, ds1)
-	return dx
 }

@@ -349,38 +349,3 @@ func TestCheckInput(t *testing.T) {
 	}
 }
 
-func TestHiddenDropout(t *testing.T) {
-	d := hiddenDropout{p: 0.1}
-	x := nn.New(100000)
-	for i := range x.Data {
-		x.Data[i] = 2
-	}
-	mask := d.forward(x, newRng(1), true)
-	kept := 0
-	for i, m := range mask {
-		switch {
-		case m == 1 && math.Abs(float64(x.Data[i])-2/0.9) < 1e-6:
-			kept++
-		case m == 0 && x.Data[i] == 0:
-		default:
-			t.Fatalf("element %d: mask %d value %v", i, m, x.Data[i])
-		}
-	}
-	// Binomial(1e5, 0.9): sd 95.
-	if kept < 90000-500 || kept > 90000+500 {
-		t.Fatalf("kept %d of 100000, want about 90000", kept)
-	}
-	dy := nn.New(100000)
-	for i := range dy.Data {
-		dy.Data[i] = 1
-	}
-	dx := d.backward(mask, dy)
-	for i, m := range mask {
-		if want := float32(m) / 0.9; math.Abs(float64(dx.Data[i]-want)) > 1e-6 {
-			t.Fatalf("backward %d: %v want %v", i, dx.Data[i], want)
-		}
-	}
-	if d.forward(x, nil, false) != nil || (hiddenDropout{}).forward(x, nil, true) != nil {
-		t.Fatal("identity dropout returned a mask")
-	}
-}

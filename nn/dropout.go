@@ -2,42 +2,74 @@ package nn
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
 // Dropout zeroes each element with probability P during training and scales
 // the survivors by 1/(1-P) (inverted dropout, as torch.nn.Dropout), so the
-// expectation is unchanged and inference is the identity.
+// expectation is unchanged and inference is the identity. The keep mask is
+// one byte per element (a model keeps one mask per dropout site for its
+// backward pass). Each rng.Uint64 draw decides 4 elements by comparing its
+// 16-bit chunks with round(P * 65536): the drop probability is quantised to
+// 1/65536 (P = 0.1 becomes 0.100006). P must be in [0, 1); P outside that
+// range panics (a wiring error: configurations are validated before).
 type Dropout struct{ P float32 }
 
-// DropoutCache holds the per-element multiplier (0 or 1/(1-P)); nil Mask
-// means the forward pass was the identity.
-type DropoutCache struct{ Mask []float32 }
+// DropoutCache holds the keep mask (1 = kept) of one Forward or Apply; a nil
+// Mask means the forward pass was the identity.
+type DropoutCache struct {
+	Mask  []uint8
+	Scale float32 // 1/(1-P)
+}
 
-// Forward applies dropout to x (any shape). It is the identity (returning x
-// itself, not a copy) when !train or P == 0. Draws one rng.Float32 per
-// element in row-major order (deterministic for a seeded rng). P must be in
-// [0, 1); P outside that range panics.
-func (d Dropout) Forward(x *Tensor, rng *rand.Rand, train bool) (*Tensor, *DropoutCache) {
-	if d.P < 0 || d.P >= 1 {
+func (d Dropout) check() {
+	if d.P < 0 || d.P >= 1 || d.P != d.P {
 		panic(fmt.Sprintf("nn.Dropout: P = %v outside [0, 1)", d.P))
 	}
+}
+
+// Apply applies dropout to x in place (any shape) and returns the cache for
+// Backward; the identity (x untouched, a cache with nil Mask) when !train or
+// P == 0. Deterministic for a seeded rng (row-major element order).
+func (d Dropout) Apply(x *Tensor, rng *rand.Rand, train bool) *DropoutCache {
+	d.check()
+	if !train || d.P == 0 {
+		return &DropoutCache{}
+	}
+	th := uint64(math.Round(float64(d.P) * 65536))
+	scale := 1 / (1 - d.P)
+	mask := make([]uint8, len(x.Data))
+	xs := x.Data
+	var bits uint64
+	for i := range xs {
+		if i&3 == 0 {
+			bits = rng.Uint64()
+		}
+		if bits&0xffff >= th {
+			mask[i] = 1
+			xs[i] *= scale
+		} else {
+			xs[i] = 0
+		}
+		bits >>= 16
+	}
+	return &DropoutCache{Mask: mask, Scale: scale}
+}
+
+// Forward is Apply on a copy: it returns a new tensor, or x itself when the
+// forward is the identity (!train or P == 0).
+func (d Dropout) Forward(x *Tensor, rng *rand.Rand, train bool) (*Tensor, *DropoutCache) {
+	d.check()
 	if !train || d.P == 0 {
 		return x, &DropoutCache{}
 	}
-	scale := 1 / (1 - d.P)
-	y := New(x.Shape...)
-	mask := make([]float32, len(x.Data))
-	for i, v := range x.Data {
-		if rng.Float32() >= d.P {
-			mask[i] = scale
-			y.Data[i] = v * scale
-		}
-	}
-	return y, &DropoutCache{Mask: mask}
+	y := x.Clone()
+	return y, d.Apply(y, rng, train)
 }
 
-// Backward returns dx = dy * mask (dy itself when the forward was the identity).
+// Backward returns dx = dy masked and scaled (a new tensor), or dy itself
+// when the forward was the identity.
 func (d Dropout) Backward(c *DropoutCache, dy *Tensor) *Tensor {
 	if c.Mask == nil {
 		return dy
@@ -47,7 +79,9 @@ func (d Dropout) Backward(c *DropoutCache, dy *Tensor) *Tensor {
 	}
 	dx := New(dy.Shape...)
 	for i, m := range c.Mask {
-		dx.Data[i] = dy.Data[i] * m
+		if m != 0 {
+			dx.Data[i] = dy.Data[i] * c.Scale
+		}
 	}
 	return dx
 }

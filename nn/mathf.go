@@ -39,32 +39,3 @@ func Expf(x float32) float32 {
 	}
 	return y * math.Float32frombits(uint32(n+127)<<23)
 }
-
-// Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), the approximation
-// PyTorch's vectorised CPU erf uses.
-const (
-	asP  = 0.3275911
-	asA1 = 0.254829592
-	asA2 = -0.284496736
-	asA3 = 1.421413741
-	asA4 = -1.453152027
-	asA5 = 1.061405429
-)
-
-// geluParts returns Phi(x) (the standard normal CDF, through erf) and
-// phi(x) = exp(-x^2/2)/sqrt(2 pi), sharing one exponential.
-func geluParts(x float32) (cdf, pdf float32) {
-	z := x * invSqrt2
-	if z < 0 {
-		z = -z
-	}
-	t := 1 / (1 + asP*z)
-	e := Expf(-z * z)
-	q := 0.5 * t * (asA1 + t*(asA2+t*(asA3+t*(asA4+t*asA5)))) * e // 0.5*erfc(|x|/sqrt2)
-	if x < 0 {
-		cdf = q
-	} else {
-		cdf = 1 - q
-	}
-	return cdf, invSqrt2Pi * e
-}

@@ -155,3 +155,41 @@ func TestHelpers(t *testing.T) {
 		t.Fatalf("Add %v AddInPlace %v Scale %v", c.Data, a.Data, b.Data)
 	}
 }
+
+// TestDropoutApply: in place, byte mask, survivors scaled by 1/(1-p).
+func TestDropoutApply(t *testing.T) {
+	d := nn.Dropout{P: 0.1}
+	x := nn.New(100000)
+	for i := range x.Data {
+		x.Data[i] = 2
+	}
+	c := d.Apply(x, rngFor(1), true)
+	mask := c.Mask
+	kept := 0
+	for i, m := range mask {
+		switch {
+		case m == 1 && math.Abs(float64(x.Data[i])-2/0.9) < 1e-6:
+			kept++
+		case m == 0 && x.Data[i] == 0:
+		default:
+			t.Fatalf("element %d: mask %d value %v", i, m, x.Data[i])
+		}
+	}
+	// Binomial(1e5, 0.9): sd 95.
+	if kept < 90000-500 || kept > 90000+500 {
+		t.Fatalf("kept %d of 100000, want about 90000", kept)
+	}
+	dy := nn.New(100000)
+	for i := range dy.Data {
+		dy.Data[i] = 1
+	}
+	dx := d.Backward(c, dy)
+	for i, m := range mask {
+		if want := float32(m) / 0.9; math.Abs(float64(dx.Data[i]-want)) > 1e-6 {
+			t.Fatalf("backward %d: %v want %v", i, dx.Data[i], want)
+		}
+	}
+	if d.Apply(x, nil, false).Mask != nil || (nn.Dropout{}).Apply(x, nil, true).Mask != nil {
+		t.Fatal("identity dropout returned a mask")
+	}
+}

@@ -36,13 +36,13 @@ type BlockConfig struct {
 // every released component; -Inf where pi_j = 0); reference
 // ln(max(pi_j, tiny)) + [pi_j <= 0] + float32-min at pads (ref §3.1, §10 item 7).
 type Block struct {
-	Cfg               BlockConfig
-	Query, Key, Value *nn.Linear // prefix.attention.self.{query,key,value}
-	AttnOut           *nn.Linear // prefix.attention.output.dense
-	AttnLN            *nn.LayerNorm
-	Inter, Out        *nn.Linear // prefix.intermediate.dense, prefix.output.dense
-	OutLN             *nn.LayerNorm
-	drop              nn.Dropout
+	Cfg BlockConfig
+	// The layer's parameters are prefix.attention.self.{query,key,value},
+	// prefix.attention.output.{dense,LayerNorm}, prefix.intermediate.dense,
+	// prefix.output.{dense,LayerNorm}; queries from qIn, keys and values
+	// from Z, no attention residual.
+	*nn.TransformerLayer
+	drop nn.Dropout
 }
 
 // NewBlock builds the block with HF initialisation (N(0, 0.02^2), zero bias, LN 1/0).
@@ -58,45 +58,17 @@ func NewBlock(prefix string, cfg BlockConfig, rng *rand.Rand) (*Block, error) {
 	if eps <= 0 {
 		eps = 1e-12
 	}
-	b := &Block{Cfg: cfg,
-		Query:   nn.NewLinear(prefix+".attention.self.query", P, P, true),
-		Key:     nn.NewLinear(prefix+".attention.self.key", P, P, true),
-		Value:   nn.NewLinear(prefix+".attention.self.value", P, P, true),
-		AttnOut: nn.NewLinear(prefix+".attention.output.dense", P, P, true),
-		AttnLN:  nn.NewLayerNorm(prefix+".attention.output.LayerNorm", P, float32(eps)),
-		Inter:   nn.NewLinear(prefix+".intermediate.dense", P, I, true),
-		Out:     nn.NewLinear(prefix+".output.dense", I, P, true),
-		OutLN:   nn.NewLayerNorm(prefix+".output.LayerNorm", P, float32(eps)),
-		drop:    nn.Dropout{P: float32(cfg.Dropout)},
-	}
-	for _, l := range []*nn.Linear{b.Query, b.Key, b.Value, b.AttnOut, b.Inter, b.Out} {
-		l.InitHF(rng, 0.02)
-	}
+	b := &Block{Cfg: cfg, TransformerLayer: nn.NewTransformerLayer(prefix+".", P, I, float32(eps)),
+		drop: nn.Dropout{P: float32(cfg.Dropout)}}
+	b.InitHF(rng, 0.02)
 	return b, nil
-}
-
-// Params returns the block's parameters.
-func (b *Block) Params() []*nn.Param {
-	var ps []*nn.Param
-	for _, l := range []*nn.Linear{b.Query, b.Key, b.Value, b.AttnOut} {
-		ps = append(ps, l.Params()...)
-	}
-	ps = append(ps, b.AttnLN.Params()...)
-	ps = append(append(ps, b.Inter.Params()...), b.Out.Params()...)
-	return append(ps, b.OutLN.Params()...)
 }
 
 // BlockCache holds what Block.Backward needs.
 type BlockCache struct {
 	B, S, N, P int
-	qIn        *nn.Tensor // query input [B,S,P] (Z components 1..S, or x)
-	clampedPi  []bool     // reference: ln(max(pi,tiny)) clamped (no gradient to pi)
-	attn       *nn.AttentionCache
-	q, k, v    *nn.Tensor
-	c          *nn.Tensor
-	d1, d2     *nn.DropoutCache
-	ln1, ln2   *nn.LayerNormCache
-	a, h       *nn.Tensor
+	clampedPi  []bool // reference: ln(max(pi,tiny)) clamped (no gradient to pi)
+	layer      *nn.TransformerCache
 }
 
 const float32Tiny = 1.1754943508222875e-38
@@ -109,18 +81,14 @@ func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rn
 	B, N, P := post.B, post.N, post.P
 	S := N - 1
 	c := &BlockCache{B: B, S: S, N: N, P: P}
-	if b.Cfg.Mode.IsReference() {
-		c.qIn = x
-	} else {
-		c.qIn = nn.New(B, S, P)
+	qIn := x
+	if !b.Cfg.Mode.IsReference() {
+		qIn = nn.New(B, S, P)
 		for bb := 0; bb < B; bb++ {
 			// components 1..S of example bb are contiguous in Z and in qIn
-			copy(c.qIn.Data[bb*S*P:(bb+1)*S*P], s.Z.Data[(bb*N+1)*P:(bb+1)*N*P])
+			copy(qIn.Data[bb*S*P:(bb+1)*S*P], s.Z.Data[(bb*N+1)*P:(bb+1)*N*P])
 		}
 	}
-	c.q, _ = b.Query.Forward(c.qIn)
-	c.k, _ = b.Key.Forward(s.Z)
-	c.v, _ = b.Value.Forward(s.Z)
 	sq := math.Sqrt(float64(P / b.Cfg.Heads))
 	bias := nn.New(B, N)
 	c.clampedPi = make([]bool, B*N)
@@ -148,17 +116,8 @@ func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rn
 			bias.Data[k] = float32(s.Dir.LogPi[k] - l2) // finite: every component is released
 		}
 	}
-	c.c, c.attn = nn.Attention(c.q, c.k, c.v, b.Cfg.Heads, bias)
-	o, _ := b.AttnOut.Forward(c.c)
-	o, c.d1 = b.drop.Forward(o, rng, train)
-	c.a, c.ln1 = b.AttnLN.Forward(o)
-	h, _ := b.Inter.Forward(c.a)
-	c.h = h
-	g := nn.GELU(h)
-	f, _ := b.Out.Forward(g)
-	f, c.d2 = b.drop.Forward(f, rng, train)
-	y, ln2 := b.OutLN.Forward(nn.Add(f, c.a))
-	c.ln2 = ln2
+	var y *nn.Tensor
+	y, c.layer = b.TransformerLayer.Forward(qIn, s.Z, bias, nn.LayerOptions{Heads: b.Cfg.Heads, HiddenDropout: b.drop}, train, rng)
 	return y, c
 }
 
@@ -168,19 +127,7 @@ func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rn
 // [B,S,P] (nil in principled mode: the block does not read x).
 func (b *Block) Backward(c *BlockCache, s *Sample, dy *nn.Tensor) (dZ *nn.Tensor, dLogPi []float64, dx *nn.Tensor) {
 	B, S, N, P := c.B, c.S, c.N, c.P
-	dr := b.OutLN.Backward(c.ln2, dy) // d(f + a)
-	df := b.drop.Backward(c.d2, dr)
-	dg := b.Out.Backward(nn.GELU(c.h), df)
-	dh := nn.GELUBackward(c.h, dg)
-	da := b.Inter.Backward(c.a, dh)
-	nn.AddInPlace(da, dr)
-	do := b.AttnLN.Backward(c.ln1, da)
-	do = b.drop.Backward(c.d1, do)
-	dc := b.AttnOut.Backward(c.c, do)
-	dq, dk, dv, dBias := nn.AttentionBackward(c.attn, dc)
-	dqIn := b.Query.Backward(c.qIn, dq)
-	dZ = b.Key.Backward(s.Z, dk)
-	nn.AddInPlace(dZ, b.Value.Backward(s.Z, dv))
+	dqIn, dZ, dBias := b.TransformerLayer.Backward(c.layer, dy)
 	sq := math.Sqrt(float64(P / b.Cfg.Heads))
 	dLogPi = make([]float64, B*N)
 	for k := 0; k < B*N; k++ {

@@ -1,0 +1,177 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// TransformerLayer is the post-LayerNorm BERT layer (Hugging Face BertLayer)
+// with its query source, key/value source and additive key bias as inputs,
+// so that one implementation serves the encoders' self-attention layers and
+// the NVDP block's denoising attention over a released sample:
+//
+//	q = W_q xq + b_q,   k = W_k xkv + b_k,   v = W_v xkv + b_v
+//	c = Attention(q, k, v; keyBias)                     (attention-probability dropout)
+//	a = LN_1(Dropout(W_o c + b_o) + [xq if AttnResidual])
+//	y = LN_2(Dropout(W_2 GELU(W_1 a + b_1) + b_2) + a)
+//
+// xq is [B,Tq,H]; xkv is [B,Tk,H] (the same tensor for self-attention);
+// keyBias is [B,Tk] or nil; y is [B,Tq,H]. GELU is the erf form (GELU).
+// Parameter names are prefix + "attention.self.{query,key,value}",
+// "attention.output.dense", "attention.output.LayerNorm",
+// "intermediate.dense", "output.dense", "output.LayerNorm" (HF layout).
+type TransformerLayer struct {
+	Query, Key, Value *Linear    // attention.self.{query,key,value}
+	AttnOut           *Linear    // attention.output.dense
+	AttnLN            *LayerNorm // attention.output.LayerNorm
+	Inter             *Linear    // intermediate.dense
+	Out               *Linear    // output.dense
+	OutLN             *LayerNorm // output.LayerNorm
+}
+
+// LayerOptions are the per-call settings of TransformerLayer.Forward.
+type LayerOptions struct {
+	Heads         int     // attention heads (H divisible by Heads)
+	HiddenDropout Dropout // after W_o and after W_2 (HF hidden_dropout_prob)
+	AttnDropout   float32 // on the attention probabilities (HF attention_probs_dropout_prob)
+	// AttnResidual adds xq to the attention output before LN_1 (BERT); the
+	// NVDP block has none (its output is a function of the sample only).
+	AttnResidual bool
+	// NoGrad: no cache is kept and Backward cannot be called (inference
+	// without activations). A training Forward ignores it.
+	NoGrad bool
+	// RecomputeGELU keeps only the GELU pre-activation and recomputes GELU
+	// and its derivative in Backward (memory for speed); otherwise the
+	// output and derivative are kept.
+	RecomputeGELU bool
+}
+
+// NewTransformerLayer allocates a layer of width hidden and intermediate
+// size inter (LayerNorm eps eps) with LayerNorm weights 1 and every other
+// parameter 0; prefix ends with the separator ("encoder.layer.0.").
+func NewTransformerLayer(prefix string, hidden, inter int, eps float32) *TransformerLayer {
+	return &TransformerLayer{
+		Query:   NewLinear(prefix+"attention.self.query", hidden, hidden, true),
+		Key:     NewLinear(prefix+"attention.self.key", hidden, hidden, true),
+		Value:   NewLinear(prefix+"attention.self.value", hidden, hidden, true),
+		AttnOut: NewLinear(prefix+"attention.output.dense", hidden, hidden, true),
+		AttnLN:  NewLayerNorm(prefix+"attention.output.LayerNorm", hidden, eps),
+		Inter:   NewLinear(prefix+"intermediate.dense", hidden, inter, true),
+		Out:     NewLinear(prefix+"output.dense", inter, hidden, true),
+		OutLN:   NewLayerNorm(prefix+"output.LayerNorm", hidden, eps),
+	}
+}
+
+// InitHF draws the six dense weights from N(0, std^2) in the order query,
+// key, value, attention output, intermediate, output (zero biases), as
+// transformers' _init_weights in parameter order.
+func (l *TransformerLayer) InitHF(rng *rand.Rand, std float64) {
+	for _, lin := range []*Linear{l.Query, l.Key, l.Value, l.AttnOut, l.Inter, l.Out} {
+		lin.InitHF(rng, std)
+	}
+}
+
+// Params returns the layer's parameters in HF state_dict order.
+func (l *TransformerLayer) Params() []*Param {
+	var ps []*Param
+	for _, lin := range []*Linear{l.Query, l.Key, l.Value, l.AttnOut} {
+		ps = append(ps, lin.Params()...)
+	}
+	ps = append(ps, l.AttnLN.Params()...)
+	ps = append(ps, l.Inter.Params()...)
+	ps = append(ps, l.Out.Params()...)
+	return append(ps, l.OutLN.Params()...)
+}
+
+// TransformerCache holds what TransformerLayer.Backward needs.
+type TransformerCache struct {
+	xq, xkv  *Tensor
+	self     bool // xq == xkv
+	residual bool
+	hidden   Dropout
+	attn     *AttentionCache
+	ctx      *Tensor // attention context (input of W_o)
+	d1, d2   *DropoutCache
+	ln1, ln2 *LayerNormCache
+	a        *Tensor // LN_1 output (input of W_1)
+	h        *Tensor // GELU pre-activation; only when recomputed
+	g, dgelu *Tensor // GELU(h) and GELU'(h); nil when recomputed
+}
+
+// Forward runs the layer (see the type's equations). train enables the two
+// dropouts, drawn from rng in the order attention probabilities, W_o output,
+// W_2 output (rng may be nil when no dropout is active). It returns y
+// [B,Tq,H] and the cache for Backward (nil when o.NoGrad and !train).
+// Shape mismatches panic (wiring errors).
+func (l *TransformerLayer) Forward(xq, xkv, keyBias *Tensor, o LayerOptions, train bool, rng *rand.Rand) (*Tensor, *TransformerCache) {
+	if xq.Dim(-1) != xkv.Dim(-1) {
+		panic(fmt.Sprintf("nn.TransformerLayer: xq %v, xkv %v", xq.Shape, xkv.Shape))
+	}
+	q, _ := l.Query.Forward(xq)
+	k, _ := l.Key.Forward(xkv)
+	v, _ := l.Value.Forward(xkv)
+	ctx, ac := AttentionDropout(q, k, v, o.Heads, keyBias, o.AttnDropout, rng, train)
+	s1, _ := l.AttnOut.Forward(ctx)
+	d1 := o.HiddenDropout.Apply(s1, rng, train)
+	if o.AttnResidual {
+		AddInPlace(s1, xq)
+	}
+	a, ln1 := l.AttnLN.Forward(s1)
+	h, _ := l.Inter.Forward(a)
+	keep := train || !o.NoGrad
+	var g, dgelu *Tensor
+	if keep && !o.RecomputeGELU {
+		g, dgelu = GELUWithGrad(h)
+		h = nil
+	} else {
+		g = GELU(h)
+	}
+	s2, _ := l.Out.Forward(g)
+	d2 := o.HiddenDropout.Apply(s2, rng, train)
+	AddInPlace(s2, a)
+	y, ln2 := l.OutLN.Forward(s2)
+	if !keep {
+		return y, nil
+	}
+	if o.RecomputeGELU {
+		g = nil
+	}
+	return y, &TransformerCache{xq: xq, xkv: xkv, self: xq == xkv, residual: o.AttnResidual, hidden: o.HiddenDropout,
+		attn: ac, ctx: ctx, d1: d1, d2: d2, ln1: ln1, ln2: ln2, a: a, h: h, g: g, dgelu: dgelu}
+}
+
+// Backward takes the cache of Forward and dL/dy [B,Tq,H], accumulates (+=)
+// the gradients of every parameter and returns dL/dxq, dL/dxkv and
+// dL/dkeyBias ([B,Tk], as AttentionBackward). For self-attention (xq and xkv
+// the same tensor) dxq is the whole input gradient and dxkv is nil.
+func (l *TransformerLayer) Backward(c *TransformerCache, dy *Tensor) (dxq, dxkv, dKeyBias *Tensor) {
+	if c == nil {
+		panic("nn.TransformerLayer.Backward: nil cache (Forward ran with NoGrad)")
+	}
+	ds2 := l.OutLN.Backward(c.ln2, dy)
+	do2 := c.hidden.Backward(c.d2, ds2)
+	g, dgelu := c.g, c.dgelu
+	if g == nil {
+		g, dgelu = GELUWithGrad(c.h)
+	}
+	dg := l.Out.Backward(g, do2)
+	dh := GELUGradMul(dg, dgelu)
+	da := l.Inter.Backward(c.a, dh)
+	AddInPlace(da, ds2)
+	ds1 := l.AttnLN.Backward(c.ln1, da)
+	do1 := c.hidden.Backward(c.d1, ds1)
+	dctx := l.AttnOut.Backward(c.ctx, do1)
+	dq, dk, dv, dKeyBias := AttentionBackward(c.attn, dctx)
+	dxq = l.Query.Backward(c.xq, dq)
+	if c.self {
+		AddInPlace(dxq, l.Key.Backward(c.xkv, dk))
+		AddInPlace(dxq, l.Value.Backward(c.xkv, dv))
+	} else {
+		dxkv = l.Key.Backward(c.xkv, dk)
+		AddInPlace(dxkv, l.Value.Backward(c.xkv, dv))
+	}
+	if c.residual {
+		AddInPlace(dxq, ds1)
+	}
+	return dxq, dxkv, dKeyBias
+}

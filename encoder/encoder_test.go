@@ -348,4 +348,3 @@ func TestCheckInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-

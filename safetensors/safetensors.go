@@ -7,12 +7,24 @@
 //	 "__metadata__": {"key": "value"}}
 //
 // then the byte buffer. Offsets are relative to the start of the buffer, tensor
-// data are row-major and little-endian. The reader validates everything it
-// relies on (header length, JSON, dtypes, offsets inside the buffer, no overlap,
-// byte sizes = prod(shape) * dtype size, file not truncated) and names the file
-// and the tensor in every error. The writer pads the header with spaces to an
-// 8-byte boundary, as the reference implementation does, and WriteFile replaces
-// the destination atomically.
+// data are row-major and little-endian.
+//
+// The reader rejects what the format's specification
+// (https://github.com/huggingface/safetensors, "Format" and "Notes") rules out,
+// and what its reference implementation rejects, naming the file and the tensor
+// in every error: a header longer than MaxHeaderSize or than the file; a
+// header that is not UTF-8, does not begin with '{', has anything but 0x20
+// padding after the JSON object, or has a duplicate key in any object;
+// metadata values that are not strings; a tensor entry without dtype, shape or
+// data_offsets (or with unknown fields), with an unknown dtype, a negative
+// dimension, a prod(shape) * dtype size that overflows (checked
+// multiplication), or offsets whose span is not that size; and tensors that,
+// sorted by offset, do not tile the byte buffer exactly (a gap, an overlap,
+// bytes after the last tensor, offsets beyond the file). Empty tensors (a 0
+// dimension) and scalars (shape []) are valid. Tensor values are not checked
+// (NaN and ±Inf are valid data). The writer pads the header with spaces to an
+// 8-byte boundary, as the reference implementation does, and WriteFile
+// replaces the destination atomically.
 package safetensors
 
 import (
@@ -26,6 +38,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 )
@@ -79,7 +92,7 @@ type Tensor struct {
 }
 
 // File is a parsed safetensors file. Tensors are in buffer order (sorted by
-// data offset).
+// data offset; empty tensors at one offset by name).
 type File struct {
 	Metadata map[string]string
 	Tensors  []*Tensor
@@ -115,24 +128,111 @@ type HeaderEntry struct {
 // Header is the parsed and validated header of a file.
 type Header struct {
 	Metadata   map[string]string
-	Entries    []HeaderEntry // sorted by begin offset
+	Entries    []HeaderEntry // sorted by offset (empty tensors at one offset by name); they tile [0, BufferSize)
 	DataOffset int64         // absolute file offset of the byte buffer (8 + header length)
-	BufferSize int64         // byte buffer size the header requires (max end offset)
+	BufferSize int64         // byte buffer size (the last end offset; the file ends there)
 }
 
+// rawEntry is one tensor's header entry; pointers tell a missing or null
+// field from an empty one (the format requires all three).
 type rawEntry struct {
-	DType       DType   `json:"dtype"`
-	Shape       []int64 `json:"shape"`
-	DataOffsets []int64 `json:"data_offsets"`
+	DType       *DType   `json:"dtype"`
+	Shape       *[]int64 `json:"shape"`
+	DataOffsets *[]int64 `json:"data_offsets"`
 }
 
-// parseHeader validates the JSON header. bufSize < 0 skips the "inside the
-// buffer" check (streaming readers check it against the file size).
-func parseHeader(src string, hdr []byte, bufSize int64) (*Header, error) {
-	var raw map[string]json.RawMessage
+// ByteSize returns prod(shape) * dtype.Size() in bytes, or an error when a
+// dimension is negative, the dtype is unknown, or the product overflows an int
+// (the reference implementation's checked multiplication; a wrapped product
+// would let a tiny file claim a huge tensor).
+func ByteSize(dtype DType, shape []int) (int, error) {
+	size := dtype.Size()
+	if size == 0 {
+		return 0, fmt.Errorf("unknown dtype %q", dtype)
+	}
+	n := 1
+	for _, s := range shape {
+		if s < 0 {
+			return 0, fmt.Errorf("invalid shape %v (negative dimension)", shape)
+		}
+		if s != 0 && n > math.MaxInt/s {
+			return 0, fmt.Errorf("shape %v overflows", shape)
+		}
+		n *= s
+	}
+	if n > math.MaxInt/size {
+		return 0, fmt.Errorf("shape %v of %s overflows (%d elements of %d bytes)", shape, dtype, n, size)
+	}
+	return n * size, nil
+}
+
+// checkHeaderJSON enforces the format's rules on the header text that
+// encoding/json does not (https://github.com/huggingface/safetensors, "Format"):
+// valid UTF-8, the first byte '{', after the object nothing but 0x20 padding,
+// and no duplicate key in any object.
+func checkHeaderJSON(hdr []byte) error {
+	if !utf8.Valid(hdr) {
+		return errors.New("header is not valid UTF-8")
+	}
+	if len(hdr) == 0 || hdr[0] != '{' {
+		return fmt.Errorf("header must begin with '{', begins with %q", hdr[:min(len(hdr), 16)])
+	}
+	type object struct {
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*object // nil entries are arrays
 	dec := json.NewDecoder(bytes.NewReader(hdr))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("header is not a JSON object: %w", err)
+		}
+		if n := len(stack); n > 0 && stack[n-1] != nil && tok != json.Delim('}') {
+			if top := stack[n-1]; top.wantKey {
+				key := tok.(string) // the decoder only yields strings in key position
+				if top.keys[key] {
+					return fmt.Errorf("duplicate key %q at byte %d (the format disallows duplicate keys)", key, dec.InputOffset())
+				}
+				top.keys[key] = true
+				top.wantKey = false
+				continue
+			} else {
+				top.wantKey = true // tok starts this key's value
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &object{keys: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, nil)
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			break
+		}
+	}
+	if i := bytes.IndexFunc(hdr[dec.InputOffset():], func(r rune) bool { return r != ' ' }); i >= 0 {
+		at := int(dec.InputOffset()) + i
+		return fmt.Errorf("%d bytes after the header JSON at byte %d (%q); only space padding is allowed",
+			len(hdr)-at, at, hdr[at:min(len(hdr), at+16)])
+	}
+	return nil
+}
+
+// parseHeader validates the JSON header against the format: see
+// checkHeaderJSON; __metadata__ maps strings to strings; every other key is a
+// tensor with dtype, shape and data_offsets, whose byte span equals
+// prod(shape) * dtype size; sorted by offset, the tensors cover the byte
+// buffer [0, bufSize) exactly, without gaps or overlaps ("The byte buffer
+// needs to be entirely indexed, and cannot contain holes").
+func parseHeader(src string, hdr []byte, bufSize int64) (*Header, error) {
+	if err := checkHeaderJSON(hdr); err != nil {
+		return nil, fmt.Errorf("safetensors %s: %w", src, err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(hdr, &raw); err != nil {
 		return nil, fmt.Errorf("safetensors %s: header is not a JSON object: %w", src, err)
 	}
 	h := &Header{Metadata: map[string]string{}}
@@ -147,63 +247,82 @@ func parseHeader(src string, hdr []byte, bufSize int64) (*Header, error) {
 			}
 			continue
 		}
-		var e rawEntry
-		d := json.NewDecoder(bytes.NewReader(msg))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&e); err != nil {
-			return nil, fmt.Errorf("safetensors %s: tensor %q: bad header entry: %w", src, name, err)
+		e, err := parseEntry(name, msg, bufSize)
+		if err != nil {
+			return nil, fmt.Errorf("safetensors %s: tensor %q: %w", src, name, err)
 		}
-		if e.DType.Size() == 0 {
-			return nil, fmt.Errorf("safetensors %s: tensor %q: unknown dtype %q", src, name, e.DType)
-		}
-		if len(e.DataOffsets) != 2 {
-			return nil, fmt.Errorf("safetensors %s: tensor %q: data_offsets must have 2 entries, has %d", src, name, len(e.DataOffsets))
-		}
-		begin, end := e.DataOffsets[0], e.DataOffsets[1]
-		if begin < 0 || end < begin {
-			return nil, fmt.Errorf("safetensors %s: tensor %q: invalid data_offsets [%d, %d]", src, name, begin, end)
-		}
-		n := int64(1)
-		shape := make([]int, len(e.Shape))
-		for i, s := range e.Shape {
-			if s < 0 || s > math.MaxInt32*int64(1024) {
-				return nil, fmt.Errorf("safetensors %s: tensor %q: invalid shape %v", src, name, e.Shape)
-			}
-			shape[i] = int(s)
-			if s != 0 && n > math.MaxInt64/s {
-				return nil, fmt.Errorf("safetensors %s: tensor %q: shape %v overflows", src, name, e.Shape)
-			}
-			n *= s
-		}
-		if want := n * int64(e.DType.Size()); end-begin != want {
-			return nil, fmt.Errorf("safetensors %s: tensor %q: shape %v of %s needs %d bytes, data_offsets [%d, %d] span %d",
-				src, name, shape, e.DType, want, begin, end, end-begin)
-		}
-		if bufSize >= 0 && end > bufSize {
-			return nil, fmt.Errorf("safetensors %s: tensor %q: data_offsets [%d, %d] outside the %d-byte buffer (file truncated?)",
-				src, name, begin, end, bufSize)
-		}
-		h.Entries = append(h.Entries, HeaderEntry{Name: name, DType: e.DType, Shape: shape, DataOffsets: [2]int64{begin, end}})
+		h.Entries = append(h.Entries, e)
 	}
 	sort.Slice(h.Entries, func(i, j int) bool {
 		a, b := h.Entries[i].DataOffsets, h.Entries[j].DataOffsets
-		if a[0] != b[0] {
-			return a[0] < b[0]
+		if a != b {
+			return a[0] < b[0] || a[0] == b[0] && a[1] < b[1]
 		}
-		return a[1] < b[1]
+		return h.Entries[i].Name < h.Entries[j].Name // empty tensors at one offset: a fixed order
 	})
-	for i := 1; i < len(h.Entries); i++ {
-		p, c := h.Entries[i-1], h.Entries[i]
-		if c.DataOffsets[0] < p.DataOffsets[1] {
+	var end int64 // end of the covered prefix of the buffer
+	for i, c := range h.Entries {
+		switch begin := c.DataOffsets[0]; {
+		case begin < end:
+			p := h.Entries[i-1]
 			return nil, fmt.Errorf("safetensors %s: tensors %q [%d, %d] and %q [%d, %d] overlap",
 				src, p.Name, p.DataOffsets[0], p.DataOffsets[1], c.Name, c.DataOffsets[0], c.DataOffsets[1])
+		case begin > end:
+			return nil, fmt.Errorf("safetensors %s: tensor %q: gap of %d bytes before its data_offsets [%d, %d] (the byte buffer must be covered without holes)",
+				src, c.Name, begin-end, c.DataOffsets[0], c.DataOffsets[1])
 		}
+		end = c.DataOffsets[1]
 	}
-	for _, e := range h.Entries {
-		h.BufferSize = max(h.BufferSize, e.DataOffsets[1])
+	if end != bufSize {
+		return nil, fmt.Errorf("safetensors %s: %d trailing bytes after the last tensor (the byte buffer must be covered without holes)", src, bufSize-end)
 	}
+	h.BufferSize = end
 	h.DataOffset = 8 + int64(len(hdr))
 	return h, nil
+}
+
+// parseEntry validates one tensor's header entry; bufSize bounds its offsets.
+func parseEntry(name string, msg json.RawMessage, bufSize int64) (HeaderEntry, error) {
+	var e rawEntry
+	d := json.NewDecoder(bytes.NewReader(msg))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&e); err != nil {
+		return HeaderEntry{}, fmt.Errorf("bad header entry: %w", err)
+	}
+	switch {
+	case e.DType == nil:
+		return HeaderEntry{}, errors.New("dtype is missing")
+	case e.Shape == nil:
+		return HeaderEntry{}, errors.New("shape is missing (a scalar has shape [])")
+	case e.DataOffsets == nil:
+		return HeaderEntry{}, errors.New("data_offsets is missing")
+	}
+	if len(*e.DataOffsets) != 2 {
+		return HeaderEntry{}, fmt.Errorf("data_offsets must have 2 entries, has %d", len(*e.DataOffsets))
+	}
+	begin, end := (*e.DataOffsets)[0], (*e.DataOffsets)[1]
+	if begin < 0 || end < begin {
+		return HeaderEntry{}, fmt.Errorf("invalid data_offsets [%d, %d]", begin, end)
+	}
+	shape := make([]int, len(*e.Shape))
+	for i, s := range *e.Shape {
+		if s < 0 || s > math.MaxInt {
+			return HeaderEntry{}, fmt.Errorf("invalid shape %v", *e.Shape)
+		}
+		shape[i] = int(s)
+	}
+	want, err := ByteSize(*e.DType, shape)
+	if err != nil {
+		return HeaderEntry{}, err
+	}
+	if int64(want) != end-begin {
+		return HeaderEntry{}, fmt.Errorf("shape %v of %s needs %d bytes, data_offsets [%d, %d] span %d",
+			shape, *e.DType, want, begin, end, end-begin)
+	}
+	if end > bufSize {
+		return HeaderEntry{}, fmt.Errorf("data_offsets [%d, %d] outside the %d-byte buffer (file truncated?)", begin, end, bufSize)
+	}
+	return HeaderEntry{Name: name, DType: *e.DType, Shape: shape, DataOffsets: [2]int64{begin, end}}, nil
 }
 
 func headerLength(src string, prefix []byte, total int64) (int64, error) {
@@ -232,9 +351,6 @@ func parse(src string, data []byte) (*File, error) {
 	h, err := parseHeader(src, data[8:8+n], int64(len(buf)))
 	if err != nil {
 		return nil, err
-	}
-	if h.BufferSize != int64(len(buf)) {
-		return nil, fmt.Errorf("safetensors %s: %d trailing bytes after the last tensor", src, int64(len(buf))-h.BufferSize)
 	}
 	f := &File{Metadata: h.Metadata}
 	for _, e := range h.Entries {
@@ -275,14 +391,7 @@ func ReadHeader(path string) (*Header, error) {
 	if _, err := io.ReadFull(f, hdr); err != nil {
 		return nil, fmt.Errorf("safetensors %s: reading header: %w", path, err)
 	}
-	h, err := parseHeader(path, hdr, st.Size()-8-n)
-	if err != nil {
-		return nil, err
-	}
-	if h.BufferSize != st.Size()-8-n {
-		return nil, fmt.Errorf("safetensors %s: %d trailing bytes after the last tensor", path, st.Size()-8-n-h.BufferSize)
-	}
-	return h, nil
+	return parseHeader(path, hdr, st.Size()-8-n)
 }
 
 // Write writes tensors (in the given order, which becomes the buffer order)
@@ -297,16 +406,8 @@ func Write(w io.Writer, tensors []*Tensor, metadata map[string]string) error {
 		if _, dup := hdr[t.Name]; dup {
 			return fmt.Errorf("safetensors: duplicate tensor name %q", t.Name)
 		}
-		if t.DType.Size() == 0 {
-			return fmt.Errorf("safetensors: tensor %q: unknown dtype %q", t.Name, t.DType)
-		}
-		for _, s := range t.Shape {
-			if s < 0 {
-				return fmt.Errorf("safetensors: tensor %q: negative dimension in shape %v", t.Name, t.Shape)
-			}
-		}
-		if want := t.NumElements() * t.DType.Size(); len(t.Data) != want {
-			return fmt.Errorf("safetensors: tensor %q: shape %v of %s needs %d bytes, has %d", t.Name, t.Shape, t.DType, want, len(t.Data))
+		if _, err := t.elements(); err != nil {
+			return err
 		}
 		shape := t.Shape
 		if shape == nil {
@@ -350,9 +451,27 @@ func WriteFile(path string, tensors []*Tensor, metadata map[string]string) error
 
 var errDType = errors.New("dtype not convertible")
 
+// elements returns the number of elements after checking that len(Data) is
+// ByteSize(DType, Shape): the conversions and Write call it, so a hand-built
+// Tensor with inconsistent fields is an error naming it, not a panic or a
+// huge allocation.
+func (t *Tensor) elements() (int, error) {
+	want, err := ByteSize(t.DType, t.Shape)
+	if err != nil {
+		return 0, fmt.Errorf("safetensors: tensor %q: %w", t.Name, err)
+	}
+	if len(t.Data) != want {
+		return 0, fmt.Errorf("safetensors: tensor %q: shape %v of %s needs %d bytes, has %d", t.Name, t.Shape, t.DType, want, len(t.Data))
+	}
+	return want / t.DType.Size(), nil
+}
+
 // Float32 converts F32, F16, BF16 or F64 data to float32.
 func (t *Tensor) Float32() ([]float32, error) {
-	n := t.NumElements()
+	n, err := t.elements()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]float32, n)
 	d := t.Data
 	switch t.DType {
@@ -381,15 +500,22 @@ func (t *Tensor) Float32() ([]float32, error) {
 // Float64 converts F64, F32, F16 or BF16 data to float64.
 func (t *Tensor) Float64() ([]float64, error) {
 	if t.DType == F64 {
-		out := make([]float64, t.NumElements())
+		n, err := t.elements()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]float64, n)
 		for i := range out {
 			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(t.Data[8*i:]))
 		}
 		return out, nil
 	}
 	f, err := t.Float32()
-	if err != nil {
+	if errors.Is(err, errDType) {
 		return nil, fmt.Errorf("safetensors: tensor %q: %s to float64: %w", t.Name, t.DType, errDType)
+	}
+	if err != nil {
+		return nil, err
 	}
 	out := make([]float64, len(f))
 	for i, v := range f {
@@ -403,12 +529,18 @@ func (t *Tensor) Uint8() ([]uint8, error) {
 	if t.DType != U8 && t.DType != BOOL {
 		return nil, fmt.Errorf("safetensors: tensor %q: %s to uint8: %w", t.Name, t.DType, errDType)
 	}
+	if _, err := t.elements(); err != nil {
+		return nil, err
+	}
 	return append([]uint8(nil), t.Data...), nil
 }
 
 // Int64 converts I64, I32, I16, I8 or U8 data to int64.
 func (t *Tensor) Int64() ([]int64, error) {
-	n := t.NumElements()
+	n, err := t.elements()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]int64, n)
 	d := t.Data
 	switch t.DType {

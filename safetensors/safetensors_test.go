@@ -155,15 +155,14 @@ func build(header string, buf []byte) []byte {
 	return b.Bytes()
 }
 
-func TestValidationErrors(t *testing.T) {
-	good := build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 8))
-	if _, err := Parse(good); err != nil {
-		t.Fatalf("good file rejected: %v", err)
-	}
-	cases := []struct {
-		name, want string
-		data       []byte
-	}{
+// goodFile is a valid one-tensor file; invalidFiles are files the reader must
+// reject, each with a substring its error must contain. Both seed the fuzz
+// corpus (FuzzParse).
+var goodFile = build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 8))
+
+func invalidFiles() []invalidFile {
+	good := goodFile
+	return []invalidFile{
 		{"short prefix", "shorter than the 8-byte", []byte{1, 2, 3}},
 		{"huge header", "exceeds", binary.LittleEndian.AppendUint64(nil, 1<<40)},
 		{"header past end", "truncated", binary.LittleEndian.AppendUint64(nil, 100)},
@@ -179,7 +178,41 @@ func TestValidationErrors(t *testing.T) {
 		{"bad metadata", "__metadata__", build(`{"__metadata__":{"k":1}}`, nil)},
 		{"unknown field", "bad header entry", build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}}`, make([]byte, 8))},
 		{"one offset", "2 entries", build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}}`, make([]byte, 8))},
+		// prod(shape) * 8 = 2^61 * 8 wraps to 0 in int64: accepted before, then
+		// Tensor.Float32 panicked in makeslice.
+		{"byte size overflows", "overflows", build(`{"a":{"dtype":"F64","shape":[2147483648,1073741824],"data_offsets":[0,0]}}`, nil)},
+		{"element count overflows", "overflows", build(`{"a":{"dtype":"U8","shape":[1099511627776,1099511627776,0],"data_offsets":[0,0]}}`, nil)},
+		{"junk after the header JSON", "after the header JSON", build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}junk`, make([]byte, 8))},
+		{"second JSON value", "after the header JSON", build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} {}`, make([]byte, 8))},
+		{"newline padding", "after the header JSON", build(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`+"\n", make([]byte, 8))},
+		{"no leading brace", "begin with '{'", build(` {"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 8))},
+		{"not an object", "begin with '{'", build(`[1]`, nil)},
+		{"invalid UTF-8", "UTF-8", build("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", make([]byte, 8))},
+		{"gap between tensors", "gap", build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, make([]byte, 12))},
+		{"gap before the first tensor", "gap", build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8))},
+		{"duplicate tensor", "duplicate key \"a\"", build(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8))},
+		{"duplicate field", "duplicate key \"dtype\"", build(`{"a":{"dtype":"F64","dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4))},
+		{"duplicate metadata key", "duplicate key \"k\"", build(`{"__metadata__":{"k":"1","k":"2"}}`, nil)},
+		{"duplicate metadata", "duplicate key \"__metadata__\"", build(`{"__metadata__":{},"__metadata__":{}}`, nil)},
+		{"missing shape", "shape is missing", build(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, make([]byte, 4))},
+		{"null shape", "shape is missing", build(`{"a":{"dtype":"F32","shape":null,"data_offsets":[0,4]}}`, make([]byte, 4))},
+		{"missing dtype", "dtype is missing", build(`{"a":{"shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4))},
+		{"missing offsets", "data_offsets is missing", build(`{"a":{"dtype":"F32","shape":[1]}}`, make([]byte, 4))},
+		{"offset beyond int64", "bad header entry", build(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,99999999999999999999]}}`, make([]byte, 1))},
+		{"tensor entry not an object", "bad header entry", build(`{"a":[1,2]}`, nil)},
 	}
+}
+
+type invalidFile struct {
+	name, want string
+	data       []byte
+}
+
+func TestValidationErrors(t *testing.T) {
+	if _, err := Parse(goodFile); err != nil {
+		t.Fatalf("good file rejected: %v", err)
+	}
+	cases := invalidFiles()
 	dir := t.TempDir()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -299,4 +332,64 @@ st.write(sys.argv[3], {"w": np.array([[1.5, -2.25, 0.0], [3.0, 1e-3, -7.0]], dty
 		t.Fatal(err)
 	}
 	checkFixture(t, f)
+}
+
+// Layouts the format allows: empty tensors (at any offset, also several at
+// one offset), scalars, space padding, keys in any order.
+func TestValidLayouts(t *testing.T) {
+	cases := []struct {
+		name   string
+		header string
+		buf    int
+		order  []string
+	}{
+		{"empty tensors share offsets", `{"z":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"e":{"dtype":"U8","shape":[3,0],"data_offsets":[4,4]},"f":{"dtype":"U8","shape":[0],"data_offsets":[4,4]}}`, 4, []string{"z", "a", "e", "f"}},
+		{"space padding", `{"s":{"dtype":"F64","shape":[],"data_offsets":[0,8]}}    `, 8, []string{"s"}},
+		{"no tensors", `{}`, 0, nil},
+		{"metadata only", `{"__metadata__":{"k":"v"}}`, 0, nil},
+		{"whitespace inside", "{ \"b\" : {\"dtype\":\"U8\",\n\"shape\":[2],\"data_offsets\":[1,3]}, \"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 3, []string{"a", "b"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Parse(build(c.header, make([]byte, c.buf)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, tt := range f.Tensors {
+				got = append(got, tt.Name)
+			}
+			if !slices.Equal(got, c.order) {
+				t.Fatalf("tensors %v, want %v", got, c.order)
+			}
+		})
+	}
+}
+
+// Conversions check the data length against the shape, so a hand-built
+// Tensor with inconsistent fields is an error, not a panic or a huge
+// allocation.
+func TestConversionRejectsInconsistentTensor(t *testing.T) {
+	cases := []*Tensor{
+		{Name: "short", DType: F32, Shape: []int{3}, Data: make([]byte, 8)},
+		{Name: "huge", DType: F64, Shape: []int{1 << 31, 1 << 30}},
+		{Name: "wraps", DType: U8, Shape: []int{1 << 62, 4}},
+		{Name: "negative", DType: F32, Shape: []int{-1}},
+	}
+	for _, tt := range cases {
+		for what, conv := range map[string]func() error{
+			"Float32": func() error { _, err := tt.Float32(); return err },
+			"Float64": func() error { _, err := tt.Float64(); return err },
+			"Int64":   func() error { _, err := tt.Int64(); return err },
+			"Uint8":   func() error { _, err := tt.Uint8(); return err },
+		} {
+			if err := conv(); err == nil || !strings.Contains(err.Error(), tt.Name) {
+				t.Errorf("%s.%s: error %v, want one naming the tensor", tt.Name, what, err)
+			}
+		}
+		var b bytes.Buffer
+		if err := Write(&b, []*Tensor{tt}, nil); err == nil {
+			t.Errorf("Write accepted %s", tt.Name)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -165,6 +166,77 @@ func TestMissingSplit(t *testing.T) {
 	}
 }
 
+// TestMissingGLUEDir: a GLUE directory that does not exist is named as such
+// (it was reported as a missing training split, suggesting training elsewhere).
+func TestMissingGLUEDir(t *testing.T) {
+	task := mustTask(t, "sst2")
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	cases := []struct{ dir, want string }{
+		{"/nonexistent/glue", "no GLUE directory: /nonexistent/glue does not exist"},
+		{"", "no GLUE directory given"},
+		{file, "is not a directory"},
+	}
+	for _, c := range cases {
+		for _, split := range []string{"train", "dev", "test"} {
+			_, err := Load(c.dir, task, split, LoadOptions{})
+			if err == nil || !errors.Is(err, ErrNoDir) || errors.Is(err, ErrMissingSplit) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Load(%q, %s): error %v, want ErrNoDir containing %q", c.dir, split, err, c.want)
+			}
+			if _, err := CheckSplit(c.dir, task, split); !errors.Is(err, ErrNoDir) {
+				t.Errorf("CheckSplit(%q, %s): error %v, want ErrNoDir", c.dir, split, err)
+			}
+		}
+	}
+	// The directory exists, the task's file does not: ErrMissingSplit, naming the file.
+	dir := writeFixture(t, "SST-2", "dev", "sentence\tlabel\na\t1\n")
+	_, err := CheckSplit(dir, task, "train")
+	if want := filepath.Join(dir, "SST-2", "train.tsv"); !errors.Is(err, ErrMissingSplit) || errors.Is(err, ErrNoDir) || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckSplit(train): error %v, want ErrMissingSplit naming %s", err, want)
+	}
+	if p, err := CheckSplit(dir, task, "validation"); err != nil || p != filepath.Join(dir, "SST-2", "dev.tsv") {
+		t.Errorf("CheckSplit(validation) = %q, %v", p, err)
+	}
+	if _, err := CheckSplit(dir, task, "eval"); err == nil || !strings.Contains(err.Error(), "unknown split") {
+		t.Errorf("CheckSplit(eval): %v", err)
+	}
+}
+
+// TestErrorExcerpts: errors quote at most a short excerpt of the file, however
+// long the offending line or field (a CR-only file printed itself whole).
+func TestErrorExcerpts(t *testing.T) {
+	long := strings.Repeat("a very long sentence ", 500)
+	var cr strings.Builder
+	cr.WriteString("sentence\tlabel\r")
+	for range 2000 {
+		cr.WriteString(long[:200] + "\t1\r")
+	}
+	var manyColumns string
+	for i := range 3000 {
+		manyColumns += fmt.Sprintf("c%d\t", i)
+	}
+	cases := []struct{ name, task, split, content, want string }{
+		{"CR-only file", "sst2", "train", cr.String(), "carriage return"},
+		{"long header", "sst2", "dev", long + "\tlabel\na\t1\n", "header has no \"sentence\" column"},
+		{"many columns", "sst2", "dev", manyColumns + "label\n", "header has no \"sentence\" column"},
+		{"long label", "sst2", "dev", "sentence\tlabel\na\t" + long + "\n", "bad label"},
+		{"long index", "qnli", "test", "index\tquestion\tsentence\n" + long + "\tq\ts\n", "bad index"},
+		{"long score", "stsb", "dev", "index\tsentence1\tsentence2\tscore\n0\ta\tb\t" + long + "\n", "bad score"},
+	}
+	for _, c := range cases {
+		task := mustTask(t, c.task)
+		dir := writeFixture(t, task.Dir, c.split, c.content)
+		_, err := Load(dir, task, c.split, LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+			continue
+		}
+		if n := len(err.Error()) - len(dir); n > 400 {
+			t.Errorf("%s: error of %d bytes quotes too much: %.300s...", c.name, n, err)
+		}
+	}
+}
+
 func writeFixture(t *testing.T, taskDir, split, content string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -194,6 +266,14 @@ func TestMalformedFixtures(t *testing.T) {
 		{"no label column in dev", "sst2", "dev", "sentence\n a\n", "needs the label column \"label\"", -1, 0},
 		{"no text column", "qnli", "dev", "index\tquestion\tlabel\n0\tq\tentailment\n", "header has no \"sentence\" column", -1, 0},
 		{"empty file", "sst2", "dev", "", "empty file", -1, 0},
+		// Duplicate header names picked the last column silently.
+		{"duplicate column", "sst2", "dev", "sentence\tlabel\tlabel\na\t1\t0\n", ":1: duplicate column \"label\" (columns 2 and 3)", -1, 0},
+		{"duplicate column after trimming", "rte", "dev", "index\tsentence1\tsentence2\tlabel\t sentence1\n0\ta\tb\tentailment\tc\n", ":1: duplicate column \"sentence1\" (columns 2 and 5)", -1, 0},
+		{"duplicate unused column", "sst2", "train", "x\tsentence\tx\tlabel\n1\ta\t2\t1\n", ":1: duplicate column \"x\"", -1, 0},
+		// A header-only split was an empty dataset (a dev file failed after an epoch).
+		{"header only", "sst2", "dev", "sentence\tlabel\n", "no data rows", -1, 0},
+		{"header only without newline", "rte", "test", "index\tsentence1\tsentence2", "no data rows", -1, 0},
+		{"old Mac line ends", "sst2", "train", "sentence\tlabel\ra\t1\rb\t0\r", ":1: carriage return", -1, 0},
 	}
 	for _, c := range cases {
 		task := mustTask(t, c.task)
@@ -213,6 +293,12 @@ func TestMalformedFixtures(t *testing.T) {
 			continue
 		}
 		ds, err = Load(dir, task, c.split, LoadOptions{SkipBadRows: true})
+		if c.rows == 0 { // every row skipped: no usable rows is an error too
+			if err == nil || !strings.Contains(err.Error(), "no usable rows") || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s with SkipBadRows: error %v, want \"no usable rows\" naming %s", c.name, err, path)
+			}
+			continue
+		}
 		if err != nil || ds.Skipped != c.skipped || len(ds.Examples) != c.rows || len(ds.SkipErrors) != c.skipped {
 			t.Errorf("%s with SkipBadRows: err %v skipped %d rows %d, want %d / %d", c.name, err, ds.Skipped, len(ds.Examples), c.skipped, c.rows)
 		}

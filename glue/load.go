@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Example is one row of a GLUE split.
@@ -80,8 +81,13 @@ func (d *Dataset) Indices() []int {
 	return out
 }
 
-// ErrMissingSplit is wrapped by Load when the split's file does not exist.
+// ErrMissingSplit is wrapped by Load and CheckSplit when the GLUE directory exists but the
+// split's file does not (a model trained elsewhere may still be evaluated here).
 var ErrMissingSplit = errors.New("split not found")
+
+// ErrNoDir is wrapped by Load and CheckSplit when the GLUE directory itself is not given,
+// does not exist or is not a directory.
+var ErrNoDir = errors.New("no GLUE directory")
 
 // SplitPath returns glueDir/<Task.Dir>/<split>.tsv; split "validation" means dev.
 func SplitPath(glueDir string, task *Task, split string) (string, string, error) {
@@ -95,33 +101,98 @@ func SplitPath(glueDir string, task *Task, split string) (string, string, error)
 	return filepath.Join(glueDir, task.Dir, s+".tsv"), s, nil
 }
 
+// CheckSplit returns the path of a split's file (see SplitPath) after checking that the GLUE
+// directory and the file exist, so that callers can fail before any work. Errors: an
+// unknown split; ErrNoDir (wrapped) when glueDir is "", does not exist or is not a
+// directory; ErrMissingSplit (wrapped, naming the file) when the directory exists but the
+// file does not.
+func CheckSplit(glueDir string, task *Task, split string) (string, error) {
+	path, _, err := SplitPath(glueDir, task, split)
+	if err != nil {
+		return "", err
+	}
+	if glueDir == "" {
+		return "", fmt.Errorf("glue: %w given", ErrNoDir)
+	}
+	st, err := os.Stat(glueDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("glue: %w: %s does not exist", ErrNoDir, glueDir)
+	case err != nil:
+		return "", fmt.Errorf("glue: %w: %w", ErrNoDir, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("glue: %w: %s is not a directory", ErrNoDir, glueDir)
+	}
+	if st, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("glue %s: %w: %s does not exist (expected the GLUE layout %s/{train,dev,test}.tsv)",
+			task.Name, ErrMissingSplit, path, filepath.Join(glueDir, task.Dir))
+	} else if err == nil && st.IsDir() {
+		return "", fmt.Errorf("glue %s: %s is a directory, not a TSV file", task.Name, path)
+	}
+	return path, nil
+}
+
 // Load reads one split of a task from a GLUE directory (glueDir/<Task.Dir>/<split>.tsv).
 //
 // Files are read as plain TSV: lines split on tabs with no quote handling (the texts contain
-// stray '"' characters), a UTF-8 BOM before the header is ignored (MRPC), CRLF line ends are
-// accepted, and columns are found by header name. train and dev must have the label column;
-// test files normally do not, and their rows get HasLabel false.
+// stray '"' characters), a UTF-8 BOM before the header is ignored (MRPC), LF and CRLF line
+// ends are accepted, and columns are found by header name. train and dev must have the label
+// column; test files normally do not, and their rows get HasLabel false.
 //
-// Errors: a missing file (wrapping ErrMissingSplit, naming the path), a header without a
-// needed column, and a malformed row (wrong column count, bad label, score or index), named
-// as file:line, unless opts.SkipBadRows.
+// Errors (see CheckSplit for the GLUE directory and the file's existence; every error names
+// the file, and the line as file:line, and quotes at most a short excerpt of it): an empty
+// file; a header with a duplicate column name (after trimming spaces), without a needed
+// column, or with a bare carriage return (CR-only "old Mac" line ends); a file with no data
+// rows; a malformed row (wrong column count, bad label, score or index) unless
+// opts.SkipBadRows, and then a file whose every row is malformed.
 func Load(glueDir string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
-	path, s, err := SplitPath(glueDir, task, split)
+	path, err := CheckSplit(glueDir, task, split)
 	if err != nil {
 		return nil, err
 	}
+	_, s, _ := SplitPath(glueDir, task, split)
 	f, err := os.Open(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("glue %s: %w: %s does not exist (expected the GLUE layout <glue-dir>/%s/{train,dev,test}.tsv)", task.Name, ErrMissingSplit, path, task.Dir)
-		}
 		return nil, fmt.Errorf("glue %s: %w", task.Name, err)
 	}
 	defer f.Close()
 	return Read(f, path, task, s, opts)
 }
 
-// Read parses a GLUE TSV stream; name is used in error messages. See Load.
+// maxExcerpt bounds how many bytes of the file an error quotes.
+const maxExcerpt = 60
+
+// excerpt quotes s, shortened to about maxExcerpt bytes (on a rune boundary) with its full
+// length, so that errors about a huge line or field stay short.
+func excerpt(s string) string {
+	if len(s) <= maxExcerpt {
+		return strconv.Quote(s)
+	}
+	cut := maxExcerpt
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
+
+// excerptColumns lists header columns for an error, each excerpted, at most 10 of them.
+func excerptColumns(cols []string) string {
+	const most = 10
+	var b strings.Builder
+	for i, c := range cols[:min(len(cols), most)] {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(excerpt(c))
+	}
+	if len(cols) > most {
+		fmt.Fprintf(&b, " ... (%d columns)", len(cols))
+	}
+	return b.String()
+}
+
+// Read parses a GLUE TSV stream; name is used in error messages. See Load for the format
+// and the errors.
 func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	ds := &Dataset{Task: task, Split: split, Path: name}
@@ -133,15 +204,23 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	header = strings.TrimPrefix(header, "\ufeff")
+	if i := strings.IndexByte(header, '\r'); i >= 0 {
+		return nil, fmt.Errorf("%s:1: carriage return not followed by a newline after %s: CR-only (old Mac) line ends are not supported; convert them to LF",
+			name, excerpt(header[:i]))
+	}
 	cols := strings.Split(header, "\t")
 	colIdx := map[string]int{}
 	for i, c := range cols {
-		colIdx[strings.TrimSpace(c)] = i
+		c = strings.TrimSpace(c)
+		if j, dup := colIdx[c]; dup {
+			return nil, fmt.Errorf("%s:1: duplicate column %s (columns %d and %d)", name, excerpt(c), j+1, i+1)
+		}
+		colIdx[c] = i
 	}
 	need := func(field string) (int, error) {
 		i, ok := colIdx[field]
 		if !ok {
-			return 0, fmt.Errorf("%s:1: header has no %q column (columns: %q)", name, field, cols)
+			return 0, fmt.Errorf("%s:1: header has no %q column (columns: %s)", name, field, excerptColumns(cols))
 		}
 		return i, nil
 	}
@@ -157,12 +236,12 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 	}
 	il, hasLabel := colIdx[task.LabelField]
 	if !hasLabel && split != "test" {
-		return nil, fmt.Errorf("%s:1: %s split needs the label column %q (columns: %q)", name, split, task.LabelField, cols)
+		return nil, fmt.Errorf("%s:1: %s split needs the label column %q (columns: %s)", name, split, task.LabelField, excerptColumns(cols))
 	}
 	ds.Labelled = hasLabel
 	ii, hasIndex := colIdx["index"]
 
-	row := 0
+	row, rows := 0, 0 // row: the 0-based index of the row being parsed; rows: rows read
 	for lineNo := 2; ; lineNo++ {
 		line, err := readLine(br)
 		if err == io.EOF && line == "" {
@@ -171,6 +250,7 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("%s:%d: %w", name, lineNo, err)
 		}
+		rows++
 		ex, perr := parseRow(task, line, len(cols), ia, ib, il, hasLabel, ii, hasIndex, row)
 		if perr != nil {
 			perr = fmt.Errorf("%s:%d: %w", name, lineNo, perr)
@@ -192,6 +272,12 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 		if err == io.EOF {
 			break
 		}
+	}
+	switch {
+	case rows == 0:
+		return nil, fmt.Errorf("%s: no data rows (the file holds only the header)", name)
+	case len(ds.Examples) == 0:
+		return nil, fmt.Errorf("%s: no usable rows: all %d data rows are malformed (first: %s)", name, ds.Skipped, ds.SkipErrors[0])
 	}
 	return ds, nil
 }
@@ -216,7 +302,7 @@ func parseRow(task *Task, line string, ncol, ia, ib, il int, hasLabel bool, ii i
 	if hasIndex {
 		v, err := strconv.Atoi(strings.TrimSpace(fields[ii]))
 		if err != nil {
-			return Example{}, fmt.Errorf("bad index %q", fields[ii])
+			return Example{}, fmt.Errorf("bad index %s", excerpt(fields[ii]))
 		}
 		ex.Index = v
 	}
@@ -228,7 +314,7 @@ func parseRow(task *Task, line string, ncol, ia, ib, il int, hasLabel bool, ii i
 	if task.IsRegression {
 		v, err := strconv.ParseFloat(raw, 64)
 		if err != nil || math.IsNaN(v) || v < 0 || v > 5 {
-			return Example{}, fmt.Errorf("bad %s %q (want a number in [0, 5])", task.LabelField, raw)
+			return Example{}, fmt.Errorf("bad %s %s (want a number in [0, 5])", task.LabelField, excerpt(raw))
 		}
 		ex.Score = float32(v)
 		return ex, nil
@@ -239,5 +325,5 @@ func parseRow(task *Task, line string, ncol, ia, ib, il int, hasLabel bool, ii i
 			return ex, nil
 		}
 	}
-	return Example{}, fmt.Errorf("bad %s %q (want one of %q)", task.LabelField, raw, task.LabelNames)
+	return Example{}, fmt.Errorf("bad %s %s (want one of %q)", task.LabelField, excerpt(raw), task.LabelNames)
 }

@@ -150,14 +150,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("--out %s already holds a training run (%s): pass --resume to continue it or choose another directory", o.Out, CheckpointFile)
 		}
 	}
-	// Fail on a missing split before building (and maybe downloading) the encoder.
+	// Fail on a missing GLUE directory or split before building (and maybe downloading) the encoder.
 	if t, err := glue.LookupTask(o.Task); err == nil {
 		for _, split := range []string{"train", "dev"} {
-			if p, _, err := glue.SplitPath(o.GlueDir, t, split); err == nil && !fileExists(p) {
-				if split == "train" {
-					return nil, fmt.Errorf("task %s has no training split here (%s does not exist); train elsewhere and use `nvdp eval`", t.Name, p)
+			if _, err := glue.CheckSplit(o.GlueDir, t, split); err != nil {
+				if split == "train" && errors.Is(err, glue.ErrMissingSplit) {
+					return nil, fmt.Errorf("task %s has no training split here (%w); train elsewhere and use `nvdp eval`", t.Name, err)
 				}
-				return nil, fmt.Errorf("task %s: dev split %s does not exist", t.Name, p)
+				return nil, err
 			}
 		}
 	}

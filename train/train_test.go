@@ -529,6 +529,7 @@ func TestBadInputs(t *testing.T) {
 		{"unknown preset", func(o *Options) { o.Encoder, o.ScratchConfig = "scratch:bert-huge", nil }, "bert-huge"},
 		{"bad encoder spec", func(o *Options) { o.Encoder = "bert" }, "encoder spec"},
 		{"missing train split", func(o *Options) { o.Task, o.GlueDir = "qnli", qnli }, "no training split"},
+		{"nonexistent glue dir", func(o *Options) { o.GlueDir = "/nonexistent" }, "no GLUE directory: /nonexistent does not exist"},
 		{"batch larger than data", func(o *Options) { o.BatchSize = 64 }, "fewer than --batch-size"},
 		{"seq len beyond positions", func(o *Options) { o.MaxSeqLen = 100 }, "exceeds the encoder's 32 positions"},
 		{"used out dir", func(o *Options) { o.Out = used }, "--resume"},

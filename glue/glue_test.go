@@ -247,34 +247,41 @@ func writeFixture(t *testing.T, taskDir, split, content string) string {
 	return dir
 }
 
+// fixtures are small GLUE files, good and malformed, with the error each must give (also the
+// seed corpus of FuzzRead).
+type fixture struct {
+	name, task, split, content string
+	wantErr                    string // substring; "" = no error
+	skipped, rows              int    // under SkipBadRows; skipped < 0: the error stays
+}
+
+var fixtures = []fixture{
+	{"ok with BOM and CRLF", "mrpc", "dev", "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n1\t1\t2\ta \"b\tc\r\n0\t3\t4\td\te\r\n", "", 0, 2},
+	{"stray quote no quoting", "sst2", "train", "sentence\tlabel\n\"it 's fine\t1\nbad \" one\t0\n", "", 0, 2},
+	{"extra column", "sst2", "train", "sentence\tlabel\ngood\t1\nx\ty\t0\n", ":3: want 2 tab-separated columns, got 3", 1, 1},
+	{"missing column", "rte", "dev", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tnot_entailment\n", ":3: want 4", 1, 1},
+	{"bad label", "rte", "train", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailed\n1\ta\tb\tnot_entailment\n", ":2: bad label \"entailed\"", 1, 1},
+	{"bad sst2 label", "sst2", "dev", "sentence\tlabel\nok\t2\n", ":2: bad label \"2\"", 1, 0},
+	{"bad score", "stsb", "dev", "index\tsentence1\tsentence2\tscore\n0\ta\tb\t5.5\n1\ta\tb\t2.5\n", ":2: bad score \"5.5\"", 1, 1},
+	{"nan score", "stsb", "dev", "index\tsentence1\tsentence2\tscore\n0\ta\tb\tNaN\n", "bad score", 1, 0},
+	{"bad index", "qnli", "test", "index\tquestion\tsentence\nx\tq\ts\n", ":2: bad index", 1, 0},
+	{"blank line", "sst2", "train", "sentence\tlabel\na\t1\n\nb\t0\n", ":3: want 2", 1, 2},
+	{"no label column in dev", "sst2", "dev", "sentence\n a\n", "needs the label column \"label\"", -1, 0},
+	{"no text column", "qnli", "dev", "index\tquestion\tlabel\n0\tq\tentailment\n", "header has no \"sentence\" column", -1, 0},
+	{"empty file", "sst2", "dev", "", "empty file", -1, 0},
+	// Duplicate header names picked the last column silently.
+	{"duplicate column", "sst2", "dev", "sentence\tlabel\tlabel\na\t1\t0\n", ":1: duplicate column \"label\" (columns 2 and 3)", -1, 0},
+	{"duplicate column after trimming", "rte", "dev", "index\tsentence1\tsentence2\tlabel\t sentence1\n0\ta\tb\tentailment\tc\n", ":1: duplicate column \"sentence1\" (columns 2 and 5)", -1, 0},
+	{"duplicate unused column", "sst2", "train", "x\tsentence\tx\tlabel\n1\ta\t2\t1\n", ":1: duplicate column \"x\"", -1, 0},
+	// A header-only split was an empty dataset (a dev file failed after an epoch).
+	{"header only", "sst2", "dev", "sentence\tlabel\n", "no data rows", -1, 0},
+	{"header only without newline", "rte", "test", "index\tsentence1\tsentence2", "no data rows", -1, 0},
+	{"old Mac line ends", "sst2", "train", "sentence\tlabel\ra\t1\rb\t0\r", ":1: carriage return", -1, 0},
+}
+
 func TestMalformedFixtures(t *testing.T) {
-	cases := []struct {
-		name, task, split, content string
-		wantErr                    string // substring; "" = no error
-		skipped, rows              int
-	}{
-		{"ok with BOM and CRLF", "mrpc", "dev", "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n1\t1\t2\ta \"b\tc\r\n0\t3\t4\td\te\r\n", "", 0, 2},
-		{"stray quote no quoting", "sst2", "train", "sentence\tlabel\n\"it 's fine\t1\nbad \" one\t0\n", "", 0, 2},
-		{"extra column", "sst2", "train", "sentence\tlabel\ngood\t1\nx\ty\t0\n", ":3: want 2 tab-separated columns, got 3", 1, 1},
-		{"missing column", "rte", "dev", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tnot_entailment\n", ":3: want 4", 1, 1},
-		{"bad label", "rte", "train", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailed\n1\ta\tb\tnot_entailment\n", ":2: bad label \"entailed\"", 1, 1},
-		{"bad sst2 label", "sst2", "dev", "sentence\tlabel\nok\t2\n", ":2: bad label \"2\"", 1, 0},
-		{"bad score", "stsb", "dev", "index\tsentence1\tsentence2\tscore\n0\ta\tb\t5.5\n1\ta\tb\t2.5\n", ":2: bad score \"5.5\"", 1, 1},
-		{"nan score", "stsb", "dev", "index\tsentence1\tsentence2\tscore\n0\ta\tb\tNaN\n", "bad score", 1, 0},
-		{"bad index", "qnli", "test", "index\tquestion\tsentence\nx\tq\ts\n", ":2: bad index", 1, 0},
-		{"blank line", "sst2", "train", "sentence\tlabel\na\t1\n\nb\t0\n", ":3: want 2", 1, 2},
-		{"no label column in dev", "sst2", "dev", "sentence\n a\n", "needs the label column \"label\"", -1, 0},
-		{"no text column", "qnli", "dev", "index\tquestion\tlabel\n0\tq\tentailment\n", "header has no \"sentence\" column", -1, 0},
-		{"empty file", "sst2", "dev", "", "empty file", -1, 0},
-		// Duplicate header names picked the last column silently.
-		{"duplicate column", "sst2", "dev", "sentence\tlabel\tlabel\na\t1\t0\n", ":1: duplicate column \"label\" (columns 2 and 3)", -1, 0},
-		{"duplicate column after trimming", "rte", "dev", "index\tsentence1\tsentence2\tlabel\t sentence1\n0\ta\tb\tentailment\tc\n", ":1: duplicate column \"sentence1\" (columns 2 and 5)", -1, 0},
-		{"duplicate unused column", "sst2", "train", "x\tsentence\tx\tlabel\n1\ta\t2\t1\n", ":1: duplicate column \"x\"", -1, 0},
-		// A header-only split was an empty dataset (a dev file failed after an epoch).
-		{"header only", "sst2", "dev", "sentence\tlabel\n", "no data rows", -1, 0},
-		{"header only without newline", "rte", "test", "index\tsentence1\tsentence2", "no data rows", -1, 0},
-		{"old Mac line ends", "sst2", "train", "sentence\tlabel\ra\t1\rb\t0\r", ":1: carriage return", -1, 0},
-	}
+	cases := fixtures
+
 	for _, c := range cases {
 		task := mustTask(t, c.task)
 		dir := writeFixture(t, task.Dir, c.split, c.content)

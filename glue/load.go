@@ -11,7 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/nvdp-project/nvdp/internal/excerpt"
 )
 
 // Example is one row of a GLUE split.
@@ -159,38 +160,6 @@ func Load(glueDir string, task *Task, split string, opts LoadOptions) (*Dataset,
 	return Read(f, path, task, s, opts)
 }
 
-// maxExcerpt bounds how many bytes of the file an error quotes.
-const maxExcerpt = 60
-
-// excerpt quotes s, shortened to about maxExcerpt bytes (on a rune boundary) with its full
-// length, so that errors about a huge line or field stay short.
-func excerpt(s string) string {
-	if len(s) <= maxExcerpt {
-		return strconv.Quote(s)
-	}
-	cut := maxExcerpt
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:cut]), len(s))
-}
-
-// excerptColumns lists header columns for an error, each excerpted, at most 10 of them.
-func excerptColumns(cols []string) string {
-	const most = 10
-	var b strings.Builder
-	for i, c := range cols[:min(len(cols), most)] {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(excerpt(c))
-	}
-	if len(cols) > most {
-		fmt.Fprintf(&b, " ... (%d columns)", len(cols))
-	}
-	return b.String()
-}
-
 // Read parses a GLUE TSV stream; name is used in error messages. See Load for the format
 // and the errors.
 func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
@@ -206,21 +175,21 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 	header = strings.TrimPrefix(header, "\ufeff")
 	if i := strings.IndexByte(header, '\r'); i >= 0 {
 		return nil, fmt.Errorf("%s:1: carriage return not followed by a newline after %s: CR-only (old Mac) line ends are not supported; convert them to LF",
-			name, excerpt(header[:i]))
+			name, excerpt.Quote(header[:i]))
 	}
 	cols := strings.Split(header, "\t")
 	colIdx := map[string]int{}
 	for i, c := range cols {
 		c = strings.TrimSpace(c)
 		if j, dup := colIdx[c]; dup {
-			return nil, fmt.Errorf("%s:1: duplicate column %s (columns %d and %d)", name, excerpt(c), j+1, i+1)
+			return nil, fmt.Errorf("%s:1: duplicate column %s (columns %d and %d)", name, excerpt.Quote(c), j+1, i+1)
 		}
 		colIdx[c] = i
 	}
 	need := func(field string) (int, error) {
 		i, ok := colIdx[field]
 		if !ok {
-			return 0, fmt.Errorf("%s:1: header has no %q column (columns: %s)", name, field, excerptColumns(cols))
+			return 0, fmt.Errorf("%s:1: header has no %q column (columns: %s)", name, field, excerpt.List(cols, 10))
 		}
 		return i, nil
 	}
@@ -236,7 +205,7 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 	}
 	il, hasLabel := colIdx[task.LabelField]
 	if !hasLabel && split != "test" {
-		return nil, fmt.Errorf("%s:1: %s split needs the label column %q (columns: %s)", name, split, task.LabelField, excerptColumns(cols))
+		return nil, fmt.Errorf("%s:1: %s split needs the label column %q (columns: %s)", name, split, task.LabelField, excerpt.List(cols, 10))
 	}
 	ds.Labelled = hasLabel
 	ii, hasIndex := colIdx["index"]
@@ -302,7 +271,7 @@ func parseRow(task *Task, line string, ncol, ia, ib, il int, hasLabel bool, ii i
 	if hasIndex {
 		v, err := strconv.Atoi(strings.TrimSpace(fields[ii]))
 		if err != nil {
-			return Example{}, fmt.Errorf("bad index %s", excerpt(fields[ii]))
+			return Example{}, fmt.Errorf("bad index %s", excerpt.Quote(fields[ii]))
 		}
 		ex.Index = v
 	}
@@ -314,7 +283,7 @@ func parseRow(task *Task, line string, ncol, ia, ib, il int, hasLabel bool, ii i
 	if task.IsRegression {
 		v, err := strconv.ParseFloat(raw, 64)
 		if err != nil || math.IsNaN(v) || v < 0 || v > 5 {
-			return Example{}, fmt.Errorf("bad %s %s (want a number in [0, 5])", task.LabelField, excerpt(raw))
+			return Example{}, fmt.Errorf("bad %s %s (want a number in [0, 5])", task.LabelField, excerpt.Quote(raw))
 		}
 		ex.Score = float32(v)
 		return ex, nil
@@ -325,5 +294,5 @@ func parseRow(task *Task, line string, ncol, ia, ib, il int, hasLabel bool, ii i
 			return ex, nil
 		}
 	}
-	return Example{}, fmt.Errorf("bad %s %s (want one of %q)", task.LabelField, excerpt(raw), task.LabelNames)
+	return Example{}, fmt.Errorf("bad %s %s (want one of %q)", task.LabelField, excerpt.Quote(raw), task.LabelNames)
 }

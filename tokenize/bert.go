@@ -3,7 +3,10 @@ package tokenize
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"unicode"
@@ -152,11 +155,21 @@ func readVocabTxt(path string) (map[string]int, error) {
 		return nil, fmt.Errorf("vocab: %w", err)
 	}
 	defer f.Close()
+	return parseVocabTxt(f, path)
+}
+
+// parseVocabTxt parses a vocab.txt stream (src names it in errors): one token per line, id =
+// 0-based line number, CRLF and a leading BOM accepted; an empty line or a repeated token
+// keeps its id unused (the first occurrence wins), as in Hugging Face's reader.
+func parseVocabTxt(r io.Reader, src string) (map[string]int, error) {
 	vocab := make(map[string]int, 32000)
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	id := 0
 	for sc.Scan() {
+		if id >= MaxVocabSize {
+			return nil, fmt.Errorf("vocab %s: more than %d lines (MaxVocabSize)", src, MaxVocabSize)
+		}
 		tok := strings.TrimRight(sc.Text(), "\r")
 		if id == 0 {
 			tok = strings.TrimPrefix(tok, "\ufeff")
@@ -167,27 +180,35 @@ func readVocabTxt(path string) (map[string]int, error) {
 		id++
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("vocab %s: line %d: %w", path, id+1, err)
+		return nil, fmt.Errorf("vocab %s: line %d: %w", src, id+1, err)
 	}
 	if len(vocab) == 0 {
-		return nil, fmt.Errorf("vocab %s: empty", path)
+		return nil, fmt.Errorf("vocab %s: empty", src)
 	}
 	return vocab, nil
 }
 
-// readDoLowerCase reads "do_lower_case" from a tokenizer_config.json if present.
-func readDoLowerCase(path string) (bool, bool) {
+// readDoLowerCase reads "do_lower_case" from a tokenizer_config.json: true (lower-case)
+// when the file does not exist or does not set it; an error when it cannot be read, is not
+// JSON, or sets it to something other than a boolean.
+func readDoLowerCase(path string) (bool, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
 	if err != nil {
-		return false, false
+		return false, fmt.Errorf("tokenizer config: %w", err)
 	}
 	var cfg struct {
 		DoLowerCase *bool `json:"do_lower_case"`
 	}
-	if json.Unmarshal(data, &cfg) != nil || cfg.DoLowerCase == nil {
-		return false, false
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return false, fmt.Errorf("tokenizer config %s: %w", path, err)
 	}
-	return *cfg.DoLowerCase, true
+	if cfg.DoLowerCase == nil {
+		return true, nil
+	}
+	return *cfg.DoLowerCase, nil
 }
 
 // NewWordPiece builds a BERT WordPiece tokenizer from a vocab.txt (token id = 0-based line
@@ -201,7 +222,12 @@ func NewWordPiece(vocabPath string, lowercase bool) (Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newWordPiece(vocabPath, vocab, "[UNK]", "##", 100, bertNorm{clean: true, chinese: true, strip: lowercase, lower: lowercase}, nil, nil)
+	return newBertWordPiece(vocabPath, vocab, lowercase)
+}
+
+// newBertWordPiece is NewWordPiece on a parsed vocab.txt.
+func newBertWordPiece(src string, vocab map[string]int, lowercase bool) (*subword, error) {
+	return newWordPiece(src, vocab, "[UNK]", "##", 100, bertNorm{clean: true, chinese: true, strip: lowercase, lower: lowercase}, nil, nil)
 }
 
 func newWordPiece(src string, vocab map[string]int, unkTok, prefix string, maxChars int, nrm bertNorm, single, pair []piece) (*subword, error) {
@@ -228,6 +254,8 @@ func newWordPiece(src string, vocab map[string]int, unkTok, prefix string, maxCh
 		}
 		single, pair = bertTemplate(t.cls, t.sep)
 	}
-	t.single, t.pair = single, pair
+	if err := t.setTemplates(src, single, pair); err != nil {
+		return nil, err
+	}
 	return t, nil
 }

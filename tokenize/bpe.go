@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nvdp-project/nvdp/internal/excerpt"
 	"github.com/sugarme/tokenizer/model"
 	"github.com/sugarme/tokenizer/model/bpe"
 )
@@ -93,15 +95,11 @@ func byteLevelWords(s string, addPrefixSpace bool) []string {
 	return pieces
 }
 
-// readMergesTxt reads merges.txt ("a b" per line; a leading "#version" line is skipped).
-func readMergesTxt(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("merges: %w", err)
-	}
-	defer f.Close()
+// parseMergesTxt parses merges.txt ("a b" per line, ranked by order; a leading "#version"
+// line and empty lines are skipped); src names it in errors.
+func parseMergesTxt(r io.Reader, src string) ([]string, error) {
 	var merges []string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	line := 0
 	for sc.Scan() {
@@ -111,14 +109,23 @@ func readMergesTxt(path string) ([]string, error) {
 			continue
 		}
 		if len(strings.Split(l, " ")) != 2 {
-			return nil, fmt.Errorf("merges %s: line %d: want two space-separated tokens, got %q", path, line, l)
+			return nil, fmt.Errorf("merges %s: line %d: want two space-separated tokens, got %s", src, line, excerpt.Quote(l))
 		}
 		merges = append(merges, l)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("merges %s: line %d: %w", path, line+1, err)
+		return nil, fmt.Errorf("merges %s: line %d: %w", src, line+1, err)
 	}
 	return merges, nil
+}
+
+// parseVocabJSON parses a vocab.json (a JSON object token -> id); src names it in errors.
+func parseVocabJSON(data []byte, src string) (map[string]int, error) {
+	vocab := map[string]int{}
+	if err := json.Unmarshal(data, &vocab); err != nil {
+		return nil, fmt.Errorf("vocab %s: %w", src, err)
+	}
+	return vocab, nil
 }
 
 // NewByteLevelBPE builds a RoBERTa / GPT-2 byte-level BPE tokenizer from vocab.json (token ->
@@ -126,22 +133,32 @@ func readMergesTxt(path string) ([]string, error) {
 // <s> A </s></s> B </s> (no token types; all type ids 0) and no prefix space, as
 // RobertaTokenizerFast(add_prefix_space=False).
 //
-// Errors: unreadable files, a merge whose result is not in the vocabulary, missing <s>, </s>
-// or <pad>.
+// Errors: unreadable or malformed files (naming the file and line), a merge whose result is
+// not in the vocabulary, ids out of range or shared (see Load), missing <s>, </s> or <pad>.
 func NewByteLevelBPE(vocabPath, mergesPath string) (Tokenizer, error) {
 	data, err := os.ReadFile(vocabPath)
 	if err != nil {
 		return nil, fmt.Errorf("vocab: %w", err)
 	}
-	vocab := map[string]int{}
-	if err := json.Unmarshal(data, &vocab); err != nil {
-		return nil, fmt.Errorf("vocab %s: %w", vocabPath, err)
+	mf, err := os.Open(mergesPath)
+	if err != nil {
+		return nil, fmt.Errorf("merges: %w", err)
 	}
-	merges, err := readMergesTxt(mergesPath)
+	defer mf.Close()
+	return parseByteLevelBPE(data, vocabPath, mf, mergesPath)
+}
+
+// parseByteLevelBPE is NewByteLevelBPE on the files' contents.
+func parseByteLevelBPE(vocabData []byte, vocabSrc string, merges io.Reader, mergesSrc string) (*subword, error) {
+	vocab, err := parseVocabJSON(vocabData, vocabSrc)
 	if err != nil {
 		return nil, err
 	}
-	return newByteLevelBPE(vocabPath, vocab, merges, nil, false, nil, nil)
+	m, err := parseMergesTxt(merges, mergesSrc)
+	if err != nil {
+		return nil, err
+	}
+	return newByteLevelBPE(vocabSrc, vocab, m, nil, false, nil, nil)
 }
 
 func newByteLevelBPE(src string, vocab map[string]int, merges []string, unkTok *string, addPrefixSpace bool, single, pair []piece) (*subword, error) {
@@ -172,6 +189,8 @@ func newByteLevelBPE(src string, vocab map[string]int, merges []string, unkTok *
 		}
 		single, pair = robertaTemplate(t.cls, t.sep)
 	}
-	t.single, t.pair = single, pair
+	if err := t.setTemplates(src, single, pair); err != nil {
+		return nil, err
+	}
 	return t, nil
 }

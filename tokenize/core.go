@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/nvdp-project/nvdp/internal/excerpt"
 	sugar "github.com/sugarme/tokenizer"
 )
 
@@ -240,21 +241,38 @@ func plainTemplate() (single, pair []piece) {
 	return []piece{{-1, 0, 0}}, []piece{{-1, 0, 0}, {-1, 1, 1}}
 }
 
+// inverse checks a vocabulary's ids and returns the id -> token table (length: the largest
+// id + 1): ids must be in [0, MaxVocabSize) and no two tokens may share one (else the table,
+// and IDToToken, would depend on map order).
+func inverse(src string, vocab map[string]int) ([]string, error) {
+	maxID := -1
+	for tok, id := range vocab {
+		if id < 0 || id >= MaxVocabSize {
+			return nil, fmt.Errorf("%s: token %s has id %d, outside [0, %d)", src, excerpt.Quote(tok), id, MaxVocabSize)
+		}
+		maxID = max(maxID, id)
+	}
+	inv := make([]string, maxID+1)
+	set := make([]bool, maxID+1)
+	for tok, id := range vocab {
+		if set[id] {
+			a, b := min(tok, inv[id]), max(tok, inv[id])
+			return nil, fmt.Errorf("%s: tokens %s and %s share id %d", src, excerpt.Quote(a), excerpt.Quote(b), id)
+		}
+		inv[id], set[id] = tok, true
+	}
+	return inv, nil
+}
+
 // finish builds the inverse vocabulary and resolves special-token ids by name, trying the
 // candidates in order. cls and sep are required when the template uses them; pad and unk
 // fall back to -1 only where the model cannot need them.
 func (t *subword) finish(src string, names map[string][]string) error {
-	maxID := -1
-	for _, id := range t.vocab {
-		maxID = max(maxID, id)
+	inv, err := inverse(src, t.vocab)
+	if err != nil {
+		return err
 	}
-	t.inv = make([]string, maxID+1)
-	for tok, id := range t.vocab {
-		if id < 0 {
-			return fmt.Errorf("%s: token %q has negative id %d", src, tok, id)
-		}
-		t.inv[id] = tok
-	}
+	t.inv = inv
 	look := func(key string) int {
 		for _, n := range names[key] {
 			if id, ok := t.vocab[n]; ok {
@@ -273,6 +291,37 @@ func (t *subword) finish(src string, names map[string][]string) error {
 	if t.cache == nil {
 		t.cache = make(map[string][]int)
 	}
+	return nil
+}
+
+// setTemplates installs the special-token templates after checking them: every special id
+// is in the vocabulary, single holds sequence A once and no B, pair holds A and B once each.
+func (t *subword) setTemplates(src string, single, pair []piece) error {
+	for _, tm := range []struct {
+		name   string
+		pieces []piece
+		a, b   int
+	}{{"single", single, 1, 0}, {"pair", pair, 1, 1}} {
+		var a, b int
+		for _, p := range tm.pieces {
+			switch {
+			case p.special >= len(t.inv):
+				return fmt.Errorf("%s: %s template: special token id %d is not in the vocabulary (size %d)", src, tm.name, p.special, len(t.inv))
+			case p.special >= 0:
+			case p.seq == 0:
+				a++
+			default:
+				b++
+			}
+		}
+		if a != tm.a || b != tm.b {
+			if tm.b == 0 {
+				return fmt.Errorf("%s: single template must hold $A once and no $B (has %d, %d)", src, a, b)
+			}
+			return fmt.Errorf("%s: pair template must hold $A and $B once each (has %d, %d)", src, a, b)
+		}
+	}
+	t.single, t.pair = single, pair
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/nvdp-project/nvdp/internal/excerpt"
 )
 
 // hfJSON is the subset of a Hugging Face tokenizer.json that BERT and RoBERTa tokenizers use.
@@ -127,23 +129,41 @@ func parsePreTokenizer(raw json.RawMessage) (kind string, addPrefix bool, err er
 	return "", false, fmt.Errorf("pre_tokenizer type %q is not supported (BertPreTokenizer, ByteLevel)", c.Type)
 }
 
-func specialID(pair []any, vocab map[string]int, what string) (int, error) {
+// idSet reports whether an id belongs to a token of the vocabulary.
+type idSet func(id int) bool
+
+func newIDSet(vocab map[string]int, inv []string) idSet {
+	return func(id int) bool {
+		if id < 0 || id >= len(inv) {
+			return false
+		}
+		v, ok := vocab[inv[id]]
+		return ok && v == id
+	}
+}
+
+func specialID(pair []any, vocab map[string]int, known idSet, what string) (int, error) {
 	if len(pair) != 2 {
 		return 0, fmt.Errorf("post_processor %s: want [token, id], got %v", what, pair)
 	}
 	tok, _ := pair[0].(string)
-	id, ok := pair[1].(float64)
+	f, ok := pair[1].(float64)
 	if !ok {
 		return 0, fmt.Errorf("post_processor %s: id %v is not a number", what, pair[1])
 	}
-	if v, ok := vocab[tok]; ok && v != int(id) {
-		return 0, fmt.Errorf("post_processor %s: %q has id %d but the vocabulary says %d", what, tok, int(id), v)
+	id := int(f)
+	if float64(id) != f || !known(id) {
+		return 0, fmt.Errorf("post_processor %s id %v is not in the vocabulary", what, f)
 	}
-	return int(id), nil
+	if v, ok := vocab[tok]; ok && v != id {
+		return 0, fmt.Errorf("post_processor %s: %s has id %d but the vocabulary says %d", what, excerpt.Quote(tok), id, v)
+	}
+	return id, nil
 }
 
-// parsePostProcessor returns the special-token templates (nil, nil: none found).
-func parsePostProcessor(raw json.RawMessage, vocab map[string]int) (single, pair []piece, err error) {
+// parsePostProcessor returns the special-token templates (nil, nil: none found); every
+// special id must be known.
+func parsePostProcessor(raw json.RawMessage, vocab map[string]int, known idSet) (single, pair []piece, err error) {
 	if isNull(raw) {
 		s, p := plainTemplate()
 		return s, p, nil
@@ -154,11 +174,11 @@ func parsePostProcessor(raw json.RawMessage, vocab map[string]int) (single, pair
 	}
 	switch c.Type {
 	case "BertProcessing", "RobertaProcessing":
-		cls, err := specialID(c.Cls, vocab, "cls")
+		cls, err := specialID(c.Cls, vocab, known, "cls")
 		if err != nil {
 			return nil, nil, err
 		}
-		sep, err := specialID(c.Sep, vocab, "sep")
+		sep, err := specialID(c.Sep, vocab, known, "sep")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -175,12 +195,18 @@ func parsePostProcessor(raw json.RawMessage, vocab map[string]int) (single, pair
 				if sp, ok := it["SpecialToken"]; ok {
 					st, ok := c.SpecialTokens[sp.ID]
 					if !ok || len(st.IDs) == 0 {
-						return nil, fmt.Errorf("post_processor %s[%d]: special token %q has no ids", name, i, sp.ID)
+						return nil, fmt.Errorf("post_processor %s[%d]: special token %s has no ids", name, i, excerpt.Quote(sp.ID))
 					}
 					for _, id := range st.IDs {
+						if !known(id) {
+							return nil, fmt.Errorf("post_processor %s[%d]: special token %s id %d is not in the vocabulary", name, i, excerpt.Quote(sp.ID), id)
+						}
 						out = append(out, piece{special: id, seq: -1, typeID: sp.TypeID})
 					}
 				} else if sq, ok := it["Sequence"]; ok {
+					if sq.ID != "A" && sq.ID != "B" {
+						return nil, fmt.Errorf("post_processor %s[%d]: sequence id %s (want A or B)", name, i, excerpt.Quote(sq.ID))
+					}
 					seq := 0
 					if sq.ID == "B" {
 						seq = 1
@@ -206,7 +232,7 @@ func parsePostProcessor(raw json.RawMessage, vocab map[string]int) (single, pair
 		// e.g. [ByteLevel, TemplateProcessing]: the last one that adds specials wins.
 		single, pair = plainTemplate()
 		for i, sub := range c.Processors {
-			s, p, err := parsePostProcessor(sub, vocab)
+			s, p, err := parsePostProcessor(sub, vocab, known)
 			if err != nil {
 				return nil, nil, fmt.Errorf("post_processor sequence item %d: %w", i, err)
 			}
@@ -231,6 +257,11 @@ func LoadTokenizerJSON(path string) (Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
+	return parseTokenizerJSON(data, path)
+}
+
+// parseTokenizerJSON is LoadTokenizerJSON on the file's contents; path names it in errors.
+func parseTokenizerJSON(data []byte, path string) (*subword, error) {
 	var cfg hfJSON
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
@@ -241,15 +272,19 @@ func LoadTokenizerJSON(path string) (Tokenizer, error) {
 	}
 	for _, at := range cfg.AddedTokens {
 		if v, ok := vocab[at.Content]; ok && v != at.ID {
-			return nil, fmt.Errorf("tokenizer %s: added token %q has id %d but the model vocabulary says %d", path, at.Content, at.ID, v)
+			return nil, fmt.Errorf("tokenizer %s: added token %s has id %d but the model vocabulary says %d", path, excerpt.Quote(at.Content), at.ID, v)
 		}
 		vocab[at.Content] = at.ID
+	}
+	inv, err := inverse("tokenizer "+path, vocab)
+	if err != nil {
+		return nil, err
 	}
 	preKind, addPrefix, err := parsePreTokenizer(cfg.PreTokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
-	single, pair, err := parsePostProcessor(cfg.PostProcessor, vocab)
+	single, pair, err := parsePostProcessor(cfg.PostProcessor, vocab, newIDSet(vocab, inv))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
@@ -298,14 +333,20 @@ func LoadTokenizerJSON(path string) (Tokenizer, error) {
 			switch v := m.(type) {
 			case string:
 				if len(strings.Split(v, " ")) != 2 {
-					return nil, fmt.Errorf("tokenizer %s: merge %d %q: want two space-separated tokens", path, i, v)
+					return nil, fmt.Errorf("tokenizer %s: merge %d %s: want two space-separated tokens", path, i, excerpt.Quote(v))
 				}
 				merges = append(merges, v)
 			case []any:
-				a, ok1 := v[0].(string)
-				b, ok2 := v[len(v)-1].(string)
-				if len(v) != 2 || !ok1 || !ok2 {
-					return nil, fmt.Errorf("tokenizer %s: merge %d: want [a, b], got %v", path, i, v)
+				var a, b string
+				ok := len(v) == 2
+				if ok {
+					a, ok = v[0].(string)
+				}
+				if ok {
+					b, ok = v[1].(string)
+				}
+				if !ok || strings.Contains(a, " ") || strings.Contains(b, " ") {
+					return nil, fmt.Errorf("tokenizer %s: merge %d: want [a, b] (two strings without spaces), got %.80v", path, i, v)
 				}
 				merges = append(merges, a+" "+b)
 			default:

@@ -84,15 +84,22 @@ type Tokenizer interface {
 	NumSpecial(pair bool) int
 }
 
+// MaxVocabSize bounds token ids: a vocabulary file with an id >= MaxVocabSize is rejected
+// rather than sizing the id -> token table (and a model's embedding) by it. The largest public
+// vocabularies have about 2.6e5 entries.
+const MaxVocabSize = 1 << 22
+
 // Load builds a tokenizer from Hugging Face files. path may be
 //   - a tokenizer.json file (WordPiece or BPE model);
 //   - a vocab.txt file (BERT WordPiece; lower-cased unless a tokenizer_config.json beside it
-//     says "do_lower_case": false);
+//     says "do_lower_case": false; a malformed tokenizer_config.json is an error);
 //   - a vocab.json file with merges.txt beside it (RoBERTa byte-level BPE);
 //   - a directory holding one of these; tokenizer.json is preferred, then vocab.txt, then
 //     vocab.json + merges.txt.
 //
-// Errors name the path and what is missing or malformed.
+// Errors name the path and what is missing or malformed. Every reader rejects a vocabulary
+// with a negative id, an id >= MaxVocabSize or two tokens sharing an id, and special-token
+// templates whose ids are not in the vocabulary.
 func Load(path string) (Tokenizer, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -111,9 +118,9 @@ func Load(path string) (Tokenizer, error) {
 	base := filepath.Base(path)
 	switch {
 	case filepath.Ext(base) == ".txt":
-		lower := true
-		if v, ok := readDoLowerCase(filepath.Join(filepath.Dir(path), "tokenizer_config.json")); ok {
-			lower = v
+		lower, err := readDoLowerCase(filepath.Join(filepath.Dir(path), "tokenizer_config.json"))
+		if err != nil {
+			return nil, err
 		}
 		return NewWordPiece(path, lower)
 	case base == "vocab.json" || (filepath.Ext(base) == ".json" && base != "tokenizer.json" && fileExists(filepath.Join(filepath.Dir(path), "merges.txt"))):

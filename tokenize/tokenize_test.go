@@ -288,6 +288,23 @@ func TestNormalizerCases(t *testing.T) {
 // byte characters 4..259 in byte order, then merge results.
 func bpeFixture(t *testing.T) (dir string, vocab map[string]int, merges []string) {
 	t.Helper()
+	vocab, merges = bpeFixtureData()
+	dir = t.TempDir()
+	js, _ := json.Marshal(vocab)
+	if err := os.WriteFile(filepath.Join(dir, "vocab.json"), js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "merges.txt"), []byte(bpeMergesTxt(merges)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, vocab, merges
+}
+
+func bpeMergesTxt(merges []string) string {
+	return "#version: 0.2\n" + strings.Join(merges, "\n") + "\n"
+}
+
+func bpeFixtureData() (vocab map[string]int, merges []string) {
 	vocab = map[string]int{"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
 	for b := range 256 {
 		vocab[byteChar[b]] = 4 + b
@@ -302,15 +319,7 @@ func bpeFixture(t *testing.T) (dir string, vocab map[string]int, merges []string
 		}
 	}
 	vocab["<mask>"] = next
-	dir = t.TempDir()
-	js, _ := json.Marshal(vocab)
-	if err := os.WriteFile(filepath.Join(dir, "vocab.json"), js, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "merges.txt"), []byte("#version: 0.2\n"+strings.Join(merges, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, vocab, merges
+	return vocab, merges
 }
 
 func TestByteChar(t *testing.T) {
@@ -522,5 +531,71 @@ func TestLoadErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.wantSub) {
 			t.Errorf("Load(%s) error %v, want mention of %q", c.path, err, c.wantSub)
 		}
+	}
+}
+
+// malformedFile is a tokenizer directory that Load must reject: files (name -> content), the
+// file to load, and a substring of the error.
+type malformedFile struct {
+	name  string
+	files map[string]string
+	load  string
+	want  string
+}
+
+// malformedFiles are the cases of TestMalformedTokenizerFiles, also seeds of the fuzz targets.
+func malformedFiles() []malformedFile {
+	bertVocabJSON := `{"[PAD]":0,"[UNK]":1,"[CLS]":2,"[SEP]":3,"hello":4}`
+	wp := func(vocab, post string) string {
+		return `{"model":{"type":"WordPiece","vocab":` + vocab + `},"pre_tokenizer":{"type":"BertPreTokenizer"},"post_processor":` + post + `}`
+	}
+	tmpl := func(single, pair, specials string) string {
+		return `{"type":"TemplateProcessing","single":` + single + `,"pair":` + pair + `,"special_tokens":` + specials + `}`
+	}
+	okSingle := `[{"SpecialToken":{"id":"[CLS]","type_id":0}},{"Sequence":{"id":"A","type_id":0}}]`
+	okPair := `[{"Sequence":{"id":"A","type_id":0}},{"Sequence":{"id":"B","type_id":1}}]`
+	okSpecials := `{"[CLS]":{"id":"[CLS]","ids":[2]}}`
+	bpeJSON := func(merges string) string {
+		return `{"model":{"type":"BPE","vocab":{"<s>":0,"<pad>":1,"</s>":2,"a":3,"b":4,"ab":5},"merges":` + merges + `},"pre_tokenizer":{"type":"ByteLevel"},"post_processor":null}`
+	}
+	return []malformedFile{
+		{"empty merge pair", map[string]string{"tokenizer.json": bpeJSON(`[[]]`)}, "tokenizer.json", "merge 0: want [a, b]"},
+		{"three-part merge pair", map[string]string{"tokenizer.json": bpeJSON(`[["a","x","b"]]`)}, "tokenizer.json", "merge 0: want [a, b]"},
+		{"huge id", map[string]string{"tokenizer.json": wp(`{"[PAD]":0,"[UNK]":1,"[CLS]":2,"[SEP]":3,"x":4000000000}`, "null")}, "tokenizer.json", `token "x" has id 4000000000`},
+		{"huge id in vocab.json", map[string]string{"vocab.json": `{"<s>":0,"<pad>":1,"</s>":2,"x":99999999}`, "merges.txt": ""}, "vocab.json", `token "x" has id 99999999`},
+		{"shared id", map[string]string{"vocab.json": `{"<s>":0,"<pad>":1,"</s>":2,"a":1}`, "merges.txt": ""}, "vocab.json", "share id 1"},
+		{"added token reuses an id", map[string]string{"tokenizer.json": `{"added_tokens":[{"id":4,"content":"[NEW]"}],"model":{"type":"WordPiece","vocab":` + bertVocabJSON + `},"pre_tokenizer":{"type":"BertPreTokenizer"},"post_processor":null}`}, "tokenizer.json", "share id 4"},
+		{"cls id beyond the vocabulary", map[string]string{"tokenizer.json": wp(bertVocabJSON, `{"type":"BertProcessing","cls":["[X]",99],"sep":["[SEP]",3]}`)}, "tokenizer.json", "cls id 99 is not in the vocabulary"},
+		{"negative sep id", map[string]string{"tokenizer.json": wp(bertVocabJSON, `{"type":"BertProcessing","cls":["[CLS]",2],"sep":["[Y]",-3]}`)}, "tokenizer.json", "sep id -3 is not in the vocabulary"},
+		{"fractional id", map[string]string{"tokenizer.json": wp(bertVocabJSON, `{"type":"BertProcessing","cls":["[CLS]",2.5],"sep":["[SEP]",3]}`)}, "tokenizer.json", "cls id 2.5"},
+		{"negative template id", map[string]string{"tokenizer.json": wp(bertVocabJSON, tmpl(okSingle, okPair, `{"[CLS]":{"id":"[CLS]","ids":[-1]}}`))}, "tokenizer.json", "special token \"[CLS]\" id -1 is not in the vocabulary"},
+		{"template id beyond the vocabulary", map[string]string{"tokenizer.json": wp(bertVocabJSON, tmpl(okSingle, okPair, `{"[CLS]":{"id":"[CLS]","ids":[7]}}`))}, "tokenizer.json", "id 7 is not in the vocabulary"},
+		{"unknown sequence id", map[string]string{"tokenizer.json": wp(bertVocabJSON, tmpl(`[{"Sequence":{"id":"C","type_id":0}}]`, okPair, okSpecials))}, "tokenizer.json", `sequence id "C"`},
+		{"single template without A", map[string]string{"tokenizer.json": wp(bertVocabJSON, tmpl(`[{"SpecialToken":{"id":"[CLS]","type_id":0}}]`, okPair, okSpecials))}, "tokenizer.json", "single template must hold $A once"},
+		{"pair template without B", map[string]string{"tokenizer.json": wp(bertVocabJSON, tmpl(okSingle, `[{"Sequence":{"id":"A","type_id":0}},{"Sequence":{"id":"A","type_id":1}}]`, okSpecials))}, "tokenizer.json", "pair template must hold $A and $B once each"},
+		{"malformed tokenizer_config.json", map[string]string{"vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\n", "tokenizer_config.json": `{"do_lower_case": "no"}`}, "vocab.txt", "tokenizer_config.json"},
+		{"truncated tokenizer_config.json", map[string]string{"vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\n", "tokenizer_config.json": `{"do_lower_case": fal`}, "vocab.txt", "tokenizer_config.json"},
+		{"merge line with three tokens", map[string]string{"vocab.json": `{"<s>":0,"<pad>":1,"</s>":2}`, "merges.txt": "#version: 0.2\na b c\n"}, "vocab.json", "merges.txt: line 2"},
+		{"vocab.json not an object", map[string]string{"vocab.json": `["a"]`, "merges.txt": ""}, "vocab.json", "vocab.json"},
+	}
+}
+
+// TestMalformedTokenizerFiles: each file is rejected with an error naming it and the defect
+// (before: a panic, a huge allocation, or a tokenizer that emits ids outside its vocabulary).
+func TestMalformedTokenizerFiles(t *testing.T) {
+	cases := malformedFiles()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range c.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Load(filepath.Join(dir, c.load))
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), dir) {
+				t.Fatalf("error %v, want one naming the file and containing %q", err, c.want)
+			}
+		})
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"os"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/bench"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/spf13/cobra"
 )
 
@@ -35,9 +37,10 @@ per second and the process's peak RSS (VmHWM). The PyTorch peer is
 				return fmt.Errorf("--config: %w", err)
 			}
 			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", batch, "seq", seq, "steps", steps, "dropout", !noDropout)
-			res, err := encoder.RunBench(config, cfg, encoder.BenchOptions{
+			res, err := bench.Run(config, cfg, bench.Options{
 				Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed,
-				Progress: func(phase string, i int) { slog.Debug("step", "phase", phase, "i", i) },
+				// Timed steps are short and few: a debug line each, no bar.
+				Progress: func(e progress.Event) { slog.Debug("step", "phase", e.Stage, "i", e.Done-1) },
 			})
 			if err != nil {
 				return err

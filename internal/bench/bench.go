@@ -1,30 +1,39 @@
-package encoder
+// Package bench is the model and the measurements of `nvdp bench` (docs/performance.md): it
+// times training and inference steps of a BERT sequence classifier built from an encoder on
+// the nn engine, as the PyTorch peer /work/shared/bench/train_step_peer.py does, and reads
+// the process's peak resident set size. None of this is the encoder's job, so it lives here.
+package bench
 
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/progress"
 )
 
-// BenchOptions configures RunBench.
-type BenchOptions struct {
+// Options configures Run.
+type Options struct {
 	Batch, Seq, Steps int
 	// NoDropout sets both dropout probabilities to 0 (as the PyTorch peer
 	// /work/shared/bench/train_step_peer.py, which has none).
 	NoDropout bool
 	Seed      uint64
-	// Progress, if set, is called after each timed step ("train"/"infer", i).
-	Progress func(phase string, i int)
+	// Progress receives one event per timed step: stage "train" (with the step's loss) or
+	// "infer", unit "steps", Done of Total = Steps. Nil discards them.
+	Progress progress.Func
 }
 
-// BenchResult is the JSON printed by `nvdp bench --json`.
-type BenchResult struct {
+// Result is the JSON printed by `nvdp bench --json`.
+type Result struct {
 	Config           string  `json:"config"`
 	Backend          string  `json:"backend"`
 	TrainStepSeconds float64 `json:"train_step_seconds"`
@@ -37,12 +46,12 @@ type BenchResult struct {
 // masked mean pooling (ref §3.3), Linear to NumLabels logits, softmax
 // cross-entropy.
 type Classifier struct {
-	Enc  *Encoder
+	Enc  *encoder.Encoder
 	Head *nn.Linear
 }
 
 // NewClassifier adds a "classifier" Linear head [labels, hidden] with HF init.
-func NewClassifier(e *Encoder, labels int, rng *rand.Rand) *Classifier {
+func NewClassifier(e *encoder.Encoder, labels int, rng *rand.Rand) *Classifier {
 	h := nn.NewLinear("classifier", e.Hidden(), labels, true)
 	h.InitHF(rng, e.Config.InitializerRange)
 	return &Classifier{Enc: e, Head: h}
@@ -52,7 +61,7 @@ func NewClassifier(e *Encoder, labels int, rng *rand.Rand) *Classifier {
 func (c *Classifier) Params() []*nn.Param { return append(c.Enc.Params(), c.Head.Params()...) }
 
 // Logits runs inference: logits [B, labels], no activations kept.
-func (c *Classifier) Logits(in Input) *nn.Tensor {
+func (c *Classifier) Logits(in encoder.Input) *nn.Tensor {
 	x, _ := c.Enc.Forward(in, false, nil)
 	pooled := nn.MaskedMeanPool(x, maskOrOnes(in))
 	y, _ := c.Head.Forward(pooled)
@@ -61,7 +70,7 @@ func (c *Classifier) Logits(in Input) *nn.Tensor {
 
 // LossAndGrad runs a training forward and backward pass and returns the mean
 // cross-entropy; gradients are accumulated into Params().
-func (c *Classifier) LossAndGrad(in Input, labels []int, rng *rand.Rand) float64 {
+func (c *Classifier) LossAndGrad(in encoder.Input, labels []int, rng *rand.Rand) float64 {
 	x, cache := c.Enc.Forward(in, true, rng)
 	mask := maskOrOnes(in)
 	pooled := nn.MaskedMeanPool(x, mask)
@@ -73,7 +82,7 @@ func (c *Classifier) LossAndGrad(in Input, labels []int, rng *rand.Rand) float64
 	return loss
 }
 
-func maskOrOnes(in Input) []float32 {
+func maskOrOnes(in encoder.Input) []float32 {
 	if in.Mask != nil {
 		return in.Mask
 	}
@@ -84,29 +93,29 @@ func maskOrOnes(in Input) []float32 {
 	return m
 }
 
-// RunBench times full training steps (forward, backward, AdamW update, zero
-// grads) and inference steps of a 2-label Classifier on random tokens, like
-// /work/shared/bench/train_step_peer.py: one untimed warm-up step, then the
-// mean over Steps steps.
-func RunBench(name string, cfg Config, o BenchOptions) (BenchResult, error) {
+// Run times full training steps (forward, backward, AdamW update, zero grads) and inference
+// steps of a 2-label Classifier on random tokens, like /work/shared/bench/train_step_peer.py:
+// one untimed warm-up step, then the mean over Steps steps. name labels the result. Errors:
+// Batch, Seq or Steps <= 0, Seq beyond the encoder's positions, and an unreadable peak RSS.
+func Run(name string, cfg encoder.Config, o Options) (Result, error) {
 	if o.Batch <= 0 || o.Seq <= 0 || o.Steps <= 0 {
-		return BenchResult{}, fmt.Errorf("bench: batch %d, seq %d, steps %d must be > 0", o.Batch, o.Seq, o.Steps)
+		return Result{}, fmt.Errorf("bench: batch %d, seq %d, steps %d must be > 0", o.Batch, o.Seq, o.Steps)
 	}
 	if o.Seq > cfg.MaxSeqLen() {
-		return BenchResult{}, fmt.Errorf("bench: seq %d exceeds %s's maximum %d", o.Seq, name, cfg.MaxSeqLen())
+		return Result{}, fmt.Errorf("bench: seq %d exceeds %s's maximum %d", o.Seq, name, cfg.MaxSeqLen())
 	}
 	if o.NoDropout {
 		cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0, 0
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed+1))
-	e, err := New(cfg, rng)
+	e, err := encoder.New(cfg, rng)
 	if err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
 	clf := NewClassifier(e, 2, rng)
 	params := clf.Params()
-	opt := nn.NewAdamW(1e-4, 0.9, 0.999, 1e-8, 0.01)
-	in := Input{IDs: make([]int32, o.Batch*o.Seq), Mask: make([]float32, o.Batch*o.Seq), B: o.Batch, S: o.Seq}
+	opt := nn.NewAdamW(1e-4, 0.9, 0.999, 1e-8, 0.01) // the peer's AdamW
+	in := encoder.Input{IDs: make([]int32, o.Batch*o.Seq), Mask: make([]float32, o.Batch*o.Seq), B: o.Batch, S: o.Seq}
 	for i := range in.IDs {
 		in.IDs[i] = int32(rng.IntN(cfg.VocabSize))
 		in.Mask[i] = 1
@@ -115,61 +124,65 @@ func RunBench(name string, cfg Config, o BenchOptions) (BenchResult, error) {
 	for i := range labels {
 		labels[i] = rng.IntN(2)
 	}
-	step := func() {
-		clf.LossAndGrad(in, labels, rng)
+	step := func() float64 {
+		loss := clf.LossAndGrad(in, labels, rng)
 		opt.Update(params, opt.LR)
 		nn.ZeroGrads(params)
+		return loss
 	}
+	total := int64(o.Steps)
 	step() // warm-up
 	t0 := time.Now()
-	for i := 0; i < o.Steps; i++ {
-		step()
-		if o.Progress != nil {
-			o.Progress("train", i)
-		}
+	for i := range o.Steps {
+		loss := step()
+		o.Progress.Report(progress.Event{Stage: "train", Unit: "steps", Done: int64(i + 1), Total: total, Loss: loss})
 	}
 	train := time.Since(t0).Seconds() / float64(o.Steps)
 	clf.Logits(in) // warm-up
 	t0 = time.Now()
-	for i := 0; i < o.Steps; i++ {
+	for i := range o.Steps {
 		clf.Logits(in)
-		if o.Progress != nil {
-			o.Progress("infer", i)
-		}
+		o.Progress.Report(progress.Event{Stage: "infer", Unit: "steps", Done: int64(i + 1), Total: total, Loss: math.NaN()})
 	}
 	infer := time.Since(t0).Seconds() / float64(o.Steps)
 	rss, err := PeakRSSMB()
 	if err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
-	return BenchResult{Config: name, Backend: nn.Backend(), TrainStepSeconds: train, InferStepSeconds: infer,
+	return Result{Config: name, Backend: nn.Backend(), TrainStepSeconds: train, InferStepSeconds: infer,
 		TokensPerSecond: float64(o.Batch*o.Seq) / train, PeakRSSMB: rss}, nil
 }
 
-// PeakRSSMB reads the process's peak resident set size (VmHWM in
-// /proc/self/status) in MiB.
+// PeakRSSMB reads the process's peak resident set size (VmHWM in /proc/self/status) in MiB.
+// Errors: no /proc (not Linux) or an unexpected VmHWM line.
 func PeakRSSMB() (float64, error) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0, fmt.Errorf("peak RSS: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseVmHWM(f)
+}
+
+// parseVmHWM finds the "VmHWM:  123456 kB" line of a /proc/PID/status stream and returns it
+// in MiB.
+func parseVmHWM(r io.Reader) (float64, error) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
 			fs := strings.Fields(v) // "123456 kB"
 			if len(fs) != 2 || fs[1] != "kB" {
 				return 0, fmt.Errorf("peak RSS: unexpected VmHWM line %q", sc.Text())
 			}
-			kb, err := strconv.ParseFloat(fs[0], 64)
+			kb, err := strconv.ParseUint(fs[0], 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("peak RSS: %w", err)
+				return 0, fmt.Errorf("peak RSS: VmHWM %q: %w", fs[0], err)
 			}
-			return kb / 1024, nil
+			return float64(kb) / 1024, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return 0, fmt.Errorf("peak RSS: %w", err)
 	}
-	return 0, fmt.Errorf("peak RSS: no VmHWM in /proc/self/status")
+	return 0, fmt.Errorf("peak RSS: no VmHWM line in /proc/self/status")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -14,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/schollz/progressbar/v3"
+	"github.com/nvdp-project/nvdp/progress"
 )
 
 // DefaultEndpoint is the Hugging Face hub; HF_ENDPOINT overrides it (as in
@@ -40,8 +41,11 @@ type LoadOptions struct {
 	Client *http.Client
 	// Context cancels downloads; nil means context.Background().
 	Context context.Context
-	// Quiet disables the download progress bar.
-	Quiet bool
+	// Progress receives the bytes of each file downloaded: stage "download NAME/FILE", unit
+	// "bytes", Done counting from the bytes a resumed download already had, Total the file
+	// size (0 while unknown; Done when done). Nil discards them; the caller decides how to
+	// show them (the library draws nothing).
+	Progress progress.Func
 }
 
 // Load builds an encoder from a spec:
@@ -288,29 +292,51 @@ func (h *hub) fetch(file string) error {
 	if err != nil {
 		return fmt.Errorf("hub cache: %w", err)
 	}
-	var w io.Writer = out
 	total := resp.ContentLength
 	if total >= 0 {
 		total += have
 	}
-	if !h.opts.Quiet && total > 1<<20 {
-		bar := progressbar.DefaultBytes(total, "downloading "+h.name+"/"+file)
-		_ = bar.Set64(have)
-		w = io.MultiWriter(out, bar)
+	pw := &progressWriter{w: out, report: h.opts.Progress, ev: progress.Event{Stage: "download " + h.name + "/" + file,
+		Unit: "bytes", Done: have, Total: max(total, 0), Loss: math.NaN()}}
+	if total < 0 || have < total {
+		pw.report.Report(pw.ev) // the start, from the bytes a resumed download has
 	}
-	n, err := io.Copy(w, resp.Body)
+	n, err := io.Copy(pw, resp.Body)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("hub download %s: after %d bytes: %w (rerun to resume)", h.url(file), have+n, err)
+		return fmt.Errorf("hub download %s: after %d bytes: %w (the partial file is kept; a later call resumes)", h.url(file), have+n, err)
 	}
 	if total >= 0 && have+n != total {
-		return fmt.Errorf("hub download %s: got %d of %d bytes (rerun to resume)", h.url(file), have+n, total)
+		return fmt.Errorf("hub download %s: got %d of %d bytes (the partial file is kept; a later call resumes)", h.url(file), have+n, total)
 	}
+	pw.ev.Total = pw.ev.Done // ends the stage, also when the size was unknown
+	pw.report.Report(pw.ev)
 	if err := os.Rename(part, dst); err != nil {
 		return fmt.Errorf("hub cache: %w", err)
 	}
 	slog.Info("downloaded", "model", h.name, "file", file, "bytes", have+n)
 	return nil
+}
+
+// progressReportBytes is how many bytes a download copies between two progress events.
+const progressReportBytes = 1 << 20
+
+// progressWriter writes to w and reports the bytes written, every progressReportBytes.
+type progressWriter struct {
+	w        io.Writer
+	report   progress.Func
+	ev       progress.Event
+	reported int64
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.ev.Done += int64(n)
+	if p.ev.Done-p.reported >= progressReportBytes {
+		p.report.Report(p.ev)
+		p.reported = p.ev.Done
+	}
+	return n, err
 }

@@ -2,6 +2,8 @@ package encoder
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nvdp-project/nvdp/progress"
 )
 
 // fakeHub serves files under /{repo}/resolve/main/{file} with Range support
@@ -73,7 +77,7 @@ func TestHubDownload(t *testing.T) {
 	t.Setenv("HF_TOKEN", "secret-token")
 	t.Setenv("HF_HUB_OFFLINE", "")
 
-	e, err := Load("hf:acme/tiny-bert", LoadOptions{CacheDir: cache, Quiet: true})
+	e, err := Load("hf:acme/tiny-bert", LoadOptions{CacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +107,7 @@ func TestHubDownload(t *testing.T) {
 		t.Fatalf("leftover partial files %v", left)
 	}
 	// Second load: everything from the cache, no requests.
-	if _, err := Load("hf:acme/tiny-bert", LoadOptions{CacheDir: cache, Quiet: true}); err != nil {
+	if _, err := Load("hf:acme/tiny-bert", LoadOptions{CacheDir: cache}); err != nil {
 		t.Fatal(err)
 	}
 	if g := fh.gets()[len(gets):]; len(g) != 0 {
@@ -137,7 +141,7 @@ func TestHubResume(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, WeightsFile+".incomplete"), w[:half], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load("hf:bert-tiny-test", LoadOptions{CacheDir: cache, Endpoint: srv.URL, Quiet: true}); err != nil {
+	if _, err := Load("hf:bert-tiny-test", LoadOptions{CacheDir: cache, Endpoint: srv.URL}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, WeightsFile))
@@ -177,7 +181,7 @@ func TestHubErrors(t *testing.T) {
 		{"gguf:x", "unknown kind"},
 	}
 	for _, tc := range tests {
-		_, err := Load(tc.spec, LoadOptions{CacheDir: t.TempDir(), Endpoint: srv.URL, Quiet: true})
+		_, err := Load(tc.spec, LoadOptions{CacheDir: t.TempDir(), Endpoint: srv.URL})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Load(%q) error %v, want %q", tc.spec, err, tc.want)
 		}
@@ -199,5 +203,76 @@ func TestLoadScratchAndDir(t *testing.T) {
 	e, err := Load("hf:"+dir, LoadOptions{})
 	if err != nil || e.Config.ModelType != "roberta" {
 		t.Fatalf("hf:DIR: %v", err)
+	}
+}
+
+// TestHubProgress: a download reports its bytes through LoadOptions.Progress, one stage per
+// file, and draws nothing itself (it drew a progress bar on stderr even when stderr was not
+// a terminal). The 3 MiB vocab.txt spans several report blocks; half of it is already on disk
+// (a resumed download starts at the bytes it has).
+func TestHubProgress(t *testing.T) {
+	files, _ := hubFiles(t, "acme/big")
+	big := bytes.Repeat([]byte("token\n"), 3<<20/6)
+	files["acme/big/vocab.txt"] = big
+	srv := httptest.NewServer(&fakeHub{files: files})
+	defer srv.Close()
+	cache := t.TempDir()
+	dir := filepath.Join(cache, "models--acme--big", "main")
+	os.MkdirAll(dir, 0o755)
+	half := int64(len(big) / 2)
+	os.WriteFile(filepath.Join(dir, "vocab.txt.incomplete"), big[:half], 0o644)
+
+	stderr := os.Stderr
+	capture, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stderr = capture
+	prevLog := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer func() { os.Stderr = stderr; slog.SetDefault(prevLog) }()
+
+	var mu sync.Mutex
+	events := map[string][]progress.Event{}
+	report := func(e progress.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events[e.Stage] = append(events[e.Stage], e)
+	}
+	if _, err := Download("acme/big", LoadOptions{CacheDir: cache, Endpoint: srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	os.Stderr = stderr
+	if out, _ := os.ReadFile(capture.Name()); len(out) != 0 {
+		t.Fatalf("the download wrote %d bytes to stderr: %.200q", len(out), out)
+	}
+
+	os.RemoveAll(cache)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "vocab.txt.incomplete"), big[:half], 0o644)
+	if _, err := Download("acme/big", LoadOptions{CacheDir: cache, Endpoint: srv.URL, Progress: report}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{ConfigFile, WeightsFile, "vocab.txt"} {
+		ev := events["download acme/big/"+f]
+		size := int64(len(files["acme/big/"+f]))
+		if len(ev) == 0 {
+			t.Fatalf("no progress for %s (stages: %v)", f, events)
+		}
+		first, last := ev[0], ev[len(ev)-1]
+		if last.Done != size || last.Total != size || last.Unit != "bytes" || last.HasLoss() {
+			t.Errorf("%s: last event %+v, want %d of %d bytes", f, last, size, size)
+		}
+		for i := 1; i < len(ev); i++ {
+			if ev[i].Done < ev[i-1].Done {
+				t.Errorf("%s: Done decreases: %d after %d", f, ev[i].Done, ev[i-1].Done)
+			}
+		}
+		if f == "vocab.txt" && (first.Done != half || len(ev) < 3) {
+			t.Errorf("vocab.txt: %d events starting at %d, want >= 3 starting at the %d bytes on disk", len(ev), first.Done, half)
+		}
+	}
+	if ev := events["download acme/big/tokenizer.json"]; len(ev) != 0 {
+		t.Errorf("progress for a file the hub does not have: %+v", ev)
 	}
 }

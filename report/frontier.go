@@ -16,7 +16,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/train"
+	"github.com/nvdp-project/nvdp/sweep"
 )
 
 // FrontierRow is one line of a task's certified privacy-utility frontier: a
@@ -63,7 +63,7 @@ func (fr *FrontierRow) Label() string {
 		s += fmt.Sprintf(" %s=%g", fr.Constant.Name, fr.Constant.Value)
 	}
 	if hasLambda(fr.Variant, fr.Lambda) {
-		s += " λ=" + train.FormatLambda(fr.Lambda)
+		s += " λ=" + sweep.FormatLambda(fr.Lambda)
 	}
 	return s
 }
@@ -274,7 +274,7 @@ func frontierPlot(f *Frontier) (*plot.Plot, error) {
 	p.Title.Text = fmt.Sprintf("%s: certified privacy-utility frontier", TaskTitle(f.Task))
 	delta := "δ"
 	if _, d := certShared(frontierRows(f)); !math.IsNaN(d) {
-		delta = "δ=" + train.FormatLambda(d)
+		delta = "δ=" + sweep.FormatLambda(d)
 	}
 	p.X.Label.Text = "ε (" + delta + "), log scale"
 	p.Y.Label.Text = "dev " + MetricTitle(f.Metric) + " (×100)"
@@ -312,7 +312,7 @@ func frontierPlot(f *Frontier) (*plot.Plot, error) {
 			cert.XYs = append(cert.XYs, plotter.XY{X: x, Y: y})
 			cert.YErrors = append(cert.YErrors, struct{ Low, High float64 }{sd, sd})
 			pts = append(pts, Point{X: x, Y: y})
-			labels = append(labels, "λ="+train.FormatLambda(fr.Lambda))
+			labels = append(labels, "λ="+sweep.FormatLambda(fr.Lambda))
 			xlo, xhi, ylo, yhi = min(xlo, x), max(xhi, x), min(ylo, y-sd), max(yhi, y+sd)
 			if ex := empiricalX(fr); ex > 0 && !math.IsInf(ex, 0) {
 				emp = append(emp, plotter.XY{X: ex, Y: y})
@@ -477,7 +477,7 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 	_, sharedDelta := certShared(rs)
 	bdpHdr := "BDP ε_μ estimate, empirical (" + f.AuditMode
 	if d := float64(f.EmpiricalDelta); !math.IsNaN(d) {
-		bdpHdr += ", δ=" + train.FormatLambda(d)
+		bdpHdr += ", δ=" + sweep.FormatLambda(d)
 	}
 	bdpHdr += ")"
 	hdr := []string{"Model", "Target ε", "λ", "Seeds", MetricTitle(f.Metric), cEps, cRD, "Calibrated constant",
@@ -494,7 +494,7 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 			target = strconv.FormatFloat(fr.TargetEpsilon, 'g', -1, 64)
 		}
 		if hasLambda(fr.Variant, fr.Lambda) {
-			lambda = train.FormatLambda(fr.Lambda)
+			lambda = sweep.FormatLambda(fr.Lambda)
 		}
 		if fr.Variant != "baseline" {
 			pareto = "no"
@@ -510,7 +510,7 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 		}
 		cert := certCells(fr.Certified)
 		if fr.Certified != nil && math.IsNaN(sharedDelta) {
-			cert[1] += " (δ=" + train.FormatLambda(fr.Certified.Delta) + ")"
+			cert[1] += " (δ=" + sweep.FormatLambda(fr.Certified.Delta) + ")"
 		}
 		rd, bdp := "–", "–"
 		if e := fr.Empirical; e != nil {

@@ -53,6 +53,7 @@ import (
 	"strings"
 
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -320,7 +321,7 @@ func Load(root string) ([]*Cell, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, c.Dir)
-		c.Grid = slices.Contains(strings.Split(filepath.ToSlash(rel), "/"), train.CMuGridDir)
+		c.Grid = slices.Contains(strings.Split(filepath.ToSlash(rel), "/"), sweep.CMuGridDir)
 		cells = append(cells, c)
 		return nil
 	})
@@ -386,8 +387,8 @@ func variantRank(v string) int {
 }
 
 // ReadSelection reads root/<task>/c_mu_selection.json (nil when absent).
-func ReadSelection(root, task string) (*train.CMuSelection, error) {
-	p := filepath.Join(root, task, train.CMuSelectionFile)
+func ReadSelection(root, task string) (*sweep.CMuSelection, error) {
+	p := filepath.Join(root, task, sweep.CMuSelectionFile)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -395,32 +396,9 @@ func ReadSelection(root, task string) (*train.CMuSelection, error) {
 	if err != nil {
 		return nil, err
 	}
-	var raw struct {
-		train.CMuSelection
-		Candidates []struct {
-			CMu        float64 `json:"c_mu"`
-			Utility    float64 `json:"utility"`
-			RDMax      jf      `json:"rd_max"`
-			BDPEpsilon jf      `json:"bdp_epsilon"`
-			Seeds      int     `json:"seeds"`
-			Eligible   bool    `json:"eligible"`
-		} `json:"candidates"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
+	var s sweep.CMuSelection
+	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	s := raw.CMuSelection
-	s.Candidates = nil
-	for _, c := range raw.Candidates {
-		rd, eps := float64(c.RDMax), float64(c.BDPEpsilon)
-		if math.IsNaN(rd) {
-			rd = math.Inf(1)
-		}
-		if math.IsNaN(eps) {
-			eps = math.Inf(1)
-		}
-		s.Candidates = append(s.Candidates, train.CMuCandidate{CMu: c.CMu, Utility: c.Utility, RDMax: rd, BDPEpsilon: eps,
-			Seeds: c.Seeds, Eligible: c.Eligible})
 	}
 	return &s, nil
 }

@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -253,13 +254,13 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 			pt := Point{X: privacyValue(ps, x), Y: 100 * r.Utility[tt.Selection].Mean, Group: g, Lambda: r.Lambda}
 			if math.IsNaN(pt.X) || math.IsInf(pt.X, 0) || math.IsNaN(pt.Y) {
 				if !math.IsNaN(pt.Y) {
-					undefined = append(undefined, g+" λ="+train.FormatLambda(r.Lambda))
+					undefined = append(undefined, g+" λ="+sweep.FormatLambda(r.Lambda))
 				}
 				continue
 			}
 			all = append(all, pt)
 			pts = append(pts, plotter.XY{X: pt.X, Y: pt.Y})
-			labels = append(labels, "λ="+train.FormatLambda(r.Lambda))
+			labels = append(labels, "λ="+sweep.FormatLambda(r.Lambda))
 			if c := r.Certified; c != nil && showCertified(mode) {
 				cx := certifiedValue(c, x)
 				switch {
@@ -431,7 +432,7 @@ func PlotCurves(tt *TaskTable, group, path string) ([]string, error) {
 			}
 			name := fmt.Sprintf("seed %d", c.Seed)
 			if !r.Baseline() {
-				name = "λ=" + train.FormatLambda(r.Lambda) + " " + name
+				name = "λ=" + sweep.FormatLambda(r.Lambda) + " " + name
 			}
 			for k, xy := range []plotter.XYs{dv, lv} {
 				if len(xy) == 0 {
@@ -497,7 +498,7 @@ func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
 			hp := &plotter.Histogram{Bins: bins, Width: h.Edges[1] - h.Edges[0], FillColor: plotutil.Color(len(ps)),
 				LineStyle: plotter.DefaultLineStyle}
 			p := plot.New()
-			p.Title.Text = fmt.Sprintf("%s %s λ=%s seed %d", TaskTitle(tt.Task), group, train.FormatLambda(r.Lambda), c.Seed)
+			p.Title.Text = fmt.Sprintf("%s %s λ=%s seed %d", TaskTitle(tt.Task), group, sweep.FormatLambda(r.Lambda), c.Seed)
 			p.X.Label.Text = "per-pair RD bound, nats (" + mode + ")"
 			p.Y.Label.Text = "ordered pairs"
 			p.Add(plotter.NewGrid(), hp)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -65,7 +66,7 @@ func fixtures(t *testing.T) string {
 	d := writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-2/seed=1", cellRep("sst2", "nvdp-clipped", 0.01, 2, 1, acc(0.83), priv("principled", 0.013, 0.001, 10.6, 0)))
 	writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-2/seed=2", cellRep("sst2", "nvdp-clipped", 0.01, 2, 2, acc(0.81), priv("principled", 0.017, 0.003, 10.8, 0)))
 	ref, _ := json.Marshal(map[string]any{"mode": "reference", "rd_max": 2.5, "rd_mean": 0.5, "bdp_epsilon": 11.25, "invalid_pairs": 0, "pairs": 4})
-	if err := os.WriteFile(filepath.Join(d, train.AuditFile(privacy.ModeReference)), ref, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d, sweep.AuditFile(privacy.ModeReference)), ref, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	writeReport(t, root, "sst2/cmu-grid/c_mu=8/lambda=1e-2/seed=1", cellRep("sst2", "nvdp-clipped", 0.01, 8, 1, acc(0.99), priv("principled", 5, 1, 20, 0)))
@@ -402,21 +403,21 @@ func TestSweepEndToEnd(t *testing.T) {
 	}
 	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 32, 1, 2, 64, 32
 	out := filepath.Join(t.TempDir(), "sweep")
-	so := train.SweepOptions{
+	so := sweep.Options{
 		Base: train.PipelineOptions{Train: train.Options{GlueDir: glueDir, Encoder: "scratch:bert-tiny", Vocab: vocab,
 			Epochs: 2, BatchSize: 16, EvalBatchSize: 16, LR: 3e-3, MaxSeqLen: 24, TrainLimit: 64, DevLimit: 24, Patience: -1,
 			ScratchConfig: &enc, Quiet: true}, EvalSeed: 5},
 		Tasks: []string{"sst2", "rte"}, Variants: []string{"baseline", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1},
 		Seeds: []uint64{1, 2}, Out: out, ExtraAuditModes: []privacy.Mode{privacy.ModeReference},
 	}
-	res, err := train.Sweep(context.Background(), so)
+	res, err := sweep.Run(context.Background(), so)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Ran != 12 {
 		t.Fatalf("ran %d cells, want 12", res.Ran)
 	}
-	res, err = train.Sweep(context.Background(), so)
+	res, err = sweep.Run(context.Background(), so)
 	if err != nil || res.Ran != 0 {
 		t.Fatalf("second sweep: ran %d, err %v", res.Ran, err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/train"
+	"github.com/nvdp-project/nvdp/sweep"
 )
 
 // Stat is the mean and sample standard deviation (n - 1; 0 for one value)
@@ -227,7 +227,7 @@ type TaskTable struct {
 	Rows      []*Row   `json:"rows"`
 	// Grid are the C_mu grid runs (nvdp-clipped rows by C_mu), kept out of Rows and Best.
 	Grid []*Row              `json:"c_mu_grid,omitempty"`
-	CMu  *train.CMuSelection `json:"c_mu_selection,omitempty"`
+	CMu  *sweep.CMuSelection `json:"c_mu_selection,omitempty"`
 	// Frontier is the certified privacy-utility frontier (nil: no private
 	// row carries a certified guarantee).
 	Frontier *Frontier `json:"frontier,omitempty"`
@@ -277,7 +277,7 @@ func taskMetrics(task string, cells []*Cell) ([]string, string) {
 // Build aggregates the cells into per-task tables (C_mu grid cells in their own rows, Grid):
 // rows ordered baseline, NVDP, NVDP-Clipped (then by C_mu), lambda ascending.
 // selections are the C_mu selections by task (may be nil).
-func Build(cells []*Cell, selections map[string]*train.CMuSelection) *Tables {
+func Build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
 	type key struct {
 		task, variant, mode string
 		target, cmu, lambda float64
@@ -462,7 +462,7 @@ func pickBest(rs []*Row, metric, m string) *Row {
 		switch {
 		case u > bu:
 			best = r
-		case u == bu && m != "" && nanInf(r.Privacy[m].RDMax.Mean) < nanInf(best.Privacy[m].RDMax.Mean):
+		case u == bu && m != "" && privacy.CompareBounds(r.Privacy[m].RDMax.Mean, best.Privacy[m].RDMax.Mean) < 0:
 			best = r
 		}
 	}
@@ -470,13 +470,6 @@ func pickBest(rs []*Row, metric, m string) *Row {
 		best = rs[0]
 	}
 	return best
-}
-
-func nanInf(v float64) float64 {
-	if math.IsNaN(v) {
-		return math.Inf(1)
-	}
-	return v
 }
 
 // Number formats of the tables: utility x 100 with one decimal (as the
@@ -555,7 +548,7 @@ func lambdaCell(r *Row) string {
 	if !hasLambda(r.Variant, r.Lambda) {
 		return "–"
 	}
-	return train.FormatLambda(r.Lambda)
+	return sweep.FormatLambda(r.Lambda)
 }
 
 // hasLambda reports whether a row's lambda means something: not for the
@@ -609,7 +602,7 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 			mdTable(&b, t, tt, tt.Grid)
 		}
 		if s := tt.CMu; s != nil {
-			fmt.Fprintf(&b, "C_mu selection (lambda %s, %s, tolerance %g): C_mu = %g. %s\n\n", train.FormatLambda(s.Lambda),
+			fmt.Fprintf(&b, "C_mu selection (lambda %s, %s, tolerance %g): C_mu = %g. %s\n\n", sweep.FormatLambda(s.Lambda),
 				MetricTitle(s.Metric), s.Tolerance, s.CMu, s.Reason)
 		}
 		frontierMarkdown(&b, tt)
@@ -695,7 +688,7 @@ func certHeadersOf(rows []*Row) (rd, eps string) {
 		rd = fmt.Sprintf("Certified RD (order %g)", order)
 	}
 	if !math.IsNaN(delta) {
-		eps = "Certified ε (δ=" + train.FormatLambda(delta) + ")"
+		eps = "Certified ε (δ=" + sweep.FormatLambda(delta) + ")"
 	}
 	return rd, eps
 }

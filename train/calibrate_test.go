@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -241,84 +240,5 @@ func TestCalibratedRunAndResume(t *testing.T) {
 	}
 	if !bytes.Equal(cert1, cert2) || cfg2.Clip != cfg.Clip || b.Model.Cfg.Clip != cfg.Clip {
 		t.Errorf("resume changed the clipping: %+v -> %+v (model %+v)", cfg.Clip, cfg2.Clip, b.Model.Cfg.Clip)
-	}
-}
-
-// --target-epsilons is a sweep dimension of the nvdp-clipped cells; the other
-// variants run without the target.
-func TestSweepTargetEpsilons(t *testing.T) {
-	out := t.TempDir()
-	var got []PipelineOptions
-	runner := func(ctx context.Context, c Cell, po PipelineOptions) error {
-		got = append(got, po)
-		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-			return err
-		}
-		po.Train.Defaults()
-		if err := po.Train.Validate(); err != nil {
-			return err
-		}
-		if err := SaveOptions(c.Dir, &po.Train); err != nil {
-			return err
-		}
-		return (&fakeRunner{}).run(ctx, c, po)
-	}
-	base := PipelineOptions{Train: Options{GlueDir: "g", Encoder: "scratch:bert-tiny", Out: out, TargetDelta: 1e-6}}
-	so := SweepOptions{Base: base, Tasks: []string{"sst2"}, Variants: []string{"baseline", "nvdp", "nvdp-clipped"},
-		Lambdas: []float64{1e-2}, Seeds: []uint64{1}, Out: out, Runner: runner, TargetEpsilons: []float64{1, 8}}
-	res, err := Sweep(context.Background(), so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, c := range res.Manifest.Cells {
-		ids = append(ids, c.ID)
-	}
-	want := []string{"sst2/baseline/seed=1", "sst2/nvdp/lambda=1e-2/seed=1", "sst2/nvdp-clipped/epsilon=1/lambda=1e-2/seed=1",
-		"sst2/nvdp-clipped/epsilon=8/lambda=1e-2/seed=1"}
-	if !slices.Equal(ids, want) {
-		t.Errorf("cells %v, want %v", ids, want)
-	}
-	for i, po := range got {
-		c := res.Manifest.Cells[i]
-		if po.Train.TargetEpsilon != c.TargetEpsilon || (c.Variant == nvib.ModelNVDPClipped) != (po.Train.TargetEpsilon > 0) {
-			t.Errorf("%s ran with target %v, cell %v", c.ID, po.Train.TargetEpsilon, c.TargetEpsilon)
-		}
-		if c.Variant == nvib.ModelNVDPClipped && po.Train.TargetDelta != 1e-6 {
-			t.Errorf("%s: delta %v", c.ID, po.Train.TargetDelta)
-		}
-	}
-	if m := readManifest(t, out); !slices.Equal(m.TargetEpsilons, []float64{1, 8}) || m.Counts[CellDone] != 4 {
-		t.Errorf("manifest targets %v counts %v", m.TargetEpsilons, m.Counts)
-	}
-	// A finished cell calibrated to another target is an error, not reused.
-	so.TargetEpsilons = []float64{1, 9}
-	if err := os.Rename(filepath.Join(out, "sst2/nvdp-clipped/epsilon=8"), filepath.Join(out, "sst2/nvdp-clipped/epsilon=9")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Sweep(context.Background(), so); err == nil || !strings.Contains(err.Error(), "target epsilon 8") {
-		t.Errorf("changed target: err = %v", err)
-	}
-	// Validation.
-	for _, c := range []struct {
-		name string
-		mod  func(*SweepOptions)
-		want string
-	}{
-		{"no clipped variant", func(o *SweepOptions) { o.Variants = []string{"nvdp"} }, "not in --variants"},
-		{"with a C_mu grid", func(o *SweepOptions) { o.CMuGrid = []float64{1, 2} }, "--c-mu-grid"},
-		{"with a single target", func(o *SweepOptions) { o.Base.Train.TargetRD = 3 }, "give one"},
-		{"non-positive", func(o *SweepOptions) { o.TargetEpsilons = []float64{0} }, "--target-epsilons: 0"},
-		{"duplicate", func(o *SweepOptions) { o.TargetEpsilons = []float64{1, 1} }, "duplicate"},
-		{"share without a target", func(o *SweepOptions) { o.TargetEpsilons, o.Base.Train.VarianceShare = nil, 0.2 }, "need a target"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			o := so
-			o.Out = t.TempDir()
-			c.mod(&o)
-			if _, err := Sweep(context.Background(), o); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("err = %v, want %q", err, c.want)
-			}
-		})
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -180,80 +178,5 @@ func TestGaussianPipeline(t *testing.T) {
 	}
 	if post.Metadata["model"] != nvib.ModelGaussian || post.Metadata["gaussian_release_len"] != "16" {
 		t.Errorf("posterior metadata %v", post.Metadata)
-	}
-}
-
-// TestSweepGaussian: --target-epsilons is a dimension of the gaussian cells
-// as of the nvdp-clipped ones, without lambda (DIR/<task>/gaussian/epsilon=E/seed=S);
-// a gaussian cell runs with its epsilon as the target, C calibrated (the
-// --c-mu and --logvar-margin fixed and the variance share given for the
-// nvdp-clipped cells do not apply), and its options validate; a finished
-// sweep reruns nothing.
-// Without targets the gaussian cells are DIR/<task>/gaussian/seed=S.
-func TestSweepGaussian(t *testing.T) {
-	out := t.TempDir()
-	var got []PipelineOptions
-	runner := func(ctx context.Context, c Cell, po PipelineOptions) error {
-		got = append(got, po)
-		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-			return err
-		}
-		po.Train.Defaults()
-		if err := po.Train.Validate(); err != nil {
-			return err
-		}
-		if err := SaveOptions(c.Dir, &po.Train); err != nil {
-			return err
-		}
-		return (&fakeRunner{}).run(ctx, c, po)
-	}
-	base := PipelineOptions{Train: Options{GlueDir: "g", Encoder: "scratch:bert-tiny", Out: out, CMu: 2, LogvarMargin: 0.6931,
-		FixCMu: true, FixLogvarMargin: true, VarianceShare: 0.1}}
-	so := SweepOptions{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped", "gaussian"},
-		Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2}, Out: out, Runner: runner, TargetEpsilons: []float64{4, 16}}
-	res, err := Sweep(context.Background(), so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gauss []string
-	for i, c := range res.Manifest.Cells {
-		po := got[i]
-		if c.Variant != nvib.ModelGaussian {
-			if po.Train.TargetEpsilon != c.TargetEpsilon || po.Train.LogvarMargin != 0.6931 || !po.Train.FixCMu {
-				t.Errorf("%s: target %v margin %v fix C_mu %v", c.ID, po.Train.TargetEpsilon, po.Train.LogvarMargin, po.Train.FixCMu)
-			}
-			continue
-		}
-		gauss = append(gauss, c.ID)
-		tr := po.Train
-		if tr.TargetEpsilon != c.TargetEpsilon || tr.LogvarMargin != 0 || tr.VarianceShare != 0 || tr.FixCMu || tr.FixLogvarMargin || c.Lambda != 0 {
-			t.Errorf("%s: options %+v", c.ID, tr)
-		}
-	}
-	want := []string{"sst2/gaussian/epsilon=4/seed=1", "sst2/gaussian/epsilon=4/seed=2", "sst2/gaussian/epsilon=16/seed=1", "sst2/gaussian/epsilon=16/seed=2"}
-	if !slices.Equal(gauss, want) || len(res.Manifest.Cells) != 8+4 || res.Manifest.Counts[CellDone] != 12 {
-		t.Errorf("gaussian cells %v (of %d, counts %v), want %v", gauss, len(res.Manifest.Cells), res.Manifest.Counts, want)
-	}
-	if again, err := Sweep(context.Background(), so); err != nil || again.Ran != 0 {
-		t.Errorf("rerun: ran %v, err %v", again, err)
-	}
-	// without targets: one gaussian cell per seed
-	so.Out, so.TargetEpsilons, so.Variants = t.TempDir(), nil, []string{"gaussian"}
-	so.Base.Train.Out, so.Base.Train.VarianceShare, got = so.Out, 0, nil
-	res, err = Sweep(context.Background(), so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, c := range res.Manifest.Cells {
-		ids = append(ids, c.ID)
-	}
-	if !slices.Equal(ids, []string{"sst2/gaussian/seed=1", "sst2/gaussian/seed=2"}) || got[0].Train.CMu != 2 || got[0].Train.HasTarget() {
-		t.Errorf("cells %v, C %v", ids, got[0].Train.CMu)
-	}
-	// a target needs a variant it calibrates
-	so.Variants, so.TargetEpsilons = []string{"nvdp"}, []float64{4}
-	if _, err := Sweep(context.Background(), so); err == nil || !strings.Contains(err.Error(), "nvdp-clipped and gaussian") {
-		t.Errorf("target without a calibrated variant: %v", err)
 	}
 }

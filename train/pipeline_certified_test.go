@@ -176,9 +176,9 @@ func TestPipelineReportCertified(t *testing.T) {
 				t.Errorf("report.json unclipped: rd_certified %v reason %v, want null and a reason", rc["rd_certified"], rc["reason"])
 			}
 			// The sweep reads the report back.
-			back, err := readReport(o.Out)
+			back, err := ReadReport(o.Out)
 			if err != nil || back.Privacy == nil || back.Privacy.Certified == nil || !same(back.Privacy.Certified.RD, c.RD) {
-				t.Errorf("readReport: %+v, %v", back, err)
+				t.Errorf("ReadReport: %+v, %v", back, err)
 			}
 
 			// eval_dev.json: the certified block at the clip's order.

@@ -52,39 +52,6 @@ func TestProgressWriterOnlyToTerminal(t *testing.T) {
 	}
 }
 
-// --jobs N splits the cores between the cell subprocesses unless the user
-// set the thread counts.
-func TestCellEnv(t *testing.T) {
-	get := func(env []string, k string) []string {
-		var v []string
-		for _, e := range env {
-			if strings.HasPrefix(e, k+"=") {
-				v = append(v, strings.TrimPrefix(e, k+"="))
-			}
-		}
-		return v
-	}
-	for _, tc := range []struct {
-		name        string
-		environ     []string
-		cpus, jobs  int
-		blas, procs string
-	}{
-		{"2 cores, 2 jobs", []string{"HOME=/h"}, 2, 2, "1", "1"},
-		{"16 cores, 4 jobs", nil, 16, 4, "4", "4"},
-		{"more jobs than cores", nil, 2, 8, "1", "1"},
-		{"user's setting kept", []string{"OPENBLAS_NUM_THREADS=3"}, 8, 2, "3", "4"},
-	} {
-		env := cellEnv(tc.environ, tc.cpus, tc.jobs)
-		if b, p := get(env, "OPENBLAS_NUM_THREADS"), get(env, "GOMAXPROCS"); !slices.Equal(b, []string{tc.blas}) || !slices.Equal(p, []string{tc.procs}) {
-			t.Errorf("%s: OPENBLAS_NUM_THREADS %v GOMAXPROCS %v, want %s %s", tc.name, b, p, tc.blas, tc.procs)
-		}
-		if len(tc.environ) > 0 && env[0] != tc.environ[0] {
-			t.Errorf("%s: environment not kept: %v", tc.name, env)
-		}
-	}
-}
-
 func TestResolveInitFrom(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/nvdp-project/nvdp/report"
-	"github.com/nvdp-project/nvdp/train"
+	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/spf13/cobra"
 )
 
@@ -56,7 +56,7 @@ metrics.jsonl and the histogram of per-pair bounds from the audit.`,
 			if err != nil {
 				return err
 			}
-			sels := map[string]*train.CMuSelection{}
+			sels := map[string]*sweep.CMuSelection{}
 			for _, c := range cells {
 				if _, ok := sels[c.Task]; ok {
 					continue

@@ -1,30 +1,24 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
 func newSweepCmd() *cobra.Command {
-	so := &train.SweepOptions{}
+	so := &sweep.Options{}
 	po := &so.Base
 	var af *auditFlagValues
-	var dropout, cmuLambda float64
+	var dropout, cmuLambda, cmuTolerance float64
 	var noProgress, inProcess bool
 	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targetEpsilons string
 	cmd := &cobra.Command{
@@ -87,6 +81,7 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 			if cmd.Flags().Changed("c-mu-lambda") {
 				so.CMuLambda = &cmuLambda
 			}
+			so.CMuTolerance = &cmuTolerance
 			if cmuSeeds != "" {
 				if so.CMuSeeds, err = parseUintList("--c-mu-seeds", cmuSeeds); err != nil {
 					return err
@@ -115,25 +110,29 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 				po.Train.TargetDelta = po.Audit.Delta
 			}
 			setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
 			switch {
-			case so.Jobs > 1 && !inProcess:
+			case so.Jobs < 1:
+				return fmt.Errorf("--jobs %d: must be >= 1", so.Jobs)
+			case so.Jobs > 1 && inProcess:
+				return fmt.Errorf("--jobs %d with --in-process: cells in one process run one at a time "+
+					"(they would share nn's cores and OpenBLAS's process-wide thread count); drop --in-process to run them as subprocesses", so.Jobs)
+			case so.Jobs > 1:
 				exe, err := os.Executable()
 				if err != nil {
-					return fmt.Errorf("--jobs: cannot find this binary to run cells as subprocesses: %w (use --in-process)", err)
+					return fmt.Errorf("--jobs: cannot find this binary to run cells as subprocesses: %w", err)
 				}
-				so.Runner = subprocessRunner(exe, filepath.Join(so.Out, train.SweepLogDir), cellEnv(os.Environ(), runtime.NumCPU(), so.Jobs))
-			case so.Jobs > 1:
-				so.Runner = train.InProcessRunner(nil)
+				so.Runner = sweep.Subprocess([]string{exe, "sweep-cell", "--log-level", logLevel},
+					sweep.SubprocessEnv(os.Environ(), runtime.NumCPU(), so.Jobs), filepath.Join(so.Out, sweep.LogDir))
 			default:
-				so.Runner = train.InProcessRunner(progressWriter(cmd, noProgress))
+				so.Progress = progressWriter(cmd, noProgress)
 			}
-			res, err := train.Sweep(ctx, *so)
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			res, err := sweep.Run(ctx, *so)
 			if res != nil {
 				m := res.Manifest
 				fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s), %d ran this time; manifest %s\n", so.Out, len(m.Cells),
-					fmtCounts(m.Counts), res.Ran, filepath.Join(so.Out, train.SweepManifestFile))
+					fmtCounts(m.Counts), res.Ran, filepath.Join(so.Out, sweep.ManifestFile))
 				for _, task := range so.Tasks {
 					if s := m.Selections[task]; s != nil {
 						fmt.Fprintf(cmd.OutOrStdout(), "%s C_mu = %g: %s\n", task, s.CMu, s.Reason)
@@ -143,7 +142,7 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 			if ctx.Err() != nil {
 				return fmt.Errorf("sweep interrupted: finished cells keep their report.json, the others resume when the same command is run again")
 			}
-			return err
+			return sweepFlagError(err)
 		},
 	}
 	fs := cmd.Flags()
@@ -155,10 +154,10 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 	fs.StringVar(&variants, "variants", "nvdp,nvdp-clipped", "comma-separated variants: baseline, nvdp, nvdp-clipped, gaussian")
 	fs.StringVar(&lambdas, "lambdas", "1e-3,1e-2,1e-1,1", "comma-separated lambda_G = lambda_D values (nvdp variants)")
 	fs.StringVar(&seeds, "seeds", "1", "comma-separated seeds")
-	fs.IntVar(&so.Jobs, "jobs", 1, "cells run at once (subprocesses of this binary; see --in-process)")
-	fs.BoolVar(&inProcess, "in-process", false, "with --jobs N: run cells as goroutines instead of subprocesses")
+	fs.IntVar(&so.Jobs, "jobs", 1, "cells run at once; N > 1 runs each as a subprocess of this binary")
+	fs.BoolVar(&inProcess, "in-process", false, "run the cells in this process, one at a time (as --jobs 1 does; with --jobs N > 1 an error)")
 	fs.StringVar(&cmuGrid, "c-mu-grid", "", "comma-separated C_mu grid for nvdp-clipped (selection as paper §3.2)")
-	fs.Float64Var(&so.CMuTolerance, "c-mu-tolerance", 0.01, "C_mu selection: absolute tolerance on the dev selection metric")
+	fs.Float64Var(&cmuTolerance, "c-mu-tolerance", sweep.DefaultCMuTolerance, "C_mu selection: absolute tolerance on the dev selection metric (0: the best only)")
 	fs.Float64Var(&cmuLambda, "c-mu-lambda", 0, "C_mu selection: lambda of the grid runs (default: the first of --lambdas)")
 	fs.StringVar(&cmuSeeds, "c-mu-seeds", "", "C_mu selection: seeds of the grid runs (default: the first of --seeds)")
 	fs.StringVar(&targetEpsilons, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped and gaussian cells, each calibrated to one")
@@ -169,7 +168,7 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 
 func fmtCounts(c map[string]int) string {
 	var s []string
-	for _, k := range []string{train.CellDone, train.CellRunning, train.CellPending, train.CellInterrupted, train.CellFailed, train.CellSkipped} {
+	for _, k := range []string{sweep.CellDone, sweep.CellRunning, sweep.CellPending, sweep.CellInterrupted, sweep.CellFailed, sweep.CellSkipped} {
 		if c[k] > 0 {
 			s = append(s, fmt.Sprintf("%d %s", c[k], k))
 		}
@@ -177,71 +176,27 @@ func fmtCounts(c map[string]int) string {
 	return strings.Join(s, ", ")
 }
 
-// subprocessRunner runs a cell as `exe sweep-cell` with its pipeline options
-// as JSON on stdin; stdout and stderr go to logDir/<cell>.log. Cancelling
-// ctx sends the child SIGINT (it stops at its next step with a checkpoint)
-// and kills it only if it has not exited 5 minutes later.
-func subprocessRunner(exe, logDir string, env []string) train.CellRunner {
-	return func(ctx context.Context, cell train.Cell, po train.PipelineOptions) error {
-		if err := os.MkdirAll(logDir, 0o755); err != nil {
-			return err
-		}
-		spec, err := json.Marshal(po)
-		if err != nil {
-			return err
-		}
-		logPath := filepath.Join(logDir, strings.ReplaceAll(cell.ID, string(filepath.Separator), "_")+".log")
-		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		defer lf.Close()
-		fmt.Fprintf(lf, "=== %s cell %s (resume %v)\n", time.Now().UTC().Format(time.RFC3339), cell.ID, po.Train.Resume)
-		c := exec.CommandContext(ctx, exe, "sweep-cell", "--log-level", logLevel)
-		c.Stdin = bytes.NewReader(spec)
-		c.Env = env
-		c.Stdout, c.Stderr = lf, lf
-		c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
-		c.WaitDelay = 5 * time.Minute
-		if err := c.Run(); err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("cell %s interrupted (log %s): %w", cell.ID, logPath, ctx.Err())
-			}
-			return fmt.Errorf("cell %s: %w (log %s: %s)", cell.ID, err, logPath, lastLine(logPath))
-		}
-		return nil
-	}
+// sweepFlags are the flags of the sweep.Options fields an *sweep.OptionError names.
+var sweepFlags = map[string]string{
+	"Out": "--out", "Tasks": "--tasks", "Variants": "--variants", "Lambdas": "--lambdas", "Seeds": "--seeds", "Jobs": "--jobs",
+	"CMuGrid": "--c-mu-grid", "CMuTolerance": "--c-mu-tolerance", "CMuLambda": "--c-mu-lambda", "CMuSeeds": "--c-mu-seeds",
+	"TargetEpsilons": "--target-epsilons", "Base.Train": "--target-epsilon / --target-rd",
 }
 
-// cellEnv is the environment of the cell subprocesses of `--jobs N`: the
-// sweep's own, with OPENBLAS_NUM_THREADS and GOMAXPROCS set to cpus/N (at
-// least 1) where the user has not set them, so that N cells share the cores
-// instead of each spinning up a BLAS thread per core. Measured on 2 cores with
-// bert-tiny: two one-thread cells finish about twice as many training steps
-// per minute as one two-thread cell (docs/results.md).
-func cellEnv(environ []string, cpus, jobs int) []string {
-	per := max(1, cpus/max(1, jobs))
-	env := slices.Clone(environ)
-	for _, k := range []string{"OPENBLAS_NUM_THREADS", "GOMAXPROCS"} {
-		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
-			env = append(env, k+"="+strconv.Itoa(per))
+// sweepFlagError names the flag of an invalid sweep option.
+func sweepFlagError(err error) error {
+	var oe *sweep.OptionError
+	if errors.As(err, &oe) {
+		if f, ok := sweepFlags[oe.Field]; ok {
+			return fmt.Errorf("%s: %w", f, oe.Err)
 		}
 	}
-	return env
+	return err
 }
 
-// lastLine is the last non-empty line of a log file (the child's error).
-func lastLine(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return lines[len(lines)-1]
-}
-
-// newSweepCellCmd is the hidden subcommand a sweep runs per cell with --jobs:
-// train.PipelineOptions as JSON on stdin, the pipeline of `nvdp run`.
+// newSweepCellCmd is the hidden subcommand a sweep runs per cell with --jobs
+// N > 1 (sweep.Subprocess): train.PipelineOptions as JSON on stdin
+// (sweep.ReadCellOptions), the pipeline of `nvdp run`.
 func newSweepCellCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "sweep-cell < OPTIONS.json",
@@ -249,14 +204,9 @@ func newSweepCellCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := io.ReadAll(cmd.InOrStdin())
+			po, err := sweep.ReadCellOptions(cmd.InOrStdin())
 			if err != nil {
-				return err
-			}
-			var po train.PipelineOptions
-			dec := json.NewDecoder(bytes.NewReader(b))
-			if err := dec.Decode(&po); err != nil {
-				return fmt.Errorf("sweep-cell: options on stdin: %w", err)
+				return fmt.Errorf("sweep-cell: stdin: %w", err)
 			}
 			po.Train.Quiet = true
 			ctx, cancel := signalContext(cmd)

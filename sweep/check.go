@@ -1,0 +1,149 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// The checks of a cell directory that holds a run already: a finished one
+// must be the run the sweep asks for (checkReport), a resumed one continues
+// with its saved options (changedOptions).
+
+// resolved is o with its defaults filled in, as train_options.json holds it.
+func resolved(o train.Options) train.Options {
+	o.Defaults()
+	return o
+}
+
+// checkReport checks that the finished run in c.Dir is the run the sweep
+// asks for (want: the cell's train options): the report's task, variant,
+// seed, lambda (variants with KL terms) and C_mu (nvdp-clipped, when set),
+// and for the calibrated variants the target (checkTarget).
+func checkReport(c *Cell, want train.Options, r *train.Report) error {
+	path := filepath.Join(c.Dir, train.ReportFile)
+	switch {
+	case r.Task != c.Task:
+		return mismatch(path, "task", r.Task, c.Task)
+	case r.Variant != c.Variant:
+		return mismatch(path, "variant", r.Variant, c.Variant)
+	case r.Seed != c.Seed:
+		return mismatch(path, "seed", r.Seed, c.Seed)
+	case nvib.HasKL(c.Variant) && r.Lambda != c.Lambda:
+		return mismatch(path, "lambda", r.Lambda, c.Lambda)
+	case c.Variant == nvib.ModelNVDPClipped && want.CMu > 0 && r.CMu != want.CMu:
+		return mismatch(path, "C_mu", r.CMu, want.CMu)
+	case nvib.Calibratable(c.Variant):
+		return checkTarget(c, want)
+	}
+	return nil
+}
+
+func mismatch(path, what string, have, want any) error {
+	return fmt.Errorf("%s holds a run with %s %v, the sweep wants %v: remove the cell or use another sweep directory", path, what, have, want)
+}
+
+// target is what a run's clipping is calibrated to: a certified epsilon or
+// RD and, with either, the number of releases (train.Options).
+type target struct {
+	Epsilon, RD float64
+	Releases    int
+}
+
+func targetOf(o *train.Options) target {
+	t := target{Epsilon: o.TargetEpsilon, RD: o.TargetRD}
+	if o.HasTarget() {
+		t.Releases = o.Releases
+	}
+	return t
+}
+
+func (t target) String() string {
+	return fmt.Sprintf("epsilon %v / RD %v (%d releases)", t.Epsilon, t.RD, t.Releases)
+}
+
+// checkTarget checks that the finished cell was calibrated to the target the
+// sweep asks for (train_options.json of the cell). A cell without saved
+// options is accepted when no target is asked for.
+func checkTarget(c *Cell, want train.Options) error {
+	want = resolved(want)
+	saved, err := train.LoadOptions(c.Dir)
+	switch {
+	case err != nil && want.HasTarget():
+		return err
+	case err != nil:
+		return nil
+	}
+	if have, want := targetOf(saved), targetOf(&want); have != want {
+		return mismatch(filepath.Join(c.Dir, train.OptionsFile), "target", have, want)
+	}
+	return nil
+}
+
+// warnChangedOptions logs the options of a resumed cell that differ from the
+// sweep's (a resumed run continues with its saved options).
+func warnChangedOptions(c *Cell, want train.Options) {
+	saved, err := train.LoadOptions(c.Dir)
+	if err != nil {
+		return
+	}
+	diff, err := changedOptions(*saved, resolved(want))
+	if err != nil {
+		slog.Warn("resuming a cell whose saved options cannot be compared with the sweep's; the saved ones are used", "cell", c.ID, "err", err)
+	} else if len(diff) > 0 {
+		slog.Warn("resuming a cell whose saved options differ from the sweep's; the saved ones are used",
+			"cell", c.ID, "fields", strings.Join(diff, ","))
+	}
+}
+
+// changedOptions lists, sorted, the train_options.json keys whose values
+// differ between saved and want, leaving out where the run is and how it
+// was started (out, resume, glue_dir, vocab, lambda_set, calibrated; the
+// fields train_options.json does not hold) and, when saved holds calibrated
+// clipping constants, those constants (c_mu, logvar_margin, c_alpha_min:
+// checkTarget compares the target instead).
+func changedOptions(saved, want train.Options) ([]string, error) {
+	ignore := []string{"out", "resume", "glue_dir", "vocab", "lambda_set", "calibrated"}
+	if saved.Calibrated {
+		ignore = append(ignore, "c_mu", "logvar_margin", "c_alpha_min")
+	}
+	s, err := jsonObject(saved)
+	if err != nil {
+		return nil, err
+	}
+	w, err := jsonObject(want)
+	if err != nil {
+		return nil, err
+	}
+	var diff []string
+	add := func(k string) {
+		if !slices.Contains(ignore, k) && !bytes.Equal(s[k], w[k]) && !slices.Contains(diff, k) {
+			diff = append(diff, k)
+		}
+	}
+	for k := range s {
+		add(k)
+	}
+	for k := range w {
+		add(k)
+	}
+	slices.Sort(diff)
+	return diff, nil
+}
+
+// jsonObject is o as train_options.json writes it, key by key.
+func jsonObject(o train.Options) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	return m, json.Unmarshal(b, &m)
+}

@@ -1,0 +1,81 @@
+package sweep
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// TestChangedOptions: the options of a resumed cell that differ from the
+// sweep's are listed by their train_options.json keys, except where the run
+// is and how it was started, and the calibrated constants of a calibrated run.
+func TestChangedOptions(t *testing.T) {
+	base := train.Options{Task: "sst2", Encoder: "scratch:bert-tiny", Epochs: 3, LR: 1e-3, CMu: 2, Seed: 1}
+	drop := 0.1
+	small, big := encoder.Config{HiddenSize: 32}, encoder.Config{HiddenSize: 64}
+	for _, tc := range []struct {
+		name        string
+		saved, want func(o *train.Options)
+		diff        []string
+	}{
+		{"same", nil, nil, nil},
+		{"epochs and lr", func(o *train.Options) { o.Epochs, o.LR = 5, 2e-3 }, nil, []string{"epochs", "lr"}},
+		{"where and how it runs", func(o *train.Options) {
+			o.Out, o.Resume, o.GlueDir, o.Vocab, o.LambdaSet, o.StopAfterSteps, o.Quiet = "/a", true, "/g", "v.txt", true, 7, true
+		}, nil, nil},
+		{"C_mu of an uncalibrated run", func(o *train.Options) { o.CMu = 4 }, nil, []string{"c_mu"}},
+		{"constants of a calibrated run", func(o *train.Options) { o.CMu, o.LogvarMargin, o.CAlphaMin, o.Calibrated = 0.3, 0.7, 0.2, true }, nil, nil},
+		{"target of a calibrated run", func(o *train.Options) { o.CMu, o.TargetEpsilon, o.Calibrated = 0.3, 8, true }, nil, []string{"target_epsilon"}},
+		{"a field only one side has", nil, func(o *train.Options) { o.Dropout = &drop }, []string{"dropout"}},
+		{"nested", func(o *train.Options) { o.ScratchConfig = &small }, func(o *train.Options) { o.ScratchConfig = &big }, []string{"scratch_config"}},
+		{"nested, equal", func(o *train.Options) { o.ScratchConfig = &small }, func(o *train.Options) { c := small; o.ScratchConfig = &c }, nil},
+	} {
+		saved, want := base, base
+		if tc.saved != nil {
+			tc.saved(&saved)
+		}
+		if tc.want != nil {
+			tc.want(&want)
+		}
+		diff, err := changedOptions(saved, want)
+		if err != nil || !slices.Equal(diff, tc.diff) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, diff, err, tc.diff)
+		}
+	}
+}
+
+// TestCheckTarget: a finished calibrated cell must hold the target the
+// sweep asks for (epsilon, RD and, with a target, the releases); a cell
+// without saved options passes only when no target is asked for.
+func TestCheckTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		saved, want *train.Options // saved nil: no train_options.json
+		err         string
+	}{
+		{"same target", &train.Options{TargetEpsilon: 8, Releases: 1}, &train.Options{TargetEpsilon: 8}, ""},
+		{"no target either side", &train.Options{}, &train.Options{}, ""},
+		{"other epsilon", &train.Options{TargetEpsilon: 8, Releases: 1}, &train.Options{TargetEpsilon: 9},
+			"holds a run with target epsilon 8 / RD 0 (1 releases), the sweep wants epsilon 9 / RD 0 (1 releases)"},
+		{"other releases", &train.Options{TargetEpsilon: 8, Releases: 1}, &train.Options{TargetEpsilon: 8, Releases: 3}, "(1 releases), the sweep wants epsilon 8 / RD 0 (3 releases)"},
+		{"target asked, none held", &train.Options{Releases: 2}, &train.Options{TargetRD: 3}, "target epsilon 0 / RD 0 (0 releases)"},
+		{"target held, none asked", &train.Options{TargetRD: 3, Releases: 1}, &train.Options{}, "the sweep wants epsilon 0 / RD 0 (0 releases)"},
+		{"no saved options, no target", nil, &train.Options{}, ""},
+		{"no saved options, a target", nil, &train.Options{TargetEpsilon: 1}, "train_options.json"},
+	} {
+		c := &Cell{ID: "c", Dir: t.TempDir()}
+		if tc.saved != nil {
+			if err := train.SaveOptions(c.Dir, tc.saved); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tc.want.Task = "sst2"
+		err := checkTarget(c, *tc.want)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.err)
+		}
+	}
+}

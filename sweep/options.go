@@ -1,0 +1,220 @@
+package sweep
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// DefaultCMuTolerance is the default absolute tolerance of the C_mu
+// selection on the dev selection metric (metric units: 0.01 = 1 point).
+const DefaultCMuTolerance = 0.01
+
+// Options configure Run.
+type Options struct {
+	// Base is the template of every cell: all train and audit options. Task,
+	// Variant, Lambda, Seed, Out and Resume are set per cell; CMu too when
+	// CMuGrid is given, and the target for the TargetEpsilons cells.
+	Base     train.PipelineOptions
+	Tasks    []string
+	Variants []string  // baseline, nvdp, nvdp-clipped, gaussian
+	Lambdas  []float64 // lambda_G = lambda_D of the variants with KL terms (nvdp, nvdp-clipped)
+	Seeds    []uint64
+	// Out is the sweep directory (layout: docs/results.md).
+	Out string
+	// Jobs is the number of cells run at once; 0 and 1 run them one at a
+	// time. Jobs > 1 needs a Runner that runs each cell in its own process
+	// (Subprocess): see the package documentation, "Concurrency".
+	Jobs int
+	// Runner runs a cell; nil runs it in this process with train.RunPipeline.
+	Runner Runner
+	// Progress receives the progress bars of the cells run in this process
+	// (Runner nil; nil: none).
+	Progress io.Writer
+	// ExtraAuditModes audits each NVDP cell's posteriors again in these modes
+	// (e.g. reference next to a principled run), written as AuditFile(mode).
+	ExtraAuditModes []privacy.Mode
+	// CMuGrid, when non-empty, runs nvdp-clipped over these C_mu values first
+	// (at CMuLambda and the seeds CMuSeeds) and selects C_mu per task with
+	// SelectCMu.
+	CMuGrid []float64
+	// CMuTolerance is the absolute tolerance of the selection on the dev
+	// selection metric; nil: DefaultCMuTolerance (0 keeps the best only).
+	CMuTolerance *float64
+	CMuLambda    *float64 // nil: Lambdas[0]
+	CMuSeeds     []uint64 // empty: Seeds[:1]
+	// TargetEpsilons, when non-empty, is a dimension of the nvdp-clipped and
+	// gaussian cells: each is calibrated to one certified epsilon (at
+	// Base.Train.TargetDelta, default privacy.DefaultDelta;
+	// train.Options.TargetEpsilon) in
+	// Out/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s> and
+	// Out/<task>/gaussian/epsilon=<e>/seed=<s> (lambda is not a dimension of
+	// the gaussian cells: they have no KL terms). The baseline and nvdp have
+	// no clipping and run once per lambda and seed as usual.
+	TargetEpsilons []float64
+}
+
+// OptionError is an invalid field of Options. Field is the field's name
+// ("Tasks", "CMuGrid"; "Base.Train" for the privacy target of the base
+// options), so that a program can name its own flag for it.
+type OptionError struct {
+	Field string
+	Err   error
+}
+
+func (e *OptionError) Error() string { return "sweep: " + e.Field + ": " + e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+func invalid(field, format string, a ...any) error {
+	return &OptionError{Field: field, Err: fmt.Errorf(format, a...)}
+}
+
+// validate checks o before any work and fills the defaults of the C_mu grid.
+func (o *Options) validate() error {
+	if o.Out == "" {
+		return invalid("Out", "no sweep directory")
+	}
+	switch {
+	case len(o.Tasks) == 0:
+		return invalid("Tasks", "empty")
+	case len(o.Variants) == 0:
+		return invalid("Variants", "empty")
+	case len(o.Seeds) == 0:
+		return invalid("Seeds", "empty")
+	}
+	for _, t := range o.Tasks {
+		if _, err := glue.LookupTask(t); err != nil {
+			return &OptionError{Field: "Tasks", Err: err}
+		}
+	}
+	kl := false
+	for _, v := range o.Variants {
+		switch v {
+		case nvib.ModelBaseline, nvib.ModelGaussian:
+		case nvib.ModelNVDP, nvib.ModelNVDPClipped:
+			kl = true
+		default:
+			return invalid("Variants", "unknown variant %q (want baseline, nvdp, nvdp-clipped, gaussian)", v)
+		}
+	}
+	if kl && len(o.Lambdas) == 0 {
+		return invalid("Lambdas", "empty: nvdp and nvdp-clipped need a lambda")
+	}
+	for _, l := range o.Lambdas {
+		if !(l >= 0) || math.IsInf(l, 0) {
+			return invalid("Lambdas", "%v must be finite and >= 0", l)
+		}
+	}
+	if err := firstError(dup("Tasks", o.Tasks), dup("Variants", o.Variants), dup("Lambdas", o.Lambdas), dup("Seeds", o.Seeds),
+		dup("CMuGrid", o.CMuGrid), dup("CMuSeeds", o.CMuSeeds), dup("TargetEpsilons", o.TargetEpsilons)); err != nil {
+		return err
+	}
+	if err := o.validateTargets(); err != nil {
+		return err
+	}
+	switch {
+	case o.Jobs < 0:
+		return invalid("Jobs", "%d must be >= 1", o.Jobs)
+	case o.Jobs > 1 && o.Runner == nil:
+		return invalid("Jobs", "%d cells at once need a Runner that runs each in its own process (Subprocess): "+
+			"trainings in one process share nn's cores and OpenBLAS's process-wide thread count, so they run one at a time", o.Jobs)
+	}
+	if len(o.CMuGrid) > 0 {
+		return o.validateGrid()
+	}
+	return nil
+}
+
+// validateGrid checks the C_mu grid and fills its defaults (tolerance,
+// lambda, seeds).
+func (o *Options) validateGrid() error {
+	if !slices.Contains(o.Variants, nvib.ModelNVDPClipped) {
+		return invalid("CMuGrid", "selects C_mu for nvdp-clipped, which is not among the variants")
+	}
+	for _, c := range o.CMuGrid {
+		if !(c > 0) || math.IsInf(c, 0) {
+			return invalid("CMuGrid", "%v must be finite and > 0", c)
+		}
+	}
+	if o.CMuTolerance == nil {
+		tol := DefaultCMuTolerance
+		o.CMuTolerance = &tol
+	}
+	if !(*o.CMuTolerance >= 0) {
+		return invalid("CMuTolerance", "%v must be >= 0", *o.CMuTolerance)
+	}
+	if o.CMuLambda == nil {
+		if len(o.Lambdas) == 0 {
+			return invalid("CMuLambda", "not set, and there are no lambdas to take the first of")
+		}
+		l := o.Lambdas[0]
+		o.CMuLambda = &l
+	}
+	if l := *o.CMuLambda; !(l >= 0) || math.IsInf(l, 0) {
+		return invalid("CMuLambda", "%v must be finite and >= 0", l)
+	}
+	if len(o.CMuSeeds) == 0 {
+		o.CMuSeeds = o.Seeds[:1]
+	}
+	return nil
+}
+
+// validateTargets checks the privacy targets of the sweep: TargetEpsilons
+// and a single target of the base options apply to nvdp-clipped and gaussian
+// cells only, and exclude the C_mu grid (the target calibrates C_mu).
+func (o *Options) validateTargets() error {
+	base := o.Base.Train
+	single := base.HasTarget()
+	if len(o.TargetEpsilons) == 0 && !single {
+		if base.Releases > 1 || base.VarianceShare != 0 || base.DirichletShare != 0 {
+			return invalid("Base.Train", "releases, the variance share and the Dirichlet share need a privacy target "+
+				"(target epsilons, or one target epsilon or RD for every calibrated cell)")
+		}
+		return nil
+	}
+	field := "TargetEpsilons"
+	if len(o.TargetEpsilons) == 0 {
+		field = "Base.Train"
+	}
+	switch {
+	case len(o.TargetEpsilons) > 0 && single:
+		return invalid(field, "target epsilons and one target epsilon or RD for every calibrated cell: give one")
+	case !slices.ContainsFunc(o.Variants, nvib.Calibratable):
+		return invalid(field, "a privacy target calibrates the nvdp-clipped and gaussian cells, which are not among the variants")
+	case len(o.CMuGrid) > 0:
+		return invalid(field, "a privacy target excludes a C_mu grid: the target calibrates C_mu (fix C_mu instead of a grid)")
+	}
+	for _, e := range o.TargetEpsilons {
+		if !(e > 0) || math.IsInf(e, 0) {
+			return invalid("TargetEpsilons", "%v must be finite and > 0", e)
+		}
+	}
+	return nil
+}
+
+// dup is an OptionError naming the first repeated value of field.
+func dup[T comparable](field string, v []T) error {
+	seen := map[T]bool{}
+	for _, x := range v {
+		if seen[x] {
+			return invalid(field, "duplicate value %v", x)
+		}
+		seen[x] = true
+	}
+	return nil
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package sweep
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// Runner runs one cell: train.RunPipeline with po (po.Train.Out = cell.Dir,
+// po.Train.Resume set when the cell has a checkpoint), in this process or
+// another. It must leave the cell either complete with its report.json or
+// resumable, and return ctx.Err() (wrapped) when cancelled. With
+// Options.Jobs > 1 it is called from several goroutines at once and must run
+// each cell in its own process (Subprocess; package documentation,
+// "Concurrency").
+type Runner func(ctx context.Context, cell Cell, po train.PipelineOptions) error
+
+// inProcess runs the cells with train.RunPipeline in this process, one at a
+// time (Options.validate); progress receives the progress bars (nil: none).
+func inProcess(progress io.Writer) Runner {
+	return func(ctx context.Context, cell Cell, po train.PipelineOptions) error {
+		_, err := train.RunPipeline(ctx, po, progress)
+		return err
+	}
+}
+
+// SubprocessWaitDelay is how long a cancelled cell subprocess has to stop at
+// its next step with a checkpoint after SIGINT before it is killed.
+const SubprocessWaitDelay = 5 * time.Minute
+
+// Subprocess returns a Runner that runs each cell as the command argv (e.g.
+// this binary's `nvdp sweep-cell`) with the environment env (SubprocessEnv)
+// and the cell's train.PipelineOptions as JSON on stdin (ReadCellOptions
+// reads them in the child, which runs train.RunPipeline); the child's stdout
+// and stderr are appended to logDir/<cell ID with / as _>.log. Cancelling
+// ctx sends the child SIGINT and kills it if it has not exited
+// SubprocessWaitDelay later. A failed child's error names its log and quotes
+// the log's last line (the child's error).
+func Subprocess(argv, env []string, logDir string) Runner {
+	return func(ctx context.Context, cell Cell, po train.PipelineOptions) error {
+		if len(argv) == 0 {
+			return errors.New("sweep: Subprocess without a command")
+		}
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return err
+		}
+		spec, err := json.Marshal(po)
+		if err != nil {
+			return fmt.Errorf("cell %s: options: %w", cell.ID, err)
+		}
+		logPath := filepath.Join(logDir, strings.ReplaceAll(cell.ID, string(filepath.Separator), "_")+".log")
+		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		fmt.Fprintf(lf, "=== %s cell %s (resume %v)\n", time.Now().UTC().Format(time.RFC3339), cell.ID, po.Train.Resume)
+		c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		c.Stdin = bytes.NewReader(spec)
+		c.Env = env
+		c.Stdout, c.Stderr = lf, lf
+		c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
+		c.WaitDelay = SubprocessWaitDelay
+		if err := c.Run(); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("cell %s interrupted (log %s): %w", cell.ID, logPath, ctx.Err())
+			}
+			return fmt.Errorf("cell %s: %w (log %s: %s)", cell.ID, err, logPath, lastLine(logPath))
+		}
+		return nil
+	}
+}
+
+// ReadCellOptions reads the pipeline options a Subprocess runner writes to
+// the child's stdin: one JSON object of train.PipelineOptions. Unknown fields
+// (a child binary older than the sweep's) and trailing data are errors.
+func ReadCellOptions(r io.Reader) (train.PipelineOptions, error) {
+	var po train.PipelineOptions
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&po); err != nil {
+		return po, fmt.Errorf("cell options: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return po, fmt.Errorf("cell options: data after the JSON object")
+	}
+	return po, nil
+}
+
+// SubprocessEnv is the environment of the cell subprocesses of a sweep with
+// jobs cells at once on cpus cores: environ with OPENBLAS_NUM_THREADS and
+// GOMAXPROCS set to cpus/jobs (at least 1) where environ does not set them,
+// so that the cells share the cores instead of each spinning up a BLAS thread
+// per core. Measured on 2 cores with bert-tiny: two one-thread cells finish
+// about twice as many training steps per minute as one two-thread cell
+// (docs/results.md).
+func SubprocessEnv(environ []string, cpus, jobs int) []string {
+	per := max(1, cpus/max(1, jobs))
+	env := slices.Clone(environ)
+	for _, k := range []string{"OPENBLAS_NUM_THREADS", "GOMAXPROCS"} {
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
+			env = append(env, k+"="+strconv.Itoa(per))
+		}
+	}
+	return env
+}
+
+// lastLine is the last non-empty line of a log file (the child's error).
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}

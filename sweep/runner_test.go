@@ -1,0 +1,146 @@
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// Subprocess splits the cores between the cell subprocesses unless the
+// environment sets the thread counts.
+func TestSubprocessEnv(t *testing.T) {
+	get := func(env []string, k string) []string {
+		var v []string
+		for _, e := range env {
+			if strings.HasPrefix(e, k+"=") {
+				v = append(v, strings.TrimPrefix(e, k+"="))
+			}
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name        string
+		environ     []string
+		cpus, jobs  int
+		blas, procs string
+	}{
+		{"2 cores, 2 jobs", []string{"HOME=/h"}, 2, 2, "1", "1"},
+		{"16 cores, 4 jobs", nil, 16, 4, "4", "4"},
+		{"more jobs than cores", nil, 2, 8, "1", "1"},
+		{"user's setting kept", []string{"OPENBLAS_NUM_THREADS=3"}, 8, 2, "3", "4"},
+	} {
+		env := SubprocessEnv(tc.environ, tc.cpus, tc.jobs)
+		if b, p := get(env, "OPENBLAS_NUM_THREADS"), get(env, "GOMAXPROCS"); !slices.Equal(b, []string{tc.blas}) || !slices.Equal(p, []string{tc.procs}) {
+			t.Errorf("%s: OPENBLAS_NUM_THREADS %v GOMAXPROCS %v, want %s %s", tc.name, b, p, tc.blas, tc.procs)
+		}
+		if len(tc.environ) > 0 && env[0] != tc.environ[0] {
+			t.Errorf("%s: environment not kept: %v", tc.name, env)
+		}
+	}
+}
+
+const helperEnv = "NVDP_SWEEP_HELPER_CELL"
+
+// TestHelperCell is the child of TestSubprocess (as `nvdp sweep-cell`):
+// it reads the cell's options from stdin, logs its thread settings and
+// writes the cell's report as fakeRunner does; seed 99 fails.
+func TestHelperCell(t *testing.T) {
+	if os.Getenv(helperEnv) != "1" {
+		t.Skip("the child process of TestSubprocess")
+	}
+	po, err := ReadCellOptions(os.Stdin)
+	if err == nil && po.Train.Seed == 99 {
+		err = fmt.Errorf("cell error: boom")
+	}
+	if err == nil {
+		fmt.Printf("OPENBLAS_NUM_THREADS=%s GOMAXPROCS=%s\n", os.Getenv("OPENBLAS_NUM_THREADS"), os.Getenv("GOMAXPROCS"))
+		tr := po.Train
+		err = (&fakeRunner{}).run(context.Background(), Cell{ID: "child", Task: tr.Task, Variant: tr.Variant, Seed: tr.Seed, Dir: tr.Out}, po)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestSubprocess: with Subprocess, Jobs cells run at once, each in its own
+// process with its share of the cores and its options passed through
+// exactly, its output in Out/logs/<cell>.log; a failing child's error quotes
+// its log's last line.
+func TestSubprocess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts test binaries")
+	}
+	var environ []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "OPENBLAS_NUM_THREADS=") && !strings.HasPrefix(e, "GOMAXPROCS=") {
+			environ = append(environ, e)
+		}
+	}
+	argv := []string{os.Args[0], "-test.run=^TestHelperCell$"}
+	out := t.TempDir()
+	runner := Subprocess(argv, SubprocessEnv(append(environ, helperEnv+"=1"), 4, 2), filepath.Join(out, LogDir))
+	base := train.PipelineOptions{Train: train.Options{Encoder: "scratch:bert-tiny", Epochs: 3}, Audit: privacy.Options{Order: 1.1}}
+	o := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
+		Out: out, Runner: runner, Jobs: 2}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ran != 4 || res.Manifest.Counts[CellDone] != 4 {
+		t.Fatalf("ran %d, counts %v", res.Ran, res.Manifest.Counts)
+	}
+	for _, c := range res.Manifest.Cells {
+		log, err := os.ReadFile(filepath.Join(out, LogDir, strings.ReplaceAll(c.ID, "/", "_")+".log"))
+		if err != nil || !strings.Contains(string(log), "OPENBLAS_NUM_THREADS=2 GOMAXPROCS=2") || !strings.Contains(string(log), "cell "+c.ID) {
+			t.Errorf("log of %s: %q, %v", c.ID, log, err)
+		}
+		if r, err := train.ReadReport(c.Dir); err != nil || r.Lambda != c.Lambda || r.Seed != c.Seed {
+			t.Errorf("report of %s: %+v, %v", c.ID, r, err)
+		}
+	}
+	o.Out, o.Seeds, o.Lambdas = t.TempDir(), []uint64{99}, []float64{1e-2}
+	o.Runner = Subprocess(argv, append(environ, helperEnv+"=1"), filepath.Join(o.Out, LogDir))
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "cell error: boom") ||
+		!strings.Contains(err.Error(), filepath.Join(o.Out, LogDir, "sst2_nvdp_lambda=1e-2_seed=99.log")) {
+		t.Errorf("failing child: %v", err)
+	}
+}
+
+// TestReadCellOptions: the options a Subprocess writes read back exactly;
+// unknown fields (a child older than the sweep) and trailing data are errors.
+func TestReadCellOptions(t *testing.T) {
+	drop := 0.1
+	po := train.PipelineOptions{Train: train.Options{Task: "rte", Variant: "nvdp-clipped", Lambda: 1e-3, LambdaSet: true, CMu: 2.5,
+		Epochs: 4, Seed: 7, Dropout: &drop, TargetEpsilon: 8, Releases: 2, Out: "/x/rte"}, AuditSplit: "test", AuditLimit: 30,
+		EvalSeed: 3, Audit: privacy.Options{Mode: privacy.ModeReference, Order: 2, Delta: 1e-6}}
+	b, err := json.Marshal(po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadCellOptions(strings.NewReader(string(b) + "\n"))
+	if err != nil || !reflect.DeepEqual(got, po) {
+		t.Errorf("read back %+v, %v; want %+v", got, err, po)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"Train": {"task": "rte", "no_such_option": 1}}`, "no_such_option"},
+		{string(b) + ` {}`, "data after the JSON object"},
+		{string(b) + ` x`, "data after the JSON object"},
+		{``, "EOF"},
+		{`{"Train": `, "unexpected EOF"},
+	} {
+		if _, err := ReadCellOptions(strings.NewReader(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.40q: err = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func TestPinnedShortRun(t *testing.T) {
 	}
 	for i, w := range want {
 		em := h[i]
-		if em.Train["loss"] != w.loss || em.Train["task"] != w.task || em.Dev["dev_loss"] != w.devLoss || em.Dev["accuracy"] != w.acc {
+		if float64(em.Train["loss"]) != w.loss || float64(em.Train["task"]) != w.task || float64(em.Dev["dev_loss"]) != w.devLoss || float64(em.Dev["accuracy"]) != w.acc {
 			t.Errorf("epoch %d: loss %v task %v dev_loss %v accuracy %v, want %v %v %v %v",
 				em.Epoch, em.Train["loss"], em.Train["task"], em.Dev["dev_loss"], em.Dev["accuracy"], w.loss, w.task, w.devLoss, w.acc)
 		}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/nvdp-project/nvdp/progress"
 	"log/slog"
 	"math"
 	"os"
@@ -82,11 +82,11 @@ type Cell struct {
 // cells as subprocesses of the same binary.
 type CellRunner func(ctx context.Context, cell Cell, po PipelineOptions) error
 
-// InProcessRunner runs the cell with RunPipeline in this process; progress
-// receives the progress bars (nil: none).
-func InProcessRunner(progress io.Writer) CellRunner {
+// InProcessRunner runs the cell with RunPipeline in this process; report
+// receives the training's progress events (nil: none).
+func InProcessRunner(report progress.Func) CellRunner {
 	return func(ctx context.Context, cell Cell, po PipelineOptions) error {
-		_, err := RunPipeline(ctx, po, progress)
+		_, err := RunPipeline(ctx, po, report)
 		return err
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -122,6 +124,23 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 		ctx = context.Background()
 	}
 	return signal.NotifyContext(ctx, os.Interrupt)
+}
+
+// resumeHint adds to the error of a training command what the user does next:
+// for a stopped run (loop.Interrupted), the command line that continues it;
+// for an output directory that holds a run, or holds none to resume, the
+// flag. Other errors pass unchanged.
+func resumeHint(err error, continueWith string) error {
+	var stopped *loop.Interrupted
+	switch {
+	case errors.As(err, &stopped):
+		return fmt.Errorf("%w\ncontinue with: %s", err, continueWith)
+	case errors.Is(err, loop.ErrRunExists):
+		return fmt.Errorf("%w (--resume continues it)", err)
+	case errors.Is(err, loop.ErrNoCheckpoint):
+		return fmt.Errorf("--resume: %w", err)
+	}
+	return err
 }
 
 // auditFlagValues holds the audit flags that need parsing after cobra has run.

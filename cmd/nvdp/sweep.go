@@ -125,9 +125,10 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 				}
 				so.Runner = subprocessRunner(exe, filepath.Join(so.Out, train.SweepLogDir), cellEnv(os.Environ(), runtime.NumCPU(), so.Jobs))
 			case so.Jobs > 1:
-				so.Runner = train.InProcessRunner(nil)
+				so.Runner = train.InProcessRunner(newProgress(cmd, true)) // concurrent cells: log lines, no bars
 			default:
-				so.Runner = train.InProcessRunner(progressWriter(cmd, noProgress))
+				po.Audit.Progress = progressWriter(cmd, noProgress)
+				so.Runner = train.InProcessRunner(newProgress(cmd, noProgress))
 			}
 			res, err := train.Sweep(ctx, *so)
 			if res != nil {
@@ -261,7 +262,7 @@ func newSweepCellCmd() *cobra.Command {
 			po.Train.Quiet = true
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			rep, err := train.RunPipeline(ctx, po, nil)
+			rep, err := train.RunPipeline(ctx, po, newProgress(cmd, true)) // stderr is the cell's log
 			if err != nil {
 				return err
 			}

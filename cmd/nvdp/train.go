@@ -51,9 +51,9 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 			setTargetOrderDelta(o, order, delta)
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			r, err := train.Run(ctx, *o, progressWriter(cmd, noProgress))
+			r, err := train.Run(ctx, *o, newProgress(cmd, noProgress))
 			if err != nil {
-				return err
+				return resumeHint(err, "nvdp train --resume --out "+o.Out)
 			}
 			if jsonOut {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)

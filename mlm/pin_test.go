@@ -22,7 +22,7 @@ import (
 func TestPinnedShortRun(t *testing.T) {
 	corpus := glueCorpus(t)
 	out := filepath.Join(t.TempDir(), "pin")
-	res, err := Run(context.Background(), smallOptions(corpus, out, 12))
+	res, err := Run(context.Background(), smallOptions(corpus, out, 12), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -263,7 +263,8 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 // a SIGKILL produces: a torn last metrics line and a temporary checkpoint file
 // (resume drops the line, removes the file and ends with the metrics of the
 // uninterrupted run), and an emptied metrics file (resume refuses, naming the
-// file and the lost epoch, instead of silently losing it).
+// file and the lost epoch, instead of silently losing it); and one whose
+// checkpoint an earlier build wrote.
 func TestResumeAfterCrashArtifacts(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 64, 24)
 	ctx := context.Background()
@@ -311,6 +312,39 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	_, err = Run(ctx, Options{Out: dir, Resume: true}, nil)
 	if err == nil || !strings.Contains(err.Error(), metrics(dir)) || !strings.Contains(err.Error(), "epoch(s) 1") {
 		t.Fatalf("resume with an emptied metrics file: %v, want an error naming %s and epoch 1", err, metrics(dir))
+	}
+
+	// A checkpoint of a build before the training loop moved into
+	// internal/loop: its train_state has the same keys, without the metrics
+	// line count. It resumes to the uninterrupted run's end.
+	dir = stopped()
+	path := filepath.Join(dir, CheckpointFile)
+	sf, err := safetensors.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(sf.Metadata[stateKey]), &state); err != nil {
+		t.Fatal(err)
+	}
+	legacy := []string{"epoch", "batch", "step", "best_ep", "bad", "sums", "count", "ep_secs", "secs", "done", "stopped", "rng", "best"}
+	if keys, want := slices.Sorted(maps.Keys(state)), slices.Sorted(slices.Values(append(legacy, "lines"))); !slices.Equal(keys, want) {
+		t.Fatalf("train_state keys %v, want the legacy ones and lines: %v", keys, want)
+	}
+	delete(state, "lines")
+	b, _ := json.Marshal(state)
+	sf.Metadata[stateKey] = string(b)
+	if err := safetensors.WriteFile(path, sf.Tensors, sf.Metadata); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, Options{Out: dir, Resume: true}, nil); err != nil {
+		t.Fatalf("resume of a legacy checkpoint: %v", err)
+	}
+	if paramDigest(readWeights(t, full.Out)) != paramDigest(readWeights(t, dir)) {
+		t.Errorf("the legacy resume ends with other weights than the uninterrupted run")
+	}
+	if jb, _ := json.Marshal(metricsWithoutTime(t, dir)); !bytes.Equal(ja, jb) {
+		t.Errorf("metrics after a legacy resume:\n%s\nuninterrupted:\n%s", jb, ja)
 	}
 }
 
@@ -757,56 +791,6 @@ func mustLookup(t *testing.T, name string) *glue.Task {
 		t.Fatal(err)
 	}
 	return task
-}
-
-// TestResumeLegacyCheckpoint: a checkpoint written before the training loop
-// moved into internal/loop (its train_state has the same keys, without the
-// metrics line count) resumes to the uninterrupted run's end.
-func TestResumeLegacyCheckpoint(t *testing.T) {
-	glueDir, vocab := synthGlue(t, 64, 24)
-	ctx := context.Background()
-	full := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "full"))
-	if _, err := Run(ctx, full, nil); err != nil {
-		t.Fatal(err)
-	}
-	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "run"))
-	o.StopAfterSteps = 11
-	if _, err := Run(ctx, o, nil); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(o.Out, CheckpointFile)
-	f, err := safetensors.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(f.Metadata[stateKey]), &state); err != nil {
-		t.Fatal(err)
-	}
-	// the keys of a train_state written by the code before the loop, and the count
-	legacy := []string{"epoch", "batch", "step", "best_ep", "bad", "sums", "count", "ep_secs", "secs", "done", "stopped", "rng", "best"}
-	keys := slices.Sorted(maps.Keys(state))
-	if want := slices.Sorted(slices.Values(append(slices.Clone(legacy), "lines"))); !slices.Equal(keys, want) {
-		t.Fatalf("train_state keys %v, want %v", keys, want)
-	}
-	delete(state, "lines")
-	b, _ := json.Marshal(state)
-	f.Metadata[stateKey] = string(b)
-	if err := safetensors.WriteFile(path, f.Tensors, f.Metadata); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(ctx, Options{Out: o.Out, Resume: true}, nil); err != nil {
-		t.Fatalf("resume of a legacy checkpoint: %v", err)
-	}
-	wa, wb := readWeights(t, full.Out), readWeights(t, o.Out)
-	if paramDigest(wa) != paramDigest(wb) {
-		t.Errorf("legacy resume ends with other weights than the uninterrupted run")
-	}
-	ja, _ := json.Marshal(metricsWithoutTime(t, full.Out))
-	jb, _ := json.Marshal(metricsWithoutTime(t, o.Out))
-	if !bytes.Equal(ja, jb) {
-		t.Errorf("metrics after a legacy resume:\n%s\nuninterrupted:\n%s", jb, ja)
-	}
 }
 
 // TestResumeValidatesSavedOptions: a resume checks the options saved in

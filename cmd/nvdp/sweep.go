@@ -125,7 +125,10 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 				}
 				so.Runner = subprocessRunner(exe, filepath.Join(so.Out, train.SweepLogDir), cellEnv(os.Environ(), runtime.NumCPU(), so.Jobs))
 			case so.Jobs > 1:
-				so.Runner = train.InProcessRunner(newProgress(cmd, true)) // concurrent cells: log lines, no bars
+				so.Runner = func(ctx context.Context, cell train.Cell, po train.PipelineOptions) error {
+					// concurrent cells: log lines, one progress state per cell
+					return train.InProcessRunner(newProgress(cmd, true))(ctx, cell, po)
+				}
 			default:
 				po.Audit.Progress = progressWriter(cmd, noProgress)
 				so.Runner = train.InProcessRunner(newProgress(cmd, noProgress))

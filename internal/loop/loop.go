@@ -268,9 +268,6 @@ func (r *Run) State() *State { return &r.st }
 // Optimizer is the run's AdamW (for inspection; the loop applies it).
 func (r *Run) Optimizer() *nn.AdamW { return r.opt }
 
-// BatchesPerEpoch is Examples/BatchSize.
-func (r *Run) BatchesPerEpoch() int { return r.perEpoch }
-
 // Log appends v to the metrics log as one line (jsonl.Append: whole, synced)
 // and counts it in State.Lines. v must marshal to an object with the "step"
 // it was written at.

@@ -38,7 +38,7 @@ func BenchmarkStep(b *testing.B) {
 		m := NewModel(enc, rng)
 		batch := benchBatch(rng, 32, 128, cfg.VocabSize)
 		params := m.Params()
-		opt := nn.NewAdamW(1e-4, 0.9, 0.999, 1e-6, 0.01)
+		opt := nn.NewAdamW(1e-4, nn.AdamBeta1, nn.AdamBeta2, nn.BERTAdamEps, 0.01)
 		b.Run(name+"/step", func(b *testing.B) {
 			for range b.N {
 				nn.ZeroGrads(params)

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
@@ -226,11 +227,11 @@ func dedupe(docs []Document, info *CorpusInfo) []Document {
 	return out
 }
 
-// SplitHeldOut moves n documents, chosen uniformly with a PCG seeded by seed,
-// out of docs; both parts keep the corpus order. n <= 0 means 1% of the
-// documents, but at least min(100, 10%) and at least 1 (so that a small
-// corpus still gets a measurable slice); n must leave at least one training
-// document.
+// SplitHeldOut moves n documents, chosen uniformly with the stream
+// rngstream.PretrainHeldOut of seed, out of docs; both parts keep the corpus
+// order. n <= 0 means 1% of the documents, but at least min(100, 10%) and at
+// least 1 (so that a small corpus still gets a measurable slice); n must
+// leave at least one training document.
 func SplitHeldOut(docs []Document, n int, seed uint64) (train, heldOut []Document, err error) {
 	if n <= 0 {
 		n = max(1, len(docs)/100, min(100, len(docs)/10))
@@ -238,7 +239,7 @@ func SplitHeldOut(docs []Document, n int, seed uint64) (train, heldOut []Documen
 	if n >= len(docs) {
 		return nil, nil, fmt.Errorf("held-out slice of %d documents leaves none of the %d for training", n, len(docs))
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x4e1d))
+	rng := rngstream.PretrainHeldOut.Rand(seed, 0)
 	out := make([]bool, len(docs))
 	for _, i := range rng.Perm(len(docs))[:n] {
 		out[i] = true

@@ -17,11 +17,12 @@
 //     whose train and test sentences (never dev) become the corpus; exact-duplicate
 //     lines are dropped, a held-out slice of documents measures MLM loss and
 //     masked-token accuracy, and consecutive lines are packed into sequences.
-//   - Run: AdamW with linear warm-up and decay, gradient clipping, progress bar,
-//     atomic checkpoints and bitwise resume, metrics in pretrain_metrics.jsonl,
-//     and a Hugging Face BertForMaskedLM directory (config.json,
-//     model.safetensors, vocab.txt) that encoder.Load("hf:DIR") and
-//     transformers read.
+//   - Run: the training loop of internal/loop (AdamW with linear warm-up and
+//     decay, gradient clipping, progress events, atomic checkpoints, bitwise
+//     resume, a final checkpoint when cancelled), metrics in
+//     pretrain_metrics.jsonl, and a Hugging Face BertForMaskedLM directory
+//     (config.json, model.safetensors, vocab.txt) that encoder.Load("hf:DIR")
+//     and transformers read.
 //
 // See docs/pretraining.md.
 package mlm

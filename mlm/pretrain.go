@@ -1,12 +1,10 @@
 package mlm
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -18,16 +16,18 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/tokenize"
-	"github.com/schollz/progressbar/v3"
 )
 
 // Files a pretraining run writes into its output directory (besides the
 // Hugging Face files config.json, model.safetensors and the tokenizer files).
 const (
 	StateFile   = "pretrain_state.safetensors" // checkpoint: parameters, AdamW moments, data position, RNG states
-	OptionsFile = "pretrain_options.json"      // the run's options (used by --resume)
+	OptionsFile = "pretrain_options.json"      // the run's options (used by a resume)
 	MetricsFile = "pretrain_metrics.jsonl"     // one JSON object per line: train interval and held-out evaluations
 	SummaryFile = "pretrain_summary.json"      // final Result
 )
@@ -64,7 +64,8 @@ type Options struct {
 	LR          float64 `json:"lr"`
 	WarmupRatio float64 `json:"warmup_ratio"`
 	// WeightDecay is AdamW's decoupled decay (BERT: 0.01), not applied to biases
-	// and LayerNorm parameters. AdamW betas (0.9, 0.999), eps 1e-6 as BERT.
+	// and LayerNorm parameters. AdamW betas nn.AdamBeta1, nn.AdamBeta2 and eps
+	// nn.BERTAdamEps, as BERT.
 	WeightDecay float64 `json:"weight_decay"`
 	// GradClip is the global L2 gradient-norm bound (1; < 0 disables).
 	GradClip float64 `json:"grad_clip"`
@@ -91,9 +92,8 @@ type Options struct {
 	// options (Steps, SaveEvery, EvalEvery may be changed; a changed Steps
 	// changes the learning-rate schedule from there on).
 	Resume bool `json:"-"`
-	// Progress shows a progress bar on stderr.
-	Progress bool `json:"-"`
-	// StopAfter stops (with a checkpoint) after this many steps in total (0: off).
+	// StopAfter stops (with a checkpoint, resumable) after this many steps in
+	// total (0: off).
 	StopAfter int `json:"-"`
 }
 
@@ -129,9 +129,9 @@ func (o *Options) validate() error {
 	case o.Corpus == "":
 		return errors.New("pretrain: no corpus")
 	case o.Vocab == "":
-		return errors.New("pretrain: no vocabulary (--vocab)")
+		return errors.New("pretrain: no vocabulary")
 	case o.Out == "":
-		return errors.New("pretrain: no output directory (--out)")
+		return errors.New("pretrain: no output directory")
 	case o.Steps <= 0:
 		return fmt.Errorf("pretrain: steps %d must be positive", o.Steps)
 	case o.BatchSize <= 0:
@@ -184,26 +184,61 @@ type Result struct {
 	MaskedTokensPct float64    `json:"masked_tokens_pct"`
 }
 
+// Errors of Run for an output directory that holds a run (without
+// Options.Resume) or holds none to resume.
+var (
+	ErrRunExists    = loop.ErrRunExists
+	ErrNoCheckpoint = loop.ErrNoCheckpoint
+)
+
+// The checkpoint state (internal/loop's object under stateKey) and the keys
+// of the random sources in it.
+const (
+	stateKey   = "pretrain_state"
+	maskKey    = "mask_rng"
+	dropoutKey = "dropout_rng"
+)
+
+// interval is the run's resumable state beyond the loop's: the sums of the
+// training steps since the last "train" metrics line, so that a resumed run
+// writes the lines an uninterrupted one does.
+type interval struct {
+	Masked  int     `json:"masked"`
+	Correct int     `json:"correct"`
+	LossSum float64 `json:"loss_sum"` // sum of the steps' mean loss times their masked tokens
+}
+
 // Run pretrains a BERT encoder with the MLM objective (see the package
 // documentation and docs/pretraining.md) and writes the Hugging Face
-// directory, checkpoint and metrics into o.Out. Cancelling ctx stops at the
-// next step boundary with a checkpoint (resumable) and returns ctx.Err().
+// directory, checkpoint and metrics into o.Out. The training loop is
+// internal/loop's: report receives a progress event per step (stage
+// "pretrain", unit "steps", the step's loss; nil: none); StopAfter stops with
+// a checkpoint (Result.StoppedEarly); cancelling ctx stops before the next
+// step with a checkpoint and returns a *loop.Interrupted error that unwraps
+// to ctx.Err(). A directory that holds a run without o.Resume is
+// ErrRunExists, o.Resume without one ErrNoCheckpoint.
 //
 // Resuming is bitwise: the data order of epoch e is a permutation drawn from
-// PCG(seed, e), and the masking and dropout PCG states, AdamW moments and
-// step are restored from the checkpoint.
-func Run(ctx context.Context, o Options) (*Result, error) {
-	start := time.Now()
+// rngstream.PretrainOrder, and the masking and dropout PCG states, AdamW
+// moments and step are restored from the checkpoint (also from one written
+// before the loop was shared).
+func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
+	if o.Out == "" {
+		return nil, errors.New("pretrain: no output directory")
+	}
 	statePath := filepath.Join(o.Out, StateFile)
 	optsPath := filepath.Join(o.Out, OptionsFile)
+	if err := loop.Check(statePath, o.Resume); err != nil {
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
 	if o.Resume {
 		saved, err := readOptions(optsPath)
 		if err != nil {
-			return nil, fmt.Errorf("pretrain: --resume: %w", err)
+			return nil, fmt.Errorf("pretrain: resume: %w", err)
 		}
-		saved.Out, saved.Resume, saved.Progress, saved.StopAfter = o.Out, true, o.Progress, o.StopAfter
+		saved.Out, saved.Resume, saved.StopAfter = o.Out, true, o.StopAfter
 		if o.Steps > 0 && o.Steps != saved.Steps {
-			slog.Warn("pretrain: --steps changed on resume; the learning-rate schedule changes from here", "was", saved.Steps, "now", o.Steps)
+			slog.Warn("pretrain: the number of steps changed on resume; the learning-rate schedule changes from here", "was", saved.Steps, "now", o.Steps)
 			saved.Steps = o.Steps
 		}
 		if o.SaveEvery > 0 {
@@ -213,11 +248,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			saved.EvalEvery = o.EvalEvery
 		}
 		o = saved
-	} else if _, err := os.Stat(statePath); err == nil {
-		return nil, fmt.Errorf("pretrain: %s already holds a run (%s); use --resume or another --out", o.Out, StateFile)
 	}
 	o.defaults()
 	if err := o.validate(); err != nil {
+		if o.Resume {
+			return nil, fmt.Errorf("pretrain: resume: %s: %w", optsPath, err)
+		}
 		return nil, err
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
@@ -242,7 +278,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cfg = *o.ModelConfig
 	case o.InitFrom != "":
 		if cfg, err = encoder.ReadConfig(filepath.Join(o.InitFrom, "config.json")); err != nil {
-			return nil, fmt.Errorf("pretrain: --init-from: %w", err)
+			return nil, fmt.Errorf("pretrain: initial checkpoint: %w", err)
 		}
 		o.Config = "hf:" + o.InitFrom
 	case fileExists(o.Config):
@@ -251,14 +287,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	default:
 		if cfg, err = encoder.Preset(o.Config); err != nil {
-			return nil, fmt.Errorf("pretrain: --config: %w", err)
+			return nil, fmt.Errorf("pretrain: config %q: %w", o.Config, err)
 		}
 	}
 	if cfg.ModelType != "bert" {
 		return nil, fmt.Errorf("pretrain: model type %q; only bert is supported", cfg.ModelType)
 	}
 	if cfg.VocabSize != tok.VocabSize() && o.InitFrom != "" {
-		return nil, fmt.Errorf("pretrain: --init-from %s has vocab_size %d but the tokenizer %s has %d tokens: use the checkpoint's own vocabulary",
+		return nil, fmt.Errorf("pretrain: initial checkpoint %s has vocab_size %d but the tokenizer %s has %d tokens: use the checkpoint's own vocabulary",
 			o.InitFrom, cfg.VocabSize, o.Vocab, tok.VocabSize())
 	}
 	if cfg.VocabSize != tok.VocabSize() {
@@ -270,7 +306,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = *o.Dropout, *o.Dropout
 	}
 	if o.Seq > cfg.MaxSeqLen() {
-		return nil, fmt.Errorf("pretrain: --seq %d exceeds the model's %d positions", o.Seq, cfg.MaxSeqLen())
+		return nil, fmt.Errorf("pretrain: sequence length %d exceeds the model's %d positions", o.Seq, cfg.MaxSeqLen())
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pretrain: config: %w", err)
@@ -298,7 +334,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("pretrain: vocabulary %s: %w", o.Vocab, err)
 	}
 	masker.Prob = o.MaskProb
-	evalRng := rand.New(rand.NewPCG(o.Seed, 3))
+	evalRng := rngstream.PretrainEvalMask.Rand(o.Seed, 0)
 	var evalBatches []*Batch
 	for lo := 0; lo < len(heldSeqs); lo += o.BatchSize {
 		idx := make([]int, 0, o.BatchSize)
@@ -308,8 +344,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		evalBatches = append(evalBatches, makeBatch(heldSeqs, idx, masker, evalRng, tok.PadID()))
 	}
 
-	// Model and optimizer.
-	initRng := rand.New(rand.NewPCG(o.Seed, 0))
+	// Model.
+	initRng := rngstream.PretrainInit.Rand(o.Seed, 0)
 	enc, err := encoder.New(cfg, initRng)
 	if err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
@@ -319,66 +355,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.InitFrom != "" && !o.Resume {
 		n, head, err := initFrom(params, o.InitFrom)
 		if err != nil {
-			return nil, fmt.Errorf("pretrain: --init-from: %w", err)
+			return nil, fmt.Errorf("pretrain: initial checkpoint: %w", err)
 		}
 		slog.Info("pretrain: initialised from a checkpoint", "dir", o.InitFrom, "tensors", n, "mlm_head_loaded", head)
 	}
-	opt := nn.NewAdamW(o.LR, 0.9, 0.999, 1e-6, o.WeightDecay)
-	maskPCG, dropPCG := rand.NewPCG(o.Seed, 4), rand.NewPCG(o.Seed, 5)
-	maskRng, dropRng := rand.New(maskPCG), rand.New(dropPCG)
-	warmup := int(math.Round(o.WarmupRatio * float64(o.Steps)))
+	maskSrc, dropSrc := rngstream.PretrainMask.PCG(o.Seed, 0), rngstream.PretrainDropout.PCG(o.Seed, 0)
+	maskRng, dropRng := rand.New(maskSrc), rand.New(dropSrc)
 
-	step, epoch, pos := 0, 0, 0
-	elapsed0 := 0.0
-	if o.Resume {
-		meta, err := nn.LoadCheckpoint(statePath, params, opt)
-		if err != nil {
-			return nil, fmt.Errorf("pretrain: --resume: %w", err)
-		}
-		ints := map[string]*int{"step": &step, "epoch": &epoch, "pos": &pos}
-		for k, p := range ints {
-			if *p, err = strconv.Atoi(meta[k]); err != nil {
-				return nil, fmt.Errorf("pretrain: --resume: %s: metadata %q: %w", statePath, k, err)
-			}
-		}
-		elapsed0, _ = strconv.ParseFloat(meta["elapsed_s"], 64)
-		if err := nn.RestoreRNG(meta["mask_rng"], maskPCG); err != nil {
-			return nil, fmt.Errorf("pretrain: --resume: %s: mask_rng: %w", statePath, err)
-		}
-		if err := nn.RestoreRNG(meta["dropout_rng"], dropPCG); err != nil {
-			return nil, fmt.Errorf("pretrain: --resume: %s: dropout_rng: %w", statePath, err)
-		}
-		if err := truncateMetrics(filepath.Join(o.Out, MetricsFile), step); err != nil {
-			return nil, fmt.Errorf("pretrain: --resume: %w", err)
-		}
-		slog.Info("pretrain: resumed", "dir", o.Out, "step", step, "epoch", epoch)
-	}
-	if err := atomicfile.WriteJSON(optsPath, o); err != nil { // on resume: a changed Steps/SaveEvery/EvalEvery
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	if !o.Resume {
-		if err := os.Remove(filepath.Join(o.Out, MetricsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("pretrain: %w", err)
-		}
-	}
-	slog.Info("pretrain: start", "backend", nn.Backend(), "config", o.Config, "params", cfg.NumParams(),
-		"documents", cinfo.Documents, "duplicates", cinfo.Duplicates, "train_seqs", len(seqs), "train_tokens", trainTokens,
-		"heldout_docs", heldDocs, "heldout_seqs", len(heldSeqs), "steps", o.Steps, "batch", o.BatchSize, "seq", o.Seq)
-
-	mf, err := os.OpenFile(filepath.Join(o.Out, MetricsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	defer mf.Close()
-	logMetric := func(m Metric) error {
-		b, _ := json.Marshal(m)
-		if _, err := mf.Write(append(b, '\n')); err != nil {
-			return fmt.Errorf("pretrain: metrics: %w", err)
-		}
-		return nil
-	}
-	elapsed := func() float64 { return elapsed0 + time.Since(start).Seconds() }
-	evaluate := func() Metric {
+	res := &Result{Out: o.Out, Backend: nn.Backend(), Config: o.Config, NumParams: cfg.NumParams(), Corpus: cinfo,
+		TrainSequences: len(seqs), TrainTokens: trainTokens, HeldOutDocs: heldDocs, HeldOutSeqs: len(heldSeqs)}
+	var run *loop.Run
+	evaluate := func(step int) Metric {
 		var tot Stats
 		var lsum float64
 		for _, b := range evalBatches {
@@ -387,143 +374,127 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			tot.Masked += s.Masked
 			tot.Correct += s.Correct
 		}
-		m := Metric{Step: step, Split: "heldout", MaskedTokens: tot.Masked, MaskedAcc: tot.Accuracy(), ElapsedS: elapsed()}
+		m := Metric{Step: step, Split: "heldout", MaskedTokens: tot.Masked, MaskedAcc: tot.Accuracy(), ElapsedS: run.Seconds()}
 		if tot.Masked > 0 {
 			m.Loss = lsum / float64(tot.Masked)
 		}
 		return m
 	}
-	save := func() error {
-		ms, err := nn.RNGState(maskPCG)
-		if err != nil {
-			return err
+	// The training steps since the last "train" line: their sums (resumable)
+	// and, for the speed, this session's count and start.
+	sums := &interval{}
+	sessionSteps, since, lastLR := 0, time.Now(), 0.0
+	step := func(_ *loop.State, idx []int, lr float64) (float64, string, error) {
+		b := makeBatch(seqs, idx, masker, maskRng, tok.PadID())
+		s := model.LossAndGrad(b, dropRng)
+		if math.IsNaN(s.Loss) || math.IsInf(s.Loss, 0) {
+			return 0, "", fmt.Errorf("loss is %g (a lower learning rate?)", s.Loss)
 		}
-		ds, err := nn.RNGState(dropPCG)
-		if err != nil {
-			return err
-		}
-		meta := map[string]string{"step": strconv.Itoa(step), "epoch": strconv.Itoa(epoch), "pos": strconv.Itoa(pos),
-			"mask_rng": ms, "dropout_rng": ds, "elapsed_s": strconv.FormatFloat(elapsed(), 'g', -1, 64)}
-		if err := nn.SaveCheckpoint(statePath, params, opt, meta); err != nil {
-			return fmt.Errorf("pretrain: checkpoint: %w", err)
-		}
-		return Save(o.Out, model, tokFiles...)
+		sums.Masked += s.Masked
+		sums.Correct += s.Correct
+		sums.LossSum += s.Loss * float64(s.Masked)
+		sessionSteps, lastLR = sessionSteps+1, lr
+		return s.Loss, fmt.Sprintf("acc %.3f", s.Accuracy()), nil
 	}
-
-	res := &Result{Out: o.Out, Backend: nn.Backend(), Config: o.Config, NumParams: cfg.NumParams(), Corpus: cinfo,
-		TrainSequences: len(seqs), TrainTokens: trainTokens, HeldOutDocs: heldDocs, HeldOutSeqs: len(heldSeqs)}
-	if step == 0 {
-		m := evaluate()
+	// afterStep: a "train" line for the steps since the last one and a
+	// held-out evaluation every EvalEvery steps and at the session's end.
+	afterStep := func(st *loop.State, final bool) error {
+		if st.Step%o.EvalEvery != 0 && !final {
+			return nil
+		}
+		tot := Stats{Masked: sums.Masked, Correct: sums.Correct}
+		tm := Metric{Step: st.Step, Split: "train", MaskedTokens: tot.Masked, MaskedAcc: tot.Accuracy(),
+			LR: lastLR, ElapsedS: run.Seconds(), StepsPerS: float64(sessionSteps) / time.Since(since).Seconds()}
+		if tot.Masked > 0 {
+			tm.Loss = sums.LossSum / float64(tot.Masked)
+		}
+		hm := evaluate(st.Step)
+		if err := run.Log(tm); err != nil {
+			return err
+		}
+		if err := run.Log(hm); err != nil {
+			return err
+		}
+		res.FinalHeldOut = hm
+		slog.Info("pretrain", "step", st.Step, "loss", tm.Loss, "masked_acc", tm.MaskedAcc, "heldout_loss", hm.Loss,
+			"heldout_acc", hm.MaskedAcc, "steps_per_s", tm.StepsPerS)
+		*sums, sessionSteps, since = interval{}, 0, time.Now()
+		return nil
+	}
+	perEpoch := len(seqs) / o.BatchSize
+	// legacy reads the checkpoint metadata of the code before the loop:
+	// step, epoch, pos (sequences of the epoch done), elapsed_s and the two
+	// random states, each its own key.
+	legacy := func(meta map[string]string) (map[string]any, error) {
+		v := map[string]int{}
+		for _, k := range []string{"step", "epoch", "pos"} {
+			n, err := strconv.Atoi(meta[k])
+			if err != nil {
+				return nil, fmt.Errorf("metadata %q: %w", k, err)
+			}
+			v[k] = n
+		}
+		secs, err := strconv.ParseFloat(meta["elapsed_s"], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metadata \"elapsed_s\": %w", err)
+		}
+		if v["pos"]%o.BatchSize != 0 {
+			return nil, fmt.Errorf("metadata pos %d is not a multiple of the batch size %d", v["pos"], o.BatchSize)
+		}
+		epoch, batch := v["epoch"], v["pos"]/o.BatchSize
+		if batch >= perEpoch { // that loop moved to the next epoch at the next step
+			epoch, batch = epoch+1, 0
+		}
+		return map[string]any{"step": v["step"], "epoch": epoch, "batch": batch, "secs": secs,
+			maskKey: meta[maskKey], dropoutKey: meta[dropoutKey]}, nil
+	}
+	run, err = loop.Open(loop.Config{Stage: "pretrain", Checkpoint: statePath, StateKey: stateKey,
+		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "metrics line",
+		Params: params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.BERTAdamEps,
+		Warmup: int(math.Round(o.WarmupRatio * float64(o.Steps))), Steps: o.Steps, GradClip: o.GradClip,
+		Examples: len(seqs), BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.PretrainOrder.Rand(o.Seed, e) },
+		Sources:         []loop.Source{{Key: maskKey, RNG: maskSrc}, {Key: dropoutKey, RNG: dropSrc}},
+		CheckpointEvery: o.SaveEvery, StopAfter: o.StopAfter, Resume: o.Resume, Progress: report,
+		Step: step, AfterStep: afterStep, State: sums, Legacy: legacy,
+		Saved: func() error { return Save(o.Out, model, tokFiles...) }})
+	if err != nil {
+		if o.Resume {
+			return nil, fmt.Errorf("pretrain: resume: %w", err)
+		}
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	st := run.State()
+	if o.Resume {
+		slog.Info("pretrain: resumed", "dir", o.Out, "step", st.Step, "epoch", st.Epoch+1)
+	}
+	if err := atomicfile.WriteJSON(optsPath, o); err != nil { // on resume: a changed Steps/SaveEvery/EvalEvery
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	slog.Info("pretrain: start", "backend", nn.Backend(), "config", o.Config, "params", cfg.NumParams(),
+		"documents", cinfo.Documents, "duplicates", cinfo.Duplicates, "train_seqs", len(seqs), "train_tokens", trainTokens,
+		"heldout_docs", heldDocs, "heldout_seqs", len(heldSeqs), "steps", o.Steps, "batch", o.BatchSize, "seq", o.Seq)
+	if !o.Resume {
+		m := evaluate(0)
 		res.InitialHeldOut = &m
-		if err := logMetric(m); err != nil {
+		if err := run.Log(m); err != nil {
 			return nil, err
 		}
 	}
-
-	var bar *progressbar.ProgressBar
-	if o.Progress {
-		bar = progressbar.NewOptions(o.Steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("pretrain"),
-			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("steps"),
-			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(250*time.Millisecond),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
-		_ = bar.Set(step)
-	}
-	var perm []int
-	permEpoch := -1
-	var interval Stats
-	var intervalLoss float64
-	intervalSteps, intervalStart := 0, time.Now()
-	emaLoss, emaAcc := math.NaN(), math.NaN()
-	var lr float64
-	stopped := false
-	for step < o.Steps {
-		if err := ctx.Err(); err != nil {
-			if serr := save(); serr != nil {
-				return nil, serr
-			}
-			return nil, fmt.Errorf("pretrain: interrupted at step %d (checkpoint saved, --resume continues): %w", step, err)
-		}
-		if pos+o.BatchSize > len(seqs) {
-			epoch, pos = epoch+1, 0
-		}
-		if permEpoch != epoch {
-			perm = rand.New(rand.NewPCG(o.Seed^0x9e3779b97f4a7c15, uint64(epoch))).Perm(len(seqs))
-			permEpoch = epoch
-		}
-		b := makeBatch(seqs, perm[pos:pos+o.BatchSize], masker, maskRng, tok.PadID())
-		nn.ZeroGrads(params)
-		s := model.LossAndGrad(b, dropRng)
-		if math.IsNaN(s.Loss) || math.IsInf(s.Loss, 0) {
-			return nil, fmt.Errorf("pretrain: step %d: loss is %g (lower --lr?)", step+1, s.Loss)
-		}
-		if o.GradClip > 0 {
-			nn.ClipGradNorm(params, o.GradClip)
-		}
-		lr = o.LR * nn.LinearWarmupDecay(step, warmup, o.Steps)
-		opt.Update(params, lr)
-		step++
-		pos += o.BatchSize
-
-		interval.Masked += s.Masked
-		interval.Correct += s.Correct
-		intervalLoss += s.Loss * float64(s.Masked)
-		intervalSteps++
-		if math.IsNaN(emaLoss) {
-			emaLoss, emaAcc = s.Loss, s.Accuracy()
-		} else {
-			emaLoss, emaAcc = 0.95*emaLoss+0.05*s.Loss, 0.95*emaAcc+0.05*s.Accuracy()
-		}
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("pretrain loss %.3f acc %.3f", emaLoss, emaAcc))
-			_ = bar.Set(step)
-		}
-		last := step == o.Steps || step == o.StopAfter
-		if step%o.EvalEvery == 0 || last {
-			dt := time.Since(intervalStart).Seconds()
-			tm := Metric{Step: step, Split: "train", MaskedTokens: interval.Masked, MaskedAcc: interval.Accuracy(),
-				LR: lr, ElapsedS: elapsed(), StepsPerS: float64(intervalSteps) / dt}
-			if interval.Masked > 0 {
-				tm.Loss = intervalLoss / float64(interval.Masked)
-			}
-			hm := evaluate()
-			if err := logMetric(tm); err != nil {
-				return nil, err
-			}
-			if err := logMetric(hm); err != nil {
-				return nil, err
-			}
-			res.FinalHeldOut = hm
-			if bar == nil {
-				slog.Info("pretrain", "step", step, "loss", tm.Loss, "masked_acc", tm.MaskedAcc, "heldout_loss", hm.Loss,
-					"heldout_acc", hm.MaskedAcc, "steps_per_s", tm.StepsPerS)
-			}
-			interval, intervalLoss, intervalSteps, intervalStart = Stats{}, 0, 0, time.Now()
-		}
-		if step%o.SaveEvery == 0 || last {
-			if err := save(); err != nil {
-				return nil, err
-			}
-		}
-		if step == o.StopAfter && step < o.Steps {
-			stopped = true
-			break
-		}
-	}
-	if bar != nil {
-		_ = bar.Finish()
+	if err := run.Train(ctx); err != nil {
+		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	if res.FinalHeldOut.Split == "" { // resumed at the end: evaluate once
-		res.FinalHeldOut = evaluate()
+		res.FinalHeldOut = evaluate(st.Step)
 	}
-	res.Steps = step
-	res.Epochs = (float64(epoch) + float64(pos)/float64(len(seqs)))
-	res.ElapsedS = elapsed()
-	res.StoppedEarly = stopped
+	res.Steps = st.Step
+	res.Epochs = float64(st.Epoch) + float64(st.Batch*o.BatchSize)/float64(len(seqs))
+	res.ElapsedS = run.Seconds()
+	res.StoppedEarly = !st.Done
 	res.MaskedTokensPct = 100 * o.MaskProb
 	if err := atomicfile.WriteJSON(filepath.Join(o.Out, SummaryFile), res); err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
-	slog.Info("pretrain: done", "out", o.Out, "steps", step, "heldout_loss", res.FinalHeldOut.Loss,
+	slog.Info("pretrain: done", "out", o.Out, "steps", st.Step, "heldout_loss", res.FinalHeldOut.Loss,
 		"heldout_masked_acc", res.FinalHeldOut.MaskedAcc, "elapsed_s", res.ElapsedS)
 	return res, nil
 }
@@ -539,9 +510,9 @@ type PreparedCorpus struct {
 
 // PrepareCorpus reads the corpus spec, holds out holdout documents (0: the
 // SplitHeldOut default) and packs both parts into sequences of at most seq
-// tokens, with the random streams Run uses for a given seed: the split's,
-// then PCG(seed, 1) for the training sequences and PCG(seed, 2) for the
-// held-out ones. So `nvdp pretrain --seed S` and a caller of
+// tokens, with the random streams Run uses for a given seed: the split's
+// (rngstream.PretrainHeldOut), then rngstream.PretrainPack for the training
+// sequences and rngstream.PretrainHeldOutPack for the held-out ones. So `nvdp pretrain --seed S` and a caller of
 // PrepareCorpus(..., S) see the same sequences. Errors name the corpus.
 func PrepareCorpus(tok tokenize.Tokenizer, spec string, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
 	docs, info, err := ReadCorpus(spec)
@@ -552,11 +523,11 @@ func PrepareCorpus(tok tokenize.Tokenizer, spec string, seq, holdout int, pack b
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", spec, err)
 	}
-	train, err := BuildSequences(tok, trainDocs, seq, pack, rand.New(rand.NewPCG(seed, 1)))
+	train, err := BuildSequences(tok, trainDocs, seq, pack, rngstream.PretrainPack.Rand(seed, 0))
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", spec, err)
 	}
-	held, err := BuildSequences(tok, heldDocs, seq, pack, rand.New(rand.NewPCG(seed, 2)))
+	held, err := BuildSequences(tok, heldDocs, seq, pack, rngstream.PretrainHeldOutPack.Rand(seed, 0))
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s (held-out): %w", spec, err)
 	}
@@ -611,42 +582,6 @@ func readOptions(path string) (Options, error) {
 		return o, fmt.Errorf("%s: %w", path, err)
 	}
 	return o, nil
-}
-
-// truncateMetrics keeps the lines of a metrics file up to step (a resumed run
-// rewrites what followed its checkpoint).
-func truncateMetrics(path string, step int) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var kept [][]byte
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var m Metric
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if m.Step <= step {
-			kept = append(kept, append([]byte(nil), sc.Bytes()...))
-		}
-	}
-	f.Close()
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return atomicfile.Write(path, func(w io.Writer) error {
-		for _, l := range kept {
-			if _, err := w.Write(append(l, '\n')); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // initFrom copies the weights of the Hugging Face directory dir into params

@@ -11,9 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/safetensors"
 )
 
 const realGLUE = "/work/shared/data/glue"
@@ -80,7 +84,7 @@ func readMetrics(t *testing.T, path string) []Metric {
 func TestPretrainShortRun(t *testing.T) {
 	corpus := glueCorpus(t)
 	out := filepath.Join(t.TempDir(), "run")
-	res, err := Run(context.Background(), smallOptions(corpus, out, 30))
+	res, err := Run(context.Background(), smallOptions(corpus, out, 30), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,50 +114,192 @@ func TestPretrainShortRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "vocab.txt")); err != nil {
 		t.Error("vocab.txt missing from the output")
 	}
-	// a second run into the same directory without --resume is refused
-	if _, err := Run(context.Background(), smallOptions(corpus, out, 30)); err == nil {
-		t.Error("overwriting a run accepted")
+	// a second run into the same directory without Resume is refused
+	if _, err := Run(context.Background(), smallOptions(corpus, out, 30), nil); !errors.Is(err, ErrRunExists) {
+		t.Errorf("overwriting a run: %v, want ErrRunExists", err)
 	}
 }
 
-// TestPretrainResumeBitwise: 20 steps straight equal 10 steps, stop, resume, 10 steps.
+// TestPretrainResumeBitwise: 20 steps straight equal 7 steps, stop (a
+// resumable StopAfter), resume, cancel after step 13 (as SIGTERM does: a
+// final checkpoint and an error saying so), resume, 7 steps: the same model,
+// optimizer state and final held-out metrics.
 func TestPretrainResumeBitwise(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
 	corpus := glueCorpus(t)
-	a := filepath.Join(t.TempDir(), "a")
+	a := straightRun(t, corpus)
 	b := filepath.Join(t.TempDir(), "b")
-	if _, err := Run(context.Background(), smallOptions(corpus, a, 20)); err != nil {
-		t.Fatal(err)
-	}
 	o := smallOptions(corpus, b, 20)
 	o.StopAfter = 7 // not a multiple of SaveEvery or EvalEvery
-	r, err := Run(context.Background(), o)
+	r, err := Run(context.Background(), o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.StoppedEarly || r.Steps != 7 {
 		t.Fatalf("stop after 7: %+v", r)
 	}
-	if _, err := Run(context.Background(), Options{Out: b, Resume: true}); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = Run(ctx, Options{Out: b, Resume: true}, func(e progress.Event) {
+		if e.Stage != "pretrain" || e.Unit != "steps" || e.Total != 20 {
+			t.Errorf("progress event %+v", e)
+		}
+		if e.Done == 13 {
+			cancel()
+		}
+	})
+	var intr *loop.Interrupted
+	if !errors.As(err, &intr) || intr.Step != 13 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled after step 13: %v, want *loop.Interrupted at 13 (context.Canceled)", err)
+	}
+	if _, err := Run(context.Background(), Options{Out: b, Resume: true}, nil); err != nil {
 		t.Fatal(err)
 	}
+	sameRun(t, a, b, true)
+}
+
+// TestMain removes the straight run's directory after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if straight.dir != "" {
+		os.RemoveAll(filepath.Dir(straight.dir))
+	}
+	os.Exit(code)
+}
+
+// straightRun is the 20-step run of smallOptions, run once per test binary.
+var straight struct {
+	sync.Once
+	dir string
+	err error
+}
+
+func straightRun(t *testing.T, corpus string) string {
+	t.Helper()
+	straight.Do(func() {
+		dir, err := os.MkdirTemp("", "nvdp-mlm-straight")
+		if err == nil {
+			straight.dir = filepath.Join(dir, "a")
+			_, err = Run(context.Background(), smallOptions(corpus, straight.dir, 20), nil)
+		}
+		straight.err = err
+	})
+	if straight.err != nil {
+		t.Fatal(straight.err)
+	}
+	return straight.dir
+}
+
+// sameRun checks that the runs in a and b ended with the same model and, with
+// state, the same optimizer state and final held-out metrics.
+func sameRun(t *testing.T, a, b string, state bool) {
+	t.Helper()
 	wa, _ := os.ReadFile(filepath.Join(a, encoder.WeightsFile))
 	wb, _ := os.ReadFile(filepath.Join(b, encoder.WeightsFile))
 	if len(wa) == 0 || !bytes.Equal(wa, wb) {
 		t.Error("resumed run's model.safetensors differs from the straight run's")
-	}
-	sa, _ := os.ReadFile(filepath.Join(a, StateFile))
-	sb, _ := os.ReadFile(filepath.Join(b, StateFile))
-	if !bytes.Equal(stripElapsed(t, sa), stripElapsed(t, sb)) {
-		t.Error("resumed run's optimizer state differs")
 	}
 	ma, mb := readMetrics(t, filepath.Join(a, MetricsFile)), readMetrics(t, filepath.Join(b, MetricsFile))
 	last := func(ms []Metric) Metric { return ms[len(ms)-1] }
 	if last(ma).Loss != last(mb).Loss || last(ma).MaskedAcc != last(mb).MaskedAcc {
 		t.Errorf("final held-out metrics differ: %+v vs %+v", last(ma), last(mb))
 	}
+	if !state {
+		return
+	}
+	sa, _ := os.ReadFile(filepath.Join(a, StateFile))
+	sb, _ := os.ReadFile(filepath.Join(b, StateFile))
+	if !bytes.Equal(stripElapsed(t, sa), stripElapsed(t, sb)) {
+		t.Error("resumed run's optimizer state differs")
+	}
+}
+
+// TestPretrainResumeAfterCrash: what a SIGKILL leaves in a pretraining
+// directory does not block a resume, as for training: a torn last metrics
+// line (it goes) and a temporary checkpoint or model file (they go); an
+// emptied metrics file is an error naming it instead of a lost history; and
+// a checkpoint written before the loop was shared (step, epoch, pos and the
+// random states as their own metadata keys) resumes bitwise.
+func TestPretrainResumeAfterCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	corpus := glueCorpus(t)
+	a := straightRun(t, corpus)
+	stopped := func() string {
+		dir := filepath.Join(t.TempDir(), "run")
+		o := smallOptions(corpus, dir, 20)
+		o.StopAfter = 12 // epoch 2 (10 batches per epoch), off the checkpoint grid
+		if _, err := Run(context.Background(), o, nil); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	metrics := func(dir string) string { return filepath.Join(dir, MetricsFile) }
+
+	dir := stopped()
+	f, err := os.OpenFile(metrics(dir), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"step":14,"split":"tr`)
+	f.Close()
+	stale := []string{filepath.Join(dir, "."+StateFile+".tmp987654"), filepath.Join(dir, "."+encoder.WeightsFile+".tmp12")}
+	for _, p := range stale {
+		if err := os.WriteFile(p, make([]byte, 1<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Out: dir, Resume: true}, nil); err != nil {
+		t.Fatalf("resume after a torn metrics line: %v", err)
+	}
+	for _, p := range stale {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("stale temporary file %s is still there (%v)", p, err)
+		}
+	}
+	sameRun(t, a, dir, true)
+
+	dir = stopped()
+	if err := os.WriteFile(metrics(dir), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), Options{Out: dir, Resume: true}, nil)
+	if err == nil || !strings.Contains(err.Error(), metrics(dir)) || !strings.Contains(err.Error(), "no line for metrics line(s) 1, 2, 3, 4, 5") {
+		t.Fatalf("resume with an emptied metrics file: %v, want an error naming %s and its 5 lines", err, metrics(dir))
+	}
+
+	dir = stopped()
+	path := filepath.Join(dir, StateFile)
+	sf, err := safetensors.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		Step, Epoch, Batch int
+		Secs               float64
+		Mask               string `json:"mask_rng"`
+		Dropout            string `json:"dropout_rng"`
+	}
+	if err := json.Unmarshal([]byte(sf.Metadata[stateKey]), &state); err != nil {
+		t.Fatal(err)
+	}
+	if state.Step != 12 || state.Epoch != 1 || state.Batch != 2 {
+		t.Fatalf("checkpoint state %+v, want step 12 = epoch 2, batch 2", state)
+	}
+	delete(sf.Metadata, stateKey)
+	for k, v := range map[string]string{"step": "12", "epoch": "1", "pos": "32", "elapsed_s": "1.5", "mask_rng": state.Mask, "dropout_rng": state.Dropout} {
+		sf.Metadata[k] = v
+	}
+	if err := safetensors.WriteFile(path, sf.Tensors, sf.Metadata); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), Options{Out: dir, Resume: true}, nil); err != nil {
+		t.Fatalf("resume of a checkpoint written before the loop: %v", err)
+	}
+	sameRun(t, a, dir, false)
 }
 
 // stripElapsed returns the checkpoint's tensors (the metadata holds wall-clock time).
@@ -177,13 +323,13 @@ func TestPretrainInitFrom(t *testing.T) {
 	}
 	corpus := glueCorpus(t)
 	src := filepath.Join(t.TempDir(), "src")
-	first, err := Run(context.Background(), smallOptions(corpus, src, 20))
+	first, err := Run(context.Background(), smallOptions(corpus, src, 20), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := smallOptions(corpus, filepath.Join(t.TempDir(), "continued"), 10)
 	o.ModelConfig, o.Config, o.InitFrom = nil, "", src
-	second, err := Run(context.Background(), o)
+	second, err := Run(context.Background(), o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +375,7 @@ func TestPretrainInitFrom(t *testing.T) {
 	writeFile(t, small, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\na\n")
 	o = smallOptions(corpus, filepath.Join(t.TempDir(), "badvocab"), 5)
 	o.ModelConfig, o.Config, o.InitFrom, o.Vocab = nil, "", src, small
-	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "vocab_size 30522") {
+	if _, err := Run(context.Background(), o, nil); err == nil || !strings.Contains(err.Error(), "vocab_size 30522") {
 		t.Errorf("vocabulary mismatch: %v", err)
 	}
 }

@@ -23,9 +23,23 @@ type AdamW struct {
 	M, V map[string][]float32
 }
 
+// The AdamW constants of nvdp's runs, defined once. AdamBeta1, AdamBeta2 and
+// AdamEps are torch.optim.AdamW's defaults, which the released NVDP code
+// trains with (ref §8: betas default, eps default 1e-8) and so does
+// `nvdp train`; BERTAdamEps is the eps of BERT's pretraining optimizer
+// (google-research/bert optimization.py, epsilon=1e-6), used by `nvdp
+// pretrain`. (torch's default weight decay, 0.01, is not used: each run
+// passes its own.)
+const (
+	AdamBeta1   = 0.9
+	AdamBeta2   = 0.999
+	AdamEps     = 1e-8
+	BERTAdamEps = 1e-6
+)
+
 // NewAdamW returns an optimizer with base learning rate lr (Update takes the
-// scheduled rate), betas, eps and decoupled weight decay. torch defaults:
-// beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.01.
+// scheduled rate), betas, eps and decoupled weight decay (AdamBeta1,
+// AdamBeta2 and AdamEps are torch's defaults).
 func NewAdamW(lr, beta1, beta2, eps, weightDecay float64) *AdamW {
 	return &AdamW{LR: lr, Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay,
 		M: map[string][]float32{}, V: map[string][]float32{}}

@@ -425,9 +425,9 @@ func PlotCurves(tt *TaskTable, group, path string) ([]string, error) {
 			}
 			var dv, lv plotter.XYs
 			for _, e := range h {
-				dv = append(dv, plotter.XY{X: float64(e.Epoch), Y: 100 * e.Selection})
+				dv = append(dv, plotter.XY{X: float64(e.Epoch), Y: 100 * float64(e.Selection)})
 				if v, ok := e.Train["loss"]; ok {
-					lv = append(lv, plotter.XY{X: float64(e.Epoch), Y: v})
+					lv = append(lv, plotter.XY{X: float64(e.Epoch), Y: float64(v)})
 				}
 			}
 			name := fmt.Sprintf("seed %d", c.Seed)

@@ -2,13 +2,13 @@ package sweep
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"slices"
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -34,9 +34,9 @@ type Options struct {
 	Jobs int
 	// Runner runs a cell; nil runs it in this process with train.RunPipeline.
 	Runner Runner
-	// Progress receives the progress bars of the cells run in this process
+	// Progress receives the progress of the cells run in this process
 	// (Runner nil; nil: none).
-	Progress io.Writer
+	Progress progress.Func
 	// ExtraAuditModes audits each NVDP cell's posteriors again in these modes
 	// (e.g. reference next to a principled run), written as AuditFile(mode).
 	ExtraAuditModes []privacy.Mode

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -28,10 +29,10 @@ import (
 type Runner func(ctx context.Context, cell Cell, po train.PipelineOptions) error
 
 // inProcess runs the cells with train.RunPipeline in this process, one at a
-// time (Options.validate); progress receives the progress bars (nil: none).
-func inProcess(progress io.Writer) Runner {
+// time (Options.validate); report receives their progress (nil: none).
+func inProcess(report progress.Func) Runner {
 	return func(ctx context.Context, cell Cell, po train.PipelineOptions) error {
-		_, err := train.RunPipeline(ctx, po, progress)
+		_, err := train.RunPipeline(ctx, po, report)
 		return err
 	}
 }

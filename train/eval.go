@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -126,7 +127,7 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	rng, _ := rngFor(o.Seed, streamDev-1)
+	rng := rngstream.TrainEval.Rand(o.Seed, 0)
 	// principled NVDP: predict from the release that the posterior file describes (N = MaxSeqLen + 1)
 	preds, _, err := Predict(b.Model, enc, o.BatchSize, EvalPadLen(b.Model, o.MaxSeqLen), rng)
 	if err != nil {

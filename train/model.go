@@ -2,7 +2,6 @@ package train
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/tokenize"
@@ -25,19 +25,6 @@ type Bundle struct {
 	// TokenizerFiles are the files the tokenizer was read from (copied into model dirs).
 	TokenizerFiles []string
 }
-
-// rngFor returns the seeded generator of one purpose (stream) of a run.
-func rngFor(seed, stream uint64) (*rand.Rand, *rand.PCG) {
-	src := rand.NewPCG(seed, 0x6e766470<<8|stream)
-	return rand.New(src), src
-}
-
-const (
-	streamInit  = 1
-	streamTrain = 2
-	streamOrder = 1000 // + epoch
-	streamDev   = 5000 // + epoch
-)
 
 // tokenizerFiles resolves the tokenizer path of o (default: the encoder's
 // source directory) and lists the files to copy into a model directory.
@@ -86,7 +73,7 @@ func Build(o *Options) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--task: %w", err)
 	}
-	initRng, _ := rngFor(o.Seed, streamInit)
+	initRng := rngstream.TrainInit.Rand(o.Seed, 0)
 	var enc *encoder.Encoder
 	var tok tokenize.Tokenizer
 	var files []string
@@ -200,7 +187,7 @@ func LoadModel(dir string) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)
 	}
-	initRng, _ := rngFor(o.Seed, streamInit)
+	initRng := rngstream.TrainInit.Rand(o.Seed, 0)
 	enc, err := encoder.New(ecfg, initRng)
 	if err != nil {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)

@@ -3,7 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
-	"io"
+	"github.com/nvdp-project/nvdp/progress"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -180,7 +180,10 @@ type Report struct {
 // posterior: Privacy is nil with a note. A gaussian model's release is
 // exported, audited and certified the same way (nvib.GaussianRelease,
 // ModelClipSet).
-func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*Report, error) {
+//
+// report receives the training's progress events (Run); the audit's progress
+// bar goes where po.Audit.Progress says.
+func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*Report, error) {
 	start := time.Now()
 	var tr *Result
 	o := po.Train
@@ -193,7 +196,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	}
 	if !po.SkipTrain {
 		var err error
-		if tr, err = Run(ctx, o, progress); err != nil {
+		if tr, err = Run(ctx, o, report); err != nil {
 			return nil, err
 		}
 		if tr.Interrupted {
@@ -260,9 +263,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 		if err != nil {
 			return nil, err
 		}
-		ao := po.Audit
-		ao.Progress = progress
-		ar, err := privacy.Audit(ctx, p, ao)
+		ar, err := privacy.Audit(ctx, p, po.Audit)
 		if err != nil {
 			return nil, fmt.Errorf("audit %s: %w", post, err)
 		}

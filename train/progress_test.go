@@ -3,54 +3,64 @@ package train
 import (
 	"bytes"
 	"context"
-	"io"
+	"fmt"
 	"log/slog"
 	"path/filepath"
-	"regexp"
-	"strconv"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/progress"
 )
 
-// TestProgressLogLines: without a progress bar, training logs a progress
-// line every ProgressLogEvery (here every step) with the step, the total,
-// the mean loss since the last line, the rate and the ETA; with a bar it logs
-// none.
-func TestProgressLogLines(t *testing.T) {
+// TestProgressEvents: training reports one event per step through the
+// progress.Func (stage "train", unit "steps", done/total, the step's loss, the
+// epoch in the detail), starting with the position of the session (a resumed
+// run starts at its checkpoint's step, without a loss); it logs no progress
+// lines itself (cmd/nvdp's newProgress turns events into a bar or log lines).
+func TestProgressEvents(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 64, 16)
-	defer func(d time.Duration, l *slog.Logger) { ProgressLogEvery = d; slog.SetDefault(l) }(ProgressLogEvery, slog.Default())
-	ProgressLogEvery = 0
-	for _, tc := range []struct {
-		name  string
-		bar   bool
-		lines int
-	}{{"no bar", false, 8}, {"bar", true, 0}} {
-		var buf bytes.Buffer
-		slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-		o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "run"))
-		o.Variant, o.Epochs, o.BatchSize = nvib.ModelBaseline, 2, 16
-		o.ScratchConfig = tinyConfig(t, 32, 1, 32)
-		var w io.Writer // the progress bar's destination, or none
-		if tc.bar {
-			w = &bytes.Buffer{}
+	defer slog.SetDefault(slog.Default())
+	var logs bytes.Buffer
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "run"))
+	o.Variant, o.Epochs, o.BatchSize = nvib.ModelBaseline, 2, 16
+	o.ScratchConfig = tinyConfig(t, 32, 1, 32)
+	o.StopAfterSteps = 3
+	var events []progress.Event
+	record := func(e progress.Event) { events = append(events, e) }
+	if _, err := Run(context.Background(), o, record); err != nil {
+		t.Fatal(err)
+	}
+	first := len(events)
+	if _, err := Run(context.Background(), Options{Out: o.Out, Resume: true}, record); err != nil {
+		t.Fatal(err)
+	}
+	// session 1: start at 0, steps 1-3; session 2: start at 3, steps 4-8
+	want := []int64{0, 1, 2, 3, 3, 4, 5, 6, 7, 8}
+	if len(events) != len(want) || first != 4 {
+		t.Fatalf("%d events (%d in the first session), want %d (4): %+v", len(events), first, len(want), events)
+	}
+	for i, e := range events {
+		start := i == 0 || i == first
+		epoch := 1 + (int(e.Done)-1)/4
+		if start {
+			epoch = 1 + int(e.Done)/4
 		}
-		if _, err := Run(context.Background(), o, w); err != nil {
-			t.Fatal(err)
+		if e.Stage != "train" || e.Unit != "steps" || e.Total != 8 || e.Done != want[i] ||
+			!strings.HasPrefix(e.Detail, fmt.Sprintf("epoch %d/2", epoch)) {
+			t.Errorf("event %d: %+v, want stage train, unit steps, done %d of 8, detail epoch %d/2", i, e, want[i], epoch)
 		}
-		re := regexp.MustCompile(`msg=progress epoch=(\d) step=(\d+) of=8 loss=([0-9.]+) steps_per_s=[0-9.e+]+ eta=\S+`)
-		m := re.FindAllStringSubmatch(buf.String(), -1)
-		if len(m) != tc.lines {
-			t.Fatalf("%s: %d progress lines, want %d:\n%s", tc.name, len(m), tc.lines, buf.String())
+		switch {
+		case start && e.HasLoss():
+			t.Errorf("event %d (start of a session) has loss %v", i, e.Loss)
+		case !start && !(e.Loss > 0 && e.Loss < 10):
+			t.Errorf("event %d: loss %v", i, e.Loss)
+		case !start && !strings.Contains(e.Detail, " task "):
+			t.Errorf("event %d: detail %q has no task loss", i, e.Detail)
 		}
-		for i, l := range m {
-			if step, _ := strconv.Atoi(l[2]); step != i+1 {
-				t.Errorf("%s: line %d has step %d", tc.name, i, step)
-			}
-			if loss, _ := strconv.ParseFloat(l[3], 64); !(loss > 0 && loss < 10) {
-				t.Errorf("%s: line %d loss %v", tc.name, i, loss)
-			}
-		}
+	}
+	if strings.Contains(logs.String(), "msg=progress") {
+		t.Errorf("training logged progress lines itself:\n%s", logs.String())
 	}
 }

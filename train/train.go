@@ -5,107 +5,139 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/nvdp-project/nvdp/glue"
-	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/jsonl"
+	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
-	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/schollz/progressbar/v3"
+	"github.com/nvdp-project/nvdp/progress"
 )
 
-// EpochMetrics is one line of DIR/metrics.jsonl.
+// EpochMetrics is one line of DIR/metrics.jsonl. Non-finite values (a
+// diverged loss, the correlation of constant predictions) are written as
+// "NaN", "Infinity" or "-Infinity" (jsonfloat).
 type EpochMetrics struct {
 	Epoch int `json:"epoch"` // 1-based
 	Step  int `json:"step"`  // optimizer steps taken so far
 	// Train are the epoch means of the training loss parts (nats): loss, task, kl_g, kl_d,
 	// and the mean KL scale s(t) and learning rate.
-	Train map[string]float64 `json:"train"`
+	Train map[string]jsonfloat.Float `json:"train"`
 	// Dev are the GLUE metrics on the dev split, and dev_loss (s = 1).
-	Dev map[string]float64 `json:"dev"`
+	Dev map[string]jsonfloat.Float `json:"dev"`
 	// Selection is the task's selection metric (name in SelectionName) on dev.
-	Selection     float64 `json:"selection"`
-	SelectionName string  `json:"selection_name"`
-	Best          bool    `json:"best"`
-	Seconds       float64 `json:"seconds"` // wall time of the epoch (train + dev)
+	Selection     jsonfloat.Float `json:"selection"`
+	SelectionName string          `json:"selection_name"`
+	Best          bool            `json:"best"`
+	Seconds       float64         `json:"seconds"` // wall time of the epoch (train + dev)
+}
+
+// UnmarshalJSON reads a metrics line. Lines written before non-finite values
+// were spelled out have null in their place, which reads as NaN.
+func (em *EpochMetrics) UnmarshalJSON(b []byte) error {
+	type plain EpochMetrics
+	aux := struct {
+		*plain
+		Train map[string]*jsonfloat.Float `json:"train"`
+		Dev   map[string]*jsonfloat.Float `json:"dev"`
+	}{plain: (*plain)(em)}
+	em.Selection = jsonfloat.Float(math.NaN()) // null leaves it
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	em.Train, em.Dev = nullAsNaN(aux.Train), nullAsNaN(aux.Dev)
+	return nil
+}
+
+func nullAsNaN(m map[string]*jsonfloat.Float) map[string]jsonfloat.Float {
+	out := make(map[string]jsonfloat.Float, len(m))
+	for k, v := range m {
+		out[k] = jsonfloat.Float(math.NaN())
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	return out
 }
 
 // Result summarises a training run.
 type Result struct {
-	Dir           string            `json:"dir"`
-	Task          string            `json:"task"`
-	Variant       string            `json:"variant"`
-	Backend       string            `json:"backend"`
-	Epochs        int               `json:"epochs"` // epochs completed
-	Steps         int               `json:"steps"`
-	BestEpoch     int               `json:"best_epoch"`
-	BestMetric    privacy.JSONFloat `json:"best_metric"`
-	MetricName    string            `json:"metric_name"`
-	StoppedEarly  bool              `json:"stopped_early"`
-	Interrupted   bool              `json:"interrupted"` // stopped by StopAfterSteps (resumable)
-	Seconds       float64           `json:"seconds"`
-	TrainExamples int               `json:"train_examples"`
-	History       []EpochMetrics    `json:"-"` // as in metrics.jsonl
+	Dir           string          `json:"dir"`
+	Task          string          `json:"task"`
+	Variant       string          `json:"variant"`
+	Backend       string          `json:"backend"`
+	Epochs        int             `json:"epochs"` // epochs completed
+	Steps         int             `json:"steps"`
+	BestEpoch     int             `json:"best_epoch"`
+	BestMetric    jsonfloat.Float `json:"best_metric"` // -Infinity before the first epoch ends
+	MetricName    string          `json:"metric_name"`
+	StoppedEarly  bool            `json:"stopped_early"`
+	Interrupted   bool            `json:"interrupted"` // stopped by StopAfterSteps (resumable)
+	Seconds       float64         `json:"seconds"`
+	TrainExamples int             `json:"train_examples"`
+	History       []EpochMetrics  `json:"-"` // as in metrics.jsonl
 }
 
-// state is the resumable training state saved in the checkpoint metadata.
-type state struct {
-	Epoch      int        `json:"epoch"`   // 0-based epoch in progress
-	Batch      int        `json:"batch"`   // next batch index within the epoch
-	Step       int        `json:"step"`    // optimizer steps taken
-	BestMetric float64    `json:"best"`    // -Inf before any epoch
-	BestEpoch  int        `json:"best_ep"` // 1-based; 0 = none
-	BadEpochs  int        `json:"bad"`     // epochs without improvement
-	Sums       [6]float64 `json:"sums"`    // loss, task, lg, ld, s, lr sums of the current epoch
-	Count      int        `json:"count"`   // batches in Sums
-	EpochSecs  float64    `json:"ep_secs"` // wall time spent in the current epoch
-	TotalSecs  float64    `json:"secs"`    // wall time of previous sessions
-	Done       bool       `json:"done"`
-	Stopped    bool       `json:"stopped"`
-	RNG        string     `json:"rng"`
+// The run's own part of the checkpoint state (internal/loop holds the
+// position, the times and the sampling stream under the same key).
+const (
+	stateKey  = "train_state"
+	sampleKey = "rng" // TrainSample's state
+)
+
+// selection is train's resumable state beyond the loop's: model selection,
+// early stopping and the current epoch's loss sums.
+type selection struct {
+	BestMetric float64            `json:"-"`       // -Inf before any epoch; JSON "best", a string (below)
+	BestEpoch  int                `json:"best_ep"` // 1-based; 0 = none
+	BadEpochs  int                `json:"bad"`     // epochs without improvement
+	Sums       [6]jsonfloat.Float `json:"sums"`    // loss, task, lg, ld, s, lr sums of the current epoch
+	Count      int                `json:"count"`   // batches in Sums
 }
 
-func (s *state) meta() (map[string]string, error) {
-	b, err := json.Marshal(struct {
-		*state
-		BestMetric string `json:"best"`
-	}{s, strconv.FormatFloat(s.BestMetric, 'g', -1, 64)})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]string{"train_state": string(b)}, nil
+// trainParts names Sums in metrics.jsonl's "train" object.
+var trainParts = [6]string{"loss", "task", "kl_g", "kl_d", "kl_scale", "lr"}
+
+// MarshalJSON writes BestMetric as the string strconv.FormatFloat gives
+// (exact, and ±Inf / NaN too), as train checkpoints always have.
+func (s *selection) MarshalJSON() ([]byte, error) {
+	type plain selection
+	return json.Marshal(struct {
+		*plain
+		Best string `json:"best"`
+	}{(*plain)(s), strconv.FormatFloat(s.BestMetric, 'g', -1, 64)})
 }
 
-func parseState(meta map[string]string) (*state, error) {
-	raw, ok := meta["train_state"]
-	if !ok {
-		return nil, fmt.Errorf("no train_state in checkpoint metadata")
-	}
-	s := &state{}
+func (s *selection) UnmarshalJSON(b []byte) error {
+	type plain selection
 	aux := struct {
-		*state
-		BestMetric string `json:"best"`
-	}{state: s}
-	if err := json.Unmarshal([]byte(raw), &aux); err != nil {
-		return nil, fmt.Errorf("train_state: %w", err)
+		*plain
+		Best string `json:"best"`
+	}{plain: (*plain)(s)}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
 	}
-	v, err := strconv.ParseFloat(aux.BestMetric, 64)
+	v, err := strconv.ParseFloat(aux.Best, 64)
 	if err != nil {
-		return nil, fmt.Errorf("train_state best: %w", err)
+		return fmt.Errorf("best: %w", err)
 	}
 	s.BestMetric = v
-	return s, nil
+	return nil
 }
+
+// Errors of Run for an output directory that holds a run (without
+// Options.Resume) or holds none to resume.
+var (
+	ErrRunExists    = loop.ErrRunExists
+	ErrNoCheckpoint = loop.ErrNoCheckpoint
+)
 
 // Run trains a model as o says (after o.Defaults and o.Validate) and returns
 // the summary. o.Out receives the model directory of the best epoch
@@ -113,41 +145,46 @@ func parseState(meta map[string]string) (*state, error) {
 // train_options.json), metrics.jsonl, and checkpoint-last.safetensors (weights,
 // AdamW state and the loop state) written every CheckpointEach steps and at
 // every epoch end. With o.Resume the run continues from that checkpoint with
-// the options saved in o.Out (the other fields of o are ignored, except
-// StopAfterSteps); the result is identical to an uninterrupted run.
+// the options saved in o.Out (validated again; the other fields of o are
+// ignored, except StopAfterSteps); the result is identical to an
+// uninterrupted run. A directory that holds a checkpoint without o.Resume is
+// ErrRunExists, o.Resume without one ErrNoCheckpoint.
 //
-// ProgressLogEvery is how often training logs a progress line (step, loss,
-// rate, ETA) when it draws no progress bar, e.g. when stderr is redirected.
-var ProgressLogEvery = 30 * time.Second
-
-// progress receives the progress bar (nil: none; then a log line every
-// ProgressLogEvery). Cancelling ctx stops after
-// the current step with a checkpoint and returns ctx.Err().
-func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
+// The training loop is internal/loop's. report receives a progress event per
+// step (stage "train", unit "steps", the step's loss, detail "epoch e/E task
+// ... L_G ... L_D ..."; nil: none). StopAfterSteps stops after that many steps
+// in total with a checkpoint (Result.Interrupted). Cancelling ctx stops before
+// the next step with a checkpoint and returns a *loop.Interrupted error that
+// unwraps to ctx.Err() and says how to continue.
+func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
 	stopAfter := o.StopAfterSteps
 	ckptPath := filepath.Join(o.Out, CheckpointFile)
 	if o.Resume {
 		if o.Out == "" {
-			return nil, fmt.Errorf("--resume needs --out DIR")
+			return nil, errors.New("resume: no output directory (Options.Out) to resume")
+		}
+		if err := loop.Check(ckptPath, true); err != nil {
+			return nil, err
 		}
 		saved, err := LoadOptions(o.Out)
 		if err != nil {
-			return nil, fmt.Errorf("--resume: %w", err)
-		}
-		if !fileExists(ckptPath) {
-			return nil, fmt.Errorf("--resume: no checkpoint %s", ckptPath)
+			return nil, fmt.Errorf("resume: %w", err)
 		}
 		out := o.Out
 		o = *saved
 		o.Resume, o.Out = true, out // the directory may have moved since
-
+		// The file may have been edited (or written by a build with other
+		// checks): every option is checked again before any work.
+		if err := o.Validate(); err != nil {
+			return nil, fmt.Errorf("resume: %s: %w", filepath.Join(out, OptionsFile), err)
+		}
 	} else {
 		o.Defaults()
 		if err := o.Validate(); err != nil {
 			return nil, err
 		}
-		if fileExists(ckptPath) {
-			return nil, fmt.Errorf("--out %s already holds a training run (%s): pass --resume to continue it or choose another directory", o.Out, CheckpointFile)
+		if err := loop.Check(ckptPath, false); err != nil {
+			return nil, err
 		}
 	}
 	// Fail on a missing GLUE directory or split before building (and maybe downloading) the encoder.
@@ -193,7 +230,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 	nTrain := trainEnc.Len()
 	perEpoch := nTrain / o.BatchSize // drop_last, as the reference
 	if perEpoch == 0 {
-		return nil, fmt.Errorf("train split has %d examples, fewer than --batch-size %d", nTrain, o.BatchSize)
+		return nil, fmt.Errorf("train split has %d examples, fewer than the batch size %d", nTrain, o.BatchSize)
 	}
 	total := perEpoch * o.Epochs
 	warmup := int(math.Ceil(o.WarmupRatio * float64(total)))
@@ -201,200 +238,121 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 	m := b.Model
 	evalLen := EvalPadLen(m, o.MaxSeqLen)
 	params := m.Params()
-	opt := nn.NewAdamW(o.LR, 0.9, 0.999, 1e-8, o.WeightDecay)
-	trainRng, trainSrc := rngFor(o.Seed, streamTrain)
-	st := &state{BestMetric: math.Inf(-1)}
-	if o.Resume {
-		meta, err := nn.LoadCheckpoint(ckptPath, params, opt)
-		if err != nil {
-			return nil, fmt.Errorf("--resume: %w", err)
-		}
-		if st, err = parseState(meta); err != nil {
-			return nil, fmt.Errorf("--resume %s: %w", ckptPath, err)
-		}
-		if err := nn.RestoreRNG(st.RNG, trainSrc); err != nil {
-			return nil, fmt.Errorf("--resume %s: %w", ckptPath, err)
-		}
-		if err := truncateMetrics(filepath.Join(o.Out, MetricsFile), st.Epoch); err != nil {
-			return nil, err
-		}
-		if stale, err := atomicfile.RemoveStale(o.Out); err != nil {
-			return nil, err
-		} else if len(stale) > 0 {
-			slog.Warn("removed temporary files of an interrupted write", "files", stale)
-		}
-		slog.Info("resuming", "dir", o.Out, "epoch", st.Epoch+1, "batch", st.Batch, "step", st.Step)
-	} else {
-		if err := saveModelFiles(o.Out, b); err != nil {
-			return nil, fmt.Errorf("--out %s: %w", o.Out, err)
-		}
-		if c := o.Calibration(); c != nil {
-			if err := SaveCertificate(o.Out, c); err != nil {
-				return nil, fmt.Errorf("--out %s: %w", o.Out, err)
-			}
-		}
-		_ = os.Remove(filepath.Join(o.Out, MetricsFile))
-	}
+	sampleSrc := rngstream.TrainSample.PCG(o.Seed, 0)
+	sampleRng := rand.New(sampleSrc)
+	sel := &selection{BestMetric: math.Inf(-1)}
 	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: task.Metric}
-	res.History, _ = ReadMetrics(filepath.Join(o.Out, MetricsFile))
-	if st.Done {
-		fillResult(res, st)
-		return res, nil
-	}
-	nParams := 0
-	for _, p := range params {
-		nParams += p.Value.Len()
-	}
-	slog.Info("training", "task", task.Name, "variant", o.Variant, "mode", o.Mode, "encoder", o.Encoder,
-		"backend", nn.Backend(), "params", nParams, "train", nTrain, "dev", devEnc.Len(), "truncated", trainEnc.Truncated,
-		"epochs", o.Epochs, "steps", total, "lr", o.LR, "lambda", m.Cfg.LambdaG, "out", o.Out)
+	var run *loop.Run
 
-	save := func() error {
-		rs, err := nn.RNGState(trainSrc)
+	// step is one training batch: forward with dropout and NVDP sampling at
+	// KL scale s(t), backward; the epoch's loss sums.
+	step := func(st *loop.State, idx []int, lr float64) (float64, string, error) {
+		// dynamic padding even where the release has every component (evalLen
+		// fixed): training at the release length changed nothing measurable on
+		// SST-2 and cost 2.4-3x the time (docs/training.md)
+		in, lab := trainEnc.Batch(idx, 0)
+		s := m.Cfg.KLScale(st.Step, total)
+		out, cache, err := m.Forward(in, lab, nvib.ForwardOptions{Train: true, Rng: sampleRng, KLScale: s})
 		if err != nil {
-			return err
+			return 0, "", err
 		}
-		st.RNG = rs
-		meta, err := st.meta()
-		if err != nil {
-			return err
+		if err := m.Backward(cache); err != nil {
+			return 0, "", fmt.Errorf("backward: %w", err)
 		}
-		return nn.SaveCheckpoint(ckptPath, params, opt, meta)
+		for k, v := range [6]float64{out.Loss, out.Task, out.LG, out.LD, s, lr} {
+			sel.Sums[k] += jsonfloat.Float(v)
+		}
+		sel.Count++
+		return out.Loss, fmt.Sprintf("task %.4f L_G %.4f L_D %.4f", out.Task, out.LG, out.LD), nil
 	}
-
-	var bar *progressbar.ProgressBar
-	if progress != nil {
-		bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(progress), progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("steps"), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(250*time.Millisecond), progressbar.OptionFullWidth(),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(progress) }))
-		_ = bar.Set(st.Step)
-	}
-	sessionStart := time.Now()
-	epochStart := time.Now().Add(-time.Duration(st.EpochSecs * float64(time.Second)))
-	// Without a bar (stderr not a terminal), a progress log line every
-	// ProgressLogEvery: step, mean loss since the last line, rate and ETA.
-	lastLog, lastStep, lossSince, nSince := time.Now(), st.Step, 0.0, 0
-	for st.Epoch < o.Epochs {
-		orderRng, _ := rngFor(o.Seed, streamOrder+uint64(st.Epoch))
-		perm := orderRng.Perm(nTrain)
-		for st.Batch < perEpoch {
-			if err := ctx.Err(); err != nil {
-				st.EpochSecs = time.Since(epochStart).Seconds()
-				st.TotalSecs += time.Since(sessionStart).Seconds()
-				if serr := save(); serr != nil {
-					return nil, errors.Join(err, serr)
-				}
-				return nil, fmt.Errorf("training interrupted at step %d (resume with --resume): %w", st.Step, err)
-			}
-			// dynamic padding even where the release has every component (evalLen
-			// fixed): training at the release length changed nothing measurable on
-			// SST-2 and cost 2.4-3x the time (docs/training.md)
-			in, lab := trainEnc.Batch(perm[st.Batch*o.BatchSize:(st.Batch+1)*o.BatchSize], 0)
-			s := m.Cfg.KLScale(st.Step, total)
-			out, cache, err := m.Forward(in, lab, nvib.ForwardOptions{Train: true, Rng: trainRng, KLScale: s})
-			if err != nil {
-				return nil, fmt.Errorf("epoch %d step %d: %w", st.Epoch+1, st.Step+1, err)
-			}
-			nn.ZeroGrads(params)
-			if err := m.Backward(cache); err != nil {
-				return nil, fmt.Errorf("epoch %d step %d: backward: %w", st.Epoch+1, st.Step+1, err)
-			}
-			nn.ClipGradNorm(params, o.GradClip)
-			lr := o.LR * nn.LinearWarmupDecay(st.Step, warmup, total)
-			opt.Update(params, lr)
-			st.Step++
-			st.Batch++
-			for k, v := range [6]float64{out.Loss, out.Task, out.LG, out.LD, s, lr} {
-				st.Sums[k] += v
-			}
-			st.Count++
-			if bar != nil {
-				bar.Describe(fmt.Sprintf("epoch %d/%d loss %.4f task %.4f L_G %.4f L_D %.4f", st.Epoch+1, o.Epochs, out.Loss, out.Task, out.LG, out.LD))
-				_ = bar.Set(st.Step)
-			} else if lossSince, nSince = lossSince+out.Loss, nSince+1; time.Since(lastLog) >= ProgressLogEvery {
-				rate := float64(st.Step-lastStep) / time.Since(lastLog).Seconds()
-				eta := time.Duration(float64(total-st.Step) / rate * float64(time.Second)).Round(time.Second)
-				slog.Info("progress", "epoch", st.Epoch+1, "step", st.Step, "of", total, "loss", lossSince/float64(nSince),
-					"steps_per_s", math.Round(rate*100)/100, "eta", eta.String())
-				lastLog, lastStep, lossSince, nSince = time.Now(), st.Step, 0, 0
-			}
-			last := st.Batch == perEpoch
-			if !last && o.CheckpointEach > 0 && st.Step%o.CheckpointEach == 0 {
-				st.EpochSecs = time.Since(epochStart).Seconds()
-				if err := save(); err != nil {
-					return nil, err
-				}
-			}
-			if stopAfter > 0 && st.Step >= stopAfter && !last {
-				st.EpochSecs = time.Since(epochStart).Seconds()
-				st.TotalSecs += time.Since(sessionStart).Seconds()
-				if err := save(); err != nil {
-					return nil, err
-				}
-				fillResult(res, st)
-				res.Interrupted = true
-				return res, nil
-			}
-		}
-		// Epoch end: dev evaluation, model selection, metrics line, checkpoint.
-		devRng, _ := rngFor(o.Seed, streamDev+uint64(st.Epoch))
-		preds, devLoss, err := Predict(m, devEnc, o.EvalBatchSize, evalLen, devRng)
+	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
+	endEpoch := func(st *loop.State) (bool, error) {
+		preds, devLoss, err := Predict(m, devEnc, o.EvalBatchSize, evalLen, rngstream.TrainDev.Rand(o.Seed, st.Epoch))
 		if err != nil {
-			return nil, fmt.Errorf("epoch %d: dev evaluation: %w", st.Epoch+1, err)
+			return false, fmt.Errorf("dev evaluation: %w", err)
 		}
 		dev, err := glue.Compute(task, preds, devEnc.Targets)
 		if err != nil {
-			return nil, fmt.Errorf("epoch %d: dev metrics: %w", st.Epoch+1, err)
+			return false, fmt.Errorf("dev metrics: %w", err)
 		}
 		dev["dev_loss"] = devLoss
-		sel := dev[task.Metric]
-		em := EpochMetrics{Epoch: st.Epoch + 1, Step: st.Step, Dev: dev, Selection: sel, SelectionName: task.Metric,
-			Train: map[string]float64{}}
-		for k, name := range []string{"loss", "task", "kl_g", "kl_d", "kl_scale", "lr"} {
-			em.Train[name] = st.Sums[k] / float64(max(st.Count, 1))
+		best := dev[task.Metric]
+		em := EpochMetrics{Epoch: st.Epoch + 1, Step: st.Step, Dev: map[string]jsonfloat.Float{}, Selection: jsonfloat.Float(best),
+			SelectionName: task.Metric, Train: map[string]jsonfloat.Float{}}
+		for k, v := range dev {
+			em.Dev[k] = jsonfloat.Float(v)
 		}
-		if sel > st.BestMetric || st.BestEpoch == 0 {
-			st.BestMetric, st.BestEpoch, st.BadEpochs = sel, st.Epoch+1, 0
+		for k, name := range trainParts {
+			em.Train[name] = sel.Sums[k] / jsonfloat.Float(max(sel.Count, 1))
+		}
+		if best > sel.BestMetric || sel.BestEpoch == 0 {
+			sel.BestMetric, sel.BestEpoch, sel.BadEpochs = best, st.Epoch+1, 0
 			em.Best = true
 			meta := map[string]string{"epoch": strconv.Itoa(st.Epoch + 1), "step": strconv.Itoa(st.Step),
-				task.Metric: strconv.FormatFloat(sel, 'g', -1, 64)}
+				task.Metric: strconv.FormatFloat(best, 'g', -1, 64)}
 			if err := nn.SaveCheckpoint(filepath.Join(o.Out, WeightsFile), params, nil, meta); err != nil {
-				return nil, fmt.Errorf("save best model: %w", err)
+				return false, fmt.Errorf("save best model: %w", err)
 			}
 		} else {
-			st.BadEpochs++
+			sel.BadEpochs++
 		}
-		em.Seconds = time.Since(epochStart).Seconds()
-		if err := appendMetrics(filepath.Join(o.Out, MetricsFile), em); err != nil {
-			return nil, err
+		em.Seconds = run.EpochSeconds()
+		if err := run.Log(em); err != nil {
+			return false, err
 		}
 		res.History = append(res.History, em)
-		slog.Info("epoch", "epoch", em.Epoch, "step", st.Step, "train_loss", em.Train["loss"], "kl_g", em.Train["kl_g"],
-			"kl_d", em.Train["kl_d"], "dev_"+task.Metric, sel, "best_epoch", st.BestEpoch, "seconds", math.Round(em.Seconds))
-		st.Epoch++
-		st.Batch, st.Count, st.Sums, st.EpochSecs = 0, 0, [6]float64{}, 0
-		epochStart = time.Now()
-		if o.Patience > 0 && st.BadEpochs >= o.Patience && st.Epoch < o.Epochs {
-			slog.Info("early stopping", "epochs_without_improvement", st.BadEpochs, "best_epoch", st.BestEpoch)
-			st.Stopped = true
-			break
+		slog.Info("epoch", "epoch", em.Epoch, "step", st.Step, "train_loss", float64(em.Train["loss"]), "kl_g", float64(em.Train["kl_g"]),
+			"kl_d", float64(em.Train["kl_d"]), "dev_"+task.Metric, best, "best_epoch", sel.BestEpoch, "seconds", math.Round(em.Seconds))
+		sel.Sums, sel.Count = [6]jsonfloat.Float{}, 0
+		if o.Patience > 0 && sel.BadEpochs >= o.Patience && st.Epoch+1 < o.Epochs {
+			slog.Info("early stopping", "epochs_without_improvement", sel.BadEpochs, "best_epoch", sel.BestEpoch)
+			return true, nil
 		}
-		if st.Epoch < o.Epochs {
-			if err := save(); err != nil {
-				return nil, err
+		return false, nil
+	}
+	run, err = loop.Open(loop.Config{Stage: "train", Checkpoint: ckptPath, StateKey: stateKey,
+		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "epoch",
+		Params: params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.AdamEps, Warmup: warmup, Steps: total, GradClip: o.GradClip,
+		Examples: nTrain, BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.TrainOrder.Rand(o.Seed, e) },
+		Sources:         []loop.Source{{Key: sampleKey, RNG: sampleSrc}},
+		CheckpointEvery: o.CheckpointEach, CheckpointEpochs: true, StopAfter: stopAfter, Resume: o.Resume, Progress: report,
+		Step: step, EndEpoch: endEpoch, State: sel})
+	if err != nil {
+		if o.Resume {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		return nil, err
+	}
+	st := run.State()
+	if o.Resume {
+		slog.Info("resuming", "dir", o.Out, "epoch", st.Epoch+1, "batch", st.Batch, "step", st.Step)
+		if res.History, err = ReadMetrics(filepath.Join(o.Out, MetricsFile)); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := saveModelFiles(o.Out, b); err != nil {
+			return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
+		}
+		if c := o.Calibration(); c != nil {
+			if err := SaveCertificate(o.Out, c); err != nil {
+				return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
 			}
 		}
 	}
-	if bar != nil {
-		_ = bar.Finish()
+	if !st.Done {
+		nParams := 0
+		for _, p := range params {
+			nParams += p.Value.Len()
+		}
+		slog.Info("training", "task", task.Name, "variant", o.Variant, "mode", o.Mode, "encoder", o.Encoder,
+			"backend", nn.Backend(), "params", nParams, "train", nTrain, "dev", devEnc.Len(), "truncated", trainEnc.Truncated,
+			"epochs", o.Epochs, "steps", total, "lr", o.LR, "lambda", m.Cfg.LambdaG, "out", o.Out)
+		if err := run.Train(ctx); err != nil {
+			return nil, err
+		}
 	}
-	st.Done = true
-	st.TotalSecs += time.Since(sessionStart).Seconds()
-	if err := save(); err != nil {
-		return nil, err
-	}
-	fillResult(res, st)
+	res.Epochs, res.Steps, res.Seconds, res.StoppedEarly, res.Interrupted = st.Epoch, st.Step, st.Seconds, st.Stopped, !st.Done
+	res.BestEpoch, res.BestMetric = sel.BestEpoch, jsonfloat.Float(sel.BestMetric)
 	return res, nil
 }
 
@@ -413,15 +371,6 @@ func EvalPadLen(m *nvib.Model, maxSeqLen int) int {
 		return maxSeqLen
 	}
 	return 0
-}
-
-func fillResult(res *Result, st *state) {
-	res.Epochs = st.Epoch
-	res.Steps = st.Step
-	res.BestEpoch = st.BestEpoch
-	res.BestMetric = privacy.JSONFloat(st.BestMetric)
-	res.StoppedEarly = st.Stopped
-	res.Seconds = st.TotalSecs
 }
 
 // Predict runs the model on every example of e in order (batches of bs,
@@ -457,38 +406,14 @@ func Predict(m *nvib.Model, e *Encoded, bs, fixedLen int, rng *rand.Rand) ([]flo
 	return preds, loss, nil
 }
 
-func appendMetrics(path string, em EpochMetrics) error {
-	return jsonl.Append(path, jsonSafe(em))
-}
-
-// jsonSafe replaces NaN/Inf metric values by nil so that the line encodes.
-func jsonSafe(em EpochMetrics) map[string]any {
-	fix := func(m map[string]float64) map[string]any {
-		out := map[string]any{}
-		for k, v := range m {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				out[k] = nil
-			} else {
-				out[k] = v
-			}
-		}
-		return out
-	}
-	var sel any = em.Selection
-	if math.IsNaN(em.Selection) || math.IsInf(em.Selection, 0) {
-		sel = nil
-	}
-	return map[string]any{"epoch": em.Epoch, "step": em.Step, "train": fix(em.Train), "dev": fix(em.Dev),
-		"selection": sel, "selection_name": em.SelectionName, "best": em.Best, "seconds": em.Seconds}
-}
-
 // ReadMetrics reads DIR/metrics.jsonl (a missing file is an empty history).
 // A torn last line (a run killed while appending it) is left out with a
 // warning; any other malformed line is an error naming the file and line.
 func ReadMetrics(path string) ([]EpochMetrics, error) {
 	var out []EpochMetrics
 	torn, err := jsonl.Read(path, func(_ int, b []byte) error {
-		em, err := parseMetricsLine(b)
+		var em EpochMetrics
+		err := json.Unmarshal(b, &em)
 		out = append(out, em)
 		return err
 	})
@@ -499,68 +424,4 @@ func ReadMetrics(path string) ([]EpochMetrics, error) {
 		slog.Warn("metrics file ends in a torn line (a run killed while writing it); it is left out", "file", path)
 	}
 	return out, nil
-}
-
-func parseMetricsLine(b []byte) (EpochMetrics, error) {
-	var raw struct {
-		EpochMetrics
-		Selection *float64            `json:"selection"`
-		Train     map[string]*float64 `json:"train"`
-		Dev       map[string]*float64 `json:"dev"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return EpochMetrics{}, err
-	}
-	em := raw.EpochMetrics
-	em.Selection = deref(raw.Selection)
-	em.Train, em.Dev = derefMap(raw.Train), derefMap(raw.Dev)
-	return em, nil
-}
-
-func deref(p *float64) float64 {
-	if p == nil {
-		return math.NaN()
-	}
-	return *p
-}
-
-func derefMap(m map[string]*float64) map[string]float64 {
-	out := make(map[string]float64, len(m))
-	for k, v := range m {
-		out[k] = deref(v)
-	}
-	return out
-}
-
-// truncateMetrics keeps the lines of the first `epochs` epochs (a resumed run
-// rewrites the lines of the epoch it repeats; a torn last line goes too) and
-// checks that each of them is there: a file with fewer lines than the
-// checkpoint's completed epochs (emptied or cut by hand) has lost history that
-// a resume cannot recompute, an error naming the file.
-func truncateMetrics(path string, epochs int) error {
-	seen := make([]bool, epochs+1)
-	_, err := jsonl.Truncate(path, func(_ int, b []byte) (bool, error) {
-		em, err := parseMetricsLine(b)
-		if em.Epoch >= 1 && em.Epoch <= epochs {
-			if seen[em.Epoch] {
-				return false, fmt.Errorf("epoch %d appears twice", em.Epoch)
-			}
-			seen[em.Epoch] = true
-		}
-		return em.Epoch <= epochs, err
-	})
-	if err != nil {
-		return err
-	}
-	var missing []string
-	for e := 1; e <= epochs; e++ {
-		if !seen[e] {
-			missing = append(missing, strconv.Itoa(e))
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s: the checkpoint has completed %d epoch(s) but the file has no line for epoch(s) %s: "+
-			"the training history is lost and cannot be recomputed; start a new run in another directory", path, epochs, strings.Join(missing, ", "))
-	}
-	return nil
 }

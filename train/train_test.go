@@ -4,19 +4,27 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/jsonl"
+	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/safetensors"
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
@@ -106,11 +114,20 @@ func loadOptimizer(t *testing.T, dir string) *nn.AdamW {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := nn.NewAdamW(1, 0.9, 0.999, 1e-8, 0)
+	opt := nn.NewAdamW(1, nn.AdamBeta1, nn.AdamBeta2, nn.AdamEps, 0)
 	if _, err := nn.LoadCheckpoint(filepath.Join(dir, CheckpointFile), b.Model.Params(), opt); err != nil {
 		t.Fatal(err)
 	}
 	return opt
+}
+
+func readBundle(t *testing.T, dir string) *Bundle {
+	t.Helper()
+	b, err := LoadModel(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func readWeights(t *testing.T, dir string) map[string][]float32 {
@@ -163,9 +180,9 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if !r1.Interrupted || r1.Steps != 5 {
 		t.Fatalf("first part: interrupted %v steps %d, want true 5", r1.Interrupted, r1.Steps)
 	}
-	// Running again without --resume must refuse to overwrite the run.
-	if _, err := Run(ctx, synthOptions(t, glueDir, vocab, outB), nil); err == nil || !strings.Contains(err.Error(), "--resume") {
-		t.Fatalf("rerun into a used --out: err %v, want a --resume hint", err)
+	// Running again without Resume must refuse to overwrite the run.
+	if _, err := Run(ctx, synthOptions(t, glueDir, vocab, outB), nil); !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), "resume it") {
+		t.Fatalf("rerun into a used output directory: err %v, want ErrRunExists with a resume hint", err)
 	}
 	r2, err := Run(ctx, Options{Out: outB, Resume: true, StopAfterSteps: 11}, nil)
 	if err != nil {
@@ -173,6 +190,30 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	}
 	if !r2.Interrupted || r2.Steps != 11 || r2.Epochs != 1 {
 		t.Fatalf("second part: interrupted %v steps %d epochs %d, want true 11 1", r2.Interrupted, r2.Steps, r2.Epochs)
+	}
+	// Third part: cancelled (as SIGTERM does) after step 13, mid epoch 2,
+	// off the checkpoint grid: a final checkpoint and an error that says so.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var seen []int64
+	stopAt13 := func(e progress.Event) {
+		seen = append(seen, e.Done)
+		if e.Done == 13 {
+			cancel(errors.New("terminated signal received"))
+		}
+	}
+	_, err = Run(cctx, Options{Out: outB, Resume: true}, stopAt13)
+	var intr *loop.Interrupted
+	if !errors.As(err, &intr) || intr.Step != 13 || !errors.Is(err, context.Canceled) ||
+		!strings.Contains(err.Error(), "terminated signal received") || !strings.Contains(err.Error(), "resume the run") {
+		t.Fatalf("cancelled run: err %v, want an interruption after step 13 (context.Canceled) with its cause and a resume hint", err)
+	}
+	if want := []int64{11, 12, 13}; !slices.Equal(seen, want) {
+		t.Fatalf("progress of the cancelled session: steps %v, want %v", seen, want)
+	}
+	if m, err := nn.LoadCheckpoint(filepath.Join(outB, CheckpointFile), readBundle(t, outB).Model.Params(), nil); err != nil ||
+		!strings.Contains(m[stateKey], `"step":13`) {
+		t.Fatalf("checkpoint after the cancel: %v, state %s; want step 13", err, m[stateKey])
 	}
 	r3, err := Run(ctx, Options{Out: outB, Resume: true}, nil)
 	if err != nil {
@@ -222,7 +263,8 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 // a SIGKILL produces: a torn last metrics line and a temporary checkpoint file
 // (resume drops the line, removes the file and ends with the metrics of the
 // uninterrupted run), and an emptied metrics file (resume refuses, naming the
-// file and the lost epoch, instead of silently losing it).
+// file and the lost epoch, instead of silently losing it); and one whose
+// checkpoint an earlier build wrote.
 func TestResumeAfterCrashArtifacts(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 64, 24)
 	ctx := context.Background()
@@ -271,6 +313,39 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), metrics(dir)) || !strings.Contains(err.Error(), "epoch(s) 1") {
 		t.Fatalf("resume with an emptied metrics file: %v, want an error naming %s and epoch 1", err, metrics(dir))
 	}
+
+	// A checkpoint of a build before the training loop moved into
+	// internal/loop: its train_state has the same keys, without the metrics
+	// line count. It resumes to the uninterrupted run's end.
+	dir = stopped()
+	path := filepath.Join(dir, CheckpointFile)
+	sf, err := safetensors.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(sf.Metadata[stateKey]), &state); err != nil {
+		t.Fatal(err)
+	}
+	legacy := []string{"epoch", "batch", "step", "best_ep", "bad", "sums", "count", "ep_secs", "secs", "done", "stopped", "rng", "best"}
+	if keys, want := slices.Sorted(maps.Keys(state)), slices.Sorted(slices.Values(append(legacy, "lines"))); !slices.Equal(keys, want) {
+		t.Fatalf("train_state keys %v, want the legacy ones and lines: %v", keys, want)
+	}
+	delete(state, "lines")
+	b, _ := json.Marshal(state)
+	sf.Metadata[stateKey] = string(b)
+	if err := safetensors.WriteFile(path, sf.Tensors, sf.Metadata); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, Options{Out: dir, Resume: true}, nil); err != nil {
+		t.Fatalf("resume of a legacy checkpoint: %v", err)
+	}
+	if paramDigest(readWeights(t, full.Out)) != paramDigest(readWeights(t, dir)) {
+		t.Errorf("the legacy resume ends with other weights than the uninterrupted run")
+	}
+	if jb, _ := json.Marshal(metricsWithoutTime(t, dir)); !bytes.Equal(ja, jb) {
+		t.Errorf("metrics after a legacy resume:\n%s\nuninterrupted:\n%s", jb, ja)
+	}
 }
 
 // TestTrainingLearns checks that the loop actually optimises: on the
@@ -309,7 +384,7 @@ func TestTrainingLearns(t *testing.T) {
 				return
 			}
 			for _, em := range h {
-				if !(em.Train["kl_g"] > 0 && em.Train["kl_d"] > 0) || math.IsNaN(em.Train["loss"]) {
+				if !(em.Train["kl_g"] > 0 && em.Train["kl_d"] > 0) || math.IsNaN(float64(em.Train["loss"])) {
 					t.Errorf("epoch %d: KL terms %+v", em.Epoch, em.Train)
 				}
 			}
@@ -530,10 +605,10 @@ func TestBadInputs(t *testing.T) {
 		{"bad encoder spec", func(o *Options) { o.Encoder = "bert" }, "encoder spec"},
 		{"missing train split", func(o *Options) { o.Task, o.GlueDir = "qnli", qnli }, "no training split"},
 		{"nonexistent glue dir", func(o *Options) { o.GlueDir = "/nonexistent" }, "no GLUE directory: /nonexistent does not exist"},
-		{"batch larger than data", func(o *Options) { o.BatchSize = 64 }, "fewer than --batch-size"},
+		{"batch larger than data", func(o *Options) { o.BatchSize = 64 }, "fewer than the batch size 64"},
 		{"seq len beyond positions", func(o *Options) { o.MaxSeqLen = 100 }, "exceeds the encoder's 32 positions"},
-		{"used out dir", func(o *Options) { o.Out = used }, "--resume"},
-		{"resume without checkpoint", func(o *Options) { o.Out, o.Resume = t.TempDir(), true }, "--resume"},
+		{"used out dir", func(o *Options) { o.Out = used }, "already holds a run"},
+		{"resume without checkpoint", func(o *Options) { o.Out, o.Resume = t.TempDir(), true }, CheckpointFile + " does not exist"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -545,6 +620,15 @@ func TestBadInputs(t *testing.T) {
 				t.Fatalf("err = %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+	// The two states of the output directory are typed errors (the CLI names its flag).
+	o := synthOptions(t, glueDir, vocab, used)
+	if _, err := Run(context.Background(), o, nil); !errors.Is(err, ErrRunExists) {
+		t.Errorf("used output directory: %v, want ErrRunExists", err)
+	}
+	o.Out, o.Resume = t.TempDir(), true
+	if _, err := Run(context.Background(), o, nil); !errors.Is(err, ErrNoCheckpoint) {
+		t.Errorf("resume without a checkpoint: %v, want ErrNoCheckpoint", err)
 	}
 	if _, err := Evaluate(EvalOptions{Model: t.TempDir()}); err == nil || !strings.Contains(err.Error(), OptionsFile) {
 		t.Fatalf("eval of an empty dir: %v", err)
@@ -670,10 +754,10 @@ func TestKLScheduleAndLRUsed(t *testing.T) {
 		lr += o.LR * nn.LinearWarmupDecay(step, 2, T)
 		s += float64(T-step) / float64(T)
 	}
-	if got := h[0].Train["lr"]; math.Abs(got-lr/8) > 1e-12 {
+	if got := float64(h[0].Train["lr"]); math.Abs(got-lr/8) > 1e-12 {
 		t.Errorf("mean lr %v, want %v", got, lr/8)
 	}
-	if got := h[0].Train["kl_scale"]; math.Abs(got-s/8) > 1e-12 {
+	if got := float64(h[0].Train["kl_scale"]); math.Abs(got-s/8) > 1e-12 {
 		t.Errorf("mean KL scale %v, want %v", got, s/8)
 	}
 }
@@ -708,4 +792,112 @@ func mustLookup(t *testing.T, name string) *glue.Task {
 		t.Fatal(err)
 	}
 	return task
+}
+
+// TestResumeValidatesSavedOptions: a resume checks the options saved in
+// train_options.json again before any work (an edited file with batch size 0
+// divided by zero; a learning rate of -1 trained), with an error naming the
+// file.
+func TestResumeValidatesSavedOptions(t *testing.T) {
+	glueDir, vocab := synthGlue(t, 64, 24)
+	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "run"))
+	o.StopAfterSteps = 3
+	if _, err := Run(context.Background(), o, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(o.Out, OptionsFile)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt, err := os.ReadFile(filepath.Join(o.Out, CheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ field, value, want string }{
+		{"batch_size", "0", "batch"},
+		{"lr", "-1", "-1"},
+		{"epochs", "0", "epoch"},
+		{"warmup_ratio", "1.5", "1.5"},
+		{"task", `"cola2"`, "cola2"},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(orig, &m); err != nil {
+				t.Fatal(err)
+			}
+			m[c.field] = json.RawMessage(c.value)
+			b, _ := json.Marshal(m)
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Run(context.Background(), Options{Out: o.Out, Resume: true}, nil)
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s = %s: err %v, want one naming %s and %q", c.field, c.value, err, path, c.want)
+			}
+			if now, _ := os.ReadFile(filepath.Join(o.Out, CheckpointFile)); !bytes.Equal(now, ckpt) {
+				t.Errorf("the checkpoint changed")
+			}
+		})
+	}
+}
+
+// TestMetricsNonFinite: metrics.jsonl spells non-finite values out ("NaN",
+// "Infinity") and reads them back; a line written before that, with null in
+// their place, reads as NaN.
+func TestMetricsNonFinite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), MetricsFile)
+	em := EpochMetrics{Epoch: 1, Step: 8, Train: map[string]jsonfloat.Float{"loss": jsonfloat.Float(math.NaN()), "task": 0.5},
+		Dev:       map[string]jsonfloat.Float{"pearson": jsonfloat.Float(math.NaN()), "dev_loss": jsonfloat.Float(math.Inf(1))},
+		Selection: jsonfloat.Float(math.NaN()), SelectionName: "pearson", Best: true, Seconds: 2}
+	if err := jsonl.Append(path, em); err != nil {
+		t.Fatal(err)
+	}
+	legacy := `{"best":false,"dev":{"dev_loss":0.7,"pearson":null},"epoch":2,"seconds":3,"selection":null,"selection_name":"pearson","step":16,"train":{"loss":null,"task":0.25}}` + "\n"
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(legacy)
+	f.Close()
+	raw, _ := os.ReadFile(path)
+	if line := strings.SplitN(string(raw), "\n", 2)[0]; !strings.Contains(line, `"loss":"NaN"`) || !strings.Contains(line, `"dev_loss":"Infinity"`) || !strings.Contains(line, `"selection":"NaN"`) {
+		t.Fatalf("line %s does not spell out NaN and Infinity", line)
+	}
+	h, err := ReadMetrics(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 {
+		t.Fatalf("%d lines, want 2", len(h))
+	}
+	nan := func(v jsonfloat.Float) bool { return math.IsNaN(float64(v)) }
+	if a := h[0]; !nan(a.Train["loss"]) || a.Train["task"] != 0.5 || !nan(a.Dev["pearson"]) || !math.IsInf(float64(a.Dev["dev_loss"]), 1) || !nan(a.Selection) || !a.Best {
+		t.Errorf("line 1 read back as %+v", a)
+	}
+	if b := h[1]; !nan(b.Train["loss"]) || b.Train["task"] != 0.25 || !nan(b.Dev["pearson"]) || b.Dev["dev_loss"] != 0.7 || !nan(b.Selection) || b.Epoch != 2 || b.Step != 16 {
+		t.Errorf("legacy line read back as %+v", b)
+	}
+}
+
+// TestSelectionState: train's own checkpoint state round-trips every value,
+// the non-finite ones too (a NaN loss in the epoch's sums made every
+// checkpoint fail to encode), and reads the form checkpoints have always had.
+func TestSelectionState(t *testing.T) {
+	s := selection{BestMetric: math.Inf(-1), BestEpoch: 0, BadEpochs: 2, Count: 3}
+	s.Sums[0], s.Sums[2], s.Sums[5] = jsonfloat.Float(math.NaN()), jsonfloat.Float(math.Inf(1)), 0.1
+	b, err := json.Marshal(&s)
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	var got selection
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsInf(got.BestMetric, -1) || got.BadEpochs != 2 || got.Count != 3 || !math.IsNaN(float64(got.Sums[0])) ||
+		!math.IsInf(float64(got.Sums[2]), 1) || got.Sums[5] != 0.1 {
+		t.Errorf("round trip of %s: %+v", b, got)
+	}
+	old := `{"epoch":1,"batch":3,"step":11,"best_ep":1,"bad":0,"sums":[2.0898225418378993,2.067645390185322,2.1515105292613814,2.9162781297825653,1.3125,0.004200000000000001],"count":3,"ep_secs":0.025267457,"secs":0.117420811,"done":false,"stopped":false,"rng":"cGNnOiZ5Uds2Sr0zz5Pvmxih75A=","best":"0.5"}`
+	got = selection{}
+	if err := json.Unmarshal([]byte(old), &got); err != nil || got.BestMetric != 0.5 || got.BestEpoch != 1 || got.Count != 3 || got.Sums[4] != 1.3125 {
+		t.Errorf("a checkpoint state of the code before the loop: %+v, %v", got, err)
+	}
 }

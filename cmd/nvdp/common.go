@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
+	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -115,13 +119,42 @@ func finishTrainFlags(cmd *cobra.Command, o *train.Options, dropout float64) {
 	}
 }
 
-// signalContext cancels on SIGINT so that training stops with a checkpoint.
+// signalContext is the context of a long command: SIGINT (Ctrl-C) and SIGTERM
+// (kill, a scheduler's stop, the sweep stopping its cells) cancel it, so that
+// training and pretraining stop after the current step with a final
+// checkpoint and an error that says how to resume. Once it is cancelled, the
+// signals are let go: a second one ends the process at once.
 func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
 	}
-	return signal.NotifyContext(ctx, os.Interrupt)
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+		if cause := context.Cause(ctx); cause != context.Canceled {
+			slog.Warn("stopping: finishing the current step and writing a checkpoint (signal again to end at once)", "cause", cause)
+		}
+	}()
+	return ctx, stop
+}
+
+// resumeHint adds to the error of a training command what the user does next:
+// for a stopped run (loop.Interrupted), the command line that continues it;
+// for an output directory that holds a run, or holds none to resume, the
+// flag. Other errors pass unchanged.
+func resumeHint(err error, continueWith string) error {
+	var stopped *loop.Interrupted
+	switch {
+	case errors.As(err, &stopped):
+		return fmt.Errorf("%w\ncontinue with: %s", err, continueWith)
+	case errors.Is(err, loop.ErrRunExists):
+		return fmt.Errorf("%w (--resume continues it)", err)
+	case errors.Is(err, loop.ErrNoCheckpoint):
+		return fmt.Errorf("--resume: %w", err)
+	}
+	return err
 }
 
 // auditFlagValues holds the audit flags that need parsing after cobra has run.

@@ -32,7 +32,8 @@ held-out slice of documents (--holdout, default 1%) measures MLM loss and masked
 
 --out receives a Hugging Face BertForMaskedLM directory (config.json, model.safetensors,
 vocab.txt) that --encoder hf:DIR loads, plus pretrain_metrics.jsonl, pretrain_summary.json and
-a checkpoint (--resume continues; Ctrl-C stops with a checkpoint).
+a checkpoint (--resume continues; Ctrl-C or SIGTERM stops after the current step with a
+checkpoint).
 
 --init-from hf:DIR (or a hub name) starts from an existing BERT checkpoint instead of a random
 initialisation: continued, domain-adaptive pretraining on your text. docs/pretraining.md.`,
@@ -75,12 +76,11 @@ initialisation: continued, domain-adaptive pretraining on your text. docs/pretra
 			if o.Out == "" {
 				return fmt.Errorf("--out is required")
 			}
-			o.Progress = progressWriter(cmd, noProgress) != nil
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			r, err := mlm.Run(ctx, o)
+			r, err := mlm.Run(ctx, o, newProgress(cmd, noProgress))
 			if err != nil {
-				return err
+				return resumeHint(err, "nvdp pretrain --resume --out "+o.Out)
 			}
 			if jsonOut {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)

@@ -43,9 +43,10 @@ release in the same posterior format, so its audit and certificate are the same 
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			rep, err := train.RunPipeline(ctx, *po, progressWriter(cmd, noProgress))
+			po.Audit.Progress = progressWriter(cmd, noProgress)
+			rep, err := train.RunPipeline(ctx, *po, newProgress(cmd, noProgress))
 			if err != nil {
-				return err
+				return resumeHint(err, "the same command with --resume")
 			}
 			if jsonOut {
 				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {

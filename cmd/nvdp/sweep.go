@@ -124,7 +124,8 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 				so.Runner = sweep.Subprocess([]string{exe, "sweep-cell", "--log-level", logLevel},
 					sweep.SubprocessEnv(os.Environ(), runtime.NumCPU(), so.Jobs), filepath.Join(so.Out, sweep.LogDir))
 			default:
-				so.Progress = progressWriter(cmd, noProgress)
+				so.Progress = newProgress(cmd, noProgress)
+				po.Audit.Progress = progressWriter(cmd, noProgress)
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
@@ -211,7 +212,7 @@ func newSweepCellCmd() *cobra.Command {
 			po.Train.Quiet = true
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			rep, err := train.RunPipeline(ctx, po, nil)
+			rep, err := train.RunPipeline(ctx, po, newProgress(cmd, true)) // stderr is the cell's log
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,8 @@ func newTrainCmd() *cobra.Command {
 AdamW with linear warm-up and decay, KL schedule s(t), gradient clipping, dynamic padding,
 dev evaluation every epoch on the task's selection metric, early stopping (--patience),
 best model kept in --out (config.json, nvdp_config.json, model.safetensors, tokenizer files,
-train_options.json), metrics.jsonl, and a resumable checkpoint (--resume). docs/training.md.
+train_options.json), metrics.jsonl, and a resumable checkpoint (--resume; Ctrl-C or SIGTERM
+stops after the current step with a checkpoint). docs/training.md.
 
 --target-epsilon E [--delta D] or --target-rd R [--order L] calibrates the clipping of
 nvdp-clipped before training: the constants not given on the command line (--c-mu,
@@ -51,9 +52,9 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 			setTargetOrderDelta(o, order, delta)
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			r, err := train.Run(ctx, *o, progressWriter(cmd, noProgress))
+			r, err := train.Run(ctx, *o, newProgress(cmd, noProgress))
 			if err != nil {
-				return err
+				return resumeHint(err, "nvdp train --resume --out "+o.Out)
 			}
 			if jsonOut {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)

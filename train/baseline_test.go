@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 func TestLoadBaseline(t *testing.T) {
@@ -66,7 +68,7 @@ func TestRunPipelineBaselineFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	_, err := RunPipeline(t.Context(), PipelineOptions{Train: Options{Task: "sst2", Out: out}, Baseline: bad}, nil)
+	_, err := RunPipeline(t.Context(), PipelineOptions{Train: Options{Task: "sst2", Out: out}, Baseline: bad, Audit: privacy.DefaultOptions()}, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "mrpc", want "sst2"`) {
 		t.Fatalf("err = %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -755,14 +756,14 @@ type CMuCandidate struct {
 	Eligible   bool    `json:"eligible"` // utility within the tolerance of the best
 }
 
-// MarshalJSON writes the bounds with +Inf as null.
+// MarshalJSON writes the bounds as jsonfloat numbers (+Inf: "Infinity").
 func (c CMuCandidate) MarshalJSON() ([]byte, error) {
 	type plain CMuCandidate
 	return json.Marshal(struct {
 		plain
-		RDMax      privacy.JSONFloat `json:"rd_max"`
-		BDPEpsilon privacy.JSONFloat `json:"bdp_epsilon"`
-	}{plain(c), privacy.JSONFloat(c.RDMax), privacy.JSONFloat(c.BDPEpsilon)})
+		RDMax      jsonfloat.Float `json:"rd_max"`
+		BDPEpsilon jsonfloat.Float `json:"bdp_epsilon"`
+	}{plain(c), jsonfloat.Float(c.RDMax), jsonfloat.Float(c.BDPEpsilon)})
 }
 
 // CMuSelection is DIR/<task>/c_mu_selection.json.
@@ -897,7 +898,10 @@ func selectTask(st *sweepState, so *SweepOptions, task string, grid []*Cell) (*C
 		}
 		rd, eps := math.Inf(1), math.Inf(1)
 		if p := r.Privacy; p != nil && p.InvalidPairs == 0 && p.Pairs > 0 {
-			rd, eps = float64(p.RDMax), float64(p.BDPEpsilon)
+			rd = float64(p.RDMax)
+			if p.BDPEpsilon != nil {
+				eps = float64(*p.BDPEpsilon)
+			}
 			// JSON null (an undefined bound) decodes as 0; only trust values the audit defined.
 			if p.Full != nil && p.Full.FinitePairs == 0 {
 				rd, eps = math.Inf(1), math.Inf(1)

@@ -18,9 +18,9 @@ import (
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/jsonl"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
-	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -42,20 +42,20 @@ type EpochMetrics struct {
 
 // Result summarises a training run.
 type Result struct {
-	Dir           string            `json:"dir"`
-	Task          string            `json:"task"`
-	Variant       string            `json:"variant"`
-	Backend       string            `json:"backend"`
-	Epochs        int               `json:"epochs"` // epochs completed
-	Steps         int               `json:"steps"`
-	BestEpoch     int               `json:"best_epoch"`
-	BestMetric    privacy.JSONFloat `json:"best_metric"`
-	MetricName    string            `json:"metric_name"`
-	StoppedEarly  bool              `json:"stopped_early"`
-	Interrupted   bool              `json:"interrupted"` // stopped by StopAfterSteps (resumable)
-	Seconds       float64           `json:"seconds"`
-	TrainExamples int               `json:"train_examples"`
-	History       []EpochMetrics    `json:"-"` // as in metrics.jsonl
+	Dir           string          `json:"dir"`
+	Task          string          `json:"task"`
+	Variant       string          `json:"variant"`
+	Backend       string          `json:"backend"`
+	Epochs        int             `json:"epochs"` // epochs completed
+	Steps         int             `json:"steps"`
+	BestEpoch     int             `json:"best_epoch"`
+	BestMetric    jsonfloat.Float `json:"best_metric"`
+	MetricName    string          `json:"metric_name"`
+	StoppedEarly  bool            `json:"stopped_early"`
+	Interrupted   bool            `json:"interrupted"` // stopped by StopAfterSteps (resumable)
+	Seconds       float64         `json:"seconds"`
+	TrainExamples int             `json:"train_examples"`
+	History       []EpochMetrics  `json:"-"` // as in metrics.jsonl
 }
 
 // state is the resumable training state saved in the checkpoint metadata.
@@ -419,7 +419,7 @@ func fillResult(res *Result, st *state) {
 	res.Epochs = st.Epoch
 	res.Steps = st.Step
 	res.BestEpoch = st.BestEpoch
-	res.BestMetric = privacy.JSONFloat(st.BestMetric)
+	res.BestMetric = jsonfloat.Float(st.BestMetric)
 	res.StoppedEarly = st.Stopped
 	res.Seconds = st.TotalSecs
 }

@@ -181,7 +181,7 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	if set, ok := ModelClipSet(b.Model.Cfg, relLen+1, b.Model.Cfg.Hidden); ok {
 		order := b.Model.Cfg.Clip.Order
 		if !(order > 1) || math.IsInf(order, 0) {
-			order = nvib.DefaultOrder
+			order = privacy.DefaultOrder
 		}
 		if r.Certified, err = privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(o.Model)); err != nil {
 			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)

@@ -76,7 +76,7 @@ attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`
 	fl.StringVar(&f.model, "model", "", "model directory: certify its clipping with its own N, P, prior and constants")
 	fl.IntVar(&f.components, "components", 0, "N, components per posterior including the prior component (max-seq-len + 1)")
 	fl.IntVar(&f.dims, "dims", 0, "P, dimensions per component (the hidden size)")
-	fl.Float64Var(&f.order, "order", nvib.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
+	fl.Float64Var(&f.order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
 	fl.StringVar(&f.orders, "orders", "", "comma-separated Renyi orders of the certified curve (default: privacy.DefaultOrders, 1.01..1024)")
 	fl.Float64Var(&f.cMu, "c-mu", 0, "C_mu, radius of the mean ball (>= 0)")
 	fl.StringVar(&f.priorMu, "prior-mu", "0", "prior mean: a scalar or a comma list of P values")

@@ -69,7 +69,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgres
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run in --out from its last checkpoint (saved options are used)")
 	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", 0, "stop (with a checkpoint, resumable) after K optimizer steps in total")
 	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
-	fs.Float64Var(&o.ClipOrder, "clip-order", 0, "Renyi order the sigma floor and the default C_amin are derived for (default 1.1, the paper's)")
+	fs.Float64Var(&o.ClipOrder, "clip-order", 0, fmt.Sprintf("Renyi order the sigma floor and the default C_amin are derived for (default %g, the paper's)", privacy.DefaultOrder))
 	fs.Float64Var(&o.TargetEpsilon, "target-epsilon", 0, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this (docs/training.md)")
 	fs.Float64Var(&o.TargetRD, "target-rd", 0, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified RD at --order is this many nats")
 	fs.IntVar(&o.Releases, "releases", 0, "releases of one text the target covers (RDP adds up; default 1)")

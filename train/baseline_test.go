@@ -76,3 +76,19 @@ func TestRunPipelineBaselineFirst(t *testing.T) {
 		t.Fatalf("%s written before the baseline was checked (%v)", out, err)
 	}
 }
+
+// TestLoadBaselineNonFinite: a baseline run report's utility is read with
+// the report's own decoder: "NaN" (written now) and null (before) are NaN,
+// rejected by name (before: null read as 0, a baseline of 0; "NaN" failed
+// to decode).
+func TestLoadBaselineNonFinite(t *testing.T) {
+	for _, v := range []string{`"NaN"`, "null"} {
+		p := filepath.Join(t.TempDir(), "report.json")
+		if err := os.WriteFile(p, []byte(`{"task":"sst2","variant":"baseline","utility":{"accuracy":`+v+`}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadBaseline(p, "sst2"); err == nil || !strings.Contains(err.Error(), "value 0 is NaN") {
+			t.Errorf("accuracy %s: error %v", v, err)
+		}
+	}
+}

@@ -37,7 +37,8 @@ type ClipConfig struct {
 	// CAlphaMin and CAlphaMax bound the pseudo-counts (0 <= min <= max, max > 0).
 	CAlphaMin float64 `json:"c_alpha_min"`
 	CAlphaMax float64 `json:"c_alpha_max"`
-	// Order is the Renyi order lambda (> 1) used for the sigma floor (paper: 1.1).
+	// Order is the Renyi order lambda (> 1) used for the sigma floor
+	// (privacy.DefaultOrder, the paper's).
 	Order float64 `json:"order"`
 	// LogvarMargin is added to the logvar floor (nats of variance; >= 0).
 	LogvarMargin float64 `json:"logvar_margin"`
@@ -51,8 +52,6 @@ type ClipConfig struct {
 
 // Default clipping constants.
 const (
-	// DefaultOrder is the Renyi order lambda of the paper and the reference.
-	DefaultOrder = 1.1
 	// DefaultLogvarMargin keeps the principled sigma floor strictly inside the
 	// validity boundary: sigma_min = sqrt((lambda-1)/lambda) prior sigma * e^{margin/2}.
 	DefaultLogvarMargin = 1e-3
@@ -71,11 +70,11 @@ const (
 // mu clipped around 0.
 func DefaultClip(mode Mode, cMu, cAlphaMax float64) ClipConfig {
 	if mode.IsReference() {
-		return ClipConfig{Enabled: true, CMu: cMu, CAlphaMin: 0, CAlphaMax: cAlphaMax, Order: DefaultOrder,
+		return ClipConfig{Enabled: true, CMu: cMu, CAlphaMin: 0, CAlphaMax: cAlphaMax, Order: privacy.DefaultOrder,
 			ClipPrior: true, ReferenceCenter: true}
 	}
-	return ClipConfig{Enabled: true, CMu: cMu, CAlphaMax: cAlphaMax, Order: DefaultOrder,
-		CAlphaMin:    PrincipledAlphaMin(DefaultOrder, cAlphaMax),
+	return ClipConfig{Enabled: true, CMu: cMu, CAlphaMax: cAlphaMax, Order: privacy.DefaultOrder,
+		CAlphaMin:    PrincipledAlphaMin(privacy.DefaultOrder, cAlphaMax),
 		LogvarMargin: DefaultLogvarMargin, CapSigma: true}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nn/nntest"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -314,7 +315,7 @@ func TestGaussianCalibration(t *testing.T) {
 		var curve []privacy.OrderRD
 		R, s2 := privacy.StoredRadius(cal.Set.CMu), math.Exp(float64(float32(math.Log(tc.v))))
 		for _, o := range privacy.DefaultOrders {
-			curve = append(curve, privacy.OrderRD{Order: o, RD: privacy.JSONFloat(2 * o * R * R * L / s2)})
+			curve = append(curve, privacy.OrderRD{Order: o, RD: jsonfloat.Float(2 * o * R * R * L / s2)})
 		}
 		if e, _, err := privacy.BestEpsilon(curve, 1e-5); err != nil || math.Abs(e-float64(g.Epsilon)) > 1e-9*e {
 			t.Errorf("closed-form epsilon %v, certified %v (%v)", e, g.Epsilon, err)
@@ -354,7 +355,9 @@ func TestGaussianAuditClosedForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := privacy.Audit(context.Background(), file, privacy.Options{Order: order})
+	ao := privacy.DefaultOptions()
+	ao.Order = order
+	rep, err := privacy.Audit(context.Background(), file, ao)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,15 +3,13 @@ package privacy
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"slices"
-	"strconv"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/progress"
 )
 
 // Mode selects the audit: the paper's equations done right, or the released code.
@@ -31,112 +29,152 @@ var DefaultBDPOrders = []float64{0.05, 0.1, 0.5, 1.1, 2}
 // 0.9999999999999999; tail 1.11e-16), as the reference (ref §7.2).
 const DefaultConfidence float64 = 1 - 1e-16
 
-// Options configure Audit. Zero values take the documented defaults.
+// Defaults of the audit options (DefaultOptions).
+const (
+	// DefaultRefBatchSize is the released code's batch size (reference mode).
+	DefaultRefBatchSize = 16
+	// DefaultMaxStoredPairs is how many finite bounds (float64, 256 MiB) the
+	// audit keeps for rd_min, the quantiles and the histogram.
+	DefaultMaxStoredPairs = 1 << 25
+	// DefaultListInvalid is how many undefined pairs the report lists.
+	DefaultListInvalid = 10
+)
+
+// Options configure Audit. Start from DefaultOptions: a numeric option is
+// used as given, an explicit 0 included (a Renyi order, delta or confidence
+// of 0 is an error, not a request for the default). Only the fields that
+// say so give 0 a meaning of its own.
 type Options struct {
-	Mode       Mode              // default ModePrincipled
-	Order      float64           // Renyi order lambda > 1 of the RD bound; default 1.1
-	Delta      float64           // BDP delta_mu; default 1e-5
-	Confidence float64           // Student-t confidence; default DefaultConfidence
-	BDPOrders  []float64         // principled: moment orders l > 0; default DefaultBDPOrders
+	Mode       Mode              // principled or reference ("" is principled)
+	Order      float64           // Renyi order lambda > 1 of the RD bound (DefaultOrder)
+	Delta      float64           // BDP delta_mu in (0, 1), above 1 - Confidence (DefaultDelta)
+	Confidence float64           // Student-t confidence in (0.5, 1) (DefaultConfidence)
+	BDPOrders  []float64         // principled: moment orders l > 0; nil is DefaultBDPOrders, empty an error
 	UseMask    bool              // principled: drop padding components (see BoundOptions.UseMask)
-	Direction  GaussianDirection // principled: Gaussian term direction; default DirectionStandard
-	Pairs      int               // principled: audit K uniformly sampled ordered pairs (0 = all)
-	Seed       uint64            // seed of the pair sample
-	BatchSize  int               // reference: batch size; default 16
-	Q          float64           // reference: sampling ratio of the accountant; default BatchSize/M
-	Workers    int               // default runtime.GOMAXPROCS(0)
-	Progress   io.Writer         // progress bar destination (nil: none)
-	// MaxStoredPairs caps the finite bound values kept for quantiles and the
-	// histogram (float32 each); above it a deterministic hash-based subsample
-	// of the pairs is kept (Report.QuantilesFrom says how many). Default 1<<26.
+	Direction  GaussianDirection // principled: Gaussian term direction ("" is DirectionStandard)
+	// Pairs > 0 audits a uniform sample of Pairs ordered pairs (with
+	// replacement, seeded by Seed) instead of all M(M-1) (0). The sample is
+	// drawn as it is audited: memory does not grow with Pairs.
+	Pairs int
+	Seed  uint64 // seed of the pair sample
+	// BatchSize is the reference mode's batch size, >= 2 (DefaultRefBatchSize).
+	BatchSize int
+	// Q is the reference accountant's sampling ratio in (0, 1]; 0 means not
+	// given: BatchSize/M.
+	Q float64
+	// Workers is the number of goroutines; 0 means runtime.GOMAXPROCS(0).
+	Workers int
+	// Progress receives the pairs audited (Stage "audit", Unit "pairs", the
+	// ordered pairs done of all audited); nil reports nothing.
+	Progress progress.Func `json:"-"`
+	// MaxStoredPairs caps the finite bounds kept for rd_min, the quantiles
+	// and the histogram (DefaultMaxStoredPairs; 0 keeps none: no order
+	// statistics). Above it a deterministic subsample of the pairs is kept
+	// (Report.QuantilesFrom says how many, a note says which).
 	MaxStoredPairs int
-	ListInvalid    int // how many undefined pairs to list; default 10
+	// ListInvalid is how many undefined pairs Report.InvalidExamples lists
+	// (DefaultListInvalid; 0 lists none).
+	ListInvalid int
 }
 
-func (o *Options) defaults(m int) error {
-	if o.Mode == "" {
-		o.Mode = ModePrincipled
-	}
-	if o.Mode != ModePrincipled && o.Mode != ModeReference {
-		return fmt.Errorf("--mode %q: want principled or reference", o.Mode)
-	}
-	if o.Order == 0 {
-		o.Order = 1.1
+// DefaultOptions returns the audit's defaults: principled mode at
+// DefaultOrder in the standard direction, DefaultDelta, DefaultConfidence,
+// DefaultBDPOrders, every ordered pair, all CPUs; the reference mode's batch
+// size DefaultRefBatchSize and q = batch size / M.
+func DefaultOptions() Options {
+	return Options{Mode: ModePrincipled, Order: DefaultOrder, Delta: DefaultDelta, Confidence: DefaultConfidence,
+		BDPOrders: slices.Clone(DefaultBDPOrders), Seed: 1, BatchSize: DefaultRefBatchSize,
+		MaxStoredPairs: DefaultMaxStoredPairs, ListInvalid: DefaultListInvalid}
+}
+
+// Validate checks the options that do not depend on the posteriors (Audit
+// also checks them, with the reference mode's q against the file): callers
+// validate before any long work. Errors name the option in the library's
+// terms (Renyi order, delta_mu, ...).
+func (o Options) Validate() error {
+	wrap := func(format string, a ...any) error { return fmt.Errorf("audit options: "+format, a...) }
+	if o.Mode != "" && o.Mode != ModePrincipled && o.Mode != ModeReference {
+		return wrap("mode %q: want %s or %s", o.Mode, ModePrincipled, ModeReference)
 	}
 	if err := checkOrder(o.Order); err != nil {
-		return fmt.Errorf("--order: %w", err)
-	}
-	if o.Delta == 0 {
-		o.Delta = 1e-5
+		return wrap("%w", err)
 	}
 	if !(o.Delta > 0 && o.Delta < 1) {
-		return fmt.Errorf("--delta %v: must be in (0, 1)", o.Delta)
-	}
-	if o.Confidence == 0 {
-		o.Confidence = DefaultConfidence
+		return wrap("delta_mu = %v: must be in (0, 1)", o.Delta)
 	}
 	if !(o.Confidence > 0.5 && o.Confidence < 1) {
-		return fmt.Errorf("--confidence %v: must be in (0.5, 1)", o.Confidence)
+		return wrap("confidence = %v: must be in (0.5, 1)", o.Confidence)
 	}
 	if !(o.Delta > 1-o.Confidence) {
-		return fmt.Errorf("--delta %v must exceed the failure probability 1 - confidence = %v", o.Delta, 1-o.Confidence)
+		return wrap("delta_mu = %v must exceed the accountant's failure probability 1 - confidence = %v", o.Delta, 1-o.Confidence)
 	}
-	if o.BDPOrders == nil {
-		o.BDPOrders = DefaultBDPOrders
-	}
-	if len(o.BDPOrders) == 0 {
-		return fmt.Errorf("--bdp-orders: empty")
+	if o.BDPOrders != nil && len(o.BDPOrders) == 0 {
+		return wrap("no BDP moment order")
 	}
 	for _, l := range o.BDPOrders {
 		if !(l > 0) || math.IsInf(l, 0) {
-			return fmt.Errorf("--bdp-orders: moment order %v must be finite and > 0", l)
+			return wrap("BDP moment order l = %v: must be finite and > 0", l)
 		}
 	}
-	if o.Mode == ModeReference && (o.UseMask || o.Pairs > 0 || o.Direction != "") {
-		return fmt.Errorf("reference mode reproduces the released code: --mask, --pairs and --gaussian-direction apply to principled mode only")
-	}
-	if o.Direction == "" && o.Mode != ModeReference {
-		o.Direction = DirectionStandard
-	}
-	if o.Mode != ModeReference && o.Direction != DirectionPaper && o.Direction != DirectionStandard {
-		return fmt.Errorf("--gaussian-direction %q: want paper or standard", o.Direction)
+	if o.Mode == ModeReference {
+		if o.UseMask || o.Pairs != 0 || o.Direction != "" {
+			return wrap("reference mode reproduces the released code: the mask, a pair sample and the Gaussian direction apply to principled mode only")
+		}
+		if o.BatchSize < 2 {
+			return wrap("reference mode: batch size %d: must be >= 2", o.BatchSize)
+		}
+		if o.Q != 0 && !(o.Q > 0 && o.Q <= 1) {
+			return wrap("reference mode: sampling ratio q = %v: must be in (0, 1]", o.Q)
+		}
+	} else if o.Direction != "" && o.Direction != DirectionPaper && o.Direction != DirectionStandard {
+		return wrap("Gaussian direction %q: want %s or %s", o.Direction, DirectionStandard, DirectionPaper)
 	}
 	if o.Pairs < 0 {
-		return fmt.Errorf("--pairs %d: must be >= 0", o.Pairs)
+		return wrap("pairs %d: must be >= 0 (0: every ordered pair)", o.Pairs)
 	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 16
+	if o.Workers < 0 {
+		return wrap("workers %d: must be >= 0 (0: GOMAXPROCS)", o.Workers)
 	}
-	if o.BatchSize < 2 {
-		return fmt.Errorf("--batch-size %d: must be >= 2", o.BatchSize)
+	if o.MaxStoredPairs < 0 {
+		return wrap("max stored pairs %d: must be >= 0", o.MaxStoredPairs)
 	}
-	if o.Q == 0 && o.Mode == ModeReference {
-		o.Q = float64(o.BatchSize) / float64(m)
-	}
-	if o.Mode == ModeReference && !(o.Q > 0 && o.Q <= 1) {
-		return fmt.Errorf("--q %v: must be in (0, 1]", o.Q)
-	}
-	if o.Workers <= 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
-	}
-	if o.MaxStoredPairs <= 0 {
-		o.MaxStoredPairs = 1 << 26
-	}
-	if o.ListInvalid <= 0 {
-		o.ListInvalid = 10
+	if o.ListInvalid < 0 {
+		return wrap("invalid pairs to list %d: must be >= 0", o.ListInvalid)
 	}
 	return nil
 }
 
-// JSONFloat is a float64 that encodes NaN and +-Inf as JSON null.
-type JSONFloat float64
-
-func (f JSONFloat) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return []byte("null"), nil
+// resolve validates o for m examples and fills what "not given" stands
+// for: the principled mode and standard direction for "", DefaultBDPOrders
+// for nil, q = BatchSize/m, GOMAXPROCS workers.
+func (o *Options) resolve(m int) error {
+	if err := o.Validate(); err != nil {
+		return err
 	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+	if m < 2 {
+		return fmt.Errorf("audit: %d example(s): the audit needs at least 2 examples (a pair)", m)
+	}
+	if o.Mode == "" {
+		o.Mode = ModePrincipled
+	}
+	if o.BDPOrders == nil {
+		o.BDPOrders = slices.Clone(DefaultBDPOrders)
+	}
+	if o.Mode == ModeReference {
+		if o.Q == 0 {
+			o.Q = float64(o.BatchSize) / float64(m)
+			if o.Q > 1 {
+				return fmt.Errorf("audit options: reference mode: sampling ratio q = batch size / M = %d/%d > 1: the file has fewer examples than one batch; use a batch size <= %d or give q",
+					o.BatchSize, m, m)
+			}
+		}
+	} else if o.Direction == "" {
+		o.Direction = DirectionStandard
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	return nil
 }
 
 // InvalidPair is an ordered pair (q, q') whose bound is undefined (+Inf).
@@ -147,73 +185,90 @@ type InvalidPair struct {
 }
 
 // BDPOrder is the accountant at one moment order l (Renyi order l+1).
+// Costs and epsilons are +Inf when a pair's bound is infinite at l+1, and
+// nil (absent in JSON) when not computed: fewer than 3 partners of every
+// example (Cost, Epsilon) or fewer than 3 pairs (the pooled ones).
 type BDPOrder struct {
-	Order        float64   `json:"order"`       // moment order l
-	RenyiOrder   float64   `json:"renyi_order"` // l + 1
-	Finite       bool      `json:"finite"`      // every pair's bound finite at l+1
-	InfPairs     int64     `json:"inf_pairs"`   // ordered pairs with an undefined bound at l+1
-	Cost         JSONFloat `json:"cost"`        // worst individual: max_x c_x(l)
-	WorstExample int       `json:"worst_example"`
-	Epsilon      JSONFloat `json:"epsilon"`        // (cost - ln(delta - gamma)) / l
-	CostPooled   JSONFloat `json:"cost_pooled"`    // all pairs pooled
-	EpsPooled    JSONFloat `json:"epsilon_pooled"` // (cost_pooled - ln(delta - gamma)) / l
+	Order        float64          `json:"order"`          // moment order l
+	RenyiOrder   float64          `json:"renyi_order"`    // l + 1
+	Finite       bool             `json:"finite"`         // every pair's bound finite at l+1
+	InfPairs     int64            `json:"inf_pairs"`      // ordered pairs with an undefined bound at l+1
+	Cost         *jsonfloat.Float `json:"cost,omitempty"` // worst individual: max_x c_x(l)
+	WorstExample int              `json:"worst_example"`
+	Epsilon      *jsonfloat.Float `json:"epsilon,omitempty"`        // (cost - ln(delta - gamma)) / l
+	CostPooled   *jsonfloat.Float `json:"cost_pooled,omitempty"`    // all pairs pooled
+	EpsPooled    *jsonfloat.Float `json:"epsilon_pooled,omitempty"` // (cost_pooled - ln(delta - gamma)) / l
 }
 
 // Report is the audit result; with --json it is printed as one JSON object.
 // RD values are in nats. Fields that do not apply to a mode are omitted.
+// Non-finite numbers are jsonfloat strings ("Infinity", "NaN"); a number that
+// was not computed is absent (a nil pointer). UnmarshalJSON also reads
+// reports written before (null for every non-finite number).
 type Report struct {
-	Mode              Mode                 `json:"mode"`
-	Order             float64              `json:"order"`
-	Delta             float64              `json:"delta"`
-	Confidence        float64              `json:"confidence"`
-	Examples          int                  `json:"examples"`
-	Components        int                  `json:"components"`
-	Dims              int                  `json:"dims"`
-	Mask              bool                 `json:"mask"`
-	GaussianDirection GaussianDirection    `json:"gaussian_direction,omitempty"`
-	Pairs             int64                `json:"pairs"` // ordered pairs audited (reference: within-batch unordered pairs)
-	Sampled           bool                 `json:"sampled"`
-	Seed              uint64               `json:"seed,omitempty"`
-	InvalidPairs      int64                `json:"invalid_pairs"`
-	InvalidExamples   []InvalidPair        `json:"invalid_examples,omitempty"`
-	FinitePairs       int64                `json:"finite_pairs"`
-	RDMax             JSONFloat            `json:"rd_max"`  // over finite pairs (reference: z-filtered)
-	RDMean            JSONFloat            `json:"rd_mean"` // over finite pairs (reference: mean of batch means)
-	Argmax            []int                `json:"argmax,omitempty"`
-	RDMin             *JSONFloat           `json:"rd_min,omitempty"`
-	Quantiles         map[string]JSONFloat `json:"quantiles,omitempty"`
-	QuantilesFrom     int                  `json:"quantiles_from,omitempty"`
-	Histogram         *Histogram           `json:"histogram,omitempty"`
-	BDPEpsilon        JSONFloat            `json:"bdp_epsilon"`
-	BDPEpsilonPooled  *JSONFloat           `json:"bdp_epsilon_pooled,omitempty"`
-	BDPOrder          *JSONFloat           `json:"bdp_order,omitempty"`
-	BDPWorstExample   *int                 `json:"bdp_worst_example,omitempty"`
-	BDPOrders         []BDPOrder           `json:"bdp_orders,omitempty"`
+	Mode              Mode              `json:"mode"`
+	Order             float64           `json:"order"`
+	Delta             float64           `json:"delta"`
+	Confidence        float64           `json:"confidence"`
+	Examples          int               `json:"examples"`
+	Components        int               `json:"components"`
+	Dims              int               `json:"dims"`
+	Mask              bool              `json:"mask"`
+	GaussianDirection GaussianDirection `json:"gaussian_direction,omitempty"`
+	Pairs             int64             `json:"pairs"` // ordered pairs audited (reference: within-batch unordered pairs)
+	Sampled           bool              `json:"sampled"`
+	Seed              uint64            `json:"seed,omitempty"`
+	InvalidPairs      int64             `json:"invalid_pairs"`
+	InvalidExamples   []InvalidPair     `json:"invalid_examples,omitempty"`
+	FinitePairs       int64             `json:"finite_pairs"`
+	// RDMax is the maximum over the finite pairs, +Inf when no pair is
+	// finite (reference: z-filtered; NaN when the released code's is).
+	RDMax jsonfloat.Float `json:"rd_max"`
+	// RDMean is the mean over the finite pairs (reference: mean of batch
+	// means); nil when no pair is finite.
+	RDMean *jsonfloat.Float `json:"rd_mean,omitempty"`
+	Argmax []int            `json:"argmax,omitempty"`
+	// RDMin, Quantiles (p50, p90, p99) and Histogram are over the finite
+	// bounds kept (QuantilesFrom of them, Options.MaxStoredPairs).
+	RDMin         *jsonfloat.Float           `json:"rd_min,omitempty"`
+	Quantiles     map[string]jsonfloat.Float `json:"quantiles,omitempty"`
+	QuantilesFrom int                        `json:"quantiles_from,omitempty"`
+	Histogram     *Histogram                 `json:"histogram,omitempty"`
+	// BDPEpsilon is the accountant's estimate minimised over the moment
+	// orders: +Inf when every order has an infinite pair, nil when no order
+	// was computed (too few partners; reference: no batch of 3 pairs).
+	BDPEpsilon       *jsonfloat.Float `json:"bdp_epsilon,omitempty"`
+	BDPEpsilonPooled *jsonfloat.Float `json:"bdp_epsilon_pooled,omitempty"`
+	BDPOrder         *jsonfloat.Float `json:"bdp_order,omitempty"` // minimising l; NaN when every order is +Inf
+	BDPWorstExample  *int             `json:"bdp_worst_example,omitempty"`
+	BDPOrders        []BDPOrder       `json:"bdp_orders,omitempty"`
 	// Reference mode.
-	BatchSize        int        `json:"batch_size,omitempty"`
-	Q                float64    `json:"q,omitempty"`
-	Batches          int        `json:"batches,omitempty"`
-	SkippedBatches   []int      `json:"skipped_batches,omitempty"`
-	RDMaxUnfiltered  *JSONFloat `json:"rd_max_unfiltered,omitempty"`
-	RDMeanUnfiltered *JSONFloat `json:"rd_mean_unfiltered,omitempty"`
-	AccountantCost   *JSONFloat `json:"accountant_cost,omitempty"`
+	BatchSize        int              `json:"batch_size,omitempty"`
+	Q                float64          `json:"q,omitempty"`
+	Batches          int              `json:"batches,omitempty"`
+	SkippedBatches   []int            `json:"skipped_batches,omitempty"`
+	RDMaxUnfiltered  *jsonfloat.Float `json:"rd_max_unfiltered,omitempty"`
+	RDMeanUnfiltered *jsonfloat.Float `json:"rd_mean_unfiltered,omitempty"`
+	AccountantCost   *jsonfloat.Float `json:"accountant_cost,omitempty"`
 
 	Notes    []string          `json:"notes,omitempty"`
 	Seconds  float64           `json:"seconds"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-func jf(v float64) *JSONFloat { f := JSONFloat(v); return &f }
-
 // Audit computes the privacy report of p. Principled mode: the Eq. rdp bound
 // over all ordered pairs (or a sample) and the BDP accountant over a grid of
 // orders; reference mode: the released code's batch-wise RD and accountant.
-// Errors: invalid options (order <= 1, ...), invalid posteriors, cancellation.
+// Errors: invalid options (Options.Validate; a reference q above 1), fewer
+// than 2 examples, invalid posteriors, cancellation.
 func Audit(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := opt.defaults(p.M); err != nil {
+	if err := opt.resolve(p.M); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -232,319 +287,30 @@ func Audit(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
 	return r, nil
 }
 
-type workerAcc struct {
-	finite, invalid int64
-	sum             float64
-	max             float64
-	argA, argB      int
-	invalidList     []InvalidPair
-	values          []float32
-	indiv           []logAcc // [kb][M][2]: D(x||x') over x', D(x'||x) over x'
-	pooled          []logAcc // [kb]
-	infPairs        []int64  // [kb]
-}
-
+// auditPrincipled evaluates Eq. rdp over the ordered pairs (collect), then
+// writes the pair statistics (summarise) and the BDP accountant
+// (accountant) into the report.
 func auditPrincipled(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
-	M := p.M
-	if M < 2 {
-		return nil, fmt.Errorf("principled audit needs at least 2 examples, have %d", M)
-	}
-	// Renyi orders evaluated: the audit order first, then l+1 for each BDP order.
-	orders := []float64{opt.Order}
-	bdpIdx := make([]int, len(opt.BDPOrders))
-	for k, l := range opt.BDPOrders {
-		bdpIdx[k] = -1
-		for i, o := range orders {
-			if math.Abs(o-(l+1)) < 1e-12 {
-				bdpIdx[k] = i
-			}
-		}
-		if bdpIdx[k] < 0 {
-			bdpIdx[k] = len(orders)
-			orders = append(orders, l+1)
-		}
-	}
-	e := newEngine(p, orders, BoundOptions{UseMask: opt.UseMask, Direction: opt.Direction})
-	KB := len(opt.BDPOrders)
-	totalOrdered := int64(M) * int64(M-1)
-	if opt.Pairs > 0 {
-		totalOrdered = int64(opt.Pairs)
-	}
-	stride := uint64(1)
-	if totalOrdered > int64(opt.MaxStoredPairs) {
-		stride = uint64((totalOrdered + int64(opt.MaxStoredPairs) - 1) / int64(opt.MaxStoredPairs))
-	}
-	accs := make([]*workerAcc, opt.Workers)
-	newAcc := func() *workerAcc {
-		return &workerAcc{max: math.Inf(-1), argA: -1, argB: -1,
-			indiv: make([]logAcc, KB*M*2), pooled: make([]logAcc, KB), infPairs: make([]int64, KB)}
-	}
-	// handle one unordered pair a < b; dirs bit 1: (a,b) audited, bit 2: (b,a) audited.
-	handle := func(w *workerAcc, a, b int, v []float64, dirs int) {
-		for d := range 2 {
-			if dirs&(1<<d) == 0 {
-				continue
-			}
-			q, qp := a, b
-			if d == 1 {
-				q, qp = b, a
-			}
-			x := v[d]
-			if math.IsInf(x, 1) {
-				w.invalid++
-				if len(w.invalidList) < opt.ListInvalid {
-					w.invalidList = append(w.invalidList, InvalidPair{Q: q, QPrime: qp})
-				}
-			} else {
-				w.finite++
-				w.sum += x
-				if x > w.max || (x == w.max && (q < w.argA || (q == w.argA && qp < w.argB))) {
-					w.max, w.argA, w.argB = x, q, qp
-				}
-				if stride == 1 || pairHash(q, qp)%stride == 0 {
-					w.values = append(w.values, float32(x))
-				}
-			}
-			for k, l := range opt.BDPOrders {
-				D := v[2*bdpIdx[k]+d]
-				if math.IsInf(D, 1) {
-					w.infPairs[k]++
-				}
-				w.indiv[(k*M+q)*2+0].add(l * D)
-				w.indiv[(k*M+qp)*2+1].add(l * D)
-			}
-		}
-		for k, l := range opt.BDPOrders {
-			w.pooled[k].add(l * math.Max(v[2*bdpIdx[k]], v[2*bdpIdx[k]+1]))
-		}
-	}
-	var bar *progressbar.ProgressBar
-	var progress func(int)
-	if opt.Progress != nil {
-		total := int64(M) * int64(M-1) / 2
-		if opt.Pairs > 0 {
-			total = int64(opt.Pairs)
-		}
-		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(opt.Progress),
-			progressbar.OptionSetDescription("audit pairs"), progressbar.OptionShowCount(),
-			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowIts(),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(opt.Progress) }))
-		progress = func(n int) { bar.Add(n) }
-	}
-	var err error
-	if opt.Pairs == 0 {
-		err = e.run(ctx, opt.Workers, func(wi int) pairSink {
-			w := newAcc()
-			accs[wi] = w
-			return func(a, b int, v []float64) { handle(w, a, b, v, 3) }
-		}, progress)
-	} else {
-		err = samplePairs(ctx, e, opt, func(wi int) *workerAcc { w := newAcc(); accs[wi] = w; return w }, handle, progress)
-	}
-	if bar != nil {
-		bar.Finish()
-	}
+	c := newCollector(p, opt)
+	st, err := c.collect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// Merge.
-	tot := newAcc()
-	for _, w := range accs {
-		if w == nil {
-			continue
-		}
-		tot.finite += w.finite
-		tot.invalid += w.invalid
-		tot.sum += w.sum
-		if w.max > tot.max || (w.max == tot.max && w.argA >= 0 && (tot.argA < 0 || w.argA < tot.argA || (w.argA == tot.argA && w.argB < tot.argB))) {
-			tot.max, tot.argA, tot.argB = w.max, w.argA, w.argB
-		}
-		tot.invalidList = append(tot.invalidList, w.invalidList...)
-		tot.values = append(tot.values, w.values...)
-		for i := range w.indiv {
-			tot.indiv[i].merge(w.indiv[i])
-		}
-		for k := range w.pooled {
-			tot.pooled[k].merge(w.pooled[k])
-			tot.infPairs[k] += w.infPairs[k]
-		}
-		*w = workerAcc{}
-	}
 	r := &Report{Mode: ModePrincipled, Order: opt.Order, Delta: opt.Delta, Confidence: opt.Confidence,
-		Examples: M, Components: p.N, Dims: p.P, Mask: opt.UseMask, GaussianDirection: opt.Direction,
-		Pairs: tot.finite + tot.invalid, Sampled: opt.Pairs > 0, InvalidPairs: tot.invalid, FinitePairs: tot.finite,
-		RDMax: JSONFloat(math.Inf(1)), RDMean: JSONFloat(math.NaN())}
+		Examples: p.M, Components: p.N, Dims: p.P, Mask: opt.UseMask, GaussianDirection: opt.Direction,
+		Sampled: opt.Pairs > 0}
 	if r.Sampled {
 		r.Seed = opt.Seed
 		r.Notes = append(r.Notes, fmt.Sprintf("audited a uniform sample of %d ordered pairs (with replacement, seed %d) out of %d; rd_max is the sample maximum, not the maximum over all pairs",
-			opt.Pairs, opt.Seed, int64(M)*int64(M-1)))
-	}
-	slices.SortFunc(tot.invalidList, func(x, y InvalidPair) int {
-		if x.Q != y.Q {
-			return x.Q - y.Q
-		}
-		return x.QPrime - y.QPrime
-	})
-	tot.invalidList = slices.Compact(tot.invalidList)
-	if len(tot.invalidList) > opt.ListInvalid {
-		tot.invalidList = tot.invalidList[:opt.ListInvalid]
-	}
-	for i := range tot.invalidList {
-		ip := &tot.invalidList[i]
-		t, _ := PairBoundWith(opt.Order, p.View(ip.Q), p.View(ip.QPrime), BoundOptions{UseMask: opt.UseMask, Direction: opt.Direction})
-		ip.Reason = t.Undefined
-	}
-	r.InvalidExamples = tot.invalidList
-	if tot.invalid > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d of %d ordered pairs have an undefined bound (+Inf); rd_max, rd_mean and the quantiles are over the %d finite pairs only",
-			tot.invalid, r.Pairs, tot.finite))
-	}
-	if tot.finite > 0 {
-		r.RDMax = JSONFloat(tot.max)
-		r.Argmax = []int{tot.argA, tot.argB}
-		r.RDMean = JSONFloat(tot.sum / float64(tot.finite))
-		sortFloat32(tot.values)
-		r.RDMin = jf(float64(tot.values[0]))
-		r.Quantiles = map[string]JSONFloat{}
-		for _, q := range []struct {
-			k string
-			v float64
-		}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}} {
-			r.Quantiles[q.k] = JSONFloat(quantile(tot.values, q.v))
-		}
-		r.QuantilesFrom = len(tot.values)
-		h := histogram(tot.values, 20)
-		r.Histogram = &h
-		if stride > 1 {
-			r.Notes = append(r.Notes, fmt.Sprintf("quantiles and histogram from a hash-based subsample of %d finite pairs (1 in %d); rd_max, rd_mean exact", len(tot.values), stride))
+			opt.Pairs, opt.Seed, c.ordered()))
+		if int64(opt.Pairs) >= c.ordered() {
+			r.Notes = append(r.Notes, fmt.Sprintf("the sample (%d) is not smaller than the %d ordered pairs: auditing every pair (no sample) is exact and faster",
+				opt.Pairs, c.ordered()))
 		}
 	}
-	// BDP accountant.
-	tail := 1 - opt.Confidence
-	lnDG := math.Log(opt.Delta - tail)
-	best, bestPooled := math.Inf(1), math.Inf(1)
-	bestOrder, bestWorst := math.NaN(), -1
-	var finiteOrders []string
-	for k, l := range opt.BDPOrders {
-		bo := BDPOrder{Order: l, RenyiOrder: l + 1, InfPairs: tot.infPairs[k], WorstExample: -1,
-			Cost: JSONFloat(math.Inf(1)), Epsilon: JSONFloat(math.Inf(1)), CostPooled: JSONFloat(math.Inf(1)), EpsPooled: JSONFloat(math.Inf(1))}
-		bo.Finite = tot.infPairs[k] == 0
-		worst := math.Inf(-1)
-		enough := false
-		for x := range M {
-			for d := range 2 {
-				a := &tot.indiv[(k*M+x)*2+d]
-				if a.n+b2i(a.inf) < 3 {
-					continue // sampled mode: too few partners for a t bound
-				}
-				c, err := a.ucb(tail)
-				if err != nil {
-					return nil, err
-				}
-				enough = true
-				if c > worst {
-					worst, bo.WorstExample = c, x
-				}
-			}
-		}
-		if enough {
-			bo.Cost = JSONFloat(worst)
-			bo.Epsilon = JSONFloat((worst - lnDG) / l)
-		}
-		if pa := &tot.pooled[k]; pa.n+b2i(pa.inf) >= 3 {
-			c, err := pa.ucb(tail)
-			if err != nil {
-				return nil, err
-			}
-			bo.CostPooled = JSONFloat(c)
-			bo.EpsPooled = JSONFloat((c - lnDG) / l)
-		}
-		if v := float64(bo.Epsilon); v < best {
-			best, bestOrder, bestWorst = v, l, bo.WorstExample
-		}
-		bestPooled = math.Min(bestPooled, float64(bo.EpsPooled))
-		if bo.Finite {
-			finiteOrders = append(finiteOrders, strconv.FormatFloat(l, 'g', -1, 64))
-		}
-		r.BDPOrders = append(r.BDPOrders, bo)
-	}
-	r.BDPEpsilon = JSONFloat(best)
-	r.BDPEpsilonPooled = jf(bestPooled)
-	r.BDPOrder = jf(bestOrder)
-	r.BDPWorstExample = &bestWorst
-	if len(finiteOrders) < len(opt.BDPOrders) {
-		r.Notes = append(r.Notes, fmt.Sprintf("BDP moment orders with every pair finite: %v of %v; an order with an infinite pair has infinite cost",
-			finiteOrders, opt.BDPOrders))
-	}
-	if M < 4 {
-		r.Notes = append(r.Notes, "fewer than 4 examples: no per-example Student-t bound (needs 3 partners)")
+	summarise(r, &st.rd, c, p)
+	if err := accountant(r, &st.bdp, c); err != nil {
+		return nil, err
 	}
 	return r, nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// pairHash is a fixed (seedless) hash of an ordered pair for subsampling.
-func pairHash(a, b int) uint64 {
-	x := uint64(a)*0x9E3779B97F4A7C15 ^ uint64(b)*0xC2B2AE3D27D4EB4F
-	x ^= x >> 31
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 29
-	return x
-}
-
-// samplePairs audits opt.Pairs ordered pairs (q != q') drawn uniformly with
-// replacement from a PCG stream seeded with opt.Seed.
-func samplePairs(ctx context.Context, e *engine, opt Options, newAcc func(int) *workerAcc,
-	handle func(*workerAcc, int, int, []float64, int), progress func(int)) error {
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x6e766470))
-	M := e.M
-	pairs := make([][2]int, opt.Pairs)
-	for i := range pairs {
-		a := rng.IntN(M)
-		b := rng.IntN(M - 1)
-		if b >= a {
-			b++
-		}
-		pairs[i] = [2]int{a, b}
-	}
-	done := make(chan error, opt.Workers)
-	chunk := (len(pairs) + opt.Workers - 1) / opt.Workers
-	var mu = make(chan struct{}, 1)
-	for wi := range opt.Workers {
-		w := newAcc(wi)
-		lo, hi := min(wi*chunk, len(pairs)), min((wi+1)*chunk, len(pairs))
-		go func() {
-			var buf tileBuf
-			for i, pr := range pairs[lo:hi] {
-				if i%64 == 0 && ctx.Err() != nil {
-					done <- ctx.Err()
-					return
-				}
-				a, b, dirs := pr[0], pr[1], 1
-				if a > b {
-					a, b, dirs = b, a, 2
-				}
-				e.tile(&buf, a, a+1, b, b+1, func(a, b int, v []float64) { handle(w, a, b, v, dirs) })
-				if progress != nil && (i+1)%64 == 0 {
-					mu <- struct{}{}
-					progress(64)
-					<-mu
-				}
-			}
-			done <- nil
-		}()
-	}
-	var err error
-	for range opt.Workers {
-		if e := <-done; e != nil {
-			err = e
-		}
-	}
-	return err
 }

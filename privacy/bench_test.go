@@ -80,7 +80,7 @@ func BenchmarkAllPairs(b *testing.B) {
 func BenchmarkAuditDefault(b *testing.B) {
 	p := synthPosteriors(300, 65, 128, 1)
 	for b.Loop() {
-		if _, err := Audit(context.Background(), p, Options{}); err != nil {
+		if _, err := Audit(context.Background(), p, DefaultOptions()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -114,7 +114,7 @@ func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundT
 	}
 	g := lam*a0 - (lam-1)*b0
 	if !(a0 > 0) || !(b0 > 0) || !(g > 0) {
-		return undefined("total alpha: a0=%g a0'=%g, lambda a0-(lambda-1) a0'=%g must be > 0", a0, b0, g)
+		return undefined("%s", dirichletUndefined("total alpha0", a0, b0, g))
 	}
 	t.DirichletTotal = -(lgamma(g)/(lam-1) + lgamma(b0) - lam/(lam-1)*lgamma(a0))
 	swap := opt.Direction != DirectionPaper
@@ -125,7 +125,7 @@ func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundT
 		ai, bi := float64(q.Alpha[i]), float64(qp.Alpha[i])
 		gi := lam*ai - (lam-1)*bi
 		if !(ai > 0) || !(bi > 0) || !(gi > 0) {
-			return undefined("component %d: alpha=%g alpha'=%g, lambda alpha-(lambda-1) alpha'=%g must be > 0", i, ai, bi, gi)
+			return undefined("component %d: %s", i, dirichletUndefined("alpha", ai, bi, gi))
 		}
 		t.DirichletComponents += lgamma(gi)/(lam-1) + lgamma(bi) - lam/(lam-1)*lgamma(ai)
 		var quad, logs float64
@@ -152,6 +152,25 @@ func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundT
 	}
 	return t, nil
 }
+
+// dirichletUndefined says which condition of a Dirichlet term with
+// pseudo-counts a (of q) and b (of q') fails, g = lambda a - (lambda-1) b:
+// a pseudo-count that is not > 0 (lnGamma(0) = +Inf: the term does not
+// exist), or g <= 0 (the Dirichlet of the tilted density does not exist).
+func dirichletUndefined(name string, a, b, g float64) string {
+	switch {
+	case !(a > 0):
+		return fmt.Sprintf("%s = %.7g of q is not > 0: lnGamma(%s) is undefined", name, a, name)
+	case !(b > 0):
+		return fmt.Sprintf("%s' = %.7g of q' is not > 0: lnGamma(%s') is undefined", name, b, name)
+	}
+	return fmt.Sprintf("lambda %s - (lambda-1) %s' = %.7g is not > 0 (%s = %.7g, %s' = %.7g)", name, name, g, name, a, name, b)
+}
+
+// DefaultOrder is the default Renyi order lambda of the bound: the order of
+// the paper's RD tables, of the clipping's sigma floor (nvib) and of the
+// audit (1.1).
+const DefaultOrder = 1.1
 
 func checkOrder(order float64) error {
 	if !(order > 1) || math.IsInf(order, 0) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // Target is what a calibration must certify: either Epsilon at Delta for
@@ -354,7 +356,7 @@ func (c *calibrator) forEpsilon(t Target, orders []float64) (ClipSet, float64, e
 		s := c.with(best, closing, x)
 		var curve []OrderRD
 		for _, o := range orders {
-			curve = append(curve, OrderRD{Order: o, RD: JSONFloat(c.releases * c.rd(s, o))})
+			curve = append(curve, OrderRD{Order: o, RD: jsonfloat.Float(c.releases * c.rd(s, o))})
 		}
 		e, _, err := BestEpsilon(curve, t.Delta)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // ClipSet is the set of clipped posteriors a model can release: the
@@ -227,15 +229,15 @@ type Certificate struct {
 	Order     float64           `json:"order"`
 	Direction GaussianDirection `json:"gaussian_direction"`
 	// RD is the supremum (nats); +Inf when the set allows an undefined bound.
-	RD JSONFloat `json:"rd_certified"`
+	RD jsonfloat.Float `json:"rd_certified"`
 	// Parts of RD at the witness: the Gaussian log-variance terms, the
 	// Gaussian mean terms and the Dirichlet terms (total + components).
 	Parts CertParts `json:"parts"`
 	// Finite is false when RD is +Inf; Reason then says why.
 	Finite bool   `json:"finite"`
 	Reason string `json:"reason,omitempty"`
-	// MaxOrder is ClipSet.MaxOrder (null: every order is finite).
-	MaxOrder JSONFloat `json:"max_order"`
+	// MaxOrder is ClipSet.MaxOrder (+Inf: every order is finite).
+	MaxOrder jsonfloat.Float `json:"max_order"`
 	// Witness is a pair (q, q') in the set whose Eq. rdp value is RD
 	// (example 0 = q, example 1 = q'); nil when RD is infinite because a
 	// constant is unbounded.
@@ -247,9 +249,9 @@ type Certificate struct {
 
 // CertParts are the three parts of a certified bound (nats).
 type CertParts struct {
-	Variance  JSONFloat `json:"variance"`
-	Mean      JSONFloat `json:"mean"`
-	Dirichlet JSONFloat `json:"dirichlet"`
+	Variance  jsonfloat.Float `json:"variance"`
+	Mean      jsonfloat.Float `json:"mean"`
+	Dirichlet jsonfloat.Float `json:"dirichlet"`
 }
 
 // gaussVar is the log-variance part of the closed-form Renyi divergence
@@ -322,9 +324,9 @@ func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]
 	lam := order
 	N, P := set.Components, set.Dims
 	n := N - 1
-	c := &Certificate{Order: order, Direction: dir, MaxOrder: JSONFloat(set.MaxOrder()), Finite: true}
+	c := &Certificate{Order: order, Direction: dir, MaxOrder: jsonfloat.Float(set.MaxOrder()), Finite: true}
 	infinite := func(reason string) (*Certificate, error) {
-		c.RD, c.Finite, c.Reason = JSONFloat(math.Inf(1)), false, reason
+		c.RD, c.Finite, c.Reason = jsonfloat.Float(math.Inf(1)), false, reason
 		c.Parts = CertParts{}
 		return c, nil
 	}
@@ -401,8 +403,8 @@ func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]
 	variance := float64(n) * (sumV + varStar)
 	mean := float64(n) * meanStar
 	total := variance + mean + bestD
-	c.Parts = CertParts{Variance: JSONFloat(variance), Mean: JSONFloat(mean), Dirichlet: JSONFloat(bestD)}
-	c.RD = JSONFloat(total)
+	c.Parts = CertParts{Variance: jsonfloat.Float(variance), Mean: jsonfloat.Float(mean), Dirichlet: jsonfloat.Float(bestD)}
+	c.RD = jsonfloat.Float(total)
 	if witness {
 		c.Witness = set.witness(corners, meanCorners, jStar, n, c.AlphaLowHigh, c.AlphaHighLow, C, dir)
 	}

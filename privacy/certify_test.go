@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // mainJobSet is the clipping of the main job (issue 12): N = 129, P = 128,
@@ -432,7 +434,7 @@ func TestEpsilonGaussianMechanism(t *testing.T) {
 	} {
 		var curve []OrderRD
 		for _, o := range DefaultOrders {
-			curve = append(curve, OrderRD{o, JSONFloat(o / (2 * tc.sigma * tc.sigma))})
+			curve = append(curve, OrderRD{o, jsonfloat.Float(o / (2 * tc.sigma * tc.sigma))})
 		}
 		eps, order, err := BestEpsilon(curve, tc.delta)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // Labels of the kinds of privacy number the tools print and write: every
@@ -42,8 +44,9 @@ func CertifiedScope(releases, n, p int) string {
 // CertifiedReport is the presentation of the certified guarantee of a clip
 // set: the "certified" object of report.json, eval_<split>.json and `nvdp
 // audit --json`, and the core of `nvdp certify --json`. Every RD and epsilon
-// is of Releases releases (RDP composes additively); +Inf is null in JSON
-// and reads back as +Inf.
+// is of Releases releases (RDP composes additively); +Inf is "Infinity" in
+// JSON (jsonfloat) and reads back as +Inf, as does the null of files
+// written before jsonfloat.
 type CertifiedReport struct {
 	Label string `json:"label"` // LabelCertified
 	Scope string `json:"scope"` // CertifiedScope(Releases, Components, Dims)
@@ -57,18 +60,18 @@ type CertifiedReport struct {
 	// Certificate is the certificate at Order of all Releases releases: RD
 	// and its parts are Releases x the one-release supremum (PerRelease),
 	// the parts zero when RD is +Inf; MaxOrder: finite exactly below it
-	// (null: every order). No witness here: see PerRelease.
+	// (+Inf: every order). No witness here: see PerRelease.
 	Certificate
 	// The guarantee of Releases releases: (Epsilon, Delta)-DP at BestOrder,
 	// the certified BDP at Delta and the RDP curve they are minimised over.
-	Releases   int       `json:"releases"`
-	Delta      float64   `json:"delta"`
-	Epsilon    JSONFloat `json:"epsilon"`
-	BestOrder  JSONFloat `json:"best_order"`
-	BDPEpsilon JSONFloat `json:"bdp_epsilon_certified"`
-	BDPOrder   JSONFloat `json:"bdp_order_certified"` // moment order l
-	BDPNote    string    `json:"bdp_note"`            // CertifiedBDPNote
-	Curve      []OrderRD `json:"orders"`
+	Releases   int             `json:"releases"`
+	Delta      float64         `json:"delta"`
+	Epsilon    jsonfloat.Float `json:"epsilon"`
+	BestOrder  jsonfloat.Float `json:"best_order"`
+	BDPEpsilon jsonfloat.Float `json:"bdp_epsilon_certified"`
+	BDPOrder   jsonfloat.Float `json:"bdp_order_certified"` // moment order l
+	BDPNote    string          `json:"bdp_note"`            // CertifiedBDPNote
+	Curve      []OrderRD       `json:"orders"`
 	// PerRelease is the one-release certificate at Order, with its witness
 	// pair (not written; nil when read from JSON).
 	PerRelease *Certificate `json:"-"`
@@ -89,7 +92,7 @@ func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases i
 		return nil, fmt.Errorf("certify (%s): %w", source, err)
 	}
 	k := float64(releases)
-	times := func(v JSONFloat) JSONFloat { return JSONFloat(k * float64(v)) }
+	times := func(v jsonfloat.Float) jsonfloat.Float { return jsonfloat.Float(k * float64(v)) }
 	all := Certificate{Order: c.Order, Direction: c.Direction, RD: times(c.RD), Finite: c.Finite, Reason: c.Reason, MaxOrder: c.MaxOrder,
 		Parts: CertParts{Variance: times(c.Parts.Variance), Mean: times(c.Parts.Mean), Dirichlet: times(c.Parts.Dirichlet)}}
 	return &CertifiedReport{Label: LabelCertified, Scope: CertifiedScope(releases, set.Components, set.Dims), Source: source,
@@ -103,12 +106,13 @@ func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases i
 // sigma cap, C_amin = 0; Reason says which).
 func (r *CertifiedReport) Unbounded() bool { return !r.Finite && math.IsInf(float64(r.Epsilon), 1) }
 
-// UnmarshalJSON reads a report written by encoding/json: a null bound
+// UnmarshalJSON reads a report written by encoding/json. Files written
+// before jsonfloat have null for every non-finite number: a null bound
 // (rd_certified, epsilon, bdp_epsilon_certified, max_order) is +Inf, a
 // null order (best_order, bdp_order_certified) NaN.
 func (r *CertifiedReport) UnmarshalJSON(b []byte) error {
 	type plain CertifiedReport // without this method
-	inf, nan := JSONFloat(math.Inf(1)), JSONFloat(math.NaN())
+	inf, nan := jsonfloat.Float(math.Inf(1)), jsonfloat.Float(math.NaN())
 	p := plain{Certificate: Certificate{RD: inf, MaxOrder: inf}, Epsilon: inf, BDPEpsilon: inf, BestOrder: nan, BDPOrder: nan}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
@@ -117,10 +121,11 @@ func (r *CertifiedReport) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// UnmarshalJSON reads a curve point: a null rd is +Inf.
+// UnmarshalJSON reads a curve point: a null rd (files written before
+// jsonfloat) is +Inf.
 func (p *OrderRD) UnmarshalJSON(b []byte) error {
 	type plain OrderRD
-	q := plain{RD: JSONFloat(math.Inf(1))}
+	q := plain{RD: jsonfloat.Float(math.Inf(1))}
 	if err := json.Unmarshal(b, &q); err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // TestCertifyReportMainJob: the report of the main job's constants (N 129,
@@ -36,11 +38,11 @@ func TestCertifyReportMainJob(t *testing.T) {
 		}
 	}
 	eps, best, err := BestEpsilon(r.Curve, DefaultDelta)
-	if err != nil || JSONFloat(eps) != r.Epsilon || JSONFloat(best) != r.BestOrder {
+	if err != nil || jsonfloat.Float(eps) != r.Epsilon || jsonfloat.Float(best) != r.BestOrder {
 		t.Errorf("epsilon %v at %v; curve gives %v at %v (%v)", r.Epsilon, r.BestOrder, eps, best, err)
 	}
 	bdp, l, err := CertifiedBDP(r.Curve, DefaultDelta)
-	if err != nil || JSONFloat(bdp) != r.BDPEpsilon || JSONFloat(l) != r.BDPOrder {
+	if err != nil || jsonfloat.Float(bdp) != r.BDPEpsilon || jsonfloat.Float(l) != r.BDPOrder {
 		t.Errorf("bdp %v at %v; curve gives %v at %v (%v)", r.BDPEpsilon, r.BDPOrder, bdp, l, err)
 	}
 	for _, p := range r.Curve {
@@ -63,7 +65,7 @@ func TestCertifyReportReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close3 := func(name string, got, want JSONFloat) {
+	close3 := func(name string, got, want jsonfloat.Float) {
 		t.Helper()
 		if math.IsInf(float64(want), 1) && math.IsInf(float64(got), 1) {
 			return
@@ -93,9 +95,10 @@ func TestCertifyReportReleases(t *testing.T) {
 	}
 }
 
-// TestCertifyReportJSON: +Inf is null in JSON and reads back as +Inf (an
-// unclipped set), finite values round-trip exactly, and the keys are the
-// ones report.json has always had.
+// TestCertifyReportJSON: +Inf is "Infinity" and an undefined order "NaN"
+// in JSON (jsonfloat) and read back as such (an unclipped set), finite
+// values round-trip exactly, and the keys are the ones report.json has
+// always had.
 func TestCertifyReportJSON(t *testing.T) {
 	unclipped := mainJobSet()
 	unclipped.CMu, unclipped.AlphaMax = math.Inf(1), math.Inf(1)
@@ -132,20 +135,21 @@ func TestCertifyReportJSON(t *testing.T) {
 				t.Errorf("reason present %v, finite %v", ok, tc.finite)
 			}
 			if !tc.finite {
-				for _, k := range []string{"rd_certified", "epsilon", "bdp_epsilon_certified", "best_order", "bdp_order_certified"} {
-					if raw[k] != nil {
-						t.Errorf("%s = %v, want null", k, raw[k])
+				for k, want := range map[string]string{"rd_certified": "Infinity", "epsilon": "Infinity", "bdp_epsilon_certified": "Infinity",
+					"best_order": "NaN", "bdp_order_certified": "NaN"} {
+					if raw[k] != want {
+						t.Errorf("%s = %v, want %q", k, raw[k], want)
 					}
 				}
-				if p := raw["orders"].([]any)[0].(map[string]any); p["rd"] != nil {
-					t.Errorf("curve rd %v, want null", p["rd"])
+				if p := raw["orders"].([]any)[0].(map[string]any); p["rd"] != "Infinity" {
+					t.Errorf("curve rd %v, want \"Infinity\"", p["rd"])
 				}
 			}
 			var back CertifiedReport
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			same := func(a, b JSONFloat) bool {
+			same := func(a, b jsonfloat.Float) bool {
 				return a == b || math.IsNaN(float64(a)) && math.IsNaN(float64(b))
 			}
 			if !same(back.RD, r.RD) || !same(back.Epsilon, r.Epsilon) || !same(back.BDPEpsilon, r.BDPEpsilon) ||
@@ -161,6 +165,17 @@ func TestCertifyReportJSON(t *testing.T) {
 			}
 			if !tc.finite && !math.IsInf(float64(back.RD), 1) {
 				t.Errorf("rd_certified read back as %v, want +Inf", back.RD)
+			}
+			// A file written before jsonfloat has null for every non-finite
+			// number: bounds read as +Inf, orders as NaN.
+			old := strings.NewReplacer(`"Infinity"`, "null", `"NaN"`, "null").Replace(string(b))
+			var legacy CertifiedReport
+			if err := json.Unmarshal([]byte(old), &legacy); err != nil {
+				t.Fatal(err)
+			}
+			if !same(legacy.RD, r.RD) || !same(legacy.Epsilon, r.Epsilon) || !same(legacy.BDPEpsilon, r.BDPEpsilon) ||
+				!same(legacy.BestOrder, r.BestOrder) || !same(legacy.BDPOrder, r.BDPOrder) || !same(legacy.Curve[0].RD, r.Curve[0].RD) {
+				t.Errorf("legacy nulls read as %+v, want %+v", legacy, *r)
 			}
 		})
 	}

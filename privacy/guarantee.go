@@ -1,8 +1,11 @@
 package privacy
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // DefaultOrders is the grid of Renyi orders of the certified RDP curve: the
@@ -58,10 +61,10 @@ func EpsilonAt(order, rd, delta float64) (float64, error) {
 }
 
 // OrderRD is one point of an RDP curve: the Renyi order and the bound (nats,
-// +Inf where the bound is infinite; null in JSON).
+// +Inf where the bound is infinite: "Infinity" in JSON).
 type OrderRD struct {
-	Order float64   `json:"order"`
-	RD    JSONFloat `json:"rd"`
+	Order float64         `json:"order"`
+	RD    jsonfloat.Float `json:"rd"`
 }
 
 // BestEpsilon minimises EpsilonAt over the points of curve: the (epsilon,
@@ -116,14 +119,14 @@ type Guarantee struct {
 	Direction GaussianDirection `json:"gaussian_direction"`
 	// Curve is the certified RDP of all Releases releases per order.
 	Curve []OrderRD `json:"orders"`
-	// MaxOrder: the curve is finite below it (null: everywhere).
-	MaxOrder JSONFloat `json:"max_order"`
+	// MaxOrder: the curve is finite below it (+Inf: everywhere).
+	MaxOrder jsonfloat.Float `json:"max_order"`
 	// Epsilon at Delta, minimised over Curve, and the order that gives it.
-	Epsilon   JSONFloat `json:"epsilon"`
-	BestOrder JSONFloat `json:"best_order"`
+	Epsilon   jsonfloat.Float `json:"epsilon"`
+	BestOrder jsonfloat.Float `json:"best_order"`
 	// BDPEpsilon is CertifiedBDP of Curve at Delta, BDPOrder its moment order l.
-	BDPEpsilon JSONFloat `json:"bdp_epsilon_certified"`
-	BDPOrder   JSONFloat `json:"bdp_order_certified"`
+	BDPEpsilon jsonfloat.Float `json:"bdp_epsilon_certified"`
+	BDPOrder   jsonfloat.Float `json:"bdp_order_certified"`
 }
 
 // CertifyCurve returns the certified guarantee of `releases` releases (>= 1)
@@ -143,24 +146,39 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 	if dir == "" {
 		dir = DirectionStandard
 	}
-	g := &Guarantee{Releases: releases, Delta: delta, Direction: dir, MaxOrder: JSONFloat(set.MaxOrder())}
+	g := &Guarantee{Releases: releases, Delta: delta, Direction: dir, MaxOrder: jsonfloat.Float(set.MaxOrder())}
 	memo := map[dirKey]dirSupV{}
 	for _, o := range orders {
 		c, err := certify(set, o, dir, memo, false)
 		if err != nil {
 			return nil, err
 		}
-		g.Curve = append(g.Curve, OrderRD{Order: o, RD: JSONFloat(float64(releases) * float64(c.RD))})
+		g.Curve = append(g.Curve, OrderRD{Order: o, RD: jsonfloat.Float(float64(releases) * float64(c.RD))})
 	}
 	eps, best, err := BestEpsilon(g.Curve, delta)
 	if err != nil {
 		return nil, err
 	}
-	g.Epsilon, g.BestOrder = JSONFloat(eps), JSONFloat(best)
+	g.Epsilon, g.BestOrder = jsonfloat.Float(eps), jsonfloat.Float(best)
 	be, bl, err := CertifiedBDP(g.Curve, delta)
 	if err != nil {
 		return nil, err
 	}
-	g.BDPEpsilon, g.BDPOrder = JSONFloat(be), JSONFloat(bl)
+	g.BDPEpsilon, g.BDPOrder = jsonfloat.Float(be), jsonfloat.Float(bl)
 	return g, nil
+}
+
+// UnmarshalJSON reads a guarantee written by encoding/json. Files written
+// before jsonfloat have null for every non-finite number: a null bound
+// (max_order, epsilon, bdp_epsilon_certified) is +Inf, a null order
+// (best_order, bdp_order_certified) NaN, as in CertifiedReport.
+func (g *Guarantee) UnmarshalJSON(b []byte) error {
+	type plain Guarantee // without this method
+	inf, nan := jsonfloat.Float(math.Inf(1)), jsonfloat.Float(math.NaN())
+	p := plain{MaxOrder: inf, Epsilon: inf, BDPEpsilon: inf, BestOrder: nan, BDPOrder: nan}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*g = Guarantee(p)
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -28,10 +29,10 @@ import (
 // contract between training (package nvib writes it) and auditing:
 //
 //	tensor  mu      float32 [M, N, P]  posterior means
-//	tensor  logvar  float32 [M, N, P]  log variances, sigma = exp(logvar/2)
+//	tensor  logvar  float32 [M, N, P]  log variances, sigma = exp(logvar/2), |logvar| <= MaxAbsLogVar
 //	tensor  alpha   float32 [M, N]     Dirichlet pseudo-counts, >= 0
 //	tensor  mask    uint8   [M, N]     optional, 1 = padding component
-//	metadata prior_mu, prior_var       required; a scalar or a JSON array of length P
+//	metadata prior_mu, prior_var       required; a number or a JSON array of P numbers (no null)
 //	metadata task, split, model, variant, clip_mu, clip_alpha_max, clip_order, ... (free-form)
 //
 // Slices are row-major. Use NewPosteriors to allocate and Validate before use;
@@ -71,9 +72,16 @@ func (p *Posteriors) View(m int) PosteriorView {
 	return v
 }
 
+// MaxAbsLogVar bounds |logvar|: beyond it sigma^2 = exp(logvar) (about
+// 1e304 or 1e-304) over- or underflows the bound's float64 arithmetic.
+const MaxAbsLogVar = 700
+
 // Validate checks shapes, finiteness (no NaN/Inf in mu, logvar, alpha),
-// alpha >= 0, mask values in {0, 1}, prior_var > 0. The error names the tensor
-// and the first offending index.
+// |logvar| <= MaxAbsLogVar, alpha >= 0, mask values in {0, 1}, finite
+// prior_mu and prior_var > 0. The error names the tensor and the first
+// offending index. (Every finite float32 mu is accepted: the bound is
+// computed in float64, where the square of any float32 difference is
+// finite.)
 func (p *Posteriors) Validate() error {
 	if p.M < 1 || p.N < 1 || p.P < 1 {
 		return fmt.Errorf("posteriors: empty shape M=%d N=%d P=%d", p.M, p.N, p.P)
@@ -96,11 +104,20 @@ func (p *Posteriors) Validate() error {
 		}
 		return fmt.Sprintf("[example %d, component %d, dim %d]", k/(p.N*p.P), (k/p.P)%p.N, k%p.P)
 	}
-	for name, t := range map[string][]float32{"mu": p.Mu, "logvar": p.LogVar} {
-		for k, v := range t {
+	for _, t := range []struct {
+		name string
+		v    []float32
+	}{{"mu", p.Mu}, {"logvar", p.LogVar}} {
+		for k, v := range t.v {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("tensor %s: non-finite value %v at %s", name, v, idx(k, 3))
+				return fmt.Errorf("tensor %s: non-finite value %v at %s", t.name, v, idx(k, 3))
 			}
+		}
+	}
+	for k, v := range p.LogVar {
+		if math.Abs(float64(v)) > MaxAbsLogVar {
+			return fmt.Errorf("tensor logvar: value %v at %s: sigma^2 = exp(logvar) leaves float64's normal range (|logvar| must be <= %v)",
+				v, idx(k, 3), MaxAbsLogVar)
 		}
 	}
 	for k, v := range p.Alpha {
@@ -127,29 +144,44 @@ func (p *Posteriors) Validate() error {
 	return nil
 }
 
-// parsePrior reads a scalar or a JSON array of length p.
+// parsePrior reads the metadata value s of key: a number, or a JSON array of
+// p numbers. Errors name the key: not a number, a wrong length, null in
+// the array (never read as 0).
 func parsePrior(key, s string, p int) ([]float64, error) {
 	s = strings.TrimSpace(s)
 	out := make([]float64, p)
 	if strings.HasPrefix(s, "[") {
-		var arr []float64
+		var arr []*float64
 		if err := json.Unmarshal([]byte(s), &arr); err != nil {
 			return nil, fmt.Errorf("metadata %s: %w", key, err)
 		}
 		if len(arr) != p {
 			return nil, fmt.Errorf("metadata %s: %d values, want P = %d", key, len(arr), p)
 		}
-		copy(out, arr)
+		for j, v := range arr {
+			if v == nil {
+				return nil, fmt.Errorf("metadata %s: dim %d is null, want a number", key, j)
+			}
+			out[j] = *v
+		}
 		return out, nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return nil, fmt.Errorf("metadata %s: %q is neither a number nor a JSON array", key, s)
+		return nil, fmt.Errorf("metadata %s: %q is neither a number nor a JSON array", key, excerpt(s))
 	}
 	for i := range out {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// excerpt is s cut to 40 bytes for an error message.
+func excerpt(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }
 
 func formatPrior(v []float64) string {
@@ -165,13 +197,29 @@ func formatPrior(v []float64) string {
 }
 
 // ReadPosteriors reads and validates a posterior file (see Posteriors for the
-// contract). Errors name the file and the tensor; nothing is guessed.
+// contract; ParsePosteriors). Errors name the file and the tensor; nothing
+// is guessed.
 func ReadPosteriors(path string) (*Posteriors, error) {
-	f, err := safetensors.ReadFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("posteriors: %w", err)
 	}
-	wrap := func(err error) error { return fmt.Errorf("posteriors %s: %w", path, err) }
+	return ParsePosteriors(path, data)
+}
+
+// ParsePosteriors reads and validates a posterior file held in data (name
+// is the file for errors): the tensors mu, logvar, alpha (float32, shapes
+// [M N P], [M N P], [M N]) and an optional mask (uint8 [M N]), the metadata
+// prior_mu and prior_var, then Validate. Errors name the file and the
+// tensor or metadata key: a missing tensor, a wrong dtype or shape, a
+// tensor whose bytes do not match its shape, null in a prior array, any
+// value Validate rejects.
+func ParsePosteriors(name string, data []byte) (*Posteriors, error) {
+	wrap := func(err error) error { return fmt.Errorf("posteriors %s: %w", name, err) }
+	f, err := safetensors.Parse(data)
+	if err != nil {
+		return nil, wrap(err)
+	}
 	get := func(name string, dt safetensors.DType, rank int) (*safetensors.Tensor, error) {
 		t, ok := f.Get(name)
 		if !ok {
@@ -182,6 +230,9 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 		}
 		if len(t.Shape) != rank {
 			return nil, wrap(fmt.Errorf("tensor %s: shape %v, want rank %d", name, t.Shape, rank))
+		}
+		if err := checkBytes(t); err != nil {
+			return nil, wrap(err)
 		}
 		return t, nil
 	}
@@ -215,6 +266,9 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 		if len(mk.Shape) != 2 || mk.Shape[0] != m || mk.Shape[1] != n {
 			return nil, wrap(fmt.Errorf("tensor mask: shape %v, want [%d %d]", mk.Shape, m, n))
 		}
+		if err := checkBytes(mk); err != nil {
+			return nil, wrap(err)
+		}
 		po.Mask, _ = mk.Uint8()
 	}
 	for _, key := range []string{"prior_mu", "prior_var"} {
@@ -236,6 +290,22 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 		return nil, wrap(err)
 	}
 	return po, nil
+}
+
+// checkBytes checks that t's data holds exactly the elements of its shape
+// (the product computed without overflow), before they are converted.
+func checkBytes(t *safetensors.Tensor) error {
+	n := 1
+	for _, d := range t.Shape {
+		if d < 0 || (d > 0 && n > math.MaxInt/d) {
+			return fmt.Errorf("tensor %s: shape %v overflows", t.Name, t.Shape)
+		}
+		n *= d
+	}
+	if size := t.DType.Size(); n > len(t.Data)/size || n*size != len(t.Data) {
+		return fmt.Errorf("tensor %s: shape %v of %s does not match its %d bytes", t.Name, t.Shape, t.DType, len(t.Data))
+	}
+	return nil
 }
 
 // WritePosteriors validates p and writes it atomically as a safetensors file.

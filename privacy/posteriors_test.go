@@ -1,6 +1,7 @@
 package privacy
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -46,18 +47,27 @@ func TestReadPythonPosteriors(t *testing.T) {
 	}
 }
 
-func TestPosteriorFileErrors(t *testing.T) {
-	dir := t.TempDir()
+// posteriorCase is a posterior file in memory and the error it must give
+// ("" for a good file).
+type posteriorCase struct {
+	name string
+	data []byte
+	want string
+}
+
+// posteriorCases are the bad posterior files of TestPosteriorFileErrors
+// (and the seeds of FuzzParsePosteriors), then good ones.
+func posteriorCases(tb testing.TB) []posteriorCase {
 	good := NewPosteriors(2, 3, 4)
 	for i := range good.Alpha {
 		good.Alpha[i] = 0.5
 	}
-	write := func(name string, ts []*safetensors.Tensor, md map[string]string) string {
-		path := filepath.Join(dir, name+".safetensors")
-		if err := safetensors.WriteFile(path, ts, md); err != nil {
-			t.Fatal(err)
+	file := func(ts []*safetensors.Tensor, md map[string]string) []byte {
+		var b bytes.Buffer
+		if err := safetensors.Write(&b, ts, md); err != nil {
+			tb.Fatal(err)
 		}
-		return path
+		return b.Bytes()
 	}
 	std := func(mu, lv, al []float32, muShape, lvShape, alShape []int) []*safetensors.Tensor {
 		return []*safetensors.Tensor{
@@ -66,45 +76,59 @@ func TestPosteriorFileErrors(t *testing.T) {
 			safetensors.FromFloat32("alpha", alShape, al),
 		}
 	}
-	md := map[string]string{"prior_mu": "0", "prior_var": "1"}
-	nan := slices.Clone(good.Mu)
-	nan[7] = float32(math.NaN())
-	negA := slices.Clone(good.Alpha)
-	negA[4] = -0.1
-	infLV := slices.Clone(good.LogVar)
-	infLV[0] = float32(math.Inf(1))
-	s3, s34 := []int{2, 3, 4}, []int{2, 3}
-	okPath := write("ok", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), md)
-	raw, _ := os.ReadFile(okPath)
-	trunc := filepath.Join(dir, "trunc.safetensors")
-	os.WriteFile(trunc, raw[:len(raw)-3], 0o644)
-
-	cases := []struct {
-		name, path, want string
-	}{
-		{"truncated", trunc, "truncated"},
-		{"nan", write("nan", std(nan, good.LogVar, good.Alpha, s3, s3, s34), md), "tensor mu: non-finite value NaN at [example 0, component 1, dim 3]"},
-		{"inf logvar", write("inf", std(good.Mu, infLV, good.Alpha, s3, s3, s34), md), "tensor logvar: non-finite"},
-		{"negative alpha", write("neg", std(good.Mu, good.LogVar, negA, s3, s3, s34), md), "tensor alpha: negative pseudo-count -0.1 at [example 1, component 1]"},
-		{"shape mismatch", write("shape", std(good.Mu, good.LogVar, good.Alpha[:4], s3, s3, []int{2, 2}), md), "tensor alpha: shape [2 2]"},
-		{"logvar shape", write("lvshape", std(good.Mu, good.LogVar, good.Alpha, s3, []int{2, 4, 3}, s34), md), "tensor logvar: shape [2 4 3]"},
-		{"missing alpha", write("noalpha", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34)[:2], md), "tensor alpha missing"},
-		{"missing prior", write("noprior", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0"}), "metadata prior_var missing"},
-		{"prior length", write("priorlen", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "[0,0]", "prior_var": "1"}), "prior_mu: 2 values, want P = 4"},
-		{"prior var 0", write("priorvar", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0", "prior_var": "0"}), "prior_var 0"},
-		{"mask shape", write("mask", append(std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", []int{3}, []uint8{0, 0, 0})), md), "tensor mask: shape [3]"},
-		{"mask value", write("maskv", append(std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", s34, []uint8{0, 2, 0, 0, 0, 0})), md), "tensor mask: value 2"},
-		{"f64 mu", write("f64", []*safetensors.Tensor{safetensors.FromFloat64("mu", s3, make([]float64, 24))}, md), "tensor mu: dtype F64, want F32"},
+	with := func(v []float32, k int, x float32) []float32 {
+		v = slices.Clone(v)
+		v[k] = x
+		return v
 	}
-	for _, c := range cases {
+	md := map[string]string{"prior_mu": "0", "prior_var": "1"}
+	s3, s34 := []int{2, 3, 4}, []int{2, 3}
+	ok := std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34)
+	okFile := file(ok, md)
+	return []posteriorCase{
+		{"truncated", okFile[:len(okFile)-3], "truncated"},
+		{"nan", file(std(with(good.Mu, 7, float32(math.NaN())), good.LogVar, good.Alpha, s3, s3, s34), md), "tensor mu: non-finite value NaN at [example 0, component 1, dim 3]"},
+		{"inf logvar", file(std(good.Mu, with(good.LogVar, 0, float32(math.Inf(1))), good.Alpha, s3, s3, s34), md), "tensor logvar: non-finite"},
+		{"logvar overflows exp", file(std(good.Mu, with(good.LogVar, 13, 1000), good.Alpha, s3, s3, s34), md), "tensor logvar: value 1000 at [example 1, component 0, dim 1]"},
+		{"logvar underflows exp", file(std(good.Mu, with(good.LogVar, 13, -800), good.Alpha, s3, s3, s34), md), "tensor logvar: value -800 at [example 1, component 0, dim 1]"},
+		{"negative alpha", file(std(good.Mu, good.LogVar, with(good.Alpha, 4, -0.1), s3, s3, s34), md), "tensor alpha: negative pseudo-count -0.1 at [example 1, component 1]"},
+		{"shape mismatch", file(std(good.Mu, good.LogVar, good.Alpha[:4], s3, s3, []int{2, 2}), md), "tensor alpha: shape [2 2]"},
+		{"logvar shape", file(std(good.Mu, good.LogVar, good.Alpha, s3, []int{2, 4, 3}, s34), md), "tensor logvar: shape [2 4 3]"},
+		{"missing alpha", file(ok[:2], md), "tensor alpha missing"},
+		{"missing prior", file(ok, map[string]string{"prior_mu": "0"}), "metadata prior_var missing"},
+		{"prior length", file(ok, map[string]string{"prior_mu": "[0,0]", "prior_var": "1"}), "prior_mu: 2 values, want P = 4"},
+		{"prior var 0", file(ok, map[string]string{"prior_mu": "0", "prior_var": "0"}), "prior_var 0"},
+		{"null in prior_mu", file(ok, map[string]string{"prior_mu": "[0, null, 0, 0]", "prior_var": "1"}), "metadata prior_mu: dim 1 is null"},
+		{"null in prior_var", file(ok, map[string]string{"prior_mu": "0", "prior_var": "[1, 1, 1, null]"}), "metadata prior_var: dim 3 is null"},
+		{"prior not a number", file(ok, map[string]string{"prior_mu": "zero", "prior_var": "1"}), `metadata prior_mu: "zero" is neither`},
+		{"mask shape", file(append(slices.Clone(ok), safetensors.FromUint8("mask", []int{3}, []uint8{0, 0, 0})), md), "tensor mask: shape [3]"},
+		{"mask value", file(append(slices.Clone(ok), safetensors.FromUint8("mask", s34, []uint8{0, 2, 0, 0, 0, 0})), md), "tensor mask: value 2"},
+		{"f64 mu", file([]*safetensors.Tensor{safetensors.FromFloat64("mu", s3, make([]float64, 24))}, md), "tensor mu: dtype F64, want F32"},
+		{"empty", nil, "safetensors"},
+		{"good", okFile, ""},
+		{"good, mu 1e20", file(std(with(good.Mu, 0, 1e20), good.LogVar, good.Alpha, s3, s3, s34), md), ""},
+		{"good, mask and prior arrays", file(append(slices.Clone(ok), safetensors.FromUint8("mask", s34, []uint8{0, 1, 1, 0, 0, 1})),
+			map[string]string{"prior_mu": "[0, 0.5, 0, -1]", "prior_var": "[1, 2, 1, 0.5]"}), ""},
+	}
+}
+
+// TestPosteriorFileErrors: every bad file is an error naming the file and
+// the tensor or metadata key; the good ones read.
+func TestPosteriorFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range posteriorCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ReadPosteriors(c.path)
-			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.path) {
-				t.Fatalf("error %v; want one naming %s and containing %q", err, c.path, c.want)
+			path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".safetensors")
+			if err := os.WriteFile(path, c.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadPosteriors(path)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("good file rejected: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path)):
+				t.Fatalf("error %v; want one naming %s and containing %q", err, path, c.want)
 			}
 		})
-	}
-	if _, err := ReadPosteriors(okPath); err != nil {
-		t.Fatalf("good file rejected: %v", err)
 	}
 }

@@ -255,7 +255,7 @@ func TestAuditPrincipled(t *testing.T) {
 	for j := range p.P {
 		p.LogVar[(4*p.N+2)*p.P+j] = float32(2 * math.Log(0.05))
 	}
-	r, err := Audit(context.Background(), p, Options{Workers: 2})
+	r, err := Audit(context.Background(), p, opts(func(o *Options) { o.Workers = 2 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestAuditPrincipled(t *testing.T) {
 	for _, v := range vals {
 		s += v
 	}
-	relClose(t, "rd_mean", float64(r.RDMean), s/float64(len(vals)), 1e-10)
+	relClose(t, "rd_mean", float64(*r.RDMean), s/float64(len(vals)), 1e-10)
 	sort.Float64s(vals)
 	relClose(t, "p50", float64(r.Quantiles["p50"]), vals[len(vals)/2], 0.02)
 	if n := sumInts(r.Histogram.Counts); n != len(vals) {
@@ -332,17 +332,17 @@ func TestAuditPrincipled(t *testing.T) {
 			t.Errorf("order %v finite=%v but infinite pairs=%v", l, bo.Finite, infAny)
 		}
 		if !math.IsInf(worst, 1) {
-			relClose(t, "bdp worst cost", float64(bo.Cost), worst, 1e-9)
+			relClose(t, "bdp worst cost", float64(*bo.Cost), worst, 1e-9)
 			best = math.Min(best, (worst-lnDG)/l)
-		} else if !math.IsInf(float64(bo.Cost), 1) {
+		} else if !math.IsInf(float64(*bo.Cost), 1) {
 			t.Errorf("order %v: cost %v, want +Inf", l, bo.Cost)
 		}
 		if c := ucbTwoPass(pooled, tail); !math.IsInf(c, 1) {
-			relClose(t, "bdp pooled cost", float64(bo.CostPooled), c, 1e-9)
+			relClose(t, "bdp pooled cost", float64(*bo.CostPooled), c, 1e-9)
 			bestPooled = math.Min(bestPooled, (c-lnDG)/l)
 		}
 	}
-	relClose(t, "bdp_epsilon", float64(r.BDPEpsilon), best, 1e-9)
+	relClose(t, "bdp_epsilon", float64(*r.BDPEpsilon), best, 1e-9)
 	relClose(t, "bdp_epsilon_pooled", float64(*r.BDPEpsilonPooled), bestPooled, 1e-9)
 }
 
@@ -381,39 +381,77 @@ func ucbTwoPass(L []float64, tail float64) float64 {
 func TestAuditSampled(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	p := randomPosteriors(rng, 12, 3, 4, 0.32)
-	opt := Options{Pairs: 500, Seed: 42, Workers: 3}
+	opt := opts(func(o *Options) { o.Pairs, o.Seed, o.Workers = 500, 42, 3 })
 	r1, err := Audit(context.Background(), p, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r2, _ := Audit(context.Background(), p, opt)
-	if !r1.Sampled || r1.Pairs != 500 || r1.RDMax != r2.RDMax || r1.RDMean != r2.RDMean {
+	if !r1.Sampled || r1.Pairs != 500 || r1.RDMax != r2.RDMax || *r1.RDMean != *r2.RDMean {
 		t.Errorf("sampled audit: %+v vs %+v", r1, r2)
 	}
 	// The sampled max is attained by a real pair and never exceeds the full max.
-	full, _ := Audit(context.Background(), p, Options{})
+	full, _ := Audit(context.Background(), p, DefaultOptions())
 	if r1.RDMax > full.RDMax {
 		t.Errorf("sample max %v > full max %v", r1.RDMax, full.RDMax)
 	}
 	relClose(t, "sampled argmax value", float64(r1.RDMax), naiveRD(1.1, p, r1.Argmax[0], r1.Argmax[1], false, true), 1e-10)
-	relClose(t, "sampled mean ~ full mean", float64(r1.RDMean), float64(full.RDMean), 0.1)
+	relClose(t, "sampled mean ~ full mean", float64(*r1.RDMean), float64(*full.RDMean), 0.1)
 }
 
+// TestAuditOptionErrors: every bad option (on top of DefaultOptions) is an
+// error that names it in the library's terms, never a CLI flag; an explicit
+// 0 is never replaced by a default; the reference q is explained when it
+// was not given.
 func TestAuditOptionErrors(t *testing.T) {
 	p := randomPosteriors(rand.New(rand.NewPCG(1, 1)), 5, 2, 2, 0.5)
-	bad := []Options{
-		{Order: 1}, {Order: 0.9}, {Order: math.Inf(1)}, {Delta: -1}, {Delta: 1e-20}, {Confidence: 1.5},
-		{BDPOrders: []float64{0.5, -1}}, {Mode: "other"}, {Pairs: -3}, {Direction: "x"},
-		{Mode: ModeReference, UseMask: true}, {Mode: ModeReference, BatchSize: 1},
-	}
-	for _, o := range bad {
-		if _, err := Audit(context.Background(), p, o); err == nil {
-			t.Errorf("options %+v accepted", o)
+	for _, tc := range []struct {
+		set  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.Order = 1 }, "Renyi order lambda = 1"},
+		{func(o *Options) { o.Order = 0.9 }, "Renyi order lambda = 0.9"},
+		{func(o *Options) { o.Order = math.Inf(1) }, "Renyi order lambda = +Inf"},
+		{func(o *Options) { o.Order = 0 }, "Renyi order lambda = 0:"},
+		{func(o *Options) { o.Delta = -1 }, "delta_mu = -1:"},
+		{func(o *Options) { o.Delta = 0 }, "delta_mu = 0:"},
+		{func(o *Options) { o.Delta = 1e-20 }, "failure probability"},
+		{func(o *Options) { o.Confidence = 1.5 }, "confidence = 1.5:"},
+		{func(o *Options) { o.Confidence = 0 }, "confidence = 0:"},
+		{func(o *Options) { o.BDPOrders = []float64{0.5, -1} }, "BDP moment order l = -1"},
+		{func(o *Options) { o.BDPOrders = []float64{} }, "no BDP moment order"},
+		{func(o *Options) { o.Mode = "other" }, `mode "other"`},
+		{func(o *Options) { o.Pairs = -3 }, "pairs -3"},
+		{func(o *Options) { o.Direction = "x" }, `Gaussian direction "x"`},
+		{func(o *Options) { o.Workers = -1 }, "workers -1"},
+		{func(o *Options) { o.MaxStoredPairs = -1 }, "max stored pairs -1"},
+		{func(o *Options) { o.ListInvalid = -1 }, "invalid pairs to list -1"},
+		{func(o *Options) { o.Mode, o.UseMask = ModeReference, true }, "principled mode only"},
+		{func(o *Options) { o.Mode, o.Pairs = ModeReference, 10 }, "principled mode only"},
+		{func(o *Options) { o.Mode, o.Direction = ModeReference, DirectionPaper }, "principled mode only"},
+		{func(o *Options) { o.Mode, o.BatchSize = ModeReference, 1 }, "batch size 1: must be >= 2"},
+		{func(o *Options) { o.Mode, o.BatchSize = ModeReference, 0 }, "batch size 0: must be >= 2"},
+		{func(o *Options) { o.Mode, o.BatchSize, o.Q = ModeReference, 4, 1.5 }, "sampling ratio q = 1.5: must be in (0, 1]"},
+		// q not given, 5 examples < batch size 16: the message says why, not "q must be in (0, 1]".
+		{func(o *Options) { o.Mode = ModeReference }, "q = batch size / M = 16/5 > 1: the file has fewer examples than one batch"},
+	} {
+		o := opts(tc.set)
+		_, err := Audit(context.Background(), p, o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("options %+v: error %v, want %q", o, err, tc.want)
+			continue
 		}
+		if strings.Contains(err.Error(), "--") {
+			t.Errorf("library error names a flag: %v", err)
+		}
+	}
+	if _, err := Audit(context.Background(), randomPosteriors(rand.New(rand.NewPCG(1, 1)), 1, 2, 2, 0.5), DefaultOptions()); err == nil ||
+		!strings.Contains(err.Error(), "at least 2 examples") {
+		t.Errorf("one example: error %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Audit(ctx, p, Options{}); err == nil {
+	if _, err := Audit(ctx, p, DefaultOptions()); err == nil {
 		t.Error("cancelled audit succeeded")
 	}
 }

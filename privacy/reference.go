@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // Reference mode: the released NVDP-Clipping code, quirk for quirk (ref §6, §7).
@@ -342,19 +344,21 @@ func auditReference(ctx context.Context, p *Posteriors, opt Options) (*Report, e
 		steps++
 	}
 	nb := r.Batches - countNoPair(r.SkippedBatches, p, B)
-	r.RDMax = JSONFloat(rdMax)
-	r.RDMean = JSONFloat(sumMeans / float64(nb))
-	r.RDMaxUnfiltered = jf(rdMaxU)
-	r.RDMeanUnfiltered = jf(sumU / float64(nU))
+	r.RDMax = jsonfloat.Float(rdMax)
+	if nb > 0 {
+		r.RDMean = jsonfloat.New(sumMeans / float64(nb))
+	}
+	if nU > 0 {
+		r.RDMaxUnfiltered = jsonfloat.New(rdMaxU)
+		r.RDMeanUnfiltered = jsonfloat.New(sumU / float64(nU))
+	}
 	r.FinitePairs = nU
-	r.AccountantCost = jf(C)
-	r.BDPEpsilon = JSONFloat(math.NaN())
-	if steps > 0 {
+	if steps > 0 { // else not computed: no batch has the accountant's 3 pairs
 		eps, err := RefEpsilon(C, steps, opt.Delta, opt.Confidence)
 		if err != nil {
 			return nil, err
 		}
-		r.BDPEpsilon = JSONFloat(eps)
+		r.AccountantCost, r.BDPEpsilon = jsonfloat.New(C), jsonfloat.New(eps)
 	}
 	r.Notes = append(r.Notes, "rd_max/rd_mean: released code (pairs inside consecutive batches, |z| > 0.5 filter, max of batch maxima, mean of batch means); rd_max_unfiltered is the max over the same pairs without the filter")
 	if r.InvalidPairs > 0 {

@@ -130,19 +130,19 @@ func TestReferenceAccountantVectors(t *testing.T) {
 
 func TestReferenceAudit(t *testing.T) {
 	p := refVectors()
-	r, err := Audit(context.Background(), p, Options{Mode: ModeReference, BatchSize: 16, Q: 0.1})
+	r, err := Audit(context.Background(), p, opts(func(o *Options) { o.Mode, o.BatchSize, o.Q = ModeReference, 16, 0.1 }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	relClose(t, "rd_max", float64(r.RDMax), 1.0430987, 1e-5)
-	relClose(t, "rd_mean", float64(r.RDMean), 0.4170424, 1e-5)
+	relClose(t, "rd_mean", float64(*r.RDMean), 0.4170424, 1e-5)
 	relClose(t, "rd_max_unfiltered", float64(*r.RDMaxUnfiltered), 1.711218, 1e-5)
-	relClose(t, "bdp", float64(r.BDPEpsilon), 11.693871, 1e-5)
+	relClose(t, "bdp", float64(*r.BDPEpsilon), 11.693871, 1e-5)
 	if r.Pairs != 6 || r.Batches != 1 {
 		t.Errorf("pairs %d batches %d", r.Pairs, r.Batches)
 	}
 	// Default q = batch/M = 16/4 > 1 is rejected.
-	if _, err := Audit(context.Background(), p, Options{Mode: ModeReference}); err == nil {
+	if _, err := Audit(context.Background(), p, opts(func(o *Options) { o.Mode = ModeReference })); err == nil {
 		t.Error("q = 4 accepted")
 	}
 }
@@ -152,7 +152,7 @@ func TestReferenceAudit(t *testing.T) {
 func TestReferenceBatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	p := randomPosteriors(rng, 9, 4, 5, 0.3)
-	r, err := Audit(context.Background(), p, Options{Mode: ModeReference, BatchSize: 4, Q: 0.05})
+	r, err := Audit(context.Background(), p, opts(func(o *Options) { o.Mode, o.BatchSize, o.Q = ModeReference, 4, 0.05 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,9 +175,9 @@ func TestReferenceBatches(t *testing.T) {
 		C += c
 	}
 	relClose(t, "rd_max", float64(r.RDMax), math.Max(maxes[0], maxes[1]), 1e-12)
-	relClose(t, "rd_mean", float64(r.RDMean), (means[0]+means[1])/2, 1e-12)
+	relClose(t, "rd_mean", float64(*r.RDMean), (means[0]+means[1])/2, 1e-12)
 	eps, _ := RefEpsilon(C, 2, 1e-5, DefaultConfidence)
-	relClose(t, "bdp", float64(r.BDPEpsilon), eps, 1e-12)
+	relClose(t, "bdp", float64(*r.BDPEpsilon), eps, 1e-12)
 	if r.Batches != 3 || len(r.SkippedBatches) != 1 || r.Pairs != 12 {
 		t.Errorf("batches %d skipped %v pairs %d", r.Batches, r.SkippedBatches, r.Pairs)
 	}

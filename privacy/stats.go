@@ -3,7 +3,6 @@ package privacy
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"gonum.org/v1/gonum/mathext"
 )
@@ -83,6 +82,11 @@ func (a *logAcc) add(L float64) {
 	a.s2 += r * r
 }
 
+// estimable reports whether ucb has a value: +Inf when a value was +Inf
+// (the expectation is infinite whatever the other values), else at least
+// 3 values for the t bound.
+func (a *logAcc) estimable() bool { return a.inf || a.n >= 3 }
+
 func (a *logAcc) merge(b logAcc) {
 	inf := a.inf || b.inf
 	if b.n == 0 {
@@ -125,14 +129,22 @@ func (a *logAcc) ucb(tail float64) (float64, error) {
 
 // quantile returns the q-quantile (linear interpolation between order
 // statistics, "type 7") of sorted values.
-func quantile(sorted []float32, q float64) float64 {
+func quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return math.NaN()
 	}
 	h := q * float64(len(sorted)-1)
 	lo := int(math.Floor(h))
 	hi := min(lo+1, len(sorted)-1)
-	return float64(sorted[lo]) + (h-float64(lo))*(float64(sorted[hi])-float64(sorted[lo]))
+	f := h - float64(lo)
+	if f == 0 {
+		return sorted[lo]
+	}
+	if d := sorted[hi] - sorted[lo]; !math.IsInf(d, 0) {
+		return sorted[lo] + f*d
+	}
+	return (1-f)*sorted[lo] + f*sorted[hi] // a span wider than float64
+
 }
 
 // Histogram has len(Counts) equal-width bins; Edges has len(Counts)+1 entries.
@@ -141,23 +153,38 @@ type Histogram struct {
 	Counts []int     `json:"counts"`
 }
 
-func histogram(sorted []float32, bins int) Histogram {
+// histogram bins sorted finite values into bins equal-width bins from the
+// smallest to the largest (the last bin closed). The edges are finite for
+// any finite values: a range too wide for float64 (bins (hi - lo) = +Inf)
+// is computed from halves.
+func histogram(sorted []float64, bins int) Histogram {
 	if len(sorted) == 0 {
 		return Histogram{}
 	}
-	lo, hi := float64(sorted[0]), float64(sorted[len(sorted)-1])
+	lo, hi := sorted[0], sorted[len(sorted)-1]
 	if hi == lo {
 		hi = lo + 1e-12*max(1, math.Abs(lo))
 	}
 	h := Histogram{Edges: make([]float64, bins+1), Counts: make([]int, bins)}
+	b := float64(bins)
+	span := hi - lo
+	if math.IsInf(b*span, 0) {
+		half := hi/2 - lo/2
+		for i := range h.Edges {
+			x := half * (float64(i) / b)
+			h.Edges[i] = lo + x + x
+		}
+		for _, v := range sorted {
+			h.Counts[min(max(int(b*((v/2-lo/2)/half)), 0), bins-1)]++
+		}
+		h.Edges[bins] = hi
+		return h
+	}
 	for i := range h.Edges {
-		h.Edges[i] = lo + (hi-lo)*float64(i)/float64(bins)
+		h.Edges[i] = lo + span*float64(i)/b
 	}
 	for _, v := range sorted {
-		k := int(float64(bins) * (float64(v) - lo) / (hi - lo))
-		h.Counts[min(max(k, 0), bins-1)]++
+		h.Counts[min(max(int(b*(v-lo)/span), 0), bins-1)]++
 	}
 	return h
 }
-
-func sortFloat32(v []float32) { slices.Sort(v) }

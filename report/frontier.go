@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/nvdp-project/nvdp/glue"
-	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/sweep"
 )
 
@@ -79,7 +79,7 @@ type Frontier struct {
 	// when the rows carry it (the first of Tables.AuditModes they carry).
 	AuditMode string `json:"audit_mode,omitempty"`
 	// EmpiricalDelta is the delta of the BDP estimates (NaN: they differ).
-	EmpiricalDelta privacy.JSONFloat `json:"empirical_delta"`
+	EmpiricalDelta jsonfloat.Float `json:"empirical_delta"`
 	// Series are the private variants in row order.
 	Series []string `json:"series"`
 	// Rows are the private rows with a certified block (finite or not), in
@@ -87,9 +87,9 @@ type Frontier struct {
 	Rows     []*FrontierRow `json:"rows"`
 	Baseline *FrontierRow   `json:"baseline,omitempty"`
 	// Chance is the selection metric of the majority-class predictor (0
-	// for correlations) from the cells' report.json collapse; NaN (null)
+	// for correlations) from the cells' report.json collapse; NaN ("NaN")
 	// when no cell has it.
-	Chance privacy.JSONFloat `json:"chance"`
+	Chance jsonfloat.Float `json:"chance"`
 	// NotShown names the rows left out of the plot and why; InfiniteCells
 	// counts the cells among them whose certified epsilon is +Inf.
 	NotShown      []string `json:"not_shown,omitempty"`
@@ -102,7 +102,7 @@ type Frontier struct {
 // buildFrontier is the frontier of tt (grid rows left out); nil when no
 // private row carries a certified block. modes are the tables' audit modes.
 func buildFrontier(tt *TaskTable, modes []string) *Frontier {
-	f := &Frontier{Task: tt.Task, Metric: tt.Selection, EmpiricalDelta: privacy.JSONFloat(math.NaN())}
+	f := &Frontier{Task: tt.Task, Metric: tt.Selection, EmpiricalDelta: jsonfloat.Float(math.NaN())}
 	var rows []*Row
 	var chance []float64
 	for _, r := range tt.Rows {
@@ -121,7 +121,7 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 	if len(rows) == 0 {
 		return nil
 	}
-	f.Chance = privacy.JSONFloat(NewStat(chance).Mean)
+	f.Chance = jsonfloat.Float(NewStat(chance).Mean)
 	for _, m := range modes {
 		if slices.ContainsFunc(rows, func(r *Row) bool { return r.Privacy[m] != nil }) {
 			f.AuditMode = m
@@ -133,9 +133,9 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 		for _, c := range r.Cells {
 			if a := c.Audits[f.AuditMode]; a != nil {
 				if first {
-					f.EmpiricalDelta, first = privacy.JSONFloat(a.Delta), false
+					f.EmpiricalDelta, first = jsonfloat.Float(a.Delta), false
 				} else if float64(f.EmpiricalDelta) != a.Delta {
-					f.EmpiricalDelta = privacy.JSONFloat(math.NaN())
+					f.EmpiricalDelta = jsonfloat.Float(math.NaN())
 				}
 			}
 		}

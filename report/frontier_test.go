@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -278,7 +279,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 					Certified *struct {
 						Label   string `json:"label"`
 						Epsilon struct {
-							Mean *float64 `json:"mean"`
+							Mean *jsonfloat.Float `json:"mean"`
 						} `json:"epsilon"`
 					} `json:"certified"`
 					Empirical *struct {
@@ -293,7 +294,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 		t.Fatalf("JSON output: %v", err)
 	}
 	jf := js.Tasks[0].Frontier
-	if jf == nil || *jf.Chance != 0.5092 || jf.InfiniteCells != 1 || len(jf.Rows) != 9 || jf.Rows[0].Certified.Epsilon.Mean != nil ||
+	if jf == nil || *jf.Chance != 0.5092 || jf.InfiniteCells != 1 || len(jf.Rows) != 9 || !math.IsInf(float64(*jf.Rows[0].Certified.Epsilon.Mean), 1) ||
 		jf.Rows[3].Series != "NVDP-Clipped" || jf.Rows[3].Target != 16 || jf.Rows[3].Pareto || *jf.Rows[3].Certified.Epsilon.Mean != 16 ||
 		jf.Rows[3].Certified.Label != "certified" || jf.Rows[3].Empirical.Label != "empirical" || *jf.Rows[8].Constant != (Constant{"C", 4}) {
 		t.Errorf("JSON frontier: %s", jb.String())

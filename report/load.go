@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -52,14 +53,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
 )
 
 // Audit is the privacy of one cell in one audit mode. Values are nats (RD)
-// and the BDP eps_mu; an undefined value (JSON null: invalid pairs, no finite
-// pair) is +Inf when the audit counted invalid pairs, NaN otherwise.
+// and the BDP eps_mu: +Inf when undefined (invalid pairs), NaN when not
+// computed (privacy.Report; older files' null as privacy.AuditNumbers reads
+// it).
 type Audit struct {
 	Mode         string             `json:"mode"`
 	Order        float64            `json:"order"`
@@ -77,7 +80,7 @@ type Audit struct {
 // train.CertifiedPrivacy): the supremum of Eq. rdp over every pair of
 // inputs the model's clipping allows, at the audit's order, and its
 // one-release (epsilon, delta) and BDP conversions. Unlike Audit it is no
-// maximum over audited texts. An infinite value (null in JSON) is +Inf.
+// maximum over audited texts. An infinite value is +Inf.
 type Certified struct {
 	Order      float64 `json:"order"`
 	Delta      float64 `json:"delta"`
@@ -113,7 +116,8 @@ type Cell struct {
 	ChanceMetric string
 	// Grid marks a C_mu grid cell (under <task>/cmu-grid/), kept out of the main tables.
 	Grid bool
-	// Utility are the dev GLUE metrics (NaN for null).
+	// Utility are the dev GLUE metrics (NaN: undefined, e.g. a correlation of
+	// constant predictions).
 	Utility map[string]float64
 	// Audits by audit mode (empirical).
 	Audits map[string]*Audit
@@ -122,103 +126,55 @@ type Cell struct {
 	Certified *Certified
 }
 
-// jf is a float that decodes JSON null as NaN.
-type jf float64
+// newAudit is the Audit of an audit's numbers: privacy.Report n, or the
+// summary of report.json (which copies them).
+func newAudit(mode privacy.Mode, order, delta float64, n privacy.AuditNumbers, invalid, pairs int64, split string, h *privacy.Histogram) *Audit {
+	return &Audit{Mode: string(mode), Order: order, Delta: delta, RDMax: float64(n.RDMax), RDMean: orNaN(n.RDMean),
+		BDPEpsilon: orNaN(n.BDPEpsilon), InvalidPairs: invalid, Pairs: pairs, Split: split, Histogram: h}
+}
 
-func (f *jf) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*f = jf(math.NaN())
-		return nil
+// summaryAudit is the Audit of report.json's privacy summary (its histogram
+// from the full report).
+func summaryAudit(p *train.PrivacySummary) *Audit {
+	var h *privacy.Histogram
+	if p.Full != nil {
+		h = p.Full.Histogram
 	}
-	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
+	return newAudit(p.Mode, p.Order, p.Delta, privacy.AuditNumbers{RDMax: p.RDMax, RDMean: p.RDMean, BDPEpsilon: p.BDPEpsilon},
+		p.InvalidPairs, p.Pairs, p.Split, h)
+}
+
+// reportAudit is the Audit of a full audit report (audit_<mode>.json).
+func reportAudit(r *privacy.Report) *Audit {
+	return newAudit(r.Mode, r.Order, r.Delta, privacy.AuditNumbers{RDMax: r.RDMax, RDMean: r.RDMean, BDPEpsilon: r.BDPEpsilon},
+		r.InvalidPairs, r.Pairs, "", r.Histogram)
+}
+
+// newCertified is the Certified of a certified report.
+func newCertified(c *privacy.CertifiedReport) *Certified {
+	return &Certified{Order: c.Order, Delta: c.Delta, RD: float64(c.RD), Epsilon: float64(c.Epsilon), BDPEpsilon: float64(c.BDPEpsilon),
+		Finite: c.Finite, Reason: c.Reason}
+}
+
+// orNaN is *f, NaN for nil (not computed).
+func orNaN(f *jsonfloat.Float) float64 {
+	if v, ok := jsonfloat.Value(f); ok {
+		return v
 	}
-	*f = jf(v)
-	return nil
+	return math.NaN()
 }
 
-type rawAudit struct {
-	Mode         string             `json:"mode"`
-	Order        float64            `json:"order"`
-	Delta        float64            `json:"delta"`
-	RDMax        jf                 `json:"rd_max"`
-	RDMean       jf                 `json:"rd_mean"`
-	BDPEpsilon   jf                 `json:"bdp_epsilon"`
-	InvalidPairs int64              `json:"invalid_pairs"`
-	Pairs        int64              `json:"pairs"`
-	Histogram    *privacy.Histogram `json:"histogram"`
-	Split        string             `json:"split"`
-	Full         *struct {
-		Histogram *privacy.Histogram `json:"histogram"`
-	} `json:"full"`
-	Certified *rawCertified `json:"certified"`
-}
-
-type rawCertified struct {
-	Order      float64 `json:"order"`
-	Delta      float64 `json:"delta"`
-	RD         jf      `json:"rd_certified"`
-	Epsilon    jf      `json:"epsilon"`
-	BDPEpsilon jf      `json:"bdp_epsilon_certified"`
-	Finite     bool    `json:"finite"`
-	Reason     string  `json:"reason"`
-}
-
-// certified converts the raw block: a null value of a guarantee is +Inf
-// (an unbounded set), never "no data".
-func (r *rawCertified) certified() *Certified {
-	inf := func(v jf) float64 {
-		if math.IsNaN(float64(v)) {
-			return math.Inf(1)
-		}
-		return float64(v)
-	}
-	return &Certified{Order: r.Order, Delta: r.Delta, RD: inf(r.RD), Epsilon: inf(r.Epsilon), BDPEpsilon: inf(r.BDPEpsilon),
-		Finite: r.Finite, Reason: r.Reason}
-}
-
-func (r *rawAudit) audit() *Audit {
-	undef := func(v jf) float64 {
-		if math.IsNaN(float64(v)) && r.InvalidPairs > 0 {
-			return math.Inf(1)
-		}
-		return float64(v)
-	}
-	a := &Audit{Mode: r.Mode, Order: r.Order, Delta: r.Delta, RDMax: undef(r.RDMax), RDMean: undef(r.RDMean),
-		BDPEpsilon: undef(r.BDPEpsilon), InvalidPairs: r.InvalidPairs, Pairs: r.Pairs, Split: r.Split, Histogram: r.Histogram}
-	if r.Full != nil && r.Full.Histogram != nil {
-		a.Histogram = r.Full.Histogram
-	}
-	return a
-}
-
-type rawReport struct {
-	Task    string        `json:"task"`
-	Variant string        `json:"variant"`
-	Mode    string        `json:"mode"`
-	Encoder string        `json:"encoder"`
-	Lambda  float64       `json:"lambda"`
-	CMu     float64       `json:"c_mu"`
-	Seed    uint64        `json:"seed"`
-	Utility map[string]jf `json:"utility"`
-	Privacy *rawAudit     `json:"privacy"`
-	Seconds *float64      `json:"seconds"`
-	// Collapse is train.CollapseCheck (metric and chance level only).
-	Collapse *struct {
-		Metric string `json:"metric"`
-		Chance jf     `json:"chance"`
-	} `json:"collapse"`
-}
-
-// ReadCell reads dir/report.json and any dir/audit_<mode>.json.
+// ReadCell reads dir/report.json (train.Report) and any
+// dir/audit_<mode>.json (privacy.Report). Files written before jsonfloat
+// (null for every non-finite number) read as train's and privacy's
+// decoders say: docs/results.md, "Reading older sweeps".
 func ReadCell(dir string) (*Cell, error) {
 	path := filepath.Join(dir, train.ReportFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var r rawReport
+	var r train.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -227,8 +183,8 @@ func ReadCell(dir string) (*Cell, error) {
 	}
 	c := &Cell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: r.Mode, Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
 		Seed: r.Seed, Utility: map[string]float64{}, Audits: map[string]*Audit{}, Seconds: math.NaN(), Chance: math.NaN()}
-	if r.Seconds != nil && *r.Seconds > 0 {
-		c.Seconds = *r.Seconds
+	if r.Seconds > 0 {
+		c.Seconds = r.Seconds
 	}
 	if r.Collapse != nil {
 		c.Chance, c.ChanceMetric = float64(r.Collapse.Chance), r.Collapse.Metric
@@ -236,13 +192,11 @@ func ReadCell(dir string) (*Cell, error) {
 	if c.TargetEpsilon, err = targetEpsilon(dir); err != nil {
 		return nil, err
 	}
-	for k, v := range r.Utility {
-		c.Utility[k] = float64(v)
-	}
-	if r.Privacy != nil {
-		c.Audits[r.Privacy.Mode] = r.Privacy.audit()
-		if r.Privacy.Certified != nil {
-			c.Certified = r.Privacy.Certified.certified()
+	maps.Copy(c.Utility, r.Utility)
+	if p := r.Privacy; p != nil {
+		c.Audits[string(p.Mode)] = summaryAudit(p)
+		if p.Certified != nil {
+			c.Certified = newCertified(p.Certified)
 		}
 	}
 	extra, err := filepath.Glob(filepath.Join(dir, "audit_*.json"))
@@ -254,15 +208,15 @@ func ReadCell(dir string) (*Cell, error) {
 		if err != nil {
 			return nil, err
 		}
-		var a rawAudit
+		var a privacy.Report
 		if err := json.Unmarshal(b, &a); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		if a.Mode == "" {
 			return nil, fmt.Errorf("%s: audit report without a mode", p)
 		}
-		if _, ok := c.Audits[a.Mode]; !ok {
-			c.Audits[a.Mode] = a.audit()
+		if _, ok := c.Audits[string(a.Mode)]; !ok {
+			c.Audits[string(a.Mode)] = reportAudit(&a)
 		}
 	}
 	return c, nil

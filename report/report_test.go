@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
@@ -202,7 +203,7 @@ func TestTablesFromFixtures(t *testing.T) {
 				Lambda  float64
 				Privacy map[string]struct {
 					BDP struct {
-						Mean *float64 `json:"mean"`
+						Mean *jsonfloat.Float `json:"mean"`
 					} `json:"bdp_epsilon"`
 				} `json:"privacy"`
 			} `json:"rows"`
@@ -214,8 +215,8 @@ func TestTablesFromFixtures(t *testing.T) {
 	if len(js.Tasks) != 2 || js.Tasks[1].Task != "sst2" || len(js.Tasks[1].Rows) != 4 {
 		t.Fatalf("JSON tasks %+v", js.Tasks)
 	}
-	if m := js.Tasks[1].Rows[2].Privacy["principled"].BDP.Mean; m != nil {
-		t.Errorf("undefined BDP should be null in JSON, got %v", *m)
+	if m := js.Tasks[1].Rows[2].Privacy["principled"].BDP.Mean; m == nil || !math.IsInf(float64(*m), 1) || !strings.Contains(jb.String(), `"Infinity"`) {
+		t.Errorf("undefined BDP should be \"Infinity\" in JSON, got %v", m)
 	}
 }
 
@@ -406,7 +407,7 @@ func TestSweepEndToEnd(t *testing.T) {
 	so := sweep.Options{
 		Base: train.PipelineOptions{Train: train.Options{GlueDir: glueDir, Encoder: "scratch:bert-tiny", Vocab: vocab,
 			Epochs: 2, BatchSize: 16, EvalBatchSize: 16, LR: 3e-3, MaxSeqLen: 24, TrainLimit: 64, DevLimit: 24, Patience: -1,
-			ScratchConfig: &enc, Quiet: true}, EvalSeed: 5},
+			ScratchConfig: &enc, Quiet: true}, EvalSeed: 5, Audit: privacy.DefaultOptions()},
 		Tasks: []string{"sst2", "rte"}, Variants: []string{"baseline", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1},
 		Seeds: []uint64{1, 2}, Out: out, ExtraAuditModes: []privacy.Mode{privacy.ModeReference},
 	}
@@ -663,7 +664,7 @@ func TestTablesCertified(t *testing.T) {
 					Label string   `json:"label"`
 					Order *float64 `json:"order"`
 					RD    struct {
-						Mean *float64 `json:"mean"`
+						Mean *jsonfloat.Float `json:"mean"`
 					} `json:"rd_certified"`
 				} `json:"certified"`
 			} `json:"rows"`
@@ -673,7 +674,7 @@ func TestTablesCertified(t *testing.T) {
 		t.Fatalf("JSON output: %v", err)
 	}
 	jr := js.Tasks[0].Rows
-	if jr[0].Certified != nil || jr[1].Certified.RD.Mean != nil || jr[2].Certified.Label != "certified" || *jr[2].Certified.RD.Mean != 46450.355726 ||
+	if jr[0].Certified != nil || !math.IsInf(float64(*jr[1].Certified.RD.Mean), 1) || jr[2].Certified.Label != "certified" || *jr[2].Certified.RD.Mean != 46450.355726 ||
 		*jr[2].Certified.Order != 1.1 || jr[3].Certified != nil || jr[2].Privacy["principled"].Label != "empirical" {
 		t.Errorf("JSON rows: %s", jb.String())
 	}
@@ -697,6 +698,65 @@ func TestTablesCertified(t *testing.T) {
 		}
 		if strings.Contains(svg, "NVDP, certified") {
 			t.Errorf("%s: the unclipped model's infinite certificate is drawn", file)
+		}
+	}
+}
+
+// TestReadCellOldAndNew: report decodes train.Report itself. A cell written
+// now (+Inf as "Infinity", NaN as "NaN", numbers not computed absent) and the
+// same cell written before jsonfloat (null for each of them) read alike:
+// an undefined bound with invalid pairs is +Inf, a number not computed NaN;
+// the certified block's null is +Inf; a null utility NaN.
+func TestReadCellOldAndNew(t *testing.T) {
+	root := t.TempDir()
+	inf := math.Inf(1)
+	cert := &privacy.CertifiedReport{Certificate: privacy.Certificate{Order: 1.1, RD: jsonfloat.Float(inf), MaxOrder: jsonfloat.Float(inf),
+		Reason: "C_mu unbounded"}, Delta: 1e-5, Epsilon: jsonfloat.Float(inf), BDPEpsilon: jsonfloat.Float(inf),
+		BestOrder: jsonfloat.Float(math.NaN()), BDPOrder: jsonfloat.Float(math.NaN())}
+	rep := train.Report{Task: "stsb", Variant: "nvdp", Mode: "principled", Lambda: 1, Seed: 1,
+		Utility: train.Metrics{"pearson": math.NaN(), "spearman": 0.5},
+		Privacy: &train.PrivacySummary{Mode: privacy.ModePrincipled, Order: 1.1, Delta: 1e-5, RDMax: jsonfloat.Float(inf),
+			BDPEpsilon: jsonfloat.New(inf), InvalidPairs: 12, Pairs: 12, Split: "dev", Certified: cert},
+		Collapse: &train.CollapseCheck{Metric: "spearman", Value: 0.5, Chance: 0}}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"rd_max":"Infinity"`, `"bdp_epsilon":"Infinity"`, `"pearson":"NaN"`, `"rd_certified":"Infinity"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("new report lacks %s: %s", want, b)
+		}
+	}
+	if strings.Contains(string(b), `"rd_mean"`) {
+		t.Errorf("rd_mean not computed, yet written: %s", b)
+	}
+	old := strings.NewReplacer(`"Infinity"`, "null", `"NaN"`, "null").Replace(string(b))
+	old = strings.Replace(old, `"invalid_pairs":12,`, `"rd_mean":null,"invalid_pairs":12,`, 1)
+	var cells []*Cell
+	for i, js := range []string{string(b), old} {
+		dir := filepath.Join(root, fmt.Sprintf("seed=%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, train.ReportFile), []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := ReadCell(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		cells = append(cells, c)
+	}
+	for i, c := range cells {
+		a := c.Audits["principled"]
+		if a == nil || !math.IsInf(a.RDMax, 1) || !math.IsNaN(a.RDMean) || !math.IsInf(a.BDPEpsilon, 1) || a.InvalidPairs != 12 {
+			t.Errorf("cell %d: audit %+v, want rd_max +Inf, rd_mean NaN, bdp +Inf", i, a)
+		}
+		if cr := c.Certified; cr == nil || !math.IsInf(cr.RD, 1) || !math.IsInf(cr.Epsilon, 1) || !math.IsInf(cr.BDPEpsilon, 1) || cr.Reason != "C_mu unbounded" {
+			t.Errorf("cell %d: certified %+v, want +Inf", i, cr)
+		}
+		if !math.IsNaN(c.Utility["pearson"]) || c.Utility["spearman"] != 0.5 || c.Chance != 0 || c.ChanceMetric != "spearman" {
+			t.Errorf("cell %d: utility %v chance %v %s", i, c.Utility, c.Chance, c.ChanceMetric)
 		}
 	}
 }

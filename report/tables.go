@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
 )
@@ -56,13 +57,14 @@ func NewStat(v []float64) Stat {
 	return s
 }
 
-// MarshalJSON writes {"mean", "std", "n"} with non-finite values as null.
+// MarshalJSON writes {"mean", "std", "n"}, non-finite values as jsonfloat
+// strings ("NaN" for the mean of no value, "Infinity").
 func (s Stat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		Mean privacy.JSONFloat `json:"mean"`
-		Std  privacy.JSONFloat `json:"std"`
-		N    int               `json:"n"`
-	}{privacy.JSONFloat(s.Mean), privacy.JSONFloat(s.Std), s.N})
+		Mean jsonfloat.Float `json:"mean"`
+		Std  jsonfloat.Float `json:"std"`
+		N    int             `json:"n"`
+	}{jsonfloat.Float(s.Mean), jsonfloat.Float(s.Std), s.N})
 }
 
 // PrivacyStats are a row's privacy in one audit mode over its seeds: empirical
@@ -95,14 +97,15 @@ type CertifiedStats struct {
 	Reason  string  `json:"reason,omitempty"` // why the bound is infinite (first cell)
 }
 
-// MarshalJSON writes order and delta with NaN as null.
+// MarshalJSON writes order and delta as jsonfloat numbers ("NaN": the
+// cells disagree).
 func (c CertifiedStats) MarshalJSON() ([]byte, error) {
 	type plain CertifiedStats
 	return json.Marshal(struct {
 		plain
-		Order privacy.JSONFloat `json:"order"`
-		Delta privacy.JSONFloat `json:"delta"`
-	}{plain(c), privacy.JSONFloat(c.Order), privacy.JSONFloat(c.Delta)})
+		Order jsonfloat.Float `json:"order"`
+		Delta jsonfloat.Float `json:"delta"`
+	}{plain(c), jsonfloat.Float(c.Order), jsonfloat.Float(c.Delta)})
 }
 
 func certifiedStats(cells []*Cell) *CertifiedStats {
@@ -856,7 +859,8 @@ func WriteCSV(w io.Writer, t *Tables) error {
 	return cw.Error()
 }
 
-// WriteJSON writes the tables as one JSON object (non-finite numbers null).
+// WriteJSON writes the tables as one JSON object (non-finite numbers as
+// jsonfloat strings, "NaN" and "Infinity").
 func WriteJSON(w io.Writer, t *Tables) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -251,25 +250,14 @@ func (c *CMuCandidate) add(u float64, rd, eps *jsonfloat.Float) {
 }
 
 // auditedBounds reads the worst-case bounds of the audit in dir/report.json
-// (train.PrivacySummary's rd_max and bdp_epsilon) with readBound, so that a
-// bound written as null is undefined, never 0: nil when the cell has no
-// audit (no privacy block, no pairs), +Inf when the audit had invalid pairs.
+// (train.PrivacySummary's rd_max and bdp_epsilon, whose decoder reads every
+// version of the file, older nulls included): nil when the cell has no audit
+// (no privacy block, no pairs), +Inf when the audit had invalid pairs; an
+// undefined bound (NaN) counts as +Inf in the comparisons (privacy.CompareBounds).
 func auditedBounds(dir string) (rd, eps *jsonfloat.Float, err error) {
-	path := filepath.Join(dir, train.ReportFile)
-	b, err := os.ReadFile(path)
+	r, err := train.ReadReport(dir)
 	if err != nil {
 		return nil, nil, err
-	}
-	var r struct {
-		Privacy *struct {
-			RDMax        json.RawMessage `json:"rd_max"`
-			BDPEpsilon   json.RawMessage `json:"bdp_epsilon"`
-			InvalidPairs int64           `json:"invalid_pairs"`
-			Pairs        int64           `json:"pairs"`
-		} `json:"privacy"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	switch p := r.Privacy; {
 	case p == nil || p.Pairs == 0:
@@ -277,12 +265,6 @@ func auditedBounds(dir string) (rd, eps *jsonfloat.Float, err error) {
 	case p.InvalidPairs > 0:
 		return jsonfloat.New(math.Inf(1)), jsonfloat.New(math.Inf(1)), nil
 	default:
-		if rd, err = readBound(p.RDMax); err == nil {
-			eps, err = readBound(p.BDPEpsilon)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return rd, eps, nil
+		return jsonfloat.New(float64(p.RDMax)), p.BDPEpsilon, nil
 	}
 }

@@ -164,10 +164,12 @@ func sameBound(f *jsonfloat.Float, want *float64) bool {
 	return float64(*f) == *want || math.IsNaN(float64(*f)) && math.IsNaN(*want)
 }
 
-// TestSelectionReadsUndefinedBounds: a grid cell's bound that report.json
-// holds as null (non-finite: an audit's NaN BDP estimate, an rd_max without
-// finite pairs) is undefined in the selection, never 0 (which made such a
-// C_mu the tightest), and a cell without an audit is not audited.
+// TestSelectionReadsUndefinedBounds: a grid cell's bound that an older
+// report.json holds as null is never 0 (which made such a C_mu the tightest):
+// train.PrivacySummary's decoder reads an rd_max null without invalid pairs
+// as undefined (NaN, no finite pair) and a bdp_epsilon null as not computed
+// (no order estimable); both rank below every audited bound, and a cell
+// without an audit is not audited.
 func TestSelectionReadsUndefinedBounds(t *testing.T) {
 	out := t.TempDir()
 	privacyJSON := map[float64]string{
@@ -194,7 +196,7 @@ func TestSelectionReadsUndefinedBounds(t *testing.T) {
 	if sel.CMu != 1 || sel.Tightest != 1 {
 		t.Errorf("C_mu %v, tightest %v; want 1, 1 (%s)", sel.CMu, sel.Tightest, sel.Reason)
 	}
-	want := map[float64][2]string{1: {"0.5", "12"}, 2: {"0.5", "+Inf"}, 4: {"+Inf", "+Inf"}, 8: {"nil", "nil"}}
+	want := map[float64][2]string{1: {"0.5", "12"}, 2: {"0.5", "nil"}, 4: {"NaN", "nil"}, 8: {"nil", "nil"}}
 	for _, c := range sel.Candidates {
 		if got := [2]string{fmtValue(c.RDMax), fmtValue(c.BDPEpsilon)}; got != want[c.CMu] {
 			t.Errorf("C_mu %v: rd_max, bdp_epsilon %v, want %v", c.CMu, got, want[c.CMu])

@@ -54,9 +54,9 @@ func TestResumeSweepOfOlderCode(t *testing.T) {
 		target != filepath.Join("..", "..", CMuGridDir, "c_mu=2", "lambda=1e-2", "seed=1") {
 		t.Errorf("link to the grid run: %q, %v", target, err)
 	}
-	// The same choice; the NaN BDP estimate of C_mu 2 now reads as undefined, so C_mu 4 has the tighter worst case.
+	// The same choice; the null BDP estimate of C_mu 2 now reads as not computed, so C_mu 4 has the tighter worst case.
 	sel := res.Manifest.Selections["sst2"]
-	if sel.CMu != 2 || sel.Tightest != 4 || fmtValue(sel.Candidates[1].BDPEpsilon) != "+Inf" || sel.Best != oldSel.Best {
+	if sel.CMu != 2 || sel.Tightest != 4 || fmtValue(sel.Candidates[1].BDPEpsilon) != "nil" || sel.Best != oldSel.Best {
 		t.Errorf("selection %+v", sel)
 	}
 	m := readManifest(t, out)

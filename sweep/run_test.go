@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -58,7 +59,7 @@ func (f *fakeRunner) run(ctx context.Context, c Cell, po train.PipelineOptions) 
 	rep := train.Report{Task: c.Task, Variant: c.Variant, Mode: "principled", Lambda: po.Train.Lambda, CMu: cmu, Seed: c.Seed,
 		Utility: train.Metrics{"accuracy": u}, Dir: c.Dir}
 	if c.Variant != "baseline" {
-		rep.Privacy = &train.PrivacySummary{Mode: privacy.ModePrincipled, RDMax: privacy.JSONFloat(cmu / 10), BDPEpsilon: 10 + privacy.JSONFloat(cmu),
+		rep.Privacy = &train.PrivacySummary{Mode: privacy.ModePrincipled, RDMax: jsonfloat.Float(cmu / 10), BDPEpsilon: jsonfloat.New(10 + cmu),
 			Pairs: 12, Split: "dev"}
 	} else {
 		rep.Lambda = 0

@@ -81,9 +81,9 @@ func LoadBaseline(path, task string) (*BaselineComparison, error) {
 		c = &BaselineComparison{Source: "stored", Path: path, Metric: s.Metric, Values: s.Values, Command: s.Command}
 	case probe.Utility != nil:
 		var r struct {
-			Task    string             `json:"task"`
-			Variant string             `json:"variant"`
-			Utility map[string]float64 `json:"utility"`
+			Task    string  `json:"task"`
+			Variant string  `json:"variant"`
+			Utility Metrics `json:"utility"`
 		}
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, bad("%v", err)

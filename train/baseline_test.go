@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 func TestLoadBaseline(t *testing.T) {
@@ -66,11 +68,27 @@ func TestRunPipelineBaselineFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	_, err := RunPipeline(t.Context(), PipelineOptions{Train: Options{Task: "sst2", Out: out}, Baseline: bad}, nil)
+	_, err := RunPipeline(t.Context(), PipelineOptions{Train: Options{Task: "sst2", Out: out}, Baseline: bad, Audit: privacy.DefaultOptions()}, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "mrpc", want "sst2"`) {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("%s written before the baseline was checked (%v)", out, err)
+	}
+}
+
+// TestLoadBaselineNonFinite: a baseline run report's utility is read with
+// the report's own decoder: "NaN" (written now) and null (before) are NaN,
+// rejected by name (before: null read as 0, a baseline of 0; "NaN" failed
+// to decode).
+func TestLoadBaselineNonFinite(t *testing.T) {
+	for _, v := range []string{`"NaN"`, "null"} {
+		p := filepath.Join(t.TempDir(), "report.json")
+		if err := os.WriteFile(p, []byte(`{"task":"sst2","variant":"baseline","utility":{"accuracy":`+v+`}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadBaseline(p, "sst2"); err == nil || !strings.Contains(err.Error(), "value 0 is NaN") {
+			t.Errorf("accuracy %s: error %v", v, err)
+		}
 	}
 }

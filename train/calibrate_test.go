@@ -77,7 +77,7 @@ func TestCalibrateOptions(t *testing.T) {
 				t.Errorf("options not updated: calibrated %v, C_mu %v/%v margin %v/%v C_amin %v/%v", o.Calibrated,
 					o.CMu, cl.CMu, o.LogvarMargin, cl.LogvarMargin, o.CAlphaMin, cl.CAlphaMin)
 			}
-			if want := nvib.DefaultOrder; o.ClipOrder > 0 {
+			if want := privacy.DefaultOrder; o.ClipOrder > 0 {
 				want = o.ClipOrder
 				if cl.Order != want {
 					t.Errorf("clip order %v, want %v", cl.Order, want)
@@ -165,7 +165,7 @@ func TestValidateTarget(t *testing.T) {
 	// Defaults of a target: one release, delta 1e-5, order 1.1.
 	o := targetOptions(func(o *Options) { o.TargetEpsilon = 8 })
 	r := targetOptions(func(o *Options) { o.TargetRD = 8 })
-	if o.Releases != 1 || o.TargetDelta != privacy.DefaultDelta || r.TargetOrder != nvib.DefaultOrder || o.Validate() != nil || r.Validate() != nil {
+	if o.Releases != 1 || o.TargetDelta != privacy.DefaultDelta || r.TargetOrder != privacy.DefaultOrder || o.Validate() != nil || r.Validate() != nil {
 		t.Errorf("defaults: releases %d delta %v order %v", o.Releases, o.TargetDelta, r.TargetOrder)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // Collapse thresholds (docs/training.md, "Collapse"): a selection metric
@@ -21,14 +22,16 @@ const (
 // nothing (issue 13: a from-scratch run whose posterior collapsed onto the
 // prior trains to chance; training loss ln 2, rd_max 3e-4).
 type CollapseCheck struct {
-	Metric string  `json:"metric"` // the task's selection metric
-	Value  float64 `json:"value"`  // its value on the utility split
+	Metric string `json:"metric"` // the task's selection metric
+	// Value is its value on the utility split (NaN, "NaN" in JSON, for a
+	// correlation of constant predictions).
+	Value jsonfloat.Float `json:"value"`
 	// Chance is the metric of a constant predictor: the majority class of
 	// the split's labels (accuracy, F1, MCC as GLUE computes them), 0 for
 	// correlations.
-	Chance           float64 `json:"chance"`
-	AtChance         bool    `json:"at_chance"`
-	PosteriorOnPrior bool    `json:"posterior_on_prior"`
+	Chance           jsonfloat.Float `json:"chance"`
+	AtChance         bool            `json:"at_chance"`
+	PosteriorOnPrior bool            `json:"posterior_on_prior"`
 	// Collapsed = AtChance && PosteriorOnPrior.
 	Collapsed bool   `json:"collapsed"`
 	Reason    string `json:"reason,omitempty"`
@@ -75,7 +78,7 @@ func ChanceLevel(task *glue.Task, labels []float64) (float64, error) {
 // and its empirical RD max (NaN: no posterior, e.g. the baseline) with
 // PriorRDMax.
 func CheckCollapse(metric string, value, chance, rdMax float64) CollapseCheck {
-	c := CollapseCheck{Metric: metric, Value: value, Chance: chance}
+	c := CollapseCheck{Metric: metric, Value: jsonfloat.Float(value), Chance: jsonfloat.Float(chance)}
 	c.AtChance = !(value > chance+ChanceTolerance)
 	c.PosteriorOnPrior = rdMax < PriorRDMax
 	c.Collapsed = c.AtChance && c.PosteriorOnPrior

@@ -12,20 +12,43 @@ import (
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// Metrics are metric values by name; NaN and Inf encode as JSON null.
+// Metrics are metric values by name. In JSON a non-finite value is a
+// jsonfloat string ("NaN": e.g. a correlation of constant predictions);
+// the null of files written before jsonfloat reads as NaN.
 type Metrics map[string]float64
 
-// MarshalJSON encodes the map with NaN/Inf as null.
+// MarshalJSON encodes the map with jsonfloat values.
 func (m Metrics) MarshalJSON() ([]byte, error) {
-	out := make(map[string]privacy.JSONFloat, len(m))
+	out := make(map[string]jsonfloat.Float, len(m))
 	for k, v := range m {
-		out[k] = privacy.JSONFloat(v)
+		out[k] = jsonfloat.Float(v)
 	}
 	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads numbers, jsonfloat strings and null (NaN).
+func (m *Metrics) UnmarshalJSON(b []byte) error {
+	var raw map[string]*jsonfloat.Float
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*m = nil
+		return nil
+	}
+	*m = make(Metrics, len(raw))
+	for k, v := range raw {
+		(*m)[k] = math.NaN()
+		if v != nil {
+			(*m)[k] = float64(*v)
+		}
+	}
+	return nil
 }
 
 // EvalOptions configure Evaluate.
@@ -54,8 +77,8 @@ type EvalResult struct {
 	Labelled bool    `json:"labelled"`
 	Metrics  Metrics `json:"metrics,omitempty"` // GLUE metrics (labelled splits)
 	// Selection is the task's selection metric (SelectionName).
-	Selection     *privacy.JSONFloat `json:"selection,omitempty"`
-	SelectionName string             `json:"selection_name"`
+	Selection     *jsonfloat.Float `json:"selection,omitempty"`
+	SelectionName string           `json:"selection_name"`
 	// Chance is ChanceLevel of the split's labels (labelled splits).
 	Chance      float64 `json:"chance,omitempty"`
 	Predictions string  `json:"predictions"`          // TSV in GLUE submission format
@@ -139,8 +162,7 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 		if r.Metrics, err = glue.Compute(b.Task, preds, enc.Targets); err != nil {
 			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 		}
-		sel := privacy.JSONFloat(r.Metrics[b.Task.Metric])
-		r.Selection = &sel
+		r.Selection = jsonfloat.New(r.Metrics[b.Task.Metric])
 		if r.Chance, err = ChanceLevel(b.Task, enc.Targets); err != nil {
 			return nil, err
 		}
@@ -160,7 +182,7 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	if set, ok := ModelClipSet(b.Model.Cfg, relLen+1, b.Model.Cfg.Hidden); ok {
 		order := b.Model.Cfg.Clip.Order
 		if !(order > 1) || math.IsInf(order, 0) {
-			order = nvib.DefaultOrder
+			order = privacy.DefaultOrder
 		}
 		if r.Certified, err = privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(o.Model)); err != nil {
 			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)

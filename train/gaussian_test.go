@@ -131,7 +131,7 @@ func TestGaussianPipeline(t *testing.T) {
 	const eps = 600 // C = 3.77 at L = 16: large against the noise (sigma 1), small against sqrt(d_h) (see docs/model.md)
 	o.Variant, o.Epochs, o.BatchSize, o.TargetEpsilon, o.LR = nvib.ModelGaussian, 6, 16, eps, 1e-2
 	o.ScratchConfig = tinyConfig(t, 32, 1, 32)
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2}, nil)
+	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: privacy.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestGaussianPipeline(t *testing.T) {
 		t.Errorf("report identity: variant %q lambda %v sigma %v C %v", rep.Variant, rep.Lambda, rep.Sigma, rep.CMu)
 	}
 	cc := rep.Collapse
-	if cc == nil || cc.AtChance || cc.Collapsed || !(rep.Utility["accuracy"] > cc.Chance+0.15) {
+	if cc == nil || cc.AtChance || cc.Collapsed || !(rep.Utility["accuracy"] > float64(cc.Chance)+0.15) {
 		t.Errorf("utility: accuracy %v, collapse check %+v: want well above chance", rep.Utility["accuracy"], cc)
 	}
 	p := rep.Privacy

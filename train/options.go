@@ -99,7 +99,7 @@ type Options struct {
 
 	// ClipOrder is the Renyi order lambda the logvar floor ln((lambda-1)/lambda
 	// prior_var) + LogvarMargin and the principled default C_amin are derived
-	// for (nvib.ClipConfig.Order); 0 = nvib.DefaultOrder (1.1, the paper's).
+	// for (nvib.ClipConfig.Order); 0 = privacy.DefaultOrder (the paper's).
 	ClipOrder float64 `json:"clip_order,omitempty"`
 
 	// Privacy target (nvdp-clipped and gaussian, principled mode;
@@ -115,7 +115,7 @@ type Options struct {
 	TargetEpsilon  float64 `json:"target_epsilon,omitempty"`
 	TargetDelta    float64 `json:"target_delta,omitempty"` // default privacy.DefaultDelta
 	TargetRD       float64 `json:"target_rd,omitempty"`    // nats
-	TargetOrder    float64 `json:"target_order,omitempty"` // Renyi order of TargetRD; default nvib.DefaultOrder
+	TargetOrder    float64 `json:"target_order,omitempty"` // Renyi order of TargetRD; default privacy.DefaultOrder
 	Releases       int     `json:"releases,omitempty"`     // default 1
 	VarianceShare  float64 `json:"variance_share,omitempty"`
 	DirichletShare float64 `json:"dirichlet_share,omitempty"`
@@ -244,7 +244,7 @@ func (o *Options) Defaults() {
 			o.TargetDelta = privacy.DefaultDelta
 		}
 		if o.TargetRD > 0 && o.TargetOrder == 0 {
-			o.TargetOrder = nvib.DefaultOrder
+			o.TargetOrder = privacy.DefaultOrder
 		}
 	}
 }

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/nvdp-project/nvdp/progress"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -32,7 +34,9 @@ type PipelineOptions struct {
 	AuditLimit int
 	// EvalSeed seeds the sampling at evaluation.
 	EvalSeed uint64
-	// Audit are the audit options passed to privacy.Audit (mode, order, delta, ...).
+	// Audit are the audit options passed to privacy.Audit (mode, order,
+	// delta, ...; start from privacy.DefaultOptions), validated before
+	// training. Audit.Progress reports the audit's pairs.
 	Audit privacy.Options
 	// Baseline, when set, is the non-private baseline to compare with: a
 	// StoredBaseline file or a baseline run's report.json (LoadBaseline),
@@ -43,25 +47,27 @@ type PipelineOptions struct {
 // PrivacySummary is the "privacy" object of the report. Its audit numbers
 // (rd_max, rd_mean, bdp_epsilon) are empirical: the maximum and mean of Eq.
 // rdp over the ordered pairs of the audited split's texts and the BDP
-// accountant's estimate over them; Empirical says so in the JSON. Certified
-// is the guarantee: the supremum of Eq. rdp over every pair of posteriors the
-// model's clipping allows.
+// accountant's estimate over them; Empirical says so in the JSON. They are
+// privacy.Report's: +Inf is "Infinity", a number not computed is absent,
+// and reports written before jsonfloat (null) read as privacy.AuditNumbers
+// says. Certified is the guarantee: the supremum of Eq. rdp over every pair
+// of posteriors the model's clipping allows.
 type PrivacySummary struct {
 	// Empirical labels the audit numbers below (label "empirical").
-	Empirical    EmpiricalLabel    `json:"empirical"`
-	Mode         privacy.Mode      `json:"mode"`
-	Order        float64           `json:"order"`
-	Delta        float64           `json:"delta"`
-	RDMax        privacy.JSONFloat `json:"rd_max"`
-	RDMean       privacy.JSONFloat `json:"rd_mean"`
-	BDPEpsilon   privacy.JSONFloat `json:"bdp_epsilon"`
-	InvalidPairs int64             `json:"invalid_pairs"`
-	Pairs        int64             `json:"pairs"`
-	Examples     int               `json:"examples"`
-	Components   int               `json:"components"`
-	Split        string            `json:"split"`
-	Posteriors   string            `json:"posteriors"`
-	Seconds      float64           `json:"seconds"`
+	Empirical    EmpiricalLabel   `json:"empirical"`
+	Mode         privacy.Mode     `json:"mode"`
+	Order        float64          `json:"order"`
+	Delta        float64          `json:"delta"`
+	RDMax        jsonfloat.Float  `json:"rd_max"`
+	RDMean       *jsonfloat.Float `json:"rd_mean,omitempty"`
+	BDPEpsilon   *jsonfloat.Float `json:"bdp_epsilon,omitempty"`
+	InvalidPairs int64            `json:"invalid_pairs"`
+	Pairs        int64            `json:"pairs"`
+	Examples     int              `json:"examples"`
+	Components   int              `json:"components"`
+	Split        string           `json:"split"`
+	Posteriors   string           `json:"posteriors"`
+	Seconds      float64          `json:"seconds"`
 	// Full is the complete audit report (as `nvdp audit --json`).
 	Full *privacy.Report `json:"full,omitempty"`
 	// Certified is the certified guarantee of one release under the model's
@@ -69,6 +75,23 @@ type PrivacySummary struct {
 	// without an NVIB layer; +Inf, with a reason, for a model whose clipping
 	// bounds nothing).
 	Certified *privacy.CertifiedReport `json:"certified,omitempty"`
+}
+
+// UnmarshalJSON reads a summary written by encoding/json, older ones
+// included (privacy.AuditNumbers).
+func (s *PrivacySummary) UnmarshalJSON(b []byte) error {
+	type plain PrivacySummary // without this method
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	var n privacy.AuditNumbers
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	p.RDMax, p.RDMean, p.BDPEpsilon = n.RDMax, n.RDMean, n.BDPEpsilon
+	*s = PrivacySummary(p)
+	return nil
 }
 
 // EmpiricalLabel says what the audited numbers of an audit are: Label
@@ -185,6 +208,9 @@ type Report struct {
 // bar goes where po.Audit.Progress says.
 func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*Report, error) {
 	start := time.Now()
+	if err := po.Audit.Validate(); err != nil { // before any work
+		return nil, err
+	}
 	var tr *Result
 	o := po.Train
 	var base *BaselineComparison

@@ -398,7 +398,7 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 32, 16)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "base"))
 	o.Variant, o.Epochs = nvib.ModelBaseline, 1
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o}, nil)
+	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, Audit: privacy.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantChance, _ := ChanceLevel(mustLookup(t, "sst2"), devDS.Targets())
-	if c := rep.Collapse; c == nil || c.Chance != wantChance || c.Value != rep.Utility["accuracy"] || c.PosteriorOnPrior || c.Collapsed {
+	if c := rep.Collapse; c == nil || float64(c.Chance) != wantChance || float64(c.Value) != rep.Utility["accuracy"] || c.PosteriorOnPrior || c.Collapsed {
 		t.Fatalf("collapse check %+v, want chance %v and accuracy %v", c, wantChance, rep.Utility["accuracy"])
 	}
 	// Test split: GLUE submission file, no metrics.
@@ -441,11 +441,11 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	// elsewhere), on its own task only.
 	skip := o
 	skip.Task = "SST-2"
-	if rep, err = RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true}, nil); err != nil || rep.Training != nil {
+	if rep, err = RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: privacy.DefaultOptions()}, nil); err != nil || rep.Training != nil {
 		t.Fatalf("skip-train on the model's own task: report %+v, err %v", rep, err)
 	}
 	skip.Task = "qnli"
-	if _, err := RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true}, nil); err == nil || !strings.Contains(err.Error(), "trained on task") {
+	if _, err := RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: privacy.DefaultOptions()}, nil); err == nil || !strings.Contains(err.Error(), "trained on task") {
 		t.Fatalf("skip-train on another task: err %v, want a task mismatch error", err)
 	}
 }
@@ -486,7 +486,7 @@ func TestEndToEndSST2(t *testing.T) {
 	o := Options{Task: "sst2", GlueDir: glueDir, Encoder: "scratch:bert-tiny", Vocab: vocab, Variant: nvib.ModelNVDPClipped,
 		Epochs: 1, BatchSize: 16, TrainLimit: 300, DevLimit: 120, MaxSeqLen: 48, Seed: 1, Out: out,
 		ScratchConfig: tinyConfig(t, 32, 1, 64)}
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 5}, nil)
+	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 5, Audit: privacy.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,12 +523,12 @@ func TestEndToEndSST2(t *testing.T) {
 	if p.InvalidPairs != 0 || p.Pairs != 120*119 || p.Components != 49 || p.Examples != 120 {
 		t.Errorf("audit: invalid %d pairs %d components %d examples %d, want 0, %d, 49, 120", p.InvalidPairs, p.Pairs, p.Components, p.Examples, 120*119)
 	}
-	for name, v := range map[string]float64{"rd_max": float64(p.RDMax), "rd_mean": float64(p.RDMean), "bdp_epsilon": float64(p.BDPEpsilon)} {
+	for name, v := range map[string]float64{"rd_max": float64(p.RDMax), "rd_mean": float64(*p.RDMean), "bdp_epsilon": float64(*p.BDPEpsilon)} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			t.Errorf("%s = %v, want finite >= 0", name, v)
 		}
 	}
-	if !(float64(p.RDMean) <= float64(p.RDMax)) {
+	if !(float64(*p.RDMean) <= float64(p.RDMax)) {
 		t.Errorf("rd_mean %v > rd_max %v", p.RDMean, p.RDMax)
 	}
 	// The posterior file: fixed length max-seq-len + 1, pads flagged, clipped values.
@@ -769,7 +769,11 @@ func TestPipelineAuditOptionsPassThrough(t *testing.T) {
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "ref"))
 	o.Mode, o.Epochs = "reference", 1
 	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, AuditSplit: "test",
-		Audit: privacy.Options{Mode: privacy.ModeReference, BatchSize: 8, Order: 1.5}}, nil)
+		Audit: func() privacy.Options {
+			a := privacy.DefaultOptions()
+			a.Mode, a.BatchSize, a.Order = privacy.ModeReference, 8, 1.5
+			return a
+		}()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,32 +9,30 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
-// auditFlags are the pinned flags of `nvdp audit` (issue 2).
+// auditFlags are the pinned flags of `nvdp audit` (issue 2); the numeric
+// ones are bound to privacy.DefaultOptions (their defaults).
 type auditFlags struct {
+	opt        privacy.Options
 	posteriors string
 	mode       string
-	order      float64
-	delta      float64
-	batchSize  int
-	q          float64
-	mask       bool
 	bdpOrders  string
-	confidence float64
-	jsonOut    bool
-	pairs      int
-	seed       uint64
 	direction  string
-	workers    int
+	jsonOut    bool
 	noProgress bool
 }
 
+// auditProgressMin is the work (pairs x components x dims) above which the
+// audit reports its progress (a bar on a terminal, else log lines).
+const auditProgressMin = 1e9
+
 func newAuditCmd() *cobra.Command {
-	f := &auditFlags{}
+	f := &auditFlags{opt: privacy.DefaultOptions()}
 	cmd := &cobra.Command{
 		Use:   "audit --posteriors FILE",
 		Short: "Audit NVIB posteriors: Renyi bound over all pairs (Eq. rdp) and Bayesian DP",
@@ -55,20 +53,21 @@ supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certi
 		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, f) },
 	}
 	fl := cmd.Flags()
+	o := &f.opt
 	fl.StringVar(&f.posteriors, "posteriors", "", "posterior safetensors file (required)")
-	fl.StringVar(&f.mode, "mode", "principled", "principled or reference")
-	fl.Float64Var(&f.order, "order", 1.1, "Renyi order lambda > 1 of the RD bound")
-	fl.Float64Var(&f.delta, "delta", 1e-5, "BDP delta_mu")
-	fl.IntVar(&f.batchSize, "batch-size", 16, "reference mode: batch size (pairs inside consecutive batches)")
-	fl.Float64Var(&f.q, "q", 0, "reference mode: accountant sampling ratio (default batch-size / M)")
-	fl.BoolVar(&f.mask, "mask", false, "principled mode: drop padding components (treats the length as public; see docs/privacy.md)")
+	fl.StringVar(&f.mode, "mode", string(privacy.ModePrincipled), "principled or reference")
+	fl.Float64Var(&o.Order, "order", o.Order, "Renyi order lambda > 1 of the RD bound")
+	fl.Float64Var(&o.Delta, "delta", o.Delta, "BDP delta_mu in (0, 1)")
+	fl.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "reference mode: batch size >= 2 (pairs inside consecutive batches)")
+	fl.Float64Var(&o.Q, "q", 0, "reference mode: accountant sampling ratio in (0, 1] (default batch-size / M)")
+	fl.BoolVar(&o.UseMask, "mask", false, "principled mode: drop padding components (treats the length as public; see docs/privacy.md)")
 	fl.StringVar(&f.bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0 (Renyi order l+1)")
-	fl.Float64Var(&f.confidence, "confidence", privacy.DefaultConfidence, "confidence of the Student-t upper bound")
+	fl.Float64Var(&o.Confidence, "confidence", o.Confidence, "confidence of the Student-t upper bound, in (0.5, 1)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
-	fl.IntVar(&f.pairs, "pairs", 0, "principled mode: audit a uniform sample of K ordered pairs instead of all")
-	fl.Uint64Var(&f.seed, "seed", 1, "seed of the --pairs sample")
+	fl.IntVar(&o.Pairs, "pairs", 0, "principled mode: audit a uniform sample of K ordered pairs instead of all (drawn as they are audited: memory does not grow with K)")
+	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the --pairs sample")
 	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
-	fl.IntVar(&f.workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
+	fl.IntVar(&o.Workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	_ = cmd.MarkFlagRequired("posteriors")
 	return cmd
@@ -84,13 +83,26 @@ func joinFloats(v []float64) string {
 	return strings.Join(s, ",")
 }
 
-func runAudit(cmd *cobra.Command, f *auditFlags) error {
+// options are the audit options of the flags, validated before any file
+// is read. An explicit --q 0 is an error (left out, q is batch-size / M).
+func (f *auditFlags) options(cmd *cobra.Command) (privacy.Options, error) {
+	opt := f.opt
 	orders, err := parseFloatList("--bdp-orders", f.bdpOrders)
 	if err != nil {
-		return err
+		return opt, err
 	}
-	if f.order <= 1 {
-		return fmt.Errorf("--order %v: the Renyi order must be > 1", f.order)
+	opt.BDPOrders = orders
+	opt.Mode, opt.Direction = privacy.Mode(f.mode), privacy.GaussianDirection(f.direction)
+	if cmd.Flags().Changed("q") && opt.Q == 0 {
+		return opt, fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch-size / M")
+	}
+	return opt, opt.Validate()
+}
+
+func runAudit(cmd *cobra.Command, f *auditFlags) error {
+	opt, err := f.options(cmd)
+	if err != nil {
+		return err
 	}
 	p, err := privacy.ReadPosteriors(f.posteriors)
 	if err != nil {
@@ -98,18 +110,17 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	// The certified guarantee first: it is cheap, and bad clip metadata fails
 	// before a long audit.
-	cert, err := auditCertified(p, f.posteriors, f.order, privacy.GaussianDirection(f.direction), f.delta)
+	cert, err := auditCertified(p, f.posteriors, opt.Order, opt.Direction, opt.Delta)
 	if err != nil {
 		return err
 	}
-	opt := privacy.Options{
-		Mode: privacy.Mode(f.mode), Order: f.order, Delta: f.delta, Confidence: f.confidence, BDPOrders: orders,
-		UseMask: f.mask, Direction: privacy.GaussianDirection(f.direction), Pairs: f.pairs, Seed: f.seed,
-		BatchSize: f.batchSize, Q: f.q, Workers: f.workers,
+	// Progress for audits that take more than a moment.
+	pairs := float64(p.M) * float64(p.M-1)
+	if opt.Pairs > 0 {
+		pairs = float64(opt.Pairs)
 	}
-	// A progress bar for audits that take more than a moment (~1e9 pair-dims).
-	if w := progressWriter(cmd, f.noProgress); w != nil && opt.Mode != privacy.ModeReference && float64(p.M)*float64(p.M)*float64(p.N)*float64(p.P) > 1e9 {
-		opt.Progress = w
+	if opt.Mode != privacy.ModeReference && pairs*float64(p.N)*float64(p.P) > auditProgressMin {
+		opt.Progress = newProgress(cmd, f.noProgress)
 	}
 	r, err := privacy.Audit(cmd.Context(), p, opt)
 	if err != nil {
@@ -152,7 +163,8 @@ func auditCertified(p *privacy.Posteriors, path string, order float64, dir priva
 	return c, nil
 }
 
-func ff(v privacy.JSONFloat) string {
+// ff formats an audit or certified number: 6 decimals, +Inf, n/a for NaN.
+func ff(v jsonfloat.Float) string {
 	x := float64(v)
 	if math.IsInf(x, 1) {
 		return "+Inf"
@@ -161,6 +173,14 @@ func ff(v privacy.JSONFloat) string {
 		return "n/a"
 	}
 	return strconv.FormatFloat(x, 'f', 6, 64)
+}
+
+// ffp is ff of an optional number: "not computed" for nil.
+func ffp(v *jsonfloat.Float) string {
+	if v == nil {
+		return "not computed"
+	}
+	return ff(*v)
 }
 
 func printReport(w io.Writer, path string, r *privacy.Report, emp train.EmpiricalLabel, cert *privacy.CertifiedReport) {
@@ -180,11 +200,11 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 		row("within-batch pairs", fmt.Sprint(r.Pairs))
 		row("invalid pairs", fmt.Sprint(r.InvalidPairs))
 		row("RD max (z-filtered; empirical batch estimate, not a guarantee)", ff(r.RDMax))
-		row("RD mean (z-filtered; empirical)", ff(r.RDMean))
-		row("RD max (unfiltered; empirical, not a guarantee)", ff(*r.RDMaxUnfiltered))
-		row("RD mean (unfiltered; empirical)", ff(*r.RDMeanUnfiltered))
-		row("accountant cost C", ff(*r.AccountantCost))
-		row(fmt.Sprintf("BDP ε_μ estimate (released accountant, delta %g)", r.Delta), ff(r.BDPEpsilon))
+		row("RD mean (z-filtered; empirical)", ffp(r.RDMean))
+		row("RD max (unfiltered; empirical, not a guarantee)", ffp(r.RDMaxUnfiltered))
+		row("RD mean (unfiltered; empirical)", ffp(r.RDMeanUnfiltered))
+		row("accountant cost C", ffp(r.AccountantCost))
+		row(fmt.Sprintf("BDP ε_μ estimate (released accountant, delta %g)", r.Delta), ffp(r.BDPEpsilon))
 	} else {
 		pairs := fmt.Sprint(r.Pairs)
 		if r.Sampled {
@@ -205,12 +225,16 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 			over = fmt.Sprintf("a sample of %d of the %d(%d-1) %spairs", r.Pairs, r.Examples, r.Examples, split)
 		}
 		row("RD max over "+over+" (empirical, not a guarantee)", ff(r.RDMax)+arg)
-		row("RD mean (empirical)", ff(r.RDMean))
+		row("RD mean (empirical)", ffp(r.RDMean))
 		if r.Quantiles != nil {
 			row("RD p50 / p90 / p99 (empirical)", fmt.Sprintf("%s / %s / %s", ff(r.Quantiles["p50"]), ff(r.Quantiles["p90"]), ff(r.Quantiles["p99"])))
 		}
-		row(fmt.Sprintf("BDP ε_μ estimate, worst individual (delta %g)", r.Delta), ff(r.BDPEpsilon)+fmt.Sprintf("  at moment order %s", ff(*r.BDPOrder)))
-		row("BDP ε_μ estimate, pooled pairs", ff(*r.BDPEpsilonPooled))
+		worst := ffp(r.BDPEpsilon)
+		if r.BDPOrder != nil {
+			worst += fmt.Sprintf("  at moment order %s", ff(*r.BDPOrder))
+		}
+		row(fmt.Sprintf("BDP ε_μ estimate, worst individual (delta %g)", r.Delta), worst)
+		row("BDP ε_μ estimate, pooled pairs", ffp(r.BDPEpsilonPooled))
 		row("  BDP ε_μ above: "+privacy.LabelEstimate+"s", strings.TrimSuffix(strings.TrimPrefix(emp.BDP, privacy.LabelEstimate+" ("), ")"))
 	}
 	certifiedRows(row, cert)
@@ -231,7 +255,7 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  l\tall pairs finite\tinf pairs\teps worst\tworst example\teps pooled")
 		for _, b := range r.BDPOrders {
-			fmt.Fprintf(tw, "  %g\t%v\t%d\t%s\t%d\t%s\n", b.Order, b.Finite, b.InfPairs, ff(b.Epsilon), b.WorstExample, ff(b.EpsPooled))
+			fmt.Fprintf(tw, "  %g\t%v\t%d\t%s\t%d\t%s\n", b.Order, b.Finite, b.InfPairs, ffp(b.Epsilon), b.WorstExample, ffp(b.EpsPooled))
 		}
 		tw.Flush()
 	}
@@ -279,7 +303,7 @@ func certRD(c *privacy.CertifiedReport) string {
 }
 
 // orderSuffix is "  <what> <order>", or "" when the order is undefined (no finite point).
-func orderSuffix(what string, o privacy.JSONFloat) string {
+func orderSuffix(what string, o jsonfloat.Float) string {
 	if math.IsNaN(float64(o)) || math.IsInf(float64(o), 0) {
 		return ""
 	}

@@ -75,7 +75,7 @@ func TestAuditCommandJSON(t *testing.T) {
 	}
 	// The CLI reports what the library computes.
 	p, _ := privacy.ReadPosteriors(path)
-	want, _ := privacy.Audit(context.Background(), p, privacy.Options{})
+	want, _ := privacy.Audit(context.Background(), p, privacy.DefaultOptions())
 	if r["rd_max"] != float64(want.RDMax) {
 		t.Errorf("rd_max %v, library %v", r["rd_max"], want.RDMax)
 	}
@@ -253,8 +253,16 @@ func TestAuditCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--posteriors", path, "--order", "1"}, "must be > 1"},
-		{[]string{"--posteriors", path, "--order", "0.5"}, "must be > 1"},
+		{[]string{"--posteriors", path, "--order", "1"}, "Renyi order lambda = 1: must be finite and > 1"},
+		{[]string{"--posteriors", path, "--order", "0.5"}, "Renyi order lambda = 0.5: must be finite and > 1"},
+		// An explicit 0 is never replaced by the default.
+		{[]string{"--posteriors", path, "--delta", "0"}, "delta_mu = 0: must be in (0, 1)"},
+		{[]string{"--posteriors", path, "--confidence", "0"}, "confidence = 0: must be in (0.5, 1)"},
+		{[]string{"--posteriors", path, "--mode", "reference", "--batch-size", "0"}, "batch size 0: must be >= 2"},
+		{[]string{"--posteriors", path, "--mode", "reference", "--batch-size", "4", "--q", "0"}, "--q 0: the sampling ratio must be in (0, 1]"},
+		// q not given: 5 examples, batch size 16.
+		{[]string{"--posteriors", path, "--mode", "reference"}, "q = batch size / M = 16/5 > 1: the file has fewer examples than one batch"},
+		{[]string{"--posteriors", path, "--pairs", "-5"}, "pairs -5: must be >= 0"},
 		{[]string{"--posteriors", bad}, bad},
 		{[]string{"--posteriors", filepath.Join(t.TempDir(), "missing")}, "no such file"},
 		{[]string{"--posteriors", path, "--mode", "fast"}, "principled or reference"},
@@ -277,4 +285,38 @@ func TestAuditRegistered(t *testing.T) {
 		}
 	}
 	t.Fatal("audit not registered on rootCmd")
+}
+
+// TestAuditCommandHardening: `nvdp audit --json` of a file with a finite
+// mu of 1e20 succeeds with a finite histogram (before: it failed on NaN, the
+// histogram was [NaN, +Inf)); a --pairs sample larger than the file's
+// ordered pairs is streamed and the output says that all pairs are exact.
+func TestAuditCommandHardening(t *testing.T) {
+	p := privacy.NewPosteriors(6, 2, 3)
+	for i := range p.Alpha {
+		p.Alpha[i] = 1
+	}
+	p.Mu[0] = 1e20
+	path := filepath.Join(t.TempDir(), "huge.safetensors")
+	if err := privacy.WritePosteriors(path, p); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runAuditCmd("--posteriors", path, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		RDMax     float64 `json:"rd_max"`
+		Histogram struct {
+			Edges []float64 `json:"edges"`
+		} `json:"histogram"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || !(r.RDMax > 1e39) || len(r.Histogram.Edges) != 21 || r.Histogram.Edges[20] != r.RDMax {
+		t.Errorf("mu 1e20: %v %+v\n%s", err, r, out)
+	}
+	out, err = runAuditCmd("--posteriors", path, "--pairs", "100", "--workers", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutput(t, out, []string{"a sample of 100 of the 6(6-1)", "not smaller than the 30 ordered pairs: auditing every pair (no sample) is exact and faster"}, nil)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -75,7 +76,7 @@ attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`
 	fl.StringVar(&f.model, "model", "", "model directory: certify its clipping with its own N, P, prior and constants")
 	fl.IntVar(&f.components, "components", 0, "N, components per posterior including the prior component (max-seq-len + 1)")
 	fl.IntVar(&f.dims, "dims", 0, "P, dimensions per component (the hidden size)")
-	fl.Float64Var(&f.order, "order", nvib.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
+	fl.Float64Var(&f.order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
 	fl.StringVar(&f.orders, "orders", "", "comma-separated Renyi orders of the certified curve (default: privacy.DefaultOrders, 1.01..1024)")
 	fl.Float64Var(&f.cMu, "c-mu", 0, "C_mu, radius of the mean ball (>= 0)")
 	fl.StringVar(&f.priorMu, "prior-mu", "0", "prior mean: a scalar or a comma list of P values")
@@ -111,23 +112,24 @@ type certifyReport struct {
 
 	*privacy.CertifiedReport
 	// RDPerRelease is the one-release supremum at Order, which the witness attains.
-	RDPerRelease privacy.JSONFloat `json:"rd_per_release"`
+	RDPerRelease jsonfloat.Float `json:"rd_per_release"`
 	// DirichletWitness counts the token components of the witness by (alpha, alpha').
 	DirichletWitness *dirichletWitness `json:"dirichlet_witness,omitempty"`
 
 	// The constants certified (as the clip stores them: see privacy.ClipSet).
-	CMu      privacy.JSONFloat `json:"c_mu"`
-	PriorMu  any               `json:"prior_mu"`  // scalar or [P]
-	PriorVar any               `json:"prior_var"` // scalar or [P]
+	CMu      jsonfloat.Float `json:"c_mu"`
+	PriorMu  any             `json:"prior_mu"`  // scalar or [P]
+	PriorVar any             `json:"prior_var"` // scalar or [P]
 	// ClipOrder and LogvarMargin derive the sigma range (absent when it was given explicitly).
 	ClipOrder    *float64 `json:"clip_order,omitempty"`
 	LogvarMargin *float64 `json:"logvar_margin,omitempty"`
-	// LogvarFloor and LogvarCap are the sigma range certified (scalar or [P]; null: none).
-	LogvarFloor any               `json:"logvar_floor"`
-	LogvarCap   any               `json:"logvar_cap"`
-	CAlphaMin   privacy.JSONFloat `json:"c_alpha_min"`
-	CAlphaMax   privacy.JSONFloat `json:"c_alpha_max"`
-	PriorAlpha  float64           `json:"prior_alpha"`
+	// LogvarFloor and LogvarCap are the sigma range certified (scalar or [P];
+	// "-Infinity", "Infinity": none).
+	LogvarFloor any             `json:"logvar_floor"`
+	LogvarCap   any             `json:"logvar_cap"`
+	CAlphaMin   jsonfloat.Float `json:"c_alpha_min"`
+	CAlphaMax   jsonfloat.Float `json:"c_alpha_max"`
+	PriorAlpha  float64         `json:"prior_alpha"`
 	// Witness is the --witness file (absent when no pair attains the bound).
 	Witness string `json:"witness,omitempty"`
 }
@@ -380,7 +382,7 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 
 // setConstants writes the constants of set into r.
 func (r *certifyReport) setConstants(set privacy.ClipSet) {
-	r.CMu, r.CAlphaMin, r.CAlphaMax, r.PriorAlpha = privacy.JSONFloat(set.CMu), privacy.JSONFloat(set.AlphaMin), privacy.JSONFloat(set.AlphaMax), set.PriorAlpha
+	r.CMu, r.CAlphaMin, r.CAlphaMax, r.PriorAlpha = jsonfloat.Float(set.CMu), jsonfloat.Float(set.AlphaMin), jsonfloat.Float(set.AlphaMax), set.PriorAlpha
 	r.PriorMu, r.PriorVar = scalarOrList(set.PriorMu), scalarOrList(set.PriorVar)
 	if set.LogvarFloor != nil {
 		r.LogvarFloor, r.LogvarCap = scalarOrList(set.LogvarFloor), scalarOrList(set.LogvarCap)
@@ -395,11 +397,12 @@ func (r *certifyReport) setConstants(set privacy.ClipSet) {
 	r.LogvarFloor, r.LogvarCap = scalarOrList(floor), scalarOrList(cap)
 }
 
-// scalarOrList is v[0] for a length-1 slice, else v (non-finite values as null).
+// scalarOrList is v[0] for a length-1 slice, else v (non-finite values as
+// jsonfloat strings).
 func scalarOrList(v []float64) any {
-	out := make([]privacy.JSONFloat, len(v))
+	out := make([]jsonfloat.Float, len(v))
 	for i, x := range v {
-		out[i] = privacy.JSONFloat(x)
+		out[i] = jsonfloat.Float(x)
 	}
 	if len(out) == 1 {
 		return out[0]
@@ -441,7 +444,7 @@ func printCertify(w io.Writer, r *certifyReport) {
 }
 
 // fg formats v in the shortest form (+Inf, n/a for NaN).
-func fg(v privacy.JSONFloat) string {
+func fg(v jsonfloat.Float) string {
 	if math.IsNaN(float64(v)) {
 		return "n/a"
 	}
@@ -451,9 +454,9 @@ func fg(v privacy.JSONFloat) string {
 // fmtVec formats a scalarOrList value: the scalar, or min..max of a list.
 func fmtVec(v any) string {
 	switch x := v.(type) {
-	case privacy.JSONFloat:
+	case jsonfloat.Float:
 		return fg(x)
-	case []privacy.JSONFloat:
+	case []jsonfloat.Float:
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, e := range x {
 			lo, hi = math.Min(lo, float64(e)), math.Max(hi, float64(e))

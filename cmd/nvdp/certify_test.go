@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -96,8 +97,8 @@ func TestCertifyJSON(t *testing.T) {
 				}
 			}
 			if c.maxOrder == nil {
-				if r["max_order"] != nil {
-					t.Errorf("max_order %v, want null (every order finite)", r["max_order"])
+				if r["max_order"] != "Infinity" {
+					t.Errorf("max_order %v, want \"Infinity\" (every order finite)", r["max_order"])
 				}
 			} else if !relClose(r["max_order"].(float64), c.maxOrder.(float64), 1e-6) {
 				t.Errorf("max_order %v, want %v", r["max_order"], c.maxOrder)
@@ -114,7 +115,7 @@ func TestCertifyJSON(t *testing.T) {
 				if v, ok := p["rd"].(float64); ok {
 					rd = v
 				}
-				curve = append(curve, privacy.OrderRD{Order: p["order"].(float64), RD: privacy.JSONFloat(rd)})
+				curve = append(curve, privacy.OrderRD{Order: p["order"].(float64), RD: jsonfloat.Float(rd)})
 				if p["order"] == 1.1 && rd != r["rd_certified"] {
 					t.Errorf("curve at 1.1: %v, rd_certified %v", rd, r["rd_certified"])
 				}
@@ -148,9 +149,9 @@ func TestCertifyJSON(t *testing.T) {
 	if !relClose(r["rd_certified"].(float64), one["rd_certified"].(float64), 1e-9) || r["clip_order"] != nil {
 		t.Errorf("explicit range: rd %v (want %v), clip_order %v", r["rd_certified"], one["rd_certified"], r["clip_order"])
 	}
-	// Past the largest finite order the bound is +Inf (null) with the reason.
+	// Past the largest finite order the bound is +Inf ("Infinity") with the reason.
 	r = certifyJSON(t, append(append([]string{}, mainJobArgs...), "--order", "1.5", "--clip-order", "1.1")...)
-	if r["finite"] != false || r["rd_certified"] != nil || !strings.Contains(fmt.Sprint(r["reason"]), "finite only below order") {
+	if r["finite"] != false || r["rd_certified"] != "Infinity" || !strings.Contains(fmt.Sprint(r["reason"]), "finite only below order") {
 		t.Errorf("order 1.5: finite %v rd %v reason %v", r["finite"], r["rd_certified"], r["reason"])
 	}
 }
@@ -279,7 +280,7 @@ func TestCertifyModel(t *testing.T) {
 		dir := writeModelDir(t, c.variant, c.mode, 16, 8, nil)
 		w := filepath.Join(t.TempDir(), "w.safetensors")
 		r := certifyJSON(t, "--model", dir, "--witness", w)
-		if r["finite"] != false || r["rd_certified"] != nil || r["epsilon"] != nil || !strings.Contains(fmt.Sprint(r["reason"]), c.reason) {
+		if r["finite"] != false || r["rd_certified"] != "Infinity" || r["epsilon"] != "Infinity" || !strings.Contains(fmt.Sprint(r["reason"]), c.reason) {
 			t.Errorf("%s: finite %v rd %v epsilon %v reason %v", c.name, r["finite"], r["rd_certified"], r["epsilon"], r["reason"])
 		}
 	}

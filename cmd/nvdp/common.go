@@ -73,7 +73,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgres
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run in --out from its last checkpoint (saved options are used)")
 	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", 0, "stop (with a checkpoint, resumable) after K optimizer steps in total")
 	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
-	fs.Float64Var(&o.ClipOrder, "clip-order", 0, "Renyi order the sigma floor and the default C_amin are derived for (default 1.1, the paper's)")
+	fs.Float64Var(&o.ClipOrder, "clip-order", 0, fmt.Sprintf("Renyi order the sigma floor and the default C_amin are derived for (default %g, the paper's)", privacy.DefaultOrder))
 	fs.Float64Var(&o.TargetEpsilon, "target-epsilon", 0, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this (docs/training.md)")
 	fs.Float64Var(&o.TargetRD, "target-rd", 0, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified RD at --order is this many nats")
 	fs.IntVar(&o.Releases, "releases", 0, "releases of one text the target covers (RDP adds up; default 1)")
@@ -158,32 +158,37 @@ func resumeHint(err error, continueWith string) error {
 }
 
 // auditFlagValues holds the audit flags that need parsing after cobra has run.
-type auditFlagValues struct{ mode, bdpOrders, direction string }
+type auditFlagValues struct {
+	mode, bdpOrders, direction string
+	fs                         *pflag.FlagSet
+}
 
 // pipelineAuditFlags binds the audit options of `nvdp run` (also used by `nvdp sweep`)
-// to po; call finish in RunE.
+// to po, starting from privacy.DefaultOptions; call finish in RunE.
 func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlagValues {
-	a := &auditFlagValues{}
+	a := &auditFlagValues{fs: fs}
+	po.Audit = privacy.DefaultOptions()
 	fs.StringVar(&po.AuditSplit, "audit-split", "dev", "split whose posteriors are audited: dev | test")
 	fs.IntVar(&po.AuditLimit, "audit-limit", 0, "audit only the first K examples of the audit split (0: all)")
 	fs.Uint64Var(&po.EvalSeed, "eval-seed", 1, "seed of the NVDP sampling at evaluation")
 	fs.StringVar(&a.mode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
-	fs.Float64Var(&po.Audit.Order, "order", 1.1, "Renyi order lambda > 1 of the RD bound (the audit's, and --target-rd's)")
-	fs.Float64Var(&po.Audit.Delta, "delta", 1e-5, "BDP delta_mu (also the delta of --target-epsilon)")
+	fs.Float64Var(&po.Audit.Order, "order", po.Audit.Order, "Renyi order lambda > 1 of the RD bound (the audit's, and --target-rd's)")
+	fs.Float64Var(&po.Audit.Delta, "delta", po.Audit.Delta, "BDP delta_mu (also the delta of --target-epsilon)")
 	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
 	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
-	fs.Uint64Var(&po.Audit.Seed, "audit-seed", 1, "seed of the --pairs sample")
+	fs.Uint64Var(&po.Audit.Seed, "audit-seed", po.Audit.Seed, "seed of the --pairs sample")
 	fs.StringVar(&a.bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
-	fs.Float64Var(&po.Audit.Confidence, "confidence", privacy.DefaultConfidence, "confidence of the Student-t upper bound")
+	fs.Float64Var(&po.Audit.Confidence, "confidence", po.Audit.Confidence, "confidence of the Student-t upper bound")
 	fs.StringVar(&a.direction, "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
-	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", 16, "reference audit: batch size")
+	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", po.Audit.BatchSize, "reference audit: batch size")
 	fs.Float64Var(&po.Audit.Q, "q", 0, "reference audit: accountant sampling ratio (default batch size / M)")
 	fs.IntVar(&po.Audit.Workers, "workers", 0, "audit worker goroutines (default GOMAXPROCS)")
 	return a
 }
 
-// finish parses the BDP orders and direction and resolves the audit mode
-// (default: the training mode).
+// finish parses the BDP orders and direction, resolves the audit mode
+// (default: the training mode) and validates the audit options (an explicit
+// --q 0 is an error), before any work.
 func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
 	orders, err := parseFloatList("--bdp-orders", a.bdpOrders)
 	if err != nil {
@@ -195,10 +200,10 @@ func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
 	if a.mode == "" {
 		po.Audit.Mode = privacy.Mode(po.Train.Mode)
 	}
-	if po.Audit.Order <= 1 {
-		return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)
+	if a.fs.Changed("q") && po.Audit.Q == 0 {
+		return fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch size / M")
 	}
-	return nil
+	return po.Audit.Validate()
 }
 
 // parseList splits a comma-separated flag value into its non-empty, trimmed

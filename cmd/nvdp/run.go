@@ -43,8 +43,9 @@ release in the same posterior format, so its audit and certificate are the same 
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			po.Audit.Progress = progressWriter(cmd, noProgress)
-			rep, err := train.RunPipeline(ctx, *po, newProgress(cmd, noProgress))
+			report := newProgress(cmd, noProgress)
+			po.Audit.Progress = report
+			rep, err := train.RunPipeline(ctx, *po, report)
 			if err != nil {
 				return resumeHint(err, "the same command with --resume")
 			}
@@ -118,8 +119,8 @@ func printRunReport(w io.Writer, r *train.Report) {
 			pairs = "z-filtered within-batch " + pairs
 		}
 		row("RD max over "+pairs+" ("+privacy.LabelEmpirical+", not a guarantee)", ff(p.RDMax))
-		row("RD mean ("+privacy.LabelEmpirical+")", ff(p.RDMean))
-		row(fmt.Sprintf("BDP ε_μ (%s), delta %g", privacy.LabelEstimate, p.Delta), ff(p.BDPEpsilon))
+		row("RD mean ("+privacy.LabelEmpirical+")", ffp(p.RDMean))
+		row(fmt.Sprintf("BDP ε_μ (%s), delta %g", privacy.LabelEstimate, p.Delta), ffp(p.BDPEpsilon))
 		row("invalid pairs", fmt.Sprintf("%d of %d", p.InvalidPairs, p.Pairs))
 		if p.Certified == nil {
 			row("certified guarantee", "none in "+train.ReportFile)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -41,8 +42,8 @@ func TestRunSummaryLabels(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &train.Report{Task: "sst2", Variant: "nvdp-clipped", Mode: "principled", Dir: t.TempDir(), UtilitySplit: "dev",
-				Privacy: &train.PrivacySummary{Mode: privacy.ModePrincipled, Order: 1.1, Delta: 1e-5, RDMax: 12.5, RDMean: 3.25,
-					BDPEpsilon: 0.5, Pairs: 132, Examples: 12, Components: 129, Split: "dev", Certified: tc.cert}}
+				Privacy: &train.PrivacySummary{Mode: privacy.ModePrincipled, Order: 1.1, Delta: 1e-5, RDMax: 12.5, RDMean: jsonfloat.New(3.25),
+					BDPEpsilon: jsonfloat.New(0.5), Pairs: 132, Examples: 12, Components: 129, Split: "dev", Certified: tc.cert}}
 			var b bytes.Buffer
 			printRunReport(&b, r)
 			checkOutput(t, b.String(), append([]string{"RD max over dev pairs (empirical, not a guarantee)", "12.500000",

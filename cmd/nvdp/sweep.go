@@ -125,7 +125,7 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 					sweep.SubprocessEnv(os.Environ(), runtime.NumCPU(), so.Jobs), filepath.Join(so.Out, sweep.LogDir))
 			default:
 				so.Progress = newProgress(cmd, noProgress)
-				po.Audit.Progress = progressWriter(cmd, noProgress)
+				po.Audit.Progress = so.Progress
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()

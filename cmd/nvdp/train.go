@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -75,7 +74,7 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 		},
 	}
 	trainFlags(cmd.Flags(), o, &dropout, &noProgress)
-	cmd.Flags().Float64Var(&order, "order", nvib.DefaultOrder, "Renyi order lambda > 1 of --target-rd")
+	cmd.Flags().Float64Var(&order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of --target-rd")
 	cmd.Flags().Float64Var(&delta, "delta", privacy.DefaultDelta, "delta of --target-epsilon")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")
 	return cmd

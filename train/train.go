@@ -192,7 +192,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		for _, split := range []string{"train", "dev"} {
 			if _, err := glue.CheckSplit(o.GlueDir, t, split); err != nil {
 				if split == "train" && errors.Is(err, glue.ErrMissingSplit) {
-					return nil, fmt.Errorf("task %s has no training split here (%w); train elsewhere and use `nvdp eval`", t.Name, err)
+					return nil, noTrainSplit(t, err)
 				}
 				return nil, err
 			}
@@ -206,7 +206,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	trainDS, err := glue.Load(o.GlueDir, task, "train", glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.TrainLimit})
 	if err != nil {
 		if errors.Is(err, glue.ErrMissingSplit) {
-			return nil, fmt.Errorf("task %s has no training split here (%w); train elsewhere and use `nvdp eval`", task.Name, err)
+			return nil, noTrainSplit(task, err)
 		}
 		return nil, err
 	}
@@ -424,4 +424,11 @@ func ReadMetrics(path string) ([]EpochMetrics, error) {
 		slog.Warn("metrics file ends in a torn line (a run killed while writing it); it is left out", "file", path)
 	}
 	return out, nil
+}
+
+// noTrainSplit is the error of a task whose GLUE directory has no training
+// split (QNLI's distributed files): such a model is trained on another copy
+// of the data and only evaluated here (Evaluate).
+func noTrainSplit(t *glue.Task, err error) error {
+	return fmt.Errorf("task %s has no training split in this GLUE directory (%w): train it on a copy that has one and evaluate the model here", t.Name, err)
 }

@@ -114,7 +114,7 @@ func Run(name string, cfg encoder.Config, o Options) (Result, error) {
 	}
 	clf := NewClassifier(e, 2, rng)
 	params := clf.Params()
-	opt := nn.NewAdamW(1e-4, 0.9, 0.999, 1e-8, 0.01) // the peer's AdamW
+	opt := nn.NewAdamW(1e-4, nn.AdamBeta1, nn.AdamBeta2, nn.AdamEps, 0.01) // the peer's AdamW (torch defaults, weight decay 0.01)
 	in := encoder.Input{IDs: make([]int32, o.Batch*o.Seq), Mask: make([]float32, o.Batch*o.Seq), B: o.Batch, S: o.Seq}
 	for i := range in.IDs {
 		in.IDs[i] = int32(rng.IntN(cfg.VocabSize))

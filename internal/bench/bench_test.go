@@ -67,7 +67,7 @@ func TestClassifierLearns(t *testing.T) {
 	in := encoder.Input{IDs: []int32{3, 5, 7, 9, 11, 4, 6, 8, 12, 3, 0, 0}, TypeIDs: []int32{0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0},
 		Mask: []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, B: 2, S: 6}
 	labels := []int{0, 1}
-	opt := nn.NewAdamW(1e-2, 0.9, 0.999, 1e-8, 0)
+	opt := nn.NewAdamW(1e-2, nn.AdamBeta1, nn.AdamBeta2, nn.AdamEps, 0)
 	first := clf.LossAndGrad(in, labels, rng)
 	nn.ZeroGrads(clf.Params())
 	var last float64
@@ -125,7 +125,7 @@ func benchTrain(b *testing.B, preset string, batch, seq int, dropout bool) {
 		in.IDs[i], in.Mask[i] = int32(rng.IntN(cfg.VocabSize)), 1
 	}
 	labels := make([]int, batch)
-	opt := nn.NewAdamW(1e-4, 0.9, 0.999, 1e-8, 0.01)
+	opt := nn.NewAdamW(1e-4, nn.AdamBeta1, nn.AdamBeta2, nn.AdamEps, 0.01)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		clf.LossAndGrad(in, labels, rng)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/tokenize"
 	"github.com/schollz/progressbar/v3"
@@ -245,7 +246,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("pretrain: --init-from: %w", err)
 		}
 		o.Config = "hf:" + o.InitFrom
-	case fileExists(o.Config):
+	case fsutil.IsFile(o.Config):
 		if cfg, err = encoder.ReadConfig(o.Config); err != nil {
 			return nil, fmt.Errorf("pretrain: %w", err)
 		}
@@ -594,11 +595,6 @@ func makeBatch(seqs []Sequence, idx []int, m *Masker, rng *rand.Rand, padID int)
 		}
 	}
 	return b
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
 }
 
 func readOptions(path string) (Options, error) {

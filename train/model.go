@@ -10,6 +10,7 @@ import (
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/tokenize"
@@ -66,16 +67,11 @@ func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error
 		extra = append(extra, "merges.txt")
 	}
 	for _, n := range extra {
-		if p := filepath.Join(dir, n); fileExists(p) {
+		if p := filepath.Join(dir, n); fsutil.IsFile(p) {
 			files = append(files, p)
 		}
 	}
 	return vocab, files, nil
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
 }
 
 // Build creates the model of a fresh run: the encoder from o.Encoder (scratch
@@ -214,7 +210,7 @@ func LoadModel(dir string) (*Bundle, error) {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)
 	}
 	wpath := filepath.Join(dir, WeightsFile)
-	if !fileExists(wpath) {
+	if !fsutil.IsFile(wpath) {
 		return nil, fmt.Errorf("model dir %s: no %s (training has not finished an epoch yet?)", dir, WeightsFile)
 	}
 	if _, err := nn.LoadCheckpoint(wpath, m.Params(), nil); err != nil {

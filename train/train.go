@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/internal/jsonl"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -134,7 +135,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
-		if !fileExists(ckptPath) {
+		if !fsutil.IsFile(ckptPath) {
 			return nil, fmt.Errorf("--resume: no checkpoint %s", ckptPath)
 		}
 		out := o.Out
@@ -146,14 +147,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 		if err := o.Validate(); err != nil {
 			return nil, err
 		}
-		if fileExists(ckptPath) {
+		if fsutil.IsFile(ckptPath) {
 			return nil, fmt.Errorf("--out %s already holds a training run (%s): pass --resume to continue it or choose another directory", o.Out, CheckpointFile)
 		}
 	}
 	// Fail on a missing split before building (and maybe downloading) the encoder.
 	if t, err := glue.LookupTask(o.Task); err == nil {
 		for _, split := range []string{"train", "dev"} {
-			if p, _, err := glue.SplitPath(o.GlueDir, t, split); err == nil && !fileExists(p) {
+			if p, _, err := glue.SplitPath(o.GlueDir, t, split); err == nil && !fsutil.IsFile(p) {
 				if split == "train" {
 					return nil, fmt.Errorf("task %s has no training split here (%s does not exist); train elsewhere and use `nvdp eval`", t.Name, p)
 				}

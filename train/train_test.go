@@ -14,6 +14,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -417,7 +418,7 @@ func TestEndToEndSST2(t *testing.T) {
 	}
 	for _, f := range []string{"config.json", nvib.ConfigFile, WeightsFile, "vocab.txt", OptionsFile, MetricsFile,
 		CheckpointFile, ReportFile, "eval_dev.json", "predictions_dev.tsv", PosteriorsFile("dev")} {
-		if !fileExists(filepath.Join(out, f)) {
+		if !fsutil.IsFile(filepath.Join(out, f)) {
 			t.Errorf("missing %s in %s", f, out)
 		}
 	}
@@ -692,7 +693,7 @@ func TestPipelineAuditOptionsPassThrough(t *testing.T) {
 	if p == nil || p.Mode != privacy.ModeReference || p.Order != 1.5 || p.Full.BatchSize != 8 || p.Split != "test" || p.Examples != 24 || p.Components != 17 {
 		t.Fatalf("privacy summary %+v", p)
 	}
-	if !fileExists(filepath.Join(o.Out, PosteriorsFile("test"))) || fileExists(filepath.Join(o.Out, PosteriorsFile("dev"))) {
+	if !fsutil.IsFile(filepath.Join(o.Out, PosteriorsFile("test"))) || fsutil.IsFile(filepath.Join(o.Out, PosteriorsFile("dev"))) {
 		t.Errorf("want posteriors of the test split only")
 	}
 	if rep.Mode != "reference" || rep.CAlphaMin != 0 {

@@ -38,7 +38,7 @@ func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 }
 
 // ExportMetadata returns the posterior file metadata of the model for a
-// dataset split: task, split, model, variant (mode), init, the clipping
+// dataset split: task, split, model (MetaModel), mode (MetaMode), init, the clipping
 // constants (clip_enabled, clip_mu, clip_alpha_min, clip_alpha_max,
 // clip_order, clip_logvar_margin, clip_cap_sigma, clip_prior), the prior
 // log alpha, kl_mask_pads and pads_released (true: the release has all N
@@ -54,7 +54,7 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	if m.Gauss != nil {
 		md := m.Gauss.ClipSet(m.Cfg.Hidden).Metadata()
-		for k, v := range map[string]string{"task": task, "split": split, "model": m.Cfg.Model, "variant": string(mode(m.Cfg.Mode)),
+		for k, v := range map[string]string{"task": task, "split": split, MetaModel: m.Cfg.Model, MetaMode: string(m.Cfg.Mode.OrDefault()),
 			"gaussian_release_len": strconv.Itoa(m.Gauss.L), "kl_mask_pads": "false", "pads_released": "true"} {
 			md[k] = v
 		}
@@ -62,7 +62,7 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 	}
 	c := m.NVIB.Cfg.Clip
 	return map[string]string{
-		"task": task, "split": split, "model": m.Cfg.Model, "variant": string(mode(m.Cfg.Mode)), "init": m.Cfg.Init,
+		"task": task, "split": split, MetaModel: m.Cfg.Model, MetaMode: string(m.Cfg.Mode.OrDefault()), "init": m.Cfg.Init,
 		"clip_enabled": strconv.FormatBool(c.Enabled), "clip_mu": f(c.CMu),
 		"clip_alpha_min": f(c.CAlphaMin), "clip_alpha_max": f(c.CAlphaMax), "clip_order": f(c.Order),
 		"clip_logvar_margin": f(c.LogvarMargin), "clip_cap_sigma": strconv.FormatBool(c.CapSigma),
@@ -72,11 +72,36 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 	}
 }
 
-func mode(m Mode) Mode {
-	if m == "" {
-		return ModePrincipled
+// Posterior-file metadata keys of the model that wrote the file.
+const (
+	MetaModel = "model" // the model kind (Config.Model): baseline, nvdp, nvdp-clipped, gaussian
+	MetaMode  = "mode"  // the model's privacy.Mode (Config.Mode)
+	// metaModeLegacy is where files written before MetaMode kept the mode
+	// (under a name that elsewhere means the model kind).
+	metaModeLegacy = "variant"
+)
+
+// MetadataMode returns the mode of the model that wrote a posterior file,
+// from its metadata md: the MetaMode entry or, in a file written before that
+// key existed, the "variant" entry (which held the mode, not the model
+// kind); ModePrincipled when neither is there. Errors: an unknown mode, or
+// both keys present with different modes.
+func MetadataMode(md map[string]string) (privacy.Mode, error) {
+	m, ok := md[MetaMode]
+	legacy, hasLegacy := md[metaModeLegacy]
+	switch {
+	case ok && hasLegacy && legacy != m:
+		return "", fmt.Errorf("posterior metadata: %s = %q and %s = %q disagree", MetaMode, m, metaModeLegacy, legacy)
+	case !ok && hasLegacy:
+		m, ok = legacy, true
 	}
-	return m
+	if !ok {
+		return privacy.ModePrincipled, nil
+	}
+	if mode := privacy.Mode(m); m != "" && mode.Valid() {
+		return mode, nil
+	}
+	return "", fmt.Errorf("posterior metadata: mode %q: want principled or reference", m)
 }
 
 // CollectPosteriors concatenates batch posteriors (all with the same N and

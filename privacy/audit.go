@@ -14,14 +14,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// Mode selects the audit: the paper's equations done right, or the released code.
-type Mode string
-
-const (
-	ModePrincipled Mode = "principled"
-	ModeReference  Mode = "reference"
-)
-
 // DefaultBDPOrders is the default grid of accountant moment orders l (Renyi
 // order l+1). It includes 1.1, the paper's accountant order, and 0.1, whose
 // Renyi order 1.1 is the one clipping is derived for.

@@ -50,9 +50,9 @@ type Options struct {
 	Encoder string `json:"encoder"`
 	// Vocab is the tokenizer (vocab.txt, tokenizer.json, vocab.json+merges.txt or a directory);
 	// default: the encoder directory's tokenizer files (required for scratch encoders).
-	Vocab   string `json:"vocab"`
-	Variant string `json:"variant"` // baseline | nvdp | nvdp-clipped | gaussian
-	Mode    string `json:"mode"`    // principled | reference
+	Vocab   string       `json:"vocab"`
+	Variant string       `json:"variant"` // baseline | nvdp | nvdp-clipped | gaussian
+	Mode    privacy.Mode `json:"mode"`    // principled | reference
 	// Lambda is lambda_G = lambda_D, the weight of the KL regularisers (>= 0; ignored by baseline and gaussian).
 	Lambda float64 `json:"lambda"`
 	// LambdaSet records that Lambda was given explicitly (so 0 is a valid choice).
@@ -179,7 +179,7 @@ func (o *Options) Defaults() {
 		o.Variant = nvib.ModelNVDPClipped
 	}
 	if o.Mode == "" {
-		o.Mode = string(nvib.ModePrincipled)
+		o.Mode = privacy.ModePrincipled
 	}
 	if !o.LambdaSet && o.Lambda == 0 {
 		o.Lambda = 1e-2
@@ -268,7 +268,7 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--variant %q: want baseline, nvdp, nvdp-clipped or gaussian", o.Variant)
 	}
-	if m := nvib.Mode(o.Mode); !m.Valid() || o.Mode == "" {
+	if !o.Mode.Valid() || o.Mode == "" {
 		return fmt.Errorf("--mode %q: want principled or reference", o.Mode)
 	}
 	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
@@ -293,7 +293,7 @@ func (o *Options) Validate() error {
 		switch {
 		case !(o.CMu > 0) || bad(o.CMu):
 			return fmt.Errorf("--c-mu %v: the gaussian variant's token radius C must be > 0", o.CMu)
-		case nvib.Mode(o.Mode).IsReference():
+		case o.Mode.IsReference():
 			return fmt.Errorf("--mode reference: the gaussian variant is principled only (it has no released-code counterpart)")
 		case o.LogvarMargin != 0 || o.CAlphaMin != 0:
 			return fmt.Errorf("--logvar-margin / --c-alpha-min: the gaussian variant has fixed noise (sigma = the prior sigma) and no Dirichlet weights")
@@ -362,7 +362,7 @@ func (o *Options) validateTarget() error {
 		return fmt.Errorf("--target-epsilon %v and --target-rd %v: give one", o.TargetEpsilon, o.TargetRD)
 	case !nvib.Calibratable(o.Variant):
 		return fmt.Errorf("--target-epsilon / --target-rd: only the nvdp-clipped and gaussian variants can be calibrated (--variant %s has no clipping)", o.Variant)
-	case nvib.Mode(o.Mode).IsReference():
+	case o.Mode.IsReference():
 		return fmt.Errorf("--target-epsilon / --target-rd: --mode reference clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
 	case o.Releases < 1:
 		return fmt.Errorf("--releases %d: must be >= 1", o.Releases)
@@ -389,7 +389,7 @@ func (o *Options) validateTarget() error {
 // LogvarMargin, CAlphaMin, Calibrated) and keeps the calibration for
 // CertificateFile; a target that cannot be met is an error.
 func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, error) {
-	mode := nvib.Mode(o.Mode)
+	mode := o.Mode
 	cfg := nvib.DefaultConfig(o.Variant, mode, enc.HiddenSize, enc.NumAttentionHeads, enc.IntermediateSize, numLabels)
 	cfg.LayerNormEps = enc.LayerNormEps
 	if enc.ModelType == "roberta" {

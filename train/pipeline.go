@@ -147,7 +147,7 @@ func ModelSource(dir string) string {
 type Report struct {
 	Task         string          `json:"task"`
 	Variant      string          `json:"variant"`
-	Mode         string          `json:"mode"`
+	Mode         privacy.Mode    `json:"mode"`
 	Encoder      string          `json:"encoder"`
 	Lambda       float64         `json:"lambda"`
 	CMu          float64         `json:"c_mu,omitempty"`

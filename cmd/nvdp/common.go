@@ -40,7 +40,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgres
 	fs.StringVar(&o.Encoder, "encoder", "scratch:bert-tiny", "encoder: scratch:bert-tiny|scratch:bert-mini|hf:DIR|hf:owner/name")
 	fs.StringVar(&o.Vocab, "vocab", os.Getenv("NVDP_VOCAB"), "tokenizer file or directory (default: the encoder directory's; required for scratch encoders; $NVDP_VOCAB)")
 	fs.StringVar(&o.Variant, "variant", "nvdp-clipped", "baseline | nvdp | nvdp-clipped | gaussian (Gaussian-mechanism baseline: each token embedding clipped to radius --c-mu plus N(0, prior var) noise, docs/model.md)")
-	fs.StringVar(&o.Mode, "mode", "principled", "principled | reference (model and clipping behaviour, docs/model.md)")
+	fs.StringVar((*string)(&o.Mode), "mode", "principled", "principled | reference (model and clipping behaviour, docs/model.md)")
 	fs.Float64Var(&o.Lambda, "lambda", 1e-2, "lambda_G = lambda_D, weight of the KL regularisers (>= 0)")
 	fs.Float64Var(&o.CMu, "c-mu", 0, "C_mu, radius of the mean ball; for --variant gaussian the radius C of each token embedding (default: per task, paper table: MRPC 2, QNLI 7, SST-2 2, RTE 6, STS-B 10)")
 	fs.Float64Var(&o.CAlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count (default: per task: MRPC 0.5, QNLI 1, SST-2 1, RTE 0.5, STS-B 1)")
@@ -160,7 +160,7 @@ func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
 	po.Audit.Direction = privacy.GaussianDirection(a.direction)
 	po.Audit.Mode = privacy.Mode(a.mode)
 	if a.mode == "" {
-		po.Audit.Mode = privacy.Mode(po.Train.Mode)
+		po.Audit.Mode = po.Train.Mode
 	}
 	if po.Audit.Order <= 1 {
 		return fmt.Errorf("--order %v: the Renyi order must be > 1", po.Audit.Order)

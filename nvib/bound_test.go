@@ -40,7 +40,7 @@ func adversarialPreclip(rng *rand.Rand, N, P int, prior Prior) (mu, lv, la []flo
 func clipped(cfg ClipConfig, prior Prior, mu, lv, la []float32, N, P int) privacy.PosteriorView {
 	m, l := append([]float32(nil), mu...), append([]float32(nil), lv...)
 	a, _ := clipPosterior(cfg, prior, m, l, la, 1, N, P)
-	return privacy.PosteriorView{N: N, P: P, Mu: m, LogVar: l, Alpha: a}
+	return privacy.PosteriorView{N: N, P: P, Mu: m, Logvar: l, Alpha: a}
 }
 
 // TestClippedPosteriorsFiniteBound: with the principled defaults, every pair

@@ -127,7 +127,7 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 	off := 0
 	for _, p := range posts {
 		copy(out.Mu[off*N*P:], p.Mu.Data)
-		copy(out.LogVar[off*N*P:], p.Logvar.Data)
+		copy(out.Logvar[off*N*P:], p.Logvar.Data)
 		copy(out.Alpha[off*N:], p.Alpha.Data)
 		for k, v := range p.Mask {
 			if v == 0 {

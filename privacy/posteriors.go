@@ -39,7 +39,7 @@ import (
 type Posteriors struct {
 	M, N, P  int
 	Mu       []float32 // [M, N, P]
-	LogVar   []float32 // [M, N, P]
+	Logvar   []float32 // [M, N, P]
 	Alpha    []float32 // [M, N]
 	Mask     []uint8   // [M, N] or nil; 1 = padding component
 	PriorMu  []float64 // [P]
@@ -53,7 +53,7 @@ type Posteriors struct {
 // (prior_mu = 0, prior_var = 1) and no mask.
 func NewPosteriors(m, n, p int) *Posteriors {
 	po := &Posteriors{M: m, N: n, P: p,
-		Mu: make([]float32, m*n*p), LogVar: make([]float32, m*n*p), Alpha: make([]float32, m*n),
+		Mu: make([]float32, m*n*p), Logvar: make([]float32, m*n*p), Alpha: make([]float32, m*n),
 		PriorMu: make([]float64, p), PriorVar: make([]float64, p), Metadata: map[string]string{}}
 	for i := range po.PriorVar {
 		po.PriorVar[i] = 1
@@ -64,7 +64,7 @@ func NewPosteriors(m, n, p int) *Posteriors {
 // View returns example m as a PosteriorView (slices alias p).
 func (p *Posteriors) View(m int) PosteriorView {
 	np := p.N * p.P
-	v := PosteriorView{N: p.N, P: p.P, Mu: p.Mu[m*np : (m+1)*np], LogVar: p.LogVar[m*np : (m+1)*np], Alpha: p.Alpha[m*p.N : (m+1)*p.N]}
+	v := PosteriorView{N: p.N, P: p.P, Mu: p.Mu[m*np : (m+1)*np], Logvar: p.Logvar[m*np : (m+1)*np], Alpha: p.Alpha[m*p.N : (m+1)*p.N]}
 	if p.Mask != nil {
 		v.Mask = p.Mask[m*p.N : (m+1)*p.N]
 	}
@@ -81,8 +81,8 @@ func (p *Posteriors) Validate() error {
 	if len(p.Mu) != p.M*p.N*p.P {
 		return fmt.Errorf("tensor mu: %d values, want M*N*P = %d*%d*%d", len(p.Mu), p.M, p.N, p.P)
 	}
-	if len(p.LogVar) != len(p.Mu) {
-		return fmt.Errorf("tensor logvar: %d values, want M*N*P = %d*%d*%d", len(p.LogVar), p.M, p.N, p.P)
+	if len(p.Logvar) != len(p.Mu) {
+		return fmt.Errorf("tensor logvar: %d values, want M*N*P = %d*%d*%d", len(p.Logvar), p.M, p.N, p.P)
 	}
 	if len(p.Alpha) != p.M*p.N {
 		return fmt.Errorf("tensor alpha: %d values, want M*N = %d*%d", len(p.Alpha), p.M, p.N)
@@ -96,7 +96,7 @@ func (p *Posteriors) Validate() error {
 		}
 		return fmt.Sprintf("[example %d, component %d, dim %d]", k/(p.N*p.P), (k/p.P)%p.N, k%p.P)
 	}
-	for name, t := range map[string][]float32{"mu": p.Mu, "logvar": p.LogVar} {
+	for name, t := range map[string][]float32{"mu": p.Mu, "logvar": p.Logvar} {
 		for k, v := range t {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return fmt.Errorf("tensor %s: non-finite value %v at %s", name, v, idx(k, 3))
@@ -206,7 +206,7 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 	}
 	po := &Posteriors{M: m, N: n, P: pp, Metadata: f.Metadata}
 	po.Mu, _ = mu.Float32()
-	po.LogVar, _ = lv.Float32()
+	po.Logvar, _ = lv.Float32()
 	po.Alpha, _ = al.Float32()
 	if mk, ok := f.Get("mask"); ok {
 		if mk.DType != safetensors.U8 && mk.DType != safetensors.BOOL {
@@ -251,7 +251,7 @@ func WritePosteriors(path string, p *Posteriors) error {
 	md["prior_var"] = formatPrior(p.PriorVar)
 	ts := []*safetensors.Tensor{
 		safetensors.FromFloat32("mu", []int{p.M, p.N, p.P}, p.Mu),
-		safetensors.FromFloat32("logvar", []int{p.M, p.N, p.P}, p.LogVar),
+		safetensors.FromFloat32("logvar", []int{p.M, p.N, p.P}, p.Logvar),
 		safetensors.FromFloat32("alpha", []int{p.M, p.N}, p.Alpha),
 	}
 	if p.Mask != nil {

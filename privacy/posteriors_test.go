@@ -25,7 +25,7 @@ func TestPosteriorsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.M != 3 || q.N != 4 || q.P != 5 || !slices.Equal(q.Mu, p.Mu) || !slices.Equal(q.LogVar, p.LogVar) ||
+	if q.M != 3 || q.N != 4 || q.P != 5 || !slices.Equal(q.Mu, p.Mu) || !slices.Equal(q.Logvar, p.Logvar) ||
 		!slices.Equal(q.Alpha, p.Alpha) || !slices.Equal(q.Mask, p.Mask) || !slices.Equal(q.PriorVar, p.PriorVar) ||
 		!slices.Equal(q.PriorMu, p.PriorMu) || q.Metadata["task"] != "sst2" {
 		t.Errorf("round trip mismatch: %+v", q)
@@ -41,7 +41,7 @@ func TestReadPythonPosteriors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.M != 4 || p.N != 3 || p.P != 2 || p.PriorVar[0] != 1 || p.Alpha[0] != 1 || p.LogVar[0] != 0 {
+	if p.M != 4 || p.N != 3 || p.P != 2 || p.PriorVar[0] != 1 || p.Alpha[0] != 1 || p.Logvar[0] != 0 {
 		t.Errorf("synth file: M=%d N=%d P=%d prior_var %v alpha0 %v", p.M, p.N, p.P, p.PriorVar, p.Alpha[0])
 	}
 }
@@ -71,10 +71,10 @@ func TestPosteriorFileErrors(t *testing.T) {
 	nan[7] = float32(math.NaN())
 	negA := slices.Clone(good.Alpha)
 	negA[4] = -0.1
-	infLV := slices.Clone(good.LogVar)
+	infLV := slices.Clone(good.Logvar)
 	infLV[0] = float32(math.Inf(1))
 	s3, s34 := []int{2, 3, 4}, []int{2, 3}
-	okPath := write("ok", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), md)
+	okPath := write("ok", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), md)
 	raw, _ := os.ReadFile(okPath)
 	trunc := filepath.Join(dir, "trunc.safetensors")
 	os.WriteFile(trunc, raw[:len(raw)-3], 0o644)
@@ -83,17 +83,17 @@ func TestPosteriorFileErrors(t *testing.T) {
 		name, path, want string
 	}{
 		{"truncated", trunc, "truncated"},
-		{"nan", write("nan", std(nan, good.LogVar, good.Alpha, s3, s3, s34), md), "tensor mu: non-finite value NaN at [example 0, component 1, dim 3]"},
+		{"nan", write("nan", std(nan, good.Logvar, good.Alpha, s3, s3, s34), md), "tensor mu: non-finite value NaN at [example 0, component 1, dim 3]"},
 		{"inf logvar", write("inf", std(good.Mu, infLV, good.Alpha, s3, s3, s34), md), "tensor logvar: non-finite"},
-		{"negative alpha", write("neg", std(good.Mu, good.LogVar, negA, s3, s3, s34), md), "tensor alpha: negative pseudo-count -0.1 at [example 1, component 1]"},
-		{"shape mismatch", write("shape", std(good.Mu, good.LogVar, good.Alpha[:4], s3, s3, []int{2, 2}), md), "tensor alpha: shape [2 2]"},
-		{"logvar shape", write("lvshape", std(good.Mu, good.LogVar, good.Alpha, s3, []int{2, 4, 3}, s34), md), "tensor logvar: shape [2 4 3]"},
-		{"missing alpha", write("noalpha", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34)[:2], md), "tensor alpha missing"},
-		{"missing prior", write("noprior", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0"}), "metadata prior_var missing"},
-		{"prior length", write("priorlen", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "[0,0]", "prior_var": "1"}), "prior_mu: 2 values, want P = 4"},
-		{"prior var 0", write("priorvar", std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0", "prior_var": "0"}), "prior_var 0"},
-		{"mask shape", write("mask", append(std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", []int{3}, []uint8{0, 0, 0})), md), "tensor mask: shape [3]"},
-		{"mask value", write("maskv", append(std(good.Mu, good.LogVar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", s34, []uint8{0, 2, 0, 0, 0, 0})), md), "tensor mask: value 2"},
+		{"negative alpha", write("neg", std(good.Mu, good.Logvar, negA, s3, s3, s34), md), "tensor alpha: negative pseudo-count -0.1 at [example 1, component 1]"},
+		{"shape mismatch", write("shape", std(good.Mu, good.Logvar, good.Alpha[:4], s3, s3, []int{2, 2}), md), "tensor alpha: shape [2 2]"},
+		{"logvar shape", write("lvshape", std(good.Mu, good.Logvar, good.Alpha, s3, []int{2, 4, 3}, s34), md), "tensor logvar: shape [2 4 3]"},
+		{"missing alpha", write("noalpha", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34)[:2], md), "tensor alpha missing"},
+		{"missing prior", write("noprior", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0"}), "metadata prior_var missing"},
+		{"prior length", write("priorlen", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "[0,0]", "prior_var": "1"}), "prior_mu: 2 values, want P = 4"},
+		{"prior var 0", write("priorvar", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0", "prior_var": "0"}), "prior_var 0"},
+		{"mask shape", write("mask", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", []int{3}, []uint8{0, 0, 0})), md), "tensor mask: shape [3]"},
+		{"mask value", write("maskv", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", s34, []uint8{0, 2, 0, 0, 0, 0})), md), "tensor mask: value 2"},
 		{"f64 mu", write("f64", []*safetensors.Tensor{safetensors.FromFloat64("mu", s3, make([]float64, 24))}, md), "tensor mu: dtype F64, want F32"},
 	}
 	for _, c := range cases {

@@ -173,7 +173,7 @@ func TestGaussianPipeline(t *testing.T) {
 			t.Fatalf("alpha[%d] = %v", k, a)
 		}
 	}
-	for k, lv := range post.LogVar {
+	for k, lv := range post.Logvar {
 		if lv != 0 {
 			t.Fatalf("logvar[%d] = %v, want ln 1", k, lv)
 		}

@@ -120,11 +120,12 @@ func TestExportPosteriors(t *testing.T) {
 	if p.M != 6 || p.N != 5 || p.P != 8 {
 		t.Fatalf("shape M=%d N=%d P=%d, want 6 5 8", p.M, p.N, p.P)
 	}
-	// example 1 has 2 real tokens: components 3, 4 are padding; prior never
-	wantMask := []uint8{0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}
+	// attention_mask, 1 = real: example 1 has 2 real tokens, so components
+	// 3, 4 are padding; the prior component is always real
+	wantMask := []uint8{1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1}
 	for k, v := range wantMask {
-		if p.Mask[k] != v {
-			t.Fatalf("mask %v, want %v", p.Mask[:15], wantMask)
+		if p.AttentionMask[k] != v {
+			t.Fatalf("attention mask %v, want %v", p.AttentionMask[:15], wantMask)
 		}
 	}
 	for k, v := range map[string]string{"task": "mrpc", "split": "validation", "model": "nvdp-clipped", "mode": "principled", "clip_mu": "2", "clip_alpha_max": "0.7", "clip_order": "1.1", "clip_cap_sigma": "true"} {

@@ -16,6 +16,7 @@
 // Conventions: tensors are float32 row-major; B = batch, S = padded sequence
 // length, n = number of real tokens, N = S + 1 latent components (index 0 is
 // the prior component), P = hidden size, H = heads, d_h = P/H. Masks are
-// 1 = real, 0 = padding (the opposite of the reference's pad mask m).
+// 1 = real, 0 = padding (Hugging Face's attention_mask, and the posterior
+// file's; the opposite of the reference's pad mask m).
 // Scalar special-function work (KL, Gamma gradients) is done in float64.
 package nvib

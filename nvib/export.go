@@ -105,8 +105,9 @@ func MetadataMode(md map[string]string) (privacy.Mode, error) {
 }
 
 // CollectPosteriors concatenates batch posteriors (all with the same N and
-// P) into the audit's privacy.Posteriors (mask converted to the file's
-// convention, 1 = padding component), with the model's prior and meta.
+// P) into the audit's privacy.Posteriors (the mask as it is: 1 = real
+// component, the convention of both packages), with the model's prior and
+// meta.
 func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) (*privacy.Posteriors, error) {
 	if len(posts) == 0 {
 		return nil, fmt.Errorf("collect posteriors: no batches")
@@ -120,7 +121,7 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 		M += p.B
 	}
 	out := privacy.NewPosteriors(M, N, P)
-	out.Mask = make([]uint8, M*N)
+	out.AttentionMask = make([]uint8, M*N)
 	for j := range out.PriorMu {
 		out.PriorMu[j], out.PriorVar[j] = prior.Mu, prior.Var
 	}
@@ -130,8 +131,8 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 		copy(out.Logvar[off*N*P:], p.Logvar.Data)
 		copy(out.Alpha[off*N:], p.Alpha.Data)
 		for k, v := range p.Mask {
-			if v == 0 {
-				out.Mask[off*N+k] = 1
+			if v != 0 {
+				out.AttentionMask[off*N+k] = 1
 			}
 		}
 		off += p.B

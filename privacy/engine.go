@@ -62,7 +62,7 @@ func newEngine(p *Posteriors, orders []float64, opt BoundOptions) *engine {
 		e.ls[c] = 0.5 * s
 		e.alpha[c] = float64(p.Alpha[c])
 		e.lgA[c] = lgamma(e.alpha[c])
-		e.keep[c] = !opt.UseMask || p.Mask == nil || p.Mask[c] == 0
+		e.keep[c] = !opt.UseMask || p.AttentionMask == nil || p.AttentionMask[c] == 1
 		if e.keep[c] {
 			e.tot[c/p.N] += e.alpha[c]
 		}

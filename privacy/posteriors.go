@@ -30,20 +30,27 @@ import (
 //	tensor  mu      float32 [M, N, P]  posterior means
 //	tensor  logvar  float32 [M, N, P]  log variances, sigma = exp(logvar/2)
 //	tensor  alpha   float32 [M, N]     Dirichlet pseudo-counts, >= 0
-//	tensor  mask    uint8   [M, N]     optional, 1 = padding component
+//	tensor  attention_mask  uint8 [M, N]  optional, 1 = real component, 0 = padding
 //	metadata prior_mu, prior_var       required; a scalar or a JSON array of length P
-//	metadata task, split, model, variant, clip_mu, clip_alpha_max, clip_order, ... (free-form)
+//	metadata task, split, model, mode, clip_mu, clip_alpha_max, clip_order, ... (free-form)
+//
+// The mask follows Hugging Face's attention_mask (and package nvib's
+// convention): 1 marks a real component, 0 a padding component; the prior
+// component 0 is always real. Files written before this convention hold a
+// tensor "mask" with the opposite meaning (1 = padding): ReadPosteriors
+// rejects them with an error that says so instead of misreading them.
 //
 // Slices are row-major. Use NewPosteriors to allocate and Validate before use;
 // ReadPosteriors validates.
 type Posteriors struct {
-	M, N, P  int
-	Mu       []float32 // [M, N, P]
-	Logvar   []float32 // [M, N, P]
-	Alpha    []float32 // [M, N]
-	Mask     []uint8   // [M, N] or nil; 1 = padding component
-	PriorMu  []float64 // [P]
-	PriorVar []float64 // [P], > 0
+	M, N, P int
+	Mu      []float32 // [M, N, P]
+	Logvar  []float32 // [M, N, P]
+	Alpha   []float32 // [M, N]
+	// AttentionMask is [M, N] or nil: 1 = real component, 0 = padding.
+	AttentionMask []uint8
+	PriorMu       []float64 // [P]
+	PriorVar      []float64 // [P], > 0
 	// Metadata are free-form strings saved in __metadata__ (prior_mu and
 	// prior_var are written from the fields above and override entries here).
 	Metadata map[string]string
@@ -65,8 +72,8 @@ func NewPosteriors(m, n, p int) *Posteriors {
 func (p *Posteriors) View(m int) PosteriorView {
 	np := p.N * p.P
 	v := PosteriorView{N: p.N, P: p.P, Mu: p.Mu[m*np : (m+1)*np], Logvar: p.Logvar[m*np : (m+1)*np], Alpha: p.Alpha[m*p.N : (m+1)*p.N]}
-	if p.Mask != nil {
-		v.Mask = p.Mask[m*p.N : (m+1)*p.N]
+	if p.AttentionMask != nil {
+		v.AttentionMask = p.AttentionMask[m*p.N : (m+1)*p.N]
 	}
 	return v
 }
@@ -87,8 +94,8 @@ func (p *Posteriors) Validate() error {
 	if len(p.Alpha) != p.M*p.N {
 		return fmt.Errorf("tensor alpha: %d values, want M*N = %d*%d", len(p.Alpha), p.M, p.N)
 	}
-	if p.Mask != nil && len(p.Mask) != p.M*p.N {
-		return fmt.Errorf("tensor mask: %d values, want M*N = %d*%d", len(p.Mask), p.M, p.N)
+	if p.AttentionMask != nil && len(p.AttentionMask) != p.M*p.N {
+		return fmt.Errorf("tensor %s: %d values, want M*N = %d*%d", AttentionMaskTensor, len(p.AttentionMask), p.M, p.N)
 	}
 	idx := func(k, rank int) string {
 		if rank == 2 {
@@ -111,9 +118,12 @@ func (p *Posteriors) Validate() error {
 			return fmt.Errorf("tensor alpha: negative pseudo-count %v at %s", v, idx(k, 2))
 		}
 	}
-	for k, v := range p.Mask {
+	for k, v := range p.AttentionMask {
 		if v > 1 {
-			return fmt.Errorf("tensor mask: value %d at %s, want 0 or 1", v, idx(k, 2))
+			return fmt.Errorf("tensor %s: value %d at %s, want 0 or 1", AttentionMaskTensor, v, idx(k, 2))
+		}
+		if k%p.N == 0 && v != 1 {
+			return fmt.Errorf("tensor %s: the prior component is marked padding at %s (1 = real component, 0 = padding)", AttentionMaskTensor, idx(k, 2))
 		}
 	}
 	if len(p.PriorMu) != p.P || len(p.PriorVar) != p.P {
@@ -126,6 +136,14 @@ func (p *Posteriors) Validate() error {
 	}
 	return nil
 }
+
+// Tensor names of the mask in a posterior file: AttentionMaskTensor (1 =
+// real component) since the mask convention was unified; legacyMaskTensor
+// (1 = padding component) in older files, which are rejected.
+const (
+	AttentionMaskTensor = "attention_mask"
+	legacyMaskTensor    = "mask"
+)
 
 // parsePrior reads a scalar or a JSON array of length p.
 func parsePrior(key, s string, p int) ([]float64, error) {
@@ -208,14 +226,18 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 	po.Mu, _ = mu.Float32()
 	po.Logvar, _ = lv.Float32()
 	po.Alpha, _ = al.Float32()
-	if mk, ok := f.Get("mask"); ok {
+	if _, ok := f.Get(legacyMaskTensor); ok {
+		return nil, wrap(fmt.Errorf("tensor %s: the file uses the old mask convention (1 = padding component); the format now stores %s "+
+			"(1 = real component, Hugging Face's convention): re-export the posteriors from the model", legacyMaskTensor, AttentionMaskTensor))
+	}
+	if mk, ok := f.Get(AttentionMaskTensor); ok {
 		if mk.DType != safetensors.U8 && mk.DType != safetensors.BOOL {
-			return nil, wrap(fmt.Errorf("tensor mask: dtype %s, want U8", mk.DType))
+			return nil, wrap(fmt.Errorf("tensor %s: dtype %s, want U8", AttentionMaskTensor, mk.DType))
 		}
 		if len(mk.Shape) != 2 || mk.Shape[0] != m || mk.Shape[1] != n {
-			return nil, wrap(fmt.Errorf("tensor mask: shape %v, want [%d %d]", mk.Shape, m, n))
+			return nil, wrap(fmt.Errorf("tensor %s: shape %v, want [%d %d]", AttentionMaskTensor, mk.Shape, m, n))
 		}
-		po.Mask, _ = mk.Uint8()
+		po.AttentionMask, _ = mk.Uint8()
 	}
 	for _, key := range []string{"prior_mu", "prior_var"} {
 		s, ok := f.Metadata[key]
@@ -254,8 +276,8 @@ func WritePosteriors(path string, p *Posteriors) error {
 		safetensors.FromFloat32("logvar", []int{p.M, p.N, p.P}, p.Logvar),
 		safetensors.FromFloat32("alpha", []int{p.M, p.N}, p.Alpha),
 	}
-	if p.Mask != nil {
-		ts = append(ts, safetensors.FromUint8("mask", []int{p.M, p.N}, p.Mask))
+	if p.AttentionMask != nil {
+		ts = append(ts, safetensors.FromUint8(AttentionMaskTensor, []int{p.M, p.N}, p.AttentionMask))
 	}
 	if err := safetensors.WriteFile(path, ts, md); err != nil {
 		return fmt.Errorf("posteriors: %w", err)

@@ -14,7 +14,7 @@ import (
 
 func TestPosteriorsRoundTrip(t *testing.T) {
 	p := randomPosteriors(rand.New(rand.NewPCG(1, 2)), 3, 4, 5, 0.4)
-	p.Mask = []uint8{0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0}
+	p.AttentionMask = []uint8{1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1}
 	p.PriorVar[2] = 2
 	p.Metadata["task"] = "sst2"
 	path := filepath.Join(t.TempDir(), "p.safetensors")
@@ -26,7 +26,7 @@ func TestPosteriorsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if q.M != 3 || q.N != 4 || q.P != 5 || !slices.Equal(q.Mu, p.Mu) || !slices.Equal(q.Logvar, p.Logvar) ||
-		!slices.Equal(q.Alpha, p.Alpha) || !slices.Equal(q.Mask, p.Mask) || !slices.Equal(q.PriorVar, p.PriorVar) ||
+		!slices.Equal(q.Alpha, p.Alpha) || !slices.Equal(q.AttentionMask, p.AttentionMask) || !slices.Equal(q.PriorVar, p.PriorVar) ||
 		!slices.Equal(q.PriorMu, p.PriorMu) || q.Metadata["task"] != "sst2" {
 		t.Errorf("round trip mismatch: %+v", q)
 	}
@@ -92,8 +92,12 @@ func TestPosteriorFileErrors(t *testing.T) {
 		{"missing prior", write("noprior", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0"}), "metadata prior_var missing"},
 		{"prior length", write("priorlen", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "[0,0]", "prior_var": "1"}), "prior_mu: 2 values, want P = 4"},
 		{"prior var 0", write("priorvar", std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), map[string]string{"prior_mu": "0", "prior_var": "0"}), "prior_var 0"},
-		{"mask shape", write("mask", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", []int{3}, []uint8{0, 0, 0})), md), "tensor mask: shape [3]"},
-		{"mask value", write("maskv", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", s34, []uint8{0, 2, 0, 0, 0, 0})), md), "tensor mask: value 2"},
+		{"mask shape", write("mask", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("attention_mask", []int{3}, []uint8{1, 1, 1})), md), "tensor attention_mask: shape [3]"},
+		{"mask value", write("maskv", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("attention_mask", s34, []uint8{1, 2, 1, 1, 1, 1})), md), "tensor attention_mask: value 2"},
+		// the prior component is always real: a 0 there is a mask of the other convention
+		{"mask prior padded", write("maskp", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("attention_mask", s34, []uint8{1, 1, 0, 0, 1, 1})), md), "tensor attention_mask: the prior component is marked padding at [example 1, component 0]"},
+		// files of the old convention (tensor "mask", 1 = padding) are refused, never misread
+		{"old mask convention", write("oldmask", append(std(good.Mu, good.Logvar, good.Alpha, s3, s3, s34), safetensors.FromUint8("mask", s34, []uint8{0, 0, 1, 0, 0, 0})), md), "tensor mask: the file uses the old mask convention (1 = padding component)"},
 		{"f64 mu", write("f64", []*safetensors.Tensor{safetensors.FromFloat64("mu", s3, make([]float64, 24))}, md), "tensor mu: dtype F64, want F32"},
 	}
 	for _, c := range cases {

@@ -42,7 +42,7 @@ func randomPosteriors(rng *rand.Rand, m, n, p int, sigmaLo float64) *Posteriors 
 // Returns +Inf where a log-gamma argument or a radicand is <= 0.
 func naiveRD(lam float64, p *Posteriors, q, qp int, useMask bool, swap ...bool) float64 {
 	N, P := p.N, p.P
-	on := func(x, i int) bool { return !useMask || p.Mask == nil || p.Mask[x*N+i] == 0 }
+	on := func(x, i int) bool { return !useMask || p.AttentionMask == nil || p.AttentionMask[x*N+i] == 1 }
 	lg := func(x float64) float64 {
 		if x <= 0 {
 			return math.NaN()
@@ -169,10 +169,10 @@ func TestEngineMatchesNaive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	// M spans several tiles; P=13 exercises the tail of the 8-chunks.
 	p := randomPosteriors(rng, 37, 4, 13, 0.2) // sigma down to 0.2 < 0.3015: some pairs undefined
-	p.Mask = make([]uint8, p.M*p.N)
+	p.AttentionMask = make([]uint8, p.M*p.N)
 	for x := range p.M {
-		for i := 4 - rng.IntN(3); i < 4; i++ {
-			p.Mask[x*p.N+i] = 1
+		for i := range 4 - rng.IntN(3) { // 2 to 4 real components, the rest padding
+			p.AttentionMask[x*p.N+i] = 1
 		}
 	}
 	for _, useMask := range []bool{false, true} {

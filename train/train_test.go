@@ -471,7 +471,7 @@ func TestEndToEndSST2(t *testing.T) {
 	}
 	pads := 0
 	for i, a := range post.Alpha {
-		if post.Mask[i] == 1 {
+		if post.AttentionMask[i] == 0 {
 			pads++
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -110,12 +111,17 @@ func TestExportPosteriors(t *testing.T) {
 	}
 	in, _ := testBatch()
 	path := filepath.Join(t.TempDir(), "post.safetensors")
-	if err := ExportPosteriors(path, m, []encoder.Input{in, in}, "mrpc", "validation"); err != nil {
+	mem, err := ExportPosteriors(path, m, []encoder.Input{in, in}, "mrpc", "validation")
+	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := privacy.ReadPosteriors(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// the posteriors returned for an audit in memory are the file's, value for value
+	if !reflect.DeepEqual(mem, p) {
+		t.Fatalf("returned posteriors differ from the file's: %+v\nfile %+v", mem, p)
 	}
 	if p.M != 6 || p.N != 5 || p.P != 8 {
 		t.Fatalf("shape M=%d N=%d P=%d, want 6 5 8", p.M, p.N, p.P)

@@ -147,14 +147,17 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 }
 
 // ExportPosteriors computes the posterior of every batch of a dataset split
-// and writes the audit's posterior file (privacy.WritePosteriors: mu, logvar
-// [M,N,P], alpha, mask [M,N], metadata from ExportMetadata) to path.
-func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, split string) error {
+// (all padded to the same length), writes the audit's posterior file
+// (privacy.WritePosteriors: mu, logvar [M,N,P], alpha, attention_mask
+// [M,N], metadata from ExportMetadata) to path and returns the posteriors
+// as the file holds them (privacy.ReadPosteriors of path gives the same
+// values and metadata), for an audit in memory.
+func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, split string) (*privacy.Posteriors, error) {
 	posts := make([]*Posterior, 0, len(batches))
 	for i, in := range batches {
 		p, err := m.Posterior(in)
 		if err != nil {
-			return fmt.Errorf("export posteriors: batch %d: %w", i, err)
+			return nil, fmt.Errorf("export posteriors: batch %d: %w", i, err)
 		}
 		posts = append(posts, p)
 	}
@@ -164,10 +167,11 @@ func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, spli
 	}
 	all, err := CollectPosteriors(posts, prior, m.ExportMetadata(task, split))
 	if err != nil {
-		return fmt.Errorf("export posteriors %s: %w", path, err)
+		return nil, fmt.Errorf("export posteriors %s: %w", path, err)
 	}
 	if err := privacy.WritePosteriors(path, all); err != nil {
-		return fmt.Errorf("export posteriors: %w", err)
+		return nil, fmt.Errorf("export posteriors: %w", err)
 	}
-	return nil
+	all.Metadata = all.FileMetadata()
+	return all, nil
 }

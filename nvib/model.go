@@ -82,16 +82,22 @@ type Config struct {
 // 0, so that a from-scratch model learns nothing through the bottleneck; see
 // docs/model.md). Clipping follows DefaultClip(mode, 8, 1.5).
 func DefaultConfig(model string, mode privacy.Mode, hidden, heads, intermediate, numLabels int) Config {
-	init := InitHF
-	if !mode.IsReference() {
-		init = InitClip
-	}
 	c := Config{Model: model, Mode: mode, Hidden: hidden, Heads: heads, Intermediate: intermediate,
 		LayerNormEps: 1e-12, NumLabels: numLabels, Head: HeadMean, Prior: DefaultPrior(),
-		Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10, Clip: DefaultClip(mode, 8, 1.5),
+		Init: DefaultInit(mode), MuTau: 1, StdevTau: 0.1, AlphaTau: -10, Clip: DefaultClip(mode, 8, 1.5),
 		LambdaG: 1e-2, LambdaD: 1e-2, KLSchedule: ScheduleLinearDecay}
 	c.Clip.Enabled = model == ModelNVDPClipped
 	return c
+}
+
+// DefaultInit is the NVIB initialisation of a mode: InitHF in reference
+// mode (what the released code runs), InitClip in principled mode
+// (DefaultConfig says why).
+func DefaultInit(mode privacy.Mode) string {
+	if mode.IsReference() {
+		return InitHF
+	}
+	return InitClip
 }
 
 // Validate checks the configuration.

@@ -45,6 +45,11 @@ type Options struct {
 	ListInvalid    int // how many undefined pairs to list; default 10
 }
 
+// Validate checks o for an audit of m posteriors as Audit does before any
+// work (on a copy: the zero fields' defaults are not written into o), so
+// that a caller can check the options before producing the posteriors.
+func (o Options) Validate(m int) error { return o.defaults(m) }
+
 func (o *Options) defaults(m int) error {
 	if o.Mode == "" {
 		o.Mode = ModePrincipled

@@ -260,17 +260,25 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 	return po, nil
 }
 
-// WritePosteriors validates p and writes it atomically as a safetensors file.
-func WritePosteriors(path string, p *Posteriors) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("posteriors %s: %w", path, err)
-	}
-	md := map[string]string{}
+// FileMetadata returns the metadata a posterior file of p holds (what
+// ReadPosteriors returns): p.Metadata with prior_mu and prior_var written
+// from the fields.
+func (p *Posteriors) FileMetadata() map[string]string {
+	md := make(map[string]string, len(p.Metadata)+2)
 	for k, v := range p.Metadata {
 		md[k] = v
 	}
 	md["prior_mu"] = formatPrior(p.PriorMu)
 	md["prior_var"] = formatPrior(p.PriorVar)
+	return md
+}
+
+// WritePosteriors validates p and writes it atomically as a safetensors file.
+func WritePosteriors(path string, p *Posteriors) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("posteriors %s: %w", path, err)
+	}
+	md := p.FileMetadata()
 	ts := []*safetensors.Tensor{
 		safetensors.FromFloat32("mu", []int{p.M, p.N, p.P}, p.Mu),
 		safetensors.FromFloat32("logvar", []int{p.M, p.N, p.P}, p.Logvar),

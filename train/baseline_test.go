@@ -66,7 +66,8 @@ func TestRunPipelineBaselineFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	_, err := RunPipeline(t.Context(), PipelineOptions{Train: Options{Task: "sst2", Out: out}, Baseline: bad}, nil)
+	glueDir, vocab := synthGlue(t, 16, 8)
+	_, err := RunPipeline(t.Context(), PipelineOptions{Train: synthOptions(t, glueDir, vocab, out), Baseline: bad}, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "mrpc", want "sst2"`) {
 		t.Fatalf("err = %v", err)
 	}

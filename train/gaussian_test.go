@@ -105,12 +105,12 @@ func TestGaussianOptions(t *testing.T) {
 		mod  func(*Options)
 		want string
 	}{
-		{"reference mode", func(o *Options) { o.Mode = "reference" }, "--mode reference"},
-		{"logvar margin", func(o *Options) { o.LogvarMargin = 0.5 }, "--logvar-margin"},
-		{"C_amin", func(o *Options) { o.CAlphaMin = 0.3 }, "--c-alpha-min"},
-		{"radius fixed with a target", func(o *Options) { o.TargetEpsilon, o.FixCMu = 8, true }, "--c-mu and a target"},
-		{"shares", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, 0.2 }, "--variance-share"},
-		{"negative radius", func(o *Options) { o.CMu = -1 }, "--c-mu"},
+		{"reference mode", func(o *Options) { o.Mode = "reference" }, `mode "reference": the gaussian variant is principled only`},
+		{"logvar margin", func(o *Options) { o.LogvarMargin = 0.5 }, "logvar_margin 0.5"},
+		{"C_amin", func(o *Options) { o.CAlphaMin = 0.3 }, "c_alpha_min 0.3"},
+		{"radius fixed with a target", func(o *Options) { o.TargetEpsilon, o.FixCMu = 8, true }, "fixed with a target"},
+		{"shares", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, 0.2 }, "variance_share 0.2"},
+		{"negative radius", func(o *Options) { o.CMu = -1 }, "c_mu -1"},
 	} {
 		o := gauss(tc.mod)
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -198,7 +198,7 @@ func TestSweepGaussian(t *testing.T) {
 		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 			return err
 		}
-		po.Train.Defaults()
+		po.Train.Resolve()
 		if err := po.Train.Validate(); err != nil {
 			return err
 		}
@@ -207,8 +207,10 @@ func TestSweepGaussian(t *testing.T) {
 		}
 		return (&fakeRunner{}).run(ctx, c, po)
 	}
-	base := PipelineOptions{Train: Options{GlueDir: "g", Encoder: "scratch:bert-tiny", Out: out, CMu: 2, LogvarMargin: 0.6931,
-		FixCMu: true, FixLogvarMargin: true, VarianceShare: 0.1}}
+	base := PipelineOptions{Train: DefaultOptions()}
+	bt := &base.Train
+	bt.GlueDir, bt.Encoder, bt.Vocab, bt.Out, bt.CMu, bt.LogvarMargin = "g", "scratch:bert-tiny", "v", out, 2, 0.6931
+	bt.FixCMu, bt.FixLogvarMargin, bt.VarianceShare = true, true, 0.1
 	so := SweepOptions{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped", "gaussian"},
 		Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2}, Out: out, Runner: runner, TargetEpsilons: []float64{4, 16}}
 	res, err := Sweep(context.Background(), so)

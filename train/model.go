@@ -25,6 +25,9 @@ type Bundle struct {
 	Options   *Options
 	// TokenizerFiles are the files the tokenizer was read from (copied into model dirs).
 	TokenizerFiles []string
+	// Dir is the model directory the bundle was loaded from (LoadModel); ""
+	// for a model built in memory (Build).
+	Dir string
 }
 
 // rngFor returns the seeded generator of one purpose (stream) of a run.
@@ -40,23 +43,23 @@ const (
 	streamDev   = 5000 // + epoch
 )
 
-// tokenizerFiles resolves the tokenizer path of o (default: the encoder's
+// tokenizerFiles resolves the tokenizer path vocab (default: the encoder's
 // source directory) and lists the files to copy into a model directory.
 func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error) {
 	if vocab == "" {
 		if enc.SourceDir == "" {
-			return "", nil, fmt.Errorf("--vocab is required for a scratch encoder (e.g. ../shared/models/bert-base-uncased-vocab/vocab.txt)")
+			return "", nil, optionError("vocab", nil, "required for an encoder without a directory of tokenizer files")
 		}
 		vocab = enc.SourceDir
 	}
 	st, err := os.Stat(vocab)
 	if err != nil {
-		return "", nil, fmt.Errorf("--vocab: %w", err)
+		return "", nil, optionError("vocab", vocab, "%v", err)
 	}
 	if st.IsDir() {
 		files := encoder.TokenizerFiles(vocab)
 		if len(files) == 0 {
-			return "", nil, fmt.Errorf("--vocab %s: no tokenizer files (%s) in the directory", vocab, strings.Join(encoder.TokenizerFileNames, ", "))
+			return "", nil, optionError("vocab", vocab, "no tokenizer files (%s) in the directory", strings.Join(encoder.TokenizerFileNames, ", "))
 		}
 		return vocab, files, nil
 	}
@@ -74,13 +77,17 @@ func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error
 	return vocab, files, nil
 }
 
-// Build creates the model of a fresh run: the encoder from o.Encoder (scratch
-// presets get the tokenizer's vocabulary size), the NVIB / NVDP block / head
-// from o (initialised from the seed), and the tokenizer.
+// Build creates the model of a fresh run of resolved options o (Resolve,
+// validated here): the encoder from o.Encoder (scratch presets get the
+// tokenizer's vocabulary size), the NVIB / NVDP block / head from o
+// (initialised from the seed), and the tokenizer.
 func Build(o *Options) (*Bundle, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	task, err := glue.LookupTask(o.Task)
 	if err != nil {
-		return nil, fmt.Errorf("--task: %w", err)
+		return nil, err
 	}
 	initRng, _ := rngFor(o.Seed, streamInit)
 	var enc *encoder.Encoder
@@ -92,24 +99,24 @@ func Build(o *Options) (*Bundle, error) {
 			return nil, err
 		}
 		if tok, err = tokenize.Load(vocab); err != nil {
-			return nil, fmt.Errorf("--vocab: %w", err)
+			return nil, optionError("vocab", vocab, "%v", err)
 		}
 		files = fs
 		var cfg encoder.Config
 		if o.ScratchConfig != nil {
 			cfg = *o.ScratchConfig
 		} else if cfg, err = encoder.Preset(name); err != nil {
-			return nil, fmt.Errorf("--encoder %s: %w", o.Encoder, err)
+			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 		cfg.VocabSize = tok.VocabSize()
 		cfg.PadTokenID = tok.PadID()
 		applyDropout(&cfg, o.Dropout)
 		if enc, err = encoder.New(cfg, initRng); err != nil {
-			return nil, fmt.Errorf("--encoder %s: %w", o.Encoder, err)
+			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 	} else {
 		if enc, err = encoder.Load(o.Encoder, encoder.LoadOptions{Rng: initRng}); err != nil {
-			return nil, fmt.Errorf("--encoder: %w", err)
+			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 		applyDropout(&enc.Config, o.Dropout)
 		vocab, fs, err := tokenizerFiles(o.Vocab, enc)
@@ -125,7 +132,7 @@ func Build(o *Options) (*Bundle, error) {
 		}
 	}
 	if o.MaxSeqLen > enc.Config.MaxSeqLen() {
-		return nil, fmt.Errorf("--max-seq-len %d exceeds the encoder's %d positions", o.MaxSeqLen, enc.Config.MaxSeqLen())
+		return nil, optionError("max_seq_len", o.MaxSeqLen, "exceeds the encoder's %d positions", enc.Config.MaxSeqLen())
 	}
 	cfg, err := o.ModelConfig(enc.Config, task.NumLabels)
 	if err != nil {
@@ -138,10 +145,9 @@ func Build(o *Options) (*Bundle, error) {
 	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files}, nil
 }
 
-func applyDropout(c *encoder.Config, p *float64) {
-	if p != nil {
-		c.HiddenDropoutProb, c.AttentionProbsDropoutProb = *p, *p
-	}
+// applyDropout sets the encoder's hidden and attention dropout to p.
+func applyDropout(c *encoder.Config, p float64) {
+	c.HiddenDropoutProb, c.AttentionProbsDropoutProb = p, p
 }
 
 // saveModelFiles writes the static files of a model directory: config.json
@@ -220,5 +226,5 @@ func LoadModel(dir string) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)
 	}
-	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o}, nil
+	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, Dir: dir}, nil
 }

@@ -495,7 +495,7 @@ func cellOptions(so *SweepOptions, c *Cell) PipelineOptions {
 	po.Train.Task, po.Train.Variant, po.Train.Seed, po.Train.Out = c.Task, c.Variant, c.Seed, c.Dir
 	po.Train.Resume = false
 	if nvib.HasKL(c.Variant) {
-		po.Train.Lambda, po.Train.LambdaSet = c.Lambda, true
+		po.Train.Lambda = c.Lambda
 	}
 	if c.CMu > 0 {
 		po.Train.CMu = c.CMu
@@ -524,7 +524,7 @@ func cellOptions(so *SweepOptions, c *Cell) PipelineOptions {
 // checkTarget checks that a finished cell was calibrated to the target the
 // sweep asks for (train_options.json of the cell).
 func checkTarget(c *Cell, want Options) error {
-	want.Defaults()
+	want.Resolve()
 	saved, err := LoadOptions(c.Dir)
 	if err != nil {
 		if want.HasTarget() {
@@ -681,13 +681,13 @@ func warnChangedOptions(c *Cell, want Options) {
 	if err != nil {
 		return
 	}
-	want.Defaults()
+	want.Resolve()
 	sv, wv := reflect.ValueOf(*saved), reflect.ValueOf(want)
 	var diff []string
 	for i := range sv.NumField() {
 		f := sv.Type().Field(i)
 		switch f.Name {
-		case "Out", "Resume", "GlueDir", "StopAfterSteps", "Quiet", "LambdaSet", "Vocab", "Calibrated":
+		case "Out", "Resume", "GlueDir", "StopAfterSteps", "Quiet", "Vocab", "Calibrated":
 			continue
 		case "CMu", "LogvarMargin", "CAlphaMin":
 			if saved.Calibrated { // calibrated constants: the target is compared instead

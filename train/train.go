@@ -143,7 +143,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 		o.Resume, o.Out = true, out // the directory may have moved since
 
 	} else {
-		o.Defaults()
+		o.Resolve()
 		if err := o.Validate(); err != nil {
 			return nil, err
 		}
@@ -151,16 +151,9 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("--out %s already holds a training run (%s): pass --resume to continue it or choose another directory", o.Out, CheckpointFile)
 		}
 	}
-	// Fail on a missing split before building (and maybe downloading) the encoder.
-	if t, err := glue.LookupTask(o.Task); err == nil {
-		for _, split := range []string{"train", "dev"} {
-			if p, _, err := glue.SplitPath(o.GlueDir, t, split); err == nil && !fsutil.IsFile(p) {
-				if split == "train" {
-					return nil, fmt.Errorf("task %s has no training split here (%s does not exist); train elsewhere and use `nvdp eval`", t.Name, p)
-				}
-				return nil, fmt.Errorf("task %s: dev split %s does not exist", t.Name, p)
-			}
-		}
+	// Fail on a missing directory or split before building (and maybe downloading) the encoder.
+	if err := o.CheckFiles(); err != nil {
+		return nil, err
 	}
 	b, err := Build(&o)
 	if err != nil {

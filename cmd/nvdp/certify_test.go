@@ -239,11 +239,21 @@ func TestCertifyFlagErrors(t *testing.T) {
 	}
 }
 
+// modelOptions are valid training options of a model directory dir, as
+// `nvdp train` saves them.
+func modelOptions(dir, variant string, mode privacy.Mode, maxSeqLen int) *train.Options {
+	o := train.DefaultOptions()
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Out = "sst2", "glue", "scratch:bert-tiny", "vocab.txt", dir
+	o.Variant, o.Mode, o.MaxSeqLen = variant, mode, maxSeqLen
+	o.Resolve()
+	return &o
+}
+
 // writeModelDir writes the two files `nvdp certify --model` reads.
 func writeModelDir(t *testing.T, variant string, mode privacy.Mode, maxSeqLen, hidden int, clip func(*nvib.ClipConfig)) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := train.SaveOptions(dir, &train.Options{Task: "sst2", Variant: variant, Mode: mode, MaxSeqLen: maxSeqLen}); err != nil {
+	if err := train.SaveOptions(dir, modelOptions(dir, variant, mode, maxSeqLen)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := nvib.DefaultConfig(variant, mode, hidden, 2, 4*hidden, 2)

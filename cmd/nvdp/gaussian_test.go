@@ -16,7 +16,7 @@ import (
 // N = L + 1 and the model's variant; the CLI help names the variant.
 func TestCertifyGaussianModel(t *testing.T) {
 	dir := t.TempDir()
-	if err := train.SaveOptions(dir, &train.Options{Task: "sst2", Variant: nvib.ModelGaussian, Mode: "principled", MaxSeqLen: 128}); err != nil {
+	if err := train.SaveOptions(dir, modelOptions(dir, nvib.ModelGaussian, privacy.ModePrincipled, 128)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := nvib.DefaultConfig(nvib.ModelGaussian, privacy.ModePrincipled, 128, 2, 512, 2)

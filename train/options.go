@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -339,13 +340,11 @@ func (o *Options) Validate() error {
 	if err := o.validateEncoder(); err != nil {
 		return err
 	}
-	switch o.Variant {
-	case nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian:
-	default:
-		return optionError("variant", o.Variant, "want baseline, nvdp, nvdp-clipped or gaussian")
+	if err := oneOf("variant", o.Variant, nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian); err != nil {
+		return err
 	}
-	if o.Mode == "" || !o.Mode.Valid() {
-		return optionError("mode", o.Mode, "want principled or reference")
+	if err := oneOf("mode", string(o.Mode), string(privacy.ModePrincipled), string(privacy.ModeReference)); err != nil {
+		return err
 	}
 	if !(o.ClipOrder > 1) || math.IsInf(o.ClipOrder, 0) { // before the floats: C_amin is derived from it
 		return optionError("clip_order", o.ClipOrder, "the Renyi order must be a finite number > 1")
@@ -362,15 +361,11 @@ func (o *Options) Validate() error {
 	if err := o.validateTarget(); err != nil {
 		return err
 	}
-	switch o.KLSchedule {
-	case nvib.ScheduleConstant, nvib.ScheduleLinearDecay, nvib.ScheduleWarmup, nvib.ScheduleWarmupDecay:
-	default:
-		return optionError("kl_schedule", o.KLSchedule, "want linear-decay, constant, warmup or warmup-decay")
+	if err := oneOf("kl_schedule", o.KLSchedule, nvib.ScheduleLinearDecay, nvib.ScheduleConstant, nvib.ScheduleWarmup, nvib.ScheduleWarmupDecay); err != nil {
+		return err
 	}
-	switch o.NVIBInit {
-	case nvib.InitHF, nvib.InitNVIB, nvib.InitClip:
-	default:
-		return optionError("nvib_init", o.NVIBInit, "want hf, nvib or clip")
+	if err := oneOf("nvib_init", o.NVIBInit, nvib.InitHF, nvib.InitNVIB, nvib.InitClip); err != nil {
+		return err
 	}
 	for _, c := range []struct {
 		option string
@@ -403,6 +398,14 @@ func (o *Options) Validate() error {
 
 // autoOptions are the options that may hold Auto before Resolve.
 var autoOptions = map[string]bool{"c_mu": true, "c_alpha_max": true, "c_alpha_min": true, "logvar_margin": true, "lr": true, "dropout": true}
+
+// oneOf checks that the string option is one of allowed.
+func oneOf(option, value string, allowed ...string) error {
+	if slices.Contains(allowed, value) {
+		return nil
+	}
+	return optionError(option, value, "want one of %s", strings.Join(allowed, ", "))
+}
 
 // zeroMeans says what 0 means for the options where it is a choice.
 var zeroMeans = map[string]string{"train_limit": " (0: all)", "dev_limit": " (0: all)", "patience": " (0: no early stopping)",

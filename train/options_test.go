@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -158,6 +159,10 @@ func TestLoadOptionsValidates(t *testing.T) {
 			}
 			if _, err := LoadOptions(dir); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
 				t.Errorf("err = %v, want one naming %s and containing %q", err, path, tc.want)
+			}
+			// a resumed run reads them so: no division by a batch size 0
+			if _, err := Run(context.Background(), Options{Out: dir, Resume: true}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("resume: err = %v, want one containing %q", err, tc.want)
 			}
 		})
 	}

@@ -169,21 +169,10 @@ func saveModelFiles(dir string, b *Bundle) error {
 	if err := SaveOptions(dir, b.Options); err != nil {
 		return err
 	}
-	for _, f := range b.TokenizerFiles {
-		dst := filepath.Join(dir, filepath.Base(f))
-		if abs1, _ := filepath.Abs(f); abs1 == mustAbs(dst) {
-			continue
-		}
-		if err := atomicfile.Copy(f, dst); err != nil {
-			return fmt.Errorf("copy tokenizer file: %w", err)
-		}
+	if err := atomicfile.CopyInto(dir, b.TokenizerFiles); err != nil {
+		return fmt.Errorf("tokenizer file: %w", err)
 	}
 	return nil
-}
-
-func mustAbs(p string) string {
-	a, _ := filepath.Abs(p)
-	return a
 }
 
 // LoadModel loads a model directory written by Run: config.json,

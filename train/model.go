@@ -93,7 +93,7 @@ func Build(o *Options) (*Bundle, error) {
 	var enc *encoder.Encoder
 	var tok tokenize.Tokenizer
 	var files []string
-	if name, ok := strings.CutPrefix(o.Encoder, "scratch:"); ok {
+	if name, ok := strings.CutPrefix(o.Encoder, scratchPrefix); ok {
 		vocab, fs, err := tokenizerFiles(o.Vocab, &encoder.Encoder{})
 		if err != nil {
 			return nil, err

@@ -256,10 +256,7 @@ func (o *Options) Resolve() {
 		}
 	}
 	switch {
-	case o.Variant == nvib.ModelGaussian: // fixed noise, no Dirichlet weights
-		resolve(&o.CAlphaMin, 0)
-		resolve(&o.LogvarMargin, 0)
-	case o.Mode.IsReference():
+	case o.Variant == nvib.ModelGaussian || o.Mode.IsReference(): // gaussian: fixed noise, no Dirichlet weights
 		resolve(&o.CAlphaMin, 0)
 		resolve(&o.LogvarMargin, 0)
 	default:
@@ -396,8 +393,18 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// autoOptions are the options that may hold Auto before Resolve.
-var autoOptions = map[string]bool{"c_mu": true, "c_alpha_max": true, "c_alpha_min": true, "logvar_margin": true, "lr": true, "dropout": true}
+// autoOptions are the JSON keys of the options that may hold Auto before
+// Resolve: the pointer fields of optionsJSON, the one list of them.
+var autoOptions = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[optionsJSON]()
+	for i := range t.NumField() {
+		if f := t.Field(i); !f.Anonymous {
+			m[f.Tag.Get("json")] = true
+		}
+	}
+	return m
+}()
 
 // oneOf checks that the string option is one of allowed.
 func oneOf(option, value string, allowed ...string) error {

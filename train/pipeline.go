@@ -297,7 +297,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, progress io.Writer) (*
 	}
 	var tr *Result
 	if !po.SkipTrain {
-		if tr, err = Run(ctx, pl.train, progress); err != nil {
+		if tr, err = Run(ctx, po.Train, progress); err != nil { // as given: Run resolves it, or resumes with StopAfterSteps
 			return nil, err
 		}
 		if tr.Interrupted {

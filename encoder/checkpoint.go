@@ -201,14 +201,8 @@ func Save(dir string, e *Encoder, tokenizerFiles ...string) error {
 	if err := safetensors.WriteFile(filepath.Join(dir, WeightsFile), ts, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("save encoder: %w", err)
 	}
-	for _, src := range tokenizerFiles {
-		dst := filepath.Join(dir, filepath.Base(src))
-		if same, _ := sameFile(src, dst); same {
-			continue
-		}
-		if err := atomicfile.Copy(src, dst); err != nil {
-			return fmt.Errorf("save encoder: tokenizer file: %w", err)
-		}
+	if err := atomicfile.CopyInto(dir, tokenizerFiles); err != nil {
+		return fmt.Errorf("save encoder: tokenizer file: %w", err)
 	}
 	return nil
 }
@@ -223,18 +217,6 @@ func TokenizerFiles(dir string) []string {
 		}
 	}
 	return out
-}
-
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
 
 var errNotFound = errors.New("not found")

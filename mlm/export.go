@@ -63,16 +63,8 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 	if err := safetensors.WriteFile(filepath.Join(dir, encoder.WeightsFile), ExportTensors(m), map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("save model: %w", err)
 	}
-	for _, src := range tokenizerFiles {
-		dst := filepath.Join(dir, filepath.Base(src))
-		if sa, err1 := os.Stat(src); err1 == nil {
-			if sb, err2 := os.Stat(dst); err2 == nil && os.SameFile(sa, sb) {
-				continue
-			}
-		}
-		if err := atomicfile.Copy(src, dst); err != nil {
-			return fmt.Errorf("save model: tokenizer file: %w", err)
-		}
+	if err := atomicfile.CopyInto(dir, tokenizerFiles); err != nil {
+		return fmt.Errorf("save model: tokenizer file: %w", err)
 	}
 	return nil
 }

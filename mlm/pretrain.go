@@ -16,6 +16,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/nn"
@@ -281,7 +282,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			return nil, fmt.Errorf("pretrain: initial checkpoint: %w", err)
 		}
 		o.Config = "hf:" + o.InitFrom
-	case fileExists(o.Config):
+	case fsutil.IsFile(o.Config):
 		if cfg, err = encoder.ReadConfig(o.Config); err != nil {
 			return nil, fmt.Errorf("pretrain: %w", err)
 		}
@@ -565,11 +566,6 @@ func makeBatch(seqs []Sequence, idx []int, m *Masker, rng *rand.Rand, padID int)
 		}
 	}
 	return b
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
 }
 
 func readOptions(path string) (Options, error) {

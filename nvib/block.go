@@ -6,16 +6,17 @@ import (
 	"math/rand/v2"
 
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // BlockConfig configures the NVDP Transformer block.
 type BlockConfig struct {
-	Hidden       int     `json:"hidden"`
-	Heads        int     `json:"heads"`
-	Intermediate int     `json:"intermediate"`
-	LayerNormEps float64 `json:"layer_norm_eps"`
-	Dropout      float64 `json:"dropout"` // hidden dropout after W_o and W_2 (reference runs: 0)
-	Mode         Mode    `json:"mode"`
+	Hidden       int          `json:"hidden"`
+	Heads        int          `json:"heads"`
+	Intermediate int          `json:"intermediate"`
+	LayerNormEps float64      `json:"layer_norm_eps"`
+	Dropout      float64      `json:"dropout"` // hidden dropout after W_o and W_2 (reference runs: 0)
+	Mode         privacy.Mode `json:"mode"`
 }
 
 // Block is the NVDP Transformer block (ref §3.2) with denoising attention

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
@@ -39,7 +41,7 @@ func adversarialPreclip(rng *rand.Rand, N, P int, prior Prior) (mu, lv, la []flo
 func clipped(cfg ClipConfig, prior Prior, mu, lv, la []float32, N, P int) privacy.PosteriorView {
 	m, l := append([]float32(nil), mu...), append([]float32(nil), lv...)
 	a, _ := clipPosterior(cfg, prior, m, l, la, 1, N, P)
-	return privacy.PosteriorView{N: N, P: P, Mu: m, LogVar: l, Alpha: a}
+	return privacy.PosteriorView{N: N, P: P, Mu: m, Logvar: l, Alpha: a}
 }
 
 // TestClippedPosteriorsFiniteBound: with the principled defaults, every pair
@@ -56,14 +58,14 @@ func TestClippedPosteriorsFiniteBound(t *testing.T) {
 		order := []float64{1.01, 1.1, 2, 8}[trial%4]
 		cAmax := []float64{0.5, 1, 1.5, 30}[rng.IntN(4)]
 		prior := []Prior{DefaultPrior(), {Mu: 0.5, Var: 2.5, LogAlpha: 1.2}, {Mu: -1, Var: 0.3, LogAlpha: -3}}[rng.IntN(3)]
-		cfg := DefaultClip(ModePrincipled, []float64{0.1, 2, 10}[rng.IntN(3)], cAmax)
+		cfg := DefaultClip(privacy.ModePrincipled, []float64{0.1, 2, 10}[rng.IntN(3)], cAmax)
 		cfg.Order = order
 		cfg.CAlphaMin = PrincipledAlphaMin(order, cAmax)
 		cfg.ClipPrior = trial%2 == 0
 		if err := cfg.GuaranteesFiniteBound(); err != nil {
 			t.Fatalf("config %+v: %v", cfg, err)
 		}
-		ref := DefaultClip(ModeReference, cfg.CMu, cAmax)
+		ref := DefaultClip(privacy.ModeReference, cfg.CMu, cAmax)
 		ref.Order = order
 		const M = 8
 		views, refViews := make([]privacy.PosteriorView, M), make([]privacy.PosteriorView, M)
@@ -100,7 +102,7 @@ func TestClippedPosteriorsFiniteBound(t *testing.T) {
 func TestExportPosteriors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	bb := newFake(rng, 10, 8, 1)
-	cfg := DefaultConfig(ModelNVDPClipped, ModePrincipled, 8, 2, 16, 3)
+	cfg := DefaultConfig(ModelNVDPClipped, privacy.ModePrincipled, 8, 2, 16, 3)
 	cfg.Clip.CMu, cfg.Clip.CAlphaMax = 2, 0.7
 	cfg.Clip.CAlphaMin = PrincipledAlphaMin(cfg.Clip.Order, 0.7)
 	m, err := NewModel(cfg, bb, rng)
@@ -109,27 +111,39 @@ func TestExportPosteriors(t *testing.T) {
 	}
 	in, _ := testBatch()
 	path := filepath.Join(t.TempDir(), "post.safetensors")
-	if err := ExportPosteriors(path, m, []encoder.Input{in, in}, "mrpc", "validation"); err != nil {
+	mem, err := ExportPosteriors(path, m, []encoder.Input{in, in}, "mrpc", "validation")
+	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := privacy.ReadPosteriors(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the posteriors returned for an audit in memory are the file's, value for value
+	if !reflect.DeepEqual(mem, p) {
+		t.Fatalf("returned posteriors differ from the file's: %+v\nfile %+v", mem, p)
+	}
 	if p.M != 6 || p.N != 5 || p.P != 8 {
 		t.Fatalf("shape M=%d N=%d P=%d, want 6 5 8", p.M, p.N, p.P)
 	}
-	// example 1 has 2 real tokens: components 3, 4 are padding; prior never
-	wantMask := []uint8{0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}
+	// attention_mask, 1 = real: example 1 has 2 real tokens, so components
+	// 3, 4 are padding; the prior component is always real
+	wantMask := []uint8{1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1}
 	for k, v := range wantMask {
-		if p.Mask[k] != v {
-			t.Fatalf("mask %v, want %v", p.Mask[:15], wantMask)
+		if p.AttentionMask[k] != v {
+			t.Fatalf("attention mask %v, want %v", p.AttentionMask[:15], wantMask)
 		}
 	}
-	for k, v := range map[string]string{"task": "mrpc", "split": "validation", "model": "nvdp-clipped", "variant": "principled", "clip_mu": "2", "clip_alpha_max": "0.7", "clip_order": "1.1", "clip_cap_sigma": "true"} {
+	for k, v := range map[string]string{"task": "mrpc", "split": "validation", "model": "nvdp-clipped", "mode": "principled", "clip_mu": "2", "clip_alpha_max": "0.7", "clip_order": "1.1", "clip_cap_sigma": "true"} {
 		if p.Metadata[k] != v {
 			t.Errorf("metadata %s = %q, want %q", k, p.Metadata[k], v)
 		}
+	}
+	if v, ok := p.Metadata["variant"]; ok {
+		t.Errorf("metadata variant = %q: the mode is written under \"mode\" only", v)
+	}
+	if mode, err := MetadataMode(p.Metadata); err != nil || mode != privacy.ModePrincipled {
+		t.Errorf("MetadataMode = %q, %v", mode, err)
 	}
 	post, _ := m.Posterior(in)
 	for k, v := range post.Alpha.Data {
@@ -148,9 +162,39 @@ func TestExportPosteriors(t *testing.T) {
 	}
 }
 
+// TestMetadataMode: the mode of a posterior file is read from "mode", and
+// from "variant" in files written before (which stored the mode there).
+func TestMetadataMode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		md   map[string]string
+		want privacy.Mode
+		err  string
+	}{
+		{"mode", map[string]string{"mode": "reference", "model": "nvdp-clipped"}, privacy.ModeReference, ""},
+		{"legacy variant", map[string]string{"variant": "reference", "model": "nvdp-clipped"}, privacy.ModeReference, ""},
+		{"both agree", map[string]string{"variant": "principled", "mode": "principled"}, privacy.ModePrincipled, ""},
+		{"neither", map[string]string{"model": "nvdp"}, privacy.ModePrincipled, ""},
+		{"both disagree", map[string]string{"variant": "principled", "mode": "reference"}, "", "disagree"},
+		{"unknown", map[string]string{"mode": "exact"}, "", `mode "exact"`},
+		{"empty", map[string]string{"variant": ""}, "", `mode ""`},
+	} {
+		got, err := MetadataMode(tc.md)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %q, %v; want an error with %q", tc.name, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
 func TestConfigRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	c := DefaultConfig(ModelNVDPClipped, ModeReference, 16, 2, 32, 1)
+	c := DefaultConfig(ModelNVDPClipped, privacy.ModeReference, 16, 2, 32, 1)
 	c.KLSchedule, c.KLWarmup = ScheduleWarmupDecay, 0.2
 	if err := SaveConfig(dir, c); err != nil {
 		t.Fatal(err)

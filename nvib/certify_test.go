@@ -66,7 +66,7 @@ func TestClippedPosteriorsBelowCertificate(t *testing.T) {
 		order := []float64{1.01, 1.1, 2, 8}[trial%4]
 		cAmax := []float64{0.5, 1, 1.5}[rng.IntN(3)]
 		prior := []Prior{DefaultPrior(), {Mu: 0.5, Var: 2.5, LogAlpha: 1.2}, {Mu: -1, Var: 0.3, LogAlpha: -3}}[rng.IntN(3)]
-		cfg := DefaultClip(ModePrincipled, []float64{0.1, 0.19, 2}[rng.IntN(3)], cAmax)
+		cfg := DefaultClip(privacy.ModePrincipled, []float64{0.1, 0.19, 2}[rng.IntN(3)], cAmax)
 		cfg.Order = order
 		cfg.LogvarMargin = []float64{1e-3, 0.3, math.Log(order / (order - 1))}[rng.IntN(3)]
 		cfg.CAlphaMin = PrincipledAlphaMin(order, cAmax)
@@ -103,9 +103,9 @@ func TestClippedPosteriorsBelowCertificate(t *testing.T) {
 		}
 	}
 	// unclipped and uncapped configurations certify nothing
-	off := DefaultClip(ModePrincipled, 2, 1)
+	off := DefaultClip(privacy.ModePrincipled, 2, 1)
 	off.Enabled = false
-	ref := DefaultClip(ModeReference, 2, 1)
+	ref := DefaultClip(privacy.ModeReference, 2, 1)
 	for name, cfg := range map[string]ClipConfig{"disabled": off, "reference": ref} {
 		c, err := privacy.Certify(cfg.ClipSet(DefaultPrior(), N, P), 1.1, "")
 		if err != nil || c.Finite {

@@ -68,7 +68,7 @@ const (
 // prior component not clipped (it is the same in every posterior).
 // Reference (ref §5): C_amin = 0, no cap, no margin, prior clipped,
 // mu clipped around 0.
-func DefaultClip(mode Mode, cMu, cAlphaMax float64) ClipConfig {
+func DefaultClip(mode privacy.Mode, cMu, cAlphaMax float64) ClipConfig {
 	if mode.IsReference() {
 		return ClipConfig{Enabled: true, CMu: cMu, CAlphaMin: 0, CAlphaMax: cAlphaMax, Order: privacy.DefaultOrder,
 			ClipPrior: true, ReferenceCenter: true}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/nn/nntest"
+	"github.com/nvdp-project/nvdp/privacy"
 	"gonum.org/v1/gonum/mathext"
 )
 
@@ -41,7 +42,7 @@ func TestClipMuVectors(t *testing.T) {
 }
 
 func TestLogvarFloorVector(t *testing.T) {
-	ref := DefaultClip(ModeReference, 8, 1.5)
+	ref := DefaultClip(privacy.ModeReference, 8, 1.5)
 	f, c := ref.LogvarBounds(1)
 	if math.Abs(f-(-2.3978952728)) > 1e-10 || !math.IsInf(c, 1) {
 		t.Errorf("reference logvar bounds (%v, %v), want (-2.3978952728, +Inf)", f, c)
@@ -49,7 +50,7 @@ func TestLogvarFloorVector(t *testing.T) {
 	if s := math.Exp(f / 2); math.Abs(s-0.3015113446) > 1e-10 {
 		t.Errorf("sigma_min %v", s)
 	}
-	pr := DefaultClip(ModePrincipled, 8, 1.5)
+	pr := DefaultClip(privacy.ModePrincipled, 8, 1.5)
 	f, c = pr.LogvarBounds(2)
 	if math.Abs(f-(math.Log(2/11.0)+DefaultLogvarMargin)) > 1e-12 || math.Abs(c-math.Log(2)) > 1e-12 {
 		t.Errorf("principled logvar bounds (%v, %v)", f, c)
@@ -68,7 +69,7 @@ func TestLogvarFloorVector(t *testing.T) {
 // TestClipGradient checks the clipped (mu, logvar, alpha) gradients with
 // finite differences, with some rows inside and some outside every bound.
 func TestClipGradient(t *testing.T) {
-	for _, mode := range []Mode{ModePrincipled, ModeReference} {
+	for _, mode := range []privacy.Mode{privacy.ModePrincipled, privacy.ModeReference} {
 		rng := rand.New(rand.NewPCG(1, 2))
 		B, N, P := 2, 4, 5
 		cfg := DefaultClip(mode, 2, 0.8)
@@ -114,7 +115,7 @@ func TestClipGradient(t *testing.T) {
 				ncap++
 			}
 		}
-		if nproj == 0 || nfloor == 0 || nalpha == 0 || (mode == ModePrincipled && ncap == 0) {
+		if nproj == 0 || nfloor == 0 || nalpha == 0 || (mode == privacy.ModePrincipled && ncap == 0) {
 			t.Fatalf("%s: test data does not exercise every bound: proj %d floor %d cap %d alpha %d", mode, nproj, nfloor, ncap, nalpha)
 		}
 		opts := nntest.GradOpts{Eps: 1e-3}
@@ -122,7 +123,7 @@ func TestClipGradient(t *testing.T) {
 		nntest.CheckGradStrict(t, string(mode)+" dlogvar", loss, lv.Data, dl.Data, opts)
 		nntest.CheckGradStrict(t, string(mode)+" dlogalpha", loss, la.Data, dla, opts)
 		// the prior row: clipped only in reference mode
-		if mode == ModePrincipled && c.muNorm[0] != 0 {
+		if mode == privacy.ModePrincipled && c.muNorm[0] != 0 {
 			t.Errorf("principled: prior row clipped")
 		}
 	}

@@ -7,30 +7,16 @@
 // the baseline / nvdp / nvdp-clipped models and the export of posteriors
 // for the privacy audit.
 //
-// Two modes run through the package: ModePrincipled (default; the paper's
-// equations with the quirks of the released code fixed) and ModeReference
-// (the released code, quirk for quirk; ref §10). Every difference is listed
-// in docs/model.md.
+// Two modes run through the package (privacy.Mode, the one type of the
+// module): privacy.ModePrincipled (default; the paper's equations with the
+// quirks of the released code fixed) and privacy.ModeReference (the released
+// code, quirk for quirk; ref §10). Every difference is listed in
+// docs/model.md.
 //
 // Conventions: tensors are float32 row-major; B = batch, S = padded sequence
 // length, n = number of real tokens, N = S + 1 latent components (index 0 is
 // the prior component), P = hidden size, H = heads, d_h = P/H. Masks are
-// 1 = real, 0 = padding (the opposite of the reference's pad mask m).
+// 1 = real, 0 = padding (Hugging Face's attention_mask, and the posterior
+// file's; the opposite of the reference's pad mask m).
 // Scalar special-function work (KL, Gamma gradients) is done in float64.
 package nvib
-
-// Mode selects principled (default) or reference behaviour.
-type Mode string
-
-const (
-	// ModePrincipled follows the paper's equations with the documented fixes.
-	ModePrincipled Mode = "principled"
-	// ModeReference reproduces the released code (ref §1–5, §10).
-	ModeReference Mode = "reference"
-)
-
-// Valid reports whether m names a known mode ("" counts as principled).
-func (m Mode) Valid() bool { return m == "" || m == ModePrincipled || m == ModeReference }
-
-// IsReference reports whether m is the reference mode.
-func (m Mode) IsReference() bool { return m == ModeReference }

@@ -38,7 +38,7 @@ func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 }
 
 // ExportMetadata returns the posterior file metadata of the model for a
-// dataset split: task, split, model, variant (mode), init, the clipping
+// dataset split: task, split, model (MetaModel), mode (MetaMode), init, the clipping
 // constants (clip_enabled, clip_mu, clip_alpha_min, clip_alpha_max,
 // clip_order, clip_logvar_margin, clip_cap_sigma, clip_prior), the prior
 // log alpha, kl_mask_pads and pads_released (true: the release has all N
@@ -54,7 +54,7 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	if m.Gauss != nil {
 		md := m.Gauss.ClipSet(m.Cfg.Hidden).Metadata()
-		for k, v := range map[string]string{"task": task, "split": split, "model": m.Cfg.Model, "variant": string(mode(m.Cfg.Mode)),
+		for k, v := range map[string]string{"task": task, "split": split, MetaModel: m.Cfg.Model, MetaMode: string(m.Cfg.Mode.OrDefault()),
 			"gaussian_release_len": strconv.Itoa(m.Gauss.L), "kl_mask_pads": "false", "pads_released": "true"} {
 			md[k] = v
 		}
@@ -62,7 +62,7 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 	}
 	c := m.NVIB.Cfg.Clip
 	return map[string]string{
-		"task": task, "split": split, "model": m.Cfg.Model, "variant": string(mode(m.Cfg.Mode)), "init": m.Cfg.Init,
+		"task": task, "split": split, MetaModel: m.Cfg.Model, MetaMode: string(m.Cfg.Mode.OrDefault()), "init": m.Cfg.Init,
 		"clip_enabled": strconv.FormatBool(c.Enabled), "clip_mu": f(c.CMu),
 		"clip_alpha_min": f(c.CAlphaMin), "clip_alpha_max": f(c.CAlphaMax), "clip_order": f(c.Order),
 		"clip_logvar_margin": f(c.LogvarMargin), "clip_cap_sigma": strconv.FormatBool(c.CapSigma),
@@ -72,16 +72,42 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 	}
 }
 
-func mode(m Mode) Mode {
-	if m == "" {
-		return ModePrincipled
+// Posterior-file metadata keys of the model that wrote the file.
+const (
+	MetaModel = "model" // the model kind (Config.Model): baseline, nvdp, nvdp-clipped, gaussian
+	MetaMode  = "mode"  // the model's privacy.Mode (Config.Mode)
+	// metaModeLegacy is where files written before MetaMode kept the mode
+	// (under a name that elsewhere means the model kind).
+	metaModeLegacy = "variant"
+)
+
+// MetadataMode returns the mode of the model that wrote a posterior file,
+// from its metadata md: the MetaMode entry or, in a file written before that
+// key existed, the "variant" entry (which held the mode, not the model
+// kind); ModePrincipled when neither is there. Errors: an unknown mode, or
+// both keys present with different modes.
+func MetadataMode(md map[string]string) (privacy.Mode, error) {
+	m, ok := md[MetaMode]
+	legacy, hasLegacy := md[metaModeLegacy]
+	switch {
+	case ok && hasLegacy && legacy != m:
+		return "", fmt.Errorf("posterior metadata: %s = %q and %s = %q disagree", MetaMode, m, metaModeLegacy, legacy)
+	case !ok && hasLegacy:
+		m, ok = legacy, true
 	}
-	return m
+	if !ok {
+		return privacy.ModePrincipled, nil
+	}
+	if mode := privacy.Mode(m); m != "" && mode.Valid() {
+		return mode, nil
+	}
+	return "", fmt.Errorf("posterior metadata: mode %q: want principled or reference", m)
 }
 
 // CollectPosteriors concatenates batch posteriors (all with the same N and
-// P) into the audit's privacy.Posteriors (mask converted to the file's
-// convention, 1 = padding component), with the model's prior and meta.
+// P) into the audit's privacy.Posteriors (the mask as it is: 1 = real
+// component, the convention of both packages), with the model's prior and
+// meta.
 func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) (*privacy.Posteriors, error) {
 	if len(posts) == 0 {
 		return nil, fmt.Errorf("collect posteriors: no batches")
@@ -95,18 +121,18 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 		M += p.B
 	}
 	out := privacy.NewPosteriors(M, N, P)
-	out.Mask = make([]uint8, M*N)
+	out.AttentionMask = make([]uint8, M*N)
 	for j := range out.PriorMu {
 		out.PriorMu[j], out.PriorVar[j] = prior.Mu, prior.Var
 	}
 	off := 0
 	for _, p := range posts {
 		copy(out.Mu[off*N*P:], p.Mu.Data)
-		copy(out.LogVar[off*N*P:], p.Logvar.Data)
+		copy(out.Logvar[off*N*P:], p.Logvar.Data)
 		copy(out.Alpha[off*N:], p.Alpha.Data)
 		for k, v := range p.Mask {
-			if v == 0 {
-				out.Mask[off*N+k] = 1
+			if v != 0 {
+				out.AttentionMask[off*N+k] = 1
 			}
 		}
 		off += p.B
@@ -121,14 +147,17 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 }
 
 // ExportPosteriors computes the posterior of every batch of a dataset split
-// and writes the audit's posterior file (privacy.WritePosteriors: mu, logvar
-// [M,N,P], alpha, mask [M,N], metadata from ExportMetadata) to path.
-func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, split string) error {
+// (all padded to the same length), writes the audit's posterior file
+// (privacy.WritePosteriors: mu, logvar [M,N,P], alpha, attention_mask
+// [M,N], metadata from ExportMetadata) to path and returns the posteriors
+// as the file holds them (privacy.ReadPosteriors of path gives the same
+// values and metadata), for an audit in memory.
+func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, split string) (*privacy.Posteriors, error) {
 	posts := make([]*Posterior, 0, len(batches))
 	for i, in := range batches {
 		p, err := m.Posterior(in)
 		if err != nil {
-			return fmt.Errorf("export posteriors: batch %d: %w", i, err)
+			return nil, fmt.Errorf("export posteriors: batch %d: %w", i, err)
 		}
 		posts = append(posts, p)
 	}
@@ -138,10 +167,11 @@ func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, spli
 	}
 	all, err := CollectPosteriors(posts, prior, m.ExportMetadata(task, split))
 	if err != nil {
-		return fmt.Errorf("export posteriors %s: %w", path, err)
+		return nil, fmt.Errorf("export posteriors %s: %w", path, err)
 	}
 	if err := privacy.WritePosteriors(path, all); err != nil {
-		return fmt.Errorf("export posteriors: %w", err)
+		return nil, fmt.Errorf("export posteriors: %w", err)
 	}
-	return nil
+	all.Metadata = all.FileMetadata()
+	return all, nil
 }

@@ -20,7 +20,7 @@ import (
 func gaussianModel(t *testing.T, L, P int, C, v float64) *Model {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(81, 82))
-	cfg := DefaultConfig(ModelGaussian, ModePrincipled, P, 2, 2*P, 3)
+	cfg := DefaultConfig(ModelGaussian, privacy.ModePrincipled, P, 2, 2*P, 3)
 	cfg.Clip.CMu, cfg.ReleaseLen, cfg.Prior.Var = C, L, v
 	m, err := NewModel(cfg, newFake(rng, 10, P, 0.8), rng)
 	if err != nil {
@@ -227,7 +227,11 @@ func TestGaussianOutputInvariantToPadding(t *testing.T) {
 		invariant bool
 	}{
 		{"gaussian", func() *Model { return gaussianModel(t, 8, 8, 1.2, 1) }, true},
-		{"nvdp-clipped", func() *Model { m := releaseModel(t, ModePrincipled, 8); m.testLogGamma = quantileGamma; return m }, false},
+		{"nvdp-clipped", func() *Model {
+			m := releaseModel(t, privacy.ModePrincipled, 8)
+			m.testLogGamma = quantileGamma
+			return m
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.model()
@@ -405,7 +409,7 @@ func TestGaussianAuditClosedForm(t *testing.T) {
 // SaveConfig/LoadConfig (release length, radius, noise variance); invalid
 // gaussian configurations are refused with the field named.
 func TestGaussianConfigRoundTrip(t *testing.T) {
-	c := DefaultConfig(ModelGaussian, ModePrincipled, 16, 2, 32, 2)
+	c := DefaultConfig(ModelGaussian, privacy.ModePrincipled, 16, 2, 32, 2)
 	c.Clip.CMu, c.ReleaseLen, c.Prior.Var = 0.3372, 128, 0.81
 	dir := t.TempDir()
 	if err := SaveConfig(dir, c); err != nil {
@@ -425,7 +429,7 @@ func TestGaussianConfigRoundTrip(t *testing.T) {
 	}{
 		{"no release length", func(c *Config) { c.ReleaseLen = 0 }, "release_len"},
 		{"zero radius", func(c *Config) { c.Clip.CMu = 0 }, "clip.c_mu"},
-		{"reference mode", func(c *Config) { c.Mode = ModeReference }, "reference"},
+		{"reference mode", func(c *Config) { c.Mode = privacy.ModeReference }, "reference"},
 		{"zero variance", func(c *Config) { c.Prior.Var = 0 }, "prior.var"},
 	} {
 		bad := c

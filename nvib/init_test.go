@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // TestInitClipStartsInsideClipRegion: under InitClip every token component's
@@ -21,9 +22,9 @@ func TestInitClipStartsInsideClipRegion(t *testing.T) {
 		x.Data[i] = float32(rng.NormFloat64())
 	}
 	posterior := func(init string, enabled bool) *Posterior {
-		clip := DefaultClip(ModePrincipled, 2, 1)
+		clip := DefaultClip(privacy.ModePrincipled, 2, 1)
 		clip.Enabled = enabled
-		l, err := NewLayer("nvib", LayerConfig{Hidden: P, Heads: heads, Mode: ModePrincipled, Prior: DefaultPrior(),
+		l, err := NewLayer("nvib", LayerConfig{Hidden: P, Heads: heads, Mode: privacy.ModePrincipled, Prior: DefaultPrior(),
 			Clip: clip, Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10}, rand.New(rand.NewPCG(1, 2)))
 		if err != nil {
 			t.Fatal(err)
@@ -34,7 +35,7 @@ func TestInitClipStartsInsideClipRegion(t *testing.T) {
 		}
 		return post
 	}
-	clip := DefaultClip(ModePrincipled, 2, 1)
+	clip := DefaultClip(privacy.ModePrincipled, 2, 1)
 	floor, cap := clip.LogvarBounds(1)
 	inside := func(post *Posterior) (lv, al int) {
 		for b := 0; b < post.B; b++ {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // Initialisation modes of the NVIB projections (ref §1).
@@ -36,12 +37,12 @@ const ClipInitMargin = 0.1
 
 // LayerConfig configures the NVIB layer.
 type LayerConfig struct {
-	Hidden int        `json:"hidden"` // P
-	Heads  int        `json:"heads"`  // H (d_h = P/H enters the quadratic init)
-	Mode   Mode       `json:"mode"`
-	Prior  Prior      `json:"prior"`
-	Clip   ClipConfig `json:"clip"`
-	Init   string     `json:"init"`
+	Hidden int          `json:"hidden"` // P
+	Heads  int          `json:"heads"`  // H (d_h = P/H enters the quadratic init)
+	Mode   privacy.Mode `json:"mode"`
+	Prior  Prior        `json:"prior"`
+	Clip   ClipConfig   `json:"clip"`
+	Init   string       `json:"init"`
 	// MuTau, StdevTau, AlphaTau parameterise InitNVIB (reference scripts: 1, 0.1, -10).
 	MuTau    float64 `json:"mu_tau"`
 	StdevTau float64 `json:"stdev_tau"`

@@ -12,6 +12,7 @@ import (
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // Model kinds.
@@ -39,15 +40,15 @@ const ConfigFile = "nvdp_config.json"
 
 // Config is the full NVDP model configuration (saved as JSON in a model directory).
 type Config struct {
-	Model        string  `json:"model"` // baseline | nvdp | nvdp-clipped | gaussian
-	Mode         Mode    `json:"mode"`  // principled | reference
-	Hidden       int     `json:"hidden"`
-	Heads        int     `json:"heads"`
-	Intermediate int     `json:"intermediate"`
-	LayerNormEps float64 `json:"layer_norm_eps"`
-	Dropout      float64 `json:"dropout"`
-	NumLabels    int     `json:"num_labels"` // 1 = regression (MSE)
-	Head         string  `json:"head"`       // mean | first-token
+	Model        string       `json:"model"` // baseline | nvdp | nvdp-clipped | gaussian
+	Mode         privacy.Mode `json:"mode"`  // principled | reference
+	Hidden       int          `json:"hidden"`
+	Heads        int          `json:"heads"`
+	Intermediate int          `json:"intermediate"`
+	LayerNormEps float64      `json:"layer_norm_eps"`
+	Dropout      float64      `json:"dropout"`
+	NumLabels    int          `json:"num_labels"` // 1 = regression (MSE)
+	Head         string       `json:"head"`       // mean | first-token
 
 	Prior    Prior   `json:"prior"`
 	Delta    float64 `json:"delta"`
@@ -80,17 +81,23 @@ type Config struct {
 // with zero gradient, and "hf" starts sigma at the prior sigma with mu near
 // 0, so that a from-scratch model learns nothing through the bottleneck; see
 // docs/model.md). Clipping follows DefaultClip(mode, 8, 1.5).
-func DefaultConfig(model string, mode Mode, hidden, heads, intermediate, numLabels int) Config {
-	init := InitHF
-	if !mode.IsReference() {
-		init = InitClip
-	}
+func DefaultConfig(model string, mode privacy.Mode, hidden, heads, intermediate, numLabels int) Config {
 	c := Config{Model: model, Mode: mode, Hidden: hidden, Heads: heads, Intermediate: intermediate,
 		LayerNormEps: 1e-12, NumLabels: numLabels, Head: HeadMean, Prior: DefaultPrior(),
-		Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10, Clip: DefaultClip(mode, 8, 1.5),
+		Init: DefaultInit(mode), MuTau: 1, StdevTau: 0.1, AlphaTau: -10, Clip: DefaultClip(mode, 8, 1.5),
 		LambdaG: 1e-2, LambdaD: 1e-2, KLSchedule: ScheduleLinearDecay}
 	c.Clip.Enabled = model == ModelNVDPClipped
 	return c
+}
+
+// DefaultInit is the NVIB initialisation of a mode: InitHF in reference
+// mode (what the released code runs), InitClip in principled mode
+// (DefaultConfig says why).
+func DefaultInit(mode privacy.Mode) string {
+	if mode.IsReference() {
+		return InitHF
+	}
+	return InitClip
 }
 
 // Validate checks the configuration.

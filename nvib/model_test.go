@@ -8,6 +8,7 @@ import (
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nn/nntest"
+	"github.com/nvdp-project/nvdp/privacy"
 	"gonum.org/v1/gonum/mathext"
 )
 
@@ -52,18 +53,18 @@ func testBatch() (encoder.Input, *Labels) {
 func TestModelGradient(t *testing.T) {
 	cases := []struct {
 		model string
-		mode  Mode
+		mode  privacy.Mode
 		init  string
 		head  string
 	}{
-		{ModelBaseline, ModePrincipled, InitHF, HeadMean},
-		{ModelNVDP, ModePrincipled, InitHF, HeadMean},
-		{ModelNVDP, ModeReference, InitHF, HeadFirstToken},
-		{ModelNVDPClipped, ModePrincipled, InitHF, HeadMean},
-		{ModelNVDPClipped, ModeReference, InitHF, HeadMean},
-		{ModelNVDP, ModePrincipled, InitNVIB, HeadFirstToken},
-		{ModelGaussian, ModePrincipled, InitHF, HeadMean},
-		{ModelGaussian, ModePrincipled, InitHF, HeadFirstToken},
+		{ModelBaseline, privacy.ModePrincipled, InitHF, HeadMean},
+		{ModelNVDP, privacy.ModePrincipled, InitHF, HeadMean},
+		{ModelNVDP, privacy.ModeReference, InitHF, HeadFirstToken},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean},
+		{ModelNVDPClipped, privacy.ModeReference, InitHF, HeadMean},
+		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadFirstToken},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken},
 	}
 	for _, tc := range cases {
 		t.Run(tc.model+"/"+string(tc.mode)+"/"+tc.init+"/"+tc.head, func(t *testing.T) {
@@ -75,7 +76,7 @@ func TestModelGradient(t *testing.T) {
 			cfg.KLSchedule = ScheduleConstant
 			cfg.Clip.CMu, cfg.Clip.CAlphaMax = 1.0, 1.2
 			cfg.ReleaseLen = 6 // gaussian: the release has 6 positions, the batch 4
-			if tc.mode == ModePrincipled {
+			if tc.mode == privacy.ModePrincipled {
 				cfg.Clip.CAlphaMin = PrincipledAlphaMin(cfg.Clip.Order, 1.2)
 			}
 			m, err := NewModel(cfg, bb, rng)
@@ -160,16 +161,16 @@ func synthBatch(rng *rand.Rand, B, S int) (encoder.Input, *Labels) {
 func TestTrainSynthetic(t *testing.T) {
 	for _, tc := range []struct {
 		model string
-		mode  Mode
-	}{{ModelNVDP, ModePrincipled}, {ModelNVDPClipped, ModePrincipled}, {ModelNVDPClipped, ModeReference}, {ModelBaseline, ModePrincipled},
-		{ModelGaussian, ModePrincipled}} {
+		mode  privacy.Mode
+	}{{ModelNVDP, privacy.ModePrincipled}, {ModelNVDPClipped, privacy.ModePrincipled}, {ModelNVDPClipped, privacy.ModeReference}, {ModelBaseline, privacy.ModePrincipled},
+		{ModelGaussian, privacy.ModePrincipled}} {
 		t.Run(tc.model+"/"+string(tc.mode), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(31, 32))
 			bb := newFake(rng, 16, 16, 1)
 			cfg := DefaultConfig(tc.model, tc.mode, 16, 2, 32, 3)
 			cfg.Clip.CMu = 3
 			cfg.Clip.CAlphaMax = 1
-			if tc.mode == ModePrincipled {
+			if tc.mode == privacy.ModePrincipled {
 				cfg.Clip.CAlphaMin = PrincipledAlphaMin(cfg.Clip.Order, 1)
 			}
 			cfg.LambdaG, cfg.LambdaD = 1e-2, 1e-2

@@ -8,12 +8,13 @@ import (
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nn/nntest"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // releaseModel is a small nvdp-clipped model on the embedding-table backbone
 // (whose output does not depend on the mask, so that any dependence of the
 // model's outputs on the mask comes from the NVIB layer onwards).
-func releaseModel(t *testing.T, mode Mode, P int) *Model {
+func releaseModel(t *testing.T, mode privacy.Mode, P int) *Model {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(61, 62))
 	bb := newFake(rng, 10, P, 0.8)
@@ -56,9 +57,9 @@ func twoLengths() (encoder.Input, *Labels) {
 // pi = 0 exactly at the pads (the zeros count the padding: 5 + 2 = 7).
 func TestReleaseHasNoLengthZeros(t *testing.T) {
 	for _, tc := range []struct {
-		mode      Mode
+		mode      privacy.Mode
 		wantZeros int // components with pi = 0 over the batch
-	}{{ModePrincipled, 0}, {ModeReference, 7}} {
+	}{{privacy.ModePrincipled, 0}, {privacy.ModeReference, 7}} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			m := releaseModel(t, tc.mode, 16)
 			in, _ := twoLengths()
@@ -67,7 +68,7 @@ func TestReleaseHasNoLengthZeros(t *testing.T) {
 				t.Fatal(err)
 			}
 			post, s := out.Posterior, out.Sample
-			if post.N != 8 || post.PadsReleased != (tc.mode == ModePrincipled) {
+			if post.N != 8 || post.PadsReleased != (tc.mode == privacy.ModePrincipled) {
 				t.Fatalf("N %d, pads released %v", post.N, post.PadsReleased)
 			}
 			zeros := 0
@@ -126,7 +127,7 @@ func TestReleaseHasNoLengthZeros(t *testing.T) {
 // components), over the real ones in reference mode (pads exactly 0); within
 // 5 standard errors of the Dirichlet variance a_i (A - a_i) / (A^2 (A + 1)).
 func TestReleaseDirichletMassAtPads(t *testing.T) {
-	for _, mode := range []Mode{ModePrincipled, ModeReference} {
+	for _, mode := range []privacy.Mode{privacy.ModePrincipled, privacy.ModeReference} {
 		t.Run(string(mode), func(t *testing.T) {
 			m := releaseModel(t, mode, 8)
 			in, _ := twoLengths()
@@ -145,13 +146,13 @@ func TestReleaseDirichletMassAtPads(t *testing.T) {
 			for b := 0; b < post.B; b++ {
 				var A float64
 				for i := 0; i < post.N; i++ {
-					if k := b*post.N + i; mode == ModePrincipled || post.Mask[k] != 0 {
+					if k := b*post.N + i; mode == privacy.ModePrincipled || post.Mask[k] != 0 {
 						A += float64(post.Alpha.Data[k])
 					}
 				}
 				for i := 0; i < post.N; i++ {
 					k := b*post.N + i
-					if mode == ModeReference && post.Mask[k] == 0 {
+					if mode == privacy.ModeReference && post.Mask[k] == 0 {
 						if mean[k] != 0 {
 							t.Errorf("reference pad %d: mean pi %v, want 0", k, mean[k])
 						}
@@ -178,9 +179,9 @@ func TestOutputIgnoresMask(t *testing.T) {
 	in, labels := twoLengths()
 	masks := [][]float32{in.Mask, nil, {1, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}}
 	for _, tc := range []struct {
-		mode      Mode
+		mode      privacy.Mode
 		invariant bool
-	}{{ModePrincipled, true}, {ModeReference, false}} {
+	}{{privacy.ModePrincipled, true}, {privacy.ModeReference, false}} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			m := releaseModel(t, tc.mode, 8)
 			m.testLogGamma = quantileGamma
@@ -233,7 +234,7 @@ func TestBlockGradientReleasedPads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(71, 72))
 	B, S, P := 2, 4, 8
 	N := S + 1
-	blk, err := NewBlock("nvdp", BlockConfig{Hidden: P, Heads: 2, Intermediate: 16, Mode: ModePrincipled}, rng)
+	blk, err := NewBlock("nvdp", BlockConfig{Hidden: P, Heads: 2, Intermediate: 16, Mode: privacy.ModePrincipled}, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,10 +301,10 @@ func TestBlockGradientReleasedPads(t *testing.T) {
 // (the queries there come from x, but their rows are not pooled).
 func TestPadEmbeddingGradient(t *testing.T) {
 	for _, tc := range []struct {
-		mode     Mode
+		mode     privacy.Mode
 		lambda   float64
 		wantZero bool
-	}{{ModePrincipled, 0.5, false}, {ModePrincipled, 0, false}, {ModeReference, 0, true}} {
+	}{{privacy.ModePrincipled, 0.5, false}, {privacy.ModePrincipled, 0, false}, {privacy.ModeReference, 0, true}} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			m := releaseModel(t, tc.mode, 8)
 			m.Cfg.LambdaG, m.Cfg.LambdaD = tc.lambda, tc.lambda
@@ -345,12 +346,12 @@ func TestPadEmbeddingGradient(t *testing.T) {
 func TestPadsReleased(t *testing.T) {
 	for _, tc := range []struct {
 		model string
-		mode  Mode
+		mode  privacy.Mode
 		want  bool
 	}{
-		{ModelNVDPClipped, ModePrincipled, true}, {ModelNVDP, ModePrincipled, true}, {ModelNVDPClipped, "", true},
-		{ModelNVDPClipped, ModeReference, false}, {ModelNVDP, ModeReference, false}, {ModelBaseline, ModePrincipled, false},
-		{ModelGaussian, ModePrincipled, true},
+		{ModelNVDPClipped, privacy.ModePrincipled, true}, {ModelNVDP, privacy.ModePrincipled, true}, {ModelNVDPClipped, "", true},
+		{ModelNVDPClipped, privacy.ModeReference, false}, {ModelNVDP, privacy.ModeReference, false}, {ModelBaseline, privacy.ModePrincipled, false},
+		{ModelGaussian, privacy.ModePrincipled, true},
 	} {
 		rng := rand.New(rand.NewPCG(1, 2))
 		cfg := DefaultConfig(tc.model, tc.mode, 8, 2, 16, 2)

@@ -12,14 +12,6 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// Mode selects the audit: the paper's equations done right, or the released code.
-type Mode string
-
-const (
-	ModePrincipled Mode = "principled"
-	ModeReference  Mode = "reference"
-)
-
 // DefaultBDPOrders is the default grid of accountant moment orders l (Renyi
 // order l+1). It includes 1.1, the paper's accountant order, and 0.1, whose
 // Renyi order 1.1 is the one clipping is derived for.
@@ -143,6 +135,11 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// ValidateFor checks o for an audit of m posteriors, as Audit does before
+// any work (on a copy: o is not changed), so that a caller can check the
+// options before it produces the posteriors.
+func (o Options) ValidateFor(m int) error { return o.resolve(m) }
 
 // resolve validates o for m examples and fills what "not given" stands
 // for: the principled mode and standard direction for "", DefaultBDPOrders

@@ -39,7 +39,7 @@ func TestAuditGolden(t *testing.T) {
 	inf := math.Inf(1)
 	p := randomPosteriors(rand.New(rand.NewPCG(9, 10)), 23, 5, 6, 0.32)
 	for j := range p.P {
-		p.LogVar[(4*p.N+2)*p.P+j] = float32(2 * math.Log(0.05))
+		p.Logvar[(4*p.N+2)*p.P+j] = float32(2 * math.Log(0.05))
 	}
 	allBDP := []goldenBDP{{0.05, false, 22, inf, 0, inf, inf, inf}, {0.1, false, 22, inf, 0, inf, inf, inf},
 		{0.5, false, 502, inf, 0, inf, inf, inf}, {1.1, false, 506, inf, 0, inf, inf, inf}, {2, false, 506, inf, 0, inf, inf, inf}}

@@ -165,7 +165,7 @@ func TestUndefinedReasons(t *testing.T) {
 func TestReportJSON(t *testing.T) {
 	p := randomPosteriors(rand.New(rand.NewPCG(9, 10)), 23, 5, 6, 0.32)
 	for j := range p.P {
-		p.LogVar[(4*p.N+2)*p.P+j] = float32(2 * math.Log(0.05))
+		p.Logvar[(4*p.N+2)*p.P+j] = float32(2 * math.Log(0.05))
 	}
 	r, err := Audit(context.Background(), p, DefaultOptions())
 	if err != nil {

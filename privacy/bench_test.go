@@ -39,7 +39,7 @@ func synthPosteriors(m, n, p int, seed uint64) *Posteriors {
 			}
 			for j := range p {
 				s := min(max(math.Exp(rng.NormFloat64()*0.2-0.4), sigLo), 1)
-				po.LogVar[c*p+j] = float32(2 * math.Log(s))
+				po.Logvar[c*p+j] = float32(2 * math.Log(s))
 			}
 		}
 	}

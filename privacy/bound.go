@@ -6,20 +6,21 @@ import (
 )
 
 // PosteriorView is one example's posterior: N components in P dimensions.
-// Mu and LogVar are [N, P] row-major, Alpha is [N], Mask is [N] or nil
-// (1 = padding component). Component 0 is the prior component.
+// Mu and Logvar are [N, P] row-major, Alpha is [N], AttentionMask is [N]
+// or nil (1 = real component, 0 = padding: Hugging Face's attention_mask
+// convention). Component 0 is the prior component.
 type PosteriorView struct {
-	N, P   int
-	Mu     []float32 // [N, P]
-	LogVar []float32 // [N, P]; sigma = exp(LogVar/2)
-	Alpha  []float32 // [N]
-	Mask   []uint8   // [N] or nil
+	N, P          int
+	Mu            []float32 // [N, P]
+	Logvar        []float32 // [N, P]; sigma = exp(Logvar/2)
+	Alpha         []float32 // [N]
+	AttentionMask []uint8   // [N] or nil; 1 = real component
 }
 
 func (v PosteriorView) check(name string) error {
-	if v.N < 1 || v.P < 1 || len(v.Mu) != v.N*v.P || len(v.LogVar) != v.N*v.P || len(v.Alpha) != v.N || (v.Mask != nil && len(v.Mask) != v.N) {
-		return fmt.Errorf("posterior %s: N=%d P=%d but len(mu)=%d len(logvar)=%d len(alpha)=%d len(mask)=%d",
-			name, v.N, v.P, len(v.Mu), len(v.LogVar), len(v.Alpha), len(v.Mask))
+	if v.N < 1 || v.P < 1 || len(v.Mu) != v.N*v.P || len(v.Logvar) != v.N*v.P || len(v.Alpha) != v.N || (v.AttentionMask != nil && len(v.AttentionMask) != v.N) {
+		return fmt.Errorf("posterior %s: N=%d P=%d but len(mu)=%d len(logvar)=%d len(alpha)=%d len(attention_mask)=%d",
+			name, v.N, v.P, len(v.Mu), len(v.Logvar), len(v.Alpha), len(v.AttentionMask))
 	}
 	return nil
 }
@@ -96,7 +97,9 @@ func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundT
 	}
 	lam := order
 	N, P := q.N, q.P
-	kept := func(v PosteriorView, i int) bool { return !opt.UseMask || v.Mask == nil || v.Mask[i] == 0 }
+	kept := func(v PosteriorView, i int) bool {
+		return !opt.UseMask || v.AttentionMask == nil || v.AttentionMask[i] == 1
+	}
 	var a0, b0 float64
 	for i := 0; i < N; i++ {
 		if kept(q, i) {
@@ -131,7 +134,7 @@ func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundT
 		var quad, logs float64
 		for j := i * P; j < (i+1)*P; j++ {
 			d := float64(q.Mu[j]) - float64(qp.Mu[j])
-			lq, lp := float64(q.LogVar[j]), float64(qp.LogVar[j])
+			lq, lp := float64(q.Logvar[j]), float64(qp.Logvar[j])
 			if swap {
 				lq, lp = lp, lq
 			}

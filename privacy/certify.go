@@ -429,7 +429,7 @@ func (s ClipSet) witness(corners, meanCorners []corner, jStar, n, k1, k2 int, C 
 			for j := 0; j < P; j++ {
 				k := (e*N+i)*P + j
 				w.Mu[k] = float32(w.PriorMu[j])
-				w.LogVar[k] = float32(math.Log(w.PriorVar[j]))
+				w.Logvar[k] = float32(math.Log(w.PriorVar[j]))
 			}
 		}
 		w.Alpha[e*N] = float32(s.PriorAlpha)
@@ -444,8 +444,8 @@ func (s ClipSet) witness(corners, meanCorners []corner, jStar, n, k1, k2 int, C 
 			if dir == DirectionPaper { // the printed Gaussian term is D(N_q' || N_q)
 				x, y = y, x
 			}
-			w.LogVar[i*P+j] = float32(x)
-			w.LogVar[(N+i)*P+j] = float32(y)
+			w.Logvar[i*P+j] = float32(x)
+			w.Logvar[(N+i)*P+j] = float32(y)
 			if j == jStar {
 				w.Mu[i*P+j] = float32(w.PriorMu[j] + C)
 				w.Mu[(N+i)*P+j] = float32(w.PriorMu[j] - C)

@@ -146,7 +146,7 @@ func inSet(s ClipSet, p *Posteriors) string {
 			for j := 0; j < P; j++ {
 				k := (e*N+i)*P + j
 				fl, cp := s.logvarBox(j)
-				if lv := float64(p.LogVar[k]); lv < fl || lv > cp {
+				if lv := float64(p.Logvar[k]); lv < fl || lv > cp {
 					return "logvar"
 				}
 				d := float64(p.Mu[k]) - broadcast(s.PriorMu, j)
@@ -221,14 +221,14 @@ func TestCertifyNotExceeded(t *testing.T) {
 			for e := 0; e < 2; e++ {
 				w.Alpha[e*N] = float32(s.PriorAlpha)
 				for j := 0; j < P; j++ {
-					w.LogVar[e*N*P+j] = float32(math.Log(pv[j]))
+					w.Logvar[e*N*P+j] = float32(math.Log(pv[j]))
 				}
 				for i := 1; i < N; i++ {
 					w.Alpha[e*N+i] = float32(A + (B-A)*rng.Float64())
 					var n2 float64
 					for j := 0; j < P; j++ {
 						fl, cp := s.logvarBox(j)
-						w.LogVar[(e*N+i)*P+j] = float32(fl + (cp-fl)*rng.Float64())
+						w.Logvar[(e*N+i)*P+j] = float32(fl + (cp-fl)*rng.Float64())
 						g := rng.NormFloat64()
 						w.Mu[(e*N+i)*P+j] = float32(g)
 						n2 += g * g
@@ -255,14 +255,14 @@ func TestCertifyNotExceeded(t *testing.T) {
 						for j := 0; j < P; j++ {
 							k := (e*N+i)*P + j
 							fl, cp := s.logvarBox(j)
-							best, bl := cur, w.LogVar[k]
+							best, bl := cur, w.Logvar[k]
 							for g := 0; g <= 40; g++ {
-								w.LogVar[k] = float32(fl + (cp-fl)*float64(g)/40)
+								w.Logvar[k] = float32(fl + (cp-fl)*float64(g)/40)
 								if v := eval(); v > best {
-									best, bl = v, w.LogVar[k]
+									best, bl = v, w.Logvar[k]
 								}
 							}
-							w.LogVar[k], cur = bl, best
+							w.Logvar[k], cur = bl, best
 						}
 						// mu on the sphere of radius R, angle grid in the (first, random) plane
 						mu := w.Mu[(e*N+i)*P : (e*N+i+1)*P]

@@ -45,7 +45,7 @@ func newEngine(p *Posteriors, orders []float64, opt BoundOptions) *engine {
 	e.s2 = make([]float64, n)
 	for k := range n {
 		e.mu[k] = float64(p.Mu[k])
-		e.s2[k] = math.Exp(float64(p.LogVar[k]))
+		e.s2[k] = math.Exp(float64(p.Logvar[k]))
 	}
 	mn := p.M * p.N
 	e.ls = make([]float64, mn)
@@ -56,13 +56,13 @@ func newEngine(p *Posteriors, orders []float64, opt BoundOptions) *engine {
 	e.lgT = make([]float64, p.M)
 	for c := range mn {
 		var s float64
-		for _, v := range p.LogVar[c*p.P : (c+1)*p.P] {
+		for _, v := range p.Logvar[c*p.P : (c+1)*p.P] {
 			s += float64(v)
 		}
 		e.ls[c] = 0.5 * s
 		e.alpha[c] = float64(p.Alpha[c])
 		e.lgA[c] = lgamma(e.alpha[c])
-		e.keep[c] = !opt.UseMask || p.Mask == nil || p.Mask[c] == 0
+		e.keep[c] = !opt.UseMask || p.AttentionMask == nil || p.AttentionMask[c] == 1
 		if e.keep[c] {
 			e.tot[c/p.N] += e.alpha[c]
 		}

@@ -29,22 +29,29 @@ import (
 // contract between training (package nvib writes it) and auditing:
 //
 //	tensor  mu      float32 [M, N, P]  posterior means
-//	tensor  logvar  float32 [M, N, P]  log variances, sigma = exp(logvar/2), |logvar| <= MaxAbsLogVar
+//	tensor  logvar  float32 [M, N, P]  log variances, sigma = exp(logvar/2), |logvar| <= MaxAbsLogvar
 //	tensor  alpha   float32 [M, N]     Dirichlet pseudo-counts, >= 0
-//	tensor  mask    uint8   [M, N]     optional, 1 = padding component
+//	tensor  attention_mask  uint8 [M, N]  optional, 1 = real component, 0 = padding
 //	metadata prior_mu, prior_var       required; a number or a JSON array of P numbers (no null)
-//	metadata task, split, model, variant, clip_mu, clip_alpha_max, clip_order, ... (free-form)
+//	metadata task, split, model, mode, clip_mu, clip_alpha_max, clip_order, ... (free-form)
+//
+// The mask follows Hugging Face's attention_mask (and package nvib's
+// convention): 1 marks a real component, 0 a padding component; the prior
+// component 0 is always real. Files written before this convention hold a
+// tensor "mask" with the opposite meaning (1 = padding): ReadPosteriors
+// rejects them with an error that says so instead of misreading them.
 //
 // Slices are row-major. Use NewPosteriors to allocate and Validate before use;
 // ReadPosteriors validates.
 type Posteriors struct {
-	M, N, P  int
-	Mu       []float32 // [M, N, P]
-	LogVar   []float32 // [M, N, P]
-	Alpha    []float32 // [M, N]
-	Mask     []uint8   // [M, N] or nil; 1 = padding component
-	PriorMu  []float64 // [P]
-	PriorVar []float64 // [P], > 0
+	M, N, P int
+	Mu      []float32 // [M, N, P]
+	Logvar  []float32 // [M, N, P]
+	Alpha   []float32 // [M, N]
+	// AttentionMask is [M, N] or nil: 1 = real component, 0 = padding.
+	AttentionMask []uint8
+	PriorMu       []float64 // [P]
+	PriorVar      []float64 // [P], > 0
 	// Metadata are free-form strings saved in __metadata__ (prior_mu and
 	// prior_var are written from the fields above and override entries here).
 	Metadata map[string]string
@@ -54,7 +61,7 @@ type Posteriors struct {
 // (prior_mu = 0, prior_var = 1) and no mask.
 func NewPosteriors(m, n, p int) *Posteriors {
 	po := &Posteriors{M: m, N: n, P: p,
-		Mu: make([]float32, m*n*p), LogVar: make([]float32, m*n*p), Alpha: make([]float32, m*n),
+		Mu: make([]float32, m*n*p), Logvar: make([]float32, m*n*p), Alpha: make([]float32, m*n),
 		PriorMu: make([]float64, p), PriorVar: make([]float64, p), Metadata: map[string]string{}}
 	for i := range po.PriorVar {
 		po.PriorVar[i] = 1
@@ -65,19 +72,19 @@ func NewPosteriors(m, n, p int) *Posteriors {
 // View returns example m as a PosteriorView (slices alias p).
 func (p *Posteriors) View(m int) PosteriorView {
 	np := p.N * p.P
-	v := PosteriorView{N: p.N, P: p.P, Mu: p.Mu[m*np : (m+1)*np], LogVar: p.LogVar[m*np : (m+1)*np], Alpha: p.Alpha[m*p.N : (m+1)*p.N]}
-	if p.Mask != nil {
-		v.Mask = p.Mask[m*p.N : (m+1)*p.N]
+	v := PosteriorView{N: p.N, P: p.P, Mu: p.Mu[m*np : (m+1)*np], Logvar: p.Logvar[m*np : (m+1)*np], Alpha: p.Alpha[m*p.N : (m+1)*p.N]}
+	if p.AttentionMask != nil {
+		v.AttentionMask = p.AttentionMask[m*p.N : (m+1)*p.N]
 	}
 	return v
 }
 
-// MaxAbsLogVar bounds |logvar|: beyond it sigma^2 = exp(logvar) (about
+// MaxAbsLogvar bounds |logvar|: beyond it sigma^2 = exp(logvar) (about
 // 1e304 or 1e-304) over- or underflows the bound's float64 arithmetic.
-const MaxAbsLogVar = 700
+const MaxAbsLogvar = 700
 
 // Validate checks shapes, finiteness (no NaN/Inf in mu, logvar, alpha),
-// |logvar| <= MaxAbsLogVar, alpha >= 0, mask values in {0, 1}, finite
+// |logvar| <= MaxAbsLogvar, alpha >= 0, mask values in {0, 1}, finite
 // prior_mu and prior_var > 0. The error names the tensor and the first
 // offending index. (Every finite float32 mu is accepted: the bound is
 // computed in float64, where the square of any float32 difference is
@@ -89,14 +96,14 @@ func (p *Posteriors) Validate() error {
 	if len(p.Mu) != p.M*p.N*p.P {
 		return fmt.Errorf("tensor mu: %d values, want M*N*P = %d*%d*%d", len(p.Mu), p.M, p.N, p.P)
 	}
-	if len(p.LogVar) != len(p.Mu) {
-		return fmt.Errorf("tensor logvar: %d values, want M*N*P = %d*%d*%d", len(p.LogVar), p.M, p.N, p.P)
+	if len(p.Logvar) != len(p.Mu) {
+		return fmt.Errorf("tensor logvar: %d values, want M*N*P = %d*%d*%d", len(p.Logvar), p.M, p.N, p.P)
 	}
 	if len(p.Alpha) != p.M*p.N {
 		return fmt.Errorf("tensor alpha: %d values, want M*N = %d*%d", len(p.Alpha), p.M, p.N)
 	}
-	if p.Mask != nil && len(p.Mask) != p.M*p.N {
-		return fmt.Errorf("tensor mask: %d values, want M*N = %d*%d", len(p.Mask), p.M, p.N)
+	if p.AttentionMask != nil && len(p.AttentionMask) != p.M*p.N {
+		return fmt.Errorf("tensor %s: %d values, want M*N = %d*%d", AttentionMaskTensor, len(p.AttentionMask), p.M, p.N)
 	}
 	idx := func(k, rank int) string {
 		if rank == 2 {
@@ -107,17 +114,17 @@ func (p *Posteriors) Validate() error {
 	for _, t := range []struct {
 		name string
 		v    []float32
-	}{{"mu", p.Mu}, {"logvar", p.LogVar}} {
+	}{{"mu", p.Mu}, {"logvar", p.Logvar}} {
 		for k, v := range t.v {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return fmt.Errorf("tensor %s: non-finite value %v at %s", t.name, v, idx(k, 3))
 			}
 		}
 	}
-	for k, v := range p.LogVar {
-		if math.Abs(float64(v)) > MaxAbsLogVar {
+	for k, v := range p.Logvar {
+		if math.Abs(float64(v)) > MaxAbsLogvar {
 			return fmt.Errorf("tensor logvar: value %v at %s: sigma^2 = exp(logvar) leaves float64's normal range (|logvar| must be <= %v)",
-				v, idx(k, 3), MaxAbsLogVar)
+				v, idx(k, 3), MaxAbsLogvar)
 		}
 	}
 	for k, v := range p.Alpha {
@@ -128,9 +135,12 @@ func (p *Posteriors) Validate() error {
 			return fmt.Errorf("tensor alpha: negative pseudo-count %v at %s", v, idx(k, 2))
 		}
 	}
-	for k, v := range p.Mask {
+	for k, v := range p.AttentionMask {
 		if v > 1 {
-			return fmt.Errorf("tensor mask: value %d at %s, want 0 or 1", v, idx(k, 2))
+			return fmt.Errorf("tensor %s: value %d at %s, want 0 or 1", AttentionMaskTensor, v, idx(k, 2))
+		}
+		if k%p.N == 0 && v != 1 {
+			return fmt.Errorf("tensor %s: the prior component is marked padding at %s (1 = real component, 0 = padding)", AttentionMaskTensor, idx(k, 2))
 		}
 	}
 	if len(p.PriorMu) != p.P || len(p.PriorVar) != p.P {
@@ -143,6 +153,14 @@ func (p *Posteriors) Validate() error {
 	}
 	return nil
 }
+
+// Tensor names of the mask in a posterior file: AttentionMaskTensor (1 =
+// real component) since the mask convention was unified; legacyMaskTensor
+// (1 = padding component) in older files, which are rejected.
+const (
+	AttentionMaskTensor = "attention_mask"
+	legacyMaskTensor    = "mask"
+)
 
 // parsePrior reads the metadata value s of key: a number, or a JSON array of
 // p numbers. Errors name the key: not a number, a wrong length, null in
@@ -257,19 +275,23 @@ func ParsePosteriors(name string, data []byte) (*Posteriors, error) {
 	}
 	po := &Posteriors{M: m, N: n, P: pp, Metadata: f.Metadata}
 	po.Mu, _ = mu.Float32()
-	po.LogVar, _ = lv.Float32()
+	po.Logvar, _ = lv.Float32()
 	po.Alpha, _ = al.Float32()
-	if mk, ok := f.Get("mask"); ok {
+	if _, ok := f.Get(legacyMaskTensor); ok {
+		return nil, wrap(fmt.Errorf("tensor %s: the file uses the old mask convention (1 = padding component); the format now stores %s "+
+			"(1 = real component, Hugging Face's convention): re-export the posteriors from the model", legacyMaskTensor, AttentionMaskTensor))
+	}
+	if mk, ok := f.Get(AttentionMaskTensor); ok {
 		if mk.DType != safetensors.U8 && mk.DType != safetensors.BOOL {
-			return nil, wrap(fmt.Errorf("tensor mask: dtype %s, want U8", mk.DType))
+			return nil, wrap(fmt.Errorf("tensor %s: dtype %s, want U8", AttentionMaskTensor, mk.DType))
 		}
 		if len(mk.Shape) != 2 || mk.Shape[0] != m || mk.Shape[1] != n {
-			return nil, wrap(fmt.Errorf("tensor mask: shape %v, want [%d %d]", mk.Shape, m, n))
+			return nil, wrap(fmt.Errorf("tensor %s: shape %v, want [%d %d]", AttentionMaskTensor, mk.Shape, m, n))
 		}
 		if err := checkBytes(mk); err != nil {
 			return nil, wrap(err)
 		}
-		po.Mask, _ = mk.Uint8()
+		po.AttentionMask, _ = mk.Uint8()
 	}
 	for _, key := range []string{"prior_mu", "prior_var"} {
 		s, ok := f.Metadata[key]
@@ -308,24 +330,32 @@ func checkBytes(t *safetensors.Tensor) error {
 	return nil
 }
 
-// WritePosteriors validates p and writes it atomically as a safetensors file.
-func WritePosteriors(path string, p *Posteriors) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("posteriors %s: %w", path, err)
-	}
-	md := map[string]string{}
+// FileMetadata returns the metadata a posterior file of p holds (what
+// ReadPosteriors returns): p.Metadata with prior_mu and prior_var written
+// from the fields.
+func (p *Posteriors) FileMetadata() map[string]string {
+	md := make(map[string]string, len(p.Metadata)+2)
 	for k, v := range p.Metadata {
 		md[k] = v
 	}
 	md["prior_mu"] = formatPrior(p.PriorMu)
 	md["prior_var"] = formatPrior(p.PriorVar)
+	return md
+}
+
+// WritePosteriors validates p and writes it atomically as a safetensors file.
+func WritePosteriors(path string, p *Posteriors) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("posteriors %s: %w", path, err)
+	}
+	md := p.FileMetadata()
 	ts := []*safetensors.Tensor{
 		safetensors.FromFloat32("mu", []int{p.M, p.N, p.P}, p.Mu),
-		safetensors.FromFloat32("logvar", []int{p.M, p.N, p.P}, p.LogVar),
+		safetensors.FromFloat32("logvar", []int{p.M, p.N, p.P}, p.Logvar),
 		safetensors.FromFloat32("alpha", []int{p.M, p.N}, p.Alpha),
 	}
-	if p.Mask != nil {
-		ts = append(ts, safetensors.FromUint8("mask", []int{p.M, p.N}, p.Mask))
+	if p.AttentionMask != nil {
+		ts = append(ts, safetensors.FromUint8(AttentionMaskTensor, []int{p.M, p.N}, p.AttentionMask))
 	}
 	if err := safetensors.WriteFile(path, ts, md); err != nil {
 		return fmt.Errorf("posteriors: %w", err)

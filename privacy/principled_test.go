@@ -29,7 +29,7 @@ func randomPosteriors(rng *rand.Rand, m, n, p int, sigmaLo float64) *Posteriors 
 				}
 				po.Mu[k] = float32(rng.NormFloat64() * 0.4)
 				s := sigmaLo + (1-sigmaLo)*rng.Float64()
-				po.LogVar[k] = float32(2 * math.Log(s))
+				po.Logvar[k] = float32(2 * math.Log(s))
 			}
 		}
 	}
@@ -42,7 +42,7 @@ func randomPosteriors(rng *rand.Rand, m, n, p int, sigmaLo float64) *Posteriors 
 // Returns +Inf where a log-gamma argument or a radicand is <= 0.
 func naiveRD(lam float64, p *Posteriors, q, qp int, useMask bool, swap ...bool) float64 {
 	N, P := p.N, p.P
-	on := func(x, i int) bool { return !useMask || p.Mask == nil || p.Mask[x*N+i] == 0 }
+	on := func(x, i int) bool { return !useMask || p.AttentionMask == nil || p.AttentionMask[x*N+i] == 1 }
 	lg := func(x float64) float64 {
 		if x <= 0 {
 			return math.NaN()
@@ -70,8 +70,8 @@ func naiveRD(lam float64, p *Posteriors, q, qp int, useMask bool, swap ...bool) 
 		for j := range P {
 			k := (q*N+i)*P + j
 			kp := (qp*N+i)*P + j
-			sig := math.Sqrt(math.Exp(float64(p.LogVar[k])))
-			sigp := math.Sqrt(math.Exp(float64(p.LogVar[kp])))
+			sig := math.Sqrt(math.Exp(float64(p.Logvar[k])))
+			sigp := math.Sqrt(math.Exp(float64(p.Logvar[kp])))
 			if len(swap) > 0 && swap[0] {
 				sig, sigp = sigp, sig
 			}
@@ -151,11 +151,11 @@ func TestGaussianDirection(t *testing.T) {
 	lam := 1.5
 	m1, s1, m2, s2 := 0.3, 0.6, -0.4, 0.9
 	mk := func(m, s float64) PosteriorView {
-		return PosteriorView{N: 1, P: 1, Mu: []float32{float32(m)}, LogVar: []float32{float32(2 * math.Log(s))}, Alpha: []float32{1}}
+		return PosteriorView{N: 1, P: 1, Mu: []float32{float32(m)}, Logvar: []float32{float32(2 * math.Log(s))}, Alpha: []float32{1}}
 	}
 	q, qp := mk(m1, s1), mk(m2, s2)
 	m1, m2 = float64(q.Mu[0]), float64(qp.Mu[0])
-	s1, s2 = math.Exp(float64(q.LogVar[0])/2), math.Exp(float64(qp.LogVar[0])/2)
+	s1, s2 = math.Exp(float64(q.Logvar[0])/2), math.Exp(float64(qp.Logvar[0])/2)
 	paper, _ := PairBoundWith(lam, q, qp, BoundOptions{Direction: DirectionPaper})
 	std, _ := PairBoundWith(lam, q, qp, BoundOptions{Direction: DirectionStandard})
 	relClose(t, "paper = D(N_q'||N_q)", paper.Gaussian, renyiGauss1D(lam, m2, s2, m1, s1), 1e-6)
@@ -169,10 +169,10 @@ func TestEngineMatchesNaive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	// M spans several tiles; P=13 exercises the tail of the 8-chunks.
 	p := randomPosteriors(rng, 37, 4, 13, 0.2) // sigma down to 0.2 < 0.3015: some pairs undefined
-	p.Mask = make([]uint8, p.M*p.N)
+	p.AttentionMask = make([]uint8, p.M*p.N)
 	for x := range p.M {
-		for i := 4 - rng.IntN(3); i < 4; i++ {
-			p.Mask[x*p.N+i] = 1
+		for i := range 4 - rng.IntN(3) { // 2 to 4 real components, the rest padding
+			p.AttentionMask[x*p.N+i] = 1
 		}
 	}
 	for _, useMask := range []bool{false, true} {
@@ -253,7 +253,7 @@ func TestAuditPrincipled(t *testing.T) {
 	p := randomPosteriors(rng, 23, 5, 6, 0.32)
 	// Example 4 has a tiny sigma: pairs (x, 4) have sigma'^2 < 0 for some x.
 	for j := range p.P {
-		p.LogVar[(4*p.N+2)*p.P+j] = float32(2 * math.Log(0.05))
+		p.Logvar[(4*p.N+2)*p.P+j] = float32(2 * math.Log(0.05))
 	}
 	r, err := Audit(context.Background(), p, opts(func(o *Options) { o.Workers = 2 }))
 	if err != nil {

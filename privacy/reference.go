@@ -55,7 +55,7 @@ func RefPairRD(lam float64, a, b PosteriorView) (rd, f1, f2, f3 float64) {
 		var s1, s2 float64
 		var n1, n2 int
 		for j := i * P; j < (i+1)*P; j++ {
-			va, vb := math.Exp(float64(a.LogVar[j])), math.Exp(float64(b.LogVar[j]))
+			va, vb := math.Exp(float64(a.Logvar[j])), math.Exp(float64(b.Logvar[j]))
 			t2 := (1-lam)*vb + lam*va
 			t := math.Sqrt(t2)
 			d := float64(a.Mu[j]) - float64(b.Mu[j])
@@ -64,7 +64,7 @@ func RefPairRD(lam float64, a, b PosteriorView) (rd, f1, f2, f3 float64) {
 				n1++
 			}
 			// ln( t / (sigma_a^lambda sigma_b^(1-lambda)) )
-			if x := math.Log(t) - lam*0.5*float64(a.LogVar[j]) - (1-lam)*0.5*float64(b.LogVar[j]); !math.IsNaN(x) {
+			if x := math.Log(t) - lam*0.5*float64(a.Logvar[j]) - (1-lam)*0.5*float64(b.Logvar[j]); !math.IsNaN(x) {
 				s2 += x
 				n2++
 			}
@@ -194,7 +194,7 @@ func newRefBatch(p *Posteriors, start, end int) refBatch {
 			al[i] = a
 			for j := range P {
 				mu[i*P+j] = float64(p.Mu[off+j])
-				sig += math.Exp(0.5 * float64(p.LogVar[off+j]))
+				sig += math.Exp(0.5 * float64(p.Logvar[off+j]))
 			}
 		}
 		rb.mu = append(rb.mu, mu)

@@ -34,7 +34,7 @@ func refVectors() *Posteriors {
 		copy(p.Mu[x*6:], mu[x])
 		copy(p.Alpha[x*3:], al[x])
 		for j, s := range sig[x] {
-			p.LogVar[x*6+j] = float32(2 * math.Log(s))
+			p.Logvar[x*6+j] = float32(2 * math.Log(s))
 		}
 	}
 	return p

@@ -181,7 +181,7 @@ func ReadCell(dir string) (*Cell, error) {
 	if r.Task == "" || r.Variant == "" {
 		return nil, fmt.Errorf("%s: not an nvdp run report (no task or variant)", path)
 	}
-	c := &Cell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: r.Mode, Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
+	c := &Cell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: string(r.Mode), Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
 		Seed: r.Seed, Utility: map[string]float64{}, Audits: map[string]*Audit{}, Seconds: math.NaN(), Chance: math.NaN()}
 	if r.Seconds > 0 {
 		c.Seconds = r.Seconds

@@ -404,10 +404,13 @@ func TestSweepEndToEnd(t *testing.T) {
 	}
 	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 32, 1, 2, 64, 32
 	out := filepath.Join(t.TempDir(), "sweep")
+	bt := train.DefaultOptions()
+	bt.GlueDir, bt.Encoder, bt.Vocab, bt.ScratchConfig, bt.Quiet = glueDir, "scratch:bert-tiny", vocab, &enc, true
+	bt.Epochs, bt.BatchSize, bt.EvalBatchSize, bt.LR, bt.MaxSeqLen, bt.TrainLimit, bt.DevLimit, bt.Patience = 2, 16, 16, 3e-3, 24, 64, 24, 0
+	base := train.DefaultPipelineOptions()
+	base.Train, base.EvalSeed = bt, 5
 	so := sweep.Options{
-		Base: train.PipelineOptions{Train: train.Options{GlueDir: glueDir, Encoder: "scratch:bert-tiny", Vocab: vocab,
-			Epochs: 2, BatchSize: 16, EvalBatchSize: 16, LR: 3e-3, MaxSeqLen: 24, TrainLimit: 64, DevLimit: 24, Patience: -1,
-			ScratchConfig: &enc, Quiet: true}, EvalSeed: 5, Audit: privacy.DefaultOptions()},
+		Base:  base,
 		Tasks: []string{"sst2", "rte"}, Variants: []string{"baseline", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1},
 		Seeds: []uint64{1, 2}, Out: out, ExtraAuditModes: []privacy.Mode{privacy.ModeReference},
 	}

@@ -142,21 +142,23 @@ func cellOptions(o *Options, c *Cell) train.PipelineOptions {
 	t.Task, t.Variant, t.Seed, t.Out = c.Task, c.Variant, c.Seed, c.Dir
 	t.Resume = false
 	if nvib.HasKL(c.Variant) {
-		t.Lambda, t.LambdaSet = c.Lambda, true
+		t.Lambda = c.Lambda
 	}
 	if c.CMu > 0 {
 		t.CMu = c.CMu
 	}
 	switch {
 	case !nvib.Calibratable(c.Variant):
-		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = 0, 0, 0, 0, 0
-		t.VarianceShare, t.DirichletShare = 0, 0
+		d := train.DefaultOptions() // no target: its settings as if never given
+		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = d.TargetEpsilon, d.TargetDelta, d.TargetRD, d.TargetOrder, d.Releases
+		t.VarianceShare, t.DirichletShare = d.VarianceShare, d.DirichletShare
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	case c.TargetEpsilon > 0:
 		t.TargetEpsilon, t.TargetRD = c.TargetEpsilon, 0
 	}
 	if c.Variant == nvib.ModelGaussian {
-		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = 0, 0, 0, 0
+		// the clip constants a gaussian release does not use keep their defaults
+		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = train.Auto(), train.Auto(), 0, 0
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	}
 	return po

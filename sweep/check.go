@@ -19,7 +19,7 @@ import (
 
 // resolved is o with its defaults filled in, as train_options.json holds it.
 func resolved(o train.Options) train.Options {
-	o.Defaults()
+	o.Resolve()
 	return o
 }
 

@@ -24,12 +24,12 @@ func TestChangedOptions(t *testing.T) {
 		{"same", nil, nil, nil},
 		{"epochs and lr", func(o *train.Options) { o.Epochs, o.LR = 5, 2e-3 }, nil, []string{"epochs", "lr"}},
 		{"where and how it runs", func(o *train.Options) {
-			o.Out, o.Resume, o.GlueDir, o.Vocab, o.LambdaSet, o.StopAfterSteps, o.Quiet = "/a", true, "/g", "v.txt", true, 7, true
+			o.Out, o.Resume, o.GlueDir, o.Vocab, o.StopAfterSteps, o.Quiet = "/a", true, "/g", "v.txt", 7, true
 		}, nil, nil},
 		{"C_mu of an uncalibrated run", func(o *train.Options) { o.CMu = 4 }, nil, []string{"c_mu"}},
 		{"constants of a calibrated run", func(o *train.Options) { o.CMu, o.LogvarMargin, o.CAlphaMin, o.Calibrated = 0.3, 0.7, 0.2, true }, nil, nil},
 		{"target of a calibrated run", func(o *train.Options) { o.CMu, o.TargetEpsilon, o.Calibrated = 0.3, 8, true }, nil, []string{"target_epsilon"}},
-		{"a field only one side has", nil, func(o *train.Options) { o.Dropout = &drop }, []string{"dropout"}},
+		{"dropout", nil, func(o *train.Options) { o.Dropout = drop }, []string{"dropout"}},
 		{"nested", func(o *train.Options) { o.ScratchConfig = &small }, func(o *train.Options) { o.ScratchConfig = &big }, []string{"scratch_config"}},
 		{"nested, equal", func(o *train.Options) { o.ScratchConfig = &small }, func(o *train.Options) { c := small; o.ScratchConfig = &c }, nil},
 	} {
@@ -51,20 +51,32 @@ func TestChangedOptions(t *testing.T) {
 // sweep asks for (epsilon, RD and, with a target, the releases); a cell
 // without saved options passes only when no target is asked for.
 func TestCheckTarget(t *testing.T) {
+	opts := func(mod func(o *train.Options)) *train.Options {
+		o := train.DefaultOptions()
+		o.Task, o.GlueDir, o.Vocab, o.Out = "sst2", "g", "v.txt", "o"
+		mod(&o)
+		o.Resolve()
+		return &o
+	}
+	eps := func(e float64, releases int) func(o *train.Options) {
+		return func(o *train.Options) { o.TargetEpsilon, o.Releases = e, releases }
+	}
+	none := func(*train.Options) {}
 	for _, tc := range []struct {
 		name        string
 		saved, want *train.Options // saved nil: no train_options.json
 		err         string
 	}{
-		{"same target", &train.Options{TargetEpsilon: 8, Releases: 1}, &train.Options{TargetEpsilon: 8}, ""},
-		{"no target either side", &train.Options{}, &train.Options{}, ""},
-		{"other epsilon", &train.Options{TargetEpsilon: 8, Releases: 1}, &train.Options{TargetEpsilon: 9},
+		{"same target", opts(eps(8, 1)), opts(eps(8, 1)), ""},
+		{"no target either side", opts(none), opts(none), ""},
+		{"other epsilon", opts(eps(8, 1)), opts(eps(9, 1)),
 			"holds a run with target epsilon 8 / RD 0 (1 releases), the sweep wants epsilon 9 / RD 0 (1 releases)"},
-		{"other releases", &train.Options{TargetEpsilon: 8, Releases: 1}, &train.Options{TargetEpsilon: 8, Releases: 3}, "(1 releases), the sweep wants epsilon 8 / RD 0 (3 releases)"},
-		{"target asked, none held", &train.Options{Releases: 2}, &train.Options{TargetRD: 3}, "target epsilon 0 / RD 0 (0 releases)"},
-		{"target held, none asked", &train.Options{TargetRD: 3, Releases: 1}, &train.Options{}, "the sweep wants epsilon 0 / RD 0 (0 releases)"},
-		{"no saved options, no target", nil, &train.Options{}, ""},
-		{"no saved options, a target", nil, &train.Options{TargetEpsilon: 1}, "train_options.json"},
+		{"other releases", opts(eps(8, 1)), opts(eps(8, 3)), "(1 releases), the sweep wants epsilon 8 / RD 0 (3 releases)"},
+		{"target asked, none held", opts(none), opts(func(o *train.Options) { o.TargetRD = 3 }),
+			"target epsilon 0 / RD 0 (0 releases)"},
+		{"target held, none asked", opts(func(o *train.Options) { o.TargetRD = 3 }), opts(none), "the sweep wants epsilon 0 / RD 0 (0 releases)"},
+		{"no saved options, no target", nil, opts(none), ""},
+		{"no saved options, a target", nil, opts(eps(1, 1)), "train_options.json"},
 	} {
 		c := &Cell{ID: "c", Dir: t.TempDir()}
 		if tc.saved != nil {
@@ -72,7 +84,6 @@ func TestCheckTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tc.want.Task = "sst2"
 		err := checkTarget(c, *tc.want)
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.err)

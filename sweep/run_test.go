@@ -52,6 +52,9 @@ func (f *fakeRunner) run(ctx context.Context, c Cell, po train.PipelineOptions) 
 		return err
 	}
 	cmu := po.Train.CMu
+	if train.IsAuto(cmu) { // not set: the per-task default, not modelled here
+		cmu = 0
+	}
 	u := 0.5 + 0.1*math.Min(cmu, 4) + 0.001*float64(c.Seed)
 	if v, ok := f.utility[cmu]; ok {
 		u = v
@@ -64,7 +67,10 @@ func (f *fakeRunner) run(ctx context.Context, c Cell, po train.PipelineOptions) 
 	} else {
 		rep.Lambda = 0
 	}
-	js, _ := json.Marshal(rep)
+	js, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
 	return atomicfile.WriteBytes(filepath.Join(c.Dir, train.ReportFile), js)
 }
 
@@ -355,7 +361,8 @@ func TestExplicitZeroTolerance(t *testing.T) {
 func TestRunTargetEpsilons(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{}
-	base := train.PipelineOptions{Train: train.Options{GlueDir: "g", Encoder: "scratch:bert-tiny", Out: out, TargetDelta: 1e-6}}
+	base := train.DefaultPipelineOptions()
+	base.Train.GlueDir, base.Train.Encoder, base.Train.Vocab, base.Train.Out, base.Train.TargetDelta = "g", "scratch:bert-tiny", "v", out, 1e-6
 	so := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"baseline", "nvdp", "nvdp-clipped"},
 		Lambdas: []float64{1e-2}, Seeds: []uint64{1}, Out: out, Runner: f.validating, TargetEpsilons: []float64{1, 8}}
 	res, err := Run(context.Background(), so)
@@ -429,8 +436,10 @@ func TestRunTargetEpsilons(t *testing.T) {
 func TestRunGaussian(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{}
-	base := train.PipelineOptions{Train: train.Options{GlueDir: "g", Encoder: "scratch:bert-tiny", Out: out, CMu: 2, LogvarMargin: 0.6931,
-		FixCMu: true, FixLogvarMargin: true, VarianceShare: 0.1}}
+	base := train.DefaultPipelineOptions()
+	bt := &base.Train
+	bt.GlueDir, bt.Encoder, bt.Vocab, bt.Out, bt.CMu, bt.LogvarMargin = "g", "scratch:bert-tiny", "v", out, 2, 0.6931
+	bt.FixCMu, bt.FixLogvarMargin, bt.VarianceShare = true, true, 0.1
 	so := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped", "gaussian"},
 		Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2}, Out: out, Runner: f.validating, TargetEpsilons: []float64{4, 16}}
 	res, err := Run(context.Background(), so)
@@ -448,7 +457,8 @@ func TestRunGaussian(t *testing.T) {
 		}
 		gauss = append(gauss, c.ID)
 		tr := po.Train
-		if tr.TargetEpsilon != c.TargetEpsilon || tr.LogvarMargin != 0 || tr.VarianceShare != 0 || tr.FixCMu || tr.FixLogvarMargin || c.Lambda != 0 {
+		// the clip constants a gaussian release does not use: their defaults (Auto)
+		if tr.TargetEpsilon != c.TargetEpsilon || !train.IsAuto(tr.LogvarMargin) || tr.VarianceShare != 0 || tr.FixCMu || tr.FixLogvarMargin || c.Lambda != 0 {
 			t.Errorf("%s: options %+v", c.ID, tr)
 		}
 	}

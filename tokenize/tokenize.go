@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 )
 
 // Encoding is one encoded example (a sentence or a sentence pair) with its special tokens,
@@ -123,9 +125,9 @@ func Load(path string) (Tokenizer, error) {
 			return nil, err
 		}
 		return NewWordPiece(path, lower)
-	case base == "vocab.json" || (filepath.Ext(base) == ".json" && base != "tokenizer.json" && fileExists(filepath.Join(filepath.Dir(path), "merges.txt"))):
+	case base == "vocab.json" || (filepath.Ext(base) == ".json" && base != "tokenizer.json" && fsutil.IsFile(filepath.Join(filepath.Dir(path), "merges.txt"))):
 		merges := filepath.Join(filepath.Dir(path), "merges.txt")
-		if !fileExists(merges) {
+		if !fsutil.IsFile(merges) {
 			return nil, fmt.Errorf("tokenizer: %s needs merges.txt beside it (%s not found)", path, merges)
 		}
 		return NewByteLevelBPE(path, merges)
@@ -133,11 +135,6 @@ func Load(path string) (Tokenizer, error) {
 		return LoadTokenizerJSON(path)
 	}
 	return nil, fmt.Errorf("tokenizer: %s: unrecognised file (want tokenizer.json, vocab.txt, or vocab.json with merges.txt)", path)
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
 }
 
 // Pad stacks encodings into a right-padded [B, S] batch. S is fixedLen when fixedLen > 0,

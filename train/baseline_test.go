@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/nvdp-project/nvdp/privacy"
 )
 
 func TestLoadBaseline(t *testing.T) {
@@ -68,7 +66,10 @@ func TestRunPipelineBaselineFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	_, err := RunPipeline(t.Context(), PipelineOptions{Train: Options{Task: "sst2", Out: out}, Baseline: bad, Audit: privacy.DefaultOptions()}, nil)
+	glueDir, vocab := synthGlue(t, 16, 8)
+	po := DefaultPipelineOptions()
+	po.Train, po.Baseline = synthOptions(t, glueDir, vocab, out), bad
+	_, err := RunPipeline(t.Context(), po, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "mrpc", want "sst2"`) {
 		t.Fatalf("err = %v", err)
 	}

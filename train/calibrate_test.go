@@ -17,10 +17,10 @@ import (
 
 // targetOptions are resolved options of an nvdp-clipped SST-2 run with max-seq-len 32 (N = 33).
 func targetOptions(mod func(*Options)) Options {
-	o := Options{Task: "sst2", GlueDir: "unused", Encoder: "scratch:bert-tiny", Variant: nvib.ModelNVDPClipped,
-		MaxSeqLen: 32, Out: "unused"}
+	o := DefaultOptions()
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.MaxSeqLen, o.Out = "sst2", "unused", "scratch:bert-tiny", "unused", nvib.ModelNVDPClipped, 32, "unused"
 	mod(&o)
-	o.Defaults()
+	o.Resolve()
 	return o
 }
 
@@ -143,16 +143,17 @@ func TestValidateTarget(t *testing.T) {
 		{"nvdp", func(o *Options) { o.TargetRD, o.Variant = 3, nvib.ModelNVDP }, "only the nvdp-clipped and gaussian variants"},
 		{"reference", func(o *Options) { o.TargetEpsilon, o.Mode = 8, "reference" }, "principled mode"},
 		{"both", func(o *Options) { o.TargetEpsilon, o.TargetRD = 8, 3 }, "give one"},
-		{"NaN", func(o *Options) { o.TargetEpsilon = math.NaN() }, "--target-epsilon NaN"},
-		{"infinite RD", func(o *Options) { o.TargetRD = math.Inf(1) }, "--target-rd +Inf"},
-		{"negative share", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, -0.1 }, "--variance-share -0.1"},
+		{"NaN", func(o *Options) { o.TargetEpsilon = math.NaN() }, "target_epsilon NaN: must be a finite number"},
+		{"infinite RD", func(o *Options) { o.TargetRD = math.Inf(1) }, "target_rd +Inf: must be a finite number"},
+		{"negative share", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, -0.1 }, "variance_share -0.1"},
 		{"shares sum 1", func(o *Options) { o.TargetEpsilon, o.VarianceShare, o.DirichletShare = 8, 0.5, 0.5 }, "sum to < 1"},
 		{"releases without target", func(o *Options) { o.Releases = 3 }, "needs a target"},
 		{"shares without target", func(o *Options) { o.DirichletShare = 0.1 }, "need a target"},
-		{"negative releases", func(o *Options) { o.TargetEpsilon, o.Releases = 8, -2 }, "--releases -2"},
-		{"delta", func(o *Options) { o.TargetEpsilon, o.TargetDelta = 8, 1 }, "--delta 1"},
-		{"order", func(o *Options) { o.TargetRD, o.TargetOrder = 3, 0.5 }, "--order 0.5"},
-		{"clip order", func(o *Options) { o.ClipOrder = 1 }, "--clip-order 1"},
+		{"negative releases", func(o *Options) { o.TargetEpsilon, o.Releases = 8, -2 }, "releases -2"},
+		{"delta", func(o *Options) { o.TargetEpsilon, o.TargetDelta = 8, 1 }, "target_delta 1"},
+		{"delta 0 is not replaced", func(o *Options) { o.TargetEpsilon, o.TargetDelta = 8, 0 }, "target_delta 0"},
+		{"order", func(o *Options) { o.TargetRD, o.TargetOrder = 3, 0.5 }, "target_order 0.5"},
+		{"clip order", func(o *Options) { o.ClipOrder = 1 }, "clip_order 1"},
 		{"all fixed", func(o *Options) { o.TargetEpsilon, o.FixCMu, o.FixLogvarMargin, o.FixCAlphaMin = 8, true, true, true }, "nothing left"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
@@ -23,9 +24,39 @@ type Encoded struct {
 	Truncated int
 }
 
+// LoadSplit reads one split of task from glueDir (glue.Load) and checks
+// that it has examples: a header without rows, or rows all skipped, is an
+// error naming the file before any work depends on it. Skipped malformed
+// rows are logged.
+func LoadSplit(glueDir string, task *glue.Task, split string, o glue.LoadOptions) (*glue.Dataset, error) {
+	ds, err := glue.Load(glueDir, task, split, o)
+	if err != nil {
+		return nil, err
+	}
+	if ds.Skipped > 0 {
+		slog.Warn("skipped malformed rows", "file", ds.Path, "rows", ds.Skipped, "first", ds.SkipErrors)
+	}
+	if err := checkExamples(ds); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// checkExamples rejects a split without examples.
+func checkExamples(d *glue.Dataset) error {
+	if len(d.Examples) == 0 {
+		return fmt.Errorf("%s: no examples (a header without rows, or every row skipped)", d.Path)
+	}
+	return nil
+}
+
 // Encode tokenises every example of d (sentence or pair, longest-first
-// truncation to maxLen tokens including the specials).
+// truncation to maxLen tokens including the specials). Errors: a split
+// without examples, an example that does not tokenise (naming file:line).
 func Encode(tok tokenize.Tokenizer, d *glue.Dataset, maxLen int) (*Encoded, error) {
+	if err := checkExamples(d); err != nil {
+		return nil, err
+	}
 	e := &Encoded{Task: d.Task, Split: d.Split, PadID: tok.PadID(), Labelled: d.Labelled,
 		Encs: make([]tokenize.Encoding, len(d.Examples)), Targets: d.Targets(), Indices: d.Indices()}
 	for i, ex := range d.Examples {
@@ -81,9 +112,14 @@ func (e *Encoded) Batch(idx []int, fixedLen int) (encoder.Input, *nvib.Labels) {
 	return in, lab
 }
 
-// Batches splits the examples in order into batches of size bs (the last
-// one may be shorter), each padded to fixedLen (> 0) or dynamically (0).
+// Batches splits the examples in order into batches of size bs >= 1 (the
+// last one may be shorter), each padded to fixedLen (> 0) or dynamically
+// (0). A batch size < 1 is a programmer error (options are validated
+// before): it panics.
 func (e *Encoded) Batches(bs, fixedLen int) ([]encoder.Input, []*nvib.Labels) {
+	if bs < 1 {
+		panic(fmt.Sprintf("train: Encoded.Batches: batch size %d < 1", bs))
+	}
 	var ins []encoder.Input
 	var labs []*nvib.Labels
 	for lo := 0; lo < e.Len(); lo += bs {

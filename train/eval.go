@@ -51,27 +51,71 @@ func (m *Metrics) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// EvalOptions configure Evaluate.
+// EvalOptions configure Evaluate; DefaultEvalOptions gives a model's.
 type EvalOptions struct {
-	Model   string // model directory written by Run
-	GlueDir string // "" = the one saved in the model's train options
-	Split   string // dev (default) or test (also train)
-	Out     string // output directory ("" = the model directory)
+	GlueDir string // directory with <TASK>/<split>.tsv (not read when Data is set)
+	Split   string // dev, test or train
+	Out     string // output directory (required)
 	// Seed seeds the NVDP sampling at evaluation (predictions are sampled, as the reference).
 	Seed      uint64
-	BatchSize int  // default: the model's eval batch size (16)
-	Limit     int  // first K examples (0: all)
-	MaxSeqLen int  // 0 = the model's max-seq-len; the posterior file has MaxSeqLen + 1 components
+	BatchSize int // >= 1
+	Limit     int // first K examples (>= 0; 0: all; not used when Data is set)
+	// MaxSeqLen is the truncation and posterior padding length, in [3, the
+	// encoder's positions]: the posterior file has MaxSeqLen + 1 components
+	// (a gaussian model's always its release length L + 1, L >= MaxSeqLen).
+	MaxSeqLen int
 	NoPost    bool // skip the posterior file
-	// SkipBadRows skips malformed rows instead of failing.
+	// SkipBadRows skips malformed rows instead of failing (not used when Data is set).
 	SkipBadRows bool
+	// Data, when set, is the split already loaded and checked (RunPipeline
+	// reads it before training); GlueDir, Limit and SkipBadRows are then
+	// not used.
+	Data *glue.Dataset
+}
+
+// DefaultEvalSeed seeds the sampling at evaluation unless told otherwise.
+const DefaultEvalSeed = 1
+
+// DefaultEvalOptions returns the evaluation options of model b: the dev
+// split of the GLUE directory it was trained on, written into its
+// directory, at its eval batch size and max-seq-len, skipping malformed rows
+// as its training did, seed DefaultEvalSeed, every example.
+func DefaultEvalOptions(b *Bundle) EvalOptions {
+	return EvalOptions{GlueDir: b.Options.GlueDir, Split: "dev", Out: b.Dir, Seed: DefaultEvalSeed,
+		BatchSize: b.Options.EvalBatchSize, MaxSeqLen: b.Options.MaxSeqLen, SkipBadRows: b.Options.SkipBadRows}
+}
+
+// validate checks o for model b before any work; it normalises the split
+// name (validation = dev). Errors are *OptionError (JSON-style names).
+func (o *EvalOptions) validate(b *Bundle) error {
+	_, split, err := glue.SplitPath(o.GlueDir, b.Task, o.Split)
+	if err != nil {
+		return optionError("split", o.Split, "want dev, test or train")
+	}
+	o.Split = split
+	positions := b.Encoder.Config.MaxSeqLen()
+	switch {
+	case o.Out == "":
+		return optionError("out", nil, "required: the output directory")
+	case o.BatchSize < 1:
+		return optionError("batch_size", o.BatchSize, "must be >= 1")
+	case o.Limit < 0:
+		return optionError("limit", o.Limit, "must be >= 0 (0: all)")
+	case o.MaxSeqLen < 3 || o.MaxSeqLen > positions:
+		return optionError("max_seq_len", o.MaxSeqLen, "must be in [3, %d] (the encoder's positions)", positions)
+	case b.Model.Gauss != nil && o.MaxSeqLen > b.Model.Gauss.L:
+		return optionError("max_seq_len", o.MaxSeqLen, "the gaussian model releases %d positions; truncate to at most that", b.Model.Gauss.L)
+	case o.Data == nil && o.GlueDir == "":
+		return optionError("glue_dir", nil, "required: the GLUE directory")
+	}
+	return nil
 }
 
 // EvalResult is written as OUT/eval_<split>.json.
 type EvalResult struct {
 	Task     string  `json:"task"`
 	Split    string  `json:"split"`
-	Model    string  `json:"model"`
+	Model    string  `json:"model"` // the model directory (Bundle.Dir)
 	Variant  string  `json:"variant"`
 	Examples int     `json:"examples"`
 	Labelled bool    `json:"labelled"`
@@ -92,58 +136,33 @@ type EvalResult struct {
 	// order, standard direction, delta privacy.DefaultDelta; nil for the
 	// baseline. Evaluation audits nothing: there is no empirical number here.
 	Certified *privacy.CertifiedReport `json:"certified,omitempty"`
+	// Release holds the posteriors written to Posteriors, as the file holds
+	// them (nil when none were exported): RunPipeline audits them in memory.
+	Release *privacy.Posteriors `json:"-"`
 }
 
 // PosteriorsFile is the posterior file name of a split.
 func PosteriorsFile(split string) string { return "posteriors_" + split + ".safetensors" }
 
-// Evaluate runs a trained model on a split: GLUE metrics for labelled splits,
+// Evaluate runs model b on a split: GLUE metrics for labelled splits,
 // predictions in GLUE submission format (Task.SubmissionFile for test,
 // predictions_<split>.tsv otherwise; principled NVDP models predict with
 // every example padded to max-seq-len, the release's length, see
 // EvalPadLen) and, for NVDP models, the posterior file
 // (privacy.WritePosteriors via nvib.ExportPosteriors) with every example padded
 // to the fixed length max-seq-len, so that every posterior has N = max-seq-len
-// + 1 aligned components (padding components included, flagged in the mask),
-// and the certified guarantee of that release (EvalResult.Certified). A
-// gaussian model's release and posterior file always have its release
-// length L + 1 components (nvib.GaussianRelease).
-// Writes OUT/eval_<split>.json.
-func Evaluate(o EvalOptions) (*EvalResult, error) {
+// + 1 aligned components (padding components included, 0 in the attention
+// mask), returned in EvalResult.Release as well, and the certified guarantee
+// of that release (EvalResult.Certified). A gaussian model's release and
+// posterior file always have its release length L + 1 components
+// (nvib.GaussianRelease). The options are checked before any work; writes
+// OUT/eval_<split>.json.
+func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 	start := time.Now()
-	b, err := LoadModel(o.Model)
-	if err != nil {
+	if err := o.validate(b); err != nil {
 		return nil, err
 	}
-	if o.Split == "" {
-		o.Split = "dev"
-	}
-	if o.GlueDir == "" {
-		o.GlueDir = b.Options.GlueDir
-	}
-	if o.Out == "" {
-		o.Out = o.Model
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = max(b.Options.EvalBatchSize, 1)
-	}
-	if o.MaxSeqLen == 0 {
-		o.MaxSeqLen = b.Options.MaxSeqLen
-	}
-	if o.MaxSeqLen > b.Encoder.Config.MaxSeqLen() || o.MaxSeqLen < 3 {
-		return nil, fmt.Errorf("--max-seq-len %d: must be in [3, %d]", o.MaxSeqLen, b.Encoder.Config.MaxSeqLen())
-	}
-	if g := b.Model.Gauss; g != nil && o.MaxSeqLen > g.L {
-		return nil, fmt.Errorf("--max-seq-len %d: the gaussian model releases %d positions; truncate to at most that", o.MaxSeqLen, g.L)
-	}
-	ds, err := glue.Load(o.GlueDir, b.Task, o.Split, glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.Limit})
-	if err != nil {
-		return nil, err
-	}
-	if len(ds.Examples) == 0 {
-		return nil, fmt.Errorf("%s: no examples", ds.Path)
-	}
-	enc, err := Encode(b.Tokenizer, ds, o.MaxSeqLen)
+	enc, ds, err := o.encode(b)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +175,7 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 	}
-	r := &EvalResult{Task: b.Task.Name, Split: o.Split, Model: o.Model, Variant: b.Model.Cfg.Model, Examples: enc.Len(),
+	r := &EvalResult{Task: b.Task.Name, Split: o.Split, Model: b.Dir, Variant: b.Model.Cfg.Model, Examples: enc.Len(),
 		Labelled: ds.Labelled, SelectionName: b.Task.Metric, Truncated: enc.Truncated, Seed: o.Seed}
 	if ds.Labelled {
 		if r.Metrics, err = glue.Compute(b.Task, preds, enc.Targets); err != nil {
@@ -175,26 +194,20 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	if err := writePredictions(r.Predictions, b.Task, enc.Indices, preds); err != nil {
 		return nil, err
 	}
-	relLen := o.MaxSeqLen // the release's token positions: N = relLen + 1
-	if g := b.Model.Gauss; g != nil {
-		relLen = g.L // a gaussian release always has its L positions
-	}
-	if set, ok := ModelClipSet(b.Model.Cfg, relLen+1, b.Model.Cfg.Hidden); ok {
+	if set, ok := ModelClipSet(b.Model.Cfg, releaseLen(b, o.MaxSeqLen)+1, b.Model.Cfg.Hidden); ok {
 		order := b.Model.Cfg.Clip.Order
 		if !(order > 1) || math.IsInf(order, 0) {
 			order = privacy.DefaultOrder
 		}
-		if r.Certified, err = privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(o.Model)); err != nil {
+		if r.Certified, err = privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(b.Dir)); err != nil {
 			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 		}
 	}
 	if b.Model.Releases() && !o.NoPost {
-		ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)
-		r.Posteriors = filepath.Join(o.Out, PosteriorsFile(o.Split))
-		r.Components = relLen + 1
-		if err := nvib.ExportPosteriors(r.Posteriors, b.Model, ins, b.Task.Name, o.Split); err != nil {
+		if r.Release, r.Posteriors, err = exportPosteriors(b, enc, o); err != nil {
 			return nil, err
 		}
+		r.Components = r.Release.N
 	}
 	r.Seconds = time.Since(start).Seconds()
 	if err := atomicfile.WriteJSON(filepath.Join(o.Out, "eval_"+o.Split+".json"), r); err != nil {
@@ -202,6 +215,64 @@ func Evaluate(o EvalOptions) (*EvalResult, error) {
 	}
 	slog.Info("evaluated", "task", r.Task, "split", r.Split, "examples", r.Examples, "metrics", r.Metrics, "posteriors", r.Posteriors)
 	return r, nil
+}
+
+// ExportPosteriors runs model b on a split and writes only its posterior
+// file, OUT/posteriors_<split>.safetensors, as Evaluate does (no
+// predictions, no eval_<split>.json): RunPipeline's audit of a part of the
+// dev split, whose evaluation is the whole split's. Returns the posteriors
+// (as the file holds them) and the file's path. Errors: as Evaluate; a
+// model without a release (the baseline).
+func ExportPosteriors(b *Bundle, o EvalOptions) (*privacy.Posteriors, string, error) {
+	if err := o.validate(b); err != nil {
+		return nil, "", err
+	}
+	if !b.Model.Releases() {
+		return nil, "", fmt.Errorf("model %s (%s) has no release: no posteriors to export", b.Dir, b.Model.Cfg.Model)
+	}
+	enc, _, err := o.encode(b)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, "", err
+	}
+	return exportPosteriors(b, enc, o)
+}
+
+// encode loads the split of o (unless o.Data holds it) and tokenises it.
+func (o *EvalOptions) encode(b *Bundle) (*Encoded, *glue.Dataset, error) {
+	ds := o.Data
+	if ds == nil {
+		var err error
+		if ds, err = LoadSplit(o.GlueDir, b.Task, o.Split, glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.Limit}); err != nil {
+			return nil, nil, err
+		}
+	}
+	enc, err := Encode(b.Tokenizer, ds, o.MaxSeqLen)
+	return enc, ds, err
+}
+
+// releaseLen is the number of token positions of model b's release at
+// max-seq-len maxSeqLen: N = releaseLen + 1 (a gaussian release always has
+// its L positions).
+func releaseLen(b *Bundle, maxSeqLen int) int {
+	if g := b.Model.Gauss; g != nil {
+		return g.L
+	}
+	return maxSeqLen
+}
+
+// exportPosteriors computes the posteriors of enc padded to o.MaxSeqLen and
+// writes them to OUT/posteriors_<split>.safetensors.
+func exportPosteriors(b *Bundle, enc *Encoded, o EvalOptions) (*privacy.Posteriors, string, error) {
+	ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)
+	path := filepath.Join(o.Out, PosteriorsFile(o.Split))
+	p, err := nvib.ExportPosteriors(path, b.Model, ins, b.Task.Name, o.Split)
+	if err != nil {
+		return nil, "", err
+	}
+	return p, path, nil
 }
 
 func writePredictions(path string, task *glue.Task, idx []int, preds []float64) error {

@@ -103,12 +103,12 @@ func TestGaussianOptions(t *testing.T) {
 		mod  func(*Options)
 		want string
 	}{
-		{"reference mode", func(o *Options) { o.Mode = "reference" }, "--mode reference"},
-		{"logvar margin", func(o *Options) { o.LogvarMargin = 0.5 }, "--logvar-margin"},
-		{"C_amin", func(o *Options) { o.CAlphaMin = 0.3 }, "--c-alpha-min"},
-		{"radius fixed with a target", func(o *Options) { o.TargetEpsilon, o.FixCMu = 8, true }, "--c-mu and a target"},
-		{"shares", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, 0.2 }, "--variance-share"},
-		{"negative radius", func(o *Options) { o.CMu = -1 }, "--c-mu"},
+		{"reference mode", func(o *Options) { o.Mode = "reference" }, `mode "reference": the gaussian variant is principled only`},
+		{"logvar margin", func(o *Options) { o.LogvarMargin = 0.5 }, "logvar_margin 0.5"},
+		{"C_amin", func(o *Options) { o.CAlphaMin = 0.3 }, "c_alpha_min 0.3"},
+		{"radius fixed with a target", func(o *Options) { o.TargetEpsilon, o.FixCMu = 8, true }, "fixed with a target"},
+		{"shares", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, 0.2 }, "variance_share 0.2"},
+		{"negative radius", func(o *Options) { o.CMu = -1 }, "c_mu -1"},
 	} {
 		o := gauss(tc.mod)
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -171,7 +171,7 @@ func TestGaussianPipeline(t *testing.T) {
 			t.Fatalf("alpha[%d] = %v", k, a)
 		}
 	}
-	for k, lv := range post.LogVar {
+	for k, lv := range post.Logvar {
 		if lv != 0 {
 			t.Fatalf("logvar[%d] = %v, want ln 1", k, lv)
 		}

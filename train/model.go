@@ -9,6 +9,7 @@ import (
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -24,25 +25,28 @@ type Bundle struct {
 	Options   *Options
 	// TokenizerFiles are the files the tokenizer was read from (copied into model dirs).
 	TokenizerFiles []string
+	// Dir is the model directory the bundle was loaded from (LoadModel); ""
+	// for a model built in memory (Build).
+	Dir string
 }
 
-// tokenizerFiles resolves the tokenizer path of o (default: the encoder's
+// tokenizerFiles resolves the tokenizer path vocab (default: the encoder's
 // source directory) and lists the files to copy into a model directory.
 func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error) {
 	if vocab == "" {
 		if enc.SourceDir == "" {
-			return "", nil, fmt.Errorf("--vocab is required for a scratch encoder (e.g. ../shared/models/bert-base-uncased-vocab/vocab.txt)")
+			return "", nil, optionError("vocab", nil, "required for an encoder without a directory of tokenizer files")
 		}
 		vocab = enc.SourceDir
 	}
 	st, err := os.Stat(vocab)
 	if err != nil {
-		return "", nil, fmt.Errorf("--vocab: %w", err)
+		return "", nil, optionError("vocab", vocab, "%v", err)
 	}
 	if st.IsDir() {
 		files := encoder.TokenizerFiles(vocab)
 		if len(files) == 0 {
-			return "", nil, fmt.Errorf("--vocab %s: no tokenizer files (%s) in the directory", vocab, strings.Join(encoder.TokenizerFileNames, ", "))
+			return "", nil, optionError("vocab", vocab, "no tokenizer files (%s) in the directory", strings.Join(encoder.TokenizerFileNames, ", "))
 		}
 		return vocab, files, nil
 	}
@@ -53,54 +57,53 @@ func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error
 		extra = append(extra, "merges.txt")
 	}
 	for _, n := range extra {
-		if p := filepath.Join(dir, n); fileExists(p) {
+		if p := filepath.Join(dir, n); fsutil.IsFile(p) {
 			files = append(files, p)
 		}
 	}
 	return vocab, files, nil
 }
 
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
-// Build creates the model of a fresh run: the encoder from o.Encoder (scratch
-// presets get the tokenizer's vocabulary size), the NVIB / NVDP block / head
-// from o (initialised from the seed), and the tokenizer.
+// Build creates the model of a fresh run of resolved options o (Resolve,
+// validated here): the encoder from o.Encoder (scratch presets get the
+// tokenizer's vocabulary size), the NVIB / NVDP block / head from o
+// (initialised from the seed), and the tokenizer.
 func Build(o *Options) (*Bundle, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	task, err := glue.LookupTask(o.Task)
 	if err != nil {
-		return nil, fmt.Errorf("--task: %w", err)
+		return nil, err
 	}
 	initRng := rngstream.TrainInit.Rand(o.Seed, 0)
 	var enc *encoder.Encoder
 	var tok tokenize.Tokenizer
 	var files []string
-	if name, ok := strings.CutPrefix(o.Encoder, "scratch:"); ok {
+	if name, ok := strings.CutPrefix(o.Encoder, scratchPrefix); ok {
 		vocab, fs, err := tokenizerFiles(o.Vocab, &encoder.Encoder{})
 		if err != nil {
 			return nil, err
 		}
 		if tok, err = tokenize.Load(vocab); err != nil {
-			return nil, fmt.Errorf("--vocab: %w", err)
+			return nil, optionError("vocab", vocab, "%v", err)
 		}
 		files = fs
 		var cfg encoder.Config
 		if o.ScratchConfig != nil {
 			cfg = *o.ScratchConfig
 		} else if cfg, err = encoder.Preset(name); err != nil {
-			return nil, fmt.Errorf("--encoder %s: %w", o.Encoder, err)
+			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 		cfg.VocabSize = tok.VocabSize()
 		cfg.PadTokenID = tok.PadID()
 		applyDropout(&cfg, o.Dropout)
 		if enc, err = encoder.New(cfg, initRng); err != nil {
-			return nil, fmt.Errorf("--encoder %s: %w", o.Encoder, err)
+			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 	} else {
 		if enc, err = encoder.Load(o.Encoder, encoder.LoadOptions{Rng: initRng}); err != nil {
-			return nil, fmt.Errorf("--encoder: %w", err)
+			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 		applyDropout(&enc.Config, o.Dropout)
 		vocab, fs, err := tokenizerFiles(o.Vocab, enc)
@@ -116,7 +119,7 @@ func Build(o *Options) (*Bundle, error) {
 		}
 	}
 	if o.MaxSeqLen > enc.Config.MaxSeqLen() {
-		return nil, fmt.Errorf("--max-seq-len %d exceeds the encoder's %d positions", o.MaxSeqLen, enc.Config.MaxSeqLen())
+		return nil, optionError("max_seq_len", o.MaxSeqLen, "exceeds the encoder's %d positions", enc.Config.MaxSeqLen())
 	}
 	cfg, err := o.ModelConfig(enc.Config, task.NumLabels)
 	if err != nil {
@@ -129,10 +132,9 @@ func Build(o *Options) (*Bundle, error) {
 	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files}, nil
 }
 
-func applyDropout(c *encoder.Config, p *float64) {
-	if p != nil {
-		c.HiddenDropoutProb, c.AttentionProbsDropoutProb = *p, *p
-	}
+// applyDropout sets the encoder's hidden and attention dropout to p.
+func applyDropout(c *encoder.Config, p float64) {
+	c.HiddenDropoutProb, c.AttentionProbsDropoutProb = p, p
 }
 
 // saveModelFiles writes the static files of a model directory: config.json
@@ -154,21 +156,10 @@ func saveModelFiles(dir string, b *Bundle) error {
 	if err := SaveOptions(dir, b.Options); err != nil {
 		return err
 	}
-	for _, f := range b.TokenizerFiles {
-		dst := filepath.Join(dir, filepath.Base(f))
-		if abs1, _ := filepath.Abs(f); abs1 == mustAbs(dst) {
-			continue
-		}
-		if err := atomicfile.Copy(f, dst); err != nil {
-			return fmt.Errorf("copy tokenizer file: %w", err)
-		}
+	if err := atomicfile.CopyInto(dir, b.TokenizerFiles); err != nil {
+		return fmt.Errorf("tokenizer file: %w", err)
 	}
 	return nil
-}
-
-func mustAbs(p string) string {
-	a, _ := filepath.Abs(p)
-	return a
 }
 
 // LoadModel loads a model directory written by Run: config.json,
@@ -201,7 +192,7 @@ func LoadModel(dir string) (*Bundle, error) {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)
 	}
 	wpath := filepath.Join(dir, WeightsFile)
-	if !fileExists(wpath) {
+	if !fsutil.IsFile(wpath) {
 		return nil, fmt.Errorf("model dir %s: no %s (training has not finished an epoch yet?)", dir, WeightsFile)
 	}
 	if _, err := nn.LoadCheckpoint(wpath, m.Params(), nil); err != nil {
@@ -211,5 +202,5 @@ func LoadModel(dir string) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)
 	}
-	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o}, nil
+	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, Dir: dir}, nil
 }

@@ -16,12 +16,17 @@
 package train
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/encoder"
@@ -40,88 +45,104 @@ const (
 	StateFile      = "train_state.json"
 )
 
-// Options are the settings of one training run: every flag of the pinned
-// `nvdp train` command. Zero values mean "the default for this task and
-// backbone" (see Defaults); booleans and the seed are taken as given.
+// Options are the settings of one training run. Start from DefaultOptions:
+// every field holds the value it says, an explicit 0 included (a zero value
+// is never replaced by a default). The fields whose default depends on other
+// options (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) hold Auto
+// until Resolve derives them; Validate checks the result. Errors name the
+// option by its JSON key (OptionError), as train_options.json stores it.
 type Options struct {
+	// Version is the train_options.json format (OptionsVersion; 0 in files
+	// written before the explicit defaults, which LoadOptions upgrades).
+	Version int    `json:"options_version"`
 	Task    string `json:"task"`     // sst2, mrpc, rte, stsb, qnli
 	GlueDir string `json:"glue_dir"` // directory with <TASK>/{train,dev,test}.tsv
 	// Encoder is scratch:PRESET (bert-tiny, bert-mini, ...), hf:DIR or hf:owner/name.
 	Encoder string `json:"encoder"`
 	// Vocab is the tokenizer (vocab.txt, tokenizer.json, vocab.json+merges.txt or a directory);
-	// default: the encoder directory's tokenizer files (required for scratch encoders).
-	Vocab   string `json:"vocab"`
-	Variant string `json:"variant"` // baseline | nvdp | nvdp-clipped | gaussian
-	Mode    string `json:"mode"`    // principled | reference
-	// Lambda is lambda_G = lambda_D, the weight of the KL regularisers (>= 0; ignored by baseline and gaussian).
+	// "": the encoder directory's tokenizer files (required for scratch encoders).
+	Vocab   string       `json:"vocab"`
+	Variant string       `json:"variant"` // baseline | nvdp | nvdp-clipped | gaussian
+	Mode    privacy.Mode `json:"mode"`    // principled | reference
+	// Lambda is lambda_G = lambda_D, the weight of the KL regularisers (>= 0;
+	// 0 trains without them; ignored by baseline and gaussian).
 	Lambda float64 `json:"lambda"`
-	// LambdaSet records that Lambda was given explicitly (so 0 is a valid choice).
-	LambdaSet bool `json:"lambda_set,omitempty"`
-	// CMu is the radius of the mean ball, CAlphaMax / CAlphaMin the pseudo-count bounds
-	// (nvdp-clipped; CAlphaMin 0 = principled default (lambda-1)/lambda C_amax (1+1e-3)).
+	// CMu is the radius C_mu of the mean ball, CAlphaMax / CAlphaMin the
+	// pseudo-count bounds C_amax / C_amin (nvdp-clipped; nvdp records them).
 	// For gaussian, CMu is the radius C of the L2 ball each token embedding is
-	// clipped to (nvib.GaussianRelease); the pseudo-count bounds are unused.
+	// clipped to (nvib.GaussianRelease); the pseudo-count bounds do not apply.
+	// Auto: C_mu and C_amax from TaskHyper; C_amin principled
+	// nvib.PrincipledAlphaMin(ClipOrder, C_amax), reference 0 (gaussian 0).
 	CMu       float64 `json:"c_mu"`
 	CAlphaMax float64 `json:"c_alpha_max"`
 	CAlphaMin float64 `json:"c_alpha_min"`
-	// LogvarMargin (nats of variance, > 0 when set) raises the logvar floor above
-	// ln((lambda-1)/lambda prior_var); 0 = the mode's default (principled 1e-3,
-	// reference 0). The worst-case Gaussian radicand of Eq. rdp is
-	// (lambda-1) prior_var (e^margin - 1), so a larger margin tightens the bound
-	// (docs/privacy.md).
-	LogvarMargin float64 `json:"logvar_margin,omitempty"`
+	// LogvarMargin (nats of variance, >= 0) raises the logvar floor above
+	// ln((lambda-1)/lambda prior_var). The worst-case Gaussian radicand of Eq.
+	// rdp is (lambda-1) prior_var (e^margin - 1), so a larger margin tightens
+	// the bound (docs/privacy.md). Auto: principled nvib.DefaultLogvarMargin,
+	// reference 0 (gaussian 0: its noise is fixed).
+	LogvarMargin float64 `json:"logvar_margin"`
 	// KLSchedule is s(t): linear-decay (reference), constant, warmup, warmup-decay; KLWarmup its fraction.
 	KLSchedule string  `json:"kl_schedule"`
 	KLWarmup   float64 `json:"kl_warmup"`
 	// NVIBInit is the NVIB projections' initialisation: hf (released code), nvib (intended) or
-	// clip (inside the clipping region); "" = the default of nvib.DefaultConfig.
-	NVIBInit string `json:"nvib_init,omitempty"`
+	// clip (inside the clipping region); "": the mode's (nvib.DefaultInit), set by Resolve.
+	NVIBInit string `json:"nvib_init"`
 
-	Epochs         int     `json:"epochs"`
-	BatchSize      int     `json:"batch_size"`
-	EvalBatchSize  int     `json:"eval_batch_size"`
-	LR             float64 `json:"lr"`
-	WarmupRatio    float64 `json:"warmup_ratio"`
-	WeightDecay    float64 `json:"weight_decay"`
-	GradClip       float64 `json:"grad_clip"` // global L2 norm; < 0 disables
-	MaxSeqLen      int     `json:"max_seq_len"`
-	Seed           uint64  `json:"seed"`
-	TrainLimit     int     `json:"train_limit"` // first K training rows (0: all)
-	DevLimit       int     `json:"dev_limit"`   // first K dev rows (0: all)
-	Patience       int     `json:"patience"`    // early stopping: epochs without improvement (< 0: off)
-	CheckpointEach int     `json:"checkpoint_every"`
-	// Dropout overrides the encoder's hidden and attention dropout; nil: the preset's (0.1)
-	// for scratch encoders, 0 for pretrained ones (ref §8: dropout 0 everywhere).
-	Dropout     *float64 `json:"dropout,omitempty"`
-	SkipBadRows bool     `json:"skip_bad_rows"`
-	Out         string   `json:"out"`
-	Resume      bool     `json:"resume"`
+	Epochs        int `json:"epochs"`          // >= 1
+	BatchSize     int `json:"batch_size"`      // >= 1; the last partial batch is dropped
+	EvalBatchSize int `json:"eval_batch_size"` // >= 1
+	// LR is the peak learning rate (> 0). Auto: DefaultLR* by backbone and,
+	// for scratch encoders, by whether the variant releases (DefaultLR).
+	LR          float64 `json:"lr"`
+	WarmupRatio float64 `json:"warmup_ratio"` // linear warm-up fraction of all steps, in [0, 1)
+	WeightDecay float64 `json:"weight_decay"` // AdamW decoupled weight decay, >= 0
+	GradClip    float64 `json:"grad_clip"`    // global L2 norm, >= 0; 0: no clipping
+	MaxSeqLen   int     `json:"max_seq_len"`  // >= 3; posterior files have MaxSeqLen + 1 components
+	Seed        uint64  `json:"seed"`
+	TrainLimit  int     `json:"train_limit"` // first K training rows (0: all)
+	DevLimit    int     `json:"dev_limit"`   // first K dev rows (0: all)
+	// Patience stops training after this many epochs without a dev
+	// improvement (>= 0; 0: no early stopping).
+	Patience int `json:"patience"`
+	// CheckpointEach also checkpoints every K optimizer steps (>= 0; 0: at
+	// epoch ends only, where a checkpoint is always written).
+	CheckpointEach int `json:"checkpoint_every"`
+	// Dropout is the encoder's hidden and attention dropout, in [0, 1). Auto:
+	// the preset's (0.1) for scratch encoders, 0 for pretrained ones (ref §8:
+	// dropout 0 everywhere).
+	Dropout     float64 `json:"dropout"`
+	SkipBadRows bool    `json:"skip_bad_rows"`
+	Out         string  `json:"out"`
+	Resume      bool    `json:"resume"`
 
 	// ClipOrder is the Renyi order lambda the logvar floor ln((lambda-1)/lambda
 	// prior_var) + LogvarMargin and the principled default C_amin are derived
-	// for (nvib.ClipConfig.Order); 0 = privacy.DefaultOrder (the paper's).
-	ClipOrder float64 `json:"clip_order,omitempty"`
+	// for (nvib.ClipConfig.Order; finite, > 1).
+	ClipOrder float64 `json:"clip_order"`
 
 	// Privacy target (nvdp-clipped and gaussian, principled mode;
 	// docs/training.md "Calibration"; for gaussian only C = CMu is
 	// calibrated, the noise is fixed). With TargetEpsilon (at TargetDelta) or TargetRD (at
 	// TargetOrder) > 0, the clipping constants that are not fixed (FixCMu,
 	// FixLogvarMargin, FixCAlphaMin) are chosen by privacy.Calibrate when the
-	// options are resolved, so that the certified guarantee of Releases
-	// releases of one text meets the target; VarianceShare and DirichletShare
-	// split the budget (privacy.Split; both 0: fixed noise, C_mu carries it).
-	// The chosen constants are written into CMu, LogvarMargin and CAlphaMin
-	// with Calibrated set, and the calibration into CertificateFile.
+	// model is configured (ModelConfig), so that the certified guarantee of
+	// Releases releases of one text meets the target; VarianceShare and
+	// DirichletShare split the budget (privacy.Split; both 0: fixed noise,
+	// C_mu carries it). The chosen constants are written into CMu,
+	// LogvarMargin and CAlphaMin with Calibrated set, and the calibration
+	// into CertificateFile. TargetDelta, TargetOrder and Releases are read
+	// only with a target.
 	TargetEpsilon  float64 `json:"target_epsilon,omitempty"`
-	TargetDelta    float64 `json:"target_delta,omitempty"` // default privacy.DefaultDelta
-	TargetRD       float64 `json:"target_rd,omitempty"`    // nats
-	TargetOrder    float64 `json:"target_order,omitempty"` // Renyi order of TargetRD; default privacy.DefaultOrder
-	Releases       int     `json:"releases,omitempty"`     // default 1
+	TargetDelta    float64 `json:"target_delta"`        // in (0, 1)
+	TargetRD       float64 `json:"target_rd,omitempty"` // nats
+	TargetOrder    float64 `json:"target_order"`        // Renyi order of TargetRD, finite, > 1
+	Releases       int     `json:"releases"`            // >= 1
 	VarianceShare  float64 `json:"variance_share,omitempty"`
 	DirichletShare float64 `json:"dirichlet_share,omitempty"`
 	// FixCMu, FixLogvarMargin and FixCAlphaMin keep CMu, LogvarMargin and
-	// CAlphaMin (or their defaults) as given instead of calibrating them (the
-	// CLI sets them for the flags given on the command line).
+	// CAlphaMin as given (or resolved) instead of calibrating them (the CLI
+	// sets them for the flags given on the command line).
 	FixCMu          bool `json:"fix_c_mu,omitempty"`
 	FixLogvarMargin bool `json:"fix_logvar_margin,omitempty"`
 	FixCAlphaMin    bool `json:"fix_c_alpha_min,omitempty"`
@@ -142,8 +163,25 @@ type Options struct {
 	Quiet bool `json:"-"`
 }
 
+// OptionsVersion is the format of train_options.json that SaveOptions
+// writes: every option explicit (version 0 files used 0 for "default" in
+// c_alpha_min, logvar_margin, clip_order, target_delta, target_order and
+// releases, -1 for "off" in patience and grad_clip, and left dropout out for
+// "the preset's").
+const OptionsVersion = 2
+
+// Auto is the value of the options whose default depends on other options
+// (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) until Resolve
+// derives them: NaN, which no valid value of them is. It is the only
+// "not set" marker of Options; IsAuto tests for it.
+func Auto() float64 { return math.NaN() }
+
+// IsAuto reports whether v is Auto (NaN).
+func IsAuto(v float64) bool { return math.IsNaN(v) }
+
 // TaskHyper are the paper's per-task clipping constants for BERT-base
-// (appendix hyperparameter table): C_mu and C_amax.
+// (appendix hyperparameter table), C_mu and C_amax, by glue.Task.Name: the
+// defaults of CMu and CAlphaMax.
 var TaskHyper = map[string]struct{ CMu, CAlphaMax float64 }{
 	"mrpc": {2, 0.5},
 	"qnli": {7, 1},
@@ -167,230 +205,379 @@ const (
 	DefaultLRScratchPrivate = 5e-4
 )
 
-// Defaults fills the zero fields of o with the defaults for its task and
-// backbone: variant nvdp-clipped, mode principled, lambda 1e-2, C_mu / C_amax
-// from TaskHyper, KL schedule linear-decay, epochs 10, batch size 32 / eval
-// 16, warm-up 0.06, weight decay 0, grad clip 1.0, max-seq-len 128, patience
-// 3, checkpoint every 500 steps, learning rate DefaultLR* (by backbone and,
-// for scratch encoders, by whether the variant releases); dropout: the
-// preset's for scratch encoders, 0 for pretrained ones (ref §8).
-func (o *Options) Defaults() {
-	if o.Variant == "" {
-		o.Variant = nvib.ModelNVDPClipped
+// DefaultEncoder is the encoder of a run that names none: BERT-Tiny from
+// scratch (the only kind that trains on a CPU in minutes).
+const DefaultEncoder = "scratch:bert-tiny"
+
+// DefaultOptions returns the defaults of every option (ref §8 and the
+// paper's table): variant nvdp-clipped, mode principled, lambda 1e-2, KL
+// schedule linear-decay, NVIB init of the mode, 10 epochs, batch size 32 /
+// eval 16, warm-up 0.06, weight decay 0, grad clip 1.0, max-seq-len 128,
+// seed 1, patience 3, a checkpoint every 500 steps, clip order
+// privacy.DefaultOrder, target delta privacy.DefaultDelta at order
+// privacy.DefaultOrder for 1 release; CMu, CAlphaMax, CAlphaMin, LogvarMargin,
+// LR and Dropout Auto (Resolve), the encoder DefaultEncoder. Task, GlueDir,
+// Vocab and Out are empty: the caller gives them.
+func DefaultOptions() Options {
+	return Options{Version: OptionsVersion, Encoder: DefaultEncoder, Variant: nvib.ModelNVDPClipped, Mode: privacy.ModePrincipled, Lambda: 1e-2,
+		CMu: Auto(), CAlphaMax: Auto(), CAlphaMin: Auto(), LogvarMargin: Auto(), KLSchedule: nvib.ScheduleLinearDecay,
+		Epochs: 10, BatchSize: 32, EvalBatchSize: 16, LR: Auto(), WarmupRatio: 0.06, GradClip: 1, MaxSeqLen: 128, Seed: 1,
+		Patience: 3, CheckpointEach: 500, Dropout: Auto(), ClipOrder: privacy.DefaultOrder,
+		TargetDelta: privacy.DefaultDelta, TargetOrder: privacy.DefaultOrder, Releases: 1}
+}
+
+// DefaultLR is the learning rate of a run without an explicit one: by
+// backbone (DefaultLRPretrained, DefaultLRRoberta for an encoder spec naming
+// roberta) and, for scratch encoders, by whether the variant releases
+// (DefaultLRScratchPrivate) or not (DefaultLRScratch, the baseline).
+func DefaultLR(encoderSpec, variant string) float64 {
+	scratch := strings.HasPrefix(encoderSpec, scratchPrefix)
+	switch {
+	case scratch && variant != nvib.ModelBaseline:
+		return DefaultLRScratchPrivate
+	case scratch:
+		return DefaultLRScratch
+	case strings.Contains(strings.ToLower(encoderSpec), "roberta"):
+		return DefaultLRRoberta
 	}
-	if o.Mode == "" {
-		o.Mode = string(nvib.ModePrincipled)
-	}
-	if !o.LambdaSet && o.Lambda == 0 {
-		o.Lambda = 1e-2
-	}
-	if h, ok := TaskHyper[strings.ToLower(strings.ReplaceAll(o.Task, "-", ""))]; ok {
-		if o.CMu == 0 {
-			o.CMu = h.CMu
-		}
-		if o.CAlphaMax == 0 {
-			o.CAlphaMax = h.CAlphaMax
-		}
-	}
-	if o.KLSchedule == "" {
-		o.KLSchedule = nvib.ScheduleLinearDecay
-	}
-	if o.Epochs == 0 {
-		o.Epochs = 10
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 32
-	}
-	if o.EvalBatchSize == 0 {
-		o.EvalBatchSize = 16
-	}
-	if o.WarmupRatio == 0 {
-		o.WarmupRatio = 0.06
-	}
-	if o.GradClip == 0 {
-		o.GradClip = 1
-	}
-	if o.MaxSeqLen == 0 {
-		o.MaxSeqLen = 128
-	}
-	if o.Patience == 0 {
-		o.Patience = 3
-	}
-	if o.CheckpointEach == 0 {
-		o.CheckpointEach = 500
-	}
-	scratch := strings.HasPrefix(o.Encoder, "scratch:")
-	if o.LR == 0 {
-		switch {
-		case scratch && o.Variant != nvib.ModelBaseline:
-			o.LR = DefaultLRScratchPrivate
-		case scratch:
-			o.LR = DefaultLRScratch
-		case strings.Contains(strings.ToLower(o.Encoder), "roberta"):
-			o.LR = DefaultLRRoberta
-		default:
-			o.LR = DefaultLRPretrained
+	return DefaultLRPretrained
+}
+
+// scratchPrefix marks an encoder spec built from a preset.
+const scratchPrefix = "scratch:"
+
+// Resolve replaces each Auto option by the default it depends on: CMu and
+// CAlphaMax by the task's (TaskHyper), CAlphaMin and LogvarMargin by the
+// mode's (gaussian: 0), LR by DefaultLR, Dropout by the preset's hidden
+// dropout (scratch encoders; ScratchConfig's when set) or 0 (pretrained),
+// and an empty NVIBInit by the mode's. Options given explicitly, 0
+// included, are kept; an Auto that cannot be derived (an unknown task or
+// preset) stays Auto for Validate to report. Resolve is idempotent.
+func (o *Options) Resolve() {
+	if t, err := glue.LookupTask(o.Task); err == nil {
+		if h, ok := TaskHyper[t.Name]; ok {
+			resolve(&o.CMu, h.CMu)
+			resolve(&o.CAlphaMax, h.CAlphaMax)
 		}
 	}
-	if o.Dropout == nil && !scratch {
-		zero := 0.0
-		o.Dropout = &zero
+	switch {
+	case o.Variant == nvib.ModelGaussian || o.Mode.IsReference(): // gaussian: fixed noise, no Dirichlet weights
+		resolve(&o.CAlphaMin, 0)
+		resolve(&o.LogvarMargin, 0)
+	default:
+		if !IsAuto(o.CAlphaMax) && o.ClipOrder > 1 && !math.IsInf(o.ClipOrder, 0) {
+			resolve(&o.CAlphaMin, nvib.PrincipledAlphaMin(o.ClipOrder, o.CAlphaMax))
+		}
+		resolve(&o.LogvarMargin, nvib.DefaultLogvarMargin)
 	}
-	if o.HasTarget() {
-		if o.Releases == 0 {
-			o.Releases = 1
+	resolve(&o.LR, DefaultLR(o.Encoder, o.Variant))
+	if name, ok := strings.CutPrefix(o.Encoder, scratchPrefix); ok {
+		cfg, err := encoder.Preset(name)
+		if o.ScratchConfig != nil {
+			cfg, err = *o.ScratchConfig, nil
 		}
-		if o.TargetEpsilon > 0 && o.TargetDelta == 0 {
-			o.TargetDelta = privacy.DefaultDelta
+		if err == nil {
+			resolve(&o.Dropout, cfg.HiddenDropoutProb)
 		}
-		if o.TargetRD > 0 && o.TargetOrder == 0 {
-			o.TargetOrder = privacy.DefaultOrder
-		}
+	} else {
+		resolve(&o.Dropout, 0)
+	}
+	if o.NVIBInit == "" && o.Mode.Valid() {
+		o.NVIBInit = nvib.DefaultInit(o.Mode)
+	}
+}
+
+func resolve(v *float64, def float64) {
+	if IsAuto(*v) {
+		*v = def
 	}
 }
 
 // HasTarget reports whether o asks for calibrated clipping (a privacy target).
 func (o *Options) HasTarget() bool { return o.TargetEpsilon > 0 || o.TargetRD > 0 }
 
-// Validate checks the options after Defaults. Errors name the flag.
+// OptionError is an invalid option: Option is its name as train_options.json
+// spells it (the JSON key, e.g. "c_mu"), Value the value given (nil: none to
+// show), Reason what is wrong. Programs map Option to their own names (the
+// CLI to its flags).
+type OptionError struct {
+	Option string
+	Value  any
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return e.Option + FormatOptionValue(e.Value) + ": " + e.Reason
+}
+
+// FormatOptionValue writes an OptionError's value as it follows the
+// option's name: " " + the value (strings quoted), "" for nil.
+func FormatOptionValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return " " + strconv.Quote(x)
+	case privacy.Mode:
+		return " " + strconv.Quote(string(x))
+	}
+	return fmt.Sprint(" ", v)
+}
+
+func optionError(option string, value any, format string, args ...any) error {
+	return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks resolved options (Resolve first): every option in its
+// range, every float option finite, the constants of the variant, the
+// privacy target. It reads no file (CheckFiles does). Errors are
+// *OptionError.
 func (o *Options) Validate() error {
 	if _, err := glue.LookupTask(o.Task); err != nil {
-		return fmt.Errorf("--task: %w", err)
+		return optionError("task", o.Task, "%v", err)
 	}
 	if o.GlueDir == "" {
-		return fmt.Errorf("--glue-dir is required")
+		return optionError("glue_dir", nil, "required: the directory with <TASK>/{train,dev,test}.tsv")
 	}
-	if o.Encoder == "" {
-		return fmt.Errorf("--encoder is required (scratch:bert-tiny, scratch:bert-mini, hf:DIR or hf:owner/name)")
+	if err := o.validateEncoder(); err != nil {
+		return err
 	}
-	switch o.Variant {
-	case nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian:
-	default:
-		return fmt.Errorf("--variant %q: want baseline, nvdp, nvdp-clipped or gaussian", o.Variant)
+	if err := oneOf("variant", o.Variant, nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian); err != nil {
+		return err
 	}
-	if m := nvib.Mode(o.Mode); !m.Valid() || o.Mode == "" {
-		return fmt.Errorf("--mode %q: want principled or reference", o.Mode)
+	if err := oneOf("mode", string(o.Mode), string(privacy.ModePrincipled), string(privacy.ModeReference)); err != nil {
+		return err
 	}
-	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
-	if o.Lambda < 0 || bad(o.Lambda) {
-		return fmt.Errorf("--lambda %v: must be a finite number >= 0", o.Lambda)
+	if !(o.ClipOrder > 1) || math.IsInf(o.ClipOrder, 0) { // before the floats: C_amin is derived from it
+		return optionError("clip_order", o.ClipOrder, "the Renyi order must be a finite number > 1")
 	}
-	if o.Variant == nvib.ModelNVDPClipped {
-		if !(o.CMu > 0) || bad(o.CMu) {
-			return fmt.Errorf("--c-mu %v: must be > 0", o.CMu)
-		}
-		if !(o.CAlphaMax > 0) || bad(o.CAlphaMax) {
-			return fmt.Errorf("--c-alpha-max %v: must be > 0", o.CAlphaMax)
-		}
-		if o.CAlphaMin < 0 || o.CAlphaMin > o.CAlphaMax || bad(o.CAlphaMin) {
-			return fmt.Errorf("--c-alpha-min %v: must be in [0, c-alpha-max = %v]", o.CAlphaMin, o.CAlphaMax)
-		}
-		if o.LogvarMargin < 0 || bad(o.LogvarMargin) {
-			return fmt.Errorf("--logvar-margin %v: must be a finite number >= 0", o.LogvarMargin)
-		}
+	if err := o.validateFloats(); err != nil {
+		return err
 	}
-	if o.Variant == nvib.ModelGaussian {
-		switch {
-		case !(o.CMu > 0) || bad(o.CMu):
-			return fmt.Errorf("--c-mu %v: the gaussian variant's token radius C must be > 0", o.CMu)
-		case nvib.Mode(o.Mode).IsReference():
-			return fmt.Errorf("--mode reference: the gaussian variant is principled only (it has no released-code counterpart)")
-		case o.LogvarMargin != 0 || o.CAlphaMin != 0:
-			return fmt.Errorf("--logvar-margin / --c-alpha-min: the gaussian variant has fixed noise (sigma = the prior sigma) and no Dirichlet weights")
-		}
+	if o.Lambda < 0 {
+		return optionError("lambda", o.Lambda, "must be >= 0")
+	}
+	if err := o.validateClip(); err != nil {
+		return err
 	}
 	if err := o.validateTarget(); err != nil {
 		return err
 	}
-	if o.Epochs < 1 {
-		return fmt.Errorf("--epochs %d: must be >= 1", o.Epochs)
+	if err := oneOf("kl_schedule", o.KLSchedule, nvib.ScheduleLinearDecay, nvib.ScheduleConstant, nvib.ScheduleWarmup, nvib.ScheduleWarmupDecay); err != nil {
+		return err
 	}
-	if o.BatchSize < 1 || o.EvalBatchSize < 1 {
-		return fmt.Errorf("--batch-size %d / eval batch size %d: must be >= 1", o.BatchSize, o.EvalBatchSize)
+	if err := oneOf("nvib_init", o.NVIBInit, nvib.InitHF, nvib.InitNVIB, nvib.InitClip); err != nil {
+		return err
 	}
-	if !(o.LR > 0) || bad(o.LR) {
-		return fmt.Errorf("--lr %v: must be > 0", o.LR)
+	for _, c := range []struct {
+		option string
+		v, lo  int
+	}{{"epochs", o.Epochs, 1}, {"batch_size", o.BatchSize, 1}, {"eval_batch_size", o.EvalBatchSize, 1},
+		{"max_seq_len", o.MaxSeqLen, 3}, {"train_limit", o.TrainLimit, 0}, {"dev_limit", o.DevLimit, 0},
+		{"patience", o.Patience, 0}, {"checkpoint_every", o.CheckpointEach, 0}} {
+		if c.v < c.lo {
+			return optionError(c.option, c.v, "must be >= %d%s", c.lo, zeroMeans[c.option])
+		}
 	}
-	if o.WarmupRatio < 0 || o.WarmupRatio >= 1 {
-		return fmt.Errorf("--warmup-ratio %v: must be in [0, 1)", o.WarmupRatio)
-	}
-	if o.WeightDecay < 0 || bad(o.WeightDecay) {
-		return fmt.Errorf("--weight-decay %v: must be >= 0", o.WeightDecay)
-	}
-	if o.MaxSeqLen < 3 {
-		return fmt.Errorf("--max-seq-len %d: must be >= 3 (room for the special tokens)", o.MaxSeqLen)
-	}
-	if o.TrainLimit < 0 || o.DevLimit < 0 {
-		return fmt.Errorf("--train-limit %d / --dev-limit %d: must be >= 0", o.TrainLimit, o.DevLimit)
-	}
-	if o.Dropout != nil && (*o.Dropout < 0 || *o.Dropout >= 1 || bad(*o.Dropout)) {
-		return fmt.Errorf("--dropout %v: must be in [0, 1)", *o.Dropout)
-	}
-	if o.KLWarmup < 0 || o.KLWarmup >= 1 {
-		return fmt.Errorf("--kl-warmup %v: must be in [0, 1)", o.KLWarmup)
-	}
-	if o.Out == "" {
-		return fmt.Errorf("--out is required")
+	switch {
+	case !(o.LR > 0):
+		return optionError("lr", o.LR, "must be > 0")
+	case o.WarmupRatio < 0 || o.WarmupRatio >= 1:
+		return optionError("warmup_ratio", o.WarmupRatio, "must be in [0, 1)")
+	case o.WeightDecay < 0:
+		return optionError("weight_decay", o.WeightDecay, "must be >= 0")
+	case o.GradClip < 0:
+		return optionError("grad_clip", o.GradClip, "must be >= 0 (0: no clipping)")
+	case o.Dropout < 0 || o.Dropout >= 1:
+		return optionError("dropout", o.Dropout, "must be in [0, 1)")
+	case o.KLWarmup < 0 || o.KLWarmup >= 1:
+		return optionError("kl_warmup", o.KLWarmup, "must be in [0, 1)")
+	case o.Out == "":
+		return optionError("out", nil, "required: the output / model directory")
 	}
 	return nil
 }
 
-// validateTarget checks the clip order and the privacy target (after Defaults).
-func (o *Options) validateTarget() error {
-	if o.ClipOrder != 0 && (!(o.ClipOrder > 1) || math.IsInf(o.ClipOrder, 0)) {
-		return fmt.Errorf("--clip-order %v: the Renyi order must be finite and > 1", o.ClipOrder)
+// autoOptions are the JSON keys of the options that may hold Auto before
+// Resolve: the pointer fields of optionsJSON, the one list of them.
+var autoOptions = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[optionsJSON]()
+	for i := range t.NumField() {
+		if f := t.Field(i); !f.Anonymous {
+			m[f.Tag.Get("json")] = true
+		}
 	}
+	return m
+}()
+
+// oneOf checks that the string option is one of allowed.
+func oneOf(option, value string, allowed ...string) error {
+	if slices.Contains(allowed, value) {
+		return nil
+	}
+	return optionError(option, value, "want one of %s", strings.Join(allowed, ", "))
+}
+
+// zeroMeans says what 0 means for the options where it is a choice.
+var zeroMeans = map[string]string{"train_limit": " (0: all)", "dev_limit": " (0: all)", "patience": " (0: no early stopping)",
+	"checkpoint_every": " (0: at epoch ends only)"}
+
+// validateFloats checks that every float64 option is a finite number (all
+// of them, by reflection, so that a new option cannot be missed); an Auto
+// left over means Resolve was not called.
+func (o *Options) validateFloats() error {
+	v := reflect.ValueOf(o).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Type.Kind() != reflect.Float64 || !f.IsExported() {
+			continue
+		}
+		x := v.Field(i).Float()
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case IsAuto(x) && autoOptions[name]:
+			return optionError(name, nil, "auto, not resolved: Options.Resolve derives it from the task, encoder, variant and mode")
+		case math.IsNaN(x) || math.IsInf(x, 0):
+			return optionError(name, x, "must be a finite number")
+		}
+	}
+	return nil
+}
+
+// validateEncoder checks the encoder spec's form (scratch:PRESET with a
+// known preset, hf:DIR or hf:owner/name) and that a scratch encoder has a
+// tokenizer.
+func (o *Options) validateEncoder() error {
+	const want = "want scratch:PRESET, hf:DIR or hf:owner/name"
+	kind, arg, ok := strings.Cut(o.Encoder, ":")
+	switch {
+	case o.Encoder == "":
+		return optionError("encoder", nil, "required (%s)", want)
+	case !ok || arg == "" || (kind != "scratch" && kind != "hf"):
+		return optionError("encoder", o.Encoder, "%s", want)
+	case kind == "scratch" && o.ScratchConfig == nil:
+		if _, err := encoder.Preset(arg); err != nil {
+			return optionError("encoder", o.Encoder, "%v", err)
+		}
+	}
+	if kind == "scratch" && o.Vocab == "" {
+		return optionError("vocab", nil, "required for a scratch encoder (a vocab.txt, tokenizer.json or a directory with them)")
+	}
+	return nil
+}
+
+// validateClip checks the clipping constants of the variants that use them.
+func (o *Options) validateClip() error {
+	switch o.Variant {
+	case nvib.ModelNVDPClipped, nvib.ModelNVDP:
+		switch {
+		case !(o.CMu > 0):
+			return optionError("c_mu", o.CMu, "the radius C_mu must be > 0")
+		case !(o.CAlphaMax > 0):
+			return optionError("c_alpha_max", o.CAlphaMax, "C_amax must be > 0")
+		case o.CAlphaMin < 0 || o.CAlphaMin > o.CAlphaMax:
+			return optionError("c_alpha_min", o.CAlphaMin, "C_amin must be in [0, C_amax = %v]", o.CAlphaMax)
+		case o.LogvarMargin < 0:
+			return optionError("logvar_margin", o.LogvarMargin, "must be >= 0")
+		}
+	case nvib.ModelGaussian:
+		switch {
+		case !(o.CMu > 0):
+			return optionError("c_mu", o.CMu, "the gaussian variant's token radius C must be > 0")
+		case o.Mode.IsReference():
+			return optionError("mode", o.Mode, "the gaussian variant is principled only (it has no released-code counterpart)")
+		case o.LogvarMargin != 0:
+			return optionError("logvar_margin", o.LogvarMargin, "the gaussian variant has fixed noise (sigma = the prior sigma): no margin")
+		case o.CAlphaMin != 0:
+			return optionError("c_alpha_min", o.CAlphaMin, "the gaussian variant has no Dirichlet weights")
+		}
+	}
+	return nil
+}
+
+// validateTarget checks the privacy target.
+func (o *Options) validateTarget() error {
 	for _, f := range []struct {
-		flag string
-		v    float64
-	}{{"--target-epsilon", o.TargetEpsilon}, {"--target-rd", o.TargetRD}, {"--variance-share", o.VarianceShare}, {"--dirichlet-share", o.DirichletShare}} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("%s %v: must be a finite number >= 0", f.flag, f.v)
+		option string
+		v      float64
+	}{{"target_epsilon", o.TargetEpsilon}, {"target_rd", o.TargetRD}, {"variance_share", o.VarianceShare}, {"dirichlet_share", o.DirichletShare}} {
+		if f.v < 0 {
+			return optionError(f.option, f.v, "must be >= 0")
 		}
 	}
 	if !o.HasTarget() {
 		switch {
 		case o.Releases > 1:
-			return fmt.Errorf("--releases %d: needs a target (--target-epsilon or --target-rd)", o.Releases)
-		case o.VarianceShare > 0 || o.DirichletShare > 0:
-			return fmt.Errorf("--variance-share / --dirichlet-share: need a target (--target-epsilon or --target-rd)")
+			return optionError("releases", o.Releases, "needs a target (a certified epsilon or RD)")
+		case o.VarianceShare > 0:
+			return optionError("variance_share", o.VarianceShare, "the budget's shares need a target (a certified epsilon or RD)")
+		case o.DirichletShare > 0:
+			return optionError("dirichlet_share", o.DirichletShare, "the budget's shares need a target (a certified epsilon or RD)")
 		}
 		return nil
 	}
 	switch {
 	case o.TargetEpsilon > 0 && o.TargetRD > 0:
-		return fmt.Errorf("--target-epsilon %v and --target-rd %v: give one", o.TargetEpsilon, o.TargetRD)
+		return optionError("target_epsilon", o.TargetEpsilon, "and a target RD %v are both given: give one", o.TargetRD)
 	case !nvib.Calibratable(o.Variant):
-		return fmt.Errorf("--target-epsilon / --target-rd: only the nvdp-clipped and gaussian variants can be calibrated (--variant %s has no clipping)", o.Variant)
-	case nvib.Mode(o.Mode).IsReference():
-		return fmt.Errorf("--target-epsilon / --target-rd: --mode reference clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
+		return optionError("target_epsilon", o.TargetEpsilon, "only the nvdp-clipped and gaussian variants can be calibrated (variant %s has no clipping)", o.Variant)
+	case o.Mode.IsReference():
+		return optionError("mode", o.Mode, "a target needs principled mode: reference mode clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
 	case o.Releases < 1:
-		return fmt.Errorf("--releases %d: must be >= 1", o.Releases)
+		return optionError("releases", o.Releases, "must be >= 1")
 	case o.TargetEpsilon > 0 && !(o.TargetDelta > 0 && o.TargetDelta < 1):
-		return fmt.Errorf("--delta %v: the target's delta must be in (0, 1)", o.TargetDelta)
-	case o.TargetRD > 0 && (!(o.TargetOrder > 1) || math.IsInf(o.TargetOrder, 0)):
-		return fmt.Errorf("--order %v: the target RD's Renyi order must be finite and > 1", o.TargetOrder)
+		return optionError("target_delta", o.TargetDelta, "the target's delta must be in (0, 1)")
+	case o.TargetRD > 0 && !(o.TargetOrder > 1):
+		return optionError("target_order", o.TargetOrder, "the target RD's Renyi order must be > 1")
 	case o.VarianceShare+o.DirichletShare >= 1:
-		return fmt.Errorf("--variance-share %v + --dirichlet-share %v: must sum to < 1 (the mean part gets the rest)", o.VarianceShare, o.DirichletShare)
+		return optionError("variance_share", o.VarianceShare, "the variance and Dirichlet shares (%v + %v) must sum to < 1 (the mean part gets the rest)", o.VarianceShare, o.DirichletShare)
 	case o.FixCMu && o.FixLogvarMargin && o.FixCAlphaMin:
-		return fmt.Errorf("--c-mu, --logvar-margin and --c-alpha-min are all given: nothing left to calibrate to the target")
+		return optionError("c_mu", o.CMu, "C_mu, the logvar margin and C_amin are all fixed: nothing left to calibrate to the target")
 	case o.Variant == nvib.ModelGaussian && o.FixCMu:
-		return fmt.Errorf("--c-mu and a target: the gaussian variant's only constant is its radius C (--c-mu), which the target calibrates; give one")
+		return optionError("c_mu", o.CMu, "fixed with a target: the gaussian variant's only constant is its radius C, which the target calibrates; give one")
 	case o.Variant == nvib.ModelGaussian && (o.VarianceShare > 0 || o.DirichletShare > 0):
-		return fmt.Errorf("--variance-share / --dirichlet-share: the gaussian variant has fixed noise and no Dirichlet weights; the radius C carries the whole budget")
+		return optionError("variance_share", o.VarianceShare, "the gaussian variant has fixed noise and no Dirichlet weights; the radius C carries the whole budget")
 	}
 	return nil
 }
 
-// ModelConfig builds the nvib configuration of the run for an encoder of the
-// given shape. With a privacy target not yet calibrated (HasTarget and not
-// Calibrated) it calibrates the free clipping constants for N = MaxSeqLen+1
-// components and P = the encoder's hidden size, writes them into o (CMu,
-// LogvarMargin, CAlphaMin, Calibrated) and keeps the calibration for
-// CertificateFile; a target that cannot be met is an error.
+// CheckFiles checks the files a training run of o reads, before any work:
+// GlueDir is a directory with the task's train and dev splits, and Vocab
+// (when given) exists. Errors name the path.
+func (o *Options) CheckFiles() error {
+	task, err := glue.LookupTask(o.Task)
+	if err != nil {
+		return optionError("task", o.Task, "%v", err)
+	}
+	if st, err := os.Stat(o.GlueDir); err != nil || !st.IsDir() {
+		return optionError("glue_dir", o.GlueDir, "not a directory (the GLUE directory with %s/{train,dev,test}.tsv)", task.Dir)
+	}
+	for _, split := range []string{"train", "dev"} {
+		if _, err := glue.CheckSplit(o.GlueDir, task, split); err != nil {
+			if split == "train" && errors.Is(err, glue.ErrMissingSplit) {
+				return noTrainSplit(task, err)
+			}
+			return err
+		}
+	}
+	if o.Vocab != "" {
+		if _, err := os.Stat(o.Vocab); err != nil {
+			return optionError("vocab", o.Vocab, "%v", err)
+		}
+	}
+	return nil
+}
+
+// ModelConfig builds the nvib configuration of the run (resolved options)
+// for an encoder of the given shape. With a privacy target not yet
+// calibrated (HasTarget and not Calibrated) it calibrates the free clipping
+// constants for N = MaxSeqLen+1 components and P = the encoder's hidden
+// size, writes them into o (CMu, LogvarMargin, CAlphaMin, Calibrated) and
+// keeps the calibration for CertificateFile; a target that cannot be met is
+// an error.
 func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, error) {
-	mode := nvib.Mode(o.Mode)
-	cfg := nvib.DefaultConfig(o.Variant, mode, enc.HiddenSize, enc.NumAttentionHeads, enc.IntermediateSize, numLabels)
+	cfg := nvib.DefaultConfig(o.Variant, o.Mode, enc.HiddenSize, enc.NumAttentionHeads, enc.IntermediateSize, numLabels)
 	cfg.LayerNormEps = enc.LayerNormEps
 	if enc.ModelType == "roberta" {
 		cfg.Head = nvib.HeadFirstToken
@@ -403,23 +590,15 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 	if o.NVIBInit != "" {
 		cfg.Init = o.NVIBInit
 	}
-	cfg.Clip = nvib.DefaultClip(mode, o.CMu, o.CAlphaMax)
-	if cfg.Clip.CMu == 0 { // nvdp without clipping: keep valid constants in the file
-		cfg.Clip = nvib.DefaultClip(mode, 8, 1.5)
-	}
-	if o.ClipOrder > 0 && o.ClipOrder != cfg.Clip.Order {
+	cfg.Clip = nvib.DefaultClip(o.Mode, o.CMu, o.CAlphaMax)
+	if o.ClipOrder != cfg.Clip.Order {
 		cfg.Clip.Order = o.ClipOrder
-		if !mode.IsReference() {
+		if !o.Mode.IsReference() {
 			cfg.Clip.CAlphaMin = nvib.PrincipledAlphaMin(o.ClipOrder, cfg.Clip.CAlphaMax)
 		}
 	}
 	if o.Variant != nvib.ModelGaussian { // gaussian reads Clip.CMu only: the rest keeps its defaults
-		if o.CAlphaMin > 0 || o.Calibrated {
-			cfg.Clip.CAlphaMin = o.CAlphaMin
-		}
-		if o.LogvarMargin > 0 || o.Calibrated {
-			cfg.Clip.LogvarMargin = o.LogvarMargin
-		}
+		cfg.Clip.CAlphaMin, cfg.Clip.LogvarMargin = o.CAlphaMin, o.LogvarMargin
 	}
 	cfg.Clip.Enabled = o.Variant == nvib.ModelNVDPClipped
 	if o.Variant == nvib.ModelGaussian {
@@ -551,21 +730,165 @@ func LoadCertificate(dir string) (*Certificate, error) {
 	return &c, nil
 }
 
-// SaveOptions writes o as JSON to dir/train_options.json.
+// SaveOptions validates o and writes it as JSON to dir/train_options.json
+// (format OptionsVersion).
 func SaveOptions(dir string, o *Options) error {
-	return atomicfile.WriteJSON(filepath.Join(dir, OptionsFile), o)
+	path := filepath.Join(dir, OptionsFile)
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	c := *o
+	c.Version = OptionsVersion
+	return atomicfile.WriteJSON(path, &c)
 }
 
-// LoadOptions reads dir/train_options.json.
+// LoadOptions reads dir/train_options.json, upgrades a file of version 0
+// (upgradeV0), resolves and validates the options: what a resumed run or an
+// evaluation uses is checked as a new run's options are. Errors name the
+// file (a missing file wraps fs.ErrNotExist).
 func LoadOptions(dir string) (*Options, error) {
 	path := filepath.Join(dir, OptionsFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)
 	}
+	var probe struct {
+		Version int `json:"options_version"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if probe.Version != 0 && probe.Version != OptionsVersion {
+		return nil, fmt.Errorf("%s: options_version %d: this program reads versions 0 and %d", path, probe.Version, OptionsVersion)
+	}
+	if probe.Version == 0 {
+		if b, err = dropRetiredV0(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	o := &Options{}
 	if err := json.Unmarshal(b, o); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if probe.Version == 0 {
+		o.upgradeV0()
+	}
+	o.Resolve()
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return o, nil
+}
+
+// retiredV0 are the keys of version-0 files that no option reads any more
+// (lambda_set recorded an explicit lambda; every value is explicit now).
+var retiredV0 = []string{"lambda_set"}
+
+// dropRetiredV0 removes the retired keys from a version-0 file, so that the
+// strict decoding (Options.UnmarshalJSON) reads it.
+func dropRetiredV0(b []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for _, k := range retiredV0 {
+		delete(m, k)
+	}
+	return json.Marshal(m)
+}
+
+// upgradeV0 gives the options of a version-0 file their explicit values:
+// there 0 meant "the default" in c_alpha_min and logvar_margin (unless
+// calibrated) and in clip_order, target_delta, target_order and releases,
+// and -1 meant "off" in patience and grad_clip (a missing dropout or
+// nvib_init, "the preset's" or "the mode's", decodes as Auto or "" already).
+// The result resolves to the model those files were trained with
+// (TestLoadOptionsVersion0).
+func (o *Options) upgradeV0() {
+	if !o.Calibrated {
+		if o.CAlphaMin == 0 {
+			o.CAlphaMin = Auto()
+		}
+		if o.LogvarMargin == 0 {
+			o.LogvarMargin = Auto()
+		}
+	}
+	for _, d := range []struct {
+		v   *float64
+		def float64
+	}{{&o.ClipOrder, privacy.DefaultOrder}, {&o.TargetDelta, privacy.DefaultDelta}, {&o.TargetOrder, privacy.DefaultOrder}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if o.Releases == 0 {
+		o.Releases = 1
+	}
+	if o.Patience < 0 {
+		o.Patience = 0
+	}
+	if o.GradClip < 0 {
+		o.GradClip = 0
+	}
+	o.Version = OptionsVersion
+}
+
+// optionsFields is Options without its JSON methods.
+type optionsFields Options
+
+// optionsJSON is the JSON form of Options: the options that may be Auto as
+// pointers, Auto written as null and null or a missing key read as Auto
+// (the shallower fields here hide the embedded ones of the same name).
+type optionsJSON struct {
+	*optionsFields
+	CMu          *float64 `json:"c_mu"`
+	CAlphaMax    *float64 `json:"c_alpha_max"`
+	CAlphaMin    *float64 `json:"c_alpha_min"`
+	LogvarMargin *float64 `json:"logvar_margin"`
+	LR           *float64 `json:"lr"`
+	Dropout      *float64 `json:"dropout"`
+}
+
+func (j *optionsJSON) autoFields(o *Options) []struct {
+	v *float64
+	p **float64
+} {
+	return []struct {
+		v *float64
+		p **float64
+	}{{&o.CMu, &j.CMu}, {&o.CAlphaMax, &j.CAlphaMax}, {&o.CAlphaMin, &j.CAlphaMin},
+		{&o.LogvarMargin, &j.LogvarMargin}, {&o.LR, &j.LR}, {&o.Dropout, &j.Dropout}}
+}
+
+// MarshalJSON writes o with Auto options as null. Resolved options (every
+// train_options.json) have none; unresolved ones travel as JSON too (a
+// sweep's base options to its cells).
+func (o Options) MarshalJSON() ([]byte, error) {
+	f := optionsFields(o)
+	j := optionsJSON{optionsFields: &f}
+	for _, a := range j.autoFields(&o) {
+		if !IsAuto(*a.v) {
+			v := *a.v
+			*a.p = &v
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads o as MarshalJSON writes it: null or a missing key is
+// Auto in the options that may be Auto; a key that is no option is an error.
+func (o *Options) UnmarshalJSON(b []byte) error {
+	j := optionsJSON{optionsFields: (*optionsFields)(o)}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields() // a misspelt or newer option is an error, never ignored
+	if err := dec.Decode(&j); err != nil {
+		return err
+	}
+	for _, a := range j.autoFields(o) {
+		*a.v = Auto()
+		if *a.p != nil {
+			*a.v = **a.p
+		}
+	}
+	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/nvdp-project/nvdp/progress"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/nvdp-project/nvdp/progress"
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
@@ -22,15 +24,16 @@ import (
 // ReportFile is the name of the `nvdp run` report inside the output directory.
 const ReportFile = "report.json"
 
-// PipelineOptions configure RunPipeline (`nvdp run`).
+// PipelineOptions configure RunPipeline (`nvdp run`); DefaultPipelineOptions
+// gives the defaults.
 type PipelineOptions struct {
 	Train Options
 	// SkipTrain evaluates and audits the model already in Train.Out (e.g. QNLI, whose training
 	// split is missing here: a model trained elsewhere).
 	SkipTrain bool
-	// AuditSplit is the split whose posteriors are audited: dev (default) or test.
+	// AuditSplit is the split whose posteriors are audited: dev or test ("": dev).
 	AuditSplit string
-	// AuditLimit audits only the first K examples of the split (0: all).
+	// AuditLimit audits only the first K examples of the split (>= 0; 0: all).
 	AuditLimit int
 	// EvalSeed seeds the sampling at evaluation.
 	EvalSeed uint64
@@ -42,6 +45,13 @@ type PipelineOptions struct {
 	// StoredBaseline file or a baseline run's report.json (LoadBaseline),
 	// read before any work starts and copied into Report.Baseline.
 	Baseline string
+}
+
+// DefaultPipelineOptions returns the defaults of RunPipeline: the training
+// defaults (DefaultOptions), the dev split audited whole, evaluation seed
+// DefaultEvalSeed, and privacy.Audit's defaults.
+func DefaultPipelineOptions() PipelineOptions {
+	return PipelineOptions{Train: DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: privacy.DefaultOptions()}
 }
 
 // PrivacySummary is the "privacy" object of the report. Its audit numbers
@@ -170,7 +180,7 @@ func ModelSource(dir string) string {
 type Report struct {
 	Task         string          `json:"task"`
 	Variant      string          `json:"variant"`
-	Mode         string          `json:"mode"`
+	Mode         privacy.Mode    `json:"mode"`
 	Encoder      string          `json:"encoder"`
 	Lambda       float64         `json:"lambda"`
 	CMu          float64         `json:"c_mu,omitempty"`
@@ -195,113 +205,159 @@ type Report struct {
 	Seconds  float64             `json:"seconds"`
 }
 
-// RunPipeline trains (unless SkipTrain), evaluates the best model on dev
-// (utility, predictions, posteriors), exports the audit split's posteriors
-// and audits them with privacy.Audit (the empirical numbers), certifies the
-// model's clip set at the audit's order (Privacy.Certified: the guarantee),
-// and writes DIR/report.json. For the baseline variant there is no
-// posterior: Privacy is nil with a note. A gaussian model's release is
-// exported, audited and certified the same way (nvib.GaussianRelease,
-// ModelClipSet).
-//
-// report receives the training's progress events (Run); the audit's progress
-// bar goes where po.Audit.Progress says.
-func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*Report, error) {
-	start := time.Now()
-	if err := po.Audit.Validate(); err != nil { // before any work
-		return nil, err
-	}
-	var tr *Result
-	o := po.Train
-	var base *BaselineComparison
-	if po.Baseline != "" && o.Task != "" { // before training; without a task (SkipTrain) once the model's is read
-		var err error
-		if base, err = LoadBaseline(po.Baseline, o.Task); err != nil {
-			return nil, err
-		}
-	}
-	if !po.SkipTrain {
-		var err error
-		if tr, err = Run(ctx, o, report); err != nil {
-			return nil, err
-		}
-		if tr.Interrupted {
-			return nil, fmt.Errorf("training stopped after %d steps (resume with --resume)", tr.Steps)
-		}
-	}
-	dir := o.Out
-	saved, err := LoadOptions(dir)
-	if err != nil {
-		return nil, err
-	}
-	if po.Baseline != "" && base == nil {
-		if base, err = LoadBaseline(po.Baseline, saved.Task); err != nil {
-			return nil, err
-		}
-	}
-	if po.SkipTrain && o.Task != "" {
-		want, err := glue.LookupTask(o.Task)
-		if err != nil {
-			return nil, fmt.Errorf("--task: %w", err)
-		}
-		if have, err := glue.LookupTask(saved.Task); err != nil || have.Name != want.Name {
-			return nil, fmt.Errorf("model %s was trained on task %q, not %q: evaluate it on its own task", dir, saved.Task, o.Task)
-		}
-	}
-	glueDir := o.GlueDir
-	if glueDir == "" {
-		glueDir = saved.GlueDir
-	}
+// pipelinePlan is what RunPipeline checks and reads before any work.
+type pipelinePlan struct {
+	train    Options // resolved and validated; with SkipTrain or Resume the saved ones
+	glueDir  string
+	dev      *glue.Dataset // the utility split, dev (DevLimit rows)
+	audit    *glue.Dataset // the audited split when it is not dev whole (AuditLimit rows), else nil
+	baseline *BaselineComparison
+}
+
+// prepare checks every option of po and reads what the pipeline needs
+// before it trains or writes anything: the training options (resolved,
+// validated, their files checked; with SkipTrain or Resume the options
+// saved in Train.Out), the non-private baseline, the utility and audit
+// splits (each with examples) and the audit options for that many
+// posteriors. It normalises AuditSplit ("" = dev). Errors about the
+// training options given are *OptionError.
+func (po *PipelineOptions) prepare() (*pipelinePlan, error) {
+	pl := &pipelinePlan{train: po.Train}
 	if po.AuditSplit == "" {
 		po.AuditSplit = "dev"
 	}
-	dev, err := Evaluate(EvalOptions{Model: dir, GlueDir: glueDir, Split: "dev", Seed: po.EvalSeed, SkipBadRows: saved.SkipBadRows,
-		NoPost: po.AuditSplit != "dev" || po.AuditLimit > 0, Limit: saved.DevLimit})
+	if po.AuditSplit != "dev" && po.AuditSplit != "test" {
+		return nil, optionError("audit_split", po.AuditSplit, "want dev or test")
+	}
+	if po.AuditLimit < 0 {
+		return nil, optionError("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
+	}
+	o := &pl.train
+	switch {
+	case po.SkipTrain || o.Resume:
+		if o.Out == "" {
+			return nil, optionError("out", nil, "required: the model directory")
+		}
+		saved, err := LoadOptions(o.Out)
+		if err != nil {
+			return nil, err
+		}
+		if po.SkipTrain && o.Task != "" {
+			want, err := glue.LookupTask(o.Task)
+			if err != nil {
+				return nil, optionError("task", o.Task, "%v", err)
+			}
+			if have, err := glue.LookupTask(saved.Task); err != nil || have.Name != want.Name {
+				return nil, fmt.Errorf("model %s was trained on task %q, not %q: evaluate it on its own task", o.Out, saved.Task, o.Task)
+			}
+		}
+		pl.glueDir = o.GlueDir
+		if pl.glueDir == "" {
+			pl.glueDir = saved.GlueDir
+		}
+		resume, out := o.Resume, o.Out
+		*o = *saved
+		o.Resume, o.Out = resume, out // the directory may have moved since
+		if st, err := os.Stat(pl.glueDir); err != nil || !st.IsDir() {
+			return nil, optionError("glue_dir", pl.glueDir, "not a directory")
+		}
+	default:
+		o.Resolve()
+		if err := o.Validate(); err != nil {
+			return nil, err
+		}
+		if err := o.CheckFiles(); err != nil {
+			return nil, err
+		}
+		pl.glueDir = o.GlueDir
+	}
+	task, err := glue.LookupTask(o.Task)
+	if err != nil {
+		return nil, err
+	}
+	if po.Baseline != "" {
+		if pl.baseline, err = LoadBaseline(po.Baseline, task.Name); err != nil {
+			return nil, err
+		}
+	}
+	lo := glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.DevLimit}
+	if pl.dev, err = LoadSplit(pl.glueDir, task, "dev", lo); err != nil {
+		return nil, err
+	}
+	audited := pl.dev
+	if po.AuditSplit != "dev" || po.AuditLimit > 0 {
+		lo.Limit = po.AuditLimit
+		if pl.audit, err = LoadSplit(pl.glueDir, task, po.AuditSplit, lo); err != nil {
+			return nil, err
+		}
+		audited = pl.audit
+	}
+	if o.Variant != nvib.ModelBaseline {
+		if err := po.Audit.ValidateFor(len(audited.Examples)); err != nil {
+			return nil, fmt.Errorf("audit of %d %s posteriors: %w", len(audited.Examples), po.AuditSplit, err)
+		}
+	}
+	return pl, nil
+}
+
+// RunPipeline checks every option and reads the data before any work
+// (prepare), trains (unless SkipTrain), loads the best model once,
+// evaluates it on dev (utility, predictions, posteriors), exports the audit
+// split's posteriors and audits them in memory with privacy.Audit (the
+// empirical numbers; the posterior file written is the same float32s),
+// certifies the model's clip set at the audit's order (Privacy.Certified:
+// the guarantee), and writes DIR/report.json. For the baseline variant there
+// is no posterior: Privacy is nil with a note. A gaussian model's release is
+// exported, audited and certified the same way (nvib.GaussianRelease,
+// ModelClipSet). An audited test split is evaluated whole (eval_test.json,
+// the submission file, its posteriors); an audited part of dev
+// (AuditLimit) gets its posterior file only, the utility being the whole
+// dev split's. report receives the training's progress events (Run); the
+// audit reports through po.Audit.Progress.
+func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*Report, error) {
+	start := time.Now()
+	pl, err := po.prepare()
+	if err != nil {
+		return nil, err
+	}
+	var tr *Result
+	if !po.SkipTrain {
+		if tr, err = Run(ctx, po.Train, report); err != nil { // as given: Run resolves it, or resumes with StopAfterSteps
+			return nil, err
+		}
+		if tr.Interrupted {
+			return nil, fmt.Errorf("training stopped after %d steps (StopAfterSteps): resume the run in %s to finish it", tr.Steps, pl.train.Out)
+		}
+	}
+	dir := pl.train.Out
+	b, err := LoadModel(dir)
+	if err != nil {
+		return nil, err
+	}
+	saved := b.Options
+	eo := DefaultEvalOptions(b)
+	eo.GlueDir, eo.Seed, eo.Data, eo.NoPost = pl.glueDir, po.EvalSeed, pl.dev, pl.audit != nil
+	dev, err := Evaluate(b, eo)
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Task: dev.Task, Variant: saved.Variant, Mode: saved.Mode, Encoder: saved.Encoder, Lambda: saved.Lambda,
-		Seed: saved.Seed, Backend: nn.Backend(), Utility: dev.Metrics, UtilitySplit: "dev", Training: tr, Dir: dir}
-	mcfg, err := nvib.LoadConfig(dir)
-	if err != nil {
-		return nil, err
-	}
-	if saved.Variant == nvib.ModelNVDPClipped {
+		Seed: saved.Seed, Backend: nn.Backend(), Utility: dev.Metrics, UtilitySplit: "dev", Training: tr, Dir: dir,
+		Baseline: pl.baseline}
+	mcfg := b.Model.Cfg
+	switch saved.Variant {
+	case nvib.ModelNVDPClipped:
 		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = mcfg.Clip.CMu, mcfg.Clip.CAlphaMin, mcfg.Clip.CAlphaMax, mcfg.Clip.LogvarMargin
-	}
-	if saved.Variant == nvib.ModelGaussian {
+	case nvib.ModelGaussian:
 		rep.Lambda, rep.CMu, rep.Sigma = 0, mcfg.Clip.CMu, math.Sqrt(mcfg.Prior.Var) // no KL terms
-	}
-	if saved.Variant == nvib.ModelBaseline {
+	case nvib.ModelBaseline:
 		rep.Lambda = 0
 		rep.Note = "baseline: no NVIB posterior, nothing to audit"
-	} else {
-		post := dev.Posteriors
-		if post == "" {
-			ar, err := Evaluate(EvalOptions{Model: dir, GlueDir: glueDir, Split: po.AuditSplit, Seed: po.EvalSeed,
-				SkipBadRows: saved.SkipBadRows, Limit: po.AuditLimit})
-			if err != nil {
-				return nil, err
-			}
-			post = ar.Posteriors
-		}
-		p, err := privacy.ReadPosteriors(post)
-		if err != nil {
+	}
+	if b.Model.Releases() {
+		if rep.Privacy, err = auditRelease(ctx, po, pl, b, eo, dev); err != nil {
 			return nil, err
 		}
-		ar, err := privacy.Audit(ctx, p, po.Audit)
-		if err != nil {
-			return nil, fmt.Errorf("audit %s: %w", post, err)
-		}
-		var cert *privacy.CertifiedReport
-		if set, ok := ModelClipSet(mcfg, p.N, p.P); ok {
-			if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(dir)); err != nil {
-				return nil, err
-			}
-		}
-		rep.Privacy = &PrivacySummary{Empirical: Empirical(ar, po.AuditSplit), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
-			BDPEpsilon: ar.BDPEpsilon, InvalidPairs: ar.InvalidPairs, Pairs: ar.Pairs, Examples: ar.Examples,
-			Components: ar.Components, Split: po.AuditSplit, Posteriors: post, Seconds: ar.Seconds, Full: ar}
 	}
 	if dev.Labelled {
 		rdMax := math.NaN() // no posterior, or a reference audit (per-component averages): not judged
@@ -314,10 +370,45 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 			slog.Warn("run at chance", "reason", cc.Reason)
 		}
 	}
-	rep.Baseline = base
 	rep.Seconds = time.Since(start).Seconds()
 	if err := atomicfile.WriteJSON(filepath.Join(dir, ReportFile), rep); err != nil {
 		return nil, err
 	}
 	return rep, nil
+}
+
+// auditRelease exports the posteriors of the audited split (dev's come with
+// its evaluation dev unless pl.audit is set), audits them in memory and
+// certifies the model's clip set at the audit's order, direction and delta.
+func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *Bundle, eo EvalOptions, dev *EvalResult) (*PrivacySummary, error) {
+	release, path := dev.Release, dev.Posteriors
+	if pl.audit != nil {
+		eo.Split, eo.Data, eo.NoPost = po.AuditSplit, pl.audit, false
+		var err error
+		if po.AuditSplit == "dev" {
+			release, path, err = ExportPosteriors(b, eo)
+		} else {
+			var r *EvalResult
+			r, err = Evaluate(b, eo)
+			if r != nil {
+				release, path = r.Release, r.Posteriors
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	ar, err := privacy.Audit(ctx, release, po.Audit)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: %w", path, err)
+	}
+	var cert *privacy.CertifiedReport
+	if set, ok := ModelClipSet(b.Model.Cfg, release.N, release.P); ok {
+		if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(b.Dir)); err != nil {
+			return nil, err
+		}
+	}
+	return &PrivacySummary{Empirical: Empirical(ar, po.AuditSplit), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
+		BDPEpsilon: ar.BDPEpsilon, InvalidPairs: ar.InvalidPairs, Pairs: ar.Pairs, Examples: ar.Examples,
+		Components: ar.Components, Split: po.AuditSplit, Posteriors: path, Seconds: ar.Seconds, Full: ar}, nil
 }

@@ -32,7 +32,7 @@ func TestCertifyMainJobConstants(t *testing.T) {
 		{"unclipped nvdp", func() nvib.Config { c := cfg; c.Model = nvib.ModelNVDP; return c }(), true, false, 0},
 		{"reference clipping (no sigma cap)", func() nvib.Config {
 			c := cfg
-			c.Clip = nvib.DefaultClip(nvib.ModeReference, 2, 1)
+			c.Clip = nvib.DefaultClip(privacy.ModeReference, 2, 1)
 			return c
 		}(), true, false, 0},
 		{"baseline", nvib.Config{Model: nvib.ModelBaseline}, false, false, 0},

@@ -166,6 +166,8 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		if err := loop.Check(ckptPath, true); err != nil {
 			return nil, err
 		}
+		// LoadOptions validates the saved options again before any work: the
+		// file may have been edited or written by a build with other checks.
 		saved, err := LoadOptions(o.Out)
 		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
@@ -173,13 +175,8 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		out := o.Out
 		o = *saved
 		o.Resume, o.Out = true, out // the directory may have moved since
-		// The file may have been edited (or written by a build with other
-		// checks): every option is checked again before any work.
-		if err := o.Validate(); err != nil {
-			return nil, fmt.Errorf("resume: %s: %w", filepath.Join(out, OptionsFile), err)
-		}
 	} else {
-		o.Defaults()
+		o.Resolve()
 		if err := o.Validate(); err != nil {
 			return nil, err
 		}
@@ -187,16 +184,9 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			return nil, err
 		}
 	}
-	// Fail on a missing GLUE directory or split before building (and maybe downloading) the encoder.
-	if t, err := glue.LookupTask(o.Task); err == nil {
-		for _, split := range []string{"train", "dev"} {
-			if _, err := glue.CheckSplit(o.GlueDir, t, split); err != nil {
-				if split == "train" && errors.Is(err, glue.ErrMissingSplit) {
-					return nil, noTrainSplit(t, err)
-				}
-				return nil, err
-			}
-		}
+	// Fail on a missing directory or split before building (and maybe downloading) the encoder.
+	if err := o.CheckFiles(); err != nil {
+		return nil, err
 	}
 	b, err := Build(&o)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/internal/jsonl"
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -103,9 +104,11 @@ func synthGlue(t *testing.T, nTrain, nDev int) (string, string) {
 }
 
 func synthOptions(t *testing.T, glueDir, vocab, out string) Options {
-	return Options{Task: "sst2", GlueDir: glueDir, Encoder: "scratch:bert-tiny", Vocab: vocab, Variant: nvib.ModelNVDPClipped,
-		Epochs: 2, BatchSize: 8, EvalBatchSize: 8, LR: 3e-3, MaxSeqLen: 16, Seed: 3, CheckpointEach: 3, Out: out,
-		ScratchConfig: tinyConfig(t, 16, 1, 32), Patience: -1}
+	o := DefaultOptions()
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, nvib.ModelNVDPClipped
+	o.Epochs, o.BatchSize, o.EvalBatchSize, o.LR, o.MaxSeqLen, o.Seed, o.CheckpointEach = 2, 8, 8, 3e-3, 16, 3, 3
+	o.Out, o.ScratchConfig, o.Patience = out, tinyConfig(t, 16, 1, 32), 0
+	return o
 }
 
 func loadOptimizer(t *testing.T, dir string) *nn.AdamW {
@@ -422,7 +425,13 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 		t.Fatalf("collapse check %+v, want chance %v and accuracy %v", c, wantChance, rep.Utility["accuracy"])
 	}
 	// Test split: GLUE submission file, no metrics.
-	er, err := Evaluate(EvalOptions{Model: o.Out, Split: "test", Out: filepath.Join(t.TempDir(), "ev")})
+	b, err := LoadModel(o.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eo := DefaultEvalOptions(b)
+	eo.Split, eo.Out = "test", filepath.Join(t.TempDir(), "ev")
+	er, err := Evaluate(b, eo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,16 +492,19 @@ func TestEndToEndSST2(t *testing.T) {
 	glueDir := sharedPath(t, "NVDP_GLUE_DIR", "data/glue")
 	vocab := sharedPath(t, "NVDP_VOCAB", "models/bert-base-uncased-vocab/vocab.txt")
 	out := filepath.Join(t.TempDir(), "run")
-	o := Options{Task: "sst2", GlueDir: glueDir, Encoder: "scratch:bert-tiny", Vocab: vocab, Variant: nvib.ModelNVDPClipped,
-		Epochs: 1, BatchSize: 16, TrainLimit: 300, DevLimit: 120, MaxSeqLen: 48, Seed: 1, Out: out,
-		ScratchConfig: tinyConfig(t, 32, 1, 64)}
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 5, Audit: privacy.DefaultOptions()}, nil)
+	o := DefaultOptions()
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, nvib.ModelNVDPClipped
+	o.Epochs, o.BatchSize, o.TrainLimit, o.DevLimit, o.MaxSeqLen, o.Seed, o.Out = 1, 16, 300, 120, 48, 1, out
+	o.ScratchConfig = tinyConfig(t, 32, 1, 64)
+	po := DefaultPipelineOptions()
+	po.Train, po.EvalSeed = o, 5
+	rep, err := RunPipeline(context.Background(), po, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"config.json", nvib.ConfigFile, WeightsFile, "vocab.txt", OptionsFile, MetricsFile,
 		CheckpointFile, ReportFile, "eval_dev.json", "predictions_dev.tsv", PosteriorsFile("dev")} {
-		if !fileExists(filepath.Join(out, f)) {
+		if !fsutil.IsFile(filepath.Join(out, f)) {
 			t.Errorf("missing %s in %s", f, out)
 		}
 	}
@@ -545,7 +557,7 @@ func TestEndToEndSST2(t *testing.T) {
 	}
 	pads := 0
 	for i, a := range post.Alpha {
-		if post.Mask[i] == 1 {
+		if post.AttentionMask[i] == 0 {
 			pads++
 			continue
 		}
@@ -565,7 +577,9 @@ func TestEndToEndSST2(t *testing.T) {
 	}
 }
 
-// TestBadInputs: every bad option fails with an error naming the problem.
+// TestBadInputs: every bad option fails with an error naming the problem
+// (options by their train_options.json names: the library knows no flags),
+// before any file is written: --out is not created.
 func TestBadInputs(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 16, 8)
 	// QNLI without a training split.
@@ -576,6 +590,21 @@ func TestBadInputs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(qnli, "QNLI", "dev.tsv"), []byte("index\tquestion\tsentence\tlabel\n0\twhat?\tthis.\tentailment\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// SST-2 whose dev file is a header without rows.
+	headerOnly := filepath.Join(glueDir, "..", "hglue")
+	if err := os.MkdirAll(filepath.Join(headerOnly, "SST-2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	train, err := os.ReadFile(filepath.Join(glueDir, "SST-2", "train.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(headerOnly, "SST-2", "train.tsv"), train, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(headerOnly, "SST-2", "dev.tsv"), []byte("sentence\tlabel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	used := filepath.Join(t.TempDir(), "used")
 	if err := os.MkdirAll(used, 0o755); err != nil {
 		t.Fatal(err)
@@ -583,30 +612,40 @@ func TestBadInputs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(used, CheckpointFile), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	neg := -0.5
 	cases := []struct {
 		name string
 		mod  func(o *Options)
 		want string
 	}{
-		{"unknown task", func(o *Options) { o.Task = "cola2" }, "--task"},
-		{"bad variant", func(o *Options) { o.Variant = "dp-sgd" }, "--variant"},
-		{"bad mode", func(o *Options) { o.Mode = "exact" }, "--mode"},
-		{"negative lambda", func(o *Options) { o.Lambda = -1 }, "--lambda"},
-		{"NaN lambda", func(o *Options) { o.Lambda = math.NaN() }, "--lambda"},
-		{"negative c-mu", func(o *Options) { o.CMu = -2 }, "--c-mu"},
-		{"c-alpha-min above max", func(o *Options) { o.CAlphaMin, o.CAlphaMax = 2, 1 }, "--c-alpha-min"},
-		{"negative dropout", func(o *Options) { o.Dropout = &neg }, "--dropout"},
-		{"no glue dir", func(o *Options) { o.GlueDir = "" }, "--glue-dir"},
-		{"no out", func(o *Options) { o.Out = "" }, "--out"},
-		{"no vocab for scratch", func(o *Options) { o.Vocab = "" }, "--vocab is required"},
-		{"missing vocab file", func(o *Options) { o.Vocab = "/nonexistent/vocab.txt" }, "--vocab"},
+		{"unknown task", func(o *Options) { o.Task = "cola2" }, `task "cola2"`},
+		{"bad variant", func(o *Options) { o.Variant = "dp-sgd" }, `variant "dp-sgd"`},
+		{"bad mode", func(o *Options) { o.Mode = "exact" }, `mode "exact"`},
+		{"negative lambda", func(o *Options) { o.Lambda = -1 }, "lambda -1: must be >= 0"},
+		{"NaN lambda", func(o *Options) { o.Lambda = math.NaN() }, "lambda NaN: must be a finite number"},
+		{"negative c-mu", func(o *Options) { o.CMu = -2 }, "c_mu -2"},
+		{"c-mu 0 is not replaced", func(o *Options) { o.CMu = 0 }, "c_mu 0: the radius C_mu must be > 0"},
+		{"c-alpha-min above max", func(o *Options) { o.CAlphaMin, o.CAlphaMax = 2, 1 }, "c_alpha_min 2"},
+		{"negative dropout", func(o *Options) { o.Dropout = -0.5 }, "dropout -0.5"},
+		{"epochs 0 is not replaced", func(o *Options) { o.Epochs = 0 }, "epochs 0: must be >= 1"},
+		{"batch size 0 is not replaced", func(o *Options) { o.BatchSize = 0 }, "batch_size 0: must be >= 1"},
+		{"lr 0 is not replaced", func(o *Options) { o.LR = 0 }, "lr 0: must be > 0"},
+		{"negative patience", func(o *Options) { o.Patience = -1 }, "patience -1"},
+		{"NaN grad clip", func(o *Options) { o.GradClip = math.NaN() }, "grad_clip NaN: must be a finite number"},
+		{"NaN warm-up", func(o *Options) { o.WarmupRatio = math.NaN() }, "warmup_ratio NaN"},
+		{"NaN KL warm-up", func(o *Options) { o.KLWarmup = math.NaN() }, "kl_warmup NaN"},
+		{"unknown KL schedule", func(o *Options) { o.KLSchedule = "cosine" }, `kl_schedule "cosine"`},
+		{"unknown NVIB init", func(o *Options) { o.NVIBInit = "zeros" }, `nvib_init "zeros"`},
+		{"no glue dir", func(o *Options) { o.GlueDir = "" }, "glue_dir: required"},
+		{"missing glue dir", func(o *Options) { o.GlueDir = "/nonexistent" }, `glue_dir "/nonexistent": not a directory`},
+		{"no out", func(o *Options) { o.Out = "" }, "out: required"},
+		{"no vocab for scratch", func(o *Options) { o.Vocab = "" }, "vocab: required for a scratch encoder"},
+		{"missing vocab file", func(o *Options) { o.Vocab = "/nonexistent/vocab.txt" }, `vocab "/nonexistent/vocab.txt"`},
 		{"unknown preset", func(o *Options) { o.Encoder, o.ScratchConfig = "scratch:bert-huge", nil }, "bert-huge"},
-		{"bad encoder spec", func(o *Options) { o.Encoder = "bert" }, "encoder spec"},
+		{"bad encoder spec", func(o *Options) { o.Encoder = "bert" }, `encoder "bert": want scratch:PRESET`},
 		{"missing train split", func(o *Options) { o.Task, o.GlueDir = "qnli", qnli }, "no training split"},
-		{"nonexistent glue dir", func(o *Options) { o.GlueDir = "/nonexistent" }, "no GLUE directory: /nonexistent does not exist"},
+		{"header-only dev split", func(o *Options) { o.GlueDir = headerOnly }, filepath.Join("SST-2", "dev.tsv") + ": no data rows"},
 		{"batch larger than data", func(o *Options) { o.BatchSize = 64 }, "fewer than the batch size 64"},
-		{"seq len beyond positions", func(o *Options) { o.MaxSeqLen = 100 }, "exceeds the encoder's 32 positions"},
+		{"seq len beyond positions", func(o *Options) { o.MaxSeqLen = 100 }, "max_seq_len 100: exceeds the encoder's 32 positions"},
 		{"used out dir", func(o *Options) { o.Out = used }, "already holds a run"},
 		{"resume without checkpoint", func(o *Options) { o.Out, o.Resume = t.TempDir(), true }, CheckpointFile + " does not exist"},
 	}
@@ -615,9 +654,13 @@ func TestBadInputs(t *testing.T) {
 			o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "out"))
 			o.Epochs = 1
 			c.mod(&o)
+			_, existed := os.Stat(o.Out)
 			_, err := Run(context.Background(), o, nil)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one containing %q", err, c.want)
+			}
+			if _, err := os.Stat(o.Out); o.Out != "" && existed != nil && !os.IsNotExist(err) {
+				t.Errorf("%s written before the error (%v)", o.Out, err)
 			}
 		})
 	}
@@ -630,12 +673,15 @@ func TestBadInputs(t *testing.T) {
 	if _, err := Run(context.Background(), o, nil); !errors.Is(err, ErrNoCheckpoint) {
 		t.Errorf("resume without a checkpoint: %v, want ErrNoCheckpoint", err)
 	}
-	if _, err := Evaluate(EvalOptions{Model: t.TempDir()}); err == nil || !strings.Contains(err.Error(), OptionsFile) {
-		t.Fatalf("eval of an empty dir: %v", err)
+	if _, err := LoadModel(t.TempDir()); err == nil || !strings.Contains(err.Error(), OptionsFile) {
+		t.Fatalf("model of an empty dir: %v", err)
 	}
 }
 
-// TestDefaults pins the per-task defaults of the paper's hyperparameter table.
+// TestDefaults pins the defaults: the per-task constants of the paper's
+// hyperparameter table, the learning rate by backbone and variant, the
+// dropout by backbone, the generic ones; an explicit value, 0 included, is
+// kept.
 func TestDefaults(t *testing.T) {
 	cases := []struct {
 		task, enc, variant string
@@ -652,8 +698,12 @@ func TestDefaults(t *testing.T) {
 		{"stsb", "hf:/models/bert", "", 10, 1, 7e-5},
 	}
 	for _, c := range cases {
-		o := Options{Task: c.task, Encoder: c.enc, Variant: c.variant}
-		o.Defaults()
+		o := DefaultOptions()
+		o.Task, o.Encoder = c.task, c.enc
+		if c.variant != "" {
+			o.Variant = c.variant
+		}
+		o.Resolve()
 		if o.CMu != c.cmu || o.CAlphaMax != c.camax || o.LR != c.lr {
 			t.Errorf("%s %s %s: c_mu %v c_amax %v lr %v, want %v %v %v", c.task, c.enc, c.variant, o.CMu, o.CAlphaMax, o.LR, c.cmu, c.camax, c.lr)
 		}
@@ -661,28 +711,49 @@ func TestDefaults(t *testing.T) {
 		if wantVariant == "" {
 			wantVariant = nvib.ModelNVDPClipped
 		}
-		if o.BatchSize != 32 || o.EvalBatchSize != 16 || o.WarmupRatio != 0.06 || o.MaxSeqLen != 128 || o.Patience != 3 ||
-			o.GradClip != 1 || o.Lambda != 1e-2 || o.Variant != wantVariant || o.Mode != "principled" {
+		if o.Epochs != 10 || o.BatchSize != 32 || o.EvalBatchSize != 16 || o.WarmupRatio != 0.06 || o.MaxSeqLen != 128 || o.Patience != 3 ||
+			o.GradClip != 1 || o.Lambda != 1e-2 || o.Variant != wantVariant || o.Mode != "principled" || o.CheckpointEach != 500 ||
+			o.ClipOrder != privacy.DefaultOrder || o.KLSchedule != nvib.ScheduleLinearDecay || o.NVIBInit != nvib.InitClip {
 			t.Errorf("%s: generic defaults %+v", c.task, o)
 		}
-		if strings.HasPrefix(c.enc, "hf:") != (o.Dropout != nil && *o.Dropout == 0) {
-			t.Errorf("%s: dropout %v", c.enc, o.Dropout)
+		if want := map[bool]float64{true: 0, false: 0.1}[strings.HasPrefix(c.enc, "hf:")]; o.Dropout != want {
+			t.Errorf("%s: dropout %v, want %v", c.enc, o.Dropout, want)
+		}
+		wantMin, wantMargin := nvib.PrincipledAlphaMin(privacy.DefaultOrder, c.camax), nvib.DefaultLogvarMargin
+		if o.Variant == nvib.ModelGaussian {
+			wantMin, wantMargin = 0, 0
+		}
+		if o.CAlphaMin != wantMin || o.LogvarMargin != wantMargin {
+			t.Errorf("%s %s: C_amin %v margin %v, want %v %v", c.task, o.Variant, o.CAlphaMin, o.LogvarMargin, wantMin, wantMargin)
 		}
 	}
-	// An explicit lambda 0 stays 0.
-	o := Options{Task: "sst2", Encoder: "scratch:bert-tiny", LambdaSet: true}
-	o.Defaults()
-	if o.Lambda != 0 {
-		t.Errorf("explicit lambda 0 became %v", o.Lambda)
+	// Explicit values, 0 included, are kept; the mode decides the rest.
+	o := DefaultOptions()
+	o.Task, o.Encoder, o.Mode = "sst2", "scratch:bert-tiny", "reference"
+	o.Lambda, o.CAlphaMin, o.LogvarMargin, o.Dropout, o.GradClip, o.Patience, o.CheckpointEach, o.WarmupRatio = 0, 0.25, 0, 0, 0, 0, 0, 0
+	o.Resolve()
+	if o.Lambda != 0 || o.CAlphaMin != 0.25 || o.LogvarMargin != 0 || o.Dropout != 0 || o.GradClip != 0 || o.Patience != 0 ||
+		o.CheckpointEach != 0 || o.WarmupRatio != 0 || o.NVIBInit != nvib.InitHF {
+		t.Errorf("explicit zeros replaced: %+v", o)
 	}
-	// Principled C_amin default: (lambda-1)/lambda C_amax (1 + 1e-3).
-	cfg, err := (&Options{Variant: nvib.ModelNVDPClipped, Mode: "principled", CMu: 2, CAlphaMax: 1, Lambda: 1e-2, KLSchedule: nvib.ScheduleLinearDecay}).
-		ModelConfig(*tinyConfig(t, 16, 1, 32), 2)
-	if err != nil {
-		t.Fatal(err)
+	p := DefaultOptions()
+	p.Task, p.Encoder, p.LogvarMargin, p.CAlphaMin = "sst2", "scratch:bert-tiny", 0, 0
+	p.Resolve()
+	if p.LogvarMargin != 0 || p.CAlphaMin != 0 {
+		t.Errorf("principled explicit margin / C_amin 0 became %v / %v", p.LogvarMargin, p.CAlphaMin)
 	}
-	if want := nvib.PrincipledAlphaMin(1.1, 1); math.Abs(cfg.Clip.CAlphaMin-want) > 1e-15 || cfg.LambdaG != 1e-2 || cfg.LambdaD != 1e-2 {
-		t.Errorf("clip %+v lambda %v/%v, want C_amin %v", cfg.Clip, cfg.LambdaG, cfg.LambdaD, want)
+	// Principled C_amin default: (lambda-1)/lambda C_amax (1 + 1e-3), at the clip order.
+	for _, order := range []float64{privacy.DefaultOrder, 1.5} {
+		o := DefaultOptions()
+		o.Task, o.Encoder, o.ClipOrder = "sst2", "scratch:bert-tiny", order
+		o.Resolve()
+		cfg, err := o.ModelConfig(*tinyConfig(t, 16, 1, 32), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := nvib.PrincipledAlphaMin(order, 1); cfg.Clip.CAlphaMin != want || cfg.Clip.Order != order || cfg.LambdaG != 1e-2 || cfg.LambdaD != 1e-2 {
+			t.Errorf("order %v: clip %+v lambda %v/%v, want C_amin %v", order, cfg.Clip, cfg.LambdaG, cfg.LambdaD, want)
+		}
 	}
 }
 
@@ -781,7 +852,7 @@ func TestPipelineAuditOptionsPassThrough(t *testing.T) {
 	if p == nil || p.Mode != privacy.ModeReference || p.Order != 1.5 || p.Full.BatchSize != 8 || p.Split != "test" || p.Examples != 24 || p.Components != 17 {
 		t.Fatalf("privacy summary %+v", p)
 	}
-	if !fileExists(filepath.Join(o.Out, PosteriorsFile("test"))) || fileExists(filepath.Join(o.Out, PosteriorsFile("dev"))) {
+	if !fsutil.IsFile(filepath.Join(o.Out, PosteriorsFile("test"))) || fsutil.IsFile(filepath.Join(o.Out, PosteriorsFile("dev"))) {
 		t.Errorf("want posteriors of the test split only")
 	}
 	if rep.Mode != "reference" || rep.CAlphaMin != 0 {

@@ -36,7 +36,7 @@ func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit --posteriors FILE",
 		Short: "Audit NVIB posteriors: Renyi bound over all pairs (Eq. rdp) and Bayesian DP",
-		Long: `Audit a posterior file (safetensors: mu [M,N,P], logvar [M,N,P], alpha [M,N], optional mask [M,N]).
+		Long: `Audit a posterior file (safetensors: mu [M,N,P], logvar [M,N,P], alpha [M,N], optional attention_mask [M,N], 1 = real component).
 
 principled (default): the paper's Eq. rdp bound (kappa = 1) for every ordered pair over the whole
 file, both directions, undefined pairs reported as +Inf; BDP (Triastcyn & Faltings 2020) for the

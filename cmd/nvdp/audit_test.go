@@ -22,7 +22,7 @@ func writeTestPosteriors(t *testing.T) string {
 				k := (x*p.N+i)*p.P + j
 				if i > 0 {
 					p.Mu[k] = float32(0.1 * float64((x*7+i*3+j)%5-2))
-					p.LogVar[k] = float32(2 * math.Log(0.5+0.1*float64((x+j)%4)))
+					p.Logvar[k] = float32(2 * math.Log(0.5+0.1*float64((x+j)%4)))
 				}
 			}
 		}
@@ -116,7 +116,7 @@ func writeClippedPosteriors(t *testing.T, withClip bool) string {
 			for j := range p.P {
 				k := (x*p.N+i)*p.P + j
 				p.Mu[k] = float32(0.4 * float64((x*7+i*3+j)%5-2))
-				p.LogVar[k] = float32(2 * math.Log(0.45+0.1*float64((x+j)%6)))
+				p.Logvar[k] = float32(2 * math.Log(0.45+0.1*float64((x+j)%6)))
 			}
 		}
 	}

@@ -240,11 +240,21 @@ func TestCertifyFlagErrors(t *testing.T) {
 	}
 }
 
+// modelOptions are valid training options of a model directory dir, as
+// `nvdp train` saves them.
+func modelOptions(dir, variant string, mode privacy.Mode, maxSeqLen int) *train.Options {
+	o := train.DefaultOptions()
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Out = "sst2", "glue", "scratch:bert-tiny", "vocab.txt", dir
+	o.Variant, o.Mode, o.MaxSeqLen = variant, mode, maxSeqLen
+	o.Resolve()
+	return &o
+}
+
 // writeModelDir writes the two files `nvdp certify --model` reads.
-func writeModelDir(t *testing.T, variant string, mode nvib.Mode, maxSeqLen, hidden int, clip func(*nvib.ClipConfig)) string {
+func writeModelDir(t *testing.T, variant string, mode privacy.Mode, maxSeqLen, hidden int, clip func(*nvib.ClipConfig)) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := train.SaveOptions(dir, &train.Options{Task: "sst2", Variant: variant, Mode: string(mode), MaxSeqLen: maxSeqLen}); err != nil {
+	if err := train.SaveOptions(dir, modelOptions(dir, variant, mode, maxSeqLen)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := nvib.DefaultConfig(variant, mode, hidden, 2, 4*hidden, 2)
@@ -258,7 +268,7 @@ func writeModelDir(t *testing.T, variant string, mode nvib.Mode, maxSeqLen, hidd
 }
 
 func TestCertifyModel(t *testing.T) {
-	clipped := writeModelDir(t, nvib.ModelNVDPClipped, nvib.ModePrincipled, 128, 128, func(c *nvib.ClipConfig) {
+	clipped := writeModelDir(t, nvib.ModelNVDPClipped, privacy.ModePrincipled, 128, 128, func(c *nvib.ClipConfig) {
 		c.CMu, c.LogvarMargin, c.CAlphaMin, c.CAlphaMax = 2, 0.6931, 0.3, 1
 	})
 	r := certifyJSON(t, "--model", clipped)
@@ -271,11 +281,11 @@ func TestCertifyModel(t *testing.T) {
 	// Unclipped NVDP and the reference clipping (no sigma cap, C_amin 0) have no finite certificate.
 	for _, c := range []struct {
 		name, variant string
-		mode          nvib.Mode
+		mode          privacy.Mode
 		reason        string
 	}{
-		{"nvdp", nvib.ModelNVDP, nvib.ModePrincipled, "unbounded"},
-		{"reference", nvib.ModelNVDPClipped, nvib.ModeReference, "not capped"},
+		{"nvdp", nvib.ModelNVDP, privacy.ModePrincipled, "unbounded"},
+		{"reference", nvib.ModelNVDPClipped, privacy.ModeReference, "not capped"},
 	} {
 		dir := writeModelDir(t, c.variant, c.mode, 16, 8, nil)
 		w := filepath.Join(t.TempDir(), "w.safetensors")
@@ -284,7 +294,7 @@ func TestCertifyModel(t *testing.T) {
 			t.Errorf("%s: finite %v rd %v epsilon %v reason %v", c.name, r["finite"], r["rd_certified"], r["epsilon"], r["reason"])
 		}
 	}
-	base := writeModelDir(t, nvib.ModelBaseline, nvib.ModePrincipled, 16, 8, nil)
+	base := writeModelDir(t, nvib.ModelBaseline, privacy.ModePrincipled, 16, 8, nil)
 	if _, err := runCertifyCmd("--model", base); err == nil || !strings.Contains(err.Error(), "baseline") {
 		t.Errorf("baseline: %v", err)
 	}

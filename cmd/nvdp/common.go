@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -35,50 +39,128 @@ func progressWriter(cmd *cobra.Command, noProgress bool) io.Writer {
 	return w
 }
 
-// trainFlags binds the pinned `nvdp train` flags (also used by `nvdp run`) to
-// o. Numeric flags left at 0 take the per-task / per-backbone defaults of
-// train.Options.Defaults (docs/training.md).
-func trainFlags(fs *pflag.FlagSet, o *train.Options, dropout *float64, noProgress *bool) {
-	fs.StringVar(&o.Task, "task", "", "GLUE task: sst2, mrpc, rte, stsb, qnli (required)")
+// trainFlags binds the pinned `nvdp train` flags (also used by `nvdp run`
+// and `nvdp sweep`) to o, which holds train.DefaultOptions(): every flag's
+// default is the option's, so --help shows the real defaults, and an
+// explicit value, 0 included, is what the run uses (train.Options.Validate
+// rejects the meaningless ones). The options whose default depends on
+// others show "auto" (train.Options.Resolve).
+func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
+	fs.StringVar(&o.Task, "task", o.Task, "GLUE task: sst2, mrpc, rte, stsb, qnli (required)")
 	fs.StringVar(&o.GlueDir, "glue-dir", os.Getenv("NVDP_GLUE_DIR"), "GLUE directory with <TASK>/{train,dev,test}.tsv (default $NVDP_GLUE_DIR)")
-	fs.StringVar(&o.Encoder, "encoder", "scratch:bert-tiny", "encoder: scratch:bert-tiny|scratch:bert-mini|hf:DIR|hf:owner/name")
+	fs.StringVar(&o.Encoder, "encoder", o.Encoder, "encoder: scratch:bert-tiny|scratch:bert-mini|hf:DIR|hf:owner/name")
 	fs.StringVar(&o.Vocab, "vocab", os.Getenv("NVDP_VOCAB"), "tokenizer file or directory (default: the encoder directory's; required for scratch encoders; $NVDP_VOCAB)")
-	fs.StringVar(&o.Variant, "variant", "nvdp-clipped", "baseline | nvdp | nvdp-clipped | gaussian (Gaussian-mechanism baseline: each token embedding clipped to radius --c-mu plus N(0, prior var) noise, docs/model.md)")
-	fs.StringVar(&o.Mode, "mode", "principled", "principled | reference (model and clipping behaviour, docs/model.md)")
-	fs.Float64Var(&o.Lambda, "lambda", 1e-2, "lambda_G = lambda_D, weight of the KL regularisers (>= 0)")
-	fs.Float64Var(&o.CMu, "c-mu", 0, "C_mu, radius of the mean ball; for --variant gaussian the radius C of each token embedding (default: per task, paper table: MRPC 2, QNLI 7, SST-2 2, RTE 6, STS-B 10)")
-	fs.Float64Var(&o.CAlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count (default: per task: MRPC 0.5, QNLI 1, SST-2 1, RTE 0.5, STS-B 1)")
-	fs.Float64Var(&o.CAlphaMin, "c-alpha-min", 0, "C_amin, smallest pseudo-count (default principled (lambda-1)/lambda C_amax (1+1e-3); reference 0)")
-	fs.Float64Var(&o.LogvarMargin, "logvar-margin", 0, "nats added to the logvar floor ln((lambda-1)/lambda prior_var) (default principled 1e-3, reference 0); larger is a tighter worst-case bound")
-	fs.StringVar(&o.KLSchedule, "kl-schedule", "linear-decay", "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
-	fs.StringVar(&o.NVIBInit, "nvib-init", "", "NVIB initialisation: hf (released code) | nvib (intended) | clip (inside the clipping region); default per docs/model.md")
-	fs.Float64Var(&o.KLWarmup, "kl-warmup", 0, "warm-up fraction of the KL schedule (warmup, warmup-decay)")
-	fs.IntVar(&o.Epochs, "epochs", 10, "maximum epochs (early stopping may end sooner)")
-	fs.IntVar(&o.BatchSize, "batch-size", 32, "training batch size (last partial batch dropped)")
-	fs.IntVar(&o.EvalBatchSize, "eval-batch-size", 16, "evaluation batch size")
-	fs.Float64Var(&o.LR, "lr", 0, fmt.Sprintf("peak learning rate (default %g for scratch encoders trained through a release, %g for the scratch baseline, %g pretrained BERT, %g RoBERTa)",
+	fs.StringVar(&o.Variant, "variant", o.Variant, "baseline | nvdp | nvdp-clipped | gaussian (Gaussian-mechanism baseline: each token embedding clipped to radius --c-mu plus N(0, prior var) noise, docs/model.md)")
+	fs.StringVar((*string)(&o.Mode), "mode", string(o.Mode), "principled | reference (model and clipping behaviour, docs/model.md)")
+	fs.Float64Var(&o.Lambda, "lambda", o.Lambda, "lambda_G = lambda_D, weight of the KL regularisers (>= 0; 0: none)")
+	autoFloatVar(fs, &o.CMu, "c-mu", "C_mu, radius of the mean ball; for --variant gaussian the radius C of each token embedding (auto: per task, paper table: "+taskHyperText(func(h taskClip) float64 { return h.CMu })+")")
+	autoFloatVar(fs, &o.CAlphaMax, "c-alpha-max", "C_amax, largest pseudo-count (auto: per task: "+taskHyperText(func(h taskClip) float64 { return h.CAlphaMax })+")")
+	autoFloatVar(fs, &o.CAlphaMin, "c-alpha-min", "C_amin, smallest pseudo-count (auto: principled (lambda-1)/lambda C_amax (1+1e-3); reference 0)")
+	autoFloatVar(fs, &o.LogvarMargin, "logvar-margin", fmt.Sprintf("nats added to the logvar floor ln((lambda-1)/lambda prior_var) (auto: principled %g, reference 0); larger is a tighter worst-case bound", nvib.DefaultLogvarMargin))
+	fs.StringVar(&o.KLSchedule, "kl-schedule", o.KLSchedule, "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
+	fs.StringVar(&o.NVIBInit, "nvib-init", o.NVIBInit, "NVIB initialisation: hf (released code) | nvib (intended) | clip (inside the clipping region); default: the mode's, docs/model.md")
+	fs.Float64Var(&o.KLWarmup, "kl-warmup", o.KLWarmup, "warm-up fraction of the KL schedule (warmup, warmup-decay)")
+	fs.IntVar(&o.Epochs, "epochs", o.Epochs, "maximum epochs (>= 1; early stopping may end sooner)")
+	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "training batch size (last partial batch dropped)")
+	fs.IntVar(&o.EvalBatchSize, "eval-batch-size", o.EvalBatchSize, "evaluation batch size")
+	autoFloatVar(fs, &o.LR, "lr", fmt.Sprintf("peak learning rate (auto: %g for scratch encoders trained through a release, %g for the scratch baseline, %g pretrained BERT, %g RoBERTa)",
 		train.DefaultLRScratchPrivate, train.DefaultLRScratch, train.DefaultLRPretrained, train.DefaultLRRoberta))
-	fs.Float64Var(&o.WarmupRatio, "warmup-ratio", 0.06, "linear learning-rate warm-up fraction of all steps")
-	fs.Float64Var(&o.WeightDecay, "weight-decay", 0, "AdamW decoupled weight decay (reference 0)")
-	fs.Float64Var(&o.GradClip, "grad-clip", 1, "gradient clipping by global L2 norm (< 0: off)")
-	fs.IntVar(&o.MaxSeqLen, "max-seq-len", 128, "maximum tokens per example; posterior files have max-seq-len + 1 components")
-	fs.Uint64Var(&o.Seed, "seed", 1, "seed of initialisation, data order, dropout and NVDP sampling")
-	fs.IntVar(&o.TrainLimit, "train-limit", 0, "use only the first K training rows (0: all)")
-	fs.IntVar(&o.DevLimit, "dev-limit", 0, "use only the first K dev rows (0: all)")
-	fs.IntVar(&o.Patience, "patience", 3, "early stopping: epochs without dev improvement (-1: off)")
-	fs.IntVar(&o.CheckpointEach, "checkpoint-every", 500, "also checkpoint every K optimizer steps (epoch ends always)")
-	fs.Float64Var(dropout, "dropout", -1, "encoder dropout (default: the preset's 0.1 for scratch encoders, 0 for pretrained)")
-	fs.BoolVar(&o.SkipBadRows, "skip-bad-rows", false, "skip malformed TSV rows (counted) instead of failing")
-	fs.StringVar(&o.Out, "out", "", "output / model directory (required)")
-	fs.BoolVar(&o.Resume, "resume", false, "continue the run in --out from its last checkpoint (saved options are used)")
-	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", 0, "stop (with a checkpoint, resumable) after K optimizer steps in total")
+	fs.Float64Var(&o.WarmupRatio, "warmup-ratio", o.WarmupRatio, "linear learning-rate warm-up fraction of all steps")
+	fs.Float64Var(&o.WeightDecay, "weight-decay", o.WeightDecay, "AdamW decoupled weight decay (reference 0)")
+	fs.Float64Var(&o.GradClip, "grad-clip", o.GradClip, "gradient clipping by global L2 norm (0: off)")
+	fs.IntVar(&o.MaxSeqLen, "max-seq-len", o.MaxSeqLen, "maximum tokens per example; posterior files have max-seq-len + 1 components")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of initialisation, data order, dropout and NVDP sampling")
+	fs.IntVar(&o.TrainLimit, "train-limit", o.TrainLimit, "use only the first K training rows (0: all)")
+	fs.IntVar(&o.DevLimit, "dev-limit", o.DevLimit, "use only the first K dev rows (0: all)")
+	fs.IntVar(&o.Patience, "patience", o.Patience, "early stopping: epochs without dev improvement (0: off)")
+	fs.IntVar(&o.CheckpointEach, "checkpoint-every", o.CheckpointEach, "also checkpoint every K optimizer steps (0: at epoch ends only, where there always is one)")
+	autoFloatVar(fs, &o.Dropout, "dropout", "encoder hidden and attention dropout (auto: the preset's 0.1 for scratch encoders, 0 for pretrained)")
+	fs.BoolVar(&o.SkipBadRows, "skip-bad-rows", o.SkipBadRows, "skip malformed TSV rows (counted) instead of failing")
+	fs.StringVar(&o.Out, "out", o.Out, "output / model directory (required)")
+	fs.BoolVar(&o.Resume, "resume", o.Resume, "continue the run in --out from its last checkpoint (saved options are used)")
+	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", o.StopAfterSteps, "stop (with a checkpoint, resumable) after K optimizer steps in total")
 	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
-	fs.Float64Var(&o.ClipOrder, "clip-order", 0, fmt.Sprintf("Renyi order the sigma floor and the default C_amin are derived for (default %g, the paper's)", privacy.DefaultOrder))
-	fs.Float64Var(&o.TargetEpsilon, "target-epsilon", 0, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this (docs/training.md)")
-	fs.Float64Var(&o.TargetRD, "target-rd", 0, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified RD at --order is this many nats")
-	fs.IntVar(&o.Releases, "releases", 0, "releases of one text the target covers (RDP adds up; default 1)")
-	fs.Float64Var(&o.VarianceShare, "variance-share", 0, "share of the target RD given to the variance part (logvar margin); 0: fixed sigma")
-	fs.Float64Var(&o.DirichletShare, "dirichlet-share", 0, "share of the target RD given to the Dirichlet part (C_amin); 0: C_amin = C_amax")
+	fs.Float64Var(&o.ClipOrder, "clip-order", o.ClipOrder, "Renyi order the sigma floor and the default C_amin are derived for (the paper's)")
+	fs.Float64Var(&o.TargetEpsilon, "target-epsilon", o.TargetEpsilon, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this (docs/training.md)")
+	fs.Float64Var(&o.TargetRD, "target-rd", o.TargetRD, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified RD at --order is this many nats")
+	fs.IntVar(&o.Releases, "releases", o.Releases, "releases of one text the target covers (RDP adds up)")
+	fs.Float64Var(&o.VarianceShare, "variance-share", o.VarianceShare, "share of the target RD given to the variance part (logvar margin); 0: fixed sigma")
+	fs.Float64Var(&o.DirichletShare, "dirichlet-share", o.DirichletShare, "share of the target RD given to the Dirichlet part (C_amin); 0: C_amin = C_amax")
+}
+
+// taskClip is one row of train.TaskHyper.
+type taskClip = struct{ CMu, CAlphaMax float64 }
+
+// taskHyperText lists one constant of train.TaskHyper per task for a flag's
+// help ("MRPC 2, QNLI 7, ..."), in the tasks' GLUE directory names.
+func taskHyperText(v func(taskClip) float64) string {
+	names := make([]string, 0, len(train.TaskHyper))
+	for name := range train.TaskHyper {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		label := name
+		if t, err := glue.LookupTask(name); err == nil {
+			label = t.Dir
+		}
+		parts[i] = fmt.Sprintf("%s %g", label, v(train.TaskHyper[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// autoFloat is the flag value of an option that may be train.Auto: "auto"
+// or a finite number (NaN, the in-memory Auto, and ±Inf are refused).
+type autoFloat struct{ p *float64 }
+
+func autoFloatVar(fs *pflag.FlagSet, p *float64, name, usage string) {
+	fs.Var(autoFloat{p}, name, usage)
+}
+
+func (f autoFloat) String() string {
+	if f.p == nil || train.IsAuto(*f.p) {
+		return "auto"
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f autoFloat) Set(s string) error {
+	if s == "auto" {
+		*f.p = train.Auto()
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%q is neither a finite number nor auto", s)
+	}
+	*f.p = v
+	return nil
+}
+
+func (autoFloat) Type() string { return "float" }
+
+// optionFlags names the flags of the options whose flag is not their JSON
+// key with dashes (train.OptionError.Option).
+var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order"}
+
+// optionFlag is the flag that sets option (a JSON key of train.Options).
+func optionFlag(option string) string {
+	if f, ok := optionFlags[option]; ok {
+		return f
+	}
+	return strings.ReplaceAll(option, "_", "-")
+}
+
+// flagError says a library error about an option given on the command line
+// in the CLI's terms: a *train.OptionError itself (not one wrapped in
+// another error, which is about a file) is rewritten as "--flag value:
+// reason"; other errors pass unchanged.
+func flagError(err error) error {
+	if oe, ok := err.(*train.OptionError); ok {
+		return fmt.Errorf("--%s%s: %s", optionFlag(oe.Option), train.FormatOptionValue(oe.Value), oe.Reason)
+	}
+	return err
 }
 
 // fixGivenConstants marks the clipping constants given on the command line
@@ -101,22 +183,25 @@ func setTargetOrderDelta(o *train.Options, order, delta float64) {
 	}
 }
 
-// finishTrainFlags applies the flags that need the command's state.
-func finishTrainFlags(cmd *cobra.Command, o *train.Options, dropout float64) {
-	o.LambdaSet = true
-	if cmd.Flags().Changed("dropout") || dropout >= 0 {
-		d := dropout
-		o.Dropout = &d
-	}
-	if o.Patience == 0 {
-		o.Patience = -1
-	}
-	if o.GradClip == 0 {
-		o.GradClip = -1
-	}
+// finishTrainFlags applies the flags that need the command's state (the
+// constants given explicitly are fixed for a target's calibration).
+func finishTrainFlags(cmd *cobra.Command, o *train.Options) {
 	if o.HasTarget() {
 		fixGivenConstants(cmd, o)
 	}
+}
+
+// checkTrainOptions resolves and validates the options of a training run and
+// checks its files, before any work: errors name the flags.
+func checkTrainOptions(o *train.Options) error {
+	if o.Resume {
+		return nil // the saved options are used (and checked when read)
+	}
+	o.Resolve()
+	if err := o.Validate(); err != nil {
+		return flagError(err)
+	}
+	return flagError(o.CheckFiles())
 }
 
 // signalContext is the context of a long command: SIGINT (Ctrl-C) and SIGTERM
@@ -167,10 +252,9 @@ type auditFlagValues struct {
 // to po, starting from privacy.DefaultOptions; call finish in RunE.
 func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlagValues {
 	a := &auditFlagValues{fs: fs}
-	po.Audit = privacy.DefaultOptions()
-	fs.StringVar(&po.AuditSplit, "audit-split", "dev", "split whose posteriors are audited: dev | test")
-	fs.IntVar(&po.AuditLimit, "audit-limit", 0, "audit only the first K examples of the audit split (0: all)")
-	fs.Uint64Var(&po.EvalSeed, "eval-seed", 1, "seed of the NVDP sampling at evaluation")
+	fs.StringVar(&po.AuditSplit, "audit-split", po.AuditSplit, "split whose posteriors are audited: dev | test")
+	fs.IntVar(&po.AuditLimit, "audit-limit", po.AuditLimit, "audit only the first K examples of the audit split (0: all)")
+	fs.Uint64Var(&po.EvalSeed, "eval-seed", po.EvalSeed, "seed of the NVDP sampling at evaluation")
 	fs.StringVar(&a.mode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
 	fs.Float64Var(&po.Audit.Order, "order", po.Audit.Order, "Renyi order lambda > 1 of the RD bound (the audit's, and --target-rd's)")
 	fs.Float64Var(&po.Audit.Delta, "delta", po.Audit.Delta, "BDP delta_mu (also the delta of --target-epsilon)")
@@ -198,7 +282,7 @@ func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
 	po.Audit.Direction = privacy.GaussianDirection(a.direction)
 	po.Audit.Mode = privacy.Mode(a.mode)
 	if a.mode == "" {
-		po.Audit.Mode = privacy.Mode(po.Train.Mode)
+		po.Audit.Mode = po.Train.Mode
 	}
 	if a.fs.Changed("q") && po.Audit.Q == 0 {
 		return fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch size / M")

@@ -10,9 +10,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// evalFlags are the flags of `nvdp eval`; the options left out take the
+// model's (train.DefaultEvalOptions).
+type evalFlags struct {
+	model, split, out, glueDir   string
+	seed                         uint64
+	batchSize, limit, maxSeqLen  int
+	noPost, skipBadRows, jsonOut bool
+}
+
 func newEvalCmd() *cobra.Command {
-	o := train.EvalOptions{}
-	var jsonOut bool
+	f := &evalFlags{}
 	cmd := &cobra.Command{
 		Use:   "eval --model DIR --split dev|test --out DIR",
 		Short: "Evaluate a trained model: metrics, GLUE predictions and the posterior file for the audit",
@@ -22,17 +30,23 @@ Writes OUT/eval_<split>.json (GLUE metrics on labelled splits), the predictions 
 submission format (OUT/<TASK>.tsv for test, OUT/predictions_<split>.tsv otherwise) and,
 for NVDP and gaussian models, OUT/posteriors_<split>.safetensors for 'nvdp audit': every
 example padded to max-seq-len, so each posterior has max-seq-len + 1 components (padding
-flagged in the mask; a gaussian model's release always has its own max-seq-len + 1), and the
+marked 0 in the attention mask; a gaussian model's release always has its own max-seq-len + 1), and the
 certified guarantee of that release at the clip's order (eval_<split>.json "certified").
 NVDP and gaussian models sample at evaluation (as the released code), from a generator
 seeded by --seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := train.Evaluate(o)
+			b, err := train.LoadModel(f.model)
 			if err != nil {
-				return err
+				return fmt.Errorf("--model: %w", err)
 			}
-			if jsonOut {
+			o := train.DefaultEvalOptions(b)
+			f.apply(cmd, &o)
+			r, err := train.Evaluate(b, o)
+			if err != nil {
+				return flagError(err)
+			}
+			if f.jsonOut {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 			}
 			w := cmd.OutOrStdout()
@@ -58,19 +72,40 @@ seeded by --seed.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.Model, "model", "", "model directory written by nvdp train (required)")
-	fs.StringVar(&o.Split, "split", "dev", "dev | test | train")
-	fs.StringVar(&o.Out, "out", "", "output directory (default: the model directory)")
-	fs.StringVar(&o.GlueDir, "glue-dir", "", "GLUE directory (default: the one the model was trained with)")
-	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the NVDP sampling at evaluation")
-	fs.IntVar(&o.BatchSize, "batch-size", 0, "evaluation batch size (default: the model's, 16)")
-	fs.IntVar(&o.Limit, "limit", 0, "use only the first K examples (0: all)")
-	fs.IntVar(&o.MaxSeqLen, "max-seq-len", 0, "truncation and posterior padding length (default: the model's)")
-	fs.BoolVar(&o.NoPost, "no-posteriors", false, "do not write the posterior file")
-	fs.BoolVar(&o.SkipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
-	fs.BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")
+	fs.StringVar(&f.model, "model", "", "model directory written by nvdp train (required)")
+	fs.StringVar(&f.split, "split", "dev", "dev | test | train")
+	fs.StringVar(&f.out, "out", "", "output directory (default: the model directory)")
+	fs.StringVar(&f.glueDir, "glue-dir", "", "GLUE directory (default: the one the model was trained with)")
+	fs.Uint64Var(&f.seed, "seed", train.DefaultEvalSeed, "seed of the NVDP sampling at evaluation")
+	fs.IntVar(&f.batchSize, "batch-size", 0, "evaluation batch size (default: the model's)")
+	fs.IntVar(&f.limit, "limit", 0, "use only the first K examples (0: all)")
+	fs.IntVar(&f.maxSeqLen, "max-seq-len", 0, "truncation and posterior padding length (default: the model's)")
+	fs.BoolVar(&f.noPost, "no-posteriors", false, "do not write the posterior file")
+	fs.BoolVar(&f.skipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON on stdout")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
+}
+
+// apply sets the options given on the command line; the others keep the
+// model's. An explicit value, 0 included, is kept (train.Evaluate rejects a
+// batch size or max-seq-len below range before any work).
+func (f *evalFlags) apply(cmd *cobra.Command, o *train.EvalOptions) {
+	fs := cmd.Flags()
+	o.Split, o.Seed, o.Limit, o.NoPost, o.SkipBadRows = f.split, f.seed, f.limit, f.noPost, f.skipBadRows
+	for _, s := range []struct {
+		flag string
+		set  func()
+	}{
+		{"out", func() { o.Out = f.out }},
+		{"glue-dir", func() { o.GlueDir = f.glueDir }},
+		{"batch-size", func() { o.BatchSize = f.batchSize }},
+		{"max-seq-len", func() { o.MaxSeqLen = f.maxSeqLen }},
+	} {
+		if fs.Changed(s.flag) {
+			s.set()
+		}
+	}
 }
 
 func init() { rootCmd.AddCommand(newEvalCmd()) }

@@ -16,10 +16,10 @@ import (
 // N = L + 1 and the model's variant; the CLI help names the variant.
 func TestCertifyGaussianModel(t *testing.T) {
 	dir := t.TempDir()
-	if err := train.SaveOptions(dir, &train.Options{Task: "sst2", Variant: nvib.ModelGaussian, Mode: "principled", MaxSeqLen: 128}); err != nil {
+	if err := train.SaveOptions(dir, modelOptions(dir, nvib.ModelGaussian, privacy.ModePrincipled, 128)); err != nil {
 		t.Fatal(err)
 	}
-	cfg := nvib.DefaultConfig(nvib.ModelGaussian, nvib.ModePrincipled, 128, 2, 512, 2)
+	cfg := nvib.DefaultConfig(nvib.ModelGaussian, privacy.ModePrincipled, 128, 2, 512, 2)
 	cfg.Clip.CMu, cfg.ReleaseLen = 0.3372, 128
 	if err := nvib.SaveConfig(dir, cfg); err != nil {
 		t.Fatal(err)

@@ -14,9 +14,8 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	po := &train.PipelineOptions{}
+	po := new(train.DefaultPipelineOptions())
 	var af *auditFlagValues
-	var dropout float64
 	var noProgress, jsonOut, failOnCollapse bool
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
@@ -33,7 +32,7 @@ release in the same posterior format, so its audit and certificate are the same 
     --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			finishTrainFlags(cmd, &po.Train, dropout)
+			finishTrainFlags(cmd, &po.Train)
 			if err := af.finish(po); err != nil {
 				return err
 			}
@@ -47,7 +46,7 @@ release in the same posterior format, so its audit and certificate are the same 
 			po.Audit.Progress = report
 			rep, err := train.RunPipeline(ctx, *po, report)
 			if err != nil {
-				return resumeHint(err, "the same command with --resume")
+				return resumeHint(flagError(err), "the same command with --resume")
 			}
 			if jsonOut {
 				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
@@ -63,7 +62,7 @@ release in the same posterior format, so its audit and certificate are the same 
 		},
 	}
 	fs := cmd.Flags()
-	trainFlags(fs, &po.Train, &dropout, &noProgress)
+	trainFlags(fs, &po.Train, &noProgress)
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")

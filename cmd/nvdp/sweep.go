@@ -15,10 +15,10 @@ import (
 )
 
 func newSweepCmd() *cobra.Command {
-	so := &sweep.Options{}
+	so := &sweep.Options{Base: train.DefaultPipelineOptions()}
 	po := &so.Base
 	var af *auditFlagValues
-	var dropout, cmuLambda, cmuTolerance float64
+	var cmuLambda, cmuTolerance float64
 	var noProgress, inProcess bool
 	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targetEpsilons string
 	cmd := &cobra.Command{
@@ -55,7 +55,7 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 					return fmt.Errorf("--%s is per cell in a sweep: use --tasks, --variants, --lambdas, --seeds (resumption is automatic)", f)
 				}
 			}
-			finishTrainFlags(cmd, &po.Train, dropout)
+			finishTrainFlags(cmd, &po.Train)
 			so.Out = po.Train.Out
 			var err error
 			if so.Tasks, err = parseList("--tasks", tasks); err != nil {
@@ -147,7 +147,7 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 		},
 	}
 	fs := cmd.Flags()
-	trainFlags(fs, &po.Train, &dropout, &noProgress)
+	trainFlags(fs, &po.Train, &noProgress)
 	for _, f := range []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"} {
 		_ = fs.MarkHidden(f)
 	}

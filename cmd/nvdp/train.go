@@ -4,16 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
 func newTrainCmd() *cobra.Command {
-	o := &train.Options{}
-	var dropout float64
+	o := new(train.DefaultOptions())
 	var noProgress, jsonOut bool
-	var order, delta float64
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
@@ -41,19 +38,21 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
     --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			finishTrainFlags(cmd, o, dropout)
+			finishTrainFlags(cmd, o)
 			if cmd.Flags().Changed("order") && !(o.TargetRD > 0) {
 				return fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
 			}
 			if cmd.Flags().Changed("delta") && !(o.TargetEpsilon > 0) {
 				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 			}
-			setTargetOrderDelta(o, order, delta)
+			if err := checkTrainOptions(o); err != nil {
+				return err
+			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			r, err := train.Run(ctx, *o, newProgress(cmd, noProgress))
 			if err != nil {
-				return resumeHint(err, "nvdp train --resume --out "+o.Out)
+				return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 			}
 			if jsonOut {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
@@ -73,9 +72,9 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 			return nil
 		},
 	}
-	trainFlags(cmd.Flags(), o, &dropout, &noProgress)
-	cmd.Flags().Float64Var(&order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of --target-rd")
-	cmd.Flags().Float64Var(&delta, "delta", privacy.DefaultDelta, "delta of --target-epsilon")
+	trainFlags(cmd.Flags(), o, &noProgress)
+	cmd.Flags().Float64Var(&o.TargetOrder, "order", o.TargetOrder, "Renyi order lambda > 1 of --target-rd")
+	cmd.Flags().Float64Var(&o.TargetDelta, "delta", o.TargetDelta, "delta of --target-epsilon")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")
 	return cmd
 }

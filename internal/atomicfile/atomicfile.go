@@ -84,6 +84,24 @@ func Copy(src, dst string) error {
 	})
 }
 
+// CopyInto copies each of files into dir under its base name (Copy), leaving
+// out a file that already is its destination (os.SameFile: a model saved
+// into the directory it was read from). Errors name the file.
+func CopyInto(dir string, files []string) error {
+	for _, src := range files {
+		dst := filepath.Join(dir, filepath.Base(src))
+		if sa, err := os.Stat(src); err == nil {
+			if sb, err := os.Stat(dst); err == nil && os.SameFile(sa, sb) {
+				continue
+			}
+		}
+		if err := Copy(src, dst); err != nil {
+			return fmt.Errorf("copy %s: %w", src, err)
+		}
+	}
+	return nil
+}
+
 // RemoveStale removes the temporary files that a process killed during Write
 // (SIGKILL, power loss) left in dir, and returns their paths. Call it only on
 // a directory that no other process is writing to, e.g. a run's output

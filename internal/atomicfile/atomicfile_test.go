@@ -105,3 +105,35 @@ func TestRemoveStale(t *testing.T) {
 		t.Errorf("missing dir: %v %v", r, err)
 	}
 }
+
+// CopyInto copies files into a directory under their base names, leaves out
+// a file that is its own destination (saving into the directory read from)
+// and names a file it cannot copy.
+func TestCopyInto(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	a, b := filepath.Join(src, "vocab.txt"), filepath.Join(dst, "merges.txt")
+	for p, body := range map[string]string{a: "a\n", b: "b\n"} {
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CopyInto(dst, []string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{filepath.Join(dst, "vocab.txt"): "a\n", b: "b\n"} {
+		if got, err := os.ReadFile(p); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", p, got, err, want)
+		}
+	}
+	// a file onto itself through another path is left alone
+	if err := CopyInto(dst, []string{filepath.Join(dst, ".", "merges.txt")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(b); string(got) != "b\n" {
+		t.Errorf("self copy changed %s: %q", b, got)
+	}
+	missing := filepath.Join(src, "missing.json")
+	if err := CopyInto(dst, []string{missing}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -405,7 +405,7 @@ func TestSweepEndToEnd(t *testing.T) {
 	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 32, 1, 2, 64, 32
 	out := filepath.Join(t.TempDir(), "sweep")
 	bt := train.DefaultOptions()
-	bt.GlueDir, bt.Encoder, bt.Vocab, bt.ScratchConfig, bt.Quiet = glueDir, "scratch:bert-tiny", vocab, &enc, true
+	bt.GlueDir, bt.Encoder, bt.Vocab, bt.ScratchConfig = glueDir, "scratch:bert-tiny", vocab, &enc
 	bt.Epochs, bt.BatchSize, bt.EvalBatchSize, bt.LR, bt.MaxSeqLen, bt.TrainLimit, bt.DevLimit, bt.Patience = 2, 16, 16, 3e-3, 24, 64, 24, 0
 	base := train.DefaultPipelineOptions()
 	base.Train, base.EvalSeed = bt, 5

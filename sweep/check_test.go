@@ -24,7 +24,7 @@ func TestChangedOptions(t *testing.T) {
 		{"same", nil, nil, nil},
 		{"epochs and lr", func(o *train.Options) { o.Epochs, o.LR = 5, 2e-3 }, nil, []string{"epochs", "lr"}},
 		{"where and how it runs", func(o *train.Options) {
-			o.Out, o.Resume, o.GlueDir, o.Vocab, o.StopAfterSteps, o.Quiet = "/a", true, "/g", "v.txt", 7, true
+			o.Out, o.Resume, o.GlueDir, o.Vocab, o.StopAfterSteps = "/a", true, "/g", "v.txt", 7
 		}, nil, nil},
 		{"C_mu of an uncalibrated run", func(o *train.Options) { o.CMu = 4 }, nil, []string{"c_mu"}},
 		{"constants of a calibrated run", func(o *train.Options) { o.CMu, o.LogvarMargin, o.CAlphaMin, o.Calibrated = 0.3, 0.7, 0.2, true }, nil, nil},

@@ -317,7 +317,7 @@ func TestInProcessRunsOneCellAtATime(t *testing.T) {
 	for _, jobs := range []int{0, 1, 2, 8} {
 		out := filepath.Join(t.TempDir(), "sweep")
 		o := Options{Base: train.PipelineOptions{Train: train.Options{GlueDir: filepath.Join(t.TempDir(), "missing"),
-			Encoder: "scratch:bert-tiny", Vocab: "missing.txt", Quiet: true}},
+			Encoder: "scratch:bert-tiny", Vocab: "missing.txt"}},
 			Tasks: []string{"sst2"}, Variants: []string{"baseline"}, Seeds: []uint64{1}, Out: out, Jobs: jobs}
 		_, err := Run(context.Background(), o)
 		var oe *OptionError

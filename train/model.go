@@ -13,6 +13,7 @@ import (
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
@@ -67,8 +68,9 @@ func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error
 // Build creates the model of a fresh run of resolved options o (Resolve,
 // validated here): the encoder from o.Encoder (scratch presets get the
 // tokenizer's vocabulary size), the NVIB / NVDP block / head from o
-// (initialised from the seed), and the tokenizer.
-func Build(o *Options) (*Bundle, error) {
+// (initialised from the seed), and the tokenizer. report receives the bytes
+// of a hub download (nil: none).
+func Build(o *Options, report progress.Func) (*Bundle, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -102,7 +104,7 @@ func Build(o *Options) (*Bundle, error) {
 			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 	} else {
-		if enc, err = encoder.Load(o.Encoder, encoder.LoadOptions{Rng: initRng}); err != nil {
+		if enc, err = encoder.Load(o.Encoder, encoder.LoadOptions{Rng: initRng, Progress: report}); err != nil {
 			return nil, optionError("encoder", o.Encoder, "%v", err)
 		}
 		applyDropout(&enc.Config, o.Dropout)

@@ -159,8 +159,6 @@ type Options struct {
 	// StopAfterSteps stops the run after this many optimizer steps in total, with a
 	// checkpoint (0: off); for tests of resumption and for time-boxed runs.
 	StopAfterSteps int `json:"-"`
-	// Quiet disables the progress bar.
-	Quiet bool `json:"-"`
 }
 
 // OptionsVersion is the format of train_options.json that SaveOptions

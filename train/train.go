@@ -188,7 +188,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	if err := o.CheckFiles(); err != nil {
 		return nil, err
 	}
-	b, err := Build(&o)
+	b, err := Build(&o, report)
 	if err != nil {
 		return nil, err
 	}

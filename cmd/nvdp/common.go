@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -21,23 +20,7 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 )
-
-// progressWriter returns where progress bars go: the command's stderr when it
-// is a terminal and --no-progress is not set, else nil (no bar). Redirected
-// stderr (logs, CI) gets the slog lines only, not thousands of carriage-return
-// redraws.
-func progressWriter(cmd *cobra.Command, noProgress bool) io.Writer {
-	if noProgress {
-		return nil
-	}
-	w := cmd.ErrOrStderr()
-	if f, ok := w.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil
-	}
-	return w
-}
 
 // trainFlags binds the pinned `nvdp train` flags (also used by `nvdp run`
 // and `nvdp sweep`) to o, which holds train.DefaultOptions(): every flag's

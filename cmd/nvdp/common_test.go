@@ -14,31 +14,38 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// The progress bar goes only to a terminal: a buffer, a regular file or
-// --no-progress give none, so logs and CI output are not filled with redraws.
-func TestProgressWriterOnlyToTerminal(t *testing.T) {
+// The progress bar goes only to a terminal: with a buffer, a regular file or
+// --no-progress as stderr, newProgress draws nothing there (progress becomes
+// slog lines), so logs and CI output are not filled with redraws.
+func TestProgressBarOnlyToTerminal(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	var buf bytes.Buffer
 	for _, tc := range []struct {
 		name       string
 		stderr     io.Writer
 		noProgress bool
 	}{
-		{"buffer", &bytes.Buffer{}, false},
+		{"buffer", &buf, false},
 		{"regular file", f, false},
 		{"no-progress", f, true},
 	} {
 		cmd := &cobra.Command{}
 		cmd.SetErr(tc.stderr)
-		if w := progressWriter(cmd, tc.noProgress); w != nil {
-			t.Errorf("%s: progress writer %T, want none", tc.name, w)
+		report := newProgress(cmd, tc.noProgress)
+		for i := int64(0); i <= 3; i++ {
+			report(progress.Event{Stage: "train", Unit: "steps", Done: i, Total: 3, Loss: 0.5})
 		}
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != 0 || buf.Len() != 0 {
+		t.Errorf("a bar was drawn on a non-terminal: file %v bytes (%v), buffer %q", st.Size(), err, buf.String())
 	}
 	// A terminal, where the machine has one, does get the bar.
 	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
@@ -49,12 +56,7 @@ func TestProgressWriterOnlyToTerminal(t *testing.T) {
 	defer tty.Close()
 	cmd := &cobra.Command{}
 	cmd.SetErr(tty)
-	if progressWriter(cmd, false) == nil {
-		t.Error("terminal: no progress writer")
-	}
-	if progressWriter(cmd, true) != nil {
-		t.Error("terminal with --no-progress: progress writer")
-	}
+	newProgress(cmd, false)(progress.Event{Stage: "train", Unit: "steps", Done: 1, Total: 3, Loss: 0.5})
 }
 
 func TestResolveInitFrom(t *testing.T) {

@@ -209,7 +209,6 @@ func newSweepCellCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("sweep-cell: stdin: %w", err)
 			}
-			po.Train.Quiet = true
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			rep, err := train.RunPipeline(ctx, po, newProgress(cmd, true)) // stderr is the cell's log

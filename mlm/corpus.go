@@ -229,12 +229,11 @@ func dedupe(docs []Document, info *CorpusInfo) []Document {
 
 // SplitHeldOut moves n documents, chosen uniformly with the stream
 // rngstream.PretrainHeldOut of seed, out of docs; both parts keep the corpus
-// order. n <= 0 means 1% of the documents, but at least min(100, 10%) and at
-// least 1 (so that a small corpus still gets a measurable slice); n must
-// leave at least one training document.
+// order. n (DefaultHoldout(len(docs)) is the default) must be >= 1 and leave
+// at least one training document.
 func SplitHeldOut(docs []Document, n int, seed uint64) (train, heldOut []Document, err error) {
-	if n <= 0 {
-		n = max(1, len(docs)/100, min(100, len(docs)/10))
+	if n < 1 {
+		return nil, nil, fmt.Errorf("held-out slice of %d documents: need at least 1", n)
 	}
 	if n >= len(docs) {
 		return nil, nil, fmt.Errorf("held-out slice of %d documents leaves none of the %d for training", n, len(docs))
@@ -316,8 +315,8 @@ func tokenizeLines(tok tokenize.Tokenizer, lines []string) ([]piece, error) {
 // Without pack every line is its own [CLS] A [SEP] sequence. Lines longer than
 // the budget are cut into consecutive chunks (no text is dropped).
 func BuildSequences(tok tokenize.Tokenizer, docs []Document, seq int, pack bool, rng *rand.Rand) ([]Sequence, error) {
-	if seq < 8 {
-		return nil, fmt.Errorf("sequence length %d is too short (need >= 8)", seq)
+	if seq < MinSeq {
+		return nil, fmt.Errorf("sequence length %d is too short (need >= %d)", seq, MinSeq)
 	}
 	var lines []string
 	for _, d := range docs {

@@ -123,7 +123,7 @@ func TestSplitHeldOut(t *testing.T) {
 	for i := range 1000 {
 		docs = append(docs, Document{strings.Repeat("x", i+1)})
 	}
-	train, held, err := SplitHeldOut(docs, 0, 1)
+	train, held, err := SplitHeldOut(docs, DefaultHoldout(len(docs)), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,27 +137,28 @@ func TestSplitHeldOut(t *testing.T) {
 		}
 		seen[d[0]] = true
 	}
-	_, held2, _ := SplitHeldOut(docs, 0, 1)
+	_, held2, _ := SplitHeldOut(docs, 100, 1)
 	for i := range held {
 		if held[i][0] != held2[i][0] {
 			t.Fatal("held-out split not reproducible")
 		}
 	}
-	big := make([]Document, 20000)
-	for i := range big {
-		big[i] = Document{"x"}
+	for _, tc := range []struct{ documents, want int }{{20000, 200}, {1000, 100}, {500, 50}, {5, 1}, {1, 1}} {
+		if got := DefaultHoldout(tc.documents); got != tc.want {
+			t.Errorf("default slice of %d documents: %d, want %d", tc.documents, got, tc.want)
+		}
 	}
-	if _, h, _ := SplitHeldOut(big, 0, 1); len(h) != 200 {
-		t.Errorf("default slice of 20000 documents: %d, want 200 (1%%)", len(h))
-	}
-	if _, h, _ := SplitHeldOut(docs[:500], 0, 1); len(h) != 50 {
-		t.Errorf("default slice of 500 documents: %d, want 50 (10%%)", len(h))
-	}
-	if _, h, _ := SplitHeldOut(docs[:5], 0, 1); len(h) != 1 {
+	if _, h, _ := SplitHeldOut(docs[:5], DefaultHoldout(5), 1); len(h) != 1 {
 		t.Errorf("default slice of 5 documents: %d, want 1", len(h))
 	}
 	if _, _, err := SplitHeldOut(docs[:3], 3, 1); err == nil {
 		t.Error("held-out slice leaving no training data accepted")
+	}
+	// 0 (and any n < 1) is an error, no longer "the default".
+	for _, n := range []int{0, -1} {
+		if _, _, err := SplitHeldOut(docs, n, 1); err == nil || !strings.Contains(err.Error(), "need at least 1") {
+			t.Errorf("SplitHeldOut(n = %d): %v, want an error", n, err)
+		}
 	}
 }
 

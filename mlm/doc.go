@@ -23,6 +23,11 @@
 //     pretrain_metrics.jsonl, and a Hugging Face BertForMaskedLM directory
 //     (config.json, model.safetensors, vocab.txt) that encoder.Load("hf:DIR")
 //     and transformers read.
+//   - Options: DefaultOptions holds every default; the options that depend on
+//     the corpus, the steps or the model config are option.AutoInt /
+//     option.Auto until Resolve; Validate and CheckFiles check everything
+//     before any work, with *option.Error naming the option by its JSON key;
+//     a resume validates the saved options again (older files upgraded).
 //
 // See docs/pretraining.md.
 package mlm

@@ -21,7 +21,7 @@ import (
 // (Google's whole-word-masking release; a word longer than the remaining
 // budget is skipped, as there). The 80/10/10 decision is made per token.
 type Masker struct {
-	// Prob is the fraction of maskable tokens to predict (0.15).
+	// Prob is the fraction of maskable tokens to predict (DefaultMaskProb).
 	Prob float64
 	// MaskFrac and RandomFrac are the fractions of chosen tokens replaced by
 	// [MASK] (0.8) and by a random token (0.1); the rest are kept.
@@ -36,7 +36,10 @@ type Masker struct {
 	WholeWord bool
 }
 
-// NewMasker returns the BERT defaults (15%, 80/10/10) for a vocabulary of
+// DefaultMaskProb is BERT's fraction of the tokens predicted (§3.1: 15%).
+const DefaultMaskProb = 0.15
+
+// NewMasker returns the BERT defaults (DefaultMaskProb, 80/10/10) for a vocabulary of
 // vocabSize ids with the given [MASK] id and special ids. Errors: maskID < 0
 // (the vocabulary has no mask token) or a vocabulary with no ordinary token.
 func NewMasker(maskID, vocabSize int, special []int, wholeWord bool) (*Masker, error) {
@@ -52,7 +55,7 @@ func NewMasker(maskID, vocabSize int, special []int, wholeWord bool) (*Masker, e
 	if len(sp) >= vocabSize {
 		return nil, fmt.Errorf("masker: vocabulary of %d ids has no ordinary token", vocabSize)
 	}
-	return &Masker{Prob: 0.15, MaskFrac: 0.8, RandomFrac: 0.1, MaskID: maskID, VocabSize: vocabSize, Special: sp, WholeWord: wholeWord}, nil
+	return &Masker{Prob: DefaultMaskProb, MaskFrac: 0.8, RandomFrac: 0.1, MaskID: maskID, VocabSize: vocabSize, Special: sp, WholeWord: wholeWord}, nil
 }
 
 // Mask corrupts one sequence in place. ids [S] are token ids (padding and

@@ -2,7 +2,6 @@ package mlm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/tokenize"
 )
@@ -32,124 +32,6 @@ const (
 	MetricsFile = "pretrain_metrics.jsonl"     // one JSON object per line: train interval and held-out evaluations
 	SummaryFile = "pretrain_summary.json"      // final Result
 )
-
-// Options configure Run. Zero values take the defaults noted.
-type Options struct {
-	// Corpus is a text file, a directory of .txt files, or a GLUE directory
-	// (glue:DIR, or auto-detected); see ReadCorpus.
-	Corpus string `json:"corpus"`
-	// Config is a preset (bert-tiny, bert-mini, ...) or a config.json path;
-	// ModelConfig, when set, is used instead (tests, resume).
-	Config string `json:"config"`
-	// InitFrom, when set, is a Hugging Face BERT directory (config.json +
-	// model.safetensors: a BertForMaskedLM as Save writes it or as the hub
-	// has it, or a BertModel) whose weights start the run instead of a random
-	// initialisation: continued, domain-adaptive pretraining (Gururangan et
-	// al. 2020). Its config.json replaces Config; the MLM head is loaded when
-	// the checkpoint has one and initialised fresh (decoder tied) when not.
-	InitFrom    string          `json:"init_from,omitempty"`
-	ModelConfig *encoder.Config `json:"model_config,omitempty"`
-	// Vocab is the tokenizer (vocab.txt, tokenizer.json or a directory); it is
-	// copied into Out. The model's vocab_size is set to the tokenizer's.
-	Vocab string `json:"vocab"`
-	Out   string `json:"out"`
-	// Seq is the maximum sequence length in tokens, specials included (128).
-	Seq int `json:"seq"`
-	// BatchSize is the number of sequences per step (64).
-	BatchSize int `json:"batch_size"`
-	// Steps is the number of optimizer steps (required).
-	Steps int `json:"steps"`
-	// LR is the peak learning rate (5e-4), reached after WarmupRatio*Steps
-	// steps of linear warm-up and decayed linearly to 0 at Steps (HF
-	// get_linear_schedule_with_warmup).
-	LR          float64 `json:"lr"`
-	WarmupRatio float64 `json:"warmup_ratio"`
-	// WeightDecay is AdamW's decoupled decay (BERT: 0.01), not applied to biases
-	// and LayerNorm parameters. AdamW betas nn.AdamBeta1, nn.AdamBeta2 and eps
-	// nn.BERTAdamEps, as BERT.
-	WeightDecay float64 `json:"weight_decay"`
-	// GradClip is the global L2 gradient-norm bound (1; < 0 disables).
-	GradClip float64 `json:"grad_clip"`
-	// MaskProb is the fraction of tokens predicted (0.15).
-	MaskProb  float64 `json:"mask_prob"`
-	WholeWord bool    `json:"whole_word"`
-	// NoPack makes every line its own sequence instead of packing
-	// consecutive lines up to Seq tokens.
-	NoPack bool `json:"no_pack"`
-	// Holdout is the number of held-out documents (0: 1%).
-	Holdout int `json:"holdout"`
-	// MaxEvalSeqs caps the held-out sequences evaluated (0: 1024).
-	MaxEvalSeqs int `json:"max_eval_seqs"`
-	// Dropout, when set, overrides the config's hidden and attention dropout
-	// (nil: the config's, 0.1 for the presets).
-	Dropout *float64 `json:"dropout,omitempty"`
-	Seed    uint64   `json:"seed"`
-	// SaveEvery writes a checkpoint every K steps (0: 500); EvalEvery evaluates
-	// the held-out slice every K steps (0: Steps/20, at least 1).
-	SaveEvery int `json:"save_every"`
-	EvalEvery int `json:"eval_every"`
-
-	// Resume continues the run in Out from its checkpoint with the saved
-	// options (Steps, SaveEvery, EvalEvery may be changed; a changed Steps
-	// changes the learning-rate schedule from there on).
-	Resume bool `json:"-"`
-	// StopAfter stops (with a checkpoint, resumable) after this many steps in
-	// total (0: off).
-	StopAfter int `json:"-"`
-}
-
-func (o *Options) defaults() {
-	if o.Seq == 0 {
-		o.Seq = 128
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 64
-	}
-	if o.LR == 0 {
-		o.LR = 5e-4
-	}
-	if o.GradClip == 0 {
-		o.GradClip = 1
-	}
-	if o.MaskProb == 0 {
-		o.MaskProb = 0.15
-	}
-	if o.MaxEvalSeqs == 0 {
-		o.MaxEvalSeqs = 1024
-	}
-	if o.SaveEvery == 0 {
-		o.SaveEvery = 500
-	}
-	if o.EvalEvery == 0 {
-		o.EvalEvery = max(1, o.Steps/20)
-	}
-}
-
-func (o *Options) validate() error {
-	switch {
-	case o.Corpus == "":
-		return errors.New("pretrain: no corpus")
-	case o.Vocab == "":
-		return errors.New("pretrain: no vocabulary")
-	case o.Out == "":
-		return errors.New("pretrain: no output directory")
-	case o.Steps <= 0:
-		return fmt.Errorf("pretrain: steps %d must be positive", o.Steps)
-	case o.BatchSize <= 0:
-		return fmt.Errorf("pretrain: batch size %d must be positive", o.BatchSize)
-	case o.LR <= 0 || math.IsNaN(o.LR):
-		return fmt.Errorf("pretrain: learning rate %g must be positive", o.LR)
-	case o.WarmupRatio < 0 || o.WarmupRatio >= 1:
-		return fmt.Errorf("pretrain: warm-up ratio %g outside [0, 1)", o.WarmupRatio)
-	case o.MaskProb <= 0 || o.MaskProb >= 1:
-		return fmt.Errorf("pretrain: mask probability %g outside (0, 1)", o.MaskProb)
-	case o.WeightDecay < 0:
-		return fmt.Errorf("pretrain: weight decay %g is negative", o.WeightDecay)
-	case o.Dropout != nil && (*o.Dropout < 0 || *o.Dropout >= 1):
-		return fmt.Errorf("pretrain: dropout %g outside [0, 1)", *o.Dropout)
-	}
-	return nil
-}
 
 // Metric is one line of pretrain_metrics.jsonl. Split "train" summarises the
 // steps since the previous line (loss = mean over their masked tokens);
@@ -211,56 +93,34 @@ type interval struct {
 
 // Run pretrains a BERT encoder with the MLM objective (see the package
 // documentation and docs/pretraining.md) and writes the Hugging Face
-// directory, checkpoint and metrics into o.Out. The training loop is
-// internal/loop's: report receives a progress event per step (stage
-// "pretrain", unit "steps", the step's loss; nil: none); StopAfter stops with
-// a checkpoint (Result.StoppedEarly); cancelling ctx stops before the next
-// step with a checkpoint and returns a *loop.Interrupted error that unwraps
-// to ctx.Err(). A directory that holds a run without o.Resume is
-// ErrRunExists, o.Resume without one ErrNoCheckpoint.
+// directory, checkpoint, metrics and the resolved options into o.Out.
+//
+// Every input is checked before any work and before o.Out is created: the
+// options (Validate; a resumed run's saved options again, with o.Change),
+// the files (CheckFiles), the tokenizer, the model config, the corpus and
+// the Auto options resolved from them (Resolve). An invalid option of a new
+// run, or a changed one of a resumed run, is a bare *option.Error; one read
+// from the saved options file is wrapped with the file's path.
+//
+// The training loop is internal/loop's: report receives a progress event
+// per step (stage "pretrain", unit "steps", the step's loss; nil: none);
+// StopAfterSteps stops with a checkpoint (Result.StoppedEarly); cancelling
+// ctx stops before the next step with a checkpoint and returns a
+// *loop.Interrupted error that unwraps to ctx.Err(). A directory that holds
+// a run without o.Resume is ErrRunExists, o.Resume without one
+// ErrNoCheckpoint.
 //
 // Resuming is bitwise: the data order of epoch e is a permutation drawn from
 // rngstream.PretrainOrder, and the masking and dropout PCG states, AdamW
 // moments and step are restored from the checkpoint (also from one written
 // before the loop was shared).
 func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
-	if o.Out == "" {
-		return nil, errors.New("pretrain: no output directory")
-	}
 	statePath := filepath.Join(o.Out, StateFile)
 	optsPath := filepath.Join(o.Out, OptionsFile)
-	if err := loop.Check(statePath, o.Resume); err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	if o.Resume {
-		saved, err := readOptions(optsPath)
-		if err != nil {
-			return nil, fmt.Errorf("pretrain: resume: %w", err)
-		}
-		saved.Out, saved.Resume, saved.StopAfter = o.Out, true, o.StopAfter
-		if o.Steps > 0 && o.Steps != saved.Steps {
-			slog.Warn("pretrain: the number of steps changed on resume; the learning-rate schedule changes from here", "was", saved.Steps, "now", o.Steps)
-			saved.Steps = o.Steps
-		}
-		if o.SaveEvery > 0 {
-			saved.SaveEvery = o.SaveEvery
-		}
-		if o.EvalEvery > 0 {
-			saved.EvalEvery = o.EvalEvery
-		}
-		o = saved
-	}
-	o.defaults()
-	if err := o.validate(); err != nil {
-		if o.Resume {
-			return nil, fmt.Errorf("pretrain: resume: %s: %w", optsPath, err)
-		}
+	o, err := checkOptions(o, statePath, optsPath)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-
 	tok, err := tokenize.Load(o.Vocab)
 	if err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
@@ -272,54 +132,26 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	if st, err := os.Stat(o.Vocab); err == nil && st.IsDir() {
 		tokFiles = encoder.TokenizerFiles(o.Vocab)
 	}
+	cfg, err := o.modelConfig(tok)
+	if err != nil {
+		return nil, o.inputError(optsPath, err)
+	}
 
-	var cfg encoder.Config
-	switch {
-	case o.ModelConfig != nil:
-		cfg = *o.ModelConfig
-	case o.InitFrom != "":
-		if cfg, err = encoder.ReadConfig(filepath.Join(o.InitFrom, "config.json")); err != nil {
-			return nil, fmt.Errorf("pretrain: initial checkpoint: %w", err)
-		}
-		o.Config = "hf:" + o.InitFrom
-	case fsutil.IsFile(o.Config):
-		if cfg, err = encoder.ReadConfig(o.Config); err != nil {
-			return nil, fmt.Errorf("pretrain: %w", err)
-		}
-	default:
-		if cfg, err = encoder.Preset(o.Config); err != nil {
-			return nil, fmt.Errorf("pretrain: config %q: %w", o.Config, err)
-		}
-	}
-	if cfg.ModelType != "bert" {
-		return nil, fmt.Errorf("pretrain: model type %q; only bert is supported", cfg.ModelType)
-	}
-	if cfg.VocabSize != tok.VocabSize() && o.InitFrom != "" {
-		return nil, fmt.Errorf("pretrain: initial checkpoint %s has vocab_size %d but the tokenizer %s has %d tokens: use the checkpoint's own vocabulary",
-			o.InitFrom, cfg.VocabSize, o.Vocab, tok.VocabSize())
-	}
-	if cfg.VocabSize != tok.VocabSize() {
-		slog.Info("pretrain: vocab_size set to the tokenizer's", "config", cfg.VocabSize, "tokenizer", tok.VocabSize())
-		cfg.VocabSize = tok.VocabSize()
-	}
-	cfg.PadTokenID = tok.PadID()
-	if o.Dropout != nil && o.ModelConfig == nil {
-		cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = *o.Dropout, *o.Dropout
-	}
-	if o.Seq > cfg.MaxSeqLen() {
-		return nil, fmt.Errorf("pretrain: sequence length %d exceeds the model's %d positions", o.Seq, cfg.MaxSeqLen())
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("pretrain: config: %w", err)
-	}
-	o.ModelConfig = &cfg
-
-	// Corpus.
-	pc, err := PrepareCorpus(tok, o.Corpus, o.Seq, o.Holdout, !o.NoPack, o.Seed)
+	// Corpus: read, resolve the Auto options, split and pack.
+	docs, cinfo, err := ReadCorpus(o.Corpus)
 	if err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
-	cinfo, seqs, heldSeqs, heldDocs := pc.Info, pc.Train, pc.HeldOut, pc.HeldOutDocs
+	if err := o.Resolve(cfg, len(docs)); err != nil {
+		return nil, o.inputError(optsPath, err)
+	}
+	cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = o.Dropout, o.Dropout
+	o.ModelConfig = &cfg
+	pc, err := prepareDocs(tok, o.Corpus, docs, cinfo, o.Seq, o.Holdout, !o.NoPack, o.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	seqs, heldSeqs, heldDocs := pc.Train, pc.HeldOut, pc.HeldOutDocs
 	if len(heldSeqs) > o.MaxEvalSeqs {
 		heldSeqs = heldSeqs[:o.MaxEvalSeqs]
 	}
@@ -343,6 +175,11 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			idx = append(idx, i)
 		}
 		evalBatches = append(evalBatches, makeBatch(heldSeqs, idx, masker, evalRng, tok.PadID()))
+	}
+
+	// Every input is read and checked: the run's files from here.
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 
 	// Model.
@@ -400,7 +237,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	// afterStep: a "train" line for the steps since the last one and a
 	// held-out evaluation every EvalEvery steps and at the session's end.
 	afterStep := func(st *loop.State, final bool) error {
-		if st.Step%o.EvalEvery != 0 && !final {
+		if !final && (o.EvalEvery == 0 || st.Step%o.EvalEvery != 0) {
 			return nil
 		}
 		tot := Stats{Masked: sums.Masked, Correct: sums.Correct}
@@ -455,7 +292,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		Warmup: int(math.Round(o.WarmupRatio * float64(o.Steps))), Steps: o.Steps, GradClip: o.GradClip,
 		Examples: len(seqs), BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.PretrainOrder.Rand(o.Seed, e) },
 		Sources:         []loop.Source{{Key: maskKey, RNG: maskSrc}, {Key: dropoutKey, RNG: dropSrc}},
-		CheckpointEvery: o.SaveEvery, StopAfter: o.StopAfter, Resume: o.Resume, Progress: report,
+		CheckpointEvery: o.SaveEvery, StopAfter: o.StopAfterSteps, Resume: o.Resume, Progress: report,
 		Step: step, AfterStep: afterStep, State: sums, Legacy: legacy,
 		Saved: func() error { return Save(o.Out, model, tokFiles...) }})
 	if err != nil {
@@ -468,7 +305,8 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	if o.Resume {
 		slog.Info("pretrain: resumed", "dir", o.Out, "step", st.Step, "epoch", st.Epoch+1)
 	}
-	if err := atomicfile.WriteJSON(optsPath, o); err != nil { // on resume: a changed Steps/SaveEvery/EvalEvery
+	o.Version = OptionsVersion
+	if err := atomicfile.WriteJSON(optsPath, o); err != nil { // resolved; on resume: a changed Steps/SaveEvery/EvalEvery
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	slog.Info("pretrain: start", "backend", nn.Backend(), "config", o.Config, "params", cfg.NumParams(),
@@ -500,6 +338,109 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	return res, nil
 }
 
+// checkOptions returns the options of the run Run is given, checked before
+// any work: for a new run o itself, validated, in a directory that holds no
+// run; for a resumed one the options saved in optsPath (validated again,
+// upgraded from version 0) with o.Change applied, in a directory with a
+// checkpoint. The files they name must exist. Errors about the options
+// given are a bare *option.Error (for a program to map to its own names);
+// errors about the saved file name it.
+func checkOptions(o Options, statePath, optsPath string) (Options, error) {
+	if !o.Resume && o.Change != (Change{}) {
+		return o, errors.New("pretrain: Options.Change changes a resumed run's options; give the options themselves to a new run")
+	}
+	if o.Out == "" {
+		return o, option.Errorf("out", nil, "required: the output directory")
+	}
+	if err := loop.Check(statePath, o.Resume); err != nil {
+		return o, fmt.Errorf("pretrain: %w", err)
+	}
+	if !o.Resume {
+		if err := o.Validate(); err != nil {
+			return o, err
+		}
+		if o.Vocab == "" {
+			o.Vocab = o.InitFrom // the initial checkpoint's own tokenizer files
+		}
+		return o, o.CheckFiles()
+	}
+	saved, err := readOptions(optsPath)
+	if err != nil {
+		return o, fmt.Errorf("pretrain: resume: %w", err)
+	}
+	if c := o.Change.Steps; c != nil && *c != saved.Steps {
+		slog.Warn("pretrain: the number of steps changed on resume; the learning-rate schedule changes from here", "was", saved.Steps, "now", *c)
+	}
+	o.Change.apply(&saved)
+	if err := saved.Validate(); err != nil {
+		return o, err // the saved options were valid: a changed one is not
+	}
+	saved.Out, saved.Resume, saved.StopAfterSteps = o.Out, true, o.StopAfterSteps // the directory may have moved since
+	if err := saved.CheckFiles(); err != nil {
+		return o, fmt.Errorf("pretrain: resume: %s: %w", optsPath, err)
+	}
+	return saved, nil
+}
+
+// inputError is an error of checking the options against the inputs (the
+// model config, the corpus): a new run's *option.Error as it is, about the
+// options given; a resumed run's wrapped with its saved options file optsPath.
+func (o *Options) inputError(optsPath string, err error) error {
+	_, isOption := err.(*option.Error)
+	switch {
+	case isOption && o.Resume:
+		return fmt.Errorf("pretrain: resume: %s: %w", optsPath, err)
+	case isOption:
+		return err
+	}
+	return fmt.Errorf("pretrain: %w", err)
+}
+
+// modelConfig returns the BERT configuration of the run: ModelConfig, else
+// InitFrom's config.json (Config becomes "hf:DIR"), else Config (a
+// config.json or a preset), with the tokenizer's vocabulary size and [PAD]
+// id, checked against Seq. The dropout is left for Resolve.
+func (o *Options) modelConfig(tok tokenize.Tokenizer) (encoder.Config, error) {
+	var cfg encoder.Config
+	var err error
+	switch {
+	case o.ModelConfig != nil:
+		cfg = *o.ModelConfig
+	case o.InitFrom != "":
+		if cfg, err = encoder.ReadConfig(filepath.Join(o.InitFrom, encoder.ConfigFile)); err != nil {
+			return cfg, fmt.Errorf("initial checkpoint: %w", err)
+		}
+		o.Config = "hf:" + o.InitFrom
+	case fsutil.IsFile(o.Config):
+		if cfg, err = encoder.ReadConfig(o.Config); err != nil {
+			return cfg, err
+		}
+	default:
+		if cfg, err = encoder.Preset(o.Config); err != nil {
+			return cfg, fmt.Errorf("config %q: %w", o.Config, err)
+		}
+	}
+	if cfg.ModelType != "bert" {
+		return cfg, fmt.Errorf("model type %q; only bert is supported", cfg.ModelType)
+	}
+	if cfg.VocabSize != tok.VocabSize() && o.InitFrom != "" {
+		return cfg, fmt.Errorf("initial checkpoint %s has vocab_size %d but the tokenizer %s has %d tokens: use the checkpoint's own vocabulary",
+			o.InitFrom, cfg.VocabSize, o.Vocab, tok.VocabSize())
+	}
+	if cfg.VocabSize != tok.VocabSize() {
+		slog.Info("pretrain: vocab_size set to the tokenizer's", "config", cfg.VocabSize, "tokenizer", tok.VocabSize())
+		cfg.VocabSize = tok.VocabSize()
+	}
+	cfg.PadTokenID = tok.PadID()
+	if o.Seq > cfg.MaxSeqLen() {
+		return cfg, option.Errorf("seq", o.Seq, "exceeds the model's %d positions", cfg.MaxSeqLen())
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
 // PreparedCorpus is what a pretraining run trains and evaluates on: the
 // corpus read by ReadCorpus, split by SplitHeldOut and packed by
 // BuildSequences (before Run caps the held-out sequences at MaxEvalSeqs).
@@ -509,17 +450,27 @@ type PreparedCorpus struct {
 	HeldOutDocs    int
 }
 
-// PrepareCorpus reads the corpus spec, holds out holdout documents (0: the
-// SplitHeldOut default) and packs both parts into sequences of at most seq
-// tokens, with the random streams Run uses for a given seed: the split's
-// (rngstream.PretrainHeldOut), then rngstream.PretrainPack for the training
-// sequences and rngstream.PretrainHeldOutPack for the held-out ones. So `nvdp pretrain --seed S` and a caller of
-// PrepareCorpus(..., S) see the same sequences. Errors name the corpus.
+// PrepareCorpus reads the corpus spec, holds out holdout documents
+// (option.AutoInt: DefaultHoldout of the corpus's documents) and packs both
+// parts into sequences of at most seq tokens, with the random streams Run
+// uses for a given seed: the split's (rngstream.PretrainHeldOut), then
+// rngstream.PretrainPack for the training sequences and
+// rngstream.PretrainHeldOutPack for the held-out ones. So `nvdp pretrain
+// --seed S` and a caller of PrepareCorpus(..., S) see the same sequences.
+// Errors name the corpus.
 func PrepareCorpus(tok tokenize.Tokenizer, spec string, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
 	docs, info, err := ReadCorpus(spec)
 	if err != nil {
 		return nil, err
 	}
+	if holdout == option.AutoInt {
+		holdout = DefaultHoldout(len(docs))
+	}
+	return prepareDocs(tok, spec, docs, info, seq, holdout, pack, seed)
+}
+
+// prepareDocs is PrepareCorpus after ReadCorpus, with holdout explicit.
+func prepareDocs(tok tokenize.Tokenizer, spec string, docs []Document, info CorpusInfo, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
 	trainDocs, heldDocs, err := SplitHeldOut(docs, holdout, seed)
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", spec, err)
@@ -566,18 +517,6 @@ func makeBatch(seqs []Sequence, idx []int, m *Masker, rng *rand.Rand, padID int)
 		}
 	}
 	return b
-}
-
-func readOptions(path string) (Options, error) {
-	var o Options
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return o, err
-	}
-	if err := json.Unmarshal(data, &o); err != nil {
-		return o, fmt.Errorf("%s: %w", path, err)
-	}
-	return o, nil
 }
 
 // initFrom copies the weights of the Hugging Face directory dir into params

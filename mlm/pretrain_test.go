@@ -56,9 +56,11 @@ func smallOptions(corpus, out string, steps int) Options {
 	cfg, _ := encoder.Preset("bert-tiny")
 	cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 32, 1, 2, 64
 	cfg.MaxPositionEmbeddings = 64
-	return Options{Corpus: corpus, ModelConfig: &cfg, Config: "test-h32-l1", Vocab: bertVocab, Out: out,
-		Seq: 64, BatchSize: 16, Steps: steps, LR: 2e-2, WarmupRatio: 0.1, WeightDecay: 0.01, Holdout: 30,
-		Seed: 3, EvalEvery: 10, SaveEvery: 10}
+	o := DefaultOptions()
+	o.Corpus, o.ModelConfig, o.Config, o.Vocab, o.Out = corpus, &cfg, "test-h32-l1", bertVocab, out
+	o.Seq, o.BatchSize, o.Steps, o.LR, o.WarmupRatio, o.WeightDecay, o.Holdout = 64, 16, steps, 2e-2, 0.1, 0.01, 30
+	o.Seed, o.EvalEvery, o.SaveEvery = 3, 10, 10
+	return o
 }
 
 func readMetrics(t *testing.T, path string) []Metric {
@@ -121,7 +123,7 @@ func TestPretrainShortRun(t *testing.T) {
 }
 
 // TestPretrainResumeBitwise: 20 steps straight equal 7 steps, stop (a
-// resumable StopAfter), resume, cancel after step 13 (as SIGTERM does: a
+// resumable StopAfterSteps), resume, cancel after step 13 (as SIGTERM does: a
 // final checkpoint and an error saying so), resume, 7 steps: the same model,
 // optimizer state and final held-out metrics.
 func TestPretrainResumeBitwise(t *testing.T) {
@@ -132,7 +134,7 @@ func TestPretrainResumeBitwise(t *testing.T) {
 	a := straightRun(t, corpus)
 	b := filepath.Join(t.TempDir(), "b")
 	o := smallOptions(corpus, b, 20)
-	o.StopAfter = 7 // not a multiple of SaveEvery or EvalEvery
+	o.StopAfterSteps = 7 // not a multiple of SaveEvery or EvalEvery
 	r, err := Run(context.Background(), o, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +233,7 @@ func TestPretrainResumeAfterCrash(t *testing.T) {
 	stopped := func() string {
 		dir := filepath.Join(t.TempDir(), "run")
 		o := smallOptions(corpus, dir, 20)
-		o.StopAfter = 12 // epoch 2 (10 batches per epoch), off the checkpoint grid
+		o.StopAfterSteps = 12 // epoch 2 (10 batches per epoch), off the checkpoint grid
 		if _, err := Run(context.Background(), o, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -26,13 +26,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -170,12 +170,13 @@ const OptionsVersion = 2
 
 // Auto is the value of the options whose default depends on other options
 // (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) until Resolve
-// derives them: NaN, which no valid value of them is. It is the only
-// "not set" marker of Options; IsAuto tests for it.
-func Auto() float64 { return math.NaN() }
+// derives them: option.Auto (NaN), the "not set" marker nvdp's options
+// types share. It is the only "not set" marker of Options; IsAuto tests
+// for it.
+func Auto() float64 { return option.Auto() }
 
-// IsAuto reports whether v is Auto (NaN).
-func IsAuto(v float64) bool { return math.IsNaN(v) }
+// IsAuto reports whether v is Auto (option.IsAuto).
+func IsAuto(v float64) bool { return option.IsAuto(v) }
 
 // TaskHyper are the paper's per-task clipping constants for BERT-base
 // (appendix hyperparameter table), C_mu and C_amax, by glue.Task.Name: the
@@ -294,36 +295,14 @@ func resolve(v *float64, def float64) {
 // HasTarget reports whether o asks for calibrated clipping (a privacy target).
 func (o *Options) HasTarget() bool { return o.TargetEpsilon > 0 || o.TargetRD > 0 }
 
-// OptionError is an invalid option: Option is its name as train_options.json
-// spells it (the JSON key, e.g. "c_mu"), Value the value given (nil: none to
-// show), Reason what is wrong. Programs map Option to their own names (the
-// CLI to its flags).
-type OptionError struct {
-	Option string
-	Value  any
-	Reason string
-}
+// OptionError is an invalid option: option.Error, the type every options
+// type of nvdp returns (Option is the JSON key as train_options.json spells
+// it, e.g. "c_mu"). Programs map Option to their own names (the CLI to its
+// flags).
+type OptionError = option.Error
 
-func (e *OptionError) Error() string {
-	return e.Option + FormatOptionValue(e.Value) + ": " + e.Reason
-}
-
-// FormatOptionValue writes an OptionError's value as it follows the
-// option's name: " " + the value (strings quoted), "" for nil.
-func FormatOptionValue(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return " " + strconv.Quote(x)
-	case privacy.Mode:
-		return " " + strconv.Quote(string(x))
-	}
-	return fmt.Sprint(" ", v)
-}
-
-func optionError(option string, value any, format string, args ...any) error {
-	return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(format, args...)}
+func optionError(name string, value any, format string, args ...any) error {
+	return option.Errorf(name, value, format, args...)
 }
 
 // Validate checks resolved options (Resolve first): every option in its

@@ -16,6 +16,7 @@ import (
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -48,9 +49,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.IntVar(&o.EvalBatchSize, "eval-batch-size", o.EvalBatchSize, "evaluation batch size")
 	autoFloatVar(fs, &o.LR, "lr", fmt.Sprintf("peak learning rate (auto: %g for scratch encoders trained through a release, %g for the scratch baseline, %g pretrained BERT, %g RoBERTa)",
 		train.DefaultLRScratchPrivate, train.DefaultLRScratch, train.DefaultLRPretrained, train.DefaultLRRoberta))
-	fs.Float64Var(&o.WarmupRatio, "warmup-ratio", o.WarmupRatio, "linear learning-rate warm-up fraction of all steps")
-	fs.Float64Var(&o.WeightDecay, "weight-decay", o.WeightDecay, "AdamW decoupled weight decay (reference 0)")
-	fs.Float64Var(&o.GradClip, "grad-clip", o.GradClip, "gradient clipping by global L2 norm (0: off)")
+	optimizerFlags(fs, &o.WarmupRatio, &o.WeightDecay, &o.GradClip)
 	fs.IntVar(&o.MaxSeqLen, "max-seq-len", o.MaxSeqLen, "maximum tokens per example; posterior files have max-seq-len + 1 components")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of initialisation, data order, dropout and NVDP sampling")
 	fs.IntVar(&o.TrainLimit, "train-limit", o.TrainLimit, "use only the first K training rows (0: all)")
@@ -69,6 +68,16 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.IntVar(&o.Releases, "releases", o.Releases, "releases of one text the target covers (RDP adds up)")
 	fs.Float64Var(&o.VarianceShare, "variance-share", o.VarianceShare, "share of the target RD given to the variance part (logvar margin); 0: fixed sigma")
 	fs.Float64Var(&o.DirichletShare, "dirichlet-share", o.DirichletShare, "share of the target RD given to the Dirichlet part (C_amin); 0: C_amin = C_amax")
+}
+
+// optimizerFlags binds the flags of the optimizer options that
+// internal/loop gives every trainer (`nvdp train`, `run`, `sweep` and
+// `pretrain` alike), with one meaning each: the linear warm-up fraction,
+// AdamW's decoupled weight decay and the gradient clipping (0: off).
+func optimizerFlags(fs *pflag.FlagSet, warmupRatio, weightDecay, gradClip *float64) {
+	fs.Float64Var(warmupRatio, "warmup-ratio", *warmupRatio, "linear learning-rate warm-up fraction of all steps")
+	fs.Float64Var(weightDecay, "weight-decay", *weightDecay, "AdamW decoupled weight decay (not on biases and LayerNorm)")
+	fs.Float64Var(gradClip, "grad-clip", *gradClip, "gradient clipping by global L2 norm (0: off)")
 }
 
 // taskClip is one row of train.TaskHyper.
@@ -93,41 +102,71 @@ func taskHyperText(v func(taskClip) float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// autoFloat is the flag value of an option that may be train.Auto: "auto"
-// or a finite number (NaN, the in-memory Auto, and ±Inf are refused).
-type autoFloat struct{ p *float64 }
+// autoValue is the flag value of an option that may be Auto (option.Auto
+// for a float, option.AutoInt for a count): "auto", a finite number (NaN,
+// the in-memory Auto, and ±Inf are refused) or a count >= 0 (-1, the
+// in-memory AutoInt, is refused).
+type autoValue[T float64 | int] struct{ p *T }
 
 func autoFloatVar(fs *pflag.FlagSet, p *float64, name, usage string) {
-	fs.Var(autoFloat{p}, name, usage)
+	fs.Var(autoValue[float64]{p}, name, usage)
 }
 
-func (f autoFloat) String() string {
-	if f.p == nil || train.IsAuto(*f.p) {
-		return "auto"
-	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+func autoIntVar(fs *pflag.FlagSet, p *int, name, usage string) {
+	fs.Var(autoValue[int]{p}, name, usage)
 }
 
-func (f autoFloat) Set(s string) error {
-	if s == "auto" {
-		*f.p = train.Auto()
-		return nil
+func (f autoValue[T]) String() string {
+	switch p := any(f.p).(type) {
+	case *float64:
+		if p != nil && !option.IsAuto(*p) {
+			return strconv.FormatFloat(*p, 'g', -1, 64)
+		}
+	case *int:
+		if p != nil && *p != option.AutoInt {
+			return strconv.Itoa(*p)
+		}
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Errorf("%q is neither a finite number nor auto", s)
+	return "auto"
+}
+
+func (f autoValue[T]) Set(s string) error {
+	switch p := any(f.p).(type) {
+	case *float64:
+		v, err := strconv.ParseFloat(s, 64)
+		switch {
+		case s == "auto":
+			v = option.Auto()
+		case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+			return fmt.Errorf("%q is neither a finite number nor auto", s)
+		}
+		*p = v
+	case *int:
+		v, err := strconv.Atoi(s)
+		switch {
+		case s == "auto":
+			v = option.AutoInt
+		case err != nil || v < 0:
+			return fmt.Errorf("%q is neither a count >= 0 nor auto", s)
+		}
+		*p = v
 	}
-	*f.p = v
 	return nil
 }
 
-func (autoFloat) Type() string { return "float" }
+func (f autoValue[T]) Type() string {
+	if _, ok := any(f.p).(*float64); ok {
+		return "float"
+	}
+	return "int"
+}
 
 // optionFlags names the flags of the options whose flag is not their JSON
-// key with dashes (train.OptionError.Option).
+// key with dashes (option.Error.Option).
 var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order"}
 
-// optionFlag is the flag that sets option (a JSON key of train.Options).
+// optionFlag is the flag that sets option (a JSON key of train.Options or
+// mlm.Options).
 func optionFlag(option string) string {
 	if f, ok := optionFlags[option]; ok {
 		return f
@@ -136,12 +175,12 @@ func optionFlag(option string) string {
 }
 
 // flagError says a library error about an option given on the command line
-// in the CLI's terms: a *train.OptionError itself (not one wrapped in
-// another error, which is about a file) is rewritten as "--flag value:
-// reason"; other errors pass unchanged.
+// in the CLI's terms: an *option.Error itself (train's, mlm's; not one
+// wrapped in another error, which is about a file) is rewritten as "--flag
+// value: reason"; other errors pass unchanged.
 func flagError(err error) error {
-	if oe, ok := err.(*train.OptionError); ok {
-		return fmt.Errorf("--%s%s: %s", optionFlag(oe.Option), train.FormatOptionValue(oe.Value), oe.Reason)
+	if oe, ok := err.(*option.Error); ok {
+		return fmt.Errorf("--%s%s: %s", optionFlag(oe.Option), option.FormatValue(oe.Value), oe.Reason)
 	}
 	return err
 }

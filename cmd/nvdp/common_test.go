@@ -59,42 +59,6 @@ func TestProgressBarOnlyToTerminal(t *testing.T) {
 	newProgress(cmd, false)(progress.Event{Stage: "train", Unit: "steps", Done: 1, Total: 3, Loss: 0.5})
 }
 
-func TestResolveInitFrom(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		spec, want, err string
-	}{
-		{"hf:" + dir, dir, ""},
-		{dir, dir, ""},
-		{"hf:" + dir + "/missing", "", "directory does not exist"},
-		{"./missing-dir", "", "directory does not exist"},
-	} {
-		got, err := resolveInitFrom(tc.spec)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: error %v, want %q", tc.spec, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %q, %v; want %q", tc.spec, got, err, tc.want)
-		}
-	}
-	// --init-from with --resume or --config is refused before any work.
-	for _, args := range [][]string{
-		{"--init-from", "hf:" + dir, "--resume", "--out", dir},
-		{"--init-from", "hf:" + dir, "--config", "bert-tiny", "--corpus", dir, "--steps", "1", "--out", t.TempDir()},
-	} {
-		cmd := newPretrainCmd()
-		cmd.SetArgs(args)
-		cmd.SetOut(io.Discard)
-		cmd.SetErr(io.Discard)
-		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--init-from") {
-			t.Errorf("%v: %v", args, err)
-		}
-	}
-}
-
 func TestParseLists(t *testing.T) {
 	if got, err := parseFloatList("--lambdas", " 1e-3, 1e-2,,1 "); err != nil || !slices.Equal(got, []float64{1e-3, 1e-2, 1}) {
 		t.Errorf("floats: %v, %v", got, err)

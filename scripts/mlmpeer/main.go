@@ -22,8 +22,9 @@ import (
 func main() {
 	corpus := flag.String("corpus", "", "corpus spec, as nvdp pretrain --corpus")
 	vocab := flag.String("vocab", "", "WordPiece vocabulary")
-	seq := flag.Int("seq", 128, "maximum sequence length")
-	seed := flag.Uint64("seed", 1, "seed of the held-out split and packing, as nvdp pretrain --seed")
+	d := mlm.DefaultOptions() // the defaults of nvdp pretrain
+	seq := flag.Int("seq", d.Seq, "maximum sequence length")
+	seed := flag.Uint64("seed", d.Seed, "seed of the held-out split and packing, as nvdp pretrain --seed")
 	flag.Parse()
 	if err := run(*corpus, *vocab, *seq, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "mlmpeer:", err)
@@ -36,7 +37,7 @@ func run(corpus, vocab string, seq int, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	pc, err := mlm.PrepareCorpus(tok, corpus, seq, 0, true, seed)
+	pc, err := mlm.PrepareCorpus(tok, corpus, seq, mlm.DefaultOptions().Holdout, true, seed)
 	if err != nil {
 		return err
 	}

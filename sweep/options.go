@@ -1,12 +1,12 @@
 package sweep
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
@@ -60,37 +60,30 @@ type Options struct {
 	TargetEpsilons []float64
 }
 
-// OptionError is an invalid field of Options. Field is the field's name
-// ("Tasks", "CMuGrid"; "Base.Train" for the privacy target of the base
-// options), so that a program can name its own flag for it.
-type OptionError struct {
-	Field string
-	Err   error
-}
-
-func (e *OptionError) Error() string { return "sweep: " + e.Field + ": " + e.Err.Error() }
-func (e *OptionError) Unwrap() error { return e.Err }
-
-func invalid(field, format string, a ...any) error {
-	return &OptionError{Field: field, Err: fmt.Errorf(format, a...)}
+// invalid is the *option.Error of an invalid field of Options, named as the
+// options files of the other libraries name theirs (snake case: "tasks",
+// "c_mu_grid"; "target" for the privacy target of the base options), so
+// that a program names its own flag for it.
+func invalid(name, format string, a ...any) error {
+	return option.Errorf(name, nil, format, a...)
 }
 
 // validate checks o before any work and fills the defaults of the C_mu grid.
 func (o *Options) validate() error {
 	if o.Out == "" {
-		return invalid("Out", "no sweep directory")
+		return invalid("out", "no sweep directory")
 	}
 	switch {
 	case len(o.Tasks) == 0:
-		return invalid("Tasks", "empty")
+		return invalid("tasks", "empty")
 	case len(o.Variants) == 0:
-		return invalid("Variants", "empty")
+		return invalid("variants", "empty")
 	case len(o.Seeds) == 0:
-		return invalid("Seeds", "empty")
+		return invalid("seeds", "empty")
 	}
 	for _, t := range o.Tasks {
 		if _, err := glue.LookupTask(t); err != nil {
-			return &OptionError{Field: "Tasks", Err: err}
+			return invalid("tasks", "%v", err)
 		}
 	}
 	kl := false
@@ -100,19 +93,19 @@ func (o *Options) validate() error {
 		case nvib.ModelNVDP, nvib.ModelNVDPClipped:
 			kl = true
 		default:
-			return invalid("Variants", "unknown variant %q (want baseline, nvdp, nvdp-clipped, gaussian)", v)
+			return invalid("variants", "unknown variant %q (want baseline, nvdp, nvdp-clipped, gaussian)", v)
 		}
 	}
 	if kl && len(o.Lambdas) == 0 {
-		return invalid("Lambdas", "empty: nvdp and nvdp-clipped need a lambda")
+		return invalid("lambdas", "empty: nvdp and nvdp-clipped need a lambda")
 	}
 	for _, l := range o.Lambdas {
 		if !(l >= 0) || math.IsInf(l, 0) {
-			return invalid("Lambdas", "%v must be finite and >= 0", l)
+			return invalid("lambdas", "%v must be finite and >= 0", l)
 		}
 	}
-	if err := firstError(dup("Tasks", o.Tasks), dup("Variants", o.Variants), dup("Lambdas", o.Lambdas), dup("Seeds", o.Seeds),
-		dup("CMuGrid", o.CMuGrid), dup("CMuSeeds", o.CMuSeeds), dup("TargetEpsilons", o.TargetEpsilons)); err != nil {
+	if err := firstError(dup("tasks", o.Tasks), dup("variants", o.Variants), dup("lambdas", o.Lambdas), dup("seeds", o.Seeds),
+		dup("c_mu_grid", o.CMuGrid), dup("c_mu_seeds", o.CMuSeeds), dup("target_epsilons", o.TargetEpsilons)); err != nil {
 		return err
 	}
 	if err := o.validateTargets(); err != nil {
@@ -120,9 +113,9 @@ func (o *Options) validate() error {
 	}
 	switch {
 	case o.Jobs < 0:
-		return invalid("Jobs", "%d must be >= 1", o.Jobs)
+		return invalid("jobs", "%d must be >= 1", o.Jobs)
 	case o.Jobs > 1 && o.Runner == nil:
-		return invalid("Jobs", "%d cells at once need a Runner that runs each in its own process (Subprocess): "+
+		return invalid("jobs", "%d cells at once need a Runner that runs each in its own process (Subprocess): "+
 			"trainings in one process share nn's cores and OpenBLAS's process-wide thread count, so they run one at a time", o.Jobs)
 	}
 	if len(o.CMuGrid) > 0 {
@@ -135,11 +128,11 @@ func (o *Options) validate() error {
 // lambda, seeds).
 func (o *Options) validateGrid() error {
 	if !slices.Contains(o.Variants, nvib.ModelNVDPClipped) {
-		return invalid("CMuGrid", "selects C_mu for nvdp-clipped, which is not among the variants")
+		return invalid("c_mu_grid", "selects C_mu for nvdp-clipped, which is not among the variants")
 	}
 	for _, c := range o.CMuGrid {
 		if !(c > 0) || math.IsInf(c, 0) {
-			return invalid("CMuGrid", "%v must be finite and > 0", c)
+			return invalid("c_mu_grid", "%v must be finite and > 0", c)
 		}
 	}
 	if o.CMuTolerance == nil {
@@ -147,17 +140,17 @@ func (o *Options) validateGrid() error {
 		o.CMuTolerance = &tol
 	}
 	if !(*o.CMuTolerance >= 0) {
-		return invalid("CMuTolerance", "%v must be >= 0", *o.CMuTolerance)
+		return invalid("c_mu_tolerance", "%v must be >= 0", *o.CMuTolerance)
 	}
 	if o.CMuLambda == nil {
 		if len(o.Lambdas) == 0 {
-			return invalid("CMuLambda", "not set, and there are no lambdas to take the first of")
+			return invalid("c_mu_lambda", "not set, and there are no lambdas to take the first of")
 		}
 		l := o.Lambdas[0]
 		o.CMuLambda = &l
 	}
 	if l := *o.CMuLambda; !(l >= 0) || math.IsInf(l, 0) {
-		return invalid("CMuLambda", "%v must be finite and >= 0", l)
+		return invalid("c_mu_lambda", "%v must be finite and >= 0", l)
 	}
 	if len(o.CMuSeeds) == 0 {
 		o.CMuSeeds = o.Seeds[:1]
@@ -173,14 +166,14 @@ func (o *Options) validateTargets() error {
 	single := base.HasTarget()
 	if len(o.TargetEpsilons) == 0 && !single {
 		if base.Releases > 1 || base.VarianceShare != 0 || base.DirichletShare != 0 {
-			return invalid("Base.Train", "releases, the variance share and the Dirichlet share need a privacy target "+
+			return invalid("target", "releases, the variance share and the Dirichlet share need a privacy target "+
 				"(target epsilons, or one target epsilon or RD for every calibrated cell)")
 		}
 		return nil
 	}
-	field := "TargetEpsilons"
+	field := "target_epsilons"
 	if len(o.TargetEpsilons) == 0 {
-		field = "Base.Train"
+		field = "target"
 	}
 	switch {
 	case len(o.TargetEpsilons) > 0 && single:
@@ -192,13 +185,13 @@ func (o *Options) validateTargets() error {
 	}
 	for _, e := range o.TargetEpsilons {
 		if !(e > 0) || math.IsInf(e, 0) {
-			return invalid("TargetEpsilons", "%v must be finite and > 0", e)
+			return invalid("target_epsilons", "%v must be finite and > 0", e)
 		}
 	}
 	return nil
 }
 
-// dup is an OptionError naming the first repeated value of field.
+// dup is the option error naming the first repeated value of the option name.
 func dup[T comparable](field string, v []T) error {
 	seen := map[T]bool{}
 	for _, x := range v {

@@ -31,7 +31,7 @@ type Result struct {
 // and gaussian once per task and seed, gaussian once per target epsilon too)
 // with train.RunPipeline, each in its directory under o.Out (Cell.place,
 // docs/results.md). The options are checked before any work (errors are
-// *OptionError). Cells whose report.json exists are checked to be the run
+// *option.Error). Cells whose report.json exists are checked to be the run
 // asked for and skipped; cells with a checkpoint are resumed. With CMuGrid,
 // the nvdp-clipped grid cells run first, C_mu is chosen per task (SelectCMu,
 // written to Out/<task>/c_mu_selection.json) and the nvdp-clipped cells use

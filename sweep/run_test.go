@@ -16,6 +16,7 @@ import (
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -254,7 +255,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 	}
 }
 
-// TestValidate: bad options are an *OptionError naming the field, before
+// TestValidate: bad options are an *option.Error naming the field, before
 // any work (the sweep directory is not created); no error names a flag.
 func TestValidate(t *testing.T) {
 	base := func() Options {
@@ -265,36 +266,36 @@ func TestValidate(t *testing.T) {
 		name, field, want string
 		mod               func(*Options)
 	}{
-		{"no out", "Out", "no sweep directory", func(o *Options) { o.Out = "" }},
-		{"unknown task", "Tasks", "cola2", func(o *Options) { o.Tasks = []string{"cola2"} }},
-		{"unknown variant", "Variants", `unknown variant "nvib"`, func(o *Options) { o.Variants = []string{"nvib"} }},
-		{"no lambdas", "Lambdas", "nvdp and nvdp-clipped need a lambda", func(o *Options) { o.Lambdas = nil }},
-		{"negative lambda", "Lambdas", "-1 must be finite", func(o *Options) { o.Lambdas = []float64{-1} }},
-		{"duplicate seed", "Seeds", "duplicate value 1", func(o *Options) { o.Seeds = []uint64{1, 1} }},
-		{"duplicate grid seed", "CMuSeeds", "duplicate value 3", func(o *Options) {
+		{"no out", "out", "no sweep directory", func(o *Options) { o.Out = "" }},
+		{"unknown task", "tasks", "cola2", func(o *Options) { o.Tasks = []string{"cola2"} }},
+		{"unknown variant", "variants", `unknown variant "nvib"`, func(o *Options) { o.Variants = []string{"nvib"} }},
+		{"no lambdas", "lambdas", "nvdp and nvdp-clipped need a lambda", func(o *Options) { o.Lambdas = nil }},
+		{"negative lambda", "lambdas", "-1 must be finite", func(o *Options) { o.Lambdas = []float64{-1} }},
+		{"duplicate seed", "seeds", "duplicate value 1", func(o *Options) { o.Seeds = []uint64{1, 1} }},
+		{"duplicate grid seed", "c_mu_seeds", "duplicate value 3", func(o *Options) {
 			o.Variants, o.CMuGrid, o.CMuSeeds = []string{"nvdp-clipped"}, []float64{1, 2}, []uint64{3, 3}
 		}},
-		{"no seeds", "Seeds", "empty", func(o *Options) { o.Seeds = nil }},
-		{"no tasks", "Tasks", "empty", func(o *Options) { o.Tasks = nil }},
-		{"grid without clipped", "CMuGrid", "not among the variants", func(o *Options) { o.CMuGrid = []float64{1, 2} }},
-		{"bad grid value", "CMuGrid", "0 must be finite and > 0", func(o *Options) { o.Variants = []string{"nvdp-clipped"}; o.CMuGrid = []float64{0} }},
-		{"NaN tolerance", "CMuTolerance", "NaN must be >= 0", func(o *Options) {
+		{"no seeds", "seeds", "empty", func(o *Options) { o.Seeds = nil }},
+		{"no tasks", "tasks", "empty", func(o *Options) { o.Tasks = nil }},
+		{"grid without clipped", "c_mu_grid", "not among the variants", func(o *Options) { o.CMuGrid = []float64{1, 2} }},
+		{"bad grid value", "c_mu_grid", "0 must be finite and > 0", func(o *Options) { o.Variants = []string{"nvdp-clipped"}; o.CMuGrid = []float64{0} }},
+		{"NaN tolerance", "c_mu_tolerance", "NaN must be >= 0", func(o *Options) {
 			o.Variants, o.CMuGrid, o.CMuTolerance = []string{"nvdp-clipped"}, []float64{1}, ptr(math.NaN())
 		}},
-		{"negative grid lambda", "CMuLambda", "-0.5 must be finite", func(o *Options) {
+		{"negative grid lambda", "c_mu_lambda", "-0.5 must be finite", func(o *Options) {
 			o.Variants, o.CMuGrid, o.CMuLambda = []string{"nvdp-clipped"}, []float64{1}, ptr(-0.5)
 		}},
-		{"negative jobs", "Jobs", "-2 must be >= 1", func(o *Options) { o.Jobs = -2 }},
+		{"negative jobs", "jobs", "-2 must be >= 1", func(o *Options) { o.Jobs = -2 }},
 		// Concurrent cells in this process are refused (package documentation, "Concurrency").
-		{"in-process jobs", "Jobs", "need a Runner that runs each in its own process", func(o *Options) { o.Jobs, o.Runner = 2, nil }},
+		{"in-process jobs", "jobs", "need a Runner that runs each in its own process", func(o *Options) { o.Jobs, o.Runner = 2, nil }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := base()
 			c.mod(&o)
 			_, err := Run(context.Background(), o)
-			var oe *OptionError
-			if !errors.As(err, &oe) || oe.Field != c.field || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want an OptionError on %s with %q", err, c.field, c.want)
+			var oe *option.Error
+			if !errors.As(err, &oe) || oe.Option != c.field || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want an option error on %s with %q", err, c.field, c.want)
 			}
 			if strings.Contains(err.Error(), "--") {
 				t.Errorf("library error names a flag: %v", err)
@@ -320,8 +321,8 @@ func TestInProcessRunsOneCellAtATime(t *testing.T) {
 			Encoder: "scratch:bert-tiny", Vocab: "missing.txt"}},
 			Tasks: []string{"sst2"}, Variants: []string{"baseline"}, Seeds: []uint64{1}, Out: out, Jobs: jobs}
 		_, err := Run(context.Background(), o)
-		var oe *OptionError
-		if rejected := errors.As(err, &oe) && oe.Field == "Jobs"; rejected != (jobs > 1) {
+		var oe *option.Error
+		if rejected := errors.As(err, &oe) && oe.Option == "jobs"; rejected != (jobs > 1) {
 			t.Errorf("jobs %d: err = %v", jobs, err)
 		}
 		_, statErr := os.Stat(out)
@@ -403,24 +404,24 @@ func TestRunTargetEpsilons(t *testing.T) {
 		name, field, want string
 		mod               func(*Options)
 	}{
-		{"no clipped variant", "TargetEpsilons", "not among the variants", func(o *Options) { o.Variants = []string{"nvdp"} }},
-		{"with a C_mu grid", "TargetEpsilons", "excludes a C_mu grid", func(o *Options) { o.CMuGrid = []float64{1, 2} }},
-		{"with a single target", "TargetEpsilons", "give one", func(o *Options) { o.Base.Train.TargetRD = 3 }},
-		{"single target, no clipped variant", "Base.Train", "not among the variants", func(o *Options) {
+		{"no clipped variant", "target_epsilons", "not among the variants", func(o *Options) { o.Variants = []string{"nvdp"} }},
+		{"with a C_mu grid", "target_epsilons", "excludes a C_mu grid", func(o *Options) { o.CMuGrid = []float64{1, 2} }},
+		{"with a single target", "target_epsilons", "give one", func(o *Options) { o.Base.Train.TargetRD = 3 }},
+		{"single target, no clipped variant", "target", "not among the variants", func(o *Options) {
 			o.TargetEpsilons, o.Base.Train.TargetRD, o.Variants = nil, 3, []string{"nvdp"}
 		}},
-		{"non-positive", "TargetEpsilons", "0 must be finite and > 0", func(o *Options) { o.TargetEpsilons = []float64{0} }},
-		{"duplicate", "TargetEpsilons", "duplicate value 1", func(o *Options) { o.TargetEpsilons = []float64{1, 1} }},
-		{"share without a target", "Base.Train", "need a privacy target", func(o *Options) { o.TargetEpsilons, o.Base.Train.VarianceShare = nil, 0.2 }},
+		{"non-positive", "target_epsilons", "0 must be finite and > 0", func(o *Options) { o.TargetEpsilons = []float64{0} }},
+		{"duplicate", "target_epsilons", "duplicate value 1", func(o *Options) { o.TargetEpsilons = []float64{1, 1} }},
+		{"share without a target", "target", "need a privacy target", func(o *Options) { o.TargetEpsilons, o.Base.Train.VarianceShare = nil, 0.2 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := so
 			o.Out = t.TempDir()
 			c.mod(&o)
 			_, err := Run(context.Background(), o)
-			var oe *OptionError
-			if !errors.As(err, &oe) || oe.Field != c.field || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("err = %v, want an OptionError on %s with %q", err, c.field, c.want)
+			var oe *option.Error
+			if !errors.As(err, &oe) || oe.Option != c.field || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want an option error on %s with %q", err, c.field, c.want)
 			}
 		})
 	}

@@ -163,7 +163,7 @@ func (f autoValue[T]) Type() string {
 
 // optionFlags names the flags of the options whose flag is not their JSON
 // key with dashes (option.Error.Option).
-var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order"}
+var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order", "target": "target-epsilon / --target-rd"}
 
 // optionFlag is the flag that sets option (a JSON key of train.Options or
 // mlm.Options).

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
@@ -177,20 +178,12 @@ func fmtCounts(c map[string]int) string {
 	return strings.Join(s, ", ")
 }
 
-// sweepFlags are the flags of the sweep.Options fields an *sweep.OptionError names.
-var sweepFlags = map[string]string{
-	"Out": "--out", "Tasks": "--tasks", "Variants": "--variants", "Lambdas": "--lambdas", "Seeds": "--seeds", "Jobs": "--jobs",
-	"CMuGrid": "--c-mu-grid", "CMuTolerance": "--c-mu-tolerance", "CMuLambda": "--c-mu-lambda", "CMuSeeds": "--c-mu-seeds",
-	"TargetEpsilons": "--target-epsilons", "Base.Train": "--target-epsilon / --target-rd",
-}
-
-// sweepFlagError names the flag of an invalid sweep option.
+// sweepFlagError names the flag of an invalid sweep option (an *option.Error
+// anywhere in err's chain; flagError's names).
 func sweepFlagError(err error) error {
-	var oe *sweep.OptionError
+	var oe *option.Error
 	if errors.As(err, &oe) {
-		if f, ok := sweepFlags[oe.Field]; ok {
-			return fmt.Errorf("%s: %w", f, oe.Err)
-		}
+		return flagError(oe)
 	}
 	return err
 }

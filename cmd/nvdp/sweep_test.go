@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/sweep"
 )
 
@@ -37,7 +38,7 @@ func TestSweepFlagErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
 		}
-		var oe *sweep.OptionError
+		var oe *option.Error
 		if errors.As(err, &oe) {
 			t.Errorf("%v: the library's error was not given its flag: %v", tc.args, err)
 		}

@@ -213,8 +213,8 @@ func TestLatentConfig(t *testing.T) {
 		{"P = H explicit, baseline", ModelBaseline, privacy.ModePrincipled, 128, ""},
 		{"P < H", ModelNVDP, privacy.ModePrincipled, 32, ""},
 		{"P > H", ModelNVDPClipped, privacy.ModePrincipled, 256, ""},
-		{"negative", ModelNVDPClipped, privacy.ModePrincipled, -4, "latent_dim -4, want >= 1"},
-		{"not divisible", ModelNVDPClipped, privacy.ModePrincipled, 33, "latent_dim 33 not divisible by the NVDP block's 2 attention heads"},
+		{"negative", ModelNVDPClipped, privacy.ModePrincipled, -4, "latent_dim -4: the release's width must be >= 1"},
+		{"not divisible", ModelNVDPClipped, privacy.ModePrincipled, 33, "latent_dim 33: not divisible by the NVDP block's 2 attention heads"},
 		{"reference", ModelNVDPClipped, privacy.ModeReference, 64, "latent_dim 64: reference mode reproduces the released code"},
 		{"baseline", ModelBaseline, privacy.ModePrincipled, 64, "latent_dim 64: the baseline has no release"},
 	} {

@@ -178,23 +178,36 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// validateLatent checks LatentDim: >= 0 (0: P = Hidden); a P other than
-// Hidden only for a model with a release in principled mode (the released
-// code's projections are square, and reference-mode queries read x [B,S,H]),
-// divisible by Heads.
+// validateLatent checks LatentDim: 0 (P = Hidden) or a width CheckLatent
+// accepts.
 func (c Config) validateLatent() error {
-	P := c.Latent()
-	switch {
-	case c.LatentDim < 0:
-		return fmt.Errorf("model config: latent_dim %d, want >= 1 (0 or absent: the hidden size %d)", c.LatentDim, c.Hidden)
-	case P == c.Hidden:
+	if c.LatentDim == 0 {
 		return nil
-	case c.Model == ModelBaseline:
-		return fmt.Errorf("model config: latent_dim %d: the baseline has no release (want the hidden size %d or none)", P, c.Hidden)
-	case c.Mode.IsReference():
-		return fmt.Errorf("model config: latent_dim %d: reference mode reproduces the released code, whose release has the hidden size %d", P, c.Hidden)
-	case c.Heads < 1 || P%c.Heads != 0:
-		return fmt.Errorf("model config: latent_dim %d not divisible by the NVDP block's %d attention heads", P, c.Heads)
+	}
+	if err := CheckLatent(c.Model, c.Mode, c.LatentDim, c.Hidden, c.Heads); err != nil {
+		return fmt.Errorf("model config: latent_dim %d: %w", c.LatentDim, err)
+	}
+	return nil
+}
+
+// CheckLatent checks a latent width P for a model of kind model in mode on
+// an encoder of the given hidden size H and attention heads (the NVDP
+// block's): P >= 1; P = H, or else a model with a release (not the
+// baseline) in principled mode (the released code's projections are square,
+// and reference-mode queries read x [B,S,H]), with P divisible by heads.
+// The error says what is wrong, without the value (callers name it).
+func CheckLatent(model string, mode privacy.Mode, P, hidden, heads int) error {
+	switch {
+	case P < 1:
+		return errors.New("the release's width must be >= 1")
+	case P == hidden:
+		return nil
+	case model == ModelBaseline:
+		return fmt.Errorf("the baseline has no release (its head reads the hidden size %d)", hidden)
+	case mode.IsReference():
+		return fmt.Errorf("reference mode reproduces the released code, whose release has the hidden size %d", hidden)
+	case heads < 1 || P%heads != 0:
+		return fmt.Errorf("not divisible by the NVDP block's %d attention heads", heads)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 // 46450.36 nats, with its guarantee and labels.
 func TestCertifyMainJobConstants(t *testing.T) {
 	clip := nvib.ClipConfig{Enabled: true, CMu: 2, CAlphaMin: 0.3, CAlphaMax: 1, Order: 1.1, LogvarMargin: 0.6931, CapSigma: true}
-	cfg := nvib.Config{Model: nvib.ModelNVDPClipped, Prior: nvib.DefaultPrior(), Clip: clip}
+	cfg := nvib.Config{Model: nvib.ModelNVDPClipped, Hidden: 128, Prior: nvib.DefaultPrior(), Clip: clip}
 	for _, tc := range []struct {
 		name   string
 		cfg    nvib.Config
@@ -38,7 +38,7 @@ func TestCertifyMainJobConstants(t *testing.T) {
 		{"baseline", nvib.Config{Model: nvib.ModelBaseline}, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			set, ok := ModelClipSet(tc.cfg, 129, 128)
+			set, ok := ModelClipSet(tc.cfg, 129)
 			if ok != tc.ok {
 				t.Fatalf("ModelClipSet ok = %v, want %v", ok, tc.ok)
 			}
@@ -121,7 +121,7 @@ func TestPipelineReportCertified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			set, ok := ModelClipSet(cfg, post.N, post.P)
+			set, ok := ModelClipSet(cfg, post.N)
 			if !ok || post.N != o.MaxSeqLen+1 {
 				t.Fatalf("model clip set ok %v, N %d", ok, post.N)
 			}

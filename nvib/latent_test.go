@@ -113,15 +113,7 @@ func TestLatentInit(t *testing.T) {
 			t.Run(init+"/P="+strconv.Itoa(P), func(t *testing.T) {
 				clip := DefaultClip(privacy.ModePrincipled, 100, 1)
 				clip.Enabled = init == InitClip
-				l, err := NewLayer("nvib", LayerConfig{Hidden: H, Latent: P, Heads: heads, Mode: privacy.ModePrincipled, Prior: DefaultPrior(),
-					Clip: clip, Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10}, rand.New(rand.NewPCG(1, 2)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				post, _, err := l.Forward(x, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				post := initPosterior(t, x, P, heads, init, clip)
 				N := S + 1
 				dh := float64(P / heads)
 				for b := range B {

@@ -240,14 +240,7 @@ func TestLatentPipeline(t *testing.T) {
 				t.Fatal(err)
 			}
 			// `nvdp audit` certifies the file from its metadata and its P
-			fileSet, ok, err := privacy.ClipSetFromMetadata(post)
-			if err != nil || !ok {
-				t.Fatalf("posterior metadata clip set: ok %v, %v", ok, err)
-			}
-			fromFile, err := privacy.Certify(fileSet, pr.Order, privacy.DirectionStandard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fileSet, fromFile := metadataCertificate(t, post, pr.Order)
 			if fileSet.Dims != P || math.Abs(float64(fromFile.RD)-float64(want.RD)) > 1e-9*float64(want.RD) {
 				t.Errorf("posterior file's clip set: P %d, RD %v; model's RD %v", fileSet.Dims, fromFile.RD, want.RD)
 			}

@@ -79,6 +79,21 @@ func TestCertifyMainJobConstants(t *testing.T) {
 	}
 }
 
+// metadataCertificate is the clip set of a posterior file's metadata and
+// shape (what `nvdp audit` certifies) and its certificate at order.
+func metadataCertificate(t *testing.T, post *privacy.Posteriors, order float64) (privacy.ClipSet, *privacy.Certificate) {
+	t.Helper()
+	set, ok, err := privacy.ClipSetFromMetadata(post)
+	if err != nil || !ok {
+		t.Fatalf("posterior metadata clip set: ok %v err %v", ok, err)
+	}
+	c, err := privacy.Certify(set, order, privacy.DirectionStandard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, c
+}
+
 // TestPipelineReportCertified: report.json of a tiny `nvdp run` carries the
 // certified block beside the empirical audit: rd_certified is privacy.Certify
 // of the model's clip set (and of the clip set in the posterior file's
@@ -129,14 +144,7 @@ func TestPipelineReportCertified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fileSet, ok, err := privacy.ClipSetFromMetadata(post)
-			if err != nil || !ok {
-				t.Fatalf("posterior metadata clip set: ok %v err %v", ok, err)
-			}
-			fromFile, err := privacy.Certify(fileSet, pr.Order, privacy.DirectionStandard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, fromFile := metadataCertificate(t, post, pr.Order)
 			c := pr.Certified
 			same := func(a, b jsonfloat.Float) bool {
 				return a == b || math.IsInf(float64(a), 1) && math.IsInf(float64(b), 1)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -34,14 +32,7 @@ func TestRunLatentDim(t *testing.T) {
 	if cert.Dims != 32 || cert.Components != 9 {
 		t.Errorf("certificate.json: P %d, N %d", cert.Dims, cert.Components)
 	}
-	b, err := os.ReadFile(filepath.Join(out, train.ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep train.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	if p := rep.Privacy; p == nil || p.Certified == nil {
 		t.Fatal("report.json: no privacy or certified block")
 	}

@@ -186,17 +186,25 @@ func synthBatch(rng *rand.Rand, B, S int) (encoder.Input, *Labels) {
 
 // TestTrainSynthetic: a small NVDP model learns a token-identity task, with
 // and without clipping, in both modes, and so does the gaussian model (C 3,
-// sigma 0.5, L 8); the loss must fall well below ln 3.
+// sigma 0.5, L 8), also at latent widths P = 8, 12, 24 from H = 16; the loss must
+// fall well below ln 3.
 func TestTrainSynthetic(t *testing.T) {
 	for _, tc := range []struct {
-		model string
-		mode  privacy.Mode
-	}{{ModelNVDP, privacy.ModePrincipled}, {ModelNVDPClipped, privacy.ModePrincipled}, {ModelNVDPClipped, privacy.ModeReference}, {ModelBaseline, privacy.ModePrincipled},
-		{ModelGaussian, privacy.ModePrincipled}} {
-		t.Run(tc.model+"/"+string(tc.mode), func(t *testing.T) {
+		model  string
+		mode   privacy.Mode
+		latent int // P; 0: H
+	}{{ModelNVDP, privacy.ModePrincipled, 0}, {ModelNVDPClipped, privacy.ModePrincipled, 0}, {ModelNVDPClipped, privacy.ModeReference, 0},
+		{ModelBaseline, privacy.ModePrincipled, 0}, {ModelGaussian, privacy.ModePrincipled, 0},
+		{ModelNVDPClipped, privacy.ModePrincipled, 8}, {ModelGaussian, privacy.ModePrincipled, 12}, {ModelNVDPClipped, privacy.ModePrincipled, 24}} {
+		name := tc.model + "/" + string(tc.mode)
+		if tc.latent != 0 {
+			name += fmt.Sprintf("/P=%d", tc.latent)
+		}
+		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(31, 32))
 			bb := newFake(rng, 16, 16, 1)
 			cfg := DefaultConfig(tc.model, tc.mode, 16, 2, 32, 3)
+			cfg.LatentDim = tc.latent
 			cfg.Clip.CMu = 3
 			cfg.Clip.CAlphaMax = 1
 			if tc.mode == privacy.ModePrincipled {

@@ -11,8 +11,13 @@ import (
 
 // BlockConfig configures the NVDP Transformer block.
 type BlockConfig struct {
-	Hidden       int          `json:"hidden"`
-	Heads        int          `json:"heads"`
+	// Hidden is the block's width: P, the latent width of the sample Z it
+	// reads (Config.Latent; the encoder's hidden size H unless a latent width
+	// is set). Reference mode reads queries from x [B,S,H], so there P = H.
+	Hidden int `json:"hidden"`
+	Heads  int `json:"heads"` // d_h = Hidden/Heads
+	// Intermediate is the FFN width (Config.BlockIntermediate: the encoder's
+	// intermediate size scaled by P/H).
 	Intermediate int          `json:"intermediate"`
 	LayerNormEps float64      `json:"layer_norm_eps"`
 	Dropout      float64      `json:"dropout"` // hidden dropout after W_o and W_2 (reference runs: 0)
@@ -74,10 +79,11 @@ type BlockCache struct {
 
 const float32Tiny = 1.1754943508222875e-38
 
-// Forward runs the block on sample s of posterior post; x [B,S,P] is the
-// encoder output and post.Mask the padding mask, both read only in reference
-// mode (queries from x, float32-min bias at pads). Principled mode reads only
-// post's shape and the sample (Z, pi). Returns y [B,S,P].
+// Forward runs the block on sample s (Z [B,N,P]) of posterior post; x is the
+// encoder output ([B,S,P]: reference mode has P = H) and post.Mask the
+// padding mask, both read only in reference mode (queries from x,
+// float32-min bias at pads; x may be nil in principled mode). Principled mode
+// reads only post's shape and the sample (Z, pi). Returns y [B,S,P].
 func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rng *rand.Rand) (*nn.Tensor, *BlockCache) {
 	B, N, P := post.B, post.N, post.P
 	S := N - 1

@@ -53,7 +53,7 @@ func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 func (m *Model) ExportMetadata(task, split string) map[string]string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	if m.Gauss != nil {
-		md := m.Gauss.ClipSet(m.Cfg.Hidden).Metadata()
+		md := m.Gauss.ClipSet(m.Cfg.Latent()).Metadata()
 		for k, v := range map[string]string{"task": task, "split": split, MetaModel: m.Cfg.Model, MetaMode: string(m.Cfg.Mode.OrDefault()),
 			"gaussian_release_len": strconv.Itoa(m.Gauss.L), "kl_mask_pads": "false", "pads_released": "true"} {
 			md[k] = v

@@ -19,13 +19,21 @@ const GaussianAlpha = 1.0
 
 // GaussianRelease is the release of ModelGaussian, a Gaussian mechanism in
 // the style of DP-Forward (Du et al., CCS 2023) at the NVDP release point.
-// For the encoder output x [B,S,P] and the token mask [B,S] (1 = real, nil =
+// For the encoder output x [B,S,H] and the token mask [B,S] (1 = real, nil =
 // all real) of a batch with S <= L it releases, per example, L+1 rows
 // z_0..z_L of P dimensions:
 //
 //	z_0 = 0 + sigma eps_0                                (input-independent, like NVDP's prior component)
-//	z_t = clip_C(x_t) + sigma eps_t,  clip_C(v) = v min(1, C/||v||_2)     (t = 1..S, real tokens)
+//	z_t = clip_C(u_t) + sigma eps_t,  clip_C(v) = v min(1, C/||v||_2)     (t = 1..S, real tokens)
 //	z_t = 0 + sigma eps_t                                (t = 1..S pads, and t = S+1..L)
+//
+// where u_t = x_t when P = H (no parameters, as DP-Forward) and u_t = W x_t +
+// b, a learned projection to the latent width P (Proj, W [P,H], initialised
+// to the rectangular identity and b = 0, as the NVIB layer's mu projection
+// under InitClip), when P != H: the same P as an nvdp-clipped release of
+// that latent width, so that the two compare at equal certified epsilon.
+// The projection is applied before the clip, so it does not enter the
+// certificate.
 //
 // with eps ~ N(0, I), C = Config.Clip.CMu (the stored radius
 // privacy.StoredRadius(C): ClipMu with a zero centre keeps the float32 row
@@ -44,12 +52,30 @@ type GaussianRelease struct {
 	C   float64 // radius of the token-embedding ball (>= 0)
 	Var float64 // noise variance sigma^2 (> 0)
 	L   int     // released token positions (>= 1)
+	// Proj is the learned projection "gaussian.latent_proj" [P,H] of the
+	// encoder output to the latent width P before the clip; nil when P = H.
+	Proj *nn.Linear
 }
 
 // NewGaussianRelease returns the release of a gaussian model configuration
-// (C = Clip.CMu, sigma^2 = Prior.Var, L = ReleaseLen).
+// (C = Clip.CMu, sigma^2 = Prior.Var, L = ReleaseLen; with a latent width
+// P = cfg.Latent() != Hidden, Proj [P,H] initialised to the rectangular
+// identity, bias 0).
 func NewGaussianRelease(cfg Config) *GaussianRelease {
-	return &GaussianRelease{C: cfg.Clip.CMu, Var: cfg.Prior.Var, L: cfg.ReleaseLen}
+	g := &GaussianRelease{C: cfg.Clip.CMu, Var: cfg.Prior.Var, L: cfg.ReleaseLen}
+	if P := cfg.Latent(); P != cfg.Hidden {
+		g.Proj = nn.NewLinear("gaussian.latent_proj", cfg.Hidden, P, true)
+		setRectIdentity(g.Proj.W.Value, 1)
+	}
+	return g
+}
+
+// Params returns the release's parameters: Proj's, none when P = H.
+func (g *GaussianRelease) Params() []*nn.Param {
+	if g.Proj == nil {
+		return nil
+	}
+	return g.Proj.Params()
 }
 
 // Logvar is ln sigma^2 as the posterior stores it (float32).
@@ -62,19 +88,28 @@ func (g *GaussianRelease) StoredVar() float64 { return math.Exp(float64(g.Logvar
 // GaussianCache holds what GaussianRelease.Backward needs.
 type GaussianCache struct {
 	B, S, N, P int
-	mu         []float32 // [B*N*P] released means (shared with the posterior)
-	real       []bool    // [B*S] row t of example b is a real token (its mean is clip(x))
-	norm       []float64 // [B*S] pre-projection norm of a projected row; 0 = not projected
+	x          *nn.Tensor // [B,S,H] the input of Proj (nil without one)
+	mu         []float32  // [B*N*P] released means (shared with the posterior)
+	real       []bool     // [B*S] row t of example b is a real token (its mean is clip(x))
+	norm       []float64  // [B*S] pre-projection norm of a projected row; 0 = not projected
 }
 
-// Forward maps x [B,S,P] and mask [B,S] to the release's posterior: N = L+1
-// components (component 0 the prior-like one), mu, logvar, alpha as in
-// GaussianRelease; Mask labels component 0 and the real tokens 1, the pads
-// (positions past S included) 0; PadsReleased is true. Errors: S > L, a
-// non-finite clipped row.
+// Forward maps x [B,S,H] and mask [B,S] to the release's posterior: N = L+1
+// components (component 0 the prior-like one) of P dimensions, mu, logvar,
+// alpha as in GaussianRelease; Mask labels component 0 and the real tokens
+// 1, the pads (positions past S included) 0; PadsReleased is true. Errors:
+// S > L, an input width other than Proj's, a non-finite clipped row.
 func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *GaussianCache, error) {
 	if len(x.Shape) != 3 {
-		return nil, nil, fmt.Errorf("gaussian release: input %v, want [B,S,P]", x.Shape)
+		return nil, nil, fmt.Errorf("gaussian release: input %v, want [B,S,H]", x.Shape)
+	}
+	var in *nn.Tensor
+	if g.Proj != nil {
+		if x.Shape[2] != g.Proj.In {
+			return nil, nil, fmt.Errorf("gaussian release: input %v, want [B,S,%d]", x.Shape, g.Proj.In)
+		}
+		in = x
+		x, _ = g.Proj.Forward(x) // [B,S,P]
 	}
 	B, S, P := x.Shape[0], x.Shape[1], x.Shape[2]
 	if S > g.L {
@@ -86,7 +121,7 @@ func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *Ga
 	N := g.L + 1
 	post := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Alpha: nn.New(B, N),
 		Mask: make([]float32, B*N), PadsReleased: true}
-	c := &GaussianCache{B: B, S: S, N: N, P: P, mu: post.Mu.Data, real: make([]bool, B*S), norm: make([]float64, B*S)}
+	c := &GaussianCache{B: B, S: S, N: N, P: P, x: in, mu: post.Mu.Data, real: make([]bool, B*S), norm: make([]float64, B*S)}
 	lv := g.Logvar()
 	for k := range post.Logvar.Data {
 		post.Logvar.Data[k] = lv
@@ -119,8 +154,9 @@ func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *Ga
 }
 
 // Backward maps dmu [B,N,P] (gradient w.r.t. the released means) to dx
-// [B,S,P]: the Jacobian of the L2-ball projection (C/n)(I - u u^T) on
-// projected rows, the identity on rows inside the ball, 0 at pads.
+// [B,S,H]: the Jacobian of the L2-ball projection (C/n)(I - u u^T) on
+// projected rows, the identity on rows inside the ball, 0 at pads; then,
+// with Proj, through it (accumulating its parameter gradients).
 func (g *GaussianRelease) Backward(c *GaussianCache, dmu *nn.Tensor) *nn.Tensor {
 	B, S, N, P := c.B, c.S, c.N, c.P
 	dx := nn.New(B, S, P)
@@ -137,6 +173,9 @@ func (g *GaussianRelease) Backward(c *GaussianCache, dmu *nn.Tensor) *nn.Tensor 
 				clipMuBackward(d, c.mu[k:k+P], nil, g.C, n)
 			}
 		}
+	}
+	if g.Proj != nil {
+		return g.Proj.Backward(c.x, dx)
 	}
 	return dx
 }
@@ -183,5 +222,6 @@ func GaussianClipSet(c, variance float64, L, P int) privacy.ClipSet {
 		AlphaMin: GaussianAlpha, AlphaMax: GaussianAlpha, PriorAlpha: GaussianAlpha}
 }
 
-// ClipSet is GaussianClipSet of the release's constants for P dimensions.
+// ClipSet is GaussianClipSet of the release's constants for P dimensions
+// (the latent width, Config.Latent).
 func (g *GaussianRelease) ClipSet(P int) privacy.ClipSet { return GaussianClipSet(g.C, g.Var, g.L, P) }

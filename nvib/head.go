@@ -29,19 +29,20 @@ type Head struct {
 	drop  nn.Dropout
 }
 
-// NewHead builds a head with HF initialisation.
-func NewHead(kind string, hidden, numLabels int, dropout float64, rng *rand.Rand) (*Head, error) {
+// NewHead builds a head with HF initialisation for rows of the given width
+// (the block's width P; the encoder's hidden size for the baseline).
+func NewHead(kind string, width, numLabels int, dropout float64, rng *rand.Rand) (*Head, error) {
 	if numLabels < 1 {
 		return nil, fmt.Errorf("head: num_labels %d < 1", numLabels)
 	}
 	h := &Head{Kind: kind, drop: nn.Dropout{P: float32(dropout)}}
 	switch kind {
 	case HeadMean:
-		h.Out = nn.NewLinear("classifier", hidden, numLabels, true)
+		h.Out = nn.NewLinear("classifier", width, numLabels, true)
 	case HeadFirstToken:
-		h.Dense = nn.NewLinear("classifier.dense", hidden, hidden, true)
+		h.Dense = nn.NewLinear("classifier.dense", width, width, true)
 		h.Dense.InitHF(rng, 0.02)
-		h.Out = nn.NewLinear("classifier.out_proj", hidden, numLabels, true)
+		h.Out = nn.NewLinear("classifier.out_proj", width, numLabels, true)
 	default:
 		return nil, fmt.Errorf("head: unknown kind %q (want %q or %q)", kind, HeadMean, HeadFirstToken)
 	}

@@ -9,6 +9,23 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
+// initPosterior is the posterior of x [B,S,H] under a principled NVIB layer
+// of latent width P (from H = x's width), initialised by init with the
+// reference scripts' taus (mu 1, stdev 0.1, alpha -10) and the clip.
+func initPosterior(t *testing.T, x *nn.Tensor, P, heads int, init string, clip ClipConfig) *Posterior {
+	t.Helper()
+	l, err := NewLayer("nvib", LayerConfig{Hidden: x.Shape[2], Latent: P, Heads: heads, Mode: privacy.ModePrincipled, Prior: DefaultPrior(),
+		Clip: clip, Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10}, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post, _, err := l.Forward(x, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return post
+}
+
 // TestInitClipStartsInsideClipRegion: under InitClip every token component's
 // logvar and alpha start strictly inside their clip bounds (so the clamps
 // pass gradient), nvdp and nvdp-clipped start from the same posterior, and the
@@ -24,16 +41,7 @@ func TestInitClipStartsInsideClipRegion(t *testing.T) {
 	posterior := func(init string, enabled bool) *Posterior {
 		clip := DefaultClip(privacy.ModePrincipled, 2, 1)
 		clip.Enabled = enabled
-		l, err := NewLayer("nvib", LayerConfig{Hidden: P, Heads: heads, Mode: privacy.ModePrincipled, Prior: DefaultPrior(),
-			Clip: clip, Init: init, MuTau: 1, StdevTau: 0.1, AlphaTau: -10}, rand.New(rand.NewPCG(1, 2)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		post, _, err := l.Forward(x, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return post
+		return initPosterior(t, x, P, heads, init, clip)
 	}
 	clip := DefaultClip(privacy.ModePrincipled, 2, 1)
 	floor, cap := clip.LogvarBounds(1)

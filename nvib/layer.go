@@ -14,6 +14,11 @@ const (
 	// InitNVIB is the intended NVIB initialisation: W_mu = mu_tau I, b_mu =
 	// prior_mu (1 - mu_tau); W_logvar = 0, b_logvar = ln((prior_sigma stdev_tau)^2);
 	// w_lin = 0, w_quad = 1/(2 sqrt d_h), b_alpha = alpha_tau (prior_log_alpha_stdev = 1).
+	// With a latent width P != H, I is the rectangular identity [P,H]
+	// (W_mu[j,j] = mu_tau for j < min(P,H): mu reads the first P coordinates
+	// of x; for P > H the rows j >= H are 0) and w_quad is 1/(2 sqrt d_h) on
+	// the same first min(P,H) coordinates and 0 on the others, so that the
+	// quadratic term still cancels ||z||^2/(2 sqrt d_h) at init (d_h = P/heads).
 	InitNVIB = "nvib"
 	// InitHF is what the released pipeline ends up with (ref §10 item 10):
 	// every NVIB weight ~ N(0, 0.02^2), every bias 0.
@@ -26,7 +31,8 @@ const (
 	// sqrt((lambda-1)/lambda) prior sigma), b_alpha = ln C_amax -
 	// ClipInitMargin, with the floor and C_amax of Cfg.Clip whether or not
 	// clipping is enabled, so that nvdp and nvdp-clipped start from the same
-	// posterior and differ only by the clipping. Not in the reference; see
+	// posterior and differ only by the clipping. With P != H, W_mu is the
+	// rectangular identity of InitNVIB. Not in the reference; see
 	// docs/model.md.
 	InitClip = "clip"
 )
@@ -37,8 +43,11 @@ const ClipInitMargin = 0.1
 
 // LayerConfig configures the NVIB layer.
 type LayerConfig struct {
-	Hidden int          `json:"hidden"` // P
-	Heads  int          `json:"heads"`  // H (d_h = P/H enters the quadratic init)
+	Hidden int `json:"hidden"` // H, the width of the encoder output x the layer reads
+	// Latent is P, the width of the posterior's mu and logvar (the release);
+	// 0: P = Hidden.
+	Latent int          `json:"latent,omitempty"`
+	Heads  int          `json:"heads"` // heads of the NVDP block (d_h = P/heads enters the quadratic init)
 	Mode   privacy.Mode `json:"mode"`
 	Prior  Prior        `json:"prior"`
 	Clip   ClipConfig   `json:"clip"`
@@ -49,26 +58,40 @@ type LayerConfig struct {
 	AlphaTau float64 `json:"alpha_tau"`
 }
 
-// Layer is the NVIB layer (ref §1): per token x_i [P],
+// latent is P (Latent, or Hidden when 0).
+func (c LayerConfig) latent() int {
+	if c.Latent == 0 {
+		return c.Hidden
+	}
+	return c.Latent
+}
+
+// Layer is the NVIB layer (ref §1): per token x_i [H] (the encoder output),
 //
-//	mu_i = W_mu x_i + b_mu,  logvar_i = W_l x_i + b_l,  ln alpha_i = w_lin.x_i + w_quad.(x_i ⊙ x_i) + b_alpha,
+//	mu_i = W_mu x_i + b_mu,  logvar_i = W_l x_i + b_l   ([P]: W [P,H], the projection to the latent width P)
+//	ln alpha_i = w_lin.x_i + w_quad.(x_i ⊙ x_i) + b_alpha   (scalar: w [H], read from x as in the reference)
 //
 // with the prior component (mu = prior mean, logvar = ln prior_var, ln alpha =
-// prior log alpha) prepended at index 0, then clipping (ClipConfig).
+// prior log alpha; P dims) prepended at index 0, then clipping (ClipConfig).
+// The released code has P = H (square projections); P != H is the latent
+// width lever of docs/model.md ("Latent width P"), principled mode only.
 type Layer struct {
 	Cfg       LayerConfig
-	Mu        *nn.Linear // prefix.mu_proj       [P,P]
-	Logvar    *nn.Linear // prefix.logvar_proj   [P,P]
-	AlphaLin  *nn.Linear // prefix.alpha_proj.linear [1,P] + bias
-	AlphaQuad *nn.Param  // prefix.alpha_proj.quadratic.weight [1,P], no bias
+	Mu        *nn.Linear // prefix.mu_proj       [P,H]
+	Logvar    *nn.Linear // prefix.logvar_proj   [P,H]
+	AlphaLin  *nn.Linear // prefix.alpha_proj.linear [1,H] + bias
+	AlphaQuad *nn.Param  // prefix.alpha_proj.quadratic.weight [1,H], no bias
 }
 
 // NewLayer builds the layer with parameters named prefix+".mu_proj.weight", ...
 // and initialises them (InitNVIB or InitHF; rng used by InitHF).
 func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
-	P := cfg.Hidden
+	H, P := cfg.Hidden, cfg.latent()
+	if H < 1 {
+		return nil, fmt.Errorf("nvib layer: hidden %d < 1", H)
+	}
 	if P < 1 || cfg.Heads < 1 || P%cfg.Heads != 0 {
-		return nil, fmt.Errorf("nvib layer: hidden %d not divisible into %d heads", P, cfg.Heads)
+		return nil, fmt.Errorf("nvib layer: latent width %d not divisible into %d heads", P, cfg.Heads)
 	}
 	if !cfg.Mode.Valid() {
 		return nil, fmt.Errorf("nvib layer: unknown mode %q", cfg.Mode)
@@ -80,16 +103,16 @@ func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
 		return nil, fmt.Errorf("nvib layer: %w", err)
 	}
 	l := &Layer{Cfg: cfg,
-		Mu:        nn.NewLinear(prefix+".mu_proj", P, P, true),
-		Logvar:    nn.NewLinear(prefix+".logvar_proj", P, P, true),
-		AlphaLin:  nn.NewLinear(prefix+".alpha_proj.linear", P, 1, true),
-		AlphaQuad: nn.NewParam(prefix+".alpha_proj.quadratic.weight", 1, P),
+		Mu:        nn.NewLinear(prefix+".mu_proj", H, P, true),
+		Logvar:    nn.NewLinear(prefix+".logvar_proj", H, P, true),
+		AlphaLin:  nn.NewLinear(prefix+".alpha_proj.linear", H, 1, true),
+		AlphaQuad: nn.NewParam(prefix+".alpha_proj.quadratic.weight", 1, H),
 	}
-	// identityMu sets W_mu = mu_tau I and b_mu = prior_mu (1 - mu_tau) (weights start at zero).
+	// identityMu sets W_mu = mu_tau I (rectangular for P != H: the first
+	// min(P,H) coordinates, setRectIdentity) and b_mu = prior_mu (1 - mu_tau)
+	// (weights start at zero).
 	identityMu := func() {
-		for j := 0; j < P; j++ {
-			l.Mu.W.Value.Data[j*P+j] = float32(cfg.MuTau)
-		}
+		setRectIdentity(l.Mu.W.Value, float32(cfg.MuTau))
 		l.Mu.B.Fill(float32(cfg.Prior.Mu * (1 - cfg.MuTau)))
 	}
 	switch cfg.Init {
@@ -97,7 +120,11 @@ func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
 		identityMu()
 		sd := math.Sqrt(cfg.Prior.Var) * cfg.StdevTau
 		l.Logvar.B.Fill(float32(math.Log(sd*sd + 1.1754943508222875e-38)))
-		l.AlphaQuad.Fill(float32(1 / (2 * math.Sqrt(float64(P/cfg.Heads)))))
+		// on the coordinates W_mu copies (all H when P >= H): the term cancels ||z||^2/(2 sqrt d_h)
+		q := float32(1 / (2 * math.Sqrt(float64(P/cfg.Heads))))
+		for j := range min(P, H) {
+			l.AlphaQuad.Value.Data[j] = q
+		}
 		l.AlphaLin.B.Fill(float32(cfg.AlphaTau))
 	case InitHF:
 		for _, lin := range []*nn.Linear{l.Mu, l.Logvar, l.AlphaLin} {
@@ -113,6 +140,15 @@ func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
 		return nil, fmt.Errorf("nvib layer: unknown init %q (want %q, %q or %q)", cfg.Init, InitNVIB, InitHF, InitClip)
 	}
 	return l, nil
+}
+
+// setRectIdentity sets w [P,H] (zero) to v times the rectangular identity:
+// w[j,j] = v for j < min(P,H) (the square identity when P = H).
+func setRectIdentity(w *nn.Tensor, v float32) {
+	P, H := w.Shape[0], w.Shape[1]
+	for j := range min(P, H) {
+		w.Data[j*H+j] = v
+	}
 }
 
 // Params returns the layer's trainable parameters (the prior is frozen).
@@ -155,8 +191,9 @@ type LayerCache struct {
 	clip *clipCache
 }
 
-// Forward maps x [B,S,P] (encoder output) and mask [B,S] (1 = real; nil =
-// all real) to the clipped posterior with N = S+1 components. Every
+// Forward maps x [B,S,H] (encoder output) and mask [B,S] (1 = real; nil =
+// all real) to the clipped posterior with N = S+1 components of P
+// dimensions (mu, logvar [B,N,P], alpha [B,N]). Every
 // component, padding included, is projected and clipped alike; the mask only
 // fills Posterior.Mask (and, in reference mode, decides which components the
 // sampler gives mass). Errors: a non-finite posterior value (e.g. alpha = exp
@@ -166,15 +203,15 @@ func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, 
 	if len(x.Shape) != 3 || x.Shape[2] != l.Cfg.Hidden {
 		panic(fmt.Sprintf("nvib.Layer: input %v, want [B,S,%d]", x.Shape, l.Cfg.Hidden))
 	}
-	B, S, P := x.Shape[0], x.Shape[1], x.Shape[2]
-	N := S + 1
-	mu, _ := l.Mu.Forward(x)
-	lv, _ := l.Logvar.Forward(x)
+	B, S, H := x.Shape[0], x.Shape[1], x.Shape[2]
+	N, P := S+1, l.Cfg.latent()
+	mu, _ := l.Mu.Forward(x)       // [B,S,P]
+	lv, _ := l.Logvar.Forward(x)   // [B,S,P]
 	la, _ := l.AlphaLin.Forward(x) // [B,S,1]
 	q := l.AlphaQuad.Value.Data
 	for r := 0; r < B*S; r++ {
 		var s float64
-		for j, v := range x.Data[r*P : (r+1)*P] {
+		for j, v := range x.Data[r*H : (r+1)*H] {
 			s += float64(q[j]) * float64(v) * float64(v)
 		}
 		la.Data[r] += float32(s)
@@ -230,10 +267,10 @@ func (p *Posterior) checkFinite() error {
 
 // Backward takes gradients w.r.t. the clipped posterior (dmu, dlogvar
 // [B,N,P], dalpha [B,N]; modified in place), accumulates parameter gradients
-// and returns dx [B,S,P]. The prior component's gradient is discarded (frozen).
+// and returns dx [B,S,H]. The prior component's gradient is discarded (frozen).
 func (l *Layer) Backward(c *LayerCache, dmu, dlogvar, dalpha *nn.Tensor) *nn.Tensor {
 	B, N, P := c.clip.B, c.clip.N, c.clip.P
-	S := N - 1
+	S, H := N-1, l.Cfg.Hidden
 	dla := c.clip.backward(dmu.Data, dlogvar.Data, dalpha.Data)
 	dMuTok, dLvTok, dLaTok := nn.New(B, S, P), nn.New(B, S, P), nn.New(B, S, 1)
 	for b := 0; b < B; b++ {
@@ -250,10 +287,10 @@ func (l *Layer) Backward(c *LayerCache, dmu, dlogvar, dalpha *nn.Tensor) *nn.Ten
 		if g == 0 {
 			continue
 		}
-		xr := c.x.Data[r*P : (r+1)*P]
+		xr := c.x.Data[r*H : (r+1)*H]
 		for j, v := range xr {
 			dq[j] += g * v * v
-			dx.Data[r*P+j] += 2 * g * q[j] * v
+			dx.Data[r*H+j] += 2 * g * q[j] * v
 		}
 	}
 	return dx

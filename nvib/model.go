@@ -40,15 +40,23 @@ const ConfigFile = "nvdp_config.json"
 
 // Config is the full NVDP model configuration (saved as JSON in a model directory).
 type Config struct {
-	Model        string       `json:"model"` // baseline | nvdp | nvdp-clipped | gaussian
-	Mode         privacy.Mode `json:"mode"`  // principled | reference
-	Hidden       int          `json:"hidden"`
-	Heads        int          `json:"heads"`
-	Intermediate int          `json:"intermediate"`
-	LayerNormEps float64      `json:"layer_norm_eps"`
-	Dropout      float64      `json:"dropout"`
-	NumLabels    int          `json:"num_labels"` // 1 = regression (MSE)
-	Head         string       `json:"head"`       // mean | first-token
+	Model        string       `json:"model"`        // baseline | nvdp | nvdp-clipped | gaussian
+	Mode         privacy.Mode `json:"mode"`         // principled | reference
+	Hidden       int          `json:"hidden"`       // H, the encoder's hidden size
+	Heads        int          `json:"heads"`        // attention heads of the NVDP block (the encoder's count)
+	Intermediate int          `json:"intermediate"` // the encoder's FFN width (the block's: BlockIntermediate)
+	// LatentDim is P, the width of the release: the NVIB posterior's mu and
+	// logvar, the sample Z, the gaussian release, the NVDP block and the head
+	// (docs/model.md "Latent width P"). 0 means P = Hidden, the released
+	// code's (and every model written before the option: the key is then
+	// absent from nvdp_config.json); Latent returns P. P != Hidden is
+	// principled mode only, for the models with a release, and needs P
+	// divisible by Heads.
+	LatentDim    int     `json:"latent_dim,omitempty"`
+	LayerNormEps float64 `json:"layer_norm_eps"`
+	Dropout      float64 `json:"dropout"`
+	NumLabels    int     `json:"num_labels"` // 1 = regression (MSE)
+	Head         string  `json:"head"`       // mean | first-token
 
 	Prior    Prior   `json:"prior"`
 	Delta    float64 `json:"delta"`
@@ -90,6 +98,27 @@ func DefaultConfig(model string, mode privacy.Mode, hidden, heads, intermediate,
 	return c
 }
 
+// Latent returns P, the width of the release: LatentDim, or Hidden when it
+// is 0.
+func (c Config) Latent() int {
+	if c.LatentDim == 0 {
+		return c.Hidden
+	}
+	return c.LatentDim
+}
+
+// BlockIntermediate is the FFN width of the NVDP block: the encoder's
+// Intermediate scaled by P/H, floor(Intermediate * P / Hidden) and at least
+// 1 (the encoder's ratio I/H, 4 for BERT, kept at the block's width P), so
+// Intermediate itself at P = H.
+func (c Config) BlockIntermediate() int {
+	P := c.Latent()
+	if P == c.Hidden || c.Hidden < 1 {
+		return c.Intermediate
+	}
+	return max(1, c.Intermediate*P/c.Hidden)
+}
+
 // DefaultInit is the NVIB initialisation of a mode: InitHF in reference
 // mode (what the released code runs), InitClip in principled mode
 // (DefaultConfig says why).
@@ -124,6 +153,9 @@ func (c Config) Validate() error {
 	if c.KLWarmup < 0 || c.KLWarmup >= 1 {
 		return fmt.Errorf("model config: kl_warmup %v outside [0,1)", c.KLWarmup)
 	}
+	if err := c.validateLatent(); err != nil {
+		return err
+	}
 	if c.Model == ModelNVDPClipped {
 		cl := c.Clip
 		cl.Enabled = true
@@ -142,6 +174,40 @@ func (c Config) Validate() error {
 		case !(c.Prior.Var > 0) || math.IsInf(c.Prior.Var, 0):
 			return fmt.Errorf("model config: gaussian noise variance prior.var = %v, want a finite value > 0", c.Prior.Var)
 		}
+	}
+	return nil
+}
+
+// validateLatent checks LatentDim: 0 (P = Hidden) or a width CheckLatent
+// accepts.
+func (c Config) validateLatent() error {
+	if c.LatentDim == 0 {
+		return nil
+	}
+	if err := CheckLatent(c.Model, c.Mode, c.LatentDim, c.Hidden, c.Heads); err != nil {
+		return fmt.Errorf("model config: latent_dim %d: %w", c.LatentDim, err)
+	}
+	return nil
+}
+
+// CheckLatent checks a latent width P for a model of kind model in mode on
+// an encoder of the given hidden size H and attention heads (the NVDP
+// block's): P >= 1; P = H, or else a model with a release (not the
+// baseline) in principled mode (the released code's projections are square,
+// and reference-mode queries read x [B,S,H]), with P divisible by heads.
+// The error says what is wrong, without the value (callers name it).
+func CheckLatent(model string, mode privacy.Mode, P, hidden, heads int) error {
+	switch {
+	case P < 1:
+		return errors.New("the release's width must be >= 1")
+	case P == hidden:
+		return nil
+	case model == ModelBaseline:
+		return fmt.Errorf("the baseline has no release (its head reads the hidden size %d)", hidden)
+	case mode.IsReference():
+		return fmt.Errorf("reference mode reproduces the released code, whose release has the hidden size %d", hidden)
+	case heads < 1 || P%heads != 0:
+		return fmt.Errorf("not divisible by the NVDP block's %d attention heads", heads)
 	}
 	return nil
 }
@@ -239,25 +305,23 @@ func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 		return nil, fmt.Errorf("model config: hidden %d, backbone hidden %d", cfg.Hidden, bb.Hidden())
 	}
 	m := &Model{Cfg: cfg, Backbone: bb}
-	if cfg.Model == ModelGaussian {
-		m.Gauss = NewGaussianRelease(cfg)
+	P := cfg.Latent()
+	if cfg.Model != ModelBaseline {
+		if cfg.Model == ModelGaussian {
+			m.Gauss = NewGaussianRelease(cfg)
+		} else {
+			clip := cfg.Clip
+			clip.Enabled = cfg.Model == ModelNVDPClipped
+			var err error
+			m.NVIB, err = NewLayer("nvib", LayerConfig{Hidden: cfg.Hidden, Latent: P, Heads: cfg.Heads, Mode: cfg.Mode, Prior: cfg.Prior,
+				Clip: clip, Init: cfg.Init, MuTau: cfg.MuTau, StdevTau: cfg.StdevTau, AlphaTau: cfg.AlphaTau}, rng)
+			if err != nil {
+				return nil, err
+			}
+		}
 		var err error
-		if m.Block, err = NewBlock("nvdp", BlockConfig{Hidden: cfg.Hidden, Heads: cfg.Heads, Intermediate: cfg.Intermediate,
+		if m.Block, err = NewBlock("nvdp", BlockConfig{Hidden: P, Heads: cfg.Heads, Intermediate: cfg.BlockIntermediate(),
 			LayerNormEps: cfg.LayerNormEps, Dropout: cfg.Dropout, Mode: cfg.Mode}, rng); err != nil {
-			return nil, err
-		}
-	} else if cfg.Model != ModelBaseline {
-		clip := cfg.Clip
-		clip.Enabled = cfg.Model == ModelNVDPClipped
-		var err error
-		m.NVIB, err = NewLayer("nvib", LayerConfig{Hidden: cfg.Hidden, Heads: cfg.Heads, Mode: cfg.Mode, Prior: cfg.Prior,
-			Clip: clip, Init: cfg.Init, MuTau: cfg.MuTau, StdevTau: cfg.StdevTau, AlphaTau: cfg.AlphaTau}, rng)
-		if err != nil {
-			return nil, err
-		}
-		m.Block, err = NewBlock("nvdp", BlockConfig{Hidden: cfg.Hidden, Heads: cfg.Heads, Intermediate: cfg.Intermediate,
-			LayerNormEps: cfg.LayerNormEps, Dropout: cfg.Dropout, Mode: cfg.Mode}, rng)
-		if err != nil {
 			return nil, err
 		}
 	}
@@ -266,18 +330,21 @@ func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 		head = HeadMean
 	}
 	var err error
-	if m.Head, err = NewHead(head, cfg.Hidden, cfg.NumLabels, cfg.Dropout, rng); err != nil {
+	if m.Head, err = NewHead(head, P, cfg.NumLabels, cfg.Dropout, rng); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// Params returns backbone, NVIB, block and head parameters (unique names).
-// The gaussian release has none.
+// Params returns backbone, NVIB (or the gaussian release's projection,
+// when it has one: P != H), block and head parameters (unique names).
 func (m *Model) Params() []*nn.Param {
 	ps := append([]*nn.Param(nil), m.Backbone.Params()...)
 	if m.NVIB != nil {
 		ps = append(ps, m.NVIB.Params()...)
+	}
+	if m.Gauss != nil {
+		ps = append(ps, m.Gauss.Params()...)
 	}
 	if m.Block != nil {
 		ps = append(ps, m.Block.Params()...)

@@ -1,6 +1,7 @@
 package nvib
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -49,29 +50,42 @@ func testBatch() (encoder.Input, *Labels) {
 // nvdp and nvdp-clipped models in both modes, the gaussian model (through the
 // clip of the encoder output: every embedding row the batch uses is outside
 // the C = 1 ball) and the baseline, by finite differences (Gaussian noise
-// fixed by the seed, Gamma draws at fixed quantiles).
+// fixed by the seed, Gamma draws at fixed quantiles); and of the principled
+// models at a latent width P != H = 8 (rectangular NVIB projections, the
+// gaussian release's projection, the block and head at width P with the
+// block's FFN at 16 P/8).
 func TestModelGradient(t *testing.T) {
 	cases := []struct {
-		model string
-		mode  privacy.Mode
-		init  string
-		head  string
+		model  string
+		mode   privacy.Mode
+		init   string
+		head   string
+		latent int // P; 0: H
 	}{
-		{ModelBaseline, privacy.ModePrincipled, InitHF, HeadMean},
-		{ModelNVDP, privacy.ModePrincipled, InitHF, HeadMean},
-		{ModelNVDP, privacy.ModeReference, InitHF, HeadFirstToken},
-		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean},
-		{ModelNVDPClipped, privacy.ModeReference, InitHF, HeadMean},
-		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadFirstToken},
-		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean},
-		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken},
+		{ModelBaseline, privacy.ModePrincipled, InitHF, HeadMean, 0},
+		{ModelNVDP, privacy.ModePrincipled, InitHF, HeadMean, 0},
+		{ModelNVDP, privacy.ModeReference, InitHF, HeadFirstToken, 0},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean, 0},
+		{ModelNVDPClipped, privacy.ModeReference, InitHF, HeadMean, 0},
+		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadFirstToken, 0},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean, 0},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken, 0},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean, 6},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitClip, HeadFirstToken, 12},
+		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadMean, 4},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean, 6},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken, 12},
 	}
 	for _, tc := range cases {
-		t.Run(tc.model+"/"+string(tc.mode)+"/"+tc.init+"/"+tc.head, func(t *testing.T) {
+		name := tc.model + "/" + string(tc.mode) + "/" + tc.init + "/" + tc.head
+		if tc.latent != 0 {
+			name += fmt.Sprintf("/P=%d", tc.latent)
+		}
+		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(21, 22))
 			bb := newFake(rng, 10, 8, 0.8)
 			cfg := DefaultConfig(tc.model, tc.mode, 8, 2, 16, 3)
-			cfg.Init, cfg.Head = tc.init, tc.head
+			cfg.Init, cfg.Head, cfg.LatentDim = tc.init, tc.head, tc.latent
 			cfg.LambdaG, cfg.LambdaD = 0.5, 0.3
 			cfg.KLSchedule = ScheduleConstant
 			cfg.Clip.CMu, cfg.Clip.CAlphaMax = 1.0, 1.2
@@ -82,6 +96,21 @@ func TestModelGradient(t *testing.T) {
 			m, err := NewModel(cfg, bb, rng)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if P := tc.latent; P != 0 {
+				headIn := m.Head.Out.In
+				if m.Head.Dense != nil {
+					headIn = m.Head.Dense.In
+				}
+				if m.Block.Cfg.Hidden != P || m.Block.Inter.Out != 2*P || headIn != P {
+					t.Fatalf("P = %d: block width %d, FFN %d (want %d), head input %d", P, m.Block.Cfg.Hidden, m.Block.Inter.Out, 2*P, headIn)
+				}
+				if m.NVIB != nil && (m.NVIB.Mu.W.Value.Shape[0] != P || m.NVIB.Mu.W.Value.Shape[1] != 8 || m.NVIB.AlphaQuad.Value.Shape[1] != 8) {
+					t.Fatalf("P = %d: mu_proj %v, alpha quadratic %v, want [%d 8], [1 8]", P, m.NVIB.Mu.W.Value.Shape, m.NVIB.AlphaQuad.Value.Shape, P)
+				}
+				if m.Gauss != nil && (m.Gauss.Proj == nil || m.Gauss.Proj.Out != P || m.Gauss.Proj.In != 8) {
+					t.Fatalf("P = %d: gaussian projection %+v", P, m.Gauss.Proj)
+				}
 			}
 			if tc.init == InitHF && m.NVIB != nil {
 				// larger weights so that clipping and alpha gradients are exercised
@@ -157,17 +186,25 @@ func synthBatch(rng *rand.Rand, B, S int) (encoder.Input, *Labels) {
 
 // TestTrainSynthetic: a small NVDP model learns a token-identity task, with
 // and without clipping, in both modes, and so does the gaussian model (C 3,
-// sigma 0.5, L 8); the loss must fall well below ln 3.
+// sigma 0.5, L 8), also at latent widths P = 8, 12, 24 from H = 16; the loss must
+// fall well below ln 3.
 func TestTrainSynthetic(t *testing.T) {
 	for _, tc := range []struct {
-		model string
-		mode  privacy.Mode
-	}{{ModelNVDP, privacy.ModePrincipled}, {ModelNVDPClipped, privacy.ModePrincipled}, {ModelNVDPClipped, privacy.ModeReference}, {ModelBaseline, privacy.ModePrincipled},
-		{ModelGaussian, privacy.ModePrincipled}} {
-		t.Run(tc.model+"/"+string(tc.mode), func(t *testing.T) {
+		model  string
+		mode   privacy.Mode
+		latent int // P; 0: H
+	}{{ModelNVDP, privacy.ModePrincipled, 0}, {ModelNVDPClipped, privacy.ModePrincipled, 0}, {ModelNVDPClipped, privacy.ModeReference, 0},
+		{ModelBaseline, privacy.ModePrincipled, 0}, {ModelGaussian, privacy.ModePrincipled, 0},
+		{ModelNVDPClipped, privacy.ModePrincipled, 8}, {ModelGaussian, privacy.ModePrincipled, 12}, {ModelNVDPClipped, privacy.ModePrincipled, 24}} {
+		name := tc.model + "/" + string(tc.mode)
+		if tc.latent != 0 {
+			name += fmt.Sprintf("/P=%d", tc.latent)
+		}
+		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(31, 32))
 			bb := newFake(rng, 16, 16, 1)
 			cfg := DefaultConfig(tc.model, tc.mode, 16, 2, 32, 3)
+			cfg.LatentDim = tc.latent
 			cfg.Clip.CMu = 3
 			cfg.Clip.CAlphaMax = 1
 			if tc.mode == privacy.ModePrincipled {

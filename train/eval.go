@@ -194,7 +194,7 @@ func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 	if err := writePredictions(r.Predictions, b.Task, enc.Indices, preds); err != nil {
 		return nil, err
 	}
-	if set, ok := ModelClipSet(b.Model.Cfg, releaseLen(b, o.MaxSeqLen)+1, b.Model.Cfg.Hidden); ok {
+	if set, ok := ModelClipSet(b.Model.Cfg, releaseLen(b, o.MaxSeqLen)+1); ok {
 		order := b.Model.Cfg.Clip.Order
 		if !(order > 1) || math.IsInf(order, 0) {
 			order = privacy.DefaultOrder

@@ -36,7 +36,7 @@ func TestGaussianOptions(t *testing.T) {
 	if cfg.Model != nvib.ModelGaussian || cfg.ReleaseLen != 32 || cfg.Clip.CMu != 0.7 || cfg.LambdaG != 0 || cfg.LambdaD != 0 || o.Calibration() != nil {
 		t.Errorf("config %+v (calibration %v)", cfg, o.Calibration())
 	}
-	set, ok := ModelClipSet(cfg, 33, 64)
+	set, ok := ModelClipSet(cfg, 33)
 	c, err := privacy.Certify(set, 2, privacy.DirectionStandard)
 	if want := 2 * 2 * privacy.StoredRadius(0.7) * privacy.StoredRadius(0.7) * 32; !ok || err != nil || math.Abs(float64(c.RD)-want) > 1e-9*want {
 		t.Errorf("hand-set C 0.7: certified RD at order 2 %v (%v), want %v", c.RD, err, want)
@@ -62,7 +62,7 @@ func TestGaussianOptions(t *testing.T) {
 			if !o.Calibrated || o.CMu != cfg.Clip.CMu || !(cfg.Clip.CMu > 0) {
 				t.Fatalf("calibrated %v, C %v / %v", o.Calibrated, o.CMu, cfg.Clip.CMu)
 			}
-			set, _ := ModelClipSet(cfg, 33, 64)
+			set, _ := ModelClipSet(cfg, 33)
 			if o.TargetEpsilon > 0 {
 				g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
 				if err != nil {

@@ -49,8 +49,10 @@ const (
 // every field holds the value it says, an explicit 0 included (a zero value
 // is never replaced by a default). The fields whose default depends on other
 // options (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) hold Auto
-// until Resolve derives them; Validate checks the result. Errors name the
-// option by its JSON key (OptionError), as train_options.json stores it.
+// until Resolve derives them; LatentDim, whose default is the encoder's
+// hidden size, is nil until ModelConfig reads it from the encoder. Validate
+// checks the result. Errors name the option by its JSON key (OptionError),
+// as train_options.json stores it.
 type Options struct {
 	// Version is the train_options.json format (OptionsVersion; 0 in files
 	// written before the explicit defaults, which LoadOptions upgrades).
@@ -88,6 +90,15 @@ type Options struct {
 	// NVIBInit is the NVIB projections' initialisation: hf (released code), nvib (intended) or
 	// clip (inside the clipping region); "": the mode's (nvib.DefaultInit), set by Resolve.
 	NVIBInit string `json:"nvib_init"`
+	// LatentDim is P, the width of the release (nvib.Config.LatentDim: the
+	// NVIB posterior's mu and logvar, the gaussian release, the NVDP block and
+	// the head; docs/model.md "Latent width P"). nil: the encoder's hidden
+	// size H, as the released code (ModelConfig takes it from the encoder; the
+	// key is then absent from train_options.json). Given: >= 1 (0 is an
+	// error, never "the default"), divisible by the encoder's attention heads
+	// (the NVDP block keeps the encoder's head count, so d_h = P/heads), H
+	// itself in reference mode. Ignored by the baseline, which has no release.
+	LatentDim *int `json:"latent_dim,omitempty"`
 
 	Epochs        int `json:"epochs"`          // >= 1
 	BatchSize     int `json:"batch_size"`      // >= 1; the last partial batch is dropped
@@ -171,8 +182,9 @@ const OptionsVersion = 2
 // Auto is the value of the options whose default depends on other options
 // (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) until Resolve
 // derives them: option.Auto (NaN), the "not set" marker nvdp's options
-// types share. It is the only "not set" marker of Options; IsAuto tests
-// for it.
+// types share. It is the only "not set" marker of Options' float options;
+// IsAuto tests for it. (The one integer option with a derived default,
+// LatentDim, is a pointer: nil when not set.)
 func Auto() float64 { return option.Auto() }
 
 // IsAuto reports whether v is Auto (option.IsAuto).
@@ -270,20 +282,29 @@ func (o *Options) Resolve() {
 		resolve(&o.LogvarMargin, nvib.DefaultLogvarMargin)
 	}
 	resolve(&o.LR, DefaultLR(o.Encoder, o.Variant))
-	if name, ok := strings.CutPrefix(o.Encoder, scratchPrefix); ok {
-		cfg, err := encoder.Preset(name)
-		if o.ScratchConfig != nil {
-			cfg, err = *o.ScratchConfig, nil
-		}
-		if err == nil {
-			resolve(&o.Dropout, cfg.HiddenDropoutProb)
-		}
-	} else {
+	if cfg, ok := o.scratchEncoder(); ok {
+		resolve(&o.Dropout, cfg.HiddenDropoutProb)
+	} else if !strings.HasPrefix(o.Encoder, scratchPrefix) {
 		resolve(&o.Dropout, 0)
 	}
 	if o.NVIBInit == "" && o.Mode.Valid() {
 		o.NVIBInit = nvib.DefaultInit(o.Mode)
 	}
+}
+
+// scratchEncoder returns the configuration of a scratch encoder before it
+// is built (ScratchConfig, else the preset o.Encoder names); ok is false for
+// a pretrained encoder or an unknown preset.
+func (o *Options) scratchEncoder() (cfg encoder.Config, ok bool) {
+	name, scratch := strings.CutPrefix(o.Encoder, scratchPrefix)
+	switch {
+	case !scratch:
+		return cfg, false
+	case o.ScratchConfig != nil:
+		return *o.ScratchConfig, true
+	}
+	cfg, err := encoder.Preset(name)
+	return cfg, err == nil
 }
 
 func resolve(v *float64, def float64) {
@@ -338,6 +359,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if err := o.validateTarget(); err != nil {
+		return err
+	}
+	if err := o.validateLatent(); err != nil {
 		return err
 	}
 	if err := oneOf("kl_schedule", o.KLSchedule, nvib.ScheduleLinearDecay, nvib.ScheduleConstant, nvib.ScheduleWarmup, nvib.ScheduleWarmupDecay); err != nil {
@@ -473,6 +497,35 @@ func (o *Options) validateClip() error {
 	return nil
 }
 
+// validateLatent checks LatentDim: >= 1 when given, and against the encoder
+// (latentFor) when its shape is known before it is built (a scratch
+// encoder); a pretrained encoder's is checked by ModelConfig, once loaded.
+func (o *Options) validateLatent() error {
+	if o.LatentDim == nil {
+		return nil
+	}
+	if *o.LatentDim < 1 {
+		return optionError("latent_dim", *o.LatentDim, "the release's width P must be >= 1 (leave it out for the encoder's hidden size)")
+	}
+	if enc, ok := o.scratchEncoder(); ok {
+		return o.latentFor(enc)
+	}
+	return nil
+}
+
+// latentFor checks a given LatentDim against the encoder enc
+// (nvib.CheckLatent: a multiple of its attention heads, the NVDP block's;
+// its hidden size in reference mode). The baseline ignores it.
+func (o *Options) latentFor(enc encoder.Config) error {
+	if o.LatentDim == nil || o.Variant == nvib.ModelBaseline {
+		return nil
+	}
+	if err := nvib.CheckLatent(o.Variant, o.Mode, *o.LatentDim, enc.HiddenSize, enc.NumAttentionHeads); err != nil {
+		return optionError("latent_dim", *o.LatentDim, "%v", err)
+	}
+	return nil
+}
+
 // validateTarget checks the privacy target.
 func (o *Options) validateTarget() error {
 	for _, f := range []struct {
@@ -547,14 +600,22 @@ func (o *Options) CheckFiles() error {
 }
 
 // ModelConfig builds the nvib configuration of the run (resolved options)
-// for an encoder of the given shape. With a privacy target not yet
-// calibrated (HasTarget and not Calibrated) it calibrates the free clipping
-// constants for N = MaxSeqLen+1 components and P = the encoder's hidden
-// size, writes them into o (CMu, LogvarMargin, CAlphaMin, Calibrated) and
-// keeps the calibration for CertificateFile; a target that cannot be met is
-// an error.
+// for an encoder of the given shape: the release's width P = LatentDim
+// (checked against the encoder: latentFor), or the encoder's hidden size
+// when it is not set (nvib.Config.LatentDim then stays 0, the files of
+// before the option). With a privacy target not yet calibrated (HasTarget
+// and not Calibrated) it calibrates the free clipping constants for N =
+// MaxSeqLen+1 components and that P, writes them into o (CMu, LogvarMargin,
+// CAlphaMin, Calibrated) and keeps the calibration for CertificateFile; a
+// target that cannot be met is an error.
 func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, error) {
 	cfg := nvib.DefaultConfig(o.Variant, o.Mode, enc.HiddenSize, enc.NumAttentionHeads, enc.IntermediateSize, numLabels)
+	if err := o.latentFor(enc); err != nil {
+		return cfg, err
+	}
+	if o.LatentDim != nil && o.Variant != nvib.ModelBaseline {
+		cfg.LatentDim = *o.LatentDim
+	}
 	cfg.LayerNormEps = enc.LayerNormEps
 	if enc.ModelType == "roberta" {
 		cfg.Head = nvib.HeadFirstToken
@@ -582,7 +643,7 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 		cfg.ReleaseLen = o.MaxSeqLen // every one of the max-seq-len positions is released
 	}
 	if o.HasTarget() && !o.Calibrated {
-		if err := o.calibrate(&cfg, o.MaxSeqLen+1, enc.HiddenSize); err != nil {
+		if err := o.calibrate(&cfg, o.MaxSeqLen+1, cfg.Latent()); err != nil {
 			return cfg, err
 		}
 	}
@@ -609,7 +670,7 @@ type Certificate struct {
 	Variant string `json:"variant,omitempty"`
 	*privacy.Calibration
 	Components   int     `json:"components"` // N = max-seq-len + 1 (prior component included)
-	Dims         int     `json:"dims"`       // P = hidden size
+	Dims         int     `json:"dims"`       // P = the release's width (latent_dim; the encoder's hidden size when not set)
 	CMu          float64 `json:"c_mu"`
 	LogvarMargin float64 `json:"logvar_margin"`
 	ClipOrder    float64 `json:"clip_order"`

@@ -153,12 +153,14 @@ func FormatConfidence(c float64) string {
 }
 
 // ModelClipSet is the clip set of the release of a model with configuration
-// cfg for N components (max-seq-len + 1) in P dimensions: the layer's
-// clipping as nvib.NewModel configures it (enabled for nvdp-clipped only),
-// or for a gaussian model nvib.GaussianClipSet of its radius and noise
-// (L = N-1 positions). ok is false for a model without a release (the
+// cfg for N components (max-seq-len + 1) in the release's P = cfg.Latent()
+// dimensions (the latent width; the encoder's hidden size unless set): the
+// layer's clipping as nvib.NewModel configures it (enabled for nvdp-clipped
+// only), or for a gaussian model nvib.GaussianClipSet of its radius and
+// noise (L = N-1 positions). ok is false for a model without a release (the
 // baseline).
-func ModelClipSet(cfg nvib.Config, N, P int) (set privacy.ClipSet, ok bool) {
+func ModelClipSet(cfg nvib.Config, N int) (set privacy.ClipSet, ok bool) {
+	P := cfg.Latent()
 	switch cfg.Model {
 	case nvib.ModelBaseline:
 		return privacy.ClipSet{}, false
@@ -403,7 +405,7 @@ func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *
 		return nil, fmt.Errorf("audit %s: %w", path, err)
 	}
 	var cert *privacy.CertifiedReport
-	if set, ok := ModelClipSet(b.Model.Cfg, release.N, release.P); ok {
+	if set, ok := ModelClipSet(b.Model.Cfg, release.N); ok {
 		if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(b.Dir)); err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ import (
 // 46450.36 nats, with its guarantee and labels.
 func TestCertifyMainJobConstants(t *testing.T) {
 	clip := nvib.ClipConfig{Enabled: true, CMu: 2, CAlphaMin: 0.3, CAlphaMax: 1, Order: 1.1, LogvarMargin: 0.6931, CapSigma: true}
-	cfg := nvib.Config{Model: nvib.ModelNVDPClipped, Prior: nvib.DefaultPrior(), Clip: clip}
+	cfg := nvib.Config{Model: nvib.ModelNVDPClipped, Hidden: 128, Prior: nvib.DefaultPrior(), Clip: clip}
 	for _, tc := range []struct {
 		name   string
 		cfg    nvib.Config
@@ -38,7 +38,7 @@ func TestCertifyMainJobConstants(t *testing.T) {
 		{"baseline", nvib.Config{Model: nvib.ModelBaseline}, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			set, ok := ModelClipSet(tc.cfg, 129, 128)
+			set, ok := ModelClipSet(tc.cfg, 129)
 			if ok != tc.ok {
 				t.Fatalf("ModelClipSet ok = %v, want %v", ok, tc.ok)
 			}
@@ -77,6 +77,21 @@ func TestCertifyMainJobConstants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metadataCertificate is the clip set of a posterior file's metadata and
+// shape (what `nvdp audit` certifies) and its certificate at order.
+func metadataCertificate(t *testing.T, post *privacy.Posteriors, order float64) (privacy.ClipSet, *privacy.Certificate) {
+	t.Helper()
+	set, ok, err := privacy.ClipSetFromMetadata(post)
+	if err != nil || !ok {
+		t.Fatalf("posterior metadata clip set: ok %v err %v", ok, err)
+	}
+	c, err := privacy.Certify(set, order, privacy.DirectionStandard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, c
 }
 
 // TestPipelineReportCertified: report.json of a tiny `nvdp run` carries the
@@ -121,7 +136,7 @@ func TestPipelineReportCertified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			set, ok := ModelClipSet(cfg, post.N, post.P)
+			set, ok := ModelClipSet(cfg, post.N)
 			if !ok || post.N != o.MaxSeqLen+1 {
 				t.Fatalf("model clip set ok %v, N %d", ok, post.N)
 			}
@@ -129,14 +144,7 @@ func TestPipelineReportCertified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fileSet, ok, err := privacy.ClipSetFromMetadata(post)
-			if err != nil || !ok {
-				t.Fatalf("posterior metadata clip set: ok %v err %v", ok, err)
-			}
-			fromFile, err := privacy.Certify(fileSet, pr.Order, privacy.DirectionStandard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, fromFile := metadataCertificate(t, post, pr.Order)
 			c := pr.Certified
 			same := func(a, b jsonfloat.Float) bool {
 				return a == b || math.IsInf(float64(a), 1) && math.IsInf(float64(b), 1)

@@ -58,7 +58,8 @@ conversion and the certified Bayesian-DP epsilon. Unlike 'nvdp audit', which bou
 of a posterior file, the certificate holds for any two input texts: its scope is --releases
 releases of one text's embedding against any other text's, not the training data.
 
---model DIR certifies a trained model with its own N (max-seq-len + 1), P (hidden size), prior
+--model DIR certifies a trained model with its own N (max-seq-len + 1), P (its latent width:
+the hidden size unless trained with --latent-dim), prior
 and clipping constants (a gaussian model: its radius C and noise sigma, the set
 nvib.GaussianClipSet: 2 lambda C^2 max-seq-len / sigma^2); an unclipped model certifies +Inf
 with the reason. Otherwise give the
@@ -75,7 +76,7 @@ attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "", "model directory: certify its clipping with its own N, P, prior and constants")
 	fl.IntVar(&f.components, "components", 0, "N, components per posterior including the prior component (max-seq-len + 1)")
-	fl.IntVar(&f.dims, "dims", 0, "P, dimensions per component (the hidden size)")
+	fl.IntVar(&f.dims, "dims", 0, "P, dimensions per component (the latent width: the hidden size unless --latent-dim)")
 	fl.Float64Var(&f.order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
 	fl.StringVar(&f.orders, "orders", "", "comma-separated Renyi orders of the certified curve (default: privacy.DefaultOrders, 1.01..1024)")
 	fl.Float64Var(&f.cMu, "c-mu", 0, "C_mu, radius of the mean ball (>= 0)")
@@ -308,7 +309,8 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 }
 
 // modelClipSet reads a model directory's clipping as a clip set
-// (train.ModelClipSet with N = max-seq-len + 1, P = hidden size).
+// (train.ModelClipSet with N = max-seq-len + 1, P = the model's latent
+// width, its hidden size unless set).
 func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
 	o, err := train.LoadOptions(dir)
 	if err != nil {
@@ -318,12 +320,12 @@ func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
 	if err != nil {
 		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: %w", dir, err)
 	}
-	set, ok := train.ModelClipSet(cfg, o.MaxSeqLen+1, cfg.Hidden)
+	set, ok := train.ModelClipSet(cfg, o.MaxSeqLen+1)
 	if !ok {
 		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: a %s model has no NVIB posterior: nothing to certify", dir, cfg.Model)
 	}
-	if o.MaxSeqLen < 1 || cfg.Hidden < 1 {
-		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: max_seq_len %d / hidden %d: cannot tell N and P", dir, o.MaxSeqLen, cfg.Hidden)
+	if o.MaxSeqLen < 1 || cfg.Latent() < 1 {
+		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: max_seq_len %d / latent width %d: cannot tell N and P", dir, o.MaxSeqLen, cfg.Latent())
 	}
 	return set, &cfg, nil
 }

@@ -377,6 +377,20 @@ func TestTrainTargetErrors(t *testing.T) {
 	}
 }
 
+// readReport reads DIR/report.json of `nvdp run`.
+func readReport(t *testing.T, dir string) train.Report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, train.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r train.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func sharedFile(t *testing.T, env, rel string) string {
 	t.Helper()
 	p := os.Getenv(env)
@@ -447,14 +461,7 @@ func TestRunTargetEpsilonEndToEnd(t *testing.T) {
 		t.Errorf("certify --model: epsilon %v C_mu %v; certificate.json %v %v", r["epsilon"], r["c_mu"], g["epsilon"], cert["c_mu"])
 	}
 	// The audit of real posteriors (order 1.1) never exceeds the certificate at that order.
-	rep, err := os.ReadFile(filepath.Join(out, train.ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var report train.Report
-	if err := json.Unmarshal(rep, &report); err != nil {
-		t.Fatal(err)
-	}
+	report := readReport(t, out)
 	if p := report.Privacy; p == nil || p.InvalidPairs != 0 || !(float64(p.RDMax) <= r["rd_certified"].(float64)*(1+1e-9)) {
 		t.Errorf("audit %+v exceeds the certificate %v", report.Privacy, r["rd_certified"])
 	}

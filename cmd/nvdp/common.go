@@ -43,6 +43,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	autoFloatVar(fs, &o.LogvarMargin, "logvar-margin", fmt.Sprintf("nats added to the logvar floor ln((lambda-1)/lambda prior_var) (auto: principled %g, reference 0); larger is a tighter worst-case bound", nvib.DefaultLogvarMargin))
 	fs.StringVar(&o.KLSchedule, "kl-schedule", o.KLSchedule, "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
 	fs.StringVar(&o.NVIBInit, "nvib-init", o.NVIBInit, "NVIB initialisation: hf (released code) | nvib (intended) | clip (inside the clipping region); default: the mode's, docs/model.md")
+	fs.Var(latentDimFlag{&o.LatentDim}, "latent-dim", "P, the width of the release: the NVIB posterior (or the gaussian release) projects the encoder output to P dims, the NVDP block and head run at P (auto: the encoder's hidden size; divisible by its attention heads; principled mode; docs/model.md)")
 	fs.Float64Var(&o.KLWarmup, "kl-warmup", o.KLWarmup, "warm-up fraction of the KL schedule (warmup, warmup-decay)")
 	fs.IntVar(&o.Epochs, "epochs", o.Epochs, "maximum epochs (>= 1; early stopping may end sooner)")
 	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "training batch size (last partial batch dropped)")
@@ -160,6 +161,33 @@ func (f autoValue[T]) Type() string {
 	}
 	return "int"
 }
+
+// latentDimFlag is the flag value of train.Options.LatentDim: "auto" (nil,
+// the encoder's hidden size) or an integer, which train.Options.Validate
+// checks (0 and negative widths are errors, never "auto").
+type latentDimFlag struct{ p **int }
+
+func (f latentDimFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return "auto"
+	}
+	return strconv.Itoa(**f.p)
+}
+
+func (f latentDimFlag) Set(s string) error {
+	if s == "auto" {
+		*f.p = nil
+		return nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is neither an integer nor auto", s)
+	}
+	*f.p = &v
+	return nil
+}
+
+func (latentDimFlag) Type() string { return "int" }
 
 // optionFlags names the flags of the options whose flag is not their JSON
 // key with dashes (option.Error.Option).

@@ -100,7 +100,7 @@ func TestTrainFlagsBindDefaults(t *testing.T) {
 	for flag, def := range map[string]string{"epochs": "10", "batch-size": "32", "eval-batch-size": "16", "patience": "3", "grad-clip": "1",
 		"lambda": "0.01", "warmup-ratio": "0.06", "checkpoint-every": "500", "c-mu": "auto", "c-alpha-max": "auto", "c-alpha-min": "auto",
 		"logvar-margin": "auto", "lr": "auto", "dropout": "auto", "clip-order": "1.1", "delta": "1e-05", "order": "1.1", "releases": "1",
-		"variant": "nvdp-clipped", "mode": "principled", "kl-schedule": "linear-decay", "max-seq-len": "128", "seed": "1"} {
+		"variant": "nvdp-clipped", "mode": "principled", "kl-schedule": "linear-decay", "max-seq-len": "128", "seed": "1", "latent-dim": "auto"} {
 		if got := fs.Lookup(flag).DefValue; got != def {
 			t.Errorf("--%s default %q, want %q", flag, got, def)
 		}
@@ -150,6 +150,12 @@ func TestCommandsCheckBeforeWork(t *testing.T) {
 		{newTrainCmd, []string{"--glue-dir", "/nonexistent"}, `--glue-dir "/nonexistent": not a directory`},
 		{newTrainCmd, []string{"--vocab", "/nonexistent/vocab.txt"}, `--vocab "/nonexistent/vocab.txt"`},
 		{newTrainCmd, []string{"--encoder", "bert"}, `--encoder "bert": want scratch:PRESET`},
+		{newTrainCmd, []string{"--latent-dim", "0"}, "--latent-dim 0: the release's width P must be >= 1"},
+		{newTrainCmd, []string{"--latent-dim", "-32"}, "--latent-dim -32: the release's width P must be >= 1"},
+		{newTrainCmd, []string{"--latent-dim", "33"}, "--latent-dim 33: not divisible by the NVDP block's 2 attention heads"},
+		{newTrainCmd, []string{"--latent-dim", "64", "--mode", "reference"}, "--latent-dim 64: reference mode reproduces the released code"},
+		{newTrainCmd, []string{"--latent-dim", "1.5"}, `invalid argument "1.5" for "--latent-dim" flag`},
+		{newRunCmd, []string{"--latent-dim", "0"}, "--latent-dim 0"},
 		{newRunCmd, []string{"--pairs", "-5"}, "pairs -5"},
 		{newRunCmd, []string{"--glue-dir", "/nonexistent"}, `--glue-dir "/nonexistent": not a directory`},
 		{newRunCmd, []string{"--audit-split", "test"}, "test.tsv does not exist"},

@@ -504,7 +504,8 @@ func TestEpsilonGaussianMechanism(t *testing.T) {
 
 // TestCertifyCurve: the fixed-noise design is a Gaussian mechanism with L2
 // sensitivity 2 C sqrt(N-1) and noise sigma_p: RD(lambda) = lambda 2 (N-1)
-// C^2 / sigma_p^2 at every order; k releases multiply it by k.
+// C^2 / sigma_p^2 at every order; k releases multiply it by k. The
+// guarantee is labelled certified with the scope of k releases.
 func TestCertifyCurve(t *testing.T) {
 	s := mainJobSet()
 	s.LogvarMargin, s.AlphaMin, s.CMu = marginMax(1.1), 1, 0.19
@@ -516,6 +517,9 @@ func TestCertifyCurve(t *testing.T) {
 		}
 		if !math.IsInf(float64(g.MaxOrder), 1) {
 			t.Errorf("fixed noise max order %v, want +Inf", g.MaxOrder)
+		}
+		if g.Label != LabelCertified || g.Scope != CertifiedScope(k, 129, 128) {
+			t.Errorf("k %d: label %q scope %q", k, g.Label, g.Scope)
 		}
 		for _, p := range g.Curve {
 			if want := float64(k) * p.Order * 2 * 128 * C * C; relErr(float64(p.RD), want) > 1e-9 {

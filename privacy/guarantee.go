@@ -114,6 +114,11 @@ func CertifiedBDP(curve []OrderRD, deltaMu float64) (eps, l float64, err error) 
 // two inputs (texts), k releases; not the training data (docs/privacy.md,
 // "Threat model").
 type Guarantee struct {
+	// Label is LabelCertified; Scope is CertifiedScope(Releases, N, P) of
+	// the clip set (what the numbers cover). Guarantees read from files
+	// written before these fields have them empty.
+	Label     string            `json:"label,omitempty"`
+	Scope     string            `json:"scope,omitempty"`
 	Releases  int               `json:"releases"`
 	Delta     float64           `json:"delta"`
 	Direction GaussianDirection `json:"gaussian_direction"`
@@ -131,7 +136,7 @@ type Guarantee struct {
 
 // CertifyCurve returns the certified guarantee of `releases` releases (>= 1)
 // at each order of orders (nil: DefaultOrders) and its (epsilon, delta)
-// conversion. Orders at or past set.MaxOrder() have an infinite bound.
+// conversion, labelled LabelCertified with its scope. Orders at or past set.MaxOrder() have an infinite bound.
 // Errors: invalid set, order <= 1, delta not in (0,1), releases < 1.
 func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases int, delta float64) (*Guarantee, error) {
 	if releases < 1 {
@@ -146,7 +151,8 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 	if dir == "" {
 		dir = DirectionStandard
 	}
-	g := &Guarantee{Releases: releases, Delta: delta, Direction: dir, MaxOrder: jsonfloat.Float(set.MaxOrder())}
+	g := &Guarantee{Label: LabelCertified, Scope: CertifiedScope(releases, set.Components, set.Dims),
+		Releases: releases, Delta: delta, Direction: dir, MaxOrder: jsonfloat.Float(set.MaxOrder())}
 	memo := map[dirKey]dirSupV{}
 	for _, o := range orders {
 		c, err := certify(set, o, dir, memo, false)

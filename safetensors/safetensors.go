@@ -394,37 +394,64 @@ func ReadHeader(path string) (*Header, error) {
 	return parseHeader(path, hdr, st.Size()-8-n)
 }
 
-// Write writes tensors (in the given order, which becomes the buffer order)
-// and metadata. Names must be unique and not "__metadata__".
-func Write(w io.Writer, tensors []*Tensor, metadata map[string]string) error {
+// EncodeHeader returns the header of tensors described by entries (name,
+// dtype, shape, data offsets, in buffer order) and metadata, as Write writes
+// it: the JSON object padded with spaces to a multiple of 8 bytes, without
+// the 8-byte length prefix. A writer that streams the byte buffer before it
+// knows the shapes reserves room for the header and writes it last, padded
+// with more spaces (readers accept space padding). Errors: an empty,
+// "__metadata__" or duplicate name; a shape whose size (ByteSize) is not
+// the span of its data offsets.
+func EncodeHeader(entries []HeaderEntry, metadata map[string]string) ([]byte, error) {
 	hdr := map[string]any{}
-	var off int64
-	for _, t := range tensors {
-		if t.Name == "" || t.Name == "__metadata__" {
-			return fmt.Errorf("safetensors: invalid tensor name %q", t.Name)
+	for _, e := range entries {
+		if e.Name == "" || e.Name == "__metadata__" {
+			return nil, fmt.Errorf("safetensors: invalid tensor name %q", e.Name)
 		}
-		if _, dup := hdr[t.Name]; dup {
-			return fmt.Errorf("safetensors: duplicate tensor name %q", t.Name)
+		if _, dup := hdr[e.Name]; dup {
+			return nil, fmt.Errorf("safetensors: duplicate tensor name %q", e.Name)
 		}
-		if _, err := t.elements(); err != nil {
-			return err
+		size, err := ByteSize(e.DType, e.Shape)
+		if err != nil {
+			return nil, fmt.Errorf("safetensors: tensor %q: %w", e.Name, err)
 		}
-		shape := t.Shape
+		if b, end := e.DataOffsets[0], e.DataOffsets[1]; b < 0 || end-b != int64(size) {
+			return nil, fmt.Errorf("safetensors: tensor %q: shape %v of %s needs %d bytes, data_offsets [%d, %d]", e.Name, e.Shape, e.DType, size, b, end)
+		}
+		shape := e.Shape
 		if shape == nil {
 			shape = []int{}
 		}
-		hdr[t.Name] = map[string]any{"dtype": t.DType, "shape": shape, "data_offsets": [2]int64{off, off + int64(len(t.Data))}}
-		off += int64(len(t.Data))
+		hdr[e.Name] = map[string]any{"dtype": e.DType, "shape": shape, "data_offsets": e.DataOffsets}
 	}
 	if len(metadata) > 0 {
 		hdr["__metadata__"] = metadata
 	}
 	js, err := json.Marshal(hdr)
 	if err != nil {
-		return fmt.Errorf("safetensors: encoding header: %w", err)
+		return nil, fmt.Errorf("safetensors: encoding header: %w", err)
 	}
 	if pad := (8 - len(js)%8) % 8; pad > 0 {
 		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
+	}
+	return js, nil
+}
+
+// Write writes tensors (in the given order, which becomes the buffer order)
+// and metadata. Names must be unique and not "__metadata__".
+func Write(w io.Writer, tensors []*Tensor, metadata map[string]string) error {
+	entries := make([]HeaderEntry, len(tensors))
+	var off int64
+	for i, t := range tensors {
+		if _, err := t.elements(); err != nil {
+			return err
+		}
+		entries[i] = HeaderEntry{Name: t.Name, DType: t.DType, Shape: t.Shape, DataOffsets: [2]int64{off, off + int64(len(t.Data))}}
+		off += int64(len(t.Data))
+	}
+	js, err := EncodeHeader(entries, metadata)
+	if err != nil {
+		return err
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	var prefix [8]byte

@@ -261,6 +261,46 @@ func TestWriteRejects(t *testing.T) {
 	}
 }
 
+// EncodeHeader is Write's header (Write's file starts with it), and a
+// header padded with more spaces than the 8-byte alignment (the room a
+// streaming writer reserves) still reads back; entries whose offsets do not
+// span their shape, or with a bad name, are errors.
+func TestEncodeHeader(t *testing.T) {
+	a, b := FromFloat32("z", []int{2, 3}, []float32{1, 2, 3, 4, 5, 6}), FromUint8("m", []int{2}, []uint8{1, 0})
+	md := map[string]string{"k": "v"}
+	entries := []HeaderEntry{{Name: "z", DType: F32, Shape: []int{2, 3}, DataOffsets: [2]int64{0, 24}},
+		{Name: "m", DType: U8, Shape: []int{2}, DataOffsets: [2]int64{24, 26}}}
+	hdr, err := EncodeHeader(entries, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	if err := Write(&w, []*Tensor{a, b}, md); err != nil {
+		t.Fatal(err)
+	}
+	if len(hdr)%8 != 0 || !bytes.Equal(w.Bytes()[8:8+len(hdr)], hdr) {
+		t.Fatalf("EncodeHeader %q is not Write's header", hdr)
+	}
+	padded := append(append([]byte{}, hdr...), bytes.Repeat([]byte{' '}, 64)...)
+	f, err := Parse(build(string(padded), w.Bytes()[8+len(hdr):]))
+	if err != nil {
+		t.Fatalf("header with 64 more spaces: %v", err)
+	}
+	if z, _ := f.Get("z"); z == nil || !slices.Equal(z.Shape, []int{2, 3}) || f.Metadata["k"] != "v" {
+		t.Errorf("read back %+v", f)
+	}
+	for _, bad := range [][]HeaderEntry{
+		{{Name: "z", DType: F32, Shape: []int{2, 3}, DataOffsets: [2]int64{0, 20}}},
+		{{Name: "__metadata__", DType: U8, Shape: []int{1}, DataOffsets: [2]int64{0, 1}}},
+		{entries[1], entries[1]},
+		{{Name: "x", DType: "X", Shape: []int{1}, DataOffsets: [2]int64{0, 1}}},
+	} {
+		if _, err := EncodeHeader(bad, nil); err == nil {
+			t.Errorf("EncodeHeader accepted %+v", bad)
+		}
+	}
+}
+
 // The fixture was written by /work/shared/bench/safetensors_io.py (numpy).
 func TestPythonFixture(t *testing.T) {
 	f, err := ReadFile("testdata/python_fixture.safetensors")

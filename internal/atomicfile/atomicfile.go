@@ -24,8 +24,15 @@ const (
 // Write writes path with the bytes that write produces. On error the
 // temporary file is removed and path is left as it was. Errors are wrapped
 // with the path.
-func Write(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), tempPrefix+filepath.Base(path)+tempMarker+"*")
+func Write(path string, write func(io.Writer) error) error {
+	return WriteFile(path, func(f *os.File) error { return write(f) })
+}
+
+// WriteFile is Write for writers that need the temporary file itself (to
+// seek back and write a header last, or to sync as they go): write gets it
+// open for writing at offset 0 and must not close it.
+func WriteFile(path string, write func(*os.File) error) (err error) {
+	tmp, err := CreateTemp(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -51,6 +58,14 @@ func Write(path string, write func(io.Writer) error) (err error) {
 		return fmt.Errorf("%s: rename: %w", path, err)
 	}
 	return nil
+}
+
+// CreateTemp creates a new temporary file beside path, named as Write names
+// its own ("." + base(path) + ".tmp" + digits), so that RemoveStale removes
+// it after a kill: scratch space of a writer that assembles path from parts.
+// The caller removes it.
+func CreateTemp(path string) (*os.File, error) {
+	return os.CreateTemp(filepath.Dir(path), tempPrefix+filepath.Base(path)+tempMarker+"*")
 }
 
 // WriteBytes writes data to path atomically.

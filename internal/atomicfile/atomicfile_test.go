@@ -137,3 +137,39 @@ func TestCopyInto(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// WriteFile hands the writer the temporary file itself: a header written
+// last at offset 0 (after seeking back) lands in the file, and a failing
+// writer leaves no file and no temporary; a CreateTemp scratch file has
+// Write's temporary name, so RemoveStale finds it.
+func TestWriteFileSeeksAndCreateTemp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.bin")
+	err := WriteFile(path, func(f *os.File) error {
+		if _, err := f.Write([]byte("....body")); err != nil {
+			return err
+		}
+		_, err := f.WriteAt([]byte("HEAD"), 0)
+		return err
+	})
+	if b, _ := os.ReadFile(path); err != nil || string(b) != "HEADbody" {
+		t.Fatalf("WriteFile: %v, file %q, want HEADbody", err, b)
+	}
+	boom := errors.New("boom")
+	failed := filepath.Join(dir, "failed.bin")
+	if err := WriteFile(failed, func(f *os.File) error { f.Write([]byte("partial")); return boom }); !errors.Is(err, boom) {
+		t.Fatalf("error %v, want boom", err)
+	}
+	if _, err := os.Stat(failed); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("failed write left %s: %v", failed, err)
+	}
+	scratch, err := CreateTemp(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch.Close()
+	removed, err := RemoveStale(dir)
+	if err != nil || len(removed) != 1 || removed[0] != scratch.Name() {
+		t.Errorf("RemoveStale removed %v (%v), want only the scratch file %s", removed, err, scratch.Name())
+	}
+}

@@ -1,0 +1,142 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/progress"
+)
+
+// EmbedOptions configure Embed; DefaultEmbedOptions gives a releaser's.
+type EmbedOptions struct {
+	Out    string `json:"out"`    // the output file, replaced atomically when complete (required)
+	Format Format `json:"format"` // FormatSafetensors or FormatJSONL
+	// ReleasesPerText is k >= 1: independent releases of each text (their certified costs compose).
+	ReleasesPerText int `json:"releases_per_text"`
+	// BatchSize >= 1 texts are read, released and written per step: with MaxLineBytes it bounds the
+	// memory, whatever the input's length.
+	BatchSize int `json:"batch_size"`
+}
+
+// DefaultEmbedOptions returns the options of r: safetensors, one release per text, r's batch size; Out
+// is left to the caller.
+func DefaultEmbedOptions(r *Releaser) EmbedOptions {
+	return EmbedOptions{Format: FormatSafetensors, ReleasesPerText: 1, BatchSize: r.BatchSize()}
+}
+
+// validate checks o before any work; errors are *option.Error (JSON keys).
+func (o EmbedOptions) validate() error {
+	switch {
+	case o.Out == "":
+		return option.Errorf("out", nil, "required: the output file")
+	case !o.Format.Valid():
+		return option.Errorf("format", string(o.Format), "want %s or %s", FormatSafetensors, FormatJSONL)
+	case o.ReleasesPerText < 1:
+		return option.Errorf("releases_per_text", o.ReleasesPerText, "must be >= 1")
+	case o.BatchSize < 1:
+		return option.Errorf("batch_size", o.BatchSize, "must be >= 1")
+	}
+	if st, err := os.Stat(filepath.Dir(o.Out)); err != nil || !st.IsDir() {
+		return option.Errorf("out", o.Out, "its directory %s does not exist", filepath.Dir(o.Out))
+	}
+	if st, err := os.Stat(o.Out); err == nil && st.IsDir() {
+		return option.Errorf("out", o.Out, "is a directory")
+	}
+	return nil
+}
+
+// ProgressStage names Embed's progress events (unit "texts"; the total is not known while streaming,
+// and the last event has Total = Done).
+const ProgressStage = "embed"
+
+// Embed releases every text of in under r, ReleasesPerText times each with noise from src, and writes
+// them to o.Out in o.Format (FormatSafetensors, FormatJSONL) with their Metadata, which it returns.
+//
+// It streams: a batch of o.BatchSize texts is read, released and written before the next is read, so
+// memory does not grow with the input. The output is a temporary file beside o.Out, renamed over it
+// only when complete (atomicfile); on any error (a bad line, a cancelled ctx) it is removed and o.Out
+// is left as it was. The options, the input's header or first line and its first batch are checked
+// before the file is created; an input without texts is an error. report receives a ProgressStage
+// event per batch written (nil: none).
+func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o EmbedOptions, report progress.Func) (*Metadata, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if src == nil {
+		return nil, fmt.Errorf("embed: no noise source")
+	}
+	batch, err := readBatch(in, o.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	if len(batch) == 0 {
+		return nil, fmt.Errorf("%s: no texts", in.Name())
+	}
+	perText, err := r.GuaranteeOf(o.ReleasesPerText)
+	if err != nil {
+		return nil, err
+	}
+	md := &Metadata{Format: MetadataFormat, Model: r.Model(), Layout: layout(o.Format), Guarantee: r.Guarantee(),
+		GuaranteePerText: perText, ReleasesPerText: o.ReleasesPerText, Seeded: src.Seeded()}
+	if md.Seeded {
+		md.Warning = NotForRelease
+	}
+	err = atomicfile.WriteFile(o.Out, func(f *os.File) error {
+		w, err := newOutputWriter(o.Format, f, o.Out, md)
+		if err != nil {
+			return err
+		}
+		defer w.close()
+		for len(batch) > 0 {
+			es, err := r.ReleaseRepeated(ctx, batch, o.ReleasesPerText, src)
+			if err != nil {
+				return fmt.Errorf("%s: texts %d..%d: %w", in.Name(), md.Texts, md.Texts+int64(len(batch))-1, err)
+			}
+			if err := w.write(es); err != nil {
+				return err
+			}
+			md.Texts += int64(len(batch))
+			report.Report(progress.Event{Stage: ProgressStage, Unit: "texts", Done: md.Texts, Loss: math.NaN()})
+			if batch, err = readBatch(in, o.BatchSize); err != nil {
+				return err
+			}
+		}
+		md.Releases = md.Texts * int64(o.ReleasesPerText)
+		return w.finish(md)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	report.Report(progress.Event{Stage: ProgressStage, Unit: "texts", Done: md.Texts, Total: md.Texts, Loss: math.NaN()})
+	return md, nil
+}
+
+// readBatch reads up to n texts (fewer at the end of the input).
+func readBatch(in *TextReader, n int) ([]string, error) {
+	var texts []string
+	for len(texts) < n {
+		t, _, err := in.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		texts = append(texts, t)
+	}
+	return texts, nil
+}
+
+// layout is Metadata.Layout of a format.
+func layout(f Format) string {
+	if f == FormatJSONL {
+		return "first line: this metadata; then one JSON object per text, in input order: index (0-based), embeddings [releases_per_text][N][P] (Z), weights [releases_per_text][N] (pi); float32 values"
+	}
+	return "z [texts, releases_per_text, N, P] float32: the released samples Z; pi [texts, releases_per_text, N] float32: their Dirichlet weights; row i is the i-th text of the input"
+}

@@ -1,0 +1,338 @@
+// Package release makes the released embeddings of texts under a trained model (docs/serving.md): per text
+// the sample of its clipped posterior, Z [N, P] and the Dirichlet weights pi [N] (all N components, the
+// prior's included), never the text, its tokens or the posterior's parameters.
+//
+// A release is exactly what the model's own evaluation samples (train.Evaluate, nvib.Model.Forward): the
+// text is tokenised and truncated to the model's max-seq-len tokens, padded to that fixed length (the
+// release length: train.EvalPadLen), mapped to its clipped posterior (nvib.Model.Posterior) and sampled
+// once per release (nvib.Draw; nvib.DrawGaussian for a gaussian model). Every one of the N components is
+// released, padding included, so the release has the same shape for every text. Its certified guarantee
+// is privacy.CertifyCurve of the model's clip set (train.ModelClipSet): the guarantee of `nvdp certify
+// --model`.
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/tokenize"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// Releaser holds a loaded model, its tokenizer and the certified guarantee of one release. Safe for
+// concurrent use by several goroutines (each call gets its own noise source).
+//
+// The posteriors of concurrent calls are computed one batch at a time: the engine's kernels already use
+// every core (nn.Parallel, OpenBLAS threads), and nn.Parallel must not run beside another BLAS call.
+// Tokenisation, sampling and copying run concurrently.
+type Releaser struct {
+	bundle *train.Bundle
+	info   ModelInfo
+	set    privacy.ClipSet
+	padLen int // texts are truncated and padded to this many tokens (max-seq-len)
+
+	forward sync.Mutex // one posterior computation at a time
+
+	mu        sync.RWMutex // guards what SetDelta and SetBatchSize change
+	batchSize int
+	guarantee *privacy.Guarantee
+}
+
+// ModelInfo describes the model of a release for metadata and /v1/info.
+type ModelInfo struct {
+	Dir     string       `json:"dir"`     // the model directory (Load's argument)
+	Task    string       `json:"task"`    // the GLUE task it was trained on
+	Variant string       `json:"variant"` // nvib.ModelNVDPClipped or nvib.ModelGaussian
+	Mode    privacy.Mode `json:"mode"`    // always principled (reference mode is refused)
+	Encoder string       `json:"encoder"` // the encoder the model was trained from (train.Options.Encoder)
+	// MaxSeqLen is the length texts are truncated to (tokens, the specials included) and padded to.
+	MaxSeqLen int `json:"max_seq_len"`
+	N         int `json:"components"` // N, the prior component included: max-seq-len + 1 (gaussian: its release length + 1)
+	P         int `json:"dims"`       // P, the latent width
+	// Constants are the clip set's constants (privacy.ClipSet.Metadata), those the guarantee certifies.
+	Constants map[string]string `json:"constants"`
+}
+
+// Embedding is one release: Z row-major [N*P] and Pi [N], float32.
+type Embedding struct {
+	Z  []float32
+	Pi []float32
+}
+
+// Load reads a model directory written by `nvdp run`/`nvdp train` (train.LoadModel) for release: an
+// NVDP-Clipped or gaussian model whose clip set certifies a finite bound; a baseline (nothing private to
+// release), an unclipped nvdp model (no finite certificate) or a reference-mode model is an error naming why.
+func Load(dir string) (*Releaser, error) {
+	b, err := train.LoadModel(dir)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	return New(b)
+}
+
+// New is Load of a model already in memory (b.Dir names it; "" for a model built by train.Build). The
+// releaser uses b.Model and b.Tokenizer and must be the only user of them from then on.
+func New(b *train.Bundle) (*Releaser, error) {
+	cfg := b.Model.Cfg
+	name := b.Dir
+	if name == "" {
+		name = "(in memory)"
+	}
+	switch {
+	case cfg.Model == nvib.ModelBaseline:
+		return nil, fmt.Errorf("release: model %s is a %s: it has no NVIB posterior and adds no noise, so it has nothing private to release; train nvdp-clipped or gaussian", name, cfg.Model)
+	case cfg.Mode.IsReference():
+		return nil, fmt.Errorf("release: model %s is in reference mode: it reproduces the released code, whose release gives padding zero weight (revealing the length) and whose clipping (no sigma cap, C_amin 0) certifies no finite bound; train in principled mode", name)
+	case cfg.Model == nvib.ModelNVDP:
+		return nil, fmt.Errorf("release: model %s is unclipped %s: its means and pseudo-counts are unbounded, so its release has no finite certificate; train nvdp-clipped", name, cfg.Model)
+	case !b.Model.PadsReleased():
+		return nil, fmt.Errorf("release: model %s (%s) does not release all its components", name, cfg.Model) // no such model today
+	}
+	padLen, N := b.Options.MaxSeqLen, b.Options.MaxSeqLen+1
+	if g := b.Model.Gauss; g != nil {
+		if padLen > g.L {
+			return nil, fmt.Errorf("release: model %s: max_seq_len %d exceeds the gaussian release length %d", name, padLen, g.L)
+		}
+		N = g.L + 1
+	}
+	if positions := b.Encoder.Config.MaxSeqLen(); padLen < 1 || padLen > positions {
+		return nil, fmt.Errorf("release: model %s: max_seq_len %d outside [1, %d] (the encoder's positions)", name, padLen, positions)
+	}
+	set, _ := train.ModelClipSet(cfg, N) // ok: not the baseline
+	r := &Releaser{bundle: b, set: set, padLen: padLen, batchSize: max(1, b.Options.EvalBatchSize),
+		info: ModelInfo{Dir: b.Dir, Task: b.Task.Name, Variant: cfg.Model, Mode: cfg.Mode.OrDefault(), Encoder: b.Options.Encoder,
+			MaxSeqLen: padLen, N: N, P: cfg.Latent(), Constants: set.Metadata()}}
+	if err := r.SetDelta(privacy.DefaultDelta); err != nil {
+		return nil, fmt.Errorf("release: model %s: %w", name, err)
+	}
+	if g := r.Guarantee(); math.IsInf(float64(g.Epsilon), 1) {
+		reason := ""
+		if c, err := privacy.Certify(set, privacy.DefaultOrder, privacy.DirectionStandard); err == nil && c.Reason != "" {
+			reason = " (" + c.Reason + ")"
+		}
+		return nil, fmt.Errorf("release: model %s: its clipping certifies no finite bound at any order%s; nothing can be released under a guarantee", name, reason)
+	}
+	return r, nil
+}
+
+// Shape is the release's N (components = max_seq_len + 1) and P (latent width).
+func (r *Releaser) Shape() (n, p int) { return r.info.N, r.info.P }
+
+// Guarantee is the certified guarantee of ONE release of one text against any other text: the RDP curve
+// over privacy.DefaultOrders (privacy.CertifyCurve of the model's clip set, train.ModelClipSet), its
+// epsilon at delta (privacy.DefaultDelta unless SetDelta), the best order. Labelled certified, with scope.
+// The caller owns the copy returned.
+func (r *Releaser) Guarantee() *privacy.Guarantee {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := *r.guarantee
+	g.Curve = append([]privacy.OrderRD(nil), g.Curve...)
+	return &g
+}
+
+// GuaranteeOf is the certified guarantee of `releases` (>= 1) releases of one text: RDP composes by
+// adding over releases, so its curve is `releases` times Guarantee's, converted to epsilon at the same
+// delta. Errors: releases < 1.
+func (r *Releaser) GuaranteeOf(releases int) (*privacy.Guarantee, error) {
+	if releases < 1 {
+		return nil, fmt.Errorf("release: %d releases: want >= 1", releases)
+	}
+	r.mu.RLock()
+	delta := r.guarantee.Delta
+	r.mu.RUnlock()
+	return privacy.CertifyCurve(r.set, nil, privacy.DirectionStandard, releases, delta)
+}
+
+// SetDelta sets the delta of the guarantees' (epsilon, delta) conversion. Errors: delta not in (0, 1)
+// (the guarantee is then unchanged).
+func (r *Releaser) SetDelta(delta float64) error {
+	if !(delta > 0 && delta < 1) {
+		return fmt.Errorf("release: delta %v: want a value in (0, 1)", delta)
+	}
+	g, err := privacy.CertifyCurve(r.set, nil, privacy.DirectionStandard, 1, delta)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	r.mu.Lock()
+	r.guarantee = g
+	r.mu.Unlock()
+	return nil
+}
+
+// BatchSize is the number of texts whose posteriors are computed in one forward pass (the model's
+// evaluation batch size unless SetBatchSize). It changes neither the releases' distribution nor, for a
+// seeded source, which noise each text gets (Release).
+func (r *Releaser) BatchSize() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.batchSize
+}
+
+// SetBatchSize sets BatchSize. Errors: n < 1.
+func (r *Releaser) SetBatchSize(n int) error {
+	if n < 1 {
+		return fmt.Errorf("release: batch size %d: want >= 1", n)
+	}
+	r.mu.Lock()
+	r.batchSize = n
+	r.mu.Unlock()
+	return nil
+}
+
+// Model describes the model for metadata and /v1/info: directory, task, variant, mode, N, P, clip constants.
+func (r *Releaser) Model() ModelInfo {
+	info := r.info
+	info.Constants = make(map[string]string, len(r.info.Constants))
+	for k, v := range r.info.Constants {
+		info.Constants[k] = v
+	}
+	return info
+}
+
+// CheckText reports why text cannot be released: empty or only white space, or not valid UTF-8. The
+// error never quotes the text.
+func CheckText(text string) error {
+	switch {
+	case text == "":
+		return errors.New("empty text")
+	case !utf8.ValidString(text):
+		return errors.New("text is not valid UTF-8")
+	case strings.TrimSpace(text) == "":
+		return errors.New("blank text (only white space)")
+	}
+	return nil
+}
+
+// Release returns one released sample per text, in order. Texts are validated first (non-empty, valid
+// UTF-8); an error names the index of the bad text and nothing is released for any of them. The noise
+// comes from src (NewSource for real releases). Cancelling ctx stops between batches.
+func (r *Releaser) Release(ctx context.Context, texts []string, src *Source) ([]Embedding, error) {
+	all, err := r.ReleaseRepeated(ctx, texts, 1, src)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Embedding, len(all))
+	for i, e := range all {
+		out[i] = e[0]
+	}
+	return out, nil
+}
+
+// ReleaseRepeated returns k >= 1 independent releases of each text, out[i][j] the j-th of text i, from
+// one posterior computation per text; its certified cost per text is GuaranteeOf(k). Validation,
+// errors and cancellation as Release: on any error nothing is returned.
+//
+// The noise of text i (its k draws, each nvib.Draw: the N*P standard normals of Z in row-major order,
+// then the N Gamma draws of pi) is taken from src after that of text i-1, so with a seeded source the
+// output depends on the texts, k and the seed, not on the batch size.
+func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, src *Source) ([][]Embedding, error) {
+	if src == nil {
+		return nil, errors.New("release: no noise source")
+	}
+	if k < 1 {
+		return nil, fmt.Errorf("release: %d releases per text: want >= 1", k)
+	}
+	encs := make([]tokenize.Encoding, len(texts))
+	for i, t := range texts {
+		if err := CheckText(t); err != nil {
+			return nil, fmt.Errorf("release: text %d: %w", i, err)
+		}
+	}
+	tok := r.bundle.Tokenizer
+	for i, t := range texts {
+		enc, err := tok.Encode(t, "", r.padLen)
+		if err != nil {
+			return nil, fmt.Errorf("release: text %d: tokenize: %w", i, err)
+		}
+		if enc.Len() == 0 {
+			return nil, fmt.Errorf("release: text %d: empty encoding", i)
+		}
+		encs[i] = enc
+	}
+	out := make([][]Embedding, len(texts))
+	batch := &train.Encoded{Encs: encs, PadID: tok.PadID()}
+	bs := r.BatchSize()
+	for lo := 0; lo < len(texts); lo += bs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hi := min(lo+bs, len(texts))
+		post, err := r.posterior(batch, lo, hi)
+		if err != nil {
+			return nil, fmt.Errorf("release: texts %d..%d: %w", lo, hi-1, err)
+		}
+		src.use(func(rng *rand.Rand) {
+			for i := range hi - lo {
+				out[lo+i] = r.draw(example(post, i), k, rng)
+			}
+		})
+		for i := lo; i < hi; i++ {
+			if err := checkFinite(out[i]); err != nil {
+				return nil, fmt.Errorf("release: text %d: %w", i, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// posterior computes the clipped posteriors of the texts lo..hi-1 of batch, padded to the release
+// length (one forward pass at a time).
+func (r *Releaser) posterior(batch *train.Encoded, lo, hi int) (*nvib.Posterior, error) {
+	idx := make([]int, hi-lo)
+	for i := range idx {
+		idx[i] = lo + i
+	}
+	in, _ := batch.Batch(idx, r.padLen)
+	r.forward.Lock()
+	defer r.forward.Unlock()
+	return r.bundle.Model.Posterior(in)
+}
+
+// example is example i of a batch posterior as a posterior of one (sharing its memory).
+func example(post *nvib.Posterior, i int) *nvib.Posterior {
+	N, P := post.N, post.P
+	return &nvib.Posterior{B: 1, N: N, P: P,
+		Mu:     nn.FromData(post.Mu.Data[i*N*P:(i+1)*N*P], 1, N, P),
+		Logvar: nn.FromData(post.Logvar.Data[i*N*P:(i+1)*N*P], 1, N, P),
+		Alpha:  nn.FromData(post.Alpha.Data[i*N:(i+1)*N], 1, N),
+		Mask:   post.Mask[i*N : (i+1)*N], PadsReleased: post.PadsReleased}
+}
+
+// draw samples k releases of a posterior of one example, as the model's forward pass samples it.
+func (r *Releaser) draw(post *nvib.Posterior, k int, rng *rand.Rand) []Embedding {
+	out := make([]Embedding, k)
+	for j := range out {
+		var s *nvib.Sample
+		if r.bundle.Model.Gauss != nil {
+			s = nvib.DrawGaussian(post, rng)
+		} else {
+			s = nvib.Draw(post, rng)
+		}
+		out[j] = Embedding{Z: s.Z.Data, Pi: s.Dir.Pi}
+	}
+	return out
+}
+
+// checkFinite rejects a release with a non-finite value (impossible for a finite clipped posterior;
+// checked so that nothing undefined is ever released).
+func checkFinite(es []Embedding) error {
+	for j, e := range es {
+		for _, v := range [][]float32{e.Z, e.Pi} {
+			for _, x := range v {
+				if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+					return fmt.Errorf("release %d: non-finite value %v in the sample", j, x)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -30,8 +30,9 @@ func DefaultEmbedOptions(r *Releaser) EmbedOptions {
 	return EmbedOptions{Format: FormatSafetensors, ReleasesPerText: 1, BatchSize: r.BatchSize()}
 }
 
-// validate checks o before any work; errors are *option.Error (JSON keys).
-func (o EmbedOptions) validate() error {
+// Validate checks o before any work (Embed calls it; a program may call it before loading the
+// model); errors are *option.Error naming the option by its JSON key.
+func (o EmbedOptions) Validate() error {
 	switch {
 	case o.Out == "":
 		return option.Errorf("out", nil, "required: the output file")
@@ -65,7 +66,7 @@ const ProgressStage = "embed"
 // before the file is created; an input without texts is an error. report receives a ProgressStage
 // event per batch written (nil: none).
 func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o EmbedOptions, report progress.Func) (*Metadata, error) {
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if src == nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -174,17 +172,7 @@ func TestCommandsCheckBeforeWork(t *testing.T) {
 	}
 
 	// eval: a tiny model, then bad flags fail before anything is written
-	o := train.DefaultOptions()
-	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Epochs, o.BatchSize, o.MaxSeqLen, o.Out = "sst2", glueDir, "scratch:bert-tiny", vocab, 1, 8, 8, filepath.Join(t.TempDir(), "model")
-	c, err := encoder.Preset("bert-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize, c.MaxPositionEmbeddings = 16, 1, 2, 32, 16
-	o.ScratchConfig = &c
-	if _, err := train.Run(context.Background(), o, nil); err != nil {
-		t.Fatal(err)
-	}
+	model := tinyModel(t, glueDir, vocab, train.DefaultOptions().Variant)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -197,7 +185,7 @@ func TestCommandsCheckBeforeWork(t *testing.T) {
 		{[]string{"--glue-dir", "/nonexistent"}, "/nonexistent"},
 	} {
 		out := filepath.Join(t.TempDir(), "eval")
-		_, err := runCmd(newEvalCmd(), append([]string{"--model", o.Out, "--out", out}, tc.args...)...)
+		_, err := runCmd(newEvalCmd(), append([]string{"--model", model, "--out", out}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("eval %v: error %v, want %q", tc.args, err, tc.want)
 		}
@@ -205,7 +193,7 @@ func TestCommandsCheckBeforeWork(t *testing.T) {
 			t.Errorf("eval %v: %s was created (%v)", tc.args, out, serr)
 		}
 	}
-	if _, err := runCmd(newEvalCmd(), "--model", o.Out, "--out", filepath.Join(t.TempDir(), "eval"), "--json"); err != nil {
+	if _, err := runCmd(newEvalCmd(), "--model", model, "--out", filepath.Join(t.TempDir(), "eval"), "--json"); err != nil {
 		t.Errorf("eval with the model's defaults: %v", err)
 	}
 }

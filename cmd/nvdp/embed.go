@@ -1,0 +1,220 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/release"
+	"github.com/spf13/cobra"
+)
+
+// embedFlags are the flags of `nvdp embed`.
+type embedFlags struct {
+	model, input, column, field, out, format string
+	releasesPerText, batchSize               int
+	seed                                     uint64
+	delta                                    float64
+	noProgress, jsonOut                      bool
+}
+
+func newEmbedCmd() *cobra.Command {
+	f := &embedFlags{}
+	cmd := &cobra.Command{
+		Use:   "embed --model DIR --input FILE|- [--column NAME | --field NAME] --out FILE",
+		Short: "Release privatised embeddings of texts: the sample of each text's clipped posterior, with its certified guarantee",
+		Long: `Release the embeddings of texts under a trained NVDP-Clipped or gaussian model: for each text the
+sample of its clipped posterior, Z [N, P] and the Dirichlet weights pi [N] (all N = max-seq-len + 1
+components, padding included; a gaussian model's weights are the constant 1/N), never the text,
+its tokens or the posterior's parameters. The baseline, unclipped nvdp and reference-mode models
+are refused: they have no finite certified guarantee.
+
+The input (a file, or - for stdin) holds one text per line, or with --column NAME a
+tab-separated file with a header whose column NAME is the text, or with --field NAME JSON lines
+whose string field NAME is the text. It is streamed: --batch-size texts are read, released and
+written at a time, so memory does not grow with the input. The output is written to a temporary
+file beside --out and renamed over it only when complete; a bad line (named in the error) or
+Ctrl-C leaves no output.
+
+--format safetensors (the default, unless --out ends in .jsonl) writes tensors z [texts, k, N, P]
+and pi [texts, k, N] (float32) with the metadata in the file's header; jsonl writes the metadata
+as the first line, then {"index": i, "embeddings": [k x [N x [P]]], "weights": [k x [N]]} per
+text. The metadata holds the model, the certified guarantee of one release (RDP curve, epsilon
+at --delta, best order; 'nvdp certify --model'), the counts, and the total cost per text of its
+k = --releases-per-text releases (RDP adds up: k times the curve). The noise comes from a
+ChaCha8 stream seeded by crypto/rand; --seed S is for tests only: the output is then marked
+"not for release". docs/serving.md.`,
+		Example: `  nvdp embed --model runs/sst2-clipped --input texts.txt --out texts.safetensors
+  nvdp embed --model runs/sst2-clipped --input dev.tsv --column sentence --out dev.jsonl --releases-per-text 3
+  cat docs.jsonl | nvdp embed --model runs/sst2-clipped --input - --field text --out docs.safetensors`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runEmbed(cmd, f) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.model, "model", "", "model directory written by nvdp train or nvdp run (nvdp-clipped or gaussian; required)")
+	fs.StringVar(&f.input, "input", "", "input file, or - for stdin: one text per line unless --column or --field (required)")
+	fs.StringVar(&f.column, "column", "", "read the column NAME of a tab-separated input with a header")
+	fs.StringVar(&f.field, "field", "", "read the string field NAME of a JSON-lines input")
+	fs.StringVar(&f.out, "out", "", "output file, replaced when complete (required)")
+	fs.StringVar(&f.format, "format", "", "safetensors | jsonl (default: jsonl when --out ends in .jsonl, else safetensors)")
+	fs.IntVar(&f.releasesPerText, "releases-per-text", 1, "independent releases of each text (their certified costs add up)")
+	fs.IntVar(&f.batchSize, "batch-size", 0, "texts read, released and written at a time, and of one forward pass (default: the model's eval batch size)")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed the noise (tests and demos only: the output is marked not for release)")
+	fs.Float64Var(&f.delta, "delta", privacy.DefaultDelta, "delta of the guarantees' (epsilon, delta) conversion")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the output's metadata as JSON on stdout")
+	_ = cmd.MarkFlagRequired("model")
+	_ = cmd.MarkFlagRequired("input")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newEmbedCmd()) }
+
+// format is the output format: --format, or inferred from --out.
+func (f *embedFlags) outputFormat(cmd *cobra.Command) release.Format {
+	if cmd.Flags().Changed("format") {
+		return release.Format(f.format)
+	}
+	if strings.EqualFold(filepath.Ext(f.out), ".jsonl") {
+		return release.FormatJSONL
+	}
+	return release.FormatSafetensors
+}
+
+// openInput opens --input (stdin for -) and its reader, checking the header or first line.
+func (f *embedFlags) openInput(cmd *cobra.Command) (*release.TextReader, io.Closer, error) {
+	var r io.Reader
+	var c io.Closer = io.NopCloser(nil)
+	name := f.input
+	if f.input == "-" {
+		r, name = cmd.InOrStdin(), "stdin"
+	} else {
+		file, err := os.Open(f.input)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--input: %w", err)
+		}
+		r, c = file, file
+	}
+	var tr *release.TextReader
+	var err error
+	switch {
+	case f.column != "":
+		tr, err = release.NewTSVReader(r, name, f.column)
+	case f.field != "":
+		tr, err = release.NewJSONLReader(r, name, f.field)
+	default:
+		tr = release.NewLineReader(r, name)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("--input: %w", err)
+	}
+	return tr, c, nil
+}
+
+// check validates the flags that need no file.
+func (f *embedFlags) check(cmd *cobra.Command) error {
+	fs := cmd.Flags()
+	switch {
+	case fs.Changed("column") && fs.Changed("field"):
+		return errors.New("--column and --field: give one (a TSV column or a JSON-lines field), or neither for plain lines")
+	case fs.Changed("column") && f.column == "":
+		return errors.New(`--column "": want a column name`)
+	case fs.Changed("field") && f.field == "":
+		return errors.New(`--field "": want a field name`)
+	case f.input != "-" && sameFile(f.input, f.out):
+		return fmt.Errorf("--out %s is the input file", f.out)
+	case !(f.delta > 0 && f.delta < 1):
+		return fmt.Errorf("--delta %v: want a value in (0, 1)", f.delta)
+	}
+	return nil
+}
+
+// sameFile reports whether a and b name one existing file.
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
+func runEmbed(cmd *cobra.Command, f *embedFlags) error {
+	if err := f.check(cmd); err != nil {
+		return err
+	}
+	// the options are checked before the model is loaded; an unset batch size is the model's
+	o := release.EmbedOptions{Out: f.out, Format: f.outputFormat(cmd), ReleasesPerText: f.releasesPerText, BatchSize: f.batchSize}
+	batchGiven := cmd.Flags().Changed("batch-size")
+	if !batchGiven {
+		o.BatchSize = 1
+	}
+	if err := o.Validate(); err != nil {
+		return flagError(err)
+	}
+	r, err := release.Load(f.model)
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	if err := r.SetDelta(f.delta); err != nil {
+		return fmt.Errorf("--delta: %w", err)
+	}
+	if !batchGiven {
+		o.BatchSize = r.BatchSize()
+	} else if err := r.SetBatchSize(o.BatchSize); err != nil {
+		return err // Validate checked it
+	}
+	var src *release.Source
+	if cmd.Flags().Changed("seed") {
+		src = release.NewSeededSource(f.seed)
+		slog.Warn("--seed: the noise is reproducible from the seed; the output is marked not for release", "seed", f.seed)
+	} else if src, err = release.NewSource(); err != nil {
+		return err
+	}
+	in, closer, err := f.openInput(cmd)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	ctx, cancel := signalContext(cmd)
+	defer cancel()
+	md, err := release.Embed(ctx, r, in, src, o, newProgress(cmd, f.noProgress))
+	if err != nil {
+		return flagError(err)
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(md)
+	}
+	printEmbed(cmd.OutOrStdout(), f.out, md)
+	return nil
+}
+
+// printEmbed prints the summary of an output.
+func printEmbed(w io.Writer, path string, md *release.Metadata) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	m := md.Model
+	row("output", fmt.Sprintf("%s (%d texts x %d releases: z [N %d, P %d], pi [N %d])", path, md.Texts, md.ReleasesPerText, m.N, m.P, m.N))
+	row("model", fmt.Sprintf("%s (%s, %s, %s)", m.Dir, m.Task, m.Variant, m.Mode))
+	g, all := md.Guarantee, md.GuaranteePerText
+	row("certified", g.Scope)
+	row(fmt.Sprintf("epsilon per release (delta %g)", g.Delta), ff(g.Epsilon)+" at order "+fg(g.BestOrder))
+	if md.ReleasesPerText > 1 {
+		row(fmt.Sprintf("epsilon per text (%d releases)", md.ReleasesPerText), ff(all.Epsilon)+" at order "+fg(all.BestOrder))
+	}
+	if md.Seeded {
+		row("WARNING", md.Warning)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/release"
+	"github.com/nvdp-project/nvdp/safetensors"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// tinyModel trains a tiny model of variant (a 1-layer encoder of hidden size 16, max-seq-len 8,
+// one epoch) on a synthetic SST-2 and returns its directory.
+func tinyModel(t *testing.T, glueDir, vocab, variant string) string {
+	t.Helper()
+	o := train.DefaultOptions()
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, variant
+	o.Epochs, o.BatchSize, o.MaxSeqLen, o.Out = 1, 8, 8, filepath.Join(t.TempDir(), "model")
+	c, err := encoder.Preset("bert-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize, c.MaxPositionEmbeddings = 16, 1, 2, 32, 16
+	o.ScratchConfig = &c
+	if _, err := train.Run(context.Background(), o, nil); err != nil {
+		t.Fatal(err)
+	}
+	return o.Out
+}
+
+// writeFile writes content to name in a new temporary directory and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// embedJSON runs `nvdp embed --json` and decodes the metadata it prints.
+func embedJSON(t *testing.T, args ...string) *release.Metadata {
+	t.Helper()
+	out, err := runCmd(newEmbedCmd(), append(args, "--json", "--no-progress")...)
+	if err != nil {
+		t.Fatalf("embed %v: %v\n%s", args, err, out)
+	}
+	var md release.Metadata
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &md); err != nil {
+		t.Fatalf("embed --json: %v\n%s", err, out)
+	}
+	return &md
+}
+
+var embedTexts = []string{"the movie is good", "awful", "the movie is very very bad and the plot is awful too", "great",
+	"is", "the good the bad", "very", "movie movie", "unknown words here", "good good good"}
+
+// `nvdp embed` end to end on a model trained in the test: the safetensors output has z [texts, 1,
+// N, P] and pi [texts, 1, N] with weights that are positive and sum to 1, its metadata holds the
+// model, the counts and the guarantee that `nvdp certify --model` prints; --seed reproduces the
+// file byte for byte and marks it not for release; without --seed the noise differs and the file
+// is not marked.
+func TestEmbedEndToEnd(t *testing.T) {
+	glueDir, vocab := synthSST2(t, 24)
+	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	input := writeFile(t, "texts.txt", strings.Join(embedTexts, "\n")+"\n")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "a.safetensors")
+	md := embedJSON(t, "--model", model, "--input", input, "--out", out, "--seed", "5", "--batch-size", "3")
+	f, err := safetensors.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := release.ParseMetadataKeys(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, _ := f.Get("z")
+	pi, _ := f.Get("pi")
+	M, N, P := len(embedTexts), 9, 16
+	if z == nil || pi == nil || !slices.Equal(z.Shape, []int{M, 1, N, P}) || !slices.Equal(pi.Shape, []int{M, 1, N}) {
+		t.Fatalf("tensors %v", f.Tensors)
+	}
+	weights, _ := pi.Float32()
+	for i := range M {
+		s := 0.0
+		for _, w := range weights[i*N : (i+1)*N] {
+			if !(w > 0) {
+				t.Fatalf("text %d: weight %v (every component has mass)", i, w)
+			}
+			s += float64(w)
+		}
+		if math.Abs(s-1) > 1e-5 {
+			t.Errorf("text %d: weights sum to %v", i, s)
+		}
+	}
+	cert := certifyJSON(t, "--model", model)
+	g := file.Guarantee
+	if file.Texts != int64(M) || file.Releases != int64(M) || file.ReleasesPerText != 1 || !file.Seeded || file.Warning != release.NotForRelease ||
+		file.Model.Dir != model || file.Model.Variant != nvib.ModelNVDPClipped || file.Model.N != N || file.Model.P != P ||
+		float64(g.Epsilon) != cert["epsilon"] || float64(g.BestOrder) != cert["best_order"] || g.Label != "certified" || g.Scope != cert["scope"] ||
+		md.Texts != file.Texts || g.Delta != privacy.DefaultDelta {
+		t.Errorf("metadata %+v, guarantee eps %v at %v (%s); certify --model: eps %v at %v", file, g.Epsilon, g.BestOrder, g.Scope, cert["epsilon"], cert["best_order"])
+	}
+	orders := cert["orders"].([]any)
+	for i, p := range g.Curve { // as JSON: +Inf is "Infinity" in both
+		a, _ := json.Marshal(p)
+		b, _ := json.Marshal(orders[i])
+		if string(a) != string(b) {
+			t.Fatalf("curve point %d: %s, certify --model %s", i, a, b)
+		}
+	}
+	if len(g.Curve) != len(orders) {
+		t.Errorf("curve of %d orders, certify --model %d", len(g.Curve), len(orders))
+	}
+	again := filepath.Join(dir, "b.safetensors")
+	embedJSON(t, "--model", model, "--input", input, "--out", again, "--seed", "5", "--batch-size", "3")
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a, b) {
+		t.Error("--seed 5 twice: the files differ")
+	}
+	unseeded := filepath.Join(dir, "real.safetensors")
+	stdout, err := runCmd(newEmbedCmd(), "--model", model, "--input", input, "--out", unseeded, "--no-progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := safetensors.ReadFile(unseeded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmd, _ := release.ParseMetadataKeys(rf.Metadata)
+	rz, _ := rf.Get("z")
+	if rmd == nil || rmd.Seeded || rmd.Warning != "" || bytes.Equal(rz.Data, z.Data) || strings.Contains(stdout, "WARNING") ||
+		!strings.Contains(stdout, "epsilon per release") || !strings.Contains(stdout, fmt.Sprintf("%d texts", M)) {
+		t.Errorf("without --seed: metadata %+v, same noise %v, stdout:\n%s", rmd, bytes.Equal(rz.Data, z.Data), stdout)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
+		t.Errorf("%d files in the output directory, want 3 (no temporary file left)", len(entries))
+	}
+}
+
+// TSV and JSON-lines inputs (a file and stdin) into JSON lines with k = 3 releases per text: one
+// object per text with k releases of [N][P] and [N], the metadata on the first line with the cost
+// per text of the 3 releases composed, which is `nvdp certify --model --releases 3`.
+func TestEmbedInputsAndComposition(t *testing.T) {
+	glueDir, vocab := synthSST2(t, 24)
+	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	var tsv, jsonl strings.Builder
+	tsv.WriteString("id\tsentence\n")
+	for i, s := range embedTexts {
+		fmt.Fprintf(&tsv, "%d\t%s\n", i, s)
+		b, _ := json.Marshal(map[string]any{"id": i, "text": s})
+		jsonl.Write(append(b, '\n'))
+	}
+	out := filepath.Join(t.TempDir(), "dev.jsonl")
+	embedJSON(t, "--model", model, "--input", writeFile(t, "dev.tsv", tsv.String()), "--column", "sentence", "--out", out,
+		"--releases-per-text", "3", "--seed", "1")
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 1+len(embedTexts) {
+		t.Fatalf("%d lines, want the metadata and %d texts", len(lines), len(embedTexts))
+	}
+	var md release.Metadata
+	if err := json.Unmarshal([]byte(lines[0]), &md); err != nil {
+		t.Fatal(err)
+	}
+	one, all := md.Guarantee, md.GuaranteePerText
+	for i, p := range all.Curve {
+		if math.Abs(float64(p.RD)-3*float64(one.Curve[i].RD)) > 1e-12*float64(p.RD) {
+			t.Fatalf("order %v: per text %v, want 3 x %v", p.Order, p.RD, one.Curve[i].RD)
+		}
+	}
+	cert3 := certifyJSON(t, "--model", model, "--releases", "3")
+	if md.ReleasesPerText != 3 || md.Releases != int64(3*len(embedTexts)) || all.Releases != 3 || float64(all.Epsilon) != cert3["epsilon"] ||
+		!(all.Epsilon > one.Epsilon) || md.Format != release.MetadataFormat {
+		t.Errorf("metadata: %d per text, %d releases, per text epsilon %v (certify --releases 3: %v), one release %v",
+			md.ReleasesPerText, md.Releases, all.Epsilon, cert3["epsilon"], one.Epsilon)
+	}
+	for i, line := range lines[1:] {
+		var o struct {
+			Index      int           `json:"index"`
+			Embeddings [][][]float32 `json:"embeddings"`
+			Weights    [][]float32   `json:"weights"`
+		}
+		if err := json.Unmarshal([]byte(line), &o); err != nil || o.Index != i || len(o.Embeddings) != 3 || len(o.Weights) != 3 ||
+			len(o.Embeddings[2]) != 9 || len(o.Embeddings[2][8]) != 16 || len(o.Weights[1]) != 9 || slices.Equal(o.Weights[0], o.Weights[1]) {
+			t.Fatalf("line %d: %v %+v", i+2, err, o)
+		}
+	}
+	// the JSON-lines field of stdin gives the same releases as the TSV column
+	cmd := newEmbedCmd()
+	cmd.SetIn(strings.NewReader(jsonl.String()))
+	out2 := filepath.Join(t.TempDir(), "stdin.jsonl")
+	if _, err := runCmd(cmd, "--model", model, "--input", "-", "--field", "text", "--out", out2, "--releases-per-text", "3", "--seed", "1", "--no-progress"); err != nil {
+		t.Fatal(err)
+	}
+	data2, _ := os.ReadFile(out2)
+	sc := bufio.NewScanner(bytes.NewReader(data2))
+	sc.Buffer(nil, 1<<24)
+	for i := 0; sc.Scan(); i++ {
+		if i > 0 && sc.Text() != lines[i] {
+			t.Fatalf("line %d of the JSON-lines input's output differs from the TSV input's", i+1)
+		}
+	}
+}
+
+// Bad inputs fail naming the flag, file and line, and leave no output and no temporary file: a
+// missing column or field, a bad JSON line, an empty text, models without a private release, bad
+// flags.
+func TestEmbedBadInputs(t *testing.T) {
+	glueDir, vocab := synthSST2(t, 24)
+	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	lines := writeFile(t, "in.txt", "good movie\nbad movie\n")
+	tsv := writeFile(t, "in.tsv", "id\tsentence\n1\tgood\n")
+	jsonl := writeFile(t, "in.jsonl", "{\"text\":\"good\"}\n{\"text\":\"bad\"}\n{\"text\":\"bad\"\n")
+	withEmpty := writeFile(t, "empty.txt", "good\nbad\n\ngood\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing column", []string{"--input", tsv, "--column", "text"}, `--input: ` + tsv + `:1: header has no column "text" (columns: "id" "sentence")`},
+		{"missing field", []string{"--input", jsonl, "--field", "sentence"}, jsonl + `:1: no field "sentence"`},
+		{"bad JSON line", []string{"--input", jsonl, "--field", "text", "--batch-size", "1"}, jsonl + ":3: not a JSON object"},
+		{"empty text", []string{"--input", withEmpty, "--batch-size", "2"}, withEmpty + ":3: empty text"},
+		{"column and field", []string{"--input", tsv, "--column", "sentence", "--field", "text"}, "--column and --field: give one"},
+		{"k 0", []string{"--input", lines, "--releases-per-text", "0"}, "--releases-per-text 0: must be >= 1"},
+		{"batch 0", []string{"--input", lines, "--batch-size", "0"}, "--batch-size 0: must be >= 1"},
+		{"format", []string{"--input", lines, "--format", "csv"}, `--format "csv": want safetensors or jsonl`},
+		{"delta", []string{"--input", lines, "--delta", "2"}, "--delta 2: want a value in (0, 1)"},
+		{"missing input", []string{"--input", lines + ".missing"}, "--input: open"},
+		{"model dir", []string{"--input", lines, "--model", t.TempDir()}, "--model: release: "},
+	} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out.safetensors")
+		args := append([]string{"--model", model, "--out", out, "--no-progress"}, tc.args...)
+		_, err := runCmd(newEmbedCmd(), args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%s: %d files written", tc.name, len(entries))
+		}
+	}
+	if _, err := runCmd(newEmbedCmd(), "--model", model, "--input", lines, "--out", lines); err == nil || !strings.Contains(err.Error(), "is the input file") {
+		t.Errorf("--out the input: %v", err)
+	}
+	for _, tc := range []struct{ variant, want string }{
+		{nvib.ModelBaseline, "nothing private to release"},
+		{nvib.ModelNVDP, "no finite certificate"},
+	} {
+		dir := t.TempDir()
+		_, err := runCmd(newEmbedCmd(), "--model", tinyModel(t, glueDir, vocab, tc.variant), "--input", lines, "--out", filepath.Join(dir, "o"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s model: error %v, want %q", tc.variant, err, tc.want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%s model: %d files written", tc.variant, len(entries))
+		}
+	}
+	if c, _, err := rootCmd.Find([]string{"embed"}); err != nil || c.Name() != "embed" {
+		t.Errorf("embed not registered on rootCmd: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
@@ -140,13 +141,15 @@ func appendFloats(b []byte, v []float32) []byte {
 	return b
 }
 
-// padTo pads b with spaces to n bytes; an error when b is longer (the reservation was too small: a
-// programmer error reported as an error, since the output is then discarded).
-func padTo(b []byte, n int, what string) ([]byte, error) {
+// writeReserved writes prefix and then b, padded with spaces to the n bytes reserved for it, at the
+// start of f. Errors: b longer than n (the reservation was too small: a programmer error, reported as
+// an error since the output is then discarded), a write error.
+func writeReserved(f *os.File, prefix, b []byte, n int, what string) error {
 	if len(b) > n {
-		return nil, fmt.Errorf("%s has %d bytes, more than the %d reserved", what, len(b), n)
+		return fmt.Errorf("%s has %d bytes, more than the %d reserved", what, len(b), n)
 	}
-	return append(b, bytes.Repeat([]byte{' '}, n-len(b))...), nil
+	_, err := f.WriteAt(slices.Concat(prefix, b, bytes.Repeat([]byte{' '}, n-len(b))), 0)
+	return err
 }
 
 // safetensorsWriter writes z straight into the output after a reserved header, pi into a scratch file
@@ -219,9 +222,6 @@ func (w *safetensorsWriter) finish(md *Metadata) error {
 	if md.Texts != w.texts {
 		return fmt.Errorf("metadata counts %d texts, %d written", md.Texts, w.texts)
 	}
-	if err := w.pi.Flush(); err != nil {
-		return err
-	}
 	if _, err := w.piFile.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
@@ -235,12 +235,7 @@ func (w *safetensorsWriter) finish(md *Metadata) error {
 	if err != nil {
 		return err
 	}
-	if hdr, err = padTo(hdr, w.reserved, "the safetensors header"); err != nil {
-		return err
-	}
-	head := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
-	_, err = w.f.WriteAt(append(head, hdr...), 0)
-	return err
+	return writeReserved(w.f, binary.LittleEndian.AppendUint64(nil, uint64(w.reserved)), hdr, w.reserved, "the safetensors header")
 }
 
 func (w *safetensorsWriter) close() {
@@ -325,18 +320,11 @@ func (w *jsonlWriter) finish(md *Metadata) error {
 	if md.Texts != w.texts {
 		return fmt.Errorf("metadata counts %d texts, %d written", md.Texts, w.texts)
 	}
-	if err := w.w.Flush(); err != nil {
-		return err
-	}
 	b, err := json.Marshal(md)
 	if err != nil {
 		return err
 	}
-	if b, err = padTo(b, w.reserved, "the metadata line"); err != nil {
-		return err
-	}
-	_, err = w.f.WriteAt(b, 0)
-	return err
+	return writeReserved(w.f, nil, b, w.reserved, "the metadata line")
 }
 
 func (w *jsonlWriter) close() {}

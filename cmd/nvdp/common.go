@@ -257,9 +257,11 @@ func checkTrainOptions(o *train.Options) error {
 // signalContext is the context of a long command: SIGINT (Ctrl-C) and SIGTERM
 // (kill, a scheduler's stop, the sweep stopping its cells) cancel it, so that
 // training and pretraining stop after the current step with a final
-// checkpoint and an error that says how to resume. Once it is cancelled, the
-// signals are let go: a second one ends the process at once.
-func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+// checkpoint and an error that says how to resume, and embedding stops after
+// the current batch. stopping says what the command does then (logged when a
+// signal arrives). Once it is cancelled, the signals are let go: a second one
+// ends the process at once.
+func signalContext(cmd *cobra.Command, stopping string) (context.Context, context.CancelFunc) {
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
@@ -269,11 +271,14 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 		<-ctx.Done()
 		stop()
 		if cause := context.Cause(ctx); cause != context.Canceled {
-			slog.Warn("stopping: finishing the current step and writing a checkpoint (signal again to end at once)", "cause", cause)
+			slog.Warn("stopping: "+stopping+" (signal again to end at once)", "cause", cause)
 		}
 	}()
 	return ctx, stop
 }
+
+// stopTraining is what a training command does on a signal.
+const stopTraining = "finishing the current step and writing a checkpoint"
 
 // resumeHint adds to the error of a training command what the user does next:
 // for a stopped run (loop.Interrupted), the command line that continues it;

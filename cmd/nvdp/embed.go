@@ -185,7 +185,7 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 		return err
 	}
 	defer closer.Close()
-	ctx, cancel := signalContext(cmd)
+	ctx, cancel := signalContext(cmd, "finishing the current batch, then removing the partial output")
 	defer cancel()
 	md, err := release.Embed(ctx, r, in, src, o, newProgress(cmd, f.noProgress))
 	if err != nil {

@@ -48,7 +48,7 @@ initialisation: continued, domain-adaptive pretraining on your text. docs/pretra
 			if err != nil {
 				return err
 			}
-			ctx, cancel := signalContext(cmd)
+			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			r, err := mlm.Run(ctx, run, report)
 			if err != nil {

@@ -40,7 +40,7 @@ release in the same posterior format, so its audit and certificate are the same 
 			if po.SkipTrain && po.Train.HasTarget() {
 				return fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
 			}
-			ctx, cancel := signalContext(cmd)
+			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			report := newProgress(cmd, noProgress)
 			po.Audit.Progress = report

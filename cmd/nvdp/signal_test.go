@@ -21,7 +21,7 @@ func TestSignalContextHelper(t *testing.T) {
 	if os.Getenv("NVDP_SIGNAL_HELPER") != "1" {
 		t.Skip("helper process of TestSignalContext")
 	}
-	ctx, cancel := signalContext(&cobra.Command{})
+	ctx, cancel := signalContext(&cobra.Command{}, stopTraining)
 	defer cancel()
 	fmt.Println("ready")
 	<-ctx.Done()

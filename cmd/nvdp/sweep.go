@@ -128,7 +128,7 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 				so.Progress = newProgress(cmd, noProgress)
 				po.Audit.Progress = so.Progress
 			}
-			ctx, cancel := signalContext(cmd)
+			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			res, err := sweep.Run(ctx, *so)
 			if res != nil {
@@ -202,7 +202,7 @@ func newSweepCellCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("sweep-cell: stdin: %w", err)
 			}
-			ctx, cancel := signalContext(cmd)
+			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			rep, err := train.RunPipeline(ctx, po, newProgress(cmd, true)) // stderr is the cell's log
 			if err != nil {

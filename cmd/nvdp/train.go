@@ -48,7 +48,7 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 			if err := checkTrainOptions(o); err != nil {
 				return err
 			}
-			ctx, cancel := signalContext(cmd)
+			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			r, err := train.Run(ctx, *o, newProgress(cmd, noProgress))
 			if err != nil {

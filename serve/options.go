@@ -108,16 +108,32 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.WriteTimeout <= o.RequestTimeout {
-		return option.Errorf("write_timeout", o.WriteTimeout, "must be above request_timeout (%v), or a response finished in time could not be written", o.RequestTimeout)
+		return option.Errorf("write_timeout", o.WriteTimeout, "must be above the request timeout (%v), or a response finished in time could not be written", o.RequestTimeout)
 	}
 	return nil
 }
 
-// budgetOr returns b unless it is Auto, else the default d (which may be
-// Auto too: no budget).
-func budgetOr(b, d float64) float64 {
-	if option.IsAuto(b) {
-		return d
+// Budgets returns the budget of every account, in epsilon at the model's
+// delta: each key's own, else BudgetEpsilon; without keys (nil), the one
+// SharedAccount's, BudgetEpsilon. Errors: *option.Error for budget_epsilon
+// when an account is left without a budget.
+func (o Options) Budgets(keys *Keys) (map[string]float64, error) {
+	if keys == nil {
+		if option.IsAuto(o.BudgetEpsilon) {
+			return nil, option.Errorf("budget_epsilon", nil, "required without a keys file (the budget of the one shared account)")
+		}
+		return map[string]float64{SharedAccount: o.BudgetEpsilon}, nil
 	}
-	return b
+	out := map[string]float64{}
+	for _, k := range keys.All() {
+		b := k.Budget
+		if option.IsAuto(b) {
+			b = o.BudgetEpsilon
+		}
+		if option.IsAuto(b) {
+			return nil, option.Errorf("budget_epsilon", nil, "keys %s:%d: key %q has no budget of its own, and there is no default", keys.File(), k.Line, k.ID)
+		}
+		out[k.ID] = b
+	}
+	return out, nil
 }

@@ -118,30 +118,21 @@ func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) 
 	if err := checkGuarantee(g); err != nil {
 		return nil, err
 	}
+	budgets, err := o.Budgets(keys)
+	if err != nil {
+		return nil, err
+	}
 	curve, err := ledger.RegisterCurve(g, rel.Model())
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{rel: rel, n: n, p: p, guar: g, curve: curve, ledger: ledger, keys: keys, opts: o, log: log,
-		budgets: map[string]float64{}, lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
+		budgets: budgets, lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
 	s.one = privacyOfOne{Order: g.BestOrder, Epsilon: g.Epsilon, Delta: g.Delta, RD: jsonfloat.Float(math.NaN())}
 	for _, pt := range g.Curve {
 		if pt.Order == float64(g.BestOrder) {
 			s.one.RD = pt.RD
 		}
-	}
-	if keys == nil {
-		if option.IsAuto(o.BudgetEpsilon) {
-			return nil, option.Errorf("budget_epsilon", nil, "required without a keys file (the budget of the one shared account)")
-		}
-		s.budgets[SharedAccount] = o.BudgetEpsilon
-	}
-	for _, k := range keys.All() {
-		b := budgetOr(k.Budget, o.BudgetEpsilon)
-		if option.IsAuto(b) {
-			return nil, option.Errorf("budget_epsilon", nil, "keys %s:%d: key %q has no budget of its own, and there is no default", keys.File(), k.Line, k.ID)
-		}
-		s.budgets[k.ID] = b
 	}
 	s.met = newMetrics(s.lim)
 	s.routes = map[string]route{

@@ -260,6 +260,12 @@ func checkTrainOptions(o *train.Options) error {
 // checkpoint and an error that says how to resume. Once it is cancelled, the
 // signals are let go: a second one ends the process at once.
 func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return notifyContext(cmd, "stopping: finishing the current step and writing a checkpoint (signal again to end at once)")
+}
+
+// notifyContext is signalContext with the warning logged when a signal
+// arrives (what the command does before it ends).
+func notifyContext(cmd *cobra.Command, stopping string) (context.Context, context.CancelFunc) {
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
@@ -269,7 +275,7 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 		<-ctx.Done()
 		stop()
 		if cause := context.Cause(ctx); cause != context.Canceled {
-			slog.Warn("stopping: finishing the current step and writing a checkpoint (signal again to end at once)", "cause", cause)
+			slog.Warn(stopping, "cause", cause)
 		}
 	}()
 	return ctx, stop

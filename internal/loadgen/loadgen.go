@@ -153,6 +153,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 					samples = append(samples, s)
 					mu.Unlock()
 				}
+				if strings.HasPrefix(s.kind, transportPrefix) {
+					pause(ctx, transportBackoff) // a server that is down is not hammered
+				}
 			}
 		}()
 	}
@@ -161,6 +164,23 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	res.Concurrency = c.Concurrency
 	res.ServerRSSBytes = scrapeRSS(client, c.URL)
 	return res, nil
+}
+
+// transportPrefix starts the kind of a failed connection; after one, a
+// client waits transportBackoff before its next request.
+const (
+	transportPrefix  = "transport: "
+	transportBackoff = 10 * time.Millisecond
+)
+
+// pause waits d or until ctx is done.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // one sends request i: texts i*k .. i*k+k-1 of the corpus, in turn.
@@ -177,7 +197,7 @@ func (c Config) one(ctx context.Context, client *http.Client, i int) sample {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/v1/embed", bytes.NewReader(body))
 	if err != nil {
-		return sample{kind: "transport: " + err.Error()}
+		return sample{kind: transportPrefix + err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.Key != "" {
@@ -186,13 +206,13 @@ func (c Config) one(ctx context.Context, client *http.Client, i int) sample {
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		return sample{kind: "transport: " + transportKind(err)}
+		return sample{kind: transportPrefix + transportKind(err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	lat := time.Since(t0)
 	if err != nil {
-		return sample{kind: "transport: " + transportKind(err)}
+		return sample{kind: transportPrefix + transportKind(err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {

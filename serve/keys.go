@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/option"
 )
 
@@ -231,17 +232,8 @@ func AppendKey(path, id, key string, budget float64) error {
 	if _, err := parseKeys(path, strings.NewReader(string(data)+prefix+line+"\n")); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
+	if err := atomicfile.AppendSync(path, []byte(prefix+line+"\n"), 0o600); err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	if _, err := f.WriteString(prefix + line + "\n"); err != nil {
-		f.Close()
-		return fmt.Errorf("keys %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("keys %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }

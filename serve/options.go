@@ -18,18 +18,8 @@ type Options struct {
 	// every key must give its own budget. +Inf: no limit (charges are still
 	// recorded). 0 refuses every release.
 	BudgetEpsilon float64 `json:"budget_epsilon"`
-	// MaxBodyBytes bounds the request body of POST /v1/embed (413 beyond).
-	MaxBodyBytes int64 `json:"max_body_bytes"`
-	// MaxTexts bounds the texts of one request (400 beyond).
-	MaxTexts int `json:"max_texts"`
-	// MaxTextBytes bounds each text, in bytes of UTF-8 (400 beyond).
-	MaxTextBytes int `json:"max_text_bytes"`
-	// MaxConcurrent is how many releases run at once.
-	MaxConcurrent int `json:"max_concurrent"`
-	// MaxQueue is how many admitted requests may wait for a release slot
-	// beyond MaxConcurrent; a request beyond the queue is refused at once
-	// with 429. 0: no queue.
-	MaxQueue int `json:"max_queue"`
+	// Limits are the request limits (body, texts, concurrency, queue).
+	Limits
 	// RequestTimeout bounds the handling of one POST /v1/embed, waiting in
 	// the queue included (503 when it expires, nothing released or charged).
 	RequestTimeout time.Duration `json:"request_timeout"`
@@ -46,6 +36,22 @@ type Options struct {
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 }
 
+// Limits bound the requests a Server takes (shown by GET /v1/info).
+type Limits struct {
+	// MaxBodyBytes bounds the request body of POST /v1/embed (413 beyond).
+	MaxBodyBytes int64 `json:"max_body_bytes"`
+	// MaxTexts bounds the texts of one request (400 beyond).
+	MaxTexts int `json:"max_texts"`
+	// MaxTextBytes bounds each text, in bytes of UTF-8 (400 beyond).
+	MaxTextBytes int `json:"max_text_bytes"`
+	// MaxConcurrent is how many releases run at once.
+	MaxConcurrent int `json:"max_concurrent"`
+	// MaxQueue is how many admitted requests may wait for a release slot
+	// beyond MaxConcurrent; a request beyond the queue is refused at once
+	// with 429. 0: no queue.
+	MaxQueue int `json:"max_queue"`
+}
+
 // DefaultOptions returns the defaults: no default budget (BudgetEpsilon
 // Auto: each key gives its own), 1 MiB bodies, 64 texts of at most 16 KiB
 // each, GOMAXPROCS releases at once with 64 more queued, 30 s per request,
@@ -53,12 +59,14 @@ type Options struct {
 // shutdown.
 func DefaultOptions() Options {
 	return Options{
-		BudgetEpsilon:   option.Auto(),
-		MaxBodyBytes:    1 << 20,
-		MaxTexts:        64,
-		MaxTextBytes:    16 << 10,
-		MaxConcurrent:   runtime.GOMAXPROCS(0),
-		MaxQueue:        64,
+		BudgetEpsilon: option.Auto(),
+		Limits: Limits{
+			MaxBodyBytes:  1 << 20,
+			MaxTexts:      64,
+			MaxTextBytes:  16 << 10,
+			MaxConcurrent: runtime.GOMAXPROCS(0),
+			MaxQueue:      64,
+		},
 		RequestTimeout:  30 * time.Second,
 		ReadTimeout:     10 * time.Second,
 		WriteTimeout:    60 * time.Second,

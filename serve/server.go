@@ -547,6 +547,8 @@ type Info struct {
 	Scope      []string           `json:"scope"`
 	Accounting Accounting         `json:"accounting"`
 	Limits     Limits             `json:"limits"`
+	// RequestTimeout is Options.RequestTimeout in seconds.
+	RequestTimeout float64 `json:"request_timeout_s"`
 }
 
 // Accounting says how releases are charged.
@@ -558,22 +560,11 @@ type Accounting struct {
 	CurveID       string           `json:"curve_id"`
 }
 
-// Limits are the request limits of the server.
-type Limits struct {
-	MaxBodyBytes   int64   `json:"max_body_bytes"`
-	MaxTexts       int     `json:"max_texts"`
-	MaxTextBytes   int     `json:"max_text_bytes"`
-	MaxConcurrent  int     `json:"max_concurrent"`
-	MaxQueue       int     `json:"max_queue"`
-	RequestTimeout float64 `json:"request_timeout_seconds"`
-}
-
 func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 	in := Info{Model: s.rel.Model(), Components: s.n, Dims: s.p, PerRelease: s.one, Guarantee: s.guar, Scope: Scope,
 		Accounting: Accounting{Ledger: LedgerFormat, Keys: s.keys != nil, CurveID: s.curve.ID,
 			Composition: "each release of a text is charged the curve of one release to the caller's key; a key's spent RDP is the sum of its releases' curves at each order, converted to epsilon at delta by the minimum over orders"},
-		Limits: Limits{MaxBodyBytes: s.opts.MaxBodyBytes, MaxTexts: s.opts.MaxTexts, MaxTextBytes: s.opts.MaxTextBytes,
-			MaxConcurrent: s.opts.MaxConcurrent, MaxQueue: s.opts.MaxQueue, RequestTimeout: s.opts.RequestTimeout.Seconds()}}
+		Limits: s.opts.Limits, RequestTimeout: s.opts.RequestTimeout.Seconds()}
 	if !option.IsAuto(s.opts.BudgetEpsilon) {
 		in.Accounting.DefaultBudget = jsonfloat.New(s.opts.BudgetEpsilon)
 	}

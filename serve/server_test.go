@@ -58,9 +58,8 @@ const rho = 0.01 // the fake's curve: rd(order) = order rho
 func newFixture(t *testing.T, aliceBudget float64, edit func(*serve.Options)) *fixture {
 	t.Helper()
 	f := &fixture{fake: servetest.NewFake(3, 4, rho), logs: &logBuffer{}}
-	dir := t.TempDir()
 	f.alice, f.bob = mustKey(t), mustKey(t)
-	keysPath := filepath.Join(dir, "keys.txt")
+	keysPath := filepath.Join(t.TempDir(), "keys.txt")
 	if err := serve.AppendKey(keysPath, "alice", f.alice, aliceBudget); err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +70,7 @@ func newFixture(t *testing.T, aliceBudget float64, edit func(*serve.Options)) *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ledger, err = serve.OpenLedger(filepath.Join(dir, "ledger.db")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.ledger.Close() })
+	f.ledger = servetest.OpenLedger(t)
 	o := serve.DefaultOptions()
 	o.BudgetEpsilon = 1000
 	if edit != nil {
@@ -97,34 +93,10 @@ func mustKey(t *testing.T) string {
 	return k
 }
 
-// post sends body to path with key (none when "") and returns the status
-// and the decoded JSON body.
+// do sends a request to the fixture's server (servetest.Do).
 func (f *fixture) do(t *testing.T, method, path, key, contentType, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil && path != "/metrics" {
-		t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
-	}
-	if out == nil {
-		out = map[string]any{"raw": string(b)}
-	}
-	return resp.StatusCode, out
+	return servetest.Do(t, method, f.http.URL+path, key, contentType, body)
 }
 
 func (f *fixture) embed(t *testing.T, key string, texts ...string) (int, map[string]any) {
@@ -320,8 +292,8 @@ func TestConcurrencyLimit(t *testing.T) {
 			results <- result{code}
 		}()
 	}
-	waitFor(t, "a release running", func() bool { return f.fake.Started() == 1 })
-	waitFor(t, "a request queued", func() bool {
+	servetest.WaitFor(t, "a release running", func() bool { return f.fake.Started() == 1 })
+	servetest.WaitFor(t, "a request queued", func() bool {
 		_, m := f.do(t, "GET", "/metrics", "", "", "")
 		return strings.Contains(m["raw"].(string), "nvdp_requests_queued 1")
 	})
@@ -343,16 +315,6 @@ func TestConcurrencyLimit(t *testing.T) {
 	if _, m := f.do(t, "GET", "/metrics", "", "", ""); !strings.Contains(m["raw"].(string), "nvdp_overload_refusals_total 1") {
 		t.Error("overload refusal not counted")
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // TestTimeoutAndFailure: a release past RequestTimeout is a 503 and a
@@ -472,9 +434,9 @@ func TestGracefulShutdown(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		got <- resp.StatusCode
 	}()
-	waitFor(t, "the release to start", func() bool { return f.fake.Started() == 1 })
+	servetest.WaitFor(t, "the release to start", func() bool { return f.fake.Started() == 1 })
 	cancel()
-	waitFor(t, "the listener to close", func() bool {
+	servetest.WaitFor(t, "the listener to close", func() bool {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err == nil {
 			c.Close()
@@ -503,12 +465,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 // TestNewErrors: options and budgets are checked before serving.
 func TestNewErrors(t *testing.T) {
-	dir := t.TempDir()
-	l, err := serve.OpenLedger(filepath.Join(dir, "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := servetest.OpenLedger(t)
 	fake := servetest.NewFake(3, 4, rho)
 	keys, _ := serve.ParseKeys("keys.txt", strings.NewReader("alice "+hashOf("k")+"\n"))
 	tests := []struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,23 +116,10 @@ func (p *serveProcess) log() string {
 	return p.logs.String()
 }
 
-// get sends GET path with key and decodes the JSON response.
+// get sends GET path with key (servetest.Do).
 func (p *serveProcess) get(t *testing.T, path, key string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", p.url+path, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	_ = json.Unmarshal(b, &out)
-	if out == nil {
-		out = map[string]any{"raw": string(b)}
-	}
-	return resp.StatusCode, out
+	return servetest.Do(t, http.MethodGet, p.url+path, key, "", "")
 }
 
 // TestServeKillAndRestart is the ledger's crash test: `nvdp serve` under
@@ -167,10 +153,7 @@ func TestServeKillAndRestart(t *testing.T) {
 		results <- r
 	}()
 	// Kill once the server has released for a while, mid-load.
-	waitFor(t, "100 releases", func() bool {
-		_, m := p.get(t, "/metrics", "")
-		return metricAtLeast(fmt.Sprint(m["raw"]), "nvdp_releases_total", 100)
-	})
+	servetest.WaitFor(t, "100 releases", func() bool { return p.metricAtLeast(t, "nvdp_releases_total", 100) })
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +191,7 @@ func TestServeKillAndRestart(t *testing.T) {
 			Texts: []string{"in flight at SIGTERM"}, TextsPerRequest: 1, Timeout: 20 * time.Second})
 		got <- r.OK
 	}()
-	waitFor(t, "a request in flight", func() bool {
-		_, m := p2.get(t, "/metrics", "")
-		return metricAtLeast(fmt.Sprint(m["raw"]), "nvdp_requests_running", 1)
-	})
+	servetest.WaitFor(t, "a request in flight", func() bool { return p2.metricAtLeast(t, "nvdp_requests_running", 1) })
 	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -238,28 +218,11 @@ func TestServeKillAndRestart(t *testing.T) {
 	}
 }
 
-// metricAtLeast reports whether the unlabelled sample name in the
-// Prometheus text is >= v.
-func metricAtLeast(text, name string, v float64) bool {
-	for _, line := range strings.Split(text, "\n") {
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			var x float64
-			if _, err := fmt.Sscan(rest, &x); err == nil {
-				return x >= v
-			}
-		}
-	}
-	return false
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+// metricAtLeast reports whether the server's unlabelled metric name is at
+// least v.
+func (p *serveProcess) metricAtLeast(t *testing.T, name string, v float64) bool {
+	_, m := p.get(t, "/metrics", "")
+	return loadgen.MetricValue(strings.NewReader(fmt.Sprint(m["raw"])), name) >= v
 }
 
 // TestServeFlagErrors: every bad input is refused before the ledger is

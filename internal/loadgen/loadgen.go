@@ -305,12 +305,12 @@ func scrapeRSS(client *http.Client, url string) float64 {
 		return 0
 	}
 	defer resp.Body.Close()
-	return metricValue(resp.Body, "process_resident_memory_bytes")
+	return MetricValue(resp.Body, "process_resident_memory_bytes")
 }
 
-// metricValue finds the sample of an unlabelled metric in the Prometheus
+// MetricValue finds the sample of an unlabelled metric in the Prometheus
 // text format (0 when absent).
-func metricValue(r io.Reader, name string) float64 {
+func MetricValue(r io.Reader, name string) float64 {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {

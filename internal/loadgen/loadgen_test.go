@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +34,7 @@ func TestPercentiles(t *testing.T) {
 func TestMetricValue(t *testing.T) {
 	text := "# HELP process_resident_memory_bytes x\n# TYPE process_resident_memory_bytes gauge\n" +
 		"process_resident_memory_bytes_total 1\nprocess_resident_memory_bytes 1.2345e+07\n"
-	if got := metricValue(strings.NewReader(text), "process_resident_memory_bytes"); got != 1.2345e7 {
+	if got := MetricValue(strings.NewReader(text), "process_resident_memory_bytes"); got != 1.2345e7 {
 		t.Fatalf("got %v", got)
 	}
 }
@@ -68,12 +67,7 @@ func TestValidate(t *testing.T) {
 // and once the budget is spent the refusals are counted by kind and no
 // release is counted for them.
 func TestRun(t *testing.T) {
-	dir := t.TempDir()
-	ledger, err := serve.OpenLedger(filepath.Join(dir, "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ledger.Close()
+	ledger := servetest.OpenLedger(t)
 	const rho = 0.01
 	// A budget of exactly 30 releases (2 per request: 15 requests).
 	g := servetest.GaussianGuarantee(rho)

@@ -475,7 +475,8 @@ func decodeError(err error, limit int64) (int, string, string) {
 	case errors.Is(err, errTrailing):
 		return http.StatusBadRequest, "bad_json", "data after the JSON object"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return http.StatusBadRequest, "unknown_field", fmt.Sprintf(`unknown field %s: the body holds only "texts"`, strings.TrimPrefix(err.Error(), "json: unknown field "))
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return http.StatusBadRequest, "unknown_field", fmt.Sprintf(`unknown field %s: the body holds only "texts"`, excerpt(name))
 	}
 	return http.StatusBadRequest, "bad_json", err.Error()
 }

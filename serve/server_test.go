@@ -244,6 +244,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"text a number", "POST", "/v1/embed", "alice", "", `{"texts": ["a", 2]}`, 400, "wrong_type", `"texts" holds a JSON number, want a string`},
 		{"body an array", "POST", "/v1/embed", "alice", "", `["a"]`, 400, "wrong_type", "the body is a JSON array"},
 		{"unknown field", "POST", "/v1/embed", "alice", "", `{"texts": ["a"], "seed": 1}`, 400, "unknown_field", `unknown field "seed"`},
+		{"long unknown field", "POST", "/v1/embed", "alice", "", `{"` + strings.Repeat("x", 100) + `": 1}`, 400, "unknown_field", `unknown field "` + strings.Repeat("x", 64) + `..."`},
 		{"no texts", "POST", "/v1/embed", "alice", "", `{}`, 400, "missing_texts", `needs "texts"`},
 		{"null texts", "POST", "/v1/embed", "alice", "", `{"texts": null}`, 400, "missing_texts", `needs "texts"`},
 		{"empty texts", "POST", "/v1/embed", "alice", "", `{"texts": []}`, 400, "empty_texts", `"texts" is empty`},

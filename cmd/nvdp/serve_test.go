@@ -21,14 +21,18 @@ import (
 	"github.com/nvdp-project/nvdp/serve/servetest"
 )
 
-// fakeLoader is the test's model loader: a servetest.Fake of N = 3, P = 4,
-// rd(order) = 0.001 order, with the given latency.
+// fakeLoader is the test's model loader: a servetest.Fake of N = 3, P = 4
+// (model "fake") or N x P (model "fake:NxP"), rd(order) = 0.001 order, with
+// the given latency.
 func fakeLoader(latency time.Duration) func(string) (serve.Releaser, error) {
 	return func(dir string) (serve.Releaser, error) {
+		n, p := 3, 4
 		if dir != "fake" {
-			return nil, fmt.Errorf("model %s: not the fake", dir)
+			if _, err := fmt.Sscanf(dir, "fake:%dx%d", &n, &p); err != nil {
+				return nil, fmt.Errorf("model %s: not the fake", dir)
+			}
 		}
-		f := servetest.NewFake(3, 4, 0.001)
+		f := servetest.NewFake(n, p, 0.001)
 		f.Latency = latency
 		return f, nil
 	}
@@ -36,7 +40,9 @@ func fakeLoader(latency time.Duration) func(string) (serve.Releaser, error) {
 
 // TestServeHelper is the `nvdp serve` process of TestServeKillAndRestart:
 // it runs with NVDP_SERVE_HELPER=1, the arguments of NVDP_SERVE_ARGS (a
-// JSON array) and the fake model whose latency is NVDP_SERVE_LATENCY.
+// JSON array) and the fake model whose latency is NVDP_SERVE_LATENCY. It
+// also serves the fake for harness checks of nvdp-load
+// (docs/performance.md, "Release service").
 func TestServeHelper(t *testing.T) {
 	if os.Getenv("NVDP_SERVE_HELPER") != "1" {
 		t.Skip("helper process of TestServeKillAndRestart")

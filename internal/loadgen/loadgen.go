@@ -28,7 +28,9 @@ import (
 
 // Config is one load run: Concurrency clients each send requests back to
 // back until Duration has passed or Requests requests have been sent in all
-// (the first bound reached; at least one must be set), or ctx is done.
+// (the first bound reached; at least one must be set); the requests in
+// flight then finish (within Timeout). Cancelling Run's context ends the
+// run at once, cutting the requests in flight (not counted).
 type Config struct {
 	URL             string // base URL of the server, e.g. http://127.0.0.1:8080
 	Key             string // API key ("": no Authorization header)
@@ -117,10 +119,10 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Concurrency, MaxConnsPerHost: c.Concurrency, DisableCompression: true}}
 	}
+	start := time.Now()
+	var deadline time.Time // no new request after it; those in flight finish
 	if c.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Duration)
-		defer cancel()
+		deadline = start.Add(c.Duration)
 	}
 	var (
 		mu      sync.Mutex
@@ -130,13 +132,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	take := func() (int, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		if ctx.Err() != nil || c.Requests > 0 && next >= c.Requests {
+		if ctx.Err() != nil || c.Requests > 0 && next >= c.Requests || !deadline.IsZero() && time.Now().After(deadline) {
 			return 0, false
 		}
 		next++
 		return next - 1, true
 	}
-	start := time.Now()
 	var wg sync.WaitGroup
 	for range c.Concurrency {
 		wg.Add(1)
@@ -148,7 +149,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 					return
 				}
 				s := c.one(ctx, client, i)
-				if s.kind == "" || ctx.Err() == nil { // a request cut by the run's end is not an error of the server
+				if s.kind == "" || ctx.Err() == nil { // a request cut by cancelling the run is not an error of the server
 					mu.Lock()
 					samples = append(samples, s)
 					mu.Unlock()

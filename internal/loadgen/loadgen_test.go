@@ -113,3 +113,29 @@ func TestRun(t *testing.T) {
 		t.Fatalf("run against a closed server (%v): %+v", d, res)
 	}
 }
+
+// TestRunDurationDrains: a run bounded by time sends no request after its
+// duration but lets those in flight finish, so that every release the
+// server made is one the clients counted (none is charged and dropped).
+func TestRunDurationDrains(t *testing.T) {
+	o := serve.DefaultOptions()
+	o.BudgetEpsilon = math.Inf(1)
+	fake := servetest.NewFake(3, 4, 0.01)
+	fake.Latency = 40 * time.Millisecond
+	srv, err := serve.New(fake, servetest.OpenLedger(t), nil, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	start := time.Now()
+	res, _ := Run(context.Background(), Config{URL: hs.URL, Concurrency: 3, Duration: 100 * time.Millisecond,
+		Texts: []string{"a", "b"}, TextsPerRequest: 1, Timeout: 10 * time.Second})
+	if d := time.Since(start); d < 100*time.Millisecond || d > 10*time.Second {
+		t.Errorf("run took %v", d)
+	}
+	if res.ErrorCount() != 0 || res.OK < 3 || int64(res.Requests) != fake.Started() || res.Releases != fake.Texts() {
+		t.Fatalf("%+v: clients sent %d requests and received %d releases, the server began %d releases and made %d",
+			res, res.Requests, res.Releases, fake.Started(), fake.Texts())
+	}
+}

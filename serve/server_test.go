@@ -55,7 +55,7 @@ type fixture struct {
 
 const rho = 0.01 // the fake's curve: rd(order) = order rho
 
-func newFixture(t *testing.T, aliceBudget float64, edit func(*serve.Options)) *fixture {
+func newFixture(t testing.TB, aliceBudget float64, edit func(*serve.Options)) *fixture {
 	t.Helper()
 	f := &fixture{fake: servetest.NewFake(3, 4, rho), logs: &logBuffer{}}
 	f.alice, f.bob = mustKey(t), mustKey(t)
@@ -85,7 +85,7 @@ func newFixture(t *testing.T, aliceBudget float64, edit func(*serve.Options)) *f
 	return f
 }
 
-func mustKey(t *testing.T) string {
+func mustKey(t testing.TB) string {
 	k, err := serve.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -491,4 +491,46 @@ func TestNewErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzEmbedBody: whatever the body of POST /v1/embed, the server answers
+// 200 with one embedding per text, or a 4xx JSON error (429 once the budget
+// is spent); never a 5xx, never a release without a charge.
+func FuzzEmbedBody(f *testing.F) {
+	for _, s := range []string{`{"texts": ["a", "b"]}`, `{"texts": []}`, `{"texts": "a"}`, `{"texts": ["a", 1]}`,
+		`{"texts": null, "x": 1}`, `[`, ``, `{"texts": ["\u00e9\ud800"]} {}`, `{"TEXTS": ["a"]}`} {
+		f.Add(s)
+	}
+	fx := newFixture(f, math.Inf(1), func(o *serve.Options) { o.MaxTexts, o.MaxTextBytes, o.MaxBodyBytes = 4, 64, 512 })
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest(http.MethodPost, "/v1/embed", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+fx.alice)
+		rec := httptest.NewRecorder()
+		fx.srv.ServeHTTP(rec, req)
+		var out struct {
+			Embeddings [][][]float32    `json:"embeddings"`
+			Error      *json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("status %d, body %q is not JSON: %v", rec.Code, rec.Body.String(), err)
+		}
+		switch {
+		case rec.Code == http.StatusOK:
+			var in struct{ Texts []string }
+			if json.Unmarshal([]byte(body), &in) != nil || len(out.Embeddings) != len(in.Texts) || len(in.Texts) == 0 {
+				t.Fatalf("200 with %d embeddings for body %q", len(out.Embeddings), body)
+			}
+		case rec.Code >= 400 && rec.Code < 500 && out.Error != nil:
+		default:
+			t.Fatalf("status %d for body %q: %s", rec.Code, body, rec.Body.String())
+		}
+		accts, _ := fx.ledger.Accounts()
+		var charged uint64
+		for _, a := range accts {
+			charged += a.Releases
+		}
+		if int64(charged) != fx.fake.Texts() {
+			t.Fatalf("ledger %d releases, model %d", charged, fx.fake.Texts())
+		}
+	})
 }

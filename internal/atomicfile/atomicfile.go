@@ -164,3 +164,23 @@ func isTemp(name string) bool {
 	}
 	return true
 }
+
+// AppendSync appends data to path (created with mode perm when missing) and
+// syncs the file before it returns, so that what it wrote survives a crash
+// (a crash during the call leaves at most a torn end). Errors are wrapped
+// with the path.
+func AppendSync(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: sync: %w", path, err)
+	}
+	return f.Close()
+}

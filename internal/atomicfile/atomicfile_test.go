@@ -173,3 +173,23 @@ func TestWriteFileSeeksAndCreateTemp(t *testing.T) {
 		t.Errorf("RemoveStale removed %v (%v), want only the scratch file %s", removed, err, scratch.Name())
 	}
 }
+
+// TestAppendSync: appends keep what was there, a new file gets the mode
+// asked for (umask permitting), a directory that is missing is an error.
+func TestAppendSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	for _, s := range []string{"one\n", "two\n"} {
+		if err := AppendSync(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "one\ntwo\n" {
+		t.Fatalf("file holds %q", b)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	if err := AppendSync(filepath.Join(path+".d", "x"), []byte("x"), 0o600); err == nil {
+		t.Error("append under a missing directory succeeded")
+	}
+}

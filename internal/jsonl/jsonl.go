@@ -32,19 +32,7 @@ func Append(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: sync: %w", path, err)
-	}
-	return f.Close()
+	return atomicfile.AppendSync(path, append(b, '\n'), 0o644)
 }
 
 // Read calls fn with each complete line of path (1-based line numbers, the

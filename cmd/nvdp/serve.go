@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/release"
+	"github.com/nvdp-project/nvdp/serve"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// loadReleaser loads the model of `nvdp serve --model DIR` as a
+// serve.Releaser (release.Load, each call's noise from release.NewSource).
+// Tests set a fake.
+var loadReleaser = func(dir string) (serve.Releaser, error) {
+	r, err := release.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	return serve.FromRelease(r), nil
+}
+
+// serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions.
+type serveFlags struct {
+	model, addr, ledger, keys, logFormat string
+	o                                    serve.Options
+}
+
+func newServeCmd() *cobra.Command {
+	f := &serveFlags{o: serve.DefaultOptions()}
+	cmd := &cobra.Command{
+		Use:   "serve --model DIR --ledger FILE [--addr 127.0.0.1:8080] [--keys FILE] [--budget-epsilon E]",
+		Short: "Serve privatised embeddings over HTTP, charging each release to a per-key privacy budget in a durable ledger",
+		Long: `Serve the model in DIR: POST /v1/embed {"texts": [...]} returns one release per text (a sample
+of its clipped posterior: Z [N x P] and the Dirichlet weights pi [N]) with the certified guarantee
+of one release and the caller's balance. Every release charges the model's certified RDP curve
+to the caller's key; a key's spent privacy is the sum of its releases' curves at each Renyi
+order, converted to epsilon at delta. A request that would exceed the key's budget is refused
+with 429 and nothing is released. The charge is committed (fsync'd) to the --ledger file
+before the response is written, so a crash never leaves the ledger below what clients received.
+
+Keys: --keys FILE lists "ID SHA256-HEX [BUDGET]" lines ('nvdp serve keygen' adds one); a key
+without a budget gets --budget-epsilon. Without --keys every request is charged to one shared
+account with the budget --budget-epsilon. GET /v1/info shows the guarantee and its scope,
+/v1/budget the caller's balance, /healthz, /readyz and /metrics (Prometheus) the service's.
+SIGTERM or SIGINT drains the requests in flight (--shutdown-timeout) and exits.
+docs/serving.md has the threat model, the formats and curl examples.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.model, "model", "", "model directory written by 'nvdp train' or 'nvdp run' (required)")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
+	fs.StringVar(&f.ledger, "ledger", "", "privacy ledger file (bbolt), created if missing (required)")
+	fs.StringVar(&f.keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines (default: no keys, one shared account)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text | json")
+	serveOptionFlags(fs, &f.o)
+	cmd.AddCommand(newKeygenCmd(), newLedgerCmd())
+	return cmd
+}
+
+// serveOptionFlags binds the flags of serve.Options; each flag is the
+// option's JSON key with dashes, so that flagError names it.
+func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
+	budgetVar(fs, &o.BudgetEpsilon, "budget-epsilon", "privacy budget of each key without its own, in epsilon at the model's delta (inf: no limit; 0 refuses every release; default: none, so every key needs its own; required without --keys)")
+	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest request body (413 beyond)")
+	fs.IntVar(&o.MaxTexts, "max-texts", o.MaxTexts, "most texts in one request")
+	fs.IntVar(&o.MaxTextBytes, "max-text-bytes", o.MaxTextBytes, "longest text, in bytes of UTF-8")
+	fs.IntVar(&o.MaxConcurrent, "max-concurrent", o.MaxConcurrent, "releases run at once (default GOMAXPROCS)")
+	fs.IntVar(&o.MaxQueue, "max-queue", o.MaxQueue, "requests that may wait for a release slot; beyond them 429 (0: no queue)")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound on one embed request, queueing included (503 beyond, nothing charged)")
+	fs.DurationVar(&o.ReadTimeout, "read-timeout", o.ReadTimeout, "bound on reading a request")
+	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "bound on a request from its headers to the end of its response (above --request-timeout)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "bound on an idle keep-alive connection")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
+}
+
+// budgetFlag is the flag value of a budget: a number, "inf" for no limit,
+// or "none" (option.Auto, the default when the flag is not given). Values
+// below 0 reach serve.Options.Validate, which names the option.
+type budgetFlag struct{ p *float64 }
+
+func budgetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
+	fs.Var(budgetFlag{p}, name, usage)
+}
+
+func (f budgetFlag) String() string {
+	if f.p == nil || option.IsAuto(*f.p) {
+		return "none"
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f budgetFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if s == "none" {
+		v, err = option.Auto(), nil
+	} else if err != nil || math.IsNaN(v) {
+		return fmt.Errorf("%q is not a number, inf or none", s)
+	}
+	*f.p = v
+	return nil
+}
+
+func (budgetFlag) Type() string { return "float" }
+
+// run checks every input (options, keys, model), then opens the ledger,
+// listens and serves until a signal, draining the requests in flight.
+func (f *serveFlags) run(cmd *cobra.Command) error {
+	if err := f.setLogFormat(cmd); err != nil {
+		return err
+	}
+	if err := f.o.Validate(); err != nil {
+		return flagError(err)
+	}
+	switch {
+	case f.model == "":
+		return errors.New("--model: required (a model directory written by 'nvdp train' or 'nvdp run')")
+	case f.ledger == "":
+		return errors.New("--ledger: required (the privacy ledger file; created if missing)")
+	}
+	var keys *serve.Keys
+	if f.keys != "" {
+		var err error
+		if keys, err = serve.ReadKeys(f.keys); err != nil {
+			return fmt.Errorf("--keys: %w", err)
+		}
+	}
+	if _, err := f.o.Budgets(keys); err != nil {
+		return flagError(err)
+	}
+	rel, err := loadReleaser(f.model)
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	defer ln.Close()
+	ledger, err := serve.OpenLedger(f.ledger)
+	if err != nil {
+		return fmt.Errorf("--ledger: %w", err)
+	}
+	srv, err := serve.New(rel, ledger, keys, f.o, slog.Default())
+	if err != nil {
+		ledger.Close()
+		return flagError(err)
+	}
+	ctx, cancel := signalContext(cmd, "draining the requests in flight")
+	defer cancel()
+	serr := srv.Serve(ctx, ln)
+	if err := ledger.Close(); err != nil && serr == nil {
+		serr = err
+	}
+	return serr
+}
+
+// setLogFormat switches the default logger to JSON lines for --log-format
+// json, at the level of --log-level.
+func (f *serveFlags) setLogFormat(cmd *cobra.Command) error {
+	switch f.logFormat {
+	case "text":
+		return nil
+	case "json":
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+		slog.SetDefault(slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})))
+		return nil
+	}
+	return fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+}
+
+func newKeygenCmd() *cobra.Command {
+	var keysPath, id string
+	budget := option.Auto()
+	cmd := &cobra.Command{
+		Use:   "keygen --keys FILE --id NAME [--budget-epsilon E]",
+		Short: "Make an API key: print it once, append its SHA-256 to the keys file",
+		Long: `Make a 256-bit API key (nvdp_ and 43 base64url characters), print it on stdout once, and
+append "ID SHA256-HEX [BUDGET]" to the keys file (created with mode 0600). The key itself is
+stored nowhere: give it to its holder now. The ID names the key's account in the ledger, the
+logs and GET /v1/budget; a new key under an old ID is not possible (remove the old line first:
+the account, and what it spent, stays in the ledger under its ID).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keysPath == "" || id == "" {
+				return errors.New("--keys and --id are required")
+			}
+			if !option.IsAuto(budget) && !(budget >= 0) {
+				return fmt.Errorf("--budget-epsilon %v: must be >= 0", budget)
+			}
+			key, err := serve.GenerateKey()
+			if err != nil {
+				return err
+			}
+			if err := serve.AppendKey(keysPath, id, key, budget); err != nil {
+				return fmt.Errorf("--keys: %w", err)
+			}
+			slog.Info("key added", "id", id, "keys", keysPath)
+			fmt.Fprintln(cmd.OutOrStdout(), key)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keysPath, "keys", "", "keys file to append to (required)")
+	cmd.Flags().StringVar(&id, "id", "", "the key's ID: its account (required; letters, digits, . _ -)")
+	budgetVar(cmd.Flags(), &budget, "budget-epsilon", "the key's own budget in epsilon at the model's delta (inf: no limit; default none: the server's --budget-epsilon)")
+	return cmd
+}
+
+func newLedgerCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "ledger --ledger FILE",
+		Short: "Print the accounts of a privacy ledger as JSON (releases, spent epsilon at delta)",
+		Long: `Print every account of the ledger file as JSON: the releases charged (in all and per
+model curve), the requests, and the spent epsilon at the ledger's delta with its order.
+The file must not be open in a running server (one process at a time).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path == "" {
+				return errors.New("--ledger: required")
+			}
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("--ledger: %w", err)
+			}
+			l, err := serve.OpenLedger(path)
+			if err != nil {
+				return fmt.Errorf("--ledger: %w", err)
+			}
+			defer l.Close()
+			accts, err := l.Accounts()
+			if err != nil {
+				return err
+			}
+			if accts == nil {
+				accts = []serve.Account{}
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(accts)
+		},
+	}
+	cmd.Flags().StringVar(&path, "ledger", "", "the ledger file (required)")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newServeCmd()) }

@@ -1,0 +1,141 @@
+package loadgen
+
+import (
+	"context"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/serve"
+	"github.com/nvdp-project/nvdp/serve/servetest"
+)
+
+func TestPercentiles(t *testing.T) {
+	xs := make([]float64, 200)
+	for i := range xs {
+		xs[len(xs)-1-i] = float64(i + 1) // 200 .. 1, unsorted
+	}
+	got := percentiles(xs)
+	want := Latency{P50: 100, P90: 180, P99: 198, Max: 200, Mean: 100.5}
+	if got != want {
+		t.Fatalf("percentiles = %+v, want %+v", got, want)
+	}
+	if got := percentiles([]float64{7}); got != (Latency{7, 7, 7, 7, 7}) {
+		t.Fatalf("one sample: %+v", got)
+	}
+	if got := percentiles(nil); got != (Latency{}) {
+		t.Fatalf("none: %+v", got)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	text := "# HELP process_resident_memory_bytes x\n# TYPE process_resident_memory_bytes gauge\n" +
+		"process_resident_memory_bytes_total 1\nprocess_resident_memory_bytes 1.2345e+07\n"
+	if got := MetricValue(strings.NewReader(text), "process_resident_memory_bytes"); got != 1.2345e7 {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Config{URL: "http://127.0.0.1:1", Concurrency: 1, Requests: 1, Texts: []string{"a"}, TextsPerRequest: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		edit func(*Config)
+		err  string
+	}{
+		{func(c *Config) { c.URL = "" }, "no URL"},
+		{func(c *Config) { c.Concurrency = 0 }, "concurrency 0"},
+		{func(c *Config) { c.Requests = 0 }, "would not end"},
+		{func(c *Config) { c.Texts = nil }, "no texts"},
+		{func(c *Config) { c.TextsPerRequest = 0 }, "texts per request 0"},
+	} {
+		c := ok
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("err = %v, want %q", err, tc.err)
+		}
+	}
+}
+
+// TestRun drives a release server on a fake model: every request of a run
+// bounded by count is answered and counted, releases are requests x texts,
+// and once the budget is spent the refusals are counted by kind and no
+// release is counted for them.
+func TestRun(t *testing.T) {
+	ledger := servetest.OpenLedger(t)
+	const rho = 0.01
+	// A budget of exactly 30 releases (2 per request: 15 requests).
+	g := servetest.GaussianGuarantee(rho)
+	var curve []privacy.OrderRD
+	for _, p := range g.Curve {
+		curve = append(curve, privacy.OrderRD{Order: p.Order, RD: 30 * p.RD})
+	}
+	eps30, _, _ := privacy.BestEpsilon(curve, g.Delta)
+	o := serve.DefaultOptions()
+	o.BudgetEpsilon = eps30 * (1 + 1e-12)
+	fake := servetest.NewFake(3, 4, rho)
+	fake.Latency = time.Millisecond
+	srv, err := serve.New(fake, ledger, nil, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c := Config{URL: hs.URL, Concurrency: 4, Requests: 10, Texts: SyntheticTexts(7), TextsPerRequest: 2, Timeout: 10 * time.Second}
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 10 || res.OK != 10 || res.Releases != 20 || res.ErrorCount() != 0 || res.Concurrency != 4 {
+		t.Fatalf("first run: %+v", res)
+	}
+	if res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max || res.Throughput <= 0 || res.ServerRSSBytes <= 0 {
+		t.Errorf("first run figures: %+v", res)
+	}
+	if math.Abs(res.ReleasesPerS-2*res.Throughput) > 1e-9*res.ReleasesPerS {
+		t.Errorf("releases/s %v, requests/s %v", res.ReleasesPerS, res.Throughput)
+	}
+	res, _ = Run(context.Background(), c)
+	if res.OK != 5 || res.Releases != 10 || res.Errors["HTTP 429 budget_exceeded"] != 5 || res.ErrorCount() != 5 {
+		t.Fatalf("second run (5 requests of budget left): %+v", res)
+	}
+	// A run bounded by time ends on time; a server that is gone is a
+	// transport error.
+	hs.Close()
+	start := time.Now()
+	res, _ = Run(context.Background(), Config{URL: hs.URL, Concurrency: 2, Duration: 200 * time.Millisecond, Texts: []string{"a"}, TextsPerRequest: 1})
+	if d := time.Since(start); d > 5*time.Second || res.OK != 0 || res.Errors["transport: connection refused"] == 0 {
+		t.Fatalf("run against a closed server (%v): %+v", d, res)
+	}
+}
+
+// TestRunDurationDrains: a run bounded by time sends no request after its
+// duration but lets those in flight finish, so that every release the
+// server made is one the clients counted (none is charged and dropped).
+func TestRunDurationDrains(t *testing.T) {
+	o := serve.DefaultOptions()
+	o.BudgetEpsilon = math.Inf(1)
+	fake := servetest.NewFake(3, 4, 0.01)
+	fake.Latency = 40 * time.Millisecond
+	srv, err := serve.New(fake, servetest.OpenLedger(t), nil, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	start := time.Now()
+	res, _ := Run(context.Background(), Config{URL: hs.URL, Concurrency: 3, Duration: 100 * time.Millisecond,
+		Texts: []string{"a", "b"}, TextsPerRequest: 1, Timeout: 10 * time.Second})
+	if d := time.Since(start); d < 100*time.Millisecond || d > 10*time.Second {
+		t.Errorf("run took %v", d)
+	}
+	if res.ErrorCount() != 0 || res.OK < 3 || int64(res.Requests) != fake.Started() || res.Releases != fake.Texts() {
+		t.Fatalf("%+v: clients sent %d requests and received %d releases, the server began %d releases and made %d",
+			res, res.Requests, res.Releases, fake.Started(), fake.Texts())
+	}
+}

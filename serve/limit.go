@@ -1,0 +1,53 @@
+package serve
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// limiter bounds the releases that run at once (slots) and the requests
+// admitted in all, running or queued for a slot (slots + queue). A request
+// beyond that is refused at once: a server under overload answers 429
+// quickly instead of letting latency and memory grow.
+type limiter struct {
+	slots    chan struct{}
+	admitted atomic.Int64
+	max      int64
+}
+
+func newLimiter(slots, queue int) *limiter {
+	return &limiter{slots: make(chan struct{}, slots), max: int64(slots + queue)}
+}
+
+// admit reserves a place for a request (running or queued); false: the
+// queue is full. A request admitted calls leave once done.
+func (l *limiter) admit() bool {
+	if l.admitted.Add(1) > l.max {
+		l.admitted.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *limiter) leave() { l.admitted.Add(-1) }
+
+// acquire waits for a release slot until ctx is done (its error).
+func (l *limiter) acquire(ctx context.Context) error {
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *limiter) release() { <-l.slots }
+
+// running and waiting are the requests holding a slot and those admitted
+// but not running (for the metrics).
+func (l *limiter) running() int { return len(l.slots) }
+
+func (l *limiter) waiting() int {
+	w := int(l.admitted.Load()) - len(l.slots)
+	return max(w, 0)
+}

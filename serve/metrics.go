@@ -1,0 +1,65 @@
+package serve
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the Prometheus metrics of a Server, in a registry of its own
+// (with the Go runtime and process collectors), served at GET /metrics.
+// Labels are bounded: a route pattern (unknown paths are "other") and a
+// status code; no key, account or text ever becomes a label.
+type metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec   // by route and code
+	latency   *prometheus.HistogramVec // by route
+	releases  prometheus.Counter
+	refusals  prometheus.Counter
+	overload  prometheus.Counter
+	commit    prometheus.Histogram
+	releaseTm prometheus.Histogram
+}
+
+// latencyBuckets are the histogram buckets of request and release latency,
+// in seconds: 1 ms to 30 s.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+func newMetrics(lim *limiter) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nvdp_http_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "nvdp_http_request_duration_seconds", Help: "Time from the request's headers to the end of its response, by route.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		releases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nvdp_releases_total", Help: "Released embeddings (one per text), each charged to the ledger before its response.",
+		}),
+		refusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nvdp_budget_refusals_total", Help: "Requests refused because their releases would exceed the key's privacy budget.",
+		}),
+		overload: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nvdp_overload_refusals_total", Help: "Requests refused because the concurrency limit and its queue were full.",
+		}),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nvdp_ledger_charge_duration_seconds", Help: "Time to commit a charge to the ledger (fsync included).",
+			Buckets: latencyBuckets,
+		}),
+		releaseTm: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nvdp_release_duration_seconds", Help: "Time the model takes to release the texts of one request.",
+			Buckets: latencyBuckets,
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.releases, m.refusals, m.overload, m.commit, m.releaseTm,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nvdp_requests_running", Help: "Requests holding a release slot.",
+		}, func() float64 { return float64(lim.running()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nvdp_requests_queued", Help: "Requests admitted and waiting for a release slot.",
+		}, func() float64 { return float64(lim.waiting()) }),
+	)
+	return m
+}

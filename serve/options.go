@@ -1,0 +1,147 @@
+package serve
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/nvdp-project/nvdp/option"
+)
+
+// Options are the limits and budgets of a Server. Start from DefaultOptions:
+// every field holds the value it says, an explicit 0 included (0 is never
+// replaced by a default; where 0 is meaningless Validate rejects it). Errors
+// name the option by its JSON key (*option.Error).
+type Options struct {
+	// BudgetEpsilon is the privacy budget, in epsilon at the model's delta,
+	// of every key whose line in the keys file gives none, and of the one
+	// shared account when there is no keys file. Auto (NaN): no default, so
+	// every key must give its own budget. +Inf: no limit (charges are still
+	// recorded). 0 refuses every release.
+	BudgetEpsilon float64 `json:"budget_epsilon"`
+	// Limits are the request limits (body, texts, concurrency, queue).
+	Limits
+	// RequestTimeout bounds the handling of one POST /v1/embed, waiting in
+	// the queue included (503 when it expires, nothing released or charged).
+	RequestTimeout time.Duration `json:"request_timeout"`
+	// ReadTimeout bounds reading a whole request, headers and body
+	// (http.Server.ReadTimeout and ReadHeaderTimeout).
+	ReadTimeout time.Duration `json:"read_timeout"`
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of the response (http.Server.WriteTimeout); above RequestTimeout.
+	WriteTimeout time.Duration `json:"write_timeout"`
+	// IdleTimeout bounds an idle keep-alive connection.
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	// ShutdownTimeout is how long a shutdown waits for the requests in
+	// flight to finish before it closes their connections.
+	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+}
+
+// Limits bound the requests a Server takes (shown by GET /v1/info).
+type Limits struct {
+	// MaxBodyBytes bounds the request body of POST /v1/embed (413 beyond).
+	MaxBodyBytes int64 `json:"max_body_bytes"`
+	// MaxTexts bounds the texts of one request (400 beyond).
+	MaxTexts int `json:"max_texts"`
+	// MaxTextBytes bounds each text, in bytes of UTF-8 (400 beyond).
+	MaxTextBytes int `json:"max_text_bytes"`
+	// MaxConcurrent is how many releases run at once.
+	MaxConcurrent int `json:"max_concurrent"`
+	// MaxQueue is how many admitted requests may wait for a release slot
+	// beyond MaxConcurrent; a request beyond the queue is refused at once
+	// with 429. 0: no queue.
+	MaxQueue int `json:"max_queue"`
+}
+
+// DefaultOptions returns the defaults: no default budget (BudgetEpsilon
+// Auto: each key gives its own), 1 MiB bodies, 64 texts of at most 16 KiB
+// each, GOMAXPROCS releases at once with 64 more queued, 30 s per request,
+// 10 s to read one, 60 s to write one, 120 s idle, 30 s to drain on
+// shutdown.
+func DefaultOptions() Options {
+	return Options{
+		BudgetEpsilon: option.Auto(),
+		Limits: Limits{
+			MaxBodyBytes:  1 << 20,
+			MaxTexts:      64,
+			MaxTextBytes:  16 << 10,
+			MaxConcurrent: runtime.GOMAXPROCS(0),
+			MaxQueue:      64,
+		},
+		RequestTimeout:  30 * time.Second,
+		ReadTimeout:     10 * time.Second,
+		WriteTimeout:    60 * time.Second,
+		IdleTimeout:     120 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// Validate checks every option: the budget is Auto, +Inf or a number >= 0;
+// the sizes, counts and timeouts are > 0 (MaxQueue >= 0); WriteTimeout is
+// above RequestTimeout, so that a response finished in time can be written.
+// Errors: *option.Error naming the option by its JSON key.
+func (o Options) Validate() error {
+	if !option.IsAuto(o.BudgetEpsilon) && !(o.BudgetEpsilon >= 0) {
+		return option.Errorf("budget_epsilon", o.BudgetEpsilon, "must be >= 0 (epsilon at the model's delta; +Inf for no limit)")
+	}
+	positive := []struct {
+		key string
+		v   int64
+	}{
+		{"max_body_bytes", o.MaxBodyBytes},
+		{"max_texts", int64(o.MaxTexts)},
+		{"max_text_bytes", int64(o.MaxTextBytes)},
+		{"max_concurrent", int64(o.MaxConcurrent)},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return option.Errorf(p.key, p.v, "must be > 0")
+		}
+	}
+	if o.MaxQueue < 0 {
+		return option.Errorf("max_queue", o.MaxQueue, "must be >= 0 (0: no queue)")
+	}
+	timeouts := []struct {
+		key string
+		v   time.Duration
+	}{
+		{"request_timeout", o.RequestTimeout},
+		{"read_timeout", o.ReadTimeout},
+		{"write_timeout", o.WriteTimeout},
+		{"idle_timeout", o.IdleTimeout},
+		{"shutdown_timeout", o.ShutdownTimeout},
+	}
+	for _, t := range timeouts {
+		if t.v <= 0 {
+			return option.Errorf(t.key, t.v, "must be > 0")
+		}
+	}
+	if o.WriteTimeout <= o.RequestTimeout {
+		return option.Errorf("write_timeout", o.WriteTimeout, "must be above the request timeout (%v), or a response finished in time could not be written", o.RequestTimeout)
+	}
+	return nil
+}
+
+// Budgets returns the budget of every account, in epsilon at the model's
+// delta: each key's own, else BudgetEpsilon; without keys (nil), the one
+// SharedAccount's, BudgetEpsilon. Errors: *option.Error for budget_epsilon
+// when an account is left without a budget.
+func (o Options) Budgets(keys *Keys) (map[string]float64, error) {
+	if keys == nil {
+		if option.IsAuto(o.BudgetEpsilon) {
+			return nil, option.Errorf("budget_epsilon", nil, "required without a keys file (the budget of the one shared account)")
+		}
+		return map[string]float64{SharedAccount: o.BudgetEpsilon}, nil
+	}
+	out := map[string]float64{}
+	for _, k := range keys.All() {
+		b := k.Budget
+		if option.IsAuto(b) {
+			b = o.BudgetEpsilon
+		}
+		if option.IsAuto(b) {
+			return nil, option.Errorf("budget_epsilon", nil, "keys %s:%d: key %q has no budget of its own, and there is no default", keys.File(), k.Line, k.ID)
+		}
+		out[k.ID] = b
+	}
+	return out, nil
+}

@@ -1,0 +1,94 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/release"
+)
+
+// Releaser is the model a Server releases from: package release's
+// *release.Releaser behind a small adapter (cmd/nvdp/serve.go), or
+// servetest.Fake in tests. Implementations are safe for concurrent use.
+type Releaser interface {
+	// Shape is the release's size: N components of P dims (> 0 both).
+	Shape() (n, p int)
+	// Guarantee is the certified guarantee of ONE release of one text: its
+	// RDP curve over privacy.DefaultOrders (Releases 1) and epsilon at its
+	// Delta. Every release is charged this curve.
+	Guarantee() *privacy.Guarantee
+	// Model describes the model for GET /v1/info (directory, task, variant,
+	// mode, N, P, clip constants); it must encode as JSON.
+	Model() any
+	// Release draws one sample of the clipped posterior of each text, with
+	// noise of a cryptographically seeded generator fresh for every call:
+	// one Embedding per text, in order. It returns early with ctx's error
+	// when ctx is done.
+	Release(ctx context.Context, texts []string) ([]Embedding, error)
+}
+
+// Embedding is the release of one text (release.Embedding): Z, the sample of
+// the N component means (row-major [N*P]), and Pi, the Dirichlet weights of
+// the N components ([N]). It holds neither the text, its tokens nor the
+// posterior parameters.
+type Embedding = release.Embedding
+
+// FromRelease is the Releaser of a loaded model (release.Load): every
+// Release call draws its noise from a fresh release.NewSource (ChaCha8
+// seeded from crypto/rand), so concurrent calls share no noise.
+func FromRelease(r *release.Releaser) Releaser { return releaseModel{r} }
+
+type releaseModel struct{ r *release.Releaser }
+
+func (m releaseModel) Shape() (n, p int)             { return m.r.Shape() }
+func (m releaseModel) Guarantee() *privacy.Guarantee { return m.r.Guarantee() }
+func (m releaseModel) Model() any                    { return m.r.Model() }
+
+func (m releaseModel) Release(ctx context.Context, texts []string) ([]Embedding, error) {
+	src, err := release.NewSource()
+	if err != nil {
+		return nil, err
+	}
+	return m.r.Release(ctx, texts, src)
+}
+
+// checkEmbedding checks one Releaser output against the shape: lengths
+// N*P and N, every value finite. A failure is the Releaser's defect, and
+// the server releases nothing of the request.
+func checkEmbedding(e Embedding, n, p int) error {
+	if len(e.Z) != n*p || len(e.Pi) != n {
+		return fmt.Errorf("embedding of %d + %d values, want Z [%d*%d] and pi [%d]", len(e.Z), len(e.Pi), n, p, n)
+	}
+	for _, v := range e.Z {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("embedding Z holds %v", v)
+		}
+	}
+	for _, v := range e.Pi {
+		if !(v >= 0 && v <= 1) {
+			return fmt.Errorf("embedding pi holds %v, not in [0, 1]", v)
+		}
+	}
+	return nil
+}
+
+// checkGuarantee checks the guarantee a Releaser gives: one release, a
+// non-empty curve of orders > 1 with bounds >= 0 (+Inf allowed), delta in
+// (0, 1).
+func checkGuarantee(g *privacy.Guarantee) error {
+	if g == nil {
+		return fmt.Errorf("model has no certified guarantee")
+	}
+	if g.Releases != 1 {
+		return fmt.Errorf("model guarantee covers %d releases, want the guarantee of one release", g.Releases)
+	}
+	if len(g.Curve) == 0 {
+		return fmt.Errorf("model guarantee has an empty RDP curve")
+	}
+	if _, _, err := privacy.BestEpsilon(g.Curve, g.Delta); err != nil {
+		return fmt.Errorf("model guarantee: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,641 @@
+// Package serve is the online release service behind `nvdp serve`: an
+// http.Handler that releases privatised embeddings of texts (a Releaser:
+// one sample of each text's clipped posterior), charges every release's
+// certified RDP curve to the caller's key in a durable Ledger before the
+// response is written, and refuses (429) a request whose releases would
+// exceed the key's budget, releasing nothing.
+//
+// Routes: POST /v1/embed, GET /v1/info (the guarantee and its scope), GET
+// /v1/budget (the caller's balance), GET /healthz, GET /readyz, GET
+// /metrics (Prometheus). Keys come from a keys file of SHA-256 hashes
+// (ParseKeys); without one, every request is charged to one shared account.
+// Every error is JSON {"error": {"code", "message", ...}}. The access log
+// (log/slog) has the route, status, duration, account ID and counts: never
+// a key, a text or an embedding.
+//
+// docs/serving.md has the threat model, the formats and the API.
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// SharedAccount is the ledger account of every request of a server without
+// a keys file (no key ID can be "*").
+const SharedAccount = "*"
+
+// Scope is what the certified guarantee of a release covers and what it does
+// not (GET /v1/info; docs/serving.md, "Threat model").
+var Scope = []string{
+	"Each release is one sample (Z, pi) of the clipped posterior of one text; its certified bound holds for any two input texts: an observer of the release cannot tell which of the two it came from beyond the RDP curve (epsilon at delta).",
+	"Repeated releases compose: k releases of the same text have k times the curve at each order. Every release is charged to the caller's key, whatever the text, so a key's spent epsilon bounds everything its releases reveal about any text it sent.",
+	"Releases to different keys are accounted separately: colluding keys, or one caller holding several keys, add up their budgets.",
+	"The training data of the model is not covered: the guarantee is about the texts sent to the service, not the data the model was trained on.",
+	"Side channels are not covered: response time, response size and errors depend on the request (text length changes the time of a release).",
+}
+
+// Server is the release service. Create it with New; it is an http.Handler,
+// and Serve runs it on a listener with the timeouts and graceful shutdown of
+// its Options.
+type Server struct {
+	rel     Releaser
+	n, p    int
+	guar    *privacy.Guarantee
+	one     privacyOfOne
+	curve   *Curve
+	ledger  *Ledger
+	keys    *Keys
+	budgets map[string]float64 // by account
+	opts    Options
+	log     *slog.Logger
+	lim     *limiter
+	met     *metrics
+	routes  map[string]route
+
+	draining atomic.Bool
+}
+
+// privacyOfOne is the certified guarantee of one release: epsilon at delta,
+// the order that gives it and the bound at that order.
+type privacyOfOne struct {
+	RD      jsonfloat.Float `json:"rd_certified"`
+	Order   jsonfloat.Float `json:"order"`
+	Epsilon jsonfloat.Float `json:"epsilon"`
+	Delta   float64         `json:"delta"`
+}
+
+// route is one path's handlers by method.
+type route map[string]func(http.ResponseWriter, *http.Request, *reqInfo)
+
+// reqInfo is what a handler tells the access log (never a key or a text).
+type reqInfo struct {
+	id       string
+	account  string
+	texts    int
+	releases int
+	code     string // error code, "" on success
+}
+
+// New returns a server releasing from rel, charging ledger, authenticating
+// with keys (nil: no keys, one shared account). It registers the model's
+// curve in the ledger. log receives the access log and the server's events
+// (nil: slog.Default()). Errors: invalid options (*option.Error), a model
+// with an empty shape or without the guarantee of one release, a key
+// without a budget when there is no default (*option.Error for
+// budget_epsilon), the ledger refusing the curve.
+func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) (*Server, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	n, p := rel.Shape()
+	if n <= 0 || p <= 0 {
+		return nil, fmt.Errorf("model: release shape N = %d, P = %d: both must be > 0", n, p)
+	}
+	g := rel.Guarantee()
+	if err := checkGuarantee(g); err != nil {
+		return nil, err
+	}
+	budgets, err := o.Budgets(keys)
+	if err != nil {
+		return nil, err
+	}
+	curve, err := ledger.RegisterCurve(g, rel.Model())
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{rel: rel, n: n, p: p, guar: g, curve: curve, ledger: ledger, keys: keys, opts: o, log: log,
+		budgets: budgets, lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
+	s.one = privacyOfOne{Order: g.BestOrder, Epsilon: g.Epsilon, Delta: g.Delta, RD: jsonfloat.Float(math.NaN())}
+	for _, pt := range g.Curve {
+		if pt.Order == float64(g.BestOrder) {
+			s.one.RD = pt.RD
+		}
+	}
+	s.met = newMetrics(s.lim)
+	s.routes = map[string]route{
+		"/v1/embed":  {http.MethodPost: s.embed},
+		"/v1/info":   {http.MethodGet: s.info},
+		"/v1/budget": {http.MethodGet: s.budget},
+		"/healthz":   {http.MethodGet: s.healthz},
+		"/readyz":    {http.MethodGet: s.readyz},
+		"/metrics":   {http.MethodGet: s.metricsHandler()},
+	}
+	return s, nil
+}
+
+// ServeHTTP routes a request, then counts it in the metrics and writes its
+// access-log line.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &reqInfo{id: requestID()}
+	sw := &statusWriter{ResponseWriter: w}
+	sw.Header().Set("X-Request-Id", info.id)
+	name := "other"
+	if rt, ok := s.routes[r.URL.Path]; !ok {
+		s.fail(sw, info, http.StatusNotFound, "not_found", "no route %s (routes: POST /v1/embed, GET /v1/info, /v1/budget, /healthz, /readyz, /metrics)", excerpt(r.URL.Path))
+	} else if h, ok := rt[r.Method]; !ok {
+		name = r.URL.Path
+		for m := range rt {
+			sw.Header().Set("Allow", m)
+		}
+		s.fail(sw, info, http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: use %s", r.Method, r.URL.Path, sw.Header().Get("Allow"))
+	} else {
+		name = r.URL.Path
+		h(sw, r, info)
+	}
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	d := time.Since(start)
+	s.met.requests.WithLabelValues(name, strconv.Itoa(sw.status)).Inc()
+	s.met.latency.WithLabelValues(name).Observe(d.Seconds())
+	level := slog.LevelInfo
+	if name == "/healthz" || name == "/readyz" || name == "/metrics" {
+		level = slog.LevelDebug // probes and scrapes every few seconds
+	}
+	attrs := []slog.Attr{slog.String("id", info.id), slog.String("method", r.Method), slog.String("route", name),
+		slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes), slog.Float64("ms", float64(d.Microseconds())/1000),
+		slog.String("remote", r.RemoteAddr)}
+	if info.account != "" {
+		attrs = append(attrs, slog.String("account", info.account))
+	}
+	if info.texts > 0 {
+		attrs = append(attrs, slog.Int("texts", info.texts), slog.Int("releases", info.releases))
+	}
+	if info.code != "" {
+		attrs = append(attrs, slog.String("error", info.code))
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+// statusWriter records the status and the size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// requestID is 8 random bytes in hex (X-Request-Id, the access log, errors).
+func requestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// excerpt bounds user input quoted in an error (a path, a content type).
+func excerpt(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// apiError is the body of every error: {"error": {...}}.
+type apiError struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id"`
+	// Budget: the caller's balance, on a budget refusal (code
+	// "budget_exceeded"), and Requested the releases the request asked for.
+	Budget    *Balance `json:"budget,omitempty"`
+	Requested int      `json:"requested_releases,omitempty"`
+}
+
+// fail writes an error response.
+func (s *Server) fail(w http.ResponseWriter, info *reqInfo, status int, code, format string, args ...any) {
+	s.writeError(w, info, status, apiError{Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+func (s *Server) writeError(w http.ResponseWriter, info *reqInfo, status int, e apiError) {
+	info.code, e.RequestID = e.Code, info.id
+	writeJSON(w, status, map[string]apiError{"error": e})
+}
+
+// writeJSON writes v as the JSON body of a response with status. v is
+// marshalled first, so that nothing partial is ever sent.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("serve: response: %v", err)) // every response type marshals
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// authenticate returns the account of the request: the ID of the key in
+// "Authorization: Bearer KEY", or SharedAccount without a keys file. On
+// failure it writes 401 and returns "". The key is never logged or echoed.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, info *reqInfo) string {
+	if s.keys == nil {
+		info.account = SharedAccount
+		return SharedAccount
+	}
+	h := r.Header.Get("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	w.Header().Set("WWW-Authenticate", `Bearer realm="nvdp"`)
+	switch {
+	case h == "":
+		s.fail(w, info, http.StatusUnauthorized, "unauthorized", "no API key: send the header \"Authorization: Bearer KEY\"")
+	case !ok || !strings.EqualFold(scheme, "Bearer"):
+		s.fail(w, info, http.StatusUnauthorized, "unauthorized", "the Authorization header is not \"Bearer KEY\"")
+	default:
+		if k := s.keys.Lookup(strings.TrimSpace(secret)); k != nil {
+			w.Header().Del("WWW-Authenticate")
+			info.account = k.ID
+			return k.ID
+		}
+		s.fail(w, info, http.StatusUnauthorized, "unauthorized", "unknown API key")
+	}
+	return ""
+}
+
+// EmbedRequest is the body of POST /v1/embed.
+type EmbedRequest struct {
+	Texts *[]string `json:"texts"`
+}
+
+// EmbedResponse is the body of a successful POST /v1/embed: per text, the
+// release Z as N rows of P and the N Dirichlet weights pi, and the privacy
+// of each release with the caller's balance after the charge.
+type EmbedResponse struct {
+	Embeddings [][][]float32 `json:"embeddings"` // [texts][N][P]
+	Weights    [][]float32   `json:"weights"`    // [texts][N]
+	Privacy    Privacy       `json:"privacy"`
+}
+
+// Privacy is the privacy block of an embed response: the certified
+// guarantee of ONE release (rd_certified at order, epsilon at delta), the
+// releases this request charged, and the caller's balance after them.
+type Privacy struct {
+	RDCertified       jsonfloat.Float `json:"rd_certified"`
+	Order             jsonfloat.Float `json:"order"`
+	Epsilon           jsonfloat.Float `json:"epsilon"`
+	Delta             float64         `json:"delta"`
+	Releases          int             `json:"releases"`
+	Account           string          `json:"account"`
+	SpentEpsilon      jsonfloat.Float `json:"spent_epsilon"`
+	BudgetEpsilon     jsonfloat.Float `json:"budget_epsilon"`
+	RemainingEpsilon  jsonfloat.Float `json:"remaining_epsilon"`
+	RemainingReleases jsonfloat.Float `json:"remaining_releases"`
+}
+
+// embed is POST /v1/embed: authenticate, admit (429 beyond the queue), read
+// and check the body, refuse early when the budget cannot hold the
+// releases, wait for a slot, release, charge (committed before anything is
+// written) and respond. Nothing is released unless the charge holds.
+func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
+	account := s.authenticate(w, r, info)
+	if account == "" {
+		return
+	}
+	if !s.lim.admit() {
+		s.met.overload.Inc()
+		w.Header().Set("Retry-After", "1")
+		s.fail(w, info, http.StatusTooManyRequests, "overloaded", "%d requests running or queued: the limit; retry later", s.opts.MaxConcurrent+s.opts.MaxQueue)
+		return
+	}
+	defer s.lim.leave()
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	texts, ok := s.readTexts(w, r, info)
+	if !ok {
+		return
+	}
+	info.texts = len(texts)
+	budget := s.budgets[account]
+	bal, err := s.ledger.Balance(account, s.curve, budget)
+	if err != nil {
+		s.internal(w, info, "ledger_error", err)
+		return
+	}
+	if float64(bal.RemainingReleases) < float64(len(texts)) {
+		s.refuse(w, info, &BudgetError{Requested: len(texts), Balance: bal})
+		return
+	}
+	if err := s.lim.acquire(ctx); err != nil {
+		s.timeout(w, info, "waiting for a release slot")
+		return
+	}
+	t0 := time.Now()
+	embs, err := s.rel.Release(ctx, texts)
+	s.lim.release()
+	s.met.releaseTm.Observe(time.Since(t0).Seconds())
+	switch {
+	case ctx.Err() != nil:
+		s.timeout(w, info, "releasing")
+		return
+	case err != nil:
+		s.internal(w, info, "release_failed", err)
+		return
+	case len(embs) != len(texts):
+		s.internal(w, info, "release_failed", fmt.Errorf("model released %d embeddings for %d texts", len(embs), len(texts)))
+		return
+	}
+	for i, e := range embs {
+		if err := checkEmbedding(e, s.n, s.p); err != nil {
+			s.internal(w, info, "release_failed", fmt.Errorf("text %d: %w", i, err))
+			return
+		}
+	}
+	t0 = time.Now()
+	bal, err = s.ledger.Charge(account, s.curve, len(texts), budget)
+	s.met.commit.Observe(time.Since(t0).Seconds())
+	var be *BudgetError
+	switch {
+	case errors.As(err, &be):
+		s.refuse(w, info, be)
+		return
+	case err != nil:
+		s.internal(w, info, "ledger_error", err)
+		return
+	}
+	// Charged and committed: from here on the releases count as received.
+	info.releases = len(texts)
+	s.met.releases.Add(float64(len(texts)))
+	writeJSON(w, http.StatusOK, s.response(embs, bal))
+}
+
+// readTexts reads and checks the body of an embed request; on failure it
+// writes a 4xx and returns false.
+func (s *Server) readTexts(w http.ResponseWriter, r *http.Request, info *reqInfo) ([]string, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			s.fail(w, info, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type %s: send application/json", excerpt(ct))
+			return nil, false
+		}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	var req EmbedRequest
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, e := dec.Token(); e != io.EOF {
+			err = errTrailing
+		}
+	}
+	if err != nil {
+		status, code, msg := decodeError(err, s.opts.MaxBodyBytes)
+		s.fail(w, info, status, code, "%s", msg)
+		return nil, false
+	}
+	if req.Texts == nil {
+		s.fail(w, info, http.StatusBadRequest, "missing_texts", `the body needs "texts": an array of 1 to %d strings`, s.opts.MaxTexts)
+		return nil, false
+	}
+	texts := *req.Texts
+	switch {
+	case len(texts) == 0:
+		s.fail(w, info, http.StatusBadRequest, "empty_texts", `"texts" is empty: send 1 to %d texts`, s.opts.MaxTexts)
+		return nil, false
+	case len(texts) > s.opts.MaxTexts:
+		s.fail(w, info, http.StatusBadRequest, "too_many_texts", `"texts" has %d texts, the limit is %d`, len(texts), s.opts.MaxTexts)
+		return nil, false
+	}
+	for i, t := range texts {
+		switch {
+		case strings.TrimSpace(t) == "":
+			s.fail(w, info, http.StatusBadRequest, "empty_text", "texts[%d] is empty or only white space", i)
+			return nil, false
+		case len(t) > s.opts.MaxTextBytes:
+			s.fail(w, info, http.StatusBadRequest, "text_too_long", "texts[%d] has %d bytes, the limit is %d", i, len(t), s.opts.MaxTextBytes)
+			return nil, false
+		}
+	}
+	return texts, true
+}
+
+var errTrailing = errors.New("data after the JSON object")
+
+// decodeError maps a JSON decoding error of a request body to a status, an
+// error code and a message (never quoting the body's texts).
+func decodeError(err error, limit int64) (int, string, string) {
+	var (
+		maxBytes *http.MaxBytesError
+		syntax   *json.SyntaxError
+		typ      *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &maxBytes):
+		return http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", limit)
+	case errors.As(err, &syntax):
+		return http.StatusBadRequest, "bad_json", fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return http.StatusBadRequest, "wrong_type", fmt.Sprintf(`the body is a JSON %s, want an object {"texts": [...]}`, typ.Value)
+		}
+		return http.StatusBadRequest, "wrong_type", fmt.Sprintf("%q holds a JSON %s, want %s", typ.Field, typ.Value, jsonTypeName(typ.Type.String()))
+	case errors.Is(err, io.EOF):
+		return http.StatusBadRequest, "bad_json", `empty body: send {"texts": [...]}`
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return http.StatusBadRequest, "bad_json", "truncated JSON"
+	case errors.Is(err, errTrailing):
+		return http.StatusBadRequest, "bad_json", "data after the JSON object"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return http.StatusBadRequest, "unknown_field", fmt.Sprintf(`unknown field %s: the body holds only "texts"`, excerpt(name))
+	}
+	return http.StatusBadRequest, "bad_json", err.Error()
+}
+
+// jsonTypeName names a Go type of EmbedRequest in JSON terms.
+func jsonTypeName(goType string) string {
+	switch goType {
+	case "string":
+		return "a string"
+	case "[]string":
+		return "an array of strings"
+	}
+	return goType
+}
+
+// refuse writes the 429 of a budget refusal: nothing released, the balance.
+func (s *Server) refuse(w http.ResponseWriter, info *reqInfo, be *BudgetError) {
+	s.met.refusals.Inc()
+	bal := be.Balance
+	s.writeError(w, info, http.StatusTooManyRequests, apiError{
+		Code: "budget_exceeded", Requested: be.Requested, Budget: &bal,
+		Message: fmt.Sprintf("%d releases would exceed the privacy budget of key %q (epsilon %v at delta %g; spent %v): %v releases remain; nothing was released",
+			be.Requested, bal.Account, float64(bal.BudgetEpsilon), bal.Delta, float64(bal.SpentEpsilon), float64(bal.RemainingReleases)),
+	})
+}
+
+// timeout writes the 503 of a request past its RequestTimeout (or whose
+// client went away): nothing released or charged.
+func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
+	w.Header().Set("Retry-After", "1")
+	s.fail(w, info, http.StatusServiceUnavailable, "timeout", "request timeout (%v) while %s: nothing was released or charged", s.opts.RequestTimeout, while)
+}
+
+// internal logs err and writes a 500 that does not show it (it may hold
+// paths; it never holds texts).
+func (s *Server) internal(w http.ResponseWriter, info *reqInfo, code string, err error) {
+	s.log.Error("request failed", "id", info.id, "error", err)
+	s.fail(w, info, http.StatusInternalServerError, code, "internal error (request %s): nothing was released or charged", info.id)
+}
+
+// response builds the 200 body: Z reshaped to [N][P] (views, no copies).
+func (s *Server) response(embs []Embedding, bal Balance) EmbedResponse {
+	out := EmbedResponse{Embeddings: make([][][]float32, len(embs)), Weights: make([][]float32, len(embs))}
+	for i, e := range embs {
+		rows := make([][]float32, s.n)
+		for j := range rows {
+			rows[j] = e.Z[j*s.p : (j+1)*s.p]
+		}
+		out.Embeddings[i], out.Weights[i] = rows, e.Pi
+	}
+	out.Privacy = Privacy{
+		RDCertified: s.one.RD, Order: s.one.Order, Epsilon: s.one.Epsilon, Delta: s.one.Delta,
+		Releases: len(embs), Account: bal.Account, SpentEpsilon: bal.SpentEpsilon, BudgetEpsilon: bal.BudgetEpsilon,
+		RemainingEpsilon: bal.RemainingEpsilon, RemainingReleases: bal.RemainingReleases,
+	}
+	return out
+}
+
+// Info is the body of GET /v1/info.
+type Info struct {
+	Model any `json:"model"`
+	// Components N and Dims P of each release.
+	Components int `json:"components"`
+	Dims       int `json:"dims"`
+	// PerRelease is the guarantee of one release at its best order;
+	// Guarantee the whole certified curve of one release.
+	PerRelease privacyOfOne       `json:"per_release"`
+	Guarantee  *privacy.Guarantee `json:"guarantee"`
+	Scope      []string           `json:"scope"`
+	Accounting Accounting         `json:"accounting"`
+	Limits     Limits             `json:"limits"`
+	// RequestTimeout is Options.RequestTimeout in seconds.
+	RequestTimeout float64 `json:"request_timeout_s"`
+}
+
+// Accounting says how releases are charged.
+type Accounting struct {
+	Ledger        string           `json:"ledger_format"`
+	Composition   string           `json:"composition"`
+	Keys          bool             `json:"keys"` // false: one shared account
+	DefaultBudget *jsonfloat.Float `json:"default_budget_epsilon,omitempty"`
+	CurveID       string           `json:"curve_id"`
+}
+
+func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
+	in := Info{Model: s.rel.Model(), Components: s.n, Dims: s.p, PerRelease: s.one, Guarantee: s.guar, Scope: Scope,
+		Accounting: Accounting{Ledger: LedgerFormat, Keys: s.keys != nil, CurveID: s.curve.ID,
+			Composition: "each release of a text is charged the curve of one release to the caller's key; a key's spent RDP is the sum of its releases' curves at each order, converted to epsilon at delta by the minimum over orders"},
+		Limits: s.opts.Limits, RequestTimeout: s.opts.RequestTimeout.Seconds()}
+	if !option.IsAuto(s.opts.BudgetEpsilon) {
+		in.Accounting.DefaultBudget = jsonfloat.New(s.opts.BudgetEpsilon)
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+// budget is GET /v1/budget: the caller's balance.
+func (s *Server) budget(w http.ResponseWriter, r *http.Request, info *reqInfo) {
+	account := s.authenticate(w, r, info)
+	if account == "" {
+		return
+	}
+	bal, err := s.ledger.Balance(account, s.curve, s.budgets[account])
+	if err != nil {
+		s.internal(w, info, "ledger_error", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]Balance{"budget": bal})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is 200 while the server takes requests, 503 once it drains.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, info *reqInfo) {
+	if s.draining.Load() {
+		s.fail(w, info, http.StatusServiceUnavailable, "draining", "shutting down: draining requests in flight")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, *reqInfo) {
+	h := promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
+	return func(w http.ResponseWriter, r *http.Request, _ *reqInfo) { h.ServeHTTP(w, r) }
+}
+
+// Serve serves on ln until ctx is done, then shuts down gracefully: it
+// stops accepting, marks itself not ready, and waits up to ShutdownTimeout
+// for the requests in flight to finish (each is charged and answered),
+// after which it closes the connections left. It returns nil after a clean
+// drain. It does not close the ledger.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler: s, ReadTimeout: s.opts.ReadTimeout, ReadHeaderTimeout: s.opts.ReadTimeout,
+		WriteTimeout: s.opts.WriteTimeout, IdleTimeout: s.opts.IdleTimeout,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String(), "components", s.n, "dims", s.p,
+		"epsilon_per_release", float64(s.one.Epsilon), "delta", s.one.Delta, "ledger", s.ledger.Path(), "keys", s.keys != nil)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	running, queued := s.lim.running(), s.lim.waiting()
+	s.log.Info("draining", "running", running, "queued", queued, "timeout", s.opts.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc // http.ErrServerClosed
+	if err != nil {
+		hs.Close()
+		return fmt.Errorf("shutdown: requests still in flight after %v were cut off: %w", s.opts.ShutdownTimeout, err)
+	}
+	s.log.Info("drained")
+	return nil
+}

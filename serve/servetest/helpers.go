@@ -1,0 +1,69 @@
+package servetest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvdp-project/nvdp/serve"
+)
+
+// OpenLedger opens a new ledger in a temporary directory of tb, closed when
+// the test ends.
+func OpenLedger(tb testing.TB) *serve.Ledger {
+	tb.Helper()
+	l, err := serve.OpenLedger(filepath.Join(tb.TempDir(), "ledger.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// WaitFor polls cond every 5 ms until it holds, or fails tb after 60 s
+// saying what it waited for.
+func WaitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	tb.Fatalf("timed out waiting for %s", what)
+}
+
+// Do sends a request to url with the API key in "Authorization: Bearer"
+// (none when key is "") and the Content-Type (none when ""), and returns the
+// status and the JSON object of the response ({"raw": text} when the body
+// is not a JSON object, as /metrics).
+func Do(tb testing.TB, method, url, key, contentType, body string) (int, map[string]any) {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	var out map[string]any
+	if json.Unmarshal(b, &out) != nil || out == nil {
+		out = map[string]any{"raw": string(b)}
+	}
+	return resp.StatusCode, out
+}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -14,27 +15,35 @@ import (
 // (GaussianRelease.Forward: N = ReleaseLen + 1). Errors: baseline model,
 // invalid input, non-finite posterior.
 func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
-	if m.Gauss != nil {
-		if ci, ok := m.Backbone.(interface{ CheckInput(encoder.Input) error }); ok {
-			if err := ci.CheckInput(in); err != nil {
-				return nil, err
-			}
-		}
-		x, _ := m.Backbone.Forward(in, false, nil)
-		post, _, err := m.Gauss.Forward(x, in.Mask)
-		return post, err
-	}
-	if m.NVIB == nil {
-		return nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
+	post, _, err := m.EncodePosterior(in)
+	return post, err
+}
+
+// EncodePosterior is Posterior that also returns the encoder output x
+// [B,S,H] the posterior was computed from: the model's non-private
+// representation of the batch, before the NVIB layer or the gaussian
+// release (the empirical attacks' upper reference, docs/attacks.md).
+func (m *Model) EncodePosterior(in encoder.Input) (*Posterior, *nn.Tensor, error) {
+	if m.NVIB == nil && m.Gauss == nil {
+		return nil, nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
 	}
 	if ci, ok := m.Backbone.(interface{ CheckInput(encoder.Input) error }); ok {
 		if err := ci.CheckInput(in); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	x, _ := m.Backbone.Forward(in, false, nil)
-	post, _, err := m.NVIB.Forward(x, in.Mask)
-	return post, err
+	var post *Posterior
+	var err error
+	if m.Gauss != nil {
+		post, _, err = m.Gauss.Forward(x, in.Mask)
+	} else {
+		post, _, err = m.NVIB.Forward(x, in.Mask)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return post, x, nil
 }
 
 // ExportMetadata returns the posterior file metadata of the model for a

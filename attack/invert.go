@@ -119,6 +119,11 @@ type InvertResult struct {
 	// victim texts (Bootstrap; the same resamples for every result).
 	AccuracyCI [2]float64 `json:"accuracy_ci"`
 	F1CI       [2]float64 `json:"f1_ci"`
+	// Shuffled are the scores of the same guesses permuted at random across
+	// all victim positions: what guesses of the same distribution score
+	// when they carry nothing of the text (this decoder's own chance level;
+	// a decoder on a release of pure noise scores about this).
+	Shuffled TokenScores `json:"shuffled"`
 	// Examples are the reconstructions of the first victim texts.
 	Examples []Reconstruction `json:"examples,omitempty"`
 }
@@ -445,9 +450,10 @@ func decode(ctx context.Context, kind string, train, test *rowSet, classes map[i
 	return guess, nil
 }
 
-// invertResult scores the guesses of one attack and bootstraps its
-// intervals over the victim texts (the resamples drawn from the seed alone,
-// so every result gets the same ones).
+// invertResult scores the guesses of one attack, and the guesses shuffled
+// across the victim positions, and bootstraps its intervals over the victim
+// texts (the permutation and the resamples drawn from the seed alone, so
+// every result gets the same ones).
 func (t *Target) invertResult(features, decoder string, truth, guess, starts []int, o InvertOptions) (InvertResult, error) {
 	n := len(starts) - 1
 	tr, gs := make([][]int, n), make([][]int, n)
@@ -459,6 +465,17 @@ func (t *Target) invertResult(features, decoder string, truth, guess, starts []i
 		return InvertResult{}, err
 	}
 	res := InvertResult{Features: features, Decoder: decoder, TokenScores: aggregate(ts, allIndices(n))}
+	perm := rng(o.Seed, "shuffle invert").Perm(len(guess))
+	shuffled := make([][]int, n)
+	for i := range n {
+		shuffled[i] = make([]int, starts[i+1]-starts[i])
+		for j := range shuffled[i] {
+			shuffled[i][j] = guess[perm[starts[i]+j]]
+		}
+	}
+	if res.Shuffled, err = ScoreTokens(tr, shuffled); err != nil {
+		return InvertResult{}, err
+	}
 	for _, ci := range []struct {
 		out  *[2]float64
 		stat func(TokenScores) float64

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nvdp-project/nvdp/attack"
+	"github.com/spf13/cobra"
+)
+
+// attributeFlags are the flags of `nvdp attack attribute`, bound to
+// attack.DefaultAttributeOptions.
+type attributeFlags struct {
+	learnedAttackFlags
+	o attack.AttributeOptions
+}
+
+func newAttackAttributeCmd() *cobra.Command {
+	f := &attributeFlags{o: attack.DefaultAttributeOptions()}
+	var rules []string
+	for _, p := range attack.Properties() {
+		rules = append(rules, "  "+p.Name+": "+p.Rule)
+	}
+	cmd := &cobra.Command{
+		Use:   "attribute --model DIR [--glue-dir D] [--property name|digit|female-pronoun]",
+		Short: "Infer a sensitive property of texts from their released embeddings: accuracy and AUC against the majority baseline",
+		Long: `Attack a model's release by attribute inference (docs/attacks.md): the attacker holds the task's
+train split as public text and the dev split's texts are the victims. A property the task does
+not need is read from each text itself:
+` + strings.Join(rules, "\n") + `
+The attacker releases each public text (--releases-per-text times), trains a classifier (linear:
+logistic regression; mlp) on the mean-pooled release (the mean of Z over all its components) to
+predict the property, and predicts it for each victim from one release. Reported: accuracy (with a
+Clopper-Pearson interval) and AUC (with a bootstrap interval over the victims), against the
+majority class of the public texts; the same classifiers on the model's mean-pooled encoder output
+(the non-private upper reference). The certified epsilon of one release is printed beside them.`,
+		Example: `  nvdp attack attribute --model runs/sst2-clipped --property name
+  nvdp attack attribute --model runs/sst2-clipped --property digit --public-limit 0 --json > digit.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runAttackAttribute(cmd, f) },
+	}
+	fs := cmd.Flags()
+	f.bind(fs, &f.o.ReleasesPerText, &f.o.Seed, &f.o.Learner, &f.o.Interval)
+	fs.StringVar(&f.o.Property, "property", f.o.Property, "the property inferred: name | digit | female-pronoun")
+	fs.StringVar(&f.o.Classifier, "classifier", f.o.Classifier, "linear (logistic regression) | mlp | all")
+	_ = cmd.MarkFlagRequired("model")
+	return cmd
+}
+
+func init() { attackCmd.AddCommand(newAttackAttributeCmd()) }
+
+func runAttackAttribute(cmd *cobra.Command, f *attributeFlags) error {
+	if err := f.o.Validate(); err != nil {
+		return flagError(err)
+	}
+	t, c, err := f.load(cmd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext(cmd, "stopping the attack")
+	defer cancel()
+	r, err := attack.Attribute(ctx, t, c, f.o, newProgress(cmd, f.noProgress))
+	if err != nil {
+		return err
+	}
+	if f.jsonOut {
+		return printAttackJSON(cmd.OutOrStdout(), r)
+	}
+	printAttribute(cmd.OutOrStdout(), r)
+	return nil
+}
+
+// printAttribute prints the summary of an attribute inference.
+func printAttribute(w io.Writer, r *attack.AttributeReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	attackHeader(row, r.Model, r.Certified, r.Corpus)
+	row("property", r.Property.Name+": "+r.Property.Rule)
+	row("public", fmt.Sprintf("%d texts, %d with the property; releases per text %d", r.PublicTexts, r.PublicPositive, r.Options.ReleasesPerText))
+	row("victims", fmt.Sprintf("%d texts, %d with the property; one release each", r.VictimTexts, r.VictimPositive))
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
+	fmt.Fprintf(tw, "features\tclassifier\taccuracy\t%s (Clopper-Pearson)\tAUC\t%s (bootstrap)\n", conf, conf)
+	for _, res := range r.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t[%.4f, %.4f]\n", res.Features, res.Classifier, res.Accuracy,
+			res.AccuracyCI[0], res.AccuracyCI[1], res.AUC, res.AUCCI[0], res.AUCCI[1])
+	}
+	tw.Flush()
+}

@@ -10,7 +10,6 @@ import (
 	"unicode"
 
 	"github.com/nvdp-project/nvdp/option"
-	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/tokenize"
@@ -110,23 +109,15 @@ const (
 type AttributeOptions struct {
 	Property   string `json:"property"`   // PropertyName, PropertyDigit or PropertyFemale
 	Classifier string `json:"classifier"` // ModelLinear, ModelMLP or ClassifierAll
-	// ReleasesPerText is the number k of releases of each public text the
-	// classifiers train on (>= 1); each victim text is released once.
-	ReleasesPerText int `json:"releases_per_text"`
-	// Seed seeds the releases' noise (release.NewSeededSource), the
-	// classifiers' initialisation and data order, and the bootstrap.
-	Seed uint64 `json:"seed"`
-	Learner
-	Interval
+	LearnedOptions
 }
 
-// DefaultAttributeOptions: the name property, both classifiers, one release
-// per public text, seed 1; the classifiers train 20 epochs of batches of 64
-// at learning rate 1e-3 without weight decay, the MLP 256 wide; 95%
-// intervals, 1000 bootstrap resamples.
+// DefaultAttributeOptions: the name property, both classifiers, trained 20
+// epochs (defaultLearned: one release per public text, seed 1, batches of
+// 64 at learning rate 1e-3, the MLP 256 wide; 95% intervals, 1000
+// bootstrap resamples).
 func DefaultAttributeOptions() AttributeOptions {
-	return AttributeOptions{Property: PropertyName, Classifier: ClassifierAll, ReleasesPerText: 1, Seed: 1,
-		Learner: Learner{Epochs: 20, BatchSize: 64, LR: 1e-3, Hidden: 256}, Interval: DefaultInterval()}
+	return AttributeOptions{Property: PropertyName, Classifier: ClassifierAll, LearnedOptions: defaultLearned(20)}
 }
 
 // Validate checks o; errors are *option.Error.
@@ -134,33 +125,20 @@ func (o AttributeOptions) Validate() error {
 	if _, err := LookupProperty(o.Property); err != nil {
 		return option.Errorf("property", o.Property, "%v", err)
 	}
-	switch {
-	case !slices.Contains([]string{ModelLinear, ModelMLP, ClassifierAll}, o.Classifier):
+	if !slices.Contains([]string{ModelLinear, ModelMLP, ClassifierAll}, o.Classifier) {
 		return option.Errorf("classifier", o.Classifier, "want %s, %s or %s", ModelLinear, ModelMLP, ClassifierAll)
-	case o.ReleasesPerText < 1:
-		return option.Errorf("releases_per_text", o.ReleasesPerText, "must be >= 1")
 	}
-	if err := o.Learner.Validate(); err != nil {
-		return err
-	}
-	return o.Interval.Validate()
+	return o.LearnedOptions.Validate()
 }
 
 // AttributeReport is the result of Attribute (`nvdp attack attribute
 // --json`).
 type AttributeReport struct {
-	Model release.ModelInfo `json:"model"`
-	// Certified is the certified guarantee of one release of one text (the
-	// victims are released once each).
-	Certified *privacy.Guarantee `json:"certified"`
-	Options   AttributeOptions   `json:"options"`
-	Corpus    *Corpus            `json:"corpus"`
-	Property  Property           `json:"property"`
-	// PublicTexts and VictimTexts count the texts, PublicPositive and
-	// VictimPositive those with the property.
-	PublicTexts    int               `json:"public_texts"`
+	Setup
+	Options  AttributeOptions `json:"options"`
+	Property Property         `json:"property"`
+	// PublicPositive and VictimPositive count the texts with the property.
 	PublicPositive int               `json:"public_positive"`
-	VictimTexts    int               `json:"victim_texts"`
 	VictimPositive int               `json:"victim_positive"`
 	Results        []AttributeResult `json:"results"`
 	Seconds        float64           `json:"seconds"`
@@ -219,16 +197,11 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 				prop.Name, s.pos, s.all, s.name)
 		}
 	}
-	pubEnc, err := t.encode("public", c.Public)
+	setup, pubEnc, vicEnc, err := t.prepare(c)
 	if err != nil {
 		return nil, err
 	}
-	vicEnc, err := t.encode("victim", c.Victims)
-	if err != nil {
-		return nil, err
-	}
-	info := t.rel.Model()
-	P, H := info.P, t.bundle.Model.Cfg.Hidden
+	N, P, H := setup.Model.N, setup.Model.P, t.bundle.Model.Cfg.Hidden
 	pubZ, pubX := &rowSet{dims: P}, &rowSet{dims: H}
 	vicZ, vicX := &rowSet{dims: P}, &rowSet{dims: H}
 	src := release.NewSeededSource(o.Seed)
@@ -242,7 +215,7 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 	}{{"release public", c.Public, pubEnc, pubY, o.ReleasesPerText, pubZ, pubX}, {"release victims", c.Victims, vicEnc, vicY, 1, vicZ, vicX}} {
 		err := t.collect(ctx, s.texts, s.encs, s.k, src, report, s.stage, func(i int, v view) {
 			for _, e := range v.releases {
-				s.rel.add(meanRows(e.Z, info.N, P), s.y[i])
+				s.rel.add(meanRows(e.Z, N, P), s.y[i])
 			}
 			s.encd.add(meanRows(v.x[:v.enc.Len()*H], v.enc.Len(), H), s.y[i])
 		})
@@ -250,8 +223,7 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 			return nil, err
 		}
 	}
-	r := &AttributeReport{Model: info, Certified: t.rel.Guarantee(), Options: o, Corpus: c, Property: prop,
-		PublicTexts: len(pubY), PublicPositive: pubPos, VictimTexts: len(vicY), VictimPositive: vicPos}
+	r := &AttributeReport{Setup: setup, Options: o, Property: prop, PublicPositive: pubPos, VictimPositive: vicPos}
 	majority := 0
 	if 2*pubPos > len(pubY) {
 		majority = 1

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/option"
-	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/release"
 )
@@ -38,26 +37,18 @@ const (
 // InvertOptions configure Invert; DefaultInvertOptions gives the defaults.
 type InvertOptions struct {
 	Decoder string `json:"decoder"` // DecoderNearest, ModelLinear, ModelMLP or DecoderAll
-	// ReleasesPerText is the number k of releases of each public text the
-	// learned decoders train on (>= 1); each victim text is released once.
-	ReleasesPerText int `json:"releases_per_text"`
 	// Examples is the number of victim texts whose reconstruction each
 	// result shows (>= 0).
 	Examples int `json:"examples"`
-	// Seed seeds the releases' noise (release.NewSeededSource), the
-	// decoders' initialisation and data order, and the bootstrap.
-	Seed uint64 `json:"seed"`
-	Learner
-	Interval
+	LearnedOptions
 }
 
-// DefaultInvertOptions: every decoder, one release per public text, 3
-// examples, seed 1; the decoders train 5 epochs of batches of 64 at
-// learning rate 1e-3 without weight decay, the MLP 256 wide; 95% intervals
-// from 1000 bootstrap resamples.
+// DefaultInvertOptions: every decoder, 3 examples, the decoders trained 5
+// epochs (defaultLearned: one release per public text, seed 1, batches of
+// 64 at learning rate 1e-3, the MLP 256 wide; 95% intervals from 1000
+// bootstrap resamples).
 func DefaultInvertOptions() InvertOptions {
-	return InvertOptions{Decoder: DecoderAll, ReleasesPerText: 1, Examples: 3, Seed: 1,
-		Learner: Learner{Epochs: 5, BatchSize: 64, LR: 1e-3, Hidden: 256}, Interval: DefaultInterval()}
+	return InvertOptions{Decoder: DecoderAll, Examples: 3, LearnedOptions: defaultLearned(5)}
 }
 
 // Validate checks o; errors are *option.Error.
@@ -65,15 +56,10 @@ func (o InvertOptions) Validate() error {
 	switch {
 	case !slices.Contains([]string{DecoderNearest, ModelLinear, ModelMLP, DecoderAll}, o.Decoder):
 		return option.Errorf("decoder", o.Decoder, "want %s, %s, %s or %s", DecoderNearest, ModelLinear, ModelMLP, DecoderAll)
-	case o.ReleasesPerText < 1:
-		return option.Errorf("releases_per_text", o.ReleasesPerText, "must be >= 1")
 	case o.Examples < 0:
 		return option.Errorf("examples", o.Examples, "must be >= 0")
 	}
-	if err := o.Learner.Validate(); err != nil {
-		return err
-	}
-	return o.Interval.Validate()
+	return o.LearnedOptions.Validate()
 }
 
 // decoders lists the decoders o selects.
@@ -86,18 +72,11 @@ func (o InvertOptions) decoders() []string {
 
 // InvertReport is the result of Invert (`nvdp attack invert --json`).
 type InvertReport struct {
-	Model release.ModelInfo `json:"model"`
-	// Certified is the certified guarantee of one release of one text (the
-	// victims are released once each).
-	Certified *privacy.Guarantee `json:"certified"`
-	Options   InvertOptions      `json:"options"`
-	Corpus    *Corpus            `json:"corpus"`
-	// PublicTexts and VictimTexts count the texts; PublicTokens and
-	// VictimTokens their attacked positions (tokens other than the
-	// tokenizer's specials, as the model reads them: truncated to
-	// max_seq_len).
-	PublicTexts  int `json:"public_texts"`
-	VictimTexts  int `json:"victim_texts"`
+	Setup
+	Options InvertOptions `json:"options"`
+	// PublicTokens and VictimTokens count the attacked positions of the
+	// texts (tokens other than the tokenizer's specials, as the model reads
+	// them: truncated to max_seq_len).
 	PublicTokens int `json:"public_tokens"`
 	VictimTokens int `json:"victim_tokens"`
 	// Classes is the number of distinct public tokens: the learned
@@ -310,16 +289,11 @@ func Invert(ctx context.Context, t *Target, c *Corpus, o InvertOptions, report p
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	pubEnc, err := t.encode("public", c.Public)
+	setup, pubEnc, vicEnc, err := t.prepare(c)
 	if err != nil {
 		return nil, err
 	}
-	vicEnc, err := t.encode("victim", c.Victims)
-	if err != nil {
-		return nil, err
-	}
-	info := t.rel.Model()
-	P, H := info.P, t.bundle.Model.Cfg.Hidden
+	P, H := setup.Model.P, t.bundle.Model.Cfg.Hidden
 	pubZ, pubMu, pubX := &rowSet{dims: P}, &rowSet{dims: P}, &rowSet{dims: H}
 	src := release.NewSeededSource(o.Seed)
 	err = t.collect(ctx, c.Public, pubEnc, o.ReleasesPerText, src, report, "release public", func(_ int, v view) {
@@ -364,8 +338,7 @@ func Invert(ctx context.Context, t *Target, c *Corpus, o InvertOptions, report p
 			unseen++
 		}
 	}
-	r := &InvertReport{Model: info, Certified: t.rel.Guarantee(), Options: o, Corpus: c,
-		PublicTexts: len(c.Public), VictimTexts: len(c.Victims), PublicTokens: pubX.len(), VictimTokens: vicX.len(),
+	r := &InvertReport{Setup: setup, Options: o, PublicTokens: pubX.len(), VictimTokens: vicX.len(),
 		Classes: len(classes), Unseen: float64(unseen) / float64(vicX.len())}
 	score := func(features, decoder string, guess []int) error {
 		res, err := t.invertResult(features, decoder, vicX.labels, guess, starts, o)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/tokenize"
@@ -176,6 +177,62 @@ func (c *Corpus) check() error {
 		}
 	}
 	return nil
+}
+
+// LearnedOptions are the options the learned attacks (Invert, Attribute)
+// share.
+type LearnedOptions struct {
+	// ReleasesPerText is the number k of releases of each public text the
+	// attacker trains on (>= 1); each victim text is released once.
+	ReleasesPerText int `json:"releases_per_text"`
+	// Seed seeds the releases' noise (release.NewSeededSource), the learned
+	// attackers' initialisation and data order, and the intervals' draws.
+	Seed uint64 `json:"seed"`
+	Learner
+	Interval
+}
+
+// defaultLearned is one release per public text, seed 1, the learners
+// training the given epochs of batches of 64 at learning rate 1e-3 without
+// weight decay, the MLP 256 wide, and DefaultInterval.
+func defaultLearned(epochs int) LearnedOptions {
+	return LearnedOptions{ReleasesPerText: 1, Seed: 1, Learner: Learner{Epochs: epochs, BatchSize: 64, LR: 1e-3, Hidden: 256},
+		Interval: DefaultInterval()}
+}
+
+// Validate checks o; errors are *option.Error.
+func (o LearnedOptions) Validate() error {
+	if o.ReleasesPerText < 1 {
+		return option.Errorf("releases_per_text", o.ReleasesPerText, "must be >= 1")
+	}
+	if err := o.Learner.Validate(); err != nil {
+		return err
+	}
+	return o.Interval.Validate()
+}
+
+// Setup is what the report of a learned attack starts with: the model
+// attacked, the certified guarantee of one release of one text (the victims
+// are released once each) and the corpus.
+type Setup struct {
+	Model       release.ModelInfo  `json:"model"`
+	Certified   *privacy.Guarantee `json:"certified"`
+	Corpus      *Corpus            `json:"corpus"`
+	PublicTexts int                `json:"public_texts"`
+	VictimTexts int                `json:"victim_texts"`
+}
+
+// prepare tokenises the texts of a checked corpus c (as encode), before
+// any release; it returns the report's Setup.
+func (t *Target) prepare(c *Corpus) (s Setup, public, victims []tokenize.Encoding, err error) {
+	if public, err = t.encode("public", c.Public); err != nil {
+		return s, nil, nil, err
+	}
+	if victims, err = t.encode("victim", c.Victims); err != nil {
+		return s, nil, nil, err
+	}
+	return Setup{Model: t.rel.Model(), Certified: t.rel.Guarantee(), Corpus: c, PublicTexts: len(c.Public), VictimTexts: len(c.Victims)},
+		public, victims, nil
 }
 
 // encode tokenises texts as a release does (release.Releaser.Release:

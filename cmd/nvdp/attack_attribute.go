@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/attack"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/spf13/cobra"
 )
 
@@ -42,7 +43,7 @@ majority class of the public texts; the same classifiers on the model's mean-poo
 		RunE: func(cmd *cobra.Command, args []string) error { return runAttackAttribute(cmd, f) },
 	}
 	fs := cmd.Flags()
-	f.bind(fs, &f.o.ReleasesPerText, &f.o.Seed, &f.o.Learner, &f.o.Interval)
+	f.bind(fs, &f.o.LearnedOptions)
 	fs.StringVar(&f.o.Property, "property", f.o.Property, "the property inferred: name | digit | female-pronoun")
 	fs.StringVar(&f.o.Classifier, "classifier", f.o.Classifier, "linear (logistic regression) | mlp | all")
 	_ = cmd.MarkFlagRequired("model")
@@ -52,42 +53,24 @@ majority class of the public texts; the same classifiers on the model's mean-poo
 func init() { attackCmd.AddCommand(newAttackAttributeCmd()) }
 
 func runAttackAttribute(cmd *cobra.Command, f *attributeFlags) error {
-	if err := f.o.Validate(); err != nil {
-		return flagError(err)
+	run := func(ctx context.Context, t *attack.Target, c *attack.Corpus, report progress.Func) (*attack.AttributeReport, error) {
+		return attack.Attribute(ctx, t, c, f.o, report)
 	}
-	t, c, err := f.load(cmd)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := signalContext(cmd, "stopping the attack")
-	defer cancel()
-	r, err := attack.Attribute(ctx, t, c, f.o, newProgress(cmd, f.noProgress))
-	if err != nil {
-		return err
-	}
-	if f.jsonOut {
-		return printAttackJSON(cmd.OutOrStdout(), r)
-	}
-	printAttribute(cmd.OutOrStdout(), r)
-	return nil
+	return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o.Validate, nil, run, printAttribute)
 }
 
 // printAttribute prints the summary of an attribute inference.
 func printAttribute(w io.Writer, r *attack.AttributeReport) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	attackHeader(row, r.Model, r.Certified, r.Corpus)
-	row("property", r.Property.Name+": "+r.Property.Rule)
-	row("public", fmt.Sprintf("%d texts, %d with the property; releases per text %d", r.PublicTexts, r.PublicPositive, r.Options.ReleasesPerText))
-	row("victims", fmt.Sprintf("%d texts, %d with the property; one release each", r.VictimTexts, r.VictimPositive))
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
-	fmt.Fprintf(tw, "features\tclassifier\taccuracy\t%s (Clopper-Pearson)\tAUC\t%s (bootstrap)\n", conf, conf)
-	for _, res := range r.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t[%.4f, %.4f]\n", res.Features, res.Classifier, res.Accuracy,
-			res.AccuracyCI[0], res.AccuracyCI[1], res.AUC, res.AUCCI[0], res.AUCCI[1])
-	}
-	tw.Flush()
+	printSetup(w, r.Setup, [][2]string{
+		{"property", r.Property.Name + ": " + r.Property.Rule},
+		{"public", fmt.Sprintf("%d texts, %d with the property; releases per text %d", r.PublicTexts, r.PublicPositive, r.Options.ReleasesPerText)},
+		{"victims", fmt.Sprintf("%d texts, %d with the property; one release each", r.VictimTexts, r.VictimPositive)},
+	}, func(tw io.Writer) {
+		conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
+		fmt.Fprintf(tw, "features\tclassifier\taccuracy\t%s (Clopper-Pearson)\tAUC\t%s (bootstrap)\n", conf, conf)
+		for _, res := range r.Results {
+			fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t[%.4f, %.4f]\n", res.Features, res.Classifier, res.Accuracy,
+				res.AccuracyCI[0], res.AccuracyCI[1], res.AUC, res.AUCCI[0], res.AUCCI[1])
+		}
+	})
 }

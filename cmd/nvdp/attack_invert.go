@@ -1,11 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/attack"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/tokenize"
 	"github.com/spf13/cobra"
 )
@@ -44,7 +45,7 @@ certified epsilon of one release is printed beside them.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAttackInvert(cmd, f) },
 	}
 	fs := cmd.Flags()
-	f.bind(fs, &f.o.ReleasesPerText, &f.o.Seed, &f.o.Learner, &f.o.Interval)
+	f.bind(fs, &f.o.LearnedOptions)
 	fs.StringVar(&f.vocab, "vocab", "", "the attacker's tokenizer file or directory (default: the model's); it must be the model's vocabulary")
 	fs.StringVar(&f.o.Decoder, "decoder", f.o.Decoder, "nn (nearest neighbour) | linear | mlp | all")
 	fs.IntVar(&f.o.Examples, "examples", f.o.Examples, "victim texts whose reconstruction each decoder shows")
@@ -55,14 +56,10 @@ certified epsilon of one release is printed beside them.`,
 func init() { attackCmd.AddCommand(newAttackInvertCmd()) }
 
 func runAttackInvert(cmd *cobra.Command, f *invertFlags) error {
-	if err := f.o.Validate(); err != nil {
-		return flagError(err)
-	}
-	t, c, err := f.load(cmd)
-	if err != nil {
-		return err
-	}
-	if f.vocab != "" {
+	checkVocab := func(t *attack.Target) error {
+		if f.vocab == "" {
+			return nil
+		}
 		tok, err := tokenize.Load(f.vocab)
 		if err != nil {
 			return fmt.Errorf("--vocab: %w", err)
@@ -70,37 +67,27 @@ func runAttackInvert(cmd *cobra.Command, f *invertFlags) error {
 		if err := t.CheckVocabulary(tok); err != nil {
 			return fmt.Errorf("--vocab %s is not the model's vocabulary: %w", f.vocab, err)
 		}
+		return nil
 	}
-	ctx, cancel := signalContext(cmd, "stopping the attack")
-	defer cancel()
-	r, err := attack.Invert(ctx, t, c, f.o, newProgress(cmd, f.noProgress))
-	if err != nil {
-		return err
+	run := func(ctx context.Context, t *attack.Target, c *attack.Corpus, report progress.Func) (*attack.InvertReport, error) {
+		return attack.Invert(ctx, t, c, f.o, report)
 	}
-	if f.jsonOut {
-		return printAttackJSON(cmd.OutOrStdout(), r)
-	}
-	printInvert(cmd.OutOrStdout(), r)
-	return nil
+	return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o.Validate, checkVocab, run, printInvert)
 }
 
 // printInvert prints the summary of an inversion.
 func printInvert(w io.Writer, r *attack.InvertReport) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	attackHeader(row, r.Model, r.Certified, r.Corpus)
-	row("public", fmt.Sprintf("%d texts, %d tokens, %d distinct (the decoders' classes); releases per text %d", r.PublicTexts, r.PublicTokens, r.Classes, r.Options.ReleasesPerText))
-	row("victims", fmt.Sprintf("%d texts, %d tokens (%.1f%% unseen in the public texts); one release each", r.VictimTexts, r.VictimTokens, 100*r.Unseen))
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
-	fmt.Fprintf(tw, "features\tdecoder\taccuracy\t%s\tprecision\trecall\tF1\t%s\tshuffled: accuracy\tF1\n", conf, conf)
-	for _, res := range r.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\n", res.Features, res.Decoder, res.Accuracy,
-			res.AccuracyCI[0], res.AccuracyCI[1], res.Precision, res.Recall, res.F1, res.F1CI[0], res.F1CI[1], res.Shuffled.Accuracy, res.Shuffled.F1)
-	}
-	tw.Flush()
+	printSetup(w, r.Setup, [][2]string{
+		{"public", fmt.Sprintf("%d texts, %d tokens, %d distinct (the decoders' classes); releases per text %d", r.PublicTexts, r.PublicTokens, r.Classes, r.Options.ReleasesPerText)},
+		{"victims", fmt.Sprintf("%d texts, %d tokens (%.1f%% unseen in the public texts); one release each", r.VictimTexts, r.VictimTokens, 100*r.Unseen)},
+	}, func(tw io.Writer) {
+		conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
+		fmt.Fprintf(tw, "features\tdecoder\taccuracy\t%s\tprecision\trecall\tF1\t%s\tshuffled: accuracy\tF1\n", conf, conf)
+		for _, res := range r.Results {
+			fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\n", res.Features, res.Decoder, res.Accuracy,
+				res.AccuracyCI[0], res.AccuracyCI[1], res.Precision, res.Recall, res.F1, res.F1CI[0], res.F1CI[1], res.Shuffled.Accuracy, res.Shuffled.F1)
+		}
+	})
 	for _, res := range r.Results {
 		if res.Features != attack.FeaturesRelease {
 			continue

@@ -1,13 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/attack"
-	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/release"
+	"github.com/nvdp-project/nvdp/progress"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -24,17 +25,17 @@ type learnedAttackFlags struct {
 	noProgress, jsonOut bool
 }
 
-// bind binds the shared flags; releases, seed, learner and interval are
-// the attack's options.
-func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, releases *int, seed *uint64, l *attack.Learner, iv *attack.Interval) {
+// bind binds the shared flags to f and to o, the attack's shared options.
+func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, o *attack.LearnedOptions) {
+	l, iv := &o.Learner, &o.Interval
 	f.corpus = attack.DefaultCorpusOptions()
 	fs.StringVar(&f.model, "model", "", "model directory written by nvdp train or nvdp run (nvdp-clipped or gaussian; required)")
 	fs.StringVar(&f.corpus.GlueDir, "glue-dir", "", "GLUE directory with <TASK>/{train,dev}.tsv (default: the one the model was trained with)")
 	fs.IntVar(&f.corpus.PublicLimit, "public-limit", f.corpus.PublicLimit, "the attacker's public texts: the first K rows of the train split (0: all)")
 	fs.IntVar(&f.corpus.VictimLimit, "victim-limit", f.corpus.VictimLimit, "the victims: the first K rows of the dev split (0: all)")
 	fs.BoolVar(&f.corpus.SkipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
-	fs.IntVar(releases, "releases-per-text", *releases, "releases of each public text the attacker trains on (each victim text is released once)")
-	fs.Uint64Var(seed, "seed", *seed, "seed of the releases' noise, the attackers' training and the bootstrap")
+	fs.IntVar(&o.ReleasesPerText, "releases-per-text", o.ReleasesPerText, "releases of each public text the attacker trains on (each victim text is released once)")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the releases' noise, the attackers' training and the bootstrap")
 	fs.IntVar(&l.Epochs, "epochs", l.Epochs, "training epochs of the learned attackers")
 	fs.IntVar(&l.BatchSize, "batch-size", l.BatchSize, "training batch size of the learned attackers (rows)")
 	fs.Float64Var(&l.LR, "lr", l.LR, "learning rate of the learned attackers (AdamW, constant)")
@@ -46,12 +47,19 @@ func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, releases *int, seed *uint64
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as JSON on stdout")
 }
 
-// load reads the model and the corpus (from the model's GLUE directory
-// unless --glue-dir), every text checked (attack.LoadCorpus).
-func (f *learnedAttackFlags) load(cmd *cobra.Command) (*attack.Target, *attack.Corpus, error) {
+// runLearnedAttack runs a learned attack after checking its options
+// (validate, errors naming the flags) and reading the model and the corpus
+// (from the model's GLUE directory unless --glue-dir; every text checked by
+// attack.LoadCorpus); check sees the target before the attack (nil: none).
+// It prints the report as JSON with --json, else as print writes it.
+func runLearnedAttack[R any](cmd *cobra.Command, f *learnedAttackFlags, validate func() error, check func(*attack.Target) error,
+	run func(context.Context, *attack.Target, *attack.Corpus, progress.Func) (R, error), print func(io.Writer, R)) error {
+	if err := validate(); err != nil {
+		return flagError(err)
+	}
 	t, err := attack.LoadTarget(f.model)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--model: %w", err)
+		return fmt.Errorf("--model: %w", err)
 	}
 	o := f.corpus
 	if !cmd.Flags().Changed("glue-dir") {
@@ -59,22 +67,44 @@ func (f *learnedAttackFlags) load(cmd *cobra.Command) (*attack.Target, *attack.C
 	}
 	c, err := attack.LoadCorpus(t.Task(), o)
 	if err != nil {
-		return nil, nil, flagError(err)
+		return flagError(err)
 	}
-	return t, c, nil
+	if check != nil {
+		if err := check(t); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := signalContext(cmd, "stopping the attack")
+	defer cancel()
+	r, err := run(ctx, t, c, newProgress(cmd, f.noProgress))
+	if err != nil {
+		return err
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	print(cmd.OutOrStdout(), r)
+	return nil
 }
 
-// printAttackJSON writes an attack's report as indented JSON.
-func printAttackJSON(w io.Writer, report any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(report)
-}
-
-// attackHeader writes the rows a learned attack's summary starts with: the
-// model, the certified guarantee of one release, the corpus.
-func attackHeader(row func(k, v string), m release.ModelInfo, g *privacy.Guarantee, c *attack.Corpus) {
+// printSetup writes the summary table of a learned attack: the model, the
+// certified guarantee of one release, the corpus, then the attack's rows
+// (more), and the results' table, whose header and rows table writes.
+func printSetup(w io.Writer, s attack.Setup, more [][2]string, table func(tw io.Writer)) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	m, g := s.Model, s.Certified
 	row("model", fmt.Sprintf("%s (%s, %s, %s): N %d components, P %d", m.Dir, m.Task, m.Variant, m.Mode, m.N, m.P))
 	row("certified", fmt.Sprintf("epsilon %s at delta %g (order %s) for one release of one text", ff(g.Epsilon), g.Delta, fg(g.BestOrder)))
-	row("corpus", fmt.Sprintf("public %s, victims %s", c.PublicPath, c.VictimPath))
+	row("corpus", fmt.Sprintf("public %s, victims %s", s.Corpus.PublicPath, s.Corpus.VictimPath))
+	for _, r := range more {
+		row(r[0], r[1])
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	table(tw)
+	tw.Flush()
 }

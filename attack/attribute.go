@@ -138,10 +138,14 @@ type AttributeReport struct {
 	Options  AttributeOptions `json:"options"`
 	Property Property         `json:"property"`
 	// PublicPositive and VictimPositive count the texts with the property.
-	PublicPositive int               `json:"public_positive"`
-	VictimPositive int               `json:"victim_positive"`
-	Results        []AttributeResult `json:"results"`
-	Seconds        float64           `json:"seconds"`
+	PublicPositive int `json:"public_positive"`
+	VictimPositive int `json:"victim_positive"`
+	// CertifiedAUC is CertifiedAUC of the certified (epsilon, delta) of one
+	// release: no classifier of the release results can have a larger
+	// AUC in expectation.
+	CertifiedAUC float64           `json:"certified_auc"`
+	Results      []AttributeResult `json:"results"`
+	Seconds      float64           `json:"seconds"`
 }
 
 // AttributeResult is one classifier reading features, scored on the
@@ -223,7 +227,8 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 			return nil, err
 		}
 	}
-	r := &AttributeReport{Setup: setup, Options: o, Property: prop, PublicPositive: pubPos, VictimPositive: vicPos}
+	r := &AttributeReport{Setup: setup, Options: o, Property: prop, PublicPositive: pubPos, VictimPositive: vicPos,
+		CertifiedAUC: CertifiedAUC(float64(setup.Certified.Epsilon), setup.Certified.Delta)}
 	majority := 0
 	if 2*pubPos > len(pubY) {
 		majority = 1
@@ -341,4 +346,28 @@ func attributeResult(features, classifier string, y []int, score []float64, call
 	}
 	res.AUCCI = [2]float64{lo, hi}
 	return res, nil
+}
+
+// CertifiedAUC is the largest area under the ROC curve of any test between
+// two distributions that are (epsilon, delta)-indistinguishable both ways:
+// the area under TPR = min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR),
+// 1), the boundary of the privacy region of Kairouz, Oh and Viswanath
+// (ICML 2015, Theorem 2.1), which meets at FPR* = (1 - delta)/(1 + e^eps)
+// and reaches 1 at FPR = 1 - delta:
+//
+//	AUC <= e^eps x*^2/2 + delta x* + (1 - e^-eps (1 - delta))(1 - delta - x*) + e^-eps ((1 - delta)^2 - x*^2)/2 + delta,
+//
+// e^eps/(1 + e^eps) at delta = 0. An (epsilon, delta) guarantee of one
+// release against every other text bounds the test between the releases of
+// any two populations of texts (the hockey-stick divergence is jointly
+// convex), so the AUC of an attribute classifier that never saw the victims
+// is at most this in expectation. 1 for an infinite epsilon or delta >= 1.
+func CertifiedAUC(eps, delta float64) float64 {
+	if math.IsInf(eps, 1) || delta >= 1 {
+		return 1
+	}
+	ie := math.Exp(-eps)              // e^-eps: no overflow at a large epsilon
+	x := (1 - delta) * ie / (1 + ie)  // x* = (1 - delta)/(1 + e^eps)
+	ex2 := (1 - delta) * x / (1 + ie) // e^eps x*^2
+	return ex2/2 + delta*x + (1-ie*(1-delta))*(1-delta-x) + ie*((1-delta)*(1-delta)-x*x)/2 + delta
 }

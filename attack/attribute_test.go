@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -77,7 +78,9 @@ func TestAttributeOptions(t *testing.T) {
 // output with tiny noise (AUC >= 0.75, its interval above 1/2) and do not on pure noise (AUC < 0.65:
 // with 200 victims its standard deviation is about 0.04); the encoder-output reference beats it in every case. The majority
 // baseline's accuracy is the victims' share of the public texts' majority class, its AUC 1/2; the
-// counts are those of the texts.
+// counts are those of the texts. No release classifier's AUC is significantly above the certified
+// bound CertifiedAUC (on the gaussian pure-noise release, certified epsilon 0.004, it is 0.5009; the
+// nvdp-clipped one with a tiny C_mu is certified for the variance and Dirichlet parts too, far less).
 func TestAttributeBeatsChance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 8 classifiers per property")
@@ -128,7 +131,11 @@ func TestAttributeBeatsChance(t *testing.T) {
 				if majority.Classifier != ClassifierMajority || majority.Correct != wantCorrect || majority.AUC != 0.5 || majority.AUCCI != [2]float64{0.5, 0.5} || len(r.Results) != 5 {
 					t.Fatalf("%s: majority %+v (want %d correct), %d results", prop.name, majority, wantCorrect, len(r.Results))
 				}
+				t.Logf("%s: certified epsilon %v, AUC at most %.4f", prop.name, r.Certified.Epsilon, r.CertifiedAUC)
 				for _, res := range r.Results[1:] {
+					if res.Features == FeaturesRelease && res.AUCCI[0] > r.CertifiedAUC {
+						t.Errorf("%s %s: AUC %v above the certified %v", prop.name, res.Classifier, res.AUCCI, r.CertifiedAUC)
+					}
 					t.Logf("%s %-8s %-8s acc %.3f [%.3f, %.3f] AUC %.3f [%.3f, %.3f]", prop.name, res.Features, res.Classifier,
 						res.Accuracy, res.AccuracyCI[0], res.AccuracyCI[1], res.AUC, res.AUCCI[0], res.AUCCI[1])
 					leaks := res.Features == FeaturesEncoder || !tc.private
@@ -152,6 +159,44 @@ func TestAttributeOneClass(t *testing.T) {
 		// nil target: the corpus is refused before the model is used
 		if _, err := Attribute(context.Background(), nil, c, o, nil); err == nil || !strings.Contains(err.Error(), "both classes are needed") {
 			t.Errorf("one class: %v", err)
+		}
+	}
+}
+
+// CertifiedAUC equals e^eps / (1 + e^eps) at delta = 0 and, for every (eps, delta), the area under
+// min(1, e^eps x + delta, 1 - e^-eps (1 - delta - x)) integrated numerically (midpoint rule, 1e5
+// steps); it is 1/2 for eps = delta = 0, grows with both, and is 1 for eps = +Inf, for an epsilon
+// so large that e^eps overflows, or for delta = 1.
+func TestCertifiedAUC(t *testing.T) {
+	for _, eps := range []float64{0, 0.1, 1, 4, 16} {
+		if got, want := CertifiedAUC(eps, 0), math.Exp(eps)/(1+math.Exp(eps)); math.Abs(got-want) > 1e-12 {
+			t.Errorf("eps %v, delta 0: %v, want %v", eps, got, want)
+		}
+	}
+	prev := 0.0
+	for _, tc := range []struct{ eps, delta float64 }{{0, 0}, {0, 0.1}, {0.5, 1e-5}, {0.5, 0.3}, {2, 0.05}, {8, 1e-5}} {
+		const steps = 100000
+		area := 0.0
+		for i := range steps {
+			x := (float64(i) + 0.5) / steps
+			area += math.Min(1, math.Min(math.Exp(tc.eps)*x+tc.delta, 1-math.Exp(-tc.eps)*(1-tc.delta-x))) / steps
+		}
+		got := CertifiedAUC(tc.eps, tc.delta)
+		if math.Abs(got-area) > 1e-6 { // the midpoint rule's error at the kinks
+			t.Errorf("eps %v, delta %v: %v, numerical area %v", tc.eps, tc.delta, got, area)
+		}
+		if got < prev {
+			t.Errorf("eps %v, delta %v: %v below the previous %v", tc.eps, tc.delta, got, prev)
+		}
+		prev = got
+	}
+	if CertifiedAUC(0, 0) != 0.5 || CertifiedAUC(math.Inf(1), 0) != 1 || CertifiedAUC(3, 1) != 1 {
+		t.Errorf("edges: %v %v %v", CertifiedAUC(0, 0), CertifiedAUC(math.Inf(1), 0), CertifiedAUC(3, 1))
+	}
+	// a large finite epsilon (e^eps overflows float64) is 1, not NaN
+	for _, eps := range []float64{710, 1e3, 1.6e11} {
+		if got := CertifiedAUC(eps, 1e-5); got != 1 {
+			t.Errorf("eps %v: %v, want 1", eps, got)
 		}
 	}
 }

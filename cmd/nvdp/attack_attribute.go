@@ -65,6 +65,7 @@ func printAttribute(w io.Writer, r *attack.AttributeReport) {
 		{"property", r.Property.Name + ": " + r.Property.Rule},
 		{"public", fmt.Sprintf("%d texts, %d with the property; releases per text %d", r.PublicTexts, r.PublicPositive, r.Options.ReleasesPerText)},
 		{"victims", fmt.Sprintf("%d texts, %d with the property; one release each", r.VictimTexts, r.VictimPositive)},
+		{"certified AUC", fmt.Sprintf("at most %.4f for any classifier of one release (CertifiedAUC of the certified epsilon, delta)", r.CertifiedAUC)},
 	}, func(tw io.Writer) {
 		conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
 		fmt.Fprintf(tw, "features\tclassifier\taccuracy\t%s (Clopper-Pearson)\tAUC\t%s (bootstrap)\n", conf, conf)

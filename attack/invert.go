@@ -15,6 +15,7 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/release"
+	"github.com/nvdp-project/nvdp/tokenize"
 )
 
 // The inversion's decoders (docs/attacks.md): DecoderNearest, ModelLinear
@@ -293,6 +294,14 @@ func Invert(ctx context.Context, t *Target, c *Corpus, o InvertOptions, report p
 	if err != nil {
 		return nil, err
 	}
+	for _, s := range []struct {
+		what string
+		encs []tokenize.Encoding
+	}{{"public", pubEnc}, {"victim", vicEnc}} {
+		if !slices.ContainsFunc(s.encs, func(e tokenize.Encoding) bool { return len(t.positions(e.IDs)) > 0 }) {
+			return nil, fmt.Errorf("attack: the %s texts hold no token other than the tokenizer's specials: nothing to attack", s.what)
+		}
+	}
 	P, H := setup.Model.P, t.bundle.Model.Cfg.Hidden
 	pubZ, pubMu, pubX := &rowSet{dims: P}, &rowSet{dims: P}, &rowSet{dims: H}
 	src := release.NewSeededSource(o.Seed)
@@ -312,9 +321,6 @@ func Invert(ctx context.Context, t *Target, c *Corpus, o InvertOptions, report p
 	if err != nil {
 		return nil, err
 	}
-	if pubX.len() == 0 {
-		return nil, errors.New("attack: the public texts hold no token other than specials: nothing to train on")
-	}
 	vicZ, vicX := &rowSet{dims: P}, &rowSet{dims: H}
 	starts := make([]int, len(c.Victims)+1) // victim text i's positions are rows starts[i]..starts[i+1]-1
 	err = t.collect(ctx, c.Victims, vicEnc, 1, src, report, "release victims", func(i int, v view) {
@@ -326,9 +332,6 @@ func Invert(ctx context.Context, t *Target, c *Corpus, o InvertOptions, report p
 	})
 	if err != nil {
 		return nil, err
-	}
-	if vicX.len() == 0 {
-		return nil, errors.New("attack: the victim texts hold no token other than specials: nothing to attack")
 	}
 
 	classes, majority := tokenClasses(pubX.labels)

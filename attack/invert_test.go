@@ -217,7 +217,8 @@ func TestInvertBeatsChance(t *testing.T) {
 }
 
 // Invert is reproducible from its seed, and a decoder's numbers do not depend on which others run;
-// Examples 0 shows none; a cancelled context stops it.
+// Examples 0 shows none; a cancelled context stops it; a corpus it cannot attack is an error saying
+// why.
 func TestInvertSeeded(t *testing.T) {
 	target := tinyTarget(t, nvib.ModelGaussian, 1, 1)
 	c := synthCorpus(60, 20)
@@ -249,9 +250,18 @@ func TestInvertSeeded(t *testing.T) {
 	if _, err := Invert(ctx, target, c, o, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
-	for _, bad := range []*Corpus{nil, {Public: c.Public}, {Public: c.Public, Victims: []string{"ok", " "}}} {
-		if _, err := Invert(context.Background(), target, bad, o, nil); err == nil {
-			t.Errorf("corpus %v attacked", bad)
+	for _, tc := range []struct {
+		c    *Corpus
+		want string
+	}{
+		{nil, "no corpus"},
+		{&Corpus{Public: c.Public}, "no victim texts"},
+		{&Corpus{Public: c.Public, Victims: []string{"the", " "}}, "victim text 1: blank text"},
+		// words outside the vocabulary are [UNK]: no position to attack
+		{&Corpus{Public: c.Public, Victims: []string{"zzz", "qqq www"}}, "the victim texts hold no token other than the tokenizer's specials"},
+	} {
+		if _, err := Invert(context.Background(), target, tc.c, o, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("corpus %+v: error %v, want %q", tc.c, err, tc.want)
 		}
 	}
 }

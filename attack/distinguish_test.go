@@ -13,24 +13,13 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// witnessPair is the pair that attains the certificate of set at the order
-// of its (epsilon, delta) guarantee (privacy.Certify's witness), and the
-// guarantee.
+// witnessPair is WitnessPair of set at delta.
 func witnessPair(t *testing.T, set privacy.ClipSet, delta float64, gaussian bool) (Pair, *privacy.Guarantee) {
 	t.Helper()
-	g, err := privacy.CertifyCurve(set, nil, "", 1, delta)
+	pair, g, err := WitnessPair(set, delta, gaussian)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := privacy.Certify(set, float64(g.BestOrder), privacy.DirectionStandard)
-	if err != nil || c.Witness == nil {
-		t.Fatalf("certify: %v (witness %v)", err, c.Witness)
-	}
-	pair, err := PairFromPosteriors(c.Witness, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair.Gaussian = gaussian
 	return pair, g
 }
 

@@ -529,7 +529,7 @@ func bestThreshold(pos, neg []float64, delta, conf float64) (t, eps float64, err
 
 // selectionSD is how many standard deviations worse than observed the
 // counts of a candidate test are taken when the test is chosen (worse).
-const selectionSD = 2
+const selectionSD = 3
 
 // worse is the count k of n selectionSD standard deviations (sqrt(k + 1),
 // Poisson) lower (sign -1) or higher (+1), within [0, n]: a test chosen on

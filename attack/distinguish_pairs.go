@@ -47,8 +47,11 @@ type DistinguishReport struct {
 	Model   string `json:"model,omitempty"`
 	Task    string `json:"task,omitempty"`
 	Variant string `json:"variant,omitempty"`
-	// Posteriors is the posterior file the pairs were taken from, if any.
+	// Posteriors is the posterior file the pairs were taken from, if any;
+	// Split the dataset split whose posteriors under Model they were taken
+	// from, if any.
 	Posteriors string `json:"posteriors,omitempty"`
+	Split      string `json:"split,omitempty"`
 	// Certified is the certified guarantee of one release (nil: the
 	// posterior file carries no clip constants).
 	Certified *privacy.Guarantee `json:"certified,omitempty"`

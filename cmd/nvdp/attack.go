@@ -48,12 +48,12 @@ func init() {
 
 // distinguishFlags are the flags of `nvdp attack distinguish`.
 type distinguishFlags struct {
-	opt                                              attack.DistinguishOptions
-	model, posteriors, pair, pairIndex, audit, split string
-	out, plotDir                                     string
-	texts                                            []string
-	randomPairs                                      int
-	jsonOut, noProgress                              bool
+	opt                                                       attack.DistinguishOptions
+	model, posteriors, pair, pairIndex, audit, split, glueDir string
+	out, plotDir                                              string
+	texts                                                     []string
+	randomPairs                                               int
+	jsonOut, noProgress                                       bool
 }
 
 func newDistinguishCmd() *cobra.Command {
@@ -78,9 +78,10 @@ The pair (the candidate inputs an attacker knows, docs/attacks.md):
                    delta) guarantee (computed from --model), or the 2 posteriors of
                    --posteriors FILE written by 'nvdp certify --witness FILE'
   --pair argmax    the audit's pair with the largest empirical RD among the posteriors of
-                   --posteriors FILE (default: the model's posteriors_<--split>.safetensors, as
-                   'nvdp run'/'nvdp eval' write it), computed by the audit or read from --audit
-                   (the JSON of 'nvdp audit --json', or a run's report.json)
+                   --posteriors FILE or, without it, of the --split texts under --model (computed
+                   in memory, in the split's order, as 'nvdp run' audits them), found by the audit
+                   (order 1.1) or read from --audit (the JSON of 'nvdp audit --json', or a run's
+                   report.json: its indices are the split's)
   --pair random    --random-pairs pairs drawn from those posteriors (--seed)
   --texts A,B      two texts under --model (comma-separated, CSV quoting for commas)
   --pair-index i,j posteriors i and j of the posterior file
@@ -103,7 +104,8 @@ linear and log-log, with the boundary the certified (epsilon, delta) allows).`,
 	fs.StringSliceVar(&f.texts, "texts", nil, "two texts A,B to tell apart under --model")
 	fs.StringVar(&f.pairIndex, "pair-index", "", "i,j: posteriors i and j of the posterior file")
 	fs.StringVar(&f.audit, "audit", "", "--pair argmax: read the argmax from this audit JSON (nvdp audit --json, or a run's report.json) instead of auditing")
-	fs.StringVar(&f.split, "split", "dev", "the split of the model's posterior file posteriors_<split>.safetensors (without --posteriors)")
+	fs.StringVar(&f.split, "split", "dev", "without --posteriors: the split whose posteriors under --model give the pairs (dev | test | train)")
+	fs.StringVar(&f.glueDir, "glue-dir", "", "the GLUE directory of --split (default: the model's, train_options.json glue_dir)")
 	fs.IntVar(&f.randomPairs, "random-pairs", 1, "--pair random: how many pairs")
 	fs.IntVar(&o.Releases, "releases", o.Releases, "K, releases drawn from each posterior (the threshold test's bound is at most about ln(K/7.4))")
 	fs.Float64Var(&o.Delta, "delta", o.Delta, "delta of the lower bound and of the certified epsilon it is compared with")
@@ -152,8 +154,8 @@ func (f *distinguishFlags) kind(cmd *cobra.Command) (string, error) {
 		return "", errors.New("--random-pairs is for --pair random")
 	case f.randomPairs < 1:
 		return "", fmt.Errorf("--random-pairs %d: want >= 1", f.randomPairs)
-	case fs.Changed("split") && (f.posteriors != "" || f.model == ""):
-		return "", errors.New("--split names the model's posterior file; with --posteriors FILE that file is used")
+	case (fs.Changed("split") || fs.Changed("glue-dir")) && (f.posteriors != "" || f.model == ""):
+		return "", errors.New("--split and --glue-dir choose the posteriors computed under --model; with --posteriors FILE that file is used")
 	}
 	return kind, nil
 }
@@ -207,7 +209,10 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 		if file, err = f.readPosteriors(r); err != nil {
 			return err
 		}
-		rep.Posteriors = f.posteriorsPath()
+		rep.Posteriors = f.posteriors
+		if f.posteriors == "" {
+			rep.Split = f.split
+		}
 		if rep.Certified == nil {
 			if rep.Certified, err = fileGuarantee(file, rep.Posteriors, f.opt.Delta); err != nil {
 				return err
@@ -258,31 +263,49 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 	return nil
 }
 
-// posteriorsPath is --posteriors, or the model's posterior file of --split.
-func (f *distinguishFlags) posteriorsPath() string {
+// readPosteriors reads --posteriors or, without it, computes the model's
+// posteriors of --split in memory (train.ExportPosteriors into a temporary
+// directory, removed: the posteriors `nvdp run` audits, in the split's
+// order); with a model, their shape must be the model's release.
+func (f *distinguishFlags) readPosteriors(r *release.Releaser) (*privacy.Posteriors, error) {
+	if f.posteriors != "" {
+		p, err := privacy.ReadPosteriors(f.posteriors)
+		if err != nil {
+			return nil, fmt.Errorf("--posteriors: %w", err)
+		}
+		if r != nil {
+			if n, pp := r.Shape(); p.N != n || p.P != pp {
+				return nil, fmt.Errorf("--posteriors %s: posteriors of [N %d, P %d], the model releases [N %d, P %d]", f.posteriors, p.N, p.P, n, pp)
+			}
+		}
+		return p, nil
+	}
+	b, err := train.LoadModel(f.model)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	o := train.DefaultEvalOptions(b)
+	o.Split = f.split
+	if f.glueDir != "" {
+		o.GlueDir = f.glueDir
+	}
+	if o.Out, err = os.MkdirTemp("", "nvdp-attack-"); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(o.Out)
+	p, _, err := train.ExportPosteriors(b, o)
+	if err != nil {
+		return nil, fmt.Errorf("--model %s, --split %s: %w", f.model, f.split, flagError(err))
+	}
+	return p, nil
+}
+
+// source names the posteriors the pairs come from.
+func (f *distinguishFlags) source() string {
 	if f.posteriors != "" {
 		return f.posteriors
 	}
-	return filepath.Join(f.model, train.PosteriorsFile(f.split))
-}
-
-// readPosteriors reads the posterior file of the pairs; with a model, its
-// shape must be the model's release.
-func (f *distinguishFlags) readPosteriors(r *release.Releaser) (*privacy.Posteriors, error) {
-	path := f.posteriorsPath()
-	p, err := privacy.ReadPosteriors(path)
-	if err != nil {
-		if f.posteriors == "" && errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("--model %s has no %s ('nvdp eval --model DIR --split %s' writes it), or give --posteriors FILE: %w", f.model, filepath.Base(path), f.split, err)
-		}
-		return nil, fmt.Errorf("--posteriors: %w", err)
-	}
-	if r != nil {
-		if n, pp := r.Shape(); p.N != n || p.P != pp {
-			return nil, fmt.Errorf("--posteriors %s: posteriors of [N %d, P %d], the model releases [N %d, P %d]", path, p.N, p.P, n, pp)
-		}
-	}
-	return p, nil
+	return fmt.Sprintf("the %s split under %s", f.split, f.model)
 }
 
 // fileGuarantee is the certified guarantee of the clip constants in a
@@ -307,7 +330,7 @@ func (f *distinguishFlags) candidates(ctx context.Context, kind string, r *relea
 	fromFile := func(k string, i, j int) (candidate, error) {
 		pair, err := attack.PairFromPosteriors(file, i, j)
 		if err != nil {
-			return candidate{}, fmt.Errorf("--posteriors %s: %w", f.posteriorsPath(), err)
+			return candidate{}, fmt.Errorf("posteriors of %s: %w", f.source(), err)
 		}
 		return candidate{pair: pair, result: attack.PairResult{Kind: k, Index: []int{i, j}}}, nil
 	}

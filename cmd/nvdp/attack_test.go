@@ -51,7 +51,9 @@ func evaluatedModel(t *testing.T, glueDir, vocab, variant string) string {
 // every release told apart, the threshold test at its ceiling) and the
 // privacy-loss bound is above 60% of it. --out writes the report,
 // --plot-dir the ROC figures; the witness file of `nvdp certify --witness`
-// gives the same pair as --model's witness.
+// gives the same pair as --model's witness, and the argmax of `nvdp audit
+// --json` of the evaluation's posterior file (--audit) the same pair as the
+// audit of the split's posteriors computed in memory.
 func TestAttackDistinguish(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 24)
 	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
@@ -101,8 +103,22 @@ func TestAttackDistinguish(t *testing.T) {
 		if variant == nvib.ModelGaussian && w.GaussianEpsilon == nil {
 			t.Errorf("gaussian witness: no exact Gaussian-mechanism epsilon")
 		}
-		if a := reps[2].Pairs[0]; a.AuditRD == nil || a.AuditOrder != 1.1 || len(a.Index) != 2 {
-			t.Errorf("%s argmax: %+v", variant, a)
+		a := reps[2].Pairs[0]
+		if a.AuditRD == nil || a.AuditOrder != 1.1 || len(a.Index) != 2 || reps[2].Split != "dev" {
+			t.Errorf("%s argmax: %+v (split %q)", variant, a, reps[2].Split)
+		}
+		// the argmax of `nvdp audit --json` of the evaluation's posterior file is the same pair
+		auditOut, err := runAuditCmd("--posteriors", filepath.Join(dir, train.PosteriorsFile("dev")), "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		auditFile := filepath.Join(t.TempDir(), "audit.json")
+		if err := os.WriteFile(auditFile, []byte(auditOut[strings.Index(auditOut, "{"):]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b := distinguishJSON(t, append(common, "--pair", "argmax", "--audit", auditFile)...).Pairs[0]
+		if b.Index[0] != a.Index[0] || b.Index[1] != a.Index[1] || b.AuditOrder != 1.1 || b.Result.KL != a.Result.KL {
+			t.Errorf("%s: argmax of the audit JSON %v, of the split %v", variant, b.Index, a.Index)
 		}
 		saved, err := attack.ReadDistinguishReport(out)
 		if err != nil || saved.Pairs[0].Result.EpsilonLowerBound != w.EpsilonLowerBound {
@@ -151,6 +167,7 @@ func TestAttackDistinguishFlagErrors(t *testing.T) {
 		{[]string{"--model", missing, "--random-pairs", "3"}, "--random-pairs is for --pair random"},
 		{[]string{"--model", missing, "--pair", "random", "--random-pairs", "0"}, "--random-pairs 0"},
 		{[]string{"--posteriors", missing, "--split", "test"}, "--split"},
+		{[]string{"--posteriors", missing, "--glue-dir", "g"}, "--glue-dir"},
 		{[]string{"--posteriors", missing, "--pair-index", "0"}, "--pair-index"},
 		{[]string{"--posteriors", missing, "--pair-index", "a,1"}, "--pair-index"},
 		{[]string{"--model", missing}, "--model"},

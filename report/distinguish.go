@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/nvdp-project/nvdp/attack"
 )
@@ -295,24 +296,31 @@ func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
 			}
 		}
 		filled, hollow := frontierGlyphs(i)
-		sc, err := plotter.NewScatter(lb)
-		if err != nil {
+		what := VariantTitle(k.variant) + ", " + k.kind + " pair: "
+		if err := addScatter(p, lb, plotutil.Color(i), filled, what+"lower bound"); err != nil {
 			return nil, err
 		}
-		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = plotutil.Color(i), filled, vg.Points(4)
-		p.Add(sc)
-		p.Legend.Add(fmt.Sprintf("%s, %s pair: lower bound", VariantTitle(k.variant), k.kind), sc)
-		if len(ge) > 0 {
-			gs, err := plotter.NewScatter(ge)
-			if err != nil {
-				return nil, err
-			}
-			gs.GlyphStyle.Color, gs.GlyphStyle.Shape, gs.GlyphStyle.Radius = plotutil.Color(i), hollow, vg.Points(4)
-			p.Add(gs)
-			p.Legend.Add(fmt.Sprintf("%s, %s pair: exact Gaussian-mechanism ε", VariantTitle(k.variant), k.kind), gs)
+		if err := addScatter(p, ge, plotutil.Color(i), hollow, what+"exact Gaussian-mechanism ε"); err != nil {
+			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// addScatter adds the points xy (none: nothing) as markers of colour col and
+// shape with a legend entry.
+func addScatter(p *plot.Plot, xy plotter.XYs, col color.Color, shape draw.GlyphDrawer, label string) error {
+	if len(xy) == 0 {
+		return nil
+	}
+	sc, err := plotter.NewScatter(xy)
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = col, shape, vg.Points(4)
+	p.Add(sc)
+	p.Legend.Add(label, sc)
+	return nil
 }
 
 // PlotDistinguishFrontier draws a task's certified frontier (utility

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -255,9 +254,7 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 		}
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(cmd.OutOrStdout(), rep)
 	}
 	printDistinguish(cmd.OutOrStdout(), rep)
 	return nil

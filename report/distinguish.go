@@ -241,20 +241,27 @@ func cleanAbs(p string) string {
 }
 
 // distinguishPlot draws the lower bounds of a task's points against their
-// certified epsilon (log-log): per variant and pair kind the headline
+// certified epsilon (log-log): per variant (the frontier's colour, one
+// legend entry) and pair kind (marker shape, one legend entry) the headline
 // bound (filled) and, for mean-only pairs, the Gaussian mechanism's exact
 // epsilon (hollow), with the diagonal y = x (the certificate: no bound may
-// pass above it). nil when no point has a certified epsilon.
+// pass above it); the legend is in the room left below the points. nil
+// when no point has a certified epsilon.
 func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
 	type key struct{ variant, kind string }
 	series := map[key][]DistinguishPoint{}
-	xlo, xhi := math.Inf(1), math.Inf(-1)
+	kinds := map[string]int{}
+	xlo, xhi, ylo := math.Inf(1), math.Inf(-1), math.Inf(1)
 	for _, pt := range pts {
 		if pt.Task != task || !(pt.Certified > 0) || math.IsInf(pt.Certified, 0) {
 			continue
 		}
 		series[key{pt.Variant, pt.Kind}] = append(series[key{pt.Variant, pt.Kind}], pt)
+		kinds[pt.Kind] = 0
 		xlo, xhi = min(xlo, pt.Certified), max(xhi, pt.Certified)
+		if pt.LowerBound > 0 {
+			ylo = min(ylo, pt.LowerBound)
+		}
 	}
 	if len(series) == 0 {
 		return nil, nil
@@ -269,17 +276,25 @@ func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
 		}
 		return keys[i].kind < keys[j].kind
 	})
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for i, k := range names {
+		kinds[k] = i
+	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: distinguishing attack against the certificate", TaskTitle(task))
 	p.X.Label.Text, p.Y.Label.Text = "certified ε, log scale", "ε lower bound (95%), log scale"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top, p.Legend.Left = false, false // bottom right, in the room below the points
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
 	p.X.Min = math.Pow(10, math.Floor(math.Log10(xlo)))
 	p.X.Max = math.Pow(10, math.Ceil(math.Log10(xhi)))
-	p.Y.Min, p.Y.Max = p.X.Min/100, p.X.Max
+	p.Y.Min, p.Y.Max = min(p.X.Min, math.Pow(10, math.Floor(math.Log10(ylo))))/1000, p.X.Max
 	diag, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: p.X.Min}, {X: p.X.Max, Y: p.X.Max}})
 	if err != nil {
 		return nil, err
@@ -287,7 +302,8 @@ func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
 	diag.Color, diag.Width, diag.Dashes = color.RGBA{R: 200, A: 255}, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
 	p.Add(diag)
 	p.Legend.Add("certified ε (lower bounds must stay below)", diag)
-	for i, k := range keys {
+	variants := map[string]bool{}
+	for _, k := range keys {
 		var lb, ge plotter.XYs
 		for _, pt := range series[k] {
 			lb = append(lb, plotter.XY{X: pt.Certified, Y: max(pt.LowerBound, p.Y.Min)})
@@ -295,20 +311,37 @@ func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
 				ge = append(ge, plotter.XY{X: pt.Certified, Y: pt.Gaussian})
 			}
 		}
-		filled, hollow := frontierGlyphs(i)
-		what := VariantTitle(k.variant) + ", " + k.kind + " pair: "
-		if err := addScatter(p, lb, plotutil.Color(i), filled, what+"lower bound"); err != nil {
+		col := plotutil.Color(variantRank(k.variant))
+		filled, hollow := frontierGlyphs(kinds[k.kind])
+		if err := addScatter(p, lb, col, filled, ""); err != nil {
 			return nil, err
 		}
-		if err := addScatter(p, ge, plotutil.Color(i), hollow, what+"exact Gaussian-mechanism ε"); err != nil {
+		if err := addScatter(p, ge, col, hollow, ""); err != nil {
 			return nil, err
 		}
+		if !variants[k.variant] {
+			variants[k.variant] = true
+			if err := legendMarker(p, col, draw.CircleGlyph{}, VariantTitle(k.variant)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	gray := color.Gray{Y: 90}
+	for _, k := range names {
+		filled, _ := frontierGlyphs(kinds[k])
+		if err := legendMarker(p, gray, filled, k+" pair: ε lower bound"); err != nil {
+			return nil, err
+		}
+	}
+	_, hollow := frontierGlyphs(0)
+	if err := legendMarker(p, gray, hollow, "hollow: the pair's exact Gaussian-mechanism ε"); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
 // addScatter adds the points xy (none: nothing) as markers of colour col and
-// shape with a legend entry.
+// shape, with a legend entry unless label is "".
 func addScatter(p *plot.Plot, xy plotter.XYs, col color.Color, shape draw.GlyphDrawer, label string) error {
 	if len(xy) == 0 {
 		return nil
@@ -319,6 +352,20 @@ func addScatter(p *plot.Plot, xy plotter.XYs, col color.Color, shape draw.GlyphD
 	}
 	sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = col, shape, vg.Points(4)
 	p.Add(sc)
+	if label != "" {
+		p.Legend.Add(label, sc)
+	}
+	return nil
+}
+
+// legendMarker adds a legend entry with a marker of colour col and shape
+// (nothing drawn in the plot).
+func legendMarker(p *plot.Plot, col color.Color, shape draw.GlyphDrawer, label string) error {
+	sc, err := plotter.NewScatter(plotter.XYs{{X: 1, Y: 1}})
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = col, shape, vg.Points(4)
 	p.Legend.Add(label, sc)
 	return nil
 }

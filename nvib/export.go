@@ -170,16 +170,28 @@ func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, spli
 		}
 		posts = append(posts, p)
 	}
+	all, err := m.FilePosteriors(posts, task, split)
+	if err != nil {
+		return nil, fmt.Errorf("export posteriors %s: %w", path, err)
+	}
+	if err := privacy.WritePosteriors(path, all); err != nil {
+		return nil, fmt.Errorf("export posteriors: %w", err)
+	}
+	return all, nil
+}
+
+// FilePosteriors is the posterior file of the model's batch posteriors posts
+// of a dataset split, as ExportPosteriors writes it and ReadPosteriors reads
+// it back (CollectPosteriors with the model's prior, metadata ExportMetadata
+// plus prior_mu and prior_var), without writing it.
+func (m *Model) FilePosteriors(posts []*Posterior, task, split string) (*privacy.Posteriors, error) {
 	prior := m.Cfg.Prior
 	if m.Gauss != nil { // the ball's centre and the input-independent component's mean are 0
 		prior.Mu = 0
 	}
 	all, err := CollectPosteriors(posts, prior, m.ExportMetadata(task, split))
 	if err != nil {
-		return nil, fmt.Errorf("export posteriors %s: %w", path, err)
-	}
-	if err := privacy.WritePosteriors(path, all); err != nil {
-		return nil, fmt.Errorf("export posteriors: %w", err)
+		return nil, err
 	}
 	all.Metadata = all.FileMetadata()
 	return all, nil

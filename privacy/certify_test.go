@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"gonum.org/v1/gonum/stat/distuv"
-
 	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
@@ -415,22 +413,17 @@ func TestClipSetMetadataRoundTrip(t *testing.T) {
 	}
 }
 
-// gaussDeltaExact is the exact privacy curve of the Gaussian mechanism with
-// L2 sensitivity 1 and noise sigma (Balle & Wang 2018, Thm 8):
-// delta(eps) = Phi(1/(2 sigma) - eps sigma) - e^eps Phi(-1/(2 sigma) - eps sigma).
-func gaussDeltaExact(sigma, eps float64) float64 {
-	n := distuv.UnitNormal
-	return n.CDF(1/(2*sigma)-eps*sigma) - math.Exp(eps)*n.CDF(-1/(2*sigma)-eps*sigma)
-}
-
 // TestEpsilonGaussianMechanism: for the Gaussian mechanism (RDP lambda /
-// (2 sigma^2), Mironov 2017), the converted epsilon is sound against the
-// exact curve (delta_exact(eps) <= delta), close to it (within 25%), equals
-// an independent continuous minimisation of the Balle et al. formula up to
-// the grid, and beats the classical conversion rd + ln(1/delta)/(lambda-1).
+// (2 sigma^2), Mironov 2017, sensitivity 1), the converted epsilon is sound
+// against the exact curve GaussianMechanismDelta (Balle & Wang 2018:
+// delta_exact(eps) <= delta), close to it (within 25%), equals an
+// independent continuous minimisation of the Balle et al. formula up to the
+// grid, and beats the classical conversion rd + ln(1/delta)/(lambda-1).
+// sigma 0.01 is a weakly private mechanism (epsilon above 5000), where the
+// exact curve needs its log-space evaluation.
 func TestEpsilonGaussianMechanism(t *testing.T) {
 	for _, tc := range []struct{ sigma, delta float64 }{
-		{0.5, 1e-5}, {1, 1e-5}, {2, 1e-5}, {5, 1e-6}, {10, 1e-5}, {1, 1e-3},
+		{0.5, 1e-5}, {1, 1e-5}, {2, 1e-5}, {5, 1e-6}, {10, 1e-5}, {1, 1e-3}, {0.01, 1e-5},
 	} {
 		var curve []OrderRD
 		for _, o := range DefaultOrders {
@@ -440,18 +433,16 @@ func TestEpsilonGaussianMechanism(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := gaussDeltaExact(tc.sigma, eps); d > tc.delta {
+		mu := 1 / tc.sigma
+		if d := GaussianMechanismDelta(mu, eps); d > tc.delta {
 			t.Errorf("sigma %v: delta_exact(%v) = %v > %v: unsound", tc.sigma, eps, d, tc.delta)
 		}
-		// exact epsilon by bisection on the exact curve
-		lo, hi := 0.0, 100.0
-		for i := 0; i < 200; i++ {
-			mid := (lo + hi) / 2
-			if gaussDeltaExact(tc.sigma, mid) > tc.delta {
-				lo = mid
-			} else {
-				hi = mid
-			}
+		hi, err := GaussianMechanismEpsilon(mu, tc.delta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := GaussianMechanismDelta(mu, hi); d > tc.delta || GaussianMechanismDelta(mu, hi*(1-1e-9)) <= tc.delta {
+			t.Errorf("sigma %v: exact epsilon %v is not where delta_exact crosses %v (%v there)", tc.sigma, hi, tc.delta, d)
 		}
 		if eps > 1.25*hi || eps < hi {
 			t.Errorf("sigma %v delta %v: RDP epsilon %v vs exact %v", tc.sigma, tc.delta, eps, hi)

@@ -124,6 +124,18 @@ func New(b *train.Bundle) (*Releaser, error) {
 	return r, nil
 }
 
+// ClipSet is the clip set of the release (train.ModelClipSet at the release's N): the set of
+// posteriors Guarantee certifies. The caller owns the copy returned.
+func (r *Releaser) ClipSet() privacy.ClipSet {
+	s := r.set
+	for _, v := range []*[]float64{&s.PriorMu, &s.PriorVar, &s.LogvarFloor, &s.LogvarCap} {
+		if *v != nil {
+			*v = append([]float64(nil), (*v)...)
+		}
+	}
+	return s
+}
+
 // Shape is the release's N (components = max_seq_len + 1) and P (latent width).
 func (r *Releaser) Shape() (n, p int) { return r.info.N, r.info.P }
 
@@ -241,35 +253,8 @@ func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, s
 	if k < 1 {
 		return nil, fmt.Errorf("release: %d releases per text: want >= 1", k)
 	}
-	encs := make([]tokenize.Encoding, len(texts))
-	for i, t := range texts {
-		if err := CheckText(t); err != nil {
-			return nil, fmt.Errorf("release: text %d: %w", i, err)
-		}
-	}
-	tok := r.bundle.Tokenizer
-	for i, t := range texts {
-		enc, err := tok.Encode(t, "", r.padLen)
-		if err != nil {
-			return nil, fmt.Errorf("release: text %d: tokenize: %w", i, err)
-		}
-		if enc.Len() == 0 {
-			return nil, fmt.Errorf("release: text %d: empty encoding", i)
-		}
-		encs[i] = enc
-	}
 	out := make([][]Embedding, len(texts))
-	batch := &train.Encoded{Encs: encs, PadID: tok.PadID()}
-	bs := r.BatchSize()
-	for lo := 0; lo < len(texts); lo += bs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		hi := min(lo+bs, len(texts))
-		post, err := r.posterior(batch, lo, hi)
-		if err != nil {
-			return nil, fmt.Errorf("release: texts %d..%d: %w", lo, hi-1, err)
-		}
+	err := r.posteriors(ctx, texts, func(post *nvib.Posterior, lo, hi int) error {
 		src.use(func(rng *rand.Rand) {
 			for i := range hi - lo {
 				out[lo+i] = r.draw(example(post, i), k, rng)
@@ -277,11 +262,77 @@ func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, s
 		})
 		for i := lo; i < hi; i++ {
 			if err := checkFinite(out[i]); err != nil {
-				return nil, fmt.Errorf("release: text %d: %w", i, err)
+				return fmt.Errorf("release: text %d: %w", i, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// Posteriors returns the clipped posteriors that the releases of texts are
+// drawn from (M = len(texts) examples, the release's N components in P
+// dimensions), computed as Release computes them, as a posterior file holds
+// them (nvib.Model.FilePosteriors: the model's prior, metadata with the clip
+// constants, split "texts"): what an attacker who knows the model computes
+// for candidate texts (package attack). Validation, errors and cancellation
+// as Release.
+func (r *Releaser) Posteriors(ctx context.Context, texts []string) (*privacy.Posteriors, error) {
+	var posts []*nvib.Posterior
+	if err := r.posteriors(ctx, texts, func(post *nvib.Posterior, _, _ int) error {
+		posts = append(posts, post)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	p, err := r.bundle.Model.FilePosteriors(posts, r.info.Task, "texts")
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	return p, nil
+}
+
+// posteriors validates and tokenises texts (every text before any work), then
+// computes their clipped posteriors, padded to the release length, one batch
+// of BatchSize texts at a time, and hands each batch (texts lo..hi-1) to use.
+// Cancelling ctx stops between batches.
+func (r *Releaser) posteriors(ctx context.Context, texts []string, use func(post *nvib.Posterior, lo, hi int) error) error {
+	encs := make([]tokenize.Encoding, len(texts))
+	for i, t := range texts {
+		if err := CheckText(t); err != nil {
+			return fmt.Errorf("release: text %d: %w", i, err)
+		}
+	}
+	tok := r.bundle.Tokenizer
+	for i, t := range texts {
+		enc, err := tok.Encode(t, "", r.padLen)
+		if err != nil {
+			return fmt.Errorf("release: text %d: tokenize: %w", i, err)
+		}
+		if enc.Len() == 0 {
+			return fmt.Errorf("release: text %d: empty encoding", i)
+		}
+		encs[i] = enc
+	}
+	batch := &train.Encoded{Encs: encs, PadID: tok.PadID()}
+	bs := r.BatchSize()
+	for lo := 0; lo < len(texts); lo += bs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hi := min(lo+bs, len(texts))
+		post, err := r.posterior(batch, lo, hi)
+		if err != nil {
+			return fmt.Errorf("release: texts %d..%d: %w", lo, hi-1, err)
+		}
+		if err := use(post, lo, hi); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // posterior computes the clipped posteriors of the texts lo..hi-1 of batch, padded to the release

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -249,6 +250,50 @@ func TestReleaseIsTheEvaluationSample(t *testing.T) {
 			if d := maxDiff(got[i].Z, again[i].Z); d > 1e-5 || maxDiff(got[i].Pi, again[i].Pi) > 1e-5 {
 				t.Errorf("%s text %d: batch size 3 vs %d: Z differs by %g", variant, i, b.Options.EvalBatchSize, d)
 			}
+		}
+	}
+}
+
+// Posteriors are what the releases are drawn from: for a seeded source, drawing from Posteriors'
+// examples one after the other gives Release's output bit for bit; the file's metadata and ClipSet
+// certify the model's guarantee; a bad text is refused with its index.
+func TestPosteriors(t *testing.T) {
+	ctx := context.Background()
+	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
+		r := load(t, variant)
+		p, err := r.Posteriors(ctx, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, pp := r.Shape(); p.M != len(texts) || p.N != n || p.P != pp || p.Metadata["split"] != "texts" || p.Metadata[nvib.MetaModel] != variant {
+			t.Fatalf("%s: posteriors [%d %d %d] metadata %v", variant, p.M, p.N, p.P, p.Metadata)
+		}
+		got, err := r.Release(ctx, texts, NewSeededSource(9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewChaCha8(SeedKey(9)))
+		for i := range texts {
+			v := p.View(i)
+			post := &nvib.Posterior{B: 1, N: v.N, P: v.P, PadsReleased: true, Mu: nn.FromData(v.Mu, 1, v.N, v.P),
+				Logvar: nn.FromData(v.Logvar, 1, v.N, v.P), Alpha: nn.FromData(v.Alpha, 1, v.N)}
+			if e := r.draw(post, 1, rng)[0]; !slices.Equal(got[i].Z, e.Z) || !slices.Equal(got[i].Pi, e.Pi) {
+				t.Errorf("%s text %d: the release is not a draw of its posterior", variant, i)
+			}
+		}
+		set, ok, err := privacy.ClipSetFromMetadata(p)
+		if err != nil || !ok {
+			t.Fatalf("%s: clip set of the metadata: %v %v", variant, ok, err)
+		}
+		g, err := privacy.CertifyCurve(set, nil, "", 1, privacy.DefaultDelta)
+		if err != nil || g.Epsilon != r.Guarantee().Epsilon {
+			t.Errorf("%s: the metadata certifies %v (%v), the releaser %v", variant, g.Epsilon, err, r.Guarantee().Epsilon)
+		}
+		if g2, err := privacy.CertifyCurve(r.ClipSet(), nil, "", 1, privacy.DefaultDelta); err != nil || g2.Epsilon != g.Epsilon {
+			t.Errorf("%s: ClipSet certifies %v (%v), the metadata %v", variant, g2.Epsilon, err, g.Epsilon)
+		}
+		if _, err := r.Posteriors(ctx, []string{"good", " "}); err == nil || !strings.Contains(err.Error(), "text 1") {
+			t.Errorf("%s: blank text: %v", variant, err)
 		}
 	}
 }

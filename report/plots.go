@@ -519,7 +519,10 @@ func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
 // when more than one task has one, all of them tiled
 // (all_frontier_certified), per task and model group the training curves
 // (<task>_<group>_curves) and the per-pair bound histograms
-// (<task>_<group>_hist_<mode>). Returns the files written.
+// (<task>_<group>_hist_<mode>), and per task with distinguishing attacks
+// (Tables.Distinguish) the frontier next to the attack's lower bounds
+// (<task>_frontier_distinguish, PlotDistinguishFrontier). Returns the files
+// written.
 func WritePlots(t *Tables, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -561,6 +564,9 @@ func WritePlots(t *Tables, dir string) ([]string, error) {
 				}
 			}
 		}
+	}
+	if err := add(writeDistinguishPlots(t, dir)); err != nil {
+		return files, err
 	}
 	if n := len(frontiers); n > 1 {
 		cols := min(n, 3)

@@ -242,6 +242,9 @@ type Tables struct {
 	// AuditModes are the audit modes any cell carries (principled first).
 	AuditModes []string `json:"audit_modes"`
 	Best       []*Best  `json:"best"`
+	// Distinguish are the distinguishing attacks' points (DistinguishPoints;
+	// set by the caller, not by Build), drawn by WritePlots.
+	Distinguish []DistinguishPoint `json:"distinguish,omitempty"`
 }
 
 // Best is one entry of the best-trade-off summary (paper Table 1): per task,

@@ -1,17 +1,449 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 
-// attackCmd is `nvdp attack`, the parent of the empirical privacy attacks
-// (docs/attacks.md); each attack registers itself on it in its file's init.
+	"github.com/nvdp-project/nvdp/attack"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/release"
+	"github.com/nvdp-project/nvdp/report"
+	"github.com/nvdp-project/nvdp/train"
+	"github.com/spf13/cobra"
+)
+
+// attackCmd is `nvdp attack`, the parent of the attacks on a release
+// (docs/attacks.md); each attack's file registers its subcommand on it in
+// init().
 var attackCmd = newAttackCmd()
 
 func newAttackCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "attack",
-		Short: "Empirical privacy attacks on a model's release: what it actually leaks, next to its certified bound",
-		Args:  cobra.NoArgs,
+		Short: "Attacks on a release: what it actually leaks, against the certified guarantee",
+		Long: `Empirical privacy attacks on the releases of a trained model (docs/attacks.md). Their numbers
+are what an attacker achieves, to be read against the certified guarantee ('nvdp certify'): an
+attack that exceeds the certified epsilon shows a bug in the mechanism, the density or the
+certificate.`,
+		Args: cobra.NoArgs,
 	}
 }
 
-func init() { rootCmd.AddCommand(attackCmd) }
+func init() {
+	attackCmd.AddCommand(newDistinguishCmd())
+	rootCmd.AddCommand(attackCmd)
+}
+
+// distinguishFlags are the flags of `nvdp attack distinguish`.
+type distinguishFlags struct {
+	opt                                                       attack.DistinguishOptions
+	model, posteriors, pair, pairIndex, audit, split, glueDir string
+	out, plotDir                                              string
+	texts                                                     []string
+	randomPairs                                               int
+	jsonOut, noProgress                                       bool
+}
+
+func newDistinguishCmd() *cobra.Command {
+	f := &distinguishFlags{opt: attack.DefaultDistinguishOptions()}
+	cmd := &cobra.Command{
+		Use:   "distinguish --model DIR [--pair witness|argmax|random] [--texts A,B | --posteriors FILE --pair-index i,j]",
+		Short: "Distinguishing attack: an epsilon lower bound from the likelihood-ratio test between two inputs' releases",
+		Long: `Tell apart the releases of two inputs by the most powerful test: draw --releases K releases of
+each input's clipped posterior with the model's own sampler, score each by the exact
+log-likelihood ratio of the release density (Dirichlet weights times independent Gaussians; Z
+alone for a gaussian model), and report the ROC, the TPR at FPR 1e-3 and 1e-2, and a lower bound
+on epsilon at --delta with Clopper-Pearson intervals at --confidence: with that confidence the
+release is not (eps, delta)-DP for any eps below it. Two methods: the threshold test
+(ln((TPR_lo - delta) / FPR_hi), Jagielski et al. 2020, Nasr et al. 2021; black-box, at most about
+ln(K/7.4)) and the privacy-loss test (t + ln(1 - delta/p_lo) for P_q(L >= t) >= p_lo, valid because
+L is the exact density ratio; not capped by K). The method, direction and threshold are chosen on
+releases [0, K/2) of each input and the bound is computed on [K/2, K). The certified epsilon of the
+model at the same delta and the ratio are printed beside it; a bound above the certificate is a bug.
+
+The pair (the candidate inputs an attacker knows, docs/attacks.md):
+  --pair witness   the pair that attains the certified bound at the best order of the (epsilon,
+                   delta) guarantee (computed from --model), or the 2 posteriors of
+                   --posteriors FILE written by 'nvdp certify --witness FILE'
+  --pair argmax    the audit's pair with the largest empirical RD among the posteriors of
+                   --posteriors FILE or, without it, of the --split texts under --model (computed
+                   in memory, in the split's order, as 'nvdp run' audits them), found by the audit
+                   (order 1.1) or read from --audit (the JSON of 'nvdp audit --json', or a run's
+                   report.json: its indices are the split's)
+  --pair random    --random-pairs pairs drawn from those posteriors (--seed)
+  --texts A,B      two texts under --model (comma-separated, CSV quoting for commas)
+  --pair-index i,j posteriors i and j of the posterior file
+
+--json prints the report (one object: model, certified guarantee, per pair the result);
+--out FILE writes it too; --plot-dir DIR writes the ROC figures (distinguish_roc.{png,svg},
+linear and log-log, with the boundary the certified (epsilon, delta) allows).`,
+		Example: `  nvdp attack distinguish --model runs/sst2-clipped --json
+  nvdp attack distinguish --model runs/sst2-clipped --pair argmax --releases 100000 --plot-dir figs
+  nvdp attack distinguish --model runs/sst2-clipped --texts "the movie is great","the movie is awful"
+  nvdp certify --model runs/sst2-clipped --witness w.safetensors && nvdp attack distinguish --posteriors w.safetensors`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runDistinguish(cmd, f) },
+	}
+	fs := cmd.Flags()
+	o := &f.opt
+	fs.StringVar(&f.model, "model", "", "model directory written by nvdp run or nvdp train (nvdp-clipped or gaussian)")
+	fs.StringVar(&f.posteriors, "posteriors", "", "posterior file: a witness (nvdp certify --witness) or the posteriors to take pairs from")
+	fs.StringVar(&f.pair, "pair", attack.PairWitness, "candidate pair: witness | argmax | random")
+	fs.StringSliceVar(&f.texts, "texts", nil, "two texts A,B to tell apart under --model")
+	fs.StringVar(&f.pairIndex, "pair-index", "", "i,j: posteriors i and j of the posterior file")
+	fs.StringVar(&f.audit, "audit", "", "--pair argmax: read the argmax from this audit JSON (nvdp audit --json, or a run's report.json) instead of auditing")
+	fs.StringVar(&f.split, "split", "dev", "without --posteriors: the split whose posteriors under --model give the pairs (dev | test | train)")
+	fs.StringVar(&f.glueDir, "glue-dir", "", "the GLUE directory of --split (default: the model's, train_options.json glue_dir)")
+	fs.IntVar(&f.randomPairs, "random-pairs", 1, "--pair random: how many pairs")
+	fs.IntVar(&o.Releases, "releases", o.Releases, "K, releases drawn from each posterior (the threshold test's bound is at most about ln(K/7.4))")
+	fs.Float64Var(&o.Delta, "delta", o.Delta, "delta of the lower bound and of the certified epsilon it is compared with")
+	fs.Float64Var(&o.Confidence, "confidence", o.Confidence, "confidence of the lower bound (Clopper-Pearson)")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the releases (and of --pair random)")
+	fs.IntVar(&o.Workers, "workers", 0, "goroutines drawing releases (default GOMAXPROCS)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the report as one JSON object on stdout")
+	fs.StringVar(&f.out, "out", "", "also write the JSON report to this file (conventionally "+attack.DistinguishFile+")")
+	fs.StringVar(&f.plotDir, "plot-dir", "", "write the ROC figures (PNG and SVG) into this directory")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
+	return cmd
+}
+
+// kind checks the flags that need no file and returns the kind of pair.
+func (f *distinguishFlags) kind(cmd *cobra.Command) (string, error) {
+	fs := cmd.Flags()
+	if err := f.opt.Validate(); err != nil {
+		return "", flagError(err)
+	}
+	kind := f.pair
+	switch {
+	case fs.Changed("texts") && fs.Changed("pair-index"):
+		return "", errors.New("--texts and --pair-index: give one pair")
+	case fs.Changed("texts") || fs.Changed("pair-index"):
+		flag := map[bool]string{true: "texts", false: "pair-index"}[fs.Changed("texts")]
+		if fs.Changed("pair") {
+			return "", fmt.Errorf("--%s and --pair: --%s is the pair", flag, flag)
+		}
+		kind = map[bool]string{true: attack.PairTexts, false: attack.PairIndex}[fs.Changed("texts")]
+	}
+	switch kind {
+	case attack.PairWitness, attack.PairArgmax, attack.PairRandom, attack.PairTexts, attack.PairIndex:
+	default:
+		return "", fmt.Errorf("--pair %q: want witness, argmax or random (or --texts, --pair-index)", f.pair)
+	}
+	switch {
+	case f.model == "" && f.posteriors == "":
+		return "", errors.New("--model DIR or --posteriors FILE is required")
+	case kind == attack.PairTexts && f.model == "":
+		return "", errors.New("--texts needs --model (the texts' posteriors come from the model)")
+	case kind == attack.PairTexts && len(f.texts) != 2:
+		return "", fmt.Errorf("--texts: %d texts, want 2 (A,B; quote a text with a comma: '\"a, b\",c')", len(f.texts))
+	case fs.Changed("audit") && kind != attack.PairArgmax:
+		return "", errors.New("--audit gives the argmax pair: use it with --pair argmax")
+	case fs.Changed("random-pairs") && kind != attack.PairRandom:
+		return "", errors.New("--random-pairs is for --pair random")
+	case f.randomPairs < 1:
+		return "", fmt.Errorf("--random-pairs %d: want >= 1", f.randomPairs)
+	case (fs.Changed("split") || fs.Changed("glue-dir")) && (f.posteriors != "" || f.model == ""):
+		return "", errors.New("--split and --glue-dir choose the posteriors computed under --model; with --posteriors FILE that file is used")
+	}
+	return kind, nil
+}
+
+// pairIndices parses --pair-index.
+func (f *distinguishFlags) pairIndices() (i, j int, err error) {
+	v, err := parseListOf("--pair-index", f.pairIndex, "an index >= 0", strconv.Atoi)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v) != 2 || v[0] < 0 || v[1] < 0 {
+		return 0, 0, fmt.Errorf("--pair-index %q: want i,j, two indices >= 0", f.pairIndex)
+	}
+	return v[0], v[1], nil
+}
+
+// candidate is one pair to attack and where it comes from.
+type candidate struct {
+	pair   attack.Pair
+	result attack.PairResult
+}
+
+func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
+	kind, err := f.kind(cmd)
+	if err != nil {
+		return err
+	}
+	var pi, pj int
+	if kind == attack.PairIndex {
+		if pi, pj, err = f.pairIndices(); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := signalContext(cmd, "stopping the releases")
+	defer cancel()
+	prog := newProgress(cmd, f.noProgress)
+	rep := &attack.DistinguishReport{Attack: attack.AttackDistinguish}
+	var r *release.Releaser
+	if f.model != "" {
+		if r, err = release.Load(f.model); err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		if err := r.SetDelta(f.opt.Delta); err != nil {
+			return fmt.Errorf("--delta: %w", err)
+		}
+		info := r.Model()
+		rep.Model, rep.Task, rep.Variant, rep.Certified = f.model, info.Task, info.Variant, r.Guarantee()
+	}
+	var file *privacy.Posteriors
+	if kind != attack.PairTexts && (kind != attack.PairWitness || f.posteriors != "") {
+		if file, err = f.readPosteriors(r); err != nil {
+			return err
+		}
+		rep.Posteriors = f.posteriors
+		if f.posteriors == "" {
+			rep.Split = f.split
+		}
+		if rep.Certified == nil {
+			if rep.Certified, err = fileGuarantee(file, rep.Posteriors, f.opt.Delta); err != nil {
+				return err
+			}
+		}
+	}
+	cands, err := f.candidates(ctx, kind, r, file, pi, pj, prog)
+	if err != nil {
+		return err
+	}
+	opt := f.opt
+	opt.Progress = prog
+	for _, c := range cands {
+		if rep.Variant == nvib.ModelGaussian {
+			c.pair.Gaussian = true
+		}
+		res, err := attack.Distinguish(ctx, c.pair, opt)
+		if err != nil {
+			return fmt.Errorf("pair %s: %w", c.result.Kind, flagError(err))
+		}
+		if rep.Certified != nil {
+			if err := res.SetCertified(rep.Certified); err != nil {
+				return err
+			}
+		}
+		c.result.Result = res
+		rep.Pairs = append(rep.Pairs, c.result)
+	}
+	if f.plotDir != "" {
+		if err := os.MkdirAll(f.plotDir, 0o755); err != nil {
+			return fmt.Errorf("--plot-dir: %w", err)
+		}
+		if rep.Plots, err = report.PlotDistinguishROC(rep, filepath.Join(f.plotDir, "distinguish_roc")); err != nil {
+			return fmt.Errorf("--plot-dir: %w", err)
+		}
+	}
+	if f.out != "" {
+		if err := atomicfile.WriteJSON(f.out, rep); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	if f.jsonOut {
+		return printJSON(cmd.OutOrStdout(), rep)
+	}
+	printDistinguish(cmd.OutOrStdout(), rep)
+	return nil
+}
+
+// readPosteriors reads --posteriors or, without it, computes the model's
+// posteriors of --split in memory (train.ExportPosteriors into a temporary
+// directory, removed: the posteriors `nvdp run` audits, in the split's
+// order); with a model, their shape must be the model's release.
+func (f *distinguishFlags) readPosteriors(r *release.Releaser) (*privacy.Posteriors, error) {
+	if f.posteriors != "" {
+		p, err := privacy.ReadPosteriors(f.posteriors)
+		if err != nil {
+			return nil, fmt.Errorf("--posteriors: %w", err)
+		}
+		if r != nil {
+			if n, pp := r.Shape(); p.N != n || p.P != pp {
+				return nil, fmt.Errorf("--posteriors %s: posteriors of [N %d, P %d], the model releases [N %d, P %d]", f.posteriors, p.N, p.P, n, pp)
+			}
+		}
+		return p, nil
+	}
+	b, err := train.LoadModel(f.model)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	o := train.DefaultEvalOptions(b)
+	o.Split = f.split
+	if f.glueDir != "" {
+		o.GlueDir = f.glueDir
+	}
+	if o.Out, err = os.MkdirTemp("", "nvdp-attack-"); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(o.Out)
+	p, _, err := train.ExportPosteriors(b, o)
+	if err != nil {
+		return nil, fmt.Errorf("--model %s, --split %s: %w", f.model, f.split, flagError(err))
+	}
+	return p, nil
+}
+
+// source names the posteriors the pairs come from.
+func (f *distinguishFlags) source() string {
+	if f.posteriors != "" {
+		return f.posteriors
+	}
+	return fmt.Sprintf("the %s split under %s", f.split, f.model)
+}
+
+// fileGuarantee is the certified guarantee of the clip constants in a
+// posterior file's metadata at delta (nil when it carries none).
+func fileGuarantee(p *privacy.Posteriors, path string, delta float64) (*privacy.Guarantee, error) {
+	set, ok, err := privacy.ClipSetFromMetadata(p)
+	if err != nil {
+		return nil, fmt.Errorf("--posteriors %s: %w", path, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 1, delta)
+	if err != nil {
+		return nil, fmt.Errorf("--posteriors %s: %w", path, err)
+	}
+	return g, nil
+}
+
+// candidates are the pairs of kind.
+func (f *distinguishFlags) candidates(ctx context.Context, kind string, r *release.Releaser, file *privacy.Posteriors, pi, pj int, prog progress.Func) ([]candidate, error) {
+	fromFile := func(k string, i, j int) (candidate, error) {
+		pair, err := attack.PairFromPosteriors(file, i, j)
+		if err != nil {
+			return candidate{}, fmt.Errorf("posteriors of %s: %w", f.source(), err)
+		}
+		return candidate{pair: pair, result: attack.PairResult{Kind: k, Index: []int{i, j}}}, nil
+	}
+	one := func(c candidate, err error) ([]candidate, error) { return []candidate{c}, err }
+	switch kind {
+	case attack.PairWitness:
+		if file != nil {
+			if file.M != 2 {
+				return nil, fmt.Errorf("--posteriors %s holds %d posteriors; a witness file ('nvdp certify --witness FILE') holds 2: use --pair-index i,j for others", f.posteriors, file.M)
+			}
+			return one(fromFile(kind, 0, 1))
+		}
+		pair, _, err := attack.WitnessPair(r.ClipSet(), f.opt.Delta, r.Model().Variant == nvib.ModelGaussian)
+		if err != nil {
+			return nil, fmt.Errorf("--model %s: %w", f.model, err)
+		}
+		return []candidate{{pair: pair, result: attack.PairResult{Kind: kind}}}, nil
+	case attack.PairTexts:
+		p, err := r.Posteriors(ctx, f.texts)
+		if err != nil {
+			return nil, fmt.Errorf("--texts: %w", err)
+		}
+		pair, err := attack.PairFromPosteriors(p, 0, 1)
+		if err != nil {
+			return nil, fmt.Errorf("--texts: %w", err)
+		}
+		return []candidate{{pair: pair, result: attack.PairResult{Kind: kind, Texts: f.texts}}}, nil
+	case attack.PairIndex:
+		return one(fromFile(kind, pi, pj))
+	case attack.PairArgmax:
+		var i, j int
+		var rd *jsonfloat.Float
+		order := privacy.DefaultOrder
+		if f.audit != "" {
+			var err error
+			if i, j, order, err = attack.ReadArgmax(f.audit); err != nil {
+				return nil, fmt.Errorf("--audit: %w", err)
+			}
+		} else {
+			a, b, v, err := attack.ArgmaxPair(ctx, file, order, prog)
+			if err != nil {
+				return nil, fmt.Errorf("--pair argmax: %w", err)
+			}
+			i, j, rd = a, b, jsonfloat.New(v)
+		}
+		c, err := fromFile(kind, i, j)
+		c.result.AuditRD, c.result.AuditOrder = rd, order
+		return one(c, err)
+	}
+	pairs, err := attack.RandomPairs(file.M, f.randomPairs, f.opt.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("--random-pairs: %w", err)
+	}
+	var out []candidate
+	for _, p := range pairs {
+		c, err := fromFile(kind, p[0], p[1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// printDistinguish prints the report as a table.
+func printDistinguish(w io.Writer, rep *attack.DistinguishReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	if rep.Model != "" {
+		row("model", fmt.Sprintf("%s (%s, %s)", rep.Model, rep.Task, rep.Variant))
+	}
+	if rep.Posteriors != "" {
+		row("posteriors", rep.Posteriors)
+	}
+	if g := rep.Certified; g != nil {
+		row(fmt.Sprintf("certified ε (δ %g)", g.Delta), ff(g.Epsilon)+orderSuffix("at order", g.BestOrder)+"  ("+g.Scope+")")
+	} else {
+		row("certified ε", "unknown: the posterior file carries no clip constants")
+	}
+	for _, pr := range rep.Pairs {
+		r := pr.Result
+		name := pr.Kind
+		switch {
+		case len(pr.Texts) == 2:
+			name += fmt.Sprintf(" %q | %q", pr.Texts[0], pr.Texts[1])
+		case len(pr.Index) == 2:
+			name += fmt.Sprintf(" (%d, %d)", pr.Index[0], pr.Index[1])
+		}
+		if pr.AuditRD != nil {
+			name += fmt.Sprintf(", audit RD %s at order %g", ff(*pr.AuditRD), pr.AuditOrder)
+		}
+		row("pair", name)
+		row("  releases", fmt.Sprintf("%d of each (N %d, P %d), seed %d; test chosen on half, bounded on the other", r.Releases, r.N, r.P, r.Seed))
+		pairEps := fmt.Sprintf("KL %s / %s nats; the pair's own RDP ε %s", ff(r.KL), ff(r.KLReverse), ff(r.PairEpsilon))
+		if r.GaussianEpsilon != nil {
+			pairEps += fmt.Sprintf("; Gaussian mechanism (μ %.4g) exact ε %s", float64(*r.GaussianMu), ff(*r.GaussianEpsilon))
+		}
+		row("  divergence", pairEps)
+		var tprs []string
+		for _, op := range r.TPRAtFPR {
+			tprs = append(tprs, fmt.Sprintf("%.4f at FPR %g", op.TPR, op.FPR))
+		}
+		row("  likelihood-ratio test", fmt.Sprintf("AUC %.4f; TPR %s", r.AUC, strings.Join(tprs, ", ")))
+		lb := fmt.Sprintf("%s (%s, confidence %g)", ff(r.EpsilonLowerBound), r.Method, r.Confidence)
+		if c := r.Certified; c != nil {
+			lb += fmt.Sprintf(", %.3g of the certified ε", float64(c.Ratio))
+		}
+		row(fmt.Sprintf("  ε lower bound (δ %g)", r.Delta), lb)
+		th := r.ThresholdTest
+		row("  threshold test", fmt.Sprintf("%s (at most %s at this K): TPR %.4g [%.4g, %.4g], FPR %.4g [%.4g, %.4g], direction %s",
+			ff(th.Epsilon), ff(th.MaxDetectable), th.TPR, th.TPRInterval[0], th.TPRInterval[1], th.FPR, th.FPRInterval[0], th.FPRInterval[1], th.Direction))
+		pl := r.PrivacyLossTest
+		row("  privacy-loss test", fmt.Sprintf("%s: P(loss >= %s) = %.4g (lower bound %.4g), direction %s", ff(pl.Epsilon), ff(pl.Threshold), pl.Probability, pl.ProbabilityLower, pl.Direction))
+	}
+	for _, p := range rep.Plots {
+		row("plot", p)
+	}
+	tw.Flush()
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -374,9 +373,7 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 		}
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(cmd.OutOrStdout(), rep)
 	}
 	printCertify(cmd.OutOrStdout(), rep)
 	return nil

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -343,6 +345,14 @@ func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
 		return fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch size / M")
 	}
 	return po.Audit.Validate()
+}
+
+// printJSON writes v to w as one indented JSON object (the --json output of
+// the commands that print one).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // parseList splits a comma-separated flag value into its non-empty, trimmed

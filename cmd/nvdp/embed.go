@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -192,9 +191,7 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 		return flagError(err)
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(md)
+		return printJSON(cmd.OutOrStdout(), md)
 	}
 	printEmbed(cmd.OutOrStdout(), f.out, md)
 	return nil

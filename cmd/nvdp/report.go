@@ -11,7 +11,7 @@ import (
 )
 
 func newReportCmd() *cobra.Command {
-	var format, out, plotsDir string
+	var format, out, plotsDir, attacks string
 	var plots bool
 	cmd := &cobra.Command{
 		Use:   "report DIR [--format md|csv|json] [--plots]",
@@ -45,7 +45,11 @@ certified frontier per task (<task>_frontier_certified: metric against certified
 on a log axis, mean ± sd over seeds, a Pareto front per variant, the empirical BDP estimate
 of the same rows as hollow markers, the baseline and chance level as horizontal lines) and,
 with more than one task, all of them tiled (all_frontier_certified); training curves from
-metrics.jsonl and the histogram of per-pair bounds from the audit.`,
+metrics.jsonl and the histogram of per-pair bounds from the audit; per task with
+distinguishing attacks ('nvdp attack distinguish --out .../attack_distinguish*.json', found
+under --attacks, default DIR; placed by the cell of their --model) the certified frontier next
+to the attacks' epsilon lower bounds against the certified epsilon
+(<task>_frontier_distinguish; docs/attacks.md).`,
 		Example: `  nvdp report sweeps/glue --plots
   nvdp report sweeps/frontier --plots --plots-dir figs   # figs/<task>_frontier_certified.{png,svg}
   nvdp report sweeps/glue --format csv --out glue.csv`,
@@ -68,6 +72,14 @@ metrics.jsonl and the histogram of per-pair bounds from the audit.`,
 				sels[c.Task] = s
 			}
 			t := report.Build(cells, sels)
+			if attacks == "" {
+				attacks = dir
+			}
+			reps, paths, err := report.LoadDistinguish(attacks)
+			if err != nil {
+				return fmt.Errorf("--attacks: %w", err)
+			}
+			t.Distinguish = report.DistinguishPoints(cells, reps, paths)
 			w := cmd.OutOrStdout()
 			var f *os.File
 			if out != "" {
@@ -113,6 +125,7 @@ metrics.jsonl and the histogram of per-pair bounds from the audit.`,
 	fs.StringVar(&out, "out", "", "write the tables to this file instead of stdout")
 	fs.BoolVar(&plots, "plots", false, "also write the figures (PNG and SVG)")
 	fs.StringVar(&plotsDir, "plots-dir", "", "directory of the figures (default DIR/plots)")
+	fs.StringVar(&attacks, "attacks", "", "directory with the attack reports to plot (attack_distinguish*.json; default DIR)")
 	return cmd
 }
 

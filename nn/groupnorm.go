@@ -50,7 +50,8 @@ func (l *GroupNorm) InitHF() {
 func (l *GroupNorm) Params() []*Param { return []*Param{l.Weight, l.Bias} }
 
 // Forward normalises x [B, T, C] and returns y (same shape) and the cache.
-// Statistics are accumulated in float64; groups run in parallel.
+// Statistics are accumulated in float64, per channel over rows of x (a
+// contiguous sweep), then per group; batch rows run in parallel.
 func (l *GroupNorm) Forward(x *Tensor) (*Tensor, *GroupNormCache) {
 	C := l.Weight.Value.Len()
 	if len(x.Shape) != 3 || x.Shape[2] != C {
@@ -62,41 +63,61 @@ func (l *GroupNorm) Forward(x *Tensor) (*Tensor, *GroupNormCache) {
 	c := &GroupNormCache{X: x, Mean: make([]float32, B*G), Rstd: make([]float32, B*G)}
 	w, bias := l.Weight.Value.Data, l.Bias.Value.Data
 	n := float64(T * cg)
-	Parallel(B*G, 4*T*cg, func(lo, hi int) {
-		for bg := lo; bg < hi; bg++ {
-			b, g := bg/G, bg%G
-			var s float64
+	Parallel(B, 4*T*C, func(lo, hi int) {
+		acc := make([]float64, C)
+		mean, rstd := make([]float32, C), make([]float32, C) // per channel, of its group
+		for b := lo; b < hi; b++ {
+			xb, yb := x.Data[b*T*C:(b+1)*T*C], y.Data[b*T*C:(b+1)*T*C]
+			clear(acc)
 			for t := 0; t < T; t++ {
-				for _, v := range x.Data[(b*T+t)*C+g*cg:][:cg] {
-					s += float64(v)
+				for i, v := range xb[t*C : (t+1)*C] {
+					acc[i] += float64(v)
 				}
 			}
-			mean := s / n
-			var ss float64
+			gm := groupSums(acc, G, cg)
+			for g := range gm {
+				gm[g] /= n
+			}
+			clear(acc)
 			for t := 0; t < T; t++ {
-				for _, v := range x.Data[(b*T+t)*C+g*cg:][:cg] {
-					d := float64(v) - mean
-					ss += d * d
+				for i, v := range xb[t*C : (t+1)*C] {
+					d := float64(v) - gm[i/cg]
+					acc[i] += d * d
 				}
 			}
-			m32, r32 := float32(mean), float32(1/math.Sqrt(ss/n+float64(l.Eps)))
-			for t := 0; t < T; t++ {
-				o := (b*T+t)*C + g*cg
-				for i, v := range x.Data[o : o+cg] {
-					y.Data[o+i] = (v-m32)*r32*w[g*cg+i] + bias[g*cg+i]
+			for g, ss := range groupSums(acc, G, cg) {
+				m32, r32 := float32(gm[g]), float32(1/math.Sqrt(ss/n+float64(l.Eps)))
+				c.Mean[b*G+g], c.Rstd[b*G+g] = m32, r32
+				for i := g * cg; i < (g+1)*cg; i++ {
+					mean[i], rstd[i] = m32, r32
 				}
 			}
-			c.Mean[bg], c.Rstd[bg] = m32, r32
+			for t := 0; t < T; t++ {
+				yr := yb[t*C : (t+1)*C]
+				for i, v := range xb[t*C : (t+1)*C] {
+					yr[i] = (v-mean[i])*rstd[i]*w[i] + bias[i]
+				}
+			}
 		}
 	})
 	return y, c
 }
 
+// groupSums returns the sums of consecutive runs of cg values of a.
+func groupSums[T float32 | float64](a []T, G, cg int) []T {
+	s := make([]T, G)
+	for i, v := range a {
+		s[i/cg] += v
+	}
+	return s
+}
+
 // Backward accumulates dWeight, dBias and returns dx (shape of x): per
 // (row, group) dx = rstd * (h - mean(h) - xhat * mean(h * xhat)) with
 // h = dy * weight and xhat = (x - mean) * rstd, means over the group's
-// T*C/Groups values. Groups run in parallel (each owns its channels'
-// parameter gradients; batch rows are summed in order).
+// T*C/Groups values. Batch rows run in parallel; their parameter
+// gradients are summed in row order, so the result does not depend on the
+// number of goroutines.
 func (l *GroupNorm) Backward(c *GroupNormCache, dy *Tensor) *Tensor {
 	MustSameShape("GroupNorm.Backward", c.X, dy)
 	C := l.Weight.Value.Len()
@@ -104,36 +125,50 @@ func (l *GroupNorm) Backward(c *GroupNormCache, dy *Tensor) *Tensor {
 	G, cg := l.Groups, C/l.Groups
 	dx := New(c.X.Shape...)
 	w := l.Weight.Value.Data
-	gw, gb := l.Weight.Grad.Data, l.Bias.Grad.Data
+	part := make([]float32, B*2*C) // per row: dWeight, dBias
 	n := float32(T * cg)
-	Parallel(G, 8*B*T*cg, func(lo, hi int) {
-		for g := lo; g < hi; g++ {
-			for b := 0; b < B; b++ {
-				m, rs := c.Mean[b*G+g], c.Rstd[b*G+g]
-				var sh, shx float32
-				for t := 0; t < T; t++ {
-					o := (b*T+t)*C + g*cg
-					for i, v := range c.X.Data[o : o+cg] {
-						xhat := (v - m) * rs
-						d := dy.Data[o+i]
-						h := d * w[g*cg+i]
-						sh += h
-						shx += h * xhat
-						gw[g*cg+i] += d * xhat
-						gb[g*cg+i] += d
-					}
+	Parallel(B, 8*T*C, func(lo, hi int) {
+		sh, shx := make([]float32, C), make([]float32, C)
+		mean, rstd := make([]float32, C), make([]float32, C)
+		for b := lo; b < hi; b++ {
+			xb, gb, db := c.X.Data[b*T*C:(b+1)*T*C], dy.Data[b*T*C:(b+1)*T*C], dx.Data[b*T*C:(b+1)*T*C]
+			for i := range mean {
+				mean[i], rstd[i] = c.Mean[b*G+i/cg], c.Rstd[b*G+i/cg]
+			}
+			dw, dbias := part[b*2*C:b*2*C+C], part[b*2*C+C:(b+1)*2*C]
+			clear(sh)
+			clear(shx)
+			for t := 0; t < T; t++ {
+				gr := gb[t*C : (t+1)*C]
+				for i, v := range xb[t*C : (t+1)*C] {
+					xhat := (v - mean[i]) * rstd[i]
+					d := gr[i]
+					h := d * w[i]
+					sh[i] += h
+					shx[i] += h * xhat
+					dw[i] += d * xhat
+					dbias[i] += d
 				}
-				sh /= n
-				shx /= n
-				for t := 0; t < T; t++ {
-					o := (b*T+t)*C + g*cg
-					for i, v := range c.X.Data[o : o+cg] {
-						xhat := (v - m) * rs
-						dx.Data[o+i] = rs * (dy.Data[o+i]*w[g*cg+i] - sh - xhat*shx)
-					}
+			}
+			gsh, gshx := groupSums(sh, G, cg), groupSums(shx, G, cg)
+			for i := range sh {
+				sh[i], shx[i] = gsh[i/cg]/n, gshx[i/cg]/n
+			}
+			for t := 0; t < T; t++ {
+				gr, dr := gb[t*C:(t+1)*C], db[t*C:(t+1)*C]
+				for i, v := range xb[t*C : (t+1)*C] {
+					xhat := (v - mean[i]) * rstd[i]
+					dr[i] = rstd[i] * (gr[i]*w[i] - sh[i] - xhat*shx[i])
 				}
 			}
 		}
 	})
+	gw, gbias := l.Weight.Grad.Data, l.Bias.Grad.Data
+	for b := 0; b < B; b++ {
+		for i := 0; i < C; i++ {
+			gw[i] += part[b*2*C+i]
+			gbias[i] += part[b*2*C+C+i]
+		}
+	}
 	return dx
 }

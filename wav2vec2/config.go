@@ -307,12 +307,37 @@ func (c Config) FrameLength(n int) int {
 	return n
 }
 
+// NumParams is the number of trainable parameters of the model (Model.Params;
+// masked_spec_embed, a buffer here, not counted): 94,370,944 for base
+// (transformers reports 94,371,712 for Wav2Vec2Model, masked_spec_embed's
+// 768 included), 315,437,696 for large (315,438,720 with masked_spec_embed),
+// 1,336,128 for small.
+func (c Config) NumParams() int {
+	n, in := 0, 1
+	for i, out := range c.ConvDim {
+		n += out * in * c.ConvKernel[i]
+		if c.ConvBias {
+			n += out
+		}
+		if c.FeatExtractNorm == NormLayer || i == 0 {
+			n += 2 * out
+		}
+		in = out
+	}
+	H, I, K := c.HiddenSize, c.IntermediateSize, c.NumConvPosEmbeddings
+	n += 2*in + in*H + H                             // feature projection
+	n += K + H*(H/c.NumConvPosEmbeddingGroups)*K + H // positional conv: g, v, bias
+	n += 2 * H                                       // encoder.layer_norm
+	layer := 4*(H*H+H) + 2*H + (H*I + I) + (I*H + H) + 2*H
+	return n + c.NumHiddenLayers*layer
+}
+
 // presets are the pinned configurations (PresetNames).
 var presets = map[string]Config{
 	// facebook/wav2vec2-base: Wav2Vec2Config's defaults (95M parameters).
 	"base": defaultConfig(),
 	// facebook/wav2vec2-large-lv60 layout: conv biases, LayerNorm feature
-	// encoder, pre-LN encoder of 24 layers of width 1024 (317M parameters).
+	// encoder, pre-LN encoder of 24 layers of width 1024 (315M parameters).
 	"large": func() Config {
 		c := defaultConfig()
 		c.ConvBias, c.FeatExtractNorm, c.DoStableLayerNorm = true, NormLayer, true
@@ -323,7 +348,8 @@ var presets = map[string]Config{
 	// with 128 channels (same kernels and strides: 50 frames per second,
 	// 25 ms receptive field), 4 post-LN layers of width 128 (4 heads,
 	// intermediate 512), a positional convolution over 64 frames (1.28 s)
-	// in 4 groups; no LayerDrop (4 layers) and no activation dropout.
+	// in 4 groups; no LayerDrop (4 layers) and no activation dropout;
+	// 1.3M parameters.
 	"small": func() Config {
 		c := defaultConfig()
 		c.ConvDim = []int{128, 128, 128, 128, 128, 128, 128}

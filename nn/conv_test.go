@@ -3,6 +3,7 @@ package nn_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/nn"
@@ -75,7 +76,7 @@ func TestConv1dMatchesDirectSum(t *testing.T) {
 			c, x := s.layer(uint64(30 + i))
 			y, _ := c.Forward(x)
 			want := conv1dDirect(c, x)
-			if tout := c.OutLen(s.T); !slicesEqual(y.Shape, []int{2, tout, s.out}) {
+			if tout := c.OutLen(s.T); !slices.Equal(y.Shape, []int{2, tout, s.out}) {
 				t.Fatalf("shape %v, want [2 %d %d]", y.Shape, tout, s.out)
 			}
 			for j, w := range want {
@@ -85,18 +86,6 @@ func TestConv1dMatchesDirectSum(t *testing.T) {
 			}
 		})
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestConv1dOutLen(t *testing.T) {
@@ -215,7 +204,7 @@ func TestGroupNormValues(t *testing.T) {
 // tap) on a hand-computed case, and InitFrom's fixed point.
 func TestWeightNormValues(t *testing.T) {
 	wn := nn.NewWeightNorm("c", 2, 2, 1, 2)
-	if !slicesEqual(wn.G.Value.Shape, []int{1, 1, 2}) {
+	if !slices.Equal(wn.G.Value.Shape, []int{1, 1, 2}) {
 		t.Fatalf("g shape %v, want [1 1 2]", wn.G.Value.Shape)
 	}
 	// v[o][0][k]: tap 0 = (3, 4) norm 5; tap 1 = (1, 0) norm 1.

@@ -3,15 +3,13 @@ package wav2vec2
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/hfmodel"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/safetensors"
 )
@@ -69,83 +67,27 @@ func CanonicalName(name string) (canon string, ok bool) {
 // direction with a zero-norm kernel tap. Unknown tensors elsewhere are
 // logged and ignored.
 func (m *Model) LoadWeights(path string) error {
-	f, err := safetensors.ReadFile(path)
+	values, optional, err := hfmodel.ReadWeights(path, m.Params(), hfmodel.Names{
+		Canonical: CanonicalName,
+		Strict:    encoderPrefixes,
+		Optional:  map[string][]int{MaskedSpecEmbedName: {m.Config.HiddenSize}},
+		Model: fmt.Sprintf("wav2vec2 model (%d conv layers, %d transformer layers, feat_extract_norm %q)",
+			len(m.Config.ConvDim), m.Config.NumHiddenLayers, m.Config.FeatExtractNorm),
+		Kind: "wav2vec2",
+	})
 	if err != nil {
 		return err
-	}
-	pm, err := nn.ParamMap(m.Params())
-	if err != nil {
-		return err
-	}
-	values := make(map[string][]float32, len(pm))
-	from := make(map[string]string, len(pm)) // param name -> tensor name
-	var spec []float32
-	var ignored int
-	for _, t := range f.Tensors {
-		canon, ok := CanonicalName(t.Name)
-		if !ok {
-			ignored++
-			continue
-		}
-		want, isSpec := []int{m.Config.HiddenSize}, canon == MaskedSpecEmbedName
-		if p, ok := pm[canon]; ok {
-			want = p.Value.Shape
-		} else if !isSpec {
-			if hasAnyPrefix(canon, encoderPrefixes) {
-				return fmt.Errorf("%s: tensor %q is not a parameter of this wav2vec2 model (%d conv layers, %d transformer layers, feat_extract_norm %q)",
-					path, t.Name, len(m.Config.ConvDim), m.Config.NumHiddenLayers, m.Config.FeatExtractNorm)
-			}
-			slog.Warn("ignoring non-encoder tensor", "file", path, "tensor", t.Name)
-			continue
-		}
-		if prev, dup := from[canon]; dup {
-			return fmt.Errorf("%s: tensors %q and %q both map to parameter %s", path, prev, t.Name, canon)
-		}
-		if !slices.Equal(t.Shape, want) {
-			return fmt.Errorf("%s: tensor %q has shape %v, the config needs %v", path, t.Name, t.Shape, want)
-		}
-		data, err := t.Float32()
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if err := nn.CheckFinite(t.Name, nn.FromData(data, t.Shape...)); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		from[canon] = t.Name
-		if isSpec {
-			spec = data
-		} else {
-			values[canon] = data
-		}
-	}
-	var missing []string
-	for name := range pm {
-		if values[name] == nil {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		more := ""
-		if len(missing) > 5 {
-			more = fmt.Sprintf(" and %d more", len(missing)-5)
-			missing = missing[:5]
-		}
-		return fmt.Errorf("%s: missing wav2vec2 tensor(s) %s%s", path, strings.Join(missing, ", "), more)
 	}
 	v := m.PosConv.Norm.V
 	if err := checkDirection(values[v.Name], v.Value.Shape); err != nil {
-		return fmt.Errorf("%s: tensor %q: %w", path, from[v.Name], err)
+		return fmt.Errorf("%s: tensor %s: %w", path, v.Name, err)
 	}
 	// Everything validated: apply.
-	for name, p := range pm {
-		copy(p.Value.Data, values[name])
+	for _, p := range m.Params() {
+		copy(p.Value.Data, values[p.Name])
 	}
-	if spec != nil {
+	if spec := optional[MaskedSpecEmbedName]; spec != nil {
 		m.MaskedSpecEmbed = nn.FromData(spec, len(spec))
-	}
-	if ignored > 0 {
-		slog.Debug("ignored task-head tensors", "file", path, "count", ignored)
 	}
 	return nil
 }
@@ -164,15 +106,6 @@ func checkDirection(v []float32, shape []int) error {
 		}
 	}
 	return nil
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // LoadDir loads a Hugging Face model directory: config.json (model_type

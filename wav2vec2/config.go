@@ -31,10 +31,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/nvdp-project/nvdp/internal/hfmodel"
 )
 
 // ModelType is config.json's model_type of a Wav2Vec2 model.
@@ -174,17 +175,7 @@ func ParseConfig(data []byte) (Config, error) {
 }
 
 // ReadConfig reads and parses a config.json file; errors name the file.
-func ReadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	c, err := ParseConfig(data)
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
+func ReadConfig(path string) (Config, error) { return hfmodel.ReadConfig(path, ParseConfig) }
 
 // Validate checks sizes, probabilities and supported options; the error
 // lists every problem, naming the config.json field.

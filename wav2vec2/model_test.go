@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -225,7 +226,7 @@ func TestNewInitialisation(t *testing.T) {
 		t.Errorf("intermediate weight std %v, want 0.05", got)
 	}
 	for i, p := range m.Params() {
-		if !slicesEqualF(p.Value.Data, m2.Params()[i].Value.Data) {
+		if !slices.Equal(p.Value.Data, m2.Params()[i].Value.Data) {
 			t.Fatalf("%s differs between two models of the same seed", p.Name)
 		}
 		if strings.HasSuffix(p.Name, "norm.weight") && p.Value.Data[0] != 1 {
@@ -238,18 +239,6 @@ func TestNewInitialisation(t *testing.T) {
 	if _, err := New(Config{}, newRng(1)); err == nil {
 		t.Error("New accepted an empty config")
 	}
-}
-
-func slicesEqualF(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCheckInput(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,7 +232,7 @@ func TestLoadErrors(t *testing.T) {
 				v[i] = 0 // kernel tap 1
 			}
 			ts[n] = safetensors.FromFloat32(n, ts[n].Shape, v)
-		}, `tensor "encoder.pos_conv_embed.conv.weight_v": kernel tap 1 has zero norm`},
+		}, "tensor encoder.pos_conv_embed.conv.weight_v: kernel tap 1 has zero norm"},
 		{"masked_spec_embed shape", func(ts map[string]*safetensors.Tensor) {
 			ts[MaskedSpecEmbedName] = safetensors.FromFloat32(MaskedSpecEmbedName, []int{15}, make([]float32, 15))
 		}, `tensor "masked_spec_embed" has shape [15], the config needs [16]`},
@@ -301,7 +302,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 				t.Errorf("config after round trip:\n%s\nwant\n%s", b, a)
 			}
 			for i, p := range got.Params() {
-				if !slicesEqualF(p.Value.Data, m.Params()[i].Value.Data) {
+				if !slices.Equal(p.Value.Data, m.Params()[i].Value.Data) {
 					t.Errorf("%s differs after the round trip", p.Name)
 				}
 			}

@@ -96,7 +96,14 @@ type Conv1dCache struct {
 // Forward convolves x [B, T, In] and returns y [B, Tout, Out] with the cache
 // for Backward. A wrong channel count or an input shorter than the kernel
 // panics (wiring errors: models check lengths before).
-func (c *Conv1d) Forward(x *Tensor) (*Tensor, *Conv1dCache) {
+func (c *Conv1d) Forward(x *Tensor) (*Tensor, *Conv1dCache) { return c.ForwardWith(x, c.W.Value) }
+
+// ForwardWith is Forward with the weight w (W's shape) in place of W's
+// value, for a weight computed from other parameters (WeightNorm): the
+// layer is not modified, so concurrent inference calls are safe. Backward
+// accumulates dL/dw into W.Grad.
+func (c *Conv1d) ForwardWith(x, w *Tensor) (*Tensor, *Conv1dCache) {
+	MustSameShape("Conv1d.ForwardWith", c.W.Value, w)
 	if len(x.Shape) != 3 || x.Shape[2] != c.In {
 		panic(fmt.Sprintf("nn.Conv1d(%s): input %v, want [B, T, %d]", c.W.Name, x.Shape, c.In))
 	}
@@ -105,7 +112,7 @@ func (c *Conv1d) Forward(x *Tensor) (*Tensor, *Conv1dCache) {
 	if tout <= 0 {
 		panic(fmt.Sprintf("nn.Conv1d(%s): %d input frames (padding %d+%d) for a kernel of %d", c.W.Name, T, c.PadLeft, c.PadRight, c.Kernel))
 	}
-	cc := &Conv1dCache{xpad: c.pad(x), wp: c.patchWeight(), B: B, T: T, Tp: T + c.PadLeft + c.PadRight, Tout: tout}
+	cc := &Conv1dCache{xpad: c.pad(x), wp: c.patchWeight(w.Data), B: B, T: T, Tp: T + c.PadLeft + c.PadRight, Tout: tout}
 	y := New(B, tout, c.Out)
 	if c.B != nil {
 		for r := 0; r < B*tout; r++ {
@@ -227,11 +234,10 @@ func (c *Conv1d) patches(cc *Conv1dCache, b, g int, buf []float32) ([]float32, i
 	return buf, kc
 }
 
-// patchWeight returns W [Out, In/Groups, Kernel] reordered to
+// patchWeight returns a weight w [Out, In/Groups, Kernel] reordered to
 // [Out, Kernel, In/Groups], the column order of the patch matrices.
-func (c *Conv1d) patchWeight() []float32 {
+func (c *Conv1d) patchWeight(w []float32) []float32 {
 	cg := c.In / c.Groups
-	w := c.W.Value.Data
 	wp := make([]float32, len(w))
 	for o := 0; o < c.Out; o++ {
 		for i := 0; i < cg; i++ {

@@ -46,7 +46,7 @@ func (l *ConvLayer) Params() []*nn.Param {
 // "encoder.pos_conv_embed.conv.bias", ".weight_g" [1, 1, K],
 // ".weight_v" [H, H/G, K].
 type PositionalConv struct {
-	Conv *nn.Conv1d     // its W holds the effective weight (not a model parameter)
+	Conv *nn.Conv1d     // run with the effective weight (ForwardWith); its W.Grad receives dL/dweight; W is no model parameter
 	Norm *nn.WeightNorm // g and v
 }
 
@@ -73,8 +73,7 @@ type posConvCache struct {
 // Forward returns the positional embedding of h [B, F, H] ([B, F, H]).
 func (p *PositionalConv) Forward(h *nn.Tensor, keep bool) (*nn.Tensor, *posConvCache) {
 	w, wc := p.Norm.Weight()
-	copy(p.Conv.W.Value.Data, w.Data)
-	y, cc := p.Conv.Forward(h)
+	y, cc := p.Conv.ForwardWith(h, w)
 	if !keep {
 		return nn.GELU(y), nil
 	}
@@ -290,7 +289,7 @@ func (m *Model) FrameMask(in Input) ([]float32, int) {
 
 // Cache holds the activations Backward needs. It is nil in inference mode.
 type Cache struct {
-	B, T, F   int
+	b, t, f   int
 	frameMask []float32
 	padded    bool // some frame is padding
 	convs     []convCache
@@ -335,7 +334,7 @@ func (m *Model) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, []flo
 		panic("wav2vec2.Forward: train with dropout needs an rng")
 	}
 	frameMask, F := m.FrameMask(in)
-	c := &Cache{B: in.B, T: in.T, F: F, frameMask: frameMask, hidden: hidden, featDrop: featDrop,
+	c := &Cache{b: in.B, t: in.T, f: F, frameMask: frameMask, hidden: hidden, featDrop: featDrop,
 		convs: make([]convCache, len(m.FeatureEncoder)), layers: make([]*nn.TransformerCache, len(m.Layers))}
 	for _, v := range frameMask {
 		c.padded = c.padded || v == 0
@@ -343,7 +342,7 @@ func (m *Model) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, []flo
 
 	x := nn.FromData(in.Values, in.B, in.T, 1)
 	for i, l := range m.FeatureEncoder {
-		cc := &c.convs[i]
+		var cc convCache // kept only when training: inference frees each layer's input
 		x, cc.conv = l.Conv.Forward(x)
 		if l.GroupNorm != nil {
 			x, cc.gn = l.GroupNorm.Forward(x)
@@ -353,6 +352,7 @@ func (m *Model) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, []flo
 		}
 		if train {
 			x, cc.dgel = nn.GELUWithGrad(x)
+			c.convs[i] = cc
 		} else {
 			x = nn.GELU(x)
 		}
@@ -410,8 +410,8 @@ func (m *Model) Backward(c *Cache, dy *nn.Tensor) *nn.Tensor {
 	if c == nil {
 		panic("wav2vec2.Backward: nil cache (Forward was called with train=false)")
 	}
-	if dy.Len() != c.B*c.F*m.Config.HiddenSize {
-		panic(fmt.Sprintf("wav2vec2.Backward: gradient shape %v for batch %d x %d frames x hidden %d", dy.Shape, c.B, c.F, m.Config.HiddenSize))
+	if dy.Len() != c.b*c.f*m.Config.HiddenSize {
+		panic(fmt.Sprintf("wav2vec2.Backward: gradient shape %v for batch %d x %d frames x hidden %d", dy.Shape, c.b, c.f, m.Config.HiddenSize))
 	}
 	if m.Config.DoStableLayerNorm {
 		dy = m.EncoderNorm.Backward(c.encLN, dy)
@@ -446,5 +446,5 @@ func (m *Model) Backward(c *Cache, dy *nn.Tensor) *nn.Tensor {
 		dx = l.Conv.Backward(cc.conv, dx)
 		c.convs[i] = convCache{}
 	}
-	return dx.Reshape(c.B, c.T)
+	return dx.Reshape(c.b, c.t)
 }

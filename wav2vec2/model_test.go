@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/nn"
@@ -274,6 +275,30 @@ func TestCheckInput(t *testing.T) {
 		err := m.CheckInput(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestConcurrentInference: inference does not write the model (the
+// positional conv's weight is computed per call), so parallel calls give
+// the sequential result (run under -race to check for data races).
+func TestConcurrentInference(t *testing.T) {
+	m := tinyModel(t, tinyConfig(NormGroup), 9)
+	in := tinyInput(10, true)
+	want, _, _ := m.Forward(in, false, nil)
+	got := make([]*nn.Tensor, 4)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _, _ = m.Forward(in, false, nil)
+		}()
+	}
+	wg.Wait()
+	for i, g := range got {
+		if !slices.Equal(g.Data, want.Data) {
+			t.Fatalf("call %d differs from the sequential output", i)
 		}
 	}
 }

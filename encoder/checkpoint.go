@@ -4,15 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
-	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/internal/hfmodel"
 	"github.com/nvdp-project/nvdp/safetensors"
 )
 
@@ -74,68 +71,17 @@ func CanonicalName(name string) (canon string, ok bool) {
 // and F64 storage are converted to float32. Errors name the file and the
 // tensor: a required parameter missing, an unknown tensor under
 // embeddings./encoder., two tensors mapping to one parameter, a shape
-// mismatch, a non-float dtype or a non-finite value. Unknown tensors outside
-// the encoder (a custom task head) are logged and ignored.
+// mismatch, a non-float dtype or a non-finite value; no parameter is changed
+// unless the whole file validates (hfmodel.LoadWeights). Unknown tensors
+// outside the encoder (a custom task head) are logged and ignored.
 func (e *Encoder) LoadWeights(path string) error {
-	f, err := safetensors.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	pm, err := nn.ParamMap(e.Params())
-	if err != nil {
-		return err
-	}
-	from := make(map[string]string, len(pm)) // param name -> tensor name
-	var ignored []string
-	for _, t := range f.Tensors {
-		canon, ok := CanonicalName(t.Name)
-		if !ok {
-			ignored = append(ignored, t.Name)
-			continue
-		}
-		p, ok := pm[canon]
-		if !ok {
-			if strings.HasPrefix(canon, "embeddings.") || strings.HasPrefix(canon, "encoder.") {
-				return fmt.Errorf("%s: tensor %q is not a parameter of this %s encoder (%d layers)", path, t.Name, e.Config.ModelType, e.Config.NumHiddenLayers)
-			}
-			slog.Warn("ignoring non-encoder tensor", "file", path, "tensor", t.Name)
-			continue
-		}
-		if prev, dup := from[canon]; dup {
-			return fmt.Errorf("%s: tensors %q and %q both map to parameter %s", path, prev, t.Name, canon)
-		}
-		if !slices.Equal(t.Shape, p.Value.Shape) {
-			return fmt.Errorf("%s: tensor %q has shape %v, the config needs %v", path, t.Name, t.Shape, p.Value.Shape)
-		}
-		data, err := t.Float32()
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		copy(p.Value.Data, data)
-		if err := nn.CheckFinite(t.Name, p.Value); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		from[canon] = t.Name
-	}
-	var missing []string
-	for name := range pm {
-		if _, ok := from[name]; !ok {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		more := ""
-		if len(missing) > 5 {
-			more = fmt.Sprintf(" and %d more", len(missing)-5)
-			missing = missing[:5]
-		}
-		return fmt.Errorf("%s: missing encoder tensor(s) %s%s", path, strings.Join(missing, ", "), more)
-	}
-	if len(ignored) > 0 {
-		slog.Debug("ignored task-head tensors", "file", path, "count", len(ignored))
-	}
-	return nil
+	_, err := hfmodel.LoadWeights(path, e.Params(), hfmodel.Names{
+		Canonical: CanonicalName,
+		Strict:    []string{"embeddings.", "encoder."},
+		Model:     fmt.Sprintf("%s encoder (%d layers)", e.Config.ModelType, e.Config.NumHiddenLayers),
+		Kind:      "encoder",
+	})
+	return err
 }
 
 // LoadDir loads a Hugging Face model directory: config.json (bert or roberta)

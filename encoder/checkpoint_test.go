@@ -306,3 +306,35 @@ func TestLoadedModelHasGrads(t *testing.T) {
 		t.Fatal("no gradient after backward")
 	}
 }
+
+// TestLoadWeightsAtomic: a file that fails validation changes no parameter
+// (LoadWeights used to copy every tensor before the bad one).
+func TestLoadWeightsAtomic(t *testing.T) {
+	e := randomEncoder(t, "bert", 41)
+	before := map[string][]float32{}
+	for _, p := range e.Params() {
+		before[p.Name] = append([]float32(nil), p.Value.Data...)
+	}
+	other := randomEncoder(t, "bert", 42)
+	dir := t.TempDir()
+	last := "encoder.layer.1.output.LayerNorm.weight" // after every embeddings.* tensor
+	bad := make([]float32, 8)
+	bad[5] = float32(math.Inf(1))
+	writeCheckpoint(t, dir, other, func(n string) string {
+		if n == last {
+			return ""
+		}
+		return n
+	}, nil, safetensors.FromFloat32(last, []int{8}, bad))
+	err := e.LoadWeights(filepath.Join(dir, WeightsFile))
+	if err == nil || !strings.Contains(err.Error(), last) {
+		t.Fatalf("error %v, want one naming %s", err, last)
+	}
+	for _, p := range e.Params() {
+		for i, v := range p.Value.Data {
+			if v != before[p.Name][i] {
+				t.Fatalf("%s[%d] changed by a failed load (%v -> %v)", p.Name, i, before[p.Name][i], v)
+			}
+		}
+	}
+}

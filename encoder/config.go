@@ -29,9 +29,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
+
+	"github.com/nvdp-project/nvdp/internal/hfmodel"
 )
 
 // Config is a BERT/RoBERTa configuration with Hugging Face config.json field
@@ -110,17 +111,7 @@ func ParseConfig(data []byte) (Config, error) {
 }
 
 // ReadConfig reads and parses a config.json file; errors name the file.
-func ReadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	c, err := ParseConfig(data)
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
+func ReadConfig(path string) (Config, error) { return hfmodel.ReadConfig(path, ParseConfig) }
 
 // Validate checks sizes and supported options.
 func (c Config) Validate() error {

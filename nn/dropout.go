@@ -85,3 +85,23 @@ func (d Dropout) Backward(c *DropoutCache, dy *Tensor) *Tensor {
 	}
 	return dx
 }
+
+// reapply multiplies x in place by the mask and scale of c (x of the
+// masked tensor's size): the dropped tensor rebuilt from its input, for
+// callers that recompute activations instead of keeping them. The identity
+// for a nil Mask.
+func (c *DropoutCache) reapply(x *Tensor) {
+	if c.Mask == nil {
+		return
+	}
+	if len(c.Mask) != len(x.Data) {
+		panic(fmt.Sprintf("nn.Dropout: reapplying a mask of %d to %v", len(c.Mask), x.Shape))
+	}
+	for i, m := range c.Mask {
+		if m != 0 {
+			x.Data[i] *= c.Scale
+		} else {
+			x.Data[i] = 0
+		}
+	}
+}

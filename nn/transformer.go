@@ -13,20 +13,28 @@ import (
 //	q = W_q xq + b_q,   k = W_k xkv + b_k,   v = W_v xkv + b_v
 //	c = Attention(q, k, v; keyBias)                     (attention-probability dropout)
 //	a = LN_1(Dropout(W_o c + b_o) + [xq if AttnResidual])
-//	y = LN_2(Dropout(W_2 GELU(W_1 a + b_1) + b_2) + a)
+//	y = LN_2(Dropout(W_2 ActDropout(GELU(W_1 a + b_1)) + b_2) + a)
+//
+// With LayerOptions.PreLN it is the pre-LayerNorm layer of wav2vec2-large
+// (transformers' Wav2Vec2EncoderLayerStableLayerNorm), self-attention only:
+//
+//	a = xq + Dropout(W_o Attention(LN_1 xq) + b_o)
+//	y = a + Dropout(W_2 ActDropout(GELU(W_1 LN_2(a) + b_1)) + b_2)
 //
 // xq is [B,Tq,H]; xkv is [B,Tk,H] (the same tensor for self-attention);
 // keyBias is [B,Tk] or nil; y is [B,Tq,H]. GELU is the erf form (GELU).
-// Parameter names are prefix + "attention.self.{query,key,value}",
-// "attention.output.dense", "attention.output.LayerNorm",
-// "intermediate.dense", "output.dense", "output.LayerNorm" (HF layout).
+// NewTransformerLayer names the parameters in the BERT layout: prefix +
+// "attention.self.{query,key,value}", "attention.output.dense",
+// "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+// "output.LayerNorm"; other layouts (wav2vec2's) build the struct from
+// their own Linear and LayerNorm layers.
 type TransformerLayer struct {
 	Query, Key, Value *Linear    // attention.self.{query,key,value}
 	AttnOut           *Linear    // attention.output.dense
-	AttnLN            *LayerNorm // attention.output.LayerNorm
+	AttnLN            *LayerNorm // attention.output.LayerNorm (LN_1)
 	Inter             *Linear    // intermediate.dense
 	Out               *Linear    // output.dense
-	OutLN             *LayerNorm // output.LayerNorm
+	OutLN             *LayerNorm // output.LayerNorm (LN_2)
 }
 
 // LayerOptions are the per-call settings of TransformerLayer.Forward.
@@ -34,9 +42,16 @@ type LayerOptions struct {
 	Heads         int     // attention heads (H divisible by Heads)
 	HiddenDropout Dropout // after W_o and after W_2 (HF hidden_dropout_prob)
 	AttnDropout   float32 // on the attention probabilities (HF attention_probs_dropout_prob)
+	// ActDropout is applied to the GELU output (wav2vec2's
+	// activation_dropout; BERT has none: the zero value is the identity and
+	// draws nothing).
+	ActDropout Dropout
 	// AttnResidual adds xq to the attention output before LN_1 (BERT); the
 	// NVDP block has none (its output is a function of the sample only).
 	AttnResidual bool
+	// PreLN selects the pre-LayerNorm order (see TransformerLayer); it needs
+	// self-attention (xq and xkv the same tensor) and AttnResidual.
+	PreLN bool
 	// NoGrad: no cache is kept and Backward cannot be called (inference
 	// without activations). A training Forward ignores it.
 	NoGrad bool
@@ -85,59 +100,101 @@ func (l *TransformerLayer) Params() []*Param {
 
 // TransformerCache holds what TransformerLayer.Backward needs.
 type TransformerCache struct {
-	xq, xkv  *Tensor
-	self     bool // xq == xkv
-	residual bool
-	hidden   Dropout
-	attn     *AttentionCache
-	ctx      *Tensor // attention context (input of W_o)
-	d1, d2   *DropoutCache
-	ln1, ln2 *LayerNormCache
-	a        *Tensor // LN_1 output (input of W_1)
-	h        *Tensor // GELU pre-activation; only when recomputed
-	g, dgelu *Tensor // GELU(h) and GELU'(h); nil when recomputed
+	xq, xkv    *Tensor // the layer's inputs
+	qin, kvin  *Tensor // inputs of W_q and of W_k, W_v (LN_1 xq with PreLN)
+	self       bool    // xq == xkv
+	residual   bool
+	preLN      bool
+	hidden     Dropout
+	act        Dropout
+	attn       *AttentionCache
+	ctx        *Tensor // attention context (input of W_o)
+	d1, d2, d3 *DropoutCache
+	ln1, ln2   *LayerNormCache
+	a          *Tensor // input of W_1 (LN_1 output; LN_2 output with PreLN)
+	h          *Tensor // GELU pre-activation; only when recomputed
+	g, dgelu   *Tensor // input of W_2 (GELU output after ActDropout) and GELU'(h); nil when recomputed
 }
 
-// Forward runs the layer (see the type's equations). train enables the two
-// dropouts, drawn from rng in the order attention probabilities, W_o output,
-// W_2 output (rng may be nil when no dropout is active). It returns y
-// [B,Tq,H] and the cache for Backward (nil when o.NoGrad and !train).
-// Shape mismatches panic (wiring errors).
+// Forward runs the layer (see the type's equations). train enables the
+// dropouts, drawn from rng in the order attention probabilities, W_o
+// output, GELU output, W_2 output (rng may be nil when no dropout is
+// active). It returns y [B,Tq,H] and the cache for Backward (nil when
+// o.NoGrad and !train). Shape mismatches and PreLN without self-attention
+// and AttnResidual panic (wiring errors).
 func (l *TransformerLayer) Forward(xq, xkv, keyBias *Tensor, o LayerOptions, train bool, rng *rand.Rand) (*Tensor, *TransformerCache) {
 	if xq.Dim(-1) != xkv.Dim(-1) {
 		panic(fmt.Sprintf("nn.TransformerLayer: xq %v, xkv %v", xq.Shape, xkv.Shape))
 	}
-	q, _ := l.Query.Forward(xq)
-	k, _ := l.Key.Forward(xkv)
-	v, _ := l.Value.Forward(xkv)
-	ctx, ac := AttentionDropout(q, k, v, o.Heads, keyBias, o.AttnDropout, rng, train)
-	s1, _ := l.AttnOut.Forward(ctx)
-	d1 := o.HiddenDropout.Apply(s1, rng, train)
+	if o.PreLN && (xq != xkv || !o.AttnResidual) {
+		panic("nn.TransformerLayer: PreLN needs self-attention (xq == xkv) and AttnResidual")
+	}
+	keep := train || !o.NoGrad
+	c := &TransformerCache{xq: xq, xkv: xkv, qin: xq, kvin: xkv, self: xq == xkv, residual: o.AttnResidual,
+		preLN: o.PreLN, hidden: o.HiddenDropout, act: o.ActDropout}
+	if o.PreLN {
+		c.qin, c.ln1 = l.AttnLN.Forward(xq)
+		c.kvin = c.qin
+	}
+	q, _ := l.Query.Forward(c.qin)
+	k, _ := l.Key.Forward(c.kvin)
+	v, _ := l.Value.Forward(c.kvin)
+	c.ctx, c.attn = AttentionDropout(q, k, v, o.Heads, keyBias, o.AttnDropout, rng, train)
+	s1, _ := l.AttnOut.Forward(c.ctx)
+	c.d1 = o.HiddenDropout.Apply(s1, rng, train)
 	if o.AttnResidual {
 		AddInPlace(s1, xq)
 	}
-	a, ln1 := l.AttnLN.Forward(s1)
-	h, _ := l.Inter.Forward(a)
-	keep := train || !o.NoGrad
-	var g, dgelu *Tensor
-	if keep && !o.RecomputeGELU {
-		g, dgelu = GELUWithGrad(h)
-		h = nil
+	a := s1 // the residual stream after attention
+	if o.PreLN {
+		c.a, c.ln2 = l.OutLN.Forward(a)
 	} else {
-		g = GELU(h)
+		a, c.ln1 = l.AttnLN.Forward(s1)
+		c.a = a
 	}
-	s2, _ := l.Out.Forward(g)
-	d2 := o.HiddenDropout.Apply(s2, rng, train)
+	s2 := l.feedForward(c, o, keep, train, rng)
 	AddInPlace(s2, a)
-	y, ln2 := l.OutLN.Forward(s2)
+	y := s2
+	if !o.PreLN {
+		y, c.ln2 = l.OutLN.Forward(s2)
+	}
 	if !keep {
 		return y, nil
 	}
-	if o.RecomputeGELU {
-		g = nil
+	return y, c
+}
+
+// feedForward returns Dropout(W_2 ActDropout(GELU(W_1 c.a + b_1)) + b_2) and
+// keeps in c what its backward needs.
+func (l *TransformerLayer) feedForward(c *TransformerCache, o LayerOptions, keep, train bool, rng *rand.Rand) *Tensor {
+	h, _ := l.Inter.Forward(c.a)
+	var g *Tensor
+	if keep && !o.RecomputeGELU {
+		g, c.dgelu = GELUWithGrad(h)
+	} else {
+		g = GELU(h)
+		c.h = h
 	}
-	return y, &TransformerCache{xq: xq, xkv: xkv, self: xq == xkv, residual: o.AttnResidual, hidden: o.HiddenDropout,
-		attn: ac, ctx: ctx, d1: d1, d2: d2, ln1: ln1, ln2: ln2, a: a, h: h, g: g, dgelu: dgelu}
+	c.d3 = o.ActDropout.Apply(g, rng, train)
+	s2, _ := l.Out.Forward(g)
+	c.d2 = o.HiddenDropout.Apply(s2, rng, train)
+	if !o.RecomputeGELU {
+		c.g = g
+	}
+	return s2
+}
+
+// feedForwardBackward takes dL/d(feed-forward output) and returns dL/dc.a.
+func (l *TransformerLayer) feedForwardBackward(c *TransformerCache, ds2 *Tensor) *Tensor {
+	do2 := c.hidden.Backward(c.d2, ds2)
+	g, dgelu := c.g, c.dgelu
+	if g == nil {
+		g, dgelu = GELUWithGrad(c.h)
+		c.d3.reapply(g)
+	}
+	dg := c.act.Backward(c.d3, l.Out.Backward(g, do2))
+	dh := GELUGradMul(dg, dgelu)
+	return l.Inter.Backward(c.a, dh)
 }
 
 // Backward takes the cache of Forward and dL/dy [B,Tq,H], accumulates (+=)
@@ -148,27 +205,29 @@ func (l *TransformerLayer) Backward(c *TransformerCache, dy *Tensor) (dxq, dxkv,
 	if c == nil {
 		panic("nn.TransformerLayer.Backward: nil cache (Forward ran with NoGrad)")
 	}
-	ds2 := l.OutLN.Backward(c.ln2, dy)
-	do2 := c.hidden.Backward(c.d2, ds2)
-	g, dgelu := c.g, c.dgelu
-	if g == nil {
-		g, dgelu = GELUWithGrad(c.h)
+	var ds1 *Tensor // dL/d(residual stream after attention)
+	if c.preLN {
+		ds1 = l.OutLN.Backward(c.ln2, l.feedForwardBackward(c, dy))
+		AddInPlace(ds1, dy)
+	} else {
+		ds2 := l.OutLN.Backward(c.ln2, dy)
+		da := l.feedForwardBackward(c, ds2)
+		AddInPlace(da, ds2)
+		ds1 = l.AttnLN.Backward(c.ln1, da)
 	}
-	dg := l.Out.Backward(g, do2)
-	dh := GELUGradMul(dg, dgelu)
-	da := l.Inter.Backward(c.a, dh)
-	AddInPlace(da, ds2)
-	ds1 := l.AttnLN.Backward(c.ln1, da)
 	do1 := c.hidden.Backward(c.d1, ds1)
 	dctx := l.AttnOut.Backward(c.ctx, do1)
 	dq, dk, dv, dKeyBias := AttentionBackward(c.attn, dctx)
-	dxq = l.Query.Backward(c.xq, dq)
+	dxq = l.Query.Backward(c.qin, dq)
 	if c.self {
-		AddInPlace(dxq, l.Key.Backward(c.xkv, dk))
-		AddInPlace(dxq, l.Value.Backward(c.xkv, dv))
+		AddInPlace(dxq, l.Key.Backward(c.kvin, dk))
+		AddInPlace(dxq, l.Value.Backward(c.kvin, dv))
 	} else {
-		dxkv = l.Key.Backward(c.xkv, dk)
-		AddInPlace(dxkv, l.Value.Backward(c.xkv, dv))
+		dxkv = l.Key.Backward(c.kvin, dk)
+		AddInPlace(dxkv, l.Value.Backward(c.kvin, dv))
+	}
+	if c.preLN {
+		dxq = l.AttnLN.Backward(c.ln1, dxq)
 	}
 	if c.residual {
 		AddInPlace(dxq, ds1)

@@ -261,63 +261,32 @@ func LoadLearned(root string, cells []*Cell) ([]LearnedPoint, error) {
 		return nil, err
 	}
 	var pts []LearnedPoint
+	nan := math.NaN()
 	for k, r := range inv {
 		m := r.Model
-		base := LearnedPoint{AttackModel: placeAttack(byDir, m.Dir, m.Task, m.Variant, r.Certified, ipaths[k]), Attack: attack.AttackInvert,
-			Bound: jsonfloat.Float(math.NaN())}
-		var majority attack.InvertResult
-		enc := map[string]attack.InvertResult{}
-		for _, res := range r.Results {
-			switch res.Features {
-			case attack.FeaturesNone:
-				majority = res
-			case attack.FeaturesEncoder:
-				enc[res.Decoder] = res
-			}
+		base := LearnedPoint{AttackModel: placeAttack(byDir, m.Dir, m.Task, m.Variant, r.Certified, ipaths[k]), Attack: attack.AttackInvert}
+		var rs []learnedResult
+		for _, x := range r.Results {
+			rs = append(rs, learnedResult{x.Features, x.Decoder, map[string]learnedScore{
+				MetricTokenF1: {x.F1, x.F1CI, x.Shuffled.F1}, MetricAccuracy: {x.Accuracy, x.AccuracyCI, x.Shuffled.Accuracy}}})
 		}
-		for _, res := range r.Results {
-			if res.Features != attack.FeaturesRelease {
-				continue
-			}
-			e := enc[res.Decoder]
-			p := base
-			p.Attacker = res.Decoder
-			p.Metric, p.Release, p.ReleaseCI = MetricTokenF1, res.F1, res.F1CI
-			p.Encoder, p.Shuffled, p.Majority = jsonfloat.Float(e.F1), jsonfloat.Float(res.Shuffled.F1), jsonfloat.Float(majority.F1)
-			pts = append(pts, p)
-			p.Metric, p.Release, p.ReleaseCI = MetricAccuracy, res.Accuracy, res.AccuracyCI
-			p.Encoder, p.Shuffled, p.Majority = jsonfloat.Float(e.Accuracy), jsonfloat.Float(res.Shuffled.Accuracy), jsonfloat.Float(majority.Accuracy)
-			pts = append(pts, p)
-		}
+		pts = appendLearned(pts, base, rs, func(string) float64 { return nan })
 	}
 	for k, r := range attr {
 		m := r.Model
 		base := LearnedPoint{AttackModel: placeAttack(byDir, m.Dir, m.Task, m.Variant, r.Certified, apaths[k]), Attack: attack.AttackAttribute,
-			Property: r.Property.Name, Shuffled: jsonfloat.Float(math.NaN())}
-		var majority attack.AttributeResult
-		enc := map[string]attack.AttributeResult{}
-		for _, res := range r.Results {
-			switch res.Features {
-			case attack.FeaturesNone:
-				majority = res
-			case attack.FeaturesEncoder:
-				enc[res.Classifier] = res
-			}
+			Property: r.Property.Name}
+		var rs []learnedResult
+		for _, x := range r.Results {
+			rs = append(rs, learnedResult{x.Features, x.Classifier, map[string]learnedScore{
+				MetricAUC: {x.AUC, x.AUCCI, nan}, MetricAccuracy: {x.Accuracy, x.AccuracyCI, nan}}})
 		}
-		for _, res := range r.Results {
-			if res.Features != attack.FeaturesRelease {
-				continue
+		pts = appendLearned(pts, base, rs, func(metric string) float64 {
+			if metric == MetricAUC {
+				return r.CertifiedAUC
 			}
-			e := enc[res.Classifier]
-			p := base
-			p.Attacker = res.Classifier
-			p.Metric, p.Release, p.ReleaseCI = MetricAUC, res.AUC, res.AUCCI
-			p.Encoder, p.Majority, p.Bound = jsonfloat.Float(e.AUC), jsonfloat.Float(majority.AUC), jsonfloat.Float(r.CertifiedAUC)
-			pts = append(pts, p)
-			p.Metric, p.Release, p.ReleaseCI = MetricAccuracy, res.Accuracy, res.AccuracyCI
-			p.Encoder, p.Majority, p.Bound = jsonfloat.Float(e.Accuracy), jsonfloat.Float(majority.Accuracy), jsonfloat.Float(math.NaN())
-			pts = append(pts, p)
-		}
+			return nan
+		})
 	}
 	sort.SliceStable(pts, func(i, j int) bool {
 		a, b := pts[i], pts[j]
@@ -333,6 +302,52 @@ func LoadLearned(root string, cells []*Cell) ([]LearnedPoint, error) {
 		return float64(a.Certified) < float64(b.Certified)
 	})
 	return pts, nil
+}
+
+// learnedResult is a result of a learned attack as the report reads it:
+// the features read, the attacker, and its score per metric.
+type learnedResult struct {
+	features, attacker string
+	scores             map[string]learnedScore
+}
+
+// learnedScore is a score with its interval and the attacker's shuffled
+// chance level (NaN: none).
+type learnedScore struct {
+	value    float64
+	ci       [2]float64
+	shuffled float64
+}
+
+// appendLearned appends to pts, per attacker on the release in rs and per
+// metric, the point of base with its score, the same attacker's score on
+// the encoder output, the chance result's score (Majority) and bound(metric).
+func appendLearned(pts []LearnedPoint, base LearnedPoint, rs []learnedResult, bound func(string) float64) []LearnedPoint {
+	var chance learnedResult
+	enc := map[string]learnedResult{}
+	for _, r := range rs {
+		switch r.features {
+		case attack.FeaturesNone:
+			chance = r
+		case attack.FeaturesEncoder:
+			enc[r.attacker] = r
+		}
+	}
+	a, _ := lookupLearned(base.Attack) // ok: the callers' attacks
+	for _, r := range rs {
+		if r.features != attack.FeaturesRelease {
+			continue
+		}
+		for _, m := range a.metrics {
+			sc := r.scores[m]
+			p := base
+			p.Attacker, p.Metric, p.Release, p.ReleaseCI = r.attacker, m, sc.value, sc.ci
+			p.Encoder, p.Shuffled = jsonfloat.Float(enc[r.attacker].scores[m].value), jsonfloat.Float(sc.shuffled)
+			p.Majority, p.Bound = jsonfloat.Float(chance.scores[m].value), jsonfloat.Float(bound(m))
+			pts = append(pts, p)
+		}
+	}
+	return pts
 }
 
 // lineOver draws y(x), the largest y of the points at each x (NaN ys left

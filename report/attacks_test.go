@@ -110,31 +110,22 @@ func TestLearnedAttacks(t *testing.T) {
 	}
 
 	tb := &Tables{Tasks: []*TaskTable{{Task: "sst2"}}, Learned: pts}
-	var md strings.Builder
-	if err := WriteMarkdown(&md, tb); err != nil {
-		t.Fatal(err)
+	var js struct {
+		Learned []struct {
+			Attack, Metric     string
+			Shuffled, Majority jsonfloat.Float
+		} `json:"learned_attacks"`
 	}
+	md, recs := tableOutputs(t, tb, &js)
 	for _, w := range []string{
 		"| Gaussian mechanism | 8 | 8 | 2 | mlp | 0.190 [0.180, 0.200] | 0.570 | 0.191 | 0.020 [0.018, 0.022] | 0.580 | 0.040 |",
 		"| Gaussian mechanism | – | 32 | 0 | nn | 0.100 [0.090, 0.110] | 0.510 | 0.096 | 0.010 [0.005, 0.015] | 0.500 | 0.040 |",
 		"| Gaussian mechanism | 8 | 8 | 2 | linear | 0.600 [0.520, 0.680] | 0.700 | 0.500 | " + fmt.Sprintf("%.3f", auc8) + " | 0.930 [0.920, 0.950] | 0.950 | 0.940 |",
 		"figure sst2_frontier_invert", "figure sst2_frontier_attribute", "of the property name",
 	} {
-		if !strings.Contains(md.String(), w) {
-			t.Errorf("markdown lacks %q", w)
+		if !strings.Contains(md, w) {
+			t.Errorf("markdown lacks %q\n%s", w, md)
 		}
-	}
-	if t.Failed() {
-		t.Logf("markdown:\n%s", md.String())
-	}
-
-	var cb bytes.Buffer
-	if err := WriteCSV(&cb, tb); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&cb).ReadAll() // one width for every line, or an error
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(recs) != 1+len(pts) || len(recs[0]) != 33+len(learnedCSVHeader) {
 		t.Fatalf("%d CSV lines of %d columns", len(recs), len(recs[0]))
@@ -151,19 +142,6 @@ func TestLearnedAttacks(t *testing.T) {
 		t.Errorf("CSV attribute line %q", line)
 	}
 
-	var jb bytes.Buffer
-	if err := WriteJSON(&jb, tb); err != nil {
-		t.Fatal(err)
-	}
-	var js struct {
-		Learned []struct {
-			Attack, Metric     string
-			Shuffled, Majority jsonfloat.Float
-		} `json:"learned_attacks"`
-	}
-	if err := json.Unmarshal(jb.Bytes(), &js); err != nil {
-		t.Fatal(err)
-	}
 	if len(js.Learned) != len(pts) || js.Learned[8].Metric != MetricAUC || !math.IsNaN(float64(js.Learned[8].Shuffled)) || js.Learned[8].Majority != 0.5 {
 		t.Errorf("JSON learned attacks %+v", js.Learned)
 	}
@@ -223,4 +201,30 @@ func TestDistinguishPointJSON(t *testing.T) {
 			t.Errorf("JSON lacks %s:\n%s", w, b.String())
 		}
 	}
+}
+
+// tableOutputs are the markdown and the CSV records (one width for every
+// line, or the test fails) of tb; its JSON is decoded into js.
+func tableOutputs(t *testing.T, tb *Tables, js any) (string, [][]string) {
+	t.Helper()
+	var md strings.Builder
+	if err := WriteMarkdown(&md, tb); err != nil {
+		t.Fatal(err)
+	}
+	var cb bytes.Buffer
+	if err := WriteCSV(&cb, tb); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jb bytes.Buffer
+	if err := WriteJSON(&jb, tb); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(jb.Bytes(), js); err != nil {
+		t.Fatal(err)
+	}
+	return md.String(), recs
 }

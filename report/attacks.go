@@ -222,15 +222,19 @@ func (p LearnedPoint) Chance() float64 {
 }
 
 // learnedAttack describes a learned attack in the report: its metrics (in
-// table order) and how its chance level is named.
+// table order), how its chance levels are named (majority; shuffled, ""
+// for none) and whether its scores are drawn on a log scale (the
+// inversion's span from a release's 0.005 to the encoder output's 0.8).
 type learnedAttack struct {
-	name, title, chance string
-	metrics             []string
+	name, title, chance, majority, shuffled string
+	metrics                                 []string
+	logY                                    bool
 }
 
 var learnedAttacks = []learnedAttack{
-	{attack.AttackInvert, "inversion", "the larger of the decoder's guesses shuffled and the majority token", []string{MetricTokenF1, MetricAccuracy}},
-	{attack.AttackAttribute, "attribute inference", "the majority baseline", []string{MetricAUC, MetricAccuracy}},
+	{attack.AttackInvert, "inversion", "the larger of the decoder's guesses shuffled and the majority token",
+		"the majority token everywhere", "the guesses shuffled (best attacker)", []string{MetricTokenF1, MetricAccuracy}, true},
+	{attack.AttackAttribute, "attribute inference", "the majority baseline", "the majority class", "", []string{MetricAUC, MetricAccuracy}, false},
 }
 
 // metricTitle is the display name of a learned attack's metric.
@@ -351,9 +355,9 @@ func appendLearned(pts []LearnedPoint, base LearnedPoint, rs []learnedResult, bo
 }
 
 // lineOver draws y(x), the largest y of the points at each x (NaN ys left
-// out), as a line styled by style with a legend entry (nothing without a
-// point).
-func lineOver(p *plot.Plot, pts []LearnedPoint, y func(LearnedPoint) float64, label string, style func(*plotter.Line)) error {
+// out) and at least lo, as a line styled by style with a legend entry
+// (nothing without a point).
+func lineOver(p *plot.Plot, pts []LearnedPoint, lo float64, y func(LearnedPoint) float64, label string, style func(*plotter.Line)) error {
 	at := map[float64]float64{}
 	for _, pt := range pts {
 		x, v := float64(pt.Certified), y(pt)
@@ -366,7 +370,7 @@ func lineOver(p *plot.Plot, pts []LearnedPoint, y func(LearnedPoint) float64, la
 	}
 	var xy plotter.XYs
 	for x, v := range at {
-		xy = append(xy, plotter.XY{X: x, Y: v})
+		xy = append(xy, plotter.XY{X: x, Y: max(v, lo)})
 	}
 	sort.Slice(xy, func(i, j int) bool { return xy[i].X < xy[j].X })
 	l, err := plotter.NewLine(xy)
@@ -382,18 +386,20 @@ func lineOver(p *plot.Plot, pts []LearnedPoint, y func(LearnedPoint) float64, la
 }
 
 // learnedPlot draws one metric of a learned attack on a task's models
-// against their certified epsilon (log x, the score linear): per variant
-// (the frontier's colour) and attacker (marker shape) the score on the
-// release with its interval, joined along epsilon; per variant the best
-// attacker on the encoder output (dashed: the non-private reference); the
-// chance level (gray, dotted: LearnedPoint.Chance) and, for the AUC, the
-// certified bound (red, dashed: attack.CertifiedAUC). nil when no point has
-// a certified epsilon.
+// against their certified epsilon (log x; the score on a log scale for the
+// inversion, linear otherwise): per variant (the frontier's colour) and
+// attacker (marker shape) the score on the release with its interval,
+// joined along epsilon; per variant the best attacker on the encoder output
+// (dashed: the non-private reference); the chance levels (gray: the
+// majority guess dotted, the best attacker's shuffled guesses dash-dotted)
+// and, for the AUC, the certified bound (red, dashed: attack.CertifiedAUC).
+// The legend is in the room below the scores. nil when no point has a
+// certified epsilon.
 func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint) (*plot.Plot, error) {
 	series := map[seriesKey][]LearnedPoint{}
 	byVariant := map[string][]LearnedPoint{}
 	var all []LearnedPoint
-	xlo, xhi := math.Inf(1), math.Inf(-1)
+	xlo, xhi, ylo := math.Inf(1), math.Inf(-1), 1.0
 	for _, pt := range pts {
 		if pt.Attack != a.name || pt.Metric != metric || !pt.drawable(task) {
 			continue
@@ -403,6 +409,11 @@ func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint
 		byVariant[pt.Variant] = append(byVariant[pt.Variant], pt)
 		all = append(all, pt)
 		xlo, xhi = min(xlo, float64(pt.Certified)), max(xhi, float64(pt.Certified))
+		for _, y := range []float64{pt.ReleaseCI[0], float64(pt.Shuffled), float64(pt.Majority), float64(pt.Encoder)} {
+			if y > 0 {
+				ylo = min(ylo, y)
+			}
+		}
 	}
 	if len(all) == 0 {
 		return nil, nil
@@ -414,19 +425,39 @@ func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint
 		title += " (" + all[0].Property + ")"
 	}
 	p.Title.Text = fmt.Sprintf("%s: %s attack, %s", TaskTitle(task), a.title, title)
-	p.Y.Label.Text = title + " on the victims"
+	p.Y.Label.Text = title // short: a rotated label longer than the axis squeezes the tile
 	certifiedAxis(p, xlo, xhi)
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top, p.Legend.Left = false, false // bottom right, in the room below the scores
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	p.Add(plotter.NewGrid())
-	entries := len(byVariant) + len(kinds) + 3
-	p.Y.Min, p.Y.Max = 0, 1+0.08*float64(entries) // room for the legend above the scores
-	if err := lineOver(p, all, LearnedPoint.Chance, "chance: "+a.chance, func(l *plotter.Line) {
-		l.Color, l.Width, l.Dashes = color.Gray{Y: 110}, vg.Points(1.5), []vg.Length{vg.Points(1), vg.Points(3)}
-	}); err != nil {
-		return nil, err
+	p.Y.Min, p.Y.Max = 0, 1
+	if a.logY {
+		p.Y.Label.Text += ", log scale"
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: 1}
+		// As many decades below the lowest score as the scores span: the
+		// legend's room.
+		decades := math.Ceil(-math.Log10(ylo))
+		p.Y.Min = math.Pow(10, -2*decades)
 	}
-	if err := lineOver(p, all, func(pt LearnedPoint) float64 { return float64(pt.Bound) }, "certified bound (attack.CertifiedAUC): allowed below",
+	gray := color.Gray{Y: 110}
+	for _, c := range []struct {
+		label  string
+		y      func(LearnedPoint) float64
+		dashes []vg.Length
+	}{
+		{a.majority, func(pt LearnedPoint) float64 { return float64(pt.Majority) }, []vg.Length{vg.Points(1), vg.Points(3)}},
+		{a.shuffled, func(pt LearnedPoint) float64 { return float64(pt.Shuffled) }, []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)}},
+	} {
+		if c.label == "" {
+			continue
+		}
+		if err := lineOver(p, all, p.Y.Min, c.y, "chance: "+c.label, func(l *plotter.Line) {
+			l.Color, l.Width, l.Dashes = gray, vg.Points(1.5), c.dashes
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if err := lineOver(p, all, p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Bound) }, "certified bound (attack.CertifiedAUC): allowed below",
 		func(l *plotter.Line) {
 			l.Color, l.Width, l.Dashes = color.RGBA{R: 200, A: 255}, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
 		}); err != nil {
@@ -437,7 +468,7 @@ func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint
 		if i == 0 {
 			label = "dashed: encoder output (non-private), best attacker"
 		}
-		if err := lineOver(p, byVariant[v], func(pt LearnedPoint) float64 { return float64(pt.Encoder) }, label, func(l *plotter.Line) {
+		if err := lineOver(p, byVariant[v], p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Encoder) }, label, func(l *plotter.Line) {
 			l.Color, l.Dashes = variantColor(v), []vg.Length{vg.Points(4), vg.Points(2)}
 		}); err != nil {
 			return nil, err
@@ -448,8 +479,9 @@ func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint
 		sort.Slice(s, func(i, j int) bool { return s[i].Certified < s[j].Certified })
 		var e yErrPoints
 		for _, pt := range s {
-			e.XYs = append(e.XYs, plotter.XY{X: float64(pt.Certified), Y: pt.Release})
-			e.YErrors = append(e.YErrors, struct{ Low, High float64 }{pt.Release - pt.ReleaseCI[0], pt.ReleaseCI[1] - pt.Release})
+			y, lo, hi := max(pt.Release, p.Y.Min), max(pt.ReleaseCI[0], p.Y.Min), max(pt.ReleaseCI[1], p.Y.Min)
+			e.XYs = append(e.XYs, plotter.XY{X: float64(pt.Certified), Y: y})
+			e.YErrors = append(e.YErrors, struct{ Low, High float64 }{y - lo, hi - y})
 		}
 		col := variantColor(k.variant)
 		l, err := plotter.NewLine(e.XYs)

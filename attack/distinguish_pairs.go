@@ -67,23 +67,17 @@ const AttackDistinguish = "distinguish"
 // distinguish --json`. Errors name the file: not JSON, not a distinguish
 // report (attack is not "distinguish"), a pair without its result.
 func ReadDistinguishReport(path string) (*DistinguishReport, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r DistinguishReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("distinguish report %s: %w", path, err)
-	}
-	if r.Attack != AttackDistinguish {
-		return nil, fmt.Errorf("distinguish report %s: attack %q, want %q", path, r.Attack, AttackDistinguish)
-	}
-	for i, p := range r.Pairs {
-		if p.Result == nil {
-			return nil, fmt.Errorf("distinguish report %s: pair %d (%s) has no result", path, i, p.Kind)
+	return readReport("distinguish", path, func(r *DistinguishReport) error {
+		if r.Attack != AttackDistinguish {
+			return fmt.Errorf("attack %q, want %q", r.Attack, AttackDistinguish)
 		}
-	}
-	return &r, nil
+		for i, p := range r.Pairs {
+			if p.Result == nil {
+				return fmt.Errorf("pair %d (%s) has no result", i, p.Kind)
+			}
+		}
+		return nil
+	})
 }
 
 // PairResult is the test of one pair: its kind, where it comes from (Index

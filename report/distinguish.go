@@ -3,10 +3,8 @@ package report
 import (
 	"fmt"
 	"image/color"
-	"io/fs"
 	"math"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -16,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/nvdp-project/nvdp/attack"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
 // PlotDistinguishROC draws the ROC curves of a distinguishing attack
@@ -161,71 +160,40 @@ func excerpt(s string) string {
 }
 
 // DistinguishPoint is one attacked pair of one model along a frontier: the
-// model's task, variant, seed and target epsilon (from its cell, when the
-// report's model is a cell of the tables; else from the report), the
-// certified epsilon of one release at the attack's delta, and the attack's
-// lower bounds.
+// model (AttackModel: task, variant, seed, target epsilon and certified
+// epsilon of one release at the attack's delta), the pair's kind and the
+// attack's lower bounds.
 type DistinguishPoint struct {
-	Task, Variant string
-	Seed          uint64
-	TargetEpsilon float64
-	Kind          string
-	// Certified is the certified epsilon (NaN: unknown).
-	Certified float64
+	AttackModel
+	Kind string
 	// LowerBound is the headline bound, Threshold and PrivacyLoss the two
 	// methods' bounds, Gaussian the exact Gaussian-mechanism epsilon of a
 	// mean-only pair (NaN otherwise), Pair the pair's RDP epsilon.
-	LowerBound, Threshold, PrivacyLoss, Gaussian, Pair float64
-	// Report is the file the point comes from.
-	Report string
+	LowerBound, Threshold, PrivacyLoss, Gaussian, Pair jsonfloat.Float
 }
 
 // LoadDistinguish reads every distinguishing report under root: the files
 // named attack_distinguish*.json (attack.DistinguishFile), in path order.
 // Errors name the file.
 func LoadDistinguish(root string) (reports []*attack.DistinguishReport, paths []string, err error) {
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() || !strings.HasPrefix(name, strings.TrimSuffix(attack.DistinguishFile, ".json")) || filepath.Ext(name) != ".json" {
-			return nil
-		}
-		r, err := attack.ReadDistinguishReport(path)
-		if err != nil {
-			return err
-		}
-		reports, paths = append(reports, r), append(paths, path)
-		return nil
-	})
-	return reports, paths, err
+	return loadAttackReports(root, strings.TrimSuffix(attack.DistinguishFile, ".json"), attack.ReadDistinguishReport)
 }
 
 // DistinguishPoints are the points of reports (read from paths), each
 // placed by the cell whose directory is its model, when there is one.
 func DistinguishPoints(cells []*Cell, reports []*attack.DistinguishReport, paths []string) []DistinguishPoint {
-	byDir := map[string]*Cell{}
-	for _, c := range cells {
-		byDir[cleanAbs(c.Dir)] = c
-	}
+	byDir := cellsByDir(cells)
 	var pts []DistinguishPoint
 	for k, rep := range reports {
-		base := DistinguishPoint{Task: rep.Task, Variant: rep.Variant, Certified: math.NaN(), Report: paths[k]}
-		if c := byDir[cleanAbs(rep.Model)]; c != nil && rep.Model != "" {
-			base.Task, base.Variant, base.Seed, base.TargetEpsilon = c.Task, c.Variant, c.Seed, c.TargetEpsilon
-		}
-		if rep.Certified != nil {
-			base.Certified = float64(rep.Certified.Epsilon)
-		}
+		base := DistinguishPoint{AttackModel: placeAttack(byDir, rep.Model, rep.Task, rep.Variant, rep.Certified, paths[k])}
 		for _, pr := range rep.Pairs {
 			r := pr.Result
 			p := base
 			p.Kind = pr.Kind
-			p.LowerBound, p.Threshold, p.PrivacyLoss = float64(r.EpsilonLowerBound), float64(r.ThresholdTest.Epsilon), float64(r.PrivacyLossTest.Epsilon)
-			p.Pair, p.Gaussian = float64(r.PairEpsilon), math.NaN()
+			p.LowerBound, p.Threshold, p.PrivacyLoss = r.EpsilonLowerBound, r.ThresholdTest.Epsilon, r.PrivacyLossTest.Epsilon
+			p.Pair, p.Gaussian = r.PairEpsilon, jsonfloat.Float(math.NaN())
 			if r.GaussianEpsilon != nil {
-				p.Gaussian = float64(*r.GaussianEpsilon)
+				p.Gaussian = *r.GaussianEpsilon
 			}
 			pts = append(pts, p)
 		}
@@ -248,52 +216,31 @@ func cleanAbs(p string) string {
 // pass above it); the legend is in the room left below the points. nil
 // when no point has a certified epsilon.
 func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
-	type key struct{ variant, kind string }
-	series := map[key][]DistinguishPoint{}
-	kinds := map[string]int{}
+	series := map[seriesKey][]DistinguishPoint{}
 	xlo, xhi, ylo := math.Inf(1), math.Inf(-1), math.Inf(1)
 	for _, pt := range pts {
-		if pt.Task != task || !(pt.Certified > 0) || math.IsInf(pt.Certified, 0) {
+		if !pt.drawable(task) {
 			continue
 		}
-		series[key{pt.Variant, pt.Kind}] = append(series[key{pt.Variant, pt.Kind}], pt)
-		kinds[pt.Kind] = 0
-		xlo, xhi = min(xlo, pt.Certified), max(xhi, pt.Certified)
+		k := seriesKey{pt.Variant, pt.Kind}
+		series[k] = append(series[k], pt)
+		xlo, xhi = min(xlo, float64(pt.Certified)), max(xhi, float64(pt.Certified))
 		if pt.LowerBound > 0 {
-			ylo = min(ylo, pt.LowerBound)
+			ylo = min(ylo, float64(pt.LowerBound))
 		}
 	}
 	if len(series) == 0 {
 		return nil, nil
 	}
-	keys := make([]key, 0, len(series))
-	for k := range series {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].variant != keys[j].variant {
-			return variantRank(keys[i].variant) < variantRank(keys[j].variant)
-		}
-		return keys[i].kind < keys[j].kind
-	})
-	names := make([]string, 0, len(kinds))
-	for k := range kinds {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for i, k := range names {
-		kinds[k] = i
-	}
+	keys, kinds, shape := seriesKeys(series)
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: distinguishing attack against the certificate", TaskTitle(task))
-	p.X.Label.Text, p.Y.Label.Text = "certified ε, log scale", "ε lower bound (95%), log scale"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	certifiedAxis(p, xlo, xhi)
+	p.Y.Label.Text = "ε lower bound (95%), log scale"
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	p.Legend.Top, p.Legend.Left = false, false // bottom right, in the room below the points
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
-	p.X.Min = math.Pow(10, math.Floor(math.Log10(xlo)))
-	p.X.Max = math.Pow(10, math.Ceil(math.Log10(xhi)))
 	p.Y.Min, p.Y.Max = min(p.X.Min, math.Pow(10, math.Floor(math.Log10(ylo))))/1000, p.X.Max
 	diag, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: p.X.Min}, {X: p.X.Max, Y: p.X.Max}})
 	if err != nil {
@@ -302,39 +249,28 @@ func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
 	diag.Color, diag.Width, diag.Dashes = color.RGBA{R: 200, A: 255}, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
 	p.Add(diag)
 	p.Legend.Add("certified ε (lower bounds must stay below)", diag)
-	variants := map[string]bool{}
 	for _, k := range keys {
 		var lb, ge plotter.XYs
 		for _, pt := range series[k] {
-			lb = append(lb, plotter.XY{X: pt.Certified, Y: max(pt.LowerBound, p.Y.Min)})
-			if !math.IsNaN(pt.Gaussian) {
-				ge = append(ge, plotter.XY{X: pt.Certified, Y: pt.Gaussian})
+			lb = append(lb, plotter.XY{X: float64(pt.Certified), Y: max(float64(pt.LowerBound), p.Y.Min)})
+			if !math.IsNaN(float64(pt.Gaussian)) {
+				ge = append(ge, plotter.XY{X: float64(pt.Certified), Y: float64(pt.Gaussian)})
 			}
 		}
-		col := plotutil.Color(variantRank(k.variant))
-		filled, hollow := frontierGlyphs(kinds[k.kind])
+		col := variantColor(k.variant)
+		filled, hollow := frontierGlyphs(shape[k.kind])
 		if err := addScatter(p, lb, col, filled, ""); err != nil {
 			return nil, err
 		}
 		if err := addScatter(p, ge, col, hollow, ""); err != nil {
 			return nil, err
 		}
-		if !variants[k.variant] {
-			variants[k.variant] = true
-			if err := legendMarker(p, col, draw.CircleGlyph{}, VariantTitle(k.variant)); err != nil {
-				return nil, err
-			}
-		}
 	}
-	gray := color.Gray{Y: 90}
-	for _, k := range names {
-		filled, _ := frontierGlyphs(kinds[k])
-		if err := legendMarker(p, gray, filled, k+" pair: ε lower bound"); err != nil {
-			return nil, err
-		}
+	if err := seriesLegend(p, keys, kinds, func(k string) string { return k + " pair: ε lower bound" }); err != nil {
+		return nil, err
 	}
 	_, hollow := frontierGlyphs(0)
-	if err := legendMarker(p, gray, hollow, "hollow: the pair's exact Gaussian-mechanism ε"); err != nil {
+	if err := legendMarker(p, color.Gray{Y: 90}, hollow, "hollow: the pair's exact Gaussian-mechanism ε"); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -380,17 +316,7 @@ func PlotDistinguishFrontier(tt *TaskTable, pts []DistinguishPoint, path string)
 	if err != nil || right == nil {
 		return nil, err
 	}
-	tiles := []*plot.Plot{right}
-	if tt.Frontier != nil {
-		left, err := frontierPlot(tt.Frontier)
-		if err != nil {
-			return nil, err
-		}
-		if left != nil {
-			tiles = []*plot.Plot{left, right}
-		}
-	}
-	return saveTiles(tiles, vg.Length(len(tiles))*figW, figH, path)
+	return besideFrontier(tt, []*plot.Plot{right}, path)
 }
 
 // writeDistinguishPlots writes PlotDistinguishFrontier of every task of t

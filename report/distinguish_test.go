@@ -62,8 +62,8 @@ func TestDistinguishPlots(t *testing.T) {
 	}
 	for i, p := range pts {
 		r := reps[i].Pairs[0].Result
-		if p.LowerBound != float64(r.EpsilonLowerBound) || p.Certified != float64(reps[i].Certified.Epsilon) ||
-			p.Gaussian != float64(*r.GaussianEpsilon) || math.IsNaN(p.Pair) || p.Kind != attack.PairWitness {
+		if p.LowerBound != r.EpsilonLowerBound || p.Certified != reps[i].Certified.Epsilon ||
+			p.Gaussian != *r.GaussianEpsilon || math.IsNaN(float64(p.Pair)) || p.Kind != attack.PairWitness {
 			t.Errorf("point %d: %+v", i, p)
 		}
 	}

@@ -521,8 +521,10 @@ func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
 // (<task>_<group>_curves) and the per-pair bound histograms
 // (<task>_<group>_hist_<mode>), and per task with distinguishing attacks
 // (Tables.Distinguish) the frontier next to the attack's lower bounds
-// (<task>_frontier_distinguish, PlotDistinguishFrontier). Returns the files
-// written.
+// (<task>_frontier_distinguish, PlotDistinguishFrontier), and per task and
+// learned attack with points (Tables.Learned) the frontier next to the
+// attack's scores (<task>_frontier_invert, <task>_frontier_attribute,
+// PlotLearnedFrontier). Returns the files written.
 func WritePlots(t *Tables, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -566,6 +568,9 @@ func WritePlots(t *Tables, dir string) ([]string, error) {
 		}
 	}
 	if err := add(writeDistinguishPlots(t, dir)); err != nil {
+		return files, err
+	}
+	if err := add(writeLearnedPlots(t, dir)); err != nil {
 		return files, err
 	}
 	if n := len(frontiers); n > 1 {

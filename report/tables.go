@@ -245,6 +245,10 @@ type Tables struct {
 	// Distinguish are the distinguishing attacks' points (DistinguishPoints;
 	// set by the caller, not by Build), drawn by WritePlots.
 	Distinguish []DistinguishPoint `json:"distinguish,omitempty"`
+	// Learned are the learned attacks' points (LoadLearned; set by the
+	// caller), in the tables (WriteMarkdown, WriteCSV, WriteJSON) and drawn
+	// by WritePlots.
+	Learned []LearnedPoint `json:"learned_attacks,omitempty"`
 }
 
 // Best is one entry of the best-trade-off summary (paper Table 1): per task,
@@ -612,6 +616,7 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 				MetricTitle(s.Metric), s.Tolerance, s.CMu, s.Reason)
 		}
 		frontierMarkdown(&b, tt)
+		learnedMarkdown(&b, tt.Task, t.Learned)
 	}
 	for _, m := range t.AuditModes {
 		fmt.Fprintf(&b, "### Best trade-off (as paper Table 1), %s audit\n\n", m)
@@ -783,7 +788,15 @@ func mdRow(b *strings.Builder, cells []string) {
 // are the frontier's (TaskTable.Frontier): target_epsilon (empty: none),
 // calibrated_constant and its value (C_mu, or C for gaussian), the wall time,
 // the task's chance level, and pareto_certified (true / false for the
-// frontier's private rows that are drawn, empty otherwise).
+// frontier's private rows that are drawn, empty otherwise). With learned
+// attacks (Tables.Learned) the learnedCSVHeader columns follow, empty on
+// those lines, and each task's lines are followed by one line per learned
+// point (LearnedPoint: attack, property, seed, attacker, metric, the score
+// on the release with its interval, the encoder-output reference, the
+// shuffled and majority chance levels, the certified bound, the report
+// file), with task, variant, epsilon_certified_mean (the certified epsilon
+// of the attacked model) and target_epsilon set and the other columns
+// empty.
 func WriteCSV(w io.Writer, t *Tables) error {
 	cw := csv.NewWriter(w)
 	hdr := []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
@@ -792,6 +805,12 @@ func WriteCSV(w io.Writer, t *Tables) error {
 		"bdp_epsilon_certified_mean", "bdp_epsilon_certified_std",
 		"target_epsilon", "calibrated_constant", "calibrated_constant_value", "wall_seconds_mean", "wall_seconds_std", "chance",
 		"pareto_certified"}
+	width := len(hdr)
+	write := cw.Write
+	if len(t.Learned) > 0 { // the learned attacks' columns, empty on the tables' rows
+		hdr = append(hdr, learnedCSVHeader...)
+		write = func(rec []string) error { return cw.Write(append(rec, make([]string, len(learnedCSVHeader))...)) }
+	}
 	if err := cw.Write(hdr); err != nil {
 		return err
 	}
@@ -838,7 +857,7 @@ func WriteCSV(w io.Writer, t *Tables) error {
 				u := r.Utility[m]
 				base := []string{r.Task, r.Variant, r.Mode, cmu, lambda, strconv.Itoa(len(r.Seeds)), m, g(u.Mean), g(u.Std)}
 				if len(r.Privacy) == 0 {
-					if err := cw.Write(append(append(base, "", "", "", "", "", "", "", "", strconv.FormatBool(r.grid)), cert...)); err != nil {
+					if err := write(append(append(base, "", "", "", "", "", "", "", "", strconv.FormatBool(r.grid)), cert...)); err != nil {
 						return err
 					}
 					continue
@@ -851,9 +870,16 @@ func WriteCSV(w io.Writer, t *Tables) error {
 					line := append(slices.Clone(base), am, g(p.BDP.Mean), g(p.BDP.Std), g(p.RDMax.Mean), g(p.RDMax.Std),
 						g(p.RDMean.Mean), g(p.RDMean.Std), strconv.FormatInt(p.InvalidPairs, 10), strconv.FormatBool(r.grid))
 					line = append(line, cert...)
-					if err := cw.Write(line); err != nil {
+					if err := write(line); err != nil {
 						return err
 					}
+				}
+			}
+		}
+		for _, pt := range t.Learned {
+			if pt.Task == tt.Task {
+				if err := cw.Write(learnedCSV(pt, width, slices.Index(hdr, "epsilon_certified_mean"), slices.Index(hdr, "target_epsilon"))); err != nil {
+					return err
 				}
 			}
 		}

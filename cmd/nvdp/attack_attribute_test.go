@@ -17,7 +17,10 @@ func TestAttackAttributeEndToEnd(t *testing.T) {
 	glueDir, vocab := synthAttackSST2(t, 48)
 	model := tinyModel(t, glueDir, vocab, nvib.ModelGaussian)
 	var r attack.AttributeReport
-	attackJSON(t, &r, "attribute", "--model", model, "--property", "digit", "--epochs", "3", "--bootstrap", "20")
+	path := attackJSON(t, &r, "attribute", "--model", model, "--property", "digit", "--epochs", "3", "--bootstrap", "20")
+	if _, err := attack.ReadAttributeReport(path); err != nil { // what nvdp report --attacks reads
+		t.Error(err)
+	}
 	count := func(split string) (n int) {
 		b, err := os.ReadFile(filepath.Join(glueDir, "SST-2", split+".tsv"))
 		if err != nil {

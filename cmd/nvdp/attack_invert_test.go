@@ -53,16 +53,23 @@ func synthAttackSST2(t *testing.T, n int) (glueDir, vocab string) {
 	return glueDir, vocab
 }
 
-// attackJSON runs an attack command with --json and decodes its report into v.
-func attackJSON(t *testing.T, v any, args ...string) {
+// attackJSON runs an attack command with --json, decodes its report into v
+// and returns the file the JSON is saved in (attack_<command>.json).
+func attackJSON(t *testing.T, v any, args ...string) (path string) {
 	t.Helper()
 	out, err := runCmd(newAttackCmdTree(), append(args, "--json", "--no-progress")...)
 	if err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, out)
 	}
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), v); err != nil {
+	js := []byte(out[strings.Index(out, "{"):])
+	if err := json.Unmarshal(js, v); err != nil {
 		t.Fatalf("%v --json: %v\n%s", args, err, out)
 	}
+	path = filepath.Join(t.TempDir(), "attack_"+args[0]+".json")
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // newAttackCmdTree is a fresh `attack` command with the subcommands of this slice.
@@ -80,7 +87,10 @@ func TestAttackInvertEndToEnd(t *testing.T) {
 	glueDir, vocab := synthAttackSST2(t, 48)
 	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
 	var r attack.InvertReport
-	attackJSON(t, &r, "invert", "--model", model, "--public-limit", "40", "--victim-limit", "0", "--epochs", "2", "--bootstrap", "20", "--vocab", vocab)
+	path := attackJSON(t, &r, "invert", "--model", model, "--public-limit", "40", "--victim-limit", "0", "--epochs", "2", "--bootstrap", "20", "--vocab", vocab)
+	if _, err := attack.ReadInvertReport(path); err != nil { // what nvdp report --attacks reads
+		t.Error(err)
+	}
 	if r.Model.Dir != model || r.PublicTexts != 40 || r.VictimTexts != 48 || r.Corpus.VictimPath != filepath.Join(glueDir, "SST-2", "dev.tsv") ||
 		!(r.Certified.Epsilon > 0) || r.PublicTokens != 4*40 || r.VictimTokens != 4*48 || r.Options.Epochs != 2 {
 		t.Errorf("report %+v", r)

@@ -49,7 +49,13 @@ metrics.jsonl and the histogram of per-pair bounds from the audit; per task with
 distinguishing attacks ('nvdp attack distinguish --out .../attack_distinguish*.json', found
 under --attacks, default DIR; placed by the cell of their --model) the certified frontier next
 to the attacks' epsilon lower bounds against the certified epsilon
-(<task>_frontier_distinguish; docs/attacks.md).`,
+(<task>_frontier_distinguish; docs/attacks.md). The learned attacks found there too
+('nvdp attack invert --json > .../attack_invert*.json', 'nvdp attack attribute --json >
+.../attack_attribute*.json') get a table per task and attack (md, csv: extra attack_* columns
+and one line per model, attacker and metric; json: learned_attacks) and, with --plots, their
+scores against the certified epsilon next to the frontier, with the encoder-output reference,
+the chance level and, for the attribute's AUC, the certified bound (<task>_frontier_invert:
+token F1 and exact-token accuracy; <task>_frontier_attribute: AUC and accuracy).`,
 		Example: `  nvdp report sweeps/glue --plots
   nvdp report sweeps/frontier --plots --plots-dir figs   # figs/<task>_frontier_certified.{png,svg}
   nvdp report sweeps/glue --format csv --out glue.csv`,
@@ -80,6 +86,9 @@ to the attacks' epsilon lower bounds against the certified epsilon
 				return fmt.Errorf("--attacks: %w", err)
 			}
 			t.Distinguish = report.DistinguishPoints(cells, reps, paths)
+			if t.Learned, err = report.LoadLearned(attacks, cells); err != nil {
+				return fmt.Errorf("--attacks: %w", err)
+			}
 			w := cmd.OutOrStdout()
 			var f *os.File
 			if out != "" {
@@ -125,7 +134,7 @@ to the attacks' epsilon lower bounds against the certified epsilon
 	fs.StringVar(&out, "out", "", "write the tables to this file instead of stdout")
 	fs.BoolVar(&plots, "plots", false, "also write the figures (PNG and SVG)")
 	fs.StringVar(&plotsDir, "plots-dir", "", "directory of the figures (default DIR/plots)")
-	fs.StringVar(&attacks, "attacks", "", "directory with the attack reports to plot (attack_distinguish*.json; default DIR)")
+	fs.StringVar(&attacks, "attacks", "", "directory with the attack reports to tabulate and plot (attack_distinguish*.json, attack_invert*.json, attack_attribute*.json; default DIR)")
 	return cmd
 }
 

@@ -73,11 +73,13 @@ func ReadWAV(path string) (Clip, error) {
 //
 // The RIFF structure is checked first, against len(data): every chunk must
 // fit in the file (a data chunk longer than the bytes present is a truncated
-// file), and there must be one fmt chunk of at least 16 bytes before a data
+// file), and there must be a fmt chunk of at least 16 bytes before the data
 // chunk. github.com/go-audio/wav then reads the format (channels, rate, bit
-// depth, format tag) and locates the samples, which this function decodes
-// itself: the library (v1.1.0) decodes IEEE float samples as integers and
-// returns short data chunks without an error.
+// depth, format tag) from the fmt chunk and the data chunk's header alone
+// (other chunks are skipped unread: the library allocates the sizes a LIST
+// entry declares); the samples are decoded here, since the library (v1.1.0)
+// decodes IEEE float samples as integers and returns short data chunks
+// without an error.
 //
 // Errors: not RIFF/WAVE, truncated, zero channels, zero rate, an
 // unsupported format or bit depth, a block alignment that disagrees with
@@ -90,7 +92,12 @@ func DecodeWAV(data []byte, name string) (Clip, error) {
 	if err != nil {
 		return Clip{}, fmt.Errorf("audio %s: %w", name, err)
 	}
-	d := wav.NewDecoder(bytes.NewReader(data))
+	// The library sees the fmt chunk and the data chunk's header only: it
+	// would parse LIST and smpl chunks on the way, allocating whatever
+	// sizes they declare inside.
+	hdr := append([]byte("RIFF\x00\x00\x00\x00WAVE"), data[layout.fmtOffset-8:layout.fmtOffset+layout.fmtSize+layout.fmtSize%2]...)
+	hdr = append(hdr, data[layout.dataOffset-8:layout.dataOffset]...)
+	d := wav.NewDecoder(bytes.NewReader(hdr))
 	d.ReadInfo()
 	if err := d.Err(); err != nil {
 		return fail("reading the fmt chunk: %v", err)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -189,6 +190,25 @@ func TestDecodeWAVErrors(t *testing.T) {
 	}
 	if _, err := ReadWAV(filepath.Join(t.TempDir(), "missing.wav")); err == nil || !strings.Contains(err.Error(), "missing.wav") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestDecodeWAVMetadataNotParsed: a LIST chunk whose INFO entry declares
+// 2 GiB in a 70-byte file is skipped, not handed to go-audio/wav (which
+// allocated the 2 GiB before the fix).
+func TestDecodeWAVMetadataNotParsed(t *testing.T) {
+	list := []byte("LIST\x10\x00\x00\x00INFOISFT\x00\x00\x00\x80ab\x00\x00")
+	ok := wavFile{tag: formatPCM, channels: 1, rate: 16000, bits: 16, align: -1, payload: pcm16(16384)}.bytes()
+	data := append(append(append([]byte(nil), ok[:12]...), list...), ok[12:]...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	clip, err := DecodeWAV(data, "list.wav")
+	runtime.ReadMemStats(&after)
+	if err != nil || clip.Len() != 1 || clip.Channels[0][0] != 0.5 {
+		t.Fatalf("%v, %v", clip, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Errorf("decoding a %d-byte file allocated %d bytes", len(data), grew)
 	}
 }
 

@@ -1,0 +1,131 @@
+package audio
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/nvdp-project/nvdp/wav2vec2"
+)
+
+// NormEps is the variance floor of Normalize: transformers'
+// Wav2Vec2FeatureExtractor.zero_mean_unit_var_norm divides by
+// sqrt(var + 1e-7).
+const NormEps = 1e-7
+
+// NoCrop is Extractor.MaxSamples for keeping every sample.
+const NoCrop = -1
+
+// Normalize scales x in place to zero mean and unit variance,
+// (x - mean) / sqrt(var + NormEps) with the population variance, as the
+// Wav2Vec2FeatureExtractor does per utterance when do_normalize is set
+// (zero_mean_unit_var_norm, over the real samples only: call it on the
+// unpadded waveform). Statistics are accumulated in float64 (transformers:
+// numpy float32). Errors: an empty x.
+func Normalize(x []float32) error {
+	if len(x) == 0 {
+		return errors.New("audio: normalising an empty waveform")
+	}
+	normalize(x)
+	return nil
+}
+
+// normalize is Normalize of a non-empty x.
+func normalize(x []float32) {
+	mean := 0.0
+	for _, v := range x {
+		mean += float64(v)
+	}
+	mean /= float64(len(x))
+	variance := 0.0
+	for _, v := range x {
+		d := float64(v) - mean
+		variance += d * d
+	}
+	variance /= float64(len(x))
+	scale := 1 / math.Sqrt(variance+NormEps)
+	for i, v := range x {
+		x[i] = float32((float64(v) - mean) * scale)
+	}
+}
+
+// Extractor is the Wav2Vec2FeatureExtractor's batching of 16 kHz
+// waveforms: crop, normalise, right-pad with zeros (padding_value 0.0) and
+// the sample-level attention_mask. Make one with DefaultExtractor.
+type Extractor struct {
+	// MaxSamples crops each waveform to its first MaxSamples samples
+	// (transformers' truncation=True, max_length); NoCrop keeps them all.
+	MaxSamples int
+	// Normalize applies Normalize to each cropped waveform's real samples
+	// (do_normalize; true for wav2vec2-base and -large-lv60).
+	Normalize bool
+}
+
+// DefaultExtractor returns Extractor{MaxSamples: NoCrop, Normalize: true},
+// facebook/wav2vec2-base's preprocessor_config.json.
+func DefaultExtractor() Extractor {
+	return Extractor{MaxSamples: NoCrop, Normalize: true}
+}
+
+// Batch builds a wav2vec2.Input from waveforms at wav2vec2.SampleRate:
+// B = len(waves), T = the longest cropped waveform; row b holds waves[b]
+// (cropped, normalised if e.Normalize) followed by zeros, and Mask[b, t] is
+// 1 for its real samples, 0 for the padding. The inputs are not modified.
+// Everything is checked before any work: errors name the waveform (no
+// waveforms, an empty or non-finite waveform, MaxSamples neither > 0 nor
+// NoCrop).
+func (e Extractor) Batch(waves [][]float32) (wav2vec2.Input, error) {
+	if e.MaxSamples <= 0 && e.MaxSamples != NoCrop {
+		return wav2vec2.Input{}, fmt.Errorf("audio: max samples %d, want > 0 or NoCrop (%d)", e.MaxSamples, NoCrop)
+	}
+	if len(waves) == 0 {
+		return wav2vec2.Input{}, errors.New("audio: batch of no waveforms")
+	}
+	T := 0
+	for b, w := range waves {
+		if len(w) == 0 {
+			return wav2vec2.Input{}, fmt.Errorf("audio: waveform %d is empty", b)
+		}
+		for i, v := range w {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return wav2vec2.Input{}, fmt.Errorf("audio: waveform %d sample %d: non-finite value %v", b, i, v)
+			}
+		}
+		T = max(T, e.length(w))
+	}
+	in := wav2vec2.Input{B: len(waves), T: T, Values: make([]float32, len(waves)*T), Mask: make([]float32, len(waves)*T)}
+	for b, w := range waves {
+		row := in.Values[b*T : b*T+e.length(w)]
+		copy(row, w)
+		if e.Normalize {
+			normalize(row) // rows are non-empty: checked above
+		}
+		for t := range row {
+			in.Mask[b*T+t] = 1
+		}
+	}
+	return in, nil
+}
+
+// length is the number of samples of w that Batch keeps.
+func (e Extractor) length(w []float32) int {
+	if e.MaxSamples == NoCrop {
+		return len(w)
+	}
+	return min(len(w), e.MaxSamples)
+}
+
+// Load reads the WAV file at path and returns its mono waveform at
+// wav2vec2.SampleRate (ReadWAV, Clip.Mono, Resample), ready for
+// Extractor.Batch. Errors name the file.
+func Load(path string) ([]float32, error) {
+	clip, err := ReadWAV(path)
+	if err != nil {
+		return nil, err
+	}
+	x, err := Resample(clip.Mono(), clip.Rate, wav2vec2.SampleRate)
+	if err != nil {
+		return nil, fmt.Errorf("audio %s: %w", path, err)
+	}
+	return x, nil
+}

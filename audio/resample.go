@@ -1,0 +1,120 @@
+package audio
+
+import (
+	"fmt"
+	"math"
+)
+
+// The resampler's low-pass filter: a Kaiser-windowed sinc with the
+// parameters of resampy's "kaiser_best" filter (also torchaudio's
+// "kaiser_best" preset): 64 zero crossings each side, roll-off 0.9475937167399596
+// of the lower Nyquist frequency, Kaiser beta 14.769656459379492.
+const (
+	resampleZeros   = 64
+	resampleRolloff = 0.9475937167399596
+	resampleBeta    = 14.769656459379492
+	// maxTableTaps bounds the precomputed filter (phases x taps); rates
+	// whose reduced ratio needs more evaluate the window per tap.
+	maxTableTaps = 1 << 21
+)
+
+// Resample converts x from rate from to rate to (Hz) by band-limited
+// interpolation: y[n] = sum_k x[k] h(n*from/to - k), with h the windowed
+// sinc h(t) = fc sinc(fc t) w(t / half), fc = rolloff * min(1, to/from)
+// (the cut-off relative to the input's Nyquist frequency), half =
+// zeros / fc input samples, and w a Kaiser window (Smith, "Digital Audio
+// Resampling", the bandlimited interpolation of resampy and torchaudio).
+// Samples outside x count as 0. The output has ceil(len(x)*to/from) samples
+// (torchaudio.functional.resample's length). Positions repeat with period
+// to/gcd(from, to), so the filter is tabulated per phase (polyphase).
+//
+// Accuracy (TestResampleSine, TestResampleAliasing), away from the edges: a
+// sine up to 0.8 x the lower Nyquist frequency comes out as the same sine at
+// the new rate within 1e-6 of its amplitude (float32 rounding, 6e-8
+// measured), at 0.9 x within 3e-3 (2.6e-3 measured: the transition band);
+// a tone above the output's Nyquist frequency comes out below 1e-6 of its
+// amplitude (1e-7 measured). Errors: a rate <= 0. from == to returns a copy.
+func Resample(x []float32, from, to int) ([]float32, error) {
+	if from <= 0 || to <= 0 {
+		return nil, fmt.Errorf("audio: resampling from %d Hz to %d Hz: rates must be > 0", from, to)
+	}
+	if from == to {
+		return append([]float32(nil), x...), nil
+	}
+	g := gcd(from, to)
+	up, down := to/g, from/g // output n sits at input position n*down/up
+	fc := resampleRolloff * math.Min(1, float64(to)/float64(from))
+	half := int(math.Ceil(resampleZeros / fc)) // taps each side, in input samples
+	width := 2*half + 1
+	// tap(p, j): the weight of input sample i-half+j for an output at
+	// input position i + p/up.
+	tap := func(p, j int) float64 {
+		t := float64(p)/float64(up) + float64(half-j)
+		return fc * sinc(fc*t) * kaiser(t/(resampleZeros/fc))
+	}
+	var table []float64
+	if up*width <= maxTableTaps {
+		table = make([]float64, up*width)
+		for p := range up {
+			for j := range width {
+				table[p*width+j] = tap(p, j)
+			}
+		}
+	}
+	n := int((int64(len(x))*int64(to) + int64(from) - 1) / int64(from))
+	y := make([]float32, n)
+	for o := range y {
+		pos := int64(o) * int64(down)
+		i, p := int(pos/int64(up)), int(pos%int64(up))
+		s := 0.0
+		lo, hi := max(0, half-i), min(width, len(x)-i+half)
+		for j := lo; j < hi; j++ {
+			w := 0.0
+			if table != nil {
+				w = table[p*width+j]
+			} else {
+				w = tap(p, j)
+			}
+			s += w * float64(x[i-half+j])
+		}
+		y[o] = float32(s)
+	}
+	return y, nil
+}
+
+// sinc is sin(pi x) / (pi x), 1 at 0.
+func sinc(x float64) float64 {
+	if x == 0 {
+		return 1
+	}
+	return math.Sin(math.Pi*x) / (math.Pi * x)
+}
+
+// kaiser is the Kaiser window of shape resampleBeta at u in [-1, 1]
+// (I0(beta sqrt(1 - u^2)) / I0(beta)), 0 outside.
+func kaiser(u float64) float64 {
+	if u < -1 || u > 1 {
+		return 0
+	}
+	return besselI0(resampleBeta*math.Sqrt(1-u*u)) / besselI0(resampleBeta)
+}
+
+// besselI0 is the modified Bessel function of the first kind of order 0, by
+// its power series sum_k ((x/2)^k / k!)^2 (converges for every x; beta <= 15
+// needs under 40 terms for double precision).
+func besselI0(x float64) float64 {
+	sum, term := 1.0, 1.0
+	q := x * x / 4
+	for k := 1; term > 1e-17*sum; k++ {
+		term *= q / float64(k*k)
+		sum += term
+	}
+	return sum
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

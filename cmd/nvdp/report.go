@@ -2,13 +2,20 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/report"
 	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/spf13/cobra"
 )
+
+// reportWriters are the table formats of `nvdp report --format`.
+var reportWriters = map[string]func(io.Writer, *report.Tables) error{
+	"md": report.WriteMarkdown, "markdown": report.WriteMarkdown, "csv": report.WriteCSV, "json": report.WriteJSON,
+}
 
 func newReportCmd() *cobra.Command {
 	var format, out, plotsDir, attacks string
@@ -61,6 +68,9 @@ token F1 and exact-token accuracy; <task>_frontier_attribute: AUC and accuracy).
   nvdp report sweeps/glue --format csv --out glue.csv`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if reportWriters[format] == nil { // before any work or file
+				return fmt.Errorf("--format %q: want md, csv or json", format)
+			}
 			dir := args[0]
 			cells, err := report.Load(dir)
 			if err != nil {
@@ -89,32 +99,14 @@ token F1 and exact-token accuracy; <task>_frontier_attribute: AUC and accuracy).
 			if t.Learned, err = report.LoadLearned(attacks, cells); err != nil {
 				return fmt.Errorf("--attacks: %w", err)
 			}
-			w := cmd.OutOrStdout()
-			var f *os.File
-			if out != "" {
-				if f, err = os.Create(out); err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
-			}
-			switch format {
-			case "md", "markdown":
-				err = report.WriteMarkdown(w, t)
-			case "csv":
-				err = report.WriteCSV(w, t)
-			case "json":
-				err = report.WriteJSON(w, t)
-			default:
-				return fmt.Errorf("--format %q: want md, csv or json", format)
+			writeTables := func(w io.Writer) error { return reportWriters[format](w, t) }
+			if out == "" {
+				err = writeTables(cmd.OutOrStdout())
+			} else if err = os.MkdirAll(filepath.Dir(out), 0o755); err == nil {
+				err = atomicfile.Write(out, writeTables) // a failed write leaves no partial file
 			}
 			if err != nil {
 				return err
-			}
-			if f != nil {
-				if err := f.Close(); err != nil {
-					return err
-				}
 			}
 			if plots {
 				if plotsDir == "" {

@@ -79,3 +79,56 @@ func TestReportFrontier(t *testing.T) {
 		t.Errorf("CSV %v", recs)
 	}
 }
+
+// TestReportOutFile: a bad --format is refused before any file is written
+// (it used to leave an empty --out behind), and --out into a directory that
+// does not exist yet creates it and writes the tables whole.
+func TestReportOutFile(t *testing.T) {
+	dir := t.TempDir()
+	d := filepath.Join(dir, "sst2", "baseline", "seed=1")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep := `{"task": "sst2", "variant": "baseline", "mode": "principled", "encoder": "scratch:bert-tiny", "seed": 1,
+		"utility": {"accuracy": 0.9}, "seconds": 60, "collapse": {"metric": "accuracy", "chance": 0.5092}}`
+	if err := os.WriteFile(filepath.Join(d, "report.json"), []byte(rep), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, format, out string
+		wantErr, wantFile string // wantFile: a line the written file must hold ("" = no file)
+	}{
+		{"bad format", "xml", "bad/t.xml", `--format "xml": want md, csv or json`, ""},
+		{"new directory, md", "md", "new/sub/t.md", "", "| Non-private baseline | – | 1 | 90.0 |"},
+		{"new directory, json", "json", "new2/t.json", "", `"group": "Non-private baseline"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), tc.out)
+			msg, err := runCmd(newReportCmd(), dir, "--format", tc.format, "--out", out)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				if _, err := os.Stat(filepath.Dir(out)); !os.IsNotExist(err) {
+					t.Errorf("a refused --format created %s (stat: %v)", filepath.Dir(out), err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("report: %v\n%s", err, msg)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), tc.wantFile) {
+				t.Errorf("%s lacks %q:\n%s", out, tc.wantFile, b)
+			}
+			ents, err := os.ReadDir(filepath.Dir(out))
+			if err != nil || len(ents) != 1 {
+				t.Errorf("directory of --out holds %v (%v), want the one file", ents, err)
+			}
+		})
+	}
+}

@@ -184,8 +184,9 @@ func decodeUTF16(data []byte) (string, error) {
 }
 
 // EncodeCSV writes rows in the release's format (UTF-16LE with a byte-order
-// mark, tab-separated, the header, the row index first, "\n" line ends). Every field must be free of tabs and line ends, and ClientID and
-// Path plain file names.
+// mark, tab-separated, the header, the row index first, "\n" line ends).
+// Every field must be valid UTF-8 free of tabs and line ends, and ClientID
+// and Path plain file names; an error names the row (0-based).
 func EncodeCSV(rows []Row) ([]byte, error) {
 	var b strings.Builder
 	b.WriteString(strings.Join(header, "\t"))

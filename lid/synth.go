@@ -315,7 +315,10 @@ type plannedUtterance struct {
 // Every word list is read, and the options checked, before any file is
 // written. words reads a WordSource (ReadWords); p receives one event per
 // utterance (stage "lid corpus"). The metadata (SynthMetadataFile) and a
-// README saying that the corpus is a stand-in are written last.
+// README saying that the corpus is a stand-in are written last, after the
+// CSVs, which follow all the audio: a run that fails while rendering leaves
+// audio but no CSV (Load finds no language) and no metadata; remove the
+// folder before running again.
 func Synthesize(root string, o SynthOptions, r Renderer, rendererName string, words func(WordSource) ([]string, error), p progress.Func) (*SynthInfo, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err

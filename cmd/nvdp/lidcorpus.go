@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/lid"
+	"github.com/spf13/cobra"
+)
+
+func init() { rootCmd.AddCommand(newLIDCorpusCmd()) }
+
+// newLIDCorpusCmd is `nvdp lidcorpus`: the synthetic stand-in of
+// CommonLanguage (lid.Synthesize; scripts/make-lid-corpus.sh installs
+// espeak-ng and the word lists and calls it).
+func newLIDCorpusCmd() *cobra.Command {
+	var (
+		out, langs, espeak string
+		noProgress, list   bool
+	)
+	o := lid.DefaultSynthOptions()
+	cmd := &cobra.Command{
+		Use:   "lidcorpus --out DIR",
+		Short: "Render the synthetic stand-in of CommonLanguage with espeak-ng (NOT CommonLanguage)",
+		Long: `lidcorpus renders a synthetic language-identification corpus in CommonLanguage's layout
+(docs/speech.md, "Data"): the CommonLanguage languages espeak-ng speaks, sentences drawn from
+Debian word lists, several voices, speeds and pitches per language, 16 kHz mono WAV, a
+train/dev/test split sharing no sentence and no voice. It is a stand-in, never CommonLanguage:
+its README.md and SYNTHETIC.json say so. scripts/make-lid-corpus.sh installs what it needs.
+--list prints the language table (voice, word list) and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if list {
+				return printStandIns(cmd)
+			}
+			if out == "" {
+				return fmt.Errorf("--out: required")
+			}
+			if langs != "" {
+				o.Languages = strings.Split(langs, ",")
+			}
+			if err := o.Validate(); err != nil {
+				return flagError(err)
+			}
+			r := lid.Espeak{Binary: espeak}
+			version, err := r.Version()
+			if err != nil {
+				return fmt.Errorf("--espeak: %w (scripts/make-lid-corpus.sh installs espeak-ng)", err)
+			}
+			slog.Info("lidcorpus", "out", out, "renderer", version, "train", o.Train, "dev", o.Dev, "test", o.Test, "seed", o.Seed)
+			info, err := lid.Synthesize(out, o, r, version, lid.ReadWords, newProgress(cmd, noProgress))
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, l := range info.Languages {
+				for _, c := range l.Utterances {
+					n += c
+				}
+			}
+			slog.Info("lidcorpus done", "out", out, "languages", len(info.Languages), "missing", len(info.Missing), "utterances", n)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", "", "corpus folder to create (must not exist or be empty)")
+	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of sentences, voices, speeds and pitches")
+	f.IntVar(&o.Train, "train", o.Train, "utterances per language in train")
+	f.IntVar(&o.Dev, "dev", o.Dev, "utterances per language in dev")
+	f.IntVar(&o.Test, "test", o.Test, "utterances per language in test")
+	f.IntVar(&o.MinWords, "min-words", o.MinWords, "fewest words per sentence")
+	f.IntVar(&o.MaxWords, "max-words", o.MaxWords, "most words per sentence")
+	f.IntVar(&o.MinSpeed, "min-speed", o.MinSpeed, "lowest espeak-ng speed (-s, words per minute)")
+	f.IntVar(&o.MaxSpeed, "max-speed", o.MaxSpeed, "highest espeak-ng speed")
+	f.IntVar(&o.MinPitch, "min-pitch", o.MinPitch, "lowest espeak-ng pitch (-p, 0 to 99)")
+	f.IntVar(&o.MaxPitch, "max-pitch", o.MaxPitch, "highest espeak-ng pitch")
+	f.StringVar(&langs, "languages", "", "comma-separated CommonLanguage names (default: every language with a voice)")
+	f.StringVar(&espeak, "espeak", "espeak-ng", "the espeak-ng program")
+	f.BoolVar(&list, "list", false, "print the language table and exit")
+	f.BoolVar(&noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
+	return cmd
+}
+
+// printStandIns prints every CommonLanguage label with its voice and word
+// list, or why the stand-in lacks it.
+func printStandIns(cmd *cobra.Command) error {
+	w := cmd.OutOrStdout()
+	for i, l := range lid.Languages() {
+		voice, src, why, ok := lid.StandInVoice(l)
+		if !ok {
+			fmt.Fprintf(w, "%d\t%s\t-\t%s\n", i, l, why)
+			continue
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s %s %s\n", i, l, voice, src.Package, src.Kind, strings.Join(src.Paths, " "))
+	}
+	return nil
+}

@@ -27,6 +27,9 @@ func (m *Model) EncodePosterior(in encoder.Input) (*Posterior, *nn.Tensor, error
 	if m.NVIB == nil && m.Gauss == nil {
 		return nil, nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
 	}
+	if m.Backbone == nil {
+		return nil, nil, errNoBackbone
+	}
 	if ci, ok := m.Backbone.(interface{ CheckInput(encoder.Input) error }); ok {
 		if err := ci.CheckInput(in); err != nil {
 			return nil, nil, err

@@ -295,13 +295,16 @@ type Model struct {
 }
 
 // NewModel builds the model on a backbone; rng initialises the new layers.
+// A nil backbone makes a model whose features [B, S, cfg.Hidden] come from
+// the caller (ForwardFeatures, BackwardFeatures; Params has no backbone
+// parameters): the speech task runs its Wav2Vec2 encoder so.
 // Parameter names: "nvib.*", "nvdp.*" (HF BertLayer names), "classifier.*";
 // the backbone's own names are unchanged.
 func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Hidden != bb.Hidden() {
+	if bb != nil && cfg.Hidden != bb.Hidden() {
 		return nil, fmt.Errorf("model config: hidden %d, backbone hidden %d", cfg.Hidden, bb.Hidden())
 	}
 	m := &Model{Cfg: cfg, Backbone: bb}
@@ -339,7 +342,10 @@ func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 // Params returns backbone, NVIB (or the gaussian release's projection,
 // when it has one: P != H), block and head parameters (unique names).
 func (m *Model) Params() []*nn.Param {
-	ps := append([]*nn.Param(nil), m.Backbone.Params()...)
+	var ps []*nn.Param
+	if m.Backbone != nil {
+		ps = append(ps, m.Backbone.Params()...)
+	}
 	if m.NVIB != nil {
 		ps = append(ps, m.NVIB.Params()...)
 	}
@@ -391,11 +397,11 @@ func (m *Model) PadsReleased() bool {
 // headMask is the mask the head pools with: nil (every row) for a model
 // whose pads are released (its output must be a function of (Z, pi) alone),
 // else the input's token mask.
-func (m *Model) headMask(in encoder.Input) []float32 {
+func (m *Model) headMask(mask []float32) []float32 {
 	if m.PadsReleased() {
 		return nil
 	}
-	return in.Mask
+	return mask
 }
 
 // Labels are the targets of a batch: Class [B] for classification
@@ -425,7 +431,6 @@ type Output struct {
 
 // Cache holds what Model.Backward needs.
 type Cache struct {
-	in      encoder.Input
 	bbCache any
 	x       *nn.Tensor
 	layer   *LayerCache
@@ -437,11 +442,16 @@ type Cache struct {
 	out     *Output
 }
 
-// Forward runs the model on a batch. With labels it also computes the loss
-// (cross-entropy, or MSE when num_labels = 1) and its gradient seed for Backward.
-// Errors: invalid input (backbone CheckInput), label count mismatch,
-// non-finite posterior or loss.
+// Forward runs the model on a batch: the backbone, then ForwardFeatures on
+// its output. With labels it also computes the loss (cross-entropy, or MSE
+// when num_labels = 1) and its gradient seed for Backward.
+// Errors: a model without a backbone (NewModel with nil: use
+// ForwardFeatures), invalid input (backbone CheckInput), label count
+// mismatch, non-finite posterior or loss.
 func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*Output, *Cache, error) {
+	if m.Backbone == nil {
+		return nil, nil, errNoBackbone
+	}
 	if ci, ok := m.Backbone.(interface{ CheckInput(encoder.Input) error }); ok {
 		if err := ci.CheckInput(in); err != nil {
 			return nil, nil, err
@@ -450,13 +460,42 @@ func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*
 	if len(in.IDs) != in.B*in.S || (in.Mask != nil && len(in.Mask) != in.B*in.S) {
 		return nil, nil, fmt.Errorf("model input: ids %d, mask %d, want B*S = %d", len(in.IDs), len(in.Mask), in.B*in.S)
 	}
-	c := &Cache{in: in, klScale: opt.KLScale}
+	x, bbCache := m.Backbone.Forward(in, opt.Train, opt.Rng)
+	out, c, err := m.ForwardFeatures(x, in.Mask, labels, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.bbCache = bbCache
+	return out, c, nil
+}
+
+// errNoBackbone is the error of Forward and Backward on a model built
+// without a backbone.
+var errNoBackbone = errors.New("nvib: the model has no backbone: its features come from the caller (ForwardFeatures, BackwardFeatures)")
+
+// ForwardFeatures runs everything after the backbone on its output x
+// [B, S, Hidden] with the token mask [B*S] (1 = real, 0 = padding; nil: every
+// position real): the NVIB layer (or the gaussian release), the NVDP block
+// and the head, with the loss when labels are given. It is the entry point
+// of a model whose backbone the caller runs itself (NewModel with a nil
+// backbone: a speech encoder, whose input is no encoder.Input);
+// BackwardFeatures returns dL/dx for it. Errors: shape mismatch, label
+// count mismatch, non-finite posterior or loss.
+func (m *Model) ForwardFeatures(x *nn.Tensor, mask []float32, labels *Labels, opt ForwardOptions) (*Output, *Cache, error) {
+	if len(x.Shape) != 3 || x.Shape[2] != m.Cfg.Hidden {
+		return nil, nil, fmt.Errorf("model features: shape %v, want [B, S, %d]", x.Shape, m.Cfg.Hidden)
+	}
+	B, S := x.Shape[0], x.Shape[1]
+	if mask != nil && len(mask) != B*S {
+		return nil, nil, fmt.Errorf("model features: mask of %d, want B*S = %d", len(mask), B*S)
+	}
+	c := &Cache{klScale: opt.KLScale}
 	out := &Output{}
 	c.out = out
-	c.x, c.bbCache = m.Backbone.Forward(in, opt.Train, opt.Rng)
+	c.x = x
 	y := c.x
 	if m.Gauss != nil {
-		post, gc, err := m.Gauss.Forward(c.x, in.Mask)
+		post, gc, err := m.Gauss.Forward(c.x, mask)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -466,7 +505,7 @@ func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*
 		y, c.block = m.Block.Forward(c.x, post, out.Sample, opt.Train, opt.Rng)
 	}
 	if m.NVIB != nil {
-		post, lc, err := m.NVIB.Forward(c.x, in.Mask)
+		post, lc, err := m.NVIB.Forward(c.x, mask)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -477,19 +516,19 @@ func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*
 		out.KL = KL(m.KLConfig(), post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, post.B, post.N, post.P)
 		out.LG, out.LD = out.KL.MeanLG, out.KL.MeanLD
 	}
-	out.Logits, c.head = m.Head.Forward(y, m.headMask(in), opt.Train, opt.Rng)
+	out.Logits, c.head = m.Head.Forward(y, m.headMask(mask), opt.Train, opt.Rng)
 	if labels == nil {
 		return out, c, nil
 	}
 	switch {
 	case m.Cfg.NumLabels == 1:
-		if len(labels.Value) != in.B {
-			return nil, nil, fmt.Errorf("labels: %d regression targets for a batch of %d", len(labels.Value), in.B)
+		if len(labels.Value) != B {
+			return nil, nil, fmt.Errorf("labels: %d regression targets for a batch of %d", len(labels.Value), B)
 		}
 		out.Task, c.dlogits = nn.MSE(out.Logits, labels.Value)
 	default:
-		if len(labels.Class) != in.B {
-			return nil, nil, fmt.Errorf("labels: %d class labels for a batch of %d", len(labels.Class), in.B)
+		if len(labels.Class) != B {
+			return nil, nil, fmt.Errorf("labels: %d class labels for a batch of %d", len(labels.Class), B)
 		}
 		for i, l := range labels.Class {
 			if l < 0 || l >= m.Cfg.NumLabels {
@@ -508,21 +547,37 @@ func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*
 // ErrNoLabels is returned by Backward for a forward pass without labels.
 var ErrNoLabels = errors.New("nvib: backward needs a forward pass with labels")
 
-// Backward accumulates d Loss / d param into every parameter's Grad.
+// Backward accumulates d Loss / d param into every parameter's Grad,
+// the backbone's included. Errors: ErrNoLabels; a model without a backbone
+// (use BackwardFeatures).
 func (m *Model) Backward(c *Cache) error {
+	if m.Backbone == nil {
+		return errNoBackbone
+	}
+	dx, err := m.BackwardFeatures(c)
+	if err != nil {
+		return err
+	}
+	m.Backbone.Backward(c.bbCache, dx)
+	return nil
+}
+
+// BackwardFeatures accumulates d Loss / d param into the Grad of every
+// parameter after the backbone (NVIB layer or gaussian release, block,
+// head) and returns dL/dx [B, S, Hidden] for the features x that
+// ForwardFeatures was given. Errors: ErrNoLabels.
+func (m *Model) BackwardFeatures(c *Cache) (*nn.Tensor, error) {
 	if c.dlogits == nil {
-		return ErrNoLabels
+		return nil, ErrNoLabels
 	}
 	dy := m.Head.Backward(c.head, c.dlogits)
 	if m.Gauss != nil {
 		// dz/dmu = 1; the logvar and the uniform weights are constants
 		dZ, _, _ := m.Block.Backward(c.block, c.out.Sample, dy)
-		m.Backbone.Backward(c.bbCache, m.Gauss.Backward(c.gauss, dZ))
-		return nil
+		return m.Gauss.Backward(c.gauss, dZ), nil
 	}
 	if m.NVIB == nil {
-		m.Backbone.Backward(c.bbCache, dy)
-		return nil
+		return dy, nil
 	}
 	post, s := c.out.Posterior, c.out.Sample
 	dZ, dLogPi, dxq := m.Block.Backward(c.block, s, dy)
@@ -534,6 +589,5 @@ func (m *Model) Backward(c *Cache) error {
 	if dxq != nil {
 		nn.AddInPlace(dx, dxq)
 	}
-	m.Backbone.Backward(c.bbCache, dx)
-	return nil
+	return dx, nil
 }

@@ -38,7 +38,7 @@ func CertifiedScope(releases, n, p int) string {
 	if n >= 1 && p >= 1 {
 		pairs = fmt.Sprintf("every pair of inputs; N = %d components, P = %d dims", n, p)
 	}
-	return what + " of the embedding of one text vs any other text (" + pairs + "); not the training data"
+	return what + " of the embedding of one input (a text, an utterance) vs any other input (" + pairs + "); not the training data"
 }
 
 // CertifiedReport is the presentation of the certified guarantee of a clip

@@ -186,9 +186,9 @@ func TestCertifiedScope(t *testing.T) {
 		releases, n, p int
 		want           string
 	}{
-		{1, 129, 128, "one release of the embedding of one text vs any other text (every pair of inputs; N = 129 components, P = 128 dims); not the training data"},
-		{3, 17, 8, "3 releases of the embedding of one text vs any other text (every pair of inputs; N = 17 components, P = 8 dims); not the training data"},
-		{1, 0, 0, "one release of the embedding of one text vs any other text (every pair of inputs); not the training data"},
+		{1, 129, 128, "one release of the embedding of one input (a text, an utterance) vs any other input (every pair of inputs; N = 129 components, P = 128 dims); not the training data"},
+		{3, 17, 8, "3 releases of the embedding of one input (a text, an utterance) vs any other input (every pair of inputs; N = 17 components, P = 8 dims); not the training data"},
+		{1, 0, 0, "one release of the embedding of one input (a text, an utterance) vs any other input (every pair of inputs); not the training data"},
 	} {
 		if got := CertifiedScope(tc.releases, tc.n, tc.p); got != tc.want {
 			t.Errorf("CertifiedScope(%d, %d, %d) = %q, want %q", tc.releases, tc.n, tc.p, got, tc.want)

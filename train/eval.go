@@ -194,14 +194,8 @@ func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 	if err := writePredictions(r.Predictions, b.Task, enc.Indices, preds); err != nil {
 		return nil, err
 	}
-	if set, ok := ModelClipSet(b.Model.Cfg, releaseLen(b, o.MaxSeqLen)+1); ok {
-		order := b.Model.Cfg.Clip.Order
-		if !(order > 1) || math.IsInf(order, 0) {
-			order = privacy.DefaultOrder
-		}
-		if r.Certified, err = privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(b.Dir)); err != nil {
-			return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
-		}
+	if r.Certified, err = ModelCertificate(b.Model.Cfg, releaseLen(b, o.MaxSeqLen)+1, b.Dir); err != nil {
+		return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 	}
 	if b.Model.Releases() && !o.NoPost {
 		if r.Release, r.Posteriors, err = exportPosteriors(b, enc, o); err != nil {
@@ -215,6 +209,23 @@ func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 	}
 	slog.Info("evaluated", "task", r.Task, "split", r.Split, "examples", r.Examples, "metrics", r.Metrics, "posteriors", r.Posteriors)
 	return r, nil
+}
+
+// ModelCertificate is the certified guarantee of one release of N
+// components of a model with configuration cfg in dir (ModelClipSet), at
+// its clip's Renyi order (privacy.DefaultOrder when that is not a finite
+// order > 1), the standard direction and delta privacy.DefaultDelta: the
+// certificate an evaluation reports. nil for a model without a release.
+func ModelCertificate(cfg nvib.Config, n int, dir string) (*privacy.CertifiedReport, error) {
+	set, ok := ModelClipSet(cfg, n)
+	if !ok {
+		return nil, nil
+	}
+	order := cfg.Clip.Order
+	if !(order > 1) || math.IsInf(order, 0) {
+		order = privacy.DefaultOrder
+	}
+	return privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(dir))
 }
 
 // ExportPosteriors runs model b on a split and writes only its posterior

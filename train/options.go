@@ -340,6 +340,15 @@ func (o *Options) Validate() error {
 	if err := o.validateEncoder(); err != nil {
 		return err
 	}
+	return o.ValidateTraining()
+}
+
+// ValidateTraining checks every resolved option but the text task's data
+// and encoder (task, glue_dir, encoder, vocab): the variant, mode, clipping,
+// privacy target, latent width, schedule and optimiser options that a
+// trainer of another modality shares (package speech, whose encoder and
+// data are its own). Validate calls it. Errors are *OptionError.
+func (o *Options) ValidateTraining() error {
 	if err := oneOf("variant", o.Variant, nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian); err != nil {
 		return err
 	}

@@ -118,9 +118,15 @@ type EmpiricalLabel struct {
 // sample of them) with a Student-t estimate of BDP; reference audits are the
 // released code's batch-wise estimates.
 func Empirical(r *privacy.Report, split string) EmpiricalLabel {
-	texts := "texts"
+	return EmpiricalOf(r, split, "texts")
+}
+
+// EmpiricalOf is Empirical for a report whose examples are called examples
+// ("texts", "utterances").
+func EmpiricalOf(r *privacy.Report, split, examples string) EmpiricalLabel {
+	texts := examples
 	if split != "" {
-		texts = split + " texts"
+		texts = split + " " + examples
 	}
 	l := EmpiricalLabel{Label: privacy.LabelEmpirical}
 	if r.Mode == privacy.ModeReference {
@@ -400,17 +406,28 @@ func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *
 			return nil, err
 		}
 	}
-	ar, err := privacy.Audit(ctx, release, po.Audit)
+	return AuditRelease(ctx, release, path, po.AuditSplit, "texts", b.Model.Cfg, b.Dir, po.Audit)
+}
+
+// AuditRelease audits the posteriors release of a split (read from, or
+// written to, path) in memory with privacy.Audit under options ao (the
+// empirical numbers; examples names what the posteriors are of: "texts",
+// "utterances") and certifies the clip set of a model with
+// configuration cfg in modelDir (ModelClipSet for release.N components) at
+// the audit's order, direction and delta (the guarantee): the report's
+// privacy summary. Errors: the audit's (named with path), the certificate's.
+func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split, examples string, cfg nvib.Config, modelDir string, ao privacy.Options) (*PrivacySummary, error) {
+	ar, err := privacy.Audit(ctx, release, ao)
 	if err != nil {
 		return nil, fmt.Errorf("audit %s: %w", path, err)
 	}
 	var cert *privacy.CertifiedReport
-	if set, ok := ModelClipSet(b.Model.Cfg, release.N); ok {
-		if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(b.Dir)); err != nil {
+	if set, ok := ModelClipSet(cfg, release.N); ok {
+		if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(modelDir)); err != nil {
 			return nil, err
 		}
 	}
-	return &PrivacySummary{Empirical: Empirical(ar, po.AuditSplit), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
+	return &PrivacySummary{Empirical: EmpiricalOf(ar, split, examples), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
 		BDPEpsilon: ar.BDPEpsilon, InvalidPairs: ar.InvalidPairs, Pairs: ar.Pairs, Examples: ar.Examples,
-		Components: ar.Components, Split: po.AuditSplit, Posteriors: path, Seconds: ar.Seconds, Full: ar}, nil
+		Components: ar.Components, Split: split, Posteriors: path, Seconds: ar.Seconds, Full: ar}, nil
 }

@@ -92,9 +92,11 @@ const (
 	sampleKey = "rng" // TrainSample's state
 )
 
-// selection is train's resumable state beyond the loop's: model selection,
-// early stopping and the current epoch's loss sums.
-type selection struct {
+// Selection is a trainer's resumable state beyond the loop's: model
+// selection, early stopping and the current epoch's loss sums (the text
+// task's and package speech's; saved in the checkpoint's state object).
+// Start from NewSelection.
+type Selection struct {
 	BestMetric float64            `json:"-"`       // -Inf before any epoch; JSON "best", a string (below)
 	BestEpoch  int                `json:"best_ep"` // 1-based; 0 = none
 	BadEpochs  int                `json:"bad"`     // epochs without improvement
@@ -105,18 +107,82 @@ type selection struct {
 // trainParts names Sums in metrics.jsonl's "train" object.
 var trainParts = [6]string{"loss", "task", "kl_g", "kl_d", "kl_scale", "lr"}
 
+// NewSelection returns the state of a run before its first epoch.
+func NewSelection() *Selection { return &Selection{BestMetric: math.Inf(-1)} }
+
+// Add counts one training batch: its loss parts (nats), KL scale s and
+// learning rate lr. It returns the batch's loss and the detail of its
+// progress event ("task ... L_G ... L_D ...").
+func (s *Selection) Add(out *nvib.Output, scale, lr float64) (float64, string) {
+	for k, v := range [6]float64{out.Loss, out.Task, out.LG, out.LD, scale, lr} {
+		s.Sums[k] += jsonfloat.Float(v)
+	}
+	s.Count++
+	return out.Loss, fmt.Sprintf("task %.4f L_G %.4f L_D %.4f", out.Task, out.LG, out.LD)
+}
+
+// LoopConfig is the internal/loop configuration of a training run of o on
+// examples training examples (Examples / BatchSize batches per epoch,
+// drop_last) with parameters params: AdamW at o.LR with o.WeightDecay and
+// nn.AdamEps, the linear warm-up of o.WarmupRatio of all steps, o.GradClip,
+// the data order of rngstream.TrainOrder, the sampling stream src, the
+// selection state sel, checkpoints every o.CheckpointEach steps and at
+// epoch ends in o.Out, resume as o.Resume. The caller sets Step, EndEpoch
+// and StopAfter. (Package speech trains with it too.)
+func (o *Options) LoopConfig(params []*nn.Param, examples int, src *rand.PCG, sel *Selection, report progress.Func) loop.Config {
+	total := examples / o.BatchSize * o.Epochs
+	return loop.Config{Stage: "train", Checkpoint: filepath.Join(o.Out, CheckpointFile), StateKey: stateKey,
+		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "epoch",
+		Params: params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.AdamEps, Warmup: int(math.Ceil(o.WarmupRatio * float64(total))),
+		Steps: total, GradClip: o.GradClip, Examples: examples, BatchSize: o.BatchSize,
+		Order:   func(e int) *rand.Rand { return rngstream.TrainOrder.Rand(o.Seed, e) },
+		Sources: []loop.Source{{Key: sampleKey, RNG: src}}, CheckpointEvery: o.CheckpointEach, CheckpointEpochs: true,
+		Resume: o.Resume, Progress: report, State: sel}
+}
+
+// EndEpoch closes epoch (1-based) at step with the dev metrics and the
+// selection metric's name: the metrics line (the epoch's training means,
+// Best set when the metric improved, or for the first epoch), and the state
+// updated (best, epochs without improvement; sums reset). The caller saves
+// the best model when em.Best and sets em.Seconds.
+func (s *Selection) EndEpoch(epoch, step int, dev map[string]float64, metric string) EpochMetrics {
+	best := dev[metric]
+	em := EpochMetrics{Epoch: epoch, Step: step, Dev: map[string]jsonfloat.Float{}, Selection: jsonfloat.Float(best),
+		SelectionName: metric, Train: map[string]jsonfloat.Float{}}
+	for k, v := range dev {
+		em.Dev[k] = jsonfloat.Float(v)
+	}
+	for k, name := range trainParts {
+		em.Train[name] = s.Sums[k] / jsonfloat.Float(max(s.Count, 1))
+	}
+	if best > s.BestMetric || s.BestEpoch == 0 {
+		s.BestMetric, s.BestEpoch, s.BadEpochs = best, epoch, 0
+		em.Best = true
+	} else {
+		s.BadEpochs++
+	}
+	s.Sums, s.Count = [6]jsonfloat.Float{}, 0
+	return em
+}
+
+// Stop reports whether early stopping ends the run after epoch (1-based) of
+// epochs: patience > 0 epochs without improvement, and epochs left.
+func (s *Selection) Stop(patience, epoch, epochs int) bool {
+	return patience > 0 && s.BadEpochs >= patience && epoch < epochs
+}
+
 // MarshalJSON writes BestMetric as the string strconv.FormatFloat gives
 // (exact, and ±Inf / NaN too), as train checkpoints always have.
-func (s *selection) MarshalJSON() ([]byte, error) {
-	type plain selection
+func (s *Selection) MarshalJSON() ([]byte, error) {
+	type plain Selection
 	return json.Marshal(struct {
 		*plain
 		Best string `json:"best"`
 	}{(*plain)(s), strconv.FormatFloat(s.BestMetric, 'g', -1, 64)})
 }
 
-func (s *selection) UnmarshalJSON(b []byte) error {
-	type plain selection
+func (s *Selection) UnmarshalJSON(b []byte) error {
+	type plain Selection
 	aux := struct {
 		*plain
 		Best string `json:"best"`
@@ -223,14 +289,13 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		return nil, fmt.Errorf("train split has %d examples, fewer than the batch size %d", nTrain, o.BatchSize)
 	}
 	total := perEpoch * o.Epochs
-	warmup := int(math.Ceil(o.WarmupRatio * float64(total)))
 
 	m := b.Model
 	evalLen := EvalPadLen(m, o.MaxSeqLen)
 	params := m.Params()
 	sampleSrc := rngstream.TrainSample.PCG(o.Seed, 0)
 	sampleRng := rand.New(sampleSrc)
-	sel := &selection{BestMetric: math.Inf(-1)}
+	sel := NewSelection()
 	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: task.Metric}
 	var run *loop.Run
 
@@ -249,11 +314,8 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		if err := m.Backward(cache); err != nil {
 			return 0, "", fmt.Errorf("backward: %w", err)
 		}
-		for k, v := range [6]float64{out.Loss, out.Task, out.LG, out.LD, s, lr} {
-			sel.Sums[k] += jsonfloat.Float(v)
-		}
-		sel.Count++
-		return out.Loss, fmt.Sprintf("task %.4f L_G %.4f L_D %.4f", out.Task, out.LG, out.LD), nil
+		loss, detail := sel.Add(out, s, lr)
+		return loss, detail, nil
 	}
 	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
 	endEpoch := func(st *loop.State) (bool, error) {
@@ -266,25 +328,14 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			return false, fmt.Errorf("dev metrics: %w", err)
 		}
 		dev["dev_loss"] = devLoss
+		em := sel.EndEpoch(st.Epoch+1, st.Step, dev, task.Metric)
 		best := dev[task.Metric]
-		em := EpochMetrics{Epoch: st.Epoch + 1, Step: st.Step, Dev: map[string]jsonfloat.Float{}, Selection: jsonfloat.Float(best),
-			SelectionName: task.Metric, Train: map[string]jsonfloat.Float{}}
-		for k, v := range dev {
-			em.Dev[k] = jsonfloat.Float(v)
-		}
-		for k, name := range trainParts {
-			em.Train[name] = sel.Sums[k] / jsonfloat.Float(max(sel.Count, 1))
-		}
-		if best > sel.BestMetric || sel.BestEpoch == 0 {
-			sel.BestMetric, sel.BestEpoch, sel.BadEpochs = best, st.Epoch+1, 0
-			em.Best = true
+		if em.Best {
 			meta := map[string]string{"epoch": strconv.Itoa(st.Epoch + 1), "step": strconv.Itoa(st.Step),
 				task.Metric: strconv.FormatFloat(best, 'g', -1, 64)}
 			if err := nn.SaveCheckpoint(filepath.Join(o.Out, WeightsFile), params, nil, meta); err != nil {
 				return false, fmt.Errorf("save best model: %w", err)
 			}
-		} else {
-			sel.BadEpochs++
 		}
 		em.Seconds = run.EpochSeconds()
 		if err := run.Log(em); err != nil {
@@ -293,20 +344,15 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		res.History = append(res.History, em)
 		slog.Info("epoch", "epoch", em.Epoch, "step", st.Step, "train_loss", float64(em.Train["loss"]), "kl_g", float64(em.Train["kl_g"]),
 			"kl_d", float64(em.Train["kl_d"]), "dev_"+task.Metric, best, "best_epoch", sel.BestEpoch, "seconds", math.Round(em.Seconds))
-		sel.Sums, sel.Count = [6]jsonfloat.Float{}, 0
-		if o.Patience > 0 && sel.BadEpochs >= o.Patience && st.Epoch+1 < o.Epochs {
+		if sel.Stop(o.Patience, st.Epoch+1, o.Epochs) {
 			slog.Info("early stopping", "epochs_without_improvement", sel.BadEpochs, "best_epoch", sel.BestEpoch)
 			return true, nil
 		}
 		return false, nil
 	}
-	run, err = loop.Open(loop.Config{Stage: "train", Checkpoint: ckptPath, StateKey: stateKey,
-		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "epoch",
-		Params: params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.AdamEps, Warmup: warmup, Steps: total, GradClip: o.GradClip,
-		Examples: nTrain, BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.TrainOrder.Rand(o.Seed, e) },
-		Sources:         []loop.Source{{Key: sampleKey, RNG: sampleSrc}},
-		CheckpointEvery: o.CheckpointEach, CheckpointEpochs: true, StopAfter: stopAfter, Resume: o.Resume, Progress: report,
-		Step: step, EndEpoch: endEpoch, State: sel})
+	lc := o.LoopConfig(params, nTrain, sampleSrc, sel, report)
+	lc.StopAfter, lc.Step, lc.EndEpoch = stopAfter, step, endEpoch
+	run, err = loop.Open(lc)
 	if err != nil {
 		if o.Resume {
 			return nil, fmt.Errorf("resume: %w", err)

@@ -956,13 +956,13 @@ func TestMetricsNonFinite(t *testing.T) {
 // the non-finite ones too (a NaN loss in the epoch's sums made every
 // checkpoint fail to encode), and reads the form checkpoints have always had.
 func TestSelectionState(t *testing.T) {
-	s := selection{BestMetric: math.Inf(-1), BestEpoch: 0, BadEpochs: 2, Count: 3}
+	s := Selection{BestMetric: math.Inf(-1), BestEpoch: 0, BadEpochs: 2, Count: 3}
 	s.Sums[0], s.Sums[2], s.Sums[5] = jsonfloat.Float(math.NaN()), jsonfloat.Float(math.Inf(1)), 0.1
 	b, err := json.Marshal(&s)
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	var got selection
+	var got Selection
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -971,7 +971,7 @@ func TestSelectionState(t *testing.T) {
 		t.Errorf("round trip of %s: %+v", b, got)
 	}
 	old := `{"epoch":1,"batch":3,"step":11,"best_ep":1,"bad":0,"sums":[2.0898225418378993,2.067645390185322,2.1515105292613814,2.9162781297825653,1.3125,0.004200000000000001],"count":3,"ep_secs":0.025267457,"secs":0.117420811,"done":false,"stopped":false,"rng":"cGNnOiZ5Uds2Sr0zz5Pvmxih75A=","best":"0.5"}`
-	got = selection{}
+	got = Selection{}
 	if err := json.Unmarshal([]byte(old), &got); err != nil || got.BestMetric != 0.5 || got.BestEpoch != 1 || got.Count != 3 || got.Sums[4] != 1.3125 {
 		t.Errorf("a checkpoint state of the code before the loop: %+v, %v", got, err)
 	}

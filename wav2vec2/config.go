@@ -349,6 +349,18 @@ var presets = map[string]Config{
 		c.LayerDrop, c.ActivationDropout, c.FeatProjDropout = 0, 0, 0.1
 		return c
 	}(),
+	// small-ln: small in the large layout (conv biases, a LayerNorm over
+	// channels after every conv, pre-LN encoder): the -large code path at
+	// a size that trains on a CPU. 1.3M parameters.
+	"small-ln": func() Config {
+		c := defaultConfig()
+		c.ConvBias, c.FeatExtractNorm, c.DoStableLayerNorm = true, NormLayer, true
+		c.ConvDim = []int{128, 128, 128, 128, 128, 128, 128}
+		c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 128, 4, 4, 512
+		c.NumConvPosEmbeddings, c.NumConvPosEmbeddingGroups = 64, 4
+		c.LayerDrop, c.ActivationDropout, c.FeatProjDropout = 0, 0, 0.1
+		return c
+	}(),
 }
 
 // Preset returns a pinned configuration by name (PresetNames: base, large,

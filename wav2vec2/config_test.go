@@ -56,7 +56,7 @@ func TestPresets(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		params, frames int // parameters; frames of 1 s
-	}{{"base", 94370944, 49}, {"large", 315437696, 49}, {"small", 1336128, 49}} {
+	}{{"base", 94370944, 49}, {"large", 315437696, 49}, {"small", 1336128, 49}, {"small-ln", 1338560, 49}} {
 		c, err := Preset(tc.name)
 		if err != nil {
 			t.Fatal(err)

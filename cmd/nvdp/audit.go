@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -126,7 +127,11 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", f.posteriors, err)
 	}
-	emp := train.Empirical(r, p.Metadata["split"])
+	examples := "texts"
+	if p.Metadata["task"] == speech.TaskName {
+		examples = speech.Examples
+	}
+	emp := train.EmpiricalOf(r, p.Metadata["split"], examples)
 	out := cmd.OutOrStdout()
 	if f.jsonOut {
 		enc := json.NewEncoder(out)

@@ -152,7 +152,7 @@ func TestAuditCertifiedBesideEmpirical(t *testing.T) {
 				"Student-t, confidence 1-1e-16; pairs treated as independent",
 				"certified RD (every pair of inputs), order 1.1", "certified ε (delta 1e-05, best order)",
 				"certified BDP ε_μ (delta 1e-05)", "eps_mu <= cert(1+l) + ln(1/delta_mu)/l minimised over l",
-				"one release of the embedding of one text vs any other text (every pair of inputs; N = "},
+				"one release of the embedding of one input (a text, an utterance) vs any other input (every pair of inputs; N = "},
 			absent: []string{"no certified guarantee"}},
 		{name: "clip metadata, reference", withClip: true, mode: "reference",
 			want:   []string{"RD max (z-filtered; empirical batch estimate, not a guarantee)", "BDP ε_μ estimate (released accountant", "certified RD (every pair of inputs), order 1.1"},

@@ -13,6 +13,7 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -311,9 +312,18 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 // (train.ModelClipSet with N = max-seq-len + 1, P = the model's latent
 // width, its hidden size unless set).
 func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
-	o, err := train.LoadOptions(dir)
-	if err != nil {
-		return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
+	var o *train.Options
+	if speech.IsModelDir(dir) { // a speech model: N = F + 1 frames (max_seq_len holds F)
+		so, err := speech.LoadOptions(dir)
+		if err != nil {
+			return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
+		}
+		o = &so.Train
+	} else {
+		var err error
+		if o, err = train.LoadOptions(dir); err != nil {
+			return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
+		}
 	}
 	cfg, err := nvib.LoadConfig(dir)
 	if err != nil {

@@ -32,7 +32,7 @@ import (
 // rejects the meaningless ones). The options whose default depends on
 // others show "auto" (train.Options.Resolve).
 func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
-	fs.StringVar(&o.Task, "task", o.Task, "GLUE task: sst2, mrpc, rte, stsb, qnli (required)")
+	fs.StringVar(&o.Task, "task", o.Task, "GLUE task: sst2, mrpc, rte, stsb, qnli; or lid, spoken language identification (--lid-dir) (required)")
 	fs.StringVar(&o.GlueDir, "glue-dir", os.Getenv("NVDP_GLUE_DIR"), "GLUE directory with <TASK>/{train,dev,test}.tsv (default $NVDP_GLUE_DIR)")
 	fs.StringVar(&o.Encoder, "encoder", o.Encoder, "encoder: scratch:bert-tiny|scratch:bert-mini|hf:DIR|hf:owner/name")
 	fs.StringVar(&o.Vocab, "vocab", os.Getenv("NVDP_VOCAB"), "tokenizer file or directory (default: the encoder directory's; required for scratch encoders; $NVDP_VOCAB)")
@@ -193,7 +193,8 @@ func (latentDimFlag) Type() string { return "int" }
 
 // optionFlags names the flags of the options whose flag is not their JSON
 // key with dashes (option.Error.Option).
-var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order", "target": "target-epsilon / --target-rd"}
+var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order", "target": "target-epsilon / --target-rd",
+	"data_dir": "lid-dir", "max_seq_len": "max-seq-len (for --task lid: --max-seconds)", "split": "split", "limit": "limit"}
 
 // optionFlag is the flag that sets option (a JSON key of train.Options or
 // mlm.Options).

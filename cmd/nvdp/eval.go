@@ -6,6 +6,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -14,6 +15,7 @@ import (
 // model's (train.DefaultEvalOptions).
 type evalFlags struct {
 	model, split, out, glueDir   string
+	lidDir                       string
 	seed                         uint64
 	batchSize, limit, maxSeqLen  int
 	noPost, skipBadRows, jsonOut bool
@@ -32,19 +34,30 @@ for NVDP and gaussian models, OUT/posteriors_<split>.safetensors for 'nvdp audit
 example padded to max-seq-len, so each posterior has max-seq-len + 1 components (padding
 marked 0 in the attention mask; a gaussian model's release always has its own max-seq-len + 1), and the
 certified guarantee of that release at the clip's order (eval_<split>.json "certified").
+A speech model (--task lid) is evaluated on its corpus's dev or test split (--lid-dir
+overrides it): accuracy and macro-F1, OUT/predictions_<split>.tsv, and the posterior file
+with the frames as components (every utterance cropped or padded to the model's
+--max-seconds, N = F + 1).
 NVDP and gaussian models sample at evaluation (as the released code), from a generator
 seeded by --seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := train.LoadModel(f.model)
-			if err != nil {
-				return fmt.Errorf("--model: %w", err)
-			}
-			o := train.DefaultEvalOptions(b)
-			f.apply(cmd, &o)
-			r, err := train.Evaluate(b, o)
-			if err != nil {
-				return flagError(err)
+			var r *train.EvalResult
+			if speech.IsModelDir(f.model) {
+				var err error
+				if r, err = evalSpeech(cmd, f); err != nil {
+					return err
+				}
+			} else {
+				b, err := train.LoadModel(f.model)
+				if err != nil {
+					return fmt.Errorf("--model: %w", err)
+				}
+				o := train.DefaultEvalOptions(b)
+				f.apply(cmd, &o)
+				if r, err = train.Evaluate(b, o); err != nil {
+					return flagError(err)
+				}
 			}
 			if f.jsonOut {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
@@ -76,6 +89,7 @@ seeded by --seed.`,
 	fs.StringVar(&f.split, "split", "dev", "dev | test | train")
 	fs.StringVar(&f.out, "out", "", "output directory (default: the model directory)")
 	fs.StringVar(&f.glueDir, "glue-dir", "", "GLUE directory (default: the one the model was trained with)")
+	fs.StringVar(&f.lidDir, "lid-dir", "", "speech models: the corpus (default: the one the model was trained with)")
 	fs.Uint64Var(&f.seed, "seed", train.DefaultEvalSeed, "seed of the NVDP sampling at evaluation")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "evaluation batch size (default: the model's)")
 	fs.IntVar(&f.limit, "limit", 0, "use only the first K examples (0: all)")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -17,6 +18,7 @@ func newRunCmd() *cobra.Command {
 	po := new(train.DefaultPipelineOptions())
 	var af *auditFlagValues
 	var noProgress, jsonOut, failOnCollapse bool
+	sv := new(speechFlagValues)
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
@@ -26,7 +28,14 @@ posterior file of --audit-split (dev by default; fixed length max-seq-len + 1) a
 DIR/report.json and summarised on stdout. The baseline has no posterior: privacy is null.
 --variant gaussian (the Gaussian-mechanism baseline, see 'nvdp train --help') exports its
 release in the same posterior format, so its audit and certificate are the same computation.
---skip-train evaluates and audits the model already in --out (e.g. QNLI, trained elsewhere).`,
+--skip-train evaluates and audits the model already in --out (e.g. QNLI, trained elsewhere).
+
+--task lid is spoken language identification (paper §4.3, docs/speech.md): a Wav2Vec2
+encoder (--encoder scratch:small by default, or hf:DIR) on the corpus in --lid-dir, every
+utterance cropped or zero-padded to --max-seconds, the NVIB posterior over the frames
+(N = F + 1), the same block, clipping, calibration and audit; utility (accuracy, macro-F1)
+on the test split, audit over the dev utterances (--pairs samples them). Defaults from the
+paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-up 0.1.`,
 		Example: `  nvdp run --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
@@ -44,7 +53,13 @@ release in the same posterior format, so its audit and certificate are the same 
 			defer cancel()
 			report := newProgress(cmd, noProgress)
 			po.Audit.Progress = report
-			rep, err := train.RunPipeline(ctx, *po, report)
+			var rep *train.Report
+			var err error
+			if po.Train.Task == speech.TaskName {
+				rep, err = runSpeech(ctx, cmd, sv, po, report)
+			} else {
+				rep, err = train.RunPipeline(ctx, *po, report)
+			}
 			if err != nil {
 				return resumeHint(flagError(err), "the same command with --resume")
 			}
@@ -63,6 +78,7 @@ release in the same posterior format, so its audit and certificate are the same 
 	}
 	fs := cmd.Flags()
 	trainFlags(fs, &po.Train, &noProgress)
+	speechFlags(fs, sv)
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")

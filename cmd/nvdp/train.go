@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -11,6 +12,7 @@ import (
 func newTrainCmd() *cobra.Command {
 	o := new(train.DefaultOptions())
 	var noProgress, jsonOut bool
+	sv := new(speechFlagValues)
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
@@ -32,7 +34,10 @@ and nvdp_config.json, the calibration in certificate.json.
 token embedding clipped to the L2 ball of radius C (--c-mu) plus N(0, sigma_p^2 I) noise,
 sigma_p the NVIB prior sigma, at all max-seq-len positions, read by the same block and head
 (no NVIB layer, no KL term: --lambda is ignored). A target calibrates C with the same
-accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c-mu is C.`,
+accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c-mu is C.
+
+--task lid trains the speech language identifier on --lid-dir (see 'nvdp run --help' and
+docs/speech.md).`,
 		Example: `  nvdp train --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
@@ -45,12 +50,18 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 			if cmd.Flags().Changed("delta") && !(o.TargetEpsilon > 0) {
 				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 			}
-			if err := checkTrainOptions(o); err != nil {
-				return err
-			}
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
-			r, err := train.Run(ctx, *o, newProgress(cmd, noProgress))
+			var r *train.Result
+			var err error
+			if o.Task == speech.TaskName {
+				r, err = trainSpeech(ctx, cmd, sv, o, newProgress(cmd, noProgress))
+			} else {
+				if err := checkTrainOptions(o); err != nil {
+					return err
+				}
+				r, err = train.Run(ctx, *o, newProgress(cmd, noProgress))
+			}
 			if err != nil {
 				return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 			}
@@ -73,6 +84,7 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 		},
 	}
 	trainFlags(cmd.Flags(), o, &noProgress)
+	speechFlags(cmd.Flags(), sv)
 	cmd.Flags().Float64Var(&o.TargetOrder, "order", o.TargetOrder, "Renyi order lambda > 1 of --target-rd")
 	cmd.Flags().Float64Var(&o.TargetDelta, "delta", o.TargetDelta, "delta of --target-epsilon")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")

@@ -1,0 +1,133 @@
+package speech
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/nvdp-project/nvdp/audio"
+	"github.com/nvdp-project/nvdp/lid"
+	"github.com/nvdp-project/nvdp/wav2vec2"
+)
+
+// Dataset is a split of a corpus in memory: every utterance's waveform at
+// wav2vec2.SampleRate cropped to its first T samples or zero-padded to T,
+// normalised to zero mean and unit variance over its real samples
+// (audio.Normalize, as the Wav2Vec2 feature extractor), and its language.
+type Dataset struct {
+	Split      string
+	Utterances []lid.Utterance
+	T          int       // samples per utterance
+	Waves      []float32 // [M, T]
+	Labels     []int     // [M], indices into lid.Languages()
+	Cropped    int       // utterances longer than T (their end is dropped)
+}
+
+// Len is the number of utterances M.
+func (d *Dataset) Len() int { return len(d.Labels) }
+
+// LoadSplit reads the first limit utterances (0: all) of a split of the
+// corpus at root (lid.Load) and their audio (audio.Load: WAV, mono,
+// resampled to 16 kHz), cropped or zero-padded to T samples and normalised.
+// Errors name the file: a malformed CSV, unreadable or empty audio, a split
+// with no utterance.
+func LoadSplit(root, split string, limit, T int) (*Dataset, error) {
+	if T < 1 {
+		return nil, fmt.Errorf("speech: %d samples per utterance, want >= 1", T)
+	}
+	utts, err := lid.Load(root, split)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && limit < len(utts) {
+		utts = spread(utts, limit)
+	}
+	if len(utts) == 0 {
+		return nil, fmt.Errorf("speech: corpus %s: the %s split has no utterance", root, split)
+	}
+	d := &Dataset{Split: split, Utterances: utts, T: T, Waves: make([]float32, len(utts)*T), Labels: make([]int, len(utts))}
+	errs := make([]error, len(utts))
+	cropped := make([]bool, len(utts))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				cropped[i], errs[i] = d.load(i)
+			}
+		}()
+	}
+	for i := range utts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+		if cropped[i] {
+			d.Cropped++
+		}
+		d.Labels[i] = utts[i].Language
+	}
+	return d, nil
+}
+
+// load reads utterance i into row i of d.Waves.
+func (d *Dataset) load(i int) (cropped bool, err error) {
+	u := d.Utterances[i]
+	w, err := audio.Load(u.Path)
+	if err != nil {
+		return false, err
+	}
+	if len(w) == 0 {
+		return false, fmt.Errorf("speech: audio %s is empty", u.Path)
+	}
+	n := min(len(w), d.T)
+	row := d.Waves[i*d.T : i*d.T+n]
+	copy(row, w)
+	if err := audio.Normalize(row); err != nil {
+		return false, fmt.Errorf("speech: audio %s: %w", u.Path, err)
+	}
+	return len(w) > d.T, nil
+}
+
+// spread keeps limit utterances of utts, every language in turn (lid.Load
+// returns them grouped by language), so that a limited split still has
+// every language: the utterances of round r are each language's r-th.
+func spread(utts []lid.Utterance, limit int) []lid.Utterance {
+	byLang := map[int][]lid.Utterance{}
+	var order []int
+	for _, u := range utts {
+		if _, ok := byLang[u.Language]; !ok {
+			order = append(order, u.Language)
+		}
+		byLang[u.Language] = append(byLang[u.Language], u)
+	}
+	out := make([]lid.Utterance, 0, limit)
+	for r := 0; len(out) < limit; r++ {
+		for _, l := range order {
+			if r < len(byLang[l]) && len(out) < limit {
+				out = append(out, byLang[l][r])
+			}
+		}
+	}
+	return out
+}
+
+// Batch returns the waveforms idx as a wav2vec2 input [len(idx), T] with no
+// mask (every sample counts: the zero padding of a short utterance is
+// silence the encoder reads, so that every input has F frames) and their
+// labels.
+func (d *Dataset) Batch(idx []int) (wav2vec2.Input, []int) {
+	in := wav2vec2.Input{B: len(idx), T: d.T, Values: make([]float32, len(idx)*d.T)}
+	labels := make([]int, len(idx))
+	for b, i := range idx {
+		copy(in.Values[b*d.T:(b+1)*d.T], d.Waves[i*d.T:(i+1)*d.T])
+		labels[b] = d.Labels[i]
+	}
+	return in, labels
+}

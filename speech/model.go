@@ -1,0 +1,180 @@
+package speech
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
+	"github.com/nvdp-project/nvdp/lid"
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/wav2vec2"
+)
+
+// Model is the language identifier: the Wav2Vec2 encoder and, on its frame
+// representations, the NVIB layer, NVDP block and head of an nvib.Model
+// without a backbone (its features come from Encoder). Parameter names are
+// the encoder's (Hugging Face Wav2Vec2Model names) and nvib's ("nvib.*",
+// "nvdp.*", "classifier.*").
+type Model struct {
+	Encoder *wav2vec2.Model
+	NVDP    *nvib.Model
+}
+
+// NumLabels is the head's width: every CommonLanguage language (lid.Languages),
+// whichever the corpus has, so that a model's labels are the dataset's.
+var NumLabels = len(lid.Languages())
+
+// Params returns the encoder's parameters then the NVIB model's.
+func (m *Model) Params() []*nn.Param {
+	return append(append([]*nn.Param(nil), m.Encoder.Params()...), m.NVDP.Params()...)
+}
+
+// Cache is what Backward needs of a forward pass.
+type Cache struct {
+	enc  *wav2vec2.Cache
+	nvdp *nvib.Cache
+}
+
+// Forward runs the model on a batch of waveforms in [B, T] (every row real:
+// in.Mask nil, the fixed-length inputs of Batch): the encoder's frames
+// [B, F, H], then nvib.Model.ForwardFeatures with every frame a component
+// (N = F + 1 with the prior). labels (nil: none) are language indices.
+// Errors: invalid input, the NVIB model's.
+func (m *Model) Forward(in wav2vec2.Input, labels []int, opt nvib.ForwardOptions) (*nvib.Output, *Cache, error) {
+	if in.Mask != nil {
+		return nil, nil, fmt.Errorf("speech model: input has a mask: every row must be %d real samples (cropped or zero-padded)", in.T)
+	}
+	if err := m.Encoder.CheckInput(in); err != nil {
+		return nil, nil, err
+	}
+	x, _, ec := m.Encoder.Forward(in, opt.Train, opt.Rng)
+	var lab *nvib.Labels
+	if labels != nil {
+		lab = &nvib.Labels{Class: labels}
+	}
+	out, nc, err := m.NVDP.ForwardFeatures(x, nil, lab, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, &Cache{enc: ec, nvdp: nc}, nil
+}
+
+// Backward accumulates the gradient of the loss of a forward pass with
+// labels into every parameter. Errors: nvib.ErrNoLabels.
+func (m *Model) Backward(c *Cache) error {
+	dx, err := m.NVDP.BackwardFeatures(c.nvdp)
+	if err != nil {
+		return err
+	}
+	m.Encoder.Backward(c.enc, dx)
+	return nil
+}
+
+// Build creates the model of a fresh run of resolved, validated options
+// o: the encoder (a preset from scratch with o.Train.Dropout as its hidden,
+// attention and feature-projection dropout, or an hf:DIR checkpoint) and
+// the NVIB model (train.Options.ModelConfig for the encoder's shape, the
+// calibration to a privacy target included), initialised from the seed's
+// rngstream.TrainInit stream.
+func Build(o *Options) (*Model, error) {
+	initRng := rngstream.TrainInit.Rand(o.Train.Seed, 0)
+	var enc *wav2vec2.Model
+	var err error
+	if dir, ok := strings.CutPrefix(o.Train.Encoder, hfPrefix); ok {
+		if enc, err = wav2vec2.LoadDir(dir); err != nil {
+			return nil, fmt.Errorf("encoder %s: %w", o.Train.Encoder, err)
+		}
+		applyDropout(&enc.Config, o.Train.Dropout)
+	} else {
+		cfg, err := o.EncoderConfig()
+		if err != nil {
+			return nil, err
+		}
+		applyDropout(&cfg, o.Train.Dropout)
+		if enc, err = wav2vec2.New(cfg, initRng); err != nil {
+			return nil, fmt.Errorf("encoder %s: %w", o.Train.Encoder, err)
+		}
+	}
+	return newModel(o, enc, initRng)
+}
+
+// newModel puts the NVIB model of o on encoder enc.
+func newModel(o *Options, enc *wav2vec2.Model, rng *rand.Rand) (*Model, error) {
+	cfg, err := o.modelConfig(enc.Config, NumLabels)
+	if err != nil {
+		return nil, err
+	}
+	head, err := nvib.NewModel(cfg, nil, rng)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Encoder: enc, NVDP: head}, nil
+}
+
+// applyDropout sets the encoder's hidden, attention and feature-projection
+// dropout to p (the text task's dropout option; LayerDrop and the
+// activation dropout keep the configuration's values).
+func applyDropout(c *wav2vec2.Config, p float64) {
+	c.HiddenDropout, c.AttentionDropout, c.FeatProjDropout = p, p, p
+}
+
+// saveModelFiles writes the static files of a model directory: the
+// encoder's config.json, nvdp_config.json and speech_options.json.
+func saveModelFiles(dir string, o *Options, m *Model) error {
+	cj, err := m.Encoder.Config.JSON()
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(dir, encoder.ConfigFile), cj); err != nil {
+		return err
+	}
+	if err := nvib.SaveConfig(dir, m.NVDP.Cfg); err != nil {
+		return err
+	}
+	return SaveOptions(dir, o)
+}
+
+// WeightsFile is the best model's parameters inside a model directory (the
+// text task's name).
+const WeightsFile = encoder.WeightsFile
+
+// LoadModel loads a model directory written by Run: speech_options.json,
+// config.json (the encoder), nvdp_config.json and model.safetensors.
+func LoadModel(dir string) (*Model, *Options, error) {
+	o, err := LoadOptions(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	ecfg, err := wav2vec2.ReadConfig(filepath.Join(dir, encoder.ConfigFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)
+	}
+	initRng := rngstream.TrainInit.Rand(o.Train.Seed, 0)
+	enc, err := wav2vec2.New(ecfg, initRng)
+	if err != nil {
+		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)
+	}
+	cfg, err := nvib.LoadConfig(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)
+	}
+	head, err := nvib.NewModel(cfg, nil, initRng)
+	if err != nil {
+		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)
+	}
+	m := &Model{Encoder: enc, NVDP: head}
+	wpath := filepath.Join(dir, WeightsFile)
+	if !fsutil.IsFile(wpath) {
+		return nil, nil, fmt.Errorf("speech model %s: no %s (training has not finished an epoch yet?)", dir, WeightsFile)
+	}
+	if _, err := nn.LoadCheckpoint(wpath, m.Params(), nil); err != nil {
+		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)
+	}
+	return m, o, nil
+}

@@ -1,0 +1,267 @@
+// Package speech is the spoken language identification task of the paper's
+// §4.3 (Table 2): a Wav2Vec2 encoder (package wav2vec2) on 16 kHz waveforms
+// (package audio), the NVIB layer on its frame representations (frames as
+// the posterior's components, plus the prior component), the NVDP block
+// reading only the release, mean pooling over the frames and a linear head
+// over the 45 CommonLanguage languages (package lid), trained with
+// cross-entropy plus the NVIB losses; evaluation by accuracy and macro-F1,
+// the empirical audit of the dev utterances' posteriors and the certified
+// guarantee of the model's clipping (docs/speech.md, "Task").
+//
+// The NVIB, NVDP block, head, clipping, calibration and audit are the text
+// task's (packages nvib, privacy, train): only the encoder and the data
+// differ. Options carries train.Options for everything the two share.
+package speech
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+	"github.com/nvdp-project/nvdp/wav2vec2"
+)
+
+// TaskName is the task's name (`nvdp run --task lid`), written into
+// train_options.json, posterior files and report.json.
+const TaskName = "lid"
+
+// OptionsFile is the speech options' file inside a model directory (beside
+// train_options.json, which holds Options.Train).
+const OptionsFile = "speech_options.json"
+
+// The paper's §4.3 settings (Wav2Vec2-large on CommonLanguage): the
+// clipping constants C_mu and C_amax of NVDP-Clipped, the lambda of
+// NVDP-Clipped (LambdaClipped) and of NVDP (LambdaNVDP), the peak learning
+// rate of a pretrained encoder, the warm-up fraction. They are the defaults
+// of the Auto options (Resolve).
+const (
+	PaperCMu          = 3.0
+	PaperCAlphaMax    = 0.7
+	PaperLambdaClip   = 1e-6
+	PaperLambdaNVDP   = 1e-2
+	PaperLRPretrained = 3e-5
+	PaperWarmupRatio  = 0.1
+)
+
+// DefaultMaxSeconds is the default length every utterance is cropped or
+// zero-padded to: 2 s, 99 frames of the Wav2Vec2 feature encoder (N = 100
+// components with the prior).
+const DefaultMaxSeconds = 2.0
+
+// DefaultEncoder is the encoder of a run that names none: the small
+// Wav2Vec2 preset from scratch (the only one that trains on a CPU).
+const DefaultEncoder = "scratch:small"
+
+// Options are the settings of a speech run: the corpus, the encoder, the
+// fixed utterance length and, in Train, every setting the text task shares
+// (variant, mode, lambda, clipping constants, privacy target, latent width,
+// optimiser, epochs, batch sizes, seed, limits, output directory). Start
+// from DefaultOptions; Resolve derives the Auto options; Validate checks.
+//
+// In Train, Task is TaskName, Encoder is the speech encoder spec
+// (scratch:PRESET with a wav2vec2 preset, or hf:DIR with a Wav2Vec2
+// checkpoint), MaxSeqLen is the number of frames F (set by Resolve from
+// MaxSeconds: the posteriors have N = F + 1 components), TrainLimit and
+// DevLimit count utterances; GlueDir and Vocab are unused.
+type Options struct {
+	// DataDir is the corpus in CommonLanguage's layout (lid.Load): the
+	// synthetic stand-in or the release's common_voice_kpd folder.
+	DataDir string `json:"data_dir"`
+	// MaxSeconds is the length every utterance is cropped to (its first
+	// MaxSeconds) or zero-padded to (> 0): every input has the same
+	// samples T = round(MaxSeconds * 16000), hence the same F frames, so that
+	// every release has the same N = F + 1 components whatever the
+	// utterance's length (docs/speech.md "Task").
+	MaxSeconds float64       `json:"max_seconds"`
+	Train      train.Options `json:"train"`
+}
+
+// DefaultOptions returns train.DefaultOptions with the speech task's
+// defaults: task lid, encoder DefaultEncoder, MaxSeconds DefaultMaxSeconds,
+// warm-up PaperWarmupRatio, lambda Auto (Resolve: the paper's by variant).
+func DefaultOptions() Options {
+	t := train.DefaultOptions()
+	t.Task, t.Encoder, t.WarmupRatio, t.Lambda = TaskName, DefaultEncoder, PaperWarmupRatio, option.Auto()
+	return Options{MaxSeconds: DefaultMaxSeconds, Train: t}
+}
+
+// Samples is the input length T in samples at wav2vec2.SampleRate.
+func (o *Options) Samples() int {
+	return int(math.Round(o.MaxSeconds * wav2vec2.SampleRate))
+}
+
+// Resolve derives the Auto options before train.Options.Resolve: lambda
+// (PaperLambdaClip for nvdp-clipped, PaperLambdaNVDP otherwise), C_mu and
+// C_amax (PaperCMu, PaperCAlphaMax; gaussian: C_mu only), the learning rate
+// of a pretrained encoder (PaperLRPretrained; scratch: train.DefaultLR),
+// the dropout (the preset's hidden dropout for scratch, 0 pretrained) and
+// Train.MaxSeqLen (the frames of Samples, when the encoder's configuration
+// can be read). Explicit values, 0 included, are kept.
+func (o *Options) Resolve() {
+	t := &o.Train
+	lambda := PaperLambdaNVDP
+	if t.Variant == nvib.ModelNVDPClipped {
+		lambda = PaperLambdaClip
+	}
+	resolve(&t.Lambda, lambda)
+	resolve(&t.CMu, PaperCMu)
+	resolve(&t.CAlphaMax, PaperCAlphaMax)
+	if cfg, err := o.EncoderConfig(); err == nil {
+		if _, scratch := strings.CutPrefix(t.Encoder, scratchPrefix); scratch {
+			resolve(&t.Dropout, cfg.HiddenDropout)
+		} else {
+			resolve(&t.LR, PaperLRPretrained)
+			resolve(&t.Dropout, 0)
+		}
+		if o.MaxSeconds > 0 && o.Samples() >= cfg.ReceptiveField() {
+			t.MaxSeqLen = cfg.FrameLength(o.Samples())
+		}
+	}
+	t.Resolve()
+}
+
+func resolve(v *float64, def float64) {
+	if option.IsAuto(*v) {
+		*v = def
+	}
+}
+
+const (
+	scratchPrefix = "scratch:"
+	hfPrefix      = "hf:"
+)
+
+// EncoderConfig returns the Wav2Vec2 configuration of Train.Encoder: a
+// preset (scratch:PRESET) or DIR/config.json (hf:DIR). Errors name the
+// option.
+func (o *Options) EncoderConfig() (wav2vec2.Config, error) {
+	spec := o.Train.Encoder
+	if name, ok := strings.CutPrefix(spec, scratchPrefix); ok {
+		cfg, err := wav2vec2.Preset(name)
+		if err != nil {
+			return cfg, option.Errorf("encoder", spec, "%v", err)
+		}
+		return cfg, nil
+	}
+	if dir, ok := strings.CutPrefix(spec, hfPrefix); ok && dir != "" {
+		cfg, err := wav2vec2.ReadConfig(filepath.Join(dir, encoder.ConfigFile))
+		if err != nil {
+			return cfg, option.Errorf("encoder", spec, "%v", err)
+		}
+		return cfg, nil
+	}
+	return wav2vec2.Config{}, option.Errorf("encoder", spec, "want scratch:PRESET (%s) or hf:DIR (a Wav2Vec2 checkpoint directory)", strings.Join(wav2vec2.PresetNames(), ", "))
+}
+
+// Validate checks resolved options: the task, data directory, encoder, the
+// utterance length (at least one frame) and every shared option
+// (train.Options.ValidateTraining). Reference mode is refused: the released
+// code has no speech task. Errors are *option.Error naming the option by its
+// JSON key.
+func (o *Options) Validate() error {
+	t := &o.Train
+	if t.Task != TaskName {
+		return option.Errorf("task", t.Task, "the speech task is %q", TaskName)
+	}
+	if o.DataDir == "" {
+		return option.Errorf("data_dir", nil, "required: the corpus in CommonLanguage's layout (<Language>/<split>.csv and audio)")
+	}
+	if t.Mode.IsReference() {
+		return option.Errorf("mode", t.Mode, "the speech task is principled only: the released code has no speech task to reproduce")
+	}
+	cfg, err := o.EncoderConfig()
+	if err != nil {
+		return err
+	}
+	if !(o.MaxSeconds > 0) || math.IsInf(o.MaxSeconds, 0) {
+		return option.Errorf("max_seconds", o.MaxSeconds, "must be a finite number > 0")
+	}
+	if o.Samples() < cfg.ReceptiveField() {
+		return option.Errorf("max_seconds", o.MaxSeconds, "%d samples make no frame (the encoder's receptive field is %d samples)", o.Samples(), cfg.ReceptiveField())
+	}
+	if f := cfg.FrameLength(o.Samples()); t.MaxSeqLen != f {
+		return option.Errorf("max_seq_len", t.MaxSeqLen, "the speech task has F = %d frames (max_seconds %g): Resolve sets it", f, o.MaxSeconds)
+	}
+	return t.ValidateTraining()
+}
+
+// CheckFiles checks that DataDir is a directory (the splits are read and
+// checked by Load before any work).
+func (o *Options) CheckFiles() error {
+	if st, err := os.Stat(o.DataDir); err != nil || !st.IsDir() {
+		return option.Errorf("data_dir", o.DataDir, "not a directory (the corpus in CommonLanguage's layout)")
+	}
+	return nil
+}
+
+// backboneShape is the shape of a Wav2Vec2 encoder in the form
+// train.Options.ModelConfig reads (hidden size, heads, FFN width, layer
+// norm eps): the NVDP block keeps the encoder's heads and FFN ratio.
+func backboneShape(c wav2vec2.Config) encoder.Config {
+	return encoder.Config{ModelType: "wav2vec2", HiddenSize: c.HiddenSize, NumAttentionHeads: c.NumAttentionHeads,
+		IntermediateSize: c.IntermediateSize, LayerNormEps: c.LayerNormEps}
+}
+
+// modelConfig is the NVIB model configuration of the run for an encoder of
+// configuration enc over numLabels languages (train.Options.ModelConfig:
+// the calibration to a privacy target included, for N = F + 1).
+func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, error) {
+	return o.Train.ModelConfig(backboneShape(enc), numLabels)
+}
+
+// SaveOptions validates o and writes dir/speech_options.json: DataDir,
+// MaxSeconds and Train (in train_options.json's form, options_version
+// train.OptionsVersion). A speech model directory has this file instead of
+// train_options.json.
+func SaveOptions(dir string, o *Options) error {
+	path := filepath.Join(dir, OptionsFile)
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	c := *o
+	c.Train.Version = train.OptionsVersion
+	return atomicfile.WriteJSON(path, &c)
+}
+
+// LoadOptions reads dir/speech_options.json (unknown fields are an error)
+// and validates it. Errors name the file.
+func LoadOptions(dir string) (*Options, error) {
+	path := filepath.Join(dir, OptionsFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("speech model %s: %w", dir, err)
+	}
+	var o Options
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if o.Train.Version != train.OptionsVersion {
+		return nil, fmt.Errorf("%s: options_version %d: this program reads version %d", path, o.Train.Version, train.OptionsVersion)
+	}
+	o.Resolve()
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &o, nil
+}
+
+// IsModelDir reports whether dir holds a speech model (speech_options.json).
+func IsModelDir(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, OptionsFile))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// Target returns the privacy target of the run (train.Options.Target).
+func (o *Options) Target() privacy.Target { return o.Train.Target() }

@@ -1,0 +1,175 @@
+package speech
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/internal/lidtest"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// TestScores: accuracy and macro-F1 against hand-computed values
+// (scikit-learn's f1_score(average="macro") gives the same numbers).
+func TestScores(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		preds, labels []int
+		acc, f1       float64
+	}{
+		{"perfect", []int{0, 1, 2}, []int{0, 1, 2}, 1, 1},
+		// class 0: TP 1 FP 1 FN 1 -> 0.5; class 1: TP 1 FP 0 FN 1 -> 2/3; class 2: TP 0 FP 1 FN 0 -> 0
+		{"mixed", []int{0, 1, 0, 2}, []int{0, 1, 1, 0}, 0.5, (0.5 + 2.0/3) / 3},
+		// a constant predictor of the majority: class 3 F1 = 2*2/(2*2+2) = 2/3, class 5 0
+		{"constant", []int{3, 3, 3, 3}, []int{3, 3, 5, 5}, 0.5, (2.0 / 3) / 2},
+	} {
+		acc, f1, err := Scores(tc.preds, tc.labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(acc-tc.acc) > 1e-15 || math.Abs(f1-tc.f1) > 1e-15 {
+			t.Errorf("%s: accuracy %v macro-F1 %v, want %v %v", tc.name, acc, f1, tc.acc, tc.f1)
+		}
+	}
+	if got := chance([]int{3, 3, 5, 5, 5}); math.Abs(got-(2*3.0/(2*3+2))/2) > 1e-15 {
+		t.Errorf("chance = %v, want %v", got, (2*3.0/(2*3+2))/2)
+	}
+	if _, _, err := Scores([]int{1}, []int{1, 2}); err == nil {
+		t.Error("length mismatch accepted")
+	}
+	if _, _, err := Scores(nil, nil); err == nil {
+		t.Error("no example accepted")
+	}
+}
+
+// TestRunPipelineEndToEnd trains each variant for two epochs on the tone
+// corpus and checks report.json: the task, the utility metrics, the audit's
+// pair count over the dev utterances (frames as components, N = F + 1), a
+// finite certified epsilon for a calibrated nvdp-clipped model at its
+// target, an infinite one for nvdp, none for the baseline; then evaluates
+// the saved model again and gets the same numbers.
+func TestRunPipelineEndToEnd(t *testing.T) {
+	root := t.TempDir()
+	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
+	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelNVDP, nvib.ModelBaseline} {
+		t.Run(variant, func(t *testing.T) {
+			po := DefaultPipelineOptions()
+			po.DataDir, po.MaxSeconds = root, 0.5
+			o := &po.Train
+			o.Variant, o.Epochs, o.BatchSize, o.EvalBatchSize, o.Out = variant, 2, 4, 4, filepath.Join(t.TempDir(), "run")
+			if variant == nvib.ModelNVDPClipped {
+				o.TargetEpsilon = 64
+			}
+			rep, err := RunPipeline(context.Background(), po, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const F = 24 // frames of 8000 samples: floor((8000-400)/320) + 1
+			if rep.Task != TaskName || rep.UtilitySplit != "test" || rep.Training == nil || rep.Training.Steps != 6 {
+				t.Fatalf("report %+v", rep)
+			}
+			for _, k := range []string{MetricAccuracy, MetricF1} {
+				if v := rep.Utility[k]; !(v >= 0 && v <= 1) {
+					t.Errorf("%s = %v", k, v)
+				}
+			}
+			if variant == nvib.ModelBaseline {
+				if rep.Privacy != nil {
+					t.Errorf("baseline has a privacy summary")
+				}
+				return
+			}
+			p := rep.Privacy
+			if p.Examples != 12 || p.Pairs != 12*11 || p.Components != F+1 || p.Split != "dev" {
+				t.Errorf("audit: %d examples, %d pairs, N = %d, split %s; want 12, 132, %d, dev", p.Examples, p.Pairs, p.Components, p.Split, F+1)
+			}
+			if p.Empirical.Label != privacy.LabelEmpirical || !strings.Contains(p.Empirical.Scope, "dev utterances") {
+				t.Errorf("empirical label %+v", p.Empirical)
+			}
+			eps := float64(p.Certified.Epsilon)
+			switch variant {
+			case nvib.ModelNVDPClipped:
+				c, err := train.LoadCertificate(o.Out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Components != F+1 || math.Abs(float64(c.Guarantee.Epsilon)-64) > 1e-6*64 {
+					t.Errorf("certificate: N %d, epsilon %v; want %d, 64", c.Components, float64(c.Guarantee.Epsilon), F+1)
+				}
+				if !(float64(p.RDMax) <= float64(p.Certified.RD)*(1+1e-9)) {
+					t.Errorf("empirical RD max %v above the certified RD %v", float64(p.RDMax), float64(p.Certified.RD))
+				}
+				if math.IsInf(eps, 0) || !(eps > 0) {
+					t.Errorf("certified epsilon %v", eps)
+				}
+			case nvib.ModelNVDP:
+				if !math.IsInf(eps, 1) {
+					t.Errorf("nvdp (no clipping) certified epsilon %v, want +Inf", eps)
+				}
+			}
+			// the saved model evaluates to the report's numbers again
+			m, so, err := LoadModel(o.Out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Evaluate(o.Out, m, so, EvalOptions{Split: "test", BatchSize: 4, Seed: po.EvalSeed, Out: t.TempDir(), NoPost: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Metrics[MetricF1] != rep.Utility[MetricF1] {
+				t.Errorf("re-evaluation macro-F1 %v, report %v", r.Metrics[MetricF1], rep.Utility[MetricF1])
+			}
+		})
+	}
+}
+
+// TestOptionsErrors: every bad option is refused before any work, naming
+// the option; an explicit 0 is not replaced by a default.
+func TestOptionsErrors(t *testing.T) {
+	root := t.TempDir()
+	for _, tc := range []struct {
+		name, option string
+		edit         func(o *Options)
+	}{
+		{"reference", "mode", func(o *Options) { o.Train.Mode = privacy.ModeReference }},
+		{"zero seconds", "max_seconds", func(o *Options) { o.MaxSeconds = 0 }},
+		{"no frame", "max_seconds", func(o *Options) { o.MaxSeconds = 0.01 }},
+		{"NaN seconds", "max_seconds", func(o *Options) { o.MaxSeconds = math.NaN() }},
+		{"no data", "data_dir", func(o *Options) { o.DataDir = "" }},
+		{"text encoder", "encoder", func(o *Options) { o.Train.Encoder = "scratch:bert-tiny" }},
+		{"zero lambda kept, negative refused", "lambda", func(o *Options) { o.Train.Lambda = -1 }},
+		{"zero epochs", "epochs", func(o *Options) { o.Train.Epochs = 0 }},
+		{"other task", "task", func(o *Options) { o.Train.Task = "sst2" }},
+	} {
+		o := DefaultOptions()
+		o.DataDir, o.Train.Out = root, filepath.Join(root, "out")
+		tc.edit(&o)
+		o.Resolve()
+		err := o.Validate()
+		var oe *option.Error
+		if !errors.As(err, &oe) || oe.Option != tc.option {
+			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.option)
+		}
+	}
+	o := DefaultOptions()
+	o.DataDir, o.Train.Out, o.Train.Lambda = root, filepath.Join(root, "out"), 0
+	o.Resolve()
+	if err := o.Validate(); err != nil || o.Train.Lambda != 0 || o.Train.MaxSeqLen != 99 {
+		t.Errorf("explicit lambda 0: %v, lambda %v, frames %d (want nil, 0, 99)", err, o.Train.Lambda, o.Train.MaxSeqLen)
+	}
+	for _, v := range []string{nvib.ModelNVDPClipped, nvib.ModelNVDP} {
+		o := DefaultOptions()
+		o.Train.Variant = v
+		o.Resolve()
+		want := map[string]float64{nvib.ModelNVDPClipped: PaperLambdaClip, nvib.ModelNVDP: PaperLambdaNVDP}[v]
+		if o.Train.Lambda != want || o.Train.CMu != PaperCMu || o.Train.CAlphaMax != PaperCAlphaMax {
+			t.Errorf("%s defaults: lambda %v C_mu %v C_amax %v", v, o.Train.Lambda, o.Train.CMu, o.Train.CAlphaMax)
+		}
+	}
+}

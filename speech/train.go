@@ -1,0 +1,217 @@
+package speech
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// prepare resolves and validates o (or, for a resume, reads the options
+// saved in o.Train.Out) and checks the files, before any work.
+func prepare(o Options) (Options, error) {
+	t := &o.Train
+	if t.Resume {
+		if t.Out == "" {
+			return o, errors.New("resume: no output directory to resume")
+		}
+		if err := loop.Check(filepath.Join(t.Out, train.CheckpointFile), true); err != nil {
+			return o, err
+		}
+		saved, err := LoadOptions(t.Out)
+		if err != nil {
+			return o, fmt.Errorf("resume: %w", err)
+		}
+		out, stop := t.Out, t.StopAfterSteps
+		o = *saved
+		o.Train.Resume, o.Train.Out, o.Train.StopAfterSteps = true, out, stop
+	} else {
+		o.Resolve()
+		if err := o.Validate(); err != nil {
+			return o, err
+		}
+		if err := loop.Check(filepath.Join(t.Out, train.CheckpointFile), false); err != nil {
+			return o, err
+		}
+	}
+	return o, o.CheckFiles()
+}
+
+// Run trains a language identifier as o says and returns the summary (the
+// text task's train.Result; its metric is MetricF1 on dev). o.Train.Out
+// receives the model directory of the best epoch (config.json,
+// nvdp_config.json, speech_options.json, model.safetensors),
+// metrics.jsonl, certificate.json with a privacy target, and the
+// resumable checkpoint (internal/loop, as the text task: o.Train.Resume
+// continues it bit for bit). Data: the train split (TrainLimit utterances,
+// every language in turn) and dev (DevLimit) of o.DataDir, each utterance
+// cropped or zero-padded to o.MaxSeconds. Every step runs the encoder
+// with dropout, the NVIB layer, a posterior sample and the head, with the
+// KL scale s(t); dev is evaluated at every epoch end with macro-F1 the
+// selection metric. report receives the loop's progress events.
+func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, error) {
+	o, err := prepare(o)
+	if err != nil {
+		return nil, err
+	}
+	t := &o.Train
+	trainDS, err := LoadSplit(o.DataDir, "train", t.TrainLimit, o.Samples())
+	if err != nil {
+		return nil, err
+	}
+	devDS, err := LoadSplit(o.DataDir, "dev", t.DevLimit, o.Samples())
+	if err != nil {
+		return nil, err
+	}
+	m, err := Build(&o)
+	if err != nil {
+		return nil, err
+	}
+	nTrain := trainDS.Len()
+	perEpoch := nTrain / t.BatchSize
+	if perEpoch == 0 {
+		return nil, fmt.Errorf("train split has %d utterances, fewer than the batch size %d", nTrain, t.BatchSize)
+	}
+	total := perEpoch * t.Epochs
+	params := m.Params()
+	sampleSrc := rngstream.TrainSample.PCG(t.Seed, 0)
+	sampleRng := rand.New(sampleSrc)
+	sel := train.NewSelection()
+	res := &train.Result{Dir: t.Out, Task: TaskName, Variant: t.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: MetricF1}
+	var run *loop.Run
+	step := func(st *loop.State, idx []int, lr float64) (float64, string, error) {
+		in, labels := trainDS.Batch(idx)
+		s := m.NVDP.Cfg.KLScale(st.Step, total)
+		out, cache, err := m.Forward(in, labels, nvib.ForwardOptions{Train: true, Rng: sampleRng, KLScale: s})
+		if err != nil {
+			return 0, "", err
+		}
+		if err := m.Backward(cache); err != nil {
+			return 0, "", fmt.Errorf("backward: %w", err)
+		}
+		loss, detail := sel.Add(out, s, lr)
+		return loss, detail, nil
+	}
+	endEpoch := func(st *loop.State) (bool, error) {
+		pr, err := Predict(m, devDS, t.EvalBatchSize, rngstream.TrainDev.Rand(t.Seed, st.Epoch), false)
+		if err != nil {
+			return false, fmt.Errorf("dev evaluation: %w", err)
+		}
+		em := sel.EndEpoch(st.Epoch+1, st.Step, pr.Metrics, MetricF1)
+		if em.Best {
+			meta := map[string]string{"epoch": strconv.Itoa(st.Epoch + 1), "step": strconv.Itoa(st.Step),
+				MetricF1: strconv.FormatFloat(pr.Metrics[MetricF1], 'g', -1, 64)}
+			if err := nn.SaveCheckpoint(filepath.Join(t.Out, WeightsFile), params, nil, meta); err != nil {
+				return false, fmt.Errorf("save best model: %w", err)
+			}
+		}
+		em.Seconds = run.EpochSeconds()
+		if err := run.Log(em); err != nil {
+			return false, err
+		}
+		res.History = append(res.History, em)
+		slog.Info("epoch", "epoch", em.Epoch, "step", st.Step, "train_loss", float64(em.Train["loss"]), "kl_g", float64(em.Train["kl_g"]),
+			"kl_d", float64(em.Train["kl_d"]), "dev_"+MetricF1, pr.Metrics[MetricF1], "dev_accuracy", pr.Metrics[MetricAccuracy],
+			"best_epoch", sel.BestEpoch, "seconds", math.Round(em.Seconds))
+		if sel.Stop(t.Patience, st.Epoch+1, t.Epochs) {
+			slog.Info("early stopping", "epochs_without_improvement", sel.BadEpochs, "best_epoch", sel.BestEpoch)
+			return true, nil
+		}
+		return false, nil
+	}
+	lc := t.LoopConfig(params, nTrain, sampleSrc, sel, report)
+	lc.StopAfter, lc.Step, lc.EndEpoch = t.StopAfterSteps, step, endEpoch
+	run, err = loop.Open(lc)
+	if err != nil {
+		return nil, err
+	}
+	st := run.State()
+	if t.Resume {
+		if res.History, err = train.ReadMetrics(filepath.Join(t.Out, train.MetricsFile)); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := os.MkdirAll(t.Out, 0o755); err != nil {
+			return nil, err
+		}
+		if err := saveModelFiles(t.Out, &o, m); err != nil {
+			return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
+		}
+		if c := t.Calibration(); c != nil {
+			if err := train.SaveCertificate(t.Out, c); err != nil {
+				return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
+			}
+		}
+	}
+	if !st.Done {
+		slog.Info("training", "task", TaskName, "variant", t.Variant, "mode", t.Mode, "encoder", t.Encoder, "backend", nn.Backend(),
+			"train", nTrain, "dev", devDS.Len(), "cropped", trainDS.Cropped, "samples", trainDS.T,
+			"frames", t.MaxSeqLen, "epochs", t.Epochs, "steps", total, "lr", t.LR, "lambda", m.NVDP.Cfg.LambdaG, "out", t.Out)
+		if err := run.Train(ctx); err != nil {
+			return nil, err
+		}
+	}
+	res.Epochs, res.Steps, res.Seconds, res.StoppedEarly, res.Interrupted = st.Epoch, st.Step, st.Seconds, st.Stopped, !st.Done
+	res.BestEpoch, res.BestMetric = sel.BestEpoch, jsonfloat.Float(sel.BestMetric)
+	return res, nil
+}
+
+// Prediction is the model's output on a split: predicted languages, the
+// metrics (MetricAccuracy, MetricF1, "loss" at KL scale 1) and, when asked,
+// the batch posteriors of the release.
+type Prediction struct {
+	Preds      []int
+	Metrics    map[string]float64
+	Posteriors []*nvib.Posterior
+}
+
+// Predict runs the model on every utterance of d in order (batches of bs)
+// in evaluation mode, sampling the release from rng as the text task does,
+// and scores the predictions. keepPosteriors keeps every batch's clipped
+// posterior (the release the audit describes; N = F + 1 for every
+// utterance).
+func Predict(m *Model, d *Dataset, bs int, rng *rand.Rand, keepPosteriors bool) (*Prediction, error) {
+	if bs < 1 {
+		return nil, fmt.Errorf("evaluation batch size %d, want >= 1", bs)
+	}
+	pr := &Prediction{Preds: make([]int, 0, d.Len())}
+	loss := 0.0
+	for lo := 0; lo < d.Len(); lo += bs {
+		idx := make([]int, 0, bs)
+		for i := lo; i < min(lo+bs, d.Len()); i++ {
+			idx = append(idx, i)
+		}
+		in, labels := d.Batch(idx)
+		out, _, err := m.Forward(in, labels, nvib.ForwardOptions{Rng: rng, KLScale: 1})
+		if err != nil {
+			return nil, fmt.Errorf("batch %d: %w", lo/bs, err)
+		}
+		for _, p := range glue.Argmax(out.Logits.Data, m.NVDP.Cfg.NumLabels) {
+			pr.Preds = append(pr.Preds, int(p))
+		}
+		loss += out.Loss * float64(len(idx))
+		if keepPosteriors && out.Posterior != nil {
+			pr.Posteriors = append(pr.Posteriors, out.Posterior)
+		}
+	}
+	acc, f1, err := Scores(pr.Preds, d.Labels)
+	if err != nil {
+		return nil, err
+	}
+	pr.Metrics = map[string]float64{MetricAccuracy: acc, MetricF1: f1, "loss": loss / float64(d.Len())}
+	return pr, nil
+}

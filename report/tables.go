@@ -597,7 +597,7 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 		grid = fmt.Sprintf(" (+ %d C_mu grid cells)", ng)
 	}
 	fmt.Fprintf(&b, "%d cells%s; encoder %s; training mode %s.\n", n, grid, strings.Join(encs, ", "), strings.Join(tmodes, ", "))
-	b.WriteString("Utility: dev metric x 100; mean ± std over seeds (sample std).\n\n")
+	b.WriteString("Utility: metric x 100 on each run's utility split (dev for the GLUE tasks, test for lid); mean ± std over seeds (sample std).\n\n")
 	b.WriteString(whichIsWhich)
 	b.WriteString("\n\n")
 	for _, tt := range t.Tasks {

@@ -26,7 +26,6 @@ import (
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
-	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
@@ -262,6 +261,3 @@ func IsModelDir(dir string) bool {
 	st, err := os.Stat(filepath.Join(dir, OptionsFile))
 	return err == nil && st.Mode().IsRegular()
 }
-
-// Target returns the privacy target of the run (train.Options.Target).
-func (o *Options) Target() privacy.Target { return o.Train.Target() }

@@ -30,9 +30,20 @@ func accountant(r *Report, s *bdpStats, c *collector) error {
 	best, bestPooled := math.Inf(1), math.Inf(1)
 	bestOrder, bestWorst := math.NaN(), -1
 	estimated, pooled := false, false
-	var finiteOrders []string
+	var finiteOrders, skipped []string
 	for k, l := range opt.BDPOrders {
 		bo := BDPOrder{Order: l, RenyiOrder: l + 1, InfPairs: s.infPairs[k], WorstExample: -1, Finite: s.infPairs[k] == 0}
+		if c.skipped(k) {
+			inf := jsonfloat.New(math.Inf(1))
+			bo.Finite, bo.Skipped, bo.Cost, bo.Epsilon, bo.CostPooled, bo.EpsPooled = false, c.skip[k], inf, inf, inf, inf
+			if !estimated {
+				best, bestOrder, bestWorst = math.Inf(1), math.NaN(), -1
+			}
+			estimated, pooled = true, true
+			skipped = append(skipped, strconv.FormatFloat(l, 'g', -1, 64))
+			r.BDPOrders = append(r.BDPOrders, bo)
+			continue
+		}
 		cost, worst, ok, err := worstIndividual(s.indiv[k*M*2:(k+1)*M*2], tail)
 		if err != nil {
 			return err
@@ -70,6 +81,9 @@ func accountant(r *Report, s *bdpStats, c *collector) error {
 	if len(finiteOrders) < len(opt.BDPOrders) {
 		r.Notes = append(r.Notes, fmt.Sprintf("BDP moment orders with every pair finite: %v of %v; an order with an infinite pair has infinite cost",
 			finiteOrders, opt.BDPOrders))
+	}
+	if len(skipped) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("BDP moment orders %v not evaluated on the data: the certified bound of the clip set is +Inf at their Renyi order (bdp_orders[].skipped); their cost is +Inf", skipped))
 	}
 	if M < 4 {
 		r.Notes = append(r.Notes, "fewer than 4 examples: no per-example Student-t bound (needs 3 partners)")

@@ -34,20 +34,28 @@ type collector struct {
 	opt Options // resolved
 	e   *engine
 	// bdpIdx[k] is the index in e.orders of the Renyi order l+1 of BDP
-	// moment order opt.BDPOrders[k]; e.orders[0] is opt.Order.
+	// moment order opt.BDPOrders[k]; e.orders[0] is opt.Order; -1 for an
+	// order not evaluated (skip[k] says why).
 	bdpIdx []int
+	skip   []string // nil: every order evaluated
 	// stride: one finite bound in stride is kept for the order statistics
 	// (0: none).
 	stride uint64
 }
 
-func newCollector(p *Posteriors, opt Options) *collector {
+// newCollector sets up the engine at the audit's order and at l+1 for each
+// BDP moment order l not skipped (skip[k] != "", skip may be nil): every
+// order in one pass over the pairs.
+func newCollector(p *Posteriors, opt Options, skip []string) *collector {
 	orders := []float64{opt.Order}
-	c := &collector{p: p, opt: opt, bdpIdx: make([]int, len(opt.BDPOrders))}
+	c := &collector{p: p, opt: opt, bdpIdx: make([]int, len(opt.BDPOrders)), skip: skip}
 	for k, l := range opt.BDPOrders {
 		c.bdpIdx[k] = -1
+		if c.skipped(k) {
+			continue
+		}
 		for i, o := range orders {
-			if math.Abs(o-(l+1)) < 1e-12 {
+			if sameOrder(o, l+1) {
 				c.bdpIdx[k] = i
 			}
 		}
@@ -63,6 +71,13 @@ func newCollector(p *Posteriors, opt Options) *collector {
 	}
 	return c
 }
+
+// skipped says whether BDP moment order k is not evaluated on the data.
+func (c *collector) skipped(k int) bool { return c.skip != nil && c.skip[k] != "" }
+
+// sameOrder says whether two Renyi orders are one (l+1 of a moment order
+// against the audit's order, to 1e-12).
+func sameOrder(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
 
 // ordered is the number of ordered pairs of the file, M(M-1).
 func (c *collector) ordered() int64 { return int64(c.p.M) * int64(c.p.M-1) }
@@ -144,6 +159,9 @@ func (c *collector) add(w *pairStats, a, b int, v []float64, dirs int, sample in
 		}
 		w.rd.add(q, qp, v[d], c.opt.ListInvalid, c.kept(q, qp, sample))
 		for k, l := range c.opt.BDPOrders {
+			if c.bdpIdx[k] < 0 {
+				continue
+			}
 			D := v[2*c.bdpIdx[k]+d]
 			if math.IsInf(D, 1) {
 				w.bdp.infPairs[k]++
@@ -153,6 +171,9 @@ func (c *collector) add(w *pairStats, a, b int, v []float64, dirs int, sample in
 		}
 	}
 	for k, l := range c.opt.BDPOrders {
+		if c.bdpIdx[k] < 0 {
+			continue
+		}
 		w.bdp.pooled[k].add(l * math.Max(v[2*c.bdpIdx[k]], v[2*c.bdpIdx[k]+1]))
 	}
 }

@@ -25,6 +25,7 @@ type auditFlags struct {
 	direction  string
 	jsonOut    bool
 	noProgress bool
+	allOrders  bool
 }
 
 // auditProgressMin is the work (pairs x components x dims) above which the
@@ -68,6 +69,7 @@ supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certi
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the --pairs sample")
 	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
 	fl.IntVar(&o.Workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
+	fl.BoolVar(&f.allOrders, "all-orders", false, "principled mode: evaluate every BDP order on the data, also those at which the file's clip set is certified +Inf (skipped by default: reported +Inf)")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	_ = cmd.MarkFlagRequired("posteriors")
 	return cmd
@@ -110,9 +112,12 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	// The certified guarantee first: it is cheap, and bad clip metadata fails
 	// before a long audit.
-	cert, err := auditCertified(p, f.posteriors, opt.Order, opt.Direction, opt.Delta)
+	cert, set, err := auditCertified(p, f.posteriors, opt.Order, opt.Direction, opt.Delta)
 	if err != nil {
 		return err
+	}
+	if set != nil && !f.allOrders && opt.Mode != privacy.ModeReference {
+		opt.Certified = set // skip the BDP orders the clip set certifies +Inf
 	}
 	// Progress for audits that take more than a moment.
 	pairs := float64(p.M) * float64(p.M-1)
@@ -146,21 +151,22 @@ type auditJSON struct {
 }
 
 // auditCertified certifies the clip set in p's metadata
-// (privacy.ClipSetFromMetadata) at the audit's order, direction and delta;
-// nil when the metadata carries no clip constants. Errors name the file.
-func auditCertified(p *privacy.Posteriors, path string, order float64, dir privacy.GaussianDirection, delta float64) (*privacy.CertifiedReport, error) {
+// (privacy.ClipSetFromMetadata) at the audit's order, direction and delta,
+// and returns the set; nil, nil when the metadata carries no clip
+// constants. Errors name the file.
+func auditCertified(p *privacy.Posteriors, path string, order float64, dir privacy.GaussianDirection, delta float64) (*privacy.CertifiedReport, *privacy.ClipSet, error) {
 	set, ok, err := privacy.ClipSetFromMetadata(p)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	c, err := privacy.CertifyReport(set, order, dir, 1, delta, nil, "clip constants in the metadata of "+path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return c, nil
+	return c, &set, nil
 }
 
 // ff formats an audit or certified number: 6 decimals, +Inf, n/a for NaN.
@@ -255,7 +261,11 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  l\tall pairs finite\tinf pairs\teps worst\tworst example\teps pooled")
 		for _, b := range r.BDPOrders {
-			fmt.Fprintf(tw, "  %g\t%v\t%d\t%s\t%d\t%s\n", b.Order, b.Finite, b.InfPairs, ffp(b.Epsilon), b.WorstExample, ffp(b.EpsPooled))
+			inf := fmt.Sprint(b.InfPairs)
+			if b.Skipped != "" {
+				inf = "skipped (certified +Inf)"
+			}
+			fmt.Fprintf(tw, "  %g\t%v\t%s\t%s\t%d\t%s\n", b.Order, b.Finite, inf, ffp(b.Epsilon), b.WorstExample, ffp(b.EpsPooled))
 		}
 		tw.Flush()
 	}

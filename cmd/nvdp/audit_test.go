@@ -320,3 +320,47 @@ func TestAuditCommandHardening(t *testing.T) {
 	}
 	checkOutput(t, out, []string{"a sample of 100 of the 6(6-1)", "not smaller than the 30 ordered pairs: auditing every pair (no sample) is exact and faster"}, nil)
 }
+
+// TestAuditSkipsCertifiedInfinite: with clip constants in the metadata the
+// BDP orders the clip set certifies +Inf are skipped (reported +Inf with
+// the reason), --all-orders evaluates them; the other orders agree.
+func TestAuditSkipsCertifiedInfinite(t *testing.T) {
+	path := writeClippedPosteriors(t, true)
+	var reps [2]privacy.Report
+	for i, args := range [][]string{{}, {"--all-orders"}} {
+		out, err := runAuditCmd(append([]string{"--posteriors", path, "--json", "--workers", "1"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), &reps[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxOrder := mainJobClip(3, 4).MaxOrder()
+	skipped := 0
+	for k, bo := range reps[0].BDPOrders {
+		all := reps[1].BDPOrders[k]
+		if all.Skipped != "" {
+			t.Errorf("--all-orders skipped order %v", all.Order)
+		}
+		if want := bo.RenyiOrder >= maxOrder; (bo.Skipped != "") != want {
+			t.Errorf("order %v (Renyi %v, certified finite below %v): skipped %q", bo.Order, bo.RenyiOrder, maxOrder, bo.Skipped)
+		}
+		if bo.Skipped != "" {
+			skipped++
+			if bo.Epsilon == nil || !math.IsInf(float64(*bo.Epsilon), 1) {
+				t.Errorf("skipped order %v: epsilon %v, want +Inf", bo.Order, bo.Epsilon)
+			}
+			continue
+		}
+		if *bo.Epsilon != *all.Epsilon || bo.InfPairs != all.InfPairs {
+			t.Errorf("order %v: epsilon %v (%d inf pairs), with --all-orders %v (%d)", bo.Order, *bo.Epsilon, bo.InfPairs, *all.Epsilon, all.InfPairs)
+		}
+	}
+	if skipped == 0 || skipped == len(reps[0].BDPOrders) {
+		t.Fatalf("%d of %d orders skipped (certified finite below %v): the test needs both kinds", skipped, len(reps[0].BDPOrders), maxOrder)
+	}
+	if reps[0].RDMax != reps[1].RDMax {
+		t.Errorf("rd_max %v, with --all-orders %v", reps[0].RDMax, reps[1].RDMax)
+	}
+}

@@ -251,7 +251,14 @@ type Report struct {
 	RDMin         *jsonfloat.Float           `json:"rd_min,omitempty"`
 	Quantiles     map[string]jsonfloat.Float `json:"quantiles,omitempty"`
 	QuantilesFrom int                        `json:"quantiles_from,omitempty"`
-	Histogram     *Histogram                 `json:"histogram,omitempty"`
+	// QuantileAccuracy is the relative accuracy of Quantiles when they come
+	// from a sketch (a merged sharded audit, SketchRelativeAccuracy); nil
+	// when they are exact over the bounds kept.
+	QuantileAccuracy *float64 `json:"quantile_relative_accuracy,omitempty"`
+	// Shards is the number of shards a merged report comes from (Merge); 0
+	// for a one-process audit.
+	Shards    int        `json:"shards,omitempty"`
+	Histogram *Histogram `json:"histogram,omitempty"`
 	// BDPEpsilon is the accountant's estimate minimised over the moment
 	// orders: +Inf when every order has an infinite pair, nil when no order
 	// was computed (too few partners; reference: no batch of 3 pairs).

@@ -62,7 +62,7 @@ func BenchmarkAllPairs(b *testing.B) {
 			b.ResetTimer()
 			var sink [64]float64
 			for b.Loop() {
-				err := e.run(context.Background(), workers, func(w int) pairSink {
+				err := e.run(context.Background(), workers, e.tiles(0, e.M), func(w int) pairSink {
 					return func(a, bb int, v []float64) { sink[w%64] += v[0] + v[1] }
 				}, nil)
 				if err != nil {

@@ -181,7 +181,7 @@ func TestEngineMatchesNaive(t *testing.T) {
 			orders := []float64{1.1, 2.1, 1.05}
 			e := newEngine(p, orders, BoundOptions{UseMask: useMask, Direction: dir})
 			var seen, inf atomic.Int64
-			err := e.run(context.Background(), 3, func(int) pairSink {
+			err := e.run(context.Background(), 3, e.tiles(0, e.M), func(int) pairSink {
 				return func(a, b int, v []float64) {
 					seen.Add(1)
 					for k, lam := range orders {
@@ -468,7 +468,7 @@ func TestEngineOnePassEqualsPerOrder(t *testing.T) {
 			var mu sync.Mutex
 			got := map[[2]int][]float64{}
 			e := newEngine(p, orders, BoundOptions{Direction: dir})
-			if err := e.run(context.Background(), 2, func(int) pairSink {
+			if err := e.run(context.Background(), 2, e.tiles(0, e.M), func(int) pairSink {
 				return func(a, b int, v []float64) {
 					mu.Lock()
 					got[[2]int{a, b}] = slices.Clone(v)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -26,6 +27,8 @@ type auditFlags struct {
 	jsonOut    bool
 	noProgress bool
 	allOrders  bool
+	shard      string
+	out        string
 }
 
 // auditProgressMin is the work (pairs x components x dims) above which the
@@ -70,12 +73,18 @@ supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certi
 	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
 	fl.IntVar(&o.Workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
 	fl.BoolVar(&f.allOrders, "all-orders", false, "principled mode: evaluate every BDP order on the data, also those at which the file's clip set is certified +Inf (skipped by default: reported +Inf)")
+	fl.StringVar(&f.shard, "shard", "", "principled mode: audit shard i/n (0 <= i < n) only, the complete rows of the i-th block of first indices q; write its part to --out and combine the parts with `nvdp audit merge`")
+	fl.StringVar(&f.out, "out", "", "with --shard: the part file (JSON) to write")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	_ = cmd.MarkFlagRequired("posteriors")
 	return cmd
 }
 
-func init() { rootCmd.AddCommand(newAuditCmd()) }
+func init() {
+	audit := newAuditCmd()
+	audit.AddCommand(newAuditMergeCmd())
+	rootCmd.AddCommand(audit)
+}
 
 func joinFloats(v []float64) string {
 	s := make([]string, len(v))
@@ -98,13 +107,45 @@ func (f *auditFlags) options(cmd *cobra.Command) (privacy.Options, error) {
 	if cmd.Flags().Changed("q") && opt.Q == 0 {
 		return opt, fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch-size / M")
 	}
+	if (f.shard == "") != (f.out == "") {
+		return opt, fmt.Errorf("--shard and --out go together: a shard writes its part to --out")
+	}
+	if f.shard != "" {
+		if opt.Mode == privacy.ModeReference || opt.Pairs != 0 {
+			return opt, fmt.Errorf("--shard audits every pair of its rows in principled mode: no --mode reference, no --pairs")
+		}
+		if f.jsonOut {
+			return opt, fmt.Errorf("--shard writes its part to --out; --json applies to the merged report (nvdp audit merge --json)")
+		}
+	}
 	return opt, opt.Validate()
+}
+
+// parseShard parses --shard "i/n" (0 <= i < n).
+func parseShard(s string) (privacy.Shard, error) {
+	is, ns, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(is))
+	n, err2 := strconv.Atoi(strings.TrimSpace(ns))
+	if !ok || err1 != nil || err2 != nil {
+		return privacy.Shard{}, fmt.Errorf("--shard %q: want i/n, e.g. 0/4", s)
+	}
+	sh := privacy.Shard{Index: i, Count: n}
+	if err := sh.Validate(); err != nil {
+		return sh, fmt.Errorf("--shard %q: want 0 <= i < n", s)
+	}
+	return sh, nil
 }
 
 func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	opt, err := f.options(cmd)
 	if err != nil {
 		return err
+	}
+	var shard privacy.Shard
+	if f.shard != "" {
+		if shard, err = parseShard(f.shard); err != nil {
+			return err
+		}
 	}
 	p, err := privacy.ReadPosteriors(f.posteriors)
 	if err != nil {
@@ -127,6 +168,9 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if opt.Mode != privacy.ModeReference && pairs*float64(p.N)*float64(p.P) > auditProgressMin {
 		opt.Progress = newProgress(cmd, f.noProgress)
 	}
+	if f.shard != "" {
+		return runAuditShard(cmd, f, p, opt, shard)
+	}
 	r, err := privacy.Audit(cmd.Context(), p, opt)
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", f.posteriors, err)
@@ -138,6 +182,20 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 		return enc.Encode(auditJSON{Report: r, Empirical: emp, Certified: cert})
 	}
 	printReport(out, f.posteriors, r, emp, cert)
+	return nil
+}
+
+// runAuditShard audits shard of p and writes its part to f.out.
+func runAuditShard(cmd *cobra.Command, f *auditFlags, p *privacy.Posteriors, opt privacy.Options, shard privacy.Shard) error {
+	part, err := privacy.AuditShard(cmd.Context(), p, opt, shard)
+	if err != nil {
+		return fmt.Errorf("audit %s: shard %s: %w", f.posteriors, f.shard, err)
+	}
+	if err := privacy.WritePart(f.out, part); err != nil {
+		return err
+	}
+	slog.Info("audit shard written", "shard", f.shard, "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
+		"pairs", part.FinitePairs+part.InvalidPairs, "seconds", part.Seconds, "out", f.out)
 	return nil
 }
 
@@ -233,7 +291,11 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 		row("RD max over "+over+" (empirical, not a guarantee)", ff(r.RDMax)+arg)
 		row("RD mean (empirical)", ffp(r.RDMean))
 		if r.Quantiles != nil {
-			row("RD p50 / p90 / p99 (empirical)", fmt.Sprintf("%s / %s / %s", ff(r.Quantiles["p50"]), ff(r.Quantiles["p90"]), ff(r.Quantiles["p99"])))
+			sketch := ""
+			if r.QuantileAccuracy != nil {
+				sketch = fmt.Sprintf(", sketch within %g relative", *r.QuantileAccuracy)
+			}
+			row("RD p50 / p90 / p99 (empirical"+sketch+")", fmt.Sprintf("%s / %s / %s", ff(r.Quantiles["p50"]), ff(r.Quantiles["p90"]), ff(r.Quantiles["p99"])))
 		}
 		worst := ffp(r.BDPEpsilon)
 		if r.BDPOrder != nil {
@@ -254,6 +316,9 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 		}
 		for i, c := range r.Histogram.Counts {
 			fmt.Fprintf(w, "  [%10.4f, %10.4f) %9d %s\n", r.Histogram.Edges[i], r.Histogram.Edges[i+1], c, strings.Repeat("#", (40*c+maxc-1)/max(maxc, 1)))
+		}
+		if h := r.Histogram; h.Below+h.Above > 0 {
+			fmt.Fprintf(w, "  below %d, above %d (edges fixed before the pass)\n", h.Below, h.Above)
 		}
 	}
 	if len(r.BDPOrders) > 0 {

@@ -147,10 +147,13 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 			return err
 		}
 	}
-	p, err := privacy.ReadPosteriors(f.posteriors)
+	// A read-only memory map: the file's pages are page cache, not a copy
+	// (privacy.MapPosteriors); the audit holds its float64 working copies.
+	p, unmap, err := privacy.MapPosteriors(f.posteriors)
 	if err != nil {
 		return err
 	}
+	defer func() { _ = unmap() }() // read-only: nothing to flush
 	// The certified guarantee first: it is cheap, and bad clip metadata fails
 	// before a long audit.
 	cert, set, err := auditCertified(p, f.posteriors, opt.Order, opt.Direction, opt.Delta)

@@ -75,7 +75,7 @@ type Options struct {
 	// says why), which is what the data give whenever one audited pair is
 	// undefined there, and never less than the estimate. Errors: a set that
 	// is invalid or whose components and dims are not the file's N and P.
-	Certified *ClipSet
+	Certified *ClipSet `json:"-"`
 }
 
 // DefaultOptions returns the audit's defaults: principled mode at

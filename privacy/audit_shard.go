@@ -142,7 +142,7 @@ type Part struct {
 	// Statistics of the ordered pairs of the rows at the audit's order.
 	FinitePairs  int64           `json:"finite_pairs"`
 	InvalidPairs int64           `json:"invalid_pairs"`
-	Sum          float64         `json:"sum"` // of the finite bounds
+	Sum          jsonfloat.Float `json:"sum"` // of the finite bounds
 	RDMax        jsonfloat.Float `json:"rd_max"`
 	RDMin        jsonfloat.Float `json:"rd_min"`
 	Argmax       [2]int          `json:"argmax"` // -1, -1 when no pair is finite
@@ -209,7 +209,7 @@ func AuditShard(ctx context.Context, p *Posteriors, opt Options, shard Shard) (*
 		Options: PartOptions{Order: opt.Order, Delta: opt.Delta, Confidence: opt.Confidence, BDPOrders: opt.BDPOrders,
 			Mask: opt.UseMask, Direction: opt.Direction, ListInvalid: opt.ListInvalid, Skipped: skip},
 		Examples: p.M, Components: p.N, Dims: p.P,
-		FinitePairs: st.rd.finite, InvalidPairs: st.rd.invalid, Sum: st.rd.sum,
+		FinitePairs: st.rd.finite, InvalidPairs: st.rd.invalid, Sum: jsonfloat.Float(st.rd.sum),
 		RDMax: jsonfloat.Float(st.rd.max), RDMin: jsonfloat.Float(st.rd.min), Argmax: [2]int{st.rd.argA, st.rd.argB},
 		InvalidExamples:        listInvalid(st.rd.invalidList, c, p),
 		SketchRelativeAccuracy: SketchRelativeAccuracy, Histogram: st.rd.hist, Metadata: p.Metadata, PriorMu: p.PriorMu, PriorVar: p.PriorVar}
@@ -405,7 +405,7 @@ func Merge(parts []*Part) (*Report, error) {
 	var seconds float64
 	var unsketched int64
 	for _, pt := range parts {
-		ps := rdStats{finite: pt.FinitePairs, invalid: pt.InvalidPairs, sum: pt.Sum, max: float64(pt.RDMax),
+		ps := rdStats{finite: pt.FinitePairs, invalid: pt.InvalidPairs, sum: float64(pt.Sum), max: float64(pt.RDMax),
 			argA: pt.Argmax[0], argB: pt.Argmax[1], invalidList: pt.InvalidExamples}
 		rd.merge(&ps)
 		rd.min = math.Min(rd.min, float64(pt.RDMin))

@@ -3,11 +3,14 @@
 # the PyTorch peer of the single order (../shared/bench/rd_torch_peer.py), the Go benchmark
 # BenchmarkAuditOrders (single order 1.1, the default grid, the default grid with the clip set) and
 # `nvdp audit` on the peer's file (default grid, single order), interleaved, REPS times (default 3);
-# prints each run, the medians, the ratios and the load average of each repetition.
+# prints each run (wall and CPU seconds), the medians, the ratios and the load average at the start
+# of each repetition. CPU time (user + sys) is the steadier figure on a machine shared with other
+# jobs.
 #
 #   scripts/bench-audit.sh [REPS]
 #
-# Shapes: M = 872, N = 65, P = 128 (QNLI-dev-like). Needs /usr/bin/python3 with torch and numpy.
+# Shapes: M = 872, N = 65, P = 128 (QNLI-dev-like). Needs /usr/bin/python3 with torch and numpy,
+# /usr/bin/time and bc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
@@ -20,34 +23,49 @@ go build -o "$TMP/nvdp" ./cmd/nvdp
 go test -c -o "$TMP/privacy.test" ./privacy
 LOG=$TMP/runs.tsv
 : >"$LOG"
-now() { date +%s.%N; }
+# run NAME CMD...: appends "repetition, name, wall s, CPU s (user + sys), load average" to $LOG.
+run() {
+  local name=$1 t0 t1 cpu
+  shift
+  t0=$(date +%s.%N)
+  /usr/bin/time -o "$TMP/time.txt" -f "cpu %U %S" "$@" >/dev/null 2>&1
+  cpu=$(awk '/^cpu /{print $2 + $3}' "$TMP/time.txt")
+  t1=$(date +%s.%N)
+  echo -e "$r\t$name\t$(echo "$t1 - $t0" | bc)\t$cpu\t$load" >>"$LOG"
+}
 for r in $(seq 1 "$REPS"); do
   load=$(cut -d' ' -f1-3 /proc/loadavg)
-  t0=$(now); /usr/bin/python3 "$BENCH/rd_torch_peer.py" "$FILE" >/dev/null; t1=$(now)
-  echo -e "$r\tpeer\t$(echo "$t1 - $t0" | bc)\t$load" >>"$LOG"
-  (cd privacy && "$TMP/privacy.test" -test.run XXX -test.bench AuditOrders -test.benchtime 1x) |
-    awk -v r="$r" -v load="$load" '/^BenchmarkAuditOrders\//{split($1, a, "/"); sub(/-[0-9]+$/, "", a[2]); printf "%s\tgo-%s\t%.3f\t%s\n", r, a[2], $3/1e9, load}' >>"$LOG"
-  for o in default single; do
-    args=(); [ $o = single ] && args=(--bdp-orders 0.1)
-    t0=$(now); "$TMP/nvdp" audit --posteriors "$FILE" --json --no-progress "${args[@]}" >/dev/null; t1=$(now)
-    echo -e "$r\tcli-$o\t$(echo "$t1 - $t0" | bc)\t$load" >>"$LOG"
+  run peer /usr/bin/python3 "$BENCH/rd_torch_peer.py" "$FILE"
+  # Wall: the benchmark's own figure (s/audit, without building the posteriors); CPU: the whole
+  # test process (building the posteriors included, about 0.5 s).
+  for b in single default certified; do
+    out=$(cd privacy && { /usr/bin/time -f "cpu %U %S" "$TMP/privacy.test" -test.run XXX -test.bench "AuditOrders/$b\$" -test.benchtime 1x; } 2>&1)
+    wall=$(echo "$out" | awk '/^BenchmarkAuditOrders\//{printf "%.3f", $3/1e9}')
+    cpu=$(echo "$out" | awk '/^cpu /{print $2 + $3}')
+    echo -e "$r\tgo-$b\t$wall\t$cpu\t$load" >>"$LOG"
   done
+  run cli-default "$TMP/nvdp" audit --posteriors "$FILE" --json --no-progress
+  run cli-single "$TMP/nvdp" audit --posteriors "$FILE" --json --no-progress --bdp-orders 0.1
   echo "repetition $r done (load average at its start: $load)" >&2
 done
 cat "$LOG"
-/usr/bin/python3 - "$LOG" <<'EOF'
+/usr/bin/python3 - "$LOG" <<'PY'
 import sys, statistics, collections
-t = collections.defaultdict(list)
+wall, cpu = collections.defaultdict(list), collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    r, k, s, load = line.rstrip("\n").split("\t")
-    t[k].append(float(s))
-med = {k: statistics.median(v) for k, v in t.items()}
-for k in sorted(med):
-    print(f"median {k:14s} {med[k]:8.2f} s  (runs {', '.join(f'{x:.2f}' for x in t[k])})")
-print(f"peer / go-single (engine, single order): {med['peer'] / med['go-single']:.2f}x")
-print(f"peer / cli-single (whole command, single order): {med['peer'] / med['cli-single']:.2f}x")
-print(f"go-default / go-single: {med['go-default'] / med['go-single']:.2f}x")
-print(f"go-certified / go-single: {med['go-certified'] / med['go-single']:.2f}x")
-print(f"cli-default / cli-single: {med['cli-default'] / med['cli-single']:.2f}x")
-print(f"peer / cli-default (the command a user runs): {med['peer'] / med['cli-default']:.2f}x")
-EOF
+    r, k, w, c, load = line.rstrip("\n").split("\t")
+    wall[k].append(float(w))
+    cpu[k].append(float(c))
+for name, t in (("wall", wall), ("CPU", cpu)):
+    med = {k: statistics.median(v) for k, v in t.items()}
+    print(f"-- {name} seconds, medians of {len(t['peer'])}")
+    for k in sorted(med):
+        print(f"median {k:14s} {med[k]:8.2f} s  (runs {', '.join(f'{x:.2f}' for x in t[k])})")
+    for a, b, what in (("peer", "go-single", "peer / engine, single order"),
+                       ("peer", "cli-single", "peer / nvdp audit, single order"),
+                       ("go-default", "go-single", "default / single, engine"),
+                       ("go-certified", "go-single", "default with the clip set / single, engine"),
+                       ("cli-default", "cli-single", "default / single, nvdp audit"),
+                       ("peer", "cli-default", "peer / nvdp audit default (the command a user runs)")):
+        print(f"{name} {what}: {med[a] / med[b]:.2f}x")
+PY

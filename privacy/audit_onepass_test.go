@@ -38,14 +38,7 @@ func TestAuditCertifiedSkip(t *testing.T) {
 		full.Workers = workers
 		skip := full
 		skip.Certified = &set
-		rf, err := Audit(context.Background(), p, full)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := Audit(context.Background(), p, skip)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rf, rs := mustAudit(t, p, full), mustAudit(t, p, skip)
 		wantSkipped := map[float64]bool{0.5: true, 1.1: true, 2: true}
 		for k, bo := range rs.BDPOrders {
 			fo := rf.BDPOrders[k]
@@ -71,7 +64,6 @@ func TestAuditCertifiedSkip(t *testing.T) {
 			}
 		}
 		rs.BDPOrders, rf.BDPOrders = nil, nil
-		rs.Seconds, rf.Seconds = 0, 0
 		if len(rs.Notes) != len(rf.Notes)+1 {
 			t.Errorf("notes %q, want those of the full audit %q and one on the skipped orders", rs.Notes, rf.Notes)
 		}
@@ -105,4 +97,16 @@ func TestAuditCertifiedErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
 	}
+}
+
+// mustAudit is Audit of p with opt, failing t on an error, with Seconds 0
+// (reports of the same numbers compare equal).
+func mustAudit(t *testing.T, p *Posteriors, opt Options) *Report {
+	t.Helper()
+	r, err := Audit(context.Background(), p, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Seconds = 0
+	return r
 }

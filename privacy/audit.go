@@ -67,6 +67,15 @@ type Options struct {
 	// ListInvalid is how many undefined pairs Report.InvalidExamples lists
 	// (DefaultListInvalid; 0 lists none).
 	ListInvalid int
+	// Certified is the clip set the posteriors were released under (nil:
+	// none known; principled mode only). A BDP moment order l whose Renyi
+	// order l+1 is not the audit's Order and at which the certified bound
+	// Certify(*Certified, l+1, Direction) is +Inf is then not evaluated on
+	// the data: the report gives it the certified cost +Inf (BDPOrder.Skipped
+	// says why), which is what the data give whenever one audited pair is
+	// undefined there, and never less than the estimate. Errors: a set that
+	// is invalid or whose components and dims are not the file's N and P.
+	Certified *ClipSet `json:"-"`
 }
 
 // DefaultOptions returns the audit's defaults: principled mode at
@@ -120,6 +129,14 @@ func (o Options) Validate() error {
 		}
 	} else if o.Direction != "" && o.Direction != DirectionPaper && o.Direction != DirectionStandard {
 		return wrap("Gaussian direction %q: want %s or %s", o.Direction, DirectionStandard, DirectionPaper)
+	}
+	if o.Certified != nil {
+		if o.Mode == ModeReference {
+			return wrap("reference mode reproduces the released code: skipping the orders a clip set certifies +Inf applies to principled mode only")
+		}
+		if err := o.Certified.Validate(); err != nil {
+			return wrap("certified clip set: %w", err)
+		}
 	}
 	if o.Pairs < 0 {
 		return wrap("pairs %d: must be >= 0 (0: every ordered pair)", o.Pairs)
@@ -186,8 +203,12 @@ type InvalidPair struct {
 // nil (absent in JSON) when not computed: fewer than 3 partners of every
 // example (Cost, Epsilon) or fewer than 3 pairs (the pooled ones).
 type BDPOrder struct {
-	Order        float64          `json:"order"`          // moment order l
-	RenyiOrder   float64          `json:"renyi_order"`    // l + 1
+	Order      float64 `json:"order"`       // moment order l
+	RenyiOrder float64 `json:"renyi_order"` // l + 1
+	// Skipped says why the order was not evaluated on the data (the
+	// certified bound is +Inf at l+1, Options.Certified); its costs and
+	// epsilons are then +Inf and InfPairs is 0 (not counted).
+	Skipped      string           `json:"skipped,omitempty"`
 	Finite       bool             `json:"finite"`         // every pair's bound finite at l+1
 	InfPairs     int64            `json:"inf_pairs"`      // ordered pairs with an undefined bound at l+1
 	Cost         *jsonfloat.Float `json:"cost,omitempty"` // worst individual: max_x c_x(l)
@@ -230,7 +251,14 @@ type Report struct {
 	RDMin         *jsonfloat.Float           `json:"rd_min,omitempty"`
 	Quantiles     map[string]jsonfloat.Float `json:"quantiles,omitempty"`
 	QuantilesFrom int                        `json:"quantiles_from,omitempty"`
-	Histogram     *Histogram                 `json:"histogram,omitempty"`
+	// QuantileAccuracy is the relative accuracy of Quantiles when they come
+	// from a sketch (a merged sharded audit, SketchRelativeAccuracy); nil
+	// when they are exact over the bounds kept.
+	QuantileAccuracy *float64 `json:"quantile_relative_accuracy,omitempty"`
+	// Shards is the number of shards a merged report comes from (Merge); 0
+	// for a one-process audit.
+	Shards    int        `json:"shards,omitempty"`
+	Histogram *Histogram `json:"histogram,omitempty"`
 	// BDPEpsilon is the accountant's estimate minimised over the moment
 	// orders: +Inf when every order has an infinite pair, nil when no order
 	// was computed (too few partners; reference: no batch of 3 pairs).
@@ -288,7 +316,11 @@ func Audit(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
 // writes the pair statistics (summarise) and the BDP accountant
 // (accountant) into the report.
 func auditPrincipled(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
-	c := newCollector(p, opt)
+	skip, err := certifiedSkips(p, opt)
+	if err != nil {
+		return nil, err
+	}
+	c := newCollector(p, opt, skip)
 	st, err := c.collect(ctx)
 	if err != nil {
 		return nil, err
@@ -310,4 +342,33 @@ func auditPrincipled(ctx context.Context, p *Posteriors, opt Options) (*Report, 
 		return nil, err
 	}
 	return r, nil
+}
+
+// certifiedSkips returns, per BDP moment order of opt, why it is not
+// evaluated on the data ("" : evaluated): its Renyi order l+1 differs from
+// opt.Order and the certified bound of opt.Certified is +Inf there. Nil
+// without a clip set. Errors: a set whose shape is not p's, Certify.
+func certifiedSkips(p *Posteriors, opt Options) ([]string, error) {
+	set := opt.Certified
+	if set == nil {
+		return nil, nil
+	}
+	if set.Components != p.N || set.Dims != p.P {
+		return nil, fmt.Errorf("audit options: certified clip set of %d components x %d dims, the posteriors have N = %d, P = %d",
+			set.Components, set.Dims, p.N, p.P)
+	}
+	skip := make([]string, len(opt.BDPOrders))
+	for k, l := range opt.BDPOrders {
+		if sameOrder(l+1, opt.Order) {
+			continue
+		}
+		cert, err := Certify(*set, l+1, opt.Direction)
+		if err != nil {
+			return nil, fmt.Errorf("audit: certified bound at Renyi order %v: %w", l+1, err)
+		}
+		if !cert.Finite {
+			skip[k] = fmt.Sprintf("certified bound +Inf at Renyi order %v (finite below %v): %s", l+1, float64(cert.MaxOrder), cert.Reason)
+		}
+	}
+	return skip, nil
 }

@@ -24,15 +24,32 @@ import (
 // bdp_worst_example: where); +Inf when every order has an infinite pair,
 // absent when no order could be estimated. Errors: the Student-t quantile.
 func accountant(r *Report, s *bdpStats, c *collector) error {
-	opt, M := c.opt, c.p.M
+	return accountantOf(r, s, c.opt, c.p.M, c.skip)
+}
+
+// accountantOf is accountant for M examples audited with the resolved
+// options opt and the orders skip says were skipped (nil: none).
+func accountantOf(r *Report, s *bdpStats, opt Options, M int, skip []string) error {
+	skipped := func(k int) bool { return skip != nil && skip[k] != "" }
 	tail := 1 - opt.Confidence
 	lnDG := math.Log(opt.Delta - tail)
 	best, bestPooled := math.Inf(1), math.Inf(1)
 	bestOrder, bestWorst := math.NaN(), -1
 	estimated, pooled := false, false
-	var finiteOrders []string
+	var finiteOrders, skippedOrders []string
 	for k, l := range opt.BDPOrders {
 		bo := BDPOrder{Order: l, RenyiOrder: l + 1, InfPairs: s.infPairs[k], WorstExample: -1, Finite: s.infPairs[k] == 0}
+		if skipped(k) {
+			inf := jsonfloat.New(math.Inf(1))
+			bo.Finite, bo.Skipped, bo.Cost, bo.Epsilon, bo.CostPooled, bo.EpsPooled = false, skip[k], inf, inf, inf, inf
+			if !estimated {
+				best, bestOrder, bestWorst = math.Inf(1), math.NaN(), -1
+			}
+			estimated, pooled = true, true
+			skippedOrders = append(skippedOrders, strconv.FormatFloat(l, 'g', -1, 64))
+			r.BDPOrders = append(r.BDPOrders, bo)
+			continue
+		}
 		cost, worst, ok, err := worstIndividual(s.indiv[k*M*2:(k+1)*M*2], tail)
 		if err != nil {
 			return err
@@ -70,6 +87,9 @@ func accountant(r *Report, s *bdpStats, c *collector) error {
 	if len(finiteOrders) < len(opt.BDPOrders) {
 		r.Notes = append(r.Notes, fmt.Sprintf("BDP moment orders with every pair finite: %v of %v; an order with an infinite pair has infinite cost",
 			finiteOrders, opt.BDPOrders))
+	}
+	if len(skippedOrders) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("BDP moment orders %v not evaluated on the data: the certified bound of the clip set is +Inf at their Renyi order (bdp_orders[].skipped); their cost is +Inf", skippedOrders))
 	}
 	if M < 4 {
 		r.Notes = append(r.Notes, "fewer than 4 examples: no per-example Student-t bound (needs 3 partners)")

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+
+	"github.com/DataDog/sketches-go/ddsketch"
 )
 
 // Collection: the principled audit's pass over the ordered pairs. The engine
@@ -34,20 +36,36 @@ type collector struct {
 	opt Options // resolved
 	e   *engine
 	// bdpIdx[k] is the index in e.orders of the Renyi order l+1 of BDP
-	// moment order opt.BDPOrders[k]; e.orders[0] is opt.Order.
+	// moment order opt.BDPOrders[k]; e.orders[0] is opt.Order; -1 for an
+	// order not evaluated (skip[k] says why).
 	bdpIdx []int
+	skip   []string // nil: every order evaluated
+	// lo, hi: the rows audited, the ordered pairs (q, q') with q in [lo,
+	// hi) (a shard; the whole file: 0, M). The BDP sums of the rows'
+	// examples are complete (both directions of each of their pairs), the
+	// pooled BDP takes each unordered pair {a < b} in the rows of a.
+	lo, hi int
+	// part: a shard's statistics (a sketch of the finite bounds and a
+	// histogram on fixed edges instead of the values kept); nil otherwise.
+	part *partSpec
 	// stride: one finite bound in stride is kept for the order statistics
 	// (0: none).
 	stride uint64
 }
 
-func newCollector(p *Posteriors, opt Options) *collector {
+// newCollector sets up the engine at the audit's order and at l+1 for each
+// BDP moment order l not skipped (skip[k] != "", skip may be nil): every
+// order in one pass over the pairs.
+func newCollector(p *Posteriors, opt Options, skip []string) *collector {
 	orders := []float64{opt.Order}
-	c := &collector{p: p, opt: opt, bdpIdx: make([]int, len(opt.BDPOrders))}
+	c := &collector{p: p, opt: opt, bdpIdx: make([]int, len(opt.BDPOrders)), skip: skip, hi: p.M}
 	for k, l := range opt.BDPOrders {
 		c.bdpIdx[k] = -1
+		if c.skipped(k) {
+			continue
+		}
 		for i, o := range orders {
-			if math.Abs(o-(l+1)) < 1e-12 {
+			if sameOrder(o, l+1) {
 				c.bdpIdx[k] = i
 			}
 		}
@@ -64,6 +82,13 @@ func newCollector(p *Posteriors, opt Options) *collector {
 	return c
 }
 
+// skipped says whether BDP moment order k is not evaluated on the data.
+func (c *collector) skipped(k int) bool { return c.skip != nil && c.skip[k] != "" }
+
+// sameOrder says whether two Renyi orders are one (l+1 of a moment order
+// against the audit's order, to 1e-12).
+func sameOrder(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+
 // ordered is the number of ordered pairs of the file, M(M-1).
 func (c *collector) ordered() int64 { return int64(c.p.M) * int64(c.p.M-1) }
 
@@ -72,8 +97,11 @@ func (c *collector) audited() int64 {
 	if c.opt.Pairs > 0 {
 		return int64(c.opt.Pairs)
 	}
-	return c.ordered()
+	return int64(c.hi-c.lo) * int64(c.p.M-1)
 }
+
+// inRows says whether example x is in the audited rows.
+func (c *collector) inRows(x int) bool { return x >= c.lo && x < c.hi }
 
 // kept says whether the finite bound of the ordered pair (q, q') goes to the
 // order statistics: every one when they fit (stride 1); else one pair in
@@ -114,6 +142,12 @@ type rdStats struct {
 	argA, argB      int     // the pair attaining max (smallest (q, q') among ties); -1 before
 	invalidList     []InvalidPair
 	values          []float64 // the finite bounds kept (collector.kept)
+	// A shard's (collector.part): the smallest finite bound, a sketch of
+	// them all and their histogram on fixed edges; nil/unused otherwise.
+	min        float64
+	sketch     *ddsketch.DDSketch
+	unsketched int64
+	hist       *Histogram
 }
 
 // bdpStats accumulate the accountant's ln-values per moment order k.
@@ -125,8 +159,14 @@ type bdpStats struct {
 
 func (c *collector) newStats() *pairStats {
 	k := len(c.opt.BDPOrders)
-	return &pairStats{rd: rdStats{max: math.Inf(-1), argA: -1, argB: -1},
+	st := &pairStats{rd: rdStats{max: math.Inf(-1), argA: -1, argB: -1},
 		bdp: bdpStats{indiv: make([]logAcc, k*c.p.M*2), pooled: make([]logAcc, k), infPairs: make([]int64, k)}}
+	if c.part != nil {
+		st.rd.min = math.Inf(1)
+		st.rd.sketch = c.part.newSketch()
+		st.rd.hist = newFixedHistogram(c.part.edges)
+	}
+	return st
 }
 
 // add records the unordered pair a < b in the directions dirs: v[2k] is
@@ -142,17 +182,29 @@ func (c *collector) add(w *pairStats, a, b int, v []float64, dirs int, sample in
 		if d == 1 {
 			q, qp = b, a
 		}
-		w.rd.add(q, qp, v[d], c.opt.ListInvalid, c.kept(q, qp, sample))
+		row := c.inRows(q)
+		if row {
+			w.rd.add(q, qp, v[d], c.opt.ListInvalid, c.kept(q, qp, sample))
+		}
 		for k, l := range c.opt.BDPOrders {
+			if c.bdpIdx[k] < 0 {
+				continue
+			}
 			D := v[2*c.bdpIdx[k]+d]
-			if math.IsInf(D, 1) {
+			if row && math.IsInf(D, 1) {
 				w.bdp.infPairs[k]++
 			}
 			w.bdp.indiv[(k*M+q)*2+0].add(l * D)
 			w.bdp.indiv[(k*M+qp)*2+1].add(l * D)
 		}
 	}
+	if !c.inRows(a) {
+		return
+	}
 	for k, l := range c.opt.BDPOrders {
+		if c.bdpIdx[k] < 0 {
+			continue
+		}
 		w.bdp.pooled[k].add(l * math.Max(v[2*c.bdpIdx[k]], v[2*c.bdpIdx[k]+1]))
 	}
 }
@@ -176,6 +228,13 @@ func (s *rdStats) add(q, qp int, x float64, list int, keep bool) {
 	if keep {
 		s.values = append(s.values, x)
 	}
+	if s.sketch != nil {
+		s.min = math.Min(s.min, x)
+		if s.sketch.Add(x) != nil {
+			s.unsketched++ // beyond the sketch's range
+		}
+		s.hist.add(x)
+	}
 }
 
 func (s *rdStats) merge(o *rdStats) {
@@ -187,6 +246,12 @@ func (s *rdStats) merge(o *rdStats) {
 	}
 	s.invalidList = append(s.invalidList, o.invalidList...)
 	s.values = append(s.values, o.values...)
+	if o.sketch != nil {
+		s.min = math.Min(s.min, o.min)
+		_ = s.sketch.MergeWith(o.sketch) // same mapping (partSpec.newSketch)
+		s.unsketched += o.unsketched
+		s.hist.merge(o.hist)
+	}
 }
 
 func (s *bdpStats) merge(o *bdpStats) {
@@ -209,9 +274,9 @@ func (c *collector) collect(ctx context.Context) (*pairStats, error) {
 	if c.opt.Pairs == 0 {
 		var tileDone func(int)
 		if done != nil {
-			tileDone = func(n int) { done(2 * int64(n)) } // both directions of n unordered pairs
+			tileDone = func(n int) { done(int64(n)) }
 		}
-		err = c.e.run(ctx, c.opt.Workers, func(wi int) pairSink {
+		err = c.e.run(ctx, c.opt.Workers, c.e.tiles(c.lo, c.hi), func(wi int) pairSink {
 			w := c.newStats()
 			workers[wi] = w
 			return func(a, b int, v []float64) { c.add(w, a, b, v, both, -1) }

@@ -233,6 +233,13 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 // tensor whose bytes do not match its shape, null in a prior array, any
 // value Validate rejects.
 func ParsePosteriors(name string, data []byte) (*Posteriors, error) {
+	return parsePosteriors(name, data, false)
+}
+
+// parsePosteriors is ParsePosteriors; with alias, the float32 and mask
+// tensors alias data where its layout allows (aligned, little-endian host:
+// MapPosteriors) instead of being copied.
+func parsePosteriors(name string, data []byte, alias bool) (*Posteriors, error) {
 	wrap := func(err error) error { return fmt.Errorf("posteriors %s: %w", name, err) }
 	f, err := safetensors.Parse(data)
 	if err != nil {
@@ -274,9 +281,14 @@ func ParsePosteriors(name string, data []byte) (*Posteriors, error) {
 		return nil, wrap(fmt.Errorf("tensor alpha: shape %v, want [%d %d] (M, N of mu)", al.Shape, m, n))
 	}
 	po := &Posteriors{M: m, N: n, P: pp, Metadata: f.Metadata}
-	po.Mu, _ = mu.Float32()
-	po.Logvar, _ = lv.Float32()
-	po.Alpha, _ = al.Float32()
+	f32 := func(t *safetensors.Tensor) []float32 {
+		if v := aliasFloat32(t.Data); alias && v != nil {
+			return v
+		}
+		v, _ := t.Float32() // checkBytes: the bytes match the shape
+		return v
+	}
+	po.Mu, po.Logvar, po.Alpha = f32(mu), f32(lv), f32(al)
 	if _, ok := f.Get(legacyMaskTensor); ok {
 		return nil, wrap(fmt.Errorf("tensor %s: the file uses the old mask convention (1 = padding component); the format now stores %s "+
 			"(1 = real component, Hugging Face's convention): re-export the posteriors from the model", legacyMaskTensor, AttentionMaskTensor))
@@ -291,7 +303,11 @@ func ParsePosteriors(name string, data []byte) (*Posteriors, error) {
 		if err := checkBytes(mk); err != nil {
 			return nil, wrap(err)
 		}
-		po.AttentionMask, _ = mk.Uint8()
+		if alias && len(mk.Data) > 0 {
+			po.AttentionMask = mk.Data // one byte per value: U8 and BOOL alike
+		} else {
+			po.AttentionMask, _ = mk.Uint8()
+		}
 	}
 	for _, key := range []string{"prior_mu", "prior_var"} {
 		s, ok := f.Metadata[key]

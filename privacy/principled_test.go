@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -180,7 +181,7 @@ func TestEngineMatchesNaive(t *testing.T) {
 			orders := []float64{1.1, 2.1, 1.05}
 			e := newEngine(p, orders, BoundOptions{UseMask: useMask, Direction: dir})
 			var seen, inf atomic.Int64
-			err := e.run(context.Background(), 3, func(int) pairSink {
+			err := e.run(context.Background(), 3, e.tiles(0, e.M), func(int) pairSink {
 				return func(a, b int, v []float64) {
 					seen.Add(1)
 					for k, lam := range orders {
@@ -453,5 +454,50 @@ func TestAuditOptionErrors(t *testing.T) {
 	cancel()
 	if _, err := Audit(ctx, p, DefaultOptions()); err == nil {
 		t.Error("cancelled audit succeeded")
+	}
+}
+
+// TestEngineOnePassEqualsPerOrder: the engine over every order in one pass
+// gives, at each order, the bounds of an engine at that order alone, bit for
+// bit (the per-order pass is the oracle), undefined pairs included.
+func TestEngineOnePassEqualsPerOrder(t *testing.T) {
+	p := randomPosteriors(rand.New(rand.NewPCG(19, 20)), 21, 4, 11, 0.3)
+	orders := []float64{1.1, 1.05, 1.5, 2.1, 3, 1.2}
+	for _, dir := range []GaussianDirection{DirectionPaper, DirectionStandard} {
+		collect := func(orders []float64) map[[2]int][]float64 {
+			var mu sync.Mutex
+			got := map[[2]int][]float64{}
+			e := newEngine(p, orders, BoundOptions{Direction: dir})
+			if err := e.run(context.Background(), 2, e.tiles(0, e.M), func(int) pairSink {
+				return func(a, b int, v []float64) {
+					mu.Lock()
+					got[[2]int{a, b}] = slices.Clone(v)
+					mu.Unlock()
+				}
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		all := collect(orders)
+		var inf, finite int
+		for k, lam := range orders {
+			one := collect([]float64{lam})
+			for pair, v := range one {
+				for d := range 2 {
+					if w := all[pair][2*k+d]; math.Float64bits(w) != math.Float64bits(v[d]) {
+						t.Errorf("dir %s order %v pair %v direction %d: one pass %v, order alone %v", dir, lam, pair, d, w, v[d])
+					}
+					if math.IsInf(v[d], 1) {
+						inf++
+					} else {
+						finite++
+					}
+				}
+			}
+		}
+		if inf == 0 || finite == 0 {
+			t.Fatalf("dir %s: %d undefined and %d finite bounds: the test needs both", dir, inf, finite)
+		}
 	}
 }

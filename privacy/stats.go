@@ -3,6 +3,7 @@ package privacy
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mathext"
 )
@@ -147,10 +148,61 @@ func quantile(sorted []float64, q float64) float64 {
 
 }
 
-// Histogram has len(Counts) equal-width bins; Edges has len(Counts)+1 entries.
+// Histogram has len(Counts) equal-width bins; Edges has len(Counts)+1
+// entries, the last bin closed. Below and Above count the values outside
+// the edges: always 0 when the edges span the values (the one-process
+// audit), possibly not when they were fixed before the values were seen
+// (a sharded audit, Part).
 type Histogram struct {
 	Edges  []float64 `json:"edges"`
 	Counts []int     `json:"counts"`
+	Below  int       `json:"below,omitempty"`
+	Above  int       `json:"above,omitempty"`
+}
+
+// newFixedHistogram is an empty histogram on edges (a copy), nil without
+// edges.
+func newFixedHistogram(edges []float64) *Histogram {
+	if len(edges) < 2 {
+		return nil
+	}
+	return &Histogram{Edges: slices.Clone(edges), Counts: make([]int, len(edges)-1)}
+}
+
+// add counts x in the bin [Edges[i], Edges[i+1]) holding it (the last bin
+// closed), else in Below or Above. A nil histogram counts nothing.
+func (h *Histogram) add(x float64) {
+	if h == nil {
+		return
+	}
+	n := len(h.Edges)
+	switch {
+	case x < h.Edges[0]:
+		h.Below++
+	case x > h.Edges[n-1]:
+		h.Above++
+	case x == h.Edges[n-1]:
+		h.Counts[n-2]++
+	default:
+		i, _ := slices.BinarySearch(h.Edges, x) // first edge >= x
+		if i < n && h.Edges[i] == x {
+			h.Counts[i]++ // x on an edge: the bin it opens
+		} else {
+			h.Counts[i-1]++
+		}
+	}
+}
+
+// merge adds o's counts (the same edges) into h.
+func (h *Histogram) merge(o *Histogram) {
+	if h == nil || o == nil {
+		return
+	}
+	for i, c := range o.Counts {
+		h.Counts[i] += c
+	}
+	h.Below += o.Below
+	h.Above += o.Above
 }
 
 // histogram bins sorted finite values into bins equal-width bins from the

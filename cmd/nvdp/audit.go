@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ type auditFlags struct {
 	direction  string
 	jsonOut    bool
 	noProgress bool
+	allOrders  bool
+	shard      string
+	out        string
 }
 
 // auditProgressMin is the work (pairs x components x dims) above which the
@@ -69,12 +73,19 @@ supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certi
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the --pairs sample")
 	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
 	fl.IntVar(&o.Workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
+	fl.BoolVar(&f.allOrders, "all-orders", false, "principled mode: evaluate every BDP order on the data, also those at which the file's clip set is certified +Inf (skipped by default: reported +Inf)")
+	fl.StringVar(&f.shard, "shard", "", "principled mode: audit shard i/n (0 <= i < n) only, the complete rows of the i-th block of first indices q; write its part to --out and combine the parts with `nvdp audit merge`")
+	fl.StringVar(&f.out, "out", "", "with --shard: the part file (JSON) to write")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	_ = cmd.MarkFlagRequired("posteriors")
 	return cmd
 }
 
-func init() { rootCmd.AddCommand(newAuditCmd()) }
+func init() {
+	audit := newAuditCmd()
+	audit.AddCommand(newAuditMergeCmd())
+	rootCmd.AddCommand(audit)
+}
 
 func joinFloats(v []float64) string {
 	s := make([]string, len(v))
@@ -97,7 +108,33 @@ func (f *auditFlags) options(cmd *cobra.Command) (privacy.Options, error) {
 	if cmd.Flags().Changed("q") && opt.Q == 0 {
 		return opt, fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch-size / M")
 	}
+	if (f.shard == "") != (f.out == "") {
+		return opt, fmt.Errorf("--shard and --out go together: a shard writes its part to --out")
+	}
+	if f.shard != "" {
+		if opt.Mode == privacy.ModeReference || opt.Pairs != 0 {
+			return opt, fmt.Errorf("--shard audits every pair of its rows in principled mode: no --mode reference, no --pairs")
+		}
+		if f.jsonOut {
+			return opt, fmt.Errorf("--shard writes its part to --out; --json applies to the merged report (nvdp audit merge --json)")
+		}
+	}
 	return opt, opt.Validate()
+}
+
+// parseShard parses --shard "i/n" (0 <= i < n).
+func parseShard(s string) (privacy.Shard, error) {
+	is, ns, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(is))
+	n, err2 := strconv.Atoi(strings.TrimSpace(ns))
+	if !ok || err1 != nil || err2 != nil {
+		return privacy.Shard{}, fmt.Errorf("--shard %q: want i/n, e.g. 0/4", s)
+	}
+	sh := privacy.Shard{Index: i, Count: n}
+	if err := sh.Validate(); err != nil {
+		return sh, fmt.Errorf("--shard %q: want 0 <= i < n", s)
+	}
+	return sh, nil
 }
 
 func runAudit(cmd *cobra.Command, f *auditFlags) error {
@@ -105,15 +142,27 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if err != nil {
 		return err
 	}
-	p, err := privacy.ReadPosteriors(f.posteriors)
+	var shard privacy.Shard
+	if f.shard != "" {
+		if shard, err = parseShard(f.shard); err != nil {
+			return err
+		}
+	}
+	// A read-only memory map: the file's pages are page cache, not a copy
+	// (privacy.MapPosteriors); the audit holds its float64 working copies.
+	p, unmap, err := privacy.MapPosteriors(f.posteriors)
 	if err != nil {
 		return err
 	}
+	defer func() { _ = unmap() }() // read-only: nothing to flush
 	// The certified guarantee first: it is cheap, and bad clip metadata fails
 	// before a long audit.
-	cert, err := auditCertified(p, f.posteriors, opt.Order, opt.Direction, opt.Delta)
+	cert, set, err := auditCertified(p, f.posteriors, opt.Order, opt.Direction, opt.Delta)
 	if err != nil {
 		return err
+	}
+	if set != nil && !f.allOrders && opt.Mode != privacy.ModeReference {
+		opt.Certified = set // skip the BDP orders the clip set certifies +Inf
 	}
 	// Progress for audits that take more than a moment.
 	pairs := float64(p.M) * float64(p.M-1)
@@ -122,6 +171,9 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	if opt.Mode != privacy.ModeReference && pairs*float64(p.N)*float64(p.P) > auditProgressMin {
 		opt.Progress = newProgress(cmd, f.noProgress)
+	}
+	if f.shard != "" {
+		return runAuditShard(cmd, f, p, opt, shard)
 	}
 	r, err := privacy.Audit(cmd.Context(), p, opt)
 	if err != nil {
@@ -141,6 +193,20 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	return nil
 }
 
+// runAuditShard audits shard of p and writes its part to f.out.
+func runAuditShard(cmd *cobra.Command, f *auditFlags, p *privacy.Posteriors, opt privacy.Options, shard privacy.Shard) error {
+	part, err := privacy.AuditShard(cmd.Context(), p, opt, shard)
+	if err != nil {
+		return fmt.Errorf("audit %s: shard %s: %w", f.posteriors, f.shard, err)
+	}
+	if err := privacy.WritePart(f.out, part); err != nil {
+		return err
+	}
+	slog.Info("audit shard written", "shard", f.shard, "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
+		"pairs", part.FinitePairs+part.InvalidPairs, "seconds", part.Seconds, "out", f.out)
+	return nil
+}
+
 // auditJSON is the --json output: the audit report (its fields at the top
 // level, as before), the label of its numbers (empirical) and, when the
 // file's metadata carries the clip constants, the certified guarantee.
@@ -151,21 +217,22 @@ type auditJSON struct {
 }
 
 // auditCertified certifies the clip set in p's metadata
-// (privacy.ClipSetFromMetadata) at the audit's order, direction and delta;
-// nil when the metadata carries no clip constants. Errors name the file.
-func auditCertified(p *privacy.Posteriors, path string, order float64, dir privacy.GaussianDirection, delta float64) (*privacy.CertifiedReport, error) {
+// (privacy.ClipSetFromMetadata) at the audit's order, direction and delta,
+// and returns the set; nil, nil when the metadata carries no clip
+// constants. Errors name the file.
+func auditCertified(p *privacy.Posteriors, path string, order float64, dir privacy.GaussianDirection, delta float64) (*privacy.CertifiedReport, *privacy.ClipSet, error) {
 	set, ok, err := privacy.ClipSetFromMetadata(p)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	c, err := privacy.CertifyReport(set, order, dir, 1, delta, nil, "clip constants in the metadata of "+path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return c, nil
+	return c, &set, nil
 }
 
 // ff formats an audit or certified number: 6 decimals, +Inf, n/a for NaN.
@@ -232,7 +299,11 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 		row("RD max over "+over+" (empirical, not a guarantee)", ff(r.RDMax)+arg)
 		row("RD mean (empirical)", ffp(r.RDMean))
 		if r.Quantiles != nil {
-			row("RD p50 / p90 / p99 (empirical)", fmt.Sprintf("%s / %s / %s", ff(r.Quantiles["p50"]), ff(r.Quantiles["p90"]), ff(r.Quantiles["p99"])))
+			sketch := ""
+			if r.QuantileAccuracy != nil {
+				sketch = fmt.Sprintf(", sketch within %g relative", *r.QuantileAccuracy)
+			}
+			row("RD p50 / p90 / p99 (empirical"+sketch+")", fmt.Sprintf("%s / %s / %s", ff(r.Quantiles["p50"]), ff(r.Quantiles["p90"]), ff(r.Quantiles["p99"])))
 		}
 		worst := ffp(r.BDPEpsilon)
 		if r.BDPOrder != nil {
@@ -254,13 +325,20 @@ func printReport(w io.Writer, path string, r *privacy.Report, emp train.Empirica
 		for i, c := range r.Histogram.Counts {
 			fmt.Fprintf(w, "  [%10.4f, %10.4f) %9d %s\n", r.Histogram.Edges[i], r.Histogram.Edges[i+1], c, strings.Repeat("#", (40*c+maxc-1)/max(maxc, 1)))
 		}
+		if h := r.Histogram; h.Below+h.Above > 0 {
+			fmt.Fprintf(w, "  below %d, above %d (edges fixed before the pass)\n", h.Below, h.Above)
+		}
 	}
 	if len(r.BDPOrders) > 0 {
 		fmt.Fprintln(w, "\nBDP per moment order l (Renyi order l+1; empirical estimates):")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  l\tall pairs finite\tinf pairs\teps worst\tworst example\teps pooled")
 		for _, b := range r.BDPOrders {
-			fmt.Fprintf(tw, "  %g\t%v\t%d\t%s\t%d\t%s\n", b.Order, b.Finite, b.InfPairs, ffp(b.Epsilon), b.WorstExample, ffp(b.EpsPooled))
+			inf := fmt.Sprint(b.InfPairs)
+			if b.Skipped != "" {
+				inf = "skipped (certified +Inf)"
+			}
+			fmt.Fprintf(tw, "  %g\t%v\t%s\t%s\t%d\t%s\n", b.Order, b.Finite, inf, ffp(b.Epsilon), b.WorstExample, ffp(b.EpsPooled))
 		}
 		tw.Flush()
 	}

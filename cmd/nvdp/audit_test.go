@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -319,4 +322,116 @@ func TestAuditCommandHardening(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOutput(t, out, []string{"a sample of 100 of the 6(6-1)", "not smaller than the 30 ordered pairs: auditing every pair (no sample) is exact and faster"}, nil)
+}
+
+// TestAuditSkipsCertifiedInfinite: with clip constants in the metadata the
+// BDP orders the clip set certifies +Inf are skipped (reported +Inf with
+// the reason), --all-orders evaluates them; the other orders agree.
+func TestAuditSkipsCertifiedInfinite(t *testing.T) {
+	path := writeClippedPosteriors(t, true)
+	var reps [2]privacy.Report
+	for i, args := range [][]string{{}, {"--all-orders"}} {
+		out, err := runAuditCmd(append([]string{"--posteriors", path, "--json", "--workers", "1"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), &reps[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxOrder := mainJobClip(3, 4).MaxOrder()
+	skipped := 0
+	for k, bo := range reps[0].BDPOrders {
+		all := reps[1].BDPOrders[k]
+		if all.Skipped != "" {
+			t.Errorf("--all-orders skipped order %v", all.Order)
+		}
+		if want := bo.RenyiOrder >= maxOrder; (bo.Skipped != "") != want {
+			t.Errorf("order %v (Renyi %v, certified finite below %v): skipped %q", bo.Order, bo.RenyiOrder, maxOrder, bo.Skipped)
+		}
+		if bo.Skipped != "" {
+			skipped++
+			if bo.Epsilon == nil || !math.IsInf(float64(*bo.Epsilon), 1) {
+				t.Errorf("skipped order %v: epsilon %v, want +Inf", bo.Order, bo.Epsilon)
+			}
+			continue
+		}
+		if *bo.Epsilon != *all.Epsilon || bo.InfPairs != all.InfPairs {
+			t.Errorf("order %v: epsilon %v (%d inf pairs), with --all-orders %v (%d)", bo.Order, *bo.Epsilon, bo.InfPairs, *all.Epsilon, all.InfPairs)
+		}
+	}
+	if skipped == 0 || skipped == len(reps[0].BDPOrders) {
+		t.Fatalf("%d of %d orders skipped (certified finite below %v): the test needs both kinds", skipped, len(reps[0].BDPOrders), maxOrder)
+	}
+	if reps[0].RDMax != reps[1].RDMax {
+		t.Errorf("rd_max %v, with --all-orders %v", reps[0].RDMax, reps[1].RDMax)
+	}
+}
+
+// TestAuditShardsMerge runs `nvdp audit --shard i/3 --out` for every shard
+// and `nvdp audit merge --json` on the parts, and compares with the
+// one-process `nvdp audit --json`: counts, rd_max, argmax exactly, rd_mean
+// and bdp_epsilon to 1e-12, the sketch's accuracy stated; flag errors name
+// the flags and write nothing.
+func TestAuditShardsMerge(t *testing.T) {
+	path := writeClippedPosteriors(t, true)
+	out, err := runAuditCmd("--posteriors", path, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got privacy.Report
+	if err := json.Unmarshal([]byte(out), &want); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var parts []string
+	for i := range 3 {
+		part := filepath.Join(dir, fmt.Sprintf("part%d.json", i))
+		if _, err := runAuditCmd("--posteriors", path, "--shard", fmt.Sprintf("%d/3", i), "--out", part); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, part)
+	}
+	out, err = runCmd(newAuditMergeCmd(), append(parts, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Pairs != want.Pairs || got.InvalidPairs != want.InvalidPairs || got.RDMax != want.RDMax || !slices.Equal(got.Argmax, want.Argmax) || got.Shards != 3 {
+		t.Errorf("merged pairs %d invalid %d rd_max %v at %v (%d shards), one process %d %d %v at %v",
+			got.Pairs, got.InvalidPairs, got.RDMax, got.Argmax, got.Shards, want.Pairs, want.InvalidPairs, want.RDMax, want.Argmax)
+	}
+	for _, f := range [][2]*jsonfloat.Float{{got.RDMean, want.RDMean}, {got.BDPEpsilon, want.BDPEpsilon}} {
+		if f[0] == nil || f[1] == nil || math.Abs(float64(*f[0]-*f[1])) > 1e-12*math.Abs(float64(*f[1])) {
+			t.Errorf("merged %v, one process %v", f[0], f[1])
+		}
+	}
+	if got.QuantileAccuracy == nil || *got.QuantileAccuracy != privacy.SketchRelativeAccuracy {
+		t.Errorf("quantile accuracy %v", got.QuantileAccuracy)
+	}
+	text, err := runCmd(newAuditMergeCmd(), parts...)
+	if err != nil || !strings.Contains(text, "sketch within 0.005 relative") || !strings.Contains(text, "certified RD") {
+		t.Errorf("merge table: %v\n%s", err, text)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shard", "0/2"}, "--shard and --out go together"},
+		{[]string{"--shard", "2/2", "--out", filepath.Join(dir, "x.json")}, `--shard "2/2": want 0 <= i < n`},
+		{[]string{"--shard", "a", "--out", filepath.Join(dir, "x.json")}, "want i/n"},
+		{[]string{"--shard", "0/2", "--out", filepath.Join(dir, "x.json"), "--pairs", "5"}, "no --pairs"},
+	} {
+		if _, err := runAuditCmd(append([]string{"--posteriors", path}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.json")); !os.IsNotExist(err) {
+		t.Errorf("a refused shard wrote its part: %v", err)
+	}
+	if _, err := runCmd(newAuditMergeCmd(), parts[0], parts[2]); err == nil || !strings.Contains(err.Error(), "2 parts of an audit in 3 shards") {
+		t.Errorf("merge of 2 of 3 parts: %v", err)
+	}
 }

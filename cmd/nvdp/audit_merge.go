@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
+	"github.com/spf13/cobra"
+)
+
+// newAuditMergeCmd is `nvdp audit merge`: the report of a sharded audit
+// from the parts of its shards (`nvdp audit --shard i/n --out PART.json`).
+func newAuditMergeCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "merge PART.json...",
+		Short: "Merge the parts of a sharded audit (nvdp audit --shard i/n --out PART.json) into its report",
+		Long: `Merge the part files of every shard of one audit into the report of the one-process audit:
+counts, undefined pairs, rd_max with its argmax, rd_min exactly; rd_mean and the BDP accountant from
+the shards' sums; the quantiles from a mergeable sketch (DDSketch, relative accuracy in
+quantile_relative_accuracy) and the histogram on edges fixed before the pass. Parts of different
+files, options or shard counts are refused. See docs/privacy.md, "Shards".`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runAuditMerge(cmd, args, jsonOut) },
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
+	return cmd
+}
+
+func runAuditMerge(cmd *cobra.Command, paths []string, jsonOut bool) error {
+	parts := make([]*privacy.Part, len(paths))
+	for i, path := range paths {
+		p, err := privacy.ReadPart(path)
+		if err != nil {
+			return err
+		}
+		parts[i] = p
+	}
+	r, err := privacy.Merge(parts)
+	if err != nil {
+		return err
+	}
+	src := fmt.Sprintf("%d audit parts (%s, ...)", len(paths), paths[0])
+	var cert *privacy.CertifiedReport
+	set, ok, err := parts[0].ClipSet()
+	if err != nil {
+		return fmt.Errorf("%s: %w", paths[0], err)
+	}
+	if ok {
+		if cert, err = privacy.CertifyReport(set, r.Order, r.GaussianDirection, 1, r.Delta, nil, "clip constants in the metadata of the audited file"); err != nil {
+			return fmt.Errorf("%s: %w", paths[0], err)
+		}
+	}
+	emp := train.Empirical(r, r.Metadata["split"])
+	out := cmd.OutOrStdout()
+	if jsonOut {
+		return json.NewEncoder(out).Encode(auditJSON{Report: r, Empirical: emp, Certified: cert})
+	}
+	printReport(out, src, r, emp, cert)
+	return nil
+}

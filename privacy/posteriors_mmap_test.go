@@ -1,0 +1,141 @@
+package privacy
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// mappedFrom says whether address a lies in a memory mapping of file path
+// (/proc/self/maps; Linux).
+func mappedFrom(t *testing.T, a uintptr, path string) bool {
+	t.Helper()
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var lo, hi uintptr
+		if _, err := fmt.Sscanf(sc.Text(), "%x-%x", &lo, &hi); err == nil && a >= lo && a < hi {
+			return strings.HasSuffix(sc.Text(), path)
+		}
+	}
+	return false
+}
+
+// TestMapPosteriors: the mapped file gives the values ReadPosteriors gives,
+// its tensors are the file's mapped pages (not a copy), and the audit of
+// the mapped posteriors is the audit of the read ones, number for number
+// (one worker); a truncated or corrupt file is an error naming the file.
+func TestMapPosteriors(t *testing.T) {
+	p := randomPosteriors(rand.New(rand.NewPCG(29, 30)), 17, 3, 7, 0.3)
+	p.AttentionMask = make([]uint8, p.M*p.N)
+	for k := range p.AttentionMask {
+		p.AttentionMask[k] = uint8(1 - (k%p.N)/2)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.safetensors")
+	if err := WritePosteriors(path, p); err != nil {
+		t.Fatal(err)
+	}
+	read, err := ReadPosteriors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped, unmap, err := MapPosteriors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := unmap(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if !reflect.DeepEqual(mapped, read) {
+		t.Fatalf("mapped posteriors differ from the read ones")
+	}
+	if runtime.GOOS == "linux" {
+		for name, a := range map[string]uintptr{"mu": uintptr(unsafe.Pointer(&mapped.Mu[0])), "logvar": uintptr(unsafe.Pointer(&mapped.Logvar[0])),
+			"alpha": uintptr(unsafe.Pointer(&mapped.Alpha[0])), "mask": uintptr(unsafe.Pointer(&mapped.AttentionMask[0]))} {
+			if !mappedFrom(t, a, path) {
+				t.Errorf("tensor %s is not in a mapping of the file", name)
+			}
+		}
+		if mappedFrom(t, uintptr(unsafe.Pointer(&read.Mu[0])), path) {
+			t.Errorf("ReadPosteriors' mu is in a mapping of the file")
+		}
+	}
+	opt := DefaultOptions()
+	opt.Workers = 1
+	want, got := mustAudit(t, read, opt), mustAudit(t, mapped, opt)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("audit of the mapped file\n%+v\nof the read file\n%+v", got, want)
+	}
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"truncated", data[:len(data)-9], "file truncated?"},
+		{"header cut", data[:20], ""},
+		{"empty", nil, ""},
+		{"corrupt header", append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, data[8:]...), "header"},
+	} {
+		bad := filepath.Join(dir, c.name+".safetensors")
+		if err := os.WriteFile(bad, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, rerr := ReadPosteriors(bad)
+		_, _, merr := MapPosteriors(bad)
+		if merr == nil || !strings.Contains(merr.Error(), bad) || !strings.Contains(merr.Error(), c.want) {
+			t.Errorf("%s: error %v, want one naming %s and %q", c.name, merr, bad, c.want)
+		}
+		if rerr == nil || merr.Error() != rerr.Error() {
+			t.Errorf("%s: mapped error %v, read error %v: want the same", c.name, merr, rerr)
+		}
+	}
+	if _, _, err := MapPosteriors(filepath.Join(dir, "missing.safetensors")); err == nil || !strings.Contains(err.Error(), "missing.safetensors") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestMapPosteriorFileErrors: every case of the reader's error table gives
+// the same result through the memory map (the same error, or the same
+// posteriors).
+func TestMapPosteriorFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	for i, c := range posteriorCases(t) {
+		path := filepath.Join(dir, fmt.Sprintf("case%d.safetensors", i))
+		if err := os.WriteFile(path, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		read, rerr := ReadPosteriors(path)
+		mapped, unmap, merr := MapPosteriors(path)
+		if (rerr == nil) != (merr == nil) || (rerr != nil && rerr.Error() != merr.Error()) {
+			t.Errorf("%s: mapped error %v, read error %v", c.name, merr, rerr)
+			continue
+		}
+		if merr == nil {
+			if !reflect.DeepEqual(mapped, read) {
+				t.Errorf("%s: mapped posteriors differ", c.name)
+			}
+			if err := unmap(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}

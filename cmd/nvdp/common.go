@@ -194,7 +194,7 @@ func (latentDimFlag) Type() string { return "int" }
 // optionFlags names the flags of the options whose flag is not their JSON
 // key with dashes (option.Error.Option).
 var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order", "target": "target-epsilon / --target-rd",
-	"data_dir": "lid-dir", "max_seq_len": "max-seq-len (for --task lid: --max-seconds)", "split": "split", "limit": "limit"}
+	"data_dir": "lid-dir"}
 
 // optionFlag is the flag that sets option (a JSON key of train.Options or
 // mlm.Options).

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/loop"
@@ -96,42 +94,14 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 	step := func(st *loop.State, idx []int, lr float64) (float64, string, error) {
 		in, labels := trainDS.Batch(idx)
 		s := m.NVDP.Cfg.KLScale(st.Step, total)
-		out, cache, err := m.Forward(in, labels, nvib.ForwardOptions{Train: true, Rng: sampleRng, KLScale: s})
-		if err != nil {
-			return 0, "", err
-		}
-		if err := m.Backward(cache); err != nil {
-			return 0, "", fmt.Errorf("backward: %w", err)
-		}
-		loss, detail := sel.Add(out, s, lr)
-		return loss, detail, nil
+		return train.TrainStep(sel, s, lr, sampleRng, func(fo nvib.ForwardOptions) (*nvib.Output, *Cache, error) { return m.Forward(in, labels, fo) }, m.Backward)
 	}
 	endEpoch := func(st *loop.State) (bool, error) {
 		pr, err := Predict(m, devDS, t.EvalBatchSize, rngstream.TrainDev.Rand(t.Seed, st.Epoch), false)
 		if err != nil {
 			return false, fmt.Errorf("dev evaluation: %w", err)
 		}
-		em := sel.EndEpoch(st.Epoch+1, st.Step, pr.Metrics, MetricF1)
-		if em.Best {
-			meta := map[string]string{"epoch": strconv.Itoa(st.Epoch + 1), "step": strconv.Itoa(st.Step),
-				MetricF1: strconv.FormatFloat(pr.Metrics[MetricF1], 'g', -1, 64)}
-			if err := nn.SaveCheckpoint(filepath.Join(t.Out, WeightsFile), params, nil, meta); err != nil {
-				return false, fmt.Errorf("save best model: %w", err)
-			}
-		}
-		em.Seconds = run.EpochSeconds()
-		if err := run.Log(em); err != nil {
-			return false, err
-		}
-		res.History = append(res.History, em)
-		slog.Info("epoch", "epoch", em.Epoch, "step", st.Step, "train_loss", float64(em.Train["loss"]), "kl_g", float64(em.Train["kl_g"]),
-			"kl_d", float64(em.Train["kl_d"]), "dev_"+MetricF1, pr.Metrics[MetricF1], "dev_accuracy", pr.Metrics[MetricAccuracy],
-			"best_epoch", sel.BestEpoch, "seconds", math.Round(em.Seconds))
-		if sel.Stop(t.Patience, st.Epoch+1, t.Epochs) {
-			slog.Info("early stopping", "epochs_without_improvement", sel.BadEpochs, "best_epoch", sel.BestEpoch)
-			return true, nil
-		}
-		return false, nil
+		return t.CloseEpoch(run, st, sel, pr.Metrics, MetricF1, params, res)
 	}
 	lc := t.LoopConfig(params, nTrain, sampleSrc, sel, report)
 	lc.StopAfter, lc.Step, lc.EndEpoch = t.StopAfterSteps, step, endEpoch

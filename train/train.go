@@ -121,6 +121,51 @@ func (s *Selection) Add(out *nvib.Output, scale, lr float64) (float64, string) {
 	return out.Loss, fmt.Sprintf("task %.4f L_G %.4f L_D %.4f", out.Task, out.LG, out.LD)
 }
 
+// TrainStep is one training step of a batch: forward in training mode with
+// NVDP sampling from rng at KL scale s (fwd), backward (bwd), the batch
+// counted in sel; it returns the loss and the progress detail for the loop.
+func TrainStep[C any](sel *Selection, s, lr float64, rng *rand.Rand, fwd func(nvib.ForwardOptions) (*nvib.Output, C, error), bwd func(C) error) (float64, string, error) {
+	out, cache, err := fwd(nvib.ForwardOptions{Train: true, Rng: rng, KLScale: s})
+	if err != nil {
+		return 0, "", err
+	}
+	if err := bwd(cache); err != nil {
+		return 0, "", fmt.Errorf("backward: %w", err)
+	}
+	loss, detail := sel.Add(out, s, lr)
+	return loss, detail, nil
+}
+
+// CloseEpoch ends epoch st.Epoch of a run of o once the dev metrics are
+// computed (metric: the selection metric among them): the metrics line
+// (Selection.EndEpoch, with the epoch's wall time) appended to the run's log
+// and to res.History, the parameters saved to o.Out/model.safetensors when
+// the metric improved, a log line, and whether early stopping ends the run
+// (Selection.Stop). Errors: writing the model or the log.
+func (o *Options) CloseEpoch(run *loop.Run, st *loop.State, sel *Selection, dev map[string]float64, metric string, params []*nn.Param, res *Result) (bool, error) {
+	em := sel.EndEpoch(st.Epoch+1, st.Step, dev, metric)
+	best := dev[metric]
+	if em.Best {
+		meta := map[string]string{"epoch": strconv.Itoa(st.Epoch + 1), "step": strconv.Itoa(st.Step),
+			metric: strconv.FormatFloat(best, 'g', -1, 64)}
+		if err := nn.SaveCheckpoint(filepath.Join(o.Out, WeightsFile), params, nil, meta); err != nil {
+			return false, fmt.Errorf("save best model: %w", err)
+		}
+	}
+	em.Seconds = run.EpochSeconds()
+	if err := run.Log(em); err != nil {
+		return false, err
+	}
+	res.History = append(res.History, em)
+	slog.Info("epoch", "epoch", em.Epoch, "step", st.Step, "train_loss", float64(em.Train["loss"]), "kl_g", float64(em.Train["kl_g"]),
+		"kl_d", float64(em.Train["kl_d"]), "dev", dev, "best_epoch", sel.BestEpoch, "seconds", math.Round(em.Seconds))
+	if sel.Stop(o.Patience, st.Epoch+1, o.Epochs) {
+		slog.Info("early stopping", "epochs_without_improvement", sel.BadEpochs, "best_epoch", sel.BestEpoch)
+		return true, nil
+	}
+	return false, nil
+}
+
 // LoopConfig is the internal/loop configuration of a training run of o on
 // examples training examples (Examples / BatchSize batches per epoch,
 // drop_last) with parameters params: AdamW at o.LR with o.WeightDecay and
@@ -307,15 +352,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		// SST-2 and cost 2.4-3x the time (docs/training.md)
 		in, lab := trainEnc.Batch(idx, 0)
 		s := m.Cfg.KLScale(st.Step, total)
-		out, cache, err := m.Forward(in, lab, nvib.ForwardOptions{Train: true, Rng: sampleRng, KLScale: s})
-		if err != nil {
-			return 0, "", err
-		}
-		if err := m.Backward(cache); err != nil {
-			return 0, "", fmt.Errorf("backward: %w", err)
-		}
-		loss, detail := sel.Add(out, s, lr)
-		return loss, detail, nil
+		return TrainStep(sel, s, lr, sampleRng, func(fo nvib.ForwardOptions) (*nvib.Output, *nvib.Cache, error) { return m.Forward(in, lab, fo) }, m.Backward)
 	}
 	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
 	endEpoch := func(st *loop.State) (bool, error) {
@@ -328,27 +365,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			return false, fmt.Errorf("dev metrics: %w", err)
 		}
 		dev["dev_loss"] = devLoss
-		em := sel.EndEpoch(st.Epoch+1, st.Step, dev, task.Metric)
-		best := dev[task.Metric]
-		if em.Best {
-			meta := map[string]string{"epoch": strconv.Itoa(st.Epoch + 1), "step": strconv.Itoa(st.Step),
-				task.Metric: strconv.FormatFloat(best, 'g', -1, 64)}
-			if err := nn.SaveCheckpoint(filepath.Join(o.Out, WeightsFile), params, nil, meta); err != nil {
-				return false, fmt.Errorf("save best model: %w", err)
-			}
-		}
-		em.Seconds = run.EpochSeconds()
-		if err := run.Log(em); err != nil {
-			return false, err
-		}
-		res.History = append(res.History, em)
-		slog.Info("epoch", "epoch", em.Epoch, "step", st.Step, "train_loss", float64(em.Train["loss"]), "kl_g", float64(em.Train["kl_g"]),
-			"kl_d", float64(em.Train["kl_d"]), "dev_"+task.Metric, best, "best_epoch", sel.BestEpoch, "seconds", math.Round(em.Seconds))
-		if sel.Stop(o.Patience, st.Epoch+1, o.Epochs) {
-			slog.Info("early stopping", "epochs_without_improvement", sel.BadEpochs, "best_epoch", sel.BestEpoch)
-			return true, nil
-		}
-		return false, nil
+		return o.CloseEpoch(run, st, sel, dev, task.Metric, params, res)
 	}
 	lc := o.LoopConfig(params, nTrain, sampleSrc, sel, report)
 	lc.StopAfter, lc.Step, lc.EndEpoch = stopAfter, step, endEpoch

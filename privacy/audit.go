@@ -76,6 +76,14 @@ type Options struct {
 	// undefined there, and never less than the estimate. Errors: a set that
 	// is invalid or whose components and dims are not the file's N and P.
 	Certified *ClipSet `json:"-"`
+	// LowMemory computes each tile's float64 mu and sigma^2 from the
+	// posteriors' float32 values as the tile needs them, instead of holding
+	// float64 copies of every component (2x the posterior file): with a
+	// memory-mapped file (MapPosteriors) an audit then needs memory for the
+	// pairs' statistics only, so files larger than RAM can be audited.
+	// Identical numbers; more time (every tile converts its 16 + 16
+	// examples: docs/performance.md). Principled mode.
+	LowMemory bool
 }
 
 // DefaultOptions returns the audit's defaults: principled mode at

@@ -74,7 +74,7 @@ func newCollector(p *Posteriors, opt Options, skip []string) *collector {
 			orders = append(orders, l+1)
 		}
 	}
-	c.e = newEngine(p, orders, BoundOptions{UseMask: opt.UseMask, Direction: opt.Direction})
+	c.e = newEngineMem(p, orders, BoundOptions{UseMask: opt.UseMask, Direction: opt.Direction}, opt.LowMemory)
 	if keep := int64(opt.MaxStoredPairs); keep > 0 {
 		c.stride = uint64((c.audited() + keep - 1) / keep)
 		c.stride = max(c.stride, 1)

@@ -118,10 +118,12 @@ func BenchmarkAuditOrders(b *testing.B) {
 		name   string
 		orders []float64
 		set    *ClipSet
-	}{{"single", []float64{0.1}, nil}, {"default", DefaultBDPOrders, nil}, {"certified", DefaultBDPOrders, &set}} {
+		low    bool
+	}{{"single", []float64{0.1}, nil, false}, {"default", DefaultBDPOrders, nil, false}, {"certified", DefaultBDPOrders, &set, false},
+		{"single-lowmem", []float64{0.1}, nil, true}, {"default-lowmem", DefaultBDPOrders, nil, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			opt := DefaultOptions()
-			opt.BDPOrders, opt.Certified = c.orders, c.set
+			opt.BDPOrders, opt.Certified, opt.LowMemory = c.orders, c.set, c.low
 			for b.Loop() {
 				if _, err := Audit(context.Background(), p, opt); err != nil {
 					b.Fatal(err)

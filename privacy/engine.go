@@ -27,10 +27,16 @@ import (
 // [2^-100, 2^100) (including <= 0, i.e. undefined) sends the component to the
 // straightforward per-dimension path, which decides validity exactly.
 type engine struct {
-	M, N, P  int
-	orders   []float64
-	opt      BoundOptions
-	mu, s2   []float64 // [M*N*P]
+	M, N, P int
+	orders  []float64
+	opt     BoundOptions
+	// mu, s2 are float64 mu and sigma^2 = exp(logvar) of every component
+	// [M*N*P]; nil in low-memory mode, where each tile computes them for its
+	// own examples from p (tileBuf.fill): the same float64 values, so the
+	// same numbers, without 2x the file in memory.
+	mu, s2   []float64
+	p        *Posteriors
+	low      bool
 	ls       []float64 // [M*N]
 	alpha    []float64 // [M*N]
 	lgA      []float64 // [M*N]
@@ -39,13 +45,18 @@ type engine struct {
 }
 
 func newEngine(p *Posteriors, orders []float64, opt BoundOptions) *engine {
-	e := &engine{M: p.M, N: p.N, P: p.P, orders: orders, opt: opt}
-	n := p.M * p.N * p.P
-	e.mu = make([]float64, n)
-	e.s2 = make([]float64, n)
-	for k := range n {
-		e.mu[k] = float64(p.Mu[k])
-		e.s2[k] = math.Exp(float64(p.Logvar[k]))
+	return newEngineMem(p, orders, opt, false)
+}
+
+// newEngineMem is newEngine, in low-memory mode when low is set (the
+// float64 copies of mu and sigma^2 are made per tile, not for the file).
+func newEngineMem(p *Posteriors, orders []float64, opt BoundOptions, low bool) *engine {
+	e := &engine{M: p.M, N: p.N, P: p.P, orders: orders, opt: opt, p: p, low: low}
+	if !low {
+		n := p.M * p.N * p.P
+		e.mu = make([]float64, n)
+		e.s2 = make([]float64, n)
+		convert(e.mu, e.s2, p.Mu, p.Logvar)
 	}
 	mn := p.M * p.N
 	e.ls = make([]float64, mn)
@@ -155,6 +166,51 @@ func (e *engine) run(ctx context.Context, workers int, tiles []tileRange, newSin
 type tileBuf struct {
 	pa, pb []int
 	acc    []float64
+	// low-memory mode: the tile's examples' float64 mu and sigma^2 and each
+	// pair's rows in them
+	mu, s2 []float64
+	la, lb []int
+}
+
+// convert writes float64 mu and sigma^2 = exp(logvar) of float32 mu and
+// logvar into dst (the one conversion both modes use).
+func convert(mu, s2 []float64, srcMu, srcLogvar []float32) {
+	for k := range srcMu {
+		mu[k] = float64(srcMu[k])
+		s2[k] = math.Exp(float64(srcLogvar[k]))
+	}
+}
+
+// fill converts the components of the examples [a0, a1) and, when it is
+// another block, [b0, b1) into buf.mu and buf.s2 and sets buf.la, buf.lb to
+// each pair's rows there.
+func (e *engine) fill(buf *tileBuf, a0, a1, b0, b1 int) {
+	np := e.N * e.P
+	same := a0 == b0 && a1 == b1
+	rows := a1 - a0
+	if !same {
+		rows += b1 - b0
+	}
+	if cap(buf.mu) < rows*np {
+		buf.mu, buf.s2 = make([]float64, rows*np), make([]float64, rows*np)
+	}
+	buf.mu, buf.s2 = buf.mu[:rows*np], buf.s2[:rows*np]
+	p := e.p
+	convert(buf.mu[:(a1-a0)*np], buf.s2[:(a1-a0)*np], p.Mu[a0*np:a1*np], p.Logvar[a0*np:a1*np])
+	if !same {
+		off := (a1 - a0) * np
+		convert(buf.mu[off:], buf.s2[off:], p.Mu[b0*np:b1*np], p.Logvar[b0*np:b1*np])
+	}
+	buf.la, buf.lb = buf.la[:0], buf.lb[:0]
+	for k, a := range buf.pa {
+		b := buf.pb[k]
+		buf.la = append(buf.la, a-a0)
+		if same {
+			buf.lb = append(buf.lb, b-a0)
+		} else {
+			buf.lb = append(buf.lb, a1-a0+b-b0)
+		}
+	}
 }
 
 // tile evaluates pairs a in [a0,a1), b in [b0,b1), a < b; returns the number of pairs.
@@ -175,6 +231,11 @@ func (e *engine) tile(buf *tileBuf, a0, a1, b0, b1 int, sink pairSink) int {
 	clear(acc)
 	N, P := e.N, e.P
 	std := e.opt.Direction != DirectionPaper
+	mu, s2, ia, ib := e.mu, e.s2, buf.pa, buf.pb // rows of each pair's examples in mu and s2
+	if e.low {
+		e.fill(buf, a0, a1, b0, b1)
+		mu, s2, ia, ib = buf.mu, buf.s2, buf.la, buf.lb
+	}
 	for i := range N {
 		for p := range np {
 			a, b := buf.pa[p], buf.pb[p]
@@ -182,8 +243,9 @@ func (e *engine) tile(buf *tileBuf, a0, a1, b0, b1 int, sink pairSink) int {
 			if !e.keep[ca] || !e.keep[cb] {
 				continue
 			}
-			ma, mb := e.mu[ca*P:(ca+1)*P], e.mu[cb*P:(cb+1)*P]
-			sa, sb := e.s2[ca*P:(ca+1)*P], e.s2[cb*P:(cb+1)*P]
+			ra, rb := ia[p]*N+i, ib[p]*N+i
+			ma, mb := mu[ra*P:(ra+1)*P], mu[rb*P:(rb+1)*P]
+			sa, sb := s2[ra*P:(ra+1)*P], s2[rb*P:(rb+1)*P]
 			al, bl := e.alpha[ca], e.alpha[cb]
 			v := acc[p*w : (p+1)*w]
 			for k, lam := range e.orders {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -73,6 +74,7 @@ supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certi
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the --pairs sample")
 	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
 	fl.IntVar(&o.Workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
+	fl.BoolVar(&o.LowMemory, "low-memory", false, "principled mode: convert each tile's posteriors as they are needed instead of holding float64 copies of the file (2x its size): with the memory-mapped file, audits larger than RAM run; same numbers, slower (docs/performance.md). Default: on when the copies would take more than half the available memory")
 	fl.BoolVar(&f.allOrders, "all-orders", false, "principled mode: evaluate every BDP order on the data, also those at which the file's clip set is certified +Inf (skipped by default: reported +Inf)")
 	fl.StringVar(&f.shard, "shard", "", "principled mode: audit shard i/n (0 <= i < n) only, the complete rows of the i-th block of first indices q; write its part to --out and combine the parts with `nvdp audit merge`")
 	fl.StringVar(&f.out, "out", "", "with --shard: the part file (JSON) to write")
@@ -163,6 +165,13 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	if set != nil && !f.allOrders && opt.Mode != privacy.ModeReference {
 		opt.Certified = set // skip the BDP orders the clip set certifies +Inf
+	}
+	// float64 copies of mu and sigma^2 that would not fit: convert per tile
+	if copies := 16 * float64(p.M) * float64(p.N) * float64(p.P); !cmd.Flags().Changed("low-memory") && opt.Mode != privacy.ModeReference {
+		if avail := memAvailable(); avail > 0 && copies > avail/2 {
+			opt.LowMemory = true
+			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", copies, "available_bytes", avail)
+		}
 	}
 	// Progress for audits that take more than a moment.
 	pairs := float64(p.M) * float64(p.M-1)
@@ -391,4 +400,25 @@ func orderSuffix(what string, o jsonfloat.Float) string {
 		return ""
 	}
 	return "  " + what + " " + strconv.FormatFloat(float64(o), 'g', 6, 64)
+}
+
+// memAvailable is the kernel's estimate of the memory available to a new
+// process (MemAvailable of /proc/meminfo, bytes); 0 where it cannot be read
+// (not Linux).
+func memAvailable() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
+					return kb * 1024
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -435,3 +435,25 @@ func TestAuditShardsMerge(t *testing.T) {
 		t.Errorf("merge of 2 of 3 parts: %v", err)
 	}
 }
+
+// TestAuditLowMemoryFlag: `nvdp audit --low-memory` prints the report of
+// the default audit (one worker: the same sums in the same order).
+func TestAuditLowMemoryFlag(t *testing.T) {
+	path := writeTestPosteriors(t)
+	var outs [2]map[string]any
+	for i, extra := range [][]string{nil, {"--low-memory"}} {
+		out, err := runAuditCmd(append([]string{"--posteriors", path, "--json", "--workers", "1"}, extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), &outs[i]); err != nil {
+			t.Fatal(err)
+		}
+		delete(outs[i], "seconds")
+	}
+	a, _ := json.Marshal(outs[0])
+	b, _ := json.Marshal(outs[1])
+	if string(a) != string(b) || !strings.Contains(string(a), `"rd_max"`) {
+		t.Errorf("--low-memory report differs:\n%s\n%s", b, a)
+	}
+}

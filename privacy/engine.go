@@ -5,7 +5,6 @@ import (
 	"math"
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // engine evaluates Eq. rdp for every unordered pair {a, b} in both directions
@@ -128,14 +127,14 @@ func (e *engine) tiles(lo, hi int) []tileRange {
 	return t
 }
 
-// run evaluates the pairs of tiles with the given number of workers.
+// run evaluates the pairs of tiles with the given number of workers, tile t
+// by worker t mod workers.
 // newSink is called once per worker (with its index); progress (may be nil)
 // gets the number of ordered pairs done (tileRange.ordered) after each tile.
 func (e *engine) run(ctx context.Context, workers int, tiles []tileRange, newSink func(w int) pairSink, progress func(pairs int)) error {
 	if workers < 1 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	var next atomic.Int64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for w := range workers {
@@ -144,8 +143,13 @@ func (e *engine) run(ctx context.Context, workers int, tiles []tileRange, newSin
 		go func() {
 			defer wg.Done()
 			var buf tileBuf
-			for {
-				t := int(next.Add(1) - 1)
+			// Worker w takes tiles w, w+workers, ... in order: each worker's
+			// sums then add the same values in the same order on every run,
+			// and the workers' statistics are merged in worker order, so a
+			// report depends on the number of workers but not on how they
+			// were scheduled (the tiles are of one size: no balancing lost
+			// beyond the last round).
+			for t := w; ; t += workers {
 				if t >= len(tiles) || ctx.Err() != nil {
 					return
 				}

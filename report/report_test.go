@@ -763,3 +763,21 @@ func TestReadCellOldAndNew(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskMetricsOtherTask: for a task that is not GLUE's (lid) the tables
+// show the metrics its cells report without the losses, and select by the
+// metric the runs were judged by (their collapse check's).
+func TestTaskMetricsOtherTask(t *testing.T) {
+	cells := []*Cell{{Utility: map[string]float64{"accuracy": 0.3, "macro_f1": 0.2, "loss": 1.6}, ChanceMetric: "macro_f1"},
+		{Utility: map[string]float64{"accuracy": 0.4, "macro_f1": 0.3, "dev_loss": 1.2}}}
+	ms, sel := taskMetrics("lid", cells)
+	if strings.Join(ms, ",") != "accuracy,macro_f1" || sel != "macro_f1" {
+		t.Errorf("metrics %v, selection %q; want [accuracy macro_f1], macro_f1", ms, sel)
+	}
+	if ms, sel := taskMetrics("lid", cells[1:]); sel != "accuracy" || len(ms) != 2 {
+		t.Errorf("without a collapse metric: %v %q, want the first metric", ms, sel)
+	}
+	if ms, sel := taskMetrics("sst2", nil); sel != "accuracy" || len(ms) == 0 {
+		t.Errorf("sst2: %v %q", ms, sel)
+	}
+}

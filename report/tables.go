@@ -262,14 +262,24 @@ type Best struct {
 	Privacy   *PrivacyStats `json:"privacy,omitempty"`
 }
 
+// taskMetrics are the utility metrics of a task's tables and its selection
+// metric: a GLUE task's; for another task (lid) the metrics its cells
+// report, losses left out, and the selection metric the runs were judged by
+// (their collapse check's), else the first metric.
 func taskMetrics(task string, cells []*Cell) ([]string, string) {
 	if t, err := glue.LookupTask(task); err == nil {
 		return t.Metrics, t.Metric
 	}
 	set := map[string]bool{}
+	sel := ""
 	for _, c := range cells {
 		for k := range c.Utility {
-			set[k] = true
+			if k != "loss" && k != "dev_loss" {
+				set[k] = true
+			}
+		}
+		if sel == "" && c.ChanceMetric != "" {
+			sel = c.ChanceMetric
 		}
 	}
 	var ms []string
@@ -277,8 +287,7 @@ func taskMetrics(task string, cells []*Cell) ([]string, string) {
 		ms = append(ms, k)
 	}
 	sort.Strings(ms)
-	sel := ""
-	if len(ms) > 0 {
+	if !set[sel] && len(ms) > 0 {
 		sel = ms[0]
 	}
 	return ms, sel

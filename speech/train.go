@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -101,7 +102,9 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 		if err != nil {
 			return false, fmt.Errorf("dev evaluation: %w", err)
 		}
-		return t.CloseEpoch(run, st, sel, pr.Metrics, MetricF1, params, res)
+		dev := maps.Clone(pr.Metrics)
+		dev["dev_loss"] = pr.Loss // as the text task's metrics line
+		return t.CloseEpoch(run, st, sel, dev, MetricF1, params, res)
 	}
 	lc := t.LoopConfig(params, nTrain, sampleSrc, sel, report)
 	lc.StopAfter, lc.Step, lc.EndEpoch = t.StopAfterSteps, step, endEpoch
@@ -141,11 +144,12 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 }
 
 // Prediction is the model's output on a split: predicted languages, the
-// metrics (MetricAccuracy, MetricF1, "loss" at KL scale 1) and, when asked,
-// the batch posteriors of the release.
+// metrics (MetricAccuracy, MetricF1), the mean loss at KL scale 1 (nats)
+// and, when asked, the batch posteriors of the release.
 type Prediction struct {
 	Preds      []int
 	Metrics    map[string]float64
+	Loss       float64
 	Posteriors []*nvib.Posterior
 }
 
@@ -182,6 +186,6 @@ func Predict(m *Model, d *Dataset, bs int, rng *rand.Rand, keepPosteriors bool) 
 	if err != nil {
 		return nil, err
 	}
-	pr.Metrics = map[string]float64{MetricAccuracy: acc, MetricF1: f1, "loss": loss / float64(d.Len())}
+	pr.Metrics, pr.Loss = map[string]float64{MetricAccuracy: acc, MetricF1: f1}, loss/float64(d.Len())
 	return pr, nil
 }

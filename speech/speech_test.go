@@ -51,19 +51,20 @@ func TestScores(t *testing.T) {
 // TestRunPipelineEndToEnd trains each variant for one epoch on the tone
 // corpus and checks report.json: the task, the utility metrics, the audit's
 // pair count over the dev utterances (frames as components, N = F + 1), a
-// finite certified epsilon for a calibrated nvdp-clipped model at its
-// target, an infinite one for nvdp, none for the baseline; then evaluates
+// certified epsilon of 64 for nvdp-clipped and the gaussian mechanism
+// calibrated to that target, an infinite one for nvdp, none for the
+// baseline; then evaluates
 // the saved nvdp-clipped model again and gets the same numbers.
 func TestRunPipelineEndToEnd(t *testing.T) {
 	root := t.TempDir()
 	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
-	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelNVDP, nvib.ModelBaseline} {
+	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelNVDP, nvib.ModelBaseline, nvib.ModelGaussian} {
 		t.Run(variant, func(t *testing.T) {
 			po := DefaultPipelineOptions()
 			po.DataDir, po.MaxSeconds = root, 0.5
 			o := &po.Train
 			o.Variant, o.Epochs, o.BatchSize, o.EvalBatchSize, o.Out = variant, 1, 4, 12, filepath.Join(t.TempDir(), "run")
-			if variant == nvib.ModelNVDPClipped {
+			if nvib.Calibratable(variant) {
 				o.TargetEpsilon = 64
 			}
 			rep, err := RunPipeline(context.Background(), po, nil)
@@ -94,7 +95,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 			}
 			eps := float64(p.Certified.Epsilon)
 			switch variant {
-			case nvib.ModelNVDPClipped:
+			case nvib.ModelNVDPClipped, nvib.ModelGaussian:
 				c, err := train.LoadCertificate(o.Out)
 				if err != nil {
 					t.Fatal(err)

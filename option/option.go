@@ -22,6 +22,14 @@ func Auto() float64 { return math.NaN() }
 // IsAuto reports whether the float option v is Auto (NaN).
 func IsAuto(v float64) bool { return math.IsNaN(v) }
 
+// Resolve sets the float option *v to def when it is Auto, and keeps any
+// given value, 0 included: the one step of every options type's Resolve.
+func Resolve(v *float64, def float64) {
+	if IsAuto(*v) {
+		*v = def
+	}
+}
+
 // AutoInt is Auto for an integer option whose valid values are counts
 // (>= 0): -1. Options files write it as JSON null.
 const AutoInt = -1

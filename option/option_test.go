@@ -38,3 +38,14 @@ func TestAuto(t *testing.T) {
 		t.Errorf("AutoInt %d is a valid count", AutoInt)
 	}
 }
+
+// TestResolve: Auto takes the default; a given value, 0 included, stays.
+func TestResolve(t *testing.T) {
+	for _, tc := range []struct{ v, def, want float64 }{{Auto(), 3, 3}, {0, 3, 0}, {-1.5, 3, -1.5}} {
+		v := tc.v
+		Resolve(&v, tc.def)
+		if v != tc.want {
+			t.Errorf("Resolve(%v, %v) = %v, want %v", tc.v, tc.def, v, tc.want)
+		}
+	}
+}

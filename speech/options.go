@@ -112,15 +112,15 @@ func (o *Options) Resolve() {
 	if t.Variant == nvib.ModelNVDPClipped {
 		lambda = PaperLambdaClip
 	}
-	resolve(&t.Lambda, lambda)
-	resolve(&t.CMu, PaperCMu)
-	resolve(&t.CAlphaMax, PaperCAlphaMax)
+	option.Resolve(&t.Lambda, lambda)
+	option.Resolve(&t.CMu, PaperCMu)
+	option.Resolve(&t.CAlphaMax, PaperCAlphaMax)
 	if cfg, err := o.EncoderConfig(); err == nil {
-		if _, scratch := strings.CutPrefix(t.Encoder, scratchPrefix); scratch {
-			resolve(&t.Dropout, cfg.HiddenDropout)
+		if _, scratch := strings.CutPrefix(t.Encoder, train.ScratchPrefix); scratch {
+			option.Resolve(&t.Dropout, cfg.HiddenDropout)
 		} else {
-			resolve(&t.LR, PaperLRPretrained)
-			resolve(&t.Dropout, 0)
+			option.Resolve(&t.LR, PaperLRPretrained)
+			option.Resolve(&t.Dropout, 0)
 		}
 		if o.MaxSeconds > 0 && o.Samples() >= cfg.ReceptiveField() {
 			t.MaxSeqLen = cfg.FrameLength(o.Samples())
@@ -129,23 +129,15 @@ func (o *Options) Resolve() {
 	t.Resolve()
 }
 
-func resolve(v *float64, def float64) {
-	if option.IsAuto(*v) {
-		*v = def
-	}
-}
-
-const (
-	scratchPrefix = "scratch:"
-	hfPrefix      = "hf:"
-)
+// hfPrefix marks an encoder spec loaded from a checkpoint directory (hf:DIR).
+const hfPrefix = "hf:"
 
 // EncoderConfig returns the Wav2Vec2 configuration of Train.Encoder: a
 // preset (scratch:PRESET) or DIR/config.json (hf:DIR). Errors name the
 // option.
 func (o *Options) EncoderConfig() (wav2vec2.Config, error) {
 	spec := o.Train.Encoder
-	if name, ok := strings.CutPrefix(spec, scratchPrefix); ok {
+	if name, ok := strings.CutPrefix(spec, train.ScratchPrefix); ok {
 		cfg, err := wav2vec2.Preset(name)
 		if err != nil {
 			return cfg, option.Errorf("encoder", spec, "%v", err)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,7 +50,7 @@ type EvalOptions struct {
 // eval_<split>.json. Errors: bad options, unreadable data, the model's.
 func Evaluate(dir string, m *Model, o *Options, eo EvalOptions) (*train.EvalResult, error) {
 	start := time.Now()
-	if !contains(evalSplits, eo.Split) {
+	if !slices.Contains(evalSplits, eo.Split) {
 		return nil, option.Errorf("split", eo.Split, "want %s", strings.Join(evalSplits, " or "))
 	}
 	if eo.BatchSize < 1 {
@@ -98,15 +99,6 @@ func Evaluate(dir string, m *Model, o *Options, eo EvalOptions) (*train.EvalResu
 	}
 	slog.Info("evaluated", "task", TaskName, "split", eo.Split, "utterances", d.Len(), "metrics", r.Metrics, "posteriors", r.Posteriors)
 	return r, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // chance is the macro-F1 of always predicting the most frequent label
@@ -173,7 +165,7 @@ func DefaultPipelineOptions() PipelineOptions {
 func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*train.Report, error) {
 	start := time.Now()
 	for _, s := range []struct{ name, v string }{{"utility_split", po.UtilitySplit}, {"audit_split", po.AuditSplit}} {
-		if !contains(evalSplits, s.v) {
+		if !slices.Contains(evalSplits, s.v) {
 			return nil, option.Errorf(s.name, s.v, "want %s", strings.Join(evalSplits, " or "))
 		}
 	}
@@ -191,6 +183,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 		if err != nil {
 			return nil, err
 		}
+		po.Options = o
 		if o.Train.Variant != nvib.ModelBaseline { // the audit's options, for the utterances it will have
 			utts, err := lid.Load(o.DataDir, po.AuditSplit)
 			if err != nil {
@@ -204,7 +197,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 				return nil, fmt.Errorf("audit of %d %s posteriors: %w", m, po.AuditSplit, err)
 			}
 		}
-		if tr, err = Run(ctx, po.Options, report); err != nil {
+		if tr, err = run(ctx, po.Options, report); err != nil {
 			return nil, err
 		}
 		if tr.Interrupted {

@@ -67,6 +67,11 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 	if err != nil {
 		return nil, err
 	}
+	return run(ctx, o, report)
+}
+
+// run is Run of options prepare returned.
+func run(ctx context.Context, o Options, report progress.Func) (*train.Result, error) {
 	t := &o.Train
 	trainDS, err := LoadSplit(o.DataDir, "train", t.TrainLimit, o.Samples())
 	if err != nil {
@@ -81,17 +86,17 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 		return nil, err
 	}
 	nTrain := trainDS.Len()
-	perEpoch := nTrain / t.BatchSize
-	if perEpoch == 0 {
+	if nTrain < t.BatchSize {
 		return nil, fmt.Errorf("train split has %d utterances, fewer than the batch size %d", nTrain, t.BatchSize)
 	}
-	total := perEpoch * t.Epochs
 	params := m.Params()
 	sampleSrc := rngstream.TrainSample.PCG(t.Seed, 0)
 	sampleRng := rand.New(sampleSrc)
 	sel := train.NewSelection()
+	lc := t.LoopConfig(params, nTrain, sampleSrc, sel, report)
+	total := lc.Steps
 	res := &train.Result{Dir: t.Out, Task: TaskName, Variant: t.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: MetricF1}
-	var run *loop.Run
+	var lp *loop.Run
 	step := func(st *loop.State, idx []int, lr float64) (float64, string, error) {
 		in, labels := trainDS.Batch(idx)
 		s := m.NVDP.Cfg.KLScale(st.Step, total)
@@ -104,15 +109,14 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 		}
 		dev := maps.Clone(pr.Metrics)
 		dev["dev_loss"] = pr.Loss // as the text task's metrics line
-		return t.CloseEpoch(run, st, sel, dev, MetricF1, params, res)
+		return t.CloseEpoch(lp, st, sel, dev, MetricF1, params, res)
 	}
-	lc := t.LoopConfig(params, nTrain, sampleSrc, sel, report)
 	lc.StopAfter, lc.Step, lc.EndEpoch = t.StopAfterSteps, step, endEpoch
-	run, err = loop.Open(lc)
+	lp, err = loop.Open(lc)
 	if err != nil {
 		return nil, err
 	}
-	st := run.State()
+	st := lp.State()
 	if t.Resume {
 		if res.History, err = train.ReadMetrics(filepath.Join(t.Out, train.MetricsFile)); err != nil {
 			return nil, err
@@ -134,7 +138,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 		slog.Info("training", "task", TaskName, "variant", t.Variant, "mode", t.Mode, "encoder", t.Encoder, "backend", nn.Backend(),
 			"train", nTrain, "dev", devDS.Len(), "cropped", trainDS.Cropped, "samples", trainDS.T,
 			"frames", t.MaxSeqLen, "epochs", t.Epochs, "steps", total, "lr", t.LR, "lambda", m.NVDP.Cfg.LambdaG, "out", t.Out)
-		if err := run.Train(ctx); err != nil {
+		if err := lp.Train(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -82,7 +82,7 @@ func Build(o *Options, report progress.Func) (*Bundle, error) {
 	var enc *encoder.Encoder
 	var tok tokenize.Tokenizer
 	var files []string
-	if name, ok := strings.CutPrefix(o.Encoder, scratchPrefix); ok {
+	if name, ok := strings.CutPrefix(o.Encoder, ScratchPrefix); ok {
 		vocab, fs, err := tokenizerFiles(o.Vocab, &encoder.Encoder{})
 		if err != nil {
 			return nil, err

@@ -242,7 +242,7 @@ func DefaultOptions() Options {
 // roberta) and, for scratch encoders, by whether the variant releases
 // (DefaultLRScratchPrivate) or not (DefaultLRScratch, the baseline).
 func DefaultLR(encoderSpec, variant string) float64 {
-	scratch := strings.HasPrefix(encoderSpec, scratchPrefix)
+	scratch := strings.HasPrefix(encoderSpec, ScratchPrefix)
 	switch {
 	case scratch && variant != nvib.ModelBaseline:
 		return DefaultLRScratchPrivate
@@ -254,8 +254,9 @@ func DefaultLR(encoderSpec, variant string) float64 {
 	return DefaultLRPretrained
 }
 
-// scratchPrefix marks an encoder spec built from a preset.
-const scratchPrefix = "scratch:"
+// ScratchPrefix marks an encoder spec built from a preset (scratch:PRESET;
+// package speech reads its Wav2Vec2 specs with it too).
+const ScratchPrefix = "scratch:"
 
 // Resolve replaces each Auto option by the default it depends on: CMu and
 // CAlphaMax by the task's (TaskHyper), CAlphaMin and LogvarMargin by the
@@ -267,25 +268,25 @@ const scratchPrefix = "scratch:"
 func (o *Options) Resolve() {
 	if t, err := glue.LookupTask(o.Task); err == nil {
 		if h, ok := TaskHyper[t.Name]; ok {
-			resolve(&o.CMu, h.CMu)
-			resolve(&o.CAlphaMax, h.CAlphaMax)
+			option.Resolve(&o.CMu, h.CMu)
+			option.Resolve(&o.CAlphaMax, h.CAlphaMax)
 		}
 	}
 	switch {
 	case o.Variant == nvib.ModelGaussian || o.Mode.IsReference(): // gaussian: fixed noise, no Dirichlet weights
-		resolve(&o.CAlphaMin, 0)
-		resolve(&o.LogvarMargin, 0)
+		option.Resolve(&o.CAlphaMin, 0)
+		option.Resolve(&o.LogvarMargin, 0)
 	default:
 		if !IsAuto(o.CAlphaMax) && o.ClipOrder > 1 && !math.IsInf(o.ClipOrder, 0) {
-			resolve(&o.CAlphaMin, nvib.PrincipledAlphaMin(o.ClipOrder, o.CAlphaMax))
+			option.Resolve(&o.CAlphaMin, nvib.PrincipledAlphaMin(o.ClipOrder, o.CAlphaMax))
 		}
-		resolve(&o.LogvarMargin, nvib.DefaultLogvarMargin)
+		option.Resolve(&o.LogvarMargin, nvib.DefaultLogvarMargin)
 	}
-	resolve(&o.LR, DefaultLR(o.Encoder, o.Variant))
+	option.Resolve(&o.LR, DefaultLR(o.Encoder, o.Variant))
 	if cfg, ok := o.scratchEncoder(); ok {
-		resolve(&o.Dropout, cfg.HiddenDropoutProb)
-	} else if !strings.HasPrefix(o.Encoder, scratchPrefix) {
-		resolve(&o.Dropout, 0)
+		option.Resolve(&o.Dropout, cfg.HiddenDropoutProb)
+	} else if !strings.HasPrefix(o.Encoder, ScratchPrefix) {
+		option.Resolve(&o.Dropout, 0)
 	}
 	if o.NVIBInit == "" && o.Mode.Valid() {
 		o.NVIBInit = nvib.DefaultInit(o.Mode)
@@ -296,7 +297,7 @@ func (o *Options) Resolve() {
 // is built (ScratchConfig, else the preset o.Encoder names); ok is false for
 // a pretrained encoder or an unknown preset.
 func (o *Options) scratchEncoder() (cfg encoder.Config, ok bool) {
-	name, scratch := strings.CutPrefix(o.Encoder, scratchPrefix)
+	name, scratch := strings.CutPrefix(o.Encoder, ScratchPrefix)
 	switch {
 	case !scratch:
 		return cfg, false
@@ -305,12 +306,6 @@ func (o *Options) scratchEncoder() (cfg encoder.Config, ok bool) {
 	}
 	cfg, err := encoder.Preset(name)
 	return cfg, err == nil
-}
-
-func resolve(v *float64, def float64) {
-	if IsAuto(*v) {
-		*v = def
-	}
 }
 
 // HasTarget reports whether o asks for calibrated clipping (a privacy target).

@@ -329,11 +329,9 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		return nil, err
 	}
 	nTrain := trainEnc.Len()
-	perEpoch := nTrain / o.BatchSize // drop_last, as the reference
-	if perEpoch == 0 {
+	if nTrain < o.BatchSize { // batches drop the last partial one, as the reference
 		return nil, fmt.Errorf("train split has %d examples, fewer than the batch size %d", nTrain, o.BatchSize)
 	}
-	total := perEpoch * o.Epochs
 
 	m := b.Model
 	evalLen := EvalPadLen(m, o.MaxSeqLen)
@@ -341,6 +339,8 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	sampleSrc := rngstream.TrainSample.PCG(o.Seed, 0)
 	sampleRng := rand.New(sampleSrc)
 	sel := NewSelection()
+	lc := o.LoopConfig(params, nTrain, sampleSrc, sel, report)
+	total := lc.Steps
 	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: task.Metric}
 	var run *loop.Run
 
@@ -367,7 +367,6 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		dev["dev_loss"] = devLoss
 		return o.CloseEpoch(run, st, sel, dev, task.Metric, params, res)
 	}
-	lc := o.LoopConfig(params, nTrain, sampleSrc, sel, report)
 	lc.StopAfter, lc.Step, lc.EndEpoch = stopAfter, step, endEpoch
 	run, err = loop.Open(lc)
 	if err != nil {

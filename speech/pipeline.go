@@ -54,7 +54,7 @@ func Evaluate(dir string, m *Model, o *Options, eo EvalOptions) (*train.EvalResu
 		return nil, option.Errorf("split", eo.Split, "want %s", strings.Join(evalSplits, " or "))
 	}
 	if eo.BatchSize < 1 {
-		return nil, option.Errorf("eval_batch_size", eo.BatchSize, "must be >= 1")
+		return nil, option.Errorf("batch_size", eo.BatchSize, "must be >= 1")
 	}
 	if eo.Limit < 0 {
 		return nil, option.Errorf("limit", eo.Limit, "must be >= 0 (0: all)")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
@@ -121,9 +120,5 @@ func evalSpeech(cmd *cobra.Command, f *evalFlags) (*train.EvalResult, error) {
 		eo.BatchSize = f.batchSize
 	}
 	r, err := speech.Evaluate(f.model, m, o, eo)
-	var oe *option.Error
-	if errors.As(err, &oe) {
-		return nil, flagError(oe)
-	}
-	return r, err
+	return r, flagError(err)
 }

@@ -53,6 +53,9 @@ func TestRunTaskLID(t *testing.T) {
 	if ev.Metrics[speech.MetricF1] != rep.Utility[speech.MetricF1] {
 		t.Errorf("eval macro-F1 %v, run's %v", ev.Metrics[speech.MetricF1], rep.Utility[speech.MetricF1])
 	}
+	if _, err := runCmd(newEvalCmd(), "--model", out, "--split", "test", "--batch-size", "0", "--out", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--batch-size 0: must be >= 1") {
+		t.Errorf("eval --batch-size 0: %v, want the flag named", err)
+	}
 	if stdout, err = runCertifyCmd("--model", out); err != nil || !strings.Contains(stdout, "certified") {
 		t.Errorf("certify --model: %v\n%s", err, stdout)
 	}

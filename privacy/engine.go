@@ -17,14 +17,17 @@ import (
 //
 // Per pair and component only lnGamma(lambda a_i - (lambda-1) a'_i) (both
 // directions) and the P-dimensional Gaussian sums remain. The Gaussian kernel
-// computes, for both directions at once, sum_j d_j^2 / r_j and sum_j ln r_j,
-// where r = (1-lambda) s2_b + lambda s2_a and r~ = s2_a + s2_b - r is the radicand
-// of the reverse direction: one division per dimension (d^2/(r r~) multiplied by
-// r~ and r) and no logarithm in the inner loop: the logs of the radicands are
-// summed as a product with its binary exponent peeled off every 8 factors,
-// one math.Log per pair, component and direction. Any radicand outside
-// [2^-100, 2^100) (including <= 0, i.e. undefined) sends the component to the
-// straightforward per-dimension path, which decides validity exactly.
+// (gaussLanes, gausslanes.go: AVX2 where the CPU has it, the same bits in
+// pure Go elsewhere) computes, for both directions at once, sum_j d_j^2 / r_j
+// and prod_j r_j, where r = (1-lambda) s2_b + lambda s2_a and
+// r~ = s2_a + s2_b - r is the radicand of the reverse direction: one division
+// per dimension (d^2/(r r~) multiplied by r~ and r) and no logarithm: the
+// products of the radicands are carried, as a mantissa and a binary
+// exponent, over the components of the pair, and their logarithm is taken
+// once per pair, order and direction. Any radicand outside [2^-100, 2^100)
+// (including <= 0, i.e. undefined) sends the component to the
+// straightforward per-dimension path (gaussSafe), which decides validity
+// exactly.
 type engine struct {
 	M, N, P int
 	orders  []float64
@@ -37,6 +40,11 @@ type engine struct {
 	p        *Posteriors
 	low      bool
 	ls       []float64 // [M*N]
+	oc       []orderConst
+	// s2lo, s2hi bound sigma^2 over the P dimensions of each component
+	// [M*N] (with room for the rounding of exp): radicandsInRange decides
+	// from them, per pair of components, that the kernel needs no check.
+	s2lo, s2hi []float64
 	alpha    []float64 // [M*N]
 	lgA      []float64 // [M*N]
 	keep     []bool    // [M*N]
@@ -59,6 +67,7 @@ func newEngineMem(p *Posteriors, orders []float64, opt BoundOptions, low bool) *
 	}
 	mn := p.M * p.N
 	e.ls = make([]float64, mn)
+	e.s2lo, e.s2hi = make([]float64, mn), make([]float64, mn)
 	e.alpha = make([]float64, mn)
 	e.lgA = make([]float64, mn)
 	e.keep = make([]bool, mn)
@@ -66,10 +75,16 @@ func newEngineMem(p *Posteriors, orders []float64, opt BoundOptions, low bool) *
 	e.lgT = make([]float64, p.M)
 	for c := range mn {
 		var s float64
+		lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
 		for _, v := range p.Logvar[c*p.P : (c+1)*p.P] {
 			s += float64(v)
+			lo, hi = min(lo, v), max(hi, v)
 		}
 		e.ls[c] = 0.5 * s
+		// math.Exp is within 1 ulp: exp of any logvar in [lo, hi] is
+		// within these.
+		e.s2lo[c] = math.Exp(float64(lo)) * (1 - 0x1p-50)
+		e.s2hi[c] = math.Exp(float64(hi)) * (1 + 0x1p-50)
 		e.alpha[c] = float64(p.Alpha[c])
 		e.lgA[c] = lgamma(e.alpha[c])
 		e.keep[c] = !opt.UseMask || p.AttentionMask == nil || p.AttentionMask[c] == 1
@@ -80,8 +95,15 @@ func newEngineMem(p *Posteriors, orders []float64, opt BoundOptions, low bool) *
 	for x := range p.M {
 		e.lgT[x] = lgamma(e.tot[x])
 	}
+	for _, lam := range orders {
+		e.oc = append(e.oc, orderConst{lam: lam, lm1: lam - 1, inv: 1 / (lam - 1), c: lam / (lam - 1), half: lam / 2})
+	}
 	return e
 }
+
+// orderConst holds what the pair loop uses of a Renyi order lam:
+// lam - 1, 1/(lam - 1), c = lam/(lam - 1) and lam/2.
+type orderConst struct{ lam, lm1, inv, c, half float64 }
 
 // pairValues holds, for one unordered pair (a < b), D(a||b) at v[2k] and
 // D(b||a) at v[2k+1] for order k; +Inf where the bound is undefined.
@@ -170,6 +192,7 @@ func (e *engine) run(ctx context.Context, workers int, tiles []tileRange, newSin
 type tileBuf struct {
 	pa, pb []int
 	acc    []float64
+	lg, gm []logAccum // products of the radicands, of Gamma(g) (gaussLanes, lnGammaTerm)
 	// low-memory mode: the tile's examples' float64 mu and sigma^2 and each
 	// pair's rows in them
 	mu, s2 []float64
@@ -230,9 +253,15 @@ func (e *engine) tile(buf *tileBuf, a0, a1, b0, b1 int, sink pairSink) int {
 	w := 2 * K
 	if cap(buf.acc) < np*w {
 		buf.acc = make([]float64, np*w)
+		buf.lg = make([]logAccum, np*w)
+		buf.gm = make([]logAccum, np*w)
 	}
-	acc := buf.acc[:np*w]
+	acc, lg, gms := buf.acc[:np*w], buf.lg[:np*w], buf.gm[:np*w]
 	clear(acc)
+	for k := range lg {
+		lg[k].reset()
+		gms[k].reset()
+	}
 	N, P := e.N, e.P
 	std := e.opt.Direction != DirectionPaper
 	mu, s2, ia, ib := e.mu, e.s2, buf.pa, buf.pb // rows of each pair's examples in mu and s2
@@ -251,50 +280,82 @@ func (e *engine) tile(buf *tileBuf, a0, a1, b0, b1 int, sink pairSink) int {
 			ma, mb := mu[ra*P:(ra+1)*P], mu[rb*P:(rb+1)*P]
 			sa, sb := s2[ra*P:(ra+1)*P], s2[rb*P:(rb+1)*P]
 			al, bl := e.alpha[ca], e.alpha[cb]
-			v := acc[p*w : (p+1)*w]
-			for k, lam := range e.orders {
+			v, l, gm := acc[p*w:(p+1)*w], lg[p*w:(p+1)*w], gms[p*w:(p+1)*w]
+			for k := range e.orders {
 				if math.IsInf(v[2*k], 1) && math.IsInf(v[2*k+1], 1) {
 					continue
 				}
-				// Dirichlet component terms, both directions.
-				c := lam / (lam - 1)
+				o := &e.oc[k]
+				lam := o.lam
+				// Component i's terms for q=a, q'=b (v[2k]) and the reverse
+				// (v[2k+1]): Dirichlet lnGamma(g)/(lam-1) + lnGamma(alpha_b)
+				// - c lnGamma(alpha_a), c = lam/(lam-1); Gaussian, paper
+				// direction, lam/2 sum d^2/r1 - sum ln r1/(2(lam-1))
+				// - ls_b + c ls_a with r1 = (1-lam) s2_b + lam s2_a (the
+				// reverse has r2; the standard direction exchanges the two
+				// Gaussian terms). The sums of ln r go to l (one logarithm
+				// per pair, in the final loop) on the fast path, into the
+				// terms on the safe one.
+				tab := e.lgA[cb] - o.c*e.lgA[ca]
+				tba := e.lgA[ca] - o.c*e.lgA[cb]
+				if std {
+					tab += o.c*e.ls[cb] - e.ls[ca]
+					tba += o.c*e.ls[ca] - e.ls[cb]
+				} else {
+					tab += o.c*e.ls[ca] - e.ls[cb]
+					tba += o.c*e.ls[cb] - e.ls[ca]
+				}
 				dab, dba := math.Inf(1), math.Inf(1)
 				if al > 0 && bl > 0 {
-					if g := lam*al - (lam-1)*bl; g > 0 {
-						dab = lgamma(g)/(lam-1) + e.lgA[cb] - c*e.lgA[ca]
+					if g := lam*al - o.lm1*bl; g > 0 {
+						dab = lnGammaTerm(g, &gm[2*k], o.inv)
 					}
-					if g := lam*bl - (lam-1)*al; g > 0 {
-						dba = lgamma(g)/(lam-1) + e.lgA[ca] - c*e.lgA[cb]
+					if g := lam*bl - o.lm1*al; g > 0 {
+						dba = lnGammaTerm(g, &gm[2*k+1], o.inv)
 					}
 				}
-				q1, q2, l1, l2, ok := gaussFast(lam, ma, mb, sa, sb)
-				bad1, bad2 := false, false
-				if !ok {
-					q1, q2, l1, l2, bad1, bad2 = gaussSafe(lam, ma, mb, sa, sb)
-				}
-				// Paper direction, q=a, q'=b: radicand r1 = (1-lam) s2_b + lam s2_a.
-				gab := lam/2*q1 + (0.5*l1-(1-lam)*e.ls[cb]-lam*e.ls[ca])/(1-lam)
-				gba := lam/2*q2 + (0.5*l2-(1-lam)*e.ls[ca]-lam*e.ls[cb])/(1-lam)
-				if bad1 {
-					gab = math.Inf(1)
-				}
-				if bad2 {
-					gba = math.Inf(1)
+				inRange := radicandsInRange(lam, e.s2lo[ca], e.s2hi[ca], e.s2lo[cb], e.s2hi[cb])
+				var gab, gba float64
+				if g, ok := gaussLanes(lam, ma, mb, sa, sb, inRange); ok {
+					gab, gba = o.half*g.q1, o.half*g.q2
+					if std {
+						l[2*k].mul(g.m2, g.e2)
+						l[2*k+1].mul(g.m1, g.e1)
+					} else {
+						l[2*k].mul(g.m1, g.e1)
+						l[2*k+1].mul(g.m2, g.e2)
+					}
+				} else {
+					q1, q2, l1, l2, bad1, bad2 := gaussSafe(lam, ma, mb, sa, sb)
+					gab = o.half*q1 - 0.5*o.inv*l1
+					gba = o.half*q2 - 0.5*o.inv*l2
+					if bad1 {
+						gab = math.Inf(1)
+					}
+					if bad2 {
+						gba = math.Inf(1)
+					}
 				}
 				if std {
 					gab, gba = gba, gab
 				}
-				v[2*k] += dab + gab
-				v[2*k+1] += dba + gba
+				v[2*k] += dab + gab + tab
+				v[2*k+1] += dba + gba + tba
 			}
 		}
 	}
 	for p := range np {
 		a, b := buf.pa[p], buf.pb[p]
-		v := acc[p*w : (p+1)*w]
+		v, l, gm := acc[p*w:(p+1)*w], lg[p*w:(p+1)*w], gms[p*w:(p+1)*w]
 		for k, lam := range e.orders {
-			v[2*k] = e.finish(lam, a, b, v[2*k])
-			v[2*k+1] = e.finish(lam, b, a, v[2*k+1])
+			// The logarithms of the products: the fast path's Gaussian
+			// terms and the Dirichlet component terms; then the Dirichlet
+			// totals.
+			inv := e.oc[k].inv
+			for d, x := range [2]int{a, b} {
+				s := v[2*k+d] - 0.5*inv*l[2*k+d].log() + inv*gm[2*k+d].log()
+				v[2*k+d] = e.finish(lam, x, a+b-x, s)
+			}
 		}
 		sink(a, b, v)
 	}
@@ -313,69 +374,6 @@ func (e *engine) finish(lam float64, q, qp int, s float64) float64 {
 		return math.Inf(1)
 	}
 	return s
-}
-
-const (
-	rLoBits   = uint64(0x39b0000000000000) // 2^-100
-	rSpanBits = uint64(0x4630000000000000) - rLoBits
-	mantMask  = uint64(1)<<52 - 1
-	oneExp    = uint64(1023) << 52
-)
-
-// gaussFast returns q1 = sum d^2/r1, q2 = sum d^2/r2, l1 = sum ln r1,
-// l2 = sum ln r2 with r1 = (1-lam) sb + lam sa, r2 = sa + sb - r1; ok = false if
-// any radicand is outside [2^-100, 2^100) (the caller then uses gaussSafe).
-func gaussFast(lam float64, ma, mb, sa, sb []float64) (q1, q2, l1, l2 float64, ok bool) {
-	n := len(ma)
-	mb, sa, sb = mb[:n], sa[:n], sb[:n]
-	p1, p2 := 1.0, 1.0
-	e1, e2 := 0, 0
-	var q1b, q2b float64 // second accumulators: shorter dependency chains
-	for len(ma) > 0 {
-		k := min(8, len(ma))
-		a, b, x8, y8 := ma[:k], mb[:k], sa[:k], sb[:k]
-		ma, mb, sa, sb = ma[k:], mb[k:], sa[k:], sb[k:]
-		j := 0
-		for ; j+1 < len(a); j += 2 {
-			d, dd := a[j]-b[j], a[j+1]-b[j+1]
-			x, y, xx, yy := x8[j], y8[j], x8[j+1], y8[j+1]
-			r1, rr1 := y+lam*(x-y), yy+lam*(xx-yy)
-			r2, rr2 := x+y-r1, xx+yy-rr1
-			if math.Float64bits(r1)-rLoBits >= rSpanBits || math.Float64bits(r2)-rLoBits >= rSpanBits ||
-				math.Float64bits(rr1)-rLoBits >= rSpanBits || math.Float64bits(rr2)-rLoBits >= rSpanBits {
-				return 0, 0, 0, 0, false
-			}
-			t, tt := d*d/(r1*r2), dd*dd/(rr1*rr2)
-			q1 += t * r2
-			q2 += t * r1
-			q1b += tt * rr2
-			q2b += tt * rr1
-			p1 *= r1 * rr1
-			p2 *= r2 * rr2
-		}
-		if j < len(a) {
-			d := a[j] - b[j]
-			x, y := x8[j], y8[j]
-			r1 := y + lam*(x-y)
-			r2 := x + y - r1
-			if math.Float64bits(r1)-rLoBits >= rSpanBits || math.Float64bits(r2)-rLoBits >= rSpanBits {
-				return 0, 0, 0, 0, false
-			}
-			t := d * d / (r1 * r2)
-			q1 += t * r2
-			q2 += t * r1
-			p1 *= r1
-			p2 *= r2
-		}
-		b1, b2 := math.Float64bits(p1), math.Float64bits(p2)
-		e1 += int(b1>>52) - 1023
-		e2 += int(b2>>52) - 1023
-		p1 = math.Float64frombits(b1&mantMask | oneExp)
-		p2 = math.Float64frombits(b2&mantMask | oneExp)
-	}
-	l1 = math.Log(p1) + float64(e1)*math.Ln2
-	l2 = math.Log(p2) + float64(e2)*math.Ln2
-	return q1 + q1b, q2 + q2b, l1, l2, true
 }
 
 // gaussSafe is gaussFast with a logarithm per dimension and exact validity

@@ -1,0 +1,29 @@
+//go:build !purego
+
+package privacy
+
+import "golang.org/x/sys/cpu"
+
+// gaussVectorsAVX2 is gaussVectorsGo in AVX2 (gausslanes_amd64.s); ma, mb,
+// sa, sb point to at least 4 nvec float64 each.
+//
+//go:noescape
+func gaussVectorsAVX2(lam float64, ma, mb, sa, sb *float64, nvec int, st *lanes) bool
+
+// gaussVectorsAVX2Unchecked is gaussVectorsAVX2 without the range check.
+//
+//go:noescape
+func gaussVectorsAVX2Unchecked(lam float64, ma, mb, sa, sb *float64, nvec int, st *lanes)
+
+func init() { kernelAsm = cpu.X86.HasAVX2 }
+
+func gaussVectors(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes, inRange bool) bool {
+	if kernelAsm && nvec > 0 {
+		if inRange {
+			gaussVectorsAVX2Unchecked(lam, &ma[0], &mb[0], &sa[0], &sb[0], nvec, st)
+			return true
+		}
+		return gaussVectorsAVX2(lam, &ma[0], &mb[0], &sa[0], &sb[0], nvec, st)
+	}
+	return gaussVectorsGo(lam, ma, mb, sa, sb, nvec, st)
+}

@@ -36,19 +36,19 @@ type engine struct {
 	// [M*N*P]; nil in low-memory mode, where each tile computes them for its
 	// own examples from p (tileBuf.fill): the same float64 values, so the
 	// same numbers, without 2x the file in memory.
-	mu, s2   []float64
-	p        *Posteriors
-	low      bool
-	ls       []float64 // [M*N]
-	oc       []orderConst
+	mu, s2 []float64
+	p      *Posteriors
+	low    bool
+	ls     []float64 // [M*N]
+	oc     []orderConst
 	// s2lo, s2hi bound sigma^2 over the P dimensions of each component
 	// [M*N] (with room for the rounding of exp): radicandsInRange decides
 	// from them, per pair of components, that the kernel needs no check.
 	s2lo, s2hi []float64
-	alpha    []float64 // [M*N]
-	lgA      []float64 // [M*N]
-	keep     []bool    // [M*N]
-	tot, lgT []float64 // [M]
+	alpha      []float64 // [M*N]
+	lgA        []float64 // [M*N]
+	keep       []bool    // [M*N]
+	tot, lgT   []float64 // [M]
 }
 
 func newEngine(p *Posteriors, orders []float64, opt BoundOptions) *engine {

@@ -130,30 +130,70 @@ func gaussLanes(lam float64, ma, mb, sa, sb []float64, inRange bool) (g gaussSum
 }
 
 // gaussVectorsGo is the pure-Go vector loop (the reference for the AVX2
-// kernel): the lanes start at q = 0, p = 1, e = 0.
+// kernel): the lanes start at q = 0, p = 1, e = 0; lane l's steps are
+// laneStep's, written out with the lanes in local variables (registers).
 func gaussVectorsGo(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes) bool {
-	initLanes(st)
-	ok := true
+	var q10, q11, q12, q13, q20, q21, q22, q23 float64
+	p10, p11, p12, p13, p20, p21, p22, p23 := 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0
+	var e10, e11, e12, e13, e20, e21, e22, e23 int64
+	// out: the largest distance, in bits, of a radicand above 2^-100; in
+	// range below rSpanBits (as laneStep's test, without a branch).
+	var out uint64
 	for v := range nvec {
-		for l := range laneWidth {
-			j := v*laneWidth + l
-			ok = laneStep(lam, ma[j], mb[j], sa[j], sb[j], st, l) && ok
-		}
+		j := v * laneWidth
+		a, b := ma[j:j+4:j+4], mb[j:j+4:j+4]
+		x, y := sa[j:j+4:j+4], sb[j:j+4:j+4]
+		d0 := a[0] - b[0]
+		m0 := float64(lam * (x[0] - y[0]))
+		r10, r20 := y[0]+m0, x[0]-m0
+		t0 := float64(d0*d0) / float64(r10*r20)
+		q10 += float64(t0 * r20)
+		q20 += float64(t0 * r10)
+		p10 *= r10
+		p20 *= r20
+		out = max(out, math.Float64bits(r10)-rLoBits, math.Float64bits(r20)-rLoBits)
+		d1 := a[1] - b[1]
+		m1 := float64(lam * (x[1] - y[1]))
+		r11, r21 := y[1]+m1, x[1]-m1
+		t1 := float64(d1*d1) / float64(r11*r21)
+		q11 += float64(t1 * r21)
+		q21 += float64(t1 * r11)
+		p11 *= r11
+		p21 *= r21
+		out = max(out, math.Float64bits(r11)-rLoBits, math.Float64bits(r21)-rLoBits)
+		d2 := a[2] - b[2]
+		m2 := float64(lam * (x[2] - y[2]))
+		r12, r22 := y[2]+m2, x[2]-m2
+		t2 := float64(d2*d2) / float64(r12*r22)
+		q12 += float64(t2 * r22)
+		q22 += float64(t2 * r12)
+		p12 *= r12
+		p22 *= r22
+		out = max(out, math.Float64bits(r12)-rLoBits, math.Float64bits(r22)-rLoBits)
+		d3 := a[3] - b[3]
+		m3 := float64(lam * (x[3] - y[3]))
+		r13, r23 := y[3]+m3, x[3]-m3
+		t3 := float64(d3*d3) / float64(r13*r23)
+		q13 += float64(t3 * r23)
+		q23 += float64(t3 * r13)
+		p13 *= r13
+		p23 *= r23
+		out = max(out, math.Float64bits(r13)-rLoBits, math.Float64bits(r23)-rLoBits)
 		if v%peelEvery == peelEvery-1 {
-			for l := range laneWidth {
-				peel(&st.p1[l], &st.e1[l])
-				peel(&st.p2[l], &st.e2[l])
-			}
+			p10, e10 = peelBits(p10, e10)
+			p20, e20 = peelBits(p20, e20)
+			p11, e11 = peelBits(p11, e11)
+			p21, e21 = peelBits(p21, e21)
+			p12, e12 = peelBits(p12, e12)
+			p22, e22 = peelBits(p22, e22)
+			p13, e13 = peelBits(p13, e13)
+			p23, e23 = peelBits(p23, e23)
 		}
 	}
-	return ok
-}
-
-func initLanes(st *lanes) {
-	*st = lanes{}
-	for l := range laneWidth {
-		st.p1[l], st.p2[l] = 1, 1
-	}
+	*st = lanes{q1: [4]float64{q10, q11, q12, q13}, q2: [4]float64{q20, q21, q22, q23},
+		p1: [4]float64{p10, p11, p12, p13}, p2: [4]float64{p20, p21, p22, p23},
+		e1: [4]int64{e10, e11, e12, e13}, e2: [4]int64{e20, e21, e22, e23}}
+	return out < rSpanBits
 }
 
 // laneStep adds dimension (a, b, x, y) = (mu_a, mu_b, s2_a, s2_b) to lane l;
@@ -171,13 +211,16 @@ func laneStep(lam, a, b, x, y float64, st *lanes, l int) bool {
 	return math.Float64bits(r1)-rLoBits < rSpanBits && math.Float64bits(r2)-rLoBits < rSpanBits
 }
 
+// peelBits is peel on values: the mantissa of p (> 0, normal) in [1, 2)
+// and e plus its biased exponent.
+func peelBits(p float64, e int64) (float64, int64) {
+	b := math.Float64bits(p)
+	return math.Float64frombits(b&mantMask | oneExp), e + int64(b>>52)
+}
+
 // peel moves the binary exponent of *p (> 0, normal) into *e (biased) and
 // leaves its mantissa in [1, 2).
-func peel(p *float64, e *int64) {
-	b := math.Float64bits(*p)
-	*e += int64(b >> 52)
-	*p = math.Float64frombits(b&mantMask | oneExp)
-}
+func peel(p *float64, e *int64) { *p, *e = peelBits(*p, *e) }
 
 // logAccum is a product kept as a mantissa in [1, 2) and a binary exponent;
 // its logarithm is taken once (one math.Log per pair, order and direction).

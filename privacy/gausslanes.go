@@ -130,70 +130,59 @@ func gaussLanes(lam float64, ma, mb, sa, sb []float64, inRange bool) (g gaussSum
 }
 
 // gaussVectorsGo is the pure-Go vector loop (the reference for the AVX2
-// kernel): the lanes start at q = 0, p = 1, e = 0; lane l's steps are
-// laneStep's, written out with the lanes in local variables (registers).
+// kernel): the lanes start at q = 0, p = 1, e = 0, and lane l takes
+// laneStep's steps. The lanes being independent, it runs lanes 0 and 1,
+// then 2 and 3, each pair in local variables (all four would not fit in
+// amd64's 16 floating-point registers).
 func gaussVectorsGo(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes) bool {
-	var q10, q11, q12, q13, q20, q21, q22, q23 float64
-	p10, p11, p12, p13, p20, p21, p22, p23 := 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0
-	var e10, e11, e12, e13, e20, e21, e22, e23 int64
-	// out: the largest distance, in bits, of a radicand above 2^-100; in
-	// range below rSpanBits (as laneStep's test, without a branch).
-	var out uint64
+	okA := gaussLanePair(lam, ma, mb, sa, sb, nvec, 0, st)
+	okB := gaussLanePair(lam, ma, mb, sa, sb, nvec, 2, st)
+	return okA && okB
+}
+
+// gaussLanePair runs lanes l and l+1 of gaussVectorsGo into st.
+func gaussLanePair(lam float64, ma, mb, sa, sb []float64, nvec, l int, st *lanes) bool {
+	var q1A, q1B, q2A, q2B float64
+	p1A, p1B, p2A, p2B := 1.0, 1.0, 1.0, 1.0
+	var e1A, e1B, e2A, e2B int64
+	bad := false
 	for v := range nvec {
-		j := v * laneWidth
-		a, b := ma[j:j+4:j+4], mb[j:j+4:j+4]
-		x, y := sa[j:j+4:j+4], sb[j:j+4:j+4]
-		d0 := a[0] - b[0]
-		m0 := float64(lam * (x[0] - y[0]))
-		r10, r20 := y[0]+m0, x[0]-m0
-		t0 := float64(d0*d0) / float64(r10*r20)
-		q10 += float64(t0 * r20)
-		q20 += float64(t0 * r10)
-		p10 *= r10
-		p20 *= r20
-		out = max(out, math.Float64bits(r10)-rLoBits, math.Float64bits(r20)-rLoBits)
-		d1 := a[1] - b[1]
-		m1 := float64(lam * (x[1] - y[1]))
-		r11, r21 := y[1]+m1, x[1]-m1
-		t1 := float64(d1*d1) / float64(r11*r21)
-		q11 += float64(t1 * r21)
-		q21 += float64(t1 * r11)
-		p11 *= r11
-		p21 *= r21
-		out = max(out, math.Float64bits(r11)-rLoBits, math.Float64bits(r21)-rLoBits)
-		d2 := a[2] - b[2]
-		m2 := float64(lam * (x[2] - y[2]))
-		r12, r22 := y[2]+m2, x[2]-m2
-		t2 := float64(d2*d2) / float64(r12*r22)
-		q12 += float64(t2 * r22)
-		q22 += float64(t2 * r12)
-		p12 *= r12
-		p22 *= r22
-		out = max(out, math.Float64bits(r12)-rLoBits, math.Float64bits(r22)-rLoBits)
-		d3 := a[3] - b[3]
-		m3 := float64(lam * (x[3] - y[3]))
-		r13, r23 := y[3]+m3, x[3]-m3
-		t3 := float64(d3*d3) / float64(r13*r23)
-		q13 += float64(t3 * r23)
-		q23 += float64(t3 * r13)
-		p13 *= r13
-		p23 *= r23
-		out = max(out, math.Float64bits(r13)-rLoBits, math.Float64bits(r23)-rLoBits)
+		j := v*laneWidth + l
+		a, b := ma[j:j+2:j+2], mb[j:j+2:j+2]
+		x, y := sa[j:j+2:j+2], sb[j:j+2:j+2]
+		dA := a[0] - b[0]
+		mA := float64(lam * (x[0] - y[0]))
+		r1A, r2A := y[0]+mA, x[0]-mA
+		tA := float64(dA*dA) / float64(r1A*r2A)
+		q1A += float64(tA * r2A)
+		q2A += float64(tA * r1A)
+		p1A *= r1A
+		p2A *= r2A
+		if math.Float64bits(r1A)-rLoBits >= rSpanBits || math.Float64bits(r2A)-rLoBits >= rSpanBits {
+			bad = true
+		}
+		dB := a[1] - b[1]
+		mB := float64(lam * (x[1] - y[1]))
+		r1B, r2B := y[1]+mB, x[1]-mB
+		tB := float64(dB*dB) / float64(r1B*r2B)
+		q1B += float64(tB * r2B)
+		q2B += float64(tB * r1B)
+		p1B *= r1B
+		p2B *= r2B
+		if math.Float64bits(r1B)-rLoBits >= rSpanBits || math.Float64bits(r2B)-rLoBits >= rSpanBits {
+			bad = true
+		}
 		if v%peelEvery == peelEvery-1 {
-			p10, e10 = peelBits(p10, e10)
-			p20, e20 = peelBits(p20, e20)
-			p11, e11 = peelBits(p11, e11)
-			p21, e21 = peelBits(p21, e21)
-			p12, e12 = peelBits(p12, e12)
-			p22, e22 = peelBits(p22, e22)
-			p13, e13 = peelBits(p13, e13)
-			p23, e23 = peelBits(p23, e23)
+			p1A, e1A = peelBits(p1A, e1A)
+			p2A, e2A = peelBits(p2A, e2A)
+			p1B, e1B = peelBits(p1B, e1B)
+			p2B, e2B = peelBits(p2B, e2B)
 		}
 	}
-	*st = lanes{q1: [4]float64{q10, q11, q12, q13}, q2: [4]float64{q20, q21, q22, q23},
-		p1: [4]float64{p10, p11, p12, p13}, p2: [4]float64{p20, p21, p22, p23},
-		e1: [4]int64{e10, e11, e12, e13}, e2: [4]int64{e20, e21, e22, e23}}
-	return out < rSpanBits
+	st.q1[l], st.q1[l+1], st.q2[l], st.q2[l+1] = q1A, q1B, q2A, q2B
+	st.p1[l], st.p1[l+1], st.p2[l], st.p2[l+1] = p1A, p1B, p2A, p2B
+	st.e1[l], st.e1[l+1], st.e2[l], st.e2[l+1] = e1A, e1B, e2A, e2B
+	return !bad
 }
 
 // laneStep adds dimension (a, b, x, y) = (mu_a, mu_b, s2_a, s2_b) to lane l;

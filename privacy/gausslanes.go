@@ -110,9 +110,12 @@ func gaussLanes(lam float64, ma, mb, sa, sb []float64, inRange bool) (g gaussSum
 		return g, false
 	}
 	for j := nvec * laneWidth; j < n; j++ {
-		if !laneStep(lam, ma[j], mb[j], sa[j], sb[j], &st, j-nvec*laneWidth) {
+		l := j - nvec*laneWidth
+		c, r1, r2 := lane{st.q1[l], st.q2[l], st.p1[l], st.p2[l]}.step(lam, ma[j], mb[j], sa[j], sb[j])
+		if !radicandsOK(r1, r2) {
 			return g, false
 		}
+		st.q1[l], st.q2[l], st.p1[l], st.p2[l] = c.q1, c.q2, c.p1, c.p2
 	}
 	for l := range laneWidth {
 		peel(&st.p1[l], &st.e1[l])
@@ -131,7 +134,7 @@ func gaussLanes(lam float64, ma, mb, sa, sb []float64, inRange bool) (g gaussSum
 
 // gaussVectorsGo is the pure-Go vector loop (the reference for the AVX2
 // kernel): the lanes start at q = 0, p = 1, e = 0, and lane l takes
-// laneStep's steps. The lanes being independent, it runs lanes 0 and 1,
+// lane.step's steps. The lanes being independent, it runs lanes 0 and 1,
 // then 2 and 3, each pair in local variables (all four would not fit in
 // amd64's 16 floating-point registers).
 func gaussVectorsGo(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes) bool {
@@ -142,61 +145,53 @@ func gaussVectorsGo(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes) 
 
 // gaussLanePair runs lanes l and l+1 of gaussVectorsGo into st.
 func gaussLanePair(lam float64, ma, mb, sa, sb []float64, nvec, l int, st *lanes) bool {
-	var q1A, q1B, q2A, q2B float64
-	p1A, p1B, p2A, p2B := 1.0, 1.0, 1.0, 1.0
+	A, B := lane{p1: 1, p2: 1}, lane{p1: 1, p2: 1}
 	var e1A, e1B, e2A, e2B int64
-	bad := false
+	ok := true
 	for v := range nvec {
 		j := v*laneWidth + l
 		a, b := ma[j:j+2:j+2], mb[j:j+2:j+2]
 		x, y := sa[j:j+2:j+2], sb[j:j+2:j+2]
-		dA := a[0] - b[0]
-		mA := float64(lam * (x[0] - y[0]))
-		r1A, r2A := y[0]+mA, x[0]-mA
-		tA := float64(dA*dA) / float64(r1A*r2A)
-		q1A += float64(tA * r2A)
-		q2A += float64(tA * r1A)
-		p1A *= r1A
-		p2A *= r2A
-		if math.Float64bits(r1A)-rLoBits >= rSpanBits || math.Float64bits(r2A)-rLoBits >= rSpanBits {
-			bad = true
-		}
-		dB := a[1] - b[1]
-		mB := float64(lam * (x[1] - y[1]))
-		r1B, r2B := y[1]+mB, x[1]-mB
-		tB := float64(dB*dB) / float64(r1B*r2B)
-		q1B += float64(tB * r2B)
-		q2B += float64(tB * r1B)
-		p1B *= r1B
-		p2B *= r2B
-		if math.Float64bits(r1B)-rLoBits >= rSpanBits || math.Float64bits(r2B)-rLoBits >= rSpanBits {
-			bad = true
+		var r1A, r2A, r1B, r2B float64
+		A, r1A, r2A = A.step(lam, a[0], b[0], x[0], y[0])
+		B, r1B, r2B = B.step(lam, a[1], b[1], x[1], y[1])
+		if !radicandsOK(r1A, r2A) || !radicandsOK(r1B, r2B) {
+			ok = false
 		}
 		if v%peelEvery == peelEvery-1 {
-			p1A, e1A = peelBits(p1A, e1A)
-			p2A, e2A = peelBits(p2A, e2A)
-			p1B, e1B = peelBits(p1B, e1B)
-			p2B, e2B = peelBits(p2B, e2B)
+			A.p1, e1A = peelBits(A.p1, e1A)
+			A.p2, e2A = peelBits(A.p2, e2A)
+			B.p1, e1B = peelBits(B.p1, e1B)
+			B.p2, e2B = peelBits(B.p2, e2B)
 		}
 	}
-	st.q1[l], st.q1[l+1], st.q2[l], st.q2[l+1] = q1A, q1B, q2A, q2B
-	st.p1[l], st.p1[l+1], st.p2[l], st.p2[l+1] = p1A, p1B, p2A, p2B
+	st.q1[l], st.q1[l+1], st.q2[l], st.q2[l+1] = A.q1, B.q1, A.q2, B.q2
+	st.p1[l], st.p1[l+1], st.p2[l], st.p2[l+1] = A.p1, B.p1, A.p2, B.p2
 	st.e1[l], st.e1[l+1], st.e2[l], st.e2[l+1] = e1A, e1B, e2A, e2B
-	return !bad
+	return ok
 }
 
-// laneStep adds dimension (a, b, x, y) = (mu_a, mu_b, s2_a, s2_b) to lane l;
-// false if a radicand is out of range (the lane is updated all the same, as
-// the vector kernel does).
-func laneStep(lam, a, b, x, y float64, st *lanes, l int) bool {
+// lane is one lane's sums and products (a value: kept in registers).
+type lane struct{ q1, q2, p1, p2 float64 }
+
+// step adds dimension (a, b, x, y) = (mu_a, mu_b, s2_a, s2_b) to the lane
+// and returns its radicands r1, r2 (the lane is updated whatever they are,
+// as the vector kernel does; radicandsOK tells). Every lane of either kernel
+// takes these steps.
+func (c lane) step(lam, a, b, x, y float64) (lane, float64, float64) {
 	d := a - b
 	m := float64(lam * (x - y))
 	r1, r2 := y+m, x-m
-	t := float64(d*d) / float64(r1*r2)
-	st.q1[l] += float64(t * r2)
-	st.q2[l] += float64(t * r1)
-	st.p1[l] *= r1
-	st.p2[l] *= r2
+	t := d * d / (r1 * r2) // no addition: nothing to fuse
+	c.q1 += float64(t * r2)
+	c.q2 += float64(t * r1)
+	c.p1 *= r1
+	c.p2 *= r2
+	return c, r1, r2
+}
+
+// radicandsOK reports whether r1 and r2 are in [2^-100, 2^100) (false for NaN).
+func radicandsOK(r1, r2 float64) bool {
 	return math.Float64bits(r1)-rLoBits < rSpanBits && math.Float64bits(r2)-rLoBits < rSpanBits
 }
 

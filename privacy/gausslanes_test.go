@@ -150,3 +150,68 @@ func FuzzGaussLanes(f *testing.F) {
 		}
 	})
 }
+
+// TestRadicandsInRange: where radicandsInRange says every radicand is in
+// range, the kernel's own arithmetic (lane.step) finds every one in range at
+// the corners of the box and at random points inside, including boxes that
+// touch the boundary (s2_a/s2_b near (lam-1)/lam, radicands near 2^-100 or
+// 2^100); and it does say so for clipped posteriors (not vacuous).
+func TestRadicandsInRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	var proved, refused int
+	for range 20000 {
+		lam := []float64{1.01, 1.05, 1.1, 1.6, 2, 11, 1e3}[rng.IntN(7)]
+		scale := math.Exp2(float64(rng.IntN(220) - 110)) // radicands near 2^-100 and 2^100 too
+		// Ratios s2_a/s2_b around the critical (lam-1)/lam.
+		crit := (lam - 1) / lam
+		xlo := scale * (0.5 + rng.Float64())
+		xhi := xlo * (1 + rng.Float64()*rng.Float64())
+		ylo := xhi * crit * (0.7 + 0.6*rng.Float64())
+		yhi := ylo * (1 + rng.Float64()*rng.Float64())
+		if rng.IntN(2) == 0 {
+			xlo, xhi, ylo, yhi = ylo, yhi, xlo, xhi
+		}
+		if !radicandsInRange(lam, xlo, xhi, ylo, yhi) {
+			refused++
+			continue
+		}
+		proved++
+		pts := [][2]float64{{xlo, ylo}, {xlo, yhi}, {xhi, ylo}, {xhi, yhi}}
+		for range 20 {
+			pts = append(pts, [2]float64{xlo + (xhi-xlo)*rng.Float64(), ylo + (yhi-ylo)*rng.Float64()})
+		}
+		for _, q := range pts {
+			if _, r1, r2 := (lane{}).step(lam, 0.3, -0.2, q[0], q[1]); !radicandsOK(r1, r2) {
+				t.Fatalf("lam %v, s2_a in [%v, %v], s2_b in [%v, %v] said in range; at (%v, %v) r1 %v r2 %v",
+					lam, xlo, xhi, ylo, yhi, q[0], q[1], r1, r2)
+			}
+		}
+	}
+	// Boxes whose least exact radicand is a few ulp above 0, where the
+	// computed one cancels to 0 or below: only the slack refuses them.
+	for _, lam := range []float64{1.01, 1.1, 1.6, 2, 11} {
+		for k := 1; k <= 4096; k *= 2 {
+			for _, y := range []float64{1, 3.7, 0x1p60} {
+				x := y * (lam - 1) / lam * (1 + float64(k)*0x1p-52)
+				if !radicandsInRange(lam, x, x, y, y) {
+					refused++
+					continue
+				}
+				if _, r1, r2 := (lane{}).step(lam, 0, 0, x, y); !radicandsOK(r1, r2) {
+					t.Fatalf("lam %v, s2_a %v, s2_b %v said in range; r1 %v r2 %v", lam, x, y, r1, r2)
+				}
+			}
+		}
+	}
+	if proved < 1000 || refused < 1000 {
+		t.Fatalf("%d boxes proved, %d refused: the draws do not test the boundary", proved, refused)
+	}
+	// The benchmark's clip set (sigma in [1.05 sqrt(0.1/1.1), 1]) at its order 1.1.
+	lo := 1.05 * 1.05 * 0.1 / 1.1
+	if !radicandsInRange(1.1, lo, 1, lo, 1) {
+		t.Error("the clip set of order 1.1 not proved in range at order 1.1")
+	}
+	if radicandsInRange(1.5, lo, 1, lo, 1) {
+		t.Error("order 1.5 proved in range where radicands <= 0 exist")
+	}
+}

@@ -78,6 +78,8 @@ type Frontier struct {
 	// AuditMode is the audit the empirical numbers come from: principled
 	// when the rows carry it (the first of Tables.AuditModes they carry).
 	AuditMode string `json:"audit_mode,omitempty"`
+	// UtilitySplit is the split of the utility axis (TaskTable.UtilitySplit).
+	UtilitySplit string `json:"utility_split"`
 	// EmpiricalDelta is the delta of the BDP estimates (NaN: they differ).
 	EmpiricalDelta jsonfloat.Float `json:"empirical_delta"`
 	// Series are the private variants in row order.
@@ -102,7 +104,7 @@ type Frontier struct {
 // buildFrontier is the frontier of tt (grid rows left out); nil when no
 // private row carries a certified block. modes are the tables' audit modes.
 func buildFrontier(tt *TaskTable, modes []string) *Frontier {
-	f := &Frontier{Task: tt.Task, Metric: tt.Selection, EmpiricalDelta: jsonfloat.Float(math.NaN())}
+	f := &Frontier{Task: tt.Task, Metric: tt.Selection, UtilitySplit: tt.UtilitySplit, EmpiricalDelta: jsonfloat.Float(math.NaN())}
 	var rows []*Row
 	var chance []float64
 	for _, r := range tt.Rows {
@@ -277,7 +279,7 @@ func frontierPlot(f *Frontier) (*plot.Plot, error) {
 		delta = "δ=" + sweep.FormatLambda(d)
 	}
 	p.X.Label.Text = "ε (" + delta + "), log scale"
-	p.Y.Label.Text = "dev " + MetricTitle(f.Metric) + " (×100)"
+	p.Y.Label.Text = f.UtilitySplit + " " + MetricTitle(f.Metric) + " (×100)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Legend.Top, p.Legend.Left = true, true
@@ -468,10 +470,10 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 	if f == nil {
 		return
 	}
-	fmt.Fprintf(b, "Certified privacy-utility frontier (dev %s; figure %s_frontier_certified): **certified** ε and RD are the "+
+	fmt.Fprintf(b, "Certified privacy-utility frontier (%s %s; figure %s_frontier_certified): **certified** ε and RD are the "+
 		"guarantee of one release under the row's constant (every pair of inputs); RD max and the BDP ε_μ estimate are **empirical** "+
 		"(%s audit of the audited texts), not guarantees. Pareto: on its model's certified front (no row of the model with a "+
-		"certified ε as small has a higher mean).\n\n", MetricTitle(f.Metric), f.Task, f.AuditMode)
+		"certified ε as small has a higher mean).\n\n", f.UtilitySplit, MetricTitle(f.Metric), f.Task, f.AuditMode)
 	rs := frontierRows(f)
 	cRD, cEps := certHeadersOf(rs)
 	_, sharedDelta := certShared(rs)

@@ -40,6 +40,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,9 +117,12 @@ type Cell struct {
 	ChanceMetric string
 	// Grid marks a C_mu grid cell (under <task>/cmu-grid/), kept out of the main tables.
 	Grid bool
-	// Utility are the dev GLUE metrics (NaN: undefined, e.g. a correlation of
-	// constant predictions).
+	// Utility are the metrics on UtilitySplit (NaN: undefined, e.g. a
+	// correlation of constant predictions).
 	Utility map[string]float64
+	// UtilitySplit is the split of Utility: report.json utility_split, dev
+	// for reports that do not say (the GLUE runs; lid reports test).
+	UtilitySplit string
 	// Audits by audit mode (empirical).
 	Audits map[string]*Audit
 	// Certified is the certified guarantee; nil for the baseline and for
@@ -182,7 +186,8 @@ func ReadCell(dir string) (*Cell, error) {
 		return nil, fmt.Errorf("%s: not an nvdp run report (no task or variant)", path)
 	}
 	c := &Cell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: string(r.Mode), Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
-		Seed: r.Seed, Utility: map[string]float64{}, Audits: map[string]*Audit{}, Seconds: math.NaN(), Chance: math.NaN()}
+		Seed: r.Seed, Utility: map[string]float64{}, UtilitySplit: cmp.Or(r.UtilitySplit, "dev"), Audits: map[string]*Audit{},
+		Seconds: math.NaN(), Chance: math.NaN()}
 	if r.Seconds > 0 {
 		c.Seconds = r.Seconds
 	}

@@ -226,7 +226,7 @@ func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: privacy-utility trade-off (%s audit)", TaskTitle(tt.Task), mode)
 	p.X.Label.Text = xLabel(x, mode)
-	p.Y.Label.Text = "dev " + MetricTitle(tt.Selection) + " (×100)"
+	p.Y.Label.Text = tt.UtilitySplit + " " + MetricTitle(tt.Selection) + " (×100)"
 	p.Legend.Top = true
 	p.Legend.Left = false
 	p.Add(plotter.NewGrid())

@@ -781,3 +781,47 @@ func TestTaskMetricsOtherTask(t *testing.T) {
 		t.Errorf("sst2: %v %q", ms, sel)
 	}
 }
+
+// TestUtilitySplitLabels: the frontier's table and axis name the split the
+// utility is on: test for a lid sweep (report.json utility_split), dev for
+// a report that does not say (the GLUE runs before the field).
+func TestUtilitySplitLabels(t *testing.T) {
+	root := t.TempDir()
+	f1 := func(v float64) map[string]any { return map[string]any{"macro_f1": v, "accuracy": v} }
+	withCert := func(p, c map[string]any) map[string]any { p["certified"] = c; return p }
+	lid := func(variant string, lambda, cmu float64, util map[string]any, p map[string]any) map[string]any {
+		r := cellRep("lid", variant, lambda, cmu, 1, util, p)
+		r["utility_split"] = "test"
+		return r
+	}
+	writeReport(t, root, "lid/baseline/seed=1", lid("baseline", 0, 0, f1(0.3), nil))
+	writeReport(t, root, "lid/nvdp-clipped/lambda=1e-6/seed=1", lid("nvdp-clipped", 1e-6, 3, f1(0.25),
+		withCert(priv("principled", 10.0, 2.0, 9.0, 0), certBlock(32.0, 64.0, 65.0, true, ""))))
+	old := cellRep("sst2", "baseline", 0, 0, 1, map[string]any{"accuracy": 0.9}, nil)
+	delete(old, "utility_split")
+	writeReport(t, root, "sst2/baseline/seed=1", old)
+	cells, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := Build(cells, nil)
+	splits := map[string]string{}
+	for _, tt := range tb.Tasks {
+		splits[tt.Task] = tt.UtilitySplit
+	}
+	if splits["lid"] != "test" || splits["sst2"] != "dev" {
+		t.Fatalf("utility splits %v, want lid test and sst2 dev", splits)
+	}
+	var b strings.Builder
+	for _, tt := range tb.Tasks {
+		if tt.Task == "lid" {
+			if tt.Frontier == nil || tt.Frontier.UtilitySplit != "test" {
+				t.Fatalf("lid frontier %+v", tt.Frontier)
+			}
+			frontierMarkdown(&b, tt)
+		}
+	}
+	if want := "Certified privacy-utility frontier (test Accuracy;"; !strings.Contains(b.String(), want) {
+		t.Errorf("frontier table lacks %q:\n%s", want, b.String())
+	}
+}

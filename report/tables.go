@@ -227,7 +227,10 @@ type TaskTable struct {
 	// Pearson / Spearman, else accuracy); Selection is the one models are selected on.
 	Metrics   []string `json:"metrics"`
 	Selection string   `json:"selection_metric"`
-	Rows      []*Row   `json:"rows"`
+	// UtilitySplit is the split the rows' utility is on (dev for the GLUE
+	// tasks, test for lid): the first cell's.
+	UtilitySplit string `json:"utility_split"`
+	Rows         []*Row `json:"rows"`
 	// Grid are the C_mu grid runs (nvdp-clipped rows by C_mu), kept out of Rows and Best.
 	Grid []*Row              `json:"c_mu_grid,omitempty"`
 	CMu  *sweep.CMuSelection `json:"c_mu_selection,omitempty"`
@@ -340,6 +343,7 @@ func Build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
 		if tt == nil {
 			tt = &TaskTable{Task: k.task}
 			tt.Metrics, tt.Selection = taskMetrics(k.task, r.Cells)
+			tt.UtilitySplit = r.Cells[0].UtilitySplit
 			if selections != nil {
 				tt.CMu = selections[k.task]
 			}

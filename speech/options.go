@@ -16,7 +16,9 @@ package speech
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -160,6 +162,15 @@ func (o *Options) EncoderConfig() (wav2vec2.Config, error) {
 // code has no speech task. Errors are *option.Error naming the option by its
 // JSON key.
 func (o *Options) Validate() error {
+	cfg, err := o.EncoderConfig()
+	if err != nil {
+		return err
+	}
+	return o.validate(cfg)
+}
+
+// validate is Validate with the encoder's configuration cfg.
+func (o *Options) validate(cfg wav2vec2.Config) error {
 	t := &o.Train
 	if t.Task != TaskName {
 		return option.Errorf("task", t.Task, "the speech task is %q", TaskName)
@@ -169,10 +180,6 @@ func (o *Options) Validate() error {
 	}
 	if t.Mode.IsReference() {
 		return option.Errorf("mode", t.Mode, "the speech task is principled only: the released code has no speech task to reproduce")
-	}
-	cfg, err := o.EncoderConfig()
-	if err != nil {
-		return err
 	}
 	if !(o.MaxSeconds > 0) || math.IsInf(o.MaxSeconds, 0) {
 		return option.Errorf("max_seconds", o.MaxSeconds, "must be a finite number > 0")
@@ -225,7 +232,10 @@ func SaveOptions(dir string, o *Options) error {
 }
 
 // LoadOptions reads dir/speech_options.json (unknown fields are an error)
-// and validates it. Errors name the file.
+// and validates it, against the encoder configuration the model directory
+// saved (dir/config.json) when it has one: a model trained from an hf:DIR
+// checkpoint loads without DIR (moved, deleted, another machine). Errors
+// name the file.
 func LoadOptions(dir string) (*Options, error) {
 	path := filepath.Join(dir, OptionsFile)
 	b, err := os.ReadFile(path)
@@ -242,7 +252,14 @@ func LoadOptions(dir string) (*Options, error) {
 		return nil, fmt.Errorf("%s: options_version %d: this program reads version %d", path, o.Train.Version, train.OptionsVersion)
 	}
 	o.Resolve()
-	if err := o.Validate(); err != nil {
+	cfg, err := wav2vec2.ReadConfig(filepath.Join(dir, encoder.ConfigFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		cfg, err = o.EncoderConfig()
+	}
+	if err == nil {
+		err = o.validate(cfg)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &o, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
+	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
 // TestScores: accuracy and macro-F1 against hand-computed values
@@ -175,5 +178,53 @@ func TestOptionsErrors(t *testing.T) {
 		if o.Train.Lambda != want || o.Train.CMu != PaperCMu || o.Train.CAlphaMax != PaperCAlphaMax {
 			t.Errorf("%s defaults: lambda %v C_mu %v C_amax %v", v, o.Train.Lambda, o.Train.CMu, o.Train.CAlphaMax)
 		}
+	}
+}
+
+// TestPretrainedModelMoves: a model trained from an hf:DIR checkpoint keeps
+// the encoder's configuration in its own directory, so it loads and
+// evaluates to the same numbers after DIR is gone (moved, deleted, another
+// machine).
+func TestPretrainedModelMoves(t *testing.T) {
+	root := t.TempDir()
+	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
+	cfg, err := wav2vec2.Preset("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := wav2vec2.New(cfg, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf := filepath.Join(t.TempDir(), "w2v")
+	if err := wav2vec2.Save(hf, enc); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.DataDir, o.MaxSeconds = root, 0.5
+	o.Train.Encoder, o.Train.Variant, o.Train.Epochs, o.Train.BatchSize = "hf:"+hf, nvib.ModelNVDPClipped, 1, 4
+	o.Train.EvalBatchSize, o.Train.Out = 12, filepath.Join(t.TempDir(), "model")
+	o.Resolve()
+	if _, err := Run(context.Background(), o, nil); err != nil {
+		t.Fatal(err)
+	}
+	eval := func() float64 {
+		t.Helper()
+		m, so, err := LoadModel(o.Train.Out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Evaluate(o.Train.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: 1, Out: t.TempDir(), NoPost: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Metrics[MetricF1]
+	}
+	before := eval()
+	if err := os.RemoveAll(hf); err != nil {
+		t.Fatal(err)
+	}
+	if after := eval(); after != before {
+		t.Errorf("macro-F1 %v after the checkpoint directory was removed, %v before", after, before)
 	}
 }

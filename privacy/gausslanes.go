@@ -94,8 +94,8 @@ var kernelAsm bool
 // gaussVectors (per architecture: gausslanes_amd64.go, gausslanes_other.go)
 // runs the kernel's vector loop over the first laneWidth*nvec dimensions
 // into st and reports whether every radicand was in range: gaussVectorsGo,
-// or an assembly kernel giving its bits when kernelAsm is set (which skips
-// the check, and reports true, when inRange).
+// or an assembly kernel giving its bits when kernelAsm is set. With
+// inRange (proved by the caller) either skips the check and reports true.
 
 // gaussLanes runs the kernel over all len(ma) dimensions (mb, sa, sb at
 // least as long); ok = false if a radicand is out of range (sums then
@@ -137,14 +137,15 @@ func gaussLanes(lam float64, ma, mb, sa, sb []float64, inRange bool) (g gaussSum
 // lane.step's steps. The lanes being independent, it runs lanes 0 and 1,
 // then 2 and 3, each pair in local variables (all four would not fit in
 // amd64's 16 floating-point registers).
-func gaussVectorsGo(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes) bool {
-	okA := gaussLanePair(lam, ma, mb, sa, sb, nvec, 0, st)
-	okB := gaussLanePair(lam, ma, mb, sa, sb, nvec, 2, st)
+func gaussVectorsGo(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes, inRange bool) bool {
+	okA := gaussLanePair(lam, ma, mb, sa, sb, nvec, 0, st, inRange)
+	okB := gaussLanePair(lam, ma, mb, sa, sb, nvec, 2, st, inRange)
 	return okA && okB
 }
 
-// gaussLanePair runs lanes l and l+1 of gaussVectorsGo into st.
-func gaussLanePair(lam float64, ma, mb, sa, sb []float64, nvec, l int, st *lanes) bool {
+// gaussLanePair runs lanes l and l+1 of gaussVectorsGo into st (without
+// the range check when inRange: proved by the caller).
+func gaussLanePair(lam float64, ma, mb, sa, sb []float64, nvec, l int, st *lanes, inRange bool) bool {
 	A, B := lane{p1: 1, p2: 1}, lane{p1: 1, p2: 1}
 	var e1A, e1B, e2A, e2B int64
 	ok := true
@@ -155,7 +156,7 @@ func gaussLanePair(lam float64, ma, mb, sa, sb []float64, nvec, l int, st *lanes
 		var r1A, r2A, r1B, r2B float64
 		A, r1A, r2A = A.step(lam, a[0], b[0], x[0], y[0])
 		B, r1B, r2B = B.step(lam, a[1], b[1], x[1], y[1])
-		if !radicandsOK(r1A, r2A) || !radicandsOK(r1B, r2B) {
+		if !inRange && (!radicandsOK(r1A, r2A) || !radicandsOK(r1B, r2B)) {
 			ok = false
 		}
 		if v%peelEvery == peelEvery-1 {

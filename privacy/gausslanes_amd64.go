@@ -25,5 +25,5 @@ func gaussVectors(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes, in
 		}
 		return gaussVectorsAVX2(lam, &ma[0], &mb[0], &sa[0], &sb[0], nvec, st)
 	}
-	return gaussVectorsGo(lam, ma, mb, sa, sb, nvec, st)
+	return gaussVectorsGo(lam, ma, mb, sa, sb, nvec, st, inRange)
 }

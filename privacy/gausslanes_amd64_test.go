@@ -25,7 +25,7 @@ func TestGaussLanesAVX2(t *testing.T) {
 				if nvec > 0 {
 					var asm, ref lanes
 					okA := gaussVectorsAVX2(lam, &ma[0], &mb[0], &sa[0], &sb[0], nvec, &asm)
-					okG := gaussVectorsGo(lam, ma, mb, sa, sb, nvec, &ref)
+					okG := gaussVectorsGo(lam, ma, mb, sa, sb, nvec, &ref, false)
 					if okA != okG {
 						t.Fatalf("n %d lam %v: AVX2 ok %v, Go %v", n, lam, okA, okG)
 					}

@@ -8,7 +8,8 @@ import (
 )
 
 // TestGaussLanesAVX2 pins the AVX2 kernel to the pure-Go one bit for bit
-// (state, sums, products and the out-of-range flag) over lengths that cover
+// (state, sums, products and the out-of-range flag; the unchecked variants
+// where every radicand is in range) over lengths that cover
 // no vector, partial peel groups, whole groups and tails.
 func TestGaussLanesAVX2(t *testing.T) {
 	if !kernelAsm {
@@ -31,6 +32,14 @@ func TestGaussLanesAVX2(t *testing.T) {
 					}
 					if okA && !sameLanes(asm, ref) {
 						t.Fatalf("n %d lam %v: AVX2 state %+v\nGo state %+v", n, lam, asm, ref)
+					}
+					if okA {
+						// The unchecked kernels, on data in range: the same state.
+						var asmU, refU lanes
+						gaussVectorsAVX2Unchecked(lam, &ma[0], &mb[0], &sa[0], &sb[0], nvec, &asmU)
+						if !gaussVectorsGo(lam, ma, mb, sa, sb, nvec, &refU, true) || !sameLanes(asmU, ref) || !sameLanes(refU, ref) {
+							t.Fatalf("n %d lam %v: unchecked AVX2 %+v, Go %+v, checked %+v", n, lam, asmU, refU, ref)
+						}
 					}
 				}
 				gA, okA := gaussLanes(lam, ma, mb, sa, sb, false)

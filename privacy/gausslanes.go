@@ -17,7 +17,7 @@ import "math"
 // engine multiplies over the components of a pair before taking one
 // logarithm per pair, order and direction.
 //
-// The arithmetic is fixed, so that the pure-Go kernel (gaussLanesGo) and the
+// The arithmetic is fixed, so that the pure-Go kernel (gaussVectorsGo) and the
 // AVX2 kernel (gausslanes_amd64.s) give the same bits: dimension j goes to
 // lane j mod 4 of four lanes, each lane sums its t r and multiplies its r in
 // dimension order, a lane's product has its binary exponent peeled off after
@@ -77,7 +77,7 @@ const (
 // the computed ones (m = fl(lam fl(x - y)), r1 = fl(y + m), r2 = fl(x - m))
 // differ from the exact by at most about 3u (lam |x - y| + r) with u = 2^-53;
 // the slack s = 8u lam (width + xhi + yhi) covers that and the rounding of
-// the bounds themselves, and the range is asked of with a factor 2 to spare.
+// the bounds themselves, and the range is required with a factor 2 to spare.
 func radicandsInRange(lam, xlo, xhi, ylo, yhi float64) bool {
 	const u = 0x1p-53
 	w := max(xhi-ylo, yhi-xlo)
@@ -90,12 +90,6 @@ func radicandsInRange(lam, xlo, xhi, ylo, yhi float64) bool {
 // kernelAsm is set (by gausslanes_amd64.go, on a CPU with AVX2) when
 // gaussVectors runs the assembly kernel; tests clear it to compare.
 var kernelAsm bool
-
-// gaussVectors (per architecture: gausslanes_amd64.go, gausslanes_other.go)
-// runs the kernel's vector loop over the first laneWidth*nvec dimensions
-// into st and reports whether every radicand was in range: gaussVectorsGo,
-// or an assembly kernel giving its bits when kernelAsm is set. With
-// inRange (proved by the caller) either skips the check and reports true.
 
 // gaussLanes runs the kernel over all len(ma) dimensions (mb, sa, sb at
 // least as long); ok = false if a radicand is out of range (sums then

@@ -19,8 +19,9 @@ func init() { kernelAsm = cpu.X86.HasAVX2 }
 
 // gaussVectors runs the kernel's vector loop over the first laneWidth*nvec
 // dimensions into st and reports whether every radicand was in range:
-// gaussVectorsGo, or the AVX2 kernel, which gives its bits, when kernelAsm is set. With inRange (proved by the caller) the check is skipped
-// and the result is true.
+// gaussVectorsGo, or the AVX2 kernel, which gives its bits, when kernelAsm
+// is set. With inRange (proved by the caller) the check is skipped and the
+// result is true.
 func gaussVectors(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes, inRange bool) bool {
 	if kernelAsm && nvec > 0 {
 		if inRange {

@@ -24,6 +24,8 @@ func init() { kernelAsm = cpu.X86.HasAVX2 }
 // result is true.
 func gaussVectors(lam float64, ma, mb, sa, sb []float64, nvec int, st *lanes, inRange bool) bool {
 	if kernelAsm && nvec > 0 {
+		n := laneWidth * nvec // the assembly reads this many of each: bounds-checked here
+		_, _, _, _ = ma[n-1], mb[n-1], sa[n-1], sb[n-1]
 		if inRange {
 			gaussVectorsAVX2Unchecked(lam, &ma[0], &mb[0], &sa[0], &sb[0], nvec, st)
 			return true

@@ -197,6 +197,9 @@ type tileBuf struct {
 	// pair's rows in them
 	mu, s2 []float64
 	la, lb []int
+	// aBlock is the block [a0, a1) whose conversion heads mu and s2 ({0, 0}:
+	// none; a block is never empty).
+	aBlock [2]int
 }
 
 // convert writes float64 mu and sigma^2 = exp(logvar) of float32 mu and
@@ -208,9 +211,10 @@ func convert(mu, s2 []float64, srcMu, srcLogvar []float32) {
 	}
 }
 
-// fill converts the components of the examples [a0, a1) and, when it is
-// another block, [b0, b1) into buf.mu and buf.s2 and sets buf.la, buf.lb to
-// each pair's rows there.
+// fill converts the components of the examples [a0, a1) (unless the
+// previous tile of this buffer had them too) and, when it is another block,
+// [b0, b1) into buf.mu and buf.s2 and sets buf.la, buf.lb to each pair's
+// rows there.
 func (e *engine) fill(buf *tileBuf, a0, a1, b0, b1 int) {
 	np := e.N * e.P
 	same := a0 == b0 && a1 == b1
@@ -219,11 +223,17 @@ func (e *engine) fill(buf *tileBuf, a0, a1, b0, b1 int) {
 		rows += b1 - b0
 	}
 	if cap(buf.mu) < rows*np {
-		buf.mu, buf.s2 = make([]float64, rows*np), make([]float64, rows*np)
+		buf.mu, buf.s2 = make([]float64, 2*tileSize*np), make([]float64, 2*tileSize*np)
+		buf.aBlock = [2]int{}
 	}
 	buf.mu, buf.s2 = buf.mu[:rows*np], buf.s2[:rows*np]
 	p := e.p
-	convert(buf.mu[:(a1-a0)*np], buf.s2[:(a1-a0)*np], p.Mu[a0*np:a1*np], p.Logvar[a0*np:a1*np])
+	// A worker's consecutive tiles mostly share their first block (tiles
+	// are listed block row by block row): it stays converted.
+	if buf.aBlock != [2]int{a0, a1} {
+		convert(buf.mu[:(a1-a0)*np], buf.s2[:(a1-a0)*np], p.Mu[a0*np:a1*np], p.Logvar[a0*np:a1*np])
+		buf.aBlock = [2]int{a0, a1}
+	}
 	if !same {
 		off := (a1 - a0) * np
 		convert(buf.mu[off:], buf.s2[off:], p.Mu[b0*np:b1*np], p.Logvar[b0*np:b1*np])

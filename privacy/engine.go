@@ -386,8 +386,10 @@ func (e *engine) finish(lam float64, q, qp int, s float64) float64 {
 	return s
 }
 
-// gaussSafe is gaussFast with a logarithm per dimension and exact validity
-// (bad1/bad2: some radicand <= 0 in that direction). Validity is decided
+// gaussSafe returns the sums of gaussLanes, q1, q2 and l1 = sum ln r1,
+// l2 = sum ln r2, with a logarithm per dimension and exact validity
+// (bad1/bad2: some radicand <= 0 in that direction): the path of the
+// components whose radicands leave gaussLanes' range. Validity is decided
 // first, without a logarithm: the sums of a direction that is undefined are
 // not computed (left 0), so an order whose bound is +Inf costs one sweep of
 // comparisons (the Renyi orders above the clip set's, audited in the

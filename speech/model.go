@@ -1,8 +1,10 @@
 package speech
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -124,6 +126,32 @@ func applyDropout(c *wav2vec2.Config, p float64) {
 	c.HiddenDropout, c.AttentionDropout, c.FeatProjDropout = p, p, p
 }
 
+// modelEncoderConfig reads the encoder configuration a model directory
+// saved (dir/config.json). A file without mask_time_prob was written before
+// SpecAugment was implemented, by a training that masked nothing: it reads
+// with both masking probabilities 0 (config.json's absent fields otherwise
+// take Wav2Vec2Config's defaults, which mask frames), so the model has the
+// parameters it was saved with.
+func modelEncoderConfig(dir string) (wav2vec2.Config, error) {
+	path := filepath.Join(dir, encoder.ConfigFile)
+	cfg, err := wav2vec2.ReadConfig(path)
+	if err != nil {
+		return cfg, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, ok := keys["mask_time_prob"]; !ok {
+		cfg.MaskTimeProb, cfg.MaskFeatureProb = 0, 0
+	}
+	return cfg, nil
+}
+
 // saveModelFiles writes the static files of a model directory: the
 // encoder's config.json, nvdp_config.json and speech_options.json.
 func saveModelFiles(dir string, o *Options, m *Model) error {
@@ -151,7 +179,7 @@ func LoadModel(dir string) (*Model, *Options, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ecfg, err := wav2vec2.ReadConfig(filepath.Join(dir, encoder.ConfigFile))
+	ecfg, err := modelEncoderConfig(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)
 	}

@@ -190,6 +190,9 @@ func (o *Options) validate(cfg wav2vec2.Config) error {
 	if f := cfg.FrameLength(o.Samples()); t.MaxSeqLen != f {
 		return option.Errorf("max_seq_len", t.MaxSeqLen, "the speech task has F = %d frames (max_seconds %g): Resolve sets it", f, o.MaxSeconds)
 	}
+	if f, need := cfg.FrameLength(o.Samples()), cfg.MinTrainFrames(); f < need {
+		return option.Errorf("max_seconds", o.MaxSeconds, "%d frames, fewer than the %d that the encoder's SpecAugment masks at once (mask_time_length)", f, need)
+	}
 	return t.ValidateTraining()
 }
 
@@ -252,7 +255,7 @@ func LoadOptions(dir string) (*Options, error) {
 		return nil, fmt.Errorf("%s: options_version %d: this program reads version %d", path, o.Train.Version, train.OptionsVersion)
 	}
 	o.Resolve()
-	cfg, err := wav2vec2.ReadConfig(filepath.Join(dir, encoder.ConfigFile))
+	cfg, err := modelEncoderConfig(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		cfg, err = o.EncoderConfig()
 	}

@@ -2,11 +2,13 @@ package speech
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,7 +186,9 @@ func TestOptionsErrors(t *testing.T) {
 // TestPretrainedModelMoves: a model trained from an hf:DIR checkpoint keeps
 // the encoder's configuration in its own directory, so it loads and
 // evaluates to the same numbers after DIR is gone (moved, deleted, another
-// machine).
+// machine). The checkpoint's configuration has SpecAugment (time masking
+// of 5 frames): training masks frames and learns masked_spec_embed, which
+// the model directory keeps; a crop of fewer frames than a span is refused.
 func TestPretrainedModelMoves(t *testing.T) {
 	root := t.TempDir()
 	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
@@ -192,6 +196,7 @@ func TestPretrainedModelMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.MaskTimeProb, cfg.MaskTimeLength = 0.2, 5
 	enc, err := wav2vec2.New(cfg, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		t.Fatal(err)
@@ -221,10 +226,83 @@ func TestPretrainedModelMoves(t *testing.T) {
 		return r.Metrics[MetricF1]
 	}
 	before := eval()
+	m, _, err := LoadModel(o.Train.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.Encoder.MaskedSpecEmbed; e == nil || slices.Equal(e.Value.Data, enc.MaskedSpecEmbed.Value.Data) {
+		t.Errorf("masked_spec_embed not trained or not kept: %v", e)
+	}
+	short := o
+	short.MaxSeconds = 0.1 // 4 frames, fewer than a span of 5
+	short.Resolve()
+	if err := short.Validate(); err == nil || !strings.Contains(err.Error(), "mask_time_length") {
+		t.Errorf("a crop shorter than a SpecAugment span: error %v", err)
+	}
 	if err := os.RemoveAll(hf); err != nil {
 		t.Fatal(err)
 	}
 	if after := eval(); after != before {
 		t.Errorf("macro-F1 %v after the checkpoint directory was removed, %v before", after, before)
+	}
+}
+
+// TestModelDirBeforeSpecAugment: a model directory whose config.json has no
+// SpecAugment fields (written before they were) loads with the parameters
+// it was saved with and evaluates to the same macro-F1; read as a
+// checkpoint's config.json, the same file would take transformers' defaults
+// and ask for a masked_spec_embed the model file does not have.
+func TestModelDirBeforeSpecAugment(t *testing.T) {
+	root := t.TempDir()
+	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
+	o := DefaultOptions()
+	o.DataDir, o.MaxSeconds = root, 0.5
+	o.Train.Variant, o.Train.Epochs, o.Train.BatchSize, o.Train.EvalBatchSize = nvib.ModelNVDPClipped, 1, 4, 12
+	o.Train.Out = filepath.Join(t.TempDir(), "model")
+	o.Resolve()
+	if _, err := Run(context.Background(), o, nil); err != nil {
+		t.Fatal(err)
+	}
+	eval := func() float64 {
+		t.Helper()
+		m, so, err := LoadModel(o.Train.Out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Encoder.MaskedSpecEmbed != nil {
+			t.Error("a model trained without SpecAugment has masked_spec_embed")
+		}
+		r, err := Evaluate(o.Train.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: 1, Out: t.TempDir(), NoPost: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Metrics[MetricF1]
+	}
+	before := eval()
+	path := filepath.Join(o.Train.Out, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for k := range raw {
+		if strings.HasPrefix(k, "mask_") || k == "apply_spec_augment" {
+			delete(raw, k)
+		}
+	}
+	if b, err = json.Marshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := wav2vec2.ReadConfig(path); err != nil || cfg.MaskTimeProb != 0.05 {
+		t.Fatalf("the old file as a checkpoint's config: mask_time_prob %v, %v; want transformers' 0.05", cfg.MaskTimeProb, err)
+	}
+	if after := eval(); after != before {
+		t.Errorf("macro-F1 %v from the old config.json, %v before", after, before)
 	}
 }

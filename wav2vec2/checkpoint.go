@@ -59,7 +59,9 @@ func CanonicalName(name string) (canon string, ok bool) {
 // or Wav2Vec2ForSequenceClassification (names with or without "wav2vec2.";
 // either weight-norm layout; F16, BF16 and F64 converted to float32) into
 // the model's parameters, and masked_spec_embed, when present, into
-// MaskedSpecEmbed. Nothing is modified unless the whole file validates.
+// MaskedSpecEmbed (a file without it leaves MaskedSpecEmbed as it is: 0 in
+// a LoadDir model whose configuration has it, where transformers would keep
+// its random draw). Nothing is modified unless the whole file validates.
 // Errors name the file and the tensor: a parameter missing, an unknown
 // tensor under feature_extractor., feature_projection. or encoder., two
 // tensors mapping to one parameter (both weight-norm layouts), a shape
@@ -67,7 +69,7 @@ func CanonicalName(name string) (canon string, ok bool) {
 // direction with a zero-norm kernel tap. Unknown tensors elsewhere are
 // logged and ignored.
 func (m *Model) LoadWeights(path string) error {
-	values, optional, err := hfmodel.ReadWeights(path, m.Params(), hfmodel.Names{
+	values, optional, err := hfmodel.ReadWeights(path, m.baseParams(), hfmodel.Names{
 		Canonical: CanonicalName,
 		Strict:    encoderPrefixes,
 		Optional:  map[string][]int{MaskedSpecEmbedName: {m.Config.HiddenSize}},
@@ -83,11 +85,14 @@ func (m *Model) LoadWeights(path string) error {
 		return fmt.Errorf("%s: tensor %s: %w", path, v.Name, err)
 	}
 	// Everything validated: apply.
-	for _, p := range m.Params() {
+	for _, p := range m.baseParams() {
 		copy(p.Value.Data, values[p.Name])
 	}
 	if spec := optional[MaskedSpecEmbedName]; spec != nil {
-		m.MaskedSpecEmbed = nn.FromData(spec, len(spec))
+		if m.MaskedSpecEmbed == nil {
+			m.MaskedSpecEmbed = nn.NewParam(MaskedSpecEmbedName, len(spec))
+		}
+		copy(m.MaskedSpecEmbed.Value.Data, spec)
 	}
 	return nil
 }
@@ -148,10 +153,10 @@ func Save(dir string, m *Model) error {
 		return fmt.Errorf("save wav2vec2: %w", err)
 	}
 	var ts []*safetensors.Tensor
-	if m.MaskedSpecEmbed != nil {
-		ts = append(ts, safetensors.FromFloat32(MaskedSpecEmbedName, m.MaskedSpecEmbed.Shape, m.MaskedSpecEmbed.Data))
+	if e := m.MaskedSpecEmbed; e != nil {
+		ts = append(ts, safetensors.FromFloat32(MaskedSpecEmbedName, e.Value.Shape, e.Value.Data))
 	}
-	for _, p := range m.Params() {
+	for _, p := range m.baseParams() {
 		ts = append(ts, safetensors.FromFloat32(p.Name, p.Value.Shape, p.Value.Data))
 	}
 	if err := safetensors.WriteFile(filepath.Join(dir, encoder.WeightsFile), ts, map[string]string{"format": "pt"}); err != nil {

@@ -22,9 +22,10 @@
 //
 // and Forward returns last_hidden_state [B, F, hidden_size] with the frame
 // mask [B, F] (1 = real frame) derived from the sample mask as transformers'
-// _get_feat_extract_output_lengths. SpecAugment (mask_time_prob,
-// mask_feature_prob) is not implemented: training runs as with
-// apply_spec_augment false.
+// _get_feat_extract_output_lengths. In training, SpecAugment
+// (apply_spec_augment, mask_time_*, mask_feature_*) masks the feature
+// projection's output before the encoder as transformers'
+// _mask_hidden_states does (specaugment.go).
 package wav2vec2
 
 import (
@@ -57,8 +58,8 @@ const convNormEps = 1e-5
 
 // Config is a Wav2Vec2 configuration with Hugging Face config.json field
 // names (transformers' Wav2Vec2Config). Fields absent from a config.json
-// take Wav2Vec2Config's defaults. Fields of task heads, SpecAugment,
-// pretraining and CTC are not read.
+// take Wav2Vec2Config's defaults. Fields of task heads, pretraining and CTC
+// are not read.
 type Config struct {
 	ModelType string `json:"model_type"`
 	// Feature encoder: per conv layer its output channels, kernel and stride.
@@ -94,6 +95,20 @@ type Config struct {
 	// transformer's Linear weights (0.02).
 	InitializerRange float64 `json:"initializer_range"`
 
+	// SpecAugment, in training only (specaugment.go): spans of
+	// MaskTimeLength frames replaced by masked_spec_embed, about
+	// MaskTimeProb of the frames and at least MaskTimeMinMasks spans per
+	// row; spans of MaskFeatureLength channels set to 0 across all frames
+	// (MaskFeatureProb, MaskFeatureMinMasks). ApplySpecAugment false turns
+	// both off.
+	ApplySpecAugment    bool    `json:"apply_spec_augment"`
+	MaskTimeProb        float64 `json:"mask_time_prob"`
+	MaskTimeLength      int     `json:"mask_time_length"`
+	MaskTimeMinMasks    int     `json:"mask_time_min_masks"`
+	MaskFeatureProb     float64 `json:"mask_feature_prob"`
+	MaskFeatureLength   int     `json:"mask_feature_length"`
+	MaskFeatureMinMasks int     `json:"mask_feature_min_masks"`
+
 	// Architectures is copied through from config.json (informational).
 	Architectures []string `json:"architectures,omitempty"`
 }
@@ -112,6 +127,8 @@ func defaultConfig() Config {
 		DoStableLayerNorm: false, LayerNormEps: 1e-5,
 		HiddenDropout: 0.1, AttentionDropout: 0.1, ActivationDropout: 0.1, FeatProjDropout: 0, LayerDrop: 0.1,
 		InitializerRange: 0.02,
+		ApplySpecAugment: true, MaskTimeProb: 0.05, MaskTimeLength: 10, MaskTimeMinMasks: 2,
+		MaskFeatureProb: 0, MaskFeatureLength: 10, MaskFeatureMinMasks: 0,
 	}
 }
 
@@ -246,6 +263,26 @@ func (c Config) Validate() error {
 	if !(c.InitializerRange > 0) {
 		bad("initializer_range = %g, must be > 0", c.InitializerRange)
 	}
+	for _, p := range []struct {
+		key              string
+		prob             float64
+		lenKey, minKey   string
+		length, minMasks int
+	}{{"mask_time_prob", c.MaskTimeProb, "mask_time_length", "mask_time_min_masks", c.MaskTimeLength, c.MaskTimeMinMasks},
+		{"mask_feature_prob", c.MaskFeatureProb, "mask_feature_length", "mask_feature_min_masks", c.MaskFeatureLength, c.MaskFeatureMinMasks}} {
+		if !(p.prob >= 0 && p.prob <= 1) {
+			bad("%s = %g, must be in [0, 1]", p.key, p.prob)
+		}
+		if p.length < 1 {
+			bad("%s = %d, must be >= 1", p.lenKey, p.length)
+		}
+		if p.minMasks < 0 {
+			bad("%s = %d, must be >= 0", p.minKey, p.minMasks)
+		}
+	}
+	if c.maskFeatures() && c.MaskFeatureLength > c.HiddenSize {
+		bad("mask_feature_length = %d longer than hidden_size %d", c.MaskFeatureLength, c.HiddenSize)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}
@@ -298,8 +335,9 @@ func (c Config) FrameLength(n int) int {
 	return n
 }
 
-// NumParams is the number of trainable parameters of the model (Model.Params;
-// masked_spec_embed, a buffer here, not counted): 94,370,944 for base
+// NumParams is the number of parameters of every checkpoint of the model
+// (Model.Params without masked_spec_embed, which is one only when training
+// masks frames): 94,370,944 for base
 // (transformers reports 94,371,712 for Wav2Vec2Model, masked_spec_embed's
 // 768 included), 315,437,696 for large (315,438,720 with masked_spec_embed),
 // 1,336,128 for small.
@@ -340,13 +378,15 @@ var presets = map[string]Config{
 	// 25 ms receptive field), 4 post-LN layers of width 128 (4 heads,
 	// intermediate 512), a positional convolution over 64 frames (1.28 s)
 	// in 4 groups; no LayerDrop (4 layers) and no activation dropout;
-	// 1.3M parameters.
+	// 1.3M parameters. No SpecAugment (mask_time_prob 0), as the measured
+	// runs (docs/results.md).
 	"small": func() Config {
 		c := defaultConfig()
 		c.ConvDim = []int{128, 128, 128, 128, 128, 128, 128}
 		c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 128, 4, 4, 512
 		c.NumConvPosEmbeddings, c.NumConvPosEmbeddingGroups = 64, 4
 		c.LayerDrop, c.ActivationDropout, c.FeatProjDropout = 0, 0, 0.1
+		c.MaskTimeProb = 0 // no SpecAugment: frames of 1-2 s utterances, trained from scratch
 		return c
 	}(),
 	// small-ln: small in the large layout (conv biases, a LayerNorm over
@@ -359,6 +399,7 @@ var presets = map[string]Config{
 		c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 128, 4, 4, 512
 		c.NumConvPosEmbeddings, c.NumConvPosEmbeddingGroups = 64, 4
 		c.LayerDrop, c.ActivationDropout, c.FeatProjDropout = 0, 0, 0.1
+		c.MaskTimeProb = 0 // no SpecAugment: frames of 1-2 s utterances, trained from scratch
 		return c
 	}(),
 }

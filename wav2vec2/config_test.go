@@ -151,3 +151,46 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestSpecAugmentConfig: config.json's SpecAugment fields are read (absent:
+// Wav2Vec2Config's defaults, apply_spec_augment true, mask_time_prob 0.05,
+// mask_time_length 10, mask_time_min_masks 2, mask_feature_prob 0), written
+// back, and invalid values are errors naming the field.
+func TestSpecAugmentConfig(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"model_type": "wav2vec2"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ApplySpecAugment || c.MaskTimeProb != 0.05 || c.MaskTimeLength != 10 || c.MaskTimeMinMasks != 2 || c.MaskFeatureProb != 0 ||
+		c.MaskFeatureLength != 10 || c.MaskFeatureMinMasks != 0 {
+		t.Fatalf("defaults %+v", c)
+	}
+	c, err = ParseConfig([]byte(`{"model_type": "wav2vec2", "apply_spec_augment": false, "mask_time_prob": 0.1, "mask_time_length": 4,
+		"mask_feature_prob": 0.2, "mask_feature_length": 8, "mask_feature_min_masks": 1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ApplySpecAugment || c.MaskTimeProb != 0.1 || c.MaskTimeLength != 4 || c.MaskFeatureProb != 0.2 || c.MaskFeatureLength != 8 ||
+		c.MaskFeatureMinMasks != 1 || c.maskTime() || !c.hasSpecEmbed() {
+		t.Fatalf("parsed %+v", c)
+	}
+	b, err := c.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseConfig(b)
+	if err != nil || back.ApplySpecAugment || back.MaskTimeLength != 4 || back.MaskFeatureMinMasks != 1 {
+		t.Fatalf("round trip %+v %v", back, err)
+	}
+	for _, bad := range []struct{ json, want string }{
+		{`"mask_time_prob": 1.5`, "mask_time_prob = 1.5"},
+		{`"mask_time_length": 0`, "mask_time_length = 0"},
+		{`"mask_time_min_masks": -1`, "mask_time_min_masks = -1"},
+		{`"mask_feature_prob": 0.1, "mask_feature_length": 9999`, "mask_feature_length = 9999 longer than hidden_size"},
+	} {
+		_, err := ParseConfig([]byte(`{"model_type": "wav2vec2", ` + bad.json + `}`))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: error %v, want %q", bad.json, err, bad.want)
+		}
+	}
+}

@@ -105,9 +105,13 @@ type Model struct {
 	Layers []*nn.TransformerLayer
 
 	// MaskedSpecEmbed is SpecAugment's mask vector [hidden_size]
-	// ("masked_spec_embed"), carried from a loaded checkpoint to a saved
-	// one; nil for a model from scratch. Forward does not use it.
-	MaskedSpecEmbed *nn.Tensor
+	// ("masked_spec_embed"): what time masking puts in the masked frames in
+	// training, a parameter (last of Params) when the configuration masks
+	// frames. A model has it when its configuration has a masking
+	// probability > 0 (transformers' rule; New draws it U[0, 1) as
+	// transformers does) or its checkpoint carries it (then it is carried
+	// to a saved one).
+	MaskedSpecEmbed *nn.Param
 }
 
 // MaskedSpecEmbedName is the checkpoint name of Model.MaskedSpecEmbed.
@@ -142,6 +146,11 @@ func New(cfg Config, rng *rand.Rand) (*Model, error) {
 	for _, l := range m.Layers {
 		l.InitHF(rng, cfg.InitializerRange)
 	}
+	if m.MaskedSpecEmbed != nil { // drawn last: the other draws as without it
+		for i := range m.MaskedSpecEmbed.Value.Data {
+			m.MaskedSpecEmbed.Value.Data[i] = float32(rng.Float64())
+		}
+	}
 	return m, nil
 }
 
@@ -167,6 +176,9 @@ func newZero(cfg Config) *Model {
 	m.Proj = nn.NewLinear("feature_projection.projection", in, H, true)
 	m.PosConv = newPositionalConv("encoder.pos_conv_embed.conv", H, cfg.NumConvPosEmbeddings, cfg.NumConvPosEmbeddingGroups)
 	m.EncoderNorm = nn.NewLayerNorm("encoder.layer_norm", H, eps)
+	if cfg.hasSpecEmbed() {
+		m.MaskedSpecEmbed = nn.NewParam(MaskedSpecEmbedName, H)
+	}
 	for i := 0; i < cfg.NumHiddenLayers; i++ {
 		p := "encoder.layers." + strconv.Itoa(i) + "."
 		m.Layers = append(m.Layers, &nn.TransformerLayer{
@@ -187,8 +199,19 @@ func newZero(cfg Config) *Model {
 func (m *Model) Hidden() int { return m.Config.HiddenSize }
 
 // Params returns every trainable parameter in Hugging Face state_dict
-// order, named without the "wav2vec2." prefix.
+// order, named without the "wav2vec2." prefix, then masked_spec_embed when
+// training masks frames (Config: apply_spec_augment, mask_time_prob > 0).
 func (m *Model) Params() []*nn.Param {
+	ps := m.baseParams()
+	if m.MaskedSpecEmbed != nil && m.Config.maskTime() {
+		ps = append(ps, m.MaskedSpecEmbed)
+	}
+	return ps
+}
+
+// baseParams are the parameters of every checkpoint: Params without
+// masked_spec_embed.
+func (m *Model) baseParams() []*nn.Param {
 	var ps []*nn.Param
 	for _, l := range m.FeatureEncoder {
 		ps = append(ps, l.Params()...)
@@ -302,6 +325,7 @@ type Cache struct {
 	layers    []*nn.TransformerCache // nil for a layer skipped by LayerDrop
 	hidden    nn.Dropout
 	featDrop  nn.Dropout
+	spec      *specCache // nil: nothing masked
 }
 
 type convCache struct {
@@ -322,8 +346,10 @@ type convCache struct {
 // additive -Inf bias where transformers adds the dtype's minimum: the same
 // probabilities), and a "group" feature encoder normalises over the padded
 // waveform, so its outputs depend on the padding (transformers' reason to
-// call wav2vec2-base without an attention mask). Invalid input (see
-// CheckInput) panics.
+// call wav2vec2-base without an attention mask). In training SpecAugment
+// masks the feature projection's output (specaugment.go; its draws from
+// rng). Invalid input (see CheckInput) panics, and so does training with
+// time masking on fewer than Config.MinTrainFrames frames.
 func (m *Model) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, []float32, *Cache) {
 	if err := m.CheckInput(in); err != nil {
 		panic(err.Error())
@@ -360,6 +386,9 @@ func (m *Model) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, []flo
 	c.projIn, c.projLN = m.ProjNorm.Forward(x)
 	h, _ := m.Proj.Forward(c.projIn)
 	c.projDrop = featDrop.Apply(h, rng, train)
+	if train {
+		c.spec = m.specAugment(h, frameMask, in.B, F, rng)
+	}
 	if c.padded {
 		zeroPadded(h, frameMask)
 	}
@@ -431,6 +460,9 @@ func (m *Model) Backward(c *Cache, dy *nn.Tensor) *nn.Tensor {
 	nn.AddInPlace(dh, dy)
 	if c.padded {
 		zeroPadded(dh, c.frameMask)
+	}
+	if c.spec != nil {
+		m.specAugmentBackward(c.spec, dh, c.b, c.f)
 	}
 	dh = c.featDrop.Backward(c.projDrop, dh)
 	dx := m.ProjNorm.Backward(c.projLN, m.Proj.Backward(c.projIn, dh))

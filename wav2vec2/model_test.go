@@ -27,6 +27,7 @@ func tinyConfig(norm string) Config {
 	c.FeatExtractNorm = norm
 	c.ConvBias, c.DoStableLayerNorm = norm == NormLayer, norm == NormLayer
 	c.HiddenDropout, c.AttentionDropout, c.ActivationDropout, c.FeatProjDropout, c.LayerDrop = 0, 0, 0, 0, 0
+	c.MaskTimeProb = 0 // no SpecAugment (the SpecAugment tests turn it on)
 	return c
 }
 
@@ -87,18 +88,25 @@ func tinyModel(t testing.TB, cfg Config, seed uint64) *Model {
 // TestGradientFiniteDifferences checks Backward against central differences
 // of loss = sum(last_hidden_state * R) for every parameter (4 entries each)
 // and the input waveform, for both layouts, with padding, with every
-// dropout and LayerDrop active (masks fixed by reseeding the rng).
+// dropout and LayerDrop active, and with SpecAugment (masks fixed by
+// reseeding the rng; masked_spec_embed is then a parameter).
 func TestGradientFiniteDifferences(t *testing.T) {
 	for _, tc := range []struct {
 		norm             string
 		dropout, layDrop float64
+		spec             bool
 	}{
-		{NormGroup, 0, 0}, {NormLayer, 0, 0}, {NormGroup, 0.2, 0.5}, {NormLayer, 0.2, 0},
+		{NormGroup, 0, 0, false}, {NormLayer, 0, 0, false}, {NormGroup, 0.2, 0.5, false}, {NormLayer, 0.2, 0, false},
+		{NormLayer, 0.2, 0, true}, {NormGroup, 0, 0, true},
 	} {
-		t.Run(fmt.Sprintf("%s/dropout%v/layerdrop%v", tc.norm, tc.dropout, tc.layDrop), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/dropout%v/layerdrop%v/specaugment%v", tc.norm, tc.dropout, tc.layDrop, tc.spec), func(t *testing.T) {
 			cfg := tinyConfig(tc.norm)
 			cfg.HiddenDropout, cfg.AttentionDropout, cfg.ActivationDropout, cfg.FeatProjDropout = tc.dropout, tc.dropout, tc.dropout, tc.dropout
 			cfg.LayerDrop = tc.layDrop
+			if tc.spec {
+				cfg.MaskTimeProb, cfg.MaskTimeLength, cfg.MaskTimeMinMasks = 0.3, 3, 1
+				cfg.MaskFeatureProb, cfg.MaskFeatureLength = 0.2, 2
+			}
 			cfg.NumHiddenLayers = 3
 			m := tinyModel(t, cfg, 1)
 			in := tinyInput(2, true)
@@ -119,6 +127,23 @@ func TestGradientFiniteDifferences(t *testing.T) {
 				}
 				if skipped == 0 || skipped == len(c.layers) {
 					t.Fatalf("LayerDrop skipped %d of %d layers; pick a seed that skips some", skipped, len(c.layers))
+				}
+			}
+			if tc.spec {
+				frames, feats := 0, 0
+				for _, v := range c.spec.time {
+					if v {
+						frames++
+					}
+				}
+				for _, v := range c.spec.feat {
+					if v {
+						feats++
+					}
+				}
+				if frames == 0 || feats == 0 || m.Params()[len(m.Params())-1] != m.MaskedSpecEmbed {
+					t.Fatalf("SpecAugment masked %d frames and %d channels, masked_spec_embed a parameter: %v", frames, feats,
+						m.Params()[len(m.Params())-1] == m.MaskedSpecEmbed)
 				}
 			}
 			dx := m.Backward(c, R.Clone())

@@ -286,8 +286,8 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	for _, norm := range []string{NormGroup, NormLayer} {
 		t.Run(norm, func(t *testing.T) {
 			m := tinyModel(t, tinyConfig(norm), 21)
-			m.MaskedSpecEmbed = nn.New(16)
-			m.MaskedSpecEmbed.Data[2] = 0.25
+			m.MaskedSpecEmbed = nn.NewParam(MaskedSpecEmbedName, 16)
+			m.MaskedSpecEmbed.Value.Data[2] = 0.25
 			dir := t.TempDir()
 			if err := Save(dir, m); err != nil {
 				t.Fatal(err)
@@ -306,7 +306,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 					t.Errorf("%s differs after the round trip", p.Name)
 				}
 			}
-			if got.MaskedSpecEmbed == nil || got.MaskedSpecEmbed.Data[2] != 0.25 {
+			if got.MaskedSpecEmbed == nil || got.MaskedSpecEmbed.Value.Data[2] != 0.25 {
 				t.Error("masked_spec_embed not carried through")
 			}
 			f, err := safetensors.ReadFile(filepath.Join(dir, encoder.WeightsFile))

@@ -190,8 +190,6 @@ func TestOptionsErrors(t *testing.T) {
 // of 5 frames): training masks frames and learns masked_spec_embed, which
 // the model directory keeps; a crop of fewer frames than a span is refused.
 func TestPretrainedModelMoves(t *testing.T) {
-	root := t.TempDir()
-	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
 	cfg, err := wav2vec2.Preset("small")
 	if err != nil {
 		t.Fatal(err)
@@ -205,34 +203,12 @@ func TestPretrainedModelMoves(t *testing.T) {
 	if err := wav2vec2.Save(hf, enc); err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
-	o.DataDir, o.MaxSeconds = root, 0.5
-	o.Train.Encoder, o.Train.Variant, o.Train.Epochs, o.Train.BatchSize = "hf:"+hf, nvib.ModelNVDPClipped, 1, 4
-	o.Train.EvalBatchSize, o.Train.Out = 12, filepath.Join(t.TempDir(), "model")
-	o.Resolve()
-	if _, err := Run(context.Background(), o, nil); err != nil {
-		t.Fatal(err)
-	}
-	eval := func() float64 {
-		t.Helper()
-		m, so, err := LoadModel(o.Train.Out)
-		if err != nil {
-			t.Fatal(err)
+	o, eval := tinyTrained(t, "hf:"+hf, func(m *Model) {
+		if e := m.Encoder.MaskedSpecEmbed; e == nil || slices.Equal(e.Value.Data, enc.MaskedSpecEmbed.Value.Data) {
+			t.Errorf("masked_spec_embed not trained or not kept: %v", e)
 		}
-		r, err := Evaluate(o.Train.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: 1, Out: t.TempDir(), NoPost: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Metrics[MetricF1]
-	}
+	})
 	before := eval()
-	m, _, err := LoadModel(o.Train.Out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := m.Encoder.MaskedSpecEmbed; e == nil || slices.Equal(e.Value.Data, enc.MaskedSpecEmbed.Value.Data) {
-		t.Errorf("masked_spec_embed not trained or not kept: %v", e)
-	}
 	short := o
 	short.MaxSeconds = 0.1 // 4 frames, fewer than a span of 5
 	short.Resolve()
@@ -253,31 +229,11 @@ func TestPretrainedModelMoves(t *testing.T) {
 // checkpoint's config.json, the same file would take transformers' defaults
 // and ask for a masked_spec_embed the model file does not have.
 func TestModelDirBeforeSpecAugment(t *testing.T) {
-	root := t.TempDir()
-	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
-	o := DefaultOptions()
-	o.DataDir, o.MaxSeconds = root, 0.5
-	o.Train.Variant, o.Train.Epochs, o.Train.BatchSize, o.Train.EvalBatchSize = nvib.ModelNVDPClipped, 1, 4, 12
-	o.Train.Out = filepath.Join(t.TempDir(), "model")
-	o.Resolve()
-	if _, err := Run(context.Background(), o, nil); err != nil {
-		t.Fatal(err)
-	}
-	eval := func() float64 {
-		t.Helper()
-		m, so, err := LoadModel(o.Train.Out)
-		if err != nil {
-			t.Fatal(err)
-		}
+	o, eval := tinyTrained(t, "", func(m *Model) {
 		if m.Encoder.MaskedSpecEmbed != nil {
 			t.Error("a model trained without SpecAugment has masked_spec_embed")
 		}
-		r, err := Evaluate(o.Train.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: 1, Out: t.TempDir(), NoPost: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Metrics[MetricF1]
-	}
+	})
 	before := eval()
 	path := filepath.Join(o.Train.Out, "config.json")
 	b, err := os.ReadFile(path)
@@ -304,5 +260,41 @@ func TestModelDirBeforeSpecAugment(t *testing.T) {
 	}
 	if after := eval(); after != before {
 		t.Errorf("macro-F1 %v from the old config.json, %v before", after, before)
+	}
+}
+
+// tinyTrained trains nvdp-clipped for one epoch (3 steps) of a 12-utterance
+// tone corpus with encoder spec enc (scratch:small when "") into a new
+// model directory, and returns its options and a function that loads the
+// directory and gives its test macro-F1 (checking the model with check).
+func tinyTrained(t *testing.T, enc string, check func(*Model)) (Options, func() float64) {
+	t.Helper()
+	root := t.TempDir()
+	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
+	o := DefaultOptions()
+	o.DataDir, o.MaxSeconds = root, 0.5
+	if enc != "" {
+		o.Train.Encoder = enc
+	}
+	o.Train.Variant, o.Train.Epochs, o.Train.BatchSize, o.Train.EvalBatchSize = nvib.ModelNVDPClipped, 1, 4, 12
+	o.Train.Out = filepath.Join(t.TempDir(), "model")
+	o.Resolve()
+	if _, err := Run(context.Background(), o, nil); err != nil {
+		t.Fatal(err)
+	}
+	return o, func() float64 {
+		t.Helper()
+		m, so, err := LoadModel(o.Train.Out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if check != nil {
+			check(m)
+		}
+		r, err := Evaluate(o.Train.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: 1, Out: t.TempDir(), NoPost: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Metrics[MetricF1]
 	}
 }

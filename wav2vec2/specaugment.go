@@ -124,16 +124,7 @@ func (m *Model) specAugment(h *nn.Tensor, frameMask []float32, B, F int, rng *ra
 	}
 	if cfg.maskFeatures() {
 		c.feat = computeMaskIndices(rng, B, H, cfg.MaskFeatureProb, cfg.MaskFeatureLength, nil, cfg.MaskFeatureMinMasks)
-		for b := range B {
-			for t := range F {
-				row := h.Data[(b*F+t)*H : (b*F+t+1)*H]
-				for j, masked := range c.feat[b*H : (b+1)*H] {
-					if masked {
-						row[j] = 0
-					}
-				}
-			}
-		}
+		zeroChannels(h, c.feat, B, F, H)
 	}
 	return c
 }
@@ -144,16 +135,7 @@ func (m *Model) specAugment(h *nn.Tensor, frameMask []float32, B, F int, rng *ra
 func (m *Model) specAugmentBackward(c *specCache, dh *nn.Tensor, B, F int) {
 	H := m.Config.HiddenSize
 	if c.feat != nil {
-		for b := range B {
-			for t := range F {
-				row := dh.Data[(b*F+t)*H : (b*F+t+1)*H]
-				for j, masked := range c.feat[b*H : (b+1)*H] {
-					if masked {
-						row[j] = 0
-					}
-				}
-			}
-		}
+		zeroChannels(dh, c.feat, B, F, H)
 	}
 	if c.time != nil {
 		g := m.MaskedSpecEmbed.Grad.Data
@@ -164,6 +146,21 @@ func (m *Model) specAugmentBackward(c *specCache, dh *nn.Tensor, B, F int) {
 					g[j] += v
 				}
 				clear(row)
+			}
+		}
+	}
+}
+
+// zeroChannels sets x [B, F, H] to 0 in the channels feat [B*H] marks, in
+// every frame of their row.
+func zeroChannels(x *nn.Tensor, feat []bool, B, F, H int) {
+	for b := range B {
+		for t := range F {
+			row := x.Data[(b*F+t)*H : (b*F+t+1)*H]
+			for j, masked := range feat[b*H : (b+1)*H] {
+				if masked {
+					row[j] = 0
+				}
 			}
 		}
 	}

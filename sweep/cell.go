@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -136,8 +137,11 @@ func plan(o *Options) (grid, main []*Cell) {
 // without one run without the target; the gaussian cells drop the constants
 // and shares of the nvdp-clipped cells (fixed noise, no Dirichlet weights; a
 // target calibrates their radius C).
-func cellOptions(o *Options, c *Cell) train.PipelineOptions {
-	po := o.Base
+func cellOptions(o *Options, c *Cell) CellSpec {
+	po := CellSpec{PipelineOptions: o.Base}
+	if c.Task == speech.TaskName {
+		po.Speech = o.Speech
+	}
 	t := &po.Train
 	t.Task, t.Variant, t.Seed, t.Out = c.Task, c.Variant, c.Seed, c.Dir
 	t.Resume = false

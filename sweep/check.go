@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -74,7 +75,7 @@ func (t target) String() string {
 // options is accepted when no target is asked for.
 func checkTarget(c *Cell, want train.Options) error {
 	want = resolved(want)
-	saved, err := train.LoadOptions(c.Dir)
+	saved, err := savedOptions(c.Dir)
 	switch {
 	case err != nil && want.HasTarget():
 		return err
@@ -87,10 +88,23 @@ func checkTarget(c *Cell, want train.Options) error {
 	return nil
 }
 
+// savedOptions are the training options a cell directory saved:
+// train_options.json, or speech_options.json's for the speech task.
+func savedOptions(dir string) (*train.Options, error) {
+	if !speech.IsModelDir(dir) {
+		return train.LoadOptions(dir)
+	}
+	o, err := speech.LoadOptions(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &o.Train, nil
+}
+
 // warnChangedOptions logs the options of a resumed cell that differ from the
 // sweep's (a resumed run continues with its saved options).
 func warnChangedOptions(c *Cell, want train.Options) {
-	saved, err := train.LoadOptions(c.Dir)
+	saved, err := savedOptions(c.Dir)
 	if err != nil {
 		return
 	}

@@ -178,7 +178,7 @@ func TestSelectionReadsUndefinedBounds(t *testing.T) {
 		4: `{"rd_max": null, "bdp_epsilon": null, "invalid_pairs": 0, "pairs": 12}`,
 		8: `null`,
 	}
-	runner := func(ctx context.Context, c Cell, po train.PipelineOptions) error {
+	runner := func(ctx context.Context, c Cell, po CellSpec) error {
 		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 			return err
 		}

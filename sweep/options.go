@@ -9,6 +9,7 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -21,7 +22,10 @@ type Options struct {
 	// Base is the template of every cell: all train and audit options. Task,
 	// Variant, Lambda, Seed, Out and Resume are set per cell; CMu too when
 	// CMuGrid is given, and the target for the TargetEpsilons cells.
-	Base     train.PipelineOptions
+	Base train.PipelineOptions
+	// Tasks are GLUE tasks, or the speech task (speech.TaskName, "lid")
+	// alone with Speech set: its cells run speech.RunPipeline (RunCell)
+	// with Base's options, whose encoder must then be a Wav2Vec2 one.
 	Tasks    []string
 	Variants []string  // baseline, nvdp, nvdp-clipped, gaussian
 	Lambdas  []float64 // lambda_G = lambda_D of the variants with KL terms (nvdp, nvdp-clipped)
@@ -58,6 +62,16 @@ type Options struct {
 	// the gaussian cells: they have no KL terms). The baseline and nvdp have
 	// no clipping and run once per lambda and seed as usual.
 	TargetEpsilons []float64
+	// Speech is the data of the speech task's cells (needed when Tasks is
+	// lid).
+	Speech *SpeechData
+}
+
+// SpeechData is the corpus of the speech task's cells and the length every
+// utterance is cropped or padded to (speech.Options' DataDir, MaxSeconds).
+type SpeechData struct {
+	DataDir    string  `json:"data_dir"`
+	MaxSeconds float64 `json:"max_seconds"`
 }
 
 // invalid is the *option.Error of an invalid field of Options, named as the
@@ -82,7 +96,14 @@ func (o *Options) validate() error {
 		return invalid("seeds", "empty")
 	}
 	for _, t := range o.Tasks {
-		if _, err := glue.LookupTask(t); err != nil {
+		switch _, err := glue.LookupTask(t); {
+		case t == speech.TaskName && len(o.Tasks) > 1:
+			return invalid("tasks", "%s runs alone: its cells have their own encoder and data", t)
+		case t == speech.TaskName && o.Speech == nil:
+			return invalid("lid_dir", "the %s task needs its corpus", t)
+		case t == speech.TaskName && len(o.CMuGrid) > 0:
+			return invalid("c_mu_grid", "not for %s: the selection reads the dev metric of the report, which is test's for %s", t, t)
+		case t != speech.TaskName && err != nil:
 			return invalid("tasks", "%v", err)
 		}
 	}

@@ -49,10 +49,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Runner == nil {
 		o.Runner = inProcess(o.Progress)
 	}
+	grid, main := plan(&o)
+	if err := checkSpeechCells(&o, main); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
-	grid, main := plan(&o)
 	s := &sweeper{o: &o, man: newManifest(&o, slices.Concat(grid, main))}
 	if err := s.man.update(func(*Manifest) {}); err != nil {
 		return nil, err
@@ -202,7 +205,7 @@ func (s *sweeper) runCell(ctx context.Context, c *Cell) (bool, error) {
 
 // finish checks that the finished run in c.Dir (report rep) is the run the
 // sweep asks for (po) and completes its extra audits.
-func (s *sweeper) finish(ctx context.Context, c *Cell, po train.PipelineOptions, rep *train.Report) error {
+func (s *sweeper) finish(ctx context.Context, c *Cell, po CellSpec, rep *train.Report) error {
 	if err := checkReport(c, po.Train, rep); err != nil {
 		return err
 	}

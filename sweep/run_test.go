@@ -34,10 +34,10 @@ type fakeRunner struct {
 	utility map[float64]float64
 }
 
-func (f *fakeRunner) run(ctx context.Context, c Cell, po train.PipelineOptions) error {
+func (f *fakeRunner) run(ctx context.Context, c Cell, po CellSpec) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, c.ID)
-	f.opts = append(f.opts, po)
+	f.opts = append(f.opts, po.PipelineOptions)
 	if f.resume == nil {
 		f.resume = map[string]bool{}
 	}
@@ -77,7 +77,7 @@ func (f *fakeRunner) run(ctx context.Context, c Cell, po train.PipelineOptions) 
 
 // validating runs a cell as run does after resolving, validating and saving
 // its train options as train.Run would (train_options.json).
-func (f *fakeRunner) validating(ctx context.Context, c Cell, po train.PipelineOptions) error {
+func (f *fakeRunner) validating(ctx context.Context, c Cell, po CellSpec) error {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
 	so = Options{Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
-		Out: out2, Runner: func(ctx2 context.Context, c Cell, po train.PipelineOptions) error {
+		Out: out2, Runner: func(ctx2 context.Context, c Cell, po CellSpec) error {
 			n++
 			if n == 2 {
 				cancel()

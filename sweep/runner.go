@@ -16,23 +16,72 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// Runner runs one cell: train.RunPipeline with po (po.Train.Out = cell.Dir,
-// po.Train.Resume set when the cell has a checkpoint), in this process or
-// another. It must leave the cell either complete with its report.json or
+// CellSpec is what a cell runs: the pipeline options (Train.Out = the
+// cell's directory, Train.Resume set when it has a checkpoint) and, for the
+// speech task, its data (RunCell). In JSON (a Subprocess child's stdin) the
+// pipeline options' fields are at the top level, beside "speech".
+type CellSpec struct {
+	train.PipelineOptions
+	Speech *SpeechData `json:"speech,omitempty"`
+}
+
+// RunCell runs a cell's pipeline: train.RunPipeline for a GLUE task,
+// speech.RunPipeline (utility on test, as `nvdp run --task lid`) with
+// spec.Speech for the speech task; report receives the progress (nil: none).
+func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.Report, error) {
+	po := spec.PipelineOptions
+	if spec.Speech == nil {
+		return train.RunPipeline(ctx, po, report)
+	}
+	sp := speech.DefaultPipelineOptions()
+	sp.DataDir, sp.MaxSeconds, sp.Train = spec.Speech.DataDir, spec.Speech.MaxSeconds, po.Train
+	sp.SkipTrain, sp.AuditLimit, sp.EvalSeed, sp.Audit = po.SkipTrain, po.AuditLimit, po.EvalSeed, po.Audit
+	if po.AuditSplit != "" {
+		sp.AuditSplit = po.AuditSplit
+	}
+	return speech.RunPipeline(ctx, sp, report) // resolves (or, resuming, reads) the options
+}
+
+// checkSpeechCells resolves and validates, before any work, the speech
+// options of the first cell of each variant of the speech task (the others
+// differ in lambda, seed and target only) and checks the corpus directory;
+// errors are speech's (*option.Error, naming data_dir, max_seconds, ...).
+func checkSpeechCells(o *Options, cells []*Cell) error {
+	seen := map[string]bool{}
+	for _, c := range cells {
+		if c.Task != speech.TaskName || seen[c.Variant] {
+			continue
+		}
+		seen[c.Variant] = true
+		spec := cellOptions(o, c)
+		so := speech.Options{Train: spec.Train, DataDir: spec.Speech.DataDir, MaxSeconds: spec.Speech.MaxSeconds}
+		so.Resolve()
+		if err := so.Validate(); err != nil {
+			return err
+		}
+		if err := so.CheckFiles(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Runner runs one cell (RunCell with spec), in this process or another. It must leave the cell either complete with its report.json or
 // resumable, and return ctx.Err() (wrapped) when cancelled. With
 // Options.Jobs > 1 it is called from several goroutines at once and must run
 // each cell in its own process (Subprocess; package documentation,
 // "Concurrency").
-type Runner func(ctx context.Context, cell Cell, po train.PipelineOptions) error
+type Runner func(ctx context.Context, cell Cell, spec CellSpec) error
 
-// inProcess runs the cells with train.RunPipeline in this process, one at a
-// time (Options.validate); report receives their progress (nil: none).
+// inProcess runs the cells with RunCell in this process, one at a time
+// (Options.validate); report receives their progress (nil: none).
 func inProcess(report progress.Func) Runner {
-	return func(ctx context.Context, cell Cell, po train.PipelineOptions) error {
-		_, err := train.RunPipeline(ctx, po, report)
+	return func(ctx context.Context, cell Cell, spec CellSpec) error {
+		_, err := RunCell(ctx, spec, report)
 		return err
 	}
 }
@@ -43,14 +92,14 @@ const SubprocessWaitDelay = 5 * time.Minute
 
 // Subprocess returns a Runner that runs each cell as the command argv (e.g.
 // this binary's `nvdp sweep-cell`) with the environment env (SubprocessEnv)
-// and the cell's train.PipelineOptions as JSON on stdin (ReadCellOptions
-// reads them in the child, which runs train.RunPipeline); the child's stdout
+// and the cell's CellSpec as JSON on stdin (ReadCellOptions reads it in the
+// child, which runs RunCell); the child's stdout
 // and stderr are appended to logDir/<cell ID with / as _>.log. Cancelling
 // ctx sends the child SIGINT and kills it if it has not exited
 // SubprocessWaitDelay later. A failed child's error names its log and quotes
 // the log's last line (the child's error).
 func Subprocess(argv, env []string, logDir string) Runner {
-	return func(ctx context.Context, cell Cell, po train.PipelineOptions) error {
+	return func(ctx context.Context, cell Cell, po CellSpec) error {
 		if len(argv) == 0 {
 			return errors.New("sweep: Subprocess without a command")
 		}
@@ -84,11 +133,11 @@ func Subprocess(argv, env []string, logDir string) Runner {
 	}
 }
 
-// ReadCellOptions reads the pipeline options a Subprocess runner writes to
-// the child's stdin: one JSON object of train.PipelineOptions. Unknown fields
-// (a child binary older than the sweep's) and trailing data are errors.
-func ReadCellOptions(r io.Reader) (train.PipelineOptions, error) {
-	var po train.PipelineOptions
+// ReadCellOptions reads the cell a Subprocess runner writes to the child's
+// stdin: one JSON object of CellSpec. Unknown fields (a child binary older
+// than the sweep's) and trailing data are errors.
+func ReadCellOptions(r io.Reader) (CellSpec, error) {
+	var po CellSpec
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&po); err != nil {

@@ -117,7 +117,7 @@ func TestSubprocess(t *testing.T) {
 	}
 }
 
-// TestReadCellOptions: the options a Subprocess writes read back exactly;
+// TestReadCellOptions: the cell a Subprocess writes reads back exactly;
 // unknown fields (a child older than the sweep) and trailing data are errors.
 func TestReadCellOptions(t *testing.T) {
 	drop := 0.1
@@ -129,8 +129,16 @@ func TestReadCellOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := ReadCellOptions(strings.NewReader(string(b) + "\n"))
-	if err != nil || !reflect.DeepEqual(got, po) {
+	if err != nil || !reflect.DeepEqual(got, CellSpec{PipelineOptions: po}) {
 		t.Errorf("read back %+v, %v; want %+v", got, err, po)
+	}
+	// A speech cell: its data beside the pipeline options.
+	lid := CellSpec{PipelineOptions: po, Speech: &SpeechData{DataDir: "/corpus", MaxSeconds: 1.5}}
+	if b, err = json.Marshal(lid); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadCellOptions(strings.NewReader(string(b))); err != nil || !reflect.DeepEqual(got, lid) {
+		t.Errorf("speech cell read back %+v, %v; want %+v", got, err, lid)
 	}
 	for _, tc := range []struct{ in, want string }{
 		{`{"Train": {"task": "rte", "no_such_option": 1}}`, "no_such_option"},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/internal/lidtest"
 	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -78,6 +81,79 @@ func TestRunTaskLID(t *testing.T) {
 		}
 		if _, serr := os.Stat(bad); serr == nil {
 			t.Errorf("%s: the output directory was created", tc.name)
+		}
+	}
+}
+
+// TestSweepTaskLID: `nvdp sweep --tasks lid` runs the speech pipeline per
+// cell with the speech task's defaults as `nvdp run --task lid`; a second
+// run finds the cells done (their saved speech options read back); `nvdp
+// report` tables them on test; `nvdp sweep-cell` (a --jobs N > 1 cell) runs
+// a speech cell from its JSON; lid with another task, without a corpus or
+// with a C_mu grid is refused before any file is written.
+func TestSweepTaskLID(t *testing.T) {
+	root := t.TempDir()
+	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 3, "test": 3})
+	common := []string{"--lid-dir", root, "--max-seconds", "0.5", "--epochs", "1", "--batch-size", "4", "--eval-batch-size", "9", "--no-progress"}
+	out := filepath.Join(t.TempDir(), "sweep")
+	args := append([]string{"--tasks", "lid", "--variants", "baseline,nvdp-clipped", "--lambdas", "1e-6", "--seeds", "1",
+		"--target-epsilons", "32", "--out", out}, common...)
+	stdout, err := runCmd(newSweepCmd(), args...)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, stdout)
+	}
+	checkOutput(t, stdout, []string{"2 cells (2 done), 2 ran this time"}, nil)
+	clipped := filepath.Join(out, "lid", "nvdp-clipped", "epsilon=32", "lambda=1e-6", "seed=1")
+	rep, err := train.ReadReport(clipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Task != speech.TaskName || rep.UtilitySplit != "test" || rep.Encoder != "scratch:small" || rep.Privacy == nil ||
+		math.Abs(float64(rep.Privacy.Certified.Epsilon)-32) > 1e-6*32 {
+		t.Errorf("clipped cell report: task %s split %s encoder %s privacy %+v", rep.Task, rep.UtilitySplit, rep.Encoder, rep.Privacy)
+	}
+	if stdout, err = runCmd(newSweepCmd(), args...); err != nil || !strings.Contains(stdout, "2 cells (2 done), 0 ran this time") {
+		t.Errorf("rerun: %v\n%s", err, stdout)
+	}
+	md, err := runCmd(newReportCmd(), out)
+	if err != nil || !strings.Contains(md, "### lid") || !strings.Contains(md, "frontier (test macro_f1") {
+		t.Errorf("report: %v\n%s", err, md)
+	}
+	// The child of a --jobs N > 1 sweep, given a speech cell.
+	spec := sweep.CellSpec{PipelineOptions: train.DefaultPipelineOptions(), Speech: &sweep.SpeechData{DataDir: root, MaxSeconds: 0.5}}
+	so, err := speech.LoadOptions(clipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Train = so.Train
+	spec.Train.Out, spec.Train.Seed = filepath.Join(t.TempDir(), "cell"), 2
+	js, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := newSweepCellCmd()
+	cell.SetIn(bytes.NewReader(js))
+	if stdout, err := runCmd(cell); err != nil {
+		t.Fatalf("sweep-cell: %v\n%s", err, stdout)
+	}
+	if r, err := train.ReadReport(spec.Train.Out); err != nil || r.Task != speech.TaskName || r.Seed != 2 || r.UtilitySplit != "test" {
+		t.Errorf("sweep-cell report %+v, %v", r, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tasks", "lid,sst2"}, "--tasks"},
+		{[]string{"--tasks", "lid", "--lid-dir", ""}, "--lid-dir"},
+		{[]string{"--tasks", "lid", "--c-mu-grid", "1,2"}, "--c-mu-grid"},
+	} {
+		out := filepath.Join(t.TempDir(), "sweep")
+		args := append(append([]string{"--variants", "nvdp-clipped", "--lambdas", "1e-6", "--out", out}, common...), tc.args...)
+		if _, err := runCmd(newSweepCmd(), args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to name %s", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: %s written", tc.args, out)
 		}
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -19,6 +21,7 @@ func newSweepCmd() *cobra.Command {
 	so := &sweep.Options{Base: train.DefaultPipelineOptions()}
 	po := &so.Base
 	var af *auditFlagValues
+	var sv speechFlagValues
 	var cmuLambda, cmuTolerance float64
 	var noProgress, inProcess bool
 	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targetEpsilons string
@@ -45,6 +48,9 @@ single --target-epsilon or --target-rd applies to every nvdp-clipped and gaussia
 gaussian (the Gaussian-mechanism baseline) has no KL term: lambda is not one of its
 dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 --jobs N runs N cells at once as subprocesses of this binary (logs in DIR/logs/).
+--tasks lid (alone) sweeps spoken language identification as 'nvdp run --task lid' runs it
+(--lid-dir, --max-seconds; the speech task's defaults for the flags left out; utility on
+test, so no --c-mu-grid, whose selection reads the report's utility).
 'nvdp report DIR' makes the tables and plots.`,
 		Example: `  nvdp sweep --tasks sst2,rte --variants baseline,nvdp,nvdp-clipped --lambdas 1e-3,1e-2,1e-1,1 \
     --seeds 1,2,3 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
@@ -64,6 +70,15 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 			}
 			if so.Variants, err = parseList("--variants", variants); err != nil {
 				return err
+			}
+			if slices.Contains(so.Tasks, speech.TaskName) {
+				// The speech task's options as `nvdp run --task lid` makes them.
+				o, err := speechOptions(cmd, &sv, po.Train)
+				if err != nil {
+					return err
+				}
+				po.Train = o.Train
+				so.Speech = &sweep.SpeechData{DataDir: o.DataDir, MaxSeconds: o.MaxSeconds}
 			}
 			if so.Lambdas, err = parseFloatList("--lambdas", lambdas); err != nil {
 				return err
@@ -152,7 +167,8 @@ dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 	for _, f := range []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"} {
 		_ = fs.MarkHidden(f)
 	}
-	fs.StringVar(&tasks, "tasks", "sst2", "comma-separated GLUE tasks")
+	fs.StringVar(&tasks, "tasks", "sst2", "comma-separated GLUE tasks, or lid alone (spoken language identification: --lid-dir, --max-seconds)")
+	speechFlags(fs, &sv)
 	fs.StringVar(&variants, "variants", "nvdp,nvdp-clipped", "comma-separated variants: baseline, nvdp, nvdp-clipped, gaussian")
 	fs.StringVar(&lambdas, "lambdas", "1e-3,1e-2,1e-1,1", "comma-separated lambda_G = lambda_D values (nvdp variants)")
 	fs.StringVar(&seeds, "seeds", "1", "comma-separated seeds")
@@ -189,8 +205,8 @@ func sweepFlagError(err error) error {
 }
 
 // newSweepCellCmd is the hidden subcommand a sweep runs per cell with --jobs
-// N > 1 (sweep.Subprocess): train.PipelineOptions as JSON on stdin
-// (sweep.ReadCellOptions), the pipeline of `nvdp run`.
+// N > 1 (sweep.Subprocess): the cell as JSON on stdin (sweep.ReadCellOptions),
+// the pipeline of `nvdp run` (sweep.RunCell).
 func newSweepCellCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "sweep-cell < OPTIONS.json",
@@ -198,13 +214,13 @@ func newSweepCellCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			po, err := sweep.ReadCellOptions(cmd.InOrStdin())
+			spec, err := sweep.ReadCellOptions(cmd.InOrStdin())
 			if err != nil {
 				return fmt.Errorf("sweep-cell: stdin: %w", err)
 			}
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
-			rep, err := train.RunPipeline(ctx, po, newProgress(cmd, true)) // stderr is the cell's log
+			rep, err := sweep.RunCell(ctx, spec, newProgress(cmd, true)) // stderr is the cell's log
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -150,5 +152,44 @@ func TestReadCellOptions(t *testing.T) {
 		if _, err := ReadCellOptions(strings.NewReader(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%.40q: err = %v, want %q", tc.in, err, tc.want)
 		}
+	}
+}
+
+// TestSpeechCellSpecs: every cell of a speech sweep whose base options are
+// the speech task's defaults (lambda Auto: it depends on the variant)
+// travels to a subprocess: resolved, marshalled and read back equal, with
+// the variant's lambda (the paper's for the baseline, which has no KL term).
+func TestSpeechCellSpecs(t *testing.T) {
+	base := train.DefaultPipelineOptions()
+	base.Train = speech.DefaultOptions().Train
+	o := Options{Base: base, Tasks: []string{speech.TaskName}, Variants: []string{"baseline", "nvdp", "nvdp-clipped", "gaussian"},
+		Lambdas: []float64{1e-3}, Seeds: []uint64{1}, Out: t.TempDir(), Speech: &SpeechData{DataDir: t.TempDir(), MaxSeconds: 1}}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	_, cells := plan(&o)
+	if len(cells) != 4 {
+		t.Fatalf("%d cells", len(cells))
+	}
+	for _, c := range cells {
+		spec := cellOptions(&o, c)
+		b, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatalf("%s: %v", c.ID, err)
+		}
+		got, err := ReadCellOptions(bytes.NewReader(b))
+		if err != nil || !reflect.DeepEqual(got, spec) {
+			t.Fatalf("%s: read back %+v, %v", c.ID, got, err)
+		}
+		want := 1e-3
+		if c.Variant == "baseline" || c.Variant == "gaussian" {
+			want = speech.PaperLambdaNVDP
+		}
+		if spec.Train.Lambda != want || spec.Speech == nil || spec.Train.Task != speech.TaskName {
+			t.Errorf("%s: lambda %v (want %v), speech %v", c.ID, spec.Train.Lambda, want, spec.Speech)
+		}
+	}
+	if err := checkSpeechCells(&o, cells); err != nil {
+		t.Errorf("check: %v", err)
 	}
 }

@@ -110,11 +110,7 @@ func (o *Options) Samples() int {
 // can be read). Explicit values, 0 included, are kept.
 func (o *Options) Resolve() {
 	t := &o.Train
-	lambda := PaperLambdaNVDP
-	if t.Variant == nvib.ModelNVDPClipped {
-		lambda = PaperLambdaClip
-	}
-	option.Resolve(&t.Lambda, lambda)
+	option.Resolve(&t.Lambda, PaperLambda(t.Variant))
 	option.Resolve(&t.CMu, PaperCMu)
 	option.Resolve(&t.CAlphaMax, PaperCAlphaMax)
 	if cfg, err := o.EncoderConfig(); err == nil {
@@ -129,6 +125,15 @@ func (o *Options) Resolve() {
 		}
 	}
 	t.Resolve()
+}
+
+// PaperLambda is the paper's lambda (§4.3) for variant: PaperLambdaClip
+// for nvdp-clipped, PaperLambdaNVDP otherwise.
+func PaperLambda(variant string) float64 {
+	if variant == nvib.ModelNVDPClipped {
+		return PaperLambdaClip
+	}
+	return PaperLambdaNVDP
 }
 
 // hfPrefix marks an encoder spec loaded from a checkpoint directory (hf:DIR).

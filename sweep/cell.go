@@ -165,12 +165,10 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = train.Auto(), train.Auto(), 0, 0
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	}
-	if po.Speech != nil {
-		// The speech task's defaults, as its pipeline resolves them (lambda
-		// by variant: Auto until then, which JSON cannot carry to a child).
-		so := speech.Options{Train: *t, DataDir: po.Speech.DataDir, MaxSeconds: po.Speech.MaxSeconds}
-		so.Resolve()
-		*t = so.Train
+	if po.Speech != nil && train.IsAuto(t.Lambda) {
+		// The speech task's lambda of a variant without KL terms, as its
+		// pipeline would resolve it (Auto cannot travel to a child as JSON).
+		t.Lambda = speech.PaperLambda(c.Variant)
 	}
 	return po
 }

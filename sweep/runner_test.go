@@ -157,8 +157,8 @@ func TestReadCellOptions(t *testing.T) {
 
 // TestSpeechCellSpecs: every cell of a speech sweep whose base options are
 // the speech task's defaults (lambda Auto: it depends on the variant)
-// travels to a subprocess: resolved, marshalled and read back equal, with
-// the variant's lambda (the paper's for the baseline, which has no KL term).
+// travels to a subprocess: marshalled and read back equal, with the
+// variant's lambda (the paper's for the baseline, which has no KL term).
 func TestSpeechCellSpecs(t *testing.T) {
 	base := train.DefaultPipelineOptions()
 	base.Train = speech.DefaultOptions().Train
@@ -178,8 +178,12 @@ func TestSpeechCellSpecs(t *testing.T) {
 			t.Fatalf("%s: %v", c.ID, err)
 		}
 		got, err := ReadCellOptions(bytes.NewReader(b))
-		if err != nil || !reflect.DeepEqual(got, spec) {
-			t.Fatalf("%s: read back %+v, %v", c.ID, got, err)
+		if err != nil {
+			t.Fatalf("%s: %v", c.ID, err)
+		}
+		// Auto options are NaN: compare the JSON, not the values.
+		if again, err := json.Marshal(got); err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("%s: read back\n%s\nwant\n%s (%v)", c.ID, again, b, err)
 		}
 		want := 1e-3
 		if c.Variant == "baseline" || c.Variant == "gaussian" {

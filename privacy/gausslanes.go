@@ -212,10 +212,8 @@ func (a *logAccum) reset() { a.m, a.e = 1, 0 }
 
 // mul multiplies m 2^e (m in [1, 16)) into the accumulator.
 func (a *logAccum) mul(m float64, e int64) {
-	a.m *= m // in [1, 32)
-	b := math.Float64bits(a.m)
-	a.e += e + int64(b>>52) - 1023
-	a.m = math.Float64frombits(b&mantMask | oneExp)
+	a.e += e
+	a.mulf(m)
 }
 
 // mulf multiplies x in [2^-100, 2^100] into the accumulator.

@@ -201,6 +201,16 @@ func (o *Options) validate(cfg wav2vec2.Config) error {
 	return t.ValidateTraining()
 }
 
+// Check resolves o and checks it before any work: Validate, then
+// CheckFiles (errors *option.Error, unwrapped).
+func (o *Options) Check() error {
+	o.Resolve()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return o.CheckFiles()
+}
+
 // CheckFiles checks that DataDir is a directory (the splits are read and
 // checked by Load before any work).
 func (o *Options) CheckFiles() error {

@@ -149,6 +149,19 @@ type PipelineOptions struct {
 	Audit privacy.Options
 }
 
+// NewPipelineOptions is the speech pipeline of options o with the pipeline
+// settings of a text pipeline's po (train.PipelineOptions: skip the
+// training, audit split, when set, and limit, evaluation seed, audit
+// options); the utility on test. Its training options are o's.
+func NewPipelineOptions(o Options, po train.PipelineOptions) PipelineOptions {
+	sp := DefaultPipelineOptions()
+	sp.Options, sp.SkipTrain, sp.AuditLimit, sp.EvalSeed, sp.Audit = o, po.SkipTrain, po.AuditLimit, po.EvalSeed, po.Audit
+	if po.AuditSplit != "" {
+		sp.AuditSplit = po.AuditSplit
+	}
+	return sp
+}
+
 // DefaultPipelineOptions: DefaultOptions, utility on test, the dev split
 // audited whole, train.DefaultEvalSeed, privacy.DefaultOptions.
 func DefaultPipelineOptions() PipelineOptions {

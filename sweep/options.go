@@ -100,7 +100,7 @@ func (o *Options) validate() error {
 		case t == speech.TaskName && len(o.Tasks) > 1:
 			return invalid("tasks", "%s runs alone: its cells have their own encoder and data", t)
 		case t == speech.TaskName && o.Speech == nil:
-			return invalid("lid_dir", "the %s task needs its corpus", t)
+			return invalid("data_dir", "the %s task needs its corpus", t)
 		case t == speech.TaskName && len(o.CMuGrid) > 0:
 			return invalid("c_mu_grid", "not for %s: the selection reads the dev metric of the report, which is test's for %s", t, t)
 		case t != speech.TaskName && err != nil:

@@ -33,17 +33,16 @@ type CellSpec struct {
 // speech.RunPipeline (utility on test, as `nvdp run --task lid`) with
 // spec.Speech for the speech task; report receives the progress (nil: none).
 func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.Report, error) {
-	po := spec.PipelineOptions
 	if spec.Speech == nil {
-		return train.RunPipeline(ctx, po, report)
+		return train.RunPipeline(ctx, spec.PipelineOptions, report)
 	}
-	sp := speech.DefaultPipelineOptions()
-	sp.DataDir, sp.MaxSeconds, sp.Train = spec.Speech.DataDir, spec.Speech.MaxSeconds, po.Train
-	sp.SkipTrain, sp.AuditLimit, sp.EvalSeed, sp.Audit = po.SkipTrain, po.AuditLimit, po.EvalSeed, po.Audit
-	if po.AuditSplit != "" {
-		sp.AuditSplit = po.AuditSplit
-	}
-	return speech.RunPipeline(ctx, sp, report) // resolves (or, resuming, reads) the options
+	// RunPipeline resolves (or, resuming, reads) the options.
+	return speech.RunPipeline(ctx, speech.NewPipelineOptions(spec.speechOptions(), spec.PipelineOptions), report)
+}
+
+// speechOptions are the speech task's options of a speech cell.
+func (spec CellSpec) speechOptions() speech.Options {
+	return speech.Options{Train: spec.Train, DataDir: spec.Speech.DataDir, MaxSeconds: spec.Speech.MaxSeconds}
 }
 
 // checkSpeechCells resolves and validates, before any work, the speech
@@ -57,20 +56,16 @@ func checkSpeechCells(o *Options, cells []*Cell) error {
 			continue
 		}
 		seen[c.Variant] = true
-		spec := cellOptions(o, c)
-		so := speech.Options{Train: spec.Train, DataDir: spec.Speech.DataDir, MaxSeconds: spec.Speech.MaxSeconds}
-		so.Resolve()
-		if err := so.Validate(); err != nil {
-			return err
-		}
-		if err := so.CheckFiles(); err != nil {
+		so := cellOptions(o, c).speechOptions()
+		if err := so.Check(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Runner runs one cell (RunCell with spec), in this process or another. It must leave the cell either complete with its report.json or
+// Runner runs one cell (RunCell with spec), in this process or another.
+// It must leave the cell either complete with its report.json or
 // resumable, and return ctx.Err() (wrapped) when cancelled. With
 // Options.Jobs > 1 it is called from several goroutines at once and must run
 // each cell in its own process (Subprocess; package documentation,

@@ -57,11 +57,7 @@ func checkSpeechOptions(o *speech.Options) error {
 	if o.Train.Resume {
 		return nil
 	}
-	o.Resolve()
-	if err := o.Validate(); err != nil {
-		return flagError(err)
-	}
-	return flagError(o.CheckFiles())
+	return flagError(o.Check())
 }
 
 // runSpeech is `nvdp run --task lid`.
@@ -75,15 +71,10 @@ func runSpeech(ctx context.Context, cmd *cobra.Command, v *speechFlagValues, po 
 			return nil, err
 		}
 	}
-	sp := speech.DefaultPipelineOptions()
-	sp.Options, sp.SkipTrain, sp.AuditLimit, sp.EvalSeed, sp.Audit = o, po.SkipTrain, po.AuditLimit, po.EvalSeed, po.Audit
-	if cmd.Flags().Changed("audit-split") {
-		sp.AuditSplit = po.AuditSplit
-	}
 	if po.Baseline != "" {
 		return nil, errors.New("--baseline is for the GLUE tasks; run --variant baseline of --task lid beside it")
 	}
-	rep, err := speech.RunPipeline(ctx, sp, report)
+	rep, err := speech.RunPipeline(ctx, speech.NewPipelineOptions(o, *po), report)
 	return rep, flagError(err)
 }
 

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
+	"github.com/nvdp-project/nvdp/internal/hfmodel"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/lid"
 	"github.com/nvdp-project/nvdp/nn"
@@ -133,23 +133,20 @@ func applyDropout(c *wav2vec2.Config, p float64) {
 // take Wav2Vec2Config's defaults, which mask frames), so the model has the
 // parameters it was saved with.
 func modelEncoderConfig(dir string) (wav2vec2.Config, error) {
-	path := filepath.Join(dir, encoder.ConfigFile)
-	cfg, err := wav2vec2.ReadConfig(path)
-	if err != nil {
-		return cfg, err
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, err
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return cfg, fmt.Errorf("%s: %w", path, err)
-	}
-	if _, ok := keys["mask_time_prob"]; !ok {
-		cfg.MaskTimeProb, cfg.MaskFeatureProb = 0, 0
-	}
-	return cfg, nil
+	return hfmodel.ReadConfig(filepath.Join(dir, encoder.ConfigFile), func(b []byte) (wav2vec2.Config, error) {
+		cfg, err := wav2vec2.ParseConfig(b)
+		if err != nil {
+			return cfg, err
+		}
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(b, &keys); err != nil {
+			return cfg, err
+		}
+		if _, ok := keys["mask_time_prob"]; !ok {
+			cfg.MaskTimeProb, cfg.MaskFeatureProb = 0, 0
+		}
+		return cfg, nil
+	})
 }
 
 // saveModelFiles writes the static files of a model directory: the

@@ -304,7 +304,7 @@ func TestGaussianCalibration(t *testing.T) {
 	for _, tc := range []struct {
 		eps, v float64
 	}{{8, 1}, {64, 1}, {512, 0.25}} {
-		cal, err := privacy.Calibrate(GaussianClipSet(1, tc.v, L, P), privacy.Target{Epsilon: tc.eps, Delta: 1e-5, Releases: 1}, sp, nil, privacy.DirectionStandard)
+		cal, err := privacy.Calibrate(GaussianClipSet(1, tc.v, L, P), privacy.EpsilonTarget(tc.eps, 1e-5, 1), sp, nil, privacy.DirectionStandard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestGaussianCalibration(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ rd, order, v float64 }{{5, 1.1, 1}, {50, 2, 1}, {1, 8, 0.36}} {
-		cal, err := privacy.Calibrate(GaussianClipSet(1, tc.v, L, P), privacy.Target{RD: tc.rd, Order: tc.order, Releases: 1}, sp, nil, privacy.DirectionStandard)
+		cal, err := privacy.Calibrate(GaussianClipSet(1, tc.v, L, P), privacy.RDTarget(tc.rd, tc.order, 1), sp, nil, privacy.DirectionStandard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package privacy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -8,32 +9,107 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
-// Target is what a calibration must certify: either Epsilon at Delta for
-// Releases releases (the (epsilon, delta) conversion minimised over the order
-// grid), or RD nats at Order for Releases releases. Exactly one of Epsilon
-// and RD is > 0.
+// Target is what a calibration must certify, of one of two kinds: Epsilon
+// at Delta for Releases releases (KindEpsilon: the (epsilon, delta)
+// conversion minimised over the order grid), or RD nats at Order for
+// Releases releases (KindRD). Kind says which, so that a zero value never
+// stands for "absent": the kind's value must be finite and > 0 (an explicit
+// 0 is an error, never "no target"), and the other kind's value unset (0).
+// Build targets with EpsilonTarget and RDTarget. With an RD target, Delta
+// (optional, 0: DefaultDelta) is the delta at which the calibration's
+// guarantee reports its epsilon.
+//
+// The JSON form has "kind"; a target written before it (certificate.json of
+// older runs) reads with the kind of its value that is > 0 (UnmarshalJSON).
 type Target struct {
-	Epsilon  float64 `json:"epsilon,omitempty"`
-	Delta    float64 `json:"delta,omitempty"`
-	RD       float64 `json:"rd,omitempty"`
-	Order    float64 `json:"order,omitempty"`
-	Releases int     `json:"releases"`
+	Kind     TargetKind `json:"kind"`
+	Epsilon  float64    `json:"epsilon,omitempty"`
+	Delta    float64    `json:"delta,omitempty"`
+	RD       float64    `json:"rd,omitempty"`
+	Order    float64    `json:"order,omitempty"`
+	Releases int        `json:"releases"`
 }
 
-// Validate checks the target; errors name the field.
+// TargetKind is the kind of a Target: KindEpsilon or KindRD.
+type TargetKind string
+
+// The kinds of Target.
+const (
+	KindEpsilon TargetKind = "epsilon" // certified epsilon at delta
+	KindRD      TargetKind = "rd"      // certified RD (nats) at a Renyi order
+)
+
+// EpsilonTarget is the target of a certified epsilon eps at delta for
+// releases releases of one text (Validate checks the values).
+func EpsilonTarget(eps, delta float64, releases int) Target {
+	return Target{Kind: KindEpsilon, Epsilon: eps, Delta: delta, Releases: releases}
+}
+
+// RDTarget is the target of a certified RD of rd nats at the Renyi order
+// for releases releases of one text (Validate checks the values).
+func RDTarget(rd, order float64, releases int) Target {
+	return Target{Kind: KindRD, RD: rd, Order: order, Releases: releases}
+}
+
+// Validate checks the target: a known Kind, its value finite and > 0, the
+// other kind's value unset, delta in (0, 1) (an epsilon target's; an RD
+// target's when given), a valid order (an RD target's), releases >= 1.
+// Errors name the field.
 func (t Target) Validate() error {
-	switch {
-	case t.Releases < 1:
-		return fmt.Errorf("target: releases = %d, want >= 1", t.Releases)
-	case (t.Epsilon > 0) == (t.RD > 0):
-		return errors.New("target: give exactly one of a target epsilon and a target RD (both > 0)")
-	case t.Epsilon > 0 && (math.IsInf(t.Epsilon, 0) || !(t.Delta > 0 && t.Delta < 1)):
-		return fmt.Errorf("target: epsilon %v at delta %v: want a finite epsilon > 0 and delta in (0, 1)", t.Epsilon, t.Delta)
-	case t.RD > 0 && math.IsInf(t.RD, 0):
-		return fmt.Errorf("target: RD %v: want a finite value > 0", t.RD)
-	case t.RD > 0:
-		return checkOrder(t.Order)
+	const one = "give exactly one of a target epsilon and a target RD"
+	switch t.Kind {
+	case KindEpsilon:
+		switch {
+		case !(t.Epsilon > 0) || math.IsInf(t.Epsilon, 0):
+			return fmt.Errorf("target: epsilon %v: want a finite value > 0", t.Epsilon)
+		case !(t.Delta > 0 && t.Delta < 1):
+			return fmt.Errorf("target: delta %v of epsilon %v: want delta in (0, 1)", t.Delta, t.Epsilon)
+		case t.RD != 0:
+			return fmt.Errorf("target: an epsilon target with RD %v: %s", t.RD, one)
+		}
+	case KindRD:
+		switch {
+		case !(t.RD > 0) || math.IsInf(t.RD, 0):
+			return fmt.Errorf("target: RD %v: want a finite value > 0", t.RD)
+		case t.Epsilon != 0:
+			return fmt.Errorf("target: an RD target with epsilon %v: %s", t.Epsilon, one)
+		case t.Delta != 0 && !(t.Delta > 0 && t.Delta < 1):
+			return fmt.Errorf("target: delta %v: want delta in (0, 1), or 0 for %v", t.Delta, DefaultDelta)
+		}
+		if err := checkOrder(t.Order); err != nil {
+			return fmt.Errorf("target: RD %v: %w", t.RD, err)
+		}
+	case "":
+		return fmt.Errorf("target: no kind: %s (EpsilonTarget, RDTarget)", one)
+	default:
+		return fmt.Errorf("target: kind %q: want %q or %q", t.Kind, KindEpsilon, KindRD)
 	}
+	if t.Releases < 1 {
+		return fmt.Errorf("target: releases = %d, want >= 1", t.Releases)
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a target as it is written, and one written before
+// Target had a kind (no "kind" key: certificate.json of older runs, whose
+// Validate allowed exactly one of epsilon and RD > 0) with the kind of the
+// value that is > 0.
+func (t *Target) UnmarshalJSON(b []byte) error {
+	type plain Target // without this method
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if p.Kind == "" {
+		switch {
+		case p.RD > 0 && p.Epsilon > 0: // no such file was written: Validate says
+		case p.RD > 0:
+			p.Kind = KindRD
+		case p.Epsilon > 0:
+			p.Kind = KindEpsilon
+		}
+	}
+	*t = Target(p)
 	return nil
 }
 
@@ -132,7 +208,7 @@ func Calibrate(base ClipSet, t Target, sp Split, orders []float64, dir GaussianD
 	}
 	cal := &calibrator{base: probe, dir: dir, free: free, split: sp, releases: float64(t.Releases), memo: map[dirKey]dirSupV{}}
 	res := &Calibration{Target: t, Split: sp}
-	if t.RD > 0 {
+	if t.Kind == KindRD {
 		set, err := cal.atOrder(t.Order, t.RD/cal.releases)
 		if err != nil {
 			return nil, err
@@ -150,7 +226,7 @@ func Calibrate(base ClipSet, t Target, sp Split, orders []float64, dir GaussianD
 		return nil, err
 	}
 	res.Guarantee = g
-	if t.RD > 0 {
+	if t.Kind == KindRD {
 		c, err := Certify(res.Set, t.Order, dir)
 		if err != nil {
 			return nil, err

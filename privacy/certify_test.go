@@ -549,14 +549,14 @@ func TestCalibrate(t *testing.T) {
 		split Split
 		base  func(*ClipSet)
 	}{
-		{"rd 10 fixed noise", Target{RD: 10, Order: 1.1, Releases: 1}, Split{}, nil},
-		{"rd 100 at order 2, 4 releases", Target{RD: 100, Order: 2, Releases: 4}, Split{}, nil},
-		{"eps 8", Target{Epsilon: 8, Delta: 1e-5, Releases: 1}, Split{}, nil},
-		{"eps 1 three releases", Target{Epsilon: 1, Delta: 1e-5, Releases: 3}, Split{}, nil},
-		{"rd 500 shares", Target{RD: 500, Order: 1.1, Releases: 1}, Split{VarianceShare: 0.3, DirichletShare: 0.1}, nil},
-		{"eps 32 shares", Target{Epsilon: 32, Delta: 1e-5, Releases: 1}, Split{VarianceShare: 0.3, DirichletShare: 0.1}, nil},
-		{"fixed C_mu, margin solved", Target{RD: 2000, Order: 1.1, Releases: 1}, Split{FixCMu: true}, nil},
-		{"fixed C_mu and margin, C_amin solved", Target{RD: 3700, Order: 1.1, Releases: 1}, Split{FixCMu: true, FixMargin: true},
+		{"rd 10 fixed noise", RDTarget(10, 1.1, 1), Split{}, nil},
+		{"rd 100 at order 2, 4 releases", RDTarget(100, 2, 4), Split{}, nil},
+		{"eps 8", EpsilonTarget(8, 1e-5, 1), Split{}, nil},
+		{"eps 1 three releases", EpsilonTarget(1, 1e-5, 3), Split{}, nil},
+		{"rd 500 shares", RDTarget(500, 1.1, 1), Split{VarianceShare: 0.3, DirichletShare: 0.1}, nil},
+		{"eps 32 shares", EpsilonTarget(32, 1e-5, 1), Split{VarianceShare: 0.3, DirichletShare: 0.1}, nil},
+		{"fixed C_mu, margin solved", RDTarget(2000, 1.1, 1), Split{FixCMu: true}, nil},
+		{"fixed C_mu and margin, C_amin solved", RDTarget(3700, 1.1, 1), Split{FixCMu: true, FixMargin: true},
 			func(s *ClipSet) { s.LogvarMargin = marginMax(1.1) - 0.5; s.CMu = 1.9 }},
 	} {
 		b := base
@@ -568,14 +568,14 @@ func TestCalibrate(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		want := tc.t.RD
-		if tc.t.Epsilon > 0 {
+		if tc.t.Kind == KindEpsilon {
 			want = tc.t.Epsilon
 		}
 		if cal.Achieved > want || relErr(cal.Achieved, want) > 1e-6 {
 			t.Errorf("%s: achieved %.10g, target %v", tc.name, cal.Achieved, want)
 		}
 		// independent re-check from the chosen set
-		if tc.t.RD > 0 {
+		if tc.t.Kind == KindRD {
 			c, _ := Certify(cal.Set, tc.t.Order, "")
 			if got := float64(tc.t.Releases) * float64(c.RD); relErr(got, cal.Achieved) > 1e-12 {
 				t.Errorf("%s: recomputed %v vs %v", tc.name, got, cal.Achieved)
@@ -595,7 +595,7 @@ func TestCalibrate(t *testing.T) {
 		if tc.split == (Split{}) && (cal.Set.AlphaMin != cal.Set.AlphaMax || cal.Set.LogvarMargin != marginMax(1.1)) {
 			t.Errorf("%s: default split is not fixed noise: %+v", tc.name, cal.Set)
 		}
-		if tc.split.VarianceShare > 0 && tc.t.RD > 0 {
+		if tc.split.VarianceShare > 0 && tc.t.Kind == KindRD {
 			// the variance part alone (C_mu 0, alpha fixed) is its share of the target
 			alone := cal.Set
 			alone.CMu, alone.AlphaMin = 0, alone.AlphaMax
@@ -611,12 +611,12 @@ func TestCalibrate(t *testing.T) {
 		split Split
 		want  string
 	}{
-		{"fixed C_mu too large", Target{RD: 10, Order: 1.1, Releases: 1}, Split{FixCMu: true}, "smaller C_mu"},
-		{"nothing free", Target{RD: 10, Order: 1.1, Releases: 1}, Split{FixCMu: true, FixMargin: true, FixAlphaMin: true}, "nothing to calibrate"},
-		{"both targets", Target{RD: 10, Order: 1.1, Epsilon: 1, Delta: 1e-5, Releases: 1}, Split{}, "exactly one"},
-		{"no releases", Target{RD: 10, Order: 1.1}, Split{}, "releases"},
-		{"shares sum 1", Target{RD: 10, Order: 1.1, Releases: 1}, Split{VarianceShare: 0.5, DirichletShare: 0.5}, "sum to < 1"},
-		{"order 1", Target{RD: 10, Order: 1, Releases: 1}, Split{}, "order"},
+		{"fixed C_mu too large", RDTarget(10, 1.1, 1), Split{FixCMu: true}, "smaller C_mu"},
+		{"nothing free", RDTarget(10, 1.1, 1), Split{FixCMu: true, FixMargin: true, FixAlphaMin: true}, "nothing to calibrate"},
+		{"both targets", Target{Kind: KindRD, RD: 10, Order: 1.1, Epsilon: 1, Delta: 1e-5, Releases: 1}, Split{}, "exactly one"},
+		{"no releases", RDTarget(10, 1.1, 0), Split{}, "releases"},
+		{"shares sum 1", RDTarget(10, 1.1, 1), Split{VarianceShare: 0.5, DirichletShare: 0.5}, "sum to < 1"},
+		{"order 1", RDTarget(10, 1, 1), Split{}, "order"},
 	} {
 		if _, err := Calibrate(base, tc.t, tc.split, nil, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)

@@ -235,7 +235,7 @@ func ReadCell(dir string) (*Cell, error) {
 func targetEpsilon(dir string) (float64, error) {
 	o, err := train.LoadOptions(dir)
 	switch {
-	case err == nil && o.TargetEpsilon > 0:
+	case err == nil && !train.IsNoTarget(o.TargetEpsilon): // validated: > 0
 		return o.TargetEpsilon, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return 0, err

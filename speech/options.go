@@ -266,8 +266,13 @@ func LoadOptions(dir string) (*Options, error) {
 	if err := dec.Decode(&o); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if o.Train.Version != train.OptionsVersion {
-		return nil, fmt.Errorf("%s: options_version %d: this program reads version %d", path, o.Train.Version, train.OptionsVersion)
+	// Speech models were first written at version 2 (where a target of 0
+	// meant none): Upgrade reads them as they were written.
+	if v := o.Train.Version; v != 2 && v != train.OptionsVersion {
+		return nil, fmt.Errorf("%s: options_version %d: this program reads versions 2 and %d", path, v, train.OptionsVersion)
+	}
+	if err := o.Train.Upgrade(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	o.Resolve()
 	cfg, err := modelEncoderConfig(dir)

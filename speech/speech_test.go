@@ -155,6 +155,8 @@ func TestOptionsErrors(t *testing.T) {
 		{"zero lambda kept, negative refused", "lambda", func(o *Options) { o.Train.Lambda = -1 }},
 		{"zero epochs", "epochs", func(o *Options) { o.Train.Epochs = 0 }},
 		{"other task", "task", func(o *Options) { o.Train.Task = "sst2" }},
+		{"target epsilon 0", "target_epsilon", func(o *Options) { o.Train.TargetEpsilon = 0 }},
+		{"target RD 0", "target_rd", func(o *Options) { o.Train.TargetRD = 0 }},
 	} {
 		o := DefaultOptions()
 		o.DataDir, o.Train.Out = root, filepath.Join(root, "out")
@@ -180,6 +182,84 @@ func TestOptionsErrors(t *testing.T) {
 		if o.Train.Lambda != want || o.Train.CMu != PaperCMu || o.Train.CAlphaMax != PaperCAlphaMax {
 			t.Errorf("%s defaults: lambda %v C_mu %v C_amax %v", v, o.Train.Lambda, o.Train.CMu, o.Train.CAlphaMax)
 		}
+	}
+}
+
+// TestLoadOptionsTarget: speech_options.json of version 2, where a target
+// of 0 meant none, reads as before (no target, version 3); in a version-3
+// file a target of 0 is an error naming the file and the option.
+func TestLoadOptionsTarget(t *testing.T) {
+	o := DefaultOptions()
+	o.DataDir, o.Train.Out = t.TempDir(), t.TempDir()
+	o.Resolve()
+	for _, tc := range []struct {
+		name    string
+		version int
+		set     map[string]any // keys of "train"
+		eps     float64        // -1: no target
+		err     string
+	}{
+		{"v2 epsilon 0", 2, map[string]any{"target_epsilon": 0}, -1, ""},
+		{"v2 RD 0", 2, map[string]any{"target_rd": 0}, -1, ""},
+		{"v2 epsilon 32", 2, map[string]any{"target_epsilon": 32}, 32, ""},
+		{"v3 null", 3, map[string]any{"target_epsilon": nil}, -1, ""},
+		{"v3 epsilon 0", 3, map[string]any{"target_epsilon": 0}, 0, "target_epsilon 0: must be > 0 (leave it out for no target)"},
+		{"v3 RD 0", 3, map[string]any{"target_rd": 0}, 0, "target_rd 0: must be > 0 (leave it out for no target)"},
+		{"v4", 4, nil, 0, "options_version 4: this program reads versions 2 and 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := SaveOptions(dir, &o); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, OptionsFile)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw map[string]json.RawMessage
+			var tr map[string]any
+			if err := json.Unmarshal(b, &raw); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw["train"], &tr); err != nil {
+				t.Fatal(err)
+			}
+			if tr["target_epsilon"] != nil || tr["target_rd"] != nil {
+				t.Fatalf("no target written as %v, %v; want null", tr["target_epsilon"], tr["target_rd"])
+			}
+			tr["options_version"] = tc.version
+			if tc.version == 2 { // version 2 left no target out
+				delete(tr, "target_epsilon")
+				delete(tr, "target_rd")
+			}
+			for k, v := range tc.set {
+				tr[k] = v
+			}
+			if raw["train"], err = json.Marshal(tr); err != nil {
+				t.Fatal(err)
+			}
+			if b, err = json.Marshal(raw); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadOptions(dir)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), path+": "+tc.err) {
+					t.Errorf("LoadOptions: %v, want an error naming %s and %q", err, path, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := got.Train.TargetEpsilon
+			if tc.eps == -1 && (!train.IsNoTarget(e) || got.Train.HasTarget()) || tc.eps != -1 && e != tc.eps || got.Train.Version != train.OptionsVersion {
+				t.Errorf("read target epsilon %v (RD %v), version %d; want %v (-1: none), version %d", e, got.Train.TargetRD, got.Train.Version, tc.eps, train.OptionsVersion)
+			}
+		})
 	}
 }
 

@@ -157,8 +157,8 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = d.TargetEpsilon, d.TargetDelta, d.TargetRD, d.TargetOrder, d.Releases
 		t.VarianceShare, t.DirichletShare = d.VarianceShare, d.DirichletShare
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
-	case c.TargetEpsilon > 0:
-		t.TargetEpsilon, t.TargetRD = c.TargetEpsilon, 0
+	case c.TargetEpsilon > 0: // a validated Options.TargetEpsilons value
+		t.TargetEpsilon, t.TargetRD = c.TargetEpsilon, train.NoTarget()
 	}
 	if c.Variant == nvib.ModelGaussian {
 		// the clip constants a gaussian release does not use keep their defaults

@@ -52,14 +52,22 @@ func mismatch(path, what string, have, want any) error {
 }
 
 // target is what a run's clipping is calibrated to: a certified epsilon or
-// RD and, with either, the number of releases (train.Options).
+// RD and, with either, the number of releases (train.Options). A value not
+// given is 0 here (train.NoTarget, NaN, would never compare equal), which
+// no given target is (train.Options.Validate).
 type target struct {
 	Epsilon, RD float64
 	Releases    int
 }
 
 func targetOf(o *train.Options) target {
-	t := target{Epsilon: o.TargetEpsilon, RD: o.TargetRD}
+	var t target
+	if !train.IsNoTarget(o.TargetEpsilon) {
+		t.Epsilon = o.TargetEpsilon
+	}
+	if !train.IsNoTarget(o.TargetRD) {
+		t.RD = o.TargetRD
+	}
 	if o.HasTarget() {
 		t.Releases = o.Releases
 	}
@@ -67,7 +75,13 @@ func targetOf(o *train.Options) target {
 }
 
 func (t target) String() string {
-	return fmt.Sprintf("epsilon %v / RD %v (%d releases)", t.Epsilon, t.RD, t.Releases)
+	v := func(x float64) string {
+		if x == 0 {
+			return "none"
+		}
+		return fmt.Sprint(x)
+	}
+	return fmt.Sprintf("epsilon %s / RD %s (%d releases)", v(t.Epsilon), v(t.RD), t.Releases)
 }
 
 // checkTarget checks that the finished cell was calibrated to the target the

@@ -184,6 +184,9 @@ func (o *Options) validateGrid() error {
 // cells only, and exclude the C_mu grid (the target calibrates C_mu).
 func (o *Options) validateTargets() error {
 	base := o.Base.Train
+	if err := base.CheckTargetValues(); err != nil { // an explicit 0 included, before any cell
+		return err
+	}
 	single := base.HasTarget()
 	if len(o.TargetEpsilons) == 0 && !single {
 		if base.Releases > 1 || base.VarianceShare != 0 || base.DirichletShare != 0 {

@@ -21,6 +21,14 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 )
 
+// bare is the base options of a test that sets only those it reads: the
+// zero train.Options with no privacy target (train.NoTarget: a zero
+// TargetEpsilon is an explicit target 0, which Run refuses).
+func bare(t train.Options) train.PipelineOptions {
+	t.TargetEpsilon, t.TargetRD = train.NoTarget(), train.NoTarget()
+	return train.PipelineOptions{Train: t}
+}
+
 // fakeRunner writes a report.json as train.RunPipeline would, with a
 // utility and rd_max derived from the cell (C_mu grid: utility rises to C_mu
 // 4, or utility[C_mu] when given; rd_max = C_mu / 10), recording the calls.
@@ -107,7 +115,7 @@ func readManifest(t *testing.T, dir string) Manifest {
 func TestRunPlanSkipResumeAndCMuSelection(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{}
-	so := Options{Base: train.PipelineOptions{Train: train.Options{CMu: 99}}, Tasks: []string{"sst2", "rte"},
+	so := Options{Base: bare(train.Options{CMu: 99}), Tasks: []string{"sst2", "rte"},
 		Variants: []string{"baseline", "nvdp", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: f.run, CMuGrid: []float64{1, 2, 4, 8}, CMuTolerance: ptr(0.05), Jobs: 3}
 	res, err := Run(context.Background(), so)
@@ -213,7 +221,7 @@ func TestRunPlanSkipResumeAndCMuSelection(t *testing.T) {
 func TestRunFailureAndInterruption(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{failID: "sst2/nvdp/lambda=1e-3/seed=1"}
-	so := Options{Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
+	so := Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: f.run}
 	res, err := Run(context.Background(), so)
 	if err == nil || !strings.Contains(err.Error(), "1 failed: sst2/nvdp/lambda=1e-3/seed=1: boom") {
@@ -231,7 +239,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 	out2 := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	so = Options{Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
+	so = Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
 		Out: out2, Runner: func(ctx2 context.Context, c Cell, po CellSpec) error {
 			n++
 			if n == 2 {
@@ -259,7 +267,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 // any work (the sweep directory is not created); no error names a flag.
 func TestValidate(t *testing.T) {
 	base := func() Options {
-		return Options{Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+		return Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: filepath.Join(t.TempDir(), "sweep"), Runner: (&fakeRunner{}).run}
 	}
 	for _, c := range []struct {
@@ -288,6 +296,26 @@ func TestValidate(t *testing.T) {
 		{"negative jobs", "jobs", "-2 must be >= 1", func(o *Options) { o.Jobs = -2 }},
 		// Concurrent cells in this process are refused (package documentation, "Concurrency").
 		{"in-process jobs", "jobs", "need a Runner that runs each in its own process", func(o *Options) { o.Jobs, o.Runner = 2, nil }},
+		// An explicit target of 0 is an error, never "no target" (issue 27).
+		{"target epsilon 0", "target_epsilon", "target_epsilon 0: must be > 0 (leave it out for no target)", func(o *Options) {
+			o.Variants, o.Base.Train.TargetEpsilon = []string{"nvdp-clipped"}, 0
+		}},
+		{"target RD 0", "target_rd", "target_rd 0: must be > 0 (leave it out for no target)", func(o *Options) {
+			o.Variants, o.Base.Train.TargetRD = []string{"nvdp", "nvdp-clipped"}, 0
+		}},
+		{"negative target epsilon", "target_epsilon", "target_epsilon -1: must be > 0", func(o *Options) {
+			o.Variants, o.Base.Train.TargetEpsilon = []string{"gaussian"}, -1
+		}},
+		{"target epsilon 0 without a calibrated variant", "target_epsilon", "target_epsilon 0: must be > 0", func(o *Options) { o.Base.Train.TargetEpsilon = 0 }},
+		{"target epsilon 0 beside target epsilons", "target_epsilon", "target_epsilon 0: must be > 0", func(o *Options) {
+			o.Variants, o.TargetEpsilons, o.Base.Train.TargetEpsilon = []string{"nvdp-clipped"}, []float64{4}, 0
+		}},
+		{"target epsilons 0", "target_epsilons", "0 must be finite and > 0", func(o *Options) {
+			o.Variants, o.TargetEpsilons = []string{"nvdp-clipped"}, []float64{4, 0}
+		}},
+		{"zero train options: target 0", "target_epsilon", "target_epsilon 0: must be > 0", func(o *Options) {
+			o.Variants, o.Base = []string{"nvdp-clipped"}, train.PipelineOptions{}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := base()
@@ -317,8 +345,8 @@ func TestValidate(t *testing.T) {
 func TestInProcessRunsOneCellAtATime(t *testing.T) {
 	for _, jobs := range []int{0, 1, 2, 8} {
 		out := filepath.Join(t.TempDir(), "sweep")
-		o := Options{Base: train.PipelineOptions{Train: train.Options{GlueDir: filepath.Join(t.TempDir(), "missing"),
-			Encoder: "scratch:bert-tiny", Vocab: "missing.txt"}},
+		o := Options{Base: bare(train.Options{GlueDir: filepath.Join(t.TempDir(), "missing"),
+			Encoder: "scratch:bert-tiny", Vocab: "missing.txt"}),
 			Tasks: []string{"sst2"}, Variants: []string{"baseline"}, Seeds: []uint64{1}, Out: out, Jobs: jobs}
 		_, err := Run(context.Background(), o)
 		var oe *option.Error
@@ -344,7 +372,7 @@ func TestExplicitZeroTolerance(t *testing.T) {
 		{ptr(0.0), 0, 4},
 		{ptr(0.001), 0.001, 4},
 	} {
-		o := Options{Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+		o := Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: t.TempDir(), Runner: (&fakeRunner{utility: map[float64]float64{2: 0.895, 4: 0.9}}).run,
 			CMuGrid: []float64{2, 4}, CMuTolerance: tc.tol}
 		res, err := Run(context.Background(), o)
@@ -381,8 +409,12 @@ func TestRunTargetEpsilons(t *testing.T) {
 	}
 	for i, po := range f.opts {
 		c := res.Manifest.Cells[i]
-		if po.Train.TargetEpsilon != c.TargetEpsilon || (c.Variant == nvib.ModelNVDPClipped) != (po.Train.TargetEpsilon > 0) {
-			t.Errorf("%s ran with target %v, cell %v", c.ID, po.Train.TargetEpsilon, c.TargetEpsilon)
+		ran := po.Train.TargetEpsilon
+		if train.IsNoTarget(ran) {
+			ran = 0 // the cell's "none"
+		}
+		if ran != c.TargetEpsilon || (c.Variant == nvib.ModelNVDPClipped) != po.Train.HasTarget() || !train.IsNoTarget(po.Train.TargetRD) {
+			t.Errorf("%s ran with target epsilon %v RD %v, cell %v", c.ID, po.Train.TargetEpsilon, po.Train.TargetRD, c.TargetEpsilon)
 		}
 		if c.Variant == nvib.ModelNVDPClipped && po.Train.TargetDelta != 1e-6 {
 			t.Errorf("%s: delta %v", c.ID, po.Train.TargetDelta)

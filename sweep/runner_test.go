@@ -92,7 +92,8 @@ func TestSubprocess(t *testing.T) {
 	argv := []string{os.Args[0], "-test.run=^TestHelperCell$"}
 	out := t.TempDir()
 	runner := Subprocess(argv, SubprocessEnv(append(environ, helperEnv+"=1"), 4, 2), filepath.Join(out, LogDir))
-	base := train.PipelineOptions{Train: train.Options{Encoder: "scratch:bert-tiny", Epochs: 3}, Audit: privacy.Options{Order: 1.1}}
+	base := bare(train.Options{Encoder: "scratch:bert-tiny", Epochs: 3})
+	base.Audit = privacy.Options{Order: 1.1}
 	o := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: runner, Jobs: 2}
 	res, err := Run(context.Background(), o)

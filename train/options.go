@@ -134,8 +134,12 @@ type Options struct {
 
 	// Privacy target (nvdp-clipped and gaussian, principled mode;
 	// docs/training.md "Calibration"; for gaussian only C = CMu is
-	// calibrated, the noise is fixed). With TargetEpsilon (at TargetDelta) or TargetRD (at
-	// TargetOrder) > 0, the clipping constants that are not fixed (FixCMu,
+	// calibrated, the noise is fixed). TargetEpsilon and TargetRD are
+	// NoTarget (NaN, JSON null or a missing key) when not given, which
+	// Resolve keeps: a target has no derived default. A given one is finite
+	// and > 0 (0 is an error, never "no target"), and at most one is given.
+	// With TargetEpsilon (at TargetDelta) or TargetRD (at TargetOrder)
+	// given (HasTarget), the clipping constants that are not fixed (FixCMu,
 	// FixLogvarMargin, FixCAlphaMin) are chosen by privacy.Calibrate when the
 	// model is configured (ModelConfig), so that the certified guarantee of
 	// Releases releases of one text meets the target; VarianceShare and
@@ -144,11 +148,11 @@ type Options struct {
 	// LogvarMargin and CAlphaMin with Calibrated set, and the calibration
 	// into CertificateFile. TargetDelta, TargetOrder and Releases are read
 	// only with a target.
-	TargetEpsilon  float64 `json:"target_epsilon,omitempty"`
-	TargetDelta    float64 `json:"target_delta"`        // in (0, 1)
-	TargetRD       float64 `json:"target_rd,omitempty"` // nats
-	TargetOrder    float64 `json:"target_order"`        // Renyi order of TargetRD, finite, > 1
-	Releases       int     `json:"releases"`            // >= 1
+	TargetEpsilon  float64 `json:"target_epsilon"` // NoTarget or finite > 0
+	TargetDelta    float64 `json:"target_delta"`   // in (0, 1)
+	TargetRD       float64 `json:"target_rd"`      // nats; NoTarget or finite > 0
+	TargetOrder    float64 `json:"target_order"`   // Renyi order of TargetRD, finite, > 1
+	Releases       int     `json:"releases"`       // >= 1
 	VarianceShare  float64 `json:"variance_share,omitempty"`
 	DirichletShare float64 `json:"dirichlet_share,omitempty"`
 	// FixCMu, FixLogvarMargin and FixCAlphaMin keep CMu, LogvarMargin and
@@ -173,11 +177,14 @@ type Options struct {
 }
 
 // OptionsVersion is the format of train_options.json that SaveOptions
-// writes: every option explicit (version 0 files used 0 for "default" in
-// c_alpha_min, logvar_margin, clip_order, target_delta, target_order and
-// releases, -1 for "off" in patience and grad_clip, and left dropout out for
-// "the preset's").
-const OptionsVersion = 2
+// writes: every option explicit, and no target written as null in
+// target_epsilon and target_rd, where 0 is an error. Version 2 files left
+// target_epsilon and target_rd out for no target, where 0 also meant none;
+// version 0 files used 0 for "default" in c_alpha_min, logvar_margin,
+// clip_order, target_delta, target_order and releases, -1 for "off" in
+// patience and grad_clip, and left dropout out for "the preset's". Both
+// are read as they were written (Upgrade).
+const OptionsVersion = 3
 
 // Auto is the value of the options whose default depends on other options
 // (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) until Resolve
@@ -189,6 +196,16 @@ func Auto() float64 { return option.Auto() }
 
 // IsAuto reports whether v is Auto (option.IsAuto).
 func IsAuto(v float64) bool { return option.IsAuto(v) }
+
+// NoTarget is the value of TargetEpsilon and TargetRD when no target is
+// given: NaN, the project's "not set" marker (option.Auto), written as JSON
+// null. Unlike Auto it is no placeholder for a derived default: Resolve
+// keeps it and Validate accepts it. An explicit 0 is a value, and an error.
+func NoTarget() float64 { return option.Auto() }
+
+// IsNoTarget reports whether the target option v (TargetEpsilon, TargetRD)
+// is NoTarget.
+func IsNoTarget(v float64) bool { return option.IsAuto(v) }
 
 // TaskHyper are the paper's per-task clipping constants for BERT-base
 // (appendix hyperparameter table), C_mu and C_amax, by glue.Task.Name: the
@@ -225,8 +242,9 @@ const DefaultEncoder = "scratch:bert-tiny"
 // schedule linear-decay, NVIB init of the mode, 10 epochs, batch size 32 /
 // eval 16, warm-up 0.06, weight decay 0, grad clip 1.0, max-seq-len 128,
 // seed 1, patience 3, a checkpoint every 500 steps, clip order
-// privacy.DefaultOrder, target delta privacy.DefaultDelta at order
-// privacy.DefaultOrder for 1 release; CMu, CAlphaMax, CAlphaMin, LogvarMargin,
+// privacy.DefaultOrder, no target (NoTarget) with delta
+// privacy.DefaultDelta and order privacy.DefaultOrder for 1 release when one
+// is given; CMu, CAlphaMax, CAlphaMin, LogvarMargin,
 // LR and Dropout Auto (Resolve), the encoder DefaultEncoder. Task, GlueDir,
 // Vocab and Out are empty: the caller gives them.
 func DefaultOptions() Options {
@@ -234,7 +252,7 @@ func DefaultOptions() Options {
 		CMu: Auto(), CAlphaMax: Auto(), CAlphaMin: Auto(), LogvarMargin: Auto(), KLSchedule: nvib.ScheduleLinearDecay,
 		Epochs: 10, BatchSize: 32, EvalBatchSize: 16, LR: Auto(), WarmupRatio: 0.06, GradClip: 1, MaxSeqLen: 128, Seed: 1,
 		Patience: 3, CheckpointEach: 500, Dropout: Auto(), ClipOrder: privacy.DefaultOrder,
-		TargetDelta: privacy.DefaultDelta, TargetOrder: privacy.DefaultOrder, Releases: 1}
+		TargetEpsilon: NoTarget(), TargetDelta: privacy.DefaultDelta, TargetRD: NoTarget(), TargetOrder: privacy.DefaultOrder, Releases: 1}
 }
 
 // DefaultLR is the learning rate of a run without an explicit one: by
@@ -264,7 +282,8 @@ const ScratchPrefix = "scratch:"
 // dropout (scratch encoders; ScratchConfig's when set) or 0 (pretrained),
 // and an empty NVIBInit by the mode's. Options given explicitly, 0
 // included, are kept; an Auto that cannot be derived (an unknown task or
-// preset) stays Auto for Validate to report. Resolve is idempotent.
+// preset) stays Auto for Validate to report. A target stays as it is
+// (NoTarget: none). Resolve is idempotent.
 func (o *Options) Resolve() {
 	if t, err := glue.LookupTask(o.Task); err == nil {
 		if h, ok := TaskHyper[t.Name]; ok {
@@ -308,8 +327,10 @@ func (o *Options) scratchEncoder() (cfg encoder.Config, ok bool) {
 	return cfg, err == nil
 }
 
-// HasTarget reports whether o asks for calibrated clipping (a privacy target).
-func (o *Options) HasTarget() bool { return o.TargetEpsilon > 0 || o.TargetRD > 0 }
+// HasTarget reports whether o asks for calibrated clipping: TargetEpsilon
+// or TargetRD is given (not NoTarget; Validate checks the value, an
+// explicit 0 included).
+func (o *Options) HasTarget() bool { return !IsNoTarget(o.TargetEpsilon) || !IsNoTarget(o.TargetRD) }
 
 // OptionError is an invalid option: option.Error, the type every options
 // type of nvdp returns (Option is the JSON key as train_options.json spells
@@ -403,13 +424,18 @@ func (o *Options) ValidateTraining() error {
 	return nil
 }
 
+// targetKeys are the JSON keys of the target options, whose NaN is
+// NoTarget (a value Validate accepts), not Auto.
+var targetKeys = map[string]bool{"target_epsilon": true, "target_rd": true}
+
 // autoOptions are the JSON keys of the options that may hold Auto before
-// Resolve: the pointer fields of optionsJSON, the one list of them.
+// Resolve: the pointer fields of optionsJSON, the one list of them, but
+// the target options.
 var autoOptions = func() map[string]bool {
 	m := map[string]bool{}
 	t := reflect.TypeFor[optionsJSON]()
 	for i := range t.NumField() {
-		if f := t.Field(i); !f.Anonymous {
+		if f := t.Field(i); !f.Anonymous && !targetKeys[f.Tag.Get("json")] {
 			m[f.Tag.Get("json")] = true
 		}
 	}
@@ -429,8 +455,9 @@ var zeroMeans = map[string]string{"train_limit": " (0: all)", "dev_limit": " (0:
 	"checkpoint_every": " (0: at epoch ends only)"}
 
 // validateFloats checks that every float64 option is a finite number (all
-// of them, by reflection, so that a new option cannot be missed); an Auto
-// left over means Resolve was not called.
+// of them, by reflection, so that a new option cannot be missed), but a
+// target option may be NoTarget; an Auto left over means Resolve was not
+// called.
 func (o *Options) validateFloats() error {
 	v := reflect.ValueOf(o).Elem()
 	for i := range v.NumField() {
@@ -441,6 +468,7 @@ func (o *Options) validateFloats() error {
 		x := v.Field(i).Float()
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
+		case IsNoTarget(x) && targetKeys[name]: // no target
 		case IsAuto(x) && autoOptions[name]:
 			return optionError(name, nil, "auto, not resolved: Options.Resolve derives it from the task, encoder, variant and mode")
 		case math.IsNaN(x) || math.IsInf(x, 0):
@@ -530,12 +558,40 @@ func (o *Options) latentFor(enc encoder.Config) error {
 	return nil
 }
 
-// validateTarget checks the privacy target.
-func (o *Options) validateTarget() error {
+// CheckTargetValues checks the target values alone, as Validate does: each
+// of TargetEpsilon and TargetRD is NoTarget or a finite number > 0 (0 is
+// an error, never "no target"), and not both are given. Errors are
+// *OptionError naming target_epsilon or target_rd. For a program that
+// checks a target before the rest of the options are known (a sweep's
+// base options).
+func (o *Options) CheckTargetValues() error {
 	for _, f := range []struct {
 		option string
 		v      float64
-	}{{"target_epsilon", o.TargetEpsilon}, {"target_rd", o.TargetRD}, {"variance_share", o.VarianceShare}, {"dirichlet_share", o.DirichletShare}} {
+	}{{"target_epsilon", o.TargetEpsilon}, {"target_rd", o.TargetRD}} {
+		switch {
+		case IsNoTarget(f.v):
+		case math.IsInf(f.v, 0):
+			return optionError(f.option, f.v, "must be a finite number")
+		case !(f.v > 0):
+			return optionError(f.option, f.v, "must be > 0 (leave it out for no target)")
+		}
+	}
+	if !IsNoTarget(o.TargetEpsilon) && !IsNoTarget(o.TargetRD) {
+		return optionError("target_epsilon", o.TargetEpsilon, "and a target RD %v are both given: give one", o.TargetRD)
+	}
+	return nil
+}
+
+// validateTarget checks the privacy target.
+func (o *Options) validateTarget() error {
+	if err := o.CheckTargetValues(); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		option string
+		v      float64
+	}{{"variance_share", o.VarianceShare}, {"dirichlet_share", o.DirichletShare}} {
 		if f.v < 0 {
 			return optionError(f.option, f.v, "must be >= 0")
 		}
@@ -551,18 +607,20 @@ func (o *Options) validateTarget() error {
 		}
 		return nil
 	}
+	target, value, epsilon := "target_rd", o.TargetRD, !IsNoTarget(o.TargetEpsilon)
+	if epsilon {
+		target, value = "target_epsilon", o.TargetEpsilon
+	}
 	switch {
-	case o.TargetEpsilon > 0 && o.TargetRD > 0:
-		return optionError("target_epsilon", o.TargetEpsilon, "and a target RD %v are both given: give one", o.TargetRD)
 	case !nvib.Calibratable(o.Variant):
-		return optionError("target_epsilon", o.TargetEpsilon, "only the nvdp-clipped and gaussian variants can be calibrated (variant %s has no clipping)", o.Variant)
+		return optionError(target, value, "only the nvdp-clipped and gaussian variants can be calibrated (variant %s has no clipping)", o.Variant)
 	case o.Mode.IsReference():
 		return optionError("mode", o.Mode, "a target needs principled mode: reference mode clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
 	case o.Releases < 1:
 		return optionError("releases", o.Releases, "must be >= 1")
-	case o.TargetEpsilon > 0 && !(o.TargetDelta > 0 && o.TargetDelta < 1):
+	case epsilon && !(o.TargetDelta > 0 && o.TargetDelta < 1):
 		return optionError("target_delta", o.TargetDelta, "the target's delta must be in (0, 1)")
-	case o.TargetRD > 0 && !(o.TargetOrder > 1):
+	case !epsilon && !(o.TargetOrder > 1):
 		return optionError("target_order", o.TargetOrder, "the target RD's Renyi order must be > 1")
 	case o.VarianceShare+o.DirichletShare >= 1:
 		return optionError("variance_share", o.VarianceShare, "the variance and Dirichlet shares (%v + %v) must sum to < 1 (the mean part gets the rest)", o.VarianceShare, o.DirichletShare)
@@ -687,9 +745,16 @@ type Certificate struct {
 	PriorAlpha   float64 `json:"prior_alpha"`
 }
 
-// Target returns the privacy target of o (after Defaults).
+// Target returns the privacy target of o (HasTarget; Validate first): an
+// RD target when TargetRD is given (with TargetDelta, the delta of the
+// calibration's guarantee), else an epsilon target.
 func (o *Options) Target() privacy.Target {
-	return privacy.Target{Epsilon: o.TargetEpsilon, Delta: o.TargetDelta, RD: o.TargetRD, Order: o.TargetOrder, Releases: o.Releases}
+	if !IsNoTarget(o.TargetRD) {
+		t := privacy.RDTarget(o.TargetRD, o.TargetOrder, o.Releases)
+		t.Delta = o.TargetDelta
+		return t
+	}
+	return privacy.EpsilonTarget(o.TargetEpsilon, o.TargetDelta, o.Releases)
 }
 
 // calibrate chooses the free clipping constants of cfg.Clip for the target
@@ -785,9 +850,10 @@ func SaveOptions(dir string, o *Options) error {
 }
 
 // LoadOptions reads dir/train_options.json, upgrades a file of version 0
-// (upgradeV0), resolves and validates the options: what a resumed run or an
-// evaluation uses is checked as a new run's options are. Errors name the
-// file (a missing file wraps fs.ErrNotExist).
+// or 2 (Upgrade), resolves and validates the options: what a resumed run or
+// an evaluation uses is checked as a new run's options are (a version-3
+// target of 0 is an error). Errors name the file (a missing file wraps
+// fs.ErrNotExist).
 func LoadOptions(dir string) (*Options, error) {
 	path := filepath.Join(dir, OptionsFile)
 	b, err := os.ReadFile(path)
@@ -800,8 +866,8 @@ func LoadOptions(dir string) (*Options, error) {
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if probe.Version != 0 && probe.Version != OptionsVersion {
-		return nil, fmt.Errorf("%s: options_version %d: this program reads versions 0 and %d", path, probe.Version, OptionsVersion)
+	if !slices.Contains(readVersions, probe.Version) {
+		return nil, fmt.Errorf("%s: %w", path, versionError(probe.Version))
 	}
 	if probe.Version == 0 {
 		if b, err = dropRetiredV0(b); err != nil {
@@ -812,14 +878,47 @@ func LoadOptions(dir string) (*Options, error) {
 	if err := json.Unmarshal(b, o); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if probe.Version == 0 {
-		o.upgradeV0()
+	if err := o.Upgrade(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	o.Resolve()
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return o, nil
+}
+
+// readVersions are the options_version values this program reads.
+var readVersions = []int{0, 2, OptionsVersion}
+
+func versionError(v int) error {
+	return fmt.Errorf("options_version %d: this program reads versions 0, 2 and %d", v, OptionsVersion)
+}
+
+// Upgrade gives options decoded from a file of an older format (Version 0
+// or 2) their meaning in OptionsVersion and sets Version to it: version 0
+// as upgradeV0 says; in versions 0 and 2 a target_epsilon or target_rd of 0
+// meant "no target" (those versions left the key out then, so only a
+// hand-edited file holds a 0), which is NoTarget now. Version 3 options
+// are kept as they are (there a 0 target is an error, Validate's). Errors:
+// a version this program does not read.
+func (o *Options) Upgrade() error {
+	switch o.Version {
+	case 0:
+		o.upgradeV0()
+		fallthrough
+	case 2:
+		for _, v := range []*float64{&o.TargetEpsilon, &o.TargetRD} {
+			if *v == 0 {
+				*v = NoTarget()
+			}
+		}
+	case OptionsVersion:
+	default:
+		return versionError(o.Version)
+	}
+	o.Version = OptionsVersion
+	return nil
 }
 
 // retiredV0 are the keys of version-0 files that no option reads any more
@@ -872,23 +971,25 @@ func (o *Options) upgradeV0() {
 	if o.GradClip < 0 {
 		o.GradClip = 0
 	}
-	o.Version = OptionsVersion
 }
 
 // optionsFields is Options without its JSON methods.
 type optionsFields Options
 
-// optionsJSON is the JSON form of Options: the options that may be Auto as
-// pointers, Auto written as null and null or a missing key read as Auto
-// (the shallower fields here hide the embedded ones of the same name).
+// optionsJSON is the JSON form of Options: the options that may be Auto,
+// and the targets that may be NoTarget, as pointers: NaN (Auto, NoTarget)
+// written as null and null or a missing key read as NaN (the shallower
+// fields here hide the embedded ones of the same name).
 type optionsJSON struct {
 	*optionsFields
-	CMu          *float64 `json:"c_mu"`
-	CAlphaMax    *float64 `json:"c_alpha_max"`
-	CAlphaMin    *float64 `json:"c_alpha_min"`
-	LogvarMargin *float64 `json:"logvar_margin"`
-	LR           *float64 `json:"lr"`
-	Dropout      *float64 `json:"dropout"`
+	CMu           *float64 `json:"c_mu"`
+	CAlphaMax     *float64 `json:"c_alpha_max"`
+	CAlphaMin     *float64 `json:"c_alpha_min"`
+	LogvarMargin  *float64 `json:"logvar_margin"`
+	LR            *float64 `json:"lr"`
+	Dropout       *float64 `json:"dropout"`
+	TargetEpsilon *float64 `json:"target_epsilon"`
+	TargetRD      *float64 `json:"target_rd"`
 }
 
 func (j *optionsJSON) autoFields(o *Options) []struct {
@@ -899,12 +1000,13 @@ func (j *optionsJSON) autoFields(o *Options) []struct {
 		v *float64
 		p **float64
 	}{{&o.CMu, &j.CMu}, {&o.CAlphaMax, &j.CAlphaMax}, {&o.CAlphaMin, &j.CAlphaMin},
-		{&o.LogvarMargin, &j.LogvarMargin}, {&o.LR, &j.LR}, {&o.Dropout, &j.Dropout}}
+		{&o.LogvarMargin, &j.LogvarMargin}, {&o.LR, &j.LR}, {&o.Dropout, &j.Dropout},
+		{&o.TargetEpsilon, &j.TargetEpsilon}, {&o.TargetRD, &j.TargetRD}}
 }
 
-// MarshalJSON writes o with Auto options as null. Resolved options (every
-// train_options.json) have none; unresolved ones travel as JSON too (a
-// sweep's base options to its cells).
+// MarshalJSON writes o with Auto options and NoTarget targets as null.
+// Resolved options (every train_options.json) have no Auto; unresolved ones
+// travel as JSON too (a sweep's base options to its cells).
 func (o Options) MarshalJSON() ([]byte, error) {
 	f := optionsFields(o)
 	j := optionsJSON{optionsFields: &f}
@@ -918,7 +1020,8 @@ func (o Options) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads o as MarshalJSON writes it: null or a missing key is
-// Auto in the options that may be Auto; a key that is no option is an error.
+// Auto in the options that may be Auto and NoTarget in target_epsilon and
+// target_rd; a key that is no option is an error.
 func (o *Options) UnmarshalJSON(b []byte) error {
 	j := optionsJSON{optionsFields: (*optionsFields)(o)}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -66,8 +66,8 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", o.StopAfterSteps, "stop (with a checkpoint, resumable) after K optimizer steps in total")
 	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	fs.Float64Var(&o.ClipOrder, "clip-order", o.ClipOrder, "Renyi order the sigma floor and the default C_amin are derived for (the paper's)")
-	fs.Float64Var(&o.TargetEpsilon, "target-epsilon", o.TargetEpsilon, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this (docs/training.md)")
-	fs.Float64Var(&o.TargetRD, "target-rd", o.TargetRD, "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified RD at --order is this many nats")
+	targetVar(fs, &o.TargetEpsilon, "target-epsilon", "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this, > 0 (none: no target; docs/training.md)")
+	targetVar(fs, &o.TargetRD, "target-rd", "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified RD at --order is this many nats, > 0 (none: no target)")
 	fs.IntVar(&o.Releases, "releases", o.Releases, "releases of one text the target covers (RDP adds up)")
 	fs.Float64Var(&o.VarianceShare, "variance-share", o.VarianceShare, "share of the target RD given to the variance part (logvar margin); 0: fixed sigma")
 	fs.Float64Var(&o.DirichletShare, "dirichlet-share", o.DirichletShare, "share of the target RD given to the Dirichlet part (C_amin); 0: C_amin = C_amax")
@@ -164,6 +164,40 @@ func (f autoValue[T]) Type() string {
 	return "int"
 }
 
+// targetFlag is the flag value of a privacy target
+// (train.Options.TargetEpsilon, TargetRD): "none" (train.NoTarget, the
+// default when the flag is not given) or a number. NaN, the in-memory
+// NoTarget, is refused here; every other number, 0 and negatives included,
+// reaches train.Options.Validate, which names the option (an explicit 0 is
+// an error, never "no target").
+type targetFlag struct{ p *float64 }
+
+func targetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
+	fs.Var(targetFlag{p}, name, usage)
+}
+
+func (f targetFlag) String() string {
+	if f.p == nil || train.IsNoTarget(*f.p) {
+		return "none"
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f targetFlag) Set(s string) error {
+	if s == "none" {
+		*f.p = train.NoTarget()
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) {
+		return fmt.Errorf("%q is neither a number nor none", s)
+	}
+	*f.p = v
+	return nil
+}
+
+func (targetFlag) Type() string { return "float" }
+
 // latentDimFlag is the flag value of train.Options.LatentDim: "auto" (nil,
 // the encoder's hidden size) or an integer, which train.Options.Validate
 // checks (0 and negative widths are errors, never "auto").
@@ -228,10 +262,10 @@ func fixGivenConstants(cmd *cobra.Command, o *train.Options) {
 // the delta (of --target-epsilon) of the --order and --delta flags: one
 // concept, one flag (in `nvdp run` and `nvdp sweep` they are the audit's too).
 func setTargetOrderDelta(o *train.Options, order, delta float64) {
-	if o.TargetRD > 0 {
+	if !train.IsNoTarget(o.TargetRD) {
 		o.TargetOrder = order
 	}
-	if o.TargetEpsilon > 0 {
+	if !train.IsNoTarget(o.TargetEpsilon) {
 		o.TargetDelta = delta
 	}
 }

@@ -46,6 +46,9 @@ paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-
 				return err
 			}
 			setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
+			if err := po.Train.CheckTargetValues(); err != nil { // --target-epsilon 0 is an error, --skip-train or not
+				return flagError(err)
+			}
 			if po.SkipTrain && po.Train.HasTarget() {
 				return fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
 			}
@@ -106,7 +109,7 @@ func printRunReport(w io.Writer, r *train.Report) {
 	if c, err := train.LoadCertificate(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
 		t, g := c.Target, c.Guarantee
 		target := fmt.Sprintf("epsilon %g at delta %g", t.Epsilon, t.Delta)
-		if t.RD > 0 {
+		if t.Kind == privacy.KindRD {
 			target = fmt.Sprintf("RD %g nats at order %g", t.RD, t.Order)
 		}
 		constant := fmt.Sprintf("logvar margin %.6g", c.LogvarMargin)

@@ -44,10 +44,10 @@ docs/speech.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			finishTrainFlags(cmd, o)
-			if cmd.Flags().Changed("order") && !(o.TargetRD > 0) {
+			if cmd.Flags().Changed("order") && train.IsNoTarget(o.TargetRD) {
 				return fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
 			}
-			if cmd.Flags().Changed("delta") && !(o.TargetEpsilon > 0) {
+			if cmd.Flags().Changed("delta") && train.IsNoTarget(o.TargetEpsilon) {
 				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 			}
 			ctx, cancel := signalContext(cmd, stopTraining)

@@ -11,6 +11,7 @@ mkdir -p "$O"; O=$(cd "$O" && pwd)
 cd "$(dirname "$0")/.."
 go build -tags openblas -o bin/nvdp ./cmd/nvdp && go build -o bin/nvdp-load ./cmd/nvdp-load || exit 1
 rm -f $O/keys.txt $O/ledger.db
+bin/nvdp serve ledger init --ledger $O/ledger.db > $O/ledger-init.json || exit 1
 export NVDP_API_KEY=$(bin/nvdp serve keygen --keys $O/keys.txt --id load --budget-epsilon inf)
 SMALL=$(bin/nvdp serve keygen --keys $O/keys.txt --id small --budget-epsilon 150)
 cut -f1 ../shared/data/glue/SST-2/dev.tsv | tail -n +2 > $O/sst2-dev.txt

@@ -1,20 +1,27 @@
 package serve
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io/fs"
 	"math"
+	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // LedgerFormat is the format of a ledger file, stored in its meta bucket.
@@ -28,6 +35,12 @@ var (
 	metaFormat     = []byte("format")
 	metaOrders     = []byte("orders")
 	metaDelta      = []byte("delta")
+	// The ledger's identity and history, each optional in files of before
+	// they were introduced.
+	metaLedgerID = []byte("ledger_id")
+	metaCreated  = []byte("created")
+	metaBackup   = []byte("backup")
+	metaRestores = []byte("restores")
 )
 
 // maxCommitBatch bounds the charges committed in one transaction.
@@ -50,11 +63,23 @@ const lockTimeout = time.Second
 // into one transaction (group commit: while one commit is on the disk the
 // next charges queue), each still checked against its budget in order.
 //
+// A ledger is never created on the fly (CreateLedger makes one): a missing,
+// empty or corrupt file, or a backup not restored with RestoreLedger, is
+// an error at open, so that no loss can silently reset a budget. While it
+// serves, a Ledger checks before and after each commit that its path still
+// names the file it holds; once the file is removed, replaced or truncated,
+// or a read of it faults, every charge fails with ErrLedgerUnavailable
+// (docs/serving.md, "The ledger").
+//
 // A Ledger is safe for concurrent use. One process at a time opens a file
-// (bbolt's lock).
+// for writing (bbolt's lock); readers (OpenLedgerReadOnly) share it.
 type Ledger struct {
-	path string
-	db   *bolt.DB
+	path     string
+	readOnly bool
+	id       string                // the ledger's ID (meta ledger_id)
+	bf       *boltFile             // db and its file, to close both and tell whether path still names the file
+	size     atomic.Int64          // bytes the last committed transaction needs: the file may not be shorter
+	broken   atomic.Pointer[error] // the first failure while serving: every later charge fails with it
 
 	// mu guards orders, delta and curves; it is never held across I/O.
 	mu     sync.RWMutex
@@ -96,6 +121,26 @@ type accountRecord struct {
 	Releases map[string]uint64 `json:"releases"`
 	Requests uint64            `json:"requests"`
 	Updated  time.Time         `json:"updated"`
+	// Sum is the record's checksum (accountSum), so that a changed byte in
+	// a count is found, not charged against; records written before it
+	// have none and get one at their next charge.
+	Sum string `json:"sum,omitempty"`
+}
+
+// accountSum is the checksum of the record of account id: the hex CRC-32C
+// of id, a 0 byte and the record's JSON with Sum empty.
+func accountSum(id string, rec *accountRecord) string {
+	c := *rec
+	c.Sum = ""
+	b, err := json.Marshal(&c)
+	if err != nil {
+		panic(fmt.Sprintf("serve: account record: %v", err)) // maps of counts and a time always marshal
+	}
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	h.Write([]byte(id))
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Account is the state of one account in a ledger.
@@ -141,79 +186,313 @@ func (e *BudgetError) Error() string {
 		e.Account, e.Requested, float64(e.BudgetEpsilon), e.Delta, float64(e.SpentEpsilon), float64(e.RemainingReleases))
 }
 
-// ErrLedgerClosed is the error of a charge on a closed ledger.
-var ErrLedgerClosed = errors.New("ledger closed")
+// Errors of opening and using a ledger (each wrapped with the file's path;
+// match with errors.Is).
+var (
+	// ErrLedgerClosed is the error of a charge on a closed ledger.
+	ErrLedgerClosed = errors.New("ledger closed")
+	// ErrNoLedger: the file does not exist (it also matches fs.ErrNotExist).
+	ErrNoLedger = errors.New("no ledger")
+	// ErrEmptyLedger: the file exists with 0 bytes, every charge lost.
+	ErrEmptyLedger = errors.New("ledger is empty")
+	// ErrLedgerExists: CreateLedger found a file at the path.
+	ErrLedgerExists = errors.New("ledger exists")
+	// ErrLedgerUnavailable: the file of a serving ledger was removed,
+	// replaced or truncated, or could not be read; no charge succeeds any
+	// more, and the server answers 503.
+	ErrLedgerUnavailable = errors.New("ledger unavailable")
+	// ErrReadOnlyLedger: a charge or a curve on a ledger opened with
+	// OpenLedgerReadOnly.
+	ErrReadOnlyLedger = errors.New("ledger opened read-only")
+	// errLocked: another process holds the file's lock.
+	errLocked = errors.New("open in another process")
+)
 
-// OpenLedger opens the ledger file at path, creating it (mode 0600) when
-// missing. Errors: the file is open in another process (after 1 s), is not
-// a bbolt file, or is a bbolt file of another format.
-func OpenLedger(path string) (*Ledger, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+// OpenLedger opens the existing ledger file at path for charging: read and
+// write, holding its exclusive lock. Before bbolt maps the file it is
+// checked (checkLedgerFile), and every record is read once. Errors:
+// ErrNoLedger (missing: create one with CreateLedger), ErrEmptyLedger,
+// *CorruptError (restore a backup), *BackupFileError (a backup: restore it
+// with RestoreLedger), the file open in another process (after 1 s), a
+// ledger of another format.
+func OpenLedger(path string) (*Ledger, error) { return openLedgerFile(path, false) }
+
+// OpenLedgerReadOnly opens the ledger file at path for reading (Accounts,
+// Info, Backup): it never writes the file (a read-only file or file system
+// will do) and shares the lock with other readers, so it fails while a
+// server holds the file. A backup opens too. Errors: as OpenLedger's.
+func OpenLedgerReadOnly(path string) (*Ledger, error) { return openLedgerFile(path, true) }
+
+func openLedgerFile(path string, readOnly bool) (*Ledger, error) {
+	if err := checkLedgerPath(path); err != nil {
+		return nil, err
+	}
+	bf, err := openBolt(path, readOnly)
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("ledger %s: open in another process (its lock held for %v)", path, lockTimeout)
-		}
-		return nil, fmt.Errorf("ledger %s: %w", path, err)
+		return nil, err
 	}
-	l := &Ledger{path: path, db: db, curves: map[string]*Curve{}, reqs: make(chan *chargeReq, maxCommitBatch), done: make(chan struct{})}
-	if err := db.Update(l.init); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	l := &Ledger{path: path, readOnly: readOnly, bf: bf, curves: map[string]*Curve{}}
+	load := bf.db.Update
+	if readOnly {
+		load = bf.db.View
 	}
-	go l.commit()
+	if err := guard(path, func() error { return load(l.init) }); err != nil {
+		bf.close(path)
+		return nil, err
+	}
+	if !readOnly {
+		l.reqs, l.done = make(chan *chargeReq, maxCommitBatch), make(chan struct{})
+		go l.commit()
+	}
 	return l, nil
 }
 
-// init creates the buckets of a new ledger and reads the meta and curves of
-// an existing one.
+// checkLedgerPath refuses a missing, empty or non-regular ledger file.
+func checkLedgerPath(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("ledger %s does not exist: a ledger is created explicitly, never on the fly, so that a lost file cannot reset every budget (%w, %w)", path, ErrNoLedger, fs.ErrNotExist)
+	case err != nil:
+		return fmt.Errorf("ledger %s: %w", path, err)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("ledger %s: not a regular file (%v)", path, st.Mode().Type())
+	case st.Size() == 0:
+		return fmt.Errorf("ledger %s is empty (0 bytes): every charge it held is lost; restore it from a backup (%w)", path, ErrEmptyLedger)
+	}
+	return nil
+}
+
+// boltFile is a bbolt database opened by openBolt and the file under it.
+type boltFile struct {
+	db *bolt.DB
+	f  *os.File    // the file bbolt opened through openBolt's hook
+	st os.FileInfo // its identity as opened (os.SameFile)
+}
+
+// openBolt opens the bbolt file at path, never creating it: under the
+// file's lock (exclusive for writing, shared for reading), the file is
+// checked before bbolt maps it, and bbolt's opening runs under guard.
+func openBolt(path string, readOnly bool) (*boltFile, error) {
+	bf := &boltFile{}
+	opts := &bolt.Options{Timeout: lockTimeout, ReadOnly: readOnly,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
+			if err != nil {
+				return nil, err
+			}
+			if err := lockFile(f, !readOnly, lockTimeout); err != nil {
+				f.Close()
+				return nil, err
+			}
+			if _, err := checkLedgerFile(f, path); err != nil {
+				f.Close()
+				return nil, err
+			}
+			if bf.st, err = f.Stat(); err != nil {
+				f.Close()
+				return nil, err
+			}
+			bf.f = f
+			return f, nil
+		}}
+	err := guard(path, func() error {
+		var err error
+		bf.db, err = bolt.Open(path, 0o600, opts)
+		return err
+	})
+	if err != nil && bf.f != nil { // bbolt panicked with the file open and locked, perhaps mapped
+		unlockFile(bf.f)
+		bf.f.Close()
+	}
+	switch {
+	case errors.Is(err, bolt.ErrTimeout) || errors.Is(err, errLocked):
+		return nil, fmt.Errorf("ledger %s: open in another process (its lock held for %v)", path, lockTimeout)
+	case errors.Is(err, ErrCorruptLedger):
+		return nil, err
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
+		return nil, &CorruptError{Path: path, Detail: err.Error()}
+	case err != nil:
+		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	}
+	return bf, nil
+}
+
+// close closes the database under guard (a fault while closing is not a
+// crash), then its file, in case bbolt could not (a second close of the
+// file does nothing): the lock always goes.
+func (bf *boltFile) close(path string) error {
+	err := guard(path, bf.db.Close)
+	if err != nil {
+		unlockFile(bf.f) // bbolt's close failed part way: its map may still hold the file
+	}
+	if cerr := bf.f.Close(); err == nil && cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+		err = cerr
+	}
+	return err
+}
+
+// guard runs fn, which reads the ledger file at path through bbolt's memory
+// map, with memory faults turned into panics (debug.SetPanicOnFault: a file
+// truncated under the map raises SIGBUS) and any panic into a
+// *CorruptError: bbolt panics on structures it cannot read, and a ledger
+// that cannot be read must fail closed, not take the server down.
+func guard(path string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &CorruptError{Path: path, Detail: fmt.Sprintf("reading it failed: %v", r)}
+		}
+	}()
+	return fn()
+}
+
+// guard runs fn under guard; a failure there is the ledger's failure
+// (fail): no charge succeeds after it.
+func (l *Ledger) guard(fn func() error) error {
+	err := guard(l.path, fn)
+	if errors.Is(err, ErrCorruptLedger) {
+		return l.fail(err)
+	}
+	return err
+}
+
+// init checks the buckets and meta of a ledger and reads its curves and
+// accounts (every record, so that a corrupt one is found now, not by a
+// charge); in a writable transaction it gives a ledger of before ledger
+// IDs its ID. A backup (its backup mark) opened for writing is refused.
 func (l *Ledger) init(tx *bolt.Tx) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
-		if tx.Bucket(bucketCurves) != nil || tx.Bucket(bucketAccounts) != nil {
-			return fmt.Errorf("not an nvdp ledger (buckets without %q)", bucketMeta)
-		}
-		var err error
-		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
-			return err
-		}
-		if err := meta.Put(metaFormat, []byte(LedgerFormat)); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket(bucketCurves); err != nil {
-			return err
-		}
-		_, err = tx.CreateBucket(bucketAccounts)
-		return err
+		return &CorruptError{Path: l.path, Detail: fmt.Sprintf("not an nvdp ledger: no %q bucket", bucketMeta)}
 	}
 	if f := string(meta.Get(metaFormat)); f != LedgerFormat {
-		return fmt.Errorf("format %q, want %q", f, LedgerFormat)
+		return fmt.Errorf("ledger %s: format %q, want %q", l.path, f, LedgerFormat)
 	}
 	if tx.Bucket(bucketCurves) == nil || tx.Bucket(bucketAccounts) == nil {
-		return fmt.Errorf("bucket %q or %q missing", bucketCurves, bucketAccounts)
+		return &CorruptError{Path: l.path, Detail: fmt.Sprintf("bucket %q or %q missing", bucketCurves, bucketAccounts)}
+	}
+	if b := meta.Get(metaBackup); b != nil && tx.Writable() {
+		var m BackupMark
+		if err := json.Unmarshal(b, &m); err != nil {
+			return &CorruptError{Path: l.path, Detail: fmt.Sprintf("meta %s: %v", metaBackup, err)}
+		}
+		return &BackupFileError{Path: l.path, Mark: m}
+	}
+	l.id = string(meta.Get(metaLedgerID))
+	if l.id == "" && tx.Writable() {
+		l.id = newLedgerID()
+		if err := meta.Put(metaLedgerID, []byte(l.id)); err != nil {
+			return err
+		}
+	}
+	l.size.Store(tx.Size())
+	if err := l.readCurves(tx); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
+		rec, err := decodeAccount(string(k), v)
+		if err != nil {
+			return &CorruptError{Path: l.path, Detail: err.Error()}
+		}
+		for id := range rec.Releases {
+			if _, ok := l.curves[id]; !ok {
+				return &CorruptError{Path: l.path, Detail: fmt.Sprintf("account %q charged under curve %s, which the ledger does not hold", k, id)}
+			}
+		}
+		return nil
+	})
+}
+
+// readCurves reads the ledger's orders, delta and curves.
+func (l *Ledger) readCurves(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	corrupt := func(format string, args ...any) error {
+		return &CorruptError{Path: l.path, Detail: fmt.Sprintf(format, args...)}
 	}
 	if o := meta.Get(metaOrders); o != nil {
 		if err := json.Unmarshal(o, &l.orders); err != nil {
-			return fmt.Errorf("meta orders: %w", err)
+			return corrupt("meta orders: %v", err)
 		}
 		if err := json.Unmarshal(meta.Get(metaDelta), &l.delta); err != nil {
-			return fmt.Errorf("meta delta: %w", err)
+			return corrupt("meta delta: %v", err)
 		}
 	}
 	return tx.Bucket(bucketCurves).ForEach(func(k, v []byte) error {
 		var rec curveRecord
 		if err := json.Unmarshal(v, &rec); err != nil {
-			return fmt.Errorf("curve %s: %w", k, err)
+			return corrupt("curve %s: %v", k, err)
 		}
 		if !slices.Equal(rec.Orders, l.orders) || len(rec.RD) != len(l.orders) {
-			return fmt.Errorf("curve %s: orders differ from the ledger's", k)
+			return corrupt("curve %s: orders differ from the ledger's", k)
+		}
+		if rec.Delta != l.delta {
+			return corrupt("curve %s: delta %g differs from the ledger's %g", k, rec.Delta, l.delta)
 		}
 		c := &Curve{ID: string(k), Delta: rec.Delta, RD: make([]float64, len(rec.RD))}
 		for i, v := range rec.RD {
 			c.RD[i] = float64(v)
 		}
+		if id := curveID(rec.Orders, c.RD); id != c.ID { // the ID is the curve's hash: a changed bound is found
+			return corrupt("curve %s: its orders and bounds hash to %s", k, id)
+		}
 		l.curves[c.ID] = c
 		return nil
 	})
+}
+
+// newLedgerID is a new ledger's ID: 128 random bits in hex.
+func newLedgerID() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("serve: crypto/rand: %v", err)) // crypto/rand does not fail on supported systems
+	}
+	return hex.EncodeToString(b)
+}
+
+// CreateLedger creates a new, empty ledger file at path (mode 0600): the one
+// way a ledger comes to be. It never replaces a file: an existing path, even
+// an empty file, is ErrLedgerExists (an emptied ledger is a lost one, to be
+// restored, not silently started over). The file is written beside path
+// and linked into place, so that path holds a complete ledger or nothing.
+func CreateLedger(path string) (LedgerInfo, error) {
+	if st, err := os.Lstat(path); err == nil {
+		return LedgerInfo{}, fmt.Errorf("ledger %s exists (%d bytes): a ledger is never replaced by a new one; remove it first only if you mean to reset every budget it held (%w)", path, st.Size(), ErrLedgerExists)
+	}
+	created, err := time.Now().UTC().MarshalText()
+	if err != nil {
+		return LedgerInfo{}, err
+	}
+	tmp, err := prepareLedger(path, func(tmp string) error {
+		db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: lockTimeout})
+		if err != nil {
+			return err
+		}
+		err = db.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucket(bucketMeta)
+			if err != nil {
+				return err
+			}
+			for _, kv := range [][2][]byte{{metaFormat, []byte(LedgerFormat)}, {metaLedgerID, []byte(newLedgerID())}, {metaCreated, created}} {
+				if err := meta.Put(kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.CreateBucket(bucketCurves); err != nil {
+				return err
+			}
+			_, err = tx.CreateBucket(bucketAccounts)
+			return err
+		})
+		return errors.Join(err, db.Close())
+	})
+	if err == nil {
+		err = linkLedger(tmp, path)
+	}
+	if err != nil {
+		return LedgerInfo{}, fmt.Errorf("create ledger %s: %w", path, err)
+	}
+	return describe(path)
 }
 
 // Path is the ledger's file.
@@ -258,6 +537,12 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	if err := checkGuarantee(g); err != nil {
 		return nil, err
 	}
+	if l.readOnly {
+		return nil, fmt.Errorf("ledger %s: register curve: %w", l.path, ErrReadOnlyLedger)
+	}
+	if err := l.Err(); err != nil {
+		return nil, err
+	}
 	orders := make([]float64, len(g.Curve))
 	rd := make([]float64, len(g.Curve))
 	for i, p := range g.Curve {
@@ -292,19 +577,21 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	if err != nil {
 		return nil, err
 	}
-	err = l.db.Update(func(tx *bolt.Tx) error {
-		if first {
-			o, _ := json.Marshal(orders)
-			d, _ := json.Marshal(g.Delta)
-			meta := tx.Bucket(bucketMeta)
-			if err := meta.Put(metaOrders, o); err != nil {
-				return err
+	err = l.guard(func() error {
+		return l.bf.db.Update(func(tx *bolt.Tx) error {
+			if first {
+				o, _ := json.Marshal(orders)
+				d, _ := json.Marshal(g.Delta)
+				meta := tx.Bucket(bucketMeta)
+				if err := meta.Put(metaOrders, o); err != nil {
+					return err
+				}
+				if err := meta.Put(metaDelta, d); err != nil {
+					return err
+				}
 			}
-			if err := meta.Put(metaDelta, d); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketCurves).Put([]byte(c.ID), val)
+			return tx.Bucket(bucketCurves).Put([]byte(c.ID), val)
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: register curve: %w", l.path, err)
@@ -335,11 +622,20 @@ type chargeReq struct {
 // disk (fsync'd). A charge that would exceed the budget is a *BudgetError
 // with the unchanged balance, and nothing is charged. Charge does not
 // return before its transaction is settled, so that the caller always
-// knows whether the charge holds. Errors: as above, ErrLedgerClosed, the
-// commit fails (nothing charged).
+// knows whether the charge holds. Errors: as above, ErrLedgerClosed,
+// ErrReadOnlyLedger, the commit fails (nothing charged), ErrLedgerUnavailable
+// (the file was removed, replaced or truncated before or during the commit,
+// or could not be read: the charge may sit in a file no one will read, so
+// it counts as not made, and no later charge succeeds).
 func (l *Ledger) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
 	if releases < 1 {
 		panic(fmt.Sprintf("serve: Charge of %d releases", releases))
+	}
+	if l.readOnly {
+		return Balance{}, fmt.Errorf("ledger %s: charge: %w", l.path, ErrReadOnlyLedger)
+	}
+	if err := l.broken.Load(); err != nil {
+		return Balance{}, *err
 	}
 	r := &chargeReq{account: account, curve: curve, releases: releases, budget: budget, done: make(chan struct{})}
 	l.sendMu.RLock()
@@ -371,20 +667,95 @@ func (l *Ledger) commit() {
 				break drain
 			}
 		}
-		now := time.Now().UTC()
-		err := l.db.Update(func(tx *bolt.Tx) error {
-			for _, r := range batch {
-				r.bal, r.err = l.apply(tx, r, now)
-			}
-			return nil
-		})
+		err := l.commitBatch(batch)
 		for _, r := range batch {
 			if err != nil {
-				r.bal, r.err = Balance{}, fmt.Errorf("ledger %s: commit: %w", l.path, err)
+				r.bal, r.err = Balance{}, err
 			}
 			close(r.done)
 		}
 	}
+}
+
+// commitBatch applies batch in one transaction, between two checks that the
+// ledger's path names the file it holds (Err): the charges count only if
+// they were committed to the file that a restarted server will read.
+func (l *Ledger) commitBatch(batch []*chargeReq) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	err := l.guard(func() error {
+		return l.bf.db.Update(func(tx *bolt.Tx) error {
+			for _, r := range batch {
+				r.bal, r.err = l.apply(tx, r, now)
+			}
+			l.size.Store(tx.Size())
+			return nil
+		})
+	})
+	switch {
+	case errors.Is(err, ErrLedgerUnavailable):
+		return err
+	case err != nil:
+		return fmt.Errorf("ledger %s: commit: %w", l.path, err)
+	}
+	return l.Err()
+}
+
+// UnavailableError is the failure of a serving ledger (ErrLedgerUnavailable):
+// its file was removed, replaced or truncated, or reading it failed.
+type UnavailableError struct {
+	Path   string
+	Reason string
+	Err    error // the underlying error, if any
+}
+
+func (e *UnavailableError) Error() string {
+	s := fmt.Sprintf("ledger %s %s: no release is charged or served any more (the charges so far are in the open file: take a backup of it now, then restart on a good ledger)", e.Path, e.Reason)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrLedgerUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrLedgerUnavailable }
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// fail records err as the ledger's failure (the first one stays) and
+// returns the failure, an *UnavailableError.
+func (l *Ledger) fail(err error) error {
+	var ue *UnavailableError
+	if !errors.As(err, &ue) {
+		ue = &UnavailableError{Path: l.path, Reason: "could not be read", Err: err}
+	}
+	var e error = ue
+	l.broken.CompareAndSwap(nil, &e)
+	return *l.broken.Load()
+}
+
+// Err checks the ledger now: nil while its path names the file it opened,
+// at least as long as its last committed transaction needs; otherwise, or
+// after an earlier failure, the failure (*UnavailableError, which stays).
+// A server asks it for readiness.
+func (l *Ledger) Err() error {
+	if err := l.broken.Load(); err != nil {
+		return *err
+	}
+	st, err := os.Stat(l.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return l.fail(&UnavailableError{Path: l.path, Reason: "was removed"})
+	case err != nil:
+		return l.fail(&UnavailableError{Path: l.path, Reason: "cannot be checked", Err: err})
+	case !os.SameFile(st, l.bf.st):
+		return l.fail(&UnavailableError{Path: l.path, Reason: "was replaced by another file"})
+	case st.Size() < l.size.Load():
+		return l.fail(&UnavailableError{Path: l.path, Reason: fmt.Sprintf("was truncated to %d bytes (it needs %d)", st.Size(), l.size.Load())})
+	}
+	return nil
 }
 
 // apply charges r inside tx, or refuses it.
@@ -402,6 +773,7 @@ func (l *Ledger) apply(tx *bolt.Tx, r *chargeReq, now time.Time) (Balance, error
 	rec.Releases[r.curve.ID] += uint64(r.releases)
 	rec.Requests++
 	rec.Updated = now
+	rec.Sum = accountSum(r.account, rec)
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return Balance{}, err
@@ -412,12 +784,16 @@ func (l *Ledger) apply(tx *bolt.Tx, r *chargeReq, now time.Time) (Balance, error
 	return l.balance(r.account, rec, l.spent(rec), r.curve, r.budget), nil
 }
 
-// decodeAccount reads an account's record (nil: a new account).
+// decodeAccount reads an account's record (nil: a new account) and checks
+// its checksum when it has one.
 func decodeAccount(id string, v []byte) (*accountRecord, error) {
 	rec := &accountRecord{}
 	if v != nil {
 		if err := json.Unmarshal(v, rec); err != nil {
 			return nil, fmt.Errorf("account %q: %w", id, err)
+		}
+		if rec.Sum != "" && rec.Sum != accountSum(id, rec) {
+			return nil, fmt.Errorf("account %q: its record does not match its checksum", id)
 		}
 	}
 	if rec.Releases == nil {
@@ -533,15 +909,23 @@ func (l *Ledger) remainingReleases(spent, curve []float64, budget float64) float
 // releases of curve, without charging (a charge may still be refused:
 // charges of other requests may land first).
 func (l *Ledger) Balance(account string, curve *Curve, budget float64) (Balance, error) {
+	if err := l.broken.Load(); err != nil {
+		return Balance{}, *err
+	}
 	var bal Balance
-	err := l.db.View(func(tx *bolt.Tx) error {
-		rec, err := decodeAccount(account, tx.Bucket(bucketAccounts).Get([]byte(account)))
-		if err != nil {
-			return err
-		}
-		bal = l.balance(account, rec, l.spent(rec), curve, budget)
-		return nil
+	err := l.guard(func() error {
+		return l.bf.db.View(func(tx *bolt.Tx) error {
+			rec, err := decodeAccount(account, tx.Bucket(bucketAccounts).Get([]byte(account)))
+			if err != nil {
+				return err
+			}
+			bal = l.balance(account, rec, l.spent(rec), curve, budget)
+			return nil
+		})
 	})
+	if errors.Is(err, ErrLedgerUnavailable) {
+		return Balance{}, err
+	}
 	if err != nil {
 		return Balance{}, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
@@ -551,16 +935,21 @@ func (l *Ledger) Balance(account string, curve *Curve, budget float64) (Balance,
 // Accounts returns every account of the ledger, by ID.
 func (l *Ledger) Accounts() ([]Account, error) {
 	var out []Account
-	err := l.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
-			rec, err := decodeAccount(string(k), v)
-			if err != nil {
-				return err
-			}
-			out = append(out, l.account(string(k), rec))
-			return nil
+	err := l.guard(func() error {
+		return l.bf.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
+				rec, err := decodeAccount(string(k), v)
+				if err != nil {
+					return err
+				}
+				out = append(out, l.account(string(k), rec))
+				return nil
+			})
 		})
 	})
+	if errors.Is(err, ErrLedgerUnavailable) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
@@ -590,10 +979,14 @@ func (l *Ledger) Close() error {
 		return nil
 	}
 	l.closed = true
-	close(l.reqs)
+	if l.reqs != nil {
+		close(l.reqs)
+	}
 	l.sendMu.Unlock()
-	<-l.done
-	if err := l.db.Close(); err != nil {
+	if l.done != nil {
+		<-l.done
+	}
+	if err := l.bf.close(l.path); err != nil {
 		return fmt.Errorf("ledger %s: %w", l.path, err)
 	}
 	return nil

@@ -40,8 +40,15 @@ func epsOfReleases(m, rho, delta float64) float64 {
 	return math.Max(0, best)
 }
 
+// openLedger opens the ledger at path, creating it first when there is no
+// file there, closed when the test ends.
 func openLedger(t *testing.T, path string) *Ledger {
 	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		if _, err := CreateLedger(path); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l, err := OpenLedger(path)
 	if err != nil {
 		t.Fatal(err)

@@ -18,13 +18,14 @@ type metrics struct {
 	overload  prometheus.Counter
 	commit    prometheus.Histogram
 	releaseTm prometheus.Histogram
+	backups   *prometheus.CounterVec // by result: ok, failed
 }
 
 // latencyBuckets are the histogram buckets of request and release latency,
 // in seconds: 1 ms to 30 s.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
-func newMetrics(lim *limiter) *metrics {
+func newMetrics(lim *limiter, ledger *Ledger) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -51,8 +52,13 @@ func newMetrics(lim *limiter) *metrics {
 			Name: "nvdp_release_duration_seconds", Help: "Time the model takes to release the texts of one request.",
 			Buckets: latencyBuckets,
 		}),
+		backups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nvdp_ledger_backups_total", Help: "Backups of the ledger taken by the server, by result (ok, failed).",
+		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.releases, m.refusals, m.overload, m.commit, m.releaseTm,
+	m.backups.WithLabelValues("ok")
+	m.backups.WithLabelValues("failed")
+	m.reg.MustRegister(m.requests, m.latency, m.releases, m.refusals, m.overload, m.commit, m.releaseTm, m.backups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nvdp_requests_running", Help: "Requests holding a release slot.",
@@ -60,6 +66,14 @@ func newMetrics(lim *limiter) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nvdp_requests_queued", Help: "Requests admitted and waiting for a release slot.",
 		}, func() float64 { return float64(lim.waiting()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nvdp_ledger_available", Help: "1 while the ledger's file is the one the server charges, 0 once it was removed, replaced, truncated or could not be read (no release is served then).",
+		}, func() float64 {
+			if ledger.Err() != nil {
+				return 0
+			}
+			return 1
+		}),
 	)
 	return m
 }

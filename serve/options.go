@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"os"
 	"runtime"
 	"time"
 
@@ -34,6 +35,15 @@ type Options struct {
 	// ShutdownTimeout is how long a shutdown waits for the requests in
 	// flight to finish before it closes their connections.
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	// BackupDir is the directory of the ledger's backups (Server.Backup;
+	// "": the ledger's own directory). It must exist.
+	BackupDir string `json:"backup_dir"`
+	// BackupEvery takes a backup at this interval while serving (0: only
+	// when asked, Server.Backup).
+	BackupEvery time.Duration `json:"backup_every"`
+	// BackupKeep is how many of the ledger's backups BackupDir keeps: after
+	// each backup the oldest beyond it are removed (0: all are kept).
+	BackupKeep int `json:"backup_keep"`
 }
 
 // Limits bound the requests a Server takes (shown by GET /v1/info).
@@ -56,7 +66,7 @@ type Limits struct {
 // Auto: each key gives its own), 1 MiB bodies, 64 texts of at most 16 KiB
 // each, GOMAXPROCS releases at once with 64 more queued, 30 s per request,
 // 10 s to read one, 60 s to write one, 120 s idle, 30 s to drain on
-// shutdown.
+// shutdown; backups only when asked, into the ledger's directory, all kept.
 func DefaultOptions() Options {
 	return Options{
 		BudgetEpsilon: option.Auto(),
@@ -76,8 +86,10 @@ func DefaultOptions() Options {
 }
 
 // Validate checks every option: the budget is Auto, +Inf or a number >= 0;
-// the sizes, counts and timeouts are > 0 (MaxQueue >= 0); WriteTimeout is
-// above RequestTimeout, so that a response finished in time can be written.
+// the sizes, counts and timeouts are > 0 (MaxQueue, BackupEvery and
+// BackupKeep >= 0); WriteTimeout is above RequestTimeout, so that a
+// response finished in time can be written. It reads no file (New checks
+// BackupDir).
 // Errors: *option.Error naming the option by its JSON key.
 func (o Options) Validate() error {
 	if !option.IsAuto(o.BudgetEpsilon) && !(o.BudgetEpsilon >= 0) {
@@ -100,6 +112,12 @@ func (o Options) Validate() error {
 	if o.MaxQueue < 0 {
 		return option.Errorf("max_queue", o.MaxQueue, "must be >= 0 (0: no queue)")
 	}
+	if o.BackupEvery < 0 {
+		return option.Errorf("backup_every", o.BackupEvery, "must be >= 0 (0: a backup only when asked)")
+	}
+	if o.BackupKeep < 0 {
+		return option.Errorf("backup_keep", o.BackupKeep, "must be >= 0 (0: keep every backup)")
+	}
 	timeouts := []struct {
 		key string
 		v   time.Duration
@@ -117,6 +135,17 @@ func (o Options) Validate() error {
 	}
 	if o.WriteTimeout <= o.RequestTimeout {
 		return option.Errorf("write_timeout", o.WriteTimeout, "must be above the request timeout (%v), or a response finished in time could not be written", o.RequestTimeout)
+	}
+	return nil
+}
+
+// CheckFiles checks the files the options name: BackupDir, when given, is
+// a directory. Errors: *option.Error for backup_dir.
+func (o Options) CheckFiles() error {
+	if o.BackupDir != "" {
+		if st, err := os.Stat(o.BackupDir); err != nil || !st.IsDir() {
+			return option.Errorf("backup_dir", o.BackupDir, "not a directory")
+		}
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,7 @@ type Server struct {
 	routes  map[string]route
 
 	draining atomic.Bool
+	backupMu sync.Mutex // one Backup at a time
 }
 
 // privacyOfOne is the certified guarantee of one release: epsilon at delta,
@@ -102,7 +104,8 @@ type reqInfo struct {
 // (nil: slog.Default()). Errors: invalid options (*option.Error), a model
 // with an empty shape or without the guarantee of one release, a key
 // without a budget when there is no default (*option.Error for
-// budget_epsilon), the ledger refusing the curve.
+// budget_epsilon), a BackupDir that is no directory (*option.Error for
+// backup_dir), the ledger refusing the curve.
 func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -122,6 +125,9 @@ func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	if err := o.CheckFiles(); err != nil {
+		return nil, err
+	}
 	curve, err := ledger.RegisterCurve(g, rel.Model())
 	if err != nil {
 		return nil, err
@@ -134,7 +140,7 @@ func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) 
 			s.one.RD = pt.RD
 		}
 	}
-	s.met = newMetrics(s.lim)
+	s.met = newMetrics(s.lim, ledger)
 	s.routes = map[string]route{
 		"/v1/embed":  {http.MethodPost: s.embed},
 		"/v1/info":   {http.MethodGet: s.info},
@@ -349,7 +355,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	budget := s.budgets[account]
 	bal, err := s.ledger.Balance(account, s.curve, budget)
 	if err != nil {
-		s.internal(w, info, "ledger_error", err)
+		s.ledgerFailed(w, info, err)
 		return
 	}
 	if float64(bal.RemainingReleases) < float64(len(texts)) {
@@ -390,7 +396,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		s.refuse(w, info, be)
 		return
 	case err != nil:
-		s.internal(w, info, "ledger_error", err)
+		s.ledgerFailed(w, info, err)
 		return
 	}
 	// Charged and committed: from here on the releases count as received.
@@ -512,6 +518,22 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 
 // internal logs err and writes a 500 that does not show it (it may hold
 // paths; it never holds texts).
+// ledgerFailed answers a request whose ledger read or charge failed: 503
+// ledger_unavailable when the ledger can no longer charge (its file was
+// removed, replaced, truncated or could not be read: the server releases
+// nothing until an operator restarts it on a good ledger), else 500
+// ledger_error. Nothing was released or charged either way.
+func (s *Server) ledgerFailed(w http.ResponseWriter, info *reqInfo, err error) {
+	if !errors.Is(err, ErrLedgerUnavailable) {
+		s.internal(w, info, "ledger_error", err)
+		return
+	}
+	s.log.Error("ledger unavailable: releases stopped", "id", info.id, "ledger", s.ledger.Path(), "error", err)
+	w.Header().Set("Retry-After", "60")
+	s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable",
+		"the privacy ledger is unavailable (request %s): nothing was released or charged, and nothing will be until an operator restores the ledger", info.id)
+}
+
 func (s *Server) internal(w http.ResponseWriter, info *reqInfo, code string, err error) {
 	s.log.Error("request failed", "id", info.id, "error", err)
 	s.fail(w, info, http.StatusInternalServerError, code, "internal error (request %s): nothing was released or charged", info.id)
@@ -580,7 +602,7 @@ func (s *Server) budget(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	}
 	bal, err := s.ledger.Balance(account, s.curve, s.budgets[account])
 	if err != nil {
-		s.internal(w, info, "ledger_error", err)
+		s.ledgerFailed(w, info, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]Balance{"budget": bal})
@@ -590,10 +612,15 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 200 while the server takes requests, 503 once it drains.
+// readyz is 200 while the server takes requests, 503 once it drains or
+// once its ledger is unavailable (Ledger.Err).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, info *reqInfo) {
 	if s.draining.Load() {
 		s.fail(w, info, http.StatusServiceUnavailable, "draining", "shutting down: draining requests in flight")
+		return
+	}
+	if err := s.ledger.Err(); err != nil {
+		s.ledgerFailed(w, info, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -602,6 +629,49 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, info *reqInfo) {
 func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, *reqInfo) {
 	h := promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
 	return func(w http.ResponseWriter, r *http.Request, _ *reqInfo) { h.ServeHTTP(w, r) }
+}
+
+// Backup writes a backup of the server's ledger into Options.BackupDir
+// (Ledger.Backup: one consistent copy while charges go on) and then removes
+// the oldest beyond Options.BackupKeep; it logs the backup and counts it in
+// the metrics. It works while the ledger is unavailable: a removed ledger
+// file is rescued from the file the server holds open. One backup runs at a
+// time.
+func (s *Server) Backup() (LedgerInfo, error) {
+	s.backupMu.Lock()
+	defer s.backupMu.Unlock()
+	info, err := s.ledger.Backup(s.opts.BackupDir)
+	if err != nil {
+		s.met.backups.WithLabelValues("failed").Inc()
+		s.log.Error("ledger backup failed", "error", err)
+		return info, err
+	}
+	s.met.backups.WithLabelValues("ok").Inc()
+	s.log.Info("ledger backup written", "backup", info.Path, "txid", info.Txid, "accounts", info.Accounts, "releases", info.Releases)
+	if s.opts.BackupKeep > 0 {
+		removed, err := s.ledger.PruneBackups(s.opts.BackupDir, s.opts.BackupKeep)
+		if err != nil {
+			s.log.Error("removing old ledger backups failed", "error", err)
+		}
+		if len(removed) > 0 {
+			s.log.Info("old ledger backups removed", "removed", removed, "kept", s.opts.BackupKeep)
+		}
+	}
+	return info, nil
+}
+
+// backupEvery takes a backup every period until ctx is done.
+func (s *Server) backupEvery(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Backup() // logged and counted; the next tick tries again
+		}
+	}
 }
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it
@@ -618,6 +688,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	if s.opts.BackupEvery > 0 {
+		bctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go s.backupEvery(bctx, s.opts.BackupEvery)
+	}
 	s.log.Info("serving", "addr", ln.Addr().String(), "components", s.n, "dims", s.p,
 		"epsilon_per_release", float64(s.one.Epsilon), "delta", s.one.Delta, "ledger", s.ledger.Path(), "keys", s.keys != nil)
 	select {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -359,6 +360,7 @@ func TestMetricsAndInfo(t *testing.T) {
 		"nvdp_releases_total 3",
 		"nvdp_budget_refusals_total 1",
 		"nvdp_ledger_charge_duration_seconds_count 2",
+		"nvdp_ledger_available 1",
 		"go_goroutines", "process_resident_memory_bytes",
 	} {
 		if !strings.Contains(raw, want) {
@@ -377,6 +379,63 @@ func TestMetricsAndInfo(t *testing.T) {
 	for _, p := range []string{"/healthz", "/readyz"} {
 		if code, body := f.do(t, "GET", p, "", "", ""); code != 200 {
 			t.Errorf("%s: %d %v", p, code, body)
+		}
+	}
+}
+
+// TestLedgerUnavailable: once the ledger's file is removed while serving,
+// embed and budget requests answer 503 ledger_unavailable (nothing
+// released), /readyz 503 while /healthz stays 200, the metric says so and
+// an error line is logged; the server's backups still rescue the charges,
+// and --backup-keep prunes them.
+func TestLedgerUnavailable(t *testing.T) {
+	bdir := t.TempDir()
+	f := newFixture(t, 50, func(o *serve.Options) { o.BackupDir, o.BackupKeep = bdir, 1 })
+	if code, body := f.embed(t, f.alice, "a", "b"); code != 200 {
+		t.Fatalf("before: %d %v", code, body)
+	}
+	if code, _ := f.do(t, "GET", "/readyz", "", "", ""); code != 200 {
+		t.Fatalf("readyz before: %d", code)
+	}
+	if err := os.Remove(f.ledger.Path()); err != nil {
+		t.Fatal(err)
+	}
+	code, body := f.embed(t, f.alice, "c")
+	e, _ := body["error"].(map[string]any)
+	if code != http.StatusServiceUnavailable || e == nil || e["code"] != "ledger_unavailable" || body["embeddings"] != nil ||
+		!strings.Contains(e["message"].(string), "nothing was released or charged") || strings.Contains(e["message"].(string), f.ledger.Path()) {
+		t.Fatalf("embed after removal: %d %v", code, body)
+	}
+	started := f.fake.Started()
+	if code, body := f.embed(t, f.bob, "d"); code != http.StatusServiceUnavailable || f.fake.Started() != started {
+		t.Fatalf("second embed: %d %v (model runs %d -> %d)", code, body, started, f.fake.Started())
+	}
+	if code, _ := f.do(t, "GET", "/v1/budget", f.alice, "", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("budget: %d", code)
+	}
+	if code, body := f.do(t, "GET", "/readyz", "", "", ""); code != http.StatusServiceUnavailable || body["error"].(map[string]any)["code"] != "ledger_unavailable" {
+		t.Errorf("readyz: %d %v", code, body)
+	}
+	if code, _ := f.do(t, "GET", "/healthz", "", "", ""); code != 200 {
+		t.Errorf("healthz: %d", code)
+	}
+	if !strings.Contains(f.logs.String(), `"msg":"ledger unavailable: releases stopped"`) || !strings.Contains(f.logs.String(), "was removed") {
+		t.Errorf("log lacks the error line:\n%s", f.logs.String())
+	}
+	for range 2 {
+		info, err := f.srv.Backup()
+		if err != nil || info.Releases != 2 || info.Accounts != 1 || info.Backup == nil {
+			t.Fatalf("backup of the removed ledger: %+v %v", info, err)
+		}
+	}
+	if left, _ := os.ReadDir(bdir); len(left) != 1 {
+		t.Errorf("backups kept: %d, want 1", len(left))
+	}
+	_, m := f.do(t, "GET", "/metrics", "", "", "")
+	for _, want := range []string{"nvdp_ledger_available 0", `nvdp_ledger_backups_total{result="ok"} 2`, `nvdp_ledger_backups_total{result="failed"} 0`,
+		`nvdp_http_requests_total{code="503",route="/v1/embed"} 2`} {
+		if !strings.Contains(m["raw"].(string), want) {
+			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 }
@@ -480,6 +539,8 @@ func TestNewErrors(t *testing.T) {
 		{"key without budget, no default", keys, func(o *serve.Options) {}, fake, `budget_epsilon: keys keys.txt:1: key "alice" has no budget`},
 		{"bad option", nil, func(o *serve.Options) { o.MaxConcurrent = 0 }, fake, "max_concurrent 0: must be > 0"},
 		{"empty shape", nil, func(o *serve.Options) { o.BudgetEpsilon = 1 }, servetest.NewFake(0, 4, rho), "N = 0, P = 4"},
+		{"no backup dir", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupDir = "/no/such/dir" }, fake, `backup_dir "/no/such/dir": not a directory`},
+		{"negative backup keep", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupKeep = -1 }, fake, "backup_keep -1: must be >= 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
-	"os"
 	"strconv"
 
 	"github.com/nvdp-project/nvdp/option"
@@ -47,6 +45,12 @@ order, converted to epsilon at delta. A request that would exceed the key's budg
 with 429 and nothing is released. The charge is committed (fsync'd) to the --ledger file
 before the response is written, so a crash never leaves the ledger below what clients received.
 
+The ledger is created once, explicitly ('nvdp serve ledger init'); a missing, empty or corrupt
+ledger, or a backup not restored ('nvdp serve ledger restore'), stops the server at start. If
+its file is removed, replaced or truncated while serving, the server stops releasing (503
+ledger_unavailable) and /readyz fails. SIGUSR1 writes a consistent backup of the ledger into
+--backup-dir (also every --backup-every); it works even after the file was removed.
+
 Keys: --keys FILE lists "ID SHA256-HEX [BUDGET]" lines ('nvdp serve keygen' adds one); a key
 without a budget gets --budget-epsilon. Without --keys every request is charged to one shared
 account with the budget --budget-epsilon. GET /v1/info shows the guarantee and its scope,
@@ -59,7 +63,7 @@ docs/serving.md has the threat model, the formats and curl examples.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.model, "model", "", "model directory written by 'nvdp train' or 'nvdp run' (required)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
-	fs.StringVar(&f.ledger, "ledger", "", "privacy ledger file (bbolt), created if missing (required)")
+	fs.StringVar(&f.ledger, "ledger", "", "privacy ledger file (bbolt; create it once with 'nvdp serve ledger init') (required)")
 	fs.StringVar(&f.keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines (default: no keys, one shared account)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text | json")
 	serveOptionFlags(fs, &f.o)
@@ -81,6 +85,9 @@ func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "bound on a request from its headers to the end of its response (above --request-timeout)")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "bound on an idle keep-alive connection")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
+	fs.StringVar(&o.BackupDir, "backup-dir", o.BackupDir, "directory of the ledger's backups, written on SIGUSR1 and every --backup-every (default: the ledger's directory)")
+	fs.DurationVar(&o.BackupEvery, "backup-every", o.BackupEvery, "also back the ledger up at this interval (0: only on SIGUSR1)")
+	fs.IntVar(&o.BackupKeep, "backup-keep", o.BackupKeep, "keep this many of the ledger's newest backups in --backup-dir, removing older ones (0: keep all)")
 }
 
 // budgetFlag is the flag value of a budget: a number, "inf" for no limit,
@@ -121,11 +128,14 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.o.Validate(); err != nil {
 		return flagError(err)
 	}
+	if err := f.o.CheckFiles(); err != nil {
+		return flagError(err)
+	}
 	switch {
 	case f.model == "":
 		return errors.New("--model: required (a model directory written by 'nvdp train' or 'nvdp run')")
 	case f.ledger == "":
-		return errors.New("--ledger: required (the privacy ledger file; created if missing)")
+		return errors.New("--ledger: required (the privacy ledger file, made once with 'nvdp serve ledger init')")
 	}
 	var keys *serve.Keys
 	if f.keys != "" {
@@ -148,7 +158,11 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	defer ln.Close()
 	ledger, err := serve.OpenLedger(f.ledger)
 	if err != nil {
-		return fmt.Errorf("--ledger: %w", err)
+		return ledgerHint(err, f.ledger)
+	}
+	if info, err := ledger.Info(); err == nil {
+		slog.Info("ledger opened", "ledger", f.ledger, "ledger_id", info.LedgerID, "txid", info.Txid, "accounts", info.Accounts,
+			"releases", info.Releases, "restores", len(info.Restores))
 	}
 	srv, err := serve.New(rel, ledger, keys, f.o, slog.Default())
 	if err != nil {
@@ -157,6 +171,8 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	}
 	ctx, cancel := signalContext(cmd, "draining the requests in flight")
 	defer cancel()
+	stopBackups := backupOnSignal(srv)
+	defer stopBackups()
 	serr := srv.Serve(ctx, ln)
 	if err := ledger.Close(); err != nil && serr == nil {
 		serr = err
@@ -215,43 +231,6 @@ the account, and what it spent, stays in the ledger under its ID).`,
 	cmd.Flags().StringVar(&keysPath, "keys", "", "keys file to append to (required)")
 	cmd.Flags().StringVar(&id, "id", "", "the key's ID: its account (required; letters, digits, . _ -)")
 	budgetVar(cmd.Flags(), &budget, "budget-epsilon", "the key's own budget in epsilon at the model's delta (inf: no limit; default none: the server's --budget-epsilon)")
-	return cmd
-}
-
-func newLedgerCmd() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "ledger --ledger FILE",
-		Short: "Print the accounts of a privacy ledger as JSON (releases, spent epsilon at delta)",
-		Long: `Print every account of the ledger file as JSON: the releases charged (in all and per
-model curve), the requests, and the spent epsilon at the ledger's delta with its order.
-The file must not be open in a running server (one process at a time).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if path == "" {
-				return errors.New("--ledger: required")
-			}
-			if _, err := os.Stat(path); err != nil {
-				return fmt.Errorf("--ledger: %w", err)
-			}
-			l, err := serve.OpenLedger(path)
-			if err != nil {
-				return fmt.Errorf("--ledger: %w", err)
-			}
-			defer l.Close()
-			accts, err := l.Accounts()
-			if err != nil {
-				return err
-			}
-			if accts == nil {
-				accts = []serve.Account{}
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(accts)
-		},
-	}
-	cmd.Flags().StringVar(&path, "ledger", "", "the ledger file (required)")
 	return cmd
 }
 

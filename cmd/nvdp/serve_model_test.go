@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/nvib"
@@ -30,11 +29,7 @@ func TestServeTrainedModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, p := r.Shape()
-	ledger, err := serve.OpenLedger(filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ledger.Close()
+	ledger := servetest.OpenLedger(t)
 	o := serve.DefaultOptions()
 	o.BudgetEpsilon = 1e6
 	srv, err := serve.New(serve.FromRelease(r), ledger, nil, o, nil)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -73,15 +74,40 @@ type serveProcess struct {
 	done chan struct{} // closed when stderr is read to its end
 }
 
-// startServe starts `nvdp serve` on the fake model (with latency) on a
-// free loopback port with ledger and keys, and waits for its "serving" log
-// line.
-func startServe(t *testing.T, ledger, keys string, latency time.Duration) *serveProcess {
-	t.Helper()
-	args, _ := json.Marshal([]string{"serve", "--model", "fake", "--addr", "127.0.0.1:0", "--ledger", ledger, "--keys", keys,
-		"--budget-epsilon", "1e6", "--log-format", "json", "--shutdown-timeout", "20s"})
+// helperCommand is the command that runs `nvdp ARGS...` in a helper process
+// (TestServeHelper) on the fake model with latency.
+func helperCommand(latency time.Duration, args ...string) *exec.Cmd {
+	a, _ := json.Marshal(args)
 	c := exec.Command(os.Args[0], "-test.run=^TestServeHelper$")
-	c.Env = append(os.Environ(), "NVDP_SERVE_HELPER=1", "NVDP_SERVE_ARGS="+string(args), "NVDP_SERVE_LATENCY="+latency.String())
+	c.Env = append(os.Environ(), "NVDP_SERVE_HELPER=1", "NVDP_SERVE_ARGS="+string(a), "NVDP_SERVE_LATENCY="+latency.String())
+	return c
+}
+
+// runHelper runs `nvdp ARGS...` in a helper process to its end and returns
+// its stdout, stderr and exit status (a crash cannot take the test down).
+func runHelper(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	c := helperCommand(0, args...)
+	var out, errb strings.Builder
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// startServe starts `nvdp serve` on the fake model (with latency) on a
+// free loopback port with ledger, keys and the extra flags, and waits for
+// its "serving" log line.
+func startServe(t *testing.T, ledger, keys string, latency time.Duration, extra ...string) *serveProcess {
+	t.Helper()
+	c := helperCommand(latency, append([]string{"serve", "--model", "fake", "--addr", "127.0.0.1:0", "--ledger", ledger, "--keys", keys,
+		"--budget-epsilon", "1e6", "--log-format", "json", "--shutdown-timeout", "20s"}, extra...)...)
 	stderr, err := c.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +168,9 @@ func TestServeKillAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := serve.AppendKey(keys, "load", key, option.Auto()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := serve.CreateLedger(ledger); err != nil {
 		t.Fatal(err)
 	}
 	const clients, perRequest = 8, 2
@@ -263,6 +292,9 @@ func TestServeFlagErrors(t *testing.T) {
 		{"write before request timeout", append(base, "--budget-epsilon", "1", "--write-timeout", "1s"), true, "--write-timeout 1s: must be above the request timeout (30s)"},
 		{"log format", append(base, "--budget-epsilon", "1", "--log-format", "xml"), true, `--log-format "xml"`},
 		{"unknown model", []string{"--model", "other", "--ledger", ledger, "--budget-epsilon", "1"}, true, "--model: model other: not the fake"},
+		{"missing ledger", append(base, "--budget-epsilon", "1"), true, "--ledger: ledger " + ledger + " does not exist: a ledger is created explicitly"},
+		{"backup dir", append(base, "--budget-epsilon", "1", "--backup-dir", filepath.Join(dir, "none")), true, "--backup-dir \"" + filepath.Join(dir, "none") + "\": not a directory"},
+		{"negative backup keep", append(base, "--budget-epsilon", "1", "--backup-keep", "-1"), true, "--backup-keep -1: must be >= 0"},
 		{"not a model directory (the real loader)", append(base, "--budget-epsilon", "1"), false, "--model: "},
 	}
 	for _, tc := range tests {

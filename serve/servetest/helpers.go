@@ -12,11 +12,21 @@ import (
 	"github.com/nvdp-project/nvdp/serve"
 )
 
-// OpenLedger opens a new ledger in a temporary directory of tb, closed when
-// the test ends.
+// NewLedger creates a new ledger file (serve.CreateLedger) in a temporary
+// directory of tb and returns its path.
+func NewLedger(tb testing.TB) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "ledger.db")
+	if _, err := serve.CreateLedger(path); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// OpenLedger opens a new ledger (NewLedger), closed when the test ends.
 func OpenLedger(tb testing.TB) *serve.Ledger {
 	tb.Helper()
-	l, err := serve.OpenLedger(filepath.Join(tb.TempDir(), "ledger.db"))
+	l, err := serve.OpenLedger(NewLedger(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,259 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+)
+
+// Options choose the device and where compiled kernels are cached.
+type Options struct {
+	// Ordinal is the GPU's index among those visible (CUDA_VISIBLE_DEVICES
+	// applies first).
+	Ordinal int
+	// CacheDir is where compiled kernels are kept ("": $NVDP_CUDA_CACHE,
+	// else the user cache directory's nvdp/cuda).
+	CacheDir string
+	// TF32 lets cuBLAS round FP32 GEMM inputs to TF32 on tensor cores
+	// (--precision tf32); false keeps IEEE FP32 GEMMs.
+	TF32 bool
+}
+
+// CacheEnv overrides the default directory of compiled kernels.
+const CacheEnv = "NVDP_CUDA_CACHE"
+
+// Info describes an open device: the card and the libraries in use.
+type Info struct {
+	Name              string `json:"name"`
+	Ordinal           int    `json:"ordinal"`
+	ComputeCapability string `json:"compute_capability"` // e.g. "9.0"
+	MemoryBytes       int64  `json:"memory_bytes"`
+	Multiprocessors   int    `json:"multiprocessors"`
+	DriverVersion     string `json:"driver_version"` // the CUDA version the driver supports, e.g. "13.0"
+	DriverLib         string `json:"driver_lib"`
+	CUBLASVersion     string `json:"cublas_version"`
+	CUBLASLib         string `json:"cublas_lib"`
+	NVRTCVersion      string `json:"nvrtc_version"`
+	NVRTCLib          string `json:"nvrtc_lib"`
+	TF32              bool   `json:"tf32"`
+}
+
+// Device is one open GPU: its primary CUDA context, owned by one goroutine
+// locked to its OS thread (Do), a cuBLAS handle and a cache of compiled
+// kernels. Methods documented "on the device goroutine" must be called from
+// a function that Do runs.
+type Device struct {
+	a        *api
+	dev      int32
+	ctx      uintptr
+	blas     uintptr
+	info     Info
+	arch     string // NVRTC --gpu-architecture, e.g. sm_90
+	cacheDir string
+
+	work   chan func()
+	done   chan struct{}
+	mu     sync.Mutex // guards closed
+	closed bool
+
+	modMu   sync.Mutex
+	modules map[string]*Module // by cache key
+}
+
+// CUdevice_attribute values (cuda.h).
+const (
+	attrMultiprocessors = 16
+	attrCCMajor         = 75
+	attrCCMinor         = 76
+)
+
+// ErrNoDevice is Open on a machine whose driver loads but shows no GPU.
+var ErrNoDevice = fmt.Errorf("%w: no GPU visible", ErrNoCUDA)
+
+// Open loads the CUDA libraries (once per process), opens GPU o.Ordinal
+// with its primary context and a cuBLAS handle, and starts the goroutine
+// that owns them. Errors: a *LoadError (errors.Is ErrNoCUDA) naming what
+// was looked for and where, ErrNoDevice, an ordinal out of range, an *Error
+// of the driver or cuBLAS.
+func Open(o Options) (*Device, error) {
+	a, err := loadAPI()
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{a: a, work: make(chan func()), done: make(chan struct{}), modules: map[string]*Module{}}
+	d.cacheDir = o.CacheDir
+	if d.cacheDir == "" {
+		d.cacheDir = os.Getenv(CacheEnv)
+	}
+	if d.cacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		d.cacheDir = filepath.Join(base, "nvdp", "cuda")
+	}
+	started := make(chan error, 1)
+	go d.loop(o, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// loop is the device goroutine: it initialises the context on its locked
+// thread, then runs the functions of Do until Close.
+func (d *Device) loop(o Options, started chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.init(o); err != nil {
+		started <- err
+		return
+	}
+	started <- nil
+	for fn := range d.work {
+		fn()
+	}
+	d.teardown()
+	close(d.done)
+}
+
+// init opens the device on the locked thread.
+func (d *Device) init(o Options) error {
+	a := d.a
+	if err := a.check("cuInit", a.cuInit(0)); err != nil {
+		if e := (*Error)(nil); errors.As(err, &e) && e.Code == 100 { // CUDA_ERROR_NO_DEVICE
+			return ErrNoDevice
+		}
+		return err
+	}
+	var n, drv int32
+	if err := a.check("cuDeviceGetCount", a.cuDeviceGetCount(&n)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNoDevice
+	}
+	if o.Ordinal < 0 || o.Ordinal >= int(n) {
+		return fmt.Errorf("cuda: device %d: %d visible (0..%d)", o.Ordinal, n, n-1)
+	}
+	if err := a.check("cuDeviceGet", a.cuDeviceGet(&d.dev, int32(o.Ordinal))); err != nil {
+		return err
+	}
+	a.cuDriverGetVersion(&drv)
+	name := make([]byte, 256)
+	a.cuDeviceGetName(&name[0], int32(len(name)), d.dev)
+	var major, minor, sms int32
+	a.cuDeviceGetAttribute(&major, attrCCMajor, d.dev)
+	a.cuDeviceGetAttribute(&minor, attrCCMinor, d.dev)
+	a.cuDeviceGetAttribute(&sms, attrMultiprocessors, d.dev)
+	var mem uint64
+	a.cuDeviceTotalMem(&mem, d.dev)
+	if err := a.check("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
+		return err
+	}
+	if err := a.check("cuCtxSetCurrent", a.cuCtxSetCurrent(d.ctx)); err != nil {
+		a.cuDevicePrimaryCtxRelease(d.dev)
+		return err
+	}
+	if err := a.checkBLAS("cublasCreate_v2", a.cublasCreate(&d.blas)); err != nil {
+		a.cuDevicePrimaryCtxRelease(d.dev)
+		return err
+	}
+	mode := int32(0) // CUBLAS_DEFAULT_MATH: IEEE FP32
+	if o.TF32 {
+		mode = 3 // CUBLAS_TF32_TENSOR_OP_MATH
+	}
+	if err := a.checkBLAS("cublasSetMathMode", a.cublasSetMathMode(d.blas, mode)); err != nil {
+		return err
+	}
+	var blasV, rtcMajor, rtcMinor int32
+	a.cublasGetVersion(d.blas, &blasV)
+	a.nvrtcVersion(&rtcMajor, &rtcMinor)
+	d.arch = fmt.Sprintf("sm_%d%d", major, minor)
+	d.info = Info{
+		Name: cstringBytes(name), Ordinal: o.Ordinal, ComputeCapability: fmt.Sprintf("%d.%d", major, minor),
+		MemoryBytes: int64(mem), Multiprocessors: int(sms),
+		DriverVersion: fmt.Sprintf("%d.%d", drv/1000, drv%1000/10), DriverLib: a.driverPath,
+		CUBLASVersion: fmt.Sprintf("%d.%d.%d", blasV/10000, blasV%10000/100, blasV%100), CUBLASLib: a.blasPath,
+		NVRTCVersion: fmt.Sprintf("%d.%d", rtcMajor, rtcMinor), NVRTCLib: a.nvrtcPath, TF32: o.TF32,
+	}
+	return nil
+}
+
+// cstringBytes is the string in b up to its first NUL.
+func cstringBytes(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// teardown releases what init took, on the device goroutine.
+func (d *Device) teardown() {
+	for _, m := range d.modules {
+		d.a.cuModuleUnload(m.mod)
+	}
+	d.a.cublasDestroy(d.blas)
+	d.a.cuDevicePrimaryCtxRelease(d.dev)
+}
+
+// ErrClosed is Do on a closed device.
+var ErrClosed = errors.New("cuda: device closed")
+
+// Do runs fn on the device goroutine (the thread whose current context is
+// the device's) and returns its error. Calls from several goroutines run
+// one at a time. A panic in fn is returned as an error, so that the device
+// goroutine survives it.
+func (d *Device) Do(fn func() error) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	res := make(chan error, 1)
+	d.work <- func() {
+		defer func() {
+			if r := recover(); r != nil {
+				res <- fmt.Errorf("cuda: panic on the device goroutine: %v", r)
+			}
+		}()
+		res <- fn()
+	}
+	d.mu.Unlock()
+	return <-res
+}
+
+// Info describes the device and the libraries in use.
+func (d *Device) Info() Info { return d.info }
+
+// Sync waits until the device has finished every operation queued
+// (cuCtxSynchronize; on the device goroutine).
+func (d *Device) Sync() error { return d.a.check("cuCtxSynchronize", d.a.cuCtxSynchronize()) }
+
+// MemInfo returns the device's free and total memory in bytes (on the
+// device goroutine).
+func (d *Device) MemInfo() (free, total int64, err error) {
+	var f, t uint64
+	err = d.a.check("cuMemGetInfo_v2", d.a.cuMemGetInfo(&f, &t))
+	return int64(f), int64(t), err
+}
+
+// Close finishes the functions queued, unloads the modules, destroys the
+// cuBLAS handle and releases the context. Buffers must be freed before.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.work)
+	d.mu.Unlock()
+	<-d.done
+	return nil
+}

@@ -1,0 +1,22 @@
+// Package cuda runs nvdp's engine on an NVIDIA GPU without cgo and without
+// CUDA at build time: the NVIDIA driver (libcuda.so.1), cuBLAS
+// (libcublas.so.13 or .12) and NVRTC (libnvrtc.so.13 or .12) are loaded
+// when a program asks for a device (Open), by soname from NVDP_CUDA_LIB_DIR
+// or the loader path, through github.com/ebitengine/purego. A machine
+// without them builds and runs everything else as before; Open then
+// returns an error naming what was looked for and where.
+//
+// One goroutine, locked to its OS thread, owns the device's CUDA context
+// (Device.Do runs a function there): a training step runs whole inside one
+// Do, so that its kernel launches and cuBLAS calls pay no hand-off.
+// Memory is Buffer (a device allocation of bytes). Kernels are CUDA C
+// source in the repository, compiled at run time by NVRTC for the card
+// found and cached per card, source and NVRTC version (Device.Compile);
+// GEMMs go to cuBLAS (Device.Gemm, in the row-major convention of nn.Gemm).
+//
+// Kernel sources follow the conventions of Prelude (KERNEL, DEVICE,
+// SHARED_DYN), so that the same source also compiles as plain C against
+// the CPU stand-in of internal/cudaemu, which tests the Go side and the
+// kernels' arithmetic on machines without a GPU (docs/engine.md, "The
+// CUDA backend").
+package cuda

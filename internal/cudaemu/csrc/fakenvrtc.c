@@ -1,0 +1,201 @@
+/* fakenvrtc.c: a CPU stand-in of the subset of NVRTC that package cuda
+ * calls (libnvrtc.so.13). "Compiling" a program writes its source as C,
+ * with NVDP_EMU defined and one wrapper per KERNEL function that unpacks a
+ * launch's parameter array, and builds it into a shared object with the C
+ * compiler ($NVDP_EMU_CC, else cc) and the header nvdp_emu.h of
+ * $NVDP_EMU_INCLUDE. The "cubin" names that object (fakecuda.c loads it).
+ * -D options pass to the compiler; the others (the architecture) are
+ * ignored. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int nvrtcResult;
+enum { NVRTC_SUCCESS = 0, NVRTC_ERROR_OUT_OF_MEMORY = 1, NVRTC_ERROR_INVALID_INPUT = 3, NVRTC_ERROR_INVALID_PROGRAM = 4, NVRTC_ERROR_COMPILATION = 6 };
+
+typedef struct {
+	char *src, *name, *log, *cubin;
+} program_t;
+
+const char *nvrtcGetErrorString(nvrtcResult r) {
+	switch (r) {
+	case NVRTC_SUCCESS: return "NVRTC_SUCCESS";
+	case NVRTC_ERROR_OUT_OF_MEMORY: return "NVRTC_ERROR_OUT_OF_MEMORY";
+	case NVRTC_ERROR_INVALID_INPUT: return "NVRTC_ERROR_INVALID_INPUT";
+	case NVRTC_ERROR_INVALID_PROGRAM: return "NVRTC_ERROR_INVALID_PROGRAM";
+	case NVRTC_ERROR_COMPILATION: return "NVRTC_ERROR_COMPILATION";
+	}
+	return "NVRTC_ERROR_UNKNOWN";
+}
+
+nvrtcResult nvrtcVersion(int *major, int *minor) { *major = 13; *minor = 0; return NVRTC_SUCCESS; }
+
+nvrtcResult nvrtcCreateProgram(program_t **prog, const char *src, const char *name, int nh, const char **h, const char **inc) {
+	(void)h;
+	(void)inc;
+	if (!src || nh != 0) return NVRTC_ERROR_INVALID_INPUT;
+	program_t *p = calloc(1, sizeof *p);
+	p->src = strdup(src);
+	p->name = strdup(name ? name : "program");
+	*prog = p;
+	return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcDestroyProgram(program_t **prog) {
+	program_t *p = *prog;
+	if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+	free(p->src);
+	free(p->name);
+	free(p->log);
+	free(p->cubin);
+	free(p);
+	*prog = NULL;
+	return NVRTC_SUCCESS;
+}
+
+/* buf is a growing string. */
+typedef struct {
+	char *s;
+	size_t n, cap;
+} buf_t;
+
+static void put(buf_t *b, const char *s, size_t n) {
+	if (b->n + n + 1 > b->cap) {
+		b->cap = (b->n + n + 1) * 2;
+		b->s = realloc(b->s, b->cap);
+	}
+	memcpy(b->s + b->n, s, n);
+	b->n += n;
+	b->s[b->n] = 0;
+}
+static void puts_(buf_t *b, const char *s) { put(b, s, strlen(s)); }
+
+/* wrappers appends, for each "KERNEL void name(params)" of src, a function
+ * nvdp_emu_wrap_name(void **args) calling name(*(T0 *)args[0], ...), each Ti
+ * the declared type of parameter i. It returns 0, or -1 on a signature it
+ * cannot read. */
+static int wrappers(const char *src, buf_t *out) {
+	const char *p = src;
+	while ((p = strstr(p, "KERNEL")) != NULL) {
+		if ((p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[6]) || p[6] == '_') {
+			p += 6;
+			continue;
+		}
+		const char *q = p + 6;
+		while (isspace((unsigned char)*q)) q++;
+		if (strncmp(q, "void", 4) != 0) { p = q; continue; }
+		q += 4;
+		while (isspace((unsigned char)*q)) q++;
+		const char *name = q;
+		while (isalnum((unsigned char)*q) || *q == '_') q++;
+		int nlen = (int)(q - name);
+		while (isspace((unsigned char)*q)) q++;
+		if (*q != '(' || nlen == 0) return -1;
+		q++;
+		const char *end = strchr(q, ')');
+		if (!end) return -1;
+		char head[512];
+		snprintf(head, sizeof head, "void nvdp_emu_wrap_%.*s(void **args) { %.*s(", nlen, name, nlen, name);
+		puts_(out, head);
+		int i = 0;
+		const char *s = q;
+		while (s < end) {
+			const char *c = memchr(s, ',', (size_t)(end - s));
+			if (!c) c = end;
+			const char *a = s, *b = c; /* one parameter: trim, then drop its name */
+			while (a < b && isspace((unsigned char)*a)) a++;
+			while (b > a && isspace((unsigned char)b[-1])) b--;
+			if (a < b) {
+				const char *id = b;
+				while (id > a && (isalnum((unsigned char)id[-1]) || id[-1] == '_')) id--;
+				if (id == a) return -1;
+				char arg[512];
+				snprintf(arg, sizeof arg, "%s*(%.*s *)args[%d]", i ? ", " : "", (int)(id - a), a, i);
+				puts_(out, arg);
+				i++;
+			}
+			s = c + 1;
+		}
+		puts_(out, "); }\n");
+		p = end;
+	}
+	return 0;
+}
+
+nvrtcResult nvrtcCompileProgram(program_t *p, int nopt, const char **opts) {
+	if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+	const char *inc = getenv("NVDP_EMU_INCLUDE");
+	const char *cc = getenv("NVDP_EMU_CC");
+	if (!cc || !*cc) cc = "cc";
+	char dir[] = "/tmp/nvdp-emu-XXXXXX";
+	if (!mkdtemp(dir)) return NVRTC_ERROR_OUT_OF_MEMORY;
+	buf_t c = {0};
+	puts_(&c, "#define NVDP_EMU 1\n");
+	puts_(&c, p->src);
+	puts_(&c, "\n__thread nvdp_emu_ctx *nvdp_emu_self;\nvoid nvdp_emu_set_self(nvdp_emu_ctx *c) { nvdp_emu_self = c; }\n");
+	if (wrappers(p->src, &c) != 0) {
+		free(p->log);
+		p->log = strdup("nvdp cudaemu: a KERNEL signature it cannot read");
+		free(c.s);
+		return NVRTC_ERROR_COMPILATION;
+	}
+	char path[4200], so[4200];
+	snprintf(path, sizeof path, "%s/%s.c", dir, "kernels");
+	snprintf(so, sizeof so, "%s/%s.so", dir, "kernels");
+	FILE *f = fopen(path, "w");
+	if (!f) return NVRTC_ERROR_OUT_OF_MEMORY;
+	fputs(c.s, f);
+	fclose(f);
+	buf_t cmd = {0};
+	puts_(&cmd, cc);
+	puts_(&cmd, " -std=gnu11 -O1 -g -fPIC -shared -Wall -Werror=implicit-function-declaration -Wno-unused-function -Wno-unused-variable");
+	if (inc) {
+		puts_(&cmd, " -I'");
+		puts_(&cmd, inc);
+		puts_(&cmd, "'");
+	}
+	for (int i = 0; i < nopt; i++) {
+		if (strncmp(opts[i], "-D", 2) == 0 && !strpbrk(opts[i], "'\"\\`$;&|<>")) {
+			puts_(&cmd, " ");
+			puts_(&cmd, opts[i]);
+		}
+	}
+	puts_(&cmd, " -o '");
+	puts_(&cmd, so);
+	puts_(&cmd, "' '");
+	puts_(&cmd, path);
+	puts_(&cmd, "' -lm -lpthread 2>&1");
+	FILE *pipe = popen(cmd.s, "r");
+	buf_t log = {0};
+	puts_(&log, "");
+	char chunk[4096];
+	size_t n;
+	while (pipe && (n = fread(chunk, 1, sizeof chunk, pipe)) > 0) put(&log, chunk, n);
+	int status = pipe ? pclose(pipe) : -1;
+	free(p->log);
+	p->log = log.s;
+	free(cmd.s);
+	free(c.s);
+	if (status != 0) return NVRTC_ERROR_COMPILATION;
+	char image[8500];
+	snprintf(image, sizeof image, "NVDPEMU:%s\nsyncs=%d\n", so, strstr(p->src, "__syncthreads") != NULL);
+	free(p->cubin);
+	p->cubin = strdup(image);
+	return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcGetProgramLogSize(program_t *p, size_t *n) { *n = p->log ? strlen(p->log) + 1 : 1; return NVRTC_SUCCESS; }
+nvrtcResult nvrtcGetProgramLog(program_t *p, char *log) { strcpy(log, p->log ? p->log : ""); return NVRTC_SUCCESS; }
+nvrtcResult nvrtcGetCUBINSize(program_t *p, size_t *n) {
+	if (!p->cubin) return NVRTC_ERROR_INVALID_PROGRAM;
+	*n = strlen(p->cubin);
+	return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcGetCUBIN(program_t *p, char *out) {
+	if (!p->cubin) return NVRTC_ERROR_INVALID_PROGRAM;
+	memcpy(out, p->cubin, strlen(p->cubin));
+	return NVRTC_SUCCESS;
+}

@@ -1,0 +1,148 @@
+// Package cudaemu is a CPU stand-in of the CUDA driver, cuBLAS and NVRTC
+// for the tests of package cuda and of the device layers on machines
+// without a GPU (CI). Its C sources (fakecuda.c, fakecublas.c,
+// fakenvrtc.c) are built into libcuda.so.1, libcublas.so.13 and
+// libnvrtc.so.13 with the C compiler, and package cuda loads them through
+// NVDP_CUDA_LIB_DIR as it loads the real ones: the Go side (loading,
+// memory, launches, the kernel cache, GEMM operand order) runs unchanged,
+// and the kernels, compiled as plain C (nvdp_emu.h), run their arithmetic
+// on the CPU, so that each device layer can be compared with its CPU twin.
+// What it cannot show: CUDA compilation errors, races between blocks (they
+// run one after the other), launch limits of a real card, speed.
+//
+// Tests call OpenDevice. With NVDP_CUDA_REAL=1 it opens the real GPU
+// instead (scripts/gpu-check.sh), skipping with one line where none loads.
+package cudaemu
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/cuda"
+)
+
+//go:embed csrc/nvdp_emu.h
+var emuHeader []byte
+
+//go:embed csrc/fakecuda.c
+var fakeCUDA []byte
+
+//go:embed csrc/fakecublas.c
+var fakeBLAS []byte
+
+//go:embed csrc/fakenvrtc.c
+var fakeNVRTC []byte
+
+// RealEnv set to 1 makes OpenDevice open the real GPU.
+const RealEnv = "NVDP_CUDA_REAL"
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// ErrNoCompiler is Build on a machine without a C compiler.
+var ErrNoCompiler = errors.New("no C compiler")
+
+// Build builds the stand-in libraries (once per process, into a directory
+// of the system's temporary directory named by the sources' hash, reused by
+// later runs) and returns the directory. Errors: no C compiler, a
+// compilation error.
+func Build() (string, error) {
+	buildOnce.Do(func() { buildDir, buildErr = build() })
+	return buildDir, buildErr
+}
+
+func build() (string, error) {
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		return "", fmt.Errorf("cudaemu: %w (%s): %w", ErrNoCompiler, cc, err)
+	}
+	h := sha256.New()
+	for _, b := range [][]byte{emuHeader, fakeCUDA, fakeBLAS, fakeNVRTC} {
+		h.Write(b)
+	}
+	dir := filepath.Join(os.TempDir(), "nvdp-cudaemu-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(filepath.Join(dir, "ok")); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(os.TempDir(), "nvdp-cudaemu-build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	files := map[string][]byte{"nvdp_emu.h": emuHeader, "fakecuda.c": fakeCUDA, "fakecublas.c": fakeBLAS, "fakenvrtc.c": fakeNVRTC}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	for lib, src := range map[string]string{"libcuda.so.1": "fakecuda.c", "libcublas.so.13": "fakecublas.c", "libnvrtc.so.13": "fakenvrtc.c"} {
+		out, err := exec.Command(cc, "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Werror", "-I", tmp,
+			"-o", filepath.Join(tmp, lib), filepath.Join(tmp, src), "-lpthread", "-ldl").CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("cudaemu: building %s: %w\n%s", lib, err, out)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "ok"), nil, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+		if _, serr := os.Stat(filepath.Join(dir, "ok")); serr != nil { // another process won the race: use its build
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// OpenDevice opens the device of a test: the stand-in (built with Build,
+// loaded through NVDP_CUDA_LIB_DIR), or with NVDP_CUDA_REAL=1 the real GPU.
+// It skips the test with one line when the stand-in cannot be built (no C
+// compiler) or, for the real GPU, when none loads. The device is closed
+// when the test ends; compiled kernels are cached in a temporary directory
+// of the test.
+func OpenDevice(tb testing.TB) *cuda.Device {
+	tb.Helper()
+	o := cuda.Options{CacheDir: tb.TempDir()}
+	if os.Getenv(RealEnv) == "1" {
+		d, err := cuda.Open(o)
+		if errors.Is(err, cuda.ErrNoCUDA) {
+			tb.Skipf("no GPU: %v", err)
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { d.Close() })
+		return d
+	}
+	dir, err := Build()
+	if errors.Is(err, ErrNoCompiler) {
+		tb.Skipf("the CUDA stand-in is not built: %v", err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	os.Setenv(cuda.LibDirEnv, dir) // the process loads the CUDA libraries once: every test uses the same
+	os.Setenv("NVDP_EMU_INCLUDE", dir)
+	d, err := cuda.Open(o)
+	if err != nil {
+		tb.Fatalf("the CUDA stand-in: %v", err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	return d
+}
+
+// Emulated reports whether OpenDevice opens the stand-in (not the real GPU).
+func Emulated() bool { return os.Getenv(RealEnv) != "1" }

@@ -207,8 +207,10 @@ var ErrClosed = errors.New("cuda: device closed")
 
 // Do runs fn on the device goroutine (the thread whose current context is
 // the device's) and returns its error. Calls from several goroutines run
-// one at a time. A panic in fn is returned as an error, so that the device
-// goroutine survives it.
+// one at a time. A panic in fn is returned as an error (wrapping the panic's
+// value when it is an error: device layers panic with the *Error of a
+// failed launch), so that the device goroutine survives it. fn must not call
+// Do.
 func (d *Device) Do(fn func() error) error {
 	d.mu.Lock()
 	if d.closed {
@@ -219,6 +221,10 @@ func (d *Device) Do(fn func() error) error {
 	d.work <- func() {
 		defer func() {
 			if r := recover(); r != nil {
+				if err, ok := r.(error); ok {
+					res <- fmt.Errorf("cuda: on the device goroutine: %w", err)
+					return
+				}
 				res <- fmt.Errorf("cuda: panic on the device goroutine: %v", r)
 			}
 		}()

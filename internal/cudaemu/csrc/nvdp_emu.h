@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdbool.h>
 
 typedef struct { unsigned int x, y, z; } nvdp_dim3;
 

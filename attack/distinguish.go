@@ -216,7 +216,10 @@ type PrivacyLossBound struct {
 // attack's delta, beside the attack's lower bound.
 type CertifiedComparison struct {
 	Epsilon jsonfloat.Float `json:"epsilon"`
-	Order   jsonfloat.Float `json:"best_order"`
+	// Accountant is the guarantee's (privacy.Guarantee.Accountant); Order
+	// the order of its RDP conversion.
+	Accountant string          `json:"accountant,omitempty"`
+	Order      jsonfloat.Float `json:"best_order"`
 	Scope   string          `json:"scope,omitempty"`
 	// Ratio is EpsilonLowerBound / Epsilon: the share of the certified
 	// epsilon the attack demonstrates (<= 1 unless one of the two is wrong).
@@ -233,7 +236,7 @@ func (r *DistinguishResult) SetCertified(g *privacy.Guarantee) error {
 	if g.Releases != 1 {
 		return fmt.Errorf("certified guarantee of %d releases; the attack tests one release", g.Releases)
 	}
-	r.Certified = &CertifiedComparison{Epsilon: g.Epsilon, Order: g.BestOrder, Scope: g.Scope,
+	r.Certified = &CertifiedComparison{Epsilon: g.Epsilon, Accountant: g.Accountant, Order: g.BestOrder, Scope: g.Scope,
 		Ratio: jsonfloat.Float(float64(r.EpsilonLowerBound) / float64(g.Epsilon))}
 	return nil
 }

@@ -315,14 +315,19 @@ func TestGaussianCalibration(t *testing.T) {
 		if e := float64(g.Epsilon); e > tc.eps || math.Abs(e-tc.eps) > 1e-6*tc.eps || cal.Achieved != e {
 			t.Errorf("epsilon target %v: C %v certifies %v (achieved %v)", tc.eps, cal.Set.CMu, e, cal.Achieved)
 		}
-		// the same epsilon from the closed-form curve
-		var curve []privacy.OrderRD
+		// the same epsilon from the closed form: a Gaussian mechanism of mu = 2 R sqrt(L) / sigma,
+		// certified exactly; its RDP curve 2 order R^2 L / sigma^2 converts to more
 		R, s2 := privacy.StoredRadius(cal.Set.CMu), math.Exp(float64(float32(math.Log(tc.v))))
+		mu := 2 * R * math.Sqrt(L/s2)
+		if e, err := privacy.GaussianMechanismEpsilon(mu, 1e-5); err != nil || g.Accountant != privacy.AccountantGaussian || math.Abs(e-float64(g.Epsilon)) > 1e-9*e {
+			t.Errorf("closed-form epsilon %v, certified %v by %s (%v)", e, g.Epsilon, g.Accountant, err)
+		}
+		var curve []privacy.OrderRD
 		for _, o := range privacy.DefaultOrders {
 			curve = append(curve, privacy.OrderRD{Order: o, RD: jsonfloat.Float(2 * o * R * R * L / s2)})
 		}
-		if e, _, err := privacy.BestEpsilon(curve, 1e-5); err != nil || math.Abs(e-float64(g.Epsilon)) > 1e-9*e {
-			t.Errorf("closed-form epsilon %v, certified %v (%v)", e, g.Epsilon, err)
+		if e, _, err := privacy.BestEpsilon(curve, 1e-5); err != nil || math.Abs(e-float64(g.RDPEpsilon)) > 1e-9*e || !(e > float64(g.Epsilon)) {
+			t.Errorf("closed-form RDP epsilon %v, certified RDP %v, exact %v (%v)", e, g.RDPEpsilon, g.Epsilon, err)
 		}
 	}
 	for _, tc := range []struct{ rd, order, v float64 }{{5, 1.1, 1}, {50, 2, 1}, {1, 8, 0.36}} {

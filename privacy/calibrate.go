@@ -428,13 +428,15 @@ func (c *calibrator) forEpsilon(t Target, orders []float64) (ClipSet, float64, e
 		return best, 0, fmt.Errorf("calibrate: no order of the grid meets epsilon %g at delta %g with %g release(s): %s",
 			t.Epsilon, t.Delta, c.releases, c.advice(closing))
 	}
-	eps := func(x float64) float64 {
+	eps := func(x float64) float64 { // as CertifyCurve certifies it (certifiedEpsilon)
 		s := c.with(best, closing, x)
 		var curve []OrderRD
-		for _, o := range orders {
-			curve = append(curve, OrderRD{Order: o, RD: jsonfloat.Float(c.releases * c.rd(s, o))})
+		if _, gauss := s.GaussianMu(); !gauss { // the exact accountant needs no curve
+			for _, o := range orders {
+				curve = append(curve, OrderRD{Order: o, RD: jsonfloat.Float(c.releases * c.rd(s, o))})
+			}
 		}
-		e, _, err := BestEpsilon(curve, t.Delta)
+		e, _, _, _, err := certifiedEpsilon(s, curve, int(c.releases), t.Delta)
 		if err != nil {
 			return math.Inf(1)
 		}

@@ -517,9 +517,15 @@ func TestCertifyCurve(t *testing.T) {
 				t.Fatalf("k %d order %v: %v, want %v", k, p.Order, p.RD, want)
 			}
 		}
-		eps, _, _ := BestEpsilon(g.Curve, 1e-5)
-		if float64(g.Epsilon) != eps {
-			t.Errorf("epsilon %v != BestEpsilon %v", g.Epsilon, eps)
+		eps, order, _ := BestEpsilon(g.Curve, 1e-5)
+		if float64(g.RDPEpsilon) != eps || float64(g.BestOrder) != order {
+			t.Errorf("RDP epsilon %v at %v != BestEpsilon %v at %v", g.RDPEpsilon, g.BestOrder, eps, order)
+		}
+		// fixed noise: exactly a Gaussian mechanism, certified by the exact curve
+		mu := 2 * C * math.Sqrt(128) * math.Sqrt(float64(k))
+		exact, _ := GaussianMechanismEpsilon(mu, 1e-5)
+		if g.Accountant != AccountantGaussian || relErr(float64(g.GaussianMu), mu) > 1e-12 || float64(g.Epsilon) != exact || !(exact < eps) {
+			t.Errorf("k %d: accountant %q mu %v epsilon %v, want %q mu %v epsilon %v (< RDP %v)", k, g.Accountant, g.GaussianMu, g.Epsilon, AccountantGaussian, mu, exact, eps)
 		}
 		bdp, l, _ := CertifiedBDP(g.Curve, 1e-5)
 		if float64(g.BDPEpsilon) != bdp || float64(g.BDPOrder) != l {

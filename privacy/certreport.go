@@ -62,11 +62,16 @@ type CertifiedReport struct {
 	// the parts zero when RD is +Inf; MaxOrder: finite exactly below it
 	// (+Inf: every order). No witness here: see PerRelease.
 	Certificate
-	// The guarantee of Releases releases: (Epsilon, Delta)-DP at BestOrder,
-	// the certified BDP at Delta and the RDP curve they are minimised over.
+	// The guarantee of Releases releases: (Epsilon, Delta)-DP by Accountant
+	// (Guarantee: exact for a Gaussian release, with its GaussianMu; else the
+	// RDP conversion RDPEpsilon at BestOrder), the certified BDP at Delta and
+	// the RDP curve.
 	Releases   int             `json:"releases"`
 	Delta      float64         `json:"delta"`
 	Epsilon    jsonfloat.Float `json:"epsilon"`
+	Accountant string          `json:"accountant,omitempty"`
+	GaussianMu jsonfloat.Float `json:"gaussian_mu,omitempty"`
+	RDPEpsilon jsonfloat.Float `json:"rdp_epsilon,omitempty"`
 	BestOrder  jsonfloat.Float `json:"best_order"`
 	BDPEpsilon jsonfloat.Float `json:"bdp_epsilon_certified"`
 	BDPOrder   jsonfloat.Float `json:"bdp_order_certified"` // moment order l
@@ -97,7 +102,8 @@ func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases i
 		Parts: CertParts{Variance: times(c.Parts.Variance), Mean: times(c.Parts.Mean), Dirichlet: times(c.Parts.Dirichlet)}}
 	return &CertifiedReport{Label: LabelCertified, Scope: CertifiedScope(releases, set.Components, set.Dims), Source: source,
 		Constants: set.Metadata(), Components: set.Components, Dims: set.Dims, Certificate: all, Releases: g.Releases, Delta: g.Delta,
-		Epsilon: g.Epsilon, BestOrder: g.BestOrder, BDPEpsilon: g.BDPEpsilon, BDPOrder: g.BDPOrder,
+		Epsilon: g.Epsilon, Accountant: g.Accountant, GaussianMu: g.GaussianMu, RDPEpsilon: g.RDPEpsilon,
+		BestOrder: g.BestOrder, BDPEpsilon: g.BDPEpsilon, BDPOrder: g.BDPOrder,
 		BDPNote: CertifiedBDPNote, Curve: g.Curve, PerRelease: c}, nil
 }
 
@@ -117,8 +123,16 @@ func (r *CertifiedReport) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
+	if p.Accountant == "" { // written before the accountant: the RDP conversion
+		p.Accountant, p.RDPEpsilon = AccountantRDP, p.Epsilon
+	}
 	*r = CertifiedReport(p)
 	return nil
+}
+
+// How says how Epsilon was certified (Guarantee.How).
+func (r *CertifiedReport) How() string {
+	return (&Guarantee{Accountant: r.Accountant, GaussianMu: r.GaussianMu, BestOrder: r.BestOrder}).How()
 }
 
 // UnmarshalJSON reads a curve point: a null rd (files written before

@@ -109,11 +109,15 @@ func CertifiedBDP(curve []OrderRD, deltaMu float64) (eps, l float64, err error) 
 
 // Guarantee is the certified privacy of k releases of one text by a model
 // whose clipping is a ClipSet: the RDP curve (k times the one-release
-// certificate at each order; RDP composes additively), its (epsilon, delta)
-// conversion minimised over orders, and the certified BDP. Its scope: any
-// two inputs (texts), k releases; not the training data (docs/privacy.md,
-// "Threat model").
+// certificate at each order; RDP composes additively), the certified
+// (epsilon, delta) and the accountant that gave it (exact for a Gaussian
+// release, ClipSet.GaussianMu; else the RDP conversion minimised over
+// orders), and the certified BDP. Its scope: any two inputs (texts), k
+// releases; not the training data (docs/privacy.md, "Threat model").
 type Guarantee struct {
+	// Format is GuaranteeFormat (0 in files written before it: format 1,
+	// whose epsilon is always the RDP conversion).
+	Format int `json:"format,omitempty"`
 	// Label is LabelCertified; Scope is CertifiedScope(Releases, N, P) of
 	// the clip set (what the numbers cover). Guarantees read from files
 	// written before these fields have them empty.
@@ -126,9 +130,18 @@ type Guarantee struct {
 	Curve []OrderRD `json:"orders"`
 	// MaxOrder: the curve is finite below it (+Inf: everywhere).
 	MaxOrder jsonfloat.Float `json:"max_order"`
-	// Epsilon at Delta, minimised over Curve, and the order that gives it.
-	Epsilon   jsonfloat.Float `json:"epsilon"`
-	BestOrder jsonfloat.Float `json:"best_order"`
+	// Epsilon is the certified epsilon at Delta, by Accountant:
+	// AccountantGaussian (exact; GaussianMu is then the mu of all Releases
+	// releases, sqrt(Releases) times one release's) or AccountantRDP (Curve
+	// converted, = RDPEpsilon). Files of format 1 have no accountant: RDP.
+	Epsilon    jsonfloat.Float `json:"epsilon"`
+	Accountant string          `json:"accountant,omitempty"`
+	GaussianMu jsonfloat.Float `json:"gaussian_mu,omitempty"`
+	// RDPEpsilon is Curve's conversion at Delta minimised over the orders,
+	// BestOrder the order that gives it: the certified epsilon of the RDP
+	// accountant, above Epsilon where the exact one applies.
+	RDPEpsilon jsonfloat.Float `json:"rdp_epsilon,omitempty"`
+	BestOrder  jsonfloat.Float `json:"best_order"`
 	// BDPEpsilon is CertifiedBDP of Curve at Delta, BDPOrder its moment order l.
 	BDPEpsilon jsonfloat.Float `json:"bdp_epsilon_certified"`
 	BDPOrder   jsonfloat.Float `json:"bdp_order_certified"`
@@ -151,7 +164,7 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 	if dir == "" {
 		dir = DirectionStandard
 	}
-	g := &Guarantee{Label: LabelCertified, Scope: CertifiedScope(releases, set.Components, set.Dims),
+	g := &Guarantee{Format: GuaranteeFormat, Label: LabelCertified, Scope: CertifiedScope(releases, set.Components, set.Dims),
 		Releases: releases, Delta: delta, Direction: dir, MaxOrder: jsonfloat.Float(set.MaxOrder())}
 	memo := map[dirKey]dirSupV{}
 	for _, o := range orders {
@@ -165,7 +178,12 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 	if err != nil {
 		return nil, err
 	}
-	g.Epsilon, g.BestOrder = jsonfloat.Float(eps), jsonfloat.Float(best)
+	g.RDPEpsilon, g.BestOrder = jsonfloat.Float(eps), jsonfloat.Float(best)
+	certified, _, acct, mu, err := certifiedEpsilon(set, g.Curve, releases, delta)
+	if err != nil {
+		return nil, err
+	}
+	g.Epsilon, g.Accountant, g.GaussianMu = jsonfloat.Float(certified), acct, jsonfloat.Float(mu)
 	be, bl, err := CertifiedBDP(g.Curve, delta)
 	if err != nil {
 		return nil, err
@@ -185,6 +203,18 @@ func (g *Guarantee) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
+	if p.Accountant == "" { // format 1: the epsilon was the RDP conversion
+		p.Accountant, p.RDPEpsilon = AccountantRDP, p.Epsilon
+	}
 	*g = Guarantee(p)
 	return nil
+}
+
+// How says how Epsilon was certified, for people: "exact (analytic
+// Gaussian, mu M)" or "RDP at order O".
+func (g *Guarantee) How() string {
+	if g.Accountant == AccountantGaussian {
+		return fmt.Sprintf("exact (analytic Gaussian mechanism, mu %.4g)", float64(g.GaussianMu))
+	}
+	return fmt.Sprintf("RDP at order %g", float64(g.BestOrder))
 }

@@ -435,8 +435,15 @@ func TestGuarantee(t *testing.T) {
 				t.Fatalf("%s: 3 releases at order %v: %v, want 3 x %v", variant, p.Order, p.RD, one.RD)
 			}
 		}
-		if eps, _, _ := privacy.BestEpsilon(g3.Curve, privacy.DefaultDelta); float64(g3.Epsilon) != eps || !(eps > float64(g.Epsilon)) || g3.Releases != 3 {
-			t.Errorf("%s: 3 releases: epsilon %v, BestEpsilon %v, one release %v", variant, g3.Epsilon, eps, g.Epsilon)
+		// the RDP accountant's epsilon is the curve's conversion; the certified one is it, or for a
+		// gaussian release the exact one of mu sqrt(3)
+		eps, _, _ := privacy.BestEpsilon(g3.Curve, privacy.DefaultDelta)
+		wantEps := eps
+		if variant == nvib.ModelGaussian {
+			wantEps, _ = privacy.GaussianMechanismEpsilon(math.Sqrt(3)*float64(g.GaussianMu), privacy.DefaultDelta)
+		}
+		if float64(g3.RDPEpsilon) != eps || math.Abs(float64(g3.Epsilon)-wantEps) > 1e-12*wantEps || !(float64(g3.Epsilon) > float64(g.Epsilon)) || g3.Releases != 3 {
+			t.Errorf("%s: 3 releases: epsilon %v (RDP %v), want %v (BestEpsilon %v); one release %v", variant, g3.Epsilon, g3.RDPEpsilon, wantEps, eps, g.Epsilon)
 		}
 		if _, err := r.GuaranteeOf(0); err == nil {
 			t.Errorf("%s: GuaranteeOf(0) accepted", variant)
@@ -444,8 +451,13 @@ func TestGuarantee(t *testing.T) {
 		if err := r.SetDelta(1e-8); err != nil {
 			t.Fatal(err)
 		}
-		if eps, _, _ := privacy.BestEpsilon(want.Curve, 1e-8); float64(r.Guarantee().Epsilon) != eps || r.Guarantee().Delta != 1e-8 {
-			t.Errorf("%s: delta 1e-8: epsilon %v, want %v", variant, r.Guarantee().Epsilon, eps)
+		if eps, _, _ := privacy.BestEpsilon(want.Curve, 1e-8); float64(r.Guarantee().RDPEpsilon) != eps || r.Guarantee().Delta != 1e-8 {
+			t.Errorf("%s: delta 1e-8: RDP epsilon %v, want %v", variant, r.Guarantee().RDPEpsilon, eps)
+		}
+		if gm := r.Guarantee(); variant == nvib.ModelGaussian {
+			if e, _ := privacy.GaussianMechanismEpsilon(float64(gm.GaussianMu), 1e-8); float64(gm.Epsilon) != e {
+				t.Errorf("%s: delta 1e-8: epsilon %v, exact %v", variant, gm.Epsilon, e)
+			}
 		}
 		for _, bad := range []float64{0, 1, -1, math.NaN()} {
 			if err := r.SetDelta(bad); err == nil || r.Guarantee().Delta != 1e-8 {

@@ -403,7 +403,7 @@ func printDistinguish(w io.Writer, rep *attack.DistinguishReport) {
 		row("posteriors", rep.Posteriors)
 	}
 	if g := rep.Certified; g != nil {
-		row(fmt.Sprintf("certified ε (δ %g)", g.Delta), ff(g.Epsilon)+orderSuffix("at order", g.BestOrder)+"  ("+g.Scope+")")
+		row(fmt.Sprintf("certified ε (δ %g)", g.Delta), ff(g.Epsilon)+", "+g.How()+"  ("+g.Scope+")")
 	} else {
 		row("certified ε", "unknown: the posterior file carries no clip constants")
 	}

@@ -97,7 +97,7 @@ func printSetup(w io.Writer, s attack.Setup, more [][2]string, table func(tw io.
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	m, g := s.Model, s.Certified
 	row("model", fmt.Sprintf("%s (%s, %s, %s): N %d components, P %d", m.Dir, m.Task, m.Variant, m.Mode, m.N, m.P))
-	row("certified", fmt.Sprintf("epsilon %s at delta %g (order %s) for one release of one text", ff(g.Epsilon), g.Delta, fg(g.BestOrder)))
+	row("certified", fmt.Sprintf("epsilon %s at delta %g (%s) for one release of one text", ff(g.Epsilon), g.Delta, g.How()))
 	row("corpus", fmt.Sprintf("public %s, victims %s", s.Corpus.PublicPath, s.Corpus.VictimPath))
 	for _, r := range more {
 		row(r[0], r[1])

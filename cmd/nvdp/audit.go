@@ -381,7 +381,7 @@ func certifiedRows(row func(k, v string), c *privacy.CertifiedReport) {
 	if !c.Finite {
 		row("  certified RD is +Inf", c.Reason)
 	}
-	row(fmt.Sprintf("certified ε (delta %g, best order)", c.Delta), ff(c.Epsilon)+orderSuffix("at order", c.BestOrder))
+	row(fmt.Sprintf("certified ε (delta %g)", c.Delta), ff(c.Epsilon)+", "+c.How())
 	row(fmt.Sprintf("certified BDP ε_μ (delta %g)", c.Delta), ff(c.BDPEpsilon)+orderSuffix("at moment order", c.BDPOrder)+"  ("+c.BDPNote+")")
 	row("  certified scope", c.Scope)
 }

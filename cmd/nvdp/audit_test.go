@@ -153,7 +153,7 @@ func TestAuditCertifiedBesideEmpirical(t *testing.T) {
 			want: []string{"RD max over 5(5-1) = 20 dev pairs (empirical, not a guarantee)", "RD mean (empirical)",
 				"BDP ε_μ estimate, worst individual (delta 1e-05)", "BDP ε_μ estimate, pooled pairs",
 				"Student-t, confidence 1-1e-16; pairs treated as independent",
-				"certified RD (every pair of inputs), order 1.1", "certified ε (delta 1e-05, best order)",
+				"certified RD (every pair of inputs), order 1.1", "certified ε (delta 1e-05)",
 				"certified BDP ε_μ (delta 1e-05)", "eps_mu <= cert(1+l) + ln(1/delta_mu)/l minimised over l",
 				"one release of the embedding of one input (a text, an utterance) vs any other input (every pair of inputs; N = "},
 			absent: []string{"no certified guarantee"}},

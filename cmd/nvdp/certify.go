@@ -444,7 +444,10 @@ func printCertify(w io.Writer, r *certifyReport) {
 		row("  reason", r.Reason)
 	}
 	row("finite below order", fg(r.MaxOrder))
-	row(fmt.Sprintf("epsilon (delta %g)", r.Delta), ff(r.Epsilon)+" at order "+fg(r.BestOrder))
+	row(fmt.Sprintf("epsilon (delta %g)", r.Delta), ff(r.Epsilon)+", "+r.How())
+	if r.Accountant == privacy.AccountantGaussian {
+		row("  by the RDP conversion", ff(r.RDPEpsilon)+" at order "+fg(r.BestOrder)+" (looser)")
+	}
 	row(fmt.Sprintf("BDP eps_mu (delta %g)", r.Delta), ff(r.BDPEpsilon)+" (moment order "+fg(r.BDPOrder)+")")
 	if r.Witness != "" {
 		row("witness", r.Witness)

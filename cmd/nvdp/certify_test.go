@@ -120,9 +120,23 @@ func TestCertifyJSON(t *testing.T) {
 					t.Errorf("curve at 1.1: %v, rd_certified %v", rd, r["rd_certified"])
 				}
 			}
+			// rdp_epsilon is the curve's best conversion; epsilon is it (accountant rdp), or for a
+			// fixed-noise clip (no variance or Dirichlet part) the exact Gaussian mechanism's.
 			eps, best, err := privacy.BestEpsilon(curve, privacy.DefaultDelta)
-			if err != nil || eps != r["epsilon"] || best != r["best_order"] {
-				t.Errorf("epsilon %v at %v, curve gives %v at %v (%v)", r["epsilon"], r["best_order"], eps, best, err)
+			if err != nil || eps != r["rdp_epsilon"] || best != r["best_order"] {
+				t.Errorf("rdp_epsilon %v at %v, curve gives %v at %v (%v)", r["rdp_epsilon"], r["best_order"], eps, best, err)
+			}
+			want, acct := eps, privacy.AccountantRDP
+			if c.variance == 0 && c.dirich == 0 {
+				mu := math.Sqrt(2 * c.mean / 1.1) // the mean part at order 1.1 is 1.1 mu^2 / 2
+				want, _ = privacy.GaussianMechanismEpsilon(mu, privacy.DefaultDelta)
+				acct = privacy.AccountantGaussian
+				if !relClose(r["gaussian_mu"].(float64), mu, 1e-6) {
+					t.Errorf("gaussian_mu %v, want %v", r["gaussian_mu"], mu)
+				}
+			}
+			if r["accountant"] != acct || !relClose(r["epsilon"].(float64), want, 1e-6) || r["epsilon"].(float64) > eps {
+				t.Errorf("epsilon %v by %v, want %v by %s (RDP %v)", r["epsilon"], r["accountant"], want, acct, eps)
 			}
 		})
 	}

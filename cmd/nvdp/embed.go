@@ -206,9 +206,9 @@ func printEmbed(w io.Writer, path string, md *release.Metadata) {
 	row("model", fmt.Sprintf("%s (%s, %s, %s)", m.Dir, m.Task, m.Variant, m.Mode))
 	g, all := md.Guarantee, md.GuaranteePerText
 	row("certified", g.Scope)
-	row(fmt.Sprintf("epsilon per release (delta %g)", g.Delta), ff(g.Epsilon)+" at order "+fg(g.BestOrder))
+	row(fmt.Sprintf("epsilon per release (delta %g)", g.Delta), ff(g.Epsilon)+", "+g.How())
 	if md.ReleasesPerText > 1 {
-		row(fmt.Sprintf("epsilon per text (%d releases)", md.ReleasesPerText), ff(all.Epsilon)+" at order "+fg(all.BestOrder))
+		row(fmt.Sprintf("epsilon per text (%d releases)", md.ReleasesPerText), ff(all.Epsilon)+", "+all.How())
 	}
 	if md.Seeded {
 		row("WARNING", md.Warning)

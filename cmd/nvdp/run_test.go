@@ -34,7 +34,7 @@ func TestRunSummaryLabels(t *testing.T) {
 		absent []string
 	}{
 		{"clipped", clipped, []string{"certified RD (every pair of inputs), order 1.1", "46450.355726  (variance ",
-			"certified ε (delta 1e-05, best order)", "at order " + strconv.FormatFloat(float64(clipped.BestOrder), 'g', 6, 64),
+			"certified ε (delta 1e-05)", "RDP at order " + strconv.FormatFloat(float64(clipped.BestOrder), 'g', 6, 64),
 			"certified BDP ε_μ (delta 1e-05)", privacy.CertifiedBDPNote, clipped.Scope}, []string{"none"}},
 		{"unclipped", unclipped, []string{"certified guarantee (every pair of inputs)", "none: unclipped (" + unclipped.Reason + ")"},
 			[]string{"certified RD", "certified ε"}},

@@ -1,0 +1,116 @@
+package privacy
+
+import (
+	"fmt"
+	"math"
+)
+
+// The accountants of a certified epsilon (Guarantee.Accountant): which
+// computation turned the clip set's certificate into (epsilon, delta).
+const (
+	// AccountantRDP converts the certified RDP curve with the conversion of
+	// Balle et al. 2020 (Thm 21) and Canonne, Kamath & Steinke 2020
+	// (Prop. 12), minimised over the order grid (EpsilonAt, BestEpsilon):
+	// valid for every clip set, not tight.
+	AccountantRDP = "rdp"
+	// AccountantGaussian is exact: the release of a fixed-noise clip set is
+	// a Gaussian mechanism (ClipSet.GaussianMu), whose (epsilon, delta)
+	// curve is known in closed form (Balle & Wang 2018, Thm 8;
+	// GaussianMechanismDelta), and k releases compose exactly into one with
+	// mu sqrt(k).
+	AccountantGaussian = "analytic-gaussian"
+)
+
+// GuaranteeFormat is the format of a Guarantee written by this program
+// (Guarantee.Format): 2 adds the accountant and, for Gaussian releases, mu.
+// A guarantee without a format (files written before it) is format 1: the
+// RDP accountant.
+const GuaranteeFormat = 2
+
+// GaussianMu reports whether a release of the clip set is exactly a
+// Gaussian mechanism, and its mu = L2 sensitivity / noise sigma for one
+// release. It is one when the noise is fixed: every dimension's stored
+// logvar range is a single value (floor = cap after float32 rounding) and
+// the token components' pseudo-counts are a single value (C_amin = C_amax
+// after float32 rounding). Then the Dirichlet weights pi have the same
+// distribution for every input and the variance and Dirichlet terms of
+// Eq. rdp vanish: the release is the (N-1) x P matrix of means plus
+// independent Gaussian noise, each row within the ball of radius C_mu (the
+// stored radius) around the prior mean, so two inputs' mean matrices
+// differ by at most 2 C_mu sqrt(N-1) in Frobenius norm, and the worst case
+// puts the whole difference on the dimension of least noise:
+//
+//	mu = 2 StoredRadius(C_mu) sqrt(N-1) / sigma_min,  sigma_min^2 = min_j exp(stored logvar_j).
+//
+// Its RDP curve is lambda mu^2 / 2, the certified curve's mean part
+// (Certify). N = 1 releases nothing that depends on the input: mu = 0.
+// ok is false for every other clip set (the RDP accountant applies).
+func (s ClipSet) GaussianMu() (mu float64, ok bool) {
+	if err := s.Validate(); err != nil {
+		return 0, false
+	}
+	if s.Components == 1 {
+		return 0, true
+	}
+	if f32(s.AlphaMin) != f32(s.AlphaMax) || math.IsInf(s.AlphaMax, 1) {
+		return 0, false
+	}
+	C := StoredRadius(s.CMu)
+	if math.IsInf(C, 1) {
+		return 0, false
+	}
+	minVar := math.Inf(1)
+	for j := 0; j < s.Dims; j++ {
+		fl, cp := s.logvarBox(j)
+		if fl != cp || math.IsInf(fl, 0) {
+			return 0, false
+		}
+		minVar = math.Min(minVar, math.Exp(fl))
+	}
+	return 2 * C * math.Sqrt(float64(s.Components-1)) / math.Sqrt(minVar), true
+}
+
+// GaussianMechanismMu is the largest mu (sensitivity / sigma) of a Gaussian
+// mechanism that is (eps, delta)-DP: the inverse of GaussianMechanismDelta
+// in mu (which increases with mu), by bisection to float64 resolution,
+// never above the exact value. Errors: eps < 0 or not finite, delta not in
+// (0, 1).
+func GaussianMechanismMu(eps, delta float64) (float64, error) {
+	if !(eps >= 0) || math.IsInf(eps, 0) {
+		return 0, fmt.Errorf("gaussian mechanism: epsilon %v: want a finite value >= 0", eps)
+	}
+	if !(delta > 0 && delta < 1) {
+		return 0, fmt.Errorf("delta = %v: must be in (0, 1)", delta)
+	}
+	lo, hi := 0.0, 1.0
+	for GaussianMechanismDelta(hi, eps) <= delta {
+		lo, hi = hi, 2*hi
+	}
+	for range 200 {
+		mid := lo + (hi-lo)/2
+		if mid == lo || mid == hi {
+			break
+		}
+		if GaussianMechanismDelta(mid, eps) <= delta {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// certifiedEpsilon is the certified epsilon at delta of releases releases
+// of set whose RDP curve (all releases) is curve, and the accountant that
+// gives it: exact for a Gaussian set (mu is then the mu of all releases),
+// else the RDP conversion (order is the order that gives it; NaN for the
+// Gaussian accountant). The one place a certified epsilon is computed.
+func certifiedEpsilon(set ClipSet, curve []OrderRD, releases int, delta float64) (eps, order float64, accountant string, mu float64, err error) {
+	if m, ok := set.GaussianMu(); ok {
+		mu = m * math.Sqrt(float64(releases))
+		eps, err = GaussianMechanismEpsilon(mu, delta)
+		return eps, math.NaN(), AccountantGaussian, mu, err
+	}
+	eps, order, err = BestEpsilon(curve, delta)
+	return eps, order, AccountantRDP, 0, err
+}

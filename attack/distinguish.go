@@ -220,7 +220,7 @@ type CertifiedComparison struct {
 	// the order of its RDP conversion.
 	Accountant string          `json:"accountant,omitempty"`
 	Order      jsonfloat.Float `json:"best_order"`
-	Scope   string          `json:"scope,omitempty"`
+	Scope      string          `json:"scope,omitempty"`
 	// Ratio is EpsilonLowerBound / Epsilon: the share of the certified
 	// epsilon the attack demonstrates (<= 1 unless one of the two is wrong).
 	Ratio jsonfloat.Float `json:"ratio"`

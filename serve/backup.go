@@ -73,6 +73,11 @@ type LedgerInfo struct {
 	Accounts int        `json:"accounts"`
 	Curves   int        `json:"curves"`
 	Releases uint64     `json:"releases"` // charged to all accounts
+	// Charges counts the charges of the history (PostgreSQL only; the
+	// file's Txid counts its transactions).
+	Charges uint64 `json:"charges,omitempty"`
+	// SchemaVersion is a PostgreSQL ledger's schema version (0: a file).
+	SchemaVersion int `json:"schema_version,omitempty"`
 	// Backup is set in a backup (Ledger.Backup): what it copies.
 	Backup   *BackupMark     `json:"backup,omitempty"`
 	Restores []RestoreRecord `json:"restores,omitempty"`

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/option"
@@ -175,6 +176,28 @@ func parseKeyLine(line string) (*Key, error) {
 	}
 	return key, nil
 }
+
+// KeySource authenticates the API keys of a Server: a keys file (*Keys,
+// ReadKeys; the server's ReloadKeys replaces it while serving, `nvdp serve`
+// on SIGHUP) or the keys table of a PostgreSQL ledger (*PGLedger), where
+// keys are added, rotated and revoked while the replicas run. Both store
+// only the SHA-256 of each key.
+type KeySource interface {
+	// LookupKey returns the key whose hash is SHA-256(secret); nil and no
+	// error when there is none (or it was revoked). An error means the
+	// source could not be read (a database that does not answer:
+	// ErrLedgerUnavailable): the request is refused with 503, not 401.
+	LookupKey(secret string) (*Key, error)
+}
+
+// LookupKey is Lookup (KeySource).
+func (k *Keys) LookupKey(secret string) (*Key, error) { return k.Lookup(secret), nil }
+
+// fileKeySource is the KeySource of a server's keys file: the *Keys its
+// ReloadKeys last stored.
+type fileKeySource struct{ p *atomic.Pointer[Keys] }
+
+func (f fileKeySource) LookupKey(secret string) (*Key, error) { return f.p.Load().Lookup(secret), nil }
 
 // Lookup returns the key whose hash is SHA-256(secret), or nil. The map
 // lookup is on the hash of a 256-bit secret, so its timing tells nothing

@@ -32,9 +32,13 @@ var (
 	bucketMeta     = []byte("meta")
 	bucketCurves   = []byte("curves")
 	bucketAccounts = []byte("accounts")
-	metaFormat     = []byte("format")
-	metaOrders     = []byte("orders")
-	metaDelta      = []byte("delta")
+	// The models registered and every charge made, each absent in files of
+	// before them (created when such a file is opened for charging).
+	bucketModels  = []byte("models")
+	bucketCharges = []byte("charges")
+	metaFormat    = []byte("format")
+	metaOrders    = []byte("orders")
+	metaDelta     = []byte("delta")
 	// The ledger's identity and history, each optional in files of before
 	// they were introduced.
 	metaLedgerID = []byte("ledger_id")
@@ -97,22 +101,36 @@ type Ledger struct {
 	done   chan struct{}
 }
 
-// Curve is a model's certified RDP curve of one release, registered in a
-// ledger: ID is the hex of the first 16 bytes of the SHA-256 of its orders
-// and bounds (the same curve gets the same ID in every ledger).
-type Curve struct {
-	ID    string
-	RD    []float64 // nats per release at each of the ledger's orders (+Inf allowed)
-	Delta float64
-}
-
 // curveRecord is a curve's value in the curves bucket.
 type curveRecord struct {
 	Orders     []float64         `json:"orders"`
 	RD         []jsonfloat.Float `json:"rd"`
 	Delta      float64           `json:"delta"`
-	Model      json.RawMessage   `json:"model,omitempty"`
+	Model      json.RawMessage   `json:"model,omitempty"` // the description of the first model registered with it
 	Registered time.Time         `json:"registered"`
+	// Accountant and Format (Accountant, CurveFormat) are absent in files
+	// of before them: the one accountant there was, format 1.
+	Accountant string `json:"accountant,omitempty"`
+	Format     int    `json:"format,omitempty"`
+}
+
+// modelRecord is a model's value in the models bucket (by ModelID).
+type modelRecord struct {
+	Description json.RawMessage `json:"description"`
+	Curve       string          `json:"curve"`
+	Registered  time.Time       `json:"registered"`
+}
+
+// chargeRecord is a charge's value in the charges bucket, whose keys are
+// the bucket's sequence (8 bytes big-endian): commit order. Sum is its
+// checksum as an account record's (accountSum), over its ID and JSON.
+type chargeRecord struct {
+	Time     time.Time `json:"at"`
+	Account  string    `json:"account"`
+	Releases int       `json:"releases"`
+	Curve    string    `json:"curve"`
+	Model    string    `json:"model,omitempty"`
+	Sum      string    `json:"sum,omitempty"`
 }
 
 // accountRecord is an account's value in the accounts bucket.
@@ -132,9 +150,22 @@ type accountRecord struct {
 func accountSum(id string, rec *accountRecord) string {
 	c := *rec
 	c.Sum = ""
-	b, err := json.Marshal(&c)
+	return recordSum(id, &c)
+}
+
+// chargeSum is the checksum of the charge record with key id (its 8 bytes),
+// as accountSum's.
+func chargeSum(id []byte, rec *chargeRecord) string {
+	c := *rec
+	c.Sum = ""
+	return recordSum(string(id), &c)
+}
+
+// recordSum is the hex CRC-32C of id, a 0 byte and rec's JSON.
+func recordSum(id string, rec any) string {
+	b, err := json.Marshal(rec)
 	if err != nil {
-		panic(fmt.Sprintf("serve: account record: %v", err)) // maps of counts and a time always marshal
+		panic(fmt.Sprintf("serve: ledger record: %v", err)) // counts, strings and times always marshal
 	}
 	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	h.Write([]byte(id))
@@ -386,6 +417,13 @@ func (l *Ledger) init(tx *bolt.Tx) error {
 			return err
 		}
 	}
+	if tx.Writable() {
+		for _, b := range [][]byte{bucketModels, bucketCharges} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+	}
 	l.size.Store(tx.Size())
 	if err := l.readCurves(tx); err != nil {
 		return err
@@ -423,18 +461,17 @@ func (l *Ledger) readCurves(tx *bolt.Tx) error {
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return corrupt("curve %s: %v", k, err)
 		}
-		if !slices.Equal(rec.Orders, l.orders) || len(rec.RD) != len(l.orders) {
-			return corrupt("curve %s: orders differ from the ledger's", k)
-		}
-		if rec.Delta != l.delta {
-			return corrupt("curve %s: delta %g differs from the ledger's %g", k, rec.Delta, l.delta)
-		}
 		c := &Curve{ID: string(k), Delta: rec.Delta, RD: make([]float64, len(rec.RD))}
 		for i, v := range rec.RD {
 			c.RD[i] = float64(v)
 		}
-		if id := curveID(rec.Orders, c.RD); id != c.ID { // the ID is the curve's hash: a changed bound is found
-			return corrupt("curve %s: its orders and bounds hash to %s", k, id)
+		acc, format := rec.Accountant, rec.Format
+		if acc == "" && format == 0 { // a curve of before they were recorded
+			acc, format = Accountant, 1
+		}
+		// The ID is the curve's hash: a changed bound is found.
+		if err := l.comp().checkCurve(c.ID, acc, format, rec.Orders, c.RD, rec.Delta); err != nil {
+			return corrupt("%v", err)
 		}
 		l.curves[c.ID] = c
 		return nil
@@ -528,11 +565,13 @@ func curveID(orders, rd []float64) string {
 }
 
 // RegisterCurve records g, the certified guarantee of one release of a
-// model (described by model, stored as JSON with the curve), and returns the
+// model (described by model, stored as JSON: with the curve when the curve
+// is new, and in the models bucket under its ModelID), and returns the
 // curve that charges are made under. The first curve fixes the ledger's
 // orders and delta; every later one must have the same. Registering a curve
-// again is a no-op. Errors: g is not the guarantee of one release, its
-// orders or delta differ from the ledger's, the write fails.
+// and model again is a no-op. Errors: g is not the guarantee of one
+// release, its orders or delta differ from the ledger's, the model does not
+// encode as JSON, the write fails.
 func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
 	if err := checkGuarantee(g); err != nil {
 		return nil, err
@@ -543,37 +582,31 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	if err := l.Err(); err != nil {
 		return nil, err
 	}
-	orders := make([]float64, len(g.Curve))
-	rd := make([]float64, len(g.Curve))
-	for i, p := range g.Curve {
-		orders[i], rd[i] = p.Order, float64(p.RD)
+	orders, rd := guaranteeCurve(g)
+	m, err := json.Marshal(model)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: model description: %w", l.path, err)
 	}
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	l.mu.RLock()
 	first, lorders, ldelta := l.orders == nil, l.orders, l.delta
-	c := &Curve{ID: curveID(orders, rd), RD: rd, Delta: g.Delta}
+	c := &Curve{ID: curveID(orders, rd), RD: rd, Delta: g.Delta, Model: ModelID(m)}
 	_, known := l.curves[c.ID]
 	l.mu.RUnlock()
-	if !first && !slices.Equal(orders, lorders) {
-		return nil, fmt.Errorf("ledger %s: the model's curve has %d orders %v..%v, the ledger's %d orders %v..%v: one ledger composes curves over one order grid",
-			l.path, len(orders), orders[0], orders[len(orders)-1], len(lorders), lorders[0], lorders[len(lorders)-1])
+	if err := checkGrid(orders, g.Delta, first, lorders, ldelta); err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
-	if !first && g.Delta != ldelta {
-		return nil, fmt.Errorf("ledger %s: the model's delta %g differs from the ledger's %g", l.path, g.Delta, ldelta)
-	}
-	if known {
-		return c, nil
-	}
-	m, err := json.Marshal(model)
-	if err != nil {
-		return nil, fmt.Errorf("ledger %s: model description: %w", l.path, err)
-	}
-	rec := curveRecord{Orders: orders, Delta: g.Delta, Model: m, Registered: time.Now().UTC()}
+	now := time.Now().UTC()
+	rec := curveRecord{Orders: orders, Delta: g.Delta, Model: m, Registered: now, Accountant: Accountant, Format: CurveFormat}
 	for _, v := range rd {
 		rec.RD = append(rec.RD, jsonfloat.Float(v))
 	}
 	val, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	mval, err := json.Marshal(modelRecord{Description: m, Curve: c.ID, Registered: now})
 	if err != nil {
 		return nil, err
 	}
@@ -590,7 +623,16 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 					return err
 				}
 			}
-			return tx.Bucket(bucketCurves).Put([]byte(c.ID), val)
+			if !known {
+				if err := tx.Bucket(bucketCurves).Put([]byte(c.ID), val); err != nil {
+					return err
+				}
+			}
+			models := tx.Bucket(bucketModels)
+			if models.Get([]byte(c.Model)) != nil {
+				return nil
+			}
+			return models.Put([]byte(c.Model), mval)
 		})
 	})
 	if err != nil {
@@ -603,6 +645,29 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	l.curves[c.ID] = c
 	l.mu.Unlock()
 	return c, nil
+}
+
+// guaranteeCurve is the orders and bounds of g's curve.
+func guaranteeCurve(g *privacy.Guarantee) (orders, rd []float64) {
+	orders = make([]float64, len(g.Curve))
+	rd = make([]float64, len(g.Curve))
+	for i, p := range g.Curve {
+		orders[i], rd[i] = p.Order, float64(p.RD)
+	}
+	return orders, rd
+}
+
+// checkGrid checks a new curve's orders and delta against a ledger's
+// (unless first: the ledger has none yet).
+func checkGrid(orders []float64, delta float64, first bool, lorders []float64, ldelta float64) error {
+	if !first && !slices.Equal(orders, lorders) {
+		return fmt.Errorf("the model's curve has %d orders %v..%v, the ledger's %d orders %v..%v: one ledger composes curves over one order grid",
+			len(orders), orders[0], orders[len(orders)-1], len(lorders), lorders[0], lorders[len(lorders)-1])
+	}
+	if !first && delta != ldelta {
+		return fmt.Errorf("the model's delta %g differs from the ledger's %g", delta, ldelta)
+	}
+	return nil
 }
 
 // chargeReq is one charge waiting for the committer.
@@ -758,15 +823,18 @@ func (l *Ledger) Err() error {
 	return nil
 }
 
-// apply charges r inside tx, or refuses it.
+// apply charges r inside tx, or refuses it; a charge is recorded in the
+// charges bucket.
 func (l *Ledger) apply(tx *bolt.Tx, r *chargeReq, now time.Time) (Balance, error) {
 	b := tx.Bucket(bucketAccounts)
 	rec, err := decodeAccount(r.account, b.Get([]byte(r.account)))
 	if err != nil {
 		return Balance{}, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
-	spent := l.spent(rec)
-	bal := l.balance(r.account, rec, spent, r.curve, r.budget)
+	bal, err := l.balance(r.account, rec, r.curve, r.budget)
+	if err != nil {
+		return Balance{}, err
+	}
 	if float64(bal.RemainingReleases) < float64(r.releases) {
 		return bal, &BudgetError{Requested: r.releases, Balance: bal}
 	}
@@ -781,7 +849,27 @@ func (l *Ledger) apply(tx *bolt.Tx, r *chargeReq, now time.Time) (Balance, error
 	if err := b.Put([]byte(r.account), val); err != nil {
 		return Balance{}, fmt.Errorf("ledger %s: account %q: %w", l.path, r.account, err)
 	}
-	return l.balance(r.account, rec, l.spent(rec), r.curve, r.budget), nil
+	if err := putCharge(tx, &chargeRecord{Time: now, Account: r.account, Releases: r.releases, Curve: r.curve.ID, Model: r.curve.Model}); err != nil {
+		return Balance{}, fmt.Errorf("ledger %s: account %q: history: %w", l.path, r.account, err)
+	}
+	return l.balance(r.account, rec, r.curve, r.budget)
+}
+
+// putCharge appends rec to the charges bucket under its next sequence.
+func putCharge(tx *bolt.Tx, rec *chargeRecord) error {
+	b := tx.Bucket(bucketCharges)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	rec.Sum = chargeSum(k[:], rec)
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return b.Put(k[:], v)
 }
 
 // decodeAccount reads an account's record (nil: a new account) and checks
@@ -802,107 +890,38 @@ func decodeAccount(id string, v []byte) (*accountRecord, error) {
 	return rec, nil
 }
 
-// spent is the composed RDP curve of an account: at each order, the sum
-// over curves of releases x bound (curves in ID order, so that the sum is
-// the same float64 every time). A curve the ledger does not hold panics:
-// init loaded every curve and accounts are charged only under registered
-// ones.
-func (l *Ledger) spent(rec *accountRecord) []float64 {
-	ids := make([]string, 0, len(rec.Releases))
-	for id, n := range rec.Releases {
-		if n > 0 {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
+// comp is the ledger's composition (budget.go): its orders and delta.
+func (l *Ledger) comp() composition {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	sum := make([]float64, len(l.orders))
-	for _, id := range ids {
-		c, ok := l.curves[id]
-		if !ok {
-			panic(fmt.Sprintf("serve: ledger %s: account charged under unknown curve %s", l.path, id))
-		}
-		n := float64(rec.Releases[id])
-		for i, v := range c.RD {
-			sum[i] += n * v
-		}
-	}
-	return sum
+	return composition{orders: l.orders, delta: l.delta}
 }
 
-// epsilon converts a composed curve to epsilon at the ledger's delta.
-func (l *Ledger) epsilon(rd []float64) (eps, order float64) {
+// curve returns the registered curve id (init loaded every curve, and
+// accounts are charged only under registered ones).
+func (l *Ledger) curve(id string) (*Curve, error) {
 	l.mu.RLock()
-	orders, delta := l.orders, l.delta
-	l.mu.RUnlock()
-	curve := make([]privacy.OrderRD, len(rd))
-	for i, v := range rd {
-		curve[i] = privacy.OrderRD{Order: orders[i], RD: jsonfloat.Float(v)}
+	defer l.mu.RUnlock()
+	c, ok := l.curves[id]
+	if !ok {
+		return nil, &CorruptError{Path: l.path, Detail: fmt.Sprintf("an account was charged under curve %s, which the ledger does not hold", id)}
 	}
-	eps, order, err := privacy.BestEpsilon(curve, delta)
-	if err != nil {
-		panic(fmt.Sprintf("serve: ledger %s: composed curve: %v", l.path, err)) // curves were checked when registered
-	}
-	return eps, order
+	return c, nil
 }
 
-// maxReleases is where remainingReleases stops counting: more releases than
-// this fit only when the curve is 0 (or the budget +Inf), which is reported
-// as +Inf.
-const maxReleases = 1 << 52
-
-// balance is the balance of an account whose composed curve is spent,
-// against budget, for releases of curve.
-func (l *Ledger) balance(id string, rec *accountRecord, spent []float64, curve *Curve, budget float64) Balance {
-	eps, _ := l.epsilon(spent)
+// balance is the balance of the account with record rec against budget
+// for releases of curve.
+func (l *Ledger) balance(id string, rec *accountRecord, curve *Curve, budget float64) (Balance, error) {
+	comp := l.comp()
+	spent, err := comp.spent(rec.Releases, l.curve)
+	if err != nil {
+		return Balance{}, err
+	}
 	var n uint64
 	for _, v := range rec.Releases {
 		n += v
 	}
-	return Balance{
-		Account: id, Releases: n, Delta: curve.Delta,
-		SpentEpsilon: jsonfloat.Float(eps), BudgetEpsilon: jsonfloat.Float(budget),
-		RemainingEpsilon:  jsonfloat.Float(math.Max(0, budget-eps)),
-		RemainingReleases: jsonfloat.Float(l.remainingReleases(spent, curve.RD, budget)),
-	}
-}
-
-// remainingReleases is the largest m >= 0 such that spent + m curve stays
-// within budget (epsilon at the ledger's delta), +Inf when maxReleases do.
-// Epsilon is non-decreasing in m (each order's bound grows, and so does
-// their minimum), so the search is exponential then binary.
-func (l *Ledger) remainingReleases(spent, curve []float64, budget float64) float64 {
-	fits := func(m float64) bool {
-		rd := make([]float64, len(spent))
-		for i := range rd {
-			rd[i] = spent[i]
-			if m > 0 {
-				rd[i] += m * curve[i]
-			}
-		}
-		eps, _ := l.epsilon(rd)
-		return eps <= budget
-	}
-	if !fits(0) {
-		return 0
-	}
-	if fits(maxReleases) {
-		return math.Inf(1)
-	}
-	lo, hi := 0.0, 1.0 // fits(lo), and hi is searched for !fits(hi)
-	for fits(hi) {
-		lo, hi = hi, 2*hi
-	}
-	for hi-lo > 1 {
-		mid := math.Floor((lo + hi) / 2)
-		if fits(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo
+	return comp.balance(id, n, spent, curve, budget), nil
 }
 
 // Balance returns the committed balance of account against budget for
@@ -919,8 +938,8 @@ func (l *Ledger) Balance(account string, curve *Curve, budget float64) (Balance,
 			if err != nil {
 				return err
 			}
-			bal = l.balance(account, rec, l.spent(rec), curve, budget)
-			return nil
+			bal, err = l.balance(account, rec, curve, budget)
+			return err
 		})
 	})
 	if errors.Is(err, ErrLedgerUnavailable) {
@@ -942,8 +961,9 @@ func (l *Ledger) Accounts() ([]Account, error) {
 				if err != nil {
 					return err
 				}
-				out = append(out, l.account(string(k), rec))
-				return nil
+				a, err := l.comp().account(string(k), rec.Releases, rec.Requests, rec.Updated, l.curve)
+				out = append(out, a)
+				return err
 			})
 		})
 	})
@@ -954,20 +974,6 @@ func (l *Ledger) Accounts() ([]Account, error) {
 		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
 	return out, nil
-}
-
-// account is the Account view of a record.
-func (l *Ledger) account(id string, rec *accountRecord) Account {
-	a := Account{ID: id, ReleasesByCurve: rec.Releases, Requests: rec.Requests, Delta: l.Delta(), Updated: rec.Updated,
-		SpentEpsilon: 0, SpentOrder: jsonfloat.Float(math.NaN())}
-	for _, n := range rec.Releases {
-		a.Releases += n
-	}
-	if a.Delta > 0 {
-		eps, order := l.epsilon(l.spent(rec))
-		a.SpentEpsilon, a.SpentOrder = jsonfloat.Float(eps), jsonfloat.Float(order)
-	}
-	return a
 }
 
 // Close stops taking charges, waits for those submitted to be settled and
@@ -990,4 +996,100 @@ func (l *Ledger) Close() error {
 		return fmt.Errorf("ledger %s: %w", l.path, err)
 	}
 	return nil
+}
+
+// Name is the ledger's file (PrivacyLedger).
+func (l *Ledger) Name() string { return l.path }
+
+// Format is LedgerFormat (PrivacyLedger).
+func (l *Ledger) Format() string { return LedgerFormat }
+
+// History returns the ledger's charges newest first as q selects, with the
+// curves and models they name. Each charge record is checked against its
+// checksum (a changed one is a *CorruptError). Charges made before the file
+// recorded them (ledgers of before the charges bucket) are not in it. A
+// query for one account reads every charge newer than the ones it returns
+// (the file has no index by account). Errors: q invalid (*option.Error).
+func (l *Ledger) History(q HistoryQuery) (History, error) {
+	if err := q.check(); err != nil {
+		return History{}, err
+	}
+	h := History{Charges: []ChargeRecord{}, Curves: map[string]CurveInfo{}, Models: map[string]json.RawMessage{}}
+	comp := l.comp()
+	err := l.guard(func() error {
+		return l.bf.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketCharges)
+			if b == nil {
+				return nil
+			}
+			c := b.Cursor()
+			var k, v []byte
+			if q.Before == 0 {
+				k, v = c.Last()
+			} else {
+				var seek [8]byte
+				binary.BigEndian.PutUint64(seek[:], q.Before)
+				if k, v = c.Seek(seek[:]); k == nil {
+					k, v = c.Last()
+				} else {
+					k, v = c.Prev()
+				}
+			}
+			for ; k != nil; k, v = c.Prev() {
+				id := binary.BigEndian.Uint64(k)
+				if q.Before != 0 && id >= q.Before {
+					continue
+				}
+				var rec chargeRecord
+				if len(k) != 8 || json.Unmarshal(v, &rec) != nil || rec.Sum != chargeSum(k, &rec) {
+					return &CorruptError{Path: l.path, Detail: fmt.Sprintf("charge %x: its record does not match its checksum", k)}
+				}
+				if q.Account != "" && rec.Account != q.Account {
+					continue
+				}
+				if len(h.Charges) == q.Limit {
+					h.Before = h.Charges[len(h.Charges)-1].ID
+					return nil
+				}
+				h.Charges = append(h.Charges, ChargeRecord{ID: id, Time: rec.Time, Account: rec.Account, Releases: rec.Releases, Curve: rec.Curve, Model: rec.Model})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return History{}, fmt.Errorf("ledger %s: history: %w", l.path, err)
+	}
+	return h, l.describeHistory(&h, comp)
+}
+
+// describeHistory fills h's curves and models from the ledger.
+func (l *Ledger) describeHistory(h *History, comp composition) error {
+	return l.guard(func() error {
+		return l.bf.db.View(func(tx *bolt.Tx) error {
+			for _, c := range h.Charges {
+				if _, ok := h.Curves[c.Curve]; !ok {
+					var rec curveRecord
+					if err := json.Unmarshal(tx.Bucket(bucketCurves).Get([]byte(c.Curve)), &rec); err != nil {
+						return fmt.Errorf("ledger %s: curve %s: %w", l.path, c.Curve, err)
+					}
+					cv, err := l.curve(c.Curve)
+					if err != nil {
+						return err
+					}
+					acc, format := rec.Accountant, rec.Format
+					if acc == "" && format == 0 {
+						acc, format = Accountant, 1
+					}
+					h.Curves[c.Curve] = comp.curveInfo(cv, acc, format, rec.Registered)
+				}
+				if _, ok := h.Models[c.Model]; !ok && c.Model != "" {
+					var rec modelRecord
+					if b := tx.Bucket(bucketModels); b != nil && json.Unmarshal(b.Get([]byte(c.Model)), &rec) == nil {
+						h.Models[c.Model] = rec.Description
+					}
+				}
+			}
+			return nil
+		})
+	})
 }

@@ -19,13 +19,23 @@ type metrics struct {
 	commit    prometheus.Histogram
 	releaseTm prometheus.Histogram
 	backups   *prometheus.CounterVec // by result: ok, failed
+	// ledgerBusy counts requests refused because too many charges were
+	// waiting (ErrLedgerBusy), keyReloads the keys file's reloads.
+	ledgerBusy prometheus.Counter
+	keyReloads prometheus.Counter
+}
+
+// ledgerCollectors is what a ledger with metrics of its own has beside
+// PrivacyLedger (PGLedger: its connection pool and waiting charges).
+type ledgerCollectors interface {
+	Collectors() []prometheus.Collector
 }
 
 // latencyBuckets are the histogram buckets of request and release latency,
 // in seconds: 1 ms to 30 s.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
-func newMetrics(lim *limiter, ledger *Ledger) *metrics {
+func newMetrics(lim *limiter, ledger PrivacyLedger) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -55,10 +65,16 @@ func newMetrics(lim *limiter, ledger *Ledger) *metrics {
 		backups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nvdp_ledger_backups_total", Help: "Backups of the ledger taken by the server, by result (ok, failed).",
 		}, []string{"result"}),
+		ledgerBusy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nvdp_ledger_busy_refusals_total", Help: "Requests refused (503 ledger_busy) because too many charges were waiting for the ledger.",
+		}),
+		keyReloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nvdp_keys_reloads_total", Help: "Reloads of the keys file (SIGHUP) that took effect.",
+		}),
 	}
 	m.backups.WithLabelValues("ok")
 	m.backups.WithLabelValues("failed")
-	m.reg.MustRegister(m.requests, m.latency, m.releases, m.refusals, m.overload, m.commit, m.releaseTm, m.backups,
+	m.reg.MustRegister(m.requests, m.latency, m.releases, m.refusals, m.overload, m.commit, m.releaseTm, m.backups, m.ledgerBusy, m.keyReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nvdp_requests_running", Help: "Requests holding a release slot.",
@@ -67,7 +83,7 @@ func newMetrics(lim *limiter, ledger *Ledger) *metrics {
 			Name: "nvdp_requests_queued", Help: "Requests admitted and waiting for a release slot.",
 		}, func() float64 { return float64(lim.waiting()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "nvdp_ledger_available", Help: "1 while the ledger's file is the one the server charges, 0 once it was removed, replaced, truncated or could not be read (no release is served then).",
+			Name: "nvdp_ledger_available", Help: "1 while the ledger can charge; 0 while its database does not answer, or once its file was removed, replaced, truncated or could not be read (no release is served then).",
 		}, func() float64 {
 			if ledger.Err() != nil {
 				return 0
@@ -75,5 +91,8 @@ func newMetrics(lim *limiter, ledger *Ledger) *metrics {
 			return 1
 		}),
 	)
+	if lc, ok := ledger.(ledgerCollectors); ok {
+		m.reg.MustRegister(lc.Collectors()...)
+	}
 	return m
 }

@@ -59,19 +59,22 @@ var Scope = []string{
 // and Serve runs it on a listener with the timeouts and graceful shutdown of
 // its Options.
 type Server struct {
-	rel     Releaser
-	n, p    int
-	guar    *privacy.Guarantee
-	one     privacyOfOne
-	curve   *Curve
-	ledger  *Ledger
-	keys    *Keys
-	budgets map[string]float64 // by account
-	opts    Options
-	log     *slog.Logger
-	lim     *limiter
-	met     *metrics
-	routes  map[string]route
+	rel    Releaser
+	n, p   int
+	guar   *privacy.Guarantee
+	one    privacyOfOne
+	curve  *Curve
+	ledger PrivacyLedger
+	// keys authenticates requests: nil without keys (one shared account),
+	// fileKeys for a keys file (swapped by ReloadKeys), or a key store such
+	// as a PostgreSQL ledger's keys table.
+	keys     KeySource
+	fileKeys atomic.Pointer[Keys]
+	opts     Options
+	log      *slog.Logger
+	lim      *limiter
+	met      *metrics
+	routes   map[string]route
 
 	draining atomic.Bool
 	backupMu sync.Mutex // one Backup at a time
@@ -98,15 +101,19 @@ type reqInfo struct {
 	code     string // error code, "" on success
 }
 
-// New returns a server releasing from rel, charging ledger, authenticating
-// with keys (nil: no keys, one shared account). It registers the model's
-// curve in the ledger. log receives the access log and the server's events
-// (nil: slog.Default()). Errors: invalid options (*option.Error), a model
-// with an empty shape or without the guarantee of one release, a key
-// without a budget when there is no default (*option.Error for
-// budget_epsilon), a BackupDir that is no directory (*option.Error for
-// backup_dir), the ledger refusing the curve.
-func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) (*Server, error) {
+// New returns a server releasing from rel, charging ledger (the bbolt file
+// or PostgreSQL: PrivacyLedger), authenticating with keys: nil (or a nil
+// *Keys) for no keys and one shared account; a keys file (*Keys, which
+// ReloadKeys replaces while serving); or another KeySource, such as a
+// PostgreSQL ledger's keys table (*PGLedger), whose keys change while the
+// server runs. It registers the model's curve in the ledger. log receives
+// the access log and the server's events (nil: slog.Default()). Errors:
+// invalid options (*option.Error), a model with an empty shape or without
+// the guarantee of one release, a key of the keys file without a budget
+// when there is no default (*option.Error for budget_epsilon), a BackupDir
+// that is no directory (*option.Error for backup_dir), the ledger refusing
+// the curve.
+func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slog.Logger) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -121,9 +128,14 @@ func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) 
 	if err := checkGuarantee(g); err != nil {
 		return nil, err
 	}
-	budgets, err := o.Budgets(keys)
-	if err != nil {
-		return nil, err
+	fileKeys, isFile := keys.(*Keys)
+	if isFile && fileKeys == nil {
+		keys = nil
+	}
+	if keys == nil || isFile {
+		if _, err := o.Budgets(fileKeys); err != nil {
+			return nil, err
+		}
 	}
 	if err := o.CheckFiles(); err != nil {
 		return nil, err
@@ -133,7 +145,11 @@ func New(rel Releaser, ledger *Ledger, keys *Keys, o Options, log *slog.Logger) 
 		return nil, err
 	}
 	s := &Server{rel: rel, n: n, p: p, guar: g, curve: curve, ledger: ledger, keys: keys, opts: o, log: log,
-		budgets: budgets, lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
+		lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
+	if isFile && fileKeys != nil {
+		s.fileKeys.Store(fileKeys)
+		s.keys = fileKeySource{&s.fileKeys}
+	}
 	s.one = privacyOfOne{Order: g.BestOrder, Epsilon: g.Epsilon, Delta: g.Delta, RD: jsonfloat.Float(math.NaN())}
 	for _, pt := range g.Curve {
 		if pt.Order == float64(g.BestOrder) {
@@ -272,31 +288,49 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// authenticate returns the account of the request: the ID of the key in
-// "Authorization: Bearer KEY", or SharedAccount without a keys file. On
-// failure it writes 401 and returns "". The key is never logged or echoed.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, info *reqInfo) string {
+// authenticate returns the account of the request and its budget: the ID
+// of the key in "Authorization: Bearer KEY" and the key's budget (the
+// default budget when the key has none), or SharedAccount and the default
+// budget without keys. On failure it writes the error (401 for a missing
+// or unknown key; 503 when the key store cannot be read) and returns ok
+// false. The key is never logged or echoed.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, info *reqInfo) (account string, budget float64, ok bool) {
 	if s.keys == nil {
 		info.account = SharedAccount
-		return SharedAccount
+		return SharedAccount, s.opts.BudgetEpsilon, true
 	}
 	h := r.Header.Get("Authorization")
-	scheme, secret, ok := strings.Cut(h, " ")
+	scheme, secret, found := strings.Cut(h, " ")
 	w.Header().Set("WWW-Authenticate", `Bearer realm="nvdp"`)
 	switch {
 	case h == "":
 		s.fail(w, info, http.StatusUnauthorized, "unauthorized", "no API key: send the header \"Authorization: Bearer KEY\"")
-	case !ok || !strings.EqualFold(scheme, "Bearer"):
+	case !found || !strings.EqualFold(scheme, "Bearer"):
 		s.fail(w, info, http.StatusUnauthorized, "unauthorized", "the Authorization header is not \"Bearer KEY\"")
 	default:
-		if k := s.keys.Lookup(strings.TrimSpace(secret)); k != nil {
+		k, err := s.keys.LookupKey(strings.TrimSpace(secret))
+		switch {
+		case err != nil:
 			w.Header().Del("WWW-Authenticate")
-			info.account = k.ID
-			return k.ID
+			s.ledgerFailed(w, info, err)
+			return "", 0, false
+		case k == nil:
+			s.fail(w, info, http.StatusUnauthorized, "unauthorized", "unknown API key")
+			return "", 0, false
 		}
-		s.fail(w, info, http.StatusUnauthorized, "unauthorized", "unknown API key")
+		w.Header().Del("WWW-Authenticate")
+		info.account = k.ID
+		budget := k.Budget
+		if option.IsAuto(budget) {
+			budget = s.opts.BudgetEpsilon
+		}
+		if option.IsAuto(budget) { // a key of a store added without a budget, and no default
+			s.fail(w, info, http.StatusForbidden, "no_budget", "key %q has no privacy budget and the server has no default: nothing can be released to it", k.ID)
+			return "", 0, false
+		}
+		return k.ID, budget, true
 	}
-	return ""
+	return "", 0, false
 }
 
 // EmbedRequest is the body of POST /v1/embed.
@@ -334,8 +368,8 @@ type Privacy struct {
 // releases, wait for a slot, release, charge (committed before anything is
 // written) and respond. Nothing is released unless the charge holds.
 func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
-	account := s.authenticate(w, r, info)
-	if account == "" {
+	account, budget, ok := s.authenticate(w, r, info)
+	if !ok {
 		return
 	}
 	if !s.lim.admit() {
@@ -352,7 +386,6 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		return
 	}
 	info.texts = len(texts)
-	budget := s.budgets[account]
 	bal, err := s.ledger.Balance(account, s.curve, budget)
 	if err != nil {
 		s.ledgerFailed(w, info, err)
@@ -516,24 +549,39 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 	s.fail(w, info, http.StatusServiceUnavailable, "timeout", "request timeout (%v) while %s: nothing was released or charged", s.opts.RequestTimeout, while)
 }
 
-// internal logs err and writes a 500 that does not show it (it may hold
-// paths; it never holds texts).
-// ledgerFailed answers a request whose ledger read or charge failed: 503
-// ledger_unavailable when the ledger can no longer charge (its file was
-// removed, replaced, truncated or could not be read: the server releases
-// nothing until an operator restarts it on a good ledger), else 500
-// ledger_error. Nothing was released or charged either way.
+// ledgerFailed answers a request whose ledger (or key store) read or
+// charge failed; nothing was released or charged either way:
+//   - 503 ledger_busy when too many charges were already waiting for the
+//     ledger (ErrLedgerBusy): retry;
+//   - 503 ledger_unavailable when the ledger cannot charge: a database that
+//     does not answer (retry: the error may pass), or a file ledger that
+//     was removed, replaced, truncated or could not be read (the server
+//     releases nothing until an operator restarts it on a good ledger);
+//   - else 500 ledger_error.
 func (s *Server) ledgerFailed(w http.ResponseWriter, info *reqInfo, err error) {
-	if !errors.Is(err, ErrLedgerUnavailable) {
+	switch {
+	case errors.Is(err, ErrLedgerBusy):
+		s.met.ledgerBusy.Inc()
+		w.Header().Set("Retry-After", "1")
+		s.fail(w, info, http.StatusServiceUnavailable, "ledger_busy",
+			"too many charges are waiting for the privacy ledger (request %s): nothing was released or charged; retry later", info.id)
+	case !errors.Is(err, ErrLedgerUnavailable):
 		s.internal(w, info, "ledger_error", err)
-		return
+	case isTemporary(err):
+		s.log.Error("ledger unavailable: releases refused until it answers", "id", info.id, "ledger", s.ledger.Name(), "error", err)
+		w.Header().Set("Retry-After", "5")
+		s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable",
+			"the privacy ledger is unavailable (request %s): nothing was released or charged; retry later", info.id)
+	default:
+		s.log.Error("ledger unavailable: releases stopped", "id", info.id, "ledger", s.ledger.Name(), "error", err)
+		w.Header().Set("Retry-After", "60")
+		s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable",
+			"the privacy ledger is unavailable (request %s): nothing was released or charged, and nothing will be until an operator restores the ledger", info.id)
 	}
-	s.log.Error("ledger unavailable: releases stopped", "id", info.id, "ledger", s.ledger.Path(), "error", err)
-	w.Header().Set("Retry-After", "60")
-	s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable",
-		"the privacy ledger is unavailable (request %s): nothing was released or charged, and nothing will be until an operator restores the ledger", info.id)
 }
 
+// internal logs err and writes a 500 that does not show it (it may hold
+// paths; it never holds texts).
 func (s *Server) internal(w http.ResponseWriter, info *reqInfo, code string, err error) {
 	s.log.Error("request failed", "id", info.id, "error", err)
 	s.fail(w, info, http.StatusInternalServerError, code, "internal error (request %s): nothing was released or charged", info.id)
@@ -585,7 +633,7 @@ type Accounting struct {
 
 func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 	in := Info{Model: s.rel.Model(), Components: s.n, Dims: s.p, PerRelease: s.one, Guarantee: s.guar, Scope: Scope,
-		Accounting: Accounting{Ledger: LedgerFormat, Keys: s.keys != nil, CurveID: s.curve.ID,
+		Accounting: Accounting{Ledger: s.ledger.Format(), Keys: s.keys != nil, CurveID: s.curve.ID,
 			Composition: "each release of a text is charged the curve of one release to the caller's key; a key's spent RDP is the sum of its releases' curves at each order, converted to epsilon at delta by the minimum over orders"},
 		Limits: s.opts.Limits, RequestTimeout: s.opts.RequestTimeout.Seconds()}
 	if !option.IsAuto(s.opts.BudgetEpsilon) {
@@ -596,11 +644,11 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 
 // budget is GET /v1/budget: the caller's balance.
 func (s *Server) budget(w http.ResponseWriter, r *http.Request, info *reqInfo) {
-	account := s.authenticate(w, r, info)
-	if account == "" {
+	account, budget, ok := s.authenticate(w, r, info)
+	if !ok {
 		return
 	}
-	bal, err := s.ledger.Balance(account, s.curve, s.budgets[account])
+	bal, err := s.ledger.Balance(account, s.curve, budget)
 	if err != nil {
 		s.ledgerFailed(w, info, err)
 		return
@@ -640,7 +688,13 @@ func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, *reqI
 func (s *Server) Backup() (LedgerInfo, error) {
 	s.backupMu.Lock()
 	defer s.backupMu.Unlock()
-	info, err := s.ledger.Backup(s.opts.BackupDir)
+	fb, ok := s.ledger.(fileBackups)
+	if !ok {
+		err := fmt.Errorf("ledger %s: %w: back the database up with its own tools (pg_dump, continuous archiving)", s.ledger.Name(), ErrNoBackup)
+		s.log.Error("ledger backup failed", "error", err)
+		return LedgerInfo{}, err
+	}
+	info, err := fb.Backup(s.opts.BackupDir)
 	if err != nil {
 		s.met.backups.WithLabelValues("failed").Inc()
 		s.log.Error("ledger backup failed", "error", err)
@@ -649,7 +703,7 @@ func (s *Server) Backup() (LedgerInfo, error) {
 	s.met.backups.WithLabelValues("ok").Inc()
 	s.log.Info("ledger backup written", "backup", info.Path, "txid", info.Txid, "accounts", info.Accounts, "releases", info.Releases)
 	if s.opts.BackupKeep > 0 {
-		removed, err := s.ledger.PruneBackups(s.opts.BackupDir, s.opts.BackupKeep)
+		removed, err := fb.PruneBackups(s.opts.BackupDir, s.opts.BackupKeep)
 		if err != nil {
 			s.log.Error("removing old ledger backups failed", "error", err)
 		}
@@ -694,7 +748,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		go s.backupEvery(bctx, s.opts.BackupEvery)
 	}
 	s.log.Info("serving", "addr", ln.Addr().String(), "components", s.n, "dims", s.p,
-		"epsilon_per_release", float64(s.one.Epsilon), "delta", s.one.Delta, "ledger", s.ledger.Path(), "keys", s.keys != nil)
+		"epsilon_per_release", float64(s.one.Epsilon), "delta", s.one.Delta, "ledger", s.ledger.Name(), "keys", s.keys != nil)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -712,5 +766,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("shutdown: requests still in flight after %v were cut off: %w", s.opts.ShutdownTimeout, err)
 	}
 	s.log.Info("drained")
+	return nil
+}
+
+// ReloadKeys replaces the server's keys file with k (`nvdp serve` calls it
+// on SIGHUP with the file read again): requests from then on authenticate
+// against k, those in flight keep the keys they were admitted with. Keys
+// removed from the file are refused from then on; their accounts stay in
+// the ledger. Errors, with the old keys kept: the server does not serve a
+// keys file (no keys, or a key store), k is nil, a key of k has no budget
+// and there is no default (*option.Error for budget_epsilon).
+func (s *Server) ReloadKeys(k *Keys) error {
+	if s.fileKeys.Load() == nil {
+		return errors.New("reload keys: the server does not authenticate with a keys file")
+	}
+	if k == nil {
+		return errors.New("reload keys: no keys")
+	}
+	if _, err := s.opts.Budgets(k); err != nil {
+		return err
+	}
+	s.fileKeys.Store(k)
+	s.met.keyReloads.Inc()
+	s.log.Info("keys reloaded", "keys", k.File(), "count", len(k.All()))
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvdp-project/nvdp/internal/pgtest"
 	"github.com/nvdp-project/nvdp/serve"
 )
 
@@ -76,4 +77,35 @@ func Do(tb testing.TB, method, url, key, contentType, body string) (int, map[str
 		out = map[string]any{"raw": string(b)}
 	}
 	return resp.StatusCode, out
+}
+
+// NewPGLedger creates a PostgreSQL ledger (serve.CreatePGLedger) in a new
+// database of the test binary's shared throwaway cluster (pgtest.Shared)
+// and returns its URL; it skips tb when PostgreSQL is not installed.
+func NewPGLedger(tb testing.TB) string {
+	tb.Helper()
+	return InitPGLedger(tb, pgtest.Shared(tb))
+}
+
+// InitPGLedger creates a PostgreSQL ledger in a new database of c and
+// returns its URL.
+func InitPGLedger(tb testing.TB, c *pgtest.Cluster) string {
+	tb.Helper()
+	dsn := c.NewDatabase(tb)
+	if _, _, err := serve.CreatePGLedger(dsn, 30*time.Second); err != nil {
+		tb.Fatal(err)
+	}
+	return dsn
+}
+
+// OpenPGLedger opens the PostgreSQL ledger at dsn with o, closed when the
+// test ends.
+func OpenPGLedger(tb testing.TB, dsn string, o serve.PGOptions) *serve.PGLedger {
+	tb.Helper()
+	l, err := serve.OpenPGLedger(dsn, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
 }

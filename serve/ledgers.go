@@ -1,0 +1,180 @@
+package serve
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
+)
+
+// PrivacyLedger is what a Server charges: the durable record, per account
+// (a key ID), of the releases charged under each model's certified RDP
+// curve. Two implementations, with one budget arithmetic (budget.go):
+//
+//   - *Ledger, a bbolt file that one process opens (OpenLedger): the
+//     embedded default of a service on one machine;
+//   - *PGLedger, a PostgreSQL database that every replica of a service
+//     shares (OpenPGLedger): charges are transactions under a row lock on
+//     the account, so replicas charging one key can never together pass a
+//     budget that only one of them fits in.
+//
+// Both are created explicitly (CreateLedger, CreatePGLedger; `nvdp serve
+// ledger init`) and refuse to open what they did not create. Every method
+// is safe for concurrent use. docs/serving.md, "The ledger".
+type PrivacyLedger interface {
+	// Name identifies the ledger in logs and errors: the file's path, or the
+	// database's host and name (never its password).
+	Name() string
+	// Format is the ledger's format: LedgerFormat for the file,
+	// PGLedgerFormat for PostgreSQL (GET /v1/info).
+	Format() string
+	// RegisterCurve records g, the certified guarantee of one release of a
+	// model described by model (JSON), and returns the curve charges are
+	// made under (its Model the model's ID). The first curve fixes the
+	// ledger's orders and delta; every later one must have the same.
+	RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error)
+	// Balance is the committed balance of account against budget (epsilon
+	// at the ledger's delta; +Inf: no limit) for releases of curve, without
+	// charging.
+	Balance(account string, curve *Curve, budget float64) (Balance, error)
+	// Charge adds releases (>= 1) of curve to account if its composed curve
+	// stays within budget, and returns the balance after it once the charge
+	// is committed (durable). A charge that would exceed the budget is a
+	// *BudgetError and changes nothing. An error that matches
+	// ErrLedgerUnavailable means the ledger could not charge: nothing may
+	// be released.
+	Charge(account string, curve *Curve, releases int, budget float64) (Balance, error)
+	// Err is nil while the ledger can charge, else why not (matching
+	// ErrLedgerUnavailable): readiness.
+	Err() error
+	// Accounts returns every account, by ID.
+	Accounts() ([]Account, error)
+	// History returns charges of the ledger's history, newest first
+	// (HistoryQuery), with the curves and models they name.
+	History(q HistoryQuery) (History, error)
+	// Close stops taking charges, waits for those submitted and releases
+	// the ledger's file or connections.
+	Close() error
+}
+
+var _ PrivacyLedger = (*Ledger)(nil)
+
+// Curve is a model's certified RDP curve of one release, registered in a
+// ledger: ID is the hex of the first 16 bytes of the SHA-256 of its orders
+// and bounds (the same curve gets the same ID in every ledger). Model is
+// the ID of the model description it was registered with (ModelID; "" for
+// a curve not registered by RegisterCurve), recorded with every charge.
+type Curve struct {
+	ID    string
+	RD    []float64 // nats per release at each of the ledger's orders (+Inf allowed)
+	Delta float64
+	Model string
+}
+
+// ModelID is the ID of a model's description (its JSON): the hex of the
+// first 16 bytes of its SHA-256.
+func ModelID(description []byte) string {
+	h := sha256.Sum256(description)
+	return hex.EncodeToString(h[:16])
+}
+
+// HistoryQuery selects charges of a ledger's history: those of Account (""
+// every account) with an ID below Before (0: from the newest), newest
+// first, at most Limit (>= 1).
+type HistoryQuery struct {
+	Account string
+	Before  uint64
+	Limit   int
+}
+
+// MaxHistoryLimit bounds HistoryQuery.Limit.
+const MaxHistoryLimit = 10000
+
+// check validates q. Errors: *option.Error naming limit.
+func (q HistoryQuery) check() error {
+	if q.Limit < 1 || q.Limit > MaxHistoryLimit {
+		return option.Errorf("limit", q.Limit, "want 1 to %d charges", MaxHistoryLimit)
+	}
+	return nil
+}
+
+// ChargeRecord is one charge of a ledger's history: when, to which account
+// (key ID), how many releases, under which curve and model, and (PostgreSQL)
+// by which replica.
+type ChargeRecord struct {
+	ID       uint64    `json:"id"` // increasing in commit order (the file) or in ID order (PostgreSQL's sequence)
+	Time     time.Time `json:"time"`
+	Account  string    `json:"account"`
+	Releases int       `json:"releases"`
+	Curve    string    `json:"curve"`
+	Model    string    `json:"model,omitempty"` // "" in a file's charges of before models were recorded
+	Replica  string    `json:"replica,omitempty"`
+}
+
+// History is a page of charges with what they were charged under.
+type History struct {
+	Charges []ChargeRecord `json:"charges"`
+	// Curves describes each curve the charges name: the guarantee of one
+	// release under it.
+	Curves map[string]CurveInfo `json:"curves"`
+	// Models holds the description of each model the charges name.
+	Models map[string]json.RawMessage `json:"models"`
+	// Before is the HistoryQuery.Before of the next (older) page; 0: none.
+	Before uint64 `json:"before,omitempty"`
+}
+
+// CurveInfo describes a registered curve: its accountant and format, the
+// guarantee of one release under it (epsilon at the ledger's delta, the
+// best order) and its whole curve.
+type CurveInfo struct {
+	Accountant string            `json:"accountant"`
+	Format     int               `json:"format"`
+	Epsilon    jsonfloat.Float   `json:"epsilon_per_release"`
+	Order      jsonfloat.Float   `json:"order"`
+	Delta      float64           `json:"delta"`
+	Orders     []float64         `json:"orders"`
+	RD         []jsonfloat.Float `json:"rd"`
+	Registered time.Time         `json:"registered"`
+}
+
+// curveInfo describes the curve c of the composition's grid.
+func (c composition) curveInfo(cv *Curve, accountant string, format int, registered time.Time) CurveInfo {
+	eps, order := c.epsilon(cv.RD)
+	ci := CurveInfo{Accountant: accountant, Format: format, Epsilon: jsonfloat.Float(eps), Order: jsonfloat.Float(order),
+		Delta: cv.Delta, Orders: c.orders, Registered: registered}
+	for _, v := range cv.RD {
+		ci.RD = append(ci.RD, jsonfloat.Float(v))
+	}
+	return ci
+}
+
+// ErrLedgerBusy: a charge refused at once because too many were already
+// waiting for the ledger (PGOptions.MaxWaitingCharges); nothing was charged.
+var ErrLedgerBusy = errors.New("too many charges waiting for the ledger")
+
+// ErrNoBackup: a ledger that is not a file (PostgreSQL) is backed up by its
+// database, not by the server (Server.Backup).
+var ErrNoBackup = errors.New("this ledger is not backed up by the server")
+
+// fileBackups is what a ledger whose server writes its backups (the file)
+// has beside PrivacyLedger.
+type fileBackups interface {
+	Backup(dir string) (LedgerInfo, error)
+	PruneBackups(dir string, keep int) ([]string, error)
+}
+
+// temporary is the failure of a ledger that may pass (a database that does
+// not answer), as opposed to a file ledger's, which stays until an operator
+// restarts the server on a good ledger.
+type temporary interface{ Temporary() bool }
+
+// isTemporary reports whether err is a ledger failure that may pass.
+func isTemporary(err error) bool {
+	var t temporary
+	return errors.As(err, &t) && t.Temporary()
+}

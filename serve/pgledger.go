@@ -1,0 +1,1200 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PGOptions bound a PostgreSQL ledger's use of its database. Start from
+// DefaultPGOptions; an explicit 0 is never replaced (Validate refuses it
+// where it is meaningless). Errors name the option by its JSON key.
+type PGOptions struct {
+	// MaxConns bounds the ledger's connections to the database (the pool):
+	// the charges' committers, balance reads, key lookups and readiness.
+	MaxConns int `json:"ledger_max_conns"`
+	// Timeout bounds every query and transaction, waiting for a row lock or
+	// a connection included: beyond it the statement is cancelled and the
+	// request answered 503 with nothing released or charged. It is also the
+	// database's statement_timeout and lock_timeout on the ledger's
+	// connections, and twice it their idle_in_transaction_session_timeout,
+	// so that a replica that dies inside a transaction cannot hold a key's
+	// row lock.
+	Timeout time.Duration `json:"ledger_timeout"`
+	// MaxWaitingCharges bounds the charges waiting for a committer; a
+	// charge beyond them is refused at once (ErrLedgerBusy: 503
+	// ledger_busy, nothing charged).
+	MaxWaitingCharges int `json:"ledger_max_waiting"`
+	// Replica names this process in the charges it writes (charges.replica;
+	// "": the host name and the process ID).
+	Replica string `json:"replica"`
+}
+
+// DefaultPGOptions: 8 connections, 5 s per query, 256 charges waiting.
+func DefaultPGOptions() PGOptions {
+	return PGOptions{MaxConns: 8, Timeout: 5 * time.Second, MaxWaitingCharges: 256}
+}
+
+// pgCommitters is how many transactions of charges a ledger runs at once
+// (each takes up to maxCommitBatch waiting charges).
+const pgCommitters = 2
+
+// Validate checks the options. Errors: *option.Error by JSON key.
+func (o PGOptions) Validate() error {
+	switch {
+	case o.MaxConns < pgCommitters+1 || o.MaxConns > 1000:
+		return option.Errorf("ledger_max_conns", o.MaxConns, "want %d to 1000 (the %d committers of charges, and reads)", pgCommitters+1, pgCommitters)
+	case o.Timeout < 10*time.Millisecond:
+		return option.Errorf("ledger_timeout", o.Timeout, "must be at least 10ms")
+	case o.MaxWaitingCharges < 1:
+		return option.Errorf("ledger_max_waiting", o.MaxWaitingCharges, "must be >= 1")
+	}
+	return nil
+}
+
+// IsPostgres reports whether a ledger location names a PostgreSQL database
+// rather than a file: a postgres:// or postgresql:// URL, or env:VAR (the
+// URL in the environment variable VAR, so that it never shows in a process
+// list).
+func IsPostgres(loc string) bool {
+	return strings.HasPrefix(loc, "postgres://") || strings.HasPrefix(loc, "postgresql://") || strings.HasPrefix(loc, "env:")
+}
+
+// PostgresDSN resolves a PostgreSQL ledger location (IsPostgres) to its
+// connection URL. Errors: env:VAR with VAR unset or empty, or naming no
+// postgres:// URL; a location that is not a PostgreSQL one.
+func PostgresDSN(loc string) (string, error) {
+	dsn := loc
+	if v, ok := strings.CutPrefix(loc, "env:"); ok {
+		if v == "" {
+			return "", errors.New("env: names no variable (env:VAR: the URL is in the environment variable VAR)")
+		}
+		dsn = os.Getenv(v)
+		if dsn == "" {
+			return "", fmt.Errorf("env:%s: the environment variable %s is unset or empty", v, v)
+		}
+	}
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		if loc != dsn {
+			return "", fmt.Errorf("%s: the variable holds no postgres:// or postgresql:// URL", loc)
+		}
+		return "", fmt.Errorf("%q is not a postgres:// or postgresql:// URL", loc)
+	}
+	return dsn, nil
+}
+
+// pgName is a DSN without its password: the ledger's Name.
+func pgName(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	u.User = url.User(u.User.Username())
+	q := u.Query()
+	for k := range q {
+		if k != "host" && k != "port" {
+			q.Del(k)
+		}
+	}
+	q.Del("password")
+	u.RawQuery = q.Encode()
+	return u.Redacted()
+}
+
+// PGLedger is the privacy ledger in a PostgreSQL database shared by the
+// replicas of a service (PrivacyLedger; docs/serving.md, "The PostgreSQL
+// ledger"). A charge is one transaction: the accounts it touches are locked
+// (SELECT ... FOR UPDATE, in account order), their counts read, the budget
+// checked in Go with the file ledger's arithmetic (budget.go), the counts
+// and a charge row written and committed, all before Charge returns; a
+// refused charge writes nothing. Charges waiting in one process are grouped
+// into transactions of up to maxCommitBatch, pgCommitters at a time.
+// Curves are rows: a replica reads the curve another replica (or a newer
+// model) registered. Keys may live in the database too (LookupKey, AddKey,
+// RotateKey, RevokeKey).
+//
+// It fails closed: while the database does not answer, every charge,
+// balance and key lookup fails with an error matching ErrLedgerUnavailable
+// (temporary: the server answers 503 and serves again once it answers),
+// and Err reports it for readiness. Every query is bounded by
+// PGOptions.Timeout, the pool by MaxConns and the waiting charges by
+// MaxWaitingCharges; Collectors exports them.
+type PGLedger struct {
+	pool    *pgxpool.Pool
+	name    string
+	o       PGOptions
+	id      string
+	created time.Time
+	replica string
+
+	mu     sync.RWMutex // guards orders, delta, curves
+	orders []float64
+	delta  float64
+	curves map[string]*Curve
+	known  sync.Map // account IDs known to have a row
+
+	regMu sync.Mutex // serialises RegisterCurve
+
+	sendMu sync.RWMutex
+	closed bool
+	reqs   chan *chargeReq
+	wg     sync.WaitGroup
+
+	lastOK atomic.Int64 // unix nanoseconds of the last successful query
+
+	errs    *prometheus.CounterVec
+	batches prometheus.Histogram
+}
+
+// PGError is the failure of a query of a PostgreSQL ledger: the database did
+// not answer in time, refused or failed the query. It matches
+// ErrLedgerUnavailable and is temporary: the next request tries again.
+type PGError struct {
+	Name string // the ledger (Name)
+	Op   string // what was being done
+	Err  error
+}
+
+func (e *PGError) Error() string {
+	return fmt.Sprintf("ledger %s: %s: %v", e.Name, e.Op, e.Err)
+}
+
+// Is makes errors.Is(err, ErrLedgerUnavailable) true.
+func (e *PGError) Is(target error) bool { return target == ErrLedgerUnavailable }
+
+func (e *PGError) Unwrap() error { return e.Err }
+
+// Temporary is true: a database that does not answer may answer again.
+func (e *PGError) Temporary() bool { return true }
+
+// fail wraps err of op, unless it is a ledger's own error.
+func (l *PGLedger) fail(op string, err error) error {
+	var be *BudgetError
+	if err == nil || errors.As(err, &be) || errors.Is(err, ErrLedgerUnavailable) {
+		return err
+	}
+	l.errs.WithLabelValues(op).Inc()
+	l.lastOK.Store(0) // Err asks the database again
+	return &PGError{Name: l.name, Op: op, Err: err}
+}
+
+// ok records a successful query (Err answers from it for a second).
+func (l *PGLedger) ok() { l.lastOK.Store(time.Now().UnixNano()) }
+
+// poolConfig is the pool configuration of dsn under o: its limits, the
+// server-side timeouts, and cancellation by a cancel request (so that the
+// database stops a statement whose caller gave up, releasing its locks).
+func poolConfig(dsn string, o PGOptions, app string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", pgName(dsn), err)
+	}
+	cfg.MaxConns = int32(o.MaxConns)
+	cfg.MinConns = 0
+	cfg.HealthCheckPeriod = 10 * time.Second
+	cc := cfg.ConnConfig
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > o.Timeout {
+		cc.ConnectTimeout = o.Timeout
+	}
+	ms := func(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
+	cc.RuntimeParams["statement_timeout"] = ms(o.Timeout)
+	cc.RuntimeParams["lock_timeout"] = ms(o.Timeout)
+	cc.RuntimeParams["idle_in_transaction_session_timeout"] = ms(2 * o.Timeout)
+	cc.RuntimeParams["application_name"] = app
+	cc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: 0, DeadlineDelay: time.Second}
+	}
+	return cfg, nil
+}
+
+// OpenPGLedger opens the PostgreSQL ledger at dsn (a postgres:// URL;
+// PostgresDSN resolves env:VAR) for charging. The database must hold the
+// ledger's schema at the version this build serves (CreatePGLedger makes
+// and migrates it): a database without it is ErrNoLedger, one at another
+// version an error saying which. Every curve is read and checked. Errors:
+// invalid options (*option.Error), the database does not answer within
+// o.Timeout, no ledger, another schema version, a curve that does not
+// check.
+func OpenPGLedger(dsn string, o PGOptions) (*PGLedger, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := poolConfig(dsn, o, "nvdp serve")
+	if err != nil {
+		return nil, err
+	}
+	l := &PGLedger{name: pgName(dsn), o: o, curves: map[string]*Curve{}, replica: o.Replica}
+	if l.replica == "" {
+		host, _ := os.Hostname()
+		l.replica = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	l.errs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nvdp_ledger_errors_total", Help: "Failed queries of the PostgreSQL ledger, by operation (nothing released for the requests they served).",
+	}, []string{"op"})
+	for _, op := range []string{"charge", "balance", "key lookup", "ping"} {
+		l.errs.WithLabelValues(op)
+	}
+	l.batches = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "nvdp_ledger_charge_batch_size", Help: "Charges committed in one PostgreSQL transaction.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	if l.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", l.name, err)
+	}
+	if err := l.load(ctx); err != nil {
+		l.pool.Close()
+		return nil, err
+	}
+	l.ok()
+	l.reqs = make(chan *chargeReq, o.MaxWaitingCharges)
+	for range pgCommitters {
+		l.wg.Add(1)
+		go l.commit()
+	}
+	return l, nil
+}
+
+// schemaVersion reads the ledger's schema version (0: none, no error).
+func schemaVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var reg *string
+	if err := q.QueryRow(ctx, `SELECT to_regclass('nvdp.schema_version')::text`).Scan(&reg); err != nil {
+		return 0, err
+	}
+	if reg == nil {
+		return 0, nil
+	}
+	var v *int
+	if err := q.QueryRow(ctx, `SELECT max(version) FROM nvdp.schema_version`).Scan(&v); err != nil {
+		return 0, err
+	}
+	if v == nil {
+		return 0, nil
+	}
+	return *v, nil
+}
+
+// load checks the schema and reads the ledger's identity, grid and curves.
+func (l *PGLedger) load(ctx context.Context) error {
+	v, err := schemaVersion(ctx, l.pool)
+	switch {
+	case err != nil:
+		return fmt.Errorf("ledger %s: %w", l.name, err)
+	case v == 0:
+		return fmt.Errorf("ledger %s: the database holds no nvdp ledger (no table %s.schema_version): a ledger is created explicitly, never on the fly, so that an empty or wrong database cannot reset every budget (%w)", l.name, pgSchema, ErrNoLedger)
+	case v < pgSchemaVersion:
+		return fmt.Errorf("ledger %s: schema version %d, this server needs %d: migrate it (nvdp serve ledger init) before serving", l.name, v, pgSchemaVersion)
+	case v > pgSchemaVersion:
+		return fmt.Errorf("ledger %s: schema version %d is newer than this server's %d: serve it with a newer nvdp", l.name, v, pgSchemaVersion)
+	}
+	var format string
+	var delta *float64
+	err = l.pool.QueryRow(ctx, `SELECT ledger_id, format, created, orders, delta FROM nvdp.ledger`).Scan(&l.id, &format, &l.created, &l.orders, &delta)
+	if delta != nil {
+		l.delta = *delta
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return &CorruptError{Path: l.name, Detail: "table nvdp.ledger is empty"}
+	case err != nil:
+		return fmt.Errorf("ledger %s: %w", l.name, err)
+	case format != PGLedgerFormat:
+		return fmt.Errorf("ledger %s: format %q, want %q", l.name, format, PGLedgerFormat)
+	}
+	rows, err := l.pool.Query(ctx, `SELECT id, accountant, format_version, orders, rd, delta FROM nvdp.curves`)
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w", l.name, err)
+	}
+	defer rows.Close()
+	comp := l.comp()
+	for rows.Next() {
+		c, err := scanCurve(rows, comp)
+		if err != nil {
+			return &CorruptError{Path: l.name, Detail: err.Error()}
+		}
+		l.curves[c.ID] = c
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger %s: %w", l.name, err)
+	}
+	return nil
+}
+
+// scanCurve reads a row of nvdp.curves (id, accountant, format_version,
+// orders, rd, delta) and checks it against comp's grid.
+func scanCurve(row pgx.Row, comp composition) (*Curve, error) {
+	var (
+		c          Curve
+		accountant string
+		format     int
+		orders     []float64
+	)
+	if err := row.Scan(&c.ID, &accountant, &format, &orders, &c.RD, &c.Delta); err != nil {
+		return nil, err
+	}
+	if err := comp.checkCurve(c.ID, accountant, format, orders, c.RD, c.Delta); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// comp is the ledger's composition (budget.go).
+func (l *PGLedger) comp() composition {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return composition{orders: l.orders, delta: l.delta}
+}
+
+// curveOf returns the curve id: from the cache, else read from the
+// database (a curve another replica registered) and checked.
+func (l *PGLedger) curveOf(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, id string) (*Curve, error) {
+	l.mu.RLock()
+	c, ok := l.curves[id]
+	l.mu.RUnlock()
+	if ok {
+		return c, nil
+	}
+	if err := l.grid(ctx, q); err != nil {
+		return nil, err
+	}
+	c, err := scanCurve(q.QueryRow(ctx, `SELECT id, accountant, format_version, orders, rd, delta FROM nvdp.curves WHERE id = $1`, id), l.comp())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &CorruptError{Path: l.name, Detail: fmt.Sprintf("an account was charged under curve %s, which the ledger does not hold", id)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.curves[c.ID] = c
+	l.mu.Unlock()
+	return c, nil
+}
+
+// grid reads the ledger's orders and delta when this process does not
+// know them yet (another replica registered the first curve).
+func (l *PGLedger) grid(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) error {
+	if l.comp().orders != nil {
+		return nil
+	}
+	var orders []float64
+	var delta *float64
+	if err := q.QueryRow(ctx, `SELECT orders, delta FROM nvdp.ledger`).Scan(&orders, &delta); err != nil {
+		return err
+	}
+	if orders != nil && delta != nil {
+		l.mu.Lock()
+		if l.orders == nil {
+			l.orders, l.delta = orders, *delta
+		}
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// resolve reads every curve of counts (curveOf) and returns the lookup of
+// the composition.
+func (l *PGLedger) resolve(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, counts map[string]uint64) (func(string) (*Curve, error), error) {
+	for id := range counts {
+		if _, err := l.curveOf(ctx, q, id); err != nil {
+			return nil, err
+		}
+	}
+	return func(id string) (*Curve, error) { return l.curveOf(ctx, q, id) }, nil
+}
+
+// Name is the database's URL without its password (PrivacyLedger).
+func (l *PGLedger) Name() string { return l.name }
+
+// Format is PGLedgerFormat (PrivacyLedger).
+func (l *PGLedger) Format() string { return PGLedgerFormat }
+
+// RegisterCurve records g, the certified guarantee of one release of a
+// model (its description model in nvdp.models under ModelID), and returns
+// the curve charges are made under (PrivacyLedger). The first curve of the
+// ledger, whichever replica registers it, fixes the orders and delta (the
+// ledger's row is locked meanwhile). Registering a curve again is a no-op.
+func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
+	if err := checkGuarantee(g); err != nil {
+		return nil, err
+	}
+	m, err := json.Marshal(model)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: model description: %w", l.name, err)
+	}
+	orders, rd := guaranteeCurve(g)
+	c := &Curve{ID: curveID(orders, rd), RD: rd, Delta: g.Delta, Model: ModelID(m)}
+	l.regMu.Lock()
+	defer l.regMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		var lorders []float64
+		var ldelta *float64
+		if err := tx.QueryRow(ctx, `SELECT orders, delta FROM nvdp.ledger FOR UPDATE`).Scan(&lorders, &ldelta); err != nil {
+			return err
+		}
+		first := lorders == nil
+		if !first {
+			if err := checkGrid(orders, g.Delta, false, lorders, *ldelta); err != nil {
+				return &gridError{err}
+			}
+		} else if _, err := tx.Exec(ctx, `UPDATE nvdp.ledger SET orders = $1, delta = $2`, orders, g.Delta); err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		if _, err := tx.Exec(ctx, `INSERT INTO nvdp.curves (id, accountant, format_version, orders, rd, delta, registered)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`, c.ID, Accountant, CurveFormat, orders, rd, g.Delta, now); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO nvdp.models (id, description, curve, registered) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`,
+			c.Model, string(m), c.ID, now)
+		return err
+	})
+	var ge *gridError
+	switch {
+	case errors.As(err, &ge):
+		return nil, fmt.Errorf("ledger %s: %w", l.name, ge.error)
+	case err != nil:
+		return nil, l.fail("register curve", err)
+	}
+	l.ok()
+	l.mu.Lock()
+	if l.orders == nil {
+		l.orders, l.delta = orders, g.Delta
+	}
+	l.curves[c.ID] = c
+	l.mu.Unlock()
+	return c, nil
+}
+
+// gridError is a curve refused for its orders or delta (checkGrid).
+type gridError struct{ error }
+
+// pgAccount is an account's row and counts as a transaction read them.
+type pgAccount struct {
+	requests uint64
+	counts   map[string]uint64
+	changed  map[string]bool // curves whose count this transaction changed
+	charged  bool
+}
+
+// Charge adds releases (>= 1) of curve to account if its composed curve
+// stays within budget, and returns the balance after it once the
+// transaction that holds it is committed (PrivacyLedger). Errors:
+// *BudgetError (nothing charged), ErrLedgerBusy (MaxWaitingCharges are
+// waiting already), ErrLedgerClosed, *PGError (the database failed or did
+// not answer within Timeout: the charge is not made, or its commit's
+// outcome is unknown; either way nothing may be released, and the ledger
+// holds at least what was released).
+func (l *PGLedger) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
+	if releases < 1 {
+		panic(fmt.Sprintf("serve: Charge of %d releases", releases))
+	}
+	r := &chargeReq{account: account, curve: curve, releases: releases, budget: budget, done: make(chan struct{})}
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return Balance{}, ErrLedgerClosed
+	}
+	select {
+	case l.reqs <- r:
+	default:
+		l.sendMu.RUnlock()
+		return Balance{}, fmt.Errorf("ledger %s: %w (%d)", l.name, ErrLedgerBusy, l.o.MaxWaitingCharges)
+	}
+	l.sendMu.RUnlock()
+	<-r.done
+	return r.bal, r.err
+}
+
+// commit is a committer goroutine: it takes the charges waiting (up to
+// maxCommitBatch) and settles them in one transaction.
+func (l *PGLedger) commit() {
+	defer l.wg.Done()
+	for first := range l.reqs {
+		batch := []*chargeReq{first}
+	drain:
+		for len(batch) < maxCommitBatch {
+			select {
+			case r, ok := <-l.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		l.batches.Observe(float64(len(batch)))
+		err := l.commitBatch(batch)
+		for _, r := range batch {
+			if err != nil {
+				r.bal, r.err = Balance{}, err
+			}
+			close(r.done)
+		}
+	}
+}
+
+// commitBatch settles batch in one transaction: the accounts locked in ID
+// order, every charge checked in order against the counts as the previous
+// ones left them, the new counts, requests and charge rows written, and the
+// transaction committed.
+func (l *PGLedger) commitBatch(batch []*chargeReq) error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	var ids []string
+	for _, r := range batch {
+		if !slices.Contains(ids, r.account) {
+			ids = append(ids, r.account)
+		}
+	}
+	slices.Sort(ids)
+	var missing []string
+	for _, id := range ids {
+		if _, ok := l.known.Load(id); !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		// In a transaction of its own: a row inserted here is locked until
+		// it commits, out of the order the charge's locks follow.
+		if _, err := l.pool.Exec(ctx, `INSERT INTO nvdp.accounts (id, requests, updated)
+			SELECT x, 0, now() FROM unnest($1::text[]) AS x ORDER BY x ON CONFLICT (id) DO NOTHING`, missing); err != nil {
+			return l.fail("charge", err)
+		}
+		for _, id := range missing {
+			l.known.Store(id, true)
+		}
+	}
+	now := time.Now().UTC()
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		// The locks first, in account order; then the counts, read by a
+		// statement of its own: under READ COMMITTED it sees every charge
+		// committed before the locks were granted (a join locked in the same
+		// statement would read the counts of before a wait for the lock).
+		accts := map[string]*pgAccount{}
+		var (
+			id       string
+			requests int64
+			curve    string
+			n        int64
+		)
+		rows, _ := tx.Query(ctx, `SELECT id, requests FROM nvdp.accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+		if _, err := pgx.ForEachRow(rows, []any{&id, &requests}, func() error {
+			accts[id] = &pgAccount{requests: uint64(requests), counts: map[string]uint64{}, changed: map[string]bool{}}
+			return nil
+		}); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, `SELECT account, curve, releases FROM nvdp.account_releases WHERE account = ANY($1)`, ids)
+		if _, err := pgx.ForEachRow(rows, []any{&id, &curve, &n}, func() error {
+			if a := accts[id]; a != nil && n > 0 {
+				a.counts[curve] = uint64(n)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := l.grid(ctx, tx); err != nil {
+			return err
+		}
+		comp := l.comp()
+		var chAccount, chCurve []string
+		var chModel []*string
+		var chReleases []int32
+		for _, r := range batch {
+			a := accts[r.account]
+			if a == nil {
+				return fmt.Errorf("account %q has no row after it was inserted", r.account)
+			}
+			lookup, err := l.resolve(ctx, tx, a.counts)
+			if err != nil {
+				return err
+			}
+			bal, err := l.balance(comp, r.account, a.counts, lookup, r.curve, r.budget)
+			if err != nil {
+				return err
+			}
+			if float64(bal.RemainingReleases) < float64(r.releases) {
+				r.bal, r.err = bal, &BudgetError{Requested: r.releases, Balance: bal}
+				continue
+			}
+			if _, err := l.curveOf(ctx, tx, r.curve.ID); err != nil { // the curve is a row (the foreign keys)
+				return err
+			}
+			a.counts[r.curve.ID] += uint64(r.releases)
+			a.changed[r.curve.ID], a.charged = true, true
+			a.requests++
+			if r.bal, err = l.balance(comp, r.account, a.counts, lookup, r.curve, r.budget); err != nil {
+				return err
+			}
+			r.err = nil
+			chAccount, chCurve, chReleases = append(chAccount, r.account), append(chCurve, r.curve.ID), append(chReleases, int32(r.releases))
+			var model *string
+			if r.curve.Model != "" {
+				model = &r.curve.Model
+			}
+			chModel = append(chModel, model)
+		}
+		if len(chAccount) == 0 {
+			return nil
+		}
+		var rAccount, rCurve, uAccount []string
+		var rReleases, uRequests []int64
+		for _, id := range ids {
+			a := accts[id]
+			if !a.charged {
+				continue
+			}
+			uAccount, uRequests = append(uAccount, id), append(uRequests, int64(a.requests))
+			for c := range a.changed {
+				rAccount, rCurve, rReleases = append(rAccount, id), append(rCurve, c), append(rReleases, int64(a.counts[c]))
+			}
+		}
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO nvdp.account_releases (account, curve, releases)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+			ON CONFLICT (account, curve) DO UPDATE SET releases = EXCLUDED.releases`, rAccount, rCurve, rReleases)
+		b.Queue(`UPDATE nvdp.accounts AS a SET requests = v.requests, updated = $3
+			FROM unnest($1::text[], $2::bigint[]) AS v(id, requests) WHERE a.id = v.id`, uAccount, uRequests, now)
+		b.Queue(`INSERT INTO nvdp.charges (at, account, releases, curve, model, replica)
+			SELECT $1, * , $6 FROM unnest($2::text[], $3::integer[], $4::text[], $5::text[])`, now, chAccount, chReleases, chCurve, chModel, l.replica)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return l.fail("charge", err)
+	}
+	l.ok()
+	return nil
+}
+
+// balance is the balance of account id with counts against budget for
+// releases of curve.
+func (l *PGLedger) balance(comp composition, id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
+	spent, err := comp.spent(counts, lookup)
+	if err != nil {
+		return Balance{}, err
+	}
+	var n uint64
+	for _, v := range counts {
+		n += v
+	}
+	return comp.balance(id, n, spent, curve, budget), nil
+}
+
+// counts reads an account's releases by curve (none: a new account).
+func (l *PGLedger) counts(ctx context.Context, account string) (map[string]uint64, error) {
+	rows, err := l.pool.Query(ctx, `SELECT curve, releases FROM nvdp.account_releases WHERE account = $1`, account)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]uint64{}
+	var curve string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&curve, &n}, func() error {
+		if n > 0 {
+			counts[curve] = uint64(n)
+		}
+		return nil
+	})
+	return counts, err
+}
+
+// Balance is account's committed balance against budget for releases of
+// curve (PrivacyLedger). Errors: *PGError.
+func (l *PGLedger) Balance(account string, curve *Curve, budget float64) (Balance, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	counts, err := l.counts(ctx, account)
+	if err != nil {
+		return Balance{}, l.fail("balance", err)
+	}
+	lookup, err := l.resolve(ctx, l.pool, counts)
+	if err == nil {
+		err = l.grid(ctx, l.pool)
+	}
+	if err != nil {
+		return Balance{}, l.fail("balance", err)
+	}
+	bal, err := l.balance(l.comp(), account, counts, lookup, curve, budget)
+	if err != nil {
+		return Balance{}, l.fail("balance", err)
+	}
+	l.ok()
+	return bal, nil
+}
+
+// Err is nil while the database answers (a query succeeded within the last
+// second, or a ping now does, within Timeout), else a *PGError
+// (PrivacyLedger: readiness).
+func (l *PGLedger) Err() error {
+	if time.Since(time.Unix(0, l.lastOK.Load())) < time.Second {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	if err := l.pool.Ping(ctx); err != nil {
+		return l.fail("ping", err)
+	}
+	l.ok()
+	return nil
+}
+
+// Accounts returns every account, by ID (PrivacyLedger).
+func (l *PGLedger) Accounts() ([]Account, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	if err := l.grid(ctx, l.pool); err != nil {
+		return nil, l.fail("accounts", err)
+	}
+	// An account's row is made, empty, when a charge to it is first tried
+	// (it anchors the charge's row lock); until a charge is made it is not
+	// an account.
+	rows, err := l.pool.Query(ctx, `SELECT a.id, a.requests, a.updated, r.curve, r.releases
+		FROM nvdp.accounts a LEFT JOIN nvdp.account_releases r ON r.account = a.id WHERE a.requests > 0 ORDER BY a.id, r.curve`)
+	if err != nil {
+		return nil, l.fail("accounts", err)
+	}
+	type acct struct {
+		requests uint64
+		updated  time.Time
+		counts   map[string]uint64
+	}
+	var order []string
+	byID := map[string]*acct{}
+	var (
+		id       string
+		requests int64
+		updated  time.Time
+		curve    *string
+		n        *int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &requests, &updated, &curve, &n}, func() error {
+		a := byID[id]
+		if a == nil {
+			a = &acct{requests: uint64(requests), updated: updated, counts: map[string]uint64{}}
+			byID[id] = a
+			order = append(order, id)
+		}
+		if curve != nil && *n > 0 {
+			a.counts[*curve] = uint64(*n)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, l.fail("accounts", err)
+	}
+	out := []Account{}
+	comp := l.comp()
+	for _, id := range order {
+		a := byID[id]
+		lookup, err := l.resolve(ctx, l.pool, a.counts)
+		if err != nil {
+			return nil, l.fail("accounts", err)
+		}
+		acc, err := comp.account(id, a.counts, a.requests, a.updated.UTC(), lookup)
+		if err != nil {
+			return nil, l.fail("accounts", err)
+		}
+		out = append(out, acc)
+	}
+	return out, nil
+}
+
+// History returns the charges q selects, newest first, with the curves and
+// models they name (PrivacyLedger). Errors: q invalid (*option.Error),
+// *PGError.
+func (l *PGLedger) History(q HistoryQuery) (History, error) {
+	if err := q.check(); err != nil {
+		return History{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	before := int64(math.MaxInt64)
+	if q.Before > 0 {
+		before = int64(min(q.Before, math.MaxInt64))
+	}
+	rows, err := l.pool.Query(ctx, `SELECT id, at, account, releases, curve, coalesce(model, ''), replica FROM nvdp.charges
+		WHERE ($1 = '' OR account = $1) AND id < $2 ORDER BY id DESC LIMIT $3`, q.Account, before, q.Limit+1)
+	if err != nil {
+		return History{}, l.fail("history", err)
+	}
+	h := History{Charges: []ChargeRecord{}, Curves: map[string]CurveInfo{}, Models: map[string]json.RawMessage{}}
+	var c ChargeRecord
+	var cid int64
+	_, err = pgx.ForEachRow(rows, []any{&cid, &c.Time, &c.Account, &c.Releases, &c.Curve, &c.Model, &c.Replica}, func() error {
+		c.ID, c.Time = uint64(cid), c.Time.UTC()
+		h.Charges = append(h.Charges, c)
+		return nil
+	})
+	if err != nil {
+		return History{}, l.fail("history", err)
+	}
+	if len(h.Charges) > q.Limit {
+		h.Charges = h.Charges[:q.Limit]
+		h.Before = h.Charges[q.Limit-1].ID
+	}
+	if err := l.grid(ctx, l.pool); err != nil {
+		return History{}, l.fail("history", err)
+	}
+	comp := l.comp()
+	for _, c := range h.Charges {
+		if _, ok := h.Curves[c.Curve]; !ok {
+			var (
+				acc        string
+				format     int
+				registered time.Time
+			)
+			if err := l.pool.QueryRow(ctx, `SELECT accountant, format_version, registered FROM nvdp.curves WHERE id = $1`, c.Curve).Scan(&acc, &format, &registered); err != nil {
+				return History{}, l.fail("history", err)
+			}
+			cv, err := l.curveOf(ctx, l.pool, c.Curve)
+			if err != nil {
+				return History{}, l.fail("history", err)
+			}
+			h.Curves[c.Curve] = comp.curveInfo(cv, acc, format, registered.UTC())
+		}
+		if _, ok := h.Models[c.Model]; !ok && c.Model != "" {
+			var d []byte
+			if err := l.pool.QueryRow(ctx, `SELECT description FROM nvdp.models WHERE id = $1`, c.Model).Scan(&d); err != nil {
+				return History{}, l.fail("history", err)
+			}
+			h.Models[c.Model] = d
+		}
+	}
+	return h, nil
+}
+
+// Info describes the ledger: its identity, schema version and size
+// (Txid 0 and Bytes the database's tables; Charges the charge rows).
+func (l *PGLedger) Info() (LedgerInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	info := LedgerInfo{Path: l.name, LedgerID: l.id, Format: PGLedgerFormat, SchemaVersion: pgSchemaVersion}
+	created := l.created.UTC()
+	info.Created = &created
+	var releases *int64
+	err := l.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM nvdp.accounts WHERE requests > 0), (SELECT count(*) FROM nvdp.curves),
+		(SELECT sum(releases) FROM nvdp.account_releases), (SELECT count(*) FROM nvdp.charges),
+		(SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'nvdp' AND c.relkind = 'r')::bigint`).
+		Scan(&info.Accounts, &info.Curves, &releases, &info.Charges, &info.Bytes)
+	if err != nil {
+		return LedgerInfo{}, l.fail("info", err)
+	}
+	if releases != nil {
+		info.Releases = uint64(*releases)
+	}
+	return info, nil
+}
+
+// Collectors are the ledger's Prometheus metrics (a Server registers them):
+// the pool's connections by state and its waits, the charges waiting and
+// their bound, the failed queries by operation, the charges per
+// transaction.
+func (l *PGLedger) Collectors() []prometheus.Collector {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	conns := func(state string, f func(*pgxpool.Stat) int32) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nvdp_ledger_pool_connections", Help: "Connections of the PostgreSQL ledger's pool, by state (acquired, idle, total) and its bound (max).",
+			ConstLabels: prometheus.Labels{"state": state}}, func() float64 { return float64(f(l.pool.Stat())) })
+	}
+	return []prometheus.Collector{
+		conns("acquired", (*pgxpool.Stat).AcquiredConns), conns("idle", (*pgxpool.Stat).IdleConns),
+		conns("total", (*pgxpool.Stat).TotalConns), conns("max", (*pgxpool.Stat).MaxConns),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nvdp_ledger_pool_acquire_wait_seconds_total", Help: "Time spent waiting for a connection of the PostgreSQL ledger's pool."},
+			func() float64 { return l.pool.Stat().AcquireDuration().Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nvdp_ledger_pool_empty_acquires_total", Help: "Acquisitions of a connection that had to wait because the pool had none idle."},
+			func() float64 { return float64(l.pool.Stat().EmptyAcquireCount()) }),
+		gauge("nvdp_ledger_charges_waiting", "Charges waiting for a transaction of the PostgreSQL ledger.", func() float64 { return float64(len(l.reqs)) }),
+		gauge("nvdp_ledger_charges_waiting_max", "The bound on the charges waiting (beyond it: 503 ledger_busy).", func() float64 { return float64(l.o.MaxWaitingCharges) }),
+		l.errs, l.batches,
+	}
+}
+
+// Close stops taking charges, settles those submitted and closes the pool.
+func (l *PGLedger) Close() error {
+	l.sendMu.Lock()
+	if l.closed {
+		l.sendMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.reqs)
+	l.sendMu.Unlock()
+	l.wg.Wait()
+	l.pool.Close()
+	return nil
+}
+
+// CreatePGLedger creates the ledger's schema in the database at dsn, or
+// migrates it to the version this build serves: the one way a PostgreSQL
+// ledger comes to be (`nvdp serve ledger init`). Inits of one database are
+// serialised by an advisory lock, and each runs in one transaction: a
+// database holds a whole schema version or none. It returns the ledger's
+// description and the versions it applied (none: the ledger was current).
+// Errors: the database does not answer within timeout; a schema "nvdp"
+// that is not an nvdp ledger; a schema newer than this build's.
+func CreatePGLedger(dsn string, timeout time.Duration) (LedgerInfo, []int, error) {
+	name := pgName(dsn)
+	o := DefaultPGOptions()
+	o.Timeout = timeout
+	if err := o.Validate(); err != nil {
+		return LedgerInfo{}, nil, err
+	}
+	cfg, err := poolConfig(dsn, o, "nvdp serve ledger init")
+	if err != nil {
+		return LedgerInfo{}, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return LedgerInfo{}, nil, fmt.Errorf("ledger %s: %w", name, err)
+	}
+	defer conn.Close(context.Background())
+	var applied []int
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgInitLock)); err != nil {
+			return err
+		}
+		v, err := schemaVersion(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, pgSchema).Scan(&exists); err != nil {
+				return err
+			}
+			if exists {
+				return fmt.Errorf("the database has a schema %q without %s.schema_version: not an nvdp ledger, left alone", pgSchema, pgSchema)
+			}
+			if _, err := tx.Exec(ctx, pgVersionTable); err != nil {
+				return err
+			}
+		}
+		if v > pgSchemaVersion {
+			return fmt.Errorf("schema version %d is newer than this build's %d: nothing changed", v, pgSchemaVersion)
+		}
+		now := time.Now().UTC()
+		for _, m := range pgMigrations {
+			if m.Version <= v {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration to version %d: %w", m.Version, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO nvdp.schema_version (version, description, applied) VALUES ($1, $2, $3)`, m.Version, m.Description, now); err != nil {
+				return err
+			}
+			if m.Version == 1 {
+				if _, err := tx.Exec(ctx, `INSERT INTO nvdp.ledger (ledger_id, format, created) VALUES ($1, $2, $3)`, newLedgerID(), PGLedgerFormat, now); err != nil {
+					return err
+				}
+			}
+			applied = append(applied, m.Version)
+		}
+		return nil
+	})
+	if err != nil {
+		return LedgerInfo{}, nil, fmt.Errorf("create ledger %s: %w", name, err)
+	}
+	l, err := OpenPGLedger(dsn, o)
+	if err != nil {
+		return LedgerInfo{}, applied, err
+	}
+	defer l.Close()
+	info, err := l.Info()
+	return info, applied, err
+}
+
+// LookupKey returns the key of the database whose hash is SHA-256(secret)
+// and that is not revoked; nil, nil when there is none (KeySource). Its
+// Budget is the key's budget_epsilon. Errors: *PGError.
+func (l *PGLedger) LookupKey(secret string) (*Key, error) {
+	if secret == "" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	h := HashKey(secret)
+	k := &Key{Hash: h}
+	err := l.pool.QueryRow(ctx, `SELECT id, budget_epsilon FROM nvdp.keys WHERE hash = $1 AND revoked IS NULL`, h[:]).Scan(&k.ID, &k.Budget)
+	if errors.Is(err, pgx.ErrNoRows) {
+		l.ok()
+		return nil, nil
+	}
+	if err != nil {
+		return nil, l.fail("key lookup", err)
+	}
+	l.ok()
+	return k, nil
+}
+
+// KeyInfo describes a key of a PostgreSQL ledger (never its hash).
+type KeyInfo struct {
+	ID      string            `json:"id"`
+	Budget  jsonfloat.Float   `json:"budget_epsilon"`
+	Labels  map[string]string `json:"labels"`
+	Created time.Time         `json:"created"`
+	Rotated *time.Time        `json:"rotated,omitempty"`
+	Revoked *time.Time        `json:"revoked,omitempty"`
+}
+
+// ErrNoKey: no key of that ID (or none that is not revoked).
+var ErrNoKey = errors.New("no such key")
+
+// AddKey stores a new key of the database: its ID (the account it charges;
+// KeyLine's rules), the SHA-256 of key, its budget (epsilon at the model's
+// delta, >= 0, +Inf for no limit) and labels. The replicas authenticate it
+// from their next request. Errors: an invalid ID or budget, an ID that
+// exists (revoked ones included: an account's ID is never reused), the
+// hash of a key that exists, *PGError.
+func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]string) error {
+	if _, err := KeyLine(id, key, budget); err != nil {
+		return err
+	}
+	if option.IsAuto(budget) {
+		return errors.New("a key of the database needs its own budget")
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	lb, err := json.Marshal(labels)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	h := HashKey(key)
+	_, err = l.pool.Exec(ctx, `INSERT INTO nvdp.keys (id, hash, budget_epsilon, labels, created) VALUES ($1, $2, $3, $4, $5)`,
+		id, h[:], budget, string(lb), time.Now().UTC())
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		if pe.ConstraintName == "keys_pkey" {
+			return fmt.Errorf("key %q exists: rotate it, or give another ID", id)
+		}
+		return fmt.Errorf("key %q: the key's hash is another key's", id)
+	}
+	return l.fail("add key", err)
+}
+
+// RotateKey replaces the secret of key id (not revoked) with key: the old
+// secret is refused from the replicas' next request, the account and
+// budget stay. Errors: ErrNoKey, the hash of a key that exists, *PGError.
+func (l *PGLedger) RotateKey(id, key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	h := HashKey(key)
+	tag, err := l.pool.Exec(ctx, `UPDATE nvdp.keys SET hash = $2, rotated = $3 WHERE id = $1 AND revoked IS NULL`, id, h[:], time.Now().UTC())
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return fmt.Errorf("key %q: the new key's hash is another key's", id)
+	}
+	if err != nil {
+		return l.fail("rotate key", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("key %q: %w", id, ErrNoKey)
+	}
+	return nil
+}
+
+// RevokeKey revokes key id: refused from the replicas' next request; its
+// account, and what it spent, stay. Errors: ErrNoKey, *PGError.
+func (l *PGLedger) RevokeKey(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	tag, err := l.pool.Exec(ctx, `UPDATE nvdp.keys SET revoked = $2 WHERE id = $1 AND revoked IS NULL`, id, time.Now().UTC())
+	if err != nil {
+		return l.fail("revoke key", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("key %q: %w", id, ErrNoKey)
+	}
+	return nil
+}
+
+// SetKeyBudget changes the budget of key id (not revoked). Errors: a budget
+// below 0 or NaN, ErrNoKey, *PGError.
+func (l *PGLedger) SetKeyBudget(id string, budget float64) error {
+	if !(budget >= 0) {
+		return fmt.Errorf("budget %v: must be >= 0", budget)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	tag, err := l.pool.Exec(ctx, `UPDATE nvdp.keys SET budget_epsilon = $2 WHERE id = $1 AND revoked IS NULL`, id, budget)
+	if err != nil {
+		return l.fail("set key budget", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("key %q: %w", id, ErrNoKey)
+	}
+	return nil
+}
+
+// Keys lists the database's keys by ID, revoked ones included.
+func (l *PGLedger) Keys() ([]KeyInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	rows, err := l.pool.Query(ctx, `SELECT id, budget_epsilon, labels, created, rotated, revoked FROM nvdp.keys ORDER BY id`)
+	if err != nil {
+		return nil, l.fail("keys", err)
+	}
+	out := []KeyInfo{}
+	var (
+		id               string
+		budget           float64
+		labels           []byte
+		created          time.Time
+		rotated, revoked *time.Time
+	)
+	utc := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	_, err = pgx.ForEachRow(rows, []any{&id, &budget, &labels, &created, &rotated, &revoked}, func() error {
+		k := KeyInfo{ID: id, Budget: jsonfloat.Float(budget), Created: created.UTC(), Rotated: utc(rotated), Revoked: utc(revoked)}
+		if err := json.Unmarshal(labels, &k.Labels); err != nil {
+			return err
+		}
+		out = append(out, k)
+		return nil
+	})
+	if err != nil {
+		return nil, l.fail("keys", err)
+	}
+	return out, nil
+}

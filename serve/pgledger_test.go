@@ -1,0 +1,605 @@
+package serve_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nvdp-project/nvdp/internal/pgtest"
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/serve"
+	"github.com/nvdp-project/nvdp/serve/servetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// exactBudget is a budget that holds exactly k releases of the fake's
+// curve (rho), no more.
+func exactBudget(t testing.TB, k int) float64 {
+	b := epsOfReleases(float64(k)) * (1 + 1e-12)
+	if epsOfReleases(float64(k+1)) <= b {
+		t.Fatalf("set-up: %d releases fit a budget of %d", k+1, k)
+	}
+	return b
+}
+
+// TestLedgersAgree: the file and PostgreSQL ledgers give the same balances
+// bit for bit for the same charges (one budget arithmetic): two curves,
+// refusals at the budget's edge, several accounts; and the same accounts.
+func TestLedgersAgree(t *testing.T) {
+	file := servetest.OpenLedger(t)
+	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), serve.DefaultPGOptions())
+	budget := exactBudget(t, 9)
+	type step struct {
+		account string
+		curve   int // 0 or 1: rho or 3 rho
+		k       int
+	}
+	steps := []step{{"alice", 0, 3}, {"bob", 1, 1}, {"alice", 1, 2}, {"alice", 0, 4}, {"alice", 0, 1}, {"bob", 0, 5}, {"carol", 1, 4}, {"bob", 1, 3}}
+	var results [2][]string
+	for i, l := range []serve.PrivacyLedger{file, pg} {
+		var curves [2]*serve.Curve
+		for j, r := range []float64{rho, 3 * rho} {
+			c, err := l.RegisterCurve(servetest.GaussianGuarantee(r), map[string]any{"model": j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			curves[j] = c
+		}
+		for _, s := range steps {
+			bal, err := l.Charge(s.account, curves[s.curve], s.k, budget)
+			var be *serve.BudgetError
+			if errors.As(err, &be) {
+				results[i] = append(results[i], fmt.Sprintf("refused %+v", be.Balance))
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", l.Name(), err)
+			}
+			results[i] = append(results[i], fmt.Sprintf("%+v", bal))
+		}
+		accts, err := l.Accounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range accts {
+			a.Updated = time.Time{}
+			results[i] = append(results[i], fmt.Sprintf("%+v", a))
+		}
+	}
+	if !reflect.DeepEqual(results[0], results[1]) {
+		t.Fatalf("the ledgers disagree:\nfile:     %q\npostgres: %q", results[0], results[1])
+	}
+	if !strings.Contains(results[0][4], "refused") || strings.Contains(results[0][0], "refused") {
+		t.Fatalf("set-up: want the fifth charge refused, the first made: %q", results[0])
+	}
+	t.Logf("%d results agree", len(results[0]))
+}
+
+// TestPGLedgerSchema: a server refuses a database without the ledger's
+// schema (ErrNoLedger, nothing created) and one of a newer version; init
+// creates the schema with its version table once, and again changes
+// nothing; init refuses a schema "nvdp" that is not a ledger.
+func TestPGLedgerSchema(t *testing.T) {
+	c := pgtest.Shared(t)
+	dsn := c.NewDatabase(t)
+	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrNoLedger) ||
+		!strings.Contains(err.Error(), "holds no nvdp ledger (no table nvdp.schema_version): a ledger is created explicitly") {
+		t.Fatalf("open of an empty database: %v", err)
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM pg_namespace WHERE nspname = 'nvdp'`); n != 0 {
+		t.Fatal("opening an empty database created the schema")
+	}
+	info, applied, err := serve.CreatePGLedger(dsn, 10*time.Second)
+	if err != nil || len(applied) != 1 || applied[0] != 1 || len(info.LedgerID) != 32 || info.SchemaVersion != 1 || info.Format != serve.PGLedgerFormat || info.Accounts != 0 {
+		t.Fatalf("init: %+v %v %v", info, applied, err)
+	}
+	if strings.Contains(info.Path, "password") {
+		t.Errorf("the ledger's name shows a password: %s", info.Path)
+	}
+	again, applied, err := serve.CreatePGLedger(dsn, 10*time.Second)
+	if err != nil || len(applied) != 0 || again.LedgerID != info.LedgerID {
+		t.Fatalf("second init: %+v %v %v", again, applied, err)
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM nvdp.schema_version`); n != 1 {
+		t.Fatalf("%d schema versions recorded, want 1", n)
+	}
+	exec(t, dsn, `INSERT INTO nvdp.schema_version VALUES (2, 'from the future', now())`)
+	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "schema version 2 is newer than this server's 1") {
+		t.Fatalf("open of a newer schema: %v", err)
+	}
+	if _, _, err := serve.CreatePGLedger(dsn, 10*time.Second); err == nil || !strings.Contains(err.Error(), "newer than this build's") {
+		t.Fatalf("init of a newer schema: %v", err)
+	}
+	other := c.NewDatabase(t)
+	exec(t, other, `CREATE SCHEMA nvdp; CREATE TABLE nvdp.things (x int)`)
+	if _, _, err := serve.CreatePGLedger(other, 10*time.Second); err == nil || !strings.Contains(err.Error(), "not an nvdp ledger, left alone") {
+		t.Fatalf("init over a foreign schema: %v", err)
+	}
+	if _, err := serve.OpenPGLedger(other, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrNoLedger) {
+		t.Fatalf("open of a foreign schema: %v", err)
+	}
+	for _, tc := range []struct {
+		o   func(*serve.PGOptions)
+		err string
+	}{
+		{func(o *serve.PGOptions) { o.MaxConns = 2 }, "ledger_max_conns 2: want 3 to 1000 (the 2 committers of charges, and reads)"},
+		{func(o *serve.PGOptions) { o.Timeout = 0 }, "ledger_timeout 0s: must be at least 10ms"},
+		{func(o *serve.PGOptions) { o.MaxWaitingCharges = 0 }, "ledger_max_waiting 0: must be >= 1"},
+	} {
+		o := serve.DefaultPGOptions()
+		tc.o(&o)
+		if _, err := serve.OpenPGLedger(dsn, o); err == nil || err.Error() != tc.err {
+			t.Errorf("options: %v, want %q", err, tc.err)
+		}
+	}
+}
+
+// exec runs sql on the database at dsn.
+func exec(t testing.TB, dsn, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// count runs a query of one integer on the database at dsn.
+func count(t testing.TB, dsn, sql string, args ...any) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// TestPGReplicasCannotOverspend: three ledgers (three replicas' pools) on
+// one database charge one key concurrently, 90 charges of 1 release racing
+// for a budget of exactly 40: exactly 40 are charged and 50 refused,
+// whatever the interleaving; the database's counts, requests and charge
+// rows say the same.
+func TestPGReplicasCannotOverspend(t *testing.T) {
+	const k, tries = 40, 90
+	dsn := servetest.NewPGLedger(t)
+	budget := exactBudget(t, k)
+	var replicas []*serve.PGLedger
+	var curves []*serve.Curve
+	for i := range 3 {
+		o := serve.DefaultPGOptions()
+		o.Replica = fmt.Sprintf("r%d", i)
+		l := servetest.OpenPGLedger(t, dsn, o)
+		c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), map[string]string{"model": "fake"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas, curves = append(replicas, l), append(curves, c)
+	}
+	var mu sync.Mutex
+	var ok, refused int
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range tries {
+		wg.Go(func() {
+			<-start
+			_, err := replicas[i%3].Charge("alice", curves[i%3], 1, budget)
+			var be *serve.BudgetError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.As(err, &be):
+				refused++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ok != k || refused != tries-k {
+		t.Fatalf("%d charged, %d refused; want %d and %d", ok, refused, k, tries-k)
+	}
+	bal, err := replicas[0].Balance("alice", curves[0], budget)
+	if err != nil || bal.Releases != k || bal.RemainingReleases != 0 {
+		t.Fatalf("balance %+v, %v", bal, err)
+	}
+	if n := count(t, dsn, `SELECT sum(releases) FROM nvdp.charges WHERE account = 'alice'`); n != k {
+		t.Errorf("charge rows hold %d releases, want %d", n, k)
+	}
+	if n := count(t, dsn, `SELECT requests FROM nvdp.accounts WHERE id = 'alice'`); n != k {
+		t.Errorf("requests %d, want %d", n, k)
+	}
+	if n := count(t, dsn, `SELECT count(DISTINCT replica) FROM nvdp.charges`); n < 2 {
+		t.Errorf("charges from %d replicas, want 2 or 3", n)
+	}
+}
+
+// TestPGCurvesFromAnotherReplica: a replica reads the curve another
+// replica (a newer model) registered and charged under: its balance
+// composes both curves, and so do the accounts of a third process that
+// opened the ledger before either curve existed.
+func TestPGCurvesFromAnotherReplica(t *testing.T) {
+	dsn := servetest.NewPGLedger(t)
+	reader := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions()) // opened before any curve
+	a := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions())
+	b := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions())
+	ca, err := a.RegisterCurve(servetest.GaussianGuarantee(rho), "old model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := b.RegisterCurve(servetest.GaussianGuarantee(2*rho), "new model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Charge("alice", ca, 3, math.Inf(1)); err != nil {
+		t.Fatal(err)
+	}
+	bal, err := b.Charge("alice", cb, 2, math.Inf(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 x rho + 2 x 2 rho = 7 rho at each order.
+	if want := epsOfReleases(7); math.Abs(float64(bal.SpentEpsilon)-want) > 1e-12*want || bal.Releases != 5 {
+		t.Fatalf("replica b's balance %+v, want spent %v over 5 releases", bal, want)
+	}
+	accts, err := reader.Accounts()
+	if err != nil || len(accts) != 1 || accts[0].Releases != 5 || accts[0].ReleasesByCurve[ca.ID] != 3 ||
+		math.Abs(float64(accts[0].SpentEpsilon)-epsOfReleases(7)) > 1e-12*epsOfReleases(7) {
+		t.Fatalf("the third process's accounts: %+v, %v", accts, err)
+	}
+	// A curve whose bounds were changed in the database is refused, not charged under.
+	exec(t, dsn, `UPDATE nvdp.curves SET rd[1] = rd[1] / 2 WHERE id = $1`, ca.ID)
+	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrCorruptLedger) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
+		t.Fatalf("open with a changed curve: %v", err)
+	}
+}
+
+// TestPGHistory: every charge is a row with its time, key, releases, model
+// and curve, and the replica; History pages through it newest first, for
+// one account or all, with the curves' guarantee and the models'
+// descriptions; refusals leave no row.
+func TestPGHistory(t *testing.T) {
+	for _, kind := range []string{"file", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			var l serve.PrivacyLedger = servetest.OpenLedger(t)
+			if kind == "postgres" {
+				o := serve.DefaultPGOptions()
+				o.Replica = "replica-1"
+				l = servetest.OpenPGLedger(t, servetest.NewPGLedger(t), o)
+			}
+			c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), map[string]string{"model": "m1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := time.Now().Add(-time.Second)
+			budget := exactBudget(t, 6)
+			for i, a := range []string{"alice", "bob", "alice", "alice", "bob"} {
+				if _, err := l.Charge(a, c, i+1, math.Inf(1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := l.Charge("alice", c, 1, budget); err == nil {
+				t.Fatal("set-up: a charge past the budget was made")
+			}
+			h, err := l.History(serve.HistoryQuery{Account: "alice", Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h.Charges) != 2 || h.Charges[0].Releases != 4 || h.Charges[1].Releases != 3 || h.Before != h.Charges[1].ID {
+				t.Fatalf("alice's newest 2: %+v (before %d)", h.Charges, h.Before)
+			}
+			ch := h.Charges[0]
+			if ch.Account != "alice" || ch.Curve != c.ID || ch.Model != c.Model || ch.Time.Before(before) || ch.Time.After(time.Now().Add(time.Second)) {
+				t.Errorf("charge %+v", ch)
+			}
+			if kind == "postgres" && ch.Replica != "replica-1" {
+				t.Errorf("replica %q", ch.Replica)
+			}
+			ci := h.Curves[c.ID]
+			if ci.Accountant != serve.Accountant || ci.Format != serve.CurveFormat || math.Abs(float64(ci.Epsilon)-epsOfReleases(1)) > 1e-12 {
+				t.Errorf("curve %+v", ci)
+			}
+			if string(h.Models[c.Model]) != `{"model":"m1"}` && string(h.Models[c.Model]) != `{"model": "m1"}` {
+				t.Errorf("model %s", h.Models[c.Model])
+			}
+			rest, err := l.History(serve.HistoryQuery{Account: "alice", Before: h.Before, Limit: 10})
+			if err != nil || len(rest.Charges) != 1 || rest.Charges[0].Releases != 1 || rest.Before != 0 {
+				t.Fatalf("the next page: %+v %v", rest, err)
+			}
+			all, err := l.History(serve.HistoryQuery{Limit: 100})
+			if err != nil || len(all.Charges) != 5 || all.Charges[0].Account != "bob" || all.Charges[0].Releases != 5 {
+				t.Fatalf("all: %+v %v", all.Charges, err)
+			}
+			if _, err := l.History(serve.HistoryQuery{Limit: 0}); err == nil || err.Error() != "limit 0: want 1 to 10000 charges" {
+				t.Errorf("limit 0: %v", err)
+			}
+		})
+	}
+}
+
+// TestPGLedgerBusyAndTimeout: while another transaction holds the key's row
+// lock, a charge fails after the ledger's timeout with the unavailable
+// error and charges nothing; the charges beyond MaxWaitingCharges are
+// refused at once with ErrLedgerBusy; once the lock goes, charges work.
+func TestPGLedgerBusyAndTimeout(t *testing.T) {
+	dsn := servetest.NewPGLedger(t)
+	o := serve.DefaultPGOptions()
+	o.Timeout, o.MaxWaitingCharges = 300*time.Millisecond, 1
+	l := servetest.OpenPGLedger(t, dsn, o)
+	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Charge("alice", c, 1, math.Inf(1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM nvdp.accounts WHERE id = 'alice' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	results := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := l.Charge("alice", c, 1, math.Inf(1))
+			results <- err
+		}()
+	}
+	var busy, unavailable int
+	for range 8 {
+		err := <-results
+		switch {
+		case errors.Is(err, serve.ErrLedgerBusy):
+			busy++
+		case errors.Is(err, serve.ErrLedgerUnavailable):
+			unavailable++
+			var pe *serve.PGError
+			if !errors.As(err, &pe) || !pe.Temporary() {
+				t.Errorf("%v: not a temporary PGError", err)
+			}
+		default:
+			t.Errorf("charge under the lock: %v", err)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the charges took %v under a timeout of %v", d, o.Timeout)
+	}
+	if busy == 0 || unavailable == 0 || busy+unavailable != 8 {
+		t.Errorf("%d busy, %d timed out", busy, unavailable)
+	}
+	tx.Rollback(ctx)
+	if bal, err := l.Charge("alice", c, 1, math.Inf(1)); err != nil || bal.Releases != 2 {
+		t.Fatalf("after the lock: %+v %v (want 2 releases: nothing charged under the lock)", bal, err)
+	}
+}
+
+// TestPGLedgerDatabaseDown: while PostgreSQL is stopped, charges, balances,
+// key lookups and Err fail with the temporary unavailable error within the
+// timeout; a server answers /v1/embed and /v1/budget with 503
+// ledger_unavailable (nothing released), /readyz 503 and /healthz 200; once
+// PostgreSQL is back the same server releases again, with every charge made
+// before the outage kept.
+func TestPGLedgerDatabaseDown(t *testing.T) {
+	cluster := pgtest.New(t, pgtest.Options{})
+	dsn := servetest.InitPGLedger(t, cluster)
+	o := serve.DefaultPGOptions()
+	o.Timeout = time.Second
+	l := servetest.OpenPGLedger(t, dsn, o)
+	key := mustKey(t)
+	if err := l.AddKey("alice", key, 50, map[string]string{"team": "a"}); err != nil {
+		t.Fatal(err)
+	}
+	fake := servetest.NewFake(3, 4, rho)
+	so := serve.DefaultOptions()
+	srv, err := serve.New(fake, l, l, so, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newTestServer(t, srv)
+	embed := func() (int, map[string]any) {
+		return servetest.Do(t, "POST", h+"/v1/embed", key, "application/json", `{"texts": ["a", "b"]}`)
+	}
+	if code, body := embed(); code != 200 {
+		t.Fatalf("before: %d %v", code, body)
+	}
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	started := fake.Started()
+	start := time.Now()
+	code, body := embed()
+	e, _ := body["error"].(map[string]any)
+	if code != 503 || e == nil || e["code"] != "ledger_unavailable" || body["embeddings"] != nil || !strings.Contains(fmt.Sprint(e["message"]), "retry later") {
+		t.Fatalf("embed with the database down: %d %v", code, body)
+	}
+	if fake.Started() != started {
+		t.Error("the model ran with the database down")
+	}
+	if code, _ := servetest.Do(t, "GET", h+"/v1/budget", key, "", ""); code != 503 {
+		t.Errorf("budget: %d", code)
+	}
+	if code, body := servetest.Do(t, "GET", h+"/readyz", "", "", ""); code != 503 || body["error"].(map[string]any)["code"] != "ledger_unavailable" {
+		t.Errorf("readyz: %d %v", code, body)
+	}
+	if code, _ := servetest.Do(t, "GET", h+"/healthz", "", "", ""); code != 200 {
+		t.Errorf("healthz: %d", code)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the refusals took %v", d)
+	}
+	c, _ := l.RegisterCurve(servetest.GaussianGuarantee(rho), "again")
+	for _, f := range []func() error{
+		func() error { _, err := l.Charge("alice", c, 1, 100); return err },
+		func() error { _, err := l.Balance("alice", c, 100); return err },
+		func() error { _, err := l.LookupKey(key); return err },
+		l.Err,
+	} {
+		if err := f(); !errors.Is(err, serve.ErrLedgerUnavailable) {
+			t.Errorf("with the database down: %v", err)
+		}
+	}
+	_, m := servetest.Do(t, "GET", h+"/metrics", "", "", "")
+	for _, want := range []string{"nvdp_ledger_available 0", `nvdp_ledger_pool_connections{state="max"} 8`, "nvdp_ledger_charges_waiting 0", `nvdp_ledger_errors_total{op="charge"}`} {
+		if !strings.Contains(m["raw"].(string), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if err := cluster.Start(); err != nil {
+		t.Fatal(err)
+	}
+	servetest.WaitFor(t, "the ledger to answer", func() bool { return l.Err() == nil })
+	code, body = embed()
+	if code != 200 || num(body["privacy"].(map[string]any)["remaining_releases"]) < 0 {
+		t.Fatalf("after the restart: %d %v", code, body)
+	}
+	if got := num(body["privacy"].(map[string]any)["spent_epsilon"]); math.Abs(got-epsOfReleases(4)) > 1e-9 {
+		t.Errorf("spent %v after 4 releases, want %v", got, epsOfReleases(4))
+	}
+	if code, _ := servetest.Do(t, "GET", h+"/readyz", "", "", ""); code != 200 {
+		t.Errorf("readyz after the restart: %d", code)
+	}
+}
+
+// newTestServer serves srv on a loopback port until the test ends and
+// returns its URL.
+func newTestServer(t *testing.T, srv *serve.Server) string {
+	t.Helper()
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// TestPGKeys: keys in the database are added, rotated and revoked while a
+// server runs, which authenticates each change from the next request; the
+// budget is the key's; the listing shows no hash; an ID is never reused.
+func TestPGKeys(t *testing.T) {
+	l := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), serve.DefaultPGOptions())
+	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, l, serve.DefaultOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newTestServer(t, srv)
+	embed := func(key string) int {
+		code, _ := servetest.Do(t, "POST", h+"/v1/embed", key, "application/json", `{"texts": ["a"]}`)
+		return code
+	}
+	k1, k2 := mustKey(t), mustKey(t)
+	if code := embed(k1); code != 401 {
+		t.Fatalf("unknown key: %d", code)
+	}
+	budget := exactBudget(t, 2)
+	if err := l.AddKey("alice", k1, budget, map[string]string{"team": "research"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := embed(k1); code != 200 {
+		t.Fatalf("added key: %d", code)
+	}
+	if err := l.RotateKey("alice", k2); err != nil {
+		t.Fatal(err)
+	}
+	if code := embed(k1); code != 401 {
+		t.Errorf("the rotated-out key: %d", code)
+	}
+	if code := embed(k2); code != 200 {
+		t.Errorf("the rotated-in key: %d", code)
+	}
+	if code := embed(k2); code != 429 {
+		t.Errorf("past the key's budget of 2: %d", code)
+	}
+	if err := l.SetKeyBudget("alice", math.Inf(1)); err != nil {
+		t.Fatal(err)
+	}
+	if code := embed(k2); code != 200 {
+		t.Errorf("after raising the budget: %d", code)
+	}
+	if err := l.RevokeKey("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if code := embed(k2); code != 401 {
+		t.Errorf("the revoked key: %d", code)
+	}
+	for _, tc := range []struct {
+		err error
+		msg string
+	}{
+		{l.AddKey("alice", mustKey(t), 1, nil), `key "alice" exists`},
+		{l.AddKey("bob", k2, 1, nil), "the key's hash is another key's"},
+		{l.AddKey("bad id", mustKey(t), 1, nil), "key ID \"bad id\""},
+		{l.AddKey("carol", mustKey(t), -1, nil), "budget -1: must be >= 0"},
+		{l.RotateKey("alice", mustKey(t)), "no such key"},
+		{l.RevokeKey("nobody"), "no such key"},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.msg) {
+			t.Errorf("%v, want %q", tc.err, tc.msg)
+		}
+	}
+	keys, err := l.Keys()
+	if err != nil || len(keys) != 1 || keys[0].ID != "alice" || keys[0].Revoked == nil || keys[0].Rotated == nil ||
+		keys[0].Labels["team"] != "research" || keys[0].Budget != jsonfloat.Float(math.Inf(1)) {
+		t.Fatalf("keys %+v %v", keys, err)
+	}
+	accts, _ := l.Accounts()
+	if len(accts) != 1 || accts[0].Releases != 3 {
+		t.Errorf("accounts %+v: the revoked key's account stays", accts)
+	}
+}
+
+// TestPostgresDSN: the ledger locations that name PostgreSQL, and env:VAR.
+func TestPostgresDSN(t *testing.T) {
+	t.Setenv("NVDP_TEST_DSN", "postgres://u:secret@db:5432/nvdp")
+	t.Setenv("NVDP_TEST_EMPTY", "")
+	t.Setenv("NVDP_TEST_FILE", "/var/lib/ledger.db")
+	for _, tc := range []struct {
+		loc, dsn, err string
+		pg            bool
+	}{
+		{"postgres://h/db", "postgres://h/db", "", true},
+		{"postgresql://h/db", "postgresql://h/db", "", true},
+		{"env:NVDP_TEST_DSN", "postgres://u:secret@db:5432/nvdp", "", true},
+		{"env:NVDP_TEST_EMPTY", "", "env:NVDP_TEST_EMPTY: the environment variable NVDP_TEST_EMPTY is unset or empty", true},
+		{"env:NVDP_TEST_UNSET", "", "unset or empty", true},
+		{"env:NVDP_TEST_FILE", "", "env:NVDP_TEST_FILE: the variable holds no postgres:// or postgresql:// URL", true},
+		{"env:", "", "env: names no variable", true},
+		{filepath.Join("dir", "ledger.db"), "", "is not a postgres:// or postgresql:// URL", false},
+	} {
+		if serve.IsPostgres(tc.loc) != tc.pg {
+			t.Errorf("IsPostgres(%q) = %v", tc.loc, !tc.pg)
+		}
+		dsn, err := serve.PostgresDSN(tc.loc)
+		if dsn != tc.dsn || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("PostgresDSN(%q) = %q, %v; want %q, %q", tc.loc, dsn, err, tc.dsn, tc.err)
+		}
+	}
+}

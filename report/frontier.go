@@ -99,6 +99,10 @@ type Frontier struct {
 	// EmpiricalNotShown names the shown rows whose BDP estimate is not
 	// drawn (infinite: invalid pairs; undefined; not audited).
 	EmpiricalNotShown []string `json:"empirical_not_shown,omitempty"`
+	// Reference is what one release at each certified epsilon allows on a
+	// binary task (nil otherwise; ReferenceNote says why).
+	Reference     *Reference `json:"reference,omitempty"`
+	ReferenceNote string     `json:"reference_note,omitempty"`
 }
 
 // buildFrontier is the frontier of tt (grid rows left out); nil when no
@@ -189,6 +193,13 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 					fr.Pareto = true
 				}
 			}
+		}
+	}
+	_, delta := certShared(rows)
+	if f.Reference = buildReference(f, delta); f.Reference == nil {
+		f.ReferenceNote = ReferenceNote(f.Task, f.Metric)
+		if f.ReferenceNote == "" {
+			f.ReferenceNote = "no reference: the rows' deltas differ, or the chance level or a shown row is missing"
 		}
 	}
 	return f
@@ -373,6 +384,13 @@ func frontierPlot(f *Frontier) (*plot.Plot, error) {
 	if entries == 0 {
 		return nil, nil
 	}
+	if r := f.Reference; r != nil {
+		n, err := referenceLines(p, r)
+		if err != nil {
+			return nil, err
+		}
+		entries += n
+	}
 	for _, xy := range links {
 		l, err := plotter.NewLine(xy)
 		if err != nil {
@@ -483,7 +501,8 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 	}
 	bdpHdr += ")"
 	hdr := []string{"Model", "Target ε", "λ", "Seeds", MetricTitle(f.Metric), cEps, cRD, "Calibrated constant",
-		"RD max, empirical (" + f.AuditMode + ")", bdpHdr, "Wall time, s", "Pareto (certified)"}
+		"RD max, empirical (" + f.AuditMode + ")", bdpHdr, "Wall time, s", "Pareto (certified)",
+		"Achievable at the certified ε (reference)", "Bound at the certified ε"}
 	mdRow(b, hdr)
 	sep := []string{"---", "---:"}
 	for len(sep) < len(hdr) {
@@ -522,8 +541,14 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 		if w := fr.WallSeconds; w != nil {
 			wall = fmtStat(*w, fmtRD) // three significant digits, integers from 100 s up
 		}
+		achievable, bound := "–", "–"
+		if r := f.Reference; r != nil && fr.Shown {
+			if pt, err := r.At(fr.Certified.Epsilon.Mean); err == nil {
+				achievable, bound = fmtUtil(pt.Achievable), fmtUtil(pt.Bound)
+			}
+		}
 		mdRow(b, []string{fr.Series, target, lambda, strconv.Itoa(fr.Seeds), fmtStat(fr.Utility, fmtUtil), cert[1], cert[0],
-			constant, rd, bdp, wall, pareto})
+			constant, rd, bdp, wall, pareto, achievable, bound})
 	}
 	if f.Baseline != nil {
 		line(f.Baseline)
@@ -541,5 +566,47 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 	if len(f.EmpiricalNotShown) > 0 {
 		fmt.Fprintf(b, "Empirical BDP estimate not drawn: %s.\n", strings.Join(f.EmpiricalNotShown, "; "))
 	}
+	if f.Reference != nil {
+		b.WriteString("Reference (report.Reference): a Gaussian mechanism of mu = GaussianMechanismMu(ε, δ) writing the non-private " +
+			"baseline's decision at opposite ends of the mean ball in every row reaches the achievable accuracy; no release at ε " +
+			"exceeds the bound (total variation). The achievable reference is NVDP-Clipped's: a gaussian release's pad rows carry no decision.\n")
+	} else if f.ReferenceNote != "" {
+		fmt.Fprintf(b, "No reference on the frontier: %s.\n", f.ReferenceNote)
+	}
 	b.WriteString("\n")
+}
+
+// referenceLines draws the reference's achievable and bound curves on p
+// and returns the legend entries added.
+func referenceLines(p *plot.Plot, r *Reference) (int, error) {
+	var ach, bound plotter.XYs
+	for _, pt := range r.Points {
+		if pt.Epsilon < p.X.Min || pt.Epsilon > p.X.Max {
+			continue
+		}
+		bound = append(bound, plotter.XY{X: pt.Epsilon, Y: 100 * pt.Bound})
+		if !math.IsNaN(pt.Achievable) {
+			ach = append(ach, plotter.XY{X: pt.Epsilon, Y: 100 * pt.Achievable})
+		}
+	}
+	n := 0
+	for _, c := range []struct {
+		xy     plotter.XYs
+		label  string
+		dashes []vg.Length
+	}{{ach, "achievable reference: the baseline's decision in every row (Gaussian, μ at ε)", []vg.Length{vg.Points(4), vg.Points(2)}},
+		{bound, "bound: no release at ε decides better (total variation)", []vg.Length{vg.Points(1), vg.Points(1.5)}}} {
+		if len(c.xy) < 2 {
+			continue
+		}
+		l, err := plotter.NewLine(c.xy)
+		if err != nil {
+			return n, err
+		}
+		l.Color, l.Width, l.Dashes = color.RGBA{B: 160, G: 90, A: 255}, vg.Points(1.2), c.dashes
+		p.Add(l)
+		p.Legend.Add(c.label, l)
+		n++
+	}
+	return n, nil
 }

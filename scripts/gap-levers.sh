@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The levers of docs/results.md, "Closing the gap" (issue 31): NVDP-Clipped on the main job's budget
+# (SST-2, the first 20,000 training rows, one epoch, max-seq-len 64, from-scratch BERT-Tiny, lambda
+# 1e-2, lr 5e-4), its clipping calibrated exactly to each certified epsilon, one lever changed, over
+# seeds. One run at a time; a cell whose report.json exists is skipped (rerun to resume).
+# Usage: bash scripts/gap-levers.sh ROOT LEVER "EPSILONS" "SEEDS"
+#   LEVER: baseline (non-private, the warm start's source) | base | warm (encoder from the baseline of
+#   the same seed) | lr=X | epochs=K | any other name, with extra `nvdp run` flags in EXTRA
+# NVDP=bin (default bin/nvdp) names the binary; runs land in ROOT/LEVER/epsilon=E/seed=S.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=${1:?usage: gap-levers.sh ROOT LEVER EPSILONS SEEDS}; LEVER=${2:?lever}; EPS=${3:-"8 16 32"}; SEEDS=${4:-"1 2 3"}
+NVDP=${NVDP:-bin/nvdp}
+GLUE_DIR=${GLUE_DIR:-../shared/data/glue}
+VOCAB=${VOCAB:-../shared/models/bert-base-uncased-vocab/vocab.txt}
+common=(--task sst2 --glue-dir "$GLUE_DIR" --epochs 1 --train-limit 20000 --max-seq-len 64 --no-progress)
+for s in $SEEDS; do
+  if [ "$LEVER" = baseline ]; then
+    out=$ROOT/baseline/seed=$s
+    [ -f "$out/report.json" ] || "$NVDP" run "${common[@]}" --vocab "$VOCAB" --encoder scratch:bert-tiny --variant baseline --seed "$s" --out "$out" >/dev/null
+    continue
+  fi
+  for e in $EPS; do
+    out=$ROOT/$LEVER/epsilon=$e/seed=$s
+    [ -f "$out/report.json" ] && continue
+    enc=(--vocab "$VOCAB" --encoder scratch:bert-tiny)
+    args=(--lr 5e-4)
+    case $LEVER in
+      base) ;;
+      warm) enc=(--encoder "hf:$ROOT/baseline/seed=$s") ;;
+      lr=*) args=(--lr "${LEVER#lr=}") ;;
+      epochs=*) args+=(--epochs "${LEVER#epochs=}") ;;
+    esac
+    # shellcheck disable=SC2086
+    "$NVDP" run "${common[@]}" "${enc[@]}" "${args[@]}" --variant nvdp-clipped --lambda 1e-2 --target-epsilon "$e" \
+      --seed "$s" --out "$out" ${EXTRA:-} >/dev/null
+  done
+done

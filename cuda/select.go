@@ -1,0 +1,53 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The device choices of a command (`--device`): the CPU engine, a GPU, or a
+// GPU when one loads.
+const (
+	DeviceCPU  = "cpu"
+	DeviceCUDA = "cuda"
+	DeviceAuto = "auto"
+)
+
+// The precisions of the device's GEMMs (`--precision`): IEEE FP32, or FP32
+// with cuBLAS rounding GEMM inputs to TF32 on tensor cores.
+const (
+	PrecisionFP32 = "fp32"
+	PrecisionTF32 = "tf32"
+)
+
+// Select opens the device that choice names: nil for DeviceCPU; the GPU of
+// o for DeviceCUDA (its error when none loads: a *LoadError naming what was
+// looked for and where, or ErrNoDevice); for DeviceAuto the GPU when one
+// loads, else nil with why in fallback. precision sets o.TF32. Errors also
+// name an unknown choice or precision (precision tf32 on the CPU included).
+func Select(choice, precision string, o Options) (d *Device, fallback string, err error) {
+	switch precision {
+	case PrecisionFP32:
+	case PrecisionTF32:
+		if choice == DeviceCPU {
+			return nil, "", fmt.Errorf("precision %s: GEMMs on the CPU are FP32 (tf32 needs a GPU)", precision)
+		}
+		o.TF32 = true
+	default:
+		return nil, "", fmt.Errorf("precision %q: want %s or %s", precision, PrecisionFP32, PrecisionTF32)
+	}
+	switch choice {
+	case DeviceCPU:
+		return nil, "", nil
+	case DeviceCUDA:
+		d, err := Open(o)
+		return d, "", err
+	case DeviceAuto:
+		d, err := Open(o)
+		if errors.Is(err, ErrNoCUDA) {
+			return nil, err.Error(), nil
+		}
+		return d, "", err
+	}
+	return nil, "", fmt.Errorf("device %q: want %s, %s or %s", choice, DeviceCPU, DeviceCUDA, DeviceAuto)
+}

@@ -5,7 +5,8 @@
 //
 //   - the optimizer: AdamW with nn's constants (nn.AdamBeta1, nn.AdamBeta2;
 //     eps nn.AdamEps or nn.BERTAdamEps) and the linear warm-up / decay
-//     schedule nn.LinearWarmupDecay, global gradient-norm clipping;
+//     schedule nn.LinearWarmupDecay, global gradient-norm clipping; on the
+//     host, or on a device through Config.Device (dnn.DeviceOptimizer);
 //   - the data order: epochs of Examples/BatchSize batches (drop_last), each
 //     a slice of one permutation per epoch drawn from the trainer's named
 //     stream (internal/rngstream);
@@ -130,6 +131,27 @@ type Source struct {
 	RNG RNG
 }
 
+// Device is an optimizer on an accelerator (dnn.DeviceOptimizer): the
+// trained parameters live there with their gradients and AdamW moments, and
+// the host's Params and AdamW hold the run's state only when pulled. Its
+// methods are called from the loop's goroutine.
+type Device interface {
+	// ZeroGrads clears the gradients (before each Step).
+	ZeroGrads() error
+	// ClipAndStep clips the gradients' global L2 norm to clip (<= 0: no
+	// clipping) and takes one AdamW step with learning rate lr (after each
+	// Step), as nn.ClipGradNorm and nn.AdamW.Update do on the host; it
+	// returns the norm before clipping.
+	ClipAndStep(lr, clip float64) (gradNorm float64, err error)
+	// Pull copies the parameters' values into the host Params and the
+	// optimizer's step and moments into opt (before each checkpoint).
+	Pull(opt *nn.AdamW) error
+	// Push copies the host Params' values to the device and the state of opt
+	// (hyperparameters, step, moments) into the device optimizer (at Open,
+	// after a resume restored them).
+	Push(opt *nn.AdamW) error
+}
+
 // Config describes a run to Open.
 type Config struct {
 	// Stage names the run in progress events ("train", "pretrain").
@@ -159,6 +181,13 @@ type Config struct {
 	StopAfter            int  // stop, resumable, once Step >= StopAfter (0: never)
 	Resume               bool // continue from Checkpoint (else start afresh)
 	Progress             progress.Func
+
+	// Device, when set, clears, clips and applies the gradients instead of
+	// the host (nn.ZeroGrads, nn.ClipGradNorm, AdamW.Update on Params): Open
+	// pushes the host state to it (the restored one on a resume), every
+	// checkpoint pulls the state back first, and Step computes the gradients
+	// on the device. Nil: everything on the host.
+	Device Device
 
 	// Step computes the loss of the examples idx (a slice of the epoch's
 	// permutation) and accumulates their gradients into Params (zeroed
@@ -234,6 +263,11 @@ func Open(cfg Config) (*Run, error) {
 	} else if err := os.Remove(cfg.Metrics); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	if cfg.Device != nil {
+		if err := cfg.Device.Push(r.opt); err != nil {
+			return nil, fmt.Errorf("the device optimizer: %w", err)
+		}
+	}
 	r.prevSecs = r.st.Seconds
 	r.epochFrom = time.Now().Add(-time.Duration(r.st.EpochSeconds * float64(time.Second)))
 	return r, nil
@@ -265,8 +299,21 @@ func (c *Config) validate() error {
 // State is the run's position; hooks may read it, not change it.
 func (r *Run) State() *State { return &r.st }
 
-// Optimizer is the run's AdamW (for inspection; the loop applies it).
+// Optimizer is the run's AdamW (for inspection; the loop applies it). With
+// a Device, it holds the state of the last Pull.
 func (r *Run) Optimizer() *nn.AdamW { return r.opt }
+
+// Pull brings the host Params and Optimizer up to the Device's state (e.g.
+// before a hook evaluates on the host); without a Device it does nothing.
+func (r *Run) Pull() error {
+	if r.cfg.Device == nil {
+		return nil
+	}
+	if err := r.cfg.Device.Pull(r.opt); err != nil {
+		return fmt.Errorf("the device optimizer: %w", err)
+	}
+	return nil
+}
 
 // Log appends v to the metrics log as one line (jsonl.Append: whole, synced)
 // and counts it in State.Lines. v must marshal to an object with the "step"
@@ -306,13 +353,21 @@ func (r *Run) Train(ctx context.Context) error {
 		}
 		idx := perm[st.Batch*cfg.BatchSize : (st.Batch+1)*cfg.BatchSize]
 		lr := cfg.LR * nn.LinearWarmupDecay(st.Step, cfg.Warmup, cfg.Steps)
-		nn.ZeroGrads(cfg.Params)
+		if cfg.Device == nil {
+			nn.ZeroGrads(cfg.Params)
+		} else if err := cfg.Device.ZeroGrads(); err != nil {
+			return fmt.Errorf("epoch %d step %d: the device optimizer: %w", st.Epoch+1, st.Step+1, err)
+		}
 		loss, detail, err := cfg.Step(st, idx, lr)
 		if err != nil {
 			return fmt.Errorf("epoch %d step %d: %w", st.Epoch+1, st.Step+1, err)
 		}
-		nn.ClipGradNorm(cfg.Params, cfg.GradClip)
-		r.opt.Update(cfg.Params, lr)
+		if cfg.Device == nil {
+			nn.ClipGradNorm(cfg.Params, cfg.GradClip)
+			r.opt.Update(cfg.Params, lr)
+		} else if _, err := cfg.Device.ClipAndStep(lr, cfg.GradClip); err != nil {
+			return fmt.Errorf("epoch %d step %d: the device optimizer: %w", st.Epoch+1, st.Step+1, err)
+		}
 		st.Step++
 		st.Batch++
 		r.report(loss, detail)
@@ -392,6 +447,9 @@ func (r *Run) save() error {
 	r.touch()
 	state, err := r.marshal()
 	if err != nil {
+		return err
+	}
+	if err := r.Pull(); err != nil {
 		return err
 	}
 	if err := nn.SaveCheckpoint(r.cfg.Checkpoint, r.cfg.Params, r.opt, map[string]string{r.cfg.StateKey: state}); err != nil {

@@ -52,12 +52,35 @@ func (o EmbedOptions) Validate() error {
 	return nil
 }
 
+// MaxBatchBytes bounds the releases of one batch in memory: BatchSize x
+// ReleasesPerText x (N P + N) float32 (CheckMemory).
+const MaxBatchBytes = 1 << 30
+
+// CheckMemory checks, before anything is allocated, that a batch of o's
+// releases of a model of N components of P dims fits MaxBatchBytes.
+// Errors: *option.Error for releases_per_text (batch_size when one release
+// per text is already too much).
+func (o EmbedOptions) CheckMemory(n, p int) error {
+	per := float64(n*p+n) * 4 // bytes of one release
+	total := float64(o.BatchSize) * float64(o.ReleasesPerText) * per
+	if total <= MaxBatchBytes {
+		return nil
+	}
+	key, value := "releases_per_text", any(o.ReleasesPerText)
+	if float64(o.BatchSize)*per > MaxBatchBytes {
+		key, value = "batch_size", o.BatchSize
+	}
+	return option.Errorf(key, value, "a batch of %d texts x %d releases x (N P + N = %d float32) takes %.3g GiB, more than the %d GiB a batch may hold: lower --releases-per-text or --batch-size",
+		o.BatchSize, o.ReleasesPerText, n*p+n, total/(1<<30), MaxBatchBytes>>30)
+}
+
 // ProgressStage names Embed's progress events (unit "texts"; the total is not known while streaming,
 // and the last event has Total = Done).
 const ProgressStage = "embed"
 
 // Embed releases every text of in under r, ReleasesPerText times each with noise from src, and writes
 // them to o.Out in o.Format (FormatSafetensors, FormatJSONL) with their Metadata, which it returns.
+// A batch's releases must fit MaxBatchBytes (CheckMemory, before anything is read or allocated).
 //
 // It streams: a batch of o.BatchSize texts is read, released and written before the next is read, so
 // memory does not grow with the input. The output is a temporary file beside o.Out, renamed over it
@@ -71,6 +94,9 @@ func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o Embe
 	}
 	if src == nil {
 		return nil, fmt.Errorf("embed: no noise source")
+	}
+	if err := o.CheckMemory(r.Shape()); err != nil {
+		return nil, err
 	}
 	batch, err := readBatch(in, o.BatchSize)
 	if err != nil {

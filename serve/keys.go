@@ -87,14 +87,32 @@ func KeyLine(id, key string, budget float64) (string, error) {
 	return line, nil
 }
 
-// ReadKeys reads a keys file (ParseKeys).
+// ReadKeys reads a keys file (ParseKeys). The file must not be writable by
+// its group or others: whoever can write it can add a key of their own and
+// spend a budget. Errors: the file cannot be read, its mode lets others
+// write it, ParseKeys'.
 func ReadKeys(path string) (*Keys, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
+	}
+	if err := checkKeysMode(path, st.Mode()); err != nil {
+		return nil, err
+	}
 	return ParseKeys(path, f)
+}
+
+// checkKeysMode refuses a keys file that its group or others may write.
+func checkKeysMode(path string, mode os.FileMode) error {
+	if mode.Perm()&0o022 != 0 {
+		return fmt.Errorf("keys %s is writable by group or others (mode %#o): anyone who can write it can add a key and spend a budget; chmod go-w %s (keygen makes it 0600)", path, mode.Perm(), path)
+	}
+	return nil
 }
 
 // ParseKeys parses a keys file named name: UTF-8 text, one key per line,
@@ -235,8 +253,8 @@ func (k *Keys) File() string { return k.file }
 
 // AppendKey appends a key line to the keys file at path (created with mode
 // 0600 if missing) and syncs it, after checking that the file parses (when
-// it exists) and holds neither the ID nor the hash. The key itself is
-// never written.
+// it exists), is not writable by group or others (as ReadKeys), and holds
+// neither the ID nor the hash. The key itself is never written.
 func AppendKey(path, id, key string, budget float64) error {
 	line, err := KeyLine(id, key, budget)
 	if err != nil {
@@ -245,6 +263,11 @@ func AppendKey(path, id, key string, budget float64) error {
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("keys: %w", err)
+	}
+	if st, err := os.Stat(path); err == nil {
+		if err := checkKeysMode(path, st.Mode()); err != nil {
+			return err
+		}
 	}
 	prefix := ""
 	if len(data) > 0 && data[len(data)-1] != '\n' {

@@ -168,3 +168,43 @@ func FuzzParseKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestKeysFileMode: a keys file that its group or others may write is
+// refused by ReadKeys and AppendKey (anyone who can write it could add a
+// key), naming the file and its mode; 0600, 0640 and 0400 are read.
+func TestKeysFileMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		err  string
+	}{
+		{0o600, ""},
+		{0o640, ""},
+		{0o400, ""},
+		{0o620, "is writable by group or others (mode 0620)"},
+		{0o606, "is writable by group or others (mode 0606)"},
+		{0o666, "is writable by group or others (mode 0666)"},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "keys.txt")
+			if err := AppendKey(path, "alice", "secret", 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadKeys(path)
+			aerr := AppendKey(path, "bob", "other secret", 1)
+			if tc.err == "" {
+				if err != nil || (tc.mode&0o200 != 0 && aerr != nil) {
+					t.Fatalf("ReadKeys: %v, AppendKey: %v", err, aerr)
+				}
+				return
+			}
+			for _, e := range []error{err, aerr} {
+				if e == nil || !strings.Contains(e.Error(), "keys "+path+" "+tc.err) {
+					t.Errorf("err = %v, want %q", e, tc.err)
+				}
+			}
+		})
+	}
+}

@@ -54,6 +54,8 @@ type PrivacyLedger interface {
 	Err() error
 	// Accounts returns every account, by ID.
 	Accounts() ([]Account, error)
+	// Info describes the ledger: its identity, format and size.
+	Info() (LedgerInfo, error)
 	// History returns charges of the ledger's history, newest first
 	// (HistoryQuery), with the curves and models they name.
 	History(q HistoryQuery) (History, error)
@@ -177,4 +179,24 @@ type temporary interface{ Temporary() bool }
 func isTemporary(err error) bool {
 	var t temporary
 	return errors.As(err, &t) && t.Temporary()
+}
+
+// OpenLedgerAt opens the ledger at loc: a PostgreSQL database when loc
+// names one (IsPostgres: a postgres:// or postgresql:// URL, or env:VAR;
+// OpenPGLedger with o), else the file at loc (OpenLedger, or
+// OpenLedgerReadOnly when readOnly; o is not used). A PostgreSQL ledger is
+// opened the same way for reading: its readers and the servers share it.
+// Errors: those of PostgresDSN and the opens.
+func OpenLedgerAt(loc string, o PGOptions, readOnly bool) (PrivacyLedger, error) {
+	if !IsPostgres(loc) {
+		if readOnly {
+			return OpenLedgerReadOnly(loc)
+		}
+		return OpenLedger(loc)
+	}
+	dsn, err := PostgresDSN(loc)
+	if err != nil {
+		return nil, err
+	}
+	return OpenPGLedger(dsn, o)
 }

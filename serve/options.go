@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"net"
 	"os"
 	"runtime"
 	"time"
@@ -44,6 +45,9 @@ type Options struct {
 	// BackupKeep is how many of the ledger's backups BackupDir keeps: after
 	// each backup the oldest beyond it are removed (0: all are kept).
 	BackupKeep int `json:"backup_keep"`
+	// AllowUnauthenticated lets a server without keys listen beyond
+	// loopback (CheckListener); it then logs a warning at start.
+	AllowUnauthenticated bool `json:"allow_unauthenticated"`
 }
 
 // Limits bound the requests a Server takes (shown by GET /v1/info).
@@ -173,4 +177,34 @@ func (o Options) Budgets(keys *Keys) (map[string]float64, error) {
 		out[k.ID] = b
 	}
 	return out, nil
+}
+
+// CheckListener refuses to serve without keys on an address beyond
+// loopback: every request would be charged to the one shared account,
+// whoever sends it, so anyone who can reach the address spends its budget.
+// authenticated says whether the server has keys (a keys file or a key
+// store). Errors: *option.Error for allow_unauthenticated, unless o allows
+// it.
+func (o Options) CheckListener(addr net.Addr, authenticated bool) error {
+	if authenticated || o.AllowUnauthenticated || isLoopback(addr) {
+		return nil
+	}
+	return option.Errorf("allow_unauthenticated", false, "listening on %s, beyond loopback, without keys: anyone who reaches it is served and spends the one shared budget; give keys, listen on 127.0.0.1, or allow it explicitly", addr)
+}
+
+// isLoopback reports whether addr is a TCP address on a loopback IP (a
+// unix socket counts as local).
+func isLoopback(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }

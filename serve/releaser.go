@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
+	"strings"
 
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
@@ -44,7 +46,18 @@ type releaseModel struct{ r *release.Releaser }
 
 func (m releaseModel) Shape() (n, p int)             { return m.r.Shape() }
 func (m releaseModel) Guarantee() *privacy.Guarantee { return m.r.Guarantee() }
-func (m releaseModel) Model() any                    { return m.r.Model() }
+
+// Model is the model's description without the paths of the machine it
+// runs on (GET /v1/info shows it to anyone): the directory's base name,
+// and an encoder read from a directory (hf:DIR) by its base name.
+func (m releaseModel) Model() any {
+	info := m.r.Model()
+	info.Dir = filepath.Base(info.Dir)
+	if dir, ok := strings.CutPrefix(info.Encoder, "hf:"); ok && filepath.IsAbs(dir) {
+		info.Encoder = "hf:" + filepath.Base(dir)
+	}
+	return info
+}
 
 func (m releaseModel) Release(ctx context.Context, texts []string) ([]Embedding, error) {
 	src, err := release.NewSource()

@@ -17,6 +17,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,11 +30,13 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/option"
@@ -439,7 +442,9 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 }
 
 // readTexts reads and checks the body of an embed request; on failure it
-// writes a 4xx and returns false.
+// writes a 4xx and returns false. A Content-Length beyond MaxBodyBytes is
+// refused before the body is read; the body is decoded strictly
+// (decodeTexts).
 func (s *Server) readTexts(w http.ResponseWriter, r *http.Request, info *reqInfo) ([]string, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -447,34 +452,33 @@ func (s *Server) readTexts(w http.ResponseWriter, r *http.Request, info *reqInfo
 			return nil, false
 		}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	var req EmbedRequest
-	err := dec.Decode(&req)
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		s.fail(w, info, http.StatusRequestEntityTooLarge, "body_too_large", "Content-Length %d: the body is larger than %d bytes", r.ContentLength, s.opts.MaxBodyBytes)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	var texts *[]string
 	if err == nil {
-		if _, e := dec.Token(); e != io.EOF {
-			err = errTrailing
-		}
+		texts, err = decodeTexts(body)
 	}
 	if err != nil {
 		status, code, msg := decodeError(err, s.opts.MaxBodyBytes)
 		s.fail(w, info, status, code, "%s", msg)
 		return nil, false
 	}
-	if req.Texts == nil {
+	if texts == nil {
 		s.fail(w, info, http.StatusBadRequest, "missing_texts", `the body needs "texts": an array of 1 to %d strings`, s.opts.MaxTexts)
 		return nil, false
 	}
-	texts := *req.Texts
 	switch {
-	case len(texts) == 0:
+	case len(*texts) == 0:
 		s.fail(w, info, http.StatusBadRequest, "empty_texts", `"texts" is empty: send 1 to %d texts`, s.opts.MaxTexts)
 		return nil, false
-	case len(texts) > s.opts.MaxTexts:
-		s.fail(w, info, http.StatusBadRequest, "too_many_texts", `"texts" has %d texts, the limit is %d`, len(texts), s.opts.MaxTexts)
+	case len(*texts) > s.opts.MaxTexts:
+		s.fail(w, info, http.StatusBadRequest, "too_many_texts", `"texts" has %d texts, the limit is %d`, len(*texts), s.opts.MaxTexts)
 		return nil, false
 	}
-	for i, t := range texts {
+	for i, t := range *texts {
 		switch {
 		case strings.TrimSpace(t) == "":
 			s.fail(w, info, http.StatusBadRequest, "empty_text", "texts[%d] is empty or only white space", i)
@@ -484,51 +488,191 @@ func (s *Server) readTexts(w http.ResponseWriter, r *http.Request, info *reqInfo
 			return nil, false
 		}
 	}
-	return texts, true
+	return *texts, true
 }
 
 var errTrailing = errors.New("data after the JSON object")
 
-// decodeError maps a JSON decoding error of a request body to a status, an
-// error code and a message (never quoting the body's texts).
+// Errors of decodeTexts beyond encoding/json's.
+type (
+	// bodyError is a body that is JSON but not {"texts": [...]}: its code
+	// and message.
+	bodyError struct{ code, msg string }
+	// encodingError is a body that is not valid UTF-8, or whose JSON
+	// escapes a lone surrogate (not a character): encoding/json would
+	// replace either by U+FFFD, releasing a text the client did not send.
+	encodingError struct {
+		offset int
+		what   string
+	}
+)
+
+func (e *bodyError) Error() string     { return e.msg }
+func (e *encodingError) Error() string { return fmt.Sprintf("%s at byte %d", e.what, e.offset) }
+
+// decodeTexts decodes the body of POST /v1/embed strictly: one JSON object
+// (encoding/json's syntax errors, then no trailing data), valid UTF-8
+// without lone surrogate escapes, whose only field is "texts" exactly (no
+// other case, not twice), holding null (nil: missing) or an array of
+// strings (a null, number, bool, array or object among them is the wrong
+// type). Errors: as encoding/json's, errTrailing, *encodingError,
+// *bodyError.
+func decodeTexts(body []byte) (*[]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errTrailing
+	}
+	if !utf8.Valid(raw) {
+		off := 0
+		for off < len(raw) {
+			r, n := utf8.DecodeRune(raw[off:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			off += n
+		}
+		return nil, &encodingError{offset: bytes.Index(body, raw) + off, what: "invalid UTF-8"}
+	}
+	if off, ok := loneSurrogate(raw); ok {
+		return nil, &encodingError{offset: bytes.Index(body, raw) + off, what: "a lone surrogate escape (not a character)"}
+	}
+	dec = json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, _ := dec.Token() // raw is one valid JSON value
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, &bodyError{"wrong_type", fmt.Sprintf(`the body is a JSON %s, want an object {"texts": [...]}`, jsonKind(tok))}
+	}
+	var texts *[]string
+	seen := false
+	for dec.More() {
+		tok, _ = dec.Token()
+		name := tok.(string)
+		switch {
+		case name != "texts":
+			msg := fmt.Sprintf(`unknown field %s: the body holds only "texts"`, excerpt(name))
+			if strings.EqualFold(name, "texts") {
+				msg += " (field names are case-sensitive)"
+			}
+			return nil, &bodyError{"unknown_field", msg}
+		case seen:
+			return nil, &bodyError{"duplicate_field", `"texts" appears twice in the body`}
+		}
+		seen = true
+		tok, _ = dec.Token()
+		if tok == nil {
+			continue // null: missing
+		}
+		if d, ok := tok.(json.Delim); !ok || d != '[' {
+			return nil, &bodyError{"wrong_type", fmt.Sprintf(`"texts" holds a JSON %s, want an array of strings`, jsonKind(tok))}
+		}
+		list := []string{}
+		for dec.More() {
+			tok, _ = dec.Token()
+			t, ok := tok.(string)
+			if !ok {
+				return nil, &bodyError{"wrong_type", fmt.Sprintf(`"texts" holds a JSON %s, want a string`, jsonKind(tok))}
+			}
+			list = append(list, t)
+		}
+		dec.Token() // ]
+		texts = &list
+	}
+	return texts, nil
+}
+
+// jsonKind names the kind of a JSON token.
+func jsonKind(tok json.Token) string {
+	switch t := tok.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "bool"
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case json.Delim:
+		if t == '[' {
+			return "array"
+		}
+		return "object"
+	}
+	return fmt.Sprintf("%T", tok)
+}
+
+// loneSurrogate finds a \uD800-\uDFFF escape in the strings of the valid
+// JSON raw that is not half of a high-low pair, and returns its offset.
+func loneSurrogate(raw []byte) (int, bool) {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	in := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == '\\':
+			r, ok := hex4(i)
+			if !ok {
+				i++ // a one-letter escape
+				continue
+			}
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				lo, ok := hex4(i + 6)
+				if !ok || lo < 0xdc00 || lo >= 0xe000 {
+					return i, true
+				}
+				i += 11
+			case r >= 0xdc00 && r < 0xe000:
+				return i, true
+			default:
+				i += 5
+			}
+		}
+	}
+	return 0, false
+}
+
+// decodeError maps an error of reading or decoding a request body to a
+// status, an error code and a message (never quoting the body's texts).
 func decodeError(err error, limit int64) (int, string, string) {
 	var (
 		maxBytes *http.MaxBytesError
 		syntax   *json.SyntaxError
-		typ      *json.UnmarshalTypeError
+		body     *bodyError
+		enc      *encodingError
 	)
 	switch {
 	case errors.As(err, &maxBytes):
 		return http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout, "body_timeout", "the body did not arrive within the read timeout"
 	case errors.As(err, &syntax):
 		return http.StatusBadRequest, "bad_json", fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax)
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return http.StatusBadRequest, "wrong_type", fmt.Sprintf(`the body is a JSON %s, want an object {"texts": [...]}`, typ.Value)
-		}
-		return http.StatusBadRequest, "wrong_type", fmt.Sprintf("%q holds a JSON %s, want %s", typ.Field, typ.Value, jsonTypeName(typ.Type.String()))
+	case errors.As(err, &enc):
+		return http.StatusBadRequest, "invalid_utf8", fmt.Sprintf("the body holds %v: send UTF-8 text", enc)
+	case errors.As(err, &body):
+		return http.StatusBadRequest, body.code, body.msg
 	case errors.Is(err, io.EOF):
 		return http.StatusBadRequest, "bad_json", `empty body: send {"texts": [...]}`
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return http.StatusBadRequest, "bad_json", "truncated JSON"
 	case errors.Is(err, errTrailing):
 		return http.StatusBadRequest, "bad_json", "data after the JSON object"
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return http.StatusBadRequest, "unknown_field", fmt.Sprintf(`unknown field %s: the body holds only "texts"`, excerpt(name))
 	}
-	return http.StatusBadRequest, "bad_json", err.Error()
-}
-
-// jsonTypeName names a Go type of EmbedRequest in JSON terms.
-func jsonTypeName(goType string) string {
-	switch goType {
-	case "string":
-		return "a string"
-	case "[]string":
-		return "an array of strings"
-	}
-	return goType
+	return http.StatusBadRequest, "bad_body", "reading the body failed: " + err.Error()
 }
 
 // refuse writes the 429 of a budget refusal: nothing released, the balance.
@@ -642,18 +786,51 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 	writeJSON(w, http.StatusOK, in)
 }
 
-// budget is GET /v1/budget: the caller's balance.
+// MaxBudgetHistory bounds GET /v1/budget?history=N.
+const MaxBudgetHistory = 1000
+
+// BudgetResponse is the body of GET /v1/budget: the caller's balance and,
+// with ?history=N, the caller's N newest charges with the curves and
+// models they were charged under.
+type BudgetResponse struct {
+	Budget  Balance  `json:"budget"`
+	History *History `json:"history,omitempty"`
+}
+
+// budget is GET /v1/budget[?history=N]: the caller's balance, and its N
+// newest charges.
 func (s *Server) budget(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	account, budget, ok := s.authenticate(w, r, info)
 	if !ok {
 		return
+	}
+	n := 0
+	for k, v := range r.URL.Query() {
+		if k != "history" {
+			s.fail(w, info, http.StatusBadRequest, "bad_parameter", "unknown query parameter %s: GET /v1/budget takes only history=N", excerpt(k))
+			return
+		}
+		var err error
+		if n, err = strconv.Atoi(v[len(v)-1]); err != nil || len(v) != 1 || n < 1 || n > MaxBudgetHistory {
+			s.fail(w, info, http.StatusBadRequest, "bad_parameter", "history=%s: want one count of charges from 1 to %d", excerpt(v[len(v)-1]), MaxBudgetHistory)
+			return
+		}
 	}
 	bal, err := s.ledger.Balance(account, s.curve, budget)
 	if err != nil {
 		s.ledgerFailed(w, info, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]Balance{"budget": bal})
+	resp := BudgetResponse{Budget: bal}
+	if n > 0 {
+		h, err := s.ledger.History(HistoryQuery{Account: account, Limit: n})
+		if err != nil {
+			s.ledgerFailed(w, info, err)
+			return
+		}
+		resp.History = &h
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
@@ -732,8 +909,16 @@ func (s *Server) backupEvery(ctx context.Context, period time.Duration) {
 // stops accepting, marks itself not ready, and waits up to ShutdownTimeout
 // for the requests in flight to finish (each is charged and answered),
 // after which it closes the connections left. It returns nil after a clean
-// drain. It does not close the ledger.
+// drain. It does not close the ledger. Error before serving: a server
+// without keys on an address beyond loopback that the options do not allow
+// (Options.CheckListener).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.opts.CheckListener(ln.Addr(), s.keys != nil); err != nil {
+		return err
+	}
+	if s.keys == nil && !isLoopback(ln.Addr()) {
+		s.log.Warn("serving WITHOUT AUTHENTICATION beyond loopback: every request is charged to the one shared account, whoever sends it", "addr", ln.Addr().String())
+	}
 	hs := &http.Server{
 		Handler: s, ReadTimeout: s.opts.ReadTimeout, ReadHeaderTimeout: s.opts.ReadTimeout,
 		WriteTimeout: s.opts.WriteTimeout, IdleTimeout: s.opts.IdleTimeout,

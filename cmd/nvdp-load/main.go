@@ -60,6 +60,9 @@ func command() *cobra.Command {
 					return err
 				}
 			}
+			if urls := strings.Split(c.URL, ","); len(urls) > 1 {
+				c.URL, c.URLs = "", urls
+			}
 			c.Key = os.Getenv("NVDP_API_KEY")
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -96,7 +99,7 @@ func command() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base URL of the nvdp serve instance (yours: loopback or your own test host)")
+	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "base URL of the nvdp serve instance (yours: loopback or your own test host); comma-separated URLs of replicas: client i sends to the i-th mod their count")
 	fs.StringVar(&levels, "concurrency", "1,8,32", "comma-separated concurrent clients, one run each")
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "length of each run (0: --requests only)")
 	fs.IntVar(&c.Requests, "requests", 0, "requests of each run in all (0: --duration only)")

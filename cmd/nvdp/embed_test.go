@@ -28,6 +28,7 @@ func tinyModel(t *testing.T, glueDir, vocab, variant string) string {
 	o := train.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, variant
 	o.Epochs, o.BatchSize, o.MaxSeqLen, o.Out = 1, 8, 8, filepath.Join(t.TempDir(), "model")
+	o.HandSetClipping = nvib.Calibratable(variant) // no privacy target: the tests' clipping as given
 	c, err := encoder.Preset("bert-tiny")
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +242,8 @@ func TestEmbedBadInputs(t *testing.T) {
 		{"empty text", []string{"--input", withEmpty, "--batch-size", "2"}, withEmpty + ":3: empty text"},
 		{"column and field", []string{"--input", tsv, "--column", "sentence", "--field", "text"}, "--column and --field: give one"},
 		{"k 0", []string{"--input", lines, "--releases-per-text", "0"}, "--releases-per-text 0: must be >= 1"},
+		{"k a billion", []string{"--input", lines, "--releases-per-text", "1000000000"}, "--releases-per-text 1000000000: a batch of "},
+		{"batch too large", []string{"--input", lines, "--batch-size", "100000000"}, "--batch-size 100000000: a batch of 100000000 texts x 1 releases"},
 		{"batch 0", []string{"--input", lines, "--batch-size", "0"}, "--batch-size 0: must be >= 1"},
 		{"format", []string{"--input", lines, "--format", "csv"}, `--format "csv": want safetensors or jsonl`},
 		{"delta", []string{"--input", lines, "--delta", "2"}, "--delta 2: want a value in (0, 1)"},

@@ -26,35 +26,51 @@ var loadReleaser = func(dir string) (serve.Releaser, error) {
 	return serve.FromRelease(r), nil
 }
 
-// serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions.
+// serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions
+// and serve.DefaultPGOptions.
 type serveFlags struct {
 	model, addr, ledger, keys, logFormat string
+	keysInLedger                         bool
 	o                                    serve.Options
+	po                                   serve.PGOptions
 }
 
 func newServeCmd() *cobra.Command {
-	f := &serveFlags{o: serve.DefaultOptions()}
+	f := &serveFlags{o: serve.DefaultOptions(), po: serve.DefaultPGOptions()}
 	cmd := &cobra.Command{
-		Use:   "serve --model DIR --ledger FILE [--addr 127.0.0.1:8080] [--keys FILE] [--budget-epsilon E]",
+		Use:   "serve --model DIR --ledger FILE|postgres://...|env:VAR [--addr 127.0.0.1:8080] [--keys FILE | --keys-in-ledger] [--budget-epsilon E]",
 		Short: "Serve privatised embeddings over HTTP, charging each release to a per-key privacy budget in a durable ledger",
 		Long: `Serve the model in DIR: POST /v1/embed {"texts": [...]} returns one release per text (a sample
 of its clipped posterior: Z [N x P] and the Dirichlet weights pi [N]) with the certified guarantee
 of one release and the caller's balance. Every release charges the model's certified RDP curve
 to the caller's key; a key's spent privacy is the sum of its releases' curves at each Renyi
 order, converted to epsilon at delta. A request that would exceed the key's budget is refused
-with 429 and nothing is released. The charge is committed (fsync'd) to the --ledger file
-before the response is written, so a crash never leaves the ledger below what clients received.
+with 429 and nothing is released. The charge is committed to the --ledger before the response
+is written, so a crash never leaves the ledger below what clients received.
 
-The ledger is created once, explicitly ('nvdp serve ledger init'); a missing, empty or corrupt
-ledger, or a backup not restored ('nvdp serve ledger restore'), stops the server at start. If
-its file is removed, replaced or truncated while serving, the server stops releasing (503
-ledger_unavailable) and /readyz fails. SIGUSR1 writes a consistent backup of the ledger into
+--ledger is a file (bbolt, fsync'd; one server on one machine) or a PostgreSQL database shared
+by the replicas of a service: postgres://... or postgresql://..., or env:VAR to read the URL
+from the environment variable VAR (so that no password shows in the process list). There a
+charge is one transaction under a row lock on the key's account: replicas never together pass a
+budget. While the database does not answer, /v1/embed answers 503 and /readyz fails; every query
+is bounded by --ledger-timeout, the connections by --ledger-max-conns, the charges waiting by
+--ledger-max-waiting.
+
+The ledger is created once, explicitly ('nvdp serve ledger init', which also migrates a
+database's schema); a missing, empty or corrupt ledger, a database without the ledger's
+schema, or a backup not restored ('nvdp serve ledger restore'), stops the server at start. If
+a file ledger is removed, replaced or truncated while serving, the server stops releasing (503
+ledger_unavailable) and /readyz fails. SIGUSR1 writes a consistent backup of a file ledger into
 --backup-dir (also every --backup-every); it works even after the file was removed.
 
-Keys: --keys FILE lists "ID SHA256-HEX [BUDGET]" lines ('nvdp serve keygen' adds one); a key
-without a budget gets --budget-epsilon. Without --keys every request is charged to one shared
-account with the budget --budget-epsilon. GET /v1/info shows the guarantee and its scope,
-/v1/budget the caller's balance, /healthz, /readyz and /metrics (Prometheus) the service's.
+Keys: --keys FILE lists "ID SHA256-HEX [BUDGET]" lines ('nvdp serve keygen' adds one; the file
+must not be writable by group or others); a key without a budget gets --budget-epsilon; SIGHUP
+reads the file again. --keys-in-ledger authenticates against the keys of the PostgreSQL ledger
+('nvdp serve keys add/rotate/revoke', taking effect while the replicas run). Without keys every
+request is charged to one shared account with the budget --budget-epsilon, and the server
+listens on loopback only (--allow-unauthenticated to listen beyond it). GET /v1/info shows the
+guarantee and its scope, /v1/budget the caller's balance (?history=N: its last charges),
+/v1/openapi.yaml the API's contract, /healthz, /readyz and /metrics (Prometheus) the service's.
 SIGTERM or SIGINT drains the requests in flight (--shutdown-timeout) and exits.
 docs/serving.md has the threat model, the formats and curl examples.`,
 		Args: cobra.NoArgs,
@@ -63,11 +79,14 @@ docs/serving.md has the threat model, the formats and curl examples.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.model, "model", "", "model directory written by 'nvdp train' or 'nvdp run' (required)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
-	fs.StringVar(&f.ledger, "ledger", "", "privacy ledger file (bbolt; create it once with 'nvdp serve ledger init') (required)")
-	fs.StringVar(&f.keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines (default: no keys, one shared account)")
+	fs.StringVar(&f.ledger, "ledger", "", ledgerFlagUsage+" (required)")
+	fs.StringVar(&f.keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines, read again on SIGHUP (default: no keys, one shared account)")
+	fs.BoolVar(&f.keysInLedger, "keys-in-ledger", false, "authenticate against the keys of the PostgreSQL ledger ('nvdp serve keys'), instead of a keys file")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text | json")
 	serveOptionFlags(fs, &f.o)
-	cmd.AddCommand(newKeygenCmd(), newLedgerCmd())
+	pgOptionFlags(fs, &f.po)
+	fs.StringVar(&f.po.Replica, "replica", "", "this server's name in the PostgreSQL ledger's charges (default: host name/process ID)")
+	cmd.AddCommand(newKeygenCmd(), newLedgerCmd(), newKeysCmd())
 	return cmd
 }
 
@@ -88,6 +107,18 @@ func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
 	fs.StringVar(&o.BackupDir, "backup-dir", o.BackupDir, "directory of the ledger's backups, written on SIGUSR1 and every --backup-every (default: the ledger's directory)")
 	fs.DurationVar(&o.BackupEvery, "backup-every", o.BackupEvery, "also back the ledger up at this interval (0: only on SIGUSR1)")
 	fs.IntVar(&o.BackupKeep, "backup-keep", o.BackupKeep, "keep this many of the ledger's newest backups in --backup-dir, removing older ones (0: keep all)")
+	fs.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "serve without keys on an address beyond loopback (anyone who reaches it spends the shared budget)")
+}
+
+// ledgerFlagUsage says what --ledger takes.
+const ledgerFlagUsage = "privacy ledger: a file (bbolt), or a PostgreSQL database postgres://... | postgresql://... | env:VAR (the URL in the environment variable VAR); create it once with 'nvdp serve ledger init'"
+
+// pgOptionFlags binds the flags of serve.PGOptions (the option's JSON key
+// with dashes, as flagError names it).
+func pgOptionFlags(fs *pflag.FlagSet, o *serve.PGOptions) {
+	fs.IntVar(&o.MaxConns, "ledger-max-conns", o.MaxConns, "PostgreSQL ledger: most connections to the database")
+	fs.DurationVar(&o.Timeout, "ledger-timeout", o.Timeout, "PostgreSQL ledger: bound on every query, lock waits included (503 beyond, nothing released)")
+	fs.IntVar(&o.MaxWaitingCharges, "ledger-max-waiting", o.MaxWaitingCharges, "PostgreSQL ledger: most charges waiting for a transaction (503 ledger_busy beyond)")
 }
 
 // budgetFlag is the flag value of a budget: a number, "inf" for no limit,
@@ -119,8 +150,9 @@ func (f budgetFlag) Set(s string) error {
 
 func (budgetFlag) Type() string { return "float" }
 
-// run checks every input (options, keys, model), then opens the ledger,
-// listens and serves until a signal, draining the requests in flight.
+// run checks every input (options, keys, ledger location, address,
+// model), then opens the ledger and serves until a signal, draining the
+// requests in flight.
 func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.setLogFormat(cmd); err != nil {
 		return err
@@ -135,7 +167,19 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	case f.model == "":
 		return errors.New("--model: required (a model directory written by 'nvdp train' or 'nvdp run')")
 	case f.ledger == "":
-		return errors.New("--ledger: required (the privacy ledger file, made once with 'nvdp serve ledger init')")
+		return errors.New("--ledger: required (a ledger file or a PostgreSQL URL, made once with 'nvdp serve ledger init')")
+	case f.keys != "" && f.keysInLedger:
+		return errors.New("--keys and --keys-in-ledger: give one (a keys file, or the PostgreSQL ledger's keys)")
+	}
+	if serve.IsPostgres(f.ledger) {
+		if err := f.po.Validate(); err != nil {
+			return flagError(err)
+		}
+		if _, err := serve.PostgresDSN(f.ledger); err != nil {
+			return fmt.Errorf("--ledger: %w", err)
+		}
+	} else if f.keysInLedger {
+		return fmt.Errorf("--keys-in-ledger: the keys are a PostgreSQL ledger's, and --ledger %s is a file", f.ledger)
 	}
 	var keys *serve.Keys
 	if f.keys != "" {
@@ -144,35 +188,47 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 			return fmt.Errorf("--keys: %w", err)
 		}
 	}
-	if _, err := f.o.Budgets(keys); err != nil {
-		return flagError(err)
-	}
-	rel, err := loadReleaser(f.model)
-	if err != nil {
-		return fmt.Errorf("--model: %w", err)
+	if !f.keysInLedger {
+		if _, err := f.o.Budgets(keys); err != nil {
+			return flagError(err)
+		}
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
 	defer ln.Close()
-	ledger, err := serve.OpenLedger(f.ledger)
+	if err := f.o.CheckListener(ln.Addr(), keys != nil || f.keysInLedger); err != nil {
+		return flagError(err)
+	}
+	rel, err := loadReleaser(f.model)
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	ledger, err := serve.OpenLedgerAt(f.ledger, f.po, false)
 	if err != nil {
 		return ledgerHint(err, f.ledger)
 	}
 	if info, err := ledger.Info(); err == nil {
-		slog.Info("ledger opened", "ledger", f.ledger, "ledger_id", info.LedgerID, "txid", info.Txid, "accounts", info.Accounts,
+		slog.Info("ledger opened", "ledger", ledger.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,
 			"releases", info.Releases, "restores", len(info.Restores))
 	}
-	srv, err := serve.New(rel, ledger, keys, f.o, slog.Default())
+	var ks serve.KeySource
+	switch {
+	case keys != nil:
+		ks = keys
+	case f.keysInLedger:
+		ks = ledger.(*serve.PGLedger) // IsPostgres above
+	}
+	srv, err := serve.New(rel, ledger, ks, f.o, slog.Default())
 	if err != nil {
 		ledger.Close()
 		return flagError(err)
 	}
 	ctx, cancel := signalContext(cmd, "draining the requests in flight")
 	defer cancel()
-	stopBackups := backupOnSignal(srv)
-	defer stopBackups()
+	stopSignals := adminSignals(srv, f.keys)
+	defer stopSignals()
 	serr := srv.Serve(ctx, ln)
 	if err := ledger.Close(); err != nil && serr == nil {
 		serr = err

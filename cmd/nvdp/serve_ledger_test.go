@@ -224,3 +224,57 @@ func TestServeLedgerReadOut(t *testing.T) {
 		t.Fatal("the backup changed the ledger's checksum")
 	}
 }
+
+// TestServeReloadKeysOnSIGHUP: a running `nvdp serve` reads its keys file
+// again on SIGHUP: a key appended since is served; a file that others may
+// write is refused with an error line and the keys in use stay; the
+// process lives on.
+func TestServeReloadKeysOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	ledger, keys := filepath.Join(dir, "ledger.db"), filepath.Join(dir, "keys.txt")
+	alice, bob := mustGenerateKey(t), mustGenerateKey(t)
+	if err := serve.AppendKey(keys, "alice", alice, option.Auto()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := serve.CreateLedger(ledger); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, ledger, keys, 0)
+	if code, _ := p.embedOne(t, bob); code != 401 {
+		t.Fatalf("bob before: %d", code)
+	}
+	if err := serve.AppendKey(keys, "bob", bob, option.Auto()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	servetest.WaitFor(t, "the reload", func() bool { return strings.Contains(p.log(), `"msg":"keys reloaded"`) })
+	if code, _ := p.embedOne(t, bob); code != 200 {
+		t.Fatalf("bob after SIGHUP: %d\n%s", code, p.log())
+	}
+	os.Chmod(keys, 0o666)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	servetest.WaitFor(t, "the refusal", func() bool {
+		return strings.Contains(p.log(), `"msg":"SIGHUP: keys not reloaded; the keys in use stay"`)
+	})
+	if !strings.Contains(p.log(), "is writable by group or others") {
+		t.Errorf("the refusal does not say why:\n%s", p.log())
+	}
+	for _, k := range []string{alice, bob} {
+		if code, _ := p.embedOne(t, k); code != 200 {
+			t.Errorf("a key after the refused reload: %d", code)
+		}
+	}
+	if strings.Contains(p.log(), alice) || strings.Contains(p.log(), bob) {
+		t.Error("the log holds a key")
+	}
+}
+
+func mustGenerateKey(t *testing.T) string {
+	k, err := serve.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/nvib"
@@ -104,6 +106,10 @@ func TestServeTrainedModel(t *testing.T) {
 	code, info := servetest.Do(t, http.MethodGet, base+"/v1/info", "", "", "")
 	if code != http.StatusOK || info["guarantee"] == nil {
 		t.Fatalf("info: %d %v", code, info)
+	}
+	// /v1/info answers without a key: it names the model, not where it lies.
+	if raw, _ := json.Marshal(info); strings.Contains(string(raw), filepath.Dir(dir)) || info["model"].(map[string]any)["dir"] != filepath.Base(dir) {
+		t.Errorf("/v1/info shows the model's path: %s", raw)
 	}
 	// the ledger holds the three releases
 	accts, err := ledger.Accounts()

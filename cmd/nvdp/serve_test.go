@@ -102,12 +102,17 @@ func runHelper(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 // startServe starts `nvdp serve` on the fake model (with latency) on a
-// free loopback port with ledger, keys and the extra flags, and waits for
-// its "serving" log line.
+// free loopback port with ledger, keys ("": none, e.g. with
+// --keys-in-ledger among extra) and the extra flags, and waits for its
+// "serving" log line.
 func startServe(t *testing.T, ledger, keys string, latency time.Duration, extra ...string) *serveProcess {
 	t.Helper()
-	c := helperCommand(latency, append([]string{"serve", "--model", "fake", "--addr", "127.0.0.1:0", "--ledger", ledger, "--keys", keys,
-		"--budget-epsilon", "1e6", "--log-format", "json", "--shutdown-timeout", "20s"}, extra...)...)
+	args := []string{"serve", "--model", "fake", "--addr", "127.0.0.1:0", "--ledger", ledger,
+		"--budget-epsilon", "1e6", "--log-format", "json", "--shutdown-timeout", "20s"}
+	if keys != "" {
+		args = append(args, "--keys", keys)
+	}
+	c := helperCommand(latency, append(args, extra...)...)
 	stderr, err := c.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +276,12 @@ func TestServeFlagErrors(t *testing.T) {
 	if err := serve.AppendKey(noBudget, "alice", "k", option.Auto()); err != nil {
 		t.Fatal(err)
 	}
+	openKeys := filepath.Join(dir, "open-keys.txt")
+	if err := serve.AppendKey(openKeys, "alice", "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(openKeys, 0o666)
+	t.Setenv("NVDP_TEST_NO_DSN", "")
 	prev := loadReleaser
 	t.Cleanup(func() { loadReleaser = prev })
 	base := []string{"--model", "fake", "--ledger", ledger, "--addr", "127.0.0.1:0"}
@@ -296,6 +307,17 @@ func TestServeFlagErrors(t *testing.T) {
 		{"backup dir", append(base, "--budget-epsilon", "1", "--backup-dir", filepath.Join(dir, "none")), true, "--backup-dir \"" + filepath.Join(dir, "none") + "\": not a directory"},
 		{"negative backup keep", append(base, "--budget-epsilon", "1", "--backup-keep", "-1"), true, "--backup-keep -1: must be >= 0"},
 		{"not a model directory (the real loader)", append(base, "--budget-epsilon", "1"), false, "--model: "},
+		{"keys file others may write", append(base, "--keys", openKeys), true, "--keys: keys " + openKeys + " is writable by group or others (mode 0666)"},
+		{"every interface without keys", []string{"--model", "fake", "--ledger", ledger, "--addr", "0.0.0.0:0", "--budget-epsilon", "1"}, true,
+			"--allow-unauthenticated false: listening on [::]:"},
+		{"keys and keys in ledger", append(base, "--keys", noBudget, "--keys-in-ledger"), true, "--keys and --keys-in-ledger: give one"},
+		{"keys in a file ledger", append(base, "--keys-in-ledger"), true, "--keys-in-ledger: the keys are a PostgreSQL ledger's, and --ledger " + ledger + " is a file"},
+		{"empty DSN variable", []string{"--model", "fake", "--ledger", "env:NVDP_TEST_NO_DSN", "--budget-epsilon", "1"}, true,
+			"--ledger: env:NVDP_TEST_NO_DSN: the environment variable NVDP_TEST_NO_DSN is unset or empty"},
+		{"pool of one", []string{"--model", "fake", "--ledger", "postgres://h/db", "--budget-epsilon", "1", "--ledger-max-conns", "1"}, true,
+			"--ledger-max-conns 1: want 3 to 1000"},
+		{"no timeout", []string{"--model", "fake", "--ledger", "postgres://h/db", "--budget-epsilon", "1", "--ledger-timeout", "0s"}, true,
+			"--ledger-timeout 0s: must be at least 10ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,7 +32,10 @@ import (
 // flight then finish (within Timeout). Cancelling Run's context ends the
 // run at once, cutting the requests in flight (not counted).
 type Config struct {
-	URL             string // base URL of the server, e.g. http://127.0.0.1:8080
+	URL string // base URL of the server, e.g. http://127.0.0.1:8080
+	// URLs, when set, are the servers (replicas of one service) the clients
+	// spread over instead of URL: client i sends to URLs[i mod len(URLs)].
+	URLs            []string
 	Key             string // API key ("": no Authorization header)
 	Concurrency     int
 	Duration        time.Duration
@@ -60,8 +63,11 @@ type Result struct {
 	// closed, "bad response: <what>" for a 200 that was not a whole release.
 	Errors map[string]int `json:"errors"`
 	// ServerRSSBytes is the server's process_resident_memory_bytes after the
-	// run (0: not available).
+	// run (0: not available); with URLs, the sum over the servers that
+	// answered.
 	ServerRSSBytes float64 `json:"server_rss_bytes,omitempty"`
+	// Servers is how many servers the clients spread over (1: URL).
+	Servers int `json:"servers,omitempty"`
 }
 
 // Latency holds the percentiles of a run's latencies (nearest rank).
@@ -85,8 +91,10 @@ func (r Result) ErrorCount() int {
 // Validate checks a Config before any request.
 func (c Config) Validate() error {
 	switch {
-	case c.URL == "":
+	case c.URL == "" && len(c.URLs) == 0:
 		return errors.New("loadgen: no URL")
+	case slices.Contains(c.URLs, ""):
+		return errors.New("loadgen: an empty URL among the servers")
 	case c.Concurrency < 1:
 		return fmt.Errorf("loadgen: concurrency %d: must be >= 1", c.Concurrency)
 	case c.Duration <= 0 && c.Requests <= 0:
@@ -118,6 +126,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	client := c.Client
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Concurrency, MaxConnsPerHost: c.Concurrency, DisableCompression: true}}
+		defer client.CloseIdleConnections()
 	}
 	start := time.Now()
 	var deadline time.Time // no new request after it; those in flight finish
@@ -138,17 +147,19 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		next++
 		return next - 1, true
 	}
+	urls := c.servers()
 	var wg sync.WaitGroup
-	for range c.Concurrency {
+	for w := range c.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			url := urls[w%len(urls)]
 			for {
 				i, ok := take()
 				if !ok {
 					return
 				}
-				s := c.one(ctx, client, i)
+				s := c.one(ctx, client, url, i)
 				if s.kind == "" || ctx.Err() == nil { // a request cut by cancelling the run is not an error of the server
 					mu.Lock()
 					samples = append(samples, s)
@@ -162,9 +173,19 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	wg.Wait()
 	res := summarise(samples, time.Since(start))
-	res.Concurrency = c.Concurrency
-	res.ServerRSSBytes = scrapeRSS(client, c.URL)
+	res.Concurrency, res.Servers = c.Concurrency, len(urls)
+	for _, u := range urls {
+		res.ServerRSSBytes += scrapeRSS(client, u)
+	}
 	return res, nil
+}
+
+// servers are the URLs the clients send to: URLs, else URL.
+func (c Config) servers() []string {
+	if len(c.URLs) > 0 {
+		return c.URLs
+	}
+	return []string{c.URL}
 }
 
 // transportPrefix starts the kind of a failed connection; after one, a
@@ -184,8 +205,9 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-// one sends request i: texts i*k .. i*k+k-1 of the corpus, in turn.
-func (c Config) one(ctx context.Context, client *http.Client, i int) sample {
+// one sends request i to the server at url: texts i*k .. i*k+k-1 of the
+// corpus, in turn.
+func (c Config) one(ctx context.Context, client *http.Client, url string, i int) sample {
 	texts := make([]string, c.TextsPerRequest)
 	for j := range texts {
 		texts[j] = c.Texts[(i*c.TextsPerRequest+j)%len(c.Texts)]
@@ -196,7 +218,7 @@ func (c Config) one(ctx context.Context, client *http.Client, i int) sample {
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/v1/embed", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(url, "/")+"/v1/embed", bytes.NewReader(body))
 	if err != nil {
 		return sample{kind: transportPrefix + err.Error()}
 	}

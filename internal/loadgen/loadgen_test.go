@@ -139,3 +139,38 @@ func TestRunDurationDrains(t *testing.T) {
 			res, res.Requests, res.Releases, fake.Started(), fake.Texts())
 	}
 }
+
+// TestRunSpreadsOverServers: with URLs, client i sends to URLs[i mod n]:
+// 6 clients over 3 servers each send a third of the requests, and the
+// result counts the servers and sums their memory.
+func TestRunSpreadsOverServers(t *testing.T) {
+	o := serve.DefaultOptions()
+	o.BudgetEpsilon = math.Inf(1)
+	var fakes []*servetest.Fake
+	var urls []string
+	for range 3 {
+		fake := servetest.NewFake(3, 4, 0.01)
+		fake.Latency = 5 * time.Millisecond
+		srv, err := serve.New(fake, servetest.OpenLedger(t), nil, o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv)
+		defer hs.Close()
+		fakes, urls = append(fakes, fake), append(urls, hs.URL)
+	}
+	res, err := Run(context.Background(), Config{URLs: urls, Concurrency: 6, Duration: 300 * time.Millisecond, Texts: []string{"a"}, TextsPerRequest: 1, Timeout: 10 * time.Second})
+	if err != nil || res.ErrorCount() != 0 || res.Servers != 3 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var total int64
+	for i, f := range fakes {
+		if f.Texts() < int64(res.OK)/6 {
+			t.Errorf("server %d released %d of %d", i, f.Texts(), res.OK)
+		}
+		total += f.Texts()
+	}
+	if total != res.Releases {
+		t.Errorf("the servers released %d, the clients received %d", total, res.Releases)
+	}
+}

@@ -27,7 +27,7 @@ for s in $SEEDS; do
     args=(--lr 5e-4)
     case $LEVER in
       base) ;;
-      warm) enc=(--encoder "hf:$ROOT/baseline/seed=$s") ;;
+      warm) enc=(--encoder "hf:$ROOT/baseline/seed=$s" --dropout 0.1) ;; # the scratch runs' dropout, to change one thing
       lr=*) args=(--lr "${LEVER#lr=}") ;;
       epochs=*) args+=(--epochs "${LEVER#epochs=}") ;;
     esac

@@ -1,0 +1,5 @@
+package dnn
+
+// DLogG returns d ln g/d alpha' [B*N] of the draw (tests compare it with
+// nvib.GammaLogGrad).
+func (d *NVIBDirichlet) DLogG(e *Engine) []float64 { return e.downloadF64(d.dlogG) }

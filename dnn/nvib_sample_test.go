@@ -1,0 +1,285 @@
+package dnn_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/dnn"
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/nvib"
+	"gonum.org/v1/gonum/mathext"
+)
+
+// Tolerances of the NVIB sampling twins.
+const (
+	// tolNVIBSample (relErr, FP32) for Z, pi, ln pi and the gradients into
+	// mu, logvar, alpha: nvib computes them in double and rounds to float32
+	// once; the device's exp, log and lgamma differ from Go's by an ulp or
+	// two of double and its sums over components run in another order, far
+	// below float32's rounding. Z rounds eps to float32 first on the device
+	// (the stored eps; nvib uses the float64 normal), one float32 ulp.
+	tolNVIBSample = 1e-6
+	// tolGammaLogGrad (relative, per element, in double) for the implicit
+	// Gamma gradient: where g >= 1 it is a central difference with step
+	// 1e-4 a of the regularised incomplete gamma function, which amplifies
+	// the last-bit differences of exp, pow, lgamma and erfc between CUDA (or
+	// C) and Go by up to ~1/(1e-4 a) relative to P; 1e-9 leaves a margin
+	// over the 1e-11 observed.
+	tolGammaLogGrad = 1e-9
+	// tolLogPi (relErr, double) for ln pi: a log-sum-exp in double summed
+	// in another order.
+	tolLogPi = 1e-12
+)
+
+// relErrF64 is relErr over float64 slices.
+func relErrF64(got, want []float64) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
+	var diff, scale float64
+	for i := range want {
+		if math.IsInf(want[i], 0) || math.IsInf(got[i], 0) {
+			if got[i] != want[i] {
+				return math.Inf(1)
+			}
+			continue
+		}
+		if math.IsNaN(got[i]) != math.IsNaN(want[i]) {
+			return math.Inf(1)
+		}
+		diff = math.Max(diff, math.Abs(got[i]-want[i]))
+		scale = math.Max(scale, math.Abs(want[i]))
+	}
+	if scale == 0 {
+		return diff
+	}
+	return diff / scale
+}
+
+// hostPosterior is an nvib.Posterior with the given pseudo-counts (alpha
+// [B*N]) and random means and log variances.
+func hostPosterior(rng *rand.Rand, B, N, P int, alpha, mask []float32, padsReleased bool) *nvib.Posterior {
+	p := &nvib.Posterior{B: B, N: N, P: P, Mu: randn(rng, 1, B, N, P), Logvar: randn(rng, 0.5, B, N, P),
+		Alpha: nn.FromData(alpha, B, N), Mask: mask, PadsReleased: padsReleased}
+	if p.Mask == nil {
+		p.Mask = make([]float32, B*N)
+		for i := range p.Mask {
+			p.Mask[i] = 1
+		}
+	}
+	return p
+}
+
+// drawCase is a posterior of TestNVIBDrawTwin: pseudo-counts of every
+// regime of the Dirichlet path (the proportion floor 1e-23, shapes below
+// and above 1, Cephes' asymptotic regimes a > 20 and a > 200, the total's
+// cap 1e8) and a mask.
+type drawCase struct {
+	name   string
+	alpha  []float32 // [2*6]
+	mask   []float32 // nil: every component
+	padsRe bool
+}
+
+var drawCases = []drawCase{
+	{name: "principled", alpha: []float32{1, 0.14, 1.5, 0.8, 1.2, 0.3, 1, 1.5, 1.5, 0.14, 0.9, 1.1}, padsRe: true},
+	{name: "reference pads", alpha: []float32{1, 0.7, 1.4, 0.05, 1e-3, 1, 1, 0.5, 0.2, 1.3, 0.6, 0.01},
+		mask: []float32{1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0}},
+	{name: "floor and large shapes", alpha: []float32{1, 1e-30, 25, 150, 500, 3, 1, 2e-25, 40, 700, 1e4, 0.02}, padsRe: true},
+	{name: "total cap", alpha: []float32{1, 3e8, 1, 2e-20, 5e7, 0.5, 1, 1e9, 1e9, 1e-16, 10, 1}, padsRe: true},
+}
+
+// TestNVIBDrawTwin: the device draw with the host's random numbers
+// (NVIBDrawHost) gives nvib.Draw's sample from the same seed (eps exactly,
+// Z, pi and ln pi), and its backward pass (dZ into mu and logvar, d ln pi
+// through the normalisation, the implicit Gamma gradient and the guards
+// into alpha) equals nvib.Sample.Backward's, with the proportion floor and
+// the total's cap active and inactive and padding masked (reference) or
+// released (principled). NVIBDrawInjected with the same draws made by the
+// caller gives the same sample.
+func TestNVIBDrawTwin(t *testing.T) {
+	onDevice(t, func(e *dnn.Engine) {
+		rng := rand.New(rand.NewPCG(21, 2))
+		B, N, P := 2, 6, 3
+		for i, tc := range drawCases {
+			post := hostPosterior(rng, B, N, P, tc.alpha, tc.mask, tc.padsRe)
+			dpost := e.UploadPosterior(post)
+			s := nvib.Draw(post, rand.New(rand.NewPCG(uint64(i), 9)))
+			ds := e.NVIBDrawHost(dpost, rand.New(rand.NewPCG(uint64(i), 9)))
+			near(t, e, tc.name+" eps", ds.Eps, s.Eps, 0)
+			near(t, e, tc.name+" z", ds.Z, s.Z, tolNVIBSample)
+			pi, logPi := ds.Dir.Download(e)
+			if r := relErr(pi, s.Dir.Pi); !(r <= tolNVIBSample) {
+				t.Errorf("%s pi: relative error %.3g (device %v, nvib %v)", tc.name, r, pi, s.Dir.Pi)
+			}
+			if r := relErrF64(logPi, s.Dir.LogPi); !(r <= tolLogPi) {
+				t.Errorf("%s ln pi: relative error %.3g (device %v, nvib %v)", tc.name, r, logPi, s.Dir.LogPi)
+			}
+			dZ, dLogPi := randn(rng, 1, B, N, P), randn(rng, 1, B, N)
+			dl64 := make([]float64, B*N)
+			for k, v := range dLogPi.Data {
+				dl64[k] = float64(v)
+			}
+			dmu, dlv, dal := nn.New(B, N, P), nn.New(B, N, P), nn.New(B, N)
+			s.Backward(post, dZ, dl64, dmu, dlv, dal)
+			ddmu, ddlv, ddal := e.Zeros(B, N, P), e.Zeros(B, N, P), e.Zeros(B, N)
+			ds.Backward(e, dpost, e.Upload(dZ), e.Upload(dLogPi), ddmu, ddlv, ddal)
+			near(t, e, tc.name+" dmu", ddmu, dmu, tolNVIBSample)
+			near(t, e, tc.name+" dlogvar", ddlv, dlv, tolNVIBSample)
+			near(t, e, tc.name+" dalpha", ddal, dal, tolNVIBSample)
+		}
+		// NVIBDrawInjected with the draws nvib.SampleLogGamma makes at the
+		// shapes NVIBDirichletShapes returns is NVIBDrawHost
+		tc := drawCases[1]
+		post := hostPosterior(rng, 2, 6, 3, tc.alpha, tc.mask, tc.padsRe)
+		dpost := e.UploadPosterior(post)
+		a := e.NVIBDrawHost(dpost, rand.New(rand.NewPCG(1, 1)))
+		r := rand.New(rand.NewPCG(1, 1))
+		eps := nn.New(2, 6, 3)
+		for k := range eps.Data {
+			eps.Data[k] = float32(r.NormFloat64())
+		}
+		shape := e.NVIBDirichletShapes(dpost)
+		logG := make([]float64, len(shape))
+		for k := range logG {
+			logG[k] = math.Inf(-1)
+			if tc.mask[k] != 0 {
+				logG[k] = nvib.SampleLogGamma(r, shape[k])
+			}
+		}
+		b := e.NVIBDrawInjected(dpost, e.Upload(eps), logG)
+		pa, la := a.Dir.Download(e)
+		pb, lb := b.Dir.Download(e)
+		if relErr(pa, pb) != 0 || relErrF64(la, lb) != 0 {
+			t.Errorf("pi %v / %v, ln pi %v / %v", pa, pb, la, lb)
+		}
+		near(t, e, "z", b.Z, e.Download(a.Z), 0)
+	})
+}
+
+// TestNVIBGammaLogGrad: the device's implicit Gamma gradient d ln g/d a
+// equals nvib.GammaLogGrad at the device's shapes for draws at fixed
+// quantiles u (ln g = ln P^-1(a, u)) over shapes from 1e-23 to 1e5 (every
+// branch: the series for g < 1, P below the mode, Q above it, Cephes'
+// power series, continued fraction, Q series and asymptotic regimes).
+func TestNVIBGammaLogGrad(t *testing.T) {
+	shapes := []float64{1e-23, 1e-5, 0.01, 0.3, 0.9, 1, 1.5, 4, 19, 25, 60, 150, 250, 1e3, 3e4}
+	us := []float64{1e-6, 0.01, 0.2, 0.5, 0.8, 0.99, 1 - 1e-6}
+	N := len(shapes) + 1
+	B := len(us)
+	alpha := make([]float32, B*N)
+	for b := range us {
+		alpha[b*N] = 1
+		for i, a := range shapes {
+			alpha[b*N+1+i] = float32(a)
+		}
+	}
+	onDevice(t, func(e *dnn.Engine) {
+		rng := rand.New(rand.NewPCG(3, 3))
+		post := hostPosterior(rng, B, N, 1, alpha, nil, true)
+		dpost := e.UploadPosterior(post)
+		shape := e.NVIBDirichletShapes(dpost)
+		logG := make([]float64, B*N)
+		for k, a := range shape {
+			logG[k] = quantileLogGamma(a, us[k/N])
+		}
+		ds := e.NVIBDrawInjected(dpost, e.Zeros(B, N, 1), logG)
+		got := ds.Dir.DLogG(e)
+		var worst float64
+		for k, a := range shape {
+			want := nvib.GammaLogGrad(a, logG[k])
+			d := math.Abs(got[k]-want) / math.Max(math.Abs(want), 1e-300)
+			worst = math.Max(worst, d)
+			if !(d <= tolGammaLogGrad) {
+				t.Errorf("a %v, u %v (ln g %v): device %v, nvib %v (relative %.3g)", a, us[k/N], logG[k], got[k], want, d)
+			}
+		}
+		t.Logf("largest relative difference %.3g", worst)
+	})
+}
+
+// quantileLogGamma returns ln g for the u-quantile g of Gamma(a, 1) (where
+// the quantile underflows, small a and u, ln g = (ln u + ln Gamma(a+1))/a,
+// from P(a, g) ~ g^a/Gamma(a+1) for small g).
+func quantileLogGamma(a, u float64) float64 {
+	if x := mathext.GammaIncRegInv(a, u); a >= 1e-3 && x > 0 {
+		return math.Log(x)
+	}
+	lg, _ := math.Lgamma(a + 1)
+	return (math.Log(u) + lg) / a
+}
+
+// klCase is a configuration of TestNVIBKLTwin.
+type klCase struct {
+	cfg  nvib.KLConfig
+	mask bool
+}
+
+// tolNVIBKL: L_G and L_D (relErr, double) are double sums in another order
+// with lgamma, digamma of CUDA's (C's) rounding; their gradients are
+// float32 (relErr, FP32) rounded once from double.
+const (
+	tolNVIBKL     = 1e-12
+	tolNVIBKLGrad = 1e-6
+)
+
+// TestNVIBKLTwin: the device's L_G, L_D (per example and means) and their
+// gradients into mu, logvar and alpha equal nvib.KL and nvib.KLBackward's,
+// with the default and another prior, delta 0 and 0.5, padding counted
+// (every model) and masked (KLConfig.MaskPads).
+func TestNVIBKLTwin(t *testing.T) {
+	onDevice(t, func(e *dnn.Engine) {
+		rng := rand.New(rand.NewPCG(31, 7))
+		B, N, P := 3, 7, 5
+		for _, tc := range []klCase{
+			{cfg: nvib.KLConfig{Prior: nvib.DefaultPrior()}},
+			{cfg: nvib.KLConfig{Prior: nvib.Prior{Mu: 0.5, Var: 2.5, LogAlpha: 1.2}, Delta: 0.5}, mask: true},
+			{cfg: nvib.KLConfig{Prior: nvib.Prior{Mu: -1, Var: 0.3, LogAlpha: -3}, MaskPads: true}, mask: true},
+		} {
+			name := fmt.Sprintf("prior %+v delta %v mask-pads %v", tc.cfg.Prior, tc.cfg.Delta, tc.cfg.MaskPads)
+			alpha := make([]float32, B*N)
+			for k := range alpha {
+				alpha[k] = float32(0.1 + 2*rng.Float64())
+			}
+			var mask []float32
+			if tc.mask {
+				mask = nvibPadMask(B, N)
+			}
+			post := hostPosterior(rng, B, N, P, alpha, mask, !tc.mask)
+			dpost := e.UploadPosterior(post)
+			want := nvib.KL(tc.cfg, post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, B, N, P)
+			got := e.NVIBKL(tc.cfg, dpost).Download(e)
+			for _, c := range []struct {
+				what      string
+				got, want []float64
+			}{{"L_G", got.LG, want.LG}, {"L_D", got.LD, want.LD},
+				{"means", []float64{got.MeanLG, got.MeanLD}, []float64{want.MeanLG, want.MeanLD}}} {
+				if r := relErrF64(c.got, c.want); !(r <= tolNVIBKL) {
+					t.Errorf("%s %s: relative error %.3g (device %v, nvib %v)", name, c.what, r, c.got, c.want)
+				}
+			}
+			wG, wD := 0.7, 1.3
+			dmu, dlv, dal := randn(rng, 1, B, N, P), randn(rng, 1, B, N, P), randn(rng, 1, B, N)
+			ddmu, ddlv, ddal := e.Upload(dmu), e.Upload(dlv), e.Upload(dal)
+			nvib.KLBackward(tc.cfg, post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, B, N, P, wG, wD, dmu.Data, dlv.Data, dal.Data)
+			e.NVIBKLBackward(tc.cfg, dpost, wG, wD, ddmu, ddlv, ddal)
+			near(t, e, name+" dmu", ddmu, dmu, tolNVIBKLGrad)
+			near(t, e, name+" dlogvar", ddlv, dlv, tolNVIBKLGrad)
+			near(t, e, name+" dalpha", ddal, dal, tolNVIBKLGrad)
+		}
+	})
+}
+
+// nvibPadMask is a [B*N] component mask: the prior and the first N-1-b
+// tokens of example b real.
+func nvibPadMask(B, N int) []float32 {
+	m := make([]float32, B*N)
+	for b := 0; b < B; b++ {
+		for i := 0; i < N-b; i++ {
+			m[b*N+i] = 1
+		}
+	}
+	return m
+}

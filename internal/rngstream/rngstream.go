@@ -58,6 +58,17 @@ var (
 	TrainDev = Stream{Name: "dev evaluation sampling", Tag: trainTag, Base: 5000}
 )
 
+// TrainSampleDevice keys the counter-based generator (Philox4x32-10,
+// dnn.Philox) from which a training run on the GPU draws its dropout on the
+// device (TrainSample's dropout draws on the CPU): the key is the stream's
+// first draw (Key); the counter is the position in the stream, which the
+// device layers advance and a checkpoint keeps.
+var TrainSampleDevice = Stream{Name: "train sampling (device)", Tag: trainTag, Base: 3}
+
+// Key returns a 64-bit key for a counter-based generator: the first draw
+// of instance i of s for a run's seed.
+func (s Stream) Key(seed uint64, i int) uint64 { return s.PCG(seed, i).Uint64() }
+
 // The streams of a pretraining run (package mlm).
 var (
 	// PretrainInit initialises the encoder and the MLM head.

@@ -114,7 +114,7 @@ func TestPGLedgerSchema(t *testing.T) {
 	if n := count(t, dsn, `SELECT count(*) FROM nvdp.schema_version`); n != 1 {
 		t.Fatalf("%d schema versions recorded, want 1", n)
 	}
-	exec(t, dsn, `INSERT INTO nvdp.schema_version VALUES (2, 'from the future', now())`)
+	execSQL(t, dsn, `INSERT INTO nvdp.schema_version VALUES (2, 'from the future', now())`)
 	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "schema version 2 is newer than this server's 1") {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
@@ -122,7 +122,7 @@ func TestPGLedgerSchema(t *testing.T) {
 		t.Fatalf("init of a newer schema: %v", err)
 	}
 	other := c.NewDatabase(t)
-	exec(t, other, `CREATE SCHEMA nvdp; CREATE TABLE nvdp.things (x int)`)
+	execSQL(t, other, `CREATE SCHEMA nvdp; CREATE TABLE nvdp.things (x int)`)
 	if _, _, err := serve.CreatePGLedger(other, 10*time.Second); err == nil || !strings.Contains(err.Error(), "not an nvdp ledger, left alone") {
 		t.Fatalf("init over a foreign schema: %v", err)
 	}
@@ -145,8 +145,8 @@ func TestPGLedgerSchema(t *testing.T) {
 	}
 }
 
-// exec runs sql on the database at dsn.
-func exec(t testing.TB, dsn, sql string, args ...any) {
+// execSQL runs sql on the database at dsn.
+func execSQL(t testing.TB, dsn, sql string, args ...any) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -271,7 +271,7 @@ func TestPGCurvesFromAnotherReplica(t *testing.T) {
 		t.Fatalf("the third process's accounts: %+v, %v", accts, err)
 	}
 	// A curve whose bounds were changed in the database is refused, not charged under.
-	exec(t, dsn, `UPDATE nvdp.curves SET rd[1] = rd[1] / 2 WHERE id = $1`, ca.ID)
+	execSQL(t, dsn, `UPDATE nvdp.curves SET rd[1] = rd[1] / 2 WHERE id = $1`, ca.ID)
 	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrCorruptLedger) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
 		t.Fatalf("open with a changed curve: %v", err)
 	}

@@ -6,8 +6,9 @@
 // exceed the key's budget, releasing nothing.
 //
 // Routes: POST /v1/embed, GET /v1/info (the guarantee and its scope), GET
-// /v1/budget (the caller's balance), GET /healthz, GET /readyz, GET
-// /metrics (Prometheus). Keys come from a keys file of SHA-256 hashes
+// /v1/budget (the caller's balance and history), GET /v1/openapi.yaml (the
+// contract, package api), GET /healthz, GET /readyz, GET /metrics
+// (Prometheus). Keys come from a keys file of SHA-256 hashes
 // (ParseKeys); without one, every request is charged to one shared account.
 // Every error is JSON {"error": {"code", "message", ...}}. The access log
 // (log/slog) has the route, status, duration, account ID and counts: never
@@ -38,6 +39,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nvdp-project/nvdp/api"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -161,12 +163,13 @@ func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slo
 	}
 	s.met = newMetrics(s.lim, ledger)
 	s.routes = map[string]route{
-		"/v1/embed":  {http.MethodPost: s.embed},
-		"/v1/info":   {http.MethodGet: s.info},
-		"/v1/budget": {http.MethodGet: s.budget},
-		"/healthz":   {http.MethodGet: s.healthz},
-		"/readyz":    {http.MethodGet: s.readyz},
-		"/metrics":   {http.MethodGet: s.metricsHandler()},
+		"/v1/embed":        {http.MethodPost: s.embed},
+		"/v1/info":         {http.MethodGet: s.info},
+		"/v1/budget":       {http.MethodGet: s.budget},
+		"/v1/openapi.yaml": {http.MethodGet: s.openapi},
+		"/healthz":         {http.MethodGet: s.healthz},
+		"/readyz":          {http.MethodGet: s.readyz},
+		"/metrics":         {http.MethodGet: s.metricsHandler()},
 	}
 	return s, nil
 }
@@ -180,7 +183,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw.Header().Set("X-Request-Id", info.id)
 	name := "other"
 	if rt, ok := s.routes[r.URL.Path]; !ok {
-		s.fail(sw, info, http.StatusNotFound, "not_found", "no route %s (routes: POST /v1/embed, GET /v1/info, /v1/budget, /healthz, /readyz, /metrics)", excerpt(r.URL.Path))
+		s.fail(sw, info, http.StatusNotFound, "not_found", "no route %s (routes: POST /v1/embed, GET /v1/info, /v1/budget, /v1/openapi.yaml, /healthz, /readyz, /metrics)", excerpt(r.URL.Path))
 	} else if h, ok := rt[r.Method]; !ok {
 		name = r.URL.Path
 		for m := range rt {
@@ -831,6 +834,13 @@ func (s *Server) budget(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		resp.History = &h
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// openapi is GET /v1/openapi.yaml: the service's contract (api.OpenAPI).
+func (s *Server) openapi(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(api.OpenAPI)))
+	_, _ = w.Write(api.OpenAPI)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {

@@ -48,9 +48,10 @@ func WaitFor(tb testing.TB, what string, cond func() bool) {
 }
 
 // Do sends a request to url with the API key in "Authorization: Bearer"
-// (none when key is "") and the Content-Type (none when ""), and returns the
-// status and the JSON object of the response ({"raw": text} when the body
-// is not a JSON object, as /metrics).
+// (none when key is "") and the Content-Type (none when ""), checks the
+// exchange against the service's contract (Contract: api/openapi.yaml),
+// and returns the status and the JSON object of the response ({"raw": text}
+// when the body is not a JSON object, as /metrics).
 func Do(tb testing.TB, method, url, key, contentType, body string) (int, map[string]any) {
 	tb.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -72,6 +73,7 @@ func Do(tb testing.TB, method, url, key, contentType, body string) (int, map[str
 	if err != nil {
 		tb.Fatalf("%s %s: %v", method, url, err)
 	}
+	Contract(tb, req, []byte(body), resp, b)
 	var out map[string]any
 	if json.Unmarshal(b, &out) != nil || out == nil {
 		out = map[string]any{"raw": string(b)}

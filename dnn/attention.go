@@ -35,9 +35,10 @@ func (e *Engine) PaddingBias(mask []float32, B, S int) *Tensor {
 // q [B,Tq,H*dh], k and v [B,Tk,H*dh], head h in columns [h*dh, (h+1)*dh)
 // (the Hugging Face layout), keyBias [B,Tk] or nil, -Inf masking a key
 // (probability 0, gradient 0); out [B,Tq,H*dh]. The products are cuBLAS
-// GEMMs batched over the heads of a batch element (the heads' column
-// blocks read in place, leading dimension H*dh); the softmax is a kernel
-// with one block per query row. A query row whose keys are all masked, a
+// strided-batched GEMMs over the heads of a batch element or the batch
+// elements of a head, whichever loop is shorter (the heads' column blocks
+// read in place, leading dimension H*dh); the softmax is a kernel with one
+// block per query row. A query row whose keys are all masked, a
 // programmer error that panics in nn, gives NaN in that row (a device
 // kernel cannot panic; the loss turns NaN). Shape mismatches panic as in nn.
 func (e *Engine) Attention(q, k, v *Tensor, heads int, keyBias *Tensor) (*Tensor, *AttentionCache) {
@@ -110,23 +111,17 @@ func (e *Engine) attention(q, k, v *Tensor, heads int, keyBias *Tensor, p float3
 	if B*Tq == 0 {
 		return out, c
 	}
-	for b := 0; b < B; b++ {
-		// scores[h] = scale Q_h K_h^T [Tq,Tk], the heads batched.
-		must(e.Dev.GemmStridedBatched(false, true, Tq, Tk, dh, scale,
-			q.Buf.Offset(4*b*Tq*HD), HD, dh, k.Buf.Offset(4*b*Tk*HD), HD, dh,
-			0, c.Probs.Buf.Offset(4*b*H*TT), Tk, TT, H))
-	}
+	hs := headBatch{B: B, H: H}
+	qo, ko := hs.operand(q, HD, Tq*HD, dh), hs.operand(k, HD, Tk*HD, dh)
+	vo, oo := hs.operand(v, HD, Tk*HD, dh), hs.operand(out, HD, Tq*HD, dh)
+	po, do := hs.operand(c.Probs, Tk, H*TT, TT), hs.operand(c.dropped, Tk, H*TT, TT)
+	hs.gemm(e, false, true, Tq, Tk, dh, scale, qo, ko, 0, po) // S_bh = scale Q_bh K_bh^T [Tq,Tk]
 	var bias cuda.Buffer
 	if keyBias != nil {
 		bias = keyBias.Buf
 	}
 	e.launchRows("attn_softmax_fwd", B*H*Tq, c.Probs.Buf, c.dropped.Buf, bias, c.Mask, c.DropScale, Tk, H*Tq)
-	for b := 0; b < B; b++ {
-		// out_h = P_h V_h [Tq,dh]
-		must(e.Dev.GemmStridedBatched(false, false, Tq, dh, Tk, 1,
-			c.dropped.Buf.Offset(4*b*H*TT), Tk, TT, v.Buf.Offset(4*b*Tk*HD), HD, dh,
-			0, out.Buf.Offset(4*b*Tq*HD), HD, dh, H))
-	}
+	hs.gemm(e, false, false, Tq, dh, Tk, 1, do, vo, 0, oo) // out_bh = P_bh V_bh [Tq,dh]
 	return out, c
 }
 
@@ -163,25 +158,54 @@ func (e *Engine) AttentionBackward(c *AttentionCache, dout *Tensor) (dq, dk, dv,
 		dKeyBias = e.New(c.KeyBias.Shape...)
 	}
 	ds := e.New(B, H, Tq, Tk)
-	for b := 0; b < B; b++ {
-		o, kv, pb := 4*b*Tq*HD, 4*b*Tk*HD, 4*b*H*TT
-		// dP_h = dO_h V_h^T [Tq,Tk]; dV_h = (P D)_h^T dO_h [Tk,dh]
-		must(e.Dev.GemmStridedBatched(false, true, Tq, Tk, dh, 1, dout.Buf.Offset(o), HD, dh, c.V.Buf.Offset(kv), HD, dh,
-			0, ds.Buf.Offset(pb), Tk, TT, H))
-		must(e.Dev.GemmStridedBatched(true, false, Tk, dh, Tq, 1, c.dropped.Buf.Offset(pb), Tk, TT, dout.Buf.Offset(o), HD, dh,
-			0, dv.Buf.Offset(kv), HD, dh, H))
-	}
+	hs := headBatch{B: B, H: H}
+	qo, ko, vo := hs.operand(c.Q, HD, Tq*HD, dh), hs.operand(c.K, HD, Tk*HD, dh), hs.operand(c.V, HD, Tk*HD, dh)
+	gqo, gko, gvo, goo := hs.operand(dq, HD, Tq*HD, dh), hs.operand(dk, HD, Tk*HD, dh), hs.operand(dv, HD, Tk*HD, dh), hs.operand(dout, HD, Tq*HD, dh)
+	so, do := hs.operand(ds, Tk, H*TT, TT), hs.operand(c.dropped, Tk, H*TT, TT)
+	hs.gemm(e, false, true, Tq, Tk, dh, 1, goo, vo, 0, so)  // dP_bh = dO_bh V_bh^T [Tq,Tk]
+	hs.gemm(e, true, false, Tk, dh, Tq, 1, do, goo, 0, gvo) // dV_bh = (P D)_bh^T dO_bh [Tk,dh]
 	e.launchRows("attn_softmax_bwd", B*H*Tq, ds.Buf, c.Probs.Buf, c.Mask, c.DropScale, Tk)
 	if dKeyBias != nil {
 		e.launch1D("attn_bias_grad", B*Tk, dKeyBias.Buf, ds.Buf, B, H, Tq, Tk)
 	}
-	for b := 0; b < B; b++ {
-		o, kv, pb := 4*b*Tq*HD, 4*b*Tk*HD, 4*b*H*TT
-		// dQ_h = scale dS_h K_h [Tq,dh]; dK_h = scale dS_h^T Q_h [Tk,dh]
-		must(e.Dev.GemmStridedBatched(false, false, Tq, dh, Tk, scale, ds.Buf.Offset(pb), Tk, TT, c.K.Buf.Offset(kv), HD, dh,
-			0, dq.Buf.Offset(o), HD, dh, H))
-		must(e.Dev.GemmStridedBatched(true, false, Tk, dh, Tq, scale, ds.Buf.Offset(pb), Tk, TT, c.Q.Buf.Offset(o), HD, dh,
-			0, dk.Buf.Offset(kv), HD, dh, H))
-	}
+	hs.gemm(e, false, false, Tq, dh, Tk, scale, so, ko, 0, gqo) // dQ_bh = scale dS_bh K_bh [Tq,dh]
+	hs.gemm(e, true, false, Tk, dh, Tq, scale, so, qo, 0, gko)  // dK_bh = scale dS_bh^T Q_bh [Tk,dh]
 	return dq, dk, dv, dKeyBias
+}
+
+// headBatch runs the per-(batch, head) products of attention as cuBLAS
+// strided-batched GEMMs: the matrix of pair (b, h) of an operand starts at
+// element b*bStride + h*hStride, so one call covers every head of a batch
+// element (stride hStride) or every batch element of a head (stride
+// bStride), and the loop goes over the smaller of B and H (one call per
+// batch element at bert-base's 12 heads and batch 8, one per head at batch
+// 32).
+type headBatch struct{ B, H int }
+
+// headOperand is one operand of headBatch.gemm: its tensor, leading dimension
+// (row stride, floats) and the strides of the batch element and the head.
+type headOperand struct {
+	t                    *Tensor
+	ld, bStride, hStride int
+}
+
+func (headBatch) operand(t *Tensor, ld, bStride, hStride int) headOperand {
+	return headOperand{t: t, ld: ld, bStride: bStride, hStride: hStride}
+}
+
+// gemm computes C_bh = alpha op(A_bh) op(B_bh) + beta C_bh for every pair
+// (b, h), as cuda.Device.GemmStridedBatched per matrix.
+func (hs headBatch) gemm(e *Engine, transA, transB bool, m, n, k int, alpha float32, a, b headOperand, beta float32, c headOperand) {
+	outer, inner := hs.B, hs.H
+	at := func(o headOperand, i int) (cuda.Buffer, int) { return o.t.Buf.Offset(4 * i * o.bStride), o.hStride }
+	if hs.B > hs.H {
+		outer, inner = hs.H, hs.B
+		at = func(o headOperand, i int) (cuda.Buffer, int) { return o.t.Buf.Offset(4 * i * o.hStride), o.bStride }
+	}
+	for i := 0; i < outer; i++ {
+		ab, as := at(a, i)
+		bb, bs := at(b, i)
+		cb, cs := at(c, i)
+		must(e.Dev.GemmStridedBatched(transA, transB, m, n, k, alpha, ab, a.ld, as, bb, b.ld, bs, beta, cb, c.ld, cs, inner))
+	}
 }

@@ -17,7 +17,8 @@ import (
 const tolAttention = 1e-5
 
 // TestAttentionTwin: forward and backward (dq, dk, dv, dKeyBias) of the
-// device attention equal nn's: self- and cross-attention, widths of a head
+// device attention equal nn's: self- and cross-attention, GEMMs batched
+// over heads (B <= H) and over batch elements (B > H), widths of a head
 // below and rows of keys above the block size, no bias, a padding bias
 // (-Inf keys), a finite bias and HF's -MaxFloat32 bias; dropout on the
 // probabilities drawn from Philox (the same keep mask as nn drawing from a
@@ -37,7 +38,7 @@ func TestAttentionTwin(t *testing.T) {
 		{"cross finite bias", 2, 2, 5, 2, 3, "finite", ""},
 		{"cross maxneg bias", 1, 3, 3, 2, 2, "maxneg", ""},
 		{"long rows", 1, 2, 300, 1, 4, "pad", ""},
-		{"dropout philox", 2, 3, 5, 2, 4, "pad", "philox"},
+		{"dropout philox, B > H", 3, 2, 5, 2, 4, "pad", "philox"},
 		{"dropout host, no bias", 1, 3, 4, 2, 4, "", "host"},
 	}
 	onDevice(t, func(e *dnn.Engine) {

@@ -73,14 +73,6 @@ func setGrads(e *dnn.Engine, rng *rand.Rand, s float64, ps []*nn.Param, dps []*d
 	}
 }
 
-// TestOptimizerTwins runs the optimizer twins' tests on one device.
-func TestOptimizerTwins(t *testing.T) {
-	d := cudaemu.OpenDevice(t)
-	t.Run("GradNorm", func(t *testing.T) { withEngine(t, d, testGradNormTwin) })
-	t.Run("AdamW", func(t *testing.T) { withEngine(t, d, testAdamWTwin) })
-	t.Run("MomentsLifecycle", func(t *testing.T) { withEngine(t, d, testAdamWMomentsLifecycle) })
-}
-
 // testGradNormTwin: the device's global gradient norm equals nn.GradNorm's,
 // for gradients spanning one block, several, and more than normBlocks
 // blocks' worth of threads (the grid-strided first stage, with normBlocks

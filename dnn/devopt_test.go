@@ -9,7 +9,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
-	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/nn"
 )
@@ -153,17 +152,16 @@ func deviceRun(t *testing.T, dev *cuda.Device, d *loopData, dir string, host *nn
 	return losses
 }
 
-// TestDeviceOptimizerLoop: a loop run whose step and optimizer run on the
+// testDeviceOptimizerLoop: a loop run whose step and optimizer run on the
 // device (dnn.DeviceOptimizer as loop.Config.Device) follows the host run
 // (each step's loss, the final parameters, pulled into the host model by
 // the final checkpoint); stopped after 4 steps and resumed from the
 // checkpoint by a fresh model and device optimizer (pushed the restored
 // parameters and moments), it ends where the uninterrupted device run ends,
 // bit for bit.
-func TestDeviceOptimizerLoop(t *testing.T) {
+func testDeviceOptimizerLoop(t *testing.T, dev *cuda.Device) {
 	d := newLoopData()
 	wantLosses, want := hostRun(t, d)
-	dev := cudaemu.OpenDevice(t)
 
 	full := newLoopModel()
 	losses := deviceRun(t, dev, d, t.TempDir(), full, nil)

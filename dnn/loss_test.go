@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
-	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/nn"
 )
 
@@ -25,15 +24,6 @@ const (
 // relErr64 is |got - want| / max(|want|, 1e-300).
 func relErr64(got, want float64) float64 {
 	return math.Abs(got-want) / math.Max(math.Abs(want), 1e-300)
-}
-
-// TestLossTwins runs the loss twins' tests on one device.
-func TestLossTwins(t *testing.T) {
-	d := cudaemu.OpenDevice(t)
-	t.Run("SoftmaxCrossEntropy", func(t *testing.T) { withEngine(t, d, testSoftmaxCrossEntropyTwin) })
-	t.Run("SoftmaxCrossEntropyBadLabel", func(t *testing.T) { testSoftmaxCrossEntropyBadLabel(t, d) })
-	t.Run("SoftmaxCrossEntropyNaN", func(t *testing.T) { withEngine(t, d, testSoftmaxCrossEntropyNaN) })
-	t.Run("MSE", func(t *testing.T) { withEngine(t, d, testMSETwin) })
 }
 
 // testSoftmaxCrossEntropyTwin: the device cross-entropy's loss and gradient

@@ -5,7 +5,33 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
+	"github.com/nvdp-project/nvdp/internal/cudaemu"
 )
+
+// TestTrainingTwins runs the tests of the pooling, loss and optimizer
+// twins and of the loop's device optimizer on one device (one compilation
+// of the module for them all: the stand-in's compilation of every kernel
+// is the slow part of a small test).
+func TestTrainingTwins(t *testing.T) {
+	d := cudaemu.OpenDevice(t)
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, e *dnn.Engine)
+	}{
+		{"MaskedMeanPool", testMaskedMeanPool},
+		{"FirstToken", testFirstToken},
+		{"SoftmaxCrossEntropy", testSoftmaxCrossEntropyTwin},
+		{"SoftmaxCrossEntropyNaN", testSoftmaxCrossEntropyNaN},
+		{"MSE", testMSETwin},
+		{"GradNorm", testGradNormTwin},
+		{"AdamW", testAdamWTwin},
+		{"AdamWMomentsLifecycle", testAdamWMomentsLifecycle},
+	} {
+		t.Run(tc.name, func(t *testing.T) { withEngine(t, d, tc.fn) })
+	}
+	t.Run("SoftmaxCrossEntropyBadLabel", func(t *testing.T) { testSoftmaxCrossEntropyBadLabel(t, d) })
+	t.Run("DeviceOptimizerLoop", func(t *testing.T) { testDeviceOptimizerLoop(t, d) })
+}
 
 // withEngine runs fn with a fresh Engine on the open device d, inside Do:
 // the subtests of one device share its compiled kernels (one compilation

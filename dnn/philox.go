@@ -32,6 +32,7 @@ import (
 //
 // The key of a training run is rngstream.TrainSampleDevice's (NewPhiloxStream).
 // Its state is the two words Key and Pos (MarshalBinary, for checkpoints).
+// A Philox is not safe for concurrent use (Draw caches the last block).
 type Philox struct {
 	Key uint64 // the key: k0 = low 32 bits, k1 = high 32 bits
 	Pos uint64 // draws consumed

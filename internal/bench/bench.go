@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/progress"
@@ -30,12 +31,16 @@ type Options struct {
 	// Progress receives one event per timed step: stage "train" (with the step's loss) or
 	// "infer", unit "steps", Done of Total = Steps. Nil discards them.
 	Progress progress.Func
+	// Device, when set, runs the steps on this GPU (package dnn: the same model, data and
+	// AdamW, dropout from a Philox stream keyed by Seed); nil runs them on the CPU.
+	Device *cuda.Device
 }
 
 // Result is the JSON printed by `nvdp bench --json`.
 type Result struct {
 	Config           string  `json:"config"`
-	Backend          string  `json:"backend"`
+	Backend          string  `json:"backend"`          // nn.Backend() on the CPU, "cuda" on a GPU
+	Device           string  `json:"device,omitempty"` // the GPU (DeviceName), on a GPU
 	TrainStepSeconds float64 `json:"train_step_seconds"`
 	InferStepSeconds float64 `json:"infer_step_seconds"`
 	TokensPerSecond  float64 `json:"tokens_per_second"` // training tokens (batch*seq) per second
@@ -95,8 +100,9 @@ func maskOrOnes(in encoder.Input) []float32 {
 
 // Run times full training steps (forward, backward, AdamW update, zero grads) and inference
 // steps of a 2-label Classifier on random tokens, like /work/shared/bench/train_step_peer.py:
-// one untimed warm-up step, then the mean over Steps steps. name labels the result. Errors:
-// Batch, Seq or Steps <= 0, Seq beyond the encoder's positions, and an unreadable peak RSS.
+// one untimed warm-up step, then the mean over Steps steps, on the CPU or on Options.Device.
+// name labels the result. Errors: Batch, Seq or Steps <= 0, Seq beyond the encoder's
+// positions, an unreadable peak RSS, and the device's.
 func Run(name string, cfg encoder.Config, o Options) (Result, error) {
 	if o.Batch <= 0 || o.Seq <= 0 || o.Steps <= 0 {
 		return Result{}, fmt.Errorf("bench: batch %d, seq %d, steps %d must be > 0", o.Batch, o.Seq, o.Steps)
@@ -123,6 +129,9 @@ func Run(name string, cfg encoder.Config, o Options) (Result, error) {
 	labels := make([]int, o.Batch)
 	for i := range labels {
 		labels[i] = rng.IntN(2)
+	}
+	if o.Device != nil {
+		return runDevice(o.Device, name, clf, opt, in, labels, o)
 	}
 	step := func() float64 {
 		loss := clf.LossAndGrad(in, labels, rng)

@@ -112,7 +112,14 @@ func startServe(t *testing.T, ledger, keys string, latency time.Duration, extra 
 	if keys != "" {
 		args = append(args, "--keys", keys)
 	}
-	c := helperCommand(latency, append(args, extra...)...)
+	return startServeArgs(t, latency, append(args, extra...)...)
+}
+
+// startServeArgs starts `nvdp ARGS...` (a serve command line that logs
+// JSON) on the fake model with latency and waits for its "serving" line.
+func startServeArgs(t *testing.T, latency time.Duration, args ...string) *serveProcess {
+	t.Helper()
+	c := helperCommand(latency, args...)
 	stderr, err := c.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

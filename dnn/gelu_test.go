@@ -22,41 +22,39 @@ const (
 	tolTanh = 1e-6
 )
 
-// TestGELUTwin: GELU, GELUWithGrad, GELUGradMul, GELUBackward, Tanh and
+// testGELUTwin: GELU, GELUWithGrad, GELUGradMul, GELUBackward, Tanh and
 // TanhBackward of the device equal nn's, on lengths below and above the
 // block size: special values (the edges of nn's table at |x| = 10, far
 // tails, signed zeros), then N(0, 9) draws; NaN stays NaN.
-func TestGELUTwin(t *testing.T) {
-	onDevice(t, func(e *dnn.Engine) {
-		rng := rand.New(rand.NewPCG(5, 5))
-		special := []float32{0, float32(math.Copysign(0, -1)), 10, -10, 9.999, -9.999, -10.5, 40, -40, 1e-30, -3.7}
-		for _, n := range []int{len(special), 256, 700} {
-			x := randn(rng, 3, n)
-			if n == len(special) {
-				copy(x.Data, special)
-			}
-			dx := e.Upload(x)
-			g := randn(rng, 1, n)
-			dg := e.Upload(g)
-
-			near(t, e, "GELU", e.GELU(dx), nn.GELU(x), tolGELU)
-			y, d := nn.GELUWithGrad(x)
-			dy, dd := e.GELUWithGrad(dx)
-			near(t, e, "GELUWithGrad y", dy, y, tolGELU)
-			near(t, e, "GELUWithGrad dydx", dd, d, tolGELU)
-			near(t, e, "GELUGradMul", e.GELUGradMul(dg, dd), nn.GELUGradMul(g, d), tolGELU)
-			near(t, e, "GELUBackward", e.GELUBackward(dx, dg), nn.GELUBackward(x, g), tolGELU)
-
-			ty := nn.Tanh(x)
-			dty := e.Tanh(dx)
-			near(t, e, "Tanh", dty, ty, tolTanh)
-			near(t, e, "TanhBackward", e.TanhBackward(dty, dg), nn.TanhBackward(ty, g), tolTanh)
+func testGELUTwin(t *testing.T, e *dnn.Engine) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	special := []float32{0, float32(math.Copysign(0, -1)), 10, -10, 9.999, -9.999, -10.5, 40, -40, 1e-30, -3.7}
+	for _, n := range []int{len(special), 256, 700} {
+		x := randn(rng, 3, n)
+		if n == len(special) {
+			copy(x.Data, special)
 		}
-		nan := e.Upload(nn.FromData([]float32{float32(math.NaN())}, 1))
-		for name, v := range map[string]*dnn.Tensor{"GELU": e.GELU(nan), "GELUBackward": e.GELUBackward(nan, nan), "Tanh": e.Tanh(nan)} {
-			if got := e.Download(v).Data[0]; !math.IsNaN(float64(got)) {
-				t.Errorf("%s(NaN) = %v", name, got)
-			}
+		dx := e.Upload(x)
+		g := randn(rng, 1, n)
+		dg := e.Upload(g)
+
+		near(t, e, "GELU", e.GELU(dx), nn.GELU(x), tolGELU)
+		y, d := nn.GELUWithGrad(x)
+		dy, dd := e.GELUWithGrad(dx)
+		near(t, e, "GELUWithGrad y", dy, y, tolGELU)
+		near(t, e, "GELUWithGrad dydx", dd, d, tolGELU)
+		near(t, e, "GELUGradMul", e.GELUGradMul(dg, dd), nn.GELUGradMul(g, d), tolGELU)
+		near(t, e, "GELUBackward", e.GELUBackward(dx, dg), nn.GELUBackward(x, g), tolGELU)
+
+		ty := nn.Tanh(x)
+		dty := e.Tanh(dx)
+		near(t, e, "Tanh", dty, ty, tolTanh)
+		near(t, e, "TanhBackward", e.TanhBackward(dty, dg), nn.TanhBackward(ty, g), tolTanh)
+	}
+	nan := e.Upload(nn.FromData([]float32{float32(math.NaN())}, 1))
+	for name, v := range map[string]*dnn.Tensor{"GELU": e.GELU(nan), "GELUBackward": e.GELUBackward(nan, nan), "Tanh": e.Tanh(nan)} {
+		if got := e.Download(v).Data[0]; !math.IsNaN(float64(got)) {
+			t.Errorf("%s(NaN) = %v", name, got)
 		}
-	})
+	}
 }

@@ -70,12 +70,12 @@ func TestPhiloxStream(t *testing.T) {
 	}
 }
 
-// TestPhiloxDevice: the device's Philox4x32-10 (kernel philox_blocks)
+// testPhiloxDevice: the device's Philox4x32-10 (kernel philox_blocks)
 // gives the known answers and equals the host's bit for bit on random
 // counters and keys; its stream (philox_u64) equals the host's from any
 // position (odd ones, across the counter's 32-bit word) and advances Pos
 // alike.
-func TestPhiloxDevice(t *testing.T) {
+func testPhiloxDevice(t *testing.T, e *dnn.Engine) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var in []uint32
 	var want [][4]uint32
@@ -96,26 +96,27 @@ func TestPhiloxDevice(t *testing.T) {
 			want = append(want, dnn.PhiloxBlock(ctr, key))
 		}
 	}
-	onDevice(t, func(e *dnn.Engine) {
-		got := dnn.PhiloxBlocksOnDevice(e, in)
-		for i, w := range want {
-			if g := [4]uint32(got[4*i : 4*i+4]); g != w {
-				t.Fatalf("device block %d: %08x, want %08x", i, g, w)
-			}
+	got := dnn.PhiloxBlocksOnDevice(e, in)
+	for i, w := range want {
+		if g := [4]uint32(got[4*i : 4*i+4]); g != w {
+			t.Errorf("device block %d: %08x, want %08x", i, g, w)
+			return
 		}
+	}
 
-		p := dnn.NewPhilox(0x0123456789abcdef)
-		for _, pos := range []uint64{0, 1, 255, 1<<33 - 3, 1<<40 + 1} {
-			g := &dnn.Philox{Key: p.Key, Pos: pos}
-			got := dnn.PhiloxDrawsOnDevice(e, g, 300)
-			if g.Pos != pos+300 {
-				t.Fatalf("device draws from %d: Pos %d after 300", pos, g.Pos)
-			}
-			for i, w := range got {
-				if h := p.Draw(pos + uint64(i)); w != h {
-					t.Fatalf("device draw %d: %#x, host %#x", pos+uint64(i), w, h)
-				}
+	p := dnn.NewPhilox(0x0123456789abcdef)
+	for _, pos := range []uint64{0, 1, 255, 1<<33 - 3, 1<<40 + 1} {
+		g := &dnn.Philox{Key: p.Key, Pos: pos}
+		got := dnn.PhiloxDrawsOnDevice(e, g, 300)
+		if g.Pos != pos+300 {
+			t.Errorf("device draws from %d: Pos %d after 300", pos, g.Pos)
+			return
+		}
+		for i, w := range got {
+			if h := p.Draw(pos + uint64(i)); w != h {
+				t.Errorf("device draw %d: %#x, host %#x", pos+uint64(i), w, h)
+				return
 			}
 		}
-	})
+	}
 }

@@ -31,7 +31,7 @@ func randTransformer(rng *rand.Rand, H, I int) *nn.TransformerLayer {
 	return l
 }
 
-// TestTransformerLayerTwin: forward and backward of the device layer equal
+// testTransformerLayerTwin: forward and backward of the device layer equal
 // nn's (y, dxq, dxkv, dKeyBias, every parameter's gradient) on the same
 // inputs and parameters, with every dropout active and drawn by both from
 // the same Philox stream (nn through rand.New of a copy): BERT's post-LN
@@ -39,7 +39,7 @@ func randTransformer(rng *rand.Rand, H, I int) *nn.TransformerLayer {
 // without residual (finite key bias, GELU recomputed), wav2vec2's pre-LN
 // order with activation dropout (GELU recomputed: the mask reapplied).
 // (TestEncoderTwin runs the layer's inference forward.)
-func TestTransformerLayerTwin(t *testing.T) {
+func testTransformerLayerTwin(t *testing.T, e *dnn.Engine) {
 	type tcase struct {
 		name      string
 		B, Tq, Tk int
@@ -55,70 +55,69 @@ func TestTransformerLayerTwin(t *testing.T) {
 		{"pre-LN", 1, 4, 4, nn.LayerOptions{Heads: 2, HiddenDropout: drop, ActDropout: nn.Dropout{P: 0.3}, AttnResidual: true, PreLN: true, RecomputeGELU: true}, false, "", true},
 	}
 	const H, I = 12, 20
-	onDevice(t, func(e *dnn.Engine) {
-		rng := rand.New(rand.NewPCG(8, 8))
-		for _, c := range cases {
-			l := randTransformer(rng, H, I)
-			dl := e.NewTransformerLayer(l)
-			xq := randn(rng, 1, c.B, c.Tq, H)
-			xkv := xq
-			if c.cross {
-				xkv = randn(rng, 1, c.B, c.Tk, H)
-			}
-			var bias *nn.Tensor
-			switch c.bias {
-			case "pad":
-				mask := make([]float32, c.B*c.Tk)
-				for i := range mask {
-					if i%c.Tk < c.Tk-i/c.Tk { // row b has b padding keys at its end
-						mask[i] = 1
-					}
-				}
-				bias = nn.PaddingBias(mask, c.B, c.Tk)
-			case "finite":
-				bias = randn(rng, 1, c.B, c.Tk)
-			}
-			dxq := e.Upload(xq)
-			dxkv := dxq
-			if c.cross {
-				dxkv = e.Upload(xkv)
-			}
-			var dbias *dnn.Tensor
-			if bias != nil {
-				dbias = e.Upload(bias)
-			}
-			g := &dnn.Philox{Key: rng.Uint64(), Pos: 1}
-			host := *g
-			y, cache := l.Forward(xq, xkv, bias, c.o, c.train, rand.New(&host))
-			dy, dcache := dl.Forward(e, dxq, dxkv, dbias, c.o, c.train, g)
-			if g.Pos != host.Pos {
-				t.Errorf("%s: device Pos %d, host %d", c.name, g.Pos, host.Pos)
-			}
-			near(t, e, c.name+" y", dy, y, tolTransformer)
-			if !c.train {
-				if dcache != nil || cache != nil {
-					t.Errorf("%s: inference cache %v (nn %v)", c.name, dcache, cache)
-				}
-				e.FreeParams(dl.Params())
-				continue
-			}
-			gy := randn(rng, 1, c.B, c.Tq, H)
-			gq, gkv, gb := l.Backward(cache, gy)
-			dgq, dgkv, dgb := dl.Backward(e, dcache, e.Upload(gy))
-			near(t, e, c.name+" dxq", dgq, gq, tolTransformer)
-			if (gkv == nil) != (dgkv == nil) || (gb == nil) != (dgb == nil) {
-				t.Fatalf("%s: dxkv %v dKeyBias %v, want %v %v", c.name, dgkv, dgb, gkv, gb)
-			}
-			if gkv != nil {
-				near(t, e, c.name+" dxkv", dgkv, gkv, tolTransformer)
-			}
-			if gb != nil {
-				near(t, e, c.name+" dKeyBias", dgb, gb, tolTransformer)
-			}
-			nearLayerParams(t, e, c.name, dl.Params(), l.Params(), tolTransformer)
-			e.FreeParams(dl.Params())
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, c := range cases {
+		l := randTransformer(rng, H, I)
+		dl := e.NewTransformerLayer(l)
+		xq := randn(rng, 1, c.B, c.Tq, H)
+		xkv := xq
+		if c.cross {
+			xkv = randn(rng, 1, c.B, c.Tk, H)
 		}
-	})
+		var bias *nn.Tensor
+		switch c.bias {
+		case "pad":
+			mask := make([]float32, c.B*c.Tk)
+			for i := range mask {
+				if i%c.Tk < c.Tk-i/c.Tk { // row b has b padding keys at its end
+					mask[i] = 1
+				}
+			}
+			bias = nn.PaddingBias(mask, c.B, c.Tk)
+		case "finite":
+			bias = randn(rng, 1, c.B, c.Tk)
+		}
+		dxq := e.Upload(xq)
+		dxkv := dxq
+		if c.cross {
+			dxkv = e.Upload(xkv)
+		}
+		var dbias *dnn.Tensor
+		if bias != nil {
+			dbias = e.Upload(bias)
+		}
+		g := &dnn.Philox{Key: rng.Uint64(), Pos: 1}
+		host := *g
+		y, cache := l.Forward(xq, xkv, bias, c.o, c.train, rand.New(&host))
+		dy, dcache := dl.Forward(e, dxq, dxkv, dbias, c.o, c.train, g)
+		if g.Pos != host.Pos {
+			t.Errorf("%s: device Pos %d, host %d", c.name, g.Pos, host.Pos)
+		}
+		near(t, e, c.name+" y", dy, y, tolTransformer)
+		if !c.train {
+			if dcache != nil || cache != nil {
+				t.Errorf("%s: inference cache %v (nn %v)", c.name, dcache, cache)
+			}
+			e.FreeParams(dl.Params())
+			continue
+		}
+		gy := randn(rng, 1, c.B, c.Tq, H)
+		gq, gkv, gb := l.Backward(cache, gy)
+		dgq, dgkv, dgb := dl.Backward(e, dcache, e.Upload(gy))
+		near(t, e, c.name+" dxq", dgq, gq, tolTransformer)
+		if (gkv == nil) != (dgkv == nil) || (gb == nil) != (dgb == nil) {
+			t.Errorf("%s: dxkv %v dKeyBias %v, want %v %v", c.name, dgkv, dgb, gkv, gb)
+			return
+		}
+		if gkv != nil {
+			near(t, e, c.name+" dxkv", dgkv, gkv, tolTransformer)
+		}
+		if gb != nil {
+			near(t, e, c.name+" dKeyBias", dgb, gb, tolTransformer)
+		}
+		nearLayerParams(t, e, c.name, dl.Params(), l.Params(), tolTransformer)
+		e.FreeParams(dl.Params())
+	}
 }
 
 // nearLayerParams compares the gradients of a device layer's parameters
@@ -130,11 +129,13 @@ func TestTransformerLayerTwin(t *testing.T) {
 func nearLayerParams(t *testing.T, e *dnn.Engine, what string, dps []*dnn.Param, ps []*nn.Param, tol float64) {
 	t.Helper()
 	if len(dps) != len(ps) {
-		t.Fatalf("%s: %d parameters, want %d", what, len(dps), len(ps))
+		t.Errorf("%s: %d parameters, want %d", what, len(dps), len(ps))
+		return
 	}
 	for i, p := range ps {
 		if dps[i].Name != p.Name {
-			t.Fatalf("%s: parameter %d is %s, want %s", what, i, dps[i].Name, p.Name)
+			t.Errorf("%s: parameter %d is %s, want %s", what, i, dps[i].Name, p.Name)
+			return
 		}
 		if strings.HasSuffix(p.Name, "attention.self.key.bias") && i > 0 && ps[i-1].Name == strings.TrimSuffix(p.Name, "bias")+"weight" {
 			got := e.Download(dps[i].Grad).Data

@@ -12,6 +12,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 )
 
 // Auto is the value of a float option whose default depends on other
@@ -37,21 +38,79 @@ const AutoInt = -1
 // Error is an invalid option: Option is its name as the options file spells
 // it (the JSON key, e.g. "c_mu", "batch_size"), Value the value given (nil:
 // none to show), Reason what is wrong. Programs map Option to their own
-// names (the CLI to its flags).
+// names (the CLI to its flags), and the options Reason names, Mentions,
+// too (ReasonWith).
 type Error struct {
 	Option string
 	Value  any
 	Reason string
+	// Mentions are the other options Reason names ("... or
+	// hand_set_clipping"), spelt as Option is; each occurs in Reason as a
+	// whole word.
+	Mentions []string
 }
 
 func (e *Error) Error() string {
 	return e.Option + FormatValue(e.Value) + ": " + e.Reason
 }
 
+// ReasonWith is Reason with each whole-word occurrence of a mentioned
+// option (Mentions) replaced by rename(option): a program's name for it
+// (the CLI: "--hand-set-clipping"). A mention that is part of a longer
+// name (target_epsilon in target_epsilons) is left alone.
+func (e *Error) ReasonWith(rename func(option string) string) string {
+	r := e.Reason
+	for _, m := range e.Mentions {
+		if m == "" {
+			continue
+		}
+		var b strings.Builder
+		for {
+			i := indexWord(r, m)
+			if i < 0 {
+				break
+			}
+			b.WriteString(r[:i])
+			b.WriteString(rename(m))
+			r = r[i+len(m):]
+		}
+		b.WriteString(r)
+		r = b.String()
+	}
+	return r
+}
+
+// indexWord is the index of the first occurrence of w in s that is a whole
+// word (not preceded or followed by a letter, digit or underscore), or -1.
+func indexWord(s, w string) int {
+	for off := 0; ; {
+		i := strings.Index(s[off:], w)
+		if i < 0 {
+			return -1
+		}
+		i += off
+		if (i == 0 || !nameByte(s[i-1])) && (i+len(w) == len(s) || !nameByte(s[i+len(w)])) {
+			return i
+		}
+		off = i + 1
+	}
+}
+
+func nameByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
 // Errorf returns an *Error for option with value (nil: none to show) and
 // the reason format, args.
 func Errorf(option string, value any, format string, args ...any) error {
 	return &Error{Option: option, Value: value, Reason: fmt.Sprintf(format, args...)}
+}
+
+// MentionErrorf is Errorf for a reason that names other options: mentions
+// are their names as the reason writes them (Error.Mentions), so that a
+// program gives them its own names too.
+func MentionErrorf(mentions []string, option string, value any, format string, args ...any) error {
+	return &Error{Option: option, Value: value, Reason: fmt.Sprintf(format, args...), Mentions: mentions}
 }
 
 // FormatValue writes an Error's value as it follows the option's name: " "

@@ -3,6 +3,7 @@ package option
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -26,6 +27,39 @@ func TestError(t *testing.T) {
 		var oe *Error
 		if !errors.As(tc.err, &oe) || oe.Option == "" {
 			t.Errorf("%v is not an *Error", tc.err)
+		}
+	}
+}
+
+// TestReasonWith: the options a reason mentions are renamed where they
+// are whole words, every time, and nowhere else (not inside a longer name,
+// not a mention the reason does not have); the Error's own text keeps the
+// options file's names.
+func TestReasonWith(t *testing.T) {
+	flag := func(o string) string { return "--" + strings.ReplaceAll(o, "_", "-") }
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{MentionErrorf([]string{"hand_set_clipping"}, "target_epsilon", nil, "required: a target, or hand_set_clipping"),
+			"required: a target, or --hand-set-clipping"},
+		{MentionErrorf([]string{"target_epsilon"}, "hand_set_clipping", nil, "and a target (target_epsilon 8) are both given: give one"),
+			"and a target (--target-epsilon 8) are both given: give one"},
+		{MentionErrorf([]string{"target_epsilon", "target_rd"}, "x", nil, "target_epsilons, target_epsilon or target_rd; target_epsilon_x, xtarget_rd"),
+			"target_epsilons, --target-epsilon or --target-rd; target_epsilon_x, xtarget_rd"},
+		{MentionErrorf([]string{"c_mu"}, "x", nil, "c_mu and c_mu again"), "--c-mu and --c-mu again"},
+		{MentionErrorf([]string{"lr"}, "x", nil, "no mention here"), "no mention here"},
+		{Errorf("batch_size", 0, "as batch_size says"), "as batch_size says"},
+	} {
+		var oe *Error
+		if !errors.As(tc.err, &oe) {
+			t.Fatalf("%v is not an *Error", tc.err)
+		}
+		if got := oe.ReasonWith(flag); got != tc.want {
+			t.Errorf("ReasonWith = %q, want %q", got, tc.want)
+		}
+		if got := tc.err.Error(); got != oe.Option+FormatValue(oe.Value)+": "+oe.Reason {
+			t.Errorf("Error() = %q renames the mentions", got)
 		}
 	}
 }

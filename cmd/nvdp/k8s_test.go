@@ -146,13 +146,7 @@ func TestK8sManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	onVolume := func(s string) string { return strings.ReplaceAll(s, mount, vol) }
-	// nvdp on PATH: this test binary as TestNvdpHelper.
-	bin := t.TempDir()
-	script := fmt.Sprintf("#!/bin/sh\nNVDP_CLI_HELPER=1 exec %q -test.run='^TestNvdpHelper$' -- \"$@\"\n", os.Args[0])
-	if err := os.WriteFile(filepath.Join(bin, "nvdp"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
+	bin, path := nvdpOnPath(t)
 	run := func(c *exec.Cmd, podEnv map[string]string) {
 		t.Helper()
 		c.Env = append(os.Environ(), "PATH="+path)
@@ -206,6 +200,19 @@ func TestK8sManifests(t *testing.T) {
 	if math.Abs(float64(*got.RDMean-*want.RDMean)) > 1e-12*math.Abs(float64(*want.RDMean)) {
 		t.Errorf("merged rd_mean %v, one process %v", *got.RDMean, *want.RDMean)
 	}
+}
+
+// nvdpOnPath writes an nvdp command that is this test binary as
+// TestNvdpHelper (the image's nvdp) into a new directory, and returns the
+// directory and a PATH with it first.
+func nvdpOnPath(t *testing.T) (bin, path string) {
+	t.Helper()
+	bin = t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nNVDP_CLI_HELPER=1 exec %q -test.run='^TestNvdpHelper$' -- \"$@\"\n", os.Args[0])
+	if err := os.WriteFile(filepath.Join(bin, "nvdp"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, bin + string(os.PathListSeparator) + os.Getenv("PATH")
 }
 
 // k8sPosteriors is a posterior file of m examples, N = 3, P = 8, every

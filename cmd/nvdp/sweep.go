@@ -23,7 +23,7 @@ func newSweepCmd() *cobra.Command {
 	var af *auditFlagValues
 	var sv speechFlagValues
 	var cmuLambda, cmuTolerance float64
-	var noProgress, inProcess bool
+	var noProgress, inProcess, planStages bool
 	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targetEpsilons string
 	cmd := &cobra.Command{
 		Use:   "sweep --tasks T,.. --variants V,.. --lambdas L,.. --seeds S,.. [train flags] --out DIR",
@@ -48,6 +48,9 @@ single --target-epsilon or --target-rd applies to every nvdp-clipped and gaussia
 gaussian (the Gaussian-mechanism baseline) has no KL term: lambda is not one of its
 dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 --jobs N runs N cells at once as subprocesses of this binary (logs in DIR/logs/).
+--plan writes the sweep's stages (DIR/stages.json) and runs nothing: the cells of the C_mu grid
+stage and of the main stage, each at a fixed index, for a cluster that runs each index as its
+own process ('nvdp sweep stage', 'select', 'finish'; deploy/k8s/sweep).
 --tasks lid (alone) sweeps spoken language identification as 'nvdp run --task lid' runs it
 (--lid-dir, --max-seconds; the speech task's defaults for the flags left out; utility on
 test, so no --c-mu-grid, whose selection reads the report's utility).
@@ -126,6 +129,13 @@ test, so no --c-mu-grid, whose selection reads the report's utility).
 				po.Train.TargetDelta = po.Audit.Delta
 			}
 			setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
+			if planStages {
+				p, err := sweep.PlanStages(*so)
+				if err != nil {
+					return sweepFlagError(err)
+				}
+				return printJSON(cmd.OutOrStdout(), stageCounts(so.Out, p))
+			}
 			switch {
 			case so.Jobs < 1:
 				return fmt.Errorf("--jobs %d: must be >= 1", so.Jobs)
@@ -173,6 +183,7 @@ test, so no --c-mu-grid, whose selection reads the report's utility).
 	fs.StringVar(&lambdas, "lambdas", "1e-3,1e-2,1e-1,1", "comma-separated lambda_G = lambda_D values (nvdp variants)")
 	fs.StringVar(&seeds, "seeds", "1", "comma-separated seeds")
 	fs.IntVar(&so.Jobs, "jobs", 1, "cells run at once; N > 1 runs each as a subprocess of this binary")
+	fs.BoolVar(&planStages, "plan", false, "write the sweep's stages (DIR/stages.json) and run nothing: see 'nvdp sweep stage'")
 	fs.BoolVar(&inProcess, "in-process", false, "run the cells in this process, one at a time (as --jobs 1 does; with --jobs N > 1 an error)")
 	fs.StringVar(&cmuGrid, "c-mu-grid", "", "comma-separated C_mu grid for nvdp-clipped (selection as paper §3.2)")
 	fs.Float64Var(&cmuTolerance, "c-mu-tolerance", sweep.DefaultCMuTolerance, "C_mu selection: absolute tolerance on the dev selection metric (0: the best only)")
@@ -181,6 +192,7 @@ test, so no --c-mu-grid, whose selection reads the report's utility).
 	fs.StringVar(&targetEpsilons, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped and gaussian cells, each calibrated to one")
 	fs.StringVar(&extraModes, "extra-audit-modes", "", "also audit every NVDP cell in these modes (e.g. reference), written to audit_<mode>.json")
 	af = pipelineAuditFlags(fs, po)
+	cmd.AddCommand(newSweepStageCmd(), newSweepSelectCmd(), newSweepFinishCmd())
 	return cmd
 }
 

@@ -78,6 +78,7 @@ func tinyTarget(t testing.TB, variant string, cmu, noiseVar float64) *Target {
 	o := train.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", dir, "scratch:bert-tiny", vocab, variant, &enc
 	o.EvalBatchSize, o.MaxSeqLen, o.CMu, o.Out = 32, 8, cmu, filepath.Join(dir, "model")
+	o.HandSetClipping = nvib.Calibratable(variant) // C_mu as given, no privacy target
 	o.Resolve()
 	b, err := train.Build(&o, nil)
 	if err != nil {

@@ -21,6 +21,19 @@ const (
 	AccountantGaussian = "analytic-gaussian"
 )
 
+// DefaultTargetEpsilon is the certified epsilon per release (at
+// DefaultDelta) that nvdp proposes for a private model when the user names
+// none: the upper end of the epsilons the DP literature calls meaningful
+// for one record's release (docs/privacy.md, "A guarantee by default",
+// says why, and what it costs in utility).
+const DefaultTargetEpsilon = 8.0
+
+// DefaultMaxEpsilon is the largest certified epsilon per release (at the
+// model's delta) that the release commands (nvdp embed, nvdp serve) accept
+// without the operator raising the threshold: a model certifying more is
+// refused, so that no one serves a vacuous guarantee by accident.
+const DefaultMaxEpsilon = DefaultTargetEpsilon
+
 // GuaranteeFormat is the format of a Guarantee written by this program
 // (Guarantee.Format): 2 adds the accountant and, for Gaussian releases, mu.
 // A guarantee without a format (files written before it) is format 1: the

@@ -78,7 +78,7 @@ func tinyOptions(t *testing.T, dir, variant string) train.Options {
 	o := train.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", glueDir, "scratch:bert-tiny", vocab, variant, &enc
 	o.Epochs, o.BatchSize, o.EvalBatchSize, o.LR, o.MaxSeqLen, o.Seed = 1, 8, 5, 3e-3, 8, 1
-	o.Out = filepath.Join(dir, "model")
+	o.Out, o.HandSetClipping = filepath.Join(dir, "model"), nvib.Calibratable(variant) // no privacy target: the clipping as given
 	if variant == nvib.ModelNVDPClipped {
 		p := 8
 		o.LatentDim = &p

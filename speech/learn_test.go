@@ -21,7 +21,7 @@ func TestLearnsTones(t *testing.T) {
 	o := DefaultOptions()
 	o.DataDir, o.MaxSeconds = root, 0.5
 	o.Train.Variant, o.Train.Epochs, o.Train.BatchSize, o.Train.EvalBatchSize, o.Train.Out = nvib.ModelNVDPClipped, 4, 4, 12, filepath.Join(t.TempDir(), "run")
-	o.Train.LR = 1e-3
+	o.Train.LR, o.Train.HandSetClipping = 1e-3, true // the paper's constants, no target
 	r, err := Run(context.Background(), o, nil)
 	if err != nil {
 		t.Fatal(err)

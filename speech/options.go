@@ -267,9 +267,11 @@ func LoadOptions(dir string) (*Options, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	// Speech models were first written at version 2 (where a target of 0
-	// meant none): Upgrade reads them as they were written.
-	if v := o.Train.Version; v != 2 && v != train.OptionsVersion {
-		return nil, fmt.Errorf("%s: options_version %d: this program reads versions 2 and %d", path, v, train.OptionsVersion)
+	// meant none), then at version 3 (a clipped variant without a target
+	// trained with its hand-set constants): Upgrade reads them as they were
+	// written.
+	if v := o.Train.Version; v != 2 && v != 3 && v != train.OptionsVersion {
+		return nil, fmt.Errorf("%s: options_version %d: this program reads versions 2, 3 and %d", path, v, train.OptionsVersion)
 	}
 	if err := o.Train.Upgrade(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -159,7 +159,7 @@ func TestOptionsErrors(t *testing.T) {
 		{"target RD 0", "target_rd", func(o *Options) { o.Train.TargetRD = 0 }},
 	} {
 		o := DefaultOptions()
-		o.DataDir, o.Train.Out = root, filepath.Join(root, "out")
+		o.DataDir, o.Train.Out, o.Train.HandSetClipping = root, filepath.Join(root, "out"), true
 		tc.edit(&o)
 		o.Resolve()
 		err := o.Validate()
@@ -169,7 +169,7 @@ func TestOptionsErrors(t *testing.T) {
 		}
 	}
 	o := DefaultOptions()
-	o.DataDir, o.Train.Out, o.Train.Lambda = root, filepath.Join(root, "out"), 0
+	o.DataDir, o.Train.Out, o.Train.Lambda, o.Train.HandSetClipping = root, filepath.Join(root, "out"), 0, true
 	o.Resolve()
 	if err := o.Validate(); err != nil || o.Train.Lambda != 0 || o.Train.MaxSeqLen != 99 {
 		t.Errorf("explicit lambda 0: %v, lambda %v, frames %d (want nil, 0, 99)", err, o.Train.Lambda, o.Train.MaxSeqLen)
@@ -186,11 +186,12 @@ func TestOptionsErrors(t *testing.T) {
 }
 
 // TestLoadOptionsTarget: speech_options.json of version 2, where a target
-// of 0 meant none, reads as before (no target, version 3); in a version-3
-// file a target of 0 is an error naming the file and the option.
+// of 0 meant none, reads as before (no target, the current version); in a
+// version-3 file a target of 0 is an error naming the file and the option;
+// a version newer than this program's is an error.
 func TestLoadOptionsTarget(t *testing.T) {
 	o := DefaultOptions()
-	o.DataDir, o.Train.Out = t.TempDir(), t.TempDir()
+	o.DataDir, o.Train.Out, o.Train.HandSetClipping = t.TempDir(), t.TempDir(), true
 	o.Resolve()
 	for _, tc := range []struct {
 		name    string
@@ -205,7 +206,7 @@ func TestLoadOptionsTarget(t *testing.T) {
 		{"v3 null", 3, map[string]any{"target_epsilon": nil}, -1, ""},
 		{"v3 epsilon 0", 3, map[string]any{"target_epsilon": 0}, 0, "target_epsilon 0: must be > 0 (leave it out for no target)"},
 		{"v3 RD 0", 3, map[string]any{"target_rd": 0}, 0, "target_rd 0: must be > 0 (leave it out for no target)"},
-		{"v4", 4, nil, 0, "options_version 4: this program reads versions 2 and 3"},
+		{"v5", 5, nil, 0, "options_version 5: this program reads versions 2, 3 and 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -229,6 +230,9 @@ func TestLoadOptionsTarget(t *testing.T) {
 				t.Fatalf("no target written as %v, %v; want null", tr["target_epsilon"], tr["target_rd"])
 			}
 			tr["options_version"] = tc.version
+			if tc.version < 4 { // hand_set_clipping is version 4's
+				delete(tr, "hand_set_clipping")
+			}
 			if tc.version == 2 { // version 2 left no target out
 				delete(tr, "target_epsilon")
 				delete(tr, "target_rd")
@@ -258,6 +262,84 @@ func TestLoadOptionsTarget(t *testing.T) {
 			e := got.Train.TargetEpsilon
 			if tc.eps == -1 && (!train.IsNoTarget(e) || got.Train.HasTarget()) || tc.eps != -1 && e != tc.eps || got.Train.Version != train.OptionsVersion {
 				t.Errorf("read target epsilon %v (RD %v), version %d; want %v (-1: none), version %d", e, got.Train.TargetRD, got.Train.Version, tc.eps, train.OptionsVersion)
+			}
+		})
+	}
+}
+
+// TestLoadOptionsHandSet (issue 31, "A guarantee by default"): a speech
+// model of version 2 or 3 trained its clipped variant without a target
+// with the hand-set constants: it reads with hand_set_clipping (and loads,
+// evaluates and resumes as before); with a target it does not. A version-4
+// file of a clipped variant with neither is an error naming the file and
+// target_epsilon.
+func TestLoadOptionsHandSet(t *testing.T) {
+	o := DefaultOptions()
+	o.DataDir, o.Train.Out, o.Train.HandSetClipping = t.TempDir(), t.TempDir(), true
+	o.Resolve()
+	for _, tc := range []struct {
+		name    string
+		version int
+		set     map[string]any // keys of "train"
+		handSet bool
+		err     string
+	}{
+		{"v2 no target", 2, nil, true, ""},
+		{"v3 no target", 3, nil, true, ""},
+		{"v3 gaussian", 3, map[string]any{"variant": nvib.ModelGaussian, "c_alpha_min": 0, "logvar_margin": 0}, true, ""},
+		{"v3 epsilon 32", 3, map[string]any{"target_epsilon": 32}, false, ""},
+		{"v3 nvdp", 3, map[string]any{"variant": nvib.ModelNVDP, "lambda": PaperLambdaNVDP}, false, ""},
+		{"v4 hand-set", 4, map[string]any{"hand_set_clipping": true}, true, ""},
+		{"v4 neither", 4, nil, false, "target_epsilon: required for the nvdp-clipped variant"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := SaveOptions(dir, &o); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, OptionsFile)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw map[string]json.RawMessage
+			var tr map[string]any
+			if err := json.Unmarshal(b, &raw); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw["train"], &tr); err != nil {
+				t.Fatal(err)
+			}
+			tr["options_version"] = tc.version
+			delete(tr, "hand_set_clipping") // only version 4 has it, and only where set below
+			if tc.version == 2 {
+				delete(tr, "target_epsilon")
+				delete(tr, "target_rd")
+			}
+			for k, v := range tc.set {
+				tr[k] = v
+			}
+			if raw["train"], err = json.Marshal(tr); err != nil {
+				t.Fatal(err)
+			}
+			if b, err = json.Marshal(raw); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadOptions(dir)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), path+": "+tc.err) {
+					t.Errorf("LoadOptions: %v, want an error naming %s and %q", err, path, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Train.HandSetClipping != tc.handSet || got.Train.Version != train.OptionsVersion {
+				t.Errorf("read hand_set_clipping %v, version %d; want %v, version %d", got.Train.HandSetClipping, got.Train.Version, tc.handSet, train.OptionsVersion)
 			}
 		})
 	}
@@ -357,7 +439,7 @@ func tinyTrained(t *testing.T, enc string, check func(*Model)) (Options, func() 
 		o.Train.Encoder = enc
 	}
 	o.Train.Variant, o.Train.Epochs, o.Train.BatchSize, o.Train.EvalBatchSize = nvib.ModelNVDPClipped, 1, 4, 12
-	o.Train.Out = filepath.Join(t.TempDir(), "model")
+	o.Train.Out, o.Train.HandSetClipping = filepath.Join(t.TempDir(), "model"), true
 	o.Resolve()
 	if _, err := Run(context.Background(), o, nil); err != nil {
 		t.Fatal(err)

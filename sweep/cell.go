@@ -134,9 +134,12 @@ func plan(o *Options) (grid, main []*Cell) {
 // cellOptions are the pipeline options of a cell: the base options with the
 // cell's task, variant, seed, directory, lambda (variants with KL terms),
 // C_mu (when set) and target. Only a clipping can be calibrated: the variants
-// without one run without the target; the gaussian cells drop the constants
-// and shares of the nvdp-clipped cells (fixed noise, no Dirichlet weights; a
-// target calibrates their radius C).
+// without one run without the target (and without hand_set_clipping); the
+// gaussian cells drop the constants and shares of the nvdp-clipped cells
+// (fixed noise, no Dirichlet weights; a target calibrates their radius C).
+// The C_mu grid cells try given C_mu values and have no target (a target
+// excludes the grid): they are hand-set by design, HandSetClipping whatever
+// the base options say.
 func cellOptions(o *Options, c *Cell) CellSpec {
 	po := CellSpec{PipelineOptions: o.Base}
 	if c.Task == speech.TaskName {
@@ -157,8 +160,11 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = d.TargetEpsilon, d.TargetDelta, d.TargetRD, d.TargetOrder, d.Releases
 		t.VarianceShare, t.DirichletShare = d.VarianceShare, d.DirichletShare
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
+		t.HandSetClipping = false
+	case c.Grid: // no target (validateTargets): the grid's C_mu as given
+		t.HandSetClipping = true
 	case c.TargetEpsilon > 0: // a validated Options.TargetEpsilons value
-		t.TargetEpsilon, t.TargetRD = c.TargetEpsilon, train.NoTarget()
+		t.TargetEpsilon, t.TargetRD, t.HandSetClipping = c.TargetEpsilon, train.NoTarget(), false
 	}
 	if c.Variant == nvib.ModelGaussian {
 		// the clip constants a gaussian release does not use keep their defaults

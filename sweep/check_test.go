@@ -61,7 +61,7 @@ func TestCheckTarget(t *testing.T) {
 	eps := func(e float64, releases int) func(o *train.Options) {
 		return func(o *train.Options) { o.TargetEpsilon, o.Releases = e, releases }
 	}
-	none := func(*train.Options) {}
+	none := func(o *train.Options) { o.HandSetClipping = true }
 	for _, tc := range []struct {
 		name        string
 		saved, want *train.Options // saved nil: no train_options.json

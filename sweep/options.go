@@ -82,6 +82,12 @@ func invalid(name, format string, a ...any) error {
 	return option.Errorf(name, nil, format, a...)
 }
 
+// mention is invalid for a reason that names other options (mentions: as
+// the reason writes them, option.Error.Mentions).
+func mention(mentions []string, name, format string, a ...any) error {
+	return option.MentionErrorf(mentions, name, nil, format, a...)
+}
+
 // validate checks o before any work and fills the defaults of the C_mu grid.
 func (o *Options) validate() error {
 	if o.Out == "" {
@@ -181,15 +187,29 @@ func (o *Options) validateGrid() error {
 
 // validateTargets checks the privacy targets of the sweep: TargetEpsilons
 // and a single target of the base options apply to nvdp-clipped and gaussian
-// cells only, and exclude the C_mu grid (the target calibrates C_mu).
+// cells only, and exclude the C_mu grid (the target calibrates C_mu). The
+// main cells of a clipped variant in principled mode need a target or
+// Base.Train.HandSetClipping, not both (train.Options.Validate's rule, here
+// before any cell; the C_mu grid cells are hand-set by design: cellOptions).
 func (o *Options) validateTargets() error {
 	base := o.Base.Train
 	if err := base.CheckTargetValues(); err != nil { // an explicit 0 included, before any cell
 		return err
 	}
 	single := base.HasTarget()
+	clipped := slices.ContainsFunc(o.Variants, nvib.Calibratable) && !base.Mode.IsReference()
 	if len(o.TargetEpsilons) == 0 && !single {
-		if base.Releases > 1 || base.VarianceShare != 0 || base.DirichletShare != 0 {
+		switch {
+		case clipped && !base.HandSetClipping && len(o.CMuGrid) > 0:
+			return mention([]string{"c_mu_grid"}, "hand_set_clipping",
+				"required with a c_mu_grid: the nvdp-clipped cells run at the C_mu the grid selects, with no target (a target excludes the grid), "+
+					"so their certified epsilon is whatever it gives (docs/privacy.md, \"A guarantee by default\")")
+		case clipped && !base.HandSetClipping:
+			return mention([]string{"target_epsilons", "target_epsilon", "target_rd", "hand_set_clipping"}, "target",
+				"required for the nvdp-clipped and gaussian cells: target_epsilons (a certified epsilon per release for each cell to be "+
+					"calibrated to, e.g. %g; docs/privacy.md, \"A guarantee by default\"), one target_epsilon or target_rd for every "+
+					"such cell, or hand_set_clipping for the given constants and whatever epsilon they certify", privacy.DefaultTargetEpsilon)
+		case base.Releases > 1 || base.VarianceShare != 0 || base.DirichletShare != 0:
 			return invalid("target", "releases, the variance share and the Dirichlet share need a privacy target "+
 				"(target epsilons, or one target epsilon or RD for every calibrated cell)")
 		}
@@ -199,6 +219,11 @@ func (o *Options) validateTargets() error {
 	if len(o.TargetEpsilons) == 0 {
 		field = "target"
 	}
+	for _, e := range o.TargetEpsilons {
+		if !(e > 0) || math.IsInf(e, 0) {
+			return invalid("target_epsilons", "%v must be finite and > 0", e)
+		}
+	}
 	switch {
 	case len(o.TargetEpsilons) > 0 && single:
 		return invalid(field, "target epsilons and one target epsilon or RD for every calibrated cell: give one")
@@ -206,11 +231,9 @@ func (o *Options) validateTargets() error {
 		return invalid(field, "a privacy target calibrates the nvdp-clipped and gaussian cells, which are not among the variants")
 	case len(o.CMuGrid) > 0:
 		return invalid(field, "a privacy target excludes a C_mu grid: the target calibrates C_mu (fix C_mu instead of a grid)")
-	}
-	for _, e := range o.TargetEpsilons {
-		if !(e > 0) || math.IsInf(e, 0) {
-			return invalid("target_epsilons", "%v must be finite and > 0", e)
-		}
+	case base.HandSetClipping:
+		return mention([]string{"target_epsilons", "target_epsilon", "target_rd"}, "hand_set_clipping",
+			"and a privacy target (target_epsilons, target_epsilon or target_rd) are both given: give one")
 	}
 	return nil
 }

@@ -23,9 +23,10 @@ import (
 
 // bare is the base options of a test that sets only those it reads: the
 // zero train.Options with no privacy target (train.NoTarget: a zero
-// TargetEpsilon is an explicit target 0, which Run refuses).
+// TargetEpsilon is an explicit target 0, which Run refuses), so with
+// hand-set clipping (HandSetClipping: a clipped cell needs a target or it).
 func bare(t train.Options) train.PipelineOptions {
-	t.TargetEpsilon, t.TargetRD = train.NoTarget(), train.NoTarget()
+	t.TargetEpsilon, t.TargetRD, t.HandSetClipping = train.NoTarget(), train.NoTarget(), true
 	return train.PipelineOptions{Train: t}
 }
 
@@ -444,7 +445,9 @@ func TestRunTargetEpsilons(t *testing.T) {
 		}},
 		{"non-positive", "target_epsilons", "0 must be finite and > 0", func(o *Options) { o.TargetEpsilons = []float64{0} }},
 		{"duplicate", "target_epsilons", "duplicate value 1", func(o *Options) { o.TargetEpsilons = []float64{1, 1} }},
-		{"share without a target", "target", "need a privacy target", func(o *Options) { o.TargetEpsilons, o.Base.Train.VarianceShare = nil, 0.2 }},
+		{"share without a target", "target", "need a privacy target", func(o *Options) {
+			o.TargetEpsilons, o.Base.Train.VarianceShare, o.Base.Train.HandSetClipping = nil, 0.2, true
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := so
@@ -505,7 +508,7 @@ func TestRunGaussian(t *testing.T) {
 	// without targets: one gaussian cell per seed
 	f = &fakeRunner{}
 	so.Out, so.TargetEpsilons, so.Variants, so.Runner = t.TempDir(), nil, []string{"gaussian"}, f.validating
-	so.Base.Train.Out, so.Base.Train.VarianceShare = so.Out, 0
+	so.Base.Train.Out, so.Base.Train.VarianceShare, so.Base.Train.HandSetClipping = so.Out, 0, true
 	res, err = Run(context.Background(), so)
 	if err != nil {
 		t.Fatal(err)
@@ -525,3 +528,118 @@ func TestRunGaussian(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestHandSetCells (issue 31, "A guarantee by default"): the nvdp-clipped
+// and gaussian cells (principled mode) need a privacy target or
+// Base.Train.HandSetClipping, not both; Run refuses before any work, naming
+// the option and mentioning the others (the CLI gives them their flags).
+// With a C_mu grid (which a target excludes) HandSetClipping is required by
+// name. Reference mode and sweeps without a clipped variant need neither.
+// The grid cells are hand-set by design: cellOptions gives them
+// HandSetClipping whatever the base says; the cells without a clipping run
+// without it, the calibrated cells too; the cells' options validate (the
+// runner validates and saves them as train.Run does).
+func TestHandSetCells(t *testing.T) {
+	targets := []string{"target_epsilons", "target_epsilon", "target_rd"}
+	required := append(slices.Clone(targets), "hand_set_clipping")
+	base := func(v ...string) Options {
+		b := bare(train.Options{})
+		b.Train.HandSetClipping = false
+		return Options{Base: b, Tasks: []string{"sst2"}, Variants: v, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+			Out: filepath.Join(t.TempDir(), "sweep"), Runner: (&fakeRunner{}).run}
+	}
+	for _, tc := range []struct {
+		name, field, want string // field "": valid
+		mentions          []string
+		o                 func() Options
+	}{
+		{"nvdp-clipped, neither", "target", "required for the nvdp-clipped and gaussian cells: target_epsilons (", required,
+			func() Options { return base("baseline", "nvdp-clipped") }},
+		{"gaussian, neither", "target", "or hand_set_clipping for the given constants and whatever epsilon they certify", required,
+			func() Options { return base("gaussian") }},
+		{"C_mu grid, neither", "hand_set_clipping", "required with a c_mu_grid: the nvdp-clipped cells run at the C_mu the grid selects", []string{"c_mu_grid"},
+			func() Options { o := base("nvdp-clipped"); o.CMuGrid = []float64{1, 2}; return o }},
+		{"epsilons and hand-set", "hand_set_clipping", "and a privacy target (target_epsilons, target_epsilon or target_rd) are both given: give one", targets,
+			func() Options {
+				o := base("nvdp-clipped")
+				o.TargetEpsilons, o.Base.Train.HandSetClipping = []float64{4}, true
+				return o
+			}},
+		{"one target and hand-set", "hand_set_clipping", "are both given", targets,
+			func() Options {
+				o := base("gaussian")
+				o.Base.Train.TargetRD, o.Base.Train.HandSetClipping = 3, true
+				return o
+			}},
+		{"hand-set", "", "", nil, func() Options {
+			o := base("baseline", "nvdp-clipped", "gaussian")
+			o.Base.Train.HandSetClipping = true
+			return o
+		}},
+		{"epsilons", "", "", nil, func() Options { o := base("nvdp-clipped", "gaussian"); o.TargetEpsilons = []float64{4}; return o }},
+		{"one target", "", "", nil, func() Options { o := base("nvdp-clipped"); o.Base.Train.TargetEpsilon = 8; return o }},
+		{"reference mode", "", "", nil, func() Options { o := base("nvdp-clipped"); o.Base.Train.Mode = privacy.ModeReference; return o }},
+		{"no clipped variant", "", "", nil, func() Options { return base("baseline", "nvdp") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o()
+			_, err := Run(context.Background(), o)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var oe *option.Error
+			if !errors.As(err, &oe) || oe.Option != tc.field || !strings.Contains(err.Error(), tc.want) || !slices.Equal(oe.Mentions, tc.mentions) {
+				t.Fatalf("err = %v (%+v), want an option error on %s with %q mentioning %v", err, oe, tc.field, tc.want, tc.mentions)
+			}
+			if _, err := os.Stat(o.Out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s made before the options were checked", o.Out)
+			}
+		})
+	}
+
+	// cellOptions: the grid cells hand-set whatever the base says
+	o := base("baseline", "nvdp", "nvdp-clipped", "gaussian")
+	o.CMuGrid, o.CMuLambda, o.CMuSeeds = []float64{1, 2}, ptr(1e-2), []uint64{1}
+	grid, main := plan(&o)
+	for _, hand := range []bool{false, true} {
+		o.Base.Train.HandSetClipping = hand
+		for _, c := range slices.Concat(grid, main) {
+			want := c.Grid || hand && nvib.Calibratable(c.Variant)
+			if got := cellOptions(&o, c).Train.HandSetClipping; got != want {
+				t.Errorf("base hand-set %v, cell %s: hand_set_clipping %v, want %v", hand, c.ID, got, want)
+			}
+		}
+	}
+	// a target epsilon cell is calibrated, never hand-set
+	if c := (&Cell{Task: "sst2", Variant: nvib.ModelNVDPClipped, Lambda: 1e-2, Seed: 1, TargetEpsilon: 8}).place(o.Out); cellOptions(&o, c).Train.HandSetClipping {
+		t.Errorf("cell %s calibrated to epsilon 8 runs hand-set", c.ID)
+	}
+
+	// a grid sweep end to end: every cell's options validate and save (train.Run's checks)
+	f := &fakeRunner{}
+	so := base("baseline", "nvdp-clipped")
+	so.Base = train.DefaultPipelineOptions()
+	bt := &so.Base.Train
+	bt.GlueDir, bt.Encoder, bt.Vocab, bt.Out, bt.HandSetClipping = "g", "scratch:bert-tiny", "v", so.Out, true
+	so.CMuGrid, so.Runner = []float64{1, 2}, f.validating
+	res, err := Run(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Manifest.Counts[CellDone] != 4 || len(f.opts) != 3 { // the clipped cell at the selected C_mu links to its grid cell
+		t.Fatalf("counts %v, %d ran", res.Manifest.Counts, len(f.opts))
+	}
+	for i, po := range f.opts {
+		id, variant := f.calls[i], po.Train.Variant
+		if po.Train.HandSetClipping != nvib.Calibratable(variant) {
+			t.Errorf("%s ran with hand_set_clipping %v", id, po.Train.HandSetClipping)
+		}
+		saved, err := train.LoadOptions(po.Train.Out)
+		if err != nil || saved.HandSetClipping != nvib.Calibratable(variant) {
+			t.Errorf("%s saved hand_set_clipping %v (%v)", id, saved != nil && saved.HandSetClipping, err)
+		}
+	}
+}

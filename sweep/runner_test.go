@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
@@ -157,12 +158,14 @@ func TestReadCellOptions(t *testing.T) {
 }
 
 // TestSpeechCellSpecs: every cell of a speech sweep whose base options are
-// the speech task's defaults (lambda Auto: it depends on the variant)
-// travels to a subprocess: marshalled and read back equal, with the
-// variant's lambda (the paper's for the baseline, which has no KL term).
+// the speech task's defaults (lambda Auto: it depends on the variant) and
+// hand-set clipping travels to a subprocess: marshalled and read back
+// equal, with the variant's lambda (the paper's for the baseline, which has
+// no KL term) and hand_set_clipping for the clipped variants only.
 func TestSpeechCellSpecs(t *testing.T) {
 	base := train.DefaultPipelineOptions()
 	base.Train = speech.DefaultOptions().Train
+	base.Train.HandSetClipping = true
 	o := Options{Base: base, Tasks: []string{speech.TaskName}, Variants: []string{"baseline", "nvdp", "nvdp-clipped", "gaussian"},
 		Lambdas: []float64{1e-3}, Seeds: []uint64{1}, Out: t.TempDir(), Speech: &SpeechData{DataDir: t.TempDir(), MaxSeconds: 1}}
 	if err := o.validate(); err != nil {
@@ -192,6 +195,9 @@ func TestSpeechCellSpecs(t *testing.T) {
 		}
 		if spec.Train.Lambda != want || spec.Speech == nil || spec.Train.Task != speech.TaskName {
 			t.Errorf("%s: lambda %v (want %v), speech %v", c.ID, spec.Train.Lambda, want, spec.Speech)
+		}
+		if clipped := nvib.Calibratable(c.Variant); got.Train.HandSetClipping != clipped || bytes.Contains(b, []byte(`"hand_set_clipping":true`)) != clipped {
+			t.Errorf("%s: hand_set_clipping %v in the spec read back (%s), want %v", c.ID, got.Train.HandSetClipping, b, clipped)
 		}
 	}
 	if err := checkSpeechCells(&o, cells); err != nil {

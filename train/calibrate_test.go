@@ -146,8 +146,8 @@ func TestValidateTarget(t *testing.T) {
 		{"infinite RD", func(o *Options) { o.TargetRD = math.Inf(1) }, "target_rd +Inf: must be a finite number"},
 		{"negative share", func(o *Options) { o.TargetEpsilon, o.VarianceShare = 8, -0.1 }, "variance_share -0.1"},
 		{"shares sum 1", func(o *Options) { o.TargetEpsilon, o.VarianceShare, o.DirichletShare = 8, 0.5, 0.5 }, "sum to < 1"},
-		{"releases without target", func(o *Options) { o.Releases = 3 }, "needs a target"},
-		{"shares without target", func(o *Options) { o.DirichletShare = 0.1 }, "need a target"},
+		{"releases without target", func(o *Options) { o.Releases, o.HandSetClipping = 3, true }, "needs a target"},
+		{"shares without target", func(o *Options) { o.DirichletShare, o.HandSetClipping = 0.1, true }, "need a target"},
 		{"negative releases", func(o *Options) { o.TargetEpsilon, o.Releases = 8, -2 }, "releases -2"},
 		{"delta", func(o *Options) { o.TargetEpsilon, o.TargetDelta = 8, 1 }, "target_delta 1"},
 		{"delta 0 is not replaced", func(o *Options) { o.TargetEpsilon, o.TargetDelta = 8, 0 }, "target_delta 0"},
@@ -176,7 +176,7 @@ func TestCalibratedRunAndResume(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 48, 16)
 	out := filepath.Join(t.TempDir(), "bad")
 	o := synthOptions(t, glueDir, vocab, out)
-	o.TargetEpsilon, o.CMu, o.FixCMu = 1, 2, true
+	o.TargetEpsilon, o.CMu, o.FixCMu, o.HandSetClipping = 1, 2, true, false
 	if _, err := Run(context.Background(), o, nil); err == nil || !strings.Contains(err.Error(), "calibrate") {
 		t.Fatalf("impossible target: err = %v", err)
 	}
@@ -186,7 +186,7 @@ func TestCalibratedRunAndResume(t *testing.T) {
 
 	out = filepath.Join(t.TempDir(), "run")
 	o = synthOptions(t, glueDir, vocab, out)
-	o.TargetRD, o.TargetOrder, o.VarianceShare, o.DirichletShare = 4, 2, 0.3, 0.2
+	o.TargetRD, o.TargetOrder, o.VarianceShare, o.DirichletShare, o.HandSetClipping = 4, 2, 0.3, 0.2, false
 	o.Epochs, o.StopAfterSteps = 1, 2
 	res, err := Run(context.Background(), o, nil)
 	if err != nil {

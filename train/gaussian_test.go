@@ -25,7 +25,7 @@ func TestGaussianOptions(t *testing.T) {
 		return targetOptions(func(o *Options) { o.Variant = nvib.ModelGaussian; mod(o) })
 	}
 	// hand-set radius: --c-mu is C
-	o := gauss(func(o *Options) { o.CMu = 0.7 })
+	o := gauss(func(o *Options) { o.CMu, o.HandSetClipping = 0.7, true })
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestGaussianPipeline(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 256, 64)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "gaussian"))
 	const eps = 600 // C = 3.77 at L = 16: large against the noise (sigma 1), small against sqrt(d_h) (see docs/model.md)
-	o.Variant, o.Epochs, o.BatchSize, o.TargetEpsilon, o.LR = nvib.ModelGaussian, 6, 16, eps, 1e-2
+	o.Variant, o.Epochs, o.BatchSize, o.TargetEpsilon, o.LR, o.HandSetClipping = nvib.ModelGaussian, 6, 16, eps, 1e-2, false
 	o.ScratchConfig = tinyConfig(t, 32, 1, 32)
 	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: privacy.DefaultOptions()}, nil)
 	if err != nil {

@@ -25,8 +25,12 @@ func latentDim(p int) *int { return &p }
 // know, in ModelConfig; the baseline ignores a valid width.
 func TestLatentOptions(t *testing.T) {
 	enc := encoder.Config{HiddenSize: 64, NumAttentionHeads: 2, IntermediateSize: 256, LayerNormEps: 1e-12}
+	// no privacy target: the given clipping constants
+	handSet := func(mod func(*Options)) Options {
+		return targetOptions(func(o *Options) { o.HandSetClipping = true; mod(o) })
+	}
 	// not set: P = H, nothing written
-	o := targetOptions(func(*Options) {})
+	o := handSet(func(*Options) {})
 	cfg, err := o.ModelConfig(enc, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +48,7 @@ func TestLatentOptions(t *testing.T) {
 		}
 	}
 	// given: recorded, round trip
-	o = targetOptions(func(o *Options) { o.LatentDim = latentDim(16) })
+	o = handSet(func(o *Options) { o.LatentDim = latentDim(16) })
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +82,7 @@ func TestLatentOptions(t *testing.T) {
 		{"gaussian", func(o *Options) { o.LatentDim, o.Variant = latentDim(32), nvib.ModelGaussian }, ""},
 		{"larger than H", func(o *Options) { o.LatentDim = latentDim(256) }, ""},
 	} {
-		o := targetOptions(tc.mod)
+		o := handSet(tc.mod)
 		err := o.Validate()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
@@ -88,7 +92,7 @@ func TestLatentOptions(t *testing.T) {
 		}
 	}
 	// a pretrained encoder: its heads are known only once it is loaded
-	hf := targetOptions(func(o *Options) { o.Encoder, o.Vocab, o.LatentDim = "hf:some/bert", "", latentDim(30) })
+	hf := handSet(func(o *Options) { o.Encoder, o.Vocab, o.LatentDim = "hf:some/bert", "", latentDim(30) })
 	if err := hf.Validate(); err != nil {
 		t.Fatalf("pretrained encoder: %v", err)
 	}
@@ -101,7 +105,7 @@ func TestLatentOptions(t *testing.T) {
 		t.Errorf("P 60 of BERT-base: latent_dim %d, block FFN %d, %v", cfg.LatentDim, cfg.BlockIntermediate(), err)
 	}
 	// the baseline's configuration has no latent width
-	bl := targetOptions(func(o *Options) { o.LatentDim, o.Variant = latentDim(32), nvib.ModelBaseline })
+	bl := handSet(func(o *Options) { o.LatentDim, o.Variant = latentDim(32), nvib.ModelBaseline })
 	if cfg, err := bl.ModelConfig(enc, 2); err != nil || cfg.LatentDim != 0 {
 		t.Errorf("baseline: latent_dim %d, %v", cfg.LatentDim, err)
 	}
@@ -207,7 +211,7 @@ func TestLatentPipeline(t *testing.T) {
 	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
 		t.Run(variant, func(t *testing.T) {
 			o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), variant))
-			o.Variant, o.Epochs, o.TargetEpsilon, o.LatentDim = variant, 1, eps, latentDim(P)
+			o.Variant, o.Epochs, o.TargetEpsilon, o.LatentDim, o.HandSetClipping = variant, 1, eps, latentDim(P), false
 			rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: privacy.DefaultOptions()}, nil)
 			if err != nil {
 				t.Fatal(err)

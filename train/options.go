@@ -165,6 +165,17 @@ type Options struct {
 	// constants: ModelConfig uses them as they are (a resumed run does not
 	// calibrate again).
 	Calibrated bool `json:"calibrated,omitempty"`
+	// HandSetClipping trains a clipped variant (nvdp-clipped, gaussian)
+	// with its clipping constants as given or resolved (the paper's per-task
+	// constants, TaskHyper) and no privacy target: its certified epsilon is
+	// whatever they give (the paper's give thousands). Without it a clipped
+	// variant in principled mode needs a target (TargetEpsilon or
+	// TargetRD), so that no run trains a vacuous guarantee by accident
+	// (docs/privacy.md, "A guarantee by default"). Reference mode, which
+	// reproduces the released code and certifies nothing finite, needs
+	// neither. Options files of version 3 and before without a target read
+	// with it set: they were trained so.
+	HandSetClipping bool `json:"hand_set_clipping,omitempty"`
 	// calibration is the calibration ModelConfig made (nil when none), written
 	// to CertificateFile with the model directory.
 	calibration *Certificate
@@ -182,9 +193,11 @@ type Options struct {
 // target_epsilon and target_rd out for no target, where 0 also meant none;
 // version 0 files used 0 for "default" in c_alpha_min, logvar_margin,
 // clip_order, target_delta, target_order and releases, -1 for "off" in
-// patience and grad_clip, and left dropout out for "the preset's". Both
-// are read as they were written (Upgrade).
-const OptionsVersion = 3
+// patience and grad_clip, and left dropout out for "the preset's". Version
+// 3 trained a clipped variant without a target with its hand-set constants;
+// version 4 says so (hand_set_clipping) and refuses it otherwise. All are
+// read as they were written (Upgrade).
+const OptionsVersion = 4
 
 // Auto is the value of the options whose default depends on other options
 // (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) until Resolve
@@ -245,8 +258,10 @@ const DefaultEncoder = "scratch:bert-tiny"
 // privacy.DefaultOrder, no target (NoTarget) with delta
 // privacy.DefaultDelta and order privacy.DefaultOrder for 1 release when one
 // is given; CMu, CAlphaMax, CAlphaMin, LogvarMargin,
-// LR and Dropout Auto (Resolve), the encoder DefaultEncoder. Task, GlueDir,
-// Vocab and Out are empty: the caller gives them.
+// LR and Dropout Auto (Resolve), the encoder DefaultEncoder, HandSetClipping
+// off. Task, GlueDir, Vocab and Out are empty: the caller gives them, and a
+// target or HandSetClipping too, without which Validate refuses the default
+// variant (a guarantee by default: validateTarget).
 func DefaultOptions() Options {
 	return Options{Version: OptionsVersion, Encoder: DefaultEncoder, Variant: nvib.ModelNVDPClipped, Mode: privacy.ModePrincipled, Lambda: 1e-2,
 		CMu: Auto(), CAlphaMax: Auto(), CAlphaMin: Auto(), LogvarMargin: Auto(), KLSchedule: nvib.ScheduleLinearDecay,
@@ -344,8 +359,9 @@ func optionError(name string, value any, format string, args ...any) error {
 
 // Validate checks resolved options (Resolve first): every option in its
 // range, every float option finite, the constants of the variant, the
-// privacy target. It reads no file (CheckFiles does). Errors are
-// *OptionError.
+// privacy target (a clipped variant in principled mode needs a target or
+// HandSetClipping, not both: docs/privacy.md, "A guarantee by default").
+// It reads no file (CheckFiles does). Errors are *OptionError.
 func (o *Options) Validate() error {
 	if _, err := glue.LookupTask(o.Task); err != nil {
 		return optionError("task", o.Task, "%v", err)
@@ -583,7 +599,9 @@ func (o *Options) CheckTargetValues() error {
 	return nil
 }
 
-// validateTarget checks the privacy target.
+// validateTarget checks the privacy target: a clipped variant in
+// principled mode has one (target_epsilon or target_rd) or
+// hand_set_clipping, never both; the target's settings need a target.
 func (o *Options) validateTarget() error {
 	if err := o.CheckTargetValues(); err != nil {
 		return err
@@ -598,6 +616,8 @@ func (o *Options) validateTarget() error {
 	}
 	if !o.HasTarget() {
 		switch {
+		case !o.HandSetClipping && nvib.Calibratable(o.Variant) && !o.Mode.IsReference():
+			return option.MentionErrorf([]string{"hand_set_clipping"}, "target_epsilon", nil, "required for the %s variant: a certified epsilon per release to calibrate the clipping to (e.g. %g; docs/privacy.md, \"A guarantee by default\"), or hand_set_clipping for the given constants and whatever epsilon they certify", o.Variant, privacy.DefaultTargetEpsilon)
 		case o.Releases > 1:
 			return optionError("releases", o.Releases, "needs a target (a certified epsilon or RD)")
 		case o.VarianceShare > 0:
@@ -612,6 +632,8 @@ func (o *Options) validateTarget() error {
 		target, value = "target_epsilon", o.TargetEpsilon
 	}
 	switch {
+	case o.HandSetClipping:
+		return option.MentionErrorf([]string{target}, "hand_set_clipping", nil, "and a target (%s %v) are both given: give one", target, value)
 	case !nvib.Calibratable(o.Variant):
 		return optionError(target, value, "only the nvdp-clipped and gaussian variants can be calibrated (variant %s has no clipping)", o.Variant)
 	case o.Mode.IsReference():
@@ -849,10 +871,11 @@ func SaveOptions(dir string, o *Options) error {
 	return atomicfile.WriteJSON(path, &c)
 }
 
-// LoadOptions reads dir/train_options.json, upgrades a file of version 0
-// or 2 (Upgrade), resolves and validates the options: what a resumed run or
-// an evaluation uses is checked as a new run's options are (a version-3
-// target of 0 is an error). Errors name the file (a missing file wraps
+// LoadOptions reads dir/train_options.json, upgrades a file of version 0,
+// 2 or 3 (Upgrade), resolves and validates the options: what a resumed run
+// or an evaluation uses is checked as a new run's options are (a version-3
+// target of 0 is an error, and so is a version-4 clipped variant without a
+// target or hand_set_clipping). Errors name the file (a missing file wraps
 // fs.ErrNotExist).
 func LoadOptions(dir string) (*Options, error) {
 	path := filepath.Join(dir, OptionsFile)
@@ -889,19 +912,21 @@ func LoadOptions(dir string) (*Options, error) {
 }
 
 // readVersions are the options_version values this program reads.
-var readVersions = []int{0, 2, OptionsVersion}
+var readVersions = []int{0, 2, 3, OptionsVersion}
 
 func versionError(v int) error {
-	return fmt.Errorf("options_version %d: this program reads versions 0, 2 and %d", v, OptionsVersion)
+	return fmt.Errorf("options_version %d: this program reads versions 0, 2, 3 and %d", v, OptionsVersion)
 }
 
-// Upgrade gives options decoded from a file of an older format (Version 0
-// or 2) their meaning in OptionsVersion and sets Version to it: version 0
+// Upgrade gives options decoded from a file of an older format (Version 0,
+// 2 or 3) their meaning in OptionsVersion and sets Version to it: version 0
 // as upgradeV0 says; in versions 0 and 2 a target_epsilon or target_rd of 0
 // meant "no target" (those versions left the key out then, so only a
-// hand-edited file holds a 0), which is NoTarget now. Version 3 options
-// are kept as they are (there a 0 target is an error, Validate's). Errors:
-// a version this program does not read.
+// hand-edited file holds a 0), which is NoTarget now (in version 3 a 0
+// target is an error, Validate's); versions 0 to 3 trained a clipped
+// variant (nvib.Calibratable) in principled mode without a target with its
+// hand-set constants, which version 4 says with HandSetClipping, set here
+// for such options. Errors: a version this program does not read.
 func (o *Options) Upgrade() error {
 	switch o.Version {
 	case 0:
@@ -913,6 +938,9 @@ func (o *Options) Upgrade() error {
 				*v = NoTarget()
 			}
 		}
+		fallthrough
+	case 3:
+		o.HandSetClipping = !o.HasTarget() && nvib.Calibratable(o.Variant) && !o.Mode.IsReference()
 	case OptionsVersion:
 	default:
 		return versionError(o.Version)

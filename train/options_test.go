@@ -72,7 +72,7 @@ func TestOptionsJSON(t *testing.T) {
 	dir := t.TempDir()
 	o := DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Out = "rte", "glue", "scratch:bert-mini", "vocab.txt", dir
-	o.Lambda, o.LogvarMargin, o.Patience, o.GradClip = 0, 0.25, 0, 0
+	o.Lambda, o.LogvarMargin, o.Patience, o.GradClip, o.HandSetClipping = 0, 0.25, 0, 0, true
 	o.Resolve()
 	if err := SaveOptions(dir, &o); err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestOptionsJSON(t *testing.T) {
 // and the option.
 func TestLoadOptionsValidates(t *testing.T) {
 	good := DefaultOptions()
-	good.Task, good.GlueDir, good.Encoder, good.Vocab = "sst2", "glue", "scratch:bert-tiny", "vocab.txt"
+	good.Task, good.GlueDir, good.Encoder, good.Vocab, good.HandSetClipping = "sst2", "glue", "scratch:bert-tiny", "vocab.txt", true
 	good.Resolve()
 	for _, tc := range []struct {
 		name string
@@ -134,7 +134,7 @@ func TestLoadOptionsValidates(t *testing.T) {
 		{"batch size 0", func(m map[string]any) { m["batch_size"] = 0 }, "batch_size 0: must be >= 1"},
 		{"negative lr", func(m map[string]any) { m["lr"] = -1 }, "lr -1: must be > 0"},
 		{"epochs 0", func(m map[string]any) { m["epochs"] = 0 }, "epochs 0"},
-		{"newer version", func(m map[string]any) { m["options_version"] = 4 }, "options_version 4: this program reads versions 0, 2 and 3"},
+		{"newer version", func(m map[string]any) { m["options_version"] = 5 }, "options_version 5: this program reads versions 0, 2, 3 and 4"},
 		{"version 0 with batch size 0", func(m map[string]any) { delete(m, "options_version"); m["batch_size"] = 0 }, "batch_size 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,7 +199,7 @@ func TestResolveAuto(t *testing.T) {
 		t.Errorf("unknown task: C_mu %v C_amax %v, want Auto", u.CMu, u.CAlphaMax)
 	}
 	n := DefaultOptions()
-	n.Task, n.GlueDir, n.Encoder, n.Vocab, n.Out = "sst2", "g", "scratch:bert-tiny", "v", "o"
+	n.Task, n.GlueDir, n.Encoder, n.Vocab, n.Out, n.HandSetClipping = "sst2", "g", "scratch:bert-tiny", "v", "o", true
 	err := n.Validate()
 	var oe *OptionError
 	if !errors.As(err, &oe) || oe.Option != "c_mu" || !strings.Contains(err.Error(), "not resolved") {

@@ -29,7 +29,7 @@ func sameOptions(a, b Options) bool {
 }
 
 // TestTargetValues: no target is NoTarget (the default; Resolve keeps it,
-// Validate accepts it); a given target is finite and > 0, so that an
+// Validate accepts it with hand-set clipping: TestHandSetClipping); a given target is finite and > 0, so that an
 // explicit 0 or a negative target is an *OptionError naming the option
 // (issue 27: --target-epsilon 0 trained with the hand-set clipping), for
 // every variant; Target gives the privacy target of the kind given.
@@ -42,8 +42,8 @@ func TestTargetValues(t *testing.T) {
 		want   string
 		target bool // HasTarget
 	}{
-		{"no target", func(*Options) {}, "", "", false},
-		{"NaN is no target", func(o *Options) { o.TargetEpsilon, o.TargetRD = math.NaN(), math.NaN() }, "", "", false},
+		{"no target", func(o *Options) { o.HandSetClipping = true }, "", "", false},
+		{"NaN is no target", func(o *Options) { o.TargetEpsilon, o.TargetRD, o.HandSetClipping = math.NaN(), math.NaN(), true }, "", "", false},
 		{"epsilon 8", func(o *Options) { o.TargetEpsilon = 8 }, "", "", true},
 		{"RD 3, epsilon NaN", func(o *Options) { o.TargetEpsilon, o.TargetRD = math.NaN(), 3 }, "", "", true},
 		{"epsilon 0", func(o *Options) { o.TargetEpsilon = 0 }, "target_epsilon", "target_epsilon 0: " + reason, true},

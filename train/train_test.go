@@ -108,6 +108,7 @@ func synthOptions(t *testing.T, glueDir, vocab, out string) Options {
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, nvib.ModelNVDPClipped
 	o.Epochs, o.BatchSize, o.EvalBatchSize, o.LR, o.MaxSeqLen, o.Seed, o.CheckpointEach = 2, 8, 8, 3e-3, 16, 3, 3
 	o.Out, o.ScratchConfig, o.Patience = out, tinyConfig(t, 16, 1, 32), 0
+	o.HandSetClipping = true // no privacy target: the tests that calibrate set one and clear this
 	return o
 }
 
@@ -495,7 +496,7 @@ func TestEndToEndSST2(t *testing.T) {
 	o := DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, nvib.ModelNVDPClipped
 	o.Epochs, o.BatchSize, o.TrainLimit, o.DevLimit, o.MaxSeqLen, o.Seed, o.Out = 1, 16, 300, 120, 48, 1, out
-	o.ScratchConfig = tinyConfig(t, 32, 1, 64)
+	o.ScratchConfig, o.HandSetClipping = tinyConfig(t, 32, 1, 64), true
 	po := DefaultPipelineOptions()
 	po.Train, po.EvalSeed = o, 5
 	rep, err := RunPipeline(context.Background(), po, nil)

@@ -260,6 +260,7 @@ func modelOptions(dir, variant string, mode privacy.Mode, maxSeqLen int) *train.
 	o := train.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Out = "sst2", "glue", "scratch:bert-tiny", "vocab.txt", dir
 	o.Variant, o.Mode, o.MaxSeqLen = variant, mode, maxSeqLen
+	o.HandSetClipping = nvib.Calibratable(variant) && !mode.IsReference() // no privacy target
 	o.Resolve()
 	return &o
 }
@@ -371,8 +372,8 @@ func TestTrainTargetErrors(t *testing.T) {
 		{[]string{"--target-epsilon", "8", "--delta", "2"}, "--delta 2"},
 		{[]string{"--target-epsilon", "8", "--releases", "-1"}, "--releases -1"},
 		{[]string{"--target-epsilon", "8", "--variance-share", "0.6", "--dirichlet-share", "0.4"}, "must sum to < 1"},
-		{[]string{"--releases", "2"}, "--releases 2: needs a target"},
-		{[]string{"--variance-share", "0.2"}, "need a target"},
+		{[]string{"--releases", "2", "--hand-set-clipping"}, "--releases 2: needs a target"},
+		{[]string{"--variance-share", "0.2", "--hand-set-clipping"}, "need a target"},
 		{[]string{"--order", "2"}, "--order is the Renyi order of --target-rd"},
 		{[]string{"--target-rd", "3", "--delta", "1e-6"}, "--delta is the delta of --target-epsilon"},
 		{[]string{"--clip-order", "1"}, "--clip-order 1"},

@@ -149,7 +149,7 @@ func TestRunFailOnCollapse(t *testing.T) {
 			// run command's flags keep their values across executions of rootCmd.
 			args := []string{"run", "--log-level", "error", "--no-progress", "--fail-on-collapse",
 				"--task", "sst2", "--glue-dir", glueDir, "--encoder", enc, "--vocab", vocab,
-				"--variant", "gaussian", "--c-mu", tc.cMu, "--epochs", "8", "--batch-size", "16", "--eval-batch-size", "32",
+				"--variant", "gaussian", "--c-mu", tc.cMu, "--hand-set-clipping", "--epochs", "8", "--batch-size", "16", "--eval-batch-size", "32",
 				"--lr", "3e-3", "--max-seq-len", "8", "--patience", "0", "--seed", "1", "--eval-seed", "2", "--out", out}
 			var stdout bytes.Buffer
 			rootCmd.SetOut(&stdout)

@@ -66,7 +66,8 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.IntVar(&o.StopAfterSteps, "stop-after-steps", o.StopAfterSteps, "stop (with a checkpoint, resumable) after K optimizer steps in total")
 	fs.BoolVar(noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	fs.Float64Var(&o.ClipOrder, "clip-order", o.ClipOrder, "Renyi order the sigma floor and the default C_amin are derived for (the paper's)")
-	targetVar(fs, &o.TargetEpsilon, "target-epsilon", "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this, > 0 (none: no target; docs/training.md)")
+	targetVar(fs, &o.TargetEpsilon, "target-epsilon", "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified epsilon at --delta is this, > 0; a clipped variant needs a target or --hand-set-clipping (docs/training.md)")
+	fs.BoolVar(&o.HandSetClipping, "hand-set-clipping", o.HandSetClipping, "train a clipped variant with the given (or the paper's per-task) clipping constants and no target: its certified epsilon is whatever they give (the paper's: thousands)")
 	targetVar(fs, &o.TargetRD, "target-rd", "calibrate the clipping (nvdp-clipped; gaussian: its radius C) so that the certified RD at --order is this many nats, > 0 (none: no target)")
 	fs.IntVar(&o.Releases, "releases", o.Releases, "releases of one text the target covers (RDP adds up)")
 	fs.Float64Var(&o.VarianceShare, "variance-share", o.VarianceShare, "share of the target RD given to the variance part (logvar margin); 0: fixed sigma")
@@ -242,10 +243,12 @@ func optionFlag(option string) string {
 // flagError says a library error about an option given on the command line
 // in the CLI's terms: an *option.Error itself (train's, mlm's; not one
 // wrapped in another error, which is about a file) is rewritten as "--flag
-// value: reason"; other errors pass unchanged.
+// value: reason", the options the reason mentions given their flags too;
+// other errors pass unchanged.
 func flagError(err error) error {
 	if oe, ok := err.(*option.Error); ok {
-		return fmt.Errorf("--%s%s: %s", optionFlag(oe.Option), option.FormatValue(oe.Value), oe.Reason)
+		return fmt.Errorf("--%s%s: %s", optionFlag(oe.Option), option.FormatValue(oe.Value),
+			oe.ReasonWith(func(o string) string { return "--" + optionFlag(o) }))
 	}
 	return err
 }

@@ -133,7 +133,7 @@ func TestTrainFlagsBindDefaults(t *testing.T) {
 // where it means nothing, never the default).
 func TestCommandsCheckBeforeWork(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 16)
-	common := []string{"--task", "sst2", "--glue-dir", glueDir, "--vocab", vocab, "--max-seq-len", "8", "--epochs", "1", "--batch-size", "4"}
+	common := []string{"--task", "sst2", "--glue-dir", glueDir, "--vocab", vocab, "--max-seq-len", "8", "--epochs", "1", "--batch-size", "4", "--hand-set-clipping"}
 	for _, tc := range []struct {
 		cmd  func() *cobra.Command
 		args []string

@@ -38,7 +38,7 @@ on the test split, audit over the dev utterances (--pairs samples them). Default
 paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-up 0.1.`,
 		Example: `  nvdp run --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
-    --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
+    --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			finishTrainFlags(cmd, &po.Train)

@@ -148,7 +148,7 @@ func TestSweepTaskLID(t *testing.T) {
 		{[]string{"--tasks", "lid", "--c-mu-grid", "1,2"}, "--c-mu-grid"},
 	} {
 		out := filepath.Join(t.TempDir(), "sweep")
-		args := append(append([]string{"--variants", "nvdp-clipped", "--lambdas", "1e-6", "--out", out}, common...), tc.args...)
+		args := append(append([]string{"--variants", "nvdp-clipped", "--lambdas", "1e-6", "--hand-set-clipping", "--out", out}, common...), tc.args...)
 		if _, err := runCmd(newSweepCmd(), args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to name %s", tc.args, err, tc.want)
 		}

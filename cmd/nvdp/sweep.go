@@ -45,6 +45,9 @@ calibrated to a certified epsilon at --delta (DIR/<task>/nvdp-clipped/epsilon=<e
 the constants not given on the command line are calibrated, see 'nvdp train';
 DIR/<task>/gaussian/epsilon=<e>/seed=<s>/, its radius C calibrated whatever --c-mu says); a
 single --target-epsilon or --target-rd applies to every nvdp-clipped and gaussian cell.
+Without a target the nvdp-clipped and gaussian cells (principled mode) need --hand-set-clipping:
+their given constants, whatever epsilon they certify (the C_mu grid cells are hand-set by
+design and get it themselves; the clipped cells after the selection need the flag).
 gaussian (the Gaussian-mechanism baseline) has no KL term: lambda is not one of its
 dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
 --jobs N runs N cells at once as subprocesses of this binary (logs in DIR/logs/).
@@ -56,7 +59,7 @@ own process ('nvdp sweep stage', 'select', 'finish'; deploy/k8s/sweep).
 test, so no --c-mu-grid, whose selection reads the report's utility).
 'nvdp report DIR' makes the tables and plots.`,
 		Example: `  nvdp sweep --tasks sst2,rte --variants baseline,nvdp,nvdp-clipped --lambdas 1e-3,1e-2,1e-1,1 \
-    --seeds 1,2,3 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
+    --hand-set-clipping --seeds 1,2,3 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --epochs 3 --out sweeps/glue`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

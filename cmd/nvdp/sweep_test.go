@@ -27,10 +27,10 @@ func TestSweepFlagErrors(t *testing.T) {
 		{[]string{"--tasks", "cola2"}, "--tasks: "},
 		{[]string{"--variants", "nvib"}, `--variants: unknown variant "nvib"`},
 		{[]string{"--seeds", "1,1"}, "--seeds: duplicate value 1"},
-		{[]string{"--variants", "nvdp-clipped", "--c-mu-grid", "1,2", "--c-mu-tolerance", "-1"}, "--c-mu-tolerance: -1 must be >= 0"},
-		{[]string{"--variants", "nvdp-clipped", "--c-mu-grid", "1,2", "--c-mu-seeds", "3,3"}, "--c-mu-seeds: duplicate value 3"},
+		{[]string{"--variants", "nvdp-clipped", "--c-mu-grid", "1,2", "--c-mu-tolerance", "-1", "--hand-set-clipping"}, "--c-mu-tolerance: -1 must be >= 0"},
+		{[]string{"--variants", "nvdp-clipped", "--c-mu-grid", "1,2", "--c-mu-seeds", "3,3", "--hand-set-clipping"}, "--c-mu-seeds: duplicate value 3"},
 		{[]string{"--variants", "nvdp", "--target-epsilons", "1"}, "--target-epsilons: a privacy target calibrates the nvdp-clipped and gaussian cells"},
-		{[]string{"--variants", "nvdp-clipped", "--releases", "2"}, "--target-epsilon / --target-rd: releases"},
+		{[]string{"--variants", "nvdp-clipped", "--releases", "2", "--hand-set-clipping"}, "--target-epsilon / --target-rd: releases"},
 		{[]string{"--task", "rte"}, "--task is per cell in a sweep"},
 	} {
 		out := filepath.Join(t.TempDir(), "sweep")
@@ -57,7 +57,7 @@ func TestSweepZeroTolerance(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 32)
 	out := filepath.Join(t.TempDir(), "sweep")
 	stdout, err := runCmd(newSweepCmd(), "--tasks", "sst2", "--variants", "nvdp-clipped", "--lambdas", "1e-2", "--seeds", "1",
-		"--c-mu-grid", "1,2", "--c-mu-tolerance", "0", "--glue-dir", glueDir, "--vocab", vocab, "--encoder", "scratch:bert-tiny",
+		"--c-mu-grid", "1,2", "--c-mu-tolerance", "0", "--hand-set-clipping", "--glue-dir", glueDir, "--vocab", vocab, "--encoder", "scratch:bert-tiny",
 		"--max-seq-len", "8", "--epochs", "1", "--batch-size", "16", "--audit-limit", "4", "--no-progress", "--out", out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stdout)

@@ -110,3 +110,90 @@ func TestTargetFlag(t *testing.T) {
 		t.Error("an explicit 0 does not show as 0")
 	}
 }
+
+// TestGuaranteeByDefault (issue 31, "A guarantee by default"): a clipped
+// variant (nvdp-clipped, the default, and gaussian) in principled mode
+// without a privacy target fails in train, run and sweep (text and --task
+// lid) before any work, naming --target-epsilon and --hand-set-clipping;
+// --hand-set-clipping with a target fails naming both; the sweep's C_mu
+// grid asks for --hand-set-clipping (a target excludes the grid). Each
+// alone, reference mode and the variants without a clipping get past the
+// rule: they fail on the next error planted (--epochs 0, a bad C_mu
+// tolerance) instead. Before, such a run trained with the hand-set
+// clipping, certified epsilon in the thousands, without a word.
+func TestGuaranteeByDefault(t *testing.T) {
+	glueDir, vocab := synthSST2(t, 16)
+	text := []string{"--glue-dir", glueDir, "--vocab", vocab, "--max-seq-len", "8", "--epochs", "1", "--batch-size", "4", "--no-progress"}
+	lidDir := t.TempDir()
+	lidtest.WriteToneCorpus(t, lidDir, map[string]int{"train": 4, "dev": 3, "test": 3})
+	lid := []string{"--lid-dir", lidDir, "--max-seconds", "0.5", "--epochs", "1", "--batch-size", "4", "--no-progress"}
+	required := func(variant string) string {
+		return "--target-epsilon: required for the " + variant + ` variant: a certified epsilon per release to calibrate the clipping to ` +
+			`(e.g. 8; docs/privacy.md, "A guarantee by default"), or --hand-set-clipping for the given constants and whatever epsilon they certify`
+	}
+	const sweepRequired = `--target-epsilon / --target-rd: required for the nvdp-clipped and gaussian cells: --target-epsilons (a certified ` +
+		`epsilon per release for each cell to be calibrated to, e.g. 8; docs/privacy.md, "A guarantee by default"), one --target-epsilon ` +
+		`or --target-rd for every such cell, or --hand-set-clipping for the given constants and whatever epsilon they certify`
+	both := func(target string) string {
+		return "--hand-set-clipping: and a target (" + target + ") are both given: give one"
+	}
+	const sweepBoth = "--hand-set-clipping: and a privacy target (--target-epsilons, --target-epsilon or --target-rd) are both given: give one"
+	const epochs0 = "--epochs 0: must be >= 1"
+	for _, tc := range []struct {
+		name string
+		cmd  func() *cobra.Command
+		args []string
+		want string // the whole error
+	}{
+		{"train nvdp-clipped", newTrainCmd, append([]string{"--task", "sst2", "--variant", "nvdp-clipped"}, text...), required("nvdp-clipped")},
+		{"train default variant", newTrainCmd, append([]string{"--task", "sst2"}, text...), required("nvdp-clipped")},
+		{"train gaussian", newTrainCmd, append([]string{"--task", "sst2", "--variant", "gaussian", "--c-mu", "0.5"}, text...), required("gaussian")},
+		{"train clipping constants alone", newTrainCmd, append([]string{"--task", "sst2", "--c-mu", "2", "--logvar-margin", "0.6931", "--c-alpha-min", "0.3"}, text...), required("nvdp-clipped")},
+		{"train both", newTrainCmd, append([]string{"--task", "sst2", "--hand-set-clipping", "--target-epsilon", "8"}, text...), both("--target-epsilon 8")},
+		{"train both, RD", newTrainCmd, append([]string{"--task", "sst2", "--hand-set-clipping", "--target-rd", "3"}, text...), both("--target-rd 3")},
+		{"train lid", newTrainCmd, append([]string{"--task", "lid", "--variant", "nvdp-clipped"}, lid...), required("nvdp-clipped")},
+		{"train lid both", newTrainCmd, append([]string{"--task", "lid", "--hand-set-clipping", "--target-epsilon", "8"}, lid...), both("--target-epsilon 8")},
+		{"run nvdp-clipped", newRunCmd, append([]string{"--task", "sst2", "--variant", "nvdp-clipped"}, text...), required("nvdp-clipped")},
+		{"run gaussian", newRunCmd, append([]string{"--task", "sst2", "--variant", "gaussian"}, text...), required("gaussian")},
+		{"run both", newRunCmd, append([]string{"--task", "sst2", "--hand-set-clipping", "--target-epsilon", "8"}, text...), both("--target-epsilon 8")},
+		{"run lid", newRunCmd, append([]string{"--task", "lid", "--variant", "nvdp-clipped"}, lid...), required("nvdp-clipped")},
+		{"run lid gaussian", newRunCmd, append([]string{"--task", "lid", "--variant", "gaussian"}, lid...), required("gaussian")},
+		{"run lid both", newRunCmd, append([]string{"--task", "lid", "--hand-set-clipping", "--target-rd", "3"}, lid...), both("--target-rd 3")},
+		{"sweep nvdp-clipped", newSweepCmd, append([]string{"--tasks", "sst2", "--variants", "nvdp-clipped", "--lambdas", "1e-2"}, text...), sweepRequired},
+		{"sweep default variants", newSweepCmd, append([]string{"--tasks", "sst2"}, text...), sweepRequired},
+		{"sweep gaussian", newSweepCmd, append([]string{"--tasks", "sst2", "--variants", "baseline,gaussian"}, text...), sweepRequired},
+		{"sweep C_mu grid", newSweepCmd, append([]string{"--tasks", "sst2", "--variants", "nvdp-clipped", "--lambdas", "1e-2", "--c-mu-grid", "1,2"}, text...),
+			`--hand-set-clipping: required with a --c-mu-grid: the nvdp-clipped cells run at the C_mu the grid selects, with no target ` +
+				`(a target excludes the grid), so their certified epsilon is whatever it gives (docs/privacy.md, "A guarantee by default")`},
+		{"sweep both, epsilons", newSweepCmd, append([]string{"--tasks", "sst2", "--variants", "nvdp-clipped", "--lambdas", "1e-2", "--hand-set-clipping", "--target-epsilons", "4,8"}, text...), sweepBoth},
+		{"sweep both, one epsilon", newSweepCmd, append([]string{"--tasks", "sst2", "--variants", "gaussian", "--hand-set-clipping", "--target-epsilon", "8"}, text...), sweepBoth},
+		{"sweep lid", newSweepCmd, append([]string{"--tasks", "lid", "--variants", "nvdp-clipped", "--lambdas", "1e-6"}, lid...), sweepRequired},
+		{"sweep lid both", newSweepCmd, append([]string{"--tasks", "lid", "--variants", "nvdp-clipped", "--lambdas", "1e-6", "--hand-set-clipping", "--target-epsilons", "8"}, lid...), sweepBoth},
+		// past the rule: the next error planted
+		{"train hand-set", newTrainCmd, append([]string{"--task", "sst2", "--hand-set-clipping"}, append(text, "--epochs", "0")...), epochs0},
+		{"train target", newTrainCmd, append([]string{"--task", "sst2", "--target-epsilon", "8"}, append(text, "--epochs", "0")...), epochs0},
+		{"train gaussian hand-set", newTrainCmd, append([]string{"--task", "sst2", "--variant", "gaussian", "--hand-set-clipping"}, append(text, "--epochs", "0")...), epochs0},
+		{"train reference", newTrainCmd, append([]string{"--task", "sst2", "--mode", "reference"}, append(text, "--epochs", "0")...), epochs0},
+		{"train baseline", newTrainCmd, append([]string{"--task", "sst2", "--variant", "baseline"}, append(text, "--epochs", "0")...), epochs0},
+		{"train nvdp", newTrainCmd, append([]string{"--task", "sst2", "--variant", "nvdp"}, append(text, "--epochs", "0")...), epochs0},
+		{"run hand-set", newRunCmd, append([]string{"--task", "sst2", "--hand-set-clipping"}, append(text, "--epochs", "0")...), epochs0},
+		{"run lid hand-set", newRunCmd, append([]string{"--task", "lid", "--hand-set-clipping"}, append(lid, "--epochs", "0")...), epochs0},
+		{"sweep hand-set grid", newSweepCmd, append([]string{"--tasks", "sst2", "--variants", "nvdp-clipped", "--lambdas", "1e-2", "--hand-set-clipping",
+			"--c-mu-grid", "1,2", "--c-mu-tolerance", "-1"}, text...), "--c-mu-tolerance: -1 must be >= 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			stdout, err := runCmd(tc.cmd(), append(tc.args, "--out", out)...)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("err = %v\nwant %q\n%s", err, tc.want, stdout)
+			}
+			var oe *option.Error
+			if errors.As(err, &oe) {
+				t.Errorf("the library's error was not given its flag: %v", err)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s was made (%v): the rule was not checked before any work", out, err)
+			}
+		})
+	}
+}

@@ -28,7 +28,10 @@ stops after the current step with a checkpoint). docs/training.md.
 nvdp-clipped before training: the constants not given on the command line (--c-mu,
 --logvar-margin, --c-alpha-min) are chosen so that the certified guarantee of --releases
 releases of one text is the target ('nvdp certify'); they are saved in train_options.json
-and nvdp_config.json, the calibration in certificate.json.
+and nvdp_config.json, the calibration in certificate.json. A clipped variant (nvdp-clipped,
+gaussian) in principled mode needs a target, or --hand-set-clipping to train with the
+given (or the paper's per-task) constants and whatever epsilon they certify (the paper's:
+thousands); docs/privacy.md, "A guarantee by default".
 
 --variant gaussian is the Gaussian-mechanism baseline at the same release point: each
 token embedding clipped to the L2 ball of radius C (--c-mu) plus N(0, sigma_p^2 I) noise,
@@ -40,7 +43,7 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 docs/speech.md).`,
 		Example: `  nvdp train --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
-    --lambda 1e-2 --epochs 3 --out runs/sst2-clipped`,
+    --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			finishTrainFlags(cmd, o)

@@ -166,14 +166,16 @@ CUresult cuMemsetD32_v2(uintptr_t dst, unsigned int v, size_t n) {
 /* A module: the shared object of the stand-in NVRTC. */
 typedef struct {
 	void *so;
-	int syncs;
 } module_t;
 
-/* A function: its wrapper (arguments from the launch's parameter array). */
+/* A function: its wrapper (arguments from the launch's parameter array)
+ * and whether it synchronises its block (the stand-in NVRTC's
+ * nvdp_emu_syncs_NAME). */
 typedef struct {
 	module_t *mod;
 	void (*wrap)(void **);
 	void (*set_self)(nvdp_emu_ctx *);
+	int syncs;
 	int max_dyn_smem;
 } function_t;
 
@@ -194,7 +196,6 @@ CUresult cuModuleLoadData(module_t **mod, const void *image) {
 		free(m);
 		return CUDA_ERROR_INVALID_IMAGE;
 	}
-	m->syncs = strstr(nl, "syncs=1") != NULL;
 	*mod = m;
 	return CUDA_SUCCESS;
 }
@@ -210,9 +211,12 @@ CUresult cuModuleGetFunction(function_t **fn, module_t *m, const char *name) {
 	snprintf(sym, sizeof sym, "nvdp_emu_wrap_%s", name);
 	void *w = dlsym(m->so, sym);
 	void *set = dlsym(m->so, "nvdp_emu_set_self");
-	if (!w || !set) return CUDA_ERROR_NOT_FOUND;
+	snprintf(sym, sizeof sym, "nvdp_emu_syncs_%s", name);
+	int *sy = dlsym(m->so, sym);
+	if (!w || !set || !sy) return CUDA_ERROR_NOT_FOUND;
 	function_t *f = calloc(1, sizeof *f);
 	f->mod = m;
+	f->syncs = *sy;
 	f->wrap = (void (*)(void **))w;
 	f->set_self = (void (*)(nvdp_emu_ctx *))set;
 	f->max_dyn_smem = 48 << 10;
@@ -225,19 +229,50 @@ CUresult cuFuncSetAttribute(function_t *f, int attr, int v) {
 	return CUDA_SUCCESS;
 }
 
+/* A CUDA thread of a launch: its context, and the launch it runs. */
+typedef struct launch launch_t;
 typedef struct {
 	nvdp_emu_ctx ctx;
+	launch_t *l;
+	unsigned tx, ty, tz;
+} thread_t;
+
+struct launch {
 	function_t *f;
 	void **params;
-} thread_t;
+	unsigned gx, gy, gz, bx, by, bz;
+	void *dyn;
+	pthread_barrier_t bar;
+};
 
 static void barrier_sync(nvdp_emu_ctx *c) { pthread_barrier_wait((pthread_barrier_t *)c->barrier); }
 static void no_sync(nvdp_emu_ctx *c) { (void)c; }
 
-static void *run_thread(void *arg) {
+/* run_block runs thread t of block (x, y, z). */
+static void run_block(thread_t *t, unsigned x, unsigned y, unsigned z) {
+	launch_t *l = t->l;
+	t->ctx.tid = (nvdp_dim3){t->tx, t->ty, t->tz};
+	t->ctx.bid = (nvdp_dim3){x, y, z};
+	t->ctx.bdim = (nvdp_dim3){l->bx, l->by, l->bz};
+	t->ctx.gdim = (nvdp_dim3){l->gx, l->gy, l->gz};
+	t->ctx.dyn_smem = l->dyn;
+	l->f->set_self(&t->ctx);
+	l->f->wrap(l->params);
+}
+
+/* run_all is one OS thread standing for one CUDA thread of every block in
+ * turn: the block's threads run at once (they meet at __syncthreads), and a
+ * barrier at each block's end keeps the blocks one after the other, so
+ * that static shared memory is the running block's. */
+static void *run_all(void *arg) {
 	thread_t *t = arg;
-	t->f->set_self(&t->ctx);
-	t->f->wrap(t->params);
+	launch_t *l = t->l;
+	for (unsigned z = 0; z < l->gz; z++)
+		for (unsigned y = 0; y < l->gy; y++)
+			for (unsigned x = 0; x < l->gx; x++) {
+				run_block(t, x, y, z);
+				pthread_barrier_wait(&l->bar);
+			}
 	return NULL;
 }
 
@@ -248,53 +283,43 @@ CUresult cuLaunchKernel(function_t *f, unsigned gx, unsigned gy, unsigned gz, un
 	unsigned nt = bx * by * bz;
 	if (nt == 0 || nt > 1024 || gx == 0 || gy == 0 || gz == 0) return CUDA_ERROR_INVALID_VALUE;
 	if ((int)shared > f->max_dyn_smem) return CUDA_ERROR_INVALID_VALUE;
-	void *dyn = calloc(shared ? shared : 1, 1);
+	launch_t l = {f, params, gx, gy, gz, bx, by, bz, calloc(shared ? shared : 1, 1)};
 	thread_t *ts = calloc(nt, sizeof *ts);
+	unsigned i = 0;
+	for (unsigned tz = 0; tz < bz; tz++)
+		for (unsigned ty = 0; ty < by; ty++)
+			for (unsigned tx = 0; tx < bx; tx++, i++) {
+				ts[i].l = &l;
+				ts[i].tx = tx, ts[i].ty = ty, ts[i].tz = tz;
+				ts[i].ctx.sync = no_sync;
+				ts[i].ctx.barrier = &l.bar;
+			}
+	if (!f->syncs || nt == 1) { /* no thread waits for another: one OS thread runs them all in turn */
+		for (unsigned z = 0; z < gz; z++)
+			for (unsigned y = 0; y < gy; y++)
+				for (unsigned x = 0; x < gx; x++)
+					for (i = 0; i < nt; i++) run_block(&ts[i], x, y, z);
+		free(ts);
+		free(l.dyn);
+		return CUDA_SUCCESS;
+	}
+	pthread_barrier_init(&l.bar, NULL, nt);
 	pthread_t *tids = calloc(nt, sizeof *tids);
-	pthread_barrier_t bar;
-	int threaded = f->mod->syncs && nt > 1;
-	if (threaded) pthread_barrier_init(&bar, NULL, nt);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 1 << 20);
-	CUresult res = CUDA_SUCCESS;
-	for (unsigned z = 0; z < gz; z++)
-		for (unsigned y = 0; y < gy; y++)
-			for (unsigned x = 0; x < gx; x++) {
-				unsigned i = 0;
-				for (unsigned tz = 0; tz < bz; tz++)
-					for (unsigned ty = 0; ty < by; ty++)
-						for (unsigned tx = 0; tx < bx; tx++, i++) {
-							thread_t *t = &ts[i];
-							t->f = f;
-							t->params = params;
-							t->ctx.tid = (nvdp_dim3){tx, ty, tz};
-							t->ctx.bid = (nvdp_dim3){x, y, z};
-							t->ctx.bdim = (nvdp_dim3){bx, by, bz};
-							t->ctx.gdim = (nvdp_dim3){gx, gy, gz};
-							t->ctx.dyn_smem = dyn;
-							t->ctx.sync = threaded ? barrier_sync : no_sync;
-							t->ctx.barrier = &bar;
-						}
-				if (!threaded) {
-					for (i = 0; i < nt; i++) run_thread(&ts[i]);
-					continue;
-				}
-				unsigned started = 0;
-				for (i = 0; i < nt; i++) {
-					if (pthread_create(&tids[i], &attr, run_thread, &ts[i]) != 0) break;
-					started++;
-				}
-				if (started < nt) { /* the barrier would never open: cannot recover */
-					fprintf(stderr, "cudaemu: only %u of %u threads started\n", started, nt);
-					abort();
-				}
-				for (i = 0; i < nt; i++) pthread_join(tids[i], NULL);
-			}
-	if (threaded) pthread_barrier_destroy(&bar);
+	for (i = 0; i < nt; i++) {
+		ts[i].ctx.sync = barrier_sync;
+		if (pthread_create(&tids[i], &attr, run_all, &ts[i]) != 0) { /* the barrier would never open: cannot recover */
+			fprintf(stderr, "cudaemu: only %u of %u threads started\n", i, nt);
+			abort();
+		}
+	}
+	for (i = 0; i < nt; i++) pthread_join(tids[i], NULL);
+	pthread_barrier_destroy(&l.bar);
 	pthread_attr_destroy(&attr);
 	free(tids);
 	free(ts);
-	free(dyn);
-	return res;
+	free(l.dyn);
+	return CUDA_SUCCESS;
 }

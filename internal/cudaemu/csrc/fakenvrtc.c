@@ -73,14 +73,106 @@ static void put(buf_t *b, const char *s, size_t n) {
 }
 static void puts_(buf_t *b, const char *s) { put(b, s, strlen(s)); }
 
+/* A function definition of the source: its name and body. */
+typedef struct {
+	char name[256];
+	const char *body, *end; /* from its '{' to its matching '}' */
+	int syncs;              /* -1: unknown yet */
+} fn_t;
+
+/* isident reports whether c can be part of a C identifier. */
+static int isident(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* functions finds the definitions "IDENT ( ... ) {" at brace depth 0 of src
+ * (kernels, device helpers; prototypes end in ';' and are skipped). */
+static int functions(const char *src, fn_t *fns, int max) {
+	int n = 0, depth = 0;
+	for (const char *p = src; *p && n < max; p++) {
+		if (*p == '/' && p[1] == '/') { /* line comment */
+			while (*p && *p != '\n') p++;
+			if (!*p) break;
+			continue;
+		}
+		if (*p == '/' && p[1] == '*') {
+			const char *e = strstr(p + 2, "*/");
+			if (!e) break;
+			p = e + 1;
+			continue;
+		}
+		if (*p == '{') { depth++; continue; }
+		if (*p == '}') { depth--; continue; }
+		if (depth != 0 || *p != '(' ) continue;
+		const char *id = p;
+		while (id > src && isspace((unsigned char)id[-1])) id--;
+		const char *e = id;
+		while (id > src && isident(id[-1])) id--;
+		if (id == e) continue;
+		int par = 0;
+		const char *q = p;
+		for (; *q; q++) {
+			if (*q == '(') par++;
+			if (*q == ')' && --par == 0) break;
+		}
+		if (!*q) break;
+		q++;
+		while (isspace((unsigned char)*q)) q++;
+		if (*q != '{') { p = q - 1; continue; }
+		const char *b = q;
+		int d = 0;
+		for (; *q; q++) {
+			if (*q == '{') d++;
+			if (*q == '}' && --d == 0) break;
+		}
+		if (!*q) break;
+		snprintf(fns[n].name, sizeof fns[n].name, "%.*s", (int)(e - id), id);
+		fns[n].body = b;
+		fns[n].end = q;
+		fns[n].syncs = -1;
+		n++;
+		p = q;
+	}
+	return n;
+}
+
+/* calls reports whether body [b, e) names the identifier name. */
+static int calls(const char *b, const char *e, const char *name) {
+	size_t n = strlen(name);
+	for (const char *p = b; p + n <= e; p++) {
+		if (strncmp(p, name, n) == 0 && (p == b || !isident(p[-1])) && (p + n == e || !isident(p[n]))) return 1;
+	}
+	return 0;
+}
+
+/* syncs marks each function that calls __syncthreads itself or through a
+ * function of the source that does (to a fixed point). */
+static void syncs(fn_t *fns, int n) {
+	for (int i = 0; i < n; i++) fns[i].syncs = calls(fns[i].body, fns[i].end, "__syncthreads");
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (int i = 0; i < n; i++) {
+			if (fns[i].syncs) continue;
+			for (int j = 0; j < n; j++) {
+				if (fns[j].syncs && calls(fns[i].body, fns[i].end, fns[j].name)) {
+					fns[i].syncs = changed = 1;
+					break;
+				}
+			}
+		}
+	}
+}
+
 /* wrappers appends, for each "KERNEL void name(params)" of src, a function
  * nvdp_emu_wrap_name(void **args) calling name(*(T0 *)args[0], ...), each Ti
- * the declared type of parameter i. It returns 0, or -1 on a signature it
- * cannot read. */
+ * the declared type of parameter i, and int nvdp_emu_syncs_name, 1 when the
+ * kernel synchronises its block (its threads must then run at once). It
+ * returns 0, or -1 on a signature it cannot read. */
 static int wrappers(const char *src, buf_t *out) {
+	static fn_t fns[4096];
+	int nfns = functions(src, fns, 4096);
+	syncs(fns, nfns);
 	const char *p = src;
 	while ((p = strstr(p, "KERNEL")) != NULL) {
-		if ((p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[6]) || p[6] == '_') {
+		if ((p > src && isident(p[-1])) || isident(p[6])) {
 			p += 6;
 			continue;
 		}
@@ -90,15 +182,19 @@ static int wrappers(const char *src, buf_t *out) {
 		q += 4;
 		while (isspace((unsigned char)*q)) q++;
 		const char *name = q;
-		while (isalnum((unsigned char)*q) || *q == '_') q++;
+		while (isident(*q)) q++;
 		int nlen = (int)(q - name);
 		while (isspace((unsigned char)*q)) q++;
 		if (*q != '(' || nlen == 0) return -1;
 		q++;
 		const char *end = strchr(q, ')');
 		if (!end) return -1;
-		char head[512];
-		snprintf(head, sizeof head, "void nvdp_emu_wrap_%.*s(void **args) { %.*s(", nlen, name, nlen, name);
+		int sync = 1; /* unknown: the safe way */
+		for (int i = 0; i < nfns; i++) {
+			if ((int)strlen(fns[i].name) == nlen && strncmp(fns[i].name, name, nlen) == 0) sync = fns[i].syncs;
+		}
+		char head[640];
+		snprintf(head, sizeof head, "int nvdp_emu_syncs_%.*s = %d;\nvoid nvdp_emu_wrap_%.*s(void **args) { %.*s(", nlen, name, sync, nlen, name, nlen, name);
 		puts_(out, head);
 		int i = 0;
 		const char *s = q;
@@ -110,7 +206,7 @@ static int wrappers(const char *src, buf_t *out) {
 			while (b > a && isspace((unsigned char)b[-1])) b--;
 			if (a < b) {
 				const char *id = b;
-				while (id > a && (isalnum((unsigned char)id[-1]) || id[-1] == '_')) id--;
+				while (id > a && isident(id[-1])) id--;
 				if (id == a) return -1;
 				char arg[512];
 				snprintf(arg, sizeof arg, "%s*(%.*s *)args[%d]", i ? ", " : "", (int)(id - a), a, i);
@@ -181,7 +277,7 @@ nvrtcResult nvrtcCompileProgram(program_t *p, int nopt, const char **opts) {
 	free(c.s);
 	if (status != 0) return NVRTC_ERROR_COMPILATION;
 	char image[8500];
-	snprintf(image, sizeof image, "NVDPEMU:%s\nsyncs=%d\n", so, strstr(p->src, "__syncthreads") != NULL);
+	snprintf(image, sizeof image, "NVDPEMU:%s\n", so);
 	free(p->cubin);
 	p->cubin = strdup(image);
 	return NVRTC_SUCCESS;

@@ -112,10 +112,10 @@ func build() (string, error) {
 // It skips the test with one line when the stand-in cannot be built (no C
 // compiler) or, for the real GPU, when none loads. The device is closed
 // when the test ends; compiled kernels are cached in a temporary directory
-// of the test.
+// of the process (processCache).
 func OpenDevice(tb testing.TB) *cuda.Device {
 	tb.Helper()
-	o := cuda.Options{CacheDir: tb.TempDir()}
+	o := cuda.Options{CacheDir: processCache(tb)}
 	if os.Getenv(RealEnv) == "1" {
 		d, err := cuda.Open(o)
 		if errors.Is(err, cuda.ErrNoCUDA) {
@@ -142,6 +142,23 @@ func OpenDevice(tb testing.TB) *cuda.Device {
 	}
 	tb.Cleanup(func() { d.Close() })
 	return d
+}
+
+var (
+	cacheOnce sync.Once
+	cacheDir  string
+	cacheErr  error
+)
+
+// processCache is the kernel cache of the process's devices (a temporary
+// directory made once): a module is compiled once per test process, not
+// once per test.
+func processCache(tb testing.TB) string {
+	cacheOnce.Do(func() { cacheDir, cacheErr = os.MkdirTemp("", "nvdp-cudaemu-kernels-") })
+	if cacheErr != nil {
+		tb.Fatal(cacheErr)
+	}
+	return cacheDir
 }
 
 // Emulated reports whether OpenDevice opens the stand-in (not the real GPU).

@@ -27,7 +27,7 @@ done
 
 cells=()
 for s in 1 2 3; do
-	cells+=("baseline $s" "nvdp $s --lambda 1e-2" "nvdp-clipped $s --lambda 1e-6 --c-mu 3 --c-alpha-max 0.7")
+	cells+=("baseline $s" "nvdp $s --lambda 1e-2" "nvdp-clipped $s --lambda 1e-6 --c-mu 3 --c-alpha-max 0.7 --hand-set-clipping")
 	cells+=("eps64 $s --lambda 1e-6 --c-alpha-max 0.7 --target-epsilon 64")
 done
 run_cell() {

@@ -21,6 +21,7 @@ func init() {
 		jsonOut    bool
 		noDropout  bool
 		seed       uint64
+		dev        deviceFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -29,16 +30,25 @@ func init() {
 cross-entropy, backward, AdamW) and inference steps of a freshly initialised encoder on random
 tokens, after one untimed warm-up step, and reports the mean seconds per step, training tokens
 per second and the process's peak RSS (VmHWM). The PyTorch peer is
-/work/shared/bench/train_step_peer.py (no dropout: compare with --no-dropout).`,
+/work/shared/bench/train_step_peer.py (no dropout: compare with --no-dropout). --device cuda
+runs the same model, data and steps on an NVIDIA GPU (package dnn; --precision tf32 for
+TF32 GEMMs), as the peer's "cuda fp32|tf32".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := encoder.Preset(config)
 			if err != nil {
 				return fmt.Errorf("--config: %w", err)
 			}
+			d, err := dev.open()
+			if err != nil {
+				return err
+			}
+			if d != nil {
+				defer d.Close()
+			}
 			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", batch, "seq", seq, "steps", steps, "dropout", !noDropout)
 			res, err := bench.Run(config, cfg, bench.Options{
-				Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed,
+				Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed, Device: d,
 				// Timed steps are short and few: a debug line each, no bar.
 				Progress: func(e progress.Event) { slog.Debug("step", "phase", e.Stage, "i", e.Done-1) },
 			})
@@ -49,6 +59,9 @@ per second and the process's peak RSS (VmHWM). The PyTorch peer is
 				return json.NewEncoder(os.Stdout).Encode(res)
 			}
 			fmt.Printf("config %s, backend %s, batch %d, seq %d\n", res.Config, res.Backend, batch, seq)
+			if res.Device != "" {
+				fmt.Printf("device      %s\n", res.Device)
+			}
 			fmt.Printf("train step  %.4f s  (%.0f tokens/s)\n", res.TrainStepSeconds, res.TokensPerSecond)
 			fmt.Printf("infer step  %.4f s\n", res.InferStepSeconds)
 			fmt.Printf("peak RSS    %.0f MiB\n", res.PeakRSSMB)
@@ -63,5 +76,6 @@ per second and the process's peak RSS (VmHWM). The PyTorch peer is
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	f.BoolVar(&noDropout, "no-dropout", false, "disable dropout (as the PyTorch peer)")
 	f.Uint64Var(&seed, "seed", 0, "initialisation and data seed")
+	dev.bind(f)
 	rootCmd.AddCommand(cmd)
 }

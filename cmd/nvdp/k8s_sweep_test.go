@@ -93,10 +93,7 @@ func TestK8sSweepStages(t *testing.T) {
 	if err := os.WriteFile(onVolume(pf["vocab"]), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	extra := slices.Clone(sweepSpeedFlags)
-	if newTrainCmd().Flags().Lookup("hand-set-clipping") != nil { // the clipped cells after the selection need it there
-		extra = append(extra, "--hand-set-clipping")
-	}
+	extra := sweepSpeedFlags
 	bin, path := nvdpOnPath(t)
 	run := func(args ...string) string {
 		t.Helper()

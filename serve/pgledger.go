@@ -107,7 +107,9 @@ func pgName(dsn string) string {
 	if err != nil {
 		return "postgres://(unparsable URL)"
 	}
-	u.User = url.User(u.User.Username())
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
 	q := u.Query()
 	for k := range q {
 		if k != "host" && k != "port" {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/dnn"
+	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/internal/fma"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -22,6 +23,30 @@ import (
 // random, and the boundary rows are tested bit for bit on exact inputs in
 // TestNVIBClipBitExact.)
 const tolNVIBLayer = 1e-5
+
+// TestNVIBTwins runs the tests of the NVIB layer, its sampling and KL
+// terms, the Gaussian-mechanism release, the NVDP block and the model on
+// one device (one compilation of the kernels); run one with -run
+// 'TestNVIBTwins/Layer'.
+func TestNVIBTwins(t *testing.T) {
+	d := cudaemu.OpenDevice(t)
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T, *dnn.Engine)
+	}{
+		{"Layer", testNVIBLayerTwin},
+		{"ClipBitExact", testNVIBClipBitExact},
+		{"GaussianRelease", testGaussianReleaseTwin},
+		{"Draw", testNVIBDrawTwin},
+		{"GammaLogGrad", testNVIBGammaLogGrad},
+		{"DeviceDraw", testNVIBDrawDevice},
+		{"KL", testNVIBKLTwin},
+		{"Block", testNVDPBlockTwin},
+		{"Model", testNVDPModelTwin},
+	} {
+		t.Run(c.name, func(t *testing.T) { withEngine(t, d, c.fn) })
+	}
+}
 
 // nvibLayerCase is one configuration of the NVIB layer tests.
 type nvibLayerCase struct {
@@ -103,56 +128,54 @@ func clone(x *nn.Tensor) *nn.Tensor {
 	return nn.FromData(append([]float32(nil), x.Data...), x.Shape...)
 }
 
-// TestNVIBLayerTwin: the device NVIB layer's posterior (mu, logvar, alpha,
+// testNVIBLayerTwin: the device NVIB layer's posterior (mu, logvar, alpha,
 // mask) and its backward pass (dx and every parameter's gradient) equal
 // nvib.Layer's on the same input and parameters, in principled (with and
 // without a centre, P < H, prior clipped) and reference mode and without
 // clipping, with padding, with clamps active and inactive; an invalid
 // posterior is refused with nvib's error.
-func TestNVIBLayerTwin(t *testing.T) {
-	onDevice(t, func(e *dnn.Engine) {
-		rng := rand.New(rand.NewPCG(11, 3))
-		for _, tc := range nvibLayerCases {
-			l := newTestNVIBLayer(tc, rng)
-			dl := e.NewNVIBLayer(l)
-			B, S := 3, 5
-			x := randn(rng, 1, B, S, tc.H)
-			mask := tokenMask(B, S, tc.pads)
-			post, c, err := l.Forward(x, mask)
-			orPanic(err)
-			dpost, dc, err := dl.Forward(e, e.Upload(x), mask)
-			orPanic(err)
-			near(t, e, tc.name+" mu", dpost.Mu, post.Mu, tolNVIBLayer)
-			near(t, e, tc.name+" logvar", dpost.Logvar, post.Logvar, tolNVIBLayer)
-			near(t, e, tc.name+" alpha", dpost.Alpha, post.Alpha, tolNVIBLayer)
-			near(t, e, tc.name+" mask", dpost.Mask, nn.FromData(post.Mask, post.B, post.N), 0)
-			if dpost.PadsReleased != post.PadsReleased {
-				t.Errorf("%s: PadsReleased %v, want %v", tc.name, dpost.PadsReleased, post.PadsReleased)
-			}
-			checkClampsMixed(t, tc, l, post)
-			dmu, dlv, dal := randn(rng, 1, B, S+1, tc.P), randn(rng, 1, B, S+1, tc.P), randn(rng, 1, B, S+1)
-			ddx := dl.Backward(e, dc, e.Upload(dmu), e.Upload(dlv), e.Upload(dal))
-			dx := l.Backward(c, clone(dmu), clone(dlv), clone(dal))
-			near(t, e, tc.name+" dx", ddx, dx, tolNVIBLayer)
-			for i, p := range l.Params() {
-				nearParam(t, e, dl.Params()[i], p, tolNVIBLayer)
-			}
-			e.FreeParams(dl.Params())
-		}
-		// a posterior value nvib refuses (alpha = exp(200) overflows float32
-		// without clipping) is refused with nvib's error
-		tc := nvibLayerCases[3]
+func testNVIBLayerTwin(t *testing.T, e *dnn.Engine) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	for _, tc := range nvibLayerCases {
 		l := newTestNVIBLayer(tc, rng)
-		l.AlphaLin.B.Fill(200)
 		dl := e.NewNVIBLayer(l)
-		x := randn(rng, 1, 2, 3, tc.H)
-		_, _, err := l.Forward(x, nil)
-		_, _, derr := dl.Forward(e, e.Upload(x), nil)
-		if err == nil || derr == nil || err.Error() != derr.Error() || !strings.Contains(derr.Error(), "tensor alpha") {
-			t.Errorf("device error %v, nvib %v", derr, err)
+		B, S := 3, 5
+		x := randn(rng, 1, B, S, tc.H)
+		mask := tokenMask(B, S, tc.pads)
+		post, c, err := l.Forward(x, mask)
+		orPanic(err)
+		dpost, dc, err := dl.Forward(e, e.Upload(x), mask)
+		orPanic(err)
+		near(t, e, tc.name+" mu", dpost.Mu, post.Mu, tolNVIBLayer)
+		near(t, e, tc.name+" logvar", dpost.Logvar, post.Logvar, tolNVIBLayer)
+		near(t, e, tc.name+" alpha", dpost.Alpha, post.Alpha, tolNVIBLayer)
+		near(t, e, tc.name+" mask", dpost.Mask, nn.FromData(post.Mask, post.B, post.N), 0)
+		if dpost.PadsReleased != post.PadsReleased {
+			t.Errorf("%s: PadsReleased %v, want %v", tc.name, dpost.PadsReleased, post.PadsReleased)
+		}
+		checkClampsMixed(t, tc, l, post)
+		dmu, dlv, dal := randn(rng, 1, B, S+1, tc.P), randn(rng, 1, B, S+1, tc.P), randn(rng, 1, B, S+1)
+		ddx := dl.Backward(e, dc, e.Upload(dmu), e.Upload(dlv), e.Upload(dal))
+		dx := l.Backward(c, clone(dmu), clone(dlv), clone(dal))
+		near(t, e, tc.name+" dx", ddx, dx, tolNVIBLayer)
+		for i, p := range l.Params() {
+			nearParam(t, e, dl.Params()[i], p, tolNVIBLayer)
 		}
 		e.FreeParams(dl.Params())
-	})
+	}
+	// a posterior value nvib refuses (alpha = exp(200) overflows float32
+	// without clipping) is refused with nvib's error
+	tc := nvibLayerCases[3]
+	l := newTestNVIBLayer(tc, rng)
+	l.AlphaLin.B.Fill(200)
+	dl := e.NewNVIBLayer(l)
+	x := randn(rng, 1, 2, 3, tc.H)
+	_, _, err := l.Forward(x, nil)
+	_, _, derr := dl.Forward(e, e.Upload(x), nil)
+	if err == nil || derr == nil || err.Error() != derr.Error() || !strings.Contains(derr.Error(), "tensor alpha") {
+		t.Errorf("device error %v, nvib %v", derr, err)
+	}
+	e.FreeParams(dl.Params())
 }
 
 // checkClampsMixed fails t unless the clipped case has, among the token
@@ -296,7 +319,7 @@ type clipBitCase struct {
 	P     int
 }
 
-// TestNVIBClipBitExact: what the certificate assumes of the mean clipping
+// testNVIBClipBitExact: what the certificate assumes of the mean clipping
 // (nvib.ClipMu onto privacy.StoredRadius) holds on the device bit for bit.
 // The NVIB layer, with W_mu the identity and b_mu 0 (so that the pre-clip
 // mu is the input exactly, in any summation order), clips rows exactly on
@@ -308,53 +331,51 @@ type clipBitCase struct {
 // privacy computes it) is within the stored radius. Where Go fuses
 // multiply-adds (internal/fma), nvib.ClipMu's own sums round differently
 // and only the distances are checked.
-func TestNVIBClipBitExact(t *testing.T) {
-	onDevice(t, func(e *dnn.Engine) {
-		rng := rand.New(rand.NewPCG(5, 8))
-		var loops, window int
-		for _, tc := range []clipBitCase{{1.25, 0, 6}, {0.19, 0, 5}, {0.19, 100, 7}, {0.0693056955933, -3, 300}} {
-			cfg := nvib.DefaultClip(privacy.ModePrincipled, tc.cMu, 1.5)
-			prior := nvib.Prior{Mu: tc.prior, Var: 1, LogAlpha: 0}
-			l, err := nvib.NewLayer("nvib", nvib.LayerConfig{Hidden: tc.P, Heads: 1, Mode: privacy.ModePrincipled, Prior: prior, Clip: cfg,
-				Init: nvib.InitClip, MuTau: 1}, rng)
-			orPanic(err)
-			c := float32(tc.prior)
-			rows := boundaryRows(rng, tc.P, c, tc.cMu)
-			x := nn.New(1, len(rows), tc.P)
-			for i, r := range rows {
-				copy(x.Data[i*tc.P:], r)
-			}
-			post, _, err := l.Forward(x, nil)
-			orPanic(err)
-			dl := e.NewNVIBLayer(l)
-			dpost, _, err := dl.Forward(e, e.Upload(x), nil)
-			orPanic(err)
-			got := e.Download(dpost.Mu)
-			R := privacy.StoredRadius(tc.cMu)
-			for i, r := range rows {
-				k := (1 + i) * tc.P
-				g, w := got.Data[k:k+tc.P], post.Mu.Data[k:k+tc.P]
-				if ok, j := sameBits(g, w); !ok && !fma.Fuses {
-					t.Errorf("C_mu %v centre %v row %d: device mu[%d] = %v (%08x), nvib %v (%08x)", tc.cMu, c, i, j, g[j], math.Float32bits(g[j]), w[j], math.Float32bits(w[j]))
-				}
-				n := rowDist(r, c)
-				if n > R && n <= tc.cMu {
-					window++ // nvib.ClipMu does not project these (n <= C_mu): see TestNVIBClipWindow
-					continue
-				}
-				if d := rowDist(g, c); d > R {
-					t.Errorf("C_mu %v centre %v row %d: stored distance %.17g > stored radius %.17g", tc.cMu, c, i, d, R)
-				}
-				if n > tc.cMu && firstProjectionOutside(r, c, n, R) {
-					loops++
-				}
-			}
-			e.FreeParams(dl.Params())
+func testNVIBClipBitExact(t *testing.T, e *dnn.Engine) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	var loops, window int
+	for _, tc := range []clipBitCase{{1.25, 0, 6}, {0.19, 0, 5}, {0.19, 100, 7}, {0.0693056955933, -3, 300}} {
+		cfg := nvib.DefaultClip(privacy.ModePrincipled, tc.cMu, 1.5)
+		prior := nvib.Prior{Mu: tc.prior, Var: 1, LogAlpha: 0}
+		l, err := nvib.NewLayer("nvib", nvib.LayerConfig{Hidden: tc.P, Heads: 1, Mode: privacy.ModePrincipled, Prior: prior, Clip: cfg,
+			Init: nvib.InitClip, MuTau: 1}, rng)
+		orPanic(err)
+		c := float32(tc.prior)
+		rows := boundaryRows(rng, tc.P, c, tc.cMu)
+		x := nn.New(1, len(rows), tc.P)
+		for i, r := range rows {
+			copy(x.Data[i*tc.P:], r)
 		}
-		if loops == 0 || window == 0 {
-			t.Errorf("the rows exercised the shrink loop %d times and the window (R, C_mu] %d times: want both", loops, window)
+		post, _, err := l.Forward(x, nil)
+		orPanic(err)
+		dl := e.NewNVIBLayer(l)
+		dpost, _, err := dl.Forward(e, e.Upload(x), nil)
+		orPanic(err)
+		got := e.Download(dpost.Mu)
+		R := privacy.StoredRadius(tc.cMu)
+		for i, r := range rows {
+			k := (1 + i) * tc.P
+			g, w := got.Data[k:k+tc.P], post.Mu.Data[k:k+tc.P]
+			if ok, j := sameBits(g, w); !ok && !fma.Fuses {
+				t.Errorf("C_mu %v centre %v row %d: device mu[%d] = %v (%08x), nvib %v (%08x)", tc.cMu, c, i, j, g[j], math.Float32bits(g[j]), w[j], math.Float32bits(w[j]))
+			}
+			n := rowDist(r, c)
+			if n > R && n <= tc.cMu {
+				window++ // nvib.ClipMu does not project these (n <= C_mu): see TestNVIBClipWindow
+				continue
+			}
+			if d := rowDist(g, c); d > R {
+				t.Errorf("C_mu %v centre %v row %d: stored distance %.17g > stored radius %.17g", tc.cMu, c, i, d, R)
+			}
+			if n > tc.cMu && firstProjectionOutside(r, c, n, R) {
+				loops++
+			}
 		}
-	})
+		e.FreeParams(dl.Params())
+	}
+	if loops == 0 || window == 0 {
+		t.Errorf("the rows exercised the shrink loop %d times and the window (R, C_mu] %d times: want both", loops, window)
+	}
 }
 
 // firstProjectionOutside reports whether nvib.ClipMu's first projection of

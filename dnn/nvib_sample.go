@@ -27,6 +27,7 @@ type NVIBDirichlet struct {
 	mask    *Tensor // the sampler's mask (nil: every component)
 	alpha   *Tensor // the pseudo-counts
 	shape   nvibF64 // [B*N] guarded shapes alpha'_i (0 where not sampled)
+	logG    nvibF64 // [B*N] the ln-Gamma draws
 	dlogG   nvibF64 // [B*N] d ln g_i/d alpha'_i
 	total   nvibF64 // [B] A per example
 	uniform bool    // the constant weights of a gaussian release (no backward)
@@ -44,7 +45,10 @@ func (d *NVIBDirichlet) Download(e *Engine) (pi []float32, logPi []float64) {
 // nvib.SampleLogGamma at the component's guarded shape (computed on the
 // device and downloaded: B*N+B doubles). The arithmetic (Z, the shapes, the
 // implicit gradients, ln pi) runs on the device. For training on the device
-// without the host, see NVIBDrawDevice.
+// without the host, see NVIBDrawDevice. To draw what nvib.Model draws from
+// rand.New(p) for a copy p of the device's dropout generator g (the same
+// noise on both devices with dropout on), pass rand.New(g): the host then
+// consumes g's stream between the device's dropout draws, in nvib's order.
 func (e *Engine) NVIBDrawHost(post *NVIBPosterior, rng *rand.Rand) *NVIBSample {
 	return e.NVIBDrawWith(post, rng, nil)
 }
@@ -92,6 +96,35 @@ func (e *Engine) NVIBDrawInjected(post *NVIBPosterior, eps *Tensor, logG []float
 	return s
 }
 
+// nvibGammaDraws is the number of Philox draws NVIBDrawDevice reserves per
+// component for its Gamma draw (NVIB_GAMMA_DRAWS of kernels/nvib_sample.cu).
+const nvibGammaDraws = 1 + 3*32
+
+// NVIBDrawDevice is nvib.Draw with its random numbers made on the device
+// from the Philox stream g (the device's training generator), nothing
+// transferred: eps[i] a Box-Muller normal (cosine branch) of draws g.Pos +
+// 2i and 2i+1 (53-bit uniforms), then per component k the ln-Gamma draw of
+// nvib.SampleLogGamma's algorithm (Marsaglia-Tsang, U^(1/a) in log space
+// below a shape of 1) from the nvibGammaDraws draws that follow at k
+// nvibGammaDraws; g.Pos advances by 2 B N P + nvibGammaDraws B N. The
+// distribution is nvib's; the values are not (nvib draws from a
+// *rand.Rand's normal and uniform algorithms): for the same draws on both
+// devices use NVIBDrawHost.
+func (e *Engine) NVIBDrawDevice(post *NVIBPosterior, g *Philox) *NVIBSample {
+	n := post.Mu.Len()
+	eps := e.New(post.Mu.Shape...)
+	k0, k1 := g.keys()
+	e.launch1D("nvib_philox_normals", n, eps.Buf, n, k0, k1, g.take(2*n))
+	s := e.nvibGaussian(post, eps)
+	d := e.dirichletShapes(post)
+	logG := e.newF64(post.B * post.N)
+	mb, use := maskArgs(d.mask)
+	e.launch1D("nvib_philox_log_gamma", post.B*post.N, logG.Buf, d.shape.Buf, mb, use, post.B*post.N, k0, k1, g.take(nvibGammaDraws*post.B*post.N))
+	e.dirichletNormalise(d, logG)
+	s.Dir = d
+	return s
+}
+
 // NVIBDirichletShapes returns the guarded Gamma shapes alpha'_i [B*N] of
 // post's Dirichlet (0 where the sampler masks), for draws made on the host.
 func (e *Engine) NVIBDirichletShapes(post *NVIBPosterior) []float64 {
@@ -120,6 +153,7 @@ func (e *Engine) dirichletShapes(post *NVIBPosterior) *NVIBDirichlet {
 // dirichletNormalise finishes the draw from the ln-Gamma draws logG [B*N]:
 // the implicit gradients, ln pi and pi.
 func (e *Engine) dirichletNormalise(d *NVIBDirichlet, logG nvibF64) {
+	d.logG = logG
 	mb, use := maskArgs(d.mask)
 	e.launchRows("nvib_dir_norm", d.B, d.Pi.Buf, d.LogPi.Buf, d.dlogG.Buf, d.shape.Buf, logG.Buf, mb, use, d.N)
 }

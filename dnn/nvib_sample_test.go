@@ -91,7 +91,7 @@ var drawCases = []drawCase{
 	{name: "total cap", alpha: []float32{1, 3e8, 1, 2e-20, 5e7, 0.5, 1, 1e9, 1e9, 1e-16, 10, 1}, padsRe: true},
 }
 
-// TestNVIBDrawTwin: the device draw with the host's random numbers
+// testNVIBDrawTwin: the device draw with the host's random numbers
 // (NVIBDrawHost) gives nvib.Draw's sample from the same seed (eps exactly,
 // Z, pi and ln pi), and its backward pass (dZ into mu and logvar, d ln pi
 // through the normalisation, the implicit Gamma gradient and the guards
@@ -99,72 +99,70 @@ var drawCases = []drawCase{
 // the total's cap active and inactive and padding masked (reference) or
 // released (principled). NVIBDrawInjected with the same draws made by the
 // caller gives the same sample.
-func TestNVIBDrawTwin(t *testing.T) {
-	onDevice(t, func(e *dnn.Engine) {
-		rng := rand.New(rand.NewPCG(21, 2))
-		B, N, P := 2, 6, 3
-		for i, tc := range drawCases {
-			post := hostPosterior(rng, B, N, P, tc.alpha, tc.mask, tc.padsRe)
-			dpost := e.UploadPosterior(post)
-			s := nvib.Draw(post, rand.New(rand.NewPCG(uint64(i), 9)))
-			ds := e.NVIBDrawHost(dpost, rand.New(rand.NewPCG(uint64(i), 9)))
-			near(t, e, tc.name+" eps", ds.Eps, s.Eps, 0)
-			near(t, e, tc.name+" z", ds.Z, s.Z, tolNVIBSample)
-			pi, logPi := ds.Dir.Download(e)
-			if r := relErr(pi, s.Dir.Pi); !(r <= tolNVIBSample) {
-				t.Errorf("%s pi: relative error %.3g (device %v, nvib %v)", tc.name, r, pi, s.Dir.Pi)
-			}
-			if r := relErrF64(logPi, s.Dir.LogPi); !(r <= tolLogPi) {
-				t.Errorf("%s ln pi: relative error %.3g (device %v, nvib %v)", tc.name, r, logPi, s.Dir.LogPi)
-			}
-			dZ, dLogPi := randn(rng, 1, B, N, P), randn(rng, 1, B, N)
-			dl64 := make([]float64, B*N)
-			for k, v := range dLogPi.Data {
-				dl64[k] = float64(v)
-			}
-			dmu, dlv, dal := nn.New(B, N, P), nn.New(B, N, P), nn.New(B, N)
-			s.Backward(post, dZ, dl64, dmu, dlv, dal)
-			ddmu, ddlv, ddal := e.Zeros(B, N, P), e.Zeros(B, N, P), e.Zeros(B, N)
-			ds.Backward(e, dpost, e.Upload(dZ), e.Upload(dLogPi), ddmu, ddlv, ddal)
-			near(t, e, tc.name+" dmu", ddmu, dmu, tolNVIBSample)
-			near(t, e, tc.name+" dlogvar", ddlv, dlv, tolNVIBSample)
-			near(t, e, tc.name+" dalpha", ddal, dal, tolNVIBSample)
-		}
-		// NVIBDrawInjected with the draws nvib.SampleLogGamma makes at the
-		// shapes NVIBDirichletShapes returns is NVIBDrawHost
-		tc := drawCases[1]
-		post := hostPosterior(rng, 2, 6, 3, tc.alpha, tc.mask, tc.padsRe)
+func testNVIBDrawTwin(t *testing.T, e *dnn.Engine) {
+	rng := rand.New(rand.NewPCG(21, 2))
+	B, N, P := 2, 6, 3
+	for i, tc := range drawCases {
+		post := hostPosterior(rng, B, N, P, tc.alpha, tc.mask, tc.padsRe)
 		dpost := e.UploadPosterior(post)
-		a := e.NVIBDrawHost(dpost, rand.New(rand.NewPCG(1, 1)))
-		r := rand.New(rand.NewPCG(1, 1))
-		eps := nn.New(2, 6, 3)
-		for k := range eps.Data {
-			eps.Data[k] = float32(r.NormFloat64())
+		s := nvib.Draw(post, rand.New(rand.NewPCG(uint64(i), 9)))
+		ds := e.NVIBDrawHost(dpost, rand.New(rand.NewPCG(uint64(i), 9)))
+		near(t, e, tc.name+" eps", ds.Eps, s.Eps, 0)
+		near(t, e, tc.name+" z", ds.Z, s.Z, tolNVIBSample)
+		pi, logPi := ds.Dir.Download(e)
+		if r := relErr(pi, s.Dir.Pi); !(r <= tolNVIBSample) {
+			t.Errorf("%s pi: relative error %.3g (device %v, nvib %v)", tc.name, r, pi, s.Dir.Pi)
 		}
-		shape := e.NVIBDirichletShapes(dpost)
-		logG := make([]float64, len(shape))
-		for k := range logG {
-			logG[k] = math.Inf(-1)
-			if tc.mask[k] != 0 {
-				logG[k] = nvib.SampleLogGamma(r, shape[k])
-			}
+		if r := relErrF64(logPi, s.Dir.LogPi); !(r <= tolLogPi) {
+			t.Errorf("%s ln pi: relative error %.3g (device %v, nvib %v)", tc.name, r, logPi, s.Dir.LogPi)
 		}
-		b := e.NVIBDrawInjected(dpost, e.Upload(eps), logG)
-		pa, la := a.Dir.Download(e)
-		pb, lb := b.Dir.Download(e)
-		if relErr(pa, pb) != 0 || relErrF64(la, lb) != 0 {
-			t.Errorf("pi %v / %v, ln pi %v / %v", pa, pb, la, lb)
+		dZ, dLogPi := randn(rng, 1, B, N, P), randn(rng, 1, B, N)
+		dl64 := make([]float64, B*N)
+		for k, v := range dLogPi.Data {
+			dl64[k] = float64(v)
 		}
-		near(t, e, "z", b.Z, e.Download(a.Z), 0)
-	})
+		dmu, dlv, dal := nn.New(B, N, P), nn.New(B, N, P), nn.New(B, N)
+		s.Backward(post, dZ, dl64, dmu, dlv, dal)
+		ddmu, ddlv, ddal := e.Zeros(B, N, P), e.Zeros(B, N, P), e.Zeros(B, N)
+		ds.Backward(e, dpost, e.Upload(dZ), e.Upload(dLogPi), ddmu, ddlv, ddal)
+		near(t, e, tc.name+" dmu", ddmu, dmu, tolNVIBSample)
+		near(t, e, tc.name+" dlogvar", ddlv, dlv, tolNVIBSample)
+		near(t, e, tc.name+" dalpha", ddal, dal, tolNVIBSample)
+	}
+	// NVIBDrawInjected with the draws nvib.SampleLogGamma makes at the
+	// shapes NVIBDirichletShapes returns is NVIBDrawHost
+	tc := drawCases[1]
+	post := hostPosterior(rng, 2, 6, 3, tc.alpha, tc.mask, tc.padsRe)
+	dpost := e.UploadPosterior(post)
+	a := e.NVIBDrawHost(dpost, rand.New(rand.NewPCG(1, 1)))
+	r := rand.New(rand.NewPCG(1, 1))
+	eps := nn.New(2, 6, 3)
+	for k := range eps.Data {
+		eps.Data[k] = float32(r.NormFloat64())
+	}
+	shape := e.NVIBDirichletShapes(dpost)
+	logG := make([]float64, len(shape))
+	for k := range logG {
+		logG[k] = math.Inf(-1)
+		if tc.mask[k] != 0 {
+			logG[k] = nvib.SampleLogGamma(r, shape[k])
+		}
+	}
+	b := e.NVIBDrawInjected(dpost, e.Upload(eps), logG)
+	pa, la := a.Dir.Download(e)
+	pb, lb := b.Dir.Download(e)
+	if relErr(pa, pb) != 0 || relErrF64(la, lb) != 0 {
+		t.Errorf("pi %v / %v, ln pi %v / %v", pa, pb, la, lb)
+	}
+	near(t, e, "z", b.Z, e.Download(a.Z), 0)
 }
 
-// TestNVIBGammaLogGrad: the device's implicit Gamma gradient d ln g/d a
+// testNVIBGammaLogGrad: the device's implicit Gamma gradient d ln g/d a
 // equals nvib.GammaLogGrad at the device's shapes for draws at fixed
 // quantiles u (ln g = ln P^-1(a, u)) over shapes from 1e-23 to 1e5 (every
 // branch: the series for g < 1, P below the mode, Q above it, Cephes'
 // power series, continued fraction, Q series and asymptotic regimes).
-func TestNVIBGammaLogGrad(t *testing.T) {
+func testNVIBGammaLogGrad(t *testing.T, e *dnn.Engine) {
 	shapes := []float64{1e-23, 1e-5, 0.01, 0.3, 0.9, 1, 1.5, 4, 19, 25, 60, 150, 250, 1e3, 3e4}
 	us := []float64{1e-6, 0.01, 0.2, 0.5, 0.8, 0.99, 1 - 1e-6}
 	N := len(shapes) + 1
@@ -176,28 +174,94 @@ func TestNVIBGammaLogGrad(t *testing.T) {
 			alpha[b*N+1+i] = float32(a)
 		}
 	}
-	onDevice(t, func(e *dnn.Engine) {
-		rng := rand.New(rand.NewPCG(3, 3))
-		post := hostPosterior(rng, B, N, 1, alpha, nil, true)
-		dpost := e.UploadPosterior(post)
-		shape := e.NVIBDirichletShapes(dpost)
-		logG := make([]float64, B*N)
-		for k, a := range shape {
-			logG[k] = quantileLogGamma(a, us[k/N])
+	rng := rand.New(rand.NewPCG(3, 3))
+	post := hostPosterior(rng, B, N, 1, alpha, nil, true)
+	dpost := e.UploadPosterior(post)
+	shape := e.NVIBDirichletShapes(dpost)
+	logG := make([]float64, B*N)
+	for k, a := range shape {
+		logG[k] = quantileLogGamma(a, us[k/N])
+	}
+	ds := e.NVIBDrawInjected(dpost, e.Zeros(B, N, 1), logG)
+	got := ds.Dir.DLogG(e)
+	var worst float64
+	for k, a := range shape {
+		want := nvib.GammaLogGrad(a, logG[k])
+		d := math.Abs(got[k]-want) / math.Max(math.Abs(want), 1e-300)
+		worst = math.Max(worst, d)
+		if !(d <= tolGammaLogGrad) {
+			t.Errorf("a %v, u %v (ln g %v): device %v, nvib %v (relative %.3g)", a, us[k/N], logG[k], got[k], want, d)
 		}
-		ds := e.NVIBDrawInjected(dpost, e.Zeros(B, N, 1), logG)
-		got := ds.Dir.DLogG(e)
-		var worst float64
-		for k, a := range shape {
-			want := nvib.GammaLogGrad(a, logG[k])
-			d := math.Abs(got[k]-want) / math.Max(math.Abs(want), 1e-300)
-			worst = math.Max(worst, d)
-			if !(d <= tolGammaLogGrad) {
-				t.Errorf("a %v, u %v (ln g %v): device %v, nvib %v (relative %.3g)", a, us[k/N], logG[k], got[k], want, d)
+	}
+	t.Logf("largest relative difference %.3g", worst)
+}
+
+// testNVIBDrawDevice: NVIBDrawDevice's draws from the device's Philox
+// stream have nvib's distribution: eps standard normal (mean, variance), ln
+// g of Gamma(a, 1) for shapes below, at and above 1 (the mean of g is a,
+// the mean of ln g is digamma(a) with variance trigamma(a)), each within 5
+// standard errors; the stream advances by the draws documented, and the
+// same stream position gives the same draws.
+func testNVIBDrawDevice(t *testing.T, e *dnn.Engine) {
+	shapes := []float64{0.3, 1.5, 7}
+	B, N := 2, 1500
+	alpha := make([]float32, B*N)
+	for k := range alpha {
+		alpha[k] = float32(shapes[k%3])
+	}
+	rng := rand.New(rand.NewPCG(6, 1))
+	post := hostPosterior(rng, B, N, 1, alpha, nil, true)
+	dpost := e.UploadPosterior(post)
+	g := &dnn.Philox{Key: 77, Pos: 5}
+	again := *g
+	s := e.NVIBDrawDevice(dpost, g)
+	if want := uint64(5 + 2*B*N + 97*B*N); g.Pos != want {
+		t.Errorf("Pos %d after the draw, want %d", g.Pos, want)
+	}
+	shape := e.NVIBDirichletShapes(dpost)
+	logG := s.Dir.LogG(e)
+	for c, a := range shapes {
+		a = float64(float32(a)) // the stored pseudo-count
+		var n, sg, sl, sl2 float64
+		for k := c; k < B*N; k += 3 {
+			if math.Abs(shape[k]-a) > 1e-9*a {
+				t.Errorf("shape %v, want %v", shape[k], a)
+				return
 			}
+			n++
+			sg += math.Exp(logG[k])
+			sl += logG[k]
+			sl2 += logG[k] * logG[k]
 		}
-		t.Logf("largest relative difference %.3g", worst)
-	})
+		mg, ml := sg/n, sl/n
+		vl := sl2/n - ml*ml
+		if d := math.Abs(mg - a); d > 5*math.Sqrt(a/n) {
+			t.Errorf("a = %v: mean of g %v (%.1f standard errors)", a, mg, d/math.Sqrt(a/n))
+		}
+		psi, tri := mathext.Digamma(a), nvib.Trigamma(a)
+		if d := math.Abs(ml - psi); d > 5*math.Sqrt(tri/n) {
+			t.Errorf("a = %v: mean of ln g %v, want %v (%.1f standard errors)", a, ml, psi, d/math.Sqrt(tri/n))
+		}
+		if d := math.Abs(vl - tri); d > 0.15*tri {
+			t.Errorf("a = %v: variance of ln g %v, want %v", a, vl, tri)
+		}
+	}
+	eps := e.Download(s.Eps).Data
+	var m, v float64
+	for _, x := range eps {
+		m += float64(x)
+		v += float64(x) * float64(x)
+	}
+	n := float64(len(eps))
+	m /= n
+	v = v/n - m*m
+	if math.Abs(m) > 5/math.Sqrt(n) || math.Abs(v-1) > 5*math.Sqrt(2/n) {
+		t.Errorf("eps: mean %v, variance %v over %v draws", m, v, n)
+	}
+	s2 := e.NVIBDrawDevice(dpost, &again)
+	if relErrF64(s2.Dir.LogG(e), logG) != 0 || relErr(e.Download(s2.Eps).Data, eps) != 0 {
+		t.Errorf("the same stream position gave other draws")
+	}
 }
 
 // quantileLogGamma returns ln g for the u-quantile g of Gamma(a, 1) (where
@@ -225,51 +289,49 @@ const (
 	tolNVIBKLGrad = 1e-6
 )
 
-// TestNVIBKLTwin: the device's L_G, L_D (per example and means) and their
+// testNVIBKLTwin: the device's L_G, L_D (per example and means) and their
 // gradients into mu, logvar and alpha equal nvib.KL and nvib.KLBackward's,
 // with the default and another prior, delta 0 and 0.5, padding counted
 // (every model) and masked (KLConfig.MaskPads).
-func TestNVIBKLTwin(t *testing.T) {
-	onDevice(t, func(e *dnn.Engine) {
-		rng := rand.New(rand.NewPCG(31, 7))
-		B, N, P := 3, 7, 5
-		for _, tc := range []klCase{
-			{cfg: nvib.KLConfig{Prior: nvib.DefaultPrior()}},
-			{cfg: nvib.KLConfig{Prior: nvib.Prior{Mu: 0.5, Var: 2.5, LogAlpha: 1.2}, Delta: 0.5}, mask: true},
-			{cfg: nvib.KLConfig{Prior: nvib.Prior{Mu: -1, Var: 0.3, LogAlpha: -3}, MaskPads: true}, mask: true},
-		} {
-			name := fmt.Sprintf("prior %+v delta %v mask-pads %v", tc.cfg.Prior, tc.cfg.Delta, tc.cfg.MaskPads)
-			alpha := make([]float32, B*N)
-			for k := range alpha {
-				alpha[k] = float32(0.1 + 2*rng.Float64())
-			}
-			var mask []float32
-			if tc.mask {
-				mask = nvibPadMask(B, N)
-			}
-			post := hostPosterior(rng, B, N, P, alpha, mask, !tc.mask)
-			dpost := e.UploadPosterior(post)
-			want := nvib.KL(tc.cfg, post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, B, N, P)
-			got := e.NVIBKL(tc.cfg, dpost).Download(e)
-			for _, c := range []struct {
-				what      string
-				got, want []float64
-			}{{"L_G", got.LG, want.LG}, {"L_D", got.LD, want.LD},
-				{"means", []float64{got.MeanLG, got.MeanLD}, []float64{want.MeanLG, want.MeanLD}}} {
-				if r := relErrF64(c.got, c.want); !(r <= tolNVIBKL) {
-					t.Errorf("%s %s: relative error %.3g (device %v, nvib %v)", name, c.what, r, c.got, c.want)
-				}
-			}
-			wG, wD := 0.7, 1.3
-			dmu, dlv, dal := randn(rng, 1, B, N, P), randn(rng, 1, B, N, P), randn(rng, 1, B, N)
-			ddmu, ddlv, ddal := e.Upload(dmu), e.Upload(dlv), e.Upload(dal)
-			nvib.KLBackward(tc.cfg, post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, B, N, P, wG, wD, dmu.Data, dlv.Data, dal.Data)
-			e.NVIBKLBackward(tc.cfg, dpost, wG, wD, ddmu, ddlv, ddal)
-			near(t, e, name+" dmu", ddmu, dmu, tolNVIBKLGrad)
-			near(t, e, name+" dlogvar", ddlv, dlv, tolNVIBKLGrad)
-			near(t, e, name+" dalpha", ddal, dal, tolNVIBKLGrad)
+func testNVIBKLTwin(t *testing.T, e *dnn.Engine) {
+	rng := rand.New(rand.NewPCG(31, 7))
+	B, N, P := 3, 7, 5
+	for _, tc := range []klCase{
+		{cfg: nvib.KLConfig{Prior: nvib.DefaultPrior()}},
+		{cfg: nvib.KLConfig{Prior: nvib.Prior{Mu: 0.5, Var: 2.5, LogAlpha: 1.2}, Delta: 0.5}, mask: true},
+		{cfg: nvib.KLConfig{Prior: nvib.Prior{Mu: -1, Var: 0.3, LogAlpha: -3}, MaskPads: true}, mask: true},
+	} {
+		name := fmt.Sprintf("prior %+v delta %v mask-pads %v", tc.cfg.Prior, tc.cfg.Delta, tc.cfg.MaskPads)
+		alpha := make([]float32, B*N)
+		for k := range alpha {
+			alpha[k] = float32(0.1 + 2*rng.Float64())
 		}
-	})
+		var mask []float32
+		if tc.mask {
+			mask = nvibPadMask(B, N)
+		}
+		post := hostPosterior(rng, B, N, P, alpha, mask, !tc.mask)
+		dpost := e.UploadPosterior(post)
+		want := nvib.KL(tc.cfg, post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, B, N, P)
+		got := e.NVIBKL(tc.cfg, dpost).Download(e)
+		for _, c := range []struct {
+			what      string
+			got, want []float64
+		}{{"L_G", got.LG, want.LG}, {"L_D", got.LD, want.LD},
+			{"means", []float64{got.MeanLG, got.MeanLD}, []float64{want.MeanLG, want.MeanLD}}} {
+			if r := relErrF64(c.got, c.want); !(r <= tolNVIBKL) {
+				t.Errorf("%s %s: relative error %.3g (device %v, nvib %v)", name, c.what, r, c.got, c.want)
+			}
+		}
+		wG, wD := 0.7, 1.3
+		dmu, dlv, dal := randn(rng, 1, B, N, P), randn(rng, 1, B, N, P), randn(rng, 1, B, N)
+		ddmu, ddlv, ddal := e.Upload(dmu), e.Upload(dlv), e.Upload(dal)
+		nvib.KLBackward(tc.cfg, post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, B, N, P, wG, wD, dmu.Data, dlv.Data, dal.Data)
+		e.NVIBKLBackward(tc.cfg, dpost, wG, wD, ddmu, ddlv, ddal)
+		near(t, e, name+" dmu", ddmu, dmu, tolNVIBKLGrad)
+		near(t, e, name+" dlogvar", ddlv, dlv, tolNVIBKLGrad)
+		near(t, e, name+" dalpha", ddal, dal, tolNVIBKLGrad)
+	}
 }
 
 // nvibPadMask is a [B*N] component mask: the prior and the first N-1-b

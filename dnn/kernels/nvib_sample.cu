@@ -118,3 +118,69 @@ KERNEL void nvib_dir_bwd(float *dalpha, const float *dlogpi, const double *logpi
 		dalpha[k] = (float)g;
 	}
 }
+
+// The draws of NVIBDrawDevice, from the Philox stream (k0, k1) of
+// dnn/philox.go (philox_u64 of kernels/dropout.cu) from position pos.
+
+// nvib_uniform_open0: a uniform of (0, 1] from the top 53 bits of w.
+DEVICE double nvib_uniform_open0(unsigned long long w) { return (double)((w >> 11) + 1) * 1.1102230246251565404e-16; }
+
+// nvib_uniform: a uniform of [0, 1) from the top 53 bits of w.
+DEVICE double nvib_uniform(unsigned long long w) { return (double)(w >> 11) * 1.1102230246251565404e-16; }
+
+// nvib_normal: a standard normal from draws m and m+1 (Box-Muller, the
+// cosine branch).
+DEVICE double nvib_normal(unsigned k0, unsigned k1, unsigned long long m) {
+	double u1 = nvib_uniform_open0(philox_u64(k0, k1, m));
+	double u2 = nvib_uniform(philox_u64(k0, k1, m + 1));
+	return sqrt(-2 * log(u1)) * cos(6.283185307179586476925286766559 * u2);
+}
+
+// nvib_philox_normals: eps[i] = float32 normal of draws pos + 2i, pos + 2i
+// + 1 (n elements; 2n draws).
+KERNEL void nvib_philox_normals(float *eps, int n, unsigned k0, unsigned k1, long long pos) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) eps[i] = (float)nvib_normal(k0, k1, (unsigned long long)pos + 2 * (unsigned long long)i);
+}
+
+// NVIB_GAMMA_TRIES is the number of Marsaglia-Tsang proposals a component
+// may use; each takes 3 draws (a normal, a uniform) and one more draw serves
+// the U^(1/a) factor of a shape below 1: NVIB_GAMMA_DRAWS per component.
+// A proposal is accepted with probability above 0.95 for a >= 1, so all 32
+// are refused with probability below 1e-41; the last proposal is then
+// taken.
+#define NVIB_GAMMA_TRIES 32
+#define NVIB_GAMMA_DRAWS (1 + 3 * NVIB_GAMMA_TRIES)
+
+// nvib_philox_log_gamma: logg[k] = ln g, g ~ Gamma(shape[k], 1), by nvib's
+// SampleLogGamma (Marsaglia-Tsang 2000; for a < 1 the draw at a + 1 times
+// U^(1/a), in log space) with the draws pos + k NVIB_GAMMA_DRAWS + j of the
+// stream; -Inf where the sampler masks (n components, one thread each).
+KERNEL void nvib_philox_log_gamma(double *logg, const double *shape, const float *mask, int use_mask, int n, unsigned k0,
+                                  unsigned k1, long long pos) {
+	int k = blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= n) return;
+	if (use_mask && mask[k] == 0) {
+		logg[k] = -nvib_inf();
+		return;
+	}
+	unsigned long long m = (unsigned long long)pos + (unsigned long long)k * NVIB_GAMMA_DRAWS;
+	double a = shape[k], extra = 0;
+	if (a < 1) {
+		extra = log(nvib_uniform_open0(philox_u64(k0, k1, m))) / a;
+		a += 1;
+	}
+	m++;
+	double d = a - 1.0 / 3, c = 1 / sqrt(9 * d), v = 1;
+	for (int t = 0; t < NVIB_GAMMA_TRIES; t++, m += 3) {
+		double x = nvib_normal(k0, k1, m);
+		double w = 1 + c * x;
+		if (w <= 0) continue;
+		v = w * w * w;
+		double u = nvib_uniform(philox_u64(k0, k1, m + 2));
+		double x2 = x * x;
+		if (u < 1 - 0.0331 * x2 * x2) break;
+		if (u > 0 && log(u) < 0.5 * x2 + d * (1 - v + log(v))) break;
+	}
+	logg[k] = log(d) + log(v) + extra;
+}

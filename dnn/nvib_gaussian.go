@@ -136,6 +136,15 @@ func (e *Engine) GaussianDrawHost(post *NVIBPosterior, rng *rand.Rand) *NVIBSamp
 	return e.GaussianDrawWith(post, e.Upload(eps))
 }
 
+// GaussianDrawDevice is nvib.DrawGaussian with the noise made on the device
+// from the Philox stream g as NVIBDrawDevice makes eps (2 B N P draws): for
+// training. A release outside training draws its noise from a
+// cryptographically secure generator (docs/privacy.md): GaussianDrawWith
+// with eps made so.
+func (e *Engine) GaussianDrawDevice(post *NVIBPosterior, g *Philox) *NVIBSample {
+	return e.GaussianDrawWith(post, e.philoxNormals(post.Mu.Shape, g))
+}
+
 // GaussianDrawWith is nvib.DrawGaussian with the standard normal noise eps
 // [B,N,P] given (on the device).
 func (e *Engine) GaussianDrawWith(post *NVIBPosterior, eps *Tensor) *NVIBSample {

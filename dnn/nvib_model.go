@@ -157,6 +157,9 @@ func (m *NVDPModel) ForwardFeatures(e *Engine, x *Tensor, mask []float32, labels
 	if mask != nil && len(mask) != B*S {
 		return nil, nil, fmt.Errorf("model features: mask of %d, want B*S = %d", len(mask), B*S)
 	}
+	if opt.Rng == nil && opt.G == nil && (m.NVIB != nil || m.Gauss != nil) {
+		return nil, nil, errors.New("dnn: the release's draws need NVDPOptions.Rng (on the host) or G (on the device)")
+	}
 	out := &NVDPOutput{}
 	c := &NVDPCache{x: x, klScale: opt.KLScale, out: out}
 	y := x
@@ -169,11 +172,7 @@ func (m *NVDPModel) ForwardFeatures(e *Engine, x *Tensor, mask []float32, labels
 		if opt.Rng != nil {
 			out.Sample = e.GaussianDrawHost(post, opt.Rng)
 		} else {
-			eps := e.New(post.Mu.Shape...)
-			k0, k1 := opt.G.keys()
-			n := eps.Len()
-			e.launch1D("nvib_philox_normals", n, eps.Buf, n, k0, k1, opt.G.take(2*n))
-			out.Sample = e.GaussianDrawWith(post, eps)
+			out.Sample = e.GaussianDrawDevice(post, opt.G)
 		}
 		y, c.block = m.Block.Forward(e, x, post, out.Sample, opt.Train, opt.G)
 	}

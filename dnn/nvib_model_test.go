@@ -121,7 +121,8 @@ func (c modelCase) String() string {
 // with every dropout on (the device's Philox stream, nvib.Model through
 // rand.New of a copy), nvdp in reference mode with the first-token head
 // and a regression loss, gaussian at a latent width P < H with its
-// projection. The posterior export (EncodePosterior) equals nvib's.
+// projection. The posterior export (EncodePosterior) equals nvib's; the
+// draws on the device (NVDPOptions without Rng) give a finite loss.
 func testNVDPModelTwin(t *testing.T, e *dnn.Engine) {
 	cases := []modelCase{ // few and small: the CPU stand-in runs a thread per CUDA thread
 		{nvib.ModelNVDPClipped, privacy.ModePrincipled, nvib.HeadMean, 0, 3, 0.1},

@@ -111,11 +111,8 @@ const nvibGammaDraws = 1 + 3*32
 // *rand.Rand's normal and uniform algorithms): for the same draws on both
 // devices use NVIBDrawHost.
 func (e *Engine) NVIBDrawDevice(post *NVIBPosterior, g *Philox) *NVIBSample {
-	n := post.Mu.Len()
-	eps := e.New(post.Mu.Shape...)
+	s := e.nvibGaussian(post, e.philoxNormals(post.Mu.Shape, g))
 	k0, k1 := g.keys()
-	e.launch1D("nvib_philox_normals", n, eps.Buf, n, k0, k1, g.take(2*n))
-	s := e.nvibGaussian(post, eps)
 	d := e.dirichletShapes(post)
 	logG := e.newF64(post.B * post.N)
 	mb, use := maskArgs(d.mask)
@@ -123,6 +120,18 @@ func (e *Engine) NVIBDrawDevice(post *NVIBPosterior, g *Philox) *NVIBSample {
 	e.dirichletNormalise(d, logG)
 	s.Dir = d
 	return s
+}
+
+// philoxNormals returns a tensor of standard normals from g (normal i from
+// draws g.Pos + 2i and 2i+1, Box-Muller's cosine branch on 53-bit
+// uniforms), advancing g.Pos by twice its size.
+func (e *Engine) philoxNormals(shape []int, g *Philox) *Tensor {
+	eps := e.New(shape...)
+	n := eps.Len()
+	pos := g.take(2 * n)
+	k0, k1 := g.keys()
+	e.launch1D("nvib_philox_normals", n, eps.Buf, n, k0, k1, pos)
+	return eps
 }
 
 // NVIBDirichletShapes returns the guarded Gamma shapes alpha'_i [B*N] of

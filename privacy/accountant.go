@@ -127,3 +127,25 @@ func certifiedEpsilon(set ClipSet, curve []OrderRD, releases int, delta float64)
 	eps, order, err = BestEpsilon(curve, delta)
 	return eps, order, AccountantRDP, 0, err
 }
+
+// AboveMaxError is a model whose certified epsilon per release is above the
+// largest an operator accepts (CheckMaxEpsilon).
+type AboveMaxError struct {
+	Epsilon, Delta, Max float64
+	How                 string // Guarantee.How
+}
+
+func (e *AboveMaxError) Error() string {
+	return fmt.Sprintf("the model certifies epsilon %.4g per release at delta %g (%s), above the largest accepted, %g: release it only with the threshold raised knowingly, or train it to a smaller target",
+		e.Epsilon, e.Delta, e.How, e.Max)
+}
+
+// CheckMaxEpsilon returns an *AboveMaxError when g, the guarantee of one
+// release, certifies more than max (epsilon at g's delta; +Inf accepts
+// everything). The release commands call it before releasing anything.
+func CheckMaxEpsilon(g *Guarantee, max float64) error {
+	if eps := float64(g.Epsilon); eps > max || math.IsNaN(eps) {
+		return &AboveMaxError{Epsilon: eps, Delta: g.Delta, Max: max, How: g.How()}
+	}
+	return nil
+}

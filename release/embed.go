@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 )
 
@@ -22,12 +23,16 @@ type EmbedOptions struct {
 	// BatchSize >= 1 texts are read, released and written per step: with MaxLineBytes it bounds the
 	// memory, whatever the input's length.
 	BatchSize int `json:"batch_size"`
+	// MaxEpsilon is the largest certified epsilon per release (at the model's delta) Embed releases
+	// under (> 0; +Inf: any): a model certifying more is refused before anything is released
+	// (privacy.CheckMaxEpsilon; default privacy.DefaultMaxEpsilon).
+	MaxEpsilon float64 `json:"max_epsilon"`
 }
 
-// DefaultEmbedOptions returns the options of r: safetensors, one release per text, r's batch size; Out
-// is left to the caller.
+// DefaultEmbedOptions returns the options of r: safetensors, one release per text, r's batch size,
+// privacy.DefaultMaxEpsilon; Out is left to the caller.
 func DefaultEmbedOptions(r *Releaser) EmbedOptions {
-	return EmbedOptions{Format: FormatSafetensors, ReleasesPerText: 1, BatchSize: r.BatchSize()}
+	return EmbedOptions{Format: FormatSafetensors, ReleasesPerText: 1, BatchSize: r.BatchSize(), MaxEpsilon: privacy.DefaultMaxEpsilon}
 }
 
 // Validate checks o before any work (Embed calls it; a program may call it before loading the
@@ -42,6 +47,8 @@ func (o EmbedOptions) Validate() error {
 		return option.Errorf("releases_per_text", o.ReleasesPerText, "must be >= 1")
 	case o.BatchSize < 1:
 		return option.Errorf("batch_size", o.BatchSize, "must be >= 1")
+	case !(o.MaxEpsilon > 0):
+		return option.Errorf("max_epsilon", o.MaxEpsilon, "must be > 0 (inf: any epsilon)")
 	}
 	if st, err := os.Stat(filepath.Dir(o.Out)); err != nil || !st.IsDir() {
 		return option.Errorf("out", o.Out, "its directory %s does not exist", filepath.Dir(o.Out))
@@ -94,6 +101,9 @@ func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o Embe
 	}
 	if src == nil {
 		return nil, fmt.Errorf("embed: no noise source")
+	}
+	if err := privacy.CheckMaxEpsilon(r.Guarantee(), o.MaxEpsilon); err != nil {
+		return nil, &option.Error{Option: "max_epsilon", Value: o.MaxEpsilon, Reason: err.Error()}
 	}
 	if err := o.CheckMemory(r.Shape()); err != nil {
 		return nil, err

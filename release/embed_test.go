@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/safetensors"
 )
@@ -115,7 +117,7 @@ func TestEmbedOutputs(t *testing.T) {
 	ctx := context.Background()
 	for _, format := range []Format{FormatSafetensors, FormatJSONL} {
 		for _, k := range []int{1, 3} {
-			o := DefaultEmbedOptions(r)
+			o := handSetOptions(r)
 			o.Out, o.Format, o.ReleasesPerText = filepath.Join(t.TempDir(), "out."+string(format)), format, k
 			md, err := Embed(ctx, r, NewLineReader(strings.NewReader(data), "in.txt"), NewSeededSource(3), o, nil)
 			if err != nil {
@@ -194,7 +196,7 @@ func TestMetadataKeys(t *testing.T) {
 func TestEmbedStreams(t *testing.T) {
 	r := load(t, nvib.ModelNVDPClipped)
 	dir := t.TempDir()
-	o := DefaultEmbedOptions(r)
+	o := handSetOptions(r)
 	o.Out, o.BatchSize = filepath.Join(dir, "out.safetensors"), 4
 	pr, pw := io.Pipe()
 	written := make(chan int64, 100)
@@ -274,7 +276,7 @@ func TestEmbedFailureLeavesNothing(t *testing.T) {
 	} {
 		for _, format := range []Format{FormatSafetensors, FormatJSONL} {
 			dir := t.TempDir()
-			o := DefaultEmbedOptions(r)
+			o := handSetOptions(r)
 			o.Out, o.Format, o.BatchSize = filepath.Join(dir, "out"), format, 3
 			if err := os.WriteFile(o.Out, []byte("old"), 0o644); err != nil {
 				t.Fatal(err)
@@ -295,7 +297,7 @@ func TestEmbedFailureLeavesNothing(t *testing.T) {
 			}
 		}
 	}
-	good := DefaultEmbedOptions(r)
+	good := handSetOptions(r)
 	good.Out = filepath.Join(t.TempDir(), "out")
 	for _, tc := range []struct {
 		mod func(*EmbedOptions)
@@ -307,6 +309,8 @@ func TestEmbedFailureLeavesNothing(t *testing.T) {
 		{func(o *EmbedOptions) { o.Format = "csv" }, "format"},
 		{func(o *EmbedOptions) { o.ReleasesPerText = 0 }, "releases_per_text"},
 		{func(o *EmbedOptions) { o.BatchSize = 0 }, "batch_size"},
+		{func(o *EmbedOptions) { o.MaxEpsilon = 0 }, "max_epsilon"},
+		{func(o *EmbedOptions) { o.MaxEpsilon = math.NaN() }, "max_epsilon"},
 	} {
 		o := good
 		tc.mod(&o)
@@ -315,5 +319,39 @@ func TestEmbedFailureLeavesNothing(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Option != tc.key {
 			t.Errorf("%+v: error %v, want an option error naming %s", o, err, tc.key)
 		}
+	}
+}
+
+// handSetOptions are the default options of r with no epsilon threshold:
+// the tests' tiny models are hand-set (they certify thousands).
+func handSetOptions(r *Releaser) EmbedOptions {
+	o := DefaultEmbedOptions(r)
+	o.MaxEpsilon = math.Inf(1)
+	return o
+}
+
+// TestEmbedMaxEpsilon: by default Embed refuses a model certifying more than
+// privacy.DefaultMaxEpsilon per release, before anything is written, naming
+// the option and the model's epsilon; a threshold above it accepts it.
+func TestEmbedMaxEpsilon(t *testing.T) {
+	r := load(t, nvib.ModelNVDPClipped)
+	eps := float64(r.Guarantee().Epsilon)
+	o := DefaultEmbedOptions(r)
+	if o.MaxEpsilon != privacy.DefaultMaxEpsilon || !(eps > o.MaxEpsilon) {
+		t.Fatalf("set-up: max epsilon %v, the model certifies %v", o.MaxEpsilon, eps)
+	}
+	dir := t.TempDir()
+	o.Out = filepath.Join(dir, "out")
+	_, err := Embed(context.Background(), r, NewLineReader(strings.NewReader("a\nb\n"), "in"), NewSeededSource(1), o, nil)
+	var oe *option.Error
+	if !errors.As(err, &oe) || oe.Option != "max_epsilon" || !strings.Contains(err.Error(), fmt.Sprintf("certifies epsilon %.4g per release", eps)) {
+		t.Fatalf("default threshold: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("%d files written", len(entries))
+	}
+	o.MaxEpsilon = eps * 1.001
+	if _, err := Embed(context.Background(), r, NewLineReader(strings.NewReader("a\nb\n"), "in"), NewSeededSource(1), o, nil); err != nil {
+		t.Errorf("threshold above the model's epsilon: %v", err)
 	}
 }

@@ -20,7 +20,7 @@ type embedFlags struct {
 	model, input, column, field, out, format string
 	releasesPerText, batchSize               int
 	seed                                     uint64
-	delta                                    float64
+	delta, maxEpsilon                        float64
 	noProgress, jsonOut                      bool
 }
 
@@ -47,7 +47,10 @@ and pi [texts, k, N] (float32) with the metadata in the file's header; jsonl wri
 as the first line, then {"index": i, "embeddings": [k x [N x [P]]], "weights": [k x [N]]} per
 text. The metadata holds the model, the certified guarantee of one release (RDP curve, epsilon
 at --delta, best order; 'nvdp certify --model'), the counts, and the total cost per text of its
-k = --releases-per-text releases (RDP adds up: k times the curve). The noise comes from a
+k = --releases-per-text releases (RDP adds up: k times the curve; a fixed-noise release is a
+Gaussian mechanism, certified exactly: k releases are one with mu sqrt(k)). A model certifying
+more than --max-epsilon per release is refused (default 8: docs/privacy.md, "A guarantee by
+default"). The noise comes from a
 ChaCha8 stream seeded by crypto/rand; --seed S is for tests only: the output is then marked
 "not for release". docs/serving.md.`,
 		Example: `  nvdp embed --model runs/sst2-clipped --input texts.txt --out texts.safetensors
@@ -64,6 +67,7 @@ ChaCha8 stream seeded by crypto/rand; --seed S is for tests only: the output is 
 	fs.StringVar(&f.out, "out", "", "output file, replaced when complete (required)")
 	fs.StringVar(&f.format, "format", "", "safetensors | jsonl (default: jsonl when --out ends in .jsonl, else safetensors)")
 	fs.IntVar(&f.releasesPerText, "releases-per-text", 1, "independent releases of each text (their certified costs add up)")
+	fs.Float64Var(&f.maxEpsilon, "max-epsilon", privacy.DefaultMaxEpsilon, "refuse a model certifying more than this epsilon per release at --delta (inf: any)")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "texts read, released and written at a time, and of one forward pass (default: the model's eval batch size)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed the noise (tests and demos only: the output is marked not for release)")
 	fs.Float64Var(&f.delta, "delta", privacy.DefaultDelta, "delta of the guarantees' (epsilon, delta) conversion")
@@ -152,7 +156,7 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 		return err
 	}
 	// the options are checked before the model is loaded; an unset batch size is the model's
-	o := release.EmbedOptions{Out: f.out, Format: f.outputFormat(cmd), ReleasesPerText: f.releasesPerText, BatchSize: f.batchSize}
+	o := release.EmbedOptions{Out: f.out, Format: f.outputFormat(cmd), ReleasesPerText: f.releasesPerText, BatchSize: f.batchSize, MaxEpsilon: f.maxEpsilon}
 	batchGiven := cmd.Flags().Changed("batch-size")
 	if !batchGiven {
 		o.BatchSize = 1

@@ -54,7 +54,7 @@ func writeFile(t *testing.T, name, content string) string {
 // embedJSON runs `nvdp embed --json` and decodes the metadata it prints.
 func embedJSON(t *testing.T, args ...string) *release.Metadata {
 	t.Helper()
-	out, err := runCmd(newEmbedCmd(), append(args, "--json", "--no-progress")...)
+	out, err := runCmd(newEmbedCmd(), append(args, "--json", "--no-progress", "--max-epsilon", "inf")...) // the tiny models are hand-set
 	if err != nil {
 		t.Fatalf("embed %v: %v\n%s", args, err, out)
 	}
@@ -134,7 +134,7 @@ func TestEmbedEndToEnd(t *testing.T) {
 		t.Error("--seed 5 twice: the files differ")
 	}
 	unseeded := filepath.Join(dir, "real.safetensors")
-	stdout, err := runCmd(newEmbedCmd(), "--model", model, "--input", input, "--out", unseeded, "--no-progress")
+	stdout, err := runCmd(newEmbedCmd(), "--model", model, "--input", input, "--out", unseeded, "--no-progress", "--max-epsilon", "inf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestEmbedInputsAndComposition(t *testing.T) {
 	cmd := newEmbedCmd()
 	cmd.SetIn(strings.NewReader(jsonl.String()))
 	out2 := filepath.Join(t.TempDir(), "stdin.jsonl")
-	if _, err := runCmd(cmd, "--model", model, "--input", "-", "--field", "text", "--out", out2, "--releases-per-text", "3", "--seed", "1", "--no-progress"); err != nil {
+	if _, err := runCmd(cmd, "--model", model, "--input", "-", "--field", "text", "--out", out2, "--releases-per-text", "3", "--seed", "1", "--no-progress", "--max-epsilon", "inf"); err != nil {
 		t.Fatal(err)
 	}
 	data2, _ := os.ReadFile(out2)
@@ -249,10 +249,13 @@ func TestEmbedBadInputs(t *testing.T) {
 		{"delta", []string{"--input", lines, "--delta", "2"}, "--delta 2: want a value in (0, 1)"},
 		{"missing input", []string{"--input", lines + ".missing"}, "--input: open"},
 		{"model dir", []string{"--input", lines, "--model", t.TempDir()}, "--model: release: "},
+		{"max epsilon 0", []string{"--input", lines, "--max-epsilon", "0"}, "--max-epsilon 0: must be > 0"},
+		// the tiny model is hand-set: it certifies thousands, above the default threshold (8)
+		{"above the max epsilon", []string{"--input", lines, "--max-epsilon", "8"}, "--max-epsilon 8: the model certifies epsilon "},
 	} {
 		dir := t.TempDir()
 		out := filepath.Join(dir, "out.safetensors")
-		args := append([]string{"--model", model, "--out", out, "--no-progress"}, tc.args...)
+		args := append([]string{"--model", model, "--out", out, "--no-progress", "--max-epsilon", "inf"}, tc.args...)
 		_, err := runCmd(newEmbedCmd(), args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)

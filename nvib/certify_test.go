@@ -54,6 +54,51 @@ func TestClipMuStoredRadius(t *testing.T) {
 	}
 }
 
+// TestClipMuWindowAndInf: the rows the random trials above rarely hit. A row
+// whose distance lies in (StoredRadius(C_mu), C_mu] (C_mu = 0.19 is no
+// float32) is projected too: compared with C_mu it would be stored ~1e-8
+// outside the radius the certificate uses. A row with ±Inf entries goes
+// along their signs onto the stored radius, within it once rounded, also
+// around a centre far larger than C_mu.
+func TestClipMuWindowAndInf(t *testing.T) {
+	dist := func(row, c []float32) float64 {
+		var d2 float64
+		for j, v := range row {
+			d := float64(v)
+			if c != nil {
+				d -= float64(c[j])
+			}
+			d2 += d * d
+		}
+		return math.Sqrt(d2)
+	}
+	cMu := 0.19
+	R := privacy.StoredRadius(cMu)
+	row := []float32{0.13253441, 0.13614194}
+	if n := dist(row, nil); !(n > R && n <= cMu) {
+		t.Fatalf("set-up: the row's distance %.17g is not in (%.17g, %v]", n, R, cMu)
+	}
+	if _, active := ClipMu(row, nil, cMu); !active || dist(row, nil) > R {
+		t.Errorf("window row: active %v, stored distance %.17g > %.17g", active, dist(row, nil), R)
+	}
+	inf := float32(math.Inf(1))
+	for _, tc := range []struct {
+		row, center []float32
+		cMu         float64
+	}{
+		{[]float32{inf, 0, -inf}, nil, 0.19},
+		{[]float32{inf, 3, inf, -inf}, []float32{100, 100, 100, 100}, 0.19},
+		{[]float32{-inf}, []float32{-3}, 0.0693056955933},
+	} {
+		n, active := ClipMu(tc.row, tc.center, tc.cMu)
+		R := privacy.StoredRadius(tc.cMu)
+		// within R, and near it: float32 spacing around a centre of 100 is 4e-5 of R
+		if d := dist(tc.row, tc.center); !math.IsInf(n, 1) || !active || d > R || d < R*(1-1e-4) {
+			t.Errorf("inf row around %v: n %v, active %v, stored %v at distance %.17g, want within %.17g", tc.center, n, active, tc.row, d, R)
+		}
+	}
+}
+
 // TestClippedPosteriorsBelowCertificate: every pair of posteriors the
 // principled clipping writes (random and adversarial pre-clip outputs) has
 // an Eq. rdp value at most privacy.Certify of the configuration's ClipSet, in

@@ -173,19 +173,35 @@ func (c ClipConfig) ClipSet(prior Prior, N, P int) privacy.ClipSet {
 // n = max(||mu||, 1e-8)). It returns the pre-projection distance n and whether
 // the projection was active. ±Inf entries project onto the direction of their
 // signs. Test vector (ref §5): ClipMu([3,4], nil, 2) = [1.2, 1.6].
+//
+// The ball is the one the certificate uses: radius R = privacy.StoredRadius(cMu)
+// (the largest float32 <= cMu), so a row is projected when its distance
+// exceeds R (not cMu: a row in (R, cMu] would be stored outside the
+// certified ball), and every stored row ends within R (the shrink loop
+// below). Every product is rounded on its own (float64(x*y): Go must not
+// fuse a multiply-add here), so that the stored row is the same on every
+// platform and equals the device twin's (dnn, nvib_clip_mu) bit for bit.
 func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool) {
+	ctr := func(j int) float64 {
+		if center == nil {
+			return 0
+		}
+		return float64(center[j])
+	}
 	var s float64
 	for j, v := range mu {
-		d := float64(v)
-		if center != nil {
-			d -= float64(center[j])
-		}
-		s += d * d
+		d := float64(v) - ctr(j)
+		s += float64(d * d)
 	}
 	n = math.Max(math.Sqrt(s), 1e-8)
-	if !(n > cMu) { // also false for NaN: NaN propagates
+	R := privacy.StoredRadius(cMu)
+	if !(n > R) { // also false for NaN: NaN propagates
 		return n, false
 	}
+	// The offset of entry j from the centre and its length: for a row with
+	// ±Inf entries, the direction of their signs (their number's root).
+	offset := func(j int, v float32) float64 { return float64(v) - ctr(j) }
+	length := n
 	if math.IsInf(n, 1) {
 		var cnt int
 		for _, v := range mu {
@@ -193,44 +209,33 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 				cnt++
 			}
 		}
-		scale := cMu / math.Sqrt(float64(cnt))
-		for j, v := range mu {
-			c := 0.0
-			if center != nil {
-				c = float64(center[j])
-			}
+		offset = func(_ int, v float32) float64 {
 			switch {
 			case math.IsInf(float64(v), 1):
-				mu[j] = float32(c + scale)
+				return 1
 			case math.IsInf(float64(v), -1):
-				mu[j] = float32(c - scale)
-			default:
-				mu[j] = float32(c)
+				return -1
 			}
+			return 0
 		}
-		return n, true
+		length = math.Sqrt(float64(cnt))
 	}
-	// Project onto the stored radius privacy.StoredRadius(cMu) (the largest
-	// float32 <= cMu, which the certificate uses), then shrink towards the
-	// centre until the stored vector's distance is within it: rounding each
-	// entry to float32 can put the result outside the ball (~1e-7 relative,
-	// more when |centre| >> C_mu).
-	R := privacy.StoredRadius(cMu)
-	r := R / n
+	// Project onto R, then shrink towards the centre until the stored
+	// vector's distance is within it: rounding each entry to float32 can put
+	// the result outside the ball (~1e-7 relative, more when |centre| >>
+	// C_mu). At try 24 the factor is 0: the row is the centre.
+	r := R / length
 	for try := 0; ; try++ {
 		var d2 float64
 		for j, v := range mu {
-			c := 0.0
-			if center != nil {
-				c = float64(center[j])
-			}
+			c := ctr(j)
 			if try == 0 {
-				mu[j] = float32(c + (float64(v)-c)*r)
+				mu[j] = float32(c + float64(offset(j, v)*r))
 			} else { // shrink by 2^(try-24): doubling, since with a centre the rounding is relative to |c|
-				mu[j] = float32(c + (float64(mu[j])-c)*(1-math.Ldexp(1, try-24)))
+				mu[j] = float32(c + float64((float64(mu[j])-c)*(1-math.Ldexp(1, try-24))))
 			}
 			e := float64(mu[j]) - c
-			d2 += e * e
+			d2 += float64(e * e)
 		}
 		if math.Sqrt(d2) <= R || try == 24 {
 			break

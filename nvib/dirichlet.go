@@ -66,11 +66,16 @@ func sampleDirichlet(logGamma func(k int, a float64) float64, alpha []float32, m
 				continue
 			}
 			p := float64(alpha[k]) / A
-			if p < PropFloor {
-				p = PropFloor
+			switch {
+			case p < PropFloor:
 				d.floors[k] = true
+				d.shape[k] = PropFloor * scale
+			case A <= TotalCap: // (alpha/A) A is alpha: taken as it is, since the rounding of the
+				// product can move a shape of 1 across Marsaglia-Tsang's a < 1 branch
+				d.shape[k] = float64(alpha[k])
+			default:
+				d.shape[k] = p * scale
 			}
-			d.shape[k] = p * scale
 			logG[i] = logGamma(k, d.shape[k])
 			d.dlogG[k] = GammaLogGrad(d.shape[k], logG[i])
 			mx = math.Max(mx, logG[i])

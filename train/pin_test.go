@@ -44,6 +44,13 @@ func paramDigest(w map[string][]float32) string {
 // kernels by CPU, so with it the test only checks that the run completes
 // (the bitwise resume tests cover it within a build). A change of a random
 // stream, the data order, the schedule or the AdamW constants changes them.
+// Re-pinned on 2026-11-26 when nvib.ClipMu began projecting onto the stored
+// radius every row beyond it (before: only rows beyond C_mu) and
+// nvib.sampleDirichlet took a Gamma shape of alpha as it is (before: (alpha/A)
+// A, whose rounding could move a shape of 1 across Marsaglia-Tsang's branch);
+// the values before were {0.7155555188953344, 0.7018919793122537,
+// 0.71366714403599, 0.5}, {0.6998370850503697, 0.6951528535603211,
+// 0.7138140493101931, 0.4166666666666667} and digest 77b0a8df9c74e144.
 func TestPinnedShortRun(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 64, 24)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "pin"))
@@ -55,8 +62,8 @@ func TestPinnedShortRun(t *testing.T) {
 	}
 	h := metricsWithoutTime(t, o.Out)
 	want := []struct{ loss, task, devLoss, acc float64 }{
-		{0.7155555188953344, 0.7018919793122537, 0.71366714403599, 0.5},
-		{0.6998370850503697, 0.6951528535603211, 0.7138140493101931, 0.4166666666666667},
+		{0.7185954883666753, 0.7049331515016519, 0.7074187430170599, 0.5833333333333334},
+		{0.6959109629727843, 0.6912771225119774, 0.7146754215363442, 0.375},
 	}
 	if len(h) != len(want) {
 		t.Fatalf("%d metrics lines, want %d", len(h), len(want))
@@ -68,7 +75,7 @@ func TestPinnedShortRun(t *testing.T) {
 				em.Epoch, em.Train["loss"], em.Train["task"], em.Dev["dev_loss"], em.Dev["accuracy"], w.loss, w.task, w.devLoss, w.acc)
 		}
 	}
-	if d := paramDigest(readWeights(t, o.Out)); d != "77b0a8df9c74e144" {
-		t.Errorf("best model digest %s, want 77b0a8df9c74e144", d)
+	if d := paramDigest(readWeights(t, o.Out)); d != "276d7f5f3a3a6d0e" {
+		t.Errorf("best model digest %s, want 276d7f5f3a3a6d0e", d)
 	}
 }

@@ -5,15 +5,16 @@
 
 // nvib_clip_mu: nvib.ClipMu on the row m [P] in place, by the whole block
 // (every thread calls it): the distance n = max(||m - c||, 1e-8) and, when
-// n > c_mu, the projection onto the stored radius (privacy.StoredRadius)
-// followed by nvib's shrink loop until the float32 row's distance is
-// within it; rows with ±Inf entries go onto the direction of their signs.
+// n > radius (the stored radius, privacy.StoredRadius(C_mu): the ball the
+// certificate uses), the projection onto it followed by nvib's shrink loop
+// until the float32 row's distance is within it; rows with ±Inf entries
+// are projected along the direction of their signs the same way.
 // It returns n when the projection was active, else 0. The two distances
 // are summed by thread 0 alone, in the order of the Go loop and with
 // unfused operations, and every entry is computed with the same IEEE
 // operations as in Go: the stored row is nvib's bit for bit. buf holds 2
 // doubles and ibuf 1 int of the block's shared memory.
-DEVICE double nvib_clip_mu(float *m, int P, int has_center, float center, double c_mu, double radius, double *buf, int *ibuf) {
+DEVICE double nvib_clip_mu(float *m, int P, int has_center, float center, double radius, double *buf, int *ibuf) {
 	int t = threadIdx.x;
 	double c = has_center ? (double)center : 0.0;
 	if (t == 0) {
@@ -30,29 +31,29 @@ DEVICE double nvib_clip_mu(float *m, int P, int has_center, float center, double
 	__syncthreads();
 	double n = buf[0];
 	__syncthreads();
-	if (!(n > c_mu)) return 0;
-	if (isinf(n)) {
+	if (!(n > radius)) return 0;
+	int inf = isinf(n);
+	double length = n; // of the offsets: for a row with ±Inf entries, their signs'
+	if (inf) {
 		if (t == 0) {
 			int cnt = 0;
 			for (int j = 0; j < P; j++)
 				if (isinf(m[j])) cnt++;
-			buf[1] = c_mu / sqrt((double)cnt);
+			buf[1] = sqrt((double)cnt);
 		}
 		__syncthreads();
-		double scale = buf[1];
-		for (int j = t; j < P; j += blockDim.x) {
-			float v = m[j];
-			if (isinf(v) && v > 0) m[j] = (float)nvib_dadd(c, scale);
-			else if (isinf(v)) m[j] = (float)nvib_dsub(c, scale);
-			else m[j] = (float)c;
-		}
+		length = buf[1];
 		__syncthreads();
-		return n;
 	}
-	double r = radius / n;
+	double r = radius / length;
 	for (int try_ = 0;; try_++) {
 		double f = try_ == 0 ? r : nvib_dsub(1.0, ldexp(1.0, try_ - 24));
-		for (int j = t; j < P; j += blockDim.x) m[j] = (float)nvib_dadd(c, nvib_dmul(nvib_dsub((double)m[j], c), f));
+		for (int j = t; j < P; j += blockDim.x) {
+			double off;
+			if (try_ > 0 || !inf) off = nvib_dsub((double)m[j], c);
+			else off = isinf(m[j]) ? (m[j] > 0 ? 1.0 : -1.0) : 0.0;
+			m[j] = (float)nvib_dadd(c, nvib_dmul(off, f));
+		}
 		__syncthreads();
 		if (t == 0) {
 			double d2 = 0;
@@ -169,7 +170,7 @@ KERNEL void nvib_clip_fwd(float *mu, float *lv, float *alpha, double *norm, int 
 	}
 	__syncthreads();
 	double n = 0;
-	if (clip) n = nvib_clip_mu(m, P, has_center, center, c_mu, radius, buf, ibuf);
+	if (clip) n = nvib_clip_mu(m, P, has_center, center, radius, buf, ibuf);
 	int bad_mu = nvib_row_bad(m, P, fbuf), bad_lv = nvib_row_bad(l, P, fbuf);
 	if (threadIdx.x == 0) {
 		double a = exp((double)(i ? la_tok[(long long)b * S + i - 1] : prior_la));
@@ -253,7 +254,7 @@ KERNEL void nvib_gauss_fwd(float *mu, float *lv, float *alpha, double *norm, int
 	}
 	__syncthreads();
 	double n = 0;
-	if (real) n = nvib_clip_mu(m, P, 0, 0, c_mu, radius, buf, ibuf);
+	if (real) n = nvib_clip_mu(m, P, 0, 0, radius, buf, ibuf);
 	int bad = nvib_row_bad(m, P, fbuf);
 	if (threadIdx.x == 0) {
 		alpha[r] = 1;

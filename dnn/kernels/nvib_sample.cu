@@ -46,8 +46,8 @@ KERNEL void nvib_dir_shape(double *shape, double *total, const float *alpha, con
 	for (int i = 0; i < N; i++) {
 		long long k = (long long)b * N + i;
 		double p = (double)alpha[k] / A;
-		if (p < 1e-23) p = 1e-23;
-		shape[k] = (!use_mask || mask[k] != 0) ? p * scale : 0;
+		double s = p < 1e-23 ? 1e-23 * scale : (A <= 1e8 ? (double)alpha[k] : p * scale); // nvib's sampleDirichlet
+		shape[k] = (!use_mask || mask[k] != 0) ? s : 0;
 	}
 }
 

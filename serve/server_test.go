@@ -556,7 +556,8 @@ func TestNewErrors(t *testing.T) {
 
 // FuzzEmbedBody: whatever the body of POST /v1/embed, the server answers
 // 200 with one embedding per text, or a 4xx JSON error (429 once the budget
-// is spent); never a 5xx, never a release without a charge.
+// is spent), as api/openapi.yaml describes it; never a 5xx, never a release
+// without a charge.
 func FuzzEmbedBody(f *testing.F) {
 	for _, s := range []string{`{"texts": ["a", "b"]}`, `{"texts": []}`, `{"texts": "a"}`, `{"texts": ["a", 1]}`,
 		`{"texts": null, "x": 1}`, `[`, ``, `{"texts": ["\u00e9\ud800"]} {}`, `{"TEXTS": ["a"]}`} {
@@ -568,6 +569,7 @@ func FuzzEmbedBody(f *testing.F) {
 		req.Header.Set("Authorization", "Bearer "+fx.alice)
 		rec := httptest.NewRecorder()
 		fx.srv.ServeHTTP(rec, req)
+		servetest.Contract(t, req, []byte(body), rec.Result(), rec.Body.Bytes())
 		var out struct {
 			Embeddings [][][]float32    `json:"embeddings"`
 			Error      *json.RawMessage `json:"error"`

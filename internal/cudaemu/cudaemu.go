@@ -7,8 +7,10 @@
 // memory, launches, the kernel cache, GEMM operand order) runs unchanged,
 // and the kernels, compiled as plain C (nvdp_emu.h), run their arithmetic
 // on the CPU, so that each device layer can be compared with its CPU twin.
-// What it cannot show: CUDA compilation errors, races between blocks (they
-// run one after the other), launch limits of a real card, speed.
+// A block's threads run in turn, as coroutines meeting at __syncthreads
+// where the kernel synchronises. What it cannot show: CUDA compilation
+// errors, races between threads or blocks (they run one after the other),
+// launch limits of a real card, speed.
 //
 // Tests call OpenDevice. With NVDP_CUDA_REAL=1 it opens the real GPU
 // instead (scripts/gpu-check.sh), skipping with one line where none loads.

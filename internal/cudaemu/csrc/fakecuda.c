@@ -4,9 +4,9 @@
  * inaccessible guard page so that a kernel reading or writing past its end
  * faults; copies check that they stay inside one allocation. A module is a
  * shared object built by the stand-in NVRTC (fakenvrtc.c) from the kernel
- * source as C; a launch runs the blocks one after the other, the threads of
- * a block as OS threads with a barrier for __syncthreads (or one after the
- * other when the module never synchronises). */
+ * source as C; a launch runs the blocks one after the other, and the
+ * threads of a block one after the other, or, for a kernel that
+ * synchronises its block, as coroutines that meet at each __syncthreads. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "nvdp_emu.h"
@@ -229,12 +230,85 @@ CUresult cuFuncSetAttribute(function_t *f, int attr, int v) {
 	return CUDA_SUCCESS;
 }
 
-/* A CUDA thread of a launch: its context, and the launch it runs. */
+/* Coroutines: co_t is a suspended coroutine's stack pointer. On x86-64 a
+ * switch saves the callee-saved registers on the running stack and swaps
+ * stack pointers (no system call: glibc's swapcontext saves the signal mask
+ * with one, which made a launch of many blocks cost seconds); elsewhere
+ * ucontext does it. */
+#if defined(__x86_64__) && !defined(NVDP_EMU_UCONTEXT) /* NVDP_EMU_UCONTEXT: the portable way, for checking it */
+typedef struct {
+	void *sp;
+} co_t;
+/* co_switch(from, to): suspend into from, resume to. */
+void co_switch(co_t *from, co_t *to);
+__asm__(".text\n"
+        ".globl co_switch\n"
+        ".type co_switch, @function\n"
+        "co_switch:\n"
+        "\tpushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n"
+        "\tmovq %rsp, (%rdi)\n"
+        "\tmovq (%rsi), %rsp\n"
+        "\tpopq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n"
+        "\tret\n"
+        ".size co_switch, .-co_switch\n");
+/* co_boot is where a new coroutine starts: the entry function is in %r12,
+ * its argument in %r13 (set up by co_make); the entry never returns. */
+void co_boot(void);
+__asm__(".text\n"
+        ".globl co_boot\n"
+        ".type co_boot, @function\n"
+        "co_boot:\n"
+        "\tmovq %r13, %rdi\n"
+        "\tcallq *%r12\n"
+        "\tud2\n"
+        ".size co_boot, .-co_boot\n");
+/* co_make prepares c to run fn(arg) on the stack [stack, stack+size). */
+static void co_make(co_t *c, void *stack, size_t size, void (*fn)(void *), void *arg) {
+	uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+	void **sp = (void **)top;
+	*--sp = 0;            /* alignment: after co_boot's call the callee sees a 16-aligned frame */
+	*--sp = (void *)co_boot; /* co_switch's ret */
+	*--sp = 0;            /* rbp */
+	*--sp = 0;            /* rbx */
+	*--sp = (void *)fn;   /* r12 */
+	*--sp = arg;          /* r13 */
+	*--sp = 0;            /* r14 */
+	*--sp = 0;            /* r15 */
+	c->sp = sp;
+}
+#else
+typedef struct {
+	ucontext_t uc;
+} co_t;
+static void co_switch(co_t *from, co_t *to) { swapcontext(&from->uc, &to->uc); }
+static void co_main(void *arg);
+/* co_trampoline gets the thread's pointer in two ints (makecontext passes
+ * int arguments); every coroutine runs co_main. */
+static void co_trampoline(unsigned hi, unsigned lo) { co_main((void *)(((uintptr_t)hi << 32) | (uintptr_t)lo)); }
+static void co_make(co_t *c, void *stack, size_t size, void (*fn)(void *), void *arg) {
+	(void)fn; /* always co_main */
+	getcontext(&c->uc);
+	c->uc.uc_stack.ss_sp = stack;
+	c->uc.uc_stack.ss_size = size;
+	c->uc.uc_link = NULL;
+	uintptr_t p = (uintptr_t)arg;
+	makecontext(&c->uc, (void (*)(void))co_trampoline, 2, (unsigned)(p >> 32), (unsigned)(p & 0xffffffffu));
+}
+#endif
+
+/* A CUDA thread of a launch: its context, and the launch it runs. The
+ * threads of a block that synchronises run as coroutines of one OS thread:
+ * __syncthreads returns to the scheduler, which runs every unfinished
+ * thread of the block up to its next __syncthreads (or its end) in turn, so
+ * the block's threads meet there as on a GPU, deterministically; a thread
+ * that has returned no longer takes part (as on Volta and later). */
 typedef struct launch launch_t;
 typedef struct {
 	nvdp_emu_ctx ctx;
 	launch_t *l;
 	unsigned tx, ty, tz;
+	co_t co;
+	int done;
 } thread_t;
 
 struct launch {
@@ -242,39 +316,37 @@ struct launch {
 	void **params;
 	unsigned gx, gy, gz, bx, by, bz;
 	void *dyn;
-	pthread_barrier_t bar;
+	co_t sched;
 };
 
-static void barrier_sync(nvdp_emu_ctx *c) { pthread_barrier_wait((pthread_barrier_t *)c->barrier); }
 static void no_sync(nvdp_emu_ctx *c) { (void)c; }
 
-/* run_block runs thread t of block (x, y, z). */
-static void run_block(thread_t *t, unsigned x, unsigned y, unsigned z) {
+/* co_sync is __syncthreads of a coroutine: back to the scheduler. */
+static void co_sync(nvdp_emu_ctx *c) {
+	thread_t *t = (thread_t *)c; /* ctx is the thread's first field */
+	co_switch(&t->co, &t->l->sched);
+}
+
+/* set_block gives thread t the indices of block (x, y, z). */
+static void set_block(thread_t *t, unsigned x, unsigned y, unsigned z) {
 	launch_t *l = t->l;
 	t->ctx.tid = (nvdp_dim3){t->tx, t->ty, t->tz};
 	t->ctx.bid = (nvdp_dim3){x, y, z};
 	t->ctx.bdim = (nvdp_dim3){l->bx, l->by, l->bz};
 	t->ctx.gdim = (nvdp_dim3){l->gx, l->gy, l->gz};
 	t->ctx.dyn_smem = l->dyn;
-	l->f->set_self(&t->ctx);
-	l->f->wrap(l->params);
 }
 
-/* run_all is one OS thread standing for one CUDA thread of every block in
- * turn: the block's threads run at once (they meet at __syncthreads), and a
- * barrier at each block's end keeps the blocks one after the other, so
- * that static shared memory is the running block's. */
-static void *run_all(void *arg) {
+/* co_main is a coroutine's body: thread t runs the kernel, then hands back
+ * for good. */
+static void co_main(void *arg) {
 	thread_t *t = arg;
-	launch_t *l = t->l;
-	for (unsigned z = 0; z < l->gz; z++)
-		for (unsigned y = 0; y < l->gy; y++)
-			for (unsigned x = 0; x < l->gx; x++) {
-				run_block(t, x, y, z);
-				pthread_barrier_wait(&l->bar);
-			}
-	return NULL;
+	t->l->f->wrap(t->l->params);
+	t->done = 1;
+	co_switch(&t->co, &t->l->sched);
 }
+
+#define CO_STACK (64 << 10)
 
 CUresult cuLaunchKernel(function_t *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, void *stream, void **params, void **extra) {
@@ -291,34 +363,37 @@ CUresult cuLaunchKernel(function_t *f, unsigned gx, unsigned gy, unsigned gz, un
 			for (unsigned tx = 0; tx < bx; tx++, i++) {
 				ts[i].l = &l;
 				ts[i].tx = tx, ts[i].ty = ty, ts[i].tz = tz;
-				ts[i].ctx.sync = no_sync;
-				ts[i].ctx.barrier = &l.bar;
+				ts[i].ctx.sync = f->syncs ? co_sync : no_sync;
 			}
-	if (!f->syncs || nt == 1) { /* no thread waits for another: one OS thread runs them all in turn */
-		for (unsigned z = 0; z < gz; z++)
-			for (unsigned y = 0; y < gy; y++)
-				for (unsigned x = 0; x < gx; x++)
-					for (i = 0; i < nt; i++) run_block(&ts[i], x, y, z);
-		free(ts);
-		free(l.dyn);
-		return CUDA_SUCCESS;
-	}
-	pthread_barrier_init(&l.bar, NULL, nt);
-	pthread_t *tids = calloc(nt, sizeof *tids);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 1 << 20);
-	for (i = 0; i < nt; i++) {
-		ts[i].ctx.sync = barrier_sync;
-		if (pthread_create(&tids[i], &attr, run_all, &ts[i]) != 0) { /* the barrier would never open: cannot recover */
-			fprintf(stderr, "cudaemu: only %u of %u threads started\n", i, nt);
-			abort();
-		}
-	}
-	for (i = 0; i < nt; i++) pthread_join(tids[i], NULL);
-	pthread_barrier_destroy(&l.bar);
-	pthread_attr_destroy(&attr);
-	free(tids);
+	char *stacks = f->syncs ? malloc((size_t)nt * CO_STACK) : NULL;
+	for (unsigned z = 0; z < gz; z++)
+		for (unsigned y = 0; y < gy; y++)
+			for (unsigned x = 0; x < gx; x++) {
+				if (!f->syncs) { /* no thread waits for another: each runs to its end in turn */
+					for (i = 0; i < nt; i++) {
+						set_block(&ts[i], x, y, z);
+						f->set_self(&ts[i].ctx);
+						f->wrap(params);
+					}
+					continue;
+				}
+				for (i = 0; i < nt; i++) {
+					thread_t *t = &ts[i];
+					set_block(t, x, y, z);
+					t->done = 0;
+					co_make(&t->co, stacks + (size_t)i * CO_STACK, CO_STACK, co_main, t);
+				}
+				for (int running = 1; running;) { /* one round: every unfinished thread to its next barrier */
+					running = 0;
+					for (i = 0; i < nt; i++) {
+						if (ts[i].done) continue;
+						f->set_self(&ts[i].ctx);
+						co_switch(&l.sched, &ts[i].co);
+						running |= !ts[i].done;
+					}
+				}
+			}
+	free(stacks);
 	free(ts);
 	free(l.dyn);
 	return CUDA_SUCCESS;

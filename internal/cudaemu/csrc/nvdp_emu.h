@@ -1,9 +1,10 @@
 /* nvdp_emu.h: what a kernel source of nvdp (package cuda's Prelude) needs to
  * compile as plain C against the CPU stand-in of the CUDA driver
- * (fakecuda.c). Each CUDA thread of a launch runs as its own OS thread (or,
- * for a module without __syncthreads, one after the other) with its indices
- * in nvdp_emu_self; the blocks of a grid run one after the other, so a
- * static variable is the block's shared memory. */
+ * (fakecuda.c). Each CUDA thread of a launch runs with its indices in
+ * nvdp_emu_self, one after the other, or as a coroutine for a kernel that
+ * calls __syncthreads (directly or through its helpers); the blocks of a
+ * grid run one after the other, so a static variable is the block's shared
+ * memory. */
 #ifndef NVDP_EMU_H
 #define NVDP_EMU_H
 

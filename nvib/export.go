@@ -165,9 +165,16 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 // as the file holds them (privacy.ReadPosteriors of path gives the same
 // values and metadata), for an audit in memory.
 func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, split string) (*privacy.Posteriors, error) {
+	return ExportPosteriorsWith(path, m, batches, task, split, m.Posterior)
+}
+
+// ExportPosteriorsWith is ExportPosteriors with each batch's posterior
+// computed by posterior (m.Posterior's twin on another device: the GPU's,
+// package dnn); m gives the file's prior and metadata.
+func ExportPosteriorsWith(path string, m *Model, batches []encoder.Input, task, split string, posterior func(encoder.Input) (*Posterior, error)) (*privacy.Posteriors, error) {
 	posts := make([]*Posterior, 0, len(batches))
 	for i, in := range batches {
-		p, err := m.Posterior(in)
+		p, err := posterior(in)
 		if err != nil {
 			return nil, fmt.Errorf("export posteriors: batch %d: %w", i, err)
 		}

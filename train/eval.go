@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
@@ -71,6 +73,10 @@ type EvalOptions struct {
 	// reads it before training); GlueDir, Limit and SkipBadRows are then
 	// not used.
 	Data *glue.Dataset
+	// Device, when set, runs the evaluation's forward passes and the
+	// posterior dump on this GPU (the same draws as on the CPU, made on the
+	// host); nil: the CPU engine.
+	Device *cuda.Device
 }
 
 // DefaultEvalSeed seeds the sampling at evaluation unless told otherwise.
@@ -170,8 +176,17 @@ func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 		return nil, err
 	}
 	rng := rngstream.TrainEval.Rand(o.Seed, 0)
+	fwd, post := cpuForward(b.Model), b.Model.Posterior
+	if o.Device != nil {
+		dm, err := newDeviceModel(o.Device, b.Model)
+		if err != nil {
+			return nil, err
+		}
+		defer dm.close()
+		fwd, post = dm.forwardEval, dm.posterior
+	}
 	// principled NVDP: predict from the release that the posterior file describes (N = MaxSeqLen + 1)
-	preds, _, err := Predict(b.Model, enc, o.BatchSize, EvalPadLen(b.Model, o.MaxSeqLen), rng)
+	preds, _, err := predict(fwd, b.Model.Cfg.NumLabels, enc, o.BatchSize, EvalPadLen(b.Model, o.MaxSeqLen), rng)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 	}
@@ -198,7 +213,7 @@ func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 		return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 	}
 	if b.Model.Releases() && !o.NoPost {
-		if r.Release, r.Posteriors, err = exportPosteriors(b, enc, o); err != nil {
+		if r.Release, r.Posteriors, err = exportPosteriors(b, enc, o, post); err != nil {
 			return nil, err
 		}
 		r.Components = r.Release.N
@@ -248,7 +263,16 @@ func ExportPosteriors(b *Bundle, o EvalOptions) (*privacy.Posteriors, string, er
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, "", err
 	}
-	return exportPosteriors(b, enc, o)
+	post := b.Model.Posterior
+	if o.Device != nil {
+		dm, err := newDeviceModel(o.Device, b.Model)
+		if err != nil {
+			return nil, "", err
+		}
+		defer dm.close()
+		post = dm.posterior
+	}
+	return exportPosteriors(b, enc, o, post)
 }
 
 // encode loads the split of o (unless o.Data holds it) and tokenises it.
@@ -274,12 +298,13 @@ func releaseLen(b *Bundle, maxSeqLen int) int {
 	return maxSeqLen
 }
 
-// exportPosteriors computes the posteriors of enc padded to o.MaxSeqLen and
-// writes them to OUT/posteriors_<split>.safetensors.
-func exportPosteriors(b *Bundle, enc *Encoded, o EvalOptions) (*privacy.Posteriors, string, error) {
+// exportPosteriors computes the posteriors of enc padded to o.MaxSeqLen
+// with posterior (the CPU's or the device's) and writes them to
+// OUT/posteriors_<split>.safetensors.
+func exportPosteriors(b *Bundle, enc *Encoded, o EvalOptions, posterior func(encoder.Input) (*nvib.Posterior, error)) (*privacy.Posteriors, string, error) {
 	ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)
 	path := filepath.Join(o.Out, PosteriorsFile(o.Split))
-	p, err := nvib.ExportPosteriors(path, b.Model, ins, b.Task.Name, o.Split)
+	p, err := nvib.ExportPosteriorsWith(path, b.Model, ins, b.Task.Name, o.Split, posterior)
 	if err != nil {
 		return nil, "", err
 	}

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
@@ -185,6 +186,19 @@ type Options struct {
 	// StopAfterSteps stops the run after this many optimizer steps in total, with a
 	// checkpoint (0: off); for tests of resumption and for time-boxed runs.
 	StopAfterSteps int `json:"-"`
+	// Device, when set, trains and evaluates on this GPU (package dnn; the
+	// parameters, gradients and AdamW moments live there); nil: the CPU
+	// engine. A run-time choice, not part of the model or its options file:
+	// a model trained on either device loads and runs on the other; a run
+	// resumes on the device it started on (its checkpoint holds that
+	// device's random state).
+	Device *cuda.Device `json:"-"`
+	// HostNoise draws a training step's dropout and NVDP noise on the host
+	// from the device's Philox stream (rngstream.TrainSampleDevice), on
+	// either device: a CPU run and a GPU run of one seed then see the same
+	// noise, for the comparison of the two (scripts/gpu-check.sh). On the GPU
+	// it costs an upload of the noise per step. Run-time, as Device.
+	HostNoise bool `json:"-"`
 }
 
 // OptionsVersion is the format of train_options.json that SaveOptions

@@ -344,7 +344,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 	}
 	saved := b.Options
 	eo := DefaultEvalOptions(b)
-	eo.GlueDir, eo.Seed, eo.Data, eo.NoPost = pl.glueDir, po.EvalSeed, pl.dev, pl.audit != nil
+	eo.GlueDir, eo.Seed, eo.Data, eo.NoPost, eo.Device = pl.glueDir, po.EvalSeed, pl.dev, pl.audit != nil, po.Train.Device
 	dev, err := Evaluate(b, eo)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/nvdp-project/nvdp/dnn"
+	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/jsonl"
 	"github.com/nvdp-project/nvdp/internal/loop"
@@ -269,6 +271,7 @@ var (
 // unwraps to ctx.Err() and says how to continue.
 func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
 	stopAfter := o.StopAfterSteps
+	device, hostNoise := o.Device, o.HostNoise // run-time choices, not in the saved options
 	ckptPath := filepath.Join(o.Out, CheckpointFile)
 	if o.Resume {
 		if o.Out == "" {
@@ -286,6 +289,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		out := o.Out
 		o = *saved
 		o.Resume, o.Out = true, out // the directory may have moved since
+		o.Device, o.HostNoise = device, hostNoise
 	} else {
 		o.Resolve()
 		if err := o.Validate(); err != nil {
@@ -341,6 +345,21 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	sel := NewSelection()
 	lc := o.LoopConfig(params, nTrain, sampleSrc, sel, report)
 	total := lc.Steps
+	fwd := cpuForward(m)
+	var dev *deviceTrainer
+	if o.Device != nil {
+		if dev, err = newDeviceTrainer(o.Device, m, params, o.Seed, o.HostNoise); err != nil {
+			return nil, err
+		}
+		defer dev.close()
+		fwd = dev.forwardEval
+		lc.Device = dev.opt
+		lc.Sources = append(lc.Sources, loop.Source{Key: sampleDeviceKey, RNG: dev.g})
+	} else if o.HostNoise { // the device's stream, drawn on the host as the device draws it then
+		g := dnn.NewPhiloxStream(rngstream.TrainSampleDevice, o.Seed, 0)
+		sampleRng = rand.New(g)
+		lc.Sources = append(lc.Sources, loop.Source{Key: sampleDeviceKey, RNG: g})
+	}
 	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: task.Metric}
 	var run *loop.Run
 
@@ -352,13 +371,20 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		// SST-2 and cost 2.4-3x the time (docs/training.md)
 		in, lab := trainEnc.Batch(idx, 0)
 		s := m.Cfg.KLScale(st.Step, total)
+		if dev != nil {
+			return TrainStep(sel, s, lr, nil, func(fo nvib.ForwardOptions) (*nvib.Output, struct{}, error) { return dev.step(in, lab, fo.KLScale) },
+				func(struct{}) error { return nil })
+		}
 		return TrainStep(sel, s, lr, sampleRng, func(fo nvib.ForwardOptions) (*nvib.Output, *nvib.Cache, error) { return m.Forward(in, lab, fo) }, m.Backward)
 	}
 	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
 	endEpoch := func(st *loop.State) (bool, error) {
-		preds, devLoss, err := Predict(m, devEnc, o.EvalBatchSize, evalLen, rngstream.TrainDev.Rand(o.Seed, st.Epoch))
+		preds, devLoss, err := predict(fwd, m.Cfg.NumLabels, devEnc, o.EvalBatchSize, evalLen, rngstream.TrainDev.Rand(o.Seed, st.Epoch))
 		if err != nil {
 			return false, fmt.Errorf("dev evaluation: %w", err)
+		}
+		if err := run.Pull(); err != nil { // the best model is saved from the host parameters
+			return false, err
 		}
 		dev, err := glue.Compute(task, preds, devEnc.Targets)
 		if err != nil {
@@ -432,23 +458,44 @@ func EvalPadLen(m *nvib.Model, maxSeqLen int) int {
 // mean loss with KL scale 1. NVDP models sample from rng (as the reference at
 // evaluation).
 func Predict(m *nvib.Model, e *Encoded, bs, fixedLen int, rng *rand.Rand) ([]float64, float64, error) {
+	return predict(cpuForward(m), m.Cfg.NumLabels, e, bs, fixedLen, rng)
+}
+
+// evalForward runs one evaluation batch (no dropout, the posterior's draws
+// from rng): the logits [B * labels] and, with labels, the batch's mean loss.
+type evalForward func(in encoder.Input, lab *nvib.Labels, rng *rand.Rand) (logits []float32, loss float64, err error)
+
+// cpuForward is evalForward on the CPU engine.
+func cpuForward(m *nvib.Model) evalForward {
+	return func(in encoder.Input, lab *nvib.Labels, rng *rand.Rand) ([]float32, float64, error) {
+		out, _, err := m.Forward(in, lab, nvib.ForwardOptions{Train: false, Rng: rng, KLScale: 1})
+		if err != nil {
+			return nil, 0, err
+		}
+		return out.Logits.Data, out.Loss, nil
+	}
+}
+
+// predict is Predict with the forward pass fwd (the CPU's or the device's)
+// of a model with numLabels outputs.
+func predict(fwd evalForward, numLabels int, e *Encoded, bs, fixedLen int, rng *rand.Rand) ([]float64, float64, error) {
 	ins, labs := e.Batches(bs, fixedLen)
 	preds := make([]float64, 0, e.Len())
 	loss, n := 0.0, 0
 	for i, in := range ins {
-		out, _, err := m.Forward(in, labs[i], nvib.ForwardOptions{Train: false, Rng: rng, KLScale: 1})
+		logits, l, err := fwd(in, labs[i], rng)
 		if err != nil {
 			return nil, 0, fmt.Errorf("batch %d: %w", i, err)
 		}
-		if m.Cfg.NumLabels == 1 {
-			for _, v := range out.Logits.Data {
+		if numLabels == 1 {
+			for _, v := range logits {
 				preds = append(preds, float64(v))
 			}
 		} else {
-			preds = append(preds, glue.Argmax(out.Logits.Data, m.Cfg.NumLabels)...)
+			preds = append(preds, glue.Argmax(logits, numLabels)...)
 		}
 		if labs[i] != nil {
-			loss += out.Loss * float64(in.B)
+			loss += l * float64(in.B)
 			n += in.B
 		}
 	}

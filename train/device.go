@@ -1,0 +1,154 @@
+package train
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/dnn"
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/rngstream"
+	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/nvib"
+)
+
+// The device path of training and evaluation (Options.Device,
+// EvalOptions.Device; docs/engine.md, "The CUDA backend"): the model's twin
+// on the GPU (package dnn) with the parameters, gradients and AdamW moments
+// there (dnn.DeviceOptimizer through loop.Config.Device); only token ids,
+// masks and labels go up, the loss and metrics, predictions, posteriors and
+// checkpoints come down. The device is a run-time choice, never part of a
+// model: the files a run writes are those of a CPU run.
+
+// deviceModel is the twin of an nvib.Model on a GPU.
+type deviceModel struct {
+	d      *cuda.Device
+	e      *dnn.Engine
+	m      *dnn.NVDPModel
+	params []*dnn.Param
+}
+
+// newDeviceModel compiles the kernels (cached) and uploads m's parameters.
+func newDeviceModel(d *cuda.Device, m *nvib.Model) (*deviceModel, error) {
+	dm := &deviceModel{d: d}
+	err := d.Do(func() error {
+		e, err := dnn.NewEngine(d)
+		if err != nil {
+			return err
+		}
+		dm.e = e
+		if dm.m, err = e.NewNVDPModel(m); err != nil {
+			e.Close()
+			return err
+		}
+		dm.params = dm.m.Params()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	return dm, nil
+}
+
+// close frees the twin's parameters and the engine's arena.
+func (dm *deviceModel) close() {
+	dm.d.Do(func() error {
+		dm.e.FreeParams(dm.params)
+		dm.e.Close()
+		return nil
+	})
+}
+
+// forwardEval is evalForward on the device: the forward pass in evaluation
+// mode with the posterior's draws made on the host from rng in nvib's order
+// (dnn's host-draw mode: the CPU evaluation's draws), the logits downloaded.
+func (dm *deviceModel) forwardEval(in encoder.Input, lab *nvib.Labels, rng *rand.Rand) ([]float32, float64, error) {
+	var logits []float32
+	var loss float64
+	err := dm.d.Do(func() error {
+		dm.e.Reset()
+		out, _, err := dm.m.Forward(dm.e, in, lab, dnn.NVDPOptions{Rng: rng, KLScale: 1})
+		if err != nil {
+			return err
+		}
+		logits, loss = dm.e.Download(out.Logits).Data, out.Loss
+		return nil
+	})
+	return logits, loss, err
+}
+
+// posterior is the host copy of a batch's posterior, computed on the device
+// (nvib.Model.Posterior's twin): the posterior dump of the evaluation.
+func (dm *deviceModel) posterior(in encoder.Input) (*nvib.Posterior, error) {
+	var p *nvib.Posterior
+	err := dm.d.Do(func() error {
+		dm.e.Reset()
+		var err error
+		p, err = dm.m.Posterior(dm.e, in)
+		return err
+	})
+	return p, err
+}
+
+// deviceTrainer is a training run's device part: the model's twin, its
+// optimizer (the loop's Device) and the Philox generator of the step's
+// dropout and NVDP draws (rngstream.TrainSampleDevice, saved in every
+// checkpoint as sampleDeviceKey).
+type deviceTrainer struct {
+	*deviceModel
+	opt       *dnn.DeviceOptimizer
+	g         *dnn.Philox
+	hostNoise bool // the NVDP noise drawn on the host from g (Options.HostNoise)
+}
+
+// sampleDeviceKey names the Philox state of the device's draws in a
+// checkpoint (beside sampleKey, the CPU's: a run resumes on the device it
+// started on).
+const sampleDeviceKey = "sample_device"
+
+// newDeviceTrainer uploads m (whose host parameters are host) and its
+// optimizer state.
+func newDeviceTrainer(d *cuda.Device, m *nvib.Model, host []*nn.Param, seed uint64, hostNoise bool) (*deviceTrainer, error) {
+	dm, err := newDeviceModel(d, m)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := dnn.NewDeviceOptimizer(dm.e, dm.params, host)
+	if err != nil {
+		dm.close()
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	return &deviceTrainer{deviceModel: dm, opt: opt, g: dnn.NewPhiloxStream(rngstream.TrainSampleDevice, seed, 0), hostNoise: hostNoise}, nil
+}
+
+// step is TrainStep's forward on the device: forward with dropout and the
+// NVDP draws from the Philox stream at KL scale s, and the backward into the
+// twin's gradients in the same hand-off (the loop clears, clips and applies
+// them; TrainStep's backward has nothing left to do); the output's numbers
+// for the Selection.
+func (t *deviceTrainer) step(in encoder.Input, lab *nvib.Labels, s float64) (*nvib.Output, struct{}, error) {
+	var out *nvib.Output
+	err := t.d.Do(func() error {
+		t.e.Reset()
+		opt := dnn.NVDPOptions{Train: true, G: t.g, KLScale: s}
+		if t.hostNoise { // nvib's draws, in nvib's order, from the same stream as dropout (dnn.NVDPOptions)
+			opt.Rng = rand.New(t.g)
+		}
+		o, c, err := t.m.Forward(t.e, in, lab, opt)
+		if err != nil {
+			return err
+		}
+		if err := t.m.Backward(t.e, c); err != nil {
+			return fmt.Errorf("backward: %w", err)
+		}
+		out = &nvib.Output{Loss: o.Loss, Task: o.Task, LG: o.LG, LD: o.LD}
+		return nil
+	})
+	return out, struct{}{}, err
+}
+
+// close frees the optimizer's moments and the model's twin.
+func (t *deviceTrainer) close() {
+	t.opt.Free()
+	t.deviceModel.close()
+}

@@ -26,8 +26,12 @@ type NVDPModel struct {
 }
 
 // NewNVDPModel uploads m's parameters. Errors: a backbone other than an
-// encoder (nvib.EncoderBackbone) or none.
+// encoder (nvib.EncoderBackbone) or none; a head that reads the release
+// (nvib.HeadReadsRelease), which has no twin yet.
 func (e *Engine) NewNVDPModel(m *nvib.Model) (*NVDPModel, error) {
+	if m.Cfg.HeadReads == nvib.HeadReadsRelease {
+		return nil, fmt.Errorf("dnn: no device twin of a head that reads the release (head_reads %q): train it on the CPU", nvib.HeadReadsRelease)
+	}
 	d := &NVDPModel{Cfg: m.Cfg}
 	switch bb := m.Backbone.(type) {
 	case nil:

@@ -57,6 +57,11 @@ type Config struct {
 	Dropout      float64 `json:"dropout"`
 	NumLabels    int     `json:"num_labels"` // 1 = regression (MSE)
 	Head         string  `json:"head"`       // mean | first-token
+	// HeadReads is what the head pools: HeadReadsBlock ("", every model
+	// written before the option) the NVDP block's output, or
+	// HeadReadsRelease the released atoms Z of the token components
+	// themselves (no NVDP block; docs/model.md "The head over the release").
+	HeadReads string `json:"head_reads,omitempty"`
 
 	Prior    Prior   `json:"prior"`
 	Delta    float64 `json:"delta"`
@@ -156,6 +161,9 @@ func (c Config) Validate() error {
 	if err := c.validateLatent(); err != nil {
 		return err
 	}
+	if err := c.validateHeadReads(); err != nil {
+		return err
+	}
 	if c.Model == ModelNVDPClipped {
 		cl := c.Clip
 		cl.Enabled = true
@@ -174,6 +182,48 @@ func (c Config) Validate() error {
 		case !(c.Prior.Var > 0) || math.IsInf(c.Prior.Var, 0):
 			return fmt.Errorf("model config: gaussian noise variance prior.var = %v, want a finite value > 0", c.Prior.Var)
 		}
+	}
+	return nil
+}
+
+// Head inputs (Config.HeadReads).
+const (
+	// HeadReadsBlock: the head pools the NVDP block's output y (ref §3.2),
+	// the released code's architecture.
+	HeadReadsBlock = "block"
+	// HeadReadsRelease: the head's mean pool reads the released atoms
+	// z_1..z_S of the token components directly, a mean over the released
+	// rows with no NVDP block (principled models with a release and a mean
+	// head). A function of the release alone, as the block's output is
+	// (post-processing). Motivation: the mechanism's best use of one
+	// release for a binary decision writes the decision into every row
+	// and averages the rows (docs/results.md, "Closing the gap"); the
+	// mean does that without having to be learnt through attention.
+	HeadReadsRelease = "release"
+)
+
+// readsRelease reports whether the head pools the released atoms
+// (HeadReadsRelease) rather than the block's output.
+func (c Config) readsRelease() bool { return c.HeadReads == HeadReadsRelease }
+
+// validateHeadReads checks HeadReads: "" or HeadReadsBlock for every
+// model; HeadReadsRelease only for a principled model with a release
+// (nvdp, nvdp-clipped, gaussian) and a mean head.
+func (c Config) validateHeadReads() error {
+	switch c.HeadReads {
+	case "", HeadReadsBlock:
+		return nil
+	case HeadReadsRelease:
+	default:
+		return fmt.Errorf("model config: unknown head_reads %q (want %q or %q)", c.HeadReads, HeadReadsBlock, HeadReadsRelease)
+	}
+	switch {
+	case c.Model == ModelBaseline:
+		return errors.New("model config: head_reads release needs a model with a release (the baseline has none)")
+	case c.Mode.IsReference():
+		return errors.New("model config: head_reads release is principled mode only (the released code has the NVDP block)")
+	case c.Head != "" && c.Head != HeadMean:
+		return fmt.Errorf("model config: head_reads release needs the %q head, not %q", HeadMean, c.Head)
 	}
 	return nil
 }
@@ -323,9 +373,11 @@ func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 			}
 		}
 		var err error
-		if m.Block, err = NewBlock("nvdp", BlockConfig{Hidden: P, Heads: cfg.Heads, Intermediate: cfg.BlockIntermediate(),
-			LayerNormEps: cfg.LayerNormEps, Dropout: cfg.Dropout, Mode: cfg.Mode}, rng); err != nil {
-			return nil, err
+		if !cfg.readsRelease() {
+			if m.Block, err = NewBlock("nvdp", BlockConfig{Hidden: P, Heads: cfg.Heads, Intermediate: cfg.BlockIntermediate(),
+				LayerNormEps: cfg.LayerNormEps, Dropout: cfg.Dropout, Mode: cfg.Mode}, rng); err != nil {
+				return nil, err
+			}
 		}
 	}
 	head := cfg.Head
@@ -356,6 +408,38 @@ func (m *Model) Params() []*nn.Param {
 		ps = append(ps, m.Block.Params()...)
 	}
 	return append(ps, m.Head.Params()...)
+}
+
+// ClipRadius returns the radius the clip of the forward passes projects
+// onto: the NVIB layer's C_mu (nvdp-clipped) or the gaussian release's C;
+// 0 for models without a clip.
+func (m *Model) ClipRadius() float64 {
+	switch {
+	case m.Gauss != nil:
+		return m.Gauss.C
+	case m.NVIB != nil && m.NVIB.Cfg.Clip.Enabled:
+		return m.NVIB.Cfg.Clip.CMu
+	}
+	return 0
+}
+
+// SetClipRadius sets the radius r (> 0, finite) the clip projects onto in
+// the forward passes that follow: the NVIB layer's C_mu (nvdp-clipped) or
+// the gaussian release's C. Cfg, the model's configuration (what is saved,
+// certified and released with), is left as it is: a training schedule of
+// the radius (train.RadiusSchedule) sets it per step and puts Cfg.Clip.CMu
+// back before any evaluation. No effect on a model without a clip. Panics
+// on a radius that is not finite and > 0 (a programmer error).
+func (m *Model) SetClipRadius(r float64) {
+	if !(r > 0) || math.IsInf(r, 0) {
+		panic(fmt.Sprintf("nvib: clip radius %v", r))
+	}
+	switch {
+	case m.Gauss != nil:
+		m.Gauss.C = r
+	case m.NVIB != nil && m.NVIB.Cfg.Clip.Enabled:
+		m.NVIB.Cfg.Clip.CMu = r
+	}
 }
 
 // HasKL reports whether the model has the KL regularisers weighted by
@@ -502,7 +586,7 @@ func (m *Model) ForwardFeatures(x *nn.Tensor, mask []float32, labels *Labels, op
 		c.gauss = gc
 		out.Posterior = post
 		out.Sample = DrawGaussian(post, opt.Rng)
-		y, c.block = m.Block.Forward(c.x, post, out.Sample, opt.Train, opt.Rng)
+		y = m.headInput(c, post, out.Sample, opt)
 	}
 	if m.NVIB != nil {
 		post, lc, err := m.NVIB.Forward(c.x, mask)
@@ -512,7 +596,7 @@ func (m *Model) ForwardFeatures(x *nn.Tensor, mask []float32, labels *Labels, op
 		c.layer = lc
 		out.Posterior = post
 		out.Sample = drawWith(post, opt.Rng, m.testLogGamma)
-		y, c.block = m.Block.Forward(c.x, post, out.Sample, opt.Train, opt.Rng)
+		y = m.headInput(c, post, out.Sample, opt)
 		out.KL = KL(m.KLConfig(), post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, post.B, post.N, post.P)
 		out.LG, out.LD = out.KL.MeanLG, out.KL.MeanLD
 	}
@@ -544,6 +628,39 @@ func (m *Model) ForwardFeatures(x *nn.Tensor, mask []float32, labels *Labels, op
 	return out, c, nil
 }
 
+// headInput returns the rows the head reads from the sample s of post: the
+// NVDP block's output [B,S,P] (its cache kept in c), or with
+// HeadReadsRelease the atoms of the token components, rows 1..N-1 of
+// s.Z [B,N,P] (the prior component 0 is the same for every input).
+func (m *Model) headInput(c *Cache, post *Posterior, s *Sample, opt ForwardOptions) *nn.Tensor {
+	if !m.Cfg.readsRelease() {
+		var y *nn.Tensor
+		y, c.block = m.Block.Forward(c.x, post, s, opt.Train, opt.Rng)
+		return y
+	}
+	B, N, P := post.B, post.N, post.P
+	y := nn.New(B, N-1, P)
+	for b := 0; b < B; b++ {
+		copy(y.Data[b*(N-1)*P:(b+1)*(N-1)*P], s.Z.Data[(b*N+1)*P:(b+1)*N*P])
+	}
+	return y
+}
+
+// headInputBackward is the gradient of headInput: dZ [B,N,P] (zero on the
+// prior component), dln(pi) [B,N] and the query path's dx (nil but for
+// reference-mode blocks) from dy, the gradient of the rows the head read.
+func (m *Model) headInputBackward(c *Cache, s *Sample, dy *nn.Tensor) (dZ *nn.Tensor, dLogPi []float64, dxq *nn.Tensor) {
+	if !m.Cfg.readsRelease() {
+		return m.Block.Backward(c.block, s, dy)
+	}
+	B, N, P := s.Z.Shape[0], s.Z.Shape[1], s.Z.Shape[2]
+	dZ = nn.New(B, N, P)
+	for b := 0; b < B; b++ {
+		copy(dZ.Data[(b*N+1)*P:(b+1)*N*P], dy.Data[b*(N-1)*P:(b+1)*(N-1)*P])
+	}
+	return dZ, nil, nil
+}
+
 // ErrNoLabels is returned by Backward for a forward pass without labels.
 var ErrNoLabels = errors.New("nvib: backward needs a forward pass with labels")
 
@@ -573,14 +690,14 @@ func (m *Model) BackwardFeatures(c *Cache) (*nn.Tensor, error) {
 	dy := m.Head.Backward(c.head, c.dlogits)
 	if m.Gauss != nil {
 		// dz/dmu = 1; the logvar and the uniform weights are constants
-		dZ, _, _ := m.Block.Backward(c.block, c.out.Sample, dy)
+		dZ, _, _ := m.headInputBackward(c, c.out.Sample, dy)
 		return m.Gauss.Backward(c.gauss, dZ), nil
 	}
 	if m.NVIB == nil {
 		return dy, nil
 	}
 	post, s := c.out.Posterior, c.out.Sample
-	dZ, dLogPi, dxq := m.Block.Backward(c.block, s, dy)
+	dZ, dLogPi, dxq := m.headInputBackward(c, s, dy)
 	dmu, dlv, dal := nn.New(post.Mu.Shape...), nn.New(post.Logvar.Shape...), nn.New(post.Alpha.Shape...)
 	s.Backward(post, dZ, dLogPi, dmu, dlv, dal)
 	KLBackward(m.KLConfig(), post.Mu.Data, post.Logvar.Data, post.Alpha.Data, post.Mask, post.B, post.N, post.P,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
@@ -60,32 +61,39 @@ func TestModelGradient(t *testing.T) {
 		mode   privacy.Mode
 		init   string
 		head   string
-		latent int // P; 0: H
+		latent int    // P; 0: H
+		reads  string // Config.HeadReads
 	}{
-		{ModelBaseline, privacy.ModePrincipled, InitHF, HeadMean, 0},
-		{ModelNVDP, privacy.ModePrincipled, InitHF, HeadMean, 0},
-		{ModelNVDP, privacy.ModeReference, InitHF, HeadFirstToken, 0},
-		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean, 0},
-		{ModelNVDPClipped, privacy.ModeReference, InitHF, HeadMean, 0},
-		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadFirstToken, 0},
-		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean, 0},
-		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken, 0},
-		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean, 6},
-		{ModelNVDPClipped, privacy.ModePrincipled, InitClip, HeadFirstToken, 12},
-		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadMean, 4},
-		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean, 6},
-		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken, 12},
+		{ModelBaseline, privacy.ModePrincipled, InitHF, HeadMean, 0, ""},
+		{ModelNVDP, privacy.ModePrincipled, InitHF, HeadMean, 0, ""},
+		{ModelNVDP, privacy.ModeReference, InitHF, HeadFirstToken, 0, ""},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean, 0, ""},
+		{ModelNVDPClipped, privacy.ModeReference, InitHF, HeadMean, 0, ""},
+		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadFirstToken, 0, ""},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean, 0, ""},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken, 0, ""},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean, 6, ""},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitClip, HeadFirstToken, 12, ""},
+		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadMean, 4, ""},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean, 6, ""},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadFirstToken, 12, ""},
+		{ModelNVDPClipped, privacy.ModePrincipled, InitHF, HeadMean, 0, HeadReadsRelease},
+		{ModelNVDP, privacy.ModePrincipled, InitNVIB, HeadMean, 4, HeadReadsRelease},
+		{ModelGaussian, privacy.ModePrincipled, InitHF, HeadMean, 6, HeadReadsRelease},
 	}
 	for _, tc := range cases {
 		name := tc.model + "/" + string(tc.mode) + "/" + tc.init + "/" + tc.head
 		if tc.latent != 0 {
 			name += fmt.Sprintf("/P=%d", tc.latent)
 		}
+		if tc.reads != "" {
+			name += "/reads=" + tc.reads
+		}
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(21, 22))
 			bb := newFake(rng, 10, 8, 0.8)
 			cfg := DefaultConfig(tc.model, tc.mode, 8, 2, 16, 3)
-			cfg.Init, cfg.Head, cfg.LatentDim = tc.init, tc.head, tc.latent
+			cfg.Init, cfg.Head, cfg.LatentDim, cfg.HeadReads = tc.init, tc.head, tc.latent, tc.reads
 			cfg.LambdaG, cfg.LambdaD = 0.5, 0.3
 			cfg.KLSchedule = ScheduleConstant
 			cfg.Clip.CMu, cfg.Clip.CAlphaMax = 1.0, 1.2
@@ -102,8 +110,8 @@ func TestModelGradient(t *testing.T) {
 				if m.Head.Dense != nil {
 					headIn = m.Head.Dense.In
 				}
-				if m.Block.Cfg.Hidden != P || m.Block.Inter.Out != 2*P || headIn != P {
-					t.Fatalf("P = %d: block width %d, FFN %d (want %d), head input %d", P, m.Block.Cfg.Hidden, m.Block.Inter.Out, 2*P, headIn)
+				if m.Block != nil && (m.Block.Cfg.Hidden != P || m.Block.Inter.Out != 2*P) || headIn != P {
+					t.Fatalf("P = %d: block %+v, head input %d", P, m.Block, headIn)
 				}
 				if m.NVIB != nil && (m.NVIB.Mu.W.Value.Shape[0] != P || m.NVIB.Mu.W.Value.Shape[1] != 8 || m.NVIB.AlphaQuad.Value.Shape[1] != 8) {
 					t.Fatalf("P = %d: mu_proj %v, alpha quadratic %v, want [%d 8], [1 8]", P, m.NVIB.Mu.W.Value.Shape, m.NVIB.AlphaQuad.Value.Shape, P)
@@ -117,6 +125,9 @@ func TestModelGradient(t *testing.T) {
 				for _, p := range m.NVIB.Params() {
 					p.InitNormal(rng, 0.4)
 				}
+			}
+			if tc.model != ModelBaseline && (m.Block == nil) != (tc.reads == HeadReadsRelease) {
+				t.Fatalf("head_reads %q: block %v", tc.reads, m.Block != nil)
 			}
 			if m.Block != nil {
 				// O(1) pre-LayerNorm activations: a finite-difference step must be small against them
@@ -245,5 +256,65 @@ func TestTrainSynthetic(t *testing.T) {
 				t.Errorf("loss did not fall: %.3f -> %.3f", first, last)
 			}
 		})
+	}
+}
+
+// TestHeadReadsRelease: with HeadReadsRelease the logits are W_c m + b_c,
+// m the mean of the released atoms z_1..z_S (the prior component 0 left
+// out), computed here from the sample independently; and the configurations
+// it does not apply to are refused.
+func TestHeadReadsRelease(t *testing.T) {
+	for _, model := range []string{ModelNVDPClipped, ModelGaussian} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		cfg := DefaultConfig(model, privacy.ModePrincipled, 8, 2, 16, 3)
+		cfg.HeadReads, cfg.ReleaseLen = HeadReadsRelease, 4
+		cfg.Clip.CMu, cfg.Clip.CAlphaMin = 1, PrincipledAlphaMin(cfg.Clip.Order, cfg.Clip.CAlphaMax)
+		m, err := NewModel(cfg, newFake(rng, 10, 8, 0.8), rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Head.Out.W.InitNormal(rng, 0.5)
+		m.Head.Out.B.InitNormal(rng, 0.5)
+		in, _ := testBatch()
+		out, _, err := m.Forward(in, nil, ForwardOptions{Rng: rand.New(rand.NewPCG(1, 1)), KLScale: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		B, N, P := out.Sample.Z.Shape[0], out.Sample.Z.Shape[1], out.Sample.Z.Shape[2]
+		if N != in.S+1 {
+			t.Fatalf("%s: N = %d, want S+1 = %d", model, N, in.S+1)
+		}
+		for b := 0; b < B; b++ {
+			for c := 0; c < 3; c++ {
+				want := float64(m.Head.Out.B.Value.Data[c])
+				for p := 0; p < P; p++ {
+					mean := 0.0
+					for j := 1; j < N; j++ {
+						mean += float64(out.Sample.Z.Data[(b*N+j)*P+p])
+					}
+					want += float64(m.Head.Out.W.Value.Data[c*P+p]) * mean / float64(N-1)
+				}
+				if got := float64(out.Logits.Data[b*3+c]); math.Abs(got-want) > 1e-5 {
+					t.Errorf("%s: logit [%d,%d] = %v, want %v", model, b, c, got, want)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		model string
+		mode  privacy.Mode
+		head  string
+		reads string
+	}{
+		{ModelBaseline, privacy.ModePrincipled, HeadMean, HeadReadsRelease},
+		{ModelNVDPClipped, privacy.ModeReference, HeadMean, HeadReadsRelease},
+		{ModelNVDPClipped, privacy.ModePrincipled, HeadFirstToken, HeadReadsRelease},
+		{ModelNVDPClipped, privacy.ModePrincipled, HeadMean, "rows"},
+	} {
+		cfg := DefaultConfig(tc.model, tc.mode, 8, 2, 16, 3)
+		cfg.Head, cfg.HeadReads = tc.head, tc.reads
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "head_reads") {
+			t.Errorf("%+v: error %v, want one naming head_reads", tc, err)
+		}
 	}
 }

@@ -4,8 +4,9 @@
 # 1e-2, lr 5e-4), its clipping calibrated exactly to each certified epsilon, one lever changed, over
 # seeds. One run at a time; a cell whose report.json exists is skipped (rerun to resume).
 # Usage: bash scripts/gap-levers.sh ROOT LEVER "EPSILONS" "SEEDS"
-#   LEVER: baseline (non-private, the warm start's source) | base | warm (encoder from the baseline of
-#   the same seed) | lr=X | epochs=K | any other name, with extra `nvdp run` flags in EXTRA
+#   LEVER: baseline (non-private, the warm start's source), or levers joined by +: base | warm (encoder
+#   from the baseline of the same seed) | pretrained (encoder PRETRAINED=DIR) | release (--head-reads
+#   release) | radius=START:FRACTION | lr=X | epochs=K; extra `nvdp run` flags in EXTRA
 # NVDP=bin (default bin/nvdp) names the binary; runs land in ROOT/LEVER/epsilon=E/seed=S.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +26,19 @@ for s in $SEEDS; do
     [ -f "$out/report.json" ] && continue
     enc=(--vocab "$VOCAB" --encoder scratch:bert-tiny)
     args=(--lr 5e-4)
-    case $LEVER in
-      base) ;;
-      warm) enc=(--encoder "hf:$ROOT/baseline/seed=$s" --dropout 0.1) ;; # the scratch runs' dropout, to change one thing
-      lr=*) args=(--lr "${LEVER#lr=}") ;;
-      epochs=*) args+=(--epochs "${LEVER#epochs=}") ;;
-    esac
+    IFS=+ read -ra parts <<< "$LEVER" # levers combine: warm+release
+    for part in "${parts[@]}"; do
+      case $part in
+        base) ;;
+        warm) enc=(--encoder "hf:$ROOT/baseline/seed=$s" --dropout 0.1) ;; # the scratch runs' dropout, to change one thing
+        pretrained) enc=(--encoder "hf:${PRETRAINED:?PRETRAINED=DIR of an nvdp pretrain model}" --vocab "$VOCAB" --dropout 0.1) ;;
+        release) args+=(--head-reads release) ;;
+        radius=*) args+=(--radius-schedule "${part#radius=}") ;;
+        lr=*) args+=(--lr "${part#lr=}") ;;
+        epochs=*) args+=(--epochs "${part#epochs=}") ;;
+        *) echo "unknown lever $part" >&2; exit 2 ;;
+      esac
+    done
     # shellcheck disable=SC2086
     "$NVDP" run "${common[@]}" "${enc[@]}" "${args[@]}" --variant nvdp-clipped --lambda 1e-2 --target-epsilon "$e" \
       --seed "$s" --out "$out" ${EXTRA:-} >/dev/null

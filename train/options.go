@@ -100,6 +100,16 @@ type Options struct {
 	// (the NVDP block keeps the encoder's head count, so d_h = P/heads), H
 	// itself in reference mode. Ignored by the baseline, which has no release.
 	LatentDim *int `json:"latent_dim,omitempty"`
+	// HeadReads is what the head pools (nvib.Config.HeadReads): "" (the
+	// NVDP block's output, as every run before the option) or
+	// nvib.HeadReadsRelease (the mean of the released token atoms, no
+	// block; a variant with a release, principled mode; a mean head).
+	HeadReads string `json:"head_reads,omitempty"`
+	// RadiusSchedule, when set, trains a clipped variant (nvdp-clipped,
+	// gaussian) with a larger radius early on, shrinking to C_mu
+	// (RadiusSchedule.Radius); evaluation, the saved model and its
+	// certificate use C_mu. nil: C_mu from the first step.
+	RadiusSchedule *RadiusSchedule `json:"radius_schedule,omitempty"`
 
 	Epochs        int `json:"epochs"`          // >= 1
 	BatchSize     int `json:"batch_size"`      // >= 1; the last partial batch is dropped
@@ -419,6 +429,12 @@ func (o *Options) ValidateTraining() error {
 	if err := o.validateLatent(); err != nil {
 		return err
 	}
+	if err := o.validateHeadReads(); err != nil {
+		return err
+	}
+	if err := o.validateRadiusSchedule(); err != nil {
+		return err
+	}
 	if err := oneOf("kl_schedule", o.KLSchedule, nvib.ScheduleLinearDecay, nvib.ScheduleConstant, nvib.ScheduleWarmup, nvib.ScheduleWarmupDecay); err != nil {
 		return err
 	}
@@ -473,6 +489,73 @@ var autoOptions = func() map[string]bool {
 }()
 
 // oneOf checks that the string option is one of allowed.
+// validateHeadReads checks HeadReads: "" or nvib.HeadReadsBlock, or
+// nvib.HeadReadsRelease for a variant with a release in principled mode.
+func (o *Options) validateHeadReads() error {
+	if err := oneOf("head_reads", o.HeadReads, "", nvib.HeadReadsBlock, nvib.HeadReadsRelease); err != nil {
+		return err
+	}
+	if o.HeadReads != nvib.HeadReadsRelease {
+		return nil
+	}
+	switch {
+	case o.Variant == nvib.ModelBaseline:
+		return optionError("head_reads", o.HeadReads, "the baseline has no release to read")
+	case o.Mode.IsReference():
+		return optionError("head_reads", o.HeadReads, "principled mode only (the released code's head reads the NVDP block)")
+	}
+	return nil
+}
+
+// RadiusSchedule is a schedule of the clip radius during training
+// (Options.RadiusSchedule; docs/training.md "A schedule of the radius"):
+// the radius starts at Start C_mu and shrinks linearly to C_mu over the
+// first Fraction of the optimizer steps, then stays there. Only the model
+// trained at C_mu is evaluated, saved and certified: the radius of training
+// steps is not released (training data is not what the certificate
+// protects: docs/privacy.md "The certified bound", threat model).
+type RadiusSchedule struct {
+	Start    float64 `json:"start"`    // factor of C_mu at step 0: finite, > 1
+	Fraction float64 `json:"fraction"` // of the total steps: in (0, 1]
+}
+
+// Radius returns the radius of optimizer step step (0-based) of total for
+// the final radius cMu: cMu (Start + (1 - Start) step / (Fraction total))
+// before step Fraction total, cMu from there; cMu for a nil schedule.
+func (r *RadiusSchedule) Radius(step, total int, cMu float64) float64 {
+	if r == nil {
+		return cMu
+	}
+	t := float64(step) / (r.Fraction * float64(total))
+	if !(t < 1) {
+		return cMu
+	}
+	return cMu * (r.Start + (1-r.Start)*t)
+}
+
+// validateRadiusSchedule checks RadiusSchedule: nil, or Start finite > 1
+// and Fraction in (0, 1], for a clipped variant in principled mode, on the
+// CPU engine (the device twin reads the radius once).
+func (o *Options) validateRadiusSchedule() error {
+	r := o.RadiusSchedule
+	if r == nil {
+		return nil
+	}
+	switch {
+	case !(r.Start > 1) || math.IsInf(r.Start, 0):
+		return optionError("radius_schedule.start", r.Start, "the starting factor of C_mu must be a finite number > 1")
+	case !(r.Fraction > 0) || r.Fraction > 1:
+		return optionError("radius_schedule.fraction", r.Fraction, "the fraction of the steps must be in (0, 1]")
+	case o.Variant != nvib.ModelNVDPClipped && o.Variant != nvib.ModelGaussian:
+		return optionError("radius_schedule", o.Variant, "a schedule of the radius needs a clipped variant (nvdp-clipped, gaussian)")
+	case o.Mode.IsReference():
+		return optionError("radius_schedule", o.Mode, "principled mode only")
+	case o.Device != nil:
+		return optionError("radius_schedule", "device", "the device twin has no schedule of the radius yet: train on the CPU")
+	}
+	return nil
+}
+
 func oneOf(option, value string, allowed ...string) error {
 	if slices.Contains(allowed, value) {
 		return nil
@@ -717,6 +800,12 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 	cfg.LayerNormEps = enc.LayerNormEps
 	if enc.ModelType == "roberta" {
 		cfg.Head = nvib.HeadFirstToken
+	}
+	if o.HeadReads != "" && o.Variant != nvib.ModelBaseline {
+		cfg.HeadReads = o.HeadReads
+		if o.HeadReads == nvib.HeadReadsRelease {
+			cfg.Head = nvib.HeadMean // a mean over the released rows, whatever the backbone
+		}
 	}
 	cfg.LambdaG, cfg.LambdaD = o.Lambda, o.Lambda
 	if !nvib.HasKL(o.Variant) {

@@ -363,6 +363,9 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: task.Metric}
 	var run *loop.Run
 
+	// finalRadius is the clip radius of the model as configured (C_mu, or the
+	// gaussian C): what a radius schedule ends at and every evaluation uses.
+	finalRadius := m.ClipRadius()
 	// step is one training batch: forward with dropout and NVDP sampling at
 	// KL scale s(t), backward; the epoch's loss sums.
 	step := func(st *loop.State, idx []int, lr float64) (float64, string, error) {
@@ -371,6 +374,9 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		// SST-2 and cost 2.4-3x the time (docs/training.md)
 		in, lab := trainEnc.Batch(idx, 0)
 		s := m.Cfg.KLScale(st.Step, total)
+		if o.RadiusSchedule != nil {
+			m.SetClipRadius(o.RadiusSchedule.Radius(st.Step, total, finalRadius))
+		}
 		if dev != nil {
 			return TrainStep(sel, s, lr, nil, func(fo nvib.ForwardOptions) (*nvib.Output, struct{}, error) { return dev.step(in, lab, fo.KLScale) },
 				func(struct{}) error { return nil })
@@ -379,6 +385,9 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	}
 	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
 	endEpoch := func(st *loop.State) (bool, error) {
+		if o.RadiusSchedule != nil {
+			m.SetClipRadius(finalRadius) // evaluate the model that is saved and certified
+		}
 		preds, devLoss, err := predict(fwd, m.Cfg.NumLabels, devEnc, o.EvalBatchSize, evalLen, rngstream.TrainDev.Rand(o.Seed, st.Epoch))
 		if err != nil {
 			return false, fmt.Errorf("dev evaluation: %w", err)
@@ -425,7 +434,11 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		slog.Info("training", "task", task.Name, "variant", o.Variant, "mode", o.Mode, "encoder", o.Encoder,
 			"backend", nn.Backend(), "params", nParams, "train", nTrain, "dev", devEnc.Len(), "truncated", trainEnc.Truncated,
 			"epochs", o.Epochs, "steps", total, "lr", o.LR, "lambda", m.Cfg.LambdaG, "out", o.Out)
-		if err := run.Train(ctx); err != nil {
+		err := run.Train(ctx)
+		if o.RadiusSchedule != nil {
+			m.SetClipRadius(finalRadius)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

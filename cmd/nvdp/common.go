@@ -46,6 +46,8 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.StringVar(&o.KLSchedule, "kl-schedule", o.KLSchedule, "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
 	fs.StringVar(&o.NVIBInit, "nvib-init", o.NVIBInit, "NVIB initialisation: hf (released code) | nvib (intended) | clip (inside the clipping region); default: the mode's, docs/model.md")
 	fs.Var(latentDimFlag{&o.LatentDim}, "latent-dim", "P, the width of the release: the NVIB posterior (or the gaussian release) projects the encoder output to P dims, the NVDP block and head run at P (auto: the encoder's hidden size; divisible by its attention heads; principled mode; docs/model.md)")
+	fs.StringVar(&o.HeadReads, "head-reads", o.HeadReads, "what the head pools: block (the NVDP block's output; default) | release (the mean of the released token rows, no block; principled, a variant with a release; docs/model.md)")
+	fs.Var(radiusScheduleFlag{&o.RadiusSchedule}, "radius-schedule", "START:FRACTION: train with the clip radius START x C_mu at the first step, shrinking linearly to C_mu over FRACTION of the steps (nvdp-clipped, gaussian; evaluation and the certificate use C_mu; default off; docs/training.md)")
 	fs.Float64Var(&o.KLWarmup, "kl-warmup", o.KLWarmup, "warm-up fraction of the KL schedule (warmup, warmup-decay)")
 	fs.IntVar(&o.Epochs, "epochs", o.Epochs, "maximum epochs (>= 1; early stopping may end sooner)")
 	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "training batch size (last partial batch dropped)")
@@ -226,10 +228,38 @@ func (f latentDimFlag) Set(s string) error {
 
 func (latentDimFlag) Type() string { return "int" }
 
+// radiusScheduleFlag is --radius-schedule START:FRACTION (train.RadiusSchedule);
+// "off" (the default) clears it.
+type radiusScheduleFlag struct{ p **train.RadiusSchedule }
+
+func (f radiusScheduleFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return "off"
+	}
+	return strconv.FormatFloat((*f.p).Start, 'g', -1, 64) + ":" + strconv.FormatFloat((*f.p).Fraction, 'g', -1, 64)
+}
+
+func (f radiusScheduleFlag) Set(s string) error {
+	if s == "off" {
+		*f.p = nil
+		return nil
+	}
+	a, b, ok := strings.Cut(s, ":")
+	start, err1 := strconv.ParseFloat(a, 64)
+	frac, err2 := strconv.ParseFloat(b, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return fmt.Errorf("%q is not START:FRACTION (e.g. 4:0.5) or off", s)
+	}
+	*f.p = &train.RadiusSchedule{Start: start, Fraction: frac}
+	return nil
+}
+
+func (radiusScheduleFlag) Type() string { return "start:fraction" }
+
 // optionFlags names the flags of the options whose flag is not their JSON
 // key with dashes (option.Error.Option).
 var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order", "target": "target-epsilon / --target-rd",
-	"data_dir": "lid-dir"}
+	"data_dir": "lid-dir", "radius_schedule.start": "radius-schedule", "radius_schedule.fraction": "radius-schedule"}
 
 // optionFlag is the flag that sets option (a JSON key of train.Options or
 // mlm.Options).

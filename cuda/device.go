@@ -237,6 +237,16 @@ func (d *Device) Do(fn func() error) error {
 // Info describes the device and the libraries in use.
 func (d *Device) Info() Info { return d.info }
 
+// Backend names what computes on the device, for reports beside the CPU
+// engine's nn.Backend(): "cuda (NAME, fp32)" or "cuda (NAME, tf32)".
+func (d *Device) Backend() string {
+	p := PrecisionFP32
+	if d.info.TF32 {
+		p = PrecisionTF32
+	}
+	return "cuda (" + d.info.Name + ", " + p + ")"
+}
+
 // Sync waits until the device has finished every operation queued
 // (cuCtxSynchronize; on the device goroutine).
 func (d *Device) Sync() error { return d.a.check("cuCtxSynchronize", d.a.cuCtxSynchronize()) }

@@ -20,22 +20,37 @@ const (
 	PrecisionTF32 = "tf32"
 )
 
+// CheckChoice checks a device choice (DeviceCPU, DeviceCUDA, DeviceAuto)
+// and a GEMM precision (PrecisionFP32, PrecisionTF32; tf32 needs a GPU)
+// without opening anything: what Select refuses before it loads a library.
+func CheckChoice(choice, precision string) error {
+	switch choice {
+	case DeviceCPU, DeviceCUDA, DeviceAuto:
+	default:
+		return fmt.Errorf("device %q: want %s, %s or %s", choice, DeviceCPU, DeviceCUDA, DeviceAuto)
+	}
+	switch precision {
+	case PrecisionFP32:
+	case PrecisionTF32:
+		if choice == DeviceCPU {
+			return fmt.Errorf("precision %s: GEMMs on the CPU are FP32 (tf32 needs a GPU)", precision)
+		}
+	default:
+		return fmt.Errorf("precision %q: want %s or %s", precision, PrecisionFP32, PrecisionTF32)
+	}
+	return nil
+}
+
 // Select opens the device that choice names: nil for DeviceCPU; the GPU of
 // o for DeviceCUDA (its error when none loads: a *LoadError naming what was
 // looked for and where, or ErrNoDevice); for DeviceAuto the GPU when one
 // loads, else nil with why in fallback. precision sets o.TF32. Errors also
 // name an unknown choice or precision (precision tf32 on the CPU included).
 func Select(choice, precision string, o Options) (d *Device, fallback string, err error) {
-	switch precision {
-	case PrecisionFP32:
-	case PrecisionTF32:
-		if choice == DeviceCPU {
-			return nil, "", fmt.Errorf("precision %s: GEMMs on the CPU are FP32 (tf32 needs a GPU)", precision)
-		}
-		o.TF32 = true
-	default:
-		return nil, "", fmt.Errorf("precision %q: want %s or %s", precision, PrecisionFP32, PrecisionTF32)
+	if err := CheckChoice(choice, precision); err != nil {
+		return nil, "", err
 	}
+	o.TF32 = precision == PrecisionTF32
 	switch choice {
 	case DeviceCPU:
 		return nil, "", nil
@@ -49,5 +64,5 @@ func Select(choice, precision string, o Options) (d *Device, fallback string, er
 		}
 		return d, "", err
 	}
-	return nil, "", fmt.Errorf("device %q: want %s, %s or %s", choice, DeviceCPU, DeviceCUDA, DeviceAuto)
+	panic("unreachable: CheckChoice accepted " + choice)
 }

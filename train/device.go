@@ -152,3 +152,12 @@ func (t *deviceTrainer) close() {
 	t.opt.Free()
 	t.deviceModel.close()
 }
+
+// backendName is what computes a run: the GPU (cuda.Device.Backend) or the
+// CPU engine's BLAS backend (nn.Backend).
+func backendName(d *cuda.Device) string {
+	if d == nil {
+		return nn.Backend()
+	}
+	return d.Backend()
+}

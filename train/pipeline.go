@@ -16,7 +16,6 @@ import (
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/jsonfloat"
-	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -350,7 +349,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 		return nil, err
 	}
 	rep := &Report{Task: dev.Task, Variant: saved.Variant, Mode: saved.Mode, Encoder: saved.Encoder, Lambda: saved.Lambda,
-		Seed: saved.Seed, Backend: nn.Backend(), Utility: dev.Metrics, UtilitySplit: "dev", Training: tr, Dir: dir,
+		Seed: saved.Seed, Backend: backendName(po.Train.Device), Utility: dev.Metrics, UtilitySplit: "dev", Training: tr, Dir: dir,
 		Baseline: pl.baseline}
 	mcfg := b.Model.Cfg
 	switch saved.Variant {

@@ -360,7 +360,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		sampleRng = rand.New(g)
 		lc.Sources = append(lc.Sources, loop.Source{Key: sampleDeviceKey, RNG: g})
 	}
-	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: task.Metric}
+	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: backendName(o.Device), TrainExamples: nTrain, MetricName: task.Metric}
 	var run *loop.Run
 
 	// finalRadius is the clip radius of the model as configured (C_mu, or the
@@ -432,7 +432,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			nParams += p.Value.Len()
 		}
 		slog.Info("training", "task", task.Name, "variant", o.Variant, "mode", o.Mode, "encoder", o.Encoder,
-			"backend", nn.Backend(), "params", nParams, "train", nTrain, "dev", devEnc.Len(), "truncated", trainEnc.Truncated,
+			"backend", backendName(o.Device), "params", nParams, "train", nTrain, "dev", devEnc.Len(), "truncated", trainEnc.Truncated,
 			"epochs", o.Epochs, "steps", total, "lr", o.LR, "lambda", m.Cfg.LambdaG, "out", o.Out)
 		err := run.Train(ctx)
 		if o.RadiusSchedule != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/pflag"
 )
 
@@ -14,11 +15,66 @@ import (
 // a model (a model trained on either device loads and runs on the other).
 type deviceFlags struct {
 	device, precision string
+	hostNoise         bool
+}
+
+// bindTraining adds --device, --precision and --host-noise (the commands
+// that train: train, run).
+func (f *deviceFlags) bindTraining(fs *pflag.FlagSet) {
+	f.bind(fs)
+	fs.BoolVar(&f.hostNoise, "host-noise", false, "draw each training step's dropout and NVDP noise on the host from the GPU's Philox stream, on either device, so that a CPU run and a GPU run of one seed see the same noise (comparisons: scripts/gpu-check.sh); costs an upload per step on the GPU")
+}
+
+// openTraining opens the device for a training run and sets it, and
+// --host-noise, into o; the caller closes the device (nil: the CPU).
+func (f *deviceFlags) openTraining(o *train.Options) (*cuda.Device, error) {
+	d, err := f.open()
+	if err != nil {
+		return nil, err
+	}
+	o.Device, o.HostNoise = d, f.hostNoise
+	return d, nil
+}
+
+// refuseForSpeech is the error of --device cuda on a speech run (the
+// Wav2Vec2 encoder has no device twin yet: issue 29); auto runs it on the
+// CPU with a log line.
+func (f *deviceFlags) refuseForSpeech() error {
+	switch f.device {
+	case cuda.DeviceCUDA:
+		return fmt.Errorf("--device cuda: the speech encoder (Wav2Vec2) has no GPU twin yet; run --task lid with --device cpu")
+	case cuda.DeviceAuto:
+		slog.Info("device: cpu (the speech encoder has no GPU twin yet)")
+	}
+	if f.hostNoise {
+		return fmt.Errorf("--host-noise: the speech task draws its noise on the CPU only")
+	}
+	return nil
+}
+
+// closeDevice closes d (nil: nothing), logging an error: the results are
+// written by then.
+func closeDevice(d *cuda.Device) {
+	if d == nil {
+		return
+	}
+	if err := d.Close(); err != nil {
+		slog.Warn("closing the GPU", "err", err)
+	}
 }
 
 func (f *deviceFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.device, "device", cuda.DeviceCPU, "cpu | cuda (an NVIDIA GPU: the driver, cuBLAS and NVRTC 12 or 13 loaded at run time; NVDP_CUDA_LIB_DIR) | auto (cuda when it loads, else cpu)")
 	fs.StringVar(&f.precision, "precision", cuda.PrecisionFP32, "GEMM precision on the GPU: fp32 | tf32 (tensor cores round GEMM inputs to TF32)")
+}
+
+// check refuses a device or precision that does not exist, before any work
+// (cuda.CheckChoice).
+func (f *deviceFlags) check() error {
+	if err := cuda.CheckChoice(f.device, f.precision); err != nil {
+		return fmt.Errorf("--device %s --precision %s: %w", f.device, f.precision, err)
+	}
+	return nil
 }
 
 // open opens the device the flags name (nil: the CPU) and logs what runs:

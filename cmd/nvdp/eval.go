@@ -19,6 +19,7 @@ type evalFlags struct {
 	seed                         uint64
 	batchSize, limit, maxSeqLen  int
 	noPost, skipBadRows, jsonOut bool
+	dev                          deviceFlags
 }
 
 func newEvalCmd() *cobra.Command {
@@ -43,7 +44,13 @@ seeded by --seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r *train.EvalResult
+			if err := f.dev.check(); err != nil {
+				return err
+			}
 			if speech.IsModelDir(f.model) {
+				if err := f.dev.refuseForSpeech(); err != nil {
+					return err
+				}
 				var err error
 				if r, err = evalSpeech(cmd, f); err != nil {
 					return err
@@ -55,6 +62,12 @@ seeded by --seed.`,
 				}
 				o := train.DefaultEvalOptions(b)
 				f.apply(cmd, &o)
+				d, err := f.dev.open()
+				if err != nil {
+					return err
+				}
+				defer closeDevice(d)
+				o.Device = d
 				if r, err = train.Evaluate(b, o); err != nil {
 					return flagError(err)
 				}
@@ -97,6 +110,7 @@ seeded by --seed.`,
 	fs.BoolVar(&f.noPost, "no-posteriors", false, "do not write the posterior file")
 	fs.BoolVar(&f.skipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON on stdout")
+	f.dev.bind(fs)
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
 }

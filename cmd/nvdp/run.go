@@ -19,6 +19,7 @@ func newRunCmd() *cobra.Command {
 	var af *auditFlagValues
 	var noProgress, jsonOut, failOnCollapse bool
 	sv := new(speechFlagValues)
+	var dev deviceFlags
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
@@ -42,6 +43,9 @@ paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			finishTrainFlags(cmd, &po.Train)
+			if err := dev.check(); err != nil {
+				return err
+			}
 			if err := af.finish(po); err != nil {
 				return err
 			}
@@ -59,8 +63,16 @@ paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-
 			var rep *train.Report
 			var err error
 			if po.Train.Task == speech.TaskName {
+				if err := dev.refuseForSpeech(); err != nil {
+					return err
+				}
 				rep, err = runSpeech(ctx, cmd, sv, po, report)
 			} else {
+				d, derr := dev.openTraining(&po.Train)
+				if derr != nil {
+					return derr
+				}
+				defer closeDevice(d)
 				rep, err = train.RunPipeline(ctx, *po, report)
 			}
 			if err != nil {
@@ -82,6 +94,7 @@ paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-
 	fs := cmd.Flags()
 	trainFlags(fs, &po.Train, &noProgress)
 	speechFlags(fs, sv)
+	dev.bindTraining(fs)
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")

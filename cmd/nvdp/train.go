@@ -13,6 +13,7 @@ func newTrainCmd() *cobra.Command {
 	o := new(train.DefaultOptions())
 	var noProgress, jsonOut bool
 	sv := new(speechFlagValues)
+	var dev deviceFlags
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
@@ -47,6 +48,9 @@ docs/speech.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			finishTrainFlags(cmd, o)
+			if err := dev.check(); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("order") && train.IsNoTarget(o.TargetRD) {
 				return fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
 			}
@@ -58,11 +62,19 @@ docs/speech.md).`,
 			var r *train.Result
 			var err error
 			if o.Task == speech.TaskName {
+				if err := dev.refuseForSpeech(); err != nil {
+					return err
+				}
 				r, err = trainSpeech(ctx, cmd, sv, o, newProgress(cmd, noProgress))
 			} else {
 				if err := checkTrainOptions(o); err != nil {
 					return err
 				}
+				d, derr := dev.openTraining(o)
+				if derr != nil {
+					return derr
+				}
+				defer closeDevice(d)
 				r, err = train.Run(ctx, *o, newProgress(cmd, noProgress))
 			}
 			if err != nil {
@@ -88,6 +100,7 @@ docs/speech.md).`,
 	}
 	trainFlags(cmd.Flags(), o, &noProgress)
 	speechFlags(cmd.Flags(), sv)
+	dev.bindTraining(cmd.Flags())
 	cmd.Flags().Float64Var(&o.TargetOrder, "order", o.TargetOrder, "Renyi order lambda > 1 of --target-rd")
 	cmd.Flags().Float64Var(&o.TargetDelta, "delta", o.TargetDelta, "delta of --target-epsilon")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")

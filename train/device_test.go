@@ -2,8 +2,11 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/internal/cudaemu"
@@ -43,11 +46,20 @@ func TestDeviceTrainingMatchesCPU(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 64, 24)
 	cpuDir, devDir := filepath.Join(t.TempDir(), "cpu"), filepath.Join(t.TempDir(), "dev")
 	o := synthOptions(t, glueDir, vocab, cpuDir)
-	o.HostNoise = true
+	o.HostNoise, o.LogSteps = true, true
 	if _, err := Run(context.Background(), o, nil); err != nil {
 		t.Fatal(err)
 	}
-	deviceRun(t, glueDir, vocab, devDir, func(o *Options) { o.HostNoise = true })
+	deviceRun(t, glueDir, vocab, devDir, func(o *Options) { o.HostNoise, o.LogSteps = true, true })
+	sc, sd := readStepLosses(t, cpuDir), readStepLosses(t, devDir)
+	if len(sc) != 16 || len(sd) != len(sc) {
+		t.Fatalf("step losses: cpu %d, device %d, want 16", len(sc), len(sd))
+	}
+	for i := range sc {
+		if sc[i].Step != i+1 || sd[i].Step != i+1 || !closeRel(sc[i].Loss, sd[i].Loss, 1e-3) {
+			t.Errorf("step %d: cpu %+v, device %+v", i+1, sc[i], sd[i])
+		}
+	}
 	hc, hd := metricsWithoutTime(t, cpuDir), metricsWithoutTime(t, devDir)
 	if len(hc) != 2 || len(hd) != 2 {
 		t.Fatalf("metrics lines: cpu %d, device %d", len(hc), len(hd))
@@ -131,4 +143,22 @@ func TestDeviceResume(t *testing.T) {
 			t.Errorf("epoch %d: uninterrupted %v %v, resumed %v %v", i+1, ma[i].Train, ma[i].Dev, mb[i].Train, mb[i].Dev)
 		}
 	}
+}
+
+// readStepLosses reads the StepsFile of a run with LogSteps.
+func readStepLosses(t *testing.T, dir string) []StepLoss {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, StepsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []StepLoss
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l StepLoss
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %q: %v", StepsFile, line, err)
+		}
+		out = append(out, l)
+	}
+	return out
 }

@@ -41,6 +41,7 @@ import (
 const (
 	OptionsFile    = "train_options.json"
 	MetricsFile    = "metrics.jsonl"
+	StepsFile      = "steps.jsonl"       // Options.LogSteps: StepLoss lines
 	WeightsFile    = encoder.WeightsFile // every parameter of the best model (safetensors)
 	CheckpointFile = "checkpoint-last.safetensors"
 	StateFile      = "train_state.json"
@@ -209,6 +210,19 @@ type Options struct {
 	// noise, for the comparison of the two (scripts/gpu-check.sh). On the GPU
 	// it costs an upload of the noise per step. Run-time, as Device.
 	HostNoise bool `json:"-"`
+	// LogSteps appends each optimizer step's training loss to StepsFile
+	// in Out (StepLoss lines; a resumed run goes on appending), for
+	// comparisons step by step (the CPU and the GPU engine:
+	// scripts/gpu-check.sh). Run-time, as Device.
+	LogSteps bool `json:"-"`
+}
+
+// StepLoss is one line of StepsFile: the optimizer step (1-based) and its
+// loss (nats; the batch mean of task + s(t) lambda KL terms) and s(t).
+type StepLoss struct {
+	Step    int     `json:"step"`
+	Loss    float64 `json:"loss"`
+	KLScale float64 `json:"kl_scale"`
 }
 
 // OptionsVersion is the format of train_options.json that SaveOptions

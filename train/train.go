@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -363,6 +364,33 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: backendName(o.Device), TrainExamples: nTrain, MetricName: task.Metric}
 	var run *loop.Run
 
+	// logStep appends a line to StepsFile (Options.LogSteps), opened at the
+	// first step (the output directory exists by then); a resumed run
+	// appends, so the steps re-run after its checkpoint appear twice.
+	var stepsFile *os.File
+	defer func() {
+		if stepsFile != nil {
+			stepsFile.Close()
+		}
+	}()
+	logStep := func(l StepLoss) error {
+		if !o.LogSteps {
+			return nil
+		}
+		if stepsFile == nil {
+			f, err := os.OpenFile(filepath.Join(o.Out, StepsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("step log: %w", err)
+			}
+			stepsFile = f
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			return err
+		}
+		_, err = stepsFile.Write(append(b, '\n'))
+		return err
+	}
 	// finalRadius is the clip radius of the model as configured (C_mu, or the
 	// gaussian C): what a radius schedule ends at and every evaluation uses.
 	finalRadius := m.ClipRadius()
@@ -377,11 +405,19 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		if o.RadiusSchedule != nil {
 			m.SetClipRadius(o.RadiusSchedule.Radius(st.Step, total, finalRadius))
 		}
+		var loss float64
+		var detail string
+		var err error
 		if dev != nil {
-			return TrainStep(sel, s, lr, nil, func(fo nvib.ForwardOptions) (*nvib.Output, struct{}, error) { return dev.step(in, lab, fo.KLScale) },
+			loss, detail, err = TrainStep(sel, s, lr, nil, func(fo nvib.ForwardOptions) (*nvib.Output, struct{}, error) { return dev.step(in, lab, fo.KLScale) },
 				func(struct{}) error { return nil })
+		} else {
+			loss, detail, err = TrainStep(sel, s, lr, sampleRng, func(fo nvib.ForwardOptions) (*nvib.Output, *nvib.Cache, error) { return m.Forward(in, lab, fo) }, m.Backward)
 		}
-		return TrainStep(sel, s, lr, sampleRng, func(fo nvib.ForwardOptions) (*nvib.Output, *nvib.Cache, error) { return m.Forward(in, lab, fo) }, m.Backward)
+		if err == nil {
+			err = logStep(StepLoss{Step: st.Step + 1, Loss: loss, KLScale: s})
+		}
+		return loss, detail, err
 	}
 	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
 	endEpoch := func(st *loop.State) (bool, error) {

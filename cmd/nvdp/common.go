@@ -47,6 +47,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.StringVar(&o.NVIBInit, "nvib-init", o.NVIBInit, "NVIB initialisation: hf (released code) | nvib (intended) | clip (inside the clipping region); default: the mode's, docs/model.md")
 	fs.Var(latentDimFlag{&o.LatentDim}, "latent-dim", "P, the width of the release: the NVIB posterior (or the gaussian release) projects the encoder output to P dims, the NVDP block and head run at P (auto: the encoder's hidden size; divisible by its attention heads; principled mode; docs/model.md)")
 	fs.StringVar(&o.HeadReads, "head-reads", o.HeadReads, "what the head pools: block (the NVDP block's output; default) | release (the mean of the released token rows, no block; principled, a variant with a release; docs/model.md)")
+	fs.BoolVar(&o.LogSteps, "log-steps", false, "append each optimizer step's training loss to "+train.StepsFile+" in --out (comparisons step by step, e.g. of --device cpu and cuda)")
 	fs.Var(radiusScheduleFlag{&o.RadiusSchedule}, "radius-schedule", "START:FRACTION: train with the clip radius START x C_mu at the first step, shrinking linearly to C_mu over FRACTION of the steps (nvdp-clipped, gaussian; evaluation and the certificate use C_mu; default off; docs/training.md)")
 	fs.Float64Var(&o.KLWarmup, "kl-warmup", o.KLWarmup, "warm-up fraction of the KL schedule (warmup, warmup-decay)")
 	fs.IntVar(&o.Epochs, "epochs", o.Epochs, "maximum epochs (>= 1; early stopping may end sooner)")

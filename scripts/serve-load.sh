@@ -16,7 +16,7 @@ export NVDP_API_KEY=$(bin/nvdp serve keygen --keys $O/keys.txt --id load --budge
 SMALL=$(bin/nvdp serve keygen --keys $O/keys.txt --id small --budget-epsilon 150)
 cut -f1 ../shared/data/glue/SST-2/dev.tsv | tail -n +2 > $O/sst2-dev.txt
 uptime > $O/uptime.txt
-start_server() { bin/nvdp serve --model $MODEL --ledger $O/ledger.db --keys $O/keys.txt --addr 127.0.0.1:18080 --log-level warn 2>>$O/server.stderr & echo $! > $O/server.pid
+start_server() { bin/nvdp serve --model $MODEL --max-epsilon ${MAX_EPSILON:-64} --ledger $O/ledger.db --keys $O/keys.txt --addr 127.0.0.1:18080 --log-level warn 2>>$O/server.stderr & echo $! > $O/server.pid
   for i in $(seq 60); do curl -sf http://127.0.0.1:18080/readyz >/dev/null && break; sleep 0.5; done; }
 start_server
 curl -s http://127.0.0.1:18080/v1/info > $O/info.json

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // Options are the limits and budgets of a Server. Start from DefaultOptions:
@@ -20,6 +21,12 @@ type Options struct {
 	// every key must give its own budget. +Inf: no limit (charges are still
 	// recorded). 0 refuses every release.
 	BudgetEpsilon float64 `json:"budget_epsilon"`
+	// MaxEpsilon is the largest certified epsilon per release (at the
+	// model's delta) the server serves: New refuses a model certifying more
+	// (privacy.CheckMaxEpsilon, the check nvdp embed makes; docs/privacy.md
+	// "A guarantee by default"). Default privacy.DefaultMaxEpsilon; +Inf
+	// serves any model.
+	MaxEpsilon float64 `json:"max_epsilon"`
 	// Limits are the request limits (body, texts, concurrency, queue).
 	Limits
 	// RequestTimeout bounds the handling of one POST /v1/embed, waiting in
@@ -67,13 +74,15 @@ type Limits struct {
 }
 
 // DefaultOptions returns the defaults: no default budget (BudgetEpsilon
-// Auto: each key gives its own), 1 MiB bodies, 64 texts of at most 16 KiB
+// Auto: each key gives its own), models certifying at most
+// privacy.DefaultMaxEpsilon per release, 1 MiB bodies, 64 texts of at most 16 KiB
 // each, GOMAXPROCS releases at once with 64 more queued, 30 s per request,
 // 10 s to read one, 60 s to write one, 120 s idle, 30 s to drain on
 // shutdown; backups only when asked, into the ledger's directory, all kept.
 func DefaultOptions() Options {
 	return Options{
 		BudgetEpsilon: option.Auto(),
+		MaxEpsilon:    privacy.DefaultMaxEpsilon,
 		Limits: Limits{
 			MaxBodyBytes:  1 << 20,
 			MaxTexts:      64,
@@ -98,6 +107,9 @@ func DefaultOptions() Options {
 func (o Options) Validate() error {
 	if !option.IsAuto(o.BudgetEpsilon) && !(o.BudgetEpsilon >= 0) {
 		return option.Errorf("budget_epsilon", o.BudgetEpsilon, "must be >= 0 (epsilon at the model's delta; +Inf for no limit)")
+	}
+	if !(o.MaxEpsilon > 0) {
+		return option.Errorf("max_epsilon", o.MaxEpsilon, "must be > 0 (epsilon per release at the model's delta; +Inf serves any model)")
 	}
 	positive := []struct {
 		key string

@@ -133,6 +133,9 @@ func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slo
 	if err := checkGuarantee(g); err != nil {
 		return nil, err
 	}
+	if err := privacy.CheckMaxEpsilon(g, o.MaxEpsilon); err != nil {
+		return nil, &option.Error{Option: "max_epsilon", Value: o.MaxEpsilon, Reason: err.Error()}
+	}
 	fileKeys, isFile := keys.(*Keys)
 	if isFile && fileKeys == nil {
 		keys = nil

@@ -541,6 +541,13 @@ func TestNewErrors(t *testing.T) {
 		{"empty shape", nil, func(o *serve.Options) { o.BudgetEpsilon = 1 }, servetest.NewFake(0, 4, rho), "N = 0, P = 4"},
 		{"no backup dir", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupDir = "/no/such/dir" }, fake, `backup_dir "/no/such/dir": not a directory`},
 		{"negative backup keep", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupKeep = -1 }, fake, "backup_keep -1: must be >= 0"},
+		{"max epsilon 0", nil, func(o *serve.Options) { o.BudgetEpsilon, o.MaxEpsilon = 1, 0 }, fake, "max_epsilon 0: must be > 0"},
+		{"max epsilon NaN", nil, func(o *serve.Options) { o.BudgetEpsilon, o.MaxEpsilon = 1, math.NaN() }, fake, "max_epsilon NaN: must be > 0"},
+		// rho 2: the curve order x 2 certifies epsilon 10.7 at delta 1e-5, above the default 8
+		{"model above the default max epsilon", nil, func(o *serve.Options) { o.BudgetEpsilon = 1 }, servetest.NewFake(3, 4, 2),
+			"max_epsilon 8: the model certifies epsilon 10.73"},
+		{"model above a max epsilon given", nil, func(o *serve.Options) { o.BudgetEpsilon, o.MaxEpsilon = 1, 0.5 }, fake,
+			"max_epsilon 0.5: the model certifies epsilon"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -551,6 +558,23 @@ func TestNewErrors(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// TestNewMaxEpsilon: a model above the default threshold serves when the
+// operator raises it (to the model's epsilon exactly, or +Inf), and the
+// default is privacy.DefaultMaxEpsilon.
+func TestNewMaxEpsilon(t *testing.T) {
+	if got := serve.DefaultOptions().MaxEpsilon; got != privacy.DefaultMaxEpsilon {
+		t.Fatalf("default max_epsilon %v, want %v", got, privacy.DefaultMaxEpsilon)
+	}
+	fake := servetest.NewFake(3, 4, 2)
+	for _, max := range []float64{float64(fake.Guarantee().Epsilon), math.Inf(1)} {
+		o := serve.DefaultOptions()
+		o.BudgetEpsilon, o.MaxEpsilon = 100, max
+		if _, err := serve.New(fake, servetest.OpenLedger(t), nil, o, nil); err != nil {
+			t.Errorf("max_epsilon %v: %v", max, err)
+		}
 	}
 }
 

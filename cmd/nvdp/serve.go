@@ -94,6 +94,7 @@ docs/serving.md has the threat model, the formats and curl examples.`,
 // option's JSON key with dashes, so that flagError names it.
 func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
 	budgetVar(fs, &o.BudgetEpsilon, "budget-epsilon", "privacy budget of each key without its own, in epsilon at the model's delta (inf: no limit; 0 refuses every release; default: none, so every key needs its own; required without --keys)")
+	fs.Float64Var(&o.MaxEpsilon, "max-epsilon", o.MaxEpsilon, "refuse to start with a model certifying more than this epsilon per release at its delta (inf: any model; docs/privacy.md \"A guarantee by default\")")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest request body (413 beyond)")
 	fs.IntVar(&o.MaxTexts, "max-texts", o.MaxTexts, "most texts in one request")
 	fs.IntVar(&o.MaxTextBytes, "max-text-bytes", o.MaxTextBytes, "longest text, in bytes of UTF-8")

@@ -47,6 +47,13 @@ type api struct {
 	cublasSgemmStridedBatched func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uintptr, lda int32, sa int64, b uintptr, ldb int32, sb int64, beta *float32, c uintptr, ldc int32, sc int64, batch int32) int32
 	cublasGetStatusString     func(status int32) uintptr
 
+	// The BF16 GEMMs (GemmBF16), bound when cuBLAS loads but needed only
+	// by --precision bf16: blasBF16Err says why they are missing (nil when
+	// bound), and Open refuses bf16 with it.
+	cublasGemmEx               func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uintptr, atype int32, lda int32, b uintptr, btype int32, ldb int32, beta *float32, c uintptr, ctype int32, ldc int32, compute int32, algo int32) int32
+	cublasGemmStridedBatchedEx func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uintptr, atype int32, lda int32, sa int64, b uintptr, btype int32, ldb int32, sb int64, beta *float32, c uintptr, ctype int32, ldc int32, sc int64, batch int32, compute int32, algo int32) int32
+	blasBF16Err                error
+
 	nvrtcVersion           func(major, minor *int32) int32
 	nvrtcCreateProgram     func(prog *uintptr, src, name string, nHeaders int32, headers, includeNames unsafe.Pointer) int32
 	nvrtcCompileProgram    func(prog uintptr, nOptions int32, options unsafe.Pointer) int32

@@ -17,9 +17,35 @@ type Options struct {
 	// CacheDir is where compiled kernels are kept ("": $NVDP_CUDA_CACHE,
 	// else the user cache directory's nvdp/cuda).
 	CacheDir string
+	// Precision is the precision of the GEMMs of package dnn's layers
+	// (--precision): PrecisionFP32 (also ""), PrecisionTF32 or
+	// PrecisionBF16 (BF16 inputs, FP32 accumulation and output: the Ex
+	// functions of cuBLAS, compute capability 8.0 or later).
+	Precision string
 	// TF32 lets cuBLAS round FP32 GEMM inputs to TF32 on tensor cores
-	// (--precision tf32); false keeps IEEE FP32 GEMMs.
+	// (--precision tf32): the same as Precision tf32, which it implies
+	// when Precision is "".
 	TF32 bool
+}
+
+// precision is the GEMM precision o asks for. Errors: an unknown one, TF32
+// with another precision.
+func (o Options) precision() (string, error) {
+	switch p := o.Precision; p {
+	case "", PrecisionFP32, PrecisionTF32, PrecisionBF16:
+		if p == "" {
+			p = PrecisionFP32
+			if o.TF32 {
+				p = PrecisionTF32
+			}
+		}
+		if o.TF32 && p != PrecisionTF32 {
+			return "", fmt.Errorf("cuda: Options: TF32 with precision %s", p)
+		}
+		return p, nil
+	default:
+		return "", fmt.Errorf("cuda: precision %q: want %s, %s or %s", p, PrecisionFP32, PrecisionTF32, PrecisionBF16)
+	}
 }
 
 // CacheEnv overrides the default directory of compiled kernels.
@@ -38,7 +64,8 @@ type Info struct {
 	CUBLASLib         string `json:"cublas_lib"`
 	NVRTCVersion      string `json:"nvrtc_version"`
 	NVRTCLib          string `json:"nvrtc_lib"`
-	TF32              bool   `json:"tf32"`
+	TF32              bool   `json:"tf32"`      // Precision is tf32
+	Precision         string `json:"precision"` // of the GEMMs: fp32, tf32 or bf16
 }
 
 // Device is one open GPU: its primary CUDA context, owned by one goroutine
@@ -70,6 +97,12 @@ const (
 	attrCCMinor         = 76
 )
 
+// ErrNoBF16 matches the errors of Open with PrecisionBF16 where BF16
+// GEMMs cannot run: a cuBLAS without cublasGemmEx and
+// cublasGemmStridedBatchedEx (the error names those missing), a GPU older
+// than compute capability 8.0.
+var ErrNoBF16 = errors.New("cuda: precision bf16 unavailable")
+
 // ErrNoDevice is Open on a machine whose driver loads but shows no GPU.
 var ErrNoDevice = fmt.Errorf("%w: no GPU visible", ErrNoCUDA)
 
@@ -77,12 +110,22 @@ var ErrNoDevice = fmt.Errorf("%w: no GPU visible", ErrNoCUDA)
 // with its primary context and a cuBLAS handle, and starts the goroutine
 // that owns them. Errors: a *LoadError (errors.Is ErrNoCUDA) naming what
 // was looked for and where, ErrNoDevice, an ordinal out of range, an *Error
-// of the driver or cuBLAS.
+// of the driver or cuBLAS; an unknown precision; for PrecisionBF16, a cuBLAS
+// without cublasGemmEx and cublasGemmStridedBatchedEx (naming them) or a GPU
+// older than compute capability 8.0 (errors.Is ErrNoBF16).
 func Open(o Options) (*Device, error) {
+	prec, err := o.precision()
+	if err != nil {
+		return nil, err
+	}
 	a, err := loadAPI()
 	if err != nil {
 		return nil, err
 	}
+	if prec == PrecisionBF16 && a.blasBF16Err != nil {
+		return nil, a.blasBF16Err
+	}
+	o.Precision, o.TF32 = prec, prec == PrecisionTF32
 	d := &Device{a: a, work: make(chan func()), done: make(chan struct{}), modules: map[string]*Module{}}
 	d.cacheDir = o.CacheDir
 	if d.cacheDir == "" {
@@ -151,6 +194,9 @@ func (d *Device) init(o Options) error {
 	a.cuDeviceGetAttribute(&sms, attrMultiprocessors, d.dev)
 	var mem uint64
 	a.cuDeviceTotalMem(&mem, d.dev)
+	if o.Precision == PrecisionBF16 && major < 8 {
+		return fmt.Errorf("%w: the GPU (compute capability %d.%d) has no BF16 tensor cores (8.0, Ampere, or later); use fp32", ErrNoBF16, major, minor)
+	}
 	if err := a.check("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
 		return err
 	}
@@ -162,7 +208,7 @@ func (d *Device) init(o Options) error {
 		a.cuDevicePrimaryCtxRelease(d.dev)
 		return err
 	}
-	mode := int32(0) // CUBLAS_DEFAULT_MATH: IEEE FP32
+	mode := int32(0) // CUBLAS_DEFAULT_MATH: IEEE FP32 (bf16: the FP32 GEMMs outside dnn's layers stay IEEE)
 	if o.TF32 {
 		mode = 3 // CUBLAS_TF32_TENSOR_OP_MATH
 	}
@@ -179,6 +225,7 @@ func (d *Device) init(o Options) error {
 		DriverVersion: fmt.Sprintf("%d.%d", drv/1000, drv%1000/10), DriverLib: a.driverPath,
 		CUBLASVersion: fmt.Sprintf("%d.%d.%d", blasV/10000, blasV%10000/100, blasV%100), CUBLASLib: a.blasPath,
 		NVRTCVersion: fmt.Sprintf("%d.%d", rtcMajor, rtcMinor), NVRTCLib: a.nvrtcPath, TF32: o.TF32,
+		Precision: o.Precision,
 	}
 	return nil
 }
@@ -238,14 +285,15 @@ func (d *Device) Do(fn func() error) error {
 func (d *Device) Info() Info { return d.info }
 
 // Backend names what computes on the device, for reports beside the CPU
-// engine's nn.Backend(): "cuda (NAME, fp32)" or "cuda (NAME, tf32)".
+// engine's nn.Backend(): "cuda (NAME, fp32)", "cuda (NAME, tf32)" or
+// "cuda (NAME, bf16)".
 func (d *Device) Backend() string {
-	p := PrecisionFP32
-	if d.info.TF32 {
-		p = PrecisionTF32
-	}
-	return "cuda (" + d.info.Name + ", " + p + ")"
+	return "cuda (" + d.info.Name + ", " + d.info.Precision + ")"
 }
+
+// Precision is the precision of the GEMMs of package dnn's layers:
+// PrecisionFP32, PrecisionTF32 or PrecisionBF16 (Options.Precision).
+func (d *Device) Precision() string { return d.info.Precision }
 
 // Sync waits until the device has finished every operation queued
 // (cuCtxSynchronize; on the device goroutine).

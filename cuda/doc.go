@@ -12,7 +12,9 @@
 // Memory is Buffer (a device allocation of bytes). Kernels are CUDA C
 // source in the repository, compiled at run time by NVRTC for the card
 // found and cached per card, source and NVRTC version (Device.Compile);
-// GEMMs go to cuBLAS (Device.Gemm, in the row-major convention of nn.Gemm).
+// GEMMs go to cuBLAS (Device.Gemm, in the row-major convention of nn.Gemm;
+// Device.GemmBF16 on bfloat16 operands with FP32 accumulation, what
+// package dnn's layers call on a device opened with PrecisionBF16).
 //
 // Kernel sources follow the conventions of Prelude (KERNEL, DEVICE,
 // SHARED_DYN), so that the same source also compiles as plain C against

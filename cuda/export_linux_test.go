@@ -2,6 +2,8 @@
 
 package cuda
 
+import "github.com/ebitengine/purego"
+
 // Library is a library to load, for the tests of the error path.
 type Library struct {
 	What    string
@@ -12,4 +14,17 @@ type Library struct {
 func TryLoad(l Library) error {
 	_, _, err := library{what: l.What, sonames: l.Sonames}.open()
 	return err
+}
+
+// BindBF16From binds the BF16 GEMM functions from the library at path, as
+// the backend does from cuBLAS: the error names the functions missing.
+func BindBF16From(path string) error {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return err
+	}
+	a := &api{}
+	return bindOptional(h, "cuBLAS", path, map[string]any{
+		"cublasGemmEx": &a.cublasGemmEx, "cublasGemmStridedBatchedEx": &a.cublasGemmStridedBatchedEx,
+	})
 }

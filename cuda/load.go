@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/ebitengine/purego"
@@ -123,6 +124,31 @@ func bind(h uintptr, what, path string, fns map[string]any) error {
 	return nil
 }
 
+// bindOptional is bind for functions that only one feature needs: all of
+// fns are registered, or none, and the error names every one missing, so
+// that the library still serves everything else and the feature fails with
+// that error when it is asked for.
+func bindOptional(h uintptr, what, path string, fns map[string]any) error {
+	syms := map[string]uintptr{}
+	var missing []string
+	for name := range fns {
+		sym, err := purego.Dlsym(h, name)
+		if err != nil {
+			missing = append(missing, name)
+			continue
+		}
+		syms[name] = sym
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("%s (%s) lacks %s", what, path, strings.Join(missing, ", "))
+	}
+	for name, fptr := range fns {
+		purego.RegisterFunc(fptr, syms[name])
+	}
+	return nil
+}
+
 // newAPI loads the driver, cuBLAS and NVRTC and binds their functions.
 func newAPI() (*api, error) {
 	a := &api{}
@@ -155,6 +181,11 @@ func newAPI() (*api, error) {
 		"cublasSgemmStridedBatched": &a.cublasSgemmStridedBatched, "cublasGetStatusString": &a.cublasGetStatusString,
 	}); err != nil {
 		return nil, err
+	}
+	if err := bindOptional(h, libBLAS.what, path, map[string]any{
+		"cublasGemmEx": &a.cublasGemmEx, "cublasGemmStridedBatchedEx": &a.cublasGemmStridedBatchedEx,
+	}); err != nil {
+		a.blasBF16Err = fmt.Errorf("%w: %w", ErrNoBF16, err)
 	}
 	if h, path, err = libNVRTC.open(); err != nil {
 		return nil, err

@@ -34,7 +34,7 @@ func TestNoCUDAError(t *testing.T) {
 }
 
 // TestSelect: cpu opens nothing; an unknown device or precision, and tf32
-// on the CPU, are errors naming them; auto falls back to the CPU with the
+// or bf16 on the CPU, are errors naming them; auto falls back to the CPU with the
 // reason where no GPU loads (here: a load error of a library that does not
 // exist stands in for a machine without CUDA).
 func TestSelect(t *testing.T) {
@@ -43,8 +43,9 @@ func TestSelect(t *testing.T) {
 	}
 	for _, tc := range []struct{ dev, prec, want string }{
 		{"gpu", "fp32", `device "gpu": want cpu, cuda or auto`},
-		{"cuda", "bf17", `precision "bf17": want fp32 or tf32`},
+		{"cuda", "bf17", `precision "bf17": want fp32, tf32 or bf16`},
 		{"cpu", "tf32", "precision tf32: GEMMs on the CPU are FP32"},
+		{"cpu", "bf16", "precision bf16: GEMMs on the CPU are FP32 (bf16 needs a GPU)"},
 	} {
 		if _, _, err := cuda.Select(tc.dev, tc.prec, cuda.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s/%s: %v, want %q", tc.dev, tc.prec, err, tc.want)

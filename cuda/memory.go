@@ -53,7 +53,7 @@ func checkSize(op string, b Buffer, n int) {
 }
 
 // Upload copies src into the start of dst (on the device goroutine).
-func Upload[T float32 | int32 | uint32 | float64 | uint64](d *Device, dst Buffer, src []T) error {
+func Upload[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device, dst Buffer, src []T) error {
 	if len(src) == 0 {
 		return nil
 	}
@@ -64,7 +64,7 @@ func Upload[T float32 | int32 | uint32 | float64 | uint64](d *Device, dst Buffer
 
 // Download copies the start of src into dst (on the device goroutine; it
 // waits for the work queued before it).
-func Download[T float32 | int32 | uint32 | float64 | uint64](d *Device, dst []T, src Buffer) error {
+func Download[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device, dst []T, src Buffer) error {
 	if len(dst) == 0 {
 		return nil
 	}

@@ -13,16 +13,22 @@ const (
 	DeviceAuto = "auto"
 )
 
-// The precisions of the device's GEMMs (`--precision`): IEEE FP32, or FP32
-// with cuBLAS rounding GEMM inputs to TF32 on tensor cores.
+// The precisions of the device's GEMMs (`--precision`): IEEE FP32; FP32
+// with cuBLAS rounding GEMM inputs to TF32 on tensor cores; BF16 GEMM
+// inputs (rounded to nearest even by the layers of package dnn) with FP32
+// accumulation and output. Everything but the GEMMs' inputs is FP32 (or
+// float64) whatever the precision: parameters, optimizer, LayerNorm,
+// softmax, losses, the NVIB layer (docs/engine.md, "BF16").
 const (
 	PrecisionFP32 = "fp32"
 	PrecisionTF32 = "tf32"
+	PrecisionBF16 = "bf16"
 )
 
 // CheckChoice checks a device choice (DeviceCPU, DeviceCUDA, DeviceAuto)
-// and a GEMM precision (PrecisionFP32, PrecisionTF32; tf32 needs a GPU)
-// without opening anything: what Select refuses before it loads a library.
+// and a GEMM precision (PrecisionFP32, PrecisionTF32, PrecisionBF16; tf32
+// and bf16 need a GPU) without opening anything: what Select refuses
+// before it loads a library.
 func CheckChoice(choice, precision string) error {
 	switch choice {
 	case DeviceCPU, DeviceCUDA, DeviceAuto:
@@ -31,12 +37,12 @@ func CheckChoice(choice, precision string) error {
 	}
 	switch precision {
 	case PrecisionFP32:
-	case PrecisionTF32:
+	case PrecisionTF32, PrecisionBF16:
 		if choice == DeviceCPU {
-			return fmt.Errorf("precision %s: GEMMs on the CPU are FP32 (tf32 needs a GPU)", precision)
+			return fmt.Errorf("precision %s: GEMMs on the CPU are FP32 (%s needs a GPU)", precision, precision)
 		}
 	default:
-		return fmt.Errorf("precision %q: want %s or %s", precision, PrecisionFP32, PrecisionTF32)
+		return fmt.Errorf("precision %q: want %s, %s or %s", precision, PrecisionFP32, PrecisionTF32, PrecisionBF16)
 	}
 	return nil
 }
@@ -44,13 +50,16 @@ func CheckChoice(choice, precision string) error {
 // Select opens the device that choice names: nil for DeviceCPU; the GPU of
 // o for DeviceCUDA (its error when none loads: a *LoadError naming what was
 // looked for and where, or ErrNoDevice); for DeviceAuto the GPU when one
-// loads, else nil with why in fallback. precision sets o.TF32. Errors also
-// name an unknown choice or precision (precision tf32 on the CPU included).
+// loads, else nil with why in fallback. precision sets o.Precision (and
+// o.TF32). Errors also name an unknown choice or precision (tf32 or bf16 on
+// the CPU included), and for bf16 a cuBLAS without the BF16 GEMMs or a GPU
+// older than compute capability 8.0 (Open). With DeviceAuto and bf16, a
+// machine without CUDA falls back to the CPU's FP32.
 func Select(choice, precision string, o Options) (d *Device, fallback string, err error) {
 	if err := CheckChoice(choice, precision); err != nil {
 		return nil, "", err
 	}
-	o.TF32 = precision == PrecisionTF32
+	o.Precision, o.TF32 = precision, precision == PrecisionTF32
 	switch choice {
 	case DeviceCPU:
 		return nil, "", nil

@@ -194,18 +194,35 @@ func (headBatch) operand(t *Tensor, ld, bStride, hStride int) headOperand {
 }
 
 // gemm computes C_bh = alpha op(A_bh) op(B_bh) + beta C_bh for every pair
-// (b, h), as cuda.Device.GemmStridedBatched per matrix.
+// (b, h), as cuda.Device.GemmStridedBatched per matrix. On a bf16 device
+// the tensors of A and B are rounded to bfloat16 once, whole, and every
+// call reads its matrices from the copies at the same element offsets
+// (cuda.Device.GemmBF16).
 func (hs headBatch) gemm(e *Engine, transA, transB bool, m, n, k int, alpha float32, a, b headOperand, beta float32, c headOperand) {
 	outer, inner := hs.B, hs.H
-	at := func(o headOperand, i int) (cuda.Buffer, int) { return o.t.Buf.Offset(4 * i * o.bStride), o.hStride }
+	at := func(buf cuda.Buffer, size int, o headOperand, i int) (cuda.Buffer, int) {
+		return buf.Offset(size * i * o.bStride), o.hStride
+	}
 	if hs.B > hs.H {
 		outer, inner = hs.H, hs.B
-		at = func(o headOperand, i int) (cuda.Buffer, int) { return o.t.Buf.Offset(4 * i * o.hStride), o.bStride }
+		at = func(buf cuda.Buffer, size int, o headOperand, i int) (cuda.Buffer, int) {
+			return buf.Offset(size * i * o.hStride), o.bStride
+		}
+	}
+	if e.bf16 {
+		ha, hb := e.bf16Operands(a.t.Buf, a.t.Len(), b.t.Buf, b.t.Len())
+		for i := 0; i < outer; i++ {
+			ab, as := at(ha, bf16Bytes, a, i)
+			bb, bs := at(hb, bf16Bytes, b, i)
+			cb, cs := at(c.t.Buf, 4, c, i)
+			must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ab, a.ld, as, bb, b.ld, bs, beta, cb, c.ld, cs, inner))
+		}
+		return
 	}
 	for i := 0; i < outer; i++ {
-		ab, as := at(a, i)
-		bb, bs := at(b, i)
-		cb, cs := at(c, i)
+		ab, as := at(a.t.Buf, 4, a, i)
+		bb, bs := at(b.t.Buf, 4, b, i)
+		cb, cs := at(c.t.Buf, 4, c, i)
 		must(e.Dev.GemmStridedBatched(transA, transB, m, n, k, alpha, ab, a.ld, as, bb, b.ld, bs, beta, cb, c.ld, cs, inner))
 	}
 }

@@ -40,6 +40,9 @@ type Engine struct {
 	mod     *cuda.Module
 	kernels map[string]*cuda.Kernel
 	arena   arena
+
+	bf16    bool        // the device's GEMMs take BF16 inputs (dnn/bf16.go)
+	scratch cuda.Buffer // the GEMMs' BF16 operands (bf16Scratch)
 }
 
 // NewEngine compiles the kernels (Source; cached by package cuda) for d. On
@@ -49,12 +52,15 @@ func NewEngine(d *cuda.Device) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{Dev: d, mod: m, kernels: map[string]*cuda.Kernel{}, arena: arena{dev: d}}, nil
+	return &Engine{Dev: d, mod: m, kernels: map[string]*cuda.Kernel{}, arena: arena{dev: d}, bf16: d.Precision() == cuda.PrecisionBF16}, nil
 }
 
-// Close frees the arena (parameters are freed by their owners: FreeParams).
+// Close frees the arena and the BF16 scratch buffer (parameters are freed
+// by their owners: FreeParams).
 func (e *Engine) Close() {
 	e.arena.free()
+	e.Dev.Free(e.scratch)
+	e.scratch = cuda.Buffer{}
 }
 
 // must panics with err (a *cuda.Error or its wrapping): a failed launch or

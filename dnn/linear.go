@@ -7,7 +7,8 @@ import (
 )
 
 // Linear is the twin of nn.Linear: y = x W^T + b, W [Out, In], b [Out]
-// (nil for a bias-free layer), the GEMMs on cuBLAS.
+// (nil for a bias-free layer), the GEMMs on cuBLAS (BF16 inputs on a bf16
+// device: Engine.gemm).
 type Linear struct {
 	In, Out int
 	W, B    *Param
@@ -43,7 +44,7 @@ func (l *Linear) Forward(e *Engine, x *Tensor) (*Tensor, *Tensor) {
 		e.launch1D("bias_rows", rows*l.Out, y.Buf, l.B.Value.Buf, rows, l.Out)
 		beta = 1
 	}
-	must(e.Dev.Gemm(false, true, rows, l.Out, l.In, 1, x.Buf, l.W.Value.Buf, beta, y.Buf))
+	e.gemm(false, true, rows, l.Out, l.In, 1, x.Buf, l.W.Value.Buf, beta, y.Buf)
 	return y, x
 }
 
@@ -51,11 +52,11 @@ func (l *Linear) Forward(e *Engine, x *Tensor) (*Tensor, *Tensor) {
 // returns dx [..., In].
 func (l *Linear) Backward(e *Engine, x, dy *Tensor) *Tensor {
 	rows := x.Rows()
-	must(e.Dev.Gemm(true, false, l.Out, l.In, rows, 1, dy.Buf, x.Buf, 1, l.W.Grad.Buf))
+	e.gemm(true, false, l.Out, l.In, rows, 1, dy.Buf, x.Buf, 1, l.W.Grad.Buf)
 	if l.B != nil {
 		e.launch1D("col_sum_acc", l.Out, l.B.Grad.Buf, dy.Buf, rows, l.Out)
 	}
 	dx := e.New(x.Shape...)
-	must(e.Dev.Gemm(false, false, rows, l.In, l.Out, 1, dy.Buf, l.W.Value.Buf, 0, dx.Buf))
+	e.gemm(false, false, rows, l.In, l.Out, 1, dy.Buf, l.W.Value.Buf, 0, dx.Buf)
 	return dx
 }

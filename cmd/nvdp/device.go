@@ -65,7 +65,7 @@ func closeDevice(d *cuda.Device) {
 
 func (f *deviceFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.device, "device", cuda.DeviceCPU, "cpu | cuda (an NVIDIA GPU: the driver, cuBLAS and NVRTC 12 or 13 loaded at run time; NVDP_CUDA_LIB_DIR) | auto (cuda when it loads, else cpu)")
-	fs.StringVar(&f.precision, "precision", cuda.PrecisionFP32, "GEMM precision on the GPU: fp32 | tf32 (tensor cores round GEMM inputs to TF32)")
+	fs.StringVar(&f.precision, "precision", cuda.PrecisionFP32, "GEMM precision on the GPU: fp32 | tf32 (tensor cores round GEMM inputs to TF32) | bf16 (GEMM inputs rounded to BF16, FP32 accumulation, compute capability 8.0+; parameters, optimizer, LayerNorm, softmax, losses and the NVIB layer stay FP32)")
 }
 
 // check refuses a device or precision that does not exist, before any work
@@ -95,6 +95,6 @@ func (f *deviceFlags) open() (*cuda.Device, error) {
 	in := d.Info()
 	slog.Info("device", "device", cuda.DeviceCUDA, "card", in.Name, "compute_capability", in.ComputeCapability, "memory_gib",
 		float64(in.MemoryBytes)/(1<<30), "driver_cuda", in.DriverVersion, "cublas", in.CUBLASVersion, "nvrtc", in.NVRTCVersion,
-		"tf32", in.TF32, "driver_lib", in.DriverLib)
+		"precision", in.Precision, "driver_lib", in.DriverLib)
 	return d, nil
 }

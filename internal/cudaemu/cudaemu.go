@@ -117,11 +117,22 @@ func build() (string, error) {
 // of the process (processCache).
 func OpenDevice(tb testing.TB) *cuda.Device {
 	tb.Helper()
-	o := cuda.Options{CacheDir: processCache(tb)}
+	return OpenDevicePrecision(tb, cuda.PrecisionFP32)
+}
+
+// OpenDevicePrecision is OpenDevice with the GEMM precision of the device
+// (cuda.PrecisionFP32, PrecisionTF32, PrecisionBF16: the stand-in's BF16
+// GEMMs widen BF16 inputs and accumulate in FP32; its TF32 is FP32).
+func OpenDevicePrecision(tb testing.TB, precision string) *cuda.Device {
+	tb.Helper()
+	o := cuda.Options{CacheDir: processCache(tb), Precision: precision}
 	if os.Getenv(RealEnv) == "1" {
 		d, err := cuda.Open(o)
 		if errors.Is(err, cuda.ErrNoCUDA) {
 			tb.Skipf("no GPU: %v", err)
+		}
+		if errors.Is(err, cuda.ErrNoBF16) {
+			tb.Skipf("no BF16 GEMMs here: %v", err)
 		}
 		if err != nil {
 			tb.Fatal(err)

@@ -1,0 +1,74 @@
+package dnn
+
+import (
+	"github.com/nvdp-project/nvdp/cuda"
+)
+
+// BF16 GEMMs (--precision bf16, cuda.PrecisionBF16). On a bf16 device the
+// GEMMs of the layers (Linear, attention's products, and so every layer
+// built on them) round their two FP32 operands to bfloat16 (bf16_from_f32,
+// round to nearest even, into the engine's scratch buffer) and multiply
+// them with cuBLAS's BF16 GEMMs, which accumulate in FP32 and write an FP32
+// result (cuda.Device.GemmBF16). Nothing else changes: activations and
+// gradients between layers, parameters, their gradients, AdamW's moments
+// and update stay FP32, and LayerNorm, softmax, GELU, the losses and the
+// NVIB layer (the clip of mu, sigma and alpha included, which runs on the
+// FP32 outputs of its projections, in float64 where it did) compute in
+// FP32 or float64 as on an fp32 device (docs/engine.md, "BF16").
+
+// bf16Bytes is the size of a bfloat16.
+const bf16Bytes = 2
+
+// bf16Scratch returns the engine's scratch buffer with at least bytes
+// (grown as needed: the old buffer freed after the work queued on it).
+func (e *Engine) bf16Scratch(bytes int) cuda.Buffer {
+	if bytes > e.scratch.Bytes {
+		if e.scratch.Ptr != 0 {
+			must(e.Dev.Sync()) // the GEMMs queued may still read it
+			must(e.Dev.Free(e.scratch))
+			e.scratch = cuda.Buffer{}
+		}
+		b, err := e.Dev.Alloc((bytes + 1<<20 - 1) &^ (1<<20 - 1))
+		must(err)
+		e.scratch = b
+	}
+	return e.scratch
+}
+
+// bf16Round writes the n floats of x rounded to bfloat16 into dst (2n
+// bytes).
+func (e *Engine) bf16Round(dst, x cuda.Buffer, n int) {
+	e.launch1D("bf16_from_f32", n, dst, x, int64(n))
+}
+
+// bf16Operands rounds the first na floats of a and nb floats of b to
+// bfloat16 into the scratch buffer and returns the two copies. Kernels and
+// GEMMs run in order on the device's stream, so the next GEMM's operands
+// may overwrite this one's.
+func (e *Engine) bf16Operands(a cuda.Buffer, na int, b cuda.Buffer, nb int) (cuda.Buffer, cuda.Buffer) {
+	offB := (bf16Bytes*na + 255) &^ 255
+	s := e.bf16Scratch(offB + bf16Bytes*max(nb, 1))
+	ha, hb := cuda.Buffer{Ptr: s.Ptr, Bytes: offB}, s.Offset(offB)
+	e.bf16Round(ha, a, na)
+	e.bf16Round(hb, b, nb)
+	return ha, hb
+}
+
+// gemm is cuda.Device.Gemm (dense row-major operands, as nn.Gemm) at the
+// device's precision: the FP32 GEMM (TF32 on a tf32 device), or on a bf16
+// device the BF16 GEMM of a and b rounded to bfloat16.
+func (e *Engine) gemm(transA, transB bool, m, n, k int, alpha float32, a, b cuda.Buffer, beta float32, c cuda.Buffer) {
+	if !e.bf16 {
+		must(e.Dev.Gemm(transA, transB, m, n, k, alpha, a, b, beta, c))
+		return
+	}
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	ha, hb := e.bf16Operands(a, m*k, b, k*n)
+	must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ha, lda, 0, hb, ldb, 0, beta, c, n, 0, 1))
+}

@@ -14,18 +14,39 @@ import (
 // (Ledger) and PostgreSQL (PGLedger) both compose and convert with it, so
 // that the same counts give the same balance, bit for bit, in either.
 
-// Accountant names the composition a curve is charged under, stored with
-// every curve (PostgreSQL: curves.accountant; the file: the curve record's
-// "accountant", absent in files of before it): RDP curves of one order grid
-// summed per order (releases x bound), converted to epsilon at the ledger's
-// delta by the minimum over orders (privacy.BestEpsilon). CurveFormat is the
-// version of a curve's record. A ledger refuses a curve of another
-// accountant or a newer format instead of charging under arithmetic it does
-// not know.
+// The accountants of a curve, stored with every curve (PostgreSQL:
+// curves.accountant and curves.gaussian_mu; the file: the curve record's
+// "accountant" and "gaussian_mu", absent in files of before them):
+//
+//   - Accountant ("rdp-sum"): an RDP curve, composed by summing the curves
+//     per order (releases x bound) and converting the sum to epsilon at the
+//     ledger's delta by the minimum over orders (privacy.BestEpsilon);
+//   - AccountantGaussian ("gaussian-mu"): the curve of a release that is
+//     exactly a Gaussian mechanism (privacy.Guarantee.Accountant is
+//     privacy.AccountantGaussian), stored with its mu of one release
+//     (Curve.Mu) beside its RDP curve order mu^2 / 2.
+//
+// An account composes exactly (exactEpsilon) while every curve it was
+// charged under is Gaussian, else by the RDP sum; docs/serving.md, "Exact
+// composition of Gaussian releases".
+//
+// CurveFormat is the newest version of a curve's record: 1 holds an RDP
+// curve, 2 adds the Gaussian mu. A curve is written in the oldest format
+// that holds it (an RDP curve in format 1, its record as before, so that the
+// nvdp of before still reads a file of RDP curves only). A ledger refuses a
+// curve of another accountant or a newer format instead of charging under
+// arithmetic it does not know.
 const (
-	Accountant  = "rdp-sum"
-	CurveFormat = 1
+	Accountant         = "rdp-sum"
+	AccountantGaussian = "gaussian-mu"
+	CurveFormat        = 2
 )
+
+// gaussianRDPTolerance bounds the relative difference between a Gaussian
+// curve's RDP bounds and order mu^2 / 2 (privacy certifies them within
+// 1e-12): beyond it the curve's mu and bounds disagree, and the curve is
+// refused.
+const gaussianRDPTolerance = 1e-6
 
 // composition is the order grid and delta that every curve of a ledger
 // shares (set by the first curve registered).
@@ -34,34 +55,155 @@ type composition struct {
 	delta  float64
 }
 
-// spent is the composed RDP curve of an account that was charged counts
-// releases by curve ID: at each order, the sum over curves of releases x
-// bound, the curves taken in ID order so that the sum is the same float64
-// every time. curve resolves an ID; its error (a curve the ledger does not
-// hold or cannot read) is returned.
-func (c composition) spent(counts map[string]uint64, curve func(id string) (*Curve, error)) ([]float64, error) {
-	ids := make([]string, 0, len(counts))
-	for id, n := range counts {
-		if n > 0 {
-			ids = append(ids, id)
+// newCurve is the curve g certifies for one release, as a ledger registers
+// it (Model unset), with its orders, accountant and format: a Gaussian curve
+// (its mu of one release g.GaussianMu / sqrt(g.Releases), and its RDP
+// curve) when g's epsilon is exact (privacy.AccountantGaussian) with a mu >
+// 0, else an RDP curve. Errors: a Gaussian guarantee whose mu and curve
+// disagree (checkGaussian).
+func newCurve(g *privacy.Guarantee) (c *Curve, orders []float64, accountant string, format int, err error) {
+	orders = make([]float64, len(g.Curve))
+	rd := make([]float64, len(g.Curve))
+	for i, p := range g.Curve {
+		orders[i], rd[i] = p.Order, float64(p.RD)
+	}
+	c = &Curve{RD: rd, Delta: g.Delta}
+	accountant, format = Accountant, 1
+	if mu := float64(g.GaussianMu); g.Accountant == privacy.AccountantGaussian && mu > 0 && g.Releases >= 1 {
+		c.Mu = mu / math.Sqrt(float64(g.Releases))
+		if err := checkGaussian(orders, rd, c.Mu); err != nil {
+			return nil, nil, "", 0, fmt.Errorf("model guarantee: %w", err)
+		}
+		accountant, format = AccountantGaussian, CurveFormat
+	}
+	c.ID = curveIDOf(orders, rd, c.Mu)
+	return c, orders, accountant, format, nil
+}
+
+// curveIDOf is the ID of a curve: curveID of its orders and bounds for an
+// RDP curve (mu 0), gaussianCurveID (which covers mu too) for a Gaussian one.
+func curveIDOf(orders, rd []float64, mu float64) string {
+	if mu != 0 {
+		return gaussianCurveID(orders, rd, mu)
+	}
+	return curveID(orders, rd)
+}
+
+// checkGaussian checks a Gaussian curve's mu (finite, > 0) against its RDP
+// bounds: each finite bound is order mu^2 / 2 within gaussianRDPTolerance.
+func checkGaussian(orders, rd []float64, mu float64) error {
+	if !(mu > 0) || math.IsInf(mu, 1) {
+		return fmt.Errorf("gaussian mu %v: want a finite value > 0", mu)
+	}
+	for i, v := range rd {
+		want := orders[i] * mu * mu / 2
+		if !math.IsInf(v, 1) && !(math.Abs(v-want) <= gaussianRDPTolerance*want) {
+			return fmt.Errorf("gaussian mu %v does not match the RDP bound %v at order %v (want order mu^2/2 = %v)", mu, v, orders[i], want)
 		}
 	}
-	slices.Sort(ids)
-	sum := make([]float64, len(c.orders))
-	for _, id := range ids {
+	return nil
+}
+
+// composed is an account's charges as the composition reads them: the
+// curves charged (count > 0) in ID order with their counts, the RDP sum
+// over them, and the releases in all.
+type composed struct {
+	ids      []string
+	counts   []uint64
+	curves   []*Curve
+	rd       []float64 // at each order, the sum over curves of releases x bound
+	releases uint64
+}
+
+// compose reads the account charged counts releases by curve ID: its RDP
+// curve is, at each order, the sum over curves of releases x bound, the
+// curves taken in ID order so that the sum is the same float64 every time.
+// curve resolves an ID; its error (a curve the ledger does not hold or
+// cannot read) is returned.
+func (c composition) compose(counts map[string]uint64, curve func(id string) (*Curve, error)) (composed, error) {
+	var s composed
+	for id, n := range counts {
+		s.releases += n
+		if n > 0 {
+			s.ids = append(s.ids, id)
+		}
+	}
+	slices.Sort(s.ids)
+	s.rd = make([]float64, len(c.orders))
+	for _, id := range s.ids {
 		cv, err := curve(id)
 		if err != nil {
-			return nil, err
+			return composed{}, err
 		}
-		if len(cv.RD) != len(sum) {
-			return nil, fmt.Errorf("curve %s has %d orders, the ledger %d", id, len(cv.RD), len(sum))
+		if len(cv.RD) != len(s.rd) {
+			return composed{}, fmt.Errorf("curve %s has %d orders, the ledger %d", id, len(cv.RD), len(s.rd))
 		}
 		n := float64(counts[id])
 		for i, v := range cv.RD {
-			sum[i] += n * v
+			s.rd[i] += n * v
+		}
+		s.counts, s.curves = append(s.counts, counts[id]), append(s.curves, cv)
+	}
+	return s, nil
+}
+
+// gaussianMu is the mu of the account's releases when every curve charged
+// is Gaussian (and one is): sqrt(sum_i (mu_i sqrt(n_i))^2), the curves in
+// ID order, with m more releases of curve extra (m > 0) added to its count.
+// mu_i-GDP mechanisms compose into a sqrt(sum mu_i^2)-GDP one (Dong, Roth &
+// Su 2022, Cor. 3.3), n_i releases of one into mu_i sqrt(n_i); the terms
+// are squares of mu_i sqrt(n_i) so that one curve gives mu_1 sqrt(n) bit
+// for bit, as privacy.Guarantee's mu of n releases. ok is false for an
+// account with nothing charged or an RDP curve among its curves.
+func (s composed) gaussianMu(extra *Curve, m uint64) (mu float64, ok bool) {
+	curves, counts := s.curves, s.counts
+	if extra != nil && m > 0 {
+		i, found := slices.BinarySearch(s.ids, extra.ID)
+		curves, counts = slices.Clone(curves), slices.Clone(counts)
+		if found {
+			counts[i] += m
+		} else {
+			curves, counts = slices.Insert(curves, i, extra), slices.Insert(counts, i, m)
 		}
 	}
-	return sum, nil
+	if len(curves) == 0 {
+		return 0, false
+	}
+	var sum float64
+	for i, cv := range curves {
+		if cv.Mu <= 0 {
+			return 0, false
+		}
+		x := cv.Mu * math.Sqrt(float64(counts[i]))
+		sum += x * x
+	}
+	return math.Sqrt(sum), true
+}
+
+// spentEpsilon is the epsilon at the ledger's delta of the account s, the
+// order that gives it (NaN for an exact composition) and the accountant
+// (privacy.AccountantGaussian or privacy.AccountantRDP).
+func (c composition) spentEpsilon(s composed) (eps, order float64, accountant string) {
+	if mu, ok := s.gaussianMu(nil, 0); ok {
+		return c.exactEpsilon(mu), math.NaN(), privacy.AccountantGaussian
+	}
+	eps, order = c.epsilon(s.rd)
+	return eps, order, privacy.AccountantRDP
+}
+
+// exactEpsilon is the epsilon at the ledger's delta of releases that
+// compose into a Gaussian mechanism of mu (privacy.GaussianMechanismEpsilon:
+// Balle & Wang 2018, Thm 8, the (epsilon, delta) curve of mu-GDP); +Inf
+// for an infinite mu.
+func (c composition) exactEpsilon(mu float64) float64 {
+	if math.IsInf(mu, 1) {
+		return math.Inf(1)
+	}
+	eps, err := privacy.GaussianMechanismEpsilon(mu, c.delta)
+	if err != nil {
+		panic(fmt.Sprintf("serve: composed gaussian mu: %v", err))
+	}
+	return eps
 }
 
 // epsilon converts a composed curve to epsilon at the ledger's delta and
@@ -84,31 +226,51 @@ func (c composition) epsilon(rd []float64) (eps, order float64) {
 // as +Inf.
 const maxReleases = 1 << 52
 
-// balance is the balance of account id, charged releases in all, whose
-// composed curve is spent, against budget (epsilon at delta), for releases
-// of curve.
-func (c composition) balance(id string, releases uint64, spent []float64, curve *Curve, budget float64) Balance {
-	eps, _ := c.epsilon(spent)
+// balance is the balance of account id, charged counts releases by curve
+// ID (resolved by lookup), against budget (epsilon at delta), for releases
+// of curve. Its accountant is the one of its spent epsilon; for an account
+// with nothing charged, the one its first release of curve would be
+// composed by.
+func (c composition) balance(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
+	s, err := c.compose(counts, lookup)
+	if err != nil {
+		return Balance{}, err
+	}
+	eps, _, acct := c.spentEpsilon(s)
+	if len(s.ids) == 0 {
+		acct = privacy.AccountantRDP
+		if curve.Mu > 0 {
+			acct = privacy.AccountantGaussian
+		}
+	}
 	return Balance{
-		Account: id, Releases: releases, Delta: curve.Delta,
+		Account: id, Releases: s.releases, Delta: curve.Delta, Accountant: acct,
 		SpentEpsilon: jsonfloat.Float(eps), BudgetEpsilon: jsonfloat.Float(budget),
 		RemainingEpsilon:  jsonfloat.Float(math.Max(0, budget-eps)),
-		RemainingReleases: jsonfloat.Float(c.remainingReleases(spent, curve.RD, budget)),
-	}
+		RemainingReleases: jsonfloat.Float(c.remainingReleases(s, curve, budget)),
+	}, nil
 }
 
-// remainingReleases is the largest m >= 0 such that spent + m curve stays
-// within budget (epsilon at the ledger's delta), +Inf when maxReleases do.
-// Epsilon is non-decreasing in m (each order's bound grows, and so does
-// their minimum), so the search is exponential then binary.
-func (c composition) remainingReleases(spent, curve []float64, budget float64) float64 {
+// remainingReleases is the largest m >= 0 such that the account s after m
+// more releases of curve stays within budget (epsilon at the ledger's
+// delta), +Inf when maxReleases do. The account after them is composed by
+// the rule of spentEpsilon: exactly while it would hold Gaussian curves
+// only, else by the RDP sum (spent + m curve at each order). Epsilon is
+// non-decreasing in m (each order's bound grows, and so does their minimum;
+// mu grows; an RDP curve added moves an exact account to the RDP sum, which
+// is at least the exact epsilon), so the search is exponential then binary.
+func (c composition) remainingReleases(s composed, curve *Curve, budget float64) float64 {
 	fits := func(m float64) bool {
-		rd := make([]float64, len(spent))
+		if m == 0 {
+			eps, _, _ := c.spentEpsilon(s)
+			return eps <= budget
+		}
+		if mu, ok := s.gaussianMu(curve, uint64(m)); ok {
+			return c.exactEpsilon(mu) <= budget
+		}
+		rd := make([]float64, len(s.rd))
 		for i := range rd {
-			rd[i] = spent[i]
-			if m > 0 {
-				rd[i] += m * curve[i]
-			}
+			rd[i] = s.rd[i] + m*curve.RD[i]
 		}
 		eps, _ := c.epsilon(rd)
 		return eps <= budget
@@ -138,35 +300,50 @@ func (c composition) remainingReleases(spent, curve []float64, budget float64) f
 // curve over requests requests, last at updated.
 func (c composition) account(id string, counts map[string]uint64, requests uint64, updated time.Time, curve func(string) (*Curve, error)) (Account, error) {
 	a := Account{ID: id, ReleasesByCurve: counts, Requests: requests, Delta: c.delta, Updated: updated,
-		SpentEpsilon: 0, SpentOrder: jsonfloat.Float(math.NaN())}
+		SpentEpsilon: 0, SpentOrder: jsonfloat.Float(math.NaN()), Accountant: privacy.AccountantRDP}
 	for _, n := range counts {
 		a.Releases += n
 	}
 	if a.Delta > 0 {
-		spent, err := c.spent(counts, curve)
+		s, err := c.compose(counts, curve)
 		if err != nil {
 			return Account{}, fmt.Errorf("account %q: %w", id, err)
 		}
-		eps, order := c.epsilon(spent)
-		a.SpentEpsilon, a.SpentOrder = jsonfloat.Float(eps), jsonfloat.Float(order)
+		eps, order, acct := c.spentEpsilon(s)
+		a.SpentEpsilon, a.SpentOrder, a.Accountant = jsonfloat.Float(eps), jsonfloat.Float(order), acct
 	}
 	return a, nil
 }
 
 // checkCurve checks a curve read from a ledger against the ledger's grid:
 // its accountant and format are known, its orders and delta are the
-// ledger's, and its ID is the hash of its orders and bounds (so that a
-// changed bound is found, not charged under).
-func (c composition) checkCurve(id, accountant string, format int, orders, rd []float64, delta float64) error {
+// ledger's, a Gaussian curve's mu agrees with its bounds (checkGaussian)
+// and an RDP curve has none, and its ID is the hash of its orders and
+// bounds, and of its mu for a Gaussian curve (so that a changed bound or mu
+// is found, not charged under).
+func (c composition) checkCurve(id, accountant string, format int, orders, rd []float64, delta, mu float64) error {
 	switch {
-	case accountant != Accountant || format < 1 || format > CurveFormat:
-		return fmt.Errorf("curve %s: accountant %q format %d, this server knows %q format 1..%d: it was written by a newer nvdp", id, accountant, format, Accountant, CurveFormat)
+	case accountant == Accountant && format >= 1 && format <= CurveFormat:
+		if mu != 0 {
+			return fmt.Errorf("curve %s: an RDP curve (%s) with a gaussian mu %v", id, accountant, mu)
+		}
+	case accountant == AccountantGaussian && format >= 2 && format <= CurveFormat:
+	default:
+		return fmt.Errorf("curve %s: accountant %q format %d, this server knows %q format 1..%d and %q format 2..%d: it was written by a newer nvdp", id, accountant, format, Accountant, CurveFormat, AccountantGaussian, CurveFormat)
+	}
+	switch {
 	case !slices.Equal(orders, c.orders) || len(rd) != len(c.orders):
 		return fmt.Errorf("curve %s: orders differ from the ledger's", id)
 	case delta != c.delta:
 		return fmt.Errorf("curve %s: delta %g differs from the ledger's %g", id, delta, c.delta)
-	case curveID(orders, rd) != id:
-		return fmt.Errorf("curve %s: its orders and bounds hash to %s", id, curveID(orders, rd))
+	}
+	if accountant == AccountantGaussian {
+		if err := checkGaussian(orders, rd, mu); err != nil {
+			return fmt.Errorf("curve %s: %w", id, err)
+		}
+	}
+	if want := curveIDOf(orders, rd, mu); want != id {
+		return fmt.Errorf("curve %s: its orders and bounds hash to %s", id, want)
 	}
 	return nil
 }

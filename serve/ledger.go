@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io/fs"
 	"math"
@@ -54,10 +55,13 @@ const maxCommitBatch = 256
 const lockTimeout = time.Second
 
 // Ledger is the durable privacy ledger of a server: per account (a key ID),
-// the releases charged to it under each model's certified RDP curve. The
-// spent privacy of an account is the sum over its releases of their curves
-// at each Renyi order (RDP composes additively), converted to epsilon at the
-// ledger's delta with privacy.BestEpsilon.
+// the releases charged to it under each model's certified RDP curve (and
+// Gaussian mu, for a release that is exactly a Gaussian mechanism). The
+// spent privacy of an account is composed by budget.go: exactly (the mus
+// composed, privacy.GaussianMechanismEpsilon) while every curve it was
+// charged under is Gaussian, else the sum over its releases of their
+// curves at each Renyi order (RDP composes additively), converted to
+// epsilon at the ledger's delta with privacy.BestEpsilon.
 //
 // It is a bbolt file (go.etcd.io/bbolt: pure Go, one file, copy-on-write
 // B+tree whose every committed transaction is fsync'd; a crash leaves the
@@ -108,10 +112,13 @@ type curveRecord struct {
 	Delta      float64           `json:"delta"`
 	Model      json.RawMessage   `json:"model,omitempty"` // the description of the first model registered with it
 	Registered time.Time         `json:"registered"`
-	// Accountant and Format (Accountant, CurveFormat) are absent in files
-	// of before them: the one accountant there was, format 1.
-	Accountant string `json:"accountant,omitempty"`
-	Format     int    `json:"format,omitempty"`
+	// Accountant and Format (Accountant or AccountantGaussian, 1 or
+	// CurveFormat) are absent in files of before them: the one accountant
+	// there was, format 1. GaussianMu is a Gaussian curve's mu of one
+	// release (format 2), absent for an RDP curve.
+	Accountant string  `json:"accountant,omitempty"`
+	Format     int     `json:"format,omitempty"`
+	GaussianMu float64 `json:"gaussian_mu,omitempty"`
 }
 
 // modelRecord is a model's value in the models bucket (by ModelID).
@@ -181,10 +188,15 @@ type Account struct {
 	Releases        uint64            `json:"releases"`
 	ReleasesByCurve map[string]uint64 `json:"releases_by_curve"`
 	Requests        uint64            `json:"requests"`
-	// SpentEpsilon is the composed curve's epsilon at Delta, SpentOrder the
-	// order that gives it (NaN when nothing is spent or all is infinite).
+	// SpentEpsilon is the account's composed epsilon at Delta, by
+	// Accountant: privacy.AccountantGaussian (exact: every curve charged is
+	// Gaussian) or privacy.AccountantRDP (the RDP sum converted; also for an
+	// account with nothing charged). SpentOrder is the order that gives the
+	// RDP conversion (NaN for an exact composition, when nothing is spent
+	// or all is infinite).
 	SpentEpsilon jsonfloat.Float `json:"spent_epsilon"`
 	SpentOrder   jsonfloat.Float `json:"spent_order"`
+	Accountant   string          `json:"accountant"`
 	Delta        float64         `json:"delta"`
 	Updated      time.Time       `json:"updated"`
 }
@@ -193,8 +205,13 @@ type Account struct {
 type Balance struct {
 	Account  string `json:"account"`
 	Releases uint64 `json:"releases"` // releases charged to the account so far
-	// SpentEpsilon is the account's composed curve at Delta.
+	// SpentEpsilon is the account's composed epsilon at Delta, by
+	// Accountant: privacy.AccountantGaussian (exact: every curve charged is
+	// Gaussian) or privacy.AccountantRDP (the RDP sum converted). For an
+	// account with nothing charged, Accountant is the one its first release
+	// of the balance's curve would be composed by.
 	SpentEpsilon  jsonfloat.Float `json:"spent_epsilon"`
+	Accountant    string          `json:"accountant"`
 	BudgetEpsilon jsonfloat.Float `json:"budget_epsilon"`
 	// RemainingEpsilon is BudgetEpsilon - SpentEpsilon, at least 0: a
 	// summary only, epsilons do not add up (RemainingReleases is exact).
@@ -461,7 +478,7 @@ func (l *Ledger) readCurves(tx *bolt.Tx) error {
 		if err := json.Unmarshal(v, &rec); err != nil {
 			return corrupt("curve %s: %v", k, err)
 		}
-		c := &Curve{ID: string(k), Delta: rec.Delta, RD: make([]float64, len(rec.RD))}
+		c := &Curve{ID: string(k), Delta: rec.Delta, RD: make([]float64, len(rec.RD)), Mu: rec.GaussianMu}
 		for i, v := range rec.RD {
 			c.RD[i] = float64(v)
 		}
@@ -469,8 +486,8 @@ func (l *Ledger) readCurves(tx *bolt.Tx) error {
 		if acc == "" && format == 0 { // a curve of before they were recorded
 			acc, format = Accountant, 1
 		}
-		// The ID is the curve's hash: a changed bound is found.
-		if err := l.comp().checkCurve(c.ID, acc, format, rec.Orders, c.RD, rec.Delta); err != nil {
+		// The ID is the curve's hash: a changed bound or mu is found.
+		if err := l.comp().checkCurve(c.ID, acc, format, rec.Orders, c.RD, rec.Delta, c.Mu); err != nil {
 			return corrupt("%v", err)
 		}
 		l.curves[c.ID] = c
@@ -551,8 +568,27 @@ func (l *Ledger) Delta() float64 {
 	return l.delta
 }
 
-// curveID is the ID of a curve (Curve).
+// curveID is the ID of an RDP curve (Curve): the SHA-256 of its orders and
+// bounds (float64 bits, little-endian, pairwise), its first 16 bytes in hex.
 func curveID(orders, rd []float64) string {
+	return hex.EncodeToString(curveHash(orders, rd, nil)[:16])
+}
+
+// gaussianCurveID is the ID of a Gaussian curve: as curveID's, with
+// AccountantGaussian's name and mu's float64 bits after the pairs (a
+// longer message than any RDP curve's of the grid, so the two never
+// collide), so that a changed mu is found as a changed bound is.
+func gaussianCurveID(orders, rd []float64, mu float64) string {
+	return hex.EncodeToString(curveHash(orders, rd, func(h hash.Hash) {
+		var b [8]byte
+		h.Write([]byte(AccountantGaussian))
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(mu))
+		h.Write(b[:])
+	})[:16])
+}
+
+// curveHash is the SHA-256 of orders and rd, then of what more writes.
+func curveHash(orders, rd []float64, more func(hash.Hash)) []byte {
 	h := sha256.New()
 	var b [8]byte
 	for i := range orders {
@@ -561,17 +597,22 @@ func curveID(orders, rd []float64) string {
 		binary.LittleEndian.PutUint64(b[:], math.Float64bits(rd[i]))
 		h.Write(b[:])
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	if more != nil {
+		more(h)
+	}
+	return h.Sum(nil)
 }
 
 // RegisterCurve records g, the certified guarantee of one release of a
 // model (described by model, stored as JSON: with the curve when the curve
 // is new, and in the models bucket under its ModelID), and returns the
-// curve that charges are made under. The first curve fixes the ledger's
-// orders and delta; every later one must have the same. Registering a curve
-// and model again is a no-op. Errors: g is not the guarantee of one
-// release, its orders or delta differ from the ledger's, the model does not
-// encode as JSON, the write fails.
+// curve that charges are made under: a Gaussian curve (with its mu) when
+// g's epsilon is exact (privacy.AccountantGaussian), else an RDP curve
+// (newCurve). The first curve fixes the ledger's orders and delta; every
+// later one must have the same. Registering a curve and model again is a
+// no-op. Errors: g is not the guarantee of one release, its mu disagrees
+// with its curve, its orders or delta differ from the ledger's, the model
+// does not encode as JSON, the write fails.
 func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
 	if err := checkGuarantee(g); err != nil {
 		return nil, err
@@ -582,24 +623,27 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	if err := l.Err(); err != nil {
 		return nil, err
 	}
-	orders, rd := guaranteeCurve(g)
+	c, orders, acct, format, err := newCurve(g)
+	if err != nil {
+		return nil, err
+	}
 	m, err := json.Marshal(model)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: model description: %w", l.path, err)
 	}
+	c.Model = ModelID(m)
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	l.mu.RLock()
 	first, lorders, ldelta := l.orders == nil, l.orders, l.delta
-	c := &Curve{ID: curveID(orders, rd), RD: rd, Delta: g.Delta, Model: ModelID(m)}
 	_, known := l.curves[c.ID]
 	l.mu.RUnlock()
 	if err := checkGrid(orders, g.Delta, first, lorders, ldelta); err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
 	now := time.Now().UTC()
-	rec := curveRecord{Orders: orders, Delta: g.Delta, Model: m, Registered: now, Accountant: Accountant, Format: CurveFormat}
-	for _, v := range rd {
+	rec := curveRecord{Orders: orders, Delta: g.Delta, Model: m, Registered: now, Accountant: acct, Format: format, GaussianMu: c.Mu}
+	for _, v := range c.RD {
 		rec.RD = append(rec.RD, jsonfloat.Float(v))
 	}
 	val, err := json.Marshal(rec)
@@ -645,16 +689,6 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	l.curves[c.ID] = c
 	l.mu.Unlock()
 	return c, nil
-}
-
-// guaranteeCurve is the orders and bounds of g's curve.
-func guaranteeCurve(g *privacy.Guarantee) (orders, rd []float64) {
-	orders = make([]float64, len(g.Curve))
-	rd = make([]float64, len(g.Curve))
-	for i, p := range g.Curve {
-		orders[i], rd[i] = p.Order, float64(p.RD)
-	}
-	return orders, rd
 }
 
 // checkGrid checks a new curve's orders and delta against a ledger's
@@ -912,16 +946,7 @@ func (l *Ledger) curve(id string) (*Curve, error) {
 // balance is the balance of the account with record rec against budget
 // for releases of curve.
 func (l *Ledger) balance(id string, rec *accountRecord, curve *Curve, budget float64) (Balance, error) {
-	comp := l.comp()
-	spent, err := comp.spent(rec.Releases, l.curve)
-	if err != nil {
-		return Balance{}, err
-	}
-	var n uint64
-	for _, v := range rec.Releases {
-		n += v
-	}
-	return comp.balance(id, n, spent, curve, budget), nil
+	return l.comp().balance(id, rec.Releases, l.curve, curve, budget)
 }
 
 // Balance returns the committed balance of account against budget for

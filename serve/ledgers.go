@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -14,7 +15,8 @@ import (
 
 // PrivacyLedger is what a Server charges: the durable record, per account
 // (a key ID), of the releases charged under each model's certified RDP
-// curve. Two implementations, with one budget arithmetic (budget.go):
+// curve (and, for a release that is exactly Gaussian, its mu: an account
+// of Gaussian releases only composes exactly). Two implementations, with one budget arithmetic (budget.go):
 //
 //   - *Ledger, a bbolt file that one process opens (OpenLedger): the
 //     embedded default of a service on one machine;
@@ -67,14 +69,19 @@ type PrivacyLedger interface {
 var _ PrivacyLedger = (*Ledger)(nil)
 
 // Curve is a model's certified RDP curve of one release, registered in a
-// ledger: ID is the hex of the first 16 bytes of the SHA-256 of its orders
-// and bounds (the same curve gets the same ID in every ledger). Model is
-// the ID of the model description it was registered with (ModelID; "" for
-// a curve not registered by RegisterCurve), recorded with every charge.
+// ledger, and for a release that is exactly a Gaussian mechanism its mu:
+// ID is the hex of the first 16 bytes of the SHA-256 of its orders and
+// bounds, and of its mu for a Gaussian curve (the same curve gets the same
+// ID in every ledger). Model is the ID of the model description it was
+// registered with (ModelID; "" for a curve not registered by
+// RegisterCurve), recorded with every charge.
 type Curve struct {
 	ID    string
 	RD    []float64 // nats per release at each of the ledger's orders (+Inf allowed)
 	Delta float64
+	// Mu is sensitivity / sigma of one release of a Gaussian curve
+	// (AccountantGaussian: RD is order Mu^2 / 2), 0 for an RDP curve.
+	Mu    float64
 	Model string
 }
 
@@ -131,13 +138,15 @@ type History struct {
 }
 
 // CurveInfo describes a registered curve: its accountant and format, the
-// guarantee of one release under it (epsilon at the ledger's delta, the
-// best order) and its whole curve.
+// guarantee of one release under it (epsilon at the ledger's delta: exact
+// for a Gaussian curve, whose mu GaussianMu is and whose Order is NaN; else
+// the RDP conversion at its best order) and its whole curve.
 type CurveInfo struct {
 	Accountant string            `json:"accountant"`
 	Format     int               `json:"format"`
 	Epsilon    jsonfloat.Float   `json:"epsilon_per_release"`
 	Order      jsonfloat.Float   `json:"order"`
+	GaussianMu float64           `json:"gaussian_mu,omitempty"`
 	Delta      float64           `json:"delta"`
 	Orders     []float64         `json:"orders"`
 	RD         []jsonfloat.Float `json:"rd"`
@@ -147,8 +156,11 @@ type CurveInfo struct {
 // curveInfo describes the curve c of the composition's grid.
 func (c composition) curveInfo(cv *Curve, accountant string, format int, registered time.Time) CurveInfo {
 	eps, order := c.epsilon(cv.RD)
+	if cv.Mu > 0 {
+		eps, order = c.exactEpsilon(cv.Mu), math.NaN()
+	}
 	ci := CurveInfo{Accountant: accountant, Format: format, Epsilon: jsonfloat.Float(eps), Order: jsonfloat.Float(order),
-		Delta: cv.Delta, Orders: c.orders, Registered: registered}
+		GaussianMu: cv.Mu, Delta: cv.Delta, Orders: c.orders, Registered: registered}
 	for _, v := range cv.RD {
 		ci.RD = append(ci.RD, jsonfloat.Float(v))
 	}

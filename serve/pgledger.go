@@ -324,7 +324,7 @@ func (l *PGLedger) load(ctx context.Context) error {
 	case format != PGLedgerFormat:
 		return fmt.Errorf("ledger %s: format %q, want %q", l.name, format, PGLedgerFormat)
 	}
-	rows, err := l.pool.Query(ctx, `SELECT id, accountant, format_version, orders, rd, delta FROM nvdp.curves`)
+	rows, err := l.pool.Query(ctx, `SELECT `+pgCurveColumns+` FROM nvdp.curves`)
 	if err != nil {
 		return fmt.Errorf("ledger %s: %w", l.name, err)
 	}
@@ -343,19 +343,26 @@ func (l *PGLedger) load(ctx context.Context) error {
 	return nil
 }
 
-// scanCurve reads a row of nvdp.curves (id, accountant, format_version,
-// orders, rd, delta) and checks it against comp's grid.
+// pgCurveColumns are the columns of nvdp.curves that scanCurve reads.
+const pgCurveColumns = `id, accountant, format_version, orders, rd, delta, gaussian_mu`
+
+// scanCurve reads a row of nvdp.curves (pgCurveColumns; gaussian_mu NULL
+// for an RDP curve) and checks it against comp's grid.
 func scanCurve(row pgx.Row, comp composition) (*Curve, error) {
 	var (
 		c          Curve
 		accountant string
 		format     int
 		orders     []float64
+		mu         *float64
 	)
-	if err := row.Scan(&c.ID, &accountant, &format, &orders, &c.RD, &c.Delta); err != nil {
+	if err := row.Scan(&c.ID, &accountant, &format, &orders, &c.RD, &c.Delta, &mu); err != nil {
 		return nil, err
 	}
-	if err := comp.checkCurve(c.ID, accountant, format, orders, c.RD, c.Delta); err != nil {
+	if mu != nil {
+		c.Mu = *mu
+	}
+	if err := comp.checkCurve(c.ID, accountant, format, orders, c.RD, c.Delta, c.Mu); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -382,7 +389,7 @@ func (l *PGLedger) curveOf(ctx context.Context, q interface {
 	if err := l.grid(ctx, q); err != nil {
 		return nil, err
 	}
-	c, err := scanCurve(q.QueryRow(ctx, `SELECT id, accountant, format_version, orders, rd, delta FROM nvdp.curves WHERE id = $1`, id), l.comp())
+	c, err := scanCurve(q.QueryRow(ctx, `SELECT `+pgCurveColumns+` FROM nvdp.curves WHERE id = $1`, id), l.comp())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &CorruptError{Path: l.name, Detail: fmt.Sprintf("an account was charged under curve %s, which the ledger does not hold", id)}
 	}
@@ -441,17 +448,25 @@ func (l *PGLedger) Format() string { return PGLedgerFormat }
 // model (its description model in nvdp.models under ModelID), and returns
 // the curve charges are made under (PrivacyLedger). The first curve of the
 // ledger, whichever replica registers it, fixes the orders and delta (the
-// ledger's row is locked meanwhile). Registering a curve again is a no-op.
+// ledger's row is locked meanwhile). A Gaussian curve is stored with its mu
+// (newCurve). Registering a curve again is a no-op.
 func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
 	if err := checkGuarantee(g); err != nil {
+		return nil, err
+	}
+	c, orders, acct, format, err := newCurve(g)
+	if err != nil {
 		return nil, err
 	}
 	m, err := json.Marshal(model)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: model description: %w", l.name, err)
 	}
-	orders, rd := guaranteeCurve(g)
-	c := &Curve{ID: curveID(orders, rd), RD: rd, Delta: g.Delta, Model: ModelID(m)}
+	c.Model = ModelID(m)
+	var mu *float64
+	if c.Mu > 0 {
+		mu = &c.Mu
+	}
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
@@ -471,8 +486,8 @@ func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error
 			return err
 		}
 		now := time.Now().UTC()
-		if _, err := tx.Exec(ctx, `INSERT INTO nvdp.curves (id, accountant, format_version, orders, rd, delta, registered)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`, c.ID, Accountant, CurveFormat, orders, rd, g.Delta, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO nvdp.curves (id, accountant, format_version, orders, rd, delta, registered, gaussian_mu)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`, c.ID, acct, format, orders, c.RD, g.Delta, now, mu); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO nvdp.models (id, description, curve, registered) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING`,
@@ -701,15 +716,7 @@ func (l *PGLedger) commitBatch(batch []*chargeReq) error {
 // balance is the balance of account id with counts against budget for
 // releases of curve.
 func (l *PGLedger) balance(comp composition, id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
-	spent, err := comp.spent(counts, lookup)
-	if err != nil {
-		return Balance{}, err
-	}
-	var n uint64
-	for _, v := range counts {
-		n += v
-	}
-	return comp.balance(id, n, spent, curve, budget), nil
+	return comp.balance(id, counts, lookup, curve, budget)
 }
 
 // counts reads an account's releases by curve (none: a new account).
@@ -966,21 +973,39 @@ func (l *PGLedger) Close() error {
 // Errors: the database does not answer within timeout; a schema "nvdp"
 // that is not an nvdp ledger; a schema newer than this build's.
 func CreatePGLedger(dsn string, timeout time.Duration) (LedgerInfo, []int, error) {
-	name := pgName(dsn)
 	o := DefaultPGOptions()
 	o.Timeout = timeout
-	if err := o.Validate(); err != nil {
+	applied, err := migratePG(dsn, o, pgSchemaVersion)
+	if err != nil {
 		return LedgerInfo{}, nil, err
+	}
+	l, err := OpenPGLedger(dsn, o)
+	if err != nil {
+		return LedgerInfo{}, applied, err
+	}
+	defer l.Close()
+	info, err := l.Info()
+	return info, applied, err
+}
+
+// migratePG creates the ledger's schema in the database at dsn, or migrates
+// it, up to version upTo (pgSchemaVersion but in tests, which make a
+// database of an older version): CreatePGLedger without the open. It
+// returns the versions it applied.
+func migratePG(dsn string, o PGOptions, upTo int) ([]int, error) {
+	name := pgName(dsn)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	cfg, err := poolConfig(dsn, o, "nvdp serve ledger init")
 	if err != nil {
-		return LedgerInfo{}, nil, err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
-		return LedgerInfo{}, nil, fmt.Errorf("ledger %s: %w", name, err)
+		return nil, fmt.Errorf("ledger %s: %w", name, err)
 	}
 	defer conn.Close(context.Background())
 	var applied []int
@@ -1009,7 +1034,7 @@ func CreatePGLedger(dsn string, timeout time.Duration) (LedgerInfo, []int, error
 		}
 		now := time.Now().UTC()
 		for _, m := range pgMigrations {
-			if m.Version <= v {
+			if m.Version <= v || m.Version > upTo {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
@@ -1028,15 +1053,9 @@ func CreatePGLedger(dsn string, timeout time.Duration) (LedgerInfo, []int, error
 		return nil
 	})
 	if err != nil {
-		return LedgerInfo{}, nil, fmt.Errorf("create ledger %s: %w", name, err)
+		return nil, fmt.Errorf("create ledger %s: %w", name, err)
 	}
-	l, err := OpenPGLedger(dsn, o)
-	if err != nil {
-		return LedgerInfo{}, applied, err
-	}
-	defer l.Close()
-	info, err := l.Info()
-	return info, applied, err
+	return applied, nil
 }
 
 // LookupKey returns the key of the database whose hash is SHA-256(secret)

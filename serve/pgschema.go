@@ -79,6 +79,14 @@ CREATE TABLE nvdp.keys (
 	revoked        timestamptz
 );
 `,
+}, {
+	Version:     2,
+	Description: "curves.gaussian_mu: the mu of one release of a Gaussian curve (exact composition)",
+	// NULL for an RDP curve: every curve of version 1 is one, and stays one
+	// (its ID covers no mu).
+	SQL: `
+ALTER TABLE nvdp.curves ADD COLUMN gaussian_mu double precision;
+`,
 }}
 
 // pgSchemaVersion is the schema version this build serves.

@@ -784,7 +784,7 @@ type Accounting struct {
 func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 	in := Info{Model: s.rel.Model(), Components: s.n, Dims: s.p, PerRelease: s.one, Guarantee: s.guar, Scope: Scope,
 		Accounting: Accounting{Ledger: s.ledger.Format(), Keys: s.keys != nil, CurveID: s.curve.ID,
-			Composition: "each release of a text is charged the curve of one release to the caller's key; a key's spent RDP is the sum of its releases' curves at each order, converted to epsilon at delta by the minimum over orders"},
+			Composition: "each release of a text is charged the curve of one release to the caller's key; a key whose releases are all exactly Gaussian composes exactly (the mus compose into sqrt(sum n_i mu_i^2), its epsilon the analytic Gaussian mechanism's at delta); any other key's spent RDP is the sum of its releases' curves at each order, converted to epsilon at delta by the minimum over orders; the balance's accountant says which"},
 		Limits: s.opts.Limits, RequestTimeout: s.opts.RequestTimeout.Seconds()}
 	if !option.IsAuto(s.opts.BudgetEpsilon) {
 		in.Accounting.DefaultBudget = jsonfloat.New(s.opts.BudgetEpsilon)

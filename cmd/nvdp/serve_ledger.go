@@ -20,7 +20,9 @@ func newLedgerCmd() *cobra.Command {
 		Use:   "ledger --ledger FILE|postgres://...|env:VAR",
 		Short: "Print the accounts of a privacy ledger as JSON (releases, spent epsilon at delta); init, check, history, back up and restore ledgers",
 		Long: `Print every account of the ledger as JSON: the releases charged (in all and per model
-curve), the requests, and the spent epsilon at the ledger's delta with its order.
+curve), the requests, and the spent epsilon at the ledger's delta with its accountant
+(analytic-gaussian: composed exactly, every release charged being Gaussian; rdp: the RDP sum,
+with its order).
 A file is opened read-only (never written: a read-only copy will do); a running server holds
 it, so read a backup of it instead ('kill -USR1' the server). A PostgreSQL ledger is read
 while its servers run.
@@ -75,8 +77,9 @@ func newLedgerHistoryCmd() *cobra.Command {
 		Use:   "history --ledger FILE|postgres://... [--account ID] [--before N] [--limit N]",
 		Short: "Print a ledger's charges as JSON, newest first: what each key received, under which guarantee",
 		Long: `Print the charges of the ledger, newest first, as JSON: each with its time, key ID (account),
-releases, the RDP curve it was charged under and the model; and the curves (their guarantee of
-one release: epsilon at the ledger's delta, the order, the whole curve) and models (their
+releases, the curve it was charged under and the model; and the curves (their guarantee of
+one release: epsilon at the ledger's delta, the order, the whole RDP curve, and a Gaussian
+curve's mu) and models (their
 descriptions) the charges name. --account selects one key's; --before N pages back (the
 "before" of the previous page). A file ledger holds the charges made since it recorded them
 (its charges bucket); a PostgreSQL ledger every charge, with the replica that made it.

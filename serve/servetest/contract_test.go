@@ -25,7 +25,7 @@ func (r *recorder) Fatal(a ...any) { r.TB.Fatal(a...) }
 // field, status or missing header, a wrong type, a success for a request
 // the document refuses, an unknown route answered otherwise than 404.
 func TestContractCatches(t *testing.T) {
-	const okBody = `{"budget":{"account":"alice","releases":2,"spent_epsilon":1.5,"budget_epsilon":"Infinity","remaining_epsilon":"Infinity","remaining_releases":"Infinity","delta":1e-05}}`
+	const okBody = `{"budget":{"account":"alice","releases":2,"spent_epsilon":1.5,"accountant":"rdp","budget_epsilon":"Infinity","remaining_epsilon":"Infinity","remaining_releases":"Infinity","delta":1e-05}}`
 	errBody := `{"error":{"code":"bad_json","message":"x","request_id":"0123456789abcdef"}}`
 	for _, tc := range []struct {
 		name, method, target, reqBody string
@@ -39,6 +39,8 @@ func TestContractCatches(t *testing.T) {
 		{"an unknown route's 404", "GET", "/v2/x", "", 404, nil, errBody, ""},
 		{"an undocumented field", "GET", "/v1/budget", "", 200, nil, strings.Replace(okBody, `"delta"`, `"extra":1,"delta"`, 1), "the response is not api/openapi.yaml's"},
 		{"a string where a number goes", "GET", "/v1/budget", "", 200, nil, strings.Replace(okBody, `"spent_epsilon":1.5`, `"spent_epsilon":"1.5"`, 1), "the response is not api/openapi.yaml's"},
+		{"an unknown accountant", "GET", "/v1/budget", "", 200, nil, strings.Replace(okBody, `"rdp"`, `"rdp-sum"`, 1), "the response is not api/openapi.yaml's"},
+		{"a balance without its accountant", "GET", "/v1/budget", "", 200, nil, strings.Replace(okBody, `"accountant":"rdp",`, ``, 1), "the response is not api/openapi.yaml's"},
 		{"an undocumented status", "GET", "/v1/budget", "", 418, nil, errBody, "the response is not api/openapi.yaml's"},
 		{"an undocumented error code", "GET", "/v1/budget", "", 400, nil, strings.Replace(errBody, "bad_json", "oops", 1), "the response is not api/openapi.yaml's"},
 		{"no X-Request-Id", "GET", "/v1/budget", "", 200, map[string]string{"X-Request-Id": ""}, okBody, "no X-Request-Id header"},

@@ -26,6 +26,10 @@ type Fake struct {
 	// nats, the RDP curve of a Gaussian mechanism of sensitivity 1 and
 	// noise sigma = 1/sqrt(2 Rho).
 	Rho float64
+	// Mu, when > 0, makes the release exactly a Gaussian mechanism of
+	// sensitivity / sigma Mu: the guarantee is ExactGaussianGuarantee(Mu)
+	// (Rho is not used), which the ledgers compose exactly.
+	Mu float64
 	// Latency is how long each Release takes (it returns early, with ctx's
 	// error, when ctx is done first).
 	Latency time.Duration
@@ -46,11 +50,20 @@ func NewFake(n, p int, rho float64) *Fake { return &Fake{N: n, P: p, Rho: rho} }
 // Shape returns N, P.
 func (f *Fake) Shape() (n, p int) { return f.N, f.P }
 
-// Guarantee returns GaussianGuarantee(f.Rho).
-func (f *Fake) Guarantee() *privacy.Guarantee { return GaussianGuarantee(f.Rho) }
+// Guarantee returns GaussianGuarantee(f.Rho), or ExactGaussianGuarantee(f.Mu)
+// when f.Mu > 0.
+func (f *Fake) Guarantee() *privacy.Guarantee {
+	if f.Mu > 0 {
+		return ExactGaussianGuarantee(f.Mu)
+	}
+	return GaussianGuarantee(f.Rho)
+}
 
 // Model describes the fake.
 func (f *Fake) Model() any {
+	if f.Mu > 0 {
+		return map[string]any{"model": "servetest.Fake", "components": f.N, "dims": f.P, "mu": f.Mu}
+	}
 	return map[string]any{"model": "servetest.Fake", "components": f.N, "dims": f.P, "rho": f.Rho}
 }
 
@@ -131,5 +144,24 @@ func GaussianGuarantee(rho float64) *privacy.Guarantee {
 		panic(err)
 	}
 	g.BDPEpsilon, g.BDPOrder = jsonfloat.Float(be), jsonfloat.Float(bl)
+	return g
+}
+
+// ExactGaussianGuarantee is the guarantee of one release that is exactly a
+// Gaussian mechanism of sensitivity / sigma mu (> 0), at
+// privacy.DefaultDelta, as privacy.CertifyCurve gives for a fixed-noise
+// clip set: accountant privacy.AccountantGaussian, GaussianMu mu, epsilon
+// privacy.GaussianMechanismEpsilon(mu, delta), and the RDP curve rd(order)
+// = order mu^2 / 2 over privacy.DefaultOrders (whose conversion is
+// RDPEpsilon at BestOrder). The ledgers register it as a Gaussian curve.
+func ExactGaussianGuarantee(mu float64) *privacy.Guarantee {
+	g := GaussianGuarantee(mu * mu / 2)
+	g.Format, g.Label = privacy.GuaranteeFormat, privacy.LabelCertified
+	g.RDPEpsilon = g.Epsilon
+	eps, err := privacy.GaussianMechanismEpsilon(mu, g.Delta)
+	if err != nil {
+		panic(err) // mu not finite: a test's mistake
+	}
+	g.Epsilon, g.Accountant, g.GaussianMu = jsonfloat.Float(eps), privacy.AccountantGaussian, jsonfloat.Float(mu)
 	return g
 }

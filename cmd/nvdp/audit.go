@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/dnn"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/speech"
@@ -31,6 +34,7 @@ type auditFlags struct {
 	allOrders  bool
 	shard      string
 	out        string
+	dev        deviceFlags
 }
 
 // auditProgressMin is the work (pairs x components x dims) above which the
@@ -54,7 +58,11 @@ These numbers are empirical: the maximum over the pairs of the file's texts, not
 other texts, and the BDP epsilon is a Student-t estimate. When the file's metadata carries the
 clip constants (nvdp eval writes them), the certified guarantee is printed beside them: the
 supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certify), its
-(epsilon, delta) conversion and the certified BDP; JSON: the "certified" object.`,
+(epsilon, delta) conversion and the certified BDP; JSON: the "certified" object.
+
+--device cuda evaluates every pair on the GPU (FP64, the CPU engine's formula; the report is the
+CPU's up to rounding, docs/engine.md "The audit on the device"); --shard, --low-memory, --pairs and
+--mode reference run on the CPU only and are refused there (auto runs them on the CPU).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, f) },
 	}
@@ -79,6 +87,7 @@ supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certi
 	fl.StringVar(&f.shard, "shard", "", "principled mode: audit shard i/n (0 <= i < n) only, the complete rows of the i-th block of first indices q; write its part to --out and combine the parts with `nvdp audit merge`")
 	fl.StringVar(&f.out, "out", "", "with --shard: the part file (JSON) to write")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
+	f.dev.bind(fl)
 	_ = cmd.MarkFlagRequired("posteriors")
 	return cmd
 }
@@ -121,7 +130,37 @@ func (f *auditFlags) options(cmd *cobra.Command) (privacy.Options, error) {
 			return opt, fmt.Errorf("--shard writes its part to --out; --json applies to the merged report (nvdp audit merge --json)")
 		}
 	}
+	if err := f.dev.check(); err != nil {
+		return opt, err
+	}
+	if f.dev.precision != cuda.PrecisionFP32 {
+		return opt, fmt.Errorf("--precision %s: the audit computes in FP64 on either device (it has no GEMM); leave --precision out", f.dev.precision)
+	}
+	if flag := f.deviceUnsupported(opt); flag != "" && f.dev.device != cuda.DeviceCPU {
+		if f.dev.device == cuda.DeviceCUDA {
+			return opt, fmt.Errorf("--device cuda: %s runs on the CPU only (the audit on the device evaluates every ordered pair of the whole file in principled mode); leave %s out or use --device cpu", flag, flag)
+		}
+		slog.Info("device: cpu (auto: the audit on the device does not run " + flag + ")")
+		f.dev.device = cuda.DeviceCPU // runAudit opens no device
+	}
 	return opt, opt.Validate()
+}
+
+// deviceUnsupported names the flag of an option the audit on the device
+// does not run ("": none): it evaluates every ordered pair of the whole
+// file in principled mode, the posteriors in device memory.
+func (f *auditFlags) deviceUnsupported(opt privacy.Options) string {
+	switch {
+	case f.shard != "":
+		return "--shard"
+	case opt.LowMemory:
+		return "--low-memory"
+	case opt.Pairs != 0:
+		return "--pairs"
+	case opt.Mode == privacy.ModeReference:
+		return "--mode reference"
+	}
+	return ""
 }
 
 // parseShard parses --shard "i/n" (0 <= i < n).
@@ -166,8 +205,17 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if set != nil && !f.allOrders && opt.Mode != privacy.ModeReference {
 		opt.Certified = set // skip the BDP orders the clip set certifies +Inf
 	}
+	// The GPU (--device cuda, or auto where one loads): the pairs are
+	// evaluated there; the host holds no float64 copy of the file.
+	var dev *cuda.Device
+	if f.dev.device != cuda.DeviceCPU {
+		if dev, err = f.dev.open(); err != nil {
+			return err
+		}
+		defer closeDevice(dev)
+	}
 	// float64 copies of mu and sigma^2 that would not fit: convert per tile
-	if copies := 16 * float64(p.M) * float64(p.N) * float64(p.P); !cmd.Flags().Changed("low-memory") && opt.Mode != privacy.ModeReference {
+	if copies := 16 * float64(p.M) * float64(p.N) * float64(p.P); dev == nil && !cmd.Flags().Changed("low-memory") && opt.Mode != privacy.ModeReference {
 		if avail := memAvailable(); avail > 0 && copies > avail/2 {
 			opt.LowMemory = true
 			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", copies, "available_bytes", avail)
@@ -184,7 +232,12 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if f.shard != "" {
 		return runAuditShard(cmd, f, p, opt, shard)
 	}
-	r, err := privacy.Audit(cmd.Context(), p, opt)
+	var r *privacy.Report
+	if dev != nil {
+		r, err = auditOnDevice(cmd.Context(), dev, p, opt)
+	} else {
+		r, err = privacy.Audit(cmd.Context(), p, opt)
+	}
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", f.posteriors, err)
 	}
@@ -200,6 +253,22 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	printReport(out, f.posteriors, r, emp, cert)
 	return nil
+}
+
+// auditOnDevice is privacy.Audit with every pair evaluated on d
+// (dnn.AuditAllPairs): the same report up to the rounding of the values.
+func auditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, opt privacy.Options) (*privacy.Report, error) {
+	var r *privacy.Report
+	err := d.Do(func() error {
+		e, err := dnn.NewEngine(d)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		r, err = dnn.AuditAllPairs(ctx, e, p, opt, dnn.AuditOptions{})
+		return err
+	})
+	return r, err
 }
 
 // runAuditShard audits shard of p and writes its part to f.out.

@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -455,5 +459,165 @@ func TestAuditLowMemoryFlag(t *testing.T) {
 	b, _ := json.Marshal(outs[1])
 	if string(a) != string(b) || !strings.Contains(string(a), `"rd_max"`) {
 		t.Errorf("--low-memory report differs:\n%s\n%s", b, a)
+	}
+}
+
+// useStandIn points package cuda at the CUDA stand-in (internal/cudaemu)
+// for the test, with a kernel cache of its own; with NVDP_CUDA_REAL=1 the
+// real GPU is used. It skips the test without a C compiler.
+func useStandIn(t *testing.T) {
+	t.Helper()
+	t.Setenv(cuda.CacheEnv, t.TempDir())
+	if os.Getenv(cudaemu.RealEnv) == "1" {
+		return
+	}
+	dir, err := cudaemu.Build()
+	if errors.Is(err, cudaemu.ErrNoCompiler) {
+		t.Skipf("the CUDA stand-in is not built: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(cuda.LibDirEnv, dir)
+	t.Setenv("NVDP_EMU_INCLUDE", dir)
+}
+
+// writeMaskedPosteriors writes 12 random posteriors of 4 components (the
+// last 0 to 2 of each padding) in 6 dimensions, split "dev".
+func writeMaskedPosteriors(t *testing.T) string {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(29, 3))
+	p := privacy.NewPosteriors(12, 4, 6)
+	p.AttentionMask = make([]uint8, p.M*p.N)
+	for x := range p.M {
+		real := p.N - rng.IntN(3)
+		for i := range p.N {
+			k := x*p.N + i
+			p.Alpha[k] = float32(0.3 + 0.7*rng.Float64())
+			if i < real {
+				p.AttentionMask[k] = 1
+			}
+			for j := range p.P {
+				if i > 0 {
+					p.Mu[k*p.P+j] = float32(0.4 * rng.NormFloat64())
+					p.Logvar[k*p.P+j] = float32(-0.6 + 0.3*rng.NormFloat64())
+				}
+			}
+		}
+		p.Alpha[x*p.N] = 1
+	}
+	p.Metadata["split"] = "dev"
+	path := filepath.Join(t.TempDir(), "masked.safetensors")
+	if err := privacy.WritePosteriors(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// jsonDiff lists where the decoded JSON values got and want differ: keys,
+// strings, booleans and lengths exactly, numbers by more than tol relative
+// (absolute below 1: a value of 0 in exact arithmetic is a rounding error of
+// either sign).
+func jsonDiff(path string, got, want any, tol float64) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: %v, want an object", path, got)}
+		}
+		var d []string
+		for k := range g {
+			if _, ok := w[k]; !ok {
+				d = append(d, fmt.Sprintf("%s.%s: only in the device's report", path, k))
+			}
+		}
+		for k, v := range w {
+			if _, ok := g[k]; !ok {
+				d = append(d, fmt.Sprintf("%s.%s: missing", path, k))
+				continue
+			}
+			d = append(d, jsonDiff(path+"."+k, g[k], v, tol)...)
+		}
+		return d
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
+		}
+		var d []string
+		for i := range w {
+			d = append(d, jsonDiff(fmt.Sprintf("%s[%d]", path, i), g[i], w[i], tol)...)
+		}
+		return d
+	case float64:
+		g, ok := got.(float64)
+		if !ok || !(math.Abs(g-w) <= tol*max(math.Abs(w), 1)) {
+			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
+		}
+		return nil
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
+	}
+	return nil
+}
+
+// TestAuditDevice: `nvdp audit --device cuda` on the CUDA stand-in (the
+// GPU with NVDP_CUDA_REAL=1) prints the report of --device cpu: the same
+// JSON fields, counts, argmax, undefined pairs, skipped BDP orders, notes
+// and certified block, the numbers within 1e-6 relative (the values
+// differ by rounding only, about 1e-13: dnn's TestAuditAllPairsMatchesCPU),
+// on a masked file (with and without --mask, both Gaussian directions) and
+// a clipped one whose metadata certifies some BDP orders +Inf. The options
+// the device does not run are refused naming their flag; auto runs them on
+// the CPU.
+func TestAuditDevice(t *testing.T) {
+	useStandIn(t)
+	files := []string{writeMaskedPosteriors(t), writeClippedPosteriors(t, true)}
+	for _, path := range files {
+		for _, extra := range [][]string{nil, {"--mask", "--gaussian-direction", "paper", "--order", "1.5"}} {
+			var outs [2]map[string]any
+			for i, device := range []string{"cpu", "cuda"} {
+				out, err := runAuditCmd(append([]string{"--posteriors", path, "--json", "--device", device}, extra...)...)
+				if err != nil {
+					t.Fatalf("%s %v --device %s: %v", filepath.Base(path), extra, device, err)
+				}
+				if err := json.Unmarshal([]byte(out), &outs[i]); err != nil {
+					t.Fatalf("not one JSON object: %v\n%s", err, out)
+				}
+				delete(outs[i], "seconds")
+			}
+			for _, d := range jsonDiff("report", outs[1], outs[0], 1e-6) {
+				t.Errorf("%s %v: %s", filepath.Base(path), extra, d)
+			}
+			if outs[0]["rd_max"] == nil || outs[0]["bdp_orders"] == nil {
+				t.Errorf("%s %v: the CPU's report lacks rd_max or bdp_orders: %v", filepath.Base(path), extra, outs[0])
+			}
+		}
+	}
+	out, err := runAuditCmd("--posteriors", files[0], "--device", "cuda")
+	checkOutput(t, out, []string{"RD max over 12(12-1) = 132 dev pairs", "BDP per moment order"}, nil)
+	if err != nil {
+		t.Error(err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pairs", "10"}, "--device cuda: --pairs runs on the CPU only"},
+		{[]string{"--low-memory"}, "--device cuda: --low-memory runs on the CPU only"},
+		{[]string{"--shard", "0/2", "--out", filepath.Join(t.TempDir(), "part.json")}, "--device cuda: --shard runs on the CPU only"},
+		{[]string{"--mode", "reference", "--batch-size", "4"}, "--device cuda: --mode reference runs on the CPU only"},
+		{[]string{"--precision", "tf32"}, "--precision tf32: the audit computes in FP64"},
+	} {
+		_, err := runAuditCmd(append([]string{"--posteriors", files[0], "--device", "cuda"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	out, err = runAuditCmd("--posteriors", files[0], "--device", "auto", "--pairs", "7", "--json")
+	if err != nil || !strings.Contains(out, `"sampled":true`) {
+		t.Errorf("--device auto --pairs 7: %v\n%s", err, out)
 	}
 }

@@ -73,7 +73,7 @@ func (s ClipSet) GaussianMu() (mu float64, ok bool) {
 		return 0, false
 	}
 	minVar := math.Inf(1)
-	for j := 0; j < s.Dims; j++ {
+	for j := 0; j < s.distinctBoxDims(); j++ {
 		fl, cp := s.logvarBox(j)
 		if fl != cp || math.IsInf(fl, 0) {
 			return 0, false

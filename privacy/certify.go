@@ -159,7 +159,7 @@ func (s ClipSet) Validate() error {
 			}
 		}
 	}
-	for j := 0; j < s.Dims; j++ {
+	for j := 0; j < s.distinctBoxDims(); j++ {
 		if f, c := broadcast(s.LogvarFloor, j), broadcast(s.LogvarCap, j); f > c {
 			return fmt.Errorf("clip set: logvar floor %v > cap %v in dim %d", f, c, j)
 		}
@@ -180,6 +180,25 @@ func (s ClipSet) LogvarRange(j int) (floor, cap float64) {
 func (s ClipSet) logvarBox(j int) (floor, cap float64) {
 	floor, cap = s.LogvarRange(j)
 	return f32(floor), f32(cap)
+}
+
+// uniformBox reports whether every dimension has the same logvar box (the
+// floor and cap, or the prior variance they derive from, broadcast).
+func (s ClipSet) uniformBox() bool {
+	if s.LogvarFloor != nil {
+		return len(s.LogvarFloor) <= 1 && len(s.LogvarCap) <= 1
+	}
+	return len(s.PriorVar) <= 1
+}
+
+// distinctBoxDims is the number of leading dimensions whose boxes cover
+// every box of s: 1 when the box is broadcast (a minimum or a test over the
+// dimensions then needs only the first), P otherwise.
+func (s ClipSet) distinctBoxDims() int {
+	if s.uniformBox() {
+		return min(s.Dims, 1)
+	}
+	return s.Dims
 }
 
 // Unclipped returns s without clipping: the means, the pseudo-counts and the
@@ -210,7 +229,7 @@ func (s ClipSet) MaxOrder() float64 {
 	if B > A {
 		m = B / (B - A)
 	}
-	for j := 0; j < s.Dims; j++ {
+	for j := 0; j < s.distinctBoxDims(); j++ {
 		fl, cp := s.logvarBox(j)
 		if math.IsInf(fl, -1) || math.IsInf(cp, 1) {
 			return 1
@@ -306,6 +325,46 @@ func Certify(set ClipSet, order float64, dir GaussianDirection) (*Certificate, e
 	return certify(set, order, dir, nil, true)
 }
 
+// MaxWitnessBytes bounds the memory of a witness pair (WitnessPair): two
+// posteriors of N x P means and log-variances in float32 and N
+// pseudo-counts, about 16 N P bytes.
+const MaxWitnessBytes = 1 << 30
+
+// WitnessPair returns the pair (q, q') of posteriors in set that attains
+// the certificate at order (Certify's Witness, as a 2-example posterior
+// file), nil when no pair attains it (an unbounded constant: the
+// certificate's Reason says which). Errors: those of Certify, and a set
+// whose pair would take more than MaxWitnessBytes, refused before anything
+// is allocated.
+func WitnessPair(set ClipSet, order float64, dir GaussianDirection) (*Posteriors, *Certificate, error) {
+	if err := WitnessFits(set); err != nil {
+		return nil, nil, err
+	}
+	c, err := certify(set, order, dir, nil, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.Witness, c, nil
+}
+
+// WitnessFits returns an error when the witness pair of set would take
+// more than MaxWitnessBytes (checked by WitnessPair; callers check it
+// before any other work).
+func WitnessFits(set ClipSet) error {
+	if b := witnessBytes(set); b > MaxWitnessBytes {
+		return fmt.Errorf("witness: %d components x %d dims take about %.3g GiB, above the %d GiB this builds; certify without a witness",
+			set.Components, set.Dims, b/(1<<30), MaxWitnessBytes>>30)
+	}
+	return nil
+}
+
+// witnessBytes is the memory of a witness pair of set: 2 examples of N x P
+// float32 mu and logvar and N float32 alpha (and the mask).
+func witnessBytes(set ClipSet) float64 {
+	n, p := float64(set.Components), float64(set.Dims)
+	return 2 * (2*n*p*4 + 2*n*4)
+}
+
 // certify is Certify with an optional memo of the Dirichlet supremum (the
 // calibration evaluates many sets that share it).
 func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]dirSupV, witness bool) (*Certificate, error) {
@@ -347,43 +406,78 @@ func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]
 	}
 	// Gaussian part, per dimension: the best corner without the mean term
 	// (vBest) and the best corner with the mean term on that dimension.
-	corners := make([]corner, P)     // best variance-only corner per dim
-	meanCorners := make([]corner, P) // best corner when the mean term sits on dim j
+	// corners and meanCorners are kept only for the witness (N x P pairs
+	// are refused above MaxWitnessBytes; a certificate alone holds O(1)).
+	var corners, meanCorners []corner // best variance-only corner per dim; best corner when the mean term sits on dim j
+	if witness {
+		corners, meanCorners = make([]corner, P), make([]corner, P)
+	}
 	var sumV float64
 	jStar, gainStar := -1, math.Inf(-1)
 	meanStar, varStar := 0.0, 0.0
+	// A dimension's best corners depend on its (floor, cap) box alone: a box
+	// equal to the previous dimension's reuses its results (every dimension
+	// when the box is broadcast), the same numbers in the same order of
+	// summation as evaluating each.
+	uniform := set.uniformBox()
+	var prev struct {
+		ok, have                     bool
+		fl, cp                       float64
+		bestV, bestVM, vmMean, vmVar float64
+		kV, kVM                      corner
+	}
 	for j := 0; j < P; j++ {
-		fl, cp := set.logvarBox(j)
-		if math.IsInf(cp, 1) {
-			return infinite(fmt.Sprintf("sigma is not capped (dim %d): the Gaussian radicand lambda sigma'^2 + (1-lambda) sigma^2 can be <= 0", j))
+		var fl, cp float64
+		if uniform && prev.have {
+			fl, cp = prev.fl, prev.cp
+		} else {
+			fl, cp = set.logvarBox(j)
 		}
-		if math.IsInf(fl, -1) {
-			return infinite(fmt.Sprintf("sigma has no floor (dim %d): the Gaussian radicand can be <= 0", j))
-		}
-		lo, hi := math.Exp(fl), math.Exp(cp)
-		cands := []corner{{fl, fl}, {fl, cp}, {cp, fl}, {cp, cp}}
-		bestV, bestVM := math.Inf(-1), math.Inf(-1)
-		var vmMean, vmVar float64
-		for _, k := range cands {
-			v, s2, ok := gaussVar(lam, math.Exp(k.lx), math.Exp(k.ly))
-			if !ok {
-				if witness {
-					c.Witness = set.infiniteGaussWitness(j, k, dir)
+		if !prev.have || fl != prev.fl || cp != prev.cp {
+			if math.IsInf(cp, 1) {
+				return infinite(fmt.Sprintf("sigma is not capped (dim %d): the Gaussian radicand lambda sigma'^2 + (1-lambda) sigma^2 can be <= 0", j))
+			}
+			if math.IsInf(fl, -1) {
+				return infinite(fmt.Sprintf("sigma has no floor (dim %d): the Gaussian radicand can be <= 0", j))
+			}
+			lo, hi := math.Exp(fl), math.Exp(cp)
+			cands := []corner{{fl, fl}, {fl, cp}, {cp, fl}, {cp, cp}}
+			bestV, bestVM := math.Inf(-1), math.Inf(-1)
+			var kV, kVM corner
+			var vmMean, vmVar float64
+			for _, k := range cands {
+				v, s2, ok := gaussVar(lam, math.Exp(k.lx), math.Exp(k.ly))
+				if !ok {
+					if witness {
+						c.Witness = set.infiniteGaussWitness(j, k, dir)
+					}
+					return infinite(fmt.Sprintf("order %g: sigma^2 in [%g, %g] (dim %d) allows lambda sigma_min^2 - (lambda-1) sigma_max^2 = %g <= 0; finite only below order %g",
+						order, lo, hi, j, s2, set.MaxOrder()))
 				}
-				return infinite(fmt.Sprintf("order %g: sigma^2 in [%g, %g] (dim %d) allows lambda sigma_min^2 - (lambda-1) sigma_max^2 = %g <= 0; finite only below order %g",
-					order, lo, hi, j, s2, set.MaxOrder()))
+				if v > bestV {
+					bestV, kV = v, k
+				}
+				m := lam / 2 * (2 * C) * (2 * C) / s2
+				if v+m > bestVM {
+					bestVM, kVM, vmMean, vmVar = v+m, k, m, v
+				}
 			}
-			if v > bestV {
-				bestV, corners[j] = v, k
-			}
-			m := lam / 2 * (2 * C) * (2 * C) / s2
-			if v+m > bestVM {
-				bestVM, meanCorners[j], vmMean, vmVar = v+m, k, m, v
-			}
+			prev.have, prev.fl, prev.cp = true, fl, cp
+			prev.bestV, prev.bestVM, prev.vmMean, prev.vmVar, prev.kV, prev.kVM = bestV, bestVM, vmMean, vmVar, kV, kVM
 		}
-		sumV += bestV
-		if g := bestVM - bestV; g > gainStar {
-			jStar, gainStar, meanStar, varStar = j, g, vmMean, vmVar-bestV
+		if witness {
+			corners[j], meanCorners[j] = prev.kV, prev.kVM
+		}
+		sumV += prev.bestV
+		if g := prev.bestVM - prev.bestV; g > gainStar {
+			jStar, gainStar, meanStar, varStar = j, g, prev.vmMean, prev.vmVar-prev.bestV
+		}
+		if uniform && !witness {
+			// every further dimension adds the same bestV and never a
+			// larger gain: the same sum, in the same order, without the rest
+			for j++; j < P; j++ {
+				sumV += prev.bestV
+			}
 		}
 	}
 	// Dirichlet part.

@@ -88,7 +88,7 @@ type CertifiedReport struct {
 // Errors (prefixed with the source): order <= 1, delta not in (0, 1),
 // releases < 1, an invalid set (named).
 func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases int, delta float64, orders []float64, source string) (*CertifiedReport, error) {
-	c, err := Certify(set, order, dir)
+	c, err := certify(set, order, dir, nil, false) // no witness: WitnessPair builds it when asked
 	if err != nil {
 		return nil, fmt.Errorf("certify (%s): %w", source, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -341,6 +343,11 @@ func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
 
 func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	fs := cmd.Flags()
+	if f.witness != "" { // before any work: the file's directory exists
+		if st, err := os.Stat(filepath.Dir(f.witness)); err != nil || !st.IsDir() {
+			return fmt.Errorf("--witness %s: the directory %s does not exist", f.witness, filepath.Dir(f.witness))
+		}
+	}
 	orders, err := f.common(fs)
 	if err != nil {
 		return err
@@ -363,6 +370,11 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	} else if set, err = f.clipSet(fs); err != nil {
 		return err
 	}
+	if f.witness != "" {
+		if err := privacy.WitnessFits(set); err != nil {
+			return fmt.Errorf("--witness: %w", err)
+		}
+	}
 	if rep.CertifiedReport, err = privacy.CertifyReport(set, f.order, privacy.GaussianDirection(f.direction), f.releases, f.delta, orders, source); err != nil {
 		return err
 	}
@@ -373,10 +385,14 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	}
 	rep.setConstants(set)
 	if f.witness != "" {
-		if cert.Witness == nil {
+		w, _, err := privacy.WitnessPair(set, f.order, privacy.GaussianDirection(f.direction))
+		if err != nil {
+			return fmt.Errorf("--witness: %w", err)
+		}
+		if w == nil {
 			slog.Warn("no witness pair: a constant is unbounded, so no pair attains the bound", "witness", f.witness, "reason", cert.Reason)
 		} else {
-			if err := privacy.WritePosteriors(f.witness, cert.Witness); err != nil {
+			if err := privacy.WritePosteriors(f.witness, w); err != nil {
 				return fmt.Errorf("--witness: %w", err)
 			}
 			rep.Witness = f.witness

@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -245,11 +247,43 @@ func TestCertifyFlagErrors(t *testing.T) {
 		{[]string{}, "--components is required"},
 		{[]string{"--model", dir, "--c-mu", "2"}, "--c-mu and --model"},
 		{[]string{"--model", dir}, "train_options.json"},
+		// issue 32: the missing directory is named (not the temporary file), before any work
+		{with("--witness", "/no/such/dir/w.safetensors"), "--witness /no/such/dir/w.safetensors: the directory /no/such/dir does not exist"},
+		// issue 32: a witness pair that cannot fit is refused before anything is allocated (10^7 x 128: about 19.2 GiB)
+		{with("--components", "10000000", "--witness", filepath.Join(dir, "w.safetensors")), "--witness: witness: 10000000 components x 128 dims take about 19.2 GiB"},
 	}
 	for _, c := range cases {
 		_, err := runCertifyCmd(c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestCertifyLarge (issue 32): a certificate of 10^7 components x 128 dims
+// (or 1000 x 10^7) without a witness allocates no N x P pair: it is computed
+// in well under the time the pair took to build (12 GB and a minute before),
+// and its epsilon is the fixed-noise Gaussian mechanism's (sigma = 1).
+func TestCertifyLarge(t *testing.T) {
+	for _, shape := range [][2]string{{"10000000", "128"}, {"1000", "10000000"}} {
+		start := time.Now()
+		out, err := runCertifyCmd("--components", shape[0], "--dims", shape[1], "--c-mu", "0.001", "--c-alpha-min", "1", "--c-alpha-max", "1", "--logvar-floor", "0", "--logvar-cap", "0", "--json")
+		if err != nil {
+			t.Fatalf("%v: %v", shape, err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%v: %v, want well under the minute the witness took", shape, d)
+		}
+		var r struct {
+			Accountant string  `json:"accountant"`
+			GaussianMu float64 `json:"gaussian_mu"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseFloat(shape[0], 64)
+		if want := 2 * privacy.StoredRadius(0.001) * math.Sqrt(n-1); r.Accountant != privacy.AccountantGaussian || math.Abs(r.GaussianMu-want) > 1e-9*want {
+			t.Errorf("%v: accountant %q mu %v, want %q %v", shape, r.Accountant, r.GaussianMu, privacy.AccountantGaussian, want)
 		}
 	}
 }

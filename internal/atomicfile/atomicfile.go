@@ -63,9 +63,20 @@ func WriteFile(path string, write func(*os.File) error) (err error) {
 // CreateTemp creates a new temporary file beside path, named as Write names
 // its own ("." + base(path) + ".tmp" + digits), so that RemoveStale removes
 // it after a kill: scratch space of a writer that assembles path from parts.
-// The caller removes it.
+// The caller removes it. Errors name the directory when it is missing or
+// not a directory (not the temporary file's name, which the user never gave).
 func CreateTemp(path string) (*os.File, error) {
-	return os.CreateTemp(filepath.Dir(path), tempPrefix+filepath.Base(path)+tempMarker+"*")
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, tempPrefix+filepath.Base(path)+tempMarker+"*")
+	if err == nil {
+		return f, nil
+	}
+	if st, serr := os.Stat(dir); serr != nil {
+		return nil, fmt.Errorf("directory %s of %s: %w", dir, path, serr)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	return nil, fmt.Errorf("%s: %w", path, err)
 }
 
 // WriteBytes writes data to path atomically.

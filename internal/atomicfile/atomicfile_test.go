@@ -193,3 +193,33 @@ func TestAppendSync(t *testing.T) {
 		t.Error("append under a missing directory succeeded")
 	}
 }
+
+// TestCreateTempNamesDirectory (issue 32): a missing directory, or a file
+// where the directory should be, is named in the error, not the temporary
+// file the caller never gave.
+func TestCreateTempNamesDirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ path, want string }{
+		{filepath.Join(dir, "missing", "w.safetensors"), "directory " + filepath.Join(dir, "missing") + " of "},
+		{filepath.Join(file, "w.safetensors"), file + " is not a directory"},
+	}
+	for _, c := range cases {
+		f, err := CreateTemp(c.path)
+		if err == nil {
+			f.Close()
+			t.Fatalf("CreateTemp(%s): no error", c.path)
+		}
+		if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), tempMarker) {
+			t.Errorf("CreateTemp(%s): %v, want %q and no temporary name", c.path, err, c.want)
+		}
+	}
+	f, err := CreateTemp(filepath.Join(dir, "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

@@ -7,11 +7,14 @@
 #   LEVER: baseline (non-private, the warm start's source), or levers joined by +: base | warm (encoder
 #   from the baseline of the same seed) | pretrained (encoder PRETRAINED=DIR) | release (--head-reads
 #   release) | radius=START:FRACTION | lr=X | epochs=K; extra `nvdp run` flags in EXTRA
-# NVDP=bin (default bin/nvdp) names the binary; runs land in ROOT/LEVER/epsilon=E/seed=S.
+# NVDP=bin (default bin/nvdp) names the binary; VARIANT (default nvdp-clipped; gaussian for the
+# Gaussian-mechanism baseline at the same recipe: --lambda does not apply to it) the variant; runs land
+# in ROOT/LEVER/epsilon=E/seed=S.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=${1:?usage: gap-levers.sh ROOT LEVER EPSILONS SEEDS}; LEVER=${2:?lever}; EPS=${3:-"8 16 32"}; SEEDS=${4:-"1 2 3"}
 NVDP=${NVDP:-bin/nvdp}
+VARIANT=${VARIANT:-nvdp-clipped}
 GLUE_DIR=${GLUE_DIR:-../shared/data/glue}
 VOCAB=${VOCAB:-../shared/models/bert-base-uncased-vocab/vocab.txt}
 common=(--task sst2 --glue-dir "$GLUE_DIR" --epochs 1 --train-limit 20000 --max-seq-len 64 --no-progress)
@@ -40,7 +43,7 @@ for s in $SEEDS; do
       esac
     done
     # shellcheck disable=SC2086
-    "$NVDP" run "${common[@]}" "${enc[@]}" "${args[@]}" --variant nvdp-clipped --lambda 1e-2 --target-epsilon "$e" \
+    "$NVDP" run "${common[@]}" "${enc[@]}" "${args[@]}" --variant "$VARIANT" --lambda 1e-2 --target-epsilon "$e" \
       --seed "$s" --out "$out" ${EXTRA:-} >/dev/null
   done
 done

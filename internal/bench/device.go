@@ -152,9 +152,12 @@ func runDevice(d *cuda.Device, name string, clf *Classifier, opt *nn.AdamW, in e
 // DeviceName describes a device for Result.Device: the card, its compute
 // capability, the driver's CUDA version, cuBLAS's and the GEMM precision.
 func DeviceName(i cuda.Info) string {
-	prec := "fp32"
-	if i.TF32 {
-		prec = "tf32"
+	prec := i.Precision
+	if prec == "" { // an Info from before Precision: TF32 alone said it
+		prec = cuda.PrecisionFP32
+		if i.TF32 {
+			prec = cuda.PrecisionTF32
+		}
 	}
 	return fmt.Sprintf("%s (sm %s, CUDA driver %s, cuBLAS %s, %s)", i.Name, i.ComputeCapability, i.DriverVersion, i.CUBLASVersion, prec)
 }

@@ -136,7 +136,16 @@ func TestRunDevice(t *testing.T) {
 	if len(events) != 2 || events[0].Stage != "train" || !(events[0].Loss > 0.3 && events[0].Loss < 1.5) || events[1].Stage != "infer" || events[1].HasLoss() {
 		t.Errorf("progress events %+v", events)
 	}
-	if DeviceName(cuda.Info{Name: "X", ComputeCapability: "9.0", DriverVersion: "13.0", CUBLASVersion: "13.1.0", TF32: true}) != "X (sm 9.0, CUDA driver 13.0, cuBLAS 13.1.0, tf32)" {
-		t.Errorf("DeviceName: %q", DeviceName(cuda.Info{Name: "X", TF32: true}))
+	for _, c := range []struct {
+		info cuda.Info
+		want string
+	}{
+		{cuda.Info{Name: "X", ComputeCapability: "9.0", DriverVersion: "13.0", CUBLASVersion: "13.1.0", TF32: true}, "X (sm 9.0, CUDA driver 13.0, cuBLAS 13.1.0, tf32)"},
+		{cuda.Info{Name: "X", ComputeCapability: "9.0", DriverVersion: "13.0", CUBLASVersion: "13.1.0", Precision: cuda.PrecisionBF16}, "X (sm 9.0, CUDA driver 13.0, cuBLAS 13.1.0, bf16)"},
+		{cuda.Info{Name: "X", ComputeCapability: "9.0", DriverVersion: "13.0", CUBLASVersion: "13.1.0"}, "X (sm 9.0, CUDA driver 13.0, cuBLAS 13.1.0, fp32)"},
+	} {
+		if got := DeviceName(c.info); got != c.want {
+			t.Errorf("DeviceName(%+v) = %q, want %q", c.info, got, c.want)
+		}
 	}
 }

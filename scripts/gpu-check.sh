@@ -16,7 +16,10 @@
 #   steps-{cpu,cuda}/  200 steps of NVDP-Clipped bert-tiny on SST-2 (batch 32, epsilon 8), the same seed
 #                      and the same noise (--host-noise) on both devices; steps.jsonl per step
 #   steps-compare.json the largest relative difference of the step losses (the issue's bound: 1e-3)
-#   bench-*.json       nvdp bench --device cuda and the peer, bert-base batch 32 seq 128, fp32 and tf32
+#   steps-bf16.json    the same run on the GPU in BF16 beside FP32: losses by tenth, dev accuracy (issue 29)
+#   bench-*.json       nvdp bench --device cuda and the peer, bert-base batch 32 seq 128, fp32, tf32 and bf16
+#   audit-*.json       nvdp audit --device cuda / cpu on synthetic posteriors (872 and 10,000 x 65 x 128),
+#                      and the PyTorch peer rd_torch_peer.py (issue 29); times in progress.txt
 #   paper/             nvdp run --device cuda with scratch:bert-base (a few hundred steps, evaluation,
 #                      the audit's posterior dump and audit), report.json and the epoch extrapolation
 #   cpu16-*.json       (if time is left) nvdp bench on the machine's CPU cores vs the peer, pure Go
@@ -37,7 +40,7 @@ build() {
   head -n 10001 ../shared/data/glue/SST-2/train.tsv > "$PKG/data/glue/SST-2/train.tsv"
   cp ../shared/data/glue/SST-2/dev.tsv ../shared/data/glue/SST-2/test.tsv "$PKG/data/glue/SST-2/"
   cp ../shared/models/bert-base-uncased-vocab/vocab.txt "$PKG/data/vocab.txt"
-  cp ../shared/bench/train_step_peer.py "$PKG/"
+  cp ../shared/bench/train_step_peer.py ../shared/bench/rd_torch_peer.py ../shared/bench/make_synth.py ../shared/bench/safetensors_io.py "$PKG/"
   du -sh "$PKG"
 }
 
@@ -116,13 +119,49 @@ except Exception as e:
     print(json.dumps({"error": repr(e)}))
 EOF
 
+# 2b. issue 29: the same run in BF16 on the GPU beside FP32 (loss curves and dev accuracy side by side)
+"$NVDP" run "${common[@]}" --device cuda --precision bf16 --out "$OUT/steps-cuda-bf16" > "$OUT/steps-cuda-bf16.txt" 2>&1; log "steps bf16: rc $?"
+"$PY" - "$OUT" <<'EOF' > "$OUT/steps-bf16.json"; log "bf16 vs fp32: $(cat "$OUT/steps-bf16.json")"
+import json, sys
+out = sys.argv[1]
+try:
+    f = [json.loads(l)["loss"] for l in open(f"{out}/steps-cuda/steps.jsonl")]
+    b = [json.loads(l)["loss"] for l in open(f"{out}/steps-cuda-bf16/steps.jsonl")]
+    ra = json.load(open(f"{out}/steps-cuda/report.json")); rb = json.load(open(f"{out}/steps-cuda-bf16/report.json"))
+    k = max(1, len(f) // 10)
+    print(json.dumps({"loss_fp32_by_tenth": [sum(f[i:i + k]) / len(f[i:i + k]) for i in range(0, len(f), k)],
+                      "loss_bf16_by_tenth": [sum(b[i:i + k]) / len(b[i:i + k]) for i in range(0, len(b), k)],
+                      "accuracy_fp32": ra["utility"]["accuracy"], "accuracy_bf16": rb["utility"]["accuracy"],
+                      "seconds_fp32": ra["seconds"], "seconds_bf16": rb["seconds"]}))
+except Exception as e:
+    print(json.dumps({"error": repr(e)}))
+EOF
+
 # 3. the step benchmark against the PyTorch peer, same card, same run
-for prec in fp32 tf32; do
+for prec in fp32 tf32 bf16; do
   "$NVDP" bench --device cuda --precision $prec --config $BENCH_CONFIG --batch $BENCH_B --seq $BENCH_S --steps $BENCH_STEPS --no-dropout --json \
     > "$OUT/bench-nvdp-$prec.json" 2> "$OUT/bench-nvdp-$prec.log"; log "nvdp bench $prec: rc $? $(cat "$OUT/bench-nvdp-$prec.json")"
   if [ "$MODE" = run ]; then
     "$PY" "$PKG/train_step_peer.py" $BENCH_CONFIG $BENCH_B $BENCH_S $BENCH_STEPS cuda $prec > "$OUT/bench-peer-$prec.json" 2> "$OUT/bench-peer-$prec.log"
     log "peer $prec: rc $? $(cat "$OUT/bench-peer-$prec.json")"
+  fi
+done
+
+# 3b. issue 29: the all-pairs audit on the device (FP64) against the CPU engine and the PyTorch peer
+#     (one order, float32 on the GPU): synthetic posteriors of SST-2 dev's size and of 10,000 texts
+if [ "$MODE" = run ]; then SYN="872 10000"; SYN_N=65; SYN_P=128; else SYN="16"; SYN_N=9; SYN_P=8; fi
+for m in $SYN; do
+  f="$BIN/syn$m.safetensors"
+  "$PY" "$PKG/make_synth.py" "$f" "$m" $SYN_N $SYN_P 0 > /dev/null 2>&1 || { log "make_synth $m failed"; continue; }
+  for dev in cuda cpu; do
+    [ "$dev" = cpu ] && [ "$m" != "${SYN%% *}" ] && continue # the CPU only at the smaller size
+    s0=$(date +%s%N)
+    "$NVDP" audit --posteriors "$f" --device $dev --gaussian-direction paper --bdp-orders 0.1 --json > "$OUT/audit-$dev-$m.json" 2> "$OUT/audit-$dev-$m.log"
+    rc=$?; log "audit $dev M=$m: rc $rc $(( ($(date +%s%N) - s0) / 1000000 )) ms"
+  done
+  if [ "$MODE" = run ]; then
+    s0=$(date +%s%N)
+    "$PY" "$PKG/rd_torch_peer.py" "$f" 1.1 cuda > "$OUT/audit-peer-$m.txt" 2>&1; log "audit peer M=$m: rc $? $(( ($(date +%s%N) - s0) / 1000000 )) ms"
   fi
 done
 
@@ -147,14 +186,18 @@ def load(name):
         return json.load(open(os.path.join(out, name)))
     except Exception:
         return None
-s = {"steps": load("steps-compare.json")}
-for prec in ("fp32", "tf32"):
+s = {"steps": load("steps-compare.json"), "bf16_vs_fp32": load("steps-bf16.json")}
+for prec in ("fp32", "tf32", "bf16"):
     n, p = load(f"bench-nvdp-{prec}.json"), load(f"bench-peer-{prec}.json")
     if n and p:
         s[f"bench_{prec}"] = {"nvdp_train_s": n.get("train_step_seconds"), "peer_train_s": p["train_step_seconds"],
                               "train_ratio_peer_over_nvdp": p["train_step_seconds"] / n["train_step_seconds"],
                               "nvdp_infer_s": n.get("infer_step_seconds"), "peer_infer_s": p["infer_step_seconds"],
                               "infer_ratio_peer_over_nvdp": p["infer_step_seconds"] / n["infer_step_seconds"]}
+for m in (872, 10000, 16):
+    g, c = load(f"audit-cuda-{m}.json"), load(f"audit-cpu-{m}.json")
+    if g:
+        s[f"audit_{m}"] = {"rd_max_cuda": g.get("rd_max"), "rd_max_cpu": c.get("rd_max") if c else None}
 r = load("paper/report.json")
 if r:
     tr = r.get("training") or {}

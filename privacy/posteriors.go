@@ -16,6 +16,7 @@ package privacy
 import (
 	"encoding/json"
 	"fmt"
+	excerptpkg "github.com/nvdp-project/nvdp/internal/excerpt"
 	"math"
 	"os"
 	"strconv"
@@ -196,10 +197,7 @@ func parsePrior(key, s string, p int) ([]float64, error) {
 
 // excerpt is s cut to 40 bytes for an error message.
 func excerpt(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
+	return excerptpkg.Cut(s, 40)
 }
 
 func formatPrior(v []float64) string {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	excerptpkg "github.com/nvdp-project/nvdp/internal/excerpt"
 	"image/color"
 	"math"
 	"path/filepath"
@@ -153,10 +154,7 @@ func pairLabel(pr attack.PairResult) string {
 }
 
 func excerpt(s string) string {
-	if r := []rune(s); len(r) > 20 {
-		return string(r[:19]) + "…"
-	}
-	return s
+	return excerptpkg.Runes(s, 20)
 }
 
 // DistinguishPoint is one attacked pair of one model along a frontier: the

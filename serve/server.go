@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	excerptpkg "github.com/nvdp-project/nvdp/internal/excerpt"
 	"io"
 	"log/slog"
 	"math"
@@ -257,10 +258,7 @@ func requestID() string {
 
 // excerpt bounds user input quoted in an error (a path, a content type).
 func excerpt(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "..."
-	}
-	return strconv.Quote(s)
+	return strconv.Quote(excerptpkg.Cut(s, 64))
 }
 
 // apiError is the body of every error: {"error": {...}}.

@@ -40,3 +40,27 @@ func List(items []string, max int) string {
 	}
 	return out
 }
+
+// Cut returns s when it has at most maxBytes bytes, else its longest prefix
+// of at most maxBytes bytes that ends on a character boundary, followed by
+// "...": never half a UTF-8 character.
+func Cut(s string, maxBytes int) string {
+	if len(s) <= maxBytes {
+		return s
+	}
+	cut := maxBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// Runes returns s when it has at most n characters, else its first n-1
+// characters followed by "…" (n characters in all, for tables).
+func Runes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

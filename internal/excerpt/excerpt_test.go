@@ -3,6 +3,7 @@ package excerpt
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestQuote(t *testing.T) {
@@ -30,5 +31,30 @@ func TestList(t *testing.T) {
 	}
 	if got := List(nil, 2); got != "" {
 		t.Errorf("List(nil) = %q", got)
+	}
+}
+
+// TestCutAndRunes (issue 32): the excerpts of serve's and privacy's errors
+// (Cut) and report's tables (Runes) never split a UTF-8 character; ASCII
+// excerpts are what the helpers they replace gave.
+func TestCutAndRunes(t *testing.T) {
+	long := strings.Repeat("a", 39) + "é" + "tail" // é is 2 bytes at offsets 39-40
+	cases := []struct {
+		name, got, want string
+	}{
+		{"short", Cut("abc", 40), "abc"},
+		{"exact", Cut(strings.Repeat("x", 40), 40), strings.Repeat("x", 40)},
+		{"ascii", Cut(strings.Repeat("x", 41), 40), strings.Repeat("x", 40) + "..."},
+		{"utf8 boundary", Cut(long, 40), strings.Repeat("a", 39) + "..."},
+		{"runes short", Runes("héllo", 20), "héllo"},
+		{"runes long", Runes(strings.Repeat("é", 21), 20), strings.Repeat("é", 19) + "…"},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, c.got, c.want)
+		}
+		if !utf8.ValidString(c.got) {
+			t.Errorf("%s: %q is not valid UTF-8", c.name, c.got)
+		}
 	}
 }

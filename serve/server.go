@@ -80,7 +80,7 @@ type Server struct {
 	log      *slog.Logger
 	lim      *limiter
 	met      *metrics
-	routes   map[string]route
+	mux      *http.ServeMux
 
 	draining atomic.Bool
 	backupMu sync.Mutex // one Backup at a time
@@ -96,7 +96,56 @@ type privacyOfOne struct {
 }
 
 // route is one path's handlers by method.
-type route map[string]func(http.ResponseWriter, *http.Request, *reqInfo)
+type handler func(http.ResponseWriter, *http.Request, *reqInfo)
+
+// infoKey is the context key of a request's *reqInfo (ServeHTTP sets it,
+// the routes' handlers read it).
+type infoKey struct{}
+
+// routeList names the routes in the 404's message.
+const routeList = "POST /v1/embed, GET /v1/info, /v1/budget, /v1/openapi.yaml, /healthz, /readyz, /metrics"
+
+// newMux routes with http.ServeMux's method patterns ("POST /v1/embed").
+// A known path with another method gets the service's JSON 405 with Allow
+// (a pattern without a method, HEAD included: GET patterns would serve
+// it), any other path its JSON 404 ("/"); ServeMux's own plain-text
+// errors are never sent.
+func (s *Server) newMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, rt := range []struct {
+		method, path string
+		h            handler
+	}{
+		{http.MethodPost, "/v1/embed", s.embed},
+		{http.MethodGet, "/v1/info", s.info},
+		{http.MethodGet, "/v1/budget", s.budget},
+		{http.MethodGet, "/v1/openapi.yaml", s.openapi},
+		{http.MethodGet, "/healthz", s.healthz},
+		{http.MethodGet, "/readyz", s.readyz},
+		{http.MethodGet, "/metrics", s.metricsHandler()},
+	} {
+		mux.Handle(rt.method+" "+rt.path, withInfo(rt.h))
+		notAllowed := withInfo(func(w http.ResponseWriter, r *http.Request, info *reqInfo) {
+			w.Header().Set("Allow", rt.method)
+			s.fail(w, info, http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: use %s", r.Method, rt.path, rt.method)
+		})
+		mux.Handle(rt.path, notAllowed)
+		if rt.method == http.MethodGet {
+			mux.Handle(http.MethodHead+" "+rt.path, notAllowed)
+		}
+	}
+	mux.Handle("/", withInfo(func(w http.ResponseWriter, r *http.Request, info *reqInfo) {
+		s.fail(w, info, http.StatusNotFound, "not_found", "no route %s (routes: %s)", excerpt(r.URL.Path), routeList)
+	}))
+	return mux
+}
+
+// withInfo adapts a route's handler to http.Handler.
+func withInfo(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h(w, r, r.Context().Value(infoKey{}).(*reqInfo))
+	})
+}
 
 // reqInfo is what a handler tells the access log (never a key or a text).
 type reqInfo struct {
@@ -166,15 +215,7 @@ func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slo
 		}
 	}
 	s.met = newMetrics(s.lim, ledger)
-	s.routes = map[string]route{
-		"/v1/embed":        {http.MethodPost: s.embed},
-		"/v1/info":         {http.MethodGet: s.info},
-		"/v1/budget":       {http.MethodGet: s.budget},
-		"/v1/openapi.yaml": {http.MethodGet: s.openapi},
-		"/healthz":         {http.MethodGet: s.healthz},
-		"/readyz":          {http.MethodGet: s.readyz},
-		"/metrics":         {http.MethodGet: s.metricsHandler()},
-	}
+	s.mux = s.newMux()
 	return s, nil
 }
 
@@ -185,18 +226,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &reqInfo{id: requestID()}
 	sw := &statusWriter{ResponseWriter: w}
 	sw.Header().Set("X-Request-Id", info.id)
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	s.mux.ServeHTTP(sw, r) // sets r.Pattern: the route matched
 	name := "other"
-	if rt, ok := s.routes[r.URL.Path]; !ok {
-		s.fail(sw, info, http.StatusNotFound, "not_found", "no route %s (routes: POST /v1/embed, GET /v1/info, /v1/budget, /v1/openapi.yaml, /healthz, /readyz, /metrics)", excerpt(r.URL.Path))
-	} else if h, ok := rt[r.Method]; !ok {
-		name = r.URL.Path
-		for m := range rt {
-			sw.Header().Set("Allow", m)
-		}
-		s.fail(sw, info, http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: use %s", r.Method, r.URL.Path, sw.Header().Get("Allow"))
-	} else {
-		name = r.URL.Path
-		h(sw, r, info)
+	if _, path, _ := strings.Cut(r.Pattern, " "); path != "" && path != "/" {
+		name = path
+	} else if r.Pattern != "" && r.Pattern != "/" {
+		name = r.Pattern
 	}
 	if sw.status == 0 {
 		sw.status = http.StatusOK

@@ -258,6 +258,10 @@ func TestMalformedRequests(t *testing.T) {
 		{"unknown key", "POST", "/v1/embed", "nvdp_wrong", "", `{"texts": ["a"]}`, 401, "unauthorized", "unknown API key"},
 		{"GET embed", "GET", "/v1/embed", "alice", "", ``, 405, "method_not_allowed", "use POST"},
 		{"unknown path", "GET", "/v2/embed", "alice", "", ``, 404, "not_found", `"/v2/embed"`},
+		// issue 32: http.ServeMux routes; its plain-text 404 and 405 are never sent
+		{"DELETE embed", "DELETE", "/v1/embed", "alice", "", ``, 405, "method_not_allowed", "DELETE /v1/embed: use POST"},
+		{"POST info", "POST", "/v1/info", "alice", "", ``, 405, "method_not_allowed", "use GET"},
+		{"root", "GET", "/", "alice", "", ``, 404, "not_found", "routes: POST /v1/embed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,7 +39,9 @@ func PaddingBias(mask []float32, B, S int) *Tensor {
 // q is [B,Tq,H*dh]; k and v are [B,Tk,H*dh]; head h occupies columns
 // [h*dh, (h+1)*dh) (the Hugging Face layout). keyBias is [B,Tk] or nil;
 // -Inf entries mask keys (they receive probability 0 and gradient 0). A query
-// row whose keys are all -Inf is a programmer error and panics. Output is
+// row whose keys the bias all masks is a programmer error and panics; one
+// whose scores are not finite (NaN, or overflowed weights) gives NaN, for the
+// caller's finiteness checks (softmaxRow). Output is
 // [B,Tq,H*dh]. The per-(b,h) products run as strided BLAS calls; the softmax
 // runs in parallel over rows between them.
 func Attention(q, k, v *Tensor, heads int, keyBias *Tensor) (*Tensor, *AttentionCache) {
@@ -115,6 +117,12 @@ func AttentionDropout(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rn
 }
 
 // softmaxRow replaces s with softmax(s + bias) in place (bias may be nil).
+// A row without a finite score whose bias leaves a key unmasked (scores that
+// are NaN or overflowed to -Inf: weights a diverged training made huge)
+// becomes NaN, as a NaN score makes its row elsewhere, and as the device's
+// kernel does (dnn attn_softmax_fwd): the callers' finiteness checks (the
+// model's loss and posterior) turn it into an error. A row whose bias masks
+// every key is a programmer error and panics.
 func softmaxRow(s, bias []float32, b, t int) {
 	mx := float32(math.Inf(-1))
 	if bias != nil {
@@ -129,7 +137,14 @@ func softmaxRow(s, bias []float32, b, t int) {
 		}
 	}
 	if math.IsInf(float64(mx), -1) || math.IsNaN(float64(mx)) {
-		panic(fmt.Sprintf("nn.Attention: batch %d query %d has no finite key score (all keys masked, or NaN)", b, t))
+		if len(s) == 0 || allMasked(bias) {
+			panic(fmt.Sprintf("nn.Attention: batch %d query %d has no key: every key masked, or none", b, t))
+		}
+		nan := float32(math.NaN())
+		for j := range s {
+			s[j] = nan
+		}
+		return
 	}
 	var sum float32
 	for j, v := range s {
@@ -141,6 +156,19 @@ func softmaxRow(s, bias []float32, b, t int) {
 	for j := range s {
 		s[j] *= inv
 	}
+}
+
+// allMasked reports whether bias (nil: no mask) masks every key (-Inf).
+func allMasked(bias []float32) bool {
+	if bias == nil {
+		return false
+	}
+	for _, v := range bias {
+		if !math.IsInf(float64(v), -1) {
+			return false
+		}
+	}
+	return true
 }
 
 // AttentionBackward returns the gradients of the loss with respect to q, k,

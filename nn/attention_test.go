@@ -196,3 +196,36 @@ func TestAttentionAllMaskedPanics(t *testing.T) {
 	}()
 	nn.Attention(q, q, q, 1, bias)
 }
+
+// TestAttentionNonFiniteScores (issue 32): a query row whose scores are not
+// finite (NaN, or -Inf from weights that overflowed) with a key left
+// unmasked gives NaN in its output row, and only there, as the device's
+// kernel does, for the model's finiteness checks to report (it panicked);
+// rows with a finite score are untouched.
+func TestAttentionNonFiniteScores(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	// [B=1, T=2, 2]: query 0 is NaN, query 1 finite; keys finite.
+	q := nn.FromData([]float32{nan, 1, 0.5, -0.25}, 1, 2, 2)
+	k := nn.FromData([]float32{1, 2, -1, 0.5}, 1, 2, 2)
+	v := nn.FromData([]float32{1, 2, 3, 4}, 1, 2, 2)
+	out, _ := nn.Attention(q, k, v, 1, nil)
+	ref, _ := nn.Attention(nn.FromData([]float32{0.5, -0.25}, 1, 1, 2), k, v, 1, nil)
+	for i, x := range out.Data {
+		if i < 2 && !math.IsNaN(float64(x)) {
+			t.Errorf("NaN query: output %d = %v, want NaN", i, x)
+		}
+		if i >= 2 && x != ref.Data[i-2] {
+			t.Errorf("finite query: output %d = %v, want %v", i, x, ref.Data[i-2])
+		}
+	}
+	// Scores overflowing to -Inf on every key (a huge query against huge
+	// keys), the second key masked: NaN, not a panic.
+	big := nn.FromData([]float32{-inf, 0}, 1, 1, 2)
+	kb := nn.FromData([]float32{inf, 0, inf, 0}, 1, 2, 2)
+	out, _ = nn.Attention(big, kb, v, 1, nn.PaddingBias([]float32{1, 0}, 1, 2))
+	for i, x := range out.Data {
+		if !math.IsNaN(float64(x)) {
+			t.Errorf("overflowed scores: output %d = %v, want NaN", i, x)
+		}
+	}
+}

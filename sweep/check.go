@@ -1,8 +1,6 @@
 package sweep
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -122,56 +120,30 @@ func warnChangedOptions(c *Cell, want train.Options) {
 	if err != nil {
 		return
 	}
-	diff, err := changedOptions(*saved, resolved(want))
-	if err != nil {
-		slog.Warn("resuming a cell whose saved options cannot be compared with the sweep's; the saved ones are used", "cell", c.ID, "err", err)
-	} else if len(diff) > 0 {
+	if diff := changedOptions(*saved, resolved(want)); len(diff) > 0 {
 		slog.Warn("resuming a cell whose saved options differ from the sweep's; the saved ones are used",
 			"cell", c.ID, "fields", strings.Join(diff, ","))
 	}
 }
 
 // changedOptions lists, sorted, the train_options.json keys whose values
-// differ between saved and want, leaving out where the run is and how it
-// was started (out, resume, glue_dir, vocab, lambda_set, calibrated; the
-// fields train_options.json does not hold) and, when saved holds calibrated
-// clipping constants, those constants (c_mu, logvar_margin, c_alpha_min:
-// checkTarget compares the target instead).
-func changedOptions(saved, want train.Options) ([]string, error) {
-	ignore := []string{"out", "resume", "glue_dir", "vocab", "lambda_set", "calibrated"}
+// differ between saved and want (train.Differences), leaving out where the
+// run is and how it was started (train.Differences leaves out out and
+// resume; glue_dir, vocab, calibrated here; the fields train_options.json
+// does not hold have no key) and, when saved holds calibrated clipping
+// constants, those constants (c_mu, logvar_margin, c_alpha_min: checkTarget
+// compares the target instead).
+func changedOptions(saved, want train.Options) []string {
+	ignore := []string{"glue_dir", "vocab", "calibrated"}
 	if saved.Calibrated {
 		ignore = append(ignore, "c_mu", "logvar_margin", "c_alpha_min")
 	}
-	s, err := jsonObject(saved)
-	if err != nil {
-		return nil, err
-	}
-	w, err := jsonObject(want)
-	if err != nil {
-		return nil, err
-	}
 	var diff []string
-	add := func(k string) {
-		if !slices.Contains(ignore, k) && !bytes.Equal(s[k], w[k]) && !slices.Contains(diff, k) {
-			diff = append(diff, k)
+	for _, d := range train.Differences(&saved, &want) {
+		if !slices.Contains(ignore, d.Option) {
+			diff = append(diff, d.Option)
 		}
 	}
-	for k := range s {
-		add(k)
-	}
-	for k := range w {
-		add(k)
-	}
 	slices.Sort(diff)
-	return diff, nil
-}
-
-// jsonObject is o as train_options.json writes it, key by key.
-func jsonObject(o train.Options) (map[string]json.RawMessage, error) {
-	b, err := json.Marshal(o)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	return m, json.Unmarshal(b, &m)
+	return diff
 }

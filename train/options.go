@@ -1028,6 +1028,34 @@ func LoadOptions(dir string) (*Options, error) {
 	return o, nil
 }
 
+// Differences returns the options whose values differ between saved (a
+// run's options, as LoadOptions reads them) and given (those a resume of the
+// run is asked for), by JSON key in the order of Options' fields
+// (option.Differences: pointers by value, Auto equal to Auto), leaving out
+// where the run is and whether it continues (out, resume) and the file's
+// format (options_version); tasks are compared by the GLUE task they name
+// (glue.LookupTask: "SST-2" is sst2). A resumed run (Run with Resume)
+// continues with the saved options: a caller that was given options
+// explicitly refuses those that differ (cmd/nvdp names their flags) rather
+// than resume a run other than the one asked for.
+func Differences(saved, given *Options) []option.Difference {
+	var out []option.Difference
+	for _, d := range option.Differences(saved, given) {
+		switch d.Option {
+		case "out", "resume", "options_version":
+			continue
+		case "task":
+			a, errA := glue.LookupTask(saved.Task)
+			b, errB := glue.LookupTask(given.Task)
+			if errA == nil && errB == nil && a.Name == b.Name {
+				continue
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // readVersions are the options_version values this program reads.
 var readVersions = []int{0, 2, 3, OptionsVersion}
 

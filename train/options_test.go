@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -221,6 +222,41 @@ func TestPresetDropoutsEqual(t *testing.T) {
 		c, err := encoder.Preset(name)
 		if err != nil || c.HiddenDropoutProb != c.AttentionProbsDropoutProb {
 			t.Errorf("%s: hidden dropout %v, attention %v (%v)", name, c.HiddenDropoutProb, c.AttentionProbsDropoutProb, err)
+		}
+	}
+}
+
+// TestDifferences: the options a resume was given that differ from the
+// saved ones, by JSON key, without where the run is and whether it
+// continues (out, resume, options_version) and with tasks compared by the
+// GLUE task they name (issue 32: cmd/nvdp refuses their flags).
+func TestDifferences(t *testing.T) {
+	saved := DefaultOptions()
+	saved.Task, saved.GlueDir, saved.Out, saved.HandSetClipping = "sst2", "g", "/old/run", true
+	saved.Resolve()
+	for _, tc := range []struct {
+		name string
+		mod  func(o *Options)
+		want []string
+	}{
+		{"same", func(o *Options) {}, nil},
+		{"where and whether", func(o *Options) {
+			o.Out, o.Resume, o.Version, o.StopAfterSteps, o.LogSteps = "/new/run", true, 3, 7, true
+		}, nil},
+		{"task by another name", func(o *Options) { o.Task = "SST-2" }, nil},
+		{"task, variant, lr", func(o *Options) { o.Task, o.Variant, o.LR = "rte", "baseline", 1e10 }, []string{"task", "variant", "lr"}},
+		{"auto lr", func(o *Options) { o.LR = Auto() }, []string{"lr"}},
+		{"target", func(o *Options) { o.TargetEpsilon = 8 }, []string{"target_epsilon"}},
+		{"latent dim", func(o *Options) { p := 8; o.LatentDim = &p }, []string{"latent_dim"}},
+	} {
+		given := saved
+		tc.mod(&given)
+		var keys []string
+		for _, d := range Differences(&saved, &given) {
+			keys = append(keys, d.Option)
+		}
+		if !slices.Equal(keys, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, keys, tc.want)
 		}
 	}
 }

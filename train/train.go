@@ -260,9 +260,14 @@ var (
 // AdamW state and the loop state) written every CheckpointEach steps and at
 // every epoch end. With o.Resume the run continues from that checkpoint with
 // the options saved in o.Out (validated again; the other fields of o are
-// ignored, except StopAfterSteps); the result is identical to an
-// uninterrupted run. A directory that holds a checkpoint without o.Resume is
-// ErrRunExists, o.Resume without one ErrNoCheckpoint.
+// ignored, except StopAfterSteps and the run-time Device, HostNoise and
+// LogSteps; Differences lists what a caller's options would change); the
+// result is identical to an uninterrupted run. A directory that holds a
+// checkpoint without o.Resume is ErrRunExists, o.Resume without one
+// ErrNoCheckpoint. A step that fails (a non-finite loss or posterior: a
+// learning rate too large diverges) ends the run with an error naming its
+// epoch, step and learning rate; the checkpoint written before stays as it
+// was, and the error says which step it holds.
 //
 // The training loop is internal/loop's. report receives a progress event per
 // step (stage "train", unit "steps", the step's loss, detail "epoch e/E task
@@ -272,7 +277,7 @@ var (
 // unwraps to ctx.Err() and says how to continue.
 func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
 	stopAfter := o.StopAfterSteps
-	device, hostNoise := o.Device, o.HostNoise // run-time choices, not in the saved options
+	device, hostNoise, logSteps := o.Device, o.HostNoise, o.LogSteps // run-time choices, not in the saved options
 	ckptPath := filepath.Join(o.Out, CheckpointFile)
 	if o.Resume {
 		if o.Out == "" {
@@ -290,7 +295,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		out := o.Out
 		o = *saved
 		o.Resume, o.Out = true, out // the directory may have moved since
-		o.Device, o.HostNoise = device, hostNoise
+		o.Device, o.HostNoise, o.LogSteps = device, hostNoise, logSteps
 	} else {
 		o.Resolve()
 		if err := o.Validate(); err != nil {
@@ -414,10 +419,10 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		} else {
 			loss, detail, err = TrainStep(sel, s, lr, sampleRng, func(fo nvib.ForwardOptions) (*nvib.Output, *nvib.Cache, error) { return m.Forward(in, lab, fo) }, m.Backward)
 		}
-		if err == nil {
-			err = logStep(StepLoss{Step: st.Step + 1, Loss: loss, KLScale: s})
+		if err != nil { // e.g. a non-finite loss: weights a too large learning rate made diverge
+			return 0, "", fmt.Errorf("learning rate %.4g: %w", lr, err)
 		}
-		return loss, detail, err
+		return loss, detail, logStep(StepLoss{Step: st.Step + 1, Loss: loss, KLScale: s})
 	}
 	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
 	endEpoch := func(st *loop.State) (bool, error) {
@@ -475,7 +480,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			m.SetClipRadius(finalRadius)
 		}
 		if err != nil {
-			return nil, err
+			return nil, keptCheckpoint(err, run.CheckpointStep(), ckptPath)
 		}
 	}
 	res.Epochs, res.Steps, res.Seconds, res.StoppedEarly, res.Interrupted = st.Epoch, st.Step, st.Seconds, st.Stopped, !st.Done
@@ -572,6 +577,22 @@ func ReadMetrics(path string) ([]EpochMetrics, error) {
 		slog.Warn("metrics file ends in a torn line (a run killed while writing it); it is left out", "file", path)
 	}
 	return out, nil
+}
+
+// keptCheckpoint is the error of a training loop that stopped on err (a
+// step's error, e.g. a non-finite loss, or an evaluation's) with what the run
+// directory keeps: the checkpoint of step (-1: none yet) at path, which a
+// resume continues from. A cancellation (*loop.Interrupted) says so itself
+// and passes unchanged.
+func keptCheckpoint(err error, step int, path string) error {
+	var stopped *loop.Interrupted
+	switch {
+	case errors.As(err, &stopped):
+		return err
+	case step < 0:
+		return fmt.Errorf("training: %w (no checkpoint written yet)", err)
+	}
+	return fmt.Errorf("training: %w; the checkpoint of step %d stays in %s", err, step, path)
 }
 
 // noTrainSplit is the error of a task whose GLUE directory has no training

@@ -3,10 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newTrainCmd() *cobra.Command {
@@ -56,6 +59,11 @@ docs/speech.md).`,
 			}
 			if cmd.Flags().Changed("delta") && train.IsNoTarget(o.TargetEpsilon) {
 				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
+			}
+			if o.Resume {
+				if err := refuseResumeConflicts(cmd, o, sv); err != nil {
+					return err
+				}
 			}
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
@@ -108,3 +116,66 @@ docs/speech.md).`,
 }
 
 func init() { rootCmd.AddCommand(newTrainCmd()) }
+
+// refuseResumeConflicts refuses the flags given to a resumed run that
+// contradict the options saved in its directory (train_options.json, or
+// speech_options.json of a --task lid run), which the run continues with:
+// each flag given on the command line whose option differs
+// (train.Differences; for the speech task its data_dir and max_seconds too,
+// option.Differences), named with the given and the saved value. A flag
+// equal to the saved value is fine. A directory whose options cannot be
+// read is left to the run to report (no run to resume, a damaged file).
+func refuseResumeConflicts(cmd *cobra.Command, o *train.Options, sv *speechFlagValues) error {
+	var diffs []option.Difference
+	file := train.OptionsFile
+	if speech.IsModelDir(o.Out) {
+		saved, err := speech.LoadOptions(o.Out)
+		if err != nil {
+			return nil
+		}
+		file = speech.OptionsFile
+		diffs = train.Differences(&saved.Train, o)
+		given := speech.Options{DataDir: sv.dataDir, MaxSeconds: sv.maxSeconds, Train: saved.Train}
+		diffs = append(diffs, option.Differences(saved, &given)...) // Train is compared above
+	} else {
+		saved, err := train.LoadOptions(o.Out)
+		if err != nil {
+			return nil
+		}
+		diffs = train.Differences(saved, o)
+	}
+	fs := cmd.Flags()
+	var conflicts []string
+	for _, d := range diffs {
+		name := optionFlag(d.Option)
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			conflicts = append(conflicts, fmt.Sprintf("--%s %s (saved %s)", name, flagText(f.Value, d.Given), flagText(f.Value, d.Saved)))
+		}
+	}
+	if len(conflicts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--resume continues the run in %s with the options saved in its %s; these flags ask for others: %s; "+
+		"leave them out (or give the saved values) to resume it, or start a new run in another --out", o.Out, file, strings.Join(conflicts, ", "))
+}
+
+// flagText is v, the value of the option that flag value f sets, as the
+// flag writes its own: auto, none and off as the flag takes them.
+func flagText(f pflag.Value, v any) string {
+	switch x := v.(type) {
+	case float64:
+		switch f.(type) {
+		case targetFlag:
+			return targetFlag{&x}.String()
+		case autoValue[float64]:
+			return autoValue[float64]{&x}.String()
+		}
+	case *int:
+		if _, ok := f.(latentDimFlag); ok {
+			return latentDimFlag{&x}.String()
+		}
+	case *train.RadiusSchedule:
+		return radiusScheduleFlag{&x}.String()
+	}
+	return fmt.Sprint(v)
+}

@@ -303,6 +303,11 @@ func (r *Run) State() *State { return &r.st }
 // a Device, it holds the state of the last Pull.
 func (r *Run) Optimizer() *nn.AdamW { return r.opt }
 
+// CheckpointStep is the step of the checkpoint on disk: the last one this
+// session wrote or, before that, the one it resumed from; -1 when there is
+// none. After an error of Train it is the state a resume continues from.
+func (r *Run) CheckpointStep() int { return r.savedStep }
+
 // Pull brings the host Params and Optimizer up to the Device's state (e.g.
 // before a hook evaluates on the host); without a Device it does nothing.
 func (r *Run) Pull() error {

@@ -3,12 +3,12 @@ package attack
 import (
 	"errors"
 	"fmt"
+	quantilepkg "github.com/nvdp-project/nvdp/internal/quantile"
 	"math"
 	"math/rand/v2"
 	"sort"
 
 	"github.com/nvdp-project/nvdp/option"
-	"gonum.org/v1/gonum/stat"
 )
 
 // Bootstrap is the percentile bootstrap interval at confidence conf of a
@@ -46,9 +46,8 @@ func Bootstrap(n, reps int, conf float64, rng *rand.Rand, stat func(idx []int) f
 	return quantile(a/2, vals), quantile(1-a/2, vals), nil
 }
 
-func quantile(p float64, sorted []float64) float64 {
-	return stat.Quantile(p, stat.Empirical, sorted, nil)
-}
+// quantile is the bootstrap intervals' convention (quantile.Empirical).
+func quantile(p float64, sorted []float64) float64 { return quantilepkg.Empirical(sorted, p) }
 
 // Interval configures the confidence intervals of the attacks' numbers.
 type Interval struct {

@@ -2,6 +2,7 @@ package privacy
 
 import (
 	"fmt"
+	quantilepkg "github.com/nvdp-project/nvdp/internal/quantile"
 	"math"
 	"slices"
 
@@ -128,25 +129,9 @@ func (a *logAcc) ucb(tail float64) (float64, error) {
 	return a.max + math.Log(m1+t*math.Sqrt(v)/math.Sqrt(n-1)), nil
 }
 
-// quantile returns the q-quantile (linear interpolation between order
-// statistics, "type 7") of sorted values.
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	h := q * float64(len(sorted)-1)
-	lo := int(math.Floor(h))
-	hi := min(lo+1, len(sorted)-1)
-	f := h - float64(lo)
-	if f == 0 {
-		return sorted[lo]
-	}
-	if d := sorted[hi] - sorted[lo]; !math.IsInf(d, 0) {
-		return sorted[lo] + f*d
-	}
-	return (1-f)*sorted[lo] + f*sorted[hi] // a span wider than float64
-
-}
+// quantile is the audit's quantile convention (quantile.Linear, "type 7"):
+// report.json's p50/p90/p99 depend on it.
+func quantile(sorted []float64, q float64) float64 { return quantilepkg.Linear(sorted, q) }
 
 // Histogram has len(Counts) equal-width bins; Edges has len(Counts)+1
 // entries, the last bin closed. Below and Above count the values outside

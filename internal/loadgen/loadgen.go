@@ -13,8 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nvdp-project/nvdp/internal/quantile"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -306,7 +306,7 @@ func percentiles(xs []float64) Latency {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	rank := func(p float64) float64 { return s[max(0, int(math.Ceil(p/100*float64(len(s))))-1)] }
+	rank := func(p float64) float64 { return quantile.NearestRank(s, p) }
 	var sum float64
 	for _, x := range s {
 		sum += x

@@ -50,7 +50,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+
 	"strconv"
 	"strings"
 
@@ -306,27 +306,10 @@ func Load(root string) ([]*Cell, error) {
 		}
 		seen[k] = c.Dir
 	}
-	sort.SliceStable(cells, func(i, j int) bool {
-		a, b := cells[i], cells[j]
-		if a.Task != b.Task {
-			return a.Task < b.Task
-		}
-		if a.Variant != b.Variant {
-			return variantRank(a.Variant) < variantRank(b.Variant)
-		}
-		if a.Mode != b.Mode {
-			return a.Mode < b.Mode
-		}
-		if a.TargetEpsilon != b.TargetEpsilon {
-			return a.TargetEpsilon < b.TargetEpsilon
-		}
-		if a.CMu != b.CMu {
-			return a.CMu < b.CMu
-		}
-		if a.Lambda != b.Lambda {
-			return a.Lambda < b.Lambda
-		}
-		return a.Seed < b.Seed
+	slices.SortStableFunc(cells, func(a, b *Cell) int {
+		return cmp.Or(cmp.Compare(a.Task, b.Task), cmp.Compare(variantRank(a.Variant), variantRank(b.Variant)),
+			cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.TargetEpsilon, b.TargetEpsilon), cmp.Compare(a.CMu, b.CMu),
+			cmp.Compare(a.Lambda, b.Lambda), cmp.Compare(a.Seed, b.Seed))
 	})
 	return cells, nil
 }

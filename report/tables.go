@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -399,27 +400,12 @@ func Build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
 	}
 	sort.Slice(t.Tasks, func(i, j int) bool { return t.Tasks[i].Task < t.Tasks[j].Task })
 	for _, tt := range t.Tasks {
-		sort.SliceStable(tt.Grid, func(i, j int) bool {
-			if tt.Grid[i].Lambda != tt.Grid[j].Lambda {
-				return tt.Grid[i].Lambda < tt.Grid[j].Lambda
-			}
-			return tt.Grid[i].CMu < tt.Grid[j].CMu
+		slices.SortStableFunc(tt.Grid, func(a, b *Row) int {
+			return cmp.Or(cmp.Compare(a.Lambda, b.Lambda), cmp.Compare(a.CMu, b.CMu))
 		})
-		sort.SliceStable(tt.Rows, func(i, j int) bool {
-			a, b := tt.Rows[i], tt.Rows[j]
-			if a.Variant != b.Variant {
-				return variantRank(a.Variant) < variantRank(b.Variant)
-			}
-			if a.Mode != b.Mode {
-				return a.Mode < b.Mode
-			}
-			if a.TargetEpsilon != b.TargetEpsilon {
-				return a.TargetEpsilon < b.TargetEpsilon
-			}
-			if a.CMu != b.CMu {
-				return a.CMu < b.CMu
-			}
-			return a.Lambda < b.Lambda
+		slices.SortStableFunc(tt.Rows, func(a, b *Row) int {
+			return cmp.Or(cmp.Compare(variantRank(a.Variant), variantRank(b.Variant)), cmp.Compare(a.Mode, b.Mode),
+				cmp.Compare(a.TargetEpsilon, b.TargetEpsilon), cmp.Compare(a.CMu, b.CMu), cmp.Compare(a.Lambda, b.Lambda))
 		})
 		t.Best = append(t.Best, bestOf(tt, t.AuditModes)...)
 		tt.Frontier = buildFrontier(tt, t.AuditModes)

@@ -1,9 +1,11 @@
 package audio
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
@@ -117,15 +119,62 @@ func (e Extractor) length(w []float32) int {
 
 // Load reads the WAV file at path and returns its mono waveform at
 // wav2vec2.SampleRate (ReadWAV, Clip.Mono, Resample), ready for
-// Extractor.Batch. Errors name the file.
+// Extractor.Batch. Errors name the file (a sample rate outside
+// MinSampleRate to MaxSampleRate among them). LoadCropped reads only the
+// beginning a caller keeps.
 func Load(path string) ([]float32, error) {
-	clip, err := ReadWAV(path)
-	if err != nil {
-		return nil, err
+	x, _, err := LoadCropped(context.Background(), path, NoCrop)
+	return x, err
+}
+
+// LoadCropped is Load keeping the first maxSamples samples (all of them
+// with NoCrop), bit for bit Load(path)[:maxSamples], at a cost that grows
+// with maxSamples, not with the file's length: the file is read, but only
+// the input frames those samples depend on are decoded, mixed and
+// resampled (maxSamples x rate / 16 kHz of them plus the resampling
+// filter's reach beyond, at most 1,622 frames: 4.2 ms at 384 kHz). full is
+// the length Load(path) would have, ceil(frames x 16000 / rate): full >
+// maxSamples says the clip was cropped.
+//
+// ctx is checked before the file is read, before resampling and about
+// every 2^18 filter taps while resampling (under a millisecond to about 50
+// ms apart): once it is done, its error is returned wrapped, naming the
+// file (errors.Is(err, context.Canceled)). Errors name the file: those of
+// ReadWAV and DecodeWAV (a sample rate outside MinSampleRate to
+// MaxSampleRate among them, refused before any sample is decoded; a
+// non-finite float sample only among the frames decoded), maxSamples
+// neither > 0 nor NoCrop.
+func LoadCropped(ctx context.Context, path string, maxSamples int) (x []float32, full int, err error) {
+	if maxSamples <= 0 && maxSamples != NoCrop {
+		return nil, 0, fmt.Errorf("audio %s: max samples %d, want > 0 or NoCrop (%d)", path, maxSamples, NoCrop)
 	}
-	x, err := Resample(clip.Mono(), clip.Rate, wav2vec2.SampleRate)
-	if err != nil {
-		return nil, fmt.Errorf("audio %s: %w", path, err)
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("audio %s: %w", path, err)
 	}
-	return x, nil
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("audio: %w", err)
+	}
+	return loadCropped(ctx, data, path, maxSamples)
+}
+
+// loadCropped is LoadCropped of the file's contents data; name is used in
+// errors.
+func loadCropped(ctx context.Context, data []byte, name string, maxSamples int) ([]float32, int, error) {
+	var limit func(rate int) int
+	if maxSamples != NoCrop {
+		limit = func(rate int) int { return resampleInput(maxSamples, rate, wav2vec2.SampleRate) }
+	}
+	clip, frames, err := decodeWAV(data, name, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("audio %s: %w", name, err)
+	}
+	x, err := resample(ctx, clip.Mono(), clip.Rate, wav2vec2.SampleRate, maxSamples)
+	if err != nil {
+		return nil, 0, fmt.Errorf("audio %s: %w", name, err)
+	}
+	return x, resampledLen(frames, clip.Rate, wav2vec2.SampleRate), nil
 }

@@ -16,6 +16,21 @@ import (
 	"github.com/go-audio/wav"
 )
 
+// The sample rates this package reads, in Hz, both included: DecodeWAV
+// (hence ReadWAV, Load, LoadCropped) refuses a file whose fmt chunk claims
+// a rate outside [MinSampleRate, MaxSampleRate], naming the file, the rate
+// and this range. 1 kHz is well below any recording of speech (telephone
+// speech is sampled at 8 kHz) and 384 kHz is the highest rate of
+// professional audio converters (DXD); a rate outside is a corrupt header
+// or not audio, and resampling it to 16 kHz is harmful either way: a clip
+// of 0.3 s of 16 kHz samples claiming 1 Hz would become 77 million output
+// samples (about 10 minutes of resampling), one claiming 4 GHz a single
+// sample.
+const (
+	MinSampleRate = 1_000
+	MaxSampleRate = 384_000
+)
+
 // WAVE format tags (mmreg.h) this package decodes.
 const (
 	formatPCM        = 1
@@ -81,16 +96,26 @@ func ReadWAV(path string) (Clip, error) {
 // decodes IEEE float samples as integers and returns short data chunks
 // without an error.
 //
-// Errors: not RIFF/WAVE, truncated, zero channels, zero rate, an
-// unsupported format or bit depth, a block alignment that disagrees with
-// channels x bytes per sample, no samples, a non-finite float sample.
+// Errors: not RIFF/WAVE, truncated, zero channels, zero rate, a rate
+// outside MinSampleRate to MaxSampleRate, an unsupported format or bit
+// depth, a block alignment that disagrees with channels x bytes per
+// sample, no samples, a non-finite float sample.
 func DecodeWAV(data []byte, name string) (Clip, error) {
-	fail := func(format string, args ...any) (Clip, error) {
-		return Clip{}, fmt.Errorf("audio %s: %s", name, fmt.Sprintf(format, args...))
+	clip, _, err := decodeWAV(data, name, nil)
+	return clip, err
+}
+
+// decodeWAV is DecodeWAV decoding only the first limit(rate) sample frames
+// when limit is not nil (all of them when it returns more); frames is the
+// number of whole frames in the data chunk, decoded or not. Every check of
+// DecodeWAV runs, the non-finite samples' only on the frames decoded.
+func decodeWAV(data []byte, name string, limit func(rate int) int) (clip Clip, frames int, err error) {
+	fail := func(format string, args ...any) (Clip, int, error) {
+		return Clip{}, 0, fmt.Errorf("audio %s: %s", name, fmt.Sprintf(format, args...))
 	}
 	layout, err := walkRIFF(data)
 	if err != nil {
-		return Clip{}, fmt.Errorf("audio %s: %w", name, err)
+		return Clip{}, 0, fmt.Errorf("audio %s: %w", name, err)
 	}
 	// The library sees the fmt chunk and the data chunk's header only: it
 	// would parse LIST and smpl chunks on the way, allocating whatever
@@ -116,6 +141,8 @@ func DecodeWAV(data []byte, name string) (Clip, error) {
 		return fail("zero channels")
 	case rate == 0:
 		return fail("zero sample rate")
+	case rate < MinSampleRate || rate > MaxSampleRate:
+		return fail("sample rate %d Hz is outside the accepted range %d Hz to %d Hz (a corrupt header, or not audio)", rate, MinSampleRate, MaxSampleRate)
 	case tag == formatPCM && bits != 8 && bits != 16 && bits != 24 && bits != 32:
 		return fail("%d-bit PCM, want 8, 16, 24 or 32", bits)
 	case tag == formatFloat && bits != 32 && bits != 64:
@@ -130,16 +157,20 @@ func DecodeWAV(data []byte, name string) (Clip, error) {
 	if err := d.FwdToPCM(); err != nil || d.PCMChunk == nil {
 		return fail("locating the data chunk: %v", err)
 	}
-	frames := layout.dataSize / (channels * width)
+	frames = layout.dataSize / (channels * width)
 	if frames == 0 {
 		return fail("no samples (data chunk of %d bytes)", layout.dataSize)
 	}
-	pcm := data[layout.dataOffset : layout.dataOffset+frames*channels*width]
-	clip := Clip{Channels: make([][]float32, channels), Rate: rate}
-	for c := range clip.Channels {
-		clip.Channels[c] = make([]float32, frames)
+	n := frames
+	if limit != nil {
+		n = max(1, min(n, limit(rate)))
 	}
-	for i := range frames {
+	pcm := data[layout.dataOffset : layout.dataOffset+n*channels*width]
+	clip = Clip{Channels: make([][]float32, channels), Rate: rate}
+	for c := range clip.Channels {
+		clip.Channels[c] = make([]float32, n)
+	}
+	for i := range n {
 		for c, ch := range clip.Channels {
 			b := pcm[(i*channels+c)*width:]
 			v, ok := decodeSample(b, tag, bits)
@@ -149,7 +180,7 @@ func DecodeWAV(data []byte, name string) (Clip, error) {
 			ch[i] = v
 		}
 	}
-	return clip, nil
+	return clip, frames, nil
 }
 
 // decodeSample decodes one little-endian sample at the start of b; ok is

@@ -110,6 +110,10 @@ func TestDecodeWAV(t *testing.T) {
 			[][]float32{{0.25, -0.25}}},
 		{"extensible float32", wavFile{tag: formatExtensible, sub: formatFloat, channels: 1, rate: 16000, bits: 32, align: -1, payload: f32(0.5)},
 			[][]float32{{0.5}}},
+		{"lowest accepted rate", wavFile{tag: formatPCM, channels: 1, rate: MinSampleRate, bits: 16, align: -1, payload: pcm16(16384)},
+			[][]float32{{0.5}}},
+		{"highest accepted rate", wavFile{tag: formatPCM, channels: 1, rate: MaxSampleRate, bits: 16, align: -1, payload: pcm16(-16384)},
+			[][]float32{{-0.5}}},
 		{"partial last frame dropped", wavFile{tag: formatPCM, channels: 2, rate: 16000, bits: 16, align: -1, payload: pcm16(100, 200, 300)},
 			[][]float32{{100.0 / 32768}, {200.0 / 32768}}},
 	} {
@@ -163,6 +167,10 @@ func brokenWAVs() []struct {
 		{"data before fmt", mod(func(w *wavFile) { w.dataFirst = true }), "data chunk before the fmt chunk"},
 		{"zero channels", mod(func(w *wavFile) { w.channels = 0; w.align = 2 }), "zero channels"},
 		{"zero rate", mod(func(w *wavFile) { w.rate = 0 }), "zero sample rate"},
+		{"1 Hz", mod(func(w *wavFile) { w.rate = 1 }), "sample rate 1 Hz is outside the accepted range 1000 Hz to 384000 Hz"},
+		{"999 Hz", mod(func(w *wavFile) { w.rate = MinSampleRate - 1 }), "sample rate 999 Hz is outside the accepted range 1000 Hz to 384000 Hz"},
+		{"384001 Hz", mod(func(w *wavFile) { w.rate = MaxSampleRate + 1 }), "sample rate 384001 Hz is outside the accepted range"},
+		{"4 GHz", mod(func(w *wavFile) { w.rate = 4e9 }), "sample rate 4000000000 Hz is outside the accepted range 1000 Hz to 384000 Hz"},
 		{"12-bit PCM", mod(func(w *wavFile) { w.bits = 12; w.align = 2 }), "12-bit PCM"},
 		{"16-bit float", mod(func(w *wavFile) { w.tag = formatFloat }), "16-bit IEEE float"},
 		{"mu-law", mod(func(w *wavFile) { w.tag = 7; w.bits = 8 }), "format tag 0x7"},
@@ -270,7 +278,8 @@ func TestMono(t *testing.T) {
 }
 
 // FuzzDecodeWAV: DecodeWAV never panics, and a decoded clip is consistent
-// (channels of equal, non-zero length, finite samples, rate > 0).
+// (channels of equal, non-zero length, finite samples, a rate in
+// MinSampleRate to MaxSampleRate).
 func FuzzDecodeWAV(f *testing.F) {
 	for _, tc := range brokenWAVs() {
 		f.Add(tc.data)
@@ -282,7 +291,7 @@ func FuzzDecodeWAV(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if clip.Rate <= 0 || len(clip.Channels) == 0 || clip.Len() == 0 {
+		if clip.Rate < MinSampleRate || clip.Rate > MaxSampleRate || len(clip.Channels) == 0 || clip.Len() == 0 {
 			t.Fatalf("rate %d, %d channels of %d samples", clip.Rate, len(clip.Channels), clip.Len())
 		}
 		for c, ch := range clip.Channels {

@@ -15,10 +15,12 @@ import (
 // RIFF/WAVE (github.com/go-audio/wav's encoder), atomically. Samples are
 // scaled by 2^15 (the inverse of ReadWAV's scaling), rounded to nearest and
 // clipped to [-32768, 32767], so ReadWAV returns x to within 2^-16 where
-// |x| < 1. Errors: rate < 1, an empty or non-finite waveform, the file.
+// |x| < 1. Errors: a rate outside MinSampleRate to MaxSampleRate (the
+// rates ReadWAV reads; go-audio/wav's encoder panics above 1 GHz), an empty
+// or non-finite waveform, the file.
 func WriteWAV(path string, x []float32, rate int) error {
-	if rate < 1 {
-		return fmt.Errorf("audio: %s: sample rate %d Hz", path, rate)
+	if rate < MinSampleRate || rate > MaxSampleRate {
+		return fmt.Errorf("audio: %s: sample rate %d Hz is outside the accepted range %d Hz to %d Hz", path, rate, MinSampleRate, MaxSampleRate)
 	}
 	if len(x) == 0 {
 		return fmt.Errorf("audio: %s: empty waveform", path)

@@ -43,6 +43,8 @@ func TestWriteWAVErrors(t *testing.T) {
 		want string
 	}{
 		{"zero rate", []float32{0}, 0, "sample rate 0 Hz"},
+		{"1 Hz", []float32{0}, 1, "sample rate 1 Hz is outside the accepted range 1000 Hz to 384000 Hz"},
+		{"4 GHz", []float32{0}, 4e9, "sample rate 4000000000 Hz is outside the accepted range"}, // panicked in go-audio/wav
 		{"empty", nil, 16000, "empty waveform"},
 		{"NaN", []float32{0, float32(math.NaN())}, 16000, "sample 1 is NaN"},
 		{"Inf", []float32{float32(math.Inf(-1))}, 16000, "sample 0 is -Inf"},

@@ -1,6 +1,7 @@
 package speech
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -27,11 +28,19 @@ type Dataset struct {
 func (d *Dataset) Len() int { return len(d.Labels) }
 
 // LoadSplit reads the first limit utterances (0: all) of a split of the
-// corpus at root (lid.Load) and their audio (audio.Load: WAV, mono,
+// corpus at root (lid.Load) and their audio (audio.LoadCropped: WAV, mono,
 // resampled to 16 kHz), cropped or zero-padded to T samples and normalised.
-// Errors name the file: a malformed CSV, unreadable or empty audio, a split
+// An utterance longer than T is cropped before it is resampled: only the
+// input its first T samples depend on is decoded and resampled (the same
+// samples, bit for bit), so loading costs time in proportion to T, not to
+// the files' lengths.
+//
+// Loading stops once ctx is done (between files, and inside a file's
+// resampling): the error wraps ctx's (errors.Is(err, context.Canceled)).
+// Errors name the file: a malformed CSV, unreadable or empty audio, a
+// sample rate outside audio.MinSampleRate to audio.MaxSampleRate, a split
 // with no utterance.
-func LoadSplit(root, split string, limit, T int) (*Dataset, error) {
+func LoadSplit(ctx context.Context, root, split string, limit, T int) (*Dataset, error) {
 	if T < 1 {
 		return nil, fmt.Errorf("speech: %d samples per utterance, want >= 1", T)
 	}
@@ -55,15 +64,23 @@ func LoadSplit(root, split string, limit, T int) (*Dataset, error) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				cropped[i], errs[i] = d.load(i)
+				cropped[i], errs[i] = d.load(ctx, i)
 			}
 		}()
 	}
+feed:
 	for i := range utts {
-		next <- i
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()
+	if err := ctx.Err(); err != nil { // some utterances were not loaded
+		return nil, fmt.Errorf("speech: loading the %s split of %s: %w", split, root, err)
+	}
 	for i, err := range errs {
 		if err != nil {
 			return nil, err
@@ -77,22 +94,21 @@ func LoadSplit(root, split string, limit, T int) (*Dataset, error) {
 }
 
 // load reads utterance i into row i of d.Waves.
-func (d *Dataset) load(i int) (cropped bool, err error) {
+func (d *Dataset) load(ctx context.Context, i int) (cropped bool, err error) {
 	u := d.Utterances[i]
-	w, err := audio.Load(u.Path)
+	w, full, err := audio.LoadCropped(ctx, u.Path, d.T)
 	if err != nil {
 		return false, err
 	}
 	if len(w) == 0 {
 		return false, fmt.Errorf("speech: audio %s is empty", u.Path)
 	}
-	n := min(len(w), d.T)
-	row := d.Waves[i*d.T : i*d.T+n]
+	row := d.Waves[i*d.T : i*d.T+len(w)]
 	copy(row, w)
 	if err := audio.Normalize(row); err != nil {
 		return false, fmt.Errorf("speech: audio %s: %w", u.Path, err)
 	}
-	return len(w) > d.T, nil
+	return full > d.T, nil
 }
 
 // spread keeps limit utterances of utts, every language in turn (lid.Load

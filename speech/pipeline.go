@@ -47,8 +47,9 @@ type EvalOptions struct {
 // (train.ModelCertificate, N = F + 1) and, for a model with a release,
 // the posterior file posteriors_<split>.safetensors (frames as components,
 // every utterance N = F + 1: nothing pads) returned in Release;
-// eval_<split>.json. Errors: bad options, unreadable data, the model's.
-func Evaluate(dir string, m *Model, o *Options, eo EvalOptions) (*train.EvalResult, error) {
+// eval_<split>.json. Errors: bad options, unreadable data, the model's,
+// ctx's once it is done while the split loads (LoadSplit).
+func Evaluate(ctx context.Context, dir string, m *Model, o *Options, eo EvalOptions) (*train.EvalResult, error) {
 	start := time.Now()
 	if !slices.Contains(evalSplits, eo.Split) {
 		return nil, option.Errorf("split", eo.Split, "want %s", strings.Join(evalSplits, " or "))
@@ -62,7 +63,7 @@ func Evaluate(dir string, m *Model, o *Options, eo EvalOptions) (*train.EvalResu
 	if eo.Out == "" {
 		eo.Out = dir
 	}
-	d, err := LoadSplit(o.DataDir, eo.Split, eo.Limit, o.Samples())
+	d, err := LoadSplit(ctx, o.DataDir, eo.Split, eo.Limit, o.Samples())
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +225,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 	}
 	eo := EvalOptions{Split: po.UtilitySplit, BatchSize: o.Train.EvalBatchSize, Seed: po.EvalSeed,
 		NoPost: po.UtilitySplit != po.AuditSplit || po.AuditLimit > 0}
-	util, err := Evaluate(dir, m, o, eo)
+	util, err := Evaluate(ctx, dir, m, o, eo)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +244,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 	if m.NVDP.Releases() {
 		audited := util
 		if eo.NoPost {
-			if audited, err = Evaluate(dir, m, o, EvalOptions{Split: po.AuditSplit, Limit: po.AuditLimit, BatchSize: t.EvalBatchSize,
+			if audited, err = Evaluate(ctx, dir, m, o, EvalOptions{Split: po.AuditSplit, Limit: po.AuditLimit, BatchSize: t.EvalBatchSize,
 				Seed: po.EvalSeed, Out: filepath.Join(dir, "audit")}); err != nil {
 				return nil, err
 			}

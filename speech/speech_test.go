@@ -127,7 +127,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Evaluate(o.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: po.EvalSeed, Out: t.TempDir(), NoPost: true})
+			r, err := Evaluate(context.Background(), o.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: po.EvalSeed, Out: t.TempDir(), NoPost: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -453,7 +453,7 @@ func tinyTrained(t *testing.T, enc string, check func(*Model)) (Options, func() 
 		if check != nil {
 			check(m)
 		}
-		r, err := Evaluate(o.Train.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: 1, Out: t.TempDir(), NoPost: true})
+		r, err := Evaluate(context.Background(), o.Train.Out, m, so, EvalOptions{Split: "test", BatchSize: 12, Seed: 1, Out: t.TempDir(), NoPost: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -73,11 +73,11 @@ func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 // run is Run of options prepare returned.
 func run(ctx context.Context, o Options, report progress.Func) (*train.Result, error) {
 	t := &o.Train
-	trainDS, err := LoadSplit(o.DataDir, "train", t.TrainLimit, o.Samples())
+	trainDS, err := LoadSplit(ctx, o.DataDir, "train", t.TrainLimit, o.Samples())
 	if err != nil {
 		return nil, err
 	}
-	devDS, err := LoadSplit(o.DataDir, "dev", t.DevLimit, o.Samples())
+	devDS, err := LoadSplit(ctx, o.DataDir, "dev", t.DevLimit, o.Samples())
 	if err != nil {
 		return nil, err
 	}

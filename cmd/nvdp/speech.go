@@ -110,6 +110,10 @@ func evalSpeech(cmd *cobra.Command, f *evalFlags) (*train.EvalResult, error) {
 	if fs.Changed("batch-size") {
 		eo.BatchSize = f.batchSize
 	}
-	r, err := speech.Evaluate(f.model, m, o, eo)
+	ctx := cmd.Context() // nvdp eval catches no signal: one ends it at once
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r, err := speech.Evaluate(ctx, f.model, m, o, eo)
 	return r, flagError(err)
 }

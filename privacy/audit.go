@@ -3,6 +3,7 @@ package privacy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
 	"slices"
@@ -46,7 +47,10 @@ type Options struct {
 	Direction  GaussianDirection // principled: Gaussian term direction ("" is DirectionStandard)
 	// Pairs > 0 audits a uniform sample of Pairs ordered pairs (with
 	// replacement, seeded by Seed) instead of all M(M-1) (0). The sample is
-	// drawn as it is audited: memory does not grow with Pairs.
+	// drawn as it is audited: memory does not grow with Pairs. A sample of
+	// M(M-1) or more draws is not taken: Audit audits every ordered pair
+	// instead, exactly and in less time (CoversAll; the report is the one
+	// of Pairs 0 with a note saying so).
 	Pairs int
 	Seed  uint64 // seed of the pair sample
 	// BatchSize is the reference mode's batch size, >= 2 (DefaultRefBatchSize).
@@ -160,6 +164,28 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// CoversAll reports whether the pair sample of o (Pairs > 0, principled
+// mode) has at least the m(m-1) ordered pairs of m examples: a sample with
+// replacement of that size still misses pairs (about 1/e, 37%, of them at
+// m(m-1) draws) and can under-report rd_max, while auditing every pair is
+// exact and costs no more evaluations, so Audit audits every pair instead.
+func (o Options) CoversAll(m int) bool {
+	return o.Mode != ModeReference && o.Pairs > 0 && m >= 2 && int64(o.Pairs) >= orderedPairs(m)
+}
+
+// AuditedPairs is the number of ordered pairs a principled audit of m
+// examples evaluates: Pairs, or all m(m-1) when Pairs is 0 or covers them
+// (CoversAll).
+func (o Options) AuditedPairs(m int) int64 {
+	if o.Pairs > 0 && !o.CoversAll(m) {
+		return int64(o.Pairs)
+	}
+	return orderedPairs(m)
+}
+
+// orderedPairs is m(m-1), the ordered pairs of m examples.
+func orderedPairs(m int) int64 { return int64(m) * int64(m-1) }
 
 // ValidateFor checks o for an audit of m posteriors, as Audit does before
 // any work (on a copy: o is not changed), so that a caller can check the
@@ -290,8 +316,11 @@ type Report struct {
 }
 
 // Audit computes the privacy report of p. Principled mode: the Eq. rdp bound
-// over all ordered pairs (or a sample) and the BDP accountant over a grid of
-// orders; reference mode: the released code's batch-wise RD and accountant.
+// over all ordered pairs (or a sample; a sample of Options.Pairs that
+// covers them, Options.CoversAll, is not drawn: every pair is audited, as
+// with Pairs 0, a note and a log line say so) and the BDP accountant over a
+// grid of orders; reference mode: the released code's batch-wise RD and
+// accountant.
 // Errors: invalid options (Options.Validate; a reference q above 1), fewer
 // than 2 examples, invalid posteriors, cancellation.
 func Audit(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
@@ -305,6 +334,12 @@ func Audit(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
 		return nil, err
 	}
 	start := time.Now()
+	covered := 0 // a pair sample that covers every ordered pair: audit them all
+	if opt.CoversAll(p.M) {
+		covered, opt.Pairs = opt.Pairs, 0
+		slog.Info("audit: the pair sample is not smaller than the file's ordered pairs: auditing every ordered pair exactly instead (no sample)",
+			"sample", covered, "ordered_pairs", orderedPairs(p.M), "examples", p.M)
+	}
 	var r *Report
 	var err error
 	if opt.Mode == ModeReference {
@@ -314,6 +349,10 @@ func Audit(ctx context.Context, p *Posteriors, opt Options) (*Report, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if covered > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("a sample of %d ordered pairs was asked for, not fewer than the file's %d(%d-1) = %d: every ordered pair audited exactly instead (no sample; rd_max is the maximum over all pairs)",
+			covered, p.M, p.M, orderedPairs(p.M)))
 	}
 	r.Seconds = time.Since(start).Seconds()
 	r.Metadata = p.Metadata
@@ -340,10 +379,6 @@ func auditPrincipled(ctx context.Context, p *Posteriors, opt Options) (*Report, 
 		r.Seed = opt.Seed
 		r.Notes = append(r.Notes, fmt.Sprintf("audited a uniform sample of %d ordered pairs (with replacement, seed %d) out of %d; rd_max is the sample maximum, not the maximum over all pairs",
 			opt.Pairs, opt.Seed, c.ordered()))
-		if int64(opt.Pairs) >= c.ordered() {
-			r.Notes = append(r.Notes, fmt.Sprintf("the sample (%d) is not smaller than the %d ordered pairs: auditing every pair (no sample) is exact and faster",
-				opt.Pairs, c.ordered()))
-		}
 	}
 	summarise(r, &st.rd, c, p)
 	if err := accountant(r, &st.bdp, c); err != nil {

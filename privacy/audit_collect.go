@@ -90,7 +90,7 @@ func (c *collector) skipped(k int) bool { return c.skip != nil && c.skip[k] != "
 func sameOrder(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
 
 // ordered is the number of ordered pairs of the file, M(M-1).
-func (c *collector) ordered() int64 { return int64(c.p.M) * int64(c.p.M-1) }
+func (c *collector) ordered() int64 { return orderedPairs(c.p.M) }
 
 // audited is the number of ordered pairs the audit evaluates.
 func (c *collector) audited() int64 {

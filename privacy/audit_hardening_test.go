@@ -3,12 +3,16 @@ package privacy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/progress"
@@ -70,12 +74,13 @@ func TestHistogramExtremes(t *testing.T) {
 	}
 }
 
-// TestAuditSampleStreams: a sample of 2^24 pairs of a 6-example file is
-// drawn as it is audited (before: a [2^24][2]int slice, 256 MiB, was
-// allocated first; 10^9 pairs allocated 16 GB). The audit is cancelled
-// after its first progress reports; it must have allocated little.
+// TestAuditSampleStreams: a sample of 2^24 pairs is drawn as it is audited
+// (before: a [2^24][2]int slice, 256 MiB, was allocated first; 10^9 pairs
+// allocated 16 GB). The file has 4097 examples, so that 2^24 is a sample
+// (fewer than its 4097 x 4096 ordered pairs: CoversAll). The audit is
+// cancelled after its first progress reports; it must have allocated little.
 func TestAuditSampleStreams(t *testing.T) {
-	p := randomPosteriors(rand.New(rand.NewPCG(5, 6)), 6, 2, 2, 0.5)
+	p := randomPosteriors(rand.New(rand.NewPCG(5, 6)), 4097, 2, 2, 0.5)
 	o := DefaultOptions()
 	o.Pairs, o.Workers = 1<<24, 2
 	ctx, cancel := context.WithCancel(context.Background())
@@ -232,5 +237,78 @@ func TestReportJSON(t *testing.T) {
 			!same(r.BDPOrders[0].Cost, tc.cost) || !same(r.BDPEpsilonPooled, tc.bdpPooled) {
 			t.Errorf("%s: rd_max %v rd_mean %v bdp %v cost %v pooled %v", tc.name, r.RDMax, r.RDMean, r.BDPEpsilon, r.BDPOrders[0].Cost, r.BDPEpsilonPooled)
 		}
+	}
+}
+
+// TestAuditSampleCoversAllPairs (issue 32): a pair sample of at least the
+// file's M(M-1) ordered pairs is not drawn: every ordered pair is audited
+// and the report is that of Pairs 0 bit for bit, but for a note, and a log
+// line says so. Before, 30 draws with replacement of the 30 ordered pairs
+// of 6 examples missed the argmax (rd_max 35.552 against the exact 38.236
+// on this file) and 10^9 draws ran for over an hour (here: past the deadline). A
+// sample below M(M-1) is still drawn.
+func TestAuditSampleCoversAllPairs(t *testing.T) {
+	p := randomPosteriors(rand.New(rand.NewPCG(33, 6)), 6, 4, 3, 0.3)
+	opt := DefaultOptions()
+	opt.Workers = 2
+	exact, err := Audit(context.Background(), p, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strip := func(r *Report) string { // the report but for its time and notes
+		c := *r
+		c.Seconds, c.Notes = 0, nil
+		b, err := json.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, c := range []struct {
+		pairs   int
+		covers  bool
+		audited int64
+	}{
+		{29, false, 29},
+		{30, true, 30},
+		{31, true, 30},
+		{1_000_000_000, true, 30},
+	} {
+		o := opt
+		o.Pairs = c.pairs
+		if o.CoversAll(p.M) != c.covers || o.AuditedPairs(p.M) != c.audited {
+			t.Errorf("pairs %d: CoversAll %v, AuditedPairs %d; want %v, %d", c.pairs, o.CoversAll(p.M), o.AuditedPairs(p.M), c.covers, c.audited)
+		}
+		var logs strings.Builder
+		prev := slog.Default()
+		slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		r, err := Audit(ctx, p, o)
+		cancel()
+		slog.SetDefault(prev)
+		if err != nil {
+			t.Errorf("pairs %d: %v", c.pairs, err)
+			continue
+		}
+		if !c.covers {
+			if !r.Sampled || r.Pairs != 29 || r.Seed != 1 || !(r.RDMax < exact.RDMax) || logs.Len() != 0 {
+				t.Errorf("pairs 29: sampled %v, %d pairs, seed %d, rd_max %v (exact %v), log %q; want a sample of 29 that misses the argmax, no log",
+					r.Sampled, r.Pairs, r.Seed, r.RDMax, exact.RDMax, logs.String())
+			}
+			continue
+		}
+		if got, want := strip(r), strip(exact); got != want {
+			t.Errorf("pairs %d: report differs from the all-pairs one (rd_max %v, exact %v):\n%s\n%s", c.pairs, r.RDMax, exact.RDMax, got, want)
+		}
+		note := fmt.Sprintf("a sample of %d ordered pairs was asked for, not fewer than the file's 6(6-1) = 30: every ordered pair audited exactly instead (no sample; rd_max is the maximum over all pairs)", c.pairs)
+		if want := append(slices.Clone(exact.Notes), note); !slices.Equal(r.Notes, want) {
+			t.Errorf("pairs %d: notes %q, want %q", c.pairs, r.Notes, want)
+		}
+		if l := logs.String(); !strings.Contains(l, "auditing every ordered pair exactly instead") || !strings.Contains(l, fmt.Sprintf("sample=%d ordered_pairs=30", c.pairs)) {
+			t.Errorf("pairs %d: log %q", c.pairs, l)
+		}
+	}
+	if math.Abs(float64(exact.RDMax)-38.235693633260475) > 1e-9 || !slices.Equal(exact.Argmax, []int{3, 0}) || exact.Sampled || exact.Pairs != 30 {
+		t.Errorf("exact: rd_max %v at %v (sampled %v, %d pairs), want 38.2356936 at [3 0] over 30 pairs", exact.RDMax, exact.Argmax, exact.Sampled, exact.Pairs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -502,8 +503,16 @@ func (p *Part) compatible(o *Part) error {
 	return nil
 }
 
-// WritePart writes part as JSON to path atomically.
+// WritePart writes part as JSON to path atomically. The temporary files a
+// process killed while writing path left beside it ("." + name + ".tmp" +
+// digits) are removed first (atomicfile.RemoveStaleOf, logged): one shard's
+// part is written by one process.
 func WritePart(path string, part *Part) error {
+	if stale, err := atomicfile.RemoveStaleOf(path); err != nil {
+		return fmt.Errorf("audit part: %w", err)
+	} else if len(stale) > 0 {
+		slog.Warn("audit part: removed the temporary files of an interrupted write", "out", path, "files", stale)
+	}
 	return atomicfile.WriteJSON(path, part)
 }
 

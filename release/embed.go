@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -94,7 +95,10 @@ const ProgressStage = "embed"
 // only when complete (atomicfile); on any error (a bad line, a cancelled ctx) it is removed and o.Out
 // is left as it was. The options, the input's header or first line and its first batch are checked
 // before the file is created; an input without texts is an error. report receives a ProgressStage
-// event per batch written (nil: none).
+// event per batch written (nil: none). A process killed while writing (SIGKILL, power loss) leaves its
+// hidden temporary files beside o.Out ("." + name + ".tmp" + digits): Embed removes those of o.Out
+// when it starts (atomicfile.RemoveStaleOf, logged), so two processes must not write one output at
+// once.
 func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o EmbedOptions, report progress.Func) (*Metadata, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -107,6 +111,11 @@ func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o Embe
 	}
 	if err := o.CheckMemory(r.Shape()); err != nil {
 		return nil, err
+	}
+	if stale, err := atomicfile.RemoveStaleOf(o.Out); err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	} else if len(stale) > 0 {
+		slog.Warn("embed: removed the temporary files of an interrupted write of the output", "out", o.Out, "files", stale)
 	}
 	batch, err := readBatch(in, o.BatchSize)
 	if err != nil {

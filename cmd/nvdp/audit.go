@@ -14,6 +14,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/speech"
@@ -122,6 +123,9 @@ func (f *auditFlags) options(cmd *cobra.Command) (privacy.Options, error) {
 	if (f.shard == "") != (f.out == "") {
 		return opt, fmt.Errorf("--shard and --out go together: a shard writes its part to --out")
 	}
+	if f.out != "" && fsutil.SameFile(f.out, f.posteriors) {
+		return opt, fmt.Errorf("--out %s is the --posteriors file %s: the part would replace the posteriors it audits; write it to another file", f.out, f.posteriors)
+	}
 	if f.shard != "" {
 		if opt.Mode == privacy.ModeReference || opt.Pairs != 0 {
 			return opt, fmt.Errorf("--shard audits every pair of its rows in principled mode: no --mode reference, no --pairs")
@@ -222,10 +226,7 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 		}
 	}
 	// Progress for audits that take more than a moment.
-	pairs := float64(p.M) * float64(p.M-1)
-	if opt.Pairs > 0 {
-		pairs = float64(opt.Pairs)
-	}
+	pairs := float64(opt.AuditedPairs(p.M))
 	if opt.Mode != privacy.ModeReference && pairs*float64(p.N)*float64(p.P) > auditProgressMin {
 		opt.Progress = newProgress(cmd, f.noProgress)
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/internal/cudaemu"
@@ -297,7 +300,8 @@ func TestAuditRegistered(t *testing.T) {
 // TestAuditCommandHardening: `nvdp audit --json` of a file with a finite
 // mu of 1e20 succeeds with a finite histogram (before: it failed on NaN, the
 // histogram was [NaN, +Inf)); a --pairs sample larger than the file's
-// ordered pairs is streamed and the output says that all pairs are exact.
+// ordered pairs is not drawn: every pair is audited and the output says so
+// (issue 32).
 func TestAuditCommandHardening(t *testing.T) {
 	p := privacy.NewPosteriors(6, 2, 3)
 	for i := range p.Alpha {
@@ -325,7 +329,76 @@ func TestAuditCommandHardening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutput(t, out, []string{"a sample of 100 of the 6(6-1)", "not smaller than the 30 ordered pairs: auditing every pair (no sample) is exact and faster"}, nil)
+	checkOutput(t, out, []string{"RD max over 6(6-1) = 30 pairs",
+		"note: a sample of 100 ordered pairs was asked for, not fewer than the file's 6(6-1) = 30: every ordered pair audited exactly instead"},
+		[]string{"sampled", "a sample of 100 of the"})
+}
+
+// TestAuditPairsCoverAll (issue 32): `nvdp audit --pairs K` with K at or
+// above the file's M(M-1) ordered pairs prints the report of no --pairs
+// (every pair, exact; the same JSON but for the time and a note); below, a
+// sample. Before, K = 20 of the 20 pairs of writeTestPosteriors sampled with
+// replacement (rd_mean 1.6803 against the exact 1.7120, a seed, other
+// quantiles and histogram) and K = 10^9 ran for over an hour (here: past the
+// deadline).
+func TestAuditPairsCoverAll(t *testing.T) {
+	path := writeTestPosteriors(t)
+	decode := func(out string) (map[string]any, []any) {
+		t.Helper()
+		var r map[string]any
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		notes, _ := r["notes"].([]any)
+		delete(r, "seconds")
+		delete(r, "notes")
+		return r, notes
+	}
+	base := []string{"--posteriors", path, "--json", "--workers", "2", "--no-progress"}
+	out, err := runAuditCmd(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, exactNotes := decode(out)
+	if got := fmt.Sprintf("%.4f %v", exact["rd_max"], exact["argmax"]); got != "2.1118 [4 2]" {
+		t.Errorf("exact rd_max %v at %v, want 2.1118 at [4 2]", exact["rd_max"], exact["argmax"])
+	}
+	for _, c := range []struct {
+		pairs   string
+		sampled bool
+	}{
+		{"19", true},
+		{"20", false},
+		{"1000000000", false},
+	} {
+		// bounded: before, 10^9 draws took over an hour on 2 cores
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := newAuditCmd()
+		var buf bytes.Buffer
+		cmd.SetOut(&buf)
+		cmd.SetArgs(append(base, "--pairs", c.pairs))
+		err := cmd.ExecuteContext(ctx)
+		cancel()
+		out := buf.String()
+		if err != nil {
+			t.Errorf("--pairs %s: %v", c.pairs, err)
+			continue
+		}
+		r, notes := decode(out)
+		if c.sampled {
+			if r["sampled"] != true || r["pairs"] != 19.0 {
+				t.Errorf("--pairs 19: sampled %v, pairs %v; want a sample of 19", r["sampled"], r["pairs"])
+			}
+			continue
+		}
+		if d := jsonDiff("", r, exact, 0); len(d) > 0 {
+			t.Errorf("--pairs %s: the report differs from the one of every pair: %v", c.pairs, d)
+		}
+		want := fmt.Sprintf("a sample of %s ordered pairs was asked for, not fewer than the file's 5(5-1) = 20: every ordered pair audited exactly instead (no sample; rd_max is the maximum over all pairs)", c.pairs)
+		if len(notes) != len(exactNotes)+1 || !slices.Contains(notes, any(want)) {
+			t.Errorf("--pairs %s: notes %q, want those of every pair and %q", c.pairs, notes, want)
+		}
+	}
 }
 
 // TestAuditSkipsCertifiedInfinite: with clip constants in the metadata the
@@ -619,5 +692,98 @@ func TestAuditDevice(t *testing.T) {
 	out, err = runAuditCmd("--posteriors", files[0], "--device", "auto", "--pairs", "7", "--json")
 	if err != nil || !strings.Contains(out, `"sampled":true`) {
 		t.Errorf("--device auto --pairs 7: %v\n%s", err, out)
+	}
+}
+
+// TestAuditShardOutIsInput (issue 32): `nvdp audit --shard i/n --out F`
+// where F is the --posteriors file by any name (the same path, another
+// spelling of it, a symbolic link, a hard link) is refused before any work,
+// naming both flags and the file; the posteriors are left as they were.
+// Before, the part replaced the posteriors it audited.
+func TestAuditShardOutIsInput(t *testing.T) {
+	path := writeTestPosteriors(t)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(path)
+	link := filepath.Join(t.TempDir(), "link.json")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	hard := filepath.Join(dir, "hard.json")
+	if err := os.Link(path, hard); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, c := range []struct {
+		name, out string
+	}{
+		{"the same path", path},
+		{"relative", "post.safetensors"},
+		{"through ..", filepath.Join(dir, "sub", "..", "post.safetensors")},
+		{"symbolic link", link},
+		{"hard link", hard},
+	} {
+		_, err := runAuditCmd("--posteriors", path, "--shard", "0/2", "--out", c.out)
+		want := fmt.Sprintf("--out %s is the --posteriors file %s: the part would replace the posteriors it audits", c.out, path)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, want)
+		}
+		if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, orig) {
+			t.Fatalf("%s: the posteriors changed (%v): %d bytes, was %d", c.name, err, len(b), len(orig))
+		}
+	}
+	part := filepath.Join(dir, "part0.json") // another file: written
+	if _, err := runAuditCmd("--posteriors", path, "--shard", "0/2", "--out", part); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := privacy.ReadPart(part); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestAuditShardRemovesStaleTemp (issue 32): a shard's part removes the
+// temporary files of its --out that a killed write left (logged), and only
+// those.
+func TestAuditShardRemovesStaleTemp(t *testing.T) {
+	path := writeTestPosteriors(t)
+	dir := t.TempDir()
+	part := filepath.Join(dir, "part0.json")
+	for _, c := range []struct {
+		name   string
+		remove bool
+	}{
+		{".part0.json.tmp123456", true},
+		{".part0.json.tmp9", true},
+		{".part1.json.tmp123456", false}, // another shard's, maybe being written
+		{".part0.json.tmpx", false},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, c.name), []byte("{"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_, err := os.Stat(filepath.Join(dir, c.name))
+			if gone := errors.Is(err, os.ErrNotExist); gone != c.remove {
+				t.Errorf("%s: removed %v, want %v (%v)", c.name, gone, c.remove, err)
+			}
+		}()
+	}
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	_, err := runAuditCmd("--posteriors", path, "--shard", "0/2", "--out", part)
+	slog.SetDefault(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := privacy.ReadPart(part); err != nil {
+		t.Error(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "removed the temporary files of an interrupted write") || !strings.Contains(l, ".part0.json.tmp123456") || strings.Contains(l, ".part1.json") {
+		t.Errorf("log %q", l)
 	}
 }

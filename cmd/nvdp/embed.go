@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/spf13/cobra"
@@ -133,22 +134,12 @@ func (f *embedFlags) check(cmd *cobra.Command) error {
 		return errors.New(`--column "": want a column name`)
 	case fs.Changed("field") && f.field == "":
 		return errors.New(`--field "": want a field name`)
-	case f.input != "-" && sameFile(f.input, f.out):
+	case f.input != "-" && fsutil.SameFile(f.input, f.out):
 		return fmt.Errorf("--out %s is the input file", f.out)
 	case !(f.delta > 0 && f.delta < 1):
 		return fmt.Errorf("--delta %v: want a value in (0, 1)", f.delta)
 	}
 	return nil
-}
-
-// sameFile reports whether a and b name one existing file.
-func sameFile(a, b string) bool {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	sb, err := os.Stat(b)
-	return err == nil && os.SameFile(sa, sb)
 }
 
 func runEmbed(cmd *cobra.Command, f *embedFlags) error {

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -282,5 +284,59 @@ func TestEmbedBadInputs(t *testing.T) {
 	}
 	if c, _, err := rootCmd.Find([]string{"embed"}); err != nil || c.Name() != "embed" {
 		t.Errorf("embed not registered on rootCmd: %v", err)
+	}
+}
+
+// TestEmbedRemovesStaleTemp (issue 32): the hidden temporary files an `nvdp embed` killed with -9
+// left beside its output (".OUT.tmpDIGITS": the output being written and the safetensors' pi
+// scratch file) are removed, and logged, when the next run of that output starts; another output's
+// temporary files and names that only look alike stay. Before, they stayed forever.
+func TestEmbedRemovesStaleTemp(t *testing.T) {
+	glueDir, vocab := synthSST2(t, 24)
+	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	input := writeFile(t, "texts.txt", strings.Join(embedTexts, "\n")+"\n")
+	dir := t.TempDir()
+	kept := []string{".other.safetensors.tmp7", ".a.safetensors.tmpx", "a.safetensors.tmp5"}
+	for _, name := range kept {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("keep"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		out   string
+		stale []string
+	}{
+		{"a.safetensors", []string{".a.safetensors.tmp2718281828", ".a.safetensors.tmp31"}},
+		{"b.jsonl", []string{".b.jsonl.tmp42"}},
+	} {
+		for _, name := range c.stale {
+			if err := os.WriteFile(filepath.Join(dir, name), make([]byte, 1<<20), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var logs bytes.Buffer
+		prev := slog.Default()
+		slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+		md := embedJSON(t, "--model", model, "--input", input, "--out", filepath.Join(dir, c.out), "--seed", "3")
+		slog.SetDefault(prev)
+		if md.Texts != int64(len(embedTexts)) {
+			t.Errorf("%s: %d texts", c.out, md.Texts)
+		}
+		for _, name := range c.stale {
+			if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: stale %s: %v, want it removed", c.out, name, err)
+			}
+			if l := logs.String(); !strings.Contains(l, "removed the temporary files of an interrupted write of the output") || !strings.Contains(l, filepath.Join(dir, name)) {
+				t.Errorf("%s: log %q does not name %s", c.out, l, name)
+			}
+		}
+	}
+	var left []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{".a.safetensors.tmpx", ".other.safetensors.tmp7", "a.safetensors", "a.safetensors.tmp5", "b.jsonl"}; !slices.Equal(left, want) {
+		t.Errorf("directory %v, want %v", left, want)
 	}
 }

@@ -154,6 +154,39 @@ func RemoveStale(dir string) ([]string, error) {
 	return removed, nil
 }
 
+// RemoveStaleOf removes the temporary files of path alone that a process
+// killed while writing path (Write, WriteFile, CreateTemp: "." + base(path)
+// + ".tmp" + digits, beside it) left, and returns their paths; every other
+// file of the directory, the temporary files of other outputs included, is
+// left. Call it when a writer of path starts and no other process writes
+// path at the same time (its temporary file would be removed). A missing
+// directory has none. Errors name the file or directory.
+func RemoveStaleOf(path string) ([]string, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("temporary files of %s: %w", path, err)
+	}
+	var removed []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isTempOf(e.Name(), base) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, fmt.Errorf("temporary file of %s: %w", path, err)
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
+}
+
 // isTemp reports whether name is a temporary name of Write: "." + base +
 // ".tmp" + the decimal digits os.CreateTemp puts in place of "*".
 func isTemp(name string) bool {
@@ -164,11 +197,22 @@ func isTemp(name string) bool {
 	if i <= len(tempPrefix) {
 		return false
 	}
-	digits := name[i+len(tempMarker):]
-	if digits == "" {
+	return allDigits(name[i+len(tempMarker):])
+}
+
+// isTempOf reports whether name is a temporary name of Write for a file
+// named base: "." + base + ".tmp" + digits.
+func isTempOf(name, base string) bool {
+	digits, ok := strings.CutPrefix(name, tempPrefix+base+tempMarker)
+	return ok && allDigits(digits)
+}
+
+// allDigits reports whether s is one or more decimal digits.
+func allDigits(s string) bool {
+	if s == "" {
 		return false
 	}
-	for _, c := range digits {
+	for _, c := range s {
 		if c < '0' || c > '9' {
 			return false
 		}

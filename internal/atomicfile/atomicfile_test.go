@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -102,6 +103,67 @@ func TestRemoveStale(t *testing.T) {
 		}
 	}
 	if r, err := RemoveStale(filepath.Join(dir, "missing")); err != nil || r != nil {
+		t.Errorf("missing dir: %v %v", r, err)
+	}
+}
+
+// TestRemoveStaleOf removes the temporary files of one output only: a
+// killed Write's and CreateTemp's scratch file of out.safetensors go; the
+// output itself, another output's temporary file, names that only look alike
+// and a directory of a temporary name stay.
+func TestRemoveStaleOf(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.safetensors")
+	scratch, err := CreateTemp(path) // the scratch file of a writer killed since
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch.Close()
+	for _, tc := range []struct {
+		name   string
+		dir    bool
+		remove bool
+	}{
+		{".out.safetensors.tmp1234567890", false, true},
+		{filepath.Base(scratch.Name()), false, true},
+		{"out.safetensors", false, false},
+		{".other.safetensors.tmp42", false, false},   // another output's
+		{".out.safetensors.tmp", false, false},       // no digits
+		{".out.safetensors.tmp12x", false, false},    // not digits only
+		{".out.safetensors.json.tmp7", false, false}, // out.safetensors.json's
+		{".a.out.safetensors.tmp7", false, false},    // a.out.safetensors's
+		{"out.safetensors.tmp7", false, false},       // not hidden
+		{".out.safetensors.tmp99", true, false},      // a directory
+	} {
+		p := filepath.Join(dir, tc.name)
+		if tc.dir {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveStaleOf(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, ".out.safetensors.tmp1234567890"), scratch.Name()}
+	slices.Sort(removed)
+	slices.Sort(want)
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if wantLeft := []string{".a.out.safetensors.tmp7", ".other.safetensors.tmp42", ".out.safetensors.json.tmp7", ".out.safetensors.tmp",
+		".out.safetensors.tmp12x", ".out.safetensors.tmp99", "out.safetensors", "out.safetensors.tmp7"}; !slices.Equal(left, wantLeft) {
+		t.Errorf("left %v, want %v", left, wantLeft)
+	}
+	if r, err := RemoveStaleOf(filepath.Join(dir, "missing", "out.json")); err != nil || r != nil {
 		t.Errorf("missing dir: %v %v", r, err)
 	}
 }

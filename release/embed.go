@@ -78,7 +78,8 @@ func (o EmbedOptions) CheckMemory(n, p int) error {
 	if float64(o.BatchSize)*per > MaxBatchBytes {
 		key, value = "batch_size", o.BatchSize
 	}
-	return option.Errorf(key, value, "a batch of %d texts x %d releases x (N P + N = %d float32) takes %.3g GiB, more than the %d GiB a batch may hold: lower --releases-per-text or --batch-size",
+	return option.MentionErrorf([]string{"releases_per_text", "batch_size"}, key, value,
+		"a batch of %d texts x %d releases x (N P + N = %d float32) takes %.3g GiB, more than the %d GiB a batch may hold: lower releases_per_text or batch_size",
 		o.BatchSize, o.ReleasesPerText, n*p+n, total/(1<<30), MaxBatchBytes>>30)
 }
 

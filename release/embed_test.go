@@ -355,3 +355,30 @@ func TestEmbedMaxEpsilon(t *testing.T) {
 		t.Errorf("threshold above the model's epsilon: %v", err)
 	}
 }
+
+// TestCheckMemoryNamesOptions (issue 32): the batch-memory error is an
+// *option.Error about the library's options, naming no flag.
+func TestCheckMemoryNamesOptions(t *testing.T) {
+	cases := []struct {
+		o    EmbedOptions
+		want string // the option blamed, "" when it fits
+	}{
+		{EmbedOptions{BatchSize: 32, ReleasesPerText: 1}, ""},
+		{EmbedOptions{BatchSize: 32, ReleasesPerText: 1_000_000}, "releases_per_text"},
+		{EmbedOptions{BatchSize: 100_000_000, ReleasesPerText: 1}, "batch_size"},
+	}
+	for _, c := range cases {
+		err := c.o.CheckMemory(65, 128)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", c.o, err)
+			}
+			continue
+		}
+		var oe *option.Error
+		if !errors.As(err, &oe) || oe.Option != c.want || strings.Contains(err.Error(), "--") ||
+			!strings.Contains(err.Error(), "lower releases_per_text or batch_size") {
+			t.Errorf("%+v: %v, want an option error about %s naming no flag", c.o, err, c.want)
+		}
+	}
+}

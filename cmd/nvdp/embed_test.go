@@ -245,6 +245,8 @@ func TestEmbedBadInputs(t *testing.T) {
 		{"column and field", []string{"--input", tsv, "--column", "sentence", "--field", "text"}, "--column and --field: give one"},
 		{"k 0", []string{"--input", lines, "--releases-per-text", "0"}, "--releases-per-text 0: must be >= 1"},
 		{"k a billion", []string{"--input", lines, "--releases-per-text", "1000000000"}, "--releases-per-text 1000000000: a batch of "},
+		// the library names its options; the CLI maps them to flags (issue 32)
+		{"k a billion, the remedy", []string{"--input", lines, "--releases-per-text", "1000000000"}, "GiB a batch may hold: lower --releases-per-text or --batch-size"},
 		{"batch too large", []string{"--input", lines, "--batch-size", "100000000"}, "--batch-size 100000000: a batch of 100000000 texts x 1 releases"},
 		{"batch 0", []string{"--input", lines, "--batch-size", "0"}, "--batch-size 0: must be >= 1"},
 		{"format", []string{"--input", lines, "--format", "csv"}, `--format "csv": want safetensors or jsonl`},

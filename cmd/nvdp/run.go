@@ -56,6 +56,11 @@ paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-
 			if po.SkipTrain && po.Train.HasTarget() {
 				return fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
 			}
+			if po.Train.Resume { // as nvdp train --resume (issue 32)
+				if err := refuseResumeConflicts(cmd, &po.Train, sv); err != nil {
+					return err
+				}
+			}
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			report := newProgress(cmd, noProgress)

@@ -87,3 +87,20 @@ func TestTrainDivergedLR(t *testing.T) {
 		t.Errorf("no checkpoint kept: %v", err)
 	}
 }
+
+// TestRunResumeConflicts (issue 32): nvdp run --resume refuses flags that
+// conflict with the saved options, as nvdp train --resume does.
+func TestRunResumeConflicts(t *testing.T) {
+	glueDir, vocab := synthSST2(t, 16)
+	enc := "hf:" + tinyEncoderDir(t, vocab)
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"--task", "sst2", "--glue-dir", glueDir, "--encoder", enc, "--variant", "nvdp-clipped", "--hand-set-clipping",
+		"--lr", "0.001", "--max-seq-len", "8", "--epochs", "1", "--batch-size", "4", "--no-progress", "--out", out}
+	if _, err := runCmd(newTrainCmd(), append(args, "--stop-after-steps", "2")...); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runCmd(newRunCmd(), "--resume", "--out", out, "--glue-dir", glueDir, "--no-progress", "--variant", "baseline", "--lr", "0.01")
+	if err == nil || !strings.Contains(err.Error(), "--variant baseline (saved nvdp-clipped)") || !strings.Contains(err.Error(), "--lr 0.01 (saved 0.001)") {
+		t.Fatalf("run --resume with conflicting flags: %v", err)
+	}
+}

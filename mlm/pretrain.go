@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/nvdp-project/nvdp/encoder"
@@ -167,15 +166,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		return nil, fmt.Errorf("pretrain: vocabulary %s: %w", o.Vocab, err)
 	}
 	masker.Prob = o.MaskProb
-	evalRng := rngstream.PretrainEvalMask.Rand(o.Seed, 0)
-	var evalBatches []*Batch
-	for lo := 0; lo < len(heldSeqs); lo += o.BatchSize {
-		idx := make([]int, 0, o.BatchSize)
-		for i := lo; i < min(lo+o.BatchSize, len(heldSeqs)); i++ {
-			idx = append(idx, i)
-		}
-		evalBatches = append(evalBatches, makeBatch(heldSeqs, idx, masker, evalRng, tok.PadID()))
-	}
+	evalBatches := heldOutBatches(heldSeqs, o.BatchSize, masker, rngstream.PretrainEvalMask.Rand(o.Seed, 0), tok.PadID())
 
 	// Every input is read and checked: the run's files from here.
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
@@ -260,32 +251,6 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		return nil
 	}
 	perEpoch := len(seqs) / o.BatchSize
-	// legacy reads the checkpoint metadata of the code before the loop:
-	// step, epoch, pos (sequences of the epoch done), elapsed_s and the two
-	// random states, each its own key.
-	legacy := func(meta map[string]string) (map[string]any, error) {
-		v := map[string]int{}
-		for _, k := range []string{"step", "epoch", "pos"} {
-			n, err := strconv.Atoi(meta[k])
-			if err != nil {
-				return nil, fmt.Errorf("metadata %q: %w", k, err)
-			}
-			v[k] = n
-		}
-		secs, err := strconv.ParseFloat(meta["elapsed_s"], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metadata \"elapsed_s\": %w", err)
-		}
-		if v["pos"]%o.BatchSize != 0 {
-			return nil, fmt.Errorf("metadata pos %d is not a multiple of the batch size %d", v["pos"], o.BatchSize)
-		}
-		epoch, batch := v["epoch"], v["pos"]/o.BatchSize
-		if batch >= perEpoch { // that loop moved to the next epoch at the next step
-			epoch, batch = epoch+1, 0
-		}
-		return map[string]any{"step": v["step"], "epoch": epoch, "batch": batch, "secs": secs,
-			maskKey: meta[maskKey], dropoutKey: meta[dropoutKey]}, nil
-	}
 	run, err = loop.Open(loop.Config{Stage: "pretrain", Checkpoint: statePath, StateKey: stateKey,
 		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "metrics line",
 		Params: params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.BERTAdamEps,
@@ -293,7 +258,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		Examples: len(seqs), BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.PretrainOrder.Rand(o.Seed, e) },
 		Sources:         []loop.Source{{Key: maskKey, RNG: maskSrc}, {Key: dropoutKey, RNG: dropSrc}},
 		CheckpointEvery: o.SaveEvery, StopAfter: o.StopAfterSteps, Resume: o.Resume, Progress: report,
-		Step: step, AfterStep: afterStep, State: sums, Legacy: legacy,
+		Step: step, AfterStep: afterStep, State: sums, Legacy: legacyState(o.BatchSize, perEpoch),
 		Saved: func() error { return Save(o.Out, model, tokFiles...) }})
 	if err != nil {
 		if o.Resume {
@@ -555,4 +520,19 @@ func initFrom(params []*nn.Param, dir string) (int, bool, error) {
 		n++
 	}
 	return n, head, nil
+}
+
+// heldOutBatches masks the held-out sequences once, in batches of
+// batchSize in order, with rng: every evaluation of a run scores the same
+// masked tokens.
+func heldOutBatches(held []Sequence, batchSize int, masker *Masker, rng *rand.Rand, padID int) []*Batch {
+	var batches []*Batch
+	for lo := 0; lo < len(held); lo += batchSize {
+		idx := make([]int, 0, batchSize)
+		for i := lo; i < min(lo+batchSize, len(held)); i++ {
+			idx = append(idx, i)
+		}
+		batches = append(batches, makeBatch(held, idx, masker, rng, padID))
+	}
+	return batches
 }

@@ -52,7 +52,14 @@ type Task struct {
 	// ZipName is the archive name in the classic GLUE distribution ("" for MRPC, which is
 	// assembled from the SentEval copy of the MSR corpus).
 	ZipName string
+	// PaperClip are the paper's clipping constants of the task for BERT-base (appendix
+	// hyperparameter table): the defaults of a training's C_mu and C_amax (train.Options.Resolve).
+	PaperClip Clip
 }
+
+// Clip is a pair of per-task clipping constants: C_mu, the radius of the mean ball, and
+// C_amax, the largest pseudo-count of a token component.
+type Clip struct{ CMu, CAlphaMax float64 }
 
 // IsPair reports whether the task's examples are sentence pairs.
 func (t *Task) IsPair() bool { return t.TextFields[1] != "" }
@@ -60,19 +67,19 @@ func (t *Task) IsPair() bool { return t.TextFields[1] != "" }
 var tasks = []*Task{
 	{Name: "sst2", Dir: "SST-2", NumLabels: 2, TextFields: [2]string{"sentence", ""}, LabelField: "label",
 		LabelNames: []string{"0", "1"}, Metric: MetricAccuracy, Metrics: []string{MetricAccuracy},
-		MaxSeqLen: 512, SubmissionFile: "SST-2.tsv", ZipName: "SST-2.zip"},
+		MaxSeqLen: 512, SubmissionFile: "SST-2.tsv", ZipName: "SST-2.zip", PaperClip: Clip{2, 1}},
 	{Name: "mrpc", Dir: "MRPC", NumLabels: 2, TextFields: [2]string{"#1 String", "#2 String"}, LabelField: "Quality",
 		LabelNames: []string{"0", "1"}, Metric: MetricF1, Metrics: []string{MetricAccuracy, MetricF1},
-		MaxSeqLen: 128, SubmissionFile: "MRPC.tsv"},
+		MaxSeqLen: 128, SubmissionFile: "MRPC.tsv", PaperClip: Clip{2, 0.5}},
 	{Name: "rte", Dir: "RTE", NumLabels: 2, TextFields: [2]string{"sentence1", "sentence2"}, LabelField: "label",
 		LabelNames: []string{"entailment", "not_entailment"}, Metric: MetricAccuracy, Metrics: []string{MetricAccuracy},
-		MaxSeqLen: 128, SubmissionFile: "RTE.tsv", ZipName: "RTE.zip"},
+		MaxSeqLen: 128, SubmissionFile: "RTE.tsv", ZipName: "RTE.zip", PaperClip: Clip{6, 0.5}},
 	{Name: "stsb", Dir: "STS-B", NumLabels: 1, IsRegression: true, TextFields: [2]string{"sentence1", "sentence2"},
 		LabelField: "score", Metric: MetricSpearman, Metrics: []string{MetricPearson, MetricSpearman},
-		MaxSeqLen: 128, SubmissionFile: "STS-B.tsv", ZipName: "STS-B.zip"},
+		MaxSeqLen: 128, SubmissionFile: "STS-B.tsv", ZipName: "STS-B.zip", PaperClip: Clip{10, 1}},
 	{Name: "qnli", Dir: "QNLI", NumLabels: 2, TextFields: [2]string{"question", "sentence"}, LabelField: "label",
 		LabelNames: []string{"entailment", "not_entailment"}, Metric: MetricAccuracy, Metrics: []string{MetricAccuracy},
-		MaxSeqLen: 512, SubmissionFile: "QNLI.tsv", ZipName: "QNLIv2.zip"},
+		MaxSeqLen: 512, SubmissionFile: "QNLI.tsv", ZipName: "QNLIv2.zip", PaperClip: Clip{7, 1}},
 }
 
 // TaskNames returns the canonical task names, sorted.

@@ -75,7 +75,7 @@ type Options struct {
 	// pseudo-count bounds C_amax / C_amin (nvdp-clipped; nvdp records them).
 	// For gaussian, CMu is the radius C of the L2 ball each token embedding is
 	// clipped to (nvib.GaussianRelease); the pseudo-count bounds do not apply.
-	// Auto: C_mu and C_amax from TaskHyper; C_amin principled
+	// Auto: C_mu and C_amax from the task (glue.Task.PaperClip); C_amin principled
 	// nvib.PrincipledAlphaMin(ClipOrder, C_amax), reference 0 (gaussian 0).
 	CMu       float64 `json:"c_mu"`
 	CAlphaMax float64 `json:"c_alpha_max"`
@@ -179,7 +179,7 @@ type Options struct {
 	Calibrated bool `json:"calibrated,omitempty"`
 	// HandSetClipping trains a clipped variant (nvdp-clipped, gaussian)
 	// with its clipping constants as given or resolved (the paper's per-task
-	// constants, TaskHyper) and no privacy target: its certified epsilon is
+	// constants, glue.Task.PaperClip) and no privacy target: its certified epsilon is
 	// whatever they give (the paper's give thousands). Without it a clipped
 	// variant in principled mode needs a target (TargetEpsilon or
 	// TargetRD), so that no run trains a vacuous guarantee by accident
@@ -258,17 +258,6 @@ func NoTarget() float64 { return option.Auto() }
 // is NoTarget.
 func IsNoTarget(v float64) bool { return option.IsAuto(v) }
 
-// TaskHyper are the paper's per-task clipping constants for BERT-base
-// (appendix hyperparameter table), C_mu and C_amax, by glue.Task.Name: the
-// defaults of CMu and CAlphaMax.
-var TaskHyper = map[string]struct{ CMu, CAlphaMax float64 }{
-	"mrpc": {2, 0.5},
-	"qnli": {7, 1},
-	"sst2": {2, 1},
-	"rte":  {6, 0.5},
-	"stsb": {10, 1},
-}
-
 // Default learning rates: the paper's BERT-base 7e-5 and RoBERTa-base 2e-5
 // for pretrained backbones; for from-scratch encoders (a randomly initialised
 // encoder learns nothing useful in a few epochs at 7e-5) 1e-3 without a
@@ -330,7 +319,7 @@ func DefaultLR(encoderSpec, variant string) float64 {
 const ScratchPrefix = "scratch:"
 
 // Resolve replaces each Auto option by the default it depends on: CMu and
-// CAlphaMax by the task's (TaskHyper), CAlphaMin and LogvarMargin by the
+// CAlphaMax by the task's (glue.Task.PaperClip), CAlphaMin and LogvarMargin by the
 // mode's (gaussian: 0), LR by DefaultLR, Dropout by the preset's hidden
 // dropout (scratch encoders; ScratchConfig's when set) or 0 (pretrained),
 // and an empty NVIBInit by the mode's. Options given explicitly, 0
@@ -339,10 +328,8 @@ const ScratchPrefix = "scratch:"
 // (NoTarget: none). Resolve is idempotent.
 func (o *Options) Resolve() {
 	if t, err := glue.LookupTask(o.Task); err == nil {
-		if h, ok := TaskHyper[t.Name]; ok {
-			option.Resolve(&o.CMu, h.CMu)
-			option.Resolve(&o.CAlphaMax, h.CAlphaMax)
-		}
+		option.Resolve(&o.CMu, t.PaperClip.CMu)
+		option.Resolve(&o.CAlphaMax, t.PaperClip.CAlphaMax)
 	}
 	switch {
 	case o.Variant == nvib.ModelGaussian || o.Mode.IsReference(): // gaussian: fixed noise, no Dirichlet weights

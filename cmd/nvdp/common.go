@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,8 +38,8 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.StringVar(&o.Variant, "variant", o.Variant, "baseline | nvdp | nvdp-clipped | gaussian (Gaussian-mechanism baseline: each token embedding clipped to radius --c-mu plus N(0, prior var) noise, docs/model.md)")
 	fs.StringVar((*string)(&o.Mode), "mode", string(o.Mode), "principled | reference (model and clipping behaviour, docs/model.md)")
 	fs.Float64Var(&o.Lambda, "lambda", o.Lambda, "lambda_G = lambda_D, weight of the KL regularisers (>= 0; 0: none)")
-	autoFloatVar(fs, &o.CMu, "c-mu", "C_mu, radius of the mean ball; for --variant gaussian the radius C of each token embedding (auto: per task, paper table: "+taskHyperText(func(h taskClip) float64 { return h.CMu })+")")
-	autoFloatVar(fs, &o.CAlphaMax, "c-alpha-max", "C_amax, largest pseudo-count (auto: per task: "+taskHyperText(func(h taskClip) float64 { return h.CAlphaMax })+")")
+	autoFloatVar(fs, &o.CMu, "c-mu", "C_mu, radius of the mean ball; for --variant gaussian the radius C of each token embedding (auto: per task, paper table: "+taskHyperText(func(h glue.Clip) float64 { return h.CMu })+")")
+	autoFloatVar(fs, &o.CAlphaMax, "c-alpha-max", "C_amax, largest pseudo-count (auto: per task: "+taskHyperText(func(h glue.Clip) float64 { return h.CAlphaMax })+")")
 	autoFloatVar(fs, &o.CAlphaMin, "c-alpha-min", "C_amin, smallest pseudo-count (auto: principled (lambda-1)/lambda C_amax (1+1e-3); reference 0)")
 	autoFloatVar(fs, &o.LogvarMargin, "logvar-margin", fmt.Sprintf("nats added to the logvar floor ln((lambda-1)/lambda prior_var) (auto: principled %g, reference 0); larger is a tighter worst-case bound", nvib.DefaultLogvarMargin))
 	fs.StringVar(&o.KLSchedule, "kl-schedule", o.KLSchedule, "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
@@ -87,24 +86,18 @@ func optimizerFlags(fs *pflag.FlagSet, warmupRatio, weightDecay, gradClip *float
 	fs.Float64Var(gradClip, "grad-clip", *gradClip, "gradient clipping by global L2 norm (0: off)")
 }
 
-// taskClip is one row of train.TaskHyper.
-type taskClip = struct{ CMu, CAlphaMax float64 }
-
-// taskHyperText lists one constant of train.TaskHyper per task for a flag's
-// help ("MRPC 2, QNLI 7, ..."), in the tasks' GLUE directory names.
-func taskHyperText(v func(taskClip) float64) string {
-	names := make([]string, 0, len(train.TaskHyper))
-	for name := range train.TaskHyper {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, name := range names {
-		label := name
-		if t, err := glue.LookupTask(name); err == nil {
-			label = t.Dir
+// taskHyperText lists one of the paper's clipping constants per GLUE task
+// (glue.Task.PaperClip) for a flag's help ("MRPC 2, QNLI 7, ..."), in the
+// tasks' GLUE directory names, ordered by task name.
+func taskHyperText(v func(glue.Clip) float64) string {
+	names := glue.TaskNames()
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		t, err := glue.LookupTask(name)
+		if err != nil {
+			panic(err) // TaskNames lists the registered tasks
 		}
-		parts[i] = fmt.Sprintf("%s %g", label, v(train.TaskHyper[name]))
+		parts = append(parts, fmt.Sprintf("%s %g", t.Dir, v(t.PaperClip)))
 	}
 	return strings.Join(parts, ", ")
 }

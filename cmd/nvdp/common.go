@@ -341,8 +341,10 @@ func signalContext(cmd *cobra.Command, stopping string) (context.Context, contex
 	return ctx, stop
 }
 
-// stopTraining is what a training command does on a signal.
-const stopTraining = "finishing the current step and writing a checkpoint"
+// stopTraining is what a training command does on a signal, whatever its
+// stage: loading stops before the next file, training finishes its step and
+// writes a checkpoint.
+const stopTraining = "ending the current stage (loading data stops at once; a training step finishes and writes a checkpoint)"
 
 // resumeHint adds to the error of a training command what the user does next:
 // for a stopped run (loop.Interrupted), the command line that continues it;

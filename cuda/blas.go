@@ -43,13 +43,7 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	if m == 0 || n == 0 || batch == 0 {
 		return nil
 	}
-	ta, tb := int32(opN), int32(opN)
-	if transA {
-		ta = opT
-	}
-	if transB {
-		tb = opT
-	}
+	ta, tb := blasOp(transA), blasOp(transB)
 	al, be := alpha, beta
 	var code int32
 	if batch == 1 {
@@ -80,13 +74,7 @@ func (d *Device) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a Buf
 	if m == 0 || n == 0 || batch == 0 {
 		return nil
 	}
-	ta, tb := int32(opN), int32(opN)
-	if transA {
-		ta = opT
-	}
-	if transB {
-		tb = opT
-	}
+	ta, tb := blasOp(transA), blasOp(transB)
 	al, be := alpha, beta
 	var code int32
 	fn := "cublasGemmEx"
@@ -102,4 +90,12 @@ func (d *Device) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a Buf
 		return fmt.Errorf("bf16 gemm %dx%dx%d (batch %d): %w", m, n, k, batch, err)
 	}
 	return nil
+}
+
+// blasOp is cuBLAS's operation for an operand: transposed or not.
+func blasOp(trans bool) int32 {
+	if trans {
+		return opT
+	}
+	return opN
 }

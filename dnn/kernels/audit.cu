@@ -18,8 +18,8 @@
 // a radicand outside [2^-1000, 2^1000) through its own logarithm.
 //
 // The validity decisions (r_j > 0, the Gamma arguments > 0) must be the
-// CPU's: their products and sums are rounded on their own (audit_mul,
-// audit_add: __dmul_rn and __dadd_rn on the GPU, where the compiler would
+// CPU's: their products and sums are rounded on their own (nvib_dmul,
+// nvib_dadd: __dmul_rn and __dadd_rn on the GPU, where the compiler would
 // otherwise fuse them into an FMA).
 
 #ifdef NVDP_EMU
@@ -38,25 +38,11 @@ static inline double audit_from_bits(long long b) {
 #define audit_from_bits(b) __longlong_as_double(b)
 #endif
 
-// audit_mul, audit_add: one IEEE double operation each, never contracted
-// into a fused multiply-add (as nvib_dmul, nvib_dadd).
-DEVICE double audit_mul(double a, double b) {
-#ifdef NVDP_EMU
-	volatile double r = a * b;
-	return r;
-#else
-	return __dmul_rn(a, b);
-#endif
-}
-
-DEVICE double audit_add(double a, double b) {
-#ifdef NVDP_EMU
-	volatile double r = a + b;
-	return r;
-#else
-	return __dadd_rn(a, b);
-#endif
-}
+// One IEEE double operation each, never contracted into a fused
+// multiply-add: nvib_dmul and nvib_dadd of nvib_base.cu (later in the
+// module), declared here.
+DEVICE double nvib_dmul(double a, double b);
+DEVICE double nvib_dadd(double a, double b);
 
 // audit_inf: +Inf as a double.
 DEVICE double audit_inf(void) { return (double)__uint_as_float(0x7f800000u); }
@@ -131,7 +117,7 @@ DEVICE void audit_radicand(double r, double d2, double *q, double *m, long long 
 // component sums s; +Inf when undefined or not finite.
 DEVICE double audit_finish(double s, int bad, double lam, double aq, double aqp, double lgq, double lgqp) {
 	double lm1 = lam - 1;
-	double g = audit_add(audit_mul(lam, aq), -audit_mul(lm1, aqp));
+	double g = nvib_dadd(nvib_dmul(lam, aq), -nvib_dmul(lm1, aqp));
 	if (bad || !(aq > 0) || !(aqp > 0) || !(g > 0) || isinf(s)) return audit_inf();
 	s -= lgamma(g) / lm1 + lgqp - lam / lm1 * lgq;
 	if (isnan(s) || isinf(s)) return audit_inf();
@@ -163,8 +149,8 @@ KERNEL void audit_pairs(double *out, const float *muT, const double *s2T, const 
 		double al = alphaT[ca], bl = alphaT[cb];
 		double dab = 0, dba = 0;
 		if (al > 0 && bl > 0) {
-			double g1 = audit_add(audit_mul(lam, al), -audit_mul(lm1, bl));
-			double g2 = audit_add(audit_mul(lam, bl), -audit_mul(lm1, al));
+			double g1 = nvib_dadd(nvib_dmul(lam, al), -nvib_dmul(lm1, bl));
+			double g2 = nvib_dadd(nvib_dmul(lam, bl), -nvib_dmul(lm1, al));
 			if (g1 > 0) dab = lgamma(g1) * inv;
 			else bad1 = 1;
 			if (g2 > 0) dba = lgamma(g2) * inv;
@@ -192,8 +178,8 @@ KERNEL void audit_pairs(double *out, const float *muT, const double *s2T, const 
 			double d = (double)mu[r + a] - (double)mu[r + b];
 			double d2 = d * d;
 			// r1 = (1-lam) s2_b + lam s2_a (q = a), r2 = (1-lam) s2_a + lam s2_b (q = b)
-			double r1 = audit_add(audit_mul(oml, y), audit_mul(lam, x));
-			double r2 = audit_add(audit_mul(oml, x), audit_mul(lam, y));
+			double r1 = nvib_dadd(nvib_dmul(oml, y), nvib_dmul(lam, x));
+			double r2 = nvib_dadd(nvib_dmul(oml, x), nvib_dmul(lam, y));
 			audit_radicand(r1, d2, &q1, &m1, &e1, &l1, &rb1);
 			audit_radicand(r2, d2, &q2, &m2, &e2, &l2, &rb2);
 		}

@@ -536,11 +536,10 @@ func TestAuditLowMemoryFlag(t *testing.T) {
 }
 
 // useStandIn points package cuda at the CUDA stand-in (internal/cudaemu)
-// for the test, with a kernel cache of its own; with NVDP_CUDA_REAL=1 the
-// real GPU is used. It skips the test without a C compiler.
+// for the test; with NVDP_CUDA_REAL=1 the real GPU is used. It skips the
+// test without a C compiler.
 func useStandIn(t *testing.T) {
 	t.Helper()
-	t.Setenv(cuda.CacheEnv, t.TempDir())
 	if os.Getenv(cudaemu.RealEnv) == "1" {
 		return
 	}
@@ -646,6 +645,7 @@ func jsonDiff(path string, got, want any, tol float64) []string {
 // the CPU.
 func TestAuditDevice(t *testing.T) {
 	useStandIn(t)
+	t.Setenv(cuda.CacheEnv, t.TempDir()) // a kernel cache of its own
 	files := []string{writeMaskedPosteriors(t), writeClippedPosteriors(t, true)}
 	for _, path := range files {
 		for _, extra := range [][]string{nil, {"--mask", "--gaussian-direction", "paper", "--order", "1.5"}} {

@@ -2,15 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/nvdp-project/nvdp/cuda"
-	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -25,17 +22,7 @@ func TestDeviceBF16(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a tiny model twice")
 	}
-	if os.Getenv(cudaemu.RealEnv) != "1" {
-		dir, err := cudaemu.Build()
-		if errors.Is(err, cudaemu.ErrNoCompiler) {
-			t.Skipf("the CUDA stand-in is not built: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(cuda.LibDirEnv, dir)
-		t.Setenv("NVDP_EMU_INCLUDE", dir)
-	}
+	useStandIn(t)
 	if _, err := runCmd(rootCmd, "bench", "--device", "cuda", "--precision", "bf16", "--config", "bert-tiny", "--batch", "2", "--seq", "8", "--steps", "1"); err != nil {
 		t.Fatalf("bench: %v", err)
 	}

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/nvdp-project/nvdp/cuda"
-	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -51,17 +47,7 @@ func TestRunOnDevice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a tiny model twice")
 	}
-	if os.Getenv(cudaemu.RealEnv) != "1" {
-		dir, err := cudaemu.Build()
-		if errors.Is(err, cudaemu.ErrNoCompiler) {
-			t.Skipf("the CUDA stand-in is not built: %v", err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(cuda.LibDirEnv, dir)
-		t.Setenv("NVDP_EMU_INCLUDE", dir)
-	}
+	useStandIn(t)
 	glueDir, vocab := synthSST2(t, 48)
 	reps := map[string]train.Report{}
 	for _, device := range []string{"cpu", "cuda"} {

@@ -105,19 +105,7 @@ func roundTensor(x *nn.Tensor) *nn.Tensor {
 // the GPU with NVDP_CUDA_REAL=1).
 func onBF16Device(t *testing.T, fn func(e *dnn.Engine)) {
 	t.Helper()
-	d := cudaemu.OpenDevicePrecision(t, cuda.PrecisionBF16)
-	err := d.Do(func() error {
-		e, err := dnn.NewEngine(d)
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		fn(e)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withEngine(t, cudaemu.OpenDevicePrecision(t, cuda.PrecisionBF16), func(_ *testing.T, e *dnn.Engine) { fn(e) })
 }
 
 // TestBF16Rounding: the kernel that rounds the GEMMs' inputs

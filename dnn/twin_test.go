@@ -14,19 +14,7 @@ import (
 // or the GPU with NVDP_CUDA_REAL=1), inside Do.
 func onDevice(t *testing.T, fn func(e *dnn.Engine)) {
 	t.Helper()
-	d := cudaemu.OpenDevice(t)
-	err := d.Do(func() error {
-		e, err := dnn.NewEngine(d)
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		fn(e)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withEngine(t, cudaemu.OpenDevice(t), func(_ *testing.T, e *dnn.Engine) { fn(e) })
 }
 
 // relErr is the relative error of got against want: max |got - want| over

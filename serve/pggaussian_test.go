@@ -38,12 +38,8 @@ func TestLedgersAgreeGaussian(t *testing.T) {
 	if eps(exactMu(6, 2)) <= budget {
 		t.Fatal("set-up: a sixth release of mu1 fits")
 	}
-	type step struct {
-		account string
-		curve   int // 0, 1: Gaussian mu1, mu2; 2: RDP rho
-		k       int
-	}
-	steps := []step{{"alice", 0, 3}, {"alice", 1, 2}, {"bob", 1, 1}, {"alice", 0, 2}, {"alice", 0, 1}, {"bob", 2, 2}, {"bob", 0, 1}, {"carol", 2, 3}, {"dave", 1, 9}}
+	// curve 0, 1: Gaussian mu1, mu2; 2: RDP rho
+	steps := []chargeStep{{"alice", 0, 3}, {"alice", 1, 2}, {"bob", 1, 1}, {"alice", 0, 2}, {"alice", 0, 1}, {"bob", 2, 2}, {"bob", 0, 1}, {"carol", 2, 3}, {"dave", 1, 9}}
 	var results [2][]string
 	var spent [2]map[string]float64
 	for i, l := range []serve.PrivacyLedger{file, pg} {
@@ -58,18 +54,7 @@ func TestLedgersAgreeGaussian(t *testing.T) {
 		if curves[0].Mu != mu1 || curves[1].Mu != mu2 || curves[2].Mu != 0 {
 			t.Fatalf("%s: curves' mu %v %v %v", l.Name(), curves[0].Mu, curves[1].Mu, curves[2].Mu)
 		}
-		for _, s := range steps {
-			bal, err := l.Charge(s.account, curves[s.curve], s.k, budget)
-			var be *serve.BudgetError
-			if errors.As(err, &be) {
-				results[i] = append(results[i], fmt.Sprintf("refused %+v", be.Balance))
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", l.Name(), err)
-			}
-			results[i] = append(results[i], fmt.Sprintf("%+v", bal))
-		}
+		results[i] = chargeAll(t, l, curves[:], steps, budget)
 		accts, err := l.Accounts()
 		if err != nil {
 			t.Fatal(err)

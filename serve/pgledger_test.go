@@ -41,12 +41,8 @@ func TestLedgersAgree(t *testing.T) {
 	file := servetest.OpenLedger(t)
 	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), serve.DefaultPGOptions())
 	budget := exactBudget(t, 9)
-	type step struct {
-		account string
-		curve   int // 0 or 1: rho or 3 rho
-		k       int
-	}
-	steps := []step{{"alice", 0, 3}, {"bob", 1, 1}, {"alice", 1, 2}, {"alice", 0, 4}, {"alice", 0, 1}, {"bob", 0, 5}, {"carol", 1, 4}, {"bob", 1, 3}}
+	// curve 0 or 1: rho or 3 rho
+	steps := []chargeStep{{"alice", 0, 3}, {"bob", 1, 1}, {"alice", 1, 2}, {"alice", 0, 4}, {"alice", 0, 1}, {"bob", 0, 5}, {"carol", 1, 4}, {"bob", 1, 3}}
 	var results [2][]string
 	for i, l := range []serve.PrivacyLedger{file, pg} {
 		var curves [2]*serve.Curve
@@ -57,18 +53,7 @@ func TestLedgersAgree(t *testing.T) {
 			}
 			curves[j] = c
 		}
-		for _, s := range steps {
-			bal, err := l.Charge(s.account, curves[s.curve], s.k, budget)
-			var be *serve.BudgetError
-			if errors.As(err, &be) {
-				results[i] = append(results[i], fmt.Sprintf("refused %+v", be.Balance))
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", l.Name(), err)
-			}
-			results[i] = append(results[i], fmt.Sprintf("%+v", bal))
-		}
+		results[i] = chargeAll(t, l, curves[:], steps, budget)
 		accts, err := l.Accounts()
 		if err != nil {
 			t.Fatal(err)
@@ -85,6 +70,34 @@ func TestLedgersAgree(t *testing.T) {
 		t.Fatalf("set-up: want the fifth charge refused, the first made: %q", results[0])
 	}
 	t.Logf("%d results agree", len(results[0]))
+}
+
+// chargeStep is one charge of the ledger-agreement tests: k releases of
+// curve (an index of the test's curves) to account.
+type chargeStep struct {
+	account string
+	curve   int
+	k       int
+}
+
+// chargeAll charges steps on l in order against budget and returns each
+// balance, or the balance of a refusal, as text.
+func chargeAll(t *testing.T, l serve.PrivacyLedger, curves []*serve.Curve, steps []chargeStep, budget float64) []string {
+	t.Helper()
+	var out []string
+	for _, s := range steps {
+		bal, err := l.Charge(s.account, curves[s.curve], s.k, budget)
+		var be *serve.BudgetError
+		if errors.As(err, &be) {
+			out = append(out, fmt.Sprintf("refused %+v", be.Balance))
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", l.Name(), err)
+		}
+		out = append(out, fmt.Sprintf("%+v", bal))
+	}
+	return out
 }
 
 // TestPGLedgerSchema: a server refuses a database without the ledger's

@@ -421,7 +421,7 @@ func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]
 	// summation as evaluating each.
 	uniform := set.uniformBox()
 	var prev struct {
-		ok, have                     bool
+		have                         bool
 		fl, cp                       float64
 		bestV, bestVM, vmMean, vmVar float64
 		kV, kVM                      corner

@@ -16,62 +16,81 @@ func checkLens(n1, n2 int) error {
 	return nil
 }
 
-// Accuracy is the fraction of preds equal to labels.
-func Accuracy(preds, labels []int) (float64, error) {
-	if err := checkLens(len(preds), len(labels)); err != nil {
-		return 0, err
-	}
-	c := 0
-	for i := range preds {
-		if preds[i] == labels[i] {
-			c++
-		}
-	}
-	return float64(c) / float64(len(preds)), nil
+// confusion are the counts of a classification, from one pass over its examples (countPairs):
+// every classification metric (Accuracy, F1, Matthews) is read off them. Counts are integers, and
+// the sums of their products exact in float64 below 2^53 (n < 9e7), so the metrics do not depend
+// on the order the counts are visited in.
+type confusion struct {
+	n      int
+	counts map[classPair]int // examples per (prediction, label)
 }
 
-// F1 is the binary F1 score of the positive class 1: 2*TP / (2*TP + FP + FN), as sklearn's
-// f1_score(average="binary"); 0 when there are no true or predicted positives.
-func F1(preds, labels []int) (float64, error) {
+// classPair is one cell of a confusion matrix.
+type classPair struct{ pred, label int }
+
+// countPairs counts the (prediction, label) pairs of preds and labels. Errors: length mismatch,
+// empty input.
+func countPairs(preds, labels []int) (confusion, error) {
 	if err := checkLens(len(preds), len(labels)); err != nil {
-		return 0, err
+		return confusion{}, err
 	}
-	var tp, fp, fn int
+	c := confusion{n: len(preds), counts: map[classPair]int{}}
 	for i := range preds {
+		c.counts[classPair{preds[i], labels[i]}]++
+	}
+	return c, nil
+}
+
+// correct is the number of examples predicted right.
+func (c confusion) correct() int {
+	n := 0
+	for p, k := range c.counts {
+		if p.pred == p.label {
+			n += k
+		}
+	}
+	return n
+}
+
+// binary are the true positives, false positives and false negatives of class pos.
+func (c confusion) binary(pos int) (tp, fp, fn int) {
+	for p, k := range c.counts {
 		switch {
-		case preds[i] == 1 && labels[i] == 1:
-			tp++
-		case preds[i] == 1:
-			fp++
-		case labels[i] == 1:
-			fn++
+		case p.pred == pos && p.label == pos:
+			tp += k
+		case p.pred == pos:
+			fp += k
+		case p.label == pos:
+			fn += k
 		}
 	}
-	if 2*tp+fp+fn == 0 {
-		return 0, nil
-	}
-	return 2 * float64(tp) / float64(2*tp+fp+fn), nil
+	return tp, fp, fn
 }
 
-// Matthews is the Matthews correlation coefficient (multiclass form of sklearn's
-// matthews_corrcoef, which reduces to (TP*TN - FP*FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) for
-// two classes); 0 when the denominator is 0.
-func Matthews(preds, labels []int) (float64, error) {
-	if err := checkLens(len(preds), len(labels)); err != nil {
-		return 0, err
+// marginals are the true and the predicted occurrences per class.
+func (c confusion) marginals() (truth, pred map[int]float64) {
+	truth, pred = map[int]float64{}, map[int]float64{}
+	for p, k := range c.counts {
+		truth[p.label] += float64(k)
+		pred[p.pred] += float64(k)
 	}
-	tcount := map[int]float64{} // true occurrences per class
-	pcount := map[int]float64{} // predicted occurrences per class
-	correct := 0.0
-	for i := range preds {
-		tcount[labels[i]]++
-		pcount[preds[i]]++
-		if preds[i] == labels[i] {
-			correct++
-		}
+	return truth, pred
+}
+
+func (c confusion) accuracy() float64 { return float64(c.correct()) / float64(c.n) }
+
+func (c confusion) f1() float64 {
+	tp, fp, fn := c.binary(1)
+	if 2*tp+fp+fn == 0 {
+		return 0
 	}
-	s := float64(len(preds))
-	var pk, tk, pp, tt float64
+	return 2 * float64(tp) / float64(2*tp+fp+fn)
+}
+
+func (c confusion) matthews() float64 {
+	tcount, pcount := c.marginals()
+	correct, s := float64(c.correct()), float64(c.n)
+	var tk, pp, tt float64
 	for k, t := range tcount {
 		tk += t * pcount[k]
 		tt += t * t
@@ -79,12 +98,49 @@ func Matthews(preds, labels []int) (float64, error) {
 	for _, p := range pcount {
 		pp += p * p
 	}
-	pk = correct*s - tk
 	den := math.Sqrt((s*s - pp) * (s*s - tt))
 	if den == 0 {
-		return 0, nil
+		return 0
 	}
-	return pk / den, nil
+	return (correct*s - tk) / den
+}
+
+// classMetric is one classification metric of preds and labels.
+func classMetric(preds, labels []int, metric func(confusion) float64) (float64, error) {
+	c, err := countPairs(preds, labels)
+	if err != nil {
+		return 0, err
+	}
+	return metric(c), nil
+}
+
+// Accuracy is the fraction of preds equal to labels.
+func Accuracy(preds, labels []int) (float64, error) {
+	return classMetric(preds, labels, confusion.accuracy)
+}
+
+// F1 is the binary F1 score of the positive class 1: 2*TP / (2*TP + FP + FN), as sklearn's
+// f1_score(average="binary"); 0 when there are no true or predicted positives.
+func F1(preds, labels []int) (float64, error) {
+	return classMetric(preds, labels, confusion.f1)
+}
+
+// Matthews is the Matthews correlation coefficient (multiclass form of sklearn's
+// matthews_corrcoef, which reduces to (TP*TN - FP*FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) for
+// two classes); 0 when the denominator is 0.
+func Matthews(preds, labels []int) (float64, error) {
+	return classMetric(preds, labels, confusion.matthews)
+}
+
+// checkScores checks the inputs of a correlation: equal lengths, not empty, finite.
+func checkScores(x, y []float64) error {
+	if err := checkLens(len(x), len(y)); err != nil {
+		return err
+	}
+	if err := checkFinite("x", x); err != nil {
+		return err
+	}
+	return checkFinite("y", y)
 }
 
 func checkFinite(name string, x []float64) error {
@@ -99,13 +155,7 @@ func checkFinite(name string, x []float64) error {
 // Pearson is the Pearson correlation of x and y (scipy.stats.pearsonr); NaN when either is
 // constant.
 func Pearson(x, y []float64) (float64, error) {
-	if err := checkLens(len(x), len(y)); err != nil {
-		return 0, err
-	}
-	if err := checkFinite("x", x); err != nil {
-		return 0, err
-	}
-	if err := checkFinite("y", y); err != nil {
+	if err := checkScores(x, y); err != nil {
 		return 0, err
 	}
 	n := float64(len(x))
@@ -156,13 +206,7 @@ func Ranks(x []float64) []float64 {
 // Spearman is Spearman's rank correlation (scipy.stats.spearmanr): the Pearson correlation of
 // the average ranks.
 func Spearman(x, y []float64) (float64, error) {
-	if err := checkLens(len(x), len(y)); err != nil {
-		return 0, err
-	}
-	if err := checkFinite("x", x); err != nil {
-		return 0, err
-	}
-	if err := checkFinite("y", y); err != nil {
+	if err := checkScores(x, y); err != nil {
 		return 0, err
 	}
 	return Pearson(Ranks(x), Ranks(y))
@@ -190,52 +234,59 @@ func Compute(task *Task, preds, labels []float64) (map[string]float64, error) {
 	if err := checkLens(len(preds), len(labels)); err != nil {
 		return nil, fmt.Errorf("%s: %w", task.Name, err)
 	}
+	metric, err := taskMetric(task, preds, labels)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", task.Name, err)
+	}
 	out := map[string]float64{}
-	if task.IsRegression {
-		for _, m := range task.Metrics {
-			var v float64
-			var err error
-			switch m {
-			case MetricPearson:
-				v, err = Pearson(preds, labels)
-			case MetricSpearman:
-				v, err = Spearman(preds, labels)
-			default:
-				err = fmt.Errorf("metric %s does not apply to regression", m)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", task.Name, err)
-			}
-			out[m] = v
-		}
-		return out, nil
-	}
-	p, err := classes("preds", preds, task.NumLabels)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", task.Name, err)
-	}
-	l, err := classes("labels", labels, task.NumLabels)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", task.Name, err)
-	}
 	for _, m := range task.Metrics {
-		var v float64
-		switch m {
-		case MetricAccuracy:
-			v, err = Accuracy(p, l)
-		case MetricF1:
-			v, err = F1(p, l)
-		case MetricMatthews:
-			v, err = Matthews(p, l)
-		default:
-			err = fmt.Errorf("metric %s does not apply to classification", m)
-		}
+		v, err := metric(m)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", task.Name, err)
 		}
 		out[m] = v
 	}
 	return out, nil
+}
+
+// taskMetric returns the function computing one named metric of the task on preds and labels
+// (arguments as for Compute): the correlations for a regression task, else the metrics of the
+// class indices' confusion counts, counted once. Errors: a non-class value for classification.
+func taskMetric(task *Task, preds, labels []float64) (func(name string) (float64, error), error) {
+	if task.IsRegression {
+		return func(m string) (float64, error) {
+			switch m {
+			case MetricPearson:
+				return Pearson(preds, labels)
+			case MetricSpearman:
+				return Spearman(preds, labels)
+			}
+			return 0, fmt.Errorf("metric %s does not apply to regression", m)
+		}, nil
+	}
+	p, err := classes("preds", preds, task.NumLabels)
+	if err != nil {
+		return nil, err
+	}
+	l, err := classes("labels", labels, task.NumLabels)
+	if err != nil {
+		return nil, err
+	}
+	c, err := countPairs(p, l)
+	if err != nil {
+		return nil, err
+	}
+	return func(m string) (float64, error) {
+		switch m {
+		case MetricAccuracy:
+			return c.accuracy(), nil
+		case MetricF1:
+			return c.f1(), nil
+		case MetricMatthews:
+			return c.matthews(), nil
+		}
+		return 0, fmt.Errorf("metric %s does not apply to classification", m)
+	}, nil
 }
 
 // SelectionMetric returns the task's model-selection metric (ref §8: MRPC f1, STS-B spearmanr,

@@ -396,49 +396,102 @@ func lineOver(p *plot.Plot, pts []LearnedPoint, lo float64, y func(LearnedPoint)
 // The legend is in the room below the scores. nil when no point has a
 // certified epsilon.
 func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint) (*plot.Plot, error) {
-	series := map[seriesKey][]LearnedPoint{}
-	byVariant := map[string][]LearnedPoint{}
-	var all []LearnedPoint
-	xlo, xhi, ylo := math.Inf(1), math.Inf(-1), 1.0
+	d := learnedData(task, a, metric, pts)
+	if d == nil {
+		return nil, nil
+	}
+	return drawLearned(a, d)
+}
+
+// learnedFigure is what learnedPlot draws, as plain data.
+type learnedFigure struct {
+	title, yLabel string
+	all           []LearnedPoint            // the drawable points of the metric
+	byVariant     map[string][]LearnedPoint // the same by variant
+	keys          []seriesKey               // the series, in drawing order (seriesKeys)
+	kinds         []string
+	shape         map[string]int
+	series        map[seriesKey][]LearnedPoint // each series' points by certified epsilon
+	xlo, xhi      float64                      // the certified epsilons' range
+	logY          bool
+	yMin          float64 // the y axis' bottom (its top is 1)
+}
+
+// learnedData is the data of learnedPlot; nil when no point of the task
+// has a certified epsilon.
+func learnedData(task string, a learnedAttack, metric string, pts []LearnedPoint) *learnedFigure {
+	d := &learnedFigure{byVariant: map[string][]LearnedPoint{}, series: map[seriesKey][]LearnedPoint{},
+		xlo: math.Inf(1), xhi: math.Inf(-1), logY: a.logY}
+	ylo := 1.0
 	for _, pt := range pts {
 		if pt.Attack != a.name || pt.Metric != metric || !pt.drawable(task) {
 			continue
 		}
 		k := seriesKey{pt.Variant, pt.Attacker}
-		series[k] = append(series[k], pt)
-		byVariant[pt.Variant] = append(byVariant[pt.Variant], pt)
-		all = append(all, pt)
-		xlo, xhi = min(xlo, float64(pt.Certified)), max(xhi, float64(pt.Certified))
+		d.series[k] = append(d.series[k], pt)
+		d.byVariant[pt.Variant] = append(d.byVariant[pt.Variant], pt)
+		d.all = append(d.all, pt)
+		d.xlo, d.xhi = min(d.xlo, float64(pt.Certified)), max(d.xhi, float64(pt.Certified))
 		for _, y := range []float64{pt.ReleaseCI[0], float64(pt.Shuffled), float64(pt.Majority), float64(pt.Encoder)} {
 			if y > 0 {
 				ylo = min(ylo, y)
 			}
 		}
 	}
-	if len(all) == 0 {
-		return nil, nil
+	if len(d.all) == 0 {
+		return nil
 	}
-	keys, kinds, shape := seriesKeys(series)
-	p := plot.New()
+	d.keys, d.kinds, d.shape = seriesKeys(d.series)
+	for _, k := range d.keys {
+		s := d.series[k]
+		sort.Slice(s, func(i, j int) bool { return s[i].Certified < s[j].Certified })
+	}
 	title := metricTitle(a.name, metric)
-	if all[0].Property != "" {
-		title += " (" + all[0].Property + ")"
+	if d.all[0].Property != "" {
+		title += " (" + d.all[0].Property + ")"
 	}
-	p.Title.Text = fmt.Sprintf("%s: %s attack, %s", TaskTitle(task), a.title, title)
-	p.Y.Label.Text = title // short: a rotated label longer than the axis squeezes the tile
-	certifiedAxis(p, xlo, xhi)
-	p.Legend.Top, p.Legend.Left = false, false // bottom right, in the room below the scores
-	p.Legend.TextStyle.Font.Size = vg.Points(8)
-	p.Add(plotter.NewGrid())
-	p.Y.Min, p.Y.Max = 0, 1
+	d.title = fmt.Sprintf("%s: %s attack, %s", TaskTitle(task), a.title, title)
+	d.yLabel = title // short: a rotated label longer than the axis squeezes the tile
 	if a.logY {
-		p.Y.Label.Text += ", log scale"
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: 1}
+		d.yLabel += ", log scale"
 		// As many decades below the lowest score as the scores span: the
 		// legend's room.
 		decades := math.Ceil(-math.Log10(ylo))
-		p.Y.Min = math.Pow(10, -2*decades)
+		d.yMin = math.Pow(10, -2*decades)
 	}
+	return d
+}
+
+// drawLearned draws d: the chance levels, the certified bound, the encoder
+// output's scores, then each series' scores on the release and the legend.
+func drawLearned(a learnedAttack, d *learnedFigure) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.Y.Label.Text = d.title, d.yLabel
+	certifiedAxis(p, d.xlo, d.xhi)
+	p.Legend.Top, p.Legend.Left = false, false // bottom right, in the room below the scores
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	p.Add(plotter.NewGrid())
+	p.Y.Min, p.Y.Max = d.yMin, 1
+	if d.logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: 1}
+	}
+	if err := learnedReferences(p, a, d); err != nil {
+		return nil, err
+	}
+	for _, k := range d.keys {
+		filled, _ := frontierGlyphs(d.shape[k.kind])
+		if err := addReleaseScores(p, d.series[k], variantColor(k.variant), filled); err != nil {
+			return nil, err
+		}
+	}
+	return p, seriesLegend(p, d.keys, d.kinds, func(k string) string { return k + " on the release (95% interval)" })
+}
+
+// learnedReferences draws the lines a learned attack's scores are read
+// against: the chance levels (gray), the certified bound (red, dashed) and
+// per variant the best attacker on the encoder output (dashed), each at
+// least the axis' bottom.
+func learnedReferences(p *plot.Plot, a learnedAttack, d *learnedFigure) error {
 	gray := color.Gray{Y: 110}
 	for _, c := range []struct {
 		label  string
@@ -451,56 +504,54 @@ func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint
 		if c.label == "" {
 			continue
 		}
-		if err := lineOver(p, all, p.Y.Min, c.y, "chance: "+c.label, func(l *plotter.Line) {
+		if err := lineOver(p, d.all, p.Y.Min, c.y, "chance: "+c.label, func(l *plotter.Line) {
 			l.Color, l.Width, l.Dashes = gray, vg.Points(1.5), c.dashes
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := lineOver(p, all, p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Bound) }, "certified bound (attack.CertifiedAUC): allowed below",
+	if err := lineOver(p, d.all, p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Bound) }, "certified bound (attack.CertifiedAUC): allowed below",
 		func(l *plotter.Line) {
 			l.Color, l.Width, l.Dashes = color.RGBA{R: 200, A: 255}, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
 		}); err != nil {
-		return nil, err
+		return err
 	}
-	for i, v := range sortedVariants(byVariant) {
+	for i, v := range sortedVariants(d.byVariant) {
 		label := ""
 		if i == 0 {
 			label = "dashed: encoder output (non-private), best attacker"
 		}
-		if err := lineOver(p, byVariant[v], p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Encoder) }, label, func(l *plotter.Line) {
+		if err := lineOver(p, d.byVariant[v], p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Encoder) }, label, func(l *plotter.Line) {
 			l.Color, l.Dashes = variantColor(v), []vg.Length{vg.Points(4), vg.Points(2)}
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	for _, k := range keys {
-		s := series[k]
-		sort.Slice(s, func(i, j int) bool { return s[i].Certified < s[j].Certified })
-		var e yErrPoints
-		for _, pt := range s {
-			y, lo, hi := max(pt.Release, p.Y.Min), max(pt.ReleaseCI[0], p.Y.Min), max(pt.ReleaseCI[1], p.Y.Min)
-			e.XYs = append(e.XYs, plotter.XY{X: float64(pt.Certified), Y: y})
-			e.YErrors = append(e.YErrors, struct{ Low, High float64 }{y - lo, hi - y})
-		}
-		col := variantColor(k.variant)
-		l, err := plotter.NewLine(e.XYs)
-		if err != nil {
-			return nil, err
-		}
-		l.Color = col
-		bars, err := plotter.NewYErrorBars(e)
-		if err != nil {
-			return nil, err
-		}
-		bars.Color = col
-		p.Add(l, bars)
-		filled, _ := frontierGlyphs(shape[k.kind])
-		if err := addScatter(p, e.XYs, col, filled, ""); err != nil {
-			return nil, err
-		}
+	return nil
+}
+
+// addReleaseScores draws a series' scores on the release (s, by certified
+// epsilon) joined along epsilon, with their intervals as error bars and
+// markers, each value at least the axis' bottom as it is when drawn.
+func addReleaseScores(p *plot.Plot, s []LearnedPoint, col color.Color, shape draw.GlyphDrawer) error {
+	var e yErrPoints
+	for _, pt := range s {
+		y, lo, hi := max(pt.Release, p.Y.Min), max(pt.ReleaseCI[0], p.Y.Min), max(pt.ReleaseCI[1], p.Y.Min)
+		e.XYs = append(e.XYs, plotter.XY{X: float64(pt.Certified), Y: y})
+		e.YErrors = append(e.YErrors, struct{ Low, High float64 }{y - lo, hi - y})
 	}
-	return p, seriesLegend(p, keys, kinds, func(k string) string { return k + " on the release (95% interval)" })
+	l, err := plotter.NewLine(e.XYs)
+	if err != nil {
+		return err
+	}
+	l.Color = col
+	bars, err := plotter.NewYErrorBars(e)
+	if err != nil {
+		return err
+	}
+	bars.Color = col
+	p.Add(l, bars)
+	return addScatter(p, e.XYs, col, shape, "")
 }
 
 func sortedVariants[T any](m map[string]T) []string {

@@ -134,18 +134,7 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 			break
 		}
 	}
-	first := true
-	for _, r := range rows {
-		for _, c := range r.Cells {
-			if a := c.Audits[f.AuditMode]; a != nil {
-				if first {
-					f.EmpiricalDelta, first = jsonfloat.Float(a.Delta), false
-				} else if float64(f.EmpiricalDelta) != a.Delta {
-					f.EmpiricalDelta = jsonfloat.Float(math.NaN())
-				}
-			}
-		}
-	}
+	f.EmpiricalDelta = empiricalDelta(rows, f.AuditMode)
 	pts := map[string][]Point{}
 	for _, r := range rows {
 		fr := frontierRow(r, tt.Selection, f.AuditMode)
@@ -153,39 +142,82 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 		if !slices.Contains(f.Series, fr.Series) {
 			f.Series = append(f.Series, fr.Series)
 		}
-		x, y := fr.Certified.Epsilon.Mean, fr.Utility.Mean
-		switch {
-		case math.IsInf(x, 1):
-			n := 0
-			for _, c := range r.Cells {
-				if c.Certified != nil && math.IsInf(c.Certified.Epsilon, 1) {
-					n++
+		if f.place(fr) {
+			pts[fr.Series] = append(pts[fr.Series], Point{X: fr.Certified.Epsilon.Mean, Y: 100 * fr.Utility.Mean, Group: fr.Series,
+				Lambda: fr.Lambda, Row: r})
+		}
+	}
+	f.markPareto(pts)
+	_, delta := certShared(rows)
+	if f.Reference = buildReference(f, delta); f.Reference == nil {
+		f.ReferenceNote = ReferenceNote(f.Task, f.Metric)
+		if f.ReferenceNote == "" {
+			f.ReferenceNote = "no reference: the rows' deltas differ, or the chance level or a shown row is missing"
+		}
+	}
+	return f
+}
+
+// empiricalDelta is the delta of the rows' audits in mode (NaN: they
+// differ, or none).
+func empiricalDelta(rows []*Row, mode string) jsonfloat.Float {
+	delta, first := jsonfloat.Float(math.NaN()), true
+	for _, r := range rows {
+		for _, c := range r.Cells {
+			if a := c.Audits[mode]; a != nil {
+				if first {
+					delta, first = jsonfloat.Float(a.Delta), false
+				} else if float64(delta) != a.Delta {
+					delta = jsonfloat.Float(math.NaN())
 				}
-			}
-			f.InfiniteCells += n
-			why := ""
-			if fr.Certified.Reason != "" {
-				why = ": " + fr.Certified.Reason
-			}
-			f.NotShown = append(f.NotShown, fmt.Sprintf("%s: certified ε infinite (%s%s)", fr.Label(), plural(n, "cell"), why))
-		case !(x > 0):
-			f.NotShown = append(f.NotShown, fmt.Sprintf("%s: no certified ε > 0 (%s)", fr.Label(), fmtBDP(x)))
-		case math.IsNaN(y) || math.IsInf(y, 0):
-			f.NotShown = append(f.NotShown, fr.Label()+": no "+MetricTitle(tt.Selection))
-		default:
-			fr.Shown = true
-			pts[fr.Series] = append(pts[fr.Series], Point{X: x, Y: 100 * y, Group: fr.Series, Lambda: fr.Lambda, Row: r})
-			if ex := empiricalX(fr); !(ex > 0) || math.IsInf(ex, 0) {
-				why := "BDP estimate " + fmtBDP(ex)
-				if fr.Empirical == nil {
-					why = "not audited (" + f.AuditMode + ")"
-				} else if fr.Empirical.InvalidPairs > 0 {
-					why = fmt.Sprintf("%d invalid pairs", fr.Empirical.InvalidPairs)
-				}
-				f.EmpiricalNotShown = append(f.EmpiricalNotShown, fr.Label()+": "+why)
 			}
 		}
 	}
+	return delta
+}
+
+// place decides whether fr is shown on the plot (Shown; a finite certified
+// epsilon > 0 and a utility) and reports it; a row not shown is named in
+// NotShown (its cells with an infinite certified epsilon counted), a shown
+// row without a drawable BDP estimate in EmpiricalNotShown.
+func (f *Frontier) place(fr *FrontierRow) bool {
+	x, y := fr.Certified.Epsilon.Mean, fr.Utility.Mean
+	switch {
+	case math.IsInf(x, 1):
+		n := 0
+		for _, c := range fr.Row.Cells {
+			if c.Certified != nil && math.IsInf(c.Certified.Epsilon, 1) {
+				n++
+			}
+		}
+		f.InfiniteCells += n
+		why := ""
+		if fr.Certified.Reason != "" {
+			why = ": " + fr.Certified.Reason
+		}
+		f.NotShown = append(f.NotShown, fmt.Sprintf("%s: certified ε infinite (%s%s)", fr.Label(), plural(n, "cell"), why))
+	case !(x > 0):
+		f.NotShown = append(f.NotShown, fmt.Sprintf("%s: no certified ε > 0 (%s)", fr.Label(), fmtBDP(x)))
+	case math.IsNaN(y) || math.IsInf(y, 0):
+		f.NotShown = append(f.NotShown, fr.Label()+": no "+MetricTitle(f.Metric))
+	default:
+		fr.Shown = true
+		if ex := empiricalX(fr); !(ex > 0) || math.IsInf(ex, 0) {
+			why := "BDP estimate " + fmtBDP(ex)
+			if fr.Empirical == nil {
+				why = "not audited (" + f.AuditMode + ")"
+			} else if fr.Empirical.InvalidPairs > 0 {
+				why = fmt.Sprintf("%d invalid pairs", fr.Empirical.InvalidPairs)
+			}
+			f.EmpiricalNotShown = append(f.EmpiricalNotShown, fr.Label()+": "+why)
+		}
+	}
+	return fr.Shown
+}
+
+// markPareto marks the rows on their series' certified Pareto front (pts:
+// the shown points by series).
+func (f *Frontier) markPareto(pts map[string][]Point) {
 	for _, s := range f.Series {
 		for _, p := range ParetoFront(pts[s]) {
 			for _, fr := range f.Rows {
@@ -195,14 +227,6 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 			}
 		}
 	}
-	_, delta := certShared(rows)
-	if f.Reference = buildReference(f, delta); f.Reference == nil {
-		f.ReferenceNote = ReferenceNote(f.Task, f.Metric)
-		if f.ReferenceNote == "" {
-			f.ReferenceNote = "no reference: the rows' deltas differ, or the chance level or a shown row is missing"
-		}
-	}
-	return f
 }
 
 func frontierRow(r *Row, metric, mode string) *FrontierRow {
@@ -281,173 +305,249 @@ type yErrPoints struct {
 	plotter.YErrors
 }
 
+// frontierSeries is one series of the frontier plot: its certified points
+// with error bars (sd over seeds) and their lambda labels (nil: the series
+// has one lambda, no labels), the step line of its certified Pareto front
+// (nil: fewer than two points on it), its empirical points, and its style.
+type frontierSeries struct {
+	name   string
+	style  int
+	cert   yErrPoints
+	labels []string
+	pareto plotter.XYs
+	emp    plotter.XYs
+	links  []plotter.XYs // certified point -> empirical point, per row with both
+}
+
+// frontierHLine is a horizontal line across the frontier plot.
+type frontierHLine struct {
+	y     float64
+	label string
+	style func(*plotter.Line)
+}
+
+// frontierFigure is what the frontier plot draws (frontierPlot), as plain
+// data.
+type frontierFigure struct {
+	title, xLabel, yLabel string
+	series                []frontierSeries // the series with a shown row
+	links                 []plotter.XYs    // certified point -> empirical point
+	reference             *Reference
+	hlines                []frontierHLine // baseline and chance
+	notes                 []string        // the legend's lines on what is not shown
+	x                     [2]float64      // the x axis' range
+	ylo, yhi              float64         // the data's y range (error bars and lines included)
+	entries               int             // legend entries, the reference's left out
+}
+
 // frontierPlot draws f (see PlotFrontier); nil when no row is shown.
 func frontierPlot(f *Frontier) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: certified privacy-utility frontier", TaskTitle(f.Task))
-	delta := "δ"
-	if _, d := certShared(frontierRows(f)); !math.IsNaN(d) {
-		delta = "δ=" + sweep.FormatLambda(d)
-	}
-	p.X.Label.Text = "ε (" + delta + "), log scale"
-	p.Y.Label.Text = f.UtilitySplit + " " + MetricTitle(f.Metric) + " (×100)"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	p.Add(plotter.NewGrid())
-	xlo, xhi := math.Inf(1), math.Inf(-1)
-	ylo, yhi := math.Inf(1), math.Inf(-1)
-	entries := 0
-	var links []plotter.XYs
-	for _, s := range f.Series {
-		si := 0
-		var cert yErrPoints
-		var emp plotter.XYs
-		var pts []Point
-		var labels []string
-		lambdas := map[float64]bool{}
-		for _, fr := range f.Rows {
-			if fr.Series == s && fr.Shown {
-				lambdas[fr.Lambda] = true
-			}
-		}
-		for _, fr := range f.Rows {
-			if fr.Series != s || !fr.Shown {
-				continue
-			}
-			si = seriesStyle(fr)
-			x, y := fr.Certified.Epsilon.Mean, 100*fr.Utility.Mean
-			sd := 100 * fr.Utility.Std
-			if math.IsNaN(sd) {
-				sd = 0
-			}
-			cert.XYs = append(cert.XYs, plotter.XY{X: x, Y: y})
-			cert.YErrors = append(cert.YErrors, struct{ Low, High float64 }{sd, sd})
-			pts = append(pts, Point{X: x, Y: y})
-			labels = append(labels, "λ="+sweep.FormatLambda(fr.Lambda))
-			xlo, xhi, ylo, yhi = min(xlo, x), max(xhi, x), min(ylo, y-sd), max(yhi, y+sd)
-			if ex := empiricalX(fr); ex > 0 && !math.IsInf(ex, 0) {
-				emp = append(emp, plotter.XY{X: ex, Y: y})
-				links = append(links, plotter.XYs{{X: x, Y: y}, {X: ex, Y: y}})
-				xlo, xhi = min(xlo, ex), max(xhi, ex)
-			}
-		}
-		if len(cert.XYs) == 0 {
-			continue
-		}
-		col := plotutil.Color(si)
-		filled, hollow := frontierGlyphs(si)
-		sc, err := plotter.NewScatter(cert.XYs)
-		if err != nil {
-			return nil, err
-		}
-		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = col, filled, vg.Points(4)
-		eb, err := plotter.NewYErrorBars(cert)
-		if err != nil {
-			return nil, err
-		}
-		eb.LineStyle.Color = col
-		p.Add(eb, sc)
-		thumbs := []plot.Thumbnailer{sc}
-		what := "certified ε (metric: mean ± sd over seeds)"
-		if front := ParetoFront(pts); len(front) > 1 {
-			l, err := plotter.NewLine(stepLine(front))
-			if err != nil {
-				return nil, err
-			}
-			l.Color, l.Width = col, vg.Points(1.2)
-			p.Add(l)
-			thumbs = append(thumbs, l)
-			what += "; Pareto front"
-		}
-		p.Legend.Add(s+": "+what, thumbs...)
-		entries++
-		if len(lambdas) > 1 {
-			l, err := pointLabels(cert.XYs, labels)
-			if err != nil {
-				return nil, err
-			}
-			p.Add(l)
-		}
-		if len(emp) > 0 {
-			es, err := plotter.NewScatter(emp)
-			if err != nil {
-				return nil, err
-			}
-			es.GlyphStyle.Color, es.GlyphStyle.Shape, es.GlyphStyle.Radius = col, hollow, vg.Points(4)
-			p.Add(es)
-			p.Legend.Add(s+": empirical BDP estimate (not a guarantee)", es)
-			entries++
-		}
-	}
-	if entries == 0 {
+	d := frontierData(f)
+	if d == nil {
 		return nil, nil
 	}
-	if r := f.Reference; r != nil {
-		n, err := referenceLines(p, r)
-		if err != nil {
-			return nil, err
+	return drawFrontier(d)
+}
+
+// frontierData is the data of f's plot; nil when no row is shown.
+func frontierData(f *Frontier) *frontierFigure {
+	d := &frontierFigure{ylo: math.Inf(1), yhi: math.Inf(-1)}
+	xlo, xhi := math.Inf(1), math.Inf(-1)
+	for _, s := range f.Series {
+		fs := frontierSeriesOf(f, s)
+		if len(fs.cert.XYs) == 0 {
+			continue
 		}
-		entries += n
-	}
-	for _, xy := range links {
-		l, err := plotter.NewLine(xy)
-		if err != nil {
-			return nil, err
+		d.series = append(d.series, fs)
+		d.entries++
+		if len(fs.emp) > 0 {
+			d.entries++
 		}
-		l.Color, l.Width = color.Gray{Y: 170}, vg.Points(0.5)
-		p.Add(l)
+		for i, c := range fs.cert.XYs {
+			xlo, xhi = min(xlo, c.X), max(xhi, c.X)
+			d.ylo, d.yhi = min(d.ylo, c.Y-fs.cert.YErrors[i].Low), max(d.yhi, c.Y+fs.cert.YErrors[i].High)
+		}
+		for _, e := range fs.emp {
+			xlo, xhi = min(xlo, e.X), max(xhi, e.X)
+		}
+		d.links = append(d.links, fs.links...)
 	}
+	if len(d.series) == 0 {
+		return nil
+	}
+	d.title = fmt.Sprintf("%s: certified privacy-utility frontier", TaskTitle(f.Task))
+	delta := "δ"
+	if _, dl := certShared(frontierRows(f)); !math.IsNaN(dl) {
+		delta = "δ=" + sweep.FormatLambda(dl)
+	}
+	d.xLabel, d.yLabel = "ε ("+delta+"), log scale", f.UtilitySplit+" "+MetricTitle(f.Metric)+" (×100)"
+	d.reference = f.Reference
 	// At least one decade boundary on each side, for the log ticks' labels.
-	p.X.Min = min(xlo/1.5, math.Pow(10, math.Floor(math.Log10(xlo))))
-	p.X.Max = max(xhi*1.5, math.Pow(10, math.Ceil(math.Log10(xhi))))
-	type hline struct {
-		y     float64
-		label string
-		style func(*plotter.Line)
+	d.x = [2]float64{min(xlo/1.5, math.Pow(10, math.Floor(math.Log10(xlo)))), max(xhi*1.5, math.Pow(10, math.Ceil(math.Log10(xhi))))}
+	d.hlines = frontierHLines(f)
+	for _, h := range d.hlines {
+		d.ylo, d.yhi = min(d.ylo, h.y), max(d.yhi, h.y)
 	}
-	var hl []hline
+	d.entries += len(d.hlines)
+	d.notes = frontierNotes(f)
+	d.entries += len(d.notes)
+	return d
+}
+
+// frontierSeriesOf is series s of f: the certified and empirical points of
+// its shown rows, in row order.
+func frontierSeriesOf(f *Frontier, s string) frontierSeries {
+	fs := frontierSeries{name: s}
+	var pts []Point
+	lambdas := map[float64]bool{}
+	for _, fr := range f.Rows {
+		if fr.Series != s || !fr.Shown {
+			continue
+		}
+		fs.style = seriesStyle(fr)
+		x, y := fr.Certified.Epsilon.Mean, 100*fr.Utility.Mean
+		sd := 100 * fr.Utility.Std
+		if math.IsNaN(sd) {
+			sd = 0
+		}
+		fs.cert.XYs = append(fs.cert.XYs, plotter.XY{X: x, Y: y})
+		fs.cert.YErrors = append(fs.cert.YErrors, struct{ Low, High float64 }{sd, sd})
+		pts = append(pts, Point{X: x, Y: y})
+		fs.labels = append(fs.labels, "λ="+sweep.FormatLambda(fr.Lambda))
+		lambdas[fr.Lambda] = true
+		if ex := empiricalX(fr); ex > 0 && !math.IsInf(ex, 0) {
+			fs.emp = append(fs.emp, plotter.XY{X: ex, Y: y})
+			fs.links = append(fs.links, plotter.XYs{{X: x, Y: y}, {X: ex, Y: y}})
+		}
+	}
+	if len(lambdas) < 2 {
+		fs.labels = nil
+	}
+	if front := ParetoFront(pts); len(front) > 1 {
+		fs.pareto = stepLine(front)
+	}
+	return fs
+}
+
+// frontierHLines are the frontier plot's horizontal lines: the non-private
+// baseline (dashed) and the chance level (dotted), when known.
+func frontierHLines(f *Frontier) []frontierHLine {
+	var hl []frontierHLine
 	if b := f.Baseline; b != nil && !math.IsNaN(b.Utility.Mean) {
-		u := 100 * b.Utility.Mean
-		hl = append(hl, hline{u, fmt.Sprintf("non-private baseline (%s, mean over %s)", fmtUtil(b.Utility.Mean), plural(b.Utility.N, "seed")),
+		hl = append(hl, frontierHLine{100 * b.Utility.Mean, fmt.Sprintf("non-private baseline (%s, mean over %s)", fmtUtil(b.Utility.Mean),
+			plural(b.Utility.N, "seed")),
 			func(l *plotter.Line) {
 				l.Color, l.Width, l.Dashes = color.RGBA{R: 200, A: 255}, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
 			}})
 	}
 	if c := float64(f.Chance); !math.IsNaN(c) {
-		hl = append(hl, hline{100 * c, fmt.Sprintf("chance level (%s): %s", chanceWhat(f.Metric), fmtUtil(c)),
+		hl = append(hl, frontierHLine{100 * c, fmt.Sprintf("chance level (%s): %s", chanceWhat(f.Metric), fmtUtil(c)),
 			func(l *plotter.Line) {
 				l.Color, l.Width, l.Dashes = color.Gray{Y: 60}, vg.Points(1), []vg.Length{vg.Points(1), vg.Points(2)}
 			}})
 	}
-	for _, h := range hl {
-		l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: h.y}, {X: p.X.Max, Y: h.y}})
+	return hl
+}
+
+// frontierNotes are the frontier legend's lines on the rows not shown and
+// the empirical estimates not drawn.
+func frontierNotes(f *Frontier) []string {
+	var notes []string
+	if len(f.NotShown) > 0 {
+		notes = append(notes, "not shown"+infiniteNote(f)+":")
+		for _, n := range f.NotShown {
+			notes = append(notes, "  "+n)
+		}
+	}
+	if len(f.EmpiricalNotShown) > 0 {
+		notes = append(notes, "empirical estimate not shown:")
+		for _, n := range f.EmpiricalNotShown {
+			notes = append(notes, "  "+n)
+		}
+	}
+	return notes
+}
+
+// drawFrontier draws d: the series, the reference's curves, the links from
+// certified to empirical points, the baseline and chance lines and the
+// legend's notes.
+func drawFrontier(d *frontierFigure) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = d.title, d.xLabel, d.yLabel
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Add(plotter.NewGrid())
+	for _, s := range d.series {
+		if err := addFrontierSeries(p, s); err != nil {
+			return nil, err
+		}
+	}
+	entries := d.entries
+	if r := d.reference; r != nil {
+		n, err := referenceLines(p, r) // over the points' x range (p's, so far)
 		if err != nil {
 			return nil, err
 		}
-		h.style(l)
-		p.Add(l)
+		entries += n
+	}
+	for _, xy := range d.links {
+		if _, err := addLine(p, xy, func(l *plotter.Line) { l.Color, l.Width = color.Gray{Y: 170}, vg.Points(0.5) }); err != nil {
+			return nil, err
+		}
+	}
+	p.X.Min, p.X.Max = d.x[0], d.x[1]
+	for _, h := range d.hlines {
+		l, err := addLine(p, plotter.XYs{{X: p.X.Min, Y: h.y}, {X: p.X.Max, Y: h.y}}, h.style)
+		if err != nil {
+			return nil, err
+		}
 		p.Legend.Add(h.label, l)
-		ylo, yhi = min(ylo, h.y), max(yhi, h.y)
-		entries++
 	}
-	if len(f.NotShown) > 0 {
-		p.Legend.Add("not shown" + infiniteNote(f) + ":")
-		for _, n := range f.NotShown {
-			p.Legend.Add("  " + n)
-		}
-		entries += 1 + len(f.NotShown)
+	for _, n := range d.notes {
+		p.Legend.Add(n)
 	}
-	if len(f.EmpiricalNotShown) > 0 {
-		p.Legend.Add("empirical estimate not shown:")
-		for _, n := range f.EmpiricalNotShown {
-			p.Legend.Add("  " + n)
-		}
-		entries += 1 + len(f.EmpiricalNotShown)
-	}
-	p.Y.Min, p.Y.Max = legendRoom(ylo, yhi, entries)
+	p.Y.Min, p.Y.Max = legendRoom(d.ylo, d.yhi, entries)
 	return p, nil
+}
+
+// addFrontierSeries draws a series: its certified points (filled markers)
+// with error bars, its Pareto front, the lambda labels and its empirical
+// points (hollow markers), with their legend entries.
+func addFrontierSeries(p *plot.Plot, s frontierSeries) error {
+	col := plotutil.Color(s.style)
+	filled, hollow := frontierGlyphs(s.style)
+	sc, err := plotter.NewScatter(s.cert.XYs)
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = col, filled, vg.Points(4)
+	eb, err := plotter.NewYErrorBars(s.cert)
+	if err != nil {
+		return err
+	}
+	eb.LineStyle.Color = col
+	p.Add(eb, sc)
+	thumbs := []plot.Thumbnailer{sc}
+	what := "certified ε (metric: mean ± sd over seeds)"
+	if s.pareto != nil {
+		l, err := addLine(p, s.pareto, func(l *plotter.Line) { l.Color, l.Width = col, vg.Points(1.2) })
+		if err != nil {
+			return err
+		}
+		thumbs = append(thumbs, l)
+		what += "; Pareto front"
+	}
+	p.Legend.Add(s.name+": "+what, thumbs...)
+	if s.labels != nil {
+		l, err := pointLabels(s.cert.XYs, s.labels)
+		if err != nil {
+			return err
+		}
+		p.Add(l)
+	}
+	return addScatter(p, s.emp, col, hollow, s.name+": empirical BDP estimate (not a guarantee)")
 }
 
 // frontierRows are the Rows of f's private rows.
@@ -493,70 +593,84 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 		"(%s audit of the audited texts), not guarantees. Pareto: on its model's certified front (no row of the model with a "+
 		"certified ε as small has a higher mean).\n\n", f.UtilitySplit, MetricTitle(f.Metric), f.Task, f.AuditMode)
 	rs := frontierRows(f)
-	cRD, cEps := certHeadersOf(rs)
-	_, sharedDelta := certShared(rs)
-	bdpHdr := "BDP ε_μ estimate, empirical (" + f.AuditMode
-	if d := float64(f.EmpiricalDelta); !math.IsNaN(d) {
-		bdpHdr += ", δ=" + sweep.FormatLambda(d)
-	}
-	bdpHdr += ")"
-	hdr := []string{"Model", "Target ε", "λ", "Seeds", MetricTitle(f.Metric), cEps, cRD, "Calibrated constant",
-		"RD max, empirical (" + f.AuditMode + ")", bdpHdr, "Wall time, s", "Pareto (certified)",
-		"Achievable at the certified ε (reference)", "Bound at the certified ε"}
+	hdr := frontierMDHeader(f, rs)
 	mdRow(b, hdr)
 	sep := []string{"---", "---:"}
 	for len(sep) < len(hdr) {
 		sep = append(sep, "---:")
 	}
 	mdRow(b, sep)
-	line := func(fr *FrontierRow) {
-		target, lambda, constant, pareto := "–", "–", "–", "–"
-		if fr.TargetEpsilon > 0 {
-			target = strconv.FormatFloat(fr.TargetEpsilon, 'g', -1, 64)
-		}
-		if hasLambda(fr.Variant, fr.Lambda) {
-			lambda = sweep.FormatLambda(fr.Lambda)
-		}
-		if fr.Variant != "baseline" {
-			pareto = "no"
-			if fr.Pareto {
-				pareto = "yes"
-			}
-			if !fr.Shown {
-				pareto = "not shown"
-			}
-		}
-		if c := fr.Constant; c != nil {
-			constant = c.Name + "=" + strconv.FormatFloat(c.Value, 'g', 4, 64)
-		}
-		cert := certCells(fr.Certified)
-		if fr.Certified != nil && math.IsNaN(sharedDelta) {
-			cert[1] += " (δ=" + sweep.FormatLambda(fr.Certified.Delta) + ")"
-		}
-		rd, bdp := "–", "–"
-		if e := fr.Empirical; e != nil {
-			rd, bdp = withInvalid(fmtStat(e.RDMax, fmtRD), e), fmtStat(e.BDP, fmtBDP)
-		}
-		wall := "–"
-		if w := fr.WallSeconds; w != nil {
-			wall = fmtStat(*w, fmtRD) // three significant digits, integers from 100 s up
-		}
-		achievable, bound := "–", "–"
-		if r := f.Reference; r != nil && fr.Shown {
-			if pt, err := r.At(fr.Certified.Epsilon.Mean); err == nil {
-				achievable, bound = fmtUtil(pt.Achievable), fmtUtil(pt.Bound)
-			}
-		}
-		mdRow(b, []string{fr.Series, target, lambda, strconv.Itoa(fr.Seeds), fmtStat(fr.Utility, fmtUtil), cert[1], cert[0],
-			constant, rd, bdp, wall, pareto, achievable, bound})
-	}
+	_, sharedDelta := certShared(rs)
 	if f.Baseline != nil {
-		line(f.Baseline)
+		mdRow(b, frontierMDRow(f, f.Baseline, sharedDelta))
 	}
 	for _, fr := range f.Rows {
-		line(fr)
+		mdRow(b, frontierMDRow(f, fr, sharedDelta))
 	}
 	b.WriteString("\n")
+	frontierMDNotes(b, f)
+	b.WriteString("\n")
+}
+
+// frontierMDHeader is the header of f's table (rs: its private rows).
+func frontierMDHeader(f *Frontier, rs []*Row) []string {
+	cRD, cEps := certHeadersOf(rs)
+	bdpHdr := "BDP ε_μ estimate, empirical (" + f.AuditMode
+	if d := float64(f.EmpiricalDelta); !math.IsNaN(d) {
+		bdpHdr += ", δ=" + sweep.FormatLambda(d)
+	}
+	bdpHdr += ")"
+	return []string{"Model", "Target ε", "λ", "Seeds", MetricTitle(f.Metric), cEps, cRD, "Calibrated constant",
+		"RD max, empirical (" + f.AuditMode + ")", bdpHdr, "Wall time, s", "Pareto (certified)",
+		"Achievable at the certified ε (reference)", "Bound at the certified ε"}
+}
+
+// frontierMDRow is the line of fr in f's table (sharedDelta: the rows'
+// certified delta, NaN when they differ and each cell says its own).
+func frontierMDRow(f *Frontier, fr *FrontierRow, sharedDelta float64) []string {
+	target, lambda, constant, pareto := "–", "–", "–", "–"
+	if fr.TargetEpsilon > 0 {
+		target = strconv.FormatFloat(fr.TargetEpsilon, 'g', -1, 64)
+	}
+	if hasLambda(fr.Variant, fr.Lambda) {
+		lambda = sweep.FormatLambda(fr.Lambda)
+	}
+	if fr.Variant != "baseline" {
+		pareto = "no"
+		if fr.Pareto {
+			pareto = "yes"
+		}
+		if !fr.Shown {
+			pareto = "not shown"
+		}
+	}
+	if c := fr.Constant; c != nil {
+		constant = c.Name + "=" + strconv.FormatFloat(c.Value, 'g', 4, 64)
+	}
+	cert := certCells(fr.Certified)
+	if fr.Certified != nil && math.IsNaN(sharedDelta) {
+		cert[1] += " (δ=" + sweep.FormatLambda(fr.Certified.Delta) + ")"
+	}
+	rd, bdp, wall := "–", "–", "–"
+	if e := fr.Empirical; e != nil {
+		rd, bdp = withInvalid(fmtStat(e.RDMax, fmtRD), e), fmtStat(e.BDP, fmtBDP)
+	}
+	if w := fr.WallSeconds; w != nil {
+		wall = fmtStat(*w, fmtRD) // three significant digits, integers from 100 s up
+	}
+	achievable, bound := "–", "–"
+	if r := f.Reference; r != nil && fr.Shown {
+		if pt, err := r.At(fr.Certified.Epsilon.Mean); err == nil {
+			achievable, bound = fmtUtil(pt.Achievable), fmtUtil(pt.Bound)
+		}
+	}
+	return []string{fr.Series, target, lambda, strconv.Itoa(fr.Seeds), fmtStat(fr.Utility, fmtUtil), cert[1], cert[0],
+		constant, rd, bdp, wall, pareto, achievable, bound}
+}
+
+// frontierMDNotes writes the notes under f's table: the chance level, the
+// rows not drawn, the reference.
+func frontierMDNotes(b *strings.Builder, f *Frontier) {
 	if c := float64(f.Chance); !math.IsNaN(c) {
 		fmt.Fprintf(b, "Chance level (%s, report.json collapse): %s.\n", chanceWhat(f.Metric), fmtUtil(c))
 	}
@@ -573,7 +687,6 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 	} else if f.ReferenceNote != "" {
 		fmt.Fprintf(b, "No reference on the frontier: %s.\n", f.ReferenceNote)
 	}
-	b.WriteString("\n")
 }
 
 // referenceLines draws the reference's achievable and bound curves on p

@@ -54,6 +54,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
@@ -62,19 +63,19 @@ import (
 
 // Audit is the privacy of one cell in one audit mode. Values are nats (RD)
 // and the BDP eps_mu: +Inf when undefined (invalid pairs), NaN when not
-// computed (privacy.Report; older files' null as privacy.AuditNumbers reads
+// computed (audit.Report; older files' null as audit.Numbers reads
 // it).
 type Audit struct {
-	Mode         string             `json:"mode"`
-	Order        float64            `json:"order"`
-	Delta        float64            `json:"delta"`
-	RDMax        float64            `json:"rd_max"`
-	RDMean       float64            `json:"rd_mean"`
-	BDPEpsilon   float64            `json:"bdp_epsilon"`
-	InvalidPairs int64              `json:"invalid_pairs"`
-	Pairs        int64              `json:"pairs"`
-	Split        string             `json:"split,omitempty"`     // the audited texts ("" when the file does not say)
-	Histogram    *privacy.Histogram `json:"histogram,omitempty"` // per-pair bounds (principled audits)
+	Mode         string           `json:"mode"`
+	Order        float64          `json:"order"`
+	Delta        float64          `json:"delta"`
+	RDMax        float64          `json:"rd_max"`
+	RDMean       float64          `json:"rd_mean"`
+	BDPEpsilon   float64          `json:"bdp_epsilon"`
+	InvalidPairs int64            `json:"invalid_pairs"`
+	Pairs        int64            `json:"pairs"`
+	Split        string           `json:"split,omitempty"`     // the audited texts ("" when the file does not say)
+	Histogram    *audit.Histogram `json:"histogram,omitempty"` // per-pair bounds (principled audits)
 }
 
 // Certified is a cell's certified guarantee (report.json privacy.certified,
@@ -130,9 +131,9 @@ type Cell struct {
 	Certified *Certified
 }
 
-// newAudit is the Audit of an audit's numbers: privacy.Report n, or the
+// newAudit is the Audit of an audit's numbers: audit.Report n, or the
 // summary of report.json (which copies them).
-func newAudit(mode privacy.Mode, order, delta float64, n privacy.AuditNumbers, invalid, pairs int64, split string, h *privacy.Histogram) *Audit {
+func newAudit(mode privacy.Mode, order, delta float64, n audit.Numbers, invalid, pairs int64, split string, h *audit.Histogram) *Audit {
 	return &Audit{Mode: string(mode), Order: order, Delta: delta, RDMax: float64(n.RDMax), RDMean: orNaN(n.RDMean),
 		BDPEpsilon: orNaN(n.BDPEpsilon), InvalidPairs: invalid, Pairs: pairs, Split: split, Histogram: h}
 }
@@ -140,17 +141,17 @@ func newAudit(mode privacy.Mode, order, delta float64, n privacy.AuditNumbers, i
 // summaryAudit is the Audit of report.json's privacy summary (its histogram
 // from the full report).
 func summaryAudit(p *train.PrivacySummary) *Audit {
-	var h *privacy.Histogram
+	var h *audit.Histogram
 	if p.Full != nil {
 		h = p.Full.Histogram
 	}
-	return newAudit(p.Mode, p.Order, p.Delta, privacy.AuditNumbers{RDMax: p.RDMax, RDMean: p.RDMean, BDPEpsilon: p.BDPEpsilon},
+	return newAudit(p.Mode, p.Order, p.Delta, audit.Numbers{RDMax: p.RDMax, RDMean: p.RDMean, BDPEpsilon: p.BDPEpsilon},
 		p.InvalidPairs, p.Pairs, p.Split, h)
 }
 
 // reportAudit is the Audit of a full audit report (audit_<mode>.json).
-func reportAudit(r *privacy.Report) *Audit {
-	return newAudit(r.Mode, r.Order, r.Delta, privacy.AuditNumbers{RDMax: r.RDMax, RDMean: r.RDMean, BDPEpsilon: r.BDPEpsilon},
+func reportAudit(r *audit.Report) *Audit {
+	return newAudit(r.Mode, r.Order, r.Delta, audit.Numbers{RDMax: r.RDMax, RDMean: r.RDMean, BDPEpsilon: r.BDPEpsilon},
 		r.InvalidPairs, r.Pairs, "", r.Histogram)
 }
 
@@ -169,7 +170,7 @@ func orNaN(f *jsonfloat.Float) float64 {
 }
 
 // ReadCell reads dir/report.json (train.Report) and any
-// dir/audit_<mode>.json (privacy.Report). Files written before jsonfloat
+// dir/audit_<mode>.json (audit.Report). Files written before jsonfloat
 // (null for every non-finite number) read as train's and privacy's
 // decoders say: docs/results.md, "Reading older sweeps".
 func ReadCell(dir string) (*Cell, error) {
@@ -213,7 +214,7 @@ func ReadCell(dir string) (*Cell, error) {
 		if err != nil {
 			return nil, err
 		}
-		var a privacy.Report
+		var a audit.Report
 		if err := json.Unmarshal(b, &a); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}

@@ -223,171 +223,240 @@ func auditedSplit(tt *TaskTable, mode string) string {
 // Writes path.png and path.svg; returns the files (none when the task has
 // no audited row).
 func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: privacy-utility trade-off (%s audit)", TaskTitle(tt.Task), mode)
-	p.X.Label.Text = xLabel(x, mode)
-	p.Y.Label.Text = tt.UtilitySplit + " " + MetricTitle(tt.Selection) + " (×100)"
-	p.Legend.Top = true
-	p.Legend.Left = false
-	p.Add(plotter.NewGrid())
-	var all, certAll []Point
-	var base *Row
-	var undefined []string    // rows whose bound is +Inf or undefined: not plottable, named in the legend
-	var certInfinite []string // groups with an infinite certified bound
-	var links []plotter.XYs   // audited point -> certified point, per row
-	split := auditedSplit(tt, mode)
-	for gi, g := range groups(tt) {
-		var pts, cpts plotter.XYs
-		var labels []string
-		for _, r := range tt.Rows {
-			if r.Group() != g {
-				continue
-			}
-			if r.Baseline() {
-				base = r
-				continue
-			}
-			ps := r.Privacy[mode]
-			if ps == nil {
-				continue
-			}
-			pt := Point{X: privacyValue(ps, x), Y: 100 * r.Utility[tt.Selection].Mean, Group: g, Lambda: r.Lambda}
-			if math.IsNaN(pt.X) || math.IsInf(pt.X, 0) || math.IsNaN(pt.Y) {
-				if !math.IsNaN(pt.Y) {
-					undefined = append(undefined, g+" λ="+sweep.FormatLambda(r.Lambda))
-				}
-				continue
-			}
-			all = append(all, pt)
-			pts = append(pts, plotter.XY{X: pt.X, Y: pt.Y})
-			labels = append(labels, "λ="+sweep.FormatLambda(r.Lambda))
-			if c := r.Certified; c != nil && showCertified(mode) {
-				cx := certifiedValue(c, x)
-				switch {
-				case math.IsInf(cx, 1):
-					if !slices.Contains(certInfinite, g) {
-						certInfinite = append(certInfinite, g)
-					}
-				case !math.IsNaN(cx):
-					certAll = append(certAll, Point{X: cx, Y: pt.Y, Group: g, Lambda: r.Lambda})
-					cpts = append(cpts, plotter.XY{X: cx, Y: pt.Y})
-					links = append(links, plotter.XYs{{X: pt.X, Y: pt.Y}, {X: cx, Y: pt.Y}})
-				}
-			}
-		}
-		if len(pts) == 0 {
-			continue
-		}
-		s, err := plotter.NewScatter(pts)
-		if err != nil {
-			return nil, err
-		}
-		s.GlyphStyle.Color = plotutil.Color(gi)
-		s.GlyphStyle.Shape = plotutil.Shape(gi)
-		s.GlyphStyle.Radius = vg.Points(4)
-		p.Add(s)
-		p.Legend.Add(g+", empirical audit ("+split+" pairs)", s)
-		if len(cpts) > 0 {
-			cs, err := plotter.NewScatter(cpts)
-			if err != nil {
-				return nil, err
-			}
-			cs.GlyphStyle.Color = plotutil.Color(gi)
-			cs.GlyphStyle.Shape = draw.CrossGlyph{}
-			cs.GlyphStyle.Radius = vg.Points(5)
-			p.Add(cs)
-			p.Legend.Add(g+", certified", cs)
-		}
-		l, err := pointLabels(pts, labels)
-		if err != nil {
-			return nil, err
-		}
-		p.Add(l)
-	}
-	if len(all) == 0 {
+	d := tradeoffData(tt, mode, x)
+	if d == nil {
 		return nil, nil
 	}
-	if len(undefined) > 0 {
-		p.Legend.Add("not shown, bound infinite: " + strings.Join(undefined, ", "))
+	p, err := drawTradeoff(d)
+	if err != nil {
+		return nil, err
 	}
-	if len(certInfinite) > 0 {
-		p.Legend.Add("not shown, certified bound infinite: " + strings.Join(certInfinite, ", "))
-	}
-	for _, xy := range links {
-		l, err := plotter.NewLine(xy)
-		if err != nil {
-			return nil, err
+	return saveAll(p, figW, figH, path)
+}
+
+// tradeoffGroup is one model group of a trade-off plot: its audited points
+// with their lambda labels, its certified points, and its style index
+// (colour and marker: the group's index among all groups of the table).
+type tradeoffGroup struct {
+	name   string
+	style  int
+	pts    plotter.XYs
+	labels []string
+	cert   plotter.XYs
+}
+
+// tradeoff is what a trade-off plot draws (PlotTradeoff), as plain data.
+type tradeoff struct {
+	title, xLabel, yLabel string
+	split                 string          // the audited split, for the legend
+	groups                []tradeoffGroup // the groups with audited points, in table order
+	all, certAll          []Point         // every audited and every certified point
+	links                 []plotter.XYs   // audited point -> certified point, per row
+	undefined             []string        // rows whose bound is +Inf or undefined (named in the legend)
+	certInfinite          []string        // groups with an infinite certified bound
+	baseline              float64         // the baseline's utility x 100; NaN: none
+	logX                  bool
+	x, y                  [2]float64 // the axes' ranges (y with room for the labels and the legend)
+}
+
+// tradeoffData is the data of tt's trade-off plot in audit mode `mode`
+// against x ("rd_max" | "bdp_epsilon"); nil when no row is audited.
+func tradeoffData(tt *TaskTable, mode, x string) *tradeoff {
+	d := &tradeoff{baseline: math.NaN()}
+	var base *Row
+	for gi, g := range groups(tt) {
+		grp := tradeoffGroup{name: g, style: gi}
+		for _, r := range tt.Rows {
+			switch {
+			case r.Group() != g:
+			case r.Baseline():
+				base = r
+			default:
+				d.addRow(&grp, r, tt.Selection, mode, x)
+			}
 		}
-		l.Color = color.Gray{Y: 170}
-		l.Width = vg.Points(0.5)
-		p.Add(l)
+		if len(grp.pts) > 0 {
+			d.groups = append(d.groups, grp)
+		}
 	}
+	if len(d.all) == 0 {
+		return nil
+	}
+	if base != nil {
+		d.baseline = 100 * base.Utility[tt.Selection].Mean
+	}
+	what := "audit"
+	if len(d.certAll) > 0 {
+		what = "audit and certified"
+	}
+	d.title = fmt.Sprintf("%s: privacy-utility trade-off (%s %s)", TaskTitle(tt.Task), mode, what)
+	d.xLabel, d.yLabel = xLabel(x, mode), tt.UtilitySplit+" "+MetricTitle(tt.Selection)+" (×100)"
+	d.split = auditedSplit(tt, mode)
+	d.x, d.logX = tradeoffXRange(append(slices.Clone(d.all), d.certAll...))
+	d.y = d.yRange(len(groups(tt)))
+	return d
+}
+
+// addRow adds r's audited point (and its certified point, in principled
+// mode) to grp, or names it among the undefined ones.
+func (d *tradeoff) addRow(grp *tradeoffGroup, r *Row, metric, mode, x string) {
+	ps := r.Privacy[mode]
+	if ps == nil {
+		return
+	}
+	pt := Point{X: privacyValue(ps, x), Y: 100 * r.Utility[metric].Mean, Group: grp.name, Lambda: r.Lambda}
+	if math.IsNaN(pt.X) || math.IsInf(pt.X, 0) || math.IsNaN(pt.Y) {
+		if !math.IsNaN(pt.Y) {
+			d.undefined = append(d.undefined, grp.name+" λ="+sweep.FormatLambda(r.Lambda))
+		}
+		return
+	}
+	d.all = append(d.all, pt)
+	grp.pts = append(grp.pts, plotter.XY{X: pt.X, Y: pt.Y})
+	grp.labels = append(grp.labels, "λ="+sweep.FormatLambda(r.Lambda))
+	if r.Certified == nil || !showCertified(mode) {
+		return
+	}
+	switch cx := certifiedValue(r.Certified, x); {
+	case math.IsInf(cx, 1):
+		if !slices.Contains(d.certInfinite, grp.name) {
+			d.certInfinite = append(d.certInfinite, grp.name)
+		}
+	case !math.IsNaN(cx):
+		d.certAll = append(d.certAll, Point{X: cx, Y: pt.Y, Group: grp.name, Lambda: r.Lambda})
+		grp.cert = append(grp.cert, plotter.XY{X: cx, Y: pt.Y})
+		d.links = append(d.links, plotter.XYs{{X: pt.X, Y: pt.Y}, {X: cx, Y: pt.Y}})
+	}
+}
+
+// tradeoffXRange is the x range of a trade-off plot over pts, and whether
+// it is logarithmic (all x > 0 and max/min > 30).
+func tradeoffXRange(pts []Point) (r [2]float64, logX bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, pt := range append(slices.Clone(all), certAll...) {
+	for _, pt := range pts {
 		lo, hi = min(lo, pt.X), max(hi, pt.X)
 	}
 	if lo > 0 && hi/lo > 30 {
+		return [2]float64{lo / 1.5, hi * 2}, true
+	}
+	dx := hi - lo
+	if dx == 0 {
+		dx = math.Max(math.Abs(lo), 1)
+	}
+	r = [2]float64{lo - 0.08*dx, hi + 0.15*dx}
+	if lo >= 0 {
+		r[0] = math.Max(0, r[0])
+	}
+	return r, false
+}
+
+// yRange is the y range of d's points and baseline with room for the point
+// labels and the legend (ngroups: the table's groups, the legend's size).
+func (d *tradeoff) yRange(ngroups int) [2]float64 {
+	ylo, yhi := math.Inf(1), math.Inf(-1)
+	for _, pt := range d.all {
+		ylo, yhi = min(ylo, pt.Y), max(yhi, pt.Y)
+	}
+	if !math.IsNaN(d.baseline) {
+		ylo, yhi = min(ylo, d.baseline), max(yhi, d.baseline)
+	}
+	entries := 2 + ngroups + len(d.certAll)/max(len(d.certAll), 1)*ngroups
+	if len(d.undefined) > 0 {
+		entries++
+	}
+	if len(d.certInfinite) > 0 {
+		entries++
+	}
+	lo, hi := legendRoom(ylo, yhi, entries)
+	return [2]float64{lo, hi}
+}
+
+// drawTradeoff draws d: per group its audited points, certified crosses
+// and lambda labels, the legend's notes, the links, the Pareto front and
+// the baseline.
+func drawTradeoff(d *tradeoff) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = d.title, d.xLabel, d.yLabel
+	p.Legend.Top = true
+	p.Legend.Left = false
+	p.Add(plotter.NewGrid())
+	for _, g := range d.groups {
+		if err := addTradeoffGroup(p, g, d.split); err != nil {
+			return nil, err
+		}
+	}
+	if len(d.undefined) > 0 {
+		p.Legend.Add("not shown, bound infinite: " + strings.Join(d.undefined, ", "))
+	}
+	if len(d.certInfinite) > 0 {
+		p.Legend.Add("not shown, certified bound infinite: " + strings.Join(d.certInfinite, ", "))
+	}
+	for _, xy := range d.links {
+		if _, err := addLine(p, xy, func(l *plotter.Line) { l.Color, l.Width = color.Gray{Y: 170}, vg.Points(0.5) }); err != nil {
+			return nil, err
+		}
+	}
+	if d.logX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
-	// Room for the point labels and the legend.
-	ylo, yhi := math.Inf(1), math.Inf(-1)
-	for _, pt := range all {
-		ylo, yhi = min(ylo, pt.Y), max(yhi, pt.Y)
-	}
-	if base != nil {
-		if u := 100 * base.Utility[tt.Selection].Mean; !math.IsNaN(u) {
-			ylo, yhi = min(ylo, u), max(yhi, u)
-		}
-	}
-	entries := 2 + len(groups(tt)) + len(certAll)/max(len(certAll), 1)*len(groups(tt))
-	if len(undefined) > 0 {
-		entries++
-	}
-	if len(certInfinite) > 0 {
-		entries++
-	}
-	p.Y.Min, p.Y.Max = legendRoom(ylo, yhi, entries)
-	if len(certAll) > 0 {
-		p.Title.Text = fmt.Sprintf("%s: privacy-utility trade-off (%s audit and certified)", TaskTitle(tt.Task), mode)
-	}
-	if _, isLog := p.X.Scale.(plot.LogScale); isLog {
-		p.X.Min, p.X.Max = lo/1.5, hi*2
-	} else {
-		dx := hi - lo
-		if dx == 0 {
-			dx = math.Max(math.Abs(lo), 1)
-		}
-		p.X.Min, p.X.Max = lo-0.08*dx, hi+0.15*dx
-		if lo >= 0 {
-			p.X.Min = math.Max(0, p.X.Min)
-		}
-	}
-	if front := ParetoFront(all); len(front) > 1 {
-		l, err := plotter.NewLine(stepLine(front))
+	p.Y.Min, p.Y.Max = d.y[0], d.y[1]
+	p.X.Min, p.X.Max = d.x[0], d.x[1]
+	if front := ParetoFront(d.all); len(front) > 1 {
+		l, err := addLine(p, stepLine(front), func(l *plotter.Line) {
+			l.Color, l.Dashes = color.Gray{Y: 90}, []vg.Length{vg.Points(4), vg.Points(3)}
+		})
 		if err != nil {
 			return nil, err
 		}
-		l.Color = color.Gray{Y: 90}
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		p.Add(l)
 		p.Legend.Add("Pareto front (empirical audit)", l)
 	}
-	if base != nil {
-		if u := 100 * base.Utility[tt.Selection].Mean; !math.IsNaN(u) {
-			xl, xh := p.X.Min, p.X.Max
-			l, err := plotter.NewLine(plotter.XYs{{X: xl, Y: u}, {X: xh, Y: u}})
-			if err != nil {
-				return nil, err
-			}
-			l.Color = color.RGBA{R: 200, A: 255}
-			l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
-			l.Width = vg.Points(1.5)
-			p.Add(l)
-			p.Legend.Add("non-private baseline", l)
+	if u := d.baseline; !math.IsNaN(u) {
+		l, err := addLine(p, plotter.XYs{{X: p.X.Min, Y: u}, {X: p.X.Max, Y: u}}, func(l *plotter.Line) {
+			l.Color, l.Dashes, l.Width = color.RGBA{R: 200, A: 255}, []vg.Length{vg.Points(1), vg.Points(2)}, vg.Points(1.5)
+		})
+		if err != nil {
+			return nil, err
 		}
+		p.Legend.Add("non-private baseline", l)
 	}
-	return saveAll(p, figW, figH, path)
+	return p, nil
+}
+
+// addTradeoffGroup draws a group's audited points (its colour and marker),
+// its certified points (crosses) and the points' lambda labels.
+func addTradeoffGroup(p *plot.Plot, g tradeoffGroup, split string) error {
+	if err := addScatter(p, g.pts, plotutil.Color(g.style), plotutil.Shape(g.style), g.name+", empirical audit ("+split+" pairs)"); err != nil {
+		return err
+	}
+	if len(g.cert) > 0 {
+		cs, err := plotter.NewScatter(g.cert)
+		if err != nil {
+			return err
+		}
+		cs.GlyphStyle.Color = plotutil.Color(g.style)
+		cs.GlyphStyle.Shape = draw.CrossGlyph{}
+		cs.GlyphStyle.Radius = vg.Points(5)
+		p.Add(cs)
+		p.Legend.Add(g.name+", certified", cs)
+	}
+	l, err := pointLabels(g.pts, g.labels)
+	if err != nil {
+		return err
+	}
+	p.Add(l)
+	return nil
+}
+
+// addLine adds the line through xy, styled by style, to p.
+func addLine(p *plot.Plot, xy plotter.XYs, style func(*plotter.Line)) (*plotter.Line, error) {
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return nil, err
+	}
+	style(l)
+	p.Add(l)
+	return l, nil
 }
 
 // PlotCurves draws the training curves of a task's model group from each
@@ -474,7 +543,7 @@ func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
 }
 
 // PlotHistograms draws, for a task's model group in audit mode `mode`, the
-// histogram of the per-pair RD bounds (privacy.Report.Histogram, 20 equal
+// histogram of the per-pair RD bounds (audit.Report.Histogram, 20 equal
 // bins over [min, max] of the finite pairs) of the first seed at each lambda,
 // one panel per lambda. Writes path.png and path.svg; returns nil when no
 // cell carries a histogram.

@@ -301,97 +301,22 @@ func taskMetrics(task string, cells []*Cell) ([]string, string) {
 // rows ordered baseline, NVDP, NVDP-Clipped (then by C_mu), lambda ascending.
 // selections are the C_mu selections by task (may be nil).
 func Build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
-	type key struct {
-		task, variant, mode string
-		target, cmu, lambda float64
-		grid                bool
-	}
-	rows := map[key]*Row{}
-	var order []key
-	modes := map[string]bool{}
-	for _, c := range cells {
-		k := key{c.Task, c.Variant, c.Mode, c.TargetEpsilon, c.CMu, c.Lambda, c.Grid}
-		if c.Variant == "baseline" {
-			k.target, k.cmu, k.lambda = 0, 0, 0
-		}
-		r := rows[k]
-		if r == nil {
-			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, TargetEpsilon: k.target, CMu: k.cmu, Lambda: k.lambda, grid: k.grid}
-			rows[k] = r
-			order = append(order, k)
-		}
-		r.Cells = append(r.Cells, c)
-		r.Seeds = append(r.Seeds, c.Seed)
-		for m := range c.Audits {
-			modes[m] = true
-		}
-	}
-	t := &Tables{}
-	for m := range modes {
-		t.AuditModes = append(t.AuditModes, m)
-	}
-	sort.Slice(t.AuditModes, func(i, j int) bool {
-		a, b := t.AuditModes[i], t.AuditModes[j]
-		if (a == "principled") != (b == "principled") {
-			return a == "principled"
-		}
-		return a < b
-	})
+	rows, modes := groupCells(cells)
+	t := &Tables{AuditModes: modes}
 	byTask := map[string]*TaskTable{}
-	for _, k := range order {
-		r := rows[k]
-		tt := byTask[k.task]
+	for _, r := range rows {
+		tt := byTask[r.Task]
 		if tt == nil {
-			tt = &TaskTable{Task: k.task}
-			tt.Metrics, tt.Selection = taskMetrics(k.task, r.Cells)
+			tt = &TaskTable{Task: r.Task}
+			tt.Metrics, tt.Selection = taskMetrics(r.Task, r.Cells)
 			tt.UtilitySplit = r.Cells[0].UtilitySplit
 			if selections != nil {
-				tt.CMu = selections[k.task]
+				tt.CMu = selections[r.Task]
 			}
-			byTask[k.task] = tt
+			byTask[r.Task] = tt
 			t.Tasks = append(t.Tasks, tt)
 		}
-		r.Utility = map[string]Stat{}
-		for _, m := range tt.Metrics {
-			var v []float64
-			for _, c := range r.Cells {
-				x, ok := c.Utility[m]
-				if !ok {
-					x = math.NaN()
-				}
-				v = append(v, x)
-			}
-			r.Utility[m] = NewStat(v)
-		}
-		for _, m := range t.AuditModes {
-			var bdp, rmax, rmean []float64
-			ps := &PrivacyStats{Label: privacy.LabelEmpirical, Mode: m}
-			for _, c := range r.Cells {
-				a := c.Audits[m]
-				if a == nil {
-					continue
-				}
-				ps.Cells++
-				ps.InvalidPairs += a.InvalidPairs
-				bdp, rmax, rmean = append(bdp, a.BDPEpsilon), append(rmax, a.RDMax), append(rmean, a.RDMean)
-			}
-			if ps.Cells == 0 {
-				continue
-			}
-			ps.BDP, ps.RDMax, ps.RDMean = NewStat(bdp), NewStat(rmax), NewStat(rmean)
-			if r.Privacy == nil {
-				r.Privacy = map[string]*PrivacyStats{}
-			}
-			r.Privacy[m] = ps
-		}
-		r.Certified = certifiedStats(r.Cells)
-		var secs []float64
-		for _, c := range r.Cells {
-			secs = append(secs, c.Seconds)
-		}
-		if st := NewStat(secs); st.N > 0 {
-			r.WallSeconds = &st
-		}
+		aggregateRow(r, tt.Metrics, t.AuditModes)
 		if r.grid {
 			tt.Grid = append(tt.Grid, r)
 		} else {
@@ -411,6 +336,106 @@ func Build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
 		tt.Frontier = buildFrontier(tt, t.AuditModes)
 	}
 	return t
+}
+
+// rowKey is what the cells of one row share.
+type rowKey struct {
+	task, variant, mode string
+	target, cmu, lambda float64
+	grid                bool
+}
+
+// groupCells groups cells into rows (the baseline's whatever their target,
+// C_mu and lambda), in the order of each row's first cell, and returns the
+// audit modes the cells carry: principled first, then by name.
+func groupCells(cells []*Cell) ([]*Row, []string) {
+	byKey := map[rowKey]*Row{}
+	var rows []*Row
+	modes := map[string]bool{}
+	for _, c := range cells {
+		k := rowKey{c.Task, c.Variant, c.Mode, c.TargetEpsilon, c.CMu, c.Lambda, c.Grid}
+		if c.Variant == "baseline" {
+			k.target, k.cmu, k.lambda = 0, 0, 0
+		}
+		r := byKey[k]
+		if r == nil {
+			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, TargetEpsilon: k.target, CMu: k.cmu, Lambda: k.lambda, grid: k.grid}
+			byKey[k] = r
+			rows = append(rows, r)
+		}
+		r.Cells = append(r.Cells, c)
+		r.Seeds = append(r.Seeds, c.Seed)
+		for m := range c.Audits {
+			modes[m] = true
+		}
+	}
+	var ms []string
+	for m := range modes {
+		ms = append(ms, m)
+	}
+	sort.Slice(ms, func(i, j int) bool {
+		a, b := ms[i], ms[j]
+		if (a == "principled") != (b == "principled") {
+			return a == "principled"
+		}
+		return a < b
+	})
+	return rows, ms
+}
+
+// aggregateRow sets r's statistics over its cells: the utility of each
+// metric, the empirical privacy of each audit mode (left out when no cell
+// has the audit), the certified guarantee and the wall time.
+func aggregateRow(r *Row, metrics, modes []string) {
+	r.Utility = map[string]Stat{}
+	for _, m := range metrics {
+		var v []float64
+		for _, c := range r.Cells {
+			x, ok := c.Utility[m]
+			if !ok {
+				x = math.NaN()
+			}
+			v = append(v, x)
+		}
+		r.Utility[m] = NewStat(v)
+	}
+	for _, m := range modes {
+		if ps := privacyStats(r.Cells, m); ps != nil {
+			if r.Privacy == nil {
+				r.Privacy = map[string]*PrivacyStats{}
+			}
+			r.Privacy[m] = ps
+		}
+	}
+	r.Certified = certifiedStats(r.Cells)
+	var secs []float64
+	for _, c := range r.Cells {
+		secs = append(secs, c.Seconds)
+	}
+	if st := NewStat(secs); st.N > 0 {
+		r.WallSeconds = &st
+	}
+}
+
+// privacyStats are the empirical privacy statistics of the cells' audits
+// in mode (nil: no cell has one).
+func privacyStats(cells []*Cell, mode string) *PrivacyStats {
+	var bdp, rmax, rmean []float64
+	ps := &PrivacyStats{Label: privacy.LabelEmpirical, Mode: mode}
+	for _, c := range cells {
+		a := c.Audits[mode]
+		if a == nil {
+			continue
+		}
+		ps.Cells++
+		ps.InvalidPairs += a.InvalidPairs
+		bdp, rmax, rmean = append(bdp, a.BDPEpsilon), append(rmax, a.RDMax), append(rmean, a.RDMean)
+	}
+	if ps.Cells == 0 {
+		return nil
+	}
+	ps.BDP, ps.RDMax, ps.RDMean = NewStat(bdp), NewStat(rmax), NewStat(rmean)
+	return ps
 }
 
 // groups returns the row groups of a table in row order.
@@ -798,12 +823,7 @@ func mdRow(b *strings.Builder, cells []string) {
 // empty.
 func WriteCSV(w io.Writer, t *Tables) error {
 	cw := csv.NewWriter(w)
-	hdr := []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
-		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs", "c_mu_grid",
-		"certified_order", "certified_delta", "rd_certified_mean", "rd_certified_std", "epsilon_certified_mean", "epsilon_certified_std",
-		"bdp_epsilon_certified_mean", "bdp_epsilon_certified_std",
-		"target_epsilon", "calibrated_constant", "calibrated_constant_value", "wall_seconds_mean", "wall_seconds_std", "chance",
-		"pareto_certified"}
+	hdr := tablesCSVHeader()
 	width := len(hdr)
 	write := cw.Write
 	if len(t.Learned) > 0 { // the learned attacks' columns, empty on the tables' rows
@@ -813,65 +833,12 @@ func WriteCSV(w io.Writer, t *Tables) error {
 	if err := cw.Write(hdr); err != nil {
 		return err
 	}
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	for _, tt := range t.Tasks {
-		pareto := map[*Row]string{}
-		chance := ""
-		if f := tt.Frontier; f != nil {
-			for _, fr := range f.Rows {
-				if fr.Shown {
-					pareto[fr.Row] = strconv.FormatBool(fr.Pareto)
-				}
-			}
-			if c := float64(f.Chance); !math.IsNaN(c) {
-				chance = g(c)
-			}
-		}
+		pareto, chance := frontierCSV(tt)
 		for _, r := range append(slices.Clone(tt.Rows), tt.Grid...) {
-			lambda := g(r.Lambda)
-			if !hasLambda(r.Variant, r.Lambda) {
-				lambda = ""
-			}
-			cmu := ""
-			if r.CMu > 0 {
-				cmu = g(r.CMu)
-			}
-			cert := make([]string, 8)
-			if c := r.Certified; c != nil {
-				cert = []string{g(c.Order), g(c.Delta), g(c.RD.Mean), g(c.RD.Std), g(c.Epsilon.Mean), g(c.Epsilon.Std), g(c.BDP.Mean), g(c.BDP.Std)}
-			}
-			front := make([]string, 7)
-			if r.TargetEpsilon > 0 {
-				front[0] = g(r.TargetEpsilon)
-			}
-			if c := rowConstant(r); c != nil {
-				front[1], front[2] = c.Name, g(c.Value)
-			}
-			if w := r.WallSeconds; w != nil {
-				front[3], front[4] = g(w.Mean), g(w.Std)
-			}
-			front[5], front[6] = chance, pareto[r]
-			cert = append(cert, front...)
-			for _, m := range tt.Metrics {
-				u := r.Utility[m]
-				base := []string{r.Task, r.Variant, r.Mode, cmu, lambda, strconv.Itoa(len(r.Seeds)), m, g(u.Mean), g(u.Std)}
-				if len(r.Privacy) == 0 {
-					if err := write(append(append(base, "", "", "", "", "", "", "", "", strconv.FormatBool(r.grid)), cert...)); err != nil {
-						return err
-					}
-					continue
-				}
-				for _, am := range t.AuditModes {
-					p := r.Privacy[am]
-					if p == nil {
-						continue
-					}
-					line := append(slices.Clone(base), am, g(p.BDP.Mean), g(p.BDP.Std), g(p.RDMax.Mean), g(p.RDMax.Std),
-						g(p.RDMean.Mean), g(p.RDMean.Std), strconv.FormatInt(p.InvalidPairs, 10), strconv.FormatBool(r.grid))
-					line = append(line, cert...)
-					if err := write(line); err != nil {
-						return err
-					}
+			for _, line := range rowCSV(r, tt.Metrics, t.AuditModes, chance, pareto[r]) {
+				if err := write(line); err != nil {
+					return err
 				}
 			}
 		}
@@ -885,6 +852,93 @@ func WriteCSV(w io.Writer, t *Tables) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// tablesCSVHeader is the header of WriteCSV's columns of the tables' rows.
+func tablesCSVHeader() []string {
+	return []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
+		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs", "c_mu_grid",
+		"certified_order", "certified_delta", "rd_certified_mean", "rd_certified_std", "epsilon_certified_mean", "epsilon_certified_std",
+		"bdp_epsilon_certified_mean", "bdp_epsilon_certified_std",
+		"target_epsilon", "calibrated_constant", "calibrated_constant_value", "wall_seconds_mean", "wall_seconds_std", "chance",
+		"pareto_certified"}
+}
+
+// csvFloat is a number of the CSV tables: the shortest decimal that reads
+// back as v.
+func csvFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// frontierCSV are the frontier's columns of tt's rows: pareto_certified of
+// the drawn private rows and the chance level ("" without a frontier or a
+// chance level).
+func frontierCSV(tt *TaskTable) (pareto map[*Row]string, chance string) {
+	pareto = map[*Row]string{}
+	if f := tt.Frontier; f != nil {
+		for _, fr := range f.Rows {
+			if fr.Shown {
+				pareto[fr.Row] = strconv.FormatBool(fr.Pareto)
+			}
+		}
+		if c := float64(f.Chance); !math.IsNaN(c) {
+			chance = csvFloat(c)
+		}
+	}
+	return pareto, chance
+}
+
+// rowCSV are the CSV lines of r: one per metric and audit mode (one per
+// metric without an audit).
+func rowCSV(r *Row, metrics, modes []string, chance, pareto string) [][]string {
+	lambda := csvFloat(r.Lambda)
+	if !hasLambda(r.Variant, r.Lambda) {
+		lambda = ""
+	}
+	cmu := ""
+	if r.CMu > 0 {
+		cmu = csvFloat(r.CMu)
+	}
+	tail := rowCSVTail(r, chance, pareto)
+	var lines [][]string
+	for _, m := range metrics {
+		u := r.Utility[m]
+		base := []string{r.Task, r.Variant, r.Mode, cmu, lambda, strconv.Itoa(len(r.Seeds)), m, csvFloat(u.Mean), csvFloat(u.Std)}
+		if len(r.Privacy) == 0 {
+			lines = append(lines, append(append(base, "", "", "", "", "", "", "", "", strconv.FormatBool(r.grid)), tail...))
+			continue
+		}
+		for _, am := range modes {
+			p := r.Privacy[am]
+			if p == nil {
+				continue
+			}
+			line := append(slices.Clone(base), am, csvFloat(p.BDP.Mean), csvFloat(p.BDP.Std), csvFloat(p.RDMax.Mean), csvFloat(p.RDMax.Std),
+				csvFloat(p.RDMean.Mean), csvFloat(p.RDMean.Std), strconv.FormatInt(p.InvalidPairs, 10), strconv.FormatBool(r.grid))
+			lines = append(lines, append(line, tail...))
+		}
+	}
+	return lines
+}
+
+// rowCSVTail are the last columns of r's lines, the same on each: the
+// certified guarantee and the frontier's columns.
+func rowCSVTail(r *Row, chance, pareto string) []string {
+	cert := make([]string, 8)
+	if c := r.Certified; c != nil {
+		cert = []string{csvFloat(c.Order), csvFloat(c.Delta), csvFloat(c.RD.Mean), csvFloat(c.RD.Std), csvFloat(c.Epsilon.Mean),
+			csvFloat(c.Epsilon.Std), csvFloat(c.BDP.Mean), csvFloat(c.BDP.Std)}
+	}
+	front := make([]string, 7)
+	if r.TargetEpsilon > 0 {
+		front[0] = csvFloat(r.TargetEpsilon)
+	}
+	if c := rowConstant(r); c != nil {
+		front[1], front[2] = c.Name, csvFloat(c.Value)
+	}
+	if w := r.WallSeconds; w != nil {
+		front[3], front[4] = csvFloat(w.Mean), csvFloat(w.Std)
+	}
+	front[5], front[6] = chance, pareto
+	return append(cert, front...)
 }
 
 // WriteJSON writes the tables as one JSON object (non-finite numbers as

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
@@ -20,7 +21,7 @@ const (
 	// the attack on it comes closest to the certified epsilon.
 	PairWitness = "witness"
 	// PairArgmax is the pair of a posterior file with the largest empirical
-	// RD (the audit's argmax, privacy.Report.Argmax).
+	// RD (the audit's argmax, audit.Report.Argmax).
 	PairArgmax = "argmax"
 	// PairRandom is a uniformly drawn pair of a posterior file.
 	PairRandom = "random"
@@ -119,13 +120,13 @@ func WitnessPair(set privacy.ClipSet, delta float64, gaussian bool) (Pair, *priv
 }
 
 // ArgmaxPair is the audit's argmax of p: the ordered pair (i, j) with the
-// largest Eq. rdp bound at order (privacy.Audit in principled mode over
+// largest Eq. rdp bound at order (audit.Audit in principled mode over
 // every ordered pair, default options otherwise), and that bound. Progress
-// as privacy.Audit's. Errors: the audit's; no finite pair.
+// as audit.Audit's. Errors: the audit's; no finite pair.
 func ArgmaxPair(ctx context.Context, p *privacy.Posteriors, order float64, report progress.Func) (i, j int, rd float64, err error) {
-	opt := privacy.DefaultOptions()
+	opt := audit.DefaultOptions()
 	opt.Order, opt.Progress, opt.MaxStoredPairs, opt.ListInvalid = order, report, 0, 0
-	r, err := privacy.Audit(ctx, p, opt)
+	r, err := audit.Audit(ctx, p, opt)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -178,21 +179,21 @@ func ReadArgmax(path string) (i, j int, order float64, err error) {
 // or a reference-mode audit), an argmax that is not two different indices
 // >= 0.
 func ParseArgmax(name string, data []byte) (i, j int, order float64, err error) {
-	type audit struct {
+	type auditArgmax struct {
 		Argmax []int   `json:"argmax"`
 		Order  float64 `json:"order"`
 	}
 	var f struct {
-		audit
+		auditArgmax
 		Privacy *struct {
-			Full *audit `json:"full"`
+			Full *auditArgmax `json:"full"`
 		} `json:"privacy"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {
 		return 0, 0, 0, fmt.Errorf("audit %s: %w", name, err)
 	}
-	a := f.audit
+	a := f.auditArgmax
 	if a.Argmax == nil && f.Privacy != nil && f.Privacy.Full != nil {
 		a = *f.Privacy.Full
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -13,9 +14,9 @@ import (
 // The all-pairs audit on the device (docs/engine.md, "The audit on the
 // device"): paper Eq. rdp in principled mode for every ordered pair of a
 // posterior file, evaluated in FP64 by the kernels of kernels/audit.cu with
-// the CPU engine's formula (privacy/engine.go), and collected on the host by
-// privacy's own collection, summary and accountant (privacy.PairAudit), so
-// that the report is Audit's up to the rounding of the values.
+// the CPU engine's formula (audit/engine.go), and collected on the host by
+// the audit's own collection, summary and accountant (audit.PairAudit), so
+// that the report is audit.Audit's up to the rounding of the values.
 
 // AuditOptions configure the device's pass over the pairs.
 type AuditOptions struct {
@@ -247,7 +248,7 @@ func (e *Engine) auditLaunch(name string, grid, block cuda.Dim3, args ...any) er
 	return e.Dev.Launch(k, grid, block, 0, args...)
 }
 
-// AuditAllPairs is privacy.Audit in principled mode over every ordered pair
+// AuditAllPairs is audit.Audit in principled mode over every ordered pair
 // with the bounds evaluated on the device (AuditPairs): the same report
 // (fields, counts, undefined pairs, argmax and its tie rule, quantiles,
 // histogram, the BDP accountant) up to the rounding of the values, which the
@@ -255,9 +256,9 @@ func (e *Engine) auditLaunch(name string, grid, block cuda.Dim3, args ...any) er
 // each row block's values with opt.Workers goroutines (0: GOMAXPROCS; row a
 // to worker a mod workers) while the device evaluates the next block.
 // Errors: the options the device does not run (reference mode, a pair
-// sample, LowMemory: use privacy.Audit), those privacy.Audit refuses,
+// sample, LowMemory: use audit.Audit), those audit.Audit refuses,
 // cancellation, the driver's. On the device goroutine.
-func AuditAllPairs(ctx context.Context, e *Engine, p *privacy.Posteriors, opt privacy.Options, ao AuditOptions) (*privacy.Report, error) {
+func AuditAllPairs(ctx context.Context, e *Engine, p *privacy.Posteriors, opt audit.Options, ao AuditOptions) (*audit.Report, error) {
 	switch {
 	case opt.Mode == privacy.ModeReference:
 		return nil, fmt.Errorf("audit on the device: the reference mode runs on the CPU only")
@@ -266,7 +267,7 @@ func AuditAllPairs(ctx context.Context, e *Engine, p *privacy.Posteriors, opt pr
 	case opt.LowMemory:
 		return nil, fmt.Errorf("audit on the device: LowMemory applies to the CPU engine (the device holds the posteriors; the host no float64 copy)")
 	}
-	pa, err := privacy.NewPairAudit(p, opt)
+	pa, err := audit.NewPairAudit(p, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/dnn"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -112,8 +113,8 @@ func (c auditCase) posteriors(seed uint64) *privacy.Posteriors {
 	return p
 }
 
-func (c auditCase) options() privacy.Options {
-	opt := privacy.DefaultOptions()
+func (c auditCase) options() audit.Options {
+	opt := audit.DefaultOptions()
 	opt.Order, opt.UseMask, opt.Direction = c.order, c.useMask, c.direction
 	if c.bdp != nil {
 		opt.BDPOrders = c.bdp
@@ -138,7 +139,7 @@ func relDiff(got, want float64) float64 {
 // undefined pairs, argmax, the worst examples, BDP orders, notes and the
 // file's description exactly, the numbers within tol relative. It returns
 // the largest relative difference of the numbers and the mismatches.
-func reportDiff(dev, cpu *privacy.Report, tol float64) (float64, []string) {
+func reportDiff(dev, cpu *audit.Report, tol float64) (float64, []string) {
 	var bad []string
 	var worst float64
 	num := func(what string, g, w float64) {
@@ -224,7 +225,7 @@ func TestAuditAllPairsMatchesCPU(t *testing.T) {
 			p := c.posteriors(uint64(ci + 1))
 			opt := c.options()
 			t0 := time.Now()
-			cpu, err := privacy.Audit(ctx, p, opt)
+			cpu, err := audit.Audit(ctx, p, opt)
 			if err != nil {
 				t.Errorf("%s: cpu: %v", c.name, err)
 				continue
@@ -319,13 +320,13 @@ func TestAuditPairsValues(t *testing.T) {
 func TestAuditAllPairsRefuses(t *testing.T) {
 	p := auditCases[0].posteriors(1)
 	onDevice(t, func(e *dnn.Engine) {
-		for name, set := range map[string]func(*privacy.Options){
-			"reference":   func(o *privacy.Options) { o.Mode = privacy.ModeReference },
-			"Pairs":       func(o *privacy.Options) { o.Pairs = 10 },
-			"LowMemory":   func(o *privacy.Options) { o.LowMemory = true },
-			"Renyi order": func(o *privacy.Options) { o.Order = 1 },
+		for name, set := range map[string]func(*audit.Options){
+			"reference":   func(o *audit.Options) { o.Mode = privacy.ModeReference },
+			"Pairs":       func(o *audit.Options) { o.Pairs = 10 },
+			"LowMemory":   func(o *audit.Options) { o.LowMemory = true },
+			"Renyi order": func(o *audit.Options) { o.Order = 1 },
 		} {
-			opt := privacy.DefaultOptions()
+			opt := audit.DefaultOptions()
 			set(&opt)
 			if _, err := dnn.AuditAllPairs(context.Background(), e, p, opt, dnn.AuditOptions{}); err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(name)) {
 				t.Errorf("%s: error %v", name, err)
@@ -333,7 +334,7 @@ func TestAuditAllPairsRefuses(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := dnn.AuditAllPairs(ctx, e, p, privacy.DefaultOptions(), dnn.AuditOptions{}); err != context.Canceled {
+		if _, err := dnn.AuditAllPairs(ctx, e, p, audit.DefaultOptions(), dnn.AuditOptions{}); err != context.Canceled {
 			t.Errorf("cancelled: error %v", err)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nn"
@@ -345,7 +346,7 @@ func TestGaussianCalibration(t *testing.T) {
 
 // TestGaussianAuditClosedForm: the posterior file of a gaussian model (3
 // texts of different lengths, L = 6, P = 6, sigma^2 = 0.64) audited by
-// privacy.Audit has rd_max = max over ordered pairs of sum_i order
+// audit.Audit has rd_max = max over ordered pairs of sum_i order
 // ||mu_i - mu'_i||^2 / (2 sigma^2), computed directly from the stored means;
 // every pair is finite, the Dirichlet and variance terms vanish; the file's
 // metadata certifies the model's clip set.
@@ -364,9 +365,9 @@ func TestGaussianAuditClosedForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ao := privacy.DefaultOptions()
+	ao := audit.DefaultOptions()
 	ao.Order = order
-	rep, err := privacy.Audit(context.Background(), file, ao)
+	rep, err := audit.Audit(context.Background(), file, ao)
 	if err != nil {
 		t.Fatal(err)
 	}

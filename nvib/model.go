@@ -112,6 +112,26 @@ func (c Config) Latent() int {
 	return c.LatentDim
 }
 
+// ClipSet is the clip set of the release of a model with configuration c
+// for N components (max-seq-len + 1) in the release's P = c.Latent()
+// dimensions (the latent width; the encoder's hidden size unless set): the
+// layer's clipping as NewModel configures it (enabled for nvdp-clipped
+// only), or for a gaussian model GaussianClipSet of its radius and noise
+// (L = N-1 positions). ok is false for a model without a release (the
+// baseline).
+func (c Config) ClipSet(N int) (set privacy.ClipSet, ok bool) {
+	P := c.Latent()
+	switch c.Model {
+	case ModelBaseline:
+		return privacy.ClipSet{}, false
+	case ModelGaussian:
+		return GaussianClipSet(c.Clip.CMu, c.Prior.Var, N-1, P), true
+	}
+	clip := c.Clip
+	clip.Enabled = c.Model == ModelNVDPClipped
+	return clip.ClipSet(c.Prior, N, P), true
+}
+
 // BlockIntermediate is the FFN width of the NVDP block: the encoder's
 // Intermediate scaled by P/H, floor(Intermediate * P / Hidden) and at least
 // 1 (the encoder's ratio I/H, 4 for BERT, kept at the block's width P), so

@@ -81,9 +81,10 @@ func PairBound(order float64, q, qp PosteriorView) (BoundTerms, error) {
 }
 
 // PairBoundWith is PairBound with options (mask, Gaussian direction). It is
-// the straightforward per-dimension evaluation the fast engine falls back on.
+// the straightforward per-dimension evaluation the audit's fast engine falls
+// back on.
 func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundTerms, error) {
-	if err := checkOrder(order); err != nil {
+	if err := CheckOrder(order); err != nil {
 		return BoundTerms{}, err
 	}
 	if err := q.check("q"); err != nil {
@@ -175,7 +176,12 @@ func dirichletUndefined(name string, a, b, g float64) string {
 // audit (1.1).
 const DefaultOrder = 1.1
 
-func checkOrder(order float64) error {
+// CheckOrder checks a Renyi order lambda of the paper's Eq. rdp: nil when
+// it is finite and > 1 (the bound divides by lambda - 1), else the error
+// "Renyi order lambda = <order>: must be finite and > 1". The bound, the
+// certificate, the calibration and the audit's options check their orders
+// with it.
+func CheckOrder(order float64) error {
 	if !(order > 1) || math.IsInf(order, 0) {
 		return fmt.Errorf("Renyi order lambda = %v: must be finite and > 1", order)
 	}

@@ -76,7 +76,7 @@ func (t Target) Validate() error {
 		case t.Delta != 0 && !(t.Delta > 0 && t.Delta < 1):
 			return fmt.Errorf("target: delta %v: want delta in (0, 1), or 0 for %v", t.Delta, DefaultDelta)
 		}
-		if err := checkOrder(t.Order); err != nil {
+		if err := CheckOrder(t.Order); err != nil {
 			return fmt.Errorf("target: RD %v: %w", t.RD, err)
 		}
 	case "":
@@ -404,7 +404,7 @@ func (c *calibrator) forEpsilon(t Target, orders []float64) (ClipSet, float64, e
 	var best ClipSet
 	bestOrder, bestScore := math.NaN(), math.Inf(-1)
 	for _, o := range orders {
-		if err := checkOrder(o); err != nil {
+		if err := CheckOrder(o); err != nil {
 			return best, 0, err
 		}
 		// epsilon = k r + ln((o-1)/o) - (ln delta + ln o)/(o-1)  =>  r

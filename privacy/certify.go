@@ -1,12 +1,12 @@
 package privacy
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // ClipSet is the set of clipped posteriors a model can release: the
@@ -103,22 +103,33 @@ func broadcast(v []float64, j int) float64 {
 	return v[j]
 }
 
-// Validate checks the constants; the error names the constant.
+// Validate checks the constants. The error is an *option.Error naming the
+// constant by its option name (components, dims, c_mu,
+// c_alpha_min, c_alpha_max, prior_alpha, prior_mu, prior_var, clip_order,
+// logvar_margin, logvar_floor, logvar_cap), so that a program names its own
+// flag or field for it; the reason names the paper's symbol. C_mu, C_amax
+// and the logvar floor and cap may be infinite (their certificate is then
+// +Inf, or the bound without that clip).
 func (s ClipSet) Validate() error {
 	bad := func(v float64) bool { return math.IsNaN(v) }
+	invalid := func(name string, v any, format string, a ...any) error {
+		return option.Errorf(name, v, "clip set: "+format, a...)
+	}
 	switch {
 	case s.Components < 1:
-		return fmt.Errorf("clip set: components N = %d, want >= 1 (the prior component counts)", s.Components)
+		return invalid("components", s.Components, "N must be >= 1 (the prior component counts)")
 	case s.Dims < 1:
-		return fmt.Errorf("clip set: dims P = %d, want >= 1", s.Dims)
+		return invalid("dims", s.Dims, "P must be >= 1")
 	case bad(s.CMu) || s.CMu < 0:
-		return fmt.Errorf("clip set: C_mu = %v, want >= 0", s.CMu)
+		return invalid("c_mu", s.CMu, "C_mu must be >= 0")
 	case bad(s.AlphaMin) || s.AlphaMin < 0 || math.IsInf(s.AlphaMin, 0):
-		return fmt.Errorf("clip set: C_amin = %v, want a finite value >= 0", s.AlphaMin)
-	case bad(s.AlphaMax) || s.AlphaMax < s.AlphaMin || !(s.AlphaMax > 0):
-		return fmt.Errorf("clip set: C_amax = %v, want > 0 and >= C_amin = %v", s.AlphaMax, s.AlphaMin)
+		return invalid("c_alpha_min", s.AlphaMin, "C_amin must be finite and >= 0")
+	case bad(s.AlphaMax) || !(s.AlphaMax > 0):
+		return invalid("c_alpha_max", s.AlphaMax, "C_amax must be > 0")
+	case s.AlphaMax < s.AlphaMin:
+		return option.MentionErrorf([]string{"c_alpha_max"}, "c_alpha_min", s.AlphaMin, "clip set: C_amin must be <= c_alpha_max %v", s.AlphaMax)
 	case !(s.PriorAlpha > 0) || math.IsInf(s.PriorAlpha, 0):
-		return fmt.Errorf("clip set: prior alpha = %v, want a finite value > 0", s.PriorAlpha)
+		return invalid("prior_alpha", s.PriorAlpha, "the prior's pseudo-count must be finite and > 0")
 	}
 	for _, pv := range []struct {
 		name string
@@ -126,42 +137,44 @@ func (s ClipSet) Validate() error {
 		pos  bool
 	}{{"prior_mu", s.PriorMu, false}, {"prior_var", s.PriorVar, true}} {
 		if len(pv.v) != 1 && len(pv.v) != s.Dims {
-			return fmt.Errorf("clip set: %s has %d values, want 1 or P = %d", pv.name, len(pv.v), s.Dims)
+			return invalid(pv.name, nil, "%d values, want 1 or P = %d", len(pv.v), s.Dims)
 		}
 		for j, v := range pv.v {
 			if math.IsNaN(v) || math.IsInf(v, 0) || (pv.pos && !(v > 0)) {
-				return fmt.Errorf("clip set: %s[%d] = %v, want a finite value%s", pv.name, j, v, map[bool]string{true: " > 0"}[pv.pos])
+				return invalid(pv.name, nil, "[%d] = %v, want a finite value%s", j, v, map[bool]string{true: " > 0"}[pv.pos])
 			}
 		}
 	}
 	if s.LogvarFloor == nil && s.LogvarCap == nil {
 		if !(s.ClipOrder > 1) || math.IsInf(s.ClipOrder, 0) {
-			return fmt.Errorf("clip set: clip order = %v, want a finite Renyi order > 1 (or give the logvar floor and cap)", s.ClipOrder)
+			return invalid("clip_order", s.ClipOrder, "the Renyi order of the sigma clip must be finite and > 1 (or give the logvar floor and cap)")
 		}
 		if bad(s.LogvarMargin) || s.LogvarMargin < 0 || math.IsInf(s.LogvarMargin, 0) {
-			return fmt.Errorf("clip set: logvar margin = %v, want a finite value >= 0", s.LogvarMargin)
+			return invalid("logvar_margin", s.LogvarMargin, "must be finite and >= 0")
 		}
 		return nil
 	}
-	if (s.LogvarFloor == nil) != (s.LogvarCap == nil) {
-		return errors.New("clip set: give both the logvar floor and cap, or neither (then the margin and clip order)")
+	if s.LogvarFloor == nil || s.LogvarCap == nil {
+		name := map[bool]string{true: "logvar_floor", false: "logvar_cap"}[s.LogvarFloor == nil]
+		return option.MentionErrorf([]string{"logvar_floor", "logvar_cap"}, name, nil,
+			"clip set: give both logvar_floor and logvar_cap, or neither (then the margin and clip order)")
 	}
 	for _, pv := range []struct {
 		name string
 		v    []float64
-	}{{"logvar floor", s.LogvarFloor}, {"logvar cap", s.LogvarCap}} {
+	}{{"logvar_floor", s.LogvarFloor}, {"logvar_cap", s.LogvarCap}} {
 		if len(pv.v) != 1 && len(pv.v) != s.Dims {
-			return fmt.Errorf("clip set: %s has %d values, want 1 or P = %d", pv.name, len(pv.v), s.Dims)
+			return invalid(pv.name, nil, "%d values, want 1 or P = %d", len(pv.v), s.Dims)
 		}
 		for j, v := range pv.v {
 			if math.IsNaN(v) {
-				return fmt.Errorf("clip set: %s[%d] is NaN", pv.name, j)
+				return invalid(pv.name, nil, "[%d] is NaN", j)
 			}
 		}
 	}
 	for j := 0; j < s.distinctBoxDims(); j++ {
 		if f, c := broadcast(s.LogvarFloor, j), broadcast(s.LogvarCap, j); f > c {
-			return fmt.Errorf("clip set: logvar floor %v > cap %v in dim %d", f, c, j)
+			return option.MentionErrorf([]string{"logvar_cap"}, "logvar_floor", f, "clip set: above logvar_cap %v in dim %d", c, j)
 		}
 	}
 	return nil
@@ -368,7 +381,7 @@ func witnessBytes(set ClipSet) float64 {
 // certify is Certify with an optional memo of the Dirichlet supremum (the
 // calibration evaluates many sets that share it).
 func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]dirSupV, witness bool) (*Certificate, error) {
-	if err := checkOrder(order); err != nil {
+	if err := CheckOrder(order); err != nil {
 		return nil, err
 	}
 	if err := set.Validate(); err != nil {

@@ -1,12 +1,14 @@
 package privacy
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // mainJobSet is the clipping of the main job (issue 12): N = 129, P = 128,
@@ -341,30 +343,38 @@ func TestCertifyInfinite(t *testing.T) {
 	}
 }
 
-// TestClipSetValidate: bad constants are errors naming the constant.
+// TestClipSetValidate: bad constants are *option.Errors naming the
+// constant (the name a program maps to its flag or field) with the paper's
+// symbol in the reason.
 func TestClipSetValidate(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		mod  func(*ClipSet)
-		want string
+		name, option, reason string
+		mod                  func(*ClipSet)
 	}{
-		{"N 0", func(s *ClipSet) { s.Components = 0 }, "components"},
-		{"negative C_mu", func(s *ClipSet) { s.CMu = -1 }, "C_mu"},
-		{"NaN C_mu", func(s *ClipSet) { s.CMu = math.NaN() }, "C_mu"},
-		{"C_amin > C_amax", func(s *ClipSet) { s.AlphaMin = 2 }, "C_amax"},
-		{"prior var 0", func(s *ClipSet) { s.PriorVar = []float64{0} }, "prior_var"},
-		{"prior var length", func(s *ClipSet) { s.PriorVar = []float64{1, 2} }, "prior_var has 2"},
-		{"clip order 1", func(s *ClipSet) { s.ClipOrder = 1 }, "clip order"},
-		{"negative margin", func(s *ClipSet) { s.LogvarMargin = -0.1 }, "margin"},
-		{"floor without cap", func(s *ClipSet) { s.LogvarFloor = []float64{-1} }, "both"},
-		{"floor above cap", func(s *ClipSet) { s.LogvarFloor, s.LogvarCap = []float64{1}, []float64{0} }, "floor 1 > cap 0"},
-		{"prior alpha 0", func(s *ClipSet) { s.PriorAlpha = 0 }, "prior alpha"},
+		{"N 0", "components", "N must be >= 1", func(s *ClipSet) { s.Components = 0 }},
+		{"P 0", "dims", "P must be >= 1", func(s *ClipSet) { s.Dims = 0 }},
+		{"negative C_mu", "c_mu", "C_mu", func(s *ClipSet) { s.CMu = -1 }},
+		{"NaN C_mu", "c_mu", "C_mu", func(s *ClipSet) { s.CMu = math.NaN() }},
+		{"negative C_amin", "c_alpha_min", "C_amin", func(s *ClipSet) { s.AlphaMin = -1 }},
+		{"C_amax 0", "c_alpha_max", "C_amax", func(s *ClipSet) { s.AlphaMin, s.AlphaMax = 0, 0 }},
+		{"C_amin > C_amax", "c_alpha_min", "C_amin must be <= c_alpha_max 1", func(s *ClipSet) { s.AlphaMin = 2 }},
+		{"prior var 0", "prior_var", "[0] = 0", func(s *ClipSet) { s.PriorVar = []float64{0} }},
+		{"prior var length", "prior_var", "2 values, want 1 or P = 128", func(s *ClipSet) { s.PriorVar = []float64{1, 2} }},
+		{"prior mu Inf", "prior_mu", "[0] = +Inf", func(s *ClipSet) { s.PriorMu = []float64{math.Inf(1)} }},
+		{"clip order 1", "clip_order", "Renyi order", func(s *ClipSet) { s.ClipOrder = 1 }},
+		{"negative margin", "logvar_margin", ">= 0", func(s *ClipSet) { s.LogvarMargin = -0.1 }},
+		{"floor without cap", "logvar_cap", "give both", func(s *ClipSet) { s.LogvarFloor = []float64{-1} }},
+		{"cap without floor", "logvar_floor", "give both", func(s *ClipSet) { s.LogvarCap = []float64{-1} }},
+		{"floor NaN", "logvar_floor", "[0] is NaN", func(s *ClipSet) { s.LogvarFloor, s.LogvarCap = []float64{math.NaN()}, []float64{0} }},
+		{"floor above cap", "logvar_floor", "above logvar_cap 0 in dim 0", func(s *ClipSet) { s.LogvarFloor, s.LogvarCap = []float64{1}, []float64{0} }},
+		{"prior alpha 0", "prior_alpha", "prior's pseudo-count", func(s *ClipSet) { s.PriorAlpha = 0 }},
 	} {
 		s := mainJobSet()
 		tc.mod(&s)
 		err := s.Validate()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		var oe *option.Error
+		if !errors.As(err, &oe) || oe.Option != tc.option || !strings.Contains(oe.Error(), tc.reason) {
+			t.Errorf("%s: %v, want an option error of %s saying %q", tc.name, err, tc.option, tc.reason)
 		}
 		if _, err := Certify(s, 1.1, ""); err == nil {
 			t.Errorf("%s: Certify accepted it", tc.name)

@@ -14,7 +14,7 @@ const (
 	// LabelCertified marks a guarantee computed from the clip constants
 	// alone (Certify, CertifyCurve): valid for every pair of inputs.
 	LabelCertified = "certified"
-	// LabelEmpirical marks numbers audited on a finite set of texts (Audit):
+	// LabelEmpirical marks numbers audited on a finite set of texts (audit.Audit):
 	// the maximum over the pairs audited, not a bound for other texts.
 	LabelEmpirical = "empirical"
 	// LabelEstimate marks a statistical estimate (the audit's Student-t BDP

@@ -210,7 +210,7 @@ func TestCertifyReportErrors(t *testing.T) {
 		{mainJobSet(), 1, 1, DefaultDelta, "order"},
 		{mainJobSet(), 1.1, 0, DefaultDelta, "releases = 0"},
 		{mainJobSet(), 1.1, 1, 1, "delta = 1"},
-		{bad, 1.1, 1, DefaultDelta, "dims P = 0"},
+		{bad, 1.1, 1, DefaultDelta, "P must be >= 1"},
 	} {
 		_, err := CertifyReport(tc.set, tc.order, "", tc.releases, tc.delta, nil, "the source")
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "certify (the source)") {

@@ -41,7 +41,7 @@ const DefaultDelta = 1e-5
 // dp_accounting's compute_epsilon does. +Inf when rd is +Inf.
 // Errors: order <= 1, delta not in (0, 1), rd < 0 or NaN.
 func EpsilonAt(order, rd, delta float64) (float64, error) {
-	if err := checkOrder(order); err != nil {
+	if err := CheckOrder(order); err != nil {
 		return 0, err
 	}
 	if !(delta > 0 && delta < 1) {
@@ -97,7 +97,7 @@ func CertifiedBDP(curve []OrderRD, deltaMu float64) (eps, l float64, err error) 
 	}
 	eps, l = math.Inf(1), math.NaN()
 	for _, p := range curve {
-		if err := checkOrder(p.Order); err != nil {
+		if err := CheckOrder(p.Order); err != nil {
 			return 0, 0, err
 		}
 		if e := float64(p.RD) - math.Log(deltaMu)/(p.Order-1); e < eps {

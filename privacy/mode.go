@@ -4,7 +4,7 @@ package privacy
 // module: the paper's equations with the released code's quirks fixed
 // (ModePrincipled, the default) and the released code, quirk for quirk
 // (ModeReference; ref §1-§10). The same Mode selects the model and its
-// clipping (package nvib) and the audit (Audit): `nvdp run` audits in the
+// clipping (package nvib) and the audit (audit.Audit): `nvdp run` audits in the
 // model's mode unless told otherwise. docs/model.md and docs/privacy.md
 // list every difference. The empty Mode means ModePrincipled.
 type Mode string

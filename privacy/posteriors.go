@@ -1,12 +1,12 @@
-// Package privacy certifies and audits NVIB releases. Certify is the
-// guarantee: the supremum of the paper's Eq. rdp over every pair of
-// posteriors a clipping allows, from the clip constants alone, with its RDP
-// curve over orders, its (epsilon, delta) conversion, the certified BDP and
-// the calibration of clip constants to a target (Calibrate). Audit is the
-// empirical side: Eq. rdp over all ordered pairs of a file of posteriors
-// (principled mode), the Bayesian differential privacy accountant of
-// Triastcyn & Faltings (2020) as an estimate, and the released code's
-// batch-wise computation (reference mode, ref §6-§7).
+// Package privacy certifies NVIB releases. Certify is the guarantee: the
+// supremum of the paper's Eq. rdp over every pair of posteriors a clipping
+// allows, from the clip constants alone, with its RDP curve over orders, its
+// (epsilon, delta) conversion, the certified BDP and the calibration of clip
+// constants to a target (Calibrate). PairBound is Eq. rdp for one pair of
+// posteriors. The package also holds the accountants' mathematics (RDP and
+// the exact Gaussian mechanism), the one Mode type and the posterior file
+// format (ReadPosteriors, MapPosteriors, WritePosteriors). The empirical
+// side, Eq. rdp over the pairs of a file of posteriors, is package audit.
 //
 // All arithmetic is float64; posteriors are stored as float32 (the training
 // engine's precision). See docs/privacy.md for the derivations and every

@@ -7,7 +7,7 @@
 // release length: train.EvalPadLen), mapped to its clipped posterior (nvib.Model.Posterior) and sampled
 // once per release (nvib.Draw; nvib.DrawGaussian for a gaussian model). Every one of the N components is
 // released, padding included, so the release has the same shape for every text. Its certified guarantee
-// is privacy.CertifyCurve of the model's clip set (train.ModelClipSet): the guarantee of `nvdp certify
+// is privacy.CertifyCurve of the model's clip set (nvib.Config.ClipSet): the guarantee of `nvdp certify
 // --model`.
 package release
 
@@ -107,7 +107,7 @@ func New(b *train.Bundle) (*Releaser, error) {
 	if positions := b.Encoder.Config.MaxSeqLen(); padLen < 1 || padLen > positions {
 		return nil, fmt.Errorf("release: model %s: max_seq_len %d outside [1, %d] (the encoder's positions)", name, padLen, positions)
 	}
-	set, _ := train.ModelClipSet(cfg, N) // ok: not the baseline
+	set, _ := cfg.ClipSet(N) // ok: not the baseline
 	r := &Releaser{bundle: b, set: set, padLen: padLen, batchSize: max(1, b.Options.EvalBatchSize),
 		info: ModelInfo{Dir: b.Dir, Task: b.Task.Name, Variant: cfg.Model, Mode: cfg.Mode.OrDefault(), Encoder: b.Options.Encoder,
 			MaxSeqLen: padLen, N: N, P: cfg.Latent(), Constants: set.Metadata()}}
@@ -124,7 +124,7 @@ func New(b *train.Bundle) (*Releaser, error) {
 	return r, nil
 }
 
-// ClipSet is the clip set of the release (train.ModelClipSet at the release's N): the set of
+// ClipSet is the clip set of the release (nvib.Config.ClipSet at the release's N): the set of
 // posteriors Guarantee certifies. The caller owns the copy returned.
 func (r *Releaser) ClipSet() privacy.ClipSet {
 	s := r.set
@@ -140,7 +140,7 @@ func (r *Releaser) ClipSet() privacy.ClipSet {
 func (r *Releaser) Shape() (n, p int) { return r.info.N, r.info.P }
 
 // Guarantee is the certified guarantee of ONE release of one text against any other text: the RDP curve
-// over privacy.DefaultOrders (privacy.CertifyCurve of the model's clip set, train.ModelClipSet), its
+// over privacy.DefaultOrders (privacy.CertifyCurve of the model's clip set, nvib.Config.ClipSet), its
 // epsilon at delta (privacy.DefaultDelta unless SetDelta), the best order. Labelled certified, with scope.
 // The caller owns the copy returned.
 func (r *Releaser) Guarantee() *privacy.Guarantee {

@@ -396,7 +396,7 @@ func TestReleaseStatistics(t *testing.T) {
 }
 
 // The guarantee is the certificate of `nvdp certify --model` (privacy.CertifyReport of
-// train.ModelClipSet with N = max-seq-len + 1, read here from the model's files), labelled certified
+// nvib.Config.ClipSet with N = max-seq-len + 1, read here from the model's files), labelled certified
 // with its scope; GuaranteeOf(k) is k times its curve at the same delta; SetDelta converts at another
 // delta and refuses one outside (0, 1).
 func TestGuarantee(t *testing.T) {
@@ -411,7 +411,7 @@ func TestGuarantee(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		set, _ := train.ModelClipSet(cfg, o.MaxSeqLen+1)
+		set, _ := cfg.ClipSet(o.MaxSeqLen + 1)
 		want, err := privacy.CertifyReport(set, privacy.DefaultOrder, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, train.ModelSource(dir))
 		if err != nil {
 			t.Fatal(err)

@@ -20,7 +20,7 @@ mkdir -p "$TMP"
 FILE=$TMP/p872.safetensors
 [ -e "$FILE" ] || /usr/bin/python3 "$BENCH/make_synth.py" "$FILE" 872 65 128 0 >/dev/null
 go build -o "$TMP/nvdp" ./cmd/nvdp
-go test -c -o "$TMP/privacy.test" ./privacy
+go test -c -o "$TMP/audit.test" ./audit
 LOG=$TMP/runs.tsv
 : >"$LOG"
 # run NAME CMD...: appends "repetition, name, wall s, CPU s (user + sys), load average" to $LOG.
@@ -39,7 +39,7 @@ for r in $(seq 1 "$REPS"); do
   # Wall: the benchmark's own figure (s/audit, without building the posteriors); CPU: the whole
   # test process (building the posteriors included, about 0.5 s).
   for b in single default certified; do
-    out=$(cd privacy && { /usr/bin/time -f "cpu %U %S" "$TMP/privacy.test" -test.run XXX -test.bench "AuditOrders/$b\$" -test.benchtime 1x; } 2>&1)
+    out=$(cd audit && { /usr/bin/time -f "cpu %U %S" "$TMP/audit.test" -test.run XXX -test.bench "AuditOrders/$b\$" -test.benchtime 1x; } 2>&1)
     wall=$(echo "$out" | awk '/^BenchmarkAuditOrders\//{printf "%.3f", $3/1e9}')
     cpu=$(echo "$out" | awk '/^cpu /{print $2 + $3}')
     echo -e "$r\tgo-$b\t$wall\t$cpu\t$load" >>"$LOG"

@@ -15,6 +15,7 @@ import (
 	"github.com/nvdp-project/nvdp/lid"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/train"
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
@@ -26,6 +27,9 @@ import (
 type Model struct {
 	Encoder *wav2vec2.Model
 	NVDP    *nvib.Model
+	// Certificate is the calibration Build made for a privacy target (nil:
+	// none made; written to train.CertificateFile with the model directory).
+	Certificate *train.Certificate
 }
 
 // NumLabels is the head's width: every CommonLanguage language (lid.Languages),
@@ -108,7 +112,7 @@ func Build(o *Options) (*Model, error) {
 
 // newModel puts the NVIB model of o on encoder enc.
 func newModel(o *Options, enc *wav2vec2.Model, rng *rand.Rand) (*Model, error) {
-	cfg, err := o.modelConfig(enc.Config, NumLabels)
+	cfg, cert, err := o.modelConfig(enc.Config, NumLabels)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +120,7 @@ func newModel(o *Options, enc *wav2vec2.Model, rng *rand.Rand) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Encoder: enc, NVDP: head}, nil
+	return &Model{Encoder: enc, NVDP: head, Certificate: cert}, nil
 }
 
 // applyDropout sets the encoder's hidden, attention and feature-projection

@@ -229,10 +229,11 @@ func backboneShape(c wav2vec2.Config) encoder.Config {
 }
 
 // modelConfig is the NVIB model configuration of the run for an encoder of
-// configuration enc over numLabels languages (train.Options.ModelConfig:
-// the calibration to a privacy target included, for N = F + 1).
-func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, error) {
-	return o.Train.ModelConfig(backboneShape(enc), numLabels)
+// configuration enc over numLabels languages, and the certificate of its
+// calibration to a privacy target (train.PrepareModelConfig, for N = F + 1;
+// nil: none made).
+func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, *train.Certificate, error) {
+	return train.PrepareModelConfig(&o.Train, backboneShape(enc), numLabels)
 }
 
 // SaveOptions validates o and writes dir/speech_options.json: DataDir,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -145,9 +146,9 @@ type PipelineOptions struct {
 	AuditSplit string
 	AuditLimit int
 	EvalSeed   uint64
-	// Audit are privacy.Audit's options (start from
-	// privacy.DefaultOptions; Pairs samples the ordered pairs).
-	Audit privacy.Options
+	// Audit are audit.Audit's options (start from
+	// audit.DefaultOptions; Pairs samples the ordered pairs).
+	Audit audit.Options
 }
 
 // NewPipelineOptions is the speech pipeline of options o with the pipeline
@@ -164,10 +165,10 @@ func NewPipelineOptions(o Options, po train.PipelineOptions) PipelineOptions {
 }
 
 // DefaultPipelineOptions: DefaultOptions, utility on test, the dev split
-// audited whole, train.DefaultEvalSeed, privacy.DefaultOptions.
+// audited whole, train.DefaultEvalSeed, audit.DefaultOptions.
 func DefaultPipelineOptions() PipelineOptions {
 	return PipelineOptions{Options: DefaultOptions(), UtilitySplit: "test", AuditSplit: "dev", EvalSeed: train.DefaultEvalSeed,
-		Audit: privacy.DefaultOptions()}
+		Audit: audit.DefaultOptions()}
 }
 
 // RunPipeline trains (unless SkipTrain), loads the best model, evaluates

@@ -128,7 +128,7 @@ func run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 		if err := saveModelFiles(t.Out, &o, m); err != nil {
 			return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
 		}
-		if c := t.Calibration(); c != nil {
+		if c := m.Certificate; c != nil {
 			if err := train.SaveCertificate(t.Out, c); err != nil {
 				return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
 			}

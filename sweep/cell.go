@@ -7,7 +7,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -22,7 +22,7 @@ const (
 )
 
 // AuditFile is the name of an extra audit of a cell's posteriors in another
-// mode (Options.ExtraAuditModes): the full privacy.Report as JSON.
+// mode (Options.ExtraAuditModes): the full audit.Report as JSON.
 func AuditFile(mode privacy.Mode) string { return "audit_" + string(mode) + ".json" }
 
 // Cell statuses in the manifest.
@@ -142,8 +142,12 @@ func plan(o *Options) (grid, main []*Cell) {
 // the base options say.
 func cellOptions(o *Options, c *Cell) CellSpec {
 	po := CellSpec{PipelineOptions: o.Base}
-	if c.Task == speech.TaskName {
-		po.Speech = o.Speech
+	tk, err := task.Lookup(c.Task)
+	if err != nil { // validated: a programmer error
+		panic(err)
+	}
+	if tk.UsesData() {
+		po.Data = o.Data
 	}
 	t := &po.Train
 	t.Task, t.Variant, t.Seed, t.Out = c.Task, c.Variant, c.Seed, c.Dir
@@ -171,10 +175,10 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = train.Auto(), train.Auto(), 0, 0
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	}
-	if po.Speech != nil && train.IsAuto(t.Lambda) {
-		// The speech task's lambda of a variant without KL terms, as its
-		// pipeline would resolve it (Auto cannot travel to a child as JSON).
-		t.Lambda = speech.PaperLambda(c.Variant)
+	if train.IsAuto(t.Lambda) {
+		// The task's lambda of a variant without KL terms, as its pipeline
+		// would resolve it (Auto cannot travel to a child as JSON).
+		t.Lambda = tk.Lambda(c.Variant)
 	}
 	return po
 }

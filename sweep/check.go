@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/nvdp-project/nvdp/nvib"
-	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -100,17 +100,14 @@ func checkTarget(c *Cell, want train.Options) error {
 	return nil
 }
 
-// savedOptions are the training options a cell directory saved:
-// train_options.json, or speech_options.json's for the speech task.
+// savedOptions are the training options a cell directory saved (its
+// task's options file, task.Open).
 func savedOptions(dir string) (*train.Options, error) {
-	if !speech.IsModelDir(dir) {
-		return train.LoadOptions(dir)
-	}
-	o, err := speech.LoadOptions(dir)
+	m, err := task.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &o.Train, nil
+	return m.Options, nil
 }
 
 // warnChangedOptions logs the options of a resumed cell that differ from the

@@ -4,12 +4,11 @@ import (
 	"math"
 	"slices"
 
-	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
-	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -23,9 +22,9 @@ type Options struct {
 	// Variant, Lambda, Seed, Out and Resume are set per cell; CMu too when
 	// CMuGrid is given, and the target for the TargetEpsilons cells.
 	Base train.PipelineOptions
-	// Tasks are GLUE tasks, or the speech task (speech.TaskName, "lid")
-	// alone with Speech set: its cells run speech.RunPipeline (RunCell)
-	// with Base's options, whose encoder must then be a Wav2Vec2 one.
+	// Tasks are the names of tasks of one modality (task.Lookup): GLUE
+	// tasks, or the speech task ("lid") with Data set; each cell runs its
+	// task's pipeline (RunCell) with Base's options.
 	Tasks    []string
 	Variants []string  // baseline, nvdp, nvdp-clipped, gaussian
 	Lambdas  []float64 // lambda_G = lambda_D of the variants with KL terms (nvdp, nvdp-clipped)
@@ -62,16 +61,9 @@ type Options struct {
 	// the gaussian cells: they have no KL terms). The baseline and nvdp have
 	// no clipping and run once per lambda and seed as usual.
 	TargetEpsilons []float64
-	// Speech is the data of the speech task's cells (needed when Tasks is
-	// lid).
-	Speech *SpeechData
-}
-
-// SpeechData is the corpus of the speech task's cells and the length every
-// utterance is cropped or padded to (speech.Options' DataDir, MaxSeconds).
-type SpeechData struct {
-	DataDir    string  `json:"data_dir"`
-	MaxSeconds float64 `json:"max_seconds"`
+	// Data is the data of the cells of a task that reads task.Data (the
+	// speech task's corpus and utterance length; needed then).
+	Data *task.Data
 }
 
 // invalid is the *option.Error of an invalid field of Options, named as the
@@ -88,6 +80,32 @@ func mention(mentions []string, name, format string, a ...any) error {
 	return option.MentionErrorf(mentions, name, nil, format, a...)
 }
 
+// validateTasks checks that the tasks exist (task.Lookup), share one
+// modality (a modality's cells have their own encoder and data), have their
+// data, and, with a C_mu grid, report their utility on dev (the selection
+// reads it).
+func (o *Options) validateTasks() error {
+	var first task.Task
+	for _, name := range o.Tasks {
+		t, err := task.Lookup(name)
+		switch {
+		case err != nil:
+			return invalid("tasks", "%s: %s", name, err.(*option.Error).Reason)
+		case first != nil && t.Modality() != first.Modality():
+			return invalid("tasks", "%s (%s) and %s (%s) cannot share a sweep: their cells have their own encoder and data",
+				first.Name(), first.Modality(), t.Name(), t.Modality())
+		case t.UsesData() && o.Data == nil:
+			return invalid("data_dir", "the %s task needs its corpus", name)
+		case len(o.CMuGrid) > 0 && t.UtilitySplit() != "dev":
+			return invalid("c_mu_grid", "not for %s: the selection reads the dev metric of the report, which is %s's for %s", name, t.UtilitySplit(), name)
+		}
+		if first == nil {
+			first = t
+		}
+	}
+	return nil
+}
+
 // validate checks o before any work and fills the defaults of the C_mu grid.
 func (o *Options) validate() error {
 	if o.Out == "" {
@@ -101,17 +119,8 @@ func (o *Options) validate() error {
 	case len(o.Seeds) == 0:
 		return invalid("seeds", "empty")
 	}
-	for _, t := range o.Tasks {
-		switch _, err := glue.LookupTask(t); {
-		case t == speech.TaskName && len(o.Tasks) > 1:
-			return invalid("tasks", "%s runs alone: its cells have their own encoder and data", t)
-		case t == speech.TaskName && o.Speech == nil:
-			return invalid("data_dir", "the %s task needs its corpus", t)
-		case t == speech.TaskName && len(o.CMuGrid) > 0:
-			return invalid("c_mu_grid", "not for %s: the selection reads the dev metric of the report, which is test's for %s", t, t)
-		case t != speech.TaskName && err != nil:
-			return invalid("tasks", "%v", err)
-		}
+	if err := o.validateTasks(); err != nil {
+		return err
 	}
 	kl := false
 	for _, v := range o.Variants {
@@ -144,6 +153,11 @@ func (o *Options) validate() error {
 	case o.Jobs > 1 && o.Runner == nil:
 		return invalid("jobs", "%d cells at once need a Runner that runs each in its own process (Subprocess): "+
 			"trainings in one process share nn's cores and OpenBLAS's process-wide thread count, so they run one at a time", o.Jobs)
+	}
+	for _, m := range o.ExtraAuditModes {
+		if m == "" || !m.Valid() {
+			return invalid("extra_audit_modes", "%q: want %s or %s", m, privacy.ModePrincipled, privacy.ModeReference)
+		}
 	}
 	if len(o.CMuGrid) > 0 {
 		return o.validateGrid()

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -50,7 +51,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Runner = inProcess(o.Progress)
 	}
 	grid, main := plan(&o)
-	if err := checkSpeechCells(&o, main); err != nil {
+	if err := checkCells(&o, main); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
@@ -265,7 +266,7 @@ func (s *sweeper) extraAudits(ctx context.Context, c *Cell, r *train.Report) err
 		if m == privacy.ModeReference {
 			ao.UseMask, ao.Pairs, ao.Direction = false, 0, ""
 		}
-		ar, err := privacy.Audit(ctx, p, ao)
+		ar, err := audit.Audit(ctx, p, ao)
 		if err != nil {
 			return fmt.Errorf("extra %s audit of %s: %w", m, post, err)
 		}

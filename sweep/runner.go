@@ -16,48 +16,50 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/progress"
-	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
 // CellSpec is what a cell runs: the pipeline options (Train.Out = the
-// cell's directory, Train.Resume set when it has a checkpoint) and, for the
-// speech task, its data (RunCell). In JSON (a Subprocess child's stdin) the
-// pipeline options' fields are at the top level, beside "speech".
+// cell's directory, Train.Resume set when it has a checkpoint) and, for a
+// task that reads task.Data (the speech task), its data (RunCell). In JSON
+// (a Subprocess child's stdin) the pipeline options' fields are at the top
+// level, beside "speech" (the data's key since the speech task had it alone).
 type CellSpec struct {
 	train.PipelineOptions
-	Speech *SpeechData `json:"speech,omitempty"`
+	Data *task.Data `json:"speech,omitempty"`
 }
 
-// RunCell runs a cell's pipeline: train.RunPipeline for a GLUE task,
-// speech.RunPipeline (utility on test, as `nvdp run --task lid`) with
-// spec.Speech for the speech task; report receives the progress (nil: none).
+// RunCell runs a cell's pipeline: its task's (task.Task.RunPipeline: for
+// the speech task the utility on test, as `nvdp run --task lid`) with
+// spec.Data; report receives the progress (nil: none).
 func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.Report, error) {
-	if spec.Speech == nil {
-		return train.RunPipeline(ctx, spec.PipelineOptions, report)
+	t, err := task.Lookup(spec.Train.Task)
+	if err != nil {
+		return nil, err
 	}
 	// RunPipeline resolves (or, resuming, reads) the options.
-	return speech.RunPipeline(ctx, speech.NewPipelineOptions(spec.speechOptions(), spec.PipelineOptions), report)
+	return t.RunPipeline(ctx, spec.PipelineOptions, spec.Data, report)
 }
 
-// speechOptions are the speech task's options of a speech cell.
-func (spec CellSpec) speechOptions() speech.Options {
-	return speech.Options{Train: spec.Train, DataDir: spec.Speech.DataDir, MaxSeconds: spec.Speech.MaxSeconds}
-}
-
-// checkSpeechCells resolves and validates, before any work, the speech
-// options of the first cell of each variant of the speech task (the others
-// differ in lambda, seed and target only) and checks the corpus directory;
-// errors are speech's (*option.Error, naming data_dir, max_seconds, ...).
-func checkSpeechCells(o *Options, cells []*Cell) error {
-	seen := map[string]bool{}
+// checkCells resolves and validates, before any work, the options of the
+// first cell of each variant of the tasks that read task.Data (the others
+// differ in lambda, seed and target only; a GLUE cell's options are checked
+// by its pipeline) and checks the data; errors are the task's
+// (*option.Error, naming data_dir, max_seconds, ...).
+func checkCells(o *Options, cells []*Cell) error {
+	seen := map[[2]string]bool{}
 	for _, c := range cells {
-		if c.Task != speech.TaskName || seen[c.Variant] {
+		t, err := task.Lookup(c.Task)
+		if err != nil {
+			return err
+		}
+		if !t.UsesData() || seen[[2]string{c.Task, c.Variant}] {
 			continue
 		}
-		seen[c.Variant] = true
-		so := cellOptions(o, c).speechOptions()
-		if err := so.Check(); err != nil {
+		seen[[2]string{c.Task, c.Variant}] = true
+		spec := cellOptions(o, c)
+		if err := t.Check(&spec.Train, spec.Data); err != nil {
 			return err
 		}
 	}

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -94,7 +96,7 @@ func TestSubprocess(t *testing.T) {
 	out := t.TempDir()
 	runner := Subprocess(argv, SubprocessEnv(append(environ, helperEnv+"=1"), 4, 2), filepath.Join(out, LogDir))
 	base := bare(train.Options{Encoder: "scratch:bert-tiny", Epochs: 3})
-	base.Audit = privacy.Options{Order: 1.1}
+	base.Audit = audit.Options{Order: 1.1}
 	o := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: runner, Jobs: 2}
 	res, err := Run(context.Background(), o)
@@ -127,7 +129,7 @@ func TestReadCellOptions(t *testing.T) {
 	drop := 0.1
 	po := train.PipelineOptions{Train: train.Options{Task: "rte", Variant: "nvdp-clipped", Lambda: 1e-3, CMu: 2.5,
 		Epochs: 4, Seed: 7, Dropout: drop, TargetEpsilon: 8, Releases: 2, Out: "/x/rte"}, AuditSplit: "test", AuditLimit: 30,
-		EvalSeed: 3, Audit: privacy.Options{Mode: privacy.ModeReference, Order: 2, Delta: 1e-6}}
+		EvalSeed: 3, Audit: audit.Options{Mode: privacy.ModeReference, Order: 2, Delta: 1e-6}}
 	b, err := json.Marshal(po)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +139,7 @@ func TestReadCellOptions(t *testing.T) {
 		t.Errorf("read back %+v, %v; want %+v", got, err, po)
 	}
 	// A speech cell: its data beside the pipeline options.
-	lid := CellSpec{PipelineOptions: po, Speech: &SpeechData{DataDir: "/corpus", MaxSeconds: 1.5}}
+	lid := CellSpec{PipelineOptions: po, Data: &task.Data{DataDir: "/corpus", MaxSeconds: 1.5}}
 	if b, err = json.Marshal(lid); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func TestSpeechCellSpecs(t *testing.T) {
 	base.Train = speech.DefaultOptions().Train
 	base.Train.HandSetClipping = true
 	o := Options{Base: base, Tasks: []string{speech.TaskName}, Variants: []string{"baseline", "nvdp", "nvdp-clipped", "gaussian"},
-		Lambdas: []float64{1e-3}, Seeds: []uint64{1}, Out: t.TempDir(), Speech: &SpeechData{DataDir: t.TempDir(), MaxSeconds: 1}}
+		Lambdas: []float64{1e-3}, Seeds: []uint64{1}, Out: t.TempDir(), Data: &task.Data{DataDir: t.TempDir(), MaxSeconds: 1}}
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -193,14 +195,14 @@ func TestSpeechCellSpecs(t *testing.T) {
 		if c.Variant == "baseline" || c.Variant == "gaussian" {
 			want = speech.PaperLambdaNVDP
 		}
-		if spec.Train.Lambda != want || spec.Speech == nil || spec.Train.Task != speech.TaskName {
-			t.Errorf("%s: lambda %v (want %v), speech %v", c.ID, spec.Train.Lambda, want, spec.Speech)
+		if spec.Train.Lambda != want || spec.Data == nil || spec.Train.Task != speech.TaskName {
+			t.Errorf("%s: lambda %v (want %v), speech %v", c.ID, spec.Train.Lambda, want, spec.Data)
 		}
 		if clipped := nvib.Calibratable(c.Variant); got.Train.HandSetClipping != clipped || bytes.Contains(b, []byte(`"hand_set_clipping":true`)) != clipped {
 			t.Errorf("%s: hand_set_clipping %v in the spec read back (%s), want %v", c.ID, got.Train.HandSetClipping, b, clipped)
 		}
 	}
-	if err := checkSpeechCells(&o, cells); err != nil {
+	if err := checkCells(&o, cells); err != nil {
 		t.Errorf("check: %v", err)
 	}
 }

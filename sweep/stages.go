@@ -16,6 +16,7 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -79,19 +80,19 @@ type StageOptions struct {
 	CMuLambda       *float64              `json:"c_mu_lambda,omitempty"`
 	CMuSeeds        []uint64              `json:"c_mu_seeds,omitempty"`
 	TargetEpsilons  []float64             `json:"target_epsilons,omitempty"`
-	Speech          *SpeechData           `json:"speech,omitempty"`
+	Data            *task.Data            `json:"speech,omitempty"`
 }
 
 func stageOptions(o *Options) StageOptions {
 	return StageOptions{Base: o.Base, Tasks: o.Tasks, Variants: o.Variants, Lambdas: o.Lambdas, Seeds: o.Seeds, Out: o.Out,
 		ExtraAuditModes: o.ExtraAuditModes, CMuGrid: o.CMuGrid, CMuTolerance: o.CMuTolerance, CMuLambda: o.CMuLambda,
-		CMuSeeds: o.CMuSeeds, TargetEpsilons: o.TargetEpsilons, Speech: o.Speech}
+		CMuSeeds: o.CMuSeeds, TargetEpsilons: o.TargetEpsilons, Data: o.Data}
 }
 
 func (s StageOptions) options() Options {
 	return Options{Base: s.Base, Tasks: s.Tasks, Variants: s.Variants, Lambdas: s.Lambdas, Seeds: s.Seeds, Out: s.Out,
 		ExtraAuditModes: s.ExtraAuditModes, CMuGrid: s.CMuGrid, CMuTolerance: s.CMuTolerance, CMuLambda: s.CMuLambda,
-		CMuSeeds: s.CMuSeeds, TargetEpsilons: s.TargetEpsilons, Speech: s.Speech}
+		CMuSeeds: s.CMuSeeds, TargetEpsilons: s.TargetEpsilons, Data: s.Data}
 }
 
 // Stage returns the cells of stage (StageGrid, StageMain). Error: another
@@ -116,7 +117,7 @@ func PlanStages(o Options) (*StagePlan, error) {
 		return nil, err
 	}
 	grid, main := plan(&o)
-	if err := checkSpeechCells(&o, main); err != nil {
+	if err := checkCells(&o, main); err != nil {
 		return nil, err
 	}
 	p := &StagePlan{Format: StagesFormat, Options: stageOptions(&o), Grid: grid, Main: main, Selected: len(grid) == 0}

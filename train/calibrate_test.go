@@ -68,7 +68,7 @@ func TestCalibrateOptions(t *testing.T) {
 			if err := o.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := o.ModelConfig(enc, 2)
+			cfg, rec, err := PrepareModelConfig(&o, enc, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,6 @@ func TestCalibrateOptions(t *testing.T) {
 					t.Errorf("certified RD %v at order %v, target %v", rd, o.TargetOrder, o.TargetRD)
 				}
 			}
-			rec := o.Calibration()
 			if rec == nil || rec.Calibration == nil || rec.Components != n || rec.Dims != p || rec.CMu != cl.CMu || rec.ClipOrder != cl.Order ||
 				rec.Label != "certified" || rec.Guarantee == nil {
 				t.Fatalf("calibration record %+v", rec)
@@ -122,12 +121,12 @@ func TestCalibrateOptions(t *testing.T) {
 			if err := json.Unmarshal(b, &saved); err != nil {
 				t.Fatal(err)
 			}
-			cfg2, err := saved.ModelConfig(enc, 2)
+			cfg2, again, err := PrepareModelConfig(&saved, enc, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg2.Clip != cl || saved.Calibration() != nil {
-				t.Errorf("resolved again: clip %+v, was %+v; new calibration %v", cfg2.Clip, cl, saved.Calibration() != nil)
+			if cfg2.Clip != cl || again != nil {
+				t.Errorf("resolved again: clip %+v, was %+v; new calibration %v", cfg2.Clip, cl, again != nil)
 			}
 		})
 	}
@@ -240,5 +239,45 @@ func TestCalibratedRunAndResume(t *testing.T) {
 	}
 	if !bytes.Equal(cert1, cert2) || cfg2.Clip != cfg.Clip || b.Model.Cfg.Clip != cfg.Clip {
 		t.Errorf("resume changed the clipping: %+v -> %+v (model %+v)", cfg.Clip, cfg2.Clip, b.Model.Cfg.Clip)
+	}
+}
+
+// TestCalibrateIsAStep: ModelConfig and Calibrate read their options only
+// (a target left uncalibrated stays so, the constants unchanged); the
+// certificate's Apply is what writes the chosen constants, and
+// PrepareModelConfig is the two steps, giving the configuration of the
+// applied options.
+func TestCalibrateIsAStep(t *testing.T) {
+	enc := encoder.Config{HiddenSize: 64, NumAttentionHeads: 2, IntermediateSize: 128, LayerNormEps: 1e-12}
+	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
+		o := targetOptions(func(o *Options) { o.TargetEpsilon, o.Variant = 8, variant })
+		before := o
+		base, err := o.ModelConfig(enc, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Calibrate(&o, base, o.MaxSeqLen+1, base.Latent())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := Differences(&before, &o); d != nil || o.Calibrated {
+			t.Errorf("%s: ModelConfig / Calibrate changed the options: %v", variant, d)
+		}
+		c.Apply(&o)
+		if !o.Calibrated || o.CMu != c.CMu || o.CMu == before.CMu {
+			t.Errorf("%s: applied C_mu %v (certificate %v, before %v), calibrated %v", variant, o.CMu, c.CMu, before.CMu, o.Calibrated)
+		}
+		if variant != nvib.ModelGaussian && (o.LogvarMargin != c.LogvarMargin || o.CAlphaMin != c.CAlphaMin) {
+			t.Errorf("%s: applied margin %v / C_amin %v, certificate %v / %v", variant, o.LogvarMargin, o.CAlphaMin, c.LogvarMargin, c.CAlphaMin)
+		}
+		want, err := o.ModelConfig(enc, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := before
+		got, c2, err := PrepareModelConfig(&p, enc, 2)
+		if err != nil || got != want || c2 == nil || c2.CMu != c.CMu || Differences(&o, &p) != nil {
+			t.Errorf("%s: PrepareModelConfig %+v, want %+v (certificate %+v, %v)", variant, got, want, c2, err)
+		}
 	}
 }

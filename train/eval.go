@@ -227,12 +227,12 @@ func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 }
 
 // ModelCertificate is the certified guarantee of one release of N
-// components of a model with configuration cfg in dir (ModelClipSet), at
+// components of a model with configuration cfg in dir (nvib.Config.ClipSet), at
 // its clip's Renyi order (privacy.DefaultOrder when that is not a finite
 // order > 1), the standard direction and delta privacy.DefaultDelta: the
 // certificate an evaluation reports. nil for a model without a release.
 func ModelCertificate(cfg nvib.Config, n int, dir string) (*privacy.CertifiedReport, error) {
-	set, ok := ModelClipSet(cfg, n)
+	set, ok := cfg.ClipSet(n)
 	if !ok {
 		return nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -29,14 +30,14 @@ func TestGaussianOptions(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := o.ModelConfig(enc, 2)
+	cfg, rec, err := PrepareModelConfig(&o, enc, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Model != nvib.ModelGaussian || cfg.ReleaseLen != 32 || cfg.Clip.CMu != 0.7 || cfg.LambdaG != 0 || cfg.LambdaD != 0 || o.Calibration() != nil {
-		t.Errorf("config %+v (calibration %v)", cfg, o.Calibration())
+	if cfg.Model != nvib.ModelGaussian || cfg.ReleaseLen != 32 || cfg.Clip.CMu != 0.7 || cfg.LambdaG != 0 || cfg.LambdaD != 0 || rec != nil {
+		t.Errorf("config %+v (calibration %v)", cfg, rec)
 	}
-	set, ok := ModelClipSet(cfg, 33)
+	set, ok := cfg.ClipSet(33)
 	c, err := privacy.Certify(set, 2, privacy.DirectionStandard)
 	if want := 2 * 2 * privacy.StoredRadius(0.7) * privacy.StoredRadius(0.7) * 32; !ok || err != nil || math.Abs(float64(c.RD)-want) > 1e-9*want {
 		t.Errorf("hand-set C 0.7: certified RD at order 2 %v (%v), want %v", c.RD, err, want)
@@ -55,14 +56,14 @@ func TestGaussianOptions(t *testing.T) {
 			if err := o.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := o.ModelConfig(enc, 2)
+			cfg, rec, err := PrepareModelConfig(&o, enc, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !o.Calibrated || o.CMu != cfg.Clip.CMu || !(cfg.Clip.CMu > 0) {
 				t.Fatalf("calibrated %v, C %v / %v", o.Calibrated, o.CMu, cfg.Clip.CMu)
 			}
-			set, _ := ModelClipSet(cfg, 33)
+			set, _ := cfg.ClipSet(33)
 			if o.TargetEpsilon > 0 {
 				g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
 				if err != nil {
@@ -77,7 +78,6 @@ func TestGaussianOptions(t *testing.T) {
 					t.Errorf("closed-form RD %v, target %v", rd, o.TargetRD)
 				}
 			}
-			rec := o.Calibration()
 			if rec == nil || rec.Variant != nvib.ModelGaussian || rec.CMu != cfg.Clip.CMu || rec.Components != 33 || rec.Dims != 64 ||
 				rec.LogvarFloor != 0 || rec.LogvarCap != 0 || rec.CAlphaMin != nvib.GaussianAlpha || rec.CAlphaMax != nvib.GaussianAlpha {
 				t.Errorf("certificate record %+v", rec)
@@ -91,9 +91,9 @@ func TestGaussianOptions(t *testing.T) {
 			if err := json.Unmarshal(b, &saved); err != nil {
 				t.Fatal(err)
 			}
-			cfg2, err := saved.ModelConfig(enc, 2)
-			if err != nil || cfg2 != cfg || saved.Calibration() != nil {
-				t.Errorf("resolved again: %+v, was %+v (new calibration %v, %v)", cfg2, cfg, saved.Calibration() != nil, err)
+			cfg2, again, err := PrepareModelConfig(&saved, enc, 2)
+			if err != nil || cfg2 != cfg || again != nil {
+				t.Errorf("resolved again: %+v, was %+v (new calibration %v, %v)", cfg2, cfg, again != nil, err)
 			}
 		})
 	}
@@ -131,7 +131,7 @@ func TestGaussianPipeline(t *testing.T) {
 	const eps = 600 // C = 3.77 at L = 16: large against the noise (sigma 1), small against sqrt(d_h) (see docs/model.md)
 	o.Variant, o.Epochs, o.BatchSize, o.TargetEpsilon, o.LR, o.HandSetClipping = nvib.ModelGaussian, 6, 16, eps, 1e-2, false
 	o.ScratchConfig = tinyConfig(t, 32, 1, 32)
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: privacy.DefaultOptions()}, nil)
+	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: audit.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestReportJSONNonFinite(t *testing.T) {
 }
 
 // TestPrivacySummaryOldFiles: a summary written before jsonfloat (null for
-// +Inf and for not computed) reads as privacy.AuditNumbers says.
+// +Inf and for not computed) reads as audit.Numbers says.
 func TestPrivacySummaryOldFiles(t *testing.T) {
 	var s PrivacySummary
 	if err := json.Unmarshal([]byte(`{"mode":"principled","rd_max":null,"rd_mean":null,"bdp_epsilon":null,"invalid_pairs":4,"pairs":12}`), &s); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -113,7 +114,7 @@ func TestLatentOptions(t *testing.T) {
 
 // TestLatentCalibration: a target is calibrated for P = LatentDim (N =
 // max-seq-len + 1): the certificate record has Dims = P, and privacy.Certify
-// of the clip set of the calibrated constants at N and P (ModelClipSet of
+// of the clip set of the calibrated constants at N and P (nvib.Config.ClipSet of
 // the model configuration, and the same constants given by hand) meets the
 // target. The fixed-noise design's certificate 2 lambda (N-1) C_mu^2 /
 // sigma_p^2 does not depend on P, so C_mu is the same for P = 16 and P = H
@@ -124,16 +125,16 @@ func TestLatentOptions(t *testing.T) {
 func TestLatentCalibration(t *testing.T) {
 	enc := encoder.Config{HiddenSize: 64, NumAttentionHeads: 2, IntermediateSize: 128, LayerNormEps: 1e-12}
 	const n = 33
-	calibrated := func(P *int, mod func(*Options)) (Options, nvib.Config) {
+	calibrated := func(P *int, mod func(*Options)) (Options, nvib.Config, *Certificate) {
 		o := targetOptions(func(o *Options) { o.LatentDim = P; mod(o) })
 		if err := o.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := o.ModelConfig(enc, 2)
+		cfg, rec, err := PrepareModelConfig(&o, enc, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return o, cfg
+		return o, cfg, rec
 	}
 	certifiedEps := func(set privacy.ClipSet, o Options) float64 {
 		g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
@@ -151,12 +152,11 @@ func TestLatentCalibration(t *testing.T) {
 		{"gaussian epsilon 8", func(o *Options) { o.TargetEpsilon, o.Variant = 8, nvib.ModelGaussian }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, cfg := calibrated(latentDim(16), tc.mod)
-			rec := o.Calibration()
+			o, cfg, rec := calibrated(latentDim(16), tc.mod)
 			if rec == nil || rec.Dims != 16 || rec.Components != n || !strings.Contains(rec.Scope, "P = 16 dims") {
 				t.Fatalf("certificate record %+v", rec)
 			}
-			set, ok := ModelClipSet(cfg, n)
+			set, ok := cfg.ClipSet(n)
 			if !ok || set.Dims != 16 || set.Components != n {
 				t.Fatalf("model clip set ok %v, [N %d, P %d]", ok, set.Components, set.Dims)
 			}
@@ -175,7 +175,7 @@ func TestLatentCalibration(t *testing.T) {
 			if e := float64(rec.Guarantee.Epsilon); math.Abs(e-certifiedEps(set, o)) > 1e-9*e {
 				t.Errorf("record epsilon %v, Certify %v", e, certifiedEps(set, o))
 			}
-			oH, cfgH := calibrated(nil, tc.mod)
+			oH, cfgH, _ := calibrated(nil, tc.mod)
 			if o.VarianceShare == 0 { // the fixed-noise design: P does not enter
 				if o.CMu != oH.CMu {
 					t.Errorf("fixed noise: C_mu %v at P 16, %v at P 64", o.CMu, oH.CMu)
@@ -185,7 +185,7 @@ func TestLatentCalibration(t *testing.T) {
 			if o.LogvarMargin == oH.LogvarMargin {
 				t.Errorf("variance share: margin %v at both P 16 and 64", o.LogvarMargin)
 			}
-			wide, _ := ModelClipSet(cfgH, n)
+			wide, _ := cfgH.ClipSet(n)
 			wide.CMu, wide.LogvarMargin, wide.AlphaMin = o.CMu, o.LogvarMargin, o.CAlphaMin
 			if e := certifiedEps(wide, o); !(e > o.TargetEpsilon*1.01) {
 				t.Errorf("the P 16 constants at P 64 certify epsilon %v, want above the target %v", e, o.TargetEpsilon)
@@ -212,7 +212,7 @@ func TestLatentPipeline(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), variant))
 			o.Variant, o.Epochs, o.TargetEpsilon, o.LatentDim, o.HandSetClipping = variant, 1, eps, latentDim(P), false
-			rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: privacy.DefaultOptions()}, nil)
+			rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: audit.DefaultOptions()}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +238,7 @@ func TestLatentPipeline(t *testing.T) {
 			if post.P != P || post.N != 17 {
 				t.Fatalf("posterior file [N %d, P %d]", post.N, post.P)
 			}
-			set, _ := ModelClipSet(cfg, 17)
+			set, _ := cfg.ClipSet(17)
 			want, err := privacy.Certify(set, pr.Order, privacy.DirectionStandard)
 			if err != nil {
 				t.Fatal(err)

@@ -29,6 +29,9 @@ type Bundle struct {
 	// Dir is the model directory the bundle was loaded from (LoadModel); ""
 	// for a model built in memory (Build).
 	Dir string
+	// Certificate is the calibration Build made for a privacy target (nil:
+	// none made; written to CertificateFile with the model directory).
+	Certificate *Certificate
 }
 
 // tokenizerFiles resolves the tokenizer path vocab (default: the encoder's
@@ -123,7 +126,7 @@ func Build(o *Options, report progress.Func) (*Bundle, error) {
 	if o.MaxSeqLen > enc.Config.MaxSeqLen() {
 		return nil, optionError("max_seq_len", o.MaxSeqLen, "exceeds the encoder's %d positions", enc.Config.MaxSeqLen())
 	}
-	cfg, err := o.ModelConfig(enc.Config, task.NumLabels)
+	cfg, cert, err := PrepareModelConfig(o, enc.Config, task.NumLabels)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +134,7 @@ func Build(o *Options, report progress.Func) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files}, nil
+	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files, Certificate: cert}, nil
 }
 
 // applyDropout sets the encoder's hidden and attention dropout to p.

@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -152,13 +151,13 @@ type Options struct {
 	// and > 0 (0 is an error, never "no target"), and at most one is given.
 	// With TargetEpsilon (at TargetDelta) or TargetRD (at TargetOrder)
 	// given (HasTarget), the clipping constants that are not fixed (FixCMu,
-	// FixLogvarMargin, FixCAlphaMin) are chosen by privacy.Calibrate when the
-	// model is configured (ModelConfig), so that the certified guarantee of
+	// FixLogvarMargin, FixCAlphaMin) are chosen by the calibration step of a
+	// fresh run (Calibrate, in PrepareModelConfig), so that the certified guarantee of
 	// Releases releases of one text meets the target; VarianceShare and
 	// DirichletShare split the budget (privacy.Split; both 0: fixed noise,
 	// C_mu carries it). The chosen constants are written into CMu,
-	// LogvarMargin and CAlphaMin with Calibrated set, and the calibration
-	// into CertificateFile. TargetDelta, TargetOrder and Releases are read
+	// LogvarMargin and CAlphaMin with Calibrated set (Certificate.Apply),
+	// and the calibration into CertificateFile. TargetDelta, TargetOrder and Releases are read
 	// only with a target.
 	TargetEpsilon  float64 `json:"target_epsilon"` // NoTarget or finite > 0
 	TargetDelta    float64 `json:"target_delta"`   // in (0, 1)
@@ -188,10 +187,6 @@ type Options struct {
 	// neither. Options files of version 3 and before without a target read
 	// with it set: they were trained so.
 	HandSetClipping bool `json:"hand_set_clipping,omitempty"`
-	// calibration is the calibration ModelConfig made (nil when none), written
-	// to CertificateFile with the model directory.
-	calibration *Certificate
-
 	// ScratchConfig, when set, replaces the preset of a scratch: encoder (library use, tests).
 	ScratchConfig *encoder.Config `json:"scratch_config,omitempty"`
 	// StopAfterSteps stops the run after this many optimizer steps in total, with a
@@ -785,12 +780,24 @@ func (o *Options) CheckFiles() error {
 // for an encoder of the given shape: the release's width P = LatentDim
 // (checked against the encoder: latentFor), or the encoder's hidden size
 // when it is not set (nvib.Config.LatentDim then stays 0, the files of
-// before the option). With a privacy target not yet calibrated (HasTarget
-// and not Calibrated) it calibrates the free clipping constants for N =
-// MaxSeqLen+1 components and that P, writes them into o (CMu, LogvarMargin,
-// CAlphaMin, Calibrated) and keeps the calibration for CertificateFile; a
-// target that cannot be met is an error.
+// before the option), and the clipping constants as o holds them. It reads
+// o only: the calibration to a privacy target is a step of its own
+// (Calibrate, PrepareModelConfig). Errors: an invalid latent width or
+// configuration.
 func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, error) {
+	cfg, err := o.modelConfig(enc, numLabels)
+	if err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// modelConfig is ModelConfig before the configuration is validated: the
+// base configuration of the calibration.
+func (o *Options) modelConfig(enc encoder.Config, numLabels int) (nvib.Config, error) {
 	cfg := nvib.DefaultConfig(o.Variant, o.Mode, enc.HiddenSize, enc.NumAttentionHeads, enc.IntermediateSize, numLabels)
 	if err := o.latentFor(enc); err != nil {
 		return cfg, err
@@ -830,137 +837,7 @@ func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, e
 	if o.Variant == nvib.ModelGaussian {
 		cfg.ReleaseLen = o.MaxSeqLen // every one of the max-seq-len positions is released
 	}
-	if o.HasTarget() && !o.Calibrated {
-		if err := o.calibrate(&cfg, o.MaxSeqLen+1, cfg.Latent()); err != nil {
-			return cfg, err
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
 	return cfg, nil
-}
-
-// CertificateFile is the calibration record in a model directory of a run
-// with a privacy target.
-const CertificateFile = "certificate.json"
-
-// Certificate is DIR/certificate.json: the privacy target, how the budget was
-// split, the clipping constants chosen and the certified guarantee of the
-// model's clipping (privacy.Calibration), with the constants as the model
-// stores them.
-type Certificate struct {
-	Label string `json:"label"` // "certified"
-	Scope string `json:"scope"`
-	// Variant is the model variant ("gaussian": CMu is the token radius C,
-	// the logvar range is [ln sigma^2, ln sigma^2] and the pseudo-counts are
-	// nvib.GaussianAlpha; LogvarMargin and ClipOrder do not apply).
-	Variant string `json:"variant,omitempty"`
-	*privacy.Calibration
-	Components   int     `json:"components"` // N = max-seq-len + 1 (prior component included)
-	Dims         int     `json:"dims"`       // P = the release's width (latent_dim; the encoder's hidden size when not set)
-	CMu          float64 `json:"c_mu"`
-	LogvarMargin float64 `json:"logvar_margin"`
-	ClipOrder    float64 `json:"clip_order"`
-	LogvarFloor  float64 `json:"logvar_floor"` // the sigma range, derived from the margin and clip order
-	LogvarCap    float64 `json:"logvar_cap"`
-	CAlphaMin    float64 `json:"c_alpha_min"`
-	CAlphaMax    float64 `json:"c_alpha_max"`
-	PriorMu      float64 `json:"prior_mu"`
-	PriorVar     float64 `json:"prior_var"`
-	PriorAlpha   float64 `json:"prior_alpha"`
-}
-
-// Target returns the privacy target of o (HasTarget; Validate first): an
-// RD target when TargetRD is given (with TargetDelta, the delta of the
-// calibration's guarantee), else an epsilon target.
-func (o *Options) Target() privacy.Target {
-	if !IsNoTarget(o.TargetRD) {
-		t := privacy.RDTarget(o.TargetRD, o.TargetOrder, o.Releases)
-		t.Delta = o.TargetDelta
-		return t
-	}
-	return privacy.EpsilonTarget(o.TargetEpsilon, o.TargetDelta, o.Releases)
-}
-
-// calibrate chooses the free clipping constants of cfg.Clip for the target
-// of o and records them in cfg, o and o.calibration.
-func (o *Options) calibrate(cfg *nvib.Config, n, p int) error {
-	if cfg.Model == nvib.ModelGaussian {
-		return o.calibrateGaussian(cfg, n, p)
-	}
-	base := cfg.Clip.ClipSet(cfg.Prior, n, p)
-	sp := privacy.Split{VarianceShare: o.VarianceShare, DirichletShare: o.DirichletShare,
-		FixCMu: o.FixCMu, FixMargin: o.FixLogvarMargin, FixAlphaMin: o.FixCAlphaMin}
-	t := o.Target()
-	cal, err := privacy.Calibrate(base, t, sp, nil, privacy.DirectionStandard)
-	if err != nil {
-		return fmt.Errorf("privacy target (N = %d components, P = %d dims): %w", n, p, err)
-	}
-	s := cal.Set
-	cfg.Clip.CMu, cfg.Clip.LogvarMargin, cfg.Clip.CAlphaMin = s.CMu, s.LogvarMargin, s.AlphaMin
-	o.CMu, o.LogvarMargin, o.CAlphaMin, o.Calibrated = s.CMu, s.LogvarMargin, s.AlphaMin, true
-	floor, cap := cfg.Clip.LogvarBounds(cfg.Prior.Var)
-	o.calibration = &Certificate{Label: privacy.LabelCertified,
-		Scope:       privacy.CertifiedScope(t.Releases, n, p),
-		Calibration: cal, Components: n, Dims: p, CMu: s.CMu, LogvarMargin: s.LogvarMargin, ClipOrder: cfg.Clip.Order,
-		LogvarFloor: floor, LogvarCap: cap, CAlphaMin: s.AlphaMin, CAlphaMax: s.AlphaMax,
-		PriorMu: cfg.Prior.Mu, PriorVar: cfg.Prior.Var, PriorAlpha: s.PriorAlpha}
-	slog.Info("calibrated clipping to the privacy target", "target_epsilon", t.Epsilon, "target_rd", t.RD, "releases", t.Releases,
-		"c_mu", s.CMu, "logvar_margin", s.LogvarMargin, "c_alpha_min", s.AlphaMin, "c_alpha_max", s.AlphaMax,
-		"epsilon", float64(cal.Guarantee.Epsilon), "achieved", cal.Achieved)
-	return nil
-}
-
-// calibrateGaussian chooses the radius C of a gaussian release for the
-// target of o, with the same calibrator as nvdp-clipped on the release's
-// clip set (nvib.GaussianClipSet: the logvar range and the pseudo-counts
-// fixed, only C free, the fixed-noise design), and records it in
-// cfg.Clip.CMu, o.CMu and o.calibration.
-func (o *Options) calibrateGaussian(cfg *nvib.Config, n, p int) error {
-	base := nvib.GaussianClipSet(cfg.Clip.CMu, cfg.Prior.Var, n-1, p)
-	sp := privacy.Split{FixMargin: true, FixAlphaMin: true}
-	t := o.Target()
-	cal, err := privacy.Calibrate(base, t, sp, nil, privacy.DirectionStandard)
-	if err != nil {
-		return fmt.Errorf("privacy target (gaussian, N = %d components, P = %d dims): %w", n, p, err)
-	}
-	s := cal.Set
-	cfg.Clip.CMu, o.CMu, o.Calibrated = s.CMu, s.CMu, true
-	lv := s.LogvarFloor[0]
-	o.calibration = &Certificate{Label: privacy.LabelCertified, Variant: nvib.ModelGaussian,
-		Scope:       privacy.CertifiedScope(t.Releases, n, p),
-		Calibration: cal, Components: n, Dims: p, CMu: s.CMu,
-		LogvarFloor: lv, LogvarCap: lv, CAlphaMin: s.AlphaMin, CAlphaMax: s.AlphaMax,
-		PriorMu: 0, PriorVar: cfg.Prior.Var, PriorAlpha: s.PriorAlpha}
-	slog.Info("calibrated the gaussian release's radius to the privacy target", "target_epsilon", t.Epsilon, "target_rd", t.RD,
-		"releases", t.Releases, "c", s.CMu, "sigma", math.Sqrt(cfg.Prior.Var), "positions", n-1,
-		"epsilon", float64(cal.Guarantee.Epsilon), "achieved", cal.Achieved)
-	return nil
-}
-
-// Calibration returns the certificate of the calibration ModelConfig made
-// for o (nil when none was made in this process).
-func (o *Options) Calibration() *Certificate { return o.calibration }
-
-// SaveCertificate writes c to dir/certificate.json.
-func SaveCertificate(dir string, c *Certificate) error {
-	return atomicfile.WriteJSON(filepath.Join(dir, CertificateFile), c)
-}
-
-// LoadCertificate reads dir/certificate.json (written by runs with a privacy
-// target). Errors: the file is missing or not a certificate.
-func LoadCertificate(dir string) (*Certificate, error) {
-	path := filepath.Join(dir, CertificateFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var c Certificate
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &c, nil
 }
 
 // SaveOptions validates o and writes it as JSON to dir/train_options.json

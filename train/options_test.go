@@ -40,12 +40,12 @@ func TestLoadOptionsVersion0(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := o.ModelConfig(ecfg, want.NumLabels)
+			got, again, err := PrepareModelConfig(o, ecfg, want.NumLabels)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != want || o.Calibration() != nil {
-				t.Errorf("model config\n got %+v\nwant %+v (calibrated again: %v)", got, want, o.Calibration() != nil)
+			if got != want || again != nil {
+				t.Errorf("model config\n got %+v\nwant %+v (calibrated again: %v)", got, want, again != nil)
 			}
 			if o.Dropout != ecfg.HiddenDropoutProb || o.Dropout != ecfg.AttentionProbsDropoutProb {
 				t.Errorf("dropout %v, the model's %v / %v", o.Dropout, ecfg.HiddenDropoutProb, ecfg.AttentionProbsDropoutProb)

@@ -8,9 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/progress"
 
 	"github.com/nvdp-project/nvdp/glue"
@@ -36,10 +36,10 @@ type PipelineOptions struct {
 	AuditLimit int
 	// EvalSeed seeds the sampling at evaluation.
 	EvalSeed uint64
-	// Audit are the audit options passed to privacy.Audit (mode, order,
-	// delta, ...; start from privacy.DefaultOptions), validated before
+	// Audit are the audit options passed to audit.Audit (mode, order,
+	// delta, ...; start from audit.DefaultOptions), validated before
 	// training. Audit.Progress reports the audit's pairs.
-	Audit privacy.Options
+	Audit audit.Options
 	// Baseline, when set, is the non-private baseline to compare with: a
 	// StoredBaseline file or a baseline run's report.json (LoadBaseline),
 	// read before any work starts and copied into Report.Baseline.
@@ -48,37 +48,37 @@ type PipelineOptions struct {
 
 // DefaultPipelineOptions returns the defaults of RunPipeline: the training
 // defaults (DefaultOptions), the dev split audited whole, evaluation seed
-// DefaultEvalSeed, and privacy.Audit's defaults.
+// DefaultEvalSeed, and audit.Audit's defaults.
 func DefaultPipelineOptions() PipelineOptions {
-	return PipelineOptions{Train: DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: privacy.DefaultOptions()}
+	return PipelineOptions{Train: DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: audit.DefaultOptions()}
 }
 
 // PrivacySummary is the "privacy" object of the report. Its audit numbers
 // (rd_max, rd_mean, bdp_epsilon) are empirical: the maximum and mean of Eq.
 // rdp over the ordered pairs of the audited split's texts and the BDP
 // accountant's estimate over them; Empirical says so in the JSON. They are
-// privacy.Report's: +Inf is "Infinity", a number not computed is absent,
-// and reports written before jsonfloat (null) read as privacy.AuditNumbers
+// audit.Report's: +Inf is "Infinity", a number not computed is absent,
+// and reports written before jsonfloat (null) read as audit.Numbers
 // says. Certified is the guarantee: the supremum of Eq. rdp over every pair
 // of posteriors the model's clipping allows.
 type PrivacySummary struct {
 	// Empirical labels the audit numbers below (label "empirical").
-	Empirical    EmpiricalLabel   `json:"empirical"`
-	Mode         privacy.Mode     `json:"mode"`
-	Order        float64          `json:"order"`
-	Delta        float64          `json:"delta"`
-	RDMax        jsonfloat.Float  `json:"rd_max"`
-	RDMean       *jsonfloat.Float `json:"rd_mean,omitempty"`
-	BDPEpsilon   *jsonfloat.Float `json:"bdp_epsilon,omitempty"`
-	InvalidPairs int64            `json:"invalid_pairs"`
-	Pairs        int64            `json:"pairs"`
-	Examples     int              `json:"examples"`
-	Components   int              `json:"components"`
-	Split        string           `json:"split"`
-	Posteriors   string           `json:"posteriors"`
-	Seconds      float64          `json:"seconds"`
+	Empirical    audit.EmpiricalLabel `json:"empirical"`
+	Mode         privacy.Mode         `json:"mode"`
+	Order        float64              `json:"order"`
+	Delta        float64              `json:"delta"`
+	RDMax        jsonfloat.Float      `json:"rd_max"`
+	RDMean       *jsonfloat.Float     `json:"rd_mean,omitempty"`
+	BDPEpsilon   *jsonfloat.Float     `json:"bdp_epsilon,omitempty"`
+	InvalidPairs int64                `json:"invalid_pairs"`
+	Pairs        int64                `json:"pairs"`
+	Examples     int                  `json:"examples"`
+	Components   int                  `json:"components"`
+	Split        string               `json:"split"`
+	Posteriors   string               `json:"posteriors"`
+	Seconds      float64              `json:"seconds"`
 	// Full is the complete audit report (as `nvdp audit --json`).
-	Full *privacy.Report `json:"full,omitempty"`
+	Full *audit.Report `json:"full,omitempty"`
 	// Certified is the certified guarantee of one release under the model's
 	// clipping at the audit's order, direction and delta (nil for a model
 	// without an NVIB layer; +Inf, with a reason, for a model whose clipping
@@ -87,94 +87,20 @@ type PrivacySummary struct {
 }
 
 // UnmarshalJSON reads a summary written by encoding/json, older ones
-// included (privacy.AuditNumbers).
+// included (audit.Numbers).
 func (s *PrivacySummary) UnmarshalJSON(b []byte) error {
 	type plain PrivacySummary // without this method
 	var p plain
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	var n privacy.AuditNumbers
+	var n audit.Numbers
 	if err := json.Unmarshal(b, &n); err != nil {
 		return err
 	}
 	p.RDMax, p.RDMean, p.BDPEpsilon = n.RDMax, n.RDMean, n.BDPEpsilon
 	*s = PrivacySummary(p)
 	return nil
-}
-
-// EmpiricalLabel says what the audited numbers of an audit are: Label
-// "empirical", Scope which pairs the maximum runs over, BDP how the BDP
-// epsilon is estimated.
-type EmpiricalLabel struct {
-	Label string `json:"label"`
-	Scope string `json:"scope"`
-	BDP   string `json:"bdp_epsilon"`
-}
-
-// Empirical returns the label of an audit report r of the texts of split
-// ("" when unknown): principled audits are the max over ordered pairs (or a
-// sample of them) with a Student-t estimate of BDP; reference audits are the
-// released code's batch-wise estimates.
-func Empirical(r *privacy.Report, split string) EmpiricalLabel {
-	return EmpiricalOf(r, split, "texts")
-}
-
-// EmpiricalOf is Empirical for a report whose examples are called examples
-// ("texts", "utterances").
-func EmpiricalOf(r *privacy.Report, split, examples string) EmpiricalLabel {
-	texts := examples
-	if split != "" {
-		texts = split + " " + examples
-	}
-	l := EmpiricalLabel{Label: privacy.LabelEmpirical}
-	if r.Mode == privacy.ModeReference {
-		l.Scope = fmt.Sprintf("max over batches of the z-filtered within-batch pairs of %d %s (the released code's estimate); not a guarantee", r.Examples, texts)
-		l.BDP = privacy.LabelEstimate + " (the released code's accountant: Student-t over within-batch pairs, pairs treated as independent)"
-		return l
-	}
-	pairs := fmt.Sprintf("max over %d ordered pairs of %d %s", r.Pairs, r.Examples, texts)
-	if r.Sampled {
-		pairs = fmt.Sprintf("max over a uniform sample of %d ordered pairs of %d %s", r.Pairs, r.Examples, texts)
-	}
-	if r.Mask {
-		pairs += " (padding dropped: length treated as public)"
-	}
-	l.Scope = pairs + "; not a guarantee"
-	l.BDP = privacy.LabelEstimate + " (Student-t, confidence " + FormatConfidence(r.Confidence) + "; pairs treated as independent)"
-	return l
-}
-
-// FormatConfidence writes a confidence close to 1 as "1-<tail>"; the
-// default 1 - 1e-16 (float64 0.9999999999999999) as "1-1e-16".
-func FormatConfidence(c float64) string {
-	if c == privacy.DefaultConfidence {
-		return "1-1e-16"
-	}
-	if c > 0.999 && c < 1 {
-		return "1-" + strconv.FormatFloat(1-c, 'g', 3, 64)
-	}
-	return strconv.FormatFloat(c, 'g', -1, 64)
-}
-
-// ModelClipSet is the clip set of the release of a model with configuration
-// cfg for N components (max-seq-len + 1) in the release's P = cfg.Latent()
-// dimensions (the latent width; the encoder's hidden size unless set): the
-// layer's clipping as nvib.NewModel configures it (enabled for nvdp-clipped
-// only), or for a gaussian model nvib.GaussianClipSet of its radius and
-// noise (L = N-1 positions). ok is false for a model without a release (the
-// baseline).
-func ModelClipSet(cfg nvib.Config, N int) (set privacy.ClipSet, ok bool) {
-	P := cfg.Latent()
-	switch cfg.Model {
-	case nvib.ModelBaseline:
-		return privacy.ClipSet{}, false
-	case nvib.ModelGaussian:
-		return nvib.GaussianClipSet(cfg.Clip.CMu, cfg.Prior.Var, N-1, P), true
-	}
-	clip := cfg.Clip
-	clip.Enabled = cfg.Model == nvib.ModelNVDPClipped
-	return clip.ClipSet(cfg.Prior, N, P), true
 }
 
 // ModelSource is the source of a certificate of the model in dir (its
@@ -310,13 +236,13 @@ func (po *PipelineOptions) prepare() (*pipelinePlan, error) {
 // RunPipeline checks every option and reads the data before any work
 // (prepare), trains (unless SkipTrain), loads the best model once,
 // evaluates it on dev (utility, predictions, posteriors), exports the audit
-// split's posteriors and audits them in memory with privacy.Audit (the
+// split's posteriors and audits them in memory with audit.Audit (the
 // empirical numbers; the posterior file written is the same float32s),
 // certifies the model's clip set at the audit's order (Privacy.Certified:
 // the guarantee), and writes DIR/report.json. For the baseline variant there
 // is no posterior: Privacy is nil with a note. A gaussian model's release is
 // exported, audited and certified the same way (nvib.GaussianRelease,
-// ModelClipSet). An audited test split is evaluated whole (eval_test.json,
+// nvib.Config.ClipSet). An audited test split is evaluated whole (eval_test.json,
 // the submission file, its posteriors); an audited part of dev
 // (AuditLimit) gets its posterior file only, the utility being the whole
 // dev split's. report receives the training's progress events (Run); the
@@ -409,24 +335,24 @@ func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *
 }
 
 // AuditRelease audits the posteriors release of a split (read from, or
-// written to, path) in memory with privacy.Audit under options ao (the
+// written to, path) in memory with audit.Audit under options ao (the
 // empirical numbers; examples names what the posteriors are of: "texts",
 // "utterances") and certifies the clip set of a model with
-// configuration cfg in modelDir (ModelClipSet for release.N components) at
+// configuration cfg in modelDir (nvib.Config.ClipSet for release.N components) at
 // the audit's order, direction and delta (the guarantee): the report's
 // privacy summary. Errors: the audit's (named with path), the certificate's.
-func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split, examples string, cfg nvib.Config, modelDir string, ao privacy.Options) (*PrivacySummary, error) {
-	ar, err := privacy.Audit(ctx, release, ao)
+func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split, examples string, cfg nvib.Config, modelDir string, ao audit.Options) (*PrivacySummary, error) {
+	ar, err := audit.Audit(ctx, release, ao)
 	if err != nil {
 		return nil, fmt.Errorf("audit %s: %w", path, err)
 	}
 	var cert *privacy.CertifiedReport
-	if set, ok := ModelClipSet(cfg, release.N); ok {
+	if set, ok := cfg.ClipSet(release.N); ok {
 		if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(modelDir)); err != nil {
 			return nil, err
 		}
 	}
-	return &PrivacySummary{Empirical: EmpiricalOf(ar, split, examples), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
+	return &PrivacySummary{Empirical: audit.EmpiricalOf(ar, split, examples), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
 		BDPEpsilon: ar.BDPEpsilon, InvalidPairs: ar.InvalidPairs, Pairs: ar.Pairs, Examples: ar.Examples,
 		Components: ar.Components, Split: split, Posteriors: path, Seconds: ar.Seconds, Full: ar}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -38,9 +39,9 @@ func TestCertifyMainJobConstants(t *testing.T) {
 		{"baseline", nvib.Config{Model: nvib.ModelBaseline}, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			set, ok := ModelClipSet(tc.cfg, 129)
+			set, ok := tc.cfg.ClipSet(129)
 			if ok != tc.ok {
-				t.Fatalf("ModelClipSet ok = %v, want %v", ok, tc.ok)
+				t.Fatalf("Config.ClipSet ok = %v, want %v", ok, tc.ok)
 			}
 			if !ok {
 				return
@@ -116,7 +117,7 @@ func TestPipelineReportCertified(t *testing.T) {
 			if tc.variant == nvib.ModelNVDPClipped {
 				o.CMu, o.LogvarMargin, o.CAlphaMin = 2, 0.6931, 0.3 // the main job's constants
 			}
-			rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, Audit: privacy.DefaultOptions()}, nil)
+			rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +137,7 @@ func TestPipelineReportCertified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			set, ok := ModelClipSet(cfg, post.N)
+			set, ok := cfg.ClipSet(post.N)
 			if !ok || post.N != o.MaxSeqLen+1 {
 				t.Fatalf("model clip set ok %v, N %d", ok, post.N)
 			}

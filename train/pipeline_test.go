@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -36,7 +37,7 @@ func TestPipelineInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := privacy.Audit(context.Background(), post, ao)
+	again, err := audit.Audit(context.Background(), post, ao)
 	if err != nil {
 		t.Fatal(err)
 	}

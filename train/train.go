@@ -461,7 +461,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		if err := saveModelFiles(o.Out, b); err != nil {
 			return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
 		}
-		if c := o.Calibration(); c != nil {
+		if c := b.Certificate; c != nil {
 			if err := SaveCertificate(o.Out, c); err != nil {
 				return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
 			}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
@@ -402,7 +403,7 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 32, 16)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "base"))
 	o.Variant, o.Epochs = nvib.ModelBaseline, 1
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, Audit: privacy.DefaultOptions()}, nil)
+	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,11 +452,11 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	// elsewhere), on its own task only.
 	skip := o
 	skip.Task = "SST-2"
-	if rep, err = RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: privacy.DefaultOptions()}, nil); err != nil || rep.Training != nil {
+	if rep, err = RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil); err != nil || rep.Training != nil {
 		t.Fatalf("skip-train on the model's own task: report %+v, err %v", rep, err)
 	}
 	skip.Task = "qnli"
-	if _, err := RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: privacy.DefaultOptions()}, nil); err == nil || !strings.Contains(err.Error(), "trained on task") {
+	if _, err := RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil); err == nil || !strings.Contains(err.Error(), "trained on task") {
 		t.Fatalf("skip-train on another task: err %v, want a task mismatch error", err)
 	}
 }
@@ -834,15 +835,15 @@ func TestKLScheduleAndLRUsed(t *testing.T) {
 	}
 }
 
-// TestPipelineAuditOptionsPassThrough: the audit options reach privacy.Audit
+// TestPipelineAuditOptionsPassThrough: the audit options reach audit.Audit
 // (reference mode, batch size, order), and the test split can be audited.
 func TestPipelineAuditOptionsPassThrough(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 32, 24)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "ref"))
 	o.Mode, o.Epochs = "reference", 1
 	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, AuditSplit: "test",
-		Audit: func() privacy.Options {
-			a := privacy.DefaultOptions()
+		Audit: func() audit.Options {
+			a := audit.DefaultOptions()
 			a.Mode, a.BatchSize, a.Order = privacy.ModeReference, 8, 1.5
 			return a
 		}()}, nil)

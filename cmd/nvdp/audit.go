@@ -12,20 +12,20 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/speech"
-	"github.com/nvdp-project/nvdp/train"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
 )
 
 // auditFlags are the pinned flags of `nvdp audit` (issue 2); the numeric
-// ones are bound to privacy.DefaultOptions (their defaults).
+// ones are bound to audit.DefaultOptions (their defaults).
 type auditFlags struct {
-	opt        privacy.Options
+	opt        audit.Options
 	posteriors string
 	mode       string
 	bdpOrders  string
@@ -43,7 +43,7 @@ type auditFlags struct {
 const auditProgressMin = 1e9
 
 func newAuditCmd() *cobra.Command {
-	f := &auditFlags{opt: privacy.DefaultOptions()}
+	f := &auditFlags{opt: audit.DefaultOptions()}
 	cmd := &cobra.Command{
 		Use:   "audit --posteriors FILE",
 		Short: "Audit NVIB posteriors: Renyi bound over all pairs (Eq. rdp) and Bayesian DP",
@@ -76,7 +76,7 @@ CPU's up to rounding, docs/engine.md "The audit on the device"); --shard, --low-
 	fl.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "reference mode: batch size >= 2 (pairs inside consecutive batches)")
 	fl.Float64Var(&o.Q, "q", 0, "reference mode: accountant sampling ratio in (0, 1] (default batch-size / M)")
 	fl.BoolVar(&o.UseMask, "mask", false, "principled mode: drop padding components (treats the length as public; see docs/privacy.md)")
-	fl.StringVar(&f.bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0 (Renyi order l+1)")
+	fl.StringVar(&f.bdpOrders, "bdp-orders", joinFloats(audit.DefaultBDPOrders), "comma-separated BDP moment orders l > 0 (Renyi order l+1)")
 	fl.Float64Var(&o.Confidence, "confidence", o.Confidence, "confidence of the Student-t upper bound, in (0.5, 1)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 	fl.IntVar(&o.Pairs, "pairs", 0, "principled mode: audit a uniform sample of K ordered pairs instead of all (drawn as they are audited: memory does not grow with K)")
@@ -94,9 +94,9 @@ CPU's up to rounding, docs/engine.md "The audit on the device"); --shard, --low-
 }
 
 func init() {
-	audit := newAuditCmd()
-	audit.AddCommand(newAuditMergeCmd())
-	rootCmd.AddCommand(audit)
+	auditCmd := newAuditCmd()
+	auditCmd.AddCommand(newAuditMergeCmd())
+	rootCmd.AddCommand(auditCmd)
 }
 
 func joinFloats(v []float64) string {
@@ -109,7 +109,7 @@ func joinFloats(v []float64) string {
 
 // options are the audit options of the flags, validated before any file
 // is read. An explicit --q 0 is an error (left out, q is batch-size / M).
-func (f *auditFlags) options(cmd *cobra.Command) (privacy.Options, error) {
+func (f *auditFlags) options(cmd *cobra.Command) (audit.Options, error) {
 	opt := f.opt
 	orders, err := parseFloatList("--bdp-orders", f.bdpOrders)
 	if err != nil {
@@ -153,7 +153,7 @@ func (f *auditFlags) options(cmd *cobra.Command) (privacy.Options, error) {
 // deviceUnsupported names the flag of an option the audit on the device
 // does not run ("": none): it evaluates every ordered pair of the whole
 // file in principled mode, the posteriors in device memory.
-func (f *auditFlags) deviceUnsupported(opt privacy.Options) string {
+func (f *auditFlags) deviceUnsupported(opt audit.Options) string {
 	switch {
 	case f.shard != "":
 		return "--shard"
@@ -168,14 +168,14 @@ func (f *auditFlags) deviceUnsupported(opt privacy.Options) string {
 }
 
 // parseShard parses --shard "i/n" (0 <= i < n).
-func parseShard(s string) (privacy.Shard, error) {
+func parseShard(s string) (audit.Shard, error) {
 	is, ns, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(strings.TrimSpace(is))
 	n, err2 := strconv.Atoi(strings.TrimSpace(ns))
 	if !ok || err1 != nil || err2 != nil {
-		return privacy.Shard{}, fmt.Errorf("--shard %q: want i/n, e.g. 0/4", s)
+		return audit.Shard{}, fmt.Errorf("--shard %q: want i/n, e.g. 0/4", s)
 	}
-	sh := privacy.Shard{Index: i, Count: n}
+	sh := audit.Shard{Index: i, Count: n}
 	if err := sh.Validate(); err != nil {
 		return sh, fmt.Errorf("--shard %q: want 0 <= i < n", s)
 	}
@@ -187,7 +187,7 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if err != nil {
 		return err
 	}
-	var shard privacy.Shard
+	var shard audit.Shard
 	if f.shard != "" {
 		if shard, err = parseShard(f.shard); err != nil {
 			return err
@@ -233,20 +233,16 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if f.shard != "" {
 		return runAuditShard(cmd, f, p, opt, shard)
 	}
-	var r *privacy.Report
+	var r *audit.Report
 	if dev != nil {
 		r, err = auditOnDevice(cmd.Context(), dev, p, opt)
 	} else {
-		r, err = privacy.Audit(cmd.Context(), p, opt)
+		r, err = audit.Audit(cmd.Context(), p, opt)
 	}
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", f.posteriors, err)
 	}
-	examples := "texts"
-	if p.Metadata["task"] == speech.TaskName {
-		examples = speech.Examples
-	}
-	emp := train.EmpiricalOf(r, p.Metadata["split"], examples)
+	emp := audit.EmpiricalOf(r, p.Metadata["split"], task.ExamplesOf(p.Metadata["task"]))
 	out := cmd.OutOrStdout()
 	if f.jsonOut {
 		enc := json.NewEncoder(out)
@@ -256,10 +252,10 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	return nil
 }
 
-// auditOnDevice is privacy.Audit with every pair evaluated on d
+// auditOnDevice is audit.Audit with every pair evaluated on d
 // (dnn.AuditAllPairs): the same report up to the rounding of the values.
-func auditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, opt privacy.Options) (*privacy.Report, error) {
-	var r *privacy.Report
+func auditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, opt audit.Options) (*audit.Report, error) {
+	var r *audit.Report
 	err := d.Do(func() error {
 		e, err := dnn.NewEngine(d)
 		if err != nil {
@@ -273,12 +269,12 @@ func auditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, o
 }
 
 // runAuditShard audits shard of p and writes its part to f.out.
-func runAuditShard(cmd *cobra.Command, f *auditFlags, p *privacy.Posteriors, opt privacy.Options, shard privacy.Shard) error {
-	part, err := privacy.AuditShard(cmd.Context(), p, opt, shard)
+func runAuditShard(cmd *cobra.Command, f *auditFlags, p *privacy.Posteriors, opt audit.Options, shard audit.Shard) error {
+	part, err := audit.AuditShard(cmd.Context(), p, opt, shard)
 	if err != nil {
 		return fmt.Errorf("audit %s: shard %s: %w", f.posteriors, f.shard, err)
 	}
-	if err := privacy.WritePart(f.out, part); err != nil {
+	if err := audit.WritePart(f.out, part); err != nil {
 		return err
 	}
 	slog.Info("audit shard written", "shard", f.shard, "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
@@ -290,8 +286,8 @@ func runAuditShard(cmd *cobra.Command, f *auditFlags, p *privacy.Posteriors, opt
 // level, as before), the label of its numbers (empirical) and, when the
 // file's metadata carries the clip constants, the certified guarantee.
 type auditJSON struct {
-	*privacy.Report
-	Empirical train.EmpiricalLabel     `json:"empirical"`
+	*audit.Report
+	Empirical audit.EmpiricalLabel     `json:"empirical"`
 	Certified *privacy.CertifiedReport `json:"certified,omitempty"`
 }
 
@@ -334,7 +330,7 @@ func ffp(v *jsonfloat.Float) string {
 	return ff(*v)
 }
 
-func printReport(w io.Writer, path string, r *privacy.Report, emp train.EmpiricalLabel, cert *privacy.CertifiedReport) {
+func printReport(w io.Writer, path string, r *audit.Report, emp audit.EmpiricalLabel, cert *privacy.CertifiedReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("file", path)

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
@@ -29,15 +29,15 @@ files, options or shard counts are refused. See docs/privacy.md, "Shards".`,
 }
 
 func runAuditMerge(cmd *cobra.Command, paths []string, jsonOut bool) error {
-	parts := make([]*privacy.Part, len(paths))
+	parts := make([]*audit.Part, len(paths))
 	for i, path := range paths {
-		p, err := privacy.ReadPart(path)
+		p, err := audit.ReadPart(path)
 		if err != nil {
 			return err
 		}
 		parts[i] = p
 	}
-	r, err := privacy.Merge(parts)
+	r, err := audit.Merge(parts)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func runAuditMerge(cmd *cobra.Command, paths []string, jsonOut bool) error {
 			return fmt.Errorf("%s: %w", paths[0], err)
 		}
 	}
-	emp := train.Empirical(r, r.Metadata["split"])
+	emp := audit.Empirical(r, r.Metadata["split"])
 	out := cmd.OutOrStdout()
 	if jsonOut {
 		return json.NewEncoder(out).Encode(auditJSON{Report: r, Empirical: emp, Certified: cert})

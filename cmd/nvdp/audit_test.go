@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -85,7 +86,7 @@ func TestAuditCommandJSON(t *testing.T) {
 	}
 	// The CLI reports what the library computes.
 	p, _ := privacy.ReadPosteriors(path)
-	want, _ := privacy.Audit(context.Background(), p, privacy.DefaultOptions())
+	want, _ := audit.Audit(context.Background(), p, audit.DefaultOptions())
 	if r["rd_max"] != float64(want.RDMax) {
 		t.Errorf("rd_max %v, library %v", r["rd_max"], want.RDMax)
 	}
@@ -406,7 +407,7 @@ func TestAuditPairsCoverAll(t *testing.T) {
 // the reason), --all-orders evaluates them; the other orders agree.
 func TestAuditSkipsCertifiedInfinite(t *testing.T) {
 	path := writeClippedPosteriors(t, true)
-	var reps [2]privacy.Report
+	var reps [2]audit.Report
 	for i, args := range [][]string{{}, {"--all-orders"}} {
 		out, err := runAuditCmd(append([]string{"--posteriors", path, "--json", "--workers", "1"}, args...)...)
 		if err != nil {
@@ -456,7 +457,7 @@ func TestAuditShardsMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want, got privacy.Report
+	var want, got audit.Report
 	if err := json.Unmarshal([]byte(out), &want); err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +486,7 @@ func TestAuditShardsMerge(t *testing.T) {
 			t.Errorf("merged %v, one process %v", f[0], f[1])
 		}
 	}
-	if got.QuantileAccuracy == nil || *got.QuantileAccuracy != privacy.SketchRelativeAccuracy {
+	if got.QuantileAccuracy == nil || *got.QuantileAccuracy != audit.SketchRelativeAccuracy {
 		t.Errorf("quantile accuracy %v", got.QuantileAccuracy)
 	}
 	text, err := runCmd(newAuditMergeCmd(), parts...)
@@ -741,7 +742,7 @@ func TestAuditShardOutIsInput(t *testing.T) {
 	if _, err := runAuditCmd("--posteriors", path, "--shard", "0/2", "--out", part); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := privacy.ReadPart(part); err != nil {
+	if _, err := audit.ReadPart(part); err != nil {
 		t.Error(err)
 	}
 }
@@ -780,7 +781,7 @@ func TestAuditShardRemovesStaleTemp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := privacy.ReadPart(part); err != nil {
+	if _, err := audit.ReadPart(part); err != nil {
 		t.Error(err)
 	}
 	if l := logs.String(); !strings.Contains(l, "removed the temporary files of an interrupted write") || !strings.Contains(l, ".part0.json.tmp123456") || strings.Contains(l, ".part1.json") {

@@ -15,7 +15,7 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -151,49 +151,6 @@ func finiteFlag(flag string, v float64) error {
 	return nil
 }
 
-// parseDims parses a scalar or a comma list of P numbers.
-func parseDims(flag, s string, p int) ([]float64, error) {
-	v, err := parseFloatList("--"+flag, s)
-	if err != nil {
-		return nil, err
-	}
-	if len(v) != 1 && len(v) != p {
-		return nil, fmt.Errorf("--%s has %d values, want 1 or --dims = %d", flag, len(v), p)
-	}
-	return v, nil
-}
-
-// parseVector parses a scalar or a comma list of 1 or P finite values (> 0 when positive).
-func parseVector(flag, s string, p int, positive bool) ([]float64, error) {
-	v, err := parseDims(flag, s, p)
-	if err != nil {
-		return nil, err
-	}
-	for j, x := range v {
-		if err := finiteFlag(flag, x); err != nil {
-			return nil, fmt.Errorf("--%s[%d] %v: want a finite number", flag, j, x)
-		}
-		if positive && !(x > 0) {
-			return nil, fmt.Errorf("--%s[%d] %v: want > 0", flag, j, x)
-		}
-	}
-	return v, nil
-}
-
-// parseLogvarBound parses --logvar-floor / --logvar-cap: numbers, -inf/+inf allowed (no floor / no cap).
-func parseLogvarBound(flag, s string, p int) ([]float64, error) {
-	v, err := parseDims(flag, s, p)
-	if err != nil {
-		return nil, err
-	}
-	for j, x := range v {
-		if math.IsNaN(x) {
-			return nil, fmt.Errorf("--%s[%d] is NaN", flag, j)
-		}
-	}
-	return v, nil
-}
-
 // certifyCommon are the flags that apply with and without --model.
 func (f *certifyFlags) common(fs *pflag.FlagSet) (orders []float64, err error) {
 	if err := finiteFlag("order", f.order); err != nil {
@@ -226,7 +183,11 @@ func (f *certifyFlags) common(fs *pflag.FlagSet) (orders []float64, err error) {
 	return orders, nil
 }
 
-// clipSet builds the clip set from the constant flags, validating each.
+// clipSet builds the clip set from the constant flags and validates it
+// (privacy.ClipSet.Validate: its errors name the constants, mapped here to
+// their flags). Which flags go together is the CLI's: the required
+// constants, and the logvar range given either by --logvar-margin (with
+// --clip-order, by default --order) or by --logvar-floor and --logvar-cap.
 func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 	var s privacy.ClipSet
 	for _, req := range []string{"components", "dims", "c-mu", "c-alpha-min", "c-alpha-max"} {
@@ -234,104 +195,57 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 			return s, fmt.Errorf("--%s is required (or --model DIR)", req)
 		}
 	}
-	if f.components < 1 {
-		return s, fmt.Errorf("--components %d: want >= 1 (the prior component counts)", f.components)
-	}
-	if f.dims < 1 {
-		return s, fmt.Errorf("--dims %d: want >= 1", f.dims)
-	}
-	for _, c := range []struct {
-		flag string
-		v    float64
-	}{{"c-mu", f.cMu}, {"c-alpha-min", f.cAlphaMin}, {"c-alpha-max", f.cAlphaMax}, {"prior-alpha", f.priorAlpha}, {"logvar-margin", f.logvarMargin}} {
-		if err := finiteFlag(c.flag, c.v); err != nil {
-			return s, err
-		}
-		if c.v < 0 {
-			return s, fmt.Errorf("--%s %v: want >= 0", c.flag, c.v)
-		}
-	}
-	if !(f.cAlphaMax > 0) {
-		return s, fmt.Errorf("--c-alpha-max %v: want > 0", f.cAlphaMax)
-	}
-	if f.cAlphaMin > f.cAlphaMax {
-		return s, fmt.Errorf("--c-alpha-min %v: want <= --c-alpha-max %v", f.cAlphaMin, f.cAlphaMax)
-	}
-	if !(f.priorAlpha > 0) {
-		return s, fmt.Errorf("--prior-alpha %v: want > 0", f.priorAlpha)
-	}
-	pm, err := parseVector("prior-mu", f.priorMu, f.dims, false)
-	if err != nil {
-		return s, err
-	}
-	pv, err := parseVector("prior-var", f.priorVar, f.dims, true)
-	if err != nil {
-		return s, err
-	}
-	s = privacy.ClipSet{Components: f.components, Dims: f.dims, CMu: f.cMu, PriorMu: pm, PriorVar: pv,
+	s = privacy.ClipSet{Components: f.components, Dims: f.dims, CMu: f.cMu,
 		AlphaMin: f.cAlphaMin, AlphaMax: f.cAlphaMax, PriorAlpha: f.priorAlpha}
-	explicit := fs.Changed("logvar-floor") || fs.Changed("logvar-cap")
-	if explicit {
+	lists := []struct {
+		flag, s string
+		to      *[]float64
+	}{{"prior-mu", f.priorMu, &s.PriorMu}, {"prior-var", f.priorVar, &s.PriorVar}}
+	if fs.Changed("logvar-floor") || fs.Changed("logvar-cap") {
 		if fs.Changed("logvar-margin") {
 			return s, errors.New("--logvar-margin and --logvar-floor/--logvar-cap: give the margin (the range is derived) or the range, not both")
 		}
 		if fs.Changed("clip-order") {
 			return s, errors.New("--clip-order derives the floor from --logvar-margin; with --logvar-floor/--logvar-cap the range is explicit")
 		}
-		if !fs.Changed("logvar-floor") || !fs.Changed("logvar-cap") {
-			return s, errors.New("--logvar-floor and --logvar-cap: give both")
-		}
-		if s.LogvarFloor, err = parseLogvarBound("logvar-floor", f.logvarFloor, f.dims); err != nil {
-			return s, err
-		}
-		if s.LogvarCap, err = parseLogvarBound("logvar-cap", f.logvarCap, f.dims); err != nil {
-			return s, err
-		}
-		for j := 0; j < f.dims; j++ {
-			if fl, cp := s.LogvarRange(j); fl > cp {
-				return s, fmt.Errorf("--logvar-floor %v > --logvar-cap %v (dim %d)", fl, cp, j)
+		for _, b := range []struct {
+			flag, s string
+			to      *[]float64
+		}{{"logvar-floor", f.logvarFloor, &s.LogvarFloor}, {"logvar-cap", f.logvarCap, &s.LogvarCap}} {
+			if fs.Changed(b.flag) {
+				lists = append(lists, b)
 			}
 		}
 	} else {
 		s.ClipOrder, s.LogvarMargin = f.order, f.logvarMargin
 		if fs.Changed("clip-order") {
-			if err := finiteFlag("clip-order", f.clipOrder); err != nil {
-				return s, err
-			}
-			if !(f.clipOrder > 1) {
-				return s, fmt.Errorf("--clip-order %v: the Renyi order must be > 1", f.clipOrder)
-			}
 			s.ClipOrder = f.clipOrder
 		}
 	}
-	if err := s.Validate(); err != nil { // the flags above cover every case; this is a safety net
-		return s, err
+	for _, l := range lists {
+		v, err := parseFloatList("--"+l.flag, l.s)
+		if err != nil {
+			return s, err
+		}
+		*l.to = v
 	}
-	return s, nil
+	return s, flagError(s.Validate())
 }
 
 // modelClipSet reads a model directory's clipping as a clip set
-// (train.ModelClipSet with N = max-seq-len + 1, P = the model's latent
+// (nvib.Config.ClipSet with N = max-seq-len + 1, P = the model's latent
 // width, its hidden size unless set).
 func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
-	var o *train.Options
-	if speech.IsModelDir(dir) { // a speech model: N = F + 1 frames (max_seq_len holds F)
-		so, err := speech.LoadOptions(dir)
-		if err != nil {
-			return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
-		}
-		o = &so.Train
-	} else {
-		var err error
-		if o, err = train.LoadOptions(dir); err != nil {
-			return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
-		}
+	m, err := task.Open(dir) // a speech model: N = F + 1 frames (max_seq_len holds F)
+	if err != nil {
+		return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
 	}
+	o := m.Options
 	cfg, err := nvib.LoadConfig(dir)
 	if err != nil {
 		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: %w", dir, err)
 	}
-	set, ok := train.ModelClipSet(cfg, o.MaxSeqLen+1)
+	set, ok := cfg.ClipSet(o.MaxSeqLen + 1)
 	if !ok {
 		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: a %s model has no NVIB posterior: nothing to certify", dir, cfg.Model)
 	}

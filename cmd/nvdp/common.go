@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -370,7 +371,7 @@ type auditFlagValues struct {
 }
 
 // pipelineAuditFlags binds the audit options of `nvdp run` (also used by `nvdp sweep`)
-// to po, starting from privacy.DefaultOptions; call finish in RunE.
+// to po, starting from audit.DefaultOptions; call finish in RunE.
 func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlagValues {
 	a := &auditFlagValues{fs: fs}
 	fs.StringVar(&po.AuditSplit, "audit-split", po.AuditSplit, "split whose posteriors are audited: dev | test")
@@ -382,7 +383,7 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlag
 	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
 	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
 	fs.Uint64Var(&po.Audit.Seed, "audit-seed", po.Audit.Seed, "seed of the --pairs sample")
-	fs.StringVar(&a.bdpOrders, "bdp-orders", joinFloats(privacy.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
+	fs.StringVar(&a.bdpOrders, "bdp-orders", joinFloats(audit.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
 	fs.Float64Var(&po.Audit.Confidence, "confidence", po.Audit.Confidence, "confidence of the Student-t upper bound")
 	fs.StringVar(&a.direction, "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
 	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", po.Audit.BatchSize, "reference audit: batch size")

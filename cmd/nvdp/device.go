@@ -36,22 +36,6 @@ func (f *deviceFlags) openTraining(o *train.Options) (*cuda.Device, error) {
 	return d, nil
 }
 
-// refuseForSpeech is the error of --device cuda on a speech run (the
-// Wav2Vec2 encoder has no device twin yet: issue 29); auto runs it on the
-// CPU with a log line.
-func (f *deviceFlags) refuseForSpeech() error {
-	switch f.device {
-	case cuda.DeviceCUDA:
-		return fmt.Errorf("--device cuda: the speech encoder (Wav2Vec2) has no GPU twin yet; run --task lid with --device cpu")
-	case cuda.DeviceAuto:
-		slog.Info("device: cpu (the speech encoder has no GPU twin yet)")
-	}
-	if f.hostNoise {
-		return fmt.Errorf("--host-noise: the speech task draws its noise on the CPU only")
-	}
-	return nil
-}
-
 // closeDevice closes d (nil: nothing), logging an error: the results are
 // written by then.
 func closeDevice(d *cuda.Device) {

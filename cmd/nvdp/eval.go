@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"text/tabwriter"
 
-	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -43,34 +44,33 @@ NVDP and gaussian models sample at evaluation (as the released code), from a gen
 seeded by --seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r *train.EvalResult
 			if err := f.dev.check(); err != nil {
 				return err
 			}
-			if speech.IsModelDir(f.model) {
-				if err := f.dev.refuseForSpeech(); err != nil {
-					return err
-				}
-				var err error
-				if r, err = evalSpeech(cmd, f); err != nil {
+			m, err := task.Open(f.model)
+			if err != nil {
+				return fmt.Errorf("--model: %w", err)
+			}
+			eo := f.options(cmd)
+			if m.Task.OnDevice() != nil {
+				if err := f.dev.refuseDevice(m.Task); err != nil {
 					return err
 				}
 			} else {
-				b, err := train.LoadModel(f.model)
-				if err != nil {
-					return fmt.Errorf("--model: %w", err)
-				}
-				o := train.DefaultEvalOptions(b)
-				f.apply(cmd, &o)
 				d, err := f.dev.open()
 				if err != nil {
 					return err
 				}
 				defer closeDevice(d)
-				o.Device = d
-				if r, err = train.Evaluate(b, o); err != nil {
-					return flagError(err)
-				}
+				eo.Device = d
+			}
+			ctx := cmd.Context() // nvdp eval catches no signal: one ends it at once
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			r, err := m.Task.Evaluate(ctx, m, eo)
+			if err != nil {
+				return flagError(err)
 			}
 			if f.jsonOut {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
@@ -115,25 +115,13 @@ seeded by --seed.`,
 	return cmd
 }
 
-// apply sets the options given on the command line; the others keep the
-// model's. An explicit value, 0 included, is kept (train.Evaluate rejects a
-// batch size or max-seq-len below range before any work).
-func (f *evalFlags) apply(cmd *cobra.Command, o *train.EvalOptions) {
-	fs := cmd.Flags()
-	o.Split, o.Seed, o.Limit, o.NoPost, o.SkipBadRows = f.split, f.seed, f.limit, f.noPost, f.skipBadRows
-	for _, s := range []struct {
-		flag string
-		set  func()
-	}{
-		{"out", func() { o.Out = f.out }},
-		{"glue-dir", func() { o.GlueDir = f.glueDir }},
-		{"batch-size", func() { o.BatchSize = f.batchSize }},
-		{"max-seq-len", func() { o.MaxSeqLen = f.maxSeqLen }},
-	} {
-		if fs.Changed(s.flag) {
-			s.set()
-		}
-	}
+// options are the evaluation options of the flags; task.EvalOptions.Given
+// reports the flags given (an explicit value, 0 included, is kept: the
+// task's Evaluate rejects a batch size or max-seq-len below range before
+// any work), the others keep the model's.
+func (f *evalFlags) options(cmd *cobra.Command) task.EvalOptions {
+	return task.EvalOptions{Split: f.split, Seed: f.seed, Limit: f.limit, NoPost: f.noPost, SkipBadRows: f.skipBadRows,
+		Out: f.out, GlueDir: f.glueDir, DataDir: f.lidDir, BatchSize: f.batchSize, MaxSeqLen: f.maxSeqLen, Given: givenFlags(cmd)}
 }
 
 func init() { rootCmd.AddCommand(newEvalCmd()) }

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -184,11 +185,11 @@ func TestK8sManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the merge Job left no audit.json: %v", err)
 	}
-	var got privacy.Report
+	var got audit.Report
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	want, err := privacy.Audit(t.Context(), p, privacy.DefaultOptions())
+	want, err := audit.Audit(t.Context(), p, audit.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -18,7 +17,7 @@ func newRunCmd() *cobra.Command {
 	po := new(train.DefaultPipelineOptions())
 	var af *auditFlagValues
 	var noProgress, jsonOut, failOnCollapse bool
-	sv := new(speechFlagValues)
+	dv := new(dataFlagValues)
 	var dev deviceFlags
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
@@ -56,30 +55,31 @@ paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-
 			if po.SkipTrain && po.Train.HasTarget() {
 				return fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
 			}
+			t, err := runTask(&po.Train)
+			if err != nil {
+				return err
+			}
+			if err := dev.refuseDevice(t); err != nil {
+				return err
+			}
 			if po.Train.Resume { // as nvdp train --resume (issue 32)
-				if err := refuseResumeConflicts(cmd, &po.Train, sv); err != nil {
+				if err := refuseResumeConflicts(cmd, &po.Train, dv); err != nil {
 					return err
 				}
 			}
+			if err := t.Apply(&po.Train, givenFlags(cmd)); err != nil {
+				return flagError(err)
+			}
+			d, err := dev.openTask(t, &po.Train)
+			if err != nil {
+				return err
+			}
+			defer closeDevice(d)
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			report := newProgress(cmd, noProgress)
 			po.Audit.Progress = report
-			var rep *train.Report
-			var err error
-			if po.Train.Task == speech.TaskName {
-				if err := dev.refuseForSpeech(); err != nil {
-					return err
-				}
-				rep, err = runSpeech(ctx, cmd, sv, po, report)
-			} else {
-				d, derr := dev.openTraining(&po.Train)
-				if derr != nil {
-					return derr
-				}
-				defer closeDevice(d)
-				rep, err = train.RunPipeline(ctx, *po, report)
-			}
+			rep, err := t.RunPipeline(ctx, *po, dv.data(), report)
 			if err != nil {
 				return resumeHint(flagError(err), "the same command with --resume")
 			}
@@ -98,7 +98,7 @@ paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-
 	}
 	fs := cmd.Flags()
 	trainFlags(fs, &po.Train, &noProgress)
-	speechFlags(fs, sv)
+	dataFlags(fs, dv)
 	dev.bindTraining(fs)
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	af = pipelineAuditFlags(fs, po)

@@ -12,6 +12,7 @@ import (
 	"github.com/nvdp-project/nvdp/internal/lidtest"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/sweep"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -120,7 +121,7 @@ func TestSweepTaskLID(t *testing.T) {
 		t.Errorf("report: %v\n%s", err, md)
 	}
 	// The child of a --jobs N > 1 sweep, given a speech cell.
-	spec := sweep.CellSpec{PipelineOptions: train.DefaultPipelineOptions(), Speech: &sweep.SpeechData{DataDir: root, MaxSeconds: 0.5}}
+	spec := sweep.CellSpec{PipelineOptions: train.DefaultPipelineOptions(), Data: &task.Data{DataDir: root, MaxSeconds: 0.5}}
 	so, err := speech.LoadOptions(clipped)
 	if err != nil {
 		t.Fatal(err)

@@ -6,25 +6,30 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/sweep"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
+// sweepFlags are the flags of `nvdp sweep` beyond the train and audit flags
+// of `nvdp run`, which bind to the sweep options' base.
+type sweepFlags struct {
+	af                                                                      *auditFlagValues
+	dv                                                                      dataFlagValues
+	cmuLambda, cmuTolerance                                                 float64
+	noProgress, inProcess, planStages                                       bool
+	tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targets string
+}
+
 func newSweepCmd() *cobra.Command {
 	so := &sweep.Options{Base: train.DefaultPipelineOptions()}
 	po := &so.Base
-	var af *auditFlagValues
-	var sv speechFlagValues
-	var cmuLambda, cmuTolerance float64
-	var noProgress, inProcess, planStages bool
-	var tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targetEpsilons string
+	sf := new(sweepFlags)
 	cmd := &cobra.Command{
 		Use:   "sweep --tasks T,.. --variants V,.. --lambdas L,.. --seeds S,.. [train flags] --out DIR",
 		Short: "Run the paper's grid (tasks x variants x lambdas x seeds): one `nvdp run` per cell",
@@ -63,140 +68,171 @@ test, so no --c-mu-grid, whose selection reads the report's utility).
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --epochs 3 --out sweeps/glue`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, f := range []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"} {
-				if cmd.Flags().Changed(f) {
-					return fmt.Errorf("--%s is per cell in a sweep: use --tasks, --variants, --lambdas, --seeds (resumption is automatic)", f)
-				}
-			}
-			finishTrainFlags(cmd, &po.Train)
-			so.Out = po.Train.Out
-			var err error
-			if so.Tasks, err = parseList("--tasks", tasks); err != nil {
+			if err := sf.bind(cmd, so); err != nil {
 				return err
 			}
-			if so.Variants, err = parseList("--variants", variants); err != nil {
-				return err
-			}
-			if slices.Contains(so.Tasks, speech.TaskName) {
-				// The speech task's options as `nvdp run --task lid` makes them.
-				o, err := speechOptions(cmd, &sv, po.Train)
-				if err != nil {
-					return err
-				}
-				po.Train = o.Train
-				so.Speech = &sweep.SpeechData{DataDir: o.DataDir, MaxSeconds: o.MaxSeconds}
-			}
-			if so.Lambdas, err = parseFloatList("--lambdas", lambdas); err != nil {
-				return err
-			}
-			if so.Seeds, err = parseUintList("--seeds", seeds); err != nil {
-				return err
-			}
-			if cmuGrid != "" {
-				if so.CMuGrid, err = parseFloatList("--c-mu-grid", cmuGrid); err != nil {
-					return err
-				}
-				if cmd.Flags().Changed("c-mu") {
-					return fmt.Errorf("--c-mu and --c-mu-grid: give one (the grid selects C_mu)")
-				}
-			}
-			if cmd.Flags().Changed("c-mu-lambda") {
-				so.CMuLambda = &cmuLambda
-			}
-			so.CMuTolerance = &cmuTolerance
-			if cmuSeeds != "" {
-				if so.CMuSeeds, err = parseUintList("--c-mu-seeds", cmuSeeds); err != nil {
-					return err
-				}
-			}
-			if extraModes != "" {
-				ms, err := parseList("--extra-audit-modes", extraModes)
-				if err != nil {
-					return err
-				}
-				for _, m := range ms {
-					if m != string(privacy.ModePrincipled) && m != string(privacy.ModeReference) {
-						return fmt.Errorf("--extra-audit-modes: %q: want principled or reference", m)
-					}
-					so.ExtraAuditModes = append(so.ExtraAuditModes, privacy.Mode(m))
-				}
-			}
-			if err := af.finish(po); err != nil {
-				return err
-			}
-			if targetEpsilons != "" {
-				if so.TargetEpsilons, err = parseFloatList("--target-epsilons", targetEpsilons); err != nil {
-					return err
-				}
-				fixGivenConstants(cmd, &po.Train)
-				po.Train.TargetDelta = po.Audit.Delta
-			}
-			setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
-			if planStages {
+			if sf.planStages {
 				p, err := sweep.PlanStages(*so)
 				if err != nil {
 					return sweepFlagError(err)
 				}
 				return printJSON(cmd.OutOrStdout(), stageCounts(so.Out, p))
 			}
-			switch {
-			case so.Jobs < 1:
-				return fmt.Errorf("--jobs %d: must be >= 1", so.Jobs)
-			case so.Jobs > 1 && inProcess:
-				return fmt.Errorf("--jobs %d with --in-process: cells in one process run one at a time "+
-					"(they would share nn's cores and OpenBLAS's process-wide thread count); drop --in-process to run them as subprocesses", so.Jobs)
-			case so.Jobs > 1:
-				exe, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("--jobs: cannot find this binary to run cells as subprocesses: %w", err)
-				}
-				so.Runner = sweep.Subprocess([]string{exe, "sweep-cell", "--log-level", logLevel},
-					sweep.SubprocessEnv(os.Environ(), runtime.NumCPU(), so.Jobs), filepath.Join(so.Out, sweep.LogDir))
-			default:
-				so.Progress = newProgress(cmd, noProgress)
-				po.Audit.Progress = so.Progress
+			if err := sf.setRunner(cmd, so); err != nil {
+				return err
 			}
-			ctx, cancel := signalContext(cmd, stopTraining)
-			defer cancel()
-			res, err := sweep.Run(ctx, *so)
-			if res != nil {
-				m := res.Manifest
-				fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s), %d ran this time; manifest %s\n", so.Out, len(m.Cells),
-					fmtCounts(m.Counts), res.Ran, filepath.Join(so.Out, sweep.ManifestFile))
-				for _, task := range so.Tasks {
-					if s := m.Selections[task]; s != nil {
-						fmt.Fprintf(cmd.OutOrStdout(), "%s C_mu = %g: %s\n", task, s.CMu, s.Reason)
-					}
-				}
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("sweep interrupted: finished cells keep their report.json, the others resume when the same command is run again")
-			}
-			return sweepFlagError(err)
+			return runSweep(cmd, so)
 		},
 	}
 	fs := cmd.Flags()
-	trainFlags(fs, &po.Train, &noProgress)
+	trainFlags(fs, &po.Train, &sf.noProgress)
 	for _, f := range []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"} {
 		_ = fs.MarkHidden(f)
 	}
-	fs.StringVar(&tasks, "tasks", "sst2", "comma-separated GLUE tasks, or lid alone (spoken language identification: --lid-dir, --max-seconds)")
-	speechFlags(fs, &sv)
-	fs.StringVar(&variants, "variants", "nvdp,nvdp-clipped", "comma-separated variants: baseline, nvdp, nvdp-clipped, gaussian")
-	fs.StringVar(&lambdas, "lambdas", "1e-3,1e-2,1e-1,1", "comma-separated lambda_G = lambda_D values (nvdp variants)")
-	fs.StringVar(&seeds, "seeds", "1", "comma-separated seeds")
+	fs.StringVar(&sf.tasks, "tasks", "sst2", "comma-separated GLUE tasks, or lid alone (spoken language identification: --lid-dir, --max-seconds)")
+	dataFlags(fs, &sf.dv)
+	fs.StringVar(&sf.variants, "variants", "nvdp,nvdp-clipped", "comma-separated variants: baseline, nvdp, nvdp-clipped, gaussian")
+	fs.StringVar(&sf.lambdas, "lambdas", "1e-3,1e-2,1e-1,1", "comma-separated lambda_G = lambda_D values (nvdp variants)")
+	fs.StringVar(&sf.seeds, "seeds", "1", "comma-separated seeds")
 	fs.IntVar(&so.Jobs, "jobs", 1, "cells run at once; N > 1 runs each as a subprocess of this binary")
-	fs.BoolVar(&planStages, "plan", false, "write the sweep's stages (DIR/stages.json) and run nothing: see 'nvdp sweep stage'")
-	fs.BoolVar(&inProcess, "in-process", false, "run the cells in this process, one at a time (as --jobs 1 does; with --jobs N > 1 an error)")
-	fs.StringVar(&cmuGrid, "c-mu-grid", "", "comma-separated C_mu grid for nvdp-clipped (selection as paper §3.2)")
-	fs.Float64Var(&cmuTolerance, "c-mu-tolerance", sweep.DefaultCMuTolerance, "C_mu selection: absolute tolerance on the dev selection metric (0: the best only)")
-	fs.Float64Var(&cmuLambda, "c-mu-lambda", 0, "C_mu selection: lambda of the grid runs (default: the first of --lambdas)")
-	fs.StringVar(&cmuSeeds, "c-mu-seeds", "", "C_mu selection: seeds of the grid runs (default: the first of --seeds)")
-	fs.StringVar(&targetEpsilons, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped and gaussian cells, each calibrated to one")
-	fs.StringVar(&extraModes, "extra-audit-modes", "", "also audit every NVDP cell in these modes (e.g. reference), written to audit_<mode>.json")
-	af = pipelineAuditFlags(fs, po)
+	fs.BoolVar(&sf.planStages, "plan", false, "write the sweep's stages (DIR/stages.json) and run nothing: see 'nvdp sweep stage'")
+	fs.BoolVar(&sf.inProcess, "in-process", false, "run the cells in this process, one at a time (as --jobs 1 does; with --jobs N > 1 an error)")
+	fs.StringVar(&sf.cmuGrid, "c-mu-grid", "", "comma-separated C_mu grid for nvdp-clipped (selection as paper §3.2)")
+	fs.Float64Var(&sf.cmuTolerance, "c-mu-tolerance", sweep.DefaultCMuTolerance, "C_mu selection: absolute tolerance on the dev selection metric (0: the best only)")
+	fs.Float64Var(&sf.cmuLambda, "c-mu-lambda", 0, "C_mu selection: lambda of the grid runs (default: the first of --lambdas)")
+	fs.StringVar(&sf.cmuSeeds, "c-mu-seeds", "", "C_mu selection: seeds of the grid runs (default: the first of --seeds)")
+	fs.StringVar(&sf.targets, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped and gaussian cells, each calibrated to one")
+	fs.StringVar(&sf.extraModes, "extra-audit-modes", "", "also audit every NVDP cell in these modes (e.g. reference), written to audit_<mode>.json")
+	sf.af = pipelineAuditFlags(fs, po)
 	cmd.AddCommand(newSweepStageCmd(), newSweepSelectCmd(), newSweepFinishCmd())
 	return cmd
+}
+
+// bind sets so from the flags: the train and audit flags into its base, the
+// lists and the C_mu selection; each task's defaults for the flags left out
+// (task.Task.Apply) and its data. The sweep validates the result.
+func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
+	for _, f := range []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"} {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--%s is per cell in a sweep: use --tasks, --variants, --lambdas, --seeds (resumption is automatic)", f)
+		}
+	}
+	po := &so.Base
+	finishTrainFlags(cmd, &po.Train)
+	so.Out = po.Train.Out
+	var err error
+	for _, l := range []struct {
+		flag, s string
+		to      *[]string
+	}{{"--tasks", sf.tasks, &so.Tasks}, {"--variants", sf.variants, &so.Variants}} {
+		if *l.to, err = parseList(l.flag, l.s); err != nil {
+			return err
+		}
+	}
+	for _, name := range so.Tasks { // each task's options as `nvdp run --task` makes them
+		t, err := task.Lookup(name)
+		if err != nil {
+			continue // sweep names the unknown task
+		}
+		if err := t.Apply(&po.Train, givenFlags(cmd)); err != nil {
+			return flagError(err)
+		}
+		if t.UsesData() {
+			so.Data = sf.dv.data()
+		}
+	}
+	for _, l := range []struct {
+		flag, s string
+		to      *[]float64
+	}{{"--lambdas", sf.lambdas, &so.Lambdas}, {"--c-mu-grid", sf.cmuGrid, &so.CMuGrid}, {"--target-epsilons", sf.targets, &so.TargetEpsilons}} {
+		if l.s == "" && l.flag != "--lambdas" {
+			continue
+		}
+		if *l.to, err = parseFloatList(l.flag, l.s); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct {
+		flag, s string
+		to      *[]uint64
+	}{{"--seeds", sf.seeds, &so.Seeds}, {"--c-mu-seeds", sf.cmuSeeds, &so.CMuSeeds}} {
+		if l.s == "" && l.flag != "--seeds" {
+			continue
+		}
+		if *l.to, err = parseUintList(l.flag, l.s); err != nil {
+			return err
+		}
+	}
+	if len(so.CMuGrid) > 0 && cmd.Flags().Changed("c-mu") {
+		return fmt.Errorf("--c-mu and --c-mu-grid: give one (the grid selects C_mu)")
+	}
+	if cmd.Flags().Changed("c-mu-lambda") {
+		so.CMuLambda = &sf.cmuLambda
+	}
+	so.CMuTolerance = &sf.cmuTolerance
+	if sf.extraModes != "" {
+		ms, err := parseList("--extra-audit-modes", sf.extraModes)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			so.ExtraAuditModes = append(so.ExtraAuditModes, privacy.Mode(m))
+		}
+	}
+	if err := sf.af.finish(po); err != nil {
+		return err
+	}
+	if len(so.TargetEpsilons) > 0 {
+		fixGivenConstants(cmd, &po.Train)
+		po.Train.TargetDelta = po.Audit.Delta
+	}
+	setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
+	return nil
+}
+
+// setRunner chooses how the cells run: --jobs N > 1 as subprocesses of this
+// binary (sweep.Subprocess), else in this process with progress.
+func (sf *sweepFlags) setRunner(cmd *cobra.Command, so *sweep.Options) error {
+	switch {
+	case so.Jobs < 1:
+		return fmt.Errorf("--jobs %d: must be >= 1", so.Jobs)
+	case so.Jobs > 1 && sf.inProcess:
+		return fmt.Errorf("--jobs %d with --in-process: cells in one process run one at a time "+
+			"(they would share nn's cores and OpenBLAS's process-wide thread count); drop --in-process to run them as subprocesses", so.Jobs)
+	case so.Jobs > 1:
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--jobs: cannot find this binary to run cells as subprocesses: %w", err)
+		}
+		so.Runner = sweep.Subprocess([]string{exe, "sweep-cell", "--log-level", logLevel},
+			sweep.SubprocessEnv(os.Environ(), runtime.NumCPU(), so.Jobs), filepath.Join(so.Out, sweep.LogDir))
+	default:
+		so.Progress = newProgress(cmd, sf.noProgress)
+		so.Base.Audit.Progress = so.Progress
+	}
+	return nil
+}
+
+// runSweep runs the sweep until done or interrupted and prints its counts
+// and C_mu selections.
+func runSweep(cmd *cobra.Command, so *sweep.Options) error {
+	ctx, cancel := signalContext(cmd, stopTraining)
+	defer cancel()
+	res, err := sweep.Run(ctx, *so)
+	if res != nil {
+		m := res.Manifest
+		fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s), %d ran this time; manifest %s\n", so.Out, len(m.Cells),
+			fmtCounts(m.Counts), res.Ran, filepath.Join(so.Out, sweep.ManifestFile))
+		for _, task := range so.Tasks {
+			if s := m.Selections[task]; s != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s C_mu = %g: %s\n", task, s.CMu, s.Reason)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("sweep interrupted: finished cells keep their report.json, the others resume when the same command is run again")
+	}
+	return sweepFlagError(err)
 }
 
 func fmtCounts(c map[string]int) string {

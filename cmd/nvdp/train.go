@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/nvdp-project/nvdp/option"
-	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,7 +15,7 @@ import (
 func newTrainCmd() *cobra.Command {
 	o := new(train.DefaultOptions())
 	var noProgress, jsonOut bool
-	sv := new(speechFlagValues)
+	dv := new(dataFlagValues)
 	var dev deviceFlags
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
@@ -60,31 +60,33 @@ docs/speech.md).`,
 			if cmd.Flags().Changed("delta") && train.IsNoTarget(o.TargetEpsilon) {
 				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 			}
+			t, err := runTask(o)
+			if err != nil {
+				return err
+			}
+			if err := dev.refuseDevice(t); err != nil {
+				return err
+			}
 			if o.Resume {
-				if err := refuseResumeConflicts(cmd, o, sv); err != nil {
+				if err := refuseResumeConflicts(cmd, o, dv); err != nil {
 					return err
 				}
 			}
+			data := dv.data()
+			if err := t.Apply(o, givenFlags(cmd)); err != nil {
+				return flagError(err)
+			}
+			if err := t.Check(o, data); err != nil {
+				return flagError(err)
+			}
+			d, err := dev.openTask(t, o)
+			if err != nil {
+				return err
+			}
+			defer closeDevice(d)
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
-			var r *train.Result
-			var err error
-			if o.Task == speech.TaskName {
-				if err := dev.refuseForSpeech(); err != nil {
-					return err
-				}
-				r, err = trainSpeech(ctx, cmd, sv, o, newProgress(cmd, noProgress))
-			} else {
-				if err := checkTrainOptions(o); err != nil {
-					return err
-				}
-				d, derr := dev.openTraining(o)
-				if derr != nil {
-					return derr
-				}
-				defer closeDevice(d)
-				r, err = train.Run(ctx, *o, newProgress(cmd, noProgress))
-			}
+			r, err := t.Train(ctx, *o, data, newProgress(cmd, noProgress))
 			if err != nil {
 				return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 			}
@@ -107,7 +109,7 @@ docs/speech.md).`,
 		},
 	}
 	trainFlags(cmd.Flags(), o, &noProgress)
-	speechFlags(cmd.Flags(), sv)
+	dataFlags(cmd.Flags(), dv)
 	dev.bindTraining(cmd.Flags())
 	cmd.Flags().Float64Var(&o.TargetOrder, "order", o.TargetOrder, "Renyi order lambda > 1 of --target-rd")
 	cmd.Flags().Float64Var(&o.TargetDelta, "delta", o.TargetDelta, "delta of --target-epsilon")
@@ -118,31 +120,21 @@ docs/speech.md).`,
 func init() { rootCmd.AddCommand(newTrainCmd()) }
 
 // refuseResumeConflicts refuses the flags given to a resumed run that
-// contradict the options saved in its directory (train_options.json, or
-// speech_options.json of a --task lid run), which the run continues with:
-// each flag given on the command line whose option differs
-// (train.Differences; for the speech task its data_dir and max_seconds too,
+// contradict the options saved in its directory (its task's options file,
+// task.Open), which the run continues with: each flag given on the command
+// line whose option differs (train.Differences, and the task data's
 // option.Differences), named with the given and the saved value. A flag
 // equal to the saved value is fine. A directory whose options cannot be
 // read is left to the run to report (no run to resume, a damaged file).
-func refuseResumeConflicts(cmd *cobra.Command, o *train.Options, sv *speechFlagValues) error {
-	var diffs []option.Difference
-	file := train.OptionsFile
-	if speech.IsModelDir(o.Out) {
-		saved, err := speech.LoadOptions(o.Out)
-		if err != nil {
-			return nil
-		}
-		file = speech.OptionsFile
-		diffs = train.Differences(&saved.Train, o)
-		given := speech.Options{DataDir: sv.dataDir, MaxSeconds: sv.maxSeconds, Train: saved.Train}
-		diffs = append(diffs, option.Differences(saved, &given)...) // Train is compared above
-	} else {
-		saved, err := train.LoadOptions(o.Out)
-		if err != nil {
-			return nil
-		}
-		diffs = train.Differences(saved, o)
+func refuseResumeConflicts(cmd *cobra.Command, o *train.Options, dv *dataFlagValues) error {
+	saved, err := task.Open(o.Out)
+	if err != nil {
+		return nil
+	}
+	file := saved.File
+	diffs := train.Differences(saved.Options, o)
+	if saved.Task.UsesData() {
+		diffs = append(diffs, option.Differences(&saved.Data, dv.data())...)
 	}
 	fs := cmd.Flags()
 	var conflicts []string

@@ -1,6 +1,6 @@
 // The all-pairs audit on the device (dnn/audit.go): paper Eq. rdp, principled
 // mode, for every unordered pair a < b of M posteriors in both directions, in
-// double, with the arithmetic of the CPU engine (privacy/engine.go,
+// double, with the arithmetic of the CPU engine (audit/engine.go,
 // privacy/bound.go):
 //
 //   D(q||q') = sum over components i kept in both of

@@ -3,7 +3,7 @@
 // a reported number keeps its convention:
 //
 //   - Linear ("type 7" of Hyndman & Fan 1996, R's and NumPy's default):
-//     the audit's p50/p90/p99 in privacy.Report (report.json, the sweep
+//     the audit's p50/p90/p99 in audit.Report (report.json, the sweep
 //     tables).
 //   - Empirical (type 1, the inverse of the empirical CDF, gonum's
 //     stat.Empirical): the bootstrap intervals of the attacks.

@@ -1,0 +1,143 @@
+package task
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// speechModality is spoken language identification, the one speech task
+// (package speech: a Wav2Vec2 encoder on a corpus in CommonLanguage's
+// layout, every utterance cropped or padded to Data.MaxSeconds).
+type speechModality struct{}
+
+func (speechModality) names() []string     { return []string{speech.TaskName} }
+func (speechModality) optionsFile() string { return speech.OptionsFile }
+
+func (speechModality) lookup(name string) (Task, bool) {
+	return speechTask{}, name == speech.TaskName
+}
+
+func (speechModality) open(dir string) (*Model, error) {
+	o, err := speech.LoadOptions(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Dir: dir, Task: speechTask{}, Options: &o.Train, Data: Data{DataDir: o.DataDir, MaxSeconds: o.MaxSeconds},
+		File: speech.OptionsFile}, nil
+}
+
+// speechTask is `--task lid`.
+type speechTask struct{}
+
+func (speechTask) Name() string         { return speech.TaskName }
+func (speechTask) Modality() Modality   { return Speech }
+func (speechTask) Examples() string     { return speech.Examples }
+func (speechTask) Metrics() []string    { return []string{speech.MetricAccuracy, speech.MetricF1} }
+func (speechTask) Selection() string    { return speech.MetricF1 }
+func (speechTask) UtilitySplit() string { return speech.DefaultPipelineOptions().UtilitySplit }
+func (speechTask) OptionsFile() string  { return speech.OptionsFile }
+
+func (speechTask) OnDevice() error {
+	return errors.New("the speech encoder (Wav2Vec2) has no GPU twin yet")
+}
+
+// Lambda is the paper's lambda of variant (speech.PaperLambda).
+func (speechTask) Lambda(variant string) float64 { return speech.PaperLambda(variant) }
+
+// Apply gives o the speech task's defaults for the options not given
+// (encoder speech.DefaultEncoder, lambda by variant, warm-up
+// speech.PaperWarmupRatio) and clears the text tasks' files. max_seq_len
+// does not apply: the frames follow from Data.MaxSeconds.
+func (speechTask) Apply(o *train.Options, given Given) error {
+	if given.has("max_seq_len") {
+		return option.MentionErrorf([]string{"task", "max_seconds"}, "max_seq_len", nil,
+			"the text tasks' length: for task %s, max_seconds fixes the frames", speech.TaskName)
+	}
+	def := speech.DefaultOptions().Train
+	if !given.has("encoder") {
+		o.Encoder = def.Encoder
+	}
+	if !given.has("lambda") {
+		o.Lambda = def.Lambda
+	}
+	if !given.has("warmup_ratio") {
+		o.WarmupRatio = def.WarmupRatio
+	}
+	o.GlueDir, o.Vocab = "", ""
+	return nil
+}
+
+func (speechTask) UsesData() bool { return true }
+
+// speechOptions are the speech options of o with d.
+func speechOptions(o train.Options, d *Data) speech.Options {
+	so := speech.Options{Train: o}
+	if d != nil {
+		so.DataDir, so.MaxSeconds = d.DataDir, d.MaxSeconds
+	}
+	return so
+}
+
+// Check resolves a copy of the speech options and checks it
+// (speech.Options.Check); a resumed run reads its saved options instead.
+func (speechTask) Check(o *train.Options, d *Data) error {
+	if o.Resume {
+		return nil
+	}
+	so := speechOptions(*o, d)
+	return so.Check()
+}
+
+func (speechTask) Train(ctx context.Context, o train.Options, d *Data, report progress.Func) (*train.Result, error) {
+	return speech.Run(ctx, speechOptions(o, d), report)
+}
+
+// RunPipeline is speech.RunPipeline: utility on test, the pipeline
+// settings of po (speech.NewPipelineOptions). A stored non-private
+// baseline is the GLUE tasks'.
+func (t speechTask) RunPipeline(ctx context.Context, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error) {
+	if !po.SkipTrain {
+		if err := t.Check(&po.Train, d); err != nil {
+			return nil, err
+		}
+	}
+	if po.Baseline != "" {
+		return nil, option.MentionErrorf([]string{"variant", "task"}, "baseline", po.Baseline,
+			"for the GLUE tasks; run variant baseline of task %s beside it", speech.TaskName)
+	}
+	return speech.RunPipeline(ctx, speech.NewPipelineOptions(speechOptions(po.Train, d), po), report)
+}
+
+// Evaluate loads the model (speech.LoadModel) and runs speech.Evaluate on
+// its corpus (eo.DataDir when given) at its eval batch size unless given.
+// glue_dir, max_seq_len and skip_bad_rows do not apply.
+func (speechTask) Evaluate(ctx context.Context, m *Model, eo EvalOptions) (*train.EvalResult, error) {
+	for _, name := range []string{"glue_dir", "max_seq_len", "skip_bad_rows"} {
+		if eo.Given.has(name) {
+			return nil, option.Errorf(name, nil, "does not apply to a speech model (%s)", m.Dir)
+		}
+	}
+	if eo.Device != nil {
+		return nil, option.Errorf("device", nil, "%v", speechTask{}.OnDevice())
+	}
+	sm, o, err := speech.LoadModel(m.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if eo.Given.has("data_dir") {
+		o.DataDir = eo.DataDir
+	}
+	se := speech.EvalOptions{Split: eo.Split, Limit: eo.Limit, BatchSize: o.Train.EvalBatchSize, Seed: eo.Seed, NoPost: eo.NoPost}
+	if eo.Given.has("out") {
+		se.Out = eo.Out
+	}
+	if eo.Given.has("batch_size") {
+		se.BatchSize = eo.BatchSize
+	}
+	return speech.Evaluate(ctx, m.Dir, sm, o, se)
+}

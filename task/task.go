@@ -1,0 +1,195 @@
+// Package task is the one registry of the tasks nvdp trains, evaluates and
+// audits: every GLUE task (text: packages glue and train) and spoken
+// language identification (speech: packages lid and speech), each one
+// implementation of Task, looked up by name (Lookup) or from a model
+// directory (Open) by the CLI and by package sweep. Nothing outside this
+// package asks which modality a task is: what differs between tasks is a
+// method of Task.
+//
+// Adding a GLUE task is one entry of glue's task table (its files, labels,
+// metrics, lengths and the paper's clipping constants); adding a modality is
+// one implementation of Task in a file of this package, registered in
+// modalities (docs/architecture.md, "Add a modality").
+package task
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/fsutil"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// Modality is the kind of input a task's encoder reads.
+type Modality string
+
+// The modalities.
+const (
+	Text   Modality = "text"   // GLUE: a Transformer text encoder over WordPiece / BPE tokens
+	Speech Modality = "speech" // spoken language identification: a Wav2Vec2 encoder over 16 kHz audio
+)
+
+// Data is the data of a task beyond train.Options: the speech task's corpus
+// and the length every utterance is cropped or padded to (speech.Options'
+// DataDir and MaxSeconds). The text tasks read train.Options' GlueDir and
+// Vocab and ignore it. Its JSON keys are the option names errors use.
+type Data struct {
+	DataDir    string  `json:"data_dir"`
+	MaxSeconds float64 `json:"max_seconds"`
+}
+
+// Given reports whether the option of JSON key name was set explicitly
+// (on a command line: its flag given); options not given take the task's
+// defaults. nil: none given.
+type Given func(name string) bool
+
+func (g Given) has(name string) bool { return g != nil && g(name) }
+
+// EvalOptions configure Task.Evaluate of a model directory: what an
+// evaluation may change of the model's own settings. Split, Seed, Limit,
+// NoPost and SkipBadRows are always used; Out, GlueDir, DataDir, BatchSize
+// and MaxSeqLen only where Given reports them (the others are the model's).
+type EvalOptions struct {
+	Split       string // dev, test (text: train too)
+	Seed        uint64 // of the release's sampling at evaluation
+	Limit       int    // first K examples (0: all)
+	NoPost      bool   // do not write the posterior file
+	SkipBadRows bool   // text: skip malformed TSV rows
+	Out         string // key out; "": the model directory
+	GlueDir     string // key glue_dir (text)
+	DataDir     string // key data_dir (speech: the corpus)
+	BatchSize   int    // key batch_size
+	MaxSeqLen   int    // key max_seq_len (text)
+	Given       Given
+	// Device runs the evaluation on this GPU (nil: the CPU); a task that
+	// has no device twin refuses it (Task.OnDevice).
+	Device *cuda.Device
+}
+
+// Task is one task: its options and their defaults, its data, its model
+// (train, evaluate, the length of its releases), its pipeline and its
+// metrics. Implementations are stateless values; errors about options are
+// *option.Error naming them by JSON key.
+type Task interface {
+	// Name is the task's canonical name (`--task`, report.json's "task",
+	// the posterior files' "task" metadata).
+	Name() string
+	Modality() Modality
+	// Examples is the plural noun of the task's examples ("texts",
+	// "utterances"), in audit labels.
+	Examples() string
+	// Metrics are the metrics of its evaluation; Selection the one that
+	// selects models (its chance level is EvalResult.Chance).
+	Metrics() []string
+	Selection() string
+	// UtilitySplit is the split report.json's utility is measured on.
+	UtilitySplit() string
+	// OnDevice is nil when the task trains and evaluates on a GPU (its
+	// encoder has a dnn twin), else an error saying why it cannot.
+	OnDevice() error
+	// Lambda is the default lambda_G = lambda_D of variant (the value a
+	// run that names none resolves to).
+	Lambda(variant string) float64
+	// Apply gives o the task's defaults for the options not given and
+	// refuses options that do not apply to the task.
+	Apply(o *train.Options, given Given) error
+	// UsesData reports whether the task reads Data (the text tasks read
+	// their files from train.Options).
+	UsesData() bool
+	// Check resolves and validates o with d before any work (o itself is
+	// resolved where the task resolves the train options in place).
+	Check(o *train.Options, d *Data) error
+	// Train trains a model into o.Out (train.Run, or the task's own loop).
+	Train(ctx context.Context, o train.Options, d *Data, report progress.Func) (*train.Result, error)
+	// RunPipeline trains (unless po.SkipTrain), evaluates, audits and
+	// certifies, writing report.json.
+	RunPipeline(ctx context.Context, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error)
+	// OptionsFile is the options file of the task's model directories.
+	OptionsFile() string
+	// Evaluate evaluates the model of m.
+	Evaluate(ctx context.Context, m *Model, eo EvalOptions) (*train.EvalResult, error)
+}
+
+// modalities are the implementations of Task, one per modality; a model
+// directory is the first whose options file it holds (Open).
+var modalities = []modality{speechModality{}, textModality{}}
+
+// modality is what one implementation of Task provides besides the tasks
+// themselves: its tasks by name and the reading of its model directories.
+type modality interface {
+	names() []string
+	lookup(name string) (Task, bool)
+	optionsFile() string
+	open(dir string) (*Model, error)
+}
+
+// Names are the names of every task, text tasks first, sorted within a
+// modality.
+func Names() []string {
+	var out []string
+	for i := len(modalities) - 1; i >= 0; i-- {
+		out = append(out, modalities[i].names()...)
+	}
+	return out
+}
+
+// Lookup is the task of name (case-insensitive; the GLUE spellings SST-2,
+// sts-b as glue.LookupTask). Error: *option.Error of option "task"
+// listing the tasks.
+func Lookup(name string) (Task, error) {
+	for _, m := range modalities {
+		if t, ok := m.lookup(name); ok {
+			return t, nil
+		}
+	}
+	return nil, option.Errorf("task", name, "unknown task (want one of %s)", strings.Join(Names(), ", "))
+}
+
+// ExamplesOf is the noun of the examples of the task named name (a
+// posterior file's "task" metadata): Task.Examples, or "texts" for a name
+// no task has (posteriors written elsewhere).
+func ExamplesOf(name string) string {
+	if t, err := Lookup(name); err == nil {
+		return t.Examples()
+	}
+	return textExamples
+}
+
+// Model is a model directory's task and the options it was trained with.
+type Model struct {
+	Dir  string
+	Task Task
+	// Options are the saved training options; Data the task's data
+	// (zero for the text tasks).
+	Options *train.Options
+	Data    Data
+	// File is the options file they were read from.
+	File string
+}
+
+// Open reads the task and saved options of the model directory dir (the
+// options file of one modality: speech_options.json, train_options.json).
+// Errors name the directory or the file.
+func Open(dir string) (*Model, error) {
+	for _, m := range modalities {
+		if fsutil.IsFile(filepath.Join(dir, m.optionsFile())) {
+			return m.open(dir)
+		}
+	}
+	files := make([]string, len(modalities))
+	for i, m := range modalities {
+		files[i] = m.optionsFile()
+	}
+	slices.Reverse(files)
+	return nil, fmt.Errorf("model %s: no %s: not a model directory (written by nvdp train)", dir, strings.Join(files, " or "))
+}
+
+// glueTasks lists glue's task names (the text modality's tasks).
+func glueTasks() []string { return glue.TaskNames() }

@@ -1,0 +1,130 @@
+package task
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+func TestLookup(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		modality   Modality
+		examples   string
+		selection  string
+		utility    string
+		usesData   bool
+		onDevice   bool
+	}{
+		{"sst2", "sst2", Text, "texts", glue.MetricAccuracy, "dev", false, true},
+		{"SST-2", "sst2", Text, "texts", glue.MetricAccuracy, "dev", false, true},
+		{"sts-b", "stsb", Text, "texts", glue.MetricSpearman, "dev", false, true},
+		{"mrpc", "mrpc", Text, "texts", glue.MetricF1, "dev", false, true},
+		{"lid", "lid", Speech, "utterances", speech.MetricF1, "test", true, false},
+	} {
+		tk, err := Lookup(c.name)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if tk.Name() != c.want || tk.Modality() != c.modality || tk.Examples() != c.examples || tk.Selection() != c.selection ||
+			tk.UtilitySplit() != c.utility || tk.UsesData() != c.usesData || (tk.OnDevice() == nil) != c.onDevice {
+			t.Errorf("%s: got %s %s %s %s %s data %v device %v", c.name, tk.Name(), tk.Modality(), tk.Examples(), tk.Selection(),
+				tk.UtilitySplit(), tk.UsesData(), tk.OnDevice())
+		}
+		if !slices.Contains(tk.Metrics(), tk.Selection()) {
+			t.Errorf("%s: selection %s not among the metrics %v", c.name, tk.Selection(), tk.Metrics())
+		}
+		if ExamplesOf(c.name) != c.examples {
+			t.Errorf("ExamplesOf(%s) = %s", c.name, ExamplesOf(c.name))
+		}
+	}
+	_, err := Lookup("cola")
+	var oe *option.Error
+	if !errors.As(err, &oe) || oe.Option != "task" || !strings.Contains(oe.Reason, "lid") || !strings.Contains(oe.Reason, "sst2") {
+		t.Errorf("Lookup(cola): %v, want an option error of task listing the tasks", err)
+	}
+	if ExamplesOf("") != "texts" {
+		t.Errorf("ExamplesOf of no task: %s", ExamplesOf(""))
+	}
+	names := Names()
+	if want := append(glue.TaskNames(), speech.TaskName); !slices.Equal(names, want) {
+		t.Errorf("Names %v, want %v", names, want)
+	}
+}
+
+// TestApply: the speech task's defaults replace the options left out, keep
+// the given ones, and refuse max_seq_len; the text tasks change nothing.
+func TestApply(t *testing.T) {
+	given := func(names ...string) Given { return func(n string) bool { return slices.Contains(names, n) } }
+	base := train.DefaultOptions()
+	base.Encoder, base.Lambda, base.WarmupRatio, base.GlueDir, base.Vocab = "scratch:bert-tiny", 0.5, 0.25, "/glue", "/vocab"
+	sp, _ := Lookup("lid")
+	def := speech.DefaultOptions().Train
+	for _, c := range []struct {
+		given        Given
+		enc          string
+		lambda, warm float64
+	}{
+		{nil, def.Encoder, def.Lambda, def.WarmupRatio},
+		{given("encoder", "lambda", "warmup_ratio"), base.Encoder, base.Lambda, base.WarmupRatio},
+		{given("lambda"), def.Encoder, base.Lambda, def.WarmupRatio},
+	} {
+		o := base
+		if err := sp.Apply(&o, c.given); err != nil {
+			t.Fatal(err)
+		}
+		if o.Encoder != c.enc || !sameFloat(o.Lambda, c.lambda) || o.WarmupRatio != c.warm || o.GlueDir != "" || o.Vocab != "" {
+			t.Errorf("speech Apply: encoder %s lambda %v warm-up %v glue %q vocab %q", o.Encoder, o.Lambda, o.WarmupRatio, o.GlueDir, o.Vocab)
+		}
+	}
+	o := base
+	err := sp.Apply(&o, given("max_seq_len"))
+	var oe *option.Error
+	if !errors.As(err, &oe) || oe.Option != "max_seq_len" || !slices.Contains(oe.Mentions, "max_seconds") {
+		t.Errorf("speech Apply with max_seq_len: %v", err)
+	}
+	tx, _ := Lookup("sst2")
+	o = base
+	if err := tx.Apply(&o, nil); err != nil || train.Differences(&base, &o) != nil {
+		t.Errorf("text Apply changed the options: %v %v", err, train.Differences(&base, &o))
+	}
+}
+
+func sameFloat(a, b float64) bool { return a == b || (a != a && b != b) }
+
+// TestOpen: a model directory is read by the modality whose options file it
+// holds; a directory with none is an error naming both files.
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Open(dir)
+	if err == nil || !strings.Contains(err.Error(), speech.OptionsFile) || !strings.Contains(err.Error(), train.OptionsFile) {
+		t.Errorf("Open of an empty directory: %v", err)
+	}
+	o := train.DefaultOptions()
+	o.Task, o.GlueDir, o.Vocab, o.Encoder, o.Variant, o.Out = "rte", "/glue", "/vocab.txt", "scratch:bert-tiny", "baseline", dir
+	o.Resolve()
+	if err := train.SaveOptions(dir, &o); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Task.Name() != "rte" || m.File != train.OptionsFile || m.Options.Variant != "baseline" || m.Data != (Data{}) {
+		t.Errorf("Open: task %s file %s variant %s data %+v", m.Task.Name(), m.File, m.Options.Variant, m.Data)
+	}
+	if err := os.WriteFile(filepath.Join(dir, speech.OptionsFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), speech.OptionsFile) {
+		t.Errorf("Open of a damaged speech options file: %v, want its error", err)
+	}
+}

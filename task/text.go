@@ -1,0 +1,106 @@
+package task
+
+import (
+	"context"
+
+	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// textExamples is the noun of a text task's examples.
+const textExamples = "texts"
+
+// textModality is the GLUE tasks: a text encoder trained and evaluated by
+// package train on glue's TSV files; a task is an entry of glue's table.
+type textModality struct{}
+
+func (textModality) names() []string     { return glueTasks() }
+func (textModality) optionsFile() string { return train.OptionsFile }
+
+func (textModality) lookup(name string) (Task, bool) {
+	g, err := glue.LookupTask(name)
+	if err != nil {
+		return nil, false
+	}
+	return textTask{g}, true
+}
+
+func (textModality) open(dir string) (*Model, error) {
+	o, err := train.LoadOptions(dir)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Lookup(o.Task)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Dir: dir, Task: t, Options: o, File: train.OptionsFile}, nil
+}
+
+// textTask is one GLUE task.
+type textTask struct{ g *glue.Task }
+
+func (t textTask) Name() string       { return t.g.Name }
+func (textTask) Modality() Modality   { return Text }
+func (textTask) Examples() string     { return textExamples }
+func (t textTask) Metrics() []string  { return t.g.Metrics }
+func (t textTask) Selection() string  { return t.g.Metric }
+func (textTask) UtilitySplit() string { return "dev" }
+func (textTask) OnDevice() error      { return nil }
+func (textTask) OptionsFile() string  { return train.OptionsFile }
+func (textTask) UsesData() bool       { return false }
+
+// Lambda is train.DefaultOptions' lambda, whatever the variant.
+func (textTask) Lambda(string) float64 { return train.DefaultOptions().Lambda }
+
+// Apply: train.DefaultOptions are the text tasks' defaults; every option
+// applies.
+func (textTask) Apply(*train.Options, Given) error { return nil }
+
+// Check resolves o in place, validates it and checks its files (the GLUE
+// split, the vocabulary, the encoder); a resumed run is checked when its
+// saved options are read.
+func (textTask) Check(o *train.Options, _ *Data) error {
+	if o.Resume {
+		return nil
+	}
+	o.Resolve()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return o.CheckFiles()
+}
+
+func (textTask) Train(ctx context.Context, o train.Options, _ *Data, report progress.Func) (*train.Result, error) {
+	return train.Run(ctx, o, report)
+}
+
+func (textTask) RunPipeline(ctx context.Context, po train.PipelineOptions, _ *Data, report progress.Func) (*train.Report, error) {
+	return train.RunPipeline(ctx, po, report)
+}
+
+// Evaluate loads the model (train.LoadModel) and runs train.Evaluate with
+// the model's evaluation options (train.DefaultEvalOptions) changed by eo.
+func (textTask) Evaluate(_ context.Context, m *Model, eo EvalOptions) (*train.EvalResult, error) {
+	b, err := train.LoadModel(m.Dir)
+	if err != nil {
+		return nil, err
+	}
+	o := train.DefaultEvalOptions(b)
+	o.Split, o.Seed, o.Limit, o.NoPost, o.SkipBadRows, o.Device = eo.Split, eo.Seed, eo.Limit, eo.NoPost, eo.SkipBadRows, eo.Device
+	for _, s := range []struct {
+		name string
+		set  func()
+	}{
+		{"out", func() { o.Out = eo.Out }},
+		{"glue_dir", func() { o.GlueDir = eo.GlueDir }},
+		{"batch_size", func() { o.BatchSize = eo.BatchSize }},
+		{"max_seq_len", func() { o.MaxSeqLen = eo.MaxSeqLen }},
+	} {
+		if eo.Given.has(s.name) {
+			s.set()
+		}
+	}
+	return train.Evaluate(b, o)
+}

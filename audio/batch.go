@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-
-	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
 // NormEps is the variance floor of Normalize: transformers'
@@ -69,33 +67,33 @@ func DefaultExtractor() Extractor {
 	return Extractor{MaxSamples: NoCrop, Normalize: true}
 }
 
-// Batch builds a wav2vec2.Input from waveforms at wav2vec2.SampleRate:
+// Batch builds a Batch from waveforms at SampleRate:
 // B = len(waves), T = the longest cropped waveform; row b holds waves[b]
 // (cropped, normalised if e.Normalize) followed by zeros, and Mask[b, t] is
 // 1 for its real samples, 0 for the padding. The inputs are not modified.
 // Everything is checked before any work: errors name the waveform (no
 // waveforms, an empty or non-finite waveform, MaxSamples neither > 0 nor
 // NoCrop).
-func (e Extractor) Batch(waves [][]float32) (wav2vec2.Input, error) {
+func (e Extractor) Batch(waves [][]float32) (Batch, error) {
 	if e.MaxSamples <= 0 && e.MaxSamples != NoCrop {
-		return wav2vec2.Input{}, fmt.Errorf("audio: max samples %d, want > 0 or NoCrop (%d)", e.MaxSamples, NoCrop)
+		return Batch{}, fmt.Errorf("audio: max samples %d, want > 0 or NoCrop (%d)", e.MaxSamples, NoCrop)
 	}
 	if len(waves) == 0 {
-		return wav2vec2.Input{}, errors.New("audio: batch of no waveforms")
+		return Batch{}, errors.New("audio: batch of no waveforms")
 	}
 	T := 0
 	for b, w := range waves {
 		if len(w) == 0 {
-			return wav2vec2.Input{}, fmt.Errorf("audio: waveform %d is empty", b)
+			return Batch{}, fmt.Errorf("audio: waveform %d is empty", b)
 		}
 		for i, v := range w {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return wav2vec2.Input{}, fmt.Errorf("audio: waveform %d sample %d: non-finite value %v", b, i, v)
+				return Batch{}, fmt.Errorf("audio: waveform %d sample %d: non-finite value %v", b, i, v)
 			}
 		}
 		T = max(T, e.length(w))
 	}
-	in := wav2vec2.Input{B: len(waves), T: T, Values: make([]float32, len(waves)*T), Mask: make([]float32, len(waves)*T)}
+	in := Batch{B: len(waves), T: T, Values: make([]float32, len(waves)*T), Mask: make([]float32, len(waves)*T)}
 	for b, w := range waves {
 		row := in.Values[b*T : b*T+e.length(w)]
 		copy(row, w)
@@ -118,7 +116,7 @@ func (e Extractor) length(w []float32) int {
 }
 
 // Load reads the WAV file at path and returns its mono waveform at
-// wav2vec2.SampleRate (ReadWAV, Clip.Mono, Resample), ready for
+// SampleRate (ReadWAV, Clip.Mono, Resample), ready for
 // Extractor.Batch. Errors name the file (a sample rate outside
 // MinSampleRate to MaxSampleRate among them). LoadCropped reads only the
 // beginning a caller keeps.
@@ -163,7 +161,7 @@ func LoadCropped(ctx context.Context, path string, maxSamples int) (x []float32,
 func loadCropped(ctx context.Context, data []byte, name string, maxSamples int) ([]float32, int, error) {
 	var limit func(rate int) int
 	if maxSamples != NoCrop {
-		limit = func(rate int) int { return resampleInput(maxSamples, rate, wav2vec2.SampleRate) }
+		limit = func(rate int) int { return resampleInput(maxSamples, rate, SampleRate) }
 	}
 	clip, frames, err := decodeWAV(data, name, limit)
 	if err != nil {
@@ -172,9 +170,41 @@ func loadCropped(ctx context.Context, data []byte, name string, maxSamples int) 
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("audio %s: %w", name, err)
 	}
-	x, err := resample(ctx, clip.Mono(), clip.Rate, wav2vec2.SampleRate, maxSamples)
+	x, err := resample(ctx, clip.Mono(), clip.Rate, SampleRate, maxSamples)
 	if err != nil {
 		return nil, 0, fmt.Errorf("audio %s: %w", name, err)
 	}
-	return x, resampledLen(frames, clip.Rate, wav2vec2.SampleRate), nil
+	return x, resampledLen(frames, clip.Rate, SampleRate), nil
+}
+
+// SampleRate is the waveform rate (Hz) of the speech encoder's input: every
+// Wav2Vec2 checkpoint expects 16 kHz (the feature extractor's sampling_rate),
+// and Load resamples every file to it.
+const SampleRate = 16000
+
+// Batch is a batch of waveforms, the speech encoder's input (wav2vec2.Model.Forward): Values [B, T] row-major (16 kHz samples,
+// normalised by the caller as the feature extractor does), Mask [B, T]
+// Hugging Face's attention_mask over samples (1 = real sample, 0 = padding;
+// each row real samples first, then padding) or nil when every sample is real.
+type Batch struct {
+	Values []float32
+	Mask   []float32
+	B, T   int
+}
+
+// SampleLengths returns the number of real samples per row.
+func (in Batch) SampleLengths() []int {
+	n := make([]int, in.B)
+	for b := range n {
+		n[b] = in.T
+		if in.Mask != nil {
+			n[b] = 0
+			for _, v := range in.Mask[b*in.T : (b+1)*in.T] {
+				if v == 1 {
+					n[b]++
+				}
+			}
+		}
+	}
+	return n
 }

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
 // writeTone writes a 16-bit PCM file of channels x frames at rate: a
@@ -44,7 +42,7 @@ func writeTone(t testing.TB, path string, rate, channels, frames int) {
 func TestLoadCroppedMatchesLoad(t *testing.T) {
 	dir := t.TempDir()
 	const T = 4000 // 0.25 s at 16 kHz
-	for _, rate := range []int{MinSampleRate, 8000, wav2vec2.SampleRate, 16001, 22050, 44100, 48000, MaxSampleRate} {
+	for _, rate := range []int{MinSampleRate, 8000, SampleRate, 16001, 22050, 44100, 48000, MaxSampleRate} {
 		for _, channels := range []int{1, 2} {
 			for _, seconds := range []float64{0.1, 0.25, 0.6} {
 				name := fmt.Sprintf("%d Hz, %d channels, %g s", rate, channels, seconds)
@@ -84,9 +82,9 @@ func TestLoadCroppedMatchesLoad(t *testing.T) {
 func TestLoadCroppedLong48k(t *testing.T) {
 	dir := t.TempDir()
 	const rate, seconds = 48000, 0.5
-	T := int(seconds * wav2vec2.SampleRate)
-	need := resampleInput(T, rate, wav2vec2.SampleRate)
-	if max := int(seconds*rate) + filterHalf(rate, wav2vec2.SampleRate) + 1; need > max || need < int(seconds*rate) {
+	T := int(seconds * SampleRate)
+	need := resampleInput(T, rate, SampleRate)
+	if max := int(seconds*rate) + filterHalf(rate, SampleRate) + 1; need > max || need < int(seconds*rate) {
 		t.Fatalf("resampleInput %d frames, want between %d and %d", need, int(seconds*rate), max)
 	}
 	long, short := filepath.Join(dir, "long.wav"), filepath.Join(dir, "short.wav")
@@ -98,8 +96,8 @@ func TestLoadCroppedLong48k(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(x) != T || full != 30*wav2vec2.SampleRate {
-		t.Fatalf("%d samples of %d, want %d of %d", len(x), full, T, 30*wav2vec2.SampleRate)
+	if len(x) != T || full != 30*SampleRate {
+		t.Fatalf("%d samples of %d, want %d of %d", len(x), full, T, 30*SampleRate)
 	}
 	y, _, err := LoadCropped(context.Background(), short, T)
 	if err != nil {
@@ -114,7 +112,7 @@ func TestLoadCroppedLong48k(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clip, frames, err := decodeWAV(data, long, func(r int) int { return resampleInput(T, r, wav2vec2.SampleRate) })
+	clip, frames, err := decodeWAV(data, long, func(r int) int { return resampleInput(T, r, SampleRate) })
 	if err != nil || clip.Len() != need || frames != 30*rate {
 		t.Fatalf("decoded %d of %d frames (%v), want %d of %d", clip.Len(), frames, err, need, 30*rate)
 	}
@@ -225,8 +223,8 @@ func (c *doneAfter) Err() error {
 func TestResampleStopsInside(t *testing.T) {
 	for _, from := range []int{48000, 16001} {
 		x := sine(from, 10, 440, 0.5, 0)
-		every := max(1, cancelTaps/(2*filterHalf(from, wav2vec2.SampleRate)+1))
-		_, err := resample(&doneAfter{Context: context.Background(), n: 2}, x, from, wav2vec2.SampleRate, NoCrop)
+		every := max(1, cancelTaps/(2*filterHalf(from, SampleRate)+1))
+		_, err := resample(&doneAfter{Context: context.Background(), n: 2}, x, from, SampleRate, NoCrop)
 		want := fmt.Sprintf("stopped at output sample %d of 160000", 2*every)
 		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%d Hz: %v, want context.Canceled %q", from, err, want)

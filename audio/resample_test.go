@@ -3,8 +3,6 @@ package audio
 import (
 	"math"
 	"testing"
-
-	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
 func sine(rate int, seconds, freq, amp, phase float64) []float32 {
@@ -76,11 +74,11 @@ func TestResampleAliasing(t *testing.T) {
 		freq float64
 	}{{44100, 10000}, {48000, 8500}, {48000, 20000}, {22050, 9000}} {
 		x := sine(tc.from, 0.25, tc.freq, 1, 0)
-		y, err := Resample(x, tc.from, wav2vec2.SampleRate)
+		y, err := Resample(x, tc.from, SampleRate)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lo, hi := interior(len(y), tc.from, wav2vec2.SampleRate)
+		lo, hi := interior(len(y), tc.from, SampleRate)
 		worst := 0.0
 		for _, v := range y[lo:hi] {
 			worst = math.Max(worst, math.Abs(float64(v)))
@@ -123,7 +121,7 @@ func BenchmarkResample44100(b *testing.B) {
 	x := sine(44100, 5, 440, 0.5, 0)
 	b.SetBytes(int64(4 * len(x)))
 	for b.Loop() {
-		if _, err := Resample(x, 44100, wav2vec2.SampleRate); err != nil {
+		if _, err := Resample(x, 44100, SampleRate); err != nil {
 			b.Fatal(err)
 		}
 	}

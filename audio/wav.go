@@ -1,8 +1,8 @@
 // Package audio turns audio files into the waveforms a Wav2Vec2 encoder
 // takes (docs/speech.md, "Audio"): WAV reading (PCM 8/16/24/32-bit, IEEE
 // float 32/64-bit, plain or WAVE_FORMAT_EXTENSIBLE), mono mixing, band-limited
-// resampling to wav2vec2.SampleRate, the Wav2Vec2FeatureExtractor's
-// per-utterance normalisation and right-padded batches (wav2vec2.Input).
+// resampling to SampleRate, the Wav2Vec2FeatureExtractor's
+// per-utterance normalisation and right-padded batches (Batch).
 package audio
 
 import (

@@ -172,3 +172,30 @@ func TestAuditDeterministicWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestFitMemory: low memory is chosen exactly when the float64 copies take
+// more than half the available memory, in principled mode, and never undone.
+func TestFitMemory(t *testing.T) {
+	p := &privacy.Posteriors{M: 10, N: 5, P: 4} // copies: 16 * 200 = 3200 bytes
+	for _, c := range []struct {
+		mode      privacy.Mode
+		set       bool
+		available float64
+		want      bool
+	}{
+		{privacy.ModePrincipled, false, 6400, false},
+		{privacy.ModePrincipled, false, 6399, true},
+		{privacy.ModePrincipled, false, 0, false},
+		{privacy.ModeReference, false, 100, false},
+		{privacy.ModePrincipled, true, 1e9, false},
+	} {
+		o := DefaultOptions()
+		o.Mode, o.LowMemory = c.mode, c.set
+		if got := o.FitMemory(p, c.available); got != c.want || o.LowMemory != (c.want || c.set) {
+			t.Errorf("%+v: set %v, LowMemory %v", c, got, o.LowMemory)
+		}
+	}
+	if CopiesBytes(p) != 3200 {
+		t.Errorf("CopiesBytes %v", CopiesBytes(p))
+	}
+}

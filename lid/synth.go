@@ -17,7 +17,6 @@ import (
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
-	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
 // StandInNote is what the synthetic corpus says of itself in its metadata
@@ -512,7 +511,7 @@ func renderOne(root, tmp string, u plannedUtterance, r Renderer) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return fmt.Errorf("lid: %w", err)
 	}
-	return audio.WriteWAV(out, x, wav2vec2.SampleRate)
+	return audio.WriteWAV(out, x, audio.SampleRate)
 }
 
 // readme is the README.md of a synthetic corpus.

@@ -8,11 +8,10 @@ import (
 
 	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/lid"
-	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
 // Dataset is a split of a corpus in memory: every utterance's waveform at
-// wav2vec2.SampleRate cropped to its first T samples or zero-padded to T,
+// audio.SampleRate cropped to its first T samples or zero-padded to T,
 // normalised to zero mean and unit variance over its real samples
 // (audio.Normalize, as the Wav2Vec2 feature extractor), and its language.
 type Dataset struct {
@@ -138,8 +137,8 @@ func spread(utts []lid.Utterance, limit int) []lid.Utterance {
 // mask (every sample counts: the zero padding of a short utterance is
 // silence the encoder reads, so that every input has F frames) and their
 // labels.
-func (d *Dataset) Batch(idx []int) (wav2vec2.Input, []int) {
-	in := wav2vec2.Input{B: len(idx), T: d.T, Values: make([]float32, len(idx)*d.T)}
+func (d *Dataset) Batch(idx []int) (audio.Batch, []int) {
+	in := audio.Batch{B: len(idx), T: d.T, Values: make([]float32, len(idx)*d.T)}
 	labels := make([]int, len(idx))
 	for b, i := range idx {
 		copy(in.Values[b*d.T:(b+1)*d.T], d.Waves[i*d.T:(i+1)*d.T])

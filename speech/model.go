@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
@@ -52,7 +53,7 @@ type Cache struct {
 // [B, F, H], then nvib.Model.ForwardFeatures with every frame a component
 // (N = F + 1 with the prior). labels (nil: none) are language indices.
 // Errors: invalid input, the NVIB model's.
-func (m *Model) Forward(in wav2vec2.Input, labels []int, opt nvib.ForwardOptions) (*nvib.Output, *Cache, error) {
+func (m *Model) Forward(in audio.Batch, labels []int, opt nvib.ForwardOptions) (*nvib.Output, *Cache, error) {
 	if in.Mask != nil {
 		return nil, nil, fmt.Errorf("speech model: input has a mask: every row must be %d real samples (cropped or zero-padded)", in.T)
 	}

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -96,9 +97,9 @@ func DefaultOptions() Options {
 	return Options{MaxSeconds: DefaultMaxSeconds, Train: t}
 }
 
-// Samples is the input length T in samples at wav2vec2.SampleRate.
+// Samples is the input length T in samples at audio.SampleRate.
 func (o *Options) Samples() int {
-	return int(math.Round(o.MaxSeconds * wav2vec2.SampleRate))
+	return int(math.Round(o.MaxSeconds * audio.SampleRate))
 }
 
 // Resolve derives the Auto options before train.Options.Resolve: lambda

@@ -3,13 +3,14 @@ package wav2vec2
 import (
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nn/nntest"
 )
 
 // benchSmall returns the small preset from scratch and a batch of 8
 // utterances of 1 s (16,000 samples, 49 frames).
-func benchSmall(b *testing.B) (*Model, Input) {
+func benchSmall(b *testing.B) (*Model, audio.Batch) {
 	cfg, err := Preset("small")
 	if err != nil {
 		b.Fatal(err)
@@ -19,7 +20,7 @@ func benchSmall(b *testing.B) (*Model, Input) {
 		b.Fatal(err)
 	}
 	rng := newRng(2)
-	in := Input{B: 8, T: SampleRate, Values: make([]float32, 8*SampleRate)}
+	in := audio.Batch{B: 8, T: audio.SampleRate, Values: make([]float32, 8*audio.SampleRate)}
 	for i := range in.Values {
 		in.Values[i] = float32(rng.NormFloat64())
 	}

@@ -48,10 +48,6 @@ const (
 	NormLayer = "layer" // LayerNorm after every conv (wav2vec2-large)
 )
 
-// SampleRate is the waveform rate (Hz) every Wav2Vec2 checkpoint expects
-// (the feature extractor's sampling_rate).
-const SampleRate = 16000
-
 // convNormEps is the eps of the feature encoder's GroupNorm / LayerNorm
 // (torch's default 1e-5: transformers does not pass layer_norm_eps to them).
 const convNormEps = 1e-5

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/nvdp-project/nvdp/audio"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -64,8 +66,8 @@ func TestPresets(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 		}
-		if c.NumParams() != tc.params || c.FrameLength(SampleRate) != tc.frames || c.Stride() != 320 || c.ReceptiveField() != 400 {
-			t.Errorf("%s: %d params, %d frames per second, stride %d, field %d", tc.name, c.NumParams(), c.FrameLength(SampleRate), c.Stride(), c.ReceptiveField())
+		if c.NumParams() != tc.params || c.FrameLength(audio.SampleRate) != tc.frames || c.Stride() != 320 || c.ReceptiveField() != 400 {
+			t.Errorf("%s: %d params, %d frames per second, stride %d, field %d", tc.name, c.NumParams(), c.FrameLength(audio.SampleRate), c.Stride(), c.ReceptiveField())
 		}
 		data, err := c.JSON()
 		if err != nil {

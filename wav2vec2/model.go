@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
 )
@@ -226,39 +227,12 @@ func (m *Model) baseParams() []*nn.Param {
 	return ps
 }
 
-// Input is a batch of waveforms: Values [B, T] row-major (16 kHz samples,
-// normalised by the caller as the feature extractor does), Mask [B, T]
-// Hugging Face's attention_mask over samples (1 = real sample, 0 = padding;
-// each row real samples first, then padding) or nil when every sample is real.
-type Input struct {
-	Values []float32
-	Mask   []float32
-	B, T   int
-}
-
-// SampleLengths returns the number of real samples per row.
-func (in Input) SampleLengths() []int {
-	n := make([]int, in.B)
-	for b := range n {
-		n[b] = in.T
-		if in.Mask != nil {
-			n[b] = 0
-			for _, v := range in.Mask[b*in.T : (b+1)*in.T] {
-				if v == 1 {
-					n[b]++
-				}
-			}
-		}
-	}
-	return n
-}
-
 // CheckInput validates a batch: B, T > 0, slice lengths B*T, finite sample
 // values, mask values 0 or 1 with the real samples first in each row, and
 // at least one frame per row (Config.ReceptiveField samples). Errors name
 // the row and sample. Forward panics on what CheckInput rejects, so callers
 // feeding user data call it first.
-func (m *Model) CheckInput(in Input) error {
+func (m *Model) CheckInput(in audio.Batch) error {
 	if in.B <= 0 || in.T <= 0 {
 		return fmt.Errorf("wav2vec2 input: batch %d x %d samples, both must be > 0", in.B, in.T)
 	}
@@ -299,7 +273,7 @@ func (m *Model) CheckInput(in Input) error {
 // FrameMask returns the frame-level attention_mask [B, F] of a checked
 // input (1 for the first FrameLength(real samples) frames of each row),
 // as transformers' _get_feature_vector_attention_mask, and F.
-func (m *Model) FrameMask(in Input) ([]float32, int) {
+func (m *Model) FrameMask(in audio.Batch) ([]float32, int) {
 	F := m.Config.FrameLength(in.T)
 	mask := make([]float32, in.B*F)
 	for b, n := range in.SampleLengths() {
@@ -350,7 +324,7 @@ type convCache struct {
 // masks the feature projection's output (specaugment.go; its draws from
 // rng). Invalid input (see CheckInput) panics, and so does training with
 // time masking on fewer than Config.MinTrainFrames frames.
-func (m *Model) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, []float32, *Cache) {
+func (m *Model) Forward(in audio.Batch, train bool, rng *rand.Rand) (*nn.Tensor, []float32, *Cache) {
 	if err := m.CheckInput(in); err != nil {
 		panic(err.Error())
 	}

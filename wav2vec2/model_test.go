@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nn/nntest"
 )
@@ -58,9 +59,9 @@ func randomize(m *Model, rng *rand.Rand) {
 
 // tinyInput is a batch of 2 waveforms of 400 samples (19 frames); row 1 has
 // 300 real samples (14 frames) when masked.
-func tinyInput(seed uint64, masked bool) Input {
+func tinyInput(seed uint64, masked bool) audio.Batch {
 	rng := newRng(seed)
-	in := Input{B: 2, T: 400, Values: make([]float32, 800)}
+	in := audio.Batch{B: 2, T: 400, Values: make([]float32, 800)}
 	for i := range in.Values {
 		in.Values[i] = float32(rng.NormFloat64())
 	}
@@ -184,7 +185,7 @@ func TestPaddingInvariance(t *testing.T) {
 	m := tinyModel(t, tinyConfig(NormLayer), 4)
 	in := tinyInput(5, true)
 	y, mask, _ := m.Forward(in, false, nil)
-	alone := Input{B: 1, T: 300, Values: in.Values[400:700]}
+	alone := audio.Batch{B: 1, T: 300, Values: in.Values[400:700]}
 	ya, _, _ := m.Forward(alone, false, nil)
 	F, Fa, H := 19, 14, 16
 	if len(mask) != 2*F || mask[F+Fa-1] != 1 || mask[F+Fa] != 0 {
@@ -285,17 +286,17 @@ func TestCheckInput(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		in   Input
+		in   audio.Batch
 		want string
 	}{
-		{"empty", Input{}, "both must be > 0"},
-		{"length", Input{B: 2, T: 3, Values: make([]float32, 5)}, "5 samples for batch 2 x 3"},
-		{"mask length", Input{B: 1, T: 40, Values: make([]float32, 40), Mask: make([]float32, 3)}, "3 mask values"},
+		{"empty", audio.Batch{}, "both must be > 0"},
+		{"length", audio.Batch{B: 2, T: 3, Values: make([]float32, 5)}, "5 samples for batch 2 x 3"},
+		{"mask length", audio.Batch{B: 1, T: 40, Values: make([]float32, 40), Mask: make([]float32, 3)}, "3 mask values"},
 		{"nan", nan, "row 1 sample 5: non-finite"},
 		{"gap", gap, "row 1 sample 21: real sample after padding"},
 		{"fraction", half, "row 0 sample 3: mask value 0.5"},
 		{"short", short, "row 1 has 29 samples, fewer than the 30 of one frame"},
-		{"too short", Input{B: 1, T: 12, Values: make([]float32, 12)}, "row 0 has 12 samples"},
+		{"too short", audio.Batch{B: 1, T: 12, Values: make([]float32, 12)}, "row 0 has 12 samples"},
 	} {
 		err := m.CheckInput(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/safetensors"
@@ -46,7 +47,7 @@ var refCases = []refCase{
 
 // writeCase writes the case's config.json and model.safetensors into dir
 // (created) and returns the model and its input.
-func writeCase(t testing.TB, rc refCase, dir string) (*Model, Input) {
+func writeCase(t testing.TB, rc refCase, dir string) (*Model, audio.Batch) {
 	t.Helper()
 	m := tinyModel(t, rc.cfg, rc.seed)
 	if rc.prefix != "" {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -219,11 +218,8 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 		defer closeDevice(dev)
 	}
 	// float64 copies of mu and sigma^2 that would not fit: convert per tile
-	if copies := 16 * float64(p.M) * float64(p.N) * float64(p.P); dev == nil && !cmd.Flags().Changed("low-memory") && opt.Mode != privacy.ModeReference {
-		if avail := memAvailable(); avail > 0 && copies > avail/2 {
-			opt.LowMemory = true
-			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", copies, "available_bytes", avail)
-		}
+	if avail := audit.MemAvailable(); dev == nil && !cmd.Flags().Changed("low-memory") && opt.FitMemory(p, avail) {
+		slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", audit.CopiesBytes(p), "available_bytes", avail)
 	}
 	// Progress for audits that take more than a moment.
 	pairs := float64(opt.AuditedPairs(p.M))
@@ -466,25 +462,4 @@ func orderSuffix(what string, o jsonfloat.Float) string {
 		return ""
 	}
 	return "  " + what + " " + strconv.FormatFloat(float64(o), 'g', 6, 64)
-}
-
-// memAvailable is the kernel's estimate of the memory available to a new
-// process (MemAvailable of /proc/meminfo, bytes); 0 where it cannot be read
-// (not Linux).
-func memAvailable() float64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 2 && f[1] == "kB" {
-				if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
-					return kb * 1024
-				}
-			}
-		}
-	}
-	return 0
 }

@@ -1,0 +1,51 @@
+package audit
+
+import (
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/privacy"
+)
+
+// CopiesBytes is the memory of the float64 working copies of mu and
+// sigma^2 a principled audit of p holds unless Options.LowMemory is set:
+// 16 bytes per value of the M x N x P posteriors.
+func CopiesBytes(p *privacy.Posteriors) float64 {
+	return 16 * float64(p.M) * float64(p.N) * float64(p.P)
+}
+
+// FitMemory sets o.LowMemory when a principled audit of p would hold float64
+// copies (CopiesBytes) of more than half of available bytes, so that an
+// audit larger than the memory runs (per tile, same numbers, slower:
+// docs/performance.md); it reports whether it set it. The reference mode
+// holds no copies; available <= 0 (unknown) changes nothing. A caller that
+// was told LowMemory explicitly does not call it.
+func (o *Options) FitMemory(p *privacy.Posteriors, available float64) bool {
+	if o.LowMemory || o.Mode == privacy.ModeReference || available <= 0 || CopiesBytes(p) <= available/2 {
+		return false
+	}
+	o.LowMemory = true
+	return true
+}
+
+// MemAvailable is the kernel's estimate of the memory available to a new
+// process (MemAvailable of /proc/meminfo, bytes); 0 where it cannot be read
+// (not Linux).
+func MemAvailable() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
+					return kb * 1024
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -114,172 +114,26 @@ type interval struct {
 // moments and step are restored from the checkpoint (also from one written
 // before the loop was shared).
 func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
-	statePath := filepath.Join(o.Out, StateFile)
-	optsPath := filepath.Join(o.Out, OptionsFile)
-	o, err := checkOptions(o, statePath, optsPath)
+	p, err := newPretrainer(o)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenize.Load(o.Vocab)
+	run, err := p.open(report)
 	if err != nil {
+		return nil, err
+	}
+	if p.o.Resume {
+		st := run.State()
+		slog.Info("pretrain: resumed", "dir", p.o.Out, "step", st.Step, "epoch", st.Epoch+1)
+	}
+	p.o.Version = OptionsVersion
+	if err := atomicfile.WriteJSON(p.optsPath, p.o); err != nil { // resolved; on resume: a changed Steps/SaveEvery/EvalEvery
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
-	if tok.Kind() != "wordpiece" {
-		return nil, fmt.Errorf("pretrain: tokenizer %s is %s; only BERT WordPiece vocabularies are supported", o.Vocab, tok.Kind())
-	}
-	tokFiles := []string{o.Vocab}
-	if st, err := os.Stat(o.Vocab); err == nil && st.IsDir() {
-		tokFiles = encoder.TokenizerFiles(o.Vocab)
-	}
-	cfg, err := o.modelConfig(tok)
-	if err != nil {
-		return nil, o.inputError(optsPath, err)
-	}
-
-	// Corpus: read, resolve the Auto options, split and pack.
-	docs, cinfo, err := ReadCorpus(o.Corpus)
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	if err := o.Resolve(cfg, len(docs)); err != nil {
-		return nil, o.inputError(optsPath, err)
-	}
-	cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = o.Dropout, o.Dropout
-	o.ModelConfig = &cfg
-	pc, err := prepareDocs(tok, o.Corpus, docs, cinfo, o.Seq, o.Holdout, !o.NoPack, o.Seed)
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	seqs, heldSeqs, heldDocs := pc.Train, pc.HeldOut, pc.HeldOutDocs
-	if len(heldSeqs) > o.MaxEvalSeqs {
-		heldSeqs = heldSeqs[:o.MaxEvalSeqs]
-	}
-	if len(seqs) < o.BatchSize {
-		return nil, fmt.Errorf("pretrain: corpus %s gives %d training sequences, fewer than a batch of %d", o.Corpus, len(seqs), o.BatchSize)
-	}
-	trainTokens := 0
-	for _, s := range seqs {
-		trainTokens += len(s.IDs)
-	}
-	masker, err := NewMasker(tok.MaskID(), cfg.VocabSize, []int{tok.PadID(), tok.CLSID(), tok.SEPID(), tok.UnkID()}, o.WholeWord)
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: vocabulary %s: %w", o.Vocab, err)
-	}
-	masker.Prob = o.MaskProb
-	evalBatches := heldOutBatches(heldSeqs, o.BatchSize, masker, rngstream.PretrainEvalMask.Rand(o.Seed, 0), tok.PadID())
-
-	// Every input is read and checked: the run's files from here.
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-
-	// Model.
-	initRng := rngstream.PretrainInit.Rand(o.Seed, 0)
-	enc, err := encoder.New(cfg, initRng)
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	model := NewModel(enc, initRng)
-	params := model.Params()
-	if o.InitFrom != "" && !o.Resume {
-		n, head, err := initFrom(params, o.InitFrom)
-		if err != nil {
-			return nil, fmt.Errorf("pretrain: initial checkpoint: %w", err)
-		}
-		slog.Info("pretrain: initialised from a checkpoint", "dir", o.InitFrom, "tensors", n, "mlm_head_loaded", head)
-	}
-	maskSrc, dropSrc := rngstream.PretrainMask.PCG(o.Seed, 0), rngstream.PretrainDropout.PCG(o.Seed, 0)
-	maskRng, dropRng := rand.New(maskSrc), rand.New(dropSrc)
-
-	res := &Result{Out: o.Out, Backend: nn.Backend(), Config: o.Config, NumParams: cfg.NumParams(), Corpus: cinfo,
-		TrainSequences: len(seqs), TrainTokens: trainTokens, HeldOutDocs: heldDocs, HeldOutSeqs: len(heldSeqs)}
-	var run *loop.Run
-	evaluate := func(step int) Metric {
-		var tot Stats
-		var lsum float64
-		for _, b := range evalBatches {
-			s := model.Evaluate(b)
-			lsum += s.Loss * float64(s.Masked)
-			tot.Masked += s.Masked
-			tot.Correct += s.Correct
-		}
-		m := Metric{Step: step, Split: "heldout", MaskedTokens: tot.Masked, MaskedAcc: tot.Accuracy(), ElapsedS: run.Seconds()}
-		if tot.Masked > 0 {
-			m.Loss = lsum / float64(tot.Masked)
-		}
-		return m
-	}
-	// The training steps since the last "train" line: their sums (resumable)
-	// and, for the speed, this session's count and start.
-	sums := &interval{}
-	sessionSteps, since, lastLR := 0, time.Now(), 0.0
-	step := func(_ *loop.State, idx []int, lr float64) (float64, string, error) {
-		b := makeBatch(seqs, idx, masker, maskRng, tok.PadID())
-		s := model.LossAndGrad(b, dropRng)
-		if math.IsNaN(s.Loss) || math.IsInf(s.Loss, 0) {
-			return 0, "", fmt.Errorf("loss is %g (a lower learning rate?)", s.Loss)
-		}
-		sums.Masked += s.Masked
-		sums.Correct += s.Correct
-		sums.LossSum += s.Loss * float64(s.Masked)
-		sessionSteps, lastLR = sessionSteps+1, lr
-		return s.Loss, fmt.Sprintf("acc %.3f", s.Accuracy()), nil
-	}
-	// afterStep: a "train" line for the steps since the last one and a
-	// held-out evaluation every EvalEvery steps and at the session's end.
-	afterStep := func(st *loop.State, final bool) error {
-		if !final && (o.EvalEvery == 0 || st.Step%o.EvalEvery != 0) {
-			return nil
-		}
-		tot := Stats{Masked: sums.Masked, Correct: sums.Correct}
-		tm := Metric{Step: st.Step, Split: "train", MaskedTokens: tot.Masked, MaskedAcc: tot.Accuracy(),
-			LR: lastLR, ElapsedS: run.Seconds(), StepsPerS: float64(sessionSteps) / time.Since(since).Seconds()}
-		if tot.Masked > 0 {
-			tm.Loss = sums.LossSum / float64(tot.Masked)
-		}
-		hm := evaluate(st.Step)
-		if err := run.Log(tm); err != nil {
-			return err
-		}
-		if err := run.Log(hm); err != nil {
-			return err
-		}
-		res.FinalHeldOut = hm
-		slog.Info("pretrain", "step", st.Step, "loss", tm.Loss, "masked_acc", tm.MaskedAcc, "heldout_loss", hm.Loss,
-			"heldout_acc", hm.MaskedAcc, "steps_per_s", tm.StepsPerS)
-		*sums, sessionSteps, since = interval{}, 0, time.Now()
-		return nil
-	}
-	perEpoch := len(seqs) / o.BatchSize
-	run, err = loop.Open(loop.Config{Stage: "pretrain", Checkpoint: statePath, StateKey: stateKey,
-		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "metrics line",
-		Params: params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.BERTAdamEps,
-		Warmup: int(math.Round(o.WarmupRatio * float64(o.Steps))), Steps: o.Steps, GradClip: o.GradClip,
-		Examples: len(seqs), BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.PretrainOrder.Rand(o.Seed, e) },
-		Sources:         []loop.Source{{Key: maskKey, RNG: maskSrc}, {Key: dropoutKey, RNG: dropSrc}},
-		CheckpointEvery: o.SaveEvery, StopAfter: o.StopAfterSteps, Resume: o.Resume, Progress: report,
-		Step: step, AfterStep: afterStep, State: sums, Legacy: legacyState(o.BatchSize, perEpoch),
-		Saved: func() error { return Save(o.Out, model, tokFiles...) }})
-	if err != nil {
-		if o.Resume {
-			return nil, fmt.Errorf("pretrain: resume: %w", err)
-		}
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	st := run.State()
-	if o.Resume {
-		slog.Info("pretrain: resumed", "dir", o.Out, "step", st.Step, "epoch", st.Epoch+1)
-	}
-	o.Version = OptionsVersion
-	if err := atomicfile.WriteJSON(optsPath, o); err != nil { // resolved; on resume: a changed Steps/SaveEvery/EvalEvery
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	slog.Info("pretrain: start", "backend", nn.Backend(), "config", o.Config, "params", cfg.NumParams(),
-		"documents", cinfo.Documents, "duplicates", cinfo.Duplicates, "train_seqs", len(seqs), "train_tokens", trainTokens,
-		"heldout_docs", heldDocs, "heldout_seqs", len(heldSeqs), "steps", o.Steps, "batch", o.BatchSize, "seq", o.Seq)
-	if !o.Resume {
-		m := evaluate(0)
-		res.InitialHeldOut = &m
+	p.logStart()
+	if !p.o.Resume {
+		m := p.evaluate(0)
+		p.initialHeldOut = &m
 		if err := run.Log(m); err != nil {
 			return nil, err
 		}
@@ -287,14 +141,257 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	if err := run.Train(ctx); err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
-	if res.FinalHeldOut.Split == "" { // resumed at the end: evaluate once
-		res.FinalHeldOut = evaluate(st.Step)
+	return p.finish()
+}
+
+// pretrainer is one pretraining run of Run: its checked options and inputs
+// (newPretrainer), the model and its random sources, and, once open, the
+// loop whose hooks are its step and afterStep.
+type pretrainer struct {
+	o                   Options // checked and resolved
+	statePath, optsPath string
+
+	tok         tokenize.Tokenizer
+	tokFiles    []string // exported with the model
+	cfg         encoder.Config
+	corpus      CorpusInfo
+	seqs, held  []Sequence // training sequences; held-out ones (at most MaxEvalSeqs)
+	heldDocs    int
+	trainTokens int
+	masker      *Masker
+	evalBatches []*Batch // the held-out sequences, masked once
+
+	model            *Model
+	params           []*nn.Param
+	maskSrc, dropSrc *rand.PCG
+	maskRng, dropRng *rand.Rand
+
+	run *loop.Run
+	// The training steps since the last "train" line: their sums (resumable,
+	// the loop's State) and, for the speed, this session's count and start.
+	sums         interval
+	sessionSteps int
+	since        time.Time
+	lastLR       float64
+
+	initialHeldOut *Metric // a new run's evaluation at step 0
+	finalHeldOut   Metric  // the last evaluation (Split "" before one)
+}
+
+// newPretrainer checks the options (checkOptions) and reads and checks every
+// input (readInputs) before it creates o.Out; then it builds the model
+// (initialised, or copied from o.InitFrom) and the random sources.
+func newPretrainer(o Options) (*pretrainer, error) {
+	p := &pretrainer{statePath: filepath.Join(o.Out, StateFile), optsPath: filepath.Join(o.Out, OptionsFile)}
+	o, err := checkOptions(o, p.statePath, p.optsPath)
+	if err != nil {
+		return nil, err
 	}
-	res.Steps = st.Step
-	res.Epochs = float64(st.Epoch) + float64(st.Batch*o.BatchSize)/float64(len(seqs))
-	res.ElapsedS = run.Seconds()
-	res.StoppedEarly = !st.Done
-	res.MaskedTokensPct = 100 * o.MaskProb
+	p.o = o
+	if err := p.readInputs(); err != nil {
+		return nil, err
+	}
+	// Every input is read and checked: the run's files from here.
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	if err := p.newModel(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// readInputs loads the tokenizer and the model config, prepares the corpus
+// (prepareCorpus) and masks the held-out sequences.
+func (p *pretrainer) readInputs() error {
+	o := &p.o
+	tok, err := tokenize.Load(o.Vocab)
+	if err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	if tok.Kind() != "wordpiece" {
+		return fmt.Errorf("pretrain: tokenizer %s is %s; only BERT WordPiece vocabularies are supported", o.Vocab, tok.Kind())
+	}
+	p.tok, p.tokFiles = tok, []string{o.Vocab}
+	if st, err := os.Stat(o.Vocab); err == nil && st.IsDir() {
+		p.tokFiles = encoder.TokenizerFiles(o.Vocab)
+	}
+	if p.cfg, err = o.modelConfig(tok); err != nil {
+		return o.inputError(p.optsPath, err)
+	}
+	if err := p.prepareCorpus(); err != nil {
+		return err
+	}
+	masker, err := NewMasker(tok.MaskID(), p.cfg.VocabSize, []int{tok.PadID(), tok.CLSID(), tok.SEPID(), tok.UnkID()}, o.WholeWord)
+	if err != nil {
+		return fmt.Errorf("pretrain: vocabulary %s: %w", o.Vocab, err)
+	}
+	masker.Prob = o.MaskProb
+	p.masker = masker
+	p.evalBatches = heldOutBatches(p.held, o.BatchSize, masker, rngstream.PretrainEvalMask.Rand(o.Seed, 0), tok.PadID())
+	return nil
+}
+
+// prepareCorpus reads the corpus, resolves the Auto options from it and the
+// model config (the dropout into the config, the config into
+// o.ModelConfig), then splits and packs it.
+func (p *pretrainer) prepareCorpus() error {
+	o := &p.o
+	docs, cinfo, err := ReadCorpus(o.Corpus)
+	if err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	if err := o.Resolve(p.cfg, len(docs)); err != nil {
+		return o.inputError(p.optsPath, err)
+	}
+	p.cfg.HiddenDropoutProb, p.cfg.AttentionProbsDropoutProb = o.Dropout, o.Dropout
+	o.ModelConfig = &p.cfg
+	pc, err := prepareDocs(p.tok, o.Corpus, docs, cinfo, o.Seq, o.Holdout, !o.NoPack, o.Seed)
+	if err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	p.corpus, p.seqs, p.held, p.heldDocs = cinfo, pc.Train, pc.HeldOut, pc.HeldOutDocs
+	if len(p.held) > o.MaxEvalSeqs {
+		p.held = p.held[:o.MaxEvalSeqs]
+	}
+	if len(p.seqs) < o.BatchSize {
+		return fmt.Errorf("pretrain: corpus %s gives %d training sequences, fewer than a batch of %d", o.Corpus, len(p.seqs), o.BatchSize)
+	}
+	for _, s := range p.seqs {
+		p.trainTokens += len(s.IDs)
+	}
+	return nil
+}
+
+// newModel builds the model from the config with the initialisation stream
+// (then copies o.InitFrom's weights into a new run's) and the masking and
+// dropout sources.
+func (p *pretrainer) newModel() error {
+	o := &p.o
+	initRng := rngstream.PretrainInit.Rand(o.Seed, 0)
+	enc, err := encoder.New(p.cfg, initRng)
+	if err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	p.model = NewModel(enc, initRng)
+	p.params = p.model.Params()
+	if o.InitFrom != "" && !o.Resume {
+		n, head, err := initFrom(p.params, o.InitFrom)
+		if err != nil {
+			return fmt.Errorf("pretrain: initial checkpoint: %w", err)
+		}
+		slog.Info("pretrain: initialised from a checkpoint", "dir", o.InitFrom, "tensors", n, "mlm_head_loaded", head)
+	}
+	p.maskSrc, p.dropSrc = rngstream.PretrainMask.PCG(o.Seed, 0), rngstream.PretrainDropout.PCG(o.Seed, 0)
+	p.maskRng, p.dropRng = rand.New(p.maskSrc), rand.New(p.dropSrc)
+	return nil
+}
+
+// open opens the run's training loop (a resume restores the model, the
+// optimizer, the random sources and the interval sums from the checkpoint),
+// with report for its progress events.
+func (p *pretrainer) open(report progress.Func) (*loop.Run, error) {
+	o := &p.o
+	p.since = time.Now()
+	perEpoch := len(p.seqs) / o.BatchSize
+	run, err := loop.Open(loop.Config{Stage: "pretrain", Checkpoint: p.statePath, StateKey: stateKey,
+		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "metrics line",
+		Params: p.params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.BERTAdamEps,
+		Warmup: int(math.Round(o.WarmupRatio * float64(o.Steps))), Steps: o.Steps, GradClip: o.GradClip,
+		Examples: len(p.seqs), BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.PretrainOrder.Rand(o.Seed, e) },
+		Sources:         []loop.Source{{Key: maskKey, RNG: p.maskSrc}, {Key: dropoutKey, RNG: p.dropSrc}},
+		CheckpointEvery: o.SaveEvery, StopAfter: o.StopAfterSteps, Resume: o.Resume, Progress: report,
+		Step: p.step, AfterStep: p.afterStep, State: &p.sums, Legacy: legacyState(o.BatchSize, perEpoch),
+		Saved: func() error { return Save(o.Out, p.model, p.tokFiles...) }})
+	if err != nil {
+		if o.Resume {
+			return nil, fmt.Errorf("pretrain: resume: %w", err)
+		}
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	p.run = run
+	return run, nil
+}
+
+// logStart logs the run's start: its model and data.
+func (p *pretrainer) logStart() {
+	o := &p.o
+	slog.Info("pretrain: start", "backend", nn.Backend(), "config", o.Config, "params", p.cfg.NumParams(),
+		"documents", p.corpus.Documents, "duplicates", p.corpus.Duplicates, "train_seqs", len(p.seqs), "train_tokens", p.trainTokens,
+		"heldout_docs", p.heldDocs, "heldout_seqs", len(p.held), "steps", o.Steps, "batch", o.BatchSize, "seq", o.Seq)
+}
+
+// evaluate scores the held-out batches: the "heldout" metrics line of step.
+func (p *pretrainer) evaluate(step int) Metric {
+	var tot Stats
+	var lsum float64
+	for _, b := range p.evalBatches {
+		s := p.model.Evaluate(b)
+		lsum += s.Loss * float64(s.Masked)
+		tot.Masked += s.Masked
+		tot.Correct += s.Correct
+	}
+	m := Metric{Step: step, Split: "heldout", MaskedTokens: tot.Masked, MaskedAcc: tot.Accuracy(), ElapsedS: p.run.Seconds()}
+	if tot.Masked > 0 {
+		m.Loss = lsum / float64(tot.Masked)
+	}
+	return m
+}
+
+// step is the loop's Step: it masks the batch idx, computes its loss and
+// gradients (with dropout) and adds it to the interval's sums.
+func (p *pretrainer) step(_ *loop.State, idx []int, lr float64) (float64, string, error) {
+	b := makeBatch(p.seqs, idx, p.masker, p.maskRng, p.tok.PadID())
+	s := p.model.LossAndGrad(b, p.dropRng)
+	if math.IsNaN(s.Loss) || math.IsInf(s.Loss, 0) {
+		return 0, "", fmt.Errorf("loss is %g (a lower learning rate?)", s.Loss)
+	}
+	p.sums.Masked += s.Masked
+	p.sums.Correct += s.Correct
+	p.sums.LossSum += s.Loss * float64(s.Masked)
+	p.sessionSteps, p.lastLR = p.sessionSteps+1, lr
+	return s.Loss, fmt.Sprintf("acc %.3f", s.Accuracy()), nil
+}
+
+// afterStep is the loop's AfterStep: a "train" line for the steps since the
+// last one and a held-out evaluation every EvalEvery steps and at the
+// session's end.
+func (p *pretrainer) afterStep(st *loop.State, final bool) error {
+	if !final && (p.o.EvalEvery == 0 || st.Step%p.o.EvalEvery != 0) {
+		return nil
+	}
+	tot := Stats{Masked: p.sums.Masked, Correct: p.sums.Correct}
+	tm := Metric{Step: st.Step, Split: "train", MaskedTokens: tot.Masked, MaskedAcc: tot.Accuracy(),
+		LR: p.lastLR, ElapsedS: p.run.Seconds(), StepsPerS: float64(p.sessionSteps) / time.Since(p.since).Seconds()}
+	if tot.Masked > 0 {
+		tm.Loss = p.sums.LossSum / float64(tot.Masked)
+	}
+	hm := p.evaluate(st.Step)
+	if err := p.run.Log(tm); err != nil {
+		return err
+	}
+	if err := p.run.Log(hm); err != nil {
+		return err
+	}
+	p.finalHeldOut = hm
+	slog.Info("pretrain", "step", st.Step, "loss", tm.Loss, "masked_acc", tm.MaskedAcc, "heldout_loss", hm.Loss,
+		"heldout_acc", hm.MaskedAcc, "steps_per_s", tm.StepsPerS)
+	p.sums, p.sessionSteps, p.since = interval{}, 0, time.Now()
+	return nil
+}
+
+// finish writes the run's summary (pretrain_summary.json) after training
+// and returns it; a run resumed at its end is evaluated once here.
+func (p *pretrainer) finish() (*Result, error) {
+	o, st := &p.o, p.run.State()
+	if p.finalHeldOut.Split == "" { // resumed at the end: evaluate once
+		p.finalHeldOut = p.evaluate(st.Step)
+	}
+	res := &Result{Out: o.Out, Backend: nn.Backend(), Config: o.Config, NumParams: p.cfg.NumParams(), Corpus: p.corpus,
+		TrainSequences: len(p.seqs), TrainTokens: p.trainTokens, HeldOutDocs: p.heldDocs, HeldOutSeqs: len(p.held),
+		Steps: st.Step, Epochs: float64(st.Epoch) + float64(st.Batch*o.BatchSize)/float64(len(p.seqs)),
+		InitialHeldOut: p.initialHeldOut, FinalHeldOut: p.finalHeldOut, ElapsedS: p.run.Seconds(),
+		StoppedEarly: !st.Done, MaskedTokensPct: 100 * o.MaskProb}
 	if err := atomicfile.WriteJSON(filepath.Join(o.Out, SummaryFile), res); err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/tokenize"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 // Target is a trained model under attack: the release it makes
@@ -24,22 +24,22 @@ import (
 // between releases, one computation at a time.
 type Target struct {
 	rel    *release.Releaser
-	bundle *train.Bundle
+	bundle *model.Bundle
 }
 
 // LoadTarget reads a model directory for attack (release.Load's models: an
 // NVDP-Clipped or gaussian model with a finite certificate).
 func LoadTarget(dir string) (*Target, error) {
-	b, err := train.LoadModel(dir)
+	b, err := model.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("attack: %w", err)
 	}
 	return NewTarget(b)
 }
 
-// NewTarget is LoadTarget of a model in memory (train.Build); the target
+// NewTarget is LoadTarget of a model in memory (model.Build); the target
 // must be the only user of b from then on.
-func NewTarget(b *train.Bundle) (*Target, error) {
+func NewTarget(b *model.Bundle) (*Target, error) {
 	r, err := release.New(b)
 	if err != nil {
 		return nil, fmt.Errorf("attack: %w", err)
@@ -125,7 +125,7 @@ const (
 	VictimSplit = "dev"
 )
 
-// LoadCorpus reads the corpus of task from o.GlueDir (train.LoadSplit):
+// LoadCorpus reads the corpus of task from o.GlueDir (model.LoadSplit):
 // the first text of each example (glue.Example.TextA; a pair task's second
 // text is not used: a release is of one text), checked as release.CheckText
 // checks it. Errors: invalid options, a missing or malformed file, a split
@@ -141,7 +141,7 @@ func LoadCorpus(task *glue.Task, o CorpusOptions) (*Corpus, error) {
 		texts *[]string
 		path  *string
 	}{{PublicSplit, o.PublicLimit, &c.Public, &c.PublicPath}, {VictimSplit, o.VictimLimit, &c.Victims, &c.VictimPath}} {
-		ds, err := train.LoadSplit(o.GlueDir, task, s.split, glue.LoadOptions{Limit: s.limit, SkipBadRows: o.SkipBadRows})
+		ds, err := model.LoadSplit(o.GlueDir, task, s.split, glue.LoadOptions{Limit: s.limit, SkipBadRows: o.SkipBadRows})
 		if err != nil {
 			return nil, fmt.Errorf("attack: %w", err)
 		}
@@ -277,7 +277,7 @@ func (t *Target) collect(ctx context.Context, texts []string, encs []tokenize.En
 	info := t.rel.Model()
 	S, N, P := info.MaxSeqLen, info.N, info.P
 	H := t.bundle.Model.Cfg.Hidden
-	batch := &train.Encoded{Encs: encs, PadID: t.bundle.Tokenizer.PadID()}
+	batch := &model.Encoded{Encs: encs, PadID: t.bundle.Tokenizer.PadID()}
 	count := report.Counter(stage, "texts", int64(len(texts)))
 	count(0)
 	bs := t.rel.BatchSize()

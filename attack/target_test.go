@@ -11,10 +11,10 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/tokenize"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 // The synthetic corpus of the attack tests: "the" and 2 to 5 content words, then with probability 1/2
@@ -75,12 +75,12 @@ func tinyTarget(t testing.TB, variant string, cmu, noiseVar float64) *Target {
 		t.Fatal(err)
 	}
 	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 16, 1, 2, 32, 16
-	o := train.DefaultOptions()
+	o := model.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", dir, "scratch:bert-tiny", vocab, variant, &enc
 	o.EvalBatchSize, o.MaxSeqLen, o.CMu, o.Out = 32, 8, cmu, filepath.Join(dir, "model")
 	o.HandSetClipping = nvib.Calibratable(variant) // C_mu as given, no privacy target
 	o.Resolve()
-	b, err := train.Build(&o, nil)
+	b, err := model.Build(&o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

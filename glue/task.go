@@ -53,7 +53,7 @@ type Task struct {
 	// assembled from the SentEval copy of the MSR corpus).
 	ZipName string
 	// PaperClip are the paper's clipping constants of the task for BERT-base (appendix
-	// hyperparameter table): the defaults of a training's C_mu and C_amax (train.Options.Resolve).
+	// hyperparameter table): the defaults of a training's C_mu and C_amax (model.Options.Resolve).
 	PaperClip Clip
 }
 

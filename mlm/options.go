@@ -63,7 +63,7 @@ type Options struct {
 	// nn.AdamBeta2 and eps nn.BERTAdamEps, as BERT.
 	WeightDecay float64 `json:"weight_decay"`
 	// GradClip is the global L2 gradient-norm bound (>= 0; 0: no clipping),
-	// as train.Options.GradClip.
+	// as model.Options.GradClip.
 	GradClip float64 `json:"grad_clip"`
 	// MaskProb is the fraction of tokens predicted, in (0, 1).
 	MaskProb  float64 `json:"mask_prob"`

@@ -447,7 +447,7 @@ func (m *Model) ClipRadius() float64 {
 // the forward passes that follow: the NVIB layer's C_mu (nvdp-clipped) or
 // the gaussian release's C. Cfg, the model's configuration (what is saved,
 // certified and released with), is left as it is: a training schedule of
-// the radius (train.RadiusSchedule) sets it per step and puts Cfg.Clip.CMu
+// the radius (model.RadiusSchedule) sets it per step and puts Cfg.Clip.CMu
 // back before any evaluation. No effect on a model without a clip. Panics
 // on a radius that is not finite and > 0 (a programmer error).
 func (m *Model) SetClipRadius(r float64) {
@@ -489,7 +489,7 @@ func (m *Model) KLConfig() KLConfig {
 // every one of the N = S+1 components with Dirichlet mass, padding included
 // (principled NVDP models), so that its outputs depend on the padded length
 // S but not on the mask. Its predictions should be computed on inputs padded
-// to the release length (max-seq-len), as train.EvalPadLen does; training at
+// to the release length (max-seq-len), as model.EvalPadLen does; training at
 // that length was measured to make no difference (docs/model.md "Padding
 // components"). False for the baseline and reference mode (pads get pi = 0;
 // outputs do not depend on the padding). True for gaussian, whose release

@@ -341,7 +341,7 @@ func TestPadEmbeddingGradient(t *testing.T) {
 
 // TestPadsReleased: only principled NVDP models and the gaussian model
 // release the padding components (and so need evaluation at the release
-// length, train.EvalPadLen); the baseline has no release and the reference
+// length, model.EvalPadLen); the baseline has no release and the reference
 // gives pads pi = 0.
 func TestPadsReleased(t *testing.T) {
 	for _, tc := range []struct {

@@ -1,5 +1,5 @@
 // Package option holds what the options types of nvdp's libraries
-// (train.Options, mlm.Options) share: the Auto marker of an option whose
+// (model.Options, mlm.Options) share: the Auto marker of an option whose
 // default depends on other options (each type's Resolve derives it; an
 // explicit value, 0 included, is never replaced), and Error, the
 // invalid-option error that names the option by its JSON key, so that a

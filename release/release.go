@@ -4,7 +4,7 @@
 //
 // A release is exactly what the model's own evaluation samples (train.Evaluate, nvib.Model.Forward): the
 // text is tokenised and truncated to the model's max-seq-len tokens, padded to that fixed length (the
-// release length: train.EvalPadLen), mapped to its clipped posterior (nvib.Model.Posterior) and sampled
+// release length: model.EvalPadLen), mapped to its clipped posterior (nvib.Model.Posterior) and sampled
 // once per release (nvib.Draw; nvib.DrawGaussian for a gaussian model). Every one of the N components is
 // released, padding included, so the release has the same shape for every text. Its certified guarantee
 // is privacy.CertifyCurve of the model's clip set (nvib.Config.ClipSet): the guarantee of `nvdp certify
@@ -21,11 +21,11 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/tokenize"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 // Releaser holds a loaded model, its tokenizer and the certified guarantee of one release. Safe for
@@ -35,7 +35,7 @@ import (
 // every core (nn.Parallel, OpenBLAS threads), and nn.Parallel must not run beside another BLAS call.
 // Tokenisation, sampling and copying run concurrently.
 type Releaser struct {
-	bundle *train.Bundle
+	bundle *model.Bundle
 	info   ModelInfo
 	set    privacy.ClipSet
 	padLen int // texts are truncated and padded to this many tokens (max-seq-len)
@@ -53,7 +53,7 @@ type ModelInfo struct {
 	Task    string       `json:"task"`    // the GLUE task it was trained on
 	Variant string       `json:"variant"` // nvib.ModelNVDPClipped or nvib.ModelGaussian
 	Mode    privacy.Mode `json:"mode"`    // always principled (reference mode is refused)
-	Encoder string       `json:"encoder"` // the encoder the model was trained from (train.Options.Encoder)
+	Encoder string       `json:"encoder"` // the encoder the model was trained from (model.Options.Encoder)
 	// MaxSeqLen is the length texts are truncated to (tokens, the specials included) and padded to.
 	MaxSeqLen int `json:"max_seq_len"`
 	N         int `json:"components"` // N, the prior component included: max-seq-len + 1 (gaussian: its release length + 1)
@@ -68,20 +68,20 @@ type Embedding struct {
 	Pi []float32
 }
 
-// Load reads a model directory written by `nvdp run`/`nvdp train` (train.LoadModel) for release: an
+// Load reads a model directory written by `nvdp run`/`nvdp train` (model.Load) for release: an
 // NVDP-Clipped or gaussian model whose clip set certifies a finite bound; a baseline (nothing private to
 // release), an unclipped nvdp model (no finite certificate) or a reference-mode model is an error naming why.
 func Load(dir string) (*Releaser, error) {
-	b, err := train.LoadModel(dir)
+	b, err := model.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	return New(b)
 }
 
-// New is Load of a model already in memory (b.Dir names it; "" for a model built by train.Build). The
+// New is Load of a model already in memory (b.Dir names it; "" for a model built by model.Build). The
 // releaser uses b.Model and b.Tokenizer and must be the only user of them from then on.
-func New(b *train.Bundle) (*Releaser, error) {
+func New(b *model.Bundle) (*Releaser, error) {
 	cfg := b.Model.Cfg
 	name := b.Dir
 	if name == "" {
@@ -317,7 +317,7 @@ func (r *Releaser) posteriors(ctx context.Context, texts []string, use func(post
 		}
 		encs[i] = enc
 	}
-	batch := &train.Encoded{Encs: encs, PadID: tok.PadID()}
+	batch := &model.Encoded{Encs: encs, PadID: tok.PadID()}
 	bs := r.BatchSize()
 	for lo := 0; lo < len(texts); lo += bs {
 		if err := ctx.Err(); err != nil {
@@ -337,7 +337,7 @@ func (r *Releaser) posteriors(ctx context.Context, texts []string, use func(post
 
 // posterior computes the clipped posteriors of the texts lo..hi-1 of batch, padded to the release
 // length (one forward pass at a time).
-func (r *Releaser) posterior(batch *train.Encoded, lo, hi int) (*nvib.Posterior, error) {
+func (r *Releaser) posterior(batch *model.Encoded, lo, hi int) (*nvib.Posterior, error) {
 	idx := make([]int, hi-lo)
 	for i := range idx {
 		idx[i] = lo + i

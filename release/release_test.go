@@ -15,6 +15,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -64,7 +65,7 @@ func synthTask(dir string) (glueDir, vocab string, err error) {
 
 // tinyOptions are the options of a tiny model of variant (hidden 16, one layer, max-seq-len 8,
 // P = 8 for the clipped model) on the synthetic task in dir.
-func tinyOptions(t *testing.T, dir, variant string) train.Options {
+func tinyOptions(t *testing.T, dir, variant string) model.Options {
 	t.Helper()
 	glueDir, vocab, err := synthTask(dir)
 	if err != nil {
@@ -75,7 +76,7 @@ func tinyOptions(t *testing.T, dir, variant string) train.Options {
 		t.Fatal(err)
 	}
 	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 16, 1, 2, 32, 16
-	o := train.DefaultOptions()
+	o := model.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", glueDir, "scratch:bert-tiny", vocab, variant, &enc
 	o.Epochs, o.BatchSize, o.EvalBatchSize, o.LR, o.MaxSeqLen, o.Seed = 1, 8, 5, 3e-3, 8, 1
 	o.Out, o.HandSetClipping = filepath.Join(dir, "model"), nvib.Calibratable(variant) // no privacy target: the clipping as given
@@ -146,18 +147,18 @@ func TestLoad(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		mod  func(*train.Options)
+		mod  func(*model.Options)
 		want string
 	}{
-		{"baseline", func(o *train.Options) { o.Variant = nvib.ModelBaseline }, "nothing private to release"},
-		{"nvdp", func(o *train.Options) { o.Variant = nvib.ModelNVDP }, "no finite certificate"},
-		{"reference", func(o *train.Options) { o.Mode, o.LatentDim = privacy.ModeReference, nil }, "reference mode"},
-		{"C_amin 0", func(o *train.Options) { o.CAlphaMin = 0 }, "certifies no finite bound"},
+		{"baseline", func(o *model.Options) { o.Variant = nvib.ModelBaseline }, "nothing private to release"},
+		{"nvdp", func(o *model.Options) { o.Variant = nvib.ModelNVDP }, "no finite certificate"},
+		{"reference", func(o *model.Options) { o.Mode, o.LatentDim = privacy.ModeReference, nil }, "reference mode"},
+		{"C_amin 0", func(o *model.Options) { o.CAlphaMin = 0 }, "certifies no finite bound"},
 	} {
 		o := tinyOptions(t, t.TempDir(), nvib.ModelNVDPClipped)
 		tc.mod(&o)
 		o.Resolve()
-		b, err := train.Build(&o, nil)
+		b, err := model.Build(&o, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -170,19 +171,19 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// evalInputs tokenises texts as the model's evaluation does (train.Encode of a split) and returns its
-// batches of size bs padded to the release length (train.EvalPadLen).
-func evalInputs(t *testing.T, b *train.Bundle, texts []string, bs int) []encoder.Input {
+// evalInputs tokenises texts as the model's evaluation does (model.Encode of a split) and returns its
+// batches of size bs padded to the release length (model.EvalPadLen).
+func evalInputs(t *testing.T, b *model.Bundle, texts []string, bs int) []encoder.Input {
 	t.Helper()
 	ds := &glue.Dataset{Task: b.Task, Split: "dev", Path: "texts"}
 	for i, s := range texts {
 		ds.Examples = append(ds.Examples, glue.Example{Index: i, TextA: s, HasLabel: true, Line: i + 1})
 	}
-	enc, err := train.Encode(b.Tokenizer, ds, b.Options.MaxSeqLen)
+	enc, err := model.Encode(b.Tokenizer, ds, b.Options.MaxSeqLen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, _ := enc.Batches(bs, train.EvalPadLen(b.Model, b.Options.MaxSeqLen))
+	ins, _ := enc.Batches(bs, model.EvalPadLen(b.Model, b.Options.MaxSeqLen))
 	return ins
 }
 
@@ -403,7 +404,7 @@ func TestGuarantee(t *testing.T) {
 	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
 		dir := tinyModel(t, variant)
 		r := load(t, variant)
-		o, err := train.LoadOptions(dir)
+		o, err := model.LoadOptions(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/jsonfloat"
-	"github.com/nvdp-project/nvdp/train"
+	"github.com/nvdp-project/nvdp/model"
 )
 
 // frontierCell is a report.json of a cell of a `--target-epsilons` sweep:
@@ -73,11 +73,11 @@ func frontierFixtures(t *testing.T) string {
 		for s := 0; s < 2; s++ {
 			rel := fmt.Sprintf("sst2/nvdp-clipped/epsilon=%g/lambda=1e-2/seed=%d", c.eps, s+1)
 			d := writeReport(t, root, rel, frontierCell("sst2", "nvdp-clipped", 0.01, c.cmu, s+1, acc(c.acc[s]), c.rdMax, c.bdp[s], c.eps, c.secs[s], chance))
-			o := train.DefaultOptions()
+			o := model.DefaultOptions()
 			o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Out = "sst2", "glue", "scratch:bert-tiny", "vocab.txt", d
 			o.TargetEpsilon, o.CMu, o.Calibrated = c.eps, c.cmu, true
 			o.Resolve()
-			if err := train.SaveOptions(d, &o); err != nil {
+			if err := model.SaveOptions(d, &o); err != nil {
 				t.Fatal(err)
 			}
 		}

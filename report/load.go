@@ -56,6 +56,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
@@ -234,9 +235,9 @@ func ReadCell(dir string) (*Cell, error) {
 // layout of `nvdp sweep --target-epsilons`: <task>/<variant>/epsilon=<E>/...),
 // else 0 (no target).
 func targetEpsilon(dir string) (float64, error) {
-	o, err := train.LoadOptions(dir)
+	o, err := model.LoadOptions(dir)
 	switch {
-	case err == nil && !train.IsNoTarget(o.TargetEpsilon): // validated: > 0
+	case err == nil && !model.IsNoTarget(o.TargetEpsilon): // validated: > 0
 		return o.TargetEpsilon, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return 0, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/nvdp-project/nvdp/train"
@@ -404,7 +405,7 @@ func TestSweepEndToEnd(t *testing.T) {
 	}
 	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 32, 1, 2, 64, 32
 	out := filepath.Join(t.TempDir(), "sweep")
-	bt := train.DefaultOptions()
+	bt := model.DefaultOptions()
 	bt.GlueDir, bt.Encoder, bt.Vocab, bt.ScratchConfig = glueDir, "scratch:bert-tiny", vocab, &enc
 	bt.Epochs, bt.BatchSize, bt.EvalBatchSize, bt.LR, bt.MaxSeqLen, bt.TrainLimit, bt.DevLimit, bt.Patience = 2, 16, 16, 3e-3, 24, 64, 24, 0
 	bt.HandSetClipping = true // the clipped cells at the per-task constants, no target

@@ -14,9 +14,9 @@ import (
 	"github.com/nvdp-project/nvdp/internal/hfmodel"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/lid"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
@@ -29,8 +29,8 @@ type Model struct {
 	Encoder *wav2vec2.Model
 	NVDP    *nvib.Model
 	// Certificate is the calibration Build made for a privacy target (nil:
-	// none made; written to train.CertificateFile with the model directory).
-	Certificate *train.Certificate
+	// none made; written to model.CertificateFile with the model directory).
+	Certificate *model.Certificate
 }
 
 // NumLabels is the head's width: every CommonLanguage language (lid.Languages),
@@ -86,7 +86,7 @@ func (m *Model) Backward(c *Cache) error {
 // Build creates the model of a fresh run of resolved, validated options
 // o: the encoder (a preset from scratch with o.Train.Dropout as its hidden,
 // attention and feature-projection dropout, or an hf:DIR checkpoint) and
-// the NVIB model (train.Options.ModelConfig for the encoder's shape, the
+// the NVIB model (model.Options.ModelConfig for the encoder's shape, the
 // calibration to a privacy target included), initialised from the seed's
 // rngstream.TrainInit stream.
 func Build(o *Options) (*Model, error) {

@@ -10,7 +10,7 @@
 //
 // The NVIB, NVDP block, head, clipping, calibration and audit are the text
 // task's (packages nvib, privacy, train): only the encoder and the data
-// differ. Options carries train.Options for everything the two share.
+// differ. Options carries model.Options for everything the two share.
 package speech
 
 import (
@@ -27,9 +27,9 @@ import (
 	"github.com/nvdp-project/nvdp/audio"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
@@ -85,14 +85,14 @@ type Options struct {
 	// every release has the same N = F + 1 components whatever the
 	// utterance's length (docs/speech.md "Task").
 	MaxSeconds float64       `json:"max_seconds"`
-	Train      train.Options `json:"train"`
+	Train      model.Options `json:"train"`
 }
 
-// DefaultOptions returns train.DefaultOptions with the speech task's
+// DefaultOptions returns model.DefaultOptions with the speech task's
 // defaults: task lid, encoder DefaultEncoder, MaxSeconds DefaultMaxSeconds,
 // warm-up PaperWarmupRatio, lambda Auto (Resolve: the paper's by variant).
 func DefaultOptions() Options {
-	t := train.DefaultOptions()
+	t := model.DefaultOptions()
 	t.Task, t.Encoder, t.WarmupRatio, t.Lambda = TaskName, DefaultEncoder, PaperWarmupRatio, option.Auto()
 	return Options{MaxSeconds: DefaultMaxSeconds, Train: t}
 }
@@ -102,10 +102,10 @@ func (o *Options) Samples() int {
 	return int(math.Round(o.MaxSeconds * audio.SampleRate))
 }
 
-// Resolve derives the Auto options before train.Options.Resolve: lambda
+// Resolve derives the Auto options before model.Options.Resolve: lambda
 // (PaperLambdaClip for nvdp-clipped, PaperLambdaNVDP otherwise), C_mu and
 // C_amax (PaperCMu, PaperCAlphaMax; gaussian: C_mu only), the learning rate
-// of a pretrained encoder (PaperLRPretrained; scratch: train.DefaultLR),
+// of a pretrained encoder (PaperLRPretrained; scratch: model.DefaultLR),
 // the dropout (the preset's hidden dropout for scratch, 0 pretrained) and
 // Train.MaxSeqLen (the frames of Samples, when the encoder's configuration
 // can be read). Explicit values, 0 included, are kept.
@@ -115,7 +115,7 @@ func (o *Options) Resolve() {
 	option.Resolve(&t.CMu, PaperCMu)
 	option.Resolve(&t.CAlphaMax, PaperCAlphaMax)
 	if cfg, err := o.EncoderConfig(); err == nil {
-		if _, scratch := strings.CutPrefix(t.Encoder, train.ScratchPrefix); scratch {
+		if _, scratch := strings.CutPrefix(t.Encoder, model.ScratchPrefix); scratch {
 			option.Resolve(&t.Dropout, cfg.HiddenDropout)
 		} else {
 			option.Resolve(&t.LR, PaperLRPretrained)
@@ -145,7 +145,7 @@ const hfPrefix = "hf:"
 // option.
 func (o *Options) EncoderConfig() (wav2vec2.Config, error) {
 	spec := o.Train.Encoder
-	if name, ok := strings.CutPrefix(spec, train.ScratchPrefix); ok {
+	if name, ok := strings.CutPrefix(spec, model.ScratchPrefix); ok {
 		cfg, err := wav2vec2.Preset(name)
 		if err != nil {
 			return cfg, option.Errorf("encoder", spec, "%v", err)
@@ -164,7 +164,7 @@ func (o *Options) EncoderConfig() (wav2vec2.Config, error) {
 
 // Validate checks resolved options: the task, data directory, encoder, the
 // utterance length (at least one frame) and every shared option
-// (train.Options.ValidateTraining). Reference mode is refused: the released
+// (model.Options.ValidateTraining). Reference mode is refused: the released
 // code has no speech task. Errors are *option.Error naming the option by its
 // JSON key.
 func (o *Options) Validate() error {
@@ -222,7 +222,7 @@ func (o *Options) CheckFiles() error {
 }
 
 // backboneShape is the shape of a Wav2Vec2 encoder in the form
-// train.Options.ModelConfig reads (hidden size, heads, FFN width, layer
+// model.Options.ModelConfig reads (hidden size, heads, FFN width, layer
 // norm eps): the NVDP block keeps the encoder's heads and FFN ratio.
 func backboneShape(c wav2vec2.Config) encoder.Config {
 	return encoder.Config{ModelType: "wav2vec2", HiddenSize: c.HiddenSize, NumAttentionHeads: c.NumAttentionHeads,
@@ -231,15 +231,15 @@ func backboneShape(c wav2vec2.Config) encoder.Config {
 
 // modelConfig is the NVIB model configuration of the run for an encoder of
 // configuration enc over numLabels languages, and the certificate of its
-// calibration to a privacy target (train.PrepareModelConfig, for N = F + 1;
+// calibration to a privacy target (model.PrepareModelConfig, for N = F + 1;
 // nil: none made).
-func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, *train.Certificate, error) {
-	return train.PrepareModelConfig(&o.Train, backboneShape(enc), numLabels)
+func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, *model.Certificate, error) {
+	return model.PrepareModelConfig(&o.Train, backboneShape(enc), numLabels)
 }
 
 // SaveOptions validates o and writes dir/speech_options.json: DataDir,
 // MaxSeconds and Train (in train_options.json's form, options_version
-// train.OptionsVersion). A speech model directory has this file instead of
+// model.OptionsVersion). A speech model directory has this file instead of
 // train_options.json.
 func SaveOptions(dir string, o *Options) error {
 	path := filepath.Join(dir, OptionsFile)
@@ -247,7 +247,7 @@ func SaveOptions(dir string, o *Options) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	c := *o
-	c.Train.Version = train.OptionsVersion
+	c.Train.Version = model.OptionsVersion
 	return atomicfile.WriteJSON(path, &c)
 }
 
@@ -272,8 +272,8 @@ func LoadOptions(dir string) (*Options, error) {
 	// meant none), then at version 3 (a clipped variant without a target
 	// trained with its hand-set constants): Upgrade reads them as they were
 	// written.
-	if v := o.Train.Version; v != 2 && v != 3 && v != train.OptionsVersion {
-		return nil, fmt.Errorf("%s: options_version %d: this program reads versions 2, 3 and %d", path, v, train.OptionsVersion)
+	if v := o.Train.Version; v != 2 && v != 3 && v != model.OptionsVersion {
+		return nil, fmt.Errorf("%s: options_version %d: this program reads versions 2, 3 and %d", path, v, model.OptionsVersion)
 	}
 	if err := o.Train.Upgrade(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/internal/lidtest"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
@@ -101,7 +101,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 			eps := float64(p.Certified.Epsilon)
 			switch variant {
 			case nvib.ModelNVDPClipped, nvib.ModelGaussian:
-				c, err := train.LoadCertificate(o.Out)
+				c, err := model.LoadCertificate(o.Out)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -260,8 +260,8 @@ func TestLoadOptionsTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := got.Train.TargetEpsilon
-			if tc.eps == -1 && (!train.IsNoTarget(e) || got.Train.HasTarget()) || tc.eps != -1 && e != tc.eps || got.Train.Version != train.OptionsVersion {
-				t.Errorf("read target epsilon %v (RD %v), version %d; want %v (-1: none), version %d", e, got.Train.TargetRD, got.Train.Version, tc.eps, train.OptionsVersion)
+			if tc.eps == -1 && (!model.IsNoTarget(e) || got.Train.HasTarget()) || tc.eps != -1 && e != tc.eps || got.Train.Version != model.OptionsVersion {
+				t.Errorf("read target epsilon %v (RD %v), version %d; want %v (-1: none), version %d", e, got.Train.TargetRD, got.Train.Version, tc.eps, model.OptionsVersion)
 			}
 		})
 	}
@@ -338,8 +338,8 @@ func TestLoadOptionsHandSet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Train.HandSetClipping != tc.handSet || got.Train.Version != train.OptionsVersion {
-				t.Errorf("read hand_set_clipping %v, version %d; want %v, version %d", got.Train.HandSetClipping, got.Train.Version, tc.handSet, train.OptionsVersion)
+			if got.Train.HandSetClipping != tc.handSet || got.Train.Version != model.OptionsVersion {
+				t.Errorf("read hand_set_clipping %v, version %d; want %v, version %d", got.Train.HandSetClipping, got.Train.Version, tc.handSet, model.OptionsVersion)
 			}
 		})
 	}

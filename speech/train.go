@@ -14,6 +14,7 @@ import (
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/progress"
@@ -93,7 +94,7 @@ func run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 	sampleSrc := rngstream.TrainSample.PCG(t.Seed, 0)
 	sampleRng := rand.New(sampleSrc)
 	sel := train.NewSelection()
-	lc := t.LoopConfig(params, nTrain, sampleSrc, sel, report)
+	lc := train.LoopConfig(t, params, nTrain, sampleSrc, sel, report)
 	total := lc.Steps
 	res := &train.Result{Dir: t.Out, Task: TaskName, Variant: t.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: MetricF1}
 	var lp *loop.Run
@@ -109,7 +110,7 @@ func run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 		}
 		dev := maps.Clone(pr.Metrics)
 		dev["dev_loss"] = pr.Loss // as the text task's metrics line
-		return t.CloseEpoch(lp, st, sel, dev, MetricF1, params, res)
+		return train.CloseEpoch(t, lp, st, sel, dev, MetricF1, params, res)
 	}
 	lc.StopAfter, lc.Step, lc.EndEpoch = t.StopAfterSteps, step, endEpoch
 	lp, err = loop.Open(lc)
@@ -129,7 +130,7 @@ func run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 			return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
 		}
 		if c := m.Certificate; c != nil {
-			if err := train.SaveCertificate(t.Out, c); err != nil {
+			if err := model.SaveCertificate(t.Out, c); err != nil {
 				return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
 			}
 		}

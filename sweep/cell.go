@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 // Names in a sweep directory (Options.Out) besides the cell directories.
@@ -160,7 +160,7 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 	}
 	switch {
 	case !nvib.Calibratable(c.Variant):
-		d := train.DefaultOptions() // no target: its settings as if never given
+		d := model.DefaultOptions() // no target: its settings as if never given
 		t.TargetEpsilon, t.TargetDelta, t.TargetRD, t.TargetOrder, t.Releases = d.TargetEpsilon, d.TargetDelta, d.TargetRD, d.TargetOrder, d.Releases
 		t.VarianceShare, t.DirichletShare = d.VarianceShare, d.DirichletShare
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
@@ -168,14 +168,14 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 	case c.Grid: // no target (validateTargets): the grid's C_mu as given
 		t.HandSetClipping = true
 	case c.TargetEpsilon > 0: // a validated Options.TargetEpsilons value
-		t.TargetEpsilon, t.TargetRD, t.HandSetClipping = c.TargetEpsilon, train.NoTarget(), false
+		t.TargetEpsilon, t.TargetRD, t.HandSetClipping = c.TargetEpsilon, model.NoTarget(), false
 	}
 	if c.Variant == nvib.ModelGaussian {
 		// the clip constants a gaussian release does not use keep their defaults
-		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = train.Auto(), train.Auto(), 0, 0
+		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = model.Auto(), model.Auto(), 0, 0
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	}
-	if train.IsAuto(t.Lambda) {
+	if model.IsAuto(t.Lambda) {
 		// The task's lambda of a variant without KL terms, as its pipeline
 		// would resolve it (Auto cannot travel to a child as JSON).
 		t.Lambda = tk.Lambda(c.Variant)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
@@ -17,7 +18,7 @@ import (
 // with its saved options (changedOptions).
 
 // resolved is o with its defaults filled in, as train_options.json holds it.
-func resolved(o train.Options) train.Options {
+func resolved(o model.Options) model.Options {
 	o.Resolve()
 	return o
 }
@@ -26,7 +27,7 @@ func resolved(o train.Options) train.Options {
 // asks for (want: the cell's train options): the report's task, variant,
 // seed, lambda (variants with KL terms) and C_mu (nvdp-clipped, when set),
 // and for the calibrated variants the target (checkTarget).
-func checkReport(c *Cell, want train.Options, r *train.Report) error {
+func checkReport(c *Cell, want model.Options, r *train.Report) error {
 	path := filepath.Join(c.Dir, train.ReportFile)
 	switch {
 	case r.Task != c.Task:
@@ -50,20 +51,20 @@ func mismatch(path, what string, have, want any) error {
 }
 
 // target is what a run's clipping is calibrated to: a certified epsilon or
-// RD and, with either, the number of releases (train.Options). A value not
-// given is 0 here (train.NoTarget, NaN, would never compare equal), which
-// no given target is (train.Options.Validate).
+// RD and, with either, the number of releases (model.Options). A value not
+// given is 0 here (model.NoTarget, NaN, would never compare equal), which
+// no given target is (model.Options.Validate).
 type target struct {
 	Epsilon, RD float64
 	Releases    int
 }
 
-func targetOf(o *train.Options) target {
+func targetOf(o *model.Options) target {
 	var t target
-	if !train.IsNoTarget(o.TargetEpsilon) {
+	if !model.IsNoTarget(o.TargetEpsilon) {
 		t.Epsilon = o.TargetEpsilon
 	}
-	if !train.IsNoTarget(o.TargetRD) {
+	if !model.IsNoTarget(o.TargetRD) {
 		t.RD = o.TargetRD
 	}
 	if o.HasTarget() {
@@ -85,7 +86,7 @@ func (t target) String() string {
 // checkTarget checks that the finished cell was calibrated to the target the
 // sweep asks for (train_options.json of the cell). A cell without saved
 // options is accepted when no target is asked for.
-func checkTarget(c *Cell, want train.Options) error {
+func checkTarget(c *Cell, want model.Options) error {
 	want = resolved(want)
 	saved, err := savedOptions(c.Dir)
 	switch {
@@ -95,14 +96,14 @@ func checkTarget(c *Cell, want train.Options) error {
 		return nil
 	}
 	if have, want := targetOf(saved), targetOf(&want); have != want {
-		return mismatch(filepath.Join(c.Dir, train.OptionsFile), "target", have, want)
+		return mismatch(filepath.Join(c.Dir, model.OptionsFile), "target", have, want)
 	}
 	return nil
 }
 
 // savedOptions are the training options a cell directory saved (its
 // task's options file, task.Open).
-func savedOptions(dir string) (*train.Options, error) {
+func savedOptions(dir string) (*model.Options, error) {
 	m, err := task.Open(dir)
 	if err != nil {
 		return nil, err
@@ -112,7 +113,7 @@ func savedOptions(dir string) (*train.Options, error) {
 
 // warnChangedOptions logs the options of a resumed cell that differ from the
 // sweep's (a resumed run continues with its saved options).
-func warnChangedOptions(c *Cell, want train.Options) {
+func warnChangedOptions(c *Cell, want model.Options) {
 	saved, err := savedOptions(c.Dir)
 	if err != nil {
 		return
@@ -124,19 +125,19 @@ func warnChangedOptions(c *Cell, want train.Options) {
 }
 
 // changedOptions lists, sorted, the train_options.json keys whose values
-// differ between saved and want (train.Differences), leaving out where the
-// run is and how it was started (train.Differences leaves out out and
+// differ between saved and want (model.Differences), leaving out where the
+// run is and how it was started (model.Differences leaves out out and
 // resume; glue_dir, vocab, calibrated here; the fields train_options.json
 // does not hold have no key) and, when saved holds calibrated clipping
 // constants, those constants (c_mu, logvar_margin, c_alpha_min: checkTarget
 // compares the target instead).
-func changedOptions(saved, want train.Options) []string {
+func changedOptions(saved, want model.Options) []string {
 	ignore := []string{"glue_dir", "vocab", "calibrated"}
 	if saved.Calibrated {
 		ignore = append(ignore, "c_mu", "logvar_margin", "c_alpha_min")
 	}
 	var diff []string
-	for _, d := range train.Differences(&saved, &want) {
+	for _, d := range model.Differences(&saved, &want) {
 		if !slices.Contains(ignore, d.Option) {
 			diff = append(diff, d.Option)
 		}

@@ -55,7 +55,7 @@ type Options struct {
 	// TargetEpsilons, when non-empty, is a dimension of the nvdp-clipped and
 	// gaussian cells: each is calibrated to one certified epsilon (at
 	// Base.Train.TargetDelta, default privacy.DefaultDelta;
-	// train.Options.TargetEpsilon) in
+	// model.Options.TargetEpsilon) in
 	// Out/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s> and
 	// Out/<task>/gaussian/epsilon=<e>/seed=<s> (lambda is not a dimension of
 	// the gaussian cells: they have no KL terms). The baseline and nvdp have
@@ -203,7 +203,7 @@ func (o *Options) validateGrid() error {
 // and a single target of the base options apply to nvdp-clipped and gaussian
 // cells only, and exclude the C_mu grid (the target calibrates C_mu). The
 // main cells of a clipped variant in principled mode need a target or
-// Base.Train.HandSetClipping, not both (train.Options.Validate's rule, here
+// Base.Train.HandSetClipping, not both (model.Options.Validate's rule, here
 // before any cell; the C_mu grid cells are hand-set by design: cellOptions).
 func (o *Options) validateTargets() error {
 	base := o.Base.Train

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -22,11 +23,11 @@ import (
 )
 
 // bare is the base options of a test that sets only those it reads: the
-// zero train.Options with no privacy target (train.NoTarget: a zero
+// zero model.Options with no privacy target (model.NoTarget: a zero
 // TargetEpsilon is an explicit target 0, which Run refuses), so with
 // hand-set clipping (HandSetClipping: a clipped cell needs a target or it).
-func bare(t train.Options) train.PipelineOptions {
-	t.TargetEpsilon, t.TargetRD, t.HandSetClipping = train.NoTarget(), train.NoTarget(), true
+func bare(t model.Options) train.PipelineOptions {
+	t.TargetEpsilon, t.TargetRD, t.HandSetClipping = model.NoTarget(), model.NoTarget(), true
 	return train.PipelineOptions{Train: t}
 }
 
@@ -62,7 +63,7 @@ func (f *fakeRunner) run(ctx context.Context, c Cell, po CellSpec) error {
 		return err
 	}
 	cmu := po.Train.CMu
-	if train.IsAuto(cmu) { // not set: the per-task default, not modelled here
+	if model.IsAuto(cmu) { // not set: the per-task default, not modelled here
 		cmu = 0
 	}
 	u := 0.5 + 0.1*math.Min(cmu, 4) + 0.001*float64(c.Seed)
@@ -94,7 +95,7 @@ func (f *fakeRunner) validating(ctx context.Context, c Cell, po CellSpec) error 
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	if err := train.SaveOptions(c.Dir, &t); err != nil {
+	if err := model.SaveOptions(c.Dir, &t); err != nil {
 		return err
 	}
 	return f.run(ctx, c, po)
@@ -116,7 +117,7 @@ func readManifest(t *testing.T, dir string) Manifest {
 func TestRunPlanSkipResumeAndCMuSelection(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{}
-	so := Options{Base: bare(train.Options{CMu: 99}), Tasks: []string{"sst2", "rte"},
+	so := Options{Base: bare(model.Options{CMu: 99}), Tasks: []string{"sst2", "rte"},
 		Variants: []string{"baseline", "nvdp", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: f.run, CMuGrid: []float64{1, 2, 4, 8}, CMuTolerance: ptr(0.05), Jobs: 3}
 	res, err := Run(context.Background(), so)
@@ -222,7 +223,7 @@ func TestRunPlanSkipResumeAndCMuSelection(t *testing.T) {
 func TestRunFailureAndInterruption(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{failID: "sst2/nvdp/lambda=1e-3/seed=1"}
-	so := Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
+	so := Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: f.run}
 	res, err := Run(context.Background(), so)
 	if err == nil || !strings.Contains(err.Error(), "1 failed: sst2/nvdp/lambda=1e-3/seed=1: boom") {
@@ -240,7 +241,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 	out2 := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	so = Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
+	so = Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
 		Out: out2, Runner: func(ctx2 context.Context, c Cell, po CellSpec) error {
 			n++
 			if n == 2 {
@@ -268,7 +269,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 // any work (the sweep directory is not created); no error names a flag.
 func TestValidate(t *testing.T) {
 	base := func() Options {
-		return Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+		return Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: filepath.Join(t.TempDir(), "sweep"), Runner: (&fakeRunner{}).run}
 	}
 	for _, c := range []struct {
@@ -346,7 +347,7 @@ func TestValidate(t *testing.T) {
 func TestInProcessRunsOneCellAtATime(t *testing.T) {
 	for _, jobs := range []int{0, 1, 2, 8} {
 		out := filepath.Join(t.TempDir(), "sweep")
-		o := Options{Base: bare(train.Options{GlueDir: filepath.Join(t.TempDir(), "missing"),
+		o := Options{Base: bare(model.Options{GlueDir: filepath.Join(t.TempDir(), "missing"),
 			Encoder: "scratch:bert-tiny", Vocab: "missing.txt"}),
 			Tasks: []string{"sst2"}, Variants: []string{"baseline"}, Seeds: []uint64{1}, Out: out, Jobs: jobs}
 		_, err := Run(context.Background(), o)
@@ -373,7 +374,7 @@ func TestExplicitZeroTolerance(t *testing.T) {
 		{ptr(0.0), 0, 4},
 		{ptr(0.001), 0.001, 4},
 	} {
-		o := Options{Base: bare(train.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+		o := Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: t.TempDir(), Runner: (&fakeRunner{utility: map[float64]float64{2: 0.895, 4: 0.9}}).run,
 			CMuGrid: []float64{2, 4}, CMuTolerance: tc.tol}
 		res, err := Run(context.Background(), o)
@@ -411,10 +412,10 @@ func TestRunTargetEpsilons(t *testing.T) {
 	for i, po := range f.opts {
 		c := res.Manifest.Cells[i]
 		ran := po.Train.TargetEpsilon
-		if train.IsNoTarget(ran) {
+		if model.IsNoTarget(ran) {
 			ran = 0 // the cell's "none"
 		}
-		if ran != c.TargetEpsilon || (c.Variant == nvib.ModelNVDPClipped) != po.Train.HasTarget() || !train.IsNoTarget(po.Train.TargetRD) {
+		if ran != c.TargetEpsilon || (c.Variant == nvib.ModelNVDPClipped) != po.Train.HasTarget() || !model.IsNoTarget(po.Train.TargetRD) {
 			t.Errorf("%s ran with target epsilon %v RD %v, cell %v", c.ID, po.Train.TargetEpsilon, po.Train.TargetRD, c.TargetEpsilon)
 		}
 		if c.Variant == nvib.ModelNVDPClipped && po.Train.TargetDelta != 1e-6 {
@@ -494,7 +495,7 @@ func TestRunGaussian(t *testing.T) {
 		gauss = append(gauss, c.ID)
 		tr := po.Train
 		// the clip constants a gaussian release does not use: their defaults (Auto)
-		if tr.TargetEpsilon != c.TargetEpsilon || !train.IsAuto(tr.LogvarMargin) || tr.VarianceShare != 0 || tr.FixCMu || tr.FixLogvarMargin || c.Lambda != 0 {
+		if tr.TargetEpsilon != c.TargetEpsilon || !model.IsAuto(tr.LogvarMargin) || tr.VarianceShare != 0 || tr.FixCMu || tr.FixLogvarMargin || c.Lambda != 0 {
 			t.Errorf("%s: options %+v", c.ID, tr)
 		}
 	}
@@ -543,7 +544,7 @@ func TestHandSetCells(t *testing.T) {
 	targets := []string{"target_epsilons", "target_epsilon", "target_rd"}
 	required := append(slices.Clone(targets), "hand_set_clipping")
 	base := func(v ...string) Options {
-		b := bare(train.Options{})
+		b := bare(model.Options{})
 		b.Train.HandSetClipping = false
 		return Options{Base: b, Tasks: []string{"sst2"}, Variants: v, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: filepath.Join(t.TempDir(), "sweep"), Runner: (&fakeRunner{}).run}
@@ -637,7 +638,7 @@ func TestHandSetCells(t *testing.T) {
 		if po.Train.HandSetClipping != nvib.Calibratable(variant) {
 			t.Errorf("%s ran with hand_set_clipping %v", id, po.Train.HandSetClipping)
 		}
-		saved, err := train.LoadOptions(po.Train.Out)
+		saved, err := model.LoadOptions(po.Train.Out)
 		if err != nil || saved.HandSetClipping != nvib.Calibratable(variant) {
 			t.Errorf("%s saved hand_set_clipping %v (%v)", id, saved != nil && saved.HandSetClipping, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/audit"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/speech"
@@ -95,7 +96,7 @@ func TestSubprocess(t *testing.T) {
 	argv := []string{os.Args[0], "-test.run=^TestHelperCell$"}
 	out := t.TempDir()
 	runner := Subprocess(argv, SubprocessEnv(append(environ, helperEnv+"=1"), 4, 2), filepath.Join(out, LogDir))
-	base := bare(train.Options{Encoder: "scratch:bert-tiny", Epochs: 3})
+	base := bare(model.Options{Encoder: "scratch:bert-tiny", Epochs: 3})
 	base.Audit = audit.Options{Order: 1.1}
 	o := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: runner, Jobs: 2}
@@ -127,7 +128,7 @@ func TestSubprocess(t *testing.T) {
 // unknown fields (a child older than the sweep) and trailing data are errors.
 func TestReadCellOptions(t *testing.T) {
 	drop := 0.1
-	po := train.PipelineOptions{Train: train.Options{Task: "rte", Variant: "nvdp-clipped", Lambda: 1e-3, CMu: 2.5,
+	po := train.PipelineOptions{Train: model.Options{Task: "rte", Variant: "nvdp-clipped", Lambda: 1e-3, CMu: 2.5,
 		Epochs: 4, Seed: 7, Dropout: drop, TargetEpsilon: 8, Releases: 2, Out: "/x/rte"}, AuditSplit: "test", AuditLimit: 30,
 		EvalSeed: 3, Audit: audit.Options{Mode: privacy.ModeReference, Order: 2, Delta: 1e-6}}
 	b, err := json.Marshal(po)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/speech"
@@ -53,7 +54,7 @@ func (speechTask) Lambda(variant string) float64 { return speech.PaperLambda(var
 // (encoder speech.DefaultEncoder, lambda by variant, warm-up
 // speech.PaperWarmupRatio) and clears the text tasks' files. max_seq_len
 // does not apply: the frames follow from Data.MaxSeconds.
-func (speechTask) Apply(o *train.Options, given Given) error {
+func (speechTask) Apply(o *model.Options, given Given) error {
 	if given.has("max_seq_len") {
 		return option.MentionErrorf([]string{"task", "max_seconds"}, "max_seq_len", nil,
 			"the text tasks' length: for task %s, max_seconds fixes the frames", speech.TaskName)
@@ -75,7 +76,7 @@ func (speechTask) Apply(o *train.Options, given Given) error {
 func (speechTask) UsesData() bool { return true }
 
 // speechOptions are the speech options of o with d.
-func speechOptions(o train.Options, d *Data) speech.Options {
+func speechOptions(o model.Options, d *Data) speech.Options {
 	so := speech.Options{Train: o}
 	if d != nil {
 		so.DataDir, so.MaxSeconds = d.DataDir, d.MaxSeconds
@@ -85,7 +86,7 @@ func speechOptions(o train.Options, d *Data) speech.Options {
 
 // Check resolves a copy of the speech options and checks it
 // (speech.Options.Check); a resumed run reads its saved options instead.
-func (speechTask) Check(o *train.Options, d *Data) error {
+func (speechTask) Check(o *model.Options, d *Data) error {
 	if o.Resume {
 		return nil
 	}
@@ -93,7 +94,7 @@ func (speechTask) Check(o *train.Options, d *Data) error {
 	return so.Check()
 }
 
-func (speechTask) Train(ctx context.Context, o train.Options, d *Data, report progress.Func) (*train.Result, error) {
+func (speechTask) Train(ctx context.Context, o model.Options, d *Data, report progress.Func) (*train.Result, error) {
 	return speech.Run(ctx, speechOptions(o, d), report)
 }
 

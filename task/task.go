@@ -22,6 +22,7 @@ import (
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
@@ -36,9 +37,9 @@ const (
 	Speech Modality = "speech" // spoken language identification: a Wav2Vec2 encoder over 16 kHz audio
 )
 
-// Data is the data of a task beyond train.Options: the speech task's corpus
+// Data is the data of a task beyond model.Options: the speech task's corpus
 // and the length every utterance is cropped or padded to (speech.Options'
-// DataDir and MaxSeconds). The text tasks read train.Options' GlueDir and
+// DataDir and MaxSeconds). The text tasks read model.Options' GlueDir and
 // Vocab and ignore it. Its JSON keys are the option names errors use.
 type Data struct {
 	DataDir    string  `json:"data_dir"`
@@ -99,15 +100,15 @@ type Task interface {
 	Lambda(variant string) float64
 	// Apply gives o the task's defaults for the options not given and
 	// refuses options that do not apply to the task.
-	Apply(o *train.Options, given Given) error
+	Apply(o *model.Options, given Given) error
 	// UsesData reports whether the task reads Data (the text tasks read
-	// their files from train.Options).
+	// their files from model.Options).
 	UsesData() bool
 	// Check resolves and validates o with d before any work (o itself is
 	// resolved where the task resolves the train options in place).
-	Check(o *train.Options, d *Data) error
+	Check(o *model.Options, d *Data) error
 	// Train trains a model into o.Out (train.Run, or the task's own loop).
-	Train(ctx context.Context, o train.Options, d *Data, report progress.Func) (*train.Result, error)
+	Train(ctx context.Context, o model.Options, d *Data, report progress.Func) (*train.Result, error)
 	// RunPipeline trains (unless po.SkipTrain), evaluates, audits and
 	// certifies, writing report.json.
 	RunPipeline(ctx context.Context, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error)
@@ -168,7 +169,7 @@ type Model struct {
 	Task Task
 	// Options are the saved training options; Data the task's data
 	// (zero for the text tasks).
-	Options *train.Options
+	Options *model.Options
 	Data    Data
 	// File is the options file they were read from.
 	File string

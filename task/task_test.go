@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 func TestLookup(t *testing.T) {
@@ -64,7 +64,7 @@ func TestLookup(t *testing.T) {
 // the given ones, and refuse max_seq_len; the text tasks change nothing.
 func TestApply(t *testing.T) {
 	given := func(names ...string) Given { return func(n string) bool { return slices.Contains(names, n) } }
-	base := train.DefaultOptions()
+	base := model.DefaultOptions()
 	base.Encoder, base.Lambda, base.WarmupRatio, base.GlueDir, base.Vocab = "scratch:bert-tiny", 0.5, 0.25, "/glue", "/vocab"
 	sp, _ := Lookup("lid")
 	def := speech.DefaultOptions().Train
@@ -93,8 +93,8 @@ func TestApply(t *testing.T) {
 	}
 	tx, _ := Lookup("sst2")
 	o = base
-	if err := tx.Apply(&o, nil); err != nil || train.Differences(&base, &o) != nil {
-		t.Errorf("text Apply changed the options: %v %v", err, train.Differences(&base, &o))
+	if err := tx.Apply(&o, nil); err != nil || model.Differences(&base, &o) != nil {
+		t.Errorf("text Apply changed the options: %v %v", err, model.Differences(&base, &o))
 	}
 }
 
@@ -105,20 +105,20 @@ func sameFloat(a, b float64) bool { return a == b || (a != a && b != b) }
 func TestOpen(t *testing.T) {
 	dir := t.TempDir()
 	_, err := Open(dir)
-	if err == nil || !strings.Contains(err.Error(), speech.OptionsFile) || !strings.Contains(err.Error(), train.OptionsFile) {
+	if err == nil || !strings.Contains(err.Error(), speech.OptionsFile) || !strings.Contains(err.Error(), model.OptionsFile) {
 		t.Errorf("Open of an empty directory: %v", err)
 	}
-	o := train.DefaultOptions()
+	o := model.DefaultOptions()
 	o.Task, o.GlueDir, o.Vocab, o.Encoder, o.Variant, o.Out = "rte", "/glue", "/vocab.txt", "scratch:bert-tiny", "baseline", dir
 	o.Resolve()
-	if err := train.SaveOptions(dir, &o); err != nil {
+	if err := model.SaveOptions(dir, &o); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Task.Name() != "rte" || m.File != train.OptionsFile || m.Options.Variant != "baseline" || m.Data != (Data{}) {
+	if m.Task.Name() != "rte" || m.File != model.OptionsFile || m.Options.Variant != "baseline" || m.Data != (Data{}) {
 		t.Errorf("Open: task %s file %s variant %s data %+v", m.Task.Name(), m.File, m.Options.Variant, m.Data)
 	}
 	if err := os.WriteFile(filepath.Join(dir, speech.OptionsFile), []byte("{"), 0o644); err != nil {

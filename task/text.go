@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -16,7 +17,7 @@ const textExamples = "texts"
 type textModality struct{}
 
 func (textModality) names() []string     { return glueTasks() }
-func (textModality) optionsFile() string { return train.OptionsFile }
+func (textModality) optionsFile() string { return model.OptionsFile }
 
 func (textModality) lookup(name string) (Task, bool) {
 	g, err := glue.LookupTask(name)
@@ -27,7 +28,7 @@ func (textModality) lookup(name string) (Task, bool) {
 }
 
 func (textModality) open(dir string) (*Model, error) {
-	o, err := train.LoadOptions(dir)
+	o, err := model.LoadOptions(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +36,7 @@ func (textModality) open(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Dir: dir, Task: t, Options: o, File: train.OptionsFile}, nil
+	return &Model{Dir: dir, Task: t, Options: o, File: model.OptionsFile}, nil
 }
 
 // textTask is one GLUE task.
@@ -48,20 +49,20 @@ func (t textTask) Metrics() []string  { return t.g.Metrics }
 func (t textTask) Selection() string  { return t.g.Metric }
 func (textTask) UtilitySplit() string { return "dev" }
 func (textTask) OnDevice() error      { return nil }
-func (textTask) OptionsFile() string  { return train.OptionsFile }
+func (textTask) OptionsFile() string  { return model.OptionsFile }
 func (textTask) UsesData() bool       { return false }
 
-// Lambda is train.DefaultOptions' lambda, whatever the variant.
-func (textTask) Lambda(string) float64 { return train.DefaultOptions().Lambda }
+// Lambda is model.DefaultOptions' lambda, whatever the variant.
+func (textTask) Lambda(string) float64 { return model.DefaultOptions().Lambda }
 
-// Apply: train.DefaultOptions are the text tasks' defaults; every option
+// Apply: model.DefaultOptions are the text tasks' defaults; every option
 // applies.
-func (textTask) Apply(*train.Options, Given) error { return nil }
+func (textTask) Apply(*model.Options, Given) error { return nil }
 
 // Check resolves o in place, validates it and checks its files (the GLUE
 // split, the vocabulary, the encoder); a resumed run is checked when its
 // saved options are read.
-func (textTask) Check(o *train.Options, _ *Data) error {
+func (textTask) Check(o *model.Options, _ *Data) error {
 	if o.Resume {
 		return nil
 	}
@@ -72,7 +73,7 @@ func (textTask) Check(o *train.Options, _ *Data) error {
 	return o.CheckFiles()
 }
 
-func (textTask) Train(ctx context.Context, o train.Options, _ *Data, report progress.Func) (*train.Result, error) {
+func (textTask) Train(ctx context.Context, o model.Options, _ *Data, report progress.Func) (*train.Result, error) {
 	return train.Run(ctx, o, report)
 }
 
@@ -80,10 +81,10 @@ func (textTask) RunPipeline(ctx context.Context, po train.PipelineOptions, _ *Da
 	return train.RunPipeline(ctx, po, report)
 }
 
-// Evaluate loads the model (train.LoadModel) and runs train.Evaluate with
+// Evaluate loads the model (model.Load) and runs train.Evaluate with
 // the model's evaluation options (train.DefaultEvalOptions) changed by eo.
 func (textTask) Evaluate(_ context.Context, m *Model, eo EvalOptions) (*train.EvalResult, error) {
-	b, err := train.LoadModel(m.Dir)
+	b, err := model.Load(m.Dir)
 	if err != nil {
 		return nil, err
 	}

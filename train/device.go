@@ -12,7 +12,7 @@ import (
 	"github.com/nvdp-project/nvdp/nvib"
 )
 
-// The device path of training and evaluation (Options.Device,
+// The device path of training and evaluation (model.Options.Device,
 // EvalOptions.Device; docs/engine.md, "The CUDA backend"): the model's twin
 // on the GPU (package dnn) with the parameters, gradients and AdamW moments
 // there (dnn.DeviceOptimizer through loop.Config.Device); only token ids,
@@ -98,7 +98,7 @@ type deviceTrainer struct {
 	*deviceModel
 	opt       *dnn.DeviceOptimizer
 	g         *dnn.Philox
-	hostNoise bool // the NVDP noise drawn on the host from g (Options.HostNoise)
+	hostNoise bool // the NVDP noise drawn on the host from g (model.Options.HostNoise)
 }
 
 // sampleDeviceKey names the Philox state of the device's draws in a

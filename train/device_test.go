@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/internal/cudaemu"
+	"github.com/nvdp-project/nvdp/model"
 )
 
 // deviceRun trains the tiny run of synthOptions on the test's device (the
 // CPU stand-in, or the GPU with NVDP_CUDA_REAL=1) with edit applied.
-func deviceRun(t *testing.T, glueDir, vocab, out string, edit func(*Options)) *Result {
+func deviceRun(t *testing.T, glueDir, vocab, out string, edit func(*model.Options)) *Result {
 	t.Helper()
 	o := synthOptions(t, glueDir, vocab, out)
 	o.Device = cudaemu.OpenDevice(t)
@@ -50,7 +51,7 @@ func TestDeviceTrainingMatchesCPU(t *testing.T) {
 	if _, err := Run(context.Background(), o, nil); err != nil {
 		t.Fatal(err)
 	}
-	deviceRun(t, glueDir, vocab, devDir, func(o *Options) { o.HostNoise, o.LogSteps = true, true })
+	deviceRun(t, glueDir, vocab, devDir, func(o *model.Options) { o.HostNoise, o.LogSteps = true, true })
 	sc, sd := readStepLosses(t, cpuDir), readStepLosses(t, devDir)
 	if len(sc) != 16 || len(sd) != len(sc) {
 		t.Fatalf("step losses: cpu %d, device %d, want 16", len(sc), len(sd))
@@ -125,10 +126,10 @@ func TestDeviceResume(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 64, 24)
 	whole, split := filepath.Join(t.TempDir(), "whole"), filepath.Join(t.TempDir(), "split")
 	deviceRun(t, glueDir, vocab, whole, nil)
-	if r := deviceRun(t, glueDir, vocab, split, func(o *Options) { o.StopAfterSteps = 5 }); !r.Interrupted || r.Steps != 5 {
+	if r := deviceRun(t, glueDir, vocab, split, func(o *model.Options) { o.StopAfterSteps = 5 }); !r.Interrupted || r.Steps != 5 {
 		t.Fatalf("stopped run: %+v", r)
 	}
-	deviceRun(t, glueDir, vocab, split, func(o *Options) { o.Resume = true })
+	deviceRun(t, glueDir, vocab, split, func(o *model.Options) { o.Resume = true })
 	a, b := readWeights(t, whole), readWeights(t, split)
 	for name, v := range a {
 		for i := range v {

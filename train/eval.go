@@ -15,7 +15,9 @@ import (
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -86,33 +88,33 @@ const DefaultEvalSeed = 1
 // split of the GLUE directory it was trained on, written into its
 // directory, at its eval batch size and max-seq-len, skipping malformed rows
 // as its training did, seed DefaultEvalSeed, every example.
-func DefaultEvalOptions(b *Bundle) EvalOptions {
+func DefaultEvalOptions(b *model.Bundle) EvalOptions {
 	return EvalOptions{GlueDir: b.Options.GlueDir, Split: "dev", Out: b.Dir, Seed: DefaultEvalSeed,
 		BatchSize: b.Options.EvalBatchSize, MaxSeqLen: b.Options.MaxSeqLen, SkipBadRows: b.Options.SkipBadRows}
 }
 
 // validate checks o for model b before any work; it normalises the split
-// name (validation = dev). Errors are *OptionError (JSON-style names).
-func (o *EvalOptions) validate(b *Bundle) error {
+// name (validation = dev). Errors are *option.Error (JSON-style names).
+func (o *EvalOptions) validate(b *model.Bundle) error {
 	_, split, err := glue.SplitPath(o.GlueDir, b.Task, o.Split)
 	if err != nil {
-		return optionError("split", o.Split, "want dev, test or train")
+		return option.Errorf("split", o.Split, "want dev, test or train")
 	}
 	o.Split = split
 	positions := b.Encoder.Config.MaxSeqLen()
 	switch {
 	case o.Out == "":
-		return optionError("out", nil, "required: the output directory")
+		return option.Errorf("out", nil, "required: the output directory")
 	case o.BatchSize < 1:
-		return optionError("batch_size", o.BatchSize, "must be >= 1")
+		return option.Errorf("batch_size", o.BatchSize, "must be >= 1")
 	case o.Limit < 0:
-		return optionError("limit", o.Limit, "must be >= 0 (0: all)")
+		return option.Errorf("limit", o.Limit, "must be >= 0 (0: all)")
 	case o.MaxSeqLen < 3 || o.MaxSeqLen > positions:
-		return optionError("max_seq_len", o.MaxSeqLen, "must be in [3, %d] (the encoder's positions)", positions)
+		return option.Errorf("max_seq_len", o.MaxSeqLen, "must be in [3, %d] (the encoder's positions)", positions)
 	case b.Model.Gauss != nil && o.MaxSeqLen > b.Model.Gauss.L:
-		return optionError("max_seq_len", o.MaxSeqLen, "the gaussian model releases %d positions; truncate to at most that", b.Model.Gauss.L)
+		return option.Errorf("max_seq_len", o.MaxSeqLen, "the gaussian model releases %d positions; truncate to at most that", b.Model.Gauss.L)
 	case o.Data == nil && o.GlueDir == "":
-		return optionError("glue_dir", nil, "required: the GLUE directory")
+		return option.Errorf("glue_dir", nil, "required: the GLUE directory")
 	}
 	return nil
 }
@@ -121,7 +123,7 @@ func (o *EvalOptions) validate(b *Bundle) error {
 type EvalResult struct {
 	Task     string  `json:"task"`
 	Split    string  `json:"split"`
-	Model    string  `json:"model"` // the model directory (Bundle.Dir)
+	Model    string  `json:"model"` // the model directory (model.Bundle.Dir)
 	Variant  string  `json:"variant"`
 	Examples int     `json:"examples"`
 	Labelled bool    `json:"labelled"`
@@ -154,7 +156,7 @@ func PosteriorsFile(split string) string { return "posteriors_" + split + ".safe
 // predictions in GLUE submission format (Task.SubmissionFile for test,
 // predictions_<split>.tsv otherwise; principled NVDP models predict with
 // every example padded to max-seq-len, the release's length, see
-// EvalPadLen) and, for NVDP models, the posterior file
+// model.EvalPadLen) and, for NVDP models, the posterior file
 // (privacy.WritePosteriors via nvib.ExportPosteriors) with every example padded
 // to the fixed length max-seq-len, so that every posterior has N = max-seq-len
 // + 1 aligned components (padding components included, 0 in the attention
@@ -163,7 +165,7 @@ func PosteriorsFile(split string) string { return "posteriors_" + split + ".safe
 // posterior file always have its release length L + 1 components
 // (nvib.GaussianRelease). The options are checked before any work; writes
 // OUT/eval_<split>.json.
-func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
+func Evaluate(b *model.Bundle, o EvalOptions) (*EvalResult, error) {
 	start := time.Now()
 	if err := o.validate(b); err != nil {
 		return nil, err
@@ -186,7 +188,7 @@ func Evaluate(b *Bundle, o EvalOptions) (*EvalResult, error) {
 		fwd, post = dm.forwardEval, dm.posterior
 	}
 	// principled NVDP: predict from the release that the posterior file describes (N = MaxSeqLen + 1)
-	preds, _, err := predict(fwd, b.Model.Cfg.NumLabels, enc, o.BatchSize, EvalPadLen(b.Model, o.MaxSeqLen), rng)
+	preds, _, err := predict(fwd, b.Model.Cfg.NumLabels, enc, o.BatchSize, model.EvalPadLen(b.Model, o.MaxSeqLen), rng)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate %s %s: %w", b.Task.Name, o.Split, err)
 	}
@@ -249,7 +251,7 @@ func ModelCertificate(cfg nvib.Config, n int, dir string) (*privacy.CertifiedRep
 // dev split, whose evaluation is the whole split's. Returns the posteriors
 // (as the file holds them) and the file's path. Errors: as Evaluate; a
 // model without a release (the baseline).
-func ExportPosteriors(b *Bundle, o EvalOptions) (*privacy.Posteriors, string, error) {
+func ExportPosteriors(b *model.Bundle, o EvalOptions) (*privacy.Posteriors, string, error) {
 	if err := o.validate(b); err != nil {
 		return nil, "", err
 	}
@@ -276,22 +278,22 @@ func ExportPosteriors(b *Bundle, o EvalOptions) (*privacy.Posteriors, string, er
 }
 
 // encode loads the split of o (unless o.Data holds it) and tokenises it.
-func (o *EvalOptions) encode(b *Bundle) (*Encoded, *glue.Dataset, error) {
+func (o *EvalOptions) encode(b *model.Bundle) (*model.Encoded, *glue.Dataset, error) {
 	ds := o.Data
 	if ds == nil {
 		var err error
-		if ds, err = LoadSplit(o.GlueDir, b.Task, o.Split, glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.Limit}); err != nil {
+		if ds, err = model.LoadSplit(o.GlueDir, b.Task, o.Split, glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.Limit}); err != nil {
 			return nil, nil, err
 		}
 	}
-	enc, err := Encode(b.Tokenizer, ds, o.MaxSeqLen)
+	enc, err := model.Encode(b.Tokenizer, ds, o.MaxSeqLen)
 	return enc, ds, err
 }
 
 // releaseLen is the number of token positions of model b's release at
 // max-seq-len maxSeqLen: N = releaseLen + 1 (a gaussian release always has
 // its L positions).
-func releaseLen(b *Bundle, maxSeqLen int) int {
+func releaseLen(b *model.Bundle, maxSeqLen int) int {
 	if g := b.Model.Gauss; g != nil {
 		return g.L
 	}
@@ -301,7 +303,7 @@ func releaseLen(b *Bundle, maxSeqLen int) int {
 // exportPosteriors computes the posteriors of enc padded to o.MaxSeqLen
 // with posterior (the CPU's or the device's) and writes them to
 // OUT/posteriors_<split>.safetensors.
-func exportPosteriors(b *Bundle, enc *Encoded, o EvalOptions, posterior func(encoder.Input) (*nvib.Posterior, error)) (*privacy.Posteriors, string, error) {
+func exportPosteriors(b *model.Bundle, enc *model.Encoded, o EvalOptions, posterior func(encoder.Input) (*nvib.Posterior, error)) (*privacy.Posteriors, string, error) {
 	ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)
 	path := filepath.Join(o.Out, PosteriorsFile(o.Split))
 	p, err := nvib.ExportPosteriorsWith(path, b.Model, ins, b.Task.Name, o.Split, posterior)

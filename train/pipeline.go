@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/audit"
-	"github.com/nvdp-project/nvdp/progress"
-
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/progress"
 )
 
 // ReportFile is the name of the `nvdp run` report inside the output directory.
@@ -26,7 +27,7 @@ const ReportFile = "report.json"
 // PipelineOptions configure RunPipeline (`nvdp run`); DefaultPipelineOptions
 // gives the defaults.
 type PipelineOptions struct {
-	Train Options
+	Train model.Options
 	// SkipTrain evaluates and audits the model already in Train.Out (e.g. QNLI, whose training
 	// split is missing here: a model trained elsewhere).
 	SkipTrain bool
@@ -47,10 +48,10 @@ type PipelineOptions struct {
 }
 
 // DefaultPipelineOptions returns the defaults of RunPipeline: the training
-// defaults (DefaultOptions), the dev split audited whole, evaluation seed
+// defaults (model.DefaultOptions), the dev split audited whole, evaluation seed
 // DefaultEvalSeed, and audit.Audit's defaults.
 func DefaultPipelineOptions() PipelineOptions {
-	return PipelineOptions{Train: DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: audit.DefaultOptions()}
+	return PipelineOptions{Train: model.DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: audit.DefaultOptions()}
 }
 
 // PrivacySummary is the "privacy" object of the report. Its audit numbers
@@ -140,7 +141,7 @@ type Report struct {
 
 // pipelinePlan is what RunPipeline checks and reads before any work.
 type pipelinePlan struct {
-	train    Options // resolved and validated; with SkipTrain or Resume the saved ones
+	train    model.Options // resolved and validated; with SkipTrain or Resume the saved ones
 	glueDir  string
 	dev      *glue.Dataset // the utility split, dev (DevLimit rows)
 	audit    *glue.Dataset // the audited split when it is not dev whole (AuditLimit rows), else nil
@@ -153,32 +154,32 @@ type pipelinePlan struct {
 // saved in Train.Out), the non-private baseline, the utility and audit
 // splits (each with examples) and the audit options for that many
 // posteriors. It normalises AuditSplit ("" = dev). Errors about the
-// training options given are *OptionError.
+// training options given are *option.Error.
 func (po *PipelineOptions) prepare() (*pipelinePlan, error) {
 	pl := &pipelinePlan{train: po.Train}
 	if po.AuditSplit == "" {
 		po.AuditSplit = "dev"
 	}
 	if po.AuditSplit != "dev" && po.AuditSplit != "test" {
-		return nil, optionError("audit_split", po.AuditSplit, "want dev or test")
+		return nil, option.Errorf("audit_split", po.AuditSplit, "want dev or test")
 	}
 	if po.AuditLimit < 0 {
-		return nil, optionError("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
+		return nil, option.Errorf("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
 	}
 	o := &pl.train
 	switch {
 	case po.SkipTrain || o.Resume:
 		if o.Out == "" {
-			return nil, optionError("out", nil, "required: the model directory")
+			return nil, option.Errorf("out", nil, "required: the model directory")
 		}
-		saved, err := LoadOptions(o.Out)
+		saved, err := model.LoadOptions(o.Out)
 		if err != nil {
 			return nil, err
 		}
 		if po.SkipTrain && o.Task != "" {
 			want, err := glue.LookupTask(o.Task)
 			if err != nil {
-				return nil, optionError("task", o.Task, "%v", err)
+				return nil, option.Errorf("task", o.Task, "%v", err)
 			}
 			if have, err := glue.LookupTask(saved.Task); err != nil || have.Name != want.Name {
 				return nil, fmt.Errorf("model %s was trained on task %q, not %q: evaluate it on its own task", o.Out, saved.Task, o.Task)
@@ -192,7 +193,7 @@ func (po *PipelineOptions) prepare() (*pipelinePlan, error) {
 		*o = *saved
 		o.Resume, o.Out = resume, out // the directory may have moved since
 		if st, err := os.Stat(pl.glueDir); err != nil || !st.IsDir() {
-			return nil, optionError("glue_dir", pl.glueDir, "not a directory")
+			return nil, option.Errorf("glue_dir", pl.glueDir, "not a directory")
 		}
 	default:
 		o.Resolve()
@@ -214,13 +215,13 @@ func (po *PipelineOptions) prepare() (*pipelinePlan, error) {
 		}
 	}
 	lo := glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.DevLimit}
-	if pl.dev, err = LoadSplit(pl.glueDir, task, "dev", lo); err != nil {
+	if pl.dev, err = model.LoadSplit(pl.glueDir, task, "dev", lo); err != nil {
 		return nil, err
 	}
 	audited := pl.dev
 	if po.AuditSplit != "dev" || po.AuditLimit > 0 {
 		lo.Limit = po.AuditLimit
-		if pl.audit, err = LoadSplit(pl.glueDir, task, po.AuditSplit, lo); err != nil {
+		if pl.audit, err = model.LoadSplit(pl.glueDir, task, po.AuditSplit, lo); err != nil {
 			return nil, err
 		}
 		audited = pl.audit
@@ -263,7 +264,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 		}
 	}
 	dir := pl.train.Out
-	b, err := LoadModel(dir)
+	b, err := model.Load(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +314,7 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 // auditRelease exports the posteriors of the audited split (dev's come with
 // its evaluation dev unless pl.audit is set), audits them in memory and
 // certifies the model's clip set at the audit's order, direction and delta.
-func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *Bundle, eo EvalOptions, dev *EvalResult) (*PrivacySummary, error) {
+func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *model.Bundle, eo EvalOptions, dev *EvalResult) (*PrivacySummary, error) {
 	release, path := dev.Release, dev.Posteriors
 	if pl.audit != nil {
 		eo.Split, eo.Data, eo.NoPost = po.AuditSplit, pl.audit, false

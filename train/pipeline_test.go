@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/audit"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -60,7 +61,7 @@ func TestEvaluateRelease(t *testing.T) {
 	if _, err := Run(context.Background(), o, nil); err != nil {
 		t.Fatal(err)
 	}
-	b, err := LoadModel(o.Out)
+	b, err := model.Load(o.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestPipelineChecksFirst(t *testing.T) {
 		{"missing glue dir", func(po *PipelineOptions) { po.Train.GlueDir = "/nonexistent" }, `glue_dir "/nonexistent": not a directory`},
 		{"epochs 0", func(po *PipelineOptions) { po.Train.Epochs = 0 }, "epochs 0"},
 		{"missing baseline", func(po *PipelineOptions) { po.Baseline = "/nonexistent/b.json" }, "baseline"},
-		{"skip-train without a model", func(po *PipelineOptions) { po.SkipTrain = true }, OptionsFile},
+		{"skip-train without a model", func(po *PipelineOptions) { po.SkipTrain = true }, model.OptionsFile},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			po := DefaultPipelineOptions()

@@ -1,3 +1,23 @@
+// Package train runs the GLUE experiments end to end: fine-tuning a baseline,
+// NVDP, NVDP-Clipped or gaussian-mechanism model (package nvib) on a task (package glue), per-epoch
+// dev evaluation with early stopping, resumable checkpoints, evaluation with
+// GLUE submission files and posterior export, and the train + eval + audit
+// pipeline behind `nvdp run` (docs/training.md).
+//
+// The loop follows the released code (ref §8): AdamW (weight decay 0),
+// linear warm-up then linear decay of the learning rate over all optimizer
+// steps, the KL schedule s(t) of nvib.Config.KLScale, gradient clipping by
+// global norm 1.0, shuffled training batches with drop_last, dev evaluation
+// every epoch on the task's selection metric, early stopping with patience 3,
+// best checkpoint kept. Unlike the reference, batches are padded dynamically
+// to their longest sequence (the reference pads to max_length always); the
+// posterior file for the audit is padded to the fixed length max-seq-len so
+// that every posterior has N = max-seq-len + 1 aligned components.
+//
+// The model trained, the options it is trained and saved with and the files
+// of its directory are package model's (model.Options, model.Build,
+// model.Load, model.SaveFiles); this package is the training run itself, its
+// evaluation, pipeline and report.
 package train
 
 import (
@@ -19,10 +39,29 @@ import (
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/progress"
 )
+
+// File names a training run writes in its output directory, beside the
+// model directory's files (model.OptionsFile, model.WeightsFile,
+// model.CertificateFile, model.SaveFiles).
+const (
+	MetricsFile    = "metrics.jsonl"
+	StepsFile      = "steps.jsonl" // model.Options.LogSteps: StepLoss lines
+	CheckpointFile = "checkpoint-last.safetensors"
+	StateFile      = "train_state.json"
+)
+
+// StepLoss is one line of StepsFile: the optimizer step (1-based) and its
+// loss (nats; the batch mean of task + s(t) lambda KL terms) and s(t).
+type StepLoss struct {
+	Step    int     `json:"step"`
+	Loss    float64 `json:"loss"`
+	KLScale float64 `json:"kl_scale"`
+}
 
 // EpochMetrics is one line of DIR/metrics.jsonl. Non-finite values (a
 // diverged loss, the correlation of constant predictions) are written as
@@ -145,13 +184,13 @@ func TrainStep[C any](sel *Selection, s, lr float64, rng *rand.Rand, fwd func(nv
 // and to res.History, the parameters saved to o.Out/model.safetensors when
 // the metric improved, a log line, and whether early stopping ends the run
 // (Selection.Stop). Errors: writing the model or the log.
-func (o *Options) CloseEpoch(run *loop.Run, st *loop.State, sel *Selection, dev map[string]float64, metric string, params []*nn.Param, res *Result) (bool, error) {
+func CloseEpoch(o *model.Options, run *loop.Run, st *loop.State, sel *Selection, dev map[string]float64, metric string, params []*nn.Param, res *Result) (bool, error) {
 	em := sel.EndEpoch(st.Epoch+1, st.Step, dev, metric)
 	best := dev[metric]
 	if em.Best {
 		meta := map[string]string{"epoch": strconv.Itoa(st.Epoch + 1), "step": strconv.Itoa(st.Step),
 			metric: strconv.FormatFloat(best, 'g', -1, 64)}
-		if err := nn.SaveCheckpoint(filepath.Join(o.Out, WeightsFile), params, nil, meta); err != nil {
+		if err := nn.SaveCheckpoint(filepath.Join(o.Out, model.WeightsFile), params, nil, meta); err != nil {
 			return false, fmt.Errorf("save best model: %w", err)
 		}
 	}
@@ -177,7 +216,7 @@ func (o *Options) CloseEpoch(run *loop.Run, st *loop.State, sel *Selection, dev 
 // selection state sel, checkpoints every o.CheckpointEach steps and at
 // epoch ends in o.Out, resume as o.Resume. The caller sets Step, EndEpoch
 // and StopAfter. (Package speech trains with it too.)
-func (o *Options) LoopConfig(params []*nn.Param, examples int, src *rand.PCG, sel *Selection, report progress.Func) loop.Config {
+func LoopConfig(o *model.Options, params []*nn.Param, examples int, src *rand.PCG, sel *Selection, report progress.Func) loop.Config {
 	total := examples / o.BatchSize * o.Epochs
 	return loop.Config{Stage: "train", Checkpoint: filepath.Join(o.Out, CheckpointFile), StateKey: stateKey,
 		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "epoch",
@@ -247,7 +286,7 @@ func (s *Selection) UnmarshalJSON(b []byte) error {
 }
 
 // Errors of Run for an output directory that holds a run (without
-// Options.Resume) or holds none to resume.
+// model.Options.Resume) or holds none to resume.
 var (
 	ErrRunExists    = loop.ErrRunExists
 	ErrNoCheckpoint = loop.ErrNoCheckpoint
@@ -261,7 +300,7 @@ var (
 // every epoch end. With o.Resume the run continues from that checkpoint with
 // the options saved in o.Out (validated again; the other fields of o are
 // ignored, except StopAfterSteps and the run-time Device, HostNoise and
-// LogSteps; Differences lists what a caller's options would change); the
+// LogSteps; model.Differences lists what a caller's options would change); the
 // result is identical to an uninterrupted run. A directory that holds a
 // checkpoint without o.Resume is ErrRunExists, o.Resume without one
 // ErrNoCheckpoint. A step that fails (a non-finite loss or posterior: a
@@ -275,7 +314,7 @@ var (
 // in total with a checkpoint (Result.Interrupted). Cancelling ctx stops before
 // the next step with a checkpoint and returns a *loop.Interrupted error that
 // unwraps to ctx.Err() and says how to continue.
-func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
+func Run(ctx context.Context, o model.Options, report progress.Func) (*Result, error) {
 	stopAfter := o.StopAfterSteps
 	device, hostNoise, logSteps := o.Device, o.HostNoise, o.LogSteps // run-time choices, not in the saved options
 	ckptPath := filepath.Join(o.Out, CheckpointFile)
@@ -286,9 +325,9 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 		if err := loop.Check(ckptPath, true); err != nil {
 			return nil, err
 		}
-		// LoadOptions validates the saved options again before any work: the
+		// model.LoadOptions validates the saved options again before any work: the
 		// file may have been edited or written by a build with other checks.
-		saved, err := LoadOptions(o.Out)
+		saved, err := model.LoadOptions(o.Out)
 		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
@@ -309,7 +348,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	if err := o.CheckFiles(); err != nil {
 		return nil, err
 	}
-	b, err := Build(&o, report)
+	b, err := model.Build(&o, report)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +356,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	trainDS, err := glue.Load(o.GlueDir, task, "train", glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.TrainLimit})
 	if err != nil {
 		if errors.Is(err, glue.ErrMissingSplit) {
-			return nil, noTrainSplit(task, err)
+			return nil, model.NoTrainSplit(task, err)
 		}
 		return nil, err
 	}
@@ -330,11 +369,11 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			slog.Warn("skipped malformed rows", "file", d.Path, "rows", d.Skipped, "first", d.SkipErrors)
 		}
 	}
-	trainEnc, err := Encode(b.Tokenizer, trainDS, o.MaxSeqLen)
+	trainEnc, err := model.Encode(b.Tokenizer, trainDS, o.MaxSeqLen)
 	if err != nil {
 		return nil, err
 	}
-	devEnc, err := Encode(b.Tokenizer, devDS, o.MaxSeqLen)
+	devEnc, err := model.Encode(b.Tokenizer, devDS, o.MaxSeqLen)
 	if err != nil {
 		return nil, err
 	}
@@ -344,12 +383,12 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	}
 
 	m := b.Model
-	evalLen := EvalPadLen(m, o.MaxSeqLen)
+	evalLen := model.EvalPadLen(m, o.MaxSeqLen)
 	params := m.Params()
 	sampleSrc := rngstream.TrainSample.PCG(o.Seed, 0)
 	sampleRng := rand.New(sampleSrc)
 	sel := NewSelection()
-	lc := o.LoopConfig(params, nTrain, sampleSrc, sel, report)
+	lc := LoopConfig(&o, params, nTrain, sampleSrc, sel, report)
 	total := lc.Steps
 	fwd := cpuForward(m)
 	var dev *deviceTrainer
@@ -369,7 +408,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: backendName(o.Device), TrainExamples: nTrain, MetricName: task.Metric}
 	var run *loop.Run
 
-	// logStep appends a line to StepsFile (Options.LogSteps), opened at the
+	// logStep appends a line to StepsFile (model.Options.LogSteps), opened at the
 	// first step (the output directory exists by then); a resumed run
 	// appends, so the steps re-run after its checkpoint appear twice.
 	var stepsFile *os.File
@@ -441,7 +480,7 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			return false, fmt.Errorf("dev metrics: %w", err)
 		}
 		dev["dev_loss"] = devLoss
-		return o.CloseEpoch(run, st, sel, dev, task.Metric, params, res)
+		return CloseEpoch(&o, run, st, sel, dev, task.Metric, params, res)
 	}
 	lc.StopAfter, lc.Step, lc.EndEpoch = stopAfter, step, endEpoch
 	run, err = loop.Open(lc)
@@ -458,11 +497,11 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 			return nil, err
 		}
 	} else {
-		if err := saveModelFiles(o.Out, b); err != nil {
+		if err := model.SaveFiles(o.Out, b); err != nil {
 			return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
 		}
 		if c := b.Certificate; c != nil {
-			if err := SaveCertificate(o.Out, c); err != nil {
+			if err := model.SaveCertificate(o.Out, c); err != nil {
 				return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
 			}
 		}
@@ -488,30 +527,13 @@ func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) 
 	return res, nil
 }
 
-// EvalPadLen is the length a model's evaluation batches are padded to:
-// maxSeqLen (fixed) for a model whose release has all N = S+1 components
-// (nvib.Model.PadsReleased, principled NVDP), so that its predictions are
-// computed from the release that the posterior file and the audit describe
-// (N = max-seq-len + 1; its outputs depend on the number of padding
-// components, and a dynamically padded release would be another release,
-// whose N reveals the batch's longest length); 0 (dynamic padding to the
-// longest sequence of each batch) otherwise: the baseline's and reference
-// mode's predictions do not depend on the padding. Training batches stay
-// dynamic (docs/model.md "Padding components", docs/training.md).
-func EvalPadLen(m *nvib.Model, maxSeqLen int) int {
-	if m.PadsReleased() {
-		return maxSeqLen
-	}
-	return 0
-}
-
 // Predict runs the model on every example of e in order (batches of bs,
-// padded to fixedLen or dynamically; EvalPadLen gives a model's length) and
+// padded to fixedLen or dynamically; model.EvalPadLen gives a model's length) and
 // returns the predictions (argmax class as float64, or the raw score for
 // regression) and, for labelled splits, the
 // mean loss with KL scale 1. NVDP models sample from rng (as the reference at
 // evaluation).
-func Predict(m *nvib.Model, e *Encoded, bs, fixedLen int, rng *rand.Rand) ([]float64, float64, error) {
+func Predict(m *nvib.Model, e *model.Encoded, bs, fixedLen int, rng *rand.Rand) ([]float64, float64, error) {
 	return predict(cpuForward(m), m.Cfg.NumLabels, e, bs, fixedLen, rng)
 }
 
@@ -532,7 +554,7 @@ func cpuForward(m *nvib.Model) evalForward {
 
 // predict is Predict with the forward pass fwd (the CPU's or the device's)
 // of a model with numLabels outputs.
-func predict(fwd evalForward, numLabels int, e *Encoded, bs, fixedLen int, rng *rand.Rand) ([]float64, float64, error) {
+func predict(fwd evalForward, numLabels int, e *model.Encoded, bs, fixedLen int, rng *rand.Rand) ([]float64, float64, error) {
 	ins, labs := e.Batches(bs, fixedLen)
 	preds := make([]float64, 0, e.Len())
 	loss, n := 0.0, 0
@@ -593,11 +615,4 @@ func keptCheckpoint(err error, step int, path string) error {
 		return fmt.Errorf("training: %w (no checkpoint written yet)", err)
 	}
 	return fmt.Errorf("training: %w; the checkpoint of step %d stays in %s", err, step, path)
-}
-
-// noTrainSplit is the error of a task whose GLUE directory has no training
-// split (QNLI's distributed files): such a model is trained on another copy
-// of the data and only evaluated here (Evaluate).
-func noTrainSplit(t *glue.Task, err error) error {
-	return fmt.Errorf("task %s has no training split in this GLUE directory (%w): train it on a copy that has one and evaluate the model here", t.Name, err)
 }

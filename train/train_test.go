@@ -22,6 +22,7 @@ import (
 	"github.com/nvdp-project/nvdp/internal/jsonl"
 	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -104,8 +105,8 @@ func synthGlue(t *testing.T, nTrain, nDev int) (string, string) {
 	return filepath.Join(dir, "glue"), vpath
 }
 
-func synthOptions(t *testing.T, glueDir, vocab, out string) Options {
-	o := DefaultOptions()
+func synthOptions(t *testing.T, glueDir, vocab, out string) model.Options {
+	o := model.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, nvib.ModelNVDPClipped
 	o.Epochs, o.BatchSize, o.EvalBatchSize, o.LR, o.MaxSeqLen, o.Seed, o.CheckpointEach = 2, 8, 8, 3e-3, 16, 3, 3
 	o.Out, o.ScratchConfig, o.Patience = out, tinyConfig(t, 16, 1, 32), 0
@@ -115,7 +116,7 @@ func synthOptions(t *testing.T, glueDir, vocab, out string) Options {
 
 func loadOptimizer(t *testing.T, dir string) *nn.AdamW {
 	t.Helper()
-	b, err := LoadModel(dir)
+	b, err := model.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,9 +127,9 @@ func loadOptimizer(t *testing.T, dir string) *nn.AdamW {
 	return opt
 }
 
-func readBundle(t *testing.T, dir string) *Bundle {
+func readBundle(t *testing.T, dir string) *model.Bundle {
 	t.Helper()
-	b, err := LoadModel(dir)
+	b, err := model.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func readBundle(t *testing.T, dir string) *Bundle {
 
 func readWeights(t *testing.T, dir string) map[string][]float32 {
 	t.Helper()
-	b, err := LoadModel(dir)
+	b, err := model.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if _, err := Run(ctx, synthOptions(t, glueDir, vocab, outB), nil); !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), "resume it") {
 		t.Fatalf("rerun into a used output directory: err %v, want ErrRunExists with a resume hint", err)
 	}
-	r2, err := Run(ctx, Options{Out: outB, Resume: true, StopAfterSteps: 11}, nil)
+	r2, err := Run(ctx, model.Options{Out: outB, Resume: true, StopAfterSteps: 11}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			cancel(errors.New("terminated signal received"))
 		}
 	}
-	_, err = Run(cctx, Options{Out: outB, Resume: true}, stopAt13)
+	_, err = Run(cctx, model.Options{Out: outB, Resume: true}, stopAt13)
 	var intr *loop.Interrupted
 	if !errors.As(err, &intr) || intr.Step != 13 || !errors.Is(err, context.Canceled) ||
 		!strings.Contains(err.Error(), "terminated signal received") || !strings.Contains(err.Error(), "resume the run") {
@@ -220,7 +221,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		!strings.Contains(m[stateKey], `"step":13`) {
 		t.Fatalf("checkpoint after the cancel: %v, state %s; want step 13", err, m[stateKey])
 	}
-	r3, err := Run(ctx, Options{Out: outB, Resume: true}, nil)
+	r3, err := Run(ctx, model.Options{Out: outB, Resume: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		t.Fatalf("metrics.jsonl has %d lines, want 2", len(ma))
 	}
 	// A finished run resumes as a no-op.
-	r4, err := Run(ctx, Options{Out: outB, Resume: true}, nil)
+	r4, err := Run(ctx, model.Options{Out: outB, Resume: true}, nil)
 	if err != nil || r4.Steps != 16 {
 		t.Fatalf("resume of a finished run: %v, steps %d", err, r4.Steps)
 	}
@@ -298,7 +299,7 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	if err := os.WriteFile(stale, make([]byte, 1<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(ctx, Options{Out: dir, Resume: true}, nil); err != nil {
+	if _, err := Run(ctx, model.Options{Out: dir, Resume: true}, nil); err != nil {
 		t.Fatalf("resume after a torn metrics line: %v", err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
@@ -314,7 +315,7 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	if err := os.WriteFile(metrics(dir), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Run(ctx, Options{Out: dir, Resume: true}, nil)
+	_, err = Run(ctx, model.Options{Out: dir, Resume: true}, nil)
 	if err == nil || !strings.Contains(err.Error(), metrics(dir)) || !strings.Contains(err.Error(), "epoch(s) 1") {
 		t.Fatalf("resume with an emptied metrics file: %v, want an error naming %s and epoch 1", err, metrics(dir))
 	}
@@ -342,7 +343,7 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	if err := safetensors.WriteFile(path, sf.Tensors, sf.Metadata); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(ctx, Options{Out: dir, Resume: true}, nil); err != nil {
+	if _, err := Run(ctx, model.Options{Out: dir, Resume: true}, nil); err != nil {
 		t.Fatalf("resume of a legacy checkpoint: %v", err)
 	}
 	if paramDigest(readWeights(t, full.Out)) != paramDigest(readWeights(t, dir)) {
@@ -427,7 +428,7 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 		t.Fatalf("collapse check %+v, want chance %v and accuracy %v", c, wantChance, rep.Utility["accuracy"])
 	}
 	// Test split: GLUE submission file, no metrics.
-	b, err := LoadModel(o.Out)
+	b, err := model.Load(o.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +495,7 @@ func TestEndToEndSST2(t *testing.T) {
 	glueDir := sharedPath(t, "NVDP_GLUE_DIR", "data/glue")
 	vocab := sharedPath(t, "NVDP_VOCAB", "models/bert-base-uncased-vocab/vocab.txt")
 	out := filepath.Join(t.TempDir(), "run")
-	o := DefaultOptions()
+	o := model.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, nvib.ModelNVDPClipped
 	o.Epochs, o.BatchSize, o.TrainLimit, o.DevLimit, o.MaxSeqLen, o.Seed, o.Out = 1, 16, 300, 120, 48, 1, out
 	o.ScratchConfig, o.HandSetClipping = tinyConfig(t, 32, 1, 64), true
@@ -504,7 +505,7 @@ func TestEndToEndSST2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"config.json", nvib.ConfigFile, WeightsFile, "vocab.txt", OptionsFile, MetricsFile,
+	for _, f := range []string{"config.json", nvib.ConfigFile, model.WeightsFile, "vocab.txt", model.OptionsFile, MetricsFile,
 		CheckpointFile, ReportFile, "eval_dev.json", "predictions_dev.tsv", PosteriorsFile("dev")} {
 		if !fsutil.IsFile(filepath.Join(out, f)) {
 			t.Errorf("missing %s in %s", f, out)
@@ -616,40 +617,40 @@ func TestBadInputs(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		mod  func(o *Options)
+		mod  func(o *model.Options)
 		want string
 	}{
-		{"unknown task", func(o *Options) { o.Task = "cola2" }, `task "cola2"`},
-		{"bad variant", func(o *Options) { o.Variant = "dp-sgd" }, `variant "dp-sgd"`},
-		{"bad mode", func(o *Options) { o.Mode = "exact" }, `mode "exact"`},
-		{"negative lambda", func(o *Options) { o.Lambda = -1 }, "lambda -1: must be >= 0"},
-		{"NaN lambda", func(o *Options) { o.Lambda = math.NaN() }, "lambda NaN: must be a finite number"},
-		{"negative c-mu", func(o *Options) { o.CMu = -2 }, "c_mu -2"},
-		{"c-mu 0 is not replaced", func(o *Options) { o.CMu = 0 }, "c_mu 0: the radius C_mu must be > 0"},
-		{"c-alpha-min above max", func(o *Options) { o.CAlphaMin, o.CAlphaMax = 2, 1 }, "c_alpha_min 2"},
-		{"negative dropout", func(o *Options) { o.Dropout = -0.5 }, "dropout -0.5"},
-		{"epochs 0 is not replaced", func(o *Options) { o.Epochs = 0 }, "epochs 0: must be >= 1"},
-		{"batch size 0 is not replaced", func(o *Options) { o.BatchSize = 0 }, "batch_size 0: must be >= 1"},
-		{"lr 0 is not replaced", func(o *Options) { o.LR = 0 }, "lr 0: must be > 0"},
-		{"negative patience", func(o *Options) { o.Patience = -1 }, "patience -1"},
-		{"NaN grad clip", func(o *Options) { o.GradClip = math.NaN() }, "grad_clip NaN: must be a finite number"},
-		{"NaN warm-up", func(o *Options) { o.WarmupRatio = math.NaN() }, "warmup_ratio NaN"},
-		{"NaN KL warm-up", func(o *Options) { o.KLWarmup = math.NaN() }, "kl_warmup NaN"},
-		{"unknown KL schedule", func(o *Options) { o.KLSchedule = "cosine" }, `kl_schedule "cosine"`},
-		{"unknown NVIB init", func(o *Options) { o.NVIBInit = "zeros" }, `nvib_init "zeros"`},
-		{"no glue dir", func(o *Options) { o.GlueDir = "" }, "glue_dir: required"},
-		{"missing glue dir", func(o *Options) { o.GlueDir = "/nonexistent" }, `glue_dir "/nonexistent": not a directory`},
-		{"no out", func(o *Options) { o.Out = "" }, "out: required"},
-		{"no vocab for scratch", func(o *Options) { o.Vocab = "" }, "vocab: required for a scratch encoder"},
-		{"missing vocab file", func(o *Options) { o.Vocab = "/nonexistent/vocab.txt" }, `vocab "/nonexistent/vocab.txt"`},
-		{"unknown preset", func(o *Options) { o.Encoder, o.ScratchConfig = "scratch:bert-huge", nil }, "bert-huge"},
-		{"bad encoder spec", func(o *Options) { o.Encoder = "bert" }, `encoder "bert": want scratch:PRESET`},
-		{"missing train split", func(o *Options) { o.Task, o.GlueDir = "qnli", qnli }, "no training split"},
-		{"header-only dev split", func(o *Options) { o.GlueDir = headerOnly }, filepath.Join("SST-2", "dev.tsv") + ": no data rows"},
-		{"batch larger than data", func(o *Options) { o.BatchSize = 64 }, "fewer than the batch size 64"},
-		{"seq len beyond positions", func(o *Options) { o.MaxSeqLen = 100 }, "max_seq_len 100: exceeds the encoder's 32 positions"},
-		{"used out dir", func(o *Options) { o.Out = used }, "already holds a run"},
-		{"resume without checkpoint", func(o *Options) { o.Out, o.Resume = t.TempDir(), true }, CheckpointFile + " does not exist"},
+		{"unknown task", func(o *model.Options) { o.Task = "cola2" }, `task "cola2"`},
+		{"bad variant", func(o *model.Options) { o.Variant = "dp-sgd" }, `variant "dp-sgd"`},
+		{"bad mode", func(o *model.Options) { o.Mode = "exact" }, `mode "exact"`},
+		{"negative lambda", func(o *model.Options) { o.Lambda = -1 }, "lambda -1: must be >= 0"},
+		{"NaN lambda", func(o *model.Options) { o.Lambda = math.NaN() }, "lambda NaN: must be a finite number"},
+		{"negative c-mu", func(o *model.Options) { o.CMu = -2 }, "c_mu -2"},
+		{"c-mu 0 is not replaced", func(o *model.Options) { o.CMu = 0 }, "c_mu 0: the radius C_mu must be > 0"},
+		{"c-alpha-min above max", func(o *model.Options) { o.CAlphaMin, o.CAlphaMax = 2, 1 }, "c_alpha_min 2"},
+		{"negative dropout", func(o *model.Options) { o.Dropout = -0.5 }, "dropout -0.5"},
+		{"epochs 0 is not replaced", func(o *model.Options) { o.Epochs = 0 }, "epochs 0: must be >= 1"},
+		{"batch size 0 is not replaced", func(o *model.Options) { o.BatchSize = 0 }, "batch_size 0: must be >= 1"},
+		{"lr 0 is not replaced", func(o *model.Options) { o.LR = 0 }, "lr 0: must be > 0"},
+		{"negative patience", func(o *model.Options) { o.Patience = -1 }, "patience -1"},
+		{"NaN grad clip", func(o *model.Options) { o.GradClip = math.NaN() }, "grad_clip NaN: must be a finite number"},
+		{"NaN warm-up", func(o *model.Options) { o.WarmupRatio = math.NaN() }, "warmup_ratio NaN"},
+		{"NaN KL warm-up", func(o *model.Options) { o.KLWarmup = math.NaN() }, "kl_warmup NaN"},
+		{"unknown KL schedule", func(o *model.Options) { o.KLSchedule = "cosine" }, `kl_schedule "cosine"`},
+		{"unknown NVIB init", func(o *model.Options) { o.NVIBInit = "zeros" }, `nvib_init "zeros"`},
+		{"no glue dir", func(o *model.Options) { o.GlueDir = "" }, "glue_dir: required"},
+		{"missing glue dir", func(o *model.Options) { o.GlueDir = "/nonexistent" }, `glue_dir "/nonexistent": not a directory`},
+		{"no out", func(o *model.Options) { o.Out = "" }, "out: required"},
+		{"no vocab for scratch", func(o *model.Options) { o.Vocab = "" }, "vocab: required for a scratch encoder"},
+		{"missing vocab file", func(o *model.Options) { o.Vocab = "/nonexistent/vocab.txt" }, `vocab "/nonexistent/vocab.txt"`},
+		{"unknown preset", func(o *model.Options) { o.Encoder, o.ScratchConfig = "scratch:bert-huge", nil }, "bert-huge"},
+		{"bad encoder spec", func(o *model.Options) { o.Encoder = "bert" }, `encoder "bert": want scratch:PRESET`},
+		{"missing train split", func(o *model.Options) { o.Task, o.GlueDir = "qnli", qnli }, "no training split"},
+		{"header-only dev split", func(o *model.Options) { o.GlueDir = headerOnly }, filepath.Join("SST-2", "dev.tsv") + ": no data rows"},
+		{"batch larger than data", func(o *model.Options) { o.BatchSize = 64 }, "fewer than the batch size 64"},
+		{"seq len beyond positions", func(o *model.Options) { o.MaxSeqLen = 100 }, "max_seq_len 100: exceeds the encoder's 32 positions"},
+		{"used out dir", func(o *model.Options) { o.Out = used }, "already holds a run"},
+		{"resume without checkpoint", func(o *model.Options) { o.Out, o.Resume = t.TempDir(), true }, CheckpointFile + " does not exist"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -675,87 +676,8 @@ func TestBadInputs(t *testing.T) {
 	if _, err := Run(context.Background(), o, nil); !errors.Is(err, ErrNoCheckpoint) {
 		t.Errorf("resume without a checkpoint: %v, want ErrNoCheckpoint", err)
 	}
-	if _, err := LoadModel(t.TempDir()); err == nil || !strings.Contains(err.Error(), OptionsFile) {
+	if _, err := model.Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), model.OptionsFile) {
 		t.Fatalf("model of an empty dir: %v", err)
-	}
-}
-
-// TestDefaults pins the defaults: the per-task constants of the paper's
-// hyperparameter table, the learning rate by backbone and variant, the
-// dropout by backbone, the generic ones; an explicit value, 0 included, is
-// kept.
-func TestDefaults(t *testing.T) {
-	cases := []struct {
-		task, enc, variant string
-		cmu, camax, lr     float64
-	}{
-		{"mrpc", "hf:bert-base-uncased", "", 2, 0.5, 7e-5},
-		{"qnli", "hf:bert-base-uncased", "", 7, 1, 7e-5},
-		{"SST-2", "scratch:bert-tiny", "", 2, 1, 5e-4},
-		{"SST-2", "scratch:bert-tiny", nvib.ModelGaussian, 2, 1, 5e-4},
-		{"SST-2", "scratch:bert-tiny", nvib.ModelNVDP, 2, 1, 5e-4},
-		{"SST-2", "scratch:bert-tiny", nvib.ModelBaseline, 2, 1, 1e-3},
-		{"sst2", "hf:bert-base-uncased", nvib.ModelBaseline, 2, 1, 7e-5},
-		{"rte", "hf:FacebookAI/roberta-base", "", 6, 0.5, 2e-5},
-		{"stsb", "hf:/models/bert", "", 10, 1, 7e-5},
-	}
-	for _, c := range cases {
-		o := DefaultOptions()
-		o.Task, o.Encoder = c.task, c.enc
-		if c.variant != "" {
-			o.Variant = c.variant
-		}
-		o.Resolve()
-		if o.CMu != c.cmu || o.CAlphaMax != c.camax || o.LR != c.lr {
-			t.Errorf("%s %s %s: c_mu %v c_amax %v lr %v, want %v %v %v", c.task, c.enc, c.variant, o.CMu, o.CAlphaMax, o.LR, c.cmu, c.camax, c.lr)
-		}
-		wantVariant := c.variant
-		if wantVariant == "" {
-			wantVariant = nvib.ModelNVDPClipped
-		}
-		if o.Epochs != 10 || o.BatchSize != 32 || o.EvalBatchSize != 16 || o.WarmupRatio != 0.06 || o.MaxSeqLen != 128 || o.Patience != 3 ||
-			o.GradClip != 1 || o.Lambda != 1e-2 || o.Variant != wantVariant || o.Mode != "principled" || o.CheckpointEach != 500 ||
-			o.ClipOrder != privacy.DefaultOrder || o.KLSchedule != nvib.ScheduleLinearDecay || o.NVIBInit != nvib.InitClip {
-			t.Errorf("%s: generic defaults %+v", c.task, o)
-		}
-		if want := map[bool]float64{true: 0, false: 0.1}[strings.HasPrefix(c.enc, "hf:")]; o.Dropout != want {
-			t.Errorf("%s: dropout %v, want %v", c.enc, o.Dropout, want)
-		}
-		wantMin, wantMargin := nvib.PrincipledAlphaMin(privacy.DefaultOrder, c.camax), nvib.DefaultLogvarMargin
-		if o.Variant == nvib.ModelGaussian {
-			wantMin, wantMargin = 0, 0
-		}
-		if o.CAlphaMin != wantMin || o.LogvarMargin != wantMargin {
-			t.Errorf("%s %s: C_amin %v margin %v, want %v %v", c.task, o.Variant, o.CAlphaMin, o.LogvarMargin, wantMin, wantMargin)
-		}
-	}
-	// Explicit values, 0 included, are kept; the mode decides the rest.
-	o := DefaultOptions()
-	o.Task, o.Encoder, o.Mode = "sst2", "scratch:bert-tiny", "reference"
-	o.Lambda, o.CAlphaMin, o.LogvarMargin, o.Dropout, o.GradClip, o.Patience, o.CheckpointEach, o.WarmupRatio = 0, 0.25, 0, 0, 0, 0, 0, 0
-	o.Resolve()
-	if o.Lambda != 0 || o.CAlphaMin != 0.25 || o.LogvarMargin != 0 || o.Dropout != 0 || o.GradClip != 0 || o.Patience != 0 ||
-		o.CheckpointEach != 0 || o.WarmupRatio != 0 || o.NVIBInit != nvib.InitHF {
-		t.Errorf("explicit zeros replaced: %+v", o)
-	}
-	p := DefaultOptions()
-	p.Task, p.Encoder, p.LogvarMargin, p.CAlphaMin = "sst2", "scratch:bert-tiny", 0, 0
-	p.Resolve()
-	if p.LogvarMargin != 0 || p.CAlphaMin != 0 {
-		t.Errorf("principled explicit margin / C_amin 0 became %v / %v", p.LogvarMargin, p.CAlphaMin)
-	}
-	// Principled C_amin default: (lambda-1)/lambda C_amax (1 + 1e-3), at the clip order.
-	for _, order := range []float64{privacy.DefaultOrder, 1.5} {
-		o := DefaultOptions()
-		o.Task, o.Encoder, o.ClipOrder = "sst2", "scratch:bert-tiny", order
-		o.Resolve()
-		cfg, err := o.ModelConfig(*tinyConfig(t, 16, 1, 32), 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := nvib.PrincipledAlphaMin(order, 1); cfg.Clip.CAlphaMin != want || cfg.Clip.Order != order || cfg.LambdaG != 1e-2 || cfg.LambdaD != 1e-2 {
-			t.Errorf("order %v: clip %+v lambda %v/%v, want C_amin %v", order, cfg.Clip, cfg.LambdaG, cfg.LambdaD, want)
-		}
 	}
 }
 
@@ -772,7 +694,7 @@ func TestDynamicPadding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := Encode(tok, ds, 6)
+	e, err := model.Encode(tok, ds, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -882,7 +804,7 @@ func TestResumeValidatesSavedOptions(t *testing.T) {
 	if _, err := Run(context.Background(), o, nil); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(o.Out, OptionsFile)
+	path := filepath.Join(o.Out, model.OptionsFile)
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -908,7 +830,7 @@ func TestResumeValidatesSavedOptions(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Run(context.Background(), Options{Out: o.Out, Resume: true}, nil)
+			_, err := Run(context.Background(), model.Options{Out: o.Out, Resume: true}, nil)
 			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%s = %s: err %v, want one naming %s and %q", c.field, c.value, err, path, c.want)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
@@ -277,7 +278,7 @@ func (f *distinguishFlags) readPosteriors(r *release.Releaser) (*privacy.Posteri
 		}
 		return p, nil
 	}
-	b, err := train.LoadModel(f.model)
+	b, err := model.Load(f.model)
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/attack"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -32,7 +33,7 @@ func distinguishJSON(t *testing.T, args ...string) *attack.DistinguishReport {
 func evaluatedModel(t *testing.T, glueDir, vocab, variant string) string {
 	t.Helper()
 	dir := tinyModel(t, glueDir, vocab, variant)
-	b, err := train.LoadModel(dir)
+	b, err := model.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -290,8 +291,8 @@ func TestCertifyLarge(t *testing.T) {
 
 // modelOptions are valid training options of a model directory dir, as
 // `nvdp train` saves them.
-func modelOptions(dir, variant string, mode privacy.Mode, maxSeqLen int) *train.Options {
-	o := train.DefaultOptions()
+func modelOptions(dir, variant string, mode privacy.Mode, maxSeqLen int) *model.Options {
+	o := model.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Out = "sst2", "glue", "scratch:bert-tiny", "vocab.txt", dir
 	o.Variant, o.Mode, o.MaxSeqLen = variant, mode, maxSeqLen
 	o.HandSetClipping = nvib.Calibratable(variant) && !mode.IsReference() // no privacy target
@@ -303,7 +304,7 @@ func modelOptions(dir, variant string, mode privacy.Mode, maxSeqLen int) *train.
 func writeModelDir(t *testing.T, variant string, mode privacy.Mode, maxSeqLen, hidden int, clip func(*nvib.ClipConfig)) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := train.SaveOptions(dir, modelOptions(dir, variant, mode, maxSeqLen)); err != nil {
+	if err := model.SaveOptions(dir, modelOptions(dir, variant, mode, maxSeqLen)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := nvib.DefaultConfig(variant, mode, hidden, 2, 4*hidden, 2)
@@ -479,7 +480,7 @@ func TestRunTargetEpsilonEndToEnd(t *testing.T) {
 	}
 	// certificate.json: the target, the split, the constants, the guarantee.
 	var cert map[string]any
-	b, err := os.ReadFile(filepath.Join(out, train.CertificateFile))
+	b, err := os.ReadFile(filepath.Join(out, model.CertificateFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +501,7 @@ func TestRunTargetEpsilonEndToEnd(t *testing.T) {
 	if cert["c_alpha_min"] != cert["c_alpha_max"] || cert["logvar_floor"] != cert["logvar_cap"] {
 		t.Errorf("default split: C_amin %v C_amax %v floor %v cap %v", cert["c_alpha_min"], cert["c_alpha_max"], cert["logvar_floor"], cert["logvar_cap"])
 	}
-	o, err := train.LoadOptions(out)
+	o, err := model.LoadOptions(out)
 	if err != nil {
 		t.Fatal(err)
 	}

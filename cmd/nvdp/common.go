@@ -17,6 +17,7 @@ import (
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -26,12 +27,12 @@ import (
 )
 
 // trainFlags binds the pinned `nvdp train` flags (also used by `nvdp run`
-// and `nvdp sweep`) to o, which holds train.DefaultOptions(): every flag's
+// and `nvdp sweep`) to o, which holds model.DefaultOptions(): every flag's
 // default is the option's, so --help shows the real defaults, and an
-// explicit value, 0 included, is what the run uses (train.Options.Validate
+// explicit value, 0 included, is what the run uses (model.Options.Validate
 // rejects the meaningless ones). The options whose default depends on
-// others show "auto" (train.Options.Resolve).
-func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
+// others show "auto" (model.Options.Resolve).
+func trainFlags(fs *pflag.FlagSet, o *model.Options, noProgress *bool) {
 	fs.StringVar(&o.Task, "task", o.Task, "GLUE task: sst2, mrpc, rte, stsb, qnli; or lid, spoken language identification (--lid-dir) (required)")
 	fs.StringVar(&o.GlueDir, "glue-dir", os.Getenv("NVDP_GLUE_DIR"), "GLUE directory with <TASK>/{train,dev,test}.tsv (default $NVDP_GLUE_DIR)")
 	fs.StringVar(&o.Encoder, "encoder", o.Encoder, "encoder: scratch:bert-tiny|scratch:bert-mini|hf:DIR|hf:owner/name")
@@ -54,7 +55,7 @@ func trainFlags(fs *pflag.FlagSet, o *train.Options, noProgress *bool) {
 	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "training batch size (last partial batch dropped)")
 	fs.IntVar(&o.EvalBatchSize, "eval-batch-size", o.EvalBatchSize, "evaluation batch size")
 	autoFloatVar(fs, &o.LR, "lr", fmt.Sprintf("peak learning rate (auto: %g for scratch encoders trained through a release, %g for the scratch baseline, %g pretrained BERT, %g RoBERTa)",
-		train.DefaultLRScratchPrivate, train.DefaultLRScratch, train.DefaultLRPretrained, train.DefaultLRRoberta))
+		model.DefaultLRScratchPrivate, model.DefaultLRScratch, model.DefaultLRPretrained, model.DefaultLRRoberta))
 	optimizerFlags(fs, &o.WarmupRatio, &o.WeightDecay, &o.GradClip)
 	fs.IntVar(&o.MaxSeqLen, "max-seq-len", o.MaxSeqLen, "maximum tokens per example; posterior files have max-seq-len + 1 components")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of initialisation, data order, dropout and NVDP sampling")
@@ -163,10 +164,10 @@ func (f autoValue[T]) Type() string {
 }
 
 // targetFlag is the flag value of a privacy target
-// (train.Options.TargetEpsilon, TargetRD): "none" (train.NoTarget, the
+// (model.Options.TargetEpsilon, TargetRD): "none" (model.NoTarget, the
 // default when the flag is not given) or a number. NaN, the in-memory
 // NoTarget, is refused here; every other number, 0 and negatives included,
-// reaches train.Options.Validate, which names the option (an explicit 0 is
+// reaches model.Options.Validate, which names the option (an explicit 0 is
 // an error, never "no target").
 type targetFlag struct{ p *float64 }
 
@@ -175,7 +176,7 @@ func targetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
 }
 
 func (f targetFlag) String() string {
-	if f.p == nil || train.IsNoTarget(*f.p) {
+	if f.p == nil || model.IsNoTarget(*f.p) {
 		return "none"
 	}
 	return strconv.FormatFloat(*f.p, 'g', -1, 64)
@@ -183,7 +184,7 @@ func (f targetFlag) String() string {
 
 func (f targetFlag) Set(s string) error {
 	if s == "none" {
-		*f.p = train.NoTarget()
+		*f.p = model.NoTarget()
 		return nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
@@ -196,8 +197,8 @@ func (f targetFlag) Set(s string) error {
 
 func (targetFlag) Type() string { return "float" }
 
-// latentDimFlag is the flag value of train.Options.LatentDim: "auto" (nil,
-// the encoder's hidden size) or an integer, which train.Options.Validate
+// latentDimFlag is the flag value of model.Options.LatentDim: "auto" (nil,
+// the encoder's hidden size) or an integer, which model.Options.Validate
 // checks (0 and negative widths are errors, never "auto").
 type latentDimFlag struct{ p **int }
 
@@ -223,9 +224,9 @@ func (f latentDimFlag) Set(s string) error {
 
 func (latentDimFlag) Type() string { return "int" }
 
-// radiusScheduleFlag is --radius-schedule START:FRACTION (train.RadiusSchedule);
+// radiusScheduleFlag is --radius-schedule START:FRACTION (model.RadiusSchedule);
 // "off" (the default) clears it.
-type radiusScheduleFlag struct{ p **train.RadiusSchedule }
+type radiusScheduleFlag struct{ p **model.RadiusSchedule }
 
 func (f radiusScheduleFlag) String() string {
 	if f.p == nil || *f.p == nil {
@@ -245,7 +246,7 @@ func (f radiusScheduleFlag) Set(s string) error {
 	if !ok || err1 != nil || err2 != nil {
 		return fmt.Errorf("%q is not START:FRACTION (e.g. 4:0.5) or off", s)
 	}
-	*f.p = &train.RadiusSchedule{Start: start, Fraction: frac}
+	*f.p = &model.RadiusSchedule{Start: start, Fraction: frac}
 	return nil
 }
 
@@ -256,7 +257,7 @@ func (radiusScheduleFlag) Type() string { return "start:fraction" }
 var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order", "target": "target-epsilon / --target-rd",
 	"data_dir": "lid-dir", "radius_schedule.start": "radius-schedule", "radius_schedule.fraction": "radius-schedule"}
 
-// optionFlag is the flag that sets option (a JSON key of train.Options or
+// optionFlag is the flag that sets option (a JSON key of model.Options or
 // mlm.Options).
 func optionFlag(option string) string {
 	if f, ok := optionFlags[option]; ok {
@@ -280,7 +281,7 @@ func flagError(err error) error {
 
 // fixGivenConstants marks the clipping constants given on the command line
 // as fixed for the calibration (the others are calibrated to the target).
-func fixGivenConstants(cmd *cobra.Command, o *train.Options) {
+func fixGivenConstants(cmd *cobra.Command, o *model.Options) {
 	o.FixCMu = cmd.Flags().Changed("c-mu")
 	o.FixLogvarMargin = cmd.Flags().Changed("logvar-margin")
 	o.FixCAlphaMin = cmd.Flags().Changed("c-alpha-min")
@@ -289,18 +290,18 @@ func fixGivenConstants(cmd *cobra.Command, o *train.Options) {
 // setTargetOrderDelta gives the target the Renyi order (of --target-rd) and
 // the delta (of --target-epsilon) of the --order and --delta flags: one
 // concept, one flag (in `nvdp run` and `nvdp sweep` they are the audit's too).
-func setTargetOrderDelta(o *train.Options, order, delta float64) {
-	if !train.IsNoTarget(o.TargetRD) {
+func setTargetOrderDelta(o *model.Options, order, delta float64) {
+	if !model.IsNoTarget(o.TargetRD) {
 		o.TargetOrder = order
 	}
-	if !train.IsNoTarget(o.TargetEpsilon) {
+	if !model.IsNoTarget(o.TargetEpsilon) {
 		o.TargetDelta = delta
 	}
 }
 
 // finishTrainFlags applies the flags that need the command's state (the
 // constants given explicitly are fixed for a target's calibration).
-func finishTrainFlags(cmd *cobra.Command, o *train.Options) {
+func finishTrainFlags(cmd *cobra.Command, o *model.Options) {
 	if o.HasTarget() {
 		fixGivenConstants(cmd, o)
 	}
@@ -308,7 +309,7 @@ func finishTrainFlags(cmd *cobra.Command, o *train.Options) {
 
 // checkTrainOptions resolves and validates the options of a training run and
 // checks its files, before any work: errors name the flags.
-func checkTrainOptions(o *train.Options) error {
+func checkTrainOptions(o *model.Options) error {
 	if o.Resume {
 		return nil // the saved options are used (and checked when read)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/progress"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 // The progress bar goes only to a terminal: with a buffer, a regular file or
@@ -78,7 +78,7 @@ func TestParseLists(t *testing.T) {
 	}
 }
 
-// TestTrainFlagsBindDefaults: the train flags hold train.DefaultOptions()
+// TestTrainFlagsBindDefaults: the train flags hold model.DefaultOptions()
 // (so --help shows the real defaults; the options derived from others show
 // auto), and every option a user sets has a flag, the one OptionError
 // names.
@@ -112,7 +112,7 @@ func TestTrainFlagsBindDefaults(t *testing.T) {
 		}
 	}
 	// every option the user sets is a flag
-	rt := reflect.TypeOf(train.Options{})
+	rt := reflect.TypeOf(model.Options{})
 	notFlags := map[string]bool{"options_version": true, "fix_c_mu": true, "fix_logvar_margin": true, "fix_c_alpha_min": true,
 		"calibrated": true, "scratch_config": true, "": true, "-": true}
 	for i := range rt.NumField() {
@@ -172,7 +172,7 @@ func TestCommandsCheckBeforeWork(t *testing.T) {
 	}
 
 	// eval: a tiny model, then bad flags fail before anything is written
-	model := tinyModel(t, glueDir, vocab, train.DefaultOptions().Variant)
+	modelDir := tinyModel(t, glueDir, vocab, model.DefaultOptions().Variant)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -185,7 +185,7 @@ func TestCommandsCheckBeforeWork(t *testing.T) {
 		{[]string{"--glue-dir", "/nonexistent"}, "/nonexistent"},
 	} {
 		out := filepath.Join(t.TempDir(), "eval")
-		_, err := runCmd(newEvalCmd(), append([]string{"--model", model, "--out", out}, tc.args...)...)
+		_, err := runCmd(newEvalCmd(), append([]string{"--model", modelDir, "--out", out}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("eval %v: error %v, want %q", tc.args, err, tc.want)
 		}
@@ -193,7 +193,7 @@ func TestCommandsCheckBeforeWork(t *testing.T) {
 			t.Errorf("eval %v: %s was created (%v)", tc.args, out, serr)
 		}
 	}
-	if _, err := runCmd(newEvalCmd(), "--model", model, "--out", filepath.Join(t.TempDir(), "eval"), "--json"); err != nil {
+	if _, err := runCmd(newEvalCmd(), "--model", modelDir, "--out", filepath.Join(t.TempDir(), "eval"), "--json"); err != nil {
 		t.Errorf("eval with the model's defaults: %v", err)
 	}
 }

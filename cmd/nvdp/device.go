@@ -5,8 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/pflag"
 )
 
@@ -27,7 +27,7 @@ func (f *deviceFlags) bindTraining(fs *pflag.FlagSet) {
 
 // openTraining opens the device for a training run and sets it, and
 // --host-noise, into o; the caller closes the device (nil: the CPU).
-func (f *deviceFlags) openTraining(o *train.Options) (*cuda.Device, error) {
+func (f *deviceFlags) openTraining(o *model.Options) (*cuda.Device, error) {
 	d, err := f.open()
 	if err != nil {
 		return nil, err

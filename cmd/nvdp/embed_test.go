@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
@@ -27,7 +28,7 @@ import (
 // one epoch) on a synthetic SST-2 and returns its directory.
 func tinyModel(t *testing.T, glueDir, vocab, variant string) string {
 	t.Helper()
-	o := train.DefaultOptions()
+	o := model.DefaultOptions()
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, variant
 	o.Epochs, o.BatchSize, o.MaxSeqLen, o.Out = 1, 8, 8, filepath.Join(t.TempDir(), "model")
 	o.HandSetClipping = nvib.Calibratable(variant) // no privacy target: the tests' clipping as given
@@ -77,11 +78,11 @@ var embedTexts = []string{"the movie is good", "awful", "the movie is very very 
 // is not marked.
 func TestEmbedEndToEnd(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 24)
-	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	modelDir := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
 	input := writeFile(t, "texts.txt", strings.Join(embedTexts, "\n")+"\n")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "a.safetensors")
-	md := embedJSON(t, "--model", model, "--input", input, "--out", out, "--seed", "5", "--batch-size", "3")
+	md := embedJSON(t, "--model", modelDir, "--input", input, "--out", out, "--seed", "5", "--batch-size", "3")
 	f, err := safetensors.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +110,10 @@ func TestEmbedEndToEnd(t *testing.T) {
 			t.Errorf("text %d: weights sum to %v", i, s)
 		}
 	}
-	cert := certifyJSON(t, "--model", model)
+	cert := certifyJSON(t, "--model", modelDir)
 	g := file.Guarantee
 	if file.Texts != int64(M) || file.Releases != int64(M) || file.ReleasesPerText != 1 || !file.Seeded || file.Warning != release.NotForRelease ||
-		file.Model.Dir != model || file.Model.Variant != nvib.ModelNVDPClipped || file.Model.N != N || file.Model.P != P ||
+		file.Model.Dir != modelDir || file.Model.Variant != nvib.ModelNVDPClipped || file.Model.N != N || file.Model.P != P ||
 		float64(g.Epsilon) != cert["epsilon"] || float64(g.BestOrder) != cert["best_order"] || g.Label != "certified" || g.Scope != cert["scope"] ||
 		md.Texts != file.Texts || g.Delta != privacy.DefaultDelta {
 		t.Errorf("metadata %+v, guarantee eps %v at %v (%s); certify --model: eps %v at %v", file, g.Epsilon, g.BestOrder, g.Scope, cert["epsilon"], cert["best_order"])
@@ -129,14 +130,14 @@ func TestEmbedEndToEnd(t *testing.T) {
 		t.Errorf("curve of %d orders, certify --model %d", len(g.Curve), len(orders))
 	}
 	again := filepath.Join(dir, "b.safetensors")
-	embedJSON(t, "--model", model, "--input", input, "--out", again, "--seed", "5", "--batch-size", "3")
+	embedJSON(t, "--model", modelDir, "--input", input, "--out", again, "--seed", "5", "--batch-size", "3")
 	a, _ := os.ReadFile(out)
 	b, _ := os.ReadFile(again)
 	if !bytes.Equal(a, b) {
 		t.Error("--seed 5 twice: the files differ")
 	}
 	unseeded := filepath.Join(dir, "real.safetensors")
-	stdout, err := runCmd(newEmbedCmd(), "--model", model, "--input", input, "--out", unseeded, "--no-progress", "--max-epsilon", "inf")
+	stdout, err := runCmd(newEmbedCmd(), "--model", modelDir, "--input", input, "--out", unseeded, "--no-progress", "--max-epsilon", "inf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestEmbedEndToEnd(t *testing.T) {
 // per text of the 3 releases composed, which is `nvdp certify --model --releases 3`.
 func TestEmbedInputsAndComposition(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 24)
-	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	modelDir := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
 	var tsv, jsonl strings.Builder
 	tsv.WriteString("id\tsentence\n")
 	for i, s := range embedTexts {
@@ -169,7 +170,7 @@ func TestEmbedInputsAndComposition(t *testing.T) {
 		jsonl.Write(append(b, '\n'))
 	}
 	out := filepath.Join(t.TempDir(), "dev.jsonl")
-	embedJSON(t, "--model", model, "--input", writeFile(t, "dev.tsv", tsv.String()), "--column", "sentence", "--out", out,
+	embedJSON(t, "--model", modelDir, "--input", writeFile(t, "dev.tsv", tsv.String()), "--column", "sentence", "--out", out,
 		"--releases-per-text", "3", "--seed", "1")
 	data, err := os.ReadFile(out)
 	if err != nil {
@@ -189,7 +190,7 @@ func TestEmbedInputsAndComposition(t *testing.T) {
 			t.Fatalf("order %v: per text %v, want 3 x %v", p.Order, p.RD, one.Curve[i].RD)
 		}
 	}
-	cert3 := certifyJSON(t, "--model", model, "--releases", "3")
+	cert3 := certifyJSON(t, "--model", modelDir, "--releases", "3")
 	if md.ReleasesPerText != 3 || md.Releases != int64(3*len(embedTexts)) || all.Releases != 3 || float64(all.Epsilon) != cert3["epsilon"] ||
 		!(all.Epsilon > one.Epsilon) || md.Format != release.MetadataFormat {
 		t.Errorf("metadata: %d per text, %d releases, per text epsilon %v (certify --releases 3: %v), one release %v",
@@ -210,7 +211,7 @@ func TestEmbedInputsAndComposition(t *testing.T) {
 	cmd := newEmbedCmd()
 	cmd.SetIn(strings.NewReader(jsonl.String()))
 	out2 := filepath.Join(t.TempDir(), "stdin.jsonl")
-	if _, err := runCmd(cmd, "--model", model, "--input", "-", "--field", "text", "--out", out2, "--releases-per-text", "3", "--seed", "1", "--no-progress", "--max-epsilon", "inf"); err != nil {
+	if _, err := runCmd(cmd, "--model", modelDir, "--input", "-", "--field", "text", "--out", out2, "--releases-per-text", "3", "--seed", "1", "--no-progress", "--max-epsilon", "inf"); err != nil {
 		t.Fatal(err)
 	}
 	data2, _ := os.ReadFile(out2)
@@ -228,7 +229,7 @@ func TestEmbedInputsAndComposition(t *testing.T) {
 // flags.
 func TestEmbedBadInputs(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 24)
-	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	modelDir := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
 	lines := writeFile(t, "in.txt", "good movie\nbad movie\n")
 	tsv := writeFile(t, "in.tsv", "id\tsentence\n1\tgood\n")
 	jsonl := writeFile(t, "in.jsonl", "{\"text\":\"good\"}\n{\"text\":\"bad\"}\n{\"text\":\"bad\"\n")
@@ -259,7 +260,7 @@ func TestEmbedBadInputs(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		out := filepath.Join(dir, "out.safetensors")
-		args := append([]string{"--model", model, "--out", out, "--no-progress", "--max-epsilon", "inf"}, tc.args...)
+		args := append([]string{"--model", modelDir, "--out", out, "--no-progress", "--max-epsilon", "inf"}, tc.args...)
 		_, err := runCmd(newEmbedCmd(), args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
@@ -268,7 +269,7 @@ func TestEmbedBadInputs(t *testing.T) {
 			t.Errorf("%s: %d files written", tc.name, len(entries))
 		}
 	}
-	if _, err := runCmd(newEmbedCmd(), "--model", model, "--input", lines, "--out", lines); err == nil || !strings.Contains(err.Error(), "is the input file") {
+	if _, err := runCmd(newEmbedCmd(), "--model", modelDir, "--input", lines, "--out", lines); err == nil || !strings.Contains(err.Error(), "is the input file") {
 		t.Errorf("--out the input: %v", err)
 	}
 	for _, tc := range []struct{ variant, want string }{
@@ -295,7 +296,7 @@ func TestEmbedBadInputs(t *testing.T) {
 // temporary files and names that only look alike stay. Before, they stayed forever.
 func TestEmbedRemovesStaleTemp(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 24)
-	model := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	modelDir := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
 	input := writeFile(t, "texts.txt", strings.Join(embedTexts, "\n")+"\n")
 	dir := t.TempDir()
 	kept := []string{".other.safetensors.tmp7", ".a.safetensors.tmpx", "a.safetensors.tmp5"}
@@ -319,7 +320,7 @@ func TestEmbedRemovesStaleTemp(t *testing.T) {
 		var logs bytes.Buffer
 		prev := slog.Default()
 		slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
-		md := embedJSON(t, "--model", model, "--input", input, "--out", filepath.Join(dir, c.out), "--seed", "3")
+		md := embedJSON(t, "--model", modelDir, "--input", input, "--out", filepath.Join(dir, c.out), "--seed", "3")
 		slog.SetDefault(prev)
 		if md.Texts != int64(len(embedTexts)) {
 			t.Errorf("%s: %d texts", c.out, md.Texts)

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 // TestCertifyGaussianModel: `nvdp certify --model DIR` on a gaussian model
@@ -16,7 +16,7 @@ import (
 // N = L + 1 and the model's variant; the CLI help names the variant.
 func TestCertifyGaussianModel(t *testing.T) {
 	dir := t.TempDir()
-	if err := train.SaveOptions(dir, modelOptions(dir, nvib.ModelGaussian, privacy.ModePrincipled, 128)); err != nil {
+	if err := model.SaveOptions(dir, modelOptions(dir, nvib.ModelGaussian, privacy.ModePrincipled, 128)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := nvib.DefaultConfig(nvib.ModelGaussian, privacy.ModePrincipled, 128, 2, 512, 2)

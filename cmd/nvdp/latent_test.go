@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/train"
 )
 
 // `nvdp run --latent-dim 32` end to end on a synthetic SST-2 with bert-tiny
@@ -25,7 +25,7 @@ func TestRunLatentDim(t *testing.T) {
 		"--no-progress", "--out", out); err != nil {
 		t.Fatal(err)
 	}
-	cert, err := train.LoadCertificate(out)
+	cert, err := model.LoadCertificate(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestRunLatentDim(t *testing.T) {
 	if r["dims"] != 32.0 || r["components"] != 9.0 || r["epsilon"] != float64(cert.Guarantee.Epsilon) {
 		t.Errorf("certify --model: P %v N %v epsilon %v; certificate.json epsilon %v", r["dims"], r["components"], r["epsilon"], cert.Guarantee.Epsilon)
 	}
-	o, err := train.LoadOptions(out)
+	o, err := model.LoadOptions(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -124,7 +125,7 @@ func printRunReport(w io.Writer, r *train.Report) {
 	if r.Variant == nvib.ModelGaussian {
 		row("token radius C / noise sigma", fmt.Sprintf("%.6g / %g", r.CMu, r.Sigma))
 	}
-	if c, err := train.LoadCertificate(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
+	if c, err := model.LoadCertificate(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
 		t, g := c.Target, c.Guarantee
 		target := fmt.Sprintf("epsilon %g at delta %g", t.Epsilon, t.Delta)
 		if t.Kind == privacy.KindRD {
@@ -135,7 +136,7 @@ func printRunReport(w io.Writer, r *train.Report) {
 			constant = fmt.Sprintf("C %.6g", c.CMu)
 		}
 		row("privacy target", fmt.Sprintf("%s, %d release(s): %s, certified epsilon %s at delta %g (%s)",
-			target, t.Releases, constant, ff(g.Epsilon), g.Delta, train.CertificateFile))
+			target, t.Releases, constant, ff(g.Epsilon), g.Delta, model.CertificateFile))
 	}
 	if t := r.Training; t != nil {
 		row("training", fmt.Sprintf("%d epochs, %d steps, best epoch %d, %.0f s", t.Epochs, t.Steps, t.BestEpoch, t.Seconds))

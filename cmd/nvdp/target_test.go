@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/internal/lidtest"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
@@ -75,7 +75,7 @@ func TestTargetZeroIsAnError(t *testing.T) {
 }
 
 // TestTargetFlag: --target-epsilon and --target-rd show "none" as their
-// default and bind train.NoTarget; "none" given is no target, a number is
+// default and bind model.NoTarget; "none" given is no target, a number is
 // kept as given (0 included, for Validate to refuse), NaN and words are
 // refused when parsed.
 func TestTargetFlag(t *testing.T) {
@@ -100,7 +100,7 @@ func TestTargetFlag(t *testing.T) {
 			t.Errorf("Set(%q): %v, value %v; want an error and the value kept", tc.in, err, v)
 		case !tc.err && err != nil:
 			t.Errorf("Set(%q): %v", tc.in, err)
-		case !tc.err && tc.want == -1 && (!train.IsNoTarget(v) || f.String() != "none"):
+		case !tc.err && tc.want == -1 && (!model.IsNoTarget(v) || f.String() != "none"):
 			t.Errorf("Set(%q): %v (%s), want no target", tc.in, v, f)
 		case !tc.err && tc.want != -1 && (v != tc.want || f.String() != tc.in):
 			t.Errorf("Set(%q): %v (%s), want %v", tc.in, v, f, tc.want)

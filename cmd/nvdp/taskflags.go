@@ -6,9 +6,9 @@ import (
 	"os"
 
 	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/task"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -40,7 +40,7 @@ func givenFlags(cmd *cobra.Command) task.Given {
 
 // runTask is the task of a training run: --task, or for --resume without
 // it, the task of the run in --out (task.Open). Errors name the flag.
-func runTask(o *train.Options) (task.Task, error) {
+func runTask(o *model.Options) (task.Task, error) {
 	if o.Resume && o.Task == "" {
 		m, err := task.Open(o.Out)
 		if err != nil {
@@ -55,7 +55,7 @@ func runTask(o *train.Options) (task.Task, error) {
 // openTask opens the device of a training run of t (deviceFlags.openTraining;
 // nil: the CPU); a task without a GPU twin runs on the CPU (refuseDevice
 // has refused the flags that ask otherwise).
-func (f *deviceFlags) openTask(t task.Task, o *train.Options) (*cuda.Device, error) {
+func (f *deviceFlags) openTask(t task.Task, o *model.Options) (*cuda.Device, error) {
 	if t.OnDevice() != nil {
 		return nil, nil
 	}

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/task"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
 func newTrainCmd() *cobra.Command {
-	o := new(train.DefaultOptions())
+	o := new(model.DefaultOptions())
 	var noProgress, jsonOut bool
 	dv := new(dataFlagValues)
 	var dev deviceFlags
@@ -54,10 +54,10 @@ docs/speech.md).`,
 			if err := dev.check(); err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("order") && train.IsNoTarget(o.TargetRD) {
+			if cmd.Flags().Changed("order") && model.IsNoTarget(o.TargetRD) {
 				return fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
 			}
-			if cmd.Flags().Changed("delta") && train.IsNoTarget(o.TargetEpsilon) {
+			if cmd.Flags().Changed("delta") && model.IsNoTarget(o.TargetEpsilon) {
 				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 			}
 			t, err := runTask(o)
@@ -122,17 +122,17 @@ func init() { rootCmd.AddCommand(newTrainCmd()) }
 // refuseResumeConflicts refuses the flags given to a resumed run that
 // contradict the options saved in its directory (its task's options file,
 // task.Open), which the run continues with: each flag given on the command
-// line whose option differs (train.Differences, and the task data's
+// line whose option differs (model.Differences, and the task data's
 // option.Differences), named with the given and the saved value. A flag
 // equal to the saved value is fine. A directory whose options cannot be
 // read is left to the run to report (no run to resume, a damaged file).
-func refuseResumeConflicts(cmd *cobra.Command, o *train.Options, dv *dataFlagValues) error {
+func refuseResumeConflicts(cmd *cobra.Command, o *model.Options, dv *dataFlagValues) error {
 	saved, err := task.Open(o.Out)
 	if err != nil {
 		return nil
 	}
 	file := saved.File
-	diffs := train.Differences(saved.Options, o)
+	diffs := model.Differences(saved.Options, o)
 	if saved.Task.UsesData() {
 		diffs = append(diffs, option.Differences(&saved.Data, dv.data())...)
 	}
@@ -166,7 +166,7 @@ func flagText(f pflag.Value, v any) string {
 		if _, ok := f.(latentDimFlag); ok {
 			return latentDimFlag{&x}.String()
 		}
-	case *train.RadiusSchedule:
+	case *model.RadiusSchedule:
 		return radiusScheduleFlag{&x}.String()
 	}
 	return fmt.Sprint(v)

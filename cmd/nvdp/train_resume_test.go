@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -36,7 +37,7 @@ func TestTrainResumeConflicts(t *testing.T) {
 		want []string
 	}{
 		{"task, variant, lr", []string{"--task", "rte", "--variant", "baseline", "--lr", "0.01"},
-			[]string{"--task rte (saved sst2)", "--variant baseline (saved nvdp-clipped)", "--lr 0.01 (saved 0.001)", train.OptionsFile}},
+			[]string{"--task rte (saved sst2)", "--variant baseline (saved nvdp-clipped)", "--lr 0.01 (saved 0.001)", model.OptionsFile}},
 		{"auto and none", []string{"--lr", "auto", "--c-mu", "auto", "--target-epsilon", "8", "--latent-dim", "16", "--radius-schedule", "4:0.5"},
 			[]string{"--lr auto (saved 0.001)", "--c-mu auto (saved 2)", "--target-epsilon 8 (saved none)", "--latent-dim 16 (saved auto)", "--radius-schedule 4:0.5 (saved off)"}},
 		{"one of several", []string{"--task", "sst2", "--epochs", "3", "--max-seq-len", "8"}, []string{"--epochs 3 (saved 1)"}},

@@ -1,4 +1,4 @@
-package train
+package model
 
 import (
 	"fmt"
@@ -118,7 +118,7 @@ func (e *Encoded) Batch(idx []int, fixedLen int) (encoder.Input, *nvib.Labels) {
 // before): it panics.
 func (e *Encoded) Batches(bs, fixedLen int) ([]encoder.Input, []*nvib.Labels) {
 	if bs < 1 {
-		panic(fmt.Sprintf("train: Encoded.Batches: batch size %d < 1", bs))
+		panic(fmt.Sprintf("model: Encoded.Batches: batch size %d < 1", bs))
 	}
 	var ins []encoder.Input
 	var labs []*nvib.Labels
@@ -133,4 +133,21 @@ func (e *Encoded) Batches(bs, fixedLen int) ([]encoder.Input, []*nvib.Labels) {
 		labs = append(labs, lab)
 	}
 	return ins, labs
+}
+
+// EvalPadLen is the length a model's evaluation batches are padded to:
+// maxSeqLen (fixed) for a model whose release has all N = S+1 components
+// (nvib.Model.PadsReleased, principled NVDP), so that its predictions are
+// computed from the release that the posterior file and the audit describe
+// (N = max-seq-len + 1; its outputs depend on the number of padding
+// components, and a dynamically padded release would be another release,
+// whose N reveals the batch's longest length); 0 (dynamic padding to the
+// longest sequence of each batch) otherwise: the baseline's and reference
+// mode's predictions do not depend on the padding. Training batches stay
+// dynamic (docs/model.md "Padding components", docs/training.md).
+func EvalPadLen(m *nvib.Model, maxSeqLen int) int {
+	if m.PadsReleased() {
+		return maxSeqLen
+	}
+	return 0
 }

@@ -1,4 +1,4 @@
-package train
+package model
 
 import (
 	"fmt"
@@ -17,6 +17,13 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
+// File names inside a model directory (train.Run writes them with the
+// training run's own files; Load reads them).
+const (
+	OptionsFile = "train_options.json"
+	WeightsFile = encoder.WeightsFile // every parameter of the best model (safetensors)
+)
+
 // Bundle is a model with everything needed to run it on a task.
 type Bundle struct {
 	Model     *nvib.Model
@@ -26,7 +33,7 @@ type Bundle struct {
 	Options   *Options
 	// TokenizerFiles are the files the tokenizer was read from (copied into model dirs).
 	TokenizerFiles []string
-	// Dir is the model directory the bundle was loaded from (LoadModel); ""
+	// Dir is the model directory the bundle was loaded from (Load); ""
 	// for a model built in memory (Build).
 	Dir string
 	// Certificate is the calibration Build made for a privacy target (nil:
@@ -142,9 +149,9 @@ func applyDropout(c *encoder.Config, p float64) {
 	c.HiddenDropoutProb, c.AttentionProbsDropoutProb = p, p
 }
 
-// saveModelFiles writes the static files of a model directory: config.json
+// SaveFiles writes the static files of a model directory: config.json
 // (encoder), nvdp_config.json, train_options.json and the tokenizer files.
-func saveModelFiles(dir string, b *Bundle) error {
+func SaveFiles(dir string, b *Bundle) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -167,10 +174,10 @@ func saveModelFiles(dir string, b *Bundle) error {
 	return nil
 }
 
-// LoadModel loads a model directory written by Run: config.json,
+// Load loads a model directory written by train.Run: config.json,
 // nvdp_config.json, train_options.json, model.safetensors (every parameter)
 // and the tokenizer files.
-func LoadModel(dir string) (*Bundle, error) {
+func Load(dir string) (*Bundle, error) {
 	o, err := LoadOptions(dir)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package train
+package model
 
 import (
 	"encoding/json"

@@ -28,11 +28,9 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 
-	"github.com/nvdp-project/nvdp/dnn"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/jsonl"
@@ -315,216 +313,69 @@ var (
 // the next step with a checkpoint and returns a *loop.Interrupted error that
 // unwraps to ctx.Err() and says how to continue.
 func Run(ctx context.Context, o model.Options, report progress.Func) (*Result, error) {
-	stopAfter := o.StopAfterSteps
-	device, hostNoise, logSteps := o.Device, o.HostNoise, o.LogSteps // run-time choices, not in the saved options
-	ckptPath := filepath.Join(o.Out, CheckpointFile)
-	if o.Resume {
-		if o.Out == "" {
-			return nil, errors.New("resume: no output directory (Options.Out) to resume")
-		}
-		if err := loop.Check(ckptPath, true); err != nil {
-			return nil, err
-		}
-		// model.LoadOptions validates the saved options again before any work: the
-		// file may have been edited or written by a build with other checks.
-		saved, err := model.LoadOptions(o.Out)
-		if err != nil {
-			return nil, fmt.Errorf("resume: %w", err)
-		}
-		out := o.Out
-		o = *saved
-		o.Resume, o.Out = true, out // the directory may have moved since
-		o.Device, o.HostNoise, o.LogSteps = device, hostNoise, logSteps
-	} else {
-		o.Resolve()
-		if err := o.Validate(); err != nil {
-			return nil, err
-		}
-		if err := loop.Check(ckptPath, false); err != nil {
-			return nil, err
-		}
-	}
-	// Fail on a missing directory or split before building (and maybe downloading) the encoder.
-	if err := o.CheckFiles(); err != nil {
-		return nil, err
-	}
-	b, err := model.Build(&o, report)
+	o, err := runOptions(o)
 	if err != nil {
 		return nil, err
 	}
-	task := b.Task
-	trainDS, err := glue.Load(o.GlueDir, task, "train", glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.TrainLimit})
-	if err != nil {
-		if errors.Is(err, glue.ErrMissingSplit) {
-			return nil, model.NoTrainSplit(task, err)
-		}
-		return nil, err
-	}
-	devDS, err := glue.Load(o.GlueDir, task, "dev", glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.DevLimit})
+	t, err := newTrainer(o, report)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []*glue.Dataset{trainDS, devDS} {
-		if d.Skipped > 0 {
-			slog.Warn("skipped malformed rows", "file", d.Path, "rows", d.Skipped, "first", d.SkipErrors)
-		}
-	}
-	trainEnc, err := model.Encode(b.Tokenizer, trainDS, o.MaxSeqLen)
-	if err != nil {
-		return nil, err
-	}
-	devEnc, err := model.Encode(b.Tokenizer, devDS, o.MaxSeqLen)
-	if err != nil {
-		return nil, err
-	}
-	nTrain := trainEnc.Len()
-	if nTrain < o.BatchSize { // batches drop the last partial one, as the reference
-		return nil, fmt.Errorf("train split has %d examples, fewer than the batch size %d", nTrain, o.BatchSize)
-	}
-
-	m := b.Model
-	evalLen := model.EvalPadLen(m, o.MaxSeqLen)
-	params := m.Params()
-	sampleSrc := rngstream.TrainSample.PCG(o.Seed, 0)
-	sampleRng := rand.New(sampleSrc)
-	sel := NewSelection()
-	lc := LoopConfig(&o, params, nTrain, sampleSrc, sel, report)
-	total := lc.Steps
-	fwd := cpuForward(m)
-	var dev *deviceTrainer
-	if o.Device != nil {
-		if dev, err = newDeviceTrainer(o.Device, m, params, o.Seed, o.HostNoise); err != nil {
-			return nil, err
-		}
-		defer dev.close()
-		fwd = dev.forwardEval
-		lc.Device = dev.opt
-		lc.Sources = append(lc.Sources, loop.Source{Key: sampleDeviceKey, RNG: dev.g})
-	} else if o.HostNoise { // the device's stream, drawn on the host as the device draws it then
-		g := dnn.NewPhiloxStream(rngstream.TrainSampleDevice, o.Seed, 0)
-		sampleRng = rand.New(g)
-		lc.Sources = append(lc.Sources, loop.Source{Key: sampleDeviceKey, RNG: g})
-	}
-	res := &Result{Dir: o.Out, Task: task.Name, Variant: o.Variant, Backend: backendName(o.Device), TrainExamples: nTrain, MetricName: task.Metric}
-	var run *loop.Run
-
-	// logStep appends a line to StepsFile (model.Options.LogSteps), opened at the
-	// first step (the output directory exists by then); a resumed run
-	// appends, so the steps re-run after its checkpoint appear twice.
-	var stepsFile *os.File
-	defer func() {
-		if stepsFile != nil {
-			stepsFile.Close()
-		}
-	}()
-	logStep := func(l StepLoss) error {
-		if !o.LogSteps {
-			return nil
-		}
-		if stepsFile == nil {
-			f, err := os.OpenFile(filepath.Join(o.Out, StepsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-			if err != nil {
-				return fmt.Errorf("step log: %w", err)
-			}
-			stepsFile = f
-		}
-		b, err := json.Marshal(l)
-		if err != nil {
-			return err
-		}
-		_, err = stepsFile.Write(append(b, '\n'))
-		return err
-	}
-	// finalRadius is the clip radius of the model as configured (C_mu, or the
-	// gaussian C): what a radius schedule ends at and every evaluation uses.
-	finalRadius := m.ClipRadius()
-	// step is one training batch: forward with dropout and NVDP sampling at
-	// KL scale s(t), backward; the epoch's loss sums.
-	step := func(st *loop.State, idx []int, lr float64) (float64, string, error) {
-		// dynamic padding even where the release has every component (evalLen
-		// fixed): training at the release length changed nothing measurable on
-		// SST-2 and cost 2.4-3x the time (docs/training.md)
-		in, lab := trainEnc.Batch(idx, 0)
-		s := m.Cfg.KLScale(st.Step, total)
-		if o.RadiusSchedule != nil {
-			m.SetClipRadius(o.RadiusSchedule.Radius(st.Step, total, finalRadius))
-		}
-		var loss float64
-		var detail string
-		var err error
-		if dev != nil {
-			loss, detail, err = TrainStep(sel, s, lr, nil, func(fo nvib.ForwardOptions) (*nvib.Output, struct{}, error) { return dev.step(in, lab, fo.KLScale) },
-				func(struct{}) error { return nil })
-		} else {
-			loss, detail, err = TrainStep(sel, s, lr, sampleRng, func(fo nvib.ForwardOptions) (*nvib.Output, *nvib.Cache, error) { return m.Forward(in, lab, fo) }, m.Backward)
-		}
-		if err != nil { // e.g. a non-finite loss: weights a too large learning rate made diverge
-			return 0, "", fmt.Errorf("learning rate %.4g: %w", lr, err)
-		}
-		return loss, detail, logStep(StepLoss{Step: st.Step + 1, Loss: loss, KLScale: s})
-	}
-	// endEpoch: dev evaluation, model selection, metrics line, early stopping.
-	endEpoch := func(st *loop.State) (bool, error) {
-		if o.RadiusSchedule != nil {
-			m.SetClipRadius(finalRadius) // evaluate the model that is saved and certified
-		}
-		preds, devLoss, err := predict(fwd, m.Cfg.NumLabels, devEnc, o.EvalBatchSize, evalLen, rngstream.TrainDev.Rand(o.Seed, st.Epoch))
-		if err != nil {
-			return false, fmt.Errorf("dev evaluation: %w", err)
-		}
-		if err := run.Pull(); err != nil { // the best model is saved from the host parameters
-			return false, err
-		}
-		dev, err := glue.Compute(task, preds, devEnc.Targets)
-		if err != nil {
-			return false, fmt.Errorf("dev metrics: %w", err)
-		}
-		dev["dev_loss"] = devLoss
-		return CloseEpoch(&o, run, st, sel, dev, task.Metric, params, res)
-	}
-	lc.StopAfter, lc.Step, lc.EndEpoch = stopAfter, step, endEpoch
-	run, err = loop.Open(lc)
-	if err != nil {
+	defer t.close()
+	if t.run, err = loop.Open(t.lc); err != nil {
 		if o.Resume {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		return nil, err
 	}
-	st := run.State()
-	if o.Resume {
-		slog.Info("resuming", "dir", o.Out, "epoch", st.Epoch+1, "batch", st.Batch, "step", st.Step)
-		if res.History, err = ReadMetrics(filepath.Join(o.Out, MetricsFile)); err != nil {
-			return nil, err
-		}
-	} else {
-		if err := model.SaveFiles(o.Out, b); err != nil {
-			return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
-		}
-		if c := b.Certificate; c != nil {
-			if err := model.SaveCertificate(o.Out, c); err != nil {
-				return nil, fmt.Errorf("output directory %s: %w", o.Out, err)
-			}
-		}
+	st := t.run.State()
+	if err := t.prepareDir(st); err != nil {
+		return nil, err
 	}
 	if !st.Done {
-		nParams := 0
-		for _, p := range params {
-			nParams += p.Value.Len()
-		}
-		slog.Info("training", "task", task.Name, "variant", o.Variant, "mode", o.Mode, "encoder", o.Encoder,
-			"backend", backendName(o.Device), "params", nParams, "train", nTrain, "dev", devEnc.Len(), "truncated", trainEnc.Truncated,
-			"epochs", o.Epochs, "steps", total, "lr", o.LR, "lambda", m.Cfg.LambdaG, "out", o.Out)
-		err := run.Train(ctx)
+		t.logStart()
+		err := t.run.Train(ctx)
 		if o.RadiusSchedule != nil {
-			m.SetClipRadius(finalRadius)
+			t.m.SetClipRadius(t.finalRadius)
 		}
 		if err != nil {
-			return nil, keptCheckpoint(err, run.CheckpointStep(), ckptPath)
+			return nil, keptCheckpoint(err, t.run.CheckpointStep(), t.lc.Checkpoint)
 		}
 	}
+	res := t.res
 	res.Epochs, res.Steps, res.Seconds, res.StoppedEarly, res.Interrupted = st.Epoch, st.Step, st.Seconds, st.Stopped, !st.Done
-	res.BestEpoch, res.BestMetric = sel.BestEpoch, jsonfloat.Float(sel.BestMetric)
+	res.BestEpoch, res.BestMetric = t.sel.BestEpoch, jsonfloat.Float(t.sel.BestMetric)
 	return res, nil
+}
+
+// runOptions are the options Run trains with: o resolved and validated in a
+// directory without a checkpoint, or, resuming, the options saved in o.Out
+// (validated again: the file may have been edited or written by a build with
+// other checks) with o's directory, StopAfterSteps and run-time choices
+// (Device, HostNoise, LogSteps: not in the saved options).
+func runOptions(o model.Options) (model.Options, error) {
+	ckptPath := filepath.Join(o.Out, CheckpointFile)
+	if !o.Resume {
+		o.Resolve()
+		if err := o.Validate(); err != nil {
+			return o, err
+		}
+		return o, loop.Check(ckptPath, false)
+	}
+	if o.Out == "" {
+		return o, errors.New("resume: no output directory (Options.Out) to resume")
+	}
+	if err := loop.Check(ckptPath, true); err != nil {
+		return o, err
+	}
+	saved, err := model.LoadOptions(o.Out)
+	if err != nil {
+		return o, fmt.Errorf("resume: %w", err)
+	}
+	r := *saved
+	r.Resume, r.Out = true, o.Out // the directory may have moved since
+	r.StopAfterSteps, r.Device, r.HostNoise, r.LogSteps = o.StopAfterSteps, o.Device, o.HostNoise, o.LogSteps
+	return r, nil
 }
 
 // Predict runs the model on every example of e in order (batches of bs,

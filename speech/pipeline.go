@@ -77,7 +77,7 @@ func Evaluate(ctx context.Context, dir string, m *Model, o *Options, eo EvalOpti
 	}
 	r := &train.EvalResult{Task: TaskName, Split: eo.Split, Model: dir, Variant: m.NVDP.Cfg.Model, Examples: d.Len(), Labelled: true,
 		Metrics: pr.Metrics, Selection: jsonfloat.New(pr.Metrics[MetricF1]), SelectionName: MetricF1, Truncated: d.Cropped, Seed: eo.Seed,
-		Chance: chance(d.Labels)}
+		Chance: Chance(d.Labels)}
 	r.Predictions = filepath.Join(eo.Out, "predictions_"+eo.Split+".tsv")
 	if err := writePredictions(r.Predictions, d, pr.Preds); err != nil {
 		return nil, err
@@ -103,9 +103,9 @@ func Evaluate(ctx context.Context, dir string, m *Model, o *Options, eo EvalOpti
 	return r, nil
 }
 
-// chance is the macro-F1 of always predicting the most frequent label
+// Chance is the macro-F1 of always predicting the most frequent label
 // (the smallest index among ties).
-func chance(labels []int) float64 {
+func Chance(labels []int) float64 {
 	count := map[int]int{}
 	top := labels[0]
 	for _, l := range labels {
@@ -179,44 +179,18 @@ func DefaultPipelineOptions() PipelineOptions {
 // DIR/report.json (train.Report). Every option is checked before any work.
 func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*train.Report, error) {
 	start := time.Now()
-	for _, s := range []struct{ name, v string }{{"utility_split", po.UtilitySplit}, {"audit_split", po.AuditSplit}} {
-		if !slices.Contains(evalSplits, s.v) {
-			return nil, option.Errorf(s.name, s.v, "want %s", strings.Join(evalSplits, " or "))
-		}
-	}
-	if po.AuditLimit < 0 {
-		return nil, option.Errorf("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
+	if err := po.checkPipeline(); err != nil {
+		return nil, err
 	}
 	var tr *train.Result
-	var err error
 	if po.SkipTrain {
 		if po.Train.Out == "" {
 			return nil, option.Errorf("out", nil, "required: the model directory")
 		}
 	} else {
-		o, err := prepare(po.Options)
-		if err != nil {
+		var err error
+		if tr, err = po.trainForPipeline(ctx, report); err != nil {
 			return nil, err
-		}
-		po.Options = o
-		if o.Train.Variant != nvib.ModelBaseline { // the audit's options, for the utterances it will have
-			utts, err := lid.Load(o.DataDir, po.AuditSplit)
-			if err != nil {
-				return nil, err
-			}
-			m := len(utts)
-			if po.AuditLimit > 0 {
-				m = min(m, po.AuditLimit)
-			}
-			if err := po.Audit.ValidateFor(m); err != nil {
-				return nil, fmt.Errorf("audit of %d %s posteriors: %w", m, po.AuditSplit, err)
-			}
-		}
-		if tr, err = run(ctx, po.Options, report); err != nil {
-			return nil, err
-		}
-		if tr.Interrupted {
-			return nil, fmt.Errorf("training stopped after %d steps: resume the run in %s to finish it", tr.Steps, po.Train.Out)
 		}
 	}
 	dir := po.Train.Out
@@ -230,27 +204,9 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 	if err != nil {
 		return nil, err
 	}
-	t := o.Train
-	mcfg := m.NVDP.Cfg
-	rep := &train.Report{Task: TaskName, Variant: t.Variant, Mode: t.Mode, Encoder: t.Encoder, Lambda: mcfg.LambdaG, Seed: t.Seed,
-		Backend: nn.Backend(), Utility: util.Metrics, UtilitySplit: po.UtilitySplit, Training: tr, Dir: dir}
-	switch t.Variant {
-	case nvib.ModelNVDPClipped:
-		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = mcfg.Clip.CMu, mcfg.Clip.CAlphaMin, mcfg.Clip.CAlphaMax, mcfg.Clip.LogvarMargin
-	case nvib.ModelGaussian:
-		rep.CMu, rep.Sigma = mcfg.Clip.CMu, math.Sqrt(mcfg.Prior.Var)
-	case nvib.ModelBaseline:
-		rep.Note = "baseline: no NVIB posterior, nothing to audit"
-	}
+	rep := newPipelineReport(po, m, o, util, tr, dir)
 	if m.NVDP.Releases() {
-		audited := util
-		if eo.NoPost {
-			if audited, err = Evaluate(ctx, dir, m, o, EvalOptions{Split: po.AuditSplit, Limit: po.AuditLimit, BatchSize: t.EvalBatchSize,
-				Seed: po.EvalSeed, Out: filepath.Join(dir, "audit")}); err != nil {
-				return nil, err
-			}
-		}
-		if rep.Privacy, err = train.AuditRelease(ctx, audited.Release, audited.Posteriors, po.AuditSplit, Examples, mcfg, dir, po.Audit); err != nil {
+		if rep.Privacy, err = po.auditPipeline(ctx, dir, m, o, eo, util); err != nil {
 			return nil, err
 		}
 	}
@@ -265,4 +221,84 @@ func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) 
 		return nil, err
 	}
 	return rep, nil
+}
+
+// checkPipeline checks the pipeline's own options: the two splits, then
+// the audit limit.
+func (po PipelineOptions) checkPipeline() error {
+	for _, s := range []struct{ name, v string }{{"utility_split", po.UtilitySplit}, {"audit_split", po.AuditSplit}} {
+		if !slices.Contains(evalSplits, s.v) {
+			return option.Errorf(s.name, s.v, "want %s", strings.Join(evalSplits, " or "))
+		}
+	}
+	if po.AuditLimit < 0 {
+		return option.Errorf("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
+	}
+	return nil
+}
+
+// trainForPipeline prepares po's training options (storing the prepared
+// ones in po), checks the audit's options for the utterances it will have
+// (unless the model is the baseline) and trains; an interrupted training
+// is an error.
+func (po *PipelineOptions) trainForPipeline(ctx context.Context, report progress.Func) (*train.Result, error) {
+	o, err := prepare(po.Options)
+	if err != nil {
+		return nil, err
+	}
+	po.Options = o
+	if o.Train.Variant != nvib.ModelBaseline { // the audit's options, for the utterances it will have
+		utts, err := lid.Load(o.DataDir, po.AuditSplit)
+		if err != nil {
+			return nil, err
+		}
+		m := len(utts)
+		if po.AuditLimit > 0 {
+			m = min(m, po.AuditLimit)
+		}
+		if err := po.Audit.ValidateFor(m); err != nil {
+			return nil, fmt.Errorf("audit of %d %s posteriors: %w", m, po.AuditSplit, err)
+		}
+	}
+	tr, err := run(ctx, po.Options, report)
+	if err != nil {
+		return nil, err
+	}
+	if tr.Interrupted {
+		return nil, fmt.Errorf("training stopped after %d steps: resume the run in %s to finish it", tr.Steps, po.Train.Out)
+	}
+	return tr, nil
+}
+
+// newPipelineReport is the report of model m (options o) evaluated on the
+// utility split, with its clip set or prior per variant; no privacy yet.
+func newPipelineReport(po PipelineOptions, m *Model, o *Options, util *train.EvalResult, tr *train.Result, dir string) *train.Report {
+	t := o.Train
+	mcfg := m.NVDP.Cfg
+	rep := &train.Report{Task: TaskName, Variant: t.Variant, Mode: t.Mode, Encoder: t.Encoder, Lambda: mcfg.LambdaG, Seed: t.Seed,
+		Backend: nn.Backend(), Utility: util.Metrics, UtilitySplit: po.UtilitySplit, Training: tr, Dir: dir}
+	switch t.Variant {
+	case nvib.ModelNVDPClipped:
+		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = mcfg.Clip.CMu, mcfg.Clip.CAlphaMin, mcfg.Clip.CAlphaMax, mcfg.Clip.LogvarMargin
+	case nvib.ModelGaussian:
+		rep.CMu, rep.Sigma = mcfg.Clip.CMu, math.Sqrt(mcfg.Prior.Var)
+	case nvib.ModelBaseline:
+		rep.Note = "baseline: no NVIB posterior, nothing to audit"
+	}
+	return rep
+}
+
+// auditPipeline audits the audit split's posteriors in memory: util's own
+// when the utility evaluation kept them (eo.NoPost false), else those of a
+// second evaluation on the audit split, exported to DIR/audit.
+func (po PipelineOptions) auditPipeline(ctx context.Context, dir string, m *Model, o *Options, eo EvalOptions, util *train.EvalResult) (*train.PrivacySummary, error) {
+	audited := util
+	if eo.NoPost {
+		var err error
+		if audited, err = Evaluate(ctx, dir, m, o, EvalOptions{Split: po.AuditSplit, Limit: po.AuditLimit, BatchSize: o.Train.EvalBatchSize,
+			Seed: po.EvalSeed, Out: filepath.Join(dir, "audit")}); err != nil {
+			return nil, err
+		}
+	}
+	return train.AuditRelease(ctx, audited.Release, audited.Posteriors, po.AuditSplit, Examples, m.NVDP.Cfg, dir, po.Audit)
 }

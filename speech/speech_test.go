@@ -42,7 +42,7 @@ func TestScores(t *testing.T) {
 			t.Errorf("%s: accuracy %v macro-F1 %v, want %v %v", tc.name, acc, f1, tc.acc, tc.f1)
 		}
 	}
-	if got := chance([]int{3, 3, 5, 5, 5}); math.Abs(got-(2*3.0/(2*3+2))/2) > 1e-15 {
+	if got := Chance([]int{3, 3, 5, 5, 5}); math.Abs(got-(2*3.0/(2*3+2))/2) > 1e-15 {
 		t.Errorf("chance = %v, want %v", got, (2*3.0/(2*3+2))/2)
 	}
 	if _, _, err := Scores([]int{1}, []int{1, 2}); err == nil {

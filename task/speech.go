@@ -47,6 +47,19 @@ func (speechTask) OnDevice() error {
 	return errors.New("the speech encoder (Wav2Vec2) has no GPU twin yet")
 }
 
+// Chance is speech.Chance: the macro-F1 of always predicting the most
+// frequent language.
+func (speechTask) Chance(labels []float64) (float64, error) {
+	if len(labels) == 0 {
+		return 0, errors.New("chance level of no labels")
+	}
+	ls := make([]int, len(labels))
+	for i, l := range labels {
+		ls[i] = int(l)
+	}
+	return speech.Chance(ls), nil
+}
+
 // Lambda is the paper's lambda of variant (speech.PaperLambda).
 func (speechTask) Lambda(variant string) float64 { return speech.PaperLambda(variant) }
 

@@ -23,7 +23,9 @@ import (
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/model"
+	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -90,6 +92,11 @@ type Task interface {
 	// selects models (its chance level is EvalResult.Chance).
 	Metrics() []string
 	Selection() string
+	// Chance is the selection metric of the best constant predictor on
+	// labels (class indices, or scores for a regression): the chance level
+	// a collapsed model sits at (train.Report's collapse check). Errors:
+	// empty labels.
+	Chance(labels []float64) (float64, error)
 	// UtilitySplit is the split report.json's utility is measured on.
 	UtilitySplit() string
 	// OnDevice is nil when the task trains and evaluates on a GPU (its
@@ -173,6 +180,26 @@ type Model struct {
 	Data    Data
 	// File is the options file they were read from.
 	File string
+}
+
+// ClipSet is the clip set of the model's release (nvib.Config.ClipSet of
+// its nvdp_config.json for N = max_seq_len + 1 components, P its latent
+// width: for the speech task N = F + 1 frames, max_seq_len holding F) and
+// its configuration. Errors: a model without an NVIB posterior (the
+// baseline: nothing to certify), unreadable configuration, N or P below 1.
+func (m *Model) ClipSet() (privacy.ClipSet, *nvib.Config, error) {
+	cfg, err := nvib.LoadConfig(m.Dir)
+	if err != nil {
+		return privacy.ClipSet{}, nil, fmt.Errorf("model %s: %w", m.Dir, err)
+	}
+	set, ok := cfg.ClipSet(m.Options.MaxSeqLen + 1)
+	if !ok {
+		return privacy.ClipSet{}, nil, fmt.Errorf("model %s: a %s model has no NVIB posterior: nothing to certify", m.Dir, cfg.Model)
+	}
+	if m.Options.MaxSeqLen < 1 || cfg.Latent() < 1 {
+		return privacy.ClipSet{}, nil, fmt.Errorf("model %s: max_seq_len %d / latent width %d: cannot tell N and P", m.Dir, m.Options.MaxSeqLen, cfg.Latent())
+	}
+	return set, &cfg, nil
 }
 
 // Open reads the task and saved options of the model directory dir (the

@@ -128,3 +128,30 @@ func TestOpen(t *testing.T) {
 		t.Errorf("Open of a damaged speech options file: %v, want its error", err)
 	}
 }
+
+// TestChance: each task's chance level is its own metric's: the majority
+// class's accuracy or F1 (GLUE), 0 for a regression, the macro-F1 of the
+// most frequent language (speech); no labels are an error.
+func TestChance(t *testing.T) {
+	for _, c := range []struct {
+		task   string
+		labels []float64
+		want   float64
+	}{
+		{"sst2", []float64{0, 1, 1}, 2.0 / 3},
+		{"stsb", []float64{0.5, 4, 2}, 0},
+		{"lid", []float64{3, 3, 5}, speech.Chance([]int{3, 3, 5})},
+	} {
+		tk, _ := Lookup(c.task)
+		got, err := tk.Chance(c.labels)
+		if err != nil || got != c.want {
+			t.Errorf("%s: chance %v (%v), want %v", c.task, got, err, c.want)
+		}
+		if _, err := tk.Chance(nil); err == nil {
+			t.Errorf("%s: chance of no labels accepted", c.task)
+		}
+	}
+	if c := speech.Chance([]int{3, 3, 5}); !(c > 0 && c < 1) {
+		t.Errorf("speech chance %v", c)
+	}
+}

@@ -52,6 +52,9 @@ func (textTask) OnDevice() error      { return nil }
 func (textTask) OptionsFile() string  { return model.OptionsFile }
 func (textTask) UsesData() bool       { return false }
 
+// Chance is train.ChanceLevel of the GLUE task.
+func (t textTask) Chance(labels []float64) (float64, error) { return train.ChanceLevel(t.g, labels) }
+
 // Lambda is model.DefaultOptions' lambda, whatever the variant.
 func (textTask) Lambda(string) float64 { return model.DefaultOptions().Lambda }
 

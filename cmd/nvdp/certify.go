@@ -232,27 +232,17 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 	return s, flagError(s.Validate())
 }
 
-// modelClipSet reads a model directory's clipping as a clip set
-// (nvib.Config.ClipSet with N = max-seq-len + 1, P = the model's latent
-// width, its hidden size unless set).
+// modelClipSet is the clip set of the model in dir (task.Model.ClipSet).
 func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
-	m, err := task.Open(dir) // a speech model: N = F + 1 frames (max_seq_len holds F)
+	m, err := task.Open(dir)
 	if err != nil {
 		return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
 	}
-	o := m.Options
-	cfg, err := nvib.LoadConfig(dir)
+	set, cfg, err := m.ClipSet()
 	if err != nil {
-		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: %w", dir, err)
+		return set, nil, fmt.Errorf("--model: %w", err)
 	}
-	set, ok := cfg.ClipSet(o.MaxSeqLen + 1)
-	if !ok {
-		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: a %s model has no NVIB posterior: nothing to certify", dir, cfg.Model)
-	}
-	if o.MaxSeqLen < 1 || cfg.Latent() < 1 {
-		return privacy.ClipSet{}, nil, fmt.Errorf("--model %s: max_seq_len %d / latent width %d: cannot tell N and P", dir, o.MaxSeqLen, cfg.Latent())
-	}
-	return set, &cfg, nil
+	return set, cfg, nil
 }
 
 func runCertify(cmd *cobra.Command, f *certifyFlags) error {

@@ -165,16 +165,42 @@ func Load(glueDir string, task *Task, split string, opts LoadOptions) (*Dataset,
 func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	ds := &Dataset{Task: task, Split: split, Path: name}
+	cols, colIdx, err := readHeader(br, name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := findColumns(name, task, split, cols, colIdx)
+	if err != nil {
+		return nil, err
+	}
+	ds.Labelled = c.hasLabel
+	rows, err := readRows(br, name, task, c, opts, ds)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rows == 0:
+		return nil, fmt.Errorf("%s: no data rows (the file holds only the header)", name)
+	case len(ds.Examples) == 0:
+		return nil, fmt.Errorf("%s: no usable rows: all %d data rows are malformed (first: %s)", name, ds.Skipped, ds.SkipErrors[0])
+	}
+	return ds, nil
+}
+
+// readHeader reads the header line (a UTF-8 byte order mark dropped) and
+// returns its columns and the index of each column name (trimmed), which
+// must be unique.
+func readHeader(br *bufio.Reader, name string) ([]string, map[string]int, error) {
 	header, err := readLine(br)
 	if err != nil && (err != io.EOF || header == "") {
 		if err == io.EOF {
-			return nil, fmt.Errorf("%s: empty file (no header)", name)
+			return nil, nil, fmt.Errorf("%s: empty file (no header)", name)
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	header = strings.TrimPrefix(header, "\ufeff")
 	if i := strings.IndexByte(header, '\r'); i >= 0 {
-		return nil, fmt.Errorf("%s:1: carriage return not followed by a newline after %s: CR-only (old Mac) line ends are not supported; convert them to LF",
+		return nil, nil, fmt.Errorf("%s:1: carriage return not followed by a newline after %s: CR-only (old Mac) line ends are not supported; convert them to LF",
 			name, excerpt.Quote(header[:i]))
 	}
 	cols := strings.Split(header, "\t")
@@ -182,10 +208,24 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 	for i, c := range cols {
 		c = strings.TrimSpace(c)
 		if j, dup := colIdx[c]; dup {
-			return nil, fmt.Errorf("%s:1: duplicate column %s (columns %d and %d)", name, excerpt.Quote(c), j+1, i+1)
+			return nil, nil, fmt.Errorf("%s:1: duplicate column %s (columns %d and %d)", name, excerpt.Quote(c), j+1, i+1)
 		}
 		colIdx[c] = i
 	}
+	return cols, colIdx, nil
+}
+
+// columns are the header's number of columns and the indices of the columns
+// a task reads: ib is -1 for a single-sentence task; il and ii are valid
+// when hasLabel and hasIndex.
+type columns struct {
+	n, ia, ib, il, ii  int
+	hasLabel, hasIndex bool
+}
+
+// findColumns finds the task's text columns, then its label column (which
+// only the test split may lack), then the optional index column.
+func findColumns(name string, task *Task, split string, cols []string, colIdx map[string]int) (columns, error) {
 	need := func(field string) (int, error) {
 		i, ok := colIdx[field]
 		if !ok {
@@ -193,23 +233,28 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 		}
 		return i, nil
 	}
-	ia, err := need(task.TextFields[0])
-	if err != nil {
-		return nil, err
+	c := columns{n: len(cols), ib: -1}
+	var err error
+	if c.ia, err = need(task.TextFields[0]); err != nil {
+		return columns{}, err
 	}
-	ib := -1
 	if task.IsPair() {
-		if ib, err = need(task.TextFields[1]); err != nil {
-			return nil, err
+		if c.ib, err = need(task.TextFields[1]); err != nil {
+			return columns{}, err
 		}
 	}
-	il, hasLabel := colIdx[task.LabelField]
-	if !hasLabel && split != "test" {
-		return nil, fmt.Errorf("%s:1: %s split needs the label column %q (columns: %s)", name, split, task.LabelField, excerpt.List(cols, 10))
+	c.il, c.hasLabel = colIdx[task.LabelField]
+	if !c.hasLabel && split != "test" {
+		return columns{}, fmt.Errorf("%s:1: %s split needs the label column %q (columns: %s)", name, split, task.LabelField, excerpt.List(cols, 10))
 	}
-	ds.Labelled = hasLabel
-	ii, hasIndex := colIdx["index"]
+	c.ii, c.hasIndex = colIdx["index"]
+	return c, nil
+}
 
+// readRows reads the data rows into ds (up to opts.Limit examples; a
+// malformed row is an error, or skipped and counted with
+// opts.SkipBadRows) and returns the number of rows read.
+func readRows(br *bufio.Reader, name string, task *Task, c columns, opts LoadOptions, ds *Dataset) (int, error) {
 	row, rows := 0, 0 // row: the 0-based index of the row being parsed; rows: rows read
 	for lineNo := 2; ; lineNo++ {
 		line, err := readLine(br)
@@ -217,14 +262,14 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 			break
 		}
 		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("%s:%d: %w", name, lineNo, err)
+			return 0, fmt.Errorf("%s:%d: %w", name, lineNo, err)
 		}
 		rows++
-		ex, perr := parseRow(task, line, len(cols), ia, ib, il, hasLabel, ii, hasIndex, row)
+		ex, perr := parseRow(task, line, c.n, c.ia, c.ib, c.il, c.hasLabel, c.ii, c.hasIndex, row)
 		if perr != nil {
 			perr = fmt.Errorf("%s:%d: %w", name, lineNo, perr)
 			if !opts.SkipBadRows {
-				return nil, perr
+				return 0, perr
 			}
 			ds.Skipped++
 			if len(ds.SkipErrors) < 10 {
@@ -242,13 +287,7 @@ func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) 
 			break
 		}
 	}
-	switch {
-	case rows == 0:
-		return nil, fmt.Errorf("%s: no data rows (the file holds only the header)", name)
-	case len(ds.Examples) == 0:
-		return nil, fmt.Errorf("%s: no usable rows: all %d data rows are malformed (first: %s)", name, ds.Skipped, ds.SkipErrors[0])
-	}
-	return ds, nil
+	return rows, nil
 }
 
 // readLine returns the next line without its "\n" or "\r\n".

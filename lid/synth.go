@@ -326,12 +326,41 @@ func Synthesize(root string, o SynthOptions, r Renderer, rendererName string, wo
 	if langs == nil {
 		langs = StandInLanguages()
 	}
-	if entries, err := os.ReadDir(root); err == nil && len(entries) > 0 {
-		return nil, fmt.Errorf("lid: synthetic corpus %s: the folder is not empty", root)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("lid: synthetic corpus: %w", err)
+	if err := checkEmptyRoot(root); err != nil {
+		return nil, err
 	}
 	info := &SynthInfo{Note: StandInNote, Renderer: rendererName, Options: o}
+	lists, err := readWordLists(langs, words)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := planCorpus(info, lists, o, r)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := renderPlan(root, plan, r, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeCorpusFiles(root, info, rows); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// checkEmptyRoot checks that root does not exist or is an empty folder.
+func checkEmptyRoot(root string) error {
+	if entries, err := os.ReadDir(root); err == nil && len(entries) > 0 {
+		return fmt.Errorf("lid: synthetic corpus %s: the folder is not empty", root)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("lid: synthetic corpus: %w", err)
+	}
+	return nil
+}
+
+// readWordLists reads the word list of each language of langs, in that
+// order; each must have at least minVocabulary words.
+func readWordLists(langs []string, words func(WordSource) ([]string, error)) (map[string][]string, error) {
 	lists := map[string][]string{}
 	for _, l := range langs {
 		_, src, _, _ := StandInVoice(l)
@@ -344,6 +373,13 @@ func Synthesize(root string, o SynthOptions, r Renderer, rendererName string, wo
 		}
 		lists[l] = w
 	}
+	return lists, nil
+}
+
+// planCorpus plans the utterances of every language with a word list, in
+// label order whatever the order of o.Languages, adding each to info's
+// languages; the others are added to info's missing languages.
+func planCorpus(info *SynthInfo, lists map[string][]string, o SynthOptions, r Renderer) ([]plannedUtterance, error) {
 	var plan []plannedUtterance
 	for _, l := range languages { // label order, whatever the order of o.Languages
 		if lists[l] == nil {
@@ -355,39 +391,59 @@ func Synthesize(root string, o SynthOptions, r Renderer, rendererName string, wo
 			info.Missing = append(info.Missing, MissingLanguage{Name: l, Label: label, Reason: why})
 			continue
 		}
-		label, _ := LanguageIndex(l)
-		voice, src, _, _ := StandInVoice(l)
-		rng := rand.New(rand.NewPCG(o.Seed, uint64(label)))
-		voices := splitVoices(voice, rng)
-		li := SynthLanguage{Name: l, Label: label, Voice: voice, Words: src, NumWords: len(lists[l]),
-			Voices: map[string][]string{}, Utterances: map[string]int{}}
-		used := map[string]bool{}
-		vb := &vocabulary{words: lists[l], voice: voice, reads: map[string]bool{}}
-		if c, ok := r.(WordChecker); ok {
-			vb.checker = c
+		li, lp, err := planLanguage(l, lists[l], o, r)
+		if err != nil {
+			return nil, err
 		}
-		for _, split := range splits {
-			for _, vc := range voices[split] {
-				li.Voices[split] = append(li.Voices[split], vc.ClientID())
-			}
-			for i := 0; i < o.perSplit(split); i++ {
-				s, err := newSentence(vb, o, rng, used)
-				if err != nil {
-					return nil, fmt.Errorf("lid: %s: %w", l, err)
-				}
-				v := voices[split][i%len(voices[split])] // the split's voices in turn
-				u := plannedUtterance{language: l, split: split, voice: v,
-					speed: o.MinSpeed + rng.IntN(o.MaxSpeed-o.MinSpeed+1),
-					pitch: o.MinPitch + rng.IntN(o.MaxPitch-o.MinPitch+1),
-					row: Row{ClientID: v.ClientID(), Path: fmt.Sprintf("%s_%s_%05d.wav", l, split, i),
-						Sentence: s, Gender: v.Gender()}}
-				plan = append(plan, u)
-			}
-			li.Utterances[split] = o.perSplit(split)
-		}
-		li.RejectedWords = vb.rejected()
+		plan = append(plan, lp...)
 		info.Languages = append(info.Languages, li)
 	}
+	return plan, nil
+}
+
+// planLanguage plans the utterances of language l (word list w), from its
+// own random stream: per split, its voices in turn, a new sentence, a speed
+// and a pitch.
+func planLanguage(l string, w []string, o SynthOptions, r Renderer) (SynthLanguage, []plannedUtterance, error) {
+	label, _ := LanguageIndex(l)
+	voice, src, _, _ := StandInVoice(l)
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(label)))
+	voices := splitVoices(voice, rng)
+	li := SynthLanguage{Name: l, Label: label, Voice: voice, Words: src, NumWords: len(w),
+		Voices: map[string][]string{}, Utterances: map[string]int{}}
+	used := map[string]bool{}
+	vb := &vocabulary{words: w, voice: voice, reads: map[string]bool{}}
+	if c, ok := r.(WordChecker); ok {
+		vb.checker = c
+	}
+	var plan []plannedUtterance
+	for _, split := range splits {
+		for _, vc := range voices[split] {
+			li.Voices[split] = append(li.Voices[split], vc.ClientID())
+		}
+		for i := 0; i < o.perSplit(split); i++ {
+			s, err := newSentence(vb, o, rng, used)
+			if err != nil {
+				return SynthLanguage{}, nil, fmt.Errorf("lid: %s: %w", l, err)
+			}
+			v := voices[split][i%len(voices[split])] // the split's voices in turn
+			u := plannedUtterance{language: l, split: split, voice: v,
+				speed: o.MinSpeed + rng.IntN(o.MaxSpeed-o.MinSpeed+1),
+				pitch: o.MinPitch + rng.IntN(o.MaxPitch-o.MinPitch+1),
+				row: Row{ClientID: v.ClientID(), Path: fmt.Sprintf("%s_%s_%05d.wav", l, split, i),
+					Sentence: s, Gender: v.Gender()}}
+			plan = append(plan, u)
+		}
+		li.Utterances[split] = o.perSplit(split)
+	}
+	li.RejectedWords = vb.rejected()
+	return li, plan, nil
+}
+
+// renderPlan creates root and renders the planned utterances in order
+// (through a temporary folder under root, removed after), reporting each to
+// p; it returns the rows of each (language, split).
+func renderPlan(root string, plan []plannedUtterance, r Renderer, p progress.Func) (map[[2]string][]Row, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("lid: synthetic corpus: %w", err)
 	}
@@ -406,24 +462,30 @@ func Synthesize(root string, o SynthOptions, r Renderer, rendererName string, wo
 		rows[key] = append(rows[key], u.row)
 		count(int64(i + 1))
 	}
+	return rows, nil
+}
+
+// writeCorpusFiles writes the CSVs of every language and split, then the
+// metadata, then the README.
+func writeCorpusFiles(root string, info *SynthInfo, rows map[[2]string][]Row) error {
 	for _, li := range info.Languages {
 		for _, split := range splits {
 			data, err := EncodeCSV(rows[[2]string{li.Name, split}])
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if err := atomicfile.WriteBytes(CSVPath(root, li.Name, split), data); err != nil {
-				return nil, fmt.Errorf("lid: %w", err)
+				return fmt.Errorf("lid: %w", err)
 			}
 		}
 	}
 	if err := atomicfile.WriteJSON(filepath.Join(root, SynthMetadataFile), info); err != nil {
-		return nil, fmt.Errorf("lid: %w", err)
+		return fmt.Errorf("lid: %w", err)
 	}
 	if err := atomicfile.WriteBytes(filepath.Join(root, "README.md"), []byte(readme(info))); err != nil {
-		return nil, fmt.Errorf("lid: %w", err)
+		return fmt.Errorf("lid: %w", err)
 	}
-	return info, nil
+	return nil
 }
 
 // vocabulary is a language's word list with the words checked so far.

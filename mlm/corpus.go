@@ -330,7 +330,20 @@ func BuildSequences(tok tokenize.Tokenizer, docs []Document, seq int, pack bool,
 	if !pack {
 		budget = seq - 2
 	}
-	// Cut long lines into chunks of at most budget tokens.
+	cls, sep := int32(tok.CLSID()), int32(tok.SEPID())
+	var out []Sequence
+	for _, group := range groupUnits(chunkPieces(pieces, budget), budget, pack) {
+		out = append(out, groupSequence(group, cls, sep, rng))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("corpus gives no tokens")
+	}
+	return out, nil
+}
+
+// chunkPieces cuts long lines into consecutive chunks of at most budget
+// tokens.
+func chunkPieces(pieces []piece, budget int) []piece {
 	var units []piece
 	for _, p := range pieces {
 		for lo := 0; lo < len(p.ids); lo += budget {
@@ -338,40 +351,14 @@ func BuildSequences(tok tokenize.Tokenizer, docs []Document, seq int, pack bool,
 			units = append(units, piece{p.ids[lo:hi], p.words[lo:hi]})
 		}
 	}
-	cls, sep := int32(tok.CLSID()), int32(tok.SEPID())
-	var out []Sequence
-	emit := func(group []piece) {
-		split := len(group)
-		if len(group) >= 2 {
-			split = 1 + rng.IntN(len(group)-1)
-		}
-		s := Sequence{IDs: []int32{cls}, TypeIDs: []int32{0}, WordIDs: []int{-1}}
-		word := 0
-		for gi, p := range group {
-			if gi == split {
-				s.IDs, s.TypeIDs, s.WordIDs = append(s.IDs, sep), append(s.TypeIDs, 0), append(s.WordIDs, -1)
-			}
-			typ := int32(0)
-			if gi >= split {
-				typ = 1
-			}
-			base, last := word, -1
-			for j, id := range p.ids {
-				w := base + p.words[j] - p.words[0]
-				if w > last {
-					last = w
-				}
-				s.IDs, s.TypeIDs, s.WordIDs = append(s.IDs, id), append(s.TypeIDs, typ), append(s.WordIDs, w)
-			}
-			word = last + 1
-		}
-		lastType := int32(0)
-		if split < len(group) {
-			lastType = 1
-		}
-		s.IDs, s.TypeIDs, s.WordIDs = append(s.IDs, sep), append(s.TypeIDs, lastType), append(s.WordIDs, -1)
-		out = append(out, s)
-	}
+	return units
+}
+
+// groupUnits groups the non-empty units, in order, into the contents of
+// one sequence each: with pack, greedily while they fit in budget tokens;
+// without, one unit per group.
+func groupUnits(units []piece, budget int, pack bool) [][]piece {
+	var groups [][]piece
 	var group []piece
 	n := 0
 	for _, u := range units {
@@ -379,21 +366,54 @@ func BuildSequences(tok tokenize.Tokenizer, docs []Document, seq int, pack bool,
 			continue
 		}
 		if !pack {
-			emit([]piece{u})
+			groups = append(groups, []piece{u})
 			continue
 		}
 		if n+len(u.ids) > budget && len(group) > 0 {
-			emit(group)
+			groups = append(groups, group)
 			group, n = nil, 0
 		}
 		group = append(group, u)
 		n += len(u.ids)
 	}
 	if len(group) > 0 {
-		emit(group)
+		groups = append(groups, group)
 	}
-	if len(out) == 0 {
-		return nil, errors.New("corpus gives no tokens")
+	return groups
+}
+
+// groupSequence is the sequence of a group: [CLS] A [SEP] for one unit,
+// else [CLS] A [SEP] B [SEP] split at a unit boundary drawn from rng; word
+// ids run on across the group's units.
+func groupSequence(group []piece, cls, sep int32, rng *rand.Rand) Sequence {
+	split := len(group)
+	if len(group) >= 2 {
+		split = 1 + rng.IntN(len(group)-1)
 	}
-	return out, nil
+	s := Sequence{IDs: []int32{cls}, TypeIDs: []int32{0}, WordIDs: []int{-1}}
+	word := 0
+	for gi, p := range group {
+		if gi == split {
+			s.IDs, s.TypeIDs, s.WordIDs = append(s.IDs, sep), append(s.TypeIDs, 0), append(s.WordIDs, -1)
+		}
+		typ := int32(0)
+		if gi >= split {
+			typ = 1
+		}
+		base, last := word, -1
+		for j, id := range p.ids {
+			w := base + p.words[j] - p.words[0]
+			if w > last {
+				last = w
+			}
+			s.IDs, s.TypeIDs, s.WordIDs = append(s.IDs, id), append(s.TypeIDs, typ), append(s.WordIDs, w)
+		}
+		word = last + 1
+	}
+	lastType := int32(0)
+	if split < len(group) {
+		lastType = 1
+	}
+	s.IDs, s.TypeIDs, s.WordIDs = append(s.IDs, sep), append(s.TypeIDs, lastType), append(s.WordIDs, -1)
+	return s
 }

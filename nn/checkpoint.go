@@ -92,8 +92,33 @@ func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string
 	if f.Metadata["nn.format"] != ckptFormat {
 		return nil, fmt.Errorf("checkpoint %s: not an nvdp checkpoint (metadata nn.format = %q, want %q)", path, f.Metadata["nn.format"], ckptFormat)
 	}
-	values := map[string][]float32{}
-	moments := map[string][]float32{}
+	values, moments, err := readCheckpointTensors(path, f, pm, opt != nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range params {
+		if values[p.Name] == nil {
+			return nil, fmt.Errorf("checkpoint %s: parameter %q missing", path, p.Name)
+		}
+	}
+	step := 0
+	if opt != nil {
+		if step, err = checkOptimizerState(path, f.Metadata, params, moments); err != nil {
+			return nil, err
+		}
+	}
+	// Everything validated: apply.
+	applyCheckpoint(params, opt, values, moments, step)
+	return callerMetadata(f.Metadata), nil
+}
+
+// readCheckpointTensors checks every tensor of f against the parameter of
+// its name (pm; an optimizer moment's name without its prefix) and returns
+// the parameter values and, withOpt, the optimizer moments, finite, by
+// tensor name.
+func readCheckpointTensors(path string, f *safetensors.File, pm map[string]*Param, withOpt bool) (values, moments map[string][]float32, err error) {
+	values = map[string][]float32{}
+	moments = map[string][]float32{}
 	for _, t := range f.Tensors {
 		name, isOpt := t.Name, false
 		if s, ok := strings.CutPrefix(t.Name, ckptVPrefix); ok {
@@ -103,20 +128,20 @@ func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string
 		}
 		p, ok := pm[name]
 		if !ok {
-			return nil, fmt.Errorf("checkpoint %s: tensor %q matches no model parameter", path, t.Name)
+			return nil, nil, fmt.Errorf("checkpoint %s: tensor %q matches no model parameter", path, t.Name)
 		}
 		if !slices.Equal(t.Shape, p.Value.Shape) {
-			return nil, fmt.Errorf("checkpoint %s: tensor %q has shape %v, parameter wants %v", path, t.Name, t.Shape, p.Value.Shape)
+			return nil, nil, fmt.Errorf("checkpoint %s: tensor %q has shape %v, parameter wants %v", path, t.Name, t.Shape, p.Value.Shape)
 		}
-		if isOpt && opt == nil {
+		if isOpt && !withOpt {
 			continue
 		}
 		data, err := t.Float32()
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+			return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
 		}
 		if err := CheckFinite(t.Name, FromData(data, t.Shape...)); err != nil {
-			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+			return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
 		}
 		if isOpt {
 			moments[t.Name] = data
@@ -124,29 +149,32 @@ func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string
 			values[t.Name] = data
 		}
 	}
-	for _, p := range params {
-		if values[p.Name] == nil {
-			return nil, fmt.Errorf("checkpoint %s: parameter %q missing", path, p.Name)
-		}
+	return values, moments, nil
+}
+
+// checkOptimizerState checks that the checkpoint holds AdamW's state (its
+// step, then both moments of every parameter) and returns the step.
+func checkOptimizerState(path string, md map[string]string, params []*Param, moments map[string][]float32) (int, error) {
+	if md["nn.optimizer"] != "adamw" {
+		return 0, fmt.Errorf("checkpoint %s: no AdamW state (weights-only checkpoint)", path)
 	}
-	step := 0
-	if opt != nil {
-		if f.Metadata["nn.optimizer"] != "adamw" {
-			return nil, fmt.Errorf("checkpoint %s: no AdamW state (weights-only checkpoint)", path)
-		}
-		step, err = strconv.Atoi(f.Metadata["nn.adamw.step"])
-		if err != nil || step < 0 {
-			return nil, fmt.Errorf("checkpoint %s: bad metadata nn.adamw.step %q", path, f.Metadata["nn.adamw.step"])
-		}
-		for _, p := range params {
-			for _, n := range []string{ckptMPrefix + p.Name, ckptVPrefix + p.Name} {
-				if moments[n] == nil {
-					return nil, fmt.Errorf("checkpoint %s: optimizer tensor %q missing", path, n)
-				}
+	step, err := strconv.Atoi(md["nn.adamw.step"])
+	if err != nil || step < 0 {
+		return 0, fmt.Errorf("checkpoint %s: bad metadata nn.adamw.step %q", path, md["nn.adamw.step"])
+	}
+	for _, p := range params {
+		for _, n := range []string{ckptMPrefix + p.Name, ckptVPrefix + p.Name} {
+			if moments[n] == nil {
+				return 0, fmt.Errorf("checkpoint %s: optimizer tensor %q missing", path, n)
 			}
 		}
 	}
-	// Everything validated: apply.
+	return step, nil
+}
+
+// applyCheckpoint copies the validated values into params and, when opt is
+// not nil, sets its step and moments.
+func applyCheckpoint(params []*Param, opt *AdamW, values, moments map[string][]float32, step int) {
 	for _, p := range params {
 		copy(p.Value.Data, values[p.Name])
 	}
@@ -158,13 +186,17 @@ func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string
 			opt.V[p.Name] = moments[ckptVPrefix+p.Name]
 		}
 	}
+}
+
+// callerMetadata is md without the reserved "nn." keys.
+func callerMetadata(md map[string]string) map[string]string {
 	out := map[string]string{}
-	for k, v := range f.Metadata {
+	for k, v := range md {
 		if !strings.HasPrefix(k, ckptMetaSpace) {
 			out[k] = v
 		}
 	}
-	return out, nil
+	return out
 }
 
 // RNGState encodes a random source's state (e.g. *rand.PCG or *rand.ChaCha8

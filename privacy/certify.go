@@ -667,47 +667,18 @@ func dirichletSup(lam, A, B, ap float64, n int, memo map[dirKey]dirSupV) dirSupV
 // with clip_enabled=false gives an unbounded set (certificate +Inf). Errors
 // name the metadata key.
 func ClipSetFromMetadata(p *Posteriors) (set ClipSet, ok bool, err error) {
-	md := p.Metadata
+	md := clipMetadata(p.Metadata)
 	en, has := md["clip_enabled"]
 	if !has {
 		return ClipSet{}, false, nil
-	}
-	num := func(key string) (float64, error) {
-		s, ok := md[key]
-		if !ok {
-			return 0, fmt.Errorf("posterior metadata: %s missing (clip_enabled is set)", key)
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(v) {
-			return 0, fmt.Errorf("posterior metadata: %s = %q is not a number", key, s)
-		}
-		return v, nil
-	}
-	flag := func(key string) (bool, error) {
-		s, ok := md[key]
-		if !ok {
-			return false, nil
-		}
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return false, fmt.Errorf("posterior metadata: %s = %q is not true or false", key, s)
-		}
-		return b, nil
 	}
 	set = ClipSet{Components: p.N, Dims: p.P, PriorMu: p.PriorMu, PriorVar: p.PriorVar}
 	enabled, err := strconv.ParseBool(en)
 	if err != nil {
 		return set, false, fmt.Errorf("posterior metadata: clip_enabled = %q is not true or false", en)
 	}
-	// the prior component's alpha: as written (prior_alpha), or derived
-	// from prior_log_alpha and clip_prior (files written before prior_alpha)
-	pa, stored := md["prior_alpha"]
-	var logAlpha float64
-	if stored {
-		if set.PriorAlpha, err = strconv.ParseFloat(pa, 64); err != nil {
-			return set, false, fmt.Errorf("posterior metadata: prior_alpha = %q is not a number", pa)
-		}
-	} else if logAlpha, err = num("prior_log_alpha"); err != nil {
+	logAlpha, stored, err := md.priorAlpha(&set)
+	if err != nil {
 		return set, false, err
 	}
 	if !enabled {
@@ -717,45 +688,113 @@ func ClipSetFromMetadata(p *Posteriors) (set ClipSet, ok bool, err error) {
 		set = set.Unclipped()
 		return set, true, set.Validate()
 	}
-	for _, kv := range []struct {
-		key string
-		dst *float64
-	}{{"clip_mu", &set.CMu}, {"clip_alpha_min", &set.AlphaMin}, {"clip_alpha_max", &set.AlphaMax}} {
-		if *kv.dst, err = num(kv.key); err != nil {
-			return set, false, err
-		}
+	if err := md.clipConstants(&set); err != nil {
+		return set, false, err
 	}
-	if _, explicit := md["clip_logvar_floor"]; explicit {
-		if set.LogvarFloor, err = parsePrior("clip_logvar_floor", md["clip_logvar_floor"], p.P); err != nil {
-			return set, false, err
-		}
-		if set.LogvarCap, err = parsePrior("clip_logvar_cap", md["clip_logvar_cap"], p.P); err != nil {
-			return set, false, err
-		}
-	} else {
-		if set.ClipOrder, err = num("clip_order"); err != nil {
-			return set, false, err
-		}
-		if set.LogvarMargin, err = num("clip_logvar_margin"); err != nil {
-			return set, false, err
-		}
-		capped, err := flag("clip_cap_sigma")
-		if err != nil {
-			return set, false, err
-		}
-		if !capped {
-			set.LogvarFloor, set.LogvarCap = make([]float64, p.P), make([]float64, p.P)
-			for j := range set.LogvarFloor {
-				set.LogvarFloor[j], set.LogvarCap[j] = LogvarBounds(set.ClipOrder, broadcast(p.PriorVar, j), set.LogvarMargin, false)
-			}
-		}
+	if err := md.logvarBounds(&set, p); err != nil {
+		return set, false, err
 	}
 	if !stored {
-		clipPrior, err := flag("clip_prior")
+		clipPrior, err := md.flag("clip_prior")
 		if err != nil {
 			return set, false, err
 		}
 		set.PriorAlpha = StoredPriorAlpha(logAlpha, clipPrior, set.AlphaMin, set.AlphaMax)
 	}
 	return set, true, set.Validate()
+}
+
+// clipMetadata is the metadata of a posterior file with clipping constants
+// (clip_enabled is set).
+type clipMetadata map[string]string
+
+// num is the number under key, which must be present and not NaN.
+func (md clipMetadata) num(key string) (float64, error) {
+	s, ok := md[key]
+	if !ok {
+		return 0, fmt.Errorf("posterior metadata: %s missing (clip_enabled is set)", key)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) {
+		return 0, fmt.Errorf("posterior metadata: %s = %q is not a number", key, s)
+	}
+	return v, nil
+}
+
+// flag is the boolean under key; false when absent.
+func (md clipMetadata) flag(key string) (bool, error) {
+	s, ok := md[key]
+	if !ok {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("posterior metadata: %s = %q is not true or false", key, s)
+	}
+	return b, nil
+}
+
+// priorAlpha reads the prior component's alpha: as written (prior_alpha,
+// stored in set, stored true), or else prior_log_alpha, returned for
+// deriving it with clip_prior (files written before prior_alpha).
+func (md clipMetadata) priorAlpha(set *ClipSet) (logAlpha float64, stored bool, err error) {
+	pa, stored := md["prior_alpha"]
+	if stored {
+		if set.PriorAlpha, err = strconv.ParseFloat(pa, 64); err != nil {
+			return 0, stored, fmt.Errorf("posterior metadata: prior_alpha = %q is not a number", pa)
+		}
+		return 0, stored, nil
+	}
+	if logAlpha, err = md.num("prior_log_alpha"); err != nil {
+		return 0, stored, err
+	}
+	return logAlpha, stored, nil
+}
+
+// clipConstants reads clip_mu, clip_alpha_min and clip_alpha_max into set.
+func (md clipMetadata) clipConstants(set *ClipSet) error {
+	for _, kv := range []struct {
+		key string
+		dst *float64
+	}{{"clip_mu", &set.CMu}, {"clip_alpha_min", &set.AlphaMin}, {"clip_alpha_max", &set.AlphaMax}} {
+		var err error
+		if *kv.dst, err = md.num(kv.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logvarBounds reads the log-variance bounds into set: explicit
+// (clip_logvar_floor and clip_logvar_cap, P numbers each), or else derived
+// from clip_order and clip_logvar_margin with p's prior variance (none
+// when clip_cap_sigma is true).
+func (md clipMetadata) logvarBounds(set *ClipSet, p *Posteriors) error {
+	var err error
+	if _, explicit := md["clip_logvar_floor"]; explicit {
+		if set.LogvarFloor, err = parsePrior("clip_logvar_floor", md["clip_logvar_floor"], p.P); err != nil {
+			return err
+		}
+		if set.LogvarCap, err = parsePrior("clip_logvar_cap", md["clip_logvar_cap"], p.P); err != nil {
+			return err
+		}
+		return nil
+	}
+	if set.ClipOrder, err = md.num("clip_order"); err != nil {
+		return err
+	}
+	if set.LogvarMargin, err = md.num("clip_logvar_margin"); err != nil {
+		return err
+	}
+	capped, err := md.flag("clip_cap_sigma")
+	if err != nil {
+		return err
+	}
+	if !capped {
+		set.LogvarFloor, set.LogvarCap = make([]float64, p.P), make([]float64, p.P)
+		for j := range set.LogvarFloor {
+			set.LogvarFloor[j], set.LogvarCap[j] = LogvarBounds(set.ClipOrder, broadcast(p.PriorVar, j), set.LogvarMargin, false)
+		}
+	}
+	return nil
 }

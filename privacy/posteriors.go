@@ -243,41 +243,11 @@ func parsePosteriors(name string, data []byte, alias bool) (*Posteriors, error) 
 	if err != nil {
 		return nil, wrap(err)
 	}
-	get := func(name string, dt safetensors.DType, rank int) (*safetensors.Tensor, error) {
-		t, ok := f.Get(name)
-		if !ok {
-			return nil, wrap(fmt.Errorf("tensor %s missing", name))
-		}
-		if t.DType != dt {
-			return nil, wrap(fmt.Errorf("tensor %s: dtype %s, want %s", name, t.DType, dt))
-		}
-		if len(t.Shape) != rank {
-			return nil, wrap(fmt.Errorf("tensor %s: shape %v, want rank %d", name, t.Shape, rank))
-		}
-		if err := checkBytes(t); err != nil {
-			return nil, wrap(err)
-		}
-		return t, nil
-	}
-	mu, err := get("mu", safetensors.F32, 3)
+	mu, lv, al, err := posteriorTensors(f)
 	if err != nil {
-		return nil, err
-	}
-	lv, err := get("logvar", safetensors.F32, 3)
-	if err != nil {
-		return nil, err
-	}
-	al, err := get("alpha", safetensors.F32, 2)
-	if err != nil {
-		return nil, err
+		return nil, wrap(err)
 	}
 	m, n, pp := mu.Shape[0], mu.Shape[1], mu.Shape[2]
-	if lv.Shape[0] != m || lv.Shape[1] != n || lv.Shape[2] != pp {
-		return nil, wrap(fmt.Errorf("tensor logvar: shape %v, want mu's shape %v", lv.Shape, mu.Shape))
-	}
-	if al.Shape[0] != m || al.Shape[1] != n {
-		return nil, wrap(fmt.Errorf("tensor alpha: shape %v, want [%d %d] (M, N of mu)", al.Shape, m, n))
-	}
 	po := &Posteriors{M: m, N: n, P: pp, Metadata: f.Metadata}
 	f32 := func(t *safetensors.Tensor) []float32 {
 		if v := aliasFloat32(t.Data); alias && v != nil {
@@ -287,45 +257,106 @@ func parsePosteriors(name string, data []byte, alias bool) (*Posteriors, error) 
 		return v
 	}
 	po.Mu, po.Logvar, po.Alpha = f32(mu), f32(lv), f32(al)
-	if _, ok := f.Get(legacyMaskTensor); ok {
-		return nil, wrap(fmt.Errorf("tensor %s: the file uses the old mask convention (1 = padding component); the format now stores %s "+
-			"(1 = real component, Hugging Face's convention): re-export the posteriors from the model", legacyMaskTensor, AttentionMaskTensor))
+	if po.AttentionMask, err = attentionMask(f, m, n, alias); err != nil {
+		return nil, wrap(err)
 	}
-	if mk, ok := f.Get(AttentionMaskTensor); ok {
-		if mk.DType != safetensors.U8 && mk.DType != safetensors.BOOL {
-			return nil, wrap(fmt.Errorf("tensor %s: dtype %s, want U8", AttentionMaskTensor, mk.DType))
-		}
-		if len(mk.Shape) != 2 || mk.Shape[0] != m || mk.Shape[1] != n {
-			return nil, wrap(fmt.Errorf("tensor %s: shape %v, want [%d %d]", AttentionMaskTensor, mk.Shape, m, n))
-		}
-		if err := checkBytes(mk); err != nil {
-			return nil, wrap(err)
-		}
-		if alias && len(mk.Data) > 0 {
-			po.AttentionMask = mk.Data // one byte per value: U8 and BOOL alike
-		} else {
-			po.AttentionMask, _ = mk.Uint8()
-		}
-	}
-	for _, key := range []string{"prior_mu", "prior_var"} {
-		s, ok := f.Metadata[key]
-		if !ok {
-			return nil, wrap(fmt.Errorf("metadata %s missing", key))
-		}
-		v, err := parsePrior(key, s, pp)
-		if err != nil {
-			return nil, wrap(err)
-		}
-		if key == "prior_mu" {
-			po.PriorMu = v
-		} else {
-			po.PriorVar = v
-		}
+	if po.PriorMu, po.PriorVar, err = priors(f.Metadata, pp); err != nil {
+		return nil, wrap(err)
 	}
 	if err := po.Validate(); err != nil {
 		return nil, wrap(err)
 	}
 	return po, nil
+}
+
+// posteriorTensor is f's tensor name, which must have dtype dt, rank rank
+// and the bytes of its shape.
+func posteriorTensor(f *safetensors.File, name string, dt safetensors.DType, rank int) (*safetensors.Tensor, error) {
+	t, ok := f.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("tensor %s missing", name)
+	}
+	if t.DType != dt {
+		return nil, fmt.Errorf("tensor %s: dtype %s, want %s", name, t.DType, dt)
+	}
+	if len(t.Shape) != rank {
+		return nil, fmt.Errorf("tensor %s: shape %v, want rank %d", name, t.Shape, rank)
+	}
+	if err := checkBytes(t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// posteriorTensors are f's tensors mu, logvar and alpha, in that order,
+// then checked against mu's shape [M N P]: logvar [M N P], alpha [M N].
+func posteriorTensors(f *safetensors.File) (mu, lv, al *safetensors.Tensor, err error) {
+	if mu, err = posteriorTensor(f, "mu", safetensors.F32, 3); err != nil {
+		return nil, nil, nil, err
+	}
+	if lv, err = posteriorTensor(f, "logvar", safetensors.F32, 3); err != nil {
+		return nil, nil, nil, err
+	}
+	if al, err = posteriorTensor(f, "alpha", safetensors.F32, 2); err != nil {
+		return nil, nil, nil, err
+	}
+	m, n, pp := mu.Shape[0], mu.Shape[1], mu.Shape[2]
+	if lv.Shape[0] != m || lv.Shape[1] != n || lv.Shape[2] != pp {
+		return nil, nil, nil, fmt.Errorf("tensor logvar: shape %v, want mu's shape %v", lv.Shape, mu.Shape)
+	}
+	if al.Shape[0] != m || al.Shape[1] != n {
+		return nil, nil, nil, fmt.Errorf("tensor alpha: shape %v, want [%d %d] (M, N of mu)", al.Shape, m, n)
+	}
+	return mu, lv, al, nil
+}
+
+// attentionMask is f's optional attention mask (nil: none), U8 or BOOL of
+// shape [m n]; a file with the legacy mask is an error. With alias, the mask
+// aliases f's data.
+func attentionMask(f *safetensors.File, m, n int, alias bool) ([]uint8, error) {
+	if _, ok := f.Get(legacyMaskTensor); ok {
+		return nil, fmt.Errorf("tensor %s: the file uses the old mask convention (1 = padding component); the format now stores %s "+
+			"(1 = real component, Hugging Face's convention): re-export the posteriors from the model", legacyMaskTensor, AttentionMaskTensor)
+	}
+	mk, ok := f.Get(AttentionMaskTensor)
+	if !ok {
+		return nil, nil
+	}
+	if mk.DType != safetensors.U8 && mk.DType != safetensors.BOOL {
+		return nil, fmt.Errorf("tensor %s: dtype %s, want U8", AttentionMaskTensor, mk.DType)
+	}
+	if len(mk.Shape) != 2 || mk.Shape[0] != m || mk.Shape[1] != n {
+		return nil, fmt.Errorf("tensor %s: shape %v, want [%d %d]", AttentionMaskTensor, mk.Shape, m, n)
+	}
+	if err := checkBytes(mk); err != nil {
+		return nil, err
+	}
+	if alias && len(mk.Data) > 0 {
+		return mk.Data, nil // one byte per value: U8 and BOOL alike
+	}
+	v, _ := mk.Uint8()
+	return v, nil
+}
+
+// priors are the metadata prior_mu and prior_var (in that order), each P
+// numbers.
+func priors(meta map[string]string, p int) (mu, v []float64, err error) {
+	for _, key := range []string{"prior_mu", "prior_var"} {
+		s, ok := meta[key]
+		if !ok {
+			return nil, nil, fmt.Errorf("metadata %s missing", key)
+		}
+		x, err := parsePrior(key, s, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if key == "prior_mu" {
+			mu = x
+		} else {
+			v = x
+		}
+	}
+	return mu, v, nil
 }
 
 // checkBytes checks that t's data holds exactly the elements of its shape

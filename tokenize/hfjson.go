@@ -174,54 +174,12 @@ func parsePostProcessor(raw json.RawMessage, vocab map[string]int, known idSet) 
 	}
 	switch c.Type {
 	case "BertProcessing", "RobertaProcessing":
-		cls, err := specialID(c.Cls, vocab, known, "cls")
-		if err != nil {
-			return nil, nil, err
-		}
-		sep, err := specialID(c.Sep, vocab, known, "sep")
-		if err != nil {
-			return nil, nil, err
-		}
-		if c.Type == "BertProcessing" {
-			s, p := bertTemplate(cls, sep)
-			return s, p, nil
-		}
-		s, p := robertaTemplate(cls, sep)
-		return s, p, nil
+		return parseClsSepProcessor(&c, vocab, known)
 	case "TemplateProcessing":
-		conv := func(items []map[string]hfTemplateItem, name string) ([]piece, error) {
-			var out []piece
-			for i, it := range items {
-				if sp, ok := it["SpecialToken"]; ok {
-					st, ok := c.SpecialTokens[sp.ID]
-					if !ok || len(st.IDs) == 0 {
-						return nil, fmt.Errorf("post_processor %s[%d]: special token %s has no ids", name, i, excerpt.Quote(sp.ID))
-					}
-					for _, id := range st.IDs {
-						if !known(id) {
-							return nil, fmt.Errorf("post_processor %s[%d]: special token %s id %d is not in the vocabulary", name, i, excerpt.Quote(sp.ID), id)
-						}
-						out = append(out, piece{special: id, seq: -1, typeID: sp.TypeID})
-					}
-				} else if sq, ok := it["Sequence"]; ok {
-					if sq.ID != "A" && sq.ID != "B" {
-						return nil, fmt.Errorf("post_processor %s[%d]: sequence id %s (want A or B)", name, i, excerpt.Quote(sq.ID))
-					}
-					seq := 0
-					if sq.ID == "B" {
-						seq = 1
-					}
-					out = append(out, piece{special: -1, seq: seq, typeID: sq.TypeID})
-				} else {
-					return nil, fmt.Errorf("post_processor %s[%d]: neither SpecialToken nor Sequence", name, i)
-				}
-			}
-			return out, nil
-		}
-		if single, err = conv(c.Single, "single"); err != nil {
+		if single, err = templatePieces(&c, c.Single, "single", known); err != nil {
 			return nil, nil, err
 		}
-		if pair, err = conv(c.Pair, "pair"); err != nil {
+		if pair, err = templatePieces(&c, c.Pair, "pair", known); err != nil {
 			return nil, nil, err
 		}
 		return single, pair, nil
@@ -229,20 +187,77 @@ func parsePostProcessor(raw json.RawMessage, vocab map[string]int, known idSet) 
 		s, p := plainTemplate()
 		return s, p, nil
 	case "Sequence":
-		// e.g. [ByteLevel, TemplateProcessing]: the last one that adds specials wins.
-		single, pair = plainTemplate()
-		for i, sub := range c.Processors {
-			s, p, err := parsePostProcessor(sub, vocab, known)
-			if err != nil {
-				return nil, nil, fmt.Errorf("post_processor sequence item %d: %w", i, err)
-			}
-			if len(s) > 1 || len(p) > 2 {
-				single, pair = s, p
-			}
-		}
-		return single, pair, nil
+		return parseSequenceProcessor(&c, vocab, known)
 	}
 	return nil, nil, fmt.Errorf("post_processor type %q is not supported (BertProcessing, RobertaProcessing, TemplateProcessing, ByteLevel, Sequence)", c.Type)
+}
+
+// parseClsSepProcessor is the template of a BertProcessing or RobertaProcessing c: its cls,
+// then its sep.
+func parseClsSepProcessor(c *hfComponent, vocab map[string]int, known idSet) (single, pair []piece, err error) {
+	cls, err := specialID(c.Cls, vocab, known, "cls")
+	if err != nil {
+		return nil, nil, err
+	}
+	sep, err := specialID(c.Sep, vocab, known, "sep")
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.Type == "BertProcessing" {
+		s, p := bertTemplate(cls, sep)
+		return s, p, nil
+	}
+	s, p := robertaTemplate(cls, sep)
+	return s, p, nil
+}
+
+// templatePieces is the template items (c's single or pair, named name in errors) of a
+// TemplateProcessing c as pieces: each special token's ids, which must be known, or a
+// sequence A or B.
+func templatePieces(c *hfComponent, items []map[string]hfTemplateItem, name string, known idSet) ([]piece, error) {
+	var out []piece
+	for i, it := range items {
+		if sp, ok := it["SpecialToken"]; ok {
+			st, ok := c.SpecialTokens[sp.ID]
+			if !ok || len(st.IDs) == 0 {
+				return nil, fmt.Errorf("post_processor %s[%d]: special token %s has no ids", name, i, excerpt.Quote(sp.ID))
+			}
+			for _, id := range st.IDs {
+				if !known(id) {
+					return nil, fmt.Errorf("post_processor %s[%d]: special token %s id %d is not in the vocabulary", name, i, excerpt.Quote(sp.ID), id)
+				}
+				out = append(out, piece{special: id, seq: -1, typeID: sp.TypeID})
+			}
+		} else if sq, ok := it["Sequence"]; ok {
+			if sq.ID != "A" && sq.ID != "B" {
+				return nil, fmt.Errorf("post_processor %s[%d]: sequence id %s (want A or B)", name, i, excerpt.Quote(sq.ID))
+			}
+			seq := 0
+			if sq.ID == "B" {
+				seq = 1
+			}
+			out = append(out, piece{special: -1, seq: seq, typeID: sq.TypeID})
+		} else {
+			return nil, fmt.Errorf("post_processor %s[%d]: neither SpecialToken nor Sequence", name, i)
+		}
+	}
+	return out, nil
+}
+
+// parseSequenceProcessor is the template of a Sequence c (e.g. [ByteLevel,
+// TemplateProcessing]): the last of its processors that adds specials wins.
+func parseSequenceProcessor(c *hfComponent, vocab map[string]int, known idSet) (single, pair []piece, err error) {
+	single, pair = plainTemplate()
+	for i, sub := range c.Processors {
+		s, p, err := parsePostProcessor(sub, vocab, known)
+		if err != nil {
+			return nil, nil, fmt.Errorf("post_processor sequence item %d: %w", i, err)
+		}
+		if len(s) > 1 || len(p) > 2 {
+			single, pair = s, p
+		}
+	}
+	return single, pair, nil
 }
 
 // LoadTokenizerJSON builds a tokenizer from a Hugging Face tokenizer.json holding a WordPiece
@@ -266,17 +281,7 @@ func parseTokenizerJSON(data []byte, path string) (*subword, error) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
-	vocab := cfg.Model.Vocab
-	if len(vocab) == 0 {
-		return nil, fmt.Errorf("tokenizer %s: model.vocab is empty", path)
-	}
-	for _, at := range cfg.AddedTokens {
-		if v, ok := vocab[at.Content]; ok && v != at.ID {
-			return nil, fmt.Errorf("tokenizer %s: added token %s has id %d but the model vocabulary says %d", path, excerpt.Quote(at.Content), at.ID, v)
-		}
-		vocab[at.Content] = at.ID
-	}
-	inv, err := inverse("tokenizer "+path, vocab)
+	vocab, inv, err := readVocab(&cfg, path)
 	if err != nil {
 		return nil, err
 	}
@@ -288,72 +293,118 @@ func parseTokenizerJSON(data []byte, path string) (*subword, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
-	mtype := cfg.Model.Type
-	if mtype == "" { // older files omit it
-		if cfg.Model.Merges != nil {
-			mtype = "BPE"
-		} else {
-			mtype = "WordPiece"
-		}
-	}
+	mtype := modelType(&cfg)
 	switch {
 	case mtype == "WordPiece" && preKind == "bert":
-		var nrm bertNorm
-		if err := parseNormalizer(cfg.Normalizer, &nrm); err != nil {
-			return nil, fmt.Errorf("tokenizer %s: %w", path, err)
-		}
-		unk, prefix, maxChars := "[UNK]", "##", 100
-		if cfg.Model.UnkToken != nil {
-			unk = *cfg.Model.UnkToken
-		}
-		if cfg.Model.ContinuingSubwordPrefix != nil {
-			prefix = *cfg.Model.ContinuingSubwordPrefix
-		}
-		if cfg.Model.MaxInputCharsPerWord != nil {
-			maxChars = *cfg.Model.MaxInputCharsPerWord
-		}
-		return newWordPiece(path, vocab, unk, prefix, maxChars, nrm, single, pair)
+		return wordPieceFromJSON(&cfg, path, vocab, single, pair)
 	case mtype == "BPE" && preKind == "bytelevel":
-		if !isNull(cfg.Normalizer) {
-			return nil, fmt.Errorf("tokenizer %s: a normalizer with a byte-level BPE model is not supported", path)
-		}
-		if cfg.Model.Dropout != nil && *cfg.Model.Dropout > 0 {
-			return nil, fmt.Errorf("tokenizer %s: BPE dropout %g is not supported", path, *cfg.Model.Dropout)
-		}
-		if (cfg.Model.ContinuingSubwordPrefix != nil && *cfg.Model.ContinuingSubwordPrefix != "") ||
-			(cfg.Model.EndOfWordSuffix != nil && *cfg.Model.EndOfWordSuffix != "") {
-			return nil, fmt.Errorf("tokenizer %s: BPE continuing_subword_prefix / end_of_word_suffix are not supported", path)
-		}
-		var merges []string
-		var raw []any
-		if err := json.Unmarshal(cfg.Model.Merges, &raw); err != nil {
-			return nil, fmt.Errorf("tokenizer %s: model.merges: %w", path, err)
-		}
-		for i, m := range raw {
-			switch v := m.(type) {
-			case string:
-				if len(strings.Split(v, " ")) != 2 {
-					return nil, fmt.Errorf("tokenizer %s: merge %d %s: want two space-separated tokens", path, i, excerpt.Quote(v))
-				}
-				merges = append(merges, v)
-			case []any:
-				var a, b string
-				ok := len(v) == 2
-				if ok {
-					a, ok = v[0].(string)
-				}
-				if ok {
-					b, ok = v[1].(string)
-				}
-				if !ok || strings.Contains(a, " ") || strings.Contains(b, " ") {
-					return nil, fmt.Errorf("tokenizer %s: merge %d: want [a, b] (two strings without spaces), got %.80v", path, i, v)
-				}
-				merges = append(merges, a+" "+b)
-			default:
-				return nil, fmt.Errorf("tokenizer %s: merge %d: unexpected %T", path, i, m)
-			}
-		}
-		return newByteLevelBPE(path, vocab, merges, cfg.Model.UnkToken, addPrefix, single, pair)
+		return byteLevelBPEFromJSON(&cfg, path, vocab, addPrefix, single, pair)
 	}
 	return nil, fmt.Errorf("tokenizer %s: model %q with pre-tokenizer %q is not supported (WordPiece+BertPreTokenizer, BPE+ByteLevel)", path, mtype, preKind)
+}
+
+// readVocab is the model's vocabulary, which must not be empty, extended by the added
+// tokens (each must agree with the model's id of its content, if any), and its inverse.
+func readVocab(cfg *hfJSON, path string) (map[string]int, []string, error) {
+	vocab := cfg.Model.Vocab
+	if len(vocab) == 0 {
+		return nil, nil, fmt.Errorf("tokenizer %s: model.vocab is empty", path)
+	}
+	for _, at := range cfg.AddedTokens {
+		if v, ok := vocab[at.Content]; ok && v != at.ID {
+			return nil, nil, fmt.Errorf("tokenizer %s: added token %s has id %d but the model vocabulary says %d", path, excerpt.Quote(at.Content), at.ID, v)
+		}
+		vocab[at.Content] = at.ID
+	}
+	inv, err := inverse("tokenizer "+path, vocab)
+	if err != nil {
+		return nil, nil, err
+	}
+	return vocab, inv, nil
+}
+
+// modelType is the model's type; older files omit it: BPE when they have merges, else
+// WordPiece.
+func modelType(cfg *hfJSON) string {
+	if cfg.Model.Type != "" {
+		return cfg.Model.Type
+	}
+	if cfg.Model.Merges != nil {
+		return "BPE"
+	}
+	return "WordPiece"
+}
+
+// wordPieceFromJSON is the WordPiece tokenizer of cfg: its BERT normalizer, and the
+// model's unknown token, continuing-subword prefix and longest word, with BERT's defaults.
+func wordPieceFromJSON(cfg *hfJSON, path string, vocab map[string]int, single, pair []piece) (*subword, error) {
+	var nrm bertNorm
+	if err := parseNormalizer(cfg.Normalizer, &nrm); err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	unk, prefix, maxChars := "[UNK]", "##", 100
+	if cfg.Model.UnkToken != nil {
+		unk = *cfg.Model.UnkToken
+	}
+	if cfg.Model.ContinuingSubwordPrefix != nil {
+		prefix = *cfg.Model.ContinuingSubwordPrefix
+	}
+	if cfg.Model.MaxInputCharsPerWord != nil {
+		maxChars = *cfg.Model.MaxInputCharsPerWord
+	}
+	return newWordPiece(path, vocab, unk, prefix, maxChars, nrm, single, pair)
+}
+
+// byteLevelBPEFromJSON is the byte-level BPE tokenizer of cfg, which has no normalizer,
+// no dropout, no continuing-subword prefix and no end-of-word suffix.
+func byteLevelBPEFromJSON(cfg *hfJSON, path string, vocab map[string]int, addPrefix bool, single, pair []piece) (*subword, error) {
+	if !isNull(cfg.Normalizer) {
+		return nil, fmt.Errorf("tokenizer %s: a normalizer with a byte-level BPE model is not supported", path)
+	}
+	if cfg.Model.Dropout != nil && *cfg.Model.Dropout > 0 {
+		return nil, fmt.Errorf("tokenizer %s: BPE dropout %g is not supported", path, *cfg.Model.Dropout)
+	}
+	if (cfg.Model.ContinuingSubwordPrefix != nil && *cfg.Model.ContinuingSubwordPrefix != "") ||
+		(cfg.Model.EndOfWordSuffix != nil && *cfg.Model.EndOfWordSuffix != "") {
+		return nil, fmt.Errorf("tokenizer %s: BPE continuing_subword_prefix / end_of_word_suffix are not supported", path)
+	}
+	merges, err := parseMerges(cfg.Model.Merges, path)
+	if err != nil {
+		return nil, err
+	}
+	return newByteLevelBPE(path, vocab, merges, cfg.Model.UnkToken, addPrefix, single, pair)
+}
+
+// parseMerges is model.merges, each "a b" or ["a", "b"], as "a b".
+func parseMerges(data json.RawMessage, path string) ([]string, error) {
+	var merges []string
+	var raw []any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("tokenizer %s: model.merges: %w", path, err)
+	}
+	for i, m := range raw {
+		switch v := m.(type) {
+		case string:
+			if len(strings.Split(v, " ")) != 2 {
+				return nil, fmt.Errorf("tokenizer %s: merge %d %s: want two space-separated tokens", path, i, excerpt.Quote(v))
+			}
+			merges = append(merges, v)
+		case []any:
+			var a, b string
+			ok := len(v) == 2
+			if ok {
+				a, ok = v[0].(string)
+			}
+			if ok {
+				b, ok = v[1].(string)
+			}
+			if !ok || strings.Contains(a, " ") || strings.Contains(b, " ") {
+				return nil, fmt.Errorf("tokenizer %s: merge %d: want [a, b] (two strings without spaces), got %.80v", path, i, v)
+			}
+			merges = append(merges, a+" "+b)
+		default:
+			return nil, fmt.Errorf("tokenizer %s: merge %d: unexpected %T", path, i, m)
+		}
+	}
+	return merges, nil
 }

@@ -198,6 +198,20 @@ func (c Config) Validate() error {
 	if c.ModelType != ModelType {
 		bad("model_type %q, want %q", c.ModelType, ModelType)
 	}
+	c.checkFeatureEncoder(bad)
+	c.checkActivations(bad)
+	c.checkTransformer(bad)
+	c.checkRegularization(bad)
+	c.checkMasking(bad)
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkFeatureEncoder reports to bad the problems of the conv layers
+// (their number, then each size, kernel and stride) and of feat_extract_norm.
+func (c Config) checkFeatureEncoder(bad func(format string, a ...any)) {
 	n := len(c.ConvDim)
 	if n == 0 {
 		bad("conv_dim is empty: the feature encoder needs at least one conv layer")
@@ -223,11 +237,21 @@ func (c Config) Validate() error {
 	if c.FeatExtractNorm != NormGroup && c.FeatExtractNorm != NormLayer {
 		bad("feat_extract_norm %q, want %q or %q", c.FeatExtractNorm, NormGroup, NormLayer)
 	}
+}
+
+// checkActivations reports to bad an activation other than "gelu".
+func (c Config) checkActivations(bad func(format string, a ...any)) {
 	for _, a := range []struct{ key, v string }{{"feat_extract_activation", c.FeatExtractActivation}, {"hidden_act", c.HiddenAct}} {
 		if a.v != "gelu" {
 			bad("%s %q not supported (only the erf form \"gelu\")", a.key, a.v)
 		}
 	}
+}
+
+// checkTransformer reports to bad the problems of the transformer's sizes
+// (each positive, the hidden size divisible by the heads and the
+// positional conv's groups) and of layer_norm_eps.
+func (c Config) checkTransformer(bad func(format string, a ...any)) {
 	for _, p := range []struct {
 		key string
 		v   int
@@ -247,6 +271,11 @@ func (c Config) Validate() error {
 	if !(c.LayerNormEps > 0) {
 		bad("layer_norm_eps = %g, must be > 0", c.LayerNormEps)
 	}
+}
+
+// checkRegularization reports to bad a dropout outside [0, 1) and a
+// non-positive initializer_range.
+func (c Config) checkRegularization(bad func(format string, a ...any)) {
 	for _, p := range []struct {
 		key string
 		v   float64
@@ -259,6 +288,12 @@ func (c Config) Validate() error {
 	if !(c.InitializerRange > 0) {
 		bad("initializer_range = %g, must be > 0", c.InitializerRange)
 	}
+}
+
+// checkMasking reports to bad the problems of the time and feature masks
+// (probability, span length, fewest masks) and a feature span longer than
+// the hidden size.
+func (c Config) checkMasking(bad func(format string, a ...any)) {
 	for _, p := range []struct {
 		key              string
 		prob             float64
@@ -279,10 +314,6 @@ func (c Config) Validate() error {
 	if c.maskFeatures() && c.MaskFeatureLength > c.HiddenSize {
 		bad("mask_feature_length = %d longer than hidden_size %d", c.MaskFeatureLength, c.HiddenSize)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("config: %w", errors.Join(errs...))
-	}
-	return nil
 }
 
 // JSON returns the config as an HF-style config.json (indented) with

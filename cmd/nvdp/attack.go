@@ -178,6 +178,8 @@ type candidate struct {
 	result attack.PairResult
 }
 
+// runDistinguish checks the flags, loads the model and the posteriors the
+// pair needs, attacks each candidate pair and writes the report.
 func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 	kind, err := f.kind(cmd)
 	if err != nil {
@@ -193,31 +195,9 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 	defer cancel()
 	prog := newProgress(cmd, f.noProgress)
 	rep := &attack.DistinguishReport{Attack: attack.AttackDistinguish}
-	var r *release.Releaser
-	if f.model != "" {
-		if r, err = release.Load(f.model); err != nil {
-			return fmt.Errorf("--model: %w", err)
-		}
-		if err := r.SetDelta(f.opt.Delta); err != nil {
-			return fmt.Errorf("--delta: %w", err)
-		}
-		info := r.Model()
-		rep.Model, rep.Task, rep.Variant, rep.Certified = f.model, info.Task, info.Variant, r.Guarantee()
-	}
-	var file *privacy.Posteriors
-	if kind != attack.PairTexts && (kind != attack.PairWitness || f.posteriors != "") {
-		if file, err = f.readPosteriors(r); err != nil {
-			return err
-		}
-		rep.Posteriors = f.posteriors
-		if f.posteriors == "" {
-			rep.Split = f.split
-		}
-		if rep.Certified == nil {
-			if rep.Certified, err = fileGuarantee(file, rep.Posteriors, f.opt.Delta); err != nil {
-				return err
-			}
-		}
+	r, file, err := f.load(kind, rep)
+	if err != nil {
+		return err
 	}
 	cands, err := f.candidates(ctx, kind, r, file, pi, pj, prog)
 	if err != nil {
@@ -225,6 +205,50 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 	}
 	opt := f.opt
 	opt.Progress = prog
+	if err := distinguishPairs(ctx, rep, cands, opt); err != nil {
+		return err
+	}
+	return f.write(cmd, rep)
+}
+
+// load loads --model (nil without it) and, unless the pair needs none, the
+// posteriors of the pairs, recording in rep the model, the posteriors'
+// source and the certified guarantee (the model's, else the file's).
+func (f *distinguishFlags) load(kind string, rep *attack.DistinguishReport) (*release.Releaser, *privacy.Posteriors, error) {
+	var r *release.Releaser
+	var err error
+	if f.model != "" {
+		if r, err = release.Load(f.model); err != nil {
+			return nil, nil, fmt.Errorf("--model: %w", err)
+		}
+		if err := r.SetDelta(f.opt.Delta); err != nil {
+			return nil, nil, fmt.Errorf("--delta: %w", err)
+		}
+		info := r.Model()
+		rep.Model, rep.Task, rep.Variant, rep.Certified = f.model, info.Task, info.Variant, r.Guarantee()
+	}
+	if kind == attack.PairTexts || (kind == attack.PairWitness && f.posteriors == "") {
+		return r, nil, nil
+	}
+	file, err := f.readPosteriors(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.Posteriors = f.posteriors
+	if f.posteriors == "" {
+		rep.Split = f.split
+	}
+	if rep.Certified == nil {
+		if rep.Certified, err = fileGuarantee(file, rep.Posteriors, f.opt.Delta); err != nil {
+			return nil, nil, err
+		}
+	}
+	return r, file, nil
+}
+
+// distinguishPairs attacks each candidate pair with opt and appends its
+// result, set against the certified guarantee, to rep.Pairs.
+func distinguishPairs(ctx context.Context, rep *attack.DistinguishReport, cands []candidate, opt attack.DistinguishOptions) error {
 	for _, c := range cands {
 		if rep.Variant == nvib.ModelGaussian {
 			c.pair.Gaussian = true
@@ -241,10 +265,17 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 		c.result.Result = res
 		rep.Pairs = append(rep.Pairs, c.result)
 	}
+	return nil
+}
+
+// write writes the ROC figures (--plot-dir) and the JSON report (--out),
+// then prints the report on stdout (as JSON with --json).
+func (f *distinguishFlags) write(cmd *cobra.Command, rep *attack.DistinguishReport) error {
 	if f.plotDir != "" {
 		if err := os.MkdirAll(f.plotDir, 0o755); err != nil {
 			return fmt.Errorf("--plot-dir: %w", err)
 		}
+		var err error
 		if rep.Plots, err = report.PlotDistinguishROC(rep, filepath.Join(f.plotDir, "distinguish_roc")); err != nil {
 			return fmt.Errorf("--plot-dir: %w", err)
 		}

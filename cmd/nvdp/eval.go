@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"text/tabwriter"
 
@@ -23,12 +24,8 @@ type evalFlags struct {
 	dev                          deviceFlags
 }
 
-func newEvalCmd() *cobra.Command {
-	f := &evalFlags{}
-	cmd := &cobra.Command{
-		Use:   "eval --model DIR --split dev|test --out DIR",
-		Short: "Evaluate a trained model: metrics, GLUE predictions and the posterior file for the audit",
-		Long: `Run a model directory written by 'nvdp train' on a split.
+// evalLong is the Long help of `nvdp eval`.
+const evalLong = `Run a model directory written by 'nvdp train' on a split.
 
 Writes OUT/eval_<split>.json (GLUE metrics on labelled splits), the predictions in GLUE
 submission format (OUT/<TASK>.tsv for test, OUT/predictions_<split>.tsv otherwise) and,
@@ -41,61 +38,16 @@ overrides it): accuracy and macro-F1, OUT/predictions_<split>.tsv, and the poste
 with the frames as components (every utterance cropped or padded to the model's
 --max-seconds, N = F + 1).
 NVDP and gaussian models sample at evaluation (as the released code), from a generator
-seeded by --seed.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.dev.check(); err != nil {
-				return err
-			}
-			m, err := task.Open(f.model)
-			if err != nil {
-				return fmt.Errorf("--model: %w", err)
-			}
-			eo := f.options(cmd)
-			if m.Task.OnDevice() != nil {
-				if err := f.dev.refuseDevice(m.Task); err != nil {
-					return err
-				}
-			} else {
-				d, err := f.dev.open()
-				if err != nil {
-					return err
-				}
-				defer closeDevice(d)
-				eo.Device = d
-			}
-			ctx := cmd.Context() // nvdp eval catches no signal: one ends it at once
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			r, err := m.Task.Evaluate(ctx, m, eo)
-			if err != nil {
-				return flagError(err)
-			}
-			if f.jsonOut {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s %s (%s): %d examples\n", r.Task, r.Split, r.Variant, r.Examples)
-			names := make([]string, 0, len(r.Metrics))
-			for k := range r.Metrics {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			for _, k := range names {
-				fmt.Fprintf(w, "  %-22s %.4f\n", k, r.Metrics[k])
-			}
-			fmt.Fprintf(w, "predictions: %s\n", r.Predictions)
-			if r.Posteriors != "" {
-				fmt.Fprintf(w, "posteriors:  %s (%d components)\n", r.Posteriors, r.Components)
-			}
-			if r.Certified != nil {
-				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-				certifiedRows(func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }, r.Certified)
-				tw.Flush()
-			}
-			return nil
-		},
+seeded by --seed.`
+
+func newEvalCmd() *cobra.Command {
+	f := &evalFlags{}
+	cmd := &cobra.Command{
+		Use:   "eval --model DIR --split dev|test --out DIR",
+		Short: "Evaluate a trained model: metrics, GLUE predictions and the posterior file for the audit",
+		Long:  evalLong,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.model, "model", "", "model directory written by nvdp train (required)")
@@ -113,6 +65,67 @@ seeded by --seed.`,
 	f.dev.bind(fs)
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
+}
+
+// run evaluates --model on --split (on the device unless the task has no
+// GPU twin) and prints the result.
+func (f *evalFlags) run(cmd *cobra.Command) error {
+	if err := f.dev.check(); err != nil {
+		return err
+	}
+	m, err := task.Open(f.model)
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	eo := f.options(cmd)
+	if m.Task.OnDevice() != nil {
+		if err := f.dev.refuseDevice(m.Task); err != nil {
+			return err
+		}
+	} else {
+		d, err := f.dev.open()
+		if err != nil {
+			return err
+		}
+		defer closeDevice(d)
+		eo.Device = d
+	}
+	ctx := cmd.Context() // nvdp eval catches no signal: one ends it at once
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r, err := m.Task.Evaluate(ctx, m, eo)
+	if err != nil {
+		return flagError(err)
+	}
+	if f.jsonOut {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+	}
+	printEval(cmd.OutOrStdout(), r)
+	return nil
+}
+
+// printEval prints the summary of an evaluation: its metrics, files and
+// certified guarantee.
+func printEval(w io.Writer, r *train.EvalResult) {
+	fmt.Fprintf(w, "%s %s (%s): %d examples\n", r.Task, r.Split, r.Variant, r.Examples)
+	names := make([]string, 0, len(r.Metrics))
+	for k := range r.Metrics {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(w, "  %-22s %.4f\n", k, r.Metrics[k])
+	}
+	fmt.Fprintf(w, "predictions: %s\n", r.Predictions)
+	if r.Posteriors != "" {
+		fmt.Fprintf(w, "posteriors:  %s (%d components)\n", r.Posteriors, r.Components)
+	}
+	if r.Certified != nil {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		certifiedRows(func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }, r.Certified)
+		tw.Flush()
+	}
 }
 
 // options are the evaluation options of the flags; task.EvalOptions.Given

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -13,14 +14,16 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func newPretrainCmd() *cobra.Command {
-	o := new(mlm.DefaultOptions())
-	var noProgress, jsonOut bool
-	var initFrom string
-	cmd := &cobra.Command{
-		Use:   "pretrain --corpus FILE_OR_DIR --config bert-tiny|bert-mini --vocab FILE --steps N --out DIR",
-		Short: "Pretrain a BERT encoder with masked-language modelling on your own text",
-		Long: `Pretrain a BERT encoder (from scratch, or from a checkpoint with --init-from) with the
+// pretrainFlags are the flags of `nvdp pretrain`: the pretraining options,
+// --init-from and the session's.
+type pretrainFlags struct {
+	o                   *mlm.Options
+	initFrom            string
+	noProgress, jsonOut bool
+}
+
+// pretrainLong is the Long help of `nvdp pretrain`.
+const pretrainLong = `Pretrain a BERT encoder (from scratch, or from a checkpoint with --init-from) with the
 masked-language-model objective (BERT §3.1): a fraction --mask-prob of the tokens predicted
 (80% [MASK], 10% random token, 10% unchanged; --whole-word masks all pieces of a word),
 consecutive lines packed into [CLS] A [SEP] B [SEP] sequences of up to --seq tokens, AdamW
@@ -37,47 +40,25 @@ a checkpoint (--resume continues with the saved options, of which --steps, --sav
 --eval-every may change; Ctrl-C or SIGTERM stops after the current step with a checkpoint).
 
 --init-from hf:DIR (or a hub name) starts from an existing BERT checkpoint instead of a random
-initialisation: continued, domain-adaptive pretraining on your text. docs/pretraining.md.`,
+initialisation: continued, domain-adaptive pretraining on your text. docs/pretraining.md.`
+
+func newPretrainCmd() *cobra.Command {
+	pf := &pretrainFlags{o: new(mlm.DefaultOptions())}
+	o := pf.o
+	cmd := &cobra.Command{
+		Use:   "pretrain --corpus FILE_OR_DIR --config bert-tiny|bert-mini --vocab FILE --steps N --out DIR",
+		Short: "Pretrain a BERT encoder with masked-language modelling on your own text",
+		Long:  pretrainLong,
 		Example: `  nvdp pretrain --corpus glue:../shared/data/glue --config bert-mini \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --steps 2000 --out runs/mini-mlm
   nvdp train --task rte --encoder hf:runs/mini-mlm ...`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			report := newProgress(cmd, noProgress)
-			run, err := pretrainOptions(cmd, o, initFrom, report)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := signalContext(cmd, stopTraining)
-			defer cancel()
-			r, err := mlm.Run(ctx, run, report)
-			if err != nil {
-				return resumeHint(flagError(err), "nvdp pretrain --resume --out "+o.Out)
-			}
-			if jsonOut {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
-			}
-			w := cmd.OutOrStdout()
-			status := "finished"
-			if r.StoppedEarly {
-				status = "stopped (resume with --resume)"
-			}
-			fmt.Fprintf(w, "pretrain %s: %s after %d steps (%.2f epochs, %.0f s, backend %s)\n", r.Config, status, r.Steps, r.Epochs, r.ElapsedS, r.Backend)
-			if r.InitialHeldOut != nil {
-				fmt.Fprintf(w, "held-out MLM loss %.4f -> %.4f, masked-token accuracy %.4f -> %.4f (%d masked tokens)\n",
-					r.InitialHeldOut.Loss, r.FinalHeldOut.Loss, r.InitialHeldOut.MaskedAcc, r.FinalHeldOut.MaskedAcc, r.FinalHeldOut.MaskedTokens)
-			} else {
-				fmt.Fprintf(w, "held-out MLM loss %.4f, masked-token accuracy %.4f (%d masked tokens)\n",
-					r.FinalHeldOut.Loss, r.FinalHeldOut.MaskedAcc, r.FinalHeldOut.MaskedTokens)
-			}
-			fmt.Fprintf(w, "model in %s (use --encoder hf:%s)\n", r.Out, r.Out)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return pf.run(cmd) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Corpus, "corpus", o.Corpus, "text file, directory of .txt files, or GLUE directory (glue:DIR); GLUE dev is never used")
 	f.StringVar(&o.Config, "config", o.Config, "model preset ("+strings.Join(encoder.PresetNames(), ", ")+") or a config.json path")
-	f.StringVar(&initFrom, "init-from", "", "continue pretraining from a checkpoint: hf:DIR or hf:owner/name (downloaded); its config and, unless --vocab, its tokenizer")
+	f.StringVar(&pf.initFrom, "init-from", "", "continue pretraining from a checkpoint: hf:DIR or hf:owner/name (downloaded); its config and, unless --vocab, its tokenizer")
 	f.StringVar(&o.Vocab, "vocab", os.Getenv("NVDP_VOCAB"), "WordPiece vocabulary (vocab.txt, tokenizer.json or a directory; $NVDP_VOCAB)")
 	f.IntVar(&o.Seq, "seq", o.Seq, fmt.Sprintf("maximum sequence length in tokens (>= %d)", mlm.MinSeq))
 	f.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "sequences per optimizer step")
@@ -96,9 +77,46 @@ initialisation: continued, domain-adaptive pretraining on your text. docs/pretra
 	autoIntVar(f, &o.EvalEvery, "eval-every", "evaluate the held-out slice every K steps (auto: steps/20; 0: only when the run ends or stops)")
 	f.BoolVar(&o.Resume, "resume", o.Resume, "continue the run in --out from its checkpoint with the saved options (--steps, --save-every, --eval-every may change)")
 	f.IntVar(&o.StopAfterSteps, "stop-after-steps", o.StopAfterSteps, "stop with a checkpoint after K steps in total (resumable)")
-	f.BoolVar(&noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
-	f.BoolVar(&jsonOut, "json", false, "print the summary as JSON on stdout")
+	f.BoolVar(&pf.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
+	f.BoolVar(&pf.jsonOut, "json", false, "print the summary as JSON on stdout")
 	return cmd
+}
+
+// run checks the options, pretrains and prints the summary.
+func (pf *pretrainFlags) run(cmd *cobra.Command) error {
+	report := newProgress(cmd, pf.noProgress)
+	run, err := pretrainOptions(cmd, pf.o, pf.initFrom, report)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext(cmd, stopTraining)
+	defer cancel()
+	r, err := mlm.Run(ctx, run, report)
+	if err != nil {
+		return resumeHint(flagError(err), "nvdp pretrain --resume --out "+pf.o.Out)
+	}
+	if pf.jsonOut {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+	}
+	printPretrain(cmd.OutOrStdout(), r)
+	return nil
+}
+
+// printPretrain prints the summary of a pretraining run.
+func printPretrain(w io.Writer, r *mlm.Result) {
+	status := "finished"
+	if r.StoppedEarly {
+		status = "stopped (resume with --resume)"
+	}
+	fmt.Fprintf(w, "pretrain %s: %s after %d steps (%.2f epochs, %.0f s, backend %s)\n", r.Config, status, r.Steps, r.Epochs, r.ElapsedS, r.Backend)
+	if r.InitialHeldOut != nil {
+		fmt.Fprintf(w, "held-out MLM loss %.4f -> %.4f, masked-token accuracy %.4f -> %.4f (%d masked tokens)\n",
+			r.InitialHeldOut.Loss, r.FinalHeldOut.Loss, r.InitialHeldOut.MaskedAcc, r.FinalHeldOut.MaskedAcc, r.FinalHeldOut.MaskedTokens)
+	} else {
+		fmt.Fprintf(w, "held-out MLM loss %.4f, masked-token accuracy %.4f (%d masked tokens)\n",
+			r.FinalHeldOut.Loss, r.FinalHeldOut.MaskedAcc, r.FinalHeldOut.MaskedTokens)
+	}
+	fmt.Fprintf(w, "model in %s (use --encoder hf:%s)\n", r.Out, r.Out)
 }
 
 // resumeFlags are the flags a resumed pretraining run takes: the options a

@@ -17,13 +17,14 @@ var reportWriters = map[string]func(io.Writer, *report.Tables) error{
 	"md": report.WriteMarkdown, "markdown": report.WriteMarkdown, "csv": report.WriteCSV, "json": report.WriteJSON,
 }
 
-func newReportCmd() *cobra.Command {
-	var format, out, plotsDir, attacks string
-	var plots bool
-	cmd := &cobra.Command{
-		Use:   "report DIR [--format md|csv|json] [--plots]",
-		Short: "Paper-style tables (and plots) of a sweep directory",
-		Long: `Reads every report.json under DIR (an 'nvdp sweep' directory, or any tree of 'nvdp run'
+// reportFlags are the flags of `nvdp report`.
+type reportFlags struct {
+	format, out, plotsDir, attacks string
+	plots                          bool
+}
+
+// reportLong is the Long help of `nvdp report`.
+const reportLong = `Reads every report.json under DIR (an 'nvdp sweep' directory, or any tree of 'nvdp run'
 outputs) and writes, per task, the table of the paper's Tables 3-5: rows model x lambda,
 columns the dev metric(s) x 100, the BDP eps_mu estimate and RD max / avg (empirical: over
 the audited pairs, not a guarantee), mean ± std over seeds, in every audit mode the cells
@@ -62,72 +63,100 @@ to the attacks' epsilon lower bounds against the certified epsilon
 and one line per model, attacker and metric; json: learned_attacks) and, with --plots, their
 scores against the certified epsilon next to the frontier, with the encoder-output reference,
 the chance level and, for the attribute's AUC, the certified bound (<task>_frontier_invert:
-token F1 and exact-token accuracy; <task>_frontier_attribute: AUC and accuracy).`,
+token F1 and exact-token accuracy; <task>_frontier_attribute: AUC and accuracy).`
+
+func newReportCmd() *cobra.Command {
+	f := &reportFlags{}
+	cmd := &cobra.Command{
+		Use:   "report DIR [--format md|csv|json] [--plots]",
+		Short: "Paper-style tables (and plots) of a sweep directory",
+		Long:  reportLong,
 		Example: `  nvdp report sweeps/glue --plots
   nvdp report sweeps/frontier --plots --plots-dir figs   # figs/<task>_frontier_certified.{png,svg}
   nvdp report sweeps/glue --format csv --out glue.csv`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if reportWriters[format] == nil { // before any work or file
-				return fmt.Errorf("--format %q: want md, csv or json", format)
-			}
-			dir := args[0]
-			cells, err := report.Load(dir)
-			if err != nil {
-				return err
-			}
-			sels := map[string]*sweep.CMuSelection{}
-			for _, c := range cells {
-				if _, ok := sels[c.Task]; ok {
-					continue
-				}
-				s, err := report.ReadSelection(dir, c.Task)
-				if err != nil {
-					return err
-				}
-				sels[c.Task] = s
-			}
-			t := report.Build(cells, sels)
-			if attacks == "" {
-				attacks = dir
-			}
-			reps, paths, err := report.LoadDistinguish(attacks)
-			if err != nil {
-				return fmt.Errorf("--attacks: %w", err)
-			}
-			t.Distinguish = report.DistinguishPoints(cells, reps, paths)
-			if t.Learned, err = report.LoadLearned(attacks, cells); err != nil {
-				return fmt.Errorf("--attacks: %w", err)
-			}
-			writeTables := func(w io.Writer) error { return reportWriters[format](w, t) }
-			if out == "" {
-				err = writeTables(cmd.OutOrStdout())
-			} else if err = os.MkdirAll(filepath.Dir(out), 0o755); err == nil {
-				err = atomicfile.Write(out, writeTables) // a failed write leaves no partial file
-			}
-			if err != nil {
-				return err
-			}
-			if plots {
-				if plotsDir == "" {
-					plotsDir = filepath.Join(dir, "plots")
-				}
-				files, err := report.WritePlots(t, plotsDir)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d plot files to %s\n", len(files), plotsDir)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args[0]) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&format, "format", "md", "table format: md | csv | json")
-	fs.StringVar(&out, "out", "", "write the tables to this file instead of stdout")
-	fs.BoolVar(&plots, "plots", false, "also write the figures (PNG and SVG)")
-	fs.StringVar(&plotsDir, "plots-dir", "", "directory of the figures (default DIR/plots)")
-	fs.StringVar(&attacks, "attacks", "", "directory with the attack reports to tabulate and plot (attack_distinguish*.json, attack_invert*.json, attack_attribute*.json; default DIR)")
+	fs.StringVar(&f.format, "format", "md", "table format: md | csv | json")
+	fs.StringVar(&f.out, "out", "", "write the tables to this file instead of stdout")
+	fs.BoolVar(&f.plots, "plots", false, "also write the figures (PNG and SVG)")
+	fs.StringVar(&f.plotsDir, "plots-dir", "", "directory of the figures (default DIR/plots)")
+	fs.StringVar(&f.attacks, "attacks", "", "directory with the attack reports to tabulate and plot (attack_distinguish*.json, attack_invert*.json, attack_attribute*.json; default DIR)")
 	return cmd
+}
+
+// run builds the tables of the sweep directory dir, writes them to --out
+// or stdout and, with --plots, the figures.
+func (f *reportFlags) run(cmd *cobra.Command, dir string) error {
+	if reportWriters[f.format] == nil { // before any work or file
+		return fmt.Errorf("--format %q: want md, csv or json", f.format)
+	}
+	t, err := f.tables(dir)
+	if err != nil {
+		return err
+	}
+	if err := f.writeTables(cmd.OutOrStdout(), t); err != nil {
+		return err
+	}
+	if !f.plots {
+		return nil
+	}
+	if f.plotsDir == "" {
+		f.plotsDir = filepath.Join(dir, "plots")
+	}
+	files, err := report.WritePlots(t, f.plotsDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d plot files to %s\n", len(files), f.plotsDir)
+	return nil
+}
+
+// tables loads the cells under dir with each task's C_mu selection, and the
+// attack reports under --attacks (default dir).
+func (f *reportFlags) tables(dir string) (*report.Tables, error) {
+	cells, err := report.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	sels := map[string]*sweep.CMuSelection{}
+	for _, c := range cells {
+		if _, ok := sels[c.Task]; ok {
+			continue
+		}
+		s, err := report.ReadSelection(dir, c.Task)
+		if err != nil {
+			return nil, err
+		}
+		sels[c.Task] = s
+	}
+	t := report.Build(cells, sels)
+	if f.attacks == "" {
+		f.attacks = dir
+	}
+	reps, paths, err := report.LoadDistinguish(f.attacks)
+	if err != nil {
+		return nil, fmt.Errorf("--attacks: %w", err)
+	}
+	t.Distinguish = report.DistinguishPoints(cells, reps, paths)
+	if t.Learned, err = report.LoadLearned(f.attacks, cells); err != nil {
+		return nil, fmt.Errorf("--attacks: %w", err)
+	}
+	return t, nil
+}
+
+// writeTables writes t in --format to --out (atomically: a failed write
+// leaves no partial file) or, without --out, to stdout.
+func (f *reportFlags) writeTables(stdout io.Writer, t *report.Tables) error {
+	write := func(w io.Writer) error { return reportWriters[f.format](w, t) }
+	if f.out == "" {
+		return write(stdout)
+	}
+	if err := os.MkdirAll(filepath.Dir(f.out), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(f.out, write)
 }
 
 func init() { rootCmd.AddCommand(newReportCmd()) }

@@ -10,20 +10,23 @@ import (
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
-func newRunCmd() *cobra.Command {
-	po := new(train.DefaultPipelineOptions())
-	var af *auditFlagValues
-	var noProgress, jsonOut, failOnCollapse bool
-	dv := new(dataFlagValues)
-	var dev deviceFlags
-	cmd := &cobra.Command{
-		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
-		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
-		Long: `The main job: 'nvdp train', then 'nvdp eval' of the best model on dev (utility), the
+// runCmdFlags are the flags of `nvdp run`: the pipeline's options, the
+// task's data and the device.
+type runCmdFlags struct {
+	po                                  *train.PipelineOptions
+	af                                  *auditFlagValues
+	noProgress, jsonOut, failOnCollapse bool
+	dv                                  *dataFlagValues
+	dev                                 deviceFlags
+}
+
+// runLong is the Long help of `nvdp run`.
+const runLong = `The main job: 'nvdp train', then 'nvdp eval' of the best model on dev (utility), the
 posterior file of --audit-split (dev by default; fixed length max-seq-len + 1) and the audit
 (principled Eq. rdp bound over all ordered pairs and BDP, or the reference mode), written to
 DIR/report.json and summarised on stdout. The baseline has no posterior: privacy is null.
@@ -36,77 +39,102 @@ encoder (--encoder scratch:small by default, or hf:DIR) on the corpus in --lid-d
 utterance cropped or zero-padded to --max-seconds, the NVIB posterior over the frames
 (N = F + 1), the same block, clipping, calibration and audit; utility (accuracy, macro-F1)
 on the test split, audit over the dev utterances (--pairs samples them). Defaults from the
-paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-up 0.1.`,
+paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-up 0.1.`
+
+func newRunCmd() *cobra.Command {
+	f := &runCmdFlags{po: new(train.DefaultPipelineOptions()), dv: new(dataFlagValues)}
+	po := f.po
+	cmd := &cobra.Command{
+		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
+		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
+		Long:  runLong,
 		Example: `  nvdp run --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			finishTrainFlags(cmd, &po.Train)
-			if err := dev.check(); err != nil {
-				return err
-			}
-			if err := af.finish(po); err != nil {
-				return err
-			}
-			setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
-			if err := po.Train.CheckTargetValues(); err != nil { // --target-epsilon 0 is an error, --skip-train or not
-				return flagError(err)
-			}
-			if po.SkipTrain && po.Train.HasTarget() {
-				return fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
-			}
-			t, err := runTask(&po.Train)
-			if err != nil {
-				return err
-			}
-			if err := dev.refuseDevice(t); err != nil {
-				return err
-			}
-			if po.Train.Resume { // as nvdp train --resume (issue 32)
-				if err := refuseResumeConflicts(cmd, &po.Train, dv); err != nil {
-					return err
-				}
-			}
-			if err := t.Apply(&po.Train, givenFlags(cmd)); err != nil {
-				return flagError(err)
-			}
-			d, err := dev.openTask(t, &po.Train)
-			if err != nil {
-				return err
-			}
-			defer closeDevice(d)
-			ctx, cancel := signalContext(cmd, stopTraining)
-			defer cancel()
-			report := newProgress(cmd, noProgress)
-			po.Audit.Progress = report
-			rep, err := t.RunPipeline(ctx, *po, dv.data(), report)
-			if err != nil {
-				return resumeHint(flagError(err), "the same command with --resume")
-			}
-			if jsonOut {
-				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
-					return err
-				}
-			} else {
-				printRunReport(cmd.OutOrStdout(), rep)
-			}
-			if failOnCollapse {
-				return rep.Collapse.Err()
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()
-	trainFlags(fs, &po.Train, &noProgress)
-	dataFlags(fs, dv)
-	dev.bindTraining(fs)
+	trainFlags(fs, &po.Train, &f.noProgress)
+	dataFlags(fs, f.dv)
+	f.dev.bindTraining(fs)
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
-	af = pipelineAuditFlags(fs, po)
-	fs.BoolVar(&jsonOut, "json", false, "print report.json on stdout instead of the summary")
+	f.af = pipelineAuditFlags(fs, po)
+	fs.BoolVar(&f.jsonOut, "json", false, "print report.json on stdout instead of the summary")
 	fs.StringVar(&po.Baseline, "baseline", "", "non-private baseline to print beside the result: a stored baseline file (train.StoredBaseline JSON) or a baseline run's report.json; read before training")
-	fs.BoolVar(&failOnCollapse, "fail-on-collapse", false, "exit non-zero (after writing report.json) when the run collapsed: utility at chance and every pair of posteriors within 0.01 nats")
+	fs.BoolVar(&f.failOnCollapse, "fail-on-collapse", false, "exit non-zero (after writing report.json) when the run collapsed: utility at chance and every pair of posteriors within 0.01 nats")
 	return cmd
+}
+
+// run checks the flags, runs the pipeline on the device and prints its
+// report; with --fail-on-collapse a collapsed run is an error.
+func (f *runCmdFlags) run(cmd *cobra.Command) error {
+	po := f.po
+	t, err := f.task(cmd)
+	if err != nil {
+		return err
+	}
+	d, err := f.dev.openTask(t, &po.Train)
+	if err != nil {
+		return err
+	}
+	defer closeDevice(d)
+	ctx, cancel := signalContext(cmd, stopTraining)
+	defer cancel()
+	report := newProgress(cmd, f.noProgress)
+	po.Audit.Progress = report
+	rep, err := t.RunPipeline(ctx, *po, f.dv.data(), report)
+	if err != nil {
+		return resumeHint(flagError(err), "the same command with --resume")
+	}
+	if f.jsonOut {
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printRunReport(cmd.OutOrStdout(), rep)
+	}
+	if f.failOnCollapse {
+		return rep.Collapse.Err()
+	}
+	return nil
+}
+
+// task finishes and checks the flags (the device, the audit flags, the
+// target against --skip-train, a resume's conflicts) and returns the task
+// with its defaults applied to the flags left out.
+func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
+	po := f.po
+	finishTrainFlags(cmd, &po.Train)
+	if err := f.dev.check(); err != nil {
+		return nil, err
+	}
+	if err := f.af.finish(po); err != nil {
+		return nil, err
+	}
+	setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
+	if err := po.Train.CheckTargetValues(); err != nil { // --target-epsilon 0 is an error, --skip-train or not
+		return nil, flagError(err)
+	}
+	if po.SkipTrain && po.Train.HasTarget() {
+		return nil, fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
+	}
+	t, err := runTask(&po.Train)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.dev.refuseDevice(t); err != nil {
+		return nil, err
+	}
+	if po.Train.Resume { // as nvdp train --resume (issue 32)
+		if err := refuseResumeConflicts(cmd, &po.Train, f.dv); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.Apply(&po.Train, givenFlags(cmd)); err != nil {
+		return nil, flagError(err)
+	}
+	return t, nil
 }
 
 func init() { rootCmd.AddCommand(newRunCmd()) }

@@ -158,41 +158,9 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.setLogFormat(cmd); err != nil {
 		return err
 	}
-	if err := f.o.Validate(); err != nil {
-		return flagError(err)
-	}
-	if err := f.o.CheckFiles(); err != nil {
-		return flagError(err)
-	}
-	switch {
-	case f.model == "":
-		return errors.New("--model: required (a model directory written by 'nvdp train' or 'nvdp run')")
-	case f.ledger == "":
-		return errors.New("--ledger: required (a ledger file or a PostgreSQL URL, made once with 'nvdp serve ledger init')")
-	case f.keys != "" && f.keysInLedger:
-		return errors.New("--keys and --keys-in-ledger: give one (a keys file, or the PostgreSQL ledger's keys)")
-	}
-	if serve.IsPostgres(f.ledger) {
-		if err := f.po.Validate(); err != nil {
-			return flagError(err)
-		}
-		if _, err := serve.PostgresDSN(f.ledger); err != nil {
-			return fmt.Errorf("--ledger: %w", err)
-		}
-	} else if f.keysInLedger {
-		return fmt.Errorf("--keys-in-ledger: the keys are a PostgreSQL ledger's, and --ledger %s is a file", f.ledger)
-	}
-	var keys *serve.Keys
-	if f.keys != "" {
-		var err error
-		if keys, err = serve.ReadKeys(f.keys); err != nil {
-			return fmt.Errorf("--keys: %w", err)
-		}
-	}
-	if !f.keysInLedger {
-		if _, err := f.o.Budgets(keys); err != nil {
-			return flagError(err)
-		}
+	keys, err := f.check()
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -206,22 +174,11 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
-	ledger, err := serve.OpenLedgerAt(f.ledger, f.po, false)
+	ledger, err := f.openLedger()
 	if err != nil {
-		return ledgerHint(err, f.ledger)
+		return err
 	}
-	if info, err := ledger.Info(); err == nil {
-		slog.Info("ledger opened", "ledger", ledger.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,
-			"releases", info.Releases, "restores", len(info.Restores))
-	}
-	var ks serve.KeySource
-	switch {
-	case keys != nil:
-		ks = keys
-	case f.keysInLedger:
-		ks = ledger.(*serve.PGLedger) // IsPostgres above
-	}
-	srv, err := serve.New(rel, ledger, ks, f.o, slog.Default())
+	srv, err := serve.New(rel, ledger, f.keySource(keys, ledger), f.o, slog.Default())
 	if err != nil {
 		ledger.Close()
 		return flagError(err)
@@ -235,6 +192,74 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		serr = err
 	}
 	return serr
+}
+
+// check checks the options, the required flags and the ledger's location,
+// and reads --keys (nil without it); the budgets of the keys are checked
+// unless the keys are the ledger's.
+func (f *serveFlags) check() (*serve.Keys, error) {
+	if err := f.o.Validate(); err != nil {
+		return nil, flagError(err)
+	}
+	if err := f.o.CheckFiles(); err != nil {
+		return nil, flagError(err)
+	}
+	switch {
+	case f.model == "":
+		return nil, errors.New("--model: required (a model directory written by 'nvdp train' or 'nvdp run')")
+	case f.ledger == "":
+		return nil, errors.New("--ledger: required (a ledger file or a PostgreSQL URL, made once with 'nvdp serve ledger init')")
+	case f.keys != "" && f.keysInLedger:
+		return nil, errors.New("--keys and --keys-in-ledger: give one (a keys file, or the PostgreSQL ledger's keys)")
+	}
+	if serve.IsPostgres(f.ledger) {
+		if err := f.po.Validate(); err != nil {
+			return nil, flagError(err)
+		}
+		if _, err := serve.PostgresDSN(f.ledger); err != nil {
+			return nil, fmt.Errorf("--ledger: %w", err)
+		}
+	} else if f.keysInLedger {
+		return nil, fmt.Errorf("--keys-in-ledger: the keys are a PostgreSQL ledger's, and --ledger %s is a file", f.ledger)
+	}
+	var keys *serve.Keys
+	if f.keys != "" {
+		var err error
+		if keys, err = serve.ReadKeys(f.keys); err != nil {
+			return nil, fmt.Errorf("--keys: %w", err)
+		}
+	}
+	if !f.keysInLedger {
+		if _, err := f.o.Budgets(keys); err != nil {
+			return nil, flagError(err)
+		}
+	}
+	return keys, nil
+}
+
+// openLedger opens --ledger (it must exist) and logs what it holds.
+func (f *serveFlags) openLedger() (serve.PrivacyLedger, error) {
+	ledger, err := serve.OpenLedgerAt(f.ledger, f.po, false)
+	if err != nil {
+		return nil, ledgerHint(err, f.ledger)
+	}
+	if info, err := ledger.Info(); err == nil {
+		slog.Info("ledger opened", "ledger", ledger.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,
+			"releases", info.Releases, "restores", len(info.Restores))
+	}
+	return ledger, nil
+}
+
+// keySource is where the server authenticates: the keys file, the
+// PostgreSQL ledger's keys (--keys-in-ledger), or none (one shared account).
+func (f *serveFlags) keySource(keys *serve.Keys, ledger serve.PrivacyLedger) serve.KeySource {
+	switch {
+	case keys != nil:
+		return keys
+	case f.keysInLedger:
+		return ledger.(*serve.PGLedger) // f.check: IsPostgres
+	}
+	return nil
 }
 
 // setLogFormat switches the default logger to JSON lines for --log-format

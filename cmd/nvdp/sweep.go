@@ -26,14 +26,8 @@ type sweepFlags struct {
 	tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targets string
 }
 
-func newSweepCmd() *cobra.Command {
-	so := &sweep.Options{Base: train.DefaultPipelineOptions()}
-	po := &so.Base
-	sf := new(sweepFlags)
-	cmd := &cobra.Command{
-		Use:   "sweep --tasks T,.. --variants V,.. --lambdas L,.. --seeds S,.. [train flags] --out DIR",
-		Short: "Run the paper's grid (tasks x variants x lambdas x seeds): one `nvdp run` per cell",
-		Long: `Runs every cell of tasks x variants x lambdas x seeds (the baseline once per task and
+// sweepLong is the Long help of `nvdp sweep`.
+const sweepLong = `Runs every cell of tasks x variants x lambdas x seeds (the baseline once per task and
 seed) with the train + eval + audit pipeline of 'nvdp run', each in
 DIR/<task>/<variant>/lambda=<l>/seed=<s>/ (baseline: DIR/<task>/baseline/seed=<s>/).
 Every train and audit flag of 'nvdp run' applies to all cells. Cells whose report.json
@@ -62,7 +56,16 @@ own process ('nvdp sweep stage', 'select', 'finish'; deploy/k8s/sweep).
 --tasks lid (alone) sweeps spoken language identification as 'nvdp run --task lid' runs it
 (--lid-dir, --max-seconds; the speech task's defaults for the flags left out; utility on
 test, so no --c-mu-grid, whose selection reads the report's utility).
-'nvdp report DIR' makes the tables and plots.`,
+'nvdp report DIR' makes the tables and plots.`
+
+func newSweepCmd() *cobra.Command {
+	so := &sweep.Options{Base: train.DefaultPipelineOptions()}
+	po := &so.Base
+	sf := new(sweepFlags)
+	cmd := &cobra.Command{
+		Use:   "sweep --tasks T,.. --variants V,.. --lambdas L,.. --seeds S,.. [train flags] --out DIR",
+		Short: "Run the paper's grid (tasks x variants x lambdas x seeds): one `nvdp run` per cell",
+		Long:  sweepLong,
 		Example: `  nvdp sweep --tasks sst2,rte --variants baseline,nvdp,nvdp-clipped --lambdas 1e-3,1e-2,1e-1,1 \
     --hand-set-clipping --seeds 1,2,3 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --epochs 3 --out sweeps/glue`,

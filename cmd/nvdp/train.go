@@ -3,24 +3,28 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/task"
+	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
-func newTrainCmd() *cobra.Command {
-	o := new(model.DefaultOptions())
-	var noProgress, jsonOut bool
-	dv := new(dataFlagValues)
-	var dev deviceFlags
-	cmd := &cobra.Command{
-		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
-		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
-		Long: `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task.
+// trainCmdFlags are the flags of `nvdp train`: the training options, the
+// task's data and the device.
+type trainCmdFlags struct {
+	o                   *model.Options
+	noProgress, jsonOut bool
+	dv                  *dataFlagValues
+	dev                 deviceFlags
+}
+
+// trainLong is the Long help of `nvdp train`.
+const trainLong = `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task.
 
 AdamW with linear warm-up and decay, KL schedule s(t), gradient clipping, dynamic padding,
 dev evaluation every epoch on the task's selection metric, early stopping (--patience),
@@ -44,77 +48,104 @@ sigma_p the NVIB prior sigma, at all max-seq-len positions, read by the same blo
 accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c-mu is C.
 
 --task lid trains the speech language identifier on --lid-dir (see 'nvdp run --help' and
-docs/speech.md).`,
+docs/speech.md).`
+
+func newTrainCmd() *cobra.Command {
+	f := &trainCmdFlags{o: new(model.DefaultOptions()), dv: new(dataFlagValues)}
+	o := f.o
+	cmd := &cobra.Command{
+		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
+		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
+		Long:  trainLong,
 		Example: `  nvdp train --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			finishTrainFlags(cmd, o)
-			if err := dev.check(); err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("order") && model.IsNoTarget(o.TargetRD) {
-				return fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
-			}
-			if cmd.Flags().Changed("delta") && model.IsNoTarget(o.TargetEpsilon) {
-				return fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
-			}
-			t, err := runTask(o)
-			if err != nil {
-				return err
-			}
-			if err := dev.refuseDevice(t); err != nil {
-				return err
-			}
-			if o.Resume {
-				if err := refuseResumeConflicts(cmd, o, dv); err != nil {
-					return err
-				}
-			}
-			data := dv.data()
-			if err := t.Apply(o, givenFlags(cmd)); err != nil {
-				return flagError(err)
-			}
-			if err := t.Check(o, data); err != nil {
-				return flagError(err)
-			}
-			d, err := dev.openTask(t, o)
-			if err != nil {
-				return err
-			}
-			defer closeDevice(d)
-			ctx, cancel := signalContext(cmd, stopTraining)
-			defer cancel()
-			r, err := t.Train(ctx, *o, data, newProgress(cmd, noProgress))
-			if err != nil {
-				return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
-			}
-			if jsonOut {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
-			}
-			w := cmd.OutOrStdout()
-			status := "finished"
-			switch {
-			case r.Interrupted:
-				status = "stopped (resume with --resume)"
-			case r.StoppedEarly:
-				status = "stopped early"
-			}
-			fmt.Fprintf(w, "%s %s: %s after %d epochs (%d steps, %.0f s, backend %s)\n", r.Task, r.Variant, status, r.Epochs, r.Steps, r.Seconds, r.Backend)
-			if r.BestEpoch > 0 {
-				fmt.Fprintf(w, "best dev %s %.4f at epoch %d; model in %s\n", r.MetricName, float64(r.BestMetric), r.BestEpoch, r.Dir)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
-	trainFlags(cmd.Flags(), o, &noProgress)
-	dataFlags(cmd.Flags(), dv)
-	dev.bindTraining(cmd.Flags())
+	trainFlags(cmd.Flags(), o, &f.noProgress)
+	dataFlags(cmd.Flags(), f.dv)
+	f.dev.bindTraining(cmd.Flags())
 	cmd.Flags().Float64Var(&o.TargetOrder, "order", o.TargetOrder, "Renyi order lambda > 1 of --target-rd")
 	cmd.Flags().Float64Var(&o.TargetDelta, "delta", o.TargetDelta, "delta of --target-epsilon")
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout")
+	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the result as JSON on stdout")
 	return cmd
+}
+
+// run checks the flags, trains on the device and prints the result.
+func (f *trainCmdFlags) run(cmd *cobra.Command) error {
+	o := f.o
+	t, err := f.task(cmd)
+	if err != nil {
+		return err
+	}
+	data := f.dv.data()
+	if err := t.Apply(o, givenFlags(cmd)); err != nil {
+		return flagError(err)
+	}
+	if err := t.Check(o, data); err != nil {
+		return flagError(err)
+	}
+	d, err := f.dev.openTask(t, o)
+	if err != nil {
+		return err
+	}
+	defer closeDevice(d)
+	ctx, cancel := signalContext(cmd, stopTraining)
+	defer cancel()
+	r, err := t.Train(ctx, *o, data, newProgress(cmd, f.noProgress))
+	if err != nil {
+		return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
+	}
+	if f.jsonOut {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+	}
+	printTrainResult(cmd.OutOrStdout(), r)
+	return nil
+}
+
+// task checks the flags that need no data (--order and --delta without
+// their target, the device, a resume's conflicts) and returns the task.
+func (f *trainCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
+	o := f.o
+	finishTrainFlags(cmd, o)
+	if err := f.dev.check(); err != nil {
+		return nil, err
+	}
+	if cmd.Flags().Changed("order") && model.IsNoTarget(o.TargetRD) {
+		return nil, fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
+	}
+	if cmd.Flags().Changed("delta") && model.IsNoTarget(o.TargetEpsilon) {
+		return nil, fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
+	}
+	t, err := runTask(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.dev.refuseDevice(t); err != nil {
+		return nil, err
+	}
+	if o.Resume {
+		if err := refuseResumeConflicts(cmd, o, f.dv); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// printTrainResult prints the summary of a training run.
+func printTrainResult(w io.Writer, r *train.Result) {
+	status := "finished"
+	switch {
+	case r.Interrupted:
+		status = "stopped (resume with --resume)"
+	case r.StoppedEarly:
+		status = "stopped early"
+	}
+	fmt.Fprintf(w, "%s %s: %s after %d epochs (%d steps, %.0f s, backend %s)\n", r.Task, r.Variant, status, r.Epochs, r.Steps, r.Seconds, r.Backend)
+	if r.BestEpoch > 0 {
+		fmt.Fprintf(w, "best dev %s %.4f at epoch %d; model in %s\n", r.MetricName, float64(r.BestMetric), r.BestEpoch, r.Dir)
+	}
 }
 
 func init() { rootCmd.AddCommand(newTrainCmd()) }

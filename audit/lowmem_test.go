@@ -97,28 +97,7 @@ func TestAuditLowMemoryIdentical(t *testing.T) {
 // (privacy.ReadPosteriors), number for number (one worker). The mapping
 // itself is privacy's TestMapPosteriors.
 func TestAuditMappedPosteriors(t *testing.T) {
-	p := privacytest.RandomPosteriors(rand.New(rand.NewPCG(29, 30)), 17, 3, 7, 0.3)
-	p.AttentionMask = make([]uint8, p.M*p.N)
-	for k := range p.AttentionMask {
-		p.AttentionMask[k] = uint8(1 - (k%p.N)/2)
-	}
-	path := filepath.Join(t.TempDir(), "p.safetensors")
-	if err := privacy.WritePosteriors(path, p); err != nil {
-		t.Fatal(err)
-	}
-	read, err := privacy.ReadPosteriors(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapped, unmap, err := privacy.MapPosteriors(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := unmap(); err != nil {
-			t.Error(err)
-		}
-	}()
+	_, read, mapped := privacytest.MaskedFile(t, t.TempDir())
 	opt := DefaultOptions()
 	opt.Workers = 1
 	want, got := mustAudit(t, read, opt), mustAudit(t, mapped, opt)

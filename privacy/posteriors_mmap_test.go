@@ -3,7 +3,6 @@ package privacy_test
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -41,29 +40,8 @@ func mappedFrom(t *testing.T, a uintptr, path string) bool {
 // TestAuditMappedPosteriors); a truncated or corrupt file is an error naming
 // the file.
 func TestMapPosteriors(t *testing.T) {
-	p := privacytest.RandomPosteriors(rand.New(rand.NewPCG(29, 30)), 17, 3, 7, 0.3)
-	p.AttentionMask = make([]uint8, p.M*p.N)
-	for k := range p.AttentionMask {
-		p.AttentionMask[k] = uint8(1 - (k%p.N)/2)
-	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, "p.safetensors")
-	if err := privacy.WritePosteriors(path, p); err != nil {
-		t.Fatal(err)
-	}
-	read, err := privacy.ReadPosteriors(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapped, unmap, err := privacy.MapPosteriors(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := unmap(); err != nil {
-			t.Error(err)
-		}
-	}()
+	path, read, mapped := privacytest.MaskedFile(t, dir)
 	if !reflect.DeepEqual(mapped, read) {
 		t.Fatalf("mapped posteriors differ from the read ones")
 	}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -171,4 +172,36 @@ func FileCases(tb testing.TB) []FileCase {
 		{"good, mask and prior arrays", file(append(slices.Clone(ok), safetensors.FromUint8("attention_mask", s34, []uint8{1, 0, 0, 1, 1, 0})),
 			map[string]string{"prior_mu": "[0, 0.5, 0, -1]", "prior_var": "[1, 2, 1, 0.5]"}), ""},
 	}
+}
+
+// MaskedFile writes the masked posteriors the memory-map tests share (17
+// examples x 3 components x 7 dims, every other pair of components padding)
+// into dir and returns its path, the file read into memory
+// (privacy.ReadPosteriors) and memory-mapped (privacy.MapPosteriors,
+// unmapped when the test ends).
+func MaskedFile(t *testing.T, dir string) (path string, read, mapped *privacy.Posteriors) {
+	t.Helper()
+	p := RandomPosteriors(rand.New(rand.NewPCG(29, 30)), 17, 3, 7, 0.3)
+	p.AttentionMask = make([]uint8, p.M*p.N)
+	for k := range p.AttentionMask {
+		p.AttentionMask[k] = uint8(1 - (k%p.N)/2)
+	}
+	path = filepath.Join(dir, "p.safetensors")
+	if err := privacy.WritePosteriors(path, p); err != nil {
+		t.Fatal(err)
+	}
+	read, err := privacy.ReadPosteriors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped, unmap, err := privacy.MapPosteriors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unmap(); err != nil {
+			t.Error(err)
+		}
+	})
+	return path, read, mapped
 }

@@ -158,3 +158,31 @@ func TestSweepTaskLID(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainResumeTaskOfDir (issue 32): `nvdp train --resume --out DIR`
+// without --task resumes the task of the run in DIR (task.Open): a speech
+// run, without --task lid or --lid-dir again.
+func TestTrainResumeTaskOfDir(t *testing.T) {
+	root := t.TempDir()
+	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 3, "test": 3})
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"--task", "lid", "--lid-dir", root, "--max-seconds", "0.5", "--variant", "baseline", "--epochs", "2",
+		"--batch-size", "4", "--no-progress", "--out", out}
+	if _, err := runCmd(newTrainCmd(), append(args, "--stop-after-steps", "2")...); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := runCmd(newTrainCmd(), "--resume", "--out", out, "--no-progress", "--json")
+	if err != nil {
+		t.Fatalf("resume without --task: %v\n%s", err, stdout)
+	}
+	var r train.Result
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Task != speech.TaskName || r.Interrupted || r.Epochs != 2 {
+		t.Errorf("resumed: task %q, epochs %d, interrupted %v", r.Task, r.Epochs, r.Interrupted)
+	}
+	if _, err := runCmd(newTrainCmd(), "--resume", "--out", t.TempDir(), "--no-progress"); err == nil || !strings.Contains(err.Error(), "--resume: model") {
+		t.Errorf("resume of an empty directory without --task: %v", err)
+	}
+}

@@ -661,7 +661,7 @@ func frontierMDRow(f *Frontier, fr *FrontierRow, sharedDelta float64) []string {
 	achievable, bound := "–", "–"
 	if r := f.Reference; r != nil && fr.Shown {
 		if pt, err := r.At(fr.Certified.Epsilon.Mean); err == nil {
-			achievable, bound = fmtUtil(pt.Achievable), fmtUtil(pt.Bound)
+			achievable, bound = fmtUtil(float64(pt.Achievable)), fmtUtil(pt.Bound)
 		}
 	}
 	return []string{fr.Series, target, lambda, strconv.Itoa(fr.Seeds), fmtStat(fr.Utility, fmtUtil), cert[1], cert[0],
@@ -698,8 +698,8 @@ func referenceLines(p *plot.Plot, r *Reference) (int, error) {
 			continue
 		}
 		bound = append(bound, plotter.XY{X: pt.Epsilon, Y: 100 * pt.Bound})
-		if !math.IsNaN(pt.Achievable) {
-			ach = append(ach, plotter.XY{X: pt.Epsilon, Y: 100 * pt.Achievable})
+		if a := float64(pt.Achievable); !math.IsNaN(a) {
+			ach = append(ach, plotter.XY{X: pt.Epsilon, Y: 100 * a})
 		}
 	}
 	n := 0

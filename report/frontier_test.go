@@ -381,6 +381,15 @@ func TestFrontierOneTask(t *testing.T) {
 		t.Errorf("files %v", files)
 	}
 	checkPNG(t, filepath.Join(dir, "rte_frontier_certified.png"), 0.02)
+	// Without a baseline the reference has no achievable curve: NaN, written
+	// as jsonfloat's "NaN" (encoding/json refused the bare float64 NaN).
+	var jb bytes.Buffer
+	if err := WriteJSON(&jb, tb); err != nil {
+		t.Fatalf("JSON of a frontier without a baseline: %v", err)
+	}
+	if s := jb.String(); !strings.Contains(s, `"baseline_accuracy": "NaN"`) || !strings.Contains(s, `"achievable": "NaN"`) {
+		t.Errorf("JSON of the reference without a baseline:\n%s", s)
+	}
 	if fs, err := PlotFrontier(nil, filepath.Join(dir, "none")); fs != nil || err != nil {
 		t.Errorf("PlotFrontier(nil) = %v, %v", fs, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -36,9 +37,9 @@ import (
 // regression (STS-B) and F1 have no such closed form, and Frontier.Reference
 // is nil for them (ReferenceNote says so).
 type Reference struct {
-	Delta    float64 `json:"delta"`
-	Baseline float64 `json:"baseline_accuracy"` // a; NaN when the frontier has no baseline (no achievable curve)
-	Majority float64 `json:"majority"`          // m, the chance level
+	Delta    float64         `json:"delta"`
+	Baseline jsonfloat.Float `json:"baseline_accuracy"` // a; NaN ("NaN" in JSON) when the frontier has no baseline (no achievable curve)
+	Majority float64         `json:"majority"`          // m, the chance level
 	// Points are the reference at the shown rows' certified epsilons and on
 	// a grid over the plot's range.
 	Points []ReferencePoint `json:"points"`
@@ -46,10 +47,10 @@ type Reference struct {
 
 // ReferencePoint is the reference at one certified epsilon.
 type ReferencePoint struct {
-	Epsilon    float64 `json:"epsilon"`
-	Mu         float64 `json:"mu"`
-	Achievable float64 `json:"achievable"` // NaN without a baseline
-	Bound      float64 `json:"bound"`
+	Epsilon    float64         `json:"epsilon"`
+	Mu         float64         `json:"mu"`
+	Achievable jsonfloat.Float `json:"achievable"` // NaN ("NaN" in JSON) without a baseline
+	Bound      float64         `json:"bound"`
 }
 
 // At returns the reference at epsilon.
@@ -59,7 +60,7 @@ func (r *Reference) At(epsilon float64) (ReferencePoint, error) {
 		return ReferencePoint{}, err
 	}
 	p := distuv.UnitNormal.CDF(mu / 2)
-	return ReferencePoint{Epsilon: epsilon, Mu: mu, Achievable: r.Baseline*p + (1-r.Baseline)*(1-p), Bound: r.Majority + (2*p-1)*(1-r.Majority)}, nil
+	return ReferencePoint{Epsilon: epsilon, Mu: mu, Achievable: jsonfloat.Float(float64(r.Baseline)*p + (1-float64(r.Baseline))*(1-p)), Bound: r.Majority + (2*p-1)*(1-r.Majority)}, nil
 }
 
 // ReferenceNote says why a task's frontier has no reference ("" when it
@@ -83,9 +84,9 @@ func buildReference(f *Frontier, delta float64) *Reference {
 	if ReferenceNote(f.Task, f.Metric) != "" || math.IsNaN(delta) || math.IsNaN(float64(f.Chance)) {
 		return nil
 	}
-	r := &Reference{Delta: delta, Baseline: math.NaN(), Majority: float64(f.Chance)}
+	r := &Reference{Delta: delta, Baseline: jsonfloat.Float(math.NaN()), Majority: float64(f.Chance)}
 	if b := f.Baseline; b != nil {
-		r.Baseline = b.Utility.Mean
+		r.Baseline = jsonfloat.Float(b.Utility.Mean)
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, fr := range f.Rows {

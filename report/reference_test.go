@@ -23,7 +23,7 @@ func TestReference(t *testing.T) {
 		}
 		mu, _ := privacy.GaussianMechanismMu(tc.eps, 1e-5)
 		p := distuv.UnitNormal.CDF(mu / 2)
-		if math.Abs(pt.Achievable-tc.achievable) > 5e-4 || pt.Mu != mu || math.Abs(pt.Bound-p) > 1e-15 || pt.Bound < pt.Achievable {
+		if math.Abs(float64(pt.Achievable)-tc.achievable) > 5e-4 || pt.Mu != mu || math.Abs(pt.Bound-p) > 1e-15 || pt.Bound < float64(pt.Achievable) {
 			t.Errorf("epsilon %v: %+v, want achievable %v, bound Phi(mu/2) %v", tc.eps, pt, tc.achievable, p)
 		}
 	}

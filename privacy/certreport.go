@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // Labels of the kinds of privacy number the tools print and write: every
@@ -82,12 +83,44 @@ type CertifiedReport struct {
 	PerRelease *Certificate `json:"-"`
 }
 
+// CheckReport checks the parameters of CertifyReport before any work: the
+// Renyi order (finite, > 1), every order of the curve's grid, the Gaussian
+// direction ("" is DirectionStandard), the releases (>= 1) and delta (in
+// (0, 1)). Errors are *option.Error named order, orders,
+// gaussian_direction, releases and delta, so that a program names its own
+// flags for them.
+func CheckReport(order float64, orders []float64, dir GaussianDirection, releases int, delta float64) error {
+	if !(order > 1) || math.IsInf(order, 0) {
+		return option.Errorf("order", order, "the Renyi order must be finite and > 1")
+	}
+	for _, o := range orders {
+		if !(o > 1) || math.IsInf(o, 0) {
+			return option.Errorf("orders", o, "every Renyi order must be finite and > 1")
+		}
+	}
+	switch dir {
+	case "", DirectionStandard, DirectionPaper:
+	default:
+		return option.Errorf("gaussian_direction", string(dir), "want %s or %s", DirectionStandard, DirectionPaper)
+	}
+	if releases < 1 {
+		return option.Errorf("releases", releases, "must be >= 1")
+	}
+	if !(delta > 0 && delta < 1) {
+		return option.Errorf("delta", delta, "must be in (0, 1)")
+	}
+	return nil
+}
+
 // CertifyReport certifies set at order in direction dir ("" = standard)
 // and computes the guarantee of `releases` releases at delta over orders
 // (nil: DefaultOrders). source names where the constants come from.
 // Errors (prefixed with the source): order <= 1, delta not in (0, 1),
 // releases < 1, an invalid set (named).
 func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases int, delta float64, orders []float64, source string) (*CertifiedReport, error) {
+	if err := CheckReport(order, orders, dir, releases, delta); err != nil {
+		return nil, fmt.Errorf("certify (%s): %w", source, err)
+	}
 	c, err := certify(set, order, dir, nil, false) // no witness: WitnessPair builds it when asked
 	if err != nil {
 		return nil, fmt.Errorf("certify (%s): %w", source, err)

@@ -2,11 +2,13 @@ package privacy
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // TestCertifyReportMainJob: the report of the main job's constants (N 129,
@@ -208,13 +210,46 @@ func TestCertifyReportErrors(t *testing.T) {
 		want     string
 	}{
 		{mainJobSet(), 1, 1, DefaultDelta, "order"},
-		{mainJobSet(), 1.1, 0, DefaultDelta, "releases = 0"},
-		{mainJobSet(), 1.1, 1, 1, "delta = 1"},
+		{mainJobSet(), 1.1, 0, DefaultDelta, "releases 0: must be >= 1"},
+		{mainJobSet(), 1.1, 1, 1, "delta 1: must be in (0, 1)"},
 		{bad, 1.1, 1, DefaultDelta, "P must be >= 1"},
 	} {
 		_, err := CertifyReport(tc.set, tc.order, "", tc.releases, tc.delta, nil, "the source")
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "certify (the source)") {
 			t.Errorf("order %v releases %d delta %v: error %v, want %q", tc.order, tc.releases, tc.delta, err, tc.want)
+		}
+	}
+}
+
+// TestCheckReport: each bad parameter of CertifyReport is an *option.Error
+// naming it (a program's flag for it), checked before any work.
+func TestCheckReport(t *testing.T) {
+	for _, c := range []struct {
+		order    float64
+		orders   []float64
+		dir      GaussianDirection
+		releases int
+		delta    float64
+		option   string
+	}{
+		{1, nil, "", 1, DefaultDelta, "order"},
+		{math.NaN(), nil, "", 1, DefaultDelta, "order"},
+		{math.Inf(1), nil, "", 1, DefaultDelta, "order"},
+		{1.1, []float64{2, 1}, "", 1, DefaultDelta, "orders"},
+		{1.1, nil, "forward", 1, DefaultDelta, "gaussian_direction"},
+		{1.1, nil, DirectionPaper, 0, DefaultDelta, "releases"},
+		{1.1, nil, DirectionStandard, 1, 0, "delta"},
+		{1.1, nil, DirectionStandard, 1, 1, "delta"},
+		{1.1, []float64{1.5, 2}, "", 3, DefaultDelta, ""},
+	} {
+		err := CheckReport(c.order, c.orders, c.dir, c.releases, c.delta)
+		var oe *option.Error
+		if c.option == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", c, err)
+			}
+		} else if !errors.As(err, &oe) || oe.Option != c.option {
+			t.Errorf("%+v: %v, want an option error of %s", c, err, c.option)
 		}
 	}
 }

@@ -143,44 +143,15 @@ type dirichletWitness struct {
 	HighHigh int `json:"alpha_max_max"` // (C_amax, C_amax)
 }
 
-// finiteFlag returns an error naming flag when v is NaN or infinite.
-func finiteFlag(flag string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Errorf("--%s %v: want a finite number", flag, v)
-	}
-	return nil
-}
-
-// certifyCommon are the flags that apply with and without --model.
-func (f *certifyFlags) common(fs *pflag.FlagSet) (orders []float64, err error) {
-	if err := finiteFlag("order", f.order); err != nil {
-		return nil, err
-	}
-	if !(f.order > 1) {
-		return nil, fmt.Errorf("--order %v: the Renyi order must be > 1", f.order)
-	}
+// common parses --orders and checks the flags that apply with and without
+// --model (privacy.CheckReport, before any work; errors name the flags).
+func (f *certifyFlags) common() (orders []float64, err error) {
 	if f.orders != "" {
 		if orders, err = parseFloatList("--orders", f.orders); err != nil {
 			return nil, err
 		}
-		for _, o := range orders {
-			if !(o > 1) || math.IsInf(o, 0) {
-				return nil, fmt.Errorf("--orders: %v: every Renyi order must be finite and > 1", o)
-			}
-		}
 	}
-	if !(f.delta > 0 && f.delta < 1) {
-		return nil, fmt.Errorf("--delta %v: want a value in (0, 1)", f.delta)
-	}
-	if f.releases < 1 {
-		return nil, fmt.Errorf("--releases %d: want >= 1", f.releases)
-	}
-	switch privacy.GaussianDirection(f.direction) {
-	case privacy.DirectionStandard, privacy.DirectionPaper:
-	default:
-		return nil, fmt.Errorf("--gaussian-direction %q: want standard or paper", f.direction)
-	}
-	return orders, nil
+	return orders, flagError(privacy.CheckReport(f.order, orders, privacy.GaussianDirection(f.direction), f.releases, f.delta))
 }
 
 // clipSet builds the clip set from the constant flags and validates it
@@ -252,7 +223,7 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 			return fmt.Errorf("--witness %s: the directory %s does not exist", f.witness, filepath.Dir(f.witness))
 		}
 	}
-	orders, err := f.common(fs)
+	orders, err := f.common()
 	if err != nil {
 		return err
 	}

@@ -216,10 +216,10 @@ func TestCertifyFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{with("--order", "1"), "--order 1: the Renyi order must be > 1"},
+		{with("--order", "1"), "--order 1: the Renyi order must be finite and > 1"},
 		{with("--order", "0.5"), "--order 0.5"},
-		{with("--order", "NaN"), "--order NaN: want a finite number"},
-		{with("--orders", "1.5,1"), "--orders: 1: every Renyi order"},
+		{with("--order", "NaN"), "--order NaN: the Renyi order must be finite and > 1"},
+		{with("--orders", "1.5,1"), "--orders 1: every Renyi order must be finite and > 1"},
 		{with("--orders", "1.5,x"), `--orders: "x" is not a number`},
 		{with("--c-mu", "-1"), "--c-mu -1: clip set: C_mu must be >= 0"},
 		{with("--c-mu", "NaN"), "--c-mu NaN"},
@@ -238,9 +238,9 @@ func TestCertifyFlagErrors(t *testing.T) {
 		{[]string{"--components", "129", "--dims", "128", "--c-mu", "2", "--c-alpha-min", "0.3", "--c-alpha-max", "1", "--logvar-floor", "1", "--logvar-cap", "0"}, "--logvar-floor 1: clip set: above --logvar-cap 0 in dim 0"},
 		{[]string{"--components", "129", "--dims", "128", "--c-mu", "2", "--c-alpha-min", "0.3", "--c-alpha-max", "1", "--logvar-floor", "-1", "--logvar-cap", "0", "--clip-order", "1.1"}, "--clip-order derives the floor"},
 		{with("--clip-order", "1"), "--clip-order 1: clip set: the Renyi order of the sigma clip must be finite and > 1"},
-		{with("--delta", "0"), "--delta 0: want a value in (0, 1)"},
+		{with("--delta", "0"), "--delta 0: must be in (0, 1)"},
 		{with("--delta", "1"), "--delta 1"},
-		{with("--releases", "0"), "--releases 0: want >= 1"},
+		{with("--releases", "0"), "--releases 0: must be >= 1"},
 		{with("--gaussian-direction", "forward"), `--gaussian-direction "forward": want standard or paper`},
 		{with("--components", "0"), "--components 0: clip set: N must be >= 1"},
 		{with("--dims", "-3"), "--dims -3: clip set: P must be >= 1"},

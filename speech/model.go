@@ -86,9 +86,10 @@ func (m *Model) Backward(c *Cache) error {
 // Build creates the model of a fresh run of resolved, validated options
 // o: the encoder (a preset from scratch with o.Train.Dropout as its hidden,
 // attention and feature-projection dropout, or an hf:DIR checkpoint) and
-// the NVIB model (model.Options.ModelConfig for the encoder's shape, the
-// calibration to a privacy target included), initialised from the seed's
-// rngstream.TrainInit stream.
+// the NVIB model (model.PrepareModelConfig for the encoder's shape: the
+// calibration to a privacy target, its certificate in Model.Certificate,
+// then the configuration), initialised from the seed's rngstream.TrainInit
+// stream.
 func Build(o *Options) (*Model, error) {
 	initRng := rngstream.TrainInit.Rand(o.Train.Seed, 0)
 	var enc *wav2vec2.Model

@@ -9,8 +9,9 @@
 // guarantee of the model's clipping (docs/speech.md, "Task").
 //
 // The NVIB, NVDP block, head, clipping, calibration and audit are the text
-// task's (packages nvib, privacy, train): only the encoder and the data
-// differ. Options carries model.Options for everything the two share.
+// task's (packages nvib, model, audit, and train's loop and report): only
+// the encoder and the data differ. Options carries model.Options for
+// everything the two share; package task registers the task as "lid".
 package speech
 
 import (
@@ -290,10 +291,4 @@ func LoadOptions(dir string) (*Options, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &o, nil
-}
-
-// IsModelDir reports whether dir holds a speech model (speech_options.json).
-func IsModelDir(dir string) bool {
-	st, err := os.Stat(filepath.Join(dir, OptionsFile))
-	return err == nil && st.Mode().IsRegular()
 }

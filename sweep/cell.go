@@ -142,11 +142,11 @@ func plan(o *Options) (grid, main []*Cell) {
 // the base options say.
 func cellOptions(o *Options, c *Cell) CellSpec {
 	po := CellSpec{PipelineOptions: o.Base}
-	tk, err := task.Lookup(c.Task)
-	if err != nil { // validated: a programmer error
-		panic(err)
-	}
-	if tk.UsesData() {
+	// An unknown task (a hand-edited stages.json: the stages read their
+	// plan without validating it again) keeps the base options; RunCell
+	// reports it.
+	tk, lookupErr := task.Lookup(c.Task)
+	if lookupErr == nil && tk.UsesData() {
 		po.Data = o.Data
 	}
 	t := &po.Train
@@ -175,7 +175,7 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 		t.LogvarMargin, t.CAlphaMin, t.VarianceShare, t.DirichletShare = model.Auto(), model.Auto(), 0, 0
 		t.FixCMu, t.FixLogvarMargin, t.FixCAlphaMin = false, false, false
 	}
-	if model.IsAuto(t.Lambda) {
+	if lookupErr == nil && model.IsAuto(t.Lambda) {
 		// The task's lambda of a variant without KL terms, as its pipeline
 		// would resolve it (Auto cannot travel to a child as JSON).
 		t.Lambda = tk.Lambda(c.Variant)

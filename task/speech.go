@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
@@ -20,7 +21,7 @@ func (speechModality) names() []string     { return []string{speech.TaskName} }
 func (speechModality) optionsFile() string { return speech.OptionsFile }
 
 func (speechModality) lookup(name string) (Task, bool) {
-	return speechTask{}, name == speech.TaskName
+	return speechTask{}, strings.EqualFold(strings.TrimSpace(name), speech.TaskName)
 }
 
 func (speechModality) open(dir string) (*Model, error) {
@@ -41,7 +42,6 @@ func (speechTask) Examples() string     { return speech.Examples }
 func (speechTask) Metrics() []string    { return []string{speech.MetricAccuracy, speech.MetricF1} }
 func (speechTask) Selection() string    { return speech.MetricF1 }
 func (speechTask) UtilitySplit() string { return speech.DefaultPipelineOptions().UtilitySplit }
-func (speechTask) OptionsFile() string  { return speech.OptionsFile }
 
 func (speechTask) OnDevice() error {
 	return errors.New("the speech encoder (Wav2Vec2) has no GPU twin yet")
@@ -72,6 +72,7 @@ func (speechTask) Apply(o *model.Options, given Given) error {
 		return option.MentionErrorf([]string{"task", "max_seconds"}, "max_seq_len", nil,
 			"the text tasks' length: for task %s, max_seconds fixes the frames", speech.TaskName)
 	}
+	o.Task = speech.TaskName // as Lookup found it: "LID" is lid
 	def := speech.DefaultOptions().Train
 	if !given.has("encoder") {
 		o.Encoder = def.Encoder
@@ -127,22 +128,35 @@ func (t speechTask) RunPipeline(ctx context.Context, po train.PipelineOptions, d
 	return speech.RunPipeline(ctx, speech.NewPipelineOptions(speechOptions(po.Train, d), po), report)
 }
 
-// Evaluate loads the model (speech.LoadModel) and runs speech.Evaluate on
-// its corpus (eo.DataDir when given) at its eval batch size unless given.
-// glue_dir, max_seq_len and skip_bad_rows do not apply.
-func (speechTask) Evaluate(ctx context.Context, m *Model, eo EvalOptions) (*train.EvalResult, error) {
+// Load loads the speech model directory (speech.LoadModel).
+func (speechTask) Load(m *Model) (Evaluator, error) {
+	sm, o, err := speech.LoadModel(m.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return speechModel{dir: m.Dir, m: sm, o: o}, nil
+}
+
+// speechModel is a loaded speech model with its options.
+type speechModel struct {
+	dir string
+	m   *speech.Model
+	o   *speech.Options
+}
+
+// Evaluate runs speech.Evaluate on the model's corpus (eo.DataDir when
+// given) at its eval batch size unless given. glue_dir, max_seq_len and
+// skip_bad_rows do not apply.
+func (s speechModel) Evaluate(ctx context.Context, eo EvalOptions) (*train.EvalResult, error) {
 	for _, name := range []string{"glue_dir", "max_seq_len", "skip_bad_rows"} {
 		if eo.Given.has(name) {
-			return nil, option.Errorf(name, nil, "does not apply to a speech model (%s)", m.Dir)
+			return nil, option.Errorf(name, nil, "does not apply to a speech model (%s)", s.dir)
 		}
 	}
 	if eo.Device != nil {
 		return nil, option.Errorf("device", nil, "%v", speechTask{}.OnDevice())
 	}
-	sm, o, err := speech.LoadModel(m.Dir)
-	if err != nil {
-		return nil, err
-	}
+	o := *s.o
 	if eo.Given.has("data_dir") {
 		o.DataDir = eo.DataDir
 	}
@@ -153,5 +167,5 @@ func (speechTask) Evaluate(ctx context.Context, m *Model, eo EvalOptions) (*trai
 	if eo.Given.has("batch_size") {
 		se.BatchSize = eo.BatchSize
 	}
-	return speech.Evaluate(ctx, m.Dir, sm, o, se)
+	return speech.Evaluate(ctx, s.dir, s.m, &o, se)
 }

@@ -119,10 +119,17 @@ type Task interface {
 	// RunPipeline trains (unless po.SkipTrain), evaluates, audits and
 	// certifies, writing report.json.
 	RunPipeline(ctx context.Context, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error)
-	// OptionsFile is the options file of the task's model directories.
-	OptionsFile() string
-	// Evaluate evaluates the model of m.
-	Evaluate(ctx context.Context, m *Model, eo EvalOptions) (*train.EvalResult, error)
+	// Load loads the model of m (its weights and files) for evaluation.
+	// Errors are the model directory's.
+	Load(m *Model) (Evaluator, error)
+}
+
+// Evaluator is a loaded model of a task (Task.Load).
+type Evaluator interface {
+	// Evaluate runs the model on eo.Split: metrics, predictions, the
+	// posterior file and the certified guarantee of its release
+	// (train.EvalResult). Errors about eo are *option.Error.
+	Evaluate(ctx context.Context, eo EvalOptions) (*train.EvalResult, error)
 }
 
 // modalities are the implementations of Task, one per modality; a model

@@ -84,14 +84,22 @@ func (textTask) RunPipeline(ctx context.Context, po train.PipelineOptions, _ *Da
 	return train.RunPipeline(ctx, po, report)
 }
 
-// Evaluate loads the model (model.Load) and runs train.Evaluate with
-// the model's evaluation options (train.DefaultEvalOptions) changed by eo.
-func (textTask) Evaluate(_ context.Context, m *Model, eo EvalOptions) (*train.EvalResult, error) {
+// Load loads the model directory (model.Load).
+func (textTask) Load(m *Model) (Evaluator, error) {
 	b, err := model.Load(m.Dir)
 	if err != nil {
 		return nil, err
 	}
-	o := train.DefaultEvalOptions(b)
+	return textModel{b}, nil
+}
+
+// textModel is a loaded text model.
+type textModel struct{ b *model.Bundle }
+
+// Evaluate runs train.Evaluate with the model's evaluation options
+// (train.DefaultEvalOptions) changed by eo.
+func (t textModel) Evaluate(_ context.Context, eo EvalOptions) (*train.EvalResult, error) {
+	o := train.DefaultEvalOptions(t.b)
 	o.Split, o.Seed, o.Limit, o.NoPost, o.SkipBadRows, o.Device = eo.Split, eo.Seed, eo.Limit, eo.NoPost, eo.SkipBadRows, eo.Device
 	for _, s := range []struct {
 		name string
@@ -106,5 +114,5 @@ func (textTask) Evaluate(_ context.Context, m *Model, eo EvalOptions) (*train.Ev
 			s.set()
 		}
 	}
-	return train.Evaluate(b, o)
+	return train.Evaluate(t.b, o)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
 )
 
@@ -52,7 +53,7 @@ func runAuditMerge(cmd *cobra.Command, paths []string, jsonOut bool) error {
 			return fmt.Errorf("%s: %w", paths[0], err)
 		}
 	}
-	emp := audit.Empirical(r, r.Metadata["split"])
+	emp := audit.EmpiricalOf(r, r.Metadata["split"], task.ExamplesOf(r.Metadata["task"]))
 	out := cmd.OutOrStdout()
 	if jsonOut {
 		return json.NewEncoder(out).Encode(auditJSON{Report: r, Empirical: emp, Certified: cert})

@@ -518,3 +518,19 @@ func TestRunTargetEpsilonEndToEnd(t *testing.T) {
 		t.Errorf("audit %+v exceeds the certificate %v", report.Privacy, r["rd_certified"])
 	}
 }
+
+// TestCertifyUnbounded: an infinite C_mu or C_amax is a clip set the
+// library accepts (privacy.ClipSet: C_amax may be +Inf), and its
+// certificate is +Inf with the reason, not an error of the CLI's own
+// (issue 32: the CLI does not re-check what the library validates).
+func TestCertifyUnbounded(t *testing.T) {
+	for _, c := range []struct{ flag, reason string }{
+		{"--c-mu", "the mean radius C_mu is unbounded"},
+		{"--c-alpha-max", "C_amax is unbounded"},
+	} {
+		r := certifyJSON(t, append(append([]string{}, mainJobArgs...), c.flag, "inf")...)
+		if r["epsilon"] != "Infinity" || r["finite"] != false || !strings.Contains(fmt.Sprint(r["reason"]), c.reason) {
+			t.Errorf("%s inf: epsilon %v, finite %v, reason %v", c.flag, r["epsilon"], r["finite"], r["reason"])
+		}
+	}
+}

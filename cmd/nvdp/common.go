@@ -307,19 +307,6 @@ func finishTrainFlags(cmd *cobra.Command, o *model.Options) {
 	}
 }
 
-// checkTrainOptions resolves and validates the options of a training run and
-// checks its files, before any work: errors name the flags.
-func checkTrainOptions(o *model.Options) error {
-	if o.Resume {
-		return nil // the saved options are used (and checked when read)
-	}
-	o.Resolve()
-	if err := o.Validate(); err != nil {
-		return flagError(err)
-	}
-	return flagError(o.CheckFiles())
-}
-
 // signalContext is the context of a long command: SIGINT (Ctrl-C) and SIGTERM
 // (kill, a scheduler's stop, the sweep stopping its cells) cancel it, so that
 // training and pretraining stop after the current step with a final

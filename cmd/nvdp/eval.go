@@ -77,12 +77,15 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
+	if err := f.dev.refuseDevice(m.Task); err != nil { // a task without a GPU twin
+		return err
+	}
+	loaded, err := m.Task.Load(m) // the model before the device: a broken model is named first
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
 	eo := f.options(cmd)
-	if m.Task.OnDevice() != nil {
-		if err := f.dev.refuseDevice(m.Task); err != nil {
-			return err
-		}
-	} else {
+	if m.Task.OnDevice() == nil {
 		d, err := f.dev.open()
 		if err != nil {
 			return err
@@ -94,7 +97,7 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	r, err := m.Task.Evaluate(ctx, m, eo)
+	r, err := loaded.Evaluate(ctx, eo)
 	if err != nil {
 		return flagError(err)
 	}

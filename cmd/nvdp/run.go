@@ -119,7 +119,7 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if po.SkipTrain && po.Train.HasTarget() {
 		return nil, fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
 	}
-	t, err := runTask(&po.Train)
+	t, err := runTask(&po.Train, po.Train.Resume || po.SkipTrain)
 	if err != nil {
 		return nil, err
 	}

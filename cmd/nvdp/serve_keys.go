@@ -37,7 +37,6 @@ rotated-out key is refused (401); its account, and what it spent, stay in the le
 	cmd.PersistentFlags().StringVar(&f.path, "ledger", "", "the PostgreSQL ledger: postgres://..., postgresql://... or env:VAR (required)")
 	add := f.command("add --ledger URL --id ID --budget-epsilon E [--label k=v ...]",
 		"Make a key: print it once, store its SHA-256 with its budget and labels", true, f.add)
-	add.PreRunE = func(*cobra.Command, []string) error { return f.parseLabels() }
 	rotate := f.command("rotate --ledger URL --id ID",
 		"Replace a key's secret: print the new key once; the old one is refused from now on", true, f.rotate)
 	revoke := f.command("revoke --ledger URL --id ID", "Revoke a key: refused from now on; its account stays", true,
@@ -77,8 +76,18 @@ func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Com
 			if needsID && f.id == "" {
 				return errors.New("--id: required")
 			}
-			if cmd.Flags().Lookup("budget-epsilon") != nil && option.IsAuto(f.budget) {
-				return errors.New("--budget-epsilon: required: a key of the database has its own budget (a number >= 0, inf: no limit)")
+			if cmd.Flags().Lookup("budget-epsilon") != nil {
+				if option.IsAuto(f.budget) {
+					return errors.New("--budget-epsilon: required: a key of the database has its own budget (a number >= 0, inf: no limit)")
+				}
+				if !(f.budget >= 0) {
+					return fmt.Errorf("--budget-epsilon %v: must be >= 0", f.budget)
+				}
+			}
+			if cmd.Flags().Lookup("label") != nil {
+				if err := f.parseLabels(); err != nil {
+					return err
+				}
 			}
 			l, err := f.open()
 			if err != nil {

@@ -160,8 +160,9 @@ func TestSweepTaskLID(t *testing.T) {
 }
 
 // TestTrainResumeTaskOfDir (issue 32): `nvdp train --resume --out DIR`
-// without --task resumes the task of the run in DIR (task.Open): a speech
-// run, without --task lid or --lid-dir again.
+// and `nvdp run --skip-train --out DIR` without --task take the task of
+// the model in DIR (task.Open): a speech run, without --task lid or
+// --lid-dir again.
 func TestTrainResumeTaskOfDir(t *testing.T) {
 	root := t.TempDir()
 	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 3, "test": 3})
@@ -182,7 +183,19 @@ func TestTrainResumeTaskOfDir(t *testing.T) {
 	if r.Task != speech.TaskName || r.Interrupted || r.Epochs != 2 {
 		t.Errorf("resumed: task %q, epochs %d, interrupted %v", r.Task, r.Epochs, r.Interrupted)
 	}
-	if _, err := runCmd(newTrainCmd(), "--resume", "--out", t.TempDir(), "--no-progress"); err == nil || !strings.Contains(err.Error(), "--resume: model") {
+	// nvdp run --skip-train evaluates the model in --out as its task's (the
+	// QNLI workflow of docs/results.md, here a speech model): no --task.
+	if stdout, err = runCmd(newRunCmd(), "--skip-train", "--out", out, "--no-progress", "--json"); err != nil {
+		t.Fatalf("run --skip-train without --task: %v\n%s", err, stdout)
+	}
+	var rep train.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rep.Utility[speech.MetricF1]; rep.Task != speech.TaskName || rep.UtilitySplit != "test" || !ok {
+		t.Errorf("skip-train report: task %q, utility %v on %s", rep.Task, rep.Utility, rep.UtilitySplit)
+	}
+	if _, err := runCmd(newTrainCmd(), "--resume", "--out", t.TempDir(), "--no-progress"); err == nil || !strings.Contains(err.Error(), "--out: model") {
 		t.Errorf("resume of an empty directory without --task: %v", err)
 	}
 }

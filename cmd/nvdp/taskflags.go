@@ -38,13 +38,14 @@ func givenFlags(cmd *cobra.Command) task.Given {
 	}
 }
 
-// runTask is the task of a training run: --task, or for --resume without
-// it, the task of the run in --out (task.Open). Errors name the flag.
-func runTask(o *model.Options) (task.Task, error) {
-	if o.Resume && o.Task == "" {
+// runTask is the task of a run: --task, or, for --resume or --skip-train
+// (fromOut) without it, the task of the model in --out (task.Open). Errors
+// name the flag.
+func runTask(o *model.Options, fromOut bool) (task.Task, error) {
+	if fromOut && o.Task == "" {
 		m, err := task.Open(o.Out)
 		if err != nil {
-			return nil, fmt.Errorf("--resume: %w", err)
+			return nil, fmt.Errorf("--out: %w", err)
 		}
 		return m.Task, nil
 	}

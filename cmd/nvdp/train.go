@@ -118,7 +118,7 @@ func (f *trainCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if cmd.Flags().Changed("delta") && model.IsNoTarget(o.TargetEpsilon) {
 		return nil, fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 	}
-	t, err := runTask(o)
+	t, err := runTask(o, o.Resume)
 	if err != nil {
 		return nil, err
 	}

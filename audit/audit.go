@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 )
@@ -103,65 +105,97 @@ func DefaultOptions() Options {
 
 // Validate checks the options that do not depend on the posteriors (Audit
 // also checks them, with the reference mode's q against the file): callers
-// validate before any long work. Errors name the option in the library's
-// terms (Renyi order, delta_mu, ...).
+// validate before any long work. Errors about an option are *option.Error
+// naming it (mode, order, delta, confidence, bdp_orders, mask, pairs,
+// gaussian_direction, batch_size, q, workers, max_stored_pairs,
+// list_invalid), so that a program names its own flag for it; the reason
+// uses the library's terms (Renyi order, delta_mu, ...). An invalid
+// certified clip set is an error about the clip set (ClipSet.Validate's,
+// wrapped).
 func (o Options) Validate() error {
-	wrap := func(format string, a ...any) error { return fmt.Errorf("audit options: "+format, a...) }
+	if err := o.validateAccountant(); err != nil {
+		return err
+	}
+	if err := o.validateMode(); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name, what string
+		v          int
+	}{{"pairs", "0: every ordered pair", o.Pairs}, {"workers", "0: GOMAXPROCS", o.Workers},
+		{"max_stored_pairs", "", o.MaxStoredPairs}, {"list_invalid", "", o.ListInvalid}} {
+		if c.v < 0 {
+			if c.what != "" {
+				return option.Errorf(c.name, c.v, "must be >= 0 (%s)", c.what)
+			}
+			return option.Errorf(c.name, c.v, "must be >= 0")
+		}
+	}
+	return nil
+}
+
+// validateAccountant checks the bound's order and the BDP accountant's
+// options.
+func (o Options) validateAccountant() error {
 	if o.Mode != "" && o.Mode != privacy.ModePrincipled && o.Mode != privacy.ModeReference {
-		return wrap("mode %q: want %s or %s", o.Mode, privacy.ModePrincipled, privacy.ModeReference)
+		return option.Errorf("mode", string(o.Mode), "want %s or %s", privacy.ModePrincipled, privacy.ModeReference)
 	}
 	if err := privacy.CheckOrder(o.Order); err != nil {
-		return wrap("%w", err)
+		return option.Errorf("order", o.Order, "the Renyi order lambda must be finite and > 1")
 	}
 	if !(o.Delta > 0 && o.Delta < 1) {
-		return wrap("delta_mu = %v: must be in (0, 1)", o.Delta)
+		return option.Errorf("delta", o.Delta, "delta_mu must be in (0, 1)")
 	}
 	if !(o.Confidence > 0.5 && o.Confidence < 1) {
-		return wrap("confidence = %v: must be in (0.5, 1)", o.Confidence)
+		return option.Errorf("confidence", o.Confidence, "must be in (0.5, 1)")
 	}
 	if !(o.Delta > 1-o.Confidence) {
-		return wrap("delta_mu = %v must exceed the accountant's failure probability 1 - confidence = %v", o.Delta, 1-o.Confidence)
+		return option.MentionErrorf([]string{"confidence"}, "delta", o.Delta,
+			"delta_mu must exceed the accountant's failure probability 1 - confidence = %v", 1-o.Confidence)
 	}
 	if o.BDPOrders != nil && len(o.BDPOrders) == 0 {
-		return wrap("no BDP moment order")
+		return option.Errorf("bdp_orders", nil, "no BDP moment order")
 	}
 	for _, l := range o.BDPOrders {
 		if !(l > 0) || math.IsInf(l, 0) {
-			return wrap("BDP moment order l = %v: must be finite and > 0", l)
+			return option.Errorf("bdp_orders", l, "every BDP moment order l must be finite and > 0")
 		}
 	}
+	return nil
+}
+
+// validateMode checks the options that belong to one mode: the reference
+// mode's batches and sampling ratio, the principled mode's mask, pair
+// sample, Gaussian direction and certified clip set.
+func (o Options) validateMode() error {
 	if o.Mode == privacy.ModeReference {
-		if o.UseMask || o.Pairs != 0 || o.Direction != "" {
-			return wrap("reference mode reproduces the released code: the mask, a pair sample and the Gaussian direction apply to principled mode only")
+		for _, c := range []struct {
+			name string
+			set  bool
+		}{{"mask", o.UseMask}, {"pairs", o.Pairs != 0}, {"gaussian_direction", o.Direction != ""}} {
+			if c.set {
+				return option.Errorf(c.name, nil,
+					"applies to principled mode only (the reference mode reproduces the released code: the mask, a pair sample and the Gaussian direction apply to principled mode only)")
+			}
 		}
 		if o.BatchSize < 2 {
-			return wrap("reference mode: batch size %d: must be >= 2", o.BatchSize)
+			return option.Errorf("batch_size", o.BatchSize, "reference mode: must be >= 2")
 		}
 		if o.Q != 0 && !(o.Q > 0 && o.Q <= 1) {
-			return wrap("reference mode: sampling ratio q = %v: must be in (0, 1]", o.Q)
+			return option.Errorf("q", o.Q, "reference mode: the sampling ratio must be in (0, 1]")
 		}
-	} else if o.Direction != "" && o.Direction != privacy.DirectionPaper && o.Direction != privacy.DirectionStandard {
-		return wrap("Gaussian direction %q: want %s or %s", o.Direction, privacy.DirectionStandard, privacy.DirectionPaper)
+		if o.Certified != nil {
+			return errors.New("audit options: reference mode reproduces the released code: skipping the orders a clip set certifies +Inf applies to principled mode only")
+		}
+		return nil
+	}
+	if o.Direction != "" && o.Direction != privacy.DirectionPaper && o.Direction != privacy.DirectionStandard {
+		return option.Errorf("gaussian_direction", string(o.Direction), "want %s or %s", privacy.DirectionStandard, privacy.DirectionPaper)
 	}
 	if o.Certified != nil {
-		if o.Mode == privacy.ModeReference {
-			return wrap("reference mode reproduces the released code: skipping the orders a clip set certifies +Inf applies to principled mode only")
-		}
 		if err := o.Certified.Validate(); err != nil {
-			return wrap("certified clip set: %w", err)
+			return fmt.Errorf("audit options: certified clip set: %w", err)
 		}
-	}
-	if o.Pairs < 0 {
-		return wrap("pairs %d: must be >= 0 (0: every ordered pair)", o.Pairs)
-	}
-	if o.Workers < 0 {
-		return wrap("workers %d: must be >= 0 (0: GOMAXPROCS)", o.Workers)
-	}
-	if o.MaxStoredPairs < 0 {
-		return wrap("max stored pairs %d: must be >= 0", o.MaxStoredPairs)
-	}
-	if o.ListInvalid < 0 {
-		return wrap("invalid pairs to list %d: must be >= 0", o.ListInvalid)
 	}
 	return nil
 }

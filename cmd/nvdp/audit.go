@@ -146,7 +146,7 @@ func (f *auditFlags) options(cmd *cobra.Command) (audit.Options, error) {
 		slog.Info("device: cpu (auto: the audit on the device does not run " + flag + ")")
 		f.dev.device = cuda.DeviceCPU // runAudit opens no device
 	}
-	return opt, opt.Validate()
+	return opt, flagError(opt.Validate())
 }
 
 // deviceUnsupported names the flag of an option the audit on the device

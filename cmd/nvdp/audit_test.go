@@ -264,21 +264,21 @@ func TestAuditCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--posteriors", path, "--order", "1"}, "Renyi order lambda = 1: must be finite and > 1"},
-		{[]string{"--posteriors", path, "--order", "0.5"}, "Renyi order lambda = 0.5: must be finite and > 1"},
+		{[]string{"--posteriors", path, "--order", "1"}, "--order 1: the Renyi order lambda must be finite and > 1"},
+		{[]string{"--posteriors", path, "--order", "0.5"}, "--order 0.5: the Renyi order lambda must be finite and > 1"},
 		// An explicit 0 is never replaced by the default.
-		{[]string{"--posteriors", path, "--delta", "0"}, "delta_mu = 0: must be in (0, 1)"},
-		{[]string{"--posteriors", path, "--confidence", "0"}, "confidence = 0: must be in (0.5, 1)"},
-		{[]string{"--posteriors", path, "--mode", "reference", "--batch-size", "0"}, "batch size 0: must be >= 2"},
+		{[]string{"--posteriors", path, "--delta", "0"}, "--delta 0: delta_mu must be in (0, 1)"},
+		{[]string{"--posteriors", path, "--confidence", "0"}, "--confidence 0: must be in (0.5, 1)"},
+		{[]string{"--posteriors", path, "--mode", "reference", "--batch-size", "0"}, "--batch-size 0: reference mode: must be >= 2"},
 		{[]string{"--posteriors", path, "--mode", "reference", "--batch-size", "4", "--q", "0"}, "--q 0: the sampling ratio must be in (0, 1]"},
 		// q not given: 5 examples, batch size 16.
 		{[]string{"--posteriors", path, "--mode", "reference"}, "q = batch size / M = 16/5 > 1: the file has fewer examples than one batch"},
-		{[]string{"--posteriors", path, "--pairs", "-5"}, "pairs -5: must be >= 0"},
+		{[]string{"--posteriors", path, "--pairs", "-5"}, "--pairs -5: must be >= 0"},
 		{[]string{"--posteriors", bad}, bad},
 		{[]string{"--posteriors", filepath.Join(t.TempDir(), "missing")}, "no such file"},
-		{[]string{"--posteriors", path, "--mode", "fast"}, "principled or reference"},
+		{[]string{"--posteriors", path, "--mode", "fast"}, `--mode "fast": want principled or reference`},
 		{[]string{"--posteriors", path, "--bdp-orders", "0.1,x"}, "not a number"},
-		{[]string{"--posteriors", path, "--mode", "reference", "--mask"}, "principled mode only"},
+		{[]string{"--posteriors", path, "--mode", "reference", "--mask"}, "--mask: applies to principled mode only"},
 		{[]string{}, "posteriors"},
 	}
 	for _, c := range cases {
@@ -786,5 +786,27 @@ func TestAuditShardRemovesStaleTemp(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "removed the temporary files of an interrupted write") || !strings.Contains(l, ".part0.json.tmp123456") || strings.Contains(l, ".part1.json") {
 		t.Errorf("log %q", l)
+	}
+}
+
+// TestRunAuditFlagErrors: the audit options of `nvdp run` are checked
+// before any work by the library (audit.Options.Validate) and named as run's
+// flags, --audit-mode and --audit-batch-size where --mode and --batch-size
+// are the training's.
+func TestRunAuditFlagErrors(t *testing.T) {
+	out := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--audit-mode", "reference", "--audit-batch-size", "1"}, "--audit-batch-size 1: reference mode: must be >= 2"},
+		{[]string{"--audit-mode", "fast"}, `--audit-mode "fast": want principled or reference`},
+		{[]string{"--confidence", "0"}, "--confidence 0: must be in (0.5, 1)"},
+		{[]string{"--pairs", "-2"}, "--pairs -2: must be >= 0"},
+	} {
+		_, err := runCmd(newRunCmd(), append(c.args, "--task", "sst2", "--out", out)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -397,7 +398,25 @@ func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
 	if a.fs.Changed("q") && po.Audit.Q == 0 {
 		return fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch size / M")
 	}
-	return po.Audit.Validate()
+	return pipelineAuditError(po.Audit.Validate())
+}
+
+// pipelineAuditNames are the audit options whose flags in `nvdp run` and
+// `nvdp sweep` are prefixed (--audit-mode, --audit-batch-size,
+// --audit-seed): --mode, --batch-size and --seed are the training's.
+var pipelineAuditNames = map[string]string{"mode": "audit_mode", "batch_size": "audit_batch_size", "seed": "audit_seed"}
+
+// pipelineAuditError is flagError for an error of the audit options of
+// `nvdp run` and `nvdp sweep` (audit.Options.Validate), the option named as
+// these commands' flag (pipelineAuditNames).
+func pipelineAuditError(err error) error {
+	oe, ok := err.(*option.Error)
+	if !ok {
+		return err
+	}
+	c := *oe
+	c.Option = cmp.Or(pipelineAuditNames[oe.Option], oe.Option)
+	return flagError(&c)
 }
 
 // printJSON writes v to w as one indented JSON object (the --json output of

@@ -120,15 +120,12 @@ func (o Options) Validate() error {
 		return err
 	}
 	for _, c := range []struct {
-		name, what string
-		v          int
-	}{{"pairs", "0: every ordered pair", o.Pairs}, {"workers", "0: GOMAXPROCS", o.Workers},
-		{"max_stored_pairs", "", o.MaxStoredPairs}, {"list_invalid", "", o.ListInvalid}} {
+		name, reason string
+		v            int
+	}{{"pairs", "must be >= 0 (0: every ordered pair)", o.Pairs}, {"workers", "must be >= 0 (0: GOMAXPROCS)", o.Workers},
+		{"max_stored_pairs", "must be >= 0", o.MaxStoredPairs}, {"list_invalid", "must be >= 0", o.ListInvalid}} {
 		if c.v < 0 {
-			if c.what != "" {
-				return option.Errorf(c.name, c.v, "must be >= 0 (%s)", c.what)
-			}
-			return option.Errorf(c.name, c.v, "must be >= 0")
+			return option.Errorf(c.name, c.v, "%s", c.reason)
 		}
 	}
 	return nil

@@ -90,7 +90,7 @@ func (o *Options) validateTasks() error {
 		t, err := task.Lookup(name)
 		switch {
 		case err != nil:
-			return invalid("tasks", "%s: %s", name, err.(*option.Error).Reason)
+			return invalid("tasks", "%v", err)
 		case first != nil && t.Modality() != first.Modality():
 			return invalid("tasks", "%s (%s) and %s (%s) cannot share a sweep: their cells have their own encoder and data",
 				first.Name(), first.Modality(), t.Name(), t.Modality())

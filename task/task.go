@@ -20,7 +20,6 @@ import (
 	"strings"
 
 	"github.com/nvdp-project/nvdp/cuda"
-	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -55,7 +54,7 @@ type Given func(name string) bool
 
 func (g Given) has(name string) bool { return g != nil && g(name) }
 
-// EvalOptions configure Task.Evaluate of a model directory: what an
+// EvalOptions configure Evaluator.Evaluate of a loaded model: what an
 // evaluation may change of the model's own settings. Split, Seed, Limit,
 // NoPost and SkipBadRows are always used; Out, GlueDir, DataDir, BatchSize
 // and MaxSeqLen only where Given reports them (the others are the model's).
@@ -225,6 +224,3 @@ func Open(dir string) (*Model, error) {
 	slices.Reverse(files)
 	return nil, fmt.Errorf("model %s: no %s: not a model directory (written by nvdp train)", dir, strings.Join(files, " or "))
 }
-
-// glueTasks lists glue's task names (the text modality's tasks).
-func glueTasks() []string { return glue.TaskNames() }

@@ -16,7 +16,7 @@ const textExamples = "texts"
 // package train on glue's TSV files; a task is an entry of glue's table.
 type textModality struct{}
 
-func (textModality) names() []string     { return glueTasks() }
+func (textModality) names() []string     { return glue.TaskNames() }
 func (textModality) optionsFile() string { return model.OptionsFile }
 
 func (textModality) lookup(name string) (Task, bool) {
@@ -49,7 +49,6 @@ func (t textTask) Metrics() []string  { return t.g.Metrics }
 func (t textTask) Selection() string  { return t.g.Metric }
 func (textTask) UtilitySplit() string { return "dev" }
 func (textTask) OnDevice() error      { return nil }
-func (textTask) OptionsFile() string  { return model.OptionsFile }
 func (textTask) UsesData() bool       { return false }
 
 // Chance is train.ChanceLevel of the GLUE task.

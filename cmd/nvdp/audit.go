@@ -218,8 +218,10 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 		defer closeDevice(dev)
 	}
 	// float64 copies of mu and sigma^2 that would not fit: convert per tile
-	if avail := audit.MemAvailable(); dev == nil && !cmd.Flags().Changed("low-memory") && opt.FitMemory(p, avail) {
-		slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", audit.CopiesBytes(p), "available_bytes", avail)
+	if dev == nil && !cmd.Flags().Changed("low-memory") {
+		if avail := audit.MemAvailable(); opt.FitMemory(p, avail) {
+			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", audit.CopiesBytes(p), "available_bytes", avail)
+		}
 	}
 	// Progress for audits that take more than a moment.
 	pairs := float64(opt.AuditedPairs(p.M))

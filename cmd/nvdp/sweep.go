@@ -145,10 +145,11 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 		}
 	}
 	for _, l := range []struct {
-		flag, s string
-		to      *[]float64
-	}{{"--lambdas", sf.lambdas, &so.Lambdas}, {"--c-mu-grid", sf.cmuGrid, &so.CMuGrid}, {"--target-epsilons", sf.targets, &so.TargetEpsilons}} {
-		if l.s == "" && l.flag != "--lambdas" {
+		flag, s  string
+		to       *[]float64
+		optional bool // left empty: not given (the others are parsed, empty or not)
+	}{{"--lambdas", sf.lambdas, &so.Lambdas, false}, {"--c-mu-grid", sf.cmuGrid, &so.CMuGrid, true}, {"--target-epsilons", sf.targets, &so.TargetEpsilons, true}} {
+		if l.s == "" && l.optional {
 			continue
 		}
 		if *l.to, err = parseFloatList(l.flag, l.s); err != nil {
@@ -156,10 +157,11 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 		}
 	}
 	for _, l := range []struct {
-		flag, s string
-		to      *[]uint64
-	}{{"--seeds", sf.seeds, &so.Seeds}, {"--c-mu-seeds", sf.cmuSeeds, &so.CMuSeeds}} {
-		if l.s == "" && l.flag != "--seeds" {
+		flag, s  string
+		to       *[]uint64
+		optional bool
+	}{{"--seeds", sf.seeds, &so.Seeds, false}, {"--c-mu-seeds", sf.cmuSeeds, &so.CMuSeeds, true}} {
+		if l.s == "" && l.optional {
 			continue
 		}
 		if *l.to, err = parseUintList(l.flag, l.s); err != nil {

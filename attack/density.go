@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mathext"
 
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/noise"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -232,21 +233,85 @@ func (p Pair) GaussianMu() (mu float64, ok bool) {
 	return math.Sqrt(s), true
 }
 
-// sampler draws releases of one posterior of a pair with nvib's sampler:
-// nvib.Draw (Z and the Dirichlet weights) or, for a gaussian pair,
-// nvib.DrawGaussian. Safe for concurrent use (each call brings its rng).
+// sampler draws releases of one posterior of a pair as the release would:
+// exactly (package noise, on the pair's lattice: exactLattice) when the
+// pair has one fixed noise, else with nvib's floating-point sampler
+// (nvib.Draw, or nvib.DrawGaussian for a gaussian pair). Safe for
+// concurrent use (each call brings its rng).
 type sampler struct {
 	post     *nvib.Posterior
 	gaussian bool
+	exact    *pairLattice
 }
 
-func newSampler(v privacy.PosteriorView, gaussian bool) sampler {
-	return sampler{gaussian: gaussian, post: &nvib.Posterior{B: 1, N: v.N, P: v.P, PadsReleased: true,
+// pairLattice is the exact release of a pair: its lattice and the lattice
+// index of each dimension's ball centre (the prior component's mean).
+type pairLattice struct {
+	lat     noise.Lattice
+	centres []int64
+}
+
+// exactLattice returns the lattice of a pair whose posteriors have one
+// stored log-variance everywhere and the same pseudo-counts (a fixed-noise
+// release, privacy.ClipSet.ReleaseLattice): noise.NewLattice of its sigma
+// for the largest |mean| of either, the centre at component 0's mean (the
+// prior's, the same in both). ok is false for any other pair, which is
+// then drawn by the floating-point sampler.
+func exactLattice(p Pair) (pl *pairLattice, ok bool) {
+	q, r := p.Q, p.QPrime
+	if len(q.Logvar) == 0 || q.N != r.N || q.P != r.P {
+		return nil, false
+	}
+	lv := q.Logvar[0]
+	bound := 0.0
+	for k := range q.Logvar {
+		if q.Logvar[k] != lv || r.Logvar[k] != lv {
+			return nil, false
+		}
+		bound = math.Max(bound, math.Max(math.Abs(float64(q.Mu[k])), math.Abs(float64(r.Mu[k]))))
+	}
+	for i := range q.Alpha {
+		if q.Alpha[i] != r.Alpha[i] {
+			return nil, false
+		}
+	}
+	lat, err := noise.NewLattice(noise.NoiseSigma(lv), bound)
+	if err != nil {
+		return nil, false
+	}
+	pl = &pairLattice{lat: lat, centres: make([]int64, q.P)}
+	for j := range q.P {
+		if q.Mu[j] != r.Mu[j] {
+			return nil, false
+		}
+		if pl.centres[j], err = lat.CentreIndex(q.Mu[j]); err != nil {
+			return nil, false
+		}
+	}
+	return pl, true
+}
+
+func newSampler(v privacy.PosteriorView, gaussian bool, exact *pairLattice) sampler {
+	return sampler{gaussian: gaussian, exact: exact, post: &nvib.Posterior{B: 1, N: v.N, P: v.P, PadsReleased: true,
 		Mu: nn.FromData(v.Mu, 1, v.N, v.P), Logvar: nn.FromData(v.Logvar, 1, v.N, v.P), Alpha: nn.FromData(v.Alpha, 1, v.N)}}
 }
 
 // draw returns one release: Z [N*P] and ln pi [N].
 func (s sampler) draw(rng *rand.Rand) (z []float32, logPi []float64) {
+	if e := s.exact; e != nil {
+		n := make([]int64, len(s.post.Mu.Data))
+		noise.NewNoise(e.lat, rng).Fill(n)
+		z = make([]float32, len(n))
+		if err := e.lat.Release(z, s.post.Mu.Data, n, e.centres); err != nil {
+			panic(err) // exactLattice sized the lattice for these means
+		}
+		if s.gaussian {
+			_, logPi = nvib.UniformWeights(s.post.N)
+		} else {
+			_, logPi = nvib.DrawWeights(s.post.Alpha.Data, rng)
+		}
+		return z, logPi
+	}
 	var d *nvib.Sample
 	if s.gaussian {
 		d = nvib.DrawGaussian(s.post, rng)

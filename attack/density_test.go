@@ -103,7 +103,7 @@ func TestLogRatioGonum(t *testing.T) {
 			var logPi []float64
 			switch trial % 3 {
 			case 0, 1:
-				z, logPi = newSampler([]privacy.PosteriorView{pair.Q, pair.QPrime}[trial%2], tc.gaussian).draw(rng)
+				z, logPi = newSampler([]privacy.PosteriorView{pair.Q, pair.QPrime}[trial%2], tc.gaussian, nil).draw(rng)
 			default: // far away
 				z, logPi = make([]float32, tc.n*tc.p), make([]float64, tc.n)
 				for k := range z {
@@ -167,8 +167,9 @@ func TestLogRatioMonteCarlo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		exact, _ := exactLattice(pair) // the release's exact sampler where the pair has fixed noise
 		moments := func(v privacy.PosteriorView, f func(float64) float64) (m, se float64) {
-			s := newSampler(v, gaussian)
+			s := newSampler(v, gaussian, exact)
 			var sum, sum2 float64
 			for range draws {
 				x := f(lr.At(s.draw(rng)))
@@ -252,5 +253,32 @@ func TestPairCheck(t *testing.T) {
 		if _, err := PairFromPosteriors(&f, tc.i, tc.j); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("(%d, %d) %v: want an error with %q, got %v", tc.i, tc.j, tc.md, tc.want, err)
 		}
+	}
+}
+
+// The distinguishing test draws the releases of a fixed-noise pair exactly (exactLattice: one
+// logvar, the same pseudo-counts, the prior component the same in both), every value on the
+// lattice; a pair whose noise differs is drawn by the floating-point sampler.
+func TestExactLattice(t *testing.T) {
+	set := nvib.GaussianClipSet(0.5, 1, 4, 3)
+	pair, _, err := WitnessPair(set, privacy.DefaultDelta, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := exactLattice(pair)
+	if !ok {
+		t.Fatal("the witness pair of a gaussian clip set has fixed noise but no lattice")
+	}
+	if want, _, _, _ := set.ReleaseLattice(); e.lat != want {
+		t.Errorf("pair lattice %+v, the clip set's %+v", e.lat, want)
+	}
+	z, _ := newSampler(pair.Q, true, e).draw(rand.New(rand.NewPCG(1, 2)))
+	for k, v := range z {
+		if q := float64(v) / e.lat.G(); q != math.Trunc(q) {
+			t.Fatalf("z[%d] = %v off the lattice", k, v)
+		}
+	}
+	if _, ok := exactLattice(nearPair(rand.New(rand.NewPCG(3, 4)), 4, 3, 0.4, false)); ok {
+		t.Error("a pair whose logvars and pseudo-counts differ has an exact lattice")
 	}
 }

@@ -120,6 +120,12 @@ type DistinguishResult struct {
 	P          int     `json:"dims"`
 	// Gaussian: the release of a gaussian model (Z only).
 	Gaussian bool `json:"gaussian_release"`
+	// ExactRelease: the releases were drawn by the exact sampler on the
+	// pair's lattice (a fixed-noise pair, as the release draws it: docs/
+	// privacy.md "Floating-point safety"); false: by the floating-point
+	// sampler. The test's score is the continuous log-likelihood ratio
+	// either way (any score gives a valid lower bound).
+	ExactRelease bool `json:"exact_release"`
 
 	// KL is KL(q || q') and KLReverse KL(q' || q) (Pair.KL); LLRMeanQ and
 	// LLRMeanQPrime the mean score of the releases of q and of q', which
@@ -261,6 +267,7 @@ func Distinguish(ctx context.Context, pair Pair, opt DistinguishOptions) (*Disti
 	r := &DistinguishResult{Releases: opt.Releases, Seed: opt.Seed, Delta: opt.Delta, Confidence: opt.Confidence,
 		Selection: SelectionSplit, N: pair.Q.N, P: pair.Q.P, Gaussian: pair.Gaussian,
 		KL: jsonfloat.Float(pair.KL()), KLReverse: jsonfloat.Float(pair.Swap().KL())}
+	_, r.ExactRelease = exactLattice(pair)
 	if err := r.pairBounds(pair); err != nil {
 		return nil, err
 	}
@@ -342,7 +349,8 @@ const chunk = 256
 func drawScores(ctx context.Context, pair Pair, lr *LogRatio, opt DistinguishOptions) ([2][]float64, error) {
 	K := opt.Releases
 	scores := [2][]float64{make([]float64, K), make([]float64, K)}
-	samplers := [2]sampler{newSampler(pair.Q, pair.Gaussian), newSampler(pair.QPrime, pair.Gaussian)}
+	exact, _ := exactLattice(pair)
+	samplers := [2]sampler{newSampler(pair.Q, pair.Gaussian, exact), newSampler(pair.QPrime, pair.Gaussian, exact)}
 	chunks := (K + chunk - 1) / chunk
 	jobs := make(chan [2]int)
 	workers := opt.Workers

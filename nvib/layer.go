@@ -341,3 +341,21 @@ func (s *Sample) Backward(post *Posterior, dZ *nn.Tensor, dLogPi []float64, dmu,
 		}
 	}
 }
+
+// DrawWeights samples the Dirichlet weights pi [N] (and ln pi) of one
+// example whose every component is sampled (the release: PadsReleased)
+// with pseudo-counts alpha [N], as Draw samples them (the same Gamma draws
+// from rng in component order). The exact release (package release) draws
+// the weights of a fixed-noise model with it ahead of the request: their
+// law is the same for every input.
+func DrawWeights(alpha []float32, rng *rand.Rand) (pi []float32, logPi []float64) {
+	d := sampleDirichlet(func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }, alpha, nil, 1, len(alpha))
+	return d.Pi, d.LogPi
+}
+
+// UniformWeights is the constant weights pi_i = 1/N of a gaussian release
+// (DrawGaussian), and their logs.
+func UniformWeights(N int) (pi []float32, logPi []float64) {
+	d := uniformDirichlet(1, N)
+	return d.Pi, d.LogPi
+}

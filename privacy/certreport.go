@@ -78,6 +78,8 @@ type CertifiedReport struct {
 	BDPOrder   jsonfloat.Float `json:"bdp_order_certified"` // moment order l
 	BDPNote    string          `json:"bdp_note"`            // CertifiedBDPNote
 	Curve      []OrderRD       `json:"orders"`
+	// Release is the mechanism the guarantee covers (Guarantee.Release).
+	Release *ReleaseMechanism `json:"release,omitempty"`
 	// PerRelease is the one-release certificate at Order, with its witness
 	// pair (not written; nil when read from JSON).
 	PerRelease *Certificate `json:"-"`
@@ -137,7 +139,7 @@ func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases i
 		Constants: set.Metadata(), Components: set.Components, Dims: set.Dims, Certificate: all, Releases: g.Releases, Delta: g.Delta,
 		Epsilon: g.Epsilon, Accountant: g.Accountant, GaussianMu: g.GaussianMu, RDPEpsilon: g.RDPEpsilon,
 		BestOrder: g.BestOrder, BDPEpsilon: g.BDPEpsilon, BDPOrder: g.BDPOrder,
-		BDPNote: CertifiedBDPNote, Curve: g.Curve, PerRelease: c}, nil
+		BDPNote: CertifiedBDPNote, Curve: g.Curve, Release: g.Release, PerRelease: c}, nil
 }
 
 // Unbounded reports whether the certificate is +Inf at Order and at every

@@ -145,6 +145,10 @@ type Guarantee struct {
 	// BDPEpsilon is CertifiedBDP of Curve at Delta, BDPOrder its moment order l.
 	BDPEpsilon jsonfloat.Float `json:"bdp_epsilon_certified"`
 	BDPOrder   jsonfloat.Float `json:"bdp_order_certified"`
+	// Release is the mechanism whose released bits the guarantee covers
+	// (ClipSet.ReleaseMechanism): exact, with its lattice, or not, and why.
+	// Nil in files written before it.
+	Release *ReleaseMechanism `json:"release,omitempty"`
 }
 
 // CertifyCurve returns the certified guarantee of `releases` releases (>= 1)
@@ -189,6 +193,8 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 		return nil, err
 	}
 	g.BDPEpsilon, g.BDPOrder = jsonfloat.Float(be), jsonfloat.Float(bl)
+	m := set.ReleaseMechanism()
+	g.Release = &m
 	return g, nil
 }
 

@@ -5,10 +5,17 @@
 // A release is exactly what the model's own evaluation samples (train.Evaluate, nvib.Model.Forward): the
 // text is tokenised and truncated to the model's max-seq-len tokens, padded to that fixed length (the
 // release length: model.EvalPadLen), mapped to its clipped posterior (nvib.Model.Posterior) and sampled
-// once per release (nvib.Draw; nvib.DrawGaussian for a gaussian model). Every one of the N components is
-// released, padding included, so the release has the same shape for every text. Its certified guarantee
-// is privacy.CertifyCurve of the model's clip set (nvib.Config.ClipSet): the guarantee of `nvdp certify
-// --model`.
+// once per release. Every one of the N components is released, padding included, so the release has the
+// same shape for every text. Its certified guarantee is privacy.CertifyCurve of the model's clip set
+// (nvib.Config.ClipSet): the guarantee of `nvdp certify --model`.
+//
+// The sample is drawn exactly (docs/privacy.md, "Floating-point safety"): for a fixed-noise model (the
+// noise scale and pseudo-counts the same for every input: the calibrated default and the gaussian
+// variant) every value is G (m + n) on the lattice G = 2^k, m the clipped mean rounded toward the clip
+// ball's centre and n Karney's exact normal rounded to the lattice (package noise), so the released bits
+// are a sample of the mechanism the certificate is proved for. A model whose noise depends on the input
+// is refused unless Options.AllowUnproved, and then drawn by the floating-point sampler (nvib.Draw), whose
+// bits no certificate covers: its guarantee's Release says so.
 package release
 
 import (
@@ -45,6 +52,16 @@ type Releaser struct {
 	mu        sync.RWMutex // guards what SetDelta and SetBatchSize change
 	batchSize int
 	guarantee *privacy.Guarantee
+
+	exact *exactRelease // nil: an unproved release (Options.AllowUnproved)
+}
+
+// Options configure a Releaser.
+type Options struct {
+	// AllowUnproved releases a model whose noise scale or pseudo-counts depend on the input with the
+	// floating-point sampler: its bits are not covered by the certificate (docs/privacy.md,
+	// "Floating-point safety"), and its guarantee's Release states it. False: such a model is refused.
+	AllowUnproved bool `json:"allow_unproved"`
 }
 
 // ModelInfo describes the model of a release for metadata and /v1/info.
@@ -69,19 +86,20 @@ type Embedding struct {
 }
 
 // Load reads a model directory written by `nvdp run`/`nvdp train` (model.Load) for release: an
-// NVDP-Clipped or gaussian model whose clip set certifies a finite bound; a baseline (nothing private to
-// release), an unclipped nvdp model (no finite certificate) or a reference-mode model is an error naming why.
-func Load(dir string) (*Releaser, error) {
+// NVDP-Clipped or gaussian model whose clip set certifies a finite bound and whose noise is fixed (or
+// opt.AllowUnproved); a baseline (nothing private to release), an unclipped nvdp model (no finite
+// certificate), a reference-mode model or a noise that depends on the input is an error naming why.
+func Load(dir string, opt Options) (*Releaser, error) {
 	b, err := model.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	return New(b)
+	return New(b, opt)
 }
 
 // New is Load of a model already in memory (b.Dir names it; "" for a model built by model.Build). The
 // releaser uses b.Model and b.Tokenizer and must be the only user of them from then on.
-func New(b *model.Bundle) (*Releaser, error) {
+func New(b *model.Bundle, opt Options) (*Releaser, error) {
 	cfg := b.Model.Cfg
 	name := b.Dir
 	if name == "" {
@@ -121,8 +139,21 @@ func New(b *model.Bundle) (*Releaser, error) {
 		}
 		return nil, fmt.Errorf("release: model %s: its clipping certifies no finite bound at any order%s; nothing can be released under a guarantee", name, reason)
 	}
+	exact, err := newExact(set, cfg.Model == nvib.ModelGaussian)
+	switch {
+	case err == nil:
+		r.exact = exact
+	case !errors.Is(err, privacy.ErrNotFixedNoise):
+		return nil, fmt.Errorf("release: model %s: %w", name, err)
+	case !opt.AllowUnproved:
+		return nil, fmt.Errorf("release: model %s: %w; the floating-point sampler reveals such noise (docs/privacy.md, \"Floating-point safety\"), so no certificate covers its bits: train it with a privacy target and the default budget split (variance and Dirichlet shares 0: fixed noise), or the gaussian variant, or allow an unproved release explicitly", name, err)
+	}
 	return r, nil
 }
+
+// Exact reports whether the releases are exact samples of the certified mechanism (false: an unproved
+// release, Options.AllowUnproved).
+func (r *Releaser) Exact() bool { return r.exact != nil }
 
 // ClipSet is the clip set of the release (nvib.Config.ClipSet at the release's N): the set of
 // posteriors Guarantee certifies. The caller owns the copy returned.
@@ -255,11 +286,13 @@ func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, s
 	}
 	out := make([][]Embedding, len(texts))
 	err := r.posteriors(ctx, texts, func(post *nvib.Posterior, lo, hi int) error {
-		src.use(func(rng *rand.Rand) {
-			for i := range hi - lo {
-				out[lo+i] = r.draw(example(post, i), k, rng)
+		for i := range hi - lo {
+			es, err := r.draw(ctx, example(post, i), k, src)
+			if err != nil {
+				return fmt.Errorf("release: text %d: %w", lo+i, err)
 			}
-		})
+			out[lo+i] = es
+		}
 		for i := lo; i < hi; i++ {
 			if err := checkFinite(out[i]); err != nil {
 				return fmt.Errorf("release: text %d: %w", i, err)
@@ -358,19 +391,37 @@ func example(post *nvib.Posterior, i int) *nvib.Posterior {
 		Mask:   post.Mask[i*N : (i+1)*N], PadsReleased: post.PadsReleased}
 }
 
-// draw samples k releases of a posterior of one example, as the model's forward pass samples it.
-func (r *Releaser) draw(post *nvib.Posterior, k int, rng *rand.Rand) []Embedding {
+// draw samples k releases of a posterior of one example: exactly (exactRelease, its noise from src's
+// pool or seed) or, for an unproved release, as the model's forward pass samples it (nvib.Draw,
+// nvib.DrawGaussian).
+func (r *Releaser) draw(ctx context.Context, post *nvib.Posterior, k int, src *Source) ([]Embedding, error) {
 	out := make([]Embedding, k)
-	for j := range out {
-		var s *nvib.Sample
-		if r.bundle.Model.Gauss != nil {
-			s = nvib.DrawGaussian(post, rng)
-		} else {
-			s = nvib.Draw(post, rng)
-		}
-		out[j] = Embedding{Z: s.Z.Data, Pi: s.Dir.Pi}
+	if r.exact == nil {
+		src.use(func(rng *rand.Rand) {
+			for j := range out {
+				var s *nvib.Sample
+				if r.bundle.Model.Gauss != nil {
+					s = nvib.DrawGaussian(post, rng)
+				} else {
+					s = nvib.Draw(post, rng)
+				}
+				out[j] = Embedding{Z: s.Z.Data, Pi: s.Dir.Pi}
+			}
+		})
+		return out, nil
 	}
-	return out
+	for j := range out {
+		d, err := src.exactDraw(ctx, r.exact)
+		if err != nil {
+			return nil, err
+		}
+		out[j], err = r.exact.apply(post, d)
+		d.wipe()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // checkFinite rejects a release with a non-finite value (impossible for a finite clipped posterior;

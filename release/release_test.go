@@ -17,6 +17,7 @@ import (
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/noise"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
@@ -63,8 +64,15 @@ func synthTask(dir string) (glueDir, vocab string, err error) {
 	return glueDir, vocab, nil
 }
 
+// varying names the tiny nvdp-clipped model whose noise depends on the input (tinyOptions): the
+// hand-set default clipping, a sigma range and C_amin < C_amax. The nvdp-clipped model of the other
+// tests has fixed noise (floor = cap, C_amin = C_amax), the design whose release is exact.
+const varying = "nvdp-clipped-varying"
+
 // tinyOptions are the options of a tiny model of variant (hidden 16, one layer, max-seq-len 8,
-// P = 8 for the clipped model) on the synthetic task in dir.
+// P = 8 for the clipped model) on the synthetic task in dir; nvdp-clipped has fixed noise (the
+// logvar margin at its maximum: floor = cap; C_amin = C_amax = 1.5), varying the hand-set default
+// clipping.
 func tinyOptions(t *testing.T, dir, variant string) model.Options {
 	t.Helper()
 	glueDir, vocab, err := synthTask(dir)
@@ -77,12 +85,20 @@ func tinyOptions(t *testing.T, dir, variant string) model.Options {
 	}
 	enc.HiddenSize, enc.NumHiddenLayers, enc.NumAttentionHeads, enc.IntermediateSize, enc.MaxPositionEmbeddings = 16, 1, 2, 32, 16
 	o := model.DefaultOptions()
+	fixed := variant == nvib.ModelNVDPClipped
+	if variant == varying {
+		variant = nvib.ModelNVDPClipped
+	}
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", glueDir, "scratch:bert-tiny", vocab, variant, &enc
 	o.Epochs, o.BatchSize, o.EvalBatchSize, o.LR, o.MaxSeqLen, o.Seed = 1, 8, 5, 3e-3, 8, 1
 	o.Out, o.HandSetClipping = filepath.Join(dir, "model"), nvib.Calibratable(variant) // no privacy target: the clipping as given
 	if variant == nvib.ModelNVDPClipped {
 		p := 8
 		o.LatentDim = &p
+	}
+	if fixed {
+		o.LogvarMargin = math.Log(o.ClipOrder / (o.ClipOrder - 1))
+		o.CAlphaMax, o.CAlphaMin = 1.5, 1.5
 	}
 	return o
 }
@@ -114,7 +130,7 @@ func tinyModel(t *testing.T, variant string) string {
 
 func load(t *testing.T, variant string) *Releaser {
 	t.Helper()
-	r, err := Load(tinyModel(t, variant))
+	r, err := Load(tinyModel(t, variant), Options{AllowUnproved: variant == varying})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +178,25 @@ func TestLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if _, err := New(b); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(b, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := Load(filepath.Join(t.TempDir(), "missing")); err == nil {
+	// a noise that depends on the input: refused, saying why, unless an unproved release is allowed,
+	// which the guarantee then states
+	if _, err := Load(tinyModel(t, varying), Options{}); !errors.Is(err, privacy.ErrNotFixedNoise) ||
+		!strings.Contains(err.Error(), "depend on the input") || !strings.Contains(err.Error(), "fixed noise") {
+		t.Errorf("varying noise: error %v, want privacy.ErrNotFixedNoise saying why and how to train a fixed-noise model", err)
+	}
+	if r := load(t, varying); r.Exact() || r.Guarantee().Release == nil || r.Guarantee().Release.Exact || r.Guarantee().Release.Reason == "" {
+		t.Errorf("varying noise allowed: Exact %v, release %+v; want not exact, with the reason", r.Exact(), r.Guarantee().Release)
+	}
+	for _, v := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
+		if r := load(t, v); !r.Exact() || !r.Guarantee().Release.Exact || r.Guarantee().Release.LatticeExp >= 0 {
+			t.Errorf("%s: Exact %v, release %+v; want exact on a lattice finer than 1", v, r.Exact(), r.Guarantee().Release)
+		}
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing"), Options{}); err == nil {
 		t.Error("a missing model directory was loaded")
 	}
 }
@@ -187,53 +217,118 @@ func evalInputs(t *testing.T, b *model.Bundle, texts []string, bs int) []encoder
 	return ins
 }
 
-// A release is the evaluation's sample: for one text and the same seed, Z and pi equal those of the
-// model's own forward pass at evaluation (nvib.Model.Forward, the path of train.Evaluate); for many
-// texts, each equals nvib.Draw (or DrawGaussian) of its posterior, computed by the evaluation's
-// batching, with the noise taken text after text from one stream.
-func TestReleaseIsTheEvaluationSample(t *testing.T) {
+// An unproved release (a model whose noise depends on the input, Options.AllowUnproved) is the
+// evaluation's sample: for one text and the same seed, Z and pi equal those of the model's own forward
+// pass at evaluation (nvib.Model.Forward, the path of train.Evaluate); for many texts, each equals
+// nvib.Draw of its posterior, computed by the evaluation's batching, with the noise taken text after
+// text from one stream.
+func TestUnprovedReleaseIsTheEvaluationSample(t *testing.T) {
+	ctx := context.Background()
+	r := load(t, varying)
+	b := r.bundle
+	for i, text := range texts[:3] {
+		seed := uint64(10 + i)
+		got, err := r.Release(ctx, []string{text}, NewSeededSource(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := b.Model.Forward(evalInputs(t, b, []string{text}, 1)[0], nil,
+			nvib.ForwardOptions{Rng: rand.New(rand.NewChaCha8(SeedKey(seed))), KLScale: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got[0].Z, out.Sample.Z.Data) || !slices.Equal(got[0].Pi, out.Sample.Dir.Pi) {
+			t.Errorf("text %d: the release is not the evaluation's sample", i)
+		}
+	}
+	got, err := r.Release(ctx, texts, NewSeededSource(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewChaCha8(SeedKey(7)))
+	k := 0
+	for _, in := range evalInputs(t, b, texts, r.BatchSize()) {
+		post, err := b.Model.Posterior(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range in.B {
+			s := nvib.Draw(example(post, i), rng)
+			if !slices.Equal(got[k].Z, s.Z.Data) || !slices.Equal(got[k].Pi, s.Dir.Pi) {
+				t.Errorf("text %d: release differs from the draw of its evaluation posterior", k)
+			}
+			k++
+		}
+	}
+}
+
+// An exact release (docs/privacy.md, "Floating-point safety") of a fixed-noise model: every value of Z
+// lies on the lattice (z / G an integer, checked exactly), each row's lattice mean stays in the clip
+// ball, and the release is G (m + n) with m each mean rounded toward the ball's centre and n, then pi,
+// taken from the seeded stream text after text (noise.Noise, then nvib.DrawWeights; a gaussian model's
+// weights are 1/N), whatever the batch size. The posteriors are the evaluation's (its batching).
+func TestExactRelease(t *testing.T) {
 	ctx := context.Background()
 	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
 		r := load(t, variant)
 		b := r.bundle
-		for i, text := range texts[:3] {
-			seed := uint64(10 + i)
-			got, err := r.Release(ctx, []string{text}, NewSeededSource(seed))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, _, err := b.Model.Forward(evalInputs(t, b, []string{text}, 1)[0], nil,
-				nvib.ForwardOptions{Rng: rand.New(rand.NewChaCha8(SeedKey(seed))), KLScale: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got[0].Z, out.Sample.Z.Data) || !slices.Equal(got[0].Pi, out.Sample.Dir.Pi) {
-				t.Errorf("%s text %d: the release is not the evaluation's sample", variant, i)
-			}
-			if n, p := r.Shape(); len(got[0].Z) != n*p || len(got[0].Pi) != n {
-				t.Errorf("%s: release of %d, %d values, want N*P = %d, N = %d", variant, len(got[0].Z), len(got[0].Pi), n*p, n)
-			}
+		lat, lv, centres, err := r.ClipSet().ReleaseLattice()
+		if err != nil {
+			t.Fatal(err)
 		}
+		G, C := lat.G(), privacy.StoredRadius(r.ClipSet().CMu)
 		got, err := r.Release(ctx, texts, NewSeededSource(7))
 		if err != nil {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewChaCha8(SeedKey(7)))
 		k := 0
+		N, P := r.Shape()
 		for _, in := range evalInputs(t, b, texts, r.BatchSize()) {
 			post, err := b.Model.Posterior(in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := range in.B {
-				var s *nvib.Sample
-				if variant == nvib.ModelGaussian {
-					s = nvib.DrawGaussian(example(post, i), rng)
-				} else {
-					s = nvib.Draw(example(post, i), rng)
+				ex := example(post, i)
+				n := make([]int64, N*P)
+				noise.NewNoise(lat, rng).Fill(n)
+				pi, _ := nvib.UniformWeights(N)
+				if variant != nvib.ModelGaussian {
+					alpha := make([]float32, N)
+					for c := range alpha {
+						alpha[c] = float32(r.ClipSet().AlphaMax)
+					}
+					alpha[0] = float32(r.ClipSet().PriorAlpha)
+					pi, _ = nvib.DrawWeights(alpha, rng)
 				}
-				if !slices.Equal(got[k].Z, s.Z.Data) || !slices.Equal(got[k].Pi, s.Dir.Pi) {
-					t.Errorf("%s text %d: release differs from the draw of its evaluation posterior", variant, k)
+				for c := range N {
+					var norm2 float64
+					centre := float64(centres[0]) * G
+					for j := range P {
+						q := c*P + j
+						if ex.Logvar.Data[q] != lv {
+							t.Fatalf("%s text %d: logvar %v, the fixed noise is %v", variant, k, ex.Logvar.Data[q], lv)
+						}
+						m, err := lat.MeanIndex(ex.Mu.Data[q], centres[0])
+						if err != nil {
+							t.Fatal(err)
+						}
+						z := got[k].Z[q]
+						if q := float64(z) / G; q != math.Trunc(q) {
+							t.Fatalf("%s text %d: z = %v is not on the lattice 2^%d", variant, k, z, lat.Exp)
+						}
+						if want := float32(float64(m+n[q]) * G); z != want {
+							t.Fatalf("%s text %d value %d: z = %v, want G (m + n) = %v", variant, k, q, z, want)
+						}
+						norm2 += (float64(m)*G - centre) * (float64(m)*G - centre)
+					}
+					if math.Sqrt(norm2) > C {
+						t.Errorf("%s text %d component %d: the lattice mean is %v from the centre, beyond C = %v", variant, k, c, math.Sqrt(norm2), C)
+					}
+				}
+				if !slices.Equal(got[k].Pi, pi) {
+					t.Errorf("%s text %d: pi %v, want %v", variant, k, got[k].Pi, pi)
 				}
 				k++
 			}
@@ -260,25 +355,29 @@ func TestReleaseIsTheEvaluationSample(t *testing.T) {
 // certify the model's guarantee; a bad text is refused with its index.
 func TestPosteriors(t *testing.T) {
 	ctx := context.Background()
-	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian} {
+	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelGaussian, varying} {
 		r := load(t, variant)
 		p, err := r.Posteriors(ctx, texts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n, pp := r.Shape(); p.M != len(texts) || p.N != n || p.P != pp || p.Metadata["split"] != "texts" || p.Metadata[nvib.MetaModel] != variant {
+		if n, pp := r.Shape(); p.M != len(texts) || p.N != n || p.P != pp || p.Metadata["split"] != "texts" || p.Metadata[nvib.MetaModel] != r.Model().Variant {
 			t.Fatalf("%s: posteriors [%d %d %d] metadata %v", variant, p.M, p.N, p.P, p.Metadata)
 		}
 		got, err := r.Release(ctx, texts, NewSeededSource(9))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rng := rand.New(rand.NewChaCha8(SeedKey(9)))
+		src := NewSeededSource(9)
 		for i := range texts {
 			v := p.View(i)
 			post := &nvib.Posterior{B: 1, N: v.N, P: v.P, PadsReleased: true, Mu: nn.FromData(v.Mu, 1, v.N, v.P),
 				Logvar: nn.FromData(v.Logvar, 1, v.N, v.P), Alpha: nn.FromData(v.Alpha, 1, v.N)}
-			if e := r.draw(post, 1, rng)[0]; !slices.Equal(got[i].Z, e.Z) || !slices.Equal(got[i].Pi, e.Pi) {
+			e, err := r.draw(ctx, post, 1, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[i].Z, e[0].Z) || !slices.Equal(got[i].Pi, e[0].Pi) {
 				t.Errorf("%s text %d: the release is not a draw of its posterior", variant, i)
 			}
 		}
@@ -423,6 +522,9 @@ func TestGuarantee(t *testing.T) {
 			t.Errorf("%s: guarantee eps %v at order %v (%q, %q); certify --model: %v at %v (%q)", variant, g.Epsilon, g.BestOrder, g.Label, g.Scope,
 				want.Epsilon, want.BestOrder, want.Scope)
 		}
+		if m := set.ReleaseMechanism(); g.Release == nil || *g.Release != m || !m.Exact || m.AddedSensitivity != 0 {
+			t.Errorf("%s: the guarantee's release %+v, want the clip set's exact mechanism %+v", variant, g.Release, m)
+		}
 		g.Curve[0].RD = 0 // the caller's copy
 		if r.Guarantee().Curve[0].RD == 0 {
 			t.Errorf("%s: Guarantee shares its curve", variant)
@@ -437,10 +539,10 @@ func TestGuarantee(t *testing.T) {
 			}
 		}
 		// the RDP accountant's epsilon is the curve's conversion; the certified one is it, or for a
-		// gaussian release the exact one of mu sqrt(3)
+		// fixed-noise release (a Gaussian mechanism) the exact one of mu sqrt(3)
 		eps, _, _ := privacy.BestEpsilon(g3.Curve, privacy.DefaultDelta)
 		wantEps := eps
-		if variant == nvib.ModelGaussian {
+		if _, ok := set.GaussianMu(); ok {
 			wantEps, _ = privacy.GaussianMechanismEpsilon(math.Sqrt(3)*float64(g.GaussianMu), privacy.DefaultDelta)
 		}
 		if float64(g3.RDPEpsilon) != eps || math.Abs(float64(g3.Epsilon)-wantEps) > 1e-12*wantEps || !(float64(g3.Epsilon) > float64(g.Epsilon)) || g3.Releases != 3 {
@@ -455,7 +557,7 @@ func TestGuarantee(t *testing.T) {
 		if eps, _, _ := privacy.BestEpsilon(want.Curve, 1e-8); float64(r.Guarantee().RDPEpsilon) != eps || r.Guarantee().Delta != 1e-8 {
 			t.Errorf("%s: delta 1e-8: RDP epsilon %v, want %v", variant, r.Guarantee().RDPEpsilon, eps)
 		}
-		if gm := r.Guarantee(); variant == nvib.ModelGaussian {
+		if gm := r.Guarantee(); gm.Accountant == privacy.AccountantGaussian {
 			if e, _ := privacy.GaussianMechanismEpsilon(float64(gm.GaussianMu), 1e-8); float64(gm.Epsilon) != e {
 				t.Errorf("%s: delta 1e-8: epsilon %v, exact %v", variant, gm.Epsilon, e)
 			}
@@ -490,6 +592,7 @@ func TestConcurrentRelease(t *testing.T) {
 		wg.Go(func() { <-start; got[c], errs[c] = r.Release(ctx, texts[c%3:], NewSeededSource(uint64(c))) })
 	}
 	shared, _ := NewSource()
+	defer shared.Close()
 	var sharedOut [4][][]Embedding
 	for i := range sharedOut {
 		wg.Go(func() { <-start; sharedOut[i], _ = r.ReleaseRepeated(ctx, texts, 20, shared) })

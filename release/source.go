@@ -1,33 +1,51 @@
 package release
 
 import (
-	crand "crypto/rand"
+	"context"
 	"encoding/binary"
-	"fmt"
+	"errors"
 	"math/rand/v2"
 	"sync"
+
+	"github.com/nvdp-project/nvdp/noise"
 )
 
-// Source is the noise of releases: a ChaCha8 stream (math/rand/v2). NewSource seeds it from crypto/rand
-// (the only source for real releases); NewSeededSource(seed) is for tests and reproducible demos, and
+// Source is the noise of releases. NewSource is the only source for real
+// releases: the exact release's noise (package noise) comes from a pool
+// that workers fill ahead of the requests, each from its own ChaCha8 keyed
+// from crypto/rand, so that the time a release takes does not depend on
+// the noise it gets (docs/serving.md, "What time reveals"); Close stops
+// them. NewSeededSource(seed) is for tests and reproducible demos: every
+// draw is made in the call, in order, from ChaCha8 keyed by the seed, and
 // Seeded() reports it so that outputs can be marked "not for release".
 //
-// A Source may be shared by concurrent calls (draws are serialised); the order in which the calls then
-// take their noise is not defined.
+// A Source may be shared by concurrent calls (draws are serialised); the
+// order in which the calls then take their noise is not defined. A
+// crypto source's pool serves the first model it is used with.
 type Source struct {
 	mu     sync.Mutex
-	rng    *rand.Rand
+	rng    *rand.Rand // seeded: every draw; crypto: the draws of an unproved (floating-point) release
 	seeded bool
+
+	poolMu      sync.Mutex
+	pool        *pool
+	poolOf      *exactRelease
+	closed      bool
+	poolSize    int
+	poolWorkers int
 }
 
-// NewSource returns a source whose 32-byte ChaCha8 key comes from crypto/rand. Errors: the system's
-// random source fails.
+var errSourceClosed = errors.New("release: the noise source is closed")
+
+// NewSource returns a crypto-seeded source whose exact noise comes from a
+// pool of DefaultPoolSize releases filled by DefaultPoolWorkers workers,
+// started by the first release. Errors: the system's random source fails.
 func NewSource() (*Source, error) {
-	var key [32]byte
-	if _, err := crand.Read(key[:]); err != nil {
-		return nil, fmt.Errorf("release: seeding the noise from crypto/rand: %w", err)
+	rng, err := cryptoRand()
+	if err != nil {
+		return nil, err
 	}
-	return &Source{rng: rand.New(rand.NewChaCha8(key))}, nil
+	return &Source{rng: rng, poolSize: DefaultPoolSize, poolWorkers: DefaultPoolWorkers}, nil
 }
 
 // NewSeededSource returns the source of a seed: ChaCha8 keyed by SeedKey(seed). Its noise can be
@@ -46,9 +64,68 @@ func SeedKey(seed uint64) [32]byte {
 // Seeded reports whether the source comes from NewSeededSource (its output is not for release).
 func (s *Source) Seeded() bool { return s.seeded }
 
+// Close stops the pool's workers and wipes the noise it holds; releases
+// from the source fail afterwards. Closing twice is a no-op.
+func (s *Source) Close() {
+	s.poolMu.Lock()
+	defer s.poolMu.Unlock()
+	if s.pool != nil {
+		s.pool.close()
+		s.pool = nil
+	}
+	s.closed = true
+}
+
+// PoolStats reports the pool's counts (zero before the first exact
+// release, and for a seeded source, which has no pool).
+func (s *Source) PoolStats() PoolStats {
+	s.poolMu.Lock()
+	defer s.poolMu.Unlock()
+	if s.pool == nil {
+		return PoolStats{}
+	}
+	return s.pool.stats()
+}
+
 // use runs fn with the source's generator, one caller at a time.
 func (s *Source) use(fn func(*rand.Rand)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fn(s.rng)
+}
+
+// exactDraw returns the noise of one exact release of e: from the pool
+// (started on first use) for a crypto source, drawn now from the seed for
+// a seeded one. The caller wipes it after use. Errors: a closed source, a
+// pool started for another model, ctx done while the pool is empty.
+func (s *Source) exactDraw(ctx context.Context, e *exactRelease) (*draw, error) {
+	if s.seeded {
+		d := e.newDraw()
+		s.use(func(rng *rand.Rand) { e.fill(d, noise.NewNoise(e.lat, rng), rng) })
+		return d, nil
+	}
+	p, err := s.poolFor(e)
+	if err != nil {
+		return nil, err
+	}
+	return p.take(ctx)
+}
+
+// poolFor returns the source's pool, started for e on first use.
+func (s *Source) poolFor(e *exactRelease) (*pool, error) {
+	s.poolMu.Lock()
+	defer s.poolMu.Unlock()
+	switch {
+	case s.closed:
+		return nil, errSourceClosed
+	case s.pool == nil:
+		p, err := startPool(e, s.poolSize, s.poolWorkers)
+		if err != nil {
+			return nil, err
+		}
+		s.pool, s.poolOf = p, e
+	case s.poolOf != e:
+		return nil, errors.New("release: a source's noise pool serves one model: use a source per model")
+	}
+	return s.pool, nil
 }

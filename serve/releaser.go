@@ -37,12 +37,24 @@ type Releaser interface {
 // posterior parameters.
 type Embedding = release.Embedding
 
-// FromRelease is the Releaser of a loaded model (release.Load): every
-// Release call draws its noise from a fresh release.NewSource (ChaCha8
-// seeded from crypto/rand), so concurrent calls share no noise.
-func FromRelease(r *release.Releaser) Releaser { return releaseModel{r} }
+// FromRelease is the Releaser of a loaded model (release.Load) whose noise
+// comes from src, the server's one release.NewSource: its pool of exact
+// noise, drawn ahead of the requests by workers keyed from crypto/rand,
+// serves every request (each draw once, then wiped), so that a request's
+// time does not depend on its noise (docs/serving.md, "What time
+// reveals"). Close closes src.
+func FromRelease(r *release.Releaser, src *release.Source) Releaser { return releaseModel{r, src} }
 
-type releaseModel struct{ r *release.Releaser }
+type releaseModel struct {
+	r   *release.Releaser
+	src *release.Source
+}
+
+// Close stops the noise pool's workers and wipes what it holds.
+func (m releaseModel) Close() error {
+	m.src.Close()
+	return nil
+}
 
 func (m releaseModel) Shape() (n, p int)             { return m.r.Shape() }
 func (m releaseModel) Guarantee() *privacy.Guarantee { return m.r.Guarantee() }
@@ -60,11 +72,7 @@ func (m releaseModel) Model() any {
 }
 
 func (m releaseModel) Release(ctx context.Context, texts []string) ([]Embedding, error) {
-	src, err := release.NewSource()
-	if err != nil {
-		return nil, err
-	}
-	return m.r.Release(ctx, texts, src)
+	return m.r.Release(ctx, texts, m.src)
 }
 
 // checkEmbedding checks one Releaser output against the shape: lengths

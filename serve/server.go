@@ -404,6 +404,10 @@ type Privacy struct {
 	BudgetEpsilon     jsonfloat.Float `json:"budget_epsilon"`
 	RemainingEpsilon  jsonfloat.Float `json:"remaining_epsilon"`
 	RemainingReleases jsonfloat.Float `json:"remaining_releases"`
+	// Release is how the embeddings were drawn (the guarantee's Release:
+	// exact on its lattice, or not and why); absent for a Releaser whose
+	// guarantee does not say.
+	Release *privacy.ReleaseMechanism `json:"release,omitempty"`
 }
 
 // embed is POST /v1/embed: authenticate, admit (429 beyond the queue), read
@@ -784,7 +788,7 @@ func (s *Server) response(embs []Embedding, bal Balance) EmbedResponse {
 	out.Privacy = Privacy{
 		RDCertified: s.one.RD, Order: s.one.Order, Epsilon: s.one.Epsilon, Delta: s.one.Delta,
 		Releases: len(embs), Account: bal.Account, SpentEpsilon: bal.SpentEpsilon, BudgetEpsilon: bal.BudgetEpsilon,
-		RemainingEpsilon: bal.RemainingEpsilon, RemainingReleases: bal.RemainingReleases,
+		RemainingEpsilon: bal.RemainingEpsilon, RemainingReleases: bal.RemainingReleases, Release: s.guar.Release,
 	}
 	return out
 }

@@ -218,7 +218,7 @@ func (f *distinguishFlags) load(kind string, rep *attack.DistinguishReport) (*re
 	var r *release.Releaser
 	var err error
 	if f.model != "" {
-		if r, err = release.Load(f.model); err != nil {
+		if r, err = release.Load(f.model, release.Options{AllowUnproved: true}); err != nil { // an attack measures any release
 			return nil, nil, fmt.Errorf("--model: %w", err)
 		}
 		if err := r.SetDelta(f.opt.Delta); err != nil {

@@ -340,6 +340,9 @@ func printCertify(w io.Writer, r *certifyReport) {
 		row("  by the RDP conversion", ff(r.RDPEpsilon)+" at order "+fg(r.BestOrder)+" (looser)")
 	}
 	row(fmt.Sprintf("BDP eps_mu (delta %g)", r.Delta), ff(r.BDPEpsilon)+" (moment order "+fg(r.BDPOrder)+")")
+	if r.Release != nil {
+		row("release", r.Release.String())
+	}
 	if r.Witness != "" {
 		row("witness", r.Witness)
 	}

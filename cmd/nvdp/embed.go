@@ -23,6 +23,7 @@ type embedFlags struct {
 	seed                                     uint64
 	delta, maxEpsilon                        float64
 	noProgress, jsonOut                      bool
+	rel                                      release.Options
 }
 
 func newEmbedCmd() *cobra.Command {
@@ -51,9 +52,16 @@ at --delta, best order; 'nvdp certify --model'), the counts, and the total cost 
 k = --releases-per-text releases (RDP adds up: k times the curve; a fixed-noise release is a
 Gaussian mechanism, certified exactly: k releases are one with mu sqrt(k)). A model certifying
 more than --max-epsilon per release is refused (default 8: docs/privacy.md, "A guarantee by
-default"). The noise comes from a
-ChaCha8 stream seeded by crypto/rand; --seed S is for tests only: the output is then marked
-"not for release". docs/serving.md.`,
+default").
+
+The release is exact (docs/privacy.md, "Floating-point safety"): every value of z is G (m + n)
+on the lattice G = 2^k the metadata states, m the clipped mean rounded toward the clip ball's
+centre and n Karney's exact normal rounded to the lattice, drawn ahead of the texts by workers
+keyed from crypto/rand; the released bits are a sample of the mechanism the certificate is
+proved for. A model whose noise scale or pseudo-counts depend on the input is refused
+(the floating-point sampler would reveal them) unless --allow-unproved-release, and its
+metadata then says the release is not exact. --seed S is for tests only: the output is then
+marked "not for release". docs/serving.md.`,
 		Example: `  nvdp embed --model runs/sst2-clipped --input texts.txt --out texts.safetensors
   nvdp embed --model runs/sst2-clipped --input dev.tsv --column sentence --out dev.jsonl --releases-per-text 3
   cat docs.jsonl | nvdp embed --model runs/sst2-clipped --input - --field text --out docs.safetensors`,
@@ -70,6 +78,7 @@ ChaCha8 stream seeded by crypto/rand; --seed S is for tests only: the output is 
 	fs.IntVar(&f.releasesPerText, "releases-per-text", 1, "independent releases of each text (their certified costs add up)")
 	fs.Float64Var(&f.maxEpsilon, "max-epsilon", privacy.DefaultMaxEpsilon, "refuse a model certifying more than this epsilon per release at --delta (inf: any)")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "texts read, released and written at a time, and of one forward pass (default: the model's eval batch size)")
+	allowUnprovedFlag(fs, &f.rel)
 	fs.Uint64Var(&f.seed, "seed", 0, "seed the noise (tests and demos only: the output is marked not for release)")
 	fs.Float64Var(&f.delta, "delta", privacy.DefaultDelta, "delta of the guarantees' (epsilon, delta) conversion")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
@@ -155,9 +164,9 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 	if err := o.Validate(); err != nil {
 		return flagError(err)
 	}
-	r, err := release.Load(f.model)
+	r, err := release.Load(f.model, f.rel)
 	if err != nil {
-		return fmt.Errorf("--model: %w", err)
+		return fmt.Errorf("--model: %w", unprovedHint(err))
 	}
 	if err := r.SetDelta(f.delta); err != nil {
 		return fmt.Errorf("--delta: %w", err)
@@ -174,6 +183,7 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 	} else if src, err = release.NewSource(); err != nil {
 		return err
 	}
+	defer src.Close()
 	in, closer, err := f.openInput(cmd)
 	if err != nil {
 		return err
@@ -204,6 +214,9 @@ func printEmbed(w io.Writer, path string, md *release.Metadata) {
 	row(fmt.Sprintf("epsilon per release (delta %g)", g.Delta), ff(g.Epsilon)+", "+g.How())
 	if md.ReleasesPerText > 1 {
 		row(fmt.Sprintf("epsilon per text (%d releases)", md.ReleasesPerText), ff(all.Epsilon)+", "+all.How())
+	}
+	if g.Release != nil {
+		row("release", g.Release.String())
 	}
 	if md.Seeded {
 		row("WARNING", md.Warning)

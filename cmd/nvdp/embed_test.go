@@ -26,12 +26,24 @@ import (
 
 // tinyModel trains a tiny model of variant (a 1-layer encoder of hidden size 16, max-seq-len 8,
 // one epoch) on a synthetic SST-2 and returns its directory.
+// varyingNoise is the tiny nvdp-clipped model of the hand-set default clipping, whose noise scale and
+// pseudo-counts depend on the input (tinyModel's nvdp-clipped has fixed noise).
+const varyingNoise = "nvdp-clipped-varying"
+
 func tinyModel(t *testing.T, glueDir, vocab, variant string) string {
 	t.Helper()
 	o := model.DefaultOptions()
+	fixed := variant == nvib.ModelNVDPClipped
+	if variant == varyingNoise {
+		variant = nvib.ModelNVDPClipped
+	}
 	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant = "sst2", glueDir, "scratch:bert-tiny", vocab, variant
 	o.Epochs, o.BatchSize, o.MaxSeqLen, o.Out = 1, 8, 8, filepath.Join(t.TempDir(), "model")
 	o.HandSetClipping = nvib.Calibratable(variant) // no privacy target: the tests' clipping as given
+	if fixed {                                     // fixed noise: the design whose release is exact (floor = cap, C_amin = C_amax)
+		o.LogvarMargin = math.Log(o.ClipOrder / (o.ClipOrder - 1))
+		o.CAlphaMax, o.CAlphaMin = 1.5, 1.5
+	}
 	c, err := encoder.Preset("bert-tiny")
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +124,19 @@ func TestEmbedEndToEnd(t *testing.T) {
 	}
 	cert := certifyJSON(t, "--model", modelDir)
 	g := file.Guarantee
+	// the release is exact: every value on the lattice the metadata states (z / G an integer, exactly)
+	if g.Release == nil || !g.Release.Exact || g.Release.Lattice != math.Ldexp(1, g.Release.LatticeExp) {
+		t.Fatalf("metadata release %+v, want exact with its lattice", g.Release)
+	}
+	zs, _ := z.Float32()
+	for k, v := range zs {
+		if q := float64(v) / g.Release.Lattice; q != math.Trunc(q) {
+			t.Fatalf("z[%d] = %v is not on the lattice 2^%d", k, v, g.Release.LatticeExp)
+		}
+	}
+	if rel, ok := cert["release"].(map[string]any); !ok || rel["exact"] != true || rel["lattice_exp"] != float64(g.Release.LatticeExp) {
+		t.Errorf("certify --model: release %v, embed %+v", cert["release"], g.Release)
+	}
 	if file.Texts != int64(M) || file.Releases != int64(M) || file.ReleasesPerText != 1 || !file.Seeded || file.Warning != release.NotForRelease ||
 		file.Model.Dir != modelDir || file.Model.Variant != nvib.ModelNVDPClipped || file.Model.N != N || file.Model.P != P ||
 		float64(g.Epsilon) != cert["epsilon"] || float64(g.BestOrder) != cert["best_order"] || g.Label != "certified" || g.Scope != cert["scope"] ||
@@ -275,6 +300,8 @@ func TestEmbedBadInputs(t *testing.T) {
 	for _, tc := range []struct{ variant, want string }{
 		{nvib.ModelBaseline, "nothing private to release"},
 		{nvib.ModelNVDP, "no finite certificate"},
+		{varyingNoise, "depend on the input"},
+		{varyingNoise, "(--allow-unproved-release)"},
 	} {
 		dir := t.TempDir()
 		_, err := runCmd(newEmbedCmd(), "--model", tinyModel(t, glueDir, vocab, tc.variant), "--input", lines, "--out", filepath.Join(dir, "o"))
@@ -284,6 +311,12 @@ func TestEmbedBadInputs(t *testing.T) {
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Errorf("%s model: %d files written", tc.variant, len(entries))
 		}
+	}
+	// --allow-unproved-release releases the varying-noise model, and its metadata says it is not exact
+	unproved := filepath.Join(t.TempDir(), "u.safetensors")
+	md := embedJSON(t, "--model", tinyModel(t, glueDir, vocab, varyingNoise), "--input", lines, "--out", unproved, "--max-epsilon", "inf", "--allow-unproved-release")
+	if r := md.Guarantee.Release; r == nil || r.Exact || r.Sampler != privacy.FloatSampler || !strings.Contains(r.Reason, "depend on the input") {
+		t.Errorf("--allow-unproved-release: metadata release %+v, want not exact with its reason", r)
 	}
 	if c, _, err := rootCmd.Find([]string{"embed"}); err != nil || c.Name() != "embed" {
 		t.Errorf("embed not registered on rootCmd: %v", err)

@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
 	"strconv"
 
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/serve"
 	"github.com/spf13/cobra"
@@ -16,14 +18,18 @@ import (
 )
 
 // loadReleaser loads the model of `nvdp serve --model DIR` as a
-// serve.Releaser (release.Load, each call's noise from release.NewSource).
-// Tests set a fake.
-var loadReleaser = func(dir string) (serve.Releaser, error) {
-	r, err := release.Load(dir)
+// serve.Releaser (release.Load; the noise from one release.NewSource, whose
+// pool the server closes at exit). Tests set a fake.
+var loadReleaser = func(dir string, opt release.Options) (serve.Releaser, error) {
+	r, err := release.Load(dir, opt)
 	if err != nil {
 		return nil, err
 	}
-	return serve.FromRelease(r), nil
+	src, err := release.NewSource()
+	if err != nil {
+		return nil, err
+	}
+	return serve.FromRelease(r, src), nil
 }
 
 // serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions
@@ -31,6 +37,7 @@ var loadReleaser = func(dir string) (serve.Releaser, error) {
 type serveFlags struct {
 	model, addr, ledger, keys, logFormat string
 	keysInLedger                         bool
+	rel                                  release.Options
 	o                                    serve.Options
 	po                                   serve.PGOptions
 }
@@ -83,6 +90,7 @@ docs/serving.md has the threat model, the formats and curl examples.`,
 	fs.StringVar(&f.keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines, read again on SIGHUP (default: no keys, one shared account)")
 	fs.BoolVar(&f.keysInLedger, "keys-in-ledger", false, "authenticate against the keys of the PostgreSQL ledger ('nvdp serve keys'), instead of a keys file")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text | json")
+	allowUnprovedFlag(fs, &f.rel)
 	serveOptionFlags(fs, &f.o)
 	pgOptionFlags(fs, &f.po)
 	fs.StringVar(&f.po.Replica, "replica", "", "this server's name in the PostgreSQL ledger's charges (default: host name/process ID)")
@@ -170,9 +178,12 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.o.CheckListener(ln.Addr(), keys != nil || f.keysInLedger); err != nil {
 		return flagError(err)
 	}
-	rel, err := loadReleaser(f.model)
+	rel, err := loadReleaser(f.model, f.rel)
 	if err != nil {
-		return fmt.Errorf("--model: %w", err)
+		return fmt.Errorf("--model: %w", unprovedHint(err))
+	}
+	if c, ok := rel.(io.Closer); ok {
+		defer c.Close()
 	}
 	ledger, err := f.openLedger()
 	if err != nil {
@@ -317,3 +328,17 @@ the account, and what it spent, stays in the ledger under its ID).`,
 }
 
 func init() { rootCmd.AddCommand(newServeCmd()) }
+
+// allowUnprovedFlag binds release.Options.AllowUnproved (embed, serve).
+func allowUnprovedFlag(fs *pflag.FlagSet, o *release.Options) {
+	fs.BoolVar(&o.AllowUnproved, "allow-unproved-release", false, "release a model whose noise scale or pseudo-counts depend on the input with the floating-point sampler, whose bits no certificate covers (the metadata and /v1/info say so; docs/privacy.md \"Floating-point safety\")")
+}
+
+// unprovedHint names the flag that accepts an unproved release in the
+// error of a model whose noise is not fixed (privacy.ErrNotFixedNoise).
+func unprovedHint(err error) error {
+	if errors.Is(err, privacy.ErrNotFixedNoise) {
+		return fmt.Errorf("%w (--allow-unproved-release)", err)
+	}
+	return err
+}

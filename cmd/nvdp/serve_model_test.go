@@ -26,7 +26,7 @@ import (
 func TestServeTrainedModel(t *testing.T) {
 	glueDir, vocab := synthSST2(t, 24)
 	dir := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
-	r, err := release.Load(dir)
+	r, err := release.Load(dir, release.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,12 @@ func TestServeTrainedModel(t *testing.T) {
 	ledger := servetest.OpenLedger(t)
 	o := serve.DefaultOptions()
 	o.BudgetEpsilon, o.MaxEpsilon = 1e6, math.Inf(1) // the tiny hand-set model certifies epsilon 2090
-	srv, err := serve.New(serve.FromRelease(r), ledger, nil, o, nil)
+	src, err := release.NewSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	srv, err := serve.New(serve.FromRelease(r, src), ledger, nil, o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +71,11 @@ func TestServeTrainedModel(t *testing.T) {
 			Order   float64 `json:"order"`
 			Epsilon float64 `json:"epsilon"`
 			Spent   float64 `json:"spent_epsilon"`
+			Release struct {
+				Exact      bool    `json:"exact"`
+				Lattice    float64 `json:"lattice"`
+				LatticeExp int     `json:"lattice_exp"`
+			} `json:"release"`
 		} `json:"privacy"`
 	}
 	b, _ := json.Marshal(resp)
@@ -90,6 +100,20 @@ func TestServeTrainedModel(t *testing.T) {
 	}
 	if got.Embeddings[0][1][0] == got.Embeddings[2][1][0] {
 		t.Error("two releases of the same text drew the same noise")
+	}
+	// the service's releases are exact: every value, a float32 written in its shortest form (read back
+	// as float32, it is the value released), on the lattice
+	if rel := got.Privacy.Release; !rel.Exact || rel.Lattice != math.Ldexp(1, rel.LatticeExp) || rel.LatticeExp >= 0 {
+		t.Fatalf("privacy.release %+v, want exact with its lattice", rel)
+	}
+	for i, e := range got.Embeddings {
+		for _, row := range e {
+			for _, v := range row {
+				if q := float64(float32(v)) / got.Privacy.Release.Lattice; q != math.Trunc(q) {
+					t.Fatalf("release %d: value %v is not a float32 on the lattice 2^%d", i, v, got.Privacy.Release.LatticeExp)
+				}
+			}
+		}
 	}
 	g := r.Guarantee()
 	three, err := r.GuaranteeOf(3)

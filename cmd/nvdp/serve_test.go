@@ -18,6 +18,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/internal/loadgen"
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/serve"
 	"github.com/nvdp-project/nvdp/serve/servetest"
 )
@@ -25,8 +26,8 @@ import (
 // fakeLoader is the test's model loader: a servetest.Fake of N = 3, P = 4
 // (model "fake") or N x P (model "fake:NxP"), rd(order) = 0.001 order, with
 // the given latency.
-func fakeLoader(latency time.Duration) func(string) (serve.Releaser, error) {
-	return func(dir string) (serve.Releaser, error) {
+func fakeLoader(latency time.Duration) func(string, release.Options) (serve.Releaser, error) {
+	return func(dir string, _ release.Options) (serve.Releaser, error) {
 		n, p := 3, 4
 		if dir != "fake" {
 			if _, err := fmt.Sscanf(dir, "fake:%dx%d", &n, &p); err != nil {

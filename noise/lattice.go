@@ -1,0 +1,243 @@
+package noise
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"math/rand/v2"
+)
+
+// SamplerName names the release noise of this package in metadata: Karney's
+// exact normal rounded correctly to the lattice.
+const SamplerName = "karney-exact-normal-rounded-to-lattice"
+
+// Lattice sizing: the values a release holds are G n for integers n with
+// |n| < 2^SignificandBits (exactly representable as float32), as long as a
+// coordinate's mean lies within Bound of 0 and its noise within TailSigmas
+// standard deviations (a normal deviate beyond 32 has probability below
+// 1e-200; a larger one is still released, as the float32 nearest G n).
+const (
+	SignificandBits = 24 // float32's significand, the sign apart
+	TailSigmas      = 32
+	// MinSteps is the fewest lattice steps per noise standard deviation
+	// NewLattice accepts: the rounding adds a variance of at most G^2/12 =
+	// sigma^2/3072, utility only (a coarser lattice would waste more).
+	MinSteps = 16
+)
+
+// Lattice is the grid of released values, G = 2^Exp, and the noise drawn on
+// it: n = round(Sigma X / G) for X ~ N(0, 1) (ties, of probability 0,
+// away from zero).
+type Lattice struct {
+	// Exp is the lattice exponent: G = 2^Exp.
+	Exp int `json:"lattice_exp"`
+	// Sigma is sigma', the standard deviation of the noise drawn (a float32
+	// value, >= the certified sigma: NoiseSigma).
+	Sigma float64 `json:"noise_sigma"`
+	a     uint64  // Sigma / G = a 2^t, a odd
+	t     int
+}
+
+// G is the lattice spacing 2^Exp.
+func (l Lattice) G() float64 { return math.Ldexp(1, l.Exp) }
+
+// NoiseSigma is the noise standard deviation drawn for a stored float32
+// log-variance: the smallest float32 at or above exp(logvar/2), the sigma
+// every certificate of this package's callers is computed with
+// (privacy: exp(float32 logvar)), so that sigma' >= sigma. exp(0) = 1 is
+// exact; any other exp(logvar/2) is irrational, and a float64 result that
+// is already a float32 is moved up one float32 step to cover math.Exp's
+// rounding.
+func NoiseSigma(logvar float32) float64 {
+	s := math.Exp(0.5 * float64(logvar))
+	f := float32(s)
+	if float64(f) < s {
+		f = math.Nextafter32(f, float32(math.Inf(1)))
+	}
+	if logvar != 0 && float64(f) == s {
+		f = math.Nextafter32(f, float32(math.Inf(1)))
+	}
+	return float64(f)
+}
+
+// NewLattice returns the lattice of noise sigma (a positive float32 value,
+// e.g. NoiseSigma) for means whose coordinates lie within bound of 0
+// (|centre| + the clip radius): G = 2^Exp the smallest power of two with
+// 2^(Exp+SignificandBits) >= bound + TailSigmas sigma, so that every
+// released value short of a 32-sigma deviate is G n with |n| < 2^24.
+// Errors: sigma not a positive finite float32 value, bound negative or not
+// finite, or a lattice of fewer than MinSteps steps per sigma (bound above
+// about 2^20 sigma).
+func NewLattice(sigma, bound float64) (Lattice, error) {
+	if !(sigma > 0) || math.IsInf(sigma, 0) || float64(float32(sigma)) != sigma || float32(sigma) < math.SmallestNonzeroFloat32*(1<<23) {
+		return Lattice{}, fmt.Errorf("noise: sigma %v: want a positive, normal float32 value", sigma)
+	}
+	if !(bound >= 0) || math.IsInf(bound, 0) {
+		return Lattice{}, fmt.Errorf("noise: mean bound %v: want a finite value >= 0", bound)
+	}
+	_, ex := math.Frexp(bound + TailSigmas*sigma) // bound + 32 sigma <= 2^ex
+	l := Lattice{Exp: ex - SignificandBits, Sigma: sigma}
+	u := math.Float32bits(float32(sigma))
+	mant := uint64(u&0x7fffff | 0x800000)
+	e := int(u>>23&0xff) - 127 - 23
+	tz := bits.TrailingZeros64(mant)
+	l.a, l.t = mant>>tz, e+tz-l.Exp
+	if steps := sigma / l.G(); steps < MinSteps {
+		return Lattice{}, fmt.Errorf("noise: mean bound %v is %.3g noise sigmas: the float32 lattice would have %.3g < %d steps per sigma", bound, bound/sigma, steps, MinSteps)
+	}
+	return l, nil
+}
+
+// CentreIndex is the lattice index c/G of a ball centre c. Errors: c is not
+// on the lattice or beyond 2^53 G.
+func (l Lattice) CentreIndex(c float32) (int64, error) {
+	m := float64(c) / l.G() // exact: a power of two
+	if m != math.Trunc(m) || math.Abs(m) >= 1<<53 {
+		return 0, fmt.Errorf("noise: ball centre %v is not on the lattice 2^%d", c, l.Exp)
+	}
+	return int64(m), nil
+}
+
+// MeanIndex is the lattice index of a mean coordinate mu rounded toward the
+// ball's centre (index centre, CentreIndex): floor(mu/G) above the centre,
+// ceil(mu/G) below, so |G m - c| <= |mu - c| and a mean in the clip ball
+// stays in it. Errors: mu not finite or beyond 2^53 G.
+func (l Lattice) MeanIndex(mu float32, centre int64) (int64, error) {
+	m := float64(mu) / l.G() // exact: a power of two
+	if math.IsNaN(m) || math.Abs(m) >= 1<<53 {
+		return 0, fmt.Errorf("noise: mean %v outside the lattice's range 2^%d", mu, l.Exp+53)
+	}
+	if m >= float64(centre) {
+		return int64(math.Floor(m)), nil
+	}
+	return int64(math.Ceil(m)), nil
+}
+
+// Release sets z[k] = Value(MeanIndex(mu[k], centre) + n[k]) for the means
+// mu and lattice noise n of a release, row-major [.., P]: the centre of
+// value k is centres[k % len(centres)] (one centre for every dimension, or
+// one per dimension, P = len(centres)). The same operations for every
+// value. Errors: mismatched lengths, no centre, a mean MeanIndex refuses
+// (naming its index).
+func (l Lattice) Release(z, mu []float32, n, centres []int64) error {
+	if len(z) != len(mu) || len(n) != len(mu) || len(centres) == 0 {
+		return fmt.Errorf("noise: release of %d means with %d noise values into %d, %d centres", len(mu), len(n), len(z), len(centres))
+	}
+	for k, v := range mu {
+		m, err := l.MeanIndex(v, centres[k%len(centres)])
+		if err != nil {
+			return fmt.Errorf("value %d: %w", k, err)
+		}
+		z[k] = l.Value(m + n[k])
+	}
+	return nil
+}
+
+// Value is the released float32 of lattice index n: G n, exact while
+// |n| < 2^24 (the deterministic conversion, the same operations for every
+// n: an integer-to-float conversion and a product by a power of two).
+func (l Lattice) Value(n int64) float32 { return float32(float64(n) * l.G()) }
+
+// Noise draws lattice noise exactly: n = round(sigma' X / G), X ~ N(0, 1),
+// from Karney's sampler and integer rounding. Not safe for concurrent use.
+type Noise struct {
+	lat Lattice
+	n   *normal
+}
+
+// NewNoise returns the noise of lattice l drawn from src (a ChaCha8 keyed
+// from crypto/rand for releases; a seeded source in tests).
+func NewNoise(l Lattice, src rand.Source) *Noise {
+	if l.a == 0 {
+		panic("noise: NewNoise of a Lattice not made by NewLattice")
+	}
+	return &Noise{lat: l, n: newNormal(src)}
+}
+
+// Lattice is the lattice the noise is drawn on.
+func (s *Noise) Lattice() Lattice { return s.lat }
+
+// Fill sets dst[i] to independent draws of round(sigma' X / G).
+func (s *Noise) Fill(dst []int64) {
+	for i := range dst {
+		dst[i] = s.Draw()
+	}
+}
+
+// Draw returns one draw of round(sigma' X / G).
+func (s *Noise) Draw() int64 {
+	neg, k := s.n.draw()
+	v := int64(s.round(k))
+	if neg {
+		return -v
+	}
+	return v
+}
+
+// round returns floor(c (k + x) + 1/2) for c = sigma'/G = a 2^t and the
+// deviate x = s.n.x, drawing x's digits until the rounding is decided: with
+// x known to B bits, x = (X_B + r) 2^-B for an undrawn r in [0, 1), the
+// value is floor((2W + 2^S + 2 a r) / 2^(S+1)) with W = a (k 2^B + X_B) and
+// S = B - t, decided when it is the same for 2ar = 0 and 2ar -> 2a. The
+// first try uses B = 64 in 128-bit integers; the rare undecided case
+// (probability about c 2^-64) continues in big integers.
+func (s *Noise) round(k uint64) uint64 {
+	a, t := s.lat.a, s.lat.t
+	x, b := &s.n.x, &s.n.b
+	if k < 1<<20 && t >= -60 && t < 63 {
+		X := uint64(x.at(0, b))<<48 | uint64(x.at(1, b))<<32 | uint64(x.at(2, b))<<16 | uint64(x.at(3, b))
+		hi, lo := bits.Mul64(a, X)
+		hi += a * k
+		S := uint(64 - t)
+		hi, lo = hi<<1|lo>>63, lo<<1 // 2W
+		var c uint64
+		if S < 64 {
+			lo, c = bits.Add64(lo, 1<<S, 0)
+			hi += c
+		} else {
+			hi += 1 << (S - 64)
+		}
+		uhi, ulo := hi, lo
+		ulo, c = bits.Add64(ulo, 2*a-1, 0)
+		uhi += c
+		if q := shr128(hi, lo, S+1); q == shr128(uhi, ulo, S+1) {
+			return q
+		}
+	}
+	return s.roundBig(k)
+}
+
+// shr128 is (hi:lo) >> s for s in [1, 127], as uint64 (the callers' values fit).
+func shr128(hi, lo uint64, s uint) uint64 {
+	if s >= 64 {
+		return hi >> (s - 64)
+	}
+	return hi<<(64-s) | lo>>s
+}
+
+// roundBig is round in big integers, drawing digits of x until decided.
+func (s *Noise) roundBig(k uint64) uint64 {
+	a, t := new(big.Int).SetUint64(s.lat.a), s.lat.t
+	x, b := &s.n.x, &s.n.b
+	for D := 5; ; D++ {
+		B := digitBits * D
+		if B <= t {
+			continue
+		}
+		W := new(big.Int).SetUint64(k)
+		for i := range D {
+			W.Lsh(W, digitBits).Add(W, new(big.Int).SetUint64(uint64(x.at(i, b))))
+		}
+		W.Mul(W, a)
+		S := uint(B - t)
+		L := new(big.Int).Lsh(W, 1)
+		L.Add(L, new(big.Int).Lsh(big.NewInt(1), S))
+		U := new(big.Int).Add(L, new(big.Int).Sub(new(big.Int).Lsh(a, 1), big.NewInt(1)))
+		L.Rsh(L, S+1)
+		U.Rsh(U, S+1)
+		if L.Cmp(U) == 0 {
+			return L.Uint64()
+		}
+	}
+}

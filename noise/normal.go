@@ -1,0 +1,247 @@
+package noise
+
+import (
+	"math/big"
+	"math/rand/v2"
+)
+
+// bitSource hands out uniform random bits from a 64-bit generator: single
+// bits and 16-bit digits. Bits left in the buffer when a digit needs more
+// are dropped (every bit is still uniform and independent of the others).
+type bitSource struct {
+	src  rand.Source
+	buf  uint64
+	left uint
+}
+
+// bit returns one uniform bit.
+func (b *bitSource) bit() bool {
+	if b.left == 0 {
+		b.buf, b.left = b.src.Uint64(), 64
+	}
+	v := b.buf&1 != 0
+	b.buf >>= 1
+	b.left--
+	return v
+}
+
+// digit returns 16 uniform bits.
+func (b *bitSource) digit() uint16 {
+	if b.left < digitBits {
+		b.buf, b.left = b.src.Uint64(), 64
+	}
+	v := uint16(b.buf)
+	b.buf >>= digitBits
+	b.left -= digitBits
+	return v
+}
+
+// digitBits is the width of a deviate's digit: two fresh deviates differ
+// in their first digit but with probability 2^-16, so a comparison mostly
+// costs 32 random bits.
+const digitBits = 16
+
+// deviate is a uniform deviate in (0, 1) known by a prefix of its base-2^16
+// digits d[0], d[1], ... (d[0] the most significant); the next digit is
+// drawn only when a comparison or the rounding needs it (Karney's u-rand).
+type deviate struct{ d []uint16 }
+
+// reset makes u a fresh deviate (no digit drawn).
+func (u *deviate) reset() { u.d = u.d[:0] }
+
+// at returns digit i of u, drawing the digits up to it.
+func (u *deviate) at(i int, b *bitSource) uint16 {
+	for len(u.d) <= i {
+		u.d = append(u.d, b.digit())
+	}
+	return u.d[i]
+}
+
+// digits is the number of digits of u drawn.
+func (u *deviate) digits() int { return len(u.d) }
+
+// less reports p < q, drawing digits of either until they differ (two
+// deviates are equal with probability 0).
+func less(p, q *deviate, b *bitSource) bool {
+	for i := 0; ; i++ {
+		x, y := p.at(i, b), q.at(i, b)
+		if x != y {
+			return x < y
+		}
+	}
+}
+
+// normal is Karney's exact sampler of the standard normal (Algorithm N with
+// the step of Du, Fan & Wei 2022), as MPFR's mpfr_nrandom implements it: a
+// draw is a sign, an integer part k >= 0 and the fractional part x, a
+// deviate whose undrawn digits are uniform. Every step compares uniform
+// deviates digit by digit: no floating-point operation.
+type normal struct {
+	b       bitSource
+	x, p, q deviate
+}
+
+func newNormal(src rand.Source) *normal {
+	n := &normal{b: bitSource{src: src}}
+	for _, u := range []*deviate{&n.x, &n.p, &n.q} {
+		u.d = make([]uint16, 0, 8)
+	}
+	return n
+}
+
+// halfExpBern is true with probability exp(-1/2): a uniform deviate U,
+// drawn 16 bits at a time, against the binary expansion of exp(-1/2)
+// (expHalfDigits): true when U < exp(-1/2), decided at the first digit
+// where they differ. The expansion is exact (rational arithmetic), so the
+// probability is exactly exp(-1/2); von Neumann's run (Karney's Algorithm
+// H) gives the same law with several deviates per trial.
+func (n *normal) halfExpBern() bool {
+	for i := 0; ; i++ {
+		if u, w := n.b.digit(), expHalfDigit(i); u != w {
+			return u < w
+		}
+	}
+}
+
+// halfExpGeom returns j >= 0 with probability exp(-j/2) (1 - exp(-1/2))
+// (step N1).
+func (n *normal) halfExpGeom() uint64 {
+	var j uint64
+	for n.halfExpBern() {
+		j++
+	}
+	return j
+}
+
+// truncExpBern is true with probability exp(-x) for the deviate x
+// (Karney's Algorithm E).
+func (n *normal) truncExpBern(x *deviate) bool {
+	p, q := &n.p, &n.q
+	p.reset()
+	if !less(p, x, &n.b) {
+		return true
+	}
+	for {
+		q.reset()
+		if !less(q, p, &n.b) {
+			return false
+		}
+		p.reset()
+		if !less(p, q, &n.b) {
+			return true
+		}
+	}
+}
+
+// truncNormBern is true with probability exp(-x^2/2) for the deviate x
+// (Karney's Algorithm B).
+func (n *normal) truncNormBern(x *deviate) bool {
+	parity := 0
+	for first := true; ; first = false {
+		if n.b.bit() { // step B2(a)
+			break
+		}
+		n.q.reset()
+		cmp := &n.p
+		if first {
+			cmp = x
+		}
+		if !less(&n.q, cmp, &n.b) { // step B2(b)
+			break
+		}
+		n.p.reset()
+		if !less(&n.p, x, &n.b) { // step B2(c)
+			break
+		}
+		n.p, n.q = n.q, n.p // p <- q (q is drawn afresh next)
+		parity ^= 1
+	}
+	return parity == 0
+}
+
+// squares has bit j set for the perfect squares j < 64.
+const squares = 1<<0 | 1<<1 | 1<<4 | 1<<9 | 1<<16 | 1<<25 | 1<<36 | 1<<49
+
+// isqrt returns the root of j when j is a perfect square, else -1.
+func isqrt(j uint64) int64 {
+	if j < 64 && squares>>j&1 == 0 {
+		return -1
+	}
+	for k := uint64(0); k*k <= j; k++ {
+		if k*k == j {
+			return int64(k)
+		}
+	}
+	return -1
+}
+
+// draw samples X = (-1)^neg (k + x) ~ N(0, 1) exactly: it returns the sign
+// and the integer part; the fractional part is the deviate n.x, whose
+// further digits the caller may draw.
+func (n *normal) draw() (neg bool, k uint64) {
+	for {
+		r := isqrt(n.halfExpGeom()) // steps N1, N2: P(k) ~ exp(-k^2/2)
+		if r < 0 {
+			continue
+		}
+		k = uint64(r)
+		n.x.reset() // step N3
+		ok := true
+		for j := k; j > 0; j-- { // step N4: accept with probability exp(-k x)
+			if !n.truncExpBern(&n.x) {
+				ok = false
+				break
+			}
+		}
+		if !ok || !n.truncNormBern(&n.x) { // step N5: exp(-x^2/2)
+			continue
+		}
+		return n.b.bit(), k
+	}
+}
+
+// expHalfCached is how many base-2^16 digits of exp(-1/2) are computed once
+// (a uniform deviate agrees with the first 32 with probability 2^-512).
+const expHalfCached = 32
+
+// expHalf holds the first expHalfCached base-2^16 digits of exp(-1/2).
+var expHalf = expHalfDigits(expHalfCached)
+
+// expHalfDigit is digit i of exp(-1/2) in base 2^16 (0 the most
+// significant), computed afresh past the cached ones.
+func expHalfDigit(i int) uint16 {
+	if i < len(expHalf) {
+		return expHalf[i]
+	}
+	return expHalfDigits(i + 1)[i]
+}
+
+// expHalfDigits returns the first D base-2^16 digits of exp(-1/2), exactly:
+// floor(exp(-1/2) 2^(16D)) from the alternating series sum (-1/2)^k/k!,
+// whose limit lies strictly between consecutive partial sums; the digits
+// are returned once two consecutive partial sums agree on them (the limit
+// is irrational, so it is never on a digit boundary).
+func expHalfDigits(D int) []uint16 {
+	scale := new(big.Int).Lsh(big.NewInt(1), uint(digitBits*D))
+	floorScaled := func(r *big.Rat) *big.Int {
+		v := new(big.Int).Mul(r.Num(), scale)
+		return v.Quo(v, r.Denom()) // r > 0
+	}
+	sum, term := big.NewRat(1, 1), big.NewRat(1, 1)
+	prev := floorScaled(sum)
+	for k := int64(1); ; k++ {
+		term.Mul(term, big.NewRat(-1, 2*k))
+		sum.Add(sum, term)
+		cur := floorScaled(sum)
+		if cur.Cmp(prev) == 0 && k > 2 {
+			out := make([]uint16, D)
+			mask := big.NewInt(1<<digitBits - 1)
+			for i := D - 1; i >= 0; i-- {
+				out[i] = uint16(new(big.Int).And(cur, mask).Uint64())
+				cur.Rsh(cur, digitBits)
+			}
+			return out
+		}
+		prev = cur
+	}
+}

@@ -1,0 +1,162 @@
+package release
+
+import (
+	"context"
+	crand "crypto/rand"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvdp-project/nvdp/noise"
+)
+
+// The noise pool of real releases (docs/serving.md, "What time reveals").
+const (
+	// DefaultPoolSize is how many releases' noise a source holds ready.
+	DefaultPoolSize = 32
+	// DefaultPoolWorkers is how many goroutines fill the pool.
+	DefaultPoolWorkers = 1
+	// paceProbes throwaway draws, timed when a pool starts, set its pace:
+	// paceFactor times the slowest of them.
+	paceProbes = 4
+	paceFactor = 3
+)
+
+// PoolStats counts what a source's noise pool did (Source.PoolStats).
+type PoolStats struct {
+	// Drawn is the number of releases' noise drawn, Used the number handed
+	// to releases (each once, then wiped).
+	Drawn, Used int64
+	// Dry counts releases that found the pool empty and waited for a draw.
+	Dry int64
+	// Overruns counts draws that took longer than Pace: the time at which
+	// such a draw became available depended on its noise.
+	Overruns int64
+	// Pace is the fixed interval between the start of a worker's draw and
+	// the moment it is offered (zero before the pool starts).
+	Pace time.Duration
+}
+
+// pool holds the exact release's noise drawn ahead of the requests. Each
+// worker draws from its own ChaCha8 keyed from crypto/rand, and offers a
+// draw only a fixed Pace after it started it, so that when a release waits
+// on an empty pool, the moment it is served does not depend on how long
+// the noise it gets took to draw (unless the draw overran the pace,
+// counted). A draw is handed out once and wiped after use.
+type pool struct {
+	e     *exactRelease
+	ready chan *draw
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	pace  time.Duration
+
+	drawn, used, dry, overruns atomic.Int64
+}
+
+// cryptoRand returns a ChaCha8 generator keyed from crypto/rand.
+func cryptoRand() (*rand.Rand, error) {
+	var key [32]byte
+	if _, err := crand.Read(key[:]); err != nil {
+		return nil, fmt.Errorf("release: seeding the noise from crypto/rand: %w", err)
+	}
+	return rand.New(rand.NewChaCha8(key)), nil
+}
+
+// startPool starts workers filling a pool of size draws of e.
+func startPool(e *exactRelease, size, workers int) (*pool, error) {
+	p := &pool{e: e, ready: make(chan *draw, size), stop: make(chan struct{})}
+	probe, err := cryptoRand() // throwaway noise: only its time is kept
+	if err != nil {
+		return nil, err
+	}
+	nz, d := noise.NewNoise(e.lat, probe), e.newDraw()
+	var slowest time.Duration
+	for range paceProbes {
+		t := time.Now()
+		e.fill(d, nz, probe)
+		slowest = max(slowest, time.Since(t))
+	}
+	d.wipe()
+	p.pace = paceFactor * slowest
+	for range workers {
+		rng, err := cryptoRand()
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.wg.Add(1)
+		go p.work(rng)
+	}
+	return p, nil
+}
+
+// work fills the pool until stop.
+func (p *pool) work(rng *rand.Rand) {
+	defer p.wg.Done()
+	nz := noise.NewNoise(p.e.lat, rng)
+	for {
+		d := p.e.newDraw()
+		start := time.Now()
+		p.e.fill(d, nz, rng)
+		p.drawn.Add(1)
+		if took := time.Since(start); took > p.pace {
+			p.overruns.Add(1)
+		} else {
+			t := time.NewTimer(p.pace - took)
+			select {
+			case <-t.C:
+			case <-p.stop:
+				t.Stop()
+				d.wipe()
+				return
+			}
+		}
+		select {
+		case p.ready <- d:
+		case <-p.stop:
+			d.wipe()
+			return
+		}
+	}
+}
+
+// take hands out one draw (the caller wipes it after use), waiting while
+// the pool is empty. Errors: ctx done first.
+func (p *pool) take(ctx context.Context) (*draw, error) {
+	select {
+	case d := <-p.ready:
+		p.used.Add(1)
+		return d, nil
+	default:
+	}
+	p.dry.Add(1)
+	select {
+	case d := <-p.ready:
+		p.used.Add(1)
+		return d, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.stop:
+		return nil, errSourceClosed
+	}
+}
+
+// close stops the workers and wipes the draws left.
+func (p *pool) close() {
+	close(p.stop)
+	p.wg.Wait()
+	for {
+		select {
+		case d := <-p.ready:
+			d.wipe()
+		default:
+			return
+		}
+	}
+}
+
+func (p *pool) stats() PoolStats {
+	return PoolStats{Drawn: p.drawn.Load(), Used: p.used.Load(), Dry: p.dry.Load(), Overruns: p.overruns.Load(), Pace: p.pace}
+}

@@ -12,6 +12,8 @@ import (
 // them; every handle and device pointer is a uintptr).
 type api struct {
 	driverPath, blasPath, nvrtcPath string
+	libChoice                       string // why those: the driver's CUDA version
+	nvrtcBuiltins                   string // the builtins preloaded before NVRTC ("": none; "PATH: dlerror" when that failed)
 
 	cuInit                    func(flags uint32) int32
 	cuDriverGetVersion        func(v *int32) int32

@@ -1,10 +1,13 @@
 package cuda_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -19,8 +22,12 @@ import (
 func TestDeviceInfoAndMemory(t *testing.T) {
 	d := cudaemu.OpenDevice(t)
 	info := d.Info()
-	if info.Name == "" || info.ComputeCapability == "" || info.MemoryBytes <= 0 || info.DriverLib == "" || info.CUBLASLib == "" || info.NVRTCLib == "" {
+	if info.Name == "" || info.ComputeCapability == "" || info.MemoryBytes <= 0 || info.DriverLib == "" || info.CUBLASLib == "" || info.NVRTCLib == "" ||
+		!strings.Contains(info.LibChoice, "cuDriverGetVersion") {
 		t.Fatalf("info %+v", info)
+	}
+	if b, err := json.Marshal(info); err == nil {
+		t.Logf("device %s", b) // scripts/gpu-check.sh smoke: what was found, and why
 	}
 	err := d.Do(func() error {
 		src := []float32{1, -2.5, 3e-8, float32(math.Inf(1)), 7}
@@ -137,7 +144,7 @@ func TestCompileAndLaunch(t *testing.T) {
 		cuda.Download(d, got, by)
 		for i := range got {
 			if want := 2*x[i] + 0.25*y[i] + 3; got[i] != want {
-				t.Fatalf("axpby[%d] = %v, want %v", i, got[i], want)
+				return fmt.Errorf("axpby[%d] = %v, want %v", i, got[i], want)
 			}
 		}
 		ks, err := m.Kernel(d, "block_sum")
@@ -163,7 +170,7 @@ func TestCompileAndLaunch(t *testing.T) {
 		cuda.Download(d, got[:64], by)
 		for i := range 64 {
 			if got[i] != x[63-i] {
-				t.Fatalf("reverse_dyn[%d] = %v, want %v", i, got[i], x[63-i])
+				return fmt.Errorf("reverse_dyn[%d] = %v, want %v", i, got[i], x[63-i])
 			}
 		}
 		if _, err := m.Kernel(d, "no_such_kernel"); err == nil || !strings.Contains(err.Error(), "no_such_kernel") {
@@ -248,7 +255,7 @@ func TestGemm(t *testing.T) {
 				cuda.Download(d, got, dc)
 				for i := range got {
 					if math.Abs(float64(got[i]-want[i])) > 1e-5*(1+math.Abs(float64(want[i]))) {
-						t.Fatalf("gemm(%v, %v)[%d] = %v, want %v", ta, tb, i, got[i], want[i])
+						return fmt.Errorf("gemm(%v, %v)[%d] = %v, want %v", ta, tb, i, got[i], want[i])
 					}
 				}
 				d.Free(da)
@@ -278,7 +285,7 @@ func TestGemm(t *testing.T) {
 		cuda.Download(d, got, ds)
 		for i := range got {
 			if math.Abs(float64(got[i]-want[i])) > 1e-5*(1+math.Abs(float64(want[i]))) {
-				t.Fatalf("batched [%d] = %v, want %v", i, got[i], want[i])
+				return fmt.Errorf("batched [%d] = %v, want %v", i, got[i], want[i])
 			}
 		}
 		return nil
@@ -288,15 +295,49 @@ func TestGemm(t *testing.T) {
 	}
 }
 
-// TestDoSurvivesPanic: a panic in a function run on the device goroutine
-// is an error, and the device keeps working; Do after Close is ErrClosed.
+// TestDoSurvivesPanic: a function run on the device goroutine that panics
+// (with a value or an error) or ends the goroutine (runtime.Goexit, what
+// t.Fatal inside Do does) is an error of Do, and the device keeps working
+// (memory included: the context is current on the goroutine that takes
+// over); Do after Close is ErrClosed.
 func TestDoSurvivesPanic(t *testing.T) {
 	d := cudaemu.OpenDevice(t)
-	if err := d.Do(func() error { panic("boom") }); err == nil || !strings.Contains(err.Error(), "boom") {
-		t.Fatalf("panic: %v", err)
-	}
-	if err := d.Do(func() error { return nil }); err != nil {
-		t.Fatal(err)
+	sentinel := errors.New("sentinel")
+	for _, tc := range []struct {
+		name  string
+		fn    func() error
+		check func(error) bool
+	}{
+		{"panic value", func() error { panic("boom") }, func(err error) bool { return err != nil && strings.Contains(err.Error(), "boom") }},
+		{"panic error", func() error { panic(sentinel) }, func(err error) bool { return errors.Is(err, sentinel) }},
+		{"Goexit", func() error { runtime.Goexit(); return nil }, func(err error) bool { return errors.Is(err, cuda.ErrGoexit) }},
+		{"Goexit again", func() error { runtime.Goexit(); return nil }, func(err error) bool { return errors.Is(err, cuda.ErrGoexit) }},
+		{"returned error", func() error { return sentinel }, func(err error) bool { return err == sentinel }},
+	} {
+		if err := d.Do(tc.fn); !tc.check(err) {
+			t.Errorf("%s: error %v", tc.name, err)
+		}
+		err := d.Do(func() error {
+			b, err := d.Alloc(16)
+			if err != nil {
+				return err
+			}
+			defer d.Free(b)
+			got := make([]float32, 4)
+			if err := cuda.Upload(d, b, []float32{1, 2, 3, 4}); err != nil {
+				return err
+			}
+			if err := cuda.Download(d, got, b); err != nil {
+				return err
+			}
+			if got[3] != 4 {
+				return fmt.Errorf("round trip %v", got)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("after %s: %v", tc.name, err)
+		}
 	}
 	d.Close()
 	if err := d.Do(func() error { return nil }); !errors.Is(err, cuda.ErrClosed) {

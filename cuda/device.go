@@ -64,8 +64,15 @@ type Info struct {
 	CUBLASLib         string `json:"cublas_lib"`
 	NVRTCVersion      string `json:"nvrtc_version"`
 	NVRTCLib          string `json:"nvrtc_lib"`
-	TF32              bool   `json:"tf32"`      // Precision is tf32
-	Precision         string `json:"precision"` // of the GEMMs: fp32, tf32 or bf16
+	// NVRTCBuiltins is the NVRTC builtins library loaded before NVRTC from
+	// its directory ("": none there, e.g. NVRTC from the loader path, which
+	// finds the builtins itself; "PATH: dlerror" when that load failed).
+	NVRTCBuiltins string `json:"nvrtc_builtins"`
+	// LibChoice says which CUDA major versions of cuBLAS and NVRTC were
+	// looked for and why: the CUDA version the driver supports.
+	LibChoice string `json:"lib_choice"`
+	TF32      bool   `json:"tf32"`      // Precision is tf32
+	Precision string `json:"precision"` // of the GEMMs: fp32, tf32 or bf16
 }
 
 // Device is one open GPU: its primary CUDA context, owned by one goroutine
@@ -81,7 +88,7 @@ type Device struct {
 	arch     string // NVRTC --gpu-architecture, e.g. sm_90
 	cacheDir string
 
-	work   chan func()
+	work   chan job
 	done   chan struct{}
 	mu     sync.Mutex // guards closed
 	closed bool
@@ -126,7 +133,7 @@ func Open(o Options) (*Device, error) {
 		return nil, a.blasBF16Err
 	}
 	o.Precision, o.TF32 = prec, prec == PrecisionTF32
-	d := &Device{a: a, work: make(chan func()), done: make(chan struct{}), modules: map[string]*Module{}}
+	d := &Device{a: a, work: make(chan job), done: make(chan struct{}), modules: map[string]*Module{}}
 	d.cacheDir = o.CacheDir
 	if d.cacheDir == "" {
 		d.cacheDir = os.Getenv(CacheEnv)
@@ -156,11 +163,44 @@ func (d *Device) loop(o Options, started chan<- error) {
 		return
 	}
 	started <- nil
-	for fn := range d.work {
-		fn()
+	d.serve()
+}
+
+// serve runs the functions of Do until Close, on the device goroutine (its
+// thread locked, the context current). When a function ends the goroutine
+// with runtime.Goexit (a test's t.Fatal or t.Skip inside Do), serve hands
+// the device to a new goroutine (resume), so that Do and Close still work.
+func (d *Device) serve() {
+	exited := true
+	defer func() {
+		if exited {
+			go d.resume()
+		}
+	}()
+	for j := range d.work {
+		j.run()
 	}
+	exited = false
 	d.teardown()
 	close(d.done)
+}
+
+// resume is the device goroutine again after a Goexit: a new locked
+// thread, the device's context made current there, then serve. A context
+// that cannot be made current fails every later Do with that error.
+func (d *Device) resume() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.a.check("cuCtxSetCurrent", d.a.cuCtxSetCurrent(d.ctx)); err != nil {
+		err = fmt.Errorf("cuda: the device goroutine restarted after runtime.Goexit: %w", err)
+		for j := range d.work {
+			j.res <- err
+		}
+		d.teardown()
+		close(d.done)
+		return
+	}
+	d.serve()
 }
 
 // init opens the device on the locked thread.
@@ -224,7 +264,7 @@ func (d *Device) init(o Options) error {
 		MemoryBytes: int64(mem), Multiprocessors: int(sms),
 		DriverVersion: fmt.Sprintf("%d.%d", drv/1000, drv%1000/10), DriverLib: a.driverPath,
 		CUBLASVersion: fmt.Sprintf("%d.%d.%d", blasV/10000, blasV%10000/100, blasV%100), CUBLASLib: a.blasPath,
-		NVRTCVersion: fmt.Sprintf("%d.%d", rtcMajor, rtcMinor), NVRTCLib: a.nvrtcPath, TF32: o.TF32,
+		NVRTCVersion: fmt.Sprintf("%d.%d", rtcMajor, rtcMinor), NVRTCLib: a.nvrtcPath, NVRTCBuiltins: a.nvrtcBuiltins, LibChoice: a.libChoice, TF32: o.TF32,
 		Precision: o.Precision,
 	}
 	return nil
@@ -252,12 +292,47 @@ func (d *Device) teardown() {
 // ErrClosed is Do on a closed device.
 var ErrClosed = errors.New("cuda: device closed")
 
+// ErrGoexit is Do whose function ended the device goroutine with
+// runtime.Goexit instead of returning: a test's t.Fatal or t.Skip inside
+// Do (report with t.Error, or return the error and fail outside Do). The
+// device goes on on a new goroutine.
+var ErrGoexit = errors.New("cuda: the function run by Do called runtime.Goexit (t.Fatal or t.Skip on the device goroutine?)")
+
+// job is a function of Do and where its result goes.
+type job struct {
+	fn  func() error
+	res chan<- error
+}
+
+// run runs j.fn on the device goroutine and sends its result: its error, a
+// panic as an error, ErrGoexit when fn ends the goroutine.
+func (j job) run() {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		switch r := recover().(type) {
+		case nil:
+			j.res <- ErrGoexit
+		case error:
+			j.res <- fmt.Errorf("cuda: on the device goroutine: %w", r)
+		default:
+			j.res <- fmt.Errorf("cuda: panic on the device goroutine: %v", r)
+		}
+	}()
+	err := j.fn()
+	returned = true
+	j.res <- err
+}
+
 // Do runs fn on the device goroutine (the thread whose current context is
 // the device's) and returns its error. Calls from several goroutines run
 // one at a time. A panic in fn is returned as an error (wrapping the panic's
 // value when it is an error: device layers panic with the *Error of a
-// failed launch), so that the device goroutine survives it. fn must not call
-// Do.
+// failed launch), so that the device goroutine survives it; fn calling
+// runtime.Goexit (t.Fatal) is ErrGoexit, and the device goes on. fn must
+// not call Do.
 func (d *Device) Do(fn func() error) error {
 	d.mu.Lock()
 	if d.closed {
@@ -265,18 +340,7 @@ func (d *Device) Do(fn func() error) error {
 		return ErrClosed
 	}
 	res := make(chan error, 1)
-	d.work <- func() {
-		defer func() {
-			if r := recover(); r != nil {
-				if err, ok := r.(error); ok {
-					res <- fmt.Errorf("cuda: on the device goroutine: %w", err)
-					return
-				}
-				res <- fmt.Errorf("cuda: panic on the device goroutine: %v", r)
-			}
-		}()
-		res <- fn()
-	}
+	d.work <- job{fn: fn, res: res}
 	d.mu.Unlock()
 	return <-res
 }

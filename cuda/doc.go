@@ -2,9 +2,14 @@
 // CUDA at build time: the NVIDIA driver (libcuda.so.1), cuBLAS
 // (libcublas.so.13 or .12) and NVRTC (libnvrtc.so.13 or .12) are loaded
 // when a program asks for a device (Open), by soname from NVDP_CUDA_LIB_DIR
-// or the loader path, through github.com/ebitengine/purego. A machine
-// without them builds and runs everything else as before; Open then
-// returns an error naming what was looked for and where.
+// or the loader path, through github.com/ebitengine/purego. cuBLAS and
+// NVRTC are those of the CUDA major version the driver runs
+// (cuDriverGetVersion: 13.0 or later tries 13 then 12, a 12.x driver 12
+// only), and NVRTC's builtins library (libnvrtc-builtins.so.MAJOR.MINOR,
+// which NVRTC opens through the system loader only) is loaded first from
+// NVRTC's directory. A machine without them builds and runs everything
+// else as before; Open then returns a *LoadError naming what was looked
+// for, where, and which CUDA version and why.
 //
 // One goroutine, locked to its OS thread, owns the device's CUDA context
 // (Device.Do runs a function there): a training step runs whole inside one

@@ -12,8 +12,27 @@ type Library struct {
 
 // TryLoad tries to load l as the backend loads its libraries.
 func TryLoad(l Library) error {
-	_, _, err := library{what: l.What, sonames: l.Sonames}.open()
+	_, err := library{what: l.What, sonames: l.Sonames}.open()
 	return err
+}
+
+// The pure functions of the libraries' choice, for their tests.
+var (
+	ChooseMajors  = chooseMajors
+	NVRTCBuiltins = nvrtcBuiltins
+	BuiltinsHint  = builtinsHint
+)
+
+// LibrarySonames returns the sonames that the backend tries for cuBLAS and
+// NVRTC of the CUDA major versions majors, in order.
+func LibrarySonames(majors []int) (blas, nvrtc []string) {
+	return blasLibrary(majors, "", 0).sonames, nvrtcLibrary(majors, "", 0).sonames
+}
+
+// Preloads returns the paths the backend loads from dir before cuBLAS and
+// NVRTC of CUDA major version major found there.
+func Preloads(dir string, major int) (blas, nvrtc []string) {
+	return blasLibrary([]int{major}, "", 0).before(dir, major), nvrtcLibrary([]int{major}, "", 0).before(dir, major)
 }
 
 // BindBF16From binds the BF16 GEMM functions from the library at path, as

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ebitengine/purego"
@@ -17,39 +18,188 @@ import (
 // the pip wheels nvidia-cublas and nvidia-cuda-nvrtc.
 const LibDirEnv = "NVDP_CUDA_LIB_DIR"
 
-// library is one shared library the backend loads: its candidate sonames,
-// newest first, and the libraries to load before it from the same
-// directory (their dependencies, when no RUNPATH finds them).
+// library is one shared library the backend loads: its candidate sonames
+// in the order tried, the CUDA major version of each (0 for the driver),
+// and the libraries to preload from the directory a candidate is found in
+// (its dependencies, when no RUNPATH finds them).
 type library struct {
 	what    string   // what it is, for errors and logs
-	sonames []string // candidates, newest first
-	before  []string // sonames preloaded from the directory the library is found in, when present
+	sonames []string // candidates, in the order tried
+	majors  []int    // the CUDA major version of each soname (nil: the driver)
+	// before returns the paths in dir to load (RTLD_GLOBAL) before the
+	// candidate of CUDA major version major found there (nil: none).
+	before func(dir string, major int) []string
+	why    string // why these majors: the driver's CUDA version (LoadError.Why)
+	driver int32  // cuDriverGetVersion (LoadError.Driver)
 }
 
-var (
-	libDriver = library{what: "the NVIDIA driver", sonames: []string{"libcuda.so.1", "libcuda.so"}}
-	libBLAS   = library{what: "cuBLAS", sonames: []string{"libcublas.so.13", "libcublas.so.12"},
-		before: []string{"libcublasLt.so.13", "libcublasLt.so.12"}}
-	libNVRTC = library{what: "NVRTC", sonames: []string{"libnvrtc.so.13", "libnvrtc.so.12"},
-		before: []string{"libnvrtc-builtins.so.13", "libnvrtc-builtins.so.12"}}
+var libDriver = library{what: "the NVIDIA driver", sonames: []string{"libcuda.so.1", "libcuda.so"}}
+
+// blasLibrary is cuBLAS of the CUDA major versions majors, in that order,
+// each preceded by the cuBLASLt of its version from the same directory.
+func blasLibrary(majors []int, why string, driver int32) library {
+	l := library{what: "cuBLAS", majors: majors, why: why, driver: driver, before: func(dir string, major int) []string {
+		if p := filepath.Join(dir, fmt.Sprintf("libcublasLt.so.%d", major)); fileExists(p) {
+			return []string{p}
+		}
+		return nil
+	}}
+	for _, m := range majors {
+		l.sonames = append(l.sonames, fmt.Sprintf("libcublas.so.%d", m))
+	}
+	return l
+}
+
+// nvrtcLibrary is NVRTC of the CUDA major versions majors, in that order,
+// each preceded by the builtins library beside it (nvrtcBuiltins).
+func nvrtcLibrary(majors []int, why string, driver int32) library {
+	l := library{what: "NVRTC", majors: majors, why: why, driver: driver, before: func(dir string, major int) []string {
+		if p := nvrtcBuiltins(dir, major); p != "" {
+			return []string{p}
+		}
+		return nil
+	}}
+	for _, m := range majors {
+		l.sonames = append(l.sonames, fmt.Sprintf("libnvrtc.so.%d", m))
+	}
+	return l
+}
+
+// The CUDA major versions of cuBLAS and NVRTC that the backend knows.
+const (
+	newestMajor = 13
+	oldestMajor = 12
 )
 
+// chooseMajors returns the CUDA major versions of cuBLAS and NVRTC to try,
+// in order, for a driver that supports CUDA version drv (cuDriverGetVersion:
+// 1000*major + 10*minor; verr its failure, nil when it answered), and why.
+// A driver runs the libraries of its own CUDA major version and older ones,
+// never newer: 13.0 or later tries 13 then 12, a 12.x driver 12 only. When
+// the driver cannot say, both are tried, newest first. Error: a driver
+// older than CUDA 12.0 (a *LoadError: errors.Is ErrNoCUDA).
+func chooseMajors(drv int32, verr error) ([]int, string, error) {
+	if verr != nil {
+		return []int{newestMajor, oldestMajor}, fmt.Sprintf("cuDriverGetVersion failed (%v): CUDA %d first, then %d", verr, newestMajor, oldestMajor), nil
+	}
+	ver := fmt.Sprintf("the driver supports CUDA %d.%d (cuDriverGetVersion %d)", drv/1000, drv%1000/10, drv)
+	major := int(drv / 1000)
+	switch {
+	case major >= newestMajor:
+		var ms []int
+		for m := newestMajor; m >= oldestMajor; m-- {
+			ms = append(ms, m)
+		}
+		return ms, fmt.Sprintf("%s: CUDA %d first, then %d", ver, newestMajor, oldestMajor), nil
+	case major >= oldestMajor:
+		return []int{major}, fmt.Sprintf("%s: CUDA %d only (CUDA %d needs a driver for CUDA %d.0 or later)", ver, major, major+1, major+1), nil
+	default:
+		why := fmt.Sprintf("%s: nvdp needs cuBLAS and NVRTC of CUDA %d or %d, that is a driver for CUDA %d.0 or later", ver, newestMajor, oldestMajor, oldestMajor)
+		return nil, why, &LoadError{What: "cuBLAS and NVRTC", Driver: drv, Why: why}
+	}
+}
+
+// builtinsPrefix is the name of NVRTC's builtins library of CUDA major
+// version major up to its minor version: libnvrtc-builtins.so.12.8 is
+// "libnvrtc-builtins.so.12" + ".8".
+func builtinsPrefix(major int) string { return fmt.Sprintf("libnvrtc-builtins.so.%d", major) }
+
+// nvrtcBuiltins returns the path of the NVRTC builtins library of CUDA
+// major version major in dir ("" when none): libnvrtc opens it by its
+// soname, which carries the minor version (libnvrtc-builtins.so.12.8),
+// through the system loader only, so a libnvrtc found in NVDP_CUDA_LIB_DIR
+// or a pip wheel without RUNPATH fails every compilation
+// (NVRTC_ERROR_BUILTIN_OPERATION_FAILURE) unless the builtins are loaded
+// first with RTLD_GLOBAL. Of the files libnvrtc-builtins.so.MAJOR[.*] in
+// dir (broken links skipped), the one whose minor version is that of
+// libnvrtc.so.MAJOR's target (a toolkit's libnvrtc.so.12 -> libnvrtc.so.12.8.93)
+// when that is known, else the highest version; of equal versions the
+// shortest name (the soname rather than the file it links to).
+func nvrtcBuiltins(dir string, major int) string {
+	prefix := builtinsPrefix(major)
+	matches, _ := filepath.Glob(filepath.Join(dir, prefix+"*")) // the pattern is well formed: no error
+	var names []string
+	for _, m := range matches {
+		b := filepath.Base(m)
+		if (b == prefix || strings.HasPrefix(b, prefix+".")) && fileExists(m) {
+			names = append(names, b)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	if target, err := filepath.EvalSymlinks(filepath.Join(dir, fmt.Sprintf("libnvrtc.so.%d", major))); err == nil {
+		if v := soVersion(filepath.Base(target), fmt.Sprintf("libnvrtc.so.%d", major)); len(v) >= 1 {
+			want := fmt.Sprintf("%s.%d", prefix, v[0])
+			var same []string
+			for _, n := range names {
+				if n == want || strings.HasPrefix(n, want+".") {
+					same = append(same, n)
+				}
+			}
+			if len(same) > 0 {
+				names = same
+			}
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		vi, vj := soVersion(names[i], prefix), soVersion(names[j], prefix)
+		for k := 0; k < len(vi) && k < len(vj); k++ {
+			if vi[k] != vj[k] {
+				return vi[k] > vj[k]
+			}
+		}
+		return len(names[i]) < len(names[j])
+	})
+	return filepath.Join(dir, names[0])
+}
+
+// soVersion returns the numbers after prefix in name, a soname or file
+// name: soVersion("libnvrtc.so.12.8.93", "libnvrtc.so.12") is [8 93]. A
+// part that is not a number counts as -1.
+func soVersion(name, prefix string) []int {
+	rest := strings.TrimPrefix(strings.TrimPrefix(name, prefix), ".")
+	if rest == "" || !strings.HasPrefix(name, prefix) {
+		return nil
+	}
+	var v []int
+	for _, p := range strings.Split(rest, ".") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			n = -1
+		}
+		v = append(v, n)
+	}
+	return v
+}
+
 // LoadError is a library that could not be loaded: what was looked for and
-// where, with each attempt's error.
+// where, with each attempt's error, and for cuBLAS and NVRTC the CUDA major
+// versions looked for and why (the driver's CUDA version).
 type LoadError struct {
-	What     string   // "the NVIDIA driver", "cuBLAS", "NVRTC"
-	Sonames  []string // the sonames tried
+	What     string   // "the NVIDIA driver", "cuBLAS", "NVRTC", "cuBLAS and NVRTC" (a driver too old)
+	Sonames  []string // the sonames tried, in order (none for a driver too old)
 	Dirs     []string // the directories of NVDP_CUDA_LIB_DIR tried before the loader path
 	Attempts []string // "PATH: dlerror" per attempt
+	Majors   []int    // the CUDA major versions of Sonames, in order (nil: the driver)
+	Driver   int32    // cuDriverGetVersion (0: not asked, the driver itself failed to load)
+	Why      string   // why Majors: the driver's CUDA version
 }
 
 func (e *LoadError) Error() string {
+	if len(e.Sonames) == 0 {
+		return fmt.Sprintf("cuda: %s not loaded: %s", e.What, e.Why)
+	}
 	dirs := LibDirEnv + " unset"
 	if len(e.Dirs) > 0 {
 		dirs = LibDirEnv + "=" + strings.Join(e.Dirs, ":")
 	}
-	return fmt.Sprintf("cuda: %s not found: looked for %s in %s, then on the loader path (LD_LIBRARY_PATH=%q, the ld.so cache): %s",
-		e.What, strings.Join(e.Sonames, ", "), dirs, os.Getenv("LD_LIBRARY_PATH"), strings.Join(e.Attempts, "; "))
+	why := ""
+	if e.Why != "" {
+		why = " (" + e.Why + ")"
+	}
+	return fmt.Sprintf("cuda: %s not found: looked for %s%s in %s, then on the loader path (LD_LIBRARY_PATH=%q, the ld.so cache): %s",
+		e.What, strings.Join(e.Sonames, ", "), why, dirs, os.Getenv("LD_LIBRARY_PATH"), strings.Join(e.Attempts, "; "))
 }
 
 // Is makes errors.Is(err, ErrNoCUDA) true.
@@ -66,43 +216,61 @@ func libDirs() []string {
 	return dirs
 }
 
-// open loads lib: each soname in each directory of NVDP_CUDA_LIB_DIR, then
-// each soname on the loader path. It returns the handle and the path (or
-// soname) that loaded.
-func (lib library) open() (uintptr, string, error) {
+// loaded is a library that open loaded.
+type loaded struct {
+	h         uintptr
+	path      string   // the path (or soname, from the loader path) that loaded
+	major     int      // its CUDA major version (0: the driver)
+	preloaded []string // the paths loaded before it (before); a failure reads "PATH: dlerror"
+}
+
+// open loads lib: each soname (in order: the preferred CUDA major version
+// first) in each directory of NVDP_CUDA_LIB_DIR, preceded by what
+// lib.before names there; then each soname on the loader path. Error: a *LoadError naming every soname, directory and
+// failed attempt.
+func (lib library) open() (loaded, error) {
 	dirs := libDirs()
-	e := &LoadError{What: lib.what, Sonames: lib.sonames, Dirs: dirs}
-	try := func(path string, dir string) (uintptr, bool) {
+	e := &LoadError{What: lib.what, Sonames: lib.sonames, Dirs: dirs, Majors: lib.majors, Driver: lib.driver, Why: lib.why}
+	try := func(i int, dir string) (loaded, bool) {
+		l := loaded{path: lib.sonames[i]}
+		if lib.majors != nil {
+			l.major = lib.majors[i]
+		}
 		if dir != "" {
-			if _, err := os.Stat(path); err != nil {
-				return 0, false // not there: not worth a line of the error
+			l.path = filepath.Join(dir, lib.sonames[i])
+			if !fileExists(l.path) {
+				return l, false // not there: not worth a line of the error
 			}
-			for _, dep := range lib.before {
-				if p := filepath.Join(dir, dep); fileExists(p) {
-					purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL) // best effort: its own failure shows below
+			if lib.before != nil {
+				for _, p := range lib.before(dir, l.major) {
+					if _, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+						p += ": " + err.Error() // its consequence, if any, shows when the library loads or runs
+					}
+					l.preloaded = append(l.preloaded, p)
 				}
 			}
 		}
-		h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := purego.Dlopen(l.path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
-			e.Attempts = append(e.Attempts, path+": "+err.Error())
-			return 0, false
+			e.Attempts = append(e.Attempts, l.path+": "+err.Error())
+			return l, false
 		}
-		return h, true
+		l.h = h
+		return l, true
 	}
-	for _, dir := range dirs {
-		for _, so := range lib.sonames {
-			if h, ok := try(filepath.Join(dir, so), dir); ok {
-				return h, filepath.Join(dir, so), nil
+	for i := range lib.sonames { // the preferred major in any directory before the next
+		for _, dir := range dirs {
+			if l, ok := try(i, dir); ok {
+				return l, nil
 			}
 		}
 	}
-	for _, so := range lib.sonames {
-		if h, ok := try(so, ""); ok {
-			return h, so, nil
+	for i := range lib.sonames {
+		if l, ok := try(i, ""); ok {
+			return l, nil
 		}
 	}
-	return 0, "", e
+	return loaded{}, e
 }
 
 func fileExists(p string) bool {
@@ -149,15 +317,16 @@ func bindOptional(h uintptr, what, path string, fns map[string]any) error {
 	return nil
 }
 
-// newAPI loads the driver, cuBLAS and NVRTC and binds their functions.
+// newAPI loads the driver, then cuBLAS and NVRTC of the CUDA major version
+// the driver runs (chooseMajors), and binds their functions.
 func newAPI() (*api, error) {
 	a := &api{}
-	h, path, err := libDriver.open()
+	drv, err := libDriver.open()
 	if err != nil {
 		return nil, err
 	}
-	a.driverPath = path
-	if err := bind(h, libDriver.what, path, map[string]any{
+	a.driverPath = drv.path
+	if err := bind(drv.h, libDriver.what, drv.path, map[string]any{
 		"cuInit": &a.cuInit, "cuDriverGetVersion": &a.cuDriverGetVersion, "cuDeviceGetCount": &a.cuDeviceGetCount,
 		"cuDeviceGet": &a.cuDeviceGet, "cuDeviceGetName": &a.cuDeviceGetName, "cuDeviceGetAttribute": &a.cuDeviceGetAttribute,
 		"cuDeviceTotalMem_v2": &a.cuDeviceTotalMem, "cuDevicePrimaryCtxRetain": &a.cuDevicePrimaryCtxRetain,
@@ -171,27 +340,36 @@ func newAPI() (*api, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if h, path, err = libBLAS.open(); err != nil {
+	var version int32
+	verr := a.check("cuDriverGetVersion", a.cuDriverGetVersion(&version)) // needs no cuInit
+	majors, why, err := chooseMajors(version, verr)
+	if err != nil {
 		return nil, err
 	}
-	a.blasPath = path
-	if err := bind(h, libBLAS.what, path, map[string]any{
+	a.libChoice = why
+	blas, err := blasLibrary(majors, why, version).open()
+	if err != nil {
+		return nil, err
+	}
+	a.blasPath = blas.path
+	if err := bind(blas.h, "cuBLAS", blas.path, map[string]any{
 		"cublasCreate_v2": &a.cublasCreate, "cublasDestroy_v2": &a.cublasDestroy, "cublasGetVersion_v2": &a.cublasGetVersion,
 		"cublasSetMathMode": &a.cublasSetMathMode, "cublasSgemm_v2": &a.cublasSgemm,
 		"cublasSgemmStridedBatched": &a.cublasSgemmStridedBatched, "cublasGetStatusString": &a.cublasGetStatusString,
 	}); err != nil {
 		return nil, err
 	}
-	if err := bindOptional(h, libBLAS.what, path, map[string]any{
+	if err := bindOptional(blas.h, "cuBLAS", blas.path, map[string]any{
 		"cublasGemmEx": &a.cublasGemmEx, "cublasGemmStridedBatchedEx": &a.cublasGemmStridedBatchedEx,
 	}); err != nil {
 		a.blasBF16Err = fmt.Errorf("%w: %w", ErrNoBF16, err)
 	}
-	if h, path, err = libNVRTC.open(); err != nil {
+	rtc, err := nvrtcLibrary(majors, why, version).open()
+	if err != nil {
 		return nil, err
 	}
-	a.nvrtcPath = path
-	if err := bind(h, libNVRTC.what, path, map[string]any{
+	a.nvrtcPath, a.nvrtcBuiltins = rtc.path, strings.Join(rtc.preloaded, "; ")
+	if err := bind(rtc.h, "NVRTC", rtc.path, map[string]any{
 		"nvrtcVersion": &a.nvrtcVersion, "nvrtcCreateProgram": &a.nvrtcCreateProgram, "nvrtcCompileProgram": &a.nvrtcCompileProgram,
 		"nvrtcGetProgramLogSize": &a.nvrtcGetProgramLogSize, "nvrtcGetProgramLog": &a.nvrtcGetProgramLog,
 		"nvrtcGetCUBINSize": &a.nvrtcGetCUBINSize, "nvrtcGetCUBIN": &a.nvrtcGetCUBIN,

@@ -77,6 +77,24 @@ func (d *Device) Compile(name, source string, options ...string) (*Module, error
 	return m, nil
 }
 
+// nvrtcBuiltinOperationFailure is NVRTC_ERROR_BUILTIN_OPERATION_FAILURE
+// (nvrtc.h): among its causes, libnvrtc-builtins.so.MAJOR.MINOR not found.
+const nvrtcBuiltinOperationFailure = 7
+
+// builtinsHint is what a failed compilation's error adds about NVRTC's
+// builtins library when code is NVRTC_ERROR_BUILTIN_OPERATION_FAILURE
+// (else ""): which one was preloaded beside nvrtc, if any.
+func builtinsHint(code int32, nvrtc, builtins string) string {
+	if code != nvrtcBuiltinOperationFailure {
+		return ""
+	}
+	what := "preloaded " + builtins
+	if builtins == "" {
+		what = "none preloaded: " + nvrtc + " came from the loader path, or has no libnvrtc-builtins.so.* beside it"
+	}
+	return fmt.Sprintf(" (NVRTC opens libnvrtc-builtins.so.MAJOR.MINOR through the system loader; %s; put the builtins' directory in LD_LIBRARY_PATH)", what)
+}
+
 // nvrtc compiles src with options and returns the cubin.
 func (d *Device) nvrtc(name, src string, options []string) ([]byte, error) {
 	a := d.a
@@ -103,7 +121,8 @@ func (d *Device) nvrtc(name, src string, options []string) ([]byte, error) {
 		a.nvrtcGetProgramLogSize(prog, &n)
 		log := make([]byte, n+1)
 		a.nvrtcGetProgramLog(prog, &log[0])
-		return nil, fmt.Errorf("cuda: compiling %s with %s: %w\n%s", name, strings.Join(options, " "), a.checkNVRTC("nvrtcCompileProgram", code), cstringBytes(log))
+		return nil, fmt.Errorf("cuda: compiling %s with %s: %w%s\n%s", name, strings.Join(options, " "), a.checkNVRTC("nvrtcCompileProgram", code),
+			builtinsHint(code, a.nvrtcPath, a.nvrtcBuiltins), cstringBytes(log))
 	}
 	var n uint64
 	if err := a.checkNVRTC("nvrtcGetCUBINSize", a.nvrtcGetCUBINSize(prog, &n)); err != nil {

@@ -46,6 +46,11 @@ var fakeNVRTC []byte
 // RealEnv set to 1 makes OpenDevice open the real GPU.
 const RealEnv = "NVDP_CUDA_REAL"
 
+// DriverVersionEnv is the CUDA version the stand-in's driver reports
+// (cuDriverGetVersion: 1000*major + 10*minor; unset: 13000), for the tests
+// of which cuBLAS and NVRTC package cuda looks for.
+const DriverVersionEnv = "NVDP_EMU_DRIVER_VERSION"
+
 var (
 	buildOnce sync.Once
 	buildDir  string
@@ -163,11 +168,16 @@ var (
 	cacheErr  error
 )
 
-// processCache is the kernel cache of the process's devices (a temporary
-// directory made once): a module is compiled once per test process, not
-// once per test.
+// processCache is the kernel cache of the process's devices: $NVDP_CUDA_CACHE
+// when set (scripts/gpu-check.sh: one cache for all its binaries), else a
+// temporary directory made once, so that a module is compiled once per test
+// process, not once per test.
 func processCache(tb testing.TB) string {
-	cacheOnce.Do(func() { cacheDir, cacheErr = os.MkdirTemp("", "nvdp-cudaemu-kernels-") })
+	cacheOnce.Do(func() {
+		if cacheDir = os.Getenv(cuda.CacheEnv); cacheDir == "" {
+			cacheDir, cacheErr = os.MkdirTemp("", "nvdp-cudaemu-kernels-")
+		}
+	})
 	if cacheErr != nil {
 		tb.Fatal(cacheErr)
 	}

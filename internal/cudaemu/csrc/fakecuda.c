@@ -71,7 +71,13 @@ CUresult cuGetErrorString(CUresult e, const char **s) {
 }
 
 CUresult cuInit(unsigned int flags) { (void)flags; initialized = 1; return CUDA_SUCCESS; }
-CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+/* The CUDA version the stand-in's driver supports: 13.0, or $NVDP_EMU_DRIVER_VERSION
+ * (cuDriverGetVersion's 1000*major + 10*minor), for the tests of the libraries' choice. */
+CUresult cuDriverGetVersion(int *v) {
+	const char *e = getenv("NVDP_EMU_DRIVER_VERSION");
+	*v = e && *e ? atoi(e) : 13000;
+	return CUDA_SUCCESS;
+}
 CUresult cuDeviceGetCount(int *n) { if (!initialized) return CUDA_ERROR_NOT_INITIALIZED; *n = 1; return CUDA_SUCCESS; }
 CUresult cuDeviceGet(int *dev, int ordinal) { if (ordinal != 0) return CUDA_ERROR_INVALID_VALUE; *dev = 0; return CUDA_SUCCESS; }
 CUresult cuDeviceGetName(char *name, int n, int dev) { (void)dev; snprintf(name, n, "CPU stand-in (nvdp cudaemu)"); return CUDA_SUCCESS; }

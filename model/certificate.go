@@ -90,6 +90,10 @@ func Calibrate(o *Options, cfg nvib.Config, n, p int) (*Certificate, error) {
 	slog.Info("calibrated clipping to the privacy target", "target_epsilon", t.Epsilon, "target_rd", t.RD, "releases", t.Releases,
 		"c_mu", s.CMu, "logvar_margin", s.LogvarMargin, "c_alpha_min", s.AlphaMin, "c_alpha_max", s.AlphaMax,
 		"epsilon", float64(cal.Guarantee.Epsilon), "achieved", cal.Achieved)
+	if m := cal.Guarantee.Release; m != nil && !m.Exact {
+		slog.Warn("the calibrated noise depends on the input: releasing this model's embeddings is refused unless unproved releases are allowed explicitly (docs/privacy.md, \"Floating-point safety\"); the variance and Dirichlet shares 0 give fixed noise, whose release is exact",
+			"reason", m.Reason)
+	}
 	return c, nil
 }
 

@@ -179,33 +179,62 @@ func (s *Noise) Draw() int64 {
 // deviate x = s.n.x, drawing x's digits until the rounding is decided: with
 // x known to B bits, x = (X_B + r) 2^-B for an undrawn r in [0, 1), the
 // value is floor((2W + 2^S + 2 a r) / 2^(S+1)) with W = a (k 2^B + X_B) and
-// S = B - t, decided when it is the same for 2ar = 0 and 2ar -> 2a. The
-// first try uses B = 64 in 128-bit integers; the rare undecided case
-// (probability about c 2^-64) continues in big integers.
+// S = B - t, decided when it is the same for 2ar = 0 and 2ar -> 2a. It
+// starts with the fewest 16-bit digits that decide it but with probability
+// about 2^-10 (always, for a power-of-two c: a = 1), in 128-bit integers up
+// to B = 64; the rare undecided case continues in big integers.
 func (s *Noise) round(k uint64) uint64 {
 	a, t := s.lat.a, s.lat.t
-	x, b := &s.n.x, &s.n.b
 	if k < 1<<20 && t >= -60 && t < 63 {
-		X := uint64(x.at(0, b))<<48 | uint64(x.at(1, b))<<32 | uint64(x.at(2, b))<<16 | uint64(x.at(3, b))
-		hi, lo := bits.Mul64(a, X)
-		hi += a * k
-		S := uint(64 - t)
-		hi, lo = hi<<1|lo>>63, lo<<1 // 2W
-		var c uint64
-		if S < 64 {
-			lo, c = bits.Add64(lo, 1<<S, 0)
-			hi += c
-		} else {
-			hi += 1 << (S - 64)
-		}
-		uhi, ulo := hi, lo
-		ulo, c = bits.Add64(ulo, 2*a-1, 0)
-		uhi += c
-		if q := shr128(hi, lo, S+1); q == shr128(uhi, ulo, S+1) {
-			return q
+		first := (t + 1 + bits.Len64(a) + 10 + digitBits - 1) / digitBits
+		for D := max(1, first); D <= 64/digitBits; D++ {
+			if q, ok := s.round128(k, D); ok {
+				return q
+			}
 		}
 	}
 	return s.roundBig(k)
+}
+
+// round128 is round with x known to its first D digits (B = 16 D <= 64),
+// in 128-bit integers; ok is false when that does not decide it, or when
+// S = B - t is out of the range the arithmetic handles.
+func (s *Noise) round128(k uint64, D int) (q uint64, ok bool) {
+	a, t := s.lat.a, s.lat.t
+	x, b := &s.n.x, &s.n.b
+	B := digitBits * D
+	if B <= t || B-t > 126 {
+		return 0, false
+	}
+	var X uint64
+	for i := range D {
+		X = X<<digitBits | uint64(x.at(i, b))
+	}
+	hi, lo := bits.Mul64(a, X) // a X_B
+	kw := a * k                // a k 2^B: kw shifted left by B
+	if B == 64 {
+		hi += kw
+	} else {
+		var c uint64
+		lo, c = bits.Add64(lo, kw<<B, 0)
+		hi += kw>>(64-B) + c
+	}
+	S := uint(B - t)
+	hi, lo = hi<<1|lo>>63, lo<<1 // 2W
+	var c uint64
+	if S < 64 {
+		lo, c = bits.Add64(lo, 1<<S, 0)
+		hi += c
+	} else {
+		hi += 1 << (S - 64)
+	}
+	uhi, ulo := hi, lo
+	ulo, c = bits.Add64(ulo, 2*a-1, 0)
+	uhi += c
+	if q := shr128(hi, lo, S+1); q == shr128(uhi, ulo, S+1) {
+		return q, true
+	}
+	return 0, false
 }
 
 // shr128 is (hi:lo) >> s for s in [1, 127], as uint64 (the callers' values fit).

@@ -145,7 +145,7 @@ func floorDiv(a, b int64) int64 {
 // fixedDeviate returns a deviate whose first 64 bits are w (the rest drawn
 // when needed): x = w 2^-64 up to 2^-64.
 func fixedDeviate(w uint64) *deviate {
-	return &deviate{d: []uint16{uint16(w >> 48), uint16(w >> 32), uint16(w >> 16), uint16(w)}}
+	return &deviate{n: 4, d: [inlineDigits]uint16{uint16(w >> 48), uint16(w >> 32), uint16(w >> 16), uint16(w)}}
 }
 
 // TestBernoulliSteps checks each Bernoulli step of Algorithm N against its
@@ -232,7 +232,7 @@ func TestRoundExact(t *testing.T) {
 		g := new(big.Rat).SetInt(new(big.Int).SetUint64(got))
 		g1 := new(big.Rat).SetInt(new(big.Int).SetUint64(got + 1))
 		if lo.Cmp(g) < 0 || hi.Cmp(g1) > 0 {
-			t.Fatalf("a %d t %d k %d digits %x: round %d, but c(k+x)+1/2 spans [%s, %s]", m.a, m.t, k, s.n.x.d, got, lo.FloatString(6), hi.FloatString(6))
+			t.Fatalf("a %d t %d k %d digits %x: round %d, but c(k+x)+1/2 spans [%s, %s]", m.a, m.t, k, s.n.x.d[:min(s.n.x.n, inlineDigits)], got, lo.FloatString(6), hi.FloatString(6))
 		}
 	}
 	for mi, m := range mults {
@@ -257,7 +257,7 @@ func TestRoundExact(t *testing.T) {
 			}
 			num := new(big.Int).Quo(new(big.Int).Lsh(xb.Num(), 64), xb.Denom()) // floor(xb 2^64)
 			w := num.Uint64()
-			s.n.x.d = append(s.n.x.d[:0], uint16(w>>48), uint16(w>>32), uint16(w>>16), uint16(w))
+			s.n.x = *fixedDeviate(w)
 			check(t, m, k, s)
 			if s.n.x.digits() > 4 {
 				bigPath++

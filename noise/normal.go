@@ -6,33 +6,34 @@ import (
 )
 
 // bitSource hands out uniform random bits from a 64-bit generator: single
-// bits and 16-bit digits. Bits left in the buffer when a digit needs more
-// are dropped (every bit is still uniform and independent of the others).
+// bits and 16-bit digits, each from a buffer of its own (every bit is
+// uniform and independent of the others).
 type bitSource struct {
-	src  rand.Source
-	buf  uint64
-	left uint
+	src          rand.Source
+	bits, digits uint64
+	nBits        uint // bits left in bits
+	nDigits      uint // 16-bit digits left in digits
 }
 
 // bit returns one uniform bit.
 func (b *bitSource) bit() bool {
-	if b.left == 0 {
-		b.buf, b.left = b.src.Uint64(), 64
+	if b.nBits == 0 {
+		b.bits, b.nBits = b.src.Uint64(), 64
 	}
-	v := b.buf&1 != 0
-	b.buf >>= 1
-	b.left--
+	v := b.bits&1 != 0
+	b.bits >>= 1
+	b.nBits--
 	return v
 }
 
 // digit returns 16 uniform bits.
 func (b *bitSource) digit() uint16 {
-	if b.left < digitBits {
-		b.buf, b.left = b.src.Uint64(), 64
+	if b.nDigits == 0 {
+		b.digits, b.nDigits = b.src.Uint64(), 64/digitBits
 	}
-	v := uint16(b.buf)
-	b.buf >>= digitBits
-	b.left -= digitBits
+	v := uint16(b.digits)
+	b.digits >>= digitBits
+	b.nDigits--
 	return v
 }
 
@@ -41,24 +42,50 @@ func (b *bitSource) digit() uint16 {
 // costs 32 random bits.
 const digitBits = 16
 
+// inlineDigits is how many digits a deviate holds without allocating.
+const inlineDigits = 8
+
 // deviate is a uniform deviate in (0, 1) known by a prefix of its base-2^16
-// digits d[0], d[1], ... (d[0] the most significant); the next digit is
-// drawn only when a comparison or the rounding needs it (Karney's u-rand).
-type deviate struct{ d []uint16 }
+// digits (the most significant first); the next digit is drawn only when a
+// comparison or the rounding needs it (Karney's u-rand).
+type deviate struct {
+	n    int                  // digits drawn
+	d    [inlineDigits]uint16 // digits 0 .. inlineDigits-1
+	more []uint16             // digits inlineDigits, ...
+}
 
 // reset makes u a fresh deviate (no digit drawn).
-func (u *deviate) reset() { u.d = u.d[:0] }
+func (u *deviate) reset() {
+	u.n = 0
+	u.more = u.more[:0]
+}
 
 // at returns digit i of u, drawing the digits up to it.
 func (u *deviate) at(i int, b *bitSource) uint16 {
-	for len(u.d) <= i {
-		u.d = append(u.d, b.digit())
+	if i < u.n && i < inlineDigits {
+		return u.d[i]
 	}
-	return u.d[i]
+	return u.draw(i, b)
+}
+
+// draw draws the digits of u up to i and returns digit i.
+func (u *deviate) draw(i int, b *bitSource) uint16 {
+	for u.n <= i {
+		if u.n < inlineDigits {
+			u.d[u.n] = b.digit()
+		} else {
+			u.more = append(u.more, b.digit())
+		}
+		u.n++
+	}
+	if i < inlineDigits {
+		return u.d[i]
+	}
+	return u.more[i-inlineDigits]
 }
 
 // digits is the number of digits of u drawn.
-func (u *deviate) digits() int { return len(u.d) }
+func (u *deviate) digits() int { return u.n }
 
 // less reports p < q, drawing digits of either until they differ (two
 // deviates are equal with probability 0).
@@ -82,11 +109,7 @@ type normal struct {
 }
 
 func newNormal(src rand.Source) *normal {
-	n := &normal{b: bitSource{src: src}}
-	for _, u := range []*deviate{&n.x, &n.p, &n.q} {
-		u.d = make([]uint16, 0, 8)
-	}
-	return n
+	return &normal{b: bitSource{src: src}}
 }
 
 // halfExpBern is true with probability exp(-1/2): a uniform deviate U,

@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,13 +17,16 @@ import (
 const (
 	// DefaultPoolSize is how many releases' noise a source holds ready.
 	DefaultPoolSize = 32
-	// DefaultPoolWorkers is how many goroutines fill the pool.
-	DefaultPoolWorkers = 1
 	// paceProbes throwaway draws, timed when a pool starts, set its pace:
 	// paceFactor times the slowest of them.
 	paceProbes = 4
-	paceFactor = 3
+	paceFactor = 4
 )
+
+// DefaultPoolWorkers is how many goroutines fill a pool: one per core the
+// Go scheduler runs on (GOMAXPROCS), so that the paced workers keep up with
+// releases that use every core for their forward passes.
+func DefaultPoolWorkers() int { return runtime.GOMAXPROCS(0) }
 
 // PoolStats counts what a source's noise pool did (Source.PoolStats).
 type PoolStats struct {
@@ -64,22 +68,26 @@ func cryptoRand() (*rand.Rand, error) {
 	return rand.New(rand.NewChaCha8(key)), nil
 }
 
-// startPool starts workers filling a pool of size draws of e.
-func startPool(e *exactRelease, size, workers int) (*pool, error) {
-	p := &pool{e: e, ready: make(chan *draw, size), stop: make(chan struct{})}
-	probe, err := cryptoRand() // throwaway noise: only its time is kept
-	if err != nil {
-		return nil, err
+// startPool starts workers filling a pool of size draws of e, each offered
+// pace after its draw started (0: paceFactor times the slowest of
+// paceProbes throwaway draws).
+func startPool(e *exactRelease, size, workers int, pace time.Duration) (*pool, error) {
+	p := &pool{e: e, ready: make(chan *draw, size), stop: make(chan struct{}), pace: pace}
+	if pace == 0 {
+		probe, err := cryptoRand() // throwaway noise: only its time is kept
+		if err != nil {
+			return nil, err
+		}
+		nz, d := noise.NewNoise(e.lat, probe), e.newDraw()
+		var slowest time.Duration
+		for range paceProbes {
+			t := time.Now()
+			e.fill(d, nz, probe)
+			slowest = max(slowest, time.Since(t))
+		}
+		d.wipe()
+		p.pace = paceFactor * slowest
 	}
-	nz, d := noise.NewNoise(e.lat, probe), e.newDraw()
-	var slowest time.Duration
-	for range paceProbes {
-		t := time.Now()
-		e.fill(d, nz, probe)
-		slowest = max(slowest, time.Since(t))
-	}
-	d.wipe()
-	p.pace = paceFactor * slowest
 	for range workers {
 		rng, err := cryptoRand()
 		if err != nil {

@@ -38,14 +38,14 @@ type Source struct {
 var errSourceClosed = errors.New("release: the noise source is closed")
 
 // NewSource returns a crypto-seeded source whose exact noise comes from a
-// pool of DefaultPoolSize releases filled by DefaultPoolWorkers workers,
+// pool of DefaultPoolSize releases filled by DefaultPoolWorkers() workers,
 // started by the first release. Errors: the system's random source fails.
 func NewSource() (*Source, error) {
 	rng, err := cryptoRand()
 	if err != nil {
 		return nil, err
 	}
-	return &Source{rng: rng, poolSize: DefaultPoolSize, poolWorkers: DefaultPoolWorkers}, nil
+	return &Source{rng: rng, poolSize: DefaultPoolSize, poolWorkers: DefaultPoolWorkers()}, nil
 }
 
 // NewSeededSource returns the source of a seed: ChaCha8 keyed by SeedKey(seed). Its noise can be
@@ -119,7 +119,7 @@ func (s *Source) poolFor(e *exactRelease) (*pool, error) {
 	case s.closed:
 		return nil, errSourceClosed
 	case s.pool == nil:
-		p, err := startPool(e, s.poolSize, s.poolWorkers)
+		p, err := startPool(e, s.poolSize, s.poolWorkers, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -35,7 +35,13 @@ type ledgerCollectors interface {
 // in seconds: 1 ms to 30 s.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
-func newMetrics(lim *limiter, ledger PrivacyLedger) *metrics {
+// releaserCollectors is what a Releaser with metrics of its own has
+// beside Releaser (FromRelease: its noise pool).
+type releaserCollectors interface {
+	Collectors() []prometheus.Collector
+}
+
+func newMetrics(lim *limiter, ledger PrivacyLedger, rel Releaser) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -93,6 +99,9 @@ func newMetrics(lim *limiter, ledger PrivacyLedger) *metrics {
 	)
 	if lc, ok := ledger.(ledgerCollectors); ok {
 		m.reg.MustRegister(lc.Collectors()...)
+	}
+	if rc, ok := rel.(releaserCollectors); ok {
+		m.reg.MustRegister(rc.Collectors()...)
 	}
 	return m
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Releaser is the model a Server releases from: package release's
@@ -48,6 +49,21 @@ func FromRelease(r *release.Releaser, src *release.Source) Releaser { return rel
 type releaseModel struct {
 	r   *release.Releaser
 	src *release.Source
+}
+
+// Collectors are the noise pool's counters (release.PoolStats):
+// nvdp_noise_pool_{drawn,used,dry,overruns}_total.
+func (m releaseModel) Collectors() []prometheus.Collector {
+	counter := func(name, help string, v func(release.PoolStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v(m.src.PoolStats())) })
+	}
+	return []prometheus.Collector{
+		counter("nvdp_noise_pool_drawn_total", "Releases' exact noise drawn ahead by the pool's workers.", func(s release.PoolStats) int64 { return s.Drawn }),
+		counter("nvdp_noise_pool_used_total", "Releases' noise handed to a release (each once, then wiped).", func(s release.PoolStats) int64 { return s.Used }),
+		counter("nvdp_noise_pool_dry_total", "Releases that found the noise pool empty and waited for a paced draw.", func(s release.PoolStats) int64 { return s.Dry }),
+		counter("nvdp_noise_pool_overruns_total", "Draws slower than the pool's pace: their availability depended on their noise (docs/serving.md, \"What time reveals\").", func(s release.PoolStats) int64 { return s.Overruns }),
+	}
 }
 
 // Close stops the noise pool's workers and wipes what it holds.

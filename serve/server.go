@@ -214,7 +214,7 @@ func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slo
 			s.one.RD = pt.RD
 		}
 	}
-	s.met = newMetrics(s.lim, ledger)
+	s.met = newMetrics(s.lim, ledger, rel)
 	s.mux = s.newMux()
 	return s, nil
 }

@@ -46,6 +46,7 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	ta, tb := blasOp(transA), blasOp(transB)
 	al, be := alpha, beta
 	var code int32
+	d.blasCalls.Add(1)
 	if batch == 1 {
 		code = d.a.cublasSgemm(d.blas, tb, ta, int32(n), int32(m), int32(k), &al, b.Ptr, int32(ldb), a.Ptr, int32(lda), &be, c.Ptr, int32(ldc))
 	} else {
@@ -78,6 +79,7 @@ func (d *Device) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a Buf
 	al, be := alpha, beta
 	var code int32
 	fn := "cublasGemmEx"
+	d.blasCalls.Add(1)
 	if batch == 1 {
 		code = d.a.cublasGemmEx(d.blas, tb, ta, int32(n), int32(m), int32(k), &al, b.Ptr, cudaR16BF, int32(ldb),
 			a.Ptr, cudaR16BF, int32(lda), &be, c.Ptr, cudaR32F, int32(ldc), computeF32, gemmAlgDefault)

@@ -344,3 +344,63 @@ func TestDoSurvivesPanic(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// TestCounts: each operation of the device counts once in its counter
+// (a table of operations and the counts each adds), and HostWaits sums
+// the copies to and from the host and the explicit synchronisations.
+func TestCounts(t *testing.T) {
+	d := cudaemu.OpenDevice(t)
+	err := d.Do(func() error {
+		m, err := d.Compile("test", testKernels)
+		if err != nil {
+			return err
+		}
+		k, err := m.Kernel(d, "axpby")
+		if err != nil {
+			return err
+		}
+		a, err := d.Alloc(4 * 16)
+		if err != nil {
+			return err
+		}
+		defer d.Free(a)
+		b, err := d.Alloc(4 * 16)
+		if err != nil {
+			return err
+		}
+		defer d.Free(b)
+		host := make([]float32, 16)
+		for _, c := range []struct {
+			name string
+			op   func() error
+			want cuda.Counts
+		}{
+			{"launch", func() error {
+				return d.Launch(k, cuda.Blocks(16, 8), cuda.Threads(8), 0, b, a, float32(1), 1.0, 16, int64(0))
+			}, cuda.Counts{Launches: 1}},
+			{"gemm", func() error { return d.Gemm(false, false, 4, 4, 4, 1, a, a, 0, b) }, cuda.Counts{BLASCalls: 1}},
+			{"strided gemm", func() error { return d.GemmStridedBatched(false, false, 2, 2, 2, 1, a, 2, 4, a, 2, 4, 0, b, 2, 4, 4) }, cuda.Counts{BLASCalls: 1}},
+			{"empty gemm", func() error { return d.Gemm(false, false, 0, 4, 4, 1, a, a, 0, b) }, cuda.Counts{}},
+			{"zero", func() error { return d.Zero(a, 64) }, cuda.Counts{Memsets: 1}},
+			{"copy", func() error { return d.Copy(b, a, 64) }, cuda.Counts{Copies: 1}},
+			{"upload", func() error { return cuda.Upload(d, a, host) }, cuda.Counts{Uploads: 1}},
+			{"download", func() error { return cuda.Download(d, host, a) }, cuda.Counts{Downloads: 1}},
+			{"sync", d.Sync, cuda.Counts{Syncs: 1}},
+		} {
+			before := d.Counts()
+			if err := c.op(); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if got := d.Counts().Sub(before); got != c.want {
+				t.Errorf("%s counted %+v, want %+v", c.name, got, c.want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := (cuda.Counts{Launches: 5, Uploads: 2, Downloads: 3, Syncs: 7}).HostWaits(); w != 12 {
+		t.Errorf("HostWaits = %d, want 12", w)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Options choose the device and where compiled kernels are cached.
@@ -95,6 +96,45 @@ type Device struct {
 
 	modMu   sync.Mutex
 	modules map[string]*Module // by cache key
+
+	launches, blasCalls, memsets, copies, uploads, downloads, syncs atomic.Int64 // Counts
+}
+
+// Counts are what a device has been asked to do since it opened: the
+// figures of issue 38's launch and synchronisation budget (counted by the
+// Go side, so the stand-in counts what a GPU would run). Difference two
+// snapshots (Sub) for a step's.
+type Counts struct {
+	Launches  int64 `json:"launches"`   // kernel launches (Launch)
+	BLASCalls int64 `json:"blas_calls"` // cuBLAS GEMM calls (Gemm, GemmStridedBatched, GemmBF16)
+	Memsets   int64 `json:"memsets"`    // Zero (cuMemsetD32: a launch of the driver's)
+	Copies    int64 `json:"copies"`     // device-to-device copies (Copy)
+	// Uploads are host-to-device copies (Upload): from pageable memory the
+	// driver waits for the work queued before it, so each is a host-device
+	// synchronisation.
+	Uploads int64 `json:"uploads"`
+	// Downloads are device-to-host copies (Download): each waits for the
+	// work queued before it.
+	Downloads int64 `json:"downloads"`
+	Syncs     int64 `json:"syncs"` // explicit synchronisations (Sync)
+}
+
+// HostWaits is the number of times the host waited for the device:
+// Uploads + Downloads + Syncs.
+func (c Counts) HostWaits() int64 { return c.Uploads + c.Downloads + c.Syncs }
+
+// Sub is c - b, field by field (the work between two snapshots).
+func (c Counts) Sub(b Counts) Counts {
+	return Counts{Launches: c.Launches - b.Launches, BLASCalls: c.BLASCalls - b.BLASCalls, Memsets: c.Memsets - b.Memsets,
+		Copies: c.Copies - b.Copies, Uploads: c.Uploads - b.Uploads,
+		Downloads: c.Downloads - b.Downloads, Syncs: c.Syncs - b.Syncs}
+}
+
+// Counts returns a snapshot of the device's counters (from any goroutine:
+// atomic loads).
+func (d *Device) Counts() Counts {
+	return Counts{Launches: d.launches.Load(), BLASCalls: d.blasCalls.Load(), Memsets: d.memsets.Load(), Copies: d.copies.Load(), Uploads: d.uploads.Load(),
+		Downloads: d.downloads.Load(), Syncs: d.syncs.Load()}
 }
 
 // CUdevice_attribute values (cuda.h).
@@ -361,7 +401,10 @@ func (d *Device) Precision() string { return d.info.Precision }
 
 // Sync waits until the device has finished every operation queued
 // (cuCtxSynchronize; on the device goroutine).
-func (d *Device) Sync() error { return d.a.check("cuCtxSynchronize", d.a.cuCtxSynchronize()) }
+func (d *Device) Sync() error {
+	d.syncs.Add(1)
+	return d.a.check("cuCtxSynchronize", d.a.cuCtxSynchronize())
+}
 
 // MemInfo returns the device's free and total memory in bytes (on the
 // device goroutine).

@@ -59,6 +59,7 @@ func Upload[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device, d
 	}
 	n := len(src) * int(unsafe.Sizeof(src[0]))
 	checkSize("upload", dst, n)
+	d.uploads.Add(1)
 	return d.a.check("cuMemcpyHtoD_v2", d.a.cuMemcpyHtoD(dst.Ptr, unsafe.Pointer(&src[0]), uint64(n)))
 }
 
@@ -70,6 +71,7 @@ func Download[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device,
 	}
 	n := len(dst) * int(unsafe.Sizeof(dst[0]))
 	checkSize("download", src, n)
+	d.downloads.Add(1)
 	return d.a.check("cuMemcpyDtoH_v2", d.a.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), src.Ptr, uint64(n)))
 }
 
@@ -80,6 +82,7 @@ func (d *Device) Copy(dst, src Buffer, bytes int) error {
 	}
 	checkSize("copy", dst, bytes)
 	checkSize("copy", src, bytes)
+	d.copies.Add(1)
 	return d.a.check("cuMemcpyDtoD_v2", d.a.cuMemcpyDtoD(dst.Ptr, src.Ptr, uint64(bytes)))
 }
 
@@ -93,5 +96,6 @@ func (d *Device) Zero(b Buffer, bytes int) error {
 		return nil
 	}
 	checkSize("zero", b, bytes)
+	d.memsets.Add(1)
 	return d.a.check("cuMemsetD32_v2", d.a.cuMemsetD32(b.Ptr, 0, uint64(bytes/4)))
 }

@@ -214,6 +214,7 @@ func (d *Device) Launch(k *Kernel, grid, block Dim3, shared int, args ...any) er
 	if len(ptrs) > 0 {
 		pp = unsafe.Pointer(&ptrs[0])
 	}
+	d.launches.Add(1)
 	err := d.a.check("cuLaunchKernel", d.a.cuLaunchKernel(k.fn, uint32(grid.X), uint32(grid.Y), uint32(grid.Z),
 		uint32(block.X), uint32(block.Y), uint32(block.Z), uint32(shared), 0, pp, nil))
 	runtime.KeepAlive(slots)

@@ -45,6 +45,12 @@ type Result struct {
 	InferStepSeconds float64 `json:"infer_step_seconds"`
 	TokensPerSecond  float64 `json:"tokens_per_second"` // training tokens (batch*seq) per second
 	PeakRSSMB        float64 `json:"peak_rss_mb"`       // VmHWM of the process, MiB
+	// TrainStepCounts are the device's kernel launches, cuBLAS calls,
+	// memsets, copies and host-device synchronisations of one timed
+	// training step (cuda.Counts; on a GPU only), TrainStepHostWaits their
+	// Uploads + Downloads + Syncs.
+	TrainStepCounts    *cuda.Counts `json:"train_step_counts,omitempty"`
+	TrainStepHostWaits int64        `json:"train_step_host_waits,omitempty"`
 }
 
 // Classifier is a sequence classifier for benchmarks and tests: encoder,

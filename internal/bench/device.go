@@ -64,7 +64,9 @@ func (c *DeviceClassifier) LossAndGrad(e *dnn.Engine, in encoder.Input, labels [
 // opt, the batch in and labels), each training step the forward, the
 // backward, AdamW and clearing the gradients on the device (the loss, 8
 // bytes, downloaded each step); dropout from a Philox stream keyed by seed.
-// Inference steps end with a synchronisation before the clock stops.
+// Inference steps end with a synchronisation before the clock stops. The
+// device's counts of the first timed training step are reported
+// (Result.TrainStepCounts: every step queues the same work).
 func runDevice(d *cuda.Device, name string, clf *Classifier, opt *nn.AdamW, in encoder.Input, labels []int, o Options) (Result, error) {
 	var (
 		e      *dnn.Engine
@@ -112,11 +114,16 @@ func runDevice(d *cuda.Device, name string, clf *Classifier, opt *nn.AdamW, in e
 	if _, err := step(); err != nil { // warm-up: the arena grows to a step
 		return Result{}, err
 	}
+	var counts cuda.Counts
 	t0 := time.Now()
 	for i := range o.Steps {
+		before := d.Counts()
 		loss, err := step()
 		if err != nil {
 			return Result{}, err
+		}
+		if i == 0 {
+			counts = d.Counts().Sub(before)
 		}
 		o.Progress.Report(progress.Event{Stage: "train", Unit: "steps", Done: int64(i + 1), Total: total, Loss: loss})
 	}
@@ -146,7 +153,7 @@ func runDevice(d *cuda.Device, name string, clf *Classifier, opt *nn.AdamW, in e
 		return Result{}, err
 	}
 	return Result{Config: name, Backend: "cuda", Device: DeviceName(d.Info()), TrainStepSeconds: trainSecs, InferStepSeconds: inferSecs,
-		TokensPerSecond: float64(o.Batch*o.Seq) / trainSecs, PeakRSSMB: rss}, nil
+		TokensPerSecond: float64(o.Batch*o.Seq) / trainSecs, PeakRSSMB: rss, TrainStepCounts: &counts, TrainStepHostWaits: counts.HostWaits()}, nil
 }
 
 // DeviceName describes a device for Result.Device: the card, its compute

@@ -49,7 +49,6 @@ func (l *LayerNorm) Backward(e *Engine, c *LayerNormCache, dy *Tensor) *Tensor {
 	dx := e.New(c.X.Shape...)
 	dyxhat := e.New(c.X.Shape...)
 	e.launchRows("layernorm_bwd", rows, dx.Buf, dyxhat.Buf, dy.Buf, c.X.Buf, c.Mean.Buf, c.Rstd.Buf, l.Weight.Value.Buf, D)
-	e.launch1D("col_sum_acc", D, l.Weight.Grad.Buf, dyxhat.Buf, rows, D)
-	e.launch1D("col_sum_acc", D, l.Bias.Grad.Buf, dy.Buf, rows, D)
+	e.colSumAcc(l.Weight.Grad.Buf, dyxhat.Buf, l.Bias.Grad.Buf, dy.Buf, rows, D)
 	return dx
 }

@@ -3,6 +3,8 @@ package dnn
 import (
 	"fmt"
 
+	"github.com/nvdp-project/nvdp/cuda"
+
 	"github.com/nvdp-project/nvdp/nn"
 )
 
@@ -54,7 +56,7 @@ func (l *Linear) Backward(e *Engine, x, dy *Tensor) *Tensor {
 	rows := x.Rows()
 	e.gemm(true, false, l.Out, l.In, rows, 1, dy.Buf, x.Buf, 1, l.W.Grad.Buf)
 	if l.B != nil {
-		e.launch1D("col_sum_acc", l.Out, l.B.Grad.Buf, dy.Buf, rows, l.Out)
+		e.colSumAcc(l.B.Grad.Buf, dy.Buf, cuda.Buffer{}, cuda.Buffer{}, rows, l.Out)
 	}
 	dx := e.New(x.Shape...)
 	e.gemm(false, false, rows, l.In, l.Out, 1, dy.Buf, l.W.Value.Buf, 0, dx.Buf)

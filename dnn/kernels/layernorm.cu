@@ -40,7 +40,7 @@ KERNEL void layernorm_fwd(float *y, float *mean, float *rstd, const float *x, co
 
 // layernorm_bwd: per row, dx = rstd (g - mean(g) - xhat mean(g xhat)) with
 // g = dy w, xhat = (x - mean) rstd; dyxhat = dy xhat for the weight's
-// gradient (summed over rows by col_sum_acc: deterministic, no atomics).
+// gradient (summed over rows by colSumAcc, dnn/colsum.go: deterministic, no atomics).
 KERNEL void layernorm_bwd(float *dx, float *dyxhat, const float *dy, const float *x, const float *mean, const float *rstd, const float *w, int D) {
 	__shared__ float buf[256];
 	long long off = (long long)blockIdx.x * D;

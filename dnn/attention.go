@@ -141,6 +141,12 @@ func (e *Engine) DropMask(c *AttentionCache) []uint8 {
 // and D the dropout multipliers: dV = (P D)^T dO, dP = dO V^T,
 // dS = P (dP D - rowsum(P dP D)), dQ = scale dS K, dK = scale dS^T Q.
 func (e *Engine) AttentionBackward(c *AttentionCache, dout *Tensor) (dq, dk, dv, dKeyBias *Tensor) {
+	return e.attentionBackward(c, dout, true)
+}
+
+// attentionBackward is AttentionBackward, computing dKeyBias when
+// biasGrad and the forward had a key bias (else nil).
+func (e *Engine) attentionBackward(c *AttentionCache, dout *Tensor, biasGrad bool) (dq, dk, dv, dKeyBias *Tensor) {
 	sameLen("AttentionBackward", c.Q, dout)
 	B, Tq, Tk, H, dh := c.B, c.Tq, c.Tk, c.Heads, c.Dh
 	HD := H * dh
@@ -148,13 +154,13 @@ func (e *Engine) AttentionBackward(c *AttentionCache, dout *Tensor) (dq, dk, dv,
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	if B*Tq == 0 { // no query: no gradient
 		dq, dk, dv = e.New(c.Q.Shape...), e.Zeros(c.K.Shape...), e.Zeros(c.V.Shape...)
-		if c.KeyBias != nil {
+		if c.KeyBias != nil && biasGrad {
 			dKeyBias = e.Zeros(c.KeyBias.Shape...)
 		}
 		return dq, dk, dv, dKeyBias
 	}
 	dq, dk, dv = e.New(c.Q.Shape...), e.New(c.K.Shape...), e.New(c.V.Shape...)
-	if c.KeyBias != nil {
+	if c.KeyBias != nil && biasGrad {
 		dKeyBias = e.New(c.KeyBias.Shape...)
 	}
 	ds := e.New(B, H, Tq, Tk)

@@ -138,7 +138,7 @@ func (m *Encoder) Backward(e *Engine, c *EncoderCache, dx *Tensor) {
 		panic(fmt.Sprintf("dnn.Encoder.Backward: gradient shape %v for batch %d x seq %d x hidden %d", dx.Shape, in.B, in.S, m.Config.HiddenSize))
 	}
 	for i := len(m.Layers) - 1; i >= 0; i-- {
-		dx, _, _ = m.Layers[i].Backward(e, c.layers[i], dx)
+		dx, _ = m.Layers[i].BackwardInputs(e, c.layers[i], dx) // the padding bias is a constant: no key-bias gradient
 		c.layers[i] = nil
 	}
 	dx = c.drop.Backward(e, c.embDrop, dx)

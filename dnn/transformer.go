@@ -153,6 +153,19 @@ func (l *TransformerLayer) feedForwardBackward(e *Engine, c *TransformerCache, d
 // nn.TransformerLayer.Backward: for self-attention dxq is the whole input
 // gradient and dxkv is nil. A nil cache panics.
 func (l *TransformerLayer) Backward(e *Engine, c *TransformerCache, dy *Tensor) (dxq, dxkv, dKeyBias *Tensor) {
+	return l.backward(e, c, dy, true)
+}
+
+// BackwardInputs is Backward without dL/dkeyBias, for a caller whose key
+// bias is a constant (the encoder's padding bias): the attention's
+// key-bias gradient, a launch per layer, is not computed.
+func (l *TransformerLayer) BackwardInputs(e *Engine, c *TransformerCache, dy *Tensor) (dxq, dxkv *Tensor) {
+	dxq, dxkv, _ = l.backward(e, c, dy, false)
+	return dxq, dxkv
+}
+
+// backward is Backward, computing dL/dkeyBias when biasGrad (else nil).
+func (l *TransformerLayer) backward(e *Engine, c *TransformerCache, dy *Tensor, biasGrad bool) (dxq, dxkv, dKeyBias *Tensor) {
 	if c == nil {
 		panic("dnn.TransformerLayer.Backward: nil cache (Forward ran with NoGrad)")
 	}
@@ -168,7 +181,7 @@ func (l *TransformerLayer) Backward(e *Engine, c *TransformerCache, dy *Tensor) 
 	}
 	do1 := c.hidden.Backward(e, c.d1, ds1)
 	dctx := l.AttnOut.Backward(e, c.ctx, do1)
-	dq, dk, dv, dKeyBias := e.AttentionBackward(c.attn, dctx)
+	dq, dk, dv, dKeyBias := e.attentionBackward(c.attn, dctx, biasGrad)
 	dxq = l.Query.Backward(e, c.qin, dq)
 	if c.self {
 		e.AddInPlace(dxq, l.Key.Backward(e, c.kvin, dk))

@@ -116,6 +116,17 @@ func testTransformerLayerTwin(t *testing.T, e *dnn.Engine) {
 			near(t, e, c.name+" dKeyBias", dgb, gb, tolTransformer)
 		}
 		nearLayerParams(t, e, c.name, dl.Params(), l.Params(), tolTransformer)
+		// BackwardInputs (the encoder's) skips the key-bias gradient only:
+		// the same input gradients, bit for bit.
+		iq, ikv := dl.BackwardInputs(e, dcache, e.Upload(gy))
+		if (ikv == nil) != (dgkv == nil) {
+			t.Errorf("%s: BackwardInputs dxkv %v, Backward's %v", c.name, ikv, dgkv)
+		} else {
+			near(t, e, c.name+" BackwardInputs dxq", iq, e.Download(dgq), 0)
+			if ikv != nil {
+				near(t, e, c.name+" BackwardInputs dxkv", ikv, e.Download(dgkv), 0)
+			}
+		}
 		e.FreeParams(dl.Params())
 	}
 }

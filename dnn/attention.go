@@ -19,6 +19,7 @@ type AttentionCache struct {
 	Mask          cuda.Buffer // attention-dropout keep mask [B,H,Tq,Tk] bytes; zero = no dropout
 	DropScale     float32     // 1/(1-p) with a mask
 	dropped       *Tensor     // Probs * mask * DropScale (what multiplied V); Probs without a mask
+	qh, kh, vh    *Tensor     // Q, K, V head-major [B,H,T,dh] (attn_split_heads)
 }
 
 // PaddingBias uploads nn.PaddingBias(mask, B, S): the additive key bias
@@ -34,11 +35,11 @@ func (e *Engine) PaddingBias(mask []float32, B, S int) *Tensor {
 //
 // q [B,Tq,H*dh], k and v [B,Tk,H*dh], head h in columns [h*dh, (h+1)*dh)
 // (the Hugging Face layout), keyBias [B,Tk] or nil, -Inf masking a key
-// (probability 0, gradient 0); out [B,Tq,H*dh]. The products are cuBLAS
-// strided-batched GEMMs over the heads of a batch element or the batch
-// elements of a head, whichever loop is shorter (the heads' column blocks
-// read in place, leading dimension H*dh); the softmax is a kernel with one
-// block per query row. A query row whose keys are all masked, a
+// (probability 0, gradient 0); out [B,Tq,H*dh]. q, k and v are copied
+// head-major ([B,H,T,dh], one attn_split_heads launch), so that each
+// product is one cuBLAS strided-batched GEMM over the B*H pairs (two
+// forward, four backward, whatever B and H), and the output is copied back
+// (attn_merge_heads); the softmax is a kernel with one block per query row. A query row whose keys are all masked, a
 // programmer error that panics in nn, gives NaN in that row (a device
 // kernel cannot panic; the loss turns NaN). Shape mismatches panic as in nn.
 func (e *Engine) Attention(q, k, v *Tensor, heads int, keyBias *Tensor) (*Tensor, *AttentionCache) {
@@ -111,17 +112,18 @@ func (e *Engine) attention(q, k, v *Tensor, heads int, keyBias *Tensor, p float3
 	if B*Tq == 0 {
 		return out, c
 	}
-	hs := headBatch{B: B, H: H}
-	qo, ko := hs.operand(q, HD, Tq*HD, dh), hs.operand(k, HD, Tk*HD, dh)
-	vo, oo := hs.operand(v, HD, Tk*HD, dh), hs.operand(out, HD, Tq*HD, dh)
-	po, do := hs.operand(c.Probs, Tk, H*TT, TT), hs.operand(c.dropped, Tk, H*TT, TT)
-	hs.gemm(e, false, true, Tq, Tk, dh, scale, qo, ko, 0, po) // S_bh = scale Q_bh K_bh^T [Tq,Tk]
+	BH := B * H
+	c.qh, c.kh, c.vh = e.New(B, H, Tq, dh), e.New(B, H, Tk, dh), e.New(B, H, Tk, dh)
+	e.splitHeads(c.qh, q, c.kh, k, c.vh, v, B, Tq, Tk, H, dh)
+	e.gemmBatched(false, true, Tq, Tk, dh, scale, c.qh.Buf, Tq*dh, c.kh.Buf, Tk*dh, 0, c.Probs.Buf, TT, BH) // S_i = scale Q_i K_i^T [Tq,Tk]
 	var bias cuda.Buffer
 	if keyBias != nil {
 		bias = keyBias.Buf
 	}
-	e.launchRows("attn_softmax_fwd", B*H*Tq, c.Probs.Buf, c.dropped.Buf, bias, c.Mask, c.DropScale, Tk, H*Tq)
-	hs.gemm(e, false, false, Tq, dh, Tk, 1, do, vo, 0, oo) // out_bh = P_bh V_bh [Tq,dh]
+	e.launchRows("attn_softmax_fwd", BH*Tq, c.Probs.Buf, c.dropped.Buf, bias, c.Mask, c.DropScale, Tk, H*Tq)
+	oh := e.New(B, H, Tq, dh)
+	e.gemmBatched(false, false, Tq, dh, Tk, 1, c.dropped.Buf, TT, c.vh.Buf, Tk*dh, 0, oh.Buf, Tq*dh, BH) // out_i = P_i V_i [Tq,dh]
+	e.mergeHeads(out, oh, nil, nil, nil, nil, B, Tq, 0, H, dh)
 	return out, c
 }
 
@@ -149,7 +151,6 @@ func (e *Engine) AttentionBackward(c *AttentionCache, dout *Tensor) (dq, dk, dv,
 func (e *Engine) attentionBackward(c *AttentionCache, dout *Tensor, biasGrad bool) (dq, dk, dv, dKeyBias *Tensor) {
 	sameLen("AttentionBackward", c.Q, dout)
 	B, Tq, Tk, H, dh := c.B, c.Tq, c.Tk, c.Heads, c.Dh
-	HD := H * dh
 	TT := Tq * Tk
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	if B*Tq == 0 { // no query: no gradient
@@ -164,71 +165,61 @@ func (e *Engine) attentionBackward(c *AttentionCache, dout *Tensor, biasGrad boo
 		dKeyBias = e.New(c.KeyBias.Shape...)
 	}
 	ds := e.New(B, H, Tq, Tk)
-	hs := headBatch{B: B, H: H}
-	qo, ko, vo := hs.operand(c.Q, HD, Tq*HD, dh), hs.operand(c.K, HD, Tk*HD, dh), hs.operand(c.V, HD, Tk*HD, dh)
-	gqo, gko, gvo, goo := hs.operand(dq, HD, Tq*HD, dh), hs.operand(dk, HD, Tk*HD, dh), hs.operand(dv, HD, Tk*HD, dh), hs.operand(dout, HD, Tq*HD, dh)
-	so, do := hs.operand(ds, Tk, H*TT, TT), hs.operand(c.dropped, Tk, H*TT, TT)
-	hs.gemm(e, false, true, Tq, Tk, dh, 1, goo, vo, 0, so)  // dP_bh = dO_bh V_bh^T [Tq,Tk]
-	hs.gemm(e, true, false, Tk, dh, Tq, 1, do, goo, 0, gvo) // dV_bh = (P D)_bh^T dO_bh [Tk,dh]
-	e.launchRows("attn_softmax_bwd", B*H*Tq, ds.Buf, c.Probs.Buf, c.Mask, c.DropScale, Tk)
+	BH := B * H
+	goh := e.New(B, H, Tq, dh)
+	e.splitHeads(goh, dout, nil, nil, nil, nil, B, Tq, 0, H, dh)
+	gqh, gkh, gvh := e.New(B, H, Tq, dh), e.New(B, H, Tk, dh), e.New(B, H, Tk, dh)
+	e.gemmBatched(false, true, Tq, Tk, dh, 1, goh.Buf, Tq*dh, c.vh.Buf, Tk*dh, 0, ds.Buf, TT, BH)       // dP_i = dO_i V_i^T [Tq,Tk]
+	e.gemmBatched(true, false, Tk, dh, Tq, 1, c.dropped.Buf, TT, goh.Buf, Tq*dh, 0, gvh.Buf, Tk*dh, BH) // dV_i = (P D)_i^T dO_i [Tk,dh]
+	e.launchRows("attn_softmax_bwd", BH*Tq, ds.Buf, c.Probs.Buf, c.Mask, c.DropScale, Tk)
 	if dKeyBias != nil {
 		e.launch1D("attn_bias_grad", B*Tk, dKeyBias.Buf, ds.Buf, B, H, Tq, Tk)
 	}
-	hs.gemm(e, false, false, Tq, dh, Tk, scale, so, ko, 0, gqo) // dQ_bh = scale dS_bh K_bh [Tq,dh]
-	hs.gemm(e, true, false, Tk, dh, Tq, scale, so, qo, 0, gko)  // dK_bh = scale dS_bh^T Q_bh [Tk,dh]
+	e.gemmBatched(false, false, Tq, dh, Tk, scale, ds.Buf, TT, c.kh.Buf, Tk*dh, 0, gqh.Buf, Tq*dh, BH) // dQ_i = scale dS_i K_i [Tq,dh]
+	e.gemmBatched(true, false, Tk, dh, Tq, scale, ds.Buf, TT, c.qh.Buf, Tq*dh, 0, gkh.Buf, Tk*dh, BH)  // dK_i = scale dS_i^T Q_i [Tk,dh]
+	e.mergeHeads(dq, gqh, dk, gkh, dv, gvh, B, Tq, Tk, H, dh)
 	return dq, dk, dv, dKeyBias
 }
 
-// headBatch runs the per-(batch, head) products of attention as cuBLAS
-// strided-batched GEMMs: the matrix of pair (b, h) of an operand starts at
-// element b*bStride + h*hStride, so one call covers every head of a batch
-// element (stride hStride) or every batch element of a head (stride
-// bStride), and the loop goes over the smaller of B and H (one call per
-// batch element at bert-base's 12 heads and batch 8, one per head at batch
-// 32).
-type headBatch struct{ B, H int }
-
-// headOperand is one operand of headBatch.gemm: its tensor, leading dimension
-// (row stride, floats) and the strides of the batch element and the head.
-type headOperand struct {
-	t                    *Tensor
-	ld, bStride, hStride int
+// splitHeads copies each non-nil source of [B,T,H*dh] (a with T = Ta, b
+// and c with T = Tb) head-major into its destination [B,H,T,dh]: one
+// attn_split_heads launch.
+func (e *Engine) splitHeads(da, sa, db, sb, dc, sc *Tensor, B, Ta, Tb, H, dh int) {
+	e.launch1D("attn_split_heads", B*max(Ta, Tb)*H*dh, buf(da), buf(sa), buf(db), buf(sb), buf(dc), buf(sc), B, Ta, Tb, H, dh)
 }
 
-func (headBatch) operand(t *Tensor, ld, bStride, hStride int) headOperand {
-	return headOperand{t: t, ld: ld, bStride: bStride, hStride: hStride}
+// mergeHeads is the inverse of splitHeads: each non-nil head-major source
+// [B,H,T,dh] copied into its destination [B,T,H*dh] (attn_merge_heads).
+func (e *Engine) mergeHeads(da, sa, db, sb, dc, sc *Tensor, B, Ta, Tb, H, dh int) {
+	e.launch1D("attn_merge_heads", B*max(Ta, Tb)*H*dh, buf(da), buf(sa), buf(db), buf(sb), buf(dc), buf(sc), B, Ta, Tb, H, dh)
 }
 
-// gemm computes C_bh = alpha op(A_bh) op(B_bh) + beta C_bh for every pair
-// (b, h), as cuda.Device.GemmStridedBatched per matrix. On a bf16 device
-// the tensors of A and B are rounded to bfloat16 once, whole, and every
-// call reads its matrices from the copies at the same element offsets
+// buf is t's buffer, the zero Buffer (NULL in a kernel) for nil.
+func buf(t *Tensor) cuda.Buffer {
+	if t == nil {
+		return cuda.Buffer{}
+	}
+	return t.Buf
+}
+
+// gemmBatched computes C_i = alpha op(A_i) op(B_i) + beta C_i for i <
+// batch, each matrix dense and row-major (as Engine.gemm), A_i at element
+// i*sa of a, B_i at i*sb of b, C_i at i*sc of c: one cuBLAS
+// strided-batched call (cuda.Device.GemmStridedBatched), on a bf16 device
+// one BF16 call on a and b rounded whole to bfloat16
 // (cuda.Device.GemmBF16).
-func (hs headBatch) gemm(e *Engine, transA, transB bool, m, n, k int, alpha float32, a, b headOperand, beta float32, c headOperand) {
-	outer, inner := hs.B, hs.H
-	at := func(buf cuda.Buffer, size int, o headOperand, i int) (cuda.Buffer, int) {
-		return buf.Offset(size * i * o.bStride), o.hStride
+func (e *Engine) gemmBatched(transA, transB bool, m, n, k int, alpha float32, a cuda.Buffer, sa int, b cuda.Buffer, sb int, beta float32, c cuda.Buffer, sc int, batch int) {
+	lda, ldb := k, n
+	if transA {
+		lda = m
 	}
-	if hs.B > hs.H {
-		outer, inner = hs.H, hs.B
-		at = func(buf cuda.Buffer, size int, o headOperand, i int) (cuda.Buffer, int) {
-			return buf.Offset(size * i * o.hStride), o.bStride
-		}
+	if transB {
+		ldb = k
 	}
-	if e.bf16 {
-		ha, hb := e.bf16Operands(a.t.Buf, a.t.Len(), b.t.Buf, b.t.Len())
-		for i := 0; i < outer; i++ {
-			ab, as := at(ha, bf16Bytes, a, i)
-			bb, bs := at(hb, bf16Bytes, b, i)
-			cb, cs := at(c.t.Buf, 4, c, i)
-			must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ab, a.ld, as, bb, b.ld, bs, beta, cb, c.ld, cs, inner))
-		}
+	if !e.bf16 {
+		must(e.Dev.GemmStridedBatched(transA, transB, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, n, sc, batch))
 		return
 	}
-	for i := 0; i < outer; i++ {
-		ab, as := at(a.t.Buf, 4, a, i)
-		bb, bs := at(b.t.Buf, 4, b, i)
-		cb, cs := at(c.t.Buf, 4, c, i)
-		must(e.Dev.GemmStridedBatched(transA, transB, m, n, k, alpha, ab, a.ld, as, bb, b.ld, bs, beta, cb, c.ld, cs, inner))
-	}
+	ha, hb := e.bf16Operands(a, batch*sa, b, batch*sb)
+	must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ha, lda, sa, hb, ldb, sb, beta, c, n, sc, batch))
 }

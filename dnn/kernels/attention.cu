@@ -102,3 +102,43 @@ KERNEL void attn_bias_grad(float *db, const float *ds, int B, int H, int Tq, int
 	}
 	db[i] = total;
 }
+
+// attn_split_heads: the head-major copies of attention's operands, so that
+// one strided-batched GEMM covers every (batch, head) pair: for each
+// non-NULL pair (d, s), d[b, h, t, :] = s[b, t, h dh : (h+1) dh], s [B, T, H
+// dh] (Hugging Face's layout), d [B, H, T, dh]; a with T = Ta, b and c with
+// T = Tb (queries, then keys and values). One thread per element of the
+// longer; exact copies.
+KERNEL void attn_split_heads(float *da, const float *sa, float *db, const float *sb, float *dc, const float *sc, int B, int Ta, int Tb, int H, int dh) {
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	long long HD = (long long)H * dh;
+	long long d = i % dh, h = (i / dh) % H, bt = i / HD; // i indexes s: (b t) H dh
+	if (da && i < (long long)B * Ta * HD) {
+		long long b = bt / Ta, t = bt % Ta;
+		da[((b * H + h) * Ta + t) * dh + d] = sa[i];
+	}
+	if (i < (long long)B * Tb * HD) {
+		long long b = bt / Tb, t = bt % Tb;
+		long long o = ((b * H + h) * Tb + t) * dh + d;
+		if (db) db[o] = sb[i];
+		if (dc) dc[o] = sc[i];
+	}
+}
+
+// attn_merge_heads: the inverse of attn_split_heads, for each non-NULL
+// pair (d, s): d[b, t, h dh + j] = s[b, h, t, j].
+KERNEL void attn_merge_heads(float *da, const float *sa, float *db, const float *sb, float *dc, const float *sc, int B, int Ta, int Tb, int H, int dh) {
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	long long HD = (long long)H * dh;
+	long long d = i % dh, h = (i / dh) % H, bt = i / HD; // i indexes d: (b t) H dh
+	if (da && i < (long long)B * Ta * HD) {
+		long long b = bt / Ta, t = bt % Ta;
+		da[i] = sa[((b * H + h) * Ta + t) * dh + d];
+	}
+	if (i < (long long)B * Tb * HD) {
+		long long b = bt / Tb, t = bt % Tb;
+		long long o = ((b * H + h) * Tb + t) * dh + d;
+		if (db) db[i] = sb[o];
+		if (dc) dc[i] = sc[o];
+	}
+}

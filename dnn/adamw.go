@@ -117,6 +117,8 @@ func (e *Engine) persistent(shape []int) *Tensor {
 
 // Update takes one AdamW step on params with learning rate lr, as
 // nn.AdamW.Update: Step is incremented first, gradients are not cleared.
+// A weight's bfloat16 copy (bf16 devices) is rounded from the new value in
+// the same kernel.
 func (o *AdamW) Update(e *Engine, params []*Param, lr float64) {
 	o.Step++
 	t := float64(o.Step)
@@ -133,7 +135,7 @@ func (o *AdamW) Update(e *Engine, params []*Param, lr float64) {
 			decay = 1 - lr*o.WeightDecay
 		}
 		n := p.Value.Len()
-		e.launch1D("adamw_step", n, p.Value.Buf, m.Buf, v.Buf, p.Grad.Buf, n, f1, g1, f2, g2, float32(decay), ss, ibc2, e32)
+		e.launch1D("adamw_step", n, p.Value.Buf, m.Buf, v.Buf, p.Grad.Buf, n, f1, g1, f2, g2, float32(decay), ss, ibc2, e32, p.bf16)
 	}
 }
 

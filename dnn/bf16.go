@@ -9,7 +9,10 @@ import (
 // built on them) round their two FP32 operands to bfloat16 (bf16_from_f32,
 // round to nearest even, into the engine's scratch buffer) and multiply
 // them with cuBLAS's BF16 GEMMs, which accumulate in FP32 and write an FP32
-// result (cuda.Device.GemmBF16). Nothing else changes: activations and
+// result (cuda.Device.GemmBF16). A weight's rounding is kept beside its
+// FP32 value (Param.bf16, made by its first GEMM) and refreshed only when
+// the value changes (AdamW's update, in the same kernel; PushParam), not
+// before every GEMM. Nothing else changes: activations and
 // gradients between layers, parameters, their gradients, AdamW's moments
 // and update stay FP32, and LayerNorm, softmax, GELU, the losses and the
 // NVIB layer (the clip of mu, sigma and alpha included, which runs on the
@@ -70,5 +73,49 @@ func (e *Engine) gemm(transA, transB bool, m, n, k int, alpha float32, a, b cuda
 		ldb = k
 	}
 	ha, hb := e.bf16Operands(a, m*k, b, k*n)
+	must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ha, lda, 0, hb, ldb, 0, beta, c, n, 0, 1))
+}
+
+// weightBF16 is the bfloat16 copy of the weight w: allocated and rounded
+// on first use, then kept equal to the rounding of w.Value by its writers
+// (AdamW.Update, PushParam, RefreshBF16). On a bf16 engine.
+func (e *Engine) weightBF16(w *Param) cuda.Buffer {
+	if w.bf16.Ptr == 0 {
+		n := w.Value.Len()
+		b, err := e.Dev.Alloc(bf16Bytes * max(1, n))
+		must(err)
+		w.bf16 = b
+		e.bf16Round(b, w.Value.Buf, n)
+	}
+	return w.bf16
+}
+
+// RefreshBF16 rounds p's value again into its bfloat16 copy, where it has
+// one (a weight a GEMM read on a bf16 device): what a writer of p.Value
+// other than AdamW.Update and PushParam must call after it.
+func (e *Engine) RefreshBF16(p *Param) {
+	if p.bf16.Ptr != 0 {
+		e.bf16Round(p.bf16, p.Value.Buf, p.Value.Len())
+	}
+}
+
+// gemmWeight is gemm with the weight w's value as operand b (dense, k x n,
+// n x k when transB): on a bf16 device its bfloat16 copy (weightBF16),
+// only a rounded before the GEMM.
+func (e *Engine) gemmWeight(transA, transB bool, m, n, k int, alpha float32, a cuda.Buffer, w *Param, beta float32, c cuda.Buffer) {
+	if !e.bf16 {
+		must(e.Dev.Gemm(transA, transB, m, n, k, alpha, a, w.Value.Buf, beta, c))
+		return
+	}
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	hb := e.weightBF16(w)
+	ha := e.bf16Scratch(bf16Bytes * max(1, m*k))
+	e.bf16Round(ha, a, m*k)
 	must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ha, lda, 0, hb, ldb, 0, beta, c, n, 0, 1))
 }

@@ -12,3 +12,14 @@ func (e *Engine) RoundBF16(x *Tensor) []uint16 {
 	must(cuda.Download(e.Dev, out, b))
 	return out
 }
+
+// WeightBF16 downloads p's bfloat16 copy (nil when it has none: tests
+// only).
+func (e *Engine) WeightBF16(p *Param) []uint16 {
+	if p.bf16.Ptr == 0 {
+		return nil
+	}
+	out := make([]uint16, p.Value.Len())
+	must(cuda.Download(e.Dev, out, p.bf16))
+	return out
+}

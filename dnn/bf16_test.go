@@ -375,3 +375,93 @@ const (
 	tolBF16Attention = 2 * 3 * u16  // 0.023
 	tolBF16Layer     = 2 * 12 * u16 // 0.094
 )
+
+// TestWeightBF16Copy: on a bf16 device a Linear's weight keeps a bfloat16
+// copy equal to the rounding of its FP32 value at every moment a GEMM may
+// read it: made by the first forward (not before: a parameter no GEMM
+// reads has none; the bias never), unchanged and not rounded again by
+// later GEMMs (a forward is one rounding launch, of x, and one GEMM),
+// rounded again by AdamW's update (in the update's kernel: one launch per
+// parameter) and by PushParam (a checkpoint loaded); after each, the
+// forward equals that of a fresh Linear built from the new FP32 weights.
+func TestWeightBF16Copy(t *testing.T) {
+	onBF16Device(t, func(e *dnn.Engine) {
+		rng := rand.New(rand.NewPCG(9, 9))
+		l := nn.NewLinear("dense", 24, 10, true)
+		l.InitHF(rng, 0.5)
+		l.B.InitNormal(rng, 0.3)
+		dl := e.NewLinear(l)
+		defer e.FreeParams(dl.Params())
+		x := e.Upload(randn(rng, 1, 6, 24))
+		host := nn.New(10, 24)
+		want := func(stage string) { // the copy is the rounding of the value, and the forward a fresh layer's
+			t.Helper()
+			v := e.Download(dl.W.Value)
+			got := e.WeightBF16(dl.W)
+			if len(got) != len(v.Data) {
+				t.Errorf("%s: %d bfloat16 values for %d weights", stage, len(got), len(v.Data))
+				return
+			}
+			for i, f := range v.Data {
+				if got[i] != bf16RNE(f) {
+					t.Errorf("%s: weight %d: copy %#04x, rounding of %v is %#04x", stage, i, got[i], f, bf16RNE(f))
+					return
+				}
+			}
+			copy(host.Data, v.Data)
+			fresh := nn.NewLinear("dense", 24, 10, true)
+			copy(fresh.W.Value.Data, v.Data)
+			copy(fresh.B.Value.Data, e.Download(dl.B.Value).Data)
+			fl := e.NewLinear(fresh)
+			defer e.FreeParams(fl.Params())
+			y, _ := dl.Forward(e, x)
+			fy, _ := fl.Forward(e, x)
+			near(t, e, stage+": forward against a fresh layer", y, e.Download(fy), 0)
+		}
+		if e.WeightBF16(dl.W) != nil || e.WeightBF16(dl.B) != nil {
+			t.Errorf("a bfloat16 copy before any GEMM")
+		}
+		before := e.Dev.Counts()
+		dl.Forward(e, x)
+		if c := e.Dev.Counts().Sub(before); c.Launches != 3 || c.BLASCalls != 1 { // bias_rows, x and W rounded, the GEMM
+			t.Errorf("first forward: %+v, want 3 launches, 1 cuBLAS call", c)
+		}
+		want("first forward")
+		before = e.Dev.Counts()
+		_, cx := dl.Forward(e, x)
+		if c := e.Dev.Counts().Sub(before); c.Launches != 2 || c.BLASCalls != 1 { // bias_rows, x rounded, the GEMM
+			t.Errorf("second forward: %+v, want 2 launches, 1 cuBLAS call (W not rounded again)", c)
+		}
+		if e.WeightBF16(dl.B) != nil {
+			t.Errorf("the bias has a bfloat16 copy")
+		}
+		dl.Backward(e, cx, e.Upload(randn(rng, 1, 6, 10)))
+		want("backward (no change)")
+		old := e.WeightBF16(dl.W)
+		opt := dnn.NewAdamW(0.05, 0.9, 0.999, 1e-8, 0.01)
+		before = e.Dev.Counts()
+		opt.Update(e, dl.Params(), opt.LR)
+		if c := e.Dev.Counts().Sub(before); c.Launches != 2 { // adamw_step of W and of b, W's copy in W's
+			t.Errorf("AdamW update: %+v, want 2 launches", c)
+		}
+		changed := 0
+		for i, h := range e.WeightBF16(dl.W) {
+			if h != old[i] {
+				changed++
+			}
+		}
+		if changed == 0 {
+			t.Errorf("AdamW's update left every bfloat16 weight as it was")
+		}
+		want("AdamW update")
+		for i := range host.Data { // a checkpoint's weights
+			host.Data[i] = float32(rng.NormFloat64())
+		}
+		p := &nn.Param{Name: "dense.weight", Value: host}
+		e.PushParam(p, dl.W)
+		want("PushParam")
+		if got := e.WeightBF16(dl.W); got[0] != bf16RNE(host.Data[0]) {
+			t.Errorf("after PushParam: copy %#04x, want %#04x", got[0], bf16RNE(host.Data[0]))
+		}
+	})
+}

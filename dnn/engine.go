@@ -195,6 +195,13 @@ type Param struct {
 	Name        string
 	Value, Grad *Tensor
 	NoDecay     bool
+
+	// bf16 is Value rounded to bfloat16, on a bf16 device, for a weight
+	// that a GEMM reads (allocated by its first GEMM: weightBF16); the
+	// writers of Value keep it equal to the rounding of Value: AdamW's
+	// update (in the same kernel), PushParam (a checkpoint loaded),
+	// RefreshBF16 for any other.
+	bf16 cuda.Buffer
 }
 
 // Param allocates the device twin of p (its value uploaded, its gradient
@@ -217,6 +224,8 @@ func (e *Engine) FreeParams(ps []*Param) {
 	for _, p := range ps {
 		e.Dev.Free(p.Value.Buf)
 		e.Dev.Free(p.Grad.Buf)
+		e.Dev.Free(p.bf16)
+		p.bf16 = cuda.Buffer{}
 	}
 }
 
@@ -232,12 +241,14 @@ func (e *Engine) PullParam(dp *Param, p *nn.Param, grad bool) {
 	}
 }
 
-// PushParam copies the value of the host parameter p into dp.
+// PushParam copies the value of the host parameter p into dp (and its
+// rounding into dp's bfloat16 copy, where it has one).
 func (e *Engine) PushParam(p *nn.Param, dp *Param) {
 	if dp.Name != p.Name || dp.Value.Len() != p.Value.Len() {
 		panic(fmt.Sprintf("dnn: push %s %v into %s %v", p.Name, p.Value.Shape, dp.Name, dp.Value.Shape))
 	}
 	must(cuda.Upload(e.Dev, dp.Value.Buf, p.Value.Data))
+	e.RefreshBF16(dp)
 }
 
 // ZeroGrads clears the gradients of ps.

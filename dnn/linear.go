@@ -10,7 +10,7 @@ import (
 
 // Linear is the twin of nn.Linear: y = x W^T + b, W [Out, In], b [Out]
 // (nil for a bias-free layer), the GEMMs on cuBLAS (BF16 inputs on a bf16
-// device: Engine.gemm).
+// device: Engine.gemm, W's kept bfloat16 copy: Engine.gemmWeight).
 type Linear struct {
 	In, Out int
 	W, B    *Param
@@ -46,7 +46,7 @@ func (l *Linear) Forward(e *Engine, x *Tensor) (*Tensor, *Tensor) {
 		e.launch1D("bias_rows", rows*l.Out, y.Buf, l.B.Value.Buf, rows, l.Out)
 		beta = 1
 	}
-	e.gemm(false, true, rows, l.Out, l.In, 1, x.Buf, l.W.Value.Buf, beta, y.Buf)
+	e.gemmWeight(false, true, rows, l.Out, l.In, 1, x.Buf, l.W, beta, y.Buf)
 	return y, x
 }
 
@@ -59,6 +59,6 @@ func (l *Linear) Backward(e *Engine, x, dy *Tensor) *Tensor {
 		e.colSumAcc(l.B.Grad.Buf, dy.Buf, cuda.Buffer{}, cuda.Buffer{}, rows, l.Out)
 	}
 	dx := e.New(x.Shape...)
-	e.gemm(false, false, rows, l.In, l.Out, 1, dy.Buf, l.W.Value.Buf, 0, dx.Buf)
+	e.gemmWeight(false, false, rows, l.In, l.Out, 1, dy.Buf, l.W, 0, dx.Buf)
 	return dx
 }

@@ -64,6 +64,9 @@ DEVICE float exact_div(float a, float b) { return __fdiv_rn(a, b); }
 DEVICE float exact_sqrt(float a) { return __fsqrt_rn(a); }
 #endif
 
+// bf16_rne is defined in bf16.cu, which sorts after this file.
+DEVICE unsigned short bf16_rne(float x);
+
 // adamw_step: one AdamW update of n parameters w with gradient g and
 // moments m, v, in torch's order (nn.AdamW.Update):
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g g
@@ -71,8 +74,11 @@ DEVICE float exact_sqrt(float a) { return __fsqrt_rn(a); }
 // each operation rounded as nn's (exact_*: equal bits), with the
 // coefficients computed on the host in double and rounded once:
 // b1, omb1 = 1-b1, b2, omb2 = 1-b2, dec = 1 - lr wd (1 for NoDecay), ss =
-// lr / (1 - b1^t), ibc2 = 1 / sqrt(1 - b2^t). One thread per parameter.
-KERNEL void adamw_step(float *w, float *m, float *v, const float *g, int n, float b1, float omb1, float b2, float omb2, float dec, float ss, float ibc2, float eps) {
+// lr / (1 - b1^t), ibc2 = 1 / sqrt(1 - b2^t). With w16 (not NULL: the
+// weight's bfloat16 copy on a bf16 device, dnn/bf16.go), w16 = the new w
+// rounded to bfloat16, so the copy changes exactly when w does. One thread
+// per parameter.
+KERNEL void adamw_step(float *w, float *m, float *v, const float *g, int n, float b1, float omb1, float b2, float omb2, float dec, float ss, float ibc2, float eps, unsigned short *w16) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= n) return;
 	float gi = g[i];
@@ -81,5 +87,7 @@ KERNEL void adamw_step(float *w, float *m, float *v, const float *g, int n, floa
 	m[i] = mi;
 	v[i] = vi;
 	float denom = exact_add(exact_mul(exact_sqrt(vi), ibc2), eps);
-	w[i] = exact_sub(exact_mul(w[i], dec), exact_mul(ss, exact_div(mi, denom)));
+	float wi = exact_sub(exact_mul(w[i], dec), exact_mul(ss, exact_div(mi, denom)));
+	w[i] = wi;
+	if (w16) w16[i] = bf16_rne(wi);
 }

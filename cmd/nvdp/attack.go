@@ -436,6 +436,9 @@ func printDistinguish(w io.Writer, rep *attack.DistinguishReport) {
 	}
 	if g := rep.Certified; g != nil {
 		row(fmt.Sprintf("certified ε (δ %g)", g.Delta), ff(g.Epsilon)+", "+g.How()+"  ("+g.Scope+")")
+		if g.Release != nil {
+			row("release", g.Release.String())
+		}
 	} else {
 		row("certified ε", "unknown: the posterior file carries no clip constants")
 	}

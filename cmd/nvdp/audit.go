@@ -474,6 +474,9 @@ func certifiedRows(row func(k, v string), c *privacy.CertifiedReport) {
 	row(fmt.Sprintf("certified ε (delta %g)", c.Delta), ff(c.Epsilon)+", "+c.How())
 	row(fmt.Sprintf("certified BDP ε_μ (delta %g)", c.Delta), ff(c.BDPEpsilon)+orderSuffix("at moment order", c.BDPOrder)+"  ("+c.BDPNote+")")
 	row("  certified scope", c.Scope)
+	if c.Release != nil {
+		row("  release", c.Release.String())
+	}
 }
 
 // certRD is a certificate's value with its three parts.

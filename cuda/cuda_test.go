@@ -404,3 +404,68 @@ func TestCounts(t *testing.T) {
 		t.Errorf("HostWaits = %d, want 12", w)
 	}
 }
+
+// TestNoFMAD: a device opened with NVDP_CUDA_FMAD=0 (cuda.Options.NoFMAD)
+// compiles its kernels with --fmad=false: a*b + c rounds the product
+// first. The inputs make the two differ: a = b = 1 + 2^-12, c = -(1 +
+// 2^-11), a*b = 1 + 2^-11 + 2^-24 exactly, so a fused multiply-add gives
+// 2^-24 and the rounded product (a tie, to even: 1 + 2^-11) gives 0. The
+// stand-in never contracts; a GPU does by default (NVRTC's --fmad=true),
+// which the real run checks.
+func TestNoFMAD(t *testing.T) {
+	const src = `KERNEL void muladd(float *y, const float *a, const float *b, const float *c, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = a[i] * b[i] + c[i];
+}`
+	a := float32(1 + 0x1p-12)
+	c := -float32(1 + 0x1p-11)
+	unfused := float32(a*a) + c
+	if unfused != 0 {
+		t.Fatalf("the host's unfused a*b+c = %g, want 0", unfused)
+	}
+	for _, env := range []string{"0", "1"} {
+		t.Setenv(cuda.FMADEnv, env)
+		d := cudaemu.OpenDevice(t)
+		if d.Info().FMAD != (env == "1") {
+			t.Errorf("%s=%s: Info.FMAD %v", cuda.FMADEnv, env, d.Info().FMAD)
+		}
+		want := unfused
+		if env == "1" && !cudaemu.Emulated() {
+			want = 0x1p-24 // NVRTC contracts by default
+		}
+		var got []float32
+		err := d.Do(func() error {
+			m, err := d.Compile("muladd", src)
+			if err != nil {
+				return err
+			}
+			k, err := m.Kernel(d, "muladd")
+			if err != nil {
+				return err
+			}
+			bufs := make([]cuda.Buffer, 4)
+			for i := range bufs {
+				if bufs[i], err = d.Alloc(4); err != nil {
+					return err
+				}
+				defer d.Free(bufs[i])
+			}
+			for i, v := range []float32{a, a, c} {
+				if err := cuda.Upload(d, bufs[i+1], []float32{v}); err != nil {
+					return err
+				}
+			}
+			if err := d.Launch(k, cuda.Blocks(1, 32), cuda.Threads(32), 0, bufs[0], bufs[1], bufs[2], bufs[3], 1); err != nil {
+				return err
+			}
+			got = make([]float32, 1)
+			return cuda.Download(d, got, bufs[0])
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != want {
+			t.Errorf("%s=%s: a*b+c = %g, want %g", cuda.FMADEnv, env, got[0], want)
+		}
+	}
+}

@@ -27,7 +27,23 @@ type Options struct {
 	// (--precision tf32): the same as Precision tf32, which it implies
 	// when Precision is "".
 	TF32 bool
+	// NoFMAD compiles every kernel with NVRTC's --fmad=false (NoFMAD):
+	// no contraction of a*b+c into a fused multiply-add, as the CPU
+	// stand-in computes (NVRTC contracts by default). The twin tests ask
+	// for it with NVDP_CUDA_FMAD=0 (FMADEnv, internal/cudaemu), so that a
+	// GPU run can tell a tolerance broken by contraction from a bug.
+	NoFMAD bool
 }
+
+// NoFMAD is NVRTC's option that turns off the contraction of
+// multiply-adds into FMA instructions (Options.NoFMAD; the CPU stand-in
+// never contracts and accepts it).
+const NoFMAD = "--fmad=false"
+
+// FMADEnv set to 0 makes the devices of the tests (internal/cudaemu's
+// OpenDevice) compile their kernels with NoFMAD; unset or 1, NVRTC's
+// default (contraction).
+const FMADEnv = "NVDP_CUDA_FMAD"
 
 // precision is the GEMM precision o asks for. Errors: an unknown one, TF32
 // with another precision.
@@ -74,6 +90,9 @@ type Info struct {
 	LibChoice string `json:"lib_choice"`
 	TF32      bool   `json:"tf32"`      // Precision is tf32
 	Precision string `json:"precision"` // of the GEMMs: fp32, tf32 or bf16
+	// FMAD is whether NVRTC may contract multiply-adds in the kernels
+	// (false: compiled with NoFMAD).
+	FMAD bool `json:"fmad"`
 }
 
 // Device is one open GPU: its primary CUDA context, owned by one goroutine
@@ -87,6 +106,7 @@ type Device struct {
 	blas     uintptr
 	info     Info
 	arch     string // NVRTC --gpu-architecture, e.g. sm_90
+	noFMAD   bool   // Options.NoFMAD: every Compile adds NoFMAD
 	cacheDir string
 
 	work   chan job
@@ -173,7 +193,7 @@ func Open(o Options) (*Device, error) {
 		return nil, a.blasBF16Err
 	}
 	o.Precision, o.TF32 = prec, prec == PrecisionTF32
-	d := &Device{a: a, work: make(chan job), done: make(chan struct{}), modules: map[string]*Module{}}
+	d := &Device{a: a, work: make(chan job), done: make(chan struct{}), modules: map[string]*Module{}, noFMAD: o.NoFMAD}
 	d.cacheDir = o.CacheDir
 	if d.cacheDir == "" {
 		d.cacheDir = os.Getenv(CacheEnv)
@@ -305,7 +325,7 @@ func (d *Device) init(o Options) error {
 		DriverVersion: fmt.Sprintf("%d.%d", drv/1000, drv%1000/10), DriverLib: a.driverPath,
 		CUBLASVersion: fmt.Sprintf("%d.%d.%d", blasV/10000, blasV%10000/100, blasV%100), CUBLASLib: a.blasPath,
 		NVRTCVersion: fmt.Sprintf("%d.%d", rtcMajor, rtcMinor), NVRTCLib: a.nvrtcPath, NVRTCBuiltins: a.nvrtcBuiltins, LibChoice: a.libChoice, TF32: o.TF32,
-		Precision: o.Precision,
+		Precision: o.Precision, FMAD: !o.NoFMAD,
 	}
 	return nil
 }

@@ -42,7 +42,11 @@ const cacheVersion = "nvdp-cuda-cache-1"
 // device keeps the module until Close. On the device goroutine. Errors: the
 // compiler's log on a compilation error, the driver's.
 func (d *Device) Compile(name, source string, options ...string) (*Module, error) {
-	opts := append([]string{"--gpu-architecture=" + d.arch, "--std=c++17"}, options...)
+	opts := []string{"--gpu-architecture=" + d.arch, "--std=c++17"}
+	if d.noFMAD {
+		opts = append(opts, NoFMAD)
+	}
+	opts = append(opts, options...)
 	h := sha256.New()
 	for _, s := range append([]string{cacheVersion, Prelude, source, d.arch, d.info.NVRTCVersion}, opts...) {
 		h.Write([]byte(s))

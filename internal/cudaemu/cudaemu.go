@@ -116,6 +116,8 @@ func build() (string, error) {
 
 // OpenDevice opens the device of a test: the stand-in (built with Build,
 // loaded through NVDP_CUDA_LIB_DIR), or with NVDP_CUDA_REAL=1 the real GPU.
+// With NVDP_CUDA_FMAD=0 (cuda.FMADEnv) its kernels compile with
+// --fmad=false (cuda.Options.NoFMAD: what the stand-in always computes).
 // It skips the test with one line when the stand-in cannot be built (no C
 // compiler) or, for the real GPU, when none loads. The device is closed
 // when the test ends; compiled kernels are cached in a temporary directory
@@ -131,6 +133,13 @@ func OpenDevice(tb testing.TB) *cuda.Device {
 func OpenDevicePrecision(tb testing.TB, precision string) *cuda.Device {
 	tb.Helper()
 	o := cuda.Options{CacheDir: processCache(tb), Precision: precision}
+	switch v := os.Getenv(cuda.FMADEnv); v {
+	case "", "1":
+	case "0":
+		o.NoFMAD = true
+	default:
+		tb.Fatalf("%s=%q: want 0 (kernels compiled with %s) or 1 (NVRTC's default)", cuda.FMADEnv, v, cuda.NoFMAD)
+	}
 	if os.Getenv(RealEnv) == "1" {
 		d, err := cuda.Open(o)
 		if errors.Is(err, cuda.ErrNoCUDA) {

@@ -4,8 +4,11 @@
  * launch's parameter array, and builds it into a shared object with the C
  * compiler ($NVDP_EMU_CC, else cc) and the header nvdp_emu.h of
  * $NVDP_EMU_INCLUDE. The "cubin" names that object (fakecuda.c loads it).
- * -D options pass to the compiler; the others (the architecture) are
- * ignored. */
+ * -D options pass to the compiler; the others (the architecture,
+ * --fmad=false) are ignored. The C compiler never contracts a*b+c into a
+ * fused multiply-add (-ffp-contract=off, whatever CC's defaults or
+ * -march): the stand-in computes what --fmad=false asks of NVRTC, whose
+ * default contracts. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <stdio.h>
@@ -247,7 +250,7 @@ nvrtcResult nvrtcCompileProgram(program_t *p, int nopt, const char **opts) {
 	fclose(f);
 	buf_t cmd = {0};
 	puts_(&cmd, cc);
-	puts_(&cmd, " -std=gnu11 -O1 -g -fPIC -shared -Wall -Werror=implicit-function-declaration -Wno-unused-function -Wno-unused-variable");
+	puts_(&cmd, " -std=gnu11 -O1 -ffp-contract=off -g -fPIC -shared -Wall -Werror=implicit-function-declaration -Wno-unused-function -Wno-unused-variable");
 	if (inc) {
 		puts_(&cmd, " -I'");
 		puts_(&cmd, inc);

@@ -14,6 +14,7 @@ import (
 // uses the device's expf and a tree sum where nn uses a Cephes expf and a
 // sequential sum: a few float32 ulps per probability, a few more through
 // the backward's row sums, on values of order 1 (relErr).
+// Derivation: expf within 2 ulps (CUDA; glibc 1), the 256-thread tree sum log2(256) = 8 ulps, the GEMMs K u (K <= 300 keys: ~sqrt(K) u = 1e-6 on random data): ~1e-6 of values of order 1; FMA contraction merges roundings, no new error.
 const tolAttention = 1e-5
 
 // testAttentionTwin: forward and backward (dq, dk, dv, dKeyBias) of the

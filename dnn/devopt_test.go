@@ -20,6 +20,7 @@ import (
 // difference on to the parameters at the scale of lr times it, and the
 // few steps of the run compound it a little; the optimizer itself adds
 // nothing (TestAdamWTwin: bit for bit).
+// Derivation: gradients ~1e-7 apart (GEMM order) move AdamW's step by ~1e-7 of lr per step; a few steps compound it below 1e-6; FMA contraction in the GEMM-free kernels merges roundings only.
 const tolLoop = 1e-5
 
 // loopData is a classification task for the loop tests: 12 examples of 6

@@ -12,6 +12,7 @@ import (
 // tolDropout: dropout multiplies each kept element by the same float32
 // scale on both devices and the keep decisions are the same bits, so the
 // device must equal nn exactly.
+// Derivation: one float32 product per element, no addition to fuse with: 0 ulps whatever --fmad.
 const tolDropout = 0
 
 // testDropoutTwin: the device Dropout, drawing from a Philox stream, keeps

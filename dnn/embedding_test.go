@@ -14,6 +14,7 @@ import (
 // Encoder: its layers' tolerance (tolTransformer), the embeddings' sums
 // being exact.
 const (
+	// Derivation: copies and nn's float32 additions in nn's order, no multiply-add to contract: 0 ulps under --fmad=true as under false.
 	tolEmbedding = 0
 	tolEncoder   = tolTransformer
 )

@@ -16,6 +16,7 @@ import (
 // the clipped input, bit for bit (checked as such); with one, the
 // projection is a GEMM (tolLinear's rounding) and the clip is smooth; the
 // backward pass's dot products run in double in another order.
+// Derivation: one GEMM (K u, 1.4e-6 at K = 24) and a 1-Lipschitz clip; backward dots in double (1e-15); FMA merges roundings.
 const tolGaussianRelease = 1e-5
 
 // gaussCase is a configuration of TestGaussianReleaseTwin.

@@ -20,6 +20,7 @@ const (
 	// two of double and its sums over components run in another order, far
 	// below float32's rounding. Z rounds eps to float32 first on the device
 	// (the stored eps; nvib uses the float64 normal), one float32 ulp.
+	// Derivation: double results rounded once to float32 (1 ulp, 6e-8) plus eps rounded to float32 (1 ulp); the double's own error (lgamma 4 ulps of double) is 1e-15; 1e-6 = 16 float32 ulps.
 	tolNVIBSample = 1e-6
 	// tolGammaLogGrad (relative, per element, in double) for the implicit
 	// Gamma gradient: where g >= 1 it is a central difference with step
@@ -28,9 +29,11 @@ const (
 	// C) and Go by up to ~1/(1e-4 a) relative to P; 6e-12 observed on the
 	// stand-in (glibc against Go), CUDA's functions are a few ulp less
 	// accurate: 1e-9 leaves the margin.
+	// Derivation: lgamma (CUDA 4 ulps of double, 4.4e-16) and exp/pow/erfc (2 ulps) in P, amplified by the central difference's 1/(1e-4 a) ~ 1e4: ~4e-12 per element (6e-12 seen on the stand-in); FMAs in the double series merge roundings; 1e-9 is 200x that.
 	tolGammaLogGrad = 1e-9
 	// tolLogPi (relErr, double) for ln pi: a log-sum-exp in double summed
 	// in another order.
+	// Derivation: a double log-sum-exp over K <= 16 components in another order: K 1.1e-16 plus log/exp 2 ulps: < 1e-14.
 	tolLogPi = 1e-12
 )
 
@@ -289,7 +292,9 @@ type klCase struct {
 // tolNVIBKLGrad (relErr, FP32) for the gradients, rounded to float32 once
 // from double.
 const (
-	tolNVIBKL     = 1e-10
+	// Derivation: L_D differences lgamma(alpha0) - sum lgamma(alpha_k) on alpha0 ~ N: 4 ulps of double (CUDA) on values ~N ln N, cancelling to ~1e-13 of L_D; 1e-10 is 1000x that.
+	tolNVIBKL = 1e-10
+	// Derivation: doubles rounded once to float32: 1 ulp = 6e-8; 1e-6 = 16 ulps.
 	tolNVIBKLGrad = 1e-6
 )
 

@@ -16,8 +16,10 @@ import (
 // the stand-in fuses multiply-adds, a few ulps of the sum
 // (tolMeanPoolFused). First-token pooling copies: exact everywhere.
 const (
+	// Derivation: nn's float32 sum of S <= 16 terms where one side fuses: S ulps = 1e-6 at most (exact_* keeps the kernel unfused on a GPU too).
 	tolMeanPoolFused = 1e-6
-	tolFirstToken    = 0
+	// Derivation: a copy: 0 ulps.
+	tolFirstToken = 0
 )
 
 func tolMeanPool() float64 {

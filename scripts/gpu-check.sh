@@ -94,6 +94,11 @@ twin() {
   CUDA_LAUNCH_BLOCKING=1 exec "./$1" -test.v -test.count=1 -test.run "$2" -test.timeout "$(( STEP_S - 3 ))s" > "$OUT/$3" 2>&1
 }
 
+# twin_nofmad BIN RUN OUTFILE: twin with the kernels compiled --fmad=false (NVDP_CUDA_FMAD=0): a twin that fails
+# under twin but passes here differs by FMA contraction (its tolerance's derivation, docs/engine.md), one that
+# fails both is a bug.
+twin_nofmad() { export NVDP_CUDA_FMAD=0; twin "$@"; }
+
 # into OUTFILE ERRFILE CMD...: CMD with its standard output in OUT/OUTFILE, its standard error in OUT/ERRFILE
 # (both in one when they are the same name; ERRFILE - discards it).
 into() {
@@ -109,7 +114,7 @@ into() {
 peer() { LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH exec "$PY" "$@"; }
 
 have_py() { [ -n "$PY" ]; }
-export -f twin into peer have_py
+export -f twin twin_nofmad into peer have_py
 
 # summary: OUT/summary.json from what OUT holds, python3 or else plain shell.
 summary() {
@@ -226,6 +231,8 @@ stage_smoke() {
 }
 
 stage_run() {
+  # 1. the dnn twins again without FMA contraction (smoke ran them with NVRTC's default, which contracts)
+  step twins-dnn-nofmad 90 twin_nofmad dnn.test . twins-dnn-nofmad.txt
   # 2. the same training on both devices, step by step
   common=(--task sst2 --glue-dir "$DATA/glue" --vocab "$DATA/vocab.txt" --encoder scratch:bert-tiny --variant nvdp-clipped
     --lambda 1e-2 --lr 5e-4 --target-epsilon 8 --epochs 1 --batch-size 32 --train-limit $((STEPS * 32)) --max-seq-len $SEQ

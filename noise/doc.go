@@ -3,7 +3,8 @@
 // exact algorithm (Karney, "Sampling exactly from the normal distribution",
 // ACM TOMS 42(1), 2016, Algorithm N, with the improvement of Du, Fan & Wei,
 // Computational Statistics 37, 2022: the integer part k drawn with
-// probability proportional to exp(-k^2/2)) and rounded correctly to a lattice
+// probability proportional to exp(-k^2/2), here in one step against the
+// exact expansions of its cumulative probabilities) and rounded correctly to a lattice
 // of spacing G = 2^Exp, so that a released coordinate is
 //
 //	z = G (m + n),   m = the mean rounded toward the clip ball's centre (MeanIndex),

@@ -415,3 +415,66 @@ func TestExpHalfDigits(t *testing.T) {
 		t.Error("expHalfDigit past the cache disagrees with expHalfDigits")
 	}
 }
+
+// TestIntPart: the cumulative probabilities' expansions agree with float64 in their first 52 bits
+// and a longer computation extends them; the integer part's draws match exp(-k^2/2)/theta
+// (chi-squared, p > 1e-4), and so do the tail's k >= kTable (its own sampler, drawn directly).
+func TestIntPart(t *testing.T) {
+	kCDFInit()
+	var theta float64
+	for k := range 40 {
+		theta += math.Exp(-float64(k*k) / 2)
+	}
+	longer := kCDFDigits(kCDFCached + 2)
+	cum := 0.0
+	p := make([]float64, kTable+1)
+	for j := range kTable {
+		cum += math.Exp(-float64(j*j)/2) / theta
+		p[j] = math.Exp(-float64(j*j)/2) / theta
+		top := uint64(kCDFDigit(j, 0))<<48 | uint64(kCDFDigit(j, 1))<<32 | uint64(kCDFDigit(j, 2))<<16 | uint64(kCDFDigit(j, 3))
+		if got := float64(top) / (1 << 64); math.Abs(got-cum) > 1e-14 {
+			t.Errorf("F(%d): %.17g from the expansion, %.17g in float64", j, got, cum)
+		}
+		for i := range kCDFCached {
+			if longer[j][i] != kCDFDigit(j, i) {
+				t.Fatalf("F(%d) digit %d: %x cached, %x from the longer computation", j, i, kCDFDigit(j, i), longer[j][i])
+			}
+		}
+		if kCDFDigit(j, kCDFCached+1) != longer[j][kCDFCached+1] {
+			t.Errorf("F(%d): a digit past the cache disagrees", j)
+		}
+	}
+	p[kTable] = 1 - cum
+	n := newNormal(pcg(77))
+	counts := make([]int, kTable+1)
+	for range 200_000 {
+		counts[min(n.intPart(), kTable)]++
+	}
+	if pv := chiSquare(t, counts, p); pv < 1e-4 {
+		t.Errorf("integer part: chi-squared p-value %.3g (counts %v)", pv, counts)
+	}
+	// the tail's own sampler, at k0 = 1 (where its law has several values to test) and at kTable
+	for _, k0 := range []uint64{1, 2, kTable} {
+		tail := make([]int, 5)
+		for range 50_000 {
+			tail[min(n.tail(k0)-k0, 4)]++
+		}
+		var z float64
+		w := make([]float64, 60)
+		for d := range w {
+			k := float64(k0) + float64(d)
+			w[d] = math.Exp(-k*k/2 + float64(k0*k0)/2)
+			z += w[d]
+		}
+		pt := make([]float64, 5)
+		for d, v := range w {
+			pt[min(d, 4)] += v / z
+		}
+		if pv := chiSquare(t, tail, pt); !(pv >= 1e-4) && k0 < kTable {
+			t.Errorf("tail from %d: chi-squared p-value %.3g (counts %v, p %v)", k0, pv, tail, pt)
+		}
+		if k0 == kTable && tail[0] < 49_990 {
+			t.Errorf("tail from %d: %v, want nearly all at d = 0 (P(d >= 1) = %.2g)", k0, tail, 1-pt[0])
+		}
+	}
+}

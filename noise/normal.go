@@ -109,6 +109,7 @@ type normal struct {
 }
 
 func newNormal(src rand.Source) *normal {
+	kCDFInit()
 	return &normal{b: bitSource{src: src}}
 }
 
@@ -203,12 +204,8 @@ func isqrt(j uint64) int64 {
 // further digits the caller may draw.
 func (n *normal) draw() (neg bool, k uint64) {
 	for {
-		r := isqrt(n.halfExpGeom()) // steps N1, N2: P(k) ~ exp(-k^2/2)
-		if r < 0 {
-			continue
-		}
-		k = uint64(r)
-		n.x.reset() // step N3
+		k = n.intPart() // steps N1, N2: P(k) ~ exp(-k^2/2), in one step
+		n.x.reset()     // step N3
 		ok := true
 		for j := k; j > 0; j-- { // step N4: accept with probability exp(-k x)
 			if !n.truncExpBern(&n.x) {

@@ -52,6 +52,7 @@ type PoolStats struct {
 type pool struct {
 	e     *exactRelease
 	ready chan *draw
+	free  chan *draw // wiped draws, refilled instead of allocated
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	pace  time.Duration
@@ -72,7 +73,7 @@ func cryptoRand() (*rand.Rand, error) {
 // pace after its draw started (0: paceFactor times the slowest of
 // paceProbes throwaway draws).
 func startPool(e *exactRelease, size, workers int, pace time.Duration) (*pool, error) {
-	p := &pool{e: e, ready: make(chan *draw, size), stop: make(chan struct{}), pace: pace}
+	p := &pool{e: e, ready: make(chan *draw, size), free: make(chan *draw, size), stop: make(chan struct{}), pace: pace}
 	if pace == 0 {
 		probe, err := cryptoRand() // throwaway noise: only its time is kept
 		if err != nil {
@@ -105,7 +106,12 @@ func (p *pool) work(rng *rand.Rand) {
 	defer p.wg.Done()
 	nz := noise.NewNoise(p.e.lat, rng)
 	for {
-		d := p.e.newDraw()
+		var d *draw
+		select {
+		case d = <-p.free:
+		default:
+			d = p.e.newDraw()
+		}
 		start := time.Now()
 		p.e.fill(d, nz, rng)
 		p.drawn.Add(1)
@@ -148,6 +154,16 @@ func (p *pool) take(ctx context.Context) (*draw, error) {
 		return nil, ctx.Err()
 	case <-p.stop:
 		return nil, errSourceClosed
+	}
+}
+
+// recycle takes back a draw its release has used: wiped, it is refilled
+// with new noise later (or dropped when the free list is full).
+func (p *pool) recycle(d *draw) {
+	d.wipe()
+	select {
+	case p.free <- d:
+	default:
 	}
 }
 

@@ -21,7 +21,8 @@ func poolRelease(t *testing.T) *exactRelease {
 }
 
 // The pool hands out every draw once: 200 draws taken from two workers are 200 distinct draws with
-// distinct noise; a wiped draw holds only zeros; the counts add up; a closed pool refuses.
+// distinct noise; a wiped draw holds only zeros; 200 more, each given back after use, bring new
+// noise every time; the counts add up; a closed pool refuses.
 func TestPoolDrawsOnce(t *testing.T) {
 	e := poolRelease(t)
 	p, err := startPool(e, 4, 2, 0)
@@ -51,10 +52,23 @@ func TestPoolDrawsOnce(t *testing.T) {
 			t.Fatal("a wiped draw still holds noise")
 		}
 	}
+	// used draws given back are refilled with new noise, never handed out with the old
+	for range takes {
+		d, err := p.take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := [3]int64{d.n[0], d.n[1], d.n[2]}
+		if noises[key] {
+			t.Fatalf("a recycled draw came back with noise already used: %v", key)
+		}
+		noises[key] = true
+		p.recycle(d)
+	}
 	st := p.stats()
 	p.close()
-	if st.Used != takes || st.Drawn < takes || st.Pace <= 0 {
-		t.Errorf("stats %+v: want %d used, as many drawn or more, a pace", st, takes)
+	if st.Used != 2*takes || st.Drawn < 2*takes || st.Pace <= 0 {
+		t.Errorf("stats %+v: want %d used, as many drawn or more, a pace", st, 2*takes)
 	}
 	if _, err := p.take(ctx); !errors.Is(err, errSourceClosed) {
 		t.Errorf("take from a closed pool: %v", err)

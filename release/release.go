@@ -416,7 +416,7 @@ func (r *Releaser) draw(ctx context.Context, post *nvib.Posterior, k int, src *S
 			return nil, err
 		}
 		out[j], err = r.exact.apply(post, d)
-		d.wipe()
+		src.done(d)
 		if err != nil {
 			return nil, err
 		}

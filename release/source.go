@@ -111,6 +111,18 @@ func (s *Source) exactDraw(ctx context.Context, e *exactRelease) (*draw, error) 
 	return p.take(ctx)
 }
 
+// done wipes a draw its release has used, and gives it back to the pool
+// it came from to be refilled.
+func (s *Source) done(d *draw) {
+	d.wipe()
+	s.poolMu.Lock()
+	p := s.pool
+	s.poolMu.Unlock()
+	if p != nil && !s.seeded {
+		p.recycle(d)
+	}
+}
+
 // poolFor returns the source's pool, started for e on first use.
 func (s *Source) poolFor(e *exactRelease) (*pool, error) {
 	s.poolMu.Lock()

@@ -1,0 +1,195 @@
+package noise
+
+import (
+	"math/big"
+	"sync"
+)
+
+// The integer part k of Karney's normal (steps N1 and N2 of Algorithm N,
+// as Du, Fan & Wei improve them) has P(k) = exp(-k^2/2) / theta, theta =
+// sum over k >= 0 of exp(-k^2/2). Algorithm N draws it by a geometric run
+// of Bernoulli(exp(-1/2)) trials kept when its length is a perfect square
+// (about 5 trials per normal deviate). intPart draws it in one step
+// instead: a uniform deviate U against the exact binary expansions of the
+// cumulative probabilities F(j) = P(k <= j), j < kTable, computed once in
+// integer interval arithmetic (kCDFDigits); k is the first j with U < F(j)
+// (decided at the first digit where U and F(j) differ). The tail k >=
+// kTable (probability below 1e-27) has a rejection sampler of its own
+// (tail) from Bernoulli(exp(-1/2)) trials.
+
+// kTable is the number of cumulative probabilities tabulated.
+const kTable = 10
+
+// kCDFCached is how many base-2^16 digits of each F(j) are computed once;
+// more are computed when a deviate agrees with all of them (probability
+// 2^-512 per comparison).
+const kCDFCached = 32
+
+var (
+	kCDFOnce sync.Once
+	kCDF     [kTable][]uint16
+)
+
+// kCDFInit computes the cached digits (newNormal calls it).
+func kCDFInit() { kCDFOnce.Do(func() { kCDF = kCDFDigits(kCDFCached) }) }
+
+// kCDFDigit is digit i (base 2^16, the most significant first) of F(j),
+// computed afresh past the cached ones (kCDFInit first).
+func kCDFDigit(j, i int) uint16 {
+	if i < kCDFCached {
+		return kCDF[j][i]
+	}
+	return kCDFDigits(i + 1)[j][i]
+}
+
+// kCDFDigits returns the first D base-2^16 digits of F(j) for j < kTable,
+// exactly: with P bits of guard beyond 16 D, every quantity is bracketed
+// by integers scaled by 2^P (floor for lower bounds, ceiling for upper
+// ones): exp(-1/2) between consecutive partial sums of its alternating
+// series, exp(-k^2/2) as its k^2-th power, theta between its partial sum
+// up to terms below 2^-P and that sum plus a bound of the rest, F(j) = A(j)/theta between
+// A_lo/theta_hi and A_hi/theta_lo. Where the two bounds of F(j) do not
+// agree on D digits (F(j) is irrational, so only for want of precision),
+// it doubles the guard and tries again.
+func kCDFDigits(D int) [kTable][]uint16 {
+	for guard := uint(64); ; guard *= 2 {
+		if out, ok := kCDFAt(D, guard); ok {
+			return out
+		}
+	}
+}
+
+func kCDFAt(D int, guard uint) (out [kTable][]uint16, ok bool) {
+	B := uint(digitBits * D)
+	P := B + guard
+	one := new(big.Int).Lsh(big.NewInt(1), P)
+	// exp(-1/2) in [eLo, eHi] / 2^P: partial sums S_n of sum (-1/2)^n / n!
+	// alternate around it (the terms decrease from the first on)
+	sum, term := big.NewRat(1, 1), big.NewRat(1, 1)
+	prev := new(big.Rat).Set(sum)
+	for n := int64(1); n <= int64(P/2)+8; n++ {
+		prev.Set(sum)
+		term.Mul(term, big.NewRat(-1, 2*n))
+		sum.Add(sum, term)
+	}
+	lo, hi := sum, prev
+	if lo.Cmp(hi) > 0 {
+		lo, hi = hi, lo
+	}
+	scale := new(big.Rat).SetInt(one)
+	eLo := floorRat(new(big.Rat).Mul(lo, scale))
+	eHi := ceilRat(new(big.Rat).Mul(hi, scale))
+	mulFloor := func(x, y *big.Int) *big.Int { return new(big.Int).Rsh(new(big.Int).Mul(x, y), P) }
+	mulCeil := func(x, y *big.Int) *big.Int {
+		z := new(big.Int).Mul(x, y)
+		z.Add(z, new(big.Int).Sub(one, big.NewInt(1)))
+		return z.Rsh(z, P)
+	}
+	// theta's terms exp(-k^2/2) in [rLo, rHi] / 2^P, rounded outward: each the
+	// previous times exp(-1/2)^(2k+1), until they are below 2^-P (K^2/2 > P ln 2),
+	// where the rest of the series, below 2 exp(-K^2/2), adds 2 to the upper bound
+	K := 2
+	for float64(K*K)/2 <= float64(P)*0.6931471805599453+4 {
+		K++
+	}
+	rLo, rHi := new(big.Int).Set(one), new(big.Int).Set(one)
+	thetaLo, thetaHi := new(big.Int), new(big.Int).SetInt64(2)
+	var aLo, aHi [kTable]*big.Int
+	accLo, accHi := new(big.Int), new(big.Int)
+	for k := range K {
+		thetaLo.Add(thetaLo, rLo)
+		thetaHi.Add(thetaHi, rHi)
+		if k < kTable {
+			accLo.Add(accLo, rLo)
+			accHi.Add(accHi, rHi)
+			aLo[k], aHi[k] = new(big.Int).Set(accLo), new(big.Int).Set(accHi)
+		}
+		for range 2*k + 1 {
+			rLo, rHi = mulFloor(rLo, eLo), mulCeil(rHi, eHi)
+		}
+	}
+	// F(j) = A(j)/theta in [aLo/thetaHi, aHi/thetaLo]: its first B bits floor(F 2^B)
+	// are known when the bounds' floors agree
+	for j := range kTable {
+		fLo := new(big.Int).Lsh(aLo[j], B)
+		fLo.Quo(fLo, thetaHi)
+		fHi := new(big.Int).Lsh(aHi[j], B)
+		fHi.Quo(fHi, thetaLo)
+		if fLo.Cmp(fHi) != 0 {
+			return out, false
+		}
+		digits := make([]uint16, D)
+		mask := big.NewInt(1<<digitBits - 1)
+		for i := D - 1; i >= 0; i-- {
+			digits[i] = uint16(new(big.Int).And(fLo, mask).Uint64())
+			fLo.Rsh(fLo, digitBits)
+		}
+		out[j] = digits
+	}
+	return out, true
+}
+
+func floorRat(r *big.Rat) *big.Int {
+	q := new(big.Int).Quo(r.Num(), r.Denom()) // r >= 0 here
+	return q
+}
+
+func ceilRat(r *big.Rat) *big.Int {
+	q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q
+}
+
+// intPart draws k >= 0 with P(k) = exp(-k^2/2)/theta exactly.
+func (n *normal) intPart() uint64 {
+	u := &n.p
+	u.reset()
+	d0 := u.at(0, &n.b)
+	for j := range kTable {
+		if f := kCDF[j][0]; d0 != f { // decided by the first digit but with probability 2^-16
+			if d0 < f {
+				return uint64(j)
+			}
+			continue
+		}
+		for i := 1; ; i++ {
+			d, f := u.at(i, &n.b), kCDFDigit(j, i)
+			if d != f {
+				if d < f {
+					return uint64(j) // U < F(j)
+				}
+				break // U > F(j): try j + 1
+			}
+		}
+	}
+	return n.tail(kTable)
+}
+
+// tail draws k >= k0 with P(k) proportional to exp(-k^2/2): k = k0 + d,
+// exp(-k^2/2) = exp(-k0^2/2) exp(-k0 d) exp(-d^2/2), so d is proposed with
+// P(d) ~ exp(-k0 d) (a geometric run of Bernoulli(exp(-k0)) trials, each
+// 2 k0 trials of exp(-1/2)) and kept with probability exp(-d^2/2) (d^2
+// trials of exp(-1/2)).
+func (n *normal) tail(k0 uint64) uint64 {
+	for {
+		var d uint64
+		for n.halfExpPow(2 * k0) {
+			d++
+		}
+		if n.halfExpPow(d * d) {
+			return k0 + d
+		}
+	}
+}
+
+// halfExpPow is true with probability exp(-m/2): m trials of exp(-1/2).
+func (n *normal) halfExpPow(m uint64) bool {
+	for range m {
+		if !n.halfExpBern() {
+			return false
+		}
+	}
+	return true
+}

@@ -65,13 +65,7 @@ func (e *Engine) gemm(transA, transB bool, m, n, k int, alpha float32, a, b cuda
 		must(e.Dev.Gemm(transA, transB, m, n, k, alpha, a, b, beta, c))
 		return
 	}
-	lda, ldb := k, n
-	if transA {
-		lda = m
-	}
-	if transB {
-		ldb = k
-	}
+	lda, ldb := leadingDims(transA, transB, m, n, k)
 	ha, hb := e.bf16Operands(a, m*k, b, k*n)
 	must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ha, lda, 0, hb, ldb, 0, beta, c, n, 0, 1))
 }
@@ -107,15 +101,22 @@ func (e *Engine) gemmWeight(transA, transB bool, m, n, k int, alpha float32, a c
 		must(e.Dev.Gemm(transA, transB, m, n, k, alpha, a, w.Value.Buf, beta, c))
 		return
 	}
-	lda, ldb := k, n
+	lda, ldb := leadingDims(transA, transB, m, n, k)
+	hb := e.weightBF16(w)
+	ha := e.bf16Scratch(bf16Bytes * max(1, m*k))
+	e.bf16Round(ha, a, m*k)
+	must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ha, lda, 0, hb, ldb, 0, beta, c, n, 0, 1))
+}
+
+// leadingDims is the leading dimensions of a GEMM's dense row-major operands
+// a (m x k, or k x m transposed) and b (k x n, or n x k transposed).
+func leadingDims(transA, transB bool, m, n, k int) (lda, ldb int) {
+	lda, ldb = k, n
 	if transA {
 		lda = m
 	}
 	if transB {
 		ldb = k
 	}
-	hb := e.weightBF16(w)
-	ha := e.bf16Scratch(bf16Bytes * max(1, m*k))
-	e.bf16Round(ha, a, m*k)
-	must(e.Dev.GemmBF16(transA, transB, m, n, k, alpha, ha, lda, 0, hb, ldb, 0, beta, c, n, 0, 1))
+	return lda, ldb
 }

@@ -2,6 +2,7 @@ package dnn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -248,6 +249,30 @@ func (e *Engine) auditLaunch(name string, grid, block cuda.Dim3, args ...any) er
 	return e.Dev.Launch(k, grid, block, 0, args...)
 }
 
+// ErrAuditUnsupported marks the audits the device does not run
+// (AuditUnsupported): audit.Audit on the CPU runs them.
+var ErrAuditUnsupported = errors.New("runs on the CPU only")
+
+// AuditUnsupported says why the device does not run the audit of p with
+// opt (nil: AuditAllPairs runs it): the reference mode, a pair sample
+// (Pairs), LowMemory (the CPU engine's), or more than 2^31 values of mu
+// (the kernels' int32 indices). The error wraps ErrAuditUnsupported and
+// names the option; it does not validate the options or the posteriors
+// (AuditAllPairs does). Host only: no device call.
+func AuditUnsupported(p *privacy.Posteriors, opt audit.Options) error {
+	switch {
+	case opt.Mode == privacy.ModeReference:
+		return fmt.Errorf("audit on the device: the reference mode %w", ErrAuditUnsupported)
+	case opt.Pairs != 0:
+		return fmt.Errorf("audit on the device: a pair sample (Pairs %d) %w: the device audits every pair", opt.Pairs, ErrAuditUnsupported)
+	case opt.LowMemory:
+		return fmt.Errorf("audit on the device: LowMemory applies to the CPU engine (the device holds the posteriors; the host no float64 copy): it %w", ErrAuditUnsupported)
+	case p != nil && int64(p.M)*int64(p.N)*int64(p.P) > math.MaxInt32:
+		return fmt.Errorf("audit on the device: %d x %d x %d posteriors: more than 2^31 values %w", p.M, p.N, p.P, ErrAuditUnsupported)
+	}
+	return nil
+}
+
 // AuditAllPairs is audit.Audit in principled mode over every ordered pair
 // with the bounds evaluated on the device (AuditPairs): the same report
 // (fields, counts, undefined pairs, argmax and its tie rule, quantiles,
@@ -256,16 +281,12 @@ func (e *Engine) auditLaunch(name string, grid, block cuda.Dim3, args ...any) er
 // each row block's values with opt.Workers goroutines (0: GOMAXPROCS; row a
 // to worker a mod workers) while the device evaluates the next block.
 // Errors: the options the device does not run (reference mode, a pair
-// sample, LowMemory: use audit.Audit), those audit.Audit refuses,
+// sample, LowMemory, more than 2^31 values: AuditUnsupported, use
+// audit.Audit), those audit.Audit refuses,
 // cancellation, the driver's. On the device goroutine.
 func AuditAllPairs(ctx context.Context, e *Engine, p *privacy.Posteriors, opt audit.Options, ao AuditOptions) (*audit.Report, error) {
-	switch {
-	case opt.Mode == privacy.ModeReference:
-		return nil, fmt.Errorf("audit on the device: the reference mode runs on the CPU only")
-	case opt.Pairs != 0:
-		return nil, fmt.Errorf("audit on the device: a pair sample (Pairs %d) runs on the CPU only: the device audits every pair", opt.Pairs)
-	case opt.LowMemory:
-		return nil, fmt.Errorf("audit on the device: LowMemory applies to the CPU engine (the device holds the posteriors; the host no float64 copy)")
+	if err := AuditUnsupported(p, opt); err != nil {
+		return nil, err
 	}
 	pa, err := audit.NewPairAudit(p, opt)
 	if err != nil {

@@ -2,6 +2,7 @@ package dnn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -318,20 +319,43 @@ func TestAuditPairsValues(t *testing.T) {
 }
 
 // TestAuditAllPairsRefuses: the options the device does not run are errors
-// naming them.
+// naming them, marked ErrAuditUnsupported (AuditUnsupported says the same
+// without a device: the pipeline's fallback to the CPU); an invalid option
+// is an error of its own, not a fallback.
 func TestAuditAllPairsRefuses(t *testing.T) {
 	p := auditCases[0].posteriors(1)
+	cases := []struct {
+		name        string
+		set         func(*audit.Options)
+		unsupported bool
+	}{
+		{"reference", func(o *audit.Options) { o.Mode = privacy.ModeReference }, true},
+		{"Pairs", func(o *audit.Options) { o.Pairs = 10 }, true},
+		{"LowMemory", func(o *audit.Options) { o.LowMemory = true }, true},
+		{"Renyi order", func(o *audit.Options) { o.Order = 1 }, false},
+	}
+	for _, c := range cases {
+		opt := audit.DefaultOptions()
+		c.set(&opt)
+		if err := dnn.AuditUnsupported(p, opt); (err != nil) != c.unsupported || (err != nil && !errors.Is(err, dnn.ErrAuditUnsupported)) {
+			t.Errorf("AuditUnsupported %s: %v, want unsupported %v", c.name, err, c.unsupported)
+		}
+	}
+	// the kernels index mu with int32: 2^31 values or more are the CPU's
+	big := &privacy.Posteriors{M: 1 << 16, N: 128, P: 256}
+	if err := dnn.AuditUnsupported(big, audit.DefaultOptions()); !errors.Is(err, dnn.ErrAuditUnsupported) || !strings.Contains(err.Error(), "2^31") {
+		t.Errorf("AuditUnsupported of 2^31 values: %v", err)
+	}
+	if err := dnn.AuditUnsupported(p, audit.DefaultOptions()); err != nil {
+		t.Errorf("AuditUnsupported of the default options: %v", err)
+	}
 	onDevice(t, func(e *dnn.Engine) {
-		for name, set := range map[string]func(*audit.Options){
-			"reference":   func(o *audit.Options) { o.Mode = privacy.ModeReference },
-			"Pairs":       func(o *audit.Options) { o.Pairs = 10 },
-			"LowMemory":   func(o *audit.Options) { o.LowMemory = true },
-			"Renyi order": func(o *audit.Options) { o.Order = 1 },
-		} {
+		for _, c := range cases {
 			opt := audit.DefaultOptions()
-			set(&opt)
-			if _, err := dnn.AuditAllPairs(context.Background(), e, p, opt, dnn.AuditOptions{}); err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(name)) {
-				t.Errorf("%s: error %v", name, err)
+			c.set(&opt)
+			_, err := dnn.AuditAllPairs(context.Background(), e, p, opt, dnn.AuditOptions{})
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.name)) || errors.Is(err, dnn.ErrAuditUnsupported) != c.unsupported {
+				t.Errorf("%s: error %v", c.name, err)
 			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())

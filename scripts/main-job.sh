@@ -17,7 +17,10 @@
 # with the release's noise for two epochs over the same 20,000 rows: +7.8 points at epsilon 8 and +9.4
 # at 16 over 3 seeds (0.651 and 0.725). WARM=0 starts from scratch with one epoch, as before;
 # PRIVATE_EPOCHS sets the private run's epochs.
-# Override with environment variables: GLUE_DIR, VOCAB, OUT, TARGET_EPSILON, WARM, PRIVATE_EPOCHS, and extra `nvdp run`
+# DEVICE=auto|cpu|cuda (default cpu, as before) is `nvdp run --device` for both runs: cuda trains,
+# evaluates and audits the dev releases on the GPU (the audit's report.json says which engine audited:
+# privacy.audit_engine); auto uses the GPU where one loads, else the CPU (docs/engine.md).
+# Override with environment variables: GLUE_DIR, VOCAB, OUT, TARGET_EPSILON, WARM, PRIVATE_EPOCHS, DEVICE, and extra `nvdp run`
 # flags as arguments; BASELINE=FILE compares with a stored baseline (train.StoredBaseline or a
 # report.json) instead of training one (warm start then only from a report.json beside its model).
 set -euo pipefail
@@ -27,9 +30,14 @@ GLUE_DIR=${GLUE_DIR:-../shared/data/glue}
 VOCAB=${VOCAB:-../shared/models/bert-base-uncased-vocab/vocab.txt}
 OUT=${OUT:-runs/sst2-nvdp-clipped}
 TARGET_EPSILON=${TARGET_EPSILON:-64}
+DEVICE=${DEVICE:-cpu}
+case "$DEVICE" in
+  auto | cpu | cuda) ;;
+  *) echo "main-job.sh: DEVICE=$DEVICE: want auto, cpu or cuda" >&2; exit 2 ;;
+esac
 go build -tags openblas -o bin/nvdp ./cmd/nvdp
 common=(--task sst2 --glue-dir "$GLUE_DIR" --vocab "$VOCAB" --encoder scratch:bert-tiny
-  --epochs 1 --train-limit 20000 --max-seq-len 64 --seed 1)
+  --epochs 1 --train-limit 20000 --max-seq-len 64 --seed 1 --device "$DEVICE")
 BASELINE_FILE=${BASELINE:-}
 if [ -z "$BASELINE_FILE" ]; then
   echo "training the non-private baseline (same budget) into $OUT-baseline" >&2

@@ -300,5 +300,5 @@ func (po PipelineOptions) auditPipeline(ctx context.Context, dir string, m *Mode
 			return nil, err
 		}
 	}
-	return train.AuditRelease(ctx, audited.Release, audited.Posteriors, po.AuditSplit, Examples, m.NVDP.Cfg, dir, po.Audit)
+	return train.AuditRelease(ctx, audited.Release, audited.Posteriors, po.AuditSplit, Examples, m.NVDP.Cfg, dir, po.Audit, o.Train.Device)
 }

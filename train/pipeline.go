@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/audit"
+	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/dnn"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -78,6 +80,14 @@ type PrivacySummary struct {
 	Split        string               `json:"split"`
 	Posteriors   string               `json:"posteriors"`
 	Seconds      float64              `json:"seconds"`
+	// AuditEngine is what evaluated the pairs: AuditEngineCPU ("cpu",
+	// audit.Audit) or the run's GPU (cuda.Device.Backend, "cuda (NAME,
+	// PRECISION)": dnn.AuditAllPairs, FP64 whatever the precision). Absent
+	// from reports written before issue 38, whose audits ran on the CPU.
+	AuditEngine string `json:"audit_engine,omitempty"`
+	// AuditFallback is why a run with a device audited on the CPU
+	// (dnn.AuditUnsupported: the reference mode, a pair sample, ...).
+	AuditFallback string `json:"audit_fallback,omitempty"`
 	// Full is the complete audit report (as `nvdp audit --json`).
 	Full *audit.Report `json:"full,omitempty"`
 	// Certified is the certified guarantee of one release under the model's
@@ -237,8 +247,10 @@ func (po *PipelineOptions) prepare() (*pipelinePlan, error) {
 // RunPipeline checks every option and reads the data before any work
 // (prepare), trains (unless SkipTrain), loads the best model once,
 // evaluates it on dev (utility, predictions, posteriors), exports the audit
-// split's posteriors and audits them in memory with audit.Audit (the
-// empirical numbers; the posterior file written is the same float32s),
+// split's posteriors and audits them in memory (AuditRelease: on
+// Train.Device when it is set and the device runs the audit, else with
+// audit.Audit; the empirical numbers; the posterior file written is the
+// same float32s),
 // certifies the model's clip set at the audit's order (Privacy.Certified:
 // the guarantee), and writes DIR/report.json. For the baseline variant there
 // is no posterior: Privacy is nil with a note. A gaussian model's release is
@@ -332,18 +344,24 @@ func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *
 			return nil, err
 		}
 	}
-	return AuditRelease(ctx, release, path, po.AuditSplit, "texts", b.Model.Cfg, b.Dir, po.Audit)
+	return AuditRelease(ctx, release, path, po.AuditSplit, "texts", b.Model.Cfg, b.Dir, po.Audit, po.Train.Device)
 }
 
 // AuditRelease audits the posteriors release of a split (read from, or
-// written to, path) in memory with audit.Audit under options ao (the
-// empirical numbers; examples names what the posteriors are of: "texts",
-// "utterances") and certifies the clip set of a model with
-// configuration cfg in modelDir (nvib.Config.ClipSet for release.N components) at
-// the audit's order, direction and delta (the guarantee): the report's
-// privacy summary. Errors: the audit's (named with path), the certificate's.
-func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split, examples string, cfg nvib.Config, modelDir string, ao audit.Options) (*PrivacySummary, error) {
-	ar, err := audit.Audit(ctx, release, ao)
+// written to, path) in memory under options ao (the empirical numbers;
+// examples names what the posteriors are of: "texts", "utterances") and
+// certifies the clip set of a model with configuration cfg in modelDir
+// (nvib.Config.ClipSet for release.N components) at the audit's order,
+// direction and delta (the guarantee): the report's privacy summary. The
+// pairs are evaluated on d when it is set and the device runs the audit
+// (dnn.AuditAllPairs: the CPU's report up to rounding, docs/engine.md "The
+// audit on the device"), else by audit.Audit on the CPU, with the reason
+// logged and kept in the summary (PrivacySummary.AuditFallback) when d
+// was set; PrivacySummary.AuditEngine says which. Errors: the audit's
+// (named with path; the device's are not retried on the CPU), the
+// certificate's.
+func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split, examples string, cfg nvib.Config, modelDir string, ao audit.Options, d *cuda.Device) (*PrivacySummary, error) {
+	ar, engine, fallback, err := auditOn(ctx, d, release, ao)
 	if err != nil {
 		return nil, fmt.Errorf("audit %s: %w", path, err)
 	}
@@ -355,5 +373,47 @@ func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split,
 	}
 	return &PrivacySummary{Empirical: audit.EmpiricalOf(ar, split, examples), Certified: cert, Mode: ar.Mode, Order: ar.Order, Delta: ar.Delta, RDMax: ar.RDMax, RDMean: ar.RDMean,
 		BDPEpsilon: ar.BDPEpsilon, InvalidPairs: ar.InvalidPairs, Pairs: ar.Pairs, Examples: ar.Examples,
-		Components: ar.Components, Split: split, Posteriors: path, Seconds: ar.Seconds, Full: ar}, nil
+		Components: ar.Components, Split: split, Posteriors: path, Seconds: ar.Seconds, AuditEngine: engine, AuditFallback: fallback, Full: ar}, nil
+}
+
+// AuditEngineCPU is PrivacySummary.AuditEngine of an audit evaluated by
+// audit.Audit on the CPU.
+const AuditEngineCPU = "cpu"
+
+// auditOn audits p under ao on d (dnn.AuditAllPairs) when d is set and the
+// device runs the audit (dnn.AuditUnsupported), else on the CPU
+// (audit.Audit): the report, the engine (d.Backend() or AuditEngineCPU)
+// and, for a CPU audit of a run with a device, why.
+func auditOn(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, ao audit.Options) (*audit.Report, string, string, error) {
+	var fallback string
+	if d != nil {
+		why := dnn.AuditUnsupported(p, ao)
+		if why == nil {
+			r, err := auditOnDevice(ctx, d, p, ao)
+			if err != nil {
+				return nil, "", "", fmt.Errorf("on %s: %w", d.Backend(), err)
+			}
+			return r, d.Backend(), "", nil
+		}
+		fallback = why.Error()
+		slog.Info("audit on the CPU", "device", d.Backend(), "reason", fallback)
+	}
+	r, err := audit.Audit(ctx, p, ao)
+	return r, AuditEngineCPU, fallback, err
+}
+
+// auditOnDevice is dnn.AuditAllPairs of p under ao on d, with an engine of
+// its own (the evaluation's twin is closed by then).
+func auditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, ao audit.Options) (*audit.Report, error) {
+	var r *audit.Report
+	err := d.Do(func() error {
+		e, err := dnn.NewEngine(d)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		r, err = dnn.AuditAllPairs(ctx, e, p, ao, dnn.AuditOptions{})
+		return err
+	})
+	return r, err
 }

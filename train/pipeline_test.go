@@ -31,7 +31,7 @@ func TestPipelineInMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := rep.Privacy
-	if p == nil || p.Examples != 5 || p.Split != "dev" || p.Posteriors != filepath.Join(o.Out, PosteriorsFile("dev")) {
+	if p == nil || p.Examples != 5 || p.Split != "dev" || p.Posteriors != filepath.Join(o.Out, PosteriorsFile("dev")) || p.AuditEngine != AuditEngineCPU || p.AuditFallback != "" {
 		t.Fatalf("privacy summary %+v", p)
 	}
 	post, err := privacy.ReadPosteriors(p.Posteriors)

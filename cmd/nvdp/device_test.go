@@ -42,7 +42,8 @@ func TestDeviceFlagErrors(t *testing.T) {
 // stand-ins of the driver, cuBLAS and NVRTC, internal/cudaemu) trains,
 // evaluates and audits a tiny NVDP-Clipped model whose report names the
 // device and matches the same run on the CPU (--device cpu --host-noise: the
-// same noise) to the accuracy and within 1e-3 relative on the dev loss.
+// same noise) to the accuracy and within 1e-3 relative on the dev loss; the
+// audit ran on the device (audit_engine), the CPU run's on the CPU.
 func TestRunOnDevice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a tiny model twice")
@@ -70,6 +71,10 @@ func TestRunOnDevice(t *testing.T) {
 		t.Errorf("dev loss: cpu %v, cuda %v", a, b)
 	}
 	if gpu.Privacy == nil || gpu.Privacy.InvalidPairs != 0 {
-		t.Errorf("cuda run: privacy block %+v", gpu.Privacy)
+		t.Fatalf("cuda run: privacy block %+v", gpu.Privacy)
+	}
+	// the audit ran where the run did (train.TestPipelineAuditOnDevice: the same numbers)
+	if gpu.Privacy.AuditEngine != gpu.Backend || cpu.Privacy == nil || cpu.Privacy.AuditEngine != train.AuditEngineCPU {
+		t.Errorf("audit engines: cuda run %q (backend %q), cpu run %+v", gpu.Privacy.AuditEngine, gpu.Backend, cpu.Privacy)
 	}
 }

@@ -16,6 +16,10 @@
 // are a sample of the mechanism the certificate is proved for. A model whose noise depends on the input
 // is refused unless Options.AllowUnproved, and then drawn by the floating-point sampler (nvib.Draw), whose
 // bits no certificate covers: its guarantee's Release says so.
+//
+// With Options.Device the posteriors are computed on a GPU by the model's device twin (dnn.NVDPModel.Posterior:
+// the encoder and the NVIB layer); the posterior comes down and the noise is the host's exact sampler, as on
+// the CPU (the device's means are the CPU's up to rounding, its fixed logvar and pseudo-counts bit for bit).
 package release
 
 import (
@@ -28,6 +32,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/nvdp-project/nvdp/cuda"
+	"github.com/nvdp-project/nvdp/dnn"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -39,8 +45,9 @@ import (
 // concurrent use by several goroutines (each call gets its own noise source).
 //
 // The posteriors of concurrent calls are computed one batch at a time: the engine's kernels already use
-// every core (nn.Parallel, OpenBLAS threads), and nn.Parallel must not run beside another BLAS call.
-// Tokenisation, sampling and copying run concurrently.
+// every core (nn.Parallel, OpenBLAS threads), and nn.Parallel must not run beside another BLAS call;
+// on a device (Options.Device) one forward pass at a time, on the device's goroutine. Tokenisation,
+// sampling and copying run concurrently. Close frees the device twin.
 type Releaser struct {
 	bundle *model.Bundle
 	info   ModelInfo
@@ -54,6 +61,20 @@ type Releaser struct {
 	guarantee *privacy.Guarantee
 
 	exact *exactRelease // nil: an unproved release (Options.AllowUnproved)
+
+	dev *deviceModel // nil: the posteriors are computed on the CPU (Options.Device)
+}
+
+// deviceModel is the model's twin on a GPU (dnn.NVDPModel) that computes the
+// releases' posteriors: the encoder and the NVIB layer (or the gaussian
+// release's projection) run on the device, the posterior comes down, and the
+// exact release is drawn on the host as on the CPU.
+type deviceModel struct {
+	d      *cuda.Device
+	e      *dnn.Engine
+	m      *dnn.NVDPModel
+	params []*dnn.Param
+	closed bool // guarded by Releaser.forward
 }
 
 // Options configure a Releaser.
@@ -62,6 +83,10 @@ type Options struct {
 	// floating-point sampler: its bits are not covered by the certificate (docs/privacy.md,
 	// "Floating-point safety"), and its guarantee's Release states it. False: such a model is refused.
 	AllowUnproved bool `json:"allow_unproved"`
+	// Device computes the posteriors on a GPU (the model's device twin, package dnn; docs/serving.md,
+	// "What a release is, exactly"); nil: on the CPU. The noise is the host's exact sampler either way.
+	// The caller owns the device and closes it after the Releaser (Releaser.Close).
+	Device *cuda.Device `json:"-"`
 }
 
 // ModelInfo describes the model of a release for metadata and /v1/info.
@@ -77,6 +102,9 @@ type ModelInfo struct {
 	P         int `json:"dims"`       // P, the latent width
 	// Constants are the clip set's constants (privacy.ClipSet.Metadata), those the guarantee certifies.
 	Constants map[string]string `json:"constants"`
+	// Device is where the posteriors are computed: "cpu", or the GPU's backend (cuda.Device.Backend,
+	// "cuda (card, precision)"). The noise is drawn on the host either way.
+	Device string `json:"device"`
 }
 
 // Embedding is one release: Z row-major [N*P] and Pi [N], float32.
@@ -128,7 +156,7 @@ func New(b *model.Bundle, opt Options) (*Releaser, error) {
 	set, _ := cfg.ClipSet(N) // ok: not the baseline
 	r := &Releaser{bundle: b, set: set, padLen: padLen, batchSize: max(1, b.Options.EvalBatchSize),
 		info: ModelInfo{Dir: b.Dir, Task: b.Task.Name, Variant: cfg.Model, Mode: cfg.Mode.OrDefault(), Encoder: b.Options.Encoder,
-			MaxSeqLen: padLen, N: N, P: cfg.Latent(), Constants: set.Metadata()}}
+			MaxSeqLen: padLen, N: N, P: cfg.Latent(), Constants: set.Metadata(), Device: cuda.DeviceCPU}}
 	if err := r.SetDelta(privacy.DefaultDelta); err != nil {
 		return nil, fmt.Errorf("release: model %s: %w", name, err)
 	}
@@ -148,8 +176,66 @@ func New(b *model.Bundle, opt Options) (*Releaser, error) {
 	case !opt.AllowUnproved:
 		return nil, fmt.Errorf("release: model %s: %w; the floating-point sampler reveals such noise (docs/privacy.md, \"Floating-point safety\"), so no certificate covers its bits: train it with a privacy target and the default budget split (variance and Dirichlet shares 0: fixed noise), or the gaussian variant, or allow an unproved release explicitly", name, err)
 	}
+	if opt.Device != nil {
+		dm, err := newDeviceModel(opt.Device, b.Model)
+		if err != nil {
+			return nil, fmt.Errorf("release: model %s: %w", name, err)
+		}
+		r.dev, r.info.Device = dm, opt.Device.Backend()
+	}
 	return r, nil
 }
+
+// newDeviceModel compiles the kernels (cached) and uploads m's parameters
+// (train's device model, without its training part).
+func newDeviceModel(d *cuda.Device, m *nvib.Model) (*deviceModel, error) {
+	dm := &deviceModel{d: d}
+	err := d.Do(func() error {
+		e, err := dnn.NewEngine(d)
+		if err != nil {
+			return err
+		}
+		if dm.m, err = e.NewNVDPModel(m); err != nil {
+			e.Close()
+			return err
+		}
+		dm.e, dm.params = e, dm.m.Params()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	return dm, nil
+}
+
+// Close frees the model's device twin (Options.Device; nothing on the CPU),
+// after the posterior computation in progress. The releaser computes no
+// posterior after Close (an error); closing twice is a no-op. The caller
+// closes the device after it.
+func (r *Releaser) Close() error {
+	if r.dev == nil {
+		return nil
+	}
+	r.forward.Lock()
+	defer r.forward.Unlock()
+	dm := r.dev
+	if dm.closed {
+		return nil
+	}
+	dm.closed = true
+	err := dm.d.Do(func() error {
+		dm.e.FreeParams(dm.params)
+		dm.e.Close()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("release: freeing the device model: %w", err)
+	}
+	return nil
+}
+
+// errClosed is a posterior asked of a releaser whose device model was freed.
+var errClosed = errors.New("release: the releaser is closed (its device model freed)")
 
 // Exact reports whether the releases are exact samples of the certified mechanism (false: an unproved
 // release, Options.AllowUnproved).
@@ -378,7 +464,24 @@ func (r *Releaser) posterior(batch *model.Encoded, lo, hi int) (*nvib.Posterior,
 	in, _ := batch.Batch(idx, r.padLen)
 	r.forward.Lock()
 	defer r.forward.Unlock()
-	return r.bundle.Model.Posterior(in)
+	dm := r.dev
+	if dm == nil {
+		return r.bundle.Model.Posterior(in)
+	}
+	if dm.closed {
+		return nil, errClosed
+	}
+	var post *nvib.Posterior
+	err := dm.d.Do(func() error {
+		dm.e.Reset()
+		var err error
+		post, err = dm.m.Posterior(dm.e, in)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	return post, nil
 }
 
 // example is example i of a batch posterior as a posterior of one (sharing its memory).

@@ -43,7 +43,7 @@ type Embedding = release.Embedding
 // noise, drawn ahead of the requests by workers keyed from crypto/rand,
 // serves every request (each draw once, then wiped), so that a request's
 // time does not depend on its noise (docs/serving.md, "What time
-// reveals"). Close closes src.
+// reveals"). Close closes src and r (r's device twin, release.Options.Device).
 func FromRelease(r *release.Releaser, src *release.Source) Releaser { return releaseModel{r, src} }
 
 type releaseModel struct {
@@ -66,10 +66,11 @@ func (m releaseModel) Collectors() []prometheus.Collector {
 	}
 }
 
-// Close stops the noise pool's workers and wipes what it holds.
+// Close stops the noise pool's workers and wipes what it holds, then frees
+// the model's device twin (release.Releaser.Close; nothing on the CPU).
 func (m releaseModel) Close() error {
 	m.src.Close()
-	return nil
+	return m.r.Close()
 }
 
 func (m releaseModel) Shape() (n, p int)             { return m.r.Shape() }

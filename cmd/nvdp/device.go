@@ -11,8 +11,9 @@ import (
 )
 
 // deviceFlags are --device and --precision of the commands that compute
-// (train, run, eval, bench): the device is a run-time choice, never part of
-// a model (a model trained on either device loads and runs on the other).
+// (train, run, eval, bench, and embed and serve, whose posteriors the device
+// computes): the device is a run-time choice, never part of a model (a model
+// trained on either device loads and runs on the other).
 type deviceFlags struct {
 	device, precision string
 	hostNoise         bool

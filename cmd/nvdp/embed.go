@@ -24,6 +24,7 @@ type embedFlags struct {
 	delta, maxEpsilon                        float64
 	noProgress, jsonOut                      bool
 	rel                                      release.Options
+	dev                                      deviceFlags
 }
 
 func newEmbedCmd() *cobra.Command {
@@ -60,8 +61,10 @@ centre and n Karney's exact normal rounded to the lattice, drawn ahead of the te
 keyed from crypto/rand; the released bits are a sample of the mechanism the certificate is
 proved for. A model whose noise scale or pseudo-counts depend on the input is refused
 (the floating-point sampler would reveal them) unless --allow-unproved-release, and its
-metadata then says the release is not exact. --seed S is for tests only: the output is then
-marked "not for release". docs/serving.md.`,
+metadata then says the release is not exact. --device cuda computes the posteriors (the encoder
+and the NVIB layer) on a GPU; the noise is the host's exact sampler on every device, and the
+metadata's model.device says where the posteriors were computed. --seed S is for tests only:
+the output is then marked "not for release". docs/serving.md.`,
 		Example: `  nvdp embed --model runs/sst2-clipped --input texts.txt --out texts.safetensors
   nvdp embed --model runs/sst2-clipped --input dev.tsv --column sentence --out dev.jsonl --releases-per-text 3
   cat docs.jsonl | nvdp embed --model runs/sst2-clipped --input - --field text --out docs.safetensors`,
@@ -79,6 +82,7 @@ marked "not for release". docs/serving.md.`,
 	fs.Float64Var(&f.maxEpsilon, "max-epsilon", privacy.DefaultMaxEpsilon, "refuse a model certifying more than this epsilon per release at --delta (inf: any)")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "texts read, released and written at a time, and of one forward pass (default: the model's eval batch size)")
 	allowUnprovedFlag(fs, &f.rel)
+	f.dev.bind(fs)
 	fs.Uint64Var(&f.seed, "seed", 0, "seed the noise (tests and demos only: the output is marked not for release)")
 	fs.Float64Var(&f.delta, "delta", privacy.DefaultDelta, "delta of the guarantees' (epsilon, delta) conversion")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
@@ -148,6 +152,9 @@ func (f *embedFlags) check(cmd *cobra.Command) error {
 	case !(f.delta > 0 && f.delta < 1):
 		return fmt.Errorf("--delta %v: want a value in (0, 1)", f.delta)
 	}
+	if err := f.dev.check(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -164,10 +171,22 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 	if err := o.Validate(); err != nil {
 		return flagError(err)
 	}
-	r, err := release.Load(f.model, f.rel)
+	d, err := f.dev.open()
+	if err != nil {
+		return err
+	}
+	defer closeDevice(d)
+	rel := f.rel
+	rel.Device = d
+	r, err := release.Load(f.model, rel)
 	if err != nil {
 		return fmt.Errorf("--model: %w", unprovedHint(err))
 	}
+	defer func() {
+		if err := r.Close(); err != nil {
+			slog.Warn("closing the model", "err", err)
+		}
+	}()
 	if err := r.SetDelta(f.delta); err != nil {
 		return fmt.Errorf("--delta: %w", err)
 	}

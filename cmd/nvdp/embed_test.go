@@ -280,6 +280,8 @@ func TestEmbedBadInputs(t *testing.T) {
 		{"missing input", []string{"--input", lines + ".missing"}, "--input: open"},
 		{"model dir", []string{"--input", lines, "--model", t.TempDir()}, "--model: release: "},
 		{"max epsilon 0", []string{"--input", lines, "--max-epsilon", "0"}, "--max-epsilon 0: must be > 0"},
+		{"unknown device", []string{"--input", lines, "--device", "gpu"}, `--device gpu --precision fp32: device "gpu": want cpu, cuda or auto`},
+		{"bf16 on the CPU", []string{"--input", lines, "--device", "cpu", "--precision", "bf16"}, "--device cpu --precision bf16: "},
 		// the tiny model is hand-set: it certifies thousands, above the default threshold (8)
 		{"above the max epsilon", []string{"--input", lines, "--max-epsilon", "8"}, "--max-epsilon 8: the model certifies epsilon "},
 	} {
@@ -374,5 +376,92 @@ func TestEmbedRemovesStaleTemp(t *testing.T) {
 	}
 	if want := []string{".a.safetensors.tmpx", ".other.safetensors.tmp7", "a.safetensors", "a.safetensors.tmp5", "b.jsonl"}; !slices.Equal(left, want) {
 		t.Errorf("directory %v, want %v", left, want)
+	}
+}
+
+// `nvdp embed --device cuda` on the CUDA stand-in (internal/cudaemu; the
+// real GPU with NVDP_CUDA_REAL=1) computes the posteriors on the device and
+// releases them with the host's exact sampler: with the same --seed its
+// output is the --device cpu output up to the means' rounding (the Dirichlet
+// weights bit for bit; each value on the lattice and within the device
+// posterior's tolerance of the CPU's in lattice steps, release's
+// tolDeviceMu = 1e-4 of the largest possible |mu|, the prior's centre plus
+// C_mu; nearly all values equal), and the metadata's model.device names
+// where the posteriors were computed. serve's loader (loadReleaser) takes
+// the device too, and /v1/info's model says it.
+func TestEmbedOnDevice(t *testing.T) {
+	useStandIn(t)
+	glueDir, vocab := synthSST2(t, 24)
+	modelDir := tinyModel(t, glueDir, vocab, nvib.ModelNVDPClipped)
+	input := writeFile(t, "texts.txt", strings.Join(embedTexts, "\n")+"\n")
+	z, pi, mds := map[string][]float32{}, map[string][]float32{}, map[string]*release.Metadata{}
+	for _, device := range []string{"cpu", "cuda"} {
+		out := filepath.Join(t.TempDir(), device+".safetensors")
+		mds[device] = embedJSON(t, "--model", modelDir, "--input", input, "--out", out, "--seed", "5", "--batch-size", "4", "--device", device)
+		f, err := safetensors.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zt, _ := f.Get("z")
+		pt, _ := f.Get("pi")
+		if zt == nil || pt == nil {
+			t.Fatalf("--device %s: tensors %v", device, f.Tensors)
+		}
+		z[device], _ = zt.Float32()
+		pi[device], _ = pt.Float32()
+	}
+	if got := mds["cpu"].Model.Device; got != "cpu" {
+		t.Errorf("--device cpu: model.device %q", got)
+	}
+	if got := mds["cuda"].Model.Device; !strings.HasPrefix(got, "cuda (") {
+		t.Errorf("--device cuda: model.device %q, want the GPU's backend", got)
+	}
+	rel := mds["cuda"].Guarantee.Release
+	if rel == nil || !rel.Exact || len(z["cuda"]) != len(z["cpu"]) || len(z["cpu"]) != len(embedTexts)*9*16 {
+		t.Fatalf("--device cuda: release %+v, %d values (cpu %d)", rel, len(z["cuda"]), len(z["cpu"]))
+	}
+	if !slices.Equal(pi["cuda"], pi["cpu"]) {
+		t.Errorf("the Dirichlet weights differ between the devices: %v, %v", pi["cuda"][:9], pi["cpu"][:9])
+	}
+	r, err := release.Load(modelDir, release.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := r.ClipSet()
+	centre := 0.0
+	for _, c := range set.PriorMu {
+		centre = max(centre, math.Abs(c))
+	}
+	steps := math.Ceil(1e-4*(centre+set.CMu)/rel.Lattice) + 1
+	differ := 0
+	for k, v := range z["cuda"] {
+		d := math.Abs(float64(v)-float64(z["cpu"][k])) / rel.Lattice
+		if d != math.Trunc(d) || d > steps {
+			t.Fatalf("value %d: cuda %v, cpu %v: %g lattice steps apart, tolerance %g", k, v, z["cpu"][k], d, steps)
+		}
+		if d != 0 {
+			differ++
+		}
+	}
+	t.Logf("%d of %d values differ between the devices (tolerance %g lattice steps)", differ, len(z["cpu"]), steps)
+	if differ > len(z["cpu"])/20 {
+		t.Errorf("%d of %d values differ between the devices: more than the means' rounding", differ, len(z["cpu"]))
+	}
+
+	f := deviceFlags{device: "cuda", precision: "fp32"}
+	d, err := f.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDevice(d)
+	sr, err := loadReleaser(modelDir, release.Options{Device: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := sr.Model().(release.ModelInfo); !ok || info.Device != d.Backend() {
+		t.Errorf("serve's model %+v, want device %q", sr.Model(), d.Backend())
+	}
+	if c, ok := sr.(interface{ Close() error }); !ok || c.Close() != nil {
+		t.Errorf("serve's releaser does not close cleanly")
 	}
 }

@@ -19,7 +19,8 @@ import (
 
 // loadReleaser loads the model of `nvdp serve --model DIR` as a
 // serve.Releaser (release.Load; the noise from one release.NewSource, whose
-// pool the server closes at exit). Tests set a fake.
+// pool the server closes at exit, with the model's device twin of
+// opt.Device). Tests set a fake.
 var loadReleaser = func(dir string, opt release.Options) (serve.Releaser, error) {
 	r, err := release.Load(dir, opt)
 	if err != nil {
@@ -27,6 +28,7 @@ var loadReleaser = func(dir string, opt release.Options) (serve.Releaser, error)
 	}
 	src, err := release.NewSource()
 	if err != nil {
+		r.Close()
 		return nil, err
 	}
 	return serve.FromRelease(r, src), nil
@@ -38,6 +40,7 @@ type serveFlags struct {
 	model, addr, ledger, keys, logFormat string
 	keysInLedger                         bool
 	rel                                  release.Options
+	dev                                  deviceFlags
 	o                                    serve.Options
 	po                                   serve.PGOptions
 }
@@ -78,8 +81,9 @@ request is charged to one shared account with the budget --budget-epsilon, and t
 listens on loopback only (--allow-unauthenticated to listen beyond it). GET /v1/info shows the
 guarantee and its scope, /v1/budget the caller's balance (?history=N: its last charges),
 /v1/openapi.yaml the API's contract, /healthz, /readyz and /metrics (Prometheus) the service's.
-SIGTERM or SIGINT drains the requests in flight (--shutdown-timeout) and exits.
-docs/serving.md has the threat model, the formats and curl examples.`,
+SIGTERM or SIGINT drains the requests in flight (--shutdown-timeout) and exits. --device cuda
+computes the posteriors on a GPU (the noise stays the host's exact sampler; /v1/info's
+model.device says where). docs/serving.md has the threat model, the formats and curl examples.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
@@ -91,6 +95,7 @@ docs/serving.md has the threat model, the formats and curl examples.`,
 	fs.BoolVar(&f.keysInLedger, "keys-in-ledger", false, "authenticate against the keys of the PostgreSQL ledger ('nvdp serve keys'), instead of a keys file")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text | json")
 	allowUnprovedFlag(fs, &f.rel)
+	f.dev.bind(fs)
 	serveOptionFlags(fs, &f.o)
 	pgOptionFlags(fs, &f.po)
 	fs.StringVar(&f.po.Replica, "replica", "", "this server's name in the PostgreSQL ledger's charges (default: host name/process ID)")
@@ -178,7 +183,14 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.o.CheckListener(ln.Addr(), keys != nil || f.keysInLedger); err != nil {
 		return flagError(err)
 	}
-	rel, err := loadReleaser(f.model, f.rel)
+	d, err := f.dev.open()
+	if err != nil {
+		return err
+	}
+	defer closeDevice(d) // after the releaser's Close, deferred below
+	ro := f.rel
+	ro.Device = d
+	rel, err := loadReleaser(f.model, ro)
 	if err != nil {
 		return fmt.Errorf("--model: %w", unprovedHint(err))
 	}
@@ -214,6 +226,9 @@ func (f *serveFlags) check() (*serve.Keys, error) {
 	}
 	if err := f.o.CheckFiles(); err != nil {
 		return nil, flagError(err)
+	}
+	if err := f.dev.check(); err != nil {
+		return nil, err
 	}
 	switch {
 	case f.model == "":

@@ -319,6 +319,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{"every interface without keys", []string{"--model", "fake", "--ledger", ledger, "--addr", "0.0.0.0:0", "--budget-epsilon", "1"}, true,
 			"--allow-unauthenticated false: listening on [::]:"},
 		{"keys and keys in ledger", append(base, "--keys", noBudget, "--keys-in-ledger"), true, "--keys and --keys-in-ledger: give one"},
+		{"unknown device", append(base, "--budget-epsilon", "1", "--device", "gpu"), true, `--device gpu --precision fp32: device "gpu": want cpu, cuda or auto`},
 		{"keys in a file ledger", append(base, "--keys-in-ledger"), true, "--keys-in-ledger: the keys are a PostgreSQL ledger's, and --ledger " + ledger + " is a file"},
 		{"empty DSN variable", []string{"--model", "fake", "--ledger", "env:NVDP_TEST_NO_DSN", "--budget-epsilon", "1"}, true,
 			"--ledger: env:NVDP_TEST_NO_DSN: the environment variable NVDP_TEST_NO_DSN is unset or empty"},

@@ -273,6 +273,24 @@ func AuditUnsupported(p *privacy.Posteriors, opt audit.Options) error {
 	return nil
 }
 
+// AuditOnDevice is AuditAllPairs of p under opt on d, with an engine of its
+// own for the audit (freed after it), called from any goroutine: what `nvdp
+// audit --device` and the pipeline's audit (train.AuditRelease) run.
+// Errors: AuditAllPairs's.
+func AuditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, opt audit.Options) (*audit.Report, error) {
+	var r *audit.Report
+	err := d.Do(func() error {
+		e, err := NewEngine(d)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		r, err = AuditAllPairs(ctx, e, p, opt, AuditOptions{})
+		return err
+	})
+	return r, err
+}
+
 // AuditAllPairs is audit.Audit in principled mode over every ordered pair
 // with the bounds evaluated on the device (AuditPairs): the same report
 // (fields, counts, undefined pairs, argmax and its tie rule, quantiles,

@@ -389,7 +389,7 @@ func auditOn(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, ao audi
 	if d != nil {
 		why := dnn.AuditUnsupported(p, ao)
 		if why == nil {
-			r, err := auditOnDevice(ctx, d, p, ao)
+			r, err := dnn.AuditOnDevice(ctx, d, p, ao)
 			if err != nil {
 				return nil, "", "", fmt.Errorf("on %s: %w", d.Backend(), err)
 			}
@@ -400,20 +400,4 @@ func auditOn(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, ao audi
 	}
 	r, err := audit.Audit(ctx, p, ao)
 	return r, AuditEngineCPU, fallback, err
-}
-
-// auditOnDevice is dnn.AuditAllPairs of p under ao on d, with an engine of
-// its own (the evaluation's twin is closed by then).
-func auditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, ao audit.Options) (*audit.Report, error) {
-	var r *audit.Report
-	err := d.Do(func() error {
-		e, err := dnn.NewEngine(d)
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		r, err = dnn.AuditAllPairs(ctx, e, p, ao, dnn.AuditOptions{})
-		return err
-	})
-	return r, err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -233,7 +232,7 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	var r *audit.Report
 	if dev != nil {
-		r, err = auditOnDevice(cmd.Context(), dev, p, opt)
+		r, err = dnn.AuditOnDevice(cmd.Context(), dev, p, opt)
 	} else {
 		r, err = audit.Audit(cmd.Context(), p, opt)
 	}
@@ -248,22 +247,6 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	printReport(out, f.posteriors, r, emp, cert)
 	return nil
-}
-
-// auditOnDevice is audit.Audit with every pair evaluated on d
-// (dnn.AuditAllPairs): the same report up to the rounding of the values.
-func auditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, opt audit.Options) (*audit.Report, error) {
-	var r *audit.Report
-	err := d.Do(func() error {
-		e, err := dnn.NewEngine(d)
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		r, err = dnn.AuditAllPairs(ctx, e, p, opt, dnn.AuditOptions{})
-		return err
-	})
-	return r, err
 }
 
 // runAuditShard audits shard of p and writes its part to f.out.

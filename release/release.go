@@ -62,19 +62,12 @@ type Releaser struct {
 
 	exact *exactRelease // nil: an unproved release (Options.AllowUnproved)
 
-	dev *deviceModel // nil: the posteriors are computed on the CPU (Options.Device)
-}
-
-// deviceModel is the model's twin on a GPU (dnn.NVDPModel) that computes the
-// releases' posteriors: the encoder and the NVIB layer (or the gaussian
-// release's projection) run on the device, the posterior comes down, and the
-// exact release is drawn on the host as on the CPU.
-type deviceModel struct {
-	d      *cuda.Device
-	e      *dnn.Engine
-	m      *dnn.NVDPModel
-	params []*dnn.Param
-	closed bool // guarded by Releaser.forward
+	// dev is the model's twin on a GPU that computes the releases' posteriors
+	// (Options.Device; nil: the CPU): the encoder and the NVIB layer (or the
+	// gaussian release's projection) run on the device, the posterior comes
+	// down, and the exact release is drawn on the host as on the CPU.
+	dev       *dnn.ModelTwin
+	devClosed bool // guarded by forward
 }
 
 // Options configure a Releaser.
@@ -177,35 +170,13 @@ func New(b *model.Bundle, opt Options) (*Releaser, error) {
 		return nil, fmt.Errorf("release: model %s: %w; the floating-point sampler reveals such noise (docs/privacy.md, \"Floating-point safety\"), so no certificate covers its bits: train it with a privacy target and the default budget split (variance and Dirichlet shares 0: fixed noise), or the gaussian variant, or allow an unproved release explicitly", name, err)
 	}
 	if opt.Device != nil {
-		dm, err := newDeviceModel(opt.Device, b.Model)
+		t, err := dnn.OpenModelTwin(opt.Device, b.Model)
 		if err != nil {
 			return nil, fmt.Errorf("release: model %s: %w", name, err)
 		}
-		r.dev, r.info.Device = dm, opt.Device.Backend()
+		r.dev, r.info.Device = t, opt.Device.Backend()
 	}
 	return r, nil
-}
-
-// newDeviceModel compiles the kernels (cached) and uploads m's parameters
-// (train's device model, without its training part).
-func newDeviceModel(d *cuda.Device, m *nvib.Model) (*deviceModel, error) {
-	dm := &deviceModel{d: d}
-	err := d.Do(func() error {
-		e, err := dnn.NewEngine(d)
-		if err != nil {
-			return err
-		}
-		if dm.m, err = e.NewNVDPModel(m); err != nil {
-			e.Close()
-			return err
-		}
-		dm.e, dm.params = e, dm.m.Params()
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("device: %w", err)
-	}
-	return dm, nil
 }
 
 // Close frees the model's device twin (Options.Device; nothing on the CPU),
@@ -218,17 +189,11 @@ func (r *Releaser) Close() error {
 	}
 	r.forward.Lock()
 	defer r.forward.Unlock()
-	dm := r.dev
-	if dm.closed {
+	if r.devClosed {
 		return nil
 	}
-	dm.closed = true
-	err := dm.d.Do(func() error {
-		dm.e.FreeParams(dm.params)
-		dm.e.Close()
-		return nil
-	})
-	if err != nil {
+	r.devClosed = true
+	if err := r.dev.Close(); err != nil {
 		return fmt.Errorf("release: freeing the device model: %w", err)
 	}
 	return nil
@@ -464,20 +429,13 @@ func (r *Releaser) posterior(batch *model.Encoded, lo, hi int) (*nvib.Posterior,
 	in, _ := batch.Batch(idx, r.padLen)
 	r.forward.Lock()
 	defer r.forward.Unlock()
-	dm := r.dev
-	if dm == nil {
+	if r.dev == nil {
 		return r.bundle.Model.Posterior(in)
 	}
-	if dm.closed {
+	if r.devClosed {
 		return nil, errClosed
 	}
-	var post *nvib.Posterior
-	err := dm.d.Do(func() error {
-		dm.e.Reset()
-		var err error
-		post, err = dm.m.Posterior(dm.e, in)
-		return err
-	})
+	post, err := r.dev.Posterior(in)
 	if err != nil {
 		return nil, fmt.Errorf("device: %w", err)
 	}

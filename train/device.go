@@ -20,43 +20,18 @@ import (
 // checkpoints come down. The device is a run-time choice, never part of a
 // model: the files a run writes are those of a CPU run.
 
-// deviceModel is the twin of an nvib.Model on a GPU.
-type deviceModel struct {
-	d      *cuda.Device
-	e      *dnn.Engine
-	m      *dnn.NVDPModel
-	params []*dnn.Param
-}
+// deviceModel is the twin of an nvib.Model on a GPU (dnn.ModelTwin: its
+// Posterior is the posterior dump of the evaluation) with the evaluation's
+// forward pass.
+type deviceModel struct{ *dnn.ModelTwin }
 
 // newDeviceModel compiles the kernels (cached) and uploads m's parameters.
 func newDeviceModel(d *cuda.Device, m *nvib.Model) (*deviceModel, error) {
-	dm := &deviceModel{d: d}
-	err := d.Do(func() error {
-		e, err := dnn.NewEngine(d)
-		if err != nil {
-			return err
-		}
-		dm.e = e
-		if dm.m, err = e.NewNVDPModel(m); err != nil {
-			e.Close()
-			return err
-		}
-		dm.params = dm.m.Params()
-		return nil
-	})
+	t, err := dnn.OpenModelTwin(d, m)
 	if err != nil {
-		return nil, fmt.Errorf("device: %w", err)
+		return nil, err
 	}
-	return dm, nil
-}
-
-// close frees the twin's parameters and the engine's arena.
-func (dm *deviceModel) close() {
-	dm.d.Do(func() error {
-		dm.e.FreeParams(dm.params)
-		dm.e.Close()
-		return nil
-	})
+	return &deviceModel{t}, nil
 }
 
 // forwardEval is evalForward on the device: the forward pass in evaluation
@@ -65,29 +40,16 @@ func (dm *deviceModel) close() {
 func (dm *deviceModel) forwardEval(in encoder.Input, lab *nvib.Labels, rng *rand.Rand) ([]float32, float64, error) {
 	var logits []float32
 	var loss float64
-	err := dm.d.Do(func() error {
-		dm.e.Reset()
-		out, _, err := dm.m.Forward(dm.e, in, lab, dnn.NVDPOptions{Rng: rng, KLScale: 1})
+	err := dm.Dev.Do(func() error {
+		dm.E.Reset()
+		out, _, err := dm.M.Forward(dm.E, in, lab, dnn.NVDPOptions{Rng: rng, KLScale: 1})
 		if err != nil {
 			return err
 		}
-		logits, loss = dm.e.Download(out.Logits).Data, out.Loss
+		logits, loss = dm.E.Download(out.Logits).Data, out.Loss
 		return nil
 	})
 	return logits, loss, err
-}
-
-// posterior is the host copy of a batch's posterior, computed on the device
-// (nvib.Model.Posterior's twin): the posterior dump of the evaluation.
-func (dm *deviceModel) posterior(in encoder.Input) (*nvib.Posterior, error) {
-	var p *nvib.Posterior
-	err := dm.d.Do(func() error {
-		dm.e.Reset()
-		var err error
-		p, err = dm.m.Posterior(dm.e, in)
-		return err
-	})
-	return p, err
 }
 
 // deviceTrainer is a training run's device part: the model's twin, its
@@ -113,9 +75,9 @@ func newDeviceTrainer(d *cuda.Device, m *nvib.Model, host []*nn.Param, seed uint
 	if err != nil {
 		return nil, err
 	}
-	opt, err := dnn.NewDeviceOptimizer(dm.e, dm.params, host)
+	opt, err := dnn.NewDeviceOptimizer(dm.E, dm.Params, host)
 	if err != nil {
-		dm.close()
+		dm.Close()
 		return nil, fmt.Errorf("device: %w", err)
 	}
 	return &deviceTrainer{deviceModel: dm, opt: opt, g: dnn.NewPhiloxStream(rngstream.TrainSampleDevice, seed, 0), hostNoise: hostNoise}, nil
@@ -128,17 +90,17 @@ func newDeviceTrainer(d *cuda.Device, m *nvib.Model, host []*nn.Param, seed uint
 // for the Selection.
 func (t *deviceTrainer) step(in encoder.Input, lab *nvib.Labels, s float64) (*nvib.Output, struct{}, error) {
 	var out *nvib.Output
-	err := t.d.Do(func() error {
-		t.e.Reset()
+	err := t.Dev.Do(func() error {
+		t.E.Reset()
 		opt := dnn.NVDPOptions{Train: true, G: t.g, KLScale: s}
 		if t.hostNoise { // nvib's draws, in nvib's order, from the same stream as dropout (dnn.NVDPOptions)
 			opt.Rng = rand.New(t.g)
 		}
-		o, c, err := t.m.Forward(t.e, in, lab, opt)
+		o, c, err := t.M.Forward(t.E, in, lab, opt)
 		if err != nil {
 			return err
 		}
-		if err := t.m.Backward(t.e, c); err != nil {
+		if err := t.M.Backward(t.E, c); err != nil {
 			return fmt.Errorf("backward: %w", err)
 		}
 		out = &nvib.Output{Loss: o.Loss, Task: o.Task, LG: o.LG, LD: o.LD}
@@ -150,7 +112,7 @@ func (t *deviceTrainer) step(in encoder.Input, lab *nvib.Labels, s float64) (*nv
 // close frees the optimizer's moments and the model's twin.
 func (t *deviceTrainer) close() {
 	t.opt.Free()
-	t.deviceModel.close()
+	t.deviceModel.Close()
 }
 
 // backendName is what computes a run: the GPU (cuda.Device.Backend) or the

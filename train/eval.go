@@ -184,8 +184,8 @@ func Evaluate(b *model.Bundle, o EvalOptions) (*EvalResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer dm.close()
-		fwd, post = dm.forwardEval, dm.posterior
+		defer dm.Close()
+		fwd, post = dm.forwardEval, dm.Posterior
 	}
 	// principled NVDP: predict from the release that the posterior file describes (N = MaxSeqLen + 1)
 	preds, _, err := predict(fwd, b.Model.Cfg.NumLabels, enc, o.BatchSize, model.EvalPadLen(b.Model, o.MaxSeqLen), rng)
@@ -271,8 +271,8 @@ func ExportPosteriors(b *model.Bundle, o EvalOptions) (*privacy.Posteriors, stri
 		if err != nil {
 			return nil, "", err
 		}
-		defer dm.close()
-		post = dm.posterior
+		defer dm.Close()
+		post = dm.Posterior
 	}
 	return exportPosteriors(b, enc, o, post)
 }

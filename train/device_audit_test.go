@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/internal/cudaemu"
+	"github.com/nvdp-project/nvdp/internal/jsondiff"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -96,10 +96,10 @@ func TestPipelineAuditOnDevice(t *testing.T) {
 		var got, want any
 		decodeAs(t, s.Full, &got)
 		decodeAs(t, cpu, &want)
-		for _, d := range relJSONDiff("full", got, want, c.tol) {
+		for _, d := range jsondiff.Diff("full", got, want, c.tol, "seconds") {
 			t.Errorf("%s: %s", c.name, d)
 		}
-		if !closeOrEqual(float64(s.RDMax), float64(cpu.RDMax), c.tol) || s.Pairs != cpu.Pairs || s.InvalidPairs != cpu.InvalidPairs {
+		if !jsondiff.Close(float64(s.RDMax), float64(cpu.RDMax), c.tol) || s.Pairs != cpu.Pairs || s.InvalidPairs != cpu.InvalidPairs {
 			t.Errorf("%s: summary rd_max %v, pairs %d, invalid %d; cpu %v, %d, %d", c.name, s.RDMax, s.Pairs, s.InvalidPairs, cpu.RDMax, cpu.Pairs, cpu.InvalidPairs)
 		}
 		t.Logf("%s: engine %s, rd_max %v (cpu %v), %d pairs", c.name, s.AuditEngine, s.RDMax, cpu.RDMax, s.Pairs)
@@ -141,60 +141,4 @@ func decodeAs(t *testing.T, v any, into *any) {
 	if err := json.Unmarshal(b, into); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// closeOrEqual: a and b equal (infinities included) or within tol
-// relative (absolute below 1).
-func closeOrEqual(a, b, tol float64) bool {
-	return a == b || math.Abs(a-b) <= tol*max(math.Abs(b), 1)
-}
-
-// relJSONDiff lists where the decoded JSON values got and want differ: keys,
-// strings, booleans and lengths exactly, numbers by more than tol relative
-// (absolute below 1; cmd/nvdp's jsonDiff), "seconds" ignored.
-func relJSONDiff(path string, got, want any, tol float64) []string {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %v, want an object", path, got)}
-		}
-		var d []string
-		for k := range g {
-			if _, ok := w[k]; !ok {
-				d = append(d, fmt.Sprintf("%s.%s: only in the pipeline's report", path, k))
-			}
-		}
-		for k, v := range w {
-			if k == "seconds" {
-				continue
-			}
-			if _, ok := g[k]; !ok {
-				d = append(d, fmt.Sprintf("%s.%s: missing", path, k))
-				continue
-			}
-			d = append(d, relJSONDiff(path+"."+k, g[k], v, tol)...)
-		}
-		return d
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
-		}
-		var d []string
-		for i := range w {
-			d = append(d, relJSONDiff(fmt.Sprintf("%s[%d]", path, i), g[i], w[i], tol)...)
-		}
-		return d
-	case float64:
-		g, ok := got.(float64)
-		if !ok || !closeOrEqual(g, w, tol) {
-			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
-		}
-		return nil
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
-	}
-	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/internal/cudaemu"
+	"github.com/nvdp-project/nvdp/internal/jsondiff"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -392,7 +393,7 @@ func TestAuditPairsCoverAll(t *testing.T) {
 			}
 			continue
 		}
-		if d := jsonDiff("", r, exact, 0); len(d) > 0 {
+		if d := jsondiff.Diff("", r, exact, 0); len(d) > 0 {
 			t.Errorf("--pairs %s: the report differs from the one of every pair: %v", c.pairs, d)
 		}
 		want := fmt.Sprintf("a sample of %s ordered pairs was asked for, not fewer than the file's 5(5-1) = 20: every ordered pair audited exactly instead (no sample; rd_max is the maximum over all pairs)", c.pairs)
@@ -587,54 +588,6 @@ func writeMaskedPosteriors(t *testing.T) string {
 	return path
 }
 
-// jsonDiff lists where the decoded JSON values got and want differ: keys,
-// strings, booleans and lengths exactly, numbers by more than tol relative
-// (absolute below 1: a value of 0 in exact arithmetic is a rounding error of
-// either sign).
-func jsonDiff(path string, got, want any, tol float64) []string {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %v, want an object", path, got)}
-		}
-		var d []string
-		for k := range g {
-			if _, ok := w[k]; !ok {
-				d = append(d, fmt.Sprintf("%s.%s: only in the device's report", path, k))
-			}
-		}
-		for k, v := range w {
-			if _, ok := g[k]; !ok {
-				d = append(d, fmt.Sprintf("%s.%s: missing", path, k))
-				continue
-			}
-			d = append(d, jsonDiff(path+"."+k, g[k], v, tol)...)
-		}
-		return d
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
-		}
-		var d []string
-		for i := range w {
-			d = append(d, jsonDiff(fmt.Sprintf("%s[%d]", path, i), g[i], w[i], tol)...)
-		}
-		return d
-	case float64:
-		g, ok := got.(float64)
-		if !ok || !(math.Abs(g-w) <= tol*max(math.Abs(w), 1)) {
-			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
-		}
-		return nil
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
-	}
-	return nil
-}
-
 // TestAuditDevice: `nvdp audit --device cuda` on the CUDA stand-in (the
 // GPU with NVDP_CUDA_REAL=1) prints the report of --device cpu: the same
 // JSON fields, counts, argmax, undefined pairs, skipped BDP orders, notes
@@ -661,7 +614,7 @@ func TestAuditDevice(t *testing.T) {
 				}
 				delete(outs[i], "seconds")
 			}
-			for _, d := range jsonDiff("report", outs[1], outs[0], 1e-6) {
+			for _, d := range jsondiff.Diff("report", outs[1], outs[0], 1e-6) {
 				t.Errorf("%s %v: %s", filepath.Base(path), extra, d)
 			}
 			if outs[0]["rd_max"] == nil || outs[0]["bdp_orders"] == nil {

@@ -26,15 +26,22 @@ const kTable = 10
 const kCDFCached = 32
 
 var (
-	kCDFOnce sync.Once
-	kCDF     [kTable][]uint16
+	tablesOnce sync.Once
+	kCDF       [kTable][]uint16
 )
 
-// kCDFInit computes the cached digits (newNormal calls it).
-func kCDFInit() { kCDFOnce.Do(func() { kCDF = kCDFDigits(kCDFCached) }) }
+// tablesInit computes the cached expansions of exp(-1/2) and of the F(j)
+// (about 10 ms), once, when the first sampler is made (newNormal): not
+// when a program that imports the package starts.
+func tablesInit() {
+	tablesOnce.Do(func() {
+		expHalf = expHalfDigits(expHalfCached)
+		kCDF = kCDFDigits(kCDFCached)
+	})
+}
 
 // kCDFDigit is digit i (base 2^16, the most significant first) of F(j),
-// computed afresh past the cached ones (kCDFInit first).
+// computed afresh past the cached ones (tablesInit first).
 func kCDFDigit(j, i int) uint16 {
 	if i < kCDFCached {
 		return kCDF[j][i]
@@ -63,22 +70,7 @@ func kCDFAt(D int, guard uint) (out [kTable][]uint16, ok bool) {
 	B := uint(digitBits * D)
 	P := B + guard
 	one := new(big.Int).Lsh(big.NewInt(1), P)
-	// exp(-1/2) in [eLo, eHi] / 2^P: partial sums S_n of sum (-1/2)^n / n!
-	// alternate around it (the terms decrease from the first on)
-	sum, term := big.NewRat(1, 1), big.NewRat(1, 1)
-	prev := new(big.Rat).Set(sum)
-	for n := int64(1); n <= int64(P/2)+8; n++ {
-		prev.Set(sum)
-		term.Mul(term, big.NewRat(-1, 2*n))
-		sum.Add(sum, term)
-	}
-	lo, hi := sum, prev
-	if lo.Cmp(hi) > 0 {
-		lo, hi = hi, lo
-	}
-	scale := new(big.Rat).SetInt(one)
-	eLo := floorRat(new(big.Rat).Mul(lo, scale))
-	eHi := ceilRat(new(big.Rat).Mul(hi, scale))
+	eLo, eHi := expHalfBounds(P) // exp(-1/2) in [eLo, eHi] / 2^P
 	mulFloor := func(x, y *big.Int) *big.Int { return new(big.Int).Rsh(new(big.Int).Mul(x, y), P) }
 	mulCeil := func(x, y *big.Int) *big.Int {
 		z := new(big.Int).Mul(x, y)
@@ -118,28 +110,9 @@ func kCDFAt(D int, guard uint) (out [kTable][]uint16, ok bool) {
 		if fLo.Cmp(fHi) != 0 {
 			return out, false
 		}
-		digits := make([]uint16, D)
-		mask := big.NewInt(1<<digitBits - 1)
-		for i := D - 1; i >= 0; i-- {
-			digits[i] = uint16(new(big.Int).And(fLo, mask).Uint64())
-			fLo.Rsh(fLo, digitBits)
-		}
-		out[j] = digits
+		out[j] = digitsOf(fLo, D)
 	}
 	return out, true
-}
-
-func floorRat(r *big.Rat) *big.Int {
-	q := new(big.Int).Quo(r.Num(), r.Denom()) // r >= 0 here
-	return q
-}
-
-func ceilRat(r *big.Rat) *big.Int {
-	q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
-	if m.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	return q
 }
 
 // intPart draws k >= 0 with P(k) = exp(-k^2/2)/theta exactly.

@@ -151,8 +151,8 @@ func fixedDeviate(w uint64) *deviate {
 // TestBernoulliSteps checks each Bernoulli step of Algorithm N against its
 // exact probability (a binomial count within 5 standard errors):
 // exp(-1/2) (H), exp(-x) for x below and above 1/2 (E), exp(-k x) of step
-// N4 for k x above 1 (k successive E trials), exp(-x^2/2) (B), and the
-// geometric step N1.
+// N4 for k x above 1 (k successive E trials), exp(-x^2/2) (B), and
+// exp(-m/2) as m trials of exp(-1/2) (the tail's proposal and acceptance).
 func TestBernoulliSteps(t *testing.T) {
 	const trials = 200_000
 	x := func(v float64) *deviate { return fixedDeviate(uint64(v * (1 << 63) * 2)) }
@@ -175,8 +175,8 @@ func TestBernoulliSteps(t *testing.T) {
 		}},
 		{"B exp(-0.3^2/2)", math.Exp(-0.045), func(n *normal) bool { return n.truncNormBern(x(0.3)) }},
 		{"B exp(-0.95^2/2)", math.Exp(-0.95 * 0.95 / 2), func(n *normal) bool { return n.truncNormBern(x(0.95)) }},
-		{"N1 geometric = 0", 1 - math.Exp(-0.5), func(n *normal) bool { return n.halfExpGeom() == 0 }},
-		{"N1 geometric = 3", math.Exp(-1.5) * (1 - math.Exp(-0.5)), func(n *normal) bool { return n.halfExpGeom() == 3 }},
+		{"exp(-3/2): 3 trials of exp(-1/2) (the tail's steps)", math.Exp(-1.5), func(n *normal) bool { return n.halfExpPow(3) }},
+		{"exp(-0): no trial", 1, func(n *normal) bool { return n.halfExpPow(0) }},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -401,6 +401,7 @@ func BenchmarkZiggurat(b *testing.B) {
 // TestExpHalfDigits: the expansion of exp(-1/2) agrees with math.Exp in its
 // first 52 bits, and a longer computation extends the cached digits.
 func TestExpHalfDigits(t *testing.T) {
+	tablesInit()
 	top := uint64(expHalf[0])<<37 | uint64(expHalf[1])<<21 | uint64(expHalf[2])<<5 | uint64(expHalf[3])>>11
 	if want := uint64(math.Exp(-0.5) * (1 << 53)); top != want && top != want-1 {
 		t.Errorf("first 53 bits of exp(-1/2): %x, math.Exp gives %x", top, want)
@@ -420,7 +421,7 @@ func TestExpHalfDigits(t *testing.T) {
 // and a longer computation extends them; the integer part's draws match exp(-k^2/2)/theta
 // (chi-squared, p > 1e-4), and so do the tail's k >= kTable (its own sampler, drawn directly).
 func TestIntPart(t *testing.T) {
-	kCDFInit()
+	tablesInit()
 	var theta float64
 	for k := range 40 {
 		theta += math.Exp(-float64(k*k) / 2)

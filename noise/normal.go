@@ -109,7 +109,7 @@ type normal struct {
 }
 
 func newNormal(src rand.Source) *normal {
-	kCDFInit()
+	tablesInit()
 	return &normal{b: bitSource{src: src}}
 }
 
@@ -125,16 +125,6 @@ func (n *normal) halfExpBern() bool {
 			return u < w
 		}
 	}
-}
-
-// halfExpGeom returns j >= 0 with probability exp(-j/2) (1 - exp(-1/2))
-// (step N1).
-func (n *normal) halfExpGeom() uint64 {
-	var j uint64
-	for n.halfExpBern() {
-		j++
-	}
-	return j
 }
 
 // truncExpBern is true with probability exp(-x) for the deviate x
@@ -183,22 +173,6 @@ func (n *normal) truncNormBern(x *deviate) bool {
 	return parity == 0
 }
 
-// squares has bit j set for the perfect squares j < 64.
-const squares = 1<<0 | 1<<1 | 1<<4 | 1<<9 | 1<<16 | 1<<25 | 1<<36 | 1<<49
-
-// isqrt returns the root of j when j is a perfect square, else -1.
-func isqrt(j uint64) int64 {
-	if j < 64 && squares>>j&1 == 0 {
-		return -1
-	}
-	for k := uint64(0); k*k <= j; k++ {
-		if k*k == j {
-			return int64(k)
-		}
-	}
-	return -1
-}
-
 // draw samples X = (-1)^neg (k + x) ~ N(0, 1) exactly: it returns the sign
 // and the integer part; the fractional part is the deviate n.x, whose
 // further digits the caller may draw.
@@ -224,11 +198,12 @@ func (n *normal) draw() (neg bool, k uint64) {
 // (a uniform deviate agrees with the first 32 with probability 2^-512).
 const expHalfCached = 32
 
-// expHalf holds the first expHalfCached base-2^16 digits of exp(-1/2).
-var expHalf = expHalfDigits(expHalfCached)
+// expHalf holds the first expHalfCached base-2^16 digits of exp(-1/2)
+// (tablesInit).
+var expHalf []uint16
 
 // expHalfDigit is digit i of exp(-1/2) in base 2^16 (0 the most
-// significant), computed afresh past the cached ones.
+// significant), computed afresh past the cached ones (tablesInit first).
 func expHalfDigit(i int) uint16 {
 	if i < len(expHalf) {
 		return expHalf[i]
@@ -237,31 +212,57 @@ func expHalfDigit(i int) uint16 {
 }
 
 // expHalfDigits returns the first D base-2^16 digits of exp(-1/2), exactly:
-// floor(exp(-1/2) 2^(16D)) from the alternating series sum (-1/2)^k/k!,
-// whose limit lies strictly between consecutive partial sums; the digits
-// are returned once two consecutive partial sums agree on them (the limit
-// is irrational, so it is never on a digit boundary).
+// floor(exp(-1/2) 2^(16D)), known when the bounds of expHalfBounds with
+// guard bits beyond 16 D agree on it (exp(-1/2) is irrational, so they do
+// with enough guard bits).
 func expHalfDigits(D int) []uint16 {
-	scale := new(big.Int).Lsh(big.NewInt(1), uint(digitBits*D))
-	floorScaled := func(r *big.Rat) *big.Int {
-		v := new(big.Int).Mul(r.Num(), scale)
-		return v.Quo(v, r.Denom()) // r > 0
-	}
-	sum, term := big.NewRat(1, 1), big.NewRat(1, 1)
-	prev := floorScaled(sum)
-	for k := int64(1); ; k++ {
-		term.Mul(term, big.NewRat(-1, 2*k))
-		sum.Add(sum, term)
-		cur := floorScaled(sum)
-		if cur.Cmp(prev) == 0 && k > 2 {
-			out := make([]uint16, D)
-			mask := big.NewInt(1<<digitBits - 1)
-			for i := D - 1; i >= 0; i-- {
-				out[i] = uint16(new(big.Int).And(cur, mask).Uint64())
-				cur.Rsh(cur, digitBits)
-			}
-			return out
+	B := uint(digitBits * D)
+	for guard := uint(64); ; guard *= 2 {
+		lo, hi := expHalfBounds(B + guard)
+		lo.Rsh(lo, guard)
+		hi.Rsh(hi, guard)
+		if lo.Cmp(hi) == 0 {
+			return digitsOf(lo, D)
 		}
-		prev = cur
 	}
+}
+
+// expHalfBounds brackets exp(-1/2) 2^P between the integers lo and hi: the
+// floor and ceiling of two consecutive partial sums of the alternating
+// series sum (-1/2)^n / n!, whose terms decrease from the first on, so
+// that the limit lies between them; the last term is below 2^-P.
+func expHalfBounds(P uint) (lo, hi *big.Int) {
+	sum, term := big.NewRat(1, 1), big.NewRat(1, 1)
+	prev := new(big.Rat).Set(sum)
+	for n := int64(1); n <= int64(P/2)+8; n++ {
+		prev.Set(sum)
+		term.Mul(term, big.NewRat(-1, 2*n))
+		sum.Add(sum, term)
+	}
+	a, b := sum, prev
+	if a.Cmp(b) > 0 {
+		a, b = b, a
+	}
+	scale := new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), P))
+	a.Mul(a, scale)
+	b.Mul(b, scale)
+	lo = new(big.Int).Quo(a.Num(), a.Denom()) // a > 0: the floor
+	hi, m := new(big.Int).QuoRem(b.Num(), b.Denom(), new(big.Int))
+	if m.Sign() != 0 {
+		hi.Add(hi, big.NewInt(1))
+	}
+	return lo, hi
+}
+
+// digitsOf returns the D base-2^16 digits of v < 2^(16D), the most
+// significant first.
+func digitsOf(v *big.Int, D int) []uint16 {
+	out := make([]uint16, D)
+	v = new(big.Int).Set(v)
+	mask := big.NewInt(1<<digitBits - 1)
+	for i := D - 1; i >= 0; i-- {
+		out[i] = uint16(new(big.Int).And(v, mask).Uint64())
+		v.Rsh(v, digitBits)
+	}
+	return out
 }

@@ -155,9 +155,6 @@ func NewNoise(l Lattice, src rand.Source) *Noise {
 	return &Noise{lat: l, n: newNormal(src)}
 }
 
-// Lattice is the lattice the noise is drawn on.
-func (s *Noise) Lattice() Lattice { return s.lat }
-
 // Fill sets dst[i] to independent draws of round(sigma' X / G).
 func (s *Noise) Fill(dst []int64) {
 	for i := range dst {

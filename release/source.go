@@ -27,12 +27,9 @@ type Source struct {
 	rng    *rand.Rand // seeded: every draw; crypto: the draws of an unproved (floating-point) release
 	seeded bool
 
-	poolMu      sync.Mutex
-	pool        *pool
-	poolOf      *exactRelease
-	closed      bool
-	poolSize    int
-	poolWorkers int
+	poolMu sync.Mutex
+	pool   *pool
+	closed bool
 }
 
 var errSourceClosed = errors.New("release: the noise source is closed")
@@ -45,7 +42,7 @@ func NewSource() (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Source{rng: rng, poolSize: DefaultPoolSize, poolWorkers: DefaultPoolWorkers()}, nil
+	return &Source{rng: rng}, nil
 }
 
 // NewSeededSource returns the source of a seed: ChaCha8 keyed by SeedKey(seed). Its noise can be
@@ -111,16 +108,17 @@ func (s *Source) exactDraw(ctx context.Context, e *exactRelease) (*draw, error) 
 	return p.take(ctx)
 }
 
-// done wipes a draw its release has used, and gives it back to the pool
-// it came from to be refilled.
+// done wipes a draw its release has used and, when it came from the pool,
+// gives it back to be refilled (pool.recycle wipes it).
 func (s *Source) done(d *draw) {
-	d.wipe()
 	s.poolMu.Lock()
 	p := s.pool
 	s.poolMu.Unlock()
-	if p != nil && !s.seeded {
-		p.recycle(d)
+	if p == nil { // a seeded source's draw
+		d.wipe()
+		return
 	}
+	p.recycle(d)
 }
 
 // poolFor returns the source's pool, started for e on first use.
@@ -131,12 +129,12 @@ func (s *Source) poolFor(e *exactRelease) (*pool, error) {
 	case s.closed:
 		return nil, errSourceClosed
 	case s.pool == nil:
-		p, err := startPool(e, s.poolSize, s.poolWorkers, 0)
+		p, err := startPool(e, DefaultPoolSize, DefaultPoolWorkers(), 0)
 		if err != nil {
 			return nil, err
 		}
-		s.pool, s.poolOf = p, e
-	case s.poolOf != e:
+		s.pool = p
+	case s.pool.e != e:
 		return nil, errors.New("release: a source's noise pool serves one model: use a source per model")
 	}
 	return s.pool, nil

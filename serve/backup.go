@@ -53,8 +53,8 @@ func (e *BackupFileError) Error() string {
 type RestoreRecord struct {
 	Restored time.Time `json:"restored"`
 	From     string    `json:"from"` // the backup's path
-	// Backup is the backup's mark (nil: the file restored was a copy of a
-	// ledger that Backup did not write, whose age the ledger cannot know).
+	// Backup is the backup's mark (nil only in records of before restores
+	// required it: a copy of a ledger that Backup did not write).
 	Backup *BackupMark `json:"backup,omitempty"`
 	// Replaced is where the file found at the ledger's path was moved ("":
 	// there was none).
@@ -223,12 +223,23 @@ func (l *Ledger) PruneBackups(dir string, keep int) ([]string, error) {
 // acknowledged.
 var ErrRollbackNotAccepted = errors.New("rollback not acknowledged")
 
-// RestoreLedger makes the ledger file backup (a backup written by Backup,
-// or any checked ledger file) the ledger at path, and returns the record of
-// the restore. Restoring is a rollback: every charge made after the backup
-// was taken is forgotten, so keys may receive more than their budgets over
-// the ledger's life; acceptRollback must say the operator accepts it
-// (else ErrRollbackNotAccepted, and nothing changes).
+// ErrNotBackup is RestoreLedger's refusal of a file without the backup mark
+// (BackupMark): a live ledger, or a copy of one made by hand.
+var ErrNotBackup = errors.New("not a backup")
+
+// RestoreLedger makes the ledger file backup (a backup written by Backup)
+// the ledger at path, and returns the record of the restore. Restoring is a
+// rollback: every charge made after the backup was taken is forgotten, so
+// keys may receive more than their budgets over the ledger's life;
+// acceptRollback must say the operator accepts it (else
+// ErrRollbackNotAccepted, and nothing changes).
+//
+// A file without the backup mark is refused (ErrNotBackup): restoring a
+// live ledger would make a second ledger with its ID while the first one
+// stays live, each with every key's full budget. Every backup nvdp has
+// written carries the mark (Backup has set it since backups exist); a
+// copy made by hand (cp of a stopped ledger) has none and is refused too:
+// it is indistinguishable from the live file it copies.
 //
 // The backup is checked (a corrupt one is refused) and copied beside path,
 // its backup mark removed and the restore appended to the copy's meta
@@ -245,6 +256,10 @@ func RestoreLedger(backup, path string, acceptRollback bool) (RestoreRecord, err
 	src.Close()
 	if err != nil {
 		return RestoreRecord{}, fmt.Errorf("restore: %w", err)
+	}
+	if info.Backup == nil {
+		return RestoreRecord{}, fmt.Errorf("restore of %s to ledger %s: %s has no backup mark, so it may be a live ledger (restoring it would make a second ledger with its ID %s, each with every key's full budget); restore a backup written by `nvdp serve ledger backup` or a serving process (%w)",
+			backup, path, backup, info.LedgerID, ErrNotBackup)
 	}
 	if !acceptRollback {
 		return RestoreRecord{}, fmt.Errorf("restore of %s (%s) to ledger %s: a restore rolls the ledger back, forgetting every charge made after the backup was taken, so that keys can receive more than their budgets; it must be acknowledged (%w)",

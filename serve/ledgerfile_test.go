@@ -521,6 +521,15 @@ func TestBackupAndRestore(t *testing.T) {
 	if fileSum(t, path) != before {
 		t.Error("a refused restore changed the ledger")
 	}
+	// A live ledger (no backup mark) is refused as a backup: restored, it
+	// would be a second ledger with the same ID.
+	fresh := filepath.Join(t.TempDir(), "new.db")
+	if _, err := RestoreLedger(path, fresh, true); !errors.Is(err, ErrNotBackup) || !strings.Contains(err.Error(), "has no backup mark") {
+		t.Errorf("restore of a live ledger: %v", err)
+	}
+	if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
+		t.Error("a refused restore wrote the ledger")
+	}
 }
 
 // TestBackupUnderCharges: backups taken while charges commit are each a

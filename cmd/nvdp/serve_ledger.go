@@ -246,6 +246,9 @@ nothing is changed. Stop the server first. docs/serving.md, "Backups and restore
 			if errors.Is(err, serve.ErrRollbackNotAccepted) {
 				return fmt.Errorf("%w: give --accept-rollback", err)
 			}
+			if errors.Is(err, serve.ErrNotBackup) {
+				return fmt.Errorf("--backup: %w", err)
+			}
 			if err != nil {
 				return err
 			}

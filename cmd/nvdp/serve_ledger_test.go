@@ -109,6 +109,17 @@ func TestServeLedgerDeletedAndRestored(t *testing.T) {
 		!strings.Contains(stderr, "rolls the ledger back") || !strings.Contains(stderr, "give --accept-rollback") {
 		t.Fatalf("restore without --accept-rollback: exit %d\n%s", code, stderr)
 	}
+	// A live ledger is no backup: restored, it would be a second ledger
+	// with the same ID.
+	if _, stderr, code := runHelper(t, "serve", "ledger", "restore", "--backup", backup, "--ledger", ledger, "--accept-rollback"); code != 0 {
+		t.Fatalf("restore: exit %d\n%s", code, stderr)
+	}
+	twin := filepath.Join(t.TempDir(), "twin.db")
+	if _, stderr, code := runHelper(t, "serve", "ledger", "restore", "--backup", ledger, "--ledger", twin, "--accept-rollback"); code != 1 ||
+		!strings.Contains(stderr, "--backup: restore of "+ledger) || !strings.Contains(stderr, "has no backup mark") {
+		t.Fatalf("restore of a live ledger: exit %d\n%s", code, stderr)
+	}
+	os.Remove(ledger)
 	if out, stderr, code := runHelper(t, "serve", "ledger", "restore", "--backup", backup, "--ledger", ledger, "--accept-rollback"); code != 0 ||
 		!strings.Contains(out, `"from": "`+backup+`"`) {
 		t.Fatalf("restore: exit %d %s\n%s", code, out, stderr)

@@ -141,7 +141,8 @@ func PlanStages(o Options) (*StagePlan, error) {
 }
 
 // ReadStages reads Out/stages.json. Errors: missing (fs.ErrNotExist: plan
-// it first), not a plan of this format.
+// it first), not a plan of this format, a plan that would write outside out
+// (its options.out another directory, a cell's id or dir outside it).
 func ReadStages(out string) (*StagePlan, error) {
 	path := filepath.Join(out, StagesFile)
 	b, err := os.ReadFile(path)
@@ -157,7 +158,51 @@ func ReadStages(out string) (*StagePlan, error) {
 	if p.Format != StagesFormat {
 		return nil, fmt.Errorf("%s: format %q, want %q", path, p.Format, StagesFormat)
 	}
+	if err := p.checkDirs(out); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return &p, nil
+}
+
+// checkDirs reports whether the plan writes only inside the sweep directory
+// out: options.out must be out (the same directory, however written), and
+// every cell's id a local path whose dir is options.out/id, as PlanStages
+// writes them. A hand-edited stages.json with a cell dir of /etc or ../x is
+// refused before any cell runs.
+func (p *StagePlan) checkDirs(out string) error {
+	if !sameDir(p.Options.Out, out) {
+		return fmt.Errorf("options.out %q: not the sweep directory %s (plan the sweep into it again)", p.Options.Out, out)
+	}
+	for _, st := range []struct {
+		name  string
+		cells []*Cell
+	}{{StageGrid, p.Grid}, {StageMain, p.Main}} {
+		for i, c := range st.cells {
+			if c == nil {
+				return fmt.Errorf("%s[%d]: null cell", st.name, i)
+			}
+			if !filepath.IsLocal(c.ID) {
+				return fmt.Errorf("%s[%d].id %q: outside the sweep directory %s", st.name, i, c.ID, out)
+			}
+			if want := filepath.Join(p.Options.Out, c.ID); c.Dir != want {
+				return fmt.Errorf("%s[%d].dir %q: outside the sweep directory or not its id's (want %q)", st.name, i, c.Dir, want)
+			}
+		}
+	}
+	return nil
+}
+
+// sameDir reports whether a and b name the same directory: equal once
+// absolute and clean, or the same file.
+func sameDir(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == bb {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 // recordPath is the record of cell index of stage: Out/stages/<stage>/<index>.json.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -149,4 +150,70 @@ func TestStagesRefuse(t *testing.T) {
 	}
 	_, err = FinishStages(so.Out)
 	check(err, "the C_mu selection has not been made")
+}
+
+// TestStagesRefuseOutside: a stages.json edited so that a cell would run
+// outside the sweep directory (its dir elsewhere, its id climbing out, the
+// options' out another directory) is refused by every stage command before
+// any cell runs, naming the field; nothing is written outside.
+func TestStagesRefuseOutside(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		edit       func(p *StagePlan, outside string)
+	}{
+		{"absolute dir", "main[0].dir", func(p *StagePlan, outside string) { p.Main[0].Dir = outside }},
+		{"dir climbing out", "grid[1].dir", func(p *StagePlan, outside string) {
+			p.Grid[1].Dir = filepath.Join(p.Options.Out, "..", filepath.Base(outside))
+		}},
+		{"id climbing out", "grid[0].id", func(p *StagePlan, outside string) {
+			p.Grid[0].ID = filepath.Join("..", filepath.Base(outside))
+			p.Grid[0].Dir = filepath.Join(p.Options.Out, p.Grid[0].ID)
+		}},
+		{"options.out elsewhere", "options.out", func(p *StagePlan, outside string) {
+			p.Options.Out = outside
+			for _, c := range append(p.Grid, p.Main...) {
+				c.Dir = filepath.Join(outside, c.ID)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top := t.TempDir()
+			so := Options{Base: bare(model.Options{CMu: 99}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"},
+				Lambdas: []float64{1e-2}, Seeds: []uint64{1}, CMuGrid: []float64{1, 2}, Out: filepath.Join(top, "sweep")}
+			if _, err := PlanStages(so); err != nil {
+				t.Fatal(err)
+			}
+			// Selected, so that the main stage would run at once.
+			p, err := ReadStages(so.Out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Selected = true
+			outside := filepath.Join(top, "escaped")
+			tc.edit(p, outside)
+			if err := atomicfile.WriteJSON(filepath.Join(so.Out, StagesFile), p); err != nil {
+				t.Fatal(err)
+			}
+			f := &fakeRunner{}
+			for _, stage := range []string{StageGrid, StageMain} {
+				for i := range 2 {
+					if _, err := RunStageCell(context.Background(), so.Out, stage, i, f.run, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+						t.Errorf("RunStageCell(%s, %d): err = %v, want %q", stage, i, err, tc.want)
+					}
+				}
+			}
+			if _, err := SelectStage(so.Out); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("SelectStage: err = %v, want %q", err, tc.want)
+			}
+			if _, err := FinishStages(so.Out); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("FinishStages: err = %v, want %q", err, tc.want)
+			}
+			if len(f.calls) != 0 {
+				t.Errorf("cells ran: %v", f.calls)
+			}
+			if _, err := os.Stat(outside); err == nil {
+				t.Errorf("%s was written", outside)
+			}
+		})
+	}
 }

@@ -79,6 +79,9 @@ func TestLatentOptions(t *testing.T) {
 		{"baseline ignores it", func(o *Options) { o.LatentDim, o.Variant = latentDim(33), nvib.ModelBaseline }, ""},
 		{"gaussian", func(o *Options) { o.LatentDim, o.Variant = latentDim(32), nvib.ModelGaussian }, ""},
 		{"larger than H", func(o *Options) { o.LatentDim = latentDim(256) }, ""},
+		// refused before anything is allocated: 1e6 x 1e6 block weights
+		{"cannot fit", func(o *Options) { o.LatentDim = latentDim(1000000) }, "latent_dim 1000000: the layers at the release's width P need about"},
+		{"just fits", func(o *Options) { o.LatentDim = latentDim(16384) }, ""},
 	} {
 		o := handSet(tc.mod)
 		err := o.Validate()
@@ -188,5 +191,25 @@ func TestLatentCalibration(t *testing.T) {
 				t.Errorf("the P 16 constants at P 64 certify epsilon %v, want above the target %v", e, o.TargetEpsilon)
 			}
 		})
+	}
+}
+
+// TestRunTimeOptions: a negative StopAfterSteps is an *OptionError naming
+// stop_after_steps (before the fix the loop refused it without the name:
+// "loop: negative count"); 0 (do not stop) and a count are valid.
+func TestRunTimeOptions(t *testing.T) {
+	for _, tc := range []struct {
+		stop int
+		want string // "" = valid
+	}{{-1, "stop_after_steps -1: must be >= 0 (0: do not stop)"}, {0, ""}, {5, ""}} {
+		o := targetOptions(func(o *Options) { o.HandSetClipping = true; o.StopAfterSteps = tc.stop })
+		for name, err := range map[string]error{"Validate": o.Validate(), "ValidateRunTime": o.ValidateRunTime()} {
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+				t.Errorf("stop %d: %s = %v, want %q", tc.stop, name, err, tc.want)
+			}
+			if _, ok := err.(*OptionError); err != nil && !ok {
+				t.Errorf("stop %d: %s: %T, want *OptionError", tc.stop, name, err)
+			}
+		}
 	}
 }

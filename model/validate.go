@@ -50,6 +50,9 @@ func (o *Options) Validate() error {
 // trainer of another modality shares (package speech, whose encoder and
 // data are its own). Validate calls it. Errors are *OptionError.
 func (o *Options) ValidateTraining() error {
+	if err := o.ValidateRunTime(); err != nil {
+		return err
+	}
 	if err := oneOf("variant", o.Variant, nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian); err != nil {
 		return err
 	}
@@ -111,6 +114,17 @@ func (o *Options) ValidateTraining() error {
 		return optionError("kl_warmup", o.KLWarmup, "must be in [0, 1)")
 	case o.Out == "":
 		return optionError("out", nil, "required: the output / model directory")
+	}
+	return nil
+}
+
+// ValidateRunTime checks the run-time options, which the options file
+// does not hold and a resumed run takes from its caller: StopAfterSteps
+// >= 0 (0: do not stop). ValidateTraining calls it. Errors are
+// *OptionError (stop_after_steps).
+func (o *Options) ValidateRunTime() error {
+	if o.StopAfterSteps < 0 {
+		return optionError("stop_after_steps", o.StopAfterSteps, "must be >= 0 (0: do not stop)")
 	}
 	return nil
 }
@@ -287,7 +301,28 @@ func (o *Options) latentFor(enc encoder.Config) error {
 	if err := nvib.CheckLatent(o.Variant, o.Mode, *o.LatentDim, enc.HiddenSize, enc.NumAttentionHeads); err != nil {
 		return optionError("latent_dim", *o.LatentDim, "%v", err)
 	}
+	if b := latentBytes(*o.LatentDim, enc); b > MaxLatentBytes {
+		return optionError("latent_dim", *o.LatentDim, "the layers at the release's width P need about %.3g GiB for their parameters, gradients and AdamW moments (more than %d GiB): choose a smaller P",
+			b/(1<<30), MaxLatentBytes>>30)
+	}
 	return nil
+}
+
+// MaxLatentBytes bounds the memory of the layers whose width is the
+// release's P (latent_dim): their parameters, gradients and two AdamW
+// moments, in float32. A wider P is refused before anything is allocated.
+const MaxLatentBytes = 1 << 36
+
+// latentBytes is the memory of the float32 layers at width P of a model
+// on encoder enc, as training holds it (parameters, gradients and two AdamW
+// moments: 4 copies): the NVIB projections from the hidden size H
+// (at most 4 H P), the NVDP block at P (attention 4 P^2, its feed-forward
+// 2 P I P/H, nvib.Config.BlockIntermediate) and the head (P^2). An upper
+// estimate, for a refusal before allocation.
+func latentBytes(P int, enc encoder.Config) float64 {
+	p, h := float64(P), float64(max(enc.HiddenSize, 1))
+	inter := float64(enc.IntermediateSize) * p / h
+	return 4 * 4 * (4*h*p + 4*p*p + 2*p*inter + p*p)
 }
 
 // CheckTargetValues checks the target values alone, as Validate does: each
@@ -356,7 +391,7 @@ func (o *Options) validateTarget() error {
 		return optionError("mode", o.Mode, "a target needs principled mode: reference mode clips without a sigma cap and with C_amin 0, so its certified bound is infinite; calibrate in principled mode")
 	case o.Releases < 1:
 		return optionError("releases", o.Releases, "must be >= 1")
-	case epsilon && !(o.TargetDelta > 0 && o.TargetDelta < 1):
+	case epsilon && privacy.CheckDelta(o.TargetDelta) != nil:
 		return optionError("target_delta", o.TargetDelta, "the target's delta must be in (0, 1)")
 	case !epsilon && !(o.TargetOrder > 1):
 		return optionError("target_order", o.TargetOrder, "the target RD's Renyi order must be > 1")

@@ -3,12 +3,14 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/model"
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // TestLoadOptionsValidates: a saved options file is checked as new options
@@ -70,5 +72,16 @@ func TestLoadOptionsValidates(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, model.OptionsFile)); !os.IsNotExist(err) {
 		t.Errorf("invalid options written (%v)", err)
+	}
+}
+
+// TestResumeStopAfterNegative: a resumed run checks the run-time
+// StopAfterSteps it takes from its caller: -1 is an *option.Error naming
+// stop_after_steps, not the loop's "negative count".
+func TestResumeStopAfterNegative(t *testing.T) {
+	_, err := Run(context.Background(), model.Options{Out: t.TempDir(), Resume: true, StopAfterSteps: -1}, nil)
+	var oe *option.Error
+	if !errors.As(err, &oe) || oe.Option != "stop_after_steps" || !strings.Contains(err.Error(), "stop_after_steps -1: must be >= 0") {
+		t.Errorf("err = %v, want an *option.Error of stop_after_steps", err)
 	}
 }

@@ -365,6 +365,9 @@ func runOptions(o model.Options) (model.Options, error) {
 	if o.Out == "" {
 		return o, errors.New("resume: no output directory (Options.Out) to resume")
 	}
+	if err := o.ValidateRunTime(); err != nil {
+		return o, err
+	}
 	if err := loop.Check(ckptPath, true); err != nil {
 		return o, err
 	}

@@ -97,8 +97,8 @@ func (o DistinguishOptions) Validate() error {
 	switch {
 	case o.Releases < 2:
 		return option.Errorf("releases", o.Releases, "want >= 2 (half of them choose the test, half bound it)")
-	case !(o.Delta > 0 && o.Delta < 1):
-		return option.Errorf("delta", o.Delta, "want a value in (0, 1)")
+	case privacy.CheckDelta(o.Delta) != nil:
+		return privacy.CheckDelta(o.Delta)
 	case !(o.Confidence > 0.5 && o.Confidence < 1):
 		return option.Errorf("confidence", o.Confidence, "want a value in (0.5, 1)")
 	case o.Workers < 0:

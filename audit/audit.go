@@ -140,8 +140,8 @@ func (o Options) validateAccountant() error {
 	if err := privacy.CheckOrder(o.Order); err != nil {
 		return option.Errorf("order", o.Order, "the Renyi order lambda must be finite and > 1")
 	}
-	if !(o.Delta > 0 && o.Delta < 1) {
-		return option.Errorf("delta", o.Delta, "delta_mu must be in (0, 1)")
+	if err := privacy.CheckDelta(o.Delta); err != nil {
+		return err
 	}
 	if !(o.Confidence > 0.5 && o.Confidence < 1) {
 		return option.Errorf("confidence", o.Confidence, "must be in (0.5, 1)")

@@ -92,8 +92,8 @@ func GaussianMechanismMu(eps, delta float64) (float64, error) {
 	if !(eps >= 0) || math.IsInf(eps, 0) {
 		return 0, fmt.Errorf("gaussian mechanism: epsilon %v: want a finite value >= 0", eps)
 	}
-	if !(delta > 0 && delta < 1) {
-		return 0, fmt.Errorf("delta = %v: must be in (0, 1)", delta)
+	if err := CheckDelta(delta); err != nil {
+		return 0, err
 	}
 	lo, hi := 0.0, 1.0
 	for GaussianMechanismDelta(hi, eps) <= delta {

@@ -3,6 +3,8 @@ package privacy
 import (
 	"fmt"
 	"math"
+
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // PosteriorView is one example's posterior: N components in P dimensions.
@@ -184,6 +186,17 @@ const DefaultOrder = 1.1
 func CheckOrder(order float64) error {
 	if !(order > 1) || math.IsInf(order, 0) {
 		return fmt.Errorf("Renyi order lambda = %v: must be finite and > 1", order)
+	}
+	return nil
+}
+
+// CheckDelta checks a delta of (epsilon, delta)-DP or of BDP's delta_mu: nil
+// when it is in (0, 1), else an [*option.Error] for the option "delta"
+// ("delta <value>: must be in (0, 1)"), so that a program names its own flag
+// for it. Every delta nvdp accepts is checked with it.
+func CheckDelta(delta float64) error {
+	if !(delta > 0 && delta < 1) {
+		return option.Errorf("delta", delta, "must be in (0, 1)")
 	}
 	return nil
 }

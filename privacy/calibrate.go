@@ -62,8 +62,8 @@ func (t Target) Validate() error {
 		switch {
 		case !(t.Epsilon > 0) || math.IsInf(t.Epsilon, 0):
 			return fmt.Errorf("target: epsilon %v: want a finite value > 0", t.Epsilon)
-		case !(t.Delta > 0 && t.Delta < 1):
-			return fmt.Errorf("target: delta %v of epsilon %v: want delta in (0, 1)", t.Delta, t.Epsilon)
+		case CheckDelta(t.Delta) != nil:
+			return fmt.Errorf("target: epsilon %v: %w", t.Epsilon, CheckDelta(t.Delta))
 		case t.RD != 0:
 			return fmt.Errorf("target: an epsilon target with RD %v: %s", t.RD, one)
 		}
@@ -73,8 +73,8 @@ func (t Target) Validate() error {
 			return fmt.Errorf("target: RD %v: want a finite value > 0", t.RD)
 		case t.Epsilon != 0:
 			return fmt.Errorf("target: an RD target with epsilon %v: %s", t.Epsilon, one)
-		case t.Delta != 0 && !(t.Delta > 0 && t.Delta < 1):
-			return fmt.Errorf("target: delta %v: want delta in (0, 1), or 0 for %v", t.Delta, DefaultDelta)
+		case t.Delta != 0 && CheckDelta(t.Delta) != nil:
+			return fmt.Errorf("target: RD %v: %w (or 0 for %v)", t.RD, CheckDelta(t.Delta), DefaultDelta)
 		}
 		if err := CheckOrder(t.Order); err != nil {
 			return fmt.Errorf("target: RD %v: %w", t.RD, err)

@@ -108,8 +108,8 @@ func CheckReport(order float64, orders []float64, dir GaussianDirection, release
 	if releases < 1 {
 		return option.Errorf("releases", releases, "must be >= 1")
 	}
-	if !(delta > 0 && delta < 1) {
-		return option.Errorf("delta", delta, "must be in (0, 1)")
+	if err := CheckDelta(delta); err != nil {
+		return err
 	}
 	return nil
 }

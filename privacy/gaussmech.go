@@ -36,8 +36,8 @@ func GaussianMechanismEpsilon(mu, delta float64) (float64, error) {
 	if !(mu >= 0) || math.IsInf(mu, 0) {
 		return 0, fmt.Errorf("gaussian mechanism: sensitivity/sigma = %v: want a finite value >= 0", mu)
 	}
-	if !(delta > 0 && delta < 1) {
-		return 0, fmt.Errorf("delta = %v: must be in (0, 1)", delta)
+	if err := CheckDelta(delta); err != nil {
+		return 0, err
 	}
 	if GaussianMechanismDelta(mu, 0) <= delta {
 		return 0, nil

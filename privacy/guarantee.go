@@ -44,8 +44,8 @@ func EpsilonAt(order, rd, delta float64) (float64, error) {
 	if err := CheckOrder(order); err != nil {
 		return 0, err
 	}
-	if !(delta > 0 && delta < 1) {
-		return 0, fmt.Errorf("delta = %v: must be in (0, 1)", delta)
+	if err := CheckDelta(delta); err != nil {
+		return 0, err
 	}
 	if !(rd >= 0) {
 		return 0, fmt.Errorf("RDP value %v at order %v: must be >= 0", rd, order)
@@ -92,8 +92,8 @@ func BestEpsilon(curve []OrderRD, delta float64) (eps, order float64, err error)
 // Student-t bound: it holds for every data distribution. Returns the value
 // and the moment order l (+Inf, NaN when every point is infinite).
 func CertifiedBDP(curve []OrderRD, deltaMu float64) (eps, l float64, err error) {
-	if !(deltaMu > 0 && deltaMu < 1) {
-		return 0, 0, fmt.Errorf("delta_mu = %v: must be in (0, 1)", deltaMu)
+	if err := CheckDelta(deltaMu); err != nil {
+		return 0, 0, err
 	}
 	eps, l = math.Inf(1), math.NaN()
 	for _, p := range curve {

@@ -249,8 +249,8 @@ func (r *Releaser) GuaranteeOf(releases int) (*privacy.Guarantee, error) {
 // SetDelta sets the delta of the guarantees' (epsilon, delta) conversion. Errors: delta not in (0, 1)
 // (the guarantee is then unchanged).
 func (r *Releaser) SetDelta(delta float64) error {
-	if !(delta > 0 && delta < 1) {
-		return fmt.Errorf("release: delta %v: want a value in (0, 1)", delta)
+	if err := privacy.CheckDelta(delta); err != nil {
+		return fmt.Errorf("release: %w", err)
 	}
 	g, err := privacy.CertifyCurve(r.set, nil, privacy.DirectionStandard, 1, delta)
 	if err != nil {

@@ -268,7 +268,7 @@ func TestAuditCommandErrors(t *testing.T) {
 		{[]string{"--posteriors", path, "--order", "1"}, "--order 1: the Renyi order lambda must be finite and > 1"},
 		{[]string{"--posteriors", path, "--order", "0.5"}, "--order 0.5: the Renyi order lambda must be finite and > 1"},
 		// An explicit 0 is never replaced by the default.
-		{[]string{"--posteriors", path, "--delta", "0"}, "--delta 0: delta_mu must be in (0, 1)"},
+		{[]string{"--posteriors", path, "--delta", "0"}, "--delta 0: must be in (0, 1)"},
 		{[]string{"--posteriors", path, "--confidence", "0"}, "--confidence 0: must be in (0.5, 1)"},
 		{[]string{"--posteriors", path, "--mode", "reference", "--batch-size", "0"}, "--batch-size 0: reference mode: must be >= 2"},
 		{[]string{"--posteriors", path, "--mode", "reference", "--batch-size", "4", "--q", "0"}, "--q 0: the sampling ratio must be in (0, 1]"},

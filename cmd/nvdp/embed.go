@@ -149,8 +149,8 @@ func (f *embedFlags) check(cmd *cobra.Command) error {
 		return errors.New(`--field "": want a field name`)
 	case f.input != "-" && fsutil.SameFile(f.input, f.out):
 		return fmt.Errorf("--out %s is the input file", f.out)
-	case !(f.delta > 0 && f.delta < 1):
-		return fmt.Errorf("--delta %v: want a value in (0, 1)", f.delta)
+	case privacy.CheckDelta(f.delta) != nil:
+		return flagError(privacy.CheckDelta(f.delta))
 	}
 	if err := f.dev.check(); err != nil {
 		return err

@@ -276,7 +276,7 @@ func TestEmbedBadInputs(t *testing.T) {
 		{"batch too large", []string{"--input", lines, "--batch-size", "100000000"}, "--batch-size 100000000: a batch of 100000000 texts x 1 releases"},
 		{"batch 0", []string{"--input", lines, "--batch-size", "0"}, "--batch-size 0: must be >= 1"},
 		{"format", []string{"--input", lines, "--format", "csv"}, `--format "csv": want safetensors or jsonl`},
-		{"delta", []string{"--input", lines, "--delta", "2"}, "--delta 2: want a value in (0, 1)"},
+		{"delta", []string{"--input", lines, "--delta", "2"}, "--delta 2: must be in (0, 1)"},
 		{"missing input", []string{"--input", lines + ".missing"}, "--input: open"},
 		{"model dir", []string{"--input", lines, "--model", t.TempDir()}, "--model: release: "},
 		{"max epsilon 0", []string{"--input", lines, "--max-epsilon", "0"}, "--max-epsilon 0: must be > 0"},

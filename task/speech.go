@@ -43,7 +43,7 @@ func (speechTask) Metrics() []string    { return []string{speech.MetricAccuracy,
 func (speechTask) Selection() string    { return speech.MetricF1 }
 func (speechTask) UtilitySplit() string { return speech.DefaultPipelineOptions().UtilitySplit }
 
-func (speechTask) OnDevice() error {
+func (speechTask) DeviceErr() error {
 	return errors.New("the speech encoder (Wav2Vec2) has no GPU twin yet")
 }
 
@@ -154,7 +154,7 @@ func (s speechModel) Evaluate(ctx context.Context, eo EvalOptions) (*train.EvalR
 		}
 	}
 	if eo.Device != nil {
-		return nil, option.Errorf("device", nil, "%v", speechTask{}.OnDevice())
+		return nil, option.Errorf("device", nil, "%v", speechTask{}.DeviceErr())
 	}
 	o := *s.o
 	if eo.Given.has("data_dir") {

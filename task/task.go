@@ -71,7 +71,7 @@ type EvalOptions struct {
 	MaxSeqLen   int    // key max_seq_len (text)
 	Given       Given
 	// Device runs the evaluation on this GPU (nil: the CPU); a task that
-	// has no device twin refuses it (Task.OnDevice).
+	// has no device twin refuses it (Task.DeviceErr).
 	Device *cuda.Device
 }
 
@@ -98,9 +98,9 @@ type Task interface {
 	Chance(labels []float64) (float64, error)
 	// UtilitySplit is the split report.json's utility is measured on.
 	UtilitySplit() string
-	// OnDevice is nil when the task trains and evaluates on a GPU (its
+	// DeviceErr is nil when the task trains and evaluates on a GPU (its
 	// encoder has a dnn twin), else an error saying why it cannot.
-	OnDevice() error
+	DeviceErr() error
 	// Lambda is the default lambda_G = lambda_D of variant (the value a
 	// run that names none resolves to).
 	Lambda(variant string) float64

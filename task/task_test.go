@@ -35,9 +35,9 @@ func TestLookup(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if tk.Name() != c.want || tk.Modality() != c.modality || tk.Examples() != c.examples || tk.Selection() != c.selection ||
-			tk.UtilitySplit() != c.utility || tk.UsesData() != c.usesData || (tk.OnDevice() == nil) != c.onDevice {
+			tk.UtilitySplit() != c.utility || tk.UsesData() != c.usesData || (tk.DeviceErr() == nil) != c.onDevice {
 			t.Errorf("%s: got %s %s %s %s %s data %v device %v", c.name, tk.Name(), tk.Modality(), tk.Examples(), tk.Selection(),
-				tk.UtilitySplit(), tk.UsesData(), tk.OnDevice())
+				tk.UtilitySplit(), tk.UsesData(), tk.DeviceErr())
 		}
 		if !slices.Contains(tk.Metrics(), tk.Selection()) {
 			t.Errorf("%s: selection %s not among the metrics %v", c.name, tk.Selection(), tk.Metrics())

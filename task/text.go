@@ -48,7 +48,7 @@ func (textTask) Examples() string     { return textExamples }
 func (t textTask) Metrics() []string  { return t.g.Metrics }
 func (t textTask) Selection() string  { return t.g.Metric }
 func (textTask) UtilitySplit() string { return "dev" }
-func (textTask) OnDevice() error      { return nil }
+func (textTask) DeviceErr() error      { return nil }
 func (textTask) UsesData() bool       { return false }
 
 // Chance is train.ChanceLevel of the GLUE task.

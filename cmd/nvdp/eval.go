@@ -85,7 +85,7 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 		return fmt.Errorf("--model: %w", err)
 	}
 	eo := f.options(cmd)
-	if m.Task.OnDevice() == nil {
+	if m.Task.DeviceErr() == nil {
 		d, err := f.dev.open()
 		if err != nil {
 			return err

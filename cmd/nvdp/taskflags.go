@@ -57,17 +57,17 @@ func runTask(o *model.Options, fromOut bool) (task.Task, error) {
 // nil: the CPU); a task without a GPU twin runs on the CPU (refuseDevice
 // has refused the flags that ask otherwise).
 func (f *deviceFlags) openTask(t task.Task, o *model.Options) (*cuda.Device, error) {
-	if t.OnDevice() != nil {
+	if t.DeviceErr() != nil {
 		return nil, nil
 	}
 	return f.openTraining(o)
 }
 
 // refuseDevice is the error of --device cuda (and --host-noise) for a task
-// without a GPU twin (task.Task.OnDevice); auto runs it on the CPU with a
+// without a GPU twin (task.Task.DeviceErr); auto runs it on the CPU with a
 // log line.
 func (f *deviceFlags) refuseDevice(t task.Task) error {
-	why := t.OnDevice()
+	why := t.DeviceErr()
 	if why == nil {
 		return nil
 	}

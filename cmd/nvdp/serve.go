@@ -119,7 +119,7 @@ func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "bound on an idle keep-alive connection")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long SIGTERM waits for requests in flight")
 	fs.StringVar(&o.BackupDir, "backup-dir", o.BackupDir, "directory of the ledger's backups, written on SIGUSR1 and every --backup-every (default: the ledger's directory)")
-	fs.DurationVar(&o.BackupEvery, "backup-every", o.BackupEvery, "also back the ledger up at this interval (0: only on SIGUSR1)")
+	fs.DurationVar(&o.BackupEvery, "backup-every", o.BackupEvery, "also back the ledger up at this interval (0: only on SIGUSR1; at least 1m)")
 	fs.IntVar(&o.BackupKeep, "backup-keep", o.BackupKeep, "keep this many of the ledger's newest backups in --backup-dir, removing older ones (0: keep all)")
 	fs.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "serve without keys on an address beyond loopback (anyone who reaches it spends the shared budget)")
 }
@@ -247,6 +247,9 @@ func (f *serveFlags) check() (*serve.Keys, error) {
 		}
 	} else if f.keysInLedger {
 		return nil, fmt.Errorf("--keys-in-ledger: the keys are a PostgreSQL ledger's, and --ledger %s is a file", f.ledger)
+	}
+	if f.keysInLedger && !option.IsAuto(f.o.BudgetEpsilon) {
+		return nil, fmt.Errorf("--budget-epsilon %v: has no effect with --keys-in-ledger (each key of the database has its own budget: nvdp serve keys budget)", f.o.BudgetEpsilon)
 	}
 	var keys *serve.Keys
 	if f.keys != "" {

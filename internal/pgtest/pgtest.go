@@ -5,7 +5,9 @@
 // and CI runs as root: there the cluster runs as the system user postgres
 // (Debian's package creates it; else nobody) through runuser or setpriv.
 // Tests skip, with one line, only when PostgreSQL's binaries are absent
-// (scripts/deps.sh installs Debian's postgresql).
+// (scripts/deps.sh installs Debian's postgresql), and not even then in CI
+// (the environment variable CI is "true"): there a missing dependency the
+// tests need fails them, so that no suite is hidden by a skip.
 package pgtest
 
 import (
@@ -114,13 +116,28 @@ func (c *Cluster) run(name string, args ...string) error {
 	return nil
 }
 
+// missing ends tb for a dependency that is not installed: a skip, or in CI
+// (CI=true) a failure.
+func missing(tb testing.TB, msg string) {
+	tb.Helper()
+	if inCI() {
+		tb.Fatal(msg + " (CI=true: a dependency the tests need is a failure there, not a skip)")
+		return
+	}
+	tb.Skip(msg)
+}
+
+// inCI reports whether the tests run in CI: the variable CI is "true", as
+// GitHub Actions, GitLab CI and most others set it.
+func inCI() bool { return os.Getenv("CI") == "true" }
+
 // New starts a new cluster, stopped and removed when tb ends. It skips tb
-// (one line) when PostgreSQL is not installed.
+// (one line) when PostgreSQL is not installed, and fails it in CI.
 func New(tb testing.TB, o Options) *Cluster {
 	tb.Helper()
 	bin, err := Bin()
 	if err != nil {
-		tb.Skip("pgtest: " + err.Error())
+		missing(tb, "pgtest: "+err.Error())
 	}
 	c, err := start(bin, o)
 	if err != nil {
@@ -281,7 +298,8 @@ var shared struct {
 
 // Shared returns the test binary's shared cluster, started at the first
 // call (each test makes its own database with NewDatabase); Main stops and
-// removes it. It skips tb (one line) when PostgreSQL is not installed. A
+// removes it. It skips tb (one line) when PostgreSQL is not installed, and
+// fails it in CI. A
 // test that stops or restarts the server uses New instead.
 func Shared(tb testing.TB) *Cluster {
 	tb.Helper()
@@ -294,7 +312,7 @@ func Shared(tb testing.TB) *Cluster {
 		shared.c, shared.err = start(bin, Options{})
 	})
 	if shared.skip != "" {
-		tb.Skip(shared.skip)
+		missing(tb, shared.skip)
 	}
 	if shared.err != nil {
 		tb.Fatal(shared.err)

@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -68,5 +69,32 @@ func TestShared(t *testing.T) {
 	}
 	if n, err := query(t, d2); err != nil || n != 42 {
 		t.Fatalf("query: %d, %v", n, err)
+	}
+}
+
+// recorder is a testing.TB that records how a test ended.
+type recorder struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (r *recorder) Helper()                      {}
+func (r *recorder) Fatal(args ...any)            { r.fatal = fmt.Sprint(args...) }
+func (r *recorder) Skip(args ...any)             { r.skip = fmt.Sprint(args...) }
+func (r *recorder) Fatalf(f string, args ...any) { r.fatal = fmt.Sprintf(f, args...) }
+
+// TestMissingFailsInCI: a missing PostgreSQL skips the tests, except with
+// CI=true, where it fails them.
+func TestMissingFailsInCI(t *testing.T) {
+	for _, tc := range []struct {
+		ci         string
+		fail, skip bool
+	}{{"", false, true}, {"false", false, true}, {"true", true, false}} {
+		t.Setenv("CI", tc.ci)
+		r := &recorder{TB: t}
+		missing(r, "pgtest: not installed")
+		if (r.fatal != "") != tc.fail || (r.skip != "") != tc.skip {
+			t.Errorf("CI=%q: fatal %q, skip %q", tc.ci, r.fatal, r.skip)
+		}
 	}
 }

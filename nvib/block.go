@@ -11,47 +11,55 @@ import (
 
 // BlockConfig configures the NVDP Transformer block.
 type BlockConfig struct {
-	// Hidden is the block's width: P, the latent width of the sample Z it
-	// reads (Config.Latent; the encoder's hidden size H unless a latent width
-	// is set). Reference mode reads queries from x [B,S,H], so there P = H.
+	// Hidden is the block's width P, the latent width of the sample Z it
+	// reads: [Config.Latent], which is the encoder's hidden size H unless a
+	// latent width is set. Reference mode reads queries from x [B,S,H], so
+	// there P = H.
 	Hidden int `json:"hidden"`
 	Heads  int `json:"heads"` // d_h = Hidden/Heads
-	// Intermediate is the FFN width (Config.BlockIntermediate: the encoder's
-	// intermediate size scaled by P/H).
+	// Intermediate is the FFN width: [Config.BlockIntermediate], the
+	// encoder's intermediate size scaled by P/H.
 	Intermediate int          `json:"intermediate"`
 	LayerNormEps float64      `json:"layer_norm_eps"`
 	Dropout      float64      `json:"dropout"` // hidden dropout after W_o and W_2 (reference runs: 0)
 	Mode         privacy.Mode `json:"mode"`
 }
 
-// Block is the NVDP Transformer block (ref §3.2) with denoising attention
-// (ref §3.1):
+// Block is the NVDP Transformer block of ref §3.2, whose attention is the
+// denoising attention of ref §3.1:
 //
-//	s_{t,j} = q_t.k_j/sqrt(d_h) + ln pi_j - ||z_j||^2/(2 sqrt(d_h))       (per head; ||z_j|| over all P dims)
-//	c_t = sum_j softmax_j(s_{t,j}) v_j,  k_j = W_k z_j + b_k,  v_j = W_v z_j + b_v   (j = 0..S)
-//	a_t = LayerNorm_1(W_o c_t + b_o)                 (no residual from x)
+//	s_{t,j} = q_t.k_j/sqrt(d_h) + ln pi_j - ||z_j||^2/(2 sqrt(d_h))
+//	c_t = sum_j softmax_j(s_{t,j}) v_j,  k_j = W_k z_j + b_k,  v_j = W_v z_j + b_v
+//	a_t = LayerNorm_1(W_o c_t + b_o)
 //	y_t = LayerNorm_2(W_2 GELU(W_1 a_t + b_1) + b_2 + a_t)
 //
-// Queries: principled q_t = W_q z_t + b_q from every token component of Z
-// (t = 1..S, padding components included: they are released like the
-// others), so the block output is a function of (Z, pi) alone
-// (post-processing of the sample, docs/privacy.md "Queries and
-// post-processing"); the block never reads the input's mask or length.
-// Reference: q_t = W_q x_t + b_q from the raw encoder output x (ref §10 item 8).
-// Key bias: principled ln pi_j - ||z_j||^2/(2 sqrt d_h) (ln pi_j is finite for
-// every released component; -Inf where pi_j = 0); reference
-// ln(max(pi_j, tiny)) + [pi_j <= 0] + float32-min at pads (ref §3.1, §10 item 7).
+// The scores are per head, ||z_j|| runs over all P dimensions, j runs over
+// 0..S, and a_t has no residual from x.
+//
+// In principled mode the queries are q_t = W_q z_t + b_q, from every token
+// component of Z, t = 1..S. Padding components are included, since they are
+// released like the others. The block output is thus a function of Z and pi
+// alone, a post-processing of the sample: see "Queries and post-processing"
+// in docs/privacy.md. The block never reads the input's mask or length. The
+// key bias is ln pi_j - ||z_j||^2/(2 sqrt d_h); ln pi_j is finite for every
+// released component and -Inf where pi_j = 0.
+//
+// In reference mode the queries are q_t = W_q x_t + b_q, from the raw
+// encoder output x, as in ref §10 item 8. The key bias is
+// ln(max(pi_j, tiny)) + [pi_j <= 0], with float32-min at pads, as in ref
+// §3.1 and §10 item 7.
 type Block struct {
 	Cfg BlockConfig
 	// The layer's parameters are prefix.attention.self.{query,key,value},
-	// prefix.attention.output.{dense,LayerNorm}, prefix.intermediate.dense,
-	// prefix.output.{dense,LayerNorm}; queries from qIn, keys and values
-	// from Z, no attention residual.
+	// prefix.attention.output.{dense,LayerNorm}, prefix.intermediate.dense
+	// and prefix.output.{dense,LayerNorm}. Queries come from qIn, keys and
+	// values from Z, and the attention has no residual.
 	*nn.TransformerLayer
 	drop nn.Dropout
 }
 
-// NewBlock builds the block with HF initialisation (N(0, 0.02^2), zero bias, LN 1/0).
+// NewBlock returns a block with the Hugging Face initialisation: weights
+// N(0, 0.02^2), zero biases, LayerNorm gain 1 and bias 0.
 func NewBlock(prefix string, cfg BlockConfig, rng *rand.Rand) (*Block, error) {
 	P, I := cfg.Hidden, cfg.Intermediate
 	if P < 1 || cfg.Heads < 1 || P%cfg.Heads != 0 || I < 1 {
@@ -70,7 +78,7 @@ func NewBlock(prefix string, cfg BlockConfig, rng *rand.Rand) (*Block, error) {
 	return b, nil
 }
 
-// BlockCache holds what Block.Backward needs.
+// BlockCache holds what [Block.Backward] needs.
 type BlockCache struct {
 	B, S, N, P int
 	clampedPi  []bool // reference: ln(max(pi,tiny)) clamped (no gradient to pi)
@@ -79,11 +87,13 @@ type BlockCache struct {
 
 const float32Tiny = 1.1754943508222875e-38
 
-// Forward runs the block on sample s (Z [B,N,P]) of posterior post; x is the
-// encoder output ([B,S,P]: reference mode has P = H) and post.Mask the
-// padding mask, both read only in reference mode (queries from x,
-// float32-min bias at pads; x may be nil in principled mode). Principled mode
-// reads only post's shape and the sample (Z, pi). Returns y [B,S,P].
+// Forward returns the block's output y [B,S,P] for sample s of posterior
+// post, and the cache Backward needs.
+//
+// Z in s has shape [B,N,P]. In principled mode the block reads only post's
+// shape and the sample Z and pi, and x may be nil. In reference mode it also
+// reads the encoder output x [B,S,P], with P = H, for the queries, and
+// post.Mask, the padding mask, for the float32-min bias at pads.
 func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rng *rand.Rand) (*nn.Tensor, *BlockCache) {
 	B, N, P := post.B, post.N, post.P
 	S := N - 1
@@ -128,10 +138,13 @@ func (b *Block) Forward(x *nn.Tensor, post *Posterior, s *Sample, train bool, rn
 	return y, c
 }
 
-// Backward takes dy [B,S,P], accumulates parameter gradients and returns
-// dZ [B,N,P], dLogPi [B,N] (gradient w.r.t. ln pi; 0 where pi = 0, i.e. at
-// reference-mode pads, and, in reference mode, where pi <= tiny) and dx
-// [B,S,P] (nil in principled mode: the block does not read x).
+// Backward takes dy [B,S,P], accumulates the parameter gradients and returns
+// the input gradients.
+//
+// dZ has shape [B,N,P]. dLogPi [B,N] is the gradient with respect to ln pi;
+// it is 0 where pi = 0, that is at reference-mode pads, and in reference
+// mode also where pi <= tiny. dx [B,S,P] is nil in principled mode, where
+// the block does not read x.
 func (b *Block) Backward(c *BlockCache, s *Sample, dy *nn.Tensor) (dZ *nn.Tensor, dLogPi []float64, dx *nn.Tensor) {
 	B, S, N, P := c.B, c.S, c.N, c.P
 	dqIn, dZ, dBias := b.TransformerLayer.Backward(c.layer, dy)

@@ -8,45 +8,56 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// ClipConfig holds the posterior-parameter clipping of paper §3.2
-// (Eq. clip_mu_derived, clip_sigma_derived, clip_alpha_derived; ref §5).
+// ClipConfig holds the clipping of the posterior parameters of paper §3.2,
+// Eqs. clip_mu_derived, clip_sigma_derived and clip_alpha_derived; see also
+// ref §5.
 //
-// With Enabled, after the prior component is prepended and before sampling:
+// With Enabled, clipping runs after the prior component is prepended and
+// before sampling:
 //
-//	mu_i     <- c + C_mu (mu_i - c)/||mu_i - c||_2  when ||mu_i - c||_2 > C_mu   (c = prior mean; L2 over all P dims)
-//	logvar_ij <- clamp(logvar_ij, LogvarFloor, LogvarCap)                          (elementwise)
-//	alpha_i  <- clamp(alpha_i, C_amin, C_amax)
+//	mu_i      <- c + C_mu (mu_i - c)/||mu_i - c||_2  when ||mu_i - c||_2 > C_mu
+//	logvar_ij <- clamp(logvar_ij, LogvarFloor, LogvarCap)
+//	alpha_i   <- clamp(alpha_i, C_amin, C_amax)
 //
-// LogvarFloor = ln((lambda-1)/lambda * prior_var) + LogvarMargin (paper:
-// sigma >= sqrt((lambda-1)/lambda) prior sigma; margin 0 in the paper and the
-// reference). LogvarCap = ln(prior_var) when CapSigma (principled addition),
-// else +Inf. Gradients: the true Jacobian of the L2-ball projection for mu,
-// zero where logvar or alpha is clamped (inclusive bounds pass the gradient,
-// as torch.clamp).
+// Here c is the prior mean, the L2 norm runs over all P dimensions, and the
+// logvar clamp is elementwise. LogvarFloor is ln((lambda-1)/lambda *
+// prior_var) + LogvarMargin: the paper requires sigma >= sqrt((lambda-1)/lambda)
+// prior sigma, with margin 0 in the paper and the reference. LogvarCap is
+// ln(prior_var) with CapSigma, a principled addition, and +Inf otherwise.
+//
+// The backward pass uses the true Jacobian of the L2-ball projection for mu
+// and a zero gradient where logvar or alpha is clamped. The bounds are
+// inclusive and pass the gradient, as torch.clamp does.
 //
 // The principled defaults make Eq. rdp finite for every pair of clipped
-// posteriors with aligned components: sigma in [floor, prior sigma] with the
-// floor strictly above sqrt((lambda-1)/lambda) prior sigma, and
+// posteriors with aligned components: sigma lies in [floor, prior sigma]
+// with the floor strictly above sqrt((lambda-1)/lambda) prior sigma, and
 // C_amin > (lambda-1)/lambda * C_amax, so lambda a_i - (lambda-1) a'_i > 0
-// for every component and for the totals (docs/privacy.md, "Clipping
-// guarantees finiteness").
+// for every component and for the totals. See "Clipping guarantees
+// finiteness" in docs/privacy.md.
 type ClipConfig struct {
 	Enabled bool `json:"enabled"`
-	// CMu is the radius C_mu of the L2 ball around the prior mean (> 0).
+	// CMu is the radius C_mu of the L2 ball around the prior mean. It must
+	// be positive.
 	CMu float64 `json:"c_mu"`
-	// CAlphaMin and CAlphaMax bound the pseudo-counts (0 <= min <= max, max > 0).
+	// CAlphaMin and CAlphaMax bound the pseudo-counts, with
+	// 0 <= CAlphaMin <= CAlphaMax and CAlphaMax > 0.
 	CAlphaMin float64 `json:"c_alpha_min"`
 	CAlphaMax float64 `json:"c_alpha_max"`
-	// Order is the Renyi order lambda (> 1) used for the sigma floor
-	// (privacy.DefaultOrder, the paper's).
+	// Order is the Renyi order lambda used for the sigma floor. It must be
+	// above 1; the paper's is [privacy.DefaultOrder].
 	Order float64 `json:"order"`
-	// LogvarMargin is added to the logvar floor (nats of variance; >= 0).
+	// LogvarMargin is added to the logvar floor, in nats of variance. It
+	// must not be negative.
 	LogvarMargin float64 `json:"logvar_margin"`
-	// CapSigma caps logvar at ln(prior_var) (principled; the reference has no cap).
+	// CapSigma caps logvar at ln(prior_var). This is a principled addition:
+	// the reference has no cap.
 	CapSigma bool `json:"cap_sigma"`
-	// ClipPrior also clips component 0 (the reference does: alpha_0 = min(1, C_amax)).
+	// ClipPrior also clips component 0, as the reference does, giving
+	// alpha_0 = min(1, C_amax).
 	ClipPrior bool `json:"clip_prior"`
-	// ReferenceCenter centres the mu projection at 0 instead of the prior mean (the reference's max-norm clip).
+	// ReferenceCenter centres the mu projection at 0 instead of the prior
+	// mean, as the reference's max-norm clip does.
 	ReferenceCenter bool `json:"reference_center,omitempty"`
 }
 
@@ -61,13 +72,14 @@ const (
 )
 
 // DefaultClip returns the clipping configuration of mode for radius cMu and
-// maximum pseudo-count cAlphaMax, clipping enabled.
+// maximum pseudo-count cAlphaMax, with clipping enabled.
 //
-// Principled: sigma capped at the prior sigma, logvar floor with
-// DefaultLogvarMargin, C_amin = (lambda-1)/lambda * C_amax * (1 + 1e-3),
-// prior component not clipped (it is the same in every posterior).
-// Reference (ref §5): C_amin = 0, no cap, no margin, prior clipped,
-// mu clipped around 0.
+// In principled mode sigma is capped at the prior sigma, the logvar floor
+// has margin [DefaultLogvarMargin], C_amin is [PrincipledAlphaMin], and the
+// prior component is not clipped, since it is the same in every posterior.
+//
+// In reference mode, as in ref §5, C_amin is 0, there is no cap and no
+// margin, the prior is clipped, and mu is clipped around 0.
 func DefaultClip(mode privacy.Mode, cMu, cAlphaMax float64) ClipConfig {
 	if mode.IsReference() {
 		return ClipConfig{Enabled: true, CMu: cMu, CAlphaMin: 0, CAlphaMax: cAlphaMax, Order: privacy.DefaultOrder,
@@ -78,14 +90,16 @@ func DefaultClip(mode privacy.Mode, cMu, cAlphaMax float64) ClipConfig {
 		LogvarMargin: DefaultLogvarMargin, CapSigma: true}
 }
 
-// PrincipledAlphaMin is the smallest C_amin the principled clipping uses for
-// order lambda: (lambda-1)/lambda * C_amax * (1 + DefaultAlphaMinMargin), so
-// that lambda a - (lambda-1) a' >= lambda C_amin - (lambda-1) C_amax > 0.
+// PrincipledAlphaMin returns the smallest C_amin the principled clipping
+// uses for order lambda: (lambda-1)/lambda * C_amax * (1 +
+// [DefaultAlphaMinMargin]). With it, lambda a - (lambda-1) a' >= lambda
+// C_amin - (lambda-1) C_amax > 0.
 func PrincipledAlphaMin(order, cAlphaMax float64) float64 {
 	return (order - 1) / order * cAlphaMax * (1 + DefaultAlphaMinMargin)
 }
 
-// Validate checks the constants (only when Enabled).
+// Validate checks the constants when Enabled is set; a disabled
+// configuration is always valid.
 func (c ClipConfig) Validate() error {
 	if !c.Enabled {
 		return nil
@@ -108,9 +122,10 @@ func (c ClipConfig) Validate() error {
 	return nil
 }
 
-// GuaranteesFiniteBound returns nil when the configuration makes Eq. rdp
-// finite for every pair of clipped posteriors with aligned components
-// (docs/privacy.md), else an error naming the first missing condition.
+// GuaranteesFiniteBound reports whether the configuration makes Eq. rdp
+// finite for every pair of clipped posteriors with aligned components, as
+// docs/privacy.md explains. It returns nil if so, else an error naming the
+// first missing condition.
 func (c ClipConfig) GuaranteesFiniteBound() error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -132,10 +147,12 @@ func (c ClipConfig) GuaranteesFiniteBound() error {
 	return errors.Join(errs...)
 }
 
-// LogvarBounds returns the logvar floor and cap (cap +Inf without CapSigma)
-// for prior variance priorVar: privacy.LogvarBounds, floor = ln((lambda-1)/lambda
-// * priorVar) + margin, at most the cap (ref §5: ln(0.1/1.1) = -2.3978952728
-// for lambda 1.1, prior_var 1).
+// LogvarBounds returns the logvar floor and cap for prior variance priorVar,
+// computed by [privacy.LogvarBounds].
+//
+// The floor is ln((lambda-1)/lambda * priorVar) + margin, at most the cap.
+// The cap is +Inf without CapSigma. For lambda 1.1 and prior_var 1 the floor
+// is ln(0.1/1.1) = -2.3978952728, as in ref §5.
 func (c ClipConfig) LogvarBounds(priorVar float64) (floor, cap float64) {
 	return privacy.LogvarBounds(c.Order, priorVar, c.LogvarMargin, c.CapSigma)
 }
@@ -147,10 +164,11 @@ func (c ClipConfig) PriorAlpha(prior Prior) float64 {
 	return privacy.StoredPriorAlpha(prior.LogAlpha, c.Enabled && c.ClipPrior, c.CAlphaMin, c.CAlphaMax)
 }
 
-// ClipSet is the set of posteriors this clipping can release for a prior
-// and N components (N-1 tokens plus the prior component) in P dimensions,
-// for privacy.Certify. Without Enabled, or without the sigma cap, the set is
-// unbounded (C_mu, C_amax or the cap infinite) and its certificate +Inf.
+// ClipSet returns the set of posteriors this clipping can release, for
+// [privacy.Certify], given the prior and N components in P dimensions: N-1
+// tokens plus the prior component. Without Enabled or without the sigma cap
+// the set is unbounded, because C_mu, C_amax or the cap is infinite, and its
+// certificate is +Inf.
 func (c ClipConfig) ClipSet(prior Prior, N, P int) privacy.ClipSet {
 	s := privacy.ClipSet{Components: N, Dims: P, CMu: c.CMu,
 		PriorMu: []float64{prior.Mu}, PriorVar: []float64{prior.Var},
@@ -168,19 +186,22 @@ func (c ClipConfig) ClipSet(prior Prior, N, P int) privacy.ClipSet {
 	return s
 }
 
-// ClipMu projects mu (length P, in place) onto the L2 ball of radius cMu around
-// center (nil = origin) (paper Eq. clip_mu_derived; ref §5 step 1 with
-// n = max(||mu||, 1e-8)). It returns the pre-projection distance n and whether
-// the projection was active. ±Inf entries project onto the direction of their
-// signs. Test vector (ref §5): ClipMu([3,4], nil, 2) = [1.2, 1.6].
+// ClipMu projects mu, of length P, in place onto the L2 ball of radius cMu
+// around center, or around the origin when center is nil. It returns the
+// distance n before the projection and whether the projection was active.
+// This is paper Eq. clip_mu_derived and ref §5 step 1 with
+// n = max(||mu||, 1e-8). Infinite entries project onto the direction of
+// their signs. The test vector of ref §5 is ClipMu([3,4], nil, 2) = [1.2, 1.6].
 //
-// The ball is the one the certificate uses: radius R = privacy.StoredRadius(cMu)
-// (the largest float32 <= cMu), so a row is projected when its distance
-// exceeds R (not cMu: a row in (R, cMu] would be stored outside the
-// certified ball), and every stored row ends within R (the shrink loop
-// below). Every product is rounded on its own (float64(x*y): Go must not
-// fuse a multiply-add here), so that the stored row is the same on every
-// platform and equals the device twin's (dnn, nvib_clip_mu) bit for bit.
+// The ball is the one the certificate uses: its radius is
+// R = [privacy.StoredRadius](cMu), the largest float32 <= cMu. A row is
+// projected when its distance exceeds R rather than cMu, since a row at a
+// distance in (R, cMu] would be stored outside the certified ball; a shrink
+// loop then ensures every stored row ends within R.
+//
+// Every product is rounded on its own, as float64(x*y), so that Go cannot
+// fuse a multiply-add. The stored row is then the same on every platform and
+// equals that of the device twin, nvib_clip_mu in dnn, bit for bit.
 func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool) {
 	ctr := func(j int) float64 {
 		if center == nil {

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 )
 
-// Dirichlet numerical guards of the reference (ref §2, step 2).
+// Dirichlet numerical guards of the reference, from ref §2, step 2.
 const (
 	// PropFloor floors the proportions alpha_i/A before rescaling.
 	PropFloor = 1e-23
@@ -14,8 +14,8 @@ const (
 )
 
 // DirichletSample is one draw of the Dirichlet weights for B examples of N
-// components (ref §2): pi [B,N] (0 at masked components) and ln pi (-Inf
-// there), with what the backward pass needs.
+// components, as in ref §2, with what the backward pass needs. pi [B,N] is 0
+// at masked components and ln pi is -Inf there.
 type DirichletSample struct {
 	B, N  int
 	Pi    []float32 // [B,N] pi_i = g_i / sum_j g_j, 0 where masked
@@ -29,15 +29,21 @@ type DirichletSample struct {
 	floors []bool    // proportion floor active
 }
 
-// SampleDirichlet draws pi ~ Dir(alpha) per example as normalised Gamma
-// samples with the reference's guards (ref §2): A = sum of unmasked alpha_i;
-// alpha'_i = max(alpha_i/A, 1e-23) * min(A, 1e8); g_i ~ Gamma(alpha'_i, 1);
-// masked components get g_i = 0 (the reference samples them with shape
-// 1e-15 and then zeroes them, which is the same); pi_i = g_i / sum_j g_j.
-// Sampling and normalisation run in log space (ln pi = ln g - logsumexp ln g),
-// so no weight underflows to an exact 0 unless it is masked.
-// alpha [B*N] must be > 0 and finite where mask = 1 (the caller checks).
-// mask [B*N] 1 = real; nil = all real.
+// SampleDirichlet draws pi ~ Dir(alpha) for each example as normalised
+// Gamma samples, with the reference's guards of ref §2:
+//
+//	A = sum of the unmasked alpha_i
+//	alpha'_i = max(alpha_i/A, 1e-23) * min(A, 1e8)
+//	g_i ~ Gamma(alpha'_i, 1), g_i = 0 at masked components
+//	pi_i = g_i / sum_j g_j
+//
+// The reference samples masked components with shape 1e-15 and then zeroes
+// them, which is the same. Sampling and normalisation run in log space, ln
+// pi = ln g - logsumexp ln g, so no weight underflows to an exact 0 unless
+// it is masked.
+//
+// alpha [B*N] must be positive and finite where the mask is 1; the caller
+// checks. mask [B*N] holds 1 for a real component; nil means all real.
 func SampleDirichlet(rng *rand.Rand, alpha []float32, mask []float32, B, N int) *DirichletSample {
 	return sampleDirichlet(func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }, alpha, mask, B, N)
 }
@@ -96,9 +102,9 @@ func sampleDirichlet(logGamma func(k int, a float64) float64, alpha []float32, m
 
 func isReal(mask []float32, k int) bool { return mask == nil || mask[k] != 0 }
 
-// Backward maps dL/d ln pi [B*N] to dL/d alpha [B*N] through the
-// normalisation (d ln pi_i/d ln g_j = delta_ij - pi_j), the implicit Gamma
-// gradient and the guards (exact, including the floor and the cap).
+// Backward maps dL/d ln pi [B*N] to dL/d alpha [B*N]. It goes through the
+// normalisation, with d ln pi_i/d ln g_j = delta_ij - pi_j, the implicit
+// Gamma gradient and the guards, exactly, including the floor and the cap.
 // Masked components get 0.
 func (d *DirichletSample) Backward(dLogPi []float64) []float32 {
 	N := d.N

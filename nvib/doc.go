@@ -1,25 +1,28 @@
 // Package nvib implements the nonparametric variational information
-// bottleneck (NVIB) of NVDP on the nn engine: the NVIB layer (posterior
-// projections, prior component, principled clipping), sampling (Gaussian
-// reparameterisation; Dirichlet weights from Gamma samples with implicit
-// reparameterisation gradients), the KL regularisers L_G and L_D, denoising
-// attention, the NVDP Transformer block, classification/regression heads,
-// the baseline / nvdp / nvdp-clipped / gaussian models and the export of posteriors
-// for the privacy audit.
+// bottleneck, NVIB, of NVDP on the nn engine.
 //
-// Two modes run through the package (privacy.Mode, the one type of the
-// module): privacy.ModePrincipled (default; the paper's equations with the
-// quirks of the released code fixed) and privacy.ModeReference (the released
-// code, quirk for quirk; ref §10). Every difference is listed in
-// docs/model.md.
+// It holds the NVIB layer with its posterior projections, prior component
+// and principled clipping; sampling, with Gaussian reparameterisation and
+// Dirichlet weights from Gamma samples with implicit reparameterisation
+// gradients; the KL regularisers L_G and L_D; denoising attention and the
+// NVDP Transformer block; classification and regression heads; the
+// baseline, nvdp, nvdp-clipped and gaussian models; and the export of
+// posteriors for the privacy audit.
 //
-// Conventions: tensors are float32 row-major; B = batch, S = padded sequence
-// length, n = number of real tokens, N = S + 1 latent components (index 0 is
-// the prior component), H = the encoder's hidden size (the width of x), P =
-// the latent width of the release (Config.Latent: H unless
-// Config.LatentDim is set), d_h = P/heads (the NVDP block's attention
-// heads). Masks are
-// 1 = real, 0 = padding (Hugging Face's attention_mask, and the posterior
-// file's; the opposite of the reference's pad mask m).
-// Scalar special-function work (KL, Gamma gradients) is done in float64.
+// Two modes, values of [privacy.Mode], run through the package.
+// [privacy.ModePrincipled], the default, follows the paper's equations with
+// the quirks of the released code fixed. [privacy.ModeReference] follows the
+// released code quirk for quirk, as listed in ref §10. docs/model.md lists
+// every difference.
+//
+// Tensors are float32 and row-major. B is the batch size, S the padded
+// sequence length, n the number of real tokens, and N = S + 1 the number of
+// latent components, index 0 being the prior component. H is the encoder's
+// hidden size, the width of x; P is the latent width of the release,
+// [Config.Latent], which is H unless [Config.LatentDim] is set; d_h is P
+// divided by the number of attention heads of the NVDP block. Masks hold 1
+// for a real token and 0 for padding, as Hugging Face's attention_mask and
+// the posterior file do; the reference's pad mask m is the opposite. Scalar
+// special-function work, in the KL and the Gamma gradients, is done in
+// float64.
 package nvib

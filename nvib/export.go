@@ -9,20 +9,23 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// Posterior runs the backbone and the NVIB layer (evaluation mode, no
-// sampling) and returns the clipped posterior of the batch (shapes as
-// Posterior); for a gaussian model the release's posterior
-// (GaussianRelease.Forward: N = ReleaseLen + 1). Errors: baseline model,
-// invalid input, non-finite posterior.
+// Posterior returns the clipped posterior of the batch, with the shapes of
+// [Posterior]. It runs the backbone and the NVIB layer in evaluation mode,
+// without sampling. For a gaussian model it returns the release's
+// posterior from [GaussianRelease.Forward], with N = ReleaseLen + 1.
+//
+// Posterior returns an error for a baseline model, invalid input, or a
+// non-finite posterior.
 func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 	post, _, err := m.EncodePosterior(in)
 	return post, err
 }
 
-// EncodePosterior is Posterior that also returns the encoder output x
-// [B,S,H] the posterior was computed from: the model's non-private
-// representation of the batch, before the NVIB layer or the gaussian
-// release (the empirical attacks' upper reference, docs/attacks.md).
+// EncodePosterior is like [Model.Posterior] and also returns the encoder
+// output x [B,S,H] the posterior was computed from. x is the model's
+// non-private representation of the batch, before the NVIB layer or the
+// gaussian release: the empirical attacks' upper reference, as
+// docs/attacks.md explains.
 func (m *Model) EncodePosterior(in encoder.Input) (*Posterior, *nn.Tensor, error) {
 	if m.NVIB == nil && m.Gauss == nil {
 		return nil, nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
@@ -50,18 +53,22 @@ func (m *Model) EncodePosterior(in encoder.Input) (*Posterior, *nn.Tensor, error
 }
 
 // ExportMetadata returns the posterior file metadata of the model for a
-// dataset split: task, split, model (MetaModel), mode (MetaMode), init, the clipping
-// constants (clip_enabled, clip_mu, clip_alpha_min, clip_alpha_max,
-// clip_order, clip_logvar_margin, clip_cap_sigma, clip_prior), the prior
-// log alpha, kl_mask_pads and pads_released (true: the release has all N
-// components, so the default unmasked audit describes it; false, reference
-// mode: pads get pi = 0; docs/privacy.md). prior_mu and prior_var are
-// written by the privacy package from the Posteriors fields. A gaussian
-// model writes its clip set's constants instead (privacy.ClipSet.Metadata:
-// clip_mu = C, clip_logvar_floor = clip_logvar_cap = ln sigma^2,
-// clip_alpha_min = clip_alpha_max = prior_alpha = GaussianAlpha), plus
-// gaussian_release_len, so that `nvdp audit` certifies the file as it
-// certifies an nvdp-clipped one.
+// dataset split.
+//
+// The keys are task, split, model ([MetaModel]), mode ([MetaMode]), init,
+// the clipping constants clip_enabled, clip_mu, clip_alpha_min,
+// clip_alpha_max, clip_order, clip_logvar_margin, clip_cap_sigma and
+// clip_prior, the prior log alpha, kl_mask_pads and pads_released.
+// pads_released is true when the release has all N components, so the
+// default unmasked audit describes it, and false in reference mode, where
+// pads get pi = 0; see docs/privacy.md. The privacy package writes prior_mu
+// and prior_var from the Posteriors fields.
+//
+// A gaussian model writes its clip set's constants instead, from
+// [privacy.ClipSet.Metadata]: clip_mu = C, clip_logvar_floor =
+// clip_logvar_cap = ln sigma^2 and clip_alpha_min = clip_alpha_max =
+// prior_alpha = [GaussianAlpha], plus gaussian_release_len, so that
+// `nvdp audit` certifies the file as it certifies an nvdp-clipped one.
 func (m *Model) ExportMetadata(task, split string) map[string]string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	if m.Gauss != nil {
@@ -88,16 +95,18 @@ func (m *Model) ExportMetadata(task, split string) map[string]string {
 const (
 	MetaModel = "model" // the model kind (Config.Model): baseline, nvdp, nvdp-clipped, gaussian
 	MetaMode  = "mode"  // the model's privacy.Mode (Config.Mode)
-	// metaModeLegacy is where files written before MetaMode kept the mode
-	// (under a name that elsewhere means the model kind).
+	// metaModeLegacy is where files written before MetaMode kept the mode,
+	// under a name that elsewhere means the model kind.
 	metaModeLegacy = "variant"
 )
 
 // MetadataMode returns the mode of the model that wrote a posterior file,
-// from its metadata md: the MetaMode entry or, in a file written before that
-// key existed, the "variant" entry (which held the mode, not the model
-// kind); ModePrincipled when neither is there. Errors: an unknown mode, or
-// both keys present with different modes.
+// from its metadata md. It reads the [MetaMode] entry or, in a file written
+// before that key existed, the "variant" entry, which held the mode and not
+// the model kind. Without either it returns [privacy.ModePrincipled].
+//
+// MetadataMode returns an error for an unknown mode, or when both keys are
+// present with different modes.
 func MetadataMode(md map[string]string) (privacy.Mode, error) {
 	m, ok := md[MetaMode]
 	legacy, hasLegacy := md[metaModeLegacy]
@@ -116,10 +125,10 @@ func MetadataMode(md map[string]string) (privacy.Mode, error) {
 	return "", fmt.Errorf("posterior metadata: mode %q: want principled or reference", m)
 }
 
-// CollectPosteriors concatenates batch posteriors (all with the same N and
-// P) into the audit's privacy.Posteriors (the mask as it is: 1 = real
-// component, the convention of both packages), with the model's prior and
-// meta.
+// CollectPosteriors concatenates batch posteriors, all with the same N and
+// P, into the audit's [privacy.Posteriors], with the model's prior and
+// meta. The mask is kept as it is: 1 marks a real component in both
+// packages.
 func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) (*privacy.Posteriors, error) {
 	if len(posts) == 0 {
 		return nil, fmt.Errorf("collect posteriors: no batches")
@@ -158,19 +167,22 @@ func CollectPosteriors(posts []*Posterior, prior Prior, meta map[string]string) 
 	return out, nil
 }
 
-// ExportPosteriors computes the posterior of every batch of a dataset split
-// (all padded to the same length), writes the audit's posterior file
-// (privacy.WritePosteriors: mu, logvar [M,N,P], alpha, attention_mask
-// [M,N], metadata from ExportMetadata) to path and returns the posteriors
-// as the file holds them (privacy.ReadPosteriors of path gives the same
-// values and metadata), for an audit in memory.
+// ExportPosteriors writes the audit's posterior file of a dataset split to
+// path and returns the posteriors as the file holds them, for an audit in
+// memory.
+//
+// It computes the posterior of every batch, all padded to the same length.
+// The file, written by [privacy.WritePosteriors], holds mu and logvar
+// [M,N,P], alpha and attention_mask [M,N], and the metadata of
+// [Model.ExportMetadata]. [privacy.ReadPosteriors] of path gives the same
+// values and metadata as the returned posteriors.
 func ExportPosteriors(path string, m *Model, batches []encoder.Input, task, split string) (*privacy.Posteriors, error) {
 	return ExportPosteriorsWith(path, m, batches, task, split, m.Posterior)
 }
 
-// ExportPosteriorsWith is ExportPosteriors with each batch's posterior
-// computed by posterior (m.Posterior's twin on another device: the GPU's,
-// package dnn); m gives the file's prior and metadata.
+// ExportPosteriorsWith is [ExportPosteriors] with each batch's posterior
+// computed by posterior, the twin of [Model.Posterior] on another device
+// such as the GPU's in package dnn. m gives the file's prior and metadata.
 func ExportPosteriorsWith(path string, m *Model, batches []encoder.Input, task, split string, posterior func(encoder.Input) (*Posterior, error)) (*privacy.Posteriors, error) {
 	posts := make([]*Posterior, 0, len(batches))
 	for i, in := range batches {
@@ -190,10 +202,11 @@ func ExportPosteriorsWith(path string, m *Model, batches []encoder.Input, task, 
 	return all, nil
 }
 
-// FilePosteriors is the posterior file of the model's batch posteriors posts
-// of a dataset split, as ExportPosteriors writes it and ReadPosteriors reads
-// it back (CollectPosteriors with the model's prior, metadata ExportMetadata
-// plus prior_mu and prior_var), without writing it.
+// FilePosteriors returns the posterior file of the model's batch posteriors
+// posts of a dataset split, as [ExportPosteriors] writes it and
+// [privacy.ReadPosteriors] reads it back, without writing it. It is
+// [CollectPosteriors] with the model's prior and the metadata of
+// [Model.ExportMetadata], plus prior_mu and prior_var.
 func (m *Model) FilePosteriors(posts []*Posterior, task, split string) (*privacy.Posteriors, error) {
 	prior := m.Cfg.Prior
 	if m.Gauss != nil { // the ball's centre and the input-independent component's mean are 0

@@ -7,11 +7,15 @@ import (
 	"gonum.org/v1/gonum/mathext"
 )
 
-// SampleLogGamma draws ln g for g ~ Gamma(shape a, rate 1) by Marsaglia–Tsang
-// (2000); for a < 1 it samples Gamma(a+1) and multiplies by U^{1/a}, done in
-// log space (ln g = ln g_{a+1} + ln(U)/a) so that tiny shapes (the reference's
-// 1e-23 floor) give finite ln g instead of an underflowed 0. a must be > 0 and
-// finite (programmer error otherwise).
+// SampleLogGamma draws ln g for a sample g of Gamma with shape a and rate 1.
+//
+// It uses the method of Marsaglia and Tsang, 2000. For a < 1 it samples
+// Gamma(a+1) and multiplies by U^{1/a}, in log space: ln g = ln g_{a+1} +
+// ln U / a. Tiny shapes, such as the reference's floor of 1e-23, then give a
+// finite ln g instead of an underflowed 0.
+//
+// The shape a must be positive and finite; anything else is a programmer
+// error.
 func SampleLogGamma(rng *rand.Rand, a float64) float64 {
 	if !(a > 0) || math.IsInf(a, 1) {
 		panic("nvib.SampleLogGamma: shape must be finite and > 0")
@@ -43,20 +47,26 @@ func SampleLogGamma(rng *rand.Rand, a float64) float64 {
 	}
 }
 
-// GammaLogGrad returns d ln g / d a for a Gamma(a, 1) sample g = exp(logG)
-// held fixed in quantile (implicit reparameterisation, Figurnov et al. 2018):
+// GammaLogGrad returns the derivative d ln g / d a of a Gamma(a, 1) sample
+// g = exp(logG) held fixed in quantile. This is the implicit
+// reparameterisation gradient of Figurnov et al., 2018:
 //
-//	dg/da = -(dF/da)(g; a) / f(g; a),  F = regularised lower incomplete gamma P(a, g), f its density.
+//	dg/da = -(dF/da)(g; a) / f(g; a)
+//
+// where F is the regularised lower incomplete gamma P(a, g) and f its
+// density.
 //
 // For g < 1 the ratio is evaluated analytically in log space from the series
-// P(a,x) = x^a/Gamma(a) S, S = sum_n (-x)^n/(n!(a+n)):
+// P(a,x) = x^a/Gamma(a) S, with S = sum_n (-x)^n/(n!(a+n)):
 //
-//	d ln x/da = -e^x ( S (ln x - psi(a)) + dS/da ),  dS/da = -sum_n (-x)^n/(n!(a+n)^2),
+//	d ln x/da = -e^x ( S (ln x - psi(a)) + dS/da ),  dS/da = -sum_n (-x)^n/(n!(a+n)^2)
 //
-// which stays finite for x down to e^-700 and beyond. For g >= 1, dF/da is a
-// central difference of P (or of -Q in the upper tail, where P ~ 1) from
-// gonum mathext in float64 with step 1e-4 a (relative error ~1e-8), divided
-// by the density computed in log space.
+// This stays finite for x down to e^-700 and beyond.
+//
+// For g >= 1, dF/da is a central difference of P from gonum mathext, taken
+// in float64 with step 1e-4 a, for a relative error near 1e-8. In the upper
+// tail, where P is close to 1, the difference is taken of -Q instead. It is
+// divided by the density computed in log space.
 func GammaLogGrad(a, logG float64) float64 {
 	x := math.Exp(logG)
 	if x < 1 {
@@ -86,9 +96,15 @@ func GammaLogGrad(a, logG float64) float64 {
 	return -dF * math.Exp(-(logf + logG))
 }
 
-// Trigamma returns psi'(x) = d^2 ln Gamma(x)/dx^2 for x > 0 (recurrence
-// psi'(x) = psi'(x+1) + 1/x^2 up to x >= 6, then the asymptotic series
-// 1/x + 1/(2x^2) + 1/(6x^3) - 1/(30x^5) + 1/(42x^7) - 1/(30x^9); abs. error < 1e-12).
+// Trigamma returns the trigamma function psi'(x) = d^2 ln Gamma(x)/dx^2 for
+// x > 0.
+//
+// It applies the recurrence psi'(x) = psi'(x+1) + 1/x^2 until x >= 6, then
+// the asymptotic series
+//
+//	1/x + 1/(2x^2) + 1/(6x^3) - 1/(30x^5) + 1/(42x^7) - 1/(30x^9)
+//
+// with an absolute error below 1e-12.
 func Trigamma(x float64) float64 {
 	if !(x > 0) {
 		return math.NaN()

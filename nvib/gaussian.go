@@ -9,58 +9,65 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// GaussianAlpha is the Dirichlet pseudo-count a gaussian release's posterior
-// carries for every component, the prior-like component 0 included. The
-// release has no Dirichlet weights (the block uses uniform weights); the
-// constant only lets the posterior file and the clip set have the NVDP
-// format, where equal pseudo-counts in every posterior contribute exactly 0
-// to Eq. rdp.
+// GaussianAlpha is the Dirichlet pseudo-count that a gaussian release's
+// posterior carries for every component, the prior-like component 0
+// included. The release has no Dirichlet weights, since the block uses
+// uniform weights. The constant only gives the posterior file and the clip
+// set the NVDP format, where equal pseudo-counts in every posterior
+// contribute exactly 0 to Eq. rdp.
 const GaussianAlpha = 1.0
 
-// GaussianRelease is the release of ModelGaussian, a Gaussian mechanism in
-// the style of DP-Forward (Du et al., CCS 2023) at the NVDP release point.
-// For the encoder output x [B,S,H] and the token mask [B,S] (1 = real, nil =
-// all real) of a batch with S <= L it releases, per example, L+1 rows
-// z_0..z_L of P dimensions:
+// GaussianRelease is the release of [ModelGaussian]: a Gaussian mechanism
+// in the style of DP-Forward, Du et al., CCS 2023, placed at the NVDP
+// release point.
 //
-//	z_0 = 0 + sigma eps_0                                (input-independent, like NVDP's prior component)
-//	z_t = clip_C(u_t) + sigma eps_t,  clip_C(v) = v min(1, C/||v||_2)     (t = 1..S, real tokens)
-//	z_t = 0 + sigma eps_t                                (t = 1..S pads, and t = S+1..L)
+// For the encoder output x [B,S,H] and the token mask [B,S] of a batch with
+// S <= L, it releases L+1 rows z_0..z_L of P dimensions per example. The
+// mask holds 1 for a real token; nil means all real. The rows are
 //
-// where u_t = x_t when P = H (no parameters, as DP-Forward) and u_t = W x_t +
-// b, a learned projection to the latent width P (Proj, W [P,H], initialised
-// to the rectangular identity and b = 0, as the NVIB layer's mu projection
-// under InitClip), when P != H: the same P as an nvdp-clipped release of
-// that latent width, so that the two compare at equal certified epsilon.
-// The projection is applied before the clip, so it does not enter the
-// certificate.
+//	z_0 = 0 + sigma eps_0
+//	z_t = clip_C(u_t) + sigma eps_t,  clip_C(v) = v min(1, C/||v||_2)
+//	z_t = 0 + sigma eps_t
 //
-// with eps ~ N(0, I), C = Config.Clip.CMu (the stored radius
-// privacy.StoredRadius(C): ClipMu with a zero centre keeps the float32 row
-// inside it) and sigma^2 = the prior variance (Config.Prior.Var; as stored,
-// exp(float32(ln sigma^2))). Every one of the L positions is released, so
-// the release does not reveal the length and does not depend on how the
-// batch was padded; nothing after it reads the mask.
+// The first row is independent of the input, like NVDP's prior component;
+// the second form is for the real tokens among t = 1..S; the third for the
+// pads among t = 1..S and for t = S+1..L. eps is drawn from N(0, I).
 //
-// Its posterior (GaussianRelease.Forward) is the NVDP posterior format with
-// mu = the rows above without noise, logvar = ln sigma^2 everywhere and
-// alpha = GaussianAlpha everywhere, component 0 = (0, ln sigma^2,
-// GaussianAlpha): the clip set GaussianClipSet, whose certificate under
-// privacy.Certify is the Gaussian mechanism's RDP 2 lambda C^2 L / sigma^2
-// (docs/privacy.md "Gaussian mechanism").
+// When P = H, u_t = x_t and the release has no parameters, as in
+// DP-Forward. When P != H, u_t = W x_t + b, a learned projection to the
+// latent width P held in Proj, with W [P,H] initialised to the rectangular
+// identity and b = 0, as the NVIB layer's mu projection under InitClip. P
+// is then the same as in an nvdp-clipped release of that latent width, so
+// the two compare at equal certified epsilon. The projection is applied
+// before the clip, so it does not enter the certificate.
+//
+// C is [Config].Clip.CMu, and the rows are clipped to the stored radius
+// [privacy.StoredRadius](C): [ClipMu] with a zero centre keeps the float32
+// row inside it. sigma^2 is the prior variance [Config].Prior.Var, as
+// stored: exp(float32(ln sigma^2)). Every one of the L positions is
+// released, so the release does not reveal the length and does not depend
+// on how the batch was padded; nothing after it reads the mask.
+//
+// Its posterior, from [GaussianRelease.Forward], has the NVDP posterior
+// format: mu is the rows above without noise, logvar is ln sigma^2
+// everywhere, alpha is [GaussianAlpha] everywhere, and component 0 is
+// (0, ln sigma^2, GaussianAlpha). Its clip set is [GaussianClipSet], whose
+// certificate under [privacy.Certify] is the Gaussian mechanism's RDP
+// 2 lambda C^2 L / sigma^2; see "Gaussian mechanism" in docs/privacy.md.
 type GaussianRelease struct {
 	C   float64 // radius of the token-embedding ball (>= 0)
 	Var float64 // noise variance sigma^2 (> 0)
 	L   int     // released token positions (>= 1)
 	// Proj is the learned projection "gaussian.latent_proj" [P,H] of the
-	// encoder output to the latent width P before the clip; nil when P = H.
+	// encoder output to the latent width P, applied before the clip. It is
+	// nil when P = H.
 	Proj *nn.Linear
 }
 
-// NewGaussianRelease returns the release of a gaussian model configuration
-// (C = Clip.CMu, sigma^2 = Prior.Var, L = ReleaseLen; with a latent width
-// P = cfg.Latent() != Hidden, Proj [P,H] initialised to the rectangular
-// identity, bias 0).
+// NewGaussianRelease returns the release of a gaussian model configuration,
+// with C = Clip.CMu, sigma^2 = Prior.Var and L = ReleaseLen. With a latent
+// width P = cfg.Latent() other than Hidden, Proj [P,H] is initialised to the
+// rectangular identity with bias 0.
 func NewGaussianRelease(cfg Config) *GaussianRelease {
 	g := &GaussianRelease{C: cfg.Clip.CMu, Var: cfg.Prior.Var, L: cfg.ReleaseLen}
 	if P := cfg.Latent(); P != cfg.Hidden {
@@ -70,7 +77,8 @@ func NewGaussianRelease(cfg Config) *GaussianRelease {
 	return g
 }
 
-// Params returns the release's parameters: Proj's, none when P = H.
+// Params returns the release's parameters: those of Proj, or none when
+// P = H.
 func (g *GaussianRelease) Params() []*nn.Param {
 	if g.Proj == nil {
 		return nil
@@ -78,14 +86,15 @@ func (g *GaussianRelease) Params() []*nn.Param {
 	return g.Proj.Params()
 }
 
-// Logvar is ln sigma^2 as the posterior stores it (float32).
+// Logvar returns ln sigma^2 as the posterior stores it, in float32.
 func (g *GaussianRelease) Logvar() float32 { return float32(math.Log(g.Var)) }
 
-// StoredVar is the noise variance the release draws with: exp of the stored
-// float32 logvar (sigma^2 itself when ln sigma^2 is a float32, e.g. 1).
+// StoredVar returns the noise variance the release draws with: exp of the
+// stored float32 logvar. It is sigma^2 itself when ln sigma^2 is a float32,
+// as for sigma^2 = 1.
 func (g *GaussianRelease) StoredVar() float64 { return math.Exp(float64(g.Logvar())) }
 
-// GaussianCache holds what GaussianRelease.Backward needs.
+// GaussianCache holds what [GaussianRelease.Backward] needs.
 type GaussianCache struct {
 	B, S, N, P int
 	x          *nn.Tensor // [B,S,H] the input of Proj (nil without one)
@@ -94,11 +103,16 @@ type GaussianCache struct {
 	norm       []float64  // [B*S] pre-projection norm of a projected row; 0 = not projected
 }
 
-// Forward maps x [B,S,H] and mask [B,S] to the release's posterior: N = L+1
-// components (component 0 the prior-like one) of P dimensions, mu, logvar,
-// alpha as in GaussianRelease; Mask labels component 0 and the real tokens
-// 1, the pads (positions past S included) 0; PadsReleased is true. Errors:
-// S > L, an input width other than Proj's, a non-finite clipped row.
+// Forward returns the release's posterior for x [B,S,H] and mask [B,S], and
+// the cache Backward needs.
+//
+// The posterior has N = L+1 components of P dimensions, component 0 being
+// the prior-like one, with mu, logvar and alpha as described at
+// [GaussianRelease]. Its Mask is 1 at component 0 and the real tokens and 0
+// at the pads, positions past S included; PadsReleased is true.
+//
+// Forward returns an error when S > L, when the input width differs from
+// Proj's, or when a clipped row is not finite.
 func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *GaussianCache, error) {
 	if len(x.Shape) != 3 {
 		return nil, nil, fmt.Errorf("gaussian release: input %v, want [B,S,H]", x.Shape)
@@ -153,10 +167,11 @@ func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *Ga
 	return post, c, nil
 }
 
-// Backward maps dmu [B,N,P] (gradient w.r.t. the released means) to dx
-// [B,S,H]: the Jacobian of the L2-ball projection (C/n)(I - u u^T) on
-// projected rows, the identity on rows inside the ball, 0 at pads; then,
-// with Proj, through it (accumulating its parameter gradients).
+// Backward maps dmu [B,N,P], the gradient with respect to the released
+// means, to dx [B,S,H]. On projected rows it applies the Jacobian of the
+// L2-ball projection, (C/n)(I - u u^T); on rows inside the ball the
+// identity; at pads 0. With Proj it then goes through the projection,
+// accumulating its parameter gradients.
 func (g *GaussianRelease) Backward(c *GaussianCache, dmu *nn.Tensor) *nn.Tensor {
 	B, S, N, P := c.B, c.S, c.N, c.P
 	dx := nn.New(B, S, P)
@@ -181,9 +196,10 @@ func (g *GaussianRelease) Backward(c *GaussianCache, dmu *nn.Tensor) *nn.Tensor 
 }
 
 // DrawGaussian samples the release Z = mu + sigma eps [B,N,P] of a gaussian
-// posterior (every component; eps from rng in row-major order) with uniform
-// weights pi_i = 1/N (ln pi_i = -ln N: a constant attention bias, so the
-// block's softmax does not see it). Training and evaluation alike.
+// posterior, for training and evaluation alike. Every component is sampled,
+// with eps drawn from rng in row-major order. The weights are uniform,
+// pi_i = 1/N and ln pi_i = -ln N: a constant attention bias, which the
+// block's softmax does not see.
 func DrawGaussian(post *Posterior, rng *rand.Rand) *Sample {
 	s := &Sample{Z: nn.New(post.Mu.Shape...), Eps: nn.New(post.Mu.Shape...)}
 	for k := range s.Z.Data {
@@ -206,14 +222,18 @@ func uniformDirichlet(B, N int) *DirichletSample {
 	return d
 }
 
-// GaussianClipSet is the set of posteriors a gaussian release can write, in
-// the clip-set form privacy.Certify certifies: components = L+1 (component 0
-// input-independent: mu 0, logvar ln sigma^2, alpha GaussianAlpha), dims P,
-// the mean ball of radius c around PriorMu = 0, the logvar range fixed at
-// [ln sigma^2, ln sigma^2] (floor = cap, given explicitly) and alpha fixed at
-// GaussianAlpha (C_amin = C_amax = prior alpha). Its certificate at order
-// lambda is 2 lambda C^2 L / sigma^2 with C = privacy.StoredRadius(c) and
-// sigma^2 = exp(float32(ln variance)) (docs/privacy.md).
+// GaussianClipSet returns the set of posteriors a gaussian release can
+// write, in the clip-set form that [privacy.Certify] certifies.
+//
+// The set has L+1 components in P dimensions. Component 0 is independent of
+// the input, with mu 0, logvar ln sigma^2 and alpha GaussianAlpha. The means
+// lie in the ball of radius c around PriorMu = 0; the logvar range is fixed
+// at [ln sigma^2, ln sigma^2], given explicitly with floor equal to cap; and
+// alpha is fixed at GaussianAlpha, with C_amin = C_amax = the prior alpha.
+//
+// Its certificate at order lambda is 2 lambda C^2 L / sigma^2, with
+// C = [privacy.StoredRadius](c) and sigma^2 = exp(float32(ln variance));
+// see docs/privacy.md.
 func GaussianClipSet(c, variance float64, L, P int) privacy.ClipSet {
 	lv := float64(float32(math.Log(variance)))
 	return privacy.ClipSet{Components: L + 1, Dims: P, CMu: c,
@@ -222,6 +242,6 @@ func GaussianClipSet(c, variance float64, L, P int) privacy.ClipSet {
 		AlphaMin: GaussianAlpha, AlphaMax: GaussianAlpha, PriorAlpha: GaussianAlpha}
 }
 
-// ClipSet is GaussianClipSet of the release's constants for P dimensions
-// (the latent width, Config.Latent).
+// ClipSet returns [GaussianClipSet] of the release's constants for P
+// dimensions, the latent width [Config.Latent].
 func (g *GaussianRelease) ClipSet(P int) privacy.ClipSet { return GaussianClipSet(g.C, g.Var, g.L, P) }

@@ -7,17 +7,19 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// Head kinds (ref §3.3).
+// Head kinds, as in ref §3.3.
 const (
-	// HeadMean is mean pooling + dropout + Linear (BERT family and the
-	// baseline): logits = W_c mean_t y_t + b_c, the mean over the rows t the
-	// mask marks real (ref §3.3: the baseline and reference mode), or over all
-	// S rows with a nil mask (principled NVDP models: every token component,
+	// HeadMean is mean pooling, dropout and a Linear layer, as in the BERT
+	// family and the baseline: logits = W_c mean_t y_t + b_c.
+	//
+	// The mean runs over the rows t the mask marks real for the baseline
+	// and in reference mode, as in ref §3.3. Principled NVDP models pass a
+	// nil mask and the mean runs over all S rows: every token component,
 	// padding included, is part of the release, so the pooled vector is a
-	// function of (Z, pi) alone; docs/model.md "Padding components").
+	// function of Z and pi alone; see "Padding components" in docs/model.md.
 	HeadMean = "mean"
-	// HeadFirstToken is the RobertaClassificationHead on position 0 (<s>):
-	// dropout, dense P->P, tanh, dropout, out_proj P->num_labels.
+	// HeadFirstToken is the RobertaClassificationHead on position 0, the
+	// <s> token: dropout, dense P->P, tanh, dropout, out_proj P->num_labels.
 	HeadFirstToken = "first-token"
 )
 
@@ -29,8 +31,9 @@ type Head struct {
 	drop  nn.Dropout
 }
 
-// NewHead builds a head with HF initialisation for rows of the given width
-// (the block's width P; the encoder's hidden size for the baseline).
+// NewHead returns a head with the Hugging Face initialisation for rows of
+// the given width: the block's width P, or the encoder's hidden size for
+// the baseline.
 func NewHead(kind string, width, numLabels int, dropout float64, rng *rand.Rand) (*Head, error) {
 	if numLabels < 1 {
 		return nil, fmt.Errorf("head: num_labels %d < 1", numLabels)
@@ -58,7 +61,7 @@ func (h *Head) Params() []*nn.Param {
 	return h.Out.Params()
 }
 
-// HeadCache holds what Head.Backward needs.
+// HeadCache holds what [Head.Backward] needs.
 type HeadCache struct {
 	S          int
 	mask       []float32
@@ -68,9 +71,9 @@ type HeadCache struct {
 	outIn      *nn.Tensor
 }
 
-// Forward maps y [B,S,P] and the token mask [B,S] (1 = real; nil = every
-// row, as principled NVDP models pass) to logits [B,C]. Only HeadMean reads
-// the mask.
+// Forward maps y [B,S,P] and the token mask [B,S] to logits [B,C]. The mask
+// holds 1 for a real token; nil means every row, as principled NVDP models
+// pass. Only HeadMean reads the mask.
 func (h *Head) Forward(y *nn.Tensor, mask []float32, train bool, rng *rand.Rand) (*nn.Tensor, *HeadCache) {
 	c := &HeadCache{S: y.Shape[1], mask: mask}
 	if mask == nil {
@@ -93,7 +96,8 @@ func (h *Head) Forward(y *nn.Tensor, mask []float32, train bool, rng *rand.Rand)
 	return logits, c
 }
 
-// Backward maps dlogits [B,C] to dy [B,S,P], accumulating parameter gradients.
+// Backward maps dlogits [B,C] to dy [B,S,P], accumulating the parameter
+// gradients.
 func (h *Head) Backward(c *HeadCache, dlogits *nn.Tensor) *nn.Tensor {
 	d := h.Out.Backward(c.outIn, dlogits)
 	if h.Kind == HeadMean {

@@ -6,9 +6,9 @@ import (
 	"gonum.org/v1/gonum/mathext"
 )
 
-// Prior holds the NVIB prior component (ref §1): mean Mu (every dimension),
-// variance Var (every dimension) and log pseudo-count LogAlpha. Defaults 0, 1, 0.
-// The prior is frozen (not trained).
+// Prior holds the frozen prior component of NVIB, as in ref §1. Mu is the
+// mean and Var the variance of every dimension; LogAlpha is the log
+// pseudo-count. The defaults are 0, 1 and 0. The prior is not trained.
 type Prior struct {
 	Mu       float64 `json:"mu"`
 	Var      float64 `json:"var"`
@@ -24,30 +24,37 @@ type KLConfig struct {
 	// Delta is the conditional-prior strength in L_D: alpha0_p = exp(prior log alpha) + delta (N-1).
 	// NVDP runs use 0 (ref §1).
 	Delta float64
-	// MaskPads excludes padding components (N = the unmasked count). The
-	// models never set it: the reference ignores the mask (every component
-	// counts, N = S+1; ref §4, §10 item 1) and principled mode releases pads
-	// as ordinary components, so they are regularised like the tokens
-	// (Model.KLConfig, docs/model.md). It remains for a release that omits pads.
+	// MaskPads excludes padding components, so that N is the unmasked count.
+	// The models never set it. The reference ignores the mask, so every
+	// component counts and N = S+1 (ref §4, §10 item 1), and principled mode
+	// releases pads as ordinary components, so they are regularised like the
+	// tokens; see [Model.KLConfig] and docs/model.md. It remains for a release
+	// that omits pads.
 	MaskPads bool
 }
 
-// KLResult holds per-example L_G and L_D (nats) and their batch means.
+// KLResult holds the per-example regularisers L_G and L_D, in nats, and
+// their batch means.
 type KLResult struct {
 	LG, LD         []float64 // [B]
 	MeanLG, MeanLD float64
 }
 
-// KL computes the NVIB regularisers of ref §4 for a posterior (mu, logvar
-// [B,N,P], alpha [B,N], mask [B,N] 1 = real; component 0 = prior):
+// KL computes the NVIB regularisers L_G and L_D of ref §4 for a posterior.
+//
+// The posterior has means mu and log variances logvar of shape [B,N,P],
+// pseudo-counts alpha [B,N] and mask [B,N], with 1 for a real component.
+// Component 0 is the prior. The regularisers are
 //
 //	L_G = 0.5 sum_i pibar_i (1/P) sum_j [ var_ij/var_p + (mu_ij-mu_p)^2/var_p - 1 - ln(var_ij/var_p) ],  pibar_i = alpha_i/alpha0
 //	L_D = [ lnG(alpha0) - lnG(alpha0_p) + (alpha0-alpha0_p)(psi(alpha0/N) - psi(alpha0)) + N(lnG(alpha0_p/N) - lnG(alpha0/N)) ] / N
 //
-// with alpha0 = sum_i alpha_i and N the number of components summed
-// (MaskPads: the unmasked ones; reference: all S+1), alpha0_p =
-// exp(prior log alpha) + delta (N-1). Float64 throughout. Test vector (ref §11,
-// e0): L_G = 0.2947536138, L_D = 0.0394616248.
+// with alpha0 = sum_i alpha_i, alpha0_p = exp(prior log alpha) + delta
+// (N-1), and N the number of components summed: the unmasked ones with
+// [KLConfig.MaskPads], else all S+1 as in the reference.
+//
+// The sums run in float64. The test vector of ref §11, e0, gives
+// L_G = 0.2947536138 and L_D = 0.0394616248.
 func KL(cfg KLConfig, mu, logvar, alpha []float32, mask []float32, B, N, P int) KLResult {
 	r := KLResult{LG: make([]float64, B), LD: make([]float64, B)}
 	for b := 0; b < B; b++ {
@@ -59,8 +66,8 @@ func KL(cfg KLConfig, mu, logvar, alpha []float32, mask []float32, B, N, P int) 
 	return r
 }
 
-// KLBackward accumulates into dmu, dlogvar ([B,N,P]) and dalpha ([B,N]) the
-// gradient of wG*mean_b L_G + wD*mean_b L_D.
+// KLBackward accumulates the gradient of wG*mean_b L_G + wD*mean_b L_D into
+// dmu and dlogvar, of shape [B,N,P], and dalpha, of shape [B,N].
 func KLBackward(cfg KLConfig, mu, logvar, alpha []float32, mask []float32, B, N, P int, wG, wD float64, dmu, dlogvar, dalpha []float32) {
 	for b := 0; b < B; b++ {
 		klOne(cfg, mu, logvar, alpha, mask, b, N, P, dmu, dlogvar, dalpha, wG/float64(B), wD/float64(B))

@@ -9,50 +9,59 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// Initialisation modes of the NVIB projections (ref §1).
+// Initialisation modes of the NVIB projections, as in ref §1.
 const (
-	// InitNVIB is the intended NVIB initialisation: W_mu = mu_tau I, b_mu =
-	// prior_mu (1 - mu_tau); W_logvar = 0, b_logvar = ln((prior_sigma stdev_tau)^2);
-	// w_lin = 0, w_quad = 1/(2 sqrt d_h), b_alpha = alpha_tau (prior_log_alpha_stdev = 1).
-	// With a latent width P != H, I is the rectangular identity [P,H]
-	// (W_mu[j,j] = mu_tau for j < min(P,H): mu reads the first P coordinates
-	// of x; for P > H the rows j >= H are 0) and w_quad is 1/(2 sqrt d_h) on
-	// the same first min(P,H) coordinates and 0 on the others, so that the
-	// quadratic term still cancels ||z||^2/(2 sqrt d_h) at init (d_h = P/heads).
+	// InitNVIB is the intended NVIB initialisation:
+	//
+	//	W_mu = mu_tau I, b_mu = prior_mu (1 - mu_tau)
+	//	W_logvar = 0, b_logvar = ln((prior_sigma stdev_tau)^2)
+	//	w_lin = 0, w_quad = 1/(2 sqrt d_h), b_alpha = alpha_tau
+	//
+	// with prior_log_alpha_stdev = 1. With a latent width P != H, I is the
+	// rectangular identity [P,H]: W_mu[j,j] = mu_tau for j < min(P,H), so mu
+	// reads the first P coordinates of x, and for P > H the rows j >= H are
+	// 0. w_quad is then 1/(2 sqrt d_h) on the same first min(P,H)
+	// coordinates and 0 on the others, so that the quadratic term still
+	// cancels ||z||^2/(2 sqrt d_h) at init, where d_h = P/heads.
 	InitNVIB = "nvib"
-	// InitHF is what the released pipeline ends up with (ref §10 item 10):
-	// every NVIB weight ~ N(0, 0.02^2), every bias 0.
+	// InitHF is what the released pipeline ends up with, as ref §10 item 10
+	// describes: every NVIB weight drawn from N(0, 0.02^2), every bias 0.
 	InitHF = "hf"
-	// InitClip is the principled default: the intended NVIB init moved inside
-	// the clipping region, where every clamp passes gradient: W_mu = mu_tau I,
-	// b_mu as InitNVIB (information flows through the bottleneck from step 0;
-	// the mu projection rescales it into the C_mu ball), W_logvar = 0, w_lin =
-	// w_quad = 0, b_logvar = logvar floor + ClipInitMargin (sigma just above
-	// sqrt((lambda-1)/lambda) prior sigma), b_alpha = ln C_amax -
-	// ClipInitMargin, with the floor and C_amax of Cfg.Clip whether or not
-	// clipping is enabled, so that nvdp and nvdp-clipped start from the same
-	// posterior and differ only by the clipping. With P != H, W_mu is the
-	// rectangular identity of InitNVIB. Not in the reference; see
-	// docs/model.md.
+	// InitClip is the principled default: the intended NVIB initialisation
+	// moved inside the clipping region, where every clamp passes gradient.
+	//
+	// W_mu = mu_tau I and b_mu is as in InitNVIB, so information flows
+	// through the bottleneck from step 0 and the mu projection rescales it
+	// into the C_mu ball. W_logvar = 0 and w_lin = w_quad = 0. b_logvar is
+	// the logvar floor plus [ClipInitMargin], which puts sigma just above
+	// sqrt((lambda-1)/lambda) prior sigma, and b_alpha = ln C_amax -
+	// ClipInitMargin. The floor and C_amax are those of Cfg.Clip whether or
+	// not clipping is enabled, so that nvdp and nvdp-clipped start from the
+	// same posterior and differ only by the clipping. With P != H, W_mu is
+	// the rectangular identity of InitNVIB.
+	//
+	// InitClip is not in the reference; see docs/model.md.
 	InitClip = "clip"
 )
 
-// ClipInitMargin is the distance (nats) InitClip keeps the logvar and
-// log-alpha biases inside their clip bounds, so the clamps pass gradient.
+// ClipInitMargin is the distance, in nats, by which InitClip keeps the
+// logvar and log-alpha biases inside their clip bounds, so that the clamps
+// pass gradient.
 const ClipInitMargin = 0.1
 
 // LayerConfig configures the NVIB layer.
 type LayerConfig struct {
 	Hidden int `json:"hidden"` // H, the width of the encoder output x the layer reads
-	// Latent is P, the width of the posterior's mu and logvar (the release);
-	// 0: P = Hidden.
+	// Latent is P, the width of the posterior's mu and logvar, which is the
+	// width of the release. 0 means P = Hidden.
 	Latent int          `json:"latent,omitempty"`
 	Heads  int          `json:"heads"` // heads of the NVDP block (d_h = P/heads enters the quadratic init)
 	Mode   privacy.Mode `json:"mode"`
 	Prior  Prior        `json:"prior"`
 	Clip   ClipConfig   `json:"clip"`
 	Init   string       `json:"init"`
-	// MuTau, StdevTau, AlphaTau parameterise InitNVIB (reference scripts: 1, 0.1, -10).
+	// MuTau, StdevTau and AlphaTau parameterise InitNVIB. The reference
+	// scripts use 1, 0.1 and -10.
 	MuTau    float64 `json:"mu_tau"`
 	StdevTau float64 `json:"stdev_tau"`
 	AlphaTau float64 `json:"alpha_tau"`
@@ -66,15 +75,21 @@ func (c LayerConfig) latent() int {
 	return c.Latent
 }
 
-// Layer is the NVIB layer (ref §1): per token x_i [H] (the encoder output),
+// Layer is the NVIB layer of ref §1. For each token x_i [H] of the encoder
+// output it computes
 //
-//	mu_i = W_mu x_i + b_mu,  logvar_i = W_l x_i + b_l   ([P]: W [P,H], the projection to the latent width P)
-//	ln alpha_i = w_lin.x_i + w_quad.(x_i ⊙ x_i) + b_alpha   (scalar: w [H], read from x as in the reference)
+//	mu_i = W_mu x_i + b_mu,  logvar_i = W_l x_i + b_l
+//	ln alpha_i = w_lin.x_i + w_quad.(x_i ⊙ x_i) + b_alpha
 //
-// with the prior component (mu = prior mean, logvar = ln prior_var, ln alpha =
-// prior log alpha; P dims) prepended at index 0, then clipping (ClipConfig).
-// The released code has P = H (square projections); P != H is the latent
-// width lever of docs/model.md ("Latent width P"), principled mode only.
+// mu_i and logvar_i have width P, with W [P,H] the projection to the latent
+// width. ln alpha_i is a scalar, with w [H] read from x as in the reference.
+// The prior component, with mu the prior mean, logvar ln prior_var and ln
+// alpha the prior log alpha over P dimensions, is prepended at index 0, and
+// the result is clipped by [ClipConfig].
+//
+// The released code has square projections, P = H. P != H is the latent
+// width lever described under "Latent width P" in docs/model.md, for
+// principled mode only.
 type Layer struct {
 	Cfg       LayerConfig
 	Mu        *nn.Linear // prefix.mu_proj       [P,H]
@@ -83,8 +98,9 @@ type Layer struct {
 	AlphaQuad *nn.Param  // prefix.alpha_proj.quadratic.weight [1,H], no bias
 }
 
-// NewLayer builds the layer with parameters named prefix+".mu_proj.weight", ...
-// and initialises them (InitNVIB or InitHF; rng used by InitHF).
+// NewLayer returns a layer with parameters named prefix+".mu_proj.weight"
+// and so on, initialised by cfg.Init: [InitNVIB], the default, [InitHF] or
+// [InitClip]. Only InitHF draws from rng. An unknown mode is an error.
 func NewLayer(prefix string, cfg LayerConfig, rng *rand.Rand) (*Layer, error) {
 	H, P := cfg.Hidden, cfg.latent()
 	if H < 1 {
@@ -151,33 +167,37 @@ func setRectIdentity(w *nn.Tensor, v float32) {
 	}
 }
 
-// Params returns the layer's trainable parameters (the prior is frozen).
+// Params returns the layer's trainable parameters. The prior is frozen and
+// not among them.
 func (l *Layer) Params() []*nn.Param {
 	return append(append(append(l.Mu.Params(), l.Logvar.Params()...), l.AlphaLin.Params()...), l.AlphaQuad)
 }
 
-// Posterior holds the (clipped) NVIB posterior of a batch: component 0 is
-// the prior, components 1..S the token positions (padding included).
+// Posterior holds the clipped NVIB posterior of a batch. Component 0 is the
+// prior and components 1..S are the token positions, padding included.
 type Posterior struct {
 	B, N, P int
 	Mu      *nn.Tensor // [B,N,P] means
 	Logvar  *nn.Tensor // [B,N,P] log variances (nats); sigma = exp(logvar/2)
 	Alpha   *nn.Tensor // [B,N]   Dirichlet pseudo-counts (> 0 where released)
-	// Mask [B,N] labels the components: 1 = real token or the prior (always
-	// 1), 0 = padding. It goes to the posterior file (for the audit's opt-in
-	// --mask); in principled mode nothing downstream of the layer reads it.
+	// Mask [B,N] labels the components: 1 for a real token or the prior,
+	// which is always 1, and 0 for padding. It goes to the posterior file,
+	// for the audit's opt-in --mask; in principled mode nothing downstream
+	// of the layer reads it.
 	Mask []float32
 	// PadsReleased is true in principled mode: the release has all N
-	// components, padding components included as ordinary clipped components
-	// with Dirichlet mass (their clipped alpha) and Gaussian draws, so the
-	// release does not reveal the length and the default (unmasked) audit
-	// describes it (docs/model.md "Padding components", docs/privacy.md).
-	// False in reference mode: padding components get pi = 0 (ref §2).
+	// components, and padding components are ordinary clipped components
+	// with Dirichlet mass, given by their clipped alpha, and Gaussian draws.
+	// The release then does not reveal the length, and the default unmasked
+	// audit describes it; see "Padding components" in docs/model.md, and
+	// docs/privacy.md. It is false in reference mode, where padding
+	// components get pi = 0, as in ref §2.
 	PadsReleased bool
 }
 
-// SampleMask returns the mask the sampler honours ([B,N], 1 = the component
-// gets Dirichlet mass): nil (every component) when PadsReleased, else Mask.
+// SampleMask returns the mask [B,N] the sampler honours, with 1 where the
+// component gets Dirichlet mass. It is nil, meaning every component, when
+// PadsReleased is set, and Mask otherwise.
 func (p *Posterior) SampleMask() []float32 {
 	if p.PadsReleased {
 		return nil
@@ -185,20 +205,24 @@ func (p *Posterior) SampleMask() []float32 {
 	return p.Mask
 }
 
-// LayerCache holds what Layer.Backward needs.
+// LayerCache holds what [Layer.Backward] needs.
 type LayerCache struct {
 	x    *nn.Tensor
 	clip *clipCache
 }
 
-// Forward maps x [B,S,H] (encoder output) and mask [B,S] (1 = real; nil =
-// all real) to the clipped posterior with N = S+1 components of P
-// dimensions (mu, logvar [B,N,P], alpha [B,N]). Every
-// component, padding included, is projected and clipped alike; the mask only
-// fills Posterior.Mask (and, in reference mode, decides which components the
-// sampler gives mass). Errors: a non-finite posterior value (e.g. alpha = exp
-// overflow in an unclipped model) or a zero alpha on a released component,
-// naming tensor and position.
+// Forward returns the clipped posterior of the encoder output x [B,S,H] and
+// the cache Backward needs.
+//
+// The posterior has N = S+1 components of P dimensions: mu and logvar
+// [B,N,P] and alpha [B,N]. mask [B,S] holds 1 for a real token; nil means
+// all real. Every component, padding included, is projected and clipped
+// alike. The mask only fills [Posterior.Mask] and, in reference mode,
+// decides which components the sampler gives mass.
+//
+// Forward returns an error naming the tensor and position for a non-finite
+// posterior value, such as an alpha whose exp overflowed in an unclipped
+// model, or for a zero alpha on a released component.
 func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, error) {
 	if len(x.Shape) != 3 || x.Shape[2] != l.Cfg.Hidden {
 		panic(fmt.Sprintf("nvib.Layer: input %v, want [B,S,%d]", x.Shape, l.Cfg.Hidden))
@@ -265,9 +289,10 @@ func (p *Posterior) checkFinite() error {
 	return nil
 }
 
-// Backward takes gradients w.r.t. the clipped posterior (dmu, dlogvar
-// [B,N,P], dalpha [B,N]; modified in place), accumulates parameter gradients
-// and returns dx [B,S,H]. The prior component's gradient is discarded (frozen).
+// Backward takes the gradients with respect to the clipped posterior, dmu
+// and dlogvar [B,N,P] and dalpha [B,N], which it modifies in place. It
+// accumulates the parameter gradients and returns dx [B,S,H]. The prior
+// component is frozen, so its gradient is discarded.
 func (l *Layer) Backward(c *LayerCache, dmu, dlogvar, dalpha *nn.Tensor) *nn.Tensor {
 	B, N, P := c.clip.B, c.clip.N, c.clip.P
 	S, H := N-1, l.Cfg.Hidden
@@ -296,18 +321,21 @@ func (l *Layer) Backward(c *LayerCache, dmu, dlogvar, dalpha *nn.Tensor) *nn.Ten
 	return dx
 }
 
-// Sample is one draw from the posterior (ref §2): Z [B,N,P] with
-// z_i = mu_i + sigma_i ⊙ eps_i for every component (prior and pads included)
-// and the Dirichlet weights pi [B,N] over the components of
-// Posterior.SampleMask: in principled mode all N (pi_i > 0 everywhere, pads
-// included), in reference mode 0 at pads. (Z, pi) is the release.
+// Sample is one draw from the posterior, as in ref §2; Z and pi together
+// are the release.
+//
+// Z [B,N,P] holds z_i = mu_i + sigma_i ⊙ eps_i for every component, the
+// prior and pads included. pi [B,N] holds the Dirichlet weights over the
+// components of [Posterior.SampleMask]: in principled mode all N, with
+// pi_i > 0 everywhere including pads; in reference mode 0 at pads.
 type Sample struct {
 	Z   *nn.Tensor // [B,N,P]
 	Eps *nn.Tensor // [B,N,P] standard normal noise
 	Dir *DirichletSample
 }
 
-// Draw samples Z and pi from post (training and evaluation alike: NVDP always samples).
+// Draw samples Z and pi from post. NVDP always samples, in training and
+// evaluation alike.
 func Draw(post *Posterior, rng *rand.Rand) *Sample { return drawWith(post, rng, nil) }
 
 // drawWith is Draw with an optional injected ln-Gamma sampler (tests).
@@ -325,9 +353,9 @@ func drawWith(post *Posterior, rng *rand.Rand, logGamma func(k int, a float64) f
 	return s
 }
 
-// Backward accumulates into dmu, dlogvar [B,N,P] and dalpha [B,N] the
-// gradients from dZ [B,N,P] (dz/dmu = 1, dz/dlogvar = eps sigma/2) and
-// dLogPi [B,N] (through the Dirichlet path); either may be nil.
+// Backward accumulates into dmu and dlogvar [B,N,P] and dalpha [B,N] the
+// gradients from dZ [B,N,P], with dz/dmu = 1 and dz/dlogvar = eps sigma/2,
+// and from dLogPi [B,N], through the Dirichlet path. Either may be nil.
 func (s *Sample) Backward(post *Posterior, dZ *nn.Tensor, dLogPi []float64, dmu, dlogvar, dalpha *nn.Tensor) {
 	if dZ != nil {
 		for k, g := range dZ.Data {
@@ -342,19 +370,19 @@ func (s *Sample) Backward(post *Posterior, dZ *nn.Tensor, dLogPi []float64, dmu,
 	}
 }
 
-// DrawWeights samples the Dirichlet weights pi [N] (and ln pi) of one
-// example whose every component is sampled (the release: PadsReleased)
-// with pseudo-counts alpha [N], as Draw samples them (the same Gamma draws
-// from rng in component order). The exact release (package release) draws
-// the weights of a fixed-noise model with it ahead of the request: their
-// law is the same for every input.
+// DrawWeights samples the Dirichlet weights pi [N] and their logs for one
+// example with pseudo-counts alpha [N] whose every component is sampled, as
+// in a release with PadsReleased. It draws as [Draw] does: the same Gamma
+// draws from rng in component order. The exact release of package release
+// uses it to draw the weights of a fixed-noise model ahead of the request,
+// since their law is the same for every input.
 func DrawWeights(alpha []float32, rng *rand.Rand) (pi []float32, logPi []float64) {
 	d := sampleDirichlet(func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }, alpha, nil, 1, len(alpha))
 	return d.Pi, d.LogPi
 }
 
-// UniformWeights is the constant weights pi_i = 1/N of a gaussian release
-// (DrawGaussian), and their logs.
+// UniformWeights returns the constant weights pi_i = 1/N of a gaussian
+// release, as [DrawGaussian] uses, and their logs.
 func UniformWeights(N int) (pi []float32, logPi []float64) {
 	d := uniformDirichlet(1, N)
 	return d.Pi, d.LogPi

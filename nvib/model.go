@@ -20,14 +20,15 @@ const (
 	ModelBaseline    = "baseline"     // encoder + head, no NVIB
 	ModelNVDP        = "nvdp"         // NVIB + NVDP block, no clipping
 	ModelNVDPClipped = "nvdp-clipped" // NVIB with clipping + NVDP block
-	// ModelGaussian is the Gaussian-mechanism baseline (DP-Forward style): each
-	// encoder output row clipped to the L2 ball of radius C = Clip.CMu around 0,
-	// plus N(0, prior_var I) noise, at all ReleaseLen positions; the same NVDP
-	// block and head read the release (GaussianRelease, docs/model.md).
+	// ModelGaussian is the Gaussian-mechanism baseline in the style of
+	// DP-Forward. Each encoder output row is clipped to the L2 ball of
+	// radius C = Clip.CMu around 0 and gets N(0, prior_var I) noise, at all
+	// ReleaseLen positions; the same NVDP block and head read the release.
+	// See [GaussianRelease] and docs/model.md.
 	ModelGaussian = "gaussian"
 )
 
-// KL weight schedules s(t) (ref §4).
+// KL weight schedules s(t), as in ref §4.
 const (
 	ScheduleConstant    = "constant"     // s = 1
 	ScheduleLinearDecay = "linear-decay" // s = max(0, (T-t)/T) (reference, --NVIB_use_scaling_factor)
@@ -38,29 +39,32 @@ const (
 // ConfigFile is the model configuration's file name inside a model directory.
 const ConfigFile = "nvdp_config.json"
 
-// Config is the full NVDP model configuration (saved as JSON in a model directory).
+// Config is the full NVDP model configuration, saved as JSON in a model
+// directory.
 type Config struct {
 	Model        string       `json:"model"`        // baseline | nvdp | nvdp-clipped | gaussian
 	Mode         privacy.Mode `json:"mode"`         // principled | reference
 	Hidden       int          `json:"hidden"`       // H, the encoder's hidden size
 	Heads        int          `json:"heads"`        // attention heads of the NVDP block (the encoder's count)
 	Intermediate int          `json:"intermediate"` // the encoder's FFN width (the block's: BlockIntermediate)
-	// LatentDim is P, the width of the release: the NVIB posterior's mu and
-	// logvar, the sample Z, the gaussian release, the NVDP block and the head
-	// (docs/model.md "Latent width P"). 0 means P = Hidden, the released
-	// code's (and every model written before the option: the key is then
-	// absent from nvdp_config.json); Latent returns P. P != Hidden is
-	// principled mode only, for the models with a release, and needs P
-	// divisible by Heads.
+	// LatentDim is P, the width of the release: of the NVIB posterior's mu
+	// and logvar, the sample Z, the gaussian release, the NVDP block and the
+	// head; see "Latent width P" in docs/model.md. [Config.Latent] returns P.
+	//
+	// 0 means P = Hidden, as in the released code and in every model written
+	// before the option, whose nvdp_config.json lacks the key. P != Hidden
+	// is for principled mode only, for the models with a release, and needs
+	// P divisible by Heads.
 	LatentDim    int     `json:"latent_dim,omitempty"`
 	LayerNormEps float64 `json:"layer_norm_eps"`
 	Dropout      float64 `json:"dropout"`
 	NumLabels    int     `json:"num_labels"` // 1 = regression (MSE)
 	Head         string  `json:"head"`       // mean | first-token
-	// HeadReads is what the head pools: HeadReadsBlock ("", every model
-	// written before the option) the NVDP block's output, or
-	// HeadReadsRelease the released atoms Z of the token components
-	// themselves (no NVDP block; docs/model.md "The head over the release").
+	// HeadReads is what the head pools. [HeadReadsBlock], also written "" as
+	// in every model written before the option, pools the NVDP block's
+	// output. [HeadReadsRelease] pools the released atoms Z of the token
+	// components themselves, with no NVDP block; see "The head over the
+	// release" in docs/model.md.
 	HeadReads string `json:"head_reads,omitempty"`
 
 	Prior    Prior   `json:"prior"`
@@ -69,13 +73,14 @@ type Config struct {
 	MuTau    float64 `json:"mu_tau"`
 	StdevTau float64 `json:"stdev_tau"`
 	AlphaTau float64 `json:"alpha_tau"`
-	// Clip is used by nvdp-clipped (Enabled is forced on there and off for
-	// nvdp and gaussian). For gaussian only Clip.CMu is read: the radius C of
-	// the token-embedding ball (GaussianRelease).
+	// Clip is used by nvdp-clipped, where Enabled is forced on; it is forced
+	// off for nvdp and gaussian. A gaussian model reads only Clip.CMu, the
+	// radius C of the token-embedding ball of [GaussianRelease].
 	Clip ClipConfig `json:"clip"`
-	// ReleaseLen is the number L of token positions a gaussian release always
-	// has (max-seq-len; positions past the batch's padded length are pads:
-	// 0 plus noise). Gaussian only (>= 1 there); 0 for the other models.
+	// ReleaseLen is the number L of token positions a gaussian release
+	// always has, the max-seq-len. Positions past the batch's padded length
+	// are pads: 0 plus noise. It must be at least 1 for gaussian and 0 for
+	// the other models.
 	ReleaseLen int `json:"release_len,omitempty"`
 
 	LambdaG    float64 `json:"lambda_g"`
@@ -85,15 +90,19 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration of model kind for an encoder of
-// the given hidden size, heads and intermediate size: reference CLI defaults
-// (C_mu 8, C_amax 1.5, lambda 1.1; alpha_tau -10, stdev_tau 0.1, mu_tau 1;
-// delta 0; lambda_G = lambda_D = 1e-2; linear-decay KL schedule), head
-// "mean". Init: "hf" in reference mode (what the release runs), "clip" in
-// principled mode (the intended NVIB init moved inside the clipping region:
-// under clipping the "nvib" init freezes logvar and alpha at the clip bounds
-// with zero gradient, and "hf" starts sigma at the prior sigma with mu near
-// 0, so that a from-scratch model learns nothing through the bottleneck; see
-// docs/model.md). Clipping follows DefaultClip(mode, 8, 1.5).
+// the given hidden size, heads and intermediate size.
+//
+// It has the reference CLI defaults: C_mu 8, C_amax 1.5, lambda 1.1,
+// alpha_tau -10, stdev_tau 0.1, mu_tau 1, delta 0, lambda_G = lambda_D =
+// 1e-2 and the linear-decay KL schedule. The head is "mean". Clipping
+// follows [DefaultClip](mode, 8, 1.5).
+//
+// The initialisation is "hf" in reference mode, which is what the release
+// runs, and "clip" in principled mode, the intended NVIB initialisation
+// moved inside the clipping region. Under clipping, the "nvib" init freezes
+// logvar and alpha at the clip bounds with zero gradient, and "hf" starts
+// sigma at the prior sigma with mu near 0, so that a model trained from
+// scratch learns nothing through the bottleneck; see docs/model.md.
 func DefaultConfig(model string, mode privacy.Mode, hidden, heads, intermediate, numLabels int) Config {
 	c := Config{Model: model, Mode: mode, Hidden: hidden, Heads: heads, Intermediate: intermediate,
 		LayerNormEps: 1e-12, NumLabels: numLabels, Head: HeadMean, Prior: DefaultPrior(),
@@ -112,13 +121,15 @@ func (c Config) Latent() int {
 	return c.LatentDim
 }
 
-// ClipSet is the clip set of the release of a model with configuration c
-// for N components (max-seq-len + 1) in the release's P = c.Latent()
-// dimensions (the latent width; the encoder's hidden size unless set): the
-// layer's clipping as NewModel configures it (enabled for nvdp-clipped
-// only), or for a gaussian model GaussianClipSet of its radius and noise
-// (L = N-1 positions). ok is false for a model without a release (the
-// baseline).
+// ClipSet returns the clip set of the release of a model with configuration
+// c, for N components in the release's P = c.Latent() dimensions. N is
+// max-seq-len + 1, and P is the encoder's hidden size unless a latent width
+// is set.
+//
+// For nvdp and nvdp-clipped the set is the layer's clipping as [NewModel]
+// configures it, enabled for nvdp-clipped only. For a gaussian model it is
+// [GaussianClipSet] of its radius and noise, with L = N-1 positions. ok is
+// false for the baseline, which has no release.
 func (c Config) ClipSet(N int) (set privacy.ClipSet, ok bool) {
 	P := c.Latent()
 	switch c.Model {
@@ -132,10 +143,10 @@ func (c Config) ClipSet(N int) (set privacy.ClipSet, ok bool) {
 	return clip.ClipSet(c.Prior, N, P), true
 }
 
-// BlockIntermediate is the FFN width of the NVDP block: the encoder's
-// Intermediate scaled by P/H, floor(Intermediate * P / Hidden) and at least
-// 1 (the encoder's ratio I/H, 4 for BERT, kept at the block's width P), so
-// Intermediate itself at P = H.
+// BlockIntermediate returns the FFN width of the NVDP block: the encoder's
+// Intermediate scaled by P/H, that is floor(Intermediate * P / Hidden), and
+// at least 1. This keeps the encoder's ratio I/H, 4 for BERT, at the
+// block's width P, and gives Intermediate itself at P = H.
 func (c Config) BlockIntermediate() int {
 	P := c.Latent()
 	if P == c.Hidden || c.Hidden < 1 {
@@ -144,9 +155,9 @@ func (c Config) BlockIntermediate() int {
 	return max(1, c.Intermediate*P/c.Hidden)
 }
 
-// DefaultInit is the NVIB initialisation of a mode: InitHF in reference
-// mode (what the released code runs), InitClip in principled mode
-// (DefaultConfig says why).
+// DefaultInit returns the NVIB initialisation of a mode: [InitHF] in
+// reference mode, which the released code runs, and [InitClip] in
+// principled mode; [DefaultConfig] says why.
 func DefaultInit(mode privacy.Mode) string {
 	if mode.IsReference() {
 		return InitHF
@@ -206,19 +217,21 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Head inputs (Config.HeadReads).
+// Head inputs, the values of [Config.HeadReads].
 const (
-	// HeadReadsBlock: the head pools the NVDP block's output y (ref §3.2),
-	// the released code's architecture.
+	// HeadReadsBlock makes the head pool the NVDP block's output y, as in
+	// ref §3.2: the released code's architecture.
 	HeadReadsBlock = "block"
-	// HeadReadsRelease: the head's mean pool reads the released atoms
+	// HeadReadsRelease makes the head's mean pool read the released atoms
 	// z_1..z_S of the token components directly, a mean over the released
-	// rows with no NVDP block (principled models with a release and a mean
-	// head). A function of the release alone, as the block's output is
-	// (post-processing). Motivation: the mechanism's best use of one
-	// release for a binary decision writes the decision into every row
-	// and averages the rows (docs/results.md, "Closing the gap"); the
-	// mean does that without having to be learnt through attention.
+	// rows with no NVDP block. It is for principled models with a release
+	// and a mean head. Like the block's output, the result is a function of
+	// the release alone, a post-processing.
+	//
+	// The motivation: the mechanism's best use of one release for a binary
+	// decision writes the decision into every row and averages the rows;
+	// see "Closing the gap" in docs/results.md. The mean does that without
+	// having to be learnt through attention.
 	HeadReadsRelease = "release"
 )
 
@@ -260,12 +273,15 @@ func (c Config) validateLatent() error {
 	return nil
 }
 
-// CheckLatent checks a latent width P for a model of kind model in mode on
-// an encoder of the given hidden size H and attention heads (the NVDP
-// block's): P >= 1; P = H, or else a model with a release (not the
-// baseline) in principled mode (the released code's projections are square,
-// and reference-mode queries read x [B,S,H]), with P divisible by heads.
-// The error says what is wrong, without the value (callers name it).
+// CheckLatent checks a latent width P for a model of kind model in mode, on
+// an encoder of the given hidden size H and with the NVDP block's number of
+// attention heads.
+//
+// P must be at least 1 and divisible by heads. P != H needs a model with a
+// release, not the baseline, in principled mode: the released code's
+// projections are square, and reference-mode queries read x [B,S,H].
+//
+// The error says what is wrong without the value; callers name it.
 func CheckLatent(model string, mode privacy.Mode, P, hidden, heads int) error {
 	switch {
 	case P < 1:
@@ -282,7 +298,8 @@ func CheckLatent(model string, mode privacy.Mode, P, hidden, heads int) error {
 	return nil
 }
 
-// KLScale returns s(t) for optimizer step t of total T (ref §4).
+// KLScale returns the KL weight s(t) for optimizer step t of total T, as in
+// ref §4.
 func (c Config) KLScale(step, total int) float64 {
 	t, T := float64(step), float64(max(total, 1))
 	w := c.KLWarmup * T
@@ -311,7 +328,8 @@ func SaveConfig(dir string, c Config) error {
 	return nil
 }
 
-// LoadConfig reads and validates dir/nvdp_config.json (unknown fields are an error).
+// LoadConfig reads and validates dir/nvdp_config.json. Unknown fields are
+// an error.
 func LoadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, ConfigFile)
 	f, err := os.Open(path)
@@ -331,8 +349,8 @@ func LoadConfig(dir string) (Config, error) {
 	return c, nil
 }
 
-// Backbone is the pretrained encoder under the NVIB (encoder.Encoder through
-// EncoderBackbone, or a test double).
+// Backbone is the pretrained encoder under the NVIB: an [encoder.Encoder]
+// through [EncoderBackbone], or a test double.
 type Backbone interface {
 	Forward(in encoder.Input, train bool, rng *rand.Rand) (*nn.Tensor, any) // [B,S,Hidden]
 	Backward(cache any, dx *nn.Tensor)
@@ -340,7 +358,7 @@ type Backbone interface {
 	Hidden() int
 }
 
-// EncoderBackbone adapts *encoder.Encoder to Backbone.
+// EncoderBackbone adapts [*encoder.Encoder] to [Backbone].
 type EncoderBackbone struct{ *encoder.Encoder }
 
 // Forward runs the encoder.
@@ -351,8 +369,9 @@ func (e EncoderBackbone) Forward(in encoder.Input, train bool, rng *rand.Rand) (
 // Backward back-propagates into the encoder.
 func (e EncoderBackbone) Backward(c any, dx *nn.Tensor) { e.Encoder.Backward(c.(*encoder.Cache), dx) }
 
-// Model is baseline (backbone + head), NVDP (backbone + NVIB layer + NVDP
-// block + head) or gaussian (backbone + GaussianRelease + NVDP block + head).
+// Model is one of the model kinds: the baseline, a backbone and a head;
+// NVDP, a backbone, the NVIB layer, the NVDP block and a head; or gaussian,
+// a backbone, a [GaussianRelease], the NVDP block and a head.
 type Model struct {
 	Cfg      Config
 	Backbone Backbone
@@ -365,11 +384,14 @@ type Model struct {
 }
 
 // NewModel builds the model on a backbone; rng initialises the new layers.
+//
 // A nil backbone makes a model whose features [B, S, cfg.Hidden] come from
-// the caller (ForwardFeatures, BackwardFeatures; Params has no backbone
-// parameters): the speech task runs its Wav2Vec2 encoder so.
-// Parameter names: "nvib.*", "nvdp.*" (HF BertLayer names), "classifier.*";
-// the backbone's own names are unchanged.
+// the caller through [Model.ForwardFeatures] and [Model.BackwardFeatures];
+// Params then has no backbone parameters. The speech task runs its Wav2Vec2
+// encoder so.
+//
+// The parameters are named "nvib.*", "nvdp.*" with Hugging Face BertLayer
+// names, and "classifier.*"; the backbone's own names are unchanged.
 func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -411,8 +433,9 @@ func NewModel(cfg Config, bb Backbone, rng *rand.Rand) (*Model, error) {
 	return m, nil
 }
 
-// Params returns backbone, NVIB (or the gaussian release's projection,
-// when it has one: P != H), block and head parameters (unique names).
+// Params returns the parameters of the backbone, the NVIB layer or the
+// gaussian release's projection when it has one (P != H), the block and the
+// head. Their names are unique.
 func (m *Model) Params() []*nn.Param {
 	var ps []*nn.Param
 	if m.Backbone != nil {
@@ -431,8 +454,8 @@ func (m *Model) Params() []*nn.Param {
 }
 
 // ClipRadius returns the radius the clip of the forward passes projects
-// onto: the NVIB layer's C_mu (nvdp-clipped) or the gaussian release's C;
-// 0 for models without a clip.
+// onto: the NVIB layer's C_mu for nvdp-clipped, or the gaussian release's C.
+// It is 0 for models without a clip.
 func (m *Model) ClipRadius() float64 {
 	switch {
 	case m.Gauss != nil:
@@ -443,13 +466,17 @@ func (m *Model) ClipRadius() float64 {
 	return 0
 }
 
-// SetClipRadius sets the radius r (> 0, finite) the clip projects onto in
-// the forward passes that follow: the NVIB layer's C_mu (nvdp-clipped) or
-// the gaussian release's C. Cfg, the model's configuration (what is saved,
-// certified and released with), is left as it is: a training schedule of
-// the radius (model.RadiusSchedule) sets it per step and puts Cfg.Clip.CMu
-// back before any evaluation. No effect on a model without a clip. Panics
-// on a radius that is not finite and > 0 (a programmer error).
+// SetClipRadius sets the radius r the clip projects onto in the forward
+// passes that follow: the NVIB layer's C_mu for nvdp-clipped, or the
+// gaussian release's C. It has no effect on a model without a clip.
+//
+// Cfg, the configuration the model is saved, certified and released with,
+// is left as it is. A training schedule of the radius,
+// model.RadiusSchedule, sets it per step and puts Cfg.Clip.CMu back
+// before any evaluation.
+//
+// SetClipRadius panics on a radius that is not finite and positive, which
+// is a programmer error.
 func (m *Model) SetClipRadius(r float64) {
 	if !(r > 0) || math.IsInf(r, 0) {
 		panic(fmt.Sprintf("nvib: clip radius %v", r))
@@ -463,37 +490,42 @@ func (m *Model) SetClipRadius(r float64) {
 }
 
 // HasKL reports whether the model has the KL regularisers weighted by
-// lambda (nvdp, nvdp-clipped): the baseline and gaussian have none.
+// lambda: nvdp and nvdp-clipped do, the baseline and gaussian do not.
 func HasKL(model string) bool { return model == ModelNVDP || model == ModelNVDPClipped }
 
 // Calibratable reports whether a clipping of the model can be calibrated to
-// a certified target (nvdp-clipped, gaussian): nvdp and the baseline have
-// no clipping.
+// a certified target: true for nvdp-clipped and gaussian, false for nvdp
+// and the baseline, which have no clipping.
 func Calibratable(model string) bool { return model == ModelNVDPClipped || model == ModelGaussian }
 
-// Releases reports whether the model makes a release (an NVIB posterior
-// sample or a gaussian release): every model but the baseline.
+// Releases reports whether the model makes a release, an NVIB posterior
+// sample or a gaussian release: every model but the baseline does.
 func (m *Model) Releases() bool { return m.NVIB != nil || m.Gauss != nil }
 
-// KLConfig returns the regulariser settings of the model. Padding components
-// count in both modes (MaskPads false, N = S+1): in principled mode they are
-// released as ordinary components (Posterior.PadsReleased), so the KL terms
-// regularise what is released; the reference ignores the mask (ref §4, §10
-// item 1). Hence N = S+1 in L_D depends on how the batch is padded (training
-// pads dynamically; docs/model.md "Padding components").
+// KLConfig returns the regulariser settings of the model.
+//
+// Padding components count in both modes: MaskPads is false and N = S+1. In
+// principled mode they are released as ordinary components, see
+// [Posterior.PadsReleased], so the KL terms regularise what is released;
+// the reference ignores the mask, as in ref §4 and §10 item 1. Hence N in
+// L_D depends on how the batch is padded, and training pads dynamically;
+// see "Padding components" in docs/model.md.
 func (m *Model) KLConfig() KLConfig {
 	return KLConfig{Prior: m.Cfg.Prior, Delta: m.Cfg.Delta}
 }
 
-// PadsReleased reports whether the model's release (the sample Z, pi) has
-// every one of the N = S+1 components with Dirichlet mass, padding included
-// (principled NVDP models), so that its outputs depend on the padded length
-// S but not on the mask. Its predictions should be computed on inputs padded
-// to the release length (max-seq-len), as model.EvalPadLen does; training at
-// that length was measured to make no difference (docs/model.md "Padding
-// components"). False for the baseline and reference mode (pads get pi = 0;
-// outputs do not depend on the padding). True for gaussian, whose release
-// always has Cfg.ReleaseLen positions whatever the batch's padding.
+// PadsReleased reports whether the model's release, the sample Z and pi,
+// has every one of the N = S+1 components with Dirichlet mass, padding
+// included.
+//
+// It is true for principled NVDP models, whose outputs then depend on the
+// padded length S but not on the mask. Their predictions should be computed
+// on inputs padded to the release length, max-seq-len, as
+// model.EvalPadLen does; training at that length was measured to make no
+// difference, see "Padding components" in docs/model.md. It is true for
+// gaussian, whose release always has Cfg.ReleaseLen positions whatever the
+// batch's padding. It is false for the baseline and in reference mode,
+// where pads get pi = 0 and the outputs do not depend on the padding.
 func (m *Model) PadsReleased() bool {
 	return m.Gauss != nil || (m.NVIB != nil && !m.Cfg.Mode.IsReference())
 }
@@ -508,8 +540,8 @@ func (m *Model) headMask(mask []float32) []float32 {
 	return mask
 }
 
-// Labels are the targets of a batch: Class [B] for classification
-// (num_labels > 1) or Value [B] for regression (num_labels = 1).
+// Labels are the targets of a batch: Class [B] for classification, when
+// num_labels > 1, or Value [B] for regression, when num_labels = 1.
 type Labels struct {
 	Class []int
 	Value []float32
@@ -519,21 +551,23 @@ type Labels struct {
 type ForwardOptions struct {
 	Train bool
 	Rng   *rand.Rand // dropout and NVDP sampling (NVDP samples at evaluation too)
-	// KLScale is s(t) (Config.KLScale); evaluation uses 1 as the reference.
+	// KLScale is s(t) from [Config.KLScale]. Evaluation uses 1, as the
+	// reference does.
 	KLScale float64
 }
 
 // Output is the result of a forward pass.
 type Output struct {
 	Logits *nn.Tensor // [B, num_labels]
-	// Loss = Task + lambda_G s LG + lambda_D s LD (nats; batch means); 0 without labels.
+	// Loss = Task + lambda_G s LG + lambda_D s LD, as batch means in nats;
+	// all are 0 without labels.
 	Loss, Task, LG, LD float64
 	KL                 KLResult   // per-example L_G, L_D (NVDP only)
 	Posterior          *Posterior // clipped posterior (NVDP and gaussian)
 	Sample             *Sample    // the draw used (NVDP and gaussian)
 }
 
-// Cache holds what Model.Backward needs.
+// Cache holds what [Model.Backward] needs.
 type Cache struct {
 	bbCache any
 	x       *nn.Tensor
@@ -547,11 +581,13 @@ type Cache struct {
 }
 
 // Forward runs the model on a batch: the backbone, then ForwardFeatures on
-// its output. With labels it also computes the loss (cross-entropy, or MSE
-// when num_labels = 1) and its gradient seed for Backward.
-// Errors: a model without a backbone (NewModel with nil: use
-// ForwardFeatures), invalid input (backbone CheckInput), label count
-// mismatch, non-finite posterior or loss.
+// its output. With labels it also computes the loss, cross-entropy or MSE
+// when num_labels = 1, and its gradient seed for Backward.
+//
+// Forward returns an error for a model without a backbone, built by
+// [NewModel] with nil, which must use [Model.ForwardFeatures]; for input
+// the backbone's CheckInput rejects; for a label count mismatch; and for a
+// non-finite posterior or loss.
 func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*Output, *Cache, error) {
 	if m.Backbone == nil {
 		return nil, nil, errNoBackbone
@@ -578,13 +614,18 @@ func (m *Model) Forward(in encoder.Input, labels *Labels, opt ForwardOptions) (*
 var errNoBackbone = errors.New("nvib: the model has no backbone: its features come from the caller (ForwardFeatures, BackwardFeatures)")
 
 // ForwardFeatures runs everything after the backbone on its output x
-// [B, S, Hidden] with the token mask [B*S] (1 = real, 0 = padding; nil: every
-// position real): the NVIB layer (or the gaussian release), the NVDP block
-// and the head, with the loss when labels are given. It is the entry point
-// of a model whose backbone the caller runs itself (NewModel with a nil
-// backbone: a speech encoder, whose input is no encoder.Input);
-// BackwardFeatures returns dL/dx for it. Errors: shape mismatch, label
-// count mismatch, non-finite posterior or loss.
+// [B, S, Hidden]: the NVIB layer or the gaussian release, the NVDP block
+// and the head, with the loss when labels are given. The token mask [B*S]
+// holds 1 for a real position and 0 for padding; nil means every position
+// is real.
+//
+// It is the entry point of a model whose backbone the caller runs itself,
+// built by [NewModel] with a nil backbone, such as a speech encoder whose
+// input is no [encoder.Input]. [Model.BackwardFeatures] returns dL/dx for
+// it.
+//
+// ForwardFeatures returns an error for a shape mismatch, a label count
+// mismatch, or a non-finite posterior or loss.
 func (m *Model) ForwardFeatures(x *nn.Tensor, mask []float32, labels *Labels, opt ForwardOptions) (*Output, *Cache, error) {
 	if len(x.Shape) != 3 || x.Shape[2] != m.Cfg.Hidden {
 		return nil, nil, fmt.Errorf("model features: shape %v, want [B, S, %d]", x.Shape, m.Cfg.Hidden)
@@ -684,9 +725,10 @@ func (m *Model) headInputBackward(c *Cache, s *Sample, dy *nn.Tensor) (dZ *nn.Te
 // ErrNoLabels is returned by Backward for a forward pass without labels.
 var ErrNoLabels = errors.New("nvib: backward needs a forward pass with labels")
 
-// Backward accumulates d Loss / d param into every parameter's Grad,
-// the backbone's included. Errors: ErrNoLabels; a model without a backbone
-// (use BackwardFeatures).
+// Backward accumulates d Loss / d param into every parameter's Grad, the
+// backbone's included. It returns [ErrNoLabels] after a forward pass
+// without labels, and an error for a model without a backbone, which must
+// use [Model.BackwardFeatures].
 func (m *Model) Backward(c *Cache) error {
 	if m.Backbone == nil {
 		return errNoBackbone
@@ -700,9 +742,9 @@ func (m *Model) Backward(c *Cache) error {
 }
 
 // BackwardFeatures accumulates d Loss / d param into the Grad of every
-// parameter after the backbone (NVIB layer or gaussian release, block,
-// head) and returns dL/dx [B, S, Hidden] for the features x that
-// ForwardFeatures was given. Errors: ErrNoLabels.
+// parameter after the backbone: the NVIB layer or gaussian release, the
+// block and the head. It returns dL/dx [B, S, Hidden] for the features x
+// that ForwardFeatures was given, or [ErrNoLabels].
 func (m *Model) BackwardFeatures(c *Cache) (*nn.Tensor, error) {
 	if c.dlogits == nil {
 		return nil, ErrNoLabels

@@ -5,31 +5,36 @@ import (
 	"math"
 )
 
-// AdamW is Adam with decoupled weight decay (Loshchilov & Hutter), with the
-// exact update order of torch.optim.AdamW (amsgrad=False, maximize=False):
+// AdamW is Adam with decoupled weight decay, after Loshchilov and Hutter,
+// with the exact update order of torch.optim.AdamW with amsgrad=False and
+// maximize=False:
 //
-//	p <- p - lr*wd*p                     (skipped for Param.NoDecay)
+//	p <- p - lr*wd*p
 //	m <- beta1 m + (1-beta1) g
 //	v <- beta2 v + (1-beta2) g^2
 //	p <- p - lr * (m / (1-beta1^t)) / (sqrt(v / (1-beta2^t)) + eps)
 //
-// Moments are float32 (as torch for float32 parameters) keyed by parameter
-// name; the per-element arithmetic is float32 as in torch.
+// The decay step is skipped for a [Param] with NoDecay. The moments are
+// float32, as in torch for float32 parameters, and keyed by parameter name;
+// the per-element arithmetic is float32, as in torch.
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
-	// Step is the number of updates taken (t of the bias correction after an Update).
+	// Step is the number of updates taken: after an Update, the t of the
+	// bias correction.
 	Step int
-	// M and V are the first and second moments by parameter name (created on first use).
+	// M and V are the first and second moments by parameter name, created
+	// on first use.
 	M, V map[string][]float32
 }
 
-// The AdamW constants of nvdp's runs, defined once. AdamBeta1, AdamBeta2 and
-// AdamEps are torch.optim.AdamW's defaults, which the released NVDP code
-// trains with (ref §8: betas default, eps default 1e-8) and so does
-// `nvdp train`; BERTAdamEps is the eps of BERT's pretraining optimizer
-// (google-research/bert optimization.py, epsilon=1e-6), used by `nvdp
-// pretrain`. (torch's default weight decay, 0.01, is not used: each run
-// passes its own.)
+// The AdamW constants of nvdp's runs, defined once.
+//
+// AdamBeta1, AdamBeta2 and AdamEps are torch.optim.AdamW's defaults. The
+// released NVDP code trains with them, as ref §8 says (betas default, eps
+// default 1e-8), and so does `nvdp train`. BERTAdamEps is the eps of BERT's
+// pretraining optimizer, epsilon=1e-6 in google-research/bert
+// optimization.py, used by `nvdp pretrain`. torch's default weight decay,
+// 0.01, is not used: each run passes its own.
 const (
 	AdamBeta1   = 0.9
 	AdamBeta2   = 0.999
@@ -37,18 +42,19 @@ const (
 	BERTAdamEps = 1e-6
 )
 
-// NewAdamW returns an optimizer with base learning rate lr (Update takes the
-// scheduled rate), betas, eps and decoupled weight decay (AdamBeta1,
-// AdamBeta2 and AdamEps are torch's defaults).
+// NewAdamW returns an optimizer with base learning rate lr, betas, eps and
+// decoupled weight decay. Update takes the scheduled rate. [AdamBeta1],
+// [AdamBeta2] and [AdamEps] are torch's defaults.
 func NewAdamW(lr, beta1, beta2, eps, weightDecay float64) *AdamW {
 	return &AdamW{LR: lr, Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay,
 		M: map[string][]float32{}, V: map[string][]float32{}}
 }
 
-// Update takes one AdamW step on params using their Grad with learning rate
-// lr (typically o.LR * LinearWarmupDecay(...)); it increments Step first, so
-// the first update uses t = 1. It does not clear gradients (call ZeroGrads).
-// A parameter whose size changed since its moments were created panics.
+// Update takes one AdamW step on params, using their Grad, with learning
+// rate lr, typically o.LR * [LinearWarmupDecay](...). It increments Step
+// first, so the first update uses t = 1. It does not clear the gradients;
+// call [ZeroGrads] for that. A parameter whose size changed since its
+// moments were created panics.
 func (o *AdamW) Update(params []*Param, lr float64) {
 	if o.M == nil {
 		o.M, o.V = map[string][]float32{}, map[string][]float32{}
@@ -93,10 +99,9 @@ func (o *AdamW) Update(params []*Param, lr float64) {
 	}
 }
 
-// LinearWarmupDecay is the learning-rate multiplier of Hugging Face
-// get_linear_schedule_with_warmup at a given step (the number of updates
-// already taken): step/warmup while step < warmup, then
-// max(0, (total-step)/(total-warmup)).
+// LinearWarmupDecay returns the learning-rate multiplier of Hugging Face's
+// get_linear_schedule_with_warmup after step updates: step/warmup while
+// step < warmup, then max(0, (total-step)/(total-warmup)).
 func LinearWarmupDecay(step, warmupSteps, totalSteps int) float64 {
 	if step < warmupSteps {
 		return float64(step) / float64(max(1, warmupSteps))

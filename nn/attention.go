@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 )
 
-// AttentionCache holds what AttentionBackward needs.
+// AttentionCache holds what [AttentionBackward] needs.
 type AttentionCache struct {
 	Q, K, V       *Tensor // inputs (not copied)
 	KeyBias       *Tensor // [B,Tk] or nil
@@ -17,8 +17,9 @@ type AttentionCache struct {
 	dropped       []float32 // Probs * DropMask (what multiplied V)
 }
 
-// PaddingBias turns a key padding mask [B,S] (1 = real token, 0 = padding)
-// into an additive key bias [B,S]: 0 for real tokens, -Inf for padding.
+// PaddingBias turns a key padding mask [B,S], with 1 for a real token and 0
+// for padding, into an additive key bias [B,S]: 0 for real tokens, -Inf for
+// padding.
 func PaddingBias(mask []float32, B, S int) *Tensor {
 	if len(mask) != B*S {
 		panic(fmt.Sprintf("nn.PaddingBias: mask of %d for [%d,%d]", len(mask), B, S))
@@ -32,26 +33,31 @@ func PaddingBias(mask []float32, B, S int) *Tensor {
 	return t
 }
 
-// Attention is multi-head scaled dot-product attention with an additive per-key bias:
+// Attention returns multi-head scaled dot-product attention with an
+// additive per-key bias, and the cache for [AttentionBackward]:
 //
 //	out[b,t,h] = sum_j softmax_j( q[b,t,h].k[b,j,h]/sqrt(dh) + keyBias[b,j] ) v[b,j,h]
 //
-// q is [B,Tq,H*dh]; k and v are [B,Tk,H*dh]; head h occupies columns
-// [h*dh, (h+1)*dh) (the Hugging Face layout). keyBias is [B,Tk] or nil;
-// -Inf entries mask keys (they receive probability 0 and gradient 0). A query
-// row whose keys the bias all masks is a programmer error and panics; one
-// whose scores are not finite (NaN, or overflowed weights) gives NaN, for the
-// caller's finiteness checks (softmaxRow). Output is
-// [B,Tq,H*dh]. The per-(b,h) products run as strided BLAS calls; the softmax
-// runs in parallel over rows between them.
+// q is [B,Tq,H*dh]; k and v are [B,Tk,H*dh]; the output is [B,Tq,H*dh].
+// Head h occupies columns [h*dh, (h+1)*dh), the Hugging Face layout.
+// keyBias is [B,Tk] or nil. Its -Inf entries mask keys, which receive
+// probability 0 and gradient 0.
+//
+// A query row whose keys the bias all masks is a programmer error and
+// panics. A row whose scores are not finite, being NaN or from overflowed
+// weights, gives NaN, for the caller's finiteness checks.
+//
+// The products for each batch row and head run as strided BLAS calls; the
+// softmax runs in parallel over rows between them.
 func Attention(q, k, v *Tensor, heads int, keyBias *Tensor) (*Tensor, *AttentionCache) {
 	return AttentionDropout(q, k, v, heads, keyBias, 0, nil, false)
 }
 
-// AttentionDropout is Attention with dropout of probability p applied to the
-// attention probabilities when train is true (as BERT's
-// attention_probs_dropout_prob; inverted scaling 1/(1-p)). One rng.Float32
-// is drawn per probability in [B,H,Tq,Tk] row-major order.
+// AttentionDropout is [Attention] with dropout of probability p applied to
+// the attention probabilities when train is true, as BERT's
+// attention_probs_dropout_prob, with inverted scaling 1/(1-p). One
+// rng.Float32 is drawn per probability, in row-major order over
+// [B,H,Tq,Tk].
 func AttentionDropout(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rng *rand.Rand, train bool) (*Tensor, *AttentionCache) {
 	if len(q.Shape) != 3 || len(k.Shape) != 3 || !SameShape(k, v) || q.Shape[0] != k.Shape[0] || q.Shape[2] != k.Shape[2] {
 		panic(fmt.Sprintf("nn.Attention: q %v, k %v, v %v", q.Shape, k.Shape, v.Shape))
@@ -171,12 +177,13 @@ func allMasked(bias []float32) bool {
 	return true
 }
 
-// AttentionBackward returns the gradients of the loss with respect to q, k,
-// v (shapes as the inputs) and keyBias ([B,Tk], summed over heads and
-// queries; nil when the forward had no key bias) given dout [B,Tq,H*dh].
-// With S = scale*QK^T + bias and P = softmax(S):
-// dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)), dQ = scale dS K,
-// dK = scale dS^T Q, dKeyBias[b,j] = sum_{h,t} dS[b,h,t,j].
+// AttentionBackward returns the gradients of the loss with respect to q, k
+// and v, of the shapes of the inputs, and keyBias, given dout [B,Tq,H*dh].
+// dKeyBias is [B,Tk], summed over heads and queries, and nil when the
+// forward had no key bias. With S = scale*QK^T + bias and P = softmax(S):
+//
+//	dV = P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(P dP))
+//	dQ = scale dS K,  dK = scale dS^T Q,  dKeyBias[b,j] = sum_{h,t} dS[b,h,t,j]
 func AttentionBackward(c *AttentionCache, dout *Tensor) (dq, dk, dv, dKeyBias *Tensor) {
 	MustSameShape("AttentionBackward", c.Q, dout)
 	B, Tq, Tk, H, dh := c.B, c.Tq, c.Tk, c.Heads, c.Dh

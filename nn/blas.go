@@ -6,16 +6,18 @@ import (
 )
 
 // Backend names the BLAS implementation in use: "openblas" when built with
-// the `openblas` build tag (cgo, Debian libopenblas-dev), otherwise
-// "gonum (pure Go)". Commands log it at start-up.
+// the `openblas` build tag, which uses cgo and Debian's libopenblas-dev,
+// and "gonum (pure Go)" otherwise. Commands log it at start-up.
 func Backend() string { return backendName }
 
 func setImpl(impl blas.Float32) { blas32.Use(impl) }
 
 // Gemm computes C = alpha * op(A) * op(B) + beta * C for row-major matrices,
-// where op(A) is m x k, op(B) is k x n and C is m x n. A is stored m x k
-// (k x m when transA), B is stored k x n (n x k when transB).
-// Shapes are the caller's responsibility (programmer errors panic in BLAS).
+// where op(A) is m x k, op(B) is k x n and C is m x n.
+//
+// A is stored m x k, or k x m when transA is set; B is stored k x n, or
+// n x k when transB is set. Shapes are the caller's responsibility: BLAS
+// panics on a programmer error.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, b []float32, beta float32, c []float32) {
 	if m == 0 || n == 0 {
 		return
@@ -37,9 +39,9 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, b []floa
 		blas32.General{Rows: m, Cols: n, Stride: n, Data: c[:m*n]})
 }
 
-// GemmStrided is Gemm on row-major sub-matrices with explicit leading
-// dimensions (row strides) lda, ldb, ldc, so that per-head slices of a
-// [B, T, H*dh] activation can be multiplied in place without copies.
+// GemmStrided is [Gemm] on row-major sub-matrices with explicit leading
+// dimensions, or row strides, lda, ldb and ldc. Per-head slices of a
+// [B, T, H*dh] activation can then be multiplied in place without copies.
 // a, b and c start at the first element of their sub-matrix.
 func GemmStrided(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {

@@ -11,14 +11,14 @@ import (
 	"github.com/nvdp-project/nvdp/safetensors"
 )
 
-// Checkpoint layout (one safetensors file):
-//   - every parameter as an F32 tensor under its own name (so the file is also
-//     a plain weights file loadable by name);
+// Checkpoint layout. A checkpoint is one safetensors file with:
+//   - every parameter as an F32 tensor under its own name, so the file is
+//     also a plain weights file loadable by name;
 //   - with an optimizer, its moments as "optimizer.exp_avg.<name>" and
-//     "optimizer.exp_avg_sq.<name>" (torch's state names);
-//   - metadata: the caller's map plus reserved keys "nn.format",
+//     "optimizer.exp_avg_sq.<name>", torch's state names;
+//   - metadata: the caller's map plus the reserved keys "nn.format",
 //     "nn.optimizer", "nn.adamw.step", "nn.adamw.lr", "nn.adamw.beta1",
-//     "nn.adamw.beta2", "nn.adamw.eps", "nn.adamw.weight_decay".
+//     "nn.adamw.beta2", "nn.adamw.eps" and "nn.adamw.weight_decay".
 const (
 	ckptFormat    = "nvdp-nn-checkpoint-v1"
 	ckptMPrefix   = "optimizer.exp_avg."
@@ -26,12 +26,16 @@ const (
 	ckptMetaSpace = "nn."
 )
 
-// SaveCheckpoint writes params, the AdamW state (nil: weights only) and meta
-// (arbitrary strings, e.g. the epoch, the data order or an RNG state from
-// RNGState; keys starting with "nn." are reserved) to path as safetensors,
-// atomically (temporary file in the same directory, fsync, rename), so a
-// crash leaves either the old or the new checkpoint.
-// Errors: duplicate parameter names, reserved metadata keys, I/O.
+// SaveCheckpoint writes params, the AdamW state and meta to path as
+// safetensors. opt may be nil, for weights only. meta holds arbitrary
+// strings, such as the epoch, the data order or an RNG state from
+// [RNGState]; keys starting with "nn." are reserved.
+//
+// The write is atomic, through a temporary file in the same directory,
+// fsync and rename, so a crash leaves either the old or the new checkpoint.
+//
+// SaveCheckpoint returns an error for duplicate parameter names, reserved
+// metadata keys, or an I/O failure.
 func SaveCheckpoint(path string, params []*Param, opt *AdamW, meta map[string]string) error {
 	if _, err := ParamMap(params); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
@@ -72,14 +76,16 @@ func SaveCheckpoint(path string, params []*Param, opt *AdamW, meta map[string]st
 	return nil
 }
 
-// LoadCheckpoint restores params (matched by name) and, when opt is not nil,
-// the AdamW moments and step from a file written by SaveCheckpoint; it
-// returns the caller's metadata (reserved "nn." keys removed). The AdamW
-// hyperparameters are the caller's (the saved ones are informational).
-// Nothing is modified unless the whole file validates. Errors name the
-// tensor: a parameter missing from the file, a tensor in the file that is no
-// parameter, a shape mismatch, non-finite values, a missing optimizer state
-// when opt is not nil.
+// LoadCheckpoint restores params, matched by name, from a file written by
+// [SaveCheckpoint], and returns the caller's metadata without the reserved
+// "nn." keys. When opt is not nil it also restores the AdamW moments and
+// step. The AdamW hyperparameters are the caller's; the saved ones are
+// informational.
+//
+// Nothing is modified unless the whole file validates. The errors name the
+// tensor: a parameter missing from the file, a tensor in the file that is
+// no parameter, a shape mismatch, non-finite values, or a missing optimizer
+// state when opt is not nil.
 func LoadCheckpoint(path string, params []*Param, opt *AdamW) (map[string]string, error) {
 	pm, err := ParamMap(params)
 	if err != nil {
@@ -199,10 +205,10 @@ func callerMetadata(md map[string]string) map[string]string {
 	return out
 }
 
-// RNGState encodes a random source's state (e.g. *rand.PCG or *rand.ChaCha8
-// from math/rand/v2, both BinaryMarshalers) as base64 text for checkpoint
-// metadata. A *rand.Rand holds no state of its own beyond its source, so
-// saving the source suffices.
+// RNGState encodes a random source's state as base64 text for checkpoint
+// metadata. The source may be a *rand.PCG or *rand.ChaCha8 from
+// math/rand/v2, both BinaryMarshalers. A *rand.Rand holds no state of its
+// own beyond its source, so saving the source suffices.
 func RNGState(src encoding.BinaryMarshaler) (string, error) {
 	b, err := src.MarshalBinary()
 	if err != nil {
@@ -211,7 +217,7 @@ func RNGState(src encoding.BinaryMarshaler) (string, error) {
 	return base64.StdEncoding.EncodeToString(b), nil
 }
 
-// RestoreRNG sets src to a state produced by RNGState.
+// RestoreRNG sets src to a state produced by [RNGState].
 func RestoreRNG(state string, src encoding.BinaryUnmarshaler) error {
 	b, err := base64.StdEncoding.DecodeString(state)
 	if err != nil {

@@ -6,37 +6,41 @@ import (
 	"math/rand/v2"
 )
 
-// Conv1d is a 1-D convolution (torch.nn.Conv1d) over channels-last
-// sequences: x [B, T, In] to y [B, Tout, Out] with
+// Conv1d is a 1-D convolution over channels-last sequences, the engine's
+// torch.nn.Conv1d. It maps x [B, T, In] to y [B, Tout, Out] with
 //
 //	y[b,t,o] = bias[o] + sum_{k<Kernel} sum_{c<In/Groups} W[o,c,k] xpad[b, t*Stride+k, g(o)*In/Groups + c]
 //
-// where g(o) = o / (Out/Groups) is the group of output channel o and xpad is
-// x with PadLeft zero frames before and PadRight after, so that
-// Tout = (T + PadLeft + PadRight - Kernel) / Stride + 1 (floor). The weight is
-// stored [Out, In/Groups, Kernel] (the PyTorch / Hugging Face layout) and named
-// prefix+".weight", the bias [Out] prefix+".bias" (nil for a bias-free layer).
+// where g(o) = o / (Out/Groups) is the group of output channel o, and xpad
+// is x with PadLeft zero frames before and PadRight after, so that
+// Tout = floor((T + PadLeft + PadRight - Kernel) / Stride) + 1.
+//
+// The weight is stored as [Out, In/Groups, Kernel], the PyTorch and Hugging
+// Face layout, and named prefix+".weight". The bias [Out] is named
+// prefix+".bias"; it is nil for a bias-free layer.
 //
 // torch's symmetric padding p is PadLeft = PadRight = p. Hugging Face's
-// Wav2Vec2SamePadLayer (padding Kernel/2 on both sides, then the last output
-// frame removed for an even Kernel) is PadLeft = Kernel/2,
-// PadRight = Kernel/2 - 1: the removed frame is the only one that reads the
-// last right padding frame.
+// Wav2Vec2SamePadLayer pads Kernel/2 frames on both sides and then removes
+// the last output frame for an even Kernel; that is PadLeft = Kernel/2 and
+// PadRight = Kernel/2 - 1, since the removed frame is the only one that
+// reads the last right padding frame.
 //
-// Activations are channels-last (the engine's [B, T, D] convention), while
+// Activations are channels-last, the engine's [B, T, D] convention, while
 // torch's Conv1d works on [B, C, T]; the results are the same numbers
-// transposed. Forward multiplies per batch row (and per group) with BLAS on
-// the [Tout, Kernel*In/Groups] matrix of receptive fields (patches), copied
-// from the input, or read in place (a window of Kernel*In contiguous floats
-// every Stride*In) when there is one group, no padding and Stride >= Kernel.
+// transposed. Forward multiplies with BLAS per batch row and per group, on
+// the [Tout, Kernel*In/Groups] matrix of receptive fields, or patches. The
+// patches are copied from the input, or read in place as a window of
+// Kernel*In contiguous floats every Stride*In when there is one group, no
+// padding and Stride >= Kernel.
 type Conv1d struct {
 	In, Out, Kernel, Stride, Groups int
 	PadLeft, PadRight               int
 	W, B                            *Param
 }
 
-// NewConv1d creates a zero Conv1d (see InitKaiming); groups must divide in
-// and out, kernel and stride must be positive (a wiring error panics).
+// NewConv1d returns a Conv1d with zero parameters; see
+// [Conv1d.InitKaiming]. groups must divide in and out, and kernel and
+// stride must be positive; a wiring error panics.
 func NewConv1d(prefix string, in, out, kernel, stride, groups int, bias bool) *Conv1d {
 	if in <= 0 || out <= 0 || kernel <= 0 || stride <= 0 || groups <= 0 || in%groups != 0 || out%groups != 0 {
 		panic(fmt.Sprintf("nn.NewConv1d(%s): in %d, out %d, kernel %d, stride %d, groups %d", prefix, in, out, kernel, stride, groups))
@@ -50,13 +54,13 @@ func NewConv1d(prefix string, in, out, kernel, stride, groups int, bias bool) *C
 	return c
 }
 
-// FanIn is the number of inputs of one output: In/Groups * Kernel.
+// FanIn returns the number of inputs of one output: In/Groups * Kernel.
 func (c *Conv1d) FanIn() int { return c.In / c.Groups * c.Kernel }
 
 // InitKaiming applies the initialisation of transformers'
-// Wav2Vec2PreTrainedModel._init_weights for nn.Conv1d:
-// W ~ N(0, 2/FanIn) (torch.nn.init.kaiming_normal_, fan_in mode, ReLU gain)
-// and, with a bias, b ~ U(-1/sqrt(FanIn), 1/sqrt(FanIn)); W is drawn first.
+// Wav2Vec2PreTrainedModel._init_weights for nn.Conv1d. W is drawn first,
+// from N(0, 2/FanIn) as torch.nn.init.kaiming_normal_ in fan_in mode with
+// the ReLU gain; then a bias, if any, from U(-1/sqrt(FanIn), 1/sqrt(FanIn)).
 func (c *Conv1d) InitKaiming(rng *rand.Rand) {
 	c.W.InitNormal(rng, math.Sqrt(2/float64(c.FanIn())))
 	if c.B != nil {
@@ -67,7 +71,7 @@ func (c *Conv1d) InitKaiming(rng *rand.Rand) {
 	}
 }
 
-// Params returns the layer's parameters (weight, then bias).
+// Params returns the layer's parameters: the weight, then the bias.
 func (c *Conv1d) Params() []*Param {
 	if c.B == nil {
 		return []*Param{c.W}
@@ -75,8 +79,8 @@ func (c *Conv1d) Params() []*Param {
 	return []*Param{c.W, c.B}
 }
 
-// OutLen is the number of output frames for t input frames (0 when the
-// padded input is shorter than the kernel).
+// OutLen returns the number of output frames for t input frames. It is 0
+// when the padded input is shorter than the kernel.
 func (c *Conv1d) OutLen(t int) int {
 	n := t + c.PadLeft + c.PadRight - c.Kernel
 	if n < 0 {
@@ -85,7 +89,7 @@ func (c *Conv1d) OutLen(t int) int {
 	return n/c.Stride + 1
 }
 
-// Conv1dCache holds what Conv1d.Backward needs.
+// Conv1dCache holds what [Conv1d.Backward] needs.
 type Conv1dCache struct {
 	xpad     *Tensor   // padded input [B, Tp, In] (the input itself without padding)
 	wp       []float32 // weight as [Out, Kernel, In/Groups] (patch order)
@@ -95,13 +99,13 @@ type Conv1dCache struct {
 
 // Forward convolves x [B, T, In] and returns y [B, Tout, Out] with the cache
 // for Backward. A wrong channel count or an input shorter than the kernel
-// panics (wiring errors: models check lengths before).
+// is a wiring error and panics; models check lengths before.
 func (c *Conv1d) Forward(x *Tensor) (*Tensor, *Conv1dCache) { return c.ForwardWith(x, c.W.Value) }
 
-// ForwardWith is Forward with the weight w (W's shape) in place of W's
-// value, for a weight computed from other parameters (WeightNorm): the
-// layer is not modified, so concurrent inference calls are safe. Backward
-// accumulates dL/dw into W.Grad.
+// ForwardWith is [Conv1d.Forward] with the weight w, of W's shape, in place
+// of W's value, for a weight computed from other parameters as in
+// [WeightNorm]. The layer is not modified, so concurrent inference calls
+// are safe. Backward accumulates dL/dw into W.Grad.
 func (c *Conv1d) ForwardWith(x, w *Tensor) (*Tensor, *Conv1dCache) {
 	MustSameShape("Conv1d.ForwardWith", c.W.Value, w)
 	if len(x.Shape) != 3 || x.Shape[2] != c.In {
@@ -131,8 +135,8 @@ func (c *Conv1d) ForwardWith(x, w *Tensor) (*Tensor, *Conv1dCache) {
 	return y, cc
 }
 
-// Backward takes the cache and dy [B, Tout, Out], accumulates dW (and db)
-// and returns dx [B, T, In].
+// Backward takes the cache and dy [B, Tout, Out], accumulates the gradients
+// of the weight and the bias, and returns dx [B, T, In].
 func (c *Conv1d) Backward(cc *Conv1dCache, dy *Tensor) *Tensor {
 	if dy.Len() != cc.B*cc.Tout*c.Out {
 		panic(fmt.Sprintf("nn.Conv1d(%s).Backward: dy %v, want [%d, %d, %d]", c.W.Name, dy.Shape, cc.B, cc.Tout, c.Out))

@@ -7,17 +7,20 @@ import (
 )
 
 // Dropout zeroes each element with probability P during training and scales
-// the survivors by 1/(1-P) (inverted dropout, as torch.nn.Dropout), so the
-// expectation is unchanged and inference is the identity. The keep mask is
-// one byte per element (a model keeps one mask per dropout site for its
-// backward pass). Each rng.Uint64 draw decides 4 elements by comparing its
-// 16-bit chunks with round(P * 65536): the drop probability is quantised to
-// 1/65536 (P = 0.1 becomes 0.100006). P must be in [0, 1); P outside that
-// range panics (a wiring error: configurations are validated before).
+// the survivors by 1/(1-P), so the expectation is unchanged and inference
+// is the identity. This is inverted dropout, as in torch.nn.Dropout.
+//
+// The keep mask takes one byte per element, since a model keeps one mask
+// per dropout site for its backward pass. Each rng.Uint64 draw decides 4
+// elements by comparing its 16-bit chunks with round(P * 65536), so the
+// drop probability is quantised to 1/65536: P = 0.1 becomes 0.100006.
+//
+// P must be in [0, 1). Any other P is a wiring error, since configurations
+// are validated before, and panics.
 type Dropout struct{ P float32 }
 
-// DropoutCache holds the keep mask (1 = kept) of one Forward or Apply; a nil
-// Mask means the forward pass was the identity.
+// DropoutCache holds the keep mask of one Forward or Apply, with 1 for a
+// kept element. A nil Mask means the forward pass was the identity.
 type DropoutCache struct {
 	Mask  []uint8
 	Scale float32 // 1/(1-P)
@@ -29,9 +32,10 @@ func (d Dropout) check() {
 	}
 }
 
-// Apply applies dropout to x in place (any shape) and returns the cache for
-// Backward; the identity (x untouched, a cache with nil Mask) when !train or
-// P == 0. Deterministic for a seeded rng (row-major element order).
+// Apply applies dropout to x in place, whatever its shape, and returns the
+// cache for Backward. When train is false or P == 0 it is the identity: x
+// is untouched and the cache has a nil Mask. It is deterministic for a
+// seeded rng, drawing in row-major element order.
 func (d Dropout) Apply(x *Tensor, rng *rand.Rand, train bool) *DropoutCache {
 	d.check()
 	if !train || d.P == 0 {
@@ -57,8 +61,9 @@ func (d Dropout) Apply(x *Tensor, rng *rand.Rand, train bool) *DropoutCache {
 	return &DropoutCache{Mask: mask, Scale: scale}
 }
 
-// Forward is Apply on a copy: it returns a new tensor, or x itself when the
-// forward is the identity (!train or P == 0).
+// Forward is [Dropout.Apply] on a copy: it returns a new tensor, or x
+// itself when the forward is the identity, that is when train is false or
+// P == 0.
 func (d Dropout) Forward(x *Tensor, rng *rand.Rand, train bool) (*Tensor, *DropoutCache) {
 	d.check()
 	if !train || d.P == 0 {
@@ -68,8 +73,8 @@ func (d Dropout) Forward(x *Tensor, rng *rand.Rand, train bool) (*Tensor, *Dropo
 	return y, d.Apply(y, rng, train)
 }
 
-// Backward returns dx = dy masked and scaled (a new tensor), or dy itself
-// when the forward was the identity.
+// Backward returns dy masked and scaled as a new tensor, or dy itself when
+// the forward was the identity.
 func (d Dropout) Backward(c *DropoutCache, dy *Tensor) *Tensor {
 	if c.Mask == nil {
 		return dy

@@ -5,37 +5,39 @@ import (
 	"math/rand/v2"
 )
 
-// Embedding is a lookup table W [Vocab, Dim]; the parameter is named
-// prefix+".weight" (Hugging Face layout).
+// Embedding is a lookup table W [Vocab, Dim]. Its parameter is named
+// prefix+".weight", the Hugging Face layout.
 type Embedding struct {
 	W *Param
-	// PaddingIdx, when >= 0, is a row that receives no gradient, as
-	// PyTorch's nn.Embedding(padding_idx=...). NewEmbedding sets -1 (none).
+	// PaddingIdx, when >= 0, is a row that receives no gradient, as with
+	// PyTorch's nn.Embedding(padding_idx=...). NewEmbedding sets -1, for
+	// none.
 	PaddingIdx int
 }
 
-// NewEmbedding allocates a zero [vocab, dim] table (see InitHF) without a
-// padding row.
+// NewEmbedding returns a zero [vocab, dim] table without a padding row; see
+// [Embedding.InitHF].
 func NewEmbedding(prefix string, vocab, dim int) *Embedding {
 	return &Embedding{W: NewParam(prefix+".weight", vocab, dim), PaddingIdx: -1}
 }
 
-// InitHF fills the table with N(0, std^2) draws (HF initializer_range, 0.02 for BERT).
+// InitHF fills the table with draws from N(0, std^2). std is Hugging Face's
+// initializer_range, 0.02 for BERT.
 func (e *Embedding) InitHF(rng *rand.Rand, std float64) { e.W.InitNormal(rng, std) }
 
 // Params returns the layer's parameters.
 func (e *Embedding) Params() []*Param { return []*Param{e.W} }
 
-// Vocab is the number of rows of the table.
+// Vocab returns the number of rows of the table.
 func (e *Embedding) Vocab() int { return e.W.Value.Shape[0] }
 
-// Dim is the embedding width.
+// Dim returns the embedding width.
 func (e *Embedding) Dim() int { return e.W.Value.Shape[1] }
 
-// Forward gathers rows: out[i] = W[ids[i]], returned with shape
-// [shape..., Dim] (shape defaults to [len(ids)]). An id outside [0, Vocab)
-// or a shape that does not match len(ids) is a programmer error (callers
-// validate input ids first) and panics naming the id.
+// Forward gathers the rows out[i] = W[ids[i]] and returns them with shape
+// [shape..., Dim]; shape defaults to [len(ids)]. An id outside [0, Vocab)
+// or a shape that does not match len(ids) is a programmer error, since
+// callers validate input ids first, and panics naming the id.
 func (e *Embedding) Forward(ids []int32, shape ...int) *Tensor {
 	if len(shape) == 0 {
 		shape = []int{len(ids)}
@@ -55,8 +57,9 @@ func (e *Embedding) Forward(ids []int32, shape ...int) *Tensor {
 	return out
 }
 
-// Backward scatter-adds dy [len(ids), Dim] (any leading shape) into W.Grad:
-// W.Grad[ids[i]] += dy[i]. Repeated ids accumulate; PaddingIdx gets nothing.
+// Backward scatter-adds dy [len(ids), Dim], or any leading shape, into
+// W.Grad: W.Grad[ids[i]] += dy[i]. Repeated ids accumulate; PaddingIdx gets
+// nothing.
 func (e *Embedding) Backward(ids []int32, dy *Tensor) {
 	D := e.Dim()
 	if len(dy.Data) != len(ids)*D {

@@ -2,13 +2,16 @@ package nn
 
 import "math"
 
-// GELU is the exact (erf) Gaussian error linear unit used by BERT (HF
-// hidden_act "gelu"): y = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). x has any
-// shape; the output has the same shape. Phi comes from a table of cubic
-// Hermite interpolants (normalCDFPDF) to within 1e-8 absolute, more accurate
-// than PyTorch's vectorised CPU erf (Abramowitz & Stegun 7.1.26, 1.5e-7) and
-// several times cheaper than an exp per element. Runs in parallel over
-// elements.
+// GELU returns the exact Gaussian error linear unit of x, in its erf form,
+// as BERT uses it under Hugging Face's hidden_act "gelu":
+//
+//	y = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+//
+// x may have any shape; y has the same. Phi comes from a table of cubic
+// Hermite interpolants to within 1e-8 absolute. That is more accurate than
+// PyTorch's vectorised CPU erf, Abramowitz and Stegun 7.1.26 with 1.5e-7,
+// and several times cheaper than an exp per element. GELU runs in parallel
+// over the elements.
 func GELU(x *Tensor) *Tensor {
 	y := New(x.Shape...)
 	xs, ys := x.Data, y.Data
@@ -21,9 +24,10 @@ func GELU(x *Tensor) *Tensor {
 	return y
 }
 
-// GELUWithGrad returns y = GELU(x) and its derivative dy/dx = Phi(x) + x phi(x)
-// (phi the standard normal density) in one pass, so that a backward pass only
-// multiplies (GELUGradMul). Same shapes as x.
+// GELUWithGrad returns y = GELU(x) and its derivative dy/dx = Phi(x) + x
+// phi(x) in one pass, where phi is the standard normal density, so that a
+// backward pass only multiplies with [GELUGradMul]. Both have the shape of
+// x.
 func GELUWithGrad(x *Tensor) (y, dydx *Tensor) {
 	y, dydx = New(x.Shape...), New(x.Shape...)
 	xs, ys, ds := x.Data, y.Data, dydx.Data
@@ -38,7 +42,8 @@ func GELUWithGrad(x *Tensor) (y, dydx *Tensor) {
 	return y, dydx
 }
 
-// GELUGradMul returns dx = dy * dydx (a new tensor), dydx from GELUWithGrad.
+// GELUGradMul returns a new tensor dx = dy * dydx, with dydx from
+// [GELUWithGrad].
 func GELUGradMul(dy, dydx *Tensor) *Tensor {
 	MustSameShape("GELUGradMul", dy, dydx)
 	dx := New(dy.Shape...)
@@ -51,9 +56,9 @@ func GELUGradMul(dy, dydx *Tensor) *Tensor {
 	return dx
 }
 
-// GELUBackward returns dx = dy * (Phi(x) + x phi(x)) for the GELU input x
-// (not the output) and the output gradient dy (same shapes), the derivative
-// GELUWithGrad returns, recomputed.
+// GELUBackward returns dx = dy * (Phi(x) + x phi(x)) for the GELU input x,
+// not the output, and the output gradient dy of the same shape. It
+// recomputes the derivative that [GELUWithGrad] returns.
 func GELUBackward(x, dy *Tensor) *Tensor {
 	MustSameShape("GELUBackward", x, dy)
 	dx := New(x.Shape...)

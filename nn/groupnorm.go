@@ -5,31 +5,35 @@ import (
 	"math"
 )
 
-// GroupNorm is torch.nn.GroupNorm(num_groups, num_channels, eps, affine=True)
-// on channels-last sequences: for x [B, T, C] with C channels in Groups
-// groups of C/Groups consecutive channels, each (batch row, group) is
-// normalised over its T*C/Groups values with the biased variance,
+// GroupNorm is torch.nn.GroupNorm(num_groups, num_channels, eps,
+// affine=True) on channels-last sequences.
 //
-//	y[b,t,c] = (x[b,t,c] - mean[b,g(c)]) / sqrt(var[b,g(c)] + Eps) * Weight[c] + Bias[c],
+// For x [B, T, C], the C channels form Groups groups of C/Groups
+// consecutive channels. Each pair of batch row and group is normalised over
+// its T*C/Groups values with the biased variance:
 //
-// Weight and Bias [C] named prefix+".weight" (init 1) and prefix+".bias"
-// (init 0), both excluded from weight decay. Groups = C (the first layer of
-// wav2vec2-base's feature encoder) normalises each channel over time.
+//	y[b,t,c] = (x[b,t,c] - mean[b,g(c)]) / sqrt(var[b,g(c)] + Eps) * Weight[c] + Bias[c]
+//
+// Weight and Bias [C] are named prefix+".weight", initialised to 1, and
+// prefix+".bias", initialised to 0; both are excluded from weight decay.
+// Groups = C, as in the first layer of wav2vec2-base's feature encoder,
+// normalises each channel over time.
 type GroupNorm struct {
 	Groups       int
 	Weight, Bias *Param
 	Eps          float32
 }
 
-// GroupNormCache holds the input and per-(row, group) statistics for Backward.
+// GroupNormCache holds the input and the statistics per row and group for
+// Backward.
 type GroupNormCache struct {
 	X    *Tensor   // input [B, T, C]
 	Mean []float32 // [B*Groups]
 	Rstd []float32 // [B*Groups] 1/sqrt(var+eps)
 }
 
-// NewGroupNorm creates a GroupNorm of channels channels in groups groups
-// (groups must divide channels; a wiring error panics).
+// NewGroupNorm returns a GroupNorm of channels channels in groups groups.
+// groups must divide channels; a wiring error panics.
 func NewGroupNorm(prefix string, groups, channels int, eps float32) *GroupNorm {
 	if groups <= 0 || channels <= 0 || channels%groups != 0 {
 		panic(fmt.Sprintf("nn.NewGroupNorm(%s): %d groups for %d channels", prefix, groups, channels))
@@ -40,7 +44,8 @@ func NewGroupNorm(prefix string, groups, channels int, eps float32) *GroupNorm {
 	return g
 }
 
-// InitHF resets the parameters to Hugging Face initialisation (weight 1, bias 0).
+// InitHF resets the parameters to the Hugging Face initialisation: weight
+// 1, bias 0.
 func (l *GroupNorm) InitHF() {
 	l.Weight.Fill(1)
 	l.Bias.Value.Zero()
@@ -49,9 +54,10 @@ func (l *GroupNorm) InitHF() {
 // Params returns the layer's parameters.
 func (l *GroupNorm) Params() []*Param { return []*Param{l.Weight, l.Bias} }
 
-// Forward normalises x [B, T, C] and returns y (same shape) and the cache.
-// Statistics are accumulated in float64, per channel over rows of x (a
-// contiguous sweep), then per group; batch rows run in parallel.
+// Forward normalises x [B, T, C] and returns y, of the same shape, and the
+// cache. The statistics are accumulated in float64, per channel over the
+// rows of x in one contiguous sweep, then per group. Batch rows run in
+// parallel.
 func (l *GroupNorm) Forward(x *Tensor) (*Tensor, *GroupNormCache) {
 	C := l.Weight.Value.Len()
 	if len(x.Shape) != 3 || x.Shape[2] != C {
@@ -112,10 +118,13 @@ func groupSums[T float32 | float64](a []T, G, cg int) []T {
 	return s
 }
 
-// Backward accumulates dWeight, dBias and returns dx (shape of x): per
-// (row, group) dx = rstd * (h - mean(h) - xhat * mean(h * xhat)) with
-// h = dy * weight and xhat = (x - mean) * rstd, means over the group's
-// T*C/Groups values. Batch rows run in parallel; their parameter
+// Backward accumulates the gradients of Weight and Bias and returns dx, of
+// the shape of x. For each row and group
+//
+//	dx = rstd * (h - mean(h) - xhat * mean(h * xhat))
+//
+// with h = dy * weight, xhat = (x - mean) * rstd, and the means over the
+// group's T*C/Groups values. Batch rows run in parallel; their parameter
 // gradients are summed in row order, so the result does not depend on the
 // number of goroutines.
 func (l *GroupNorm) Backward(c *GroupNormCache, dy *Tensor) *Tensor {

@@ -5,9 +5,13 @@ import (
 	"math"
 )
 
-// LayerNorm normalises the last dimension: y = (x - mean) / sqrt(var + Eps) * Weight + Bias
-// with the biased variance (as torch.nn.LayerNorm). Parameters are named
-// prefix+".weight" (init 1) and prefix+".bias" (init 0), both excluded from weight decay.
+// LayerNorm normalises the last dimension, as torch.nn.LayerNorm does:
+//
+//	y = (x - mean) / sqrt(var + Eps) * Weight + Bias
+//
+// with the biased variance. The parameters are named prefix+".weight",
+// initialised to 1, and prefix+".bias", initialised to 0; both are excluded
+// from weight decay.
 type LayerNorm struct {
 	Weight, Bias *Param
 	Eps          float32
@@ -28,7 +32,8 @@ func NewLayerNorm(prefix string, dim int, eps float32) *LayerNorm {
 	return l
 }
 
-// InitHF resets the parameters to Hugging Face initialisation (weight 1, bias 0).
+// InitHF resets the parameters to the Hugging Face initialisation: weight
+// 1, bias 0.
 func (l *LayerNorm) InitHF() {
 	l.Weight.Fill(1)
 	l.Bias.Value.Zero()
@@ -37,8 +42,8 @@ func (l *LayerNorm) InitHF() {
 // Params returns the layer's parameters.
 func (l *LayerNorm) Params() []*Param { return []*Param{l.Weight, l.Bias} }
 
-// Forward normalises x [..., D] and returns y (same shape) and the cache.
-// Row statistics are accumulated in float64.
+// Forward normalises x [..., D] and returns y, of the same shape, and the
+// cache. Row statistics are accumulated in float64.
 func (l *LayerNorm) Forward(x *Tensor) (*Tensor, *LayerNormCache) {
 	D := l.Weight.Value.Len()
 	if x.Dim(-1) != D {
@@ -74,8 +79,11 @@ func (l *LayerNorm) Forward(x *Tensor) (*Tensor, *LayerNormCache) {
 	return y, c
 }
 
-// Backward accumulates dWeight, dBias and returns dx:
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight, xhat = (x - mean) * rstd.
+// Backward accumulates the gradients of Weight and Bias and returns dx:
+//
+//	dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//
+// with g = dy * weight and xhat = (x - mean) * rstd.
 func (l *LayerNorm) Backward(c *LayerNormCache, dy *Tensor) *Tensor {
 	MustSameShape("LayerNorm.Backward", c.X, dy)
 	D := l.Weight.Value.Len()

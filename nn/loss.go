@@ -5,11 +5,14 @@ import (
 	"math"
 )
 
-// SoftmaxCrossEntropy returns the mean over the batch of -log softmax(logits[b])[labels[b]]
-// (torch.nn.CrossEntropyLoss, reduction "mean") and its gradient
-// dlogits = (softmax(logits) - onehot(labels)) / B. logits is [B,C]; a label
-// outside [0, C) or a length mismatch is a programmer error (loaders validate
-// labels) and panics. Computed in float64 with the max-subtraction trick.
+// SoftmaxCrossEntropy returns the mean over the batch of
+// -log softmax(logits[b])[labels[b]] and its gradient
+// dlogits = (softmax(logits) - onehot(labels)) / B. This is
+// torch.nn.CrossEntropyLoss with reduction "mean".
+//
+// logits is [B,C]. A label outside [0, C) or a length mismatch is a
+// programmer error, since loaders validate labels, and panics. The loss is
+// computed in float64 with the max-subtraction trick.
 func SoftmaxCrossEntropy(logits *Tensor, labels []int) (loss float64, dlogits *Tensor) {
 	if len(logits.Shape) != 2 || logits.Shape[0] != len(labels) {
 		panic(fmt.Sprintf("nn.SoftmaxCrossEntropy: logits %v with %d labels", logits.Shape, len(labels)))
@@ -48,8 +51,8 @@ func SoftmaxCrossEntropy(logits *Tensor, labels []int) (loss float64, dlogits *T
 	return loss * inv, dlogits
 }
 
-// MSE returns mean_b (pred[b] - target[b])^2 (torch.nn.MSELoss, reduction
-// "mean") and dpred = 2 (pred - target) / B, with dpred shaped like pred.
+// MSE returns mean_b (pred[b] - target[b])^2 and dpred = 2 (pred - target)
+// / B, shaped like pred. This is torch.nn.MSELoss with reduction "mean".
 // pred is [B] or [B,1]; a size mismatch panics.
 func MSE(pred *Tensor, target []float32) (loss float64, dpred *Tensor) {
 	if pred.Len() != len(target) || (len(pred.Shape) == 2 && pred.Shape[1] != 1) || len(pred.Shape) > 2 {

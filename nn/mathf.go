@@ -2,9 +2,10 @@ package nn
 
 import "math"
 
-// Expf is a fast float32 exp (Cephes Expf: range reduction by ln 2 and a
-// degree-5 minimax polynomial; about 1 ulp). Arguments below -87.33 (and
-// -Inf) give 0, above 88.72 give +Inf; NaN gives NaN.
+// Expf returns a fast float32 exp, to about 1 ulp. It is Cephes' expf: a
+// range reduction by ln 2 and a degree-5 minimax polynomial. Arguments
+// below -87.33, -Inf included, give 0; above 88.72 they give +Inf; NaN
+// gives NaN.
 func Expf(x float32) float32 {
 	if x < -87.33654 {
 		return 0

@@ -9,10 +9,12 @@ import (
 const minGrain = 1 << 14
 
 // Parallel splits [0, n) into contiguous chunks and runs fn(lo, hi) on up to
-// GOMAXPROCS goroutines. cost is the approximate work per index (elements
-// touched); small jobs run inline. Parallel must not be called concurrently
-// with BLAS calls (OpenBLAS uses the same cores for its own threads); the
-// engine never does, since kernels run between BLAS calls.
+// GOMAXPROCS goroutines. cost is the approximate work per index, in
+// elements touched; small jobs run inline.
+//
+// Parallel must not be called concurrently with BLAS calls, since OpenBLAS
+// uses the same cores for its own threads. The engine never does: its
+// kernels run between BLAS calls.
 func Parallel(n, cost int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return

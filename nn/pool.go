@@ -2,10 +2,14 @@ package nn
 
 import "fmt"
 
-// MaskedMeanPool averages x [B,S,D] over the real positions of each sequence:
-// y[b] = sum_s mask[b,s] x[b,s] / max(sum_s mask[b,s], 1e-9), giving [B,D].
-// mask is [B,S] with 1 = real token, 0 = padding (fractional weights are
-// allowed). The 1e-9 floor follows ref §3.3 (an all-padding row pools to 0).
+// MaskedMeanPool averages x [B,S,D] over the real positions of each
+// sequence and returns y [B,D]:
+//
+//	y[b] = sum_s mask[b,s] x[b,s] / max(sum_s mask[b,s], 1e-9)
+//
+// mask is [B,S] with 1 for a real token and 0 for padding; fractional
+// weights are allowed. The 1e-9 floor follows ref §3.3, so an all-padding
+// row pools to 0.
 func MaskedMeanPool(x *Tensor, mask []float32) *Tensor {
 	if len(x.Shape) != 3 || len(mask) != x.Shape[0]*x.Shape[1] {
 		panic(fmt.Sprintf("nn.MaskedMeanPool: x %v with mask of %d", x.Shape, len(mask)))
@@ -41,7 +45,8 @@ func poolDenominator(m []float32) float64 {
 }
 
 // MaskedMeanPoolBackward returns dx [B,S,D] for dy [B,D]:
-// dx[b,s] = mask[b,s] dy[b] / max(sum_s mask[b,s], 1e-9).
+//
+//	dx[b,s] = mask[b,s] dy[b] / max(sum_s mask[b,s], 1e-9)
 func MaskedMeanPoolBackward(mask []float32, dy *Tensor, S int) *Tensor {
 	B, D := dy.Shape[0], dy.Dim(-1)
 	if len(mask) != B*S || dy.Len() != B*D {
@@ -66,7 +71,8 @@ func MaskedMeanPoolBackward(mask []float32, dy *Tensor, S int) *Tensor {
 	return dx
 }
 
-// FirstToken returns x[:, 0, :] ([B,D]) from x [B,S,D] (BERT [CLS] / RoBERTa <s> pooling).
+// FirstToken returns x[:, 0, :], of shape [B,D], from x [B,S,D]: the
+// pooling on BERT's [CLS] or RoBERTa's <s>.
 func FirstToken(x *Tensor) *Tensor {
 	if len(x.Shape) != 3 {
 		panic(fmt.Sprintf("nn.FirstToken: x %v, want [B,S,D]", x.Shape))

@@ -5,29 +5,33 @@ import (
 	"math/rand/v2"
 )
 
-// TransformerLayer is the post-LayerNorm BERT layer (Hugging Face BertLayer)
-// with its query source, key/value source and additive key bias as inputs,
-// so that one implementation serves the encoders' self-attention layers and
-// the NVDP block's denoising attention over a released sample:
+// TransformerLayer is the post-LayerNorm BERT layer, Hugging Face's
+// BertLayer, with its query source, key and value source and additive key
+// bias as inputs. One implementation thus serves the encoders'
+// self-attention layers and the NVDP block's denoising attention over a
+// released sample:
 //
 //	q = W_q xq + b_q,   k = W_k xkv + b_k,   v = W_v xkv + b_v
-//	c = Attention(q, k, v; keyBias)                     (attention-probability dropout)
+//	c = Attention(q, k, v; keyBias)
 //	a = LN_1(Dropout(W_o c + b_o) + [xq if AttnResidual])
 //	y = LN_2(Dropout(W_2 ActDropout(GELU(W_1 a + b_1)) + b_2) + a)
 //
-// With LayerOptions.PreLN it is the pre-LayerNorm layer of wav2vec2-large
-// (transformers' Wav2Vec2EncoderLayerStableLayerNorm), self-attention only:
+// The attention applies dropout to its probabilities. With
+// [LayerOptions].PreLN the layer is the pre-LayerNorm layer of
+// wav2vec2-large, transformers' Wav2Vec2EncoderLayerStableLayerNorm, with
+// self-attention only:
 //
 //	a = xq + Dropout(W_o Attention(LN_1 xq) + b_o)
 //	y = a + Dropout(W_2 ActDropout(GELU(W_1 LN_2(a) + b_1)) + b_2)
 //
-// xq is [B,Tq,H]; xkv is [B,Tk,H] (the same tensor for self-attention);
-// keyBias is [B,Tk] or nil; y is [B,Tq,H]. GELU is the erf form (GELU).
-// NewTransformerLayer names the parameters in the BERT layout: prefix +
+// xq is [B,Tq,H]; xkv is [B,Tk,H], the same tensor for self-attention;
+// keyBias is [B,Tk] or nil; y is [B,Tq,H]. GELU is the erf form of [GELU].
+//
+// [NewTransformerLayer] names the parameters in the BERT layout: prefix +
 // "attention.self.{query,key,value}", "attention.output.dense",
-// "attention.output.LayerNorm", "intermediate.dense", "output.dense",
-// "output.LayerNorm"; other layouts (wav2vec2's) build the struct from
-// their own Linear and LayerNorm layers.
+// "attention.output.LayerNorm", "intermediate.dense", "output.dense" and
+// "output.LayerNorm". Other layouts, such as wav2vec2's, build the struct
+// from their own Linear and LayerNorm layers.
 type TransformerLayer struct {
 	Query, Key, Value *Linear    // attention.self.{query,key,value}
 	AttnOut           *Linear    // attention.output.dense
@@ -37,33 +41,35 @@ type TransformerLayer struct {
 	OutLN             *LayerNorm // output.LayerNorm (LN_2)
 }
 
-// LayerOptions are the per-call settings of TransformerLayer.Forward.
+// LayerOptions are the per-call settings of [TransformerLayer.Forward].
 type LayerOptions struct {
 	Heads         int     // attention heads (H divisible by Heads)
 	HiddenDropout Dropout // after W_o and after W_2 (HF hidden_dropout_prob)
 	AttnDropout   float32 // on the attention probabilities (HF attention_probs_dropout_prob)
-	// ActDropout is applied to the GELU output (wav2vec2's
-	// activation_dropout; BERT has none: the zero value is the identity and
-	// draws nothing).
+	// ActDropout is applied to the GELU output, as wav2vec2's
+	// activation_dropout. BERT has none: the zero value is the identity and
+	// draws nothing.
 	ActDropout Dropout
-	// AttnResidual adds xq to the attention output before LN_1 (BERT); the
-	// NVDP block has none (its output is a function of the sample only).
+	// AttnResidual adds xq to the attention output before LN_1, as BERT
+	// does. The NVDP block has none, since its output is a function of the
+	// sample only.
 	AttnResidual bool
-	// PreLN selects the pre-LayerNorm order (see TransformerLayer); it needs
-	// self-attention (xq and xkv the same tensor) and AttnResidual.
+	// PreLN selects the pre-LayerNorm order described at [TransformerLayer].
+	// It needs self-attention, with xq and xkv the same tensor, and
+	// AttnResidual.
 	PreLN bool
-	// NoGrad: no cache is kept and Backward cannot be called (inference
-	// without activations). A training Forward ignores it.
+	// NoGrad keeps no cache, for inference without activations; Backward
+	// cannot be called. A training Forward ignores it.
 	NoGrad bool
 	// RecomputeGELU keeps only the GELU pre-activation and recomputes GELU
-	// and its derivative in Backward (memory for speed); otherwise the
-	// output and derivative are kept.
+	// and its derivative in Backward, trading speed for memory. Otherwise
+	// the output and derivative are kept.
 	RecomputeGELU bool
 }
 
-// NewTransformerLayer allocates a layer of width hidden and intermediate
-// size inter (LayerNorm eps eps) with LayerNorm weights 1 and every other
-// parameter 0; prefix ends with the separator ("encoder.layer.0.").
+// NewTransformerLayer returns a layer of width hidden and intermediate size
+// inter, with LayerNorm epsilon eps, LayerNorm weights 1 and every other
+// parameter 0. prefix ends with the separator, as in "encoder.layer.0.".
 func NewTransformerLayer(prefix string, hidden, inter int, eps float32) *TransformerLayer {
 	return &TransformerLayer{
 		Query:   NewLinear(prefix+"attention.self.query", hidden, hidden, true),
@@ -78,15 +84,15 @@ func NewTransformerLayer(prefix string, hidden, inter int, eps float32) *Transfo
 }
 
 // InitHF draws the six dense weights from N(0, std^2) in the order query,
-// key, value, attention output, intermediate, output (zero biases), as
-// transformers' _init_weights in parameter order.
+// key, value, attention output, intermediate, output, and zeroes the
+// biases, as transformers' _init_weights does in parameter order.
 func (l *TransformerLayer) InitHF(rng *rand.Rand, std float64) {
 	for _, lin := range []*Linear{l.Query, l.Key, l.Value, l.AttnOut, l.Inter, l.Out} {
 		lin.InitHF(rng, std)
 	}
 }
 
-// Params returns the layer's parameters in HF state_dict order.
+// Params returns the layer's parameters in Hugging Face state_dict order.
 func (l *TransformerLayer) Params() []*Param {
 	var ps []*Param
 	for _, lin := range []*Linear{l.Query, l.Key, l.Value, l.AttnOut} {
@@ -98,7 +104,7 @@ func (l *TransformerLayer) Params() []*Param {
 	return append(ps, l.OutLN.Params()...)
 }
 
-// TransformerCache holds what TransformerLayer.Backward needs.
+// TransformerCache holds what [TransformerLayer.Backward] needs.
 type TransformerCache struct {
 	xq, xkv    *Tensor // the layer's inputs
 	qin, kvin  *Tensor // inputs of W_q and of W_k, W_v (LN_1 xq with PreLN)
@@ -116,12 +122,14 @@ type TransformerCache struct {
 	g, dgelu   *Tensor // input of W_2 (GELU output after ActDropout) and GELU'(h); nil when recomputed
 }
 
-// Forward runs the layer (see the type's equations). train enables the
-// dropouts, drawn from rng in the order attention probabilities, W_o
-// output, GELU output, W_2 output (rng may be nil when no dropout is
-// active). It returns y [B,Tq,H] and the cache for Backward (nil when
-// o.NoGrad and !train). Shape mismatches and PreLN without self-attention
-// and AttnResidual panic (wiring errors).
+// Forward returns the layer's output y [B,Tq,H], with the equations of
+// [TransformerLayer], and the cache for Backward. The cache is nil when
+// o.NoGrad is set and train is not.
+//
+// train enables the dropouts, drawn from rng in the order attention
+// probabilities, W_o output, GELU output, W_2 output; rng may be nil when
+// no dropout is active. Shape mismatches, and PreLN without self-attention
+// and AttnResidual, are wiring errors and panic.
 func (l *TransformerLayer) Forward(xq, xkv, keyBias *Tensor, o LayerOptions, train bool, rng *rand.Rand) (*Tensor, *TransformerCache) {
 	if xq.Dim(-1) != xkv.Dim(-1) {
 		panic(fmt.Sprintf("nn.TransformerLayer: xq %v, xkv %v", xq.Shape, xkv.Shape))
@@ -197,10 +205,11 @@ func (l *TransformerLayer) feedForwardBackward(c *TransformerCache, ds2 *Tensor)
 	return l.Inter.Backward(c.a, dh)
 }
 
-// Backward takes the cache of Forward and dL/dy [B,Tq,H], accumulates (+=)
-// the gradients of every parameter and returns dL/dxq, dL/dxkv and
-// dL/dkeyBias ([B,Tk], as AttentionBackward). For self-attention (xq and xkv
-// the same tensor) dxq is the whole input gradient and dxkv is nil.
+// Backward takes the cache of Forward and dL/dy [B,Tq,H], adds the
+// gradients of every parameter to their Grad and returns dL/dxq, dL/dxkv
+// and dL/dkeyBias [B,Tk], as [AttentionBackward] does. For self-attention,
+// with xq and xkv the same tensor, dxq is the whole input gradient and dxkv
+// is nil.
 func (l *TransformerLayer) Backward(c *TransformerCache, dy *Tensor) (dxq, dxkv, dKeyBias *Tensor) {
 	if c == nil {
 		panic("nn.TransformerLayer.Backward: nil cache (Forward ran with NoGrad)")

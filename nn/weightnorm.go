@@ -6,28 +6,30 @@ import (
 	"math/rand/v2"
 )
 
-// WeightNorm is the weight reparameterisation of torch.nn.utils.weight_norm
-// (Salimans & Kingma 2016) along dimension Dim:
+// WeightNorm is the weight reparameterisation of torch.nn.utils.weight_norm,
+// after Salimans and Kingma, 2016, along dimension Dim:
 //
-//	weight = G * V / ||V||,   ||V|| over every axis of V but Dim,
+//	weight = G * V / ||V||
 //
-// V (the direction) has the weight's shape and G (the magnitude) has size 1
-// on every axis but Dim (torch's norm_except_dim): for a Conv1d weight
-// [Out, In/Groups, Kernel] with Dim 2, as Hugging Face's
-// Wav2Vec2PositionalConvEmbedding (weight_norm(conv, dim=2)), G is
-// [1, 1, Kernel] and each kernel tap k has its own norm over all channels.
-// The parameters are named prefix+".weight_g" and prefix+".weight_v" (the
+// where the norm runs over every axis of V but Dim. V, the direction, has
+// the weight's shape. G, the magnitude, has size 1 on every axis but Dim,
+// as torch's norm_except_dim. For a Conv1d weight [Out, In/Groups, Kernel]
+// with Dim 2, as in Hugging Face's Wav2Vec2PositionalConvEmbedding with
+// weight_norm(conv, dim=2), G is [1, 1, Kernel] and each kernel tap k has
+// its own norm over all channels.
+//
+// The parameters are named prefix+".weight_g" and prefix+".weight_v", the
 // layout of torch.nn.utils.weight_norm; torch.nn.utils.parametrizations
-// names them parametrizations.weight.original0 and original1). A slice of V
+// names them parametrizations.weight.original0 and original1. A slice of V
 // with zero norm gives a non-finite weight, as in torch.
 type WeightNorm struct {
 	G, V *Param
 	Dim  int
 }
 
-// NewWeightNorm creates the parameters of a weight of the given shape,
-// normalised over every axis but dim (0 <= dim < len(shape); a wiring error
-// panics). Values are zero; see InitFrom.
+// NewWeightNorm returns zero parameters of a weight of the given shape,
+// normalised over every axis but dim; see [WeightNorm.InitFrom]. dim must
+// be in [0, len(shape)); a wiring error panics.
 func NewWeightNorm(prefix string, dim int, shape ...int) *WeightNorm {
 	if dim < 0 || dim >= len(shape) {
 		panic(fmt.Sprintf("nn.NewWeightNorm(%s): dim %d for shape %v", prefix, dim, shape))
@@ -40,7 +42,7 @@ func NewWeightNorm(prefix string, dim int, shape ...int) *WeightNorm {
 	return &WeightNorm{G: NewParam(prefix+".weight_g", gs...), V: NewParam(prefix+".weight_v", shape...), Dim: dim}
 }
 
-// Params returns G then V (the order of torch's weight_g, weight_v).
+// Params returns G then V, the order of torch's weight_g and weight_v.
 func (w *WeightNorm) Params() []*Param { return []*Param{w.G, w.V} }
 
 // split returns the sizes before, along and after Dim.
@@ -74,8 +76,8 @@ func (w *WeightNorm) norms() []float64 {
 	return n
 }
 
-// InitFrom sets V = weight and G = ||weight|| (what weight_norm does when it
-// wraps an initialised layer), so that the effective weight is weight.
+// InitFrom sets V = weight and G = ||weight||, so that the effective weight
+// is weight. weight_norm does the same when it wraps an initialised layer.
 func (w *WeightNorm) InitFrom(weight *Tensor) {
 	MustSameShape("WeightNorm.InitFrom", w.V.Value, weight)
 	copy(w.V.Value.Data, weight.Data)
@@ -84,8 +86,8 @@ func (w *WeightNorm) InitFrom(weight *Tensor) {
 	}
 }
 
-// InitNormal draws the effective weight from N(0, std^2) (rng in row-major
-// order) and sets V and G from it (InitFrom).
+// InitNormal draws the effective weight from N(0, std^2), from rng in
+// row-major order, and sets V and G from it with [WeightNorm.InitFrom].
 func (w *WeightNorm) InitNormal(rng *rand.Rand, std float64) {
 	t := New(w.V.Value.Shape...)
 	for i := range t.Data {
@@ -94,10 +96,10 @@ func (w *WeightNorm) InitNormal(rng *rand.Rand, std float64) {
 	w.InitFrom(t)
 }
 
-// WeightNormCache holds the norms Backward needs.
+// WeightNormCache holds the norms [WeightNorm.Backward] needs.
 type WeightNormCache struct{ norm []float64 }
 
-// Weight returns the effective weight G * V / ||V|| (V's shape) and the
+// Weight returns the effective weight G * V / ||V||, of V's shape, and the
 // cache for Backward.
 func (w *WeightNorm) Weight() (*Tensor, *WeightNormCache) {
 	outer, d, inner := w.split()
@@ -116,11 +118,11 @@ func (w *WeightNorm) Weight() (*Tensor, *WeightNormCache) {
 	return out, &WeightNormCache{norm: n}
 }
 
-// Backward takes the cache of Weight and dL/dweight (V's shape) and
+// Backward takes the cache of Weight and dL/dweight, of V's shape, and
 // accumulates
 //
-//	dG_j = sum_{.j.} dW * V / ||V||_j,
-//	dV   = G_j / ||V||_j * (dW - dG_j / ||V||_j * V).
+//	dG_j = sum_{.j.} dW * V / ||V||_j
+//	dV   = G_j / ||V||_j * (dW - dG_j / ||V||_j * V)
 func (w *WeightNorm) Backward(c *WeightNormCache, dW *Tensor) {
 	MustSameShape("WeightNorm.Backward", w.V.Value, dW)
 	outer, d, inner := w.split()

@@ -11,16 +11,19 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// GradOpts configures the finite-difference check. Zero fields take the defaults.
+// GradOpts configures the finite-difference check. Zero fields take the
+// defaults.
 type GradOpts struct {
-	// Eps is the central-difference step applied to each float32 input (default 1e-2).
+	// Eps is the central-difference step applied to each float32 input.
+	// The default is 1e-2.
 	Eps float64
-	// RelTol and AbsTol: element i passes when |num_i - ana_i| <= AbsTol*scale + RelTol*|num_i|,
-	// where scale = max_i |num_i| (defaults 1e-2 and 2e-3). The global relative
-	// error ||num - ana|| / ||num|| must also be below RelTol.
+	// RelTol and AbsTol are the tolerances: element i passes when
+	// |num_i - ana_i| <= AbsTol*scale + RelTol*|num_i|, where
+	// scale = max_i |num_i|. The defaults are 1e-2 and 2e-3. The global
+	// relative error ||num - ana|| / ||num|| must also be below RelTol.
 	RelTol, AbsTol float64
-	// MaxChecks limits the number of checked indices (chosen with a fixed seed);
-	// 0 checks every index.
+	// MaxChecks limits the number of checked indices, chosen with a fixed
+	// seed; 0 checks every index.
 	MaxChecks int
 }
 
@@ -37,9 +40,10 @@ func (o GradOpts) withDefaults() GradOpts {
 	return o
 }
 
-// NumericGrad returns central differences (f(x+eps e_i) - f(x-eps e_i)) / (2 eps)
-// at the given indices of x (all when idx is nil), restoring x afterwards.
-// f must recompute the loss from x, accumulating in float64.
+// NumericGrad returns the central differences
+// (f(x+eps e_i) - f(x-eps e_i)) / (2 eps) at the given indices of x, or at
+// all indices when idx is nil, and restores x afterwards. f must recompute
+// the loss from x, accumulating in float64.
 func NumericGrad(f func() float64, x []float32, idx []int, eps float64) []float64 {
 	if idx == nil {
 		idx = make([]int, len(x))
@@ -107,8 +111,9 @@ func CompareGrad(f func() float64, x, analytic []float32, opts GradOpts) error {
 	return nil
 }
 
-// CheckGrad reports (t.Errorf, prefixed with name) when analytic is not the
-// gradient of f with respect to x. See GradOpts for the tolerance.
+// CheckGrad reports through t.Errorf, prefixed with name, when analytic is
+// not the gradient of f with respect to x. See [GradOpts] for the
+// tolerance.
 func CheckGrad(t testing.TB, name string, f func() float64, x, analytic []float32, opts GradOpts) {
 	t.Helper()
 	if err := CompareGrad(f, x, analytic, opts); err != nil {
@@ -116,10 +121,10 @@ func CheckGrad(t testing.TB, name string, f func() float64, x, analytic []float3
 	}
 }
 
-// CheckGradStrict is CheckGrad plus a self-test: it perturbs the largest
-// analytic element by 5% (and at least 5% of the gradient scale) and fails
-// the test if the checker still accepts it, proving the tolerance can catch a
-// wrong gradient.
+// CheckGradStrict is [CheckGrad] plus a self-test: it perturbs the largest
+// analytic element by 5%, and by at least 5% of the gradient scale, and
+// fails the test if the checker still accepts it. This proves the
+// tolerance can catch a wrong gradient.
 func CheckGradStrict(t testing.TB, name string, f func() float64, x, analytic []float32, opts GradOpts) {
 	t.Helper()
 	CheckGrad(t, name, f, x, analytic, opts)

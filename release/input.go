@@ -11,15 +11,16 @@ import (
 	"github.com/nvdp-project/nvdp/internal/excerpt"
 )
 
-// MaxLineBytes bounds one input line of a TextReader (16 MiB): the memory one text may take before
-// it is truncated to max-seq-len tokens.
+// MaxLineBytes bounds one input line of a [TextReader] to 16 MiB: the memory one text may take
+// before it is truncated to max-seq-len tokens.
 const MaxLineBytes = 16 << 20
 
-// TextReader reads the texts of an input stream one at a time, in bounded memory: plain lines
-// (NewLineReader), a column of a tab-separated file with a header (NewTSVReader) or a string field of
-// JSON lines (NewJSONLReader). Line ends are "\n" or "\r\n"; a UTF-8 byte order mark at the start is
-// dropped. Every text is checked (CheckText) as it is read; errors name the input and the line and
-// never quote a text.
+// TextReader reads the texts of an input stream one at a time, in bounded memory. The input is
+// plain lines, read by [NewLineReader]; a column of a tab-separated file with a header, read by
+// [NewTSVReader]; or a string field of JSON lines, read by [NewJSONLReader].
+//
+// Line ends are "\n" or "\r\n", and a UTF-8 byte order mark at the start is dropped. Every text is
+// checked by [CheckText] as it is read. Errors name the input and the line and never quote a text.
 type TextReader struct {
 	name    string
 	sc      *bufio.Scanner
@@ -60,9 +61,9 @@ func (t *TextReader) next() (string, error) {
 	return s, nil
 }
 
-// Next returns the next text and its line number (1-based, in the input), or io.EOF after the last.
-// Errors name the input and the line: a malformed line, a text CheckText rejects, a line longer than
-// MaxLineBytes, a read error.
+// Next returns the next text and its 1-based line number in the input, or io.EOF after the last.
+// Errors name the input and the line: a malformed line, a text [CheckText] rejects, a line longer
+// than [MaxLineBytes], or a read error.
 func (t *TextReader) Next() (text string, line int, err error) {
 	s, err := t.next()
 	if err != nil {
@@ -78,19 +79,21 @@ func (t *TextReader) Next() (text string, line int, err error) {
 	return text, t.line, nil
 }
 
-// Name is the input's name in errors.
+// Name returns the input's name, as errors give it.
 func (t *TextReader) Name() string { return t.name }
 
-// NewLineReader reads one text per line of r (every line is a text: an empty line is an error); name
-// names r in errors.
+// NewLineReader returns a reader of one text per line of r. Every line is a text, so an empty line
+// is an error. name names r in errors.
 func NewLineReader(r io.Reader, name string) *TextReader {
 	return &TextReader{name: name, sc: newScanner(r), text: func(s string) (string, error) { return s, nil }}
 }
 
-// NewTSVReader reads the column named column of a tab-separated file with a header line (no quoting, as
-// GLUE's files). The header is read now. Errors, naming the input and line 1: no header, a duplicate
-// column name, no column named column (the columns are listed); later, from Next: a row whose number
-// of fields is not the header's.
+// NewTSVReader returns a reader of the column named column of a tab-separated file with a header
+// line and no quoting, as GLUE's files. The header is read now.
+//
+// The errors name the input and line 1: no header, a duplicate column name, or no column named
+// column, listing the columns. Later, Next returns an error for a row whose number of fields is not
+// the header's.
 func NewTSVReader(r io.Reader, name, column string) (*TextReader, error) {
 	t := &TextReader{name: name, sc: newScanner(r)}
 	header, err := t.next()
@@ -125,9 +128,10 @@ func NewTSVReader(r io.Reader, name, column string) (*TextReader, error) {
 	return t, nil
 }
 
-// NewJSONLReader reads the string field named field of JSON lines (one object per line; other fields
-// are ignored). The first line is read and checked now. Errors, naming the input and the line: no
-// lines, a line that is not a JSON object, no field named field, a field that is not a string.
+// NewJSONLReader returns a reader of the string field named field of JSON lines, one object per
+// line; other fields are ignored. The first line is read and checked now. The errors name the input
+// and the line: no lines, a line that is not a JSON object, no field named field, or a field that is
+// not a string.
 func NewJSONLReader(r io.Reader, name, field string) (*TextReader, error) {
 	t := &TextReader{name: name, sc: newScanner(r)}
 	t.text = func(s string) (string, error) {

@@ -22,8 +22,9 @@ type Format string
 
 // The output formats.
 const (
-	// FormatSafetensors writes tensors z [texts, k, N, P] and pi [texts, k, N] (float32, k releases
-	// per text) with the Metadata in the file's metadata (MetadataKeys).
+	// FormatSafetensors writes the float32 tensors z [texts, k, N, P] and pi [texts, k, N], for k
+	// releases per text, with the Metadata in the file's metadata as [Metadata.MetadataKeys]
+	// encodes it.
 	FormatSafetensors Format = "safetensors"
 	// FormatJSONL writes the Metadata as the first line, then one object per text in input order:
 	// {"index": i, "embeddings": [k x [N x [P]]], "weights": [k x [N]]}.
@@ -33,10 +34,11 @@ const (
 // Valid reports whether f is a known format.
 func (f Format) Valid() bool { return f == FormatSafetensors || f == FormatJSONL }
 
-// MetadataFormat names the layout of Embed's output files (Metadata.Format).
+// MetadataFormat names the layout of Embed's output files, in [Metadata].Format.
 const MetadataFormat = "nvdp-release/1"
 
-// NotForRelease is the warning of an output whose noise comes from a seeded source (NewSeededSource).
+// NotForRelease is the warning of an output whose noise comes from a seeded source, made by
+// [NewSeededSource].
 const NotForRelease = "not for release: the noise comes from a fixed seed, so anyone who knows the seed can reproduce and remove it; the guarantee does not hold"
 
 // Metadata describes an output of Embed: the model, the certified guarantee of one release and of the
@@ -46,22 +48,24 @@ type Metadata struct {
 	Model  ModelInfo `json:"model"`
 	// Layout says what the file holds and in which order.
 	Layout string `json:"layout"`
-	// Guarantee is the certified guarantee of one release (Releaser.Guarantee).
+	// Guarantee is the certified guarantee of one release, from [Releaser.Guarantee].
 	Guarantee *privacy.Guarantee `json:"guarantee"`
 	// GuaranteePerText is the total certified cost per text: its ReleasesPerText releases composed
-	// (Releaser.GuaranteeOf: ReleasesPerText times the RDP curve, epsilon at delta of the sum).
+	// by [Releaser.GuaranteeOf], that is ReleasesPerText times the RDP curve, with epsilon at delta
+	// of the sum.
 	GuaranteePerText *privacy.Guarantee `json:"guarantee_per_text"`
 	Texts            int64              `json:"texts"`
 	ReleasesPerText  int                `json:"releases_per_text"`
 	Releases         int64              `json:"releases"` // Texts x ReleasesPerText
-	// Seeded is true when the noise came from NewSeededSource; Warning is then NotForRelease.
+	// Seeded is true when the noise came from [NewSeededSource]; Warning is then [NotForRelease].
 	Seeded  bool   `json:"seeded"`
 	Warning string `json:"warning,omitempty"`
 }
 
-// MetadataKeys returns m as safetensors metadata: one entry per field of Metadata under its JSON key,
-// whose value is the field's JSON text ("model" and the guarantees are JSON objects, the counts
-// numbers, "seeded" true or false), a string field's without quotes. ParseMetadataKeys reads it back.
+// MetadataKeys returns m as safetensors metadata, with one entry per field of Metadata under its
+// JSON key. Each value is the field's JSON text, a string field's without quotes: "model" and the
+// guarantees are JSON objects, the counts numbers, and "seeded" true or false. [ParseMetadataKeys]
+// reads it back.
 func (m *Metadata) MetadataKeys() (map[string]string, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -82,9 +86,10 @@ func (m *Metadata) MetadataKeys() (map[string]string, error) {
 	return out, nil
 }
 
-// ParseMetadataKeys reads the Metadata of a safetensors output from its metadata (MetadataKeys): a
-// value that is not JSON is a string field's. Errors: no "format" entry of MetadataFormat, a value of
-// the wrong type (naming the key).
+// ParseMetadataKeys reads the Metadata of a safetensors output from its metadata, as
+// [Metadata.MetadataKeys] wrote it. A value that is not JSON is a string field's. It returns an
+// error when the "format" entry is missing or is not [MetadataFormat], and for a value of the wrong
+// type, naming the key.
 func ParseMetadataKeys(md map[string]string) (*Metadata, error) {
 	if md["format"] != MetadataFormat {
 		return nil, fmt.Errorf("release metadata: format %q, want %q", md["format"], MetadataFormat)

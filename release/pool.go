@@ -13,7 +13,7 @@ import (
 	"github.com/nvdp-project/nvdp/noise"
 )
 
-// The noise pool of real releases (docs/serving.md, "What time reveals").
+// The noise pool of real releases; see "What time reveals" in docs/serving.md.
 const (
 	// DefaultPoolSize is how many releases' noise a source holds ready.
 	DefaultPoolSize = 32
@@ -23,23 +23,23 @@ const (
 	paceFactor = 4
 )
 
-// DefaultPoolWorkers is how many goroutines fill a pool: one per core the
-// Go scheduler runs on (GOMAXPROCS), so that the paced workers keep up with
-// releases that use every core for their forward passes.
+// DefaultPoolWorkers returns how many goroutines fill a pool: one per core the Go scheduler runs
+// on, GOMAXPROCS, so that the paced workers keep up with releases that use every core for their
+// forward passes.
 func DefaultPoolWorkers() int { return runtime.GOMAXPROCS(0) }
 
-// PoolStats counts what a source's noise pool did (Source.PoolStats).
+// PoolStats counts what a source's noise pool did; see [Source.PoolStats].
 type PoolStats struct {
-	// Drawn is the number of releases' noise drawn, Used the number handed
-	// to releases (each once, then wiped).
+	// Drawn is the number of releases' noise drawn, and Used the number handed to releases, each
+	// once and then wiped.
 	Drawn, Used int64
 	// Dry counts releases that found the pool empty and waited for a draw.
 	Dry int64
 	// Overruns counts draws that took longer than Pace: the time at which
 	// such a draw became available depended on its noise.
 	Overruns int64
-	// Pace is the fixed interval between the start of a worker's draw and
-	// the moment it is offered (zero before the pool starts).
+	// Pace is the fixed interval between the start of a worker's draw and the moment it is offered.
+	// It is zero before the pool starts.
 	Pace time.Duration
 }
 

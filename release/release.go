@@ -1,25 +1,29 @@
-// Package release makes the released embeddings of texts under a trained model (docs/serving.md): per text
-// the sample of its clipped posterior, Z [N, P] and the Dirichlet weights pi [N] (all N components, the
-// prior's included), never the text, its tokens or the posterior's parameters.
+// Package release makes the released embeddings of texts under a trained model, as docs/serving.md
+// describes. For each text it releases the sample of its clipped posterior: Z [N, P] and the
+// Dirichlet weights pi [N], over all N components, the prior's included. It never releases the text,
+// its tokens or the posterior's parameters.
 //
-// A release is exactly what the model's own evaluation samples (train.Evaluate, nvib.Model.Forward): the
-// text is tokenised and truncated to the model's max-seq-len tokens, padded to that fixed length (the
-// release length: model.EvalPadLen), mapped to its clipped posterior (nvib.Model.Posterior) and sampled
-// once per release. Every one of the N components is released, padding included, so the release has the
-// same shape for every text. Its certified guarantee is privacy.CertifyCurve of the model's clip set
-// (nvib.Config.ClipSet): the guarantee of `nvdp certify --model`.
+// A release is exactly what the model's own evaluation samples, as in train.Evaluate and
+// [nvib.Model.Forward]. The text is tokenised, truncated to the model's max-seq-len tokens, padded to
+// that fixed length, the release length of [model.EvalPadLen], mapped to its clipped posterior by
+// [nvib.Model.Posterior], and sampled once per release. Every one of the N components is released,
+// padding included, so the release has the same shape for every text. Its certified guarantee is
+// [privacy.CertifyCurve] of the model's clip set, [nvib.Config.ClipSet]: the guarantee of
+// `nvdp certify --model`.
 //
-// The sample is drawn exactly (docs/privacy.md, "Floating-point safety"): for a fixed-noise model (the
-// noise scale and pseudo-counts the same for every input: the calibrated default and the gaussian
-// variant) every value is G (m + n) on the lattice G = 2^k, m the clipped mean rounded toward the clip
-// ball's centre and n Karney's exact normal rounded to the lattice (package noise), so the released bits
-// are a sample of the mechanism the certificate is proved for. A model whose noise depends on the input
-// is refused unless Options.AllowUnproved, and then drawn by the floating-point sampler (nvib.Draw), whose
-// bits no certificate covers: its guarantee's Release says so.
+// The sample is drawn exactly; see "Floating-point safety" in docs/privacy.md. A fixed-noise model,
+// whose noise scale and pseudo-counts are the same for every input, is the calibrated default and the
+// gaussian variant. Every value it releases is G (m + n) on the lattice G = 2^k, where m is the
+// clipped mean rounded toward the clip ball's centre and n is Karney's exact normal rounded to the
+// lattice, from package noise. The released bits are thus a sample of the mechanism the certificate
+// is proved for. A model whose noise depends on the input is refused unless [Options].AllowUnproved
+// is set; it is then drawn by the floating-point sampler [nvib.Draw], whose bits no certificate
+// covers, and its guarantee's Release says so.
 //
-// With Options.Device the posteriors are computed on a GPU by the model's device twin (dnn.NVDPModel.Posterior:
-// the encoder and the NVIB layer); the posterior comes down and the noise is the host's exact sampler, as on
-// the CPU (the device's means are the CPU's up to rounding, its fixed logvar and pseudo-counts bit for bit).
+// With [Options].Device the posteriors are computed on a GPU by the model's device twin, which runs
+// the encoder and the NVIB layer as [dnn.NVDPModel.Posterior]. The posterior comes down and the noise
+// comes from the host's exact sampler, as on the CPU. The device's means are the CPU's up to
+// rounding; its fixed logvar and pseudo-counts are the CPU's bit for bit.
 package release
 
 import (
@@ -41,13 +45,14 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
-// Releaser holds a loaded model, its tokenizer and the certified guarantee of one release. Safe for
-// concurrent use by several goroutines (each call gets its own noise source).
+// Releaser holds a loaded model, its tokenizer and the certified guarantee of one release. It is
+// safe for concurrent use by several goroutines; each call gets its own noise source.
 //
-// The posteriors of concurrent calls are computed one batch at a time: the engine's kernels already use
-// every core (nn.Parallel, OpenBLAS threads), and nn.Parallel must not run beside another BLAS call;
-// on a device (Options.Device) one forward pass at a time, on the device's goroutine. Tokenisation,
-// sampling and copying run concurrently. Close frees the device twin.
+// The posteriors of concurrent calls are computed one batch at a time: the engine's kernels already
+// use every core, through [nn.Parallel] and OpenBLAS threads, and nn.Parallel must not run beside
+// another BLAS call. On a device, set by [Options].Device, one forward pass runs at a time, on the
+// device's goroutine. Tokenisation, sampling and copying run concurrently. Close frees the device
+// twin.
 type Releaser struct {
 	bundle *model.Bundle
 	info   ModelInfo
@@ -73,12 +78,14 @@ type Releaser struct {
 // Options configure a Releaser.
 type Options struct {
 	// AllowUnproved releases a model whose noise scale or pseudo-counts depend on the input with the
-	// floating-point sampler: its bits are not covered by the certificate (docs/privacy.md,
-	// "Floating-point safety"), and its guarantee's Release states it. False: such a model is refused.
+	// floating-point sampler. Its bits are not covered by the certificate, see "Floating-point
+	// safety" in docs/privacy.md, and its guarantee's Release states it. When false, such a model is
+	// refused.
 	AllowUnproved bool `json:"allow_unproved"`
-	// Device computes the posteriors on a GPU (the model's device twin, package dnn; docs/serving.md,
-	// "What a release is, exactly"); nil: on the CPU. The noise is the host's exact sampler either way.
-	// The caller owns the device and closes it after the Releaser (Releaser.Close).
+	// Device computes the posteriors on a GPU with the model's device twin from package dnn; see
+	// "What a release is, exactly" in docs/serving.md. nil computes them on the CPU. The noise comes
+	// from the host's exact sampler either way. The caller owns the device and closes it after the
+	// Releaser; see [Releaser.Close].
 	Device *cuda.Device `json:"-"`
 }
 
@@ -89,27 +96,33 @@ type ModelInfo struct {
 	Variant string       `json:"variant"` // nvib.ModelNVDPClipped or nvib.ModelGaussian
 	Mode    privacy.Mode `json:"mode"`    // always principled (reference mode is refused)
 	Encoder string       `json:"encoder"` // the encoder the model was trained from (model.Options.Encoder)
-	// MaxSeqLen is the length texts are truncated to (tokens, the specials included) and padded to.
+	// MaxSeqLen is the length, in tokens with the specials included, that texts are truncated and
+	// padded to.
 	MaxSeqLen int `json:"max_seq_len"`
 	N         int `json:"components"` // N, the prior component included: max-seq-len + 1 (gaussian: its release length + 1)
 	P         int `json:"dims"`       // P, the latent width
-	// Constants are the clip set's constants (privacy.ClipSet.Metadata), those the guarantee certifies.
+	// Constants are the clip set's constants, from [privacy.ClipSet.Metadata]: those the guarantee
+	// certifies.
 	Constants map[string]string `json:"constants"`
-	// Device is where the posteriors are computed: "cpu", or the GPU's backend (cuda.Device.Backend,
-	// "cuda (card, precision)"). The noise is drawn on the host either way.
+	// Device is where the posteriors are computed: "cpu", or the GPU's backend as
+	// [cuda.Device.Backend] names it, "cuda (card, precision)". The noise is drawn on the host
+	// either way.
 	Device string `json:"device"`
 }
 
-// Embedding is one release: Z row-major [N*P] and Pi [N], float32.
+// Embedding is one release: Z [N*P], row-major, and Pi [N], in float32.
 type Embedding struct {
 	Z  []float32
 	Pi []float32
 }
 
-// Load reads a model directory written by `nvdp run`/`nvdp train` (model.Load) for release: an
-// NVDP-Clipped or gaussian model whose clip set certifies a finite bound and whose noise is fixed (or
-// opt.AllowUnproved); a baseline (nothing private to release), an unclipped nvdp model (no finite
-// certificate), a reference-mode model or a noise that depends on the input is an error naming why.
+// Load reads a model directory written by `nvdp run` or `nvdp train`, through [model.Load], for
+// release. The model must be NVDP-Clipped or gaussian, its clip set must certify a finite bound, and
+// its noise must be fixed unless opt.AllowUnproved is set.
+//
+// Load returns an error naming why for a baseline, which has nothing private to release; an
+// unclipped nvdp model, which has no finite certificate; a reference-mode model; or a noise that
+// depends on the input.
 func Load(dir string, opt Options) (*Releaser, error) {
 	b, err := model.Load(dir)
 	if err != nil {
@@ -118,8 +131,9 @@ func Load(dir string, opt Options) (*Releaser, error) {
 	return New(b, opt)
 }
 
-// New is Load of a model already in memory (b.Dir names it; "" for a model built by model.Build). The
-// releaser uses b.Model and b.Tokenizer and must be the only user of them from then on.
+// New is [Load] of a model already in memory. b.Dir names it, or is "" for a model built by
+// [model.Build]. The releaser uses b.Model and b.Tokenizer and must be the only user of them from
+// then on.
 func New(b *model.Bundle, opt Options) (*Releaser, error) {
 	cfg := b.Model.Cfg
 	name := b.Dir
@@ -179,10 +193,9 @@ func New(b *model.Bundle, opt Options) (*Releaser, error) {
 	return r, nil
 }
 
-// Close frees the model's device twin (Options.Device; nothing on the CPU),
-// after the posterior computation in progress. The releaser computes no
-// posterior after Close (an error); closing twice is a no-op. The caller
-// closes the device after it.
+// Close frees the model's device twin, if [Options].Device was set, after the posterior computation
+// in progress. The releaser computes no posterior after Close: that is an error. Closing twice is a
+// no-op. The caller closes the device after it.
 func (r *Releaser) Close() error {
 	if r.dev == nil {
 		return nil
@@ -202,12 +215,12 @@ func (r *Releaser) Close() error {
 // errClosed is a posterior asked of a releaser whose device model was freed.
 var errClosed = errors.New("release: the releaser is closed (its device model freed)")
 
-// Exact reports whether the releases are exact samples of the certified mechanism (false: an unproved
-// release, Options.AllowUnproved).
+// Exact reports whether the releases are exact samples of the certified mechanism. It is false for
+// an unproved release, with [Options].AllowUnproved.
 func (r *Releaser) Exact() bool { return r.exact != nil }
 
-// ClipSet is the clip set of the release (nvib.Config.ClipSet at the release's N): the set of
-// posteriors Guarantee certifies. The caller owns the copy returned.
+// ClipSet returns the clip set of the release, [nvib.Config.ClipSet] at the release's N: the set of
+// posteriors [Releaser.Guarantee] certifies. The caller owns the copy returned.
 func (r *Releaser) ClipSet() privacy.ClipSet {
 	s := r.set
 	for _, v := range []*[]float64{&s.PriorMu, &s.PriorVar, &s.LogvarFloor, &s.LogvarCap} {
@@ -218,13 +231,16 @@ func (r *Releaser) ClipSet() privacy.ClipSet {
 	return s
 }
 
-// Shape is the release's N (components = max_seq_len + 1) and P (latent width).
+// Shape returns the release's N, the number of components, max_seq_len + 1, and P, the latent
+// width.
 func (r *Releaser) Shape() (n, p int) { return r.info.N, r.info.P }
 
-// Guarantee is the certified guarantee of ONE release of one text against any other text: the RDP curve
-// over privacy.DefaultOrders (privacy.CertifyCurve of the model's clip set, nvib.Config.ClipSet), its
-// epsilon at delta (privacy.DefaultDelta unless SetDelta), the best order. Labelled certified, with scope.
-// The caller owns the copy returned.
+// Guarantee returns the certified guarantee of ONE release of one text against any other text,
+// labelled certified, with its scope. The caller owns the copy returned.
+//
+// It holds the RDP curve over [privacy.DefaultOrders], computed by [privacy.CertifyCurve] of the
+// model's clip set [nvib.Config.ClipSet]; its epsilon at delta, [privacy.DefaultDelta] unless
+// [Releaser.SetDelta] changed it; and the best order.
 func (r *Releaser) Guarantee() *privacy.Guarantee {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -233,9 +249,9 @@ func (r *Releaser) Guarantee() *privacy.Guarantee {
 	return &g
 }
 
-// GuaranteeOf is the certified guarantee of `releases` (>= 1) releases of one text: RDP composes by
-// adding over releases, so its curve is `releases` times Guarantee's, converted to epsilon at the same
-// delta. Errors: releases < 1.
+// GuaranteeOf returns the certified guarantee of `releases` releases of one text. RDP composes by
+// adding over releases, so its curve is `releases` times Guarantee's, converted to epsilon at the
+// same delta. It returns an error when releases < 1.
 func (r *Releaser) GuaranteeOf(releases int) (*privacy.Guarantee, error) {
 	if releases < 1 {
 		return nil, fmt.Errorf("release: %d releases: want >= 1", releases)
@@ -246,8 +262,8 @@ func (r *Releaser) GuaranteeOf(releases int) (*privacy.Guarantee, error) {
 	return privacy.CertifyCurve(r.set, nil, privacy.DirectionStandard, releases, delta)
 }
 
-// SetDelta sets the delta of the guarantees' (epsilon, delta) conversion. Errors: delta not in (0, 1)
-// (the guarantee is then unchanged).
+// SetDelta sets the delta of the guarantees' conversion to (epsilon, delta). It returns an error,
+// and leaves the guarantee unchanged, when delta is not in (0, 1).
 func (r *Releaser) SetDelta(delta float64) error {
 	if err := privacy.CheckDelta(delta); err != nil {
 		return fmt.Errorf("release: %w", err)
@@ -262,16 +278,16 @@ func (r *Releaser) SetDelta(delta float64) error {
 	return nil
 }
 
-// BatchSize is the number of texts whose posteriors are computed in one forward pass (the model's
-// evaluation batch size unless SetBatchSize). It changes neither the releases' distribution nor, for a
-// seeded source, which noise each text gets (Release).
+// BatchSize returns the number of texts whose posteriors are computed in one forward pass: the
+// model's evaluation batch size unless [Releaser.SetBatchSize] changed it. It changes neither the
+// releases' distribution nor, for a seeded source, which noise each text gets.
 func (r *Releaser) BatchSize() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.batchSize
 }
 
-// SetBatchSize sets BatchSize. Errors: n < 1.
+// SetBatchSize sets BatchSize. It returns an error when n < 1.
 func (r *Releaser) SetBatchSize(n int) error {
 	if n < 1 {
 		return fmt.Errorf("release: batch size %d: want >= 1", n)
@@ -282,7 +298,8 @@ func (r *Releaser) SetBatchSize(n int) error {
 	return nil
 }
 
-// Model describes the model for metadata and /v1/info: directory, task, variant, mode, N, P, clip constants.
+// Model describes the model for metadata and /v1/info: its directory, task, variant, mode, N, P
+// and clip constants.
 func (r *Releaser) Model() ModelInfo {
 	info := r.info
 	info.Constants = make(map[string]string, len(r.info.Constants))
@@ -306,9 +323,11 @@ func CheckText(text string) error {
 	return nil
 }
 
-// Release returns one released sample per text, in order. Texts are validated first (non-empty, valid
-// UTF-8); an error names the index of the bad text and nothing is released for any of them. The noise
-// comes from src (NewSource for real releases). Cancelling ctx stops between batches.
+// Release returns one released sample per text, in order. The noise comes from src, which is
+// [NewSource] for real releases. Cancelling ctx stops between batches.
+//
+// The texts are validated first: each must be non-empty and valid UTF-8. An error names the index of
+// the bad text, and nothing is released for any of them.
 func (r *Releaser) Release(ctx context.Context, texts []string, src *Source) ([]Embedding, error) {
 	all, err := r.ReleaseRepeated(ctx, texts, 1, src)
 	if err != nil {
@@ -321,13 +340,15 @@ func (r *Releaser) Release(ctx context.Context, texts []string, src *Source) ([]
 	return out, nil
 }
 
-// ReleaseRepeated returns k >= 1 independent releases of each text, out[i][j] the j-th of text i, from
-// one posterior computation per text; its certified cost per text is GuaranteeOf(k). Validation,
-// errors and cancellation as Release: on any error nothing is returned.
+// ReleaseRepeated returns k >= 1 independent releases of each text, out[i][j] being the j-th of text
+// i, from one posterior computation per text. Its certified cost per text is
+// [Releaser.GuaranteeOf](k). Validation, errors and cancellation are as in [Releaser.Release]: on
+// any error nothing is returned.
 //
-// The noise of text i (its k draws, each nvib.Draw: the N*P standard normals of Z in row-major order,
-// then the N Gamma draws of pi) is taken from src after that of text i-1, so with a seeded source the
-// output depends on the texts, k and the seed, not on the batch size.
+// The noise of text i is taken from src after that of text i-1. It consists of k draws, each as
+// [nvib.Draw] makes it: the N*P standard normals of Z in row-major order, then the N Gamma draws of
+// pi. With a seeded source the output thus depends on the texts, k and the seed, and not on the batch
+// size.
 func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, src *Source) ([][]Embedding, error) {
 	if src == nil {
 		return nil, errors.New("release: no noise source")
@@ -357,13 +378,13 @@ func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, s
 	return out, nil
 }
 
-// Posteriors returns the clipped posteriors that the releases of texts are
-// drawn from (M = len(texts) examples, the release's N components in P
-// dimensions), computed as Release computes them, as a posterior file holds
-// them (nvib.Model.FilePosteriors: the model's prior, metadata with the clip
-// constants, split "texts"): what an attacker who knows the model computes
-// for candidate texts (package attack). Validation, errors and cancellation
-// as Release.
+// Posteriors returns the clipped posteriors that the releases of texts are drawn from, computed as
+// [Releaser.Release] computes them: what an attacker who knows the model computes for candidate
+// texts, as in package attack. Validation, errors and cancellation are as in Release.
+//
+// They hold M = len(texts) examples of the release's N components in P dimensions, as a posterior
+// file holds them: [nvib.Model.FilePosteriors] with the model's prior, metadata with the clip
+// constants, and split "texts".
 func (r *Releaser) Posteriors(ctx context.Context, texts []string) (*privacy.Posteriors, error) {
 	var posts []*nvib.Posterior
 	if err := r.posteriors(ctx, texts, func(post *nvib.Posterior, _, _ int) error {

@@ -10,18 +10,20 @@ import (
 	"github.com/nvdp-project/nvdp/noise"
 )
 
-// Source is the noise of releases. NewSource is the only source for real
-// releases: the exact release's noise (package noise) comes from a pool
-// that workers fill ahead of the requests, each from its own ChaCha8 keyed
-// from crypto/rand, so that the time a release takes does not depend on
-// the noise it gets (docs/serving.md, "What time reveals"); Close stops
-// them. NewSeededSource(seed) is for tests and reproducible demos: every
-// draw is made in the call, in order, from ChaCha8 keyed by the seed, and
-// Seeded() reports it so that outputs can be marked "not for release".
+// Source is the noise of releases.
 //
-// A Source may be shared by concurrent calls (draws are serialised); the
-// order in which the calls then take their noise is not defined. A
-// crypto source's pool serves the first model it is used with.
+// [NewSource] is the only source for real releases. The exact release's noise, from package noise,
+// comes from a pool that workers fill ahead of the requests, each from its own ChaCha8 keyed from
+// crypto/rand, so that the time a release takes does not depend on the noise it gets; see "What time
+// reveals" in docs/serving.md. Close stops the workers.
+//
+// [NewSeededSource] is for tests and reproducible demos: every draw is made in the call, in order,
+// from ChaCha8 keyed by the seed, and [Source.Seeded] reports it so that outputs can be marked "not
+// for release".
+//
+// A Source may be shared by concurrent calls, whose draws are serialised; the order in which the
+// calls then take their noise is not defined. A crypto source's pool serves the first model it is
+// used with.
 type Source struct {
 	mu     sync.Mutex
 	rng    *rand.Rand // seeded: every draw; crypto: the draws of an unproved (floating-point) release
@@ -34,9 +36,9 @@ type Source struct {
 
 var errSourceClosed = errors.New("release: the noise source is closed")
 
-// NewSource returns a crypto-seeded source whose exact noise comes from a
-// pool of DefaultPoolSize releases filled by DefaultPoolWorkers() workers,
-// started by the first release. Errors: the system's random source fails.
+// NewSource returns a crypto-seeded source whose exact noise comes from a pool of [DefaultPoolSize]
+// releases, filled by [DefaultPoolWorkers] workers that the first release starts. It returns an
+// error when the system's random source fails.
 func NewSource() (*Source, error) {
 	rng, err := cryptoRand()
 	if err != nil {
@@ -45,20 +47,22 @@ func NewSource() (*Source, error) {
 	return &Source{rng: rng}, nil
 }
 
-// NewSeededSource returns the source of a seed: ChaCha8 keyed by SeedKey(seed). Its noise can be
-// reproduced (and removed) by anyone who knows the seed: never use it for real releases.
+// NewSeededSource returns the source of a seed: ChaCha8 keyed by [SeedKey](seed). Anyone who knows
+// the seed can reproduce its noise and remove it, so never use it for real releases.
 func NewSeededSource(seed uint64) *Source {
 	return &Source{rng: rand.New(rand.NewChaCha8(SeedKey(seed))), seeded: true}
 }
 
-// SeedKey is the ChaCha8 key of a seeded source: the seed's 8 bytes little-endian, then 24 zero bytes.
+// SeedKey returns the ChaCha8 key of a seeded source: the seed's 8 bytes in little-endian order, then
+// 24 zero bytes.
 func SeedKey(seed uint64) [32]byte {
 	var key [32]byte
 	binary.LittleEndian.PutUint64(key[:8], seed)
 	return key
 }
 
-// Seeded reports whether the source comes from NewSeededSource (its output is not for release).
+// Seeded reports whether the source comes from [NewSeededSource], in which case its output is not
+// for release.
 func (s *Source) Seeded() bool { return s.seeded }
 
 // Close stops the pool's workers and wipes the noise it holds; releases
@@ -73,8 +77,8 @@ func (s *Source) Close() {
 	s.closed = true
 }
 
-// PoolStats reports the pool's counts (zero before the first exact
-// release, and for a seeded source, which has no pool).
+// PoolStats reports the pool's counts. They are zero before the first exact release, and for a
+// seeded source, which has no pool.
 func (s *Source) PoolStats() PoolStats {
 	s.poolMu.Lock()
 	defer s.poolMu.Unlock()

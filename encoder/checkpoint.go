@@ -22,8 +22,8 @@ const (
 	legacyTFWeights = "tf_model.h5"
 )
 
-// TokenizerFileNames are the tokenizer files a model directory may hold;
-// Save copies and the hub download fetches whichever exist.
+// TokenizerFileNames are the tokenizer files a model directory may hold. [Save] copies, and the hub
+// download fetches, whichever exist.
 var TokenizerFileNames = []string{
 	"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
 }
@@ -35,11 +35,10 @@ var ignoredPrefixes = []string{"cls.", "pooler.", "lm_head.", "classifier.", "qa
 // ignoredBuffers are persistent buffers some checkpoints store.
 var ignoredBuffers = map[string]bool{"embeddings.position_ids": true, "embeddings.token_type_ids": true}
 
-// CanonicalName maps a checkpoint tensor name to the encoder's parameter name:
-// the "bert."/"roberta." prefix is removed and legacy LayerNorm "gamma"/"beta"
-// become "weight"/"bias". ok is false for tensors that are not encoder
-// parameters and are ignored (cls.*, pooler.*, lm_head.*, classifier.*,
-// qa_outputs.* and the embeddings.position_ids / token_type_ids buffers).
+// CanonicalName maps a checkpoint tensor name to the encoder's parameter name: the "bert." or
+// "roberta." prefix is removed, and legacy LayerNorm "gamma" and "beta" become "weight" and "bias".
+// ok is false for tensors that are not encoder parameters and are ignored: cls.*, pooler.*,
+// lm_head.*, classifier.*, qa_outputs.* and the embeddings.position_ids and token_type_ids buffers.
 func CanonicalName(name string) (canon string, ok bool) {
 	n := name
 	for _, p := range []string{"bert.", "roberta."} {
@@ -66,14 +65,14 @@ func CanonicalName(name string) (canon string, ok bool) {
 	return n, true
 }
 
-// LoadWeights copies the tensors of a model.safetensors file into the
-// encoder's parameters (see CanonicalName for the accepted names). F16, BF16
-// and F64 storage are converted to float32. Errors name the file and the
-// tensor: a required parameter missing, an unknown tensor under
-// embeddings./encoder., two tensors mapping to one parameter, a shape
-// mismatch, a non-float dtype or a non-finite value; no parameter is changed
-// unless the whole file validates (hfmodel.LoadWeights). Unknown tensors
-// outside the encoder (a custom task head) are logged and ignored.
+// LoadWeights copies the tensors of a model.safetensors file into the encoder's parameters;
+// [CanonicalName] gives the accepted names. F16, BF16 and F64 storage are converted to float32.
+// Unknown tensors outside the encoder, such as a custom task head, are logged and ignored.
+//
+// No parameter is changed unless the whole file validates, as in hfmodel.LoadWeights. Errors name
+// the file and the tensor: a required parameter missing, an unknown tensor under embeddings. or
+// encoder., two tensors mapping to one parameter, a shape mismatch, a non-float dtype or a
+// non-finite value.
 func (e *Encoder) LoadWeights(path string) error {
 	_, err := hfmodel.LoadWeights(path, e.Params(), hfmodel.Names{
 		Canonical: CanonicalName,
@@ -84,9 +83,9 @@ func (e *Encoder) LoadWeights(path string) error {
 	return err
 }
 
-// LoadDir loads a Hugging Face model directory: config.json (bert or roberta)
-// and model.safetensors. A directory holding only pytorch_model.bin (or a
-// sharded checkpoint, or only TensorFlow weights) is an error saying so.
+// LoadDir loads a Hugging Face model directory holding config.json, for bert or roberta, and
+// model.safetensors. A directory holding only pytorch_model.bin, a sharded checkpoint or only
+// TensorFlow weights is an error saying so.
 func LoadDir(dir string) (*Encoder, error) {
 	cfg, err := ReadConfig(filepath.Join(dir, ConfigFile))
 	if err != nil {
@@ -120,12 +119,11 @@ func missingWeightsError(where string, exists func(string) bool) error {
 	return fmt.Errorf("%s: no %s", where, WeightsFile)
 }
 
-// Save writes an HF-format model directory as BertModel.save_pretrained /
-// RobertaModel.save_pretrained do: config.json and model.safetensors (F32,
-// metadata {"format": "pt"}, base-model names without the bert./roberta.
-// prefix), plus copies of the given tokenizer files (by base name; e.g. the
-// SourceDir's vocab.txt). The directory is created if needed; each file is
-// replaced atomically.
+// Save writes a Hugging Face model directory as BertModel.save_pretrained and
+// RobertaModel.save_pretrained do: config.json and model.safetensors, in F32 with metadata
+// {"format": "pt"} and base-model names without the bert. or roberta. prefix. It also copies the
+// given tokenizer files by base name, such as the SourceDir's vocab.txt. The directory is created
+// if needed, and each file is replaced atomically.
 func Save(dir string, e *Encoder, tokenizerFiles ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("save encoder: %w", err)
@@ -153,7 +151,7 @@ func Save(dir string, e *Encoder, tokenizerFiles ...string) error {
 	return nil
 }
 
-// TokenizerFiles lists the tokenizer files (TokenizerFileNames) present in dir.
+// TokenizerFiles lists the tokenizer files of [TokenizerFileNames] present in dir.
 func TokenizerFiles(dir string) []string {
 	var out []string
 	for _, n := range TokenizerFileNames {

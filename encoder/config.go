@@ -1,28 +1,30 @@
-// Package encoder implements BERT and RoBERTa encoders on the nn engine:
-// Hugging Face config.json parsing, pinned presets, from-scratch
-// initialisation as in transformers, model.safetensors loading (with or
-// without the bert./roberta. prefix, legacy gamma/beta names, F16/BF16
-// storage), saving in HF BertModel.save_pretrained layout, and hub download
-// into a local cache.
+// Package encoder implements BERT and RoBERTa encoders on the nn engine. It parses Hugging Face
+// config.json files, holds pinned presets, initialises from scratch as transformers does, loads
+// model.safetensors, saves in the layout of Hugging Face's BertModel.save_pretrained, and downloads
+// from the hub into a local cache. Loading accepts names with or without the bert. or roberta.
+// prefix, legacy gamma and beta names, and F16 or BF16 storage.
 //
-// The architecture is transformers' BertModel / RobertaModel without the
-// pooler: embeddings (word + position + token type, LayerNorm, dropout), then
+// The architecture is transformers' BertModel or RobertaModel without the pooler: embeddings, the
+// sum of word, position and token type embeddings followed by LayerNorm and dropout; then
 // NumHiddenLayers post-LN layers
 //
 //	a = LayerNorm(x + Dropout(Dense(SelfAttention(x, mask))))
 //	y = LayerNorm(a + Dropout(Dense(GELU(Dense(a)))))
 //
-// and Forward returns last_hidden_state [B, S, Hidden].
+// Forward returns last_hidden_state [B, S, Hidden].
 //
-// Building an encoder (Load):
+// [Load] builds an encoder from a spec:
 //
-//	scratch:bert-tiny           preset with HF initialisation (bert-tiny, bert-mini, bert-base, bert-large, roberta-base)
-//	hf:/path/to/dir             local HF directory: config.json + model.safetensors (+ vocab.txt / tokenizer.json)
-//	hf:bert-base-uncased        hub model, downloaded from $HF_ENDPOINT (default https://huggingface.co) with
-//	hf:FacebookAI/roberta-base  $HF_TOKEN into $NVDP_HOME/hub (default ~/.cache/nvdp/hub); HF_HUB_OFFLINE=1 = cache only
+//	scratch:bert-tiny           a preset with HF initialisation: bert-tiny, bert-mini, bert-base,
+//	                            bert-large or roberta-base
+//	hf:/path/to/dir             a local HF directory: config.json, model.safetensors, and vocab.txt
+//	                            or tokenizer.json
+//	hf:bert-base-uncased        a hub model, downloaded from $HF_ENDPOINT, by default
+//	hf:FacebookAI/roberta-base  https://huggingface.co, with $HF_TOKEN into $NVDP_HOME/hub, by
+//	                            default ~/.cache/nvdp/hub; HF_HUB_OFFLINE=1 uses the cache only
 //
-// pytorch_model.bin (pickle) checkpoints are not supported; Save writes the
-// HF BertModel.save_pretrained layout that LoadDir and transformers read.
+// pytorch_model.bin checkpoints, which are pickles, are not supported. [Save] writes the layout of
+// Hugging Face's BertModel.save_pretrained, which [LoadDir] and transformers read.
 package encoder
 
 import (
@@ -35,9 +37,8 @@ import (
 	"github.com/nvdp-project/nvdp/internal/hfmodel"
 )
 
-// Config is a BERT/RoBERTa configuration with Hugging Face config.json field
-// names. Fields absent from a config.json take transformers' BertConfig /
-// RobertaConfig defaults.
+// Config is a BERT or RoBERTa configuration with Hugging Face config.json field names. Fields
+// absent from a config.json take the defaults of transformers' BertConfig or RobertaConfig.
 type Config struct {
 	ModelType                 string  `json:"model_type"` // "bert" or "roberta"
 	VocabSize                 int     `json:"vocab_size"`
@@ -52,12 +53,12 @@ type Config struct {
 	HiddenDropoutProb         float64 `json:"hidden_dropout_prob"`
 	AttentionProbsDropoutProb float64 `json:"attention_probs_dropout_prob"`
 	HiddenAct                 string  `json:"hidden_act"`
-	// InitializerRange is the std of the normal initialisation of Linear and
-	// Embedding weights (HF initializer_range, 0.02).
+	// InitializerRange is the standard deviation of the normal initialisation of Linear and
+	// Embedding weights: Hugging Face's initializer_range, 0.02.
 	InitializerRange float64 `json:"initializer_range"`
-	// PositionEmbeddingType must be "absolute" (the only kind implemented).
+	// PositionEmbeddingType must be "absolute", the only kind implemented.
 	PositionEmbeddingType string `json:"position_embedding_type,omitempty"`
-	// Architectures is copied through from config.json (informational).
+	// Architectures is copied through from config.json, for information.
 	Architectures []string `json:"architectures,omitempty"`
 }
 
@@ -78,10 +79,9 @@ func defaultConfig(modelType string) Config {
 	return c
 }
 
-// ParseConfig parses a Hugging Face config.json. A missing model_type means
-// "bert" (old BERT configs such as Google's bert-mini omit it). Unsupported
-// model types, activations or position embedding types are errors, and the
-// result is validated (see Validate).
+// ParseConfig parses a Hugging Face config.json. A missing model_type means "bert", since old BERT
+// configs such as Google's bert-mini omit it. Unsupported model types, activations or position
+// embedding types are errors, and the result is validated by [Config.Validate].
 func ParseConfig(data []byte) (Config, error) {
 	var probe struct {
 		ModelType string `json:"model_type"`
@@ -110,7 +110,7 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// ReadConfig reads and parses a config.json file; errors name the file.
+// ReadConfig reads and parses a config.json file. Errors name the file.
 func ReadConfig(path string) (Config, error) { return hfmodel.ReadConfig(path, ParseConfig) }
 
 // Validate checks sizes and supported options.
@@ -166,9 +166,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// MaxSeqLen is the longest sequence the position table allows:
-// max_position_embeddings for BERT, max_position_embeddings - padding_idx - 1
-// for RoBERTa (whose positions start at padding_idx + 1; 512 for roberta-base).
+// MaxSeqLen returns the longest sequence the position table allows: max_position_embeddings for
+// BERT, and max_position_embeddings - padding_idx - 1 for RoBERTa, whose positions start at
+// padding_idx + 1; that is 512 for roberta-base.
 func (c Config) MaxSeqLen() int {
 	if c.ModelType == "roberta" {
 		return c.MaxPositionEmbeddings - c.PadTokenID - 1
@@ -176,11 +176,11 @@ func (c Config) MaxSeqLen() int {
 	return c.MaxPositionEmbeddings
 }
 
-// HeadDim is HiddenSize / NumAttentionHeads.
+// HeadDim returns HiddenSize / NumAttentionHeads.
 func (c Config) HeadDim() int { return c.HiddenSize / c.NumAttentionHeads }
 
-// JSON returns the config as an HF-style config.json (indented), with
-// "architectures" defaulting to BertModel / RobertaModel.
+// JSON returns the config as an indented Hugging Face config.json, with "architectures" defaulting
+// to BertModel or RobertaModel.
 func (c Config) JSON() ([]byte, error) {
 	if len(c.Architectures) == 0 {
 		if c.ModelType == "roberta" {
@@ -195,7 +195,7 @@ func (c Config) JSON() ([]byte, error) {
 	return json.MarshalIndent(c, "", "  ")
 }
 
-// NumParams is the number of encoder parameters (without pooler).
+// NumParams returns the number of encoder parameters, without the pooler.
 func (c Config) NumParams() int {
 	H, I, L := c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers
 	emb := (c.VocabSize+c.MaxPositionEmbeddings+c.TypeVocabSize)*H + 2*H
@@ -232,8 +232,8 @@ func withBert(f func(*Config)) Config {
 	return c
 }
 
-// Preset returns a pinned configuration by name: bert-tiny, bert-mini,
-// bert-base, bert-large, roberta-base.
+// Preset returns a pinned configuration by name: bert-tiny, bert-mini, bert-base, bert-large or
+// roberta-base.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {

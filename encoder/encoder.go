@@ -8,18 +8,17 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// Input is a batch of token sequences, all slices [B, S] row-major.
-// TypeIDs nil means all zeros (segment A); Mask nil means every token is
-// real. Mask is 1 for real tokens and 0 for padding (HF attention_mask).
+// Input is a batch of token sequences; every slice is [B, S], row-major. Mask holds 1 for a real
+// token and 0 for padding, as Hugging Face's attention_mask; nil means every token is real.
+// TypeIDs nil means all zeros, segment A.
 type Input struct {
 	IDs, TypeIDs []int32
 	Mask         []float32
 	B, S         int
 }
 
-// Encoder is a BERT or RoBERTa encoder (transformers' BertModel /
-// RobertaModel without the pooler). Parameters carry Hugging Face names
-// without the "bert."/"roberta." prefix.
+// Encoder is a BERT or RoBERTa encoder: transformers' BertModel or RobertaModel without the
+// pooler. The parameters carry Hugging Face names without the "bert." or "roberta." prefix.
 type Encoder struct {
 	Config Config
 
@@ -27,20 +26,20 @@ type Encoder struct {
 	EmbLN                    *nn.LayerNorm
 	Layers                   []*Layer
 
-	// SourceDir is the HF directory the weights were loaded from ("" for
-	// scratch models); tokenizer files (vocab.txt, tokenizer.json, ...) live there.
+	// SourceDir is the Hugging Face directory the weights were loaded from, where the tokenizer
+	// files such as vocab.txt and tokenizer.json live. It is "" for scratch models.
 	SourceDir string
 }
 
-// Layer is one post-LN transformer layer (HF BertLayer): nn.TransformerLayer
-// with self-attention and the attention residual.
+// Layer is one post-LN transformer layer, Hugging Face's BertLayer: an [nn.TransformerLayer] with
+// self-attention and the attention residual.
 type Layer = nn.TransformerLayer
 
-// New builds an encoder with Hugging Face initialisation (BertPreTrainedModel
-// ._init_weights): Linear and Embedding weights ~ N(0, initializer_range^2)
-// drawn from rng in parameter order, biases 0, LayerNorm weight 1 and bias 0,
-// and the padding_idx rows zero (word embeddings row pad_token_id; for
-// RoBERTa also position embeddings row padding_idx). Errors: invalid config.
+// New returns an encoder with the Hugging Face initialisation of BertPreTrainedModel._init_weights.
+// Linear and Embedding weights are drawn from N(0, initializer_range^2), from rng in parameter
+// order; biases are 0; LayerNorm weights are 1 and biases 0; and the padding_idx rows are zero:
+// row pad_token_id of the word embeddings and, for RoBERTa, row padding_idx of the position
+// embeddings. It returns an error for an invalid config.
 func New(cfg Config, rng *rand.Rand) (*Encoder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -88,12 +87,12 @@ func zeroRow(t *nn.Tensor, r int) {
 	clear(t.Data[r*d : (r+1)*d])
 }
 
-// Hidden is the hidden size (width of last_hidden_state).
+// Hidden returns the hidden size, the width of last_hidden_state.
 func (e *Encoder) Hidden() int { return e.Config.HiddenSize }
 
-// Params returns all parameters in Hugging Face state_dict order, named
-// without the "bert."/"roberta." prefix (e.g. "embeddings.word_embeddings.weight",
-// "encoder.layer.0.attention.self.query.weight").
+// Params returns all parameters in Hugging Face state_dict order, named without the "bert." or
+// "roberta." prefix, as in "embeddings.word_embeddings.weight" and
+// "encoder.layer.0.attention.self.query.weight".
 func (e *Encoder) Params() []*nn.Param {
 	ps := []*nn.Param{e.WordEmb.W, e.PosEmb.W, e.TypeEmb.W, e.EmbLN.Weight, e.EmbLN.Bias}
 	for _, l := range e.Layers {
@@ -102,11 +101,10 @@ func (e *Encoder) Params() []*nn.Param {
 	return ps
 }
 
-// CheckInput validates a batch against the config: slice lengths B*S,
-// 1 <= S <= MaxSeqLen, token ids in [0, vocab_size), type ids in
-// [0, type_vocab_size), mask values 0 or 1 and at least one real token per
-// row. Errors name the row and position. Forward panics on what CheckInput
-// rejects, so callers feeding user data call it first.
+// CheckInput validates a batch against the config: slice lengths B*S, 1 <= S <= MaxSeqLen, token
+// ids in [0, vocab_size), type ids in [0, type_vocab_size), mask values 0 or 1, and at least one
+// real token per row. Errors name the row and position. Forward panics on what CheckInput rejects,
+// so callers feeding user data call it first.
 func (e *Encoder) CheckInput(in Input) error {
 	c := e.Config
 	if in.B <= 0 || in.S <= 0 {
@@ -182,11 +180,10 @@ func (e *Encoder) positionIDs(in Input) []int32 {
 	return pos
 }
 
-// RecomputeGELUBytes is the size of all layers' GELU outputs (float32
-// bytes, L*B*S*intermediate*4) above which a training Forward does not keep
-// them and Backward recomputes them from the pre-activations: 64 MiB, so
-// bert-tiny/bert-mini at batch 32 x 128 keep them (speed) and bert-base
-// recomputes (memory: 144 MiB at batch 8 x 128).
+// RecomputeGELUBytes is the size, in bytes, of all layers' GELU outputs, L*B*S*intermediate*4,
+// above which a training Forward does not keep them and Backward recomputes them from the
+// pre-activations. At 64 MiB, bert-tiny and bert-mini at batch 32 x 128 keep them, for speed, and
+// bert-base recomputes them, for memory: it needs 144 MiB at batch 8 x 128.
 var RecomputeGELUBytes = 64 << 20
 
 // Cache holds the activations Backward needs. It is nil in inference mode.
@@ -199,14 +196,14 @@ type Cache struct {
 	drop     nn.Dropout
 }
 
-// Forward runs the encoder and returns last_hidden_state [B, S, Hidden] and,
-// when train is true, the cache for Backward (nil otherwise: inference keeps
-// no activations). train enables dropout (hidden_dropout_prob after the
-// embeddings and after each dense projection) drawn from rng, which may be
-// nil when train is false. Padding keys get an additive -Inf attention bias
-// (HF uses the dtype minimum; identical for rows with a real token).
-// and attention_probs_dropout_prob on the attention probabilities.
-// Invalid input (see CheckInput) panics.
+// Forward runs the encoder and returns last_hidden_state [B, S, Hidden] and, when train is true,
+// the cache for Backward. Inference keeps no activations and returns a nil cache.
+//
+// train enables dropout, drawn from rng, which may be nil when train is false:
+// hidden_dropout_prob after the embeddings and after each dense projection, and
+// attention_probs_dropout_prob on the attention probabilities. Padding keys get an additive -Inf
+// attention bias; Hugging Face uses the dtype minimum, which gives the same result for rows with a
+// real token. Invalid input, as [Encoder.CheckInput] defines it, panics.
 func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Cache) {
 	if err := e.CheckInput(in); err != nil {
 		panic(err.Error())
@@ -253,10 +250,10 @@ func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Ca
 	return x, c
 }
 
-// Backward takes the cache of a training Forward and dL/d last_hidden_state
-// [B, S, Hidden], and accumulates (+=) the gradients of every parameter. As in
-// PyTorch's nn.Embedding(padding_idx=...), the padding_idx row of the word
-// embeddings (and of RoBERTa's position embeddings) receives no gradient.
+// Backward takes the cache of a training Forward and dL/d last_hidden_state [B, S, Hidden], and
+// adds the gradients of every parameter to their Grad. As with PyTorch's
+// nn.Embedding(padding_idx=...), the padding_idx row of the word embeddings, and of RoBERTa's
+// position embeddings, receives no gradient.
 func (e *Encoder) Backward(c *Cache, dx *nn.Tensor) {
 	if c == nil {
 		panic("encoder.Backward: nil cache (Forward was called with train=false)")

@@ -18,8 +18,7 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// DefaultEndpoint is the Hugging Face hub; HF_ENDPOINT overrides it (as in
-// huggingface_hub).
+// DefaultEndpoint is the Hugging Face hub. HF_ENDPOINT overrides it, as in huggingface_hub.
 const DefaultEndpoint = "https://huggingface.co"
 
 // LoadOptions configures Load.
@@ -35,30 +34,29 @@ type LoadOptions struct {
 	Token string
 	// Revision is the branch, tag or commit; "" means "main".
 	Revision string
-	// Offline uses only the cache (also when HF_HUB_OFFLINE=1).
+	// Offline uses only the cache. HF_HUB_OFFLINE=1 sets it too.
 	Offline bool
 	// Client is the HTTP client; nil means http.DefaultClient.
 	Client *http.Client
 	// Context cancels downloads; nil means context.Background().
 	Context context.Context
-	// Progress receives the bytes of each file downloaded: stage "download NAME/FILE", unit
-	// "bytes", Done counting from the bytes a resumed download already had, Total the file
-	// size (0 while unknown; Done when done). Nil discards them; the caller decides how to
-	// show them (the library draws nothing).
+	// Progress receives the bytes of each file downloaded, with stage "download NAME/FILE" and
+	// unit "bytes". Done counts from the bytes a resumed download already had; Total is the file
+	// size, 0 while unknown, and equals Done when the file is done. nil discards the events. The
+	// library draws nothing: the caller decides how to show them.
 	Progress progress.Func
 }
 
 // Load builds an encoder from a spec:
 //
-//	scratch:NAME   preset NAME (bert-tiny, bert-mini, bert-base, bert-large,
-//	               roberta-base) with HF initialisation from opts.Rng / opts.Seed
-//	hf:DIR         a local HF directory (config.json + model.safetensors);
+//	scratch:NAME   preset NAME: bert-tiny, bert-mini, bert-base, bert-large or
+//	               roberta-base, with HF initialisation from opts.Rng or opts.Seed
+//	hf:DIR         a local HF directory holding config.json and model.safetensors,
 //	               taken when DIR exists
-//	hf:owner/name  a hub model (also hf:bert-base-uncased), downloaded into the
-//	               cache (see Download) and loaded from there
+//	hf:owner/name  a hub model, or hf:bert-base-uncased, downloaded into the
+//	               cache by Download and loaded from there
 //
-// The result's SourceDir is the directory with the tokenizer files (empty for
-// scratch models).
+// The result's SourceDir is the directory with the tokenizer files; it is empty for scratch models.
 func Load(spec string, opts LoadOptions) (*Encoder, error) {
 	kind, arg, ok := strings.Cut(spec, ":")
 	if !ok || arg == "" {
@@ -85,9 +83,9 @@ func Load(spec string, opts LoadOptions) (*Encoder, error) {
 	return nil, fmt.Errorf("encoder spec %q: unknown kind %q (want scratch or hf)", spec, kind)
 }
 
-// ResolveHF returns the local directory of the argument of an hf: spec: arg
-// itself when it is a directory, an error when it looks like a path that does
-// not exist, else the cache directory of the hub model arg (see Download).
+// ResolveHF returns the local directory of the argument of an hf: spec: arg itself when it is a
+// directory, an error when it looks like a path that does not exist, and otherwise the cache
+// directory of the hub model arg; see [Download].
 func ResolveHF(arg string, opts LoadOptions) (string, error) {
 	if st, err := os.Stat(arg); err == nil && st.IsDir() {
 		return arg, nil
@@ -104,7 +102,7 @@ func looksLikePath(s string) bool {
 
 var repoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$`)
 
-// CacheDir returns the hub cache directory for opts (see LoadOptions.CacheDir).
+// CacheDir returns the hub cache directory for opts; see [LoadOptions].CacheDir.
 func CacheDir(opts LoadOptions) (string, error) {
 	if opts.CacheDir != "" {
 		return opts.CacheDir, nil
@@ -119,15 +117,16 @@ func CacheDir(opts LoadOptions) (string, error) {
 	return filepath.Join(home, "nvdp", "hub"), nil
 }
 
-// Download fetches a hub model's config.json and model.safetensors (required)
-// and whichever tokenizer files exist (TokenizerFileNames; 404 is fine) from
-// ENDPOINT/NAME/resolve/REVISION/FILE into CACHE/models--owner--name/REVISION/
-// and returns that directory. Files already in the cache are not fetched
-// again. Each file is written to FILE.incomplete and renamed when complete; an
-// interrupted download resumes with an HTTP Range request. A missing
-// model.safetensors is an error that says whether only pytorch_model.bin
-// exists (not supported). A finished download is marked, and later calls make
-// no requests. Offline mode uses the cache only.
+// Download fetches a hub model into the cache and returns its directory,
+// CACHE/models--owner--name/REVISION/. It fetches config.json and model.safetensors, which are
+// required, and whichever [TokenizerFileNames] exist, from ENDPOINT/NAME/resolve/REVISION/FILE.
+//
+// Files already in the cache are not fetched again. Each file is written to FILE.incomplete and
+// renamed when complete; an interrupted download resumes with an HTTP Range request. A finished
+// download is marked, and later calls make no requests. Offline mode uses the cache only.
+//
+// A missing model.safetensors is an error that says whether only pytorch_model.bin exists, which
+// is not supported. A 404 for a tokenizer file is not an error.
 func Download(name string, opts LoadOptions) (string, error) {
 	if !repoNameRE.MatchString(name) || strings.Contains(name, "..") {
 		return "", fmt.Errorf("hub model name %q: want owner/name or name", name)

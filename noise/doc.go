@@ -1,34 +1,30 @@
-// Package noise draws the release noise of nvdp exactly (docs/privacy.md,
-// "Floating-point safety"): a standard normal deviate sampled by Karney's
-// exact algorithm (Karney, "Sampling exactly from the normal distribution",
-// ACM TOMS 42(1), 2016, Algorithm N, with the improvement of Du, Fan & Wei,
-// Computational Statistics 37, 2022: the integer part k drawn with
-// probability proportional to exp(-k^2/2), here in one step against the
-// exact expansions of its cumulative probabilities) and rounded correctly to a lattice
-// of spacing G = 2^Exp, so that a released coordinate is
+// Package noise draws the release noise of nvdp exactly, as "Floating-point safety" in
+// docs/privacy.md describes: a standard normal deviate sampled by Karney's exact algorithm and
+// rounded correctly to a lattice of spacing G = 2^Exp. A released coordinate is
 //
-//	z = G (m + n),   m = the mean rounded toward the clip ball's centre (MeanIndex),
-//	                 n = round(sigma' X / G), X ~ N(0, 1) exactly (Sampler.Noise),
+//	z = G (m + n),  m = MeanIndex(mu),  n = round(sigma' X / G),  X ~ N(0, 1)
 //
-// an integer multiple of G, computed from random bits with integer
-// operations only (comparisons of lazily drawn uniform deviates, 128-bit
-// integer rounding); the one floating-point step is the deterministic
-// conversion of the integer m + n to the float32 G (m + n), exact while
-// |m + n| < 2^24 (Lattice.Value).
+// where m is the mean rounded toward the clip ball's centre by [Lattice.MeanIndex], and X is drawn
+// exactly by [Noise]. z is an integer multiple of G, computed from random bits with integer
+// operations only: comparisons of lazily drawn uniform deviates and 128-bit integer rounding. The
+// one floating-point step is the deterministic conversion of the integer m + n to the float32
+// G (m + n) by [Lattice.Value], exact while |m + n| < 2^24.
 //
-// Why this is the certified mechanism: G m lies in the clip ball (rounding
-// toward the centre shortens every coordinate's offset), and
-// G (m + n) = round_G(G m + sigma' X) is a deterministic function
-// (post-processing) of the continuous Gaussian mechanism G m + sigma' X with
-// sigma' >= sigma, the certified noise (sigma' is sigma rounded up to a
-// float32: NoiseSigma). N(0, sigma'^2) is N(0, sigma^2) plus independent
-// noise, itself post-processing. So every certificate proved for the
-// continuous Gaussian mechanism over the clip ball holds unchanged for the
-// released bits, with no added sensitivity, and every lattice point has
-// positive probability under every input.
+// The sampler is Algorithm N of Karney, "Sampling exactly from the normal distribution", ACM TOMS
+// 42(1), 2016, with the improvement of Du, Fan and Wei, Computational Statistics 37, 2022: the
+// integer part k is drawn with probability proportional to exp(-k^2/2). Here it is drawn in one
+// step against the exact expansions of its cumulative probabilities.
 //
-// The time a draw takes depends on the noise it draws (rejection sampling),
-// so the noise of a release is drawn ahead of the request that uses it
-// (Pool), and adding it to the mean (Lattice.Value) takes the same
-// operations for every value.
+// This is the certified mechanism. G m lies in the clip ball, since rounding toward the centre
+// shortens every coordinate's offset. G (m + n) = round_G(G m + sigma' X) is a deterministic
+// function, a post-processing, of the continuous Gaussian mechanism G m + sigma' X with
+// sigma' >= sigma, the certified noise: sigma' is sigma rounded up to a float32 by [NoiseSigma].
+// N(0, sigma'^2) is N(0, sigma^2) plus independent noise, itself a post-processing. So every
+// certificate proved for the continuous Gaussian mechanism over the clip ball holds unchanged for
+// the released bits, with no added sensitivity, and every lattice point has positive probability
+// under every input.
+//
+// The time a draw takes depends on the noise it draws, since the sampler rejects. The noise of a
+// release is therefore drawn ahead of the request that uses it, by a pool, and adding it to the
+// mean with Lattice.Value takes the same operations for every value.
 package noise

@@ -12,43 +12,40 @@ import (
 // exact normal rounded correctly to the lattice.
 const SamplerName = "karney-exact-normal-rounded-to-lattice"
 
-// Lattice sizing: the values a release holds are G n for integers n with
-// |n| < 2^SignificandBits (exactly representable as float32), as long as a
-// coordinate's mean lies within Bound of 0 and its noise within TailSigmas
-// standard deviations (a normal deviate beyond 32 has probability below
-// 1e-200; a larger one is still released, as the float32 nearest G n).
+// Lattice sizing. The values a release holds are G n for integers n with |n| < 2^SignificandBits,
+// exactly representable as float32, as long as a coordinate's mean lies within the bound of 0 and
+// its noise within TailSigmas standard deviations. A normal deviate beyond 32 has probability below
+// 1e-200; a larger one is still released, as the float32 nearest G n.
 const (
 	SignificandBits = 24 // float32's significand, the sign apart
 	TailSigmas      = 32
-	// MinSteps is the fewest lattice steps per noise standard deviation
-	// NewLattice accepts: the rounding adds a variance of at most G^2/12 =
-	// sigma^2/3072, utility only (a coarser lattice would waste more).
+	// MinSteps is the fewest lattice steps per noise standard deviation NewLattice accepts. The
+	// rounding adds a variance of at most G^2/12 = sigma^2/3072, which costs utility only; a
+	// coarser lattice would waste more.
 	MinSteps = 16
 )
 
-// Lattice is the grid of released values, G = 2^Exp, and the noise drawn on
-// it: n = round(Sigma X / G) for X ~ N(0, 1) (ties, of probability 0,
-// away from zero).
+// Lattice is the grid of released values, G = 2^Exp, and the noise drawn on it:
+// n = round(Sigma X / G) for X ~ N(0, 1). Ties, of probability 0, round away from zero.
 type Lattice struct {
 	// Exp is the lattice exponent: G = 2^Exp.
 	Exp int `json:"lattice_exp"`
-	// Sigma is sigma', the standard deviation of the noise drawn (a float32
-	// value, >= the certified sigma: NoiseSigma).
+	// Sigma is sigma', the standard deviation of the noise drawn: a float32 value at least the
+	// certified sigma, from [NoiseSigma].
 	Sigma float64 `json:"noise_sigma"`
 	a     uint64  // Sigma / G = a 2^t, a odd
 	t     int
 }
 
-// G is the lattice spacing 2^Exp.
+// G returns the lattice spacing 2^Exp.
 func (l Lattice) G() float64 { return math.Ldexp(1, l.Exp) }
 
-// NoiseSigma is the noise standard deviation drawn for a stored float32
-// log-variance: the smallest float32 at or above exp(logvar/2), the sigma
-// every certificate of this package's callers is computed with
-// (privacy: exp(float32 logvar)), so that sigma' >= sigma. exp(0) = 1 is
-// exact; any other exp(logvar/2) is irrational, and a float64 result that
-// is already a float32 is moved up one float32 step to cover math.Exp's
-// rounding.
+// NoiseSigma returns the noise standard deviation drawn for a stored float32 log-variance: the
+// smallest float32 at or above exp(logvar/2). Every certificate of this package's callers is
+// computed with the sigma of exp(float32 logvar), in package privacy, so sigma' >= sigma.
+//
+// exp(0) = 1 is exact. Any other exp(logvar/2) is irrational, and a float64 result that is already
+// a float32 is moved up one float32 step to cover math.Exp's rounding.
 func NoiseSigma(logvar float32) float64 {
 	s := math.Exp(0.5 * float64(logvar))
 	f := float32(s)
@@ -61,14 +58,15 @@ func NoiseSigma(logvar float32) float64 {
 	return float64(f)
 }
 
-// NewLattice returns the lattice of noise sigma (a positive float32 value,
-// e.g. NoiseSigma) for means whose coordinates lie within bound of 0
-// (|centre| + the clip radius): G = 2^Exp the smallest power of two with
-// 2^(Exp+SignificandBits) >= bound + TailSigmas sigma, so that every
-// released value short of a 32-sigma deviate is G n with |n| < 2^24.
-// Errors: sigma not a positive finite float32 value, bound negative or not
-// finite, or a lattice of fewer than MinSteps steps per sigma (bound above
-// about 2^20 sigma).
+// NewLattice returns the lattice of noise sigma, a positive float32 value such as [NoiseSigma]
+// returns, for means whose coordinates lie within bound of 0, that is |centre| plus the clip
+// radius. G = 2^Exp is the smallest power of two with 2^(Exp+SignificandBits) >= bound +
+// TailSigmas sigma, so that every released value short of a 32-sigma deviate is G n with
+// |n| < 2^24.
+//
+// NewLattice returns an error when sigma is not a positive finite float32 value, when bound is
+// negative or not finite, or when the lattice would have fewer than [MinSteps] steps per sigma,
+// that is for a bound above about 2^20 sigma.
 func NewLattice(sigma, bound float64) (Lattice, error) {
 	if !(sigma > 0) || math.IsInf(sigma, 0) || float64(float32(sigma)) != sigma || float32(sigma) < math.SmallestNonzeroFloat32*(1<<23) {
 		return Lattice{}, fmt.Errorf("noise: sigma %v: want a positive, normal float32 value", sigma)
@@ -89,8 +87,8 @@ func NewLattice(sigma, bound float64) (Lattice, error) {
 	return l, nil
 }
 
-// CentreIndex is the lattice index c/G of a ball centre c. Errors: c is not
-// on the lattice or beyond 2^53 G.
+// CentreIndex returns the lattice index c/G of a ball centre c. It returns an error when c is not
+// on the lattice or lies beyond 2^53 G.
 func (l Lattice) CentreIndex(c float32) (int64, error) {
 	m := float64(c) / l.G() // exact: a power of two
 	if m != math.Trunc(m) || math.Abs(m) >= 1<<53 {
@@ -99,10 +97,10 @@ func (l Lattice) CentreIndex(c float32) (int64, error) {
 	return int64(m), nil
 }
 
-// MeanIndex is the lattice index of a mean coordinate mu rounded toward the
-// ball's centre (index centre, CentreIndex): floor(mu/G) above the centre,
-// ceil(mu/G) below, so |G m - c| <= |mu - c| and a mean in the clip ball
-// stays in it. Errors: mu not finite or beyond 2^53 G.
+// MeanIndex returns the lattice index of a mean coordinate mu rounded toward the ball's centre,
+// whose index centre comes from [Lattice.CentreIndex]: floor(mu/G) above the centre and ceil(mu/G)
+// below. Then |G m - c| <= |mu - c|, so a mean in the clip ball stays in it. It returns an error
+// when mu is not finite or lies beyond 2^53 G.
 func (l Lattice) MeanIndex(mu float32, centre int64) (int64, error) {
 	m := float64(mu) / l.G() // exact: a power of two
 	if math.IsNaN(m) || math.Abs(m) >= 1<<53 {
@@ -114,12 +112,13 @@ func (l Lattice) MeanIndex(mu float32, centre int64) (int64, error) {
 	return int64(math.Ceil(m)), nil
 }
 
-// Release sets z[k] = Value(MeanIndex(mu[k], centre) + n[k]) for the means
-// mu and lattice noise n of a release, row-major [.., P]: the centre of
-// value k is centres[k % len(centres)] (one centre for every dimension, or
-// one per dimension, P = len(centres)). The same operations for every
-// value. Errors: mismatched lengths, no centre, a mean MeanIndex refuses
-// (naming its index).
+// Release sets z[k] = Value(MeanIndex(mu[k], centre) + n[k]) for the means mu and lattice noise n
+// of a release, row-major [.., P]. The centre of value k is centres[k % len(centres)]: one centre
+// for every dimension, or one per dimension with P = len(centres). Every value takes the same
+// operations.
+//
+// Release returns an error for mismatched lengths, no centre, or a mean MeanIndex refuses, naming
+// its index.
 func (l Lattice) Release(z, mu []float32, n, centres []int64) error {
 	if len(z) != len(mu) || len(n) != len(mu) || len(centres) == 0 {
 		return fmt.Errorf("noise: release of %d means with %d noise values into %d, %d centres", len(mu), len(n), len(z), len(centres))
@@ -134,20 +133,20 @@ func (l Lattice) Release(z, mu []float32, n, centres []int64) error {
 	return nil
 }
 
-// Value is the released float32 of lattice index n: G n, exact while
-// |n| < 2^24 (the deterministic conversion, the same operations for every
-// n: an integer-to-float conversion and a product by a power of two).
+// Value returns the released float32 of lattice index n: G n, exact while |n| < 2^24. The
+// conversion is deterministic and takes the same operations for every n: an integer-to-float
+// conversion and a product by a power of two.
 func (l Lattice) Value(n int64) float32 { return float32(float64(n) * l.G()) }
 
-// Noise draws lattice noise exactly: n = round(sigma' X / G), X ~ N(0, 1),
-// from Karney's sampler and integer rounding. Not safe for concurrent use.
+// Noise draws lattice noise exactly, n = round(sigma' X / G) with X ~ N(0, 1), from Karney's
+// sampler and integer rounding. It is not safe for concurrent use.
 type Noise struct {
 	lat Lattice
 	n   *normal
 }
 
-// NewNoise returns the noise of lattice l drawn from src (a ChaCha8 keyed
-// from crypto/rand for releases; a seeded source in tests).
+// NewNoise returns the noise of lattice l drawn from src: a ChaCha8 keyed from crypto/rand for
+// releases, or a seeded source in tests.
 func NewNoise(l Lattice, src rand.Source) *Noise {
 	if l.a == 0 {
 		panic("noise: NewNoise of a Lattice not made by NewLattice")

@@ -80,8 +80,8 @@ func loadAPI() (*api, error) { // newAPI: load.go (Linux), load_other.go
 	return apiVal, apiErr
 }
 
-// ErrNoCUDA matches every error of a machine where CUDA cannot be loaded
-// (a *LoadError, no device, an operating system without the backend).
+// ErrNoCUDA matches every error of a machine where CUDA cannot be loaded: a [*LoadError], no
+// device, or an operating system without the backend.
 var ErrNoCUDA = errors.New("cuda: not available")
 
 // Error is a failed call of the driver, cuBLAS or NVRTC: the function, its

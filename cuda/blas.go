@@ -17,13 +17,15 @@ const (
 	gemmAlgDefault = -1 // CUBLAS_GEMM_DEFAULT
 )
 
-// Gemm computes C = alpha op(A) op(B) + beta C for row-major FP32 matrices
-// on the device (IEEE FP32, or TF32 inputs on a tf32 device; a bf16 device
-// runs these in FP32 too: dnn's layers call GemmBF16 there), as nn.Gemm
-// does on the host: op(A) is m x k, op(B) is k x n, C is
-// m x n; A is stored m x k (k x m when transA), B k x n (n x k when
-// transB), all dense (on the device goroutine). cuBLAS is column-major, so
-// it computes C^T = op(B)^T op(A)^T: the operands swap places.
+// Gemm computes C = alpha op(A) op(B) + beta C for row-major FP32 matrices on the device, as
+// [nn.Gemm] does on the host. It runs on the device goroutine.
+//
+// op(A) is m x k, op(B) is k x n and C is m x n. A is stored m x k, or k x m when transA is set; B
+// is stored k x n, or n x k when transB is set; all are dense. cuBLAS is column-major, so Gemm
+// computes C^T = op(B)^T op(A)^T, with the operands swapped.
+//
+// The arithmetic is IEEE FP32, or TF32 inputs on a tf32 device. A bf16 device runs Gemm in FP32
+// too: dnn's layers call [Device.GemmBF16] there.
 func (d *Device) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Buffer, beta float32, c Buffer) error {
 	lda, ldb := k, n
 	if transA {
@@ -35,10 +37,10 @@ func (d *Device) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Buff
 	return d.GemmStridedBatched(transA, transB, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, n, 0, 1)
 }
 
-// GemmStridedBatched is batch row-major GEMMs with leading dimensions (row
-// strides, in floats) lda, ldb, ldc and strides between the batch's
-// matrices sa, sb, sc (in floats): the per-(batch, head) products of
-// attention, as nn.GemmStrided per matrix (on the device goroutine).
+// GemmStridedBatched computes a batch of row-major GEMMs, such as the products for each batch row
+// and head of attention; each matrix is as in [nn.GemmStrided]. lda, ldb and ldc are the leading
+// dimensions, or row strides, and sa, sb and sc the strides between the batch's matrices, all
+// counted in floats. It runs on the device goroutine.
 func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha float32, a Buffer, lda, sa int, b Buffer, ldb, sb int, beta float32, c Buffer, ldc, sc int, batch int) error {
 	if m == 0 || n == 0 || batch == 0 {
 		return nil
@@ -59,15 +61,16 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	return nil
 }
 
-// GemmBF16 is GemmStridedBatched with BF16 operands: a and b hold
-// bfloat16 values (2 bytes each: the upper half of a float32's bits; lda,
-// ldb, sa, sb count elements), c is FP32 (ldc, sc in floats), alpha and beta
-// FP32, and cuBLAS accumulates in FP32 (cublasGemmEx for one matrix,
-// cublasGemmStridedBatchedEx for more: CUDA_R_16BF inputs, CUDA_R_32F
-// output, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT). The operands' rounding
-// to BF16 is the caller's (dnn's bf16_from_f32 kernel). On the device
-// goroutine, on any device whose cuBLAS has the Ex functions (else the
-// error naming them).
+// GemmBF16 is [Device.GemmStridedBatched] with BF16 operands, accumulated in FP32 by cuBLAS. It
+// runs on the device goroutine.
+//
+// a and b hold bfloat16 values of 2 bytes each, the upper half of a float32's bits; lda, ldb, sa
+// and sb count elements. c is FP32, with ldc and sc in floats; alpha and beta are FP32. The
+// rounding of the operands to BF16 is the caller's, such as dnn's bf16_from_f32 kernel.
+//
+// One matrix goes to cublasGemmEx, more to cublasGemmStridedBatchedEx, with CUDA_R_16BF inputs,
+// CUDA_R_32F output, CUBLAS_COMPUTE_32F and CUBLAS_GEMM_DEFAULT. Any device whose cuBLAS has the Ex
+// functions runs it; on another, GemmBF16 returns an error naming them.
 func (d *Device) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a Buffer, lda, sa int, b Buffer, ldb, sb int, beta float32, c Buffer, ldc, sc int, batch int) error {
 	if d.a.blasBF16Err != nil {
 		return d.a.blasBF16Err

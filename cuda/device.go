@@ -12,37 +12,32 @@ import (
 
 // Options choose the device and where compiled kernels are cached.
 type Options struct {
-	// Ordinal is the GPU's index among those visible (CUDA_VISIBLE_DEVICES
-	// applies first).
+	// Ordinal is the GPU's index among those visible, after CUDA_VISIBLE_DEVICES applies.
 	Ordinal int
-	// CacheDir is where compiled kernels are kept ("": $NVDP_CUDA_CACHE,
-	// else the user cache directory's nvdp/cuda).
+	// CacheDir is where compiled kernels are kept. "" means $NVDP_CUDA_CACHE, or else the user
+	// cache directory's nvdp/cuda.
 	CacheDir string
-	// Precision is the precision of the GEMMs of package dnn's layers
-	// (--precision): PrecisionFP32 (also ""), PrecisionTF32 or
-	// PrecisionBF16 (BF16 inputs, FP32 accumulation and output: the Ex
-	// functions of cuBLAS, compute capability 8.0 or later).
+	// Precision is the precision of the GEMMs of package dnn's layers, set by --precision:
+	// [PrecisionFP32], also written "", [PrecisionTF32] or [PrecisionBF16]. BF16 takes BF16 inputs
+	// with FP32 accumulation and output, through the Ex functions of cuBLAS, and needs compute
+	// capability 8.0 or later.
 	Precision string
-	// TF32 lets cuBLAS round FP32 GEMM inputs to TF32 on tensor cores
-	// (--precision tf32): the same as Precision tf32, which it implies
-	// when Precision is "".
+	// TF32 lets cuBLAS round FP32 GEMM inputs to TF32 on tensor cores, as --precision tf32 does.
+	// It is the same as Precision tf32, which it implies when Precision is "".
 	TF32 bool
-	// NoFMAD compiles every kernel with NVRTC's --fmad=false (NoFMAD):
-	// no contraction of a*b+c into a fused multiply-add, as the CPU
-	// stand-in computes (NVRTC contracts by default). The twin tests ask
-	// for it with NVDP_CUDA_FMAD=0 (FMADEnv, internal/cudaemu), so that a
-	// GPU run can tell a tolerance broken by contraction from a bug.
+	// NoFMAD compiles every kernel with NVRTC's --fmad=false, [NoFMAD]: no contraction of a*b+c
+	// into a fused multiply-add, as the CPU stand-in computes; NVRTC contracts by default. The twin
+	// tests ask for it with NVDP_CUDA_FMAD=0, see [FMADEnv] and internal/cudaemu, so that a GPU run
+	// can tell a tolerance broken by contraction from a bug.
 	NoFMAD bool
 }
 
-// NoFMAD is NVRTC's option that turns off the contraction of
-// multiply-adds into FMA instructions (Options.NoFMAD; the CPU stand-in
-// never contracts and accepts it).
+// NoFMAD is NVRTC's option that turns off the contraction of multiply-adds into FMA instructions,
+// as [Options].NoFMAD asks. The CPU stand-in never contracts and accepts it.
 const NoFMAD = "--fmad=false"
 
-// FMADEnv set to 0 makes the devices of the tests (internal/cudaemu's
-// OpenDevice) compile their kernels with NoFMAD; unset or 1, NVRTC's
-// default (contraction).
+// FMADEnv, set to 0, makes the devices of the tests, opened by internal/cudaemu's OpenDevice,
+// compile their kernels with [NoFMAD]. Unset or 1, they keep NVRTC's default, contraction.
 const FMADEnv = "NVDP_CUDA_FMAD"
 
 // precision is the GEMM precision o asks for. Errors: an unknown one, TF32
@@ -81,24 +76,23 @@ type Info struct {
 	CUBLASLib         string `json:"cublas_lib"`
 	NVRTCVersion      string `json:"nvrtc_version"`
 	NVRTCLib          string `json:"nvrtc_lib"`
-	// NVRTCBuiltins is the NVRTC builtins library loaded before NVRTC from
-	// its directory ("": none there, e.g. NVRTC from the loader path, which
-	// finds the builtins itself; "PATH: dlerror" when that load failed).
+	// NVRTCBuiltins is the NVRTC builtins library loaded before NVRTC from its directory. It is ""
+	// when there is none there, as for an NVRTC from the loader path, which finds the builtins
+	// itself, and "PATH: dlerror" when that load failed.
 	NVRTCBuiltins string `json:"nvrtc_builtins"`
 	// LibChoice says which CUDA major versions of cuBLAS and NVRTC were
 	// looked for and why: the CUDA version the driver supports.
 	LibChoice string `json:"lib_choice"`
 	TF32      bool   `json:"tf32"`      // Precision is tf32
 	Precision string `json:"precision"` // of the GEMMs: fp32, tf32 or bf16
-	// FMAD is whether NVRTC may contract multiply-adds in the kernels
-	// (false: compiled with NoFMAD).
+	// FMAD is whether NVRTC may contract multiply-adds in the kernels; it is false when they were
+	// compiled with [NoFMAD].
 	FMAD bool `json:"fmad"`
 }
 
-// Device is one open GPU: its primary CUDA context, owned by one goroutine
-// locked to its OS thread (Do), a cuBLAS handle and a cache of compiled
-// kernels. Methods documented "on the device goroutine" must be called from
-// a function that Do runs.
+// Device is one open GPU: its primary CUDA context, owned by one goroutine locked to its OS thread,
+// a cuBLAS handle and a cache of compiled kernels. Methods documented as running "on the device
+// goroutine" must be called from a function that [Device.Do] runs.
 type Device struct {
 	a        *api
 	dev      int32
@@ -120,21 +114,19 @@ type Device struct {
 	launches, blasCalls, memsets, copies, uploads, downloads, syncs atomic.Int64 // Counts
 }
 
-// Counts are what a device has been asked to do since it opened: the
-// figures of issue 38's launch and synchronisation budget (counted by the
-// Go side, so the stand-in counts what a GPU would run). Difference two
-// snapshots (Sub) for a step's.
+// Counts are what a device has been asked to do since it opened: the figures of issue 38's launch
+// and synchronisation budget. The Go side counts them, so the CPU stand-in counts what a GPU would
+// run. The difference of two snapshots, from [Counts.Sub], is a step's.
 type Counts struct {
 	Launches  int64 `json:"launches"`   // kernel launches (Launch)
 	BLASCalls int64 `json:"blas_calls"` // cuBLAS GEMM calls (Gemm, GemmStridedBatched, GemmBF16)
 	Memsets   int64 `json:"memsets"`    // Zero (cuMemsetD32: a launch of the driver's)
 	Copies    int64 `json:"copies"`     // device-to-device copies (Copy)
-	// Uploads are host-to-device copies (Upload): from pageable memory the
-	// driver waits for the work queued before it, so each is a host-device
-	// synchronisation.
+	// Uploads are host-to-device copies, by [Upload]. From pageable memory the driver waits for
+	// the work queued before each, so each is a host-device synchronisation.
 	Uploads int64 `json:"uploads"`
-	// Downloads are device-to-host copies (Download): each waits for the
-	// work queued before it.
+	// Downloads are device-to-host copies, by [Download]. Each waits for the work queued before
+	// it.
 	Downloads int64 `json:"downloads"`
 	Syncs     int64 `json:"syncs"` // explicit synchronisations (Sync)
 }
@@ -143,43 +135,43 @@ type Counts struct {
 // Uploads + Downloads + Syncs.
 func (c Counts) HostWaits() int64 { return c.Uploads + c.Downloads + c.Syncs }
 
-// Sub is c - b, field by field (the work between two snapshots).
+// Sub returns c - b, field by field: the work between two snapshots.
 func (c Counts) Sub(b Counts) Counts {
 	return Counts{Launches: c.Launches - b.Launches, BLASCalls: c.BLASCalls - b.BLASCalls, Memsets: c.Memsets - b.Memsets,
 		Copies: c.Copies - b.Copies, Uploads: c.Uploads - b.Uploads,
 		Downloads: c.Downloads - b.Downloads, Syncs: c.Syncs - b.Syncs}
 }
 
-// Counts returns a snapshot of the device's counters (from any goroutine:
-// atomic loads).
+// Counts returns a snapshot of the device's counters. It may be called from any goroutine, since it
+// uses atomic loads.
 func (d *Device) Counts() Counts {
 	return Counts{Launches: d.launches.Load(), BLASCalls: d.blasCalls.Load(), Memsets: d.memsets.Load(), Copies: d.copies.Load(), Uploads: d.uploads.Load(),
 		Downloads: d.downloads.Load(), Syncs: d.syncs.Load()}
 }
 
-// CUdevice_attribute values (cuda.h).
+// CUdevice_attribute values, from cuda.h.
 const (
 	attrMultiprocessors = 16
 	attrCCMajor         = 75
 	attrCCMinor         = 76
 )
 
-// ErrNoBF16 matches the errors of Open with PrecisionBF16 where BF16
-// GEMMs cannot run: a cuBLAS without cublasGemmEx and
-// cublasGemmStridedBatchedEx (the error names those missing), a GPU older
-// than compute capability 8.0.
+// ErrNoBF16 matches the errors of [Open] with [PrecisionBF16] where BF16 GEMMs cannot run: a cuBLAS
+// without cublasGemmEx and cublasGemmStridedBatchedEx, where the error names those missing, or a
+// GPU older than compute capability 8.0.
 var ErrNoBF16 = errors.New("cuda: precision bf16 unavailable")
 
-// ErrNoDevice is Open on a machine whose driver loads but shows no GPU.
+// ErrNoDevice is the error of [Open] on a machine whose driver loads but shows no GPU.
 var ErrNoDevice = fmt.Errorf("%w: no GPU visible", ErrNoCUDA)
 
-// Open loads the CUDA libraries (once per process), opens GPU o.Ordinal
-// with its primary context and a cuBLAS handle, and starts the goroutine
-// that owns them. Errors: a *LoadError (errors.Is ErrNoCUDA) naming what
-// was looked for and where, ErrNoDevice, an ordinal out of range, an *Error
-// of the driver or cuBLAS; an unknown precision; for PrecisionBF16, a cuBLAS
-// without cublasGemmEx and cublasGemmStridedBatchedEx (naming them) or a GPU
-// older than compute capability 8.0 (errors.Is ErrNoBF16).
+// Open loads the CUDA libraries, once per process, opens GPU o.Ordinal with its primary context
+// and a cuBLAS handle, and starts the goroutine that owns them.
+//
+// Open returns a [*LoadError], which matches [ErrNoCUDA], naming what was looked for and where;
+// [ErrNoDevice]; an error for an ordinal out of range; an [*Error] of the driver or cuBLAS; or an
+// error for an unknown precision. With [PrecisionBF16] it returns an error matching [ErrNoBF16]
+// for a cuBLAS without cublasGemmEx and cublasGemmStridedBatchedEx, naming them, or a GPU older
+// than compute capability 8.0.
 func Open(o Options) (*Device, error) {
 	prec, err := o.precision()
 	if err != nil {
@@ -349,13 +341,12 @@ func (d *Device) teardown() {
 	d.a.cuDevicePrimaryCtxRelease(d.dev)
 }
 
-// ErrClosed is Do on a closed device.
+// ErrClosed is the error of [Device.Do] on a closed device.
 var ErrClosed = errors.New("cuda: device closed")
 
-// ErrGoexit is Do whose function ended the device goroutine with
-// runtime.Goexit instead of returning: a test's t.Fatal or t.Skip inside
-// Do (report with t.Error, or return the error and fail outside Do). The
-// device goes on on a new goroutine.
+// ErrGoexit is the error of [Device.Do] when its function ended the device goroutine with
+// runtime.Goexit instead of returning, as a test's t.Fatal or t.Skip inside Do does. Report with
+// t.Error instead, or return the error and fail outside Do. The device goes on, on a new goroutine.
 var ErrGoexit = errors.New("cuda: the function run by Do called runtime.Goexit (t.Fatal or t.Skip on the device goroutine?)")
 
 // job is a function of Do and where its result goes.
@@ -386,13 +377,12 @@ func (j job) run() {
 	j.res <- err
 }
 
-// Do runs fn on the device goroutine (the thread whose current context is
-// the device's) and returns its error. Calls from several goroutines run
-// one at a time. A panic in fn is returned as an error (wrapping the panic's
-// value when it is an error: device layers panic with the *Error of a
-// failed launch), so that the device goroutine survives it; fn calling
-// runtime.Goexit (t.Fatal) is ErrGoexit, and the device goes on. fn must
-// not call Do.
+// Do runs fn on the device goroutine, the thread whose current context is the device's, and
+// returns its error. Calls from several goroutines run one at a time. fn must not call Do.
+//
+// A panic in fn is returned as an error, so that the device goroutine survives it; the error wraps
+// the panic's value when that is an error, since device layers panic with the [*Error] of a failed
+// launch. fn calling runtime.Goexit, as t.Fatal does, gives [ErrGoexit], and the device goes on.
 func (d *Device) Do(fn func() error) error {
 	d.mu.Lock()
 	if d.closed {
@@ -405,29 +395,27 @@ func (d *Device) Do(fn func() error) error {
 	return <-res
 }
 
-// Info describes the device and the libraries in use.
+// Info returns a description of the device and the libraries in use.
 func (d *Device) Info() Info { return d.info }
 
-// Backend names what computes on the device, for reports beside the CPU
-// engine's nn.Backend(): "cuda (NAME, fp32)", "cuda (NAME, tf32)" or
-// "cuda (NAME, bf16)".
+// Backend names what computes on the device, for reports beside the CPU engine's [nn.Backend]:
+// "cuda (NAME, fp32)", "cuda (NAME, tf32)" or "cuda (NAME, bf16)".
 func (d *Device) Backend() string {
 	return "cuda (" + d.info.Name + ", " + d.info.Precision + ")"
 }
 
-// Precision is the precision of the GEMMs of package dnn's layers:
-// PrecisionFP32, PrecisionTF32 or PrecisionBF16 (Options.Precision).
+// Precision returns the precision of the GEMMs of package dnn's layers, as [Options].Precision
+// chose it: [PrecisionFP32], [PrecisionTF32] or [PrecisionBF16].
 func (d *Device) Precision() string { return d.info.Precision }
 
-// Sync waits until the device has finished every operation queued
-// (cuCtxSynchronize; on the device goroutine).
+// Sync waits until the device has finished every operation queued, with cuCtxSynchronize. It runs
+// on the device goroutine.
 func (d *Device) Sync() error {
 	d.syncs.Add(1)
 	return d.a.check("cuCtxSynchronize", d.a.cuCtxSynchronize())
 }
 
-// MemInfo returns the device's free and total memory in bytes (on the
-// device goroutine).
+// MemInfo returns the device's free and total memory in bytes. It runs on the device goroutine.
 func (d *Device) MemInfo() (free, total int64, err error) {
 	var f, t uint64
 	err = d.a.check("cuMemGetInfo_v2", d.a.cuMemGetInfo(&f, &t))

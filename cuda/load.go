@@ -13,9 +13,9 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// LibDirEnv is the environment variable of the directories (separated by
-// ':') searched first for the CUDA libraries, e.g. the lib directories of
-// the pip wheels nvidia-cublas and nvidia-cuda-nvrtc.
+// LibDirEnv is the environment variable of the directories, separated by ':', searched first for
+// the CUDA libraries, such as the lib directories of the pip wheels nvidia-cublas and
+// nvidia-cuda-nvrtc.
 const LibDirEnv = "NVDP_CUDA_LIB_DIR"
 
 // library is one shared library the backend loads: its candidate sonames
@@ -173,9 +173,9 @@ func soVersion(name, prefix string) []int {
 	return v
 }
 
-// LoadError is a library that could not be loaded: what was looked for and
-// where, with each attempt's error, and for cuBLAS and NVRTC the CUDA major
-// versions looked for and why (the driver's CUDA version).
+// LoadError is a library that could not be loaded. It says what was looked for and where, with
+// each attempt's error, and for cuBLAS and NVRTC the CUDA major versions looked for and why, from
+// the driver's CUDA version.
 type LoadError struct {
 	What     string   // "the NVIDIA driver", "cuBLAS", "NVRTC", "cuBLAS and NVRTC" (a driver too old)
 	Sonames  []string // the sonames tried, in order (none for a driver too old)
@@ -202,7 +202,7 @@ func (e *LoadError) Error() string {
 		e.What, strings.Join(e.Sonames, ", "), why, dirs, os.Getenv("LD_LIBRARY_PATH"), strings.Join(e.Attempts, "; "))
 }
 
-// Is makes errors.Is(err, ErrNoCUDA) true.
+// Is reports whether target is [ErrNoCUDA], so that errors.Is(err, ErrNoCUDA) holds.
 func (e *LoadError) Is(target error) bool { return target == ErrNoCUDA }
 
 // libDirs returns the directories of NVDP_CUDA_LIB_DIR.

@@ -7,8 +7,8 @@ import (
 	"runtime"
 )
 
-// LibDirEnv is the environment variable of the directories searched first
-// for the CUDA libraries (Linux only).
+// LibDirEnv is the environment variable of the directories searched first for the CUDA libraries,
+// on Linux only.
 const LibDirEnv = "NVDP_CUDA_LIB_DIR"
 
 // newAPI: this operating system has no CUDA backend (nvdp loads the NVIDIA

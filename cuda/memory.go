@@ -12,10 +12,10 @@ type Buffer struct {
 	Bytes int
 }
 
-// Floats is the number of float32 values the buffer holds.
+// Floats returns the number of float32 values the buffer holds.
 func (b Buffer) Floats() int { return b.Bytes / 4 }
 
-// Offset returns the part of b from byte off on (a view: not to be freed).
+// Offset returns the part of b from byte off on. It is a view, not to be freed.
 func (b Buffer) Offset(off int) Buffer {
 	if off < 0 || off > b.Bytes {
 		panic(fmt.Sprintf("cuda: offset %d of a %d-byte buffer", off, b.Bytes))
@@ -23,8 +23,8 @@ func (b Buffer) Offset(off int) Buffer {
 	return Buffer{Ptr: b.Ptr + uintptr(off), Bytes: b.Bytes - off}
 }
 
-// Alloc allocates bytes (> 0) of device memory (on the device goroutine).
-// Errors: the driver's (out of memory names the size).
+// Alloc allocates bytes of device memory; bytes must be positive. It runs on the device goroutine.
+// It returns the driver's error; out of memory names the size.
 func (d *Device) Alloc(bytes int) (Buffer, error) {
 	if bytes <= 0 {
 		panic(fmt.Sprintf("cuda: Alloc of %d bytes", bytes))
@@ -36,8 +36,7 @@ func (d *Device) Alloc(bytes int) (Buffer, error) {
 	return Buffer{Ptr: p, Bytes: bytes}, nil
 }
 
-// Free releases b (on the device goroutine); freeing the zero Buffer does
-// nothing.
+// Free releases b. It runs on the device goroutine. Freeing the zero Buffer does nothing.
 func (d *Device) Free(b Buffer) error {
 	if b.Ptr == 0 {
 		return nil
@@ -52,7 +51,7 @@ func checkSize(op string, b Buffer, n int) {
 	}
 }
 
-// Upload copies src into the start of dst (on the device goroutine).
+// Upload copies src into the start of dst. It runs on the device goroutine.
 func Upload[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device, dst Buffer, src []T) error {
 	if len(src) == 0 {
 		return nil
@@ -63,8 +62,8 @@ func Upload[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device, d
 	return d.a.check("cuMemcpyHtoD_v2", d.a.cuMemcpyHtoD(dst.Ptr, unsafe.Pointer(&src[0]), uint64(n)))
 }
 
-// Download copies the start of src into dst (on the device goroutine; it
-// waits for the work queued before it).
+// Download copies the start of src into dst. It runs on the device goroutine and waits for the work
+// queued before it.
 func Download[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device, dst []T, src Buffer) error {
 	if len(dst) == 0 {
 		return nil
@@ -75,7 +74,7 @@ func Download[T float32 | int32 | uint32 | float64 | uint64 | uint16](d *Device,
 	return d.a.check("cuMemcpyDtoH_v2", d.a.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), src.Ptr, uint64(n)))
 }
 
-// Copy copies bytes from src to dst on the device (on the device goroutine).
+// Copy copies bytes from src to dst on the device. It runs on the device goroutine.
 func (d *Device) Copy(dst, src Buffer, bytes int) error {
 	if bytes == 0 {
 		return nil
@@ -86,8 +85,8 @@ func (d *Device) Copy(dst, src Buffer, bytes int) error {
 	return d.a.check("cuMemcpyDtoD_v2", d.a.cuMemcpyDtoD(dst.Ptr, src.Ptr, uint64(bytes)))
 }
 
-// Zero sets the first bytes (a multiple of 4) of b to 0 (on the device
-// goroutine).
+// Zero sets the first bytes of b to 0; bytes must be a multiple of 4. It runs on the device
+// goroutine.
 func (d *Device) Zero(b Buffer, bytes int) error {
 	if bytes%4 != 0 {
 		panic(fmt.Sprintf("cuda: Zero of %d bytes, not a multiple of 4", bytes))

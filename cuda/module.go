@@ -33,14 +33,16 @@ type Kernel struct {
 // does, so that old entries are never read.
 const cacheVersion = "nvdp-cuda-cache-1"
 
-// Compile compiles the CUDA C source (named name, for errors and the
-// cache) with NVRTC for the device's architecture, the Prelude first and
-// the extra NVRTC options (e.g. "-DBLOCK=256") after the backend's own,
-// loads it, and returns the module. The cubin is cached in the cache
-// directory under the SHA-256 of the prelude, source, options, architecture
-// and NVRTC version, so a second process loads it without compiling. The
-// device keeps the module until Close. On the device goroutine. Errors: the
-// compiler's log on a compilation error, the driver's.
+// Compile compiles the CUDA C source with NVRTC for the device's architecture, loads it, and
+// returns the module. It runs on the device goroutine. name names the source in errors and the
+// cache. The Prelude comes first, and the extra NVRTC options, such as "-DBLOCK=256", follow the
+// backend's own.
+//
+// The cubin is cached in the cache directory under the SHA-256 of the prelude, source, options,
+// architecture and NVRTC version, so a second process loads it without compiling. The device keeps
+// the module until Close.
+//
+// Compile returns the compiler's log on a compilation error, and the driver's errors.
 func (d *Device) Compile(name, source string, options ...string) (*Module, error) {
 	opts := []string{"--gpu-architecture=" + d.arch, "--std=c++17"}
 	if d.noFMAD {
@@ -141,8 +143,8 @@ func (d *Device) nvrtc(name, src string, options []string) ([]byte, error) {
 	return cubin, nil
 }
 
-// Kernel returns the module's kernel name (a KERNEL function of its
-// source). On the device goroutine.
+// Kernel returns the module's kernel name, a KERNEL function of its source. It runs on the device
+// goroutine.
 func (m *Module) Kernel(d *Device, name string) (*Kernel, error) {
 	if k, ok := m.fns[name]; ok {
 		return k, nil
@@ -158,23 +160,22 @@ func (m *Module) Kernel(d *Device, name string) (*Kernel, error) {
 // Dim3 is a grid or block shape.
 type Dim3 struct{ X, Y, Z int }
 
-// Blocks returns the 1-D grid of blocks of threads threads that covers n
-// items.
+// Blocks returns the 1-D grid of blocks of threads threads that covers n items.
 func Blocks(n, threads int) Dim3 { return Dim3{X: max(1, (n+threads-1)/threads), Y: 1, Z: 1} }
 
-// Threads is a 1-D block of n threads.
+// Threads returns a 1-D block of n threads.
 func Threads(n int) Dim3 { return Dim3{X: n, Y: 1, Z: 1} }
 
 // maxDynamicShared is the dynamic shared memory a launch may use without
 // opting in (48 KiB on every architecture).
 const maxDynamicShared = 48 << 10
 
-// Launch runs k on grid x block with shared bytes of dynamic shared
-// memory (on the device goroutine; asynchronous, as every kernel). Each
-// argument is passed as the kernel's parameter of the same position: a
-// Buffer as its device pointer, int as a C int (it must fit), int32,
-// uint32, int64, uint64, float32, float64 as themselves. A wrong type is a
-// programmer error (panic).
+// Launch runs k on grid x block with shared bytes of dynamic shared memory. It runs on the device
+// goroutine and, as every kernel, asynchronously.
+//
+// Each argument is passed as the kernel's parameter of the same position: a [Buffer] as its device
+// pointer, an int as a C int, which it must fit, and int32, uint32, int64, uint64, float32 and
+// float64 as themselves. A wrong type is a programmer error and panics.
 func (d *Device) Launch(k *Kernel, grid, block Dim3, shared int, args ...any) error {
 	slots := make([]uint64, len(args))
 	ptrs := make([]uintptr, len(args))

@@ -5,30 +5,31 @@ import (
 	"fmt"
 )
 
-// The device choices of a command (`--device`): the CPU engine, a GPU, or a
-// GPU when one loads.
+// The device choices of a command, given by --device: the CPU engine, a GPU, or a GPU when one
+// loads.
 const (
 	DeviceCPU  = "cpu"
 	DeviceCUDA = "cuda"
 	DeviceAuto = "auto"
 )
 
-// The precisions of the device's GEMMs (`--precision`): IEEE FP32; FP32
-// with cuBLAS rounding GEMM inputs to TF32 on tensor cores; BF16 GEMM
-// inputs (rounded to nearest even by the layers of package dnn) with FP32
-// accumulation and output. Everything but the GEMMs' inputs is FP32 (or
-// float64) whatever the precision: parameters, optimizer, LayerNorm,
-// softmax, losses, the NVIB layer (docs/engine.md, "BF16").
+// The precisions of the device's GEMMs, given by --precision.
+//
+// PrecisionFP32 is IEEE FP32. PrecisionTF32 is FP32 with cuBLAS rounding the GEMM inputs to TF32 on
+// tensor cores. PrecisionBF16 takes BF16 GEMM inputs, rounded to nearest even by the layers of
+// package dnn, with FP32 accumulation and output.
+//
+// Whatever the precision, everything but the GEMMs' inputs is FP32 or float64: parameters,
+// optimizer, LayerNorm, softmax, losses and the NVIB layer; see "BF16" in docs/engine.md.
 const (
 	PrecisionFP32 = "fp32"
 	PrecisionTF32 = "tf32"
 	PrecisionBF16 = "bf16"
 )
 
-// CheckChoice checks a device choice (DeviceCPU, DeviceCUDA, DeviceAuto)
-// and a GEMM precision (PrecisionFP32, PrecisionTF32, PrecisionBF16; tf32
-// and bf16 need a GPU) without opening anything: what Select refuses
-// before it loads a library.
+// CheckChoice checks a device choice, [DeviceCPU], [DeviceCUDA] or [DeviceAuto], and a GEMM
+// precision, [PrecisionFP32], [PrecisionTF32] or [PrecisionBF16], without opening anything: it
+// refuses what [Select] refuses before it loads a library. tf32 and bf16 need a GPU.
 func CheckChoice(choice, precision string) error {
 	switch choice {
 	case DeviceCPU, DeviceCUDA, DeviceAuto:
@@ -47,14 +48,16 @@ func CheckChoice(choice, precision string) error {
 	return nil
 }
 
-// Select opens the device that choice names: nil for DeviceCPU; the GPU of
-// o for DeviceCUDA (its error when none loads: a *LoadError naming what was
-// looked for and where, or ErrNoDevice); for DeviceAuto the GPU when one
-// loads, else nil with why in fallback. precision sets o.Precision (and
-// o.TF32). Errors also name an unknown choice or precision (tf32 or bf16 on
-// the CPU included), and for bf16 a cuBLAS without the BF16 GEMMs or a GPU
-// older than compute capability 8.0 (Open). With DeviceAuto and bf16, a
-// machine without CUDA falls back to the CPU's FP32.
+// Select opens the device that choice names. precision sets o.Precision and o.TF32.
+//
+// For [DeviceCPU] it returns nil. For [DeviceCUDA] it returns the GPU of o, or the error when none
+// loads: a [*LoadError] naming what was looked for and where, or [ErrNoDevice]. For [DeviceAuto] it
+// returns the GPU when one loads, and otherwise nil with the reason in fallback. With DeviceAuto
+// and bf16, a machine without CUDA falls back to the CPU's FP32.
+//
+// Select also returns an error for an unknown choice or precision, tf32 or bf16 on the CPU
+// included, and, for bf16, from [Open]: a cuBLAS without the BF16 GEMMs or a GPU older than
+// compute capability 8.0.
 func Select(choice, precision string, o Options) (d *Device, fallback string, err error) {
 	if err := CheckChoice(choice, precision); err != nil {
 		return nil, "", err

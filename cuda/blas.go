@@ -18,7 +18,7 @@ const (
 )
 
 // Gemm computes C = alpha op(A) op(B) + beta C for row-major FP32 matrices on the device, as
-// [nn.Gemm] does on the host. It runs on the device goroutine.
+// nn.Gemm does on the host. It runs on the device goroutine.
 //
 // op(A) is m x k, op(B) is k x n and C is m x n. A is stored m x k, or k x m when transA is set; B
 // is stored k x n, or n x k when transB is set; all are dense. cuBLAS is column-major, so Gemm
@@ -38,7 +38,7 @@ func (d *Device) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Buff
 }
 
 // GemmStridedBatched computes a batch of row-major GEMMs, such as the products for each batch row
-// and head of attention; each matrix is as in [nn.GemmStrided]. lda, ldb and ldc are the leading
+// and head of attention; each matrix is as in nn.GemmStrided. lda, ldb and ldc are the leading
 // dimensions, or row strides, and sa, sb and sc the strides between the batch's matrices, all
 // counted in floats. It runs on the device goroutine.
 func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha float32, a Buffer, lda, sa int, b Buffer, ldb, sb int, beta float32, c Buffer, ldc, sc int, batch int) error {

@@ -398,7 +398,7 @@ func (d *Device) Do(fn func() error) error {
 // Info returns a description of the device and the libraries in use.
 func (d *Device) Info() Info { return d.info }
 
-// Backend names what computes on the device, for reports beside the CPU engine's [nn.Backend]:
+// Backend names what computes on the device, for reports beside the CPU engine's nn.Backend:
 // "cuda (NAME, fp32)", "cuda (NAME, tf32)" or "cuda (NAME, bf16)".
 func (d *Device) Backend() string {
 	return "cuda (" + d.info.Name + ", " + d.info.Precision + ")"

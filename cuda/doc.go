@@ -15,7 +15,7 @@
 // calls pay no hand-off. Memory is a [Buffer], a device allocation of bytes. Kernels are CUDA C
 // source in the repository, compiled at run time by NVRTC for the card found and cached per card,
 // source and NVRTC version by [Device.Compile]. GEMMs go to cuBLAS: [Device.Gemm] in the row-major
-// convention of [nn.Gemm], and [Device.GemmBF16] on bfloat16 operands with FP32 accumulation,
+// convention of nn.Gemm, and [Device.GemmBF16] on bfloat16 operands with FP32 accumulation,
 // which package dnn's layers call on a device opened with [PrecisionBF16].
 //
 // Kernel sources follow the conventions of [Prelude], with KERNEL, DEVICE and SHARED_DYN, so that

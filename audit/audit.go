@@ -442,7 +442,7 @@ func certifiedSkips(p *privacy.Posteriors, opt Options) ([]string, error) {
 			return nil, fmt.Errorf("audit: certified bound at Renyi order %v: %w", l+1, err)
 		}
 		if !cert.Finite {
-			skip[k] = fmt.Sprintf("certified bound +Inf at Renyi order %v (finite below %v): %s", l+1, float64(cert.MaxOrder), cert.Reason)
+			skip[k] = fmt.Sprintf("certified bound +Inf at Renyi order %v (finite below %v): %s", l+1, set.MaxOrder(), cert.Reason)
 		}
 	}
 	return skip, nil

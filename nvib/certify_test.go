@@ -129,7 +129,7 @@ func TestClippedPosteriorsBelowCertificate(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !cert.Finite {
-				t.Fatalf("trial %d: certificate infinite at order %v (max order %v): %s", trial, order, cert.MaxOrder, cert.Reason)
+				t.Fatalf("trial %d: certificate infinite at order %v (max order %v): %s", trial, order, set.MaxOrder(), cert.Reason)
 			}
 			for a := 0; a < M; a++ {
 				for b := 0; b < M; b++ {

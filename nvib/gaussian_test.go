@@ -277,8 +277,8 @@ func TestGaussianCertificateClosedForm(t *testing.T) {
 		if !c.Finite || math.Abs(rd-want(tc.order)) > 1e-9*want(tc.order) {
 			t.Errorf("C %v sigma %v L %d order %v: certified %v, closed form %v", tc.C, tc.sigma, tc.L, tc.order, rd, want(tc.order))
 		}
-		if c.Parts.Variance != 0 || c.Parts.Dirichlet != 0 || math.Abs(float64(c.Parts.Mean)-rd) > 1e-12*rd || !math.IsInf(float64(c.MaxOrder), 1) {
-			t.Errorf("parts %+v, max order %v: want everything in the mean part, every order finite", c.Parts, c.MaxOrder)
+		if c.Parts.Variance != 0 || c.Parts.Dirichlet != 0 || math.Abs(float64(c.Parts.Mean)-rd) > 1e-12*rd || !math.IsInf(set.MaxOrder(), 1) {
+			t.Errorf("parts %+v, max order %v: want everything in the mean part, every order finite", c.Parts, set.MaxOrder())
 		}
 		if pb, err := privacy.PairBound(tc.order, c.Witness.View(0), c.Witness.View(1)); err != nil || math.Abs(pb.Total-rd) > 1e-9*rd {
 			t.Errorf("witness pair bound %v (%v), certificate %v", pb.Total, err, rd)

@@ -269,7 +269,7 @@ func (c *calibrator) with(s ClipSet, k knob, v float64) ClipSet {
 
 // rd is the certified one-release RD of s at order (+Inf on any error).
 func (c *calibrator) rd(s ClipSet, order float64) float64 {
-	cert, err := certify(s, order, c.dir, c.memo, false)
+	cert, err := supremum(s, order, c.dir, c.memo, false)
 	if err != nil {
 		return math.Inf(1)
 	}

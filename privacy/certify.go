@@ -258,8 +258,7 @@ func (s ClipSet) MaxOrder() float64 {
 // Certificate is the certified Renyi bound of one release at one order: the
 // supremum of Eq. rdp over every ordered pair of posteriors in a ClipSet.
 type Certificate struct {
-	Order     float64           `json:"order"`
-	Direction GaussianDirection `json:"gaussian_direction"`
+	Order float64 `json:"order"`
 	// RD is the supremum (nats); +Inf when the set allows an undefined bound.
 	RD jsonfloat.Float `json:"rd_certified"`
 	// Parts of RD at the witness: the Gaussian log-variance terms, the
@@ -268,11 +267,9 @@ type Certificate struct {
 	// Finite is false when RD is +Inf; Reason then says why.
 	Finite bool   `json:"finite"`
 	Reason string `json:"reason,omitempty"`
-	// MaxOrder is ClipSet.MaxOrder (+Inf: every order is finite).
-	MaxOrder jsonfloat.Float `json:"max_order"`
 	// Witness is a pair (q, q') in the set whose Eq. rdp value is RD
-	// (example 0 = q, example 1 = q'); nil when RD is infinite because a
-	// constant is unbounded.
+	// (example 0 = q, example 1 = q') in the Gaussian direction asked; nil
+	// when RD is infinite because a constant is unbounded.
 	Witness *Posteriors `json:"-"`
 	// Dirichlet witness counts among the N-1 token components: (alpha,
 	// alpha') = (C_amin, C_amax), (C_amax, C_amin), (C_amax, C_amax).
@@ -335,7 +332,7 @@ type corner struct{ lx, ly float64 }
 //
 // Errors: order <= 1 or not finite, invalid set.
 func Certify(set ClipSet, order float64, dir GaussianDirection) (*Certificate, error) {
-	return certify(set, order, dir, nil, true)
+	return supremum(set, order, dir, nil, true)
 }
 
 // MaxWitnessBytes bounds the memory of a witness pair (WitnessPair): two
@@ -353,7 +350,7 @@ func WitnessPair(set ClipSet, order float64, dir GaussianDirection) (*Posteriors
 	if err := WitnessFits(set); err != nil {
 		return nil, nil, err
 	}
-	c, err := certify(set, order, dir, nil, true)
+	c, err := supremum(set, order, dir, nil, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -378,9 +375,9 @@ func witnessBytes(set ClipSet) float64 {
 	return 2 * (2*n*p*4 + 2*n*4)
 }
 
-// certify is Certify with an optional memo of the Dirichlet supremum (the
+// supremum is Certify with an optional memo of the Dirichlet supremum (the
 // calibration evaluates many sets that share it).
-func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]dirSupV, witness bool) (*Certificate, error) {
+func supremum(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]dirSupV, witness bool) (*Certificate, error) {
 	if err := CheckOrder(order); err != nil {
 		return nil, err
 	}
@@ -396,7 +393,7 @@ func certify(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey]
 	lam := order
 	N, P := set.Components, set.Dims
 	n := N - 1
-	c := &Certificate{Order: order, Direction: dir, MaxOrder: jsonfloat.Float(set.MaxOrder()), Finite: true}
+	c := &Certificate{Order: order, Finite: true}
 	infinite := func(reason string) (*Certificate, error) {
 		c.RD, c.Finite, c.Reason = jsonfloat.Float(math.Inf(1)), false, reason
 		c.Parts = CertParts{}

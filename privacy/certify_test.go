@@ -44,7 +44,7 @@ func TestCertifyMainJob(t *testing.T) {
 		{"mean", float64(c.Parts.Mean), wantMean},
 		{"total", float64(c.RD), 46450.35572603645},
 		{"dirichlet", float64(c.Parts.Dirichlet), 172.30635305586756},
-		{"max order", float64(c.MaxOrder), 1 / (1 - lo)},
+		{"max order", s.MaxOrder(), 1 / (1 - lo)},
 	} {
 		if relErr(tc.got, tc.want) > 1e-12 {
 			t.Errorf("%s = %.15g, want %.15g", tc.name, tc.got, tc.want)

@@ -42,15 +42,16 @@ func CertifiedScope(releases, n, p int) string {
 	return what + " of the embedding of one input (a text, an utterance) vs any other input (" + pairs + "); not the training data"
 }
 
-// CertifiedReport is the presentation of the certified guarantee of a clip
-// set: the "certified" object of report.json, eval_<split>.json and `nvdp
-// audit --json`, and the core of `nvdp certify --json`. Every RD and epsilon
-// is of Releases releases (RDP composes additively); +Inf is "Infinity" in
-// JSON (jsonfloat) and reads back as +Inf, as does the null of files
-// written before jsonfloat.
+// CertifiedReport is the certified guarantee of a clip set as the tools
+// write it: the "certified" object of report.json, eval_<split>.json and
+// `nvdp audit --json`, and the core of `nvdp certify --json`. It is a
+// [Guarantee] (the curve and the epsilon of Releases releases) with the
+// [Certificate] at one order of all Releases releases, and where the
+// constants come from. +Inf is "Infinity" in JSON (jsonfloat) and reads back
+// as +Inf, as does the null of files written before jsonfloat.
+// The guarantee's Format is 0 here: the file that holds the report has its
+// own version.
 type CertifiedReport struct {
-	Label string `json:"label"` // LabelCertified
-	Scope string `json:"scope"` // CertifiedScope(Releases, Components, Dims)
 	// Source says where the clip constants come from (a model configuration,
 	// a posterior file's metadata, command-line flags).
 	Source string `json:"source"`
@@ -60,86 +61,91 @@ type CertifiedReport struct {
 	Dims       int               `json:"dims"`       // P
 	// Certificate is the certificate at Order of all Releases releases: RD
 	// and its parts are Releases x the one-release supremum (PerRelease),
-	// the parts zero when RD is +Inf; MaxOrder: finite exactly below it
-	// (+Inf: every order). No witness here: see PerRelease.
+	// the parts zero when RD is +Inf. No witness here: see PerRelease. Its
+	// direction and the order it is finite below are the guarantee's.
 	Certificate
-	// The guarantee of Releases releases: (Epsilon, Delta)-DP by Accountant
-	// (Guarantee: exact for a Gaussian release, with its GaussianMu; else the
-	// RDP conversion RDPEpsilon at BestOrder), the certified BDP at Delta and
-	// the RDP curve.
-	Releases   int             `json:"releases"`
-	Delta      float64         `json:"delta"`
-	Epsilon    jsonfloat.Float `json:"epsilon"`
-	Accountant string          `json:"accountant,omitempty"`
-	GaussianMu jsonfloat.Float `json:"gaussian_mu,omitempty"`
-	RDPEpsilon jsonfloat.Float `json:"rdp_epsilon,omitempty"`
-	BestOrder  jsonfloat.Float `json:"best_order"`
-	BDPEpsilon jsonfloat.Float `json:"bdp_epsilon_certified"`
-	BDPOrder   jsonfloat.Float `json:"bdp_order_certified"` // moment order l
-	BDPNote    string          `json:"bdp_note"`            // CertifiedBDPNote
-	Curve      []OrderRD       `json:"orders"`
-	// Release is the mechanism the guarantee covers (Guarantee.Release).
-	Release *ReleaseMechanism `json:"release,omitempty"`
+	// Guarantee is the guarantee of Releases releases (CertifyCurve): the
+	// RDP curve, the (Epsilon, Delta)-DP by its Accountant and the
+	// certified BDP at Delta.
+	Guarantee
+	BDPNote string `json:"bdp_note"` // CertifiedBDPNote
 	// PerRelease is the one-release certificate at Order, with its witness
 	// pair (not written; nil when read from JSON).
 	PerRelease *Certificate `json:"-"`
 }
 
-// CheckReport checks the parameters of CertifyReport before any work: the
-// Renyi order (finite, > 1), every order of the curve's grid, the Gaussian
-// direction ("" is DirectionStandard), the releases (>= 1) and delta (in
-// (0, 1)). Errors are *option.Error named order, orders,
-// gaussian_direction, releases and delta, so that a program names its own
-// flags for them.
-func CheckReport(order float64, orders []float64, dir GaussianDirection, releases int, delta float64) error {
-	if !(order > 1) || math.IsInf(order, 0) {
-		return option.Errorf("order", order, "the Renyi order must be finite and > 1")
-	}
-	for _, o := range orders {
-		if !(o > 1) || math.IsInf(o, 0) {
-			return option.Errorf("orders", o, "every Renyi order must be finite and > 1")
-		}
-	}
-	switch dir {
-	case "", DirectionStandard, DirectionPaper:
-	default:
-		return option.Errorf("gaussian_direction", string(dir), "want %s or %s", DirectionStandard, DirectionPaper)
-	}
-	if releases < 1 {
-		return option.Errorf("releases", releases, "must be >= 1")
-	}
-	if err := CheckDelta(delta); err != nil {
-		return err
-	}
-	return nil
+// ReportOptions are the parameters of [NewCertifiedReport]: the order of
+// its certificate and those of its guarantee. The zero value is not valid:
+// Order, Releases and Delta have no default ([DefaultOrder], 1 and
+// [DefaultDelta] are the tools').
+type ReportOptions struct {
+	// Order is the Renyi order of the report's certificate (finite, > 1).
+	Order float64
+	// Direction is the Gaussian term's direction ("" is DirectionStandard).
+	Direction GaussianDirection
+	// Releases is the number of releases of one input covered (>= 1).
+	Releases int
+	// Delta is the delta of the (epsilon, delta) conversion and of the
+	// certified BDP, in (0, 1).
+	Delta float64
+	// Orders is the grid of the certified curve (each finite and > 1; nil:
+	// DefaultOrders).
+	Orders []float64
+	// Source says where the clip set's constants come from
+	// (CertifiedReport.Source; it prefixes the errors).
+	Source string
 }
 
-// CertifyReport certifies set at order in direction dir ("" = standard)
-// and computes the guarantee of `releases` releases at delta over orders
-// (nil: DefaultOrders). source names where the constants come from.
-// Errors (prefixed with the source): order <= 1, delta not in (0, 1),
-// releases < 1, an invalid set (named).
-func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases int, delta float64, orders []float64, source string) (*CertifiedReport, error) {
-	if err := CheckReport(order, orders, dir, releases, delta); err != nil {
-		return nil, fmt.Errorf("certify (%s): %w", source, err)
+// Validate checks the options before any work. Errors are [*option.Error]
+// named order, orders, gaussian_direction, releases and delta, so that a
+// program names its own flags for them.
+func (o ReportOptions) Validate() error {
+	if !(o.Order > 1) || math.IsInf(o.Order, 0) {
+		return option.Errorf("order", o.Order, "the Renyi order must be finite and > 1")
 	}
-	c, err := certify(set, order, dir, nil, false) // no witness: WitnessPair builds it when asked
+	for _, v := range o.Orders {
+		if !(v > 1) || math.IsInf(v, 0) {
+			return option.Errorf("orders", v, "every Renyi order must be finite and > 1")
+		}
+	}
+	switch o.Direction {
+	case "", DirectionStandard, DirectionPaper:
+	default:
+		return option.Errorf("gaussian_direction", string(o.Direction), "want %s or %s", DirectionStandard, DirectionPaper)
+	}
+	if o.Releases < 1 {
+		return option.Errorf("releases", o.Releases, "must be >= 1")
+	}
+	return CheckDelta(o.Delta)
+}
+
+// NewCertifiedReport certifies set: the certificate at o.Order of
+// o.Releases releases and the guarantee (the curve over o.Orders, epsilon
+// and BDP at o.Delta) of as many releases.
+//
+// Errors, prefixed with "certify (<o.Source>)": invalid options
+// ([ReportOptions.Validate]), an invalid set (named).
+func NewCertifiedReport(set ClipSet, o ReportOptions) (*CertifiedReport, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("certify (%s): %w", o.Source, err)
+	}
+	c, err := supremum(set, o.Order, o.Direction, nil, false) // no witness: WitnessPair builds it when asked
 	if err != nil {
-		return nil, fmt.Errorf("certify (%s): %w", source, err)
+		return nil, fmt.Errorf("certify (%s): %w", o.Source, err)
 	}
-	g, err := CertifyCurve(set, orders, dir, releases, delta)
+	g, err := CertifyCurve(set, o.Orders, o.Direction, o.Releases, o.Delta)
 	if err != nil {
-		return nil, fmt.Errorf("certify (%s): %w", source, err)
+		return nil, fmt.Errorf("certify (%s): %w", o.Source, err)
 	}
-	k := float64(releases)
+	g.Format = 0 // the report's file has the version
+	k := float64(o.Releases)
 	times := func(v jsonfloat.Float) jsonfloat.Float { return jsonfloat.Float(k * float64(v)) }
-	all := Certificate{Order: c.Order, Direction: c.Direction, RD: times(c.RD), Finite: c.Finite, Reason: c.Reason, MaxOrder: c.MaxOrder,
-		Parts: CertParts{Variance: times(c.Parts.Variance), Mean: times(c.Parts.Mean), Dirichlet: times(c.Parts.Dirichlet)}}
-	return &CertifiedReport{Label: LabelCertified, Scope: CertifiedScope(releases, set.Components, set.Dims), Source: source,
-		Constants: set.Metadata(), Components: set.Components, Dims: set.Dims, Certificate: all, Releases: g.Releases, Delta: g.Delta,
-		Epsilon: g.Epsilon, Accountant: g.Accountant, GaussianMu: g.GaussianMu, RDPEpsilon: g.RDPEpsilon,
-		BestOrder: g.BestOrder, BDPEpsilon: g.BDPEpsilon, BDPOrder: g.BDPOrder,
-		BDPNote: CertifiedBDPNote, Curve: g.Curve, Release: g.Release, PerRelease: c}, nil
+	all := *c
+	all.RD, all.Witness = times(c.RD), nil
+	all.Parts = CertParts{Variance: times(c.Parts.Variance), Mean: times(c.Parts.Mean), Dirichlet: times(c.Parts.Dirichlet)}
+	all.AlphaLowHigh, all.AlphaHighLow, all.AlphaHighHigh = 0, 0, 0
+	return &CertifiedReport{Source: o.Source, Constants: set.Metadata(), Components: set.Components, Dims: set.Dims,
+		Certificate: all, Guarantee: *g, BDPNote: CertifiedBDPNote, PerRelease: c}, nil
 }
 
 // Unbounded reports whether the certificate is +Inf at Order and at every
@@ -147,27 +153,26 @@ func CertifyReport(set ClipSet, order float64, dir GaussianDirection, releases i
 // sigma cap, C_amin = 0; Reason says which).
 func (r *CertifiedReport) Unbounded() bool { return !r.Finite && math.IsInf(float64(r.Epsilon), 1) }
 
-// UnmarshalJSON reads a report written by encoding/json. Files written
-// before jsonfloat have null for every non-finite number: a null bound
-// (rd_certified, epsilon, bdp_epsilon_certified, max_order) is +Inf, a
-// null order (best_order, bdp_order_certified) NaN.
+// UnmarshalJSON reads a report written by encoding/json, with the
+// guarantee's reading of files written before jsonfloat (null bounds +Inf,
+// null orders NaN; Guarantee.UnmarshalJSON) and a null rd_certified +Inf.
 func (r *CertifiedReport) UnmarshalJSON(b []byte) error {
-	type plain CertifiedReport // without this method
-	inf, nan := jsonfloat.Float(math.Inf(1)), jsonfloat.Float(math.NaN())
-	p := plain{Certificate: Certificate{RD: inf, MaxOrder: inf}, Epsilon: inf, BDPEpsilon: inf, BestOrder: nan, BDPOrder: nan}
+	type plain CertifiedReport
+	var p struct {
+		plain
+		// UnmarshalJSON hides the method the embedded Guarantee promotes,
+		// so that json.Unmarshal fills the whole report, not the guarantee
+		// alone.
+		UnmarshalJSON struct{} `json:"-"`
+	}
+	p.Guarantee.setNullDefaults()
+	p.RD = jsonfloat.Float(math.Inf(1))
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	if p.Accountant == "" { // written before the accountant: the RDP conversion
-		p.Accountant, p.RDPEpsilon = AccountantRDP, p.Epsilon
-	}
-	*r = CertifiedReport(p)
+	p.Guarantee.setFormat1Accountant()
+	*r = CertifiedReport(p.plain)
 	return nil
-}
-
-// How says how Epsilon was certified (Guarantee.How).
-func (r *CertifiedReport) How() string {
-	return (&Guarantee{Accountant: r.Accountant, GaussianMu: r.GaussianMu, BestOrder: r.BestOrder}).How()
 }
 
 // UnmarshalJSON reads a curve point: a null rd (files written before

@@ -11,14 +11,14 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
-// TestCertifyReportMainJob: the report of the main job's constants (N 129,
+// TestNewCertifiedReportMainJob: the report of the main job's constants (N 129,
 // P 128, order 1.1, C_mu 2, prior N(0, 1), margin 0.6931 at clip order 1.1,
 // alpha in [0.3, 1], prior alpha 1) carries the library's certificate,
 // 46450.36 nats, its curve over DefaultOrders, the best (epsilon, delta)
 // and BDP conversions of that curve, and its labels.
-func TestCertifyReportMainJob(t *testing.T) {
+func TestNewCertifiedReportMainJob(t *testing.T) {
 	set := mainJobSet()
-	r, err := CertifyReport(set, 1.1, "", 1, DefaultDelta, nil, "test constants")
+	r, err := NewCertifiedReport(set, ReportOptions{Order: 1.1, Releases: 1, Delta: DefaultDelta, Source: "test constants"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +54,16 @@ func TestCertifyReportMainJob(t *testing.T) {
 	}
 }
 
-// TestCertifyReportReleases: k releases multiply the certificate, its parts
+// TestNewCertifiedReportReleases: k releases multiply the certificate, its parts
 // and every point of the curve by k, and the scope says k releases.
-func TestCertifyReportReleases(t *testing.T) {
+func TestNewCertifiedReportReleases(t *testing.T) {
 	set := mainJobSet()
 	orders := []float64{1.05, 1.1, 1.2, 2}
-	one, err := CertifyReport(set, 1.1, DirectionStandard, 1, DefaultDelta, orders, "one")
+	one, err := NewCertifiedReport(set, ReportOptions{Order: 1.1, Direction: DirectionStandard, Releases: 1, Delta: DefaultDelta, Orders: orders, Source: "one"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	three, err := CertifyReport(set, 1.1, DirectionStandard, 3, DefaultDelta, orders, "three")
+	three, err := NewCertifiedReport(set, ReportOptions{Order: 1.1, Direction: DirectionStandard, Releases: 3, Delta: DefaultDelta, Orders: orders, Source: "three"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +97,11 @@ func TestCertifyReportReleases(t *testing.T) {
 	}
 }
 
-// TestCertifyReportJSON: +Inf is "Infinity" and an undefined order "NaN"
+// TestNewCertifiedReportJSON: +Inf is "Infinity" and an undefined order "NaN"
 // in JSON (jsonfloat) and read back as such (an unclipped set), finite
 // values round-trip exactly, and the keys are the ones report.json has
 // always had.
-func TestCertifyReportJSON(t *testing.T) {
+func TestNewCertifiedReportJSON(t *testing.T) {
 	unclipped := mainJobSet()
 	unclipped.CMu, unclipped.AlphaMax = math.Inf(1), math.Inf(1)
 	unclipped.LogvarFloor, unclipped.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
@@ -111,7 +111,7 @@ func TestCertifyReportJSON(t *testing.T) {
 		finite bool
 	}{{"main job", mainJobSet(), true}, {"unclipped", unclipped, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := CertifyReport(tc.set, 1.1, "", 1, DefaultDelta, nil, "test")
+			r, err := NewCertifiedReport(tc.set, ReportOptions{Order: 1.1, Releases: 1, Delta: DefaultDelta, Source: "test"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestCertifyReportJSON(t *testing.T) {
 				return a == b || math.IsNaN(float64(a)) && math.IsNaN(float64(b))
 			}
 			if !same(back.RD, r.RD) || !same(back.Epsilon, r.Epsilon) || !same(back.BDPEpsilon, r.BDPEpsilon) ||
-				!same(back.MaxOrder, r.MaxOrder) || !same(back.BestOrder, r.BestOrder) || !same(back.BDPOrder, r.BDPOrder) ||
+				!same(back.MaxOrder, r.MaxOrder) || back.Direction != r.Direction || !same(back.BestOrder, r.BestOrder) || !same(back.BDPOrder, r.BDPOrder) ||
 				back.Parts != r.Parts || back.Finite != r.Finite || back.Reason != r.Reason || back.Scope != r.Scope ||
 				back.Constants["clip_mu"] != r.Constants["clip_mu"] || back.PerRelease != nil || len(back.Curve) != len(r.Curve) {
 				t.Fatalf("round trip:\n got %+v\nwant %+v", back, *r)
@@ -198,8 +198,8 @@ func TestCertifiedScope(t *testing.T) {
 	}
 }
 
-// TestCertifyReportErrors: errors name the source and the bad value.
-func TestCertifyReportErrors(t *testing.T) {
+// TestNewCertifiedReportErrors: errors name the source and the bad value.
+func TestNewCertifiedReportErrors(t *testing.T) {
 	bad := mainJobSet()
 	bad.Dims = 0
 	for _, tc := range []struct {
@@ -214,16 +214,16 @@ func TestCertifyReportErrors(t *testing.T) {
 		{mainJobSet(), 1.1, 1, 1, "delta 1: must be in (0, 1)"},
 		{bad, 1.1, 1, DefaultDelta, "P must be >= 1"},
 	} {
-		_, err := CertifyReport(tc.set, tc.order, "", tc.releases, tc.delta, nil, "the source")
+		_, err := NewCertifiedReport(tc.set, ReportOptions{Order: tc.order, Releases: tc.releases, Delta: tc.delta, Source: "the source"})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "certify (the source)") {
 			t.Errorf("order %v releases %d delta %v: error %v, want %q", tc.order, tc.releases, tc.delta, err, tc.want)
 		}
 	}
 }
 
-// TestCheckReport: each bad parameter of CertifyReport is an *option.Error
+// TestReportOptionsValidate: each bad option of NewCertifiedReport is an *option.Error
 // naming it (a program's flag for it), checked before any work.
-func TestCheckReport(t *testing.T) {
+func TestReportOptionsValidate(t *testing.T) {
 	for _, c := range []struct {
 		order    float64
 		orders   []float64
@@ -242,7 +242,7 @@ func TestCheckReport(t *testing.T) {
 		{1.1, nil, DirectionStandard, 1, 1, "delta"},
 		{1.1, []float64{1.5, 2}, "", 3, DefaultDelta, ""},
 	} {
-		err := CheckReport(c.order, c.orders, c.dir, c.releases, c.delta)
+		err := ReportOptions{Order: c.order, Orders: c.orders, Direction: c.dir, Releases: c.releases, Delta: c.delta}.Validate()
 		var oe *option.Error
 		if c.option == "" {
 			if err != nil {

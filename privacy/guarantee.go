@@ -172,7 +172,7 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 		Releases: releases, Delta: delta, Direction: dir, MaxOrder: jsonfloat.Float(set.MaxOrder())}
 	memo := map[dirKey]dirSupV{}
 	for _, o := range orders {
-		c, err := certify(set, o, dir, memo, false)
+		c, err := supremum(set, o, dir, memo, false)
 		if err != nil {
 			return nil, err
 		}
@@ -201,19 +201,34 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 // UnmarshalJSON reads a guarantee written by encoding/json. Files written
 // before jsonfloat have null for every non-finite number: a null bound
 // (max_order, epsilon, bdp_epsilon_certified) is +Inf, a null order
-// (best_order, bdp_order_certified) NaN, as in CertifiedReport.
+// (best_order, bdp_order_certified) NaN. Files of format 1 have no
+// accountant: their epsilon is the RDP conversion.
 func (g *Guarantee) UnmarshalJSON(b []byte) error {
 	type plain Guarantee // without this method
-	inf, nan := jsonfloat.Float(math.Inf(1)), jsonfloat.Float(math.NaN())
-	p := plain{MaxOrder: inf, Epsilon: inf, BDPEpsilon: inf, BestOrder: nan, BDPOrder: nan}
+	var p plain
+	(*Guarantee)(&p).setNullDefaults()
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	if p.Accountant == "" { // format 1: the epsilon was the RDP conversion
-		p.Accountant, p.RDPEpsilon = AccountantRDP, p.Epsilon
-	}
 	*g = Guarantee(p)
+	g.setFormat1Accountant()
 	return nil
+}
+
+// setNullDefaults sets the fields that a file written before jsonfloat has
+// as null to what null meant there, before decoding: the bounds +Inf, the
+// orders NaN.
+func (g *Guarantee) setNullDefaults() {
+	inf, nan := jsonfloat.Float(math.Inf(1)), jsonfloat.Float(math.NaN())
+	g.MaxOrder, g.Epsilon, g.BDPEpsilon, g.BestOrder, g.BDPOrder = inf, inf, inf, nan, nan
+}
+
+// setFormat1Accountant gives a guarantee decoded from a file of format 1
+// (no accountant) its accountant: the RDP conversion, which its epsilon is.
+func (g *Guarantee) setFormat1Accountant() {
+	if g.Accountant == "" {
+		g.Accountant, g.RDPEpsilon = AccountantRDP, g.Epsilon
+	}
 }
 
 // How says how Epsilon was certified, for people: "exact (analytic

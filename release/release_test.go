@@ -495,7 +495,7 @@ func TestReleaseStatistics(t *testing.T) {
 	}
 }
 
-// The guarantee is the certificate of `nvdp certify --model` (privacy.CertifyReport of
+// The guarantee is the certificate of `nvdp certify --model` (privacy.NewCertifiedReport of
 // nvib.Config.ClipSet with N = max-seq-len + 1, read here from the model's files), labelled certified
 // with its scope; GuaranteeOf(k) is k times its curve at the same delta; SetDelta converts at another
 // delta and refuses one outside (0, 1).
@@ -512,7 +512,7 @@ func TestGuarantee(t *testing.T) {
 			t.Fatal(err)
 		}
 		set, _ := cfg.ClipSet(o.MaxSeqLen + 1)
-		want, err := privacy.CertifyReport(set, privacy.DefaultOrder, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, train.ModelSource(dir))
+		want, err := privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: privacy.DefaultOrder, Direction: privacy.DirectionStandard, Releases: 1, Delta: privacy.DefaultDelta, Source: train.ModelSource(dir)})
 		if err != nil {
 			t.Fatal(err)
 		}

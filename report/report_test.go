@@ -715,9 +715,9 @@ func TestTablesCertified(t *testing.T) {
 func TestReadCellOldAndNew(t *testing.T) {
 	root := t.TempDir()
 	inf := math.Inf(1)
-	cert := &privacy.CertifiedReport{Certificate: privacy.Certificate{Order: 1.1, RD: jsonfloat.Float(inf), MaxOrder: jsonfloat.Float(inf),
-		Reason: "C_mu unbounded"}, Delta: 1e-5, Epsilon: jsonfloat.Float(inf), BDPEpsilon: jsonfloat.Float(inf),
-		BestOrder: jsonfloat.Float(math.NaN()), BDPOrder: jsonfloat.Float(math.NaN())}
+	cert := &privacy.CertifiedReport{Certificate: privacy.Certificate{Order: 1.1, RD: jsonfloat.Float(inf), Reason: "C_mu unbounded"},
+		Guarantee: privacy.Guarantee{MaxOrder: jsonfloat.Float(inf), Delta: 1e-5, Epsilon: jsonfloat.Float(inf), BDPEpsilon: jsonfloat.Float(inf),
+			BestOrder: jsonfloat.Float(math.NaN()), BDPOrder: jsonfloat.Float(math.NaN())}}
 	rep := train.Report{Task: "stsb", Variant: "nvdp", Mode: "principled", Lambda: 1, Seed: 1,
 		Utility: train.Metrics{"pearson": math.NaN(), "spearman": 0.5},
 		Privacy: &train.PrivacySummary{Mode: privacy.ModePrincipled, Order: 1.1, Delta: 1e-5, RDMax: jsonfloat.Float(inf),

@@ -242,7 +242,7 @@ func ModelCertificate(cfg nvib.Config, n int, dir string) (*privacy.CertifiedRep
 	if !(order > 1) || math.IsInf(order, 0) {
 		order = privacy.DefaultOrder
 	}
-	return privacy.CertifyReport(set, order, privacy.DirectionStandard, 1, privacy.DefaultDelta, nil, ModelSource(dir))
+	return privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: order, Releases: 1, Delta: privacy.DefaultDelta, Source: ModelSource(dir)})
 }
 
 // ExportPosteriors runs model b on a split and writes only its posterior

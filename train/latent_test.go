@@ -18,7 +18,7 @@ func latentDim(p int) *int { return &p }
 // from a hidden size of 16, nvdp-clipped and gaussian, with a target
 // epsilon: certificate.json has Dims = P; the posterior file has P
 // dimensions and its metadata certify as the model does (the `nvdp audit`
-// path); report.json's certified block is privacy.CertifyReport of the
+// path); report.json's certified block is privacy.NewCertifiedReport of the
 // model's clip set at N = max-seq-len + 1 and P, equal to privacy.Certify of
 // the same constants, its audit finite and below it; the saved model loads
 // (the rectangular projections included) and Evaluate certifies P as well.

@@ -367,7 +367,7 @@ func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split,
 	}
 	var cert *privacy.CertifiedReport
 	if set, ok := cfg.ClipSet(release.N); ok {
-		if cert, err = privacy.CertifyReport(set, ar.Order, ar.GaussianDirection, 1, ar.Delta, nil, ModelSource(modelDir)); err != nil {
+		if cert, err = privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: ar.Order, Direction: ar.GaussianDirection, Releases: 1, Delta: ar.Delta, Source: ModelSource(modelDir)}); err != nil {
 			return nil, err
 		}
 	}

@@ -46,7 +46,7 @@ func TestCertifyMainJobConstants(t *testing.T) {
 			if !ok {
 				return
 			}
-			c, err := privacy.CertifyReport(set, 1.1, "", 1, 1e-5, nil, "test")
+			c, err := privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: 1.1, Releases: 1, Delta: 1e-5, Source: "test"})
 			if err != nil {
 				t.Fatal(err)
 			}

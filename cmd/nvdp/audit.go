@@ -284,7 +284,7 @@ func auditCertified(p *privacy.Posteriors, path string, order float64, dir priva
 	if !ok {
 		return nil, nil, nil
 	}
-	c, err := privacy.CertifyReport(set, order, dir, 1, delta, nil, "clip constants in the metadata of "+path)
+	c, err := privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: order, Direction: dir, Releases: 1, Delta: delta, Source: "clip constants in the metadata of " + path})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -49,7 +49,7 @@ func runAuditMerge(cmd *cobra.Command, paths []string, jsonOut bool) error {
 		return fmt.Errorf("%s: %w", paths[0], err)
 	}
 	if ok {
-		if cert, err = privacy.CertifyReport(set, r.Order, r.GaussianDirection, 1, r.Delta, nil, "clip constants in the metadata of the audited file"); err != nil {
+		if cert, err = privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: r.Order, Direction: r.GaussianDirection, Releases: 1, Delta: r.Delta, Source: "clip constants in the metadata of the audited file"}); err != nil {
 			return fmt.Errorf("%s: %w", paths[0], err)
 		}
 	}

@@ -102,11 +102,11 @@ attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`
 func init() { rootCmd.AddCommand(newCertifyCmd()) }
 
 // certifyReport is the output of `nvdp certify` (--json: one object): the
-// library's certified report (privacy.CertifiedReport: rd_certified and its
-// parts of all Releases releases, the curve, epsilon and the certified BDP)
-// with the one-release supremum, its witness and the constants certified.
-// (It is written, never read: the embedded report's UnmarshalJSON would
-// read only the embedded fields.)
+// library's certified report (privacy.CertifiedReport: the certificate at
+// --order and the guarantee of --releases releases) with what only the
+// command shows: the model certified, the one-release supremum and its
+// witness, and the constants as the clip stores them. (It is written, never
+// read: the embedded report's UnmarshalJSON would read only its own fields.)
 type certifyReport struct {
 	// Model, Variant and Mode are set with --model.
 	Model   string `json:"model,omitempty"`
@@ -143,15 +143,18 @@ type dirichletWitness struct {
 	HighHigh int `json:"alpha_max_max"` // (C_amax, C_amax)
 }
 
-// common parses --orders and checks the flags that apply with and without
-// --model (privacy.CheckReport, before any work; errors name the flags).
-func (f *certifyFlags) common() (orders []float64, err error) {
+// reportOptions parses --orders and checks the flags that apply with and
+// without --model (privacy.ReportOptions.Validate, before any work; errors
+// name the flags). The source is set once the clip set is known.
+func (f *certifyFlags) reportOptions() (privacy.ReportOptions, error) {
+	o := privacy.ReportOptions{Order: f.order, Direction: privacy.GaussianDirection(f.direction), Releases: f.releases, Delta: f.delta}
 	if f.orders != "" {
-		if orders, err = parseFloatList("--orders", f.orders); err != nil {
-			return nil, err
+		var err error
+		if o.Orders, err = parseFloatList("--orders", f.orders); err != nil {
+			return o, err
 		}
 	}
-	return orders, flagError(privacy.CheckReport(f.order, orders, privacy.GaussianDirection(f.direction), f.releases, f.delta))
+	return o, flagError(o.Validate())
 }
 
 // clipSet builds the clip set from the constant flags and validates it
@@ -223,13 +226,13 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 			return fmt.Errorf("--witness %s: the directory %s does not exist", f.witness, filepath.Dir(f.witness))
 		}
 	}
-	orders, err := f.common()
+	ro, err := f.reportOptions()
 	if err != nil {
 		return err
 	}
 	var set privacy.ClipSet
 	rep := &certifyReport{}
-	source := "constants given on the command line"
+	ro.Source = "constants given on the command line"
 	if f.model != "" {
 		for _, c := range constantFlags {
 			if fs.Changed(c) {
@@ -241,7 +244,7 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 			return err
 		}
 		rep.Model, rep.Variant, rep.Mode = f.model, cfg.Model, string(cfg.Mode)
-		source = train.ModelSource(f.model)
+		ro.Source = train.ModelSource(f.model)
 	} else if set, err = f.clipSet(fs); err != nil {
 		return err
 	}
@@ -250,7 +253,7 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 			return fmt.Errorf("--witness: %w", err)
 		}
 	}
-	if rep.CertifiedReport, err = privacy.CertifyReport(set, f.order, privacy.GaussianDirection(f.direction), f.releases, f.delta, orders, source); err != nil {
+	if rep.CertifiedReport, err = privacy.NewCertifiedReport(set, ro); err != nil {
 		return err
 	}
 	cert := rep.PerRelease

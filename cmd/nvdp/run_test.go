@@ -16,14 +16,14 @@ import (
 // report.json beside them: the RD at the audit order, epsilon at delta with
 // its order and the certified BDP, or "none: unclipped" with the reason.
 func TestRunSummaryLabels(t *testing.T) {
-	clipped, err := privacy.CertifyReport(mainJobClip(129, 128), 1.1, "", 1, privacy.DefaultDelta, nil, "test")
+	clipped, err := privacy.NewCertifiedReport(mainJobClip(129, 128), privacy.ReportOptions{Order: 1.1, Releases: 1, Delta: privacy.DefaultDelta, Source: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	open := mainJobClip(129, 128)
 	open.CMu, open.AlphaMax = math.Inf(1), math.Inf(1)
 	open.LogvarFloor, open.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
-	unclipped, err := privacy.CertifyReport(open, 1.1, "", 1, privacy.DefaultDelta, nil, "test")
+	unclipped, err := privacy.NewCertifiedReport(open, privacy.ReportOptions{Order: 1.1, Releases: 1, Delta: privacy.DefaultDelta, Source: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,6 +251,32 @@ func (c composition) balance(id string, counts map[string]uint64, lookup func(st
 	}, nil
 }
 
+// charge is the one rule of a charge, for every ledger: releases more of
+// curve fit the account id charged counts (by curve ID, resolved by lookup)
+// when the balance's RemainingReleases holds them (Balance.Check). Then
+// they are added to counts and the balance after them returned; else counts
+// are unchanged and the error is a *BudgetError with the balance.
+func (c composition) charge(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, releases int, budget float64) (Balance, error) {
+	bal, err := c.balance(id, counts, lookup, curve, budget)
+	if err != nil {
+		return Balance{}, err
+	}
+	if err := bal.Check(releases); err != nil {
+		return bal, err
+	}
+	counts[curve.ID] += uint64(releases)
+	return c.balance(id, counts, lookup, curve, budget)
+}
+
+// Check returns a *BudgetError when releases more releases of the
+// balance's curve do not fit its budget (RemainingReleases), else nil.
+func (b Balance) Check(releases int) error {
+	if float64(b.RemainingReleases) < float64(releases) {
+		return &BudgetError{Requested: releases, Balance: b}
+	}
+	return nil
+}
+
 // remainingReleases is the largest m >= 0 such that the account s after m
 // more releases of curve stays within budget (epsilon at the ledger's
 // delta), +Inf when maxReleases do. The account after them is composed by

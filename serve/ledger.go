@@ -865,14 +865,10 @@ func (l *Ledger) apply(tx *bolt.Tx, r *chargeReq, now time.Time) (Balance, error
 	if err != nil {
 		return Balance{}, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
-	bal, err := l.balance(r.account, rec, r.curve, r.budget)
+	bal, err := l.comp().charge(r.account, rec.Releases, l.curve, r.curve, r.releases, r.budget)
 	if err != nil {
-		return Balance{}, err
+		return bal, err
 	}
-	if float64(bal.RemainingReleases) < float64(r.releases) {
-		return bal, &BudgetError{Requested: r.releases, Balance: bal}
-	}
-	rec.Releases[r.curve.ID] += uint64(r.releases)
 	rec.Requests++
 	rec.Updated = now
 	rec.Sum = accountSum(r.account, rec)
@@ -886,7 +882,7 @@ func (l *Ledger) apply(tx *bolt.Tx, r *chargeReq, now time.Time) (Balance, error
 	if err := putCharge(tx, &chargeRecord{Time: now, Account: r.account, Releases: r.releases, Curve: r.curve.ID, Model: r.curve.Model}); err != nil {
 		return Balance{}, fmt.Errorf("ledger %s: account %q: history: %w", l.path, r.account, err)
 	}
-	return l.balance(r.account, rec, r.curve, r.budget)
+	return bal, nil
 }
 
 // putCharge appends rec to the charges bucket under its next sequence.

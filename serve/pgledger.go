@@ -167,35 +167,66 @@ type PGLedger struct {
 }
 
 // PGError is the failure of a query of a PostgreSQL ledger: the database did
-// not answer in time, refused or failed the query. It matches
-// ErrLedgerUnavailable and is temporary: the next request tries again.
+// not answer in time, refused or failed the query. A temporary failure (the
+// database down or unreachable, a timeout, a lock not granted in time, a
+// transaction rolled back by a conflict, resources exhausted) matches
+// ErrLedgerUnavailable: the next request tries again (503
+// ledger_unavailable). A permanent one (Permanent: an SQLSTATE that no
+// retry changes, such as 42501 permission denied or 42P01 a table missing)
+// does not: an operator must fix the database (500 ledger_error).
 type PGError struct {
-	Name string // the ledger (Name)
-	Op   string // what was being done
-	Err  error
+	Name      string // the ledger (Name)
+	Op        string // what was being done
+	Err       error
+	Permanent bool // the error is one no retry changes (permanentSQLState)
 }
 
 func (e *PGError) Error() string {
 	return fmt.Sprintf("ledger %s: %s: %v", e.Name, e.Op, e.Err)
 }
 
-// Is makes errors.Is(err, ErrLedgerUnavailable) true.
-func (e *PGError) Is(target error) bool { return target == ErrLedgerUnavailable }
+// Is makes errors.Is(err, ErrLedgerUnavailable) true for a temporary
+// failure.
+func (e *PGError) Is(target error) bool { return target == ErrLedgerUnavailable && !e.Permanent }
 
 func (e *PGError) Unwrap() error { return e.Err }
 
-// Temporary is true: a database that does not answer may answer again.
-func (e *PGError) Temporary() bool { return true }
+// Temporary reports whether the failure may pass: a database that does not
+// answer may answer again, a permission it refuses stays refused.
+func (e *PGError) Temporary() bool { return !e.Permanent }
+
+// permanentSQLState reports whether err is an error of the database whose
+// SQLSTATE class no retry changes: 22 (data exception), 23 (integrity
+// constraint violation), 28 (invalid authorization), 2B/2D (dependent
+// objects, transaction termination), 3D (no such database), 3F (no such
+// schema), 42 (syntax error or access rule violation: 42501 permission
+// denied, 42P01 no such table, 42703 no such column), XX (internal error,
+// data corrupted). Every other error is temporary: connection failures
+// (08), conflicts (40), resources (53), a lock not granted or a statement
+// cancelled (55P03, 57014), the server shutting down (57P01), a timeout or
+// a network error outside the database.
+func permanentSQLState(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "22", "23", "28", "2B", "2D", "3D", "3F", "42", "XX":
+		return true
+	}
+	return false
+}
 
 // fail wraps err of op, unless it is a ledger's own error.
 func (l *PGLedger) fail(op string, err error) error {
 	var be *BudgetError
-	if err == nil || errors.As(err, &be) || errors.Is(err, ErrLedgerUnavailable) {
+	var pe *PGError
+	if err == nil || errors.As(err, &be) || errors.Is(err, ErrLedgerUnavailable) || errors.As(err, &pe) {
 		return err
 	}
 	l.errs.WithLabelValues(op).Inc()
 	l.lastOK.Store(0) // Err asks the database again
-	return &PGError{Name: l.name, Op: op, Err: err}
+	return &PGError{Name: l.name, Op: op, Err: err, Permanent: permanentSQLState(err)}
 }
 
 // ok records a successful query (Err answers from it for a second).
@@ -324,6 +355,9 @@ func (l *PGLedger) load(ctx context.Context) error {
 	case format != PGLedgerFormat:
 		return fmt.Errorf("ledger %s: format %q, want %q", l.name, format, PGLedgerFormat)
 	}
+	if err := checkTables(ctx, l.pool); err != nil {
+		return fmt.Errorf("ledger %s: %w: it does not hold the schema of version %d (nvdp serve ledger check; restore the database from its backup)", l.name, err, v)
+	}
 	rows, err := l.pool.Query(ctx, `SELECT `+pgCurveColumns+` FROM nvdp.curves`)
 	if err != nil {
 		return fmt.Errorf("ledger %s: %w", l.name, err)
@@ -339,6 +373,41 @@ func (l *PGLedger) load(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("ledger %s: %w", l.name, err)
+	}
+	return nil
+}
+
+// pgTables are the tables of the schema and the columns the ledger uses.
+var pgTables = []struct{ name, columns string }{
+	{"nvdp.ledger", "ledger_id, format, created, orders, delta"},
+	{"nvdp.curves", pgCurveColumns + ", registered"},
+	{"nvdp.models", "id, description, curve, registered"},
+	{"nvdp.accounts", "id, requests, updated"},
+	{"nvdp.account_releases", "account, curve, releases"},
+	{"nvdp.charges", "id, at, account, releases, curve, model, replica"},
+	{"nvdp.keys", "id, hash, budget_epsilon, labels, created, rotated, revoked"},
+}
+
+// checkTables checks that every table of the schema exists with the
+// columns the ledger uses (and that the user may read them), so that a
+// schema missing one is refused at open instead of failing every request.
+// Errors: the first table that cannot be read, named.
+func checkTables(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) error {
+	for _, t := range pgTables {
+		var reg *string
+		if err := q.QueryRow(ctx, `SELECT to_regclass($1)::text`, t.name).Scan(&reg); err != nil {
+			return err
+		}
+		if reg == nil {
+			return fmt.Errorf("table %s is missing", t.name)
+		}
+		var one int
+		err := q.QueryRow(ctx, `SELECT 1 FROM (SELECT `+t.columns+` FROM `+t.name+` LIMIT 0) AS t`).Scan(&one)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("table %s (columns %s): %w", t.name, t.columns, err)
+		}
 	}
 	return nil
 }
@@ -552,7 +621,7 @@ func (l *PGLedger) Charge(account string, curve *Curve, releases int, budget flo
 }
 
 // commit is a committer goroutine: it takes the charges waiting (up to
-// maxCommitBatch) and settles them in one transaction.
+// maxCommitBatch) and settles them in one transaction (settle).
 func (l *PGLedger) commit() {
 	defer l.wg.Done()
 	for first := range l.reqs {
@@ -570,21 +639,49 @@ func (l *PGLedger) commit() {
 			}
 		}
 		l.batches.Observe(float64(len(batch)))
-		err := l.commitBatch(batch)
-		for _, r := range batch {
-			if err != nil {
-				r.bal, r.err = Balance{}, err
-			}
-			close(r.done)
-		}
+		l.settle(batch, false)
 	}
 }
 
-// commitBatch settles batch in one transaction: the accounts locked in ID
-// order, every charge checked in order against the counts as the previous
-// ones left them, the new counts, requests and charge rows written, and the
-// transaction committed.
-func (l *PGLedger) commitBatch(batch []*chargeReq) error {
+// settle commits batch (commitBatch) and answers its charges. With wait
+// false the batch takes only the account rows no other transaction holds
+// (SKIP LOCKED); the charges of the others are settled apart, each
+// account's in a transaction of its own that waits for its row (up to
+// Timeout), so that one account locked elsewhere (a replica's charge, an
+// operator's psql) delays its own charges only, never the batch's.
+func (l *PGLedger) settle(batch []*chargeReq, wait bool) {
+	skipped, err := l.commitBatch(batch, wait)
+	for _, r := range batch {
+		if skipped[r.account] {
+			continue
+		}
+		if err != nil {
+			r.bal, r.err = Balance{}, err
+		}
+		close(r.done)
+	}
+	groups := map[string][]*chargeReq{}
+	for _, r := range batch {
+		if skipped[r.account] {
+			groups[r.account] = append(groups[r.account], r)
+		}
+	}
+	for _, g := range groups {
+		l.wg.Add(1) // Close waits for these charges too
+		go func() {
+			defer l.wg.Done()
+			l.settle(g, true)
+		}()
+	}
+}
+
+// commitBatch settles batch in one transaction: the account rows ensured,
+// then lock (lockAccounts), check (checkCharges: every charge in order
+// against the counts as the previous ones left them) and write
+// (writeCharges), committed. With wait false the accounts whose rows
+// another transaction holds are not locked: their charges are left out,
+// unanswered, and returned in skipped (by account).
+func (l *PGLedger) commitBatch(batch []*chargeReq, wait bool) (skipped map[string]bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	var ids []string
@@ -594,129 +691,176 @@ func (l *PGLedger) commitBatch(batch []*chargeReq) error {
 		}
 	}
 	slices.Sort(ids)
+	if err := l.ensureAccounts(ctx, ids); err != nil {
+		return nil, l.fail("charge", err)
+	}
+	now := time.Now().UTC()
+	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		accts, err := l.lockAccounts(ctx, tx, ids, wait)
+		if err != nil {
+			return err
+		}
+		skipped = map[string]bool{}
+		for _, id := range ids {
+			if accts[id] == nil {
+				if wait {
+					return fmt.Errorf("account %q has no row after it was inserted", id)
+				}
+				skipped[id] = true
+			}
+		}
+		charged, err := l.checkCharges(ctx, tx, batch, accts)
+		if err != nil || len(charged) == 0 {
+			return err
+		}
+		return l.writeCharges(ctx, tx, ids, accts, charged, now)
+	})
+	if err != nil {
+		return nil, l.fail("charge", err)
+	}
+	l.ok()
+	return skipped, nil
+}
+
+// ensureAccounts inserts the rows of the accounts of ids this process does
+// not know to have one, in a transaction of its own: a row inserted in the
+// charge's would be locked until it commits, out of the order the charge's
+// locks follow.
+func (l *PGLedger) ensureAccounts(ctx context.Context, ids []string) error {
 	var missing []string
 	for _, id := range ids {
 		if _, ok := l.known.Load(id); !ok {
 			missing = append(missing, id)
 		}
 	}
-	if len(missing) > 0 {
-		// In a transaction of its own: a row inserted here is locked until
-		// it commits, out of the order the charge's locks follow.
-		if _, err := l.pool.Exec(ctx, `INSERT INTO nvdp.accounts (id, requests, updated)
-			SELECT x, 0, now() FROM unnest($1::text[]) AS x ORDER BY x ON CONFLICT (id) DO NOTHING`, missing); err != nil {
-			return l.fail("charge", err)
-		}
-		for _, id := range missing {
-			l.known.Store(id, true)
-		}
+	if len(missing) == 0 {
+		return nil
 	}
-	now := time.Now().UTC()
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		// The locks first, in account order; then the counts, read by a
-		// statement of its own: under READ COMMITTED it sees every charge
-		// committed before the locks were granted (a join locked in the same
-		// statement would read the counts of before a wait for the lock).
-		accts := map[string]*pgAccount{}
-		var (
-			id       string
-			requests int64
-			curve    string
-			n        int64
-		)
-		rows, _ := tx.Query(ctx, `SELECT id, requests FROM nvdp.accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-		if _, err := pgx.ForEachRow(rows, []any{&id, &requests}, func() error {
-			accts[id] = &pgAccount{requests: uint64(requests), counts: map[string]uint64{}, changed: map[string]bool{}}
-			return nil
-		}); err != nil {
-			return err
-		}
-		rows, _ = tx.Query(ctx, `SELECT account, curve, releases FROM nvdp.account_releases WHERE account = ANY($1)`, ids)
-		if _, err := pgx.ForEachRow(rows, []any{&id, &curve, &n}, func() error {
-			if a := accts[id]; a != nil && n > 0 {
-				a.counts[curve] = uint64(n)
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := l.grid(ctx, tx); err != nil {
-			return err
-		}
-		comp := l.comp()
-		var chAccount, chCurve []string
-		var chModel []*string
-		var chReleases []int32
-		for _, r := range batch {
-			a := accts[r.account]
-			if a == nil {
-				return fmt.Errorf("account %q has no row after it was inserted", r.account)
-			}
-			lookup, err := l.resolve(ctx, tx, a.counts)
-			if err != nil {
-				return err
-			}
-			bal, err := l.balance(comp, r.account, a.counts, lookup, r.curve, r.budget)
-			if err != nil {
-				return err
-			}
-			if float64(bal.RemainingReleases) < float64(r.releases) {
-				r.bal, r.err = bal, &BudgetError{Requested: r.releases, Balance: bal}
-				continue
-			}
-			if _, err := l.curveOf(ctx, tx, r.curve.ID); err != nil { // the curve is a row (the foreign keys)
-				return err
-			}
-			a.counts[r.curve.ID] += uint64(r.releases)
-			a.changed[r.curve.ID], a.charged = true, true
-			a.requests++
-			if r.bal, err = l.balance(comp, r.account, a.counts, lookup, r.curve, r.budget); err != nil {
-				return err
-			}
-			r.err = nil
-			chAccount, chCurve, chReleases = append(chAccount, r.account), append(chCurve, r.curve.ID), append(chReleases, int32(r.releases))
-			var model *string
-			if r.curve.Model != "" {
-				model = &r.curve.Model
-			}
-			chModel = append(chModel, model)
-		}
-		if len(chAccount) == 0 {
-			return nil
-		}
-		var rAccount, rCurve, uAccount []string
-		var rReleases, uRequests []int64
-		for _, id := range ids {
-			a := accts[id]
-			if !a.charged {
-				continue
-			}
-			uAccount, uRequests = append(uAccount, id), append(uRequests, int64(a.requests))
-			for c := range a.changed {
-				rAccount, rCurve, rReleases = append(rAccount, id), append(rCurve, c), append(rReleases, int64(a.counts[c]))
-			}
-		}
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO nvdp.account_releases (account, curve, releases)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-			ON CONFLICT (account, curve) DO UPDATE SET releases = EXCLUDED.releases`, rAccount, rCurve, rReleases)
-		b.Queue(`UPDATE nvdp.accounts AS a SET requests = v.requests, updated = $3
-			FROM unnest($1::text[], $2::bigint[]) AS v(id, requests) WHERE a.id = v.id`, uAccount, uRequests, now)
-		b.Queue(`INSERT INTO nvdp.charges (at, account, releases, curve, model, replica)
-			SELECT $1, * , $6 FROM unnest($2::text[], $3::integer[], $4::text[], $5::text[])`, now, chAccount, chReleases, chCurve, chModel, l.replica)
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
-		return l.fail("charge", err)
+	if _, err := l.pool.Exec(ctx, `INSERT INTO nvdp.accounts (id, requests, updated)
+		SELECT x, 0, now() FROM unnest($1::text[]) AS x ORDER BY x ON CONFLICT (id) DO NOTHING`, missing); err != nil {
+		return err
 	}
-	l.ok()
+	for _, id := range missing {
+		l.known.Store(id, true)
+	}
 	return nil
 }
 
-// balance is the balance of account id with counts against budget for
-// releases of curve.
-func (l *PGLedger) balance(comp composition, id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
-	return comp.balance(id, counts, lookup, curve, budget)
+// lockAccounts locks the rows of the accounts ids (sorted) in account
+// order, waiting for each up to the lock timeout, or with wait false
+// skipping those another transaction holds, and reads the counts of those
+// locked. The counts are read by a statement of their own: under READ
+// COMMITTED it sees every charge committed before the locks were granted
+// (a join locked in the same statement would read the counts of before a
+// wait for the lock).
+func (l *PGLedger) lockAccounts(ctx context.Context, tx pgx.Tx, ids []string, wait bool) (map[string]*pgAccount, error) {
+	lock := `SELECT id, requests FROM nvdp.accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+	if !wait {
+		lock += ` SKIP LOCKED`
+	}
+	accts := map[string]*pgAccount{}
+	var (
+		id       string
+		requests int64
+		curve    string
+		n        int64
+	)
+	rows, _ := tx.Query(ctx, lock, ids)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &requests}, func() error {
+		accts[id] = &pgAccount{requests: uint64(requests), counts: map[string]uint64{}, changed: map[string]bool{}}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if len(accts) == 0 {
+		return accts, nil
+	}
+	rows, _ = tx.Query(ctx, `SELECT account, curve, releases FROM nvdp.account_releases WHERE account = ANY($1)`, ids)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &curve, &n}, func() error {
+		if a := accts[id]; a != nil && n > 0 {
+			a.counts[curve] = uint64(n)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return accts, nil
+}
+
+// checkCharges checks each charge of batch whose account is locked (in
+// accts), in order, against its account's counts as the previous charges
+// left them: a refused one is answered with its *BudgetError, an accepted
+// one is added to the counts and answered with its balance after it. It
+// returns the charges accepted.
+func (l *PGLedger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*chargeReq, accts map[string]*pgAccount) ([]*chargeReq, error) {
+	if err := l.grid(ctx, tx); err != nil {
+		return nil, err
+	}
+	comp := l.comp()
+	var charged []*chargeReq
+	for _, r := range batch {
+		a := accts[r.account]
+		if a == nil {
+			continue
+		}
+		lookup, err := l.resolve(ctx, tx, a.counts)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := l.curveOf(ctx, tx, r.curve.ID); err != nil { // the curve is a row (the foreign keys)
+			return nil, err
+		}
+		bal, err := comp.charge(r.account, a.counts, lookup, r.curve, r.releases, r.budget)
+		r.bal, r.err = bal, err
+		var be *BudgetError
+		switch {
+		case errors.As(err, &be):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		a.changed[r.curve.ID], a.charged = true, true
+		a.requests++
+		charged = append(charged, r)
+	}
+	return charged, nil
+}
+
+// writeCharges writes the counts and requests of the accounts charged and
+// one row of nvdp.charges per charge, in one round trip.
+func (l *PGLedger) writeCharges(ctx context.Context, tx pgx.Tx, ids []string, accts map[string]*pgAccount, charged []*chargeReq, now time.Time) error {
+	var chAccount, chCurve []string
+	var chModel []*string
+	var chReleases []int32
+	for _, r := range charged {
+		chAccount, chCurve, chReleases = append(chAccount, r.account), append(chCurve, r.curve.ID), append(chReleases, int32(r.releases))
+		var model *string
+		if r.curve.Model != "" {
+			model = &r.curve.Model
+		}
+		chModel = append(chModel, model)
+	}
+	var rAccount, rCurve, uAccount []string
+	var rReleases, uRequests []int64
+	for _, id := range ids {
+		a := accts[id]
+		if a == nil || !a.charged {
+			continue
+		}
+		uAccount, uRequests = append(uAccount, id), append(uRequests, int64(a.requests))
+		for c := range a.changed {
+			rAccount, rCurve, rReleases = append(rAccount, id), append(rCurve, c), append(rReleases, int64(a.counts[c]))
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO nvdp.account_releases (account, curve, releases)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+		ON CONFLICT (account, curve) DO UPDATE SET releases = EXCLUDED.releases`, rAccount, rCurve, rReleases)
+	b.Queue(`UPDATE nvdp.accounts AS a SET requests = v.requests, updated = $3
+		FROM unnest($1::text[], $2::bigint[]) AS v(id, requests) WHERE a.id = v.id`, uAccount, uRequests, now)
+	b.Queue(`INSERT INTO nvdp.charges (at, account, releases, curve, model, replica)
+		SELECT $1, * , $6 FROM unnest($2::text[], $3::integer[], $4::text[], $5::text[])`, now, chAccount, chReleases, chCurve, chModel, l.replica)
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // counts reads an account's releases by curve (none: a new account).
@@ -753,7 +897,7 @@ func (l *PGLedger) Balance(account string, curve *Curve, budget float64) (Balanc
 	if err != nil {
 		return Balance{}, l.fail("balance", err)
 	}
-	bal, err := l.balance(l.comp(), account, counts, lookup, curve, budget)
+	bal, err := l.comp().balance(account, counts, lookup, curve, budget)
 	if err != nil {
 		return Balance{}, l.fail("balance", err)
 	}

@@ -2,9 +2,11 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -674,4 +676,126 @@ func (a *atomicInt) add() int {
 	defer a.mu.Unlock()
 	a.n++
 	return a.n
+}
+
+// TestPGLockedAccountDoesNotStall: while one account's row is locked
+// elsewhere (an operator's psql), its charges wait for it, but another
+// account's charge on the same ledger commits at once, well within the
+// timeout; once the lock goes, the waiting charges commit too.
+func TestPGLockedAccountDoesNotStall(t *testing.T) {
+	dsn := servetest.NewPGLedger(t)
+	o := serve.DefaultPGOptions()
+	o.Timeout = 3 * time.Second
+	l := servetest.OpenPGLedger(t, dsn, o)
+	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"alice", "bob"} {
+		if _, err := l.Charge(a, c, 1, math.Inf(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM nvdp.accounts WHERE id = 'alice' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	const waiting = 6 // more than the committers
+	results := make(chan error, waiting)
+	for range waiting {
+		go func() {
+			_, err := l.Charge("alice", c, 1, math.Inf(1))
+			results <- err
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // the charges of alice are taken by the committers
+	start := time.Now()
+	bal, err := l.Charge("bob", c, 1, math.Inf(1))
+	if d := time.Since(start); err != nil || bal.Releases != 2 || d > o.Timeout/3 {
+		t.Errorf("bob's charge while alice's row is locked: %+v, %v after %v (timeout %v)", bal, err, d, o.Timeout)
+	}
+	tx.Rollback(ctx)
+	for range waiting {
+		if err := <-results; err != nil {
+			t.Errorf("alice's charge after the lock: %v", err)
+		}
+	}
+	if n := count(t, dsn, `SELECT releases FROM nvdp.account_releases WHERE account = 'alice'`); n != 1+waiting {
+		t.Errorf("alice: %d releases, want %d", n, 1+waiting)
+	}
+}
+
+// TestPGPermanentErrors: a database user without the right to write the
+// charges gets a permanent error (SQLSTATE 42501), not the temporary
+// unavailable one: the server answers 500 ledger_error without
+// Retry-After, and /readyz 503 while its charges fail.
+func TestPGPermanentErrors(t *testing.T) {
+	dsn := servetest.NewPGLedger(t)
+	execSQL(t, dsn, `CREATE ROLE nvdp_noinsert LOGIN`)
+	t.Cleanup(func() {
+		execSQL(t, dsn, `DROP OWNED BY nvdp_noinsert`)
+		execSQL(t, dsn, `DROP ROLE nvdp_noinsert`)
+	})
+	execSQL(t, dsn, `GRANT USAGE ON SCHEMA nvdp TO nvdp_noinsert`)
+	execSQL(t, dsn, `GRANT ALL ON ALL TABLES IN SCHEMA nvdp TO nvdp_noinsert`)
+	execSQL(t, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
+	execSQL(t, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
+	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), serve.DefaultPGOptions())
+	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Charge("alice", c, 1, math.Inf(1))
+	var pe *serve.PGError
+	if !errors.As(err, &pe) || !pe.Permanent || pe.Temporary() || errors.Is(err, serve.ErrLedgerUnavailable) || !strings.Contains(err.Error(), "42501") {
+		t.Fatalf("charge without the right to insert: %v", err)
+	}
+	so := serve.DefaultOptions()
+	so.BudgetEpsilon = math.Inf(1)
+	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, nil, so, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newTestServer(t, srv)
+	if code, _ := servetest.Do(t, "GET", h+"/readyz", "", "", ""); code != 200 {
+		t.Errorf("readyz before a charge: %d", code)
+	}
+	resp, err := http.Post(h+"/v1/embed", "application/json", strings.NewReader(`{"texts": ["a"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || body["error"]["code"] != "ledger_error" || resp.Header.Get("Retry-After") != "" {
+		t.Errorf("embed: %d %v, Retry-After %q", resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+	if code, body := servetest.Do(t, "GET", h+"/readyz", "", "", ""); code != 503 || body["error"].(map[string]any)["code"] != "ledger_unavailable" {
+		t.Errorf("readyz while charges fail: %d %v", code, body)
+	}
+}
+
+// TestPGSchemaChecked: a ledger whose schema lacks a table (nvdp.charges
+// dropped) is refused at open, naming the table, instead of failing every
+// request.
+func TestPGSchemaChecked(t *testing.T) {
+	dsn := servetest.NewPGLedger(t)
+	execSQL(t, dsn, `DROP TABLE nvdp.charges`)
+	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.charges is missing") {
+		t.Fatalf("open without nvdp.charges: %v", err)
+	}
+	dsn = servetest.NewPGLedger(t)
+	execSQL(t, dsn, `ALTER TABLE nvdp.accounts DROP COLUMN updated`)
+	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.accounts (columns id, requests, updated)") {
+		t.Fatalf("open without nvdp.accounts.updated: %v", err)
+	}
 }

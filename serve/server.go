@@ -84,7 +84,17 @@ type Server struct {
 
 	draining atomic.Bool
 	backupMu sync.Mutex // one Backup at a time
+	// chargeFailed is when the last charge failed on the ledger (unix
+	// nanoseconds; 0: the last charge held): readiness (readyz).
+	chargeFailed atomic.Int64
 }
+
+// chargeFailureHold is how long readiness stays 503 after a charge failed
+// on the ledger (unless a charge holds meanwhile): long enough to take the
+// replica out of a load balancer, short enough that it is sent requests
+// again, one of which tries the ledger again (a server that never answered
+// ready would never learn that its ledger works again).
+const chargeFailureHold = 30 * time.Second
 
 // privacyOfOne is the certified guarantee of one release: epsilon at delta,
 // the order that gives it and the bound at that order.
@@ -438,8 +448,9 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		s.ledgerFailed(w, info, err)
 		return
 	}
-	if float64(bal.RemainingReleases) < float64(len(texts)) {
-		s.refuse(w, info, &BudgetError{Requested: len(texts), Balance: bal})
+	var be *BudgetError
+	if errors.As(bal.Check(len(texts)), &be) {
+		s.refuse(w, info, be)
 		return
 	}
 	if err := s.lim.acquire(ctx); err != nil {
@@ -470,15 +481,18 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	t0 = time.Now()
 	bal, err = s.ledger.Charge(account, s.curve, len(texts), budget)
 	s.met.commit.Observe(time.Since(t0).Seconds())
-	var be *BudgetError
 	switch {
 	case errors.As(err, &be):
 		s.refuse(w, info, be)
 		return
 	case err != nil:
+		if !errors.Is(err, ErrLedgerBusy) {
+			s.chargeFailed.Store(time.Now().UnixNano())
+		}
 		s.ledgerFailed(w, info, err)
 		return
 	}
+	s.chargeFailed.Store(0)
 	// Charged and committed: from here on the releases count as received.
 	info.releases = len(texts)
 	s.met.releases.Add(float64(len(texts)))
@@ -745,7 +759,9 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 //     does not answer (retry: the error may pass), or a file ledger that
 //     was removed, replaced, truncated or could not be read (the server
 //     releases nothing until an operator restarts it on a good ledger);
-//   - else 500 ledger_error.
+//   - else 500 ledger_error: a failure no retry changes (a permanent
+//     database error, PGError.Permanent: permission denied, a table
+//     missing), for an operator to fix.
 func (s *Server) ledgerFailed(w http.ResponseWriter, info *reqInfo, err error) {
 	switch {
 	case errors.Is(err, ErrLedgerBusy):
@@ -888,15 +904,30 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 200 while the server takes requests, 503 once it drains or
-// once its ledger is unavailable (Ledger.Err).
+// readyz is 200 while the server takes requests, 503 once it drains, while
+// its ledger is unavailable (PrivacyLedger.Err), and while its ledger
+// cannot charge: for chargeFailureHold after a charge failed on it (a full
+// disk, a database user without write rights: the ledger answers, but
+// every charge fails), unless a charge holds meanwhile.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, info *reqInfo) {
 	if s.draining.Load() {
 		s.fail(w, info, http.StatusServiceUnavailable, "draining", "shutting down: draining requests in flight")
 		return
 	}
 	if err := s.ledger.Err(); err != nil {
+		if !errors.Is(err, ErrLedgerUnavailable) { // a permanent error: not ready either
+			s.log.Error("ledger cannot charge", "ledger", s.ledger.Name(), "error", err)
+			s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable", "the privacy ledger cannot charge (see the server's log)")
+			return
+		}
 		s.ledgerFailed(w, info, err)
+		return
+	}
+	if t := s.chargeFailed.Load(); t != 0 && time.Since(time.Unix(0, t)) < chargeFailureHold {
+		w.Header().Set("Retry-After", strconv.Itoa(int(chargeFailureHold/time.Second)))
+		s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable",
+			"the last charge failed on the privacy ledger %s ago: it cannot charge (see the server's log); ready again once a charge holds, or after %v, to try again",
+			time.Since(time.Unix(0, t)).Round(time.Second), chargeFailureHold)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -627,3 +627,63 @@ func FuzzEmbedBody(f *testing.F) {
 		}
 	})
 }
+
+// failingLedger is a ledger whose charges fail with fail while it is set
+// (a full disk: the file is there, Err is nil, every commit fails).
+type failingLedger struct {
+	serve.PrivacyLedger
+	mu   sync.Mutex
+	fail error
+}
+
+func (l *failingLedger) set(err error) { l.mu.Lock(); l.fail = err; l.mu.Unlock() }
+
+func (l *failingLedger) Charge(account string, curve *serve.Curve, releases int, budget float64) (serve.Balance, error) {
+	l.mu.Lock()
+	err := l.fail
+	l.mu.Unlock()
+	if err != nil {
+		return serve.Balance{}, err
+	}
+	return l.PrivacyLedger.Charge(account, curve, releases, budget)
+}
+
+// TestReadyWhileChargesFail: /readyz answers 503 ledger_unavailable while
+// the ledger's charges fail though it answers (Err nil), and 200 again
+// once a charge holds.
+func TestReadyWhileChargesFail(t *testing.T) {
+	l := &failingLedger{PrivacyLedger: servetest.OpenLedger(t)}
+	o := serve.DefaultOptions()
+	o.BudgetEpsilon = math.Inf(1)
+	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, nil, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	ready := func() int {
+		code, _ := servetest.Do(t, "GET", hs.URL+"/readyz", "", "", "")
+		return code
+	}
+	embed := func() int {
+		code, _ := servetest.Do(t, "POST", hs.URL+"/v1/embed", "", "application/json", `{"texts": ["a"]}`)
+		return code
+	}
+	if ready() != 200 {
+		t.Fatal("not ready at start")
+	}
+	l.set(errors.New("ledger x: commit: write x: no space left on device"))
+	if code := embed(); code != 500 {
+		t.Errorf("embed on a full disk: %d", code)
+	}
+	if code := ready(); code != 503 {
+		t.Errorf("readyz while charges fail: %d", code)
+	}
+	l.set(nil)
+	if code := embed(); code != 200 {
+		t.Errorf("embed once the disk has room: %d", code)
+	}
+	if code := ready(); code != 200 {
+		t.Errorf("readyz once a charge held: %d", code)
+	}
+}

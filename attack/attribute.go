@@ -178,7 +178,8 @@ type AttributeResult struct {
 //
 // Everything is checked before any work: the options, the corpus (texts
 // that can be released; both classes among the public texts and among the
-// victims, else the attack or its AUC is undefined). Progress: the releases
+// victims, else the attack or its AUC is undefined), the memory the
+// releases and the MLP take (as Invert). Progress: the releases
 // and each classifier's training (as Invert). Cancelling ctx stops between
 // batches and steps.
 func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, report progress.Func) (*AttributeReport, error) {
@@ -206,6 +207,9 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 		return nil, err
 	}
 	N, P, H := setup.Model.N, setup.Model.P, t.bundle.Model.Cfg.Hidden
+	if err := o.checkMemory(t, learnedNeed{rows: len(c.Public), dims: max(P, H), classes: 2, mlp: o.Classifier != ModelLinear}); err != nil {
+		return nil, err
+	}
 	pubZ, pubX := &rowSet{dims: P}, &rowSet{dims: H}
 	vicZ, vicX := &rowSet{dims: P}, &rowSet{dims: H}
 	src := release.NewSeededSource(o.Seed)

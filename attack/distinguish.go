@@ -92,7 +92,8 @@ func DefaultDistinguishOptions() DistinguishOptions {
 }
 
 // Validate reports the first invalid option as an *option.Error naming it by
-// its JSON key.
+// its JSON key; releases whose scores cannot fit in memory are one
+// (checkScoresMemory).
 func (o DistinguishOptions) Validate() error {
 	switch {
 	case o.Releases < 2:
@@ -104,7 +105,7 @@ func (o DistinguishOptions) Validate() error {
 	case o.Workers < 0:
 		return option.Errorf("workers", o.Workers, "want >= 0 (0: GOMAXPROCS)")
 	}
-	return nil
+	return checkScoresMemory(o.Releases)
 }
 
 // DistinguishResult is the outcome of a distinguishing test on one pair

@@ -278,7 +278,9 @@ func (t *Target) positions(ids []int) []int {
 // the numbers overstate what a release gives away.
 //
 // Everything is checked before any work: the options, the corpus (texts
-// that can be released), every text's tokens. Progress: the releases
+// that can be released), every text's tokens, the memory the releases and
+// the MLP take (an *option.Error for releases_per_text or mlp_hidden when
+// they cannot fit). Progress: the releases
 // ("release public", "release victims": texts) and each decoder's training
 // ("train <features> <decoder>": steps, loss). Cancelling ctx stops between
 // batches and steps.
@@ -303,6 +305,16 @@ func Invert(ctx context.Context, t *Target, c *Corpus, o InvertOptions, report p
 		}
 	}
 	P, H := setup.Model.P, t.bundle.Model.Cfg.Hidden
+	rows, tokens := 0, map[int]bool{}
+	for _, e := range pubEnc {
+		for _, j := range t.positions(e.IDs) {
+			rows++
+			tokens[e.IDs[j]] = true
+		}
+	}
+	if err := o.checkMemory(t, learnedNeed{rows: rows, dims: max(P, H), classes: len(tokens), mlp: slices.Contains(o.decoders(), ModelMLP)}); err != nil {
+		return nil, err
+	}
 	pubZ, pubMu, pubX := &rowSet{dims: P}, &rowSet{dims: P}, &rowSet{dims: H}
 	src := release.NewSeededSource(o.Seed)
 	err = t.collect(ctx, c.Public, pubEnc, o.ReleasesPerText, src, report, "release public", func(_ int, v view) {

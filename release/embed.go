@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/memlimit"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
@@ -69,18 +70,14 @@ const MaxBatchBytes = 1 << 30
 // Errors: *option.Error for releases_per_text (batch_size when one release
 // per text is already too much).
 func (o EmbedOptions) CheckMemory(n, p int) error {
-	per := float64(n*p+n) * 4 // bytes of one release
-	total := float64(o.BatchSize) * float64(o.ReleasesPerText) * per
-	if total <= MaxBatchBytes {
-		return nil
-	}
+	per := memlimit.Floats(n*p + n) // bytes of one release
 	key, value := "releases_per_text", any(o.ReleasesPerText)
 	if float64(o.BatchSize)*per > MaxBatchBytes {
 		key, value = "batch_size", o.BatchSize
 	}
-	return option.MentionErrorf([]string{"releases_per_text", "batch_size"}, key, value,
-		"a batch of %d texts x %d releases x (N P + N = %d float32) takes %.3g GiB, more than the %d GiB a batch may hold: lower releases_per_text or batch_size",
-		o.BatchSize, o.ReleasesPerText, n*p+n, total/(1<<30), MaxBatchBytes>>30)
+	return memlimit.Need{What: fmt.Sprintf("a batch of %d texts x %d releases x (N P + N = %d float32)", o.BatchSize, o.ReleasesPerText, n*p+n),
+		Bytes: float64(o.BatchSize) * float64(o.ReleasesPerText) * per, Limit: MaxBatchBytes, Of: "a batch may hold",
+		Option: key, Value: value, Lower: []string{"releases_per_text", "batch_size"}}.Check()
 }
 
 // ProgressStage names Embed's progress events (unit "texts"; the total is not known while streaming,

@@ -75,7 +75,7 @@ func attackJSON(t *testing.T, v any, args ...string) (path string) {
 // newAttackCmdTree is a fresh `attack` command with the subcommands of this slice.
 func newAttackCmdTree() *cobra.Command {
 	c := newAttackCmd()
-	c.AddCommand(newAttackInvertCmd(), newAttackAttributeCmd())
+	c.AddCommand(newAttackInvertCmd(), newAttackAttributeCmd(), newDistinguishCmd())
 	return c
 }
 
@@ -143,9 +143,24 @@ func TestAttackFlagErrors(t *testing.T) {
 		{[]string{"attribute", "--model", model, "--mlp-hidden", "0"}, "--mlp-hidden 0: must be >= 1"},
 		{[]string{"attribute", "--model", model, "--victim-limit", "-3"}, "--victim-limit -3: must be >= 0 (0: all)"},
 		{[]string{"attribute", "--model", model, "--property", "female-pronoun"}, "both classes are needed"},
+		// what cannot fit in memory, before any release (they were Go out-of-memory crashes)
+		{[]string{"invert", "--model", model, "--releases-per-text", "1000000000"}, "--releases-per-text 1000000000: a batch of"},
+		{[]string{"invert", "--model", model, "--decoder", "mlp", "--mlp-hidden", "10000000000"}, "--mlp-hidden 10000000000: the MLP attacker"},
+		{[]string{"attribute", "--model", model, "--releases-per-text", "1000000000"}, "lower --releases-per-text"},
+		{[]string{"distinguish", "--model", model, "--releases", "1000000000000"}, "--releases 1000000000000: the scores and ROC"},
 	} {
 		if _, err := runCmd(newAttackCmdTree(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestBenchRefusesWhatCannotFit: `nvdp bench --batch 100000000` is an
+// error naming --batch before anything is allocated (it was a Go
+// out-of-memory crash).
+func TestBenchRefusesWhatCannotFit(t *testing.T) {
+	_, err := runCmd(newBenchCmd(), "--batch", "100000000")
+	if err == nil || !strings.Contains(err.Error(), "--batch 100000000: a training step of bert-tiny") || !strings.Contains(err.Error(), "lower --batch or --seq") {
+		t.Errorf("error %v, want --batch named", err)
 	}
 }

@@ -78,7 +78,7 @@ func runLearnedAttack[R any](cmd *cobra.Command, f *learnedAttackFlags, validate
 	defer cancel()
 	r, err := run(ctx, t, c, newProgress(cmd, f.noProgress))
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(cmd.OutOrStdout())

@@ -13,7 +13,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+func init() { rootCmd.AddCommand(newBenchCmd()) }
+
+// newBenchCmd is `nvdp bench`.
+func newBenchCmd() *cobra.Command {
 	var (
 		config     string
 		batch, seq int
@@ -53,7 +56,7 @@ TF32 GEMMs), as the peer's "cuda fp32|tf32".`,
 				Progress: func(e progress.Event) { slog.Debug("step", "phase", e.Stage, "i", e.Done-1) },
 			})
 			if err != nil {
-				return err
+				return flagError(err)
 			}
 			if jsonOut {
 				return json.NewEncoder(os.Stdout).Encode(res)
@@ -77,5 +80,5 @@ TF32 GEMMs), as the peer's "cuda fp32|tf32".`,
 	f.BoolVar(&noDropout, "no-dropout", false, "disable dropout (as the PyTorch peer)")
 	f.Uint64Var(&seed, "seed", 0, "initialisation and data seed")
 	dev.bind(f)
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/memlimit"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/progress"
 )
@@ -116,6 +117,9 @@ func Run(name string, cfg encoder.Config, o Options) (Result, error) {
 	if o.Seq > cfg.MaxSeqLen() {
 		return Result{}, fmt.Errorf("bench: seq %d exceeds %s's maximum %d", o.Seq, name, cfg.MaxSeqLen())
 	}
+	if err := o.checkMemory(name, cfg); err != nil {
+		return Result{}, err
+	}
 	if o.NoDropout {
 		cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0, 0
 	}
@@ -166,6 +170,33 @@ func Run(name string, cfg encoder.Config, o Options) (Result, error) {
 	}
 	return Result{Config: name, Backend: nn.Backend(), TrainStepSeconds: train, InferStepSeconds: infer,
 		TokensPerSecond: float64(o.Batch*o.Seq) / train, PeakRSSMB: rss}, nil
+}
+
+// checkMemory refuses, before anything is allocated, a batch whose
+// training step cannot fit: at least the activations backward keeps,
+// per token and layer 4 H + I + heads x Seq float32 (queries, keys, values,
+// attention output, the feed-forward's intermediate, the attention
+// probabilities), against the GPU's memory on a device, the machine's on
+// the CPU; and the batch's tokens, masks and labels in the host's. Errors:
+// *option.Error for batch.
+func (o Options) checkMemory(name string, cfg encoder.Config) error {
+	tokens := float64(o.Batch) * float64(o.Seq)
+	perToken := float64(cfg.NumHiddenLayers) * memlimit.Floats(4*cfg.HiddenSize+cfg.IntermediateSize+cfg.NumAttentionHeads*o.Seq)
+	limit, of := memlimit.Total(), memlimit.OfMachine
+	if o.Device != nil {
+		_, total, err := o.Device.MemInfo()
+		if err != nil {
+			return err
+		}
+		limit, of = float64(total), "of the GPU's memory"
+	}
+	what := fmt.Sprintf("a training step of %s on batch %d x seq %d (at least %d layers x (4 H + I + heads x seq) float32 a token)", name, o.Batch, o.Seq, cfg.NumHiddenLayers)
+	if err := (memlimit.Need{What: what, Bytes: tokens * perToken, Limit: limit, Of: of, Option: "batch", Value: o.Batch,
+		Lower: []string{"batch", "seq"}}).Check(); err != nil {
+		return err
+	}
+	return memlimit.Need{What: fmt.Sprintf("the inputs of batch %d x seq %d", o.Batch, o.Seq), Bytes: tokens * 16, Limit: memlimit.Total(),
+		Of: memlimit.OfMachine, Option: "batch", Value: o.Batch, Lower: []string{"batch", "seq"}}.Check()
 }
 
 // PeakRSSMB reads the process's peak resident set size (VmHWM in /proc/self/status) in MiB.

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/nn"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 )
 
@@ -140,3 +142,20 @@ func BenchmarkTrainStepBertTiny(b *testing.B)        { benchTrain(b, "bert-tiny"
 func BenchmarkTrainStepBertTinyDropout(b *testing.B) { benchTrain(b, "bert-tiny", 32, 128, true) }
 func BenchmarkTrainStepBertMini(b *testing.B)        { benchTrain(b, "bert-mini", 32, 128, false) }
 func BenchmarkTrainStepBertBaseB8(b *testing.B)      { benchTrain(b, "bert-base", 8, 128, true) }
+
+// TestRunRefusesWhatCannotFit: a batch whose training step cannot fit the
+// machine's memory is an *option.Error for batch before anything is
+// allocated (it was a Go out-of-memory crash).
+func TestRunRefusesWhatCannotFit(t *testing.T) {
+	cfg, err := encoder.Preset("bert-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range []int{100_000_000, 1 << 40} {
+		_, err := Run("bert-tiny", cfg, Options{Batch: batch, Seq: 128, Steps: 1})
+		var oe *option.Error
+		if !errors.As(err, &oe) || oe.Option != "batch" || oe.Value != batch || !strings.Contains(err.Error(), "of this machine's memory: lower batch or seq") {
+			t.Errorf("batch %d: err = %v, want an *option.Error for batch", batch, err)
+		}
+	}
+}

@@ -316,6 +316,7 @@ func finishTrainFlags(cmd *cobra.Command, o *model.Options) {
 // signal arrives). Once it is cancelled, the signals are let go: a second one
 // ends the process at once.
 func signalContext(cmd *cobra.Command, stopping string) (context.Context, context.CancelFunc) {
+	gracefulStop.Store(true) // execute lets the command finish stopping
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()

@@ -6,10 +6,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -43,8 +49,68 @@ func init() {
 }
 
 func main() {
-	if err := rootCmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "nvdp:", err)
+	os.Exit(execute(rootCmd, os.Stderr))
+}
+
+// execute runs root (refuseUnknownSubcommands) under a context the first
+// SIGINT or SIGTERM cancels, and returns the exit status: 0, or 1 after
+// writing "nvdp: <error>" to stderr. The signal cancels every command's
+// context (cmd.Context()); a command that stops gracefully (signalContext
+// registers what it does then) finishes that, and its error says it was
+// interrupted; any other ends within interruptGrace, with "nvdp:
+// interrupted" and exit status 1. A second signal ends the process at once.
+func execute(root *cobra.Command, stderr io.Writer) int {
+	refuseUnknownSubcommands(root)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the signals are let go: a second one ends the process
+		if context.Cause(ctx) == context.Canceled {
+			return // the command returned
+		}
+		time.Sleep(interruptGrace)
+		if gracefulStop.Load() {
+			return // the command stops as it says (signalContext)
+		}
+		fmt.Fprintf(stderr, "nvdp: interrupted (%v): stopped at once\n", context.Cause(ctx))
 		os.Exit(1)
+	}()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	if cause := context.Cause(ctx); ctx.Err() != nil && cause != context.Canceled {
+		err = fmt.Errorf("interrupted (%v): %w", cause, err)
+	}
+	fmt.Fprintln(stderr, "nvdp:", err)
+	return 1
+}
+
+// interruptGrace is how long a command that registered no graceful stop
+// has, after a signal cancelled its context, to return on its own.
+var interruptGrace = 2 * time.Second
+
+// gracefulStop is set by signalContext: the command stops gracefully on a
+// signal (a checkpoint, a drain), however long that takes.
+var gracefulStop atomic.Bool
+
+// refuseUnknownSubcommands makes every command group under root refuse an
+// unknown subcommand ("nvdp attack frob", "nvdp serve keys frobnicate")
+// with an error naming it, exit status 1, instead of printing its help with
+// exit status 0 (cobra's behaviour for a group that does not run itself).
+// A group without arguments still prints its help.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if !root.HasSubCommands() || !root.HasParent() {
+		return // cobra refuses an unknown command of the root itself
+	}
+	if root.Args == nil {
+		root.Args = cobra.NoArgs
+	}
+	if !root.Runnable() {
+		root.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 	}
 }

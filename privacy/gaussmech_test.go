@@ -7,8 +7,7 @@ import (
 
 // TestGaussianMechanismDelta: the exact curve equals the hockey-stick
 // divergence of N(mu, 1) against N(0, 1), integral of (p - e^eps q)_+,
-// computed by numerical integration; the log-space tail logPhi agrees with
-// ln Phi where both are representable; the curve stays finite and monotone
+// computed by numerical integration; the curve stays finite and monotone
 // for a weakly private mu (eps in the thousands, e^eps beyond float64).
 func TestGaussianMechanismDelta(t *testing.T) {
 	for _, tc := range []struct{ mu, eps float64 }{{0.5, 0.1}, {1, 0.5}, {1, 2}, {3, 1}, {3, 5}, {6, 10}} {
@@ -35,13 +34,6 @@ func TestGaussianMechanismDelta(t *testing.T) {
 			t.Errorf("delta(mu %v, eps %v) = %.12g, integral %.12g", tc.mu, tc.eps, got, want)
 		}
 	}
-	for x := -37.0; x <= -30; x += 0.25 {
-		x2 := 1 / (x * x)
-		series := -x*x/2 - math.Log(-x) - 0.5*math.Log(2*math.Pi) + math.Log1p(x2*(-1+x2*(3+x2*(-15+x2*105))))
-		if direct := math.Log(phi(x)); math.Abs(series-direct) > 1e-12*math.Abs(direct) {
-			t.Errorf("ln Phi(%v): series %v, direct %v", x, series, direct)
-		}
-	}
 	prev := math.Inf(1)
 	for eps := 4000.0; eps < 6000; eps += 50 {
 		d := GaussianMechanismDelta(100, eps)
@@ -57,5 +49,30 @@ func TestGaussianMechanismDelta(t *testing.T) {
 		if _, err := GaussianMechanismEpsilon(bad[0], bad[1]); err == nil {
 			t.Errorf("GaussianMechanismEpsilon%v accepted", bad)
 		}
+	}
+}
+
+// TestLogPhi: logPhi, whose asymptotic series takes over below -30, equals
+// ln Phi(x) computed directly wherever Phi(x) is a normal float64 (down to
+// -37), on both sides of the switch; below, where Phi underflows, it stays
+// finite and decreasing.
+func TestLogPhi(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to float64
+	}{{"direct", -29.75, 3}, {"series", -37, -30}} {
+		for x := tc.from; x <= tc.to; x += 0.25 {
+			if got, want := logPhi(x), math.Log(phi(x)); math.Abs(got-want) > 1e-12*math.Max(math.Abs(want), 1e-300) {
+				t.Errorf("%s: logPhi(%v) = %.15g, ln Phi = %.15g", tc.name, x, got, want)
+			}
+		}
+	}
+	prev := logPhi(-37)
+	for x := -38.0; x >= -1000; x -= 1 {
+		v := logPhi(x)
+		if math.IsInf(v, 0) || math.IsNaN(v) || !(v < prev) {
+			t.Fatalf("logPhi(%v) = %v after %v", x, v, prev)
+		}
+		prev = v
 	}
 }

@@ -13,7 +13,7 @@ import (
 // evaluates Eq. rdp for every unordered pair a < b at Orders() and hands
 // the values to Add; Report then writes what Audit writes from the same
 // values, through the same collection, summary and accountant
-// (audit_collect.go, audit_summary.go, audit_accountant.go).
+// (collect.go, summary.go, accountant.go).
 type PairAudit struct {
 	c       *collector
 	workers []*pairStats

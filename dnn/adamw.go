@@ -15,13 +15,13 @@ import (
 // grid-strided loop with small gradients.
 var normBlocks = 512
 
-// GradNorm is the twin of nn.GradNorm: the global L2 norm of the gradients
-// of ps, accumulated in double. A deterministic two-stage reduction: the
-// squares of each gradient summed into at most normBlocks partial doubles
-// (grad_sumsq_partial), the partials of every parameter summed by one
-// block (sum_f64), the total downloaded (8 bytes) and its square root taken
-// on the host. The order of summation differs from nn's loop: the norms
-// agree to about 1e-15 relative.
+// GradNorm is the twin of [nn.GradNorm]: it returns the global L2 norm of the gradients of ps,
+// accumulated in double.
+//
+// The reduction is deterministic and has two stages. grad_sumsq_partial sums the squares of each
+// gradient into at most normBlocks partial doubles, and sum_f64 sums the partials of every
+// parameter in one block. The total is downloaded, 8 bytes, and its square root taken on the host.
+// The order of summation differs from nn's loop, and the norms agree to about 1e-15 relative.
 func (e *Engine) GradNorm(ps []*Param) float64 {
 	nb := make([]int, len(ps))
 	total := 0
@@ -52,11 +52,10 @@ func (e *Engine) GradNorm(ps []*Param) float64 {
 	return math.Sqrt(s[0])
 }
 
-// ClipGradNorm is the twin of nn.ClipGradNorm: it scales the gradients of
-// ps so that their global L2 norm is at most maxNorm (the scale
-// float32(maxNorm / (norm + 1e-6)) computed on the host from GradNorm, as
-// nn, then one scale_inplace per gradient) and returns the norm before
-// clipping. maxNorm <= 0 disables clipping.
+// ClipGradNorm is the twin of [nn.ClipGradNorm]: it scales the gradients of ps so that their global
+// L2 norm is at most maxNorm, and returns the norm before clipping. As in nn, the scale
+// float32(maxNorm / (norm + 1e-6)) is computed on the host from [Engine.GradNorm]; then one
+// scale_inplace runs per gradient. maxNorm <= 0 disables clipping.
 func (e *Engine) ClipGradNorm(ps []*Param, maxNorm float64) float64 {
 	n := e.GradNorm(ps)
 	if maxNorm > 0 && n > maxNorm {
@@ -68,23 +67,21 @@ func (e *Engine) ClipGradNorm(ps []*Param, maxNorm float64) float64 {
 	return n
 }
 
-// AdamW is the twin of nn.AdamW: the same update, in torch's order and
-// rounded as nn rounds it (adamw_step: equal bit for bit given the same
-// gradients), float32 moments on the device keyed by parameter name
-// (created, zero, on a parameter's first update), the bias corrections
-// computed on the host at each step as nn computes them. Push and Pull
-// move its state to and from an nn.AdamW (a checkpoint's). Free releases
-// the moments.
+// AdamW is the twin of [nn.AdamW]: the same update, in torch's order and rounded as nn rounds it,
+// so that adamw_step equals nn bit for bit given the same gradients. The float32 moments are on
+// the device, keyed by parameter name, and created zero on a parameter's first update. The bias
+// corrections are computed on the host at each step, as nn computes them. Push and Pull move the
+// state to and from an nn.AdamW, such as a checkpoint's. Free releases the moments.
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	// Step is the number of updates taken.
 	Step int
-	// M and V are the first and second moments by parameter name (device
-	// memory of their own, not the arena's).
+	// M and V are the first and second moments by parameter name, in device memory of their own,
+	// not the arena's.
 	M, V map[string]*Tensor
 }
 
-// NewAdamW returns an optimizer with nn.NewAdamW's arguments.
+// NewAdamW returns an optimizer with the arguments of [nn.NewAdamW].
 func NewAdamW(lr, beta1, beta2, eps, weightDecay float64) *AdamW {
 	return &AdamW{LR: lr, Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay,
 		M: map[string]*Tensor{}, V: map[string]*Tensor{}}
@@ -115,10 +112,9 @@ func (e *Engine) persistent(shape []int) *Tensor {
 	return &Tensor{Buf: b, Shape: append([]int(nil), shape...)}
 }
 
-// Update takes one AdamW step on params with learning rate lr, as
-// nn.AdamW.Update: Step is incremented first, gradients are not cleared.
-// A weight's bfloat16 copy (bf16 devices) is rounded from the new value in
-// the same kernel.
+// Update takes one AdamW step on params with learning rate lr, as [nn.AdamW.Update] does: Step is
+// incremented first, and the gradients are not cleared. On a bf16 device, a weight's bfloat16 copy
+// is rounded from the new value in the same kernel.
 func (o *AdamW) Update(e *Engine, params []*Param, lr float64) {
 	o.Step++
 	t := float64(o.Step)
@@ -139,11 +135,9 @@ func (o *AdamW) Update(e *Engine, params []*Param, lr float64) {
 	}
 }
 
-// Push sets o to the state of the host optimizer h for params: the
-// hyperparameters, Step, and the moments of each parameter (uploaded;
-// a parameter without moments in h has none on the device either, as
-// before its first update). A moment whose size is not the parameter's
-// panics.
+// Push sets o to the state of the host optimizer h for params: the hyperparameters, Step, and the
+// moments of each parameter, uploaded. A parameter without moments in h has none on the device
+// either, as before its first update. A moment whose size is not the parameter's panics.
 func (o *AdamW) Push(e *Engine, h *nn.AdamW, params []*Param) {
 	o.LR, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.Step = h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.Step
 	for _, p := range params {
@@ -161,9 +155,9 @@ func (o *AdamW) Push(e *Engine, h *nn.AdamW, params []*Param) {
 	}
 }
 
-// Pull copies o's Step and the moments of params into the host optimizer
-// h (its M and V maps, allocated where needed; a parameter without moments
-// on the device has none in h). The hyperparameters of h are left alone.
+// Pull copies o's Step and the moments of params into the host optimizer h, allocating its M and V
+// entries where needed. A parameter without moments on the device has none in h. The
+// hyperparameters of h are left alone.
 func (o *AdamW) Pull(e *Engine, h *nn.AdamW, params []*Param) {
 	h.Step = o.Step
 	if h.M == nil || h.V == nil {
@@ -203,13 +197,13 @@ func (o *AdamW) Free(e *Engine) {
 	}
 }
 
-// DeviceOptimizer runs a training loop's optimizer on the device (the
-// device hook of internal/loop, loop.Config.Device): the gradients of
-// Params are cleared, clipped and applied there, and Host, the matching
-// host parameters (same names and sizes, same order), receive the values
-// only when pulled (before a checkpoint). Its methods run their device work
-// through Engine.Dev.Do, so they are called from any goroutine but the
-// device's (never inside Do).
+// DeviceOptimizer runs a training loop's optimizer on the device, as the device hook of
+// internal/loop, loop.Config.Device. The gradients of Params are cleared, clipped and applied
+// there. Host holds the matching host parameters, with the same names and sizes in the same
+// order; they receive the values only when pulled, before a checkpoint.
+//
+// Its methods run their device work through Engine.Dev.Do, so they may be called from any
+// goroutine but the device's, and never inside Do.
 type DeviceOptimizer struct {
 	E      *Engine
 	Params []*Param
@@ -217,8 +211,8 @@ type DeviceOptimizer struct {
 	Opt    *AdamW // its hyperparameters come with Push
 }
 
-// NewDeviceOptimizer pairs the device parameters with the host ones.
-// Errors: lengths, names or sizes that differ, a name twice.
+// NewDeviceOptimizer pairs the device parameters with the host ones. It returns an error when the
+// lengths, names or sizes differ, or when a name appears twice.
 func NewDeviceOptimizer(e *Engine, params []*Param, host []*nn.Param) (*DeviceOptimizer, error) {
 	if len(params) != len(host) {
 		return nil, fmt.Errorf("dnn: %d device parameters for %d host parameters", len(params), len(host))
@@ -245,10 +239,9 @@ func (o *DeviceOptimizer) ZeroGrads() error {
 	})
 }
 
-// ClipAndStep clips the device gradients' global norm to clip (<= 0: no
-// clipping) and takes one AdamW step with learning rate lr; it returns
-// the norm before clipping. Its scratch (a few doubles) comes from the
-// Engine's arena: the step's Reset releases it.
+// ClipAndStep clips the global norm of the device gradients to clip and takes one AdamW step with
+// learning rate lr; it returns the norm before clipping. clip <= 0 means no clipping. Its scratch,
+// a few doubles, comes from the Engine's arena, which the step's Reset releases.
 func (o *DeviceOptimizer) ClipAndStep(lr, clip float64) (norm float64, err error) {
 	err = o.E.Dev.Do(func() error {
 		norm = o.E.ClipGradNorm(o.Params, clip)
@@ -258,8 +251,8 @@ func (o *DeviceOptimizer) ClipAndStep(lr, clip float64) (norm float64, err error
 	return norm, err
 }
 
-// Pull copies the device's parameter values into Host and the optimizer's
-// step and moments into opt (before a checkpoint).
+// Pull copies the device's parameter values into Host and the optimizer's step and moments into
+// opt, before a checkpoint.
 func (o *DeviceOptimizer) Pull(opt *nn.AdamW) error {
 	if opt == nil {
 		return errors.New("dnn: Pull into a nil AdamW")
@@ -273,9 +266,9 @@ func (o *DeviceOptimizer) Pull(opt *nn.AdamW) error {
 	})
 }
 
-// Push copies the values of Host to the device and the state of opt
-// (hyperparameters, step, moments) into the optimizer (at the start of a
-// run, after a resume restored the host state).
+// Push copies the values of Host to the device and the state of opt, its hyperparameters, step and
+// moments, into the optimizer. It runs at the start of a run, after a resume restored the host
+// state.
 func (o *DeviceOptimizer) Push(opt *nn.AdamW) error {
 	if opt == nil {
 		return errors.New("dnn: Push from a nil AdamW")
@@ -289,7 +282,7 @@ func (o *DeviceOptimizer) Push(opt *nn.AdamW) error {
 	})
 }
 
-// Free releases the optimizer's moments (the parameters are their owners').
+// Free releases the optimizer's moments. The parameters belong to their owners.
 func (o *DeviceOptimizer) Free() error {
 	return o.E.Dev.Do(func() error {
 		o.Opt.Free(o.E)

@@ -8,8 +8,8 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// AttentionCache holds what AttentionBackward needs (the twin of
-// nn.AttentionCache).
+// AttentionCache holds what [Engine.AttentionBackward] needs; it is the twin of
+// [nn.AttentionCache].
 type AttentionCache struct {
 	Q, K, V       *Tensor // inputs (not copied)
 	KeyBias       *Tensor // [B,Tk] or nil
@@ -22,45 +22,48 @@ type AttentionCache struct {
 	qh, kh, vh    *Tensor     // Q, K, V head-major [B,H,T,dh] (attn_split_heads)
 }
 
-// PaddingBias uploads nn.PaddingBias(mask, B, S): the additive key bias
-// [B,S], 0 for real tokens (mask 1) and -Inf for padding (mask 0).
+// PaddingBias uploads [nn.PaddingBias](mask, B, S): the additive key bias [B,S], 0 for real
+// tokens, where the mask is 1, and -Inf for padding, where it is 0.
 func (e *Engine) PaddingBias(mask []float32, B, S int) *Tensor {
 	return e.Upload(nn.PaddingBias(mask, B, S))
 }
 
-// Attention is the twin of nn.Attention: multi-head scaled dot-product
-// attention with an additive per-key bias,
+// Attention is the twin of [nn.Attention]: multi-head scaled dot-product attention with an
+// additive per-key bias,
 //
 //	out[b,t,h] = sum_j softmax_j( q[b,t,h].k[b,j,h]/sqrt(dh) + keyBias[b,j] ) v[b,j,h]
 //
-// q [B,Tq,H*dh], k and v [B,Tk,H*dh], head h in columns [h*dh, (h+1)*dh)
-// (the Hugging Face layout), keyBias [B,Tk] or nil, -Inf masking a key
-// (probability 0, gradient 0); out [B,Tq,H*dh]. q, k and v are copied
-// head-major ([B,H,T,dh], one attn_split_heads launch), so that each
-// product is one cuBLAS strided-batched GEMM over the B*H pairs (two
-// forward, four backward, whatever B and H), and the output is copied back
-// (attn_merge_heads); the softmax is a kernel with one block per query row. A query row whose keys are all masked, a
-// programmer error that panics in nn, gives NaN in that row (a device
-// kernel cannot panic; the loss turns NaN). Shape mismatches panic as in nn.
+// q is [B,Tq,H*dh], k and v are [B,Tk,H*dh], and out is [B,Tq,H*dh]. Head h occupies columns
+// [h*dh, (h+1)*dh), the Hugging Face layout. keyBias is [B,Tk] or nil; -Inf masks a key, giving
+// it probability 0 and gradient 0.
+//
+// q, k and v are copied head-major, to [B,H,T,dh], by one attn_split_heads launch, so that each
+// product is one cuBLAS strided-batched GEMM over the B*H pairs: two forward and four backward,
+// whatever B and H. The output is copied back by attn_merge_heads. The softmax is a kernel with
+// one block per query row.
+//
+// A query row whose keys are all masked is a programmer error that panics in nn; here it gives
+// NaN in that row, since a device kernel cannot panic, and the loss turns NaN. Shape mismatches
+// panic as in nn.
 func (e *Engine) Attention(q, k, v *Tensor, heads int, keyBias *Tensor) (*Tensor, *AttentionCache) {
 	return e.attention(q, k, v, heads, keyBias, 0, nil, nil, false)
 }
 
-// AttentionDropout is Attention with dropout of probability p on the
-// attention probabilities when train (inverted scaling 1/(1-p)), as
-// nn.AttentionDropout: probability i of [B,H,Tq,Tk] (row-major) is kept
-// when the float32 u_i >= p, u_i = bits 32..55 of draw g.Pos + i over 2^24
-// (what rand.Float32 makes of a Uint64): B*H*Tq*Tk draws, g.Pos advanced by
-// as many. No draws when !train or p == 0 (g may be nil then).
+// AttentionDropout is [Engine.Attention] with dropout of probability p on the attention
+// probabilities when train is set, with inverted scaling 1/(1-p), as [nn.AttentionDropout].
+//
+// Probability i of [B,H,Tq,Tk], in row-major order, is kept when the float32 u_i >= p, where u_i
+// is bits 32..55 of draw g.Pos + i over 2^24: what rand.Float32 makes of a Uint64. That takes
+// B*H*Tq*Tk draws, and g.Pos advances by as many. Nothing is drawn when train is false or p == 0,
+// and g may then be nil.
 func (e *Engine) AttentionDropout(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, g *Philox, train bool) (*Tensor, *AttentionCache) {
 	return e.attention(q, k, v, heads, keyBias, p, g, nil, train)
 }
 
-// AttentionMasked is AttentionDropout with a keep mask made on the host:
-// mask [B,H,Tq,Tk] (1 = kept, scaled by 1/(1-p); 0 = dropped), e.g. the
-// non-zero entries of an nn.AttentionCache's DropMask, so that both devices
-// train from the same masks. A nil mask is Attention; a mask of another
-// length panics.
+// AttentionMasked is [Engine.AttentionDropout] with a keep mask made on the host. mask [B,H,Tq,Tk]
+// holds 1 for a kept probability, scaled by 1/(1-p), and 0 for a dropped one. It may be the
+// non-zero entries of an nn.AttentionCache's DropMask, so that both devices train from the same
+// masks. A nil mask gives [Engine.Attention]; a mask of another length panics.
 func (e *Engine) AttentionMasked(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, mask []uint8) (*Tensor, *AttentionCache) {
 	if mask == nil {
 		return e.attention(q, k, v, heads, keyBias, p, nil, nil, false)
@@ -127,8 +130,8 @@ func (e *Engine) attention(q, k, v *Tensor, heads int, keyBias *Tensor, p float3
 	return out, c
 }
 
-// DropMask downloads the keep mask of the attention dropout [B,H,Tq,Tk]
-// (nil without dropout).
+// DropMask downloads the keep mask [B,H,Tq,Tk] of the attention dropout. It is nil without
+// dropout.
 func (e *Engine) DropMask(c *AttentionCache) []uint8 {
 	if c.Mask.Ptr == 0 {
 		return nil
@@ -136,12 +139,13 @@ func (e *Engine) DropMask(c *AttentionCache) []uint8 {
 	return e.downloadBytes(c.Mask, c.B*c.Heads*c.Tq*c.Tk)
 }
 
-// AttentionBackward is the twin of nn.AttentionBackward: the gradients with
-// respect to q, k, v (shapes as the inputs) and keyBias ([B,Tk], summed
-// over heads and queries, in nn's order; nil when the forward had no key
-// bias) given dout [B,Tq,H*dh]. With S = scale QK^T + bias, P = softmax(S)
-// and D the dropout multipliers: dV = (P D)^T dO, dP = dO V^T,
-// dS = P (dP D - rowsum(P dP D)), dQ = scale dS K, dK = scale dS^T Q.
+// AttentionBackward is the twin of [nn.AttentionBackward]. Given dout [B,Tq,H*dh], it returns the
+// gradients with respect to q, k and v, of the shapes of the inputs, and keyBias. dKeyBias is
+// [B,Tk], summed over heads and queries in nn's order, and nil when the forward had no key bias.
+// With S = scale QK^T + bias, P = softmax(S) and D the dropout multipliers:
+//
+//	dV = (P D)^T dO,  dP = dO V^T,  dS = P (dP D - rowsum(P dP D))
+//	dQ = scale dS K,  dK = scale dS^T Q
 func (e *Engine) AttentionBackward(c *AttentionCache, dout *Tensor) (dq, dk, dv, dKeyBias *Tensor) {
 	return e.attentionBackward(c, dout, true)
 }

@@ -12,18 +12,16 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// The all-pairs audit on the device (docs/engine.md, "The audit on the
-// device"): paper Eq. rdp in principled mode for every ordered pair of a
-// posterior file, evaluated in FP64 by the kernels of kernels/audit.cu with
-// the CPU engine's formula (audit/engine.go), and collected on the host by
-// the audit's own collection, summary and accountant (audit.PairAudit), so
-// that the report is audit.Audit's up to the rounding of the values.
+// The all-pairs audit on the device, as "The audit on the device" in docs/engine.md describes:
+// paper Eq. rdp in principled mode for every ordered pair of a posterior file. The kernels of
+// kernels/audit.cu evaluate it in FP64 with the CPU engine's formula, from audit/engine.go, and the
+// host collects the values with the audit's own collection, summary and accountant,
+// audit.PairAudit, so that the report is audit.Audit's up to the rounding of the values.
 
 // AuditOptions configure the device's pass over the pairs.
 type AuditOptions struct {
-	// RowBlock is how many first examples a (of the unordered pairs a < b)
-	// one launch evaluates; their values come down together. 0: as many as
-	// fill auditBlockBytes.
+	// RowBlock is how many first examples a, of the unordered pairs a < b, one launch evaluates;
+	// their values come down together. 0 takes as many as fill auditBlockBytes.
 	RowBlock int
 }
 
@@ -37,21 +35,25 @@ const auditThreads = 128
 // auditMaxRows bounds a row block by the grid's y dimension.
 const auditMaxRows = 65535
 
-// AuditPairs evaluates Eq. rdp (principled mode, bo's mask and direction)
-// on the device for every unordered pair a < b of p at each Renyi order of
-// orders (finite, > 1), one block of rows a at a time, and calls fn with
-// each block [a0, a1) and its values:
+// AuditPairs evaluates Eq. rdp on the device for every unordered pair a < b of p at each Renyi
+// order of orders, one block of rows a at a time, and calls fn with each block [a0, a1) and its
+// values. It runs on the device goroutine.
+//
+// The bound is that of principled mode, with bo's mask and direction. The orders must be finite and
+// above 1. With K = len(orders), for b in (a, M):
 //
 //	vals[((a-a0) M + b) 2K + 2k]     = D(a||b) at orders[k]
 //	vals[((a-a0) M + b) 2K + 2k + 1] = D(b||a)
 //
-// for b in (a, M), K = len(orders), +Inf where the bound is undefined (the
-// entries with b <= a are not set). The posteriors go up once (mu, logvar,
-// alpha and the mask as float32, int32); the values of each block come
-// down. fn runs on the calling goroutine while the device evaluates the
-// next block; vals is reused after fn returns. rowBlock 0 chooses the
-// block (auditBlockBytes). On the device goroutine. Errors: invalid
-// posteriors or orders, the driver's (memory, launches), fn's.
+// A value is +Inf where the bound is undefined; the entries with b <= a are not set.
+//
+// The posteriors go up once: mu, logvar, alpha and the mask, as float32 and int32. The values of
+// each block come down. fn runs on the calling goroutine while the device evaluates the next
+// block, and vals is reused after fn returns. rowBlock 0 chooses the block size from
+// auditBlockBytes.
+//
+// AuditPairs returns an error for invalid posteriors or orders, from the driver, for memory or
+// launches, and from fn.
 func AuditPairs(e *Engine, p *privacy.Posteriors, orders []float64, bo privacy.BoundOptions, rowBlock int, fn func(a0, a1 int, vals []float64) error) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -249,16 +251,17 @@ func (e *Engine) auditLaunch(name string, grid, block cuda.Dim3, args ...any) er
 	return e.Dev.Launch(k, grid, block, 0, args...)
 }
 
-// ErrAuditUnsupported marks the audits the device does not run
-// (AuditUnsupported): audit.Audit on the CPU runs them.
+// ErrAuditUnsupported marks the audits the device does not run, as [AuditUnsupported] reports
+// them; audit.Audit on the CPU runs them.
 var ErrAuditUnsupported = errors.New("runs on the CPU only")
 
-// AuditUnsupported says why the device does not run the audit of p with
-// opt (nil: AuditAllPairs runs it): the reference mode, a pair sample
-// (Pairs), LowMemory (the CPU engine's), or more than 2^31 values of mu
-// (the kernels' int32 indices). The error wraps ErrAuditUnsupported and
-// names the option; it does not validate the options or the posteriors
-// (AuditAllPairs does). Host only: no device call.
+// AuditUnsupported says why the device does not run the audit of p with opt, or returns nil when
+// [AuditAllPairs] runs it. The device does not run reference mode, a pair sample (Pairs), the CPU
+// engine's LowMemory, or more than 2^31 values of mu, since the kernels index with int32.
+//
+// The error wraps [ErrAuditUnsupported] and names the option. AuditUnsupported does not validate
+// the options or the posteriors; AuditAllPairs does. It runs on the host only, with no device
+// call.
 func AuditUnsupported(p *privacy.Posteriors, opt audit.Options) error {
 	switch {
 	case opt.Mode == privacy.ModeReference:
@@ -273,10 +276,9 @@ func AuditUnsupported(p *privacy.Posteriors, opt audit.Options) error {
 	return nil
 }
 
-// AuditOnDevice is AuditAllPairs of p under opt on d, with an engine of its
-// own for the audit (freed after it), called from any goroutine: what `nvdp
-// audit --device` and the pipeline's audit (train.AuditRelease) run.
-// Errors: AuditAllPairs's.
+// AuditOnDevice runs [AuditAllPairs] of p under opt on d, with an engine of its own for the audit,
+// freed after it. It may be called from any goroutine. `nvdp audit --device` and the pipeline's
+// audit, train.AuditRelease, run it. Its errors are AuditAllPairs's.
 func AuditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, opt audit.Options) (*audit.Report, error) {
 	var r *audit.Report
 	err := d.Do(func() error {
@@ -291,17 +293,18 @@ func AuditOnDevice(ctx context.Context, d *cuda.Device, p *privacy.Posteriors, o
 	return r, err
 }
 
-// AuditAllPairs is audit.Audit in principled mode over every ordered pair
-// with the bounds evaluated on the device (AuditPairs): the same report
-// (fields, counts, undefined pairs, argmax and its tie rule, quantiles,
-// histogram, the BDP accountant) up to the rounding of the values, which the
-// device computes in FP64 with the CPU engine's formula. The host collects
-// each row block's values with opt.Workers goroutines (0: GOMAXPROCS; row a
-// to worker a mod workers) while the device evaluates the next block.
-// Errors: the options the device does not run (reference mode, a pair
-// sample, LowMemory, more than 2^31 values: AuditUnsupported, use
-// audit.Audit), those audit.Audit refuses,
-// cancellation, the driver's. On the device goroutine.
+// AuditAllPairs is audit.Audit in principled mode over every ordered pair, with the bounds
+// evaluated on the device by [AuditPairs]. It runs on the device goroutine.
+//
+// The report is audit.Audit's up to the rounding of the values, which the device computes in FP64
+// with the CPU engine's formula: the same fields, counts, undefined pairs, argmax and its tie rule,
+// quantiles, histogram and BDP accountant. The host collects each row block's values with
+// opt.Workers goroutines, GOMAXPROCS when 0, giving row a to worker a mod workers, while the
+// device evaluates the next block.
+//
+// AuditAllPairs returns an error wrapping [ErrAuditUnsupported] for the options the device does
+// not run, see [AuditUnsupported], for which audit.Audit is the way; for the options audit.Audit
+// refuses; on cancellation; and from the driver.
 func AuditAllPairs(ctx context.Context, e *Engine, p *privacy.Posteriors, opt audit.Options, ao AuditOptions) (*audit.Report, error) {
 	if err := AuditUnsupported(p, opt); err != nil {
 		return nil, err

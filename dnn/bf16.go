@@ -4,20 +4,20 @@ import (
 	"github.com/nvdp-project/nvdp/cuda"
 )
 
-// BF16 GEMMs (--precision bf16, cuda.PrecisionBF16). On a bf16 device the
-// GEMMs of the layers (Linear, attention's products, and so every layer
-// built on them) round their two FP32 operands to bfloat16 (bf16_from_f32,
-// round to nearest even, into the engine's scratch buffer) and multiply
-// them with cuBLAS's BF16 GEMMs, which accumulate in FP32 and write an FP32
-// result (cuda.Device.GemmBF16). A weight's rounding is kept beside its
-// FP32 value (Param.bf16, made by its first GEMM) and refreshed only when
-// the value changes (AdamW's update, in the same kernel; PushParam), not
-// before every GEMM. Nothing else changes: activations and
-// gradients between layers, parameters, their gradients, AdamW's moments
-// and update stay FP32, and LayerNorm, softmax, GELU, the losses and the
-// NVIB layer (the clip of mu, sigma and alpha included, which runs on the
-// FP32 outputs of its projections, in float64 where it did) compute in
-// FP32 or float64 as on an fp32 device (docs/engine.md, "BF16").
+// BF16 GEMMs, selected by --precision bf16, that is [cuda.PrecisionBF16].
+//
+// On a bf16 device the GEMMs of the layers, in Linear and attention's products and so in every
+// layer built on them, round their two FP32 operands to bfloat16 with bf16_from_f32, to nearest
+// even, into the engine's scratch buffer. cuBLAS's BF16 GEMMs, [cuda.Device.GemmBF16], multiply
+// them, accumulating in FP32 and writing an FP32 result. A weight's rounding is kept beside its
+// FP32 value in Param.bf16, made by its first GEMM, and refreshed only when the value changes, by
+// AdamW's update in the same kernel or by PushParam, not before every GEMM.
+//
+// Nothing else changes. Activations and gradients between layers, parameters, their gradients,
+// AdamW's moments and update stay FP32. LayerNorm, softmax, GELU, the losses and the NVIB layer
+// compute in FP32 or float64 as on an fp32 device; that includes the clip of mu, sigma and alpha,
+// which runs on the FP32 outputs of its projections, in float64 where it did. See "BF16" in
+// docs/engine.md.
 
 // bf16Bytes is the size of a bfloat16.
 const bf16Bytes = 2
@@ -84,9 +84,9 @@ func (e *Engine) weightBF16(w *Param) cuda.Buffer {
 	return w.bf16
 }
 
-// RefreshBF16 rounds p's value again into its bfloat16 copy, where it has
-// one (a weight a GEMM read on a bf16 device): what a writer of p.Value
-// other than AdamW.Update and PushParam must call after it.
+// RefreshBF16 rounds p's value again into its bfloat16 copy, where it has one: a weight a GEMM
+// read on a bf16 device. A writer of p.Value other than [AdamW.Update] and [Engine.PushParam] must
+// call it afterwards.
 func (e *Engine) RefreshBF16(p *Param) {
 	if p.bf16.Ptr != 0 {
 		e.bf16Round(p.bf16, p.Value.Buf, p.Value.Len())

@@ -8,21 +8,21 @@ import (
 	"github.com/nvdp-project/nvdp/cuda"
 )
 
-// Dropout is the twin of nn.Dropout (convert one: Dropout(d)): during
-// training each element is zeroed with probability P and the survivors are
-// scaled by 1/(1-P) (inverted dropout); the identity when !train or P == 0.
-// The keep mask is one byte per element on the device (1 = kept).
+// Dropout is the twin of [nn.Dropout]; Dropout(d) converts one. During training each element is
+// zeroed with probability P and the survivors are scaled by 1/(1-P), which is inverted dropout.
+// It is the identity when train is false or P == 0. The keep mask takes one byte per element on
+// the device, with 1 for a kept element.
 //
-// Apply draws the decisions from a *Philox on the device as nn.Dropout
-// draws them from a *rand.Rand: draw d of the call (Philox position Pos +
-// d) decides elements 4d..4d+3, element 4d+c kept when the c-th 16-bit
-// chunk of the draw (from the low end) is >= round(P 65536); a call
-// consumes ceil(n/4) draws. ApplyMask takes a keep mask made on the host
-// instead. P must be in [0, 1) (else a panic, as nn).
+// Apply draws the decisions from a [*Philox] on the device as nn.Dropout draws them from a
+// *rand.Rand. Draw d of the call, at Philox position Pos + d, decides elements 4d..4d+3: element
+// 4d+c is kept when the c-th 16-bit chunk of the draw, from the low end, is >= round(P 65536). A
+// call consumes ceil(n/4) draws. ApplyMask takes a keep mask made on the host instead.
+//
+// P must be in [0, 1); any other value panics, as in nn.
 type Dropout struct{ P float32 }
 
-// DropoutCache holds the keep mask of one Apply for Backward; a zero Mask
-// means the forward pass was the identity.
+// DropoutCache holds the keep mask of one Apply for Backward. A zero Mask means the forward pass
+// was the identity.
 type DropoutCache struct {
 	Mask  cuda.Buffer // [N] bytes, 1 = kept
 	N     int
@@ -41,10 +41,11 @@ func (d Dropout) identity(train bool) bool {
 	return !train || d.P == 0
 }
 
-// Apply applies dropout to x in place (any shape) with the decisions of g
-// (ceil(len/4) draws from g.Pos, which it advances) and returns the cache
-// for Backward; the identity (x untouched, no draws, a cache with a zero
-// Mask) when !train or P == 0. g may be nil then; a nil g otherwise panics.
+// Apply applies dropout to x in place, whatever its shape, with the decisions of g, and returns the
+// cache for Backward. It takes ceil(len/4) draws from g.Pos and advances g.Pos past them.
+//
+// When train is false or P == 0 it is the identity: x is untouched, nothing is drawn, and the cache
+// has a zero Mask. g may then be nil; otherwise a nil g panics.
 func (d Dropout) Apply(e *Engine, x *Tensor, g *Philox, train bool) *DropoutCache {
 	if d.identity(train) {
 		return &DropoutCache{}
@@ -60,8 +61,8 @@ func (d Dropout) Apply(e *Engine, x *Tensor, g *Philox, train bool) *DropoutCach
 	return &DropoutCache{Mask: mask, N: n, Scale: scale}
 }
 
-// Forward is Apply on a copy: it returns a new tensor, or x itself when the
-// forward is the identity.
+// Forward is [Dropout.Apply] on a copy: it returns a new tensor, or x itself when the forward is
+// the identity.
 func (d Dropout) Forward(e *Engine, x *Tensor, g *Philox, train bool) (*Tensor, *DropoutCache) {
 	if d.identity(train) {
 		return x, &DropoutCache{}
@@ -71,11 +72,10 @@ func (d Dropout) Forward(e *Engine, x *Tensor, g *Philox, train bool) (*Tensor, 
 	return y, d.Apply(e, y, g, train)
 }
 
-// ApplyMask applies dropout with the host keep mask (one byte per element
-// of x, 1 = kept) to x in place: x[i] scaled by 1/(1-P) where mask[i] != 0,
-// else 0 (the same masks on both devices, e.g. made by nn.Dropout on the
-// host and read from its nn.DropoutCache). A nil mask is the identity. A
-// mask of another length panics.
+// ApplyMask applies dropout to x in place with the host keep mask, one byte per element of x with 1
+// for kept: x[i] is scaled by 1/(1-P) where mask[i] != 0 and set to 0 elsewhere. Both devices then
+// use the same masks, such as one made by nn.Dropout on the host and read from its
+// [nn.DropoutCache]. A nil mask is the identity; a mask of another length panics.
 func (d Dropout) ApplyMask(e *Engine, x *Tensor, mask []uint8) *DropoutCache {
 	d.check()
 	if mask == nil {
@@ -89,8 +89,8 @@ func (d Dropout) ApplyMask(e *Engine, x *Tensor, mask []uint8) *DropoutCache {
 	return c
 }
 
-// Backward returns dx = dy masked and scaled (a new tensor), or dy itself
-// when the forward was the identity.
+// Backward returns dy masked and scaled as a new tensor, or dy itself when the forward was the
+// identity.
 func (d Dropout) Backward(e *Engine, c *DropoutCache, dy *Tensor) *Tensor {
 	if c.Mask.Ptr == 0 {
 		return dy
@@ -115,7 +115,7 @@ func (c *DropoutCache) reapply(e *Engine, x *Tensor) {
 	e.launch1D("dropout_apply_mask", c.N, x.Buf, c.Mask, x.Buf, c.Scale, c.N)
 }
 
-// KeepMask downloads the keep mask of c (nil for the identity).
+// KeepMask downloads the keep mask of c. It is nil for the identity.
 func (e *Engine) KeepMask(c *DropoutCache) []uint8 {
 	if c.Mask.Ptr == 0 {
 		return nil

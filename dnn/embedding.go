@@ -7,15 +7,13 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// Embedding is the twin of nn.Embedding: a lookup table W [Vocab, Dim]
-// (prefix+".weight"); PaddingIdx (>= 0) is a row that receives no gradient,
-// -1 for none.
+// Embedding is the twin of [nn.Embedding]: a lookup table W [Vocab, Dim] named prefix+".weight".
+// PaddingIdx, when >= 0, is a row that receives no gradient; -1 means none.
 //
-// The ids stay on the host as in nn (they are checked there, and uploaded
-// by each call). Backward is deterministic and equals nn's bit for bit on
-// the same dy: the positions of each distinct id are grouped on the host
-// (a counting pass over the ids), and one block per id adds its rows of dy
-// to W.Grad in increasing position order, nn's order, with no atomics.
+// The ids stay on the host, as in nn: they are checked there and uploaded by each call. Backward
+// is deterministic and equals nn's bit for bit on the same dy. A counting pass on the host groups
+// the positions of each distinct id, and one block per id adds its rows of dy to W.Grad in
+// increasing position order, nn's order, with no atomics.
 type Embedding struct {
 	W          *Param
 	PaddingIdx int
@@ -29,10 +27,10 @@ func (e *Engine) NewEmbedding(l *nn.Embedding) *Embedding {
 // Params returns the layer's parameters.
 func (l *Embedding) Params() []*Param { return []*Param{l.W} }
 
-// Vocab is the number of rows of the table.
+// Vocab returns the number of rows of the table.
 func (l *Embedding) Vocab() int { return l.W.Value.Shape[0] }
 
-// Dim is the embedding width.
+// Dim returns the embedding width.
 func (l *Embedding) Dim() int { return l.W.Value.Shape[1] }
 
 // checkIDs panics unless every id is a row of the table and shape holds
@@ -54,9 +52,9 @@ func (l *Embedding) checkIDs(ids []int32, shape []int) []int {
 	return append(append([]int(nil), shape...), l.Dim())
 }
 
-// Forward gathers rows, out[i] = W[ids[i]], with shape [shape..., Dim]
-// (shape defaults to [len(ids)]), as nn.Embedding.Forward. An id outside
-// [0, Vocab) or a shape that does not match len(ids) panics naming it.
+// Forward gathers the rows out[i] = W[ids[i]] with shape [shape..., Dim], as
+// [nn.Embedding.Forward] does; shape defaults to [len(ids)]. An id outside [0, Vocab) or a shape
+// that does not match len(ids) panics, naming it.
 func (l *Embedding) Forward(e *Engine, ids []int32, shape ...int) *Tensor {
 	out := e.New(l.checkIDs(ids, shape)...)
 	D := l.Dim()
@@ -64,9 +62,9 @@ func (l *Embedding) Forward(e *Engine, ids []int32, shape ...int) *Tensor {
 	return out
 }
 
-// Backward scatter-adds dy [len(ids), Dim] (any leading shape) into
-// W.Grad: W.Grad[ids[i]] += dy[i], repeated ids accumulating in order of
-// i, PaddingIdx receiving nothing (nn.Embedding.Backward, the same sums).
+// Backward scatter-adds dy [len(ids), Dim], or any leading shape, into W.Grad:
+// W.Grad[ids[i]] += dy[i]. Repeated ids accumulate in order of i and PaddingIdx receives nothing,
+// giving the same sums as [nn.Embedding.Backward].
 func (l *Embedding) Backward(e *Engine, ids []int32, dy *Tensor) {
 	D := l.Dim()
 	if dy.Len() != len(ids)*D {

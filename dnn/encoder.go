@@ -7,12 +7,11 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// Encoder is the twin of encoder.Encoder (transformers' BertModel /
-// RobertaModel without the pooler): word + position + token-type
-// embeddings, LayerNorm, dropout, then the post-LN layers; Forward returns
-// last_hidden_state [B, S, Hidden]. Same parameters, names and order as the
-// encoder it is built from (NewEncoder), so that weights and checkpoints
-// move between the two with PullParam / PushParam over Params.
+// Encoder is the twin of [encoder.Encoder], transformers' BertModel or RobertaModel without the
+// pooler: word, position and token-type embeddings, LayerNorm and dropout, then the post-LN
+// layers. Forward returns last_hidden_state [B, S, Hidden]. The parameters, names and order are
+// those of the encoder it is built from by [Engine.NewEncoder], so that weights and checkpoints
+// move between the two with PullParam and PushParam over Params.
 type Encoder struct {
 	Config                   encoder.Config
 	WordEmb, PosEmb, TypeEmb *Embedding
@@ -20,11 +19,10 @@ type Encoder struct {
 	Layers                   []*TransformerLayer
 }
 
-// EncoderRecomputeGELUBytes is the size of all layers' GELU outputs
-// (float32 bytes, L*B*S*intermediate*4) above which a training Forward
-// keeps only the GELU pre-activations and Backward recomputes the rest
-// (nn.LayerOptions.RecomputeGELU): 4 GiB, so that bert-large at batch 32 x
-// 512 (3 GiB) keeps them on a GPU's memory. The results do not depend on it.
+// EncoderRecomputeGELUBytes is the size, in bytes, of all layers' GELU outputs,
+// L*B*S*intermediate*4, above which a training Forward keeps only the GELU pre-activations and
+// Backward recomputes the rest, as [nn.LayerOptions].RecomputeGELU. At 4 GiB, bert-large at batch
+// 32 x 512, which needs 3 GiB, keeps them in a GPU's memory. The results do not depend on it.
 var EncoderRecomputeGELUBytes = 4 << 30
 
 // NewEncoder uploads the parameters of m.
@@ -37,11 +35,11 @@ func (e *Engine) NewEncoder(m *encoder.Encoder) *Encoder {
 	return d
 }
 
-// Hidden is the hidden size (width of last_hidden_state).
+// Hidden returns the hidden size, the width of last_hidden_state.
 func (m *Encoder) Hidden() int { return m.Config.HiddenSize }
 
-// Params returns all parameters in encoder.Encoder.Params' order (Hugging
-// Face state_dict order, without the "bert."/"roberta." prefix).
+// Params returns all parameters in the order of [encoder.Encoder.Params]: Hugging Face state_dict
+// order, without the "bert." or "roberta." prefix.
 func (m *Encoder) Params() []*Param {
 	ps := []*Param{m.WordEmb.W, m.PosEmb.W, m.TypeEmb.W, m.EmbLN.Weight, m.EmbLN.Bias}
 	for _, l := range m.Layers {
@@ -50,8 +48,7 @@ func (m *Encoder) Params() []*Param {
 	return ps
 }
 
-// EncoderCache holds the activations Backward needs; nil after an
-// inference Forward.
+// EncoderCache holds the activations Backward needs. It is nil after an inference Forward.
 type EncoderCache struct {
 	in       encoder.Input
 	pos, typ []int32
@@ -59,23 +56,24 @@ type EncoderCache struct {
 	embDrop  *DropoutCache
 	layers   []*TransformerCache
 	drop     Dropout
-	// Bias is the attention key bias [B,S] of the padding (0 for real
-	// tokens, -Inf for padding; nil without a mask).
+	// Bias is the attention key bias [B,S] of the padding: 0 for real tokens and -Inf for
+	// padding. It is nil without a mask.
 	Bias *Tensor
 }
 
-// Forward runs the encoder as encoder.Encoder.Forward and returns
-// last_hidden_state [B, S, Hidden] and, when train is true, the cache for
-// Backward (nil otherwise). The token ids, type ids (nil: all 0) and mask
-// (nil: every token real) of in are checked on the host (encoder.CheckInput;
-// invalid input panics, as in encoder) and uploaded; the position ids are
-// encoder's (BERT: 0..S-1; RoBERTa: padding_idx offsets). train enables
-// dropout (hidden_dropout_prob after the embeddings and after each dense
-// projection, attention_probs_dropout_prob on the attention probabilities)
-// drawn from g in encoder's order, each site as Dropout.Apply and
-// AttentionDropout state: encoder.Encoder.Forward given rand.New of a copy
-// of g drops the same elements. g may be nil when train is false or every
-// dropout probability is 0.
+// Forward runs the encoder as [encoder.Encoder.Forward] does and returns last_hidden_state
+// [B, S, Hidden] and, when train is true, the cache for Backward; otherwise the cache is nil.
+//
+// The token ids, type ids and mask of in are checked on the host by [encoder.Encoder.CheckInput]
+// and uploaded; invalid input panics, as in encoder. nil type ids mean all 0, and a nil mask means
+// every token is real. The position ids are encoder's: 0..S-1 for BERT, offset by padding_idx for
+// RoBERTa.
+//
+// train enables dropout: hidden_dropout_prob after the embeddings and after each dense projection,
+// and attention_probs_dropout_prob on the attention probabilities. It is drawn from g in encoder's
+// order, each site as [Dropout.Apply] and [Engine.AttentionDropout] state, so that
+// encoder.Encoder.Forward given rand.New of a copy of g drops the same elements. g may be nil when
+// train is false or every dropout probability is 0.
 func (m *Encoder) Forward(e *Engine, in encoder.Input, train bool, g *Philox) (*Tensor, *EncoderCache) {
 	host := &encoder.Encoder{Config: m.Config} // CheckInput and PositionIDs read only the config
 	if err := host.CheckInput(in); err != nil {
@@ -124,11 +122,10 @@ func (m *Encoder) Forward(e *Engine, in encoder.Input, train bool, g *Philox) (*
 	return x, c
 }
 
-// Backward takes the cache of a training Forward and dL/d last_hidden_state
-// [B, S, Hidden] and accumulates (+=) the gradients of every parameter, as
-// encoder.Encoder.Backward: the padding_idx row of the word embeddings (and
-// of RoBERTa's position embeddings) receives no gradient. A nil cache or a
-// gradient of another shape panics.
+// Backward takes the cache of a training Forward and dL/d last_hidden_state [B, S, Hidden] and adds
+// the gradients of every parameter to their Grad, as [encoder.Encoder.Backward] does: the
+// padding_idx row of the word embeddings, and of RoBERTa's position embeddings, receives no
+// gradient. A nil cache or a gradient of another shape panics.
 func (m *Encoder) Backward(e *Engine, c *EncoderCache, dx *Tensor) {
 	if c == nil {
 		panic("dnn.Encoder.Backward: nil cache (Forward was called with train=false)")

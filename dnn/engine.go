@@ -45,8 +45,8 @@ type Engine struct {
 	scratch cuda.Buffer // the GEMMs' BF16 operands (bf16Scratch)
 }
 
-// NewEngine compiles the kernels (Source; cached by package cuda) for d. On
-// the device goroutine. Errors: the compiler's, the driver's.
+// NewEngine compiles the kernels of [Source] for d, cached by package cuda. It runs on the device
+// goroutine and returns the compiler's and the driver's errors.
 func NewEngine(d *cuda.Device) (*Engine, error) {
 	m, err := d.Compile("nvdp-dnn", Source())
 	if err != nil {
@@ -55,8 +55,8 @@ func NewEngine(d *cuda.Device) (*Engine, error) {
 	return &Engine{Dev: d, mod: m, kernels: map[string]*cuda.Kernel{}, arena: arena{dev: d}, bf16: d.Precision() == cuda.PrecisionBF16}, nil
 }
 
-// Close frees the arena and the BF16 scratch buffer (parameters are freed
-// by their owners: FreeParams).
+// Close frees the arena and the BF16 scratch buffer. Parameters are freed by their owners, with
+// [Engine.FreeParams].
 func (e *Engine) Close() {
 	e.arena.free()
 	e.Dev.Free(e.scratch)
@@ -104,8 +104,8 @@ func (e *Engine) launchRows(name string, rows int, args ...any) {
 	e.launch(name, cuda.Dim3{X: rows, Y: 1, Z: 1}, cuda.Threads(threads), 0, args...)
 }
 
-// Tensor is a dense float32 array on the device in row-major order (the
-// device twin of nn.Tensor).
+// Tensor is a dense float32 array on the device in row-major order, the device twin of
+// [nn.Tensor].
 type Tensor struct {
 	Buf   cuda.Buffer
 	Shape []int
@@ -122,10 +122,10 @@ func numel(shape []int) int {
 	return n
 }
 
-// Len is the number of elements.
+// Len returns the number of elements.
 func (t *Tensor) Len() int { return numel(t.Shape) }
 
-// Dim returns the size of dimension i (negative i counts from the end).
+// Dim returns the size of dimension i; a negative i counts from the end.
 func (t *Tensor) Dim(i int) int {
 	if i < 0 {
 		i += len(t.Shape)
@@ -133,10 +133,10 @@ func (t *Tensor) Dim(i int) int {
 	return t.Shape[i]
 }
 
-// Rows is the product of all dimensions but the last.
+// Rows returns the product of all dimensions but the last.
 func (t *Tensor) Rows() int { return t.Len() / t.Dim(-1) }
 
-// View is t with another shape of the same size (no copy).
+// View returns t with another shape of the same size, without a copy.
 func (t *Tensor) View(shape ...int) *Tensor {
 	if numel(shape) != t.Len() {
 		panic(fmt.Sprintf("dnn: view of %v as %v", t.Shape, shape))
@@ -144,7 +144,7 @@ func (t *Tensor) View(shape ...int) *Tensor {
 	return &Tensor{Buf: t.Buf, Shape: append([]int(nil), shape...)}
 }
 
-// Offset is the part of t from element off on, with shape (no copy).
+// Offset returns the part of t from element off on, with shape, without a copy.
 func (t *Tensor) Offset(off int, shape ...int) *Tensor {
 	if off < 0 || off+numel(shape) > t.Len() {
 		panic(fmt.Sprintf("dnn: %v at element %d of %v", shape, off, t.Shape))
@@ -152,8 +152,7 @@ func (t *Tensor) Offset(off int, shape ...int) *Tensor {
 	return &Tensor{Buf: t.Buf.Offset(4 * off), Shape: append([]int(nil), shape...)}
 }
 
-// New returns an arena tensor of the given shape (uninitialised; valid until
-// the next Reset).
+// New returns an uninitialised arena tensor of the given shape, valid until the next Reset.
 func (e *Engine) New(shape ...int) *Tensor {
 	return &Tensor{Buf: e.arena.alloc(4 * numel(shape)), Shape: append([]int(nil), shape...)}
 }
@@ -165,7 +164,7 @@ func (e *Engine) Zeros(shape ...int) *Tensor {
 	return t
 }
 
-// Reset releases every arena tensor (the start of a step).
+// Reset releases every arena tensor, at the start of a step.
 func (e *Engine) Reset() { e.arena.reset() }
 
 // Upload returns an arena tensor holding the host tensor x.
@@ -175,7 +174,7 @@ func (e *Engine) Upload(x *nn.Tensor) *Tensor {
 	return t
 }
 
-// UploadInts returns an arena buffer holding v (token ids, labels).
+// UploadInts returns an arena buffer holding v, such as token ids or labels.
 func (e *Engine) UploadInts(v []int32) cuda.Buffer {
 	b := e.arena.alloc(4 * max(1, len(v)))
 	must(cuda.Upload(e.Dev, b, v))
@@ -189,8 +188,8 @@ func (e *Engine) Download(t *Tensor) *nn.Tensor {
 	return x
 }
 
-// Param is a trained tensor on the device, with its gradient: the twin of
-// an nn.Param of the same name.
+// Param is a trained tensor on the device, with its gradient: the twin of an [nn.Param] of the
+// same name.
 type Param struct {
 	Name        string
 	Value, Grad *Tensor
@@ -204,8 +203,8 @@ type Param struct {
 	bf16 cuda.Buffer
 }
 
-// Param allocates the device twin of p (its value uploaded, its gradient
-// zero). Free it with FreeParams.
+// Param allocates the device twin of p, with its value uploaded and its gradient zero. Free it with
+// [Engine.FreeParams].
 func (e *Engine) Param(p *nn.Param) *Param {
 	n := p.Value.Len()
 	v, err := e.Dev.Alloc(4 * max(1, n))
@@ -229,8 +228,8 @@ func (e *Engine) FreeParams(ps []*Param) {
 	}
 }
 
-// PullParam copies the value (and, with grad, the gradient) of dp into the
-// host parameter p of the same name and shape.
+// PullParam copies the value of dp, and with grad its gradient, into the host parameter p of the
+// same name and shape.
 func (e *Engine) PullParam(dp *Param, p *nn.Param, grad bool) {
 	if dp.Name != p.Name || dp.Value.Len() != p.Value.Len() {
 		panic(fmt.Sprintf("dnn: pull %s %v into %s %v", dp.Name, dp.Value.Shape, p.Name, p.Value.Shape))
@@ -241,8 +240,8 @@ func (e *Engine) PullParam(dp *Param, p *nn.Param, grad bool) {
 	}
 }
 
-// PushParam copies the value of the host parameter p into dp (and its
-// rounding into dp's bfloat16 copy, where it has one).
+// PushParam copies the value of the host parameter p into dp, and its rounding into dp's bfloat16
+// copy where it has one.
 func (e *Engine) PushParam(p *nn.Param, dp *Param) {
 	if dp.Name != p.Name || dp.Value.Len() != p.Value.Len() {
 		panic(fmt.Sprintf("dnn: push %s %v into %s %v", p.Name, p.Value.Shape, dp.Name, dp.Value.Shape))

@@ -6,15 +6,15 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// LayerNorm is the twin of nn.LayerNorm over the last dimension. Row
-// statistics accumulate in float32 (two passes) where nn accumulates in
-// float64: outputs agree to about 1e-6 relative.
+// LayerNorm is the twin of [nn.LayerNorm] over the last dimension. Row statistics accumulate in
+// float32 in two passes, where nn accumulates in float64; the outputs agree to about 1e-6
+// relative.
 type LayerNorm struct {
 	Weight, Bias *Param
 	Eps          float32
 }
 
-// LayerNormCache holds the input and per-row statistics for Backward.
+// LayerNormCache holds the input and the per-row statistics for Backward.
 type LayerNormCache struct {
 	X          *Tensor
 	Mean, Rstd *Tensor // [rows]
@@ -25,10 +25,10 @@ func (e *Engine) NewLayerNorm(l *nn.LayerNorm) *LayerNorm {
 	return &LayerNorm{Weight: e.Param(l.Weight), Bias: e.Param(l.Bias), Eps: l.Eps}
 }
 
-// Params returns the layer's parameters, in nn.LayerNorm's order.
+// Params returns the layer's parameters, in [nn.LayerNorm]'s order.
 func (l *LayerNorm) Params() []*Param { return []*Param{l.Weight, l.Bias} }
 
-// Forward normalises x [..., D].
+// Forward normalises x [..., D] and returns the result and the cache for Backward.
 func (l *LayerNorm) Forward(e *Engine, x *Tensor) (*Tensor, *LayerNormCache) {
 	D := l.Weight.Value.Len()
 	if x.Dim(-1) != D {
@@ -41,7 +41,7 @@ func (l *LayerNorm) Forward(e *Engine, x *Tensor) (*Tensor, *LayerNormCache) {
 	return y, c
 }
 
-// Backward accumulates dWeight, dBias and returns dx.
+// Backward accumulates the gradients of Weight and Bias and returns dx.
 func (l *LayerNorm) Backward(e *Engine, c *LayerNormCache, dy *Tensor) *Tensor {
 	sameLen("LayerNorm.Backward", c.X, dy)
 	D := l.Weight.Value.Len()

@@ -8,9 +8,9 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// Linear is the twin of nn.Linear: y = x W^T + b, W [Out, In], b [Out]
-// (nil for a bias-free layer), the GEMMs on cuBLAS (BF16 inputs on a bf16
-// device: Engine.gemm, W's kept bfloat16 copy: Engine.gemmWeight).
+// Linear is the twin of [nn.Linear]: y = x W^T + b, with W [Out, In] and b [Out], nil for a
+// bias-free layer. The GEMMs run on cuBLAS; a bf16 device takes BF16 inputs, through Engine.gemm,
+// and keeps a bfloat16 copy of W, through Engine.gemmWeight.
 type Linear struct {
 	In, Out int
 	W, B    *Param
@@ -25,7 +25,7 @@ func (e *Engine) NewLinear(l *nn.Linear) *Linear {
 	return d
 }
 
-// Params returns the layer's parameters, in nn.Linear's order.
+// Params returns the layer's parameters, in [nn.Linear]'s order.
 func (l *Linear) Params() []*Param {
 	if l.B == nil {
 		return []*Param{l.W}
@@ -33,7 +33,7 @@ func (l *Linear) Params() []*Param {
 	return []*Param{l.W, l.B}
 }
 
-// Forward maps x [..., In] to y [..., Out]; the cache is x.
+// Forward maps x [..., In] to y [..., Out]. The cache it returns is x.
 func (l *Linear) Forward(e *Engine, x *Tensor) (*Tensor, *Tensor) {
 	if x.Dim(-1) != l.In {
 		panic(fmt.Sprintf("dnn.Linear(%s): input last dim %d, want %d", l.W.Name, x.Dim(-1), l.In))
@@ -50,8 +50,8 @@ func (l *Linear) Forward(e *Engine, x *Tensor) (*Tensor, *Tensor) {
 	return y, x
 }
 
-// Backward takes the cached x and dy [..., Out], accumulates dW and db and
-// returns dx [..., In].
+// Backward takes the cached x and dy [..., Out], accumulates the gradients of W and b, and returns
+// dx [..., In].
 func (l *Linear) Backward(e *Engine, x, dy *Tensor) *Tensor {
 	rows := x.Rows()
 	e.gemm(true, false, l.Out, l.In, rows, 1, dy.Buf, x.Buf, 1, l.W.Grad.Buf)

@@ -7,14 +7,15 @@ import (
 	"github.com/nvdp-project/nvdp/cuda"
 )
 
-// SoftmaxCrossEntropy is the twin of nn.SoftmaxCrossEntropy: the mean over
-// the batch of -log softmax(logits[b])[labels[b]] for logits [B,C] and its
-// gradient dlogits = (softmax(logits) - onehot(labels)) / B. labels holds B
-// int32 on the device (e.UploadInts). Each row's log-sum-exp and the
-// gradient are computed in double, as nn does; the loss is summed on the
-// device in double (a fixed tree: deterministic, another order than nn's
-// loop) and comes back in one download of 8 bytes. A label outside [0, C)
-// panics as in nn (found after the download: the row's loss is NaN).
+// SoftmaxCrossEntropy is the twin of [nn.SoftmaxCrossEntropy]. It returns the mean over the batch
+// of -log softmax(logits[b])[labels[b]] for logits [B,C], and its gradient
+// dlogits = (softmax(logits) - onehot(labels)) / B. labels holds B int32 values on the device,
+// uploaded with [Engine.UploadInts].
+//
+// Each row's log-sum-exp and the gradient are computed in double, as nn does. The loss is summed
+// on the device in double over a fixed tree, which is deterministic but in another order than
+// nn's loop, and comes back in one download of 8 bytes. A label outside [0, C) panics as in nn;
+// it is found after the download, as a row whose loss is NaN.
 func (e *Engine) SoftmaxCrossEntropy(logits *Tensor, labels cuda.Buffer) (loss float64, dlogits *Tensor) {
 	if len(logits.Shape) != 2 || labels.Bytes < 4*logits.Shape[0] {
 		panic(fmt.Sprintf("dnn.SoftmaxCrossEntropy: logits %v with labels of %d bytes", logits.Shape, labels.Bytes))
@@ -43,10 +44,10 @@ func (e *Engine) SoftmaxCrossEntropy(logits *Tensor, labels cuda.Buffer) (loss f
 	return s[0] * inv, dlogits
 }
 
-// MSE is the twin of nn.MSE: mean_b (pred[b] - target[b])^2 and dpred = 2
-// (pred - target) / B shaped like pred, for pred [B] or [B,1] and target
-// [B] on the device; computed in double as nn, the loss summed on the
-// device (a fixed tree) and downloaded (8 bytes).
+// MSE is the twin of [nn.MSE]. It returns mean_b (pred[b] - target[b])^2 and
+// dpred = 2 (pred - target) / B, shaped like pred, for pred [B] or [B,1] and target [B] on the
+// device. It computes in double as nn does; the loss is summed on the device over a fixed tree and
+// downloaded, 8 bytes.
 func (e *Engine) MSE(pred, target *Tensor) (loss float64, dpred *Tensor) {
 	if pred.Len() != target.Len() || (len(pred.Shape) == 2 && pred.Shape[1] != 1) || len(pred.Shape) > 2 {
 		panic(fmt.Sprintf("dnn.MSE: pred %v with target %v", pred.Shape, target.Shape))

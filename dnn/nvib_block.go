@@ -8,11 +8,10 @@ import (
 	"github.com/nvdp-project/nvdp/nvib"
 )
 
-// NVDPBlock is the twin of nvib.Block: the TransformerLayer twin with
-// queries from the sample's token components (principled) or from the
-// encoder output x (reference), keys and values from Z, the key bias
-// ln pi_j - ||z_j||^2/(2 sqrt d_h) (the reference's clamped form and
-// padding bias in reference mode) and no attention residual.
+// NVDPBlock is the twin of [nvib.Block]: the TransformerLayer twin with keys and values from Z and
+// no attention residual. In principled mode the queries come from the sample's token components
+// and the key bias is ln pi_j - ||z_j||^2/(2 sqrt d_h). In reference mode the queries come from
+// the encoder output x, and the key bias takes the reference's clamped form and padding bias.
 type NVDPBlock struct {
 	Cfg nvib.BlockConfig
 	*TransformerLayer
@@ -24,7 +23,7 @@ func (e *Engine) NewNVDPBlock(b *nvib.Block) *NVDPBlock {
 	return &NVDPBlock{Cfg: b.Cfg, TransformerLayer: e.NewTransformerLayer(b.TransformerLayer), drop: Dropout{P: float32(b.Cfg.Dropout)}}
 }
 
-// NVDPBlockCache holds what NVDPBlock.Backward needs.
+// NVDPBlockCache holds what [NVDPBlock.Backward] needs.
 type NVDPBlockCache struct {
 	B, S, N, P int
 	clamped    *Tensor // [B,N] reference: ln(max(pi, tiny)) clamped
@@ -34,11 +33,11 @@ type NVDPBlockCache struct {
 // sq is sqrt(d_h) as nvib computes it.
 func (b *NVDPBlock) sq(P int) float64 { return math.Sqrt(float64(P / b.Cfg.Heads)) }
 
-// Forward runs the block on the sample s of post, as nvib.Block.Forward: x
-// [B,S,P] is the encoder output, read only in reference mode (queries, and
-// post.Mask for the padding bias; nil is allowed in principled mode).
-// train enables the hidden dropout, drawn from g as the TransformerLayer
-// twin does. Returns y [B,S,P].
+// Forward returns the block's output y [B,S,P] for the sample s of post, as
+// [nvib.Block.Forward] does, and the cache Backward needs. x [B,S,P] is the encoder output, read
+// only in reference mode, for the queries, along with post.Mask for the padding bias; it may be
+// nil in principled mode. train enables the hidden dropout, drawn from g as the TransformerLayer
+// twin does.
 func (b *NVDPBlock) Forward(e *Engine, x *Tensor, post *NVIBPosterior, s *NVIBSample, train bool, g *Philox) (*Tensor, *NVDPBlockCache) {
 	B, N, P := post.B, post.N, post.P
 	S := N - 1
@@ -62,10 +61,9 @@ func (b *NVDPBlock) Forward(e *Engine, x *Tensor, post *NVIBPosterior, s *NVIBSa
 	return y, c
 }
 
-// Backward takes dy [B,S,P], accumulates the parameter gradients and
-// returns dZ [B,N,P], dLogPi [B,N] (float32; 0 where pi = 0 or, in
-// reference mode, clamped) and dx [B,S,P] (nil in principled mode), as
-// nvib.Block.Backward.
+// Backward takes dy [B,S,P], accumulates the parameter gradients and returns dZ [B,N,P], dLogPi
+// [B,N] and dx [B,S,P], as [nvib.Block.Backward] does. dLogPi is float32 and 0 where pi = 0 or,
+// in reference mode, where pi was clamped. dx is nil in principled mode.
 func (b *NVDPBlock) Backward(e *Engine, c *NVDPBlockCache, s *NVIBSample, dy *Tensor) (dZ, dLogPi, dx *Tensor) {
 	B, S, N, P := c.B, c.S, c.N, c.P
 	dqIn, dZ, dBias := b.TransformerLayer.Backward(e, c.layer, dy)
@@ -78,16 +76,16 @@ func (b *NVDPBlock) Backward(e *Engine, c *NVDPBlockCache, s *NVIBSample, dy *Te
 	return dZ, dLogPi, nil
 }
 
-// NVDPHead is the twin of nvib.Head: mean pooling (over the rows the mask
-// marks) or the first token with dense and tanh, dropout, the classifier.
+// NVDPHead is the twin of [nvib.Head]: mean pooling over the rows the mask marks, or the first
+// token with dense and tanh; then dropout and the classifier.
 type NVDPHead struct {
 	Kind       string
 	Dense, Out *Linear // Dense: first-token only
 	drop       Dropout
 }
 
-// NewNVDPHead uploads h's parameters; dropout is the head's probability
-// (nvib.Config.Dropout, which nvib.NewHead gave it).
+// NewNVDPHead uploads h's parameters. dropout is the head's probability, [nvib.Config].Dropout,
+// which [nvib.NewHead] gave it.
 func (e *Engine) NewNVDPHead(h *nvib.Head, dropout float64) *NVDPHead {
 	d := &NVDPHead{Kind: h.Kind, Out: e.NewLinear(h.Out), drop: Dropout{P: float32(dropout)}}
 	if h.Dense != nil {
@@ -96,7 +94,7 @@ func (e *Engine) NewNVDPHead(h *nvib.Head, dropout float64) *NVDPHead {
 	return d
 }
 
-// Params returns the head's parameters in nvib.Head's order.
+// Params returns the head's parameters in [nvib.Head]'s order.
 func (h *NVDPHead) Params() []*Param {
 	if h.Dense != nil {
 		return append(h.Dense.Params(), h.Out.Params()...)
@@ -104,7 +102,7 @@ func (h *NVDPHead) Params() []*Param {
 	return h.Out.Params()
 }
 
-// NVDPHeadCache holds what NVDPHead.Backward needs.
+// NVDPHeadCache holds what [NVDPHead.Backward] needs.
 type NVDPHeadCache struct {
 	S          int
 	mask       *Tensor
@@ -113,8 +111,8 @@ type NVDPHeadCache struct {
 	outIn      *Tensor
 }
 
-// Forward maps y [B,S,P] and the token mask [B*S] (nil: every row) to logits
-// [B,C], as nvib.Head.Forward; dropout from g when train.
+// Forward maps y [B,S,P] and the token mask [B*S] to logits [B,C], as [nvib.Head.Forward] does. A
+// nil mask means every row. Dropout is drawn from g when train is set.
 func (h *NVDPHead) Forward(e *Engine, y *Tensor, mask []float32, train bool, g *Philox) (*Tensor, *NVDPHeadCache) {
 	B, S := y.Shape[0], y.Shape[1]
 	c := &NVDPHeadCache{S: S}

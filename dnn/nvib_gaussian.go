@@ -10,11 +10,10 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// GaussianRelease is the twin of nvib.GaussianRelease (the Gaussian-mechanism
-// baseline): each real token's row (x, or Proj x when P != H) clipped into
-// the ball of radius C around 0 by nvib.ClipMu's arithmetic bit for bit
-// (nvib_clip_mu), pads and positions past S released as 0, logvar ln sigma^2
-// and alpha 1 everywhere.
+// GaussianRelease is the twin of [nvib.GaussianRelease], the Gaussian-mechanism baseline. Each real
+// token's row, x or Proj x when P != H, is clipped into the ball of radius C around 0 with the
+// arithmetic of [nvib.ClipMu] bit for bit, by nvib_clip_mu. Pads and positions past S are released
+// as 0, and logvar is ln sigma^2 and alpha 1 everywhere.
 type GaussianRelease struct {
 	C    float64
 	Var  float64
@@ -22,7 +21,7 @@ type GaussianRelease struct {
 	Proj *Linear // nil when P = H
 }
 
-// NewGaussianRelease uploads g's parameters (its projection's, if any).
+// NewGaussianRelease uploads g's parameters, those of its projection if it has one.
 func (e *Engine) NewGaussianRelease(g *nvib.GaussianRelease) *GaussianRelease {
 	d := &GaussianRelease{C: g.C, Var: g.Var, L: g.L}
 	if g.Proj != nil {
@@ -31,7 +30,7 @@ func (e *Engine) NewGaussianRelease(g *nvib.GaussianRelease) *GaussianRelease {
 	return d
 }
 
-// Params returns the projection's parameters (none when P = H).
+// Params returns the projection's parameters, or none when P = H.
 func (g *GaussianRelease) Params() []*Param {
 	if g.Proj == nil {
 		return nil
@@ -39,7 +38,7 @@ func (g *GaussianRelease) Params() []*Param {
 	return g.Proj.Params()
 }
 
-// GaussianCache holds what GaussianRelease.Backward needs.
+// GaussianCache holds what [GaussianRelease.Backward] needs.
 type GaussianCache struct {
 	B, S, N, P int
 	x          *Tensor // the projection's input (nil without one)
@@ -48,10 +47,9 @@ type GaussianCache struct {
 	norm       nvibF64 // [B*N] pre-projection norm of a projected row, else 0
 }
 
-// Forward maps x [B,S,H] and the token mask [B*S] (nil = all real) to the
-// release's posterior (N = L+1 components), as nvib.GaussianRelease.Forward.
-// Errors: nvib's (S > L, a mask or input of the wrong size, a non-finite
-// clipped row).
+// Forward maps x [B,S,H] and the token mask [B*S] to the release's posterior, with N = L+1
+// components, as [nvib.GaussianRelease.Forward] does. A nil mask means all real. It returns nvib's
+// errors: S > L, a mask or input of the wrong size, or a non-finite clipped row.
 func (g *GaussianRelease) Forward(e *Engine, x *Tensor, mask []float32) (*NVIBPosterior, *GaussianCache, error) {
 	post, c, err := g.forwardNoCheck(e, x, mask)
 	if err == nil {
@@ -108,9 +106,9 @@ func (g *GaussianRelease) forwardNoCheck(e *Engine, x *Tensor, mask []float32) (
 	return post, c, nil
 }
 
-// Backward maps dmu [B,N,P] to dx [B,S,H] (the ball projection's Jacobian
-// at real tokens, 0 at pads, then the projection, accumulating its
-// gradients), as nvib.GaussianRelease.Backward.
+// Backward maps dmu [B,N,P] to dx [B,S,H], as [nvib.GaussianRelease.Backward] does: through the
+// ball projection's Jacobian at real tokens and 0 at pads, then through the projection,
+// accumulating its gradients.
 func (g *GaussianRelease) Backward(e *Engine, c *GaussianCache, dmu *Tensor) *Tensor {
 	sameLen("GaussianRelease.Backward", c.post.Mu, dmu)
 	du := e.New(c.B, c.S, c.P)
@@ -123,11 +121,11 @@ func (g *GaussianRelease) Backward(e *Engine, c *GaussianCache, dmu *Tensor) *Te
 	return du
 }
 
-// GaussianDrawHost is nvib.DrawGaussian with the noise eps drawn from rng on
-// the host in nvib's order (one NormFloat64 per element, row-major) and
-// uploaded: Z = mu + sigma eps on the device, the uniform weights pi = 1/N
-// (ln pi = -ln N). The release's noise must come from a cryptographically
-// secure generator outside training (docs/privacy.md); rng is the caller's.
+// GaussianDrawHost is [nvib.DrawGaussian] with the noise eps drawn from rng on the host in nvib's
+// order, one NormFloat64 per element in row-major order, and uploaded. Z = mu + sigma eps is
+// computed on the device, with the uniform weights pi = 1/N and ln pi = -ln N. Outside training,
+// the release's noise must come from a cryptographically secure generator, see docs/privacy.md;
+// rng is the caller's.
 func (e *Engine) GaussianDrawHost(post *NVIBPosterior, rng *rand.Rand) *NVIBSample {
 	eps := nn.New(post.Mu.Shape...)
 	for k := range eps.Data {
@@ -136,17 +134,16 @@ func (e *Engine) GaussianDrawHost(post *NVIBPosterior, rng *rand.Rand) *NVIBSamp
 	return e.GaussianDrawWith(post, e.Upload(eps))
 }
 
-// GaussianDrawDevice is nvib.DrawGaussian with the noise made on the device
-// from the Philox stream g as NVIBDrawDevice makes eps (2 B N P draws): for
-// training. A release outside training draws its noise from a
-// cryptographically secure generator (docs/privacy.md): GaussianDrawWith
-// with eps made so.
+// GaussianDrawDevice is [nvib.DrawGaussian] for training, with the noise made on the device from
+// the Philox stream g as [Engine.NVIBDrawDevice] makes eps, in 2 B N P draws. A release outside
+// training draws its noise from a cryptographically secure generator, see docs/privacy.md, and
+// passes it to [Engine.GaussianDrawWith].
 func (e *Engine) GaussianDrawDevice(post *NVIBPosterior, g *Philox) *NVIBSample {
 	return e.GaussianDrawWith(post, e.philoxNormals(post.Mu.Shape, g))
 }
 
-// GaussianDrawWith is nvib.DrawGaussian with the standard normal noise eps
-// [B,N,P] given (on the device).
+// GaussianDrawWith is [nvib.DrawGaussian] with the standard normal noise eps [B,N,P] given on the
+// device.
 func (e *Engine) GaussianDrawWith(post *NVIBPosterior, eps *Tensor) *NVIBSample {
 	sameLen("GaussianDrawWith", post.Mu, eps)
 	s := &NVIBSample{Z: e.New(post.Mu.Shape...), Eps: eps}

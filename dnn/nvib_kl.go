@@ -7,8 +7,8 @@ import (
 	"github.com/nvdp-project/nvdp/nvib"
 )
 
-// NVIBKL holds the NVIB regularisers of a batch on the device (the twin of
-// nvib.KLResult): per-example L_G and L_D and their batch means, in double.
+// NVIBKL holds the NVIB regularisers of a batch on the device, the twin of [nvib.KLResult]: the
+// per-example L_G and L_D and their batch means, in double.
 type NVIBKL struct {
 	B      int
 	LG, LD nvibF64 // [B]
@@ -18,7 +18,7 @@ type NVIBKL struct {
 	a0     nvibF64 // [B] alpha0
 }
 
-// Download returns the host copy as an nvib.KLResult.
+// Download returns the host copy as an [nvib.KLResult].
 func (k *NVIBKL) Download(e *Engine) nvib.KLResult {
 	m := e.downloadF64(k.Mean)
 	return nvib.KLResult{LG: e.downloadF64(k.LG), LD: e.downloadF64(k.LD), MeanLG: m[0], MeanLD: m[1]}
@@ -33,9 +33,9 @@ func klArgs(cfg nvib.KLConfig, post *NVIBPosterior) (mask cuda.Buffer, maskPads 
 	return post.Mask.Buf, 0
 }
 
-// NVIBKL computes L_G and L_D of post (component 0 the prior) as nvib.KL: in
-// double, the per-component sums over P by block reductions, the rest per
-// example in nvib's order.
+// NVIBKL computes L_G and L_D of post, whose component 0 is the prior, as [nvib.KL] does. It
+// computes in double: the per-component sums over P by block reductions, and the rest per example
+// in nvib's order.
 func (e *Engine) NVIBKL(cfg nvib.KLConfig, post *NVIBPosterior) *NVIBKL {
 	B, N, P := post.B, post.N, post.P
 	k := &NVIBKL{B: B, LG: e.newF64(B), LD: e.newF64(B), Mean: e.newF64(2), comp: e.newF64(B * N), dLD: e.newF64(B), a0: e.newF64(B)}
@@ -48,9 +48,8 @@ func (e *Engine) NVIBKL(cfg nvib.KLConfig, post *NVIBPosterior) *NVIBKL {
 	return k
 }
 
-// NVIBKLBackward accumulates into dmu, dlogvar [B,N,P] and dalpha [B,N] the
-// gradient of wG mean_b L_G + wD mean_b L_D, as nvib.KLBackward (it
-// recomputes the terms, as nvib does).
+// NVIBKLBackward accumulates into dmu and dlogvar [B,N,P] and dalpha [B,N] the gradient of
+// wG mean_b L_G + wD mean_b L_D, as [nvib.KLBackward] does. Like nvib, it recomputes the terms.
 func (e *Engine) NVIBKLBackward(cfg nvib.KLConfig, post *NVIBPosterior, wG, wD float64, dmu, dlogvar, dalpha *Tensor) {
 	sameLen("NVIBKLBackward", post.Mu, dmu)
 	sameLen("NVIBKLBackward", post.Logvar, dlogvar)

@@ -34,13 +34,14 @@ func (e *Engine) downloadF64(a nvibF64) []float64 {
 	return v
 }
 
-// NVIBLayer is the twin of nvib.Layer: the mu and logvar projections (dnn
-// Linear), ln alpha = w_lin.x + w_quad.(x⊙x) + b_alpha, the prior component
-// prepended at index 0 and the clipping of nvib/clip.go. The mean clipping
-// is nvib.ClipMu bit for bit (nvib_clip_mu: its two distances are summed by
-// one thread per row in the Go loop's order, with unfused IEEE operations,
-// P <= a few thousand), so that what the certificate assumes of a stored
-// posterior holds on the device as on the CPU.
+// NVIBLayer is the twin of [nvib.Layer]: the mu and logvar projections as dnn Linear layers,
+// ln alpha = w_lin.x + w_quad.(x⊙x) + b_alpha, the prior component prepended at index 0, and the
+// clipping of nvib/clip.go.
+//
+// The mean clipping is [nvib.ClipMu] bit for bit, by nvib_clip_mu: its two distances are summed by
+// one thread per row in the Go loop's order, with unfused IEEE operations, for P up to a few
+// thousand. What the certificate assumes of a stored posterior thus holds on the device as on the
+// CPU.
 type NVIBLayer struct {
 	Cfg                  nvib.LayerConfig
 	Mu, Logvar, AlphaLin *Linear
@@ -53,19 +54,19 @@ func (e *Engine) NewNVIBLayer(l *nvib.Layer) *NVIBLayer {
 		AlphaQuad: e.Param(l.AlphaQuad)}
 }
 
-// Params returns the layer's parameters, in nvib.Layer's order.
+// Params returns the layer's parameters, in [nvib.Layer]'s order.
 func (l *NVIBLayer) Params() []*Param {
 	return append(append(append(l.Mu.Params(), l.Logvar.Params()...), l.AlphaLin.Params()...), l.AlphaQuad)
 }
 
-// NVIBPosterior is the device twin of nvib.Posterior: component 0 the
-// prior, 1..S the token positions.
+// NVIBPosterior is the device twin of [nvib.Posterior]: component 0 is the prior and 1..S the
+// token positions.
 type NVIBPosterior struct {
 	B, N, P    int
 	Mu, Logvar *Tensor // [B,N,P]
 	Alpha      *Tensor // [B,N]
-	// Mask [B,N] labels the components (1 = real token or the prior, 0 =
-	// padding), on the device and on the host (HostMask).
+	// Mask [B,N] labels the components, with 1 for a real token or the prior and 0 for padding. It
+	// is on the device and, as HostMask, on the host.
 	Mask         *Tensor
 	HostMask     []float32
 	PadsReleased bool
@@ -90,15 +91,15 @@ func maskArgs(m *Tensor) (cuda.Buffer, int) {
 	return m.Buf, 1
 }
 
-// Download returns the host copy of p as an nvib.Posterior (the posterior
-// dump of nvdp eval, nvib.Model.Posterior's twin).
+// Download returns the host copy of p as an [nvib.Posterior]: the posterior dump of nvdp eval,
+// and the twin of [nvib.Model.Posterior].
 func (p *NVIBPosterior) Download(e *Engine) *nvib.Posterior {
 	return &nvib.Posterior{B: p.B, N: p.N, P: p.P, Mu: e.Download(p.Mu), Logvar: e.Download(p.Logvar),
 		Alpha: e.Download(p.Alpha), Mask: append([]float32(nil), p.HostMask...), PadsReleased: p.PadsReleased}
 }
 
-// UploadPosterior returns the device copy of the host posterior p (tests,
-// and a posterior computed on the host).
+// UploadPosterior returns the device copy of the host posterior p, for tests and for a posterior
+// computed on the host.
 func (e *Engine) UploadPosterior(p *nvib.Posterior) *NVIBPosterior {
 	return &NVIBPosterior{B: p.B, N: p.N, P: p.P, Mu: e.Upload(p.Mu), Logvar: e.Upload(p.Logvar), Alpha: e.Upload(p.Alpha),
 		Mask: e.Upload(nn.FromData(p.Mask, p.B, p.N)), HostMask: append([]float32(nil), p.Mask...), PadsReleased: p.PadsReleased}
@@ -113,11 +114,10 @@ type nvibStatus struct {
 	checks bool        // checked already
 }
 
-// Check returns the error of nvib's posterior check (nvib.Layer.Forward's
-// checkFinite, or GaussianRelease.Forward's non-finite clipped mean) for
-// p, nil when valid: it downloads 3 ints (and, on an error, the offending
-// row). Forward calls it; a caller that deferred it (forwardNoCheck) calls
-// it before using the posterior on the host.
+// Check returns the error of nvib's posterior check for p, or nil when p is valid. The check is
+// that of [nvib.Layer.Forward], or the non-finite clipped mean of [nvib.GaussianRelease.Forward].
+// It downloads 3 ints and, on an error, the offending row. Forward calls it; a caller that deferred
+// it, through forwardNoCheck, calls it before using the posterior on the host.
 func (p *NVIBPosterior) Check(e *Engine) error {
 	s := p.status
 	if s == nil || s.checks {
@@ -156,7 +156,7 @@ func (p *NVIBPosterior) Check(e *Engine) error {
 	return nil
 }
 
-// NVIBLayerCache holds what NVIBLayer.Backward needs.
+// NVIBLayerCache holds what [NVIBLayer.Backward] needs.
 type NVIBLayerCache struct {
 	x                   *Tensor // [B,S,H]
 	muTok, lvTok, laTok *Tensor // the projections before clipping: [B,S,P], [B,S,P], [B,S]
@@ -210,10 +210,10 @@ func posteriorMask(mask []float32, B, S int) []float32 {
 	return m
 }
 
-// Forward maps x [B,S,H] and the token mask [B*S] (1 = real; nil = all
-// real) to the clipped posterior (N = S+1 components), as nvib.Layer.Forward.
-// Errors: nvib's, for a non-finite posterior value or a zero alpha on a
-// released component (Check).
+// Forward maps x [B,S,H] and the token mask [B*S] to the clipped posterior with N = S+1
+// components, as [nvib.Layer.Forward] does. The mask holds 1 for a real token; nil means all real.
+// It returns nvib's errors, from [NVIBPosterior.Check]: a non-finite posterior value or a zero
+// alpha on a released component.
 func (l *NVIBLayer) Forward(e *Engine, x *Tensor, mask []float32) (*NVIBPosterior, *NVIBLayerCache, error) {
 	post, c := l.forwardNoCheck(e, x, mask)
 	if err := post.Check(e); err != nil {
@@ -257,10 +257,9 @@ func (l *NVIBLayer) forwardNoCheck(e *Engine, x *Tensor, mask []float32) (*NVIBP
 	return post, c
 }
 
-// Backward takes the gradients w.r.t. the clipped posterior (dmu, dlogvar
-// [B,N,P], dalpha [B,N]; not modified, where nvib modifies them in place),
-// accumulates the parameter gradients and returns dx [B,S,H]. The prior
-// component's gradient is discarded (frozen).
+// Backward takes the gradients with respect to the clipped posterior, dmu and dlogvar [B,N,P] and
+// dalpha [B,N], accumulates the parameter gradients and returns dx [B,S,H]. Unlike nvib, it does
+// not modify the gradients. The prior component is frozen, so its gradient is discarded.
 func (l *NVIBLayer) Backward(e *Engine, c *NVIBLayerCache, dmu, dlogvar, dalpha *Tensor) *Tensor {
 	post := c.post
 	B, N, P := post.B, post.N, post.P

@@ -11,11 +11,10 @@ import (
 	"github.com/nvdp-project/nvdp/nvib"
 )
 
-// NVDPModel is the twin of nvib.Model: the encoder twin (nil: the features
-// come from the caller, ForwardFeatures), then the NVIB layer (nvdp,
-// nvdp-clipped) or the Gaussian-mechanism release (gaussian), the NVDP
-// block and the head; the baseline has the head alone. Same parameters,
-// names and order as the nvib.Model it is built from.
+// NVDPModel is the twin of [nvib.Model]: the encoder twin, then the NVIB layer for nvdp and
+// nvdp-clipped or the Gaussian-mechanism release for gaussian, the NVDP block and the head. The
+// baseline has the head alone. The encoder is nil when the features come from the caller, through
+// ForwardFeatures. The parameters, names and order are those of the nvib.Model it is built from.
 type NVDPModel struct {
 	Cfg      nvib.Config
 	Backbone *Encoder
@@ -25,9 +24,9 @@ type NVDPModel struct {
 	Head     *NVDPHead
 }
 
-// NewNVDPModel uploads m's parameters. Errors: a backbone other than an
-// encoder (nvib.EncoderBackbone) or none; a head that reads the release
-// (nvib.HeadReadsRelease), which has no twin yet.
+// NewNVDPModel uploads m's parameters. It returns an error for a backbone other than an encoder,
+// [nvib.EncoderBackbone], or none; and for a head that reads the release,
+// [nvib.HeadReadsRelease], which has no twin yet.
 func (e *Engine) NewNVDPModel(m *nvib.Model) (*NVDPModel, error) {
 	if m.Cfg.HeadReads == nvib.HeadReadsRelease {
 		return nil, fmt.Errorf("dnn: no device twin of a head that reads the release (head_reads %q): train it on the CPU", nvib.HeadReadsRelease)
@@ -53,8 +52,8 @@ func (e *Engine) NewNVDPModel(m *nvib.Model) (*NVDPModel, error) {
 	return d, nil
 }
 
-// Params returns backbone, NVIB (or the gaussian release's projection),
-// block and head parameters, in nvib.Model.Params' order.
+// Params returns the parameters of the backbone, the NVIB layer or the gaussian release's
+// projection, the block and the head, in the order of [nvib.Model.Params].
 func (m *NVDPModel) Params() []*Param {
 	var ps []*Param
 	if m.Backbone != nil {
@@ -72,12 +71,12 @@ func (m *NVDPModel) Params() []*Param {
 	return append(ps, m.Head.Params()...)
 }
 
-// PadsReleased is nvib.Model.PadsReleased.
+// PadsReleased returns [nvib.Model.PadsReleased].
 func (m *NVDPModel) PadsReleased() bool {
 	return m.Gauss != nil || (m.NVIB != nil && !m.Cfg.Mode.IsReference())
 }
 
-// KLConfig is nvib.Model.KLConfig.
+// KLConfig returns [nvib.Model.KLConfig].
 func (m *NVDPModel) KLConfig() nvib.KLConfig {
 	return nvib.KLConfig{Prior: m.Cfg.Prior, Delta: m.Cfg.Delta}
 }
@@ -85,30 +84,29 @@ func (m *NVDPModel) KLConfig() nvib.KLConfig {
 // NVDPOptions control one forward pass of the device model.
 type NVDPOptions struct {
 	Train bool
-	// G is the device's generator: dropout (when Train), and the
-	// posterior's draws when Rng is nil (NVIBDrawDevice). It may be nil
-	// when no dropout is active and Rng is set.
+	// G is the device's generator: for dropout when Train is set, and for the posterior's draws
+	// when Rng is nil, through NVIBDrawDevice. It may be nil when no dropout is active and Rng is
+	// set.
 	G *Philox
-	// Rng, when set, makes the posterior's draws on the host in nvib's
-	// order (NVIBDrawHost; GaussianDrawHost): nvib.Model's draws from an
-	// rng of the same state. With dropout on, rand.New(G) gives exactly
-	// what nvib.Model draws from rand.New of a copy of G.
+	// Rng, when set, makes the posterior's draws on the host in nvib's order, through NVIBDrawHost
+	// or GaussianDrawHost: the draws nvib.Model makes from an rng of the same state. With dropout
+	// on, rand.New(G) gives exactly what nvib.Model draws from rand.New of a copy of G.
 	Rng *rand.Rand
-	// KLScale is s(t) (nvib.Config.KLScale).
+	// KLScale is s(t), from [nvib.Config.KLScale].
 	KLScale float64
 }
 
-// NVDPOutput is the result of a forward pass (the twin of nvib.Output).
+// NVDPOutput is the result of a forward pass, the twin of [nvib.Output].
 type NVDPOutput struct {
 	Logits *Tensor // [B, num_labels]
-	// Loss = Task + lambda_G s LG + lambda_D s LD (batch means); 0 without labels.
+	// Loss = Task + lambda_G s LG + lambda_D s LD, as batch means; all are 0 without labels.
 	Loss, Task, LG, LD float64
 	KL                 *NVIBKL // per-example L_G, L_D (nvdp, nvdp-clipped)
 	Posterior          *NVIBPosterior
 	Sample             *NVIBSample
 }
 
-// NVDPCache holds what NVDPModel.Backward needs.
+// NVDPCache holds what [NVDPModel.Backward] needs.
 type NVDPCache struct {
 	bbCache *EncoderCache
 	x       *Tensor
@@ -124,9 +122,9 @@ type NVDPCache struct {
 // errNoDeviceBackbone is Forward and Backward on a model without a backbone.
 var errNoDeviceBackbone = errors.New("dnn: the model has no backbone: its features come from the caller (ForwardFeatures, BackwardFeatures)")
 
-// Forward runs the encoder and ForwardFeatures on a batch, as
-// nvib.Model.Forward (the encoder's cache is kept when opt.Train). Errors:
-// no backbone, invalid input, ForwardFeatures'.
+// Forward runs the encoder and ForwardFeatures on a batch, as [nvib.Model.Forward] does. The
+// encoder's cache is kept when opt.Train is set. It returns an error for a model without a
+// backbone, for invalid input, and ForwardFeatures' errors.
 func (m *NVDPModel) Forward(e *Engine, in encoder.Input, labels *nvib.Labels, opt NVDPOptions) (*NVDPOutput, *NVDPCache, error) {
 	if m.Backbone == nil {
 		return nil, nil, errNoDeviceBackbone
@@ -147,12 +145,11 @@ func (m *NVDPModel) Forward(e *Engine, in encoder.Input, labels *nvib.Labels, op
 	return out, c, nil
 }
 
-// ForwardFeatures runs everything after the backbone on its output x
-// [B,S,Hidden] with the token mask [B*S] (nil: all real), with the loss when
-// labels are given, as nvib.Model.ForwardFeatures. The posterior's check
-// runs after the loss (one synchronisation at the end of the pass: the
-// loss's download). Errors: nvib's (shapes, labels, an invalid posterior,
-// a non-finite loss).
+// ForwardFeatures runs everything after the backbone on its output x [B,S,Hidden] with the token
+// mask [B*S], with the loss when labels are given, as [nvib.Model.ForwardFeatures] does. A nil mask
+// means all real. The posterior's check runs after the loss, so the pass has one synchronisation,
+// at its end: the loss's download. It returns nvib's errors: shapes, labels, an invalid posterior,
+// or a non-finite loss.
 func (m *NVDPModel) ForwardFeatures(e *Engine, x *Tensor, mask []float32, labels *nvib.Labels, opt NVDPOptions) (*NVDPOutput, *NVDPCache, error) {
 	if len(x.Shape) != 3 || x.Shape[2] != m.Cfg.Hidden {
 		return nil, nil, fmt.Errorf("model features: shape %v, want [B, S, %d]", x.Shape, m.Cfg.Hidden)
@@ -248,11 +245,11 @@ func (m *NVDPModel) loss(e *Engine, c *NVDPCache, labels *nvib.Labels, B int) er
 	return nil
 }
 
-// ErrNoLabels is Backward after a forward pass without labels.
+// ErrNoLabels is the error of Backward after a forward pass without labels.
 var ErrNoLabels = nvib.ErrNoLabels
 
-// Backward accumulates dLoss/dparam into every parameter's gradient, the
-// backbone's included, as nvib.Model.Backward. Errors: no backbone, a
+// Backward accumulates dLoss/dparam into every parameter's gradient, the backbone's included, as
+// [nvib.Model.Backward] does. It returns an error for a model without a backbone, and for a
 // forward pass without labels or without the training cache.
 func (m *NVDPModel) Backward(e *Engine, c *NVDPCache) error {
 	if m.Backbone == nil {
@@ -269,10 +266,10 @@ func (m *NVDPModel) Backward(e *Engine, c *NVDPCache) error {
 	return nil
 }
 
-// BackwardFeatures accumulates dLoss/dparam into the gradients of every
-// parameter after the backbone and returns dL/dx [B,S,Hidden] for the
-// features ForwardFeatures was given, as nvib.Model.BackwardFeatures.
-// Errors: a forward pass without labels.
+// BackwardFeatures accumulates dLoss/dparam into the gradients of every parameter after the
+// backbone and returns dL/dx [B,S,Hidden] for the features ForwardFeatures was given, as
+// [nvib.Model.BackwardFeatures] does. It returns [ErrNoLabels] after a forward pass without
+// labels.
 func (m *NVDPModel) BackwardFeatures(e *Engine, c *NVDPCache) (*Tensor, error) {
 	if c.dlogits == nil {
 		return nil, ErrNoLabels
@@ -297,13 +294,13 @@ func (m *NVDPModel) BackwardFeatures(e *Engine, c *NVDPCache) (*Tensor, error) {
 	return dx, nil
 }
 
-// EncodePosterior runs the encoder (no dropout, no sampling) and the NVIB
-// layer or the gaussian release on a batch and returns the posterior on the
-// device and the encoder output x [B,S,H], as nvib.Model.EncodePosterior
-// (the posterior dump of nvdp eval and the audit: NVIBPosterior.Download
-// gives the nvib.Posterior, e.Download(x) the representation). Errors: a
-// model without a release, no backbone, invalid input, an invalid
-// posterior.
+// EncodePosterior runs the encoder and the NVIB layer or the gaussian release on a batch, without
+// dropout or sampling, and returns the posterior on the device and the encoder output x [B,S,H],
+// as [nvib.Model.EncodePosterior] does. nvdp eval and the audit dump the posterior with it:
+// [NVIBPosterior.Download] gives the nvib.Posterior, and e.Download(x) the representation.
+//
+// It returns an error for a model without a release, a model without a backbone, invalid input,
+// or an invalid posterior.
 func (m *NVDPModel) EncodePosterior(e *Engine, in encoder.Input) (*NVIBPosterior, *Tensor, error) {
 	if m.NVIB == nil && m.Gauss == nil {
 		return nil, nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
@@ -329,8 +326,8 @@ func (m *NVDPModel) EncodePosterior(e *Engine, in encoder.Input) (*NVIBPosterior
 	return post, x, nil
 }
 
-// Posterior is EncodePosterior's host copy of the posterior (the twin of
-// nvib.Model.Posterior).
+// Posterior returns the host copy of the posterior of [NVDPModel.EncodePosterior], the twin of
+// [nvib.Model.Posterior].
 func (m *NVDPModel) Posterior(e *Engine, in encoder.Input) (*nvib.Posterior, error) {
 	post, _, err := m.EncodePosterior(e, in)
 	if err != nil {

@@ -9,16 +9,15 @@ import (
 	"github.com/nvdp-project/nvdp/nvib"
 )
 
-// NVIBSample is the twin of nvib.Sample: Z = mu + sigma eps [B,N,P] and the
-// Dirichlet weights pi [B,N] of one draw from a posterior.
+// NVIBSample is the twin of [nvib.Sample]: Z = mu + sigma eps [B,N,P] and the Dirichlet weights
+// pi [B,N] of one draw from a posterior.
 type NVIBSample struct {
 	Z, Eps *Tensor // [B,N,P]
 	Dir    *NVIBDirichlet
 }
 
-// NVIBDirichlet is the twin of nvib.DirichletSample: pi [B,N] (float32, 0
-// where not sampled) and ln pi (float64, -Inf there), with what the
-// backward pass needs.
+// NVIBDirichlet is the twin of [nvib.DirichletSample], with what the backward pass needs. pi
+// [B,N] is float32 and 0 where not sampled; ln pi is float64 and -Inf there.
 type NVIBDirichlet struct {
 	B, N  int
 	Pi    *Tensor // [B,N]
@@ -38,24 +37,25 @@ func (d *NVIBDirichlet) Download(e *Engine) (pi []float32, logPi []float64) {
 	return e.Download(d.Pi).Data, e.downloadF64(d.LogPi)
 }
 
-// NVIBDrawHost is nvib.Draw with its random numbers drawn on the host from
-// rng in nvib's order, so that the same seeded rng gives the device the
-// draws it gives nvib: eps (one NormFloat64 per element of [B,N,P],
-// row-major), then per example and sampled component in order one
-// nvib.SampleLogGamma at the component's guarded shape (computed on the
-// device and downloaded: B*N+B doubles). The arithmetic (Z, the shapes, the
-// implicit gradients, ln pi) runs on the device. For training on the device
-// without the host, see NVIBDrawDevice. To draw what nvib.Model draws from
-// rand.New(p) for a copy p of the device's dropout generator g (the same
-// noise on both devices with dropout on), pass rand.New(g): the host then
-// consumes g's stream between the device's dropout draws, in nvib's order.
+// NVIBDrawHost is [nvib.Draw] with its random numbers drawn on the host from rng in nvib's order,
+// so that the same seeded rng gives the device the draws it gives nvib. The arithmetic, for Z, the
+// shapes, the implicit gradients and ln pi, runs on the device.
+//
+// The draws are eps, one NormFloat64 per element of [B,N,P] in row-major order; then, per example
+// and sampled component in order, one [nvib.SampleLogGamma] at the component's guarded shape. The
+// shapes are computed on the device and downloaded, B*N+B doubles.
+//
+// For training on the device without the host, see [Engine.NVIBDrawDevice]. To draw what
+// nvib.Model draws from rand.New(p) for a copy p of the device's dropout generator g, giving the
+// same noise on both devices with dropout on, pass rand.New(g): the host then consumes g's stream
+// between the device's dropout draws, in nvib's order.
 func (e *Engine) NVIBDrawHost(post *NVIBPosterior, rng *rand.Rand) *NVIBSample {
 	return e.NVIBDrawWith(post, rng, nil)
 }
 
-// NVIBDrawWith is NVIBDrawHost with the ln-Gamma sampler injected (nvib's
-// drawWith hook: logGamma(k, shape) for flat component index k; nil is
-// nvib.SampleLogGamma on rng), for tests at fixed quantiles.
+// NVIBDrawWith is [Engine.NVIBDrawHost] with the ln-Gamma sampler injected, for tests at fixed
+// quantiles. It is nvib's drawWith hook: logGamma(k, shape) for flat component index k; nil means
+// nvib.SampleLogGamma on rng.
 func (e *Engine) NVIBDrawWith(post *NVIBPosterior, rng *rand.Rand, logGamma func(k int, a float64) float64) *NVIBSample {
 	eps := nn.New(post.Mu.Shape...)
 	for k := range eps.Data {
@@ -81,10 +81,9 @@ func (e *Engine) NVIBDrawWith(post *NVIBPosterior, rng *rand.Rand, logGamma func
 	return s
 }
 
-// NVIBDrawInjected is the draw with its random numbers given on the device:
-// eps [B,N,P] standard normals and logG [B*N] the ln-Gamma draws at the
-// shapes of post (as NVIBDirichletShapes returns them; ignored where the
-// sampler masks).
+// NVIBDrawInjected returns the draw with its random numbers given on the device: eps [B,N,P]
+// standard normals, and logG [B*N] the ln-Gamma draws at the shapes of post, as
+// [Engine.NVIBDirichletShapes] returns them. logG is ignored where the sampler masks.
 func (e *Engine) NVIBDrawInjected(post *NVIBPosterior, eps *Tensor, logG []float64) *NVIBSample {
 	s := e.nvibGaussian(post, eps)
 	d := e.dirichletShapes(post)
@@ -100,16 +99,17 @@ func (e *Engine) NVIBDrawInjected(post *NVIBPosterior, eps *Tensor, logG []float
 // component for its Gamma draw (NVIB_GAMMA_DRAWS of kernels/nvib_sample.cu).
 const nvibGammaDraws = 1 + 3*32
 
-// NVIBDrawDevice is nvib.Draw with its random numbers made on the device
-// from the Philox stream g (the device's training generator), nothing
-// transferred: eps[i] a Box-Muller normal (cosine branch) of draws g.Pos +
-// 2i and 2i+1 (53-bit uniforms), then per component k the ln-Gamma draw of
-// nvib.SampleLogGamma's algorithm (Marsaglia-Tsang, U^(1/a) in log space
-// below a shape of 1) from the nvibGammaDraws draws that follow at k
-// nvibGammaDraws; g.Pos advances by 2 B N P + nvibGammaDraws B N. The
-// distribution is nvib's; the values are not (nvib draws from a
-// *rand.Rand's normal and uniform algorithms): for the same draws on both
-// devices use NVIBDrawHost.
+// NVIBDrawDevice is [nvib.Draw] with its random numbers made on the device from the Philox stream
+// g, the device's training generator, with nothing transferred.
+//
+// eps[i] is a Box-Muller normal, the cosine branch, of draws g.Pos + 2i and 2i+1 taken as 53-bit
+// uniforms. Then for each component k, the ln-Gamma draw follows the algorithm of
+// [nvib.SampleLogGamma], Marsaglia-Tsang with U^(1/a) in log space below a shape of 1, from the
+// nvibGammaDraws draws that follow at k nvibGammaDraws. g.Pos advances by
+// 2 B N P + nvibGammaDraws B N.
+//
+// The distribution is nvib's, but the values are not, since nvib draws with a *rand.Rand's normal
+// and uniform algorithms. For the same draws on both devices use [Engine.NVIBDrawHost].
 func (e *Engine) NVIBDrawDevice(post *NVIBPosterior, g *Philox) *NVIBSample {
 	s := e.nvibGaussian(post, e.philoxNormals(post.Mu.Shape, g))
 	k0, k1 := g.keys()
@@ -134,8 +134,8 @@ func (e *Engine) philoxNormals(shape []int, g *Philox) *Tensor {
 	return eps
 }
 
-// NVIBDirichletShapes returns the guarded Gamma shapes alpha'_i [B*N] of
-// post's Dirichlet (0 where the sampler masks), for draws made on the host.
+// NVIBDirichletShapes returns the guarded Gamma shapes alpha'_i [B*N] of post's Dirichlet, for
+// draws made on the host. A shape is 0 where the sampler masks.
 func (e *Engine) NVIBDirichletShapes(post *NVIBPosterior) []float64 {
 	return e.downloadF64(e.dirichletShapes(post).shape)
 }
@@ -167,10 +167,10 @@ func (e *Engine) dirichletNormalise(d *NVIBDirichlet, logG nvibF64) {
 	e.launchRows("nvib_dir_norm", d.B, d.Pi.Buf, d.LogPi.Buf, d.dlogG.Buf, d.shape.Buf, logG.Buf, mb, use, d.N)
 }
 
-// Backward returns dL/d alpha [B,N] from dL/d ln pi [B,N] (float32, as the
-// block's key-bias gradient; nvib takes the same values as float64), through
-// the normalisation, the implicit Gamma gradient and the guards; 0 where
-// not sampled. As nvib.DirichletSample.Backward.
+// Backward returns dL/d alpha [B,N] from dL/d ln pi [B,N], as [nvib.DirichletSample.Backward]
+// does, through the normalisation, the implicit Gamma gradient and the guards; it is 0 where not
+// sampled. dLogPi is float32, as the block's key-bias gradient; nvib takes the same values as
+// float64.
 func (d *NVIBDirichlet) Backward(e *Engine, dLogPi *Tensor) *Tensor {
 	if d.uniform {
 		panic("dnn.NVIBDirichlet.Backward: the uniform weights of a gaussian release have no gradient")
@@ -184,10 +184,9 @@ func (d *NVIBDirichlet) Backward(e *Engine, dLogPi *Tensor) *Tensor {
 	return out
 }
 
-// Backward accumulates into dmu, dlogvar [B,N,P] and dalpha [B,N] the
-// gradients from dZ [B,N,P] (dz/dmu = 1, dz/dlogvar = eps sigma/2) and
-// dLogPi [B,N] (through the Dirichlet path); either may be nil. As
-// nvib.Sample.Backward.
+// Backward accumulates into dmu and dlogvar [B,N,P] and dalpha [B,N] the gradients from dZ
+// [B,N,P], with dz/dmu = 1 and dz/dlogvar = eps sigma/2, and from dLogPi [B,N], through the
+// Dirichlet path, as [nvib.Sample.Backward] does. Either may be nil.
 func (s *NVIBSample) Backward(e *Engine, post *NVIBPosterior, dZ, dLogPi, dmu, dlogvar, dalpha *Tensor) {
 	if dZ != nil {
 		sameLen("NVIBSample.Backward", post.Mu, dZ)

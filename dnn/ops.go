@@ -9,7 +9,7 @@ func sameLen(op string, a, b *Tensor) {
 	}
 }
 
-// Add returns x + y (same shapes), as nn.Add.
+// Add returns x + y for tensors of the same shape, as [nn.Add] does.
 func (e *Engine) Add(x, y *Tensor) *Tensor {
 	sameLen("Add", x, y)
 	z := e.New(x.Shape...)
@@ -17,13 +17,13 @@ func (e *Engine) Add(x, y *Tensor) *Tensor {
 	return z
 }
 
-// AddInPlace adds src into dst (same sizes), as nn.AddInPlace.
+// AddInPlace adds src into dst, of the same size, as [nn.AddInPlace] does.
 func (e *Engine) AddInPlace(dst, src *Tensor) {
 	sameLen("AddInPlace", dst, src)
 	e.launch1D("add_inplace", dst.Len(), dst.Buf, src.Buf, dst.Len())
 }
 
-// Scale multiplies t by s in place, as nn.Scale.
+// Scale multiplies t by s in place, as [nn.Scale] does.
 func (e *Engine) Scale(t *Tensor, s float32) {
 	e.launch1D("scale_inplace", t.Len(), t.Buf, s, t.Len())
 }

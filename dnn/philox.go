@@ -7,32 +7,30 @@ import (
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 )
 
-// Philox is the counter-based generator of the device's training draws
-// (dropout): Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random
-// numbers: as easy as 1, 2, 3", SC'11; Random123's philox4x32_R, R = 10),
-// computed by the kernels (kernels/dropout.cu) and here on the host, bit
-// for bit the same.
+// Philox is the counter-based generator of the device's training draws, for dropout. It is
+// Philox4x32-10 of Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3",
+// SC'11, which is Random123's philox4x32_R with R = 10. The kernels of kernels/dropout.cu and the
+// host compute it bit for bit the same.
 //
-// The stream of a key is a sequence of 64-bit draws: draw m is half m&1 of
-// the Philox4x32-10 block of counter (uint32(m>>1), uint32(m>>33), 0, 0)
-// under the key (uint32(Key), uint32(Key>>32)), words (0, 1) for the first
-// half and (2, 3) for the second, the first word the low 32 bits. Pos is
-// the number of draws consumed: a device layer reads the draws from Pos on
-// and advances Pos by as many as it consumed (the counter offset of each
-// call), so that successive calls never reuse a draw; the count of each
-// call is documented with the layer.
+// The stream of a key is a sequence of 64-bit draws. Draw m is half m&1 of the Philox4x32-10 block
+// of counter (uint32(m>>1), uint32(m>>33), 0, 0) under the key (uint32(Key), uint32(Key>>32)):
+// words 0 and 1 for the first half and 2 and 3 for the second, the first word being the low 32
+// bits.
 //
-// Philox is also a math/rand/v2 Source (Uint64 returns draw Pos and
-// advances it). The device layers consume draws exactly as their nn twins
-// consume a *rand.Rand's Uint64s (Dropout: one draw per 4 elements, from
-// the low 16-bit chunk up; attention dropout: one draw per probability, as
-// rand.Float32), so an nn layer given rand.New(p) for a copy p of the
-// device's Philox draws the same keep masks as its device twin: the same
-// dropout on both devices from one seed, with nothing transferred.
+// Pos is the number of draws consumed. A device layer reads the draws from Pos on and advances Pos
+// by as many as it consumed, the counter offset of each call, so that successive calls never reuse
+// a draw; each layer documents its count.
 //
-// The key of a training run is rngstream.TrainSampleDevice's (NewPhiloxStream).
-// Its state is the two words Key and Pos (MarshalBinary, for checkpoints).
-// A Philox is not safe for concurrent use (Draw caches the last block).
+// Philox is also a math/rand/v2 Source: Uint64 returns draw Pos and advances it. The device layers
+// consume draws exactly as their nn twins consume a *rand.Rand's Uint64s: [Dropout] takes one draw
+// per 4 elements, from the low 16-bit chunk up, and attention dropout one draw per probability, as
+// rand.Float32. An nn layer given rand.New(p) for a copy p of the device's Philox thus draws the
+// same keep masks as its device twin: the same dropout on both devices from one seed, with nothing
+// transferred.
+//
+// The key of a training run is that of rngstream.TrainSampleDevice; see [NewPhiloxStream]. The
+// state is the two words Key and Pos, which MarshalBinary encodes for checkpoints. A Philox is not
+// safe for concurrent use, since Draw caches the last block.
 type Philox struct {
 	Key uint64 // the key: k0 = low 32 bits, k1 = high 32 bits
 	Pos uint64 // draws consumed
@@ -46,14 +44,14 @@ type Philox struct {
 // NewPhilox returns the stream of key from its first draw.
 func NewPhilox(key uint64) *Philox { return &Philox{Key: key} }
 
-// NewPhiloxStream returns the Philox stream keyed by instance i of the named
-// stream s for a run's seed (rngstream.Stream.Key), e.g.
-// NewPhiloxStream(rngstream.TrainSampleDevice, seed, 0) for a training run.
+// NewPhiloxStream returns the Philox stream keyed by instance i of the named stream s for a run's
+// seed, as [rngstream.Stream.Key] gives it. A training run uses
+// NewPhiloxStream(rngstream.TrainSampleDevice, seed, 0).
 func NewPhiloxStream(s rngstream.Stream, seed uint64, i int) *Philox {
 	return NewPhilox(s.Key(seed, i))
 }
 
-// Philox4x32 round constants (Random123: PHILOX_M4x32_0/1, PHILOX_W32_0/1).
+// Philox4x32 round constants: Random123's PHILOX_M4x32_0/1 and PHILOX_W32_0/1.
 const (
 	philoxM0 = 0xD2511F53
 	philoxM1 = 0xCD9E8D57
@@ -61,8 +59,8 @@ const (
 	philoxW1 = 0xBB67AE85
 )
 
-// PhiloxBlock returns the Philox4x32-10 bijection of the counter ctr under
-// key (the kernels' philox4x32_10).
+// PhiloxBlock returns the Philox4x32-10 bijection of the counter ctr under key, as the kernels'
+// philox4x32_10 computes it.
 func PhiloxBlock(ctr [4]uint32, key [2]uint32) [4]uint32 {
 	c := ctr
 	k0, k1 := key[0], key[1]
@@ -81,7 +79,7 @@ func PhiloxBlock(ctr [4]uint32, key [2]uint32) [4]uint32 {
 // keys returns the two 32-bit key words.
 func (p *Philox) keys() (uint32, uint32) { return uint32(p.Key), uint32(p.Key >> 32) }
 
-// Draw returns draw m of the stream (not moving Pos).
+// Draw returns draw m of the stream without moving Pos.
 func (p *Philox) Draw(m uint64) uint64 {
 	blk := m >> 1
 	if !p.valid || p.blk != blk {
@@ -93,7 +91,7 @@ func (p *Philox) Draw(m uint64) uint64 {
 	return uint64(p.out[h]) | uint64(p.out[h+1])<<32
 }
 
-// Uint64 returns draw Pos and advances Pos (math/rand/v2's Source).
+// Uint64 returns draw Pos and advances Pos, as math/rand/v2's Source.
 func (p *Philox) Uint64() uint64 {
 	v := p.Draw(p.Pos)
 	p.Pos++
@@ -114,7 +112,7 @@ func (p *Philox) take(n int) int64 {
 // philoxMagic starts a marshalled Philox state.
 const philoxMagic = "philox4x32-10:"
 
-// MarshalBinary returns the state (key and position), for nn.RNGState.
+// MarshalBinary returns the state, key and position, for [nn.RNGState].
 func (p *Philox) MarshalBinary() ([]byte, error) {
 	b := append([]byte(philoxMagic), make([]byte, 16)...)
 	binary.LittleEndian.PutUint64(b[len(philoxMagic):], p.Key)
@@ -122,8 +120,8 @@ func (p *Philox) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalBinary restores a state of MarshalBinary (nn.RestoreRNG).
-// Errors: data that is not such a state.
+// UnmarshalBinary restores a state of MarshalBinary, for [nn.RestoreRNG]. It returns an error for
+// data that is not such a state.
 func (p *Philox) UnmarshalBinary(b []byte) error {
 	if len(b) != len(philoxMagic)+16 || string(b[:len(philoxMagic)]) != philoxMagic {
 		return errors.New("dnn: not a Philox state")

@@ -2,11 +2,11 @@ package dnn
 
 import "fmt"
 
-// MaskedMeanPool is the twin of nn.MaskedMeanPool: x [B,S,D] averaged over
-// the real positions of each sequence, mask [B,S] on the device (1 = real
-// token, 0 = padding, fractional weights allowed; the caller uploads it,
-// e.g. e.Upload(nn.FromData(mask, B, S))), giving [B,D]. An all-padding
-// row pools to 0 (the 1e-9 floor of nn).
+// MaskedMeanPool is the twin of [nn.MaskedMeanPool]: it averages x [B,S,D] over the real positions
+// of each sequence and returns [B,D]. An all-padding row pools to 0, through nn's 1e-9 floor.
+//
+// mask [B,S] is on the device, with 1 for a real token and 0 for padding; fractional weights are
+// allowed. The caller uploads it, as with e.Upload(nn.FromData(mask, B, S)).
 func (e *Engine) MaskedMeanPool(x, mask *Tensor) *Tensor {
 	if len(x.Shape) != 3 || mask.Len() != x.Shape[0]*x.Shape[1] {
 		panic(fmt.Sprintf("dnn.MaskedMeanPool: x %v with mask %v", x.Shape, mask.Shape))
@@ -17,9 +17,10 @@ func (e *Engine) MaskedMeanPool(x, mask *Tensor) *Tensor {
 	return y
 }
 
-// MaskedMeanPoolBackward is the twin of nn.MaskedMeanPoolBackward: dx
-// [B,S,D] for dy [B,D], dx[b,s] = mask[b,s] dy[b] / max(sum_s mask[b,s],
-// 1e-9).
+// MaskedMeanPoolBackward is the twin of [nn.MaskedMeanPoolBackward]. It returns dx [B,S,D] for
+// dy [B,D]:
+//
+//	dx[b,s] = mask[b,s] dy[b] / max(sum_s mask[b,s], 1e-9)
 func (e *Engine) MaskedMeanPoolBackward(mask, dy *Tensor, S int) *Tensor {
 	B, D := dy.Shape[0], dy.Dim(-1)
 	if mask.Len() != B*S || dy.Len() != B*D {
@@ -32,8 +33,8 @@ func (e *Engine) MaskedMeanPoolBackward(mask, dy *Tensor, S int) *Tensor {
 	return dx
 }
 
-// FirstToken is the twin of nn.FirstToken: x[:, 0, :] ([B,D]) of x
-// [B,S,D] (BERT [CLS] / RoBERTa <s> pooling).
+// FirstToken is the twin of [nn.FirstToken]: it returns x[:, 0, :], of shape [B,D], of x
+// [B,S,D], the pooling on BERT's [CLS] or RoBERTa's <s>.
 func (e *Engine) FirstToken(x *Tensor) *Tensor {
 	if len(x.Shape) != 3 || x.Shape[1] < 1 {
 		panic(fmt.Sprintf("dnn.FirstToken: x %v, want [B,S,D] with S >= 1", x.Shape))
@@ -44,8 +45,8 @@ func (e *Engine) FirstToken(x *Tensor) *Tensor {
 	return y
 }
 
-// FirstTokenBackward is the twin of nn.FirstTokenBackward: dy [B,D]
-// scattered into position 0 of an otherwise zero [B,S,D] gradient.
+// FirstTokenBackward is the twin of [nn.FirstTokenBackward]: it scatters dy [B,D] into position 0
+// of an otherwise zero [B,S,D] gradient.
 func (e *Engine) FirstTokenBackward(dy *Tensor, S int) *Tensor {
 	B, D := dy.Shape[0], dy.Dim(-1)
 	if dy.Len() != B*D || S < 1 {

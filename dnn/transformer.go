@@ -6,12 +6,12 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// TransformerLayer is the twin of nn.TransformerLayer: BERT's post-LN layer
-// with its query source, key/value source and additive key bias as inputs
-// (the encoders' self-attention layers and the NVDP block's denoising
-// attention), or with nn.LayerOptions.PreLN wav2vec2-large's pre-LN layer;
-// see nn.TransformerLayer for the equations. Same parameters and names as
-// the nn layer it is built from (NewTransformerLayer).
+// TransformerLayer is the twin of [nn.TransformerLayer]: BERT's post-LN layer with its query
+// source, key and value source and additive key bias as inputs, serving the encoders'
+// self-attention layers and the NVDP block's denoising attention, or, with
+// [nn.LayerOptions].PreLN, wav2vec2-large's pre-LN layer. nn.TransformerLayer gives the equations.
+// The parameters and names are those of the nn layer it is built from by
+// [Engine.NewTransformerLayer].
 type TransformerLayer struct {
 	Query, Key, Value *Linear    // attention.self.{query,key,value}
 	AttnOut           *Linear    // attention.output.dense
@@ -30,8 +30,8 @@ func (e *Engine) NewTransformerLayer(l *nn.TransformerLayer) *TransformerLayer {
 	}
 }
 
-// Params returns the layer's parameters in nn.TransformerLayer.Params'
-// order (HF state_dict order).
+// Params returns the layer's parameters in the order of [nn.TransformerLayer.Params], Hugging
+// Face's state_dict order.
 func (l *TransformerLayer) Params() []*Param {
 	var ps []*Param
 	for _, lin := range []*Linear{l.Query, l.Key, l.Value, l.AttnOut} {
@@ -43,7 +43,7 @@ func (l *TransformerLayer) Params() []*Param {
 	return append(ps, l.OutLN.Params()...)
 }
 
-// TransformerCache holds what TransformerLayer.Backward needs.
+// TransformerCache holds what [TransformerLayer.Backward] needs.
 type TransformerCache struct {
 	xq, xkv    *Tensor // the layer's inputs
 	qin, kvin  *Tensor // inputs of W_q and of W_k, W_v (LN_1 xq with PreLN)
@@ -61,16 +61,16 @@ type TransformerCache struct {
 	g, dgelu   *Tensor // input of W_2 (GELU output after ActDropout) and GELU'(h); nil when recomputed
 }
 
-// Forward runs the layer as nn.TransformerLayer.Forward: xq [B,Tq,H], xkv
-// [B,Tk,H] (the same *Tensor for self-attention), keyBias [B,Tk] or nil;
-// it returns y [B,Tq,H] and the cache for Backward (nil when o.NoGrad and
-// !train). train enables the dropouts, drawn from g in nn's order
-// (attention probabilities, W_o output, GELU output, W_2 output; the draws
-// of each as AttentionDropout and Dropout.Apply state), so that nn's layer
-// drawing from rand.New of a copy of g drops the same elements; g may be
-// nil when no dropout is active. o.RecomputeGELU keeps only the GELU
-// pre-activation. Shape mismatches and PreLN without self-attention and
-// AttnResidual panic.
+// Forward runs the layer as [nn.TransformerLayer.Forward] does and returns y [B,Tq,H] and the cache
+// for Backward. The cache is nil when o.NoGrad is set and train is not. xq is [B,Tq,H] and xkv
+// [B,Tk,H], the same *Tensor for self-attention; keyBias is [B,Tk] or nil.
+//
+// train enables the dropouts, drawn from g in nn's order: attention probabilities, W_o output, GELU
+// output, W_2 output, each drawing as [Engine.AttentionDropout] and [Dropout.Apply] state. nn's
+// layer drawing from rand.New of a copy of g thus drops the same elements. g may be nil when no
+// dropout is active. o.RecomputeGELU keeps only the GELU pre-activation.
+//
+// Shape mismatches, and PreLN without self-attention and AttnResidual, panic.
 func (l *TransformerLayer) Forward(e *Engine, xq, xkv, keyBias *Tensor, o nn.LayerOptions, train bool, g *Philox) (*Tensor, *TransformerCache) {
 	if xq.Dim(-1) != xkv.Dim(-1) {
 		panic(fmt.Sprintf("dnn.TransformerLayer: xq %v, xkv %v", xq.Shape, xkv.Shape))
@@ -147,18 +147,17 @@ func (l *TransformerLayer) feedForwardBackward(e *Engine, c *TransformerCache, d
 	return l.Inter.Backward(e, c.a, dh)
 }
 
-// Backward takes the cache of Forward and dL/dy [B,Tq,H], accumulates (+=)
-// the gradients of every parameter and returns dL/dxq, dL/dxkv and
-// dL/dkeyBias ([B,Tk], as AttentionBackward; nil without a key bias), as
-// nn.TransformerLayer.Backward: for self-attention dxq is the whole input
-// gradient and dxkv is nil. A nil cache panics.
+// Backward takes the cache of Forward and dL/dy [B,Tq,H], adds the gradients of every parameter to
+// their Grad, and returns dL/dxq, dL/dxkv and dL/dkeyBias, as [nn.TransformerLayer.Backward]
+// does. dKeyBias is [B,Tk], as in [Engine.AttentionBackward], and nil without a key bias. For
+// self-attention dxq is the whole input gradient and dxkv is nil. A nil cache panics.
 func (l *TransformerLayer) Backward(e *Engine, c *TransformerCache, dy *Tensor) (dxq, dxkv, dKeyBias *Tensor) {
 	return l.backward(e, c, dy, true)
 }
 
-// BackwardInputs is Backward without dL/dkeyBias, for a caller whose key
-// bias is a constant (the encoder's padding bias): the attention's
-// key-bias gradient, a launch per layer, is not computed.
+// BackwardInputs is [TransformerLayer.Backward] without dL/dkeyBias, for a caller whose key bias
+// is a constant, such as the encoder's padding bias. It skips the attention's key-bias gradient,
+// a launch per layer.
 func (l *TransformerLayer) BackwardInputs(e *Engine, c *TransformerCache, dy *Tensor) (dxq, dxkv *Tensor) {
 	dxq, dxkv, _ = l.backward(e, c, dy, false)
 	return dxq, dxkv

@@ -8,10 +8,10 @@ import (
 	"github.com/nvdp-project/nvdp/nvib"
 )
 
-// ModelTwin is an nvib.Model's twin on a GPU with an engine of its own: the
-// model that training and evaluation (package train) and the release's
-// posteriors (package release) compute on. Its methods hand the work to the
-// device goroutine (cuda.Device.Do); the fields are for work done there.
+// ModelTwin is an [nvib.Model]'s twin on a GPU, with an engine of its own: the model that training
+// and evaluation, in package train, and the release's posteriors, in package release, compute on.
+// Its methods hand the work to the device goroutine through [cuda.Device.Do]; the fields are for
+// work done there.
 type ModelTwin struct {
 	Dev    *cuda.Device
 	E      *Engine
@@ -19,8 +19,8 @@ type ModelTwin struct {
 	Params []*Param // M.Params()
 }
 
-// OpenModelTwin compiles the kernels (cached) and uploads m's parameters.
-// Errors: the engine's, NewNVDPModel's (wrapped "device: ...").
+// OpenModelTwin compiles the kernels, which are cached, and uploads m's parameters. It returns the
+// engine's errors and [Engine.NewNVDPModel]'s, wrapped as "device: ...".
 func OpenModelTwin(d *cuda.Device, m *nvib.Model) (*ModelTwin, error) {
 	t := &ModelTwin{Dev: d}
 	err := d.Do(func() error {
@@ -41,8 +41,7 @@ func OpenModelTwin(d *cuda.Device, m *nvib.Model) (*ModelTwin, error) {
 	return t, nil
 }
 
-// Close frees the twin's parameters and the engine's arena. Errors: the
-// device's.
+// Close frees the twin's parameters and the engine's arena. It returns the device's errors.
 func (t *ModelTwin) Close() error {
 	return t.Dev.Do(func() error {
 		t.E.FreeParams(t.Params)
@@ -51,9 +50,8 @@ func (t *ModelTwin) Close() error {
 	})
 }
 
-// Posterior is the host copy of a batch's clipped posterior, computed on the
-// device (nvib.Model.Posterior's twin). Errors: NVDPModel.Posterior's, the
-// device's.
+// Posterior returns the host copy of a batch's clipped posterior, computed on the device: the twin
+// of [nvib.Model.Posterior]. It returns [NVDPModel.Posterior]'s errors and the device's.
 func (t *ModelTwin) Posterior(in encoder.Input) (*nvib.Posterior, error) {
 	var p *nvib.Posterior
 	err := t.Dev.Do(func() error {

@@ -35,11 +35,10 @@ var parametrizationNames = map[string]string{
 	".parametrizations.weight.original1": ".weight_v",
 }
 
-// CanonicalName maps a checkpoint tensor name to the model's parameter
-// name: the "wav2vec2." prefix is removed and the parametrizations layout
-// of weight norm (conv.parametrizations.weight.original0 / original1)
-// becomes conv.weight_g / conv.weight_v. ok is false for task-head and
-// pretraining tensors, which are ignored.
+// CanonicalName maps a checkpoint tensor name to the model's parameter name: the "wav2vec2." prefix
+// is removed, and the parametrizations layout of weight norm, conv.parametrizations.weight.original0
+// and original1, becomes conv.weight_g and conv.weight_v. ok is false for task-head and pretraining
+// tensors, which are ignored.
 func CanonicalName(name string) (canon string, ok bool) {
 	n := strings.TrimPrefix(name, basePrefix)
 	for _, p := range headPrefixes {
@@ -55,19 +54,19 @@ func CanonicalName(name string) (canon string, ok bool) {
 	return n, true
 }
 
-// LoadWeights copies the tensors of a safetensors file of a Wav2Vec2Model
-// or Wav2Vec2ForSequenceClassification (names with or without "wav2vec2.";
-// either weight-norm layout; F16, BF16 and F64 converted to float32) into
-// the model's parameters, and masked_spec_embed, when present, into
-// MaskedSpecEmbed (a file without it leaves MaskedSpecEmbed as it is: 0 in
-// a LoadDir model whose configuration has it, where transformers would keep
-// its random draw). Nothing is modified unless the whole file validates.
-// Errors name the file and the tensor: a parameter missing, an unknown
-// tensor under feature_extractor., feature_projection. or encoder., two
-// tensors mapping to one parameter (both weight-norm layouts), a shape
-// mismatch, a non-float dtype, a non-finite value, or a weight-norm
-// direction with a zero-norm kernel tap. Unknown tensors elsewhere are
-// logged and ignored.
+// LoadWeights copies the tensors of a safetensors file of a Wav2Vec2Model or
+// Wav2Vec2ForSequenceClassification into the model's parameters. Names may carry "wav2vec2." or
+// not, weight norm may be in either layout, and F16, BF16 and F64 are converted to float32.
+//
+// masked_spec_embed, when present, goes into MaskedSpecEmbed. A file without it leaves
+// MaskedSpecEmbed as it is: 0 in a LoadDir model whose configuration has it, where transformers
+// would keep its random draw.
+//
+// Nothing is modified unless the whole file validates. Errors name the file and the tensor: a
+// parameter missing, an unknown tensor under feature_extractor., feature_projection. or encoder.,
+// two tensors mapping to one parameter from both weight-norm layouts, a shape mismatch, a
+// non-float dtype, a non-finite value, or a weight-norm direction with a zero-norm kernel tap.
+// Unknown tensors elsewhere are logged and ignored.
 func (m *Model) LoadWeights(path string) error {
 	values, optional, err := hfmodel.ReadWeights(path, m.baseParams(), hfmodel.Names{
 		Canonical: CanonicalName,
@@ -113,9 +112,8 @@ func checkDirection(v []float32, shape []int) error {
 	return nil
 }
 
-// LoadDir loads a Hugging Face model directory: config.json (model_type
-// wav2vec2) and model.safetensors. Pickle checkpoints (pytorch_model.bin)
-// are not read.
+// LoadDir loads a Hugging Face model directory holding config.json, of model_type wav2vec2, and
+// model.safetensors. Pickle checkpoints, pytorch_model.bin, are not read.
 func LoadDir(dir string) (*Model, error) {
 	cfg, err := ReadConfig(filepath.Join(dir, encoder.ConfigFile))
 	if err != nil {
@@ -132,12 +130,11 @@ func LoadDir(dir string) (*Model, error) {
 	return m, nil
 }
 
-// Save writes a Hugging Face Wav2Vec2Model directory as save_pretrained
-// does: config.json and model.safetensors (F32, metadata {"format": "pt"},
-// names without the "wav2vec2." prefix, weight norm as weight_g / weight_v,
-// which every transformers version reads, and masked_spec_embed when the
-// model has one). The directory is created if needed; each file is replaced
-// atomically.
+// Save writes a Hugging Face Wav2Vec2Model directory as save_pretrained does: config.json and
+// model.safetensors, in F32 with metadata {"format": "pt"} and names without the "wav2vec2."
+// prefix. Weight norm is written as weight_g and weight_v, which every transformers version reads,
+// and masked_spec_embed is written when the model has one. The directory is created if needed,
+// and each file is replaced atomically.
 func Save(dir string, m *Model) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("save wav2vec2: %w", err)

@@ -1,31 +1,30 @@
-// Package wav2vec2 implements the Wav2Vec2 speech encoder (Baevski et al.
-// 2020, "wav2vec 2.0") on the nn engine, as transformers' Wav2Vec2Model:
-// Hugging Face config.json parsing, presets, from-scratch initialisation,
-// safetensors checkpoints of Wav2Vec2Model and
-// Wav2Vec2ForSequenceClassification (both weight-norm layouts), saving in
-// the Wav2Vec2Model layout, and forward / backward over a batch of raw
-// waveforms.
+// Package wav2vec2 implements the Wav2Vec2 speech encoder of Baevski et al., 2020, "wav2vec 2.0",
+// on the nn engine, as transformers' Wav2Vec2Model. It parses Hugging Face config.json files,
+// holds presets, initialises from scratch, reads safetensors checkpoints of Wav2Vec2Model and
+// Wav2Vec2ForSequenceClassification in both weight-norm layouts, saves in the Wav2Vec2Model
+// layout, and runs forward and backward over a batch of raw waveforms.
 //
-// The architecture (docs/speech.md), for waveforms x [B, T] at 16 kHz:
+// The architecture, described in docs/speech.md, takes waveforms x [B, T] at 16 kHz:
 //
-//	feature encoder   len(conv_dim) Conv1d layers (kernel conv_kernel[i], stride conv_stride[i]), each
-//	                  followed by GELU; feat_extract_norm "group": a GroupNorm with one group per channel
-//	                  after the first conv only (wav2vec2-base); "layer": a LayerNorm over channels after
-//	                  every conv (wav2vec2-large)
-//	feature projection LayerNorm(conv_dim[-1]), Linear(conv_dim[-1], hidden_size), Dropout(feat_proj_dropout)
-//	(padded frames set to 0)
-//	positional conv   h + GELU(Conv1d_wn(h)): grouped (num_conv_pos_embedding_groups), kernel
-//	                  num_conv_pos_embeddings, "same" padding with the last frame dropped for an even kernel,
-//	                  weight normalised over every axis but the kernel axis (weight_norm(conv, dim=2))
-//	encoder           do_stable_layer_norm false (post-LN): LayerNorm, Dropout, num_hidden_layers post-LN
-//	                  layers; true (pre-LN): Dropout, pre-LN layers, final LayerNorm
+//	feature encoder    len(conv_dim) Conv1d layers, of kernel conv_kernel[i] and stride conv_stride[i],
+//	                   each followed by GELU. feat_extract_norm "group" puts a GroupNorm with one group
+//	                   per channel after the first conv only, as wav2vec2-base; "layer" puts a LayerNorm
+//	                   over channels after every conv, as wav2vec2-large.
+//	feature projection LayerNorm(conv_dim[-1]), Linear(conv_dim[-1], hidden_size),
+//	                   Dropout(feat_proj_dropout); padded frames are then set to 0.
+//	positional conv    h + GELU(Conv1d_wn(h)), grouped by num_conv_pos_embedding_groups, of kernel
+//	                   num_conv_pos_embeddings, with "same" padding and the last frame dropped for an
+//	                   even kernel; the weight is normalised over every axis but the kernel axis, as
+//	                   weight_norm(conv, dim=2).
+//	encoder            with do_stable_layer_norm false, post-LN: LayerNorm, Dropout and
+//	                   num_hidden_layers post-LN layers; with true, pre-LN: Dropout, pre-LN layers
+//	                   and a final LayerNorm.
 //
-// and Forward returns last_hidden_state [B, F, hidden_size] with the frame
-// mask [B, F] (1 = real frame) derived from the sample mask as transformers'
-// _get_feat_extract_output_lengths. In training, SpecAugment
-// (apply_spec_augment, mask_time_*, mask_feature_*) masks the feature
-// projection's output before the encoder as transformers'
-// _mask_hidden_states does (specaugment.go).
+// Forward returns last_hidden_state [B, F, hidden_size] with the frame mask [B, F], 1 for a real
+// frame, derived from the sample mask as transformers' _get_feat_extract_output_lengths. In
+// training, SpecAugment, set by apply_spec_augment, mask_time_* and mask_feature_*, masks the
+// feature projection's output before the encoder as transformers' _mask_hidden_states does; see
+// specaugment.go.
 package wav2vec2
 
 import (
@@ -42,7 +41,7 @@ import (
 // ModelType is config.json's model_type of a Wav2Vec2 model.
 const ModelType = "wav2vec2"
 
-// Feature-encoder normalisations (config.json feat_extract_norm).
+// Feature-encoder normalisations, the values of config.json's feat_extract_norm.
 const (
 	NormGroup = "group" // GroupNorm after the first conv (wav2vec2-base)
 	NormLayer = "layer" // LayerNorm after every conv (wav2vec2-large)
@@ -52,10 +51,9 @@ const (
 // (torch's default 1e-5: transformers does not pass layer_norm_eps to them).
 const convNormEps = 1e-5
 
-// Config is a Wav2Vec2 configuration with Hugging Face config.json field
-// names (transformers' Wav2Vec2Config). Fields absent from a config.json
-// take Wav2Vec2Config's defaults. Fields of task heads, pretraining and CTC
-// are not read.
+// Config is a Wav2Vec2 configuration with Hugging Face config.json field names, as transformers'
+// Wav2Vec2Config. Fields absent from a config.json take Wav2Vec2Config's defaults. Fields of task
+// heads, pretraining and CTC are not read.
 type Config struct {
 	ModelType string `json:"model_type"`
 	// Feature encoder: per conv layer its output channels, kernel and stride.
@@ -71,32 +69,30 @@ type Config struct {
 	NumAttentionHeads int    `json:"num_attention_heads"`
 	IntermediateSize  int    `json:"intermediate_size"`
 	HiddenAct         string `json:"hidden_act"` // "gelu" (erf form)
-	// Positional convolution: kernel (frames) and groups.
+	// Positional convolution: kernel, in frames, and groups.
 	NumConvPosEmbeddings      int `json:"num_conv_pos_embeddings"`
 	NumConvPosEmbeddingGroups int `json:"num_conv_pos_embedding_groups"`
-	// DoStableLayerNorm selects the pre-LN encoder (wav2vec2-large).
+	// DoStableLayerNorm selects the pre-LN encoder, as in wav2vec2-large.
 	DoStableLayerNorm bool    `json:"do_stable_layer_norm"`
 	LayerNormEps      float64 `json:"layer_norm_eps"`
 
-	// Dropout probabilities: after dense projections and the encoder's
-	// input (hidden), on attention probabilities, after the feed-forward
-	// GELU (activation), after the feature projection, and the
-	// probability of skipping a whole layer while training (LayerDrop).
+	// Dropout probabilities: after dense projections and the encoder's input, hidden; on attention
+	// probabilities; after the feed-forward GELU, activation; after the feature projection; and
+	// the probability of skipping a whole layer while training, LayerDrop.
 	HiddenDropout     float64 `json:"hidden_dropout"`
 	AttentionDropout  float64 `json:"attention_dropout"`
 	ActivationDropout float64 `json:"activation_dropout"`
 	FeatProjDropout   float64 `json:"feat_proj_dropout"`
 	LayerDrop         float64 `json:"layerdrop"`
-	// InitializerRange is the std of the normal initialisation of the
-	// transformer's Linear weights (0.02).
+	// InitializerRange is the standard deviation of the normal initialisation of the
+	// transformer's Linear weights, 0.02.
 	InitializerRange float64 `json:"initializer_range"`
 
-	// SpecAugment, in training only (specaugment.go): spans of
-	// MaskTimeLength frames replaced by masked_spec_embed, about
-	// MaskTimeProb of the frames and at least MaskTimeMinMasks spans per
-	// row; spans of MaskFeatureLength channels set to 0 across all frames
-	// (MaskFeatureProb, MaskFeatureMinMasks). ApplySpecAugment false turns
-	// both off.
+	// SpecAugment, in training only; see specaugment.go. Time masking replaces spans of
+	// MaskTimeLength frames by masked_spec_embed, covering about MaskTimeProb of the frames with at
+	// least MaskTimeMinMasks spans per row. Feature masking sets spans of MaskFeatureLength
+	// channels to 0 across all frames, with MaskFeatureProb and MaskFeatureMinMasks.
+	// ApplySpecAugment false turns both off.
 	ApplySpecAugment    bool    `json:"apply_spec_augment"`
 	MaskTimeProb        float64 `json:"mask_time_prob"`
 	MaskTimeLength      int     `json:"mask_time_length"`
@@ -105,7 +101,7 @@ type Config struct {
 	MaskFeatureLength   int     `json:"mask_feature_length"`
 	MaskFeatureMinMasks int     `json:"mask_feature_min_masks"`
 
-	// Architectures is copied through from config.json (informational).
+	// Architectures is copied through from config.json, for information.
 	Architectures []string `json:"architectures,omitempty"`
 }
 
@@ -144,11 +140,10 @@ func isJSON(want string) func(json.RawMessage) bool {
 	return func(v json.RawMessage) bool { return strings.TrimSpace(string(v)) == want }
 }
 
-// ParseConfig parses a Hugging Face config.json of model_type "wav2vec2".
-// Another model type, an architecture option that is not implemented
-// (add_adapter, adapter_attn_dim, use_weighted_layer_sum), a
-// num_feat_extract_layers that differs from len(conv_dim), or an invalid
-// configuration (Validate) is an error.
+// ParseConfig parses a Hugging Face config.json of model_type "wav2vec2". It returns an error for
+// another model type; for an architecture option that is not implemented, namely add_adapter,
+// adapter_attn_dim and use_weighted_layer_sum; for a num_feat_extract_layers that differs from
+// len(conv_dim); and for a configuration [Config.Validate] rejects.
 func ParseConfig(data []byte) (Config, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
@@ -187,11 +182,11 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// ReadConfig reads and parses a config.json file; errors name the file.
+// ReadConfig reads and parses a config.json file. Errors name the file.
 func ReadConfig(path string) (Config, error) { return hfmodel.ReadConfig(path, ParseConfig) }
 
-// Validate checks sizes, probabilities and supported options; the error
-// lists every problem, naming the config.json field.
+// Validate checks sizes, probabilities and supported options. The error lists every problem,
+// naming the config.json field.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -316,8 +311,8 @@ func (c Config) checkMasking(bad func(format string, a ...any)) {
 	}
 }
 
-// JSON returns the config as an HF-style config.json (indented) with
-// num_feat_extract_layers and "architectures" defaulting to Wav2Vec2Model.
+// JSON returns the config as an indented Hugging Face config.json, with num_feat_extract_layers,
+// and "architectures" defaulting to Wav2Vec2Model.
 func (c Config) JSON() ([]byte, error) {
 	if len(c.Architectures) == 0 {
 		c.Architectures = []string{"Wav2Vec2Model"}
@@ -328,9 +323,8 @@ func (c Config) JSON() ([]byte, error) {
 	}{c, len(c.ConvDim)}, "", "  ")
 }
 
-// Stride is the number of samples per frame, the product of conv_stride
-// (transformers' inputs_to_logits_ratio): 320 for every preset, 20 ms at
-// 16 kHz (50 frames per second).
+// Stride returns the number of samples per frame, the product of conv_stride, which transformers
+// calls inputs_to_logits_ratio. It is 320 for every preset: 20 ms at 16 kHz, 50 frames per second.
 func (c Config) Stride() int {
 	s := 1
 	for _, v := range c.ConvStride {
@@ -339,8 +333,7 @@ func (c Config) Stride() int {
 	return s
 }
 
-// ReceptiveField is the number of samples one frame sees: 400 (25 ms) for
-// every preset.
+// ReceptiveField returns the number of samples one frame sees: 400, or 25 ms, for every preset.
 func (c Config) ReceptiveField() int {
 	r := 1
 	for i := len(c.ConvKernel) - 1; i >= 0; i-- {
@@ -349,9 +342,9 @@ func (c Config) ReceptiveField() int {
 	return r
 }
 
-// FrameLength is the number of frames of n samples, transformers'
-// _get_feat_extract_output_lengths: n <- floor((n - kernel) / stride) + 1 per
-// conv layer; 0 when n is shorter than the receptive field.
+// FrameLength returns the number of frames of n samples, as transformers'
+// _get_feat_extract_output_lengths: n <- floor((n - kernel) / stride) + 1 per conv layer. It is 0
+// when n is shorter than the receptive field.
 func (c Config) FrameLength(n int) int {
 	for i, k := range c.ConvKernel {
 		if n < k {
@@ -362,12 +355,10 @@ func (c Config) FrameLength(n int) int {
 	return n
 }
 
-// NumParams is the number of parameters of every checkpoint of the model
-// (Model.Params without masked_spec_embed, which is one only when training
-// masks frames): 94,370,944 for base
-// (transformers reports 94,371,712 for Wav2Vec2Model, masked_spec_embed's
-// 768 included), 315,437,696 for large (315,438,720 with masked_spec_embed),
-// 1,336,128 for small.
+// NumParams returns the number of parameters of every checkpoint of the model: Model.Params without
+// masked_spec_embed, which is a parameter only when training masks frames. It is 94,370,944 for
+// base, where transformers reports 94,371,712 for Wav2Vec2Model with masked_spec_embed's 768
+// included; 315,437,696 for large, or 315,438,720 with masked_spec_embed; and 1,336,128 for small.
 func (c Config) NumParams() int {
 	n, in := 0, 1
 	for i, out := range c.ConvDim {
@@ -431,8 +422,8 @@ var presets = map[string]Config{
 	}(),
 }
 
-// Preset returns a pinned configuration by name (PresetNames: base, large,
-// small). The slices are copies.
+// Preset returns a pinned configuration by name: base, large or small; see [PresetNames]. The
+// slices are copies.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {

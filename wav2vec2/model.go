@@ -11,11 +11,10 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// ConvLayer is one layer of the feature encoder: Conv1d, an optional
-// normalisation over channels, GELU (transformers'
-// Wav2Vec2{GroupNorm,LayerNorm,NoLayerNorm}ConvLayer). Parameters are named
-// "feature_extractor.conv_layers.<i>.conv.{weight,bias}" and
-// ".layer_norm.{weight,bias}" (for both norms).
+// ConvLayer is one layer of the feature encoder: a Conv1d, an optional normalisation over channels,
+// and GELU, as transformers' Wav2Vec2{GroupNorm,LayerNorm,NoLayerNorm}ConvLayer. Its parameters are
+// named "feature_extractor.conv_layers.<i>.conv.{weight,bias}" and ".layer_norm.{weight,bias}", the
+// latter for both norms.
 type ConvLayer struct {
 	Conv      *nn.Conv1d
 	GroupNorm *nn.GroupNorm // first layer of a "group" encoder, else nil
@@ -34,18 +33,18 @@ func (l *ConvLayer) Params() []*nn.Param {
 	return ps
 }
 
-// PositionalConv is the convolutional positional embedding
-// (Wav2Vec2PositionalConvEmbedding): for h [B, F, H],
+// PositionalConv is the convolutional positional embedding, transformers'
+// Wav2Vec2PositionalConvEmbedding. For h [B, F, H] it computes
 //
 //	GELU(Conv1d(h; weight = g v / ||v||, kernel K, groups G, padding K/2 each side)[:, :F])
 //
-// where the weight is normalised over every axis but the kernel axis
-// (weight_norm(conv, dim=2): g [1, 1, K]) and, for an even K, the last
-// output frame is dropped (Wav2Vec2SamePadLayer), so the output has F
-// frames. The conv carries the padding as PadLeft = K/2,
-// PadRight = K/2 - 1 (even K) or K/2 (odd K). Parameters:
-// "encoder.pos_conv_embed.conv.bias", ".weight_g" [1, 1, K],
-// ".weight_v" [H, H/G, K].
+// The weight is normalised over every axis but the kernel axis, as weight_norm(conv, dim=2) with
+// g [1, 1, K]. For an even K the last output frame is dropped, as Wav2Vec2SamePadLayer does, so the
+// output has F frames. The conv carries the padding as PadLeft = K/2 and PadRight = K/2 - 1 for an
+// even K, or K/2 for an odd K.
+//
+// The parameters are "encoder.pos_conv_embed.conv.bias", ".weight_g" [1, 1, K] and ".weight_v"
+// [H, H/G, K].
 type PositionalConv struct {
 	Conv *nn.Conv1d     // run with the effective weight (ForwardWith); its W.Grad receives dL/dweight; W is no model parameter
 	Norm *nn.WeightNorm // g and v
@@ -60,7 +59,7 @@ func newPositionalConv(prefix string, hidden, kernel, groups int) *PositionalCon
 	return &PositionalConv{Conv: c, Norm: nn.NewWeightNorm(prefix, 2, c.W.Value.Shape...)}
 }
 
-// Params returns bias, weight_g, weight_v.
+// Params returns the parameters bias, weight_g and weight_v.
 func (p *PositionalConv) Params() []*nn.Param {
 	return append([]*nn.Param{p.Conv.B}, p.Norm.Params()...)
 }
@@ -71,7 +70,7 @@ type posConvCache struct {
 	dgel *nn.Tensor // GELU'(conv output)
 }
 
-// Forward returns the positional embedding of h [B, F, H] ([B, F, H]).
+// Forward returns the positional embedding [B, F, H] of h [B, F, H].
 func (p *PositionalConv) Forward(h *nn.Tensor, keep bool) (*nn.Tensor, *posConvCache) {
 	w, wc := p.Norm.Weight()
 	y, cc := p.Conv.ForwardWith(h, w)
@@ -90,8 +89,8 @@ func (p *PositionalConv) Backward(c *posConvCache, dy *nn.Tensor) *nn.Tensor {
 	return dx
 }
 
-// Model is a Wav2Vec2 encoder (transformers' Wav2Vec2Model). Parameters
-// carry Hugging Face names without the "wav2vec2." prefix.
+// Model is a Wav2Vec2 encoder, transformers' Wav2Vec2Model. Its parameters carry Hugging Face names
+// without the "wav2vec2." prefix.
 type Model struct {
 	Config Config
 
@@ -105,30 +104,30 @@ type Model struct {
 	// ".feed_forward.{intermediate,output}_dense", ".final_layer_norm".
 	Layers []*nn.TransformerLayer
 
-	// MaskedSpecEmbed is SpecAugment's mask vector [hidden_size]
-	// ("masked_spec_embed"): what time masking puts in the masked frames in
-	// training, a parameter (last of Params) when the configuration masks
-	// frames. A model has it when its configuration has a masking
-	// probability > 0 (transformers' rule; New draws it U[0, 1) as
-	// transformers does) or its checkpoint carries it (then it is carried
-	// to a saved one).
+	// MaskedSpecEmbed is SpecAugment's mask vector [hidden_size], named "masked_spec_embed": what
+	// time masking puts in the masked frames in training. It is a parameter, the last of Params,
+	// when the configuration masks frames. A model has it when its configuration has a masking
+	// probability above 0, transformers' rule, in which case New draws it from U[0, 1) as
+	// transformers does; or when its checkpoint carries it, in which case it is carried to a saved
+	// one.
 	MaskedSpecEmbed *nn.Param
 }
 
-// MaskedSpecEmbedName is the checkpoint name of Model.MaskedSpecEmbed.
+// MaskedSpecEmbedName is the checkpoint name of [Model].MaskedSpecEmbed.
 const MaskedSpecEmbedName = "masked_spec_embed"
 
-// New builds a model with Hugging Face initialisation
-// (Wav2Vec2PreTrainedModel._init_weights), drawn from rng in parameter
-// order: feature-encoder convs Kaiming-normal (nn.Conv1d.InitKaiming),
-// GroupNorm / LayerNorm weight 1 and bias 0, the feature projection's
-// weight and bias U(-1/sqrt(conv_dim[-1]), +), the positional conv's
-// effective weight N(0, (2/sqrt(K*hidden))^2) with g = ||v|| and bias 0,
-// and the transformer's Linear weights N(0, initializer_range^2) with zero
-// biases. (transformers draws the positional weight into conv.weight after
-// weight_norm has split it into g and v, which leaves g and v at PyTorch's
-// default init; the normal draw here is the one _init_weights states and
-// fairseq applies.) Errors: invalid config.
+// New returns a model with the Hugging Face initialisation of Wav2Vec2PreTrainedModel._init_weights,
+// drawn from rng in parameter order. It returns an error for an invalid config.
+//
+// The feature-encoder convs are Kaiming-normal, by [nn.Conv1d.InitKaiming]. GroupNorm and LayerNorm
+// have weight 1 and bias 0. The feature projection's weight and bias are drawn from
+// U(-1/sqrt(conv_dim[-1]), +1/sqrt(conv_dim[-1])). The positional conv's effective weight is drawn
+// from N(0, (2/sqrt(K*hidden))^2), with g = ||v|| and bias 0. The transformer's Linear weights are
+// drawn from N(0, initializer_range^2), with zero biases.
+//
+// transformers draws the positional weight into conv.weight after weight_norm has split it into g
+// and v, which leaves g and v at PyTorch's default init. The normal draw here is the one
+// _init_weights states and fairseq applies.
 func New(cfg Config, rng *rand.Rand) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -196,12 +195,12 @@ func newZero(cfg Config) *Model {
 	return m
 }
 
-// Hidden is the hidden size (width of last_hidden_state).
+// Hidden returns the hidden size, the width of last_hidden_state.
 func (m *Model) Hidden() int { return m.Config.HiddenSize }
 
-// Params returns every trainable parameter in Hugging Face state_dict
-// order, named without the "wav2vec2." prefix, then masked_spec_embed when
-// training masks frames (Config: apply_spec_augment, mask_time_prob > 0).
+// Params returns every trainable parameter in Hugging Face state_dict order, named without the
+// "wav2vec2." prefix, then masked_spec_embed when training masks frames, that is when the Config
+// has apply_spec_augment and mask_time_prob > 0.
 func (m *Model) Params() []*nn.Param {
 	ps := m.baseParams()
 	if m.MaskedSpecEmbed != nil && m.Config.maskTime() {
@@ -227,11 +226,10 @@ func (m *Model) baseParams() []*nn.Param {
 	return ps
 }
 
-// CheckInput validates a batch: B, T > 0, slice lengths B*T, finite sample
-// values, mask values 0 or 1 with the real samples first in each row, and
-// at least one frame per row (Config.ReceptiveField samples). Errors name
-// the row and sample. Forward panics on what CheckInput rejects, so callers
-// feeding user data call it first.
+// CheckInput validates a batch: B and T positive, slice lengths B*T, finite sample values, mask
+// values 0 or 1 with the real samples first in each row, and at least one frame per row, that is
+// Config.ReceptiveField samples. Errors name the row and sample. Forward panics on what CheckInput
+// rejects, so callers feeding user data call it first.
 func (m *Model) CheckInput(in audio.Batch) error {
 	if in.B <= 0 || in.T <= 0 {
 		return fmt.Errorf("wav2vec2 input: batch %d x %d samples, both must be > 0", in.B, in.T)
@@ -270,9 +268,9 @@ func (m *Model) CheckInput(in audio.Batch) error {
 	return nil
 }
 
-// FrameMask returns the frame-level attention_mask [B, F] of a checked
-// input (1 for the first FrameLength(real samples) frames of each row),
-// as transformers' _get_feature_vector_attention_mask, and F.
+// FrameMask returns the frame-level attention_mask [B, F] of a checked input, and F, as
+// transformers' _get_feature_vector_attention_mask does. The mask is 1 for the first
+// FrameLength(real samples) frames of each row.
 func (m *Model) FrameMask(in audio.Batch) ([]float32, int) {
 	F := m.Config.FrameLength(in.T)
 	mask := make([]float32, in.B*F)
@@ -309,21 +307,23 @@ type convCache struct {
 	dgel *nn.Tensor
 }
 
-// Forward runs the model on a batch and returns last_hidden_state
-// [B, F, hidden_size], the frame mask [B, F] (1 = real frame; all ones
-// without an input mask) and, when train is true, the cache for Backward
-// (nil otherwise). train enables the dropouts and LayerDrop, drawn from rng
-// (nil is allowed when train is false) in the order: feature projection,
-// encoder input, then per layer the LayerDrop draw (when layerdrop > 0) and
-// the layer's dropouts. As in transformers, padded frames are set to 0
-// before the positional convolution and masked as attention keys (an
-// additive -Inf bias where transformers adds the dtype's minimum: the same
-// probabilities), and a "group" feature encoder normalises over the padded
-// waveform, so its outputs depend on the padding (transformers' reason to
-// call wav2vec2-base without an attention mask). In training SpecAugment
-// masks the feature projection's output (specaugment.go; its draws from
-// rng). Invalid input (see CheckInput) panics, and so does training with
-// time masking on fewer than Config.MinTrainFrames frames.
+// Forward runs the model on a batch and returns last_hidden_state [B, F, hidden_size], the frame
+// mask [B, F] and, when train is true, the cache for Backward; otherwise the cache is nil. The
+// frame mask holds 1 for a real frame, and all ones without an input mask.
+//
+// train enables the dropouts and LayerDrop, drawn from rng in the order: feature projection,
+// encoder input, then per layer the LayerDrop draw, when layerdrop > 0, and the layer's dropouts.
+// rng may be nil when train is false. In training SpecAugment masks the feature projection's
+// output, with its draws from rng; see specaugment.go.
+//
+// As in transformers, padded frames are set to 0 before the positional convolution and masked as
+// attention keys. The mask is an additive -Inf bias where transformers adds the dtype's minimum,
+// which gives the same probabilities. A "group" feature encoder normalises over the padded
+// waveform, so its outputs depend on the padding, which is transformers' reason to call
+// wav2vec2-base without an attention mask.
+//
+// Invalid input, as [Model.CheckInput] defines it, panics, and so does training with time masking
+// on fewer than Config.MinTrainFrames frames.
 func (m *Model) Forward(in audio.Batch, train bool, rng *rand.Rand) (*nn.Tensor, []float32, *Cache) {
 	if err := m.CheckInput(in); err != nil {
 		panic(err.Error())
@@ -406,9 +406,8 @@ func zeroPadded(h *nn.Tensor, mask []float32) {
 	}
 }
 
-// Backward takes the cache of a training Forward and dL/d last_hidden_state
-// [B, F, hidden_size], accumulates (+=) the gradients of every parameter
-// and returns dL/d input values [B, T].
+// Backward takes the cache of a training Forward and dL/d last_hidden_state [B, F, hidden_size],
+// adds the gradients of every parameter to their Grad, and returns dL/d input values [B, T].
 func (m *Model) Backward(c *Cache, dy *nn.Tensor) *nn.Tensor {
 	if c == nil {
 		panic("wav2vec2.Backward: nil cache (Forward was called with train=false)")

@@ -6,20 +6,17 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// SpecAugment as transformers' Wav2Vec2Model._mask_hidden_states in
-// training (train mode only; never at inference): after the feature
-// projection (and its dropout), before the encoder,
+// SpecAugment, as transformers' Wav2Vec2Model._mask_hidden_states in training, never at
+// inference. It runs after the feature projection and its dropout, before the encoder:
 //
-//   - time masking (apply_spec_augment, mask_time_prob > 0): the frames of
-//     spans of mask_time_length frames, drawn per row by
-//     _compute_mask_indices over the row's real frames, are replaced by the
-//     learned vector masked_spec_embed [hidden_size];
-//   - feature masking (mask_feature_prob > 0): spans of
-//     mask_feature_length channels, drawn per row over hidden_size, are set
-//     to 0 in every frame of the row.
+//   - time masking, with apply_spec_augment and mask_time_prob > 0: the frames of spans of
+//     mask_time_length frames, drawn per row by _compute_mask_indices over the row's real frames,
+//     are replaced by the learned vector masked_spec_embed [hidden_size];
+//   - feature masking, with mask_feature_prob > 0: spans of mask_feature_length channels, drawn
+//     per row over hidden_size, are set to 0 in every frame of the row.
 //
-// The draws come from Forward's rng (transformers draws from numpy's global
-// generator): the same distribution, not the same masks.
+// The draws come from Forward's rng, where transformers draws from numpy's global generator: the
+// same distribution, not the same masks.
 
 // maskTime reports whether training masks frames (and trains
 // masked_spec_embed).

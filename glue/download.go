@@ -16,24 +16,24 @@ import (
 // Default download locations, as in the GLUE project's download_glue_data.py.
 const (
 	DefaultBaseURL = "https://dl.fbaipublicfiles.com/glue/data"
-	// DefaultMRPCURL hosts the SentEval copy of the MSR Paraphrase corpus (GLUE cannot
-	// redistribute MRPC); mrpc_dev_ids.tsv comes from DefaultBaseURL.
+	// DefaultMRPCURL hosts the SentEval copy of the MSR Paraphrase corpus, since GLUE cannot
+	// redistribute MRPC; mrpc_dev_ids.tsv comes from DefaultBaseURL.
 	DefaultMRPCURL = "https://dl.fbaipublicfiles.com/senteval/senteval_data"
 )
 
 // Download fetches one task's data into cacheDir/<Task.Dir>/{train,dev,test}.tsv, the layout
-// Load reads (so cacheDir can be passed as the GLUE directory).
+// [Load] reads, so that cacheDir can be passed as the GLUE directory.
 //
-// baseURL "" means the public GLUE distribution (DefaultBaseURL, and DefaultMRPCURL for the
-// MSR corpus). With a custom baseURL every file is fetched from it:
-// <baseURL>/<Task.ZipName> for SST-2, RTE, STS-B, QNLI (QNLIv2.zip), and for MRPC
-// <baseURL>/msr_paraphrase_train.txt, msr_paraphrase_test.txt and mrpc_dev_ids.tsv, which are
-// split into train/dev/test as download_glue_data.py does.
+// baseURL "" means the public GLUE distribution: [DefaultBaseURL], and [DefaultMRPCURL] for the MSR
+// corpus. With a custom baseURL every file is fetched from it: <baseURL>/<Task.ZipName> for SST-2,
+// RTE, STS-B and QNLI, whose zip is QNLIv2.zip; and for MRPC <baseURL>/msr_paraphrase_train.txt,
+// msr_paraphrase_test.txt and mrpc_dev_ids.tsv, which are split into train, dev and test as
+// download_glue_data.py does.
 //
-// An already complete task directory is left alone. Files are extracted into a temporary
-// directory and renamed into place, so an interrupted download leaves no partial task.
-// Errors: HTTP failures (naming the URL and status), corrupt zips, archive entries escaping
-// the target, and missing expected files.
+// An already complete task directory is left alone. Files are extracted into a temporary directory
+// and renamed into place, so an interrupted download leaves no partial task. Download returns an
+// error for an HTTP failure, naming the URL and status; a corrupt zip; an archive entry escaping
+// the target; or a missing expected file.
 func Download(ctx context.Context, baseURL, taskName, cacheDir string) error {
 	task, err := LookupTask(taskName)
 	if err != nil {

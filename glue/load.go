@@ -17,19 +17,19 @@ import (
 
 // Example is one row of a GLUE split.
 type Example struct {
-	// Index is the row's `index` column where the file has one (all test splits, RTE, QNLI,
-	// STS-B), else the 0-based data-row number. GLUE submissions are keyed by it.
+	// Index is the row's `index` column where the file has one, as all test splits, RTE, QNLI and
+	// STS-B do, and otherwise the 0-based data-row number. GLUE submissions are keyed by it.
 	Index int
 	// TextA and TextB are the task's text fields; TextB is "" for single-sentence tasks.
 	TextA, TextB string
-	// Label is the class index for classification tasks (see Task.LabelNames); 0 for STS-B
-	// and for unlabelled rows.
+	// Label is the class index for classification tasks; see Task.LabelNames. It is 0 for STS-B and
+	// for unlabelled rows.
 	Label int
 	// Score is the STS-B similarity score in [0, 5]; 0 for other tasks.
 	Score float32
-	// HasLabel is false for test splits (GLUE test labels are hidden).
+	// HasLabel is false for test splits, whose GLUE labels are hidden.
 	HasLabel bool
-	// Line is the 1-based line number in the file (the header is line 1).
+	// Line is the 1-based line number in the file, where the header is line 1.
 	Line int
 }
 
@@ -43,10 +43,10 @@ func (e Example) Target(t *Task) float64 {
 
 // LoadOptions controls Load.
 type LoadOptions struct {
-	// SkipBadRows skips malformed rows (wrong column count, bad label or index) and counts them
-	// in Dataset.Skipped instead of failing.
+	// SkipBadRows skips malformed rows, with a wrong column count or a bad label or index, and
+	// counts them in Dataset.Skipped instead of failing.
 	SkipBadRows bool
-	// Limit keeps only the first Limit examples (0: all).
+	// Limit keeps only the first Limit examples; 0 keeps all.
 	Limit int
 }
 
@@ -56,15 +56,15 @@ type Dataset struct {
 	Split    string // train, dev or test
 	Path     string
 	Examples []Example
-	// Skipped counts the malformed rows skipped under SkipBadRows; SkipErrors holds the
-	// first few of their errors (file:line: reason).
+	// Skipped counts the malformed rows skipped under SkipBadRows. SkipErrors holds the first few
+	// of their errors, as "file:line: reason".
 	Skipped    int
 	SkipErrors []string
 	// Labelled is true when the file has the label column.
 	Labelled bool
 }
 
-// Targets returns every example's Target, in order.
+// Targets returns every example's [Example.Target], in order.
 func (d *Dataset) Targets() []float64 {
 	out := make([]float64, len(d.Examples))
 	for i, e := range d.Examples {
@@ -82,8 +82,8 @@ func (d *Dataset) Indices() []int {
 	return out
 }
 
-// ErrMissingSplit is wrapped by Load and CheckSplit when the GLUE directory exists but the
-// split's file does not (a model trained elsewhere may still be evaluated here).
+// ErrMissingSplit is wrapped by [Load] and [CheckSplit] when the GLUE directory exists but the
+// split's file does not. A model trained elsewhere may still be evaluated here.
 var ErrMissingSplit = errors.New("split not found")
 
 // ErrNoDir is wrapped by Load and CheckSplit when the GLUE directory itself is not given,
@@ -102,11 +102,12 @@ func SplitPath(glueDir string, task *Task, split string) (string, string, error)
 	return filepath.Join(glueDir, task.Dir, s+".tsv"), s, nil
 }
 
-// CheckSplit returns the path of a split's file (see SplitPath) after checking that the GLUE
-// directory and the file exist, so that callers can fail before any work. Errors: an
-// unknown split; ErrNoDir (wrapped) when glueDir is "", does not exist or is not a
-// directory; ErrMissingSplit (wrapped, naming the file) when the directory exists but the
-// file does not.
+// CheckSplit returns the path of a split's file, as [SplitPath] gives it, after checking that the
+// GLUE directory and the file exist, so that callers can fail before any work.
+//
+// It returns an error for an unknown split; an error wrapping [ErrNoDir] when glueDir is "", does
+// not exist or is not a directory; and an error wrapping [ErrMissingSplit], naming the file, when
+// the directory exists but the file does not.
 func CheckSplit(glueDir string, task *Task, split string) (string, error) {
 	path, _, err := SplitPath(glueDir, task, split)
 	if err != nil {
@@ -133,19 +134,20 @@ func CheckSplit(glueDir string, task *Task, split string) (string, error) {
 	return path, nil
 }
 
-// Load reads one split of a task from a GLUE directory (glueDir/<Task.Dir>/<split>.tsv).
+// Load reads one split of a task from a GLUE directory, from glueDir/<Task.Dir>/<split>.tsv.
 //
-// Files are read as plain TSV: lines split on tabs with no quote handling (the texts contain
-// stray '"' characters), a UTF-8 BOM before the header is ignored (MRPC), LF and CRLF line
-// ends are accepted, and columns are found by header name. train and dev must have the label
-// column; test files normally do not, and their rows get HasLabel false.
+// Files are read as plain TSV: lines are split on tabs with no quote handling, since the texts
+// contain stray '"' characters. A UTF-8 BOM before the header is ignored, as MRPC has one. LF and
+// CRLF line ends are accepted, and columns are found by header name. train and dev must have the
+// label column; test files normally do not, and their rows get HasLabel false.
 //
-// Errors (see CheckSplit for the GLUE directory and the file's existence; every error names
-// the file, and the line as file:line, and quotes at most a short excerpt of it): an empty
-// file; a header with a duplicate column name (after trimming spaces), without a needed
-// column, or with a bare carriage return (CR-only "old Mac" line ends); a file with no data
-// rows; a malformed row (wrong column count, bad label, score or index) unless
-// opts.SkipBadRows, and then a file whose every row is malformed.
+// [CheckSplit] gives the errors for the GLUE directory and the file's existence. Load also returns
+// an error for an empty file; a header with a duplicate column name after trimming spaces, without
+// a needed column, or with a bare carriage return, as in CR-only "old Mac" line ends; a file with
+// no data rows; and a malformed row, with a wrong column count or a bad label, score or index,
+// unless opts.SkipBadRows is set, in which case only a file whose every row is malformed is an
+// error. Every error names the file, and the line as file:line, and quotes at most a short excerpt
+// of it.
 func Load(glueDir string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
 	path, err := CheckSplit(glueDir, task, split)
 	if err != nil {
@@ -160,8 +162,8 @@ func Load(glueDir string, task *Task, split string, opts LoadOptions) (*Dataset,
 	return Read(f, path, task, s, opts)
 }
 
-// Read parses a GLUE TSV stream; name is used in error messages. See Load for the format
-// and the errors.
+// Read parses a GLUE TSV stream; name is used in error messages. [Load] describes the format and
+// the errors.
 func Read(r io.Reader, name string, task *Task, split string, opts LoadOptions) (*Dataset, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	ds := &Dataset{Task: task, Split: split, Path: name}

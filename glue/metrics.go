@@ -114,20 +114,21 @@ func classMetric(preds, labels []int, metric func(confusion) float64) (float64, 
 	return metric(c), nil
 }
 
-// Accuracy is the fraction of preds equal to labels.
+// Accuracy returns the fraction of preds equal to labels.
 func Accuracy(preds, labels []int) (float64, error) {
 	return classMetric(preds, labels, confusion.accuracy)
 }
 
-// F1 is the binary F1 score of the positive class 1: 2*TP / (2*TP + FP + FN), as sklearn's
-// f1_score(average="binary"); 0 when there are no true or predicted positives.
+// F1 returns the binary F1 score of the positive class 1, 2*TP / (2*TP + FP + FN), as sklearn's
+// f1_score with average="binary". It is 0 when there are no true or predicted positives.
 func F1(preds, labels []int) (float64, error) {
 	return classMetric(preds, labels, confusion.f1)
 }
 
-// Matthews is the Matthews correlation coefficient (multiclass form of sklearn's
-// matthews_corrcoef, which reduces to (TP*TN - FP*FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) for
-// two classes); 0 when the denominator is 0.
+// Matthews returns the Matthews correlation coefficient in the multiclass form of sklearn's
+// matthews_corrcoef, or 0 when the denominator is 0. For two classes it reduces to
+//
+//	(TP*TN - FP*FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN))
 func Matthews(preds, labels []int) (float64, error) {
 	return classMetric(preds, labels, confusion.matthews)
 }
@@ -152,8 +153,8 @@ func checkFinite(name string, x []float64) error {
 	return nil
 }
 
-// Pearson is the Pearson correlation of x and y (scipy.stats.pearsonr); NaN when either is
-// constant.
+// Pearson returns the Pearson correlation of x and y, as scipy.stats.pearsonr. It is NaN when
+// either is constant.
 func Pearson(x, y []float64) (float64, error) {
 	if err := checkScores(x, y); err != nil {
 		return 0, err
@@ -180,8 +181,8 @@ func Pearson(x, y []float64) (float64, error) {
 	return math.Max(-1, math.Min(1, r)), nil
 }
 
-// Ranks returns 1-based ranks of x with ties given their average rank (scipy rankdata
-// "average").
+// Ranks returns the 1-based ranks of x, with ties given their average rank, as scipy's rankdata
+// with method "average".
 func Ranks(x []float64) []float64 {
 	idx := make([]int, len(x))
 	for i := range idx {
@@ -203,8 +204,8 @@ func Ranks(x []float64) []float64 {
 	return r
 }
 
-// Spearman is Spearman's rank correlation (scipy.stats.spearmanr): the Pearson correlation of
-// the average ranks.
+// Spearman returns Spearman's rank correlation, as scipy.stats.spearmanr: the Pearson correlation
+// of the average ranks.
 func Spearman(x, y []float64) (float64, error) {
 	if err := checkScores(x, y); err != nil {
 		return 0, err
@@ -224,12 +225,15 @@ func classes(name string, x []float64, numLabels int) ([]int, error) {
 	return out, nil
 }
 
-// Compute returns all of the task's GLUE metrics (Task.Metrics, named as HF evaluate does):
-// accuracy for SST-2, RTE, QNLI; accuracy and f1 for MRPC; pearson and spearmanr for STS-B.
-// For classification tasks preds and labels hold class indices (as float64, e.g. argmax of
-// the logits); for STS-B the raw predicted scores and the gold scores.
+// Compute returns all of the task's GLUE metrics, [Task].Metrics, named as Hugging Face's evaluate
+// names them: accuracy for SST-2, RTE and QNLI; accuracy and f1 for MRPC; pearson and spearmanr
+// for STS-B.
 //
-// Errors: length mismatch, empty input, NaN/Inf, or a non-class value for classification.
+// For classification tasks preds and labels hold class indices as float64, such as the argmax of
+// the logits; for STS-B they hold the raw predicted scores and the gold scores.
+//
+// Compute returns an error for a length mismatch, empty input, NaN or Inf, or a non-class value
+// for classification.
 func Compute(task *Task, preds, labels []float64) (map[string]float64, error) {
 	if err := checkLens(len(preds), len(labels)); err != nil {
 		return nil, fmt.Errorf("%s: %w", task.Name, err)
@@ -289,8 +293,8 @@ func taskMetric(task *Task, preds, labels []float64) (func(name string) (float64
 	}, nil
 }
 
-// SelectionMetric returns the task's model-selection metric (ref §8: MRPC f1, STS-B spearmanr,
-// others accuracy) and its name. Arguments as for Compute.
+// SelectionMetric returns the task's model-selection metric and its name, as ref §8 chooses it:
+// f1 for MRPC, spearmanr for STS-B, accuracy for the others. The arguments are as for [Compute].
 func SelectionMetric(task *Task, preds, labels []float64) (float64, string, error) {
 	m, err := Compute(task, preds, labels)
 	if err != nil {
@@ -299,8 +303,8 @@ func SelectionMetric(task *Task, preds, labels []float64) (float64, string, erro
 	return m[task.Metric], task.Metric, nil
 }
 
-// Argmax returns, per row of a row-major [n, k] logits matrix, the index of the largest value
-// (the first on ties), as float64 class predictions for Compute.
+// Argmax returns, per row of a row-major [n, k] logits matrix, the index of the largest value, the
+// first on ties, as float64 class predictions for [Compute].
 func Argmax(logits []float32, k int) []float64 {
 	if k <= 0 || len(logits)%k != 0 {
 		panic(fmt.Sprintf("glue.Argmax: %d logits not a multiple of %d classes", len(logits), k))

@@ -8,12 +8,15 @@ import (
 )
 
 // WritePredictions writes test predictions in GLUE submission format: a header
-// "index\tprediction", then one row per example. Classification predictions are class indices
-// written as the task's label strings (RTE/QNLI entailment / not_entailment, SST-2/MRPC 0 / 1,
-// as the reference code maps them, ref §8); STS-B predictions are the raw scores with three
-// decimals (as HF run_glue writes them). Save the output under Task.SubmissionFile.
+// "index\tprediction", then one row per example. Save the output under Task.SubmissionFile.
 //
-// Errors: length mismatch, a class index out of range, a NaN/Inf score, or a write error.
+// Classification predictions are class indices, written as the task's label strings as the
+// reference code maps them in ref §8: entailment and not_entailment for RTE and QNLI, 0 and 1 for
+// SST-2 and MRPC. STS-B predictions are the raw scores with three decimals, as Hugging Face's
+// run_glue writes them.
+//
+// WritePredictions returns an error for a length mismatch, a class index out of range, a NaN or
+// Inf score, or a write error.
 func WritePredictions(w io.Writer, task *Task, indices []int, preds []float64) error {
 	if len(indices) != len(preds) {
 		return fmt.Errorf("glue %s predictions: %d indices but %d predictions", task.Name, len(indices), len(preds))

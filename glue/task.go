@@ -1,9 +1,9 @@
-// Package glue loads the GLUE tasks the paper uses (SST-2, MRPC, RTE, STS-B, QNLI) from the
-// standard `<TASK>/{train,dev,test}.tsv` layout, computes their metrics, writes GLUE submission
+// Package glue loads the GLUE tasks the paper uses, SST-2, MRPC, RTE, STS-B and QNLI, from the
+// standard `<TASK>/{train,dev,test}.tsv` layout. It computes their metrics, writes GLUE submission
 // files, and downloads the task data where a user is online.
 //
-// Text fields, label maps and the selection metric follow ref §8 (docs/nvdp-reference.md):
-// the released code loads HF `glue` datasets and evaluates with `evaluate.load('glue', task)`.
+// Text fields, label maps and the selection metric follow ref §8 in docs/nvdp-reference.md: the
+// released code loads Hugging Face `glue` datasets and evaluates with `evaluate.load('glue', task)`.
 package glue
 
 import (
@@ -25,35 +25,37 @@ const (
 type Task struct {
 	// Name is the canonical lower-case name: sst2, mrpc, rte, stsb, qnli.
 	Name string
-	// Dir is the task directory inside a GLUE directory (SST-2, MRPC, RTE, STS-B, QNLI).
+	// Dir is the task directory inside a GLUE directory: SST-2, MRPC, RTE, STS-B or QNLI.
 	Dir string
 	// NumLabels is the classifier width: 2 for the classification tasks, 1 for STS-B.
 	NumLabels int
-	// IsRegression is true for STS-B (score in [0, 5], prediction = raw scalar logit).
+	// IsRegression is true for STS-B, whose score is in [0, 5] and whose prediction is the raw
+	// scalar logit.
 	IsRegression bool
-	// TextFields are the header names of the first and second text column; TextFields[1] is
-	// "" for single-sentence tasks (SST-2).
+	// TextFields are the header names of the first and second text column. TextFields[1] is "" for
+	// single-sentence tasks such as SST-2.
 	TextFields [2]string
-	// LabelField is the header name of the label column (absent in test splits).
+	// LabelField is the header name of the label column, which test splits lack.
 	LabelField string
 	// LabelNames maps class index to the label string used in the TSV files and in GLUE
 	// submissions: RTE/QNLI entailment=0, not_entailment=1; SST-2/MRPC "0", "1". Empty for STS-B.
 	LabelNames []string
-	// Metric is the model-selection metric (ref §8): f1 for MRPC, spearmanr for STS-B,
-	// accuracy otherwise.
+	// Metric is the model-selection metric of ref §8: f1 for MRPC, spearmanr for STS-B, accuracy
+	// otherwise.
 	Metric string
 	// Metrics are all the metrics GLUE reports for the task.
 	Metrics []string
-	// MaxSeqLen is the reference scripts' maximum sequence length (ref §8): 128 for MRPC,
-	// RTE, STS-B; 512 for SST-2 and QNLI.
+	// MaxSeqLen is the reference scripts' maximum sequence length, from ref §8: 128 for MRPC, RTE
+	// and STS-B; 512 for SST-2 and QNLI.
 	MaxSeqLen int
 	// SubmissionFile is the file name the GLUE server expects for the task's test predictions.
 	SubmissionFile string
-	// ZipName is the archive name in the classic GLUE distribution ("" for MRPC, which is
-	// assembled from the SentEval copy of the MSR corpus).
+	// ZipName is the archive name in the classic GLUE distribution. It is "" for MRPC, which is
+	// assembled from the SentEval copy of the MSR corpus.
 	ZipName string
-	// PaperClip are the paper's clipping constants of the task for BERT-base (appendix
-	// hyperparameter table): the defaults of a training's C_mu and C_amax (model.Options.Resolve).
+	// PaperClip are the paper's clipping constants of the task for BERT-base, from the appendix
+	// hyperparameter table: the defaults of a training's C_mu and C_amax, as model.Options.Resolve
+	// applies them.
 	PaperClip Clip
 }
 
@@ -92,9 +94,9 @@ func TaskNames() []string {
 	return out
 }
 
-// LookupTask finds a task by name, case-insensitively, accepting the canonical name (sst2),
-// the directory name (SST-2) and the GLUE spellings sst-2 / sts-b. The returned Task is a copy
-// the caller may modify (e.g. MaxSeqLen).
+// LookupTask finds a task by name, case-insensitively. It accepts the canonical name, such as sst2;
+// the directory name, such as SST-2; and the GLUE spellings sst-2 and sts-b. The returned Task is a
+// copy the caller may modify, for instance its MaxSeqLen.
 func LookupTask(name string) (*Task, error) {
 	key := strings.ToLower(strings.TrimSpace(name))
 	key = strings.ReplaceAll(key, "-", "")

@@ -64,7 +64,7 @@ const scoreBytes = 8 + 16 + 40
 // cannot fit in the machine's memory (memlimit.Need; it was a Go
 // out-of-memory crash). Error: *option.Error for releases.
 func checkScoresMemory(releases int) error {
-	return memlimit.Need{What: fmt.Sprintf("the scores and ROC of 2 x %d releases (%d bytes each)", releases, scoreBytes),
+	return memlimit.Need{What: fmt.Sprintf("the scores and ROC of 2 x %d draws (%d bytes each)", releases, scoreBytes),
 		Bytes: 2 * float64(releases) * scoreBytes, Limit: memlimit.Total(), Of: memlimit.OfMachine,
 		Option: "releases", Value: releases}.Check()
 }

@@ -160,7 +160,7 @@ func TestAttackFlagErrors(t *testing.T) {
 // out-of-memory crash).
 func TestBenchRefusesWhatCannotFit(t *testing.T) {
 	_, err := runCmd(newBenchCmd(), "--batch", "100000000")
-	if err == nil || !strings.Contains(err.Error(), "--batch 100000000: a training step of bert-tiny") || !strings.Contains(err.Error(), "lower --batch or --seq") {
+	if err == nil || !strings.Contains(err.Error(), "--batch 100000000: a training step of bert-tiny on 100000000 x 128 tokens") || !strings.Contains(err.Error(), "lower --batch or --seq") {
 		t.Errorf("error %v, want --batch named", err)
 	}
 }

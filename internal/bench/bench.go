@@ -190,12 +190,12 @@ func (o Options) checkMemory(name string, cfg encoder.Config) error {
 		}
 		limit, of = float64(total), "of the GPU's memory"
 	}
-	what := fmt.Sprintf("a training step of %s on batch %d x seq %d (at least %d layers x (4 H + I + heads x seq) float32 a token)", name, o.Batch, o.Seq, cfg.NumHiddenLayers)
+	what := fmt.Sprintf("a training step of %s on %d x %d tokens (at least %d layers x (4 H + I + heads x length) float32 a token)", name, o.Batch, o.Seq, cfg.NumHiddenLayers)
 	if err := (memlimit.Need{What: what, Bytes: tokens * perToken, Limit: limit, Of: of, Option: "batch", Value: o.Batch,
 		Lower: []string{"batch", "seq"}}).Check(); err != nil {
 		return err
 	}
-	return memlimit.Need{What: fmt.Sprintf("the inputs of batch %d x seq %d", o.Batch, o.Seq), Bytes: tokens * 16, Limit: memlimit.Total(),
+	return memlimit.Need{What: fmt.Sprintf("the inputs of %d x %d tokens", o.Batch, o.Seq), Bytes: tokens * 16, Limit: memlimit.Total(),
 		Of: memlimit.OfMachine, Option: "batch", Value: o.Batch, Lower: []string{"batch", "seq"}}.Check()
 }
 

@@ -8,20 +8,18 @@ import (
 	"os"
 )
 
-// NormEps is the variance floor of Normalize: transformers'
-// Wav2Vec2FeatureExtractor.zero_mean_unit_var_norm divides by
-// sqrt(var + 1e-7).
+// NormEps is the variance floor of [Normalize]: transformers'
+// Wav2Vec2FeatureExtractor.zero_mean_unit_var_norm divides by sqrt(var + 1e-7).
 const NormEps = 1e-7
 
-// NoCrop is Extractor.MaxSamples for keeping every sample.
+// NoCrop is the [Extractor].MaxSamples that keeps every sample.
 const NoCrop = -1
 
-// Normalize scales x in place to zero mean and unit variance,
-// (x - mean) / sqrt(var + NormEps) with the population variance, as the
-// Wav2Vec2FeatureExtractor does per utterance when do_normalize is set
-// (zero_mean_unit_var_norm, over the real samples only: call it on the
-// unpadded waveform). Statistics are accumulated in float64 (transformers:
-// numpy float32). Errors: an empty x.
+// Normalize scales x in place to zero mean and unit variance, (x - mean) / sqrt(var + NormEps) with
+// the population variance. The Wav2Vec2FeatureExtractor does the same per utterance when
+// do_normalize is set, in zero_mean_unit_var_norm, over the real samples only, so call it on the
+// unpadded waveform. The statistics are accumulated in float64, where transformers uses numpy
+// float32. It returns an error for an empty x.
 func Normalize(x []float32) error {
 	if len(x) == 0 {
 		return errors.New("audio: normalising an empty waveform")
@@ -49,31 +47,30 @@ func normalize(x []float32) {
 	}
 }
 
-// Extractor is the Wav2Vec2FeatureExtractor's batching of 16 kHz
-// waveforms: crop, normalise, right-pad with zeros (padding_value 0.0) and
-// the sample-level attention_mask. Make one with DefaultExtractor.
+// Extractor is the Wav2Vec2FeatureExtractor's batching of 16 kHz waveforms: it crops, normalises,
+// right-pads with zeros, padding_value 0.0, and makes the sample-level attention_mask. Make one with
+// [DefaultExtractor].
 type Extractor struct {
-	// MaxSamples crops each waveform to its first MaxSamples samples
-	// (transformers' truncation=True, max_length); NoCrop keeps them all.
+	// MaxSamples crops each waveform to its first MaxSamples samples, as transformers'
+	// truncation=True with max_length; [NoCrop] keeps them all.
 	MaxSamples int
-	// Normalize applies Normalize to each cropped waveform's real samples
-	// (do_normalize; true for wav2vec2-base and -large-lv60).
+	// Normalize applies [Normalize] to each cropped waveform's real samples, as do_normalize does;
+	// it is true for wav2vec2-base and -large-lv60.
 	Normalize bool
 }
 
-// DefaultExtractor returns Extractor{MaxSamples: NoCrop, Normalize: true},
+// DefaultExtractor returns Extractor{MaxSamples: NoCrop, Normalize: true}, the settings of
 // facebook/wav2vec2-base's preprocessor_config.json.
 func DefaultExtractor() Extractor {
 	return Extractor{MaxSamples: NoCrop, Normalize: true}
 }
 
-// Batch builds a Batch from waveforms at SampleRate:
-// B = len(waves), T = the longest cropped waveform; row b holds waves[b]
-// (cropped, normalised if e.Normalize) followed by zeros, and Mask[b, t] is
-// 1 for its real samples, 0 for the padding. The inputs are not modified.
-// Everything is checked before any work: errors name the waveform (no
-// waveforms, an empty or non-finite waveform, MaxSamples neither > 0 nor
-// NoCrop).
+// Batch builds a Batch from waveforms at [SampleRate]. B = len(waves) and T is the longest cropped
+// waveform. Row b holds waves[b], cropped and normalised if e.Normalize is set, followed by zeros;
+// Mask[b, t] is 1 for its real samples and 0 for the padding. The inputs are not modified.
+//
+// Everything is checked before any work. The errors name the waveform: no waveforms, an empty or
+// non-finite waveform, or a MaxSamples neither positive nor NoCrop.
 func (e Extractor) Batch(waves [][]float32) (Batch, error) {
 	if e.MaxSamples <= 0 && e.MaxSamples != NoCrop {
 		return Batch{}, fmt.Errorf("audio: max samples %d, want > 0 or NoCrop (%d)", e.MaxSamples, NoCrop)
@@ -115,33 +112,30 @@ func (e Extractor) length(w []float32) int {
 	return min(len(w), e.MaxSamples)
 }
 
-// Load reads the WAV file at path and returns its mono waveform at
-// SampleRate (ReadWAV, Clip.Mono, Resample), ready for
-// Extractor.Batch. Errors name the file (a sample rate outside
-// MinSampleRate to MaxSampleRate among them). LoadCropped reads only the
-// beginning a caller keeps.
+// Load reads the WAV file at path and returns its mono waveform at [SampleRate], through [ReadWAV],
+// [Clip.Mono] and [Resample], ready for [Extractor.Batch]. Errors name the file; a sample rate
+// outside [MinSampleRate] to [MaxSampleRate] is one of them. [LoadCropped] reads only the beginning
+// a caller keeps.
 func Load(path string) ([]float32, error) {
 	x, _, err := LoadCropped(context.Background(), path, NoCrop)
 	return x, err
 }
 
-// LoadCropped is Load keeping the first maxSamples samples (all of them
-// with NoCrop), bit for bit Load(path)[:maxSamples], at a cost that grows
-// with maxSamples, not with the file's length: the file is read, but only
-// the input frames those samples depend on are decoded, mixed and
-// resampled (maxSamples x rate / 16 kHz of them plus the resampling
-// filter's reach beyond, at most 1,622 frames: 4.2 ms at 384 kHz). full is
-// the length Load(path) would have, ceil(frames x 16000 / rate): full >
-// maxSamples says the clip was cropped.
+// LoadCropped is [Load] keeping the first maxSamples samples, or all of them with [NoCrop]. The
+// result is Load(path)[:maxSamples] bit for bit, at a cost that grows with maxSamples rather than
+// with the file's length: the file is read, but only the input frames those samples depend on are
+// decoded, mixed and resampled. They are maxSamples x rate / 16 kHz frames plus the resampling
+// filter's reach beyond, at most 1,622 frames, 4.2 ms at 384 kHz. full is the length Load(path)
+// would have, ceil(frames x 16000 / rate); full > maxSamples says the clip was cropped.
 //
-// ctx is checked before the file is read, before resampling and about
-// every 2^18 filter taps while resampling (under a millisecond to about 50
-// ms apart): once it is done, its error is returned wrapped, naming the
-// file (errors.Is(err, context.Canceled)). Errors name the file: those of
-// ReadWAV and DecodeWAV (a sample rate outside MinSampleRate to
-// MaxSampleRate among them, refused before any sample is decoded; a
-// non-finite float sample only among the frames decoded), maxSamples
-// neither > 0 nor NoCrop.
+// ctx is checked before the file is read, before resampling, and about every 2^18 filter taps while
+// resampling, which is under a millisecond to about 50 ms apart. Once it is done, its error is
+// returned wrapped, naming the file, so that errors.Is(err, context.Canceled) holds.
+//
+// The errors name the file. They are those of [ReadWAV] and [DecodeWAV], among them a sample rate
+// outside [MinSampleRate] to [MaxSampleRate], refused before any sample is decoded, and a
+// non-finite float sample, found only among the frames decoded; and a maxSamples neither positive
+// nor NoCrop.
 func LoadCropped(ctx context.Context, path string, maxSamples int) (x []float32, full int, err error) {
 	if maxSamples <= 0 && maxSamples != NoCrop {
 		return nil, 0, fmt.Errorf("audio %s: max samples %d, want > 0 or NoCrop (%d)", path, maxSamples, NoCrop)
@@ -177,15 +171,14 @@ func loadCropped(ctx context.Context, data []byte, name string, maxSamples int) 
 	return x, resampledLen(frames, clip.Rate, SampleRate), nil
 }
 
-// SampleRate is the waveform rate (Hz) of the speech encoder's input: every
-// Wav2Vec2 checkpoint expects 16 kHz (the feature extractor's sampling_rate),
-// and Load resamples every file to it.
+// SampleRate is the waveform rate, in Hz, of the speech encoder's input. Every Wav2Vec2 checkpoint
+// expects 16 kHz, the feature extractor's sampling_rate, and [Load] resamples every file to it.
 const SampleRate = 16000
 
-// Batch is a batch of waveforms, the speech encoder's input (wav2vec2.Model.Forward): Values [B, T] row-major (16 kHz samples,
-// normalised by the caller as the feature extractor does), Mask [B, T]
-// Hugging Face's attention_mask over samples (1 = real sample, 0 = padding;
-// each row real samples first, then padding) or nil when every sample is real.
+// Batch is a batch of waveforms, the speech encoder's input to wav2vec2.Model.Forward. Values
+// [B, T] holds 16 kHz samples in row-major order, normalised by the caller as the feature extractor
+// does. Mask [B, T] is Hugging Face's attention_mask over samples, with 1 for a real sample and 0
+// for padding, each row holding its real samples first; it is nil when every sample is real.
 type Batch struct {
 	Values []float32
 	Mask   []float32

@@ -1,8 +1,8 @@
-// Package audio turns audio files into the waveforms a Wav2Vec2 encoder
-// takes (docs/speech.md, "Audio"): WAV reading (PCM 8/16/24/32-bit, IEEE
-// float 32/64-bit, plain or WAVE_FORMAT_EXTENSIBLE), mono mixing, band-limited
-// resampling to SampleRate, the Wav2Vec2FeatureExtractor's
-// per-utterance normalisation and right-padded batches (Batch).
+// Package audio turns audio files into the waveforms a Wav2Vec2 encoder takes, as "Audio" in
+// docs/speech.md describes. It reads WAV files, in 8, 16, 24 or 32-bit PCM or 32 or 64-bit IEEE
+// float, plain or WAVE_FORMAT_EXTENSIBLE; mixes to mono; resamples band-limited to [SampleRate];
+// applies the Wav2Vec2FeatureExtractor's per-utterance normalisation; and makes right-padded
+// batches, of type [Batch].
 package audio
 
 import (
@@ -16,38 +16,36 @@ import (
 	"github.com/go-audio/wav"
 )
 
-// The sample rates this package reads, in Hz, both included: DecodeWAV
-// (hence ReadWAV, Load, LoadCropped) refuses a file whose fmt chunk claims
-// a rate outside [MinSampleRate, MaxSampleRate], naming the file, the rate
-// and this range. 1 kHz is well below any recording of speech (telephone
-// speech is sampled at 8 kHz) and 384 kHz is the highest rate of
-// professional audio converters (DXD); a rate outside is a corrupt header
-// or not audio, and resampling it to 16 kHz is harmful either way: a clip
-// of 0.3 s of 16 kHz samples claiming 1 Hz would become 77 million output
-// samples (about 10 minutes of resampling), one claiming 4 GHz a single
-// sample.
+// The sample rates this package reads, in Hz, both included. [DecodeWAV], and hence [ReadWAV],
+// [Load] and [LoadCropped], refuses a file whose fmt chunk claims a rate outside [MinSampleRate,
+// MaxSampleRate], naming the file, the rate and this range.
+//
+// 1 kHz is well below any recording of speech; telephone speech is sampled at 8 kHz. 384 kHz is
+// the highest rate of professional audio converters, DXD. A rate outside is a corrupt header or not
+// audio, and resampling it to 16 kHz is harmful either way: a clip of 0.3 s of 16 kHz samples
+// claiming 1 Hz would become 77 million output samples, about 10 minutes of resampling, and one
+// claiming 4 GHz a single sample.
 const (
 	MinSampleRate = 1_000
 	MaxSampleRate = 384_000
 )
 
-// WAVE format tags (mmreg.h) this package decodes.
+// WAVE format tags, from mmreg.h, that this package decodes.
 const (
 	formatPCM        = 1
 	formatFloat      = 3
 	formatExtensible = 0xFFFE
 )
 
-// Clip is a decoded recording: Channels[c][i] is sample i of channel c,
-// scaled to [-1, 1) for integer PCM (value / 2^(bits-1), unsigned 8-bit
-// centred first, as libsndfile and soundfile read them) and as stored for
-// IEEE float. Every channel has the same length; Rate is in Hz.
+// Clip is a decoded recording: Channels[c][i] is sample i of channel c. Integer PCM is scaled to
+// [-1, 1) as value / 2^(bits-1), with unsigned 8-bit centred first, as libsndfile and soundfile read
+// it; IEEE float is kept as stored. Every channel has the same length. Rate is in Hz.
 type Clip struct {
 	Channels [][]float32
 	Rate     int
 }
 
-// Len returns the number of sample frames (samples per channel).
+// Len returns the number of sample frames, that is samples per channel.
 func (c Clip) Len() int {
 	if len(c.Channels) == 0 {
 		return 0
@@ -55,9 +53,8 @@ func (c Clip) Len() int {
 	return len(c.Channels[0])
 }
 
-// Mono returns the mean over channels of each sample frame, accumulated in
-// float64 (what 🤗 datasets' Audio feature does with mono=True: librosa's
-// to_mono, the mean over the channel axis).
+// Mono returns the mean over channels of each sample frame, accumulated in float64. This is what
+// 🤗 datasets' Audio feature does with mono=True: librosa's to_mono, the mean over the channel axis.
 func (c Clip) Mono() []float32 {
 	out := make([]float32, c.Len())
 	if len(c.Channels) == 1 {
@@ -74,7 +71,7 @@ func (c Clip) Mono() []float32 {
 	return out
 }
 
-// ReadWAV reads the WAV file at path (see DecodeWAV); errors name the file.
+// ReadWAV reads the WAV file at path; see [DecodeWAV]. Errors name the file.
 func ReadWAV(path string) (Clip, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -83,23 +80,21 @@ func ReadWAV(path string) (Clip, error) {
 	return DecodeWAV(data, path)
 }
 
-// DecodeWAV decodes a RIFF/WAVE file held in data; name is used in errors
-// (a path, or a description of where data came from).
+// DecodeWAV decodes a RIFF/WAVE file held in data. name is used in errors: a path, or a description
+// of where data came from.
 //
-// The RIFF structure is checked first, against len(data): every chunk must
-// fit in the file (a data chunk longer than the bytes present is a truncated
-// file), and there must be a fmt chunk of at least 16 bytes before the data
-// chunk. github.com/go-audio/wav then reads the format (channels, rate, bit
-// depth, format tag) from the fmt chunk and the data chunk's header alone
-// (other chunks are skipped unread: the library allocates the sizes a LIST
-// entry declares); the samples are decoded here, since the library (v1.1.0)
-// decodes IEEE float samples as integers and returns short data chunks
-// without an error.
+// The RIFF structure is checked first, against len(data). Every chunk must fit in the file, so a
+// data chunk longer than the bytes present is a truncated file, and there must be a fmt chunk of at
+// least 16 bytes before the data chunk. github.com/go-audio/wav then reads the format, that is the
+// channels, rate, bit depth and format tag, from the fmt chunk and the data chunk's header alone.
+// Other chunks are skipped unread, since the library allocates the sizes a LIST entry declares. The
+// samples are decoded here, since the library, at v1.1.0, decodes IEEE float samples as integers
+// and returns short data chunks without an error.
 //
-// Errors: not RIFF/WAVE, truncated, zero channels, zero rate, a rate
-// outside MinSampleRate to MaxSampleRate, an unsupported format or bit
-// depth, a block alignment that disagrees with channels x bytes per
-// sample, no samples, a non-finite float sample.
+// DecodeWAV returns an error for data that is not RIFF/WAVE or is truncated; zero channels; a zero
+// rate or a rate outside [MinSampleRate] to [MaxSampleRate]; an unsupported format or bit depth; a
+// block alignment that disagrees with channels x bytes per sample; no samples; or a non-finite
+// float sample.
 func DecodeWAV(data []byte, name string) (Clip, error) {
 	clip, _, err := decodeWAV(data, name, nil)
 	return clip, err

@@ -11,13 +11,14 @@ import (
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 )
 
-// WriteWAV writes the mono waveform x at rate Hz to path as 16-bit PCM
-// RIFF/WAVE (github.com/go-audio/wav's encoder), atomically. Samples are
-// scaled by 2^15 (the inverse of ReadWAV's scaling), rounded to nearest and
-// clipped to [-32768, 32767], so ReadWAV returns x to within 2^-16 where
-// |x| < 1. Errors: a rate outside MinSampleRate to MaxSampleRate (the
-// rates ReadWAV reads; go-audio/wav's encoder panics above 1 GHz), an empty
-// or non-finite waveform, the file.
+// WriteWAV writes the mono waveform x at rate Hz to path as 16-bit PCM RIFF/WAVE, atomically, with
+// github.com/go-audio/wav's encoder. Samples are scaled by 2^15, the inverse of ReadWAV's scaling,
+// rounded to nearest and clipped to [-32768, 32767], so [ReadWAV] returns x to within 2^-16 where
+// |x| < 1.
+//
+// WriteWAV returns an error for a rate outside [MinSampleRate] to [MaxSampleRate], the rates
+// ReadWAV reads, since go-audio/wav's encoder panics above 1 GHz; for an empty or non-finite
+// waveform; and for the file.
 func WriteWAV(path string, x []float32, rate int) error {
 	if rate < MinSampleRate || rate > MaxSampleRate {
 		return fmt.Errorf("audio: %s: sample rate %d Hz is outside the accepted range %d Hz to %d Hz", path, rate, MinSampleRate, MaxSampleRate)

@@ -211,12 +211,12 @@ func readDoLowerCase(path string) (bool, error) {
 	return *cfg.DoLowerCase, nil
 }
 
-// NewWordPiece builds a BERT WordPiece tokenizer from a vocab.txt (token id = 0-based line
-// number). lowercase selects uncased models: lower-casing and accent stripping, as
-// BertTokenizerFast(do_lower_case=True); cased models keep both. Unknown words become [UNK];
-// words longer than 100 characters become [UNK] (max_input_chars_per_word).
+// NewWordPiece builds a BERT WordPiece tokenizer from a vocab.txt, where a token's id is its 0-based
+// line number. lowercase selects uncased models: lower-casing and accent stripping, as
+// BertTokenizerFast(do_lower_case=True) does; cased models keep both. Unknown words become [UNK],
+// and so do words longer than 100 characters, the max_input_chars_per_word.
 //
-// Errors: unreadable or empty file, or a vocabulary without [PAD].
+// It returns an error for an unreadable or empty file, or a vocabulary without [PAD].
 func NewWordPiece(vocabPath string, lowercase bool) (Tokenizer, error) {
 	vocab, err := readVocabTxt(vocabPath)
 	if err != nil {

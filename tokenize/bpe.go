@@ -128,13 +128,14 @@ func parseVocabJSON(data []byte, src string) (map[string]int, error) {
 	return vocab, nil
 }
 
-// NewByteLevelBPE builds a RoBERTa / GPT-2 byte-level BPE tokenizer from vocab.json (token ->
-// id) and merges.txt (ranked merges), with RoBERTa's template <s> A </s> and
-// <s> A </s></s> B </s> (no token types; all type ids 0) and no prefix space, as
+// NewByteLevelBPE builds a RoBERTa or GPT-2 byte-level BPE tokenizer from vocab.json, mapping token
+// to id, and merges.txt, the ranked merges. It uses RoBERTa's templates <s> A </s> and
+// <s> A </s></s> B </s>, with no token types so that all type ids are 0, and no prefix space, as
 // RobertaTokenizerFast(add_prefix_space=False).
 //
-// Errors: unreadable or malformed files (naming the file and line), a merge whose result is
-// not in the vocabulary, ids out of range or shared (see Load), missing <s>, </s> or <pad>.
+// It returns an error for unreadable or malformed files, naming the file and line; a merge whose
+// result is not in the vocabulary; ids out of range or shared, as in [Load]; or a missing <s>,
+// </s> or <pad>.
 func NewByteLevelBPE(vocabPath, mergesPath string) (Tokenizer, error) {
 	data, err := os.ReadFile(vocabPath)
 	if err != nil {

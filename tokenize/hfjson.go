@@ -260,10 +260,10 @@ func parseSequenceProcessor(c *hfComponent, vocab map[string]int, known idSet) (
 	return single, pair, nil
 }
 
-// LoadTokenizerJSON builds a tokenizer from a Hugging Face tokenizer.json holding a WordPiece
-// model with BertNormalizer + BertPreTokenizer (BERT) or a BPE model with the ByteLevel
-// pre-tokenizer (RoBERTa, GPT-2). The special-token template comes from the post_processor
-// (BertProcessing, RobertaProcessing or TemplateProcessing). Added tokens extend the
+// LoadTokenizerJSON builds a tokenizer from a Hugging Face tokenizer.json holding either a
+// WordPiece model with BertNormalizer and BertPreTokenizer, as BERT's, or a BPE model with the
+// ByteLevel pre-tokenizer, as RoBERTa's and GPT-2's. The special-token template comes from the
+// post_processor: BertProcessing, RobertaProcessing or TemplateProcessing. Added tokens extend the
 // vocabulary; they are not matched inside raw text.
 //
 // Errors name the file and the unsupported or malformed component.

@@ -1,30 +1,31 @@
 // Package safetensors reads and writes Hugging Face safetensors files.
 //
-// Format (https://huggingface.co/docs/safetensors): an 8-byte little-endian
+// The format, documented at https://huggingface.co/docs/safetensors, is an 8-byte little-endian
 // unsigned header length N, then N bytes of UTF-8 JSON
 //
 //	{"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
 //	 "__metadata__": {"key": "value"}}
 //
-// then the byte buffer. Offsets are relative to the start of the buffer, tensor
-// data are row-major and little-endian.
+// then the byte buffer. Offsets are relative to the start of the buffer; tensor data are row-major
+// and little-endian.
 //
-// The reader rejects what the format's specification
-// (https://github.com/huggingface/safetensors, "Format" and "Notes") rules out,
-// and what its reference implementation rejects, naming the file and the tensor
-// in every error: a header longer than MaxHeaderSize or than the file; a
-// header that is not UTF-8, does not begin with '{', has anything but 0x20
-// padding after the JSON object, or has a duplicate key in any object;
-// metadata values that are not strings; a tensor entry without dtype, shape or
-// data_offsets (or with unknown fields), with an unknown dtype, a negative
-// dimension, a prod(shape) * dtype size that overflows (checked
-// multiplication), or offsets whose span is not that size; and tensors that,
-// sorted by offset, do not tile the byte buffer exactly (a gap, an overlap,
-// bytes after the last tensor, offsets beyond the file). Empty tensors (a 0
-// dimension) and scalars (shape []) are valid. Tensor values are not checked
-// (NaN and ±Inf are valid data). The writer pads the header with spaces to an
-// 8-byte boundary, as the reference implementation does, and WriteFile
-// replaces the destination atomically.
+// The reader rejects what the format's specification, under "Format" and "Notes" at
+// https://github.com/huggingface/safetensors, rules out, and what its reference implementation
+// rejects, naming the file and the tensor in every error:
+//   - a header longer than [MaxHeaderSize] or than the file;
+//   - a header that is not UTF-8, does not begin with '{', has anything but 0x20 padding after
+//     the JSON object, or has a duplicate key in any object;
+//   - metadata values that are not strings;
+//   - a tensor entry without dtype, shape or data_offsets, or with unknown fields; with an
+//     unknown dtype or a negative dimension; whose prod(shape) * dtype size overflows, by checked
+//     multiplication; or whose offsets span another size;
+//   - tensors that, sorted by offset, do not tile the byte buffer exactly: a gap, an overlap,
+//     bytes after the last tensor, or offsets beyond the file.
+//
+// Empty tensors, with a 0 dimension, and scalars, with shape [], are valid. Tensor values are not
+// checked: NaN and ±Inf are valid data. The writer pads the header with spaces to an 8-byte
+// boundary, as the reference implementation does, and [WriteFile] replaces the destination
+// atomically.
 package safetensors
 
 import (
@@ -63,8 +64,8 @@ const (
 	BOOL DType = "BOOL"
 )
 
-// MaxHeaderSize bounds the JSON header length accepted by the reader (100 MB,
-// as the reference implementation).
+// MaxHeaderSize bounds the JSON header length the reader accepts: 100 MB, as in the reference
+// implementation.
 const MaxHeaderSize = 100 << 20
 
 // Size returns the size of one element in bytes, or 0 for an unknown dtype.
@@ -82,7 +83,7 @@ func (d DType) Size() int {
 	return 0
 }
 
-// Tensor is one named tensor. Data holds the raw little-endian bytes,
+// Tensor is one named tensor. Data holds the raw little-endian bytes, with
 // len(Data) = NumElements() * DType.Size().
 type Tensor struct {
 	Name  string
@@ -91,8 +92,8 @@ type Tensor struct {
 	Data  []byte
 }
 
-// File is a parsed safetensors file. Tensors are in buffer order (sorted by
-// data offset; empty tensors at one offset by name).
+// File is a parsed safetensors file. Tensors are in buffer order, sorted by data offset, with empty
+// tensors at one offset sorted by name.
 type File struct {
 	Metadata map[string]string
 	Tensors  []*Tensor
@@ -108,7 +109,7 @@ func (f *File) Get(name string) (*Tensor, bool) {
 	return nil, false
 }
 
-// NumElements is the product of the shape (1 for a scalar with shape []).
+// NumElements returns the product of the shape, which is 1 for a scalar with shape [].
 func (t *Tensor) NumElements() int {
 	n := 1
 	for _, d := range t.Shape {
@@ -141,10 +142,10 @@ type rawEntry struct {
 	DataOffsets *[]int64 `json:"data_offsets"`
 }
 
-// ByteSize returns prod(shape) * dtype.Size() in bytes, or an error when a
-// dimension is negative, the dtype is unknown, or the product overflows an int
-// (the reference implementation's checked multiplication; a wrapped product
-// would let a tiny file claim a huge tensor).
+// ByteSize returns prod(shape) * dtype.Size() in bytes. It returns an error when a dimension is
+// negative, the dtype is unknown, or the product overflows an int. This is the reference
+// implementation's checked multiplication: a wrapped product would let a tiny file claim a huge
+// tensor.
 func ByteSize(dtype DType, shape []int) (int, error) {
 	size := dtype.Size()
 	if size == 0 {
@@ -368,9 +369,9 @@ func ReadFile(path string) (*File, error) {
 	return parse(path, data)
 }
 
-// ReadHeader reads and validates only the header of a file (offsets are
-// checked against the file size), for streaming readers: tensor e lies at
-// absolute file offset h.DataOffset + e.DataOffsets[0].
+// ReadHeader reads and validates only the header of a file, for streaming readers; the offsets are
+// checked against the file size. Tensor e lies at absolute file offset
+// h.DataOffset + e.DataOffsets[0].
 func ReadHeader(path string) (*Header, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -394,14 +395,14 @@ func ReadHeader(path string) (*Header, error) {
 	return parseHeader(path, hdr, st.Size()-8-n)
 }
 
-// EncodeHeader returns the header of tensors described by entries (name,
-// dtype, shape, data offsets, in buffer order) and metadata, as Write writes
-// it: the JSON object padded with spaces to a multiple of 8 bytes, without
-// the 8-byte length prefix. A writer that streams the byte buffer before it
-// knows the shapes reserves room for the header and writes it last, padded
-// with more spaces (readers accept space padding). Errors: an empty,
-// "__metadata__" or duplicate name; a shape whose size (ByteSize) is not
-// the span of its data offsets.
+// EncodeHeader returns the header of the tensors described by entries, in buffer order, and
+// metadata, as [Write] writes it: the JSON object padded with spaces to a multiple of 8 bytes,
+// without the 8-byte length prefix. A writer that streams the byte buffer before it knows the
+// shapes reserves room for the header and writes it last, padded with more spaces, which readers
+// accept.
+//
+// EncodeHeader returns an error for an empty, "__metadata__" or duplicate name, and for a shape
+// whose size, by [ByteSize], is not the span of its data offsets.
 func EncodeHeader(entries []HeaderEntry, metadata map[string]string) ([]byte, error) {
 	hdr := map[string]any{}
 	for _, e := range entries {
@@ -437,8 +438,8 @@ func EncodeHeader(entries []HeaderEntry, metadata map[string]string) ([]byte, er
 	return js, nil
 }
 
-// Write writes tensors (in the given order, which becomes the buffer order)
-// and metadata. Names must be unique and not "__metadata__".
+// Write writes tensors and metadata. The tensors' order becomes the buffer order. Names must be
+// unique and not "__metadata__".
 func Write(w io.Writer, tensors []*Tensor, metadata map[string]string) error {
 	entries := make([]HeaderEntry, len(tensors))
 	var off int64
@@ -643,8 +644,8 @@ func FromInt64(name string, shape []int, data []int64) *Tensor {
 	return &Tensor{Name: name, DType: I64, Shape: append([]int{}, shape...), Data: b}
 }
 
-// F16ToFloat32 converts an IEEE 754 half-precision value (bits) to float32,
-// exactly (subnormals, infinities and NaN included).
+// F16ToFloat32 converts an IEEE 754 half-precision value, given as bits, to float32 exactly,
+// subnormals, infinities and NaN included.
 func F16ToFloat32(h uint16) float32 {
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f

@@ -16,29 +16,31 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// EmbedOptions configure Embed; DefaultEmbedOptions gives a releaser's.
+// EmbedOptions configure [Embed]. [DefaultEmbedOptions] gives a releaser's.
 type EmbedOptions struct {
 	Out    string `json:"out"`    // the output file, replaced atomically when complete (required)
 	Format Format `json:"format"` // FormatSafetensors or FormatJSONL
-	// ReleasesPerText is k >= 1: independent releases of each text (their certified costs compose).
+	// ReleasesPerText is k >= 1, the number of independent releases of each text; their certified
+	// costs compose.
 	ReleasesPerText int `json:"releases_per_text"`
-	// BatchSize >= 1 texts are read, released and written per step: with MaxLineBytes it bounds the
-	// memory, whatever the input's length.
+	// BatchSize is the number of texts read, released and written per step, at least 1. With
+	// MaxLineBytes it bounds the memory, whatever the input's length.
 	BatchSize int `json:"batch_size"`
-	// MaxEpsilon is the largest certified epsilon per release (at the model's delta) Embed releases
-	// under (> 0; +Inf: any): a model certifying more is refused before anything is released
-	// (privacy.CheckMaxEpsilon; default privacy.DefaultMaxEpsilon).
+	// MaxEpsilon is the largest certified epsilon per release, at the model's delta, that Embed
+	// releases under; it must be positive, and +Inf allows any. A model certifying more is refused
+	// before anything is released, by [privacy.CheckMaxEpsilon]. The default is
+	// [privacy.DefaultMaxEpsilon].
 	MaxEpsilon float64 `json:"max_epsilon"`
 }
 
-// DefaultEmbedOptions returns the options of r: safetensors, one release per text, r's batch size,
-// privacy.DefaultMaxEpsilon; Out is left to the caller.
+// DefaultEmbedOptions returns the options of r: safetensors, one release per text, r's batch size
+// and [privacy.DefaultMaxEpsilon]. Out is left to the caller.
 func DefaultEmbedOptions(r *Releaser) EmbedOptions {
 	return EmbedOptions{Format: FormatSafetensors, ReleasesPerText: 1, BatchSize: r.BatchSize(), MaxEpsilon: privacy.DefaultMaxEpsilon}
 }
 
-// Validate checks o before any work (Embed calls it; a program may call it before loading the
-// model); errors are *option.Error naming the option by its JSON key.
+// Validate checks o before any work. Embed calls it, and a program may call it before loading the
+// model. Its errors are [*option.Error] values naming the option by its JSON key.
 func (o EmbedOptions) Validate() error {
 	switch {
 	case o.Out == "":
@@ -61,14 +63,13 @@ func (o EmbedOptions) Validate() error {
 	return nil
 }
 
-// MaxBatchBytes bounds the releases of one batch in memory: BatchSize x
-// ReleasesPerText x (N P + N) float32 (CheckMemory).
+// MaxBatchBytes bounds the releases of one batch in memory, BatchSize x ReleasesPerText x (N P + N)
+// float32 values, as [EmbedOptions.CheckMemory] checks.
 const MaxBatchBytes = 1 << 30
 
-// CheckMemory checks, before anything is allocated, that a batch of o's
-// releases of a model of N components of P dims fits MaxBatchBytes.
-// Errors: *option.Error for releases_per_text (batch_size when one release
-// per text is already too much).
+// CheckMemory checks, before anything is allocated, that a batch of o's releases of a model of N
+// components of P dimensions fits [MaxBatchBytes]. It returns an [*option.Error] for
+// releases_per_text, or for batch_size when one release per text is already too much.
 func (o EmbedOptions) CheckMemory(n, p int) error {
 	per := memlimit.Floats(n*p + n) // bytes of one release
 	key, value := "releases_per_text", any(o.ReleasesPerText)
@@ -80,22 +81,27 @@ func (o EmbedOptions) CheckMemory(n, p int) error {
 		Option: key, Value: value, Lower: []string{"releases_per_text", "batch_size"}}.Check()
 }
 
-// ProgressStage names Embed's progress events (unit "texts"; the total is not known while streaming,
-// and the last event has Total = Done).
+// ProgressStage names Embed's progress events, whose unit is "texts". The total is not known while
+// streaming, and the last event has Total = Done.
 const ProgressStage = "embed"
 
-// Embed releases every text of in under r, ReleasesPerText times each with noise from src, and writes
-// them to o.Out in o.Format (FormatSafetensors, FormatJSONL) with their Metadata, which it returns.
-// A batch's releases must fit MaxBatchBytes (CheckMemory, before anything is read or allocated).
+// Embed releases every text of in under r, ReleasesPerText times each with noise from src, and
+// writes them to o.Out in o.Format, [FormatSafetensors] or [FormatJSONL], with their Metadata, which
+// it returns. A batch's releases must fit [MaxBatchBytes], as [EmbedOptions.CheckMemory] checks
+// before anything is read or allocated.
 //
-// It streams: a batch of o.BatchSize texts is read, released and written before the next is read, so
-// memory does not grow with the input. The output is a temporary file beside o.Out, renamed over it
-// only when complete (atomicfile); on any error (a bad line, a cancelled ctx) it is removed and o.Out
-// is left as it was. The options, the input's header or first line and its first batch are checked
-// before the file is created; an input without texts is an error. report receives a ProgressStage
-// event per batch written (nil: none). A process killed while writing (SIGKILL, power loss) leaves its
-// hidden temporary files beside o.Out ("." + name + ".tmp" + digits): Embed removes those of o.Out
-// when it starts (atomicfile.RemoveStaleOf, logged), so two processes must not write one output at
+// Embed streams: a batch of o.BatchSize texts is read, released and written before the next is
+// read, so memory does not grow with the input. report receives a ProgressStage event per batch
+// written; nil discards them.
+//
+// The options, the input's header or first line and its first batch are checked before the file is
+// created, and an input without texts is an error. The output is a temporary file beside o.Out,
+// renamed over it only when complete. On any error, such as a bad line or a cancelled ctx, the file
+// is removed and o.Out is left as it was.
+//
+// A process killed while writing, by SIGKILL or a power loss, leaves its hidden temporary files
+// beside o.Out, named "." + name + ".tmp" + digits. Embed removes those of o.Out when it starts,
+// with atomicfile.RemoveStaleOf, and logs it; two processes must therefore not write one output at
 // once.
 func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o EmbedOptions, report progress.Func) (*Metadata, error) {
 	if err := o.Validate(); err != nil {

@@ -30,8 +30,8 @@ type AdamW struct {
 // The AdamW constants of nvdp's runs, defined once.
 //
 // AdamBeta1, AdamBeta2 and AdamEps are torch.optim.AdamW's defaults. The
-// released NVDP code trains with them, as ref §8 says (betas default, eps
-// default 1e-8), and so does `nvdp train`. BERTAdamEps is the eps of BERT's
+// released NVDP code trains with them, as ref §8 says: default betas and
+// the default eps, 1e-8. So does `nvdp train`. BERTAdamEps is the eps of BERT's
 // pretraining optimizer, epsilon=1e-6 in google-research/bert
 // optimization.py, used by `nvdp pretrain`. torch's default weight decay,
 // 0.01, is not used: each run passes its own.

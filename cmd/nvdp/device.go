@@ -63,7 +63,9 @@ func (f *deviceFlags) check() error {
 }
 
 // open opens the device the flags name (nil: the CPU) and logs what runs:
-// the BLAS backend, or the card and the CUDA libraries. A GPU that cannot
+// the BLAS backend, or the card and the CUDA libraries; --device auto
+// without a GPU and a --precision other than fp32 is a warning that names
+// both flags (the CPU computes in FP32). A GPU that cannot
 // be opened is an error naming --device and what was looked for.
 func (f *deviceFlags) open() (*cuda.Device, error) {
 	d, fallback, err := cuda.Select(f.device, f.precision, cuda.Options{})
@@ -73,6 +75,9 @@ func (f *deviceFlags) open() (*cuda.Device, error) {
 	if d == nil {
 		if fallback != "" {
 			slog.Info("device: cpu (auto: no GPU)", "why", fallback)
+			if f.precision != cuda.PrecisionFP32 {
+				slog.Warn(fmt.Sprintf("--device auto --precision %s: no GPU loaded, so the CPU computes in FP32 (--precision applies to a GPU only)", f.precision), "why", fallback)
+			}
 		}
 		slog.Info("device", "device", cuda.DeviceCPU, "backend", nn.Backend())
 		return nil, nil

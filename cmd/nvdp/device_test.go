@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -76,5 +79,35 @@ func TestRunOnDevice(t *testing.T) {
 	// the audit ran where the run did (train.TestPipelineAuditOnDevice: the same numbers)
 	if gpu.Privacy.AuditEngine != gpu.Backend || cpu.Privacy == nil || cpu.Privacy.AuditEngine != train.AuditEngineCPU {
 		t.Errorf("audit engines: cuda run %q (backend %q), cpu run %+v", gpu.Privacy.AuditEngine, gpu.Backend, cpu.Privacy)
+	}
+}
+
+// TestAutoPrecisionWithoutGPU: --device auto --precision bf16 (or tf32)
+// where no GPU loads runs on the CPU in FP32 and says so in a warning
+// naming both flags (it said nothing); fp32 warns of nothing.
+func TestAutoPrecisionWithoutGPU(t *testing.T) {
+	t.Setenv(cuda.LibDirEnv, t.TempDir()) // no stand-in: a GPU loads only where a real one is
+	for _, tc := range []struct{ precision, want string }{
+		{cuda.PrecisionBF16, "--device auto --precision bf16: no GPU loaded, so the CPU computes in FP32"},
+		{cuda.PrecisionTF32, "--device auto --precision tf32: no GPU loaded"},
+		{cuda.PrecisionFP32, ""},
+	} {
+		var logs bytes.Buffer
+		old := slog.Default()
+		slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+		f := deviceFlags{device: cuda.DeviceAuto, precision: tc.precision}
+		d, err := f.open()
+		slog.SetDefault(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != nil {
+			closeDevice(d)
+			t.Skip("a GPU loaded")
+		}
+		warned := strings.Contains(logs.String(), "level=WARN")
+		if tc.want == "" && warned || tc.want != "" && (!warned || !strings.Contains(logs.String(), tc.want)) {
+			t.Errorf("--precision %s: logs\n%s\nwant a warning %q", tc.precision, logs.String(), tc.want)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/internal/rngstream"
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -134,119 +133,60 @@ func writePredictions(path string, d *Dataset, preds []int) error {
 	return atomicfile.WriteBytes(path, []byte(b.String()))
 }
 
-// PipelineOptions configure RunPipeline (`nvdp run --task lid`).
-type PipelineOptions struct {
-	Options
-	SkipTrain bool // evaluate and audit the model already in Train.Out
-	// UtilitySplit is the split the utility is reported on: test (the
-	// paper's Table 2; CommonLanguage's test split is labelled) or dev.
-	UtilitySplit string
-	// AuditSplit is the split whose posteriors are audited (dev or test);
-	// AuditLimit its first K utterances, every language in turn (0: all).
-	AuditSplit string
-	AuditLimit int
-	EvalSeed   uint64
-	// Audit are audit.Audit's options (start from
-	// audit.DefaultOptions; Pairs samples the ordered pairs).
-	Audit audit.Options
+// UtilitySplit is the split the speech task's utility is reported on:
+// test (the paper's Table 2; CommonLanguage's test split is labelled).
+const UtilitySplit = "test"
+
+// Pipeline is the speech task's part of train.RunPipeline (`nvdp run
+// --task lid`) on the corpus dataDir, every utterance cropped or padded to
+// maxSeconds: utility on test (UtilitySplit), the audit of the
+// AuditSplit's posteriors (dev by default; over ordered pairs of
+// utterances or a sample of them with Audit.Pairs), on the CPU. A stored
+// non-private baseline is the GLUE tasks'.
+func Pipeline(dataDir string, maxSeconds float64) train.PipelineTask {
+	return &pipeline{data: Options{DataDir: dataDir, MaxSeconds: maxSeconds}}
 }
 
-// NewPipelineOptions is the speech pipeline of options o with the pipeline
-// settings of a text pipeline's po (train.PipelineOptions: skip the
-// training, audit split, when set, and limit, evaluation seed, audit
-// options); the utility on test. Its training options are o's.
-func NewPipelineOptions(o Options, po train.PipelineOptions) PipelineOptions {
-	sp := DefaultPipelineOptions()
-	sp.Options, sp.SkipTrain, sp.AuditLimit, sp.EvalSeed, sp.Audit = o, po.SkipTrain, po.AuditLimit, po.EvalSeed, po.Audit
-	if po.AuditSplit != "" {
-		sp.AuditSplit = po.AuditSplit
+// pipeline is one run of the speech task's pipeline.
+type pipeline struct {
+	data Options // the corpus and the utterance length
+	po   train.PipelineOptions
+	o    Options // the prepared options of a training run
+}
+
+// Plan checks the pipeline's options (the audit split and limit, no
+// baseline) and, for a training run, prepares the training options
+// (resolved and validated, or a resume's saved ones, the files checked)
+// and checks the audit's options for the utterances it will have (unless
+// the model is the baseline).
+func (p *pipeline) Plan(po *train.PipelineOptions) (*train.Plan, error) {
+	if po.AuditSplit == "" {
+		po.AuditSplit = "dev"
 	}
-	return sp
-}
-
-// DefaultPipelineOptions: DefaultOptions, utility on test, the dev split
-// audited whole, train.DefaultEvalSeed, audit.DefaultOptions.
-func DefaultPipelineOptions() PipelineOptions {
-	return PipelineOptions{Options: DefaultOptions(), UtilitySplit: "test", AuditSplit: "dev", EvalSeed: train.DefaultEvalSeed,
-		Audit: audit.DefaultOptions()}
-}
-
-// RunPipeline trains (unless SkipTrain), loads the best model, evaluates
-// it on UtilitySplit, exports the AuditSplit's posteriors, audits them in
-// memory (train.AuditRelease: the empirical numbers, over ordered pairs of
-// utterances or a sample of them with Audit.Pairs) and certifies the
-// model's clip set at the audit's order (the guarantee), and writes
-// DIR/report.json (train.Report). Every option is checked before any work.
-func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*train.Report, error) {
-	start := time.Now()
-	if err := po.checkPipeline(); err != nil {
-		return nil, err
+	if !slices.Contains(evalSplits, po.AuditSplit) {
+		return nil, option.Errorf("audit_split", po.AuditSplit, "want %s", strings.Join(evalSplits, " or "))
 	}
-	var tr *train.Result
+	if po.AuditLimit < 0 {
+		return nil, option.Errorf("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
+	}
+	if po.Baseline != "" {
+		return nil, option.MentionErrorf([]string{"variant", "task"}, "baseline", po.Baseline,
+			"for the GLUE tasks; run variant baseline of task %s beside it", TaskName)
+	}
+	p.po = *po
+	p.o = p.data
+	p.o.Train = po.Train
 	if po.SkipTrain {
 		if po.Train.Out == "" {
 			return nil, option.Errorf("out", nil, "required: the model directory")
 		}
-	} else {
-		var err error
-		if tr, err = po.trainForPipeline(ctx, report); err != nil {
-			return nil, err
-		}
+		return &train.Plan{Train: po.Train, Dir: po.Train.Out, Examples: Examples}, nil
 	}
-	dir := po.Train.Out
-	m, o, err := LoadModel(dir)
+	o, err := prepare(p.o)
 	if err != nil {
 		return nil, err
 	}
-	eo := EvalOptions{Split: po.UtilitySplit, BatchSize: o.Train.EvalBatchSize, Seed: po.EvalSeed,
-		NoPost: po.UtilitySplit != po.AuditSplit || po.AuditLimit > 0}
-	util, err := Evaluate(ctx, dir, m, o, eo)
-	if err != nil {
-		return nil, err
-	}
-	rep := newPipelineReport(po, m, o, util, tr, dir)
-	if m.NVDP.Releases() {
-		if rep.Privacy, err = po.auditPipeline(ctx, dir, m, o, eo, util); err != nil {
-			return nil, err
-		}
-	}
-	rdMax := math.NaN()
-	if rep.Privacy != nil {
-		rdMax = float64(rep.Privacy.RDMax)
-	}
-	cc := train.CheckCollapse(MetricF1, util.Metrics[MetricF1], util.Chance, rdMax)
-	rep.Collapse = &cc
-	rep.Seconds = time.Since(start).Seconds()
-	if err := atomicfile.WriteJSON(filepath.Join(dir, train.ReportFile), rep); err != nil {
-		return nil, err
-	}
-	return rep, nil
-}
-
-// checkPipeline checks the pipeline's own options: the two splits, then
-// the audit limit.
-func (po PipelineOptions) checkPipeline() error {
-	for _, s := range []struct{ name, v string }{{"utility_split", po.UtilitySplit}, {"audit_split", po.AuditSplit}} {
-		if !slices.Contains(evalSplits, s.v) {
-			return option.Errorf(s.name, s.v, "want %s", strings.Join(evalSplits, " or "))
-		}
-	}
-	if po.AuditLimit < 0 {
-		return option.Errorf("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
-	}
-	return nil
-}
-
-// trainForPipeline prepares po's training options (storing the prepared
-// ones in po), checks the audit's options for the utterances it will have
-// (unless the model is the baseline) and trains; an interrupted training
-// is an error.
-func (po *PipelineOptions) trainForPipeline(ctx context.Context, report progress.Func) (*train.Result, error) {
-	o, err := prepare(po.Options)
-	if err != nil {
-		return nil, err
-	}
-	po.Options = o
+	p.o = o
 	if o.Train.Variant != nvib.ModelBaseline { // the audit's options, for the utterances it will have
 		utts, err := lid.Load(o.DataDir, po.AuditSplit)
 		if err != nil {
@@ -260,23 +200,64 @@ func (po *PipelineOptions) trainForPipeline(ctx context.Context, report progress
 			return nil, fmt.Errorf("audit of %d %s posteriors: %w", m, po.AuditSplit, err)
 		}
 	}
-	tr, err := run(ctx, po.Options, report)
+	return &train.Plan{Train: o.Train, Dir: o.Train.Out, Examples: Examples}, nil
+}
+
+// Train trains with the prepared options (Run without preparing them
+// again).
+func (p *pipeline) Train(ctx context.Context, _ *train.Plan, report progress.Func) (*train.Result, error) {
+	return run(ctx, p.o, report)
+}
+
+// Load loads the model directory (LoadModel).
+func (p *pipeline) Load(pl *train.Plan) (train.PipelineModel, error) {
+	m, o, err := LoadModel(pl.Dir)
 	if err != nil {
 		return nil, err
 	}
-	if tr.Interrupted {
-		return nil, fmt.Errorf("training stopped after %d steps: resume the run in %s to finish it", tr.Steps, po.Train.Out)
-	}
-	return tr, nil
+	eo := EvalOptions{Split: UtilitySplit, BatchSize: o.Train.EvalBatchSize, Seed: p.po.EvalSeed,
+		NoPost: UtilitySplit != p.po.AuditSplit || p.po.AuditLimit > 0}
+	return &pipelineModel{p: p, dir: pl.Dir, m: m, o: o, eo: eo}, nil
 }
 
-// newPipelineReport is the report of model m (options o) evaluated on the
-// utility split, with its clip set or prior per variant; no privacy yet.
-func newPipelineReport(po PipelineOptions, m *Model, o *Options, util *train.EvalResult, tr *train.Result, dir string) *train.Report {
-	t := o.Train
-	mcfg := m.NVDP.Cfg
+// pipelineModel is a speech model loaded for the pipeline.
+type pipelineModel struct {
+	p   *pipeline
+	dir string
+	m   *Model
+	o   *Options
+	eo  EvalOptions // of the utility split
+}
+
+func (pm *pipelineModel) Evaluate(ctx context.Context) (*train.EvalResult, error) {
+	return Evaluate(ctx, pm.dir, pm.m, pm.o, pm.eo)
+}
+func (pm *pipelineModel) Config() nvib.Config { return pm.m.NVDP.Cfg }
+func (pm *pipelineModel) Releases() bool      { return pm.m.NVDP.Releases() }
+
+// Audited is the utility evaluation's posteriors when it kept them, else
+// those of a second evaluation on the audit split (AuditLimit utterances),
+// exported to DIR/audit.
+func (pm *pipelineModel) Audited(ctx context.Context, util *train.EvalResult) (*privacy.Posteriors, string, error) {
+	if !pm.eo.NoPost {
+		return util.Release, util.Posteriors, nil
+	}
+	po := pm.p.po
+	r, err := Evaluate(ctx, pm.dir, pm.m, pm.o, EvalOptions{Split: po.AuditSplit, Limit: po.AuditLimit, BatchSize: pm.o.Train.EvalBatchSize,
+		Seed: po.EvalSeed, Out: filepath.Join(pm.dir, "audit")})
+	if err != nil {
+		return nil, "", err
+	}
+	return r.Release, r.Posteriors, nil
+}
+
+// Report is the report of the model evaluated on the utility split, with
+// its clip set or prior per variant; no privacy yet.
+func (pm *pipelineModel) Report(util *train.EvalResult) *train.Report {
+	t := pm.o.Train
+	mcfg := pm.m.NVDP.Cfg
 	rep := &train.Report{Task: TaskName, Variant: t.Variant, Mode: t.Mode, Encoder: t.Encoder, Lambda: mcfg.LambdaG, Seed: t.Seed,
-		Backend: nn.Backend(), Utility: util.Metrics, UtilitySplit: po.UtilitySplit, Training: tr, Dir: dir}
+		Backend: nn.Backend(), Utility: util.Metrics, UtilitySplit: UtilitySplit}
 	switch t.Variant {
 	case nvib.ModelNVDPClipped:
 		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = mcfg.Clip.CMu, mcfg.Clip.CAlphaMin, mcfg.Clip.CAlphaMax, mcfg.Clip.LogvarMargin
@@ -286,19 +267,4 @@ func newPipelineReport(po PipelineOptions, m *Model, o *Options, util *train.Eva
 		rep.Note = "baseline: no NVIB posterior, nothing to audit"
 	}
 	return rep
-}
-
-// auditPipeline audits the audit split's posteriors in memory: util's own
-// when the utility evaluation kept them (eo.NoPost false), else those of a
-// second evaluation on the audit split, exported to DIR/audit.
-func (po PipelineOptions) auditPipeline(ctx context.Context, dir string, m *Model, o *Options, eo EvalOptions, util *train.EvalResult) (*train.PrivacySummary, error) {
-	audited := util
-	if eo.NoPost {
-		var err error
-		if audited, err = Evaluate(ctx, dir, m, o, EvalOptions{Split: po.AuditSplit, Limit: po.AuditLimit, BatchSize: o.Train.EvalBatchSize,
-			Seed: po.EvalSeed, Out: filepath.Join(dir, "audit")}); err != nil {
-			return nil, err
-		}
-	}
-	return train.AuditRelease(ctx, audited.Release, audited.Posteriors, po.AuditSplit, Examples, m.NVDP.Cfg, dir, po.Audit, o.Train.Device)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/train"
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
@@ -65,14 +66,14 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
 	for _, variant := range []string{nvib.ModelNVDPClipped, nvib.ModelNVDP, nvib.ModelBaseline, nvib.ModelGaussian} {
 		t.Run(variant, func(t *testing.T) {
-			po := DefaultPipelineOptions()
-			po.DataDir, po.MaxSeconds = root, 0.5
+			po := train.DefaultPipelineOptions()
+			po.Train = DefaultOptions().Train
 			o := &po.Train
 			o.Variant, o.Epochs, o.BatchSize, o.EvalBatchSize, o.Out = variant, 1, 4, 12, filepath.Join(t.TempDir(), "run")
 			if nvib.Calibratable(variant) {
 				o.TargetEpsilon = 64
 			}
-			rep, err := RunPipeline(context.Background(), po, nil)
+			rep, err := train.RunPipeline(context.Background(), Pipeline(root, 0.5), po, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -30,7 +30,7 @@ type CellSpec struct {
 	Data *task.Data `json:"speech,omitempty"`
 }
 
-// RunCell runs a cell's pipeline: its task's (task.Task.RunPipeline: for
+// RunCell runs a cell's pipeline: its task's (task.RunPipeline: for
 // the speech task the utility on test, as `nvdp run --task lid`) with
 // spec.Data; report receives the progress (nil: none).
 func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.Report, error) {
@@ -39,7 +39,7 @@ func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.R
 		return nil, err
 	}
 	// RunPipeline resolves (or, resuming, reads) the options.
-	return t.RunPipeline(ctx, spec.PipelineOptions, spec.Data, report)
+	return task.RunPipeline(ctx, t, spec.PipelineOptions, spec.Data, report)
 }
 
 // checkCells resolves and validates, before any work, the options of the

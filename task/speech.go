@@ -41,7 +41,7 @@ func (speechTask) Modality() Modality   { return Speech }
 func (speechTask) Examples() string     { return speech.Examples }
 func (speechTask) Metrics() []string    { return []string{speech.MetricAccuracy, speech.MetricF1} }
 func (speechTask) Selection() string    { return speech.MetricF1 }
-func (speechTask) UtilitySplit() string { return speech.DefaultPipelineOptions().UtilitySplit }
+func (speechTask) UtilitySplit() string { return speech.UtilitySplit }
 
 func (speechTask) DeviceErr() error {
 	return errors.New("the speech encoder (Wav2Vec2) has no GPU twin yet")
@@ -112,20 +112,13 @@ func (speechTask) Train(ctx context.Context, o model.Options, d *Data, report pr
 	return speech.Run(ctx, speechOptions(o, d), report)
 }
 
-// RunPipeline is speech.RunPipeline: utility on test, the pipeline
-// settings of po (speech.NewPipelineOptions). A stored non-private
-// baseline is the GLUE tasks'.
-func (t speechTask) RunPipeline(ctx context.Context, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error) {
-	if !po.SkipTrain {
-		if err := t.Check(&po.Train, d); err != nil {
-			return nil, err
-		}
+// pipeline is speech.Pipeline on the corpus of d.
+func (speechTask) pipeline(d *Data) train.PipelineTask {
+	var data Data
+	if d != nil {
+		data = *d
 	}
-	if po.Baseline != "" {
-		return nil, option.MentionErrorf([]string{"variant", "task"}, "baseline", po.Baseline,
-			"for the GLUE tasks; run variant baseline of task %s beside it", speech.TaskName)
-	}
-	return speech.RunPipeline(ctx, speech.NewPipelineOptions(speechOptions(po.Train, d), po), report)
+	return speech.Pipeline(data.DataDir, data.MaxSeconds)
 }
 
 // Load loads the speech model directory (speech.LoadModel).

@@ -115,12 +115,20 @@ type Task interface {
 	Check(o *model.Options, d *Data) error
 	// Train trains a model into o.Out (train.Run, or the task's own loop).
 	Train(ctx context.Context, o model.Options, d *Data, report progress.Func) (*train.Result, error)
-	// RunPipeline trains (unless po.SkipTrain), evaluates, audits and
-	// certifies, writing report.json.
-	RunPipeline(ctx context.Context, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error)
 	// Load loads the model of m (its weights and files) for evaluation.
 	// Errors are the model directory's.
 	Load(m *Model) (Evaluator, error)
+	// pipeline is the task's part of train.RunPipeline with data d.
+	pipeline(d *Data) train.PipelineTask
+}
+
+// RunPipeline runs `nvdp run` for task t with data d: train.RunPipeline
+// of the task's part (train.TextPipeline for the GLUE tasks: utility on
+// dev; speech.Pipeline for the speech task: utility on test), which checks
+// every option before any work, trains (unless po.SkipTrain), evaluates,
+// audits and certifies, writing report.json.
+func RunPipeline(ctx context.Context, t Task, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error) {
+	return train.RunPipeline(ctx, t.pipeline(d), po, report)
 }
 
 // Evaluator is a loaded model of a task (Task.Load).

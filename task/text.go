@@ -48,7 +48,7 @@ func (textTask) Examples() string     { return textExamples }
 func (t textTask) Metrics() []string  { return t.g.Metrics }
 func (t textTask) Selection() string  { return t.g.Metric }
 func (textTask) UtilitySplit() string { return "dev" }
-func (textTask) DeviceErr() error      { return nil }
+func (textTask) DeviceErr() error     { return nil }
 func (textTask) UsesData() bool       { return false }
 
 // Chance is train.ChanceLevel of the GLUE task.
@@ -79,9 +79,7 @@ func (textTask) Train(ctx context.Context, o model.Options, _ *Data, report prog
 	return train.Run(ctx, o, report)
 }
 
-func (textTask) RunPipeline(ctx context.Context, po train.PipelineOptions, _ *Data, report progress.Func) (*train.Report, error) {
-	return train.RunPipeline(ctx, po, report)
-}
+func (textTask) pipeline(*Data) train.PipelineTask { return train.TextPipeline() }
 
 // Load loads the model directory (model.Load).
 func (textTask) Load(m *Model) (Evaluator, error) {

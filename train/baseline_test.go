@@ -69,7 +69,7 @@ func TestRunPipelineBaselineFirst(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 16, 8)
 	po := DefaultPipelineOptions()
 	po.Train, po.Baseline = synthOptions(t, glueDir, vocab, out), bad
-	_, err := RunPipeline(t.Context(), po, nil)
+	_, err := RunPipeline(t.Context(), TextPipeline(), po, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "mrpc", want "sst2"`) {
 		t.Fatalf("err = %v", err)
 	}

@@ -60,7 +60,7 @@ func TestPipelineAuditOnDevice(t *testing.T) {
 		if c.set != nil {
 			c.set(&po.Audit)
 		}
-		rep, err := RunPipeline(context.Background(), po, nil)
+		rep, err := RunPipeline(context.Background(), TextPipeline(), po, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

@@ -26,7 +26,7 @@ func TestGaussianPipeline(t *testing.T) {
 	const eps = 600 // C = 3.77 at L = 16: large against the noise (sigma 1), small against sqrt(d_h) (see docs/model.md)
 	o.Variant, o.Epochs, o.BatchSize, o.TargetEpsilon, o.LR, o.HandSetClipping = nvib.ModelGaussian, 6, 16, eps, 1e-2, false
 	o.ScratchConfig = tinyConfig(t, 32, 1, 32)
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: audit.DefaultOptions()}, nil)
+	rep, err := RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: o, EvalSeed: 2, Audit: audit.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

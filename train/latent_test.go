@@ -32,7 +32,7 @@ func TestLatentPipeline(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), variant))
 			o.Variant, o.Epochs, o.TargetEpsilon, o.LatentDim, o.HandSetClipping = variant, 1, eps, latentDim(P), false
-			rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, EvalSeed: 2, Audit: audit.DefaultOptions()}, nil)
+			rep, err := RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: o, EvalSeed: 2, Audit: audit.DefaultOptions()}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,19 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
-	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 )
@@ -149,202 +146,120 @@ type Report struct {
 	Seconds  float64             `json:"seconds"`
 }
 
-// pipelinePlan is what RunPipeline checks and reads before any work.
-type pipelinePlan struct {
-	train    model.Options // resolved and validated; with SkipTrain or Resume the saved ones
-	glueDir  string
-	dev      *glue.Dataset // the utility split, dev (DevLimit rows)
-	audit    *glue.Dataset // the audited split when it is not dev whole (AuditLimit rows), else nil
-	baseline *BaselineComparison
+// PipelineTask is one task's part of RunPipeline, the one pipeline of
+// `nvdp run`: the plan, checked and read before any work, the training and
+// the trained model. A value serves one run: Plan first, then Train
+// (unless PipelineOptions.SkipTrain) and Load. TextPipeline is the GLUE
+// tasks'; package speech has the speech task's (speech.Pipeline).
+type PipelineTask interface {
+	// Plan checks every option of po and reads what the pipeline needs
+	// before it trains or writes anything; it normalises po.AuditSplit ("":
+	// dev). Errors about the options given are *option.Error.
+	Plan(po *PipelineOptions) (*Plan, error)
+	// Train trains the model of p into p.Dir.
+	Train(ctx context.Context, p *Plan, report progress.Func) (*Result, error)
+	// Load loads the trained model in p.Dir.
+	Load(p *Plan) (PipelineModel, error)
 }
 
-// prepare checks every option of po and reads what the pipeline needs
-// before it trains or writes anything: the training options (resolved,
-// validated, their files checked; with SkipTrain or Resume the options
-// saved in Train.Out), the non-private baseline, the utility and audit
-// splits (each with examples) and the audit options for that many
-// posteriors. It normalises AuditSplit ("" = dev). Errors about the
-// training options given are *option.Error.
-func (po *PipelineOptions) prepare() (*pipelinePlan, error) {
-	pl := &pipelinePlan{train: po.Train}
-	if po.AuditSplit == "" {
-		po.AuditSplit = "dev"
-	}
-	if po.AuditSplit != "dev" && po.AuditSplit != "test" {
-		return nil, option.Errorf("audit_split", po.AuditSplit, "want dev or test")
-	}
-	if po.AuditLimit < 0 {
-		return nil, option.Errorf("audit_limit", po.AuditLimit, "must be >= 0 (0: all)")
-	}
-	o := &pl.train
-	switch {
-	case po.SkipTrain || o.Resume:
-		if o.Out == "" {
-			return nil, option.Errorf("out", nil, "required: the model directory")
-		}
-		saved, err := model.LoadOptions(o.Out)
-		if err != nil {
-			return nil, err
-		}
-		if po.SkipTrain && o.Task != "" {
-			want, err := glue.LookupTask(o.Task)
-			if err != nil {
-				return nil, option.Errorf("task", o.Task, "%v", err)
-			}
-			if have, err := glue.LookupTask(saved.Task); err != nil || have.Name != want.Name {
-				return nil, fmt.Errorf("model %s was trained on task %q, not %q: evaluate it on its own task", o.Out, saved.Task, o.Task)
-			}
-		}
-		pl.glueDir = o.GlueDir
-		if pl.glueDir == "" {
-			pl.glueDir = saved.GlueDir
-		}
-		resume, out := o.Resume, o.Out
-		*o = *saved
-		o.Resume, o.Out = resume, out // the directory may have moved since
-		if st, err := os.Stat(pl.glueDir); err != nil || !st.IsDir() {
-			return nil, option.Errorf("glue_dir", pl.glueDir, "not a directory")
-		}
-	default:
-		o.Resolve()
-		if err := o.Validate(); err != nil {
-			return nil, err
-		}
-		if err := o.CheckFiles(); err != nil {
-			return nil, err
-		}
-		pl.glueDir = o.GlueDir
-	}
-	task, err := glue.LookupTask(o.Task)
-	if err != nil {
-		return nil, err
-	}
-	if po.Baseline != "" {
-		if pl.baseline, err = LoadBaseline(po.Baseline, task.Name); err != nil {
-			return nil, err
-		}
-	}
-	lo := glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.DevLimit}
-	if pl.dev, err = model.LoadSplit(pl.glueDir, task, "dev", lo); err != nil {
-		return nil, err
-	}
-	audited := pl.dev
-	if po.AuditSplit != "dev" || po.AuditLimit > 0 {
-		lo.Limit = po.AuditLimit
-		if pl.audit, err = model.LoadSplit(pl.glueDir, task, po.AuditSplit, lo); err != nil {
-			return nil, err
-		}
-		audited = pl.audit
-	}
-	if o.Variant != nvib.ModelBaseline {
-		if err := po.Audit.ValidateFor(len(audited.Examples)); err != nil {
-			return nil, fmt.Errorf("audit of %d %s posteriors: %w", len(audited.Examples), po.AuditSplit, err)
-		}
-	}
-	return pl, nil
+// Plan is what RunPipeline runs, checked before any work (PipelineTask.Plan).
+type Plan struct {
+	// Train are the training options: resolved and validated, or, with
+	// SkipTrain or Resume, the ones saved in the model directory.
+	Train model.Options
+	// Dir is the model directory, where report.json is written.
+	Dir string
+	// Baseline is the non-private baseline read before any work
+	// (PipelineOptions.Baseline); nil: none.
+	Baseline *BaselineComparison
+	// Examples is the noun of the audited examples ("texts",
+	// "utterances"), in the audit's label.
+	Examples string
+	// Device runs the audit (AuditRelease; nil: the CPU).
+	Device *cuda.Device
 }
 
-// RunPipeline checks every option and reads the data before any work
-// (prepare), trains (unless SkipTrain), loads the best model once,
-// evaluates it on dev (utility, predictions, posteriors), exports the audit
-// split's posteriors and audits them in memory (AuditRelease: on
-// Train.Device when it is set and the device runs the audit, else with
-// audit.Audit; the empirical numbers; the posterior file written is the
-// same float32s),
-// certifies the model's clip set at the audit's order (Privacy.Certified:
-// the guarantee), and writes DIR/report.json. For the baseline variant there
-// is no posterior: Privacy is nil with a note. A gaussian model's release is
-// exported, audited and certified the same way (nvib.GaussianRelease,
-// nvib.Config.ClipSet). An audited test split is evaluated whole (eval_test.json,
-// the submission file, its posteriors); an audited part of dev
-// (AuditLimit) gets its posterior file only, the utility being the whole
-// dev split's. report receives the training's progress events (Run); the
-// audit reports through po.Audit.Progress.
-func RunPipeline(ctx context.Context, po PipelineOptions, report progress.Func) (*Report, error) {
+// PipelineModel is a trained model loaded for RunPipeline
+// (PipelineTask.Load).
+type PipelineModel interface {
+	// Evaluate evaluates the model on the task's utility split (utility,
+	// predictions, eval_<split>.json), with its posteriors when they are
+	// the ones audited.
+	Evaluate(ctx context.Context) (*EvalResult, error)
+	// Audited is the posteriors of the audit split and their file: util's
+	// when it kept them, else those of a second evaluation.
+	Audited(ctx context.Context, util *EvalResult) (*privacy.Posteriors, string, error)
+	// Report is the report of the model evaluated on its utility split,
+	// before the audit: task, variant, constants, seed, backend, utility.
+	Report(util *EvalResult) *Report
+	// Config is the model's configuration; Releases whether it has a
+	// release to audit (every variant but the baseline).
+	Config() nvib.Config
+	Releases() bool
+}
+
+// RunPipeline runs `nvdp run` for the task of t: it checks every option
+// and reads the data before any work (PipelineTask.Plan), trains (unless
+// po.SkipTrain; a training stopped by StopAfterSteps is an error saying to
+// resume it), loads the best model once, evaluates it on the task's
+// utility split (PipelineModel.Evaluate: utility, predictions,
+// posteriors), audits the audit split's posteriors in memory and certifies
+// the model's clip set at the audit's order (AuditRelease: the empirical
+// numbers and the guarantee; the posterior file written is the same
+// float32s), checks the collapse of a labelled utility split
+// (CheckCollapse) and writes DIR/report.json. For the baseline variant
+// there is no posterior: Privacy is nil with a note. report receives the
+// training's progress events; the audit reports through po.Audit.Progress.
+func RunPipeline(ctx context.Context, t PipelineTask, po PipelineOptions, report progress.Func) (*Report, error) {
 	start := time.Now()
-	pl, err := po.prepare()
+	pl, err := t.Plan(&po)
 	if err != nil {
 		return nil, err
 	}
 	var tr *Result
 	if !po.SkipTrain {
-		if tr, err = Run(ctx, po.Train, report); err != nil { // as given: Run resolves it, or resumes with StopAfterSteps
+		if tr, err = t.Train(ctx, pl, report); err != nil {
 			return nil, err
 		}
 		if tr.Interrupted {
-			return nil, fmt.Errorf("training stopped after %d steps (StopAfterSteps): resume the run in %s to finish it", tr.Steps, pl.train.Out)
+			return nil, fmt.Errorf("training stopped after %d steps (StopAfterSteps): resume the run in %s to finish it", tr.Steps, pl.Dir)
 		}
 	}
-	dir := pl.train.Out
-	b, err := model.Load(dir)
+	m, err := t.Load(pl)
 	if err != nil {
 		return nil, err
 	}
-	saved := b.Options
-	eo := DefaultEvalOptions(b)
-	eo.GlueDir, eo.Seed, eo.Data, eo.NoPost, eo.Device = pl.glueDir, po.EvalSeed, pl.dev, pl.audit != nil, po.Train.Device
-	dev, err := Evaluate(b, eo)
+	util, err := m.Evaluate(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Task: dev.Task, Variant: saved.Variant, Mode: saved.Mode, Encoder: saved.Encoder, Lambda: saved.Lambda,
-		Seed: saved.Seed, Backend: backendName(po.Train.Device), Utility: dev.Metrics, UtilitySplit: "dev", Training: tr, Dir: dir,
-		Baseline: pl.baseline}
-	mcfg := b.Model.Cfg
-	switch saved.Variant {
-	case nvib.ModelNVDPClipped:
-		rep.CMu, rep.CAlphaMin, rep.CAlphaMax, rep.LogvarMargin = mcfg.Clip.CMu, mcfg.Clip.CAlphaMin, mcfg.Clip.CAlphaMax, mcfg.Clip.LogvarMargin
-	case nvib.ModelGaussian:
-		rep.Lambda, rep.CMu, rep.Sigma = 0, mcfg.Clip.CMu, math.Sqrt(mcfg.Prior.Var) // no KL terms
-	case nvib.ModelBaseline:
-		rep.Lambda = 0
-		rep.Note = "baseline: no NVIB posterior, nothing to audit"
-	}
-	if b.Model.Releases() {
-		if rep.Privacy, err = auditRelease(ctx, po, pl, b, eo, dev); err != nil {
+	rep := m.Report(util)
+	rep.Training, rep.Dir, rep.Baseline = tr, pl.Dir, pl.Baseline
+	if m.Releases() {
+		release, path, err := m.Audited(ctx, util)
+		if err != nil {
+			return nil, err
+		}
+		if rep.Privacy, err = AuditRelease(ctx, release, path, po.AuditSplit, pl.Examples, m.Config(), pl.Dir, po.Audit, pl.Device); err != nil {
 			return nil, err
 		}
 	}
-	if dev.Labelled {
+	if util.Labelled {
 		rdMax := math.NaN() // no posterior, or a reference audit (per-component averages): not judged
 		if rep.Privacy != nil && rep.Privacy.Mode == privacy.ModePrincipled {
 			rdMax = float64(rep.Privacy.RDMax)
 		}
-		cc := CheckCollapse(dev.SelectionName, dev.Metrics[dev.SelectionName], dev.Chance, rdMax)
+		cc := CheckCollapse(util.SelectionName, util.Metrics[util.SelectionName], util.Chance, rdMax)
 		rep.Collapse = &cc
 		if cc.AtChance {
 			slog.Warn("run at chance", "reason", cc.Reason)
 		}
 	}
 	rep.Seconds = time.Since(start).Seconds()
-	if err := atomicfile.WriteJSON(filepath.Join(dir, ReportFile), rep); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(pl.Dir, ReportFile), rep); err != nil {
 		return nil, err
 	}
 	return rep, nil
-}
-
-// auditRelease exports the posteriors of the audited split (dev's come with
-// its evaluation dev unless pl.audit is set), audits them in memory and
-// certifies the model's clip set at the audit's order, direction and delta.
-func auditRelease(ctx context.Context, po PipelineOptions, pl *pipelinePlan, b *model.Bundle, eo EvalOptions, dev *EvalResult) (*PrivacySummary, error) {
-	release, path := dev.Release, dev.Posteriors
-	if pl.audit != nil {
-		eo.Split, eo.Data, eo.NoPost = po.AuditSplit, pl.audit, false
-		var err error
-		if po.AuditSplit == "dev" {
-			release, path, err = ExportPosteriors(b, eo)
-		} else {
-			var r *EvalResult
-			r, err = Evaluate(b, eo)
-			if r != nil {
-				release, path = r.Release, r.Posteriors
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return AuditRelease(ctx, release, path, po.AuditSplit, "texts", b.Model.Cfg, b.Dir, po.Audit, po.Train.Device)
 }
 
 // AuditRelease audits the posteriors release of a split (read from, or

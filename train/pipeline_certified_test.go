@@ -117,7 +117,7 @@ func TestPipelineReportCertified(t *testing.T) {
 			if tc.variant == nvib.ModelNVDPClipped {
 				o.CMu, o.LogvarMargin, o.CAlphaMin = 2, 0.6931, 0.3 // the main job's constants
 			}
-			rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
+			rep, err := RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func TestPipelineInMemory(t *testing.T) {
 	po := DefaultPipelineOptions()
 	po.Train, po.AuditLimit, po.Audit.Order = o, 5, 1.5
 	ao := po.Audit
-	rep, err := RunPipeline(context.Background(), po, nil)
+	rep, err := RunPipeline(context.Background(), TextPipeline(), po, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestPipelineChecksFirst(t *testing.T) {
 			po := DefaultPipelineOptions()
 			po.Train = synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "run"))
 			tc.mod(&po)
-			_, err := RunPipeline(context.Background(), po, nil)
+			_, err := RunPipeline(context.Background(), TextPipeline(), po, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -127,7 +127,7 @@ func TestPipelineChecksFirst(t *testing.T) {
 	}
 	po := DefaultPipelineOptions()
 	po.Train = synthOptions(t, empty, vocab, filepath.Join(t.TempDir(), "run"))
-	if _, err := RunPipeline(context.Background(), po, nil); err == nil || !strings.Contains(err.Error(), "dev.tsv: no data rows") {
+	if _, err := RunPipeline(context.Background(), TextPipeline(), po, nil); err == nil || !strings.Contains(err.Error(), "dev.tsv: no data rows") {
 		t.Fatalf("header-only dev: %v", err)
 	}
 	if _, err := os.Stat(po.Train.Out); !os.IsNotExist(err) {

@@ -404,7 +404,7 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 32, 16)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "base"))
 	o.Variant, o.Epochs = nvib.ModelBaseline, 1
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
+	rep, err := RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,11 +453,11 @@ func TestPipelineBaselineSynthetic(t *testing.T) {
 	// elsewhere), on its own task only.
 	skip := o
 	skip.Task = "SST-2"
-	if rep, err = RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil); err != nil || rep.Training != nil {
+	if rep, err = RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil); err != nil || rep.Training != nil {
 		t.Fatalf("skip-train on the model's own task: report %+v, err %v", rep, err)
 	}
 	skip.Task = "qnli"
-	if _, err := RunPipeline(context.Background(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil); err == nil || !strings.Contains(err.Error(), "trained on task") {
+	if _, err := RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil); err == nil || !strings.Contains(err.Error(), "trained on task") {
 		t.Fatalf("skip-train on another task: err %v, want a task mismatch error", err)
 	}
 }
@@ -501,7 +501,7 @@ func TestEndToEndSST2(t *testing.T) {
 	o.ScratchConfig, o.HandSetClipping = tinyConfig(t, 32, 1, 64), true
 	po := DefaultPipelineOptions()
 	po.Train, po.EvalSeed = o, 5
-	rep, err := RunPipeline(context.Background(), po, nil)
+	rep, err := RunPipeline(context.Background(), TextPipeline(), po, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -763,7 +763,7 @@ func TestPipelineAuditOptionsPassThrough(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 32, 24)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "ref"))
 	o.Mode, o.Epochs = "reference", 1
-	rep, err := RunPipeline(context.Background(), PipelineOptions{Train: o, AuditSplit: "test",
+	rep, err := RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: o, AuditSplit: "test",
 		Audit: func() audit.Options {
 			a := audit.DefaultOptions()
 			a.Mode, a.BatchSize, a.Order = privacy.ModeReference, 8, 1.5

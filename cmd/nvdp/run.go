@@ -83,7 +83,7 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 	defer cancel()
 	report := newProgress(cmd, f.noProgress)
 	po.Audit.Progress = report
-	rep, err := t.RunPipeline(ctx, *po, f.dv.data(), report)
+	rep, err := task.RunPipeline(ctx, t, *po, f.dv.data(), report)
 	if err != nil {
 		return resumeHint(flagError(err), "the same command with --resume")
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -1235,21 +1236,63 @@ type KeyInfo struct {
 	Revoked *time.Time        `json:"revoked,omitempty"`
 }
 
-// ErrNoKey: no key of that ID (or none that is not revoked).
-var ErrNoKey = errors.New("no such key")
+// Errors of the keys of a database (match with errors.Is).
+var (
+	// ErrNoKey: no key of that ID.
+	ErrNoKey = errors.New("no such key")
+	// ErrKeyRevoked: the key of that ID is revoked; its ID is never reused
+	// (the account keeps what it spent), so it can be neither rotated,
+	// changed nor added again.
+	ErrKeyRevoked = errors.New("key revoked: its ID is never reused (the account keeps what it spent); add a key with another ID")
+)
+
+// CheckLabels checks a key's labels: keys not empty, keys and values valid
+// UTF-8 (PostgreSQL's jsonb would store U+FFFD instead of an invalid byte,
+// a label the operator did not write). Errors name the label.
+func CheckLabels(labels map[string]string) error {
+	for k, v := range labels {
+		switch {
+		case k == "":
+			return fmt.Errorf("label %q: an empty name", k+"="+v)
+		case !utf8.ValidString(k) || !utf8.ValidString(v):
+			return fmt.Errorf("label %q: invalid UTF-8", k+"="+v)
+		}
+	}
+	return nil
+}
+
+// keyGone is the error of an update of key id that changed no row:
+// ErrKeyRevoked when the key exists revoked, else ErrNoKey.
+func (l *PGLedger) keyGone(ctx context.Context, id string) error {
+	var revoked bool
+	err := l.pool.QueryRow(ctx, `SELECT revoked IS NOT NULL FROM nvdp.keys WHERE id = $1`, id).Scan(&revoked)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("key %q: %w", id, ErrNoKey)
+	case err != nil:
+		return l.fail("key", err)
+	case revoked:
+		return fmt.Errorf("key %q: %w", id, ErrKeyRevoked)
+	}
+	return fmt.Errorf("key %q: %w", id, ErrNoKey) // revoked nor missing: not reached
+}
 
 // AddKey stores a new key of the database: its ID (the account it charges;
 // KeyLine's rules), the SHA-256 of key, its budget (epsilon at the model's
 // delta, >= 0, +Inf for no limit) and labels. The replicas authenticate it
 // from their next request. Errors: an invalid ID or budget, an ID that
-// exists (revoked ones included: an account's ID is never reused), the
-// hash of a key that exists, *PGError.
+// exists, or ErrKeyRevoked for a revoked one (an account's ID is never
+// reused), labels that are not valid UTF-8 (CheckLabels), the hash of a key
+// that exists, *PGError.
 func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]string) error {
 	if _, err := KeyLine(id, key, budget); err != nil {
 		return err
 	}
 	if option.IsAuto(budget) {
 		return errors.New("a key of the database needs its own budget")
+	}
+	if err := CheckLabels(labels); err != nil {
+		return err
 	}
 	if labels == nil {
 		labels = map[string]string{}
@@ -1266,6 +1309,9 @@ func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]stri
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		if pe.ConstraintName == "keys_pkey" {
+			if err := l.keyGone(ctx, id); errors.Is(err, ErrKeyRevoked) {
+				return err
+			}
 			return fmt.Errorf("key %q exists: rotate it, or give another ID", id)
 		}
 		return fmt.Errorf("key %q: the key's hash is another key's", id)
@@ -1275,7 +1321,8 @@ func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]stri
 
 // RotateKey replaces the secret of key id (not revoked) with key: the old
 // secret is refused from the replicas' next request, the account and
-// budget stay. Errors: ErrNoKey, the hash of a key that exists, *PGError.
+// budget stay. Errors: ErrNoKey, ErrKeyRevoked, the hash of a key that
+// exists, *PGError.
 func (l *PGLedger) RotateKey(id, key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
@@ -1289,7 +1336,7 @@ func (l *PGLedger) RotateKey(id, key string) error {
 		return l.fail("rotate key", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("key %q: %w", id, ErrNoKey)
+		return l.keyGone(ctx, id)
 	}
 	return nil
 }
@@ -1304,7 +1351,7 @@ func (l *PGLedger) RevokeKey(id string) error {
 		return l.fail("revoke key", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("key %q: %w", id, ErrNoKey)
+		return l.keyGone(ctx, id)
 	}
 	return nil
 }
@@ -1322,7 +1369,7 @@ func (l *PGLedger) SetKeyBudget(id string, budget float64) error {
 		return l.fail("set key budget", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("key %q: %w", id, ErrNoKey)
+		return l.keyGone(ctx, id)
 	}
 	return nil
 }

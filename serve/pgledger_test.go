@@ -570,11 +570,16 @@ func TestPGKeys(t *testing.T) {
 		err error
 		msg string
 	}{
-		{l.AddKey("alice", mustKey(t), 1, nil), `key "alice" exists`},
+		{l.AddKey("alice", mustKey(t), 1, nil), `key "alice": key revoked: its ID is never reused`},
+		{l.AddKey("bob", mustKey(t), 1, map[string]string{"team": "caf\xe9"}), `label "team=caf\xe9": invalid UTF-8`},
+		{l.AddKey("bob", mustKey(t), 1, map[string]string{"\xff": "x"}), `invalid UTF-8`},
 		{l.AddKey("bob", k2, 1, nil), "the key's hash is another key's"},
 		{l.AddKey("bad id", mustKey(t), 1, nil), "key ID \"bad id\""},
 		{l.AddKey("carol", mustKey(t), -1, nil), "budget -1: must be >= 0"},
-		{l.RotateKey("alice", mustKey(t)), "no such key"},
+		{l.RotateKey("alice", mustKey(t)), `key "alice": key revoked`},
+		{l.RevokeKey("alice"), `key "alice": key revoked`},
+		{l.SetKeyBudget("alice", 1), `key "alice": key revoked`},
+		{l.RotateKey("nobody", mustKey(t)), "no such key"},
 		{l.RevokeKey("nobody"), "no such key"},
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.msg) {

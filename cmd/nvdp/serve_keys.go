@@ -124,6 +124,9 @@ func (f *keysFlags) parseLabels() error {
 		}
 		f.labelMap[k] = v
 	}
+	if err := serve.CheckLabels(f.labelMap); err != nil {
+		return fmt.Errorf("--label: %w", err)
+	}
 	return nil
 }
 

@@ -299,8 +299,11 @@ func TestServeKeysCommands(t *testing.T) {
 	}{
 		{[]string{"keys", "add", "--ledger", filepath.Join(t.TempDir(), "l.db"), "--id", "x", "--budget-epsilon", "1"}, "keys live in a PostgreSQL ledger"},
 		{[]string{"keys", "add", "--ledger", ledgerLoc, "--id", "x"}, "--budget-epsilon: required: a key of the database has its own budget"},
-		{[]string{"keys", "add", "--ledger", ledgerLoc, "--id", "load", "--budget-epsilon", "1"}, `key "load" exists`},
-		{[]string{"keys", "revoke", "--ledger", ledgerLoc, "--id", "load"}, "no such key"},
+		{[]string{"keys", "add", "--ledger", ledgerLoc, "--id", "load", "--budget-epsilon", "1"}, `key "load": key revoked: its ID is never reused`},
+		{[]string{"keys", "rotate", "--ledger", ledgerLoc, "--id", "load"}, `key "load": key revoked`},
+		{[]string{"keys", "revoke", "--ledger", ledgerLoc, "--id", "load"}, `key "load": key revoked`},
+		{[]string{"keys", "revoke", "--ledger", ledgerLoc, "--id", "nobody"}, "no such key"},
+		{[]string{"keys", "add", "--ledger", ledgerLoc, "--id", "y", "--budget-epsilon", "1", "--label", "team=caf\xe9"}, `--label: label "team=caf\xe9": invalid UTF-8`},
 		{[]string{"ledger", "backup", "--ledger", ledgerLoc}, "a PostgreSQL ledger is backed up and restored by the database"},
 	} {
 		_, stderr, code := runHelper(t, append([]string{"serve"}, tc.args...)...)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,9 +54,13 @@ func TestServeHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var args []string
-	if err := json.Unmarshal([]byte(os.Getenv("NVDP_SERVE_ARGS")), &args); err != nil {
+	var raw [][]byte
+	if err := json.Unmarshal([]byte(os.Getenv("NVDP_SERVE_ARGS")), &raw); err != nil {
 		t.Fatal(err)
+	}
+	args := make([]string, len(raw))
+	for i, a := range raw {
+		args[i] = string(a)
 	}
 	loadReleaser = fakeLoader(latency)
 	rootCmd.SetArgs(args)
@@ -78,7 +83,11 @@ type serveProcess struct {
 // helperCommand is the command that runs `nvdp ARGS...` in a helper process
 // (TestServeHelper) on the fake model with latency.
 func helperCommand(latency time.Duration, args ...string) *exec.Cmd {
-	a, _ := json.Marshal(args)
+	raw := make([][]byte, len(args)) // base64 in JSON: the bytes as they are (a string would turn invalid UTF-8 into U+FFFD)
+	for i, a := range args {
+		raw[i] = []byte(a)
+	}
+	a, _ := json.Marshal(raw)
 	c := exec.Command(os.Args[0], "-test.run=^TestServeHelper$")
 	c.Env = append(os.Environ(), "NVDP_SERVE_HELPER=1", "NVDP_SERVE_ARGS="+string(a), "NVDP_SERVE_LATENCY="+latency.String())
 	return c
@@ -109,9 +118,12 @@ func runHelper(t *testing.T, args ...string) (stdout, stderr string, code int) {
 func startServe(t *testing.T, ledger, keys string, latency time.Duration, extra ...string) *serveProcess {
 	t.Helper()
 	args := []string{"serve", "--model", "fake", "--addr", "127.0.0.1:0", "--ledger", ledger,
-		"--budget-epsilon", "1e6", "--log-format", "json", "--shutdown-timeout", "20s"}
+		"--log-format", "json", "--shutdown-timeout", "20s"}
 	if keys != "" {
 		args = append(args, "--keys", keys)
+	}
+	if !slices.Contains(extra, "--keys-in-ledger") { // each key of the database has its own budget
+		args = append(args, "--budget-epsilon", "1e6")
 	}
 	return startServeArgs(t, latency, append(args, extra...)...)
 }

@@ -39,8 +39,6 @@ type speechTask struct{}
 func (speechTask) Name() string         { return speech.TaskName }
 func (speechTask) Modality() Modality   { return Speech }
 func (speechTask) Examples() string     { return speech.Examples }
-func (speechTask) Metrics() []string    { return []string{speech.MetricAccuracy, speech.MetricF1} }
-func (speechTask) Selection() string    { return speech.MetricF1 }
 func (speechTask) UtilitySplit() string { return speech.UtilitySplit }
 
 func (speechTask) DeviceErr() error {

@@ -87,10 +87,6 @@ type Task interface {
 	// Examples is the plural noun of the task's examples ("texts",
 	// "utterances"), in audit labels.
 	Examples() string
-	// Metrics are the metrics of its evaluation; Selection the one that
-	// selects models (its chance level is EvalResult.Chance).
-	Metrics() []string
-	Selection() string
 	// Chance is the selection metric of the best constant predictor on
 	// labels (class indices, or scores for a regression): the chance level
 	// a collapsed model sits at (train.Report's collapse check). Errors:

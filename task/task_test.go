@@ -2,6 +2,7 @@ package task
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,28 +20,24 @@ func TestLookup(t *testing.T) {
 		name, want string
 		modality   Modality
 		examples   string
-		selection  string
 		utility    string
 		usesData   bool
 		onDevice   bool
 	}{
-		{"sst2", "sst2", Text, "texts", glue.MetricAccuracy, "dev", false, true},
-		{"SST-2", "sst2", Text, "texts", glue.MetricAccuracy, "dev", false, true},
-		{"sts-b", "stsb", Text, "texts", glue.MetricSpearman, "dev", false, true},
-		{"mrpc", "mrpc", Text, "texts", glue.MetricF1, "dev", false, true},
-		{"lid", "lid", Speech, "utterances", speech.MetricF1, "test", true, false},
+		{"sst2", "sst2", Text, "texts", "dev", false, true},
+		{"SST-2", "sst2", Text, "texts", "dev", false, true},
+		{"sts-b", "stsb", Text, "texts", "dev", false, true},
+		{"mrpc", "mrpc", Text, "texts", "dev", false, true},
+		{"lid", "lid", Speech, "utterances", "test", true, false},
 	} {
 		tk, err := Lookup(c.name)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if tk.Name() != c.want || tk.Modality() != c.modality || tk.Examples() != c.examples || tk.Selection() != c.selection ||
+		if tk.Name() != c.want || tk.Modality() != c.modality || tk.Examples() != c.examples ||
 			tk.UtilitySplit() != c.utility || tk.UsesData() != c.usesData || (tk.DeviceErr() == nil) != c.onDevice {
-			t.Errorf("%s: got %s %s %s %s %s data %v device %v", c.name, tk.Name(), tk.Modality(), tk.Examples(), tk.Selection(),
+			t.Errorf("%s: got %s %s %s %s data %v device %v", c.name, tk.Name(), tk.Modality(), tk.Examples(),
 				tk.UtilitySplit(), tk.UsesData(), tk.DeviceErr())
-		}
-		if !slices.Contains(tk.Metrics(), tk.Selection()) {
-			t.Errorf("%s: selection %s not among the metrics %v", c.name, tk.Selection(), tk.Metrics())
 		}
 		if ExamplesOf(c.name) != c.examples {
 			t.Errorf("ExamplesOf(%s) = %s", c.name, ExamplesOf(c.name))
@@ -129,9 +126,13 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// TestChance: each task's chance level is its own metric's: the majority
-// class's accuracy or F1 (GLUE), 0 for a regression, the macro-F1 of the
-// most frequent language (speech); no labels are an error.
+// TestChance: each task's chance level is its own selection metric of
+// the best constant predictor, against numbers computed by hand: the
+// majority class's accuracy (SST-2, RTE) or F1 of the positive class
+// (MRPC; the first class among ties), 0 for a regression (STS-B), and for
+// the speech task the macro-F1 over the languages present of always
+// predicting the most frequent one (the smallest index among ties); no
+// labels are an error.
 func TestChance(t *testing.T) {
 	for _, c := range []struct {
 		task   string
@@ -139,19 +140,26 @@ func TestChance(t *testing.T) {
 		want   float64
 	}{
 		{"sst2", []float64{0, 1, 1}, 2.0 / 3},
+		{"sst2", []float64{1, 0}, 0.5}, // a tie: class 0, accuracy 1/2
+		{"rte", []float64{1, 1, 1, 0}, 0.75},
+		// always 1: TP 2, FP 1, FN 0: F1 = 4/5
+		{"mrpc", []float64{0, 1, 1}, 0.8},
+		// a tie predicts class 0: F1 of class 1 is 0
+		{"mrpc", []float64{0, 1}, 0},
 		{"stsb", []float64{0.5, 4, 2}, 0},
-		{"lid", []float64{3, 3, 5}, speech.Chance([]int{3, 3, 5})},
+		// always 3: language 3 F1 = 2*2/(2*2+1+0) = 0.8, language 5 F1 = 0; mean 0.4
+		{"lid", []float64{3, 3, 5}, 0.4},
+		// a tie predicts 3: language 3 F1 = 2/3, language 5 F1 = 0; mean 1/3
+		{"lid", []float64{5, 3}, 1.0 / 3},
+		{"lid", []float64{7, 7, 7}, 1},
 	} {
 		tk, _ := Lookup(c.task)
 		got, err := tk.Chance(c.labels)
-		if err != nil || got != c.want {
-			t.Errorf("%s: chance %v (%v), want %v", c.task, got, err, c.want)
+		if err != nil || math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s %v: chance %v (%v), want %v", c.task, c.labels, got, err, c.want)
 		}
 		if _, err := tk.Chance(nil); err == nil {
 			t.Errorf("%s: chance of no labels accepted", c.task)
 		}
-	}
-	if c := speech.Chance([]int{3, 3, 5}); !(c > 0 && c < 1) {
-		t.Errorf("speech chance %v", c)
 	}
 }

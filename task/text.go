@@ -45,8 +45,6 @@ type textTask struct{ g *glue.Task }
 func (t textTask) Name() string       { return t.g.Name }
 func (textTask) Modality() Modality   { return Text }
 func (textTask) Examples() string     { return textExamples }
-func (t textTask) Metrics() []string  { return t.g.Metrics }
-func (t textTask) Selection() string  { return t.g.Metric }
 func (textTask) UtilitySplit() string { return "dev" }
 func (textTask) DeviceErr() error     { return nil }
 func (textTask) UsesData() bool       { return false }

@@ -1,0 +1,253 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/lidtest"
+	"github.com/nvdp-project/nvdp/model"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/train"
+)
+
+// textFixture writes a tiny SST-2 (16 training, 6 dev and 6 test rows,
+// each with one sentiment word) and its vocabulary, and returns the
+// options of a baseline run of a 1-layer, 16-wide scratch encoder on it
+// into out: 2 steps of 8 per epoch.
+func textFixture(t *testing.T, out string) model.Options {
+	t.Helper()
+	dir := t.TempDir()
+	words := []string{"good", "bad", "the", "movie", "is"}
+	vocab := filepath.Join(dir, "vocab.txt")
+	if err := os.WriteFile(vocab, []byte(strings.Join(append([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}, words...), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gd := filepath.Join(dir, "glue", "SST-2")
+	if err := os.MkdirAll(gd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for split, n := range map[string]int{"train": 16, "dev": 6, "test": 6} {
+		var b strings.Builder
+		header := "sentence\tlabel\n"
+		if split == "test" {
+			header = "index\tsentence\n"
+		}
+		b.WriteString(header)
+		for i := range n {
+			s := "the movie is " + words[i%2]
+			if split == "test" {
+				fmt.Fprintf(&b, "%d\t%s\n", i, s)
+			} else {
+				fmt.Fprintf(&b, "%s\t%d\n", s, 1-i%2)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(gd, split+".tsv"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := encoder.Preset("bert-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.MaxPositionEmbeddings = 16, 1, 2, 32, 16
+	o := model.DefaultOptions()
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", filepath.Join(dir, "glue"), "scratch:bert-tiny", vocab, nvib.ModelBaseline, &cfg
+	o.Epochs, o.BatchSize, o.EvalBatchSize, o.MaxSeqLen, o.Patience, o.Out = 1, 8, 4, 8, 0, out
+	return o
+}
+
+// speechFixture writes a tone corpus of 4 utterances per language and
+// split and returns the options of a 1-epoch nvdp-clipped run on it (a
+// privacy target of epsilon 64) into out, with its data.
+func speechFixture(t *testing.T, out string) (model.Options, *Data) {
+	t.Helper()
+	root := t.TempDir()
+	lidtest.WriteToneCorpus(t, root, map[string]int{"train": 4, "dev": 4, "test": 4})
+	o := model.DefaultOptions()
+	sp, _ := Lookup("lid")
+	if err := sp.Apply(&o, nil); err != nil {
+		t.Fatal(err)
+	}
+	o.Variant, o.Epochs, o.BatchSize, o.EvalBatchSize, o.TargetEpsilon, o.Out = nvib.ModelNVDPClipped, 1, 4, 12, 64, out
+	return o, &Data{DataDir: root, MaxSeconds: 0.5}
+}
+
+// optionErr is the option an error names (*option.Error), "" for another
+// error or none.
+func optionErr(err error) string {
+	var oe *option.Error
+	if errors.As(err, &oe) {
+		return oe.Option
+	}
+	return ""
+}
+
+// TestCheck: Check refuses bad options and missing files with the option
+// named, before any work, for each modality; a text run's options are
+// resolved in place (the speech task checks a resolved copy); a resumed
+// run is left to its saved options.
+func TestCheck(t *testing.T) {
+	text := textFixture(t, filepath.Join(t.TempDir(), "run"))
+	lid, data := speechFixture(t, filepath.Join(t.TempDir(), "run"))
+	for _, c := range []struct {
+		name   string
+		task   string
+		mod    func(o *model.Options, d *Data)
+		option string // "" = valid
+	}{
+		{"text", "sst2", func(*model.Options, *Data) {}, ""},
+		{"text epochs 0", "sst2", func(o *model.Options, _ *Data) { o.Epochs = 0 }, "epochs"},
+		{"text glue dir", "sst2", func(o *model.Options, _ *Data) { o.GlueDir = "/nonexistent" }, "glue_dir"},
+		{"text vocab", "sst2", func(o *model.Options, _ *Data) { o.Vocab = "/nonexistent/vocab.txt" }, "vocab"},
+		{"text resume", "sst2", func(o *model.Options, _ *Data) { o.Resume, o.Epochs = true, 0 }, ""},
+		{"speech", "lid", func(*model.Options, *Data) {}, ""},
+		{"speech data dir", "lid", func(_ *model.Options, d *Data) { d.DataDir = "/nonexistent" }, "data_dir"},
+		{"speech max seconds", "lid", func(_ *model.Options, d *Data) { d.MaxSeconds = -1 }, "max_seconds"},
+		{"speech reference", "lid", func(o *model.Options, _ *Data) { o.Mode = "reference" }, "mode"},
+		{"speech resume", "lid", func(o *model.Options, d *Data) { o.Resume, d.DataDir = true, "/nonexistent" }, ""},
+	} {
+		tk, _ := Lookup(c.task)
+		o, d := text, &Data{}
+		if c.task == "lid" {
+			o, d = lid, new(*data)
+		}
+		c.mod(&o, d)
+		before := o
+		err := tk.Check(&o, d)
+		if got := optionErr(err); got != c.option || (c.option == "") != (err == nil) {
+			t.Errorf("%s: %v, want an error of option %q", c.name, err, c.option)
+		}
+		switch {
+		case c.option != "" || o.Resume:
+		case c.task == "sst2" && (model.IsAuto(o.LR) || model.IsAuto(o.Dropout)):
+			t.Errorf("%s: options not resolved in place: lr %v dropout %v", c.name, o.LR, o.Dropout)
+		case c.task == "lid" && model.Differences(&before, &o) != nil:
+			t.Errorf("%s: the speech task changed the options: %v", c.name, model.Differences(&before, &o))
+		}
+	}
+}
+
+// TestTrainLoadEvaluate trains a model of each modality through its task,
+// reads it back (Open, Load) and evaluates it: the training's steps, the
+// evaluation's split, examples and metric, the options that do not apply
+// to a speech model refused, given options used.
+func TestTrainLoadEvaluate(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		task                 string
+		steps, dev, examples int // training steps; examples of dev and of a limited evaluation
+		metric               string
+	}{
+		{"sst2", 2, 6, 3, "accuracy"},
+		{"lid", 3, 12, 3, speech.MetricF1}, // 3 languages x 4 utterances, batches of 4
+	} {
+		t.Run(c.task, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			tk, _ := Lookup(c.task)
+			var o model.Options
+			d := &Data{}
+			if c.task == "lid" {
+				o, d = speechFixture(t, out)
+			} else {
+				o = textFixture(t, out)
+			}
+			if err := tk.Check(&o, d); err != nil {
+				t.Fatal(err)
+			}
+			r, err := tk.Train(ctx, o, d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Steps != c.steps || r.Epochs != 1 || r.Interrupted || r.Dir != out {
+				t.Errorf("training: %d steps, %d epochs, interrupted %v, dir %s; want %d, 1, false, %s", r.Steps, r.Epochs, r.Interrupted, r.Dir, c.steps, out)
+			}
+			m, err := Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Task.Name() != c.task || m.Options.Epochs != 1 || (c.task == "lid") != (m.Data.MaxSeconds == 0.5) {
+				t.Errorf("Open: task %s, epochs %d, data %+v", m.Task.Name(), m.Options.Epochs, m.Data)
+			}
+			ev, err := tk.Load(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evalOut := t.TempDir()
+			given := func(names ...string) Given {
+				return func(n string) bool { return n == "out" || strings.Contains(strings.Join(names, ","), n) }
+			}
+			res, err := ev.Evaluate(ctx, EvalOptions{Split: "dev", Seed: 1, Out: evalOut, Given: given()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Split != "dev" || res.Examples != c.dev || res.SelectionName != c.metric || !res.Labelled || res.Model != out {
+				t.Errorf("evaluation: split %s, %d examples, selection %s, labelled %v, model %s", res.Split, res.Examples, res.SelectionName, res.Labelled, res.Model)
+			}
+			if _, err := os.Stat(filepath.Join(evalOut, "eval_dev.json")); err != nil {
+				t.Errorf("eval_dev.json not in the given out: %v", err)
+			}
+			lim, err := ev.Evaluate(ctx, EvalOptions{Split: "dev", Seed: 1, Limit: c.examples, NoPost: true, Out: t.TempDir(), Given: given()})
+			if err != nil || lim.Examples != c.examples || lim.Posteriors != "" {
+				t.Errorf("limited evaluation: %v examples, posteriors %q, %v; want %d, none", lim.Examples, lim.Posteriors, err, c.examples)
+			}
+			if c.task == "lid" {
+				if lim.Release != nil || res.Release == nil || res.Components != 25 {
+					t.Errorf("speech release: %d components (want 25 = F + 1), kept with NoPost %v", res.Components, lim.Release != nil)
+				}
+				for _, name := range []string{"glue_dir", "max_seq_len", "skip_bad_rows"} {
+					_, err := ev.Evaluate(ctx, EvalOptions{Split: "dev", Given: given(name)})
+					if optionErr(err) != name {
+						t.Errorf("speech evaluation given %s: %v, want its option error", name, err)
+					}
+				}
+				return
+			}
+			if _, err := ev.Evaluate(ctx, EvalOptions{Split: "dev", GlueDir: "/nonexistent", Out: t.TempDir(), Given: given("glue_dir")}); err == nil {
+				t.Errorf("text evaluation with a given glue_dir that does not exist: no error")
+			}
+			if _, err := ev.Evaluate(ctx, EvalOptions{Split: "dev", BatchSize: 0, Out: t.TempDir(), Given: given("batch_size")}); optionErr(err) != "batch_size" {
+				t.Errorf("text evaluation given batch size 0: %v, want its option error", err)
+			}
+		})
+	}
+}
+
+// TestRunPipelineTasks: RunPipeline runs each task's pipeline (utility on
+// the task's split into report.json); the speech task refuses a stored
+// baseline before any work.
+func TestRunPipelineTasks(t *testing.T) {
+	ctx := context.Background()
+	out := filepath.Join(t.TempDir(), "run")
+	po := train.DefaultPipelineOptions()
+	po.Train = textFixture(t, out)
+	tx, _ := Lookup("sst2")
+	rep, err := RunPipeline(ctx, tx, po, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Task != "sst2" || rep.UtilitySplit != tx.UtilitySplit() || rep.Privacy != nil || rep.Training == nil || rep.Training.Steps != 2 {
+		t.Errorf("text report: %+v", rep)
+	}
+	if back, err := train.ReadReport(out); err != nil || back.UtilitySplit != "dev" {
+		t.Errorf("report.json: %v, %v", back, err)
+	}
+	sp, _ := Lookup("lid")
+	lout := filepath.Join(t.TempDir(), "run")
+	po.Train, _ = speechFixture(t, lout)
+	po.Baseline = filepath.Join(out, train.ReportFile)
+	_, data := speechFixture(t, lout)
+	if _, err := RunPipeline(ctx, sp, po, data, nil); optionErr(err) != "baseline" {
+		t.Errorf("speech pipeline with a baseline: %v, want the option error of baseline", err)
+	}
+	if _, err := os.Stat(lout); !os.IsNotExist(err) {
+		t.Errorf("the refused speech run wrote %s (%v)", lout, err)
+	}
+}

@@ -80,7 +80,7 @@ func TestLatentOptions(t *testing.T) {
 		{"gaussian", func(o *Options) { o.LatentDim, o.Variant = latentDim(32), nvib.ModelGaussian }, ""},
 		{"larger than H", func(o *Options) { o.LatentDim = latentDim(256) }, ""},
 		// refused before anything is allocated: 1e6 x 1e6 block weights
-		{"cannot fit", func(o *Options) { o.LatentDim = latentDim(1000000) }, "latent_dim 1000000: the layers at the release's width P need about"},
+		{"cannot fit", func(o *Options) { o.LatentDim = latentDim(1000000) }, "latent_dim 1000000: training the layers at the release's width P = 1000000 (parameters, gradients, AdamW moments) takes 1.94e+05 GiB, more than the 64 GiB the training may hold for them: lower latent_dim"},
 		{"just fits", func(o *Options) { o.LatentDim = latentDim(16384) }, ""},
 	} {
 		o := handSet(tc.mod)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/memlimit"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -301,11 +302,8 @@ func (o *Options) latentFor(enc encoder.Config) error {
 	if err := nvib.CheckLatent(o.Variant, o.Mode, *o.LatentDim, enc.HiddenSize, enc.NumAttentionHeads); err != nil {
 		return optionError("latent_dim", *o.LatentDim, "%v", err)
 	}
-	if b := latentBytes(*o.LatentDim, enc); b > MaxLatentBytes {
-		return optionError("latent_dim", *o.LatentDim, "the layers at the release's width P need about %.3g GiB for their parameters, gradients and AdamW moments (more than %d GiB): choose a smaller P",
-			b/(1<<30), MaxLatentBytes>>30)
-	}
-	return nil
+	return memlimit.Need{What: fmt.Sprintf("training the layers at the release's width P = %d (parameters, gradients, AdamW moments)", *o.LatentDim),
+		Bytes: latentBytes(*o.LatentDim, enc), Limit: MaxLatentBytes, Of: "the training may hold for them", Option: "latent_dim", Value: *o.LatentDim}.Check()
 }
 
 // MaxLatentBytes bounds the memory of the layers whose width is the

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -230,5 +231,80 @@ func TestReloadKeys(t *testing.T) {
 	_, m := f.do(t, "GET", "/metrics", "", "", "")
 	if !strings.Contains(m["raw"].(string), "nvdp_keys_reloads_total 1") {
 		t.Error("the reload is not counted")
+	}
+}
+
+// TestHTTPEdgeCases: what reaches the service from Go's HTTP server, sent
+// raw to a server on a real listener and checked against the contract
+// (servetest.Contract): two Authorization headers are refused (400
+// duplicate_header), not the first one used; an unclean path (//v1/info,
+// /v1/../v1/info) gets the service's JSON 404 naming the clean path, not a
+// redirect; Go's own 431 (headers beyond 64 KiB) and 400 (Content-Length
+// -1) are the text/plain answers api/openapi.yaml documents.
+func TestHTTPEdgeCases(t *testing.T) {
+	f := newFixture(t, 50, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	exchange := func(method, target string, header http.Header, body string, rawHeader string) (*http.Response, []byte) {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n", method, target)
+		for k, vs := range header {
+			for _, v := range vs {
+				fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+			}
+		}
+		b.WriteString(rawHeader + "\r\n" + body)
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, b.String()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		req, _ := http.NewRequest(method, "http://"+ln.Addr().String()+target, strings.NewReader(body))
+		req.Header = header.Clone()
+		servetest.Contract(t, req, []byte(body), resp, rb)
+		return resp, rb
+	}
+	embed := `{"texts": ["a"]}`
+	started := f.fake.Started()
+	for _, tc := range []struct {
+		name, method, target string
+		header               http.Header
+		body, raw            string
+		status               int
+		contentType, want    string
+	}{
+		{"two Authorization headers", "POST", "/v1/embed", http.Header{"Authorization": {"Bearer " + f.alice, "Bearer " + f.bob}, "Content-Type": {"application/json"}, "Content-Length": {fmt.Sprint(len(embed))}},
+			embed, "", 400, "application/json", `"duplicate_header"`},
+		{"double slash", "GET", "//v1/info", nil, "", "", 404, "application/json", `path \"//v1/info\" is not clean: send \"/v1/info\"`},
+		{"dot dot", "GET", "/v1/../v1/info", nil, "", "", 404, "application/json", `is not clean: send \"/v1/info\"`},
+		{"header of 100 KB", "GET", "/v1/info", nil, "", "X-Big: " + strings.Repeat("a", 100<<10) + "\r\n", 431, "text/plain", "431"},
+		{"Content-Length -1", "POST", "/v1/embed", http.Header{"Authorization": {"Bearer " + f.alice}, "Content-Length": {"-1"}}, "", "", 400, "text/plain", "400 Bad Request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := exchange(tc.method, tc.target, tc.header, tc.body, tc.raw)
+			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.contentType) || !strings.Contains(string(body), tc.want) {
+				t.Errorf("%d %s %s, want %d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.status, tc.contentType, tc.want)
+			}
+		})
+	}
+	if f.fake.Started() != started {
+		t.Error("the model ran")
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"path"
 	"os"
 	"strconv"
 	"strings"
@@ -237,7 +238,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	sw.Header().Set("X-Request-Id", info.id)
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
-	s.mux.ServeHTTP(sw, r) // sets r.Pattern: the route matched
+	if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
+		// ServeMux would redirect (307) to the clean path: the service
+		// answers its JSON 404 instead, naming the path to use.
+		s.fail(sw, info, http.StatusNotFound, "not_found", "path %s is not clean: send %s", excerpt(r.URL.Path), excerpt(clean))
+	} else {
+		s.mux.ServeHTTP(sw, r) // sets r.Pattern: the route matched
+	}
 	name := "other"
 	if _, path, _ := strings.Cut(r.Pattern, " "); path != "" && path != "/" {
 		name = path
@@ -296,6 +303,22 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // requestID is 8 random bytes in hex (X-Request-Id, the access log, errors).
+// cleanPath is p as ServeMux cleans it before routing (path.Clean, with
+// a leading slash and its trailing slash kept).
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
 func requestID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (Go 1.24+)
@@ -345,9 +368,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // of the key in "Authorization: Bearer KEY" and the key's budget (the
 // default budget when the key has none), or SharedAccount and the default
 // budget without keys. On failure it writes the error (401 for a missing
-// or unknown key; 503 when the key store cannot be read) and returns ok
-// false. The key is never logged or echoed.
+// or unknown key; 400 for more than one Authorization header; 503 when the
+// key store cannot be read) and returns ok false. The key is never logged or echoed.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, info *reqInfo) (account string, budget float64, ok bool) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		s.fail(w, info, http.StatusBadRequest, "duplicate_header", "%d Authorization headers: send one", len(r.Header.Values("Authorization")))
+		return "", 0, false
+	}
 	if s.keys == nil {
 		info.account = SharedAccount
 		return SharedAccount, s.opts.BudgetEpsilon, true

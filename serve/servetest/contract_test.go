@@ -48,12 +48,19 @@ func TestContractCatches(t *testing.T) {
 		{"a refused request answered 200", "GET", "/v1/budget?history=0", "", 200, nil, okBody, "api/openapi.yaml refuses the request"},
 		{"a body of the wrong type answered 200", "POST", "/v1/embed", `{"texts": [1]}`, 200, nil, `{"embeddings":[],"weights":[],"privacy":{}}`, "api/openapi.yaml refuses the request"},
 		{"an unknown route answered 200", "GET", "/v2/x", "", 200, nil, okBody, "the route is not in api/openapi.yaml"},
+		{"Go's 431", "GET", "/v1/info", "", 431, map[string]string{"Content-Type": "text/plain; charset=utf-8", "X-Request-Id": ""}, "431 Request Header Fields Too Large", ""},
+		{"Go's 400", "GET", "/readyz", "", 400, map[string]string{"Content-Type": "text/plain; charset=utf-8", "X-Request-Id": ""}, "400 Bad Request", ""},
+		{"a 503 without X-Request-Id", "GET", "/readyz", "", 503, map[string]string{"X-Request-Id": ""}, strings.Replace(errBody, "bad_json", "draining", 1), "no X-Request-Id header"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, "http://127.0.0.1:9/"+strings.TrimPrefix(tc.target, "/"), strings.NewReader(tc.reqBody))
 			resp := &http.Response{StatusCode: tc.status, Header: http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"0123456789abcdef"}}}
 			for k, v := range tc.header {
-				resp.Header.Set(k, v)
+				if v == "" {
+					resp.Header.Del(k)
+				} else {
+					resp.Header.Set(k, v)
+				}
 			}
 			r := &recorder{TB: t}
 			Contract(r, req, []byte(tc.reqBody), resp, []byte(tc.body))

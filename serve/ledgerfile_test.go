@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -533,19 +534,28 @@ func TestBackupAndRestore(t *testing.T) {
 }
 
 // TestBackupUnderCharges: backups taken while charges commit are each a
-// consistent state (they pass the check; their totals only grow and never
-// exceed the ledger's), the last one after the charges equals the ledger,
-// and PruneBackups keeps the newest.
+// consistent state: each passes the check when opened, holds every
+// account's count of before the charges (none lost) and at most its count
+// after them, with a total that only grows; the ledger after the charges
+// holds exactly the counts of before plus every charge, and so does the
+// last backup; PruneBackups keeps the newest.
 func TestBackupUnderCharges(t *testing.T) {
-	l, c, _ := servingLedger(t, 50)
+	l, c, before := servingLedger(t, 50)
+	const workers, charges = 4, 100
+	after := maps.Clone(before)
+	for w := range workers {
+		for i := range charges {
+			after[fmt.Sprintf("w%d-%d", w, i%10)]++
+		}
+	}
 	dir := t.TempDir()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := range 4 {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 100 {
+			for i := range charges {
 				if _, err := l.Charge(fmt.Sprintf("w%d-%d", w, i%10), c, 1, math.Inf(1)); err != nil {
 					t.Error(err)
 					return
@@ -569,18 +579,56 @@ func TestBackupUnderCharges(t *testing.T) {
 		totals = append(totals, b.Releases)
 		paths = append(paths, b.Path)
 	}
-	final, err := l.Info()
-	if err != nil {
-		t.Fatal(err)
+	if got, err := l.Accounts(); err != nil || len(got) != len(after) {
+		t.Fatalf("ledger after the charges: %d accounts, %v; want %d", len(got), err, len(after))
+	} else {
+		for _, a := range got {
+			if a.Releases != after[a.ID] {
+				t.Errorf("ledger: account %s has %d releases, want %d", a.ID, a.Releases, after[a.ID])
+			}
+		}
 	}
-	if !slices.IsSorted(totals) || totals[len(totals)-1] != final.Releases {
-		t.Fatalf("backup totals %v, ledger %d", totals, final.Releases)
+	for i, p := range paths {
+		got, err := releasesOf(p, true)
+		if err != nil {
+			t.Fatalf("backup %d: %v", i, err)
+		}
+		var total uint64
+		for id, n := range got {
+			total += n
+			if n < before[id] || n > after[id] {
+				t.Errorf("backup %d: account %s has %d releases, want %d..%d", i, id, n, before[id], after[id])
+			}
+		}
+		for id, n := range before {
+			if got[id] < n {
+				t.Errorf("backup %d: account %s lost releases (%d, had %d)", i, id, got[id], n)
+			}
+		}
+		if total != totals[i] {
+			t.Errorf("backup %d: %d releases, its description says %d", i, total, totals[i])
+		}
+	}
+	if last, _ := releasesOf(paths[len(paths)-1], true); !mapsEqual(last, after) {
+		t.Errorf("the last backup differs from the ledger after the charges")
+	}
+	if !slices.IsSorted(totals) || totals[len(totals)-1] != sumOf(after) {
+		t.Fatalf("backup totals %v, want rising to %d", totals, sumOf(after))
 	}
 	removed, err := l.PruneBackups(dir, 2)
 	if err != nil || len(removed) != len(paths)-2 || !slices.Equal(removed, paths[:len(paths)-2]) {
 		t.Fatalf("prune: %v %v (backups %d)", removed, err, len(paths))
 	}
-	t.Logf("%d backups during 400 charges", len(paths))
+	t.Logf("%d backups during %d charges", len(paths), workers*charges)
+}
+
+// sumOf is the sum of m's values.
+func sumOf(m map[string]uint64) uint64 {
+	var s uint64
+	for _, n := range m {
+		s += n
+	}
+	return s
 }
 
 // TestLedgerReadOnly: the read-only open never writes the file (its bytes

@@ -250,11 +250,11 @@ func metricTitle(attackName, metric string) string {
 	return "accuracy"
 }
 
-// LoadLearned reads every inversion (attack.InvertFile: attack_invert*.json)
+// loadLearned reads every inversion (attack.InvertFile: attack_invert*.json)
 // and attribute (attack.AttributeFile: attack_attribute*.json) report under
 // root, in path order, and returns their points, each placed by the cell
 // whose directory is its model, when there is one. Errors name the file.
-func LoadLearned(root string, cells []*Cell) ([]LearnedPoint, error) {
+func loadLearned(root string, cells []*Cell) ([]LearnedPoint, error) {
 	byDir := cellsByDir(cells)
 	inv, ipaths, err := loadAttackReports(root, strings.TrimSuffix(attack.InvertFile, ".json"), attack.ReadInvertReport)
 	if err != nil {

@@ -65,7 +65,7 @@ func TestLearnedAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := []*Cell{{Dir: cellDir, Task: "sst2", Variant: nvib.ModelGaussian, Seed: 2, TargetEpsilon: 8}}
-	pts, err := LoadLearned(root, cells)
+	pts, err := loadLearned(root, cells)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestLearnedAttacks(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "attack_invert_broken.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadLearned(root, cells); err == nil || !strings.Contains(err.Error(), "attack_invert_broken.json") {
+	if _, err := loadLearned(root, cells); err == nil || !strings.Contains(err.Error(), "attack_invert_broken.json") {
 		t.Errorf("a broken report: %v", err)
 	}
 }

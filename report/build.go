@@ -226,13 +226,16 @@ type Tables struct {
 	// AuditModes are the audit modes any cell carries (principled first).
 	AuditModes []string `json:"audit_modes"`
 	Best       []*Best  `json:"best"`
-	// Distinguish are the distinguishing attacks' points (DistinguishPoints;
-	// set by the caller, not by Build), drawn by WritePlots.
+	// Distinguish are the distinguishing attacks' points (Read sets them,
+	// distinguishPoints), drawn by WritePlots.
 	Distinguish []DistinguishPoint `json:"distinguish,omitempty"`
-	// Learned are the learned attacks' points (LoadLearned; set by the
-	// caller), in the tables (WriteMarkdown, WriteCSV, WriteJSON) and drawn
+	// Learned are the learned attacks' points (Read sets them,
+	// loadLearned), in the tables (WriteMarkdown, WriteCSV, WriteJSON) and drawn
 	// by WritePlots.
 	Learned []LearnedPoint `json:"learned_attacks,omitempty"`
+	// Missing are the cells of the sweep's manifest without report.json
+	// (Read with Options.AllowPartial), left out of every table.
+	Missing []MissingCell `json:"missing_cells,omitempty"`
 }
 
 // Best is one entry of the best-trade-off summary (paper Table 1): per task,
@@ -277,10 +280,10 @@ func taskMetrics(task string, cells []*Cell) ([]string, string) {
 	return ms, sel
 }
 
-// Build aggregates the cells into per-task tables (C_mu grid cells in their own rows, Grid):
+// build aggregates the cells into per-task tables (C_mu grid cells in their own rows, Grid):
 // rows ordered baseline, NVDP, NVDP-Clipped (then by C_mu), lambda ascending.
 // selections are the C_mu selections by task (may be nil).
-func Build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
+func build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
 	rows, modes := groupCells(cells)
 	t := &Tables{AuditModes: modes}
 	byTask := map[string]*TaskTable{}

@@ -170,16 +170,16 @@ type DistinguishPoint struct {
 	LowerBound, Threshold, PrivacyLoss, Gaussian, Pair jsonfloat.Float
 }
 
-// LoadDistinguish reads every distinguishing report under root: the files
+// loadDistinguish reads every distinguishing report under root: the files
 // named attack_distinguish*.json (attack.DistinguishFile), in path order.
 // Errors name the file.
-func LoadDistinguish(root string) (reports []*attack.DistinguishReport, paths []string, err error) {
+func loadDistinguish(root string) (reports []*attack.DistinguishReport, paths []string, err error) {
 	return loadAttackReports(root, strings.TrimSuffix(attack.DistinguishFile, ".json"), attack.ReadDistinguishReport)
 }
 
-// DistinguishPoints are the points of reports (read from paths), each
+// distinguishPoints are the points of reports (read from paths), each
 // placed by the cell whose directory is its model, when there is one.
-func DistinguishPoints(cells []*Cell, reports []*attack.DistinguishReport, paths []string) []DistinguishPoint {
+func distinguishPoints(cells []*Cell, reports []*attack.DistinguishReport, paths []string) []DistinguishPoint {
 	byDir := cellsByDir(cells)
 	var pts []DistinguishPoint
 	for k, rep := range reports {

@@ -51,12 +51,12 @@ func TestDistinguishPlots(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "attacks", "other.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	loaded, paths, err := LoadDistinguish(root)
+	loaded, paths, err := loadDistinguish(root)
 	if err != nil || len(loaded) != 2 {
 		t.Fatalf("loaded %d reports (%v): %v", len(loaded), paths, err)
 	}
 	cells := []*Cell{{Dir: cellDir, Task: "sst2", Variant: nvib.ModelGaussian, Seed: 2, TargetEpsilon: 8}}
-	pts := DistinguishPoints(cells, loaded, paths)
+	pts := distinguishPoints(cells, loaded, paths)
 	if len(pts) != 2 || pts[0].Seed != 2 || pts[0].TargetEpsilon != 8 || pts[1].Seed != 0 {
 		t.Fatalf("points %+v", pts)
 	}

@@ -115,7 +115,7 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 // markdown, CSV and JSON tables and the figures.
 func TestFrontierFromFixtures(t *testing.T) {
 	root := frontierFixtures(t)
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 			t.Errorf("%s: target epsilon %g, want %g", c.Dir, c.TargetEpsilon, want)
 		}
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	if len(tb.Tasks) != 2 || tb.Tasks[0].Task != "sst2" || tb.Tasks[1].Task != "stsb" {
 		t.Fatalf("tasks %v", tb.Tasks)
 	}
@@ -358,11 +358,11 @@ func TestFrontierOneTask(t *testing.T) {
 	acc := func(v float64) map[string]any { return map[string]any{"accuracy": v} }
 	writeReport(t, root, "rte/gaussian/epsilon=8/seed=1", frontierCell("rte", "gaussian", 0, 1, 1, acc(0.6), 2, 9, 8.0, 10, 0.52))
 	writeReport(t, root, "sst2/nvdp/lambda=1e-2/seed=1", cellRep("sst2", "nvdp", 0.01, 0, 1, acc(0.8), priv("principled", 0.3, 0.02, 10.5, 0)))
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	if tb.Tasks[0].Frontier == nil || tb.Tasks[1].Frontier != nil {
 		t.Fatalf("frontiers %+v %+v", tb.Tasks[0].Frontier, tb.Tasks[1].Frontier)
 	}
@@ -405,11 +405,11 @@ func TestLoadTargetEpsilonKeepsCellsApart(t *testing.T) {
 		writeReport(t, root, "sst2/nvdp-clipped/epsilon="+e+"/lambda=1e-2/seed=1",
 			cellRep("sst2", "nvdp-clipped", 0.01, 2, 1, acc, priv("principled", 0.3, 0.02, 10.5, 0)))
 	}
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	if rs := tb.Tasks[0].Rows; len(rs) != 2 || rs[0].TargetEpsilon != 2 || rs[1].TargetEpsilon != 8 || rs[1].Group() != "NVDP-Clipped (target ε=8)" {
 		t.Errorf("rows %+v %+v", rs[0], rs[1])
 	}

@@ -256,11 +256,11 @@ func targetEpsilon(dir string) (float64, error) {
 	}
 }
 
-// Load reads every cell under root (each directory holding report.json, and
+// load reads every cell under root (each directory holding report.json, and
 // links to such directories: cells that reuse a C_mu grid run),
 // sorted by task, variant, target epsilon, C_mu, lambda and seed. Errors: a report that does
 // not parse (named), no report at all.
-func Load(root string) ([]*Cell, error) {
+func load(root string) ([]*Cell, error) {
 	var cells []*Cell
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -330,8 +330,8 @@ func variantRank(v string) int {
 	return 4
 }
 
-// ReadSelection reads root/<task>/c_mu_selection.json (nil when absent).
-func ReadSelection(root, task string) (*sweep.CMuSelection, error) {
+// readSelection reads root/<task>/c_mu_selection.json (nil when absent).
+func readSelection(root, task string) (*sweep.CMuSelection, error) {
 	p := filepath.Join(root, task, sweep.CMuSelectionFile)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {

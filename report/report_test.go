@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,14 +109,14 @@ func TestStat(t *testing.T) {
 
 func TestTablesFromFixtures(t *testing.T) {
 	root := fixtures(t)
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cells) != 10 {
 		t.Fatalf("%d cells, want 10", len(cells))
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	if fmt.Sprint(tb.AuditModes) != "[principled reference]" {
 		t.Errorf("audit modes %v", tb.AuditModes)
 	}
@@ -298,11 +300,11 @@ func checkSVG(t *testing.T, path string, minPaths int) {
 
 func TestPlotsFromFixtures(t *testing.T) {
 	root := fixtures(t)
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	dir := filepath.Join(root, "plots")
 	files, err := WritePlots(tb, dir)
 	if err != nil {
@@ -428,14 +430,14 @@ func TestSweepEndToEnd(t *testing.T) {
 		t.Fatalf("second sweep: ran %d, err %v", res.Ran, err)
 	}
 
-	cells, err := Load(out)
+	cells, err := load(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cells) != 12 {
 		t.Fatalf("%d cells loaded", len(cells))
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	if len(tb.Tasks) != 2 || fmt.Sprint(tb.AuditModes) != "[principled reference]" {
 		t.Fatalf("tasks %d, audit modes %v", len(tb.Tasks), tb.AuditModes)
 	}
@@ -512,14 +514,14 @@ func TestLoadFollowsReusedGridCells(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..", "..", "cmu-grid", "c_mu=4", "lambda=1e-2", "seed=1"), link); err != nil {
 		t.Fatal(err)
 	}
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cells) != 2 || cells[0].Grid == cells[1].Grid {
 		t.Fatalf("cells %+v %+v: want one grid cell and its link", cells[0], cells[1])
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	if len(tb.Tasks) != 1 || len(tb.Tasks[0].Rows) != 1 || tb.Tasks[0].Rows[0].Group() != "NVDP-Clipped (C_mu=4)" ||
 		tb.Tasks[0].Rows[0].Utility["accuracy"].Mean != 0.6 {
 		t.Errorf("table %+v", tb.Tasks[0].Rows[0])
@@ -531,15 +533,15 @@ func TestLoadRejectsDuplicateRuns(t *testing.T) {
 	rep := cellRep("sst2", "nvdp", 0.01, 0, 1, map[string]any{"accuracy": 0.6}, priv("principled", 0.5, 0.1, 11, 0))
 	writeReport(t, root, "a/sst2/nvdp/lambda=1e-2/seed=1", rep)
 	writeReport(t, root, "b/sst2/nvdp/lambda=1e-2/seed=1", rep)
-	if _, err := Load(root); err == nil || !strings.Contains(err.Error(), "same configuration") {
+	if _, err := load(root); err == nil || !strings.Contains(err.Error(), "same configuration") {
 		t.Errorf("err = %v", err)
 	}
-	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no report.json") {
+	if _, err := load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no report.json") {
 		t.Errorf("empty dir: err = %v", err)
 	}
 	bad := filepath.Join(root, "c")
 	writeReport(t, bad, "x", map[string]any{"task": "sst2"})
-	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "no task or variant") {
+	if _, err := load(bad); err == nil || !strings.Contains(err.Error(), "no task or variant") {
 		t.Errorf("bad report: err = %v", err)
 	}
 }
@@ -582,11 +584,11 @@ func TestTablesCertified(t *testing.T) {
 	// An old report (before certification) in the same row group at another lambda.
 	writeReport(t, root, "sst2/nvdp-clipped/lambda=1e-1/seed=1", cellRep("sst2", "nvdp-clipped", 0.1, 2, 1, acc(0.77),
 		priv("principled", 11717.0, 2100.0, 9657.0, 0)))
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	rows := tb.Tasks[0].Rows
 	if len(rows) != 4 {
 		t.Fatalf("%d rows", len(rows))
@@ -802,11 +804,11 @@ func TestUtilitySplitLabels(t *testing.T) {
 	old := cellRep("sst2", "baseline", 0, 0, 1, map[string]any{"accuracy": 0.9}, nil)
 	delete(old, "utility_split")
 	writeReport(t, root, "sst2/baseline/seed=1", old)
-	cells, err := Load(root)
+	cells, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := Build(cells, nil)
+	tb := build(cells, nil)
 	splits := map[string]string{}
 	for _, tt := range tb.Tasks {
 		splits[tt.Task] = tt.UtilitySplit
@@ -825,5 +827,67 @@ func TestUtilitySplitLabels(t *testing.T) {
 	}
 	if want := "Certified privacy-utility frontier (test Accuracy;"; !strings.Contains(b.String(), want) {
 		t.Errorf("frontier table lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestReadMissingCells: a sweep whose sweep.json lists cells without
+// report.json is an error naming each (with its status), the cells of
+// another sweep.json too; with AllowPartial the others are tabulated and
+// the missing ones listed (Tables.Missing, the Markdown's header line, JSON
+// missing_cells). A tree without sweep.json is read as it is.
+func TestReadMissingCells(t *testing.T) {
+	root := t.TempDir()
+	acc := map[string]any{"accuracy": 0.8}
+	writeReport(t, root, "sst2/nvdp/lambda=1e-2/seed=1", cellRep("sst2", "nvdp", 0.01, 0, 1, acc, priv("principled", 0.3, 0.02, 10.5, 0)))
+	if _, err := Read(root, Options{}); err != nil {
+		t.Fatalf("no sweep.json: %v", err)
+	}
+	man := map[string]any{"cells": []map[string]any{
+		{"id": "sst2/nvdp/lambda=1e-2/seed=1", "status": sweep.CellDone},
+		{"id": "sst2/nvdp/lambda=1e-2/seed=2", "status": sweep.CellFailed},
+		{"id": "sst2/nvdp/lambda=1e-1/seed=1", "status": sweep.CellPending},
+	}}
+	b, _ := json.Marshal(man)
+	if err := os.WriteFile(filepath.Join(root, sweep.ManifestFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []MissingCell{{"sst2/nvdp/lambda=1e-2/seed=2", sweep.CellFailed}, {"sst2/nvdp/lambda=1e-1/seed=1", sweep.CellPending}}
+	_, err := Read(root, Options{})
+	var me *MissingCellsError
+	if !errors.As(err, &me) || !slices.Equal(me.Cells, want) {
+		t.Fatalf("err = %v, want the missing cells %v", err, want)
+	}
+	for _, w := range []string{"2 cells without report.json", "sst2/nvdp/lambda=1e-2/seed=2 (failed)", "sst2/nvdp/lambda=1e-1/seed=1 (pending)"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	tb, err := Read(root, Options{AllowPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tb.Missing, want) || len(tb.Tasks) != 1 || len(tb.Tasks[0].Rows) != 1 || len(tb.Tasks[0].Rows[0].Cells) != 1 {
+		t.Fatalf("partial: missing %v, tasks %+v", tb.Missing, tb.Tasks)
+	}
+	var md, js strings.Builder
+	if err := WriteMarkdown(&md, tb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "1 cells; ") || !strings.Contains(md.String(),
+		"Partial sweep: 2 cells of its sweep.json without report.json, left out: sst2/nvdp/lambda=1e-2/seed=2 (failed), sst2/nvdp/lambda=1e-1/seed=1 (pending).") {
+		t.Errorf("markdown does not name the missing cells:\n%s", md.String())
+	}
+	if err := WriteJSON(&js, tb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"missing_cells"`) || !strings.Contains(js.String(), `"status": "failed"`) {
+		t.Errorf("JSON lacks missing_cells: %s", js.String())
+	}
+	many := make([]MissingCell, 12)
+	for i := range many {
+		many[i] = MissingCell{ID: fmt.Sprintf("c%d", i), Status: "failed"}
+	}
+	if got := MissingList(many); !strings.HasSuffix(got, "c9 (failed), and 2 more") || strings.Contains(got, "c10") {
+		t.Errorf("MissingList of 12 = %q", got)
 	}
 }

@@ -145,6 +145,9 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 		grid = fmt.Sprintf(" (+ %d C_mu grid cells)", ng)
 	}
 	fmt.Fprintf(&b, "%d cells%s; encoder %s; training mode %s.\n", n, grid, strings.Join(encs, ", "), strings.Join(tmodes, ", "))
+	if len(t.Missing) > 0 {
+		fmt.Fprintf(&b, "Partial sweep: %s of its sweep.json without report.json, left out: %s.\n", plural(len(t.Missing), "cell"), MissingList(t.Missing))
+	}
 	b.WriteString("Utility: metric x 100 on each run's utility split (dev for the GLUE tasks, test for lid); mean ± std over seeds (sample std).\n\n")
 	b.WriteString(whichIsWhich)
 	b.WriteString("\n\n")

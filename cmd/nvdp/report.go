@@ -1,14 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/report"
-	"github.com/nvdp-project/nvdp/sweep"
 	"github.com/spf13/cobra"
 )
 
@@ -20,7 +21,7 @@ var reportWriters = map[string]func(io.Writer, *report.Tables) error{
 // reportFlags are the flags of `nvdp report`.
 type reportFlags struct {
 	format, out, plotsDir, attacks string
-	plots                          bool
+	plots, allowPartial            bool
 }
 
 // reportLong is the Long help of `nvdp report`.
@@ -34,7 +35,9 @@ privacy.certified; "–" for reports without it); then the best-trade-off summar
 Rows are per variant, target epsilon (the certified epsilon a cell was calibrated to:
 train_options.json target_epsilon, or the epsilon=<E> directory of 'nvdp sweep
 --target-epsilons'), C_mu and lambda. C_mu grid cells are left out of the tables; the C_mu
-selection is printed under its task.
+selection is printed under its task. A sweep whose sweep.json lists cells without
+report.json (failed, interrupted, not run) is an error naming them; --allow-partial reports
+the others, warns with their names and lists them above the tables (json: missing_cells).
 
 Per task with certified data, the certified privacy-utility frontier table: one row per
 private variant (nvdp-clipped, gaussian, ...) and target epsilon, plus the baseline: seeds,
@@ -82,6 +85,7 @@ func newReportCmd() *cobra.Command {
 	fs.StringVar(&f.out, "out", "", "write the tables to this file instead of stdout")
 	fs.BoolVar(&f.plots, "plots", false, "also write the figures (PNG and SVG)")
 	fs.StringVar(&f.plotsDir, "plots-dir", "", "directory of the figures (default DIR/plots)")
+	fs.BoolVar(&f.allowPartial, "allow-partial", false, "report a sweep whose sweep.json lists cells without report.json (failed, not run): a warning names them, the tables leave them out (default: an error naming them)")
 	fs.StringVar(&f.attacks, "attacks", "", "directory with the attack reports to tabulate and plot (attack_distinguish*.json, attack_invert*.json, attack_attribute*.json; default DIR)")
 	return cmd
 }
@@ -113,35 +117,21 @@ func (f *reportFlags) run(cmd *cobra.Command, dir string) error {
 	return nil
 }
 
-// tables loads the cells under dir with each task's C_mu selection, and the
-// attack reports under --attacks (default dir).
+// tables reads the sweep directory dir (report.Read), the attack reports
+// under --attacks (default dir); with --allow-partial, a warning names the
+// cells of the sweep without report.json.
 func (f *reportFlags) tables(dir string) (*report.Tables, error) {
-	cells, err := report.Load(dir)
+	t, err := report.Read(dir, report.Options{Attacks: f.attacks, AllowPartial: f.allowPartial})
+	var me *report.MissingCellsError
+	if errors.As(err, &me) {
+		return nil, fmt.Errorf("%w (--allow-partial reports them)", err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	sels := map[string]*sweep.CMuSelection{}
-	for _, c := range cells {
-		if _, ok := sels[c.Task]; ok {
-			continue
-		}
-		s, err := report.ReadSelection(dir, c.Task)
-		if err != nil {
-			return nil, err
-		}
-		sels[c.Task] = s
-	}
-	t := report.Build(cells, sels)
-	if f.attacks == "" {
-		f.attacks = dir
-	}
-	reps, paths, err := report.LoadDistinguish(f.attacks)
-	if err != nil {
-		return nil, fmt.Errorf("--attacks: %w", err)
-	}
-	t.Distinguish = report.DistinguishPoints(cells, reps, paths)
-	if t.Learned, err = report.LoadLearned(f.attacks, cells); err != nil {
-		return nil, fmt.Errorf("--attacks: %w", err)
+	if len(t.Missing) > 0 {
+		slog.Warn("a partial sweep: cells without report.json are left out of the tables", "dir", dir, "missing", len(t.Missing),
+			"cells", report.MissingList(t.Missing))
 	}
 	return t, nil
 }

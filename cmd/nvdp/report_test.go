@@ -132,3 +132,48 @@ func TestReportOutFile(t *testing.T) {
 		})
 	}
 }
+
+// TestReportPartialSweep: `nvdp report` over a sweep whose sweep.json lists
+// a cell without report.json fails naming the cell and --allow-partial;
+// with --allow-partial it writes the tables with the cell named above them.
+func TestReportPartialSweep(t *testing.T) {
+	dir := t.TempDir()
+	d := filepath.Join(dir, "sst2", "baseline", "seed=1")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep := `{"task": "sst2", "variant": "baseline", "mode": "principled", "encoder": "scratch:bert-tiny", "seed": 1, "utility": {"accuracy": 0.9}}`
+	man := `{"cells": [{"id": "sst2/baseline/seed=1", "status": "done"}, {"id": "sst2/baseline/seed=2", "status": "failed"}]}`
+	for p, s := range map[string]string{filepath.Join(d, "report.json"): rep, filepath.Join(dir, "sweep.json"): man} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+		wantOut string
+	}{
+		{"refused", nil, "1 cell without report.json: sst2/baseline/seed=2 (failed); finish the sweep, or report the others as a partial sweep (--allow-partial reports them)", ""},
+		{"allowed", []string{"--allow-partial"}, "", "Partial sweep: 1 cell of its sweep.json without report.json, left out: sst2/baseline/seed=2 (failed)."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "t.md")
+			_, err := runCmd(newReportCmd(), append([]string{dir, "--out", out}, tc.args...)...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil || !strings.Contains(string(b), tc.wantOut) {
+				t.Errorf("tables (%v) lack %q:\n%s", err, tc.wantOut, b)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -182,3 +183,5 @@ func TestDeviceStepCounts(t *testing.T) {
 		}
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(cudaemu.Main(m)) }

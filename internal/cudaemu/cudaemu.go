@@ -25,8 +25,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nvdp-project/nvdp/cuda"
 )
@@ -114,12 +118,41 @@ func build() (string, error) {
 	return dir, nil
 }
 
+// CIEnv is the variable CI sets to "true": there a test that needs the
+// stand-in fails where it cannot be built instead of skipping, so that no
+// suite is skipped unseen.
+const CIEnv = "CI"
+
+// BuildFor builds the stand-in for a test (Build) and returns its
+// directory. Without a C compiler it skips the test with one line, or
+// fails it where CI=true; another error fails it.
+func BuildFor(tb testing.TB) string {
+	tb.Helper()
+	dir, err := Build()
+	return built(tb, dir, err)
+}
+
+// built is BuildFor's judgement of Build's result.
+func built(tb testing.TB, dir string, err error) string {
+	tb.Helper()
+	switch {
+	case errors.Is(err, ErrNoCompiler) && os.Getenv(CIEnv) == "true":
+		tb.Fatalf("the CUDA stand-in is not built (%s=true: install a C compiler, the tests need it): %v", CIEnv, err)
+	case errors.Is(err, ErrNoCompiler):
+		tb.Skipf("the CUDA stand-in is not built: %v", err)
+	case err != nil:
+		tb.Fatal(err)
+	}
+	return dir
+}
+
 // OpenDevice opens the device of a test: the stand-in (built with Build,
 // loaded through NVDP_CUDA_LIB_DIR), or with NVDP_CUDA_REAL=1 the real GPU.
 // With NVDP_CUDA_FMAD=0 (cuda.FMADEnv) its kernels compile with
 // --fmad=false (cuda.Options.NoFMAD: what the stand-in always computes).
 // It skips the test with one line when the stand-in cannot be built (no C
-// compiler) or, for the real GPU, when none loads. The device is closed
+// compiler; a failure where CI=true: BuildFor) or, for the real GPU, when
+// none loads. The device is closed
 // when the test ends; compiled kernels are cached in a temporary directory
 // of the process (processCache).
 func OpenDevice(tb testing.TB) *cuda.Device {
@@ -154,13 +187,7 @@ func OpenDevicePrecision(tb testing.TB, precision string) *cuda.Device {
 		tb.Cleanup(func() { d.Close() })
 		return d
 	}
-	dir, err := Build()
-	if errors.Is(err, ErrNoCompiler) {
-		tb.Skipf("the CUDA stand-in is not built: %v", err)
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
+	dir := BuildFor(tb)
 	os.Setenv(cuda.LibDirEnv, dir) // the process loads the CUDA libraries once: every test uses the same
 	os.Setenv("NVDP_EMU_INCLUDE", dir)
 	d, err := cuda.Open(o)
@@ -174,23 +201,76 @@ func OpenDevicePrecision(tb testing.TB, precision string) *cuda.Device {
 var (
 	cacheOnce sync.Once
 	cacheDir  string
+	cacheOwn  bool // made here: Main removes it
 	cacheErr  error
 )
+
+// cachePrefix names the kernel caches processCache makes:
+// nvdp-cudaemu-kernels-<pid>-<random> in the system's temporary directory.
+const cachePrefix = "nvdp-cudaemu-kernels-"
 
 // processCache is the kernel cache of the process's devices: $NVDP_CUDA_CACHE
 // when set (scripts/gpu-check.sh: one cache for all its binaries), else a
 // temporary directory made once, so that a module is compiled once per test
-// process, not once per test.
+// process, not once per test. Main removes it when the tests end, and the
+// next process removes those of processes that ended without Main
+// (removeStale). The stand-in's cubins hold their compiled kernels (no
+// file beside them: fakenvrtc.c).
 func processCache(tb testing.TB) string {
 	cacheOnce.Do(func() {
 		if cacheDir = os.Getenv(cuda.CacheEnv); cacheDir == "" {
-			cacheDir, cacheErr = os.MkdirTemp("", "nvdp-cudaemu-kernels-")
+			removeStale(os.TempDir())
+			cacheDir, cacheErr = os.MkdirTemp("", fmt.Sprintf("%s%d-", cachePrefix, os.Getpid()))
+			cacheOwn = cacheErr == nil
 		}
 	})
 	if cacheErr != nil {
 		tb.Fatal(cacheErr)
 	}
 	return cacheDir
+}
+
+// removeStale removes from tmp the kernel caches of processes that no
+// longer run (cachePrefix<pid>-*), and those of earlier versions, named
+// without the pid, a day old.
+func removeStale(tmp string) {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), cachePrefix) {
+			continue
+		}
+		pid, _, ok := strings.Cut(strings.TrimPrefix(e.Name(), cachePrefix), "-")
+		n, err := strconv.Atoi(pid)
+		info, ierr := e.Info()
+		if ok && err == nil && !alive(n) || !ok && ierr == nil && time.Since(info.ModTime()) > 24*time.Hour {
+			os.RemoveAll(filepath.Join(tmp, e.Name()))
+		}
+	}
+}
+
+// alive reports whether process pid runs (signal 0 reaches it, or it is
+// another user's).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Main runs the tests of a package that uses the stand-in and removes the
+// kernel cache processCache made; it returns m.Run's exit code:
+//
+//	func TestMain(m *testing.M) { os.Exit(cudaemu.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	if cacheOwn {
+		os.RemoveAll(cacheDir)
+	}
+	return code
 }
 
 // Emulated reports whether OpenDevice opens the stand-in (not the real GPU).

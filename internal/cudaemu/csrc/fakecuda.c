@@ -4,7 +4,7 @@
  * inaccessible guard page so that a kernel reading or writing past its end
  * faults; copies check that they stay inside one allocation. A module is a
  * shared object built by the stand-in NVRTC (fakenvrtc.c) from the kernel
- * source as C; a launch runs the blocks one after the other, and the
+ * source as C, carried in the image and opened from a file removed at once; a launch runs the blocks one after the other, and the
  * threads of a block one after the other, or, for a kernel that
  * synchronises its block, as coroutines that meet at each __syncthreads. */
 #define _GNU_SOURCE
@@ -186,23 +186,57 @@ typedef struct {
 	int max_dyn_smem;
 } function_t;
 
-#define IMAGE_PREFIX "NVDPEMU:"
+#define IMAGE_PREFIX "NVDPEMU:"   /* then the shared object's path (older stand-ins' cubins) */
+#define IMAGE2_PREFIX "NVDPEMU2:" /* then "<size>\n" and the shared object's bytes */
+
+/* load2 loads the shared object embedded in a NVDPEMU2 image: written to a
+ * temporary file ($TMPDIR, else /tmp), opened, and the file removed at once
+ * (the mapping stays): nothing is left behind. */
+static void *load2(const char *s) {
+	char *end;
+	long n = strtol(s, &end, 10);
+	if (end == s || *end != '\n' || n <= 0) return NULL;
+	const char *bytes = end + 1;
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp) tmp = "/tmp";
+	char path[4096];
+	if (snprintf(path, sizeof path, "%s/nvdp-emu-XXXXXX.so", tmp) >= (int)sizeof path) return NULL;
+	int fd = mkstemps(path, 3);
+	if (fd < 0) return NULL;
+	ssize_t w = 0;
+	while (w < n) {
+		ssize_t k = write(fd, bytes + w, (size_t)(n - w));
+		if (k <= 0) break;
+		w += k;
+	}
+	close(fd);
+	void *so = w == n ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+	unlink(path);
+	return so;
+}
 
 CUresult cuModuleLoadData(module_t **mod, const void *image) {
 	const char *s = image;
-	if (strncmp(s, IMAGE_PREFIX, strlen(IMAGE_PREFIX)) != 0) return CUDA_ERROR_INVALID_IMAGE;
-	const char *path = s + strlen(IMAGE_PREFIX);
-	char *nl = strchr(path, '\n');
-	if (!nl) return CUDA_ERROR_INVALID_IMAGE;
-	char so[4096];
-	snprintf(so, sizeof so, "%.*s", (int)(nl - path), path);
-	module_t *m = calloc(1, sizeof *m);
-	m->so = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-	if (!m->so) {
-		fprintf(stderr, "cudaemu: %s\n", dlerror());
-		free(m);
+	void *so;
+	if (strncmp(s, IMAGE2_PREFIX, strlen(IMAGE2_PREFIX)) == 0) {
+		so = load2(s + strlen(IMAGE2_PREFIX));
+	} else if (strncmp(s, IMAGE_PREFIX, strlen(IMAGE_PREFIX)) == 0) {
+		const char *path = s + strlen(IMAGE_PREFIX);
+		char *nl = strchr(path, '\n');
+		if (!nl) return CUDA_ERROR_INVALID_IMAGE;
+		char p[4096];
+		snprintf(p, sizeof p, "%.*s", (int)(nl - path), path);
+		so = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+	} else {
 		return CUDA_ERROR_INVALID_IMAGE;
 	}
+	if (!so) {
+		const char *e = dlerror();
+		fprintf(stderr, "cudaemu: cannot load the module: %s\n", e ? e : "cannot write its shared object");
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	module_t *m = calloc(1, sizeof *m);
+	m->so = so;
 	*mod = m;
 	return CUDA_SUCCESS;
 }

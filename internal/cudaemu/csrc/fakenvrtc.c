@@ -3,7 +3,10 @@
  * with NVDP_EMU defined and one wrapper per KERNEL function that unpacks a
  * launch's parameter array, and builds it into a shared object with the C
  * compiler ($NVDP_EMU_CC, else cc) and the header nvdp_emu.h of
- * $NVDP_EMU_INCLUDE. The "cubin" names that object (fakecuda.c loads it).
+ * $NVDP_EMU_INCLUDE, in a temporary directory ($TMPDIR, else /tmp) removed
+ * once built: the "cubin" holds the object itself ("NVDPEMU2:<size>\n"
+ * then its bytes; fakecuda.c loads it), so that nothing is left behind and
+ * a cached cubin needs no file beside it.
  * -D options pass to the compiler; the others (the architecture,
  * --fmad=false) are ignored. The C compiler never contracts a*b+c into a
  * fused multiply-add (-ffp-contract=off, whatever CC's defaults or
@@ -21,6 +24,7 @@ enum { NVRTC_SUCCESS = 0, NVRTC_ERROR_OUT_OF_MEMORY = 1, NVRTC_ERROR_INVALID_INP
 
 typedef struct {
 	char *src, *name, *log, *cubin;
+	size_t cubin_len;
 } program_t;
 
 const char *nvrtcGetErrorString(nvrtcResult r) {
@@ -224,12 +228,38 @@ static int wrappers(const char *src, buf_t *out) {
 	return 0;
 }
 
+/* embed sets p's cubin to the shared object at so: "NVDPEMU2:<size>\n" and its bytes. */
+static nvrtcResult embed(program_t *p, const char *so) {
+	FILE *f = fopen(so, "rb");
+	if (!f) return NVRTC_ERROR_COMPILATION;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char head[64];
+	int h = snprintf(head, sizeof head, "NVDPEMU2:%ld\n", n);
+	char *img = n >= 0 ? malloc((size_t)h + (size_t)n) : NULL;
+	if (!img || fread(img + h, 1, (size_t)n, f) != (size_t)n) {
+		free(img);
+		fclose(f);
+		return NVRTC_ERROR_OUT_OF_MEMORY;
+	}
+	fclose(f);
+	memcpy(img, head, (size_t)h);
+	free(p->cubin);
+	p->cubin = img;
+	p->cubin_len = (size_t)h + (size_t)n;
+	return NVRTC_SUCCESS;
+}
+
 nvrtcResult nvrtcCompileProgram(program_t *p, int nopt, const char **opts) {
 	if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
 	const char *inc = getenv("NVDP_EMU_INCLUDE");
 	const char *cc = getenv("NVDP_EMU_CC");
 	if (!cc || !*cc) cc = "cc";
-	char dir[] = "/tmp/nvdp-emu-XXXXXX";
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp) tmp = "/tmp";
+	char dir[4096];
+	if (snprintf(dir, sizeof dir, "%s/nvdp-emu-XXXXXX", tmp) >= (int)sizeof dir) return NVRTC_ERROR_OUT_OF_MEMORY;
 	if (!mkdtemp(dir)) return NVRTC_ERROR_OUT_OF_MEMORY;
 	buf_t c = {0};
 	puts_(&c, "#define NVDP_EMU 1\n");
@@ -245,7 +275,10 @@ nvrtcResult nvrtcCompileProgram(program_t *p, int nopt, const char **opts) {
 	snprintf(path, sizeof path, "%s/%s.c", dir, "kernels");
 	snprintf(so, sizeof so, "%s/%s.so", dir, "kernels");
 	FILE *f = fopen(path, "w");
-	if (!f) return NVRTC_ERROR_OUT_OF_MEMORY;
+	if (!f) {
+		rmdir(dir);
+		return NVRTC_ERROR_OUT_OF_MEMORY;
+	}
 	fputs(c.s, f);
 	fclose(f);
 	buf_t cmd = {0};
@@ -278,23 +311,22 @@ nvrtcResult nvrtcCompileProgram(program_t *p, int nopt, const char **opts) {
 	p->log = log.s;
 	free(cmd.s);
 	free(c.s);
-	if (status != 0) return NVRTC_ERROR_COMPILATION;
-	char image[8500];
-	snprintf(image, sizeof image, "NVDPEMU:%s\n", so);
-	free(p->cubin);
-	p->cubin = strdup(image);
-	return NVRTC_SUCCESS;
+	nvrtcResult r = status != 0 ? NVRTC_ERROR_COMPILATION : embed(p, so);
+	unlink(so);
+	unlink(path);
+	rmdir(dir);
+	return r;
 }
 
 nvrtcResult nvrtcGetProgramLogSize(program_t *p, size_t *n) { *n = p->log ? strlen(p->log) + 1 : 1; return NVRTC_SUCCESS; }
 nvrtcResult nvrtcGetProgramLog(program_t *p, char *log) { strcpy(log, p->log ? p->log : ""); return NVRTC_SUCCESS; }
 nvrtcResult nvrtcGetCUBINSize(program_t *p, size_t *n) {
 	if (!p->cubin) return NVRTC_ERROR_INVALID_PROGRAM;
-	*n = strlen(p->cubin);
+	*n = p->cubin_len;
 	return NVRTC_SUCCESS;
 }
 nvrtcResult nvrtcGetCUBIN(program_t *p, char *out) {
 	if (!p->cubin) return NVRTC_ERROR_INVALID_PROGRAM;
-	memcpy(out, p->cubin, strlen(p->cubin));
+	memcpy(out, p->cubin, p->cubin_len);
 	return NVRTC_SUCCESS;
 }

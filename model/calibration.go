@@ -18,11 +18,11 @@ import (
 // with a privacy target.
 const CertificateFile = "certificate.json"
 
-// Certificate is DIR/certificate.json: the privacy target, how the budget was
+// Calibration is DIR/certificate.json: the privacy target, how the budget was
 // split, the clipping constants chosen and the certified guarantee of the
 // model's clipping (privacy.Calibration), with the constants as the model
 // stores them.
-type Certificate struct {
+type Calibration struct {
 	Label string `json:"label"` // "certified"
 	Scope string `json:"scope"`
 	// Variant is the model variant ("gaussian": CMu is the token radius C,
@@ -64,10 +64,10 @@ func (o *Options) Target() privacy.Target {
 // docs/privacy.md, "Calibration"), starting from cfg, the model
 // configuration of the uncalibrated options (its prior, clip order and the
 // fixed constants). It reads o and cfg only: its result is passed on,
-// Certificate.Apply writing the constants into the options and
-// SaveCertificate the certificate into the model directory. Errors: a
+// Calibration.Apply writing the constants into the options and
+// SaveCalibration the certificate into the model directory. Errors: a
 // target that cannot be met (naming N and P).
-func Calibrate(o *Options, cfg nvib.Config, n, p int) (*Certificate, error) {
+func Calibrate(o *Options, cfg nvib.Config, n, p int) (*Calibration, error) {
 	if cfg.Model == nvib.ModelGaussian {
 		return calibrateGaussian(o, cfg, n, p)
 	}
@@ -82,7 +82,7 @@ func Calibrate(o *Options, cfg nvib.Config, n, p int) (*Certificate, error) {
 	s := cal.Set
 	cfg.Clip.CMu, cfg.Clip.LogvarMargin, cfg.Clip.CAlphaMin = s.CMu, s.LogvarMargin, s.AlphaMin // for the sigma range below
 	floor, cap := cfg.Clip.LogvarBounds(cfg.Prior.Var)
-	c := &Certificate{Label: privacy.LabelCertified,
+	c := &Calibration{Label: privacy.LabelCertified,
 		Scope:       privacy.CertifiedScope(t.Releases, n, p),
 		Calibration: cal, Components: n, Dims: p, CMu: s.CMu, LogvarMargin: s.LogvarMargin, ClipOrder: cfg.Clip.Order,
 		LogvarFloor: floor, LogvarCap: cap, CAlphaMin: s.AlphaMin, CAlphaMax: s.AlphaMax,
@@ -101,7 +101,7 @@ func Calibrate(o *Options, cfg nvib.Config, n, p int) (*Certificate, error) {
 // the same calibrator as nvdp-clipped on the release's clip set
 // (nvib.GaussianClipSet: the logvar range and the pseudo-counts fixed, only
 // C free, the fixed-noise design).
-func calibrateGaussian(o *Options, cfg nvib.Config, n, p int) (*Certificate, error) {
+func calibrateGaussian(o *Options, cfg nvib.Config, n, p int) (*Calibration, error) {
 	base := nvib.GaussianClipSet(cfg.Clip.CMu, cfg.Prior.Var, n-1, p)
 	sp := privacy.Split{FixMargin: true, FixAlphaMin: true}
 	t := o.Target()
@@ -111,7 +111,7 @@ func calibrateGaussian(o *Options, cfg nvib.Config, n, p int) (*Certificate, err
 	}
 	s := cal.Set
 	lv := s.LogvarFloor[0]
-	c := &Certificate{Label: privacy.LabelCertified, Variant: nvib.ModelGaussian,
+	c := &Calibration{Label: privacy.LabelCertified, Variant: nvib.ModelGaussian,
 		Scope:       privacy.CertifiedScope(t.Releases, n, p),
 		Calibration: cal, Components: n, Dims: p, CMu: s.CMu,
 		LogvarFloor: lv, LogvarCap: lv, CAlphaMin: s.AlphaMin, CAlphaMax: s.AlphaMax,
@@ -126,7 +126,7 @@ func calibrateGaussian(o *Options, cfg nvib.Config, n, p int) (*Certificate, err
 // and for an NVIB release the logvar margin and C_amin) and marks them
 // Calibrated: ModelConfig then builds the calibrated model, and a resumed
 // run does not calibrate again.
-func (c *Certificate) Apply(o *Options) {
+func (c *Calibration) Apply(o *Options) {
 	o.CMu = c.CMu
 	if c.Variant != nvib.ModelGaussian {
 		o.LogvarMargin, o.CAlphaMin = c.LogvarMargin, c.CAlphaMin
@@ -140,8 +140,8 @@ func (c *Certificate) Apply(o *Options) {
 // Calibrated), the calibration (Calibrate for N = MaxSeqLen + 1 components
 // and the release's width, its certificate applied to o); then
 // ModelConfig. The certificate is nil when no calibration was made.
-func PrepareModelConfig(o *Options, enc encoder.Config, numLabels int) (nvib.Config, *Certificate, error) {
-	var c *Certificate
+func PrepareModelConfig(o *Options, enc encoder.Config, numLabels int) (nvib.Config, *Calibration, error) {
+	var c *Calibration
 	if o.HasTarget() && !o.Calibrated {
 		base, err := o.modelConfig(enc, numLabels)
 		if err != nil {
@@ -156,20 +156,20 @@ func PrepareModelConfig(o *Options, enc encoder.Config, numLabels int) (nvib.Con
 	return cfg, c, err
 }
 
-// SaveCertificate writes c to dir/certificate.json.
-func SaveCertificate(dir string, c *Certificate) error {
+// SaveCalibration writes c to dir/certificate.json.
+func SaveCalibration(dir string, c *Calibration) error {
 	return atomicfile.WriteJSON(filepath.Join(dir, CertificateFile), c)
 }
 
-// LoadCertificate reads dir/certificate.json (written by runs with a privacy
+// LoadCalibration reads dir/certificate.json (written by runs with a privacy
 // target). Errors: the file is missing or not a certificate.
-func LoadCertificate(dir string) (*Certificate, error) {
+func LoadCalibration(dir string) (*Calibration, error) {
 	path := filepath.Join(dir, CertificateFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var c Certificate
+	var c Calibration
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

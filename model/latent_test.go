@@ -125,7 +125,7 @@ func TestLatentOptions(t *testing.T) {
 func TestLatentCalibration(t *testing.T) {
 	enc := encoder.Config{HiddenSize: 64, NumAttentionHeads: 2, IntermediateSize: 128, LayerNormEps: 1e-12}
 	const n = 33
-	calibrated := func(P *int, mod func(*Options)) (Options, nvib.Config, *Certificate) {
+	calibrated := func(P *int, mod func(*Options)) (Options, nvib.Config, *Calibration) {
 		o := targetOptions(func(o *Options) { o.LatentDim = P; mod(o) })
 		if err := o.Validate(); err != nil {
 			t.Fatal(err)

@@ -36,9 +36,9 @@ type Bundle struct {
 	// Dir is the model directory the bundle was loaded from (Load); ""
 	// for a model built in memory (Build).
 	Dir string
-	// Certificate is the calibration Build made for a privacy target (nil:
+	// Calibration is the calibration Build made for a privacy target (nil:
 	// none made; written to CertificateFile with the model directory).
-	Certificate *Certificate
+	Calibration *Calibration
 }
 
 // tokenizerFiles resolves the tokenizer path vocab (default: the encoder's
@@ -141,7 +141,7 @@ func Build(o *Options, report progress.Func) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files, Certificate: cert}, nil
+	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files, Calibration: cert}, nil
 }
 
 // applyDropout sets the encoder's hidden and attention dropout to p.

@@ -1,7 +1,7 @@
 // Package model is a trained model and what it is made with: the options a
 // model is trained and saved with (Options, train_options.json: defaults,
 // Resolve, validation, the JSON format and its versions), the calibration of
-// its clipping to a privacy target (Certificate, certificate.json), the model
+// its clipping to a privacy target (Calibration, certificate.json), the model
 // itself (Bundle: the encoder, the NVIB layer, the NVDP block and the head,
 // with its tokenizer and task; Build of a fresh model, Load of a model
 // directory, SaveFiles) and its input (Encoded: a tokenised split and its
@@ -132,7 +132,7 @@ type Options struct {
 	// Releases releases of one text meets the target; VarianceShare and
 	// DirichletShare split the budget (privacy.Split; both 0: fixed noise,
 	// C_mu carries it). The chosen constants are written into CMu,
-	// LogvarMargin and CAlphaMin with Calibrated set (Certificate.Apply),
+	// LogvarMargin and CAlphaMin with Calibrated set (Calibration.Apply),
 	// and the calibration into CertificateFile. TargetDelta, TargetOrder and Releases are read
 	// only with a target.
 	TargetEpsilon  float64 `json:"target_epsilon"` // NoTarget or finite > 0

@@ -215,12 +215,12 @@ func TestLoadOptionsTarget(t *testing.T) {
 	}
 }
 
-// TestLoadCertificateWithoutKind: certificate.json written before
+// TestLoadCalibrationWithoutKind: certificate.json written before
 // privacy.Target had a kind (no "kind" key) reads with the kind of its
 // target's value, as the run's summary and certify read it.
-func TestLoadCertificateWithoutKind(t *testing.T) {
+func TestLoadCalibrationWithoutKind(t *testing.T) {
 	for _, want := range []privacy.Target{privacy.EpsilonTarget(8, 1e-5, 1), privacy.RDTarget(4, 2, 3)} {
-		cert := &Certificate{Label: privacy.LabelCertified, Scope: "s", Calibration: &privacy.Calibration{Target: want, Order: 1.1, Achieved: 3.5},
+		cert := &Calibration{Label: privacy.LabelCertified, Scope: "s", Calibration: &privacy.Calibration{Target: want, Order: 1.1, Achieved: 3.5},
 			Components: 17, Dims: 16, CMu: 0.25}
 		b, err := json.Marshal(cert)
 		if err != nil {
@@ -234,7 +234,7 @@ func TestLoadCertificateWithoutKind(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, CertificateFile), []byte(old), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got, err := LoadCertificate(dir)
+		got, err := LoadCalibration(dir)
 		if err != nil || got.Calibration == nil || got.Target != want || got.Achieved != 3.5 || got.Components != 17 || got.CMu != 0.25 {
 			t.Errorf("old certificate %s read as %+v, %v; want target %+v", old, got, err, want)
 		}

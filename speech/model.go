@@ -28,9 +28,9 @@ import (
 type Model struct {
 	Encoder *wav2vec2.Model
 	NVDP    *nvib.Model
-	// Certificate is the calibration Build made for a privacy target (nil:
+	// Calibration is the calibration Build made for a privacy target (nil:
 	// none made; written to model.CertificateFile with the model directory).
-	Certificate *model.Certificate
+	Calibration *model.Calibration
 }
 
 // NumLabels is the head's width: every CommonLanguage language (lid.Languages),
@@ -87,7 +87,7 @@ func (m *Model) Backward(c *Cache) error {
 // o: the encoder (a preset from scratch with o.Train.Dropout as its hidden,
 // attention and feature-projection dropout, or an hf:DIR checkpoint) and
 // the NVIB model (model.PrepareModelConfig for the encoder's shape: the
-// calibration to a privacy target, its certificate in Model.Certificate,
+// calibration to a privacy target, its certificate in Model.Calibration,
 // then the configuration), initialised from the seed's rngstream.TrainInit
 // stream.
 func Build(o *Options) (*Model, error) {
@@ -122,7 +122,7 @@ func newModel(o *Options, enc *wav2vec2.Model, rng *rand.Rand) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Encoder: enc, NVDP: head, Certificate: cert}, nil
+	return &Model{Encoder: enc, NVDP: head, Calibration: cert}, nil
 }
 
 // applyDropout sets the encoder's hidden, attention and feature-projection

@@ -234,7 +234,7 @@ func backboneShape(c wav2vec2.Config) encoder.Config {
 // configuration enc over numLabels languages, and the certificate of its
 // calibration to a privacy target (model.PrepareModelConfig, for N = F + 1;
 // nil: none made).
-func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, *model.Certificate, error) {
+func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, *model.Calibration, error) {
 	return model.PrepareModelConfig(&o.Train, backboneShape(enc), numLabels)
 }
 

@@ -102,7 +102,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 			eps := float64(p.Certified.Epsilon)
 			switch variant {
 			case nvib.ModelNVDPClipped, nvib.ModelGaussian:
-				c, err := model.LoadCertificate(o.Out)
+				c, err := model.LoadCalibration(o.Out)
 				if err != nil {
 					t.Fatal(err)
 				}

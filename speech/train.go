@@ -132,8 +132,8 @@ func run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 		if err := saveModelFiles(t.Out, &o, m); err != nil {
 			return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
 		}
-		if c := m.Certificate; c != nil {
-			if err := model.SaveCertificate(t.Out, c); err != nil {
+		if c := m.Calibration; c != nil {
+			if err := model.SaveCalibration(t.Out, c); err != nil {
 				return nil, fmt.Errorf("output directory %s: %w", t.Out, err)
 			}
 		}

@@ -44,7 +44,7 @@ func TestCalibratedRunAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec model.Certificate
+	var rec model.Calibration
 	if err := json.Unmarshal(cert1, &rec); err != nil {
 		t.Fatal(err)
 	}

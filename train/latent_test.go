@@ -36,7 +36,7 @@ func TestLatentPipeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cert, err := model.LoadCertificate(o.Out)
+			cert, err := model.LoadCalibration(o.Out)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -225,8 +225,8 @@ func (t *trainer) prepareDir(st *loop.State) error {
 	if err := model.SaveFiles(o.Out, t.b); err != nil {
 		return fmt.Errorf("output directory %s: %w", o.Out, err)
 	}
-	if c := t.b.Certificate; c != nil {
-		if err := model.SaveCertificate(o.Out, c); err != nil {
+	if c := t.b.Calibration; c != nil {
+		if err := model.SaveCalibration(o.Out, c); err != nil {
 			return fmt.Errorf("output directory %s: %w", o.Out, err)
 		}
 	}

@@ -25,7 +25,7 @@ func TestRunLatentDim(t *testing.T) {
 		"--no-progress", "--out", out); err != nil {
 		t.Fatal(err)
 	}
-	cert, err := model.LoadCertificate(out)
+	cert, err := model.LoadCalibration(out)
 	if err != nil {
 		t.Fatal(err)
 	}

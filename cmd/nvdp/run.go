@@ -18,11 +18,10 @@ import (
 // runCmdFlags are the flags of `nvdp run`: the pipeline's options, the
 // task's data and the device.
 type runCmdFlags struct {
-	po                                  *train.PipelineOptions
-	af                                  *auditFlagValues
-	noProgress, jsonOut, failOnCollapse bool
-	dv                                  *dataFlagValues
-	dev                                 deviceFlags
+	trainingFlags
+	po                      *train.PipelineOptions
+	af                      *auditFlagValues
+	jsonOut, failOnCollapse bool
 }
 
 // runLong is the Long help of `nvdp run`.
@@ -42,7 +41,7 @@ on the test split, audit over the dev utterances (--pairs samples them). Default
 paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-up 0.1.`
 
 func newRunCmd() *cobra.Command {
-	f := &runCmdFlags{po: new(train.DefaultPipelineOptions()), dv: new(dataFlagValues)}
+	f := &runCmdFlags{po: new(train.DefaultPipelineOptions())}
 	po := f.po
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
@@ -55,9 +54,7 @@ func newRunCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()
-	trainFlags(fs, &po.Train, &f.noProgress)
-	dataFlags(fs, f.dv)
-	f.dev.bindTraining(fs)
+	f.bind(fs, &po.Train)
 	fs.BoolVar(&po.SkipTrain, "skip-train", false, "do not train: evaluate and audit the model in --out")
 	f.af = pipelineAuditFlags(fs, po)
 	fs.BoolVar(&f.jsonOut, "json", false, "print report.json on stdout instead of the summary")
@@ -119,22 +116,7 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if po.SkipTrain && po.Train.HasTarget() {
 		return nil, fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
 	}
-	t, err := runTask(&po.Train, po.Train.Resume || po.SkipTrain)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.dev.refuseDevice(t); err != nil {
-		return nil, err
-	}
-	if po.Train.Resume { // as nvdp train --resume (issue 32)
-		if err := refuseResumeConflicts(cmd, &po.Train, f.dv); err != nil {
-			return nil, err
-		}
-	}
-	if err := t.Apply(&po.Train, givenFlags(cmd)); err != nil {
-		return nil, flagError(err)
-	}
-	return t, nil
+	return f.taskOf(cmd, po.Train.Resume || po.SkipTrain)
 }
 
 func init() { rootCmd.AddCommand(newRunCmd()) }
@@ -153,7 +135,7 @@ func printRunReport(w io.Writer, r *train.Report) {
 	if r.Variant == nvib.ModelGaussian {
 		row("token radius C / noise sigma", fmt.Sprintf("%.6g / %g", r.CMu, r.Sigma))
 	}
-	if c, err := model.LoadCertificate(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
+	if c, err := model.LoadCalibration(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
 		t, g := c.Target, c.Guarantee
 		target := fmt.Sprintf("epsilon %g at delta %g", t.Epsilon, t.Delta)
 		if t.Kind == privacy.KindRD {

@@ -4,14 +4,59 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/model"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
+
+// trainingFlags are the flags `nvdp train` and `nvdp run` share, bound
+// once (bind): the training options, --no-progress, the task's data and
+// the device.
+type trainingFlags struct {
+	o          *model.Options
+	noProgress bool
+	dv         dataFlagValues
+	dev        deviceFlags
+}
+
+// bind binds the training flags to o.
+func (f *trainingFlags) bind(fs *pflag.FlagSet, o *model.Options) {
+	f.o = o
+	trainFlags(fs, o, &f.noProgress)
+	dataFlags(fs, &f.dv)
+	f.dev.bindTraining(fs)
+}
+
+// taskOf is the task of a run whose flags the command has checked: --task,
+// or the model's in --out (fromOut: --resume, --skip-train; runTask);
+// the device flags a task without a GPU twin refuses (refuseDevice); a
+// resume's flags that contradict its saved options (refuseResumeConflicts);
+// then the task's defaults for the flags left out (task.Task.Apply).
+// Errors name the flags.
+func (f *trainingFlags) taskOf(cmd *cobra.Command, fromOut bool) (task.Task, error) {
+	t, err := runTask(f.o, fromOut)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.dev.refuseDevice(t); err != nil {
+		return nil, err
+	}
+	if f.o.Resume { // as nvdp train --resume (issue 32)
+		if err := refuseResumeConflicts(cmd, f.o, &f.dv); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.Apply(f.o, givenFlags(cmd)); err != nil {
+		return nil, flagError(err)
+	}
+	return t, nil
+}
 
 // dataFlagValues are the flags of the task data beyond train's options
 // (task.Data: the speech task's corpus and utterance length).
@@ -81,4 +126,57 @@ func (f *deviceFlags) refuseDevice(t task.Task) error {
 		return fmt.Errorf("--host-noise: task %s draws its noise on the CPU only", t.Name())
 	}
 	return nil
+}
+
+// refuseResumeConflicts refuses the flags given to a resumed run that
+// contradict the options saved in its directory (its task's options file,
+// task.Open), which the run continues with: each flag given on the command
+// line whose option differs (model.Differences, and the task data's
+// option.Differences), named with the given and the saved value. A flag
+// equal to the saved value is fine. A directory whose options cannot be
+// read is left to the run to report (no run to resume, a damaged file).
+func refuseResumeConflicts(cmd *cobra.Command, o *model.Options, dv *dataFlagValues) error {
+	saved, err := task.Open(o.Out)
+	if err != nil {
+		return nil
+	}
+	file := saved.File
+	diffs := model.Differences(saved.Options, o)
+	if saved.Task.UsesData() {
+		diffs = append(diffs, option.Differences(&saved.Data, dv.data())...)
+	}
+	fs := cmd.Flags()
+	var conflicts []string
+	for _, d := range diffs {
+		name := optionFlag(d.Option)
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			conflicts = append(conflicts, fmt.Sprintf("--%s %s (saved %s)", name, flagText(f.Value, d.Given), flagText(f.Value, d.Saved)))
+		}
+	}
+	if len(conflicts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--resume continues the run in %s with the options saved in its %s; these flags ask for others: %s; "+
+		"leave them out (or give the saved values) to resume it, or start a new run in another --out", o.Out, file, strings.Join(conflicts, ", "))
+}
+
+// flagText is v, the value of the option that flag value f sets, as the
+// flag writes its own: auto, none and off as the flag takes them.
+func flagText(f pflag.Value, v any) string {
+	switch x := v.(type) {
+	case float64:
+		switch f.(type) {
+		case targetFlag:
+			return targetFlag{&x}.String()
+		case autoValue[float64]:
+			return autoValue[float64]{&x}.String()
+		}
+	case *int:
+		if _, ok := f.(latentDimFlag); ok {
+			return latentDimFlag{&x}.String()
+		}
+	case *model.RadiusSchedule:
+		return radiusScheduleFlag{&x}.String()
+	}
+	return fmt.Sprint(v)
 }

@@ -4,23 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/model"
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // trainCmdFlags are the flags of `nvdp train`: the training options, the
 // task's data and the device.
 type trainCmdFlags struct {
-	o                   *model.Options
-	noProgress, jsonOut bool
-	dv                  *dataFlagValues
-	dev                 deviceFlags
+	trainingFlags
+	jsonOut bool
 }
 
 // trainLong is the Long help of `nvdp train`.
@@ -51,8 +46,8 @@ accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c
 docs/speech.md).`
 
 func newTrainCmd() *cobra.Command {
-	f := &trainCmdFlags{o: new(model.DefaultOptions()), dv: new(dataFlagValues)}
-	o := f.o
+	f := &trainCmdFlags{}
+	o := new(model.DefaultOptions())
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
@@ -63,9 +58,7 @@ func newTrainCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
-	trainFlags(cmd.Flags(), o, &f.noProgress)
-	dataFlags(cmd.Flags(), f.dv)
-	f.dev.bindTraining(cmd.Flags())
+	f.bind(cmd.Flags(), o)
 	cmd.Flags().Float64Var(&o.TargetOrder, "order", o.TargetOrder, "Renyi order lambda > 1 of --target-rd")
 	cmd.Flags().Float64Var(&o.TargetDelta, "delta", o.TargetDelta, "delta of --target-epsilon")
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the result as JSON on stdout")
@@ -80,9 +73,6 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	data := f.dv.data()
-	if err := t.Apply(o, givenFlags(cmd)); err != nil {
-		return flagError(err)
-	}
 	if err := t.Check(o, data); err != nil {
 		return flagError(err)
 	}
@@ -118,19 +108,7 @@ func (f *trainCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if cmd.Flags().Changed("delta") && model.IsNoTarget(o.TargetEpsilon) {
 		return nil, fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 	}
-	t, err := runTask(o, o.Resume)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.dev.refuseDevice(t); err != nil {
-		return nil, err
-	}
-	if o.Resume {
-		if err := refuseResumeConflicts(cmd, o, f.dv); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return f.taskOf(cmd, o.Resume)
 }
 
 // printTrainResult prints the summary of a training run.
@@ -149,56 +127,3 @@ func printTrainResult(w io.Writer, r *train.Result) {
 }
 
 func init() { rootCmd.AddCommand(newTrainCmd()) }
-
-// refuseResumeConflicts refuses the flags given to a resumed run that
-// contradict the options saved in its directory (its task's options file,
-// task.Open), which the run continues with: each flag given on the command
-// line whose option differs (model.Differences, and the task data's
-// option.Differences), named with the given and the saved value. A flag
-// equal to the saved value is fine. A directory whose options cannot be
-// read is left to the run to report (no run to resume, a damaged file).
-func refuseResumeConflicts(cmd *cobra.Command, o *model.Options, dv *dataFlagValues) error {
-	saved, err := task.Open(o.Out)
-	if err != nil {
-		return nil
-	}
-	file := saved.File
-	diffs := model.Differences(saved.Options, o)
-	if saved.Task.UsesData() {
-		diffs = append(diffs, option.Differences(&saved.Data, dv.data())...)
-	}
-	fs := cmd.Flags()
-	var conflicts []string
-	for _, d := range diffs {
-		name := optionFlag(d.Option)
-		if f := fs.Lookup(name); f != nil && f.Changed {
-			conflicts = append(conflicts, fmt.Sprintf("--%s %s (saved %s)", name, flagText(f.Value, d.Given), flagText(f.Value, d.Saved)))
-		}
-	}
-	if len(conflicts) == 0 {
-		return nil
-	}
-	return fmt.Errorf("--resume continues the run in %s with the options saved in its %s; these flags ask for others: %s; "+
-		"leave them out (or give the saved values) to resume it, or start a new run in another --out", o.Out, file, strings.Join(conflicts, ", "))
-}
-
-// flagText is v, the value of the option that flag value f sets, as the
-// flag writes its own: auto, none and off as the flag takes them.
-func flagText(f pflag.Value, v any) string {
-	switch x := v.(type) {
-	case float64:
-		switch f.(type) {
-		case targetFlag:
-			return targetFlag{&x}.String()
-		case autoValue[float64]:
-			return autoValue[float64]{&x}.String()
-		}
-	case *int:
-		if _, ok := f.(latentDimFlag); ok {
-			return latentDimFlag{&x}.String()
-		}
-	case *model.RadiusSchedule:
-		return radiusScheduleFlag{&x}.String()
-	}
-	return fmt.Sprint(v)
-}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +12,8 @@ import (
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
-	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/model"
-	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/report"
 	"github.com/nvdp-project/nvdp/train"
@@ -172,12 +168,6 @@ func (f *distinguishFlags) pairIndices() (i, j int, err error) {
 	return v[0], v[1], nil
 }
 
-// candidate is one pair to attack and where it comes from.
-type candidate struct {
-	pair   attack.Pair
-	result attack.PairResult
-}
-
 // runDistinguish checks the flags, loads the model and the posteriors the
 // pair needs, attacks each candidate pair and writes the report.
 func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
@@ -199,13 +189,17 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 	if err != nil {
 		return err
 	}
-	cands, err := f.candidates(ctx, kind, r, file, pi, pj, prog)
+	spec := attack.PairSpec{Kind: kind, Texts: f.texts, Index: [2]int{pi, pj}, Audit: f.audit, RandomPairs: f.randomPairs}
+	cands, err := attack.Candidates(ctx, spec, r, file, f.source(), f.opt.Delta, f.opt.Seed, prog)
 	if err != nil {
-		return err
+		if kind == attack.PairWitness && file == nil {
+			return fmt.Errorf("--model %s: %w", f.model, err)
+		}
+		return flagError(err)
 	}
 	opt := f.opt
 	opt.Progress = prog
-	if err := distinguishPairs(ctx, rep, cands, opt); err != nil {
+	if err := attack.DistinguishPairs(ctx, rep, cands, opt); err != nil {
 		return err
 	}
 	return f.write(cmd, rep)
@@ -239,33 +233,11 @@ func (f *distinguishFlags) load(kind string, rep *attack.DistinguishReport) (*re
 		rep.Split = f.split
 	}
 	if rep.Certified == nil {
-		if rep.Certified, err = fileGuarantee(file, rep.Posteriors, f.opt.Delta); err != nil {
-			return nil, nil, err
+		if rep.Certified, err = attack.FileGuarantee(file, f.opt.Delta); err != nil {
+			return nil, nil, fmt.Errorf("--posteriors %s: %w", rep.Posteriors, err)
 		}
 	}
 	return r, file, nil
-}
-
-// distinguishPairs attacks each candidate pair with opt and appends its
-// result, set against the certified guarantee, to rep.Pairs.
-func distinguishPairs(ctx context.Context, rep *attack.DistinguishReport, cands []candidate, opt attack.DistinguishOptions) error {
-	for _, c := range cands {
-		if rep.Variant == nvib.ModelGaussian {
-			c.pair.Gaussian = true
-		}
-		res, err := attack.Distinguish(ctx, c.pair, opt)
-		if err != nil {
-			return fmt.Errorf("pair %s: %w", c.result.Kind, flagError(err))
-		}
-		if rep.Certified != nil {
-			if err := res.SetCertified(rep.Certified); err != nil {
-				return err
-			}
-		}
-		c.result.Result = res
-		rep.Pairs = append(rep.Pairs, c.result)
-	}
-	return nil
 }
 
 // write writes the ROC figures (--plot-dir) and the JSON report (--out),
@@ -335,93 +307,6 @@ func (f *distinguishFlags) source() string {
 		return f.posteriors
 	}
 	return fmt.Sprintf("the %s split under %s", f.split, f.model)
-}
-
-// fileGuarantee is the certified guarantee of the clip constants in a
-// posterior file's metadata at delta (nil when it carries none).
-func fileGuarantee(p *privacy.Posteriors, path string, delta float64) (*privacy.Guarantee, error) {
-	set, ok, err := privacy.ClipSetFromMetadata(p)
-	if err != nil {
-		return nil, fmt.Errorf("--posteriors %s: %w", path, err)
-	}
-	if !ok {
-		return nil, nil
-	}
-	g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 1, delta)
-	if err != nil {
-		return nil, fmt.Errorf("--posteriors %s: %w", path, err)
-	}
-	return g, nil
-}
-
-// candidates are the pairs of kind.
-func (f *distinguishFlags) candidates(ctx context.Context, kind string, r *release.Releaser, file *privacy.Posteriors, pi, pj int, prog progress.Func) ([]candidate, error) {
-	fromFile := func(k string, i, j int) (candidate, error) {
-		pair, err := attack.PairFromPosteriors(file, i, j)
-		if err != nil {
-			return candidate{}, fmt.Errorf("posteriors of %s: %w", f.source(), err)
-		}
-		return candidate{pair: pair, result: attack.PairResult{Kind: k, Index: []int{i, j}}}, nil
-	}
-	one := func(c candidate, err error) ([]candidate, error) { return []candidate{c}, err }
-	switch kind {
-	case attack.PairWitness:
-		if file != nil {
-			if file.M != 2 {
-				return nil, fmt.Errorf("--posteriors %s holds %d posteriors; a witness file ('nvdp certify --witness FILE') holds 2: use --pair-index i,j for others", f.posteriors, file.M)
-			}
-			return one(fromFile(kind, 0, 1))
-		}
-		pair, _, err := attack.WitnessPair(r.ClipSet(), f.opt.Delta, r.Model().Variant == nvib.ModelGaussian)
-		if err != nil {
-			return nil, fmt.Errorf("--model %s: %w", f.model, err)
-		}
-		return []candidate{{pair: pair, result: attack.PairResult{Kind: kind}}}, nil
-	case attack.PairTexts:
-		p, err := r.Posteriors(ctx, f.texts)
-		if err != nil {
-			return nil, fmt.Errorf("--texts: %w", err)
-		}
-		pair, err := attack.PairFromPosteriors(p, 0, 1)
-		if err != nil {
-			return nil, fmt.Errorf("--texts: %w", err)
-		}
-		return []candidate{{pair: pair, result: attack.PairResult{Kind: kind, Texts: f.texts}}}, nil
-	case attack.PairIndex:
-		return one(fromFile(kind, pi, pj))
-	case attack.PairArgmax:
-		var i, j int
-		var rd *jsonfloat.Float
-		order := privacy.DefaultOrder
-		if f.audit != "" {
-			var err error
-			if i, j, order, err = attack.ReadArgmax(f.audit); err != nil {
-				return nil, fmt.Errorf("--audit: %w", err)
-			}
-		} else {
-			a, b, v, err := attack.ArgmaxPair(ctx, file, order, prog)
-			if err != nil {
-				return nil, fmt.Errorf("--pair argmax: %w", err)
-			}
-			i, j, rd = a, b, jsonfloat.New(v)
-		}
-		c, err := fromFile(kind, i, j)
-		c.result.AuditRD, c.result.AuditOrder = rd, order
-		return one(c, err)
-	}
-	pairs, err := attack.RandomPairs(file.M, f.randomPairs, f.opt.Seed)
-	if err != nil {
-		return nil, fmt.Errorf("--random-pairs: %w", err)
-	}
-	var out []candidate
-	for _, p := range pairs {
-		c, err := fromFile(kind, p[0], p[1])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }
 
 // printDistinguish prints the report as a table.

@@ -1,0 +1,153 @@
+package attack
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/progress"
+	"github.com/nvdp-project/nvdp/release"
+)
+
+// PairSpec says which candidate pairs a distinguishing attack tests
+// (docs/attacks.md, `nvdp attack distinguish`): a Kind and what it needs.
+type PairSpec struct {
+	// Kind is PairWitness, PairArgmax, PairRandom, PairTexts or PairIndex.
+	Kind string `json:"pair"`
+	// Texts are PairTexts' two texts, under the model.
+	Texts []string `json:"texts,omitempty"`
+	// Index is PairIndex's pair of the posterior file.
+	Index [2]int `json:"pair_index"`
+	// Audit, for PairArgmax, is an audit JSON to read the argmax from
+	// (ReadArgmax) instead of auditing the posteriors ("": audit them).
+	Audit string `json:"audit,omitempty"`
+	// RandomPairs is how many pairs PairRandom draws (with the attack's
+	// seed).
+	RandomPairs int `json:"random_pairs"`
+}
+
+// Candidate is one pair to attack and where it comes from (Result has no
+// Result yet).
+type Candidate struct {
+	Pair   Pair
+	Result PairResult
+}
+
+// Candidates returns the pairs of s to attack, from the model r (nil: none)
+// and the posterior file p (nil: none; source names it in errors):
+// PairWitness the pair attaining r's certificate at delta (or p's two
+// posteriors, a witness file of `nvdp certify --witness`), PairTexts the
+// posteriors of s.Texts under r, PairIndex p's pair s.Index, PairArgmax
+// p's pair with the largest empirical RD (audited at the default order,
+// progress to report, or read from s.Audit), PairRandom s.RandomPairs
+// pairs of p drawn with seed. Errors name the options (*option.Error:
+// posteriors, texts, audit, pair, random_pairs) where one is at fault.
+func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy.Posteriors, source string, delta float64, seed uint64,
+	report progress.Func) ([]Candidate, error) {
+	fromFile := func(i, j int) (Candidate, error) {
+		pair, err := PairFromPosteriors(p, i, j)
+		if err != nil {
+			return Candidate{}, fmt.Errorf("posteriors of %s: %w", source, err)
+		}
+		return Candidate{Pair: pair, Result: PairResult{Kind: s.Kind, Index: []int{i, j}}}, nil
+	}
+	one := func(c Candidate, err error) ([]Candidate, error) { return []Candidate{c}, err }
+	switch s.Kind {
+	case PairWitness:
+		if p != nil {
+			if p.M != 2 {
+				return nil, option.MentionErrorf([]string{"pair_index"}, "posteriors", source,
+					"holds %d posteriors; a witness file ('nvdp certify --witness FILE') holds 2: use pair_index i,j for others", p.M)
+			}
+			return one(fromFile(0, 1))
+		}
+		pair, _, err := WitnessPair(r.ClipSet(), delta, r.Model().Variant == nvib.ModelGaussian)
+		if err != nil {
+			return nil, err
+		}
+		return []Candidate{{Pair: pair, Result: PairResult{Kind: s.Kind}}}, nil
+	case PairTexts:
+		post, err := r.Posteriors(ctx, s.Texts)
+		if err == nil {
+			var pair Pair
+			if pair, err = PairFromPosteriors(post, 0, 1); err == nil {
+				return []Candidate{{Pair: pair, Result: PairResult{Kind: s.Kind, Texts: s.Texts}}}, nil
+			}
+		}
+		return nil, option.Errorf("texts", nil, "%v", err)
+	case PairIndex:
+		return one(fromFile(s.Index[0], s.Index[1]))
+	case PairArgmax:
+		var i, j int
+		var rd *jsonfloat.Float
+		order := privacy.DefaultOrder
+		if s.Audit != "" {
+			var err error
+			if i, j, order, err = ReadArgmax(s.Audit); err != nil {
+				return nil, option.Errorf("audit", nil, "%v", err)
+			}
+		} else {
+			a, b, v, err := ArgmaxPair(ctx, p, order, report)
+			if err != nil {
+				return nil, option.Errorf("pair", PairArgmax, "%v", err)
+			}
+			i, j, rd = a, b, jsonfloat.New(v)
+		}
+		c, err := fromFile(i, j)
+		c.Result.AuditRD, c.Result.AuditOrder = rd, order
+		return one(c, err)
+	case PairRandom:
+		pairs, err := RandomPairs(p.M, s.RandomPairs, seed)
+		if err != nil {
+			return nil, option.Errorf("random_pairs", nil, "%v", err)
+		}
+		var out []Candidate
+		for _, ij := range pairs {
+			c, err := fromFile(ij[0], ij[1])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	}
+	return nil, option.Errorf("pair", s.Kind, "want %s, %s, %s, %s or %s", PairWitness, PairArgmax, PairRandom, PairTexts, PairIndex)
+}
+
+// DistinguishPairs runs Distinguish with opt on each candidate (Gaussian
+// pairs when rep's model is a gaussian one) and appends its result, set
+// against rep.Certified (nil: none), to rep.Pairs. Errors name the pair's
+// kind.
+func DistinguishPairs(ctx context.Context, rep *DistinguishReport, cands []Candidate, opt DistinguishOptions) error {
+	for _, c := range cands {
+		if rep.Variant == nvib.ModelGaussian {
+			c.Pair.Gaussian = true
+		}
+		res, err := Distinguish(ctx, c.Pair, opt)
+		if err != nil {
+			return fmt.Errorf("pair %s: %w", c.Result.Kind, err)
+		}
+		if rep.Certified != nil {
+			if err := res.SetCertified(rep.Certified); err != nil {
+				return err
+			}
+		}
+		c.Result.Result = res
+		rep.Pairs = append(rep.Pairs, c.Result)
+	}
+	return nil
+}
+
+// FileGuarantee returns the certified guarantee at delta of the clip
+// constants in a posterior file's metadata (privacy.ClipSetFromMetadata,
+// privacy.CertifyCurve), or nil when it carries none.
+func FileGuarantee(p *privacy.Posteriors, delta float64) (*privacy.Guarantee, error) {
+	set, ok, err := privacy.ClipSetFromMetadata(p)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 1, delta)
+}

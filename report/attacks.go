@@ -22,16 +22,16 @@ import (
 )
 
 // What the attacks' points share: where an attack's report sits along a
-// frontier (AttackModel), finding the reports under a directory
+// frontier (attackModel), finding the reports under a directory
 // (loadAttackReports), and the figure of an attack beside the frontier
 // (certifiedAxis, seriesKeys, seriesLegend, besideFrontier).
 
-// AttackModel is the model an attack's report attacked, placed along a
+// attackModel is the model an attack's report attacked, placed along a
 // frontier: its task, variant, seed and target epsilon (from its cell, when
 // the report's model is a cell of the tables; else task and variant from
 // the report), the certified epsilon of one release at the attack's delta
 // (NaN: unknown), and the report file.
-type AttackModel struct {
+type attackModel struct {
 	Task, Variant string
 	Seed          uint64
 	TargetEpsilon float64
@@ -40,19 +40,19 @@ type AttackModel struct {
 }
 
 // cellsByDir indexes cells by their absolute directory.
-func cellsByDir(cells []*Cell) map[string]*Cell {
-	byDir := map[string]*Cell{}
+func cellsByDir(cells []*runCell) map[string]*runCell {
+	byDir := map[string]*runCell{}
 	for _, c := range cells {
 		byDir[cleanAbs(c.Dir)] = c
 	}
 	return byDir
 }
 
-// placeAttack is the AttackModel of a report of model dir (task and
+// placeAttack is the attackModel of a report of model dir (task and
 // variant as the report says, g its certified guarantee, nil: unknown) read
 // from path.
-func placeAttack(byDir map[string]*Cell, dir, task, variant string, g *privacy.Guarantee, path string) AttackModel {
-	m := AttackModel{Task: task, Variant: variant, Certified: jsonfloat.Float(math.NaN()), Report: path}
+func placeAttack(byDir map[string]*runCell, dir, task, variant string, g *privacy.Guarantee, path string) attackModel {
+	m := attackModel{Task: task, Variant: variant, Certified: jsonfloat.Float(math.NaN()), Report: path}
 	if c := byDir[cleanAbs(dir)]; c != nil && dir != "" {
 		m.Task, m.Variant, m.Seed, m.TargetEpsilon = c.Task, c.Variant, c.Seed, c.TargetEpsilon
 	}
@@ -64,7 +64,7 @@ func placeAttack(byDir map[string]*Cell, dir, task, variant string, g *privacy.G
 
 // drawable reports whether m has a finite positive certified epsilon, the
 // x of the attack figures.
-func (m AttackModel) drawable(task string) bool {
+func (m attackModel) drawable(task string) bool {
 	x := float64(m.Certified)
 	return m.Task == task && x > 0 && !math.IsInf(x, 0)
 }
@@ -139,7 +139,7 @@ func seriesLegend(p *plot.Plot, keys []seriesKey, kinds []string, kindLabel func
 	for _, k := range keys {
 		if !seen[k.variant] {
 			seen[k.variant] = true
-			if err := legendMarker(p, variantColor(k.variant), draw.CircleGlyph{}, VariantTitle(k.variant)); err != nil {
+			if err := legendMarker(p, variantColor(k.variant), draw.CircleGlyph{}, variantTitle(k.variant)); err != nil {
 				return err
 			}
 		}
@@ -157,7 +157,7 @@ func seriesLegend(p *plot.Plot, keys []seriesKey, kinds []string, kindLabel func
 // certified epsilon, frontierPlot; first, when the tables have one) and
 // then the attack's tiles in one row. Writes path.png and path.svg; returns
 // the files.
-func besideFrontier(tt *TaskTable, tiles []*plot.Plot, path string) ([]string, error) {
+func besideFrontier(tt *taskTable, tiles []*plot.Plot, path string) ([]string, error) {
 	if tt.Frontier != nil {
 		left, err := frontierPlot(tt.Frontier)
 		if err != nil {
@@ -173,26 +173,26 @@ func besideFrontier(tt *TaskTable, tiles []*plot.Plot, path string) ([]string, e
 // The learned attacks (`nvdp attack invert` and `nvdp attack attribute`)
 // along the frontier: their points, tables and figures.
 
-// Metrics of the learned attacks (LearnedPoint.Metric): the inversion's
+// Metrics of the learned attacks (learnedPoint.Metric): the inversion's
 // token F1 and exact-token accuracy (attack.TokenScores), the attribute
 // inference's AUC and accuracy (attack.AttributeResult).
 const (
-	MetricTokenF1  = "f1"
-	MetricAccuracy = "accuracy"
-	MetricAUC      = "auc"
+	metricTokenF1  = "f1"
+	metricAccuracy = "accuracy"
+	metricAUC      = "auc"
 )
 
-// LearnedPoint is one metric of one learned attacker (an inversion decoder
+// learnedPoint is one metric of one learned attacker (an inversion decoder
 // or an attribute classifier) on one model along a frontier: its score on
 // the release with its interval, the same attacker on the model's encoder
 // output (the non-private reference), the chance levels, and for the AUC
 // the certified bound.
-type LearnedPoint struct {
-	AttackModel
+type learnedPoint struct {
+	attackModel
 	Attack   string // attack.AttackInvert or attack.AttackAttribute
 	Property string // the attribute's property ("" for the inversion)
 	Attacker string // the decoder or classifier
-	Metric   string // MetricTokenF1, MetricAccuracy or MetricAUC
+	Metric   string // metricTokenF1, metricAccuracy or metricAUC
 	// Release is the score on the release, ReleaseCI its interval
 	// (bootstrap; Clopper-Pearson for the attribute's accuracy).
 	Release   float64
@@ -211,7 +211,7 @@ type LearnedPoint struct {
 
 // Chance is the best score of guesses that carry nothing of the text:
 // the larger of Shuffled and Majority (NaN ones left out).
-func (p LearnedPoint) Chance() float64 {
+func (p learnedPoint) Chance() float64 {
 	c := math.NaN()
 	for _, v := range []jsonfloat.Float{p.Shuffled, p.Majority} {
 		if !math.IsNaN(float64(v)) && !(c >= float64(v)) {
@@ -233,16 +233,16 @@ type learnedAttack struct {
 
 var learnedAttacks = []learnedAttack{
 	{attack.AttackInvert, "inversion", "the larger of the decoder's guesses shuffled and the majority token",
-		"the majority token everywhere", "the guesses shuffled (best attacker)", []string{MetricTokenF1, MetricAccuracy}, true},
-	{attack.AttackAttribute, "attribute inference", "the majority baseline", "the majority class", "", []string{MetricAUC, MetricAccuracy}, false},
+		"the majority token everywhere", "the guesses shuffled (best attacker)", []string{metricTokenF1, metricAccuracy}, true},
+	{attack.AttackAttribute, "attribute inference", "the majority baseline", "the majority class", "", []string{metricAUC, metricAccuracy}, false},
 }
 
 // metricTitle is the display name of a learned attack's metric.
 func metricTitle(attackName, metric string) string {
 	switch {
-	case metric == MetricTokenF1:
+	case metric == metricTokenF1:
 		return "token F1"
-	case metric == MetricAUC:
+	case metric == metricAUC:
 		return "AUC"
 	case attackName == attack.AttackInvert:
 		return "exact-token accuracy"
@@ -254,7 +254,7 @@ func metricTitle(attackName, metric string) string {
 // and attribute (attack.AttributeFile: attack_attribute*.json) report under
 // root, in path order, and returns their points, each placed by the cell
 // whose directory is its model, when there is one. Errors name the file.
-func loadLearned(root string, cells []*Cell) ([]LearnedPoint, error) {
+func loadLearned(root string, cells []*runCell) ([]learnedPoint, error) {
 	byDir := cellsByDir(cells)
 	inv, ipaths, err := loadAttackReports(root, strings.TrimSuffix(attack.InvertFile, ".json"), attack.ReadInvertReport)
 	if err != nil {
@@ -264,29 +264,29 @@ func loadLearned(root string, cells []*Cell) ([]LearnedPoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pts []LearnedPoint
+	var pts []learnedPoint
 	nan := math.NaN()
 	for k, r := range inv {
 		m := r.Model
-		base := LearnedPoint{AttackModel: placeAttack(byDir, m.Dir, m.Task, m.Variant, r.Certified, ipaths[k]), Attack: attack.AttackInvert}
+		base := learnedPoint{attackModel: placeAttack(byDir, m.Dir, m.Task, m.Variant, r.Certified, ipaths[k]), Attack: attack.AttackInvert}
 		var rs []learnedResult
 		for _, x := range r.Results {
 			rs = append(rs, learnedResult{x.Features, x.Decoder, map[string]learnedScore{
-				MetricTokenF1: {x.F1, x.F1CI, x.Shuffled.F1}, MetricAccuracy: {x.Accuracy, x.AccuracyCI, x.Shuffled.Accuracy}}})
+				metricTokenF1: {x.F1, x.F1CI, x.Shuffled.F1}, metricAccuracy: {x.Accuracy, x.AccuracyCI, x.Shuffled.Accuracy}}})
 		}
 		pts = appendLearned(pts, base, rs, func(string) float64 { return nan })
 	}
 	for k, r := range attr {
 		m := r.Model
-		base := LearnedPoint{AttackModel: placeAttack(byDir, m.Dir, m.Task, m.Variant, r.Certified, apaths[k]), Attack: attack.AttackAttribute,
+		base := learnedPoint{attackModel: placeAttack(byDir, m.Dir, m.Task, m.Variant, r.Certified, apaths[k]), Attack: attack.AttackAttribute,
 			Property: r.Property.Name}
 		var rs []learnedResult
 		for _, x := range r.Results {
 			rs = append(rs, learnedResult{x.Features, x.Classifier, map[string]learnedScore{
-				MetricAUC: {x.AUC, x.AUCCI, nan}, MetricAccuracy: {x.Accuracy, x.AccuracyCI, nan}}})
+				metricAUC: {x.AUC, x.AUCCI, nan}, metricAccuracy: {x.Accuracy, x.AccuracyCI, nan}}})
 		}
 		pts = appendLearned(pts, base, rs, func(metric string) float64 {
-			if metric == MetricAUC {
+			if metric == metricAUC {
 				return r.CertifiedAUC
 			}
 			return nan
@@ -326,7 +326,7 @@ type learnedScore struct {
 // appendLearned appends to pts, per attacker on the release in rs and per
 // metric, the point of base with its score, the same attacker's score on
 // the encoder output, the chance result's score (Majority) and bound(metric).
-func appendLearned(pts []LearnedPoint, base LearnedPoint, rs []learnedResult, bound func(string) float64) []LearnedPoint {
+func appendLearned(pts []learnedPoint, base learnedPoint, rs []learnedResult, bound func(string) float64) []learnedPoint {
 	var chance learnedResult
 	enc := map[string]learnedResult{}
 	for _, r := range rs {
@@ -357,7 +357,7 @@ func appendLearned(pts []LearnedPoint, base LearnedPoint, rs []learnedResult, bo
 // lineOver draws y(x), the largest y of the points at each x (NaN ys left
 // out) and at least lo, as a line styled by style with a legend entry
 // (nothing without a point).
-func lineOver(p *plot.Plot, pts []LearnedPoint, lo float64, y func(LearnedPoint) float64, label string, style func(*plotter.Line)) error {
+func lineOver(p *plot.Plot, pts []learnedPoint, lo float64, y func(learnedPoint) float64, label string, style func(*plotter.Line)) error {
 	at := map[float64]float64{}
 	for _, pt := range pts {
 		x, v := float64(pt.Certified), y(pt)
@@ -395,7 +395,7 @@ func lineOver(p *plot.Plot, pts []LearnedPoint, lo float64, y func(LearnedPoint)
 // and, for the AUC, the certified bound (red, dashed: attack.CertifiedAUC).
 // The legend is in the room below the scores. nil when no point has a
 // certified epsilon.
-func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint) (*plot.Plot, error) {
+func learnedPlot(task string, a learnedAttack, metric string, pts []learnedPoint) (*plot.Plot, error) {
 	d := learnedData(task, a, metric, pts)
 	if d == nil {
 		return nil, nil
@@ -406,12 +406,12 @@ func learnedPlot(task string, a learnedAttack, metric string, pts []LearnedPoint
 // learnedFigure is what learnedPlot draws, as plain data.
 type learnedFigure struct {
 	title, yLabel string
-	all           []LearnedPoint            // the drawable points of the metric
-	byVariant     map[string][]LearnedPoint // the same by variant
+	all           []learnedPoint            // the drawable points of the metric
+	byVariant     map[string][]learnedPoint // the same by variant
 	keys          []seriesKey               // the series, in drawing order (seriesKeys)
 	kinds         []string
 	shape         map[string]int
-	series        map[seriesKey][]LearnedPoint // each series' points by certified epsilon
+	series        map[seriesKey][]learnedPoint // each series' points by certified epsilon
 	xlo, xhi      float64                      // the certified epsilons' range
 	logY          bool
 	yMin          float64 // the y axis' bottom (its top is 1)
@@ -419,8 +419,8 @@ type learnedFigure struct {
 
 // learnedData is the data of learnedPlot; nil when no point of the task
 // has a certified epsilon.
-func learnedData(task string, a learnedAttack, metric string, pts []LearnedPoint) *learnedFigure {
-	d := &learnedFigure{byVariant: map[string][]LearnedPoint{}, series: map[seriesKey][]LearnedPoint{},
+func learnedData(task string, a learnedAttack, metric string, pts []learnedPoint) *learnedFigure {
+	d := &learnedFigure{byVariant: map[string][]learnedPoint{}, series: map[seriesKey][]learnedPoint{},
 		xlo: math.Inf(1), xhi: math.Inf(-1), logY: a.logY}
 	ylo := 1.0
 	for _, pt := range pts {
@@ -450,7 +450,7 @@ func learnedData(task string, a learnedAttack, metric string, pts []LearnedPoint
 	if d.all[0].Property != "" {
 		title += " (" + d.all[0].Property + ")"
 	}
-	d.title = fmt.Sprintf("%s: %s attack, %s", TaskTitle(task), a.title, title)
+	d.title = fmt.Sprintf("%s: %s attack, %s", taskTitle(task), a.title, title)
 	d.yLabel = title // short: a rotated label longer than the axis squeezes the tile
 	if a.logY {
 		d.yLabel += ", log scale"
@@ -495,11 +495,11 @@ func learnedReferences(p *plot.Plot, a learnedAttack, d *learnedFigure) error {
 	gray := color.Gray{Y: 110}
 	for _, c := range []struct {
 		label  string
-		y      func(LearnedPoint) float64
+		y      func(learnedPoint) float64
 		dashes []vg.Length
 	}{
-		{a.majority, func(pt LearnedPoint) float64 { return float64(pt.Majority) }, []vg.Length{vg.Points(1), vg.Points(3)}},
-		{a.shuffled, func(pt LearnedPoint) float64 { return float64(pt.Shuffled) }, []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)}},
+		{a.majority, func(pt learnedPoint) float64 { return float64(pt.Majority) }, []vg.Length{vg.Points(1), vg.Points(3)}},
+		{a.shuffled, func(pt learnedPoint) float64 { return float64(pt.Shuffled) }, []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)}},
 	} {
 		if c.label == "" {
 			continue
@@ -510,7 +510,7 @@ func learnedReferences(p *plot.Plot, a learnedAttack, d *learnedFigure) error {
 			return err
 		}
 	}
-	if err := lineOver(p, d.all, p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Bound) }, "certified bound (attack.CertifiedAUC): allowed below",
+	if err := lineOver(p, d.all, p.Y.Min, func(pt learnedPoint) float64 { return float64(pt.Bound) }, "certified bound (attack.CertifiedAUC): allowed below",
 		func(l *plotter.Line) {
 			l.Color, l.Width, l.Dashes = color.RGBA{R: 200, A: 255}, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
 		}); err != nil {
@@ -521,7 +521,7 @@ func learnedReferences(p *plot.Plot, a learnedAttack, d *learnedFigure) error {
 		if i == 0 {
 			label = "dashed: encoder output (non-private), best attacker"
 		}
-		if err := lineOver(p, d.byVariant[v], p.Y.Min, func(pt LearnedPoint) float64 { return float64(pt.Encoder) }, label, func(l *plotter.Line) {
+		if err := lineOver(p, d.byVariant[v], p.Y.Min, func(pt learnedPoint) float64 { return float64(pt.Encoder) }, label, func(l *plotter.Line) {
 			l.Color, l.Dashes = variantColor(v), []vg.Length{vg.Points(4), vg.Points(2)}
 		}); err != nil {
 			return err
@@ -533,7 +533,7 @@ func learnedReferences(p *plot.Plot, a learnedAttack, d *learnedFigure) error {
 // addReleaseScores draws a series' scores on the release (s, by certified
 // epsilon) joined along epsilon, with their intervals as error bars and
 // markers, each value at least the axis' bottom as it is when drawn.
-func addReleaseScores(p *plot.Plot, s []LearnedPoint, col color.Color, shape draw.GlyphDrawer) error {
+func addReleaseScores(p *plot.Plot, s []learnedPoint, col color.Color, shape draw.GlyphDrawer) error {
 	var e yErrPoints
 	for _, pt := range s {
 		y, lo, hi := max(pt.Release, p.Y.Min), max(pt.ReleaseCI[0], p.Y.Min), max(pt.ReleaseCI[1], p.Y.Min)
@@ -563,14 +563,14 @@ func sortedVariants[T any](m map[string]T) []string {
 	return vs
 }
 
-// PlotLearnedFrontier draws a task's certified frontier (left, when the
+// plotLearnedFrontier draws a task's certified frontier (left, when the
 // tables have one) next to a learned attack's metrics against the same
 // certified epsilon, one tile per metric (learnedPlot): for
 // attack.AttackInvert token F1 and exact-token accuracy, for
 // attack.AttackAttribute AUC and accuracy. Writes path.png and path.svg;
 // returns the files (none when no point of the task has a certified
 // epsilon). Errors: an unknown attack.
-func PlotLearnedFrontier(tt *TaskTable, attackName string, pts []LearnedPoint, path string) ([]string, error) {
+func plotLearnedFrontier(tt *taskTable, attackName string, pts []learnedPoint, path string) ([]string, error) {
 	a, err := lookupLearned(attackName)
 	if err != nil {
 		return nil, err
@@ -600,13 +600,13 @@ func lookupLearned(name string) (learnedAttack, error) {
 	return learnedAttack{}, fmt.Errorf("report: no learned attack %q (want %s or %s)", name, attack.AttackInvert, attack.AttackAttribute)
 }
 
-// writeLearnedPlots writes PlotLearnedFrontier of every task of t and
+// writeLearnedPlots writes plotLearnedFrontier of every task of t and
 // learned attack with points (<task>_frontier_<attack>).
 func writeLearnedPlots(t *Tables, dir string) ([]string, error) {
 	var files []string
 	for _, tt := range t.Tasks {
 		for _, a := range learnedAttacks {
-			f, err := PlotLearnedFrontier(tt, a.name, t.Learned, filepath.Join(dir, tt.Task+"_frontier_"+a.name))
+			f, err := plotLearnedFrontier(tt, a.name, t.Learned, filepath.Join(dir, tt.Task+"_frontier_"+a.name))
 			files = append(files, f...)
 			if err != nil {
 				return files, err
@@ -619,13 +619,13 @@ func writeLearnedPlots(t *Tables, dir string) ([]string, error) {
 // learnedRow is a row of a learned attack's table: one attacker on one
 // model, its points by metric.
 type learnedRow struct {
-	first LearnedPoint
-	by    map[string]LearnedPoint
+	first learnedPoint
+	by    map[string]learnedPoint
 }
 
 // learnedRows groups the points of a task's learned attack a into rows, in
 // the points' order.
-func learnedRows(task string, a learnedAttack, pts []LearnedPoint) []*learnedRow {
+func learnedRows(task string, a learnedAttack, pts []learnedPoint) []*learnedRow {
 	var rows []*learnedRow
 	index := map[[2]string]*learnedRow{}
 	for _, pt := range pts {
@@ -635,7 +635,7 @@ func learnedRows(task string, a learnedAttack, pts []LearnedPoint) []*learnedRow
 		k := [2]string{pt.Report, pt.Attacker}
 		r := index[k]
 		if r == nil {
-			r = &learnedRow{first: pt, by: map[string]LearnedPoint{}}
+			r = &learnedRow{first: pt, by: map[string]learnedPoint{}}
 			index[k] = r
 			rows = append(rows, r)
 		}
@@ -648,7 +648,7 @@ func learnedRows(task string, a learnedAttack, pts []LearnedPoint) []*learnedRow
 // task: one row per model and attacker, per metric the score on the
 // release with its interval, the encoder-output reference, the chance
 // level and, where there is one, the certified bound.
-func learnedMarkdown(b *strings.Builder, task string, pts []LearnedPoint) {
+func learnedMarkdown(b *strings.Builder, task string, pts []learnedPoint) {
 	f3 := func(v float64) string { return fmtNum(v, func(v float64) string { return fmt.Sprintf("%.3f", v) }) }
 	for _, a := range learnedAttacks {
 		rows := learnedRows(task, a, pts)
@@ -691,7 +691,7 @@ func learnedMarkdown(b *strings.Builder, task string, pts []LearnedPoint) {
 			if pt.TargetEpsilon > 0 {
 				target = fmt.Sprint(pt.TargetEpsilon)
 			}
-			line := []string{VariantTitle(pt.Variant), target, fmtRD(float64(pt.Certified)), fmt.Sprint(pt.Seed), pt.Attacker}
+			line := []string{variantTitle(pt.Variant), target, fmtRD(float64(pt.Certified)), fmt.Sprint(pt.Seed), pt.Attacker}
 			for _, m := range a.metrics {
 				p, ok := r.by[m]
 				cells := []string{"–", "–", "–"}
@@ -718,7 +718,7 @@ var learnedCSVHeader = []string{"attack", "attack_property", "attack_seed", "att
 // learnedCSV is the CSV line of pt: width columns, task and variant at 0
 // and 1, the certified epsilon in epsilon_certified_mean (certCol), the
 // target epsilon in target_epsilon (targetCol), then learnedCSVHeader's.
-func learnedCSV(pt LearnedPoint, width, certCol, targetCol int) []string {
+func learnedCSV(pt learnedPoint, width, certCol, targetCol int) []string {
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	line := make([]string, width)
 	line[0], line[1], line[certCol] = pt.Task, pt.Variant, g(float64(pt.Certified))

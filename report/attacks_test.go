@@ -64,7 +64,7 @@ func TestLearnedAttacks(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "attacks", "other.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cells := []*Cell{{Dir: cellDir, Task: "sst2", Variant: nvib.ModelGaussian, Seed: 2, TargetEpsilon: 8}}
+	cells := []*runCell{{Dir: cellDir, Task: "sst2", Variant: nvib.ModelGaussian, Seed: 2, TargetEpsilon: 8}}
 	pts, err := loadLearned(root, cells)
 	if err != nil {
 		t.Fatal(err)
@@ -80,18 +80,18 @@ func TestLearnedAttacks(t *testing.T) {
 	auc8, auc32 := attack.CertifiedAUC(8, 1e-5), attack.CertifiedAUC(32, 1e-5)
 	// Invert first, then by certified epsilon; within a report in its result order.
 	wants := []want{
-		{"invert", "nn", MetricTokenF1, 2, 8, 8, 0.1, 0.09, 0.51, 0.096, nan},
-		{"invert", "nn", MetricAccuracy, 2, 8, 8, 0.01, 0.005, 0.5, 0.04, nan},
-		{"invert", "mlp", MetricTokenF1, 2, 8, 8, 0.19, 0.18, 0.57, 0.191, nan},
-		{"invert", "mlp", MetricAccuracy, 2, 8, 8, 0.02, 0.018, 0.58, 0.04, nan},
-		{"invert", "nn", MetricTokenF1, 0, 0, 32, 0.1, 0.09, 0.51, 0.096, nan},
-		{"invert", "nn", MetricAccuracy, 0, 0, 32, 0.01, 0.005, 0.5, 0.04, nan},
-		{"invert", "mlp", MetricTokenF1, 0, 0, 32, 0.19, 0.18, 0.57, 0.191, nan},
-		{"invert", "mlp", MetricAccuracy, 0, 0, 32, 0.02, 0.018, 0.58, 0.04, nan},
-		{"attribute", "linear", MetricAUC, 2, 8, 8, 0.6, 0.52, 0.7, 0.5, auc8},
-		{"attribute", "linear", MetricAccuracy, 2, 8, 8, 0.93, 0.92, 0.95, 0.94, nan},
-		{"attribute", "linear", MetricAUC, 0, 0, 32, 0.6, 0.52, 0.7, 0.5, auc32},
-		{"attribute", "linear", MetricAccuracy, 0, 0, 32, 0.93, 0.92, 0.95, 0.94, nan},
+		{"invert", "nn", metricTokenF1, 2, 8, 8, 0.1, 0.09, 0.51, 0.096, nan},
+		{"invert", "nn", metricAccuracy, 2, 8, 8, 0.01, 0.005, 0.5, 0.04, nan},
+		{"invert", "mlp", metricTokenF1, 2, 8, 8, 0.19, 0.18, 0.57, 0.191, nan},
+		{"invert", "mlp", metricAccuracy, 2, 8, 8, 0.02, 0.018, 0.58, 0.04, nan},
+		{"invert", "nn", metricTokenF1, 0, 0, 32, 0.1, 0.09, 0.51, 0.096, nan},
+		{"invert", "nn", metricAccuracy, 0, 0, 32, 0.01, 0.005, 0.5, 0.04, nan},
+		{"invert", "mlp", metricTokenF1, 0, 0, 32, 0.19, 0.18, 0.57, 0.191, nan},
+		{"invert", "mlp", metricAccuracy, 0, 0, 32, 0.02, 0.018, 0.58, 0.04, nan},
+		{"attribute", "linear", metricAUC, 2, 8, 8, 0.6, 0.52, 0.7, 0.5, auc8},
+		{"attribute", "linear", metricAccuracy, 2, 8, 8, 0.93, 0.92, 0.95, 0.94, nan},
+		{"attribute", "linear", metricAUC, 0, 0, 32, 0.6, 0.52, 0.7, 0.5, auc32},
+		{"attribute", "linear", metricAccuracy, 0, 0, 32, 0.93, 0.92, 0.95, 0.94, nan},
 	}
 	if len(pts) != len(wants) {
 		t.Fatalf("%d points, want %d: %+v", len(pts), len(wants), pts)
@@ -109,7 +109,7 @@ func TestLearnedAttacks(t *testing.T) {
 		t.Errorf("certified AUC %g at epsilon 8, %g at 32", auc8, auc32)
 	}
 
-	tb := &Tables{Tasks: []*TaskTable{{Task: "sst2"}}, Learned: pts}
+	tb := &Tables{Tasks: []*taskTable{{Task: "sst2"}}, Learned: pts}
 	var js struct {
 		Learned []struct {
 			Attack, Metric     string
@@ -142,13 +142,13 @@ func TestLearnedAttacks(t *testing.T) {
 		t.Errorf("CSV attribute line %q", line)
 	}
 
-	if len(js.Learned) != len(pts) || js.Learned[8].Metric != MetricAUC || !math.IsNaN(float64(js.Learned[8].Shuffled)) || js.Learned[8].Majority != 0.5 {
+	if len(js.Learned) != len(pts) || js.Learned[8].Metric != metricAUC || !math.IsNaN(float64(js.Learned[8].Shuffled)) || js.Learned[8].Majority != 0.5 {
 		t.Errorf("JSON learned attacks %+v", js.Learned)
 	}
 
 	dir := t.TempDir()
 	for _, a := range []string{attack.AttackInvert, attack.AttackAttribute} {
-		files, err := PlotLearnedFrontier(&TaskTable{Task: "sst2"}, a, pts, filepath.Join(dir, a))
+		files, err := plotLearnedFrontier(&taskTable{Task: "sst2"}, a, pts, filepath.Join(dir, a))
 		if err != nil || len(files) != 2 {
 			t.Fatalf("%s plots %v: %v", a, files, err)
 		}
@@ -157,11 +157,11 @@ func TestLearnedAttacks(t *testing.T) {
 				t.Errorf("%s: %v", f, err)
 			}
 		}
-		if files, err := PlotLearnedFrontier(&TaskTable{Task: "mrpc"}, a, pts, filepath.Join(dir, "none")); err != nil || len(files) != 0 {
+		if files, err := plotLearnedFrontier(&taskTable{Task: "mrpc"}, a, pts, filepath.Join(dir, "none")); err != nil || len(files) != 0 {
 			t.Errorf("%s: a task without points: %v, %v", a, files, err)
 		}
 	}
-	if _, err := PlotLearnedFrontier(&TaskTable{Task: "sst2"}, attack.AttackDistinguish, pts, filepath.Join(dir, "x")); err == nil {
+	if _, err := plotLearnedFrontier(&taskTable{Task: "sst2"}, attack.AttackDistinguish, pts, filepath.Join(dir, "x")); err == nil {
 		t.Error("the distinguishing attack is not a learned one")
 	}
 	files, err := WritePlots(tb, dir)
@@ -190,10 +190,10 @@ func TestLearnedAttacks(t *testing.T) {
 // Gaussian-mechanism epsilon; a report without clip constants no certified
 // one) is written to the JSON tables as jsonfloat's "NaN", not refused.
 func TestDistinguishPointJSON(t *testing.T) {
-	pt := DistinguishPoint{AttackModel: AttackModel{Task: "sst2", Certified: jsonfloat.Float(math.NaN())}, Kind: attack.PairRandom,
+	pt := distinguishPoint{attackModel: attackModel{Task: "sst2", Certified: jsonfloat.Float(math.NaN())}, Kind: attack.PairRandom,
 		LowerBound: 1.5, Gaussian: jsonfloat.Float(math.NaN()), Pair: jsonfloat.Float(math.Inf(1))}
 	var b bytes.Buffer
-	if err := WriteJSON(&b, &Tables{Distinguish: []DistinguishPoint{pt}}); err != nil {
+	if err := WriteJSON(&b, &Tables{Distinguish: []distinguishPoint{pt}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{`"Certified": "NaN"`, `"Gaussian": "NaN"`, `"Pair": "Infinity"`, `"LowerBound": 1.5`} {

@@ -14,18 +14,18 @@ import (
 	"github.com/nvdp-project/nvdp/sweep"
 )
 
-// Stat is the mean and sample standard deviation (n - 1; 0 for one value)
+// stat is the mean and sample standard deviation (n - 1; 0 for one value)
 // of a quantity over seeds. NaN values are left out (N counts the others); a
 // +Inf value makes the mean +Inf.
-type Stat struct {
+type stat struct {
 	Mean float64
 	Std  float64
 	N    int
 }
 
-// NewStat summarises v.
-func NewStat(v []float64) Stat {
-	var s Stat
+// newStat summarises v.
+func newStat(v []float64) stat {
+	var s stat
 	var sum float64
 	var xs []float64
 	for _, x := range v {
@@ -37,7 +37,7 @@ func NewStat(v []float64) Stat {
 	}
 	s.N = len(xs)
 	if s.N == 0 {
-		return Stat{Mean: math.NaN(), Std: math.NaN()}
+		return stat{Mean: math.NaN(), Std: math.NaN()}
 	}
 	s.Mean = sum / float64(s.N)
 	if math.IsInf(s.Mean, 0) {
@@ -56,7 +56,7 @@ func NewStat(v []float64) Stat {
 
 // MarshalJSON writes {"mean", "std", "n"}, non-finite values as jsonfloat
 // strings ("NaN" for the mean of no value, "Infinity").
-func (s Stat) MarshalJSON() ([]byte, error) {
+func (s stat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Mean jsonfloat.Float `json:"mean"`
 		Std  jsonfloat.Float `json:"std"`
@@ -64,40 +64,40 @@ func (s Stat) MarshalJSON() ([]byte, error) {
 	}{jsonfloat.Float(s.Mean), jsonfloat.Float(s.Std), s.N})
 }
 
-// PrivacyStats are a row's privacy in one audit mode over its seeds: empirical
+// auditStats are a row's privacy in one audit mode over its seeds: empirical
 // numbers (Label "empirical"): RD max / mean over the audited pairs and the
 // BDP estimate, not guarantees.
-type PrivacyStats struct {
+type auditStats struct {
 	Label        string `json:"label"` // privacy.LabelEmpirical
 	Mode         string `json:"mode"`
-	BDP          Stat   `json:"bdp_epsilon"`
-	RDMax        Stat   `json:"rd_max"`
-	RDMean       Stat   `json:"rd_mean"`
+	BDP          stat   `json:"bdp_epsilon"`
+	RDMax        stat   `json:"rd_max"`
+	RDMean       stat   `json:"rd_mean"`
 	InvalidPairs int64  `json:"invalid_pairs"` // summed over seeds
 	Cells        int    `json:"cells"`         // seeds audited in this mode
 }
 
-// CertifiedStats are a row's certified guarantee over its seeds (Label
+// certStats are a row's certified guarantee over its seeds (Label
 // "certified"): the certified RD at the audit order, the (epsilon, delta)
 // guarantee and the certified BDP, from the clip constants (every pair of
 // inputs; not the training data). Order and Delta are NaN when the cells
 // disagree.
-type CertifiedStats struct {
+type certStats struct {
 	Label   string  `json:"label"` // privacy.LabelCertified
 	Scope   string  `json:"scope"` // privacy.CertifiedScope(1, 0, 0)
 	Order   float64 `json:"-"`
 	Delta   float64 `json:"-"`
-	RD      Stat    `json:"rd_certified"`
-	Epsilon Stat    `json:"epsilon"`
-	BDP     Stat    `json:"bdp_epsilon_certified"`
+	RD      stat    `json:"rd_certified"`
+	Epsilon stat    `json:"epsilon"`
+	BDP     stat    `json:"bdp_epsilon_certified"`
 	Cells   int     `json:"cells"`            // seeds with a certified block
 	Reason  string  `json:"reason,omitempty"` // why the bound is infinite (first cell)
 }
 
 // MarshalJSON writes order and delta as jsonfloat numbers ("NaN": the
 // cells disagree).
-func (c CertifiedStats) MarshalJSON() ([]byte, error) {
-	type plain CertifiedStats
+func (c certStats) MarshalJSON() ([]byte, error) {
+	type plain certStats
 	return json.Marshal(struct {
 		plain
 		Order jsonfloat.Float `json:"order"`
@@ -105,8 +105,8 @@ func (c CertifiedStats) MarshalJSON() ([]byte, error) {
 	}{plain(c), jsonfloat.Float(c.Order), jsonfloat.Float(c.Delta)})
 }
 
-func certifiedStats(cells []*Cell) *CertifiedStats {
-	cs := &CertifiedStats{Label: privacy.LabelCertified, Scope: privacy.CertifiedScope(1, 0, 0)}
+func certifiedStats(cells []*runCell) *certStats {
+	cs := &certStats{Label: privacy.LabelCertified, Scope: privacy.CertifiedScope(1, 0, 0)}
 	var rd, eps, bdp []float64
 	for _, c := range cells {
 		ce := c.Certified
@@ -131,41 +131,41 @@ func certifiedStats(cells []*Cell) *CertifiedStats {
 	if cs.Cells == 0 {
 		return nil
 	}
-	cs.RD, cs.Epsilon, cs.BDP = NewStat(rd), NewStat(eps), NewStat(bdp)
+	cs.RD, cs.Epsilon, cs.BDP = newStat(rd), newStat(eps), newStat(bdp)
 	return cs
 }
 
-// Row is one line of a task table: a variant (training mode, target
+// tableRow is one line of a task table: a variant (training mode, target
 // epsilon, C_mu) at one lambda, over its seeds.
-type Row struct {
+type tableRow struct {
 	Task    string `json:"task"`
 	Variant string `json:"variant"`
 	Mode    string `json:"mode"`
 	// TargetEpsilon is the certified epsilon the row's cells were calibrated to (0: none).
-	TargetEpsilon float64                  `json:"target_epsilon,omitempty"`
-	CMu           float64                  `json:"c_mu,omitempty"` // C_mu; the radius C for gaussian
-	Lambda        float64                  `json:"lambda"`
-	Seeds         []uint64                 `json:"seeds"`
-	Utility       map[string]Stat          `json:"utility"`
-	Privacy       map[string]*PrivacyStats `json:"privacy,omitempty"` // by audit mode (empirical)
+	TargetEpsilon float64                `json:"target_epsilon,omitempty"`
+	CMu           float64                `json:"c_mu,omitempty"` // C_mu; the radius C for gaussian
+	Lambda        float64                `json:"lambda"`
+	Seeds         []uint64               `json:"seeds"`
+	Utility       map[string]stat        `json:"utility"`
+	Privacy       map[string]*auditStats `json:"privacy,omitempty"` // by audit mode (empirical)
 	// Certified is the certified guarantee (nil: no cell carries one).
-	Certified *CertifiedStats `json:"certified,omitempty"`
+	Certified *certStats `json:"certified,omitempty"`
 	// WallSeconds is the cells' wall time (report.json seconds; nil: no cell says).
-	WallSeconds *Stat   `json:"wall_seconds,omitempty"`
-	Cells       []*Cell `json:"-"`
+	WallSeconds *stat      `json:"wall_seconds,omitempty"`
+	Cells       []*runCell `json:"-"`
 	grid        bool
 }
 
 // Baseline reports whether the row is the non-private baseline.
-func (r *Row) Baseline() bool { return r.Variant == "baseline" }
+func (r *tableRow) Baseline() bool { return r.Variant == "baseline" }
 
 // Group is the row's model label without lambda: "NVDP", "NVDP-Clipped
 // (C_mu=2)", "Gaussian mechanism (C=1)", "Non-private baseline", with
 // " [reference]" for models trained in reference mode. A row calibrated to a
 // target says the target instead of the constant it chose:
 // "NVDP-Clipped (target ε=4)".
-func (r *Row) Group() string {
-	s := VariantTitle(r.Variant)
+func (r *tableRow) Group() string {
+	s := variantTitle(r.Variant)
 	switch c := rowConstant(r); {
 	case r.TargetEpsilon > 0:
 		s += fmt.Sprintf(" (target ε=%g)", r.TargetEpsilon)
@@ -178,31 +178,31 @@ func (r *Row) Group() string {
 	return s
 }
 
-// Constant is the constant a row's privacy is set by (calibrated to its
+// calibratedConstant is the constant a row's privacy is set by (calibrated to its
 // target epsilon, or given by hand): C_mu, the mean-ball radius of
 // nvdp-clipped, or C, the embedding-ball radius of gaussian (report.json
 // c_mu for both).
-type Constant struct {
+type calibratedConstant struct {
 	Name  string  `json:"name"` // "C_mu" | "C"
 	Value float64 `json:"value"`
 }
 
-// rowConstant is r's Constant (nil for the other variants, or C_mu 0).
-func rowConstant(r *Row) *Constant {
+// rowConstant is r's calibratedConstant (nil for the other variants, or C_mu 0).
+func rowConstant(r *tableRow) *calibratedConstant {
 	if !(r.CMu > 0) {
 		return nil
 	}
 	switch r.Variant {
 	case "nvdp-clipped":
-		return &Constant{Name: "C_mu", Value: r.CMu}
+		return &calibratedConstant{Name: "C_mu", Value: r.CMu}
 	case "gaussian":
-		return &Constant{Name: "C", Value: r.CMu}
+		return &calibratedConstant{Name: "C", Value: r.CMu}
 	}
 	return nil
 }
 
-// TaskTable is the table of one task (paper Tables 3-5, one task column).
-type TaskTable struct {
+// taskTable is the table of one task (paper Tables 3-5, one task column).
+type taskTable struct {
 	Task string `json:"task"`
 	// Metrics are the task's GLUE metrics in the paper's order (MRPC accuracy / F1, STS-B
 	// Pearson / Spearman, else accuracy); Selection is the one models are selected on.
@@ -210,50 +210,50 @@ type TaskTable struct {
 	Selection string   `json:"selection_metric"`
 	// UtilitySplit is the split the rows' utility is on (dev for the GLUE
 	// tasks, test for lid): the first cell's.
-	UtilitySplit string `json:"utility_split"`
-	Rows         []*Row `json:"rows"`
+	UtilitySplit string      `json:"utility_split"`
+	Rows         []*tableRow `json:"rows"`
 	// Grid are the C_mu grid runs (nvdp-clipped rows by C_mu), kept out of Rows and Best.
-	Grid []*Row              `json:"c_mu_grid,omitempty"`
+	Grid []*tableRow         `json:"c_mu_grid,omitempty"`
 	CMu  *sweep.CMuSelection `json:"c_mu_selection,omitempty"`
 	// Frontier is the certified privacy-utility frontier (nil: no private
 	// row carries a certified guarantee).
-	Frontier *Frontier `json:"frontier,omitempty"`
+	Frontier *certFrontier `json:"frontier,omitempty"`
 }
 
 // Tables are the sweep's tables.
 type Tables struct {
-	Tasks []*TaskTable `json:"tasks"`
+	Tasks []*taskTable `json:"tasks"`
 	// AuditModes are the audit modes any cell carries (principled first).
-	AuditModes []string `json:"audit_modes"`
-	Best       []*Best  `json:"best"`
+	AuditModes []string   `json:"audit_modes"`
+	Best       []*bestRow `json:"best"`
 	// Distinguish are the distinguishing attacks' points (Read sets them,
 	// distinguishPoints), drawn by WritePlots.
-	Distinguish []DistinguishPoint `json:"distinguish,omitempty"`
+	Distinguish []distinguishPoint `json:"distinguish,omitempty"`
 	// Learned are the learned attacks' points (Read sets them,
 	// loadLearned), in the tables (WriteMarkdown, WriteCSV, WriteJSON) and drawn
 	// by WritePlots.
-	Learned []LearnedPoint `json:"learned_attacks,omitempty"`
+	Learned []learnedPoint `json:"learned_attacks,omitempty"`
 	// Missing are the cells of the sweep's manifest without report.json
 	// (Read with Options.AllowPartial), left out of every table.
 	Missing []MissingCell `json:"missing_cells,omitempty"`
 }
 
-// Best is one entry of the best-trade-off summary (paper Table 1): per task,
+// bestRow is one entry of the best-trade-off summary (paper Table 1): per task,
 // variant group and audit mode, the lambda with the best mean selection metric
 // (ties: the lower mean rd_max) with its privacy.
-type Best struct {
-	Task      string        `json:"task"`
-	Group     string        `json:"group"`
-	AuditMode string        `json:"audit_mode,omitempty"` // "" for the baseline
-	Row       *Row          `json:"row"`
-	Privacy   *PrivacyStats `json:"privacy,omitempty"`
+type bestRow struct {
+	Task      string      `json:"task"`
+	Group     string      `json:"group"`
+	AuditMode string      `json:"audit_mode,omitempty"` // "" for the baseline
+	Row       *tableRow   `json:"row"`
+	Privacy   *auditStats `json:"privacy,omitempty"`
 }
 
 // taskMetrics are the utility metrics of a task's tables and its selection
 // metric: a GLUE task's; for another task (lid) the metrics its cells
 // report, losses left out, and the selection metric the runs were judged by
 // (their collapse check's), else the first metric.
-func taskMetrics(task string, cells []*Cell) ([]string, string) {
+func taskMetrics(task string, cells []*runCell) ([]string, string) {
 	if t, err := glue.LookupTask(task); err == nil {
 		return t.Metrics, t.Metric
 	}
@@ -283,14 +283,14 @@ func taskMetrics(task string, cells []*Cell) ([]string, string) {
 // build aggregates the cells into per-task tables (C_mu grid cells in their own rows, Grid):
 // rows ordered baseline, NVDP, NVDP-Clipped (then by C_mu), lambda ascending.
 // selections are the C_mu selections by task (may be nil).
-func build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
+func build(cells []*runCell, selections map[string]*sweep.CMuSelection) *Tables {
 	rows, modes := groupCells(cells)
 	t := &Tables{AuditModes: modes}
-	byTask := map[string]*TaskTable{}
+	byTask := map[string]*taskTable{}
 	for _, r := range rows {
 		tt := byTask[r.Task]
 		if tt == nil {
-			tt = &TaskTable{Task: r.Task}
+			tt = &taskTable{Task: r.Task}
 			tt.Metrics, tt.Selection = taskMetrics(r.Task, r.Cells)
 			tt.UtilitySplit = r.Cells[0].UtilitySplit
 			if selections != nil {
@@ -308,10 +308,10 @@ func build(cells []*Cell, selections map[string]*sweep.CMuSelection) *Tables {
 	}
 	sort.Slice(t.Tasks, func(i, j int) bool { return t.Tasks[i].Task < t.Tasks[j].Task })
 	for _, tt := range t.Tasks {
-		slices.SortStableFunc(tt.Grid, func(a, b *Row) int {
+		slices.SortStableFunc(tt.Grid, func(a, b *tableRow) int {
 			return cmp.Or(cmp.Compare(a.Lambda, b.Lambda), cmp.Compare(a.CMu, b.CMu))
 		})
-		slices.SortStableFunc(tt.Rows, func(a, b *Row) int {
+		slices.SortStableFunc(tt.Rows, func(a, b *tableRow) int {
 			return cmp.Or(cmp.Compare(variantRank(a.Variant), variantRank(b.Variant)), cmp.Compare(a.Mode, b.Mode),
 				cmp.Compare(a.TargetEpsilon, b.TargetEpsilon), cmp.Compare(a.CMu, b.CMu), cmp.Compare(a.Lambda, b.Lambda))
 		})
@@ -331,9 +331,9 @@ type rowKey struct {
 // groupCells groups cells into rows (the baseline's whatever their target,
 // C_mu and lambda), in the order of each row's first cell, and returns the
 // audit modes the cells carry: principled first, then by name.
-func groupCells(cells []*Cell) ([]*Row, []string) {
-	byKey := map[rowKey]*Row{}
-	var rows []*Row
+func groupCells(cells []*runCell) ([]*tableRow, []string) {
+	byKey := map[rowKey]*tableRow{}
+	var rows []*tableRow
 	modes := map[string]bool{}
 	for _, c := range cells {
 		k := rowKey{c.Task, c.Variant, c.Mode, c.TargetEpsilon, c.CMu, c.Lambda, c.Grid}
@@ -342,7 +342,7 @@ func groupCells(cells []*Cell) ([]*Row, []string) {
 		}
 		r := byKey[k]
 		if r == nil {
-			r = &Row{Task: k.task, Variant: k.variant, Mode: k.mode, TargetEpsilon: k.target, CMu: k.cmu, Lambda: k.lambda, grid: k.grid}
+			r = &tableRow{Task: k.task, Variant: k.variant, Mode: k.mode, TargetEpsilon: k.target, CMu: k.cmu, Lambda: k.lambda, grid: k.grid}
 			byKey[k] = r
 			rows = append(rows, r)
 		}
@@ -369,8 +369,8 @@ func groupCells(cells []*Cell) ([]*Row, []string) {
 // aggregateRow sets r's statistics over its cells: the utility of each
 // metric, the empirical privacy of each audit mode (left out when no cell
 // has the audit), the certified guarantee and the wall time.
-func aggregateRow(r *Row, metrics, modes []string) {
-	r.Utility = map[string]Stat{}
+func aggregateRow(r *tableRow, metrics, modes []string) {
+	r.Utility = map[string]stat{}
 	for _, m := range metrics {
 		var v []float64
 		for _, c := range r.Cells {
@@ -380,12 +380,12 @@ func aggregateRow(r *Row, metrics, modes []string) {
 			}
 			v = append(v, x)
 		}
-		r.Utility[m] = NewStat(v)
+		r.Utility[m] = newStat(v)
 	}
 	for _, m := range modes {
 		if ps := privacyStats(r.Cells, m); ps != nil {
 			if r.Privacy == nil {
-				r.Privacy = map[string]*PrivacyStats{}
+				r.Privacy = map[string]*auditStats{}
 			}
 			r.Privacy[m] = ps
 		}
@@ -395,16 +395,16 @@ func aggregateRow(r *Row, metrics, modes []string) {
 	for _, c := range r.Cells {
 		secs = append(secs, c.Seconds)
 	}
-	if st := NewStat(secs); st.N > 0 {
+	if st := newStat(secs); st.N > 0 {
 		r.WallSeconds = &st
 	}
 }
 
 // privacyStats are the empirical privacy statistics of the cells' audits
 // in mode (nil: no cell has one).
-func privacyStats(cells []*Cell, mode string) *PrivacyStats {
+func privacyStats(cells []*runCell, mode string) *auditStats {
 	var bdp, rmax, rmean []float64
-	ps := &PrivacyStats{Label: privacy.LabelEmpirical, Mode: mode}
+	ps := &auditStats{Label: privacy.LabelEmpirical, Mode: mode}
 	for _, c := range cells {
 		a := c.Audits[mode]
 		if a == nil {
@@ -417,12 +417,12 @@ func privacyStats(cells []*Cell, mode string) *PrivacyStats {
 	if ps.Cells == 0 {
 		return nil
 	}
-	ps.BDP, ps.RDMax, ps.RDMean = NewStat(bdp), NewStat(rmax), NewStat(rmean)
+	ps.BDP, ps.RDMax, ps.RDMean = newStat(bdp), newStat(rmax), newStat(rmean)
 	return ps
 }
 
 // groups returns the row groups of a table in row order.
-func groups(tt *TaskTable) []string {
+func groups(tt *taskTable) []string {
 	var gs []string
 	for _, r := range tt.Rows {
 		if g := r.Group(); !slices.Contains(gs, g) {
@@ -432,21 +432,21 @@ func groups(tt *TaskTable) []string {
 	return gs
 }
 
-func bestOf(tt *TaskTable, modes []string) []*Best {
-	var out []*Best
+func bestOf(tt *taskTable, modes []string) []*bestRow {
+	var out []*bestRow
 	for _, g := range groups(tt) {
-		var rs []*Row
+		var rs []*tableRow
 		for _, r := range tt.Rows {
 			if r.Group() == g {
 				rs = append(rs, r)
 			}
 		}
 		if rs[0].Baseline() {
-			out = append(out, &Best{Task: tt.Task, Group: g, Row: pickBest(rs, tt.Selection, "")})
+			out = append(out, &bestRow{Task: tt.Task, Group: g, Row: pickBest(rs, tt.Selection, "")})
 			continue
 		}
 		for _, m := range modes {
-			var with []*Row
+			var with []*tableRow
 			for _, r := range rs {
 				if r.Privacy[m] != nil {
 					with = append(with, r)
@@ -456,7 +456,7 @@ func bestOf(tt *TaskTable, modes []string) []*Best {
 				continue
 			}
 			b := pickBest(with, tt.Selection, m)
-			out = append(out, &Best{Task: tt.Task, Group: g, AuditMode: m, Row: b, Privacy: b.Privacy[m]})
+			out = append(out, &bestRow{Task: tt.Task, Group: g, AuditMode: m, Row: b, Privacy: b.Privacy[m]})
 		}
 	}
 	return out
@@ -464,8 +464,8 @@ func bestOf(tt *TaskTable, modes []string) []*Best {
 
 // pickBest is the row with the highest mean selection metric; ties go to the
 // lower mean rd_max in mode m, then the smaller lambda.
-func pickBest(rs []*Row, metric, m string) *Row {
-	var best *Row
+func pickBest(rs []*tableRow, metric, m string) *tableRow {
+	var best *tableRow
 	for _, r := range rs {
 		u := r.Utility[metric].Mean
 		if math.IsNaN(u) {

@@ -157,12 +157,12 @@ func excerpt(s string) string {
 	return excerptpkg.Runes(s, 20)
 }
 
-// DistinguishPoint is one attacked pair of one model along a frontier: the
-// model (AttackModel: task, variant, seed, target epsilon and certified
+// distinguishPoint is one attacked pair of one model along a frontier: the
+// model (attackModel: task, variant, seed, target epsilon and certified
 // epsilon of one release at the attack's delta), the pair's kind and the
 // attack's lower bounds.
-type DistinguishPoint struct {
-	AttackModel
+type distinguishPoint struct {
+	attackModel
 	Kind string
 	// LowerBound is the headline bound, Threshold and PrivacyLoss the two
 	// methods' bounds, Gaussian the exact Gaussian-mechanism epsilon of a
@@ -179,11 +179,11 @@ func loadDistinguish(root string) (reports []*attack.DistinguishReport, paths []
 
 // distinguishPoints are the points of reports (read from paths), each
 // placed by the cell whose directory is its model, when there is one.
-func distinguishPoints(cells []*Cell, reports []*attack.DistinguishReport, paths []string) []DistinguishPoint {
+func distinguishPoints(cells []*runCell, reports []*attack.DistinguishReport, paths []string) []distinguishPoint {
 	byDir := cellsByDir(cells)
-	var pts []DistinguishPoint
+	var pts []distinguishPoint
 	for k, rep := range reports {
-		base := DistinguishPoint{AttackModel: placeAttack(byDir, rep.Model, rep.Task, rep.Variant, rep.Certified, paths[k])}
+		base := distinguishPoint{attackModel: placeAttack(byDir, rep.Model, rep.Task, rep.Variant, rep.Certified, paths[k])}
 		for _, pr := range rep.Pairs {
 			r := pr.Result
 			p := base
@@ -213,8 +213,8 @@ func cleanAbs(p string) string {
 // epsilon (hollow), with the diagonal y = x (the certificate: no bound may
 // pass above it); the legend is in the room left below the points. nil
 // when no point has a certified epsilon.
-func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
-	series := map[seriesKey][]DistinguishPoint{}
+func distinguishPlot(task string, pts []distinguishPoint) (*plot.Plot, error) {
+	series := map[seriesKey][]distinguishPoint{}
 	xlo, xhi, ylo := math.Inf(1), math.Inf(-1), math.Inf(1)
 	for _, pt := range pts {
 		if !pt.drawable(task) {
@@ -232,7 +232,7 @@ func distinguishPlot(task string, pts []DistinguishPoint) (*plot.Plot, error) {
 	}
 	keys, kinds, shape := seriesKeys(series)
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: distinguishing attack against the certificate", TaskTitle(task))
+	p.Title.Text = fmt.Sprintf("%s: distinguishing attack against the certificate", taskTitle(task))
 	certifiedAxis(p, xlo, xhi)
 	p.Y.Label.Text = "ε lower bound (95%), log scale"
 	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
@@ -304,12 +304,12 @@ func legendMarker(p *plot.Plot, col color.Color, shape draw.GlyphDrawer, label s
 	return nil
 }
 
-// PlotDistinguishFrontier draws a task's certified frontier (utility
+// plotDistinguishFrontier draws a task's certified frontier (utility
 // against certified epsilon, frontierPlot; left, when the tables have one)
 // next to the distinguishing attack's lower bounds against the same
 // certified epsilon (right). Writes path.png and path.svg; returns the
 // files (none when no point of the task has a certified epsilon).
-func PlotDistinguishFrontier(tt *TaskTable, pts []DistinguishPoint, path string) ([]string, error) {
+func plotDistinguishFrontier(tt *taskTable, pts []distinguishPoint, path string) ([]string, error) {
 	right, err := distinguishPlot(tt.Task, pts)
 	if err != nil || right == nil {
 		return nil, err
@@ -317,12 +317,12 @@ func PlotDistinguishFrontier(tt *TaskTable, pts []DistinguishPoint, path string)
 	return besideFrontier(tt, []*plot.Plot{right}, path)
 }
 
-// writeDistinguishPlots writes PlotDistinguishFrontier of every task of t
+// writeDistinguishPlots writes plotDistinguishFrontier of every task of t
 // with attack points (<task>_frontier_distinguish).
 func writeDistinguishPlots(t *Tables, dir string) ([]string, error) {
 	var files []string
 	for _, tt := range t.Tasks {
-		f, err := PlotDistinguishFrontier(tt, t.Distinguish, filepath.Join(dir, tt.Task+"_frontier_distinguish"))
+		f, err := plotDistinguishFrontier(tt, t.Distinguish, filepath.Join(dir, tt.Task+"_frontier_distinguish"))
 		files = append(files, f...)
 		if err != nil {
 			return files, err

@@ -55,7 +55,7 @@ func TestDistinguishPlots(t *testing.T) {
 	if err != nil || len(loaded) != 2 {
 		t.Fatalf("loaded %d reports (%v): %v", len(loaded), paths, err)
 	}
-	cells := []*Cell{{Dir: cellDir, Task: "sst2", Variant: nvib.ModelGaussian, Seed: 2, TargetEpsilon: 8}}
+	cells := []*runCell{{Dir: cellDir, Task: "sst2", Variant: nvib.ModelGaussian, Seed: 2, TargetEpsilon: 8}}
 	pts := distinguishPoints(cells, loaded, paths)
 	if len(pts) != 2 || pts[0].Seed != 2 || pts[0].TargetEpsilon != 8 || pts[1].Seed != 0 {
 		t.Fatalf("points %+v", pts)
@@ -72,7 +72,7 @@ func TestDistinguishPlots(t *testing.T) {
 	if err != nil || len(files) != 2 {
 		t.Fatalf("ROC plots %v: %v", files, err)
 	}
-	files, err = PlotDistinguishFrontier(&TaskTable{Task: "sst2"}, pts, filepath.Join(dir, "frontier"))
+	files, err = plotDistinguishFrontier(&taskTable{Task: "sst2"}, pts, filepath.Join(dir, "frontier"))
 	if err != nil || len(files) != 2 {
 		t.Fatalf("frontier plots %v: %v", files, err)
 	}
@@ -81,7 +81,7 @@ func TestDistinguishPlots(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if files, err := PlotDistinguishFrontier(&TaskTable{Task: "mrpc"}, pts, filepath.Join(dir, "none")); err != nil || len(files) != 0 {
+	if files, err := plotDistinguishFrontier(&taskTable{Task: "mrpc"}, pts, filepath.Join(dir, "none")); err != nil || len(files) != 0 {
 		t.Errorf("a task without points: %v, %v", files, err)
 	}
 }

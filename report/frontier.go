@@ -19,14 +19,14 @@ import (
 	"github.com/nvdp-project/nvdp/sweep"
 )
 
-// FrontierRow is one line of a task's certified privacy-utility frontier: a
+// frontierEntry is one line of a task's certified privacy-utility frontier: a
 // private row (variant, training mode, target epsilon, lambda) over its
-// seeds, or the non-private baseline. Its numbers come from the Row; they
+// seeds, or the non-private baseline. Its numbers come from the tableRow; they
 // are labelled as what they are: Certified is the guarantee of the release
 // (every pair of inputs), Empirical the audit of the audited texts (RD max
 // and the BDP estimate: not guarantees).
-type FrontierRow struct {
-	// Series is the curve the row belongs to: VariantTitle of the variant
+type frontierEntry struct {
+	// Series is the curve the row belongs to: variantTitle of the variant
 	// (" [reference]" for reference training).
 	Series        string  `json:"series"`
 	Variant       string  `json:"variant"`
@@ -35,27 +35,27 @@ type FrontierRow struct {
 	Lambda        float64 `json:"lambda"`
 	Seeds         int     `json:"seeds"`
 	// Utility is the task's selection metric (raw, not x 100).
-	Utility   Stat            `json:"utility"`
-	Certified *CertifiedStats `json:"certified,omitempty"`
+	Utility   stat       `json:"utility"`
+	Certified *certStats `json:"certified,omitempty"`
 	// Constant is the constant that sets the row's privacy (calibrated to
 	// TargetEpsilon when it is > 0): C_mu or the gaussian radius C.
-	Constant *Constant `json:"calibrated_constant,omitempty"`
-	// Empirical is the row's audit in Frontier.AuditMode (nil: not audited).
-	Empirical   *PrivacyStats `json:"empirical,omitempty"`
-	WallSeconds *Stat         `json:"wall_seconds,omitempty"`
+	Constant *calibratedConstant `json:"calibrated_constant,omitempty"`
+	// Empirical is the row's audit in certFrontier.AuditMode (nil: not audited).
+	Empirical   *auditStats `json:"empirical,omitempty"`
+	WallSeconds *stat       `json:"wall_seconds,omitempty"`
 	// Pareto marks the rows on their series' certified Pareto front
-	// (ParetoFront of (certified epsilon, mean utility) over the shown rows).
+	// (paretoFront of (certified epsilon, mean utility) over the shown rows).
 	Pareto bool `json:"pareto_certified"`
 	// Shown is whether the row is on the frontier plot: a finite certified
-	// epsilon > 0 and a utility (else it is named in Frontier.NotShown).
-	Shown bool `json:"shown"`
-	Row   *Row `json:"-"`
+	// epsilon > 0 and a utility (else it is named in certFrontier.NotShown).
+	Shown bool      `json:"shown"`
+	Row   *tableRow `json:"-"`
 }
 
 // Label names the row in notes: series, target epsilon, lambda and, for a
 // row without a target, its constant ("NVDP-Clipped target ε=4 λ=1e-2",
 // "NVDP λ=1e-2").
-func (fr *FrontierRow) Label() string {
+func (fr *frontierEntry) Label() string {
 	s := fr.Series
 	if fr.TargetEpsilon > 0 {
 		s += fmt.Sprintf(" target ε=%g", fr.TargetEpsilon)
@@ -68,17 +68,17 @@ func (fr *FrontierRow) Label() string {
 	return s
 }
 
-// Frontier is a task's certified privacy-utility frontier: the selection
+// certFrontier is a task's certified privacy-utility frontier: the selection
 // metric against the certified epsilon, per private variant (Series), with
 // the empirical audit of the same rows, the non-private baseline and the
 // chance level.
-type Frontier struct {
+type certFrontier struct {
 	Task   string `json:"task"`
 	Metric string `json:"metric"` // the selection metric
 	// AuditMode is the audit the empirical numbers come from: principled
 	// when the rows carry it (the first of Tables.AuditModes they carry).
 	AuditMode string `json:"audit_mode,omitempty"`
-	// UtilitySplit is the split of the utility axis (TaskTable.UtilitySplit).
+	// UtilitySplit is the split of the utility axis (taskTable.UtilitySplit).
 	UtilitySplit string `json:"utility_split"`
 	// EmpiricalDelta is the delta of the BDP estimates (NaN: they differ).
 	EmpiricalDelta jsonfloat.Float `json:"empirical_delta"`
@@ -86,8 +86,8 @@ type Frontier struct {
 	Series []string `json:"series"`
 	// Rows are the private rows with a certified block (finite or not), in
 	// table order.
-	Rows     []*FrontierRow `json:"rows"`
-	Baseline *FrontierRow   `json:"baseline,omitempty"`
+	Rows     []*frontierEntry `json:"rows"`
+	Baseline *frontierEntry   `json:"baseline,omitempty"`
 	// Chance is the selection metric of the majority-class predictor (0
 	// for correlations) from the cells' report.json collapse; NaN ("NaN")
 	// when no cell has it.
@@ -100,16 +100,16 @@ type Frontier struct {
 	// drawn (infinite: invalid pairs; undefined; not audited).
 	EmpiricalNotShown []string `json:"empirical_not_shown,omitempty"`
 	// Reference is what one release at each certified epsilon allows on a
-	// binary task (nil otherwise; ReferenceNote says why).
-	Reference     *Reference `json:"reference,omitempty"`
-	ReferenceNote string     `json:"reference_note,omitempty"`
+	// binary task (nil otherwise; referenceNote says why).
+	Reference     *referenceCurve `json:"reference,omitempty"`
+	ReferenceNote string          `json:"reference_note,omitempty"`
 }
 
 // buildFrontier is the frontier of tt (grid rows left out); nil when no
 // private row carries a certified block. modes are the tables' audit modes.
-func buildFrontier(tt *TaskTable, modes []string) *Frontier {
-	f := &Frontier{Task: tt.Task, Metric: tt.Selection, UtilitySplit: tt.UtilitySplit, EmpiricalDelta: jsonfloat.Float(math.NaN())}
-	var rows []*Row
+func buildFrontier(tt *taskTable, modes []string) *certFrontier {
+	f := &certFrontier{Task: tt.Task, Metric: tt.Selection, UtilitySplit: tt.UtilitySplit, EmpiricalDelta: jsonfloat.Float(math.NaN())}
+	var rows []*tableRow
 	var chance []float64
 	for _, r := range tt.Rows {
 		for _, c := range r.Cells {
@@ -127,15 +127,15 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 	if len(rows) == 0 {
 		return nil
 	}
-	f.Chance = jsonfloat.Float(NewStat(chance).Mean)
+	f.Chance = jsonfloat.Float(newStat(chance).Mean)
 	for _, m := range modes {
-		if slices.ContainsFunc(rows, func(r *Row) bool { return r.Privacy[m] != nil }) {
+		if slices.ContainsFunc(rows, func(r *tableRow) bool { return r.Privacy[m] != nil }) {
 			f.AuditMode = m
 			break
 		}
 	}
 	f.EmpiricalDelta = empiricalDelta(rows, f.AuditMode)
-	pts := map[string][]Point{}
+	pts := map[string][]tradeoffPoint{}
 	for _, r := range rows {
 		fr := frontierRow(r, tt.Selection, f.AuditMode)
 		f.Rows = append(f.Rows, fr)
@@ -143,14 +143,14 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 			f.Series = append(f.Series, fr.Series)
 		}
 		if f.place(fr) {
-			pts[fr.Series] = append(pts[fr.Series], Point{X: fr.Certified.Epsilon.Mean, Y: 100 * fr.Utility.Mean, Group: fr.Series,
+			pts[fr.Series] = append(pts[fr.Series], tradeoffPoint{X: fr.Certified.Epsilon.Mean, Y: 100 * fr.Utility.Mean, Group: fr.Series,
 				Lambda: fr.Lambda, Row: r})
 		}
 	}
 	f.markPareto(pts)
 	_, delta := certShared(rows)
 	if f.Reference = buildReference(f, delta); f.Reference == nil {
-		f.ReferenceNote = ReferenceNote(f.Task, f.Metric)
+		f.ReferenceNote = referenceNote(f.Task, f.Metric)
 		if f.ReferenceNote == "" {
 			f.ReferenceNote = "no reference: the rows' deltas differ, or the chance level or a shown row is missing"
 		}
@@ -160,7 +160,7 @@ func buildFrontier(tt *TaskTable, modes []string) *Frontier {
 
 // empiricalDelta is the delta of the rows' audits in mode (NaN: they
 // differ, or none).
-func empiricalDelta(rows []*Row, mode string) jsonfloat.Float {
+func empiricalDelta(rows []*tableRow, mode string) jsonfloat.Float {
 	delta, first := jsonfloat.Float(math.NaN()), true
 	for _, r := range rows {
 		for _, c := range r.Cells {
@@ -180,7 +180,7 @@ func empiricalDelta(rows []*Row, mode string) jsonfloat.Float {
 // epsilon > 0 and a utility) and reports it; a row not shown is named in
 // NotShown (its cells with an infinite certified epsilon counted), a shown
 // row without a drawable BDP estimate in EmpiricalNotShown.
-func (f *Frontier) place(fr *FrontierRow) bool {
+func (f *certFrontier) place(fr *frontierEntry) bool {
 	x, y := fr.Certified.Epsilon.Mean, fr.Utility.Mean
 	switch {
 	case math.IsInf(x, 1):
@@ -199,7 +199,7 @@ func (f *Frontier) place(fr *FrontierRow) bool {
 	case !(x > 0):
 		f.NotShown = append(f.NotShown, fmt.Sprintf("%s: no certified ε > 0 (%s)", fr.Label(), fmtBDP(x)))
 	case math.IsNaN(y) || math.IsInf(y, 0):
-		f.NotShown = append(f.NotShown, fr.Label()+": no "+MetricTitle(f.Metric))
+		f.NotShown = append(f.NotShown, fr.Label()+": no "+glueMetricTitle(f.Metric))
 	default:
 		fr.Shown = true
 		if ex := empiricalX(fr); !(ex > 0) || math.IsInf(ex, 0) {
@@ -217,9 +217,9 @@ func (f *Frontier) place(fr *FrontierRow) bool {
 
 // markPareto marks the rows on their series' certified Pareto front (pts:
 // the shown points by series).
-func (f *Frontier) markPareto(pts map[string][]Point) {
+func (f *certFrontier) markPareto(pts map[string][]tradeoffPoint) {
 	for _, s := range f.Series {
-		for _, p := range ParetoFront(pts[s]) {
+		for _, p := range paretoFront(pts[s]) {
 			for _, fr := range f.Rows {
 				if fr.Row == p.Row {
 					fr.Pareto = true
@@ -229,12 +229,12 @@ func (f *Frontier) markPareto(pts map[string][]Point) {
 	}
 }
 
-func frontierRow(r *Row, metric, mode string) *FrontierRow {
-	s := VariantTitle(r.Variant)
+func frontierRow(r *tableRow, metric, mode string) *frontierEntry {
+	s := variantTitle(r.Variant)
 	if r.Mode == "reference" {
 		s += " [reference]"
 	}
-	fr := &FrontierRow{Series: s, Variant: r.Variant, Mode: r.Mode, TargetEpsilon: r.TargetEpsilon, Lambda: r.Lambda,
+	fr := &frontierEntry{Series: s, Variant: r.Variant, Mode: r.Mode, TargetEpsilon: r.TargetEpsilon, Lambda: r.Lambda,
 		Seeds: len(r.Seeds), Utility: r.Utility[metric], Certified: r.Certified, Constant: rowConstant(r),
 		WallSeconds: r.WallSeconds, Row: r}
 	if mode != "" {
@@ -245,7 +245,7 @@ func frontierRow(r *Row, metric, mode string) *FrontierRow {
 
 // empiricalX is the x of a row's empirical marker: its mean BDP estimate
 // (+Inf with invalid pairs, NaN when not audited).
-func empiricalX(fr *FrontierRow) float64 {
+func empiricalX(fr *frontierEntry) float64 {
 	if fr.Empirical == nil {
 		return math.NaN()
 	}
@@ -254,7 +254,7 @@ func empiricalX(fr *FrontierRow) float64 {
 
 // infiniteNote counts the cells left out for an infinite certified epsilon
 // (" (2 cells with certified ε = inf)"; "" when none).
-func infiniteNote(f *Frontier) string {
+func infiniteNote(f *certFrontier) string {
 	if f.InfiniteCells == 0 {
 		return ""
 	}
@@ -279,7 +279,7 @@ func chanceWhat(metric string) string {
 // seriesStyle is the colour index of a series (the same in every task's
 // figure): the variant's rank (baseline 0, the red of the baseline line),
 // shifted for reference training.
-func seriesStyle(fr *FrontierRow) int {
+func seriesStyle(fr *frontierEntry) int {
 	i := variantRank(fr.Variant)
 	if fr.Mode == "reference" {
 		i += 5
@@ -332,7 +332,7 @@ type frontierFigure struct {
 	title, xLabel, yLabel string
 	series                []frontierSeries // the series with a shown row
 	links                 []plotter.XYs    // certified point -> empirical point
-	reference             *Reference
+	reference             *referenceCurve
 	hlines                []frontierHLine // baseline and chance
 	notes                 []string        // the legend's lines on what is not shown
 	x                     [2]float64      // the x axis' range
@@ -340,8 +340,8 @@ type frontierFigure struct {
 	entries               int             // legend entries, the reference's left out
 }
 
-// frontierPlot draws f (see PlotFrontier); nil when no row is shown.
-func frontierPlot(f *Frontier) (*plot.Plot, error) {
+// frontierPlot draws f (see plotFrontier); nil when no row is shown.
+func frontierPlot(f *certFrontier) (*plot.Plot, error) {
 	d := frontierData(f)
 	if d == nil {
 		return nil, nil
@@ -350,7 +350,7 @@ func frontierPlot(f *Frontier) (*plot.Plot, error) {
 }
 
 // frontierData is the data of f's plot; nil when no row is shown.
-func frontierData(f *Frontier) *frontierFigure {
+func frontierData(f *certFrontier) *frontierFigure {
 	d := &frontierFigure{ylo: math.Inf(1), yhi: math.Inf(-1)}
 	xlo, xhi := math.Inf(1), math.Inf(-1)
 	for _, s := range f.Series {
@@ -375,12 +375,12 @@ func frontierData(f *Frontier) *frontierFigure {
 	if len(d.series) == 0 {
 		return nil
 	}
-	d.title = fmt.Sprintf("%s: certified privacy-utility frontier", TaskTitle(f.Task))
+	d.title = fmt.Sprintf("%s: certified privacy-utility frontier", taskTitle(f.Task))
 	delta := "δ"
 	if _, dl := certShared(frontierRows(f)); !math.IsNaN(dl) {
 		delta = "δ=" + sweep.FormatLambda(dl)
 	}
-	d.xLabel, d.yLabel = "ε ("+delta+"), log scale", f.UtilitySplit+" "+MetricTitle(f.Metric)+" (×100)"
+	d.xLabel, d.yLabel = "ε ("+delta+"), log scale", f.UtilitySplit+" "+glueMetricTitle(f.Metric)+" (×100)"
 	d.reference = f.Reference
 	// At least one decade boundary on each side, for the log ticks' labels.
 	d.x = [2]float64{min(xlo/1.5, math.Pow(10, math.Floor(math.Log10(xlo)))), max(xhi*1.5, math.Pow(10, math.Ceil(math.Log10(xhi))))}
@@ -396,9 +396,9 @@ func frontierData(f *Frontier) *frontierFigure {
 
 // frontierSeriesOf is series s of f: the certified and empirical points of
 // its shown rows, in row order.
-func frontierSeriesOf(f *Frontier, s string) frontierSeries {
+func frontierSeriesOf(f *certFrontier, s string) frontierSeries {
 	fs := frontierSeries{name: s}
-	var pts []Point
+	var pts []tradeoffPoint
 	lambdas := map[float64]bool{}
 	for _, fr := range f.Rows {
 		if fr.Series != s || !fr.Shown {
@@ -412,7 +412,7 @@ func frontierSeriesOf(f *Frontier, s string) frontierSeries {
 		}
 		fs.cert.XYs = append(fs.cert.XYs, plotter.XY{X: x, Y: y})
 		fs.cert.YErrors = append(fs.cert.YErrors, struct{ Low, High float64 }{sd, sd})
-		pts = append(pts, Point{X: x, Y: y})
+		pts = append(pts, tradeoffPoint{X: x, Y: y})
 		fs.labels = append(fs.labels, "λ="+sweep.FormatLambda(fr.Lambda))
 		lambdas[fr.Lambda] = true
 		if ex := empiricalX(fr); ex > 0 && !math.IsInf(ex, 0) {
@@ -423,7 +423,7 @@ func frontierSeriesOf(f *Frontier, s string) frontierSeries {
 	if len(lambdas) < 2 {
 		fs.labels = nil
 	}
-	if front := ParetoFront(pts); len(front) > 1 {
+	if front := paretoFront(pts); len(front) > 1 {
 		fs.pareto = stepLine(front)
 	}
 	return fs
@@ -431,7 +431,7 @@ func frontierSeriesOf(f *Frontier, s string) frontierSeries {
 
 // frontierHLines are the frontier plot's horizontal lines: the non-private
 // baseline (dashed) and the chance level (dotted), when known.
-func frontierHLines(f *Frontier) []frontierHLine {
+func frontierHLines(f *certFrontier) []frontierHLine {
 	var hl []frontierHLine
 	if b := f.Baseline; b != nil && !math.IsNaN(b.Utility.Mean) {
 		hl = append(hl, frontierHLine{100 * b.Utility.Mean, fmt.Sprintf("non-private baseline (%s, mean over %s)", fmtUtil(b.Utility.Mean),
@@ -451,7 +451,7 @@ func frontierHLines(f *Frontier) []frontierHLine {
 
 // frontierNotes are the frontier legend's lines on the rows not shown and
 // the empirical estimates not drawn.
-func frontierNotes(f *Frontier) []string {
+func frontierNotes(f *certFrontier) []string {
 	var notes []string
 	if len(f.NotShown) > 0 {
 		notes = append(notes, "not shown"+infiniteNote(f)+":")
@@ -551,15 +551,15 @@ func addFrontierSeries(p *plot.Plot, s frontierSeries) error {
 }
 
 // frontierRows are the Rows of f's private rows.
-func frontierRows(f *Frontier) []*Row {
-	var rs []*Row
+func frontierRows(f *certFrontier) []*tableRow {
+	var rs []*tableRow
 	for _, fr := range f.Rows {
 		rs = append(rs, fr.Row)
 	}
 	return rs
 }
 
-// PlotFrontier draws a task's certified privacy-utility frontier (Frontier):
+// plotFrontier draws a task's certified privacy-utility frontier (certFrontier):
 // y the mean dev selection metric x 100 with error bars (sample sd over
 // seeds), x the certified epsilon on a log axis; per private variant one
 // colour, a filled marker per row (target epsilon, lambda) and its certified
@@ -571,7 +571,7 @@ func frontierRows(f *Frontier) []*Row {
 // with an infinite certified epsilon are not drawn: the legend names them
 // and counts their cells. Writes path.png and path.svg; returns the files
 // (none when no row can be drawn).
-func PlotFrontier(f *Frontier, path string) ([]string, error) {
+func plotFrontier(f *certFrontier, path string) ([]string, error) {
 	if f == nil {
 		return nil, nil
 	}
@@ -583,7 +583,7 @@ func PlotFrontier(f *Frontier, path string) ([]string, error) {
 }
 
 // frontierMarkdown writes tt's frontier table (nothing without a frontier).
-func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
+func frontierMarkdown(b *strings.Builder, tt *taskTable) {
 	f := tt.Frontier
 	if f == nil {
 		return
@@ -591,7 +591,7 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 	fmt.Fprintf(b, "Certified privacy-utility frontier (%s %s; figure %s_frontier_certified): **certified** ε and RD are the "+
 		"guarantee of one release under the row's constant (every pair of inputs); RD max and the BDP ε_μ estimate are **empirical** "+
 		"(%s audit of the audited texts), not guarantees. Pareto: on its model's certified front (no row of the model with a "+
-		"certified ε as small has a higher mean).\n\n", f.UtilitySplit, MetricTitle(f.Metric), f.Task, f.AuditMode)
+		"certified ε as small has a higher mean).\n\n", f.UtilitySplit, glueMetricTitle(f.Metric), f.Task, f.AuditMode)
 	rs := frontierRows(f)
 	hdr := frontierMDHeader(f, rs)
 	mdRow(b, hdr)
@@ -613,21 +613,21 @@ func frontierMarkdown(b *strings.Builder, tt *TaskTable) {
 }
 
 // frontierMDHeader is the header of f's table (rs: its private rows).
-func frontierMDHeader(f *Frontier, rs []*Row) []string {
+func frontierMDHeader(f *certFrontier, rs []*tableRow) []string {
 	cRD, cEps := certHeadersOf(rs)
 	bdpHdr := "BDP ε_μ estimate, empirical (" + f.AuditMode
 	if d := float64(f.EmpiricalDelta); !math.IsNaN(d) {
 		bdpHdr += ", δ=" + sweep.FormatLambda(d)
 	}
 	bdpHdr += ")"
-	return []string{"Model", "Target ε", "λ", "Seeds", MetricTitle(f.Metric), cEps, cRD, "Calibrated constant",
+	return []string{"Model", "Target ε", "λ", "Seeds", glueMetricTitle(f.Metric), cEps, cRD, "Calibrated constant",
 		"RD max, empirical (" + f.AuditMode + ")", bdpHdr, "Wall time, s", "Pareto (certified)",
 		"Achievable at the certified ε (reference)", "Bound at the certified ε"}
 }
 
 // frontierMDRow is the line of fr in f's table (sharedDelta: the rows'
 // certified delta, NaN when they differ and each cell says its own).
-func frontierMDRow(f *Frontier, fr *FrontierRow, sharedDelta float64) []string {
+func frontierMDRow(f *certFrontier, fr *frontierEntry, sharedDelta float64) []string {
 	target, lambda, constant, pareto := "–", "–", "–", "–"
 	if fr.TargetEpsilon > 0 {
 		target = strconv.FormatFloat(fr.TargetEpsilon, 'g', -1, 64)
@@ -670,7 +670,7 @@ func frontierMDRow(f *Frontier, fr *FrontierRow, sharedDelta float64) []string {
 
 // frontierMDNotes writes the notes under f's table: the chance level, the
 // rows not drawn, the reference.
-func frontierMDNotes(b *strings.Builder, f *Frontier) {
+func frontierMDNotes(b *strings.Builder, f *certFrontier) {
 	if c := float64(f.Chance); !math.IsNaN(c) {
 		fmt.Fprintf(b, "Chance level (%s, report.json collapse): %s.\n", chanceWhat(f.Metric), fmtUtil(c))
 	}
@@ -691,7 +691,7 @@ func frontierMDNotes(b *strings.Builder, f *Frontier) {
 
 // referenceLines draws the reference's achievable and bound curves on p
 // and returns the legend entries added.
-func referenceLines(p *plot.Plot, r *Reference) (int, error) {
+func referenceLines(p *plot.Plot, r *referenceCurve) (int, error) {
 	var ach, bound plotter.XYs
 	for _, pt := range r.Points {
 		if pt.Epsilon < p.X.Min || pt.Epsilon > p.X.Max {

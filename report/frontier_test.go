@@ -161,7 +161,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 		shown       bool
 		certEpsilon float64
 	}
-	byKey := map[string]*FrontierRow{}
+	byKey := map[string]*frontierEntry{}
 	for _, fr := range f.Rows {
 		byKey[fmt.Sprintf("%s/%g", fr.Series, fr.TargetEpsilon)] = fr
 	}
@@ -288,7 +288,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 					Empirical *struct {
 						Label string `json:"label"`
 					} `json:"empirical"`
-					Constant *Constant `json:"calibrated_constant"`
+					Constant *calibratedConstant `json:"calibrated_constant"`
 				} `json:"rows"`
 			} `json:"frontier"`
 		} `json:"tasks"`
@@ -299,7 +299,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 	jf := js.Tasks[0].Frontier
 	if jf == nil || *jf.Chance != 0.5092 || jf.InfiniteCells != 1 || len(jf.Rows) != 9 || !math.IsInf(float64(*jf.Rows[0].Certified.Epsilon.Mean), 1) ||
 		jf.Rows[3].Series != "NVDP-Clipped" || jf.Rows[3].Target != 16 || jf.Rows[3].Pareto || *jf.Rows[3].Certified.Epsilon.Mean != 16 ||
-		jf.Rows[3].Certified.Label != "certified" || jf.Rows[3].Empirical.Label != "empirical" || *jf.Rows[8].Constant != (Constant{"C", 4}) {
+		jf.Rows[3].Certified.Label != "certified" || jf.Rows[3].Empirical.Label != "empirical" || *jf.Rows[8].Constant != (calibratedConstant{"C", 4}) {
 		t.Errorf("JSON frontier: %s", jb.String())
 	}
 
@@ -309,7 +309,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"sst2_frontier_certified", "stsb_frontier_certified", "all_frontier_certified"} {
-		for _, ext := range PlotFormats {
+		for _, ext := range plotFormats {
 			if !strings.Contains(strings.Join(files, " "), filepath.Join(dir, name+"."+ext)) {
 				t.Errorf("WritePlots did not return %s.%s", name, ext)
 			}
@@ -390,7 +390,7 @@ func TestFrontierOneTask(t *testing.T) {
 	if s := jb.String(); !strings.Contains(s, `"baseline_accuracy": "NaN"`) || !strings.Contains(s, `"achievable": "NaN"`) {
 		t.Errorf("JSON of the reference without a baseline:\n%s", s)
 	}
-	if fs, err := PlotFrontier(nil, filepath.Join(dir, "none")); fs != nil || err != nil {
+	if fs, err := plotFrontier(nil, filepath.Join(dir, "none")); fs != nil || err != nil {
 		t.Errorf("PlotFrontier(nil) = %v, %v", fs, err)
 	}
 }
@@ -415,7 +415,7 @@ func TestLoadTargetEpsilonKeepsCellsApart(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "sst2/nvdp-clipped/epsilon=x/lambda=1e-2/seed=1")
 	writeReport(t, filepath.Dir(bad), filepath.Base(bad), cellRep("sst2", "nvdp-clipped", 0.01, 2, 1, acc, nil))
-	if _, err := ReadCell(bad); err == nil || !strings.Contains(err.Error(), "epsilon=x") {
+	if _, err := readCell(bad); err == nil || !strings.Contains(err.Error(), "epsilon=x") {
 		t.Errorf("bad epsilon directory: err = %v", err)
 	}
 }

@@ -10,11 +10,11 @@
 // per-pair bounds from the audit.
 //
 // Rows are per variant (baseline, nvdp, nvdp-clipped, gaussian), training
-// mode, target epsilon (Cell.TargetEpsilon: the certified epsilon a cell was
+// mode, target epsilon (runCell.TargetEpsilon: the certified epsilon a cell was
 // calibrated to, from train_options.json or the epsilon=<E> directory of
 // `nvdp sweep --target-epsilons`), C_mu (the radius C for gaussian) and
-// lambda. Per task, the certified privacy-utility frontier (Frontier,
-// TaskTable.Frontier) puts the selection metric against the certified
+// lambda. Per task, the certified privacy-utility frontier (certFrontier,
+// taskTable.Frontier) puts the selection metric against the certified
 // epsilon:
 //
 //   - table (WriteMarkdown, after the task's table; WriteJSON as
@@ -23,12 +23,12 @@
 //     chance, pareto_certified): per private variant and target epsilon,
 //     and the baseline, the seeds, the metric mean ± sd, the certified
 //     epsilon (delta) and RD at its order, the calibrated constant (C_mu or
-//     C), the empirical rd_max and BDP eps_mu estimate (FrontierRow.Empirical,
+//     C), the empirical rd_max and BDP eps_mu estimate (frontierEntry.Empirical,
 //     principled audit), the wall time (report.json seconds) and whether the
 //     row is on its variant's certified Pareto front; the chance level
 //     (report.json collapse) and the rows left out for an infinite certified
 //     epsilon (counted in cells) are noted;
-//   - figure (PlotFrontier; WritePlots writes <task>_frontier_certified.png
+//   - figure (plotFrontier; WritePlots writes <task>_frontier_certified.png
 //     and .svg, and all_frontier_certified.png and .svg tiling every task's
 //     frontier when more than one task has one): y the metric x 100 with sd
 //     error bars, x the certified epsilon on a log axis, one colour per
@@ -62,11 +62,11 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// Audit is the privacy of one cell in one audit mode. Values are nats (RD)
+// cellAudit is the privacy of one cell in one audit mode. Values are nats (RD)
 // and the BDP eps_mu: +Inf when undefined (invalid pairs), NaN when not
 // computed (audit.Report; older files' null as audit.Numbers reads
 // it).
-type Audit struct {
+type cellAudit struct {
 	Mode         string           `json:"mode"`
 	Order        float64          `json:"order"`
 	Delta        float64          `json:"delta"`
@@ -79,12 +79,12 @@ type Audit struct {
 	Histogram    *audit.Histogram `json:"histogram,omitempty"` // per-pair bounds (principled audits)
 }
 
-// Certified is a cell's certified guarantee (report.json privacy.certified,
+// cellCertified is a cell's certified guarantee (report.json privacy.certified,
 // train.CertifiedPrivacy): the supremum of Eq. rdp over every pair of
 // inputs the model's clipping allows, at the audit's order, and its
-// one-release (epsilon, delta) and BDP conversions. Unlike Audit it is no
+// one-release (epsilon, delta) and BDP conversions. Unlike cellAudit it is no
 // maximum over audited texts. An infinite value is +Inf.
-type Certified struct {
+type cellCertified struct {
 	Order      float64 `json:"order"`
 	Delta      float64 `json:"delta"`
 	RD         float64 `json:"rd_certified"`
@@ -94,9 +94,9 @@ type Certified struct {
 	Reason     string  `json:"reason,omitempty"`
 }
 
-// Cell is one finished run of a sweep, read from its report.json (and
+// runCell is one finished run of a sweep, read from its report.json (and
 // audit_<mode>.json files).
-type Cell struct {
+type runCell struct {
 	Dir     string  // the cell directory
 	Task    string  // sst2, mrpc, ...
 	Variant string  // baseline, nvdp, nvdp-clipped, gaussian
@@ -126,22 +126,22 @@ type Cell struct {
 	// for reports that do not say (the GLUE runs; lid reports test).
 	UtilitySplit string
 	// Audits by audit mode (empirical).
-	Audits map[string]*Audit
+	Audits map[string]*cellAudit
 	// Certified is the certified guarantee; nil for the baseline and for
 	// reports written before certification.
-	Certified *Certified
+	Certified *cellCertified
 }
 
-// newAudit is the Audit of an audit's numbers: audit.Report n, or the
+// newAudit is the cellAudit of an audit's numbers: audit.Report n, or the
 // summary of report.json (which copies them).
-func newAudit(mode privacy.Mode, order, delta float64, n audit.Numbers, invalid, pairs int64, split string, h *audit.Histogram) *Audit {
-	return &Audit{Mode: string(mode), Order: order, Delta: delta, RDMax: float64(n.RDMax), RDMean: orNaN(n.RDMean),
+func newAudit(mode privacy.Mode, order, delta float64, n audit.Numbers, invalid, pairs int64, split string, h *audit.Histogram) *cellAudit {
+	return &cellAudit{Mode: string(mode), Order: order, Delta: delta, RDMax: float64(n.RDMax), RDMean: orNaN(n.RDMean),
 		BDPEpsilon: orNaN(n.BDPEpsilon), InvalidPairs: invalid, Pairs: pairs, Split: split, Histogram: h}
 }
 
-// summaryAudit is the Audit of report.json's privacy summary (its histogram
+// summaryAudit is the cellAudit of report.json's privacy summary (its histogram
 // from the full report).
-func summaryAudit(p *train.PrivacySummary) *Audit {
+func summaryAudit(p *train.PrivacySummary) *cellAudit {
 	var h *audit.Histogram
 	if p.Full != nil {
 		h = p.Full.Histogram
@@ -150,15 +150,15 @@ func summaryAudit(p *train.PrivacySummary) *Audit {
 		p.InvalidPairs, p.Pairs, p.Split, h)
 }
 
-// reportAudit is the Audit of a full audit report (audit_<mode>.json).
-func reportAudit(r *audit.Report) *Audit {
+// reportAudit is the cellAudit of a full audit report (audit_<mode>.json).
+func reportAudit(r *audit.Report) *cellAudit {
 	return newAudit(r.Mode, r.Order, r.Delta, audit.Numbers{RDMax: r.RDMax, RDMean: r.RDMean, BDPEpsilon: r.BDPEpsilon},
 		r.InvalidPairs, r.Pairs, "", r.Histogram)
 }
 
-// newCertified is the Certified of a certified report.
-func newCertified(c *privacy.CertifiedReport) *Certified {
-	return &Certified{Order: c.Order, Delta: c.Delta, RD: float64(c.RD), Epsilon: float64(c.Epsilon), BDPEpsilon: float64(c.BDPEpsilon),
+// newCertified is the cellCertified of a certified report.
+func newCertified(c *privacy.CertifiedReport) *cellCertified {
+	return &cellCertified{Order: c.Order, Delta: c.Delta, RD: float64(c.RD), Epsilon: float64(c.Epsilon), BDPEpsilon: float64(c.BDPEpsilon),
 		Finite: c.Finite, Reason: c.Reason}
 }
 
@@ -170,11 +170,11 @@ func orNaN(f *jsonfloat.Float) float64 {
 	return math.NaN()
 }
 
-// ReadCell reads dir/report.json (train.Report) and any
+// readCell reads dir/report.json (train.Report) and any
 // dir/audit_<mode>.json (audit.Report). Files written before jsonfloat
 // (null for every non-finite number) read as train's and privacy's
 // decoders say: docs/results.md, "Reading older sweeps".
-func ReadCell(dir string) (*Cell, error) {
+func readCell(dir string) (*runCell, error) {
 	path := filepath.Join(dir, train.ReportFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -187,8 +187,8 @@ func ReadCell(dir string) (*Cell, error) {
 	if r.Task == "" || r.Variant == "" {
 		return nil, fmt.Errorf("%s: not an nvdp run report (no task or variant)", path)
 	}
-	c := &Cell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: string(r.Mode), Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
-		Seed: r.Seed, Utility: map[string]float64{}, UtilitySplit: cmp.Or(r.UtilitySplit, "dev"), Audits: map[string]*Audit{},
+	c := &runCell{Dir: dir, Task: r.Task, Variant: r.Variant, Mode: string(r.Mode), Encoder: r.Encoder, Lambda: r.Lambda, CMu: r.CMu,
+		Seed: r.Seed, Utility: map[string]float64{}, UtilitySplit: cmp.Or(r.UtilitySplit, "dev"), Audits: map[string]*cellAudit{},
 		Seconds: math.NaN(), Chance: math.NaN()}
 	if r.Seconds > 0 {
 		c.Seconds = r.Seconds
@@ -260,8 +260,8 @@ func targetEpsilon(dir string) (float64, error) {
 // links to such directories: cells that reuse a C_mu grid run),
 // sorted by task, variant, target epsilon, C_mu, lambda and seed. Errors: a report that does
 // not parse (named), no report at all.
-func load(root string) ([]*Cell, error) {
-	var cells []*Cell
+func load(root string) ([]*runCell, error) {
+	var cells []*runCell
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -277,7 +277,7 @@ func load(root string) ([]*Cell, error) {
 		case d.IsDir() || d.Name() != train.ReportFile:
 			return nil
 		}
-		c, err := ReadCell(dir)
+		c, err := readCell(dir)
 		if err != nil {
 			return err
 		}
@@ -308,7 +308,7 @@ func load(root string) ([]*Cell, error) {
 		}
 		seen[k] = c.Dir
 	}
-	slices.SortStableFunc(cells, func(a, b *Cell) int {
+	slices.SortStableFunc(cells, func(a, b *runCell) int {
 		return cmp.Or(cmp.Compare(a.Task, b.Task), cmp.Compare(variantRank(a.Variant), variantRank(b.Variant)),
 			cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.TargetEpsilon, b.TargetEpsilon), cmp.Compare(a.CMu, b.CMu),
 			cmp.Compare(a.Lambda, b.Lambda), cmp.Compare(a.Seed, b.Seed))

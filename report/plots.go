@@ -23,8 +23,8 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// PlotFormats are the image formats every figure is written in.
-var PlotFormats = []string{"png", "svg"}
+// plotFormats are the image formats every figure is written in.
+var plotFormats = []string{"png", "svg"}
 
 // Figure sizes.
 const (
@@ -32,20 +32,20 @@ const (
 	figH = 11 * vg.Centimeter
 )
 
-// Point is one point of a privacy-utility scatter: a row's mean privacy
+// tradeoffPoint is one point of a privacy-utility scatter: a row's mean privacy
 // (x) and mean selection metric x 100 (y).
-type Point struct {
+type tradeoffPoint struct {
 	X, Y   float64
 	Group  string
 	Lambda float64
-	Row    *Row // the row the point is drawn for (nil when not given)
+	Row    *tableRow // the row the point is drawn for (nil when not given)
 }
 
-// ParetoFront returns the points not dominated by another (lower or equal x
+// paretoFront returns the points not dominated by another (lower or equal x
 // and higher or equal y, one of them strictly), sorted by x: the best
 // utility reachable at each privacy level. Non-finite points are ignored.
-func ParetoFront(pts []Point) []Point {
-	var ps []Point
+func paretoFront(pts []tradeoffPoint) []tradeoffPoint {
+	var ps []tradeoffPoint
 	for _, p := range pts {
 		if !math.IsNaN(p.X) && !math.IsInf(p.X, 0) && !math.IsNaN(p.Y) && !math.IsInf(p.Y, 0) {
 			ps = append(ps, p)
@@ -57,7 +57,7 @@ func ParetoFront(pts []Point) []Point {
 		}
 		return ps[i].Y > ps[j].Y
 	})
-	var front []Point
+	var front []tradeoffPoint
 	best := math.Inf(-1)
 	for _, p := range ps {
 		if p.Y > best {
@@ -68,9 +68,9 @@ func ParetoFront(pts []Point) []Point {
 	return front
 }
 
-// stepLine is the step line of a Pareto front (sorted by x, as ParetoFront
+// stepLine is the step line of a Pareto front (sorted by x, as paretoFront
 // returns it): each point's utility holds until the next point's x.
-func stepLine(front []Point) plotter.XYs {
+func stepLine(front []tradeoffPoint) plotter.XYs {
 	var xy plotter.XYs
 	for i, f := range front {
 		if i > 0 {
@@ -89,10 +89,10 @@ func legendRoom(ylo, yhi float64, entries int) (lo, hi float64) {
 	return ylo - 0.08*dy, yhi + max(0.5, 0.5+0.12*float64(entries-4))*dy
 }
 
-// saveAll writes p as path.<format> for every PlotFormats entry.
+// saveAll writes p as path.<format> for every plotFormats entry.
 func saveAll(p *plot.Plot, w, h vg.Length, path string) ([]string, error) {
 	var out []string
-	for _, f := range PlotFormats {
+	for _, f := range plotFormats {
 		file := path + "." + f
 		if err := p.Save(w, h, file); err != nil {
 			return out, fmt.Errorf("plot %s: %w", file, err)
@@ -111,7 +111,7 @@ func saveTiles(ps []*plot.Plot, w, h vg.Length, path string) ([]string, error) {
 // empty) and writes every format.
 func saveGrid(ps [][]*plot.Plot, w, h vg.Length, path string) ([]string, error) {
 	var out []string
-	for _, f := range PlotFormats {
+	for _, f := range plotFormats {
 		file := path + "." + f
 		var c vg.CanvasWriterTo
 		switch f {
@@ -159,7 +159,7 @@ func fileSafe(s string) string {
 // A row with invalid pairs has no finite worst case, whatever the maximum over
 // its finite pairs is: +Inf on either axis (it is named in the legend instead
 // of being drawn at a finite x).
-func privacyValue(p *PrivacyStats, x string) float64 {
+func privacyValue(p *auditStats, x string) float64 {
 	if p.InvalidPairs > 0 {
 		return math.Inf(1)
 	}
@@ -172,7 +172,7 @@ func privacyValue(p *PrivacyStats, x string) float64 {
 // certifiedValue is x of a row's certified point: the certified RD at the
 // audit order ("rd_max") or the certified BDP ("bdp_epsilon"); +Inf for an
 // unbounded clipping.
-func certifiedValue(c *CertifiedStats, x string) float64 {
+func certifiedValue(c *certStats, x string) float64 {
 	if x == "bdp_epsilon" {
 		return c.BDP.Mean
 	}
@@ -199,7 +199,7 @@ func xLabel(x, mode string) string {
 }
 
 // auditedSplit is the split the rows' audits ran on ("dev" when unknown).
-func auditedSplit(tt *TaskTable, mode string) string {
+func auditedSplit(tt *taskTable, mode string) string {
 	for _, r := range tt.Rows {
 		for _, c := range r.Cells {
 			if a := c.Audits[mode]; a != nil && a.Split != "" {
@@ -210,7 +210,7 @@ func auditedSplit(tt *TaskTable, mode string) string {
 	return "dev"
 }
 
-// PlotTradeoff draws a task's privacy-utility scatter in audit mode `mode`:
+// plotTradeoff draws a task's privacy-utility scatter in audit mode `mode`:
 // x the mean rd_max or BDP eps_mu ("rd_max" | "bdp_epsilon"), y the mean dev
 // selection metric x 100; one colour and marker per model group, points
 // labelled with lambda, the Pareto front over all private models as a dashed
@@ -222,7 +222,7 @@ func auditedSplit(tt *TaskTable, mode string) string {
 // "certified". The x axis is logarithmic when all x > 0 and max/min > 30.
 // Writes path.png and path.svg; returns the files (none when the task has
 // no audited row).
-func PlotTradeoff(tt *TaskTable, mode, x, path string) ([]string, error) {
+func plotTradeoff(tt *taskTable, mode, x, path string) ([]string, error) {
 	d := tradeoffData(tt, mode, x)
 	if d == nil {
 		return nil, nil
@@ -245,12 +245,12 @@ type tradeoffGroup struct {
 	cert   plotter.XYs
 }
 
-// tradeoff is what a trade-off plot draws (PlotTradeoff), as plain data.
+// tradeoff is what a trade-off plot draws (plotTradeoff), as plain data.
 type tradeoff struct {
 	title, xLabel, yLabel string
 	split                 string          // the audited split, for the legend
 	groups                []tradeoffGroup // the groups with audited points, in table order
-	all, certAll          []Point         // every audited and every certified point
+	all, certAll          []tradeoffPoint // every audited and every certified point
 	links                 []plotter.XYs   // audited point -> certified point, per row
 	undefined             []string        // rows whose bound is +Inf or undefined (named in the legend)
 	certInfinite          []string        // groups with an infinite certified bound
@@ -261,9 +261,9 @@ type tradeoff struct {
 
 // tradeoffData is the data of tt's trade-off plot in audit mode `mode`
 // against x ("rd_max" | "bdp_epsilon"); nil when no row is audited.
-func tradeoffData(tt *TaskTable, mode, x string) *tradeoff {
+func tradeoffData(tt *taskTable, mode, x string) *tradeoff {
 	d := &tradeoff{baseline: math.NaN()}
-	var base *Row
+	var base *tableRow
 	for gi, g := range groups(tt) {
 		grp := tradeoffGroup{name: g, style: gi}
 		for _, r := range tt.Rows {
@@ -289,8 +289,8 @@ func tradeoffData(tt *TaskTable, mode, x string) *tradeoff {
 	if len(d.certAll) > 0 {
 		what = "audit and certified"
 	}
-	d.title = fmt.Sprintf("%s: privacy-utility trade-off (%s %s)", TaskTitle(tt.Task), mode, what)
-	d.xLabel, d.yLabel = xLabel(x, mode), tt.UtilitySplit+" "+MetricTitle(tt.Selection)+" (×100)"
+	d.title = fmt.Sprintf("%s: privacy-utility trade-off (%s %s)", taskTitle(tt.Task), mode, what)
+	d.xLabel, d.yLabel = xLabel(x, mode), tt.UtilitySplit+" "+glueMetricTitle(tt.Selection)+" (×100)"
 	d.split = auditedSplit(tt, mode)
 	d.x, d.logX = tradeoffXRange(append(slices.Clone(d.all), d.certAll...))
 	d.y = d.yRange(len(groups(tt)))
@@ -299,12 +299,12 @@ func tradeoffData(tt *TaskTable, mode, x string) *tradeoff {
 
 // addRow adds r's audited point (and its certified point, in principled
 // mode) to grp, or names it among the undefined ones.
-func (d *tradeoff) addRow(grp *tradeoffGroup, r *Row, metric, mode, x string) {
+func (d *tradeoff) addRow(grp *tradeoffGroup, r *tableRow, metric, mode, x string) {
 	ps := r.Privacy[mode]
 	if ps == nil {
 		return
 	}
-	pt := Point{X: privacyValue(ps, x), Y: 100 * r.Utility[metric].Mean, Group: grp.name, Lambda: r.Lambda}
+	pt := tradeoffPoint{X: privacyValue(ps, x), Y: 100 * r.Utility[metric].Mean, Group: grp.name, Lambda: r.Lambda}
 	if math.IsNaN(pt.X) || math.IsInf(pt.X, 0) || math.IsNaN(pt.Y) {
 		if !math.IsNaN(pt.Y) {
 			d.undefined = append(d.undefined, grp.name+" λ="+sweep.FormatLambda(r.Lambda))
@@ -323,7 +323,7 @@ func (d *tradeoff) addRow(grp *tradeoffGroup, r *Row, metric, mode, x string) {
 			d.certInfinite = append(d.certInfinite, grp.name)
 		}
 	case !math.IsNaN(cx):
-		d.certAll = append(d.certAll, Point{X: cx, Y: pt.Y, Group: grp.name, Lambda: r.Lambda})
+		d.certAll = append(d.certAll, tradeoffPoint{X: cx, Y: pt.Y, Group: grp.name, Lambda: r.Lambda})
 		grp.cert = append(grp.cert, plotter.XY{X: cx, Y: pt.Y})
 		d.links = append(d.links, plotter.XYs{{X: pt.X, Y: pt.Y}, {X: cx, Y: pt.Y}})
 	}
@@ -331,7 +331,7 @@ func (d *tradeoff) addRow(grp *tradeoffGroup, r *Row, metric, mode, x string) {
 
 // tradeoffXRange is the x range of a trade-off plot over pts, and whether
 // it is logarithmic (all x > 0 and max/min > 30).
-func tradeoffXRange(pts []Point) (r [2]float64, logX bool) {
+func tradeoffXRange(pts []tradeoffPoint) (r [2]float64, logX bool) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, pt := range pts {
 		lo, hi = min(lo, pt.X), max(hi, pt.X)
@@ -402,7 +402,7 @@ func drawTradeoff(d *tradeoff) (*plot.Plot, error) {
 	}
 	p.Y.Min, p.Y.Max = d.y[0], d.y[1]
 	p.X.Min, p.X.Max = d.x[0], d.x[1]
-	if front := ParetoFront(d.all); len(front) > 1 {
+	if front := paretoFront(d.all); len(front) > 1 {
 		l, err := addLine(p, stepLine(front), func(l *plotter.Line) {
 			l.Color, l.Dashes = color.Gray{Y: 90}, []vg.Length{vg.Points(4), vg.Points(3)}
 		})
@@ -459,15 +459,15 @@ func addLine(p *plot.Plot, xy plotter.XYs, style func(*plotter.Line)) (*plotter.
 	return l, nil
 }
 
-// PlotCurves draws the training curves of a task's model group from each
+// plotCurves draws the training curves of a task's model group from each
 // cell's metrics.jsonl: dev selection metric (x 100) and mean training loss
 // per epoch, one line per lambda and seed (colour by lambda). Writes
 // path.png and path.svg; returns nil when no cell has a metrics file.
-func PlotCurves(tt *TaskTable, group, path string) ([]string, error) {
+func plotCurves(tt *taskTable, group, path string) ([]string, error) {
 	dev, loss := plot.New(), plot.New()
-	dev.Title.Text = fmt.Sprintf("%s %s: dev %s", TaskTitle(tt.Task), group, MetricTitle(tt.Selection))
-	dev.X.Label.Text, dev.Y.Label.Text = "epoch", "dev "+MetricTitle(tt.Selection)+" (×100)"
-	loss.Title.Text = fmt.Sprintf("%s %s: training loss", TaskTitle(tt.Task), group)
+	dev.Title.Text = fmt.Sprintf("%s %s: dev %s", taskTitle(tt.Task), group, glueMetricTitle(tt.Selection))
+	dev.X.Label.Text, dev.Y.Label.Text = "epoch", "dev "+glueMetricTitle(tt.Selection)+" (×100)"
+	loss.Title.Text = fmt.Sprintf("%s %s: training loss", taskTitle(tt.Task), group)
 	loss.X.Label.Text, loss.Y.Label.Text = "epoch", "train loss (task + λ KL, nats)"
 	for _, p := range []*plot.Plot{dev, loss} {
 		p.Add(plotter.NewGrid())
@@ -542,12 +542,12 @@ func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// PlotHistograms draws, for a task's model group in audit mode `mode`, the
+// plotHistograms draws, for a task's model group in audit mode `mode`, the
 // histogram of the per-pair RD bounds (audit.Report.Histogram, 20 equal
 // bins over [min, max] of the finite pairs) of the first seed at each lambda,
 // one panel per lambda. Writes path.png and path.svg; returns nil when no
 // cell carries a histogram.
-func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
+func plotHistograms(tt *taskTable, group, mode, path string) ([]string, error) {
 	var ps []*plot.Plot
 	for _, r := range tt.Rows {
 		if r.Group() != group {
@@ -567,7 +567,7 @@ func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
 			hp := &plotter.Histogram{Bins: bins, Width: h.Edges[1] - h.Edges[0], FillColor: plotutil.Color(len(ps)),
 				LineStyle: plotter.DefaultLineStyle}
 			p := plot.New()
-			p.Title.Text = fmt.Sprintf("%s %s λ=%s seed %d", TaskTitle(tt.Task), group, sweep.FormatLambda(r.Lambda), c.Seed)
+			p.Title.Text = fmt.Sprintf("%s %s λ=%s seed %d", taskTitle(tt.Task), group, sweep.FormatLambda(r.Lambda), c.Seed)
 			p.X.Label.Text = "per-pair RD bound, nats (" + mode + ")"
 			p.Y.Label.Text = "ordered pairs"
 			p.Add(plotter.NewGrid(), hp)
@@ -584,16 +584,16 @@ func PlotHistograms(tt *TaskTable, group, mode, path string) ([]string, error) {
 // WritePlots writes every figure of t into dir: per task and audit mode the
 // trade-off scatter against rd_max and against BDP eps_mu
 // (<task>_tradeoff_<mode>_<x>), per task with a frontier the certified
-// privacy-utility frontier (<task>_frontier_certified, PlotFrontier) and,
+// privacy-utility frontier (<task>_frontier_certified, plotFrontier) and,
 // when more than one task has one, all of them tiled
 // (all_frontier_certified), per task and model group the training curves
 // (<task>_<group>_curves) and the per-pair bound histograms
 // (<task>_<group>_hist_<mode>), and per task with distinguishing attacks
 // (Tables.Distinguish) the frontier next to the attack's lower bounds
-// (<task>_frontier_distinguish, PlotDistinguishFrontier), and per task and
+// (<task>_frontier_distinguish, plotDistinguishFrontier), and per task and
 // learned attack with points (Tables.Learned) the frontier next to the
 // attack's scores (<task>_frontier_invert, <task>_frontier_attribute,
-// PlotLearnedFrontier). Returns the files written.
+// plotLearnedFrontier). Returns the files written.
 func WritePlots(t *Tables, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -607,7 +607,7 @@ func WritePlots(t *Tables, dir string) ([]string, error) {
 	for _, tt := range t.Tasks {
 		for _, m := range t.AuditModes {
 			for _, x := range []string{"rd_max", "bdp_epsilon"} {
-				if err := add(PlotTradeoff(tt, m, x, filepath.Join(dir, fmt.Sprintf("%s_tradeoff_%s_%s", tt.Task, m, x)))); err != nil {
+				if err := add(plotTradeoff(tt, m, x, filepath.Join(dir, fmt.Sprintf("%s_tradeoff_%s_%s", tt.Task, m, x)))); err != nil {
 					return files, err
 				}
 			}
@@ -626,11 +626,11 @@ func WritePlots(t *Tables, dir string) ([]string, error) {
 		}
 		for _, g := range groups(tt) {
 			base := filepath.Join(dir, tt.Task+"_"+fileSafe(g))
-			if err := add(PlotCurves(tt, g, base+"_curves")); err != nil {
+			if err := add(plotCurves(tt, g, base+"_curves")); err != nil {
 				return files, err
 			}
 			for _, m := range t.AuditModes {
-				if err := add(PlotHistograms(tt, g, m, base+"_hist_"+m)); err != nil {
+				if err := add(plotHistograms(tt, g, m, base+"_hist_"+m)); err != nil {
 					return files, err
 				}
 			}

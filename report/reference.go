@@ -11,7 +11,7 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// Reference is what one release at a certified epsilon allows on a binary
+// referenceCurve is what one release at a certified epsilon allows on a binary
 // task, drawn beside the frontier's points (docs/results.md, "The
 // reference on the frontier"; issue 31). A release certified at (epsilon,
 // delta) is at most as informative as a Gaussian mechanism of mu =
@@ -34,19 +34,19 @@ import (
 //     share (Phi(mu/2) on balanced classes). It holds for every variant.
 //
 // Only accuracy on a classification task with two labels has these forms;
-// regression (STS-B) and F1 have no such closed form, and Frontier.Reference
-// is nil for them (ReferenceNote says so).
-type Reference struct {
+// regression (STS-B) and F1 have no such closed form, and certFrontier.Reference
+// is nil for them (referenceNote says so).
+type referenceCurve struct {
 	Delta    float64         `json:"delta"`
 	Baseline jsonfloat.Float `json:"baseline_accuracy"` // a; NaN ("NaN" in JSON) when the frontier has no baseline (no achievable curve)
 	Majority float64         `json:"majority"`          // m, the chance level
 	// Points are the reference at the shown rows' certified epsilons and on
 	// a grid over the plot's range.
-	Points []ReferencePoint `json:"points"`
+	Points []referencePoint `json:"points"`
 }
 
-// ReferencePoint is the reference at one certified epsilon.
-type ReferencePoint struct {
+// referencePoint is the reference at one certified epsilon.
+type referencePoint struct {
 	Epsilon    float64         `json:"epsilon"`
 	Mu         float64         `json:"mu"`
 	Achievable jsonfloat.Float `json:"achievable"` // NaN ("NaN" in JSON) without a baseline
@@ -54,18 +54,18 @@ type ReferencePoint struct {
 }
 
 // At returns the reference at epsilon.
-func (r *Reference) At(epsilon float64) (ReferencePoint, error) {
+func (r *referenceCurve) At(epsilon float64) (referencePoint, error) {
 	mu, err := privacy.GaussianMechanismMu(epsilon, r.Delta)
 	if err != nil {
-		return ReferencePoint{}, err
+		return referencePoint{}, err
 	}
 	p := distuv.UnitNormal.CDF(mu / 2)
-	return ReferencePoint{Epsilon: epsilon, Mu: mu, Achievable: jsonfloat.Float(float64(r.Baseline)*p + (1-float64(r.Baseline))*(1-p)), Bound: r.Majority + (2*p-1)*(1-r.Majority)}, nil
+	return referencePoint{Epsilon: epsilon, Mu: mu, Achievable: jsonfloat.Float(float64(r.Baseline)*p + (1-float64(r.Baseline))*(1-p)), Bound: r.Majority + (2*p-1)*(1-r.Majority)}, nil
 }
 
-// ReferenceNote says why a task's frontier has no reference ("" when it
+// referenceNote says why a task's frontier has no reference ("" when it
 // has one).
-func ReferenceNote(task, metric string) string {
+func referenceNote(task, metric string) string {
 	t, err := glue.LookupTask(task)
 	switch {
 	case err != nil:
@@ -73,18 +73,18 @@ func ReferenceNote(task, metric string) string {
 	case t.IsRegression || t.NumLabels != 2:
 		return "no closed-form reference for a regression task: the bound of a release on a correlation has no form as simple as accuracy's"
 	case metric != glue.MetricAccuracy:
-		return fmt.Sprintf("the reference is in accuracy; the selection metric is %s", MetricTitle(metric))
+		return fmt.Sprintf("the reference is in accuracy; the selection metric is %s", glueMetricTitle(metric))
 	}
 	return ""
 }
 
-// buildReference returns the reference of f (nil, with ReferenceNote, for
+// buildReference returns the reference of f (nil, with referenceNote, for
 // tasks without one): at delta, the shared delta of the rows' guarantees.
-func buildReference(f *Frontier, delta float64) *Reference {
-	if ReferenceNote(f.Task, f.Metric) != "" || math.IsNaN(delta) || math.IsNaN(float64(f.Chance)) {
+func buildReference(f *certFrontier, delta float64) *referenceCurve {
+	if referenceNote(f.Task, f.Metric) != "" || math.IsNaN(delta) || math.IsNaN(float64(f.Chance)) {
 		return nil
 	}
-	r := &Reference{Delta: delta, Baseline: jsonfloat.Float(math.NaN()), Majority: float64(f.Chance)}
+	r := &referenceCurve{Delta: delta, Baseline: jsonfloat.Float(math.NaN()), Majority: float64(f.Chance)}
 	if b := f.Baseline; b != nil {
 		r.Baseline = jsonfloat.Float(b.Utility.Mean)
 	}

@@ -15,7 +15,7 @@ import (
 // classes and m + (2 Phi(mu/2) - 1)(1 - m) otherwise, never below the
 // achievable; tasks without a closed form have none.
 func TestReference(t *testing.T) {
-	r := &Reference{Delta: 1e-5, Baseline: 0.796, Majority: 0.5}
+	r := &referenceCurve{Delta: 1e-5, Baseline: 0.796, Majority: 0.5}
 	for _, tc := range []struct{ eps, achievable float64 }{{4, 0.605}, {8, 0.676}, {16, 0.753}, {32, 0.792}} {
 		pt, err := r.At(tc.eps)
 		if err != nil {
@@ -33,11 +33,11 @@ func TestReference(t *testing.T) {
 		t.Errorf("unbalanced bound %v", pt.Bound)
 	}
 	for _, tc := range []struct{ task, metric string }{{"stsb", "pearson_spearman"}, {"mrpc", "f1"}} {
-		if ReferenceNote(tc.task, tc.metric) == "" {
+		if referenceNote(tc.task, tc.metric) == "" {
 			t.Errorf("%s (%s) has a reference", tc.task, tc.metric)
 		}
 	}
-	if n := ReferenceNote("sst2", "accuracy"); n != "" {
+	if n := referenceNote("sst2", "accuracy"); n != "" {
 		t.Errorf("sst2: %q", n)
 	}
 }

@@ -97,7 +97,7 @@ func TestStat(t *testing.T) {
 		{in: []float64{1, math.Inf(1)}, n: 2, meanIsPInf: true, stdIsNaN: true},
 		{in: nil, meanIsNaN: true, stdIsNaN: true},
 	} {
-		s := NewStat(c.in)
+		s := newStat(c.in)
 		ok := s.N == c.n &&
 			(c.meanIsNaN && math.IsNaN(s.Mean) || c.meanIsPInf && math.IsInf(s.Mean, 1) || math.Abs(s.Mean-c.mean) < 1e-12) &&
 			(c.stdIsNaN && math.IsNaN(s.Std) || math.Abs(s.Std-c.std) < 1e-12)
@@ -226,17 +226,17 @@ func TestTablesFromFixtures(t *testing.T) {
 func TestParetoFront(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		in   []Point
+		in   []tradeoffPoint
 		want string
 	}{
-		{"dominated removed", []Point{{X: 1, Y: 50}, {X: 2, Y: 80}, {X: 3, Y: 70}, {X: 0.5, Y: 40}, {X: 4, Y: 90}},
+		{"dominated removed", []tradeoffPoint{{X: 1, Y: 50}, {X: 2, Y: 80}, {X: 3, Y: 70}, {X: 0.5, Y: 40}, {X: 4, Y: 90}},
 			"[{0.5 40} {1 50} {2 80} {4 90}]"},
-		{"equal x keeps the higher y", []Point{{X: 1, Y: 50}, {X: 1, Y: 60}}, "[{1 60}]"},
-		{"non-finite ignored", []Point{{X: math.Inf(1), Y: 99}, {X: 1, Y: math.NaN()}, {X: 2, Y: 3}}, "[{2 3}]"},
+		{"equal x keeps the higher y", []tradeoffPoint{{X: 1, Y: 50}, {X: 1, Y: 60}}, "[{1 60}]"},
+		{"non-finite ignored", []tradeoffPoint{{X: math.Inf(1), Y: 99}, {X: 1, Y: math.NaN()}, {X: 2, Y: 3}}, "[{2 3}]"},
 		{"empty", nil, "[]"},
 	} {
 		var got []string
-		for _, p := range ParetoFront(c.in) {
+		for _, p := range paretoFront(c.in) {
 			got = append(got, fmt.Sprintf("{%g %g}", p.X, p.Y))
 		}
 		if s := "[" + strings.Join(got, " ") + "]"; s != c.want {
@@ -333,7 +333,7 @@ func TestPlotsFromFixtures(t *testing.T) {
 			t.Errorf("%s: the legend should name NVDP λ=1, and only it, as not shown", file)
 		}
 	}
-	if x := privacyValue(&PrivacyStats{RDMax: Stat{Mean: 1234}, InvalidPairs: 3}, "rd_max"); !math.IsInf(x, 1) {
+	if x := privacyValue(&auditStats{RDMax: stat{Mean: 1234}, InvalidPairs: 3}, "rd_max"); !math.IsInf(x, 1) {
 		t.Errorf("rd_max with invalid pairs plotted at %g, want +Inf", x)
 	}
 }
@@ -551,7 +551,7 @@ func TestWithInvalid(t *testing.T) {
 		invalid int64
 		want    string
 	}{{0, "6809"}, {669503, "6809 (669503 invalid pairs)"}} {
-		if got := withInvalid("6809", &PrivacyStats{InvalidPairs: tc.invalid}); got != tc.want {
+		if got := withInvalid("6809", &auditStats{InvalidPairs: tc.invalid}); got != tc.want {
 			t.Errorf("invalid %d: %q, want %q", tc.invalid, got, tc.want)
 		}
 	}
@@ -739,7 +739,7 @@ func TestReadCellOldAndNew(t *testing.T) {
 	}
 	old := strings.NewReplacer(`"Infinity"`, "null", `"NaN"`, "null").Replace(string(b))
 	old = strings.Replace(old, `"invalid_pairs":12,`, `"rd_mean":null,"invalid_pairs":12,`, 1)
-	var cells []*Cell
+	var cells []*runCell
 	for i, js := range []string{string(b), old} {
 		dir := filepath.Join(root, fmt.Sprintf("seed=%d", i))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -748,7 +748,7 @@ func TestReadCellOldAndNew(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, train.ReportFile), []byte(js), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, err := ReadCell(dir)
+		c, err := readCell(dir)
 		if err != nil {
 			t.Fatalf("%s: %v", js, err)
 		}
@@ -772,7 +772,7 @@ func TestReadCellOldAndNew(t *testing.T) {
 // show the metrics its cells report without the losses, and select by the
 // metric the runs were judged by (their collapse check's).
 func TestTaskMetricsOtherTask(t *testing.T) {
-	cells := []*Cell{{Utility: map[string]float64{"accuracy": 0.3, "macro_f1": 0.2, "loss": 1.6}, ChanceMetric: "macro_f1"},
+	cells := []*runCell{{Utility: map[string]float64{"accuracy": 0.3, "macro_f1": 0.2, "loss": 1.6}, ChanceMetric: "macro_f1"},
 		{Utility: map[string]float64{"accuracy": 0.4, "macro_f1": 0.3, "dev_loss": 1.2}}}
 	ms, sel := taskMetrics("lid", cells)
 	if strings.Join(ms, ",") != "accuracy,macro_f1" || sel != "macro_f1" {

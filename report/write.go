@@ -14,9 +14,9 @@ import (
 	"github.com/nvdp-project/nvdp/sweep"
 )
 
-// VariantTitle is the display name of a model variant: "Non-private
+// variantTitle is the display name of a model variant: "Non-private
 // baseline", "NVDP", "NVDP-Clipped", "Gaussian mechanism", else the variant.
-func VariantTitle(v string) string {
+func variantTitle(v string) string {
 	switch v {
 	case "baseline":
 		return "Non-private baseline"
@@ -61,15 +61,15 @@ func fmtNum(v float64, f func(float64) string) string {
 }
 
 // fmtStat writes "mean ± std" with f (the mean alone for one seed).
-func fmtStat(s Stat, f func(float64) string) string {
+func fmtStat(s stat, f func(float64) string) string {
 	if s.N <= 1 || math.IsNaN(s.Std) {
 		return f(s.Mean)
 	}
 	return f(s.Mean) + " ± " + f(s.Std)
 }
 
-// MetricTitle is the display name of a GLUE metric.
-func MetricTitle(m string) string {
+// glueMetricTitle is the display name of a GLUE metric.
+func glueMetricTitle(m string) string {
 	switch m {
 	case glue.MetricAccuracy:
 		return "Accuracy"
@@ -85,8 +85,8 @@ func MetricTitle(m string) string {
 	return m
 }
 
-// TaskTitle is the paper's name of a task.
-func TaskTitle(t string) string {
+// taskTitle is the paper's name of a task.
+func taskTitle(t string) string {
 	switch t {
 	case "sst2":
 		return "SST-2"
@@ -102,7 +102,7 @@ func TaskTitle(t string) string {
 	return t
 }
 
-func lambdaCell(r *Row) string {
+func lambdaCell(r *tableRow) string {
 	if !hasLambda(r.Variant, r.Lambda) {
 		return "–"
 	}
@@ -116,7 +116,7 @@ func hasLambda(variant string, lambda float64) bool {
 	return variant != "baseline" && !(variant == "gaussian" && lambda == 0)
 }
 
-func seedsCell(r *Row) string { return strconv.Itoa(len(r.Seeds)) }
+func seedsCell(r *tableRow) string { return strconv.Itoa(len(r.Seeds)) }
 
 // WriteMarkdown writes the per-task tables and the best-trade-off summary.
 func WriteMarkdown(w io.Writer, t *Tables) error {
@@ -154,17 +154,17 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 	for _, tt := range t.Tasks {
 		var ms []string
 		for _, m := range tt.Metrics {
-			ms = append(ms, MetricTitle(m))
+			ms = append(ms, glueMetricTitle(m))
 		}
-		fmt.Fprintf(&b, "### %s (%s)\n\n", TaskTitle(tt.Task), strings.Join(ms, " / "))
+		fmt.Fprintf(&b, "### %s (%s)\n\n", taskTitle(tt.Task), strings.Join(ms, " / "))
 		mdTable(&b, t, tt, tt.Rows)
 		if len(tt.Grid) > 0 {
-			fmt.Fprintf(&b, "C_mu grid (nvdp-clipped; selection on dev %s):\n\n", MetricTitle(tt.Selection))
+			fmt.Fprintf(&b, "C_mu grid (nvdp-clipped; selection on dev %s):\n\n", glueMetricTitle(tt.Selection))
 			mdTable(&b, t, tt, tt.Grid)
 		}
 		if s := tt.CMu; s != nil {
 			fmt.Fprintf(&b, "C_mu selection (lambda %s, %s, tolerance %g): C_mu = %g. %s\n\n", sweep.FormatLambda(s.Lambda),
-				MetricTitle(s.Metric), s.Tolerance, s.CMu, s.Reason)
+				glueMetricTitle(s.Metric), s.Tolerance, s.CMu, s.Reason)
 		}
 		frontierMarkdown(&b, tt)
 		learnedMarkdown(&b, tt.Task, t.Learned)
@@ -185,7 +185,7 @@ func WriteMarkdown(w io.Writer, t *Tables) error {
 					if bst.Privacy != nil {
 						bdp, rd = fmtStat(bst.Privacy.BDP, fmtBDP), withInvalid(fmtStat(bst.Privacy.RDMax, fmtRD), bst.Privacy)
 					}
-					mdRow(&b, append([]string{TaskTitle(tt.Task), MetricTitle(metric), bst.Group, lambdaCell(bst.Row),
+					mdRow(&b, append([]string{taskTitle(tt.Task), glueMetricTitle(metric), bst.Group, lambdaCell(bst.Row),
 						fmtStat(bst.Row.Utility[metric], fmtUtil), bdp, rd}, certCells(bst.Row.Certified)...))
 				}
 			}
@@ -212,7 +212,7 @@ const whichIsWhich = "Which number is which: **RD max / avg (empirical)** is the
 // certHeaders are the certified columns' headers, with the Renyi order and
 // delta when every certified row shares them.
 func certHeaders(t *Tables) (rd, eps string) {
-	var rows []*Row
+	var rows []*tableRow
 	for _, tt := range t.Tasks {
 		rows = append(append(rows, tt.Rows...), tt.Grid...)
 	}
@@ -221,7 +221,7 @@ func certHeaders(t *Tables) (rd, eps string) {
 
 // certShared is the Renyi order and delta every certified row of rows
 // shares (NaN where they differ or no row is certified).
-func certShared(rows []*Row) (order, delta float64) {
+func certShared(rows []*tableRow) (order, delta float64) {
 	order, delta = math.NaN(), math.NaN()
 	first := true
 	for _, r := range rows {
@@ -243,7 +243,7 @@ func certShared(rows []*Row) (order, delta float64) {
 }
 
 // certHeadersOf are certHeaders for the rows given.
-func certHeadersOf(rows []*Row) (rd, eps string) {
+func certHeadersOf(rows []*tableRow) (rd, eps string) {
 	order, delta := certShared(rows)
 	rd, eps = "Certified RD (audit order)", "Certified ε"
 	if !math.IsNaN(order) {
@@ -257,12 +257,12 @@ func certHeadersOf(rows []*Row) (rd, eps string) {
 
 // certCells are a row's certified columns: RD at the audit order and epsilon
 // ("–" without certified data).
-func certCells(c *CertifiedStats) []string {
+func certCells(c *certStats) []string {
 	if c == nil {
 		return []string{"–", "–"}
 	}
 	// The seeds of a row share the clip constants: one value, shown alone.
-	f := func(st Stat, fm func(float64) string) string {
+	f := func(st stat, fm func(float64) string) string {
 		if st.Std == 0 {
 			return fm(st.Mean)
 		}
@@ -271,14 +271,14 @@ func certCells(c *CertifiedStats) []string {
 	return []string{f(c.RD, fmtRD), f(c.Epsilon, fmtBDP)}
 }
 
-func mdTable(b *strings.Builder, t *Tables, tt *TaskTable, rows []*Row) {
+func mdTable(b *strings.Builder, t *Tables, tt *taskTable, rows []*tableRow) {
 	if len(rows) == 0 {
 		return
 	}
 	modes := t.AuditModes
 	hdr := []string{"Model", "λ", "Seeds"}
 	for _, m := range tt.Metrics {
-		hdr = append(hdr, MetricTitle(m))
+		hdr = append(hdr, glueMetricTitle(m))
 	}
 	for _, m := range modes {
 		hdr = append(hdr, "BDP ε_μ estimate ("+m+")", "RD max / avg, empirical ("+m+")")
@@ -308,7 +308,7 @@ func mdTable(b *strings.Builder, t *Tables, tt *TaskTable, rows []*Row) {
 	b.WriteString("\n")
 }
 
-func privCells(p *PrivacyStats) []string {
+func privCells(p *auditStats) []string {
 	if p == nil {
 		return []string{"–", "–"}
 	}
@@ -317,7 +317,7 @@ func privCells(p *PrivacyStats) []string {
 
 // withInvalid appends the count of invalid pairs to an RD cell: its numbers
 // are then over the finite pairs only, and the worst case is unbounded.
-func withInvalid(rd string, p *PrivacyStats) string {
+func withInvalid(rd string, p *auditStats) string {
 	if p.InvalidPairs > 0 {
 		return rd + fmt.Sprintf(" (%d invalid pairs)", p.InvalidPairs)
 	}
@@ -336,13 +336,13 @@ func mdRow(b *strings.Builder, cells []string) {
 // audit's; the certified_* / *_certified_* columns (the row's certified
 // guarantee, the same on each of its lines; empty without certified data)
 // are the clipping's guarantee for every pair of inputs. The last columns
-// are the frontier's (TaskTable.Frontier): target_epsilon (empty: none),
+// are the frontier's (taskTable.Frontier): target_epsilon (empty: none),
 // calibrated_constant and its value (C_mu, or C for gaussian), the wall time,
 // the task's chance level, and pareto_certified (true / false for the
 // frontier's private rows that are drawn, empty otherwise). With learned
 // attacks (Tables.Learned) the learnedCSVHeader columns follow, empty on
 // those lines, and each task's lines are followed by one line per learned
-// point (LearnedPoint: attack, property, seed, attacker, metric, the score
+// point (learnedPoint: attack, property, seed, attacker, metric, the score
 // on the release with its interval, the encoder-output reference, the
 // shuffled and majority chance levels, the certified bound, the report
 // file), with task, variant, epsilon_certified_mean (the certified epsilon
@@ -398,8 +398,8 @@ func csvFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 // frontierCSV are the frontier's columns of tt's rows: pareto_certified of
 // the drawn private rows and the chance level ("" without a frontier or a
 // chance level).
-func frontierCSV(tt *TaskTable) (pareto map[*Row]string, chance string) {
-	pareto = map[*Row]string{}
+func frontierCSV(tt *taskTable) (pareto map[*tableRow]string, chance string) {
+	pareto = map[*tableRow]string{}
 	if f := tt.Frontier; f != nil {
 		for _, fr := range f.Rows {
 			if fr.Shown {
@@ -415,7 +415,7 @@ func frontierCSV(tt *TaskTable) (pareto map[*Row]string, chance string) {
 
 // rowCSV are the CSV lines of r: one per metric and audit mode (one per
 // metric without an audit).
-func rowCSV(r *Row, metrics, modes []string, chance, pareto string) [][]string {
+func rowCSV(r *tableRow, metrics, modes []string, chance, pareto string) [][]string {
 	lambda := csvFloat(r.Lambda)
 	if !hasLambda(r.Variant, r.Lambda) {
 		lambda = ""
@@ -448,7 +448,7 @@ func rowCSV(r *Row, metrics, modes []string, chance, pareto string) [][]string {
 
 // rowCSVTail are the last columns of r's lines, the same on each: the
 // certified guarantee and the frontier's columns.
-func rowCSVTail(r *Row, chance, pareto string) []string {
+func rowCSVTail(r *tableRow, chance, pareto string) []string {
 	cert := make([]string, 8)
 	if c := r.Certified; c != nil {
 		cert = []string{csvFloat(c.Order), csvFloat(c.Delta), csvFloat(c.RD.Mean), csvFloat(c.RD.Std), csvFloat(c.Epsilon.Mean),

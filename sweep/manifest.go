@@ -3,6 +3,7 @@ package sweep
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,19 @@ type manifest struct {
 	mu   sync.Mutex
 	m    *Manifest
 	path string
+}
+
+// CountsText writes the manifest's counts of cells by status ("3 done, 1
+// failed"): done, running, pending, interrupted, failed, skipped, those
+// with no cell left out.
+func (m *Manifest) CountsText() string {
+	var s []string
+	for _, k := range []string{CellDone, CellRunning, CellPending, CellInterrupted, CellFailed, CellSkipped} {
+		if m.Counts[k] > 0 {
+			s = append(s, fmt.Sprintf("%d %s", m.Counts[k], k))
+		}
+	}
+	return strings.Join(s, ", ")
 }
 
 func newManifest(o *Options, cells []*Cell) *manifest {

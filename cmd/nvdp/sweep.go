@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -227,7 +226,7 @@ func runSweep(cmd *cobra.Command, so *sweep.Options) error {
 	if res != nil {
 		m := res.Manifest
 		fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s), %d ran this time; manifest %s\n", so.Out, len(m.Cells),
-			fmtCounts(m.Counts), res.Ran, filepath.Join(so.Out, sweep.ManifestFile))
+			m.CountsText(), res.Ran, filepath.Join(so.Out, sweep.ManifestFile))
 		for _, task := range so.Tasks {
 			if s := m.Selections[task]; s != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s C_mu = %g: %s\n", task, s.CMu, s.Reason)
@@ -238,16 +237,6 @@ func runSweep(cmd *cobra.Command, so *sweep.Options) error {
 		return fmt.Errorf("sweep interrupted: finished cells keep their report.json, the others resume when the same command is run again")
 	}
 	return sweepFlagError(err)
-}
-
-func fmtCounts(c map[string]int) string {
-	var s []string
-	for _, k := range []string{sweep.CellDone, sweep.CellRunning, sweep.CellPending, sweep.CellInterrupted, sweep.CellFailed, sweep.CellSkipped} {
-		if c[k] > 0 {
-			s = append(s, fmt.Sprintf("%d %s", c[k], k))
-		}
-	}
-	return strings.Join(s, ", ")
 }
 
 // sweepFlagError names the flag of an invalid sweep option (an *option.Error

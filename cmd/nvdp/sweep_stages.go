@@ -113,7 +113,7 @@ failed or has not run.`,
 			}
 			m, err := sweep.FinishStages(out)
 			if m != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s); manifest %s\n", out, len(m.Cells), fmtCounts(m.Counts), filepath.Join(out, sweep.ManifestFile))
+				fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s); manifest %s\n", out, len(m.Cells), m.CountsText(), filepath.Join(out, sweep.ManifestFile))
 			}
 			return err
 		},

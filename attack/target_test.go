@@ -80,7 +80,11 @@ func tinyTarget(t testing.TB, variant string, cmu, noiseVar float64) *Target {
 	o.EvalBatchSize, o.MaxSeqLen, o.CMu, o.Out = 32, 8, cmu, filepath.Join(dir, "model")
 	o.HandSetClipping = nvib.Calibratable(variant) // C_mu as given, no privacy target
 	o.Resolve()
-	b, err := model.Build(&o, nil)
+	c, err := model.Check(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := model.Build(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,15 +75,18 @@ func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error
 	return vocab, files, nil
 }
 
-// Build creates the model of a fresh run of resolved options o (Resolve,
-// validated here): the encoder from o.Encoder (scratch presets get the
-// tokenizer's vocabulary size), the NVIB / NVDP block / head from o
-// (initialised from the seed), and the tokenizer. report receives the bytes
-// of a hub download (nil: none).
-func Build(o *Options, report progress.Func) (*Bundle, error) {
-	if err := o.Validate(); err != nil {
+// Build creates the model of the checked options c (Check, or Resume:
+// not checked again): the encoder from Encoder (scratch presets get the
+// tokenizer's vocabulary size), the NVIB / NVDP block / head (initialised
+// from the seed; clipping calibrated to a privacy target, Bundle.Calibration)
+// and the tokenizer. report receives the bytes of a hub download (nil:
+// none). Errors: options no Check made, the encoder's and tokenizer's
+// files, a length beyond the encoder's positions.
+func Build(c Checked, report progress.Func) (*Bundle, error) {
+	if err := c.check(); err != nil {
 		return nil, err
 	}
+	o := &c.o // a copy: the calibration writes its constants into it
 	task, err := glue.LookupTask(o.Task)
 	if err != nil {
 		return nil, err

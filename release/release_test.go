@@ -175,7 +175,11 @@ func TestLoad(t *testing.T) {
 		o := tinyOptions(t, t.TempDir(), nvib.ModelNVDPClipped)
 		tc.mod(&o)
 		o.Resolve()
-		b, err := model.Build(&o, nil)
+		c, err := model.Check(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := model.Build(c, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -22,7 +22,8 @@ func TextPipeline() PipelineTask { return &textPipeline{} }
 // textPipeline is one run of a GLUE task's pipeline: the options as given
 // and what Plan read.
 type textPipeline struct {
-	po      PipelineOptions // normalised by Plan; Train as given (Run resolves it, or resumes)
+	po      PipelineOptions // normalised by Plan; Train as given
+	checked model.Checked   // a new run's options, checked once by Plan
 	glueDir string
 	dev     *glue.Dataset // the utility split, dev (DevLimit rows)
 	audit   *glue.Dataset // the audited split when it is not dev whole (AuditLimit rows), else nil
@@ -68,12 +69,14 @@ func (t *textPipeline) Plan(po *PipelineOptions) (*Plan, error) {
 	return pl, t.readSplits(task, o)
 }
 
-// planNew resolves, validates and checks the options of a new run.
+// planNew resolves and validates the options of a new run once
+// (model.Check) and checks their files.
 func (t *textPipeline) planNew(o *model.Options) error {
-	o.Resolve()
-	if err := o.Validate(); err != nil {
+	c, err := model.Check(*o)
+	if err != nil {
 		return err
 	}
+	t.checked, *o = c, c.Options()
 	if err := o.CheckFiles(); err != nil {
 		return err
 	}
@@ -140,10 +143,14 @@ func (t *textPipeline) readSplits(task *glue.Task, o *model.Options) error {
 	return nil
 }
 
-// Train is Run of the options as given (Run resolves them, or resumes
-// with StopAfterSteps and the run-time choices).
+// Train is RunChecked of a new run's options checked by Plan, or Run of a
+// resumed one (the saved options with StopAfterSteps and the run-time
+// choices).
 func (t *textPipeline) Train(ctx context.Context, _ *Plan, report progress.Func) (*Result, error) {
-	return Run(ctx, t.po.Train, report)
+	if t.po.Train.Resume {
+		return Run(ctx, t.po.Train, report)
+	}
+	return RunChecked(ctx, t.checked, report)
 }
 
 // Load loads the model directory (model.Load) with the evaluation options

@@ -313,11 +313,24 @@ var (
 // the next step with a checkpoint and returns a *loop.Interrupted error that
 // unwraps to ctx.Err() and says how to continue.
 func Run(ctx context.Context, o model.Options, report progress.Func) (*Result, error) {
-	o, err := runOptions(o)
+	c, err := runOptions(o)
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTrainer(o, report)
+	return RunChecked(ctx, c, report)
+}
+
+// RunChecked is Run of options checked once (model.Check for a new run in
+// a directory without a checkpoint, model.Resume for o.Resume), which it
+// does not check again.
+func RunChecked(ctx context.Context, c model.Checked, report progress.Func) (*Result, error) {
+	o := c.Options()
+	if !o.Resume {
+		if err := loop.Check(filepath.Join(o.Out, CheckpointFile), false); err != nil {
+			return nil, err
+		}
+	}
+	t, err := newTrainer(c, report)
 	if err != nil {
 		return nil, err
 	}
@@ -348,37 +361,30 @@ func Run(ctx context.Context, o model.Options, report progress.Func) (*Result, e
 	return res, nil
 }
 
-// runOptions are the options Run trains with: o resolved and validated in a
-// directory without a checkpoint, or, resuming, the options saved in o.Out
-// (validated again: the file may have been edited or written by a build with
-// other checks) with o's directory, StopAfterSteps and run-time choices
-// (Device, HostNoise, LogSteps: not in the saved options).
-func runOptions(o model.Options) (model.Options, error) {
-	ckptPath := filepath.Join(o.Out, CheckpointFile)
+// runOptions are the options Run trains with, checked once: o resolved
+// and validated (model.Check), or, resuming, the options saved in o.Out
+// (validated again by model.Resume: the file may have been edited or
+// written by a build with other checks) with o's directory, StopAfterSteps
+// and run-time choices (Device, HostNoise, LogSteps: not in the saved
+// options).
+func runOptions(o model.Options) (model.Checked, error) {
 	if !o.Resume {
-		o.Resolve()
-		if err := o.Validate(); err != nil {
-			return o, err
-		}
-		return o, loop.Check(ckptPath, false)
+		return model.Check(o)
 	}
 	if o.Out == "" {
-		return o, errors.New("resume: no output directory (Options.Out) to resume")
+		return model.Checked{}, errors.New("resume: no output directory (Options.Out) to resume")
 	}
 	if err := o.ValidateRunTime(); err != nil {
-		return o, err
+		return model.Checked{}, err
 	}
-	if err := loop.Check(ckptPath, true); err != nil {
-		return o, err
+	if err := loop.Check(filepath.Join(o.Out, CheckpointFile), true); err != nil {
+		return model.Checked{}, err
 	}
-	saved, err := model.LoadOptions(o.Out)
+	c, err := model.Resume(o)
 	if err != nil {
-		return o, fmt.Errorf("resume: %w", err)
+		return model.Checked{}, fmt.Errorf("resume: %w", err)
 	}
-	r := *saved
-	r.Resume, r.Out = true, o.Out // the directory may have moved since
-	r.StopAfterSteps, r.Device, r.HostNoise, r.LogSteps = o.StopAfterSteps, o.Device, o.HostNoise, o.LogSteps
-	return r, nil
+	return c, nil
 }
 
 // Predict runs the model on every example of e in order (batches of bs,

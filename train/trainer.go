@@ -43,16 +43,17 @@ type trainer struct {
 	stepsFile   *os.File // StepsFile, opened at the first step (model.Options.LogSteps)
 }
 
-// newTrainer builds the model of o (model.Build: the calibration step
+// newTrainer builds the model of c (model.Build: the calibration step
 // included), reads and encodes the train and dev splits, and configures the
 // loop (on o.Device when set), with every input checked before the output
 // directory is written. The caller closes it.
-func newTrainer(o model.Options, report progress.Func) (*trainer, error) {
+func newTrainer(c model.Checked, report progress.Func) (*trainer, error) {
+	o := c.Options()
 	// Fail on a missing directory or split before building (and maybe downloading) the encoder.
 	if err := o.CheckFiles(); err != nil {
 		return nil, err
 	}
-	b, err := model.Build(&o, report)
+	b, err := model.Build(c, report)
 	if err != nil {
 		return nil, err
 	}

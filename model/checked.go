@@ -1,0 +1,56 @@
+package model
+
+import "fmt"
+
+// Checked are training options ready to build and train: resolved and
+// validated once, by Check for a new run or by Resume for a resumed one.
+// Build and train.RunChecked take them without checking them again. The
+// zero value is not checked: Build refuses it.
+type Checked struct {
+	o  Options
+	ok bool
+}
+
+// Check resolves a copy of o (Options.Resolve) and validates it
+// (Options.Validate; files are CheckFiles's): the checked options. Errors
+// are *OptionError.
+func Check(o Options) (Checked, error) {
+	o.Resolve()
+	if err := o.Validate(); err != nil {
+		return Checked{}, err
+	}
+	return Checked{o: o, ok: true}, nil
+}
+
+// Resume is the checked options of a run resumed in from.Out: the
+// options saved there (LoadOptions, which validates them) with from's
+// directory and the run-time choices the options file does not hold
+// (StopAfterSteps, Device, HostNoise, LogSteps; ValidateRunTime). Errors:
+// no directory, ValidateRunTime's, LoadOptions's.
+func Resume(from Options) (Checked, error) {
+	if from.Out == "" {
+		return Checked{}, optionError("out", nil, "required: the directory of the run to resume")
+	}
+	if err := from.ValidateRunTime(); err != nil {
+		return Checked{}, err
+	}
+	saved, err := LoadOptions(from.Out)
+	if err != nil {
+		return Checked{}, err
+	}
+	o := *saved
+	o.Resume, o.Out = true, from.Out // the directory may have moved since
+	o.StopAfterSteps, o.Device, o.HostNoise, o.LogSteps = from.StopAfterSteps, from.Device, from.HostNoise, from.LogSteps
+	return Checked{o: o, ok: true}, nil
+}
+
+// Options returns a copy of the checked options.
+func (c Checked) Options() Options { return c.o }
+
+// check is the error of options that no Check or Resume made.
+func (c Checked) check() error {
+	if !c.ok {
+		return fmt.Errorf("model options not checked (model.Check, model.Resume)")
+	}
+	return nil
+}

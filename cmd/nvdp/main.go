@@ -98,9 +98,14 @@ var gracefulStop atomic.Bool
 // refuseUnknownSubcommands makes every command group under root refuse an
 // unknown subcommand ("nvdp attack frob", "nvdp serve keys frobnicate")
 // with an error naming it, exit status 1, instead of printing its help with
-// exit status 0 (cobra's behaviour for a group that does not run itself).
-// A group without arguments still prints its help.
+// exit status 0 (cobra's behaviour for a group that does not run itself),
+// cobra's completion group included. A group without arguments still
+// prints its help.
 func refuseUnknownSubcommands(root *cobra.Command) {
+	if !root.HasParent() { // cobra's own groups too, which it adds as it executes
+		root.InitDefaultHelpCmd()
+		root.InitDefaultCompletionCmd()
+	}
 	for _, c := range root.Commands() {
 		refuseUnknownSubcommands(c)
 	}

@@ -27,6 +27,7 @@ func TestUnknownSubcommands(t *testing.T) {
 		{"serve", "frob"},
 		{"audit", "frob"},
 		{"sweep", "frob"},
+		{"completion", "frob"},
 		{"frob"},
 	} {
 		_, err := runCmd(rootCmd, args...)

@@ -2,9 +2,14 @@ package report
 
 import (
 	"context"
+	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nvdp-project/nvdp/attack"
@@ -72,16 +77,124 @@ func TestDistinguishPlots(t *testing.T) {
 	if err != nil || len(files) != 2 {
 		t.Fatalf("ROC plots %v: %v", files, err)
 	}
+	checkPNG(t, filepath.Join(dir, "roc.png"), 0.02)
+	roc := readFile(t, filepath.Join(dir, "roc.svg"))
+	for _, rep := range reps[:1] {
+		g, r := rep.Certified, rep.Pairs[0].Result
+		for _, want := range []string{"distinguishing attack on gaussian releases", "distinguishing attack on gaussian releases (log-log)",
+			fmt.Sprintf("certified (ε=%.3g, δ=%g): allowed below", float64(g.Epsilon), g.Delta),
+			fmt.Sprintf("%s: ε ≥ %.3g (%s), AUC %.3f", attack.PairWitness, float64(r.EpsilonLowerBound), r.Method, r.AUC)} {
+			if !strings.Contains(roc, ">"+want+"<") {
+				t.Errorf("roc.svg lacks the label %q", want)
+			}
+		}
+	}
 	files, err = plotDistinguishFrontier(&taskTable{Task: "sst2"}, pts, filepath.Join(dir, "frontier"))
 	if err != nil || len(files) != 2 {
 		t.Fatalf("frontier plots %v: %v", files, err)
 	}
-	for _, f := range files {
-		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
-			t.Errorf("%s: %v", f, err)
+	checkPNG(t, filepath.Join(dir, "frontier.png"), 0.02)
+	// Each point is a marker of the variant's colour where its values fall
+	// on the plot's log axes: the lower bound filled, the Gaussian epsilon
+	// hollow.
+	p, err := distinguishPlot("sst2", pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := readFile(t, filepath.Join(dir, "frontier.svg"))
+	x0, x1, y0, y1 := svgAxes(t, svg)
+	at := func(v, lo, hi, c0, c1 float64) float64 {
+		return c0 + (math.Log(v)-math.Log(lo))/(math.Log(hi)-math.Log(lo))*(c1-c0)
+	}
+	col := hexColor(variantColor(nvib.ModelGaussian))
+	glyphs := svgGlyphs(svg)
+	for i, pt := range pts {
+		for _, m := range []struct {
+			y      float64
+			filled bool
+		}{{max(float64(pt.LowerBound), p.Y.Min), true}, {float64(pt.Gaussian), false}} {
+			cx, cy := at(float64(pt.Certified), p.X.Min, p.X.Max, x0, x1), at(m.y, p.Y.Min, p.Y.Max, y0, y1)
+			found := false
+			for _, g := range glyphs {
+				if math.Abs(g.x-cx) < 0.05 && math.Abs(g.y-cy) < 0.05 && g.filled == m.filled && g.colour == col {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("point %d (certified %v, y %v, filled %v): no %s marker at (%.2f, %.2f) in frontier.svg; markers %+v",
+					i, float64(pt.Certified), m.y, m.filled, col, cx, cy, glyphs)
+			}
 		}
 	}
 	if files, err := plotDistinguishFrontier(&taskTable{Task: "mrpc"}, pts, filepath.Join(dir, "none")); err != nil || len(files) != 0 {
 		t.Errorf("a task without points: %v, %v", files, err)
 	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// svgGlyph is a circle marker of a gonum SVG: its centre (SVG units, y up
+// as the plot's paths are written) and colour (#RRGGBB), filled or not.
+type svgGlyph struct {
+	x, y   float64
+	colour string
+	filled bool
+}
+
+var (
+	glyphRE = regexp.MustCompile(`<path d="M([0-9.]+),([0-9.]+)A4,4 0 1 1 ([0-9.]+),[0-9.]+A4,4 0 1 1 [0-9.]+,[0-9.]+Z" style="([^"]*)"`)
+	lineRE  = regexp.MustCompile(`<path d="M([0-9.]+),([0-9.]+)L([0-9.]+),([0-9.]+)" style="fill:none;stroke:#000000;stroke-width:0.5"`)
+)
+
+// svgGlyphs are the circle markers of a gonum SVG.
+func svgGlyphs(svg string) []svgGlyph {
+	var gs []svgGlyph
+	for _, m := range glyphRE.FindAllStringSubmatch(svg, -1) {
+		a, _ := strconv.ParseFloat(m[1], 64)
+		y, _ := strconv.ParseFloat(m[2], 64)
+		b, _ := strconv.ParseFloat(m[3], 64)
+		g := svgGlyph{x: (a + b) / 2, y: y}
+		if c, ok := strings.CutPrefix(m[4], "fill:#"); ok && len(c) >= 6 {
+			g.colour, g.filled = "#"+c[:6], true
+		} else if i := strings.Index(m[4], "stroke:#"); i >= 0 {
+			g.colour = "#" + m[4][i+8:i+14]
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+// svgAxes are the ends of a gonum SVG's axis lines (the longest black
+// horizontal and vertical lines): the data area's x and y extents.
+func svgAxes(t *testing.T, svg string) (x0, x1, y0, y1 float64) {
+	t.Helper()
+	var w, h float64
+	for _, m := range lineRE.FindAllStringSubmatch(svg, -1) {
+		var v [4]float64
+		for i := range v {
+			v[i], _ = strconv.ParseFloat(m[i+1], 64)
+		}
+		switch {
+		case v[1] == v[3] && v[2]-v[0] > w:
+			w, x0, x1 = v[2]-v[0], v[0], v[2]
+		case v[0] == v[2] && v[3]-v[1] > h:
+			h, y0, y1 = v[3]-v[1], v[1], v[3]
+		}
+	}
+	if w == 0 || h == 0 {
+		t.Fatal("no axis lines in the SVG")
+	}
+	return x0, x1, y0, y1
+}
+
+func hexColor(c color.Color) string {
+	r, g, b, _ := c.RGBA()
+	return fmt.Sprintf("#%02X%02X%02X", r>>8, g>>8, b>>8)
 }

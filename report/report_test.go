@@ -891,3 +891,42 @@ func TestReadMissingCells(t *testing.T) {
 		t.Errorf("MissingList of 12 = %q", got)
 	}
 }
+
+// TestBestTieBreak: the best trade-off (Table 1) of tied mean utilities is
+// the row with the lower mean rd_max, wherever it sorts, then the smaller
+// lambda; a higher utility wins whatever its rd_max.
+func TestBestTieBreak(t *testing.T) {
+	type cell struct {
+		lambda, acc, rdMax float64
+	}
+	for _, tc := range []struct {
+		name       string
+		cells      []cell
+		wantLambda float64
+	}{
+		{"lower rd_max at the larger lambda", []cell{{0.01, 0.8, 0.5}, {0.1, 0.8, 0.2}}, 0.1},
+		{"lower rd_max at the smaller lambda", []cell{{0.001, 0.8, 0.1}, {0.01, 0.8, 0.3}}, 0.001},
+		{"three tied, the middle lowest", []cell{{0.001, 0.7, 0.4}, {0.01, 0.7, 0.05}, {0.1, 0.7, 0.3}}, 0.01},
+		{"same rd_max: the smaller lambda", []cell{{0.01, 0.8, 0.2}, {0.1, 0.8, 0.2}}, 0.01},
+		{"higher utility beats lower rd_max", []cell{{0.01, 0.81, 0.9}, {0.1, 0.8, 0.1}}, 0.01},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for _, c := range tc.cells {
+				writeReport(t, root, fmt.Sprintf("sst2/nvdp/lambda=%g/seed=1", c.lambda), cellRep("sst2", "nvdp", c.lambda, 0, 1,
+					map[string]any{"accuracy": c.acc}, priv("principled", c.rdMax, c.rdMax/10, 10, 0)))
+			}
+			cells, err := load(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb := build(cells, nil)
+			if len(tb.Best) != 1 || tb.Best[0].AuditMode != "principled" {
+				t.Fatalf("best %+v, want one principled entry", tb.Best)
+			}
+			if got := tb.Best[0].Row.Lambda; got != tc.wantLambda {
+				t.Errorf("best lambda %g (rd_max %v), want %g", got, tb.Best[0].Privacy.RDMax.Mean, tc.wantLambda)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -57,8 +58,9 @@ func main() {
 // writing "nvdp: <error>" to stderr. The signal cancels every command's
 // context (cmd.Context()); a command that stops gracefully (signalContext
 // registers what it does then) finishes that, and its error says it was
-// interrupted; any other ends within interruptGrace, with "nvdp:
-// interrupted" and exit status 1. A second signal ends the process at once.
+// interrupted (prefixed with "interrupted (<signal>)" unless it says so);
+// any other ends within interruptGrace, with "nvdp: interrupted" and exit
+// status 1. A second signal ends the process at once.
 func execute(root *cobra.Command, stderr io.Writer) int {
 	refuseUnknownSubcommands(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,7 +82,7 @@ func execute(root *cobra.Command, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if cause := context.Cause(ctx); ctx.Err() != nil && cause != context.Canceled {
+	if cause := context.Cause(ctx); ctx.Err() != nil && cause != context.Canceled && !strings.Contains(err.Error(), "interrupted") {
 		err = fmt.Errorf("interrupted (%v): %w", cause, err)
 	}
 	fmt.Fprintln(stderr, "nvdp:", err)

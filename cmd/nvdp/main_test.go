@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -66,6 +67,14 @@ func TestInterruptedHelper(t *testing.T) {
 			<-cmd.Context().Done()
 			return fmt.Errorf("audit: %w", cmd.Context().Err())
 		}},
+		// one whose error says it was interrupted (training's)
+		&cobra.Command{Use: "says", RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext(cmd, "writing a checkpoint")
+			defer cancel()
+			ready()
+			<-ctx.Done()
+			return fmt.Errorf("interrupted after step 3 (%v)", context.Cause(ctx))
+		}},
 		// one that stops gracefully, for longer than the grace (training's checkpoint)
 		&cobra.Command{Use: "graceful", RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext(cmd, "writing a checkpoint")
@@ -93,6 +102,7 @@ func TestInterrupted(t *testing.T) {
 		{"ignore", "stopped at once", interruptGrace + 5*time.Second},
 		{"honour", "audit: context canceled", 5 * time.Second},
 		{"graceful", "stopped after the checkpoint", interruptGrace + 8*time.Second},
+		{"says", "", 5 * time.Second},
 	} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 			t.Run(tc.cmd+" "+sig.String(), func(t *testing.T) {
@@ -121,6 +131,9 @@ func TestInterrupted(t *testing.T) {
 					t.Errorf("%v, want exit status 1", err)
 				}
 				want := "nvdp: interrupted (" + sig.String() + " signal received): " + tc.want
+				if tc.want == "" { // said once
+					want = "nvdp: interrupted after step 3 (" + sig.String() + " signal received)\n"
+				}
 				if !strings.Contains(stderr.String(), want) {
 					t.Errorf("stderr %q, want %q", stderr.String(), want)
 				}
@@ -131,4 +144,3 @@ func TestInterrupted(t *testing.T) {
 		}
 	}
 }
-

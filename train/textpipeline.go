@@ -143,14 +143,15 @@ func (t *textPipeline) readSplits(task *glue.Task, o *model.Options) error {
 	return nil
 }
 
-// Train is RunChecked of a new run's options checked by Plan, or Run of a
+// Train is RunChecked of a new run's options checked by Plan (with the
+// dev split Plan read), or Run of a
 // resumed one (the saved options with StopAfterSteps and the run-time
 // choices).
 func (t *textPipeline) Train(ctx context.Context, _ *Plan, report progress.Func) (*Result, error) {
 	if t.po.Train.Resume {
 		return Run(ctx, t.po.Train, report)
 	}
-	return RunChecked(ctx, t.checked, report)
+	return runChecked(ctx, t.checked, t.dev, report) // dev as Plan read it, not read again
 }
 
 // Load loads the model directory (model.Load) with the evaluation options

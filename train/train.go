@@ -324,13 +324,19 @@ func Run(ctx context.Context, o model.Options, report progress.Func) (*Result, e
 // a directory without a checkpoint, model.Resume for o.Resume), which it
 // does not check again.
 func RunChecked(ctx context.Context, c model.Checked, report progress.Func) (*Result, error) {
+	return runChecked(ctx, c, nil, report)
+}
+
+// runChecked is RunChecked with the dev split already read as the
+// training reads it (glue_dir, skip_bad_rows, dev_limit; nil: read here).
+func runChecked(ctx context.Context, c model.Checked, dev *glue.Dataset, report progress.Func) (*Result, error) {
 	o := c.Options()
 	if !o.Resume {
 		if err := loop.Check(filepath.Join(o.Out, CheckpointFile), false); err != nil {
 			return nil, err
 		}
 	}
-	t, err := newTrainer(c, report)
+	t, err := newTrainer(c, dev, report)
 	if err != nil {
 		return nil, err
 	}

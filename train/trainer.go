@@ -47,7 +47,7 @@ type trainer struct {
 // included), reads and encodes the train and dev splits, and configures the
 // loop (on o.Device when set), with every input checked before the output
 // directory is written. The caller closes it.
-func newTrainer(c model.Checked, report progress.Func) (*trainer, error) {
+func newTrainer(c model.Checked, dev *glue.Dataset, report progress.Func) (*trainer, error) {
 	o := c.Options()
 	// Fail on a missing directory or split before building (and maybe downloading) the encoder.
 	if err := o.CheckFiles(); err != nil {
@@ -58,7 +58,7 @@ func newTrainer(c model.Checked, report progress.Func) (*trainer, error) {
 		return nil, err
 	}
 	t := &trainer{o: b.Options, b: b, m: b.Model, task: b.Task}
-	if err := t.loadSplits(); err != nil {
+	if err := t.loadSplits(dev); err != nil {
 		return nil, err
 	}
 	nTrain := t.trainEnc.Len()
@@ -78,10 +78,11 @@ func newTrainer(c model.Checked, report progress.Func) (*trainer, error) {
 	return t, nil
 }
 
-// loadSplits reads and encodes the train and dev splits (a train split
+// loadSplits reads and encodes the train and dev splits (devDS: dev
+// already read, by the pipeline's plan; nil: read here). A train split
 // smaller than one batch is an error: batches drop the last partial one, as
-// the reference).
-func (t *trainer) loadSplits() error {
+// the reference.
+func (t *trainer) loadSplits(devDS *glue.Dataset) error {
 	o := t.o
 	trainDS, err := glue.Load(o.GlueDir, t.task, "train", glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.TrainLimit})
 	if err != nil {
@@ -90,11 +91,14 @@ func (t *trainer) loadSplits() error {
 		}
 		return err
 	}
-	devDS, err := glue.Load(o.GlueDir, t.task, "dev", glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.DevLimit})
-	if err != nil {
-		return err
+	read := []*glue.Dataset{trainDS}
+	if devDS == nil {
+		if devDS, err = glue.Load(o.GlueDir, t.task, "dev", glue.LoadOptions{SkipBadRows: o.SkipBadRows, Limit: o.DevLimit}); err != nil {
+			return err
+		}
+		read = append(read, devDS)
 	}
-	for _, d := range []*glue.Dataset{trainDS, devDS} {
+	for _, d := range read { // a dev split given was logged by its reader (model.LoadSplit)
 		if d.Skipped > 0 {
 			slog.Warn("skipped malformed rows", "file", d.Path, "rows", d.Skipped, "first", d.SkipErrors)
 		}

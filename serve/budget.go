@@ -14,33 +14,60 @@ import (
 // (Ledger) and PostgreSQL (PGLedger) both compose and convert with it, so
 // that the same counts give the same balance, bit for bit, in either.
 
-// The accountants of a curve, stored with every curve (PostgreSQL:
+// The accountant of a curve is stored with every curve (PostgreSQL:
 // curves.accountant and curves.gaussian_mu; the file: the curve record's
-// "accountant" and "gaussian_mu", absent in files of before them):
+// "accountant" and "gaussian_mu", absent in files of before them), under
+// privacy's names, the ones a certificate and a balance carry:
 //
-//   - Accountant ("rdp-sum"): an RDP curve, composed by summing the curves
-//     per order (releases x bound) and converting the sum to epsilon at the
-//     ledger's delta by the minimum over orders (privacy.BestEpsilon);
-//   - AccountantGaussian ("gaussian-mu"): the curve of a release that is
-//     exactly a Gaussian mechanism (privacy.Guarantee.Accountant is
-//     privacy.AccountantGaussian), stored with its mu of one release
-//     (Curve.Mu) beside its RDP curve order mu^2 / 2.
+//   - privacy.AccountantRDP ("rdp"): an RDP curve, composed by summing the
+//     curves per order (releases x bound) and converting the sum to epsilon
+//     at the ledger's delta by the minimum over orders;
+//   - privacy.AccountantGaussian ("analytic-gaussian"): the curve of a
+//     release that is exactly a Gaussian mechanism (privacy.Guarantee's
+//     Accountant is privacy.AccountantGaussian), stored with its mu of one
+//     release (Curve.Mu) beside its RDP curve order mu^2 / 2.
 //
-// An account composes exactly (exactEpsilon) while every curve it was
-// charged under is Gaussian, else by the RDP sum; docs/serving.md, "Exact
-// composition of Gaussian releases".
+// The composition itself is privacy's (privacy.Composition): a ledger
+// stores counts per curve, and the accountant turns them into epsilon.
+// An account composes exactly while every curve it was charged under is
+// Gaussian, else by the RDP sum; docs/serving.md, "Exact composition of
+// Gaussian releases".
+//
+// Ledgers written before the names were one set stored "rdp-sum" and
+// "gaussian-mu" (legacyAccountant): a ledger opened for charging rewrites
+// them (migrateAccountants, and schema version 3 of PostgreSQL), and every
+// ledger reads them as privacy's.
 //
 // CurveFormat is the newest version of a curve's record: 1 holds an RDP
 // curve, 2 adds the Gaussian mu. A curve is written in the oldest format
-// that holds it (an RDP curve in format 1, its record as before, so that the
-// nvdp of before still reads a file of RDP curves only). A ledger refuses a
-// curve of another accountant or a newer format instead of charging under
-// arithmetic it does not know.
-const (
-	Accountant         = "rdp-sum"
-	AccountantGaussian = "gaussian-mu"
-	CurveFormat        = 2
-)
+// that holds it. A ledger refuses a curve of another accountant or a newer
+// format instead of charging under arithmetic it does not know.
+const CurveFormat = 2
+
+// legacyAccountant maps the accountant names ledgers stored before they
+// were privacy's to privacy's.
+var legacyAccountant = map[string]string{
+	"rdp-sum":     privacy.AccountantRDP,
+	"gaussian-mu": privacy.AccountantGaussian,
+}
+
+// accountantName is the accountant stored as name, in privacy's names (a
+// legacy name translated; "" with format 0, a record of before accountants,
+// is an RDP curve of format 1).
+func accountantName(name string, format int) (string, int) {
+	if name == "" && format == 0 {
+		return privacy.AccountantRDP, 1
+	}
+	if n, ok := legacyAccountant[name]; ok {
+		return n, format
+	}
+	return name, format
+}
+
+// gaussianIDTag is the text a Gaussian curve's ID hashes after its bounds
+// (gaussianCurveID): the accountant's name when the ID was defined, frozen,
+// since every stored Gaussian curve's ID depends on it.
+const gaussianIDTag = "gaussian-mu"
 
 // gaussianRDPTolerance bounds the relative difference between a Gaussian
 // curve's RDP bounds and order mu^2 / 2 (privacy certifies them within
@@ -68,13 +95,13 @@ func newCurve(g *privacy.Guarantee) (c *Curve, orders []float64, accountant stri
 		orders[i], rd[i] = p.Order, float64(p.RD)
 	}
 	c = &Curve{RD: rd, Delta: g.Delta}
-	accountant, format = Accountant, 1
+	accountant, format = privacy.AccountantRDP, 1
 	if mu := float64(g.GaussianMu); g.Accountant == privacy.AccountantGaussian && mu > 0 && g.Releases >= 1 {
 		c.Mu = mu / math.Sqrt(float64(g.Releases))
 		if err := checkGaussian(orders, rd, c.Mu); err != nil {
 			return nil, nil, "", 0, fmt.Errorf("model guarantee: %w", err)
 		}
-		accountant, format = AccountantGaussian, CurveFormat
+		accountant, format = privacy.AccountantGaussian, CurveFormat
 	}
 	c.ID = curveIDOf(orders, rd, c.Mu)
 	return c, orders, accountant, format, nil
@@ -104,24 +131,28 @@ func checkGaussian(orders, rd []float64, mu float64) error {
 	return nil
 }
 
-// composed is an account's charges as the composition reads them: the
-// curves charged (count > 0) in ID order with their counts, the RDP sum
-// over them, and the releases in all.
-type composed struct {
+// privacy is the accountant of the composition (privacy.Composition).
+func (c composition) privacy() privacy.Composition {
+	return privacy.Composition{Orders: c.orders, Delta: c.delta}
+}
+
+// mechanism is a curve as the accountant counts it.
+func mechanism(cv *Curve) privacy.Mechanism { return privacy.Mechanism{RD: cv.RD, Mu: cv.Mu} }
+
+// charges is an account's counts as the accountant takes them: the curves
+// charged (count > 0) in ID order, so that the sums are the same float64
+// every time, and the releases in all.
+type charges struct {
 	ids      []string
-	counts   []uint64
-	curves   []*Curve
-	rd       []float64 // at each order, the sum over curves of releases x bound
+	counts   []privacy.Count
 	releases uint64
 }
 
-// compose reads the account charged counts releases by curve ID: its RDP
-// curve is, at each order, the sum over curves of releases x bound, the
-// curves taken in ID order so that the sum is the same float64 every time.
-// curve resolves an ID; its error (a curve the ledger does not hold or
-// cannot read) is returned.
-func (c composition) compose(counts map[string]uint64, curve func(id string) (*Curve, error)) (composed, error) {
-	var s composed
+// charges reads the account charged counts releases by curve ID; curve
+// resolves an ID, and its error (a curve the ledger does not hold or cannot
+// read) is returned.
+func (c composition) charges(counts map[string]uint64, curve func(id string) (*Curve, error)) (charges, error) {
+	var s charges
 	for id, n := range counts {
 		s.releases += n
 		if n > 0 {
@@ -129,102 +160,45 @@ func (c composition) compose(counts map[string]uint64, curve func(id string) (*C
 		}
 	}
 	slices.Sort(s.ids)
-	s.rd = make([]float64, len(c.orders))
 	for _, id := range s.ids {
 		cv, err := curve(id)
 		if err != nil {
-			return composed{}, err
+			return charges{}, err
 		}
-		if len(cv.RD) != len(s.rd) {
-			return composed{}, fmt.Errorf("curve %s has %d orders, the ledger %d", id, len(cv.RD), len(s.rd))
+		if len(cv.RD) != len(c.orders) {
+			return charges{}, fmt.Errorf("curve %s has %d orders, the ledger %d", id, len(cv.RD), len(c.orders))
 		}
-		n := float64(counts[id])
-		for i, v := range cv.RD {
-			s.rd[i] += n * v
-		}
-		s.counts, s.curves = append(s.counts, counts[id]), append(s.curves, cv)
+		s.counts = append(s.counts, privacy.Count{Mechanism: mechanism(cv), Releases: counts[id]})
 	}
 	return s, nil
 }
 
-// gaussianMu is the mu of the account's releases when every curve charged
-// is Gaussian (and one is): sqrt(sum_i (mu_i sqrt(n_i))^2), the curves in
-// ID order, with m more releases of curve extra (m > 0) added to its count.
-// mu_i-GDP mechanisms compose into a sqrt(sum mu_i^2)-GDP one (Dong, Roth &
-// Su 2022, Cor. 3.3), n_i releases of one into mu_i sqrt(n_i); the terms
-// are squares of mu_i sqrt(n_i) so that one curve gives mu_1 sqrt(n) bit
-// for bit, as privacy.Guarantee's mu of n releases. ok is false for an
-// account with nothing charged or an RDP curve among its curves.
-func (s composed) gaussianMu(extra *Curve, m uint64) (mu float64, ok bool) {
-	curves, counts := s.curves, s.counts
-	if extra != nil && m > 0 {
-		i, found := slices.BinarySearch(s.ids, extra.ID)
-		curves, counts = slices.Clone(curves), slices.Clone(counts)
-		if found {
-			counts[i] += m
-		} else {
-			curves, counts = slices.Insert(curves, i, extra), slices.Insert(counts, i, m)
-		}
-	}
-	if len(curves) == 0 {
-		return 0, false
-	}
-	var sum float64
-	for i, cv := range curves {
-		if cv.Mu <= 0 {
-			return 0, false
-		}
-		x := cv.Mu * math.Sqrt(float64(counts[i]))
-		sum += x * x
-	}
-	return math.Sqrt(sum), true
-}
-
-// spentEpsilon is the epsilon at the ledger's delta of the account s, the
-// order that gives it (NaN for an exact composition) and the accountant
-// (privacy.AccountantGaussian or privacy.AccountantRDP).
-func (c composition) spentEpsilon(s composed) (eps, order float64, accountant string) {
-	if mu, ok := s.gaussianMu(nil, 0); ok {
-		return c.exactEpsilon(mu), math.NaN(), privacy.AccountantGaussian
-	}
-	eps, order = c.epsilon(s.rd)
-	return eps, order, privacy.AccountantRDP
-}
-
-// exactEpsilon is the epsilon at the ledger's delta of releases that
-// compose into a Gaussian mechanism of mu (privacy.GaussianMechanismEpsilon:
-// Balle & Wang 2018, Thm 8, the (epsilon, delta) curve of mu-GDP); +Inf
-// for an infinite mu.
-func (c composition) exactEpsilon(mu float64) float64 {
-	if math.IsInf(mu, 1) {
-		return math.Inf(1)
-	}
-	eps, err := privacy.GaussianMechanismEpsilon(mu, c.delta)
+// spent is the guarantee of the account s at the ledger's delta
+// (privacy.Composition.Epsilon). Curves were checked when registered or
+// read, so a failure is a programmer error.
+func (c composition) spent(s charges) privacy.Spent {
+	sp, err := c.privacy().Epsilon(s.counts)
 	if err != nil {
-		panic(fmt.Sprintf("serve: composed gaussian mu: %v", err))
+		panic(fmt.Sprintf("serve: composed curves: %v", err))
 	}
-	return eps
+	return sp
 }
 
-// epsilon converts a composed curve to epsilon at the ledger's delta and
-// the order that gives it (privacy.BestEpsilon). Curves were checked when
-// registered or read, so a failure is a programmer error.
-func (c composition) epsilon(rd []float64) (eps, order float64) {
-	curve := make([]privacy.OrderRD, len(rd))
-	for i, v := range rd {
-		curve[i] = privacy.OrderRD{Order: c.orders[i], RD: jsonfloat.Float(v)}
+// remainingReleases is how many more releases of curve the account s
+// affords within budget (privacy.Composition.RemainingReleases: +Inf
+// beyond privacy.MaxReleases).
+func (c composition) remainingReleases(s charges, curve *Curve, budget float64) float64 {
+	counts := s.counts
+	i, found := slices.BinarySearch(s.ids, curve.ID)
+	if !found {
+		counts = slices.Insert(slices.Clone(counts), i, privacy.Count{Mechanism: mechanism(curve)})
 	}
-	eps, order, err := privacy.BestEpsilon(curve, c.delta)
+	m, err := c.privacy().RemainingReleases(counts, i, budget)
 	if err != nil {
-		panic(fmt.Sprintf("serve: composed curve: %v", err))
+		panic(fmt.Sprintf("serve: composed curves: %v", err))
 	}
-	return eps, order
+	return m
 }
-
-// maxReleases is where remainingReleases stops counting: more releases than
-// this fit only when the curve is 0 (or the budget +Inf), which is reported
-// as +Inf.
-const maxReleases = 1 << 52
 
 // balance is the balance of account id, charged counts releases by curve
 // ID (resolved by lookup), against budget (epsilon at delta), for releases
@@ -232,21 +206,21 @@ const maxReleases = 1 << 52
 // with nothing charged, the one its first release of curve would be
 // composed by.
 func (c composition) balance(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
-	s, err := c.compose(counts, lookup)
+	s, err := c.charges(counts, lookup)
 	if err != nil {
 		return Balance{}, err
 	}
-	eps, _, acct := c.spentEpsilon(s)
+	sp := c.spent(s)
 	if len(s.ids) == 0 {
-		acct = privacy.AccountantRDP
+		sp.Accountant = privacy.AccountantRDP
 		if curve.Mu > 0 {
-			acct = privacy.AccountantGaussian
+			sp.Accountant = privacy.AccountantGaussian
 		}
 	}
 	return Balance{
-		Account: id, Releases: s.releases, Delta: curve.Delta, Accountant: acct,
-		SpentEpsilon: jsonfloat.Float(eps), BudgetEpsilon: jsonfloat.Float(budget),
-		RemainingEpsilon:  jsonfloat.Float(math.Max(0, budget-eps)),
+		Account: id, Releases: s.releases, Delta: curve.Delta, Accountant: sp.Accountant,
+		SpentEpsilon: jsonfloat.Float(sp.Epsilon), BudgetEpsilon: jsonfloat.Float(budget),
+		RemainingEpsilon:  jsonfloat.Float(math.Max(0, budget-sp.Epsilon)),
 		RemainingReleases: jsonfloat.Float(c.remainingReleases(s, curve, budget)),
 	}, nil
 }
@@ -277,51 +251,6 @@ func (b Balance) Check(releases int) error {
 	return nil
 }
 
-// remainingReleases is the largest m >= 0 such that the account s after m
-// more releases of curve stays within budget (epsilon at the ledger's
-// delta), +Inf when maxReleases do. The account after them is composed by
-// the rule of spentEpsilon: exactly while it would hold Gaussian curves
-// only, else by the RDP sum (spent + m curve at each order). Epsilon is
-// non-decreasing in m (each order's bound grows, and so does their minimum;
-// mu grows; an RDP curve added moves an exact account to the RDP sum, which
-// is at least the exact epsilon), so the search is exponential then binary.
-func (c composition) remainingReleases(s composed, curve *Curve, budget float64) float64 {
-	fits := func(m float64) bool {
-		if m == 0 {
-			eps, _, _ := c.spentEpsilon(s)
-			return eps <= budget
-		}
-		if mu, ok := s.gaussianMu(curve, uint64(m)); ok {
-			return c.exactEpsilon(mu) <= budget
-		}
-		rd := make([]float64, len(s.rd))
-		for i := range rd {
-			rd[i] = s.rd[i] + m*curve.RD[i]
-		}
-		eps, _ := c.epsilon(rd)
-		return eps <= budget
-	}
-	if !fits(0) {
-		return 0
-	}
-	if fits(maxReleases) {
-		return math.Inf(1)
-	}
-	lo, hi := 0.0, 1.0 // fits(lo), and hi is searched for !fits(hi)
-	for fits(hi) {
-		lo, hi = hi, 2*hi
-	}
-	for hi-lo > 1 {
-		mid := math.Floor((lo + hi) / 2)
-		if fits(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo
-}
-
 // account is the Account view of an account charged counts releases by
 // curve over requests requests, last at updated.
 func (c composition) account(id string, counts map[string]uint64, requests uint64, updated time.Time, curve func(string) (*Curve, error)) (Account, error) {
@@ -331,14 +260,32 @@ func (c composition) account(id string, counts map[string]uint64, requests uint6
 		a.Releases += n
 	}
 	if a.Delta > 0 {
-		s, err := c.compose(counts, curve)
+		s, err := c.charges(counts, curve)
 		if err != nil {
 			return Account{}, fmt.Errorf("account %q: %w", id, err)
 		}
-		eps, order, acct := c.spentEpsilon(s)
-		a.SpentEpsilon, a.SpentOrder, a.Accountant = jsonfloat.Float(eps), jsonfloat.Float(order), acct
+		sp := c.spent(s)
+		a.SpentEpsilon, a.SpentOrder, a.Accountant = jsonfloat.Float(sp.Epsilon), jsonfloat.Float(sp.Order), sp.Accountant
 	}
 	return a, nil
+}
+
+// epsilonOfOne is the guarantee of one release of cv at the ledger's delta:
+// exact for a Gaussian curve (privacy.GaussianMechanismEpsilon, order NaN),
+// else the RDP conversion and its order.
+func (c composition) epsilonOfOne(cv *Curve) (eps, order float64) {
+	if cv.Mu > 0 {
+		eps, err := privacy.GaussianMechanismEpsilon(cv.Mu, c.delta)
+		if err != nil {
+			panic(fmt.Sprintf("serve: gaussian curve: %v", err))
+		}
+		return eps, math.NaN()
+	}
+	sp, err := c.privacy().Epsilon([]privacy.Count{{Mechanism: privacy.Mechanism{RD: cv.RD}, Releases: 1}})
+	if err != nil {
+		panic(fmt.Sprintf("serve: curve: %v", err))
+	}
+	return sp.Epsilon, sp.Order
 }
 
 // checkCurve checks a curve read from a ledger against the ledger's grid:
@@ -348,14 +295,15 @@ func (c composition) account(id string, counts map[string]uint64, requests uint6
 // bounds, and of its mu for a Gaussian curve (so that a changed bound or mu
 // is found, not charged under).
 func (c composition) checkCurve(id, accountant string, format int, orders, rd []float64, delta, mu float64) error {
+	accountant, format = accountantName(accountant, format)
 	switch {
-	case accountant == Accountant && format >= 1 && format <= CurveFormat:
+	case accountant == privacy.AccountantRDP && format >= 1 && format <= CurveFormat:
 		if mu != 0 {
 			return fmt.Errorf("curve %s: an RDP curve (%s) with a gaussian mu %v", id, accountant, mu)
 		}
-	case accountant == AccountantGaussian && format >= 2 && format <= CurveFormat:
+	case accountant == privacy.AccountantGaussian && format >= 2 && format <= CurveFormat:
 	default:
-		return fmt.Errorf("curve %s: accountant %q format %d, this server knows %q format 1..%d and %q format 2..%d: it was written by a newer nvdp", id, accountant, format, Accountant, CurveFormat, AccountantGaussian, CurveFormat)
+		return fmt.Errorf("curve %s: accountant %q format %d, this server knows %q format 1..%d and %q format 2..%d: it was written by a newer nvdp", id, accountant, format, privacy.AccountantRDP, CurveFormat, privacy.AccountantGaussian, CurveFormat)
 	}
 	switch {
 	case !slices.Equal(orders, c.orders) || len(rd) != len(c.orders):
@@ -363,7 +311,7 @@ func (c composition) checkCurve(id, accountant string, format int, orders, rd []
 	case delta != c.delta:
 		return fmt.Errorf("curve %s: delta %g differs from the ledger's %g", id, delta, c.delta)
 	}
-	if accountant == AccountantGaussian {
+	if accountant == privacy.AccountantGaussian {
 		if err := checkGaussian(orders, rd, mu); err != nil {
 			return fmt.Errorf("curve %s: %w", id, err)
 		}

@@ -3,8 +3,10 @@ package serve
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -110,19 +112,14 @@ func TestLedgerGaussianComposition(t *testing.T) {
 				t.Errorf("mu %v k %d: account %+v", tc.mu, tc.k, a)
 			}
 		}
-		_, order := l.comp().epsilon(l.comp().compose0(t, rdp, tc.k))
+		sp, err := l.comp().privacy().Epsilon([]privacy.Count{{Mechanism: privacy.Mechanism{RD: rdp.RD}, Releases: uint64(tc.k)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := sp.Order
 		t.Logf("mu_1 %v, %d releases (mu %.4g): exact epsilon %.6g, RDP sum %.6g at order %v: %.1f%% less", tc.mu, tc.k,
 			tc.mu*math.Sqrt(float64(tc.k)), want, float64(byRDP.SpentEpsilon), order, 100*(1-want/float64(byRDP.SpentEpsilon)))
 	}
-}
-
-// compose0 is the RDP sum of k releases of c alone.
-func (c composition) compose0(t *testing.T, cv *Curve, k int) []float64 {
-	s, err := c.compose(map[string]uint64{cv.ID: uint64(k)}, func(string) (*Curve, error) { return cv, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.rd
 }
 
 // TestLedgerGaussianCurvesCompose: releases under two Gaussian curves of
@@ -365,9 +362,10 @@ func TestLedgerGaussianCurveTampered(t *testing.T) {
 		{"mu 1e-9 larger", func(m map[string]any) { m["gaussian_mu"] = mu * (1 + 1e-9) }, "its orders and bounds hash to"},
 		{"mu removed", func(m map[string]any) { delete(m, "gaussian_mu") }, "gaussian mu 0: want a finite value > 0"},
 		{"mu negative", func(m map[string]any) { m["gaussian_mu"] = -mu }, "want a finite value > 0"},
-		{"accountant rdp-sum, mu kept", func(m map[string]any) { m["accountant"], m["format"] = Accountant, 1 }, "an RDP curve (rdp-sum) with a gaussian mu"},
-		{"accountant rdp-sum, mu removed", func(m map[string]any) {
-			m["accountant"], m["format"] = Accountant, 1
+		{"accountant rdp, mu kept", func(m map[string]any) { m["accountant"], m["format"] = privacy.AccountantRDP, 1 }, "an RDP curve (rdp) with a gaussian mu"},
+		{"legacy accountant rdp-sum, mu kept", func(m map[string]any) { m["accountant"], m["format"] = "rdp-sum", 1 }, "an RDP curve (rdp) with a gaussian mu"},
+		{"accountant rdp, mu removed", func(m map[string]any) {
+			m["accountant"], m["format"] = privacy.AccountantRDP, 1
 			delete(m, "gaussian_mu")
 		}, "its orders and bounds hash to"},
 		{"format 1", func(m map[string]any) { m["format"] = 1 }, "written by a newer nvdp"},
@@ -397,7 +395,7 @@ func TestLedgerGaussianCurveTampered(t *testing.T) {
 			if err := json.Unmarshal(b.Get([]byte(c.ID)), &m); err != nil {
 				return err
 			}
-			if m["accountant"] != AccountantGaussian || m["format"] != float64(2) || m["gaussian_mu"] != mu {
+			if m["accountant"] != privacy.AccountantGaussian || m["format"] != float64(2) || m["gaussian_mu"] != mu {
 				t.Fatalf("the curve's record: %v", m)
 			}
 			tc.edit(m)
@@ -438,7 +436,102 @@ func TestLedgerRegisterInconsistentGaussian(t *testing.T) {
 		t.Fatal(err)
 	}
 	ci := h.Curves[c.ID]
-	if ci.Accountant != AccountantGaussian || ci.Format != 2 || ci.GaussianMu != 0.5 || float64(ci.Epsilon) != gme(t, 0.5) || !math.IsNaN(float64(ci.Order)) {
+	if ci.Accountant != privacy.AccountantGaussian || ci.Format != 2 || ci.GaussianMu != 0.5 || float64(ci.Epsilon) != gme(t, 0.5) || !math.IsNaN(float64(ci.Order)) {
 		t.Errorf("history's curve %+v", ci)
+	}
+}
+
+// TestLedgerLegacyAccountantNames: a file whose curve records carry the
+// accountant names of before (rdp-sum, gaussian-mu) reads as one of
+// privacy's names, with the same accounts, bit for bit, read-only (the
+// file untouched) and for charging, which rewrites the records with the
+// new names, every other field kept.
+func TestLedgerLegacyAccountantNames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l := openLedger(t, path)
+	g, err := l.RegisterCurve(exactGuarantee(0.3), "gaussian")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.RegisterCurve(gaussianGuarantee(0.01), "rdp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Charge("alice", g, 3, math.Inf(1))
+	l.Charge("bob", g, 2, math.Inf(1))
+	l.Charge("bob", r, 5, math.Inf(1))
+	want, err := l.Accounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	records := func() map[string]map[string]any {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		out := map[string]map[string]any{}
+		db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketCurves).ForEach(func(k, v []byte) error {
+				var m map[string]any
+				json.Unmarshal(v, &m)
+				out[string(k)] = m
+				return nil
+			})
+		})
+		return out
+	}
+	before := records()
+	if before[g.ID]["accountant"] != privacy.AccountantGaussian || before[r.ID]["accountant"] != privacy.AccountantRDP {
+		t.Fatalf("new records: %v", before)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCurves)
+		for id, name := range map[string]string{g.ID: "gaussian-mu", r.ID: "rdp-sum"} {
+			m := maps.Clone(before[id])
+			m["accountant"] = name
+			v, _ := json.Marshal(m)
+			if err := b.Put([]byte(id), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	db.Close()
+	sum := fileSum(t, path)
+	ro, err := OpenLedgerReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ro.Accounts()
+	h, herr := ro.History(HistoryQuery{Limit: 10})
+	ro.Close()
+	same := func(a, b []Account) bool { // as JSON: NaN orders equal, times without their monotonic reading
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		return string(ja) == string(jb)
+	}
+	if err != nil || herr != nil || !same(got, want) {
+		t.Fatalf("read-only with the old names: %+v %v %v, want %+v", got, err, herr, want)
+	}
+	if h.Curves[g.ID].Accountant != privacy.AccountantGaussian || h.Curves[r.ID].Accountant != privacy.AccountantRDP {
+		t.Errorf("history's curves %+v", h.Curves)
+	}
+	if fileSum(t, path) != sum {
+		t.Error("the read-only open wrote the file")
+	}
+	rw := openLedger(t, path)
+	got, err = rw.Accounts()
+	rw.Close()
+	if err != nil || !same(got, want) {
+		t.Fatalf("opened for charging with the old names: %+v %v", got, err)
+	}
+	if after := records(); !reflect.DeepEqual(after, before) {
+		t.Errorf("records after the migration %v, want %v", after, before)
 	}
 }

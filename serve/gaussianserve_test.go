@@ -56,7 +56,7 @@ func TestBudgetGaussian(t *testing.T) {
 	h := body["history"].(map[string]any)
 	ch := h["charges"].([]any)[0].(map[string]any)
 	curve := h["curves"].(map[string]any)[ch["curve"].(string)].(map[string]any)
-	if curve["accountant"] != serve.AccountantGaussian || num(curve["gaussian_mu"]) != mu || num(curve["epsilon_per_release"]) != eps(1) || curve["order"] != "NaN" {
+	if curve["accountant"] != privacy.AccountantGaussian || num(curve["gaussian_mu"]) != mu || num(curve["epsilon_per_release"]) != eps(1) || curve["order"] != "NaN" {
 		t.Errorf("history's curve %v", curve)
 	}
 	texts := `{"texts": ["x"` + strings.Repeat(`, "x"`, int(fit)-3) + `]}` // one more than remains

@@ -112,9 +112,11 @@ type curveRecord struct {
 	Delta      float64           `json:"delta"`
 	Model      json.RawMessage   `json:"model,omitempty"` // the description of the first model registered with it
 	Registered time.Time         `json:"registered"`
-	// Accountant and Format (Accountant or AccountantGaussian, 1 or
-	// CurveFormat) are absent in files of before them: the one accountant
-	// there was, format 1. GaussianMu is a Gaussian curve's mu of one
+	// Accountant and Format (privacy.AccountantRDP or
+	// privacy.AccountantGaussian, 1 or CurveFormat) are absent in files of
+	// before them: the one accountant there was, format 1. Files of before
+	// the names were privacy's hold "rdp-sum" or "gaussian-mu"
+	// (legacyAccountant), rewritten when the file is opened for charging. GaussianMu is a Gaussian curve's mu of one
 	// release (format 2), absent for an RDP curve.
 	Accountant string  `json:"accountant,omitempty"`
 	Format     int     `json:"format,omitempty"`
@@ -441,10 +443,15 @@ func (l *Ledger) init(tx *bolt.Tx) error {
 			}
 		}
 	}
-	l.size.Store(tx.Size())
 	if err := l.readCurves(tx); err != nil {
 		return err
 	}
+	if tx.Writable() {
+		if err := migrateAccountants(tx); err != nil {
+			return err
+		}
+	}
+	l.size.Store(tx.Size())
 	return tx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
 		rec, err := decodeAccount(string(k), v)
 		if err != nil {
@@ -457,6 +464,37 @@ func (l *Ledger) init(tx *bolt.Tx) error {
 		}
 		return nil
 	})
+}
+
+// migrateAccountants rewrites the curve records whose accountant has a
+// legacy name ("rdp-sum", "gaussian-mu") with privacy's name
+// (accountantName); every other byte of a record stays. A record of before
+// accountants (none recorded) stays as it is.
+func migrateAccountants(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketCurves)
+	updates := map[string][]byte{}
+	err := b.ForEach(func(k, v []byte) error {
+		var rec curveRecord
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return err
+		}
+		if _, ok := legacyAccountant[rec.Accountant]; !ok {
+			return nil
+		}
+		rec.Accountant, _ = accountantName(rec.Accountant, rec.Format)
+		nv, err := json.Marshal(rec)
+		updates[string(k)] = nv
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for k, v := range updates {
+		if err := b.Put([]byte(k), v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readCurves reads the ledger's orders, delta and curves.
@@ -482,12 +520,8 @@ func (l *Ledger) readCurves(tx *bolt.Tx) error {
 		for i, v := range rec.RD {
 			c.RD[i] = float64(v)
 		}
-		acc, format := rec.Accountant, rec.Format
-		if acc == "" && format == 0 { // a curve of before they were recorded
-			acc, format = Accountant, 1
-		}
 		// The ID is the curve's hash: a changed bound or mu is found.
-		if err := l.comp().checkCurve(c.ID, acc, format, rec.Orders, c.RD, rec.Delta, c.Mu); err != nil {
+		if err := l.comp().checkCurve(c.ID, rec.Accountant, rec.Format, rec.Orders, c.RD, rec.Delta, c.Mu); err != nil {
 			return corrupt("%v", err)
 		}
 		l.curves[c.ID] = c
@@ -575,13 +609,13 @@ func curveID(orders, rd []float64) string {
 }
 
 // gaussianCurveID is the ID of a Gaussian curve: as curveID's, with
-// AccountantGaussian's name and mu's float64 bits after the pairs (a
+// gaussianIDTag and mu's float64 bits after the pairs (a
 // longer message than any RDP curve's of the grid, so the two never
 // collide), so that a changed mu is found as a changed bound is.
 func gaussianCurveID(orders, rd []float64, mu float64) string {
 	return hex.EncodeToString(curveHash(orders, rd, func(h hash.Hash) {
 		var b [8]byte
-		h.Write([]byte(AccountantGaussian))
+		h.Write([]byte(gaussianIDTag))
 		binary.LittleEndian.PutUint64(b[:], math.Float64bits(mu))
 		h.Write(b[:])
 	})[:16])
@@ -1097,10 +1131,7 @@ func (l *Ledger) describeHistory(h *History, comp composition) error {
 					if err != nil {
 						return err
 					}
-					acc, format := rec.Accountant, rec.Format
-					if acc == "" && format == 0 {
-						acc, format = Accountant, 1
-					}
+					acc, format := accountantName(rec.Accountant, rec.Format)
 					h.Curves[c.Curve] = comp.curveInfo(cv, acc, format, rec.Registered)
 				}
 				if _, ok := h.Models[c.Model]; !ok && c.Model != "" {

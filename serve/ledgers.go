@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -155,10 +154,7 @@ type CurveInfo struct {
 
 // curveInfo describes the curve c of the composition's grid.
 func (c composition) curveInfo(cv *Curve, accountant string, format int, registered time.Time) CurveInfo {
-	eps, order := c.epsilon(cv.RD)
-	if cv.Mu > 0 {
-		eps, order = c.exactEpsilon(cv.Mu), math.NaN()
-	}
+	eps, order := c.epsilonOfOne(cv)
 	ci := CurveInfo{Accountant: accountant, Format: format, Epsilon: jsonfloat.Float(eps), Order: jsonfloat.Float(order),
 		GaussianMu: cv.Mu, Delta: cv.Delta, Orders: c.orders, Registered: registered}
 	for _, v := range cv.RD {

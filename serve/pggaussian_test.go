@@ -101,12 +101,12 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 	for _, tc := range []struct {
 		name, sql, err string
 	}{
-		{"mu 1% larger", `UPDATE nvdp.curves SET gaussian_mu = gaussian_mu * 1.01 WHERE accountant = 'gaussian-mu'`, "does not match the RDP bound"},
-		{"mu 1e-9 larger", `UPDATE nvdp.curves SET gaussian_mu = gaussian_mu * (1 + 1e-9) WHERE accountant = 'gaussian-mu'`, "its orders and bounds hash to"},
-		{"mu removed", `UPDATE nvdp.curves SET gaussian_mu = NULL WHERE accountant = 'gaussian-mu'`, "gaussian mu 0: want a finite value > 0"},
-		{"mu NaN", `UPDATE nvdp.curves SET gaussian_mu = 'NaN' WHERE accountant = 'gaussian-mu'`, "gaussian mu NaN: want a finite value > 0"},
-		{"mu on the RDP curve", `UPDATE nvdp.curves SET gaussian_mu = 0.1 WHERE accountant = 'rdp-sum'`, "an RDP curve (rdp-sum) with a gaussian mu 0.1"},
-		{"the Gaussian curve made RDP", `UPDATE nvdp.curves SET accountant = 'rdp-sum', format_version = 1, gaussian_mu = NULL WHERE accountant = 'gaussian-mu'`, "its orders and bounds hash to"},
+		{"mu 1% larger", `UPDATE nvdp.curves SET gaussian_mu = gaussian_mu * 1.01 WHERE accountant = 'analytic-gaussian'`, "does not match the RDP bound"},
+		{"mu 1e-9 larger", `UPDATE nvdp.curves SET gaussian_mu = gaussian_mu * (1 + 1e-9) WHERE accountant = 'analytic-gaussian'`, "its orders and bounds hash to"},
+		{"mu removed", `UPDATE nvdp.curves SET gaussian_mu = NULL WHERE accountant = 'analytic-gaussian'`, "gaussian mu 0: want a finite value > 0"},
+		{"mu NaN", `UPDATE nvdp.curves SET gaussian_mu = 'NaN' WHERE accountant = 'analytic-gaussian'`, "gaussian mu NaN: want a finite value > 0"},
+		{"mu on the RDP curve", `UPDATE nvdp.curves SET gaussian_mu = 0.1 WHERE accountant = 'rdp'`, "an RDP curve (rdp) with a gaussian mu 0.1"},
+		{"the Gaussian curve made RDP", `UPDATE nvdp.curves SET accountant = 'rdp', format_version = 1, gaussian_mu = NULL WHERE accountant = 'analytic-gaussian'`, "its orders and bounds hash to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := servetest.NewPGLedger(t)
@@ -120,10 +120,10 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 				t.Fatal(err)
 			}
 			l.Charge("alice", g, 2, math.Inf(1))
-			if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE id = $1 AND gaussian_mu = 0.7 AND accountant = 'gaussian-mu' AND format_version = 2`, g.ID); n != 1 {
+			if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE id = $1 AND gaussian_mu = 0.7 AND accountant = 'analytic-gaussian' AND format_version = 2`, g.ID); n != 1 {
 				t.Fatal("the Gaussian curve's row lacks its mu, accountant or format")
 			}
-			if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE id = $1 AND gaussian_mu IS NULL AND accountant = 'rdp-sum' AND format_version = 1`, r.ID); n != 1 {
+			if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE id = $1 AND gaussian_mu IS NULL AND accountant = 'rdp' AND format_version = 1`, r.ID); n != 1 {
 				t.Fatal("the RDP curve's row is not as before")
 			}
 			execSQL(t, dsn, tc.sql)
@@ -136,8 +136,9 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 
 // TestPGLedgerMigration: a database of schema version 1 (before
 // curves.gaussian_mu) holding an RDP curve and charges is refused by a
-// server ("migrate it"), migrated by init (version 2 applied, nothing
-// else changed), and then reads as before: the old account composes by the
+// server ("migrate it"), migrated by init (versions 2 and 3 applied: its
+// accountant renamed rdp-sum -> rdp, nothing else changed), and then reads
+// as before: the old account composes by the
 // RDP sum with the same balance as a file ledger charged the same, the
 // model registered again is a Gaussian curve of its own, composed exactly.
 func TestPGLedgerMigration(t *testing.T) {
@@ -166,11 +167,11 @@ func TestPGLedgerMigration(t *testing.T) {
 		t.Fatalf("open of version 1: %v", err)
 	}
 	info, applied, err := serve.CreatePGLedger(dsn, 30*time.Second)
-	if err != nil || !reflect.DeepEqual(applied, []int{2}) || info.SchemaVersion != 2 || info.Charges != 1 || info.Releases != 6 {
+	if err != nil || !reflect.DeepEqual(applied, []int{2, 3}) || info.SchemaVersion != 3 || info.Charges != 1 || info.Releases != 6 {
 		t.Fatalf("init of version 1: %+v %v %v", info, applied, err)
 	}
-	if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE gaussian_mu IS NULL`); n != 1 {
-		t.Fatalf("%d curves without a mu after the migration, want the one", n)
+	if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE gaussian_mu IS NULL AND accountant = 'rdp'`); n != 1 {
+		t.Fatalf("%d RDP curves without a mu, named rdp, after the migration, want the one", n)
 	}
 	l := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions())
 	bal, err := l.Balance("alice", rc, 100)

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nvdp-project/nvdp/internal/pgtest"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/serve"
 	"github.com/nvdp-project/nvdp/serve/servetest"
 )
@@ -104,7 +105,7 @@ func chargeAll(t *testing.T, l serve.PrivacyLedger, curves []*serve.Curve, steps
 
 // TestPGLedgerSchema: a server refuses a database without the ledger's
 // schema (ErrNoLedger, nothing created) and one of a newer version; init
-// creates the schema with its version table (versions 1 and 2) once, and
+// creates the schema with its version table (versions 1 to 3) once, and
 // again changes nothing; init refuses a schema "nvdp" that is not a ledger.
 func TestPGLedgerSchema(t *testing.T) {
 	c := pgtest.Shared(t)
@@ -117,7 +118,7 @@ func TestPGLedgerSchema(t *testing.T) {
 		t.Fatal("opening an empty database created the schema")
 	}
 	info, applied, err := serve.CreatePGLedger(dsn, 10*time.Second)
-	if err != nil || !reflect.DeepEqual(applied, []int{1, 2}) || len(info.LedgerID) != 32 || info.SchemaVersion != 2 || info.Format != serve.PGLedgerFormat || info.Accounts != 0 {
+	if err != nil || !reflect.DeepEqual(applied, []int{1, 2, 3}) || len(info.LedgerID) != 32 || info.SchemaVersion != 3 || info.Format != serve.PGLedgerFormat || info.Accounts != 0 {
 		t.Fatalf("init: %+v %v %v", info, applied, err)
 	}
 	if strings.Contains(info.Path, "password") {
@@ -127,11 +128,11 @@ func TestPGLedgerSchema(t *testing.T) {
 	if err != nil || len(applied) != 0 || again.LedgerID != info.LedgerID {
 		t.Fatalf("second init: %+v %v %v", again, applied, err)
 	}
-	if n := count(t, dsn, `SELECT count(*) FROM nvdp.schema_version`); n != 2 {
-		t.Fatalf("%d schema versions recorded, want 2", n)
+	if n := count(t, dsn, `SELECT count(*) FROM nvdp.schema_version`); n != 3 {
+		t.Fatalf("%d schema versions recorded, want 3", n)
 	}
-	execSQL(t, dsn, `INSERT INTO nvdp.schema_version VALUES (3, 'from the future', now())`)
-	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "schema version 3 is newer than this server's 2") {
+	execSQL(t, dsn, `INSERT INTO nvdp.schema_version VALUES (4, 'from the future', now())`)
+	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "schema version 4 is newer than this server's 3") {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
 	if _, _, err := serve.CreatePGLedger(dsn, 10*time.Second); err == nil || !strings.Contains(err.Error(), "newer than this build's") {
@@ -335,7 +336,7 @@ func TestPGHistory(t *testing.T) {
 				t.Errorf("replica %q", ch.Replica)
 			}
 			ci := h.Curves[c.ID]
-			if ci.Accountant != serve.Accountant || ci.Format != 1 || ci.GaussianMu != 0 || math.Abs(float64(ci.Epsilon)-epsOfReleases(1)) > 1e-12 {
+			if ci.Accountant != privacy.AccountantRDP || ci.Format != 1 || ci.GaussianMu != 0 || math.Abs(float64(ci.Epsilon)-epsOfReleases(1)) > 1e-12 {
 				t.Errorf("curve %+v", ci)
 			}
 			if string(h.Models[c.Model]) != `{"model":"m1"}` && string(h.Models[c.Model]) != `{"model": "m1"}` {

@@ -87,6 +87,15 @@ CREATE TABLE nvdp.keys (
 	SQL: `
 ALTER TABLE nvdp.curves ADD COLUMN gaussian_mu double precision;
 `,
+}, {
+	Version:     3,
+	Description: "curves.accountant in privacy's names: rdp-sum -> rdp, gaussian-mu -> analytic-gaussian",
+	// The names a certificate and a balance carry (legacyAccountant); the
+	// curves' IDs do not cover the name, so no ID changes.
+	SQL: `
+UPDATE nvdp.curves SET accountant = 'rdp' WHERE accountant = 'rdp-sum';
+UPDATE nvdp.curves SET accountant = 'analytic-gaussian' WHERE accountant = 'gaussian-mu';
+`,
 }}
 
 // pgSchemaVersion is the schema version this build serves.

@@ -97,7 +97,7 @@ func ledgerReleases(t *testing.T) (uint64, map[string]int) {
 	for _, c := range h.Charges {
 		replicas[c.Replica] += c.Releases
 		sum += uint64(c.Releases)
-		if c.Curve == "" || c.Model == "" || h.Curves[c.Curve].Accountant != serve.Accountant || h.Models[c.Model] == nil {
+		if c.Curve == "" || c.Model == "" || h.Curves[c.Curve].Accountant != privacy.AccountantRDP || h.Models[c.Model] == nil {
 			t.Fatalf("charge %+v without its curve and model", c)
 		}
 	}

@@ -73,8 +73,8 @@ func budgetCases() []budgetCase {
 // account, their floats as bits.
 type budgetAnswer struct {
 	Spent, Remaining, RemainingReleases, AccountSpent, AccountOrder string
-	Releases                                                       uint64
-	Accountant, AccountAccountant                                  string
+	Releases                                                        uint64
+	Accountant, AccountAccountant                                   string
 }
 
 func bits(f float64) string { return fmt.Sprintf("%016x", math.Float64bits(f)) }

@@ -24,14 +24,13 @@ func Check(o Options) (Checked, error) {
 
 // Resume is the checked options of a run resumed in from.Out: the
 // options saved there (LoadOptions, which validates them) with from's
-// directory and the run-time choices the options file does not hold
-// (StopAfterSteps, Device, HostNoise, LogSteps; ValidateRunTime). Errors:
-// no directory, ValidateRunTime's, LoadOptions's.
+// directory and run-time choices (RunTime, which the options file does not
+// hold). Errors: no directory, RunTime.Validate's, LoadOptions's.
 func Resume(from Options) (Checked, error) {
 	if from.Out == "" {
 		return Checked{}, optionError("out", nil, "required: the directory of the run to resume")
 	}
-	if err := from.ValidateRunTime(); err != nil {
+	if err := from.RunTime.Validate(); err != nil {
 		return Checked{}, err
 	}
 	saved, err := LoadOptions(from.Out)
@@ -40,7 +39,7 @@ func Resume(from Options) (Checked, error) {
 	}
 	o := *saved
 	o.Resume, o.Out = true, from.Out // the directory may have moved since
-	o.StopAfterSteps, o.Device, o.HostNoise, o.LogSteps = from.StopAfterSteps, from.Device, from.HostNoise, from.LogSteps
+	o.RunTime = from.RunTime
 	return Checked{o: o, ok: true}, nil
 }
 

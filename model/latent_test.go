@@ -203,7 +203,7 @@ func TestRunTimeOptions(t *testing.T) {
 		want string // "" = valid
 	}{{-1, "stop_after_steps -1: must be >= 0 (0: do not stop)"}, {0, ""}, {5, ""}} {
 		o := targetOptions(func(o *Options) { o.HandSetClipping = true; o.StopAfterSteps = tc.stop })
-		for name, err := range map[string]error{"Validate": o.Validate(), "ValidateRunTime": o.ValidateRunTime()} {
+		for name, err := range map[string]error{"Validate": o.Validate(), "RunTime.Validate": o.RunTime.Validate()} {
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
 				t.Errorf("stop %d: %s = %v, want %q", tc.stop, name, err, tc.want)
 			}

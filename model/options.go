@@ -165,27 +165,37 @@ type Options struct {
 	HandSetClipping bool `json:"hand_set_clipping,omitempty"`
 	// ScratchConfig, when set, replaces the preset of a scratch: encoder (library use, tests).
 	ScratchConfig *encoder.Config `json:"scratch_config,omitempty"`
+	// RunTime are the choices of one run, no part of the model or of its
+	// options file (json "-"): a resumed run takes them from its caller
+	// (Resume).
+	RunTime `json:"-"`
+}
+
+// RunTime are the run-time choices of a training run: not saved with the
+// model (train_options.json holds none of them), taken by a resumed run
+// from its caller. Validate checks them.
+type RunTime struct {
 	// StopAfterSteps stops the run after this many optimizer steps in total, with a
 	// checkpoint (0: off); for tests of resumption and for time-boxed runs.
-	StopAfterSteps int `json:"-"`
+	StopAfterSteps int
 	// Device, when set, trains and evaluates on this GPU (package dnn; the
 	// parameters, gradients and AdamW moments live there); nil: the CPU
 	// engine. A run-time choice, not part of the model or its options file:
 	// a model trained on either device loads and runs on the other; a run
 	// resumes on the device it started on (its checkpoint holds that
 	// device's random state).
-	Device *cuda.Device `json:"-"`
+	Device *cuda.Device
 	// HostNoise draws a training step's dropout and NVDP noise on the host
 	// from the device's Philox stream (rngstream.TrainSampleDevice), on
 	// either device: a CPU run and a GPU run of one seed then see the same
 	// noise, for the comparison of the two (scripts/gpu-check.sh). On the GPU
 	// it costs an upload of the noise per step. Run-time, as Device.
-	HostNoise bool `json:"-"`
+	HostNoise bool
 	// LogSteps appends each optimizer step's training loss to
 	// train.StepsFile in Out (train.StepLoss lines; a resumed run goes on
 	// appending), for comparisons step by step (the CPU and the GPU engine:
 	// scripts/gpu-check.sh). Run-time, as Device.
-	LogSteps bool `json:"-"`
+	LogSteps bool
 }
 
 // Auto is the value of the options whose default depends on other options

@@ -51,7 +51,7 @@ func (o *Options) Validate() error {
 // trainer of another modality shares (package speech, whose encoder and
 // data are its own). Validate calls it. Errors are *OptionError.
 func (o *Options) ValidateTraining() error {
-	if err := o.ValidateRunTime(); err != nil {
+	if err := o.RunTime.Validate(); err != nil {
 		return err
 	}
 	if err := oneOf("variant", o.Variant, nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian); err != nil {
@@ -119,13 +119,12 @@ func (o *Options) ValidateTraining() error {
 	return nil
 }
 
-// ValidateRunTime checks the run-time options, which the options file
-// does not hold and a resumed run takes from its caller: StopAfterSteps
-// >= 0 (0: do not stop). ValidateTraining calls it. Errors are
-// *OptionError (stop_after_steps).
-func (o *Options) ValidateRunTime() error {
-	if o.StopAfterSteps < 0 {
-		return optionError("stop_after_steps", o.StopAfterSteps, "must be >= 0 (0: do not stop)")
+// Validate checks the run-time choices: StopAfterSteps >= 0 (0: do not
+// stop). Options.ValidateTraining calls it. Errors are *OptionError
+// (stop_after_steps).
+func (r RunTime) Validate() error {
+	if r.StopAfterSteps < 0 {
+		return optionError("stop_after_steps", r.StopAfterSteps, "must be >= 0 (0: do not stop)")
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func prepare(o Options) (Options, error) {
 		if t.Out == "" {
 			return o, errors.New("resume: no output directory to resume")
 		}
-		if err := t.ValidateRunTime(); err != nil {
+		if err := t.RunTime.Validate(); err != nil {
 			return o, err
 		}
 		if err := loop.Check(filepath.Join(t.Out, train.CheckpointFile), true); err != nil {

@@ -59,7 +59,7 @@ func TestResumeKeepsLogSteps(t *testing.T) {
 	if _, err := Run(context.Background(), o, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), model.Options{Out: o.Out, Resume: true, LogSteps: true}, nil); err != nil {
+	if _, err := Run(context.Background(), model.Options{Out: o.Out, Resume: true, RunTime: model.RunTime{LogSteps: true}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(o.Out, StepsFile))

@@ -380,7 +380,7 @@ func runOptions(o model.Options) (model.Checked, error) {
 	if o.Out == "" {
 		return model.Checked{}, errors.New("resume: no output directory (Options.Out) to resume")
 	}
-	if err := o.ValidateRunTime(); err != nil {
+	if err := o.RunTime.Validate(); err != nil {
 		return model.Checked{}, err
 	}
 	if err := loop.Check(filepath.Join(o.Out, CheckpointFile), true); err != nil {

@@ -190,7 +190,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if _, err := Run(ctx, synthOptions(t, glueDir, vocab, outB), nil); !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), "resume it") {
 		t.Fatalf("rerun into a used output directory: err %v, want ErrRunExists with a resume hint", err)
 	}
-	r2, err := Run(ctx, model.Options{Out: outB, Resume: true, StopAfterSteps: 11}, nil)
+	r2, err := Run(ctx, model.Options{Out: outB, Resume: true, RunTime: model.RunTime{StopAfterSteps: 11}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,19 +21,19 @@ import (
 // Renyi order 1.1 is the one clipping is derived for.
 var DefaultBDPOrders = []float64{0.05, 0.1, 0.5, 1.1, 2}
 
-// DefaultConfidence is the accountant's confidence 1 - 1e-16 (float64
+// defaultConfidence is the accountant's confidence 1 - 1e-16 (float64
 // 0.9999999999999999; tail 1.11e-16), as the reference (ref §7.2).
-const DefaultConfidence float64 = 1 - 1e-16
+const defaultConfidence float64 = 1 - 1e-16
 
 // Defaults of the audit options (DefaultOptions).
 const (
-	// DefaultRefBatchSize is the released code's batch size (reference mode).
-	DefaultRefBatchSize = 16
+	// defaultRefBatchSize is the released code's batch size (reference mode).
+	defaultRefBatchSize = 16
 	// DefaultMaxStoredPairs is how many finite bounds (float64, 256 MiB) the
 	// audit keeps for rd_min, the quantiles and the histogram.
 	DefaultMaxStoredPairs = 1 << 25
-	// DefaultListInvalid is how many undefined pairs the report lists.
-	DefaultListInvalid = 10
+	// defaultListInvalid is how many undefined pairs the report lists.
+	defaultListInvalid = 10
 )
 
 // Options configure Audit. Start from DefaultOptions: a numeric option is
@@ -44,7 +44,7 @@ type Options struct {
 	Mode       privacy.Mode              // principled or reference ("" is principled)
 	Order      float64                   // Renyi order lambda > 1 of the RD bound (DefaultOrder)
 	Delta      float64                   // BDP delta_mu in (0, 1), above 1 - Confidence (DefaultDelta)
-	Confidence float64                   // Student-t confidence in (0.5, 1) (DefaultConfidence)
+	Confidence float64                   // Student-t confidence in (0.5, 1) (DefaultOptions: 1 - 1e-16)
 	BDPOrders  []float64                 // principled: moment orders l > 0; nil is DefaultBDPOrders, empty an error
 	UseMask    bool                      // principled: drop padding components (see BoundOptions.UseMask)
 	Direction  privacy.GaussianDirection // principled: Gaussian term direction ("" is DirectionStandard)
@@ -56,7 +56,7 @@ type Options struct {
 	// of Pairs 0 with a note saying so).
 	Pairs int
 	Seed  uint64 // seed of the pair sample
-	// BatchSize is the reference mode's batch size, >= 2 (DefaultRefBatchSize).
+	// BatchSize is the reference mode's batch size, >= 2 (DefaultOptions: 16, the released code's).
 	BatchSize int
 	// Q is the reference accountant's sampling ratio in (0, 1]; 0 means not
 	// given: BatchSize/M.
@@ -72,7 +72,7 @@ type Options struct {
 	// (Report.QuantilesFrom says how many, a note says which).
 	MaxStoredPairs int
 	// ListInvalid is how many undefined pairs Report.InvalidExamples lists
-	// (DefaultListInvalid; 0 lists none).
+	// (DefaultOptions: 10; 0 lists none).
 	ListInvalid int
 	// Certified is the clip set the posteriors were released under (nil:
 	// none known; principled mode only). A BDP moment order l whose Renyi
@@ -94,13 +94,13 @@ type Options struct {
 }
 
 // DefaultOptions returns the audit's defaults: principled mode at
-// DefaultOrder in the standard direction, DefaultDelta, DefaultConfidence,
+// DefaultOrder in the standard direction, DefaultDelta, confidence 1 - 1e-16,
 // DefaultBDPOrders, every ordered pair, all CPUs; the reference mode's batch
-// size DefaultRefBatchSize and q = batch size / M.
+// size 16 and q = batch size / M.
 func DefaultOptions() Options {
-	return Options{Mode: privacy.ModePrincipled, Order: privacy.DefaultOrder, Delta: privacy.DefaultDelta, Confidence: DefaultConfidence,
-		BDPOrders: slices.Clone(DefaultBDPOrders), Seed: 1, BatchSize: DefaultRefBatchSize,
-		MaxStoredPairs: DefaultMaxStoredPairs, ListInvalid: DefaultListInvalid}
+	return Options{Mode: privacy.ModePrincipled, Order: privacy.DefaultOrder, Delta: privacy.DefaultDelta, Confidence: defaultConfidence,
+		BDPOrders: slices.Clone(DefaultBDPOrders), Seed: 1, BatchSize: defaultRefBatchSize,
+		MaxStoredPairs: DefaultMaxStoredPairs, ListInvalid: defaultListInvalid}
 }
 
 // Validate checks the options that do not depend on the posteriors (Audit

@@ -45,14 +45,14 @@ func EmpiricalOf(r *Report, split, examples string) EmpiricalLabel {
 		pairs += " (padding dropped: length treated as public)"
 	}
 	l.Scope = pairs + "; not a guarantee"
-	l.BDP = privacy.LabelEstimate + " (Student-t, confidence " + FormatConfidence(r.Confidence) + "; pairs treated as independent)"
+	l.BDP = privacy.LabelEstimate + " (Student-t, confidence " + formatConfidence(r.Confidence) + "; pairs treated as independent)"
 	return l
 }
 
-// FormatConfidence writes a confidence close to 1 as "1-<tail>"; the
+// formatConfidence writes a confidence close to 1 as "1-<tail>"; the
 // default 1 - 1e-16 (float64 0.9999999999999999) as "1-1e-16".
-func FormatConfidence(c float64) string {
-	if c == DefaultConfidence {
+func formatConfidence(c float64) string {
+	if c == defaultConfidence {
 		return "1-1e-16"
 	}
 	if c > 0.999 && c < 1 {

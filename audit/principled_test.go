@@ -118,7 +118,7 @@ func TestAuditPrincipled(t *testing.T) {
 	}
 
 	// BDP: two-pass recomputation from the naive bounds.
-	tail := 1 - DefaultConfidence
+	tail := 1 - defaultConfidence
 	lnDG := math.Log(1e-5 - tail)
 	best, bestPooled := math.Inf(1), math.Inf(1)
 	for k, l := range DefaultBDPOrders {

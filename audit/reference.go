@@ -11,26 +11,26 @@ import (
 
 // Reference mode: the released NVDP-Clipping code, quirk for quirk (ref §6, §7).
 
-// RefAlphaFloor is the pseudo-count filter of the released code: alpha <= 1e-4
+// refAlphaFloor is the pseudo-count filter of the released code: alpha <= 1e-4
 // is set to 0 before the RD and the accountant (ref §6.2, §7.2 step 1).
-const RefAlphaFloor = 1e-4
+const refAlphaFloor = 1e-4
 
-// RefAccountantOrder is the accountant's moment order ("powers = 1.1"), fixed
+// refAccountantOrder is the accountant's moment order ("powers = 1.1"), fixed
 // in the released code whatever the RD order (ref §7.2).
-const RefAccountantOrder = 1.1
+const refAccountantOrder = 1.1
 
 const float32Max = math.MaxFloat32
 
-// RefPairRD is the released code's per-pair "RD" (ref §6.2) for q = a (earlier
+// refPairRD is the released code's per-pair "RD" (ref §6.2) for q = a (earlier
 // in the batch) and q' = b at order lambda: F1 + F2 + F3 with the Dirichlet
 // totals and components divided by N, the Gaussian part averaged over the P
 // dimensions and divided by N, q' alphas replaced by the rescaled q alphas,
 // the Gaussian direction reversed, NaN terms skipped (NANSUM/NANMEAN).
-// Inputs are the clipped posteriors; alphas <= RefAlphaFloor are zeroed here.
-func RefPairRD(lam float64, a, b privacy.PosteriorView) (rd, f1, f2, f3 float64) {
+// Inputs are the clipped posteriors; alphas <= refAlphaFloor are zeroed here.
+func refPairRD(lam float64, a, b privacy.PosteriorView) (rd, f1, f2, f3 float64) {
 	N, P := a.N, a.P
 	fa := func(x float32) float64 {
-		if float64(x) <= RefAlphaFloor {
+		if float64(x) <= refAlphaFloor {
 			return 0
 		}
 		return float64(x)
@@ -188,7 +188,7 @@ func newRefBatch(p *privacy.Posteriors, start, end int) refBatch {
 		for i := range N {
 			a := float64(p.Alpha[x*N+i])
 			off := (x*N + i) * P
-			if a <= RefAlphaFloor {
+			if a <= refAlphaFloor {
 				sig += float64(P) // l := 0, sigma := 1; mu := 0
 				continue
 			}
@@ -226,11 +226,11 @@ func (rb refBatch) refLogMGF(a, b int, q float64, N, P int) float64 {
 	return math.Max(cL, cR)
 }
 
-// RefBatchCost is the released accountant's cost of one batch from the
+// refBatchCost is the released accountant's cost of one batch from the
 // per-pair log-MGFs (ref §7.2 step 5): ln(mean X + t_{conf, n-1} std X /
 // sqrt(n-1)), X = exp(logmgf), population std, with NVDP's isclose snap, or
 // ln mean X when the std of the logmgfs is below 2.22e-16. Needs >= 3 pairs.
-func RefBatchCost(logmgf []float64, conf float64) (float64, error) {
+func refBatchCost(logmgf []float64, conf float64) (float64, error) {
 	n := len(logmgf)
 	if n < 3 {
 		return 0, fmt.Errorf("accountant needs at least 3 pairs per batch, have %d", n)
@@ -276,14 +276,14 @@ func RefBatchCost(logmgf []float64, conf float64) (float64, error) {
 	return hi + math.Log1p(math.Exp(lo-hi)), nil
 }
 
-// RefEpsilon converts the summed accountant cost C over T batches to eps_mu =
+// refEpsilon converts the summed accountant cost C over T batches to eps_mu =
 // (C - ln(delta - (1 - conf^T))) / 1.1 (ref §7.2 step 6).
-func RefEpsilon(C float64, batches int, delta, conf float64) (float64, error) {
+func refEpsilon(C float64, batches int, delta, conf float64) (float64, error) {
 	gamma := 1 - math.Exp(float64(batches)*math.Log(conf))
 	if !(delta > gamma) {
 		return 0, fmt.Errorf("delta %g must exceed the accountant's failure probability %g", delta, gamma)
 	}
-	return (C - math.Log(delta-gamma)) / RefAccountantOrder, nil
+	return (C - math.Log(delta-gamma)) / refAccountantOrder, nil
 }
 
 func auditReference(ctx context.Context, p *privacy.Posteriors, opt Options) (*Report, error) {
@@ -309,7 +309,7 @@ func auditReference(ctx context.Context, p *privacy.Posteriors, opt Options) (*R
 		var v []float64
 		for a := s; a < e; a++ {
 			for b := a + 1; b < e; b++ {
-				rd, _, _, _ := RefPairRD(opt.Order, p.View(a), p.View(b))
+				rd, _, _, _ := refPairRD(opt.Order, p.View(a), p.View(b))
 				if math.IsNaN(rd) || math.IsInf(rd, 0) {
 					r.InvalidPairs++
 				} else {
@@ -337,7 +337,7 @@ func auditReference(ctx context.Context, p *privacy.Posteriors, opt Options) (*R
 				lm = append(lm, rb.refLogMGF(a, b, opt.Q, p.N, p.P))
 			}
 		}
-		cost, err := RefBatchCost(lm, opt.Confidence)
+		cost, err := refBatchCost(lm, opt.Confidence)
 		if err != nil {
 			return nil, fmt.Errorf("reference accountant, batch %d: %w", r.Batches-1, err)
 		}
@@ -355,7 +355,7 @@ func auditReference(ctx context.Context, p *privacy.Posteriors, opt Options) (*R
 	}
 	r.FinitePairs = nU
 	if steps > 0 { // else not computed: no batch has the accountant's 3 pairs
-		eps, err := RefEpsilon(C, steps, opt.Delta, opt.Confidence)
+		eps, err := refEpsilon(C, steps, opt.Delta, opt.Confidence)
 		if err != nil {
 			return nil, err
 		}

@@ -51,7 +51,7 @@ func TestReferenceRDVectors(t *testing.T) {
 	}
 	var v []float64
 	for _, c := range cases {
-		rd, f1, f2, f3 := RefPairRD(1.1, p.View(c.a), p.View(c.b))
+		rd, f1, f2, f3 := refPairRD(1.1, p.View(c.a), p.View(c.b))
 		// The vectors have 6 decimals: tolerance 1e-4 relative or 2e-6 absolute.
 		for _, x := range []struct {
 			n         string
@@ -86,12 +86,12 @@ func TestReferenceAccountantVectors(t *testing.T) {
 			k++
 		}
 	}
-	cost, err := RefBatchCost(lm, DefaultConfidence)
+	cost, err := refBatchCost(lm, defaultConfidence)
 	if err != nil {
 		t.Fatal(err)
 	}
 	privacytest.RelClose(t, "cost q=0.1", cost, 1.350333, 1e-5)
-	eps, _ := RefEpsilon(cost, 1, 1e-5, DefaultConfidence)
+	eps, _ := refEpsilon(cost, 1, 1e-5, defaultConfidence)
 	privacytest.RelClose(t, "eps q=0.1", eps, 11.693871, 1e-6)
 
 	lm = lm[:0]
@@ -100,9 +100,9 @@ func TestReferenceAccountantVectors(t *testing.T) {
 			lm = append(lm, rb.refLogMGF(a, b, 16.0/1725, 3, 2))
 		}
 	}
-	cost, _ = RefBatchCost(lm, DefaultConfidence)
+	cost, _ = refBatchCost(lm, defaultConfidence)
 	privacytest.RelClose(t, "cost q=16/1725", cost, 0.0242966, 1e-5)
-	eps, _ = RefEpsilon(cost, 1, 1e-5, DefaultConfidence)
+	eps, _ = refEpsilon(cost, 1, 1e-5, defaultConfidence)
 	privacytest.RelClose(t, "eps q=16/1725", eps, 10.488384, 1e-6)
 
 	// Homogeneous: every pair s2 = 0.5 -> std 0 path, 108 batches.
@@ -112,14 +112,14 @@ func TestReferenceAccountantVectors(t *testing.T) {
 	for i := range same {
 		same[i] = c1
 	}
-	hc, _ := RefBatchCost(same, DefaultConfidence)
+	hc, _ := refBatchCost(same, defaultConfidence)
 	privacytest.RelClose(t, "homogeneous batch cost", hc, 5.58095e-5, 1e-5)
-	eps, _ = RefEpsilon(108*hc, 108, 1e-5, DefaultConfidence)
+	eps, _ = refEpsilon(108*hc, 108, 1e-5, defaultConfidence)
 	privacytest.RelClose(t, "eps homogeneous", eps, 10.471775, 1e-6)
-	floor, _ := RefEpsilon(0, 1, 1e-5, DefaultConfidence)
+	floor, _ := refEpsilon(0, 1, 1e-5, defaultConfidence)
 	privacytest.RelClose(t, "floor", floor, 10.4662959, 1e-7)
 
-	if _, err := RefBatchCost(lm[:2], DefaultConfidence); err == nil {
+	if _, err := refBatchCost(lm[:2], defaultConfidence); err == nil {
 		t.Error("batch cost with 2 pairs accepted")
 	}
 }
@@ -160,19 +160,19 @@ func TestReferenceBatches(t *testing.T) {
 		rb := newRefBatch(p, s, s+4)
 		for a := s; a < s+4; a++ {
 			for b := a + 1; b < s+4; b++ {
-				rd, _, _, _ := RefPairRD(1.1, p.View(a), p.View(b))
+				rd, _, _, _ := refPairRD(1.1, p.View(a), p.View(b))
 				v = append(v, rd)
 				lm = append(lm, rb.refLogMGF(a-s, b-s, 0.05, 4, 5))
 			}
 		}
 		m, mean := refZFilter(v)
 		maxes, means = append(maxes, m), append(means, mean)
-		c, _ := RefBatchCost(lm, DefaultConfidence)
+		c, _ := refBatchCost(lm, defaultConfidence)
 		C += c
 	}
 	privacytest.RelClose(t, "rd_max", float64(r.RDMax), math.Max(maxes[0], maxes[1]), 1e-12)
 	privacytest.RelClose(t, "rd_mean", float64(*r.RDMean), (means[0]+means[1])/2, 1e-12)
-	eps, _ := RefEpsilon(C, 2, 1e-5, DefaultConfidence)
+	eps, _ := refEpsilon(C, 2, 1e-5, defaultConfidence)
 	privacytest.RelClose(t, "bdp", float64(*r.BDPEpsilon), eps, 1e-12)
 	if r.Batches != 3 || len(r.SkippedBatches) != 1 || r.Pairs != 12 {
 		t.Errorf("batches %d skipped %v pairs %d", r.Batches, r.SkippedBatches, r.Pairs)
@@ -180,7 +180,7 @@ func TestReferenceBatches(t *testing.T) {
 }
 
 func TestStudentTUpper(t *testing.T) {
-	tail := 1 - DefaultConfidence
+	tail := 1 - defaultConfidence
 	if tail != 1.1102230246251565e-16 {
 		t.Fatalf("tail = %v", tail)
 	}

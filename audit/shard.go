@@ -33,11 +33,11 @@ import (
 // another order (relative differences ~1e-15, as between runs with
 // different worker counts); the quantiles from a mergeable sketch
 // (DDSketch, relative accuracy SketchRelativeAccuracy) and the histogram
-// on edges fixed before the pass (a seeded sample of EdgeSamplePairs pairs,
+// on edges fixed before the pass (a seeded sample of edgeSamplePairs pairs,
 // the same in every shard).
 
-// PartFormat names the JSON layout of a shard's part file.
-const PartFormat = "nvdp-audit-part/1"
+// partFormat names the JSON layout of a shard's part file.
+const partFormat = "nvdp-audit-part/1"
 
 // SketchRelativeAccuracy is the relative accuracy alpha of the quantile
 // sketch of a sharded audit: a quantile q of the merged report is within
@@ -50,11 +50,11 @@ const SketchRelativeAccuracy = 0.005
 // the smallest bound before the lowest bins are collapsed.
 const sketchMaxBins = 4096
 
-// EdgeSamplePairs is how many ordered pairs (drawn with PCG seeded with
+// edgeSamplePairs is how many ordered pairs (drawn with PCG seeded with
 // edgeSeed, the same in every shard) fix the histogram's edges of a sharded
 // audit: 20 equal bins from the smallest to the largest finite bound of the
 // sample; bounds outside them are counted in Histogram.Below / Above.
-const EdgeSamplePairs = 1024
+const edgeSamplePairs = 1024
 
 // edgeSeed seeds the sample that fixes the histogram's edges ("edge").
 const edgeSeed = 0x65646765
@@ -131,7 +131,7 @@ type PartBDP struct {
 // Part is the result of one shard of a sharded audit (AuditShard), the
 // input of Merge; its JSON is a part file (WritePart, ReadPart).
 type Part struct {
-	Format string `json:"format"` // PartFormat
+	Format string `json:"format"` // partFormat
 	Shard  Shard  `json:"shard"`
 	Rows   [2]int `json:"rows"` // [lo, hi): the first indices q audited
 	// Fingerprint is the SHA-256 of the posteriors (shapes, tensors,
@@ -207,7 +207,7 @@ func AuditShard(ctx context.Context, p *privacy.Posteriors, opt Options, shard S
 	if err != nil {
 		return nil, err
 	}
-	part := &Part{Format: PartFormat, Shard: shard, Rows: [2]int{c.lo, c.hi}, Fingerprint: fingerprint(p),
+	part := &Part{Format: partFormat, Shard: shard, Rows: [2]int{c.lo, c.hi}, Fingerprint: fingerprint(p),
 		Options: PartOptions{Order: opt.Order, Delta: opt.Delta, Confidence: opt.Confidence, BDPOrders: opt.BDPOrders,
 			Mask: opt.UseMask, Direction: opt.Direction, ListInvalid: opt.ListInvalid, Skipped: skip},
 		Examples: p.M, Components: p.N, Dims: p.P,
@@ -244,14 +244,14 @@ func (a PartAcc) check(n int64) error {
 func (a PartAcc) logAcc() logAcc { return logAcc{n: a.N, max: a.Max, s1: a.S1, s2: a.S2, inf: a.Inf} }
 
 // edgeSample fixes the histogram's edges from the finite bounds at the
-// audit's order of EdgeSamplePairs ordered pairs drawn uniformly (PCG
+// audit's order of edgeSamplePairs ordered pairs drawn uniformly (PCG
 // seeded with edgeSeed): the same edges in every shard. Nil when no sampled
 // bound is finite.
 func (c *collector) edgeSample(ctx context.Context) []float64 {
 	rng := rand.New(rand.NewPCG(edgeSeed, sampleStream))
 	var buf tileBuf
 	var vals []float64
-	for i := range EdgeSamplePairs {
+	for i := range edgeSamplePairs {
 		if i%sampleBlock == 0 && ctx.Err() != nil {
 			return nil
 		}
@@ -459,15 +459,15 @@ func sketchStatistics(r *Report, sketch *ddsketch.DDSketch, rdMin float64, hist 
 	r.Notes = append(r.Notes, fmt.Sprintf("quantiles from a DDSketch of every finite bound: within %g relative of the exact quantile (quantile_relative_accuracy); rd_max, rd_min, rd_mean and the counts are exact", acc))
 	if hist != nil {
 		r.Histogram = hist
-		r.Notes = append(r.Notes, fmt.Sprintf("histogram edges fixed before the pass from %d sampled pairs (seeded); %d bounds below and %d above them (histogram.below, histogram.above)", EdgeSamplePairs, hist.Below, hist.Above))
+		r.Notes = append(r.Notes, fmt.Sprintf("histogram edges fixed before the pass from %d sampled pairs (seeded); %d bounds below and %d above them (histogram.below, histogram.above)", edgeSamplePairs, hist.Below, hist.Above))
 	}
 }
 
 // compatible says why o cannot be merged with p (nil: it can).
 func (p *Part) compatible(o *Part) error {
 	switch {
-	case o.Format != PartFormat:
-		return fmt.Errorf("format %q, want %q", o.Format, PartFormat)
+	case o.Format != partFormat:
+		return fmt.Errorf("format %q, want %q", o.Format, partFormat)
 	case o.Shard.Validate() != nil:
 		return o.Shard.Validate()
 	case o.Shard.Count != p.Shard.Count:

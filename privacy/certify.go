@@ -391,7 +391,7 @@ func supremum(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey
 		return nil, fmt.Errorf("gaussian direction %q: want standard or paper", dir)
 	}
 	lam := order
-	N, P := set.Components, set.Dims
+	N := set.Components
 	n := N - 1
 	c := &Certificate{Order: order, Finite: true}
 	infinite := func(reason string) (*Certificate, error) {
@@ -414,82 +414,14 @@ func supremum(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey
 	if math.IsInf(B, 1) {
 		return infinite("C_amax is unbounded: the Dirichlet terms of Eq. rdp have no supremum")
 	}
-	// Gaussian part, per dimension: the best corner without the mean term
-	// (vBest) and the best corner with the mean term on that dimension.
-	// corners and meanCorners are kept only for the witness (N x P pairs
-	// are refused above MaxWitnessBytes; a certificate alone holds O(1)).
-	var corners, meanCorners []corner // best variance-only corner per dim; best corner when the mean term sits on dim j
-	if witness {
-		corners, meanCorners = make([]corner, P), make([]corner, P)
+	g := set.gaussianSup(lam, C, witness)
+	if g.reason != "" {
+		if witness && g.badDim >= 0 {
+			c.Witness = set.infiniteGaussWitness(g.badDim, g.bad, dir)
+		}
+		return infinite(g.reason)
 	}
-	var sumV float64
-	jStar, gainStar := -1, math.Inf(-1)
-	meanStar, varStar := 0.0, 0.0
-	// A dimension's best corners depend on its (floor, cap) box alone: a box
-	// equal to the previous dimension's reuses its results (every dimension
-	// when the box is broadcast), the same numbers in the same order of
-	// summation as evaluating each.
-	uniform := set.uniformBox()
-	var prev struct {
-		have                         bool
-		fl, cp                       float64
-		bestV, bestVM, vmMean, vmVar float64
-		kV, kVM                      corner
-	}
-	for j := 0; j < P; j++ {
-		var fl, cp float64
-		if uniform && prev.have {
-			fl, cp = prev.fl, prev.cp
-		} else {
-			fl, cp = set.logvarBox(j)
-		}
-		if !prev.have || fl != prev.fl || cp != prev.cp {
-			if math.IsInf(cp, 1) {
-				return infinite(fmt.Sprintf("sigma is not capped (dim %d): the Gaussian radicand lambda sigma'^2 + (1-lambda) sigma^2 can be <= 0", j))
-			}
-			if math.IsInf(fl, -1) {
-				return infinite(fmt.Sprintf("sigma has no floor (dim %d): the Gaussian radicand can be <= 0", j))
-			}
-			lo, hi := math.Exp(fl), math.Exp(cp)
-			cands := []corner{{fl, fl}, {fl, cp}, {cp, fl}, {cp, cp}}
-			bestV, bestVM := math.Inf(-1), math.Inf(-1)
-			var kV, kVM corner
-			var vmMean, vmVar float64
-			for _, k := range cands {
-				v, s2, ok := gaussVar(lam, math.Exp(k.lx), math.Exp(k.ly))
-				if !ok {
-					if witness {
-						c.Witness = set.infiniteGaussWitness(j, k, dir)
-					}
-					return infinite(fmt.Sprintf("order %g: sigma^2 in [%g, %g] (dim %d) allows lambda sigma_min^2 - (lambda-1) sigma_max^2 = %g <= 0; finite only below order %g",
-						order, lo, hi, j, s2, set.MaxOrder()))
-				}
-				if v > bestV {
-					bestV, kV = v, k
-				}
-				m := lam / 2 * (2 * C) * (2 * C) / s2
-				if v+m > bestVM {
-					bestVM, kVM, vmMean, vmVar = v+m, k, m, v
-				}
-			}
-			prev.have, prev.fl, prev.cp = true, fl, cp
-			prev.bestV, prev.bestVM, prev.vmMean, prev.vmVar, prev.kV, prev.kVM = bestV, bestVM, vmMean, vmVar, kV, kVM
-		}
-		if witness {
-			corners[j], meanCorners[j] = prev.kV, prev.kVM
-		}
-		sumV += prev.bestV
-		if g := prev.bestVM - prev.bestV; g > gainStar {
-			jStar, gainStar, meanStar, varStar = j, g, prev.vmMean, prev.vmVar-prev.bestV
-		}
-		if uniform && !witness {
-			// every further dimension adds the same bestV and never a
-			// larger gain: the same sum, in the same order, without the rest
-			for j++; j < P; j++ {
-				sumV += prev.bestV
-			}
-		}
-	}
+	corners, meanCorners, jStar := g.corners, g.meanCorners, g.jStar
 	// Dirichlet part.
 	if !(A > 0) {
 		return infinite("C_amin = 0: lnGamma(alpha) is infinite at alpha = 0")
@@ -504,8 +436,8 @@ func supremum(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey
 	d := dirichletSup(lam, A, B, ap, n, memo)
 	c.AlphaLowHigh, c.AlphaHighLow, c.AlphaHighHigh = d.k1, d.k2, n-d.k1-d.k2
 	bestD := d.v
-	variance := float64(n) * (sumV + varStar)
-	mean := float64(n) * meanStar
+	variance := float64(n) * (g.sumV + g.varStar)
+	mean := float64(n) * g.meanStar
 	total := variance + mean + bestD
 	c.Parts = CertParts{Variance: jsonfloat.Float(variance), Mean: jsonfloat.Float(mean), Dirichlet: jsonfloat.Float(bestD)}
 	c.RD = jsonfloat.Float(total)
@@ -516,6 +448,115 @@ func supremum(set ClipSet, order float64, dir GaussianDirection, memo map[dirKey
 		return infinite(fmt.Sprintf("the bound overflows float64 (%g)", total))
 	}
 	return c, nil
+}
+
+// gaussSup is the Gaussian part of the supremum of one token component:
+// per dimension the best corner of its variance box without the mean term,
+// summed (sumV), and the one dimension jStar that carries the mean term
+// (the largest gain of the best corner with it: meanStar its mean term,
+// varStar its variance term above that dimension's best). corners and
+// meanCorners are the corners per dimension, kept only for a witness. An
+// infinite part has a reason, and badDim >= 0 with the corner bad whose
+// radicand is <= 0 when that is why.
+type gaussSup struct {
+	sumV                 float64
+	jStar                int
+	meanStar, varStar    float64
+	corners, meanCorners []corner
+	reason               string
+	badDim               int
+	bad                  corner
+}
+
+// boxSup is the best corners of one dimension's variance box at an order:
+// kV the best without the mean term (bestV), kVM the best with it (bestVM
+// = vmVar + vmMean).
+type boxSup struct {
+	bestV, bestVM, vmMean, vmVar float64
+	kV, kVM                      corner
+}
+
+// gaussianSup is the Gaussian part of the supremum at order lam with mean
+// radius C (corners kept for a witness). A dimension's best corners depend
+// on its (floor, cap) box alone: a box equal to the previous dimension's
+// reuses its results (every dimension when the box is broadcast), the same
+// numbers in the same order of summation as evaluating each.
+func (s ClipSet) gaussianSup(lam, C float64, witness bool) gaussSup {
+	P := s.Dims
+	g := gaussSup{jStar: -1, badDim: -1}
+	if witness {
+		g.corners, g.meanCorners = make([]corner, P), make([]corner, P)
+	}
+	gainStar := math.Inf(-1)
+	uniform := s.uniformBox()
+	var prev struct {
+		have   bool
+		fl, cp float64
+		boxSup
+	}
+	for j := 0; j < P; j++ {
+		var fl, cp float64
+		if uniform && prev.have {
+			fl, cp = prev.fl, prev.cp
+		} else {
+			fl, cp = s.logvarBox(j)
+		}
+		if !prev.have || fl != prev.fl || cp != prev.cp {
+			if math.IsInf(cp, 1) {
+				g.reason = fmt.Sprintf("sigma is not capped (dim %d): the Gaussian radicand lambda sigma'^2 + (1-lambda) sigma^2 can be <= 0", j)
+				return g
+			}
+			if math.IsInf(fl, -1) {
+				g.reason = fmt.Sprintf("sigma has no floor (dim %d): the Gaussian radicand can be <= 0", j)
+				return g
+			}
+			b, bad, s2, ok := cornerSup(lam, C, fl, cp)
+			if !ok {
+				g.reason = fmt.Sprintf("order %g: sigma^2 in [%g, %g] (dim %d) allows lambda sigma_min^2 - (lambda-1) sigma_max^2 = %g <= 0; finite only below order %g",
+					lam, math.Exp(fl), math.Exp(cp), j, s2, s.MaxOrder())
+				g.badDim, g.bad = j, bad
+				return g
+			}
+			prev.have, prev.fl, prev.cp, prev.boxSup = true, fl, cp, b
+		}
+		if witness {
+			g.corners[j], g.meanCorners[j] = prev.kV, prev.kVM
+		}
+		g.sumV += prev.bestV
+		if gain := prev.bestVM - prev.bestV; gain > gainStar {
+			g.jStar, gainStar, g.meanStar, g.varStar = j, gain, prev.vmMean, prev.vmVar-prev.bestV
+		}
+		if uniform && !witness {
+			// every further dimension adds the same bestV and never a
+			// larger gain: the same sum, in the same order, without the rest
+			for j++; j < P; j++ {
+				g.sumV += prev.bestV
+			}
+		}
+	}
+	return g
+}
+
+// cornerSup returns the best corners of the variance box [fl, cp]^2 (log
+// variances) at order lam with mean radius C, the mean term lambda/2 (2C)^2
+// / s2 on this dimension; ok is false, with the corner and its radicand s2,
+// when a corner's radicand is <= 0.
+func cornerSup(lam, C, fl, cp float64) (b boxSup, bad corner, s2 float64, ok bool) {
+	b.bestV, b.bestVM = math.Inf(-1), math.Inf(-1)
+	for _, k := range []corner{{fl, fl}, {fl, cp}, {cp, fl}, {cp, cp}} {
+		v, s2, ok := gaussVar(lam, math.Exp(k.lx), math.Exp(k.ly))
+		if !ok {
+			return b, k, s2, false
+		}
+		if v > b.bestV {
+			b.bestV, b.kV = v, k
+		}
+		m := lam / 2 * (2 * C) * (2 * C) / s2
+		if v+m > b.bestVM {
+			b.bestVM, b.kVM, b.vmMean, b.vmVar = v+m, k, m, v
+		}
+	}
+	return b, corner{}, 0, true
 }
 
 // witness builds the pair (q, q') as a 2-example posterior file: token

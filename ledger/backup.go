@@ -1,4 +1,4 @@
-package serve
+package ledger
 
 import (
 	"encoding/json"
@@ -295,7 +295,7 @@ func RestoreLedger(backup, path string, acceptRollback bool) (RestoreRecord, err
 				}
 			}
 			if meta.Get(metaLedgerID) == nil {
-				if err := meta.Put(metaLedgerID, []byte(newLedgerID())); err != nil {
+				if err := meta.Put(metaLedgerID, []byte(NewLedgerID())); err != nil {
 					return err
 				}
 			}

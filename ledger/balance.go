@@ -1,4 +1,4 @@
-package serve
+package ledger
 
 import (
 	"fmt"
@@ -27,10 +27,10 @@ import (
 //     Accountant is privacy.AccountantGaussian), stored with its mu of one
 //     release (Curve.Mu) beside its RDP curve order mu^2 / 2.
 //
-// The composition itself is privacy's (privacy.Composition): a ledger
+// The Grid itself is privacy's (privacy.Composition): a ledger
 // stores counts per curve, and the accountant turns them into epsilon.
 // An account composes exactly while every curve it was charged under is
-// Gaussian, else by the RDP sum; docs/serving.md, "Exact composition of
+// Gaussian, else by the RDP sum; docs/serving.md, "Exact Grid of
 // Gaussian releases".
 //
 // Ledgers written before the names were one set stored "rdp-sum" and
@@ -75,11 +75,11 @@ const gaussianIDTag = "gaussian-mu"
 // refused.
 const gaussianRDPTolerance = 1e-6
 
-// composition is the order grid and delta that every curve of a ledger
+// Grid is the order grid and delta that every curve of a ledger
 // shares (set by the first curve registered).
-type composition struct {
-	orders []float64
-	delta  float64
+type Grid struct {
+	Orders []float64
+	Delta  float64
 }
 
 // newCurve is the curve g certifies for one release, as a ledger registers
@@ -88,7 +88,7 @@ type composition struct {
 // curve) when g's epsilon is exact (privacy.AccountantGaussian) with a mu >
 // 0, else an RDP curve. Errors: a Gaussian guarantee whose mu and curve
 // disagree (checkGaussian).
-func newCurve(g *privacy.Guarantee) (c *Curve, orders []float64, accountant string, format int, err error) {
+func NewCurve(g *privacy.Guarantee) (c *Curve, orders []float64, accountant string, format int, err error) {
 	orders = make([]float64, len(g.Curve))
 	rd := make([]float64, len(g.Curve))
 	for i, p := range g.Curve {
@@ -131,9 +131,9 @@ func checkGaussian(orders, rd []float64, mu float64) error {
 	return nil
 }
 
-// privacy is the accountant of the composition (privacy.Composition).
-func (c composition) privacy() privacy.Composition {
-	return privacy.Composition{Orders: c.orders, Delta: c.delta}
+// privacy is the accountant of the Grid (privacy.Composition).
+func (c Grid) privacy() privacy.Composition {
+	return privacy.Composition{Orders: c.Orders, Delta: c.Delta}
 }
 
 // mechanism is a curve as the accountant counts it.
@@ -151,7 +151,7 @@ type charges struct {
 // charges reads the account charged counts releases by curve ID; curve
 // resolves an ID, and its error (a curve the ledger does not hold or cannot
 // read) is returned.
-func (c composition) charges(counts map[string]uint64, curve func(id string) (*Curve, error)) (charges, error) {
+func (c Grid) charges(counts map[string]uint64, curve func(id string) (*Curve, error)) (charges, error) {
 	var s charges
 	for id, n := range counts {
 		s.releases += n
@@ -165,8 +165,8 @@ func (c composition) charges(counts map[string]uint64, curve func(id string) (*C
 		if err != nil {
 			return charges{}, err
 		}
-		if len(cv.RD) != len(c.orders) {
-			return charges{}, fmt.Errorf("curve %s has %d orders, the ledger %d", id, len(cv.RD), len(c.orders))
+		if len(cv.RD) != len(c.Orders) {
+			return charges{}, fmt.Errorf("curve %s has %d orders, the ledger %d", id, len(cv.RD), len(c.Orders))
 		}
 		s.counts = append(s.counts, privacy.Count{Mechanism: mechanism(cv), Releases: counts[id]})
 	}
@@ -176,7 +176,7 @@ func (c composition) charges(counts map[string]uint64, curve func(id string) (*C
 // spent is the guarantee of the account s at the ledger's delta
 // (privacy.Composition.Epsilon). Curves were checked when registered or
 // read, so a failure is a programmer error.
-func (c composition) spent(s charges) privacy.Spent {
+func (c Grid) spent(s charges) privacy.Spent {
 	sp, err := c.privacy().Epsilon(s.counts)
 	if err != nil {
 		panic(fmt.Sprintf("serve: composed curves: %v", err))
@@ -187,7 +187,7 @@ func (c composition) spent(s charges) privacy.Spent {
 // remainingReleases is how many more releases of curve the account s
 // affords within budget (privacy.Composition.RemainingReleases: +Inf
 // beyond privacy.MaxReleases).
-func (c composition) remainingReleases(s charges, curve *Curve, budget float64) float64 {
+func (c Grid) remainingReleases(s charges, curve *Curve, budget float64) float64 {
 	counts := s.counts
 	i, found := slices.BinarySearch(s.ids, curve.ID)
 	if !found {
@@ -205,7 +205,7 @@ func (c composition) remainingReleases(s charges, curve *Curve, budget float64) 
 // of curve. Its accountant is the one of its spent epsilon; for an account
 // with nothing charged, the one its first release of curve would be
 // composed by.
-func (c composition) balance(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
+func (c Grid) Balance(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
 	s, err := c.charges(counts, lookup)
 	if err != nil {
 		return Balance{}, err
@@ -230,8 +230,8 @@ func (c composition) balance(id string, counts map[string]uint64, lookup func(st
 // when the balance's RemainingReleases holds them (Balance.Check). Then
 // they are added to counts and the balance after them returned; else counts
 // are unchanged and the error is a *BudgetError with the balance.
-func (c composition) charge(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, releases int, budget float64) (Balance, error) {
-	bal, err := c.balance(id, counts, lookup, curve, budget)
+func (c Grid) Charge(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, releases int, budget float64) (Balance, error) {
+	bal, err := c.Balance(id, counts, lookup, curve, budget)
 	if err != nil {
 		return Balance{}, err
 	}
@@ -239,7 +239,7 @@ func (c composition) charge(id string, counts map[string]uint64, lookup func(str
 		return bal, err
 	}
 	counts[curve.ID] += uint64(releases)
-	return c.balance(id, counts, lookup, curve, budget)
+	return c.Balance(id, counts, lookup, curve, budget)
 }
 
 // Check returns a *BudgetError when releases more releases of the
@@ -253,8 +253,8 @@ func (b Balance) Check(releases int) error {
 
 // account is the Account view of an account charged counts releases by
 // curve over requests requests, last at updated.
-func (c composition) account(id string, counts map[string]uint64, requests uint64, updated time.Time, curve func(string) (*Curve, error)) (Account, error) {
-	a := Account{ID: id, ReleasesByCurve: counts, Requests: requests, Delta: c.delta, Updated: updated,
+func (c Grid) Account(id string, counts map[string]uint64, requests uint64, updated time.Time, curve func(string) (*Curve, error)) (Account, error) {
+	a := Account{ID: id, ReleasesByCurve: counts, Requests: requests, Delta: c.Delta, Updated: updated,
 		SpentEpsilon: 0, SpentOrder: jsonfloat.Float(math.NaN()), Accountant: privacy.AccountantRDP}
 	for _, n := range counts {
 		a.Releases += n
@@ -273,9 +273,9 @@ func (c composition) account(id string, counts map[string]uint64, requests uint6
 // epsilonOfOne is the guarantee of one release of cv at the ledger's delta:
 // exact for a Gaussian curve (privacy.GaussianMechanismEpsilon, order NaN),
 // else the RDP conversion and its order.
-func (c composition) epsilonOfOne(cv *Curve) (eps, order float64) {
+func (c Grid) epsilonOfOne(cv *Curve) (eps, order float64) {
 	if cv.Mu > 0 {
-		eps, err := privacy.GaussianMechanismEpsilon(cv.Mu, c.delta)
+		eps, err := privacy.GaussianMechanismEpsilon(cv.Mu, c.Delta)
 		if err != nil {
 			panic(fmt.Sprintf("serve: gaussian curve: %v", err))
 		}
@@ -294,7 +294,7 @@ func (c composition) epsilonOfOne(cv *Curve) (eps, order float64) {
 // and an RDP curve has none, and its ID is the hash of its orders and
 // bounds, and of its mu for a Gaussian curve (so that a changed bound or mu
 // is found, not charged under).
-func (c composition) checkCurve(id, accountant string, format int, orders, rd []float64, delta, mu float64) error {
+func (c Grid) CheckCurve(id, accountant string, format int, orders, rd []float64, delta, mu float64) error {
 	accountant, format = accountantName(accountant, format)
 	switch {
 	case accountant == privacy.AccountantRDP && format >= 1 && format <= CurveFormat:
@@ -306,10 +306,10 @@ func (c composition) checkCurve(id, accountant string, format int, orders, rd []
 		return fmt.Errorf("curve %s: accountant %q format %d, this server knows %q format 1..%d and %q format 2..%d: it was written by a newer nvdp", id, accountant, format, privacy.AccountantRDP, CurveFormat, privacy.AccountantGaussian, CurveFormat)
 	}
 	switch {
-	case !slices.Equal(orders, c.orders) || len(rd) != len(c.orders):
+	case !slices.Equal(orders, c.Orders) || len(rd) != len(c.Orders):
 		return fmt.Errorf("curve %s: orders differ from the ledger's", id)
-	case delta != c.delta:
-		return fmt.Errorf("curve %s: delta %g differs from the ledger's %g", id, delta, c.delta)
+	case delta != c.Delta:
+		return fmt.Errorf("curve %s: delta %g differs from the ledger's %g", id, delta, c.Delta)
 	}
 	if accountant == privacy.AccountantGaussian {
 		if err := checkGaussian(orders, rd, mu); err != nil {

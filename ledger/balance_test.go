@@ -1,4 +1,4 @@
-package serve
+package ledger
 
 import (
 	"encoding/json"
@@ -28,14 +28,14 @@ type budgetCase struct {
 func budgetCurves() map[string]*Curve {
 	out := map[string]*Curve{}
 	for name, rho := range map[string]float64{"r1": 1e-4, "r2": 0.02, "r3": 0.5} {
-		c, _, _, _, err := newCurve(gaussianGuarantee(rho))
+		c, _, _, _, err := NewCurve(gaussianGuarantee(rho))
 		if err != nil {
 			panic(err)
 		}
 		out[name] = c
 	}
 	for name, mu := range map[string]float64{"g1": 0.02, "g2": 1.666, "g3": 0.3} {
-		c, _, _, _, err := newCurve(exactGuarantee(mu))
+		c, _, _, _, err := NewCurve(exactGuarantee(mu))
 		if err != nil {
 			panic(err)
 		}
@@ -80,7 +80,7 @@ type budgetAnswer struct {
 func bits(f float64) string { return fmt.Sprintf("%016x", math.Float64bits(f)) }
 
 // TestBudgetAnswersUnchanged: the balance and the account of every case
-// are the float64s, bit for bit, of the build before composition moved to
+// are the float64s, bit for bit, of the build before Grid moved to
 // privacy (testdata/budget_golden.json, written by that build).
 func TestBudgetAnswersUnchanged(t *testing.T) {
 	curves := budgetCurves()
@@ -93,18 +93,18 @@ func TestBudgetAnswersUnchanged(t *testing.T) {
 	for _, p := range gaussianGuarantee(0.1).Curve {
 		orders = append(orders, p.Order)
 	}
-	comp := composition{orders: orders, delta: curves["r1"].Delta}
+	comp := Grid{Orders: orders, Delta: curves["r1"].Delta}
 	got := map[string]budgetAnswer{}
 	for _, tc := range budgetCases() {
 		counts := map[string]uint64{}
 		for name, n := range tc.charged {
 			counts[curves[name].ID] = n
 		}
-		bal, err := comp.balance("a", counts, lookup, curves[tc.model], tc.budget)
+		bal, err := comp.Balance("a", counts, lookup, curves[tc.model], tc.budget)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		acct, err := comp.account("a", counts, 1, time.Time{}, lookup)
+		acct, err := comp.Account("a", counts, 1, time.Time{}, lookup)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

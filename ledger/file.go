@@ -1,4 +1,4 @@
-package serve
+package ledger
 
 import (
 	"crypto/rand"
@@ -48,9 +48,6 @@ var (
 	metaRestores = []byte("restores")
 )
 
-// maxCommitBatch bounds the charges committed in one transaction.
-const maxCommitBatch = 256
-
 // lockTimeout is how long OpenLedger waits for another process's lock.
 const lockTimeout = time.Second
 
@@ -97,12 +94,10 @@ type Ledger struct {
 
 	regMu sync.Mutex // serialises RegisterCurve
 
-	// sendMu guards closed and is held (read) while a charge is sent to
-	// reqs, so that Close closes reqs only after the last send.
-	sendMu sync.RWMutex
-	closed bool
-	reqs   chan *chargeReq
-	done   chan struct{}
+	batcher *Batcher // the group commit (nil: read-only)
+
+	closeMu sync.Mutex // guards closed
+	closed  bool
 }
 
 // curveRecord is a curve's value in the curves bucket.
@@ -194,7 +189,7 @@ type Account struct {
 	// Accountant: privacy.AccountantGaussian (exact: every curve charged is
 	// Gaussian) or privacy.AccountantRDP (the RDP sum converted; also for an
 	// account with nothing charged). SpentOrder is the order that gives the
-	// RDP conversion (NaN for an exact composition, when nothing is spent
+	// RDP conversion (NaN for an exact Grid, when nothing is spent
 	// or all is infinite).
 	SpentEpsilon jsonfloat.Float `json:"spent_epsilon"`
 	SpentOrder   jsonfloat.Float `json:"spent_order"`
@@ -291,8 +286,7 @@ func openLedgerFile(path string, readOnly bool) (*Ledger, error) {
 		return nil, err
 	}
 	if !readOnly {
-		l.reqs, l.done = make(chan *chargeReq, maxCommitBatch), make(chan struct{})
-		go l.commit()
+		l.batcher = NewBatcher(1, MaxCommitBatch, true, l.settle)
 	}
 	return l, nil
 }
@@ -431,7 +425,7 @@ func (l *Ledger) init(tx *bolt.Tx) error {
 	}
 	l.id = string(meta.Get(metaLedgerID))
 	if l.id == "" && tx.Writable() {
-		l.id = newLedgerID()
+		l.id = NewLedgerID()
 		if err := meta.Put(metaLedgerID, []byte(l.id)); err != nil {
 			return err
 		}
@@ -521,7 +515,7 @@ func (l *Ledger) readCurves(tx *bolt.Tx) error {
 			c.RD[i] = float64(v)
 		}
 		// The ID is the curve's hash: a changed bound or mu is found.
-		if err := l.comp().checkCurve(c.ID, rec.Accountant, rec.Format, rec.Orders, c.RD, rec.Delta, c.Mu); err != nil {
+		if err := l.comp().CheckCurve(c.ID, rec.Accountant, rec.Format, rec.Orders, c.RD, rec.Delta, c.Mu); err != nil {
 			return corrupt("%v", err)
 		}
 		l.curves[c.ID] = c
@@ -530,7 +524,7 @@ func (l *Ledger) readCurves(tx *bolt.Tx) error {
 }
 
 // newLedgerID is a new ledger's ID: 128 random bits in hex.
-func newLedgerID() string {
+func NewLedgerID() string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		panic(fmt.Sprintf("serve: crypto/rand: %v", err)) // crypto/rand does not fail on supported systems
@@ -561,7 +555,7 @@ func CreateLedger(path string) (LedgerInfo, error) {
 			if err != nil {
 				return err
 			}
-			for _, kv := range [][2][]byte{{metaFormat, []byte(LedgerFormat)}, {metaLedgerID, []byte(newLedgerID())}, {metaCreated, created}} {
+			for _, kv := range [][2][]byte{{metaFormat, []byte(LedgerFormat)}, {metaLedgerID, []byte(NewLedgerID())}, {metaCreated, created}} {
 				if err := meta.Put(kv[0], kv[1]); err != nil {
 					return err
 				}
@@ -648,7 +642,7 @@ func curveHash(orders, rd []float64, more func(hash.Hash)) []byte {
 // with its curve, its orders or delta differ from the ledger's, the model
 // does not encode as JSON, the write fails.
 func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
-	if err := checkGuarantee(g); err != nil {
+	if err := CheckGuarantee(g); err != nil {
 		return nil, err
 	}
 	if l.readOnly {
@@ -657,7 +651,7 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	if err := l.Err(); err != nil {
 		return nil, err
 	}
-	c, orders, acct, format, err := newCurve(g)
+	c, orders, acct, format, err := NewCurve(g)
 	if err != nil {
 		return nil, err
 	}
@@ -672,7 +666,7 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 	first, lorders, ldelta := l.orders == nil, l.orders, l.delta
 	_, known := l.curves[c.ID]
 	l.mu.RUnlock()
-	if err := checkGrid(orders, g.Delta, first, lorders, ldelta); err != nil {
+	if err := CheckGrid(orders, g.Delta, first, lorders, ldelta); err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
 	now := time.Now().UTC()
@@ -727,7 +721,7 @@ func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) 
 
 // checkGrid checks a new curve's orders and delta against a ledger's
 // (unless first: the ledger has none yet).
-func checkGrid(orders []float64, delta float64, first bool, lorders []float64, ldelta float64) error {
+func CheckGrid(orders []float64, delta float64, first bool, lorders []float64, ldelta float64) error {
 	if !first && !slices.Equal(orders, lorders) {
 		return fmt.Errorf("the model's curve has %d orders %v..%v, the ledger's %d orders %v..%v: one ledger composes curves over one order grid",
 			len(orders), orders[0], orders[len(orders)-1], len(lorders), lorders[0], lorders[len(lorders)-1])
@@ -738,82 +732,45 @@ func checkGrid(orders []float64, delta float64, first bool, lorders []float64, l
 	return nil
 }
 
-// chargeReq is one charge waiting for the committer.
-type chargeReq struct {
-	account  string
-	curve    *Curve
-	releases int
-	budget   float64
-	bal      Balance
-	err      error
-	done     chan struct{}
-}
-
 // Charge adds releases (>= 1) of curve to account if its composed curve
 // stays within budget (epsilon at the ledger's delta; +Inf: no limit), and
 // returns the balance after the charge once the charge is committed to
 // disk (fsync'd). A charge that would exceed the budget is a *BudgetError
-// with the unchanged balance, and nothing is charged. Charge does not
-// return before its transaction is settled, so that the caller always
-// knows whether the charge holds. Errors: as above, ErrLedgerClosed,
-// ErrReadOnlyLedger, the commit fails (nothing charged), ErrLedgerUnavailable
-// (the file was removed, replaced or truncated before or during the commit,
-// or could not be read: the charge may sit in a file no one will read, so
-// it counts as not made, and no later charge succeeds).
+// with the unchanged balance, and nothing is charged. Charges waiting
+// while one commits are grouped into one transaction (Batcher), each still
+// checked against its budget in order. Charge does not return before its
+// transaction is settled, so that the caller always knows whether the
+// charge holds. Errors: as above, ErrLedgerClosed, ErrReadOnlyLedger, the
+// commit fails (nothing charged), ErrLedgerUnavailable (the file was
+// removed, replaced or truncated before or during the commit, or could not
+// be read: the charge may sit in a file no one will read, so it counts as
+// not made, and no later charge succeeds).
 func (l *Ledger) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
-	if releases < 1 {
-		panic(fmt.Sprintf("serve: Charge of %d releases", releases))
-	}
 	if l.readOnly {
 		return Balance{}, fmt.Errorf("ledger %s: charge: %w", l.path, ErrReadOnlyLedger)
 	}
 	if err := l.broken.Load(); err != nil {
 		return Balance{}, *err
 	}
-	r := &chargeReq{account: account, curve: curve, releases: releases, budget: budget, done: make(chan struct{})}
-	l.sendMu.RLock()
-	if l.closed {
-		l.sendMu.RUnlock()
-		return Balance{}, ErrLedgerClosed
-	}
-	l.reqs <- r
-	l.sendMu.RUnlock()
-	<-r.done
-	return r.bal, r.err
+	return l.batcher.Submit(account, curve, releases, budget)
 }
 
-// commit is the committer goroutine: it takes the charges waiting, applies
-// them in order in one transaction and answers each once it is committed.
-func (l *Ledger) commit() {
-	defer close(l.done)
-	for first := range l.reqs {
-		batch := []*chargeReq{first}
-	drain:
-		for len(batch) < maxCommitBatch {
-			select {
-			case r, ok := <-l.reqs:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, r)
-			default:
-				break drain
-			}
+// settle commits batch and answers each of its charges (the Batcher's
+// commit).
+func (l *Ledger) settle(batch []*ChargeRequest) {
+	err := l.commitBatch(batch)
+	for _, r := range batch {
+		if err != nil {
+			r.Balance, r.Err = Balance{}, err
 		}
-		err := l.commitBatch(batch)
-		for _, r := range batch {
-			if err != nil {
-				r.bal, r.err = Balance{}, err
-			}
-			close(r.done)
-		}
+		r.Done()
 	}
 }
 
 // commitBatch applies batch in one transaction, between two checks that the
 // ledger's path names the file it holds (Err): the charges count only if
 // they were committed to the file that a restarted server will read.
-func (l *Ledger) commitBatch(batch []*chargeReq) error {
+func (l *Ledger) commitBatch(batch []*ChargeRequest) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
@@ -821,7 +778,7 @@ func (l *Ledger) commitBatch(batch []*chargeReq) error {
 	err := l.guard(func() error {
 		return l.bf.db.Update(func(tx *bolt.Tx) error {
 			for _, r := range batch {
-				r.bal, r.err = l.apply(tx, r, now)
+				r.Balance, r.Err = l.apply(tx, r, now)
 			}
 			l.size.Store(tx.Size())
 			return nil
@@ -893,28 +850,28 @@ func (l *Ledger) Err() error {
 
 // apply charges r inside tx, or refuses it; a charge is recorded in the
 // charges bucket.
-func (l *Ledger) apply(tx *bolt.Tx, r *chargeReq, now time.Time) (Balance, error) {
+func (l *Ledger) apply(tx *bolt.Tx, r *ChargeRequest, now time.Time) (Balance, error) {
 	b := tx.Bucket(bucketAccounts)
-	rec, err := decodeAccount(r.account, b.Get([]byte(r.account)))
+	rec, err := decodeAccount(r.Account, b.Get([]byte(r.Account)))
 	if err != nil {
 		return Balance{}, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
-	bal, err := l.comp().charge(r.account, rec.Releases, l.curve, r.curve, r.releases, r.budget)
+	bal, err := l.comp().Charge(r.Account, rec.Releases, l.curve, r.Curve, r.Releases, r.Budget)
 	if err != nil {
 		return bal, err
 	}
 	rec.Requests++
 	rec.Updated = now
-	rec.Sum = accountSum(r.account, rec)
+	rec.Sum = accountSum(r.Account, rec)
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return Balance{}, err
 	}
-	if err := b.Put([]byte(r.account), val); err != nil {
-		return Balance{}, fmt.Errorf("ledger %s: account %q: %w", l.path, r.account, err)
+	if err := b.Put([]byte(r.Account), val); err != nil {
+		return Balance{}, fmt.Errorf("ledger %s: account %q: %w", l.path, r.Account, err)
 	}
-	if err := putCharge(tx, &chargeRecord{Time: now, Account: r.account, Releases: r.releases, Curve: r.curve.ID, Model: r.curve.Model}); err != nil {
-		return Balance{}, fmt.Errorf("ledger %s: account %q: history: %w", l.path, r.account, err)
+	if err := putCharge(tx, &chargeRecord{Time: now, Account: r.Account, Releases: r.Releases, Curve: r.Curve.ID, Model: r.Curve.Model}); err != nil {
+		return Balance{}, fmt.Errorf("ledger %s: account %q: history: %w", l.path, r.Account, err)
 	}
 	return bal, nil
 }
@@ -954,11 +911,11 @@ func decodeAccount(id string, v []byte) (*accountRecord, error) {
 	return rec, nil
 }
 
-// comp is the ledger's composition (budget.go): its orders and delta.
-func (l *Ledger) comp() composition {
+// comp is the ledger's Grid (budget.go): its orders and delta.
+func (l *Ledger) comp() Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return composition{orders: l.orders, delta: l.delta}
+	return Grid{Orders: l.orders, Delta: l.delta}
 }
 
 // curve returns the registered curve id (init loaded every curve, and
@@ -976,7 +933,7 @@ func (l *Ledger) curve(id string) (*Curve, error) {
 // balance is the balance of the account with record rec against budget
 // for releases of curve.
 func (l *Ledger) balance(id string, rec *accountRecord, curve *Curve, budget float64) (Balance, error) {
-	return l.comp().balance(id, rec.Releases, l.curve, curve, budget)
+	return l.comp().Balance(id, rec.Releases, l.curve, curve, budget)
 }
 
 // Balance returns the committed balance of account against budget for
@@ -1016,7 +973,7 @@ func (l *Ledger) Accounts() ([]Account, error) {
 				if err != nil {
 					return err
 				}
-				a, err := l.comp().account(string(k), rec.Releases, rec.Requests, rec.Updated, l.curve)
+				a, err := l.comp().Account(string(k), rec.Releases, rec.Requests, rec.Updated, l.curve)
 				out = append(out, a)
 				return err
 			})
@@ -1034,18 +991,14 @@ func (l *Ledger) Accounts() ([]Account, error) {
 // Close stops taking charges, waits for those submitted to be settled and
 // closes the file.
 func (l *Ledger) Close() error {
-	l.sendMu.Lock()
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
 	if l.closed {
-		l.sendMu.Unlock()
 		return nil
 	}
 	l.closed = true
-	if l.reqs != nil {
-		close(l.reqs)
-	}
-	l.sendMu.Unlock()
-	if l.done != nil {
-		<-l.done
+	if l.batcher != nil {
+		l.batcher.Close()
 	}
 	if err := l.bf.close(l.path); err != nil {
 		return fmt.Errorf("ledger %s: %w", l.path, err)
@@ -1066,7 +1019,7 @@ func (l *Ledger) Format() string { return LedgerFormat }
 // query for one account reads every charge newer than the ones it returns
 // (the file has no index by account). Errors: q invalid (*option.Error).
 func (l *Ledger) History(q HistoryQuery) (History, error) {
-	if err := q.check(); err != nil {
+	if err := q.Check(); err != nil {
 		return History{}, err
 	}
 	h := History{Charges: []ChargeRecord{}, Curves: map[string]CurveInfo{}, Models: map[string]json.RawMessage{}}
@@ -1118,7 +1071,7 @@ func (l *Ledger) History(q HistoryQuery) (History, error) {
 }
 
 // describeHistory fills h's curves and models from the ledger.
-func (l *Ledger) describeHistory(h *History, comp composition) error {
+func (l *Ledger) describeHistory(h *History, comp Grid) error {
 	return l.guard(func() error {
 		return l.bf.db.View(func(tx *bolt.Tx) error {
 			for _, c := range h.Charges {
@@ -1132,7 +1085,7 @@ func (l *Ledger) describeHistory(h *History, comp composition) error {
 						return err
 					}
 					acc, format := accountantName(rec.Accountant, rec.Format)
-					h.Curves[c.Curve] = comp.curveInfo(cv, acc, format, rec.Registered)
+					h.Curves[c.Curve] = comp.CurveInfo(cv, acc, format, rec.Registered)
 				}
 				if _, ok := h.Models[c.Model]; !ok && c.Model != "" {
 					var rec modelRecord

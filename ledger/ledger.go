@@ -1,10 +1,11 @@
-package serve
+package ledger
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -104,7 +105,7 @@ type HistoryQuery struct {
 const MaxHistoryLimit = 10000
 
 // check validates q. Errors: *option.Error naming limit.
-func (q HistoryQuery) check() error {
+func (q HistoryQuery) Check() error {
 	if q.Limit < 1 || q.Limit > MaxHistoryLimit {
 		return option.Errorf("limit", q.Limit, "want 1 to %d charges", MaxHistoryLimit)
 	}
@@ -152,11 +153,11 @@ type CurveInfo struct {
 	Registered time.Time         `json:"registered"`
 }
 
-// curveInfo describes the curve c of the composition's grid.
-func (c composition) curveInfo(cv *Curve, accountant string, format int, registered time.Time) CurveInfo {
+// curveInfo describes the curve c of the Grid's grid.
+func (c Grid) CurveInfo(cv *Curve, accountant string, format int, registered time.Time) CurveInfo {
 	eps, order := c.epsilonOfOne(cv)
 	ci := CurveInfo{Accountant: accountant, Format: format, Epsilon: jsonfloat.Float(eps), Order: jsonfloat.Float(order),
-		GaussianMu: cv.Mu, Delta: cv.Delta, Orders: c.orders, Registered: registered}
+		GaussianMu: cv.Mu, Delta: cv.Delta, Orders: c.Orders, Registered: registered}
 	for _, v := range cv.RD {
 		ci.RD = append(ci.RD, jsonfloat.Float(v))
 	}
@@ -171,40 +172,22 @@ var ErrLedgerBusy = errors.New("too many charges waiting for the ledger")
 // database, not by the server (Server.Backup).
 var ErrNoBackup = errors.New("this ledger is not backed up by the server")
 
-// fileBackups is what a ledger whose server writes its backups (the file)
-// has beside PrivacyLedger.
-type fileBackups interface {
-	Backup(dir string) (LedgerInfo, error)
-	PruneBackups(dir string, keep int) ([]string, error)
-}
-
-// temporary is the failure of a ledger that may pass (a database that does
-// not answer), as opposed to a file ledger's, which stays until an operator
-// restarts the server on a good ledger.
-type temporary interface{ Temporary() bool }
-
-// isTemporary reports whether err is a ledger failure that may pass.
-func isTemporary(err error) bool {
-	var t temporary
-	return errors.As(err, &t) && t.Temporary()
-}
-
-// OpenLedgerAt opens the ledger at loc: a PostgreSQL database when loc
-// names one (IsPostgres: a postgres:// or postgresql:// URL, or env:VAR;
-// OpenPGLedger with o), else the file at loc (OpenLedger, or
-// OpenLedgerReadOnly when readOnly; o is not used). A PostgreSQL ledger is
-// opened the same way for reading: its readers and the servers share it.
-// Errors: those of PostgresDSN and the opens.
-func OpenLedgerAt(loc string, o PGOptions, readOnly bool) (PrivacyLedger, error) {
-	if !IsPostgres(loc) {
-		if readOnly {
-			return OpenLedgerReadOnly(loc)
-		}
-		return OpenLedger(loc)
+// CheckGuarantee checks the guarantee of one release of a model, as a
+// ledger registers it and a server serves it: one release, a
+// non-empty curve of orders > 1 with bounds >= 0 (+Inf allowed), delta in
+// (0, 1).
+func CheckGuarantee(g *privacy.Guarantee) error {
+	if g == nil {
+		return fmt.Errorf("model has no certified guarantee")
 	}
-	dsn, err := PostgresDSN(loc)
-	if err != nil {
-		return nil, err
+	if g.Releases != 1 {
+		return fmt.Errorf("model guarantee covers %d releases, want the guarantee of one release", g.Releases)
 	}
-	return OpenPGLedger(dsn, o)
+	if len(g.Curve) == 0 {
+		return fmt.Errorf("model guarantee has an empty RDP curve")
+	}
+	if _, _, err := privacy.BestEpsilon(g.Curve, g.Delta); err != nil {
+		return fmt.Errorf("model guarantee: %w", err)
+	}
+	return nil
 }

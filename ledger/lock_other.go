@@ -1,6 +1,6 @@
 //go:build windows || plan9 || solaris || aix || android
 
-package serve
+package ledger
 
 import (
 	"os"

@@ -11,13 +11,13 @@ import (
 	"io"
 	"math"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/option"
 )
 
@@ -28,16 +28,9 @@ const KeyPrefix = "nvdp_"
 // keyBytes is the entropy of a key: 256 bits from crypto/rand.
 const keyBytes = 32
 
-// Key is one line of a keys file: the public ID that names the key's
-// account in the ledger, the access logs and the metrics, the SHA-256 of the
-// key, and its budget in epsilon at the model's delta (option.Auto(): the
-// server's default, Options.BudgetEpsilon).
-type Key struct {
-	ID     string
-	Hash   [sha256.Size]byte
-	Budget float64
-	Line   int // line in the keys file, for errors
-}
+// Key is one line of a keys file (ledger.Key): the key's ID (its account),
+// the SHA-256 of the key, its budget and its line.
+type Key = ledger.Key
 
 // Keys is a parsed keys file: keys by the SHA-256 of their secret. The
 // secrets themselves are never stored, read back or logged.
@@ -47,14 +40,9 @@ type Keys struct {
 	ids    map[string]*Key
 }
 
-// idPattern is what a key ID may be: it names an account in the ledger and
-// appears in logs, so it is short and plain.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-// HashKey is the SHA-256 of an API key, as the keys file stores it. A key is
-// 256 random bits, so a fast hash suffices (no password stretching: there is
-// nothing to guess).
-func HashKey(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
+// HashKey is the SHA-256 of an API key, as the keys file stores it
+// (ledger.HashKey).
+func HashKey(key string) [sha256.Size]byte { return ledger.HashKey(key) }
 
 // GenerateKey returns a new API key: KeyPrefix and 32 bytes of crypto/rand
 // in unpadded base64url (48 characters in all).
@@ -68,10 +56,10 @@ func GenerateKey() (string, error) {
 
 // KeyLine is the keys-file line of a key: "ID SHA256-HEX" and, unless
 // budget is Auto, the budget ("inf" for +Inf). Errors: an ID that
-// idPattern rejects, a budget that is negative or NaN is not Auto.
+// CheckKeyID rejects, a budget that is negative or NaN is not Auto.
 func KeyLine(id, key string, budget float64) (string, error) {
-	if !idPattern.MatchString(id) {
-		return "", fmt.Errorf("key ID %q: want 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit", id)
+	if err := ledger.CheckKeyID(id); err != nil {
+		return "", err
 	}
 	h := HashKey(key)
 	line := id + " " + hex.EncodeToString(h[:])
@@ -173,7 +161,7 @@ func parseKeyLine(line string) (*Key, error) {
 	if len(f) < 2 || len(f) > 3 {
 		return nil, fmt.Errorf("%d fields, want \"ID SHA256-HEX [BUDGET]\"", len(f))
 	}
-	if !idPattern.MatchString(f[0]) {
+	if ledger.CheckKeyID(f[0]) != nil {
 		return nil, fmt.Errorf("ID %q: want 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit", f[0])
 	}
 	key := &Key{ID: f[0], Budget: option.Auto()}
@@ -204,7 +192,7 @@ type KeySource interface {
 	// LookupKey returns the key whose hash is SHA-256(secret); nil and no
 	// error when there is none (or it was revoked). An error means the
 	// source could not be read (a database that does not answer:
-	// ErrLedgerUnavailable): the request is refused with 503, not 401.
+	// ledger.ErrLedgerUnavailable): the request is refused with 503, not 401.
 	LookupKey(secret string) (*Key, error)
 }
 

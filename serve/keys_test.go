@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"github.com/nvdp-project/nvdp/ledger"
 	"math"
 	"os"
 	"path/filepath"
@@ -147,7 +148,7 @@ func FuzzParseKeys(f *testing.F) {
 		}
 		var again strings.Builder
 		for _, key := range k.All() {
-			if !idPattern.MatchString(key.ID) || !(math.IsNaN(key.Budget) || key.Budget >= 0) {
+			if ledger.CheckKeyID(key.ID) != nil || !(math.IsNaN(key.Budget) || key.Budget >= 0) {
 				t.Fatalf("accepted %+v", key)
 			}
 			again.WriteString(key.ID + " " + hex.EncodeToString(key.Hash[:]))

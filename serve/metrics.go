@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -20,7 +21,7 @@ type metrics struct {
 	releaseTm prometheus.Histogram
 	backups   *prometheus.CounterVec // by result: ok, failed
 	// ledgerBusy counts requests refused because too many charges were
-	// waiting (ErrLedgerBusy), keyReloads the keys file's reloads.
+	// waiting (ledger.ErrLedgerBusy), keyReloads the keys file's reloads.
 	ledgerBusy prometheus.Counter
 	keyReloads prometheus.Counter
 }
@@ -41,7 +42,7 @@ type releaserCollectors interface {
 	Collectors() []prometheus.Collector
 }
 
-func newMetrics(lim *limiter, ledger PrivacyLedger, rel Releaser) *metrics {
+func newMetrics(lim *limiter, ledger ledger.PrivacyLedger, rel Releaser) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -3,6 +3,8 @@ package serve_test
 import (
 	"errors"
 	"fmt"
+	"github.com/nvdp-project/nvdp/ledger"
+	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"math"
 	"reflect"
 	"strings"
@@ -11,7 +13,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/internal/pgtest"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/serve"
 	"github.com/nvdp-project/nvdp/serve/servetest"
 )
 
@@ -22,7 +23,7 @@ import (
 // them by the RDP sum, in both; refusals at the exact budget's edge agree.
 func TestLedgersAgreeGaussian(t *testing.T) {
 	file := servetest.OpenLedger(t)
-	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), serve.DefaultPGOptions())
+	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultPGOptions())
 	const mu1, mu2 = 0.4, 1.1
 	// A budget that holds alice's 3 + 2 releases of mu1 and 2 of mu2 exactly
 	// (the RDP sum would hold fewer).
@@ -42,8 +43,8 @@ func TestLedgersAgreeGaussian(t *testing.T) {
 	steps := []chargeStep{{"alice", 0, 3}, {"alice", 1, 2}, {"bob", 1, 1}, {"alice", 0, 2}, {"alice", 0, 1}, {"bob", 2, 2}, {"bob", 0, 1}, {"carol", 2, 3}, {"dave", 1, 9}}
 	var results [2][]string
 	var spent [2]map[string]float64
-	for i, l := range []serve.PrivacyLedger{file, pg} {
-		var curves [3]*serve.Curve
+	for i, l := range []ledger.PrivacyLedger{file, pg} {
+		var curves [3]*ledger.Curve
 		for j, g := range []*privacy.Guarantee{servetest.ExactGaussianGuarantee(mu1), servetest.ExactGaussianGuarantee(mu2), servetest.GaussianGuarantee(rho)} {
 			c, err := l.RegisterCurve(g, map[string]any{"model": j})
 			if err != nil {
@@ -65,7 +66,7 @@ func TestLedgersAgreeGaussian(t *testing.T) {
 			results[i] = append(results[i], fmt.Sprintf("%+v", a))
 			spent[i][a.ID+" "+a.Accountant] = float64(a.SpentEpsilon)
 		}
-		h, err := l.History(serve.HistoryQuery{Limit: 100})
+		h, err := l.History(ledger.HistoryQuery{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := servetest.NewPGLedger(t)
-			l := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions())
+			l := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
 			g, err := l.RegisterCurve(servetest.ExactGaussianGuarantee(0.7), "gaussian")
 			if err != nil {
 				t.Fatal(err)
@@ -127,7 +128,7 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 				t.Fatal("the RDP curve's row is not as before")
 			}
 			execSQL(t, dsn, tc.sql)
-			if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
+			if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("open: %v, want corrupt: %q", err, tc.err)
 			}
 		})
@@ -143,7 +144,7 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 // model registered again is a Gaussian curve of its own, composed exactly.
 func TestPGLedgerMigration(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	if applied, err := serve.MigratePGLedger(dsn, 1); err != nil || !reflect.DeepEqual(applied, []int{1}) {
+	if applied, err := pgledger.MigratePGLedger(dsn, 1); err != nil || !reflect.DeepEqual(applied, []int{1}) {
 		t.Fatalf("version 1: %v %v", applied, err)
 	}
 	// What a server of version 1 wrote: an RDP curve, an account charged 6
@@ -162,18 +163,18 @@ func TestPGLedgerMigration(t *testing.T) {
 	execSQL(t, dsn, `INSERT INTO nvdp.account_releases (account, curve, releases) VALUES ('alice', $1, 6)`, rc.ID)
 	execSQL(t, dsn, `INSERT INTO nvdp.charges (at, account, releases, curve, replica) VALUES (now(), 'alice', 6, $1, 'v1')`, rc.ID)
 
-	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil ||
-		!strings.Contains(err.Error(), fmt.Sprintf("schema version 1, this server needs %d: migrate it (nvdp serve ledger init)", serve.PGSchemaVersion)) {
+	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("schema version 1, this server needs %d: migrate it (nvdp serve ledger init)", pgledger.PGSchemaVersion)) {
 		t.Fatalf("open of version 1: %v", err)
 	}
-	info, applied, err := serve.CreatePGLedger(dsn, 30*time.Second)
+	info, applied, err := pgledger.CreatePGLedger(dsn, 30*time.Second)
 	if err != nil || !reflect.DeepEqual(applied, []int{2, 3}) || info.SchemaVersion != 3 || info.Charges != 1 || info.Releases != 6 {
 		t.Fatalf("init of version 1: %+v %v %v", info, applied, err)
 	}
 	if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE gaussian_mu IS NULL AND accountant = 'rdp'`); n != 1 {
 		t.Fatalf("%d RDP curves without a mu, named rdp, after the migration, want the one", n)
 	}
-	l := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions())
+	l := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
 	bal, err := l.Balance("alice", rc, 100)
 	if err != nil || bal != want || bal.Accountant != privacy.AccountantRDP {
 		t.Fatalf("the old account after the migration: %+v %v, want %+v", bal, err, want)

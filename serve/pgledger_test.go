@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nvdp-project/nvdp/ledger"
+	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -42,13 +44,13 @@ func exactBudget(t testing.TB, k int) float64 {
 // refusals at the budget's edge, several accounts; and the same accounts.
 func TestLedgersAgree(t *testing.T) {
 	file := servetest.OpenLedger(t)
-	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), serve.DefaultPGOptions())
+	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultPGOptions())
 	budget := exactBudget(t, 9)
 	// curve 0 or 1: rho or 3 rho
 	steps := []chargeStep{{"alice", 0, 3}, {"bob", 1, 1}, {"alice", 1, 2}, {"alice", 0, 4}, {"alice", 0, 1}, {"bob", 0, 5}, {"carol", 1, 4}, {"bob", 1, 3}}
 	var results [2][]string
-	for i, l := range []serve.PrivacyLedger{file, pg} {
-		var curves [2]*serve.Curve
+	for i, l := range []ledger.PrivacyLedger{file, pg} {
+		var curves [2]*ledger.Curve
 		for j, r := range []float64{rho, 3 * rho} {
 			c, err := l.RegisterCurve(servetest.GaussianGuarantee(r), map[string]any{"model": j})
 			if err != nil {
@@ -85,12 +87,12 @@ type chargeStep struct {
 
 // chargeAll charges steps on l in order against budget and returns each
 // balance, or the balance of a refusal, as text.
-func chargeAll(t *testing.T, l serve.PrivacyLedger, curves []*serve.Curve, steps []chargeStep, budget float64) []string {
+func chargeAll(t *testing.T, l ledger.PrivacyLedger, curves []*ledger.Curve, steps []chargeStep, budget float64) []string {
 	t.Helper()
 	var out []string
 	for _, s := range steps {
 		bal, err := l.Charge(s.account, curves[s.curve], s.k, budget)
-		var be *serve.BudgetError
+		var be *ledger.BudgetError
 		if errors.As(err, &be) {
 			out = append(out, fmt.Sprintf("refused %+v", be.Balance))
 			continue
@@ -110,21 +112,21 @@ func chargeAll(t *testing.T, l serve.PrivacyLedger, curves []*serve.Curve, steps
 func TestPGLedgerSchema(t *testing.T) {
 	c := pgtest.Shared(t)
 	dsn := c.NewDatabase(t)
-	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrNoLedger) ||
+	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrNoLedger) ||
 		!strings.Contains(err.Error(), "holds no nvdp ledger (no table nvdp.schema_version): a ledger is created explicitly") {
 		t.Fatalf("open of an empty database: %v", err)
 	}
 	if n := count(t, dsn, `SELECT count(*) FROM pg_namespace WHERE nspname = 'nvdp'`); n != 0 {
 		t.Fatal("opening an empty database created the schema")
 	}
-	info, applied, err := serve.CreatePGLedger(dsn, 10*time.Second)
-	if err != nil || !reflect.DeepEqual(applied, []int{1, 2, 3}) || len(info.LedgerID) != 32 || info.SchemaVersion != 3 || info.Format != serve.PGLedgerFormat || info.Accounts != 0 {
+	info, applied, err := pgledger.CreatePGLedger(dsn, 10*time.Second)
+	if err != nil || !reflect.DeepEqual(applied, []int{1, 2, 3}) || len(info.LedgerID) != 32 || info.SchemaVersion != 3 || info.Format != pgledger.PGLedgerFormat || info.Accounts != 0 {
 		t.Fatalf("init: %+v %v %v", info, applied, err)
 	}
 	if strings.Contains(info.Path, "password") {
 		t.Errorf("the ledger's name shows a password: %s", info.Path)
 	}
-	again, applied, err := serve.CreatePGLedger(dsn, 10*time.Second)
+	again, applied, err := pgledger.CreatePGLedger(dsn, 10*time.Second)
 	if err != nil || len(applied) != 0 || again.LedgerID != info.LedgerID {
 		t.Fatalf("second init: %+v %v %v", again, applied, err)
 	}
@@ -132,31 +134,31 @@ func TestPGLedgerSchema(t *testing.T) {
 		t.Fatalf("%d schema versions recorded, want 3", n)
 	}
 	execSQL(t, dsn, `INSERT INTO nvdp.schema_version VALUES (4, 'from the future', now())`)
-	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "schema version 4 is newer than this server's 3") {
+	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "schema version 4 is newer than this server's 3") {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
-	if _, _, err := serve.CreatePGLedger(dsn, 10*time.Second); err == nil || !strings.Contains(err.Error(), "newer than this build's") {
+	if _, _, err := pgledger.CreatePGLedger(dsn, 10*time.Second); err == nil || !strings.Contains(err.Error(), "newer than this build's") {
 		t.Fatalf("init of a newer schema: %v", err)
 	}
 	other := c.NewDatabase(t)
 	execSQL(t, other, `CREATE SCHEMA nvdp; CREATE TABLE nvdp.things (x int)`)
-	if _, _, err := serve.CreatePGLedger(other, 10*time.Second); err == nil || !strings.Contains(err.Error(), "not an nvdp ledger, left alone") {
+	if _, _, err := pgledger.CreatePGLedger(other, 10*time.Second); err == nil || !strings.Contains(err.Error(), "not an nvdp ledger, left alone") {
 		t.Fatalf("init over a foreign schema: %v", err)
 	}
-	if _, err := serve.OpenPGLedger(other, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrNoLedger) {
+	if _, err := pgledger.OpenPGLedger(other, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrNoLedger) {
 		t.Fatalf("open of a foreign schema: %v", err)
 	}
 	for _, tc := range []struct {
-		o   func(*serve.PGOptions)
+		o   func(*pgledger.PGOptions)
 		err string
 	}{
-		{func(o *serve.PGOptions) { o.MaxConns = 2 }, "ledger_max_conns 2: want 3 to 1000 (the 2 committers of charges, and reads)"},
-		{func(o *serve.PGOptions) { o.Timeout = 0 }, "ledger_timeout 0s: must be at least 10ms"},
-		{func(o *serve.PGOptions) { o.MaxWaitingCharges = 0 }, "ledger_max_waiting 0: must be >= 1"},
+		{func(o *pgledger.PGOptions) { o.MaxConns = 2 }, "ledger_max_conns 2: want 3 to 1000 (the 2 committers of charges, and reads)"},
+		{func(o *pgledger.PGOptions) { o.Timeout = 0 }, "ledger_timeout 0s: must be at least 10ms"},
+		{func(o *pgledger.PGOptions) { o.MaxWaitingCharges = 0 }, "ledger_max_waiting 0: must be >= 1"},
 	} {
-		o := serve.DefaultPGOptions()
+		o := pgledger.DefaultPGOptions()
 		tc.o(&o)
-		if _, err := serve.OpenPGLedger(dsn, o); err == nil || err.Error() != tc.err {
+		if _, err := pgledger.OpenPGLedger(dsn, o); err == nil || err.Error() != tc.err {
 			t.Errorf("options: %v, want %q", err, tc.err)
 		}
 	}
@@ -201,10 +203,10 @@ func TestPGReplicasCannotOverspend(t *testing.T) {
 	const k, tries = 40, 90
 	dsn := servetest.NewPGLedger(t)
 	budget := exactBudget(t, k)
-	var replicas []*serve.PGLedger
-	var curves []*serve.Curve
+	var replicas []*pgledger.PGLedger
+	var curves []*ledger.Curve
 	for i := range 3 {
-		o := serve.DefaultPGOptions()
+		o := pgledger.DefaultPGOptions()
 		o.Replica = fmt.Sprintf("r%d", i)
 		l := servetest.OpenPGLedger(t, dsn, o)
 		c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), map[string]string{"model": "fake"})
@@ -221,7 +223,7 @@ func TestPGReplicasCannotOverspend(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			_, err := replicas[i%3].Charge("alice", curves[i%3], 1, budget)
-			var be *serve.BudgetError
+			var be *ledger.BudgetError
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -260,9 +262,9 @@ func TestPGReplicasCannotOverspend(t *testing.T) {
 // opened the ledger before either curve existed.
 func TestPGCurvesFromAnotherReplica(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	reader := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions()) // opened before any curve
-	a := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions())
-	b := servetest.OpenPGLedger(t, dsn, serve.DefaultPGOptions())
+	reader := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions()) // opened before any curve
+	a := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
+	b := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
 	ca, err := a.RegisterCurve(servetest.GaussianGuarantee(rho), "old model")
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +291,7 @@ func TestPGCurvesFromAnotherReplica(t *testing.T) {
 	}
 	// A curve whose bounds were changed in the database is refused, not charged under.
 	execSQL(t, dsn, `UPDATE nvdp.curves SET rd[1] = rd[1] / 2 WHERE id = $1`, ca.ID)
-	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); !errors.Is(err, serve.ErrCorruptLedger) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
+	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
 		t.Fatalf("open with a changed curve: %v", err)
 	}
 }
@@ -301,9 +303,9 @@ func TestPGCurvesFromAnotherReplica(t *testing.T) {
 func TestPGHistory(t *testing.T) {
 	for _, kind := range []string{"file", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			var l serve.PrivacyLedger = servetest.OpenLedger(t)
+			var l ledger.PrivacyLedger = servetest.OpenLedger(t)
 			if kind == "postgres" {
-				o := serve.DefaultPGOptions()
+				o := pgledger.DefaultPGOptions()
 				o.Replica = "replica-1"
 				l = servetest.OpenPGLedger(t, servetest.NewPGLedger(t), o)
 			}
@@ -321,7 +323,7 @@ func TestPGHistory(t *testing.T) {
 			if _, err := l.Charge("alice", c, 1, budget); err == nil {
 				t.Fatal("set-up: a charge past the budget was made")
 			}
-			h, err := l.History(serve.HistoryQuery{Account: "alice", Limit: 2})
+			h, err := l.History(ledger.HistoryQuery{Account: "alice", Limit: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -342,15 +344,15 @@ func TestPGHistory(t *testing.T) {
 			if string(h.Models[c.Model]) != `{"model":"m1"}` && string(h.Models[c.Model]) != `{"model": "m1"}` {
 				t.Errorf("model %s", h.Models[c.Model])
 			}
-			rest, err := l.History(serve.HistoryQuery{Account: "alice", Before: h.Before, Limit: 10})
+			rest, err := l.History(ledger.HistoryQuery{Account: "alice", Before: h.Before, Limit: 10})
 			if err != nil || len(rest.Charges) != 1 || rest.Charges[0].Releases != 1 || rest.Before != 0 {
 				t.Fatalf("the next page: %+v %v", rest, err)
 			}
-			all, err := l.History(serve.HistoryQuery{Limit: 100})
+			all, err := l.History(ledger.HistoryQuery{Limit: 100})
 			if err != nil || len(all.Charges) != 5 || all.Charges[0].Account != "bob" || all.Charges[0].Releases != 5 {
 				t.Fatalf("all: %+v %v", all.Charges, err)
 			}
-			if _, err := l.History(serve.HistoryQuery{Limit: 0}); err == nil || err.Error() != "limit 0: want 1 to 10000 charges" {
+			if _, err := l.History(ledger.HistoryQuery{Limit: 0}); err == nil || err.Error() != "limit 0: want 1 to 10000 charges" {
 				t.Errorf("limit 0: %v", err)
 			}
 		})
@@ -363,7 +365,7 @@ func TestPGHistory(t *testing.T) {
 // refused at once with ErrLedgerBusy; once the lock goes, charges work.
 func TestPGLedgerBusyAndTimeout(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	o := serve.DefaultPGOptions()
+	o := pgledger.DefaultPGOptions()
 	o.Timeout, o.MaxWaitingCharges = 300*time.Millisecond, 1
 	l := servetest.OpenPGLedger(t, dsn, o)
 	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
@@ -398,11 +400,11 @@ func TestPGLedgerBusyAndTimeout(t *testing.T) {
 	for range 8 {
 		err := <-results
 		switch {
-		case errors.Is(err, serve.ErrLedgerBusy):
+		case errors.Is(err, ledger.ErrLedgerBusy):
 			busy++
-		case errors.Is(err, serve.ErrLedgerUnavailable):
+		case errors.Is(err, ledger.ErrLedgerUnavailable):
 			unavailable++
-			var pe *serve.PGError
+			var pe *pgledger.PGError
 			if !errors.As(err, &pe) || !pe.Temporary() {
 				t.Errorf("%v: not a temporary PGError", err)
 			}
@@ -431,7 +433,7 @@ func TestPGLedgerBusyAndTimeout(t *testing.T) {
 func TestPGLedgerDatabaseDown(t *testing.T) {
 	cluster := pgtest.New(t, pgtest.Options{})
 	dsn := servetest.InitPGLedger(t, cluster)
-	o := serve.DefaultPGOptions()
+	o := pgledger.DefaultPGOptions()
 	o.Timeout = time.Second
 	l := servetest.OpenPGLedger(t, dsn, o)
 	key := mustKey(t)
@@ -483,7 +485,7 @@ func TestPGLedgerDatabaseDown(t *testing.T) {
 		func() error { _, err := l.LookupKey(key); return err },
 		l.Err,
 	} {
-		if err := f(); !errors.Is(err, serve.ErrLedgerUnavailable) {
+		if err := f(); !errors.Is(err, ledger.ErrLedgerUnavailable) {
 			t.Errorf("with the database down: %v", err)
 		}
 	}
@@ -522,7 +524,7 @@ func newTestServer(t *testing.T, srv *serve.Server) string {
 // server runs, which authenticates each change from the next request; the
 // budget is the key's; the listing shows no hash; an ID is never reused.
 func TestPGKeys(t *testing.T) {
-	l := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), serve.DefaultPGOptions())
+	l := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultPGOptions())
 	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, l, serve.DefaultOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -616,10 +618,10 @@ func TestPostgresDSN(t *testing.T) {
 		{"env:", "", "env: names no variable", true},
 		{filepath.Join("dir", "ledger.db"), "", "is not a postgres:// or postgresql:// URL", false},
 	} {
-		if serve.IsPostgres(tc.loc) != tc.pg {
+		if pgledger.IsPostgres(tc.loc) != tc.pg {
 			t.Errorf("IsPostgres(%q) = %v", tc.loc, !tc.pg)
 		}
-		dsn, err := serve.PostgresDSN(tc.loc)
+		dsn, err := pgledger.PostgresDSN(tc.loc)
 		if dsn != tc.dsn || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("PostgresDSN(%q) = %q, %v; want %q, %q", tc.loc, dsn, err, tc.dsn, tc.err)
 		}
@@ -638,9 +640,9 @@ func BenchmarkCharge(b *testing.B) {
 	for _, kind := range []string{"file", "postgres"} {
 		for _, par := range []int{1, 8, 32} {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", kind, par), func(b *testing.B) {
-				var l serve.PrivacyLedger = servetest.OpenLedger(b)
+				var l ledger.PrivacyLedger = servetest.OpenLedger(b)
 				if kind == "postgres" {
-					l = servetest.OpenPGLedger(b, dsn, serve.DefaultPGOptions())
+					l = servetest.OpenPGLedger(b, dsn, pgledger.DefaultPGOptions())
 				}
 				c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "bench")
 				if err != nil {
@@ -690,7 +692,7 @@ func (a *atomicInt) add() int {
 // timeout; once the lock goes, the waiting charges commit too.
 func TestPGLockedAccountDoesNotStall(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	o := serve.DefaultPGOptions()
+	o := pgledger.DefaultPGOptions()
 	o.Timeout = 3 * time.Second
 	l := servetest.OpenPGLedger(t, dsn, o)
 	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
@@ -755,14 +757,14 @@ func TestPGPermanentErrors(t *testing.T) {
 	execSQL(t, dsn, `GRANT ALL ON ALL TABLES IN SCHEMA nvdp TO nvdp_noinsert`)
 	execSQL(t, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
 	execSQL(t, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
-	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), serve.DefaultPGOptions())
+	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), pgledger.DefaultPGOptions())
 	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = l.Charge("alice", c, 1, math.Inf(1))
-	var pe *serve.PGError
-	if !errors.As(err, &pe) || !pe.Permanent || pe.Temporary() || errors.Is(err, serve.ErrLedgerUnavailable) || !strings.Contains(err.Error(), "42501") {
+	var pe *pgledger.PGError
+	if !errors.As(err, &pe) || !pe.Permanent || pe.Temporary() || errors.Is(err, ledger.ErrLedgerUnavailable) || !strings.Contains(err.Error(), "42501") {
 		t.Fatalf("charge without the right to insert: %v", err)
 	}
 	so := serve.DefaultOptions()
@@ -796,12 +798,12 @@ func TestPGPermanentErrors(t *testing.T) {
 func TestPGSchemaChecked(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
 	execSQL(t, dsn, `DROP TABLE nvdp.charges`)
-	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.charges is missing") {
+	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.charges is missing") {
 		t.Fatalf("open without nvdp.charges: %v", err)
 	}
 	dsn = servetest.NewPGLedger(t)
 	execSQL(t, dsn, `ALTER TABLE nvdp.accounts DROP COLUMN updated`)
-	if _, err := serve.OpenPGLedger(dsn, serve.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.accounts (columns id, requests, updated)") {
+	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.accounts (columns id, requests, updated)") {
 		t.Fatalf("open without nvdp.accounts.updated: %v", err)
 	}
 }

@@ -111,22 +111,3 @@ func checkEmbedding(e Embedding, n, p int) error {
 	}
 	return nil
 }
-
-// checkGuarantee checks the guarantee a Releaser gives: one release, a
-// non-empty curve of orders > 1 with bounds >= 0 (+Inf allowed), delta in
-// (0, 1).
-func checkGuarantee(g *privacy.Guarantee) error {
-	if g == nil {
-		return fmt.Errorf("model has no certified guarantee")
-	}
-	if g.Releases != 1 {
-		return fmt.Errorf("model guarantee covers %d releases, want the guarantee of one release", g.Releases)
-	}
-	if len(g.Curve) == 0 {
-		return fmt.Errorf("model guarantee has an empty RDP curve")
-	}
-	if _, _, err := privacy.BestEpsilon(g.Curve, g.Delta); err != nil {
-		return fmt.Errorf("model guarantee: %w", err)
-	}
-	return nil
-}

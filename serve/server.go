@@ -43,6 +43,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/api"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -70,8 +71,8 @@ type Server struct {
 	n, p   int
 	guar   *privacy.Guarantee
 	one    privacyOfOne
-	curve  *Curve
-	ledger PrivacyLedger
+	curve  *ledger.Curve
+	ledger ledger.PrivacyLedger
 	// keys authenticates requests: nil without keys (one shared account),
 	// fileKeys for a keys file (swapped by ReloadKeys), or a key store such
 	// as a PostgreSQL ledger's keys table.
@@ -88,6 +89,24 @@ type Server struct {
 	// chargeFailed is when the last charge failed on the ledger (unix
 	// nanoseconds; 0: the last charge held): readiness (readyz).
 	chargeFailed atomic.Int64
+}
+
+// fileBackups is what a ledger whose server writes its backups (the file,
+// *ledger.Ledger) has beside ledger.PrivacyLedger.
+type fileBackups interface {
+	Backup(dir string) (ledger.LedgerInfo, error)
+	PruneBackups(dir string, keep int) ([]string, error)
+}
+
+// temporary is the failure of a ledger that may pass (a database that does
+// not answer), as opposed to a file ledger's, which stays until an operator
+// restarts the server on a good ledger.
+type temporary interface{ Temporary() bool }
+
+// isTemporary reports whether err is a ledger failure that may pass.
+func isTemporary(err error) bool {
+	var t temporary
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // chargeFailureHold is how long readiness stays 503 after a charge failed
@@ -168,7 +187,7 @@ type reqInfo struct {
 }
 
 // New returns a server releasing from rel, charging ledger (the bbolt file
-// or PostgreSQL: PrivacyLedger), authenticating with keys: nil (or a nil
+// or PostgreSQL: ledger.PrivacyLedger), authenticating with keys: nil (or a nil
 // *Keys) for no keys and one shared account; a keys file (*Keys, which
 // ReloadKeys replaces while serving); or another KeySource, such as a
 // PostgreSQL ledger's keys table (*PGLedger), whose keys change while the
@@ -179,7 +198,7 @@ type reqInfo struct {
 // when there is no default (*option.Error for budget_epsilon), a BackupDir
 // that is no directory (*option.Error for backup_dir), the ledger refusing
 // the curve.
-func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slog.Logger) (*Server, error) {
+func New(rel Releaser, lg ledger.PrivacyLedger, keys KeySource, o Options, log *slog.Logger) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -191,7 +210,7 @@ func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slo
 		return nil, fmt.Errorf("model: release shape N = %d, P = %d: both must be > 0", n, p)
 	}
 	g := rel.Guarantee()
-	if err := checkGuarantee(g); err != nil {
+	if err := ledger.CheckGuarantee(g); err != nil {
 		return nil, err
 	}
 	if err := privacy.CheckMaxEpsilon(g, o.MaxEpsilon); err != nil {
@@ -209,11 +228,11 @@ func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slo
 	if err := o.CheckFiles(); err != nil {
 		return nil, err
 	}
-	curve, err := ledger.RegisterCurve(g, rel.Model())
+	curve, err := lg.RegisterCurve(g, rel.Model())
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{rel: rel, n: n, p: p, guar: g, curve: curve, ledger: ledger, keys: keys, opts: o, log: log,
+	s := &Server{rel: rel, n: n, p: p, guar: g, curve: curve, ledger: lg, keys: keys, opts: o, log: log,
 		lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
 	if isFile && fileKeys != nil {
 		s.fileKeys.Store(fileKeys)
@@ -225,7 +244,7 @@ func New(rel Releaser, ledger PrivacyLedger, keys KeySource, o Options, log *slo
 			s.one.RD = pt.RD
 		}
 	}
-	s.met = newMetrics(s.lim, ledger, rel)
+	s.met = newMetrics(s.lim, lg, rel)
 	s.mux = s.newMux()
 	return s, nil
 }
@@ -337,8 +356,8 @@ type apiError struct {
 	RequestID string `json:"request_id"`
 	// Budget: the caller's balance, on a budget refusal (code
 	// "budget_exceeded"), and Requested the releases the request asked for.
-	Budget    *Balance `json:"budget,omitempty"`
-	Requested int      `json:"requested_releases,omitempty"`
+	Budget    *ledger.Balance `json:"budget,omitempty"`
+	Requested int             `json:"requested_releases,omitempty"`
 }
 
 // fail writes an error response.
@@ -475,7 +494,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		s.ledgerFailed(w, info, err)
 		return
 	}
-	var be *BudgetError
+	var be *ledger.BudgetError
 	if errors.As(bal.Check(len(texts)), &be) {
 		s.refuse(w, info, be)
 		return
@@ -513,7 +532,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		s.refuse(w, info, be)
 		return
 	case err != nil:
-		if !errors.Is(err, ErrLedgerBusy) {
+		if !errors.Is(err, ledger.ErrLedgerBusy) {
 			s.chargeFailed.Store(time.Now().UnixNano())
 		}
 		s.ledgerFailed(w, info, err)
@@ -761,7 +780,7 @@ func decodeError(err error, limit int64) (int, string, string) {
 }
 
 // refuse writes the 429 of a budget refusal: nothing released, the balance.
-func (s *Server) refuse(w http.ResponseWriter, info *reqInfo, be *BudgetError) {
+func (s *Server) refuse(w http.ResponseWriter, info *reqInfo, be *ledger.BudgetError) {
 	s.met.refusals.Inc()
 	bal := be.Balance
 	s.writeError(w, info, http.StatusTooManyRequests, apiError{
@@ -781,7 +800,7 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 // ledgerFailed answers a request whose ledger (or key store) read or
 // charge failed; nothing was released or charged either way:
 //   - 503 ledger_busy when too many charges were already waiting for the
-//     ledger (ErrLedgerBusy): retry;
+//     ledger (ledger.ErrLedgerBusy): retry;
 //   - 503 ledger_unavailable when the ledger cannot charge: a database that
 //     does not answer (retry: the error may pass), or a file ledger that
 //     was removed, replaced, truncated or could not be read (the server
@@ -791,12 +810,12 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 //     missing), for an operator to fix.
 func (s *Server) ledgerFailed(w http.ResponseWriter, info *reqInfo, err error) {
 	switch {
-	case errors.Is(err, ErrLedgerBusy):
+	case errors.Is(err, ledger.ErrLedgerBusy):
 		s.met.ledgerBusy.Inc()
 		w.Header().Set("Retry-After", "1")
 		s.fail(w, info, http.StatusServiceUnavailable, "ledger_busy",
 			"too many charges are waiting for the privacy ledger (request %s): nothing was released or charged; retry later", info.id)
-	case !errors.Is(err, ErrLedgerUnavailable):
+	case !errors.Is(err, ledger.ErrLedgerUnavailable):
 		s.internal(w, info, "ledger_error", err)
 	case isTemporary(err):
 		s.log.Error("ledger unavailable: releases refused until it answers", "id", info.id, "ledger", s.ledger.Name(), "error", err)
@@ -819,7 +838,7 @@ func (s *Server) internal(w http.ResponseWriter, info *reqInfo, code string, err
 }
 
 // response builds the 200 body: Z reshaped to [N][P] (views, no copies).
-func (s *Server) response(embs []Embedding, bal Balance) EmbedResponse {
+func (s *Server) response(embs []Embedding, bal ledger.Balance) EmbedResponse {
 	out := EmbedResponse{Embeddings: make([][][]float32, len(embs)), Weights: make([][]float32, len(embs))}
 	for i, e := range embs {
 		rows := make([][]float32, s.n)
@@ -880,8 +899,8 @@ const MaxBudgetHistory = 1000
 // with ?history=N, the caller's N newest charges with the curves and
 // models they were charged under.
 type BudgetResponse struct {
-	Budget  Balance  `json:"budget"`
-	History *History `json:"history,omitempty"`
+	Budget  ledger.Balance  `json:"budget"`
+	History *ledger.History `json:"history,omitempty"`
 }
 
 // budget is GET /v1/budget[?history=N]: the caller's balance, and its N
@@ -910,7 +929,7 @@ func (s *Server) budget(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	}
 	resp := BudgetResponse{Budget: bal}
 	if n > 0 {
-		h, err := s.ledger.History(HistoryQuery{Account: account, Limit: n})
+		h, err := s.ledger.History(ledger.HistoryQuery{Account: account, Limit: n})
 		if err != nil {
 			s.ledgerFailed(w, info, err)
 			return
@@ -932,7 +951,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 }
 
 // readyz is 200 while the server takes requests, 503 once it drains, while
-// its ledger is unavailable (PrivacyLedger.Err), and while its ledger
+// its ledger is unavailable (ledger.PrivacyLedger.Err), and while its ledger
 // cannot charge: for chargeFailureHold after a charge failed on it (a full
 // disk, a database user without write rights: the ledger answers, but
 // every charge fails), unless a charge holds meanwhile.
@@ -942,7 +961,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, info *reqInfo) {
 		return
 	}
 	if err := s.ledger.Err(); err != nil {
-		if !errors.Is(err, ErrLedgerUnavailable) { // a permanent error: not ready either
+		if !errors.Is(err, ledger.ErrLedgerUnavailable) { // a permanent error: not ready either
 			s.log.Error("ledger cannot charge", "ledger", s.ledger.Name(), "error", err)
 			s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable", "the privacy ledger cannot charge (see the server's log)")
 			return
@@ -971,14 +990,14 @@ func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, *reqI
 // the metrics. It works while the ledger is unavailable: a removed ledger
 // file is rescued from the file the server holds open. One backup runs at a
 // time.
-func (s *Server) Backup() (LedgerInfo, error) {
+func (s *Server) Backup() (ledger.LedgerInfo, error) {
 	s.backupMu.Lock()
 	defer s.backupMu.Unlock()
 	fb, ok := s.ledger.(fileBackups)
 	if !ok {
-		err := fmt.Errorf("ledger %s: %w: back the database up with its own tools (pg_dump, continuous archiving)", s.ledger.Name(), ErrNoBackup)
+		err := fmt.Errorf("ledger %s: %w: back the database up with its own tools (pg_dump, continuous archiving)", s.ledger.Name(), ledger.ErrNoBackup)
 		s.log.Error("ledger backup failed", "error", err)
-		return LedgerInfo{}, err
+		return ledger.LedgerInfo{}, err
 	}
 	info, err := fb.Backup(s.opts.BackupDir)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nvdp-project/nvdp/ledger"
 	"io"
 	"log/slog"
 	"math"
@@ -48,7 +49,7 @@ func (l *logBuffer) String() string {
 type fixture struct {
 	fake       *servetest.Fake
 	srv        *serve.Server
-	ledger     *serve.Ledger
+	ledger     *ledger.Ledger
 	http       *httptest.Server
 	logs       *logBuffer
 	alice, bob string // the keys
@@ -631,19 +632,19 @@ func FuzzEmbedBody(f *testing.F) {
 // failingLedger is a ledger whose charges fail with fail while it is set
 // (a full disk: the file is there, Err is nil, every commit fails).
 type failingLedger struct {
-	serve.PrivacyLedger
+	ledger.PrivacyLedger
 	mu   sync.Mutex
 	fail error
 }
 
 func (l *failingLedger) set(err error) { l.mu.Lock(); l.fail = err; l.mu.Unlock() }
 
-func (l *failingLedger) Charge(account string, curve *serve.Curve, releases int, budget float64) (serve.Balance, error) {
+func (l *failingLedger) Charge(account string, curve *ledger.Curve, releases int, budget float64) (ledger.Balance, error) {
 	l.mu.Lock()
 	err := l.fail
 	l.mu.Unlock()
 	if err != nil {
-		return serve.Balance{}, err
+		return ledger.Balance{}, err
 	}
 	return l.PrivacyLedger.Charge(account, curve, releases, budget)
 }

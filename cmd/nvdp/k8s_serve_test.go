@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	nvledger "github.com/nvdp-project/nvdp/ledger"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +17,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	"github.com/nvdp-project/nvdp/internal/pgtest"
-	"github.com/nvdp-project/nvdp/serve"
 )
 
 // containerFlags parses a container's args of the form --name=value or
@@ -203,7 +203,7 @@ func TestK8sServeManifests(t *testing.T) {
 		}
 	}
 	out, stderr, code = runHelper(t, "serve", "ledger", "--ledger", flags["ledger"])
-	var accts []serve.Account
+	var accts []nvledger.Account
 	if code != 0 || json.Unmarshal([]byte(out), &accts) != nil || len(accts) != 1 || accts[0].Releases != 2 {
 		t.Fatalf("the ledger after a release from each replica: exit %d %s\n%s", code, out, stderr)
 	}

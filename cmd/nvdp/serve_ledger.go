@@ -3,11 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/nvdp-project/nvdp/ledger"
+	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"log/slog"
 	"os"
 	"time"
 
-	"github.com/nvdp-project/nvdp/serve"
 	"github.com/spf13/cobra"
 )
 
@@ -46,7 +47,7 @@ received what, under which curve and model), 'backup' copies a file ledger no se
 				return err
 			}
 			if accts == nil {
-				accts = []serve.Account{}
+				accts = []ledger.Account{}
 			}
 			return printJSON(cmd.OutOrStdout(), accts)
 		},
@@ -58,13 +59,13 @@ received what, under which curve and model), 'backup' copies a file ledger no se
 
 // openLedgerToRead opens the ledger at loc to read it: a file read-only, a
 // PostgreSQL ledger with the default options.
-func openLedgerToRead(loc string) (serve.PrivacyLedger, error) {
-	return serve.OpenLedgerAt(loc, serve.DefaultPGOptions(), true)
+func openLedgerToRead(loc string) (ledger.PrivacyLedger, error) {
+	return pgledger.OpenLedgerAt(loc, pgledger.DefaultPGOptions(), true)
 }
 
 // fileOnly refuses a PostgreSQL ledger for a command of files (what).
 func fileOnly(loc, what string) error {
-	if serve.IsPostgres(loc) {
+	if pgledger.IsPostgres(loc) {
 		return fmt.Errorf("--ledger: %s is a file ledger's: a PostgreSQL ledger is backed up and restored by the database (pg_dump and pg_restore, or continuous archiving), not by nvdp", what)
 	}
 	return nil
@@ -72,7 +73,7 @@ func fileOnly(loc, what string) error {
 
 func newLedgerHistoryCmd() *cobra.Command {
 	var path string
-	q := serve.HistoryQuery{Limit: 100}
+	q := ledger.HistoryQuery{Limit: 100}
 	cmd := &cobra.Command{
 		Use:   "history --ledger FILE|postgres://... [--account ID] [--before N] [--limit N]",
 		Short: "Print a ledger's charges as JSON, newest first: what each key received, under which guarantee",
@@ -127,19 +128,19 @@ Run it once before the first server starts, and before a newer nvdp serves.`,
 			if path == "" {
 				return errors.New("--ledger: required")
 			}
-			if serve.IsPostgres(path) {
-				dsn, err := serve.PostgresDSN(path)
+			if pgledger.IsPostgres(path) {
+				dsn, err := pgledger.PostgresDSN(path)
 				if err != nil {
 					return fmt.Errorf("--ledger: %w", err)
 				}
-				info, applied, err := serve.CreatePGLedger(dsn, 30*time.Second)
+				info, applied, err := pgledger.CreatePGLedger(dsn, 30*time.Second)
 				if err != nil {
 					return fmt.Errorf("--ledger: %w", err)
 				}
 				slog.Info("ledger schema", "ledger", info.Path, "schema_version", info.SchemaVersion, "migrations_applied", applied)
 				return printJSON(cmd.OutOrStdout(), info)
 			}
-			info, err := serve.CreateLedger(path)
+			info, err := ledger.CreateLedger(path)
 			if err != nil {
 				return fmt.Errorf("--ledger: %w", err)
 			}
@@ -204,7 +205,7 @@ the backup itself (into its --backup-dir).`,
 					return fmt.Errorf("--out %s: not a directory", out)
 				}
 			}
-			l, err := serve.OpenLedgerReadOnly(path)
+			l, err := ledger.OpenLedgerReadOnly(path)
 			if err != nil {
 				return ledgerHint(err, path)
 			}
@@ -242,11 +243,11 @@ nothing is changed. Stop the server first. docs/serving.md, "Backups and restore
 			if err := fileOnly(path, "restore"); err != nil {
 				return err
 			}
-			rec, err := serve.RestoreLedger(backup, path, accept)
-			if errors.Is(err, serve.ErrRollbackNotAccepted) {
+			rec, err := ledger.RestoreLedger(backup, path, accept)
+			if errors.Is(err, ledger.ErrRollbackNotAccepted) {
 				return fmt.Errorf("%w: give --accept-rollback", err)
 			}
-			if errors.Is(err, serve.ErrNotBackup) {
+			if errors.Is(err, ledger.ErrNotBackup) {
 				return fmt.Errorf("--backup: %w", err)
 			}
 			if err != nil {
@@ -264,21 +265,21 @@ nothing is changed. Stop the server first. docs/serving.md, "Backups and restore
 // ledgerHint adds to an error of opening the ledger at path the command
 // that fixes it.
 func ledgerHint(err error, path string) error {
-	if serve.IsPostgres(path) { // never echo a URL: it may hold a password
+	if pgledger.IsPostgres(path) { // never echo a URL: it may hold a password
 		switch {
-		case errors.Is(err, serve.ErrNoLedger):
+		case errors.Is(err, ledger.ErrNoLedger):
 			return fmt.Errorf("--ledger: %w\na new service creates the ledger's schema once: nvdp serve ledger init --ledger with the same URL or env:VAR", err)
-		case errors.Is(err, serve.ErrCorruptLedger):
+		case errors.Is(err, ledger.ErrCorruptLedger):
 			return fmt.Errorf("--ledger: %w\nrestore the database from its backup", err)
 		}
 		return fmt.Errorf("--ledger: %w", err)
 	}
 	restore := fmt.Sprintf("nvdp serve ledger restore --backup BACKUP --ledger %s --accept-rollback", path)
-	var backup *serve.BackupFileError
+	var backup *ledger.BackupFileError
 	switch {
-	case errors.Is(err, serve.ErrNoLedger):
+	case errors.Is(err, ledger.ErrNoLedger):
 		return fmt.Errorf("--ledger: %w\na new service creates its ledger once: nvdp serve ledger init --ledger %s\na lost ledger is restored from a backup: %s", err, path, restore)
-	case errors.Is(err, serve.ErrEmptyLedger), errors.Is(err, serve.ErrCorruptLedger):
+	case errors.Is(err, ledger.ErrEmptyLedger), errors.Is(err, ledger.ErrCorruptLedger):
 		return fmt.Errorf("--ledger: %w\nrestore it: %s", err, restore)
 	case errors.As(err, &backup):
 		return fmt.Errorf("--ledger: %w\nto serve from it, accepting the rollback: nvdp serve ledger restore --backup %s --ledger %s --accept-rollback", err, path, path)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	nvledger "github.com/nvdp-project/nvdp/ledger"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -59,7 +60,7 @@ func TestServeLedgerDeletedAndRestored(t *testing.T) {
 		t.Fatal("serve created the ledger")
 	}
 	out, stderr, code := runHelper(t, "serve", "ledger", "init", "--ledger", ledger)
-	var info serve.LedgerInfo
+	var info nvledger.LedgerInfo
 	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || len(info.LedgerID) != 32 {
 		t.Fatalf("ledger init: exit %d %s\n%s", code, out, stderr)
 	}
@@ -142,10 +143,10 @@ func TestServeLedgerDeletedAndRestored(t *testing.T) {
 func TestServeCorruptLedger(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
-	if _, err := serve.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateLedger(ledger); err != nil {
 		t.Fatal(err)
 	}
-	l, err := serve.OpenLedger(ledger)
+	l, err := nvledger.OpenLedger(ledger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +201,10 @@ func TestServeCorruptLedger(t *testing.T) {
 func TestServeLedgerReadOut(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
-	if _, err := serve.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateLedger(ledger); err != nil {
 		t.Fatal(err)
 	}
-	l, err := serve.OpenLedger(ledger)
+	l, err := nvledger.OpenLedger(ledger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +214,12 @@ func TestServeLedgerReadOut(t *testing.T) {
 	before, _ := os.ReadFile(ledger)
 	os.Chmod(ledger, 0o444)
 	out, err := runCmd(newServeCmd(), "ledger", "--ledger", ledger)
-	var accts []serve.Account
+	var accts []nvledger.Account
 	if err != nil || json.Unmarshal([]byte(out), &accts) != nil || len(accts) != 1 || accts[0].Releases != 4 {
 		t.Fatalf("nvdp serve ledger: %v %s", err, out)
 	}
 	out, err = runCmd(newServeCmd(), "ledger", "check", "--ledger", ledger)
-	var info serve.LedgerInfo
+	var info nvledger.LedgerInfo
 	if err != nil || json.Unmarshal([]byte(out), &info) != nil || info.Accounts != 1 || info.Releases != 4 {
 		t.Fatalf("nvdp serve ledger check: %v %s", err, out)
 	}
@@ -247,7 +248,7 @@ func TestServeReloadKeysOnSIGHUP(t *testing.T) {
 	if err := serve.AppendKey(keys, "alice", alice, option.Auto()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := serve.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateLedger(ledger); err != nil {
 		t.Fatal(err)
 	}
 	p := startServe(t, ledger, keys, 0)

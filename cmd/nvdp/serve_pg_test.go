@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	nvledger "github.com/nvdp-project/nvdp/ledger"
+	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,8 +44,8 @@ func newPGService(t *testing.T, cluster *pgtest.Cluster, budget string, n int) *
 	t.Helper()
 	t.Setenv("NVDP_LEDGER_DSN", cluster.NewDatabase(t))
 	out, stderr, code := runHelper(t, "serve", "ledger", "init", "--ledger", ledgerLoc)
-	var info serve.LedgerInfo
-	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.SchemaVersion != 2 || len(info.LedgerID) != 32 {
+	var info nvledger.LedgerInfo
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.SchemaVersion != pgledger.PGSchemaVersion || len(info.LedgerID) != 32 {
 		t.Fatalf("ledger init: exit %d %s\n%s", code, out, stderr)
 	}
 	out, stderr, code = runHelper(t, "serve", "keys", "add", "--ledger", ledgerLoc, "--id", "load", "--budget-epsilon", budget, "--label", "test=pg")
@@ -83,12 +85,12 @@ func (s *pgService) released(t *testing.T) float64 {
 func ledgerReleases(t *testing.T) (uint64, map[string]int) {
 	t.Helper()
 	out, stderr, code := runHelper(t, "serve", "ledger", "--ledger", ledgerLoc)
-	var accts []serve.Account
+	var accts []nvledger.Account
 	if code != 0 || json.Unmarshal([]byte(out), &accts) != nil || len(accts) != 1 || accts[0].ID != "load" {
 		t.Fatalf("nvdp serve ledger: exit %d %s\n%s", code, out, stderr)
 	}
 	out, stderr, code = runHelper(t, "serve", "ledger", "history", "--ledger", ledgerLoc, "--account", "load", "--limit", "10000")
-	var h serve.History
+	var h nvledger.History
 	if code != 0 || json.Unmarshal([]byte(out), &h) != nil {
 		t.Fatalf("nvdp serve ledger history: exit %d\n%s", code, stderr)
 	}
@@ -269,7 +271,7 @@ func TestServeKeysCommands(t *testing.T) {
 		return out, stderr
 	}
 	out, _ := run("list", "--ledger", ledgerLoc)
-	var keys []serve.KeyInfo
+	var keys []pgledger.KeyInfo
 	if json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 1 || keys[0].ID != "load" || keys[0].Budget != 10 || keys[0].Labels["test"] != "pg" {
 		t.Fatalf("list: %s", out)
 	}

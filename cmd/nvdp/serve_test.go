@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	nvledger "github.com/nvdp-project/nvdp/ledger"
 	"net/http"
 	"os"
 	"os/exec"
@@ -195,7 +196,7 @@ func TestServeKillAndRestart(t *testing.T) {
 	if err := serve.AppendKey(keys, "load", key, option.Auto()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := serve.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateLedger(ledger); err != nil {
 		t.Fatal(err)
 	}
 	const clients, perRequest = 8, 2
@@ -272,7 +273,7 @@ func TestServeKillAndRestart(t *testing.T) {
 		t.Fatal("a log holds the key")
 	}
 	out, err := runCmd(newServeCmd(), "ledger", "--ledger", ledger)
-	var accts []serve.Account
+	var accts []nvledger.Account
 	if err != nil || json.Unmarshal([]byte(out), &accts) != nil || len(accts) != 1 || int64(accts[0].Releases) != charged+1 {
 		t.Fatalf("nvdp serve ledger: %v %s, want %d releases", err, out, charged+1)
 	}

@@ -1,4 +1,4 @@
-package serve
+package pgledger
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,7 +56,7 @@ func DefaultPGOptions() PGOptions {
 }
 
 // pgCommitters is how many transactions of charges a ledger runs at once
-// (each takes up to maxCommitBatch waiting charges).
+// (each takes up to ledger.MaxCommitBatch waiting charges).
 const pgCommitters = 2
 
 // Validate checks the options. Errors: *option.Error by JSON key.
@@ -123,19 +124,19 @@ func pgName(dsn string) string {
 }
 
 // PGLedger is the privacy ledger in a PostgreSQL database shared by the
-// replicas of a service (PrivacyLedger; docs/serving.md, "The PostgreSQL
+// replicas of a service (ledger.PrivacyLedger; docs/serving.md, "The PostgreSQL
 // ledger"). A charge is one transaction: the accounts it touches are locked
 // (SELECT ... FOR UPDATE, in account order), their counts read, the budget
 // checked in Go with the file ledger's arithmetic (budget.go), the counts
 // and a charge row written and committed, all before Charge returns; a
 // refused charge writes nothing. Charges waiting in one process are grouped
-// into transactions of up to maxCommitBatch, pgCommitters at a time.
+// into transactions of up to ledger.MaxCommitBatch, pgCommitters at a time.
 // Curves are rows: a replica reads the curve another replica (or a newer
 // model) registered. Keys may live in the database too (LookupKey, AddKey,
 // RotateKey, RevokeKey).
 //
 // It fails closed: while the database does not answer, every charge,
-// balance and key lookup fails with an error matching ErrLedgerUnavailable
+// balance and key lookup fails with an error matching ledger.ErrLedgerUnavailable
 // (temporary: the server answers 503 and serves again once it answers),
 // and Err reports it for readiness. Every query is bounded by
 // PGOptions.Timeout, the pool by MaxConns and the waiting charges by
@@ -151,15 +152,13 @@ type PGLedger struct {
 	mu     sync.RWMutex // guards orders, delta, curves
 	orders []float64
 	delta  float64
-	curves map[string]*Curve
+	curves map[string]*ledger.Curve
 	known  sync.Map // account IDs known to have a row
 
 	regMu sync.Mutex // serialises RegisterCurve
 
-	sendMu sync.RWMutex
-	closed bool
-	reqs   chan *chargeReq
-	wg     sync.WaitGroup
+	batcher   *ledger.Batcher // the group commit: pgCommitters transactions at a time
+	closeOnce sync.Once
 
 	lastOK atomic.Int64 // unix nanoseconds of the last successful query
 
@@ -186,9 +185,9 @@ func (e *PGError) Error() string {
 	return fmt.Sprintf("ledger %s: %s: %v", e.Name, e.Op, e.Err)
 }
 
-// Is makes errors.Is(err, ErrLedgerUnavailable) true for a temporary
+// Is makes errors.Is(err, ledger.ErrLedgerUnavailable) true for a temporary
 // failure.
-func (e *PGError) Is(target error) bool { return target == ErrLedgerUnavailable && !e.Permanent }
+func (e *PGError) Is(target error) bool { return target == ledger.ErrLedgerUnavailable && !e.Permanent }
 
 func (e *PGError) Unwrap() error { return e.Err }
 
@@ -220,9 +219,9 @@ func permanentSQLState(err error) bool {
 
 // fail wraps err of op, unless it is a ledger's own error.
 func (l *PGLedger) fail(op string, err error) error {
-	var be *BudgetError
+	var be *ledger.BudgetError
 	var pe *PGError
-	if err == nil || errors.As(err, &be) || errors.Is(err, ErrLedgerUnavailable) || errors.As(err, &pe) {
+	if err == nil || errors.As(err, &be) || errors.Is(err, ledger.ErrLedgerUnavailable) || errors.As(err, &pe) {
 		return err
 	}
 	l.errs.WithLabelValues(op).Inc()
@@ -262,7 +261,7 @@ func poolConfig(dsn string, o PGOptions, app string) (*pgxpool.Config, error) {
 // OpenPGLedger opens the PostgreSQL ledger at dsn (a postgres:// URL;
 // PostgresDSN resolves env:VAR) for charging. The database must hold the
 // ledger's schema at the version this build serves (CreatePGLedger makes
-// and migrates it): a database without it is ErrNoLedger, one at another
+// and migrates it): a database without it is ledger.ErrNoLedger, one at another
 // version an error saying which. Every curve is read and checked. Errors:
 // invalid options (*option.Error), the database does not answer within
 // o.Timeout, no ledger, another schema version, a curve that does not
@@ -275,7 +274,7 @@ func OpenPGLedger(dsn string, o PGOptions) (*PGLedger, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &PGLedger{name: pgName(dsn), o: o, curves: map[string]*Curve{}, replica: o.Replica}
+	l := &PGLedger{name: pgName(dsn), o: o, curves: map[string]*ledger.Curve{}, replica: o.Replica}
 	if l.replica == "" {
 		host, _ := os.Hostname()
 		l.replica = fmt.Sprintf("%s/%d", host, os.Getpid())
@@ -300,11 +299,10 @@ func OpenPGLedger(dsn string, o PGOptions) (*PGLedger, error) {
 		return nil, err
 	}
 	l.ok()
-	l.reqs = make(chan *chargeReq, o.MaxWaitingCharges)
-	for range pgCommitters {
-		l.wg.Add(1)
-		go l.commit()
-	}
+	l.batcher = ledger.NewBatcher(pgCommitters, o.MaxWaitingCharges, false, func(batch []*ledger.ChargeRequest) {
+		l.batches.Observe(float64(len(batch)))
+		l.settle(batch, false)
+	})
 	return l, nil
 }
 
@@ -336,7 +334,7 @@ func (l *PGLedger) load(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("ledger %s: %w", l.name, err)
 	case v == 0:
-		return fmt.Errorf("ledger %s: the database holds no nvdp ledger (no table %s.schema_version): a ledger is created explicitly, never on the fly, so that an empty or wrong database cannot reset every budget (%w)", l.name, pgSchema, ErrNoLedger)
+		return fmt.Errorf("ledger %s: the database holds no nvdp ledger (no table %s.schema_version): a ledger is created explicitly, never on the fly, so that an empty or wrong database cannot reset every budget (%w)", l.name, pgSchema, ledger.ErrNoLedger)
 	case v < pgSchemaVersion:
 		return fmt.Errorf("ledger %s: schema version %d, this server needs %d: migrate it (nvdp serve ledger init) before serving", l.name, v, pgSchemaVersion)
 	case v > pgSchemaVersion:
@@ -350,7 +348,7 @@ func (l *PGLedger) load(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return &CorruptError{Path: l.name, Detail: "table nvdp.ledger is empty"}
+		return &ledger.CorruptError{Path: l.name, Detail: "table nvdp.ledger is empty"}
 	case err != nil:
 		return fmt.Errorf("ledger %s: %w", l.name, err)
 	case format != PGLedgerFormat:
@@ -368,7 +366,7 @@ func (l *PGLedger) load(ctx context.Context) error {
 	for rows.Next() {
 		c, err := scanCurve(rows, comp)
 		if err != nil {
-			return &CorruptError{Path: l.name, Detail: err.Error()}
+			return &ledger.CorruptError{Path: l.name, Detail: err.Error()}
 		}
 		l.curves[c.ID] = c
 	}
@@ -418,9 +416,9 @@ const pgCurveColumns = `id, accountant, format_version, orders, rd, delta, gauss
 
 // scanCurve reads a row of nvdp.curves (pgCurveColumns; gaussian_mu NULL
 // for an RDP curve) and checks it against comp's grid.
-func scanCurve(row pgx.Row, comp composition) (*Curve, error) {
+func scanCurve(row pgx.Row, comp ledger.Grid) (*ledger.Curve, error) {
 	var (
-		c          Curve
+		c          ledger.Curve
 		accountant string
 		format     int
 		orders     []float64
@@ -432,24 +430,24 @@ func scanCurve(row pgx.Row, comp composition) (*Curve, error) {
 	if mu != nil {
 		c.Mu = *mu
 	}
-	if err := comp.checkCurve(c.ID, accountant, format, orders, c.RD, c.Delta, c.Mu); err != nil {
+	if err := comp.CheckCurve(c.ID, accountant, format, orders, c.RD, c.Delta, c.Mu); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
-// comp is the ledger's composition (budget.go).
-func (l *PGLedger) comp() composition {
+// comp is the ledger's ledger.Grid (budget.go).
+func (l *PGLedger) comp() ledger.Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return composition{orders: l.orders, delta: l.delta}
+	return ledger.Grid{Orders: l.orders, Delta: l.delta}
 }
 
 // curveOf returns the curve id: from the cache, else read from the
 // database (a curve another replica registered) and checked.
 func (l *PGLedger) curveOf(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, id string) (*Curve, error) {
+}, id string) (*ledger.Curve, error) {
 	l.mu.RLock()
 	c, ok := l.curves[id]
 	l.mu.RUnlock()
@@ -461,7 +459,7 @@ func (l *PGLedger) curveOf(ctx context.Context, q interface {
 	}
 	c, err := scanCurve(q.QueryRow(ctx, `SELECT `+pgCurveColumns+` FROM nvdp.curves WHERE id = $1`, id), l.comp())
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &CorruptError{Path: l.name, Detail: fmt.Sprintf("an account was charged under curve %s, which the ledger does not hold", id)}
+		return nil, &ledger.CorruptError{Path: l.name, Detail: fmt.Sprintf("an account was charged under curve %s, which the ledger does not hold", id)}
 	}
 	if err != nil {
 		return nil, err
@@ -477,7 +475,7 @@ func (l *PGLedger) curveOf(ctx context.Context, q interface {
 func (l *PGLedger) grid(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) error {
-	if l.comp().orders != nil {
+	if l.comp().Orders != nil {
 		return nil
 	}
 	var orders []float64
@@ -496,35 +494,35 @@ func (l *PGLedger) grid(ctx context.Context, q interface {
 }
 
 // resolve reads every curve of counts (curveOf) and returns the lookup of
-// the composition.
+// the ledger.Grid.
 func (l *PGLedger) resolve(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, counts map[string]uint64) (func(string) (*Curve, error), error) {
+}, counts map[string]uint64) (func(string) (*ledger.Curve, error), error) {
 	for id := range counts {
 		if _, err := l.curveOf(ctx, q, id); err != nil {
 			return nil, err
 		}
 	}
-	return func(id string) (*Curve, error) { return l.curveOf(ctx, q, id) }, nil
+	return func(id string) (*ledger.Curve, error) { return l.curveOf(ctx, q, id) }, nil
 }
 
-// Name is the database's URL without its password (PrivacyLedger).
+// Name is the database's URL without its password (ledger.PrivacyLedger).
 func (l *PGLedger) Name() string { return l.name }
 
-// Format is PGLedgerFormat (PrivacyLedger).
+// Format is PGLedgerFormat (ledger.PrivacyLedger).
 func (l *PGLedger) Format() string { return PGLedgerFormat }
 
 // RegisterCurve records g, the certified guarantee of one release of a
-// model (its description model in nvdp.models under ModelID), and returns
-// the curve charges are made under (PrivacyLedger). The first curve of the
+// model (its description model in nvdp.models under ledger.ModelID), and returns
+// the curve charges are made under (ledger.PrivacyLedger). The first curve of the
 // ledger, whichever replica registers it, fixes the orders and delta (the
 // ledger's row is locked meanwhile). A Gaussian curve is stored with its mu
 // (newCurve). Registering a curve again is a no-op.
-func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
-	if err := checkGuarantee(g); err != nil {
+func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*ledger.Curve, error) {
+	if err := ledger.CheckGuarantee(g); err != nil {
 		return nil, err
 	}
-	c, orders, acct, format, err := newCurve(g)
+	c, orders, acct, format, err := ledger.NewCurve(g)
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +530,7 @@ func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: model description: %w", l.name, err)
 	}
-	c.Model = ModelID(m)
+	c.Model = ledger.ModelID(m)
 	var mu *float64
 	if c.Mu > 0 {
 		mu = &c.Mu
@@ -549,7 +547,7 @@ func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error
 		}
 		first := lorders == nil
 		if !first {
-			if err := checkGrid(orders, g.Delta, false, lorders, *ldelta); err != nil {
+			if err := ledger.CheckGrid(orders, g.Delta, false, lorders, *ldelta); err != nil {
 				return &gridError{err}
 			}
 		} else if _, err := tx.Exec(ctx, `UPDATE nvdp.ledger SET orders = $1, delta = $2`, orders, g.Delta); err != nil {
@@ -594,54 +592,18 @@ type pgAccount struct {
 
 // Charge adds releases (>= 1) of curve to account if its composed curve
 // stays within budget, and returns the balance after it once the
-// transaction that holds it is committed (PrivacyLedger). Errors:
-// *BudgetError (nothing charged), ErrLedgerBusy (MaxWaitingCharges are
-// waiting already), ErrLedgerClosed, *PGError (the database failed or did
+// transaction that holds it is committed (ledger.PrivacyLedger). Errors:
+// *ledger.BudgetError (nothing charged), ledger.ErrLedgerBusy (MaxWaitingCharges are
+// waiting already), ledger.ErrLedgerClosed, *PGError (the database failed or did
 // not answer within Timeout: the charge is not made, or its commit's
 // outcome is unknown; either way nothing may be released, and the ledger
 // holds at least what was released).
-func (l *PGLedger) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
-	if releases < 1 {
-		panic(fmt.Sprintf("serve: Charge of %d releases", releases))
+func (l *PGLedger) Charge(account string, curve *ledger.Curve, releases int, budget float64) (ledger.Balance, error) {
+	bal, err := l.batcher.Submit(account, curve, releases, budget)
+	if errors.Is(err, ledger.ErrLedgerBusy) {
+		return bal, fmt.Errorf("ledger %s: %w", l.name, err)
 	}
-	r := &chargeReq{account: account, curve: curve, releases: releases, budget: budget, done: make(chan struct{})}
-	l.sendMu.RLock()
-	if l.closed {
-		l.sendMu.RUnlock()
-		return Balance{}, ErrLedgerClosed
-	}
-	select {
-	case l.reqs <- r:
-	default:
-		l.sendMu.RUnlock()
-		return Balance{}, fmt.Errorf("ledger %s: %w (%d)", l.name, ErrLedgerBusy, l.o.MaxWaitingCharges)
-	}
-	l.sendMu.RUnlock()
-	<-r.done
-	return r.bal, r.err
-}
-
-// commit is a committer goroutine: it takes the charges waiting (up to
-// maxCommitBatch) and settles them in one transaction (settle).
-func (l *PGLedger) commit() {
-	defer l.wg.Done()
-	for first := range l.reqs {
-		batch := []*chargeReq{first}
-	drain:
-		for len(batch) < maxCommitBatch {
-			select {
-			case r, ok := <-l.reqs:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		l.batches.Observe(float64(len(batch)))
-		l.settle(batch, false)
-	}
+	return bal, err
 }
 
 // settle commits batch (commitBatch) and answers its charges. With wait
@@ -650,29 +612,25 @@ func (l *PGLedger) commit() {
 // account's in a transaction of its own that waits for its row (up to
 // Timeout), so that one account locked elsewhere (a replica's charge, an
 // operator's psql) delays its own charges only, never the batch's.
-func (l *PGLedger) settle(batch []*chargeReq, wait bool) {
+func (l *PGLedger) settle(batch []*ledger.ChargeRequest, wait bool) {
 	skipped, err := l.commitBatch(batch, wait)
 	for _, r := range batch {
-		if skipped[r.account] {
+		if skipped[r.Account] {
 			continue
 		}
 		if err != nil {
-			r.bal, r.err = Balance{}, err
+			r.Balance, r.Err = ledger.Balance{}, err
 		}
-		close(r.done)
+		r.Done()
 	}
-	groups := map[string][]*chargeReq{}
+	groups := map[string][]*ledger.ChargeRequest{}
 	for _, r := range batch {
-		if skipped[r.account] {
-			groups[r.account] = append(groups[r.account], r)
+		if skipped[r.Account] {
+			groups[r.Account] = append(groups[r.Account], r)
 		}
 	}
 	for _, g := range groups {
-		l.wg.Add(1) // Close waits for these charges too
-		go func() {
-			defer l.wg.Done()
-			l.settle(g, true)
-		}()
+		l.batcher.Go(func() { l.settle(g, true) }) // Close waits for these charges too
 	}
 }
 
@@ -682,13 +640,13 @@ func (l *PGLedger) settle(batch []*chargeReq, wait bool) {
 // (writeCharges), committed. With wait false the accounts whose rows
 // another transaction holds are not locked: their charges are left out,
 // unanswered, and returned in skipped (by account).
-func (l *PGLedger) commitBatch(batch []*chargeReq, wait bool) (skipped map[string]bool, err error) {
+func (l *PGLedger) commitBatch(batch []*ledger.ChargeRequest, wait bool) (skipped map[string]bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	var ids []string
 	for _, r := range batch {
-		if !slices.Contains(ids, r.account) {
-			ids = append(ids, r.account)
+		if !slices.Contains(ids, r.Account) {
+			ids = append(ids, r.Account)
 		}
 	}
 	slices.Sort(ids)
@@ -790,17 +748,17 @@ func (l *PGLedger) lockAccounts(ctx context.Context, tx pgx.Tx, ids []string, wa
 
 // checkCharges checks each charge of batch whose account is locked (in
 // accts), in order, against its account's counts as the previous charges
-// left them: a refused one is answered with its *BudgetError, an accepted
+// left them: a refused one is answered with its *ledger.BudgetError, an accepted
 // one is added to the counts and answered with its balance after it. It
 // returns the charges accepted.
-func (l *PGLedger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*chargeReq, accts map[string]*pgAccount) ([]*chargeReq, error) {
+func (l *PGLedger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*ledger.ChargeRequest, accts map[string]*pgAccount) ([]*ledger.ChargeRequest, error) {
 	if err := l.grid(ctx, tx); err != nil {
 		return nil, err
 	}
 	comp := l.comp()
-	var charged []*chargeReq
+	var charged []*ledger.ChargeRequest
 	for _, r := range batch {
-		a := accts[r.account]
+		a := accts[r.Account]
 		if a == nil {
 			continue
 		}
@@ -808,19 +766,19 @@ func (l *PGLedger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*chargeR
 		if err != nil {
 			return nil, err
 		}
-		if _, err := l.curveOf(ctx, tx, r.curve.ID); err != nil { // the curve is a row (the foreign keys)
+		if _, err := l.curveOf(ctx, tx, r.Curve.ID); err != nil { // the curve is a row (the foreign keys)
 			return nil, err
 		}
-		bal, err := comp.charge(r.account, a.counts, lookup, r.curve, r.releases, r.budget)
-		r.bal, r.err = bal, err
-		var be *BudgetError
+		bal, err := comp.Charge(r.Account, a.counts, lookup, r.Curve, r.Releases, r.Budget)
+		r.Balance, r.Err = bal, err
+		var be *ledger.BudgetError
 		switch {
 		case errors.As(err, &be):
 			continue
 		case err != nil:
 			return nil, err
 		}
-		a.changed[r.curve.ID], a.charged = true, true
+		a.changed[r.Curve.ID], a.charged = true, true
 		a.requests++
 		charged = append(charged, r)
 	}
@@ -829,15 +787,15 @@ func (l *PGLedger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*chargeR
 
 // writeCharges writes the counts and requests of the accounts charged and
 // one row of nvdp.charges per charge, in one round trip.
-func (l *PGLedger) writeCharges(ctx context.Context, tx pgx.Tx, ids []string, accts map[string]*pgAccount, charged []*chargeReq, now time.Time) error {
+func (l *PGLedger) writeCharges(ctx context.Context, tx pgx.Tx, ids []string, accts map[string]*pgAccount, charged []*ledger.ChargeRequest, now time.Time) error {
 	var chAccount, chCurve []string
 	var chModel []*string
 	var chReleases []int32
 	for _, r := range charged {
-		chAccount, chCurve, chReleases = append(chAccount, r.account), append(chCurve, r.curve.ID), append(chReleases, int32(r.releases))
+		chAccount, chCurve, chReleases = append(chAccount, r.Account), append(chCurve, r.Curve.ID), append(chReleases, int32(r.Releases))
 		var model *string
-		if r.curve.Model != "" {
-			model = &r.curve.Model
+		if r.Curve.Model != "" {
+			model = &r.Curve.Model
 		}
 		chModel = append(chModel, model)
 	}
@@ -883,24 +841,24 @@ func (l *PGLedger) counts(ctx context.Context, account string) (map[string]uint6
 }
 
 // Balance is account's committed balance against budget for releases of
-// curve (PrivacyLedger). Errors: *PGError.
-func (l *PGLedger) Balance(account string, curve *Curve, budget float64) (Balance, error) {
+// curve (ledger.PrivacyLedger). Errors: *PGError.
+func (l *PGLedger) Balance(account string, curve *ledger.Curve, budget float64) (ledger.Balance, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	counts, err := l.counts(ctx, account)
 	if err != nil {
-		return Balance{}, l.fail("balance", err)
+		return ledger.Balance{}, l.fail("balance", err)
 	}
 	lookup, err := l.resolve(ctx, l.pool, counts)
 	if err == nil {
 		err = l.grid(ctx, l.pool)
 	}
 	if err != nil {
-		return Balance{}, l.fail("balance", err)
+		return ledger.Balance{}, l.fail("balance", err)
 	}
-	bal, err := l.comp().balance(account, counts, lookup, curve, budget)
+	bal, err := l.comp().Balance(account, counts, lookup, curve, budget)
 	if err != nil {
-		return Balance{}, l.fail("balance", err)
+		return ledger.Balance{}, l.fail("balance", err)
 	}
 	l.ok()
 	return bal, nil
@@ -922,8 +880,8 @@ func (l *PGLedger) Err() error {
 	return nil
 }
 
-// Accounts returns every account, by ID (PrivacyLedger).
-func (l *PGLedger) Accounts() ([]Account, error) {
+// Accounts returns every account, by ID (ledger.PrivacyLedger).
+func (l *PGLedger) Accounts() ([]ledger.Account, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	if err := l.grid(ctx, l.pool); err != nil {
@@ -932,8 +890,8 @@ func (l *PGLedger) Accounts() ([]Account, error) {
 	// An account's row is made, empty, when a charge to it is first tried
 	// (it anchors the charge's row lock); until a charge is made it is not
 	// an account.
-	rows, err := l.pool.Query(ctx, `SELECT a.id, a.requests, a.updated, r.curve, r.releases
-		FROM nvdp.accounts a LEFT JOIN nvdp.account_releases r ON r.account = a.id WHERE a.requests > 0 ORDER BY a.id, r.curve`)
+	rows, err := l.pool.Query(ctx, `SELECT a.id, a.requests, a.updated, r.Curve, r.Releases
+		FROM nvdp.accounts a LEFT JOIN nvdp.account_releases r ON r.Account = a.id WHERE a.requests > 0 ORDER BY a.id, r.Curve`)
 	if err != nil {
 		return nil, l.fail("accounts", err)
 	}
@@ -966,7 +924,7 @@ func (l *PGLedger) Accounts() ([]Account, error) {
 	if err != nil {
 		return nil, l.fail("accounts", err)
 	}
-	out := []Account{}
+	out := []ledger.Account{}
 	comp := l.comp()
 	for _, id := range order {
 		a := byID[id]
@@ -974,7 +932,7 @@ func (l *PGLedger) Accounts() ([]Account, error) {
 		if err != nil {
 			return nil, l.fail("accounts", err)
 		}
-		acc, err := comp.account(id, a.counts, a.requests, a.updated.UTC(), lookup)
+		acc, err := comp.Account(id, a.counts, a.requests, a.updated.UTC(), lookup)
 		if err != nil {
 			return nil, l.fail("accounts", err)
 		}
@@ -984,11 +942,11 @@ func (l *PGLedger) Accounts() ([]Account, error) {
 }
 
 // History returns the charges q selects, newest first, with the curves and
-// models they name (PrivacyLedger). Errors: q invalid (*option.Error),
+// models they name (ledger.PrivacyLedger). Errors: q invalid (*option.Error),
 // *PGError.
-func (l *PGLedger) History(q HistoryQuery) (History, error) {
-	if err := q.check(); err != nil {
-		return History{}, err
+func (l *PGLedger) History(q ledger.HistoryQuery) (ledger.History, error) {
+	if err := q.Check(); err != nil {
+		return ledger.History{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
@@ -999,10 +957,10 @@ func (l *PGLedger) History(q HistoryQuery) (History, error) {
 	rows, err := l.pool.Query(ctx, `SELECT id, at, account, releases, curve, coalesce(model, ''), replica FROM nvdp.charges
 		WHERE ($1 = '' OR account = $1) AND id < $2 ORDER BY id DESC LIMIT $3`, q.Account, before, q.Limit+1)
 	if err != nil {
-		return History{}, l.fail("history", err)
+		return ledger.History{}, l.fail("history", err)
 	}
-	h := History{Charges: []ChargeRecord{}, Curves: map[string]CurveInfo{}, Models: map[string]json.RawMessage{}}
-	var c ChargeRecord
+	h := ledger.History{Charges: []ledger.ChargeRecord{}, Curves: map[string]ledger.CurveInfo{}, Models: map[string]json.RawMessage{}}
+	var c ledger.ChargeRecord
 	var cid int64
 	_, err = pgx.ForEachRow(rows, []any{&cid, &c.Time, &c.Account, &c.Releases, &c.Curve, &c.Model, &c.Replica}, func() error {
 		c.ID, c.Time = uint64(cid), c.Time.UTC()
@@ -1010,14 +968,14 @@ func (l *PGLedger) History(q HistoryQuery) (History, error) {
 		return nil
 	})
 	if err != nil {
-		return History{}, l.fail("history", err)
+		return ledger.History{}, l.fail("history", err)
 	}
 	if len(h.Charges) > q.Limit {
 		h.Charges = h.Charges[:q.Limit]
 		h.Before = h.Charges[q.Limit-1].ID
 	}
 	if err := l.grid(ctx, l.pool); err != nil {
-		return History{}, l.fail("history", err)
+		return ledger.History{}, l.fail("history", err)
 	}
 	comp := l.comp()
 	for _, c := range h.Charges {
@@ -1028,18 +986,18 @@ func (l *PGLedger) History(q HistoryQuery) (History, error) {
 				registered time.Time
 			)
 			if err := l.pool.QueryRow(ctx, `SELECT accountant, format_version, registered FROM nvdp.curves WHERE id = $1`, c.Curve).Scan(&acc, &format, &registered); err != nil {
-				return History{}, l.fail("history", err)
+				return ledger.History{}, l.fail("history", err)
 			}
 			cv, err := l.curveOf(ctx, l.pool, c.Curve)
 			if err != nil {
-				return History{}, l.fail("history", err)
+				return ledger.History{}, l.fail("history", err)
 			}
-			h.Curves[c.Curve] = comp.curveInfo(cv, acc, format, registered.UTC())
+			h.Curves[c.Curve] = comp.CurveInfo(cv, acc, format, registered.UTC())
 		}
 		if _, ok := h.Models[c.Model]; !ok && c.Model != "" {
 			var d []byte
 			if err := l.pool.QueryRow(ctx, `SELECT description FROM nvdp.models WHERE id = $1`, c.Model).Scan(&d); err != nil {
-				return History{}, l.fail("history", err)
+				return ledger.History{}, l.fail("history", err)
 			}
 			h.Models[c.Model] = d
 		}
@@ -1049,10 +1007,10 @@ func (l *PGLedger) History(q HistoryQuery) (History, error) {
 
 // Info describes the ledger: its identity, schema version and size
 // (Txid 0 and Bytes the database's tables; Charges the charge rows).
-func (l *PGLedger) Info() (LedgerInfo, error) {
+func (l *PGLedger) Info() (ledger.LedgerInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
-	info := LedgerInfo{Path: l.name, LedgerID: l.id, Format: PGLedgerFormat, SchemaVersion: pgSchemaVersion}
+	info := ledger.LedgerInfo{Path: l.name, LedgerID: l.id, Format: PGLedgerFormat, SchemaVersion: pgSchemaVersion}
 	created := l.created.UTC()
 	info.Created = &created
 	var releases *int64
@@ -1061,7 +1019,7 @@ func (l *PGLedger) Info() (LedgerInfo, error) {
 		(SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'nvdp' AND c.relkind = 'r')::bigint`).
 		Scan(&info.Accounts, &info.Curves, &releases, &info.Charges, &info.Bytes)
 	if err != nil {
-		return LedgerInfo{}, l.fail("info", err)
+		return ledger.LedgerInfo{}, l.fail("info", err)
 	}
 	if releases != nil {
 		info.Releases = uint64(*releases)
@@ -1088,7 +1046,7 @@ func (l *PGLedger) Collectors() []prometheus.Collector {
 			func() float64 { return l.pool.Stat().AcquireDuration().Seconds() }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nvdp_ledger_pool_empty_acquires_total", Help: "Acquisitions of a connection that had to wait because the pool had none idle."},
 			func() float64 { return float64(l.pool.Stat().EmptyAcquireCount()) }),
-		gauge("nvdp_ledger_charges_waiting", "Charges waiting for a transaction of the PostgreSQL ledger.", func() float64 { return float64(len(l.reqs)) }),
+		gauge("nvdp_ledger_charges_waiting", "Charges waiting for a transaction of the PostgreSQL ledger.", func() float64 { return float64(l.batcher.Waiting()) }),
 		gauge("nvdp_ledger_charges_waiting_max", "The bound on the charges waiting (beyond it: 503 ledger_busy).", func() float64 { return float64(l.o.MaxWaitingCharges) }),
 		l.errs, l.batches,
 	}
@@ -1096,16 +1054,10 @@ func (l *PGLedger) Collectors() []prometheus.Collector {
 
 // Close stops taking charges, settles those submitted and closes the pool.
 func (l *PGLedger) Close() error {
-	l.sendMu.Lock()
-	if l.closed {
-		l.sendMu.Unlock()
-		return nil
-	}
-	l.closed = true
-	close(l.reqs)
-	l.sendMu.Unlock()
-	l.wg.Wait()
-	l.pool.Close()
+	l.closeOnce.Do(func() {
+		l.batcher.Close()
+		l.pool.Close()
+	})
 	return nil
 }
 
@@ -1117,16 +1069,16 @@ func (l *PGLedger) Close() error {
 // description and the versions it applied (none: the ledger was current).
 // Errors: the database does not answer within timeout; a schema "nvdp"
 // that is not an nvdp ledger; a schema newer than this build's.
-func CreatePGLedger(dsn string, timeout time.Duration) (LedgerInfo, []int, error) {
+func CreatePGLedger(dsn string, timeout time.Duration) (ledger.LedgerInfo, []int, error) {
 	o := DefaultPGOptions()
 	o.Timeout = timeout
 	applied, err := migratePG(dsn, o, pgSchemaVersion)
 	if err != nil {
-		return LedgerInfo{}, nil, err
+		return ledger.LedgerInfo{}, nil, err
 	}
 	l, err := OpenPGLedger(dsn, o)
 	if err != nil {
-		return LedgerInfo{}, applied, err
+		return ledger.LedgerInfo{}, applied, err
 	}
 	defer l.Close()
 	info, err := l.Info()
@@ -1189,7 +1141,7 @@ func migratePG(dsn string, o PGOptions, upTo int) ([]int, error) {
 				return err
 			}
 			if m.Version == 1 {
-				if _, err := tx.Exec(ctx, `INSERT INTO nvdp.ledger (ledger_id, format, created) VALUES ($1, $2, $3)`, newLedgerID(), PGLedgerFormat, now); err != nil {
+				if _, err := tx.Exec(ctx, `INSERT INTO nvdp.ledger (ledger_id, format, created) VALUES ($1, $2, $3)`, ledger.NewLedgerID(), PGLedgerFormat, now); err != nil {
 					return err
 				}
 			}
@@ -1206,14 +1158,14 @@ func migratePG(dsn string, o PGOptions, upTo int) ([]int, error) {
 // LookupKey returns the key of the database whose hash is SHA-256(secret)
 // and that is not revoked; nil, nil when there is none (KeySource). Its
 // Budget is the key's budget_epsilon. Errors: *PGError.
-func (l *PGLedger) LookupKey(secret string) (*Key, error) {
+func (l *PGLedger) LookupKey(secret string) (*ledger.Key, error) {
 	if secret == "" {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
-	h := HashKey(secret)
-	k := &Key{Hash: h}
+	h := ledger.HashKey(secret)
+	k := &ledger.Key{Hash: h}
 	err := l.pool.QueryRow(ctx, `SELECT id, budget_epsilon FROM nvdp.keys WHERE hash = $1 AND revoked IS NULL`, h[:]).Scan(&k.ID, &k.Budget)
 	if errors.Is(err, pgx.ErrNoRows) {
 		l.ok()
@@ -1278,18 +1230,21 @@ func (l *PGLedger) keyGone(ctx context.Context, id string) error {
 }
 
 // AddKey stores a new key of the database: its ID (the account it charges;
-// KeyLine's rules), the SHA-256 of key, its budget (epsilon at the model's
+// ledger.CheckKeyID), the SHA-256 of key, its budget (epsilon at the model's
 // delta, >= 0, +Inf for no limit) and labels. The replicas authenticate it
 // from their next request. Errors: an invalid ID or budget, an ID that
 // exists, or ErrKeyRevoked for a revoked one (an account's ID is never
 // reused), labels that are not valid UTF-8 (CheckLabels), the hash of a key
 // that exists, *PGError.
 func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]string) error {
-	if _, err := KeyLine(id, key, budget); err != nil {
+	if err := ledger.CheckKeyID(id); err != nil {
 		return err
 	}
 	if option.IsAuto(budget) {
 		return errors.New("a key of the database needs its own budget")
+	}
+	if !(budget >= 0) {
+		return fmt.Errorf("budget %v: must be >= 0", budget)
 	}
 	if err := CheckLabels(labels); err != nil {
 		return err
@@ -1303,7 +1258,7 @@ func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]stri
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
-	h := HashKey(key)
+	h := ledger.HashKey(key)
 	_, err = l.pool.Exec(ctx, `INSERT INTO nvdp.keys (id, hash, budget_epsilon, labels, created) VALUES ($1, $2, $3, $4, $5)`,
 		id, h[:], budget, string(lb), time.Now().UTC())
 	var pe *pgconn.PgError
@@ -1326,7 +1281,7 @@ func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]stri
 func (l *PGLedger) RotateKey(id, key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
-	h := HashKey(key)
+	h := ledger.HashKey(key)
 	tag, err := l.pool.Exec(ctx, `UPDATE nvdp.keys SET hash = $2, rotated = $3 WHERE id = $1 AND revoked IS NULL`, id, h[:], time.Now().UTC())
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
@@ -1409,4 +1364,24 @@ func (l *PGLedger) Keys() ([]KeyInfo, error) {
 		return nil, l.fail("keys", err)
 	}
 	return out, nil
+}
+
+// OpenLedgerAt opens the ledger at loc: a PostgreSQL database when loc
+// names one (IsPostgres: a postgres:// or postgresql:// URL, or env:VAR;
+// OpenPGLedger with o), else the file at loc (ledger.OpenLedger, or
+// ledger.OpenLedgerReadOnly when readOnly; o is not used). A PostgreSQL
+// ledger is opened the same way for reading: its readers and the servers
+// share it. Errors: those of PostgresDSN and the opens.
+func OpenLedgerAt(loc string, o PGOptions, readOnly bool) (ledger.PrivacyLedger, error) {
+	if !IsPostgres(loc) {
+		if readOnly {
+			return ledger.OpenLedgerReadOnly(loc)
+		}
+		return ledger.OpenLedger(loc)
+	}
+	dsn, err := PostgresDSN(loc)
+	if err != nil {
+		return nil, err
+	}
+	return OpenPGLedger(dsn, o)
 }

@@ -1,10 +1,12 @@
-package serve
+package pgledger
 
 // The schema of the PostgreSQL ledger (docs/serving.md, "The PostgreSQL
 // ledger"), created and migrated only by CreatePGLedger (`nvdp serve ledger
 // init --ledger postgres://...`), never by a server: a server refuses a
 // database whose nvdp.schema_version is missing or not pgSchemaVersion, so
 // that an empty or wrong database can never reset budgets.
+
+import "time"
 
 // PGLedgerFormat is the format of a PostgreSQL ledger (GET /v1/info).
 const PGLedgerFormat = "nvdp-ledger-postgres/1"
@@ -81,7 +83,7 @@ CREATE TABLE nvdp.keys (
 `,
 }, {
 	Version:     2,
-	Description: "curves.gaussian_mu: the mu of one release of a Gaussian curve (exact composition)",
+	Description: "curves.gaussian_mu: the mu of one release of a Gaussian curve (exact ledger.Grid)",
 	// NULL for an RDP curve: every curve of version 1 is one, and stays one
 	// (its ID covers no mu).
 	SQL: `
@@ -112,3 +114,17 @@ CREATE TABLE nvdp.schema_version (
 
 // pgInitLock is the advisory lock that serialises inits of one database.
 const pgInitLock = 0x6e76647031 // "nvdp1"
+
+// PGSchemaVersion is the schema version this build serves.
+var PGSchemaVersion = pgSchemaVersion
+
+// MigratePGLedger creates or migrates the ledger schema of the database at
+// dsn up to version, at most PGSchemaVersion (CreatePGLedger goes to the
+// last): a database of an older schema, as the tests of migrations make,
+// or an upgrade staged one version at a time. It returns the versions
+// applied. Errors: as CreatePGLedger's.
+func MigratePGLedger(dsn string, version int) ([]int, error) {
+	o := DefaultPGOptions()
+	o.Timeout = 30 * time.Second
+	return migratePG(dsn, o, min(version, pgSchemaVersion))
+}

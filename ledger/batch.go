@@ -1,0 +1,130 @@
+package ledger
+
+import (
+	"fmt"
+	"sync"
+)
+
+// MaxCommitBatch bounds the charges a Batcher hands to one commit.
+const MaxCommitBatch = 256
+
+// ChargeRequest is one charge waiting for a ledger's committer: what to
+// charge, and once settled its answer (Balance and Err).
+type ChargeRequest struct {
+	Account  string
+	Curve    *Curve
+	Releases int
+	Budget   float64
+	// Balance and Err are the answer, set by the commit before Done.
+	Balance Balance
+	Err     error
+	done    chan struct{}
+}
+
+// Done answers the request: Submit returns its Balance and Err.
+func (r *ChargeRequest) Done() { close(r.done) }
+
+// Batcher is the group commit of a ledger: charges submitted while a
+// commit is running queue, and each committer takes those waiting (up to
+// MaxCommitBatch) and hands them to the ledger's commit in one batch,
+// which answers each (ChargeRequest.Done). The file ledger runs one
+// committer whose queue blocks when full; PostgreSQL runs several, and
+// refuses a charge at once when its queue is full (ErrLedgerBusy).
+type Batcher struct {
+	reqs   chan *ChargeRequest
+	block  bool
+	commit func([]*ChargeRequest)
+	// mu guards closed and is held (read) while a charge is sent to reqs,
+	// so that Close closes reqs only after the last send.
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewBatcher starts committers goroutines that hand batches to commit,
+// with a queue of queue charges; block says whether Submit waits for room
+// in a full queue (else it refuses with ErrLedgerBusy).
+func NewBatcher(committers, queue int, block bool, commit func([]*ChargeRequest)) *Batcher {
+	b := &Batcher{reqs: make(chan *ChargeRequest, queue), block: block, commit: commit}
+	for range committers {
+		b.wg.Add(1)
+		go b.run()
+	}
+	return b
+}
+
+// Submit queues a charge of releases (>= 1) of curve to account against
+// budget and returns its answer once a commit settled it. Errors:
+// ErrLedgerClosed, ErrLedgerBusy (a full queue that does not block), the
+// commit's.
+func (b *Batcher) Submit(account string, curve *Curve, releases int, budget float64) (Balance, error) {
+	if releases < 1 {
+		panic(fmt.Sprintf("ledger: Charge of %d releases", releases))
+	}
+	r := &ChargeRequest{Account: account, Curve: curve, Releases: releases, Budget: budget, done: make(chan struct{})}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return Balance{}, ErrLedgerClosed
+	}
+	if b.block {
+		b.reqs <- r
+	} else {
+		select {
+		case b.reqs <- r:
+		default:
+			b.mu.RUnlock()
+			return Balance{}, fmt.Errorf("%w (%d)", ErrLedgerBusy, cap(b.reqs))
+		}
+	}
+	b.mu.RUnlock()
+	<-r.done
+	return r.Balance, r.Err
+}
+
+// Go runs f, a commit's work outside a committer (charges it set apart),
+// and Close waits for it.
+func (b *Batcher) Go(f func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+}
+
+// Waiting is the number of charges queued.
+func (b *Batcher) Waiting() int { return len(b.reqs) }
+
+// Close stops taking charges and waits until those submitted are settled.
+func (b *Batcher) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	close(b.reqs)
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// run is a committer: it takes the charges waiting and commits them.
+func (b *Batcher) run() {
+	defer b.wg.Done()
+	for first := range b.reqs {
+		batch := []*ChargeRequest{first}
+	drain:
+		for len(batch) < MaxCommitBatch {
+			select {
+			case r, ok := <-b.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		b.commit(batch)
+	}
+}

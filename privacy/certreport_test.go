@@ -3,7 +3,9 @@ package privacy
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,6 +134,17 @@ func TestNewCertifiedReportJSON(t *testing.T) {
 				if _, ok := raw[k]; !ok {
 					t.Errorf("JSON lacks %q", k)
 				}
+			}
+			// Exactly these keys (the report's own, its certificate's and its
+			// guarantee's, each once; not the guarantee's format).
+			keys := []string{"accountant", "bdp_epsilon_certified", "bdp_note", "bdp_order_certified", "best_order", "components", "constants",
+				"delta", "dims", "epsilon", "finite", "gaussian_direction", "label", "max_order", "order", "orders", "parts", "rd_certified",
+				"rdp_epsilon", "release", "releases", "scope", "source"}
+			if !tc.finite {
+				keys = append(keys, "reason")
+			}
+			if got := slices.Sorted(maps.Keys(raw)); !slices.Equal(got, slices.Sorted(slices.Values(keys))) {
+				t.Errorf("JSON keys %v, want %v", got, keys)
 			}
 			if _, ok := raw["reason"]; ok == tc.finite {
 				t.Errorf("reason present %v, finite %v", ok, tc.finite)

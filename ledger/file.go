@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/ledger/internal/boltcheck"
 	"github.com/nvdp-project/nvdp/privacy"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -1097,4 +1098,36 @@ func (l *Ledger) describeHistory(h *History, comp Grid) error {
 			return nil
 		})
 	})
+}
+
+// CorruptError is a ledger file that fails the structural check or holds
+// records nvdp cannot read: it must be restored from a backup.
+type CorruptError struct {
+	Path   string
+	Detail string // what is wrong, where
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("ledger %s is corrupt: restore it from a backup (%s)", e.Path, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrCorruptLedger) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorruptLedger }
+
+// ErrCorruptLedger is what every *CorruptError matches with errors.Is.
+var ErrCorruptLedger = errors.New("ledger is corrupt")
+
+// checkLedgerFile checks the structure of the open ledger file f (named
+// path) before bbolt maps it (boltcheck.Check): a *CorruptError when it
+// fails.
+func checkLedgerFile(f *os.File, path string) (boltcheck.Info, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return boltcheck.Info{}, fmt.Errorf("ledger %s: %w", path, err)
+	}
+	info, err := boltcheck.Check(f, st.Size())
+	if err != nil {
+		return boltcheck.Info{}, &CorruptError{Path: path, Detail: err.Error()}
+	}
+	return info, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/nvdp-project/nvdp/ledger/internal/boltcheck"
 	"io/fs"
 	"maps"
 	"math"
@@ -85,28 +86,17 @@ func releasesOf(path string, ro bool) (map[string]uint64, error) {
 
 // pageOwners runs the structural check on the file at path and returns
 // what holds each page (meta, freelist, a bucket's tree, free).
-func pageOwners(t testing.TB, path string) (boltInfo, map[uint64]string) {
+func pageOwners(t testing.TB, path string) (boltcheck.Info, map[uint64]string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := checkBoltFile(bytes.NewReader(b), int64(len(b)))
+	info, owners, err := boltcheck.Pages(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &boltChecker{r: bytes.NewReader(b), pageSize: info.pageSize, hwm: info.hwm, owner: map[uint64]string{0: "meta", 1: "meta"}}
-	m := parseBoltMeta(b[:boltPageHeader+boltMetaSize])
-	if m1 := parseBoltMeta(b[info.pageSize : info.pageSize+boltPageHeader+boltMetaSize]); m1.txid > m.txid {
-		m = m1
-	}
-	if err := c.tree(m.root, nil, nil, 0, "root bucket"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.freelist(m.freelist); err != nil {
-		t.Fatal(err)
-	}
-	return info, c.owner
+	return info, owners
 }
 
 // TestCheckBoltFileAgreesWithBbolt: the structural check passes the files
@@ -127,11 +117,11 @@ func TestCheckBoltFileAgreesWithBbolt(t *testing.T) {
 	}
 	for _, p := range []string{path, backup.Path} {
 		info, owners := pageOwners(t, p)
-		if info.hwm < 16 {
-			t.Fatalf("%s: %d pages: too small to exercise branch pages", p, info.hwm)
+		if info.HWM < 16 {
+			t.Fatalf("%s: %d pages: too small to exercise branch pages", p, info.HWM)
 		}
 		branches := 0
-		for id := range info.hwm {
+		for id := range info.HWM {
 			if _, ok := owners[id]; !ok {
 				t.Errorf("%s: page %d not accounted for", p, id)
 			}
@@ -206,7 +196,7 @@ func TestCorruptLedgerFiles(t *testing.T) {
 	dir := t.TempDir()
 	path, want := populatedLedger(t, dir, 800)
 	info, owners := pageOwners(t, path)
-	size := int64(info.hwm) * int64(info.pageSize)
+	size := int64(info.HWM) * int64(info.PageSize)
 	for _, kib := range []int64{8, 12, 16, 20, 24} {
 		p := corruptCopy(t, path, dir, fmt.Sprintf("trunc%d.db", kib), func(b []byte) []byte { return b[:kib<<10] })
 		wantCorrupt(t, p, fmt.Sprintf("truncated to %d KiB", kib))
@@ -215,7 +205,7 @@ func TestCorruptLedgerFiles(t *testing.T) {
 	wantCorrupt(t, p, "one byte short")
 	rng := rand.New(rand.NewPCG(1, 2))
 	offsets := []int64{8 << 10, 16 << 10}
-	for off := int64(0); off < size; off += int64(info.pageSize) {
+	for off := int64(0); off < size; off += int64(info.PageSize) {
 		offsets = append(offsets, off)
 	}
 	var free int
@@ -226,8 +216,8 @@ func TestCorruptLedgerFiles(t *testing.T) {
 			}
 			return b
 		})
-		what := fmt.Sprintf("512 random bytes at %d (page %d, %s)", off, off/int64(info.pageSize), owners[uint64(off)/uint64(info.pageSize)])
-		if owners[uint64(off)/uint64(info.pageSize)] == "free" {
+		what := fmt.Sprintf("512 random bytes at %d (page %d, %s)", off, off/int64(info.PageSize), owners[uint64(off)/uint64(info.PageSize)])
+		if owners[uint64(off)/uint64(info.PageSize)] == "free" {
 			free++
 			if got, err := releasesOf(p, false); err != nil || !mapsEqual(got, want) {
 				t.Errorf("%s: %v (accounts %d), want the ledger unchanged", what, err, len(got))
@@ -236,7 +226,7 @@ func TestCorruptLedgerFiles(t *testing.T) {
 		}
 		wantCorrupt(t, p, what)
 	}
-	t.Logf("%d pages of %d bytes, %d free", info.hwm, info.pageSize, free)
+	t.Logf("%d pages of %d bytes, %d free", info.HWM, info.PageSize, free)
 }
 
 // TestLedgerBitFlips: a flipped bit anywhere in a ledger is an error at
@@ -293,7 +283,7 @@ func FuzzLedgerFile(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		checkBoltFile(bytes.NewReader(b), int64(len(b)))
+		boltcheck.Check(bytes.NewReader(b), int64(len(b)))
 		if _, err := releasesOf(p, true); err != nil && !strings.Contains(err.Error(), p) {
 			t.Errorf("error %v does not name the file", err)
 		}

@@ -1,21 +1,21 @@
-package ledger
+// Package boltcheck checks the structure of a bbolt file before bbolt maps
+// it: the page checker of the ledger's file (package ledger).
+package boltcheck
 
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
-	"os"
 )
 
-// This file checks the structure of a ledger's bbolt file before bbolt maps
+// Check checks the structure of a ledger's bbolt file before bbolt maps
 // it (docs/serving.md, "A corrupt ledger"). bbolt trusts its file: a page
 // id, an element offset or a freelist entry out of range makes it index
 // past a slice (a panic) or read past the end of the mapping (SIGBUS, which
 // no recover catches), and its own Tx.Check reports from a goroutine of its
-// own, where a panic takes the process down. checkBoltFile reads the file
+// own, where a panic takes the process down. Check reads the file
 // with ReadAt only, never maps it, and proves every fact bbolt relies on
 // when it opens the file and reads or writes any key of it:
 //
@@ -32,7 +32,8 @@ import (
 //     reachable, and every page below the high-water mark is a meta page,
 //     the freelist, reachable or free (bbolt's "unreachable unfreed").
 //
-// A file that fails one of these is a *CorruptError. The layout below is
+// A file that fails one of these is an error saying what is wrong, where
+// (package ledger makes it a *ledger.CorruptError). The layout below is
 // bbolt v1.4's (go.etcd.io/bbolt/internal/common: page.go, meta.go,
 // bucket.go), in the machine's byte order as bbolt writes it.
 
@@ -60,23 +61,6 @@ const (
 	// levels of buckets and shallow trees; deeper is corruption.
 	boltMaxDepth = 64
 )
-
-// CorruptError is a ledger file that fails the structural check or holds
-// records nvdp cannot read: it must be restored from a backup.
-type CorruptError struct {
-	Path   string
-	Detail string // what is wrong, where
-}
-
-func (e *CorruptError) Error() string {
-	return fmt.Sprintf("ledger %s is corrupt: restore it from a backup (%s)", e.Path, e.Detail)
-}
-
-// Is makes errors.Is(err, ErrCorruptLedger) true.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorruptLedger }
-
-// ErrCorruptLedger is what every *CorruptError matches with errors.Is.
-var ErrCorruptLedger = errors.New("ledger is corrupt")
 
 // boltMeta is a meta page's fields.
 type boltMeta struct {
@@ -123,62 +107,73 @@ func (m boltMeta) check(id int) error {
 	return nil
 }
 
-// boltInfo is what checkBoltFile learns of a file that passes.
-type boltInfo struct {
-	pageSize int
-	txid     uint64 // the transaction of the meta bbolt uses
-	hwm      uint64 // its high-water mark: the file holds pages [0, hwm)
+// Info is what Check learns of a file that passes.
+type Info struct {
+	PageSize int
+	Txid     uint64 // the transaction of the meta bbolt uses
+	HWM      uint64 // its high-water mark: the file holds pages [0, HWM)
 }
 
-// checkBoltFile checks the structure of the bbolt file r of size bytes (see
+// Check checks the structure of the bbolt file r of size bytes (see
 // the comment at the top of this file). Errors are plain: the caller wraps
-// them in a *CorruptError with the file's path.
-func checkBoltFile(r io.ReaderAt, size int64) (boltInfo, error) {
+// them with the file's path.
+func Check(r io.ReaderAt, size int64) (Info, error) {
+	info, _, err := check(r, size)
+	return info, err
+}
+
+// Pages checks the file as Check does and also returns what holds each
+// page below the high-water mark: "meta", "freelist", "free" or the bucket
+// whose tree it is (the tests corrupt chosen pages with it).
+func Pages(r io.ReaderAt, size int64) (Info, map[uint64]string, error) { return check(r, size) }
+
+// check is Check, with the pages' owners.
+func check(r io.ReaderAt, size int64) (Info, map[uint64]string, error) {
 	head := make([]byte, boltPageHeader+boltMetaSize)
 	if size < int64(len(head)) {
-		return boltInfo{}, fmt.Errorf("%d bytes: shorter than a bbolt meta page", size)
+		return Info{}, nil, fmt.Errorf("%d bytes: shorter than a bbolt meta page", size)
 	}
 	if _, err := r.ReadAt(head, 0); err != nil {
-		return boltInfo{}, fmt.Errorf("meta page 0: %w", err)
+		return Info{}, nil, fmt.Errorf("meta page 0: %w", err)
 	}
 	m0 := parseBoltMeta(head)
 	if err := m0.check(0); err != nil {
-		return boltInfo{}, err
+		return Info{}, nil, err
 	}
 	ps := int64(m0.pageSize)
 	if size < 2*ps {
-		return boltInfo{}, fmt.Errorf("%d bytes: shorter than the two meta pages of %d bytes", size, ps)
+		return Info{}, nil, fmt.Errorf("%d bytes: shorter than the two meta pages of %d bytes", size, ps)
 	}
 	if _, err := r.ReadAt(head, ps); err != nil {
-		return boltInfo{}, fmt.Errorf("meta page 1: %w", err)
+		return Info{}, nil, fmt.Errorf("meta page 1: %w", err)
 	}
 	m1 := parseBoltMeta(head)
 	if err := m1.check(1); err != nil {
-		return boltInfo{}, err
+		return Info{}, nil, err
 	}
 	if m1.pageSize != m0.pageSize {
-		return boltInfo{}, fmt.Errorf("meta pages: page sizes %d and %d differ", m0.pageSize, m1.pageSize)
+		return Info{}, nil, fmt.Errorf("meta pages: page sizes %d and %d differ", m0.pageSize, m1.pageSize)
 	}
 	m := m0
 	if m1.txid > m0.txid { // bbolt uses the valid meta of the higher transaction
 		m = m1
 	}
 	if need := int64(m.pgid) * ps; m.pgid > uint64(size/ps) || size < need {
-		return boltInfo{}, fmt.Errorf("%d bytes: truncated, the database's %d pages of %d bytes need %d", size, m.pgid, ps, int64(m.pgid)*ps)
+		return Info{}, nil, fmt.Errorf("%d bytes: truncated, the database's %d pages of %d bytes need %d", size, m.pgid, ps, int64(m.pgid)*ps)
 	}
 	c := &boltChecker{r: r, pageSize: int(ps), hwm: m.pgid, owner: map[uint64]string{0: "meta", 1: "meta"}}
 	if err := c.tree(m.root, nil, nil, 0, "root bucket"); err != nil {
-		return boltInfo{}, err
+		return Info{}, nil, err
 	}
 	if err := c.freelist(m.freelist); err != nil {
-		return boltInfo{}, err
+		return Info{}, nil, err
 	}
 	for id := uint64(2); id < m.pgid; id++ {
 		if _, ok := c.owner[id]; !ok {
-			return boltInfo{}, fmt.Errorf("page %d: neither reachable nor free", id)
+			return Info{}, nil, fmt.Errorf("page %d: neither reachable nor free", id)
 		}
 	}
-	return boltInfo{pageSize: int(ps), txid: m.txid, hwm: m.pgid}, nil
+	return Info{PageSize: int(ps), Txid: m.txid, HWM: m.pgid}, c.owner, nil
 }
 
 // boltChecker walks a bbolt file's pages.
@@ -393,18 +388,4 @@ func (c *boltChecker) freelist(id uint64) error {
 		prev = free
 	}
 	return nil
-}
-
-// checkLedgerFile checks the structure of the open ledger file f (named
-// path): a *CorruptError when it fails.
-func checkLedgerFile(f *os.File, path string) (boltInfo, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return boltInfo{}, fmt.Errorf("ledger %s: %w", path, err)
-	}
-	info, err := checkBoltFile(f, st.Size())
-	if err != nil {
-		return boltInfo{}, &CorruptError{Path: path, Detail: err.Error()}
-	}
-	return info, nil
 }

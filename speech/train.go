@@ -99,7 +99,8 @@ func run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 	sel := train.NewSelection()
 	lc := train.LoopConfig(t, params, nTrain, sampleSrc, sel, report)
 	total := lc.Steps
-	res := &train.Result{Dir: t.Out, Task: TaskName, Variant: t.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: MetricF1}
+	res := &train.Result{Dir: t.Out, Task: TaskName, Variant: t.Variant, Backend: nn.Backend(), TrainExamples: nTrain, MetricName: MetricF1,
+		Calibration: m.Calibration}
 	var lp *loop.Run
 	step := func(st *loop.State, idx []int, lr float64) (float64, string, error) {
 		in, labels := trainDS.Batch(idx)

@@ -144,6 +144,11 @@ type Report struct {
 	Training *Result             `json:"training,omitempty"`
 	Dir      string              `json:"dir"`
 	Seconds  float64             `json:"seconds"`
+	// Calibration is the model's calibration record (certificate.json;
+	// nil: none, a run without a privacy target), for a summary of the
+	// run (RunPipeline: the training's, else the model directory's). Not
+	// in report.json.
+	Calibration *model.Calibration `json:"-"`
 }
 
 // PipelineTask is one task's part of RunPipeline, the one pipeline of
@@ -235,6 +240,11 @@ func RunPipeline(ctx context.Context, t PipelineTask, po PipelineOptions, report
 	}
 	rep := m.Report(util)
 	rep.Training, rep.Dir, rep.Baseline = tr, pl.Dir, pl.Baseline
+	if tr != nil && tr.Calibration != nil {
+		rep.Calibration = tr.Calibration
+	} else if c, err := model.LoadCalibration(pl.Dir); err == nil { // calibrated before: a skipped or resumed training
+		rep.Calibration = c
+	}
 	if m.Releases() {
 		release, path, err := m.Audited(ctx, util)
 		if err != nil {

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -132,5 +133,46 @@ func TestPipelineChecksFirst(t *testing.T) {
 	}
 	if _, err := os.Stat(po.Train.Out); !os.IsNotExist(err) {
 		t.Errorf("header-only dev: %s written (%v)", po.Train.Out, err)
+	}
+}
+
+// TestReportCalibration: the pipeline's report carries the model's
+// calibration record for the run's summary (not in report.json): the
+// training's own after a calibrating run, equal to certificate.json, the
+// model directory's when the training is skipped, none without a target.
+func TestReportCalibration(t *testing.T) {
+	glueDir, vocab := synthGlue(t, 16, 8)
+	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "run"))
+	o.Epochs, o.TargetEpsilon, o.HandSetClipping = 1, 16, false
+	rep, err := RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := model.LoadCalibration(o.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(name string, c *model.Calibration) {
+		t.Helper()
+		a, _ := json.Marshal(c)
+		b, _ := json.Marshal(file)
+		if c == nil || string(a) != string(b) {
+			t.Errorf("%s: report's calibration (%d bytes of JSON, nil %v) is not certificate.json's (%d bytes)", name, len(a), c == nil, len(b))
+		}
+	}
+	same("trained", rep.Calibration)
+	if b, _ := json.Marshal(rep); strings.Contains(string(b), "logvar_floor") {
+		t.Errorf("report.json holds the calibration record: %s", b)
+	}
+	skip := model.Options{Out: o.Out}
+	rep, err = RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("skipped training", rep.Calibration)
+	none := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "none"))
+	none.Epochs = 1
+	if rep, err = RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: none, Audit: audit.DefaultOptions()}, nil); err != nil || rep.Calibration != nil {
+		t.Errorf("no target: calibration %+v, %v", rep.Calibration, err)
 	}
 }

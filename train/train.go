@@ -123,6 +123,10 @@ type Result struct {
 	Seconds       float64         `json:"seconds"`
 	TrainExamples int             `json:"train_examples"`
 	History       []EpochMetrics  `json:"-"` // as in metrics.jsonl
+	// Calibration is the calibration this run made for its privacy target
+	// (model.Bundle.Calibration, written to certificate.json); nil when it
+	// made none (no target, or a resumed run, calibrated when it started).
+	Calibration *model.Calibration `json:"-"`
 }
 
 // The run's own part of the checkpoint state (internal/loop holds the

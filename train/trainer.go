@@ -72,7 +72,8 @@ func newTrainer(c model.Checked, dev *glue.Dataset, report progress.Func) (*trai
 	if err := t.setupNoise(); err != nil {
 		return nil, err
 	}
-	t.res = &Result{Dir: o.Out, Task: t.task.Name, Variant: o.Variant, Backend: backendName(o.Device), TrainExamples: nTrain, MetricName: t.task.Metric}
+	t.res = &Result{Dir: o.Out, Task: t.task.Name, Variant: o.Variant, Backend: backendName(o.Device), TrainExamples: nTrain, MetricName: t.task.Metric,
+		Calibration: b.Calibration}
 	t.finalRadius = t.m.ClipRadius()
 	t.lc.StopAfter, t.lc.Step, t.lc.EndEpoch = o.StopAfterSteps, t.step, t.endEpoch
 	return t, nil

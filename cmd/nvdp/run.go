@@ -135,7 +135,7 @@ func printRunReport(w io.Writer, r *train.Report) {
 	if r.Variant == nvib.ModelGaussian {
 		row("token radius C / noise sigma", fmt.Sprintf("%.6g / %g", r.CMu, r.Sigma))
 	}
-	if c, err := model.LoadCalibration(r.Dir); err == nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
+	if c := r.Calibration; c != nil && c.Calibration != nil && c.Guarantee != nil { // runs without a target have none
 		t, g := c.Target, c.Guarantee
 		target := fmt.Sprintf("epsilon %g at delta %g", t.Epsilon, t.Delta)
 		if t.Kind == privacy.KindRD {

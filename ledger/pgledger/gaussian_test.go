@@ -1,4 +1,4 @@
-package serve_test
+package pgledger_test
 
 import (
 	"errors"

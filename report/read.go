@@ -30,9 +30,10 @@ type Options struct {
 // (each directory holding report.json), each task's C_mu selection, and the
 // attack reports under o.Attacks.
 //
-// A sweep's manifest (sweep.json, written by `nvdp sweep`) lists the cells
-// the sweep planned: one without report.json is a [*MissingCellsError],
-// unless o.AllowPartial. A tree of runs without a manifest is read as it is.
+// A sweep's manifest (sweep.json, written by `nvdp sweep`; stages.json of a
+// sweep in stages not finished yet) lists the cells the sweep planned: one
+// without report.json is a [*MissingCellsError], unless o.AllowPartial. A
+// tree of runs without either is read as it is.
 //
 // Errors: no report.json under root, a file that does not parse (named),
 // missing cells, an attack report that does not parse (named).
@@ -112,27 +113,36 @@ func MissingList(cells []MissingCell) string {
 }
 
 // missingCells lists the cells of root's manifest (sweep.ManifestFile)
-// without report.json, in the manifest's order; none without a manifest.
+// without report.json, in the manifest's order; without a manifest, those
+// of a sweep in stages not finished yet (sweep.StagesFile: the grid then
+// the main stage, with their planned status); none without either.
 func missingCells(root string) ([]MissingCell, error) {
+	type cell struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	var m struct {
+		Cells []cell `json:"cells"` // sweep.json
+		Grid  []cell `json:"grid"`  // stages.json
+		Main  []cell `json:"main"`
+	}
 	path := filepath.Join(root, sweep.ManifestFile)
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		path = filepath.Join(root, sweep.StagesFile)
+		b, err = os.ReadFile(path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var m struct {
-		Cells []struct {
-			ID     string `json:"id"`
-			Status string `json:"status"`
-		} `json:"cells"`
-	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var missing []MissingCell
-	for _, c := range m.Cells {
+	for _, c := range append(m.Cells, append(m.Grid, m.Main...)...) {
 		if c.ID == "" {
 			continue
 		}

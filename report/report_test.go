@@ -885,9 +885,9 @@ func TestUtilitySplitLabels(t *testing.T) {
 	}
 }
 
-// TestReadMissingCells: a sweep whose sweep.json lists cells without
-// report.json is an error naming each (with its status), the cells of
-// another sweep.json too; with AllowPartial the others are tabulated and
+// TestReadMissingCells: a sweep whose sweep.json (or, not finished, its
+// stages.json) lists cells without report.json is an error naming each
+// (with its status); with AllowPartial the others are tabulated and
 // the missing ones listed (Tables.Missing, the Markdown's header line, JSON
 // missing_cells). A tree without sweep.json is read as it is.
 func TestReadMissingCells(t *testing.T) {
@@ -937,6 +937,17 @@ func TestReadMissingCells(t *testing.T) {
 	}
 	if !strings.Contains(js.String(), `"missing_cells"`) || !strings.Contains(js.String(), `"status": "failed"`) {
 		t.Errorf("JSON lacks missing_cells: %s", js.String())
+	}
+	// A sweep in stages not finished: stages.json lists the cells.
+	if err := os.Remove(filepath.Join(root, sweep.ManifestFile)); err != nil {
+		t.Fatal(err)
+	}
+	stages, _ := json.Marshal(map[string]any{"grid": []map[string]any{}, "main": man["cells"]})
+	if err := os.WriteFile(filepath.Join(root, sweep.StagesFile), stages, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(root, Options{}); !errors.As(err, &me) || !slices.Equal(me.Cells, want) {
+		t.Errorf("stages.json: err = %v, want the missing cells %v", err, want)
 	}
 	many := make([]MissingCell, 12)
 	for i := range many {

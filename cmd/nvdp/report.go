@@ -35,8 +35,9 @@ privacy.certified; "–" for reports without it); then the best-trade-off summar
 Rows are per variant, target epsilon (the certified epsilon a cell was calibrated to:
 train_options.json target_epsilon, or the epsilon=<E> directory of 'nvdp sweep
 --target-epsilons'), C_mu and lambda. C_mu grid cells are left out of the tables; the C_mu
-selection is printed under its task. A sweep whose sweep.json lists cells without
-report.json (failed, interrupted, not run) is an error naming them; --allow-partial reports
+selection is printed under its task. A sweep whose sweep.json (stages.json of a sweep in
+stages not finished) lists cells without report.json (failed, interrupted, not run) is an
+error naming them; --allow-partial reports
 the others, warns with their names and lists them above the tables (json: missing_cells).
 
 Per task with certified data, the certified privacy-utility frontier table: one row per
@@ -85,7 +86,7 @@ func newReportCmd() *cobra.Command {
 	fs.StringVar(&f.out, "out", "", "write the tables to this file instead of stdout")
 	fs.BoolVar(&f.plots, "plots", false, "also write the figures (PNG and SVG)")
 	fs.StringVar(&f.plotsDir, "plots-dir", "", "directory of the figures (default DIR/plots)")
-	fs.BoolVar(&f.allowPartial, "allow-partial", false, "report a sweep whose sweep.json lists cells without report.json (failed, not run): a warning names them, the tables leave them out (default: an error naming them)")
+	fs.BoolVar(&f.allowPartial, "allow-partial", false, "report a sweep whose sweep.json (or stages.json) lists cells without report.json (failed, not run): a warning names them, the tables leave them out (default: an error naming them)")
 	fs.StringVar(&f.attacks, "attacks", "", "directory with the attack reports to tabulate and plot (attack_distinguish*.json, attack_invert*.json, attack_attribute*.json; default DIR)")
 	return cmd
 }

@@ -14,9 +14,9 @@ import (
 // atomically at every change (Manifest).
 const ManifestFile = "sweep.json"
 
-// Manifest is Out/sweep.json. Run writes it; nothing reads it back (a sweep
-// resumes from the cell directories), so a manifest of any version is only a
-// record.
+// Manifest is Out/sweep.json. Run writes it. A sweep resumes from the cell
+// directories, not from the manifest; report reads only each cell's id and
+// status from it, to name the cells that have no report.json.
 type Manifest struct {
 	Out      string    `json:"out"`
 	Tasks    []string  `json:"tasks"`

@@ -18,16 +18,16 @@ import (
 
 // Backups and restores of a ledger (docs/serving.md, "Backups and
 // restores"). A serving process holds its ledger's exclusive lock, so the
-// process itself takes the backup (Ledger.Backup, in one read transaction:
+// process itself takes the backup (File.Backup, in one read transaction:
 // a consistent copy, charges keep committing meanwhile). Every backup is
 // marked as one (meta "backup": BackupMark), and a marked file cannot be
 // opened for charging: serving from a backup forgets every charge made
 // after it was taken (a rollback, which under-counts what keys received),
-// so it takes RestoreLedger, with the rollback acknowledged, to make a
+// so it takes Restore, with the rollback acknowledged, to make a
 // backup a ledger again; the restore is recorded in the ledger (meta
 // "restores").
 
-// BackupMark is the meta "backup" of a file written by Ledger.Backup: which
+// BackupMark is the meta "backup" of a file written by File.Backup: which
 // ledger it copies, and up to which transaction.
 type BackupMark struct {
 	LedgerID string    `json:"ledger_id"`
@@ -36,8 +36,8 @@ type BackupMark struct {
 	Taken    time.Time `json:"taken"`
 }
 
-// BackupFileError is a backup opened for charging (OpenLedger): serving from
-// it would roll the ledger back; RestoreLedger makes it a ledger again.
+// BackupFileError is a backup opened for charging (OpenFile): serving from
+// it would roll the ledger back; Restore makes it a ledger again.
 type BackupFileError struct {
 	Path string
 	Mark BackupMark
@@ -61,12 +61,12 @@ type RestoreRecord struct {
 	Replaced string `json:"replaced,omitempty"`
 }
 
-// LedgerInfo describes a ledger file (Ledger.Info).
-type LedgerInfo struct {
+// Info describes a ledger file (File.Info).
+type Info struct {
 	Path     string `json:"path"`
 	LedgerID string `json:"ledger_id"` // "" only in a ledger of before IDs opened read-only
 	Format   string `json:"format"`
-	// Created is when CreateLedger made it (nil: before it was recorded).
+	// Created is when CreateFile made it (nil: before it was recorded).
 	Created  *time.Time `json:"created,omitempty"`
 	Txid     uint64     `json:"txid"` // its last committed transaction
 	Bytes    int64      `json:"bytes"`
@@ -78,14 +78,14 @@ type LedgerInfo struct {
 	Charges uint64 `json:"charges,omitempty"`
 	// SchemaVersion is a PostgreSQL ledger's schema version (0: a file).
 	SchemaVersion int `json:"schema_version,omitempty"`
-	// Backup is set in a backup (Ledger.Backup): what it copies.
+	// Backup is set in a backup (File.Backup): what it copies.
 	Backup   *BackupMark     `json:"backup,omitempty"`
 	Restores []RestoreRecord `json:"restores,omitempty"`
 }
 
 // Info describes the ledger: its identity, history and size.
-func (l *Ledger) Info() (LedgerInfo, error) {
-	info := LedgerInfo{Path: l.path}
+func (l *File) Info() (Info, error) {
+	info := Info{Path: l.path}
 	err := l.guard(func() error {
 		return l.bf.db.View(func(tx *bolt.Tx) error {
 			meta := tx.Bucket(bucketMeta)
@@ -124,7 +124,7 @@ func (l *Ledger) Info() (LedgerInfo, error) {
 		})
 	})
 	if err != nil {
-		return LedgerInfo{}, fmt.Errorf("ledger %s: %w", l.path, err)
+		return Info{}, fmt.Errorf("ledger %s: %w", l.path, err)
 	}
 	return info, nil
 }
@@ -135,7 +135,7 @@ const backupStamp = "20060102T150405.000000000Z"
 // backupPrefix is the start of the names of this ledger's backups:
 // BASE.backup-ID8- (BASE the ledger file's name, ID8 the first 8 hex digits
 // of its ID), followed by the time taken (backupStamp).
-func (l *Ledger) backupPrefix() string {
+func (l *File) backupPrefix() string {
 	return filepath.Base(l.path) + ".backup-" + l.id[:min(8, len(l.id))] + "-"
 }
 
@@ -147,7 +147,7 @@ func (l *Ledger) backupPrefix() string {
 // whose file was removed or replaced while serving (it copies the file the
 // ledger holds open): the rescue of a deleted ledger. It returns the
 // backup's description (Path is the backup's).
-func (l *Ledger) Backup(dir string) (LedgerInfo, error) {
+func (l *File) Backup(dir string) (Info, error) {
 	if dir == "" {
 		dir = filepath.Dir(l.path)
 	}
@@ -178,10 +178,10 @@ func (l *Ledger) Backup(dir string) (LedgerInfo, error) {
 		})
 	})
 	if err != nil {
-		return LedgerInfo{}, fmt.Errorf("backup of ledger %s: %w", l.path, err)
+		return Info{}, fmt.Errorf("backup of ledger %s: %w", l.path, err)
 	}
 	if err := linkLedger(tmp, path); err != nil {
-		return LedgerInfo{}, fmt.Errorf("backup of ledger %s: %w", l.path, err)
+		return Info{}, fmt.Errorf("backup of ledger %s: %w", l.path, err)
 	}
 	return describe(path)
 }
@@ -190,7 +190,7 @@ func (l *Ledger) Backup(dir string) (LedgerInfo, error) {
 // ledger's directory), keeping the keep newest (keep >= 1), and returns the
 // paths removed. Only files named as Backup names this ledger's are
 // touched.
-func (l *Ledger) PruneBackups(dir string, keep int) ([]string, error) {
+func (l *File) PruneBackups(dir string, keep int) ([]string, error) {
 	if keep < 1 {
 		panic(fmt.Sprintf("serve: PruneBackups keeping %d", keep))
 	}
@@ -219,15 +219,15 @@ func (l *Ledger) PruneBackups(dir string, keep int) ([]string, error) {
 	return removed, nil
 }
 
-// ErrRollbackNotAccepted is RestoreLedger's refusal when the rollback is not
+// ErrRollbackNotAccepted is Restore's refusal when the rollback is not
 // acknowledged.
 var ErrRollbackNotAccepted = errors.New("rollback not acknowledged")
 
-// ErrNotBackup is RestoreLedger's refusal of a file without the backup mark
+// ErrNotBackup is Restore's refusal of a file without the backup mark
 // (BackupMark): a live ledger, or a copy of one made by hand.
 var ErrNotBackup = errors.New("not a backup")
 
-// RestoreLedger makes the ledger file backup (a backup written by Backup)
+// Restore makes the ledger file backup (a backup written by Backup)
 // the ledger at path, and returns the record of the restore. Restoring is a
 // rollback: every charge made after the backup was taken is forgotten, so
 // keys may receive more than their budgets over the ledger's life;
@@ -246,9 +246,9 @@ var ErrNotBackup = errors.New("not a backup")
 // "restores". Only then is a file at path moved aside, to
 // PATH.replaced-TIME (never deleted; refused while a server holds it), and
 // the copy linked into place. The backup itself is left as it was.
-func RestoreLedger(backup, path string, acceptRollback bool) (RestoreRecord, error) {
+func Restore(backup, path string, acceptRollback bool) (RestoreRecord, error) {
 	now := time.Now().UTC()
-	src, err := OpenLedgerReadOnly(backup)
+	src, err := OpenFileReadOnly(backup)
 	if err != nil {
 		return RestoreRecord{}, fmt.Errorf("restore: %w", err)
 	}
@@ -355,10 +355,10 @@ func moveAside(path, aside string) error {
 }
 
 // describe opens the ledger file at path read-only and returns its Info.
-func describe(path string) (LedgerInfo, error) {
-	l, err := OpenLedgerReadOnly(path)
+func describe(path string) (Info, error) {
+	l, err := OpenFileReadOnly(path)
 	if err != nil {
-		return LedgerInfo{}, err
+		return Info{}, err
 	}
 	defer l.Close()
 	return l.Info()

@@ -11,7 +11,7 @@ import (
 )
 
 // The budget arithmetic of every ledger, in one place: the bbolt file
-// (Ledger) and PostgreSQL (PGLedger) both compose and convert with it, so
+// (File) and PostgreSQL (PGLedger) both compose and convert with it, so
 // that the same counts give the same balance, bit for bit, in either.
 
 // The accountant of a curve is stored with every curve (PostgreSQL:

@@ -26,8 +26,8 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// LedgerFormat is the format of a ledger file, stored in its meta bucket.
-const LedgerFormat = "nvdp-ledger/1"
+// FileFormat is the format of a ledger file, stored in its meta bucket.
+const FileFormat = "nvdp-ledger/1"
 
 // Buckets and meta keys of a ledger file (docs/serving.md, "The ledger").
 var (
@@ -49,10 +49,10 @@ var (
 	metaRestores = []byte("restores")
 )
 
-// lockTimeout is how long OpenLedger waits for another process's lock.
+// lockTimeout is how long OpenFile waits for another process's lock.
 const lockTimeout = time.Second
 
-// Ledger is the durable privacy ledger of a server: per account (a key ID),
+// File is the durable privacy ledger of a server: per account (a key ID),
 // the releases charged to it under each model's certified RDP curve (and
 // Gaussian mu, for a release that is exactly a Gaussian mechanism). The
 // spent privacy of an account is composed by budget.go: exactly (the mus
@@ -69,17 +69,17 @@ const lockTimeout = time.Second
 // into one transaction (group commit: while one commit is on the disk the
 // next charges queue), each still checked against its budget in order.
 //
-// A ledger is never created on the fly (CreateLedger makes one): a missing,
-// empty or corrupt file, or a backup not restored with RestoreLedger, is
+// A ledger is never created on the fly (CreateFile makes one): a missing,
+// empty or corrupt file, or a backup not restored with Restore, is
 // an error at open, so that no loss can silently reset a budget. While it
-// serves, a Ledger checks before and after each commit that its path still
+// serves, a File checks before and after each commit that its path still
 // names the file it holds; once the file is removed, replaced or truncated,
 // or a read of it faults, every charge fails with ErrLedgerUnavailable
 // (docs/serving.md, "The ledger").
 //
-// A Ledger is safe for concurrent use. One process at a time opens a file
-// for writing (bbolt's lock); readers (OpenLedgerReadOnly) share it.
-type Ledger struct {
+// A File is safe for concurrent use. One process at a time opens a file
+// for writing (bbolt's lock); readers (OpenFileReadOnly) share it.
+type File struct {
 	path     string
 	readOnly bool
 	id       string                // the ledger's ID (meta ledger_id)
@@ -241,35 +241,35 @@ var (
 	ErrNoLedger = errors.New("no ledger")
 	// ErrEmptyLedger: the file exists with 0 bytes, every charge lost.
 	ErrEmptyLedger = errors.New("ledger is empty")
-	// ErrLedgerExists: CreateLedger found a file at the path.
+	// ErrLedgerExists: CreateFile found a file at the path.
 	ErrLedgerExists = errors.New("ledger exists")
 	// ErrLedgerUnavailable: the file of a serving ledger was removed,
 	// replaced or truncated, or could not be read; no charge succeeds any
 	// more, and the server answers 503.
 	ErrLedgerUnavailable = errors.New("ledger unavailable")
 	// ErrReadOnlyLedger: a charge or a curve on a ledger opened with
-	// OpenLedgerReadOnly.
+	// OpenFileReadOnly.
 	ErrReadOnlyLedger = errors.New("ledger opened read-only")
 	// errLocked: another process holds the file's lock.
 	errLocked = errors.New("open in another process")
 )
 
-// OpenLedger opens the existing ledger file at path for charging: read and
+// OpenFile opens the existing ledger file at path for charging: read and
 // write, holding its exclusive lock. Before bbolt maps the file it is
 // checked (checkLedgerFile), and every record is read once. Errors:
-// ErrNoLedger (missing: create one with CreateLedger), ErrEmptyLedger,
+// ErrNoLedger (missing: create one with CreateFile), ErrEmptyLedger,
 // *CorruptError (restore a backup), *BackupFileError (a backup: restore it
-// with RestoreLedger), the file open in another process (after 1 s), a
+// with Restore), the file open in another process (after 1 s), a
 // ledger of another format.
-func OpenLedger(path string) (*Ledger, error) { return openLedgerFile(path, false) }
+func OpenFile(path string) (*File, error) { return openLedgerFile(path, false) }
 
-// OpenLedgerReadOnly opens the ledger file at path for reading (Accounts,
+// OpenFileReadOnly opens the ledger file at path for reading (Accounts,
 // Info, Backup): it never writes the file (a read-only file or file system
 // will do) and shares the lock with other readers, so it fails while a
-// server holds the file. A backup opens too. Errors: as OpenLedger's.
-func OpenLedgerReadOnly(path string) (*Ledger, error) { return openLedgerFile(path, true) }
+// server holds the file. A backup opens too. Errors: as OpenFile's.
+func OpenFileReadOnly(path string) (*File, error) { return openLedgerFile(path, true) }
 
-func openLedgerFile(path string, readOnly bool) (*Ledger, error) {
+func openLedgerFile(path string, readOnly bool) (*File, error) {
 	if err := checkLedgerPath(path); err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func openLedgerFile(path string, readOnly bool) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Ledger{path: path, readOnly: readOnly, bf: bf, curves: map[string]*Curve{}}
+	l := &File{path: path, readOnly: readOnly, bf: bf, curves: map[string]*Curve{}}
 	load := bf.db.Update
 	if readOnly {
 		load = bf.db.View
@@ -394,7 +394,7 @@ func guard(path string, fn func() error) (err error) {
 
 // guard runs fn under guard; a failure there is the ledger's failure
 // (fail): no charge succeeds after it.
-func (l *Ledger) guard(fn func() error) error {
+func (l *File) guard(fn func() error) error {
 	err := guard(l.path, fn)
 	if errors.Is(err, ErrCorruptLedger) {
 		return l.fail(err)
@@ -406,13 +406,13 @@ func (l *Ledger) guard(fn func() error) error {
 // accounts (every record, so that a corrupt one is found now, not by a
 // charge); in a writable transaction it gives a ledger of before ledger
 // IDs its ID. A backup (its backup mark) opened for writing is refused.
-func (l *Ledger) init(tx *bolt.Tx) error {
+func (l *File) init(tx *bolt.Tx) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
 		return &CorruptError{Path: l.path, Detail: fmt.Sprintf("not an nvdp ledger: no %q bucket", bucketMeta)}
 	}
-	if f := string(meta.Get(metaFormat)); f != LedgerFormat {
-		return fmt.Errorf("ledger %s: format %q, want %q", l.path, f, LedgerFormat)
+	if f := string(meta.Get(metaFormat)); f != FileFormat {
+		return fmt.Errorf("ledger %s: format %q, want %q", l.path, f, FileFormat)
 	}
 	if tx.Bucket(bucketCurves) == nil || tx.Bucket(bucketAccounts) == nil {
 		return &CorruptError{Path: l.path, Detail: fmt.Sprintf("bucket %q or %q missing", bucketCurves, bucketAccounts)}
@@ -493,7 +493,7 @@ func migrateAccountants(tx *bolt.Tx) error {
 }
 
 // readCurves reads the ledger's orders, delta and curves.
-func (l *Ledger) readCurves(tx *bolt.Tx) error {
+func (l *File) readCurves(tx *bolt.Tx) error {
 	meta := tx.Bucket(bucketMeta)
 	corrupt := func(format string, args ...any) error {
 		return &CorruptError{Path: l.path, Detail: fmt.Sprintf(format, args...)}
@@ -533,18 +533,18 @@ func NewLedgerID() string {
 	return hex.EncodeToString(b)
 }
 
-// CreateLedger creates a new, empty ledger file at path (mode 0600): the one
+// CreateFile creates a new, empty ledger file at path (mode 0600): the one
 // way a ledger comes to be. It never replaces a file: an existing path, even
 // an empty file, is ErrLedgerExists (an emptied ledger is a lost one, to be
 // restored, not silently started over). The file is written beside path
 // and linked into place, so that path holds a complete ledger or nothing.
-func CreateLedger(path string) (LedgerInfo, error) {
+func CreateFile(path string) (Info, error) {
 	if st, err := os.Lstat(path); err == nil {
-		return LedgerInfo{}, fmt.Errorf("ledger %s exists (%d bytes): a ledger is never replaced by a new one; remove it first only if you mean to reset every budget it held (%w)", path, st.Size(), ErrLedgerExists)
+		return Info{}, fmt.Errorf("ledger %s exists (%d bytes): a ledger is never replaced by a new one; remove it first only if you mean to reset every budget it held (%w)", path, st.Size(), ErrLedgerExists)
 	}
 	created, err := time.Now().UTC().MarshalText()
 	if err != nil {
-		return LedgerInfo{}, err
+		return Info{}, err
 	}
 	tmp, err := prepareLedger(path, func(tmp string) error {
 		db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: lockTimeout})
@@ -556,7 +556,7 @@ func CreateLedger(path string) (LedgerInfo, error) {
 			if err != nil {
 				return err
 			}
-			for _, kv := range [][2][]byte{{metaFormat, []byte(LedgerFormat)}, {metaLedgerID, []byte(NewLedgerID())}, {metaCreated, created}} {
+			for _, kv := range [][2][]byte{{metaFormat, []byte(FileFormat)}, {metaLedgerID, []byte(NewLedgerID())}, {metaCreated, created}} {
 				if err := meta.Put(kv[0], kv[1]); err != nil {
 					return err
 				}
@@ -573,17 +573,17 @@ func CreateLedger(path string) (LedgerInfo, error) {
 		err = linkLedger(tmp, path)
 	}
 	if err != nil {
-		return LedgerInfo{}, fmt.Errorf("create ledger %s: %w", path, err)
+		return Info{}, fmt.Errorf("create ledger %s: %w", path, err)
 	}
 	return describe(path)
 }
 
 // Path is the ledger's file.
-func (l *Ledger) Path() string { return l.path }
+func (l *File) Path() string { return l.path }
 
 // Orders are the Renyi orders of the ledger's curves (nil before the first
 // RegisterCurve).
-func (l *Ledger) Orders() []float64 {
+func (l *File) Orders() []float64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return slices.Clone(l.orders)
@@ -591,7 +591,7 @@ func (l *Ledger) Orders() []float64 {
 
 // Delta is the delta at which the ledger converts curves to epsilon (0
 // before the first RegisterCurve).
-func (l *Ledger) Delta() float64 {
+func (l *File) Delta() float64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.delta
@@ -642,7 +642,7 @@ func curveHash(orders, rd []float64, more func(hash.Hash)) []byte {
 // no-op. Errors: g is not the guarantee of one release, its mu disagrees
 // with its curve, its orders or delta differ from the ledger's, the model
 // does not encode as JSON, the write fails.
-func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
+func (l *File) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
 	if err := CheckGuarantee(g); err != nil {
 		return nil, err
 	}
@@ -746,7 +746,7 @@ func CheckGrid(orders []float64, delta float64, first bool, lorders []float64, l
 // removed, replaced or truncated before or during the commit, or could not
 // be read: the charge may sit in a file no one will read, so it counts as
 // not made, and no later charge succeeds).
-func (l *Ledger) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
+func (l *File) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
 	if l.readOnly {
 		return Balance{}, fmt.Errorf("ledger %s: charge: %w", l.path, ErrReadOnlyLedger)
 	}
@@ -758,7 +758,7 @@ func (l *Ledger) Charge(account string, curve *Curve, releases int, budget float
 
 // settle commits batch and answers each of its charges (the Batcher's
 // commit).
-func (l *Ledger) settle(batch []*ChargeRequest) {
+func (l *File) settle(batch []*ChargeRequest) {
 	err := l.commitBatch(batch)
 	for _, r := range batch {
 		if err != nil {
@@ -771,7 +771,7 @@ func (l *Ledger) settle(batch []*ChargeRequest) {
 // commitBatch applies batch in one transaction, between two checks that the
 // ledger's path names the file it holds (Err): the charges count only if
 // they were committed to the file that a restarted server will read.
-func (l *Ledger) commitBatch(batch []*ChargeRequest) error {
+func (l *File) commitBatch(batch []*ChargeRequest) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
@@ -817,7 +817,7 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // fail records err as the ledger's failure (the first one stays) and
 // returns the failure, an *UnavailableError.
-func (l *Ledger) fail(err error) error {
+func (l *File) fail(err error) error {
 	var ue *UnavailableError
 	if !errors.As(err, &ue) {
 		ue = &UnavailableError{Path: l.path, Reason: "could not be read", Err: err}
@@ -831,7 +831,7 @@ func (l *Ledger) fail(err error) error {
 // at least as long as its last committed transaction needs; otherwise, or
 // after an earlier failure, the failure (*UnavailableError, which stays).
 // A server asks it for readiness.
-func (l *Ledger) Err() error {
+func (l *File) Err() error {
 	if err := l.broken.Load(); err != nil {
 		return *err
 	}
@@ -851,7 +851,7 @@ func (l *Ledger) Err() error {
 
 // apply charges r inside tx, or refuses it; a charge is recorded in the
 // charges bucket.
-func (l *Ledger) apply(tx *bolt.Tx, r *ChargeRequest, now time.Time) (Balance, error) {
+func (l *File) apply(tx *bolt.Tx, r *ChargeRequest, now time.Time) (Balance, error) {
 	b := tx.Bucket(bucketAccounts)
 	rec, err := decodeAccount(r.Account, b.Get([]byte(r.Account)))
 	if err != nil {
@@ -913,7 +913,7 @@ func decodeAccount(id string, v []byte) (*accountRecord, error) {
 }
 
 // comp is the ledger's Grid (budget.go): its orders and delta.
-func (l *Ledger) comp() Grid {
+func (l *File) comp() Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return Grid{Orders: l.orders, Delta: l.delta}
@@ -921,7 +921,7 @@ func (l *Ledger) comp() Grid {
 
 // curve returns the registered curve id (init loaded every curve, and
 // accounts are charged only under registered ones).
-func (l *Ledger) curve(id string) (*Curve, error) {
+func (l *File) curve(id string) (*Curve, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	c, ok := l.curves[id]
@@ -933,14 +933,14 @@ func (l *Ledger) curve(id string) (*Curve, error) {
 
 // balance is the balance of the account with record rec against budget
 // for releases of curve.
-func (l *Ledger) balance(id string, rec *accountRecord, curve *Curve, budget float64) (Balance, error) {
+func (l *File) balance(id string, rec *accountRecord, curve *Curve, budget float64) (Balance, error) {
 	return l.comp().Balance(id, rec.Releases, l.curve, curve, budget)
 }
 
 // Balance returns the committed balance of account against budget for
 // releases of curve, without charging (a charge may still be refused:
 // charges of other requests may land first).
-func (l *Ledger) Balance(account string, curve *Curve, budget float64) (Balance, error) {
+func (l *File) Balance(account string, curve *Curve, budget float64) (Balance, error) {
 	if err := l.broken.Load(); err != nil {
 		return Balance{}, *err
 	}
@@ -965,7 +965,7 @@ func (l *Ledger) Balance(account string, curve *Curve, budget float64) (Balance,
 }
 
 // Accounts returns every account of the ledger, by ID.
-func (l *Ledger) Accounts() ([]Account, error) {
+func (l *File) Accounts() ([]Account, error) {
 	var out []Account
 	err := l.guard(func() error {
 		return l.bf.db.View(func(tx *bolt.Tx) error {
@@ -991,7 +991,7 @@ func (l *Ledger) Accounts() ([]Account, error) {
 
 // Close stops taking charges, waits for those submitted to be settled and
 // closes the file.
-func (l *Ledger) Close() error {
+func (l *File) Close() error {
 	l.closeMu.Lock()
 	defer l.closeMu.Unlock()
 	if l.closed {
@@ -1007,11 +1007,11 @@ func (l *Ledger) Close() error {
 	return nil
 }
 
-// Name is the ledger's file (PrivacyLedger).
-func (l *Ledger) Name() string { return l.path }
+// Name is the ledger's file (Ledger).
+func (l *File) Name() string { return l.path }
 
-// Format is LedgerFormat (PrivacyLedger).
-func (l *Ledger) Format() string { return LedgerFormat }
+// Format is FileFormat (Ledger).
+func (l *File) Format() string { return FileFormat }
 
 // History returns the ledger's charges newest first as q selects, with the
 // curves and models they name. Each charge record is checked against its
@@ -1019,7 +1019,7 @@ func (l *Ledger) Format() string { return LedgerFormat }
 // recorded them (ledgers of before the charges bucket) are not in it. A
 // query for one account reads every charge newer than the ones it returns
 // (the file has no index by account). Errors: q invalid (*option.Error).
-func (l *Ledger) History(q HistoryQuery) (History, error) {
+func (l *File) History(q HistoryQuery) (History, error) {
 	if err := q.Check(); err != nil {
 		return History{}, err
 	}
@@ -1072,7 +1072,7 @@ func (l *Ledger) History(q HistoryQuery) (History, error) {
 }
 
 // describeHistory fills h's curves and models from the ledger.
-func (l *Ledger) describeHistory(h *History, comp Grid) error {
+func (l *File) describeHistory(h *History, comp Grid) error {
 	return l.guard(func() error {
 		return l.bf.db.View(func(tx *bolt.Tx) error {
 			for _, c := range h.Charges {

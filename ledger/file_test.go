@@ -27,10 +27,10 @@ import (
 func populatedLedger(t testing.TB, dir string, n int) (string, map[string]uint64) {
 	t.Helper()
 	path := filepath.Join(dir, "ledger.db")
-	if _, err := CreateLedger(path); err != nil {
+	if _, err := CreateFile(path); err != nil {
 		t.Fatal(err)
 	}
-	l, err := OpenLedger(path)
+	l, err := OpenFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +64,9 @@ func populatedLedger(t testing.TB, dir string, n int) (string, map[string]uint64
 // releasesOf opens the ledger at path (read-only when ro) and returns its
 // accounts' releases by ID.
 func releasesOf(path string, ro bool) (map[string]uint64, error) {
-	open := OpenLedger
+	open := OpenFile
 	if ro {
-		open = OpenLedgerReadOnly
+		open = OpenFileReadOnly
 	}
 	l, err := open(path)
 	if err != nil {
@@ -106,7 +106,7 @@ func pageOwners(t testing.TB, path string) (boltcheck.Info, map[uint64]string) {
 func TestCheckBoltFileAgreesWithBbolt(t *testing.T) {
 	dir := t.TempDir()
 	path, want := populatedLedger(t, dir, 800)
-	l, err := OpenLedgerReadOnly(path)
+	l, err := OpenFileReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func FuzzLedgerFile(f *testing.F) {
 }
 
 // TestMissingAndEmptyLedger: a missing ledger and an emptied one are errors
-// at open that say so (never a new ledger); CreateLedger makes a ledger
+// at open that say so (never a new ledger); CreateFile makes a ledger
 // once, and refuses an existing file, an empty one included, leaving it as
 // it was.
 func TestMissingAndEmptyLedger(t *testing.T) {
@@ -306,15 +306,15 @@ func TestMissingAndEmptyLedger(t *testing.T) {
 			t.Fatalf("opening a missing ledger created %s", path)
 		}
 	}
-	info, err := CreateLedger(path)
-	if err != nil || len(info.LedgerID) != 32 || info.Created == nil || info.Accounts != 0 || info.Format != LedgerFormat {
+	info, err := CreateFile(path)
+	if err != nil || len(info.LedgerID) != 32 || info.Created == nil || info.Accounts != 0 || info.Format != FileFormat {
 		t.Fatalf("CreateLedger: %+v, %v", info, err)
 	}
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
-	if _, err := CreateLedger(path); !errors.Is(err, ErrLedgerExists) {
-		t.Errorf("second CreateLedger: %v", err)
+	if _, err := CreateFile(path); !errors.Is(err, ErrLedgerExists) {
+		t.Errorf("second CreateFile: %v", err)
 	}
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
@@ -324,7 +324,7 @@ func TestMissingAndEmptyLedger(t *testing.T) {
 			t.Errorf("emptied (read-only %v): %v", ro, err)
 		}
 	}
-	if _, err := CreateLedger(path); !errors.Is(err, ErrLedgerExists) || !strings.Contains(err.Error(), "exists (0 bytes)") {
+	if _, err := CreateFile(path); !errors.Is(err, ErrLedgerExists) || !strings.Contains(err.Error(), "exists (0 bytes)") {
 		t.Errorf("CreateLedger over an emptied ledger: %v", err)
 	}
 	if st, _ := os.Stat(path); st.Size() != 0 {
@@ -337,7 +337,7 @@ func TestMissingAndEmptyLedger(t *testing.T) {
 
 // servingLedger opens a populated ledger (populatedLedger, n accounts) for
 // charging, with its curve registered again.
-func servingLedger(t *testing.T, n int) (*Ledger, *Curve, map[string]uint64) {
+func servingLedger(t *testing.T, n int) (*File, *Curve, map[string]uint64) {
 	t.Helper()
 	path, want := populatedLedger(t, t.TempDir(), n)
 	l := openLedger(t, path)
@@ -360,7 +360,7 @@ func TestLedgerFileChangedWhileServing(t *testing.T) {
 		{"removed", "was removed", func(t *testing.T, path string) { os.Remove(path) }},
 		{"replaced", "was replaced by another file", func(t *testing.T, path string) {
 			other := filepath.Join(t.TempDir(), "other.db")
-			if _, err := CreateLedger(other); err != nil {
+			if _, err := CreateFile(other); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Rename(other, path); err != nil {
@@ -449,20 +449,20 @@ func TestBackupAndRestore(t *testing.T) {
 	l.Close()
 	sum := fileSum(t, b.Path)
 	var bfe *BackupFileError
-	if _, err := OpenLedger(b.Path); !errors.As(err, &bfe) || bfe.Mark.Txid != b.Backup.Txid ||
+	if _, err := OpenFile(b.Path); !errors.As(err, &bfe) || bfe.Mark.Txid != b.Backup.Txid ||
 		!strings.Contains(err.Error(), "is a backup of ledger "+l.id) || !strings.Contains(err.Error(), "would forget every charge made after it was taken") {
 		t.Fatalf("serving the backup: %v", err)
 	}
 	if got, err := releasesOf(b.Path, true); err != nil || !mapsEqual(got, want) {
 		t.Fatalf("backup read-only: %v, %d accounts", err, len(got))
 	}
-	if _, err := RestoreLedger(b.Path, path, false); !errors.Is(err, ErrRollbackNotAccepted) || !strings.Contains(err.Error(), "forgetting every charge made after the backup was taken") {
+	if _, err := Restore(b.Path, path, false); !errors.Is(err, ErrRollbackNotAccepted) || !strings.Contains(err.Error(), "forgetting every charge made after the backup was taken") {
 		t.Fatalf("restore without acknowledging: %v", err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal("a refused restore wrote the ledger")
 	}
-	rec, err := RestoreLedger(b.Path, path, true)
+	rec, err := Restore(b.Path, path, true)
 	if err != nil || rec.Backup == nil || rec.Backup.Txid != b.Backup.Txid || rec.Replaced != "" {
 		t.Fatalf("restore: %+v, %v", rec, err)
 	}
@@ -470,7 +470,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if err != nil || !mapsEqual(got, want) {
 		t.Fatalf("restored: %v, %d accounts", err, len(got))
 	}
-	r, err := OpenLedgerReadOnly(path)
+	r, err := OpenFileReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,11 +486,11 @@ func TestBackupAndRestore(t *testing.T) {
 	// Restoring again moves the ledger aside (never deleting it; its history
 	// stays there) and records the restore; a held ledger is not moved.
 	held := openLedger(t, path)
-	if _, err := RestoreLedger(b.Path, path, true); err == nil || !strings.Contains(err.Error(), "open in another process") {
+	if _, err := Restore(b.Path, path, true); err == nil || !strings.Contains(err.Error(), "open in another process") {
 		t.Fatalf("restore over a held ledger: %v", err)
 	}
 	held.Close()
-	rec, err = RestoreLedger(b.Path, path, true)
+	rec, err = Restore(b.Path, path, true)
 	if err != nil || !strings.HasPrefix(rec.Replaced, path+".replaced-") {
 		t.Fatalf("second restore: %+v, %v", rec, err)
 	}
@@ -506,7 +506,7 @@ func TestBackupAndRestore(t *testing.T) {
 	// A corrupt backup is refused, the ledger untouched.
 	bad := corruptCopy(t, b.Path, bdir, "bad.db", func(b []byte) []byte { return b[:8<<10] })
 	before := fileSum(t, path)
-	if _, err := RestoreLedger(bad, path, true); !errors.Is(err, ErrCorruptLedger) {
+	if _, err := Restore(bad, path, true); !errors.Is(err, ErrCorruptLedger) {
 		t.Errorf("restore of a corrupt backup: %v", err)
 	}
 	if fileSum(t, path) != before {
@@ -515,7 +515,7 @@ func TestBackupAndRestore(t *testing.T) {
 	// A live ledger (no backup mark) is refused as a backup: restored, it
 	// would be a second ledger with the same ID.
 	fresh := filepath.Join(t.TempDir(), "new.db")
-	if _, err := RestoreLedger(path, fresh, true); !errors.Is(err, ErrNotBackup) || !strings.Contains(err.Error(), "has no backup mark") {
+	if _, err := Restore(path, fresh, true); !errors.Is(err, ErrNotBackup) || !strings.Contains(err.Error(), "has no backup mark") {
 		t.Errorf("restore of a live ledger: %v", err)
 	}
 	if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
@@ -630,7 +630,7 @@ func TestLedgerReadOnly(t *testing.T) {
 	path, want := populatedLedger(t, dir, 50)
 	sum := fileSum(t, path)
 	st, _ := os.Stat(path)
-	l, err := OpenLedgerReadOnly(path)
+	l, err := OpenFileReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +662,7 @@ func TestLedgerReadOnly(t *testing.T) {
 	os.Chmod(dir, 0o755)
 	os.Chmod(path, 0o600)
 	held := openLedger(t, path)
-	if _, err := OpenLedgerReadOnly(path); err == nil || !strings.Contains(err.Error(), "open in another process") {
+	if _, err := OpenFileReadOnly(path); err == nil || !strings.Contains(err.Error(), "open in another process") {
 		t.Errorf("read-only open of a held ledger: %v", err)
 	}
 	held.Close()

@@ -303,7 +303,7 @@ func TestLedgerCurveOfBefore(t *testing.T) {
 		rc, _ := ref.RegisterCurve(gaussianGuarantee(mu*mu/2), "m")
 		want, _ := ref.Charge("alice", rc, n, math.Inf(1))
 		path := filepath.Join(t.TempDir(), "old.db")
-		if _, err := CreateLedger(path); err != nil {
+		if _, err := CreateFile(path); err != nil {
 			t.Fatal(err)
 		}
 		db, err := bolt.Open(path, 0o600, nil)
@@ -405,7 +405,7 @@ func TestLedgerGaussianCurveTampered(t *testing.T) {
 		if err := errors.Join(err, db.Close()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := OpenLedger(path); !errors.Is(err, ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
+		if _, err := OpenFile(path); !errors.Is(err, ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: %v, want corrupt: %q", tc.name, err, tc.err)
 		}
 	}
@@ -504,7 +504,7 @@ func TestLedgerLegacyAccountantNames(t *testing.T) {
 	})
 	db.Close()
 	sum := fileSum(t, path)
-	ro, err := OpenLedgerReadOnly(path)
+	ro, err := OpenFileReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
 	}

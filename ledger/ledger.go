@@ -13,26 +13,26 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// PrivacyLedger is what a Server charges: the durable record, per account
+// Ledger is what a Server charges: the durable record, per account
 // (a key ID), of the releases charged under each model's certified RDP
 // curve (and, for a release that is exactly Gaussian, its mu: an account
 // of Gaussian releases only composes exactly). Two implementations, with one budget arithmetic (budget.go):
 //
-//   - *Ledger, a bbolt file that one process opens (OpenLedger): the
+//   - *File, a bbolt file that one process opens (OpenFile): the
 //     embedded default of a service on one machine;
 //   - *PGLedger, a PostgreSQL database that every replica of a service
 //     shares (OpenPGLedger): charges are transactions under a row lock on
 //     the account, so replicas charging one key can never together pass a
 //     budget that only one of them fits in.
 //
-// Both are created explicitly (CreateLedger, CreatePGLedger; `nvdp serve
+// Both are created explicitly (CreateFile, CreatePGLedger; `nvdp serve
 // ledger init`) and refuse to open what they did not create. Every method
 // is safe for concurrent use. docs/serving.md, "The ledger".
-type PrivacyLedger interface {
+type Ledger interface {
 	// Name identifies the ledger in logs and errors: the file's path, or the
 	// database's host and name (never its password).
 	Name() string
-	// Format is the ledger's format: LedgerFormat for the file,
+	// Format is the ledger's format: FileFormat for the file,
 	// PGLedgerFormat for PostgreSQL (GET /v1/info).
 	Format() string
 	// RegisterCurve records g, the certified guarantee of one release of a
@@ -57,7 +57,7 @@ type PrivacyLedger interface {
 	// Accounts returns every account, by ID.
 	Accounts() ([]Account, error)
 	// Info describes the ledger: its identity, format and size.
-	Info() (LedgerInfo, error)
+	Info() (Info, error)
 	// History returns charges of the ledger's history, newest first
 	// (HistoryQuery), with the curves and models they name.
 	History(q HistoryQuery) (History, error)
@@ -66,7 +66,7 @@ type PrivacyLedger interface {
 	Close() error
 }
 
-var _ PrivacyLedger = (*Ledger)(nil)
+var _ Ledger = (*File)(nil)
 
 // Curve is a model's certified RDP curve of one release, registered in a
 // ledger, and for a release that is exactly a Gaussian mechanism its mu:

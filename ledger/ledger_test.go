@@ -42,14 +42,14 @@ func epsOfReleases(m, rho, delta float64) float64 {
 
 // openLedger opens the ledger at path, creating it first when there is no
 // file there, closed when the test ends.
-func openLedger(t *testing.T, path string) *Ledger {
+func openLedger(t *testing.T, path string) *File {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		if _, err := CreateLedger(path); err != nil {
+		if _, err := CreateFile(path); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l, err := OpenLedger(path)
+	l, err := OpenFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestOpenLedgerErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ledger.db")
 	l := openLedger(t, path)
-	if _, err := OpenLedger(path); err == nil || !strings.Contains(err.Error(), path+": open in another process") {
+	if _, err := OpenFile(path); err == nil || !strings.Contains(err.Error(), path+": open in another process") {
 		t.Errorf("second open: %v", err)
 	}
 	if _, err := l.RegisterCurve(gaussianGuarantee(0.01), nil); err != nil {
@@ -218,7 +218,7 @@ func TestOpenLedgerErrors(t *testing.T) {
 	}
 	junk := filepath.Join(dir, "junk.db")
 	os.WriteFile(junk, []byte(strings.Repeat("not a database ", 1000)), 0o600)
-	if _, err := OpenLedger(junk); err == nil || !strings.Contains(err.Error(), junk) {
+	if _, err := OpenFile(junk); err == nil || !strings.Contains(err.Error(), junk) {
 		t.Errorf("junk file: %v", err)
 	}
 }

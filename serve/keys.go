@@ -185,7 +185,7 @@ func parseKeyLine(line string) (*Key, error) {
 
 // KeySource authenticates the API keys of a Server: a keys file (*Keys,
 // ReadKeys; the server's ReloadKeys replaces it while serving, `nvdp serve`
-// on SIGHUP) or the keys table of a PostgreSQL ledger (*PGLedger), where
+// on SIGHUP) or the keys table of a PostgreSQL ledger (*pgledger.Ledger), where
 // keys are added, rotated and revoked while the replicas run. Both store
 // only the SHA-256 of each key.
 type KeySource interface {

@@ -27,7 +27,7 @@ type metrics struct {
 }
 
 // ledgerCollectors is what a ledger with metrics of its own has beside
-// PrivacyLedger (PGLedger: its connection pool and waiting charges).
+// ledger.Ledger (*pgledger.Ledger: its connection pool and waiting charges).
 type ledgerCollectors interface {
 	Collectors() []prometheus.Collector
 }
@@ -42,7 +42,7 @@ type releaserCollectors interface {
 	Collectors() []prometheus.Collector
 }
 
-func newMetrics(lim *limiter, ledger ledger.PrivacyLedger, rel Releaser) *metrics {
+func newMetrics(lim *limiter, ledger ledger.Ledger, rel Releaser) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -50,7 +50,7 @@ func execSQL(t testing.TB, dsn, sql string, args ...any) {
 func TestPGLedgerDatabaseDown(t *testing.T) {
 	cluster := pgtest.New(t, pgtest.Options{})
 	dsn := servetest.InitPGLedger(t, cluster)
-	o := pgledger.DefaultPGOptions()
+	o := pgledger.DefaultOptions()
 	o.Timeout = time.Second
 	l := servetest.OpenPGLedger(t, dsn, o)
 	key := mustKey(t)
@@ -141,7 +141,7 @@ func newTestServer(t *testing.T, srv *serve.Server) string {
 // server runs, which authenticates each change from the next request; the
 // budget is the key's; the listing shows no hash; an ID is never reused.
 func TestPGKeys(t *testing.T) {
-	l := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultPGOptions())
+	l := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultOptions())
 	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, l, serve.DefaultOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestPGPermanentErrorsServed(t *testing.T) {
 	execSQL(t, dsn, `GRANT ALL ON ALL TABLES IN SCHEMA nvdp TO nvdp_noinsert`)
 	execSQL(t, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
 	execSQL(t, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
-	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), pgledger.DefaultPGOptions())
+	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), pgledger.DefaultOptions())
 	so := serve.DefaultOptions()
 	so.BudgetEpsilon = math.Inf(1)
 	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, nil, so, nil)

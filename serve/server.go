@@ -72,7 +72,7 @@ type Server struct {
 	guar   *privacy.Guarantee
 	one    privacyOfOne
 	curve  *ledger.Curve
-	ledger ledger.PrivacyLedger
+	ledger ledger.Ledger
 	// keys authenticates requests: nil without keys (one shared account),
 	// fileKeys for a keys file (swapped by ReloadKeys), or a key store such
 	// as a PostgreSQL ledger's keys table.
@@ -92,9 +92,9 @@ type Server struct {
 }
 
 // fileBackups is what a ledger whose server writes its backups (the file,
-// *ledger.Ledger) has beside ledger.PrivacyLedger.
+// *ledger.File) has beside ledger.Ledger.
 type fileBackups interface {
-	Backup(dir string) (ledger.LedgerInfo, error)
+	Backup(dir string) (ledger.Info, error)
 	PruneBackups(dir string, keep int) ([]string, error)
 }
 
@@ -187,10 +187,10 @@ type reqInfo struct {
 }
 
 // New returns a server releasing from rel, charging ledger (the bbolt file
-// or PostgreSQL: ledger.PrivacyLedger), authenticating with keys: nil (or a nil
+// or PostgreSQL: ledger.Ledger), authenticating with keys: nil (or a nil
 // *Keys) for no keys and one shared account; a keys file (*Keys, which
 // ReloadKeys replaces while serving); or another KeySource, such as a
-// PostgreSQL ledger's keys table (*PGLedger), whose keys change while the
+// PostgreSQL ledger's keys table (*pgledger.Ledger), whose keys change while the
 // server runs. It registers the model's curve in the ledger. log receives
 // the access log and the server's events (nil: slog.Default()). Errors:
 // invalid options (*option.Error), a model with an empty shape or without
@@ -198,7 +198,7 @@ type reqInfo struct {
 // when there is no default (*option.Error for budget_epsilon), a BackupDir
 // that is no directory (*option.Error for backup_dir), the ledger refusing
 // the curve.
-func New(rel Releaser, lg ledger.PrivacyLedger, keys KeySource, o Options, log *slog.Logger) (*Server, error) {
+func New(rel Releaser, lg ledger.Ledger, keys KeySource, o Options, log *slog.Logger) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -806,7 +806,7 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 //     was removed, replaced, truncated or could not be read (the server
 //     releases nothing until an operator restarts it on a good ledger);
 //   - else 500 ledger_error: a failure no retry changes (a permanent
-//     database error, PGError.Permanent: permission denied, a table
+//     database error, pgledger.Error.Permanent: permission denied, a table
 //     missing), for an operator to fix.
 func (s *Server) ledgerFailed(w http.ResponseWriter, info *reqInfo, err error) {
 	switch {
@@ -951,7 +951,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *reqInfo) {
 }
 
 // readyz is 200 while the server takes requests, 503 once it drains, while
-// its ledger is unavailable (ledger.PrivacyLedger.Err), and while its ledger
+// its ledger is unavailable (ledger.Ledger.Err), and while its ledger
 // cannot charge: for chargeFailureHold after a charge failed on it (a full
 // disk, a database user without write rights: the ledger answers, but
 // every charge fails), unless a charge holds meanwhile.
@@ -990,14 +990,14 @@ func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, *reqI
 // the metrics. It works while the ledger is unavailable: a removed ledger
 // file is rescued from the file the server holds open. One backup runs at a
 // time.
-func (s *Server) Backup() (ledger.LedgerInfo, error) {
+func (s *Server) Backup() (ledger.Info, error) {
 	s.backupMu.Lock()
 	defer s.backupMu.Unlock()
 	fb, ok := s.ledger.(fileBackups)
 	if !ok {
 		err := fmt.Errorf("ledger %s: %w: back the database up with its own tools (pg_dump, continuous archiving)", s.ledger.Name(), ledger.ErrNoBackup)
 		s.log.Error("ledger backup failed", "error", err)
-		return ledger.LedgerInfo{}, err
+		return ledger.Info{}, err
 	}
 	info, err := fb.Backup(s.opts.BackupDir)
 	if err != nil {

@@ -49,7 +49,7 @@ func (l *logBuffer) String() string {
 type fixture struct {
 	fake       *servetest.Fake
 	srv        *serve.Server
-	ledger     *ledger.Ledger
+	ledger     *ledger.File
 	http       *httptest.Server
 	logs       *logBuffer
 	alice, bob string // the keys
@@ -632,7 +632,7 @@ func FuzzEmbedBody(f *testing.F) {
 // failingLedger is a ledger whose charges fail with fail while it is set
 // (a full disk: the file is there, Err is nil, every commit fails).
 type failingLedger struct {
-	ledger.PrivacyLedger
+	ledger.Ledger
 	mu   sync.Mutex
 	fail error
 }
@@ -646,14 +646,14 @@ func (l *failingLedger) Charge(account string, curve *ledger.Curve, releases int
 	if err != nil {
 		return ledger.Balance{}, err
 	}
-	return l.PrivacyLedger.Charge(account, curve, releases, budget)
+	return l.Ledger.Charge(account, curve, releases, budget)
 }
 
 // TestReadyWhileChargesFail: /readyz answers 503 ledger_unavailable while
 // the ledger's charges fail though it answers (Err nil), and 200 again
 // once a charge holds.
 func TestReadyWhileChargesFail(t *testing.T) {
-	l := &failingLedger{PrivacyLedger: servetest.OpenLedger(t)}
+	l := &failingLedger{Ledger: servetest.OpenLedger(t)}
 	o := serve.DefaultOptions()
 	o.BudgetEpsilon = math.Inf(1)
 	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, nil, o, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -37,18 +37,18 @@ var loadReleaser = func(dir string, opt release.Options) (serve.Releaser, error)
 }
 
 // serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions
-// and pgledger.DefaultPGOptions.
+// and pgledger.DefaultOptions.
 type serveFlags struct {
 	model, addr, ledger, keys, logFormat string
 	keysInLedger                         bool
 	rel                                  release.Options
 	dev                                  deviceFlags
 	o                                    serve.Options
-	po                                   pgledger.PGOptions
+	po                                   pgledger.Options
 }
 
 func newServeCmd() *cobra.Command {
-	f := &serveFlags{o: serve.DefaultOptions(), po: pgledger.DefaultPGOptions()}
+	f := &serveFlags{o: serve.DefaultOptions(), po: pgledger.DefaultOptions()}
 	cmd := &cobra.Command{
 		Use:   "serve --model DIR --ledger FILE|postgres://...|env:VAR [--addr 127.0.0.1:8080] [--keys FILE | --keys-in-ledger] [--budget-epsilon E]",
 		Short: "Serve privatised embeddings over HTTP, charging each release to a per-key privacy budget in a durable ledger",
@@ -129,9 +129,9 @@ func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
 // ledgerFlagUsage says what --ledger takes.
 const ledgerFlagUsage = "privacy ledger: a file (bbolt), or a PostgreSQL database postgres://... | postgresql://... | env:VAR (the URL in the environment variable VAR); create it once with 'nvdp serve ledger init'"
 
-// pgOptionFlags binds the flags of pgledger.PGOptions (the option's JSON key
+// pgOptionFlags binds the flags of pgledger.Options (the option's JSON key
 // with dashes, as flagError names it).
-func pgOptionFlags(fs *pflag.FlagSet, o *pgledger.PGOptions) {
+func pgOptionFlags(fs *pflag.FlagSet, o *pgledger.Options) {
 	fs.IntVar(&o.MaxConns, "ledger-max-conns", o.MaxConns, "PostgreSQL ledger: most connections to the database")
 	fs.DurationVar(&o.Timeout, "ledger-timeout", o.Timeout, "PostgreSQL ledger: bound on every query, lock waits included (503 beyond, nothing released)")
 	fs.IntVar(&o.MaxWaitingCharges, "ledger-max-waiting", o.MaxWaitingCharges, "PostgreSQL ledger: most charges waiting for a transaction (503 ledger_busy beyond)")
@@ -269,7 +269,7 @@ func (f *serveFlags) check() (*serve.Keys, error) {
 }
 
 // openLedger opens --ledger (it must exist) and logs what it holds.
-func (f *serveFlags) openLedger() (ledger.PrivacyLedger, error) {
+func (f *serveFlags) openLedger() (ledger.Ledger, error) {
 	ledger, err := pgledger.OpenLedgerAt(f.ledger, f.po, false)
 	if err != nil {
 		return nil, ledgerHint(err, f.ledger)
@@ -283,12 +283,12 @@ func (f *serveFlags) openLedger() (ledger.PrivacyLedger, error) {
 
 // keySource is where the server authenticates: the keys file, the
 // PostgreSQL ledger's keys (--keys-in-ledger), or none (one shared account).
-func (f *serveFlags) keySource(keys *serve.Keys, ledger ledger.PrivacyLedger) serve.KeySource {
+func (f *serveFlags) keySource(keys *serve.Keys, ledger ledger.Ledger) serve.KeySource {
 	switch {
 	case keys != nil:
 		return keys
 	case f.keysInLedger:
-		return ledger.(*pgledger.PGLedger) // f.check: IsPostgres
+		return ledger.(*pgledger.Ledger) // f.check: IsPostgres
 	}
 	return nil
 }

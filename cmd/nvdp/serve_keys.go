@@ -41,7 +41,7 @@ rotated-out key is refused (401); its account, and what it spent, stay in the le
 	rotate := f.command("rotate --ledger URL --id ID",
 		"Replace a key's secret: print the new key once; the old one is refused from now on", true, f.rotate)
 	revoke := f.command("revoke --ledger URL --id ID", "Revoke a key: refused from now on; its account stays", true,
-		func(_ *cobra.Command, l *pgledger.PGLedger) error {
+		func(_ *cobra.Command, l *pgledger.Ledger) error {
 			if err := l.RevokeKey(f.id); err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ rotated-out key is refused (401); its account, and what it spent, stay in the le
 	setBudget := f.command("budget --ledger URL --id ID --budget-epsilon E",
 		"Change a key's budget (epsilon at the model's delta; inf: no limit)", true, f.setBudget)
 	list := f.command("list --ledger URL", "Print the keys as JSON: ID, budget, labels, created, rotated, revoked (never a hash)", false,
-		func(cmd *cobra.Command, l *pgledger.PGLedger) error {
+		func(cmd *cobra.Command, l *pgledger.Ledger) error {
 			keys, err := l.Keys()
 			if err != nil {
 				return err
@@ -71,7 +71,7 @@ rotated-out key is refused (401); its account, and what it spent, stay in the le
 
 // command is a subcommand of `nvdp serve keys` that runs run on the opened
 // ledger (closed after it), after the check of --id when needsID.
-func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Command, *pgledger.PGLedger) error) *cobra.Command {
+func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Command, *pgledger.Ledger) error) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if needsID && f.id == "" {
@@ -101,7 +101,7 @@ func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Com
 
 // open opens the PostgreSQL ledger of --ledger (a file ledger has a keys
 // file instead).
-func (f *keysFlags) open() (*pgledger.PGLedger, error) {
+func (f *keysFlags) open() (*pgledger.Ledger, error) {
 	switch {
 	case f.path == "":
 		return nil, errors.New("--ledger: required")
@@ -112,7 +112,7 @@ func (f *keysFlags) open() (*pgledger.PGLedger, error) {
 	if err != nil {
 		return nil, ledgerHint(err, f.path)
 	}
-	return l.(*pgledger.PGLedger), nil
+	return l.(*pgledger.Ledger), nil
 }
 
 // parseLabels checks the --label flags (KEY=VALUE) before any work.
@@ -132,7 +132,7 @@ func (f *keysFlags) parseLabels() error {
 }
 
 // add makes a key, stores it with its budget and labels, and prints it.
-func (f *keysFlags) add(cmd *cobra.Command, l *pgledger.PGLedger) error {
+func (f *keysFlags) add(cmd *cobra.Command, l *pgledger.Ledger) error {
 	key, err := serve.GenerateKey()
 	if err != nil {
 		return err
@@ -146,7 +146,7 @@ func (f *keysFlags) add(cmd *cobra.Command, l *pgledger.PGLedger) error {
 }
 
 // rotate replaces the secret of key --id and prints the new key.
-func (f *keysFlags) rotate(cmd *cobra.Command, l *pgledger.PGLedger) error {
+func (f *keysFlags) rotate(cmd *cobra.Command, l *pgledger.Ledger) error {
 	key, err := serve.GenerateKey()
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ func (f *keysFlags) rotate(cmd *cobra.Command, l *pgledger.PGLedger) error {
 }
 
 // setBudget changes the budget of key --id.
-func (f *keysFlags) setBudget(_ *cobra.Command, l *pgledger.PGLedger) error {
+func (f *keysFlags) setBudget(_ *cobra.Command, l *pgledger.Ledger) error {
 	if err := l.SetKeyBudget(f.id, f.budget); err != nil {
 		return fmt.Errorf("--budget-epsilon: %w", err)
 	}

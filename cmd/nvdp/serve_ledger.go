@@ -59,8 +59,8 @@ received what, under which curve and model), 'backup' copies a file ledger no se
 
 // openLedgerToRead opens the ledger at loc to read it: a file read-only, a
 // PostgreSQL ledger with the default options.
-func openLedgerToRead(loc string) (ledger.PrivacyLedger, error) {
-	return pgledger.OpenLedgerAt(loc, pgledger.DefaultPGOptions(), true)
+func openLedgerToRead(loc string) (ledger.Ledger, error) {
+	return pgledger.OpenLedgerAt(loc, pgledger.DefaultOptions(), true)
 }
 
 // fileOnly refuses a PostgreSQL ledger for a command of files (what).
@@ -133,14 +133,14 @@ Run it once before the first server starts, and before a newer nvdp serves.`,
 				if err != nil {
 					return fmt.Errorf("--ledger: %w", err)
 				}
-				info, applied, err := pgledger.CreatePGLedger(dsn, 30*time.Second)
+				info, applied, err := pgledger.Create(dsn, 30*time.Second)
 				if err != nil {
 					return fmt.Errorf("--ledger: %w", err)
 				}
 				slog.Info("ledger schema", "ledger", info.Path, "schema_version", info.SchemaVersion, "migrations_applied", applied)
 				return printJSON(cmd.OutOrStdout(), info)
 			}
-			info, err := ledger.CreateLedger(path)
+			info, err := ledger.CreateFile(path)
 			if err != nil {
 				return fmt.Errorf("--ledger: %w", err)
 			}
@@ -205,7 +205,7 @@ the backup itself (into its --backup-dir).`,
 					return fmt.Errorf("--out %s: not a directory", out)
 				}
 			}
-			l, err := ledger.OpenLedgerReadOnly(path)
+			l, err := ledger.OpenFileReadOnly(path)
 			if err != nil {
 				return ledgerHint(err, path)
 			}
@@ -243,7 +243,7 @@ nothing is changed. Stop the server first. docs/serving.md, "Backups and restore
 			if err := fileOnly(path, "restore"); err != nil {
 				return err
 			}
-			rec, err := ledger.RestoreLedger(backup, path, accept)
+			rec, err := ledger.Restore(backup, path, accept)
 			if errors.Is(err, ledger.ErrRollbackNotAccepted) {
 				return fmt.Errorf("%w: give --accept-rollback", err)
 			}

@@ -60,7 +60,7 @@ func TestServeLedgerDeletedAndRestored(t *testing.T) {
 		t.Fatal("serve created the ledger")
 	}
 	out, stderr, code := runHelper(t, "serve", "ledger", "init", "--ledger", ledger)
-	var info nvledger.LedgerInfo
+	var info nvledger.Info
 	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || len(info.LedgerID) != 32 {
 		t.Fatalf("ledger init: exit %d %s\n%s", code, out, stderr)
 	}
@@ -143,10 +143,10 @@ func TestServeLedgerDeletedAndRestored(t *testing.T) {
 func TestServeCorruptLedger(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
-	if _, err := nvledger.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateFile(ledger); err != nil {
 		t.Fatal(err)
 	}
-	l, err := nvledger.OpenLedger(ledger)
+	l, err := nvledger.OpenFile(ledger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,10 +201,10 @@ func TestServeCorruptLedger(t *testing.T) {
 func TestServeLedgerReadOut(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
-	if _, err := nvledger.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateFile(ledger); err != nil {
 		t.Fatal(err)
 	}
-	l, err := nvledger.OpenLedger(ledger)
+	l, err := nvledger.OpenFile(ledger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestServeLedgerReadOut(t *testing.T) {
 		t.Fatalf("nvdp serve ledger: %v %s", err, out)
 	}
 	out, err = runCmd(newServeCmd(), "ledger", "check", "--ledger", ledger)
-	var info nvledger.LedgerInfo
+	var info nvledger.Info
 	if err != nil || json.Unmarshal([]byte(out), &info) != nil || info.Accounts != 1 || info.Releases != 4 {
 		t.Fatalf("nvdp serve ledger check: %v %s", err, out)
 	}
@@ -248,7 +248,7 @@ func TestServeReloadKeysOnSIGHUP(t *testing.T) {
 	if err := serve.AppendKey(keys, "alice", alice, option.Auto()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nvledger.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateFile(ledger); err != nil {
 		t.Fatal(err)
 	}
 	p := startServe(t, ledger, keys, 0)

@@ -44,8 +44,8 @@ func newPGService(t *testing.T, cluster *pgtest.Cluster, budget string, n int) *
 	t.Helper()
 	t.Setenv("NVDP_LEDGER_DSN", cluster.NewDatabase(t))
 	out, stderr, code := runHelper(t, "serve", "ledger", "init", "--ledger", ledgerLoc)
-	var info nvledger.LedgerInfo
-	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.SchemaVersion != pgledger.PGSchemaVersion || len(info.LedgerID) != 32 {
+	var info nvledger.Info
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.SchemaVersion != pgledger.SchemaVersion || len(info.LedgerID) != 32 {
 		t.Fatalf("ledger init: exit %d %s\n%s", code, out, stderr)
 	}
 	out, stderr, code = runHelper(t, "serve", "keys", "add", "--ledger", ledgerLoc, "--id", "load", "--budget-epsilon", budget, "--label", "test=pg")

@@ -196,7 +196,7 @@ func TestServeKillAndRestart(t *testing.T) {
 	if err := serve.AppendKey(keys, "load", key, option.Auto()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nvledger.CreateLedger(ledger); err != nil {
+	if _, err := nvledger.CreateFile(ledger); err != nil {
 		t.Fatal(err)
 	}
 	const clients, perRequest = 8, 2

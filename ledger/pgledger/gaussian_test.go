@@ -23,7 +23,7 @@ import (
 // them by the RDP sum, in both; refusals at the exact budget's edge agree.
 func TestLedgersAgreeGaussian(t *testing.T) {
 	file := servetest.OpenLedger(t)
-	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultPGOptions())
+	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultOptions())
 	const mu1, mu2 = 0.4, 1.1
 	// A budget that holds alice's 3 + 2 releases of mu1 and 2 of mu2 exactly
 	// (the RDP sum would hold fewer).
@@ -43,7 +43,7 @@ func TestLedgersAgreeGaussian(t *testing.T) {
 	steps := []chargeStep{{"alice", 0, 3}, {"alice", 1, 2}, {"bob", 1, 1}, {"alice", 0, 2}, {"alice", 0, 1}, {"bob", 2, 2}, {"bob", 0, 1}, {"carol", 2, 3}, {"dave", 1, 9}}
 	var results [2][]string
 	var spent [2]map[string]float64
-	for i, l := range []ledger.PrivacyLedger{file, pg} {
+	for i, l := range []ledger.Ledger{file, pg} {
 		var curves [3]*ledger.Curve
 		for j, g := range []*privacy.Guarantee{servetest.ExactGaussianGuarantee(mu1), servetest.ExactGaussianGuarantee(mu2), servetest.GaussianGuarantee(rho)} {
 			c, err := l.RegisterCurve(g, map[string]any{"model": j})
@@ -111,7 +111,7 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := servetest.NewPGLedger(t)
-			l := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
+			l := servetest.OpenPGLedger(t, dsn, pgledger.DefaultOptions())
 			g, err := l.RegisterCurve(servetest.ExactGaussianGuarantee(0.7), "gaussian")
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +128,7 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 				t.Fatal("the RDP curve's row is not as before")
 			}
 			execSQL(t, dsn, tc.sql)
-			if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
+			if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("open: %v, want corrupt: %q", err, tc.err)
 			}
 		})
@@ -144,7 +144,7 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 // model registered again is a Gaussian curve of its own, composed exactly.
 func TestPGLedgerMigration(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	if applied, err := pgledger.MigratePGLedger(dsn, 1); err != nil || !reflect.DeepEqual(applied, []int{1}) {
+	if applied, err := pgledger.Migrate(dsn, 1); err != nil || !reflect.DeepEqual(applied, []int{1}) {
 		t.Fatalf("version 1: %v %v", applied, err)
 	}
 	// What a server of version 1 wrote: an RDP curve, an account charged 6
@@ -163,18 +163,18 @@ func TestPGLedgerMigration(t *testing.T) {
 	execSQL(t, dsn, `INSERT INTO nvdp.account_releases (account, curve, releases) VALUES ('alice', $1, 6)`, rc.ID)
 	execSQL(t, dsn, `INSERT INTO nvdp.charges (at, account, releases, curve, replica) VALUES (now(), 'alice', 6, $1, 'v1')`, rc.ID)
 
-	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil ||
-		!strings.Contains(err.Error(), fmt.Sprintf("schema version 1, this server needs %d: migrate it (nvdp serve ledger init)", pgledger.PGSchemaVersion)) {
+	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("schema version 1, this server needs %d: migrate it (nvdp serve ledger init)", pgledger.SchemaVersion)) {
 		t.Fatalf("open of version 1: %v", err)
 	}
-	info, applied, err := pgledger.CreatePGLedger(dsn, 30*time.Second)
+	info, applied, err := pgledger.Create(dsn, 30*time.Second)
 	if err != nil || !reflect.DeepEqual(applied, []int{2, 3}) || info.SchemaVersion != 3 || info.Charges != 1 || info.Releases != 6 {
 		t.Fatalf("init of version 1: %+v %v %v", info, applied, err)
 	}
 	if n := count(t, dsn, `SELECT count(*) FROM nvdp.curves WHERE gaussian_mu IS NULL AND accountant = 'rdp'`); n != 1 {
 		t.Fatalf("%d RDP curves without a mu, named rdp, after the migration, want the one", n)
 	}
-	l := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
+	l := servetest.OpenPGLedger(t, dsn, pgledger.DefaultOptions())
 	bal, err := l.Balance("alice", rc, 100)
 	if err != nil || bal != want || bal.Accountant != privacy.AccountantRDP {
 		t.Fatalf("the old account after the migration: %+v %v, want %+v", bal, err, want)

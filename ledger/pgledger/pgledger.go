@@ -26,10 +26,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// PGOptions bound a PostgreSQL ledger's use of its database. Start from
-// DefaultPGOptions; an explicit 0 is never replaced (Validate refuses it
+// Options bound a PostgreSQL ledger's use of its database. Start from
+// DefaultOptions; an explicit 0 is never replaced (Validate refuses it
 // where it is meaningless). Errors name the option by its JSON key.
-type PGOptions struct {
+type Options struct {
 	// MaxConns bounds the ledger's connections to the database (the pool):
 	// the charges' committers, balance reads, key lookups and readiness.
 	MaxConns int `json:"ledger_max_conns"`
@@ -50,9 +50,9 @@ type PGOptions struct {
 	Replica string `json:"replica"`
 }
 
-// DefaultPGOptions: 8 connections, 5 s per query, 256 charges waiting.
-func DefaultPGOptions() PGOptions {
-	return PGOptions{MaxConns: 8, Timeout: 5 * time.Second, MaxWaitingCharges: 256}
+// DefaultOptions: 8 connections, 5 s per query, 256 charges waiting.
+func DefaultOptions() Options {
+	return Options{MaxConns: 8, Timeout: 5 * time.Second, MaxWaitingCharges: 256}
 }
 
 // pgCommitters is how many transactions of charges a ledger runs at once
@@ -60,7 +60,7 @@ func DefaultPGOptions() PGOptions {
 const pgCommitters = 2
 
 // Validate checks the options. Errors: *option.Error by JSON key.
-func (o PGOptions) Validate() error {
+func (o Options) Validate() error {
 	switch {
 	case o.MaxConns < pgCommitters+1 || o.MaxConns > 1000:
 		return option.Errorf("ledger_max_conns", o.MaxConns, "want %d to 1000 (the %d committers of charges, and reads)", pgCommitters+1, pgCommitters)
@@ -123,8 +123,8 @@ func pgName(dsn string) string {
 	return u.Redacted()
 }
 
-// PGLedger is the privacy ledger in a PostgreSQL database shared by the
-// replicas of a service (ledger.PrivacyLedger; docs/serving.md, "The PostgreSQL
+// Ledger is the privacy ledger in a PostgreSQL database shared by the
+// replicas of a service (ledger.Ledger; docs/serving.md, "The PostgreSQL
 // ledger"). A charge is one transaction: the accounts it touches are locked
 // (SELECT ... FOR UPDATE, in account order), their counts read, the budget
 // checked in Go with the file ledger's arithmetic (budget.go), the counts
@@ -139,12 +139,12 @@ func pgName(dsn string) string {
 // balance and key lookup fails with an error matching ledger.ErrLedgerUnavailable
 // (temporary: the server answers 503 and serves again once it answers),
 // and Err reports it for readiness. Every query is bounded by
-// PGOptions.Timeout, the pool by MaxConns and the waiting charges by
+// Options.Timeout, the pool by MaxConns and the waiting charges by
 // MaxWaitingCharges; Collectors exports them.
-type PGLedger struct {
+type Ledger struct {
 	pool    *pgxpool.Pool
 	name    string
-	o       PGOptions
+	o       Options
 	id      string
 	created time.Time
 	replica string
@@ -166,7 +166,7 @@ type PGLedger struct {
 	batches prometheus.Histogram
 }
 
-// PGError is the failure of a query of a PostgreSQL ledger: the database did
+// Error is the failure of a query of a PostgreSQL ledger: the database did
 // not answer in time, refused or failed the query. A temporary failure (the
 // database down or unreachable, a timeout, a lock not granted in time, a
 // transaction rolled back by a conflict, resources exhausted) matches
@@ -174,26 +174,26 @@ type PGLedger struct {
 // ledger_unavailable). A permanent one (Permanent: an SQLSTATE that no
 // retry changes, such as 42501 permission denied or 42P01 a table missing)
 // does not: an operator must fix the database (500 ledger_error).
-type PGError struct {
+type Error struct {
 	Name      string // the ledger (Name)
 	Op        string // what was being done
 	Err       error
 	Permanent bool // the error is one no retry changes (permanentSQLState)
 }
 
-func (e *PGError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("ledger %s: %s: %v", e.Name, e.Op, e.Err)
 }
 
 // Is makes errors.Is(err, ledger.ErrLedgerUnavailable) true for a temporary
 // failure.
-func (e *PGError) Is(target error) bool { return target == ledger.ErrLedgerUnavailable && !e.Permanent }
+func (e *Error) Is(target error) bool { return target == ledger.ErrLedgerUnavailable && !e.Permanent }
 
-func (e *PGError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // Temporary reports whether the failure may pass: a database that does not
 // answer may answer again, a permission it refuses stays refused.
-func (e *PGError) Temporary() bool { return !e.Permanent }
+func (e *Error) Temporary() bool { return !e.Permanent }
 
 // permanentSQLState reports whether err is an error of the database whose
 // SQLSTATE class no retry changes: 22 (data exception), 23 (integrity
@@ -218,24 +218,24 @@ func permanentSQLState(err error) bool {
 }
 
 // fail wraps err of op, unless it is a ledger's own error.
-func (l *PGLedger) fail(op string, err error) error {
+func (l *Ledger) fail(op string, err error) error {
 	var be *ledger.BudgetError
-	var pe *PGError
+	var pe *Error
 	if err == nil || errors.As(err, &be) || errors.Is(err, ledger.ErrLedgerUnavailable) || errors.As(err, &pe) {
 		return err
 	}
 	l.errs.WithLabelValues(op).Inc()
 	l.lastOK.Store(0) // Err asks the database again
-	return &PGError{Name: l.name, Op: op, Err: err, Permanent: permanentSQLState(err)}
+	return &Error{Name: l.name, Op: op, Err: err, Permanent: permanentSQLState(err)}
 }
 
 // ok records a successful query (Err answers from it for a second).
-func (l *PGLedger) ok() { l.lastOK.Store(time.Now().UnixNano()) }
+func (l *Ledger) ok() { l.lastOK.Store(time.Now().UnixNano()) }
 
 // poolConfig is the pool configuration of dsn under o: its limits, the
 // server-side timeouts, and cancellation by a cancel request (so that the
 // database stops a statement whose caller gave up, releasing its locks).
-func poolConfig(dsn string, o PGOptions, app string) (*pgxpool.Config, error) {
+func poolConfig(dsn string, o Options, app string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", pgName(dsn), err)
@@ -258,15 +258,15 @@ func poolConfig(dsn string, o PGOptions, app string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-// OpenPGLedger opens the PostgreSQL ledger at dsn (a postgres:// URL;
+// Open opens the PostgreSQL ledger at dsn (a postgres:// URL;
 // PostgresDSN resolves env:VAR) for charging. The database must hold the
-// ledger's schema at the version this build serves (CreatePGLedger makes
+// ledger's schema at the version this build serves (Create makes
 // and migrates it): a database without it is ledger.ErrNoLedger, one at another
 // version an error saying which. Every curve is read and checked. Errors:
 // invalid options (*option.Error), the database does not answer within
 // o.Timeout, no ledger, another schema version, a curve that does not
 // check.
-func OpenPGLedger(dsn string, o PGOptions) (*PGLedger, error) {
+func Open(dsn string, o Options) (*Ledger, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func OpenPGLedger(dsn string, o PGOptions) (*PGLedger, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &PGLedger{name: pgName(dsn), o: o, curves: map[string]*ledger.Curve{}, replica: o.Replica}
+	l := &Ledger{name: pgName(dsn), o: o, curves: map[string]*ledger.Curve{}, replica: o.Replica}
 	if l.replica == "" {
 		host, _ := os.Hostname()
 		l.replica = fmt.Sprintf("%s/%d", host, os.Getpid())
@@ -328,7 +328,7 @@ func schemaVersion(ctx context.Context, q interface {
 }
 
 // load checks the schema and reads the ledger's identity, grid and curves.
-func (l *PGLedger) load(ctx context.Context) error {
+func (l *Ledger) load(ctx context.Context) error {
 	v, err := schemaVersion(ctx, l.pool)
 	switch {
 	case err != nil:
@@ -351,8 +351,8 @@ func (l *PGLedger) load(ctx context.Context) error {
 		return &ledger.CorruptError{Path: l.name, Detail: "table nvdp.ledger is empty"}
 	case err != nil:
 		return fmt.Errorf("ledger %s: %w", l.name, err)
-	case format != PGLedgerFormat:
-		return fmt.Errorf("ledger %s: format %q, want %q", l.name, format, PGLedgerFormat)
+	case format != Format:
+		return fmt.Errorf("ledger %s: format %q, want %q", l.name, format, Format)
 	}
 	if err := checkTables(ctx, l.pool); err != nil {
 		return fmt.Errorf("ledger %s: %w: it does not hold the schema of version %d (nvdp serve ledger check; restore the database from its backup)", l.name, err, v)
@@ -437,7 +437,7 @@ func scanCurve(row pgx.Row, comp ledger.Grid) (*ledger.Curve, error) {
 }
 
 // comp is the ledger's ledger.Grid (budget.go).
-func (l *PGLedger) comp() ledger.Grid {
+func (l *Ledger) comp() ledger.Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return ledger.Grid{Orders: l.orders, Delta: l.delta}
@@ -445,7 +445,7 @@ func (l *PGLedger) comp() ledger.Grid {
 
 // curveOf returns the curve id: from the cache, else read from the
 // database (a curve another replica registered) and checked.
-func (l *PGLedger) curveOf(ctx context.Context, q interface {
+func (l *Ledger) curveOf(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, id string) (*ledger.Curve, error) {
 	l.mu.RLock()
@@ -472,7 +472,7 @@ func (l *PGLedger) curveOf(ctx context.Context, q interface {
 
 // grid reads the ledger's orders and delta when this process does not
 // know them yet (another replica registered the first curve).
-func (l *PGLedger) grid(ctx context.Context, q interface {
+func (l *Ledger) grid(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) error {
 	if l.comp().Orders != nil {
@@ -495,7 +495,7 @@ func (l *PGLedger) grid(ctx context.Context, q interface {
 
 // resolve reads every curve of counts (curveOf) and returns the lookup of
 // the ledger.Grid.
-func (l *PGLedger) resolve(ctx context.Context, q interface {
+func (l *Ledger) resolve(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, counts map[string]uint64) (func(string) (*ledger.Curve, error), error) {
 	for id := range counts {
@@ -506,19 +506,19 @@ func (l *PGLedger) resolve(ctx context.Context, q interface {
 	return func(id string) (*ledger.Curve, error) { return l.curveOf(ctx, q, id) }, nil
 }
 
-// Name is the database's URL without its password (ledger.PrivacyLedger).
-func (l *PGLedger) Name() string { return l.name }
+// Name is the database's URL without its password (ledger.Ledger).
+func (l *Ledger) Name() string { return l.name }
 
-// Format is PGLedgerFormat (ledger.PrivacyLedger).
-func (l *PGLedger) Format() string { return PGLedgerFormat }
+// Format is Format (ledger.Ledger).
+func (l *Ledger) Format() string { return Format }
 
 // RegisterCurve records g, the certified guarantee of one release of a
 // model (its description model in nvdp.models under ledger.ModelID), and returns
-// the curve charges are made under (ledger.PrivacyLedger). The first curve of the
+// the curve charges are made under (ledger.Ledger). The first curve of the
 // ledger, whichever replica registers it, fixes the orders and delta (the
 // ledger's row is locked meanwhile). A Gaussian curve is stored with its mu
 // (newCurve). Registering a curve again is a no-op.
-func (l *PGLedger) RegisterCurve(g *privacy.Guarantee, model any) (*ledger.Curve, error) {
+func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*ledger.Curve, error) {
 	if err := ledger.CheckGuarantee(g); err != nil {
 		return nil, err
 	}
@@ -592,13 +592,13 @@ type pgAccount struct {
 
 // Charge adds releases (>= 1) of curve to account if its composed curve
 // stays within budget, and returns the balance after it once the
-// transaction that holds it is committed (ledger.PrivacyLedger). Errors:
+// transaction that holds it is committed (ledger.Ledger). Errors:
 // *ledger.BudgetError (nothing charged), ledger.ErrLedgerBusy (MaxWaitingCharges are
-// waiting already), ledger.ErrLedgerClosed, *PGError (the database failed or did
+// waiting already), ledger.ErrLedgerClosed, *Error (the database failed or did
 // not answer within Timeout: the charge is not made, or its commit's
 // outcome is unknown; either way nothing may be released, and the ledger
 // holds at least what was released).
-func (l *PGLedger) Charge(account string, curve *ledger.Curve, releases int, budget float64) (ledger.Balance, error) {
+func (l *Ledger) Charge(account string, curve *ledger.Curve, releases int, budget float64) (ledger.Balance, error) {
 	bal, err := l.batcher.Submit(account, curve, releases, budget)
 	if errors.Is(err, ledger.ErrLedgerBusy) {
 		return bal, fmt.Errorf("ledger %s: %w", l.name, err)
@@ -612,7 +612,7 @@ func (l *PGLedger) Charge(account string, curve *ledger.Curve, releases int, bud
 // account's in a transaction of its own that waits for its row (up to
 // Timeout), so that one account locked elsewhere (a replica's charge, an
 // operator's psql) delays its own charges only, never the batch's.
-func (l *PGLedger) settle(batch []*ledger.ChargeRequest, wait bool) {
+func (l *Ledger) settle(batch []*ledger.ChargeRequest, wait bool) {
 	skipped, err := l.commitBatch(batch, wait)
 	for _, r := range batch {
 		if skipped[r.Account] {
@@ -640,7 +640,7 @@ func (l *PGLedger) settle(batch []*ledger.ChargeRequest, wait bool) {
 // (writeCharges), committed. With wait false the accounts whose rows
 // another transaction holds are not locked: their charges are left out,
 // unanswered, and returned in skipped (by account).
-func (l *PGLedger) commitBatch(batch []*ledger.ChargeRequest, wait bool) (skipped map[string]bool, err error) {
+func (l *Ledger) commitBatch(batch []*ledger.ChargeRequest, wait bool) (skipped map[string]bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	var ids []string
@@ -685,7 +685,7 @@ func (l *PGLedger) commitBatch(batch []*ledger.ChargeRequest, wait bool) (skippe
 // not know to have one, in a transaction of its own: a row inserted in the
 // charge's would be locked until it commits, out of the order the charge's
 // locks follow.
-func (l *PGLedger) ensureAccounts(ctx context.Context, ids []string) error {
+func (l *Ledger) ensureAccounts(ctx context.Context, ids []string) error {
 	var missing []string
 	for _, id := range ids {
 		if _, ok := l.known.Load(id); !ok {
@@ -712,7 +712,7 @@ func (l *PGLedger) ensureAccounts(ctx context.Context, ids []string) error {
 // COMMITTED it sees every charge committed before the locks were granted
 // (a join locked in the same statement would read the counts of before a
 // wait for the lock).
-func (l *PGLedger) lockAccounts(ctx context.Context, tx pgx.Tx, ids []string, wait bool) (map[string]*pgAccount, error) {
+func (l *Ledger) lockAccounts(ctx context.Context, tx pgx.Tx, ids []string, wait bool) (map[string]*pgAccount, error) {
 	lock := `SELECT id, requests FROM nvdp.accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 	if !wait {
 		lock += ` SKIP LOCKED`
@@ -751,7 +751,7 @@ func (l *PGLedger) lockAccounts(ctx context.Context, tx pgx.Tx, ids []string, wa
 // left them: a refused one is answered with its *ledger.BudgetError, an accepted
 // one is added to the counts and answered with its balance after it. It
 // returns the charges accepted.
-func (l *PGLedger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*ledger.ChargeRequest, accts map[string]*pgAccount) ([]*ledger.ChargeRequest, error) {
+func (l *Ledger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*ledger.ChargeRequest, accts map[string]*pgAccount) ([]*ledger.ChargeRequest, error) {
 	if err := l.grid(ctx, tx); err != nil {
 		return nil, err
 	}
@@ -787,7 +787,7 @@ func (l *PGLedger) checkCharges(ctx context.Context, tx pgx.Tx, batch []*ledger.
 
 // writeCharges writes the counts and requests of the accounts charged and
 // one row of nvdp.charges per charge, in one round trip.
-func (l *PGLedger) writeCharges(ctx context.Context, tx pgx.Tx, ids []string, accts map[string]*pgAccount, charged []*ledger.ChargeRequest, now time.Time) error {
+func (l *Ledger) writeCharges(ctx context.Context, tx pgx.Tx, ids []string, accts map[string]*pgAccount, charged []*ledger.ChargeRequest, now time.Time) error {
 	var chAccount, chCurve []string
 	var chModel []*string
 	var chReleases []int32
@@ -823,7 +823,7 @@ func (l *PGLedger) writeCharges(ctx context.Context, tx pgx.Tx, ids []string, ac
 }
 
 // counts reads an account's releases by curve (none: a new account).
-func (l *PGLedger) counts(ctx context.Context, account string) (map[string]uint64, error) {
+func (l *Ledger) counts(ctx context.Context, account string) (map[string]uint64, error) {
 	rows, err := l.pool.Query(ctx, `SELECT curve, releases FROM nvdp.account_releases WHERE account = $1`, account)
 	if err != nil {
 		return nil, err
@@ -841,8 +841,8 @@ func (l *PGLedger) counts(ctx context.Context, account string) (map[string]uint6
 }
 
 // Balance is account's committed balance against budget for releases of
-// curve (ledger.PrivacyLedger). Errors: *PGError.
-func (l *PGLedger) Balance(account string, curve *ledger.Curve, budget float64) (ledger.Balance, error) {
+// curve (ledger.Ledger). Errors: *Error.
+func (l *Ledger) Balance(account string, curve *ledger.Curve, budget float64) (ledger.Balance, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	counts, err := l.counts(ctx, account)
@@ -865,9 +865,9 @@ func (l *PGLedger) Balance(account string, curve *ledger.Curve, budget float64) 
 }
 
 // Err is nil while the database answers (a query succeeded within the last
-// second, or a ping now does, within Timeout), else a *PGError
-// (PrivacyLedger: readiness).
-func (l *PGLedger) Err() error {
+// second, or a ping now does, within Timeout), else a *Error
+// (ledger.Ledger: readiness).
+func (l *Ledger) Err() error {
 	if time.Since(time.Unix(0, l.lastOK.Load())) < time.Second {
 		return nil
 	}
@@ -880,8 +880,8 @@ func (l *PGLedger) Err() error {
 	return nil
 }
 
-// Accounts returns every account, by ID (ledger.PrivacyLedger).
-func (l *PGLedger) Accounts() ([]ledger.Account, error) {
+// Accounts returns every account, by ID (ledger.Ledger).
+func (l *Ledger) Accounts() ([]ledger.Account, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	if err := l.grid(ctx, l.pool); err != nil {
@@ -942,9 +942,9 @@ func (l *PGLedger) Accounts() ([]ledger.Account, error) {
 }
 
 // History returns the charges q selects, newest first, with the curves and
-// models they name (ledger.PrivacyLedger). Errors: q invalid (*option.Error),
-// *PGError.
-func (l *PGLedger) History(q ledger.HistoryQuery) (ledger.History, error) {
+// models they name (ledger.Ledger). Errors: q invalid (*option.Error),
+// *Error.
+func (l *Ledger) History(q ledger.HistoryQuery) (ledger.History, error) {
 	if err := q.Check(); err != nil {
 		return ledger.History{}, err
 	}
@@ -1007,10 +1007,10 @@ func (l *PGLedger) History(q ledger.HistoryQuery) (ledger.History, error) {
 
 // Info describes the ledger: its identity, schema version and size
 // (Txid 0 and Bytes the database's tables; Charges the charge rows).
-func (l *PGLedger) Info() (ledger.LedgerInfo, error) {
+func (l *Ledger) Info() (ledger.Info, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
-	info := ledger.LedgerInfo{Path: l.name, LedgerID: l.id, Format: PGLedgerFormat, SchemaVersion: pgSchemaVersion}
+	info := ledger.Info{Path: l.name, LedgerID: l.id, Format: Format, SchemaVersion: pgSchemaVersion}
 	created := l.created.UTC()
 	info.Created = &created
 	var releases *int64
@@ -1019,7 +1019,7 @@ func (l *PGLedger) Info() (ledger.LedgerInfo, error) {
 		(SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'nvdp' AND c.relkind = 'r')::bigint`).
 		Scan(&info.Accounts, &info.Curves, &releases, &info.Charges, &info.Bytes)
 	if err != nil {
-		return ledger.LedgerInfo{}, l.fail("info", err)
+		return ledger.Info{}, l.fail("info", err)
 	}
 	if releases != nil {
 		info.Releases = uint64(*releases)
@@ -1031,7 +1031,7 @@ func (l *PGLedger) Info() (ledger.LedgerInfo, error) {
 // the pool's connections by state and its waits, the charges waiting and
 // their bound, the failed queries by operation, the charges per
 // transaction.
-func (l *PGLedger) Collectors() []prometheus.Collector {
+func (l *Ledger) Collectors() []prometheus.Collector {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -1053,7 +1053,7 @@ func (l *PGLedger) Collectors() []prometheus.Collector {
 }
 
 // Close stops taking charges, settles those submitted and closes the pool.
-func (l *PGLedger) Close() error {
+func (l *Ledger) Close() error {
 	l.closeOnce.Do(func() {
 		l.batcher.Close()
 		l.pool.Close()
@@ -1061,7 +1061,7 @@ func (l *PGLedger) Close() error {
 	return nil
 }
 
-// CreatePGLedger creates the ledger's schema in the database at dsn, or
+// Create creates the ledger's schema in the database at dsn, or
 // migrates it to the version this build serves: the one way a PostgreSQL
 // ledger comes to be (`nvdp serve ledger init`). Inits of one database are
 // serialised by an advisory lock, and each runs in one transaction: a
@@ -1069,16 +1069,16 @@ func (l *PGLedger) Close() error {
 // description and the versions it applied (none: the ledger was current).
 // Errors: the database does not answer within timeout; a schema "nvdp"
 // that is not an nvdp ledger; a schema newer than this build's.
-func CreatePGLedger(dsn string, timeout time.Duration) (ledger.LedgerInfo, []int, error) {
-	o := DefaultPGOptions()
+func Create(dsn string, timeout time.Duration) (ledger.Info, []int, error) {
+	o := DefaultOptions()
 	o.Timeout = timeout
 	applied, err := migratePG(dsn, o, pgSchemaVersion)
 	if err != nil {
-		return ledger.LedgerInfo{}, nil, err
+		return ledger.Info{}, nil, err
 	}
-	l, err := OpenPGLedger(dsn, o)
+	l, err := Open(dsn, o)
 	if err != nil {
-		return ledger.LedgerInfo{}, applied, err
+		return ledger.Info{}, applied, err
 	}
 	defer l.Close()
 	info, err := l.Info()
@@ -1087,9 +1087,9 @@ func CreatePGLedger(dsn string, timeout time.Duration) (ledger.LedgerInfo, []int
 
 // migratePG creates the ledger's schema in the database at dsn, or migrates
 // it, up to version upTo (pgSchemaVersion but in tests, which make a
-// database of an older version): CreatePGLedger without the open. It
+// database of an older version): Create without the open. It
 // returns the versions it applied.
-func migratePG(dsn string, o PGOptions, upTo int) ([]int, error) {
+func migratePG(dsn string, o Options, upTo int) ([]int, error) {
 	name := pgName(dsn)
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -1141,7 +1141,7 @@ func migratePG(dsn string, o PGOptions, upTo int) ([]int, error) {
 				return err
 			}
 			if m.Version == 1 {
-				if _, err := tx.Exec(ctx, `INSERT INTO nvdp.ledger (ledger_id, format, created) VALUES ($1, $2, $3)`, ledger.NewLedgerID(), PGLedgerFormat, now); err != nil {
+				if _, err := tx.Exec(ctx, `INSERT INTO nvdp.ledger (ledger_id, format, created) VALUES ($1, $2, $3)`, ledger.NewLedgerID(), Format, now); err != nil {
 					return err
 				}
 			}
@@ -1157,8 +1157,8 @@ func migratePG(dsn string, o PGOptions, upTo int) ([]int, error) {
 
 // LookupKey returns the key of the database whose hash is SHA-256(secret)
 // and that is not revoked; nil, nil when there is none (KeySource). Its
-// Budget is the key's budget_epsilon. Errors: *PGError.
-func (l *PGLedger) LookupKey(secret string) (*ledger.Key, error) {
+// Budget is the key's budget_epsilon. Errors: *Error.
+func (l *Ledger) LookupKey(secret string) (*ledger.Key, error) {
 	if secret == "" {
 		return nil, nil
 	}
@@ -1215,7 +1215,7 @@ func CheckLabels(labels map[string]string) error {
 
 // keyGone is the error of an update of key id that changed no row:
 // ErrKeyRevoked when the key exists revoked, else ErrNoKey.
-func (l *PGLedger) keyGone(ctx context.Context, id string) error {
+func (l *Ledger) keyGone(ctx context.Context, id string) error {
 	var revoked bool
 	err := l.pool.QueryRow(ctx, `SELECT revoked IS NOT NULL FROM nvdp.keys WHERE id = $1`, id).Scan(&revoked)
 	switch {
@@ -1235,8 +1235,8 @@ func (l *PGLedger) keyGone(ctx context.Context, id string) error {
 // from their next request. Errors: an invalid ID or budget, an ID that
 // exists, or ErrKeyRevoked for a revoked one (an account's ID is never
 // reused), labels that are not valid UTF-8 (CheckLabels), the hash of a key
-// that exists, *PGError.
-func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]string) error {
+// that exists, *Error.
+func (l *Ledger) AddKey(id, key string, budget float64, labels map[string]string) error {
 	if err := ledger.CheckKeyID(id); err != nil {
 		return err
 	}
@@ -1277,8 +1277,8 @@ func (l *PGLedger) AddKey(id, key string, budget float64, labels map[string]stri
 // RotateKey replaces the secret of key id (not revoked) with key: the old
 // secret is refused from the replicas' next request, the account and
 // budget stay. Errors: ErrNoKey, ErrKeyRevoked, the hash of a key that
-// exists, *PGError.
-func (l *PGLedger) RotateKey(id, key string) error {
+// exists, *Error.
+func (l *Ledger) RotateKey(id, key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	h := ledger.HashKey(key)
@@ -1297,8 +1297,8 @@ func (l *PGLedger) RotateKey(id, key string) error {
 }
 
 // RevokeKey revokes key id: refused from the replicas' next request; its
-// account, and what it spent, stay. Errors: ErrNoKey, *PGError.
-func (l *PGLedger) RevokeKey(id string) error {
+// account, and what it spent, stay. Errors: ErrNoKey, *Error.
+func (l *Ledger) RevokeKey(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	tag, err := l.pool.Exec(ctx, `UPDATE nvdp.keys SET revoked = $2 WHERE id = $1 AND revoked IS NULL`, id, time.Now().UTC())
@@ -1312,8 +1312,8 @@ func (l *PGLedger) RevokeKey(id string) error {
 }
 
 // SetKeyBudget changes the budget of key id (not revoked). Errors: a budget
-// below 0 or NaN, ErrNoKey, *PGError.
-func (l *PGLedger) SetKeyBudget(id string, budget float64) error {
+// below 0 or NaN, ErrNoKey, *Error.
+func (l *Ledger) SetKeyBudget(id string, budget float64) error {
 	if !(budget >= 0) {
 		return fmt.Errorf("budget %v: must be >= 0", budget)
 	}
@@ -1330,7 +1330,7 @@ func (l *PGLedger) SetKeyBudget(id string, budget float64) error {
 }
 
 // Keys lists the database's keys by ID, revoked ones included.
-func (l *PGLedger) Keys() ([]KeyInfo, error) {
+func (l *Ledger) Keys() ([]KeyInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	rows, err := l.pool.Query(ctx, `SELECT id, budget_epsilon, labels, created, rotated, revoked FROM nvdp.keys ORDER BY id`)
@@ -1368,20 +1368,20 @@ func (l *PGLedger) Keys() ([]KeyInfo, error) {
 
 // OpenLedgerAt opens the ledger at loc: a PostgreSQL database when loc
 // names one (IsPostgres: a postgres:// or postgresql:// URL, or env:VAR;
-// OpenPGLedger with o), else the file at loc (ledger.OpenLedger, or
-// ledger.OpenLedgerReadOnly when readOnly; o is not used). A PostgreSQL
+// Open with o), else the file at loc (ledger.OpenFile, or
+// ledger.OpenFileReadOnly when readOnly; o is not used). A PostgreSQL
 // ledger is opened the same way for reading: its readers and the servers
 // share it. Errors: those of PostgresDSN and the opens.
-func OpenLedgerAt(loc string, o PGOptions, readOnly bool) (ledger.PrivacyLedger, error) {
+func OpenLedgerAt(loc string, o Options, readOnly bool) (ledger.Ledger, error) {
 	if !IsPostgres(loc) {
 		if readOnly {
-			return ledger.OpenLedgerReadOnly(loc)
+			return ledger.OpenFileReadOnly(loc)
 		}
-		return ledger.OpenLedger(loc)
+		return ledger.OpenFile(loc)
 	}
 	dsn, err := PostgresDSN(loc)
 	if err != nil {
 		return nil, err
 	}
-	return OpenPGLedger(dsn, o)
+	return Open(dsn, o)
 }

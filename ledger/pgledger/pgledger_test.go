@@ -39,12 +39,12 @@ func exactBudget(t testing.TB, k int) float64 {
 // refusals at the budget's edge, several accounts; and the same accounts.
 func TestLedgersAgree(t *testing.T) {
 	file := servetest.OpenLedger(t)
-	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultPGOptions())
+	pg := servetest.OpenPGLedger(t, servetest.NewPGLedger(t), pgledger.DefaultOptions())
 	budget := exactBudget(t, 9)
 	// curve 0 or 1: rho or 3 rho
 	steps := []chargeStep{{"alice", 0, 3}, {"bob", 1, 1}, {"alice", 1, 2}, {"alice", 0, 4}, {"alice", 0, 1}, {"bob", 0, 5}, {"carol", 1, 4}, {"bob", 1, 3}}
 	var results [2][]string
-	for i, l := range []ledger.PrivacyLedger{file, pg} {
+	for i, l := range []ledger.Ledger{file, pg} {
 		var curves [2]*ledger.Curve
 		for j, r := range []float64{rho, 3 * rho} {
 			c, err := l.RegisterCurve(servetest.GaussianGuarantee(r), map[string]any{"model": j})
@@ -82,7 +82,7 @@ type chargeStep struct {
 
 // chargeAll charges steps on l in order against budget and returns each
 // balance, or the balance of a refusal, as text.
-func chargeAll(t *testing.T, l ledger.PrivacyLedger, curves []*ledger.Curve, steps []chargeStep, budget float64) []string {
+func chargeAll(t *testing.T, l ledger.Ledger, curves []*ledger.Curve, steps []chargeStep, budget float64) []string {
 	t.Helper()
 	var out []string
 	for _, s := range steps {
@@ -107,21 +107,21 @@ func chargeAll(t *testing.T, l ledger.PrivacyLedger, curves []*ledger.Curve, ste
 func TestPGLedgerSchema(t *testing.T) {
 	c := pgtest.Shared(t)
 	dsn := c.NewDatabase(t)
-	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrNoLedger) ||
+	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrNoLedger) ||
 		!strings.Contains(err.Error(), "holds no nvdp ledger (no table nvdp.schema_version): a ledger is created explicitly") {
 		t.Fatalf("open of an empty database: %v", err)
 	}
 	if n := count(t, dsn, `SELECT count(*) FROM pg_namespace WHERE nspname = 'nvdp'`); n != 0 {
 		t.Fatal("opening an empty database created the schema")
 	}
-	info, applied, err := pgledger.CreatePGLedger(dsn, 10*time.Second)
-	if err != nil || !reflect.DeepEqual(applied, []int{1, 2, 3}) || len(info.LedgerID) != 32 || info.SchemaVersion != 3 || info.Format != pgledger.PGLedgerFormat || info.Accounts != 0 {
+	info, applied, err := pgledger.Create(dsn, 10*time.Second)
+	if err != nil || !reflect.DeepEqual(applied, []int{1, 2, 3}) || len(info.LedgerID) != 32 || info.SchemaVersion != 3 || info.Format != pgledger.Format || info.Accounts != 0 {
 		t.Fatalf("init: %+v %v %v", info, applied, err)
 	}
 	if strings.Contains(info.Path, "password") {
 		t.Errorf("the ledger's name shows a password: %s", info.Path)
 	}
-	again, applied, err := pgledger.CreatePGLedger(dsn, 10*time.Second)
+	again, applied, err := pgledger.Create(dsn, 10*time.Second)
 	if err != nil || len(applied) != 0 || again.LedgerID != info.LedgerID {
 		t.Fatalf("second init: %+v %v %v", again, applied, err)
 	}
@@ -129,31 +129,31 @@ func TestPGLedgerSchema(t *testing.T) {
 		t.Fatalf("%d schema versions recorded, want 3", n)
 	}
 	execSQL(t, dsn, `INSERT INTO nvdp.schema_version VALUES (4, 'from the future', now())`)
-	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "schema version 4 is newer than this server's 3") {
+	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); err == nil || !strings.Contains(err.Error(), "schema version 4 is newer than this server's 3") {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
-	if _, _, err := pgledger.CreatePGLedger(dsn, 10*time.Second); err == nil || !strings.Contains(err.Error(), "newer than this build's") {
+	if _, _, err := pgledger.Create(dsn, 10*time.Second); err == nil || !strings.Contains(err.Error(), "newer than this build's") {
 		t.Fatalf("init of a newer schema: %v", err)
 	}
 	other := c.NewDatabase(t)
 	execSQL(t, other, `CREATE SCHEMA nvdp; CREATE TABLE nvdp.things (x int)`)
-	if _, _, err := pgledger.CreatePGLedger(other, 10*time.Second); err == nil || !strings.Contains(err.Error(), "not an nvdp ledger, left alone") {
+	if _, _, err := pgledger.Create(other, 10*time.Second); err == nil || !strings.Contains(err.Error(), "not an nvdp ledger, left alone") {
 		t.Fatalf("init over a foreign schema: %v", err)
 	}
-	if _, err := pgledger.OpenPGLedger(other, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrNoLedger) {
+	if _, err := pgledger.Open(other, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrNoLedger) {
 		t.Fatalf("open of a foreign schema: %v", err)
 	}
 	for _, tc := range []struct {
-		o   func(*pgledger.PGOptions)
+		o   func(*pgledger.Options)
 		err string
 	}{
-		{func(o *pgledger.PGOptions) { o.MaxConns = 2 }, "ledger_max_conns 2: want 3 to 1000 (the 2 committers of charges, and reads)"},
-		{func(o *pgledger.PGOptions) { o.Timeout = 0 }, "ledger_timeout 0s: must be at least 10ms"},
-		{func(o *pgledger.PGOptions) { o.MaxWaitingCharges = 0 }, "ledger_max_waiting 0: must be >= 1"},
+		{func(o *pgledger.Options) { o.MaxConns = 2 }, "ledger_max_conns 2: want 3 to 1000 (the 2 committers of charges, and reads)"},
+		{func(o *pgledger.Options) { o.Timeout = 0 }, "ledger_timeout 0s: must be at least 10ms"},
+		{func(o *pgledger.Options) { o.MaxWaitingCharges = 0 }, "ledger_max_waiting 0: must be >= 1"},
 	} {
-		o := pgledger.DefaultPGOptions()
+		o := pgledger.DefaultOptions()
 		tc.o(&o)
-		if _, err := pgledger.OpenPGLedger(dsn, o); err == nil || err.Error() != tc.err {
+		if _, err := pgledger.Open(dsn, o); err == nil || err.Error() != tc.err {
 			t.Errorf("options: %v, want %q", err, tc.err)
 		}
 	}
@@ -198,10 +198,10 @@ func TestPGReplicasCannotOverspend(t *testing.T) {
 	const k, tries = 40, 90
 	dsn := servetest.NewPGLedger(t)
 	budget := exactBudget(t, k)
-	var replicas []*pgledger.PGLedger
+	var replicas []*pgledger.Ledger
 	var curves []*ledger.Curve
 	for i := range 3 {
-		o := pgledger.DefaultPGOptions()
+		o := pgledger.DefaultOptions()
 		o.Replica = fmt.Sprintf("r%d", i)
 		l := servetest.OpenPGLedger(t, dsn, o)
 		c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), map[string]string{"model": "fake"})
@@ -257,9 +257,9 @@ func TestPGReplicasCannotOverspend(t *testing.T) {
 // opened the ledger before either curve existed.
 func TestPGCurvesFromAnotherReplica(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	reader := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions()) // opened before any curve
-	a := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
-	b := servetest.OpenPGLedger(t, dsn, pgledger.DefaultPGOptions())
+	reader := servetest.OpenPGLedger(t, dsn, pgledger.DefaultOptions()) // opened before any curve
+	a := servetest.OpenPGLedger(t, dsn, pgledger.DefaultOptions())
+	b := servetest.OpenPGLedger(t, dsn, pgledger.DefaultOptions())
 	ca, err := a.RegisterCurve(servetest.GaussianGuarantee(rho), "old model")
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestPGCurvesFromAnotherReplica(t *testing.T) {
 	}
 	// A curve whose bounds were changed in the database is refused, not charged under.
 	execSQL(t, dsn, `UPDATE nvdp.curves SET rd[1] = rd[1] / 2 WHERE id = $1`, ca.ID)
-	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
+	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
 		t.Fatalf("open with a changed curve: %v", err)
 	}
 }
@@ -298,9 +298,9 @@ func TestPGCurvesFromAnotherReplica(t *testing.T) {
 func TestPGHistory(t *testing.T) {
 	for _, kind := range []string{"file", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			var l ledger.PrivacyLedger = servetest.OpenLedger(t)
+			var l ledger.Ledger = servetest.OpenLedger(t)
 			if kind == "postgres" {
-				o := pgledger.DefaultPGOptions()
+				o := pgledger.DefaultOptions()
 				o.Replica = "replica-1"
 				l = servetest.OpenPGLedger(t, servetest.NewPGLedger(t), o)
 			}
@@ -360,7 +360,7 @@ func TestPGHistory(t *testing.T) {
 // refused at once with ErrLedgerBusy; once the lock goes, charges work.
 func TestPGLedgerBusyAndTimeout(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	o := pgledger.DefaultPGOptions()
+	o := pgledger.DefaultOptions()
 	o.Timeout, o.MaxWaitingCharges = 300*time.Millisecond, 1
 	l := servetest.OpenPGLedger(t, dsn, o)
 	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
@@ -399,9 +399,9 @@ func TestPGLedgerBusyAndTimeout(t *testing.T) {
 			busy++
 		case errors.Is(err, ledger.ErrLedgerUnavailable):
 			unavailable++
-			var pe *pgledger.PGError
+			var pe *pgledger.Error
 			if !errors.As(err, &pe) || !pe.Temporary() {
-				t.Errorf("%v: not a temporary PGError", err)
+				t.Errorf("%v: not a temporary Error", err)
 			}
 		default:
 			t.Errorf("charge under the lock: %v", err)
@@ -418,9 +418,6 @@ func TestPGLedgerBusyAndTimeout(t *testing.T) {
 		t.Fatalf("after the lock: %+v %v (want 2 releases: nothing charged under the lock)", bal, err)
 	}
 }
-
-
-
 
 // TestPostgresDSN: the ledger locations that name PostgreSQL, and env:VAR.
 func TestPostgresDSN(t *testing.T) {
@@ -462,9 +459,9 @@ func BenchmarkCharge(b *testing.B) {
 	for _, kind := range []string{"file", "postgres"} {
 		for _, par := range []int{1, 8, 32} {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", kind, par), func(b *testing.B) {
-				var l ledger.PrivacyLedger = servetest.OpenLedger(b)
+				var l ledger.Ledger = servetest.OpenLedger(b)
 				if kind == "postgres" {
-					l = servetest.OpenPGLedger(b, dsn, pgledger.DefaultPGOptions())
+					l = servetest.OpenPGLedger(b, dsn, pgledger.DefaultOptions())
 				}
 				c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "bench")
 				if err != nil {
@@ -514,7 +511,7 @@ func (a *atomicInt) add() int {
 // timeout; once the lock goes, the waiting charges commit too.
 func TestPGLockedAccountDoesNotStall(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	o := pgledger.DefaultPGOptions()
+	o := pgledger.DefaultOptions()
 	o.Timeout = 3 * time.Second
 	l := servetest.OpenPGLedger(t, dsn, o)
 	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
@@ -578,13 +575,13 @@ func TestPGPermanentErrors(t *testing.T) {
 	execSQL(t, dsn, `GRANT ALL ON ALL TABLES IN SCHEMA nvdp TO nvdp_noinsert`)
 	execSQL(t, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
 	execSQL(t, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
-	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), pgledger.DefaultPGOptions())
+	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), pgledger.DefaultOptions())
 	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = l.Charge("alice", c, 1, math.Inf(1))
-	var pe *pgledger.PGError
+	var pe *pgledger.Error
 	if !errors.As(err, &pe) || !pe.Permanent || pe.Temporary() || errors.Is(err, ledger.ErrLedgerUnavailable) || !strings.Contains(err.Error(), "42501") {
 		t.Fatalf("charge without the right to insert: %v", err)
 	}
@@ -596,12 +593,12 @@ func TestPGPermanentErrors(t *testing.T) {
 func TestPGSchemaChecked(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
 	execSQL(t, dsn, `DROP TABLE nvdp.charges`)
-	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.charges is missing") {
+	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.charges is missing") {
 		t.Fatalf("open without nvdp.charges: %v", err)
 	}
 	dsn = servetest.NewPGLedger(t)
 	execSQL(t, dsn, `ALTER TABLE nvdp.accounts DROP COLUMN updated`)
-	if _, err := pgledger.OpenPGLedger(dsn, pgledger.DefaultPGOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.accounts (columns id, requests, updated)") {
+	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); err == nil || !strings.Contains(err.Error(), "table nvdp.accounts (columns id, requests, updated)") {
 		t.Fatalf("open without nvdp.accounts.updated: %v", err)
 	}
 }

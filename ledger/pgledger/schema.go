@@ -1,15 +1,15 @@
 package pgledger
 
 // The schema of the PostgreSQL ledger (docs/serving.md, "The PostgreSQL
-// ledger"), created and migrated only by CreatePGLedger (`nvdp serve ledger
+// ledger"), created and migrated only by Create (`nvdp serve ledger
 // init --ledger postgres://...`), never by a server: a server refuses a
 // database whose nvdp.schema_version is missing or not pgSchemaVersion, so
 // that an empty or wrong database can never reset budgets.
 
 import "time"
 
-// PGLedgerFormat is the format of a PostgreSQL ledger (GET /v1/info).
-const PGLedgerFormat = "nvdp-ledger-postgres/1"
+// Format is the format of a PostgreSQL ledger (GET /v1/info).
+const Format = "nvdp-ledger-postgres/1"
 
 // pgSchema is the PostgreSQL schema that holds the ledger's tables.
 const pgSchema = "nvdp"
@@ -115,16 +115,16 @@ CREATE TABLE nvdp.schema_version (
 // pgInitLock is the advisory lock that serialises inits of one database.
 const pgInitLock = 0x6e76647031 // "nvdp1"
 
-// PGSchemaVersion is the schema version this build serves.
-var PGSchemaVersion = pgSchemaVersion
+// SchemaVersion is the schema version this build serves.
+var SchemaVersion = pgSchemaVersion
 
-// MigratePGLedger creates or migrates the ledger schema of the database at
-// dsn up to version, at most PGSchemaVersion (CreatePGLedger goes to the
+// Migrate creates or migrates the ledger schema of the database at
+// dsn up to version, at most SchemaVersion (Create goes to the
 // last): a database of an older schema, as the tests of migrations make,
 // or an upgrade staged one version at a time. It returns the versions
-// applied. Errors: as CreatePGLedger's.
-func MigratePGLedger(dsn string, version int) ([]int, error) {
-	o := DefaultPGOptions()
+// applied. Errors: as Create's.
+func Migrate(dsn string, version int) ([]int, error) {
+	o := DefaultOptions()
 	o.Timeout = 30 * time.Second
 	return migratePG(dsn, o, min(version, pgSchemaVersion))
 }

@@ -14,21 +14,21 @@ import (
 	"github.com/nvdp-project/nvdp/internal/pgtest"
 )
 
-// NewLedger creates a new ledger file (ledger.CreateLedger) in a temporary
+// NewLedger creates a new ledger file (ledger.CreateFile) in a temporary
 // directory of tb and returns its path.
 func NewLedger(tb testing.TB) string {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "ledger.db")
-	if _, err := ledger.CreateLedger(path); err != nil {
+	if _, err := ledger.CreateFile(path); err != nil {
 		tb.Fatal(err)
 	}
 	return path
 }
 
 // OpenLedger opens a new ledger (NewLedger), closed when the test ends.
-func OpenLedger(tb testing.TB) *ledger.Ledger {
+func OpenLedger(tb testing.TB) *ledger.File {
 	tb.Helper()
-	l, err := ledger.OpenLedger(NewLedger(tb))
+	l, err := ledger.OpenFile(NewLedger(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func Do(tb testing.TB, method, url, key, contentType, body string) (int, map[str
 	return resp.StatusCode, out
 }
 
-// NewPGLedger creates a PostgreSQL ledger (pgledger.CreatePGLedger) in a new
+// NewPGLedger creates a PostgreSQL ledger (pgledger.Create) in a new
 // database of the test binary's shared throwaway cluster (pgtest.Shared)
 // and returns its URL; it skips tb when PostgreSQL is not installed.
 func NewPGLedger(tb testing.TB) string {
@@ -95,7 +95,7 @@ func NewPGLedger(tb testing.TB) string {
 func InitPGLedger(tb testing.TB, c *pgtest.Cluster) string {
 	tb.Helper()
 	dsn := c.NewDatabase(tb)
-	if _, _, err := pgledger.CreatePGLedger(dsn, 30*time.Second); err != nil {
+	if _, _, err := pgledger.Create(dsn, 30*time.Second); err != nil {
 		tb.Fatal(err)
 	}
 	return dsn
@@ -103,9 +103,9 @@ func InitPGLedger(tb testing.TB, c *pgtest.Cluster) string {
 
 // OpenPGLedger opens the PostgreSQL ledger at dsn with o, closed when the
 // test ends.
-func OpenPGLedger(tb testing.TB, dsn string, o pgledger.PGOptions) *pgledger.PGLedger {
+func OpenPGLedger(tb testing.TB, dsn string, o pgledger.Options) *pgledger.Ledger {
 	tb.Helper()
-	l, err := pgledger.OpenPGLedger(dsn, o)
+	l, err := pgledger.Open(dsn, o)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func (l *File) Backup(dir string) (Info, error) {
 // touched.
 func (l *File) PruneBackups(dir string, keep int) ([]string, error) {
 	if keep < 1 {
-		panic(fmt.Sprintf("serve: PruneBackups keeping %d", keep))
+		panic(fmt.Sprintf("ledger: PruneBackups keeping %d", keep))
 	}
 	if dir == "" {
 		dir = filepath.Dir(l.path)

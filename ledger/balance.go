@@ -11,7 +11,7 @@ import (
 )
 
 // The budget arithmetic of every ledger, in one place: the bbolt file
-// (File) and PostgreSQL (PGLedger) both compose and convert with it, so
+// (File) and PostgreSQL (pgledger.Ledger) both compose and convert with it, so
 // that the same counts give the same balance, bit for bit, in either.
 
 // The accountant of a curve is stored with every curve (PostgreSQL:
@@ -179,7 +179,7 @@ func (c Grid) charges(counts map[string]uint64, curve func(id string) (*Curve, e
 func (c Grid) spent(s charges) privacy.Spent {
 	sp, err := c.privacy().Epsilon(s.counts)
 	if err != nil {
-		panic(fmt.Sprintf("serve: composed curves: %v", err))
+		panic(fmt.Sprintf("ledger: composed curves: %v", err))
 	}
 	return sp
 }
@@ -195,7 +195,7 @@ func (c Grid) remainingReleases(s charges, curve *Curve, budget float64) float64
 	}
 	m, err := c.privacy().RemainingReleases(counts, i, budget)
 	if err != nil {
-		panic(fmt.Sprintf("serve: composed curves: %v", err))
+		panic(fmt.Sprintf("ledger: composed curves: %v", err))
 	}
 	return m
 }
@@ -277,13 +277,13 @@ func (c Grid) epsilonOfOne(cv *Curve) (eps, order float64) {
 	if cv.Mu > 0 {
 		eps, err := privacy.GaussianMechanismEpsilon(cv.Mu, c.Delta)
 		if err != nil {
-			panic(fmt.Sprintf("serve: gaussian curve: %v", err))
+			panic(fmt.Sprintf("ledger: gaussian curve: %v", err))
 		}
 		return eps, math.NaN()
 	}
 	sp, err := c.privacy().Epsilon([]privacy.Count{{Mechanism: privacy.Mechanism{RD: cv.RD}, Releases: 1}})
 	if err != nil {
-		panic(fmt.Sprintf("serve: curve: %v", err))
+		panic(fmt.Sprintf("ledger: curve: %v", err))
 	}
 	return sp.Epsilon, sp.Order
 }

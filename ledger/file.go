@@ -55,7 +55,7 @@ const lockTimeout = time.Second
 // File is the durable privacy ledger of a server: per account (a key ID),
 // the releases charged to it under each model's certified RDP curve (and
 // Gaussian mu, for a release that is exactly a Gaussian mechanism). The
-// spent privacy of an account is composed by budget.go: exactly (the mus
+// spent privacy of an account is composed by its Grid (privacy.Composition): exactly (the mus
 // composed, privacy.GaussianMechanismEpsilon) while every curve it was
 // charged under is Gaussian, else the sum over its releases of their
 // curves at each Renyi order (RDP composes additively), converted to
@@ -170,7 +170,7 @@ func chargeSum(id []byte, rec *chargeRecord) string {
 func recordSum(id string, rec any) string {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		panic(fmt.Sprintf("serve: ledger record: %v", err)) // counts, strings and times always marshal
+		panic(fmt.Sprintf("ledger: ledger record: %v", err)) // counts, strings and times always marshal
 	}
 	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	h.Write([]byte(id))
@@ -528,7 +528,7 @@ func (l *File) readCurves(tx *bolt.Tx) error {
 func NewLedgerID() string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("serve: crypto/rand: %v", err)) // crypto/rand does not fail on supported systems
+		panic(fmt.Sprintf("ledger: crypto/rand: %v", err)) // crypto/rand does not fail on supported systems
 	}
 	return hex.EncodeToString(b)
 }
@@ -912,7 +912,7 @@ func decodeAccount(id string, v []byte) (*accountRecord, error) {
 	return rec, nil
 }
 
-// comp is the ledger's Grid (budget.go): its orders and delta.
+// comp is the ledger's Grid: its orders and delta.
 func (l *File) comp() Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

@@ -1,3 +1,10 @@
+// Package ledger is the privacy ledger of the release service apart from
+// its implementations, as database/sql/driver is apart from the drivers:
+// the interface a server charges (Ledger), the balance every implementation
+// computes from counts per curve (Grid: one refusal rule, composition by
+// privacy.Composition), the group commit (Batcher), and the embedded
+// implementation, a bbolt file (File) with its backups and restores.
+// PostgreSQL's is package ledger/pgledger. docs/serving.md, "The ledger".
 package ledger
 
 import (
@@ -13,19 +20,20 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// Ledger is what a Server charges: the durable record, per account
-// (a key ID), of the releases charged under each model's certified RDP
-// curve (and, for a release that is exactly Gaussian, its mu: an account
-// of Gaussian releases only composes exactly). Two implementations, with one budget arithmetic (budget.go):
+// Ledger is what a server charges: the durable record, per account (a key
+// ID), of the releases charged under each model's certified RDP curve
+// (and, for a release that is exactly Gaussian, its mu: an account of
+// Gaussian releases only composes exactly). Two implementations, with one
+// balance (Grid):
 //
 //   - *File, a bbolt file that one process opens (OpenFile): the
 //     embedded default of a service on one machine;
-//   - *PGLedger, a PostgreSQL database that every replica of a service
-//     shares (OpenPGLedger): charges are transactions under a row lock on
+//   - *pgledger.Ledger, a PostgreSQL database that every replica of a
+//     service shares (pgledger.Open): charges are transactions under a row lock on
 //     the account, so replicas charging one key can never together pass a
 //     budget that only one of them fits in.
 //
-// Both are created explicitly (CreateFile, CreatePGLedger; `nvdp serve
+// Both are created explicitly (CreateFile, pgledger.Create; `nvdp serve
 // ledger init`) and refuse to open what they did not create. Every method
 // is safe for concurrent use. docs/serving.md, "The ledger".
 type Ledger interface {
@@ -33,7 +41,7 @@ type Ledger interface {
 	// database's host and name (never its password).
 	Name() string
 	// Format is the ledger's format: FileFormat for the file,
-	// PGLedgerFormat for PostgreSQL (GET /v1/info).
+	// pgledger.Format for PostgreSQL (GET /v1/info).
 	Format() string
 	// RegisterCurve records g, the certified guarantee of one release of a
 	// model described by model (JSON), and returns the curve charges are
@@ -165,11 +173,11 @@ func (c Grid) CurveInfo(cv *Curve, accountant string, format int, registered tim
 }
 
 // ErrLedgerBusy: a charge refused at once because too many were already
-// waiting for the ledger (PGOptions.MaxWaitingCharges); nothing was charged.
+// waiting for the ledger (pgledger.Options.MaxWaitingCharges); nothing was charged.
 var ErrLedgerBusy = errors.New("too many charges waiting for the ledger")
 
 // ErrNoBackup: a ledger that is not a file (PostgreSQL) is backed up by its
-// database, not by the server (Server.Backup).
+// database, not by the server (serve.Server.Backup).
 var ErrNoBackup = errors.New("this ledger is not backed up by the server")
 
 // CheckGuarantee checks the guarantee of one release of a model, as a

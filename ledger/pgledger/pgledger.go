@@ -1,3 +1,7 @@
+// Package pgledger is the privacy ledger in a PostgreSQL database that the
+// replicas of a service share (Ledger, an implementation of ledger.Ledger),
+// with its schema, its migrations and its keys table. docs/serving.md,
+// "The PostgreSQL ledger".
 package pgledger
 
 import (
@@ -127,7 +131,7 @@ func pgName(dsn string) string {
 // replicas of a service (ledger.Ledger; docs/serving.md, "The PostgreSQL
 // ledger"). A charge is one transaction: the accounts it touches are locked
 // (SELECT ... FOR UPDATE, in account order), their counts read, the budget
-// checked in Go with the file ledger's arithmetic (budget.go), the counts
+// checked in Go with the file ledger's balance (ledger.Grid), the counts
 // and a charge row written and committed, all before Charge returns; a
 // refused charge writes nothing. Charges waiting in one process are grouped
 // into transactions of up to ledger.MaxCommitBatch, pgCommitters at a time.
@@ -436,7 +440,7 @@ func scanCurve(row pgx.Row, comp ledger.Grid) (*ledger.Curve, error) {
 	return &c, nil
 }
 
-// comp is the ledger's ledger.Grid (budget.go).
+// comp is the ledger's ledger.Grid.
 func (l *Ledger) comp() ledger.Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

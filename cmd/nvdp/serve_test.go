@@ -55,13 +55,19 @@ func TestServeHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var raw [][]byte
-	if err := json.Unmarshal([]byte(os.Getenv("NVDP_SERVE_ARGS")), &raw); err != nil {
+	// NVDP_SERVE_ARGS: a JSON array of strings (scripts/serve-ledgers.sh);
+	// NVDP_SERVE_RAW_ARGS: of base64 byte strings (helperCommand: any bytes).
+	var args []string
+	if env := os.Getenv("NVDP_SERVE_RAW_ARGS"); env != "" {
+		var raw [][]byte
+		if err := json.Unmarshal([]byte(env), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range raw {
+			args = append(args, string(a))
+		}
+	} else if err := json.Unmarshal([]byte(os.Getenv("NVDP_SERVE_ARGS")), &args); err != nil {
 		t.Fatal(err)
-	}
-	args := make([]string, len(raw))
-	for i, a := range raw {
-		args[i] = string(a)
 	}
 	loadReleaser = fakeLoader(latency)
 	rootCmd.SetArgs(args)
@@ -90,7 +96,7 @@ func helperCommand(latency time.Duration, args ...string) *exec.Cmd {
 	}
 	a, _ := json.Marshal(raw)
 	c := exec.Command(os.Args[0], "-test.run=^TestServeHelper$")
-	c.Env = append(os.Environ(), "NVDP_SERVE_HELPER=1", "NVDP_SERVE_ARGS="+string(a), "NVDP_SERVE_LATENCY="+latency.String())
+	c.Env = append(os.Environ(), "NVDP_SERVE_HELPER=1", "NVDP_SERVE_RAW_ARGS="+string(a), "NVDP_SERVE_LATENCY="+latency.String())
 	return c
 }
 

@@ -42,7 +42,7 @@ type releaserCollectors interface {
 	Collectors() []prometheus.Collector
 }
 
-func newMetrics(lim *limiter, ledger ledger.Ledger, rel Releaser) *metrics {
+func newMetrics(lim *limiter, lg ledger.Ledger, rel Releaser) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -92,13 +92,13 @@ func newMetrics(lim *limiter, ledger ledger.Ledger, rel Releaser) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nvdp_ledger_available", Help: "1 while the ledger can charge; 0 while its database does not answer, or once its file was removed, replaced, truncated or could not be read (no release is served then).",
 		}, func() float64 {
-			if ledger.Err() != nil {
+			if lg.Err() != nil {
 				return 0
 			}
 			return 1
 		}),
 	)
-	if lc, ok := ledger.(ledgerCollectors); ok {
+	if lc, ok := lg.(ledgerCollectors); ok {
 		m.reg.MustRegister(lc.Collectors()...)
 	}
 	if rc, ok := rel.(releaserCollectors); ok {

@@ -186,7 +186,7 @@ type reqInfo struct {
 	code     string // error code, "" on success
 }
 
-// New returns a server releasing from rel, charging ledger (the bbolt file
+// New returns a server releasing from rel, charging lg (the bbolt file
 // or PostgreSQL: ledger.Ledger), authenticating with keys: nil (or a nil
 // *Keys) for no keys and one shared account; a keys file (*Keys, which
 // ReloadKeys replaces while serving); or another KeySource, such as a

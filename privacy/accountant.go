@@ -8,16 +8,15 @@ import (
 // The accountants of a certified epsilon (Guarantee.Accountant): which
 // computation turned the clip set's certificate into (epsilon, delta).
 const (
-	// AccountantRDP converts the certified RDP curve with the conversion of
-	// Balle et al. 2020 (Thm 21) and Canonne, Kamath & Steinke 2020
-	// (Prop. 12), minimised over the order grid (EpsilonAt, BestEpsilon):
-	// valid for every clip set, not tight.
+	// AccountantRDP converts the certified RDP curve with the conversion of Balle
+	// et al. 2020, Thm 21, and Canonne, Kamath and Steinke 2020, Prop. 12,
+	// minimised over the order grid; see [EpsilonAt] and [BestEpsilon]. It is
+	// valid for every clip set but not tight.
 	AccountantRDP = "rdp"
-	// AccountantGaussian is exact: the release of a fixed-noise clip set is
-	// a Gaussian mechanism (ClipSet.GaussianMu), whose (epsilon, delta)
-	// curve is known in closed form (Balle & Wang 2018, Thm 8;
-	// GaussianMechanismDelta), and k releases compose exactly into one with
-	// mu sqrt(k).
+	// AccountantGaussian is exact. The release of a fixed-noise clip set is a
+	// Gaussian mechanism, see [ClipSet.GaussianMu]. Its (epsilon, delta) curve
+	// is known in closed form, [GaussianMechanismDelta] after Balle and Wang
+	// 2018, Thm 8, and k releases compose exactly into one with mu sqrt(k).
 	AccountantGaussian = "analytic-gaussian"
 )
 
@@ -83,10 +82,12 @@ func (s ClipSet) GaussianMu() (mu float64, ok bool) {
 	return 2 * C * math.Sqrt(float64(s.Components-1)) / math.Sqrt(minVar), true
 }
 
-// GaussianMechanismMu is the largest mu (sensitivity / sigma) of a Gaussian
-// mechanism that is (eps, delta)-DP: the inverse of GaussianMechanismDelta
-// in mu (which increases with mu), by bisection to float64 resolution,
-// never above the exact value. Errors: eps < 0 or not finite, delta not in
+// GaussianMechanismMu returns the largest mu, sensitivity / sigma, of a
+// Gaussian mechanism that is (eps, delta)-DP. It inverts
+// [GaussianMechanismDelta], which increases with mu, by bisection to float64
+// resolution, and is never above the exact value.
+//
+// It returns an error when eps is negative or not finite, or delta is not in
 // (0, 1).
 func GaussianMechanismMu(eps, delta float64) (float64, error) {
 	if !(eps >= 0) || math.IsInf(eps, 0) {

@@ -31,16 +31,20 @@ func (v PosteriorView) check(name string) error {
 type GaussianDirection string
 
 const (
-	// DirectionPaper is Eq. rdp exactly as printed: sigma'^2 = (1-lambda) sigma_{q'}^2 +
-	// lambda sigma_q^2 and log(sigma' / (sigma_{q'}^{1-lambda} sigma_q^lambda)), which is
-	// the closed form of D_lambda(N_{q'} || N_q) while the Dirichlet part is
-	// D_lambda(Dir_q || Dir_{q'}): the two halves of the printed bound point in
-	// opposite directions. Kept to compare with the paper and the PyTorch peer.
+	// DirectionPaper is Eq. rdp exactly as printed:
+	//
+	//	sigma'^2 = (1-lambda) sigma_{q'}^2 + lambda sigma_q^2
+	//	log(sigma' / (sigma_{q'}^{1-lambda} sigma_q^lambda))
+	//
+	// That is the closed form of D_lambda(N_{q'} || N_q), while the Dirichlet part
+	// is D_lambda(Dir_q || Dir_{q'}): the two halves of the printed bound point in
+	// opposite directions. It is kept to compare with the paper and the PyTorch
+	// peer.
 	DirectionPaper GaussianDirection = "paper"
 	// DirectionStandard uses D_lambda(N_q || N_{q'}) for the Gaussian part, so
-	// that every term of the bound has the same direction q || q' (Gil et al.
-	// 2013): sigma'^2 = lambda sigma_{q'}^2 + (1-lambda) sigma_q^2. This is the
-	// principled default (the zero value); see docs/privacy.md.
+	// that every term of the bound has the same direction q || q', after Gil et
+	// al. 2013: sigma'^2 = lambda sigma_{q'}^2 + (1-lambda) sigma_q^2. It is the
+	// principled default and the zero value; see docs/privacy.md.
 	DirectionStandard GaussianDirection = "standard"
 )
 
@@ -73,11 +77,13 @@ type BoundTerms struct {
 	Undefined string
 }
 
-// PairBound is the upper bound D_lambda(DP(q) || DP(q')) of the paper's Eq. rdp
-// (section 3.1) with kappa_i = 1, summed over all N components and all P
-// dimensions, Gaussian term in the q || q' direction (DirectionStandard), no mask. order is
-// the Renyi order lambda > 1. Where the bound is undefined, Total is +Inf and
-// Undefined says why. Errors: order <= 1, shape mismatch.
+// PairBound returns the upper bound D_lambda(DP(q) || DP(q')) of the paper's
+// Eq. rdp, section 3.1, with kappa_i = 1 and no mask, summed over all N
+// components and all P dimensions. The Gaussian term is in the q || q'
+// direction, [DirectionStandard]. order is the Renyi order lambda > 1.
+//
+// Where the bound is undefined, Total is +Inf and Undefined says why. It
+// returns an error when order <= 1 or the shapes of q and qp differ.
 func PairBound(order float64, q, qp PosteriorView) (BoundTerms, error) {
 	return PairBoundWith(order, q, qp, BoundOptions{})
 }
@@ -190,10 +196,12 @@ func CheckOrder(order float64) error {
 	return nil
 }
 
-// CheckDelta checks a delta of (epsilon, delta)-DP or of BDP's delta_mu: nil
-// when it is in (0, 1), else an [*option.Error] for the option "delta"
-// ("delta <value>: must be in (0, 1)"), so that a program names its own flag
-// for it. Every delta nvdp accepts is checked with it.
+// CheckDelta checks a delta of (epsilon, delta)-DP or of BDP's delta_mu. Every
+// delta nvdp accepts is checked with it.
+//
+// It returns nil when delta is in (0, 1), and otherwise an [*option.Error] for
+// the option "delta", reading "delta <value>: must be in (0, 1)", so that a
+// program names its own flag for it.
 func CheckDelta(delta float64) error {
 	if !(delta > 0 && delta < 1) {
 		return option.Errorf("delta", delta, "must be in (0, 1)")

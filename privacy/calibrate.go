@@ -9,18 +9,22 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
-// Target is what a calibration must certify, of one of two kinds: Epsilon
-// at Delta for Releases releases (KindEpsilon: the (epsilon, delta)
-// conversion minimised over the order grid), or RD nats at Order for
-// Releases releases (KindRD). Kind says which, so that a zero value never
-// stands for "absent": the kind's value must be finite and > 0 (an explicit
-// 0 is an error, never "no target"), and the other kind's value unset (0).
-// Build targets with EpsilonTarget and RDTarget. With an RD target, Delta
-// (optional, 0: DefaultDelta) is the delta at which the calibration's
-// guarantee reports its epsilon.
+// Target is what a calibration must certify, of one of two kinds.
 //
-// The JSON form has "kind"; a target written before it (certificate.json of
-// older runs) reads with the kind of its value that is > 0 (UnmarshalJSON).
+// A [KindEpsilon] target is Epsilon at Delta for Releases releases, using the
+// (epsilon, delta) conversion minimised over the order grid. A [KindRD] target
+// is RD nats at Order for Releases releases; its Delta, optional with 0
+// meaning [DefaultDelta], is the delta at which the calibration's guarantee
+// reports its epsilon.
+//
+// Kind says which, so that a zero value never stands for "absent": the kind's
+// value must be finite and > 0, an explicit 0 being an error and never "no
+// target", and the other kind's value must be unset, 0. Build targets with
+// [EpsilonTarget] and [RDTarget].
+//
+// The JSON form has "kind". A target written before it, as in the
+// certificate.json of older runs, reads with the kind of its value that is
+// > 0; see [Target.UnmarshalJSON].
 type Target struct {
 	Kind     TargetKind `json:"kind"`
 	Epsilon  float64    `json:"epsilon,omitempty"`
@@ -51,10 +55,10 @@ func RDTarget(rd, order float64, releases int) Target {
 	return Target{Kind: KindRD, RD: rd, Order: order, Releases: releases}
 }
 
-// Validate checks the target: a known Kind, its value finite and > 0, the
-// other kind's value unset, delta in (0, 1) (an epsilon target's; an RD
-// target's when given), a valid order (an RD target's), releases >= 1.
-// Errors name the field.
+// Validate checks the target: a known Kind, with its value finite and > 0 and
+// the other kind's value unset; releases >= 1; for an epsilon target, delta in
+// (0, 1); for an RD target, a valid order, and delta in (0, 1) when given.
+// Its errors name the field.
 func (t Target) Validate() error {
 	const one = "give exactly one of a target epsilon and a target RD"
 	switch t.Kind {

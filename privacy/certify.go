@@ -50,12 +50,15 @@ type ClipSet struct {
 	PriorAlpha float64
 }
 
-// LogvarBounds is the logvar interval of the sigma clip, the one place it is
-// computed (package nvib clips with it, ClipSet certifies it): floor =
-// ln((order-1)/order priorVar) + margin (paper Eq. clip_sigma_derived, with
-// the margin of docs/privacy.md) and, when capped, cap = ln priorVar with
-// the floor never above it (margin >= ln(order/(order-1)) gives the
-// fixed-noise design floor = cap); uncapped (the reference), cap = +Inf.
+// LogvarBounds returns the logvar interval of the sigma clip. It is the one
+// place the interval is computed: package nvib clips with it and [ClipSet]
+// certifies it.
+//
+// The floor is ln((order-1)/order priorVar) + margin, the paper's Eq.
+// clip_sigma_derived with the margin of docs/privacy.md. When capped, the cap
+// is ln priorVar and the floor is never above it; a margin >= ln(order/(order-1))
+// gives the fixed-noise design, floor = cap. Uncapped, as in the reference,
+// the cap is +Inf.
 func LogvarBounds(order, priorVar, margin float64, capped bool) (floor, cap float64) {
 	floor = math.Log((order-1)/order*priorVar) + margin
 	if !capped {
@@ -223,13 +226,16 @@ func (s ClipSet) Unclipped() ClipSet {
 	return s
 }
 
-// MaxOrder is the supremum of the Renyi orders at which the certified bound
-// is finite: the bound is finite exactly for 1 < lambda < MaxOrder (+Inf:
-// every order). From docs/privacy.md: the Gaussian radicand needs
-// lambda sigma_min^2 > (lambda-1) sigma_max^2, i.e. lambda < hi/(hi-lo) per
-// dimension; the Dirichlet component term needs lambda C_amin > (lambda-1)
-// C_amax, i.e. lambda < C_amax/(C_amax-C_amin). Returns 1 when no order is
-// finite (C_amin = 0, no cap or no floor).
+// MaxOrder returns the supremum of the Renyi orders at which the certified
+// bound is finite: the bound is finite exactly for 1 < lambda < MaxOrder. +Inf
+// means every order.
+//
+// The limits come from docs/privacy.md. The Gaussian radicand needs
+// lambda sigma_min^2 > (lambda-1) sigma_max^2, that is lambda < hi/(hi-lo),
+// per dimension. The Dirichlet component term needs
+// lambda C_amin > (lambda-1) C_amax, that is lambda < C_amax/(C_amax-C_amin).
+//
+// It returns 1 when no order is finite: C_amin = 0, or no cap, or no floor.
 func (s ClipSet) MaxOrder() float64 {
 	if s.Components == 1 {
 		return math.Inf(1)
@@ -310,27 +316,31 @@ func dirTotal(lam, a0, b0 float64) float64 { return -dirComponent(lam, a0, b0) }
 type corner struct{ lx, ly float64 }
 
 // Certify returns the supremum of Eq. rdp at Renyi order lambda over all
-// ordered pairs (q, q') of posteriors in set, its three parts and a witness
-// pair that attains it. dir is the Gaussian term's direction (""
-// = DirectionStandard); the supremum is the same in both directions (the set
-// is symmetric), only the witness differs.
+// ordered pairs (q, q') of posteriors in set, its three parts, and a witness
+// pair that attains it. dir is the Gaussian term's direction, with ""
+// meaning [DirectionStandard]. The supremum is the same in both directions,
+// since the set is symmetric; only the witness differs.
 //
-// Derivation (docs/privacy.md, "The certified bound"): the set is a product
-// over components and, within a component, over (alpha, logvar_j, mu). The
-// prior component is identical in both posteriors and contributes 0. Per
-// token component the Gaussian part is, per dimension, quasi-convex in each
-// variance (proved), so its supremum is at a corner of [lo,hi]^2; the mean
-// term lambda/2 sum_j Delta_j^2/s_j^2 with ||Delta|| <= 2 C_mu is largest with
-// all of Delta on the dimension of smallest s_j^2. The Dirichlet part is
-// convex in alpha' (proved: a log-partition function of an exponential
-// family composed with an affine map); with alpha' at a vertex, the maximiser
-// over alpha is taken at a vertex (checked numerically, not proved: random
-// restarts of coordinate ascent never exceed it), and turning an (A, A)
-// component into (B, B) never lowers the bound (proved: concavity of the
-// digamma function), so only the counts of (A, B) and (B, A) components are
-// enumerated, O(N^2).
+// The derivation is in docs/privacy.md, "The certified bound". The set is a
+// product over components and, within a component, over alpha, logvar_j and
+// mu. The prior component is identical in both posteriors and contributes 0.
 //
-// Errors: order <= 1 or not finite, invalid set.
+// For each token component, the Gaussian part is, per dimension, quasi-convex
+// in each variance, which is proved, so its supremum is at a corner of
+// [lo,hi]^2. The mean term lambda/2 sum_j Delta_j^2/s_j^2, with
+// ||Delta|| <= 2 C_mu, is largest with all of Delta on the dimension of
+// smallest s_j^2.
+//
+// The Dirichlet part is convex in alpha', which is proved: it is a
+// log-partition function of an exponential family composed with an affine
+// map. With alpha' at a vertex, the maximiser over alpha is taken at a
+// vertex; this is checked numerically, not proved, as random restarts of
+// coordinate ascent never exceed it. Turning an (A, A) component into (B, B)
+// never lowers the bound, which is proved by the concavity of the digamma
+// function. So only the counts of (A, B) and (B, A) components are
+// enumerated, in O(N^2).
+//
+// It returns an error when order <= 1 or not finite, or the set is invalid.
 func Certify(set ClipSet, order float64, dir GaussianDirection) (*Certificate, error) {
 	return supremum(set, order, dir, nil, true)
 }

@@ -119,12 +119,12 @@ func (o ReportOptions) Validate() error {
 	return CheckDelta(o.Delta)
 }
 
-// NewCertifiedReport certifies set: the certificate at o.Order of
-// o.Releases releases and the guarantee (the curve over o.Orders, epsilon
-// and BDP at o.Delta) of as many releases.
+// NewCertifiedReport certifies set: it computes the certificate at o.Order
+// of o.Releases releases, and the guarantee of as many releases, which is the
+// curve over o.Orders with the epsilon and BDP at o.Delta.
 //
-// Errors, prefixed with "certify (<o.Source>)": invalid options
-// ([ReportOptions.Validate]), an invalid set (named).
+// Its errors are prefixed with "certify (<o.Source>)". They are invalid
+// options, see [ReportOptions.Validate], and an invalid set, named.
 func NewCertifiedReport(set ClipSet, o ReportOptions) (*CertifiedReport, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("certify (%s): %w", o.Source, err)

@@ -82,11 +82,13 @@ func (c Composition) Check() error {
 	return nil
 }
 
-// Epsilon returns the guarantee at c.Delta of counts composed: exact
-// (AccountantGaussian) while every mechanism with releases is Gaussian and
-// one has releases, else the RDP sum converted (AccountantRDP; also for no
-// releases at all, epsilon 0). Errors: c invalid (Check), a mechanism whose
-// RD does not have one bound per order.
+// Epsilon returns the guarantee at c.Delta of counts composed. It is exact,
+// [AccountantGaussian], while every mechanism with releases is Gaussian and
+// one has releases. Otherwise it is the RDP sum converted, [AccountantRDP],
+// which also covers no releases at all, with epsilon 0.
+//
+// It returns an error when c is invalid, see [Composition.Check], or a
+// mechanism's RD does not have one bound per order.
 func (c Composition) Epsilon(counts []Count) (Spent, error) {
 	if err := c.check(counts); err != nil {
 		return Spent{}, err

@@ -5,17 +5,18 @@ import (
 	"math"
 )
 
-// GaussianMechanismDelta is the exact privacy curve of the Gaussian mechanism
-// whose L2 sensitivity divided by its noise sigma is mu (Balle & Wang 2018,
-// Thm 8; the mu-GDP curve of Dong, Roth & Su 2022):
+// GaussianMechanismDelta returns the exact privacy curve of the Gaussian
+// mechanism whose L2 sensitivity divided by its noise sigma is mu: the
+// smallest delta for which it is (eps, delta)-DP,
 //
-//	delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu),
+//	delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu).
 //
-// the smallest delta for which it is (eps, delta)-DP. Evaluated with the
-// second term in log space, so that it neither overflows nor loses the
-// difference for a large mu (a weakly private release: eps in the
-// thousands). 0 for mu = 0. mu must be >= 0 and eps >= 0 (programmer
-// errors: it panics otherwise).
+// This is Balle and Wang 2018, Thm 8, and the mu-GDP curve of Dong, Roth and
+// Su 2022. The second term is evaluated in log space, so that it neither
+// overflows nor loses the difference for a large mu, a weakly private release
+// with eps in the thousands. It returns 0 for mu = 0.
+//
+// mu and eps must be >= 0; otherwise it panics, as a programmer error.
 func GaussianMechanismDelta(mu, eps float64) float64 {
 	if !(mu >= 0) || !(eps >= 0) {
 		panic(fmt.Sprintf("privacy: GaussianMechanismDelta(%v, %v): want mu >= 0, eps >= 0", mu, eps))
@@ -28,10 +29,13 @@ func GaussianMechanismDelta(mu, eps float64) float64 {
 	return math.Max(0, d)
 }
 
-// GaussianMechanismEpsilon is the exact epsilon of the Gaussian mechanism
+// GaussianMechanismEpsilon returns the exact epsilon of the Gaussian mechanism
 // with sensitivity / sigma = mu at delta: the smallest eps >= 0 with
-// GaussianMechanismDelta(mu, eps) <= delta (bisection to float64
-// resolution). Errors: mu < 0, NaN or infinite; delta not in (0, 1).
+// [GaussianMechanismDelta](mu, eps) <= delta, found by bisection to float64
+// resolution.
+//
+// It returns an error when mu is negative, NaN or infinite, or delta is not in
+// (0, 1).
 func GaussianMechanismEpsilon(mu, delta float64) (float64, error) {
 	if !(mu >= 0) || math.IsInf(mu, 0) {
 		return 0, fmt.Errorf("gaussian mechanism: sensitivity/sigma = %v: want a finite value >= 0", mu)

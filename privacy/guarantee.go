@@ -8,10 +8,10 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
-// DefaultOrders is the grid of Renyi orders of the certified RDP curve: the
-// grid of dp_accounting and Opacus (1.1, 1.2, ..., 10.9, 12, ..., 63) with
-// 1.01..1.09 added below it (clips derived for low orders are finite only
-// there) and 64..1024 above it (fixed-noise designs at small epsilon).
+// DefaultOrders is the grid of Renyi orders of the certified RDP curve. It is
+// the grid of dp_accounting and Opacus, 1.1, 1.2, ..., 10.9, 12, ..., 63, with
+// 1.01 to 1.09 added below it, where clips derived for low orders are finite,
+// and 64 to 1024 above it, for fixed-noise designs at small epsilon.
 var DefaultOrders = func() []float64 {
 	var o []float64
 	for x := 1; x <= 9; x++ {
@@ -30,16 +30,19 @@ var DefaultOrders = func() []float64 {
 // the BDP accountant's delta_mu (the paper's 1e-5).
 const DefaultDelta = 1e-5
 
-// EpsilonAt converts an RDP guarantee (order lambda, rd nats) of a mechanism to
-// (epsilon, delta)-DP with the improved conversion of Balle et al. 2020
-// (Thm 21) and Canonne, Kamath & Steinke 2020 (Prop 12):
+// EpsilonAt converts the RDP guarantee of a mechanism, rd nats at order
+// lambda, to an epsilon of (epsilon, delta)-DP. It uses the improved
+// conversion of Balle et al. 2020, Thm 21, and Canonne, Kamath and Steinke
+// 2020, Prop 12:
 //
 //	epsilon = rd + ln((lambda-1)/lambda) - (ln delta + ln lambda)/(lambda-1),
 //
-// clamped at 0, and 0 when delta >= sqrt(1 - e^{-rd}) (total variation <=
-// sqrt(1 - e^{-KL}) <= sqrt(1 - e^{-rd}), Bretagnolle-Huber), as
-// dp_accounting's compute_epsilon does. +Inf when rd is +Inf.
-// Errors: order <= 1, delta not in (0, 1), rd < 0 or NaN.
+// clamped at 0. As dp_accounting's compute_epsilon does, it returns 0 when
+// delta >= sqrt(1 - e^{-rd}): by Bretagnolle-Huber the total variation is at
+// most sqrt(1 - e^{-KL}) <= sqrt(1 - e^{-rd}). It returns +Inf when rd is +Inf.
+//
+// It returns an error when order <= 1, delta is not in (0, 1), or rd is
+// negative or NaN.
 func EpsilonAt(order, rd, delta float64) (float64, error) {
 	if err := CheckOrder(order); err != nil {
 		return 0, err
@@ -84,13 +87,16 @@ func BestEpsilon(curve []OrderRD, delta float64) (eps, order float64, err error)
 	return eps, order, nil
 }
 
-// CertifiedBDP is the Bayesian-DP epsilon_mu at delta_mu implied by a
-// certified RDP curve: the accountant's cost c(l) = ln E_x'[exp(l D_{l+1})]
-// (docs/privacy.md, "Bayesian DP") is at most l cert(l+1) for every x', so
-// epsilon_mu <= min over l of cert(1+l) + ln(1/delta_mu)/l (the points of the
-// curve give l = order - 1). Unlike the audit's estimate it needs no
-// Student-t bound: it holds for every data distribution. Returns the value
-// and the moment order l (+Inf, NaN when every point is infinite).
+// CertifiedBDP returns the Bayesian-DP epsilon_mu at delta_mu implied by a
+// certified RDP curve, and the moment order l that gives it.
+//
+// The accountant's cost c(l) = ln E_x'[exp(l D_{l+1})], defined in
+// docs/privacy.md under "Bayesian DP", is at most l cert(l+1) for every x'.
+// So epsilon_mu <= min over l of cert(1+l) + ln(1/delta_mu)/l, where each
+// point of the curve gives l = order - 1. Unlike the audit's estimate it needs
+// no Student-t bound: it holds for every data distribution.
+//
+// When every point is infinite it returns +Inf and a NaN order.
 func CertifiedBDP(curve []OrderRD, deltaMu float64) (eps, l float64, err error) {
 	if err := CheckDelta(deltaMu); err != nil {
 		return 0, 0, err
@@ -108,12 +114,16 @@ func CertifiedBDP(curve []OrderRD, deltaMu float64) (eps, l float64, err error) 
 }
 
 // Guarantee is the certified privacy of k releases of one text by a model
-// whose clipping is a ClipSet: the RDP curve (k times the one-release
-// certificate at each order; RDP composes additively), the certified
-// (epsilon, delta) and the accountant that gave it (exact for a Gaussian
-// release, ClipSet.GaussianMu; else the RDP conversion minimised over
-// orders), and the certified BDP. Its scope: any two inputs (texts), k
-// releases; not the training data (docs/privacy.md, "Threat model").
+// whose clipping is a [ClipSet].
+//
+// It holds the RDP curve, k times the one-release certificate at each order,
+// since RDP composes additively; the certified (epsilon, delta) and the
+// accountant that gave it; and the certified BDP. The accountant is exact for
+// a Gaussian release, see [ClipSet.GaussianMu], and otherwise is the RDP
+// conversion minimised over orders.
+//
+// Its scope is any two inputs, that is texts, and k releases; it does not
+// cover the training data. See docs/privacy.md, "Threat model".
 type Guarantee struct {
 	// Format is GuaranteeFormat (0 in files written before it: format 1,
 	// whose epsilon is always the RDP conversion).
@@ -151,10 +161,13 @@ type Guarantee struct {
 	Release *ReleaseMechanism `json:"release,omitempty"`
 }
 
-// CertifyCurve returns the certified guarantee of `releases` releases (>= 1)
-// at each order of orders (nil: DefaultOrders) and its (epsilon, delta)
-// conversion, labelled LabelCertified with its scope. Orders at or past set.MaxOrder() have an infinite bound.
-// Errors: invalid set, order <= 1, delta not in (0,1), releases < 1.
+// CertifyCurve returns the certified guarantee of `releases` releases at each
+// order of orders, and its conversion to (epsilon, delta), labelled
+// [LabelCertified] with its scope. A nil orders means [DefaultOrders]. Orders
+// at or past [ClipSet.MaxOrder] have an infinite bound.
+//
+// It returns an error for an invalid set, an order <= 1, a delta not in
+// (0, 1), or releases < 1.
 func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases int, delta float64) (*Guarantee, error) {
 	if releases < 1 {
 		return nil, fmt.Errorf("releases = %d: must be >= 1", releases)

@@ -155,9 +155,10 @@ func (p *Posteriors) Validate() error {
 	return nil
 }
 
-// Tensor names of the mask in a posterior file: AttentionMaskTensor (1 =
-// real component) since the mask convention was unified; legacyMaskTensor
-// (1 = padding component) in older files, which are rejected.
+// Tensor names of the mask in a posterior file. AttentionMaskTensor, with 1
+// for a real component, is used since the mask convention was unified.
+// legacyMaskTensor, with 1 for a padding component, is found in older files,
+// which are rejected.
 const (
 	AttentionMaskTensor = "attention_mask"
 	legacyMaskTensor    = "mask"

@@ -55,15 +55,19 @@ const FloatSampler = "float64-ziggurat (floating point: not covered by the certi
 // noise scale or pseudo-counts depend on the input.
 var ErrNotFixedNoise = errors.New("the release's noise is not fixed")
 
-// ReleaseLattice returns the exact release of the clip set: the lattice
-// (noise.NewLattice of the noise sigma and the mean bound |centre| +
-// StoredRadius(C_mu)), the one stored float32 log-variance lv of every
-// component, and the lattice index of each dimension's ball centre (the
-// prior mean; length 1 or Dims). It exists for the fixed-noise designs only
-// (GaussianMu's condition, with the prior component's log-variance equal
-// to the tokens': one sigma for the whole release). Errors: an invalid
-// set; ErrNotFixedNoise (wrapped, with the reason); a centre off the
-// lattice; a lattice too coarse (noise.NewLattice).
+// ReleaseLattice returns the exact release of the clip set: the lattice, the
+// one stored float32 log-variance lv of every component, and the lattice index
+// of each dimension's ball centre, the prior mean, of length 1 or Dims. The
+// lattice is [noise.NewLattice] of the noise sigma and the mean bound
+// |centre| + StoredRadius(C_mu).
+//
+// It exists for the fixed-noise designs only: those of [ClipSet.GaussianMu]'s
+// condition, with the prior component's log-variance equal to the tokens', so
+// that one sigma serves the whole release.
+//
+// It returns an error for an invalid set; [ErrNotFixedNoise], wrapped with the
+// reason; a centre off the lattice; or a lattice too coarse for
+// [noise.NewLattice].
 func (s ClipSet) ReleaseLattice() (lat noise.Lattice, lv float32, centres []int64, err error) {
 	if err := s.Validate(); err != nil {
 		return lat, 0, nil, err

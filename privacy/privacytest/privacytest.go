@@ -174,11 +174,11 @@ func FileCases(tb testing.TB) []FileCase {
 	}
 }
 
-// MaskedFile writes the masked posteriors the memory-map tests share (17
-// examples x 3 components x 7 dims, every other pair of components padding)
-// into dir and returns its path, the file read into memory
-// (privacy.ReadPosteriors) and memory-mapped (privacy.MapPosteriors,
-// unmapped when the test ends).
+// MaskedFile writes into dir the masked posteriors that the memory-map tests
+// share: 17 examples by 3 components by 7 dims, with every other pair of
+// components padding. It returns the file's path, the file read into memory
+// with privacy.ReadPosteriors, and the file memory-mapped with
+// privacy.MapPosteriors, which is unmapped when the test ends.
 func MaskedFile(t *testing.T, dir string) (path string, read, mapped *privacy.Posteriors) {
 	t.Helper()
 	p := RandomPosteriors(rand.New(rand.NewPCG(29, 30)), 17, 3, 7, 0.3)

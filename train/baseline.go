@@ -12,9 +12,9 @@ import (
 )
 
 // StoredBaseline is a file holding the non-private baseline's utility for one
-// task and training budget, over seeds, with the command that measured it:
-// what a private run is compared with when re-running the baseline costs too
-// much (scripts/main-job.sh takes one as BASELINE=FILE).
+// task and training budget, over seeds, with the command that measured it. A
+// private run is compared with it when re-running the baseline costs too
+// much; scripts/main-job.sh takes one as BASELINE=FILE.
 type StoredBaseline struct {
 	Task    string    `json:"task"`
 	Variant string    `json:"variant"` // "baseline"

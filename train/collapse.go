@@ -8,11 +8,13 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
-// Collapse thresholds (docs/training.md, "Collapse"): a selection metric
-// within ChanceTolerance of the chance level is "at chance"; an audit whose
-// empirical RD max over every ordered pair of evaluation posteriors is below
-// PriorRDMax nats has "the posterior on the prior" (every text's release has
-// nearly the same distribution: the encoder's output does not reach it).
+// Collapse thresholds, from docs/training.md, "Collapse".
+//
+// A selection metric within ChanceTolerance of the chance level is "at
+// chance". An audit whose empirical RD max over every ordered pair of
+// evaluation posteriors is below PriorRDMax nats has "the posterior on the
+// prior": every text's release has nearly the same distribution, because the
+// encoder's output does not reach it.
 const (
 	ChanceTolerance = 0.01
 	PriorRDMax      = 0.01
@@ -37,9 +39,10 @@ type CollapseCheck struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// ChanceLevel is the task's selection metric of the best constant predictor
-// on labels: the majority class for classification (ties: the lower class),
-// 0 for regression (a constant has no correlation). Errors: empty labels.
+// ChanceLevel returns the task's selection metric of the best constant
+// predictor on labels. For classification that is the majority class, the
+// lower class on ties; for regression it is 0, since a constant has no
+// correlation. It returns an error when labels is empty.
 func ChanceLevel(task *glue.Task, labels []float64) (float64, error) {
 	if len(labels) == 0 {
 		return 0, fmt.Errorf("%s: no labels for the chance level", task.Name)

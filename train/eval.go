@@ -22,7 +22,7 @@ import (
 )
 
 // Metrics are metric values by name. In JSON a non-finite value is a
-// jsonfloat string ("NaN": e.g. a correlation of constant predictions);
+// jsonfloat string, such as "NaN" for a correlation of constant predictions;
 // the null of files written before jsonfloat reads as NaN.
 type Metrics map[string]float64
 
@@ -152,19 +152,23 @@ type EvalResult struct {
 // PosteriorsFile is the posterior file name of a split.
 func PosteriorsFile(split string) string { return "posteriors_" + split + ".safetensors" }
 
-// Evaluate runs model b on a split: GLUE metrics for labelled splits,
-// predictions in GLUE submission format (Task.SubmissionFile for test,
-// predictions_<split>.tsv otherwise; principled NVDP models predict with
-// every example padded to max-seq-len, the release's length, see
-// model.EvalPadLen) and, for NVDP models, the posterior file
-// (privacy.WritePosteriors via nvib.ExportPosteriors) with every example padded
-// to the fixed length max-seq-len, so that every posterior has N = max-seq-len
-// + 1 aligned components (padding components included, 0 in the attention
-// mask), returned in EvalResult.Release as well, and the certified guarantee
-// of that release (EvalResult.Certified). A gaussian model's release and
-// posterior file always have its release length L + 1 components
-// (nvib.GaussianRelease). The options are checked before any work; writes
-// OUT/eval_<split>.json.
+// Evaluate runs model b on a split, writes OUT/eval_<split>.json, and
+// returns the results. The options are checked before any work.
+//
+// For labelled splits it computes the GLUE metrics. It writes predictions in
+// GLUE submission format: Task.SubmissionFile for test, and
+// predictions_<split>.tsv otherwise. Principled NVDP models predict with
+// every example padded to max-seq-len, the release's length; see
+// [model.EvalPadLen].
+//
+// For NVDP models it also writes the posterior file, with
+// [privacy.WritePosteriors] through [nvib.ExportPosteriors]. Every example is
+// padded to the fixed length max-seq-len, so that every posterior has
+// N = max-seq-len + 1 aligned components, the padding components included
+// with 0 in the attention mask. The release is returned in EvalResult.Release
+// too, and its certified guarantee in EvalResult.Certified. A gaussian
+// model's release and posterior file always have its release length L + 1
+// components; see [nvib.GaussianRelease].
 func Evaluate(b *model.Bundle, o EvalOptions) (*EvalResult, error) {
 	start := time.Now()
 	if err := o.validate(b); err != nil {
@@ -228,11 +232,12 @@ func Evaluate(b *model.Bundle, o EvalOptions) (*EvalResult, error) {
 	return r, nil
 }
 
-// ModelCertificate is the certified guarantee of one release of N
-// components of a model with configuration cfg in dir (nvib.Config.ClipSet), at
-// its clip's Renyi order (privacy.DefaultOrder when that is not a finite
-// order > 1), the standard direction and delta privacy.DefaultDelta: the
-// certificate an evaluation reports. nil for a model without a release.
+// ModelCertificate returns the certificate an evaluation reports: the
+// certified guarantee of one release of N components of a model with
+// configuration cfg in dir, see [nvib.Config.ClipSet]. It is taken in the
+// standard direction, at delta [privacy.DefaultDelta] and at the clip's Renyi
+// order, or [privacy.DefaultOrder] when that is not a finite order > 1. It
+// returns nil for a model without a release.
 func ModelCertificate(cfg nvib.Config, n int, dir string) (*privacy.CertifiedReport, error) {
 	set, ok := cfg.ClipSet(n)
 	if !ok {
@@ -246,11 +251,13 @@ func ModelCertificate(cfg nvib.Config, n int, dir string) (*privacy.CertifiedRep
 }
 
 // ExportPosteriors runs model b on a split and writes only its posterior
-// file, OUT/posteriors_<split>.safetensors, as Evaluate does (no
-// predictions, no eval_<split>.json): RunPipeline's audit of a part of the
-// dev split, whose evaluation is the whole split's. Returns the posteriors
-// (as the file holds them) and the file's path. Errors: as Evaluate; a
-// model without a release (the baseline).
+// file, OUT/posteriors_<split>.safetensors, as [Evaluate] does, without
+// predictions or eval_<split>.json. [RunPipeline] uses it to audit a part of
+// the dev split, whose evaluation is the whole split's. It returns the
+// posteriors, as the file holds them, and the file's path.
+//
+// Its errors are those of [Evaluate], and a model without a release, such as
+// the baseline.
 func ExportPosteriors(b *model.Bundle, o EvalOptions) (*privacy.Posteriors, string, error) {
 	if err := o.validate(b); err != nil {
 		return nil, "", err

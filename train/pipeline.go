@@ -151,11 +151,11 @@ type Report struct {
 	Calibration *model.Calibration `json:"-"`
 }
 
-// PipelineTask is one task's part of RunPipeline, the one pipeline of
-// `nvdp run`: the plan, checked and read before any work, the training and
-// the trained model. A value serves one run: Plan first, then Train
-// (unless PipelineOptions.SkipTrain) and Load. TextPipeline is the GLUE
-// tasks'; package speech has the speech task's (speech.Pipeline).
+// PipelineTask is one task's part of [RunPipeline], the one pipeline of
+// `nvdp run`: the plan, checked and read before any work, the training, and
+// the trained model. A value serves one run: Plan first, then Train, unless
+// PipelineOptions.SkipTrain, and Load. [TextPipeline] is the GLUE tasks';
+// package speech has the speech task's, speech.Pipeline.
 type PipelineTask interface {
 	// Plan checks every option of po and reads what the pipeline needs
 	// before it trains or writes anything; it normalises po.AuditSplit ("":
@@ -203,18 +203,25 @@ type PipelineModel interface {
 	Releases() bool
 }
 
-// RunPipeline runs `nvdp run` for the task of t: it checks every option
-// and reads the data before any work (PipelineTask.Plan), trains (unless
-// po.SkipTrain; a training stopped by StopAfterSteps is an error saying to
-// resume it), loads the best model once, evaluates it on the task's
-// utility split (PipelineModel.Evaluate: utility, predictions,
-// posteriors), audits the audit split's posteriors in memory and certifies
-// the model's clip set at the audit's order (AuditRelease: the empirical
-// numbers and the guarantee; the posterior file written is the same
-// float32s), checks the collapse of a labelled utility split
-// (CheckCollapse) and writes DIR/report.json. For the baseline variant
-// there is no posterior: Privacy is nil with a note. report receives the
-// training's progress events; the audit reports through po.Audit.Progress.
+// RunPipeline runs `nvdp run` for the task of t and writes DIR/report.json.
+// In order, it:
+//
+//   - checks every option and reads the data before any work, with
+//     PipelineTask.Plan;
+//   - trains, unless po.SkipTrain; a training stopped by StopAfterSteps is an
+//     error saying to resume it;
+//   - loads the best model once;
+//   - evaluates it on the task's utility split with PipelineModel.Evaluate,
+//     which gives the utility, the predictions and the posteriors;
+//   - audits the audit split's posteriors in memory and certifies the model's
+//     clip set at the audit's order with [AuditRelease], which gives the
+//     empirical numbers and the guarantee; the posterior file written holds
+//     the same float32s;
+//   - checks the collapse of a labelled utility split with [CheckCollapse].
+//
+// For the baseline variant there is no posterior: Privacy is nil, with a
+// note. report receives the training's progress events; the audit reports
+// through po.Audit.Progress.
 func RunPipeline(ctx context.Context, t PipelineTask, po PipelineOptions, report progress.Func) (*Report, error) {
 	start := time.Now()
 	pl, err := t.Plan(&po)
@@ -272,19 +279,26 @@ func RunPipeline(ctx context.Context, t PipelineTask, po PipelineOptions, report
 	return rep, nil
 }
 
-// AuditRelease audits the posteriors release of a split (read from, or
-// written to, path) in memory under options ao (the empirical numbers;
-// examples names what the posteriors are of: "texts", "utterances") and
-// certifies the clip set of a model with configuration cfg in modelDir
-// (nvib.Config.ClipSet for release.N components) at the audit's order,
-// direction and delta (the guarantee): the report's privacy summary. The
-// pairs are evaluated on d when it is set and the device runs the audit
-// (dnn.AuditAllPairs: the CPU's report up to rounding, docs/engine.md "The
-// audit on the device"), else by audit.Audit on the CPU, with the reason
-// logged and kept in the summary (PrivacySummary.AuditFallback) when d
-// was set; PrivacySummary.AuditEngine says which. Errors: the audit's
-// (named with path; the device's are not retried on the CPU), the
-// certificate's.
+// AuditRelease audits the posteriors release of a split in memory and
+// certifies the clip set of the model it came from. Together these are the
+// report's privacy summary.
+//
+// The release is read from, or written to, path. ao are the audit's options,
+// which give the empirical numbers; examples names what the posteriors are
+// of, such as "texts" or "utterances". The model has configuration cfg in
+// modelDir; its clip set, [nvib.Config.ClipSet] for release.N components, is
+// certified at the audit's order, direction and delta, which gives the
+// guarantee.
+//
+// The pairs are evaluated on d when d is set and the device runs the audit,
+// with [dnn.AuditAllPairs], which gives the CPU's report up to rounding; see
+// docs/engine.md, "The audit on the device". Otherwise [audit.Audit] runs on
+// the CPU, and when d was set the reason is logged and kept in
+// PrivacySummary.AuditFallback. PrivacySummary.AuditEngine says which engine
+// ran.
+//
+// Its errors are the audit's, named with path, and the certificate's. A
+// device's error is not retried on the CPU.
 func AuditRelease(ctx context.Context, release *privacy.Posteriors, path, split, examples string, cfg nvib.Config, modelDir string, ao audit.Options, d *cuda.Device) (*PrivacySummary, error) {
 	ar, engine, fallback, err := auditOn(ctx, d, release, ao)
 	if err != nil {

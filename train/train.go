@@ -137,9 +137,9 @@ const (
 )
 
 // Selection is a trainer's resumable state beyond the loop's: model
-// selection, early stopping and the current epoch's loss sums (the text
-// task's and package speech's; saved in the checkpoint's state object).
-// Start from NewSelection.
+// selection, early stopping and the current epoch's loss sums. The text task
+// and package speech use it, and it is saved in the checkpoint's state
+// object. Start from [NewSelection].
 type Selection struct {
 	BestMetric float64            `json:"-"`       // -Inf before any epoch; JSON "best", a string (below)
 	BestEpoch  int                `json:"best_ep"` // 1-based; 0 = none
@@ -154,9 +154,9 @@ var trainParts = [6]string{"loss", "task", "kl_g", "kl_d", "kl_scale", "lr"}
 // NewSelection returns the state of a run before its first epoch.
 func NewSelection() *Selection { return &Selection{BestMetric: math.Inf(-1)} }
 
-// Add counts one training batch: its loss parts (nats), KL scale s and
+// Add counts one training batch: its loss parts in nats, KL scale s and
 // learning rate lr. It returns the batch's loss and the detail of its
-// progress event ("task ... L_G ... L_D ...").
+// progress event, "task ... L_G ... L_D ...".
 func (s *Selection) Add(out *nvib.Output, scale, lr float64) (float64, string) {
 	for k, v := range [6]float64{out.Loss, out.Task, out.LG, out.LD, scale, lr} {
 		s.Sums[k] += jsonfloat.Float(v)
@@ -165,9 +165,10 @@ func (s *Selection) Add(out *nvib.Output, scale, lr float64) (float64, string) {
 	return out.Loss, fmt.Sprintf("task %.4f L_G %.4f L_D %.4f", out.Task, out.LG, out.LD)
 }
 
-// TrainStep is one training step of a batch: forward in training mode with
-// NVDP sampling from rng at KL scale s (fwd), backward (bwd), the batch
-// counted in sel; it returns the loss and the progress detail for the loop.
+// TrainStep takes one training step on a batch and returns the loss and the
+// progress detail for the loop. It runs fwd forward in training mode, with
+// NVDP sampling from rng at KL scale s, then bwd backward, and counts the
+// batch in sel.
 func TrainStep[C any](sel *Selection, s, lr float64, rng *rand.Rand, fwd func(nvib.ForwardOptions) (*nvib.Output, C, error), bwd func(C) error) (float64, string, error) {
 	out, cache, err := fwd(nvib.ForwardOptions{Train: true, Rng: rng, KLScale: s})
 	if err != nil {
@@ -181,11 +182,13 @@ func TrainStep[C any](sel *Selection, s, lr float64, rng *rand.Rand, fwd func(nv
 }
 
 // CloseEpoch ends epoch st.Epoch of a run of o once the dev metrics are
-// computed (metric: the selection metric among them): the metrics line
-// (Selection.EndEpoch, with the epoch's wall time) appended to the run's log
-// and to res.History, the parameters saved to o.Out/model.safetensors when
-// the metric improved, a log line, and whether early stopping ends the run
-// (Selection.Stop). Errors: writing the model or the log.
+// computed; metric is the selection metric among them. It appends the
+// metrics line, [Selection.EndEpoch] with the epoch's wall time, to the run's
+// log and to res.History; saves the parameters to o.Out/model.safetensors
+// when the metric improved; logs a line; and returns whether early stopping,
+// [Selection.Stop], ends the run.
+//
+// It returns an error when writing the model or the log fails.
 func CloseEpoch(o *model.Options, run *loop.Run, st *loop.State, sel *Selection, dev map[string]float64, metric string, params []*nn.Param, res *Result) (bool, error) {
 	em := sel.EndEpoch(st.Epoch+1, st.Step, dev, metric)
 	best := dev[metric]
@@ -210,14 +213,16 @@ func CloseEpoch(o *model.Options, run *loop.Run, st *loop.State, sel *Selection,
 	return false, nil
 }
 
-// LoopConfig is the internal/loop configuration of a training run of o on
-// examples training examples (Examples / BatchSize batches per epoch,
-// drop_last) with parameters params: AdamW at o.LR with o.WeightDecay and
-// nn.AdamEps, the linear warm-up of o.WarmupRatio of all steps, o.GradClip,
-// the data order of rngstream.TrainOrder, the sampling stream src, the
-// selection state sel, checkpoints every o.CheckpointEach steps and at
-// epoch ends in o.Out, resume as o.Resume. The caller sets Step, EndEpoch
-// and StopAfter. (Package speech trains with it too.)
+// LoopConfig returns the internal/loop configuration of a training run of o
+// on examples training examples with parameters params. Package speech trains
+// with it too.
+//
+// An epoch has Examples / BatchSize batches, dropping the last partial one.
+// The configuration holds AdamW at o.LR with o.WeightDecay and [nn.AdamEps];
+// the linear warm-up over o.WarmupRatio of all steps; o.GradClip; the data
+// order of rngstream.TrainOrder; the sampling stream src; the selection state
+// sel; checkpoints every o.CheckpointEach steps and at epoch ends in o.Out;
+// and resume as o.Resume. The caller sets Step, EndEpoch and StopAfter.
 func LoopConfig(o *model.Options, params []*nn.Param, examples int, src *rand.PCG, sel *Selection, report progress.Func) loop.Config {
 	total := examples / o.BatchSize * o.Epochs
 	return loop.Config{Stage: "train", Checkpoint: filepath.Join(o.Out, CheckpointFile), StateKey: stateKey,
@@ -229,11 +234,12 @@ func LoopConfig(o *model.Options, params []*nn.Param, examples int, src *rand.PC
 		Resume: o.Resume, Progress: report, State: sel}
 }
 
-// EndEpoch closes epoch (1-based) at step with the dev metrics and the
-// selection metric's name: the metrics line (the epoch's training means,
-// Best set when the metric improved, or for the first epoch), and the state
-// updated (best, epochs without improvement; sums reset). The caller saves
-// the best model when em.Best and sets em.Seconds.
+// EndEpoch closes epoch, counted from 1, at step with the dev metrics and the
+// selection metric's name. It returns the metrics line, with the epoch's
+// training means and Best set when the metric improved or for the first
+// epoch, and updates the state: the best metric and the epochs without
+// improvement, with the sums reset. The caller saves the best model when
+// em.Best and sets em.Seconds.
 func (s *Selection) EndEpoch(epoch, step int, dev map[string]float64, metric string) EpochMetrics {
 	best := dev[metric]
 	em := EpochMetrics{Epoch: epoch, Step: step, Dev: map[string]jsonfloat.Float{}, Selection: jsonfloat.Float(best),
@@ -294,28 +300,35 @@ var (
 	ErrNoCheckpoint = loop.ErrNoCheckpoint
 )
 
-// Run trains a model as o says (after o.Defaults and o.Validate) and returns
-// the summary. o.Out receives the model directory of the best epoch
-// (config.json, nvdp_config.json, model.safetensors, tokenizer files,
-// train_options.json), metrics.jsonl, and checkpoint-last.safetensors (weights,
-// AdamW state and the loop state) written every CheckpointEach steps and at
-// every epoch end. With o.Resume the run continues from that checkpoint with
-// the options saved in o.Out (validated again; the other fields of o are
-// ignored, except StopAfterSteps and the run-time Device, HostNoise and
-// LogSteps; model.Differences lists what a caller's options would change); the
-// result is identical to an uninterrupted run. A directory that holds a
-// checkpoint without o.Resume is ErrRunExists, o.Resume without one
-// ErrNoCheckpoint. A step that fails (a non-finite loss or posterior: a
-// learning rate too large diverges) ends the run with an error naming its
-// epoch, step and learning rate; the checkpoint written before stays as it
-// was, and the error says which step it holds.
+// Run trains a model as o says, after o.Defaults and o.Validate, and returns
+// the summary.
 //
-// The training loop is internal/loop's. report receives a progress event per
-// step (stage "train", unit "steps", the step's loss, detail "epoch e/E task
-// ... L_G ... L_D ..."; nil: none). StopAfterSteps stops after that many steps
-// in total with a checkpoint (Result.Interrupted). Cancelling ctx stops before
-// the next step with a checkpoint and returns a *loop.Interrupted error that
-// unwraps to ctx.Err() and says how to continue.
+// o.Out receives the model directory of the best epoch, with config.json,
+// nvdp_config.json, model.safetensors, the tokenizer files and
+// train_options.json; metrics.jsonl; and checkpoint-last.safetensors, which
+// holds the weights, the AdamW state and the loop state, written every
+// CheckpointEach steps and at every epoch end.
+//
+// With o.Resume the run continues from that checkpoint with the options
+// saved in o.Out, validated again. The other fields of o are ignored, except
+// StopAfterSteps and the run-time Device, HostNoise and LogSteps;
+// [model.Differences] lists what a caller's options would change. The result
+// is identical to an uninterrupted run.
+//
+// A directory that holds a checkpoint without o.Resume is [ErrRunExists];
+// o.Resume without one is [ErrNoCheckpoint]. A step that fails, with a
+// non-finite loss or posterior as when a learning rate too large diverges,
+// ends the run with an error naming its epoch, step and learning rate; the
+// checkpoint written before stays as it was, and the error says which step it
+// holds.
+//
+// The training loop is internal/loop's. report, when not nil, receives a
+// progress event per step, with stage "train", unit "steps", the step's loss
+// and detail "epoch e/E task ... L_G ... L_D ...". StopAfterSteps stops after
+// that many steps in total, with a checkpoint and Result.Interrupted set.
+// Cancelling ctx stops before the next step with a checkpoint and returns a
+// [*loop.Interrupted] error that unwraps to ctx.Err() and says how to
+// continue.
 func Run(ctx context.Context, o model.Options, report progress.Func) (*Result, error) {
 	c, err := runOptions(o)
 	if err != nil {
@@ -397,12 +410,13 @@ func runOptions(o model.Options) (model.Checked, error) {
 	return c, nil
 }
 
-// Predict runs the model on every example of e in order (batches of bs,
-// padded to fixedLen or dynamically; model.EvalPadLen gives a model's length) and
-// returns the predictions (argmax class as float64, or the raw score for
-// regression) and, for labelled splits, the
-// mean loss with KL scale 1. NVDP models sample from rng (as the reference at
-// evaluation).
+// Predict runs the model on every example of e in order and returns the
+// predictions and, for labelled splits, the mean loss with KL scale 1.
+//
+// It runs batches of bs examples, padded to fixedLen or dynamically;
+// [model.EvalPadLen] gives a model's length. A prediction is the argmax
+// class as a float64, or the raw score for regression. NVDP models sample
+// from rng, as the reference does at evaluation.
 func Predict(m *nvib.Model, e *model.Encoded, bs, fixedLen int, rng *rand.Rand) ([]float64, float64, error) {
 	return predict(cpuForward(m), m.Cfg.NumLabels, e, bs, fixedLen, rng)
 }
@@ -451,8 +465,8 @@ func predict(fwd evalForward, numLabels int, e *model.Encoded, bs, fixedLen int,
 	return preds, loss, nil
 }
 
-// ReadMetrics reads DIR/metrics.jsonl (a missing file is an empty history).
-// A torn last line (a run killed while appending it) is left out with a
+// ReadMetrics reads DIR/metrics.jsonl; a missing file is an empty history.
+// A torn last line, from a run killed while appending it, is left out with a
 // warning; any other malformed line is an error naming the file and line.
 func ReadMetrics(path string) ([]EpochMetrics, error) {
 	var out []EpochMetrics

@@ -56,17 +56,21 @@ func (o *Options) Target() privacy.Target {
 	return privacy.EpsilonTarget(o.TargetEpsilon, o.TargetDelta, o.Releases)
 }
 
-// Calibrate is the calibration step of a run with a privacy target
-// (HasTarget): it chooses the clipping constants of o that are not fixed
-// (FixCMu, FixLogvarMargin, FixCAlphaMin; a gaussian release: its radius C
-// only) so that the certified guarantee of o.Releases releases of one input
-// of N = n components of width P = p meets the target (privacy.Calibrate;
-// docs/privacy.md, "Calibration"), starting from cfg, the model
-// configuration of the uncalibrated options (its prior, clip order and the
-// fixed constants). It reads o and cfg only: its result is passed on,
-// Calibration.Apply writing the constants into the options and
-// SaveCalibration the certificate into the model directory. Errors: a
-// target that cannot be met (naming N and P).
+// Calibrate is the calibration step of a run with a privacy target, see
+// [Options.HasTarget]. It chooses the clipping constants of o that are not
+// fixed by FixCMu, FixLogvarMargin or FixCAlphaMin, so that the certified
+// guarantee of o.Releases releases of one input meets the target. For a
+// gaussian release it chooses only the radius C. The release has N = n
+// components of width P = p. The method is [privacy.Calibrate]; see
+// docs/privacy.md, "Calibration".
+//
+// It starts from cfg, the model configuration of the uncalibrated options,
+// which gives the prior, the clip order and the fixed constants. It reads o
+// and cfg only, and its result is passed on: [Calibration.Apply] writes the
+// constants into the options and [SaveCalibration] the certificate into the
+// model directory.
+//
+// It returns an error, naming N and P, for a target that cannot be met.
 func Calibrate(o *Options, cfg nvib.Config, n, p int) (*Calibration, error) {
 	if cfg.Model == nvib.ModelGaussian {
 		return calibrateGaussian(o, cfg, n, p)

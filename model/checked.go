@@ -22,10 +22,13 @@ func Check(o Options) (Checked, error) {
 	return Checked{o: o, ok: true}, nil
 }
 
-// Resume is the checked options of a run resumed in from.Out: the
-// options saved there (LoadOptions, which validates them) with from's
-// directory and run-time choices (RunTime, which the options file does not
-// hold). Errors: no directory, RunTime.Validate's, LoadOptions's.
+// Resume returns the checked options of a run resumed in from.Out: the
+// options saved there, read by [LoadOptions], which validates them, with
+// from's directory and run-time choices, the [RunTime] that the options file
+// does not hold.
+//
+// Its errors are a missing directory, and those of [RunTime.Validate] and
+// [LoadOptions].
 func Resume(from Options) (Checked, error) {
 	if from.Out == "" {
 		return Checked{}, optionError("out", nil, "required: the directory of the run to resume")

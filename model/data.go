@@ -50,9 +50,11 @@ func checkExamples(d *glue.Dataset) error {
 	return nil
 }
 
-// Encode tokenises every example of d (sentence or pair, longest-first
-// truncation to maxLen tokens including the specials). Errors: a split
-// without examples, an example that does not tokenise (naming file:line).
+// Encode tokenises every example of d, a sentence or a pair, with
+// longest-first truncation to maxLen tokens including the specials.
+//
+// It returns an error for a split without examples, or an example that does
+// not tokenise, naming its file:line.
 func Encode(tok tokenize.Tokenizer, d *glue.Dataset, maxLen int) (*Encoded, error) {
 	if err := checkExamples(d); err != nil {
 		return nil, err
@@ -79,9 +81,10 @@ func Encode(tok tokenize.Tokenizer, d *glue.Dataset, maxLen int) (*Encoded, erro
 // Len is the number of examples.
 func (e *Encoded) Len() int { return len(e.Encs) }
 
-// Batch stacks the examples idx into a model input, padded to fixedLen
-// (> 0) or to the longest sequence of the batch (dynamic padding, 0), and
-// returns their labels (nil for unlabelled splits).
+// Batch stacks the examples idx into a model input and returns their labels,
+// or nil labels for unlabelled splits. The input is padded to fixedLen when it
+// is > 0, and when it is 0 to the longest sequence of the batch, which is
+// dynamic padding.
 func (e *Encoded) Batch(idx []int, fixedLen int) (encoder.Input, *nvib.Labels) {
 	encs := make([]tokenize.Encoding, len(idx))
 	for k, i := range idx {
@@ -112,10 +115,12 @@ func (e *Encoded) Batch(idx []int, fixedLen int) (encoder.Input, *nvib.Labels) {
 	return in, lab
 }
 
-// Batches splits the examples in order into batches of size bs >= 1 (the
-// last one may be shorter), each padded to fixedLen (> 0) or dynamically
-// (0). A batch size < 1 is a programmer error (options are validated
-// before): it panics.
+// Batches splits the examples in order into batches of size bs >= 1, the
+// last of which may be shorter. Each is padded to fixedLen when it is > 0,
+// and dynamically when it is 0.
+//
+// A batch size < 1 panics, as a programmer error: options are validated
+// before.
 func (e *Encoded) Batches(bs, fixedLen int) ([]encoder.Input, []*nvib.Labels) {
 	if bs < 1 {
 		panic(fmt.Sprintf("model: Encoded.Batches: batch size %d < 1", bs))
@@ -135,16 +140,19 @@ func (e *Encoded) Batches(bs, fixedLen int) ([]encoder.Input, []*nvib.Labels) {
 	return ins, labs
 }
 
-// EvalPadLen is the length a model's evaluation batches are padded to:
-// maxSeqLen (fixed) for a model whose release has all N = S+1 components
-// (nvib.Model.PadsReleased, principled NVDP), so that its predictions are
-// computed from the release that the posterior file and the audit describe
-// (N = max-seq-len + 1; its outputs depend on the number of padding
-// components, and a dynamically padded release would be another release,
-// whose N reveals the batch's longest length); 0 (dynamic padding to the
-// longest sequence of each batch) otherwise: the baseline's and reference
-// mode's predictions do not depend on the padding. Training batches stay
-// dynamic (docs/model.md "Padding components", docs/training.md).
+// EvalPadLen returns the length a model's evaluation batches are padded to.
+//
+// For a model whose release has all N = S+1 components, as principled NVDP
+// has (see [nvib.Model.PadsReleased]), it is maxSeqLen, a fixed length. Its
+// predictions are then computed from the release that the posterior file and
+// the audit describe, with N = max-seq-len + 1. Its outputs depend on the
+// number of padding components, and a dynamically padded release would be
+// another release, whose N reveals the batch's longest length.
+//
+// Otherwise it is 0, dynamic padding to the longest sequence of each batch:
+// the baseline's and reference mode's predictions do not depend on the
+// padding. Training batches stay dynamic; see docs/model.md, "Padding
+// components", and docs/training.md.
 func EvalPadLen(m *nvib.Model, maxSeqLen int) int {
 	if m.PadsReleased() {
 		return maxSeqLen

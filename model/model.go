@@ -75,13 +75,15 @@ func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error
 	return vocab, files, nil
 }
 
-// Build creates the model of the checked options c (Check, or Resume:
-// not checked again): the encoder from Encoder (scratch presets get the
-// tokenizer's vocabulary size), the NVIB / NVDP block / head (initialised
-// from the seed; clipping calibrated to a privacy target, Bundle.Calibration)
-// and the tokenizer. report receives the bytes of a hub download (nil:
-// none). Errors: options no Check made, the encoder's and tokenizer's
-// files, a length beyond the encoder's positions.
+// Build creates the model of the checked options c, from [Check] or
+// [Resume], which are not checked again. It creates the encoder from Encoder,
+// where scratch presets get the tokenizer's vocabulary size; the NVIB or NVDP
+// block and the head, initialised from the seed, with the clipping calibrated
+// to a privacy target as in Bundle.Calibration; and the tokenizer. report,
+// when not nil, receives the bytes of a hub download.
+//
+// It returns an error for options that no [Check] made, for the encoder's and
+// tokenizer's files, and for a length beyond the encoder's positions.
 func Build(c Checked, report progress.Func) (*Bundle, error) {
 	if err := c.check(); err != nil {
 		return nil, err

@@ -198,12 +198,12 @@ type RunTime struct {
 	LogSteps bool
 }
 
-// Auto is the value of the options whose default depends on other options
-// (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) until Resolve
-// derives them: option.Auto (NaN), the "not set" marker nvdp's options
-// types share. It is the only "not set" marker of Options' float options;
-// IsAuto tests for it. (The one integer option with a derived default,
-// LatentDim, is a pointer: nil when not set.)
+// Auto returns the value of the options whose default depends on other
+// options until [Options.Resolve] derives them: CMu, CAlphaMax, CAlphaMin,
+// LogvarMargin, LR and Dropout. It is [option.Auto], a NaN, the "not set"
+// marker that nvdp's options types share, and the only "not set" marker of
+// Options' float options; [IsAuto] tests for it. The one integer option with a
+// derived default, LatentDim, is a pointer instead, nil when not set.
 func Auto() float64 { return option.Auto() }
 
 // IsAuto reports whether v is Auto (option.IsAuto).
@@ -219,14 +219,16 @@ func NoTarget() float64 { return option.Auto() }
 // is NoTarget.
 func IsNoTarget(v float64) bool { return option.IsAuto(v) }
 
-// Default learning rates: the paper's BERT-base 7e-5 and RoBERTa-base 2e-5
-// for pretrained backbones; for from-scratch encoders (a randomly initialised
-// encoder learns nothing useful in a few epochs at 7e-5) 1e-3 without a
-// release (the non-private baseline) and 5e-4 through one (nvdp,
-// nvdp-clipped, gaussian): at 1e-3 a from-scratch encoder trained through a
-// calibrated release sits on a loss plateau of seed-dependent length and at
-// 2e-3 it collapses, while at 5e-4 every seed and both BLAS backends
-// measured learn (docs/training.md, "Robustness").
+// Default learning rates. Pretrained backbones use the paper's rates:
+// BERT-base 7e-5 and RoBERTa-base 2e-5.
+//
+// From-scratch encoders use 1e-3 without a release, for the non-private
+// baseline, and 5e-4 through one, for nvdp, nvdp-clipped and gaussian; a
+// randomly initialised encoder learns nothing useful in a few epochs at 7e-5.
+// At 1e-3 a from-scratch encoder trained through a calibrated release sits on
+// a loss plateau of seed-dependent length, and at 2e-3 it collapses, while at
+// 5e-4 every seed and both BLAS backends measured learn. See docs/training.md,
+// "Robustness".
 const (
 	DefaultLRPretrained     = 7e-5
 	DefaultLRRoberta        = 2e-5
@@ -258,10 +260,11 @@ func DefaultOptions() Options {
 		TargetEpsilon: NoTarget(), TargetDelta: privacy.DefaultDelta, TargetRD: NoTarget(), TargetOrder: privacy.DefaultOrder, Releases: 1}
 }
 
-// DefaultLR is the learning rate of a run without an explicit one: by
-// backbone (DefaultLRPretrained, DefaultLRRoberta for an encoder spec naming
-// roberta) and, for scratch encoders, by whether the variant releases
-// (DefaultLRScratchPrivate) or not (DefaultLRScratch, the baseline).
+// DefaultLR returns the learning rate of a run without an explicit one. It
+// goes by backbone: [DefaultLRPretrained], or [DefaultLRRoberta] for an
+// encoder spec naming roberta. For scratch encoders it goes by whether the
+// variant releases, [DefaultLRScratchPrivate], or not, [DefaultLRScratch] for
+// the baseline.
 func DefaultLR(encoderSpec, variant string) float64 {
 	scratch := strings.HasPrefix(encoderSpec, ScratchPrefix)
 	switch {
@@ -279,14 +282,20 @@ func DefaultLR(encoderSpec, variant string) float64 {
 // package speech reads its Wav2Vec2 specs with it too).
 const ScratchPrefix = "scratch:"
 
-// Resolve replaces each Auto option by the default it depends on: CMu and
-// CAlphaMax by the task's (glue.Task.PaperClip), CAlphaMin and LogvarMargin by the
-// mode's (gaussian: 0), LR by DefaultLR, Dropout by the preset's hidden
-// dropout (scratch encoders; ScratchConfig's when set) or 0 (pretrained),
-// and an empty NVIBInit by the mode's. Options given explicitly, 0
-// included, are kept; an Auto that cannot be derived (an unknown task or
-// preset) stays Auto for Validate to report. A target stays as it is
-// (NoTarget: none). Resolve is idempotent.
+// Resolve replaces each [Auto] option by the default it depends on, and is
+// idempotent:
+//
+//   - CMu and CAlphaMax by the task's, [glue.Task.PaperClip];
+//   - CAlphaMin and LogvarMargin by the mode's, 0 for gaussian;
+//   - LR by [DefaultLR];
+//   - Dropout by the preset's hidden dropout for scratch encoders, or
+//     ScratchConfig's when set, and by 0 for pretrained ones;
+//   - an empty NVIBInit by the mode's.
+//
+// Options given explicitly, 0 included, are kept. An Auto that cannot be
+// derived, as for an unknown task or preset, stays Auto for
+// [Options.Validate] to report. A target stays as it is; [NoTarget] means
+// none.
 func (o *Options) Resolve() {
 	if t, err := glue.LookupTask(o.Task); err == nil {
 		option.Resolve(&o.CMu, t.PaperClip.CMu)
@@ -345,9 +354,10 @@ type RadiusSchedule struct {
 	Fraction float64 `json:"fraction"` // of the total steps: in (0, 1]
 }
 
-// Radius returns the radius of optimizer step step (0-based) of total for
-// the final radius cMu: cMu (Start + (1 - Start) step / (Fraction total))
-// before step Fraction total, cMu from there; cMu for a nil schedule.
+// Radius returns the radius of optimizer step step, counted from 0, of total
+// steps for the final radius cMu. Before step Fraction total it is
+// cMu (Start + (1 - Start) step / (Fraction total)), and cMu from there. A nil
+// schedule gives cMu.
 func (r *RadiusSchedule) Radius(step, total int, cMu float64) float64 {
 	if r == nil {
 		return cMu
@@ -359,14 +369,16 @@ func (r *RadiusSchedule) Radius(step, total int, cMu float64) float64 {
 	return cMu * (r.Start + (1-r.Start)*t)
 }
 
-// ModelConfig builds the nvib configuration of the run (resolved options)
-// for an encoder of the given shape: the release's width P = LatentDim
-// (checked against the encoder: latentFor), or the encoder's hidden size
-// when it is not set (nvib.Config.LatentDim then stays 0, the files of
-// before the option), and the clipping constants as o holds them. It reads
-// o only: the calibration to a privacy target is a step of its own
-// (Calibrate, PrepareModelConfig). Errors: an invalid latent width or
-// configuration.
+// ModelConfig builds the nvib configuration of the run, from resolved
+// options, for an encoder of the given shape. It holds the clipping
+// constants as o holds them, and the release's width P = LatentDim, checked
+// against the encoder. When LatentDim is not set, P is the encoder's hidden
+// size and [nvib.Config].LatentDim stays 0, as in the files from before the
+// option.
+//
+// It reads o only: the calibration to a privacy target is a step of its own,
+// see [Calibrate] and [PrepareModelConfig]. It returns an error for an invalid
+// latent width or configuration.
 func (o *Options) ModelConfig(enc encoder.Config, numLabels int) (nvib.Config, error) {
 	cfg, err := o.modelConfig(enc, numLabels)
 	if err != nil {

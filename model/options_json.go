@@ -39,12 +39,13 @@ func SaveOptions(dir string, o *Options) error {
 	return atomicfile.WriteJSON(path, &c)
 }
 
-// LoadOptions reads dir/train_options.json, upgrades a file of version 0,
-// 2 or 3 (Upgrade), resolves and validates the options: what a resumed run
-// or an evaluation uses is checked as a new run's options are (a version-3
-// target of 0 is an error, and so is a version-4 clipped variant without a
-// target or hand_set_clipping). Errors name the file (a missing file wraps
-// fs.ErrNotExist).
+// LoadOptions reads dir/train_options.json, upgrades a file of version 0, 2
+// or 3 with [Upgrade], and resolves and validates the options. What a resumed
+// run or an evaluation uses is thus checked as a new run's options are: a
+// version-3 target of 0 is an error, and so is a version-4 clipped variant
+// without a target or hand_set_clipping.
+//
+// Its errors name the file; a missing file wraps fs.ErrNotExist.
 func LoadOptions(dir string) (*Options, error) {
 	path := filepath.Join(dir, OptionsFile)
 	b, err := os.ReadFile(path)
@@ -79,16 +80,20 @@ func LoadOptions(dir string) (*Options, error) {
 	return o, nil
 }
 
-// Differences returns the options whose values differ between saved (a
-// run's options, as LoadOptions reads them) and given (those a resume of the
-// run is asked for), by JSON key in the order of Options' fields
-// (option.Differences: pointers by value, Auto equal to Auto), leaving out
-// where the run is and whether it continues (out, resume) and the file's
-// format (options_version); tasks are compared by the GLUE task they name
-// (glue.LookupTask: "SST-2" is sst2). A resumed run (train.Run with Resume)
-// continues with the saved options: a caller that was given options
-// explicitly refuses those that differ (cmd/nvdp names their flags) rather
-// than resume a run other than the one asked for.
+// Differences returns the options whose values differ between saved, a run's
+// options as [LoadOptions] reads them, and given, those a resume of the run
+// is asked for. They are listed by JSON key in the order of Options' fields,
+// compared as [option.Differences] does, pointers by value and Auto equal to
+// Auto.
+//
+// It leaves out where the run is and whether it continues, out and resume,
+// and the file's format, options_version. Tasks are compared by the GLUE task
+// they name, so "SST-2" is sst2; see [glue.LookupTask].
+//
+// A resumed run, train.Run with Resume, continues with the saved options: a
+// caller that was given options explicitly refuses those that differ, as
+// cmd/nvdp does naming their flags, rather than resume a run other than the
+// one asked for.
 func Differences(saved, given *Options) []option.Difference {
 	var out []option.Difference
 	for _, d := range option.Differences(saved, given) {
@@ -229,8 +234,8 @@ func (j *optionsJSON) autoFields(o *Options) []struct {
 }
 
 // MarshalJSON writes o with Auto options and NoTarget targets as null.
-// Resolved options (every train_options.json) have no Auto; unresolved ones
-// travel as JSON too (a sweep's base options to its cells).
+// Resolved options, as in every train_options.json, have no Auto. Unresolved
+// ones travel as JSON too, as a sweep's base options do to its cells.
 func (o Options) MarshalJSON() ([]byte, error) {
 	f := optionsFields(o)
 	j := optionsJSON{optionsFields: &f}

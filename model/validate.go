@@ -17,21 +17,22 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// OptionError is an invalid option: option.Error, the type every options
-// type of nvdp returns (Option is the JSON key as train_options.json spells
-// it, e.g. "c_mu"). Programs map Option to their own names (the CLI to its
-// flags).
+// OptionError is an invalid option. It is [option.Error], the type every
+// options type of nvdp returns; Option is the JSON key as train_options.json
+// spells it, such as "c_mu". Programs map Option to their own names, as the
+// CLI does to its flags.
 type OptionError = option.Error
 
 func optionError(name string, value any, format string, args ...any) error {
 	return option.Errorf(name, value, format, args...)
 }
 
-// Validate checks resolved options (Resolve first): every option in its
-// range, every float option finite, the constants of the variant, the
-// privacy target (a clipped variant in principled mode needs a target or
-// HandSetClipping, not both: docs/privacy.md, "A guarantee by default").
-// It reads no file (CheckFiles does). Errors are *OptionError.
+// Validate checks resolved options; call [Options.Resolve] first. It checks
+// every option in its range, every float option finite, the constants of the
+// variant, and the privacy target: a clipped variant in principled mode needs
+// a target or HandSetClipping, not both, as docs/privacy.md says in "A
+// guarantee by default". It reads no file; [Options.CheckFiles] does. Its
+// errors are [*OptionError].
 func (o *Options) Validate() error {
 	if _, err := glue.LookupTask(o.Task); err != nil {
 		return optionError("task", o.Task, "%v", err)
@@ -431,9 +432,10 @@ func (o *Options) CheckFiles() error {
 	return nil
 }
 
-// NoTrainSplit is the error of a task whose GLUE directory has no training
-// split (QNLI's distributed files): such a model is trained on another copy
-// of the data and only evaluated here (train.Evaluate).
+// NoTrainSplit returns the error of a task whose GLUE directory has no
+// training split, as QNLI's distributed files have none. Such a model is
+// trained on another copy of the data and only evaluated here, by
+// train.Evaluate.
 func NoTrainSplit(t *glue.Task, err error) error {
 	return fmt.Errorf("task %s has no training split in this GLUE directory (%w): train it on a copy that has one and evaluate the model here", t.Name, err)
 }

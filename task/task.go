@@ -38,26 +38,28 @@ const (
 	Speech Modality = "speech" // spoken language identification: a Wav2Vec2 encoder over 16 kHz audio
 )
 
-// Data is the data of a task beyond model.Options: the speech task's corpus
-// and the length every utterance is cropped or padded to (speech.Options'
-// DataDir and MaxSeconds). The text tasks read model.Options' GlueDir and
-// Vocab and ignore it. Its JSON keys are the option names errors use.
+// Data is the data of a task beyond [model.Options]: the speech task's
+// corpus, and the length every utterance is cropped or padded to, as in
+// speech.Options' DataDir and MaxSeconds. The text tasks read
+// [model.Options]' GlueDir and Vocab and ignore it. Its JSON keys are the
+// option names errors use.
 type Data struct {
 	DataDir    string  `json:"data_dir"`
 	MaxSeconds float64 `json:"max_seconds"`
 }
 
-// Given reports whether the option of JSON key name was set explicitly
-// (on a command line: its flag given); options not given take the task's
-// defaults. nil: none given.
+// Given reports whether the option of JSON key name was set explicitly, as
+// by a flag given on a command line. Options not given take the task's
+// defaults. A nil Given means none was given.
 type Given func(name string) bool
 
 func (g Given) has(name string) bool { return g != nil && g(name) }
 
 // EvalOptions configure Evaluator.Evaluate of a loaded model: what an
 // evaluation may change of the model's own settings. Split, Seed, Limit,
-// NoPost and SkipBadRows are always used; Out, GlueDir, DataDir, BatchSize
-// and MaxSeqLen only where Given reports them (the others are the model's).
+// NoPost and SkipBadRows are always used. Out, GlueDir, DataDir, BatchSize
+// and MaxSeqLen are used only where Given reports them; otherwise the model's
+// are.
 type EvalOptions struct {
 	Split       string // dev, test (text: train too)
 	Seed        uint64 // of the release's sampling at evaluation
@@ -75,10 +77,10 @@ type EvalOptions struct {
 	Device *cuda.Device
 }
 
-// Task is one task: its options and their defaults, its data, its model
-// (train, evaluate, the length of its releases), its pipeline and its
-// metrics. Implementations are stateless values; errors about options are
-// *option.Error naming them by JSON key.
+// Task is one task: its options and their defaults, its data, its model, its
+// pipeline and its metrics. The model part trains, evaluates and gives the
+// length of its releases. Implementations are stateless values; errors about
+// options are [*option.Error] naming them by JSON key.
 type Task interface {
 	// Name is the task's canonical name (`--task`, report.json's "task",
 	// the posterior files' "task" metadata).
@@ -118,16 +120,16 @@ type Task interface {
 	pipeline(d *Data) train.PipelineTask
 }
 
-// RunPipeline runs `nvdp run` for task t with data d: train.RunPipeline
-// of the task's part (train.TextPipeline for the GLUE tasks: utility on
-// dev; speech.Pipeline for the speech task: utility on test), which checks
-// every option before any work, trains (unless po.SkipTrain), evaluates,
-// audits and certifies, writing report.json.
+// RunPipeline runs `nvdp run` for task t with data d, writing report.json.
+// It runs [train.RunPipeline] on the task's part: [train.TextPipeline] for
+// the GLUE tasks, with utility on dev, and speech.Pipeline for the speech
+// task, with utility on test. That checks every option before any work, then
+// trains unless po.SkipTrain, evaluates, audits and certifies.
 func RunPipeline(ctx context.Context, t Task, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error) {
 	return train.RunPipeline(ctx, t.pipeline(d), po, report)
 }
 
-// Evaluator is a loaded model of a task (Task.Load).
+// Evaluator is a loaded model of a task; see Task.Load.
 type Evaluator interface {
 	// Evaluate runs the model on eo.Split: metrics, predictions, the
 	// posterior file and the certified guarantee of its release
@@ -158,9 +160,9 @@ func Names() []string {
 	return out
 }
 
-// Lookup is the task of name (case-insensitive; the GLUE spellings SST-2,
-// sts-b as glue.LookupTask). Error: *option.Error of option "task"
-// listing the tasks.
+// Lookup returns the task of name, compared case-insensitively, with the GLUE
+// spellings SST-2 and sts-b accepted as by glue.LookupTask. Its error is an
+// [*option.Error] of option "task" listing the tasks.
 func Lookup(name string) (Task, error) {
 	for _, m := range modalities {
 		if t, ok := m.lookup(name); ok {
@@ -170,9 +172,9 @@ func Lookup(name string) (Task, error) {
 	return nil, option.Errorf("task", name, "unknown task (want one of %s)", strings.Join(Names(), ", "))
 }
 
-// ExamplesOf is the noun of the examples of the task named name (a
-// posterior file's "task" metadata): Task.Examples, or "texts" for a name
-// no task has (posteriors written elsewhere).
+// ExamplesOf returns the noun of the examples of the task named name, as in a
+// posterior file's "task" metadata: Task.Examples, or "texts" for a name that
+// no task has, as for posteriors written elsewhere.
 func ExamplesOf(name string) string {
 	if t, err := Lookup(name); err == nil {
 		return t.Examples()
@@ -192,11 +194,14 @@ type Model struct {
 	File string
 }
 
-// ClipSet is the clip set of the model's release (nvib.Config.ClipSet of
-// its nvdp_config.json for N = max_seq_len + 1 components, P its latent
-// width: for the speech task N = F + 1 frames, max_seq_len holding F) and
-// its configuration. Errors: a model without an NVIB posterior (the
-// baseline: nothing to certify), unreadable configuration, N or P below 1.
+// ClipSet returns the clip set of the model's release and its configuration.
+// The set is [nvib.Config.ClipSet] of its nvdp_config.json for
+// N = max_seq_len + 1 components, with P its latent width. For the speech
+// task N = F + 1 frames, with max_seq_len holding F.
+//
+// It returns an error for a model without an NVIB posterior, such as the
+// baseline, which has nothing to certify; an unreadable configuration; or N
+// or P below 1.
 func (m *Model) ClipSet() (privacy.ClipSet, *nvib.Config, error) {
 	cfg, err := nvib.LoadConfig(m.Dir)
 	if err != nil {

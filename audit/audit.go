@@ -16,9 +16,9 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// DefaultBDPOrders is the default grid of accountant moment orders l (Renyi
-// order l+1). It includes 1.1, the paper's accountant order, and 0.1, whose
-// Renyi order 1.1 is the one clipping is derived for.
+// DefaultBDPOrders is the default grid of accountant moment orders l, each of
+// Renyi order l+1. It includes 1.1, the paper's accountant order, and 0.1,
+// whose Renyi order 1.1 is the one clipping is derived for.
 var DefaultBDPOrders = []float64{0.05, 0.1, 0.5, 1.1, 2}
 
 // defaultConfidence is the accountant's confidence 1 - 1e-16 (float64
@@ -103,15 +103,16 @@ func DefaultOptions() Options {
 		MaxStoredPairs: DefaultMaxStoredPairs, ListInvalid: defaultListInvalid}
 }
 
-// Validate checks the options that do not depend on the posteriors (Audit
-// also checks them, with the reference mode's q against the file): callers
-// validate before any long work. Errors about an option are *option.Error
-// naming it (mode, order, delta, confidence, bdp_orders, mask, pairs,
-// gaussian_direction, batch_size, q, workers, max_stored_pairs,
-// list_invalid), so that a program names its own flag for it; the reason
-// uses the library's terms (Renyi order, delta_mu, ...). An invalid
-// certified clip set is an error about the clip set (ClipSet.Validate's,
-// wrapped).
+// Validate checks the options that do not depend on the posteriors. Callers
+// validate before any long work; [Audit] checks them too, with the reference
+// mode's q against the file.
+//
+// An error about an option is an [*option.Error] naming it, so that a program
+// names its own flag for it. The options are mode, order, delta, confidence,
+// bdp_orders, mask, pairs, gaussian_direction, batch_size, q, workers,
+// max_stored_pairs and list_invalid. The reason uses the library's terms,
+// such as Renyi order or delta_mu. An invalid certified clip set is an error
+// about the clip set, wrapping [privacy.ClipSet.Validate]'s.
 func (o Options) Validate() error {
 	if err := o.validateAccountant(); err != nil {
 		return err
@@ -197,11 +198,12 @@ func (o Options) validateMode() error {
 	return nil
 }
 
-// CoversAll reports whether the pair sample of o (Pairs > 0, principled
-// mode) has at least the m(m-1) ordered pairs of m examples: a sample with
-// replacement of that size still misses pairs (about 1/e, 37%, of them at
-// m(m-1) draws) and can under-report rd_max, while auditing every pair is
-// exact and costs no more evaluations, so Audit audits every pair instead.
+// CoversAll reports whether the pair sample of o, with Pairs > 0 in
+// principled mode, has at least the m(m-1) ordered pairs of m examples. If so
+// [Audit] audits every pair instead. A sample with replacement of that size
+// still misses pairs, about 1/e or 37% of them at m(m-1) draws, and can
+// under-report rd_max, while auditing every pair is exact and costs no more
+// evaluations.
 func (o Options) CoversAll(m int) bool {
 	return o.Mode != privacy.ModeReference && o.Pairs > 0 && m >= 2 && int64(o.Pairs) >= orderedPairs(m)
 }
@@ -219,9 +221,9 @@ func (o Options) AuditedPairs(m int) int64 {
 // orderedPairs is m(m-1), the ordered pairs of m examples.
 func orderedPairs(m int) int64 { return int64(m) * int64(m-1) }
 
-// ValidateFor checks o for an audit of m posteriors, as Audit does before
-// any work (on a copy: o is not changed), so that a caller can check the
-// options before it produces the posteriors.
+// ValidateFor checks o for an audit of m posteriors, as [Audit] does before
+// any work, so that a caller can check the options before it produces the
+// posteriors. It works on a copy and does not change o.
 func (o Options) ValidateFor(m int) error { return o.resolve(m) }
 
 // resolve validates o for m examples and fills what "not given" stands
@@ -264,10 +266,12 @@ type InvalidPair struct {
 	Reason string `json:"reason"`
 }
 
-// BDPOrder is the accountant at one moment order l (Renyi order l+1).
-// Costs and epsilons are +Inf when a pair's bound is infinite at l+1, and
-// nil (absent in JSON) when not computed: fewer than 3 partners of every
-// example (Cost, Epsilon) or fewer than 3 pairs (the pooled ones).
+// BDPOrder is the accountant at one moment order l, of Renyi order l+1.
+//
+// Costs and epsilons are +Inf when a pair's bound is infinite at l+1. They
+// are nil, and absent in JSON, when not computed: Cost and Epsilon when some
+// example has fewer than 3 partners, and the pooled ones when there are fewer
+// than 3 pairs.
 type BDPOrder struct {
 	Order      float64 `json:"order"`       // moment order l
 	RenyiOrder float64 `json:"renyi_order"` // l + 1
@@ -286,9 +290,10 @@ type BDPOrder struct {
 
 // Report is the audit result; with --json it is printed as one JSON object.
 // RD values are in nats. Fields that do not apply to a mode are omitted.
-// Non-finite numbers are jsonfloat strings ("Infinity", "NaN"); a number that
-// was not computed is absent (a nil pointer). UnmarshalJSON also reads
-// reports written before (null for every non-finite number).
+//
+// Non-finite numbers are jsonfloat strings, "Infinity" or "NaN", and a number
+// that was not computed is absent, a nil pointer. [Report.UnmarshalJSON] also
+// reads reports written before, which hold null for every non-finite number.
 type Report struct {
 	Mode              privacy.Mode              `json:"mode"`
 	Order             float64                   `json:"order"`

@@ -16,10 +16,10 @@ type EmpiricalLabel struct {
 	BDP   string `json:"bdp_epsilon"`
 }
 
-// Empirical returns the label of an audit report r of the texts of split
-// ("" when unknown): principled audits are the max over ordered pairs (or a
-// sample of them) with a Student-t estimate of BDP; reference audits are the
-// released code's batch-wise estimates.
+// Empirical returns the label of an audit report r of the texts of split,
+// where split is "" when unknown. Principled audits are the max over ordered
+// pairs, or a sample of them, with a Student-t estimate of BDP; reference
+// audits are the released code's batch-wise estimates.
 func Empirical(r *Report, split string) EmpiricalLabel {
 	return EmpiricalOf(r, split, "texts")
 }

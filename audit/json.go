@@ -17,8 +17,8 @@ import (
 // counted undefined pairs, else not computed (rd_max: NaN); rd_mean null is
 // not computed (no finite pair); a BDP order's null cost or epsilon +Inf.
 
-// Numbers are the headline numbers of an audit as its JSON holds them
-// (Report, and train's privacy summary which copies them), decoded with the
+// Numbers are the headline numbers of an audit as its JSON holds them, in a
+// [Report] and in train's privacy summary, which copies them, decoded with the
 // rules above. Decode a report's JSON object into it.
 type Numbers struct {
 	RDMax      jsonfloat.Float  // +Inf when no pair is finite
@@ -108,9 +108,9 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// UnmarshalJSON reads one BDP order; in files written before jsonfloat a
-// null cost or epsilon is +Inf (an infinite pair, or too few partners,
-// which that writer did not tell apart).
+// UnmarshalJSON reads one BDP order. In files written before jsonfloat a null
+// cost or epsilon is +Inf: an infinite pair or too few partners, which that
+// writer did not tell apart.
 func (o *BDPOrder) UnmarshalJSON(b []byte) error {
 	type plain BDPOrder // without this method
 	var raw struct {

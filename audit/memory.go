@@ -16,11 +16,13 @@ func CopiesBytes(p *privacy.Posteriors) float64 {
 }
 
 // FitMemory sets o.LowMemory when a principled audit of p would hold float64
-// copies (CopiesBytes) of more than half of available bytes, so that an
-// audit larger than the memory runs (per tile, same numbers, slower:
-// docs/performance.md); it reports whether it set it. The reference mode
-// holds no copies; available <= 0 (unknown) changes nothing. A caller that
-// was told LowMemory explicitly does not call it.
+// copies, see [CopiesBytes], of more than half of available bytes, and
+// reports whether it set it. An audit larger than the memory then runs per
+// tile, with the same numbers but slower; see docs/performance.md.
+//
+// The reference mode holds no copies, and an available <= 0, meaning unknown,
+// changes nothing. A caller that was told LowMemory explicitly does not call
+// it.
 func (o *Options) FitMemory(p *privacy.Posteriors, available float64) bool {
 	if o.LowMemory || o.Mode == privacy.ModeReference || available <= 0 || CopiesBytes(p) <= available/2 {
 		return false

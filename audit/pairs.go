@@ -9,11 +9,11 @@ import (
 )
 
 // PairAudit is the principled all-pairs audit with the bounds evaluated
-// outside this package (the device engine, dnn.AuditAllPairs): the caller
-// evaluates Eq. rdp for every unordered pair a < b at Orders() and hands
-// the values to Add; Report then writes what Audit writes from the same
-// values, through the same collection, summary and accountant
-// (collect.go, summary.go, accountant.go).
+// outside this package, as the device engine dnn.AuditAllPairs does. The
+// caller evaluates Eq. rdp for every unordered pair a < b at Orders() and
+// hands the values to [PairAudit.Add]. [PairAudit.Report] then writes what
+// [Audit] writes from the same values, through the same collection, summary
+// and accountant, in collect.go, summary.go and accountant.go.
 type PairAudit struct {
 	c       *collector
 	workers []*pairStats
@@ -21,11 +21,12 @@ type PairAudit struct {
 	start   time.Time
 }
 
-// NewPairAudit checks opt and p as Audit does (Options.Validate, the
-// posteriors, the certified clip set) and prepares opt.Workers accumulators
-// (0: GOMAXPROCS). Every ordered pair in principled mode only: the
-// reference mode and a pair sample (Pairs) are errors. LowMemory has no
-// effect (no float64 copy of the file is made here).
+// NewPairAudit checks opt and p as [Audit] does, with [Options.Validate], the
+// posteriors and the certified clip set, and prepares opt.Workers
+// accumulators; 0 workers means GOMAXPROCS. It covers every ordered pair in
+// principled mode only: the reference mode and a pair sample, Pairs, are
+// errors. LowMemory has no effect, since no float64 copy of the file is made
+// here.
 func NewPairAudit(p *privacy.Posteriors, opt Options) (*PairAudit, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
@@ -65,12 +66,13 @@ func (a *PairAudit) BoundOptions() privacy.BoundOptions { return a.c.e.opt }
 // Workers is the number of accumulators (Add's w in [0, Workers())).
 func (a *PairAudit) Workers() int { return len(a.workers) }
 
-// Add records the unordered pair x < y in accumulator w: v[2k] is D(x||y)
-// and v[2k+1] D(y||x) at Orders()[k], +Inf where the bound is undefined.
-// Calls with one w are serialised by the caller; calls with different w
-// may run concurrently. The report depends on which pairs went to which
-// accumulator (sums in another order, as between audits with different
-// numbers of workers), not on when.
+// Add records the unordered pair x < y in accumulator w. v[2k] is D(x||y)
+// and v[2k+1] is D(y||x) at Orders()[k], +Inf where the bound is undefined.
+//
+// Calls with one w are serialised by the caller; calls with different w may
+// run concurrently. The report depends on which pairs went to which
+// accumulator, since sums run in another order, as between audits with
+// different numbers of workers; it does not depend on when.
 func (a *PairAudit) Add(w, x, y int, v []float64) {
 	a.c.add(a.workers[w], x, y, v, both, -1)
 }
@@ -83,10 +85,10 @@ func (a *PairAudit) Done(n int64) {
 	}
 }
 
-// Report merges the accumulators in order and writes the report as Audit
-// does (summary, accountant, seconds since NewPairAudit, the file's
-// metadata). Errors: not every ordered pair was added exactly once (by
-// count), the accountant's.
+// Report merges the accumulators in order and writes the report as [Audit]
+// does: the summary, the accountant, the seconds since [NewPairAudit] and the
+// file's metadata. It returns an error when not every ordered pair was added
+// exactly once, by count, and the accountant's errors.
 func (a *PairAudit) Report() (*Report, error) {
 	c, p, opt := a.c, a.c.p, a.c.opt
 	st := c.newStats()

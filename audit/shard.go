@@ -41,8 +41,9 @@ const partFormat = "nvdp-audit-part/1"
 
 // SketchRelativeAccuracy is the relative accuracy alpha of the quantile
 // sketch of a sharded audit: a quantile q of the merged report is within
-// alpha |x_q| of the value x_q of rank q (n-1) among the finite bounds
-// (DDSketch, Masson, Rim & Lee 2019; github.com/DataDog/sketches-go).
+// alpha |x_q| of the value x_q of rank q (n-1) among the finite bounds. The
+// sketch is DDSketch, from Masson, Rim and Lee 2019, as in
+// github.com/DataDog/sketches-go.
 const SketchRelativeAccuracy = 0.005
 
 // sketchMaxBins bounds each sketch's store (positive and negative values):
@@ -118,10 +119,11 @@ type PartAcc struct {
 	Inf bool    `json:"inf,omitempty"`
 }
 
-// PartBDP is one BDP moment order of a part: the undefined ordered pairs of
-// its rows, the pooled accumulator over its unordered pairs {a < b} with a
-// in its rows, and the complete per-example accumulators of its rows
-// (Individual[2(x-lo)+d], d = 0: l D(x||x') over x', 1: l D(x'||x)).
+// PartBDP is one BDP moment order of a part. It holds the undefined ordered
+// pairs of its rows; the pooled accumulator over its unordered pairs {a < b}
+// with a in its rows; and the complete per-example accumulators of its rows.
+// Individual[2(x-lo)+d] is l D(x||x') over x' for d = 0, and l D(x'||x) for
+// d = 1.
 type PartBDP struct {
 	InfPairs   int64     `json:"inf_pairs"`
 	Pooled     PartAcc   `json:"pooled"`
@@ -171,10 +173,10 @@ func (p *Part) ClipSet() (set privacy.ClipSet, ok bool, err error) {
 	return privacy.ClipSetFromMetadata(&privacy.Posteriors{M: p.Examples, N: p.Components, P: p.Dims, PriorMu: p.PriorMu, PriorVar: p.PriorVar, Metadata: p.Metadata})
 }
 
-// AuditShard computes shard's part of the principled all-pairs audit of p
-// (see the package's sharding notes above Shard). opt is as for Audit;
-// a pair sample (Pairs) and the reference mode are errors, and so is an
-// invalid shard. The part is merged with the others by Merge.
+// AuditShard computes shard's part of the principled all-pairs audit of p;
+// see the package's sharding notes above [Shard]. opt is as for [Audit]. A
+// pair sample, Pairs, and the reference mode are errors, and so is an invalid
+// shard. The part is merged with the others by [Merge].
 func AuditShard(ctx context.Context, p *privacy.Posteriors, opt Options, shard Shard) (*Part, error) {
 	if err := shard.Validate(); err != nil {
 		return nil, err
@@ -274,9 +276,10 @@ func (c *collector) edgeSample(ctx context.Context) []float64 {
 }
 
 // PartSketch is a DDSketch in a part file: the bins of its positive and
-// negative value stores (index in the logarithmic mapping of
-// SketchRelativeAccuracy, count) and the count of zeros. Decoding iterates
-// over the listed bins only (no count in the input sets a loop's length).
+// negative value stores, each an index in the logarithmic mapping of
+// [SketchRelativeAccuracy] and a count, and the count of zeros. Decoding
+// iterates over the listed bins only, so no count in the input sets a loop's
+// length.
 type PartSketch struct {
 	ZeroCount float64     `json:"zero_count"`
 	Positive  []SketchBin `json:"positive"`
@@ -504,10 +507,10 @@ func (p *Part) compatible(o *Part) error {
 	return nil
 }
 
-// WritePart writes part as JSON to path atomically. The temporary files a
-// process killed while writing path left beside it ("." + name + ".tmp" +
-// digits) are removed first (atomicfile.RemoveStaleOf, logged): one shard's
-// part is written by one process.
+// WritePart writes part as JSON to path atomically. One shard's part is
+// written by one process, so it first removes, with a log line, the temporary
+// files that a process killed while writing path left beside it, named
+// "." + name + ".tmp" + digits; see atomicfile.RemoveStaleOf.
 func WritePart(path string, part *Part) error {
 	if stale, err := atomicfile.RemoveStaleOf(path); err != nil {
 		return fmt.Errorf("audit part: %w", err)

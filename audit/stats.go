@@ -10,11 +10,13 @@ import (
 )
 
 // StudentTUpper returns t such that P(T > t) = tail for Student's t with df
-// degrees of freedom, accurate down to tail = 1e-300: it solves
-// 0.5 * I_{df/(df+t^2)}(df/2, 1/2) = tail (regularised incomplete beta,
-// gonum mathext.RegIncBeta) by bisection on ln t, as ref §7.2 prescribes.
-// (distuv.StudentsT.Quantile receives 1 - tail and loses every digit once tail
-// approaches 1e-16.) Errors: df <= 0, tail outside (0, 0.5].
+// degrees of freedom, accurate down to tail = 1e-300. As ref §7.2
+// prescribes, it solves 0.5 * I_{df/(df+t^2)}(df/2, 1/2) = tail by bisection
+// on ln t, where I is the regularised incomplete beta of gonum
+// mathext.RegIncBeta. distuv.StudentsT.Quantile receives 1 - tail instead,
+// and loses every digit once tail approaches 1e-16.
+//
+// It returns an error when df <= 0 or tail is outside (0, 0.5].
 func StudentTUpper(df, tail float64) (float64, error) {
 	if !(df > 0) || math.IsInf(df, 0) {
 		return 0, fmt.Errorf("student t: degrees of freedom %v must be > 0", df)
@@ -133,11 +135,11 @@ func (a *logAcc) ucb(tail float64) (float64, error) {
 // report.json's p50/p90/p99 depend on it.
 func quantile(sorted []float64, q float64) float64 { return quantilepkg.Linear(sorted, q) }
 
-// Histogram has len(Counts) equal-width bins; Edges has len(Counts)+1
-// entries, the last bin closed. Below and Above count the values outside
-// the edges: always 0 when the edges span the values (the one-process
-// audit), possibly not when they were fixed before the values were seen
-// (a sharded audit, Part).
+// Histogram is a histogram of len(Counts) equal-width bins. Edges has
+// len(Counts)+1 entries, and the last bin is closed. Below and Above count
+// the values outside the edges. They are always 0 when the edges span the
+// values, as in the one-process audit, and possibly not when the edges were
+// fixed before the values were seen, as in a sharded audit's [Part].
 type Histogram struct {
 	Edges  []float64 `json:"edges"`
 	Counts []int     `json:"counts"`

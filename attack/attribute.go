@@ -34,11 +34,11 @@ const (
 	PropertyFemale = "female-pronoun"
 )
 
-// GivenNames is the built-in list the PropertyName rule matches (no name
-// list is available offline): common English given names (the most
-// frequent US given names of the 20th century), less those that are also
-// common English words or places (mark, frank, grace, jean, carol, jack,
-// ray, austin, jordan, madison, virginia, ...), in lower case.
+// GivenNames is the built-in list that the PropertyName rule matches, since no
+// name list is available offline. It holds common English given names, the
+// most frequent US given names of the 20th century, in lower case, less those
+// that are also common English words or places, such as mark, frank, grace,
+// jean, carol, jack, ray, austin, jordan, madison and virginia.
 var GivenNames = strings.Fields(`
 aaron adam albert alan alexander alexis alice amanda amy andrea andrew angela ann anna anthony arthur ashley
 barbara benjamin betty beverly billy brandon brenda brian brittany bruce bryan carl carolyn catherine
@@ -166,22 +166,24 @@ type AttributeResult struct {
 	AUCCI [2]float64 `json:"auc_ci"`
 }
 
-// Attribute runs the attribute-inference attack of docs/attacks.md on
-// target t: the attacker releases the public texts of c
-// (o.ReleasesPerText times each), labels them with the property (which it
-// reads from the public texts themselves), trains its classifiers on the
-// mean-pooled release (the mean of Z over all N components: [P]), and
-// predicts the property of each victim text from its one release. The same
-// classifiers on the mean-pooled encoder output (the mean of x over the
-// text's tokens, specials included: [H]) are the non-private upper
-// reference; the majority class of the public texts is the baseline.
+// Attribute runs the attribute-inference attack of docs/attacks.md on target
+// t and returns its report.
 //
-// Everything is checked before any work: the options, the corpus (texts
-// that can be released; both classes among the public texts and among the
-// victims, else the attack or its AUC is undefined), the memory the
-// releases and the MLP take (as Invert). Progress: the releases
-// and each classifier's training (as Invert). Cancelling ctx stops between
-// batches and steps.
+// The attacker releases each public text of c o.ReleasesPerText times and
+// labels the texts with the property, which it reads from the public texts
+// themselves. It trains its classifiers on the mean-pooled release, the mean
+// of Z over all N components, of shape [P], and predicts the property of each
+// victim text from its one release. The same classifiers on the mean-pooled
+// encoder output, the mean of x over the text's tokens with the specials, of
+// shape [H], are the non-private upper reference; the majority class of the
+// public texts is the baseline.
+//
+// Everything is checked before any work: the options; the corpus, whose texts
+// must be releasable, with both classes among the public texts and among the
+// victims, or else the attack or its AUC is undefined; and the memory that
+// the releases and the MLP take, as in [Invert]. Progress is reported for the
+// releases and each classifier's training, as in [Invert]. Cancelling ctx
+// stops between batches and steps.
 func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, report progress.Func) (*AttributeReport, error) {
 	start := time.Now()
 	if err := o.Validate(); err != nil {
@@ -352,20 +354,25 @@ func attributeResult(features, classifier string, y []int, score []float64, call
 	return res, nil
 }
 
-// CertifiedAUC is the largest area under the ROC curve of any test between
-// two distributions that are (epsilon, delta)-indistinguishable both ways:
-// the area under TPR = min(e^eps FPR + delta, 1 - e^-eps (1 - delta - FPR),
-// 1), the boundary of the privacy region of Kairouz, Oh and Viswanath
-// (ICML 2015, Theorem 2.1), which meets at FPR* = (1 - delta)/(1 + e^eps)
-// and reaches 1 at FPR = 1 - delta:
+// CertifiedAUC returns the largest area under the ROC curve of any test
+// between two distributions that are (epsilon, delta)-indistinguishable both
+// ways.
+//
+// It is the area under TPR = min(e^eps FPR + delta, 1 - e^-eps (1 - delta -
+// FPR), 1), the boundary of the privacy region of Kairouz, Oh and Viswanath,
+// ICML 2015, Theorem 2.1. The two lines meet at FPR* = (1 - delta)/(1 + e^eps),
+// and the boundary reaches 1 at FPR = 1 - delta:
 //
 //	AUC <= e^eps x*^2/2 + delta x* + (1 - e^-eps (1 - delta))(1 - delta - x*) + e^-eps ((1 - delta)^2 - x*^2)/2 + delta,
 //
-// e^eps/(1 + e^eps) at delta = 0. An (epsilon, delta) guarantee of one
-// release against every other text bounds the test between the releases of
-// any two populations of texts (the hockey-stick divergence is jointly
-// convex), so the AUC of an attribute classifier that never saw the victims
-// is at most this in expectation. 1 for an infinite epsilon or delta >= 1.
+// which is e^eps/(1 + e^eps) at delta = 0. It returns 1 for an infinite
+// epsilon or delta >= 1.
+//
+// An (epsilon, delta) guarantee of one release against every other text
+// bounds the test between the releases of any two populations of texts,
+// since the hockey-stick divergence is jointly convex. So the AUC of an
+// attribute classifier that never saw the victims is at most this in
+// expectation.
 func CertifiedAUC(eps, delta float64) float64 {
 	if math.IsInf(eps, 1) || delta >= 1 {
 		return 1

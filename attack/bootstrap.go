@@ -11,14 +11,16 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
-// Bootstrap is the percentile bootstrap interval at confidence conf of a
-// statistic of n units (Efron & Tibshirani 1993, ch. 13): reps resamples of
-// n unit indices drawn uniformly with replacement from rng, stat of each,
-// and the empirical alpha/2 and 1 - alpha/2 quantiles (gonum stat.Quantile,
-// stat.Empirical) of the values, alpha = 1 - conf. A resample whose
-// statistic is NaN (undefined on it, e.g. an AUC of a resample with one
-// class) is left out. Errors: n < 1, reps < 1, conf outside (0, 1), every
-// resample NaN.
+// Bootstrap returns the percentile bootstrap interval at confidence conf of a
+// statistic of n units, after Efron and Tibshirani 1993, ch. 13. It draws reps
+// resamples of n unit indices uniformly with replacement from rng, computes
+// stat of each, and returns the empirical alpha/2 and 1 - alpha/2 quantiles
+// of the values, with alpha = 1 - conf, as gonum's stat.Quantile with
+// stat.Empirical computes them. A resample whose statistic is NaN, because it
+// is undefined on it as an AUC of a resample with one class is, is left out.
+//
+// It returns an error when n < 1, reps < 1, conf is outside (0, 1), or every
+// resample is NaN.
 func Bootstrap(n, reps int, conf float64, rng *rand.Rand, stat func(idx []int) float64) (lo, hi float64, err error) {
 	switch {
 	case n < 1:

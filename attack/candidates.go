@@ -36,15 +36,20 @@ type Candidate struct {
 	Result PairResult
 }
 
-// Candidates returns the pairs of s to attack, from the model r (nil: none)
-// and the posterior file p (nil: none; source names it in errors):
-// PairWitness the pair attaining r's certificate at delta (or p's two
-// posteriors, a witness file of `nvdp certify --witness`), PairTexts the
-// posteriors of s.Texts under r, PairIndex p's pair s.Index, PairArgmax
-// p's pair with the largest empirical RD (audited at the default order,
-// progress to report, or read from s.Audit), PairRandom s.RandomPairs
-// pairs of p drawn with seed. Errors name the options (*option.Error:
-// posteriors, texts, audit, pair, random_pairs) where one is at fault.
+// Candidates returns the pairs of s to attack, from the model r and the
+// posterior file p, either of which may be nil; source names p in errors. By
+// kind:
+//
+//   - [PairWitness]: the pair attaining r's certificate at delta, or p's two
+//     posteriors, as in a witness file of `nvdp certify --witness`;
+//   - [PairTexts]: the posteriors of s.Texts under r;
+//   - [PairIndex]: p's pair s.Index;
+//   - [PairArgmax]: p's pair with the largest empirical RD, audited at the
+//     default order with progress to report, or read from s.Audit;
+//   - [PairRandom]: s.RandomPairs pairs of p drawn with seed.
+//
+// Where an option is at fault, the error is an [*option.Error] naming it:
+// posteriors, texts, audit, pair or random_pairs.
 func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy.Posteriors, source string, delta float64, seed uint64,
 	report progress.Func) ([]Candidate, error) {
 	fromFile := func(i, j int) (Candidate, error) {
@@ -117,10 +122,10 @@ func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy
 	return nil, option.Errorf("pair", s.Kind, "want %s, %s, %s, %s or %s", PairWitness, PairArgmax, PairRandom, PairTexts, PairIndex)
 }
 
-// DistinguishPairs runs Distinguish with opt on each candidate (Gaussian
-// pairs when rep's model is a gaussian one) and appends its result, set
-// against rep.Certified (nil: none), to rep.Pairs. Errors name the pair's
-// kind.
+// DistinguishPairs runs [Distinguish] with opt on each candidate and appends
+// its result, set against rep.Certified, to rep.Pairs. The pairs are Gaussian
+// pairs when rep's model is a gaussian one; a nil rep.Certified means none.
+// Its errors name the pair's kind.
 func DistinguishPairs(ctx context.Context, rep *DistinguishReport, cands []Candidate, opt DistinguishOptions) error {
 	for _, c := range cands {
 		if rep.Variant == nvib.ModelGaussian {

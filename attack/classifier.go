@@ -18,13 +18,13 @@ const (
 	ModelMLP    = "mlp"
 )
 
-// Learner configures the training of the attacks' learned models (the
-// inversion's decoders, the attribute's classifiers) on the public split:
-// softmax cross-entropy (nn.SoftmaxCrossEntropy) minimised by AdamW (torch's
-// betas and eps, nn.AdamBeta1, nn.AdamBeta2, nn.AdamEps) at a constant
-// learning rate over minibatches in an order drawn from the attack's seed.
-// Inputs are standardised by the training rows' per-dimension mean and
-// standard deviation (a dimension of deviation 0 is only centred).
+// Learner configures the training of the attacks' learned models, the
+// inversion's decoders and the attribute's classifiers, on the public split.
+// They minimise softmax cross-entropy, [nn.SoftmaxCrossEntropy], by AdamW
+// with torch's betas and eps, [nn.AdamBeta1], [nn.AdamBeta2] and [nn.AdamEps],
+// at a constant learning rate, over minibatches in an order drawn from the
+// attack's seed. Inputs are standardised by the training rows' per-dimension
+// mean and standard deviation; a dimension of deviation 0 is only centred.
 type Learner struct {
 	Epochs      int     `json:"epochs"`       // passes over the training rows (>= 1)
 	BatchSize   int     `json:"batch_size"`   // rows per step (>= 1)

@@ -15,27 +15,29 @@ import (
 )
 
 // Pair is a candidate pair of inputs of a distinguishing test, given by the
-// clipped posteriors their releases are drawn from: Q and QPrime, N
-// components (component 0 the prior's) in P dimensions each, as a posterior
-// file holds them (float32; the attention mask is not used: every component
-// is released).
+// clipped posteriors their releases are drawn from. Q and QPrime have N
+// components, component 0 being the prior's, in P dimensions each, as a
+// posterior file holds them in float32. The attention mask is not used: every
+// component is released.
 //
-// The release of a posterior (package nvib) is X = (Z, pi): Z [N, P] with
-// independent entries Z_ij ~ N(mu_ij, exp(logvar_ij)) and, for an NVDP
-// release (nvib.Draw), the Dirichlet weights pi ~ Dir(alpha) [N],
-// independent of Z; a gaussian release (Gaussian true, nvib.DrawGaussian)
-// has the constant weights 1/N instead, so its density is that of Z alone.
+// The release of a posterior by package nvib is X = (Z, pi). Z is [N, P] with
+// independent entries Z_ij ~ N(mu_ij, exp(logvar_ij)). For an NVDP release,
+// [nvib.Draw], the weights pi ~ Dir(alpha) are [N] and independent of Z. A
+// gaussian release, with Gaussian true and [nvib.DrawGaussian], has the
+// constant weights 1/N instead, so its density is that of Z alone.
 type Pair struct {
 	Q, QPrime privacy.PosteriorView
 	Gaussian  bool
 }
 
-// PairFromPosteriors is the pair (example i, example j) of a posterior file.
-// A file written by a gaussian model (metadata model = gaussian) gives a
-// gaussian pair. Errors: an index outside [0, M), i = j, a file whose
-// release is not the one of Pair (metadata pads_released = false: the
-// reference release gives padding zero weight), or a pair Check rejects;
-// they name the example.
+// PairFromPosteriors returns the pair of examples i and j of a posterior
+// file. A file written by a gaussian model, with metadata model = gaussian,
+// gives a gaussian pair.
+//
+// It returns an error, naming the example, for an index outside [0, M), for
+// i = j, for a file whose release is not the one of [Pair], and for a pair
+// that [Pair.Check] rejects. A file with metadata pads_released = false has
+// another release: the reference release gives padding zero weight.
 func PairFromPosteriors(p *privacy.Posteriors, i, j int) (Pair, error) {
 	for _, k := range []int{i, j} {
 		if k < 0 || k >= p.M {
@@ -57,13 +59,17 @@ func PairFromPosteriors(p *privacy.Posteriors, i, j int) (Pair, error) {
 	return pair, nil
 }
 
-// Check reports why the density of the pair's releases is not the one
-// LogRatio computes: shapes that differ, a non-finite value, a pseudo-count
-// that is not > 0 (every component is released), a Dirichlet total A or a
-// proportion alpha_i/A where nvib's sampler guards (A >= nvib.TotalCap,
-// alpha_i/A < nvib.PropFloor: it then draws from another distribution), or,
-// for a gaussian pair, pseudo-counts that differ between Q and QPrime (a
-// gaussian release has no Dirichlet weights: its posteriors carry equal ones).
+// Check reports why the density of the pair's releases is not the one that
+// [LogRatio] computes. The reasons are:
+//
+//   - shapes that differ, or a non-finite value;
+//   - a pseudo-count that is not > 0, since every component is released;
+//   - a Dirichlet total A or a proportion alpha_i/A where nvib's sampler
+//     guards, A >= [nvib.TotalCap] or alpha_i/A < [nvib.PropFloor], since it
+//     then draws from another distribution;
+//   - for a gaussian pair, pseudo-counts that differ between Q and QPrime: a
+//     gaussian release has no Dirichlet weights, and its posteriors carry
+//     equal ones.
 func (p Pair) Check() error {
 	q, qp := p.Q, p.QPrime
 	if q.N < 1 || q.P < 1 || q.N != qp.N || q.P != qp.P {
@@ -110,18 +116,18 @@ func (p Pair) Check() error {
 	return nil
 }
 
-// LogRatio is the exact log-likelihood ratio of a release X = (Z, pi)
-// between the releases of a pair's posteriors q and q', the score of the
-// most powerful test (Neyman-Pearson):
+// LogRatio is the exact log-likelihood ratio of a release X = (Z, pi) between
+// the releases of a pair's posteriors q and q'. It is the score of the most
+// powerful test, by Neyman-Pearson:
 //
 //	L(X) = ln p_q(X) - ln p_q'(X)
 //	     = sum_ij [ (Z_ij - mu'_ij)^2 / (2 v'_ij) - (Z_ij - mu_ij)^2 / (2 v_ij) + (ln v'_ij - ln v_ij) / 2 ]
 //	       + ln B(alpha') - ln B(alpha) + sum_i (alpha_i - alpha'_i) ln pi_i,
 //
-// v = exp(logvar), ln B(a) = sum_i lnGamma(a_i) - lnGamma(sum_i a_i) (the
-// Dirichlet's normaliser); the Dirichlet line is absent for a gaussian
-// release. Computed in float64, term by term as differences. Its mean under
-// q is KL(q || q') (Pair.KL).
+// where v = exp(logvar) and ln B(a) = sum_i lnGamma(a_i) - lnGamma(sum_i a_i)
+// is the Dirichlet's normaliser. The Dirichlet line is absent for a gaussian
+// release. It is computed in float64, term by term as differences. Its mean
+// under q is KL(q || q'); see [Pair.KL].
 type LogRatio struct {
 	mu, muP []float64 // [N*P]
 	a, aP   []float64 // 1 / (2 v), 1 / (2 v') [N*P]
@@ -152,9 +158,10 @@ func NewLogRatio(p Pair) (*LogRatio, error) {
 	return l, nil
 }
 
-// At is L(X) of the release with Z [N*P] (row-major) and ln pi [N] (ignored
-// for a gaussian release; nvib.DirichletSample.LogPi, the float64 logarithm
-// of the weights before they are rounded to float32).
+// At returns L(X) of the release with Z and ln pi. Z is [N*P], row-major. ln
+// pi is [N], ignored for a gaussian release; it is
+// [nvib.DirichletSample].LogPi, the float64 logarithm of the weights before
+// they are rounded to float32.
 func (l *LogRatio) At(z []float32, logPi []float64) float64 {
 	s := l.c
 	for k, zk := range z {
@@ -180,12 +187,17 @@ func logBeta(alpha []float32) float64 {
 	return s - lg
 }
 
-// KL is the Kullback-Leibler divergence KL(q || q') of the pair's releases
-// (nats), the mean of LogRatio under q: per entry of Z
-// (ln(v'/v) + (v + (mu - mu')^2)/v' - 1)/2, plus for an NVDP release the
-// Dirichlet term ln B(alpha') - ln B(alpha) + sum_i (alpha_i - alpha'_i)
-// (psi(alpha_i) - psi(A)), A = sum_i alpha_i; clamped at 0 (rounding of
-// equal posteriors). The pair must pass Check.
+// KL returns the Kullback-Leibler divergence KL(q || q') of the pair's
+// releases in nats, the mean of [LogRatio] under q. Per entry of Z it is
+//
+//	(ln(v'/v) + (v + (mu - mu')^2)/v' - 1)/2,
+//
+// and an NVDP release adds the Dirichlet term
+//
+//	ln B(alpha') - ln B(alpha) + sum_i (alpha_i - alpha'_i) (psi(alpha_i) - psi(A)),
+//
+// with A = sum_i alpha_i. It is clamped at 0, against the rounding of equal
+// posteriors. The pair must pass [Pair.Check].
 func (p Pair) KL() float64 {
 	var s float64
 	for k := range p.Q.Mu {
@@ -210,12 +222,13 @@ func (p Pair) KL() float64 {
 // Swap is the pair with the roles of q and q' exchanged.
 func (p Pair) Swap() Pair { return Pair{Q: p.QPrime, QPrime: p.Q, Gaussian: p.Gaussian} }
 
-// GaussianMu is, for a pair whose releases differ only in their means
-// (every logvar and pseudo-count equal in q and q'), mu = ||(mu_q -
-// mu_q') / sigma||_2 over all N*P entries: the pair is then exactly the
-// Gaussian mechanism with sensitivity / sigma = mu (its log-likelihood
-// ratio is N(mu^2/2, mu^2) under q), whose exact epsilon is
-// privacy.GaussianMechanismEpsilon(mu, delta). ok is false otherwise.
+// GaussianMu returns mu = ||(mu_q - mu_q') / sigma||_2 over all N*P entries
+// for a pair whose releases differ only in their means, with every logvar and
+// pseudo-count equal in q and q'. Such a pair is exactly the Gaussian
+// mechanism with sensitivity / sigma = mu: its log-likelihood ratio is
+// N(mu^2/2, mu^2) under q, and its exact epsilon is
+// [privacy.GaussianMechanismEpsilon](mu, delta). ok is false for any other
+// pair.
 func (p Pair) GaussianMu() (mu float64, ok bool) {
 	for i := range p.Q.Alpha {
 		if p.Q.Alpha[i] != p.QPrime.Alpha[i] {

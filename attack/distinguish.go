@@ -34,20 +34,20 @@ var ReportFPRs = []float64{1e-3, 1e-2}
 
 // Methods of an epsilon lower bound (docs/attacks.md).
 const (
-	// MethodThreshold is the black-box bound of a threshold test on the
-	// scores (Jagielski et al. 2020; Nasr et al. 2021): with TPR_lo the
-	// Clopper-Pearson lower end of its true-positive rate and FPR_hi the
-	// upper end of its false-positive rate, the release is not (eps,
-	// delta)-DP for any eps < ln((TPR_lo - delta) / FPR_hi). Valid whatever
-	// the score; it cannot exceed about ln(K/7.4) (ThresholdBound.MaxDetectable).
+	// MethodThreshold is the black-box bound of a threshold test on the scores,
+	// after Jagielski et al. 2020 and Nasr et al. 2021. With TPR_lo the
+	// Clopper-Pearson lower end of its true-positive rate and FPR_hi the upper
+	// end of its false-positive rate, the release is not (eps, delta)-DP for any
+	// eps < ln((TPR_lo - delta) / FPR_hi). It is valid whatever the score, and
+	// cannot exceed about ln(K/7.4); see [ThresholdBound.MaxDetectable].
 	MethodThreshold = "threshold"
 	// MethodPrivacyLoss is the white-box bound that the exact density ratio
-	// allows: for S_t = {L >= t}, P_q'(S_t) = E_q[1{L >= t} e^{-L}] <= e^{-t}
-	// P_q(S_t), so with p_lo a one-sided Clopper-Pearson lower bound of
-	// P_q(S_t) from releases of q alone, the release is not (eps, delta)-DP
-	// for any eps < t + ln(1 - delta/p_lo). Valid when LogRatio is the
-	// release's true log density ratio (the sampler and the density agree:
-	// TestLogRatioMonteCarlo); it is not capped by K.
+	// allows. For S_t = {L >= t}, P_q'(S_t) = E_q[1{L >= t} e^{-L}] <= e^{-t}
+	// P_q(S_t). So with p_lo a one-sided Clopper-Pearson lower bound of P_q(S_t)
+	// from releases of q alone, the release is not (eps, delta)-DP for any
+	// eps < t + ln(1 - delta/p_lo). It is valid when [LogRatio] is the release's
+	// true log density ratio, that is when the sampler and the density agree, as
+	// TestLogRatioMonteCarlo checks. It is not capped by K.
 	MethodPrivacyLoss = "privacy_loss"
 )
 
@@ -177,12 +177,12 @@ type OperatingPoint struct {
 	TPR float64 `json:"tpr"`
 }
 
-// ThresholdBound is the MethodThreshold bound: the test with its threshold
-// and direction chosen on the selection half, its counts on the evaluation
-// half (TP of Positives releases of the hypothesis called, FP of Negatives
-// of the other) and their Clopper-Pearson intervals (two-sided at the
-// confidence: the bound uses TPR's lower and FPR's upper end, one-sided
-// (1-C)/2 each, jointly C).
+// ThresholdBound is the [MethodThreshold] bound: the test, with its threshold
+// and direction chosen on the selection half; its counts on the evaluation
+// half, TP of Positives releases of the hypothesis called and FP of
+// Negatives of the other; and their Clopper-Pearson intervals. The intervals
+// are two-sided at the confidence C: the bound uses TPR's lower end and FPR's
+// upper end, each one-sided at (1-C)/2, jointly C.
 type ThresholdBound struct {
 	Epsilon jsonfloat.Float `json:"epsilon"`
 	// Estimate is ln((TPR - delta) / FPR) of the counts (+Inf when FP = 0).
@@ -248,14 +248,17 @@ func (r *DistinguishResult) SetCertified(g *privacy.Guarantee) error {
 	return nil
 }
 
-// Distinguish runs the distinguishing test of pair (docs/attacks.md): it
-// draws opt.Releases releases from each posterior with nvib's sampler (q's
-// are the positives), scores each by the exact log-likelihood ratio
-// (LogRatio), and reports the ROC, the TPR at ReportFPRs and the epsilon
-// lower bounds of both methods at opt.Delta with the test chosen on one
-// half of the releases and bounded on the other (SelectionSplit). Memory is
-// 2K scores; time about 2K N P Gaussian draws. Errors: invalid options
-// (*option.Error), a pair Check rejects, a non-finite score, cancellation.
+// Distinguish runs the distinguishing test of pair described in
+// docs/attacks.md. It draws opt.Releases releases from each posterior with
+// nvib's sampler, q's being the positives, and scores each by the exact
+// log-likelihood ratio, [LogRatio]. It reports the ROC, the TPR at
+// ReportFPRs, and the epsilon lower bounds of both methods at opt.Delta,
+// with the test chosen on one half of the releases and bounded on the other;
+// see [SelectionSplit]. It takes memory for 2K scores, and time for about
+// 2K N P Gaussian draws.
+//
+// It returns an error for invalid options, an [*option.Error]; a pair that
+// [Pair.Check] rejects; a non-finite score; and cancellation.
 func Distinguish(ctx context.Context, pair Pair, opt DistinguishOptions) (*DistinguishResult, error) {
 	start := time.Now()
 	if err := opt.Validate(); err != nil {

@@ -31,9 +31,9 @@ const (
 	PairIndex = "index"
 )
 
-// DistinguishFile is the conventional name of a DistinguishReport beside
-// the model it attacks (`nvdp attack distinguish --out`; `nvdp report`
-// finds the reports under a directory by their JSON, whatever their name).
+// DistinguishFile is the conventional name of a [DistinguishReport] beside the
+// model it attacks, written by `nvdp attack distinguish --out`. `nvdp report`
+// finds the reports under a directory by their JSON, whatever their name.
 const DistinguishFile = "attack_distinguish.json"
 
 // DistinguishReport is the output of `nvdp attack distinguish` (JSON): the
@@ -81,9 +81,9 @@ func ReadDistinguishReport(path string) (*DistinguishReport, error) {
 	})
 }
 
-// PairResult is the test of one pair: its kind, where it comes from (Index
-// in the posterior file, or the Texts) and, for an argmax pair, the audit's
-// RD of it at AuditOrder.
+// PairResult is the test of one pair: its kind; where it comes from, Index in
+// the posterior file or the Texts; and, for an argmax pair, the audit's RD of
+// it at AuditOrder.
 type PairResult struct {
 	Kind       string             `json:"kind"`
 	Index      []int              `json:"index,omitempty"`
@@ -93,12 +93,14 @@ type PairResult struct {
 	Result     *DistinguishResult `json:"result"`
 }
 
-// WitnessPair is the pair of set that attains its certificate at the order
-// of its (epsilon, delta) guarantee: privacy.Certify's witness at the best
-// order of privacy.CertifyCurve(set, nil, standard, 1, delta), returned with
-// that guarantee. gaussian: the release of a gaussian model. Errors: an
-// invalid set or delta, a set that certifies no finite epsilon (no pair
-// attains an infinite bound).
+// WitnessPair returns the pair of set that attains its certificate at the
+// order of its (epsilon, delta) guarantee, and that guarantee. The pair is
+// [privacy.Certify]'s witness at the best order of
+// [privacy.CertifyCurve](set, nil, standard, 1, delta). gaussian says the
+// release is that of a gaussian model.
+//
+// It returns an error for an invalid set or delta, and for a set that
+// certifies no finite epsilon, since no pair attains an infinite bound.
 func WitnessPair(set privacy.ClipSet, delta float64, gaussian bool) (Pair, *privacy.Guarantee, error) {
 	g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 1, delta)
 	if err != nil {
@@ -119,10 +121,11 @@ func WitnessPair(set privacy.ClipSet, delta float64, gaussian bool) (Pair, *priv
 	return pair, g, nil
 }
 
-// ArgmaxPair is the audit's argmax of p: the ordered pair (i, j) with the
-// largest Eq. rdp bound at order (audit.Audit in principled mode over
-// every ordered pair, default options otherwise), and that bound. Progress
-// as audit.Audit's. Errors: the audit's; no finite pair.
+// ArgmaxPair returns the audit's argmax of p: the ordered pair (i, j) with
+// the largest Eq. rdp bound at order, and that bound. It runs [audit.Audit]
+// in principled mode over every ordered pair, with default options otherwise,
+// and reports progress as [audit.Audit] does. Its errors are the audit's, and
+// no finite pair.
 func ArgmaxPair(ctx context.Context, p *privacy.Posteriors, order float64, report progress.Func) (i, j int, rd float64, err error) {
 	opt := audit.DefaultOptions()
 	opt.Order, opt.Progress, opt.MaxStoredPairs, opt.ListInvalid = order, report, 0, 0
@@ -173,11 +176,13 @@ func ReadArgmax(path string) (i, j int, order float64, err error) {
 }
 
 // ParseArgmax parses the argmax pair and the Renyi order of an audit from
-// the output of `nvdp audit --json` (top-level "argmax" and "order") or the
-// report.json of `nvdp run` ("privacy": {"full": {"argmax", "order"}}).
-// Errors, naming name: not JSON, no argmax (an audit without a finite pair
-// or a reference-mode audit), an argmax that is not two different indices
-// >= 0.
+// the output of `nvdp audit --json`, with top-level "argmax" and "order", or
+// from the report.json of `nvdp run`, with "privacy": {"full": {"argmax",
+// "order"}}.
+//
+// Its errors name name. They are: not JSON; no argmax, as in an audit without
+// a finite pair or a reference-mode audit; and an argmax that is not two
+// different indices >= 0.
 func ParseArgmax(name string, data []byte) (i, j int, order float64, err error) {
 	type auditArgmax struct {
 		Argmax []int   `json:"argmax"`

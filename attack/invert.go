@@ -115,16 +115,16 @@ type Reconstruction struct {
 	Guess string `json:"guess"`
 }
 
-// TokenScores are the inversion metrics of TextObfuscator (Zhou et al.,
-// Findings of ACL 2023) and DP-Forward (Du et al., CCS 2023) over texts
-// whose attacked positions hold true tokens and a guess each:
+// TokenScores are the inversion metrics of TextObfuscator, Zhou et al.,
+// Findings of ACL 2023, and DP-Forward, Du et al., CCS 2023, over texts whose
+// attacked positions hold true tokens and a guess each:
 //
 //   - exact-token accuracy: correct positions / positions, over all texts;
 //   - token precision, recall and F1: per text on its bag of tokens, the set
-//     of distinct token ids (precision = |guessed ∩ true| / |guessed|,
-//     recall = |guessed ∩ true| / |true|, F1 their harmonic mean, 0 when
-//     both are 0), then the mean over the texts (a text without an attacked
-//     position is left out).
+//     of distinct token ids, then the mean over the texts. Precision is
+//     |guessed ∩ true| / |guessed|, recall is |guessed ∩ true| / |true|, and
+//     F1 is their harmonic mean, 0 when both are 0. A text without an
+//     attacked position is left out.
 type TokenScores struct {
 	Accuracy  float64 `json:"accuracy"`
 	Precision float64 `json:"precision"`
@@ -261,29 +261,35 @@ func (t *Target) positions(ids []int) []int {
 	return out
 }
 
-// Invert runs the inversion attack of docs/attacks.md on target t: the
-// attacker releases the public texts of c (o.ReleasesPerText times each),
-// trains its decoders from a released row Z_t [P] to the token at
-// component t, and guesses the token at every attacked position of each
-// victim text's one release. Decoders: DecoderNearest (the token of the
-// nearest row, in Euclidean distance, among the public texts' noiseless
-// means, the rows the release is drawn around: the attacker knows the
-// mechanism), ModelLinear and ModelMLP (Learner, trained on the public
-// releases). The same decoders read the model's encoder output rows [H]
-// (FeaturesEncoder: the nearest public encoder row, decoders trained on the
-// public encoder rows) as the non-private upper reference, and
-// DecoderMajority (the most frequent public token) is the chance
-// reference. The attacker is told which components hold the text's tokens
-// (a release hides the length): a stronger attacker than a real one, so
-// the numbers overstate what a release gives away.
+// Invert runs the inversion attack of docs/attacks.md on target t and returns
+// its report.
 //
-// Everything is checked before any work: the options, the corpus (texts
-// that can be released), every text's tokens, the memory the releases and
-// the MLP take (an *option.Error for releases_per_text or mlp_hidden when
-// they cannot fit). Progress: the releases
-// ("release public", "release victims": texts) and each decoder's training
-// ("train <features> <decoder>": steps, loss). Cancelling ctx stops between
-// batches and steps.
+// The attacker releases each public text of c o.ReleasesPerText times and
+// trains its decoders from a released row Z_t, of shape [P], to the token at
+// component t. It then guesses the token at every attacked position of each
+// victim text's one release. The decoders are:
+//
+//   - [DecoderNearest]: the token of the nearest row, in Euclidean distance,
+//     among the public texts' noiseless means, the rows the release is drawn
+//     around, since the attacker knows the mechanism;
+//   - [ModelLinear] and [ModelMLP]: a [Learner] trained on the public
+//     releases.
+//
+// The same decoders read the model's encoder output rows, of shape [H], as
+// the non-private upper reference, [FeaturesEncoder]: the nearest public
+// encoder row, and decoders trained on the public encoder rows.
+// [DecoderMajority], the most frequent public token, is the chance reference.
+// The attacker is told which components hold the text's tokens, although a
+// release hides the length: it is stronger than a real attacker, so the
+// numbers overstate what a release gives away.
+//
+// Everything is checked before any work: the options; the corpus, whose texts
+// must be releasable; every text's tokens; and the memory the releases and
+// the MLP take, with an [*option.Error] for releases_per_text or mlp_hidden
+// when they cannot fit. Progress is reported for the releases, as "release
+// public" and "release victims" in texts, and for each decoder's training, as
+// "train <features> <decoder>" in steps with the loss. Cancelling ctx stops
+// between batches and steps.
 func Invert(ctx context.Context, t *Target, c *Corpus, o InvertOptions, report progress.Func) (*InvertReport, error) {
 	start := time.Now()
 	if err := o.Validate(); err != nil {

@@ -26,10 +26,11 @@ type ROCPoint struct {
 	FP        int     `json:"fp"`
 }
 
-// ROC returns the receiver operating characteristic of scores pos (samples
-// of the positive hypothesis) against neg: one point per distinct score,
-// from the highest threshold (FPR near 0) down, ending at (1, 1), plus the
-// point (0, 0) at threshold +Inf first. Errors: an empty or NaN sample.
+// ROC returns the receiver operating characteristic of the scores pos,
+// samples of the positive hypothesis, against neg. It has the point (0, 0)
+// at threshold +Inf first, then one point per distinct score from the highest
+// threshold, with FPR near 0, down, ending at (1, 1). It returns an error for
+// an empty or NaN sample.
 func ROC(pos, neg []float64) ([]ROCPoint, error) {
 	if err := checkScores(pos, neg); err != nil {
 		return nil, err
@@ -63,9 +64,10 @@ func ROC(pos, neg []float64) ([]ROCPoint, error) {
 	return out, nil
 }
 
-// AUC is the area under the ROC curve of pos against neg: the probability
-// that a positive sample scores above a negative one, ties counted half
-// (the Mann-Whitney statistic divided by len(pos) len(neg)).
+// AUC returns the area under the ROC curve of pos against neg: the
+// probability that a positive sample scores above a negative one, with ties
+// counted half. It is the Mann-Whitney statistic divided by
+// len(pos) len(neg).
 func AUC(pos, neg []float64) (float64, error) {
 	roc, err := ROC(pos, neg)
 	if err != nil {
@@ -90,11 +92,14 @@ func TPRAtFPR(roc []ROCPoint, fpr float64) float64 {
 	return best
 }
 
-// ClopperPearson is the exact two-sided binomial confidence interval of a
-// proportion with k successes in n trials at confidence conf (Clopper &
-// Pearson 1934): lo = Beta(alpha/2; k, n-k+1) quantile, hi = Beta(1 -
-// alpha/2; k+1, n-k) quantile with alpha = 1 - conf; lo = 0 when k = 0,
-// hi = 1 when k = n. Errors: n < 1, k outside [0, n], conf outside (0, 1).
+// ClopperPearson returns the exact two-sided binomial confidence interval of
+// a proportion with k successes in n trials at confidence conf, after Clopper
+// and Pearson 1934. With alpha = 1 - conf, lo is the alpha/2 quantile of
+// Beta(k, n-k+1) and hi the 1 - alpha/2 quantile of Beta(k+1, n-k); lo = 0
+// when k = 0, and hi = 1 when k = n.
+//
+// It returns an error when n < 1, k is outside [0, n], or conf is outside
+// (0, 1).
 func ClopperPearson(k, n int, conf float64) (lo, hi float64, err error) {
 	switch {
 	case n < 1:

@@ -125,11 +125,14 @@ const (
 	VictimSplit = "dev"
 )
 
-// LoadCorpus reads the corpus of task from o.GlueDir (model.LoadSplit):
-// the first text of each example (glue.Example.TextA; a pair task's second
-// text is not used: a release is of one text), checked as release.CheckText
-// checks it. Errors: invalid options, a missing or malformed file, a split
-// without examples, a text that cannot be released (naming file:line).
+// LoadCorpus reads the corpus of task from o.GlueDir with [model.LoadSplit].
+// It keeps the first text of each example, [glue.Example].TextA, since a
+// release is of one text and a pair task's second text is not used, and
+// checks it as [release.CheckText] does.
+//
+// It returns an error for invalid options, a missing or malformed file, a
+// split without examples, or a text that cannot be released, naming its
+// file:line.
 func LoadCorpus(task *glue.Task, o CorpusOptions) (*Corpus, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -212,8 +215,8 @@ func (o LearnedOptions) Validate() error {
 }
 
 // Setup is what the report of a learned attack starts with: the model
-// attacked, the certified guarantee of one release of one text (the victims
-// are released once each) and the corpus.
+// attacked, the certified guarantee of one release of one text, since the
+// victims are released once each, and the corpus.
 type Setup struct {
 	Model       release.ModelInfo  `json:"model"`
 	Certified   *privacy.Guarantee `json:"certified"`

@@ -10,10 +10,11 @@ import (
 	"github.com/nvdp-project/nvdp/lid"
 )
 
-// Dataset is a split of a corpus in memory: every utterance's waveform at
-// audio.SampleRate cropped to its first T samples or zero-padded to T,
-// normalised to zero mean and unit variance over its real samples
-// (audio.Normalize, as the Wav2Vec2 feature extractor), and its language.
+// Dataset is a split of a corpus in memory: every utterance's waveform and
+// its language. A waveform is at [audio.SampleRate], cropped to its first T
+// samples or zero-padded to T, and normalised to zero mean and unit variance
+// over its real samples with [audio.Normalize], as the Wav2Vec2 feature
+// extractor does.
 type Dataset struct {
 	Split      string
 	Utterances []lid.Utterance
@@ -26,19 +27,21 @@ type Dataset struct {
 // Len is the number of utterances M.
 func (d *Dataset) Len() int { return len(d.Labels) }
 
-// LoadSplit reads the first limit utterances (0: all) of a split of the
-// corpus at root (lid.Load) and their audio (audio.LoadCropped: WAV, mono,
-// resampled to 16 kHz), cropped or zero-padded to T samples and normalised.
-// An utterance longer than T is cropped before it is resampled: only the
-// input its first T samples depend on is decoded and resampled (the same
-// samples, bit for bit), so loading costs time in proportion to T, not to
-// the files' lengths.
+// LoadSplit reads the first limit utterances of a split of the corpus at
+// root, or all of them when limit is 0, with [lid.Load], and their audio. The
+// audio is read by [audio.LoadCropped] as WAV, mono, resampled to 16 kHz,
+// then cropped or zero-padded to T samples and normalised.
 //
-// Loading stops once ctx is done (between files, and inside a file's
-// resampling): the error wraps ctx's (errors.Is(err, context.Canceled)).
-// Errors name the file: a malformed CSV, unreadable or empty audio, a
-// sample rate outside audio.MinSampleRate to audio.MaxSampleRate, a split
-// with no utterance.
+// An utterance longer than T is cropped before it is resampled: only the
+// input that its first T samples depend on is decoded and resampled, giving
+// the same samples bit for bit. So loading costs time in proportion to T, not
+// to the files' lengths.
+//
+// Loading stops once ctx is done, between files and inside a file's
+// resampling; the error then wraps ctx's, so errors.Is(err,
+// context.Canceled) holds. Other errors name the file: a malformed CSV,
+// unreadable or empty audio, a sample rate outside [audio.MinSampleRate] to
+// [audio.MaxSampleRate], or a split with no utterance.
 func LoadSplit(ctx context.Context, root, split string, limit, T int) (*Dataset, error) {
 	if T < 1 {
 		return nil, fmt.Errorf("speech: %d samples per utterance, want >= 1", T)
@@ -133,10 +136,10 @@ func spread(utts []lid.Utterance, limit int) []lid.Utterance {
 	return out
 }
 
-// Batch returns the waveforms idx as a wav2vec2 input [len(idx), T] with no
-// mask (every sample counts: the zero padding of a short utterance is
-// silence the encoder reads, so that every input has F frames) and their
-// labels.
+// Batch returns the waveforms idx as a wav2vec2 input of shape [len(idx), T],
+// and their labels. The input has no mask: every sample counts, since the
+// zero padding of a short utterance is silence the encoder reads, so that
+// every input has F frames.
 func (d *Dataset) Batch(idx []int) (audio.Batch, []int) {
 	in := audio.Batch{B: len(idx), T: d.T, Values: make([]float32, len(idx)*d.T)}
 	labels := make([]int, len(idx))

@@ -12,12 +12,13 @@ const (
 	MetricAccuracy = "accuracy"
 )
 
-// Scores returns accuracy and macro-F1 of predicted against true language
-// indices. Macro-F1 is the unweighted mean over the languages that occur in
-// labels or preds of each language's F1 = 2 TP / (2 TP + FP + FN)
-// (scikit-learn's f1_score(average="macro") with its default labels, the
-// union; a language predicted but absent from labels scores 0). Errors:
-// lengths differ, no example.
+// Scores returns the accuracy and macro-F1 of predicted against true language
+// indices. Macro-F1 is the unweighted mean, over the languages that occur in
+// labels or preds, of each language's F1 = 2 TP / (2 TP + FP + FN). This is
+// scikit-learn's f1_score(average="macro") with its default labels, the
+// union, so a language predicted but absent from labels scores 0.
+//
+// It returns an error when the lengths differ or there is no example.
 func Scores(preds, labels []int) (accuracy, macroF1 float64, err error) {
 	if len(preds) != len(labels) {
 		return 0, 0, fmt.Errorf("speech metrics: %d predictions, %d labels", len(preds), len(labels))

@@ -21,10 +21,10 @@ import (
 )
 
 // Model is the language identifier: the Wav2Vec2 encoder and, on its frame
-// representations, the NVIB layer, NVDP block and head of an nvib.Model
-// without a backbone (its features come from Encoder). Parameter names are
-// the encoder's (Hugging Face Wav2Vec2Model names) and nvib's ("nvib.*",
-// "nvdp.*", "classifier.*").
+// representations, the NVIB layer, NVDP block and head of an [nvib.Model]
+// without a backbone, whose features come from Encoder. Parameter names are
+// the encoder's, Hugging Face Wav2Vec2Model names, and nvib's: "nvib.*",
+// "nvdp.*" and "classifier.*".
 type Model struct {
 	Encoder *wav2vec2.Model
 	NVDP    *nvib.Model
@@ -48,11 +48,13 @@ type Cache struct {
 	nvdp *nvib.Cache
 }
 
-// Forward runs the model on a batch of waveforms in [B, T] (every row real:
-// in.Mask nil, the fixed-length inputs of Batch): the encoder's frames
-// [B, F, H], then nvib.Model.ForwardFeatures with every frame a component
-// (N = F + 1 with the prior). labels (nil: none) are language indices.
-// Errors: invalid input, the NVIB model's.
+// Forward runs the model on a batch of waveforms of shape [B, T], every row
+// real, as the fixed-length inputs of [Dataset.Batch] with in.Mask nil. The
+// encoder gives frames of shape [B, F, H], and [nvib.Model.ForwardFeatures]
+// runs on them with every frame a component, so that N = F + 1 with the
+// prior. labels are language indices, or nil for none.
+//
+// It returns an error for an invalid input, and the NVIB model's errors.
 func (m *Model) Forward(in audio.Batch, labels []int, opt nvib.ForwardOptions) (*nvib.Output, *Cache, error) {
 	if in.Mask != nil {
 		return nil, nil, fmt.Errorf("speech model: input has a mask: every row must be %d real samples (cropped or zero-padded)", in.T)
@@ -83,13 +85,14 @@ func (m *Model) Backward(c *Cache) error {
 	return nil
 }
 
-// Build creates the model of a fresh run of resolved, validated options
-// o: the encoder (a preset from scratch with o.Train.Dropout as its hidden,
-// attention and feature-projection dropout, or an hf:DIR checkpoint) and
-// the NVIB model (model.PrepareModelConfig for the encoder's shape: the
-// calibration to a privacy target, its certificate in Model.Calibration,
-// then the configuration), initialised from the seed's rngstream.TrainInit
-// stream.
+// Build creates the model of a fresh run of resolved, validated options o,
+// initialised from the seed's rngstream.TrainInit stream.
+//
+// The encoder is a preset from scratch, with o.Train.Dropout as its hidden,
+// attention and feature-projection dropout, or an hf:DIR checkpoint. The NVIB
+// model is configured by [model.PrepareModelConfig] for the encoder's shape,
+// which calibrates to a privacy target, with its certificate in
+// Model.Calibration, and then gives the configuration.
 func Build(o *Options) (*Model, error) {
 	initRng := rngstream.TrainInit.Rand(o.Train.Seed, 0)
 	var enc *wav2vec2.Model

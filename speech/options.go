@@ -42,11 +42,11 @@ const TaskName = "lid"
 // train_options.json, which holds Options.Train).
 const OptionsFile = "speech_options.json"
 
-// The paper's §4.3 settings (Wav2Vec2-large on CommonLanguage): the
+// The paper's §4.3 settings, for Wav2Vec2-large on CommonLanguage: the
 // clipping constants C_mu and C_amax of NVDP-Clipped, the lambda of
-// NVDP-Clipped (LambdaClipped) and of NVDP (LambdaNVDP), the peak learning
-// rate of a pretrained encoder, the warm-up fraction. They are the defaults
-// of the Auto options (Resolve).
+// NVDP-Clipped and of NVDP, the peak learning rate of a pretrained encoder,
+// and the warm-up fraction. They are the defaults of the Auto options; see
+// [Options.Resolve].
 const (
 	PaperCMu          = 3.0
 	PaperCAlphaMax    = 0.7
@@ -66,16 +66,17 @@ const DefaultMaxSeconds = 2.0
 const DefaultEncoder = "scratch:small"
 
 // Options are the settings of a speech run: the corpus, the encoder, the
-// fixed utterance length and, in Train, every setting the text task shares
-// (variant, mode, lambda, clipping constants, privacy target, latent width,
-// optimiser, epochs, batch sizes, seed, limits, output directory). Start
-// from DefaultOptions; Resolve derives the Auto options; Validate checks.
+// fixed utterance length and, in Train, every setting the text task shares,
+// such as the variant, mode, lambda, clipping constants, privacy target,
+// latent width, optimiser, epochs, batch sizes, seed, limits and output
+// directory. Start from [DefaultOptions]; [Options.Resolve] derives the Auto
+// options and [Options.Validate] checks them.
 //
-// In Train, Task is TaskName, Encoder is the speech encoder spec
-// (scratch:PRESET with a wav2vec2 preset, or hf:DIR with a Wav2Vec2
-// checkpoint), MaxSeqLen is the number of frames F (set by Resolve from
-// MaxSeconds: the posteriors have N = F + 1 components), TrainLimit and
-// DevLimit count utterances; GlueDir and Vocab are unused.
+// In Train, Task is [TaskName]. Encoder is the speech encoder spec:
+// scratch:PRESET with a wav2vec2 preset, or hf:DIR with a Wav2Vec2
+// checkpoint. MaxSeqLen is the number of frames F, set by Resolve from
+// MaxSeconds, so that the posteriors have N = F + 1 components. TrainLimit and
+// DevLimit count utterances. GlueDir and Vocab are unused.
 type Options struct {
 	// DataDir is the corpus in CommonLanguage's layout (lid.Load): the
 	// synthetic stand-in or the release's common_voice_kpd folder.
@@ -103,13 +104,17 @@ func (o *Options) Samples() int {
 	return int(math.Round(o.MaxSeconds * audio.SampleRate))
 }
 
-// Resolve derives the Auto options before model.Options.Resolve: lambda
-// (PaperLambdaClip for nvdp-clipped, PaperLambdaNVDP otherwise), C_mu and
-// C_amax (PaperCMu, PaperCAlphaMax; gaussian: C_mu only), the learning rate
-// of a pretrained encoder (PaperLRPretrained; scratch: model.DefaultLR),
-// the dropout (the preset's hidden dropout for scratch, 0 pretrained) and
-// Train.MaxSeqLen (the frames of Samples, when the encoder's configuration
-// can be read). Explicit values, 0 included, are kept.
+// Resolve derives the Auto options before [model.Options.Resolve]. Explicit
+// values, 0 included, are kept. It sets:
+//
+//   - lambda: [PaperLambdaClip] for nvdp-clipped, [PaperLambdaNVDP] otherwise;
+//   - C_mu and C_amax: [PaperCMu] and [PaperCAlphaMax], C_mu only for
+//     gaussian;
+//   - the learning rate: [PaperLRPretrained] for a pretrained encoder,
+//     [model.DefaultLR] for scratch;
+//   - the dropout: the preset's hidden dropout for scratch, 0 for pretrained;
+//   - Train.MaxSeqLen: the frames of Samples, when the encoder's
+//     configuration can be read.
 func (o *Options) Resolve() {
 	t := &o.Train
 	option.Resolve(&t.Lambda, PaperLambda(t.Variant))
@@ -163,11 +168,11 @@ func (o *Options) EncoderConfig() (wav2vec2.Config, error) {
 	return wav2vec2.Config{}, option.Errorf("encoder", spec, "want scratch:PRESET (%s) or hf:DIR (a Wav2Vec2 checkpoint directory)", strings.Join(wav2vec2.PresetNames(), ", "))
 }
 
-// Validate checks resolved options: the task, data directory, encoder, the
-// utterance length (at least one frame) and every shared option
-// (model.Options.ValidateTraining). Reference mode is refused: the released
-// code has no speech task. Errors are *option.Error naming the option by its
-// JSON key.
+// Validate checks resolved options: the task, the data directory, the
+// encoder, the utterance length, which must be at least one frame, and every
+// shared option, see [model.Options.ValidateTraining]. Reference mode is
+// refused, since the released code has no speech task. Its errors are
+// [*option.Error] naming the option by its JSON key.
 func (o *Options) Validate() error {
 	cfg, err := o.EncoderConfig()
 	if err != nil {
@@ -252,11 +257,11 @@ func SaveOptions(dir string, o *Options) error {
 	return atomicfile.WriteJSON(path, &c)
 }
 
-// LoadOptions reads dir/speech_options.json (unknown fields are an error)
-// and validates it, against the encoder configuration the model directory
-// saved (dir/config.json) when it has one: a model trained from an hf:DIR
-// checkpoint loads without DIR (moved, deleted, another machine). Errors
-// name the file.
+// LoadOptions reads dir/speech_options.json, in which unknown fields are an
+// error, and validates it. When the model directory saved an encoder
+// configuration, dir/config.json, it validates against that, so that a model
+// trained from an hf:DIR checkpoint loads without DIR, as when DIR was moved,
+// deleted or is on another machine. Its errors name the file.
 func LoadOptions(dir string) (*Options, error) {
 	path := filepath.Join(dir, OptionsFile)
 	b, err := os.ReadFile(path)

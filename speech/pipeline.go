@@ -39,16 +39,23 @@ type EvalOptions struct {
 	NoPost    bool   // do not export the posteriors
 }
 
-// Evaluate runs the model of dir (loaded as m with options o) on a split:
-// accuracy and macro-F1 (train.EvalResult's Metrics; Selection is
-// MetricF1, Chance the macro-F1 of always predicting the split's most
-// frequent language), the predictions (predictions_<split>.tsv: index,
-// audio path, language), the certified guarantee of one release
-// (train.ModelCertificate, N = F + 1) and, for a model with a release,
-// the posterior file posteriors_<split>.safetensors (frames as components,
-// every utterance N = F + 1: nothing pads) returned in Release;
-// eval_<split>.json. Errors: bad options, unreadable data, the model's,
-// ctx's once it is done while the split loads (LoadSplit).
+// Evaluate runs the model of dir, loaded as m with options o, on a split, and
+// writes eval_<split>.json. It gives:
+//
+//   - the accuracy and macro-F1, in [train.EvalResult]'s Metrics. Selection is
+//     [MetricF1], and Chance the macro-F1 of always predicting the split's
+//     most frequent language;
+//   - the predictions, in predictions_<split>.tsv, with index, audio path and
+//     language;
+//   - the certified guarantee of one release, [train.ModelCertificate] with
+//     N = F + 1;
+//   - for a model with a release, the posterior file
+//     posteriors_<split>.safetensors, returned in Release too. Frames are the
+//     components, and every utterance has N = F + 1, since nothing pads.
+//
+// It returns an error for bad options, unreadable data, and the model's
+// errors. Once ctx is done while the split loads, see [LoadSplit], it returns
+// ctx's error.
 func Evaluate(ctx context.Context, dir string, m *Model, o *Options, eo EvalOptions) (*train.EvalResult, error) {
 	start := time.Now()
 	if !slices.Contains(evalSplits, eo.Split) {
@@ -137,12 +144,13 @@ func writePredictions(path string, d *Dataset, preds []int) error {
 // test (the paper's Table 2; CommonLanguage's test split is labelled).
 const UtilitySplit = "test"
 
-// Pipeline is the speech task's part of train.RunPipeline (`nvdp run
-// --task lid`) on the corpus dataDir, every utterance cropped or padded to
-// maxSeconds: utility on test (UtilitySplit), the audit of the
-// AuditSplit's posteriors (dev by default; over ordered pairs of
-// utterances or a sample of them with Audit.Pairs), on the CPU. A stored
-// non-private baseline is the GLUE tasks'.
+// Pipeline returns the speech task's part of [train.RunPipeline], run by
+// `nvdp run --task lid`, on the corpus dataDir with every utterance cropped
+// or padded to maxSeconds. It measures utility on test, [UtilitySplit], and
+// audits the posteriors of the audit split, AuditSplit of the pipeline
+// options and dev by default, on the CPU, over ordered pairs of utterances
+// or a sample of them with Audit.Pairs. A stored non-private baseline is the
+// GLUE tasks'.
 func Pipeline(dataDir string, maxSeconds float64) train.PipelineTask {
 	return &pipeline{data: Options{DataDir: dataDir, MaxSeconds: maxSeconds}}
 }

@@ -54,17 +54,20 @@ func prepare(o Options) (Options, error) {
 	return o, o.CheckFiles()
 }
 
-// Run trains a language identifier as o says and returns the summary (the
-// text task's train.Result; its metric is MetricF1 on dev). o.Train.Out
-// receives the model directory of the best epoch (config.json,
-// nvdp_config.json, speech_options.json, model.safetensors),
-// metrics.jsonl, certificate.json with a privacy target, and the
-// resumable checkpoint (internal/loop, as the text task: o.Train.Resume
-// continues it bit for bit). Data: the train split (TrainLimit utterances,
-// every language in turn) and dev (DevLimit) of o.DataDir, each utterance
-// cropped or zero-padded to o.MaxSeconds. Every step runs the encoder
-// with dropout, the NVIB layer, a posterior sample and the head, with the
-// KL scale s(t); dev is evaluated at every epoch end with macro-F1 the
+// Run trains a language identifier as o says and returns the summary, the
+// text task's [train.Result], whose metric is [MetricF1] on dev.
+//
+// o.Train.Out receives the model directory of the best epoch, with
+// config.json, nvdp_config.json, speech_options.json and model.safetensors;
+// metrics.jsonl; certificate.json with a privacy target; and the resumable
+// checkpoint of internal/loop, as for the text task, which o.Train.Resume
+// continues bit for bit.
+//
+// The data are the train split of o.DataDir, TrainLimit utterances taking
+// every language in turn, and its dev split, DevLimit utterances, each
+// utterance cropped or zero-padded to o.MaxSeconds. Every step runs the
+// encoder with dropout, the NVIB layer, a posterior sample and the head, with
+// the KL scale s(t). Dev is evaluated at every epoch end, with macro-F1 the
 // selection metric. report receives the loop's progress events.
 func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, error) {
 	o, err := prepare(o)
@@ -152,9 +155,9 @@ func run(ctx context.Context, o Options, report progress.Func) (*train.Result, e
 	return res, nil
 }
 
-// Prediction is the model's output on a split: predicted languages, the
-// metrics (MetricAccuracy, MetricF1), the mean loss at KL scale 1 (nats)
-// and, when asked, the batch posteriors of the release.
+// Prediction is the model's output on a split: the predicted languages, the
+// metrics [MetricAccuracy] and [MetricF1], the mean loss at KL scale 1 in
+// nats, and, when asked, the batch posteriors of the release.
 type Prediction struct {
 	Preds      []int
 	Metrics    map[string]float64
@@ -162,11 +165,11 @@ type Prediction struct {
 	Posteriors []*nvib.Posterior
 }
 
-// Predict runs the model on every utterance of d in order (batches of bs)
-// in evaluation mode, sampling the release from rng as the text task does,
-// and scores the predictions. keepPosteriors keeps every batch's clipped
-// posterior (the release the audit describes; N = F + 1 for every
-// utterance).
+// Predict runs the model on every utterance of d in order, in batches of bs
+// and in evaluation mode, sampling the release from rng as the text task
+// does, and scores the predictions. keepPosteriors keeps every batch's
+// clipped posterior, the release the audit describes, with N = F + 1 for
+// every utterance.
 func Predict(m *Model, d *Dataset, bs int, rng *rand.Rand, keepPosteriors bool) (*Prediction, error) {
 	if bs < 1 {
 		return nil, fmt.Errorf("evaluation batch size %d, want >= 1", bs)

@@ -35,9 +35,9 @@ const (
 	CellSkipped     = "skipped"     // not run because of an earlier failure it depends on (C_mu grid)
 )
 
-// Cell is one run of a sweep: a task, variant, lambda and seed (and C_mu for
-// the grid cells, a target epsilon for the calibrated ones), trained,
-// evaluated and audited by train.RunPipeline in Dir.
+// Cell is one run of a sweep: a task, variant, lambda and seed, trained,
+// evaluated and audited by [train.RunPipeline] in Dir. Grid cells also have a
+// C_mu, and calibrated cells a target epsilon.
 type Cell struct {
 	ID      string  `json:"id"` // Dir relative to the sweep directory
 	Task    string  `json:"task"`
@@ -61,9 +61,10 @@ type Cell struct {
 	Seconds    float64 `json:"seconds,omitempty"`
 }
 
-// FormatLambda writes a lambda as the paper does (1e-3, 1e-2, 1e-1, 1):
-// values in (0, 1) in shortest exponent form without exponent padding, others
-// in shortest 'g' form. Used in cell directory names (lambda=1e-3) and tables.
+// FormatLambda writes a lambda as the paper does: 1e-3, 1e-2, 1e-1, 1. Values
+// in (0, 1) are in shortest exponent form without exponent padding, and others
+// in shortest 'g' form. It is used in cell directory names, as in
+// lambda=1e-3, and in tables.
 func FormatLambda(l float64) string {
 	if l > 0 && l < 1 {
 		s := strconv.FormatFloat(l, 'e', -1, 64)

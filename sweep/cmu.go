@@ -89,17 +89,22 @@ type CMuSelection struct {
 	Reason     string         `json:"reason"`
 }
 
-// SelectCMu applies the paper's rule for the mean clipping radius (§3.2 "Mean
-// clipping": "the smallest value that preserves near-peak validation utility
-// while yielding the tightest worst-case RD/BDP bound"): the candidates whose
-// dev utility is within tol (absolute, metric units) of the best are eligible,
-// and the smallest eligible C_mu is chosen. The eligible candidate with the
-// tightest worst-case bound (rd_max, then BDP eps_mu, then the smaller C_mu;
-// an undefined or not computed bound is the loosest, privacy.CompareBounds)
-// is recorded too; when it differs from the choice the reason says so (a
-// smaller radius bounds the worst case tighter in theory, Eq. rdp, but the
-// audited maximum is an empirical quantity). Errors: no candidates, a NaN
-// utility, duplicate C_mu, a negative or NaN tolerance.
+// SelectCMu chooses the mean clipping radius C_mu by the paper's rule, from
+// §3.2, "Mean clipping": "the smallest value that preserves near-peak
+// validation utility while yielding the tightest worst-case RD/BDP bound".
+// The candidates whose dev utility is within tol of the best, an absolute
+// tolerance in metric units, are eligible, and the smallest eligible C_mu is
+// chosen.
+//
+// The eligible candidate with the tightest worst-case bound is recorded too,
+// ordered by rd_max, then BDP eps_mu, then the smaller C_mu; an undefined or
+// uncomputed bound is the loosest, as in [privacy.CompareBounds]. When it
+// differs from the choice, the reason says so: a smaller radius bounds the
+// worst case tighter in theory, by Eq. rdp, but the audited maximum is an
+// empirical quantity.
+//
+// It returns an error for no candidates, a NaN utility, a duplicate C_mu, or
+// a negative or NaN tolerance.
 func SelectCMu(cands []CMuCandidate, tol float64) (CMuSelection, error) {
 	if len(cands) == 0 {
 		return CMuSelection{}, fmt.Errorf("C_mu selection: no candidates")

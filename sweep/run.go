@@ -28,21 +28,23 @@ type Result struct {
 	Ran int
 }
 
-// Run runs every cell of tasks x variants x lambdas x seeds (the baseline
-// and gaussian once per task and seed, gaussian once per target epsilon too)
-// with train.RunPipeline, each in its directory under o.Out (Cell.place,
-// docs/results.md). The options are checked before any work (errors are
-// *option.Error). Cells whose report.json exists are checked to be the run
-// asked for and skipped; cells with a checkpoint are resumed. With CMuGrid,
-// the nvdp-clipped grid cells run first, C_mu is chosen per task (SelectCMu,
-// written to Out/<task>/c_mu_selection.json) and the nvdp-clipped cells use
-// it; the one that is the same run as a grid cell links to it. Out/sweep.json
-// lists every cell and its status, rewritten atomically at every change.
+// Run runs every cell of tasks x variants x lambdas x seeds with
+// [train.RunPipeline], each in its directory under o.Out; see Cell.place and
+// docs/results.md. The baseline and gaussian run once per task and seed, and
+// gaussian also once per target epsilon. The options are checked before any
+// work, with errors of type [*option.Error].
+//
+// Cells whose report.json exists are checked to be the run asked for, and
+// skipped; cells with a checkpoint are resumed. With CMuGrid the nvdp-clipped
+// grid cells run first, C_mu is chosen per task by [SelectCMu] and written to
+// Out/<task>/c_mu_selection.json, and the nvdp-clipped cells use it; the one
+// that is the same run as a grid cell links to it. Out/sweep.json lists every
+// cell and its status, rewritten atomically at every change.
 //
 // Cancelling ctx stops starting cells; running cells stop at their next step
-// with a checkpoint (status interrupted) and Run returns ctx.Err(). A failed
-// cell does not stop the others; Run returns an error naming the failed cells
-// after the rest have run.
+// with a checkpoint, with status interrupted, and Run returns ctx.Err(). A
+// failed cell does not stop the others; Run returns an error naming the
+// failed cells after the rest have run.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, err

@@ -20,11 +20,12 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// CellSpec is what a cell runs: the pipeline options (Train.Out = the
-// cell's directory, Train.Resume set when it has a checkpoint) and, for a
-// task that reads task.Data (the speech task), its data (RunCell). In JSON
-// (a Subprocess child's stdin) the pipeline options' fields are at the top
-// level, beside "speech" (the data's key since the speech task had it alone).
+// CellSpec is what a cell runs: the pipeline options, with Train.Out the
+// cell's directory and Train.Resume set when it has a checkpoint, and, for a
+// task that reads [task.Data] such as the speech task, its data; see
+// [RunCell]. In JSON, as on a [Subprocess] child's stdin, the pipeline
+// options' fields are at the top level, beside "speech", the data's key
+// since the speech task had it alone.
 type CellSpec struct {
 	train.PipelineOptions
 	Data *task.Data `json:"speech,omitempty"`
@@ -66,12 +67,12 @@ func checkCells(o *Options, cells []*Cell) error {
 	return nil
 }
 
-// Runner runs one cell (RunCell with spec), in this process or another.
-// It must leave the cell either complete with its report.json or
-// resumable, and return ctx.Err() (wrapped) when cancelled. With
+// Runner runs one cell, as [RunCell] with spec does, in this process or
+// another. It must leave the cell either complete with its report.json or
+// resumable, and return ctx.Err(), wrapped, when cancelled. With
 // Options.Jobs > 1 it is called from several goroutines at once and must run
-// each cell in its own process (Subprocess; package documentation,
-// "Concurrency").
+// each cell in its own process, as [Subprocess] does; see the package
+// documentation, "Concurrency".
 type Runner func(ctx context.Context, cell Cell, spec CellSpec) error
 
 // inProcess runs the cells with RunCell in this process, one at a time
@@ -87,14 +88,15 @@ func inProcess(report progress.Func) Runner {
 // its next step with a checkpoint after SIGINT before it is killed.
 const SubprocessWaitDelay = 5 * time.Minute
 
-// Subprocess returns a Runner that runs each cell as the command argv (e.g.
-// this binary's `nvdp sweep-cell`) with the environment env (SubprocessEnv)
-// and the cell's CellSpec as JSON on stdin (ReadCellOptions reads it in the
-// child, which runs RunCell); the child's stdout
-// and stderr are appended to logDir/<cell ID with / as _>.log. Cancelling
-// ctx sends the child SIGINT and kills it if it has not exited
-// SubprocessWaitDelay later. A failed child's error names its log and quotes
-// the log's last line (the child's error).
+// Subprocess returns a [Runner] that runs each cell as the command argv, such
+// as this binary's `nvdp sweep-cell`, with the environment env, see
+// [SubprocessEnv], and the cell's [CellSpec] as JSON on stdin. The child
+// reads it with [ReadCellOptions] and runs [RunCell]. The child's stdout and
+// stderr are appended to logDir/<cell ID with / as _>.log.
+//
+// Cancelling ctx sends the child SIGINT, and kills it if it has not exited
+// [SubprocessWaitDelay] later. A failed child's error names its log and
+// quotes the log's last line, which is the child's error.
 func Subprocess(argv, env []string, logDir string) Runner {
 	return func(ctx context.Context, cell Cell, po CellSpec) error {
 		if len(argv) == 0 {
@@ -130,9 +132,9 @@ func Subprocess(argv, env []string, logDir string) Runner {
 	}
 }
 
-// ReadCellOptions reads the cell a Subprocess runner writes to the child's
-// stdin: one JSON object of CellSpec. Unknown fields (a child binary older
-// than the sweep's) and trailing data are errors.
+// ReadCellOptions reads the cell that a [Subprocess] runner writes to the
+// child's stdin: one JSON object of [CellSpec]. Unknown fields, as from a
+// child binary older than the sweep's, and trailing data are errors.
 func ReadCellOptions(r io.Reader) (CellSpec, error) {
 	var po CellSpec
 	dec := json.NewDecoder(r)
@@ -146,13 +148,13 @@ func ReadCellOptions(r io.Reader) (CellSpec, error) {
 	return po, nil
 }
 
-// SubprocessEnv is the environment of the cell subprocesses of a sweep with
-// jobs cells at once on cpus cores: environ with OPENBLAS_NUM_THREADS and
-// GOMAXPROCS set to cpus/jobs (at least 1) where environ does not set them,
-// so that the cells share the cores instead of each spinning up a BLAS thread
-// per core. Measured on 2 cores with bert-tiny: two one-thread cells finish
-// about twice as many training steps per minute as one two-thread cell
-// (docs/results.md).
+// SubprocessEnv returns the environment of the cell subprocesses of a sweep
+// with jobs cells at once on cpus cores. It is environ with
+// OPENBLAS_NUM_THREADS and GOMAXPROCS set to cpus/jobs, at least 1, where
+// environ does not set them, so that the cells share the cores instead of
+// each spinning up a BLAS thread per core. Measured on 2 cores with
+// bert-tiny, two one-thread cells finish about twice as many training steps
+// per minute as one two-thread cell; see docs/results.md.
 func SubprocessEnv(environ []string, cpus, jobs int) []string {
 	per := max(1, cpus/max(1, jobs))
 	env := slices.Clone(environ)

@@ -107,10 +107,11 @@ func (p *StagePlan) Stage(stage string) ([]*Cell, error) {
 	return nil, option.Errorf("stage", stage, "want %s or %s", StageGrid, StageMain)
 }
 
-// PlanStages validates o as Run does (errors are *option.Error) and writes
-// Out/stages.json, the plan of the sweep in stages. Planning again with the
-// same options returns the plan there (its selection kept); with other
-// options it is an error (remove the directory, or plan into another).
+// PlanStages validates o as [Run] does, with errors of type [*option.Error],
+// and writes Out/stages.json, the plan of the sweep in stages. Planning again
+// with the same options returns the plan there, with its selection kept;
+// with other options it is an error, and the caller removes the directory or
+// plans into another.
 func PlanStages(o Options) (*StagePlan, error) {
 	o.Runner = func(context.Context, Cell, CellSpec) error { return nil } // Jobs > 1 is the stages' business, not validate's
 	if err := o.validate(); err != nil {
@@ -140,9 +141,11 @@ func PlanStages(o Options) (*StagePlan, error) {
 	return p, nil
 }
 
-// ReadStages reads Out/stages.json. Errors: missing (fs.ErrNotExist: plan
-// it first), not a plan of this format, a plan that would write outside out
-// (its options.out another directory, a cell's id or dir outside it).
+// ReadStages reads Out/stages.json. It returns an error for a missing file,
+// wrapping fs.ErrNotExist, since the sweep must be planned first; for a file
+// that is not a plan of this format; and for a plan that would write outside
+// out, with its options.out another directory or a cell's id or dir outside
+// it.
 func ReadStages(out string) (*StagePlan, error) {
 	path := filepath.Join(out, StagesFile)
 	b, err := os.ReadFile(path)
@@ -250,15 +253,18 @@ func recorded(out, stage string, cells []*Cell) ([]*Cell, error) {
 	return out2, nil
 }
 
-// RunStageCell runs cell index of stage of the sweep planned in out, as Run
-// runs a cell: skipped when its report.json is the run asked for (extra
-// audits completed), resumed from a checkpoint, a main nvdp-clipped cell
-// linked to the finished grid cell that is the same run; with runner (nil:
-// in this process, RunCell, progress to report). The cell's status goes to
-// Out/stages/<stage>/<index>.json only. It returns the cell as recorded.
-// Errors: an unknown stage or an index out of range (*option.Error), the
-// main stage before SelectStage, the cell's failure (recorded as failed;
-// ctx's error when cancelled: interrupted, resumable).
+// RunStageCell runs cell index of stage of the sweep planned in out, as [Run]
+// runs a cell, and returns the cell as recorded. The cell is skipped when its
+// report.json is the run asked for, with extra audits completed; it is
+// resumed from a checkpoint; and a main nvdp-clipped cell is linked to the
+// finished grid cell that is the same run. It runs with runner, or, when
+// runner is nil, in this process with [RunCell] and progress to report. The
+// cell's status goes to Out/stages/<stage>/<index>.json only.
+//
+// It returns an [*option.Error] for an unknown stage or an index out of
+// range; an error for the main stage before [SelectStage]; and the cell's
+// failure, recorded as failed. When ctx is cancelled it returns ctx's error,
+// and the cell is interrupted and resumable.
 func RunStageCell(ctx context.Context, out, stage string, index int, runner Runner, report progress.Func) (*Cell, error) {
 	p, err := ReadStages(out)
 	if err != nil {
@@ -301,12 +307,14 @@ func RunStageCell(ctx context.Context, out, stage string, index int, runner Runn
 	return &c, err
 }
 
-// SelectStage selects C_mu per task from the grid stage's cells as Run
-// does (SelectCMu; Out/<task>/c_mu_selection.json) and gives the main
-// nvdp-clipped cells their C_mu, or marks them skipped when their task has
-// no selection (a grid cell failed), rewriting Out/stages.json. Selecting
-// again changes nothing. Errors: a grid cell that has not run to its end
-// (no record, or pending, running, interrupted: its index must run first).
+// SelectStage selects C_mu per task from the grid stage's cells, as [Run]
+// does with [SelectCMu], writing Out/<task>/c_mu_selection.json. It gives the
+// main nvdp-clipped cells their C_mu, or marks them skipped when their task
+// has no selection because a grid cell failed, and rewrites Out/stages.json.
+// Selecting again changes nothing.
+//
+// It returns an error for a grid cell that has not run to its end: one with
+// no record, or pending, running or interrupted, whose index must run first.
 func SelectStage(out string) (*StagePlan, error) {
 	p, err := ReadStages(out)
 	if err != nil || p.Selected {
@@ -346,10 +354,10 @@ func SelectStage(out string) (*StagePlan, error) {
 	return p, nil
 }
 
-// FinishStages writes Out/sweep.json, the manifest Run writes, from the
-// plan and the cells' records (a cell without a record is pending) and
-// returns it. Error, after writing it: the cells that failed or have not
-// run, as Run's error names its failures.
+// FinishStages writes Out/sweep.json, the manifest [Run] writes, from the plan
+// and the cells' records, and returns it. A cell without a record is pending.
+// After writing it, it returns an error naming the cells that failed or have
+// not run, as Run's error names its failures.
 func FinishStages(out string) (*Manifest, error) {
 	p, err := ReadStages(out)
 	if err != nil {

@@ -36,21 +36,21 @@ type CorpusInfo struct {
 // sentences) are what fine-tuning is evaluated on.
 var glueSplits = []string{"train", "test"}
 
-// ReadCorpus reads a pretraining corpus:
+// ReadCorpus reads a pretraining corpus given by spec:
 //
 //	glue:DIR          a GLUE directory: the text fields of every task's train and
-//	                  test split (never dev); each row (sentence or pair) is a document
-//	DIR               a GLUE directory (auto-detected: DIR/<TASK>/train.tsv or
-//	                  test.tsv exists), else every *.txt file under DIR, sorted
+//	                  test split, never dev; each row, a sentence or a pair, is a document
+//	DIR               a GLUE directory, detected when DIR/<TASK>/train.tsv or
+//	                  test.tsv exists; else every *.txt file under DIR, sorted
 //	FILE              a text file
 //
-// Text files hold one sentence or document per line; blank lines separate
-// documents (Google BERT's format), and a file without blank lines has one
-// document per line. Lines are trimmed; exact duplicate lines are dropped
-// (the first occurrence is kept), as are documents left empty.
+// Text files hold one sentence or document per line, and blank lines separate
+// documents, as in Google BERT's format; a file without blank lines has one
+// document per line. Lines are trimmed. Exact duplicate lines are dropped,
+// keeping the first occurrence, and so are documents left empty.
 //
-// Errors: a missing path, an unreadable file, a GLUE directory without any
-// task split, an empty corpus.
+// It returns an error for a missing path, an unreadable file, a GLUE
+// directory without any task split, or an empty corpus.
 func ReadCorpus(spec string) ([]Document, CorpusInfo, error) {
 	var docs []Document
 	var info CorpusInfo
@@ -227,10 +227,10 @@ func dedupe(docs []Document, info *CorpusInfo) []Document {
 	return out
 }
 
-// SplitHeldOut moves n documents, chosen uniformly with the stream
-// rngstream.PretrainHeldOut of seed, out of docs; both parts keep the corpus
-// order. n (DefaultHoldout(len(docs)) is the default) must be >= 1 and leave
-// at least one training document.
+// SplitHeldOut moves n documents out of docs, chosen uniformly with the
+// stream rngstream.PretrainHeldOut of seed; both parts keep the corpus order.
+// n, by default [DefaultHoldout](len(docs)), must be >= 1 and leave at least
+// one training document.
 func SplitHeldOut(docs []Document, n int, seed uint64) (train, heldOut []Document, err error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("held-out slice of %d documents: need at least 1", n)
@@ -253,9 +253,10 @@ func SplitHeldOut(docs []Document, n int, seed uint64) (train, heldOut []Documen
 	return train, heldOut, nil
 }
 
-// Sequence is one model input before masking: [CLS] A [SEP] (B [SEP]), with
-// token type 0 for [CLS] A [SEP] and 1 for B [SEP], and per-token word ids
-// (unique within the sequence; -1 for specials) for whole-word masking.
+// Sequence is one model input before masking: [CLS] A [SEP], optionally
+// followed by B [SEP]. The token type is 0 for [CLS] A [SEP] and 1 for
+// B [SEP]. For whole-word masking each token has a word id, unique within the
+// sequence, and -1 for specials.
 type Sequence struct {
 	IDs     []int32
 	TypeIDs []int32

@@ -20,15 +20,16 @@ const Architecture = "BertForMaskedLM"
 // BasePrefix is the base-model prefix of BertForMaskedLM's state dict.
 const BasePrefix = "bert."
 
-// ExportTensors returns the model's tensors in the layout of transformers'
-// BertForMaskedLM.save_pretrained (safetensors), as in the hub's
-// bert-base-uncased model.safetensors: the encoder under "bert."
-// (bert.embeddings.*, bert.encoder.layer.N.*; BertForMaskedLM has no pooler),
-// then the head cls.predictions.bias and
-// cls.predictions.transform.{dense,LayerNorm}.{weight,bias}. The tied
-// cls.predictions.decoder.weight / .bias are not stored (safetensors cannot
-// hold shared tensors; transformers re-ties them on load). Data alias the
-// parameters.
+// ExportTensors returns the model's tensors in the safetensors layout of
+// transformers' BertForMaskedLM.save_pretrained, as in the hub's
+// bert-base-uncased model.safetensors. The encoder comes first under "bert.",
+// as bert.embeddings.* and bert.encoder.layer.N.*, without a pooler, which
+// BertForMaskedLM has not. Then comes the head: cls.predictions.bias and
+// cls.predictions.transform.{dense,LayerNorm}.{weight,bias}.
+//
+// The tied cls.predictions.decoder.weight and .bias are not stored:
+// safetensors cannot hold shared tensors, and transformers re-ties them on
+// load. The tensors' data alias the parameters.
 func ExportTensors(m *Model) []*safetensors.Tensor {
 	var ts []*safetensors.Tensor
 	for _, p := range m.Enc.Params() {
@@ -41,12 +42,14 @@ func ExportTensors(m *Model) []*safetensors.Tensor {
 	return ts
 }
 
-// Save writes a Hugging Face model directory: config.json (the encoder's
-// config with architectures ["BertForMaskedLM"]), model.safetensors (F32,
-// metadata {"format": "pt"}, ExportTensors layout) and copies of the given
-// tokenizer files (e.g. vocab.txt). encoder.Load("hf:DIR") reads it (the
-// "bert." prefix is stripped, cls.* ignored), as do transformers'
-// AutoModel and AutoModelForMaskedLM. Each file is replaced atomically.
+// Save writes a Hugging Face model directory, replacing each file
+// atomically. It holds config.json, the encoder's config with architectures
+// ["BertForMaskedLM"]; model.safetensors, in F32 with metadata
+// {"format": "pt"} and the [ExportTensors] layout; and copies of the given
+// tokenizer files, such as vocab.txt.
+//
+// [encoder.Load]("hf:DIR") reads it, stripping the "bert." prefix and
+// ignoring cls.*, as do transformers' AutoModel and AutoModelForMaskedLM.
 func Save(dir string, m *Model, tokenizerFiles ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("save model: %w", err)
@@ -74,10 +77,12 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 var ErrNoMLMHead = errors.New("no MLM head")
 
 // LoadHF loads an encoder and its MLM head from a Hugging Face directory
-// written by Save or by transformers' BertForMaskedLM (legacy LayerNorm
-// gamma/beta names accepted). Errors name the file and tensor: a missing head
-// tensor (e.g. a BertModel checkpoint, which has no cls.predictions.*), a
-// shape mismatch, a non-finite value.
+// written by [Save] or by transformers' BertForMaskedLM. Legacy LayerNorm
+// gamma/beta names are accepted.
+//
+// Its errors name the file and tensor: a missing head tensor, as in a
+// BertModel checkpoint, which has no cls.predictions.*; a shape mismatch; or
+// a non-finite value.
 func LoadHF(dir string) (*Model, error) {
 	enc, err := encoder.LoadDir(dir)
 	if err != nil {

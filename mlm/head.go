@@ -19,10 +19,10 @@ const (
 // Head is BertLMPredictionHead:
 //
 //	t      = LayerNorm(GELU(x W_d^T + b_d))        x [M, H], W_d [H, H]
-//	logits = t E^T + bias                         E [V, H] (tied), bias [V]
+//	logits = t E^T + bias                         E [V, H], tied; bias [V]
 //
-// E is the encoder's embeddings.word_embeddings.weight (weight tying as
-// BertForMaskedLM.tie_weights); its gradient from the decoder is added into
+// E is the encoder's embeddings.word_embeddings.weight, tied as in
+// BertForMaskedLM.tie_weights; its gradient from the decoder is added into
 // the word-embedding gradient. The head is applied to the masked rows only.
 type Head struct {
 	Dense *nn.Linear    // cls.predictions.transform.dense [H, H]
@@ -71,10 +71,11 @@ type HeadCache struct {
 	hiddenShape  []int
 }
 
-// Forward gathers the rows positions (flat indices b*S+s into hidden
-// [B, S, H]) and returns their logits [M, V] (M = len(positions)) and the
-// cache. logits is written into buf when it has room (it is reused across
-// steps: at batch 64 x 128, 15% masking and vocab 30522 it is 150 MB).
+// Forward gathers the rows positions of hidden, of shape [B, S, H], where a
+// position is the flat index b*S+s, and returns their logits of shape [M, V],
+// with M = len(positions), and the cache. logits is written into buf when it
+// has room, so that it is reused across steps: at batch 64 x 128 with 15%
+// masking and vocabulary 30522 it is 150 MB.
 func (h *Head) Forward(hidden *nn.Tensor, positions []int, buf []float32) (*nn.Tensor, *HeadCache) {
 	H := h.Dense.In
 	if hidden.Dim(-1) != H {
@@ -111,10 +112,10 @@ func (h *Head) Forward(hidden *nn.Tensor, positions []int, buf []float32) (*nn.T
 	return logits, &HeadCache{x: x, pre: pre, gelu: g, t: t, ln: lnc, positions: positions, hiddenShape: hidden.Shape}
 }
 
-// Backward takes dlogits [M, V], accumulates (+=) the gradients of the dense
-// layer, the LayerNorm, the bias and the tied decoder (into the word-embedding
-// gradient), and returns dhidden with the shape of Forward's hidden (zero at
-// unmasked positions).
+// Backward takes dlogits of shape [M, V] and returns dhidden, with the shape
+// of Forward's hidden and zero at unmasked positions. It adds to the
+// gradients of the dense layer, the LayerNorm, the bias and the tied
+// decoder, whose gradient goes into the word-embedding gradient.
 func (h *Head) Backward(c *HeadCache, dlogits *nn.Tensor) *nn.Tensor {
 	H := h.Dense.In
 	V := h.Bias.Value.Len()
@@ -150,13 +151,15 @@ func (h *Head) Backward(c *HeadCache, dlogits *nn.Tensor) *nn.Tensor {
 	return dhidden
 }
 
-// CrossEntropy computes the mean over the M rows of -log softmax(logits[r])[labels[r]]
-// (torch CrossEntropyLoss, mean over the masked tokens, as BertForMaskedLM with
-// ignore_index -100), the number of rows whose argmax equals the label, and, when
-// grad is true, overwrites logits with dlogits = (softmax - onehot) / M. Row
-// statistics are float64; the exponentials use a float32 Cephes exp (about 1 ulp,
-// as nn's softmax). Rows run in parallel. A label outside [0, V) panics (the
-// masker produces vocabulary ids).
+// CrossEntropy returns the mean over the M rows of
+// -log softmax(logits[r])[labels[r]], and the number of rows whose argmax
+// equals the label. This is torch's CrossEntropyLoss averaged over the masked
+// tokens, as in BertForMaskedLM with ignore_index -100. When grad is true it
+// overwrites logits with dlogits = (softmax - onehot) / M.
+//
+// Row statistics are float64; the exponentials use a float32 Cephes exp,
+// within about 1 ulp, as nn's softmax does. Rows run in parallel. A label
+// outside [0, V) panics: the masker produces vocabulary ids.
 func CrossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, correct int) {
 	M, V := logits.Dim(0), logits.Dim(1)
 	if len(labels) != M {
@@ -260,10 +263,10 @@ func (m *Model) logitsBuf(n int) []float32 {
 	return m.buf[:n]
 }
 
-// LossAndGrad runs a training forward and backward pass (dropout from rng)
-// and accumulates the gradients of every parameter. The pad row of the word
-// embeddings receives the decoder's gradient but none from the input lookup,
-// as PyTorch's nn.Embedding(padding_idx) with a tied decoder.
+// LossAndGrad runs a training forward and backward pass, with dropout drawn
+// from rng, and accumulates the gradients of every parameter. The pad row of
+// the word embeddings receives the decoder's gradient but none from the input
+// lookup, as PyTorch's nn.Embedding with padding_idx and a tied decoder does.
 func (m *Model) LossAndGrad(b *Batch, rng *rand.Rand) Stats {
 	hidden, ec := m.Enc.Forward(b.In, true, rng)
 	V := m.Head.Bias.Value.Len()

@@ -7,19 +7,21 @@ import (
 )
 
 // Masker chooses the tokens to predict and corrupts the input as BERT's
-// masked-language-model task (Devlin et al. 2019 §3.1 and Appendix A.1;
-// Google's create_pretraining_data.py): round(Prob * n) of the n maskable
-// tokens of a sequence (at least one when n > 0) are chosen uniformly without
-// replacement; each chosen token is replaced by [MASK] with probability
-// MaskFrac, by a random token with probability RandomFrac and kept otherwise.
-// Special tokens ([CLS], [SEP], [PAD], [MASK], [UNK]; the Special set) are
-// never chosen and never drawn as random replacements.
+// masked-language-model task does, from Devlin et al. 2019, §3.1 and
+// Appendix A.1, and Google's create_pretraining_data.py.
 //
-// With WholeWord the units chosen are whole words (the WordPiece pieces that
-// share a word id): words are visited in random order and taken while the
-// total stays within the budget, so every piece of a chosen word is predicted
-// (Google's whole-word-masking release; a word longer than the remaining
-// budget is skipped, as there). The 80/10/10 decision is made per token.
+// round(Prob * n) of the n maskable tokens of a sequence, and at least one
+// when n > 0, are chosen uniformly without replacement. Each chosen token is
+// replaced by [MASK] with probability MaskFrac, by a random token with
+// probability RandomFrac, and kept otherwise. The Special set, such as [CLS],
+// [SEP], [PAD], [MASK] and [UNK], is never chosen and never drawn as a random
+// replacement.
+//
+// With WholeWord the units chosen are whole words, the WordPiece pieces that
+// share a word id. Words are visited in random order and taken while the
+// total stays within the budget, so every piece of a chosen word is
+// predicted. As in Google's whole-word-masking release, a word longer than
+// the remaining budget is skipped. The 80/10/10 decision is made per token.
 type Masker struct {
 	// Prob is the fraction of maskable tokens to predict (DefaultMaskProb).
 	Prob float64
@@ -39,9 +41,10 @@ type Masker struct {
 // DefaultMaskProb is BERT's fraction of the tokens predicted (§3.1: 15%).
 const DefaultMaskProb = 0.15
 
-// NewMasker returns the BERT defaults (DefaultMaskProb, 80/10/10) for a vocabulary of
-// vocabSize ids with the given [MASK] id and special ids. Errors: maskID < 0
-// (the vocabulary has no mask token) or a vocabulary with no ordinary token.
+// NewMasker returns a masker with the BERT defaults, [DefaultMaskProb] and
+// 80/10/10, for a vocabulary of vocabSize ids with the given [MASK] id and
+// special ids. It returns an error when maskID < 0, as for a vocabulary
+// without a mask token, or the vocabulary has no ordinary token.
 func NewMasker(maskID, vocabSize int, special []int, wholeWord bool) (*Masker, error) {
 	if maskID < 0 || maskID >= vocabSize {
 		return nil, fmt.Errorf("masker: mask token id %d outside the vocabulary [0, %d) (does the vocabulary have [MASK]?)", maskID, vocabSize)
@@ -58,10 +61,10 @@ func NewMasker(maskID, vocabSize int, special []int, wholeWord bool) (*Masker, e
 	return &Masker{Prob: DefaultMaskProb, MaskFrac: 0.8, RandomFrac: 0.1, MaskID: maskID, VocabSize: vocabSize, Special: sp, WholeWord: wholeWord}, nil
 }
 
-// Mask corrupts one sequence in place. ids [S] are token ids (padding and
-// specials included); wordIDs [S] (nil unless WholeWord) give each token's
-// word index, -1 for specials and padding. It returns the positions chosen
-// (ascending) and their original ids (the labels). Randomness comes from rng
+// Mask corrupts one sequence in place and returns the positions chosen, in
+// ascending order, and their original ids, the labels. ids [S] are token ids,
+// padding and specials included. wordIDs [S], nil unless WholeWord, give each
+// token's word index, -1 for specials and padding. Randomness comes from rng
 // in a fixed order, so a seeded rng gives reproducible masks.
 func (m *Masker) Mask(ids []int32, wordIDs []int, rng *rand.Rand) (positions []int, labels []int) {
 	if m.WholeWord && len(wordIDs) != len(ids) {

@@ -143,9 +143,9 @@ func DefaultOptions() Options {
 		Dropout: option.Auto(), Seed: 1, SaveEvery: 500, EvalEvery: option.AutoInt}
 }
 
-// DefaultHoldout is the held-out slice of a corpus of the given number of
-// documents: 1%, but at least min(100, 10%) and at least 1 (so that a small
-// corpus still gets a measurable slice).
+// DefaultHoldout returns the size of the held-out slice of a corpus of the
+// given number of documents: 1%, but at least min(100, 10%) and at least 1,
+// so that a small corpus still gets a measurable slice.
 func DefaultHoldout(documents int) int {
 	return max(1, documents/100, min(100, documents/10))
 }
@@ -155,12 +155,13 @@ func DefaultHoldout(documents int) int {
 func DefaultEvalEvery(steps int) int { return max(1, steps/20) }
 
 // Resolve replaces each Auto option by its default, given what it depends
-// on: EvalEvery by DefaultEvalEvery(Steps), Holdout by
-// DefaultHoldout(documents) (the corpus's, as ReadCorpus returns them) and
-// Dropout by the model config's hidden dropout. Options given explicitly,
-// 0 included, are kept. An Auto Dropout with a config whose hidden and
-// attention dropout differ is an *option.Error (Dropout sets both: give
-// it). Resolve is idempotent.
+// on, and is idempotent. EvalEvery becomes [DefaultEvalEvery](Steps);
+// Holdout becomes [DefaultHoldout](documents), counting the corpus's
+// documents as [ReadCorpus] returns them; and Dropout becomes the model
+// config's hidden dropout. Options given explicitly, 0 included, are kept.
+//
+// An Auto Dropout with a config whose hidden and attention dropout differ is
+// an [*option.Error]: Dropout sets both, so it must be given.
 func (o *Options) Resolve(model encoder.Config, documents int) error {
 	if o.EvalEvery == option.AutoInt {
 		o.EvalEvery = DefaultEvalEvery(o.Steps)

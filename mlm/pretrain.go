@@ -512,14 +512,15 @@ type PreparedCorpus struct {
 	HeldOutDocs    int
 }
 
-// PrepareCorpus reads the corpus spec, holds out holdout documents
-// (option.AutoInt: DefaultHoldout of the corpus's documents) and packs both
-// parts into sequences of at most seq tokens, with the random streams Run
-// uses for a given seed: the split's (rngstream.PretrainHeldOut), then
-// rngstream.PretrainPack for the training sequences and
-// rngstream.PretrainHeldOutPack for the held-out ones. So `nvdp pretrain
-// --seed S` and a caller of PrepareCorpus(..., S) see the same sequences.
-// Errors name the corpus.
+// PrepareCorpus reads the corpus spec, holds out holdout documents, and packs
+// both parts into sequences of at most seq tokens. An [option.AutoInt]
+// holdout means [DefaultHoldout] of the corpus's documents.
+//
+// It uses the random streams that Run uses for a given seed: the split's,
+// rngstream.PretrainHeldOut, then rngstream.PretrainPack for the training
+// sequences and rngstream.PretrainHeldOutPack for the held-out ones. So
+// `nvdp pretrain --seed S` and a caller of PrepareCorpus(..., S) see the same
+// sequences. Its errors name the corpus.
 func PrepareCorpus(tok tokenize.Tokenizer, spec string, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
 	docs, info, err := ReadCorpus(spec)
 	if err != nil {

@@ -18,15 +18,20 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 )
 
-// PlotDistinguishROC draws the ROC curves of a distinguishing attack
-// (`nvdp attack distinguish`, docs/attacks.md) side by side on linear and
-// on log-log axes: per pair the likelihood-ratio test's TPR against FPR
-// (the thinned ROC of its 2K releases, labelled with its kind, headline
-// lower bound and AUC), the chance diagonal, and, when the report carries
-// the certified guarantee, the boundary that (epsilon, delta)-DP allows,
-// TPR <= min(1, delta + e^eps FPR, 1 - e^-eps (1 - delta - FPR)) (dashed):
-// no test's ROC can pass above it unless the certificate is wrong. Writes
-// path.png and path.svg; returns the files.
+// PlotDistinguishROC draws the ROC curves of a distinguishing attack, from
+// `nvdp attack distinguish` as docs/attacks.md describes, side by side on
+// linear and on log-log axes. It writes path.png and path.svg and returns the
+// files.
+//
+// For each pair it draws the likelihood-ratio test's TPR against FPR, the
+// thinned ROC of its 2K releases, labelled with its kind, headline lower
+// bound and AUC. It also draws the chance diagonal and, dashed, when the
+// report carries the certified guarantee, the boundary that (epsilon,
+// delta)-DP allows:
+//
+//	TPR <= min(1, delta + e^eps FPR, 1 - e^-eps (1 - delta - FPR))
+//
+// No test's ROC can pass above it unless the certificate is wrong.
 func PlotDistinguishROC(rep *attack.DistinguishReport, path string) ([]string, error) {
 	var tiles []*plot.Plot
 	for _, logScale := range []bool{false, true} {

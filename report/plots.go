@@ -581,19 +581,22 @@ func plotHistograms(tt *taskTable, group, mode, path string) ([]string, error) {
 	return saveTiles(ps, vg.Length(len(ps))*figW*0.7, figH, path)
 }
 
-// WritePlots writes every figure of t into dir: per task and audit mode the
-// trade-off scatter against rd_max and against BDP eps_mu
-// (<task>_tradeoff_<mode>_<x>), per task with a frontier the certified
-// privacy-utility frontier (<task>_frontier_certified, plotFrontier) and,
-// when more than one task has one, all of them tiled
-// (all_frontier_certified), per task and model group the training curves
-// (<task>_<group>_curves) and the per-pair bound histograms
-// (<task>_<group>_hist_<mode>), and per task with distinguishing attacks
-// (Tables.Distinguish) the frontier next to the attack's lower bounds
-// (<task>_frontier_distinguish, plotDistinguishFrontier), and per task and
-// learned attack with points (Tables.Learned) the frontier next to the
-// attack's scores (<task>_frontier_invert, <task>_frontier_attribute,
-// plotLearnedFrontier). Returns the files written.
+// WritePlots writes every figure of t into dir and returns the files
+// written:
+//
+//   - per task and audit mode, the trade-off scatter against rd_max and
+//     against BDP eps_mu, <task>_tradeoff_<mode>_<x>;
+//   - per task with a frontier, the certified privacy-utility frontier,
+//     <task>_frontier_certified, and, when more than one task has one, all of
+//     them tiled, all_frontier_certified;
+//   - per task and model group, the training curves, <task>_<group>_curves,
+//     and the per-pair bound histograms, <task>_<group>_hist_<mode>;
+//   - per task with distinguishing attacks in Tables.Distinguish, the
+//     frontier next to the attack's lower bounds,
+//     <task>_frontier_distinguish;
+//   - per task and learned attack with points in Tables.Learned, the frontier
+//     next to the attack's scores, <task>_frontier_invert and
+//     <task>_frontier_attribute.
 func WritePlots(t *Tables, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

@@ -26,17 +26,18 @@ type Options struct {
 	AllowPartial bool
 }
 
-// Read reads the sweep directory root into its tables: every cell under it
-// (each directory holding report.json), each task's C_mu selection, and the
-// attack reports under o.Attacks.
+// Read reads the sweep directory root into its tables: every cell under it,
+// that is each directory holding report.json; each task's C_mu selection;
+// and the attack reports under o.Attacks.
 //
-// A sweep's manifest (sweep.json, written by `nvdp sweep`; stages.json of a
-// sweep in stages not finished yet) lists the cells the sweep planned: one
-// without report.json is a [*MissingCellsError], unless o.AllowPartial. A
-// tree of runs without either is read as it is.
+// A sweep's manifest lists the cells the sweep planned: sweep.json, written
+// by `nvdp sweep`, or the stages.json of a sweep in stages not finished yet.
+// A planned cell without report.json makes a [*MissingCellsError], unless
+// o.AllowPartial. A tree of runs without either manifest is read as it is.
 //
-// Errors: no report.json under root, a file that does not parse (named),
-// missing cells, an attack report that does not parse (named).
+// It returns an error for no report.json under root, a file that does not
+// parse, missing cells, and an attack report that does not parse; the files
+// are named.
 func Read(root string, o Options) (*Tables, error) {
 	missing, err := missingCells(root)
 	if err != nil {
@@ -97,8 +98,8 @@ func (e *MissingCellsError) Error() string {
 		e.Root, plural(len(e.Cells), "cell"), train.ReportFile, MissingList(e.Cells))
 }
 
-// MissingList names up to 10 of cells ("<id> (<status>)"), then how many
-// more.
+// MissingList names up to 10 of cells, each as "<id> (<status>)", then says
+// how many more there are.
 func MissingList(cells []MissingCell) string {
 	const shown = 10
 	names := make([]string, 0, shown+1)

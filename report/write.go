@@ -330,24 +330,30 @@ func mdRow(b *strings.Builder, cells []string) {
 	b.WriteString(" |\n")
 }
 
-// WriteCSV writes one line per row, metric and audit mode (long format; the
-// baseline has empty privacy columns; C_mu grid rows have c_mu_grid true). Numbers are raw (utility not x 100).
-// bdp_* (an estimate) and rd_* (empirical: over the audited pairs) are the
-// audit's; the certified_* / *_certified_* columns (the row's certified
-// guarantee, the same on each of its lines; empty without certified data)
-// are the clipping's guarantee for every pair of inputs. The last columns
-// are the frontier's (taskTable.Frontier): target_epsilon (empty: none),
-// calibrated_constant and its value (C_mu, or C for gaussian), the wall time,
-// the task's chance level, and pareto_certified (true / false for the
-// frontier's private rows that are drawn, empty otherwise). With learned
-// attacks (Tables.Learned) the learnedCSVHeader columns follow, empty on
-// those lines, and each task's lines are followed by one line per learned
-// point (learnedPoint: attack, property, seed, attacker, metric, the score
-// on the release with its interval, the encoder-output reference, the
-// shuffled and majority chance levels, the certified bound, the report
-// file), with task, variant, epsilon_certified_mean (the certified epsilon
-// of the attacked model) and target_epsilon set and the other columns
-// empty.
+// WriteCSV writes the tables in long format, one line per row, metric and
+// audit mode. The baseline has empty privacy columns, and C_mu grid rows have
+// c_mu_grid true. Numbers are raw, so utility is not multiplied by 100.
+//
+// The bdp_* columns, an estimate, and the rd_* columns, empirical over the
+// audited pairs, are the audit's. The certified_* and *_certified_* columns
+// are the row's certified guarantee, the clipping's guarantee for every pair
+// of inputs; they are the same on each of its lines, and empty without
+// certified data.
+//
+// The last columns are the frontier's, from taskTable.Frontier:
+// target_epsilon, empty for none; calibrated_constant and its value, C_mu or
+// C for gaussian; the wall time; the task's chance level; and
+// pareto_certified, true or false for the frontier's private rows that are
+// drawn and empty otherwise.
+//
+// With learned attacks, Tables.Learned, the learnedCSVHeader columns follow,
+// empty on those lines, and each task's lines are followed by one line per
+// learned point. Such a line has the attack, property, seed, attacker,
+// metric, the score on the release with its interval, the encoder-output
+// reference, the shuffled and majority chance levels, the certified bound and
+// the report file. Its task, variant, epsilon_certified_mean, the certified
+// epsilon of the attacked model, and target_epsilon are set, and its other
+// columns are empty.
 func WriteCSV(w io.Writer, t *Tables) error {
 	cw := csv.NewWriter(w)
 	hdr := tablesCSVHeader()
@@ -468,8 +474,8 @@ func rowCSVTail(r *tableRow, chance, pareto string) []string {
 	return append(cert, front...)
 }
 
-// WriteJSON writes the tables as one JSON object (non-finite numbers as
-// jsonfloat strings, "NaN" and "Infinity").
+// WriteJSON writes the tables as one JSON object, with non-finite numbers as
+// jsonfloat strings, "NaN" and "Infinity".
 func WriteJSON(w io.Writer, t *Tables) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -72,12 +72,12 @@ func Check(checkpoint string, resume bool) error {
 	return nil
 }
 
-// Interrupted is the error Train returns when its context is cancelled (a
-// signal, a caller's deadline): the run stopped before step Step+1 and its
-// state at Step is in Checkpoint, so resuming continues it exactly. It
-// unwraps to the context's error (context.Canceled or
-// context.DeadlineExceeded) and to its cause (e.g. "terminated signal
-// received").
+// Interrupted is the error that [Run.Train] returns when its context is
+// cancelled, by a signal or a caller's deadline. The run stopped before step
+// Step+1 and its state at Step is in Checkpoint, so resuming continues it
+// exactly. It unwraps to the context's error, context.Canceled or
+// context.DeadlineExceeded, and to its cause, such as "terminated signal
+// received".
 type Interrupted struct {
 	Step       int
 	Checkpoint string
@@ -99,8 +99,8 @@ func (e *Interrupted) Unwrap() []error {
 	return []error{e.Err, e.Cause}
 }
 
-// State is the loop's resumable position, saved in every checkpoint (the
-// JSON names are those train's checkpoints have always used).
+// State is the loop's resumable position, saved in every checkpoint. Its JSON
+// names are those that train's checkpoints have always used.
 type State struct {
 	Epoch int `json:"epoch"` // 0-based epoch in progress; after the last epoch, the number of epochs
 	Batch int `json:"batch"` // next batch of the epoch (Step = Epoch*batches per epoch + Batch)
@@ -117,21 +117,21 @@ type State struct {
 	Stopped bool `json:"stopped"` // stopped early by EndEpoch
 }
 
-// RNG is a random source whose state a checkpoint keeps (*rand.PCG,
-// *rand.ChaCha8).
+// RNG is a random source whose state a checkpoint keeps, such as *rand.PCG
+// or *rand.ChaCha8.
 type RNG interface {
 	encoding.BinaryMarshaler
 	encoding.BinaryUnmarshaler
 }
 
-// Source names a random source of the trainer's steps for the checkpoint:
-// its state is saved under Key (in the state object) and restored on resume.
+// Source names a random source of the trainer's steps for the checkpoint. Its
+// state is saved under Key in the state object, and restored on resume.
 type Source struct {
 	Key string
 	RNG RNG
 }
 
-// Device is an optimizer on an accelerator (dnn.DeviceOptimizer): the
+// Device is an optimizer on an accelerator, such as dnn.DeviceOptimizer. The
 // trained parameters live there with their gradients and AdamW moments, and
 // the host's Params and AdamW hold the run's state only when pulled. Its
 // methods are called from the loop's goroutine.
@@ -227,13 +227,18 @@ type Run struct {
 	savedDone bool
 }
 
-// Open prepares a run: for a resume it restores the parameters, the AdamW
-// state, the State, the trainer's state and the random sources from the
-// checkpoint, checks the position against the data, removes the temporary
-// files a killed write left in the directory and cuts the metrics log back
-// to the checkpoint (a torn last line goes; a log that lost lines the
-// checkpoint counted is an error naming them); for a fresh run it removes
-// such temporary files and any old metrics log. Errors name the file.
+// Open prepares a run.
+//
+// For a resume it restores the parameters, the AdamW state, the [State], the
+// trainer's state and the random sources from the checkpoint, and checks the
+// position against the data. It removes the temporary files that a killed
+// write left in the directory, and cuts the metrics log back to the
+// checkpoint: a torn last line goes, and a log that lost lines the
+// checkpoint counted is an error naming them.
+//
+// For a fresh run it removes such temporary files and any old metrics log.
+//
+// Its errors name the file.
 func Open(cfg Config) (*Run, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -299,8 +304,8 @@ func (c *Config) validate() error {
 // State is the run's position; hooks may read it, not change it.
 func (r *Run) State() *State { return &r.st }
 
-// Optimizer is the run's AdamW (for inspection; the loop applies it). With
-// a Device, it holds the state of the last Pull.
+// Optimizer returns the run's AdamW, for inspection; the loop applies it.
+// With a [Device], it holds the state of the last Pull.
 func (r *Run) Optimizer() *nn.AdamW { return r.opt }
 
 // CheckpointStep is the step of the checkpoint on disk: the last one this
@@ -320,9 +325,9 @@ func (r *Run) Pull() error {
 	return nil
 }
 
-// Log appends v to the metrics log as one line (jsonl.Append: whole, synced)
-// and counts it in State.Lines. v must marshal to an object with the "step"
-// it was written at.
+// Log appends v to the metrics log as one line, whole and synced, with
+// [jsonl.Append], and counts it in State.Lines. v must marshal to an object
+// with the "step" it was written at.
 func (r *Run) Log(v any) error {
 	if err := jsonl.Append(r.cfg.Metrics, v); err != nil {
 		return err
@@ -333,11 +338,12 @@ func (r *Run) Log(v any) error {
 	return nil
 }
 
-// Train runs the steps left: until Steps are done or EndEpoch stops early
-// (State.Done, final checkpoint), or until StopAfter (State.Done false,
-// checkpoint; nil error). Cancelling ctx stops it before the next step with a
-// checkpoint and an *Interrupted error. A step's error is returned with its
-// epoch and step; the checkpoint then stays at the last one written.
+// Train runs the steps left. It stops when Steps are done or EndEpoch stops
+// early, with State.Done set and a final checkpoint; or at StopAfter, with
+// State.Done false, a checkpoint and a nil error. Cancelling ctx stops it
+// before the next step, with a checkpoint and an [*Interrupted] error. A
+// step's error is returned with its epoch and step, and the checkpoint then
+// stays at the last one written.
 func (r *Run) Train(ctx context.Context) error {
 	cfg, st := &r.cfg, &r.st
 	r.report(math.NaN(), "")

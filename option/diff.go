@@ -8,22 +8,26 @@ import (
 )
 
 // Difference is an option whose value differs between two values of one
-// options type (Differences): its name as the options file spells it (the
-// JSON key, as Error.Option) and its two values.
+// options type, as [Differences] finds them: its name as the options file
+// spells it, the JSON key as in Error.Option, and its two values.
 type Difference struct {
 	Option       string
 	Saved, Given any
 }
 
 // Differences returns the options whose values differ between saved and
-// given, two values of one struct type (or pointers to them), in the order
-// of the type's fields: every exported field with a JSON key ("-" has none;
-// an untagged field is named by its Go name), compared by value: pointers
-// by what they point to (nil equal only to nil), structs field by field,
-// slices and maps element by element, and NaN (Auto, a target's NoTarget)
-// equal to NaN. A program compares a run's saved options with those it is
-// asked to resume with; it maps Option to its own names. It panics when
-// saved and given are not of one struct type (a programmer error).
+// given, two values of one struct type or pointers to them, in the order of
+// the type's fields. A program compares a run's saved options with those it
+// is asked to resume with, and maps Option to its own names.
+//
+// Every exported field with a JSON key is compared; "-" has none, and an
+// untagged field is named by its Go name. Fields are compared by value:
+// pointers by what they point to, with nil equal only to nil; structs field
+// by field; slices and maps element by element; and NaN, as in [Auto] or a
+// target's NoTarget, is equal to NaN.
+//
+// It panics, as a programmer error, when saved and given are not of one
+// struct type.
 func Differences(saved, given any) []Difference {
 	a, b := reflect.Indirect(reflect.ValueOf(saved)), reflect.Indirect(reflect.ValueOf(given))
 	if a.Kind() != reflect.Struct || a.Type() != b.Type() {

@@ -15,31 +15,32 @@ import (
 	"strings"
 )
 
-// Auto is the value of a float option whose default depends on other
-// options until its type's Resolve derives it: NaN, which no valid value of
-// such an option is. Options files write it as JSON null.
+// Auto returns the value of a float option whose default depends on other
+// options until its type's Resolve derives it. It is NaN, which no valid
+// value of such an option is. Options files write it as JSON null.
 func Auto() float64 { return math.NaN() }
 
-// IsAuto reports whether the float option v is Auto (NaN).
+// IsAuto reports whether the float option v is [Auto], that is NaN.
 func IsAuto(v float64) bool { return math.IsNaN(v) }
 
-// Resolve sets the float option *v to def when it is Auto, and keeps any
-// given value, 0 included: the one step of every options type's Resolve.
+// Resolve sets the float option *v to def when it is [Auto], and keeps any
+// given value, 0 included. It is the one step of every options type's
+// Resolve.
 func Resolve(v *float64, def float64) {
 	if IsAuto(*v) {
 		*v = def
 	}
 }
 
-// AutoInt is Auto for an integer option whose valid values are counts
-// (>= 0): -1. Options files write it as JSON null.
+// AutoInt, -1, is [Auto] for an integer option whose valid values are
+// counts, >= 0. Options files write it as JSON null.
 const AutoInt = -1
 
-// Error is an invalid option: Option is its name as the options file spells
-// it (the JSON key, e.g. "c_mu", "batch_size"), Value the value given (nil:
-// none to show), Reason what is wrong. Programs map Option to their own
-// names (the CLI to its flags), and the options Reason names, Mentions,
-// too (ReasonWith).
+// Error is an invalid option. Option is its name as the options file spells
+// it, the JSON key such as "c_mu" or "batch_size"; Value is the value given,
+// or nil for none to show; Reason says what is wrong. Programs map Option to
+// their own names, as the CLI does to its flags, and the options that Reason
+// names, Mentions, too; see [Error.ReasonWith].
 type Error struct {
 	Option string
 	Value  any
@@ -54,10 +55,10 @@ func (e *Error) Error() string {
 	return e.Option + FormatValue(e.Value) + ": " + e.Reason
 }
 
-// ReasonWith is Reason with each whole-word occurrence of a mentioned
-// option (Mentions) replaced by rename(option): a program's name for it
-// (the CLI: "--hand-set-clipping"). A mention that is part of a longer
-// name (target_epsilon in target_epsilons) is left alone.
+// ReasonWith returns Reason with each whole-word occurrence of a mentioned
+// option, one of Mentions, replaced by rename(option), a program's name for
+// it, such as the CLI's "--hand-set-clipping". A mention that is part of a
+// longer name, as target_epsilon in target_epsilons, is left alone.
 func (e *Error) ReasonWith(rename func(option string) string) string {
 	r := e.Reason
 	for _, m := range e.Mentions {
@@ -100,21 +101,22 @@ func nameByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// Errorf returns an *Error for option with value (nil: none to show) and
-// the reason format, args.
+// Errorf returns an [*Error] for option with value and the reason format,
+// args. A nil value means none to show.
 func Errorf(option string, value any, format string, args ...any) error {
 	return &Error{Option: option, Value: value, Reason: fmt.Sprintf(format, args...)}
 }
 
-// MentionErrorf is Errorf for a reason that names other options: mentions
-// are their names as the reason writes them (Error.Mentions), so that a
-// program gives them its own names too.
+// MentionErrorf is [Errorf] for a reason that names other options. mentions
+// are their names as the reason writes them, kept in Error.Mentions, so that
+// a program gives them its own names too.
 func MentionErrorf(mentions []string, option string, value any, format string, args ...any) error {
 	return &Error{Option: option, Value: value, Reason: fmt.Sprintf(format, args...), Mentions: mentions}
 }
 
-// FormatValue writes an Error's value as it follows the option's name: " "
-// + the value (strings, and values of string types, quoted), "" for nil.
+// FormatValue writes an [Error]'s value as it follows the option's name: " "
+// and the value, with strings and values of string types quoted, or "" for
+// nil.
 func FormatValue(v any) string {
 	if v == nil {
 		return ""

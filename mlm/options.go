@@ -99,10 +99,10 @@ type Options struct {
 	StopAfterSteps int `json:"-"`
 }
 
-// Change lists the saved options a resumed run replaces; a nil field keeps
-// the saved value. A changed Steps changes the learning-rate schedule from
-// the current step on (the linear decay then ends at the new Steps); an
-// AutoInt EvalEvery is DefaultEvalEvery of the (new) Steps.
+// Change lists the saved options that a resumed run replaces; a nil field
+// keeps the saved value. A changed Steps changes the learning-rate schedule
+// from the current step on, so that the linear decay ends at the new Steps.
+// An AutoInt EvalEvery is [DefaultEvalEvery] of the new Steps.
 type Change struct {
 	Steps, SaveEvery, EvalEvery *int
 }

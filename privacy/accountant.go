@@ -20,43 +20,45 @@ const (
 	AccountantGaussian = "analytic-gaussian"
 )
 
-// DefaultTargetEpsilon is the certified epsilon per release (at
-// DefaultDelta) that nvdp proposes for a private model when the user names
-// none: the upper end of the epsilons the DP literature calls meaningful
-// for one record's release (docs/privacy.md, "A guarantee by default",
-// says why, and what it costs in utility).
+// DefaultTargetEpsilon is the certified epsilon per release, at
+// [DefaultDelta], that nvdp proposes for a private model when the user names
+// none. It is the upper end of the epsilons the DP literature calls
+// meaningful for one record's release; docs/privacy.md, "A guarantee by
+// default", says why, and what it costs in utility.
 const DefaultTargetEpsilon = 8.0
 
-// DefaultMaxEpsilon is the largest certified epsilon per release (at the
-// model's delta) that the release commands (nvdp embed, nvdp serve) accept
-// without the operator raising the threshold: a model certifying more is
+// DefaultMaxEpsilon is the largest certified epsilon per release, at the
+// model's delta, that the release commands nvdp embed and nvdp serve accept
+// without the operator raising the threshold. A model certifying more is
 // refused, so that no one serves a vacuous guarantee by accident.
 const DefaultMaxEpsilon = DefaultTargetEpsilon
 
-// GuaranteeFormat is the format of a Guarantee written by this program
-// (Guarantee.Format): 2 adds the accountant and, for Gaussian releases, mu.
-// A guarantee without a format (files written before it) is format 1: the
-// RDP accountant.
+// GuaranteeFormat is the format of a [Guarantee] written by this program, in
+// Guarantee.Format. Format 2 adds the accountant and, for Gaussian releases,
+// mu. A guarantee without a format, as in files written before it, is format
+// 1, with the RDP accountant.
 const GuaranteeFormat = 2
 
-// GaussianMu reports whether a release of the clip set is exactly a
-// Gaussian mechanism, and its mu = L2 sensitivity / noise sigma for one
-// release. It is one when the noise is fixed: every dimension's stored
-// logvar range is a single value (floor = cap after float32 rounding) and
-// the token components' pseudo-counts are a single value (C_amin = C_amax
-// after float32 rounding). Then the Dirichlet weights pi have the same
-// distribution for every input and the variance and Dirichlet terms of
-// Eq. rdp vanish: the release is the (N-1) x P matrix of means plus
-// independent Gaussian noise, each row within the ball of radius C_mu (the
-// stored radius) around the prior mean, so two inputs' mean matrices
-// differ by at most 2 C_mu sqrt(N-1) in Frobenius norm, and the worst case
-// puts the whole difference on the dimension of least noise:
+// GaussianMu reports whether a release of the clip set is exactly a Gaussian
+// mechanism, and returns its mu = L2 sensitivity / noise sigma for one
+// release. ok is false for every other clip set, to which the RDP accountant
+// applies.
+//
+// A release is one when the noise is fixed: every dimension's stored logvar
+// range is a single value, floor = cap after float32 rounding, and the token
+// components' pseudo-counts are a single value, C_amin = C_amax after float32
+// rounding. Then the Dirichlet weights pi have the same distribution for
+// every input, and the variance and Dirichlet terms of Eq. rdp vanish. The
+// release is the (N-1) x P matrix of means plus independent Gaussian noise,
+// each row within the ball of radius C_mu, the stored radius, around the
+// prior mean. So two inputs' mean matrices differ by at most 2 C_mu sqrt(N-1)
+// in Frobenius norm, and the worst case puts the whole difference on the
+// dimension of least noise:
 //
 //	mu = 2 StoredRadius(C_mu) sqrt(N-1) / sigma_min,  sigma_min^2 = min_j exp(stored logvar_j).
 //
-// Its RDP curve is lambda mu^2 / 2, the certified curve's mean part
-// (Certify). N = 1 releases nothing that depends on the input: mu = 0.
-// ok is false for every other clip set (the RDP accountant applies).
+// Its RDP curve is lambda mu^2 / 2, the certified curve's mean part; see
+// [Certify]. N = 1 releases nothing that depends on the input, and mu = 0.
 func (s ClipSet) GaussianMu() (mu float64, ok bool) {
 	if err := s.Validate(); err != nil {
 		return 0, false
@@ -141,9 +143,10 @@ func (e *AboveMaxError) Error() string {
 		e.Epsilon, e.Delta, e.How, e.Max)
 }
 
-// CheckMaxEpsilon returns an *AboveMaxError when g, the guarantee of one
-// release, certifies more than max (epsilon at g's delta; +Inf accepts
-// everything). The release commands call it before releasing anything.
+// CheckMaxEpsilon returns an [*AboveMaxError] when g, the guarantee of one
+// release, certifies more than max, comparing the epsilon at g's delta; a max
+// of +Inf accepts everything. The release commands call it before releasing
+// anything.
 func CheckMaxEpsilon(g *Guarantee, max float64) error {
 	if eps := float64(g.Epsilon); eps > max || math.IsNaN(eps) {
 		return &AboveMaxError{Epsilon: eps, Delta: g.Delta, Max: max, How: g.How()}

@@ -168,13 +168,18 @@ func (k knob) String() string {
 func marginMax(clipOrder float64) float64 { return math.Log(clipOrder / (clipOrder - 1)) }
 
 // Calibrate chooses the free clipping constants of base so that the
-// certified guarantee meets t: for an RD target the certificate at t.Order
-// (times t.Releases) equals t.RD within float32 storage rounding (relative
-// error ~1e-7, never above the target); for an epsilon target the converted
-// epsilon over orders (nil: DefaultOrders) equals t.Epsilon likewise. The
-// constants base fixes (Split) are kept; base.LogvarFloor must be nil when
-// the margin is free (the margin is the variance constant). Errors: invalid
-// base or target; a target that cannot be met, naming the constant to change.
+// certified guarantee meets t.
+//
+// For an RD target, the certificate at t.Order, times t.Releases, equals t.RD
+// within float32 storage rounding: a relative error of about 1e-7, never
+// above the target. For an epsilon target, the epsilon converted over orders
+// equals t.Epsilon in the same way; a nil orders means [DefaultOrders].
+//
+// The constants that base fixes, see [Split], are kept. base.LogvarFloor must
+// be nil when the margin is free, since the margin is the variance constant.
+//
+// It returns an error for an invalid base or target, and for a target that
+// cannot be met, naming the constant to change.
 func Calibrate(base ClipSet, t Target, sp Split, orders []float64, dir GaussianDirection) (*Calibration, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err

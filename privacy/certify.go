@@ -10,22 +10,23 @@ import (
 )
 
 // ClipSet is the set of clipped posteriors a model can release: the
-// constraints of principled clipping (paper §3.2, docs/privacy.md "The
-// certified bound"). Every posterior in the set has N aligned components in P
-// dimensions:
+// constraints of principled clipping, from paper §3.2 and docs/privacy.md,
+// "The certified bound". Every posterior in the set has N aligned components
+// in P dimensions:
 //
-//	component 0 (prior):  mu = prior mean, logvar = ln prior_var, alpha = PriorAlpha  (the same in every posterior)
-//	components 1..N-1:    ||mu_i - prior mean||_2 <= CMu,
-//	                      logvar_ij in [floor_j, cap_j],
-//	                      alpha_i in [AlphaMin, AlphaMax].
+//	component 0, the prior:  mu = prior mean, logvar = ln prior_var, alpha = PriorAlpha, the same in every posterior
+//	components 1..N-1:       ||mu_i - prior mean||_2 <= CMu,
+//	                         logvar_ij in [floor_j, cap_j],
+//	                         alpha_i in [AlphaMin, AlphaMax].
 //
-// The logvar interval is LogvarFloor/LogvarCap when they are set, else it is
-// derived as the clip derives it (LogvarBounds, capped): floor_j = ln((ClipOrder-1)/
-// ClipOrder prior_var_j) + LogvarMargin, cap_j = ln prior_var_j.
+// The logvar interval is LogvarFloor and LogvarCap when they are set.
+// Otherwise it is derived as the clip derives it, by [LogvarBounds] with a
+// cap: floor_j = ln((ClipOrder-1)/ClipOrder prior_var_j) + LogvarMargin and
+// cap_j = ln prior_var_j.
 //
-// Storage: posteriors are float32. Certify uses every constant as float32
-// storage rounds it (StoredRadius for CMu; float32 for the logvar bounds and
-// the alphas), so that the certificate covers exactly the posteriors the
+// Posteriors are stored as float32. [Certify] uses every constant as float32
+// storage rounds it, [StoredRadius] for CMu and float32 for the logvar bounds
+// and the alphas, so that the certificate covers exactly the posteriors the
 // clipping can write.
 type ClipSet struct {
 	// Components N (including the prior component) and Dims P.
@@ -80,10 +81,10 @@ func StoredPriorAlpha(logAlpha float64, clipped bool, aMin, aMax float64) float6
 	return float64(float32(a))
 }
 
-// StoredRadius is the mean-ball radius the clip enforces on float32
-// posteriors: the largest float32 not above cMu (cMu itself when it is a
-// float32). nvib.ClipMu guarantees ||mu - c||_2 <= StoredRadius(cMu) for the
-// stored float32 mu, and Certify uses this radius.
+// StoredRadius returns the mean-ball radius the clip enforces on float32
+// posteriors: the largest float32 not above cMu, which is cMu itself when it
+// is a float32. nvib.ClipMu guarantees ||mu - c||_2 <= StoredRadius(cMu) for
+// the stored float32 mu, and [Certify] uses this radius.
 func StoredRadius(cMu float64) float64 {
 	if math.IsInf(cMu, 1) || cMu > math.MaxFloat32 {
 		return math.Inf(1)
@@ -106,13 +107,14 @@ func broadcast(v []float64, j int) float64 {
 	return v[j]
 }
 
-// Validate checks the constants. The error is an *option.Error naming the
-// constant by its option name (components, dims, c_mu,
-// c_alpha_min, c_alpha_max, prior_alpha, prior_mu, prior_var, clip_order,
-// logvar_margin, logvar_floor, logvar_cap), so that a program names its own
-// flag or field for it; the reason names the paper's symbol. C_mu, C_amax
-// and the logvar floor and cap may be infinite (their certificate is then
-// +Inf, or the bound without that clip).
+// Validate checks the constants. Its error is an [*option.Error] naming the
+// constant by its option name, so that a program names its own flag or field
+// for it; the reason names the paper's symbol. The names are components,
+// dims, c_mu, c_alpha_min, c_alpha_max, prior_alpha, prior_mu, prior_var,
+// clip_order, logvar_margin, logvar_floor and logvar_cap.
+//
+// C_mu, C_amax and the logvar floor and cap may be infinite; the certificate
+// is then +Inf, or the bound without that clip.
 func (s ClipSet) Validate() error {
 	bad := func(v float64) bool { return math.IsNaN(v) }
 	invalid := func(name string, v any, format string, a ...any) error {
@@ -218,8 +220,8 @@ func (s ClipSet) distinctBoxDims() int {
 }
 
 // Unclipped returns s without clipping: the means, the pseudo-counts and the
-// sigma range unbounded (C_mu = C_amax = +Inf, C_amin = 0, no floor, no cap),
-// the prior component kept. Its certificate is +Inf.
+// sigma range unbounded, with C_mu = C_amax = +Inf, C_amin = 0, and no floor
+// or cap, and the prior component kept. Its certificate is +Inf.
 func (s ClipSet) Unclipped() ClipSet {
 	s.CMu, s.AlphaMin, s.AlphaMax = math.Inf(1), 0, math.Inf(1)
 	s.LogvarFloor, s.LogvarCap = []float64{math.Inf(-1)}, []float64{math.Inf(1)}
@@ -350,12 +352,14 @@ func Certify(set ClipSet, order float64, dir GaussianDirection) (*Certificate, e
 // pseudo-counts, about 16 N P bytes.
 const MaxWitnessBytes = 1 << 30
 
-// WitnessPair returns the pair (q, q') of posteriors in set that attains
-// the certificate at order (Certify's Witness, as a 2-example posterior
-// file), nil when no pair attains it (an unbounded constant: the
-// certificate's Reason says which). Errors: those of Certify, and a set
-// whose pair would take more than MaxWitnessBytes, refused before anything
-// is allocated.
+// WitnessPair returns the pair (q, q') of posteriors in set that attains the
+// certificate at order, as a posterior file of 2 examples, with the
+// certificate; the pair is [Certify]'s Witness. It returns a nil pair when no
+// pair attains the certificate, as with an unbounded constant; the
+// certificate's Reason says which.
+//
+// Its errors are those of [Certify], and a set whose pair would take more
+// than [MaxWitnessBytes], refused before anything is allocated.
 func WitnessPair(set ClipSet, order float64, dir GaussianDirection) (*Posteriors, *Certificate, error) {
 	if err := WitnessFits(set); err != nil {
 		return nil, nil, err
@@ -631,9 +635,9 @@ func (s ClipSet) infiniteGaussWitness(j int, k corner, dir GaussianDirection) *P
 	return s.witness(corners, corners, -1, s.Components-1, 0, 0, 0, dir)
 }
 
-// Metadata returns the set's constants as posterior-file metadata (keys
-// clip_* as nvib writes them, plus prior_log_alpha), so that `nvdp audit` can
-// certify a file. prior_mu and prior_var are written from the file's fields.
+// Metadata returns the set's constants as posterior-file metadata, so that
+// `nvdp audit` can certify a file: the keys clip_* as nvib writes them, and
+// prior_log_alpha. prior_mu and prior_var are written from the file's fields.
 func (s ClipSet) Metadata() map[string]string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	m := map[string]string{
@@ -709,11 +713,11 @@ func dirichletSup(lam, A, B, ap float64, n int, memo map[dirKey]dirSupV) dirSupV
 }
 
 // ClipSetFromMetadata rebuilds the clip set of a posterior file from its
-// metadata (the clip_* keys package nvib and ClipSet.Metadata write, and
-// prior_alpha or prior_log_alpha with clip_prior), with the file's N, P and
-// prior. ok is false when the file carries no clipping constants; a file
-// with clip_enabled=false gives an unbounded set (certificate +Inf). Errors
-// name the metadata key.
+// metadata, with the file's N, P and prior. It reads the clip_* keys that
+// package nvib and [ClipSet.Metadata] write, and prior_alpha or
+// prior_log_alpha with clip_prior. ok is false when the file carries no
+// clipping constants; a file with clip_enabled=false gives an unbounded set,
+// whose certificate is +Inf. Its errors name the metadata key.
 func ClipSetFromMetadata(p *Posteriors) (set ClipSet, ok bool, err error) {
 	md := clipMetadata(p.Metadata)
 	en, has := md["clip_enabled"]

@@ -26,10 +26,10 @@ const (
 // CertifiedBDPNote says how the certified BDP is obtained (CertifiedBDP).
 const CertifiedBDPNote = "eps_mu <= cert(1+l) + ln(1/delta_mu)/l minimised over l"
 
-// CertifiedScope says what a certificate of `releases` releases covers for
-// posteriors of n components (the prior component included) in p
-// dimensions; n or p < 1 (unknown, e.g. a table over models) leaves the
-// sizes out.
+// CertifiedScope says what a certificate of `releases` releases covers, for
+// posteriors of n components, the prior component included, in p
+// dimensions. When n or p is < 1, meaning unknown as in a table over models,
+// the sizes are left out.
 func CertifiedScope(releases, n, p int) string {
 	what := "one release"
 	if releases > 1 {
@@ -74,10 +74,10 @@ type CertifiedReport struct {
 	PerRelease *Certificate `json:"-"`
 }
 
-// ReportOptions are the parameters of [NewCertifiedReport]: the order of
-// its certificate and those of its guarantee. The zero value is not valid:
-// Order, Releases and Delta have no default ([DefaultOrder], 1 and
-// [DefaultDelta] are the tools').
+// ReportOptions are the parameters of [NewCertifiedReport]: the order of its
+// certificate and those of its guarantee. The zero value is not valid: Order,
+// Releases and Delta have no default here; [DefaultOrder], 1 and
+// [DefaultDelta] are the tools' defaults.
 type ReportOptions struct {
 	// Order is the Renyi order of the report's certificate (finite, > 1).
 	Order float64
@@ -149,8 +149,8 @@ func NewCertifiedReport(set ClipSet, o ReportOptions) (*CertifiedReport, error) 
 }
 
 // Unbounded reports whether the certificate is +Inf at Order and at every
-// order of the curve: the clipping bounds nothing (an unclipped model, no
-// sigma cap, C_amin = 0; Reason says which).
+// order of the curve, that is whether the clipping bounds nothing, as for an
+// unclipped model, no sigma cap, or C_amin = 0; Reason says which.
 func (r *CertifiedReport) Unbounded() bool { return !r.Finite && math.IsInf(float64(r.Epsilon), 1) }
 
 // UnmarshalJSON reads a report written by encoding/json, with the

@@ -8,27 +8,27 @@ import (
 )
 
 // Composition is the accountant of many releases of several mechanisms:
-// given how many releases of each were made, it returns the (epsilon,
-// delta) guarantee of them all, as Opacus's accountants do with
-// get_privacy_spent. It holds no state: the counts are the caller's (the
-// ledgers of package serve store them).
+// given how many releases of each were made, it returns the (epsilon, delta)
+// guarantee of them all, as Opacus's accountants do with get_privacy_spent.
+// It holds no state: the counts are the caller's, and the ledgers of package
+// serve store them.
 //
-// Every mechanism is described on one order grid, Orders, and the
-// guarantee is given at one Delta. Two accountants compose:
+// Every mechanism is described on one order grid, Orders, and the guarantee
+// is given at one Delta. Two accountants compose:
 //
-//   - AccountantGaussian, exact: while every mechanism with releases is
-//     exactly a Gaussian mechanism (Mechanism.Mu > 0), n_i releases of
-//     mu_i-GDP mechanisms compose into one of mu = sqrt(sum_i n_i mu_i^2)
-//     (Dong, Roth & Su 2022, Cor. 3.3), whose epsilon at Delta is known in
-//     closed form (GaussianMechanismEpsilon);
-//   - AccountantRDP otherwise: the RDP curves add up (sum_i n_i RD_i at
-//     each order) and the sum is converted to epsilon at Delta by the
-//     minimum over the orders (BestEpsilon): valid for every mechanism,
-//     not tight.
+//   - [AccountantGaussian] is exact. While every mechanism with releases is
+//     exactly a Gaussian mechanism, with Mechanism.Mu > 0, n_i releases of
+//     mu_i-GDP mechanisms compose into one of mu = sqrt(sum_i n_i mu_i^2),
+//     by Dong, Roth and Su 2022, Cor. 3.3. Its epsilon at Delta is known in
+//     closed form; see [GaussianMechanismEpsilon].
+//   - [AccountantRDP] applies otherwise. The RDP curves add up, sum_i n_i
+//     RD_i at each order, and the sum is converted to epsilon at Delta by the
+//     minimum over the orders, see [BestEpsilon]. It is valid for every
+//     mechanism but not tight.
 //
-// The sums run over the counts in the order given, so that the same counts
-// in the same order give the same float64 every time: callers pass them in
-// a fixed order (serve: by curve ID).
+// The sums run over the counts in the order given, so that the same counts in
+// the same order give the same float64 every time: callers pass them in a
+// fixed order, as serve does by curve ID.
 type Composition struct {
 	Orders []float64 // the Renyi orders of every Mechanism.RD, each > 1
 	Delta  float64   // the delta of the guarantee, in (0, 1)

@@ -212,9 +212,9 @@ func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases
 }
 
 // UnmarshalJSON reads a guarantee written by encoding/json. Files written
-// before jsonfloat have null for every non-finite number: a null bound
-// (max_order, epsilon, bdp_epsilon_certified) is +Inf, a null order
-// (best_order, bdp_order_certified) NaN. Files of format 1 have no
+// before jsonfloat have null for every non-finite number: a null bound, in
+// max_order, epsilon or bdp_epsilon_certified, is +Inf, and a null order, in
+// best_order or bdp_order_certified, is NaN. Files of format 1 have no
 // accountant: their epsilon is the RDP conversion.
 func (g *Guarantee) UnmarshalJSON(b []byte) error {
 	type plain Guarantee // without this method

@@ -1,12 +1,14 @@
 package privacy
 
 // Mode is the one switch between the two behaviours that run through the
-// module: the paper's equations with the released code's quirks fixed
-// (ModePrincipled, the default) and the released code, quirk for quirk
-// (ModeReference; ref §1-§10). The same Mode selects the model and its
-// clipping (package nvib) and the audit (audit.Audit): `nvdp run` audits in the
-// model's mode unless told otherwise. docs/model.md and docs/privacy.md
-// list every difference. The empty Mode means ModePrincipled.
+// module: the paper's equations with the released code's quirks fixed, which
+// is [ModePrincipled] and the default, and the released code quirk for
+// quirk, which is [ModeReference], as ref §1-§10 describe it.
+//
+// The same Mode selects the model and its clipping, in package nvib, and the
+// audit, in package audit: `nvdp run` audits in the model's mode unless told
+// otherwise. docs/model.md and docs/privacy.md list every difference. The
+// empty Mode means ModePrincipled.
 type Mode string
 
 const (

@@ -25,25 +25,26 @@ import (
 	"github.com/nvdp-project/nvdp/safetensors"
 )
 
-// Posteriors holds the NVIB posterior parameters of M examples, N components
-// each (component 0 is the prior component) in P dimensions. This is the
-// contract between training (package nvib writes it) and auditing:
+// Posteriors holds the NVIB posterior parameters of M examples, each of N
+// components in P dimensions, component 0 being the prior component. This
+// is the contract between training, where package nvib writes it, and
+// auditing:
 //
 //	tensor  mu      float32 [M, N, P]  posterior means
 //	tensor  logvar  float32 [M, N, P]  log variances, sigma = exp(logvar/2), |logvar| <= MaxAbsLogvar
 //	tensor  alpha   float32 [M, N]     Dirichlet pseudo-counts, >= 0
 //	tensor  attention_mask  uint8 [M, N]  optional, 1 = real component, 0 = padding
-//	metadata prior_mu, prior_var       required; a number or a JSON array of P numbers (no null)
-//	metadata task, split, model, mode, clip_mu, clip_alpha_max, clip_order, ... (free-form)
+//	metadata prior_mu, prior_var       required; a number or a JSON array of P numbers, no null
+//	metadata task, split, model, mode, clip_mu, clip_alpha_max, clip_order, ... free-form
 //
-// The mask follows Hugging Face's attention_mask (and package nvib's
-// convention): 1 marks a real component, 0 a padding component; the prior
+// The mask follows Hugging Face's attention_mask and package nvib's
+// convention: 1 marks a real component, 0 a padding component, and the prior
 // component 0 is always real. Files written before this convention hold a
-// tensor "mask" with the opposite meaning (1 = padding): ReadPosteriors
+// tensor "mask" with the opposite meaning, 1 for padding: [ReadPosteriors]
 // rejects them with an error that says so instead of misreading them.
 //
-// Slices are row-major. Use NewPosteriors to allocate and Validate before use;
-// ReadPosteriors validates.
+// Slices are row-major. Use [NewPosteriors] to allocate, and
+// [Posteriors.Validate] before use; ReadPosteriors validates.
 type Posteriors struct {
 	M, N, P int
 	Mu      []float32 // [M, N, P]
@@ -84,12 +85,11 @@ func (p *Posteriors) View(m int) PosteriorView {
 // 1e304 or 1e-304) over- or underflows the bound's float64 arithmetic.
 const MaxAbsLogvar = 700
 
-// Validate checks shapes, finiteness (no NaN/Inf in mu, logvar, alpha),
-// |logvar| <= MaxAbsLogvar, alpha >= 0, mask values in {0, 1}, finite
-// prior_mu and prior_var > 0. The error names the tensor and the first
-// offending index. (Every finite float32 mu is accepted: the bound is
-// computed in float64, where the square of any float32 difference is
-// finite.)
+// Validate checks the shapes; that mu, logvar and alpha hold no NaN or Inf;
+// |logvar| <= MaxAbsLogvar; alpha >= 0; mask values in {0, 1}; a finite
+// prior_mu; and prior_var > 0. The error names the tensor and the first
+// offending index. Every finite float32 mu is accepted: the bound is computed
+// in float64, where the square of any float32 difference is finite.
 func (p *Posteriors) Validate() error {
 	if p.M < 1 || p.N < 1 || p.P < 1 {
 		return fmt.Errorf("posteriors: empty shape M=%d N=%d P=%d", p.M, p.N, p.P)
@@ -224,13 +224,15 @@ func ReadPosteriors(path string) (*Posteriors, error) {
 	return ParsePosteriors(path, data)
 }
 
-// ParsePosteriors reads and validates a posterior file held in data (name
-// is the file for errors): the tensors mu, logvar, alpha (float32, shapes
-// [M N P], [M N P], [M N]) and an optional mask (uint8 [M N]), the metadata
-// prior_mu and prior_var, then Validate. Errors name the file and the
-// tensor or metadata key: a missing tensor, a wrong dtype or shape, a
-// tensor whose bytes do not match its shape, null in a prior array, any
-// value Validate rejects.
+// ParsePosteriors reads and validates a posterior file held in data; name is
+// the file for errors. It reads the float32 tensors mu, logvar and alpha, of
+// shapes [M N P], [M N P] and [M N]; an optional uint8 mask of shape [M N];
+// and the metadata prior_mu and prior_var; then it calls
+// [Posteriors.Validate].
+//
+// Its errors name the file and the tensor or metadata key: a missing tensor,
+// a wrong dtype or shape, a tensor whose bytes do not match its shape, null
+// in a prior array, and any value Validate rejects.
 func ParsePosteriors(name string, data []byte) (*Posteriors, error) {
 	return parsePosteriors(name, data, false)
 }

@@ -6,19 +6,21 @@ import (
 	"unsafe"
 )
 
-// MapPosteriors is ReadPosteriors through a read-only memory map of the
-// file: the same validation (safetensors header, dtypes, shapes, byte
-// counts, Validate) and the same values, but mu, logvar, alpha and the
-// mask alias the mapped file where its layout allows (4-byte aligned
-// float32 data on a little-endian host; else they are copied as by
-// ReadPosteriors). The file's pages are then page cache, read on demand
-// and reclaimable, not a copy in the process's memory: an audit holds only
-// the engine's float64 working copies (about twice the file).
+// MapPosteriors is [ReadPosteriors] through a read-only memory map of the
+// file. It does the same validation, of the safetensors header, dtypes,
+// shapes, byte counts and [Posteriors.Validate], and gives the same values,
+// but mu, logvar, alpha and the mask alias the mapped file where its layout
+// allows: 4-byte aligned float32 data on a little-endian host. Otherwise they
+// are copied as by ReadPosteriors. The file's pages are then page cache, read
+// on demand and reclaimable, not a copy in the process's memory, so an audit
+// holds only the engine's float64 working copies, about twice the file.
 //
-// The returned Posteriors is read-only (writing to its tensors faults) and
-// valid until unmap is called; a file truncated while mapped makes reads
-// fault (SIGBUS). On systems without mmap (mmapFile) the file is read.
-// Errors name the file: as ReadPosteriors, and a file that cannot be mapped.
+// The returned Posteriors is read-only, and writing to its tensors faults.
+// It is valid until unmap is called; a file truncated while mapped makes
+// reads fault with SIGBUS. On systems without mmap the file is read.
+//
+// Its errors name the file. They are those of ReadPosteriors, and a file
+// that cannot be mapped.
 func MapPosteriors(path string) (p *Posteriors, unmap func() error, err error) {
 	data, unmap, err := mmapFile(path)
 	if err != nil {

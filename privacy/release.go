@@ -13,16 +13,20 @@ import (
 const MeanRounding = "each coordinate toward the ball's centre (the rounded mean stays in the clip ball)"
 
 // ReleaseMechanism says how the releases of a clip set are drawn, and so
-// which mechanism the certificate covers (docs/privacy.md, "Floating-point
-// safety"). Exact: the fixed-noise release drawn by package noise, every
-// value G (m + n) with G = 2^LatticeExp, m the clipped mean rounded toward
-// the ball's centre (no added sensitivity: AddedSensitivity 0) and n
-// Karney's exact normal of standard deviation NoiseSigma (>= the certified
-// sigma) rounded correctly to the lattice: post-processing of the
-// continuous Gaussian mechanism the certificate is proved for. Not exact
-// (Reason says why): a noise scale or pseudo-counts that depend on the
-// input, which the floating-point sampler leaks; nothing certifies such a
-// release's bits.
+// which mechanism the certificate covers; see docs/privacy.md,
+// "Floating-point safety".
+//
+// An exact release is the fixed-noise release drawn by package noise. Every
+// value is G (m + n) with G = 2^LatticeExp, where m is the clipped mean
+// rounded toward the ball's centre, which adds no sensitivity, so
+// AddedSensitivity is 0; and n is Karney's exact normal of standard
+// deviation NoiseSigma, at least the certified sigma, rounded correctly to
+// the lattice. It is post-processing of the continuous Gaussian mechanism
+// the certificate is proved for.
+//
+// A release that is not exact, with Reason saying why, has a noise scale or
+// pseudo-counts that depend on the input, which the floating-point sampler
+// leaks; nothing certifies such a release's bits.
 type ReleaseMechanism struct {
 	Exact   bool   `json:"exact"`
 	Sampler string `json:"sampler"`

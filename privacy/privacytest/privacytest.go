@@ -41,12 +41,13 @@ func RandomPosteriors(rng *rand.Rand, m, n, p int, sigmaLo float64) *privacy.Pos
 	return po
 }
 
-// NaiveRD is an independent float64 transcription of the paper's Eq. rdp
-// (kappa = 1) for the ordered pair (q, q'), Gaussian term as printed; mask: a
-// component counts if unpadded in both, totals over each one's unpadded ones.
-// With swap[0] true the Gaussian term swaps sigma and sigma' (the standard
-// direction, privacy.DirectionStandard). Returns +Inf where a log-gamma
-// argument or a radicand is <= 0.
+// NaiveRD is an independent float64 transcription of the paper's Eq. rdp,
+// with kappa = 1, for the ordered pair (q, q'), with the Gaussian term as
+// printed. With useMask, a component counts if it is unpadded in both, and
+// the totals run over each one's unpadded components. With swap[0] true the
+// Gaussian term swaps sigma and sigma', which is the standard direction,
+// privacy.DirectionStandard. It returns +Inf where a log-gamma argument or a
+// radicand is <= 0.
 func NaiveRD(lam float64, p *privacy.Posteriors, q, qp int, useMask bool, swap ...bool) float64 {
 	N, P := p.N, p.P
 	on := func(x, i int) bool { return !useMask || p.AttentionMask == nil || p.AttentionMask[x*N+i] == 1 }

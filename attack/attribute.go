@@ -16,8 +16,8 @@ import (
 )
 
 // Property is a sensitive property of a text that the task does not need,
-// decided from the raw text (before tokenisation and truncation) by a
-// deterministic rule.
+// decided by a deterministic rule from the raw text, before tokenisation and
+// truncation.
 type Property struct {
 	Name string `json:"name"`
 	Rule string `json:"rule"` // the rule, in words
@@ -112,10 +112,11 @@ type AttributeOptions struct {
 	LearnedOptions
 }
 
-// DefaultAttributeOptions: the name property, both classifiers, trained 20
-// epochs (defaultLearned: one release per public text, seed 1, batches of
-// 64 at learning rate 1e-3, the MLP 256 wide; 95% intervals, 1000
-// bootstrap resamples).
+// DefaultAttributeOptions returns the defaults of an attribute attack: the
+// name property and both classifiers, trained 20 epochs, with 95% intervals
+// from 1000 bootstrap resamples. Like every learned attack by default, the
+// attacker makes one release per public text and trains with seed 1, in
+// batches of 64 at learning rate 1e-3, with an MLP 256 wide.
 func DefaultAttributeOptions() AttributeOptions {
 	return AttributeOptions{Property: PropertyName, Classifier: ClassifierAll, LearnedOptions: defaultLearned(20)}
 }

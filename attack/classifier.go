@@ -11,8 +11,9 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// The learned attackers: a linear softmax classifier (logistic regression
-// for two classes) and a multi-layer perceptron with one hidden layer.
+// The learned attackers: a linear softmax classifier, which is logistic
+// regression for two classes, and a multi-layer perceptron with one hidden
+// layer.
 const (
 	ModelLinear = "linear"
 	ModelMLP    = "mlp"
@@ -33,7 +34,7 @@ type Learner struct {
 	Hidden      int     `json:"mlp_hidden"`   // the MLP's hidden width (>= 1)
 }
 
-// Validate checks l; errors are *option.Error.
+// Validate checks l; its errors are [*option.Error].
 func (l Learner) Validate() error {
 	switch {
 	case l.Epochs < 1:

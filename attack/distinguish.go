@@ -61,10 +61,10 @@ const (
 )
 
 // SelectionSplit says how the test behind every lower bound is chosen: on
-// one half of the releases, and the bound computed on the other, so that the
-// threshold does not depend on the releases that bound it (a threshold taken
-// at an observed score makes that score's count no longer binomial, which a
-// Bonferroni correction over observed thresholds does not repair).
+// one half of the releases, with the bound computed on the other, so that
+// the threshold does not depend on the releases that bound it. A threshold
+// taken at an observed score makes that score's count no longer binomial,
+// which a Bonferroni correction over observed thresholds does not repair.
 const SelectionSplit = "split: method, direction and threshold chosen on releases [0, K/2) of each posterior, the bound computed on releases [K/2, K)"
 
 // DistinguishOptions are the options of Distinguish (DefaultDistinguishOptions).
@@ -202,11 +202,11 @@ type ThresholdBound struct {
 	MaxDetectable jsonfloat.Float `json:"max_detectable"`
 }
 
-// PrivacyLossBound is the MethodPrivacyLoss bound: the threshold t and
-// direction chosen on the selection half; on the evaluation half Count of
-// Releases releases of the hypothesis have a privacy loss (L, or -L for
-// DirectionQPrime) >= t, with the one-sided Clopper-Pearson lower bound
-// ProbabilityLower at the confidence.
+// PrivacyLossBound is the [MethodPrivacyLoss] bound. The threshold t and the
+// direction are chosen on the selection half. On the evaluation half, Count
+// of Releases releases of the hypothesis have a privacy loss >= t, where the
+// loss is L, or -L for [DirectionQPrime]; ProbabilityLower is the one-sided
+// Clopper-Pearson lower bound of that proportion at the confidence.
 type PrivacyLossBound struct {
 	Epsilon jsonfloat.Float `json:"epsilon"`
 	// Estimate is t + ln(1 - delta/p) with p = Count/Releases.

@@ -44,10 +44,11 @@ type InvertOptions struct {
 	LearnedOptions
 }
 
-// DefaultInvertOptions: every decoder, 3 examples, the decoders trained 5
-// epochs (defaultLearned: one release per public text, seed 1, batches of
-// 64 at learning rate 1e-3, the MLP 256 wide; 95% intervals from 1000
-// bootstrap resamples).
+// DefaultInvertOptions returns the defaults of an inversion attack: every
+// decoder and 3 examples, with the decoders trained 5 epochs and 95%
+// intervals from 1000 bootstrap resamples. Like every learned attack by
+// default, the attacker makes one release per public text and trains with
+// seed 1, in batches of 64 at learning rate 1e-3, with an MLP 256 wide.
 func DefaultInvertOptions() InvertOptions {
 	return InvertOptions{Decoder: DecoderAll, Examples: 3, LearnedOptions: defaultLearned(5)}
 }
@@ -195,8 +196,9 @@ func aggregate(ts []textScore, idx []int) TokenScores {
 }
 
 // ScoreTokens scores guesses: truth[i] and pred[i] are the true tokens of
-// text i at its attacked positions and the guesses there (equal lengths).
-// Errors: lists or texts of different lengths, no position at all.
+// text i at its attacked positions and the guesses there, of equal lengths.
+// It returns an error for lists or texts of different lengths, and for no
+// position at all.
 func ScoreTokens(truth, pred [][]int) (TokenScores, error) {
 	ts, err := scoreTexts(truth, pred)
 	if err != nil {

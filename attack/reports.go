@@ -8,9 +8,9 @@ import (
 )
 
 // InvertFile and AttributeFile are the conventional names of the JSON of
-// `nvdp attack invert --json` and `nvdp attack attribute --json` (an
-// attribute report is usually named by its property,
-// attack_attribute_<property>.json); `nvdp report --attacks` finds the
+// `nvdp attack invert --json` and `nvdp attack attribute --json`. An
+// attribute report is usually named by its property, as
+// attack_attribute_<property>.json. `nvdp report --attacks` finds the
 // reports under a directory by these prefixes.
 const (
 	InvertFile    = "attack_invert.json"
@@ -85,10 +85,10 @@ func checkResults[T any](results []T, name, features func(T) string) error {
 	return nil
 }
 
-// ReadInvertReport reads an InvertReport written by `nvdp attack invert
-// --json`. Errors name the file: not JSON, no model or certified guarantee,
-// no chance reference, a decoder on the release without its encoder-output
-// reference (or the other way round), unknown features.
+// ReadInvertReport reads an [InvertReport] written by `nvdp attack invert
+// --json`. Its errors name the file: not JSON, no model or certified
+// guarantee, no chance reference, a decoder on the release without its
+// encoder-output reference or the other way round, and unknown features.
 func ReadInvertReport(path string) (*InvertReport, error) {
 	return readReport("invert", path, func(r *InvertReport) error {
 		if err := checkSetup(r.Setup); err != nil {

@@ -14,11 +14,11 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
-// Target is a trained model under attack: the release it makes
-// (release.Releaser: what `nvdp embed` and `nvdp serve` give out) and, for
-// the attacks' non-private references, the model itself (its encoder output
-// and the release's mean without noise). The attacker knows the mechanism,
-// as differential privacy assumes: only the noise is secret.
+// Target is a trained model under attack: the release it makes, a
+// [release.Releaser] giving out what `nvdp embed` and `nvdp serve` give out,
+// and, for the attacks' non-private references, the model itself, with its
+// encoder output and the release's mean without noise. The attacker knows
+// the mechanism, as differential privacy assumes: only the noise is secret.
 //
 // A Target is not safe for concurrent use: its attacks run the model
 // between releases, one computation at a time.
@@ -59,10 +59,10 @@ func (t *Target) GlueDir() string { return t.bundle.Options.GlueDir }
 // Tokenizer is the model's tokenizer: the attacks' labels are its token ids.
 func (t *Target) Tokenizer() tokenize.Tokenizer { return t.bundle.Tokenizer }
 
-// CheckVocabulary reports whether tok has the model's vocabulary: the same
-// size and the same token at every id (the attacker's tokenizer must label
-// tokens as the model reads them). The error names the first id that
-// differs.
+// CheckVocabulary reports whether tok has the model's vocabulary, with the
+// same size and the same token at every id, since the attacker's tokenizer
+// must label tokens as the model reads them. The error names the first id
+// that differs.
 func (t *Target) CheckVocabulary(tok tokenize.Tokenizer) error {
 	mine := t.bundle.Tokenizer
 	if a, b := tok.VocabSize(), mine.VocabSize(); a != b {

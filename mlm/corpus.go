@@ -308,13 +308,15 @@ func tokenizeLines(tok tokenize.Tokenizer, lines []string) ([]piece, error) {
 
 // BuildSequences tokenises docs and builds sequences of at most seq tokens.
 //
-// With pack, consecutive lines (across documents, in corpus order) are packed
-// greedily until the next would not fit in seq-3 tokens; a pack of two or more
-// lines is split at a line boundary drawn from rng into segments A and B
-// ([CLS] A [SEP] B [SEP], the sentence-pair input fine-tuning uses; BERT
-// §3.1 without the next-sentence label), a single line gives [CLS] A [SEP].
-// Without pack every line is its own [CLS] A [SEP] sequence. Lines longer than
-// the budget are cut into consecutive chunks (no text is dropped).
+// With pack, consecutive lines are packed greedily, across documents and in
+// corpus order, until the next would not fit in seq-3 tokens. A pack of two
+// or more lines is split at a line boundary drawn from rng into segments A
+// and B, giving [CLS] A [SEP] B [SEP]: the sentence-pair input that
+// fine-tuning uses, as in BERT §3.1 without the next-sentence label. A single
+// line gives [CLS] A [SEP].
+//
+// Without pack every line is its own [CLS] A [SEP] sequence. Lines longer
+// than the budget are cut into consecutive chunks, so no text is dropped.
 func BuildSequences(tok tokenize.Tokenizer, docs []Document, seq int, pack bool, rng *rand.Rand) ([]Sequence, error) {
 	if seq < MinSeq {
 		return nil, fmt.Errorf("sequence length %d is too short (need >= %d)", seq, MinSeq)

@@ -14,13 +14,14 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
-// Options configure Run. Start from DefaultOptions: every field holds the
-// value it says, an explicit 0 included (a zero value is never replaced by a
-// default). The options whose default depends on other things (Holdout on
-// the corpus, EvalEvery on Steps, Dropout on the model config) hold
-// option.AutoInt / option.Auto until Resolve derives them. Validate checks
-// the options; its errors are *option.Error naming the option by its JSON
-// key, as pretrain_options.json stores it.
+// Options configure [Run]. Start from [DefaultOptions]: every field holds the
+// value it says, an explicit 0 included, and a zero value is never replaced
+// by a default. The options whose default depends on other things hold
+// [option.AutoInt] or [option.Auto] until [Options.Resolve] derives them:
+// Holdout depends on the corpus, EvalEvery on Steps, and Dropout on the model
+// config. [Options.Validate] checks the options; its errors are
+// [*option.Error] naming the option by its JSON key, as
+// pretrain_options.json stores it.
 type Options struct {
 	// Version is the pretrain_options.json format (OptionsVersion; 0 in files
 	// written before the explicit defaults, which a resume upgrades).
@@ -130,13 +131,14 @@ const DefaultConfig = "bert-mini"
 // for a few tokens.
 const MinSeq = 8
 
-// DefaultOptions returns the defaults of every option (BERT's recipe, scaled
-// to small models): config DefaultConfig, sequences of 128 tokens, 64 per
+// DefaultOptions returns the defaults of every option, BERT's recipe scaled
+// to small models: config [DefaultConfig], sequences of 128 tokens, 64 per
 // batch, peak learning rate 5e-4 with 6% warm-up, weight decay 0.01,
-// gradient clipping at norm 1, DefaultMaskProb, packed lines, at most 1024
-// held-out sequences evaluated, seed 1, a checkpoint every 500 steps;
-// Holdout and EvalEvery option.AutoInt, Dropout option.Auto (Resolve).
-// Corpus, Vocab, Out and Steps are left to the caller.
+// gradient clipping at norm 1, [DefaultMaskProb], packed lines, at most 1024
+// held-out sequences evaluated, seed 1, and a checkpoint every 500 steps.
+// Holdout and EvalEvery are [option.AutoInt] and Dropout is [option.Auto],
+// for [Options.Resolve] to derive. Corpus, Vocab, Out and Steps are left to
+// the caller.
 func DefaultOptions() Options {
 	return Options{Version: OptionsVersion, Config: DefaultConfig, Seq: 128, BatchSize: 64, LR: 5e-4, WarmupRatio: 0.06,
 		WeightDecay: 0.01, GradClip: 1, MaskProb: DefaultMaskProb, Holdout: option.AutoInt, MaxEvalSeqs: 1024,
@@ -180,8 +182,8 @@ func (o *Options) Resolve(model encoder.Config, documents int) error {
 }
 
 // Validate checks the options, Auto or resolved: the required ones given,
-// every count and rate in its range, every float finite. It reads no file
-// (CheckFiles does). Errors are *option.Error.
+// every count and rate in its range, and every float finite. It reads no
+// file; [Options.CheckFiles] does. Its errors are [*option.Error].
 func (o *Options) Validate() error {
 	for _, r := range []struct {
 		option, value, want string
@@ -233,11 +235,11 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// CheckFiles checks the files a run of o reads, before any work: the corpus
-// (a file or directory; glue:DIR a directory), the tokenizer, InitFrom's
-// config.json, and Config, a preset or a config.json, when neither
-// ModelConfig nor InitFrom replaces it. Errors are *option.Error naming the
-// path.
+// CheckFiles checks the files a run of o reads, before any work: the corpus,
+// a file or directory, or a directory for glue:DIR; the tokenizer;
+// InitFrom's config.json; and Config, a preset or a config.json, when
+// neither ModelConfig nor InitFrom replaces it. Its errors are
+// [*option.Error] naming the path.
 func (o *Options) CheckFiles() error {
 	if dir, ok := strings.CutPrefix(o.Corpus, "glue:"); ok {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {

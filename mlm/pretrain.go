@@ -33,8 +33,8 @@ const (
 )
 
 // Metric is one line of pretrain_metrics.jsonl. Split "train" summarises the
-// steps since the previous line (loss = mean over their masked tokens);
-// "heldout" is an evaluation of the held-out slice with fixed masks.
+// steps since the previous line, with the loss the mean over their masked
+// tokens; "heldout" is an evaluation of the held-out slice with fixed masks.
 type Metric struct {
 	Step         int     `json:"step"`
 	Split        string  `json:"split"`
@@ -90,29 +90,31 @@ type interval struct {
 	LossSum float64 `json:"loss_sum"` // sum of the steps' mean loss times their masked tokens
 }
 
-// Run pretrains a BERT encoder with the MLM objective (see the package
-// documentation and docs/pretraining.md) and writes the Hugging Face
-// directory, checkpoint, metrics and the resolved options into o.Out.
+// Run pretrains a BERT encoder with the MLM objective and writes the Hugging
+// Face directory, the checkpoint, the metrics and the resolved options into
+// o.Out. The package documentation and docs/pretraining.md describe the
+// method.
 //
 // Every input is checked before any work and before o.Out is created: the
-// options (Validate; a resumed run's saved options again, with o.Change),
-// the files (CheckFiles), the tokenizer, the model config, the corpus and
-// the Auto options resolved from them (Resolve). An invalid option of a new
-// run, or a changed one of a resumed run, is a bare *option.Error; one read
-// from the saved options file is wrapped with the file's path.
+// options, with [Options.Validate], and for a resumed run its saved options
+// again, with o.Change; the files, with [Options.CheckFiles]; the tokenizer;
+// the model config; the corpus; and the Auto options resolved from them, with
+// [Options.Resolve]. An invalid option of a new run, or a changed one of a
+// resumed run, is a bare [*option.Error]; one read from the saved options
+// file is wrapped with the file's path.
 //
-// The training loop is internal/loop's: report receives a progress event
-// per step (stage "pretrain", unit "steps", the step's loss; nil: none);
-// StopAfterSteps stops with a checkpoint (Result.StoppedEarly); cancelling
-// ctx stops before the next step with a checkpoint and returns a
-// *loop.Interrupted error that unwraps to ctx.Err(). A directory that holds
-// a run without o.Resume is ErrRunExists, o.Resume without one
-// ErrNoCheckpoint.
+// The training loop is internal/loop's. report, when not nil, receives a
+// progress event per step, with stage "pretrain", unit "steps" and the step's
+// loss. StopAfterSteps stops with a checkpoint and sets Result.StoppedEarly.
+// Cancelling ctx stops before the next step with a checkpoint and returns a
+// [*loop.Interrupted] error that unwraps to ctx.Err(). A directory that holds
+// a run without o.Resume is [ErrRunExists]; o.Resume without one is
+// [ErrNoCheckpoint].
 //
 // Resuming is bitwise: the data order of epoch e is a permutation drawn from
-// rngstream.PretrainOrder, and the masking and dropout PCG states, AdamW
-// moments and step are restored from the checkpoint (also from one written
-// before the loop was shared).
+// rngstream.PretrainOrder, and the masking and dropout PCG states, the AdamW
+// moments and the step are restored from the checkpoint, including one
+// written before the loop was shared.
 func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
 	p, err := newPretrainer(o)
 	if err != nil {
@@ -504,8 +506,9 @@ func (o *Options) modelConfig(tok tokenize.Tokenizer) (encoder.Config, error) {
 }
 
 // PreparedCorpus is what a pretraining run trains and evaluates on: the
-// corpus read by ReadCorpus, split by SplitHeldOut and packed by
-// BuildSequences (before Run caps the held-out sequences at MaxEvalSeqs).
+// corpus read by [ReadCorpus], split by [SplitHeldOut] and packed by
+// [BuildSequences], before [Run] caps the held-out sequences at
+// Options.MaxEvalSeqs.
 type PreparedCorpus struct {
 	Info           CorpusInfo
 	Train, HeldOut []Sequence

@@ -36,10 +36,10 @@ const (
 	defaultListInvalid = 10
 )
 
-// Options configure Audit. Start from DefaultOptions: a numeric option is
-// used as given, an explicit 0 included (a Renyi order, delta or confidence
-// of 0 is an error, not a request for the default). Only the fields that
-// say so give 0 a meaning of its own.
+// Options configure [Audit]. Start from [DefaultOptions]: a numeric option is
+// used as given, an explicit 0 included, so a Renyi order, delta or
+// confidence of 0 is an error, not a request for the default. Only the
+// fields that say so give 0 a meaning of its own.
 type Options struct {
 	Mode       privacy.Mode              // principled or reference ("" is principled)
 	Order      float64                   // Renyi order lambda > 1 of the RD bound (DefaultOrder)
@@ -259,7 +259,8 @@ func (o *Options) resolve(m int) error {
 	return nil
 }
 
-// InvalidPair is an ordered pair (q, q') whose bound is undefined (+Inf).
+// InvalidPair is an ordered pair (q, q') whose bound is undefined, that is
+// +Inf.
 type InvalidPair struct {
 	Q      int    `json:"q"`
 	QPrime int    `json:"q_prime"`
@@ -352,14 +353,18 @@ type Report struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// Audit computes the privacy report of p. Principled mode: the Eq. rdp bound
-// over all ordered pairs (or a sample; a sample of Options.Pairs that
-// covers them, Options.CoversAll, is not drawn: every pair is audited, as
-// with Pairs 0, a note and a log line say so) and the BDP accountant over a
-// grid of orders; reference mode: the released code's batch-wise RD and
-// accountant.
-// Errors: invalid options (Options.Validate; a reference q above 1), fewer
-// than 2 examples, invalid posteriors, cancellation.
+// Audit computes the privacy report of p.
+//
+// In principled mode it computes the Eq. rdp bound over all ordered pairs, or
+// a sample of them, and the BDP accountant over a grid of orders. A sample of
+// Options.Pairs that covers every pair, see [Options.CoversAll], is not
+// drawn: every pair is audited, as with Pairs 0, and a note and a log line
+// say so. In reference mode it computes the released code's batch-wise RD
+// and accountant.
+//
+// It returns an error for invalid options, see [Options.Validate], including
+// a reference q above 1; fewer than 2 examples; invalid posteriors; and
+// cancellation.
 func Audit(ctx context.Context, p *privacy.Posteriors, opt Options) (*Report, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err

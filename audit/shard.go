@@ -368,13 +368,15 @@ func fingerprint(p *privacy.Posteriors) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Merge combines the parts of every shard of one audit (any order) into the
-// report of the one-process audit: counts, rd_max with its argmax, rd_min
-// and the undefined pairs exactly; rd_mean and the BDP accountant from the
-// parts' sums; the quantiles from the merged sketch (Report.QuantileAccuracy)
-// and the histogram on the parts' fixed edges. Errors: no part, parts of
-// different files, options or shard counts, a shard missing or repeated, a
-// part inconsistent with its shard, a sketch that does not decode.
+// Merge combines the parts of every shard of one audit, in any order, into
+// the report of the one-process audit. The counts, rd_max with its argmax,
+// rd_min and the undefined pairs are exact; rd_mean and the BDP accountant
+// come from the parts' sums; the quantiles come from the merged sketch, see
+// Report.QuantileAccuracy; and the histogram is on the parts' fixed edges.
+//
+// It returns an error for no part; parts of different files, options or
+// shard counts; a shard missing or repeated; a part inconsistent with its
+// shard; and a sketch that does not decode.
 func Merge(parts []*Part) (*Report, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("audit merge: no part")

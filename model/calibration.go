@@ -19,9 +19,9 @@ import (
 const CertificateFile = "certificate.json"
 
 // Calibration is DIR/certificate.json: the privacy target, how the budget was
-// split, the clipping constants chosen and the certified guarantee of the
-// model's clipping (privacy.Calibration), with the constants as the model
-// stores them.
+// split, the clipping constants chosen, and the certified guarantee of the
+// model's clipping, as in [privacy.Calibration], with the constants as the
+// model stores them.
 type Calibration struct {
 	Label string `json:"label"` // "certified"
 	Scope string `json:"scope"`
@@ -138,12 +138,13 @@ func (c *Calibration) Apply(o *Options) {
 	o.Calibrated = true
 }
 
-// PrepareModelConfig is the model configuration of a run of resolved
-// options o for an encoder of shape enc over numLabels labels, in two
-// steps: with a privacy target not yet calibrated (HasTarget, not
-// Calibrated), the calibration (Calibrate for N = MaxSeqLen + 1 components
-// and the release's width, its certificate applied to o); then
-// ModelConfig. The certificate is nil when no calibration was made.
+// PrepareModelConfig returns the model configuration of a run of resolved
+// options o, for an encoder of shape enc over numLabels labels, in two steps.
+// First, with a privacy target not yet calibrated, as [Options.HasTarget]
+// and not Calibrated say, it calibrates: [Calibrate] for N = MaxSeqLen + 1
+// components and the release's width, with its certificate applied to o.
+// Then it calls [Options.ModelConfig]. The returned certificate is nil when
+// no calibration was made.
 func PrepareModelConfig(o *Options, enc encoder.Config, numLabels int) (nvib.Config, *Calibration, error) {
 	var c *Calibration
 	if o.HasTarget() && !o.Calibrated {

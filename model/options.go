@@ -22,14 +22,16 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// Options are the settings of one training run. Start from DefaultOptions:
-// every field holds the value it says, an explicit 0 included (a zero value
-// is never replaced by a default). The fields whose default depends on other
-// options (CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR, Dropout) hold Auto
-// until Resolve derives them; LatentDim, whose default is the encoder's
-// hidden size, is nil until ModelConfig reads it from the encoder. Validate
-// checks the result. Errors name the option by its JSON key (OptionError),
-// as train_options.json stores it.
+// Options are the settings of one training run. Start from [DefaultOptions]:
+// every field holds the value it says, an explicit 0 included, and a zero
+// value is never replaced by a default.
+//
+// The fields whose default depends on other options, CMu, CAlphaMax,
+// CAlphaMin, LogvarMargin, LR and Dropout, hold [Auto] until
+// [Options.Resolve] derives them. LatentDim, whose default is the encoder's
+// hidden size, is nil until [Options.ModelConfig] reads it from the encoder.
+// [Options.Validate] checks the result. Errors name the option by its JSON
+// key, as train_options.json stores it; see [OptionError].
 type Options struct {
 	// Version is the train_options.json format (OptionsVersion; 0 in files
 	// written before the explicit defaults, which LoadOptions upgrades).
@@ -171,9 +173,9 @@ type Options struct {
 	RunTime `json:"-"`
 }
 
-// RunTime are the run-time choices of a training run: not saved with the
-// model (train_options.json holds none of them), taken by a resumed run
-// from its caller. Validate checks them.
+// RunTime are the run-time choices of a training run. They are not saved with
+// the model, and train_options.json holds none of them: a resumed run takes
+// them from its caller. [RunTime.Validate] checks them.
 type RunTime struct {
 	// StopAfterSteps stops the run after this many optimizer steps in total, with a
 	// checkpoint (0: off); for tests of resumption and for time-boxed runs.
@@ -240,18 +242,24 @@ const (
 // scratch (the only kind that trains on a CPU in minutes).
 const DefaultEncoder = "scratch:bert-tiny"
 
-// DefaultOptions returns the defaults of every option (ref §8 and the
-// paper's table): variant nvdp-clipped, mode principled, lambda 1e-2, KL
-// schedule linear-decay, NVIB init of the mode, 10 epochs, batch size 32 /
-// eval 16, warm-up 0.06, weight decay 0, grad clip 1.0, max-seq-len 128,
-// seed 1, patience 3, a checkpoint every 500 steps, clip order
-// privacy.DefaultOrder, no target (NoTarget) with delta
-// privacy.DefaultDelta and order privacy.DefaultOrder for 1 release when one
-// is given; CMu, CAlphaMax, CAlphaMin, LogvarMargin,
-// LR and Dropout Auto (Resolve), the encoder DefaultEncoder, HandSetClipping
-// off. Task, GlueDir, Vocab and Out are empty: the caller gives them, and a
-// target or HandSetClipping too, without which Validate refuses the default
-// variant (a guarantee by default: validateTarget).
+// DefaultOptions returns the defaults of every option, from ref §8 and the
+// paper's table:
+//
+//   - variant nvdp-clipped, mode principled, lambda 1e-2, KL schedule
+//     linear-decay, and the NVIB init of the mode;
+//   - 10 epochs, batch size 32 and 16 for evaluation, warm-up 0.06, weight
+//     decay 0, gradient clipping at 1.0, max-seq-len 128, seed 1, patience 3,
+//     and a checkpoint every 500 steps;
+//   - clip order [privacy.DefaultOrder], and no target, [NoTarget], with
+//     delta [privacy.DefaultDelta] and order privacy.DefaultOrder for 1
+//     release when one is given;
+//   - CMu, CAlphaMax, CAlphaMin, LogvarMargin, LR and Dropout [Auto], for
+//     [Options.Resolve]; the encoder [DefaultEncoder]; HandSetClipping off.
+//
+// Task, GlueDir, Vocab and Out are empty: the caller gives them, and a target
+// or HandSetClipping too, without which [Options.Validate] refuses the
+// default variant, since it gives a guarantee by default; see
+// validateTarget.
 func DefaultOptions() Options {
 	return Options{Version: OptionsVersion, Encoder: DefaultEncoder, Variant: nvib.ModelNVDPClipped, Mode: privacy.ModePrincipled, Lambda: 1e-2,
 		CMu: Auto(), CAlphaMax: Auto(), CAlphaMin: Auto(), LogvarMargin: Auto(), KLSchedule: nvib.ScheduleLinearDecay,
@@ -342,13 +350,15 @@ func (o *Options) scratchEncoder() (cfg encoder.Config, ok bool) {
 // explicit 0 included).
 func (o *Options) HasTarget() bool { return !IsNoTarget(o.TargetEpsilon) || !IsNoTarget(o.TargetRD) }
 
-// RadiusSchedule is a schedule of the clip radius during training
-// (Options.RadiusSchedule; docs/training.md "A schedule of the radius"):
-// the radius starts at Start C_mu and shrinks linearly to C_mu over the
-// first Fraction of the optimizer steps, then stays there. Only the model
-// trained at C_mu is evaluated, saved and certified: the radius of training
-// steps is not released (training data is not what the certificate
-// protects: docs/privacy.md "The certified bound", threat model).
+// RadiusSchedule is a schedule of the clip radius during training, set in
+// Options.RadiusSchedule; see docs/training.md, "A schedule of the radius".
+// The radius starts at Start C_mu and shrinks linearly to C_mu over the
+// first Fraction of the optimizer steps, then stays there.
+//
+// Only the model trained at C_mu is evaluated, saved and certified. The
+// radius of training steps is not released, since training data is not what
+// the certificate protects; see docs/privacy.md, "The certified bound", and
+// the threat model.
 type RadiusSchedule struct {
 	Start    float64 `json:"start"`    // factor of C_mu at step 0: finite, > 1
 	Fraction float64 `json:"fraction"` // of the total steps: in (0, 1]

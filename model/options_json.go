@@ -119,15 +119,19 @@ func versionError(v int) error {
 	return fmt.Errorf("options_version %d: this program reads versions 0, 2, 3 and %d", v, OptionsVersion)
 }
 
-// Upgrade gives options decoded from a file of an older format (Version 0,
-// 2 or 3) their meaning in OptionsVersion and sets Version to it: version 0
-// as upgradeV0 says; in versions 0 and 2 a target_epsilon or target_rd of 0
-// meant "no target" (those versions left the key out then, so only a
-// hand-edited file holds a 0), which is NoTarget now (in version 3 a 0
-// target is an error, Validate's); versions 0 to 3 trained a clipped
-// variant (nvib.Calibratable) in principled mode without a target with its
-// hand-set constants, which version 4 says with HandSetClipping, set here
-// for such options. Errors: a version this program does not read.
+// Upgrade gives options decoded from a file of an older format, version 0, 2
+// or 3, their meaning in [OptionsVersion], and sets Version to it:
+//
+//   - version 0 is upgraded as upgradeV0 says;
+//   - in versions 0 and 2 a target_epsilon or target_rd of 0 meant "no
+//     target", which is [NoTarget] now. Those versions left the key out
+//     then, so only a hand-edited file holds a 0. In version 3 a 0 target is
+//     an error, reported by [Options.Validate];
+//   - versions 0 to 3 trained a clipped variant, see [nvib.Calibratable], in
+//     principled mode without a target with its hand-set constants. Version 4
+//     says so with HandSetClipping, which Upgrade sets for such options.
+//
+// It returns an error for a version this program does not read.
 func (o *Options) Upgrade() error {
 	switch o.Version {
 	case 0:

@@ -46,11 +46,12 @@ func (o *Options) Validate() error {
 	return o.ValidateTraining()
 }
 
-// ValidateTraining checks every resolved option but the text task's data
-// and encoder (task, glue_dir, encoder, vocab): the variant, mode, clipping,
-// privacy target, latent width, schedule and optimiser options that a
-// trainer of another modality shares (package speech, whose encoder and
-// data are its own). Validate calls it. Errors are *OptionError.
+// ValidateTraining checks every resolved option except the text task's data
+// and encoder, that is task, glue_dir, encoder and vocab. It checks the
+// variant, mode, clipping, privacy target, latent width, schedule and
+// optimiser options that a trainer of another modality shares, such as
+// package speech, whose encoder and data are its own. [Options.Validate]
+// calls it. Its errors are [*OptionError].
 func (o *Options) ValidateTraining() error {
 	if err := o.RunTime.Validate(); err != nil {
 		return err
@@ -306,9 +307,9 @@ func (o *Options) latentFor(enc encoder.Config) error {
 		Bytes: latentBytes(*o.LatentDim, enc), Limit: MaxLatentBytes, Of: "the training may hold for them", Option: "latent_dim", Value: *o.LatentDim}.Check()
 }
 
-// MaxLatentBytes bounds the memory of the layers whose width is the
-// release's P (latent_dim): their parameters, gradients and two AdamW
-// moments, in float32. A wider P is refused before anything is allocated.
+// MaxLatentBytes bounds the memory, in float32, of the layers whose width is
+// the release's P, latent_dim: their parameters, gradients and two AdamW
+// moments. A wider P is refused before anything is allocated.
 const MaxLatentBytes = 1 << 36
 
 // latentBytes is the memory of the float32 layers at width P of a model
@@ -323,12 +324,12 @@ func latentBytes(P int, enc encoder.Config) float64 {
 	return 4 * 4 * (4*h*p + 4*p*p + 2*p*inter + p*p)
 }
 
-// CheckTargetValues checks the target values alone, as Validate does: each
-// of TargetEpsilon and TargetRD is NoTarget or a finite number > 0 (0 is
-// an error, never "no target"), and not both are given. Errors are
-// *OptionError naming target_epsilon or target_rd. For a program that
-// checks a target before the rest of the options are known (a sweep's
-// base options).
+// CheckTargetValues checks the target values alone, as [Options.Validate]
+// does: each of TargetEpsilon and TargetRD is [NoTarget] or a finite number
+// > 0, where 0 is an error and never "no target", and not both are given. It
+// is for a program that checks a target before the rest of the options are
+// known, as for a sweep's base options. Its errors are [*OptionError] naming
+// target_epsilon or target_rd.
 func (o *Options) CheckTargetValues() error {
 	for _, f := range []struct {
 		option string
@@ -406,8 +407,8 @@ func (o *Options) validateTarget() error {
 }
 
 // CheckFiles checks the files a training run of o reads, before any work:
-// GlueDir is a directory with the task's train and dev splits, and Vocab
-// (when given) exists. Errors name the path.
+// GlueDir is a directory with the task's train and dev splits, and Vocab,
+// when given, exists. Its errors name the path.
 func (o *Options) CheckFiles() error {
 	task, err := glue.LookupTask(o.Task)
 	if err != nil {

@@ -27,9 +27,9 @@ type StoredBaseline struct {
 	Date    string    `json:"date"`
 }
 
-// BaselineComparison is report.json's "baseline": the non-private
-// baseline's selection metric for the same task and budget, from a stored
-// file (Source "stored") or a baseline run's report.json (Source "run").
+// BaselineComparison is report.json's "baseline": the non-private baseline's
+// selection metric for the same task and budget, from a stored file, with
+// Source "stored", or from a baseline run's report.json, with Source "run".
 type BaselineComparison struct {
 	Source string    `json:"source"` // stored | run
 	Path   string    `json:"path"`
@@ -42,11 +42,13 @@ type BaselineComparison struct {
 }
 
 // LoadBaseline reads the non-private baseline to compare a run of task with:
-// either a StoredBaseline file or the report.json of an `nvdp run --variant
-// baseline` (told apart by their fields). Errors name the file and the field:
-// unreadable or malformed JSON, a variant other than baseline, another task,
-// no value of the task's selection metric, a non-finite value, seeds and
-// values of different lengths.
+// either a [StoredBaseline] file or the report.json of an `nvdp run --variant
+// baseline`, told apart by their fields.
+//
+// Its errors name the file and the field: unreadable or malformed JSON, a
+// variant other than baseline, another task, no value of the task's
+// selection metric, a non-finite value, and seeds and values of different
+// lengths.
 func LoadBaseline(path, task string) (*BaselineComparison, error) {
 	t, err := glue.LookupTask(task)
 	if err != nil {

@@ -21,8 +21,8 @@ const (
 )
 
 // CollapseCheck is DIR/report.json's "collapse": whether the run learned
-// nothing (issue 13: a from-scratch run whose posterior collapsed onto the
-// prior trains to chance; training loss ln 2, rd_max 3e-4).
+// nothing. Issue 13 found a from-scratch run whose posterior collapsed onto
+// the prior and trained to chance, with training loss ln 2 and rd_max 3e-4.
 type CollapseCheck struct {
 	Metric string `json:"metric"` // the task's selection metric
 	// Value is its value on the utility split (NaN, "NaN" in JSON, for a
@@ -77,9 +77,9 @@ func ChanceLevel(task *glue.Task, labels []float64) (float64, error) {
 	return v, nil
 }
 
-// CheckCollapse compares a run's selection metric with the chance level
-// and its empirical RD max (NaN: no posterior, e.g. the baseline) with
-// PriorRDMax.
+// CheckCollapse compares a run's selection metric with the chance level, and
+// its empirical RD max with [PriorRDMax]. rdMax is NaN when there is no
+// posterior, as for the baseline.
 func CheckCollapse(metric string, value, chance, rdMax float64) CollapseCheck {
 	c := CollapseCheck{Metric: metric, Value: jsonfloat.Float(value), Chance: jsonfloat.Float(chance)}
 	c.AtChance = !(value > chance+ChanceTolerance)
@@ -95,8 +95,9 @@ func CheckCollapse(metric string, value, chance, rdMax float64) CollapseCheck {
 	return c
 }
 
-// Err is an error when the run collapsed (nil otherwise), for callers that
-// must fail on it (`nvdp run --fail-on-collapse`, the main job).
+// Err returns an error when the run collapsed, and nil otherwise, for
+// callers that must fail on it, such as `nvdp run --fail-on-collapse` and
+// the main job.
 func (c *CollapseCheck) Err() error {
 	if c == nil || !c.Collapsed {
 		return nil

@@ -53,14 +53,17 @@ func DefaultPipelineOptions() PipelineOptions {
 	return PipelineOptions{Train: model.DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: audit.DefaultOptions()}
 }
 
-// PrivacySummary is the "privacy" object of the report. Its audit numbers
-// (rd_max, rd_mean, bdp_epsilon) are empirical: the maximum and mean of Eq.
-// rdp over the ordered pairs of the audited split's texts and the BDP
-// accountant's estimate over them; Empirical says so in the JSON. They are
-// audit.Report's: +Inf is "Infinity", a number not computed is absent,
-// and reports written before jsonfloat (null) read as audit.Numbers
-// says. Certified is the guarantee: the supremum of Eq. rdp over every pair
-// of posteriors the model's clipping allows.
+// PrivacySummary is the "privacy" object of the report.
+//
+// Its audit numbers, rd_max, rd_mean and bdp_epsilon, are empirical: the
+// maximum and mean of Eq. rdp over the ordered pairs of the audited split's
+// texts, and the BDP accountant's estimate over them; Empirical says so in
+// the JSON. They are [audit.Report]'s: +Inf is "Infinity", a number not
+// computed is absent, and reports written before jsonfloat, with null, read
+// as [audit.Numbers] says.
+//
+// Certified is the guarantee: the supremum of Eq. rdp over every pair of
+// posteriors the model's clipping allows.
 type PrivacySummary struct {
 	// Empirical labels the audit numbers below (label "empirical").
 	Empirical    audit.EmpiricalLabel `json:"empirical"`

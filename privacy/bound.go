@@ -7,10 +7,10 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
-// PosteriorView is one example's posterior: N components in P dimensions.
-// Mu and Logvar are [N, P] row-major, Alpha is [N], AttentionMask is [N]
-// or nil (1 = real component, 0 = padding: Hugging Face's attention_mask
-// convention). Component 0 is the prior component.
+// PosteriorView is one example's posterior: N components in P dimensions,
+// component 0 being the prior component. Mu and Logvar are [N, P],
+// row-major, and Alpha is [N]. AttentionMask is [N] or nil; as in Hugging
+// Face's attention_mask, 1 is a real component and 0 padding.
 type PosteriorView struct {
 	N, P          int
 	Mu            []float32 // [N, P]
@@ -184,11 +184,13 @@ func dirichletUndefined(name string, a, b, g float64) string {
 // audit (1.1).
 const DefaultOrder = 1.1
 
-// CheckOrder checks a Renyi order lambda of the paper's Eq. rdp: nil when
-// it is finite and > 1 (the bound divides by lambda - 1), else the error
-// "Renyi order lambda = <order>: must be finite and > 1". The bound, the
-// certificate, the calibration and the audit's options check their orders
-// with it.
+// CheckOrder checks a Renyi order lambda of the paper's Eq. rdp. The bound,
+// the certificate, the calibration and the audit's options check their
+// orders with it.
+//
+// It returns nil when the order is finite and > 1, since the bound divides
+// by lambda - 1, and otherwise the error "Renyi order lambda = <order>: must
+// be finite and > 1".
 func CheckOrder(order float64) error {
 	if !(order > 1) || math.IsInf(order, 0) {
 		return fmt.Errorf("Renyi order lambda = %v: must be finite and > 1", order)

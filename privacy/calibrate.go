@@ -94,10 +94,10 @@ func (t Target) Validate() error {
 	return nil
 }
 
-// UnmarshalJSON reads a target as it is written, and one written before
-// Target had a kind (no "kind" key: certificate.json of older runs, whose
-// Validate allowed exactly one of epsilon and RD > 0) with the kind of the
-// value that is > 0.
+// UnmarshalJSON reads a target as it is written. A target written before
+// Target had a kind, without a "kind" key as in the certificate.json of older
+// runs, whose Validate allowed exactly one of epsilon and RD > 0, reads with
+// the kind of the value that is > 0.
 func (t *Target) UnmarshalJSON(b []byte) error {
 	type plain Target // without this method
 	var p plain
@@ -118,18 +118,20 @@ func (t *Target) UnmarshalJSON(b []byte) error {
 }
 
 // Split says how a calibration divides the target RD between the three parts
-// of the certified bound, and which clipping constants the user fixed.
+// of the certified bound, and which clipping constants the user fixed. See
+// docs/privacy.md, "Calibration".
 //
-// The three parts have one constant each: the variance part the logvar
-// margin (the sigma range [floor, cap]), the Dirichlet part C_amin (the alpha
-// range [C_amin, C_amax], C_amax fixed), the mean part C_mu. A fixed constant
-// keeps the base set's value. Each free constant but the last is set so that
-// its part alone (the other two at zero cost) is its share of the target RD;
-// the last free constant, in the order C_mu, margin, C_amin, is solved by a
-// monotone root find so that the whole certificate meets the target. The
-// default Split{} gives the variance and Dirichlet parts nothing: a fixed
-// noise design (floor = cap, C_amin = C_amax) where C_mu carries the whole
-// budget. docs/privacy.md, "Calibration".
+// The three parts have one constant each. The variance part has the logvar
+// margin, which sets the sigma range [floor, cap]; the Dirichlet part has
+// C_amin, which sets the alpha range [C_amin, C_amax] with C_amax fixed; and
+// the mean part has C_mu. A fixed constant keeps the base set's value.
+//
+// Each free constant but the last is set so that its part alone, with the
+// other two at zero cost, is its share of the target RD. The last free
+// constant, in the order C_mu, margin, C_amin, is solved by a monotone root
+// find so that the whole certificate meets the target. The default Split{}
+// gives the variance and Dirichlet parts nothing: a fixed-noise design, with
+// floor = cap and C_amin = C_amax, where C_mu carries the whole budget.
 type Split struct {
 	VarianceShare  float64 `json:"variance_share"`
 	DirichletShare float64 `json:"dirichlet_share"`

@@ -69,10 +69,10 @@ func LogvarBounds(order, priorVar, margin float64, capped bool) (floor, cap floa
 	return math.Min(floor, cap), cap
 }
 
-// StoredPriorAlpha is the pseudo-count of the prior component as the NVIB
-// layer stores it: exp of the float32 prior log alpha, clamped into
-// [aMin, aMax] when the prior component is clipped, rounded to float32. It
-// is the one place this is computed (nvib.ClipConfig.PriorAlpha calls it).
+// StoredPriorAlpha returns the pseudo-count of the prior component as the
+// NVIB layer stores it: exp of the float32 prior log alpha, clamped into
+// [aMin, aMax] when the prior component is clipped, and rounded to float32.
+// It is the one place this is computed; nvib.ClipConfig.PriorAlpha calls it.
 func StoredPriorAlpha(logAlpha float64, clipped bool, aMin, aMax float64) float64 {
 	a := math.Exp(float64(float32(logAlpha)))
 	if clipped {
@@ -186,7 +186,8 @@ func (s ClipSet) Validate() error {
 }
 
 // LogvarRange returns the logvar floor and cap of dim j: LogvarFloor and
-// LogvarCap when given, else LogvarBounds of the prior variance (capped).
+// LogvarCap when given, and otherwise [LogvarBounds] of the prior variance,
+// with a cap.
 func (s ClipSet) LogvarRange(j int) (floor, cap float64) {
 	if s.LogvarFloor != nil {
 		return broadcast(s.LogvarFloor, j), broadcast(s.LogvarCap, j)
@@ -284,7 +285,7 @@ type Certificate struct {
 	AlphaLowHigh, AlphaHighLow, AlphaHighHigh int `json:"-"`
 }
 
-// CertParts are the three parts of a certified bound (nats).
+// CertParts are the three parts of a certified bound, in nats.
 type CertParts struct {
 	Variance  jsonfloat.Float `json:"variance"`
 	Mean      jsonfloat.Float `json:"mean"`
@@ -347,8 +348,8 @@ func Certify(set ClipSet, order float64, dir GaussianDirection) (*Certificate, e
 	return supremum(set, order, dir, nil, true)
 }
 
-// MaxWitnessBytes bounds the memory of a witness pair (WitnessPair): two
-// posteriors of N x P means and log-variances in float32 and N
+// MaxWitnessBytes bounds the memory of a witness pair, see [WitnessPair]:
+// two posteriors of N x P means and log-variances in float32 and N
 // pseudo-counts, about 16 N P bytes.
 const MaxWitnessBytes = 1 << 30
 
@@ -371,9 +372,9 @@ func WitnessPair(set ClipSet, order float64, dir GaussianDirection) (*Posteriors
 	return c.Witness, c, nil
 }
 
-// WitnessFits returns an error when the witness pair of set would take
-// more than MaxWitnessBytes (checked by WitnessPair; callers check it
-// before any other work).
+// WitnessFits returns an error when the witness pair of set would take more
+// than [MaxWitnessBytes]. [WitnessPair] checks it, and callers check it
+// before any other work.
 func WitnessFits(set ClipSet) error {
 	if b := witnessBytes(set); b > MaxWitnessBytes {
 		return fmt.Errorf("witness: %d components x %d dims take about %.3g GiB, above the %d GiB this builds; certify without a witness",

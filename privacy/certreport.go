@@ -45,12 +45,13 @@ func CertifiedScope(releases, n, p int) string {
 // CertifiedReport is the certified guarantee of a clip set as the tools
 // write it: the "certified" object of report.json, eval_<split>.json and
 // `nvdp audit --json`, and the core of `nvdp certify --json`. It is a
-// [Guarantee] (the curve and the epsilon of Releases releases) with the
+// [Guarantee], the curve and the epsilon of Releases releases, with the
 // [Certificate] at one order of all Releases releases, and where the
-// constants come from. +Inf is "Infinity" in JSON (jsonfloat) and reads back
-// as +Inf, as does the null of files written before jsonfloat.
-// The guarantee's Format is 0 here: the file that holds the report has its
-// own version.
+// constants come from.
+//
+// In JSON +Inf is jsonfloat's "Infinity", and it reads back as +Inf, as does
+// the null of files written before jsonfloat. The guarantee's Format is 0
+// here: the file that holds the report has its own version.
 type CertifiedReport struct {
 	// Source says where the clip constants come from (a model configuration,
 	// a posterior file's metadata, command-line flags).
@@ -175,8 +176,8 @@ func (r *CertifiedReport) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// UnmarshalJSON reads a curve point: a null rd (files written before
-// jsonfloat) is +Inf.
+// UnmarshalJSON reads a curve point. A null rd, as in files written before
+// jsonfloat, is +Inf.
 func (p *OrderRD) UnmarshalJSON(b []byte) error {
 	type plain OrderRD
 	q := plain{RD: jsonfloat.Float(math.Inf(1))}

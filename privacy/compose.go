@@ -97,15 +97,19 @@ func (c Composition) Epsilon(counts []Count) (Spent, error) {
 }
 
 // RemainingReleases returns the largest m >= 0 such that counts with m more
-// releases of counts[next] stay within budget (epsilon at c.Delta), +Inf
-// when MaxReleases do, 0 when counts exceed it already. The releases after
-// the m more are composed as Epsilon composes them: exactly while every
-// mechanism with releases would be Gaussian, else by the RDP sum. Epsilon
-// does not decrease with m (each order's bound grows, and so does their
-// minimum; mu grows; an RDP mechanism added moves an exact composition to
-// the RDP sum, which is at least the exact epsilon), so the search is
-// exponential then binary. counts[next] may have no releases yet (the
-// first release of a mechanism). Errors: as Epsilon's, next out of range.
+// releases of counts[next] stay within budget, an epsilon at c.Delta. It
+// returns +Inf when MaxReleases more do, and 0 when counts exceed the budget
+// already. counts[next] may have no releases yet, as for the first release
+// of a mechanism.
+//
+// The releases after the m more are composed as [Composition.Epsilon]
+// composes them: exactly while every mechanism with releases would be
+// Gaussian, and otherwise by the RDP sum. Epsilon does not decrease with m,
+// so the search is exponential, then binary: each order's bound grows, and
+// so does their minimum; mu grows; and an RDP mechanism added moves an exact
+// composition to the RDP sum, which is at least the exact epsilon.
+//
+// Its errors are those of Epsilon, and next out of range.
 func (c Composition) RemainingReleases(counts []Count, next int, budget float64) (float64, error) {
 	if err := c.check(counts); err != nil {
 		return 0, err

@@ -63,8 +63,8 @@ func EpsilonAt(order, rd, delta float64) (float64, error) {
 	return math.Max(0, eps), nil
 }
 
-// OrderRD is one point of an RDP curve: the Renyi order and the bound (nats,
-// +Inf where the bound is infinite: "Infinity" in JSON).
+// OrderRD is one point of an RDP curve: the Renyi order and the bound in
+// nats. The bound is +Inf where it is infinite, written "Infinity" in JSON.
 type OrderRD struct {
 	Order float64         `json:"order"`
 	RD    jsonfloat.Float `json:"rd"`

@@ -83,8 +83,8 @@ var properties = []Property{
 // Properties lists the properties Attribute infers.
 func Properties() []Property { return slices.Clone(properties) }
 
-// LookupProperty returns the property of a name. Errors: an unknown name
-// (listing the known ones).
+// LookupProperty returns the property of a name. For an unknown name it
+// returns an error listing the known ones.
 func LookupProperty(name string) (Property, error) {
 	names := make([]string, len(properties))
 	for i, p := range properties {
@@ -96,8 +96,8 @@ func LookupProperty(name string) (Property, error) {
 	return Property{}, fmt.Errorf("unknown property %q (want %s)", name, strings.Join(names, ", "))
 }
 
-// The attribute's classifiers: ModelLinear (logistic regression), ModelMLP,
-// or ClassifierAll of them; ClassifierMajority is the majority baseline,
+// The attribute's classifiers: ModelLinear, a logistic regression, ModelMLP,
+// or ClassifierAll for both. ClassifierMajority is the majority baseline,
 // always reported.
 const (
 	ClassifierAll      = "all"
@@ -132,8 +132,8 @@ func (o AttributeOptions) Validate() error {
 	return o.LearnedOptions.Validate()
 }
 
-// AttributeReport is the result of Attribute (`nvdp attack attribute
-// --json`).
+// AttributeReport is the result of [Attribute], written by `nvdp attack
+// attribute --json`.
 type AttributeReport struct {
 	Setup
 	Options  AttributeOptions `json:"options"`

@@ -12,8 +12,8 @@ import (
 	"github.com/nvdp-project/nvdp/release"
 )
 
-// PairSpec says which candidate pairs a distinguishing attack tests
-// (docs/attacks.md, `nvdp attack distinguish`): a Kind and what it needs.
+// PairSpec says which candidate pairs a distinguishing attack, `nvdp attack
+// distinguish`, tests: a Kind and what it needs. See docs/attacks.md.
 type PairSpec struct {
 	// Kind is PairWitness, PairArgmax, PairRandom, PairTexts or PairIndex.
 	Kind string `json:"pair"`
@@ -29,8 +29,8 @@ type PairSpec struct {
 	RandomPairs int `json:"random_pairs"`
 }
 
-// Candidate is one pair to attack and where it comes from (Result has no
-// Result yet).
+// Candidate is one pair to attack and where it comes from; its Result has no
+// Result yet.
 type Candidate struct {
 	Pair   Pair
 	Result PairResult
@@ -147,8 +147,8 @@ func DistinguishPairs(ctx context.Context, rep *DistinguishReport, cands []Candi
 }
 
 // FileGuarantee returns the certified guarantee at delta of the clip
-// constants in a posterior file's metadata (privacy.ClipSetFromMetadata,
-// privacy.CertifyCurve), or nil when it carries none.
+// constants in a posterior file's metadata, by [privacy.ClipSetFromMetadata]
+// and [privacy.CertifyCurve], or nil when the file carries none.
 func FileGuarantee(p *privacy.Posteriors, delta float64) (*privacy.Guarantee, error) {
 	set, ok, err := privacy.ClipSetFromMetadata(p)
 	if err != nil || !ok {

@@ -19,17 +19,18 @@ import (
 
 // Defaults of DistinguishOptions.
 const (
-	// DefaultReleases is K, the releases drawn from each posterior: a threshold
-	// test's bound is at most about ln(K/7.4) (MaxDetectable), 7.2 for 10,000.
+	// DefaultReleases is K, the releases drawn from each posterior. A threshold
+	// test's bound is at most about ln(K/7.4), see [ThresholdBound.MaxDetectable],
+	// which is 7.2 for 10,000.
 	DefaultReleases = 10000
-	// DefaultConfidence is the confidence of every lower bound (Clopper-Pearson).
+	// DefaultConfidence is the confidence of every Clopper-Pearson lower bound.
 	DefaultConfidence = 0.95
 	// DefaultSeed seeds the releases unless told otherwise.
 	DefaultSeed = 1
 )
 
-// ReportFPRs are the false-positive rates at which the true-positive rate
-// of the likelihood-ratio test is reported (DistinguishResult.TPRAtFPR).
+// ReportFPRs are the false-positive rates at which the true-positive rate of
+// the likelihood-ratio test is reported, in DistinguishResult.TPRAtFPR.
 var ReportFPRs = []float64{1e-3, 1e-2}
 
 // Methods of an epsilon lower bound (docs/attacks.md).
@@ -67,7 +68,8 @@ const (
 // which a Bonferroni correction over observed thresholds does not repair.
 const SelectionSplit = "split: method, direction and threshold chosen on releases [0, K/2) of each posterior, the bound computed on releases [K/2, K)"
 
-// DistinguishOptions are the options of Distinguish (DefaultDistinguishOptions).
+// DistinguishOptions are the options of [Distinguish]; see
+// [DefaultDistinguishOptions].
 type DistinguishOptions struct {
 	// Releases is K, the releases drawn from each posterior of the pair (>= 2).
 	Releases int `json:"releases"`
@@ -91,9 +93,8 @@ func DefaultDistinguishOptions() DistinguishOptions {
 	return DistinguishOptions{Releases: DefaultReleases, Delta: privacy.DefaultDelta, Confidence: DefaultConfidence, Seed: DefaultSeed}
 }
 
-// Validate reports the first invalid option as an *option.Error naming it by
-// its JSON key; releases whose scores cannot fit in memory are one
-// (checkScoresMemory).
+// Validate reports the first invalid option as an [*option.Error] naming it
+// by its JSON key. Releases whose scores cannot fit in memory are one.
 func (o DistinguishOptions) Validate() error {
 	switch {
 	case o.Releases < 2:
@@ -108,9 +109,9 @@ func (o DistinguishOptions) Validate() error {
 	return checkScoresMemory(o.Releases)
 }
 
-// DistinguishResult is the outcome of a distinguishing test on one pair
-// (JSON; docs/attacks.md). Rates are fractions, epsilons and divergences
-// nats; non-finite values are jsonfloat strings.
+// DistinguishResult is the outcome of a distinguishing test on one pair, as
+// JSON; see docs/attacks.md. Rates are fractions, and epsilons and
+// divergences are in nats. Non-finite values are jsonfloat strings.
 type DistinguishResult struct {
 	Releases   int     `json:"releases"`
 	Seed       uint64  `json:"seed"`

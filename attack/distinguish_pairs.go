@@ -17,7 +17,7 @@ import (
 
 // Kinds of candidate pairs (PairResult.Kind; docs/attacks.md).
 const (
-	// PairWitness attains the certified bound (privacy.Certify's witness):
+	// PairWitness attains the certified bound, as [privacy.Certify]'s witness:
 	// the attack on it comes closest to the certified epsilon.
 	PairWitness = "witness"
 	// PairArgmax is the pair of a posterior file with the largest empirical
@@ -64,9 +64,9 @@ type DistinguishReport struct {
 // AttackDistinguish is DistinguishReport.Attack.
 const AttackDistinguish = "distinguish"
 
-// ReadDistinguishReport reads a DistinguishReport written by `nvdp attack
-// distinguish --json`. Errors name the file: not JSON, not a distinguish
-// report (attack is not "distinguish"), a pair without its result.
+// ReadDistinguishReport reads a [DistinguishReport] written by `nvdp attack
+// distinguish --json`. Its errors name the file: not JSON, not a distinguish
+// report because attack is not "distinguish", and a pair without its result.
 func ReadDistinguishReport(path string) (*DistinguishReport, error) {
 	return readReport("distinguish", path, func(r *DistinguishReport) error {
 		if r.Attack != AttackDistinguish {

@@ -29,8 +29,8 @@ const defaultConfidence float64 = 1 - 1e-16
 const (
 	// defaultRefBatchSize is the released code's batch size (reference mode).
 	defaultRefBatchSize = 16
-	// DefaultMaxStoredPairs is how many finite bounds (float64, 256 MiB) the
-	// audit keeps for rd_min, the quantiles and the histogram.
+	// DefaultMaxStoredPairs is how many finite bounds the audit keeps for rd_min,
+	// the quantiles and the histogram: float64s taking 256 MiB.
 	DefaultMaxStoredPairs = 1 << 25
 	// defaultListInvalid is how many undefined pairs the report lists.
 	defaultListInvalid = 10
@@ -208,9 +208,9 @@ func (o Options) CoversAll(m int) bool {
 	return o.Mode != privacy.ModeReference && o.Pairs > 0 && m >= 2 && int64(o.Pairs) >= orderedPairs(m)
 }
 
-// AuditedPairs is the number of ordered pairs a principled audit of m
-// examples evaluates: Pairs, or all m(m-1) when Pairs is 0 or covers them
-// (CoversAll).
+// AuditedPairs returns the number of ordered pairs a principled audit of m
+// examples evaluates: Pairs, or all m(m-1) when Pairs is 0 or covers them,
+// see [Options.CoversAll].
 func (o Options) AuditedPairs(m int) int64 {
 	if o.Pairs > 0 && !o.CoversAll(m) {
 		return int64(o.Pairs)

@@ -24,8 +24,8 @@ func Empirical(r *Report, split string) EmpiricalLabel {
 	return EmpiricalOf(r, split, "texts")
 }
 
-// EmpiricalOf is Empirical for a report whose examples are called examples
-// ("texts", "utterances").
+// EmpiricalOf is [Empirical] for a report whose examples are called
+// examples, such as "texts" or "utterances".
 func EmpiricalOf(r *Report, split, examples string) EmpiricalLabel {
 	texts := examples
 	if split != "" {

@@ -91,8 +91,8 @@ func legacyOptional(raw json.RawMessage, ifNull *jsonfloat.Float) (*jsonfloat.Fl
 	return &f, nil
 }
 
-// UnmarshalJSON reads a report written by encoding/json, older ones
-// included (Numbers).
+// UnmarshalJSON reads a report written by encoding/json, older ones included,
+// as [Numbers] describes.
 func (r *Report) UnmarshalJSON(b []byte) error {
 	type plain Report // without this method
 	var p plain

@@ -31,9 +31,9 @@ func (o *Options) FitMemory(p *privacy.Posteriors, available float64) bool {
 	return true
 }
 
-// MemAvailable is the kernel's estimate of the memory available to a new
-// process (MemAvailable of /proc/meminfo, bytes); 0 where it cannot be read
-// (not Linux).
+// MemAvailable returns the kernel's estimate, in bytes, of the memory
+// available to a new process: MemAvailable of /proc/meminfo. It returns 0
+// where that cannot be read, as on systems other than Linux.
 func MemAvailable() float64 {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {

@@ -56,14 +56,14 @@ func NewPairAudit(p *privacy.Posteriors, opt Options) (*PairAudit, error) {
 	return a, nil
 }
 
-// Orders are the Renyi orders Add's values hold, the audit's order first,
-// then l+1 of each BDP moment order not skipped (each once).
+// Orders returns the Renyi orders that Add's values hold: the audit's order
+// first, then l+1 of each BDP moment order not skipped, each once.
 func (a *PairAudit) Orders() []float64 { return slices.Clone(a.c.e.orders) }
 
 // BoundOptions are the mask and the Gaussian direction of the bound.
 func (a *PairAudit) BoundOptions() privacy.BoundOptions { return a.c.e.opt }
 
-// Workers is the number of accumulators (Add's w in [0, Workers())).
+// Workers returns the number of accumulators; Add's w is in [0, Workers()).
 func (a *PairAudit) Workers() int { return len(a.workers) }
 
 // Add records the unordered pair x < y in accumulator w. v[2k] is D(x||y)
@@ -77,8 +77,8 @@ func (a *PairAudit) Add(w, x, y int, v []float64) {
 	a.c.add(a.workers[w], x, y, v, both, -1)
 }
 
-// Done reports n more ordered pairs audited to Options.Progress (nil:
-// nothing); calls are serialised by the caller.
+// Done reports n more ordered pairs audited to Options.Progress, when it is
+// not nil. Calls are serialised by the caller.
 func (a *PairAudit) Done(n int64) {
 	if a.done != nil {
 		a.done(n)

@@ -63,7 +63,8 @@ const edgeSeed = 0x65646765
 // histogramBins is the number of bins of the audit's histograms.
 const histogramBins = 20
 
-// Shard is shard Index of Count of an all-pairs audit (0 <= Index < Count).
+// Shard is shard Index of Count of an all-pairs audit, with
+// 0 <= Index < Count.
 type Shard struct {
 	Index int `json:"index"`
 	Count int `json:"count"`
@@ -78,7 +79,7 @@ func (s Shard) Validate() error {
 }
 
 // Rows returns the block [lo, hi) of first indices q of the shard among m
-// examples: [Index m / Count, (Index+1) m / Count).
+// examples, which is [Index m / Count, (Index+1) m / Count).
 func (s Shard) Rows(m int) (lo, hi int) {
 	return int(int64(s.Index) * int64(m) / int64(s.Count)), int(int64(s.Index+1) * int64(m) / int64(s.Count))
 }
@@ -110,7 +111,7 @@ type PartOptions struct {
 	Skipped     []string                  `json:"skipped,omitempty"` // per BDP order: why not evaluated ("" evaluated)
 }
 
-// PartAcc is a BDP log-space accumulator (logAcc) in a part file.
+// PartAcc is a BDP log-space accumulator in a part file.
 type PartAcc struct {
 	N   int     `json:"n"`
 	Max float64 `json:"max"`
@@ -130,8 +131,9 @@ type PartBDP struct {
 	Individual []PartAcc `json:"individual"`
 }
 
-// Part is the result of one shard of a sharded audit (AuditShard), the
-// input of Merge; its JSON is a part file (WritePart, ReadPart).
+// Part is the result of one shard of a sharded audit, from [AuditShard], and
+// the input of [Merge]. Its JSON is a part file; see [WritePart] and
+// [ReadPart].
 type Part struct {
 	Format string `json:"format"` // partFormat
 	Shard  Shard  `json:"shard"`

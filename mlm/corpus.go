@@ -19,8 +19,8 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
-// Document is a run of consecutive lines (sentences) kept together: the unit
-// of the held-out split.
+// Document is a run of consecutive lines, or sentences, kept together: the
+// unit of the held-out split.
 type Document []string
 
 // CorpusInfo describes where a corpus came from.

@@ -72,8 +72,8 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 	return nil
 }
 
-// ErrNoMLMHead is wrapped by LoadHF's error when the checkpoint has no MLM
-// head (a BertModel).
+// ErrNoMLMHead is wrapped by [LoadHF]'s error when the checkpoint has no MLM
+// head, as a BertModel has none.
 var ErrNoMLMHead = errors.New("no MLM head")
 
 // LoadHF loads an encoder and its MLM head from a Hugging Face directory

@@ -9,7 +9,7 @@ import (
 	"github.com/nvdp-project/nvdp/nn"
 )
 
-// Head names, as in transformers' BertForMaskedLM (BertOnlyMLMHead).
+// Head names, as in transformers' BertForMaskedLM and its BertOnlyMLMHead.
 const (
 	HeadDenseName = "cls.predictions.transform.dense"
 	HeadLNName    = "cls.predictions.transform.LayerNorm"
@@ -33,9 +33,10 @@ type Head struct {
 	Decoder *nn.Param
 }
 
-// NewHead builds the head on enc's word embeddings with HF initialisation
-// (BertPreTrainedModel._init_weights: dense ~ N(0, initializer_range^2),
-// biases 0, LayerNorm 1/0; cls.predictions.bias 0).
+// NewHead builds the head on enc's word embeddings with the Hugging Face
+// initialisation of BertPreTrainedModel._init_weights: dense weights drawn
+// from N(0, initializer_range^2), biases 0, LayerNorm weights 1 and biases 0,
+// and cls.predictions.bias 0.
 func NewHead(enc *encoder.Encoder, rng *rand.Rand) *Head {
 	h := newHead(enc)
 	h.Dense.InitHF(rng, enc.Config.InitializerRange)
@@ -56,8 +57,8 @@ func newHead(enc *encoder.Encoder) *Head {
 	return h
 }
 
-// Params returns the head's own parameters (dense, LayerNorm, bias; not the
-// tied decoder).
+// Params returns the head's own parameters: the dense layer, the LayerNorm
+// and the bias, without the tied decoder.
 func (h *Head) Params() []*nn.Param {
 	return append(append(h.Dense.Params(), h.LN.Params()...), h.Bias)
 }
@@ -217,38 +218,39 @@ func CrossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, cor
 }
 
 // Batch is a masked batch: the corrupted encoder input, the flat positions
-// (b*S + s) of the predicted tokens and their original ids.
+// b*S + s of the predicted tokens, and their original ids.
 type Batch struct {
 	In        encoder.Input
 	Positions []int
 	Labels    []int
 }
 
-// Model is an encoder with the MLM head (BertForMaskedLM without dropout in
-// the head, which has none).
+// Model is an encoder with the MLM head: BertForMaskedLM without dropout in
+// the head, which has none.
 type Model struct {
 	Enc  *encoder.Encoder
 	Head *Head
 	buf  []float32 // logits scratch
 }
 
-// NewModel wraps enc with a freshly initialised head (rng draws the dense weights).
+// NewModel wraps enc with a freshly initialised head, whose dense weights
+// rng draws.
 func NewModel(enc *encoder.Encoder, rng *rand.Rand) *Model {
 	return &Model{Enc: enc, Head: NewHead(enc, rng)}
 }
 
-// Params returns the encoder's parameters then the head's (the tied decoder
-// appears once, as embeddings.word_embeddings.weight).
+// Params returns the encoder's parameters, then the head's. The tied decoder
+// appears once, as embeddings.word_embeddings.weight.
 func (m *Model) Params() []*nn.Param { return append(m.Enc.Params(), m.Head.Params()...) }
 
-// Stats are the MLM loss (mean over predicted tokens, nats) and the number of
-// predicted tokens and of correct argmax predictions.
+// Stats are the MLM loss, the mean over predicted tokens in nats, and the
+// numbers of predicted tokens and of correct argmax predictions.
 type Stats struct {
 	Loss            float64
 	Masked, Correct int
 }
 
-// Accuracy is Correct / Masked (0 when nothing was masked).
+// Accuracy returns Correct / Masked, or 0 when nothing was masked.
 func (s Stats) Accuracy() float64 {
 	if s.Masked == 0 {
 		return 0

@@ -38,7 +38,8 @@ type Masker struct {
 	WholeWord bool
 }
 
-// DefaultMaskProb is BERT's fraction of the tokens predicted (§3.1: 15%).
+// DefaultMaskProb is BERT's fraction of the tokens predicted, 15%, from its
+// §3.1.
 const DefaultMaskProb = 0.15
 
 // NewMasker returns a masker with the BERT defaults, [DefaultMaskProb] and

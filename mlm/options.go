@@ -152,8 +152,8 @@ func DefaultHoldout(documents int) int {
 	return max(1, documents/100, min(100, documents/10))
 }
 
-// DefaultEvalEvery is the held-out evaluation interval of a run of the given
-// number of steps: steps/20 (20 evaluations), at least 1.
+// DefaultEvalEvery returns the held-out evaluation interval of a run of the
+// given number of steps: steps/20, for 20 evaluations, and at least 1.
 func DefaultEvalEvery(steps int) int { return max(1, steps/20) }
 
 // Resolve replaces each Auto option by its default, given what it depends
@@ -270,8 +270,8 @@ func (o *Options) CheckFiles() error {
 // optionsFields is Options without its JSON methods.
 type optionsFields Options
 
-// MarshalJSON writes o with the Auto options (Holdout, Dropout, EvalEvery)
-// as null. The options a run saves are resolved and have none.
+// MarshalJSON writes o with the Auto options, Holdout, Dropout and
+// EvalEvery, as null. The options a run saves are resolved and have none.
 func (o Options) MarshalJSON() ([]byte, error) {
 	j := struct {
 		optionsFields

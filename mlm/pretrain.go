@@ -23,8 +23,8 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
-// Files a pretraining run writes into its output directory (besides the
-// Hugging Face files config.json, model.safetensors and the tokenizer files).
+// Files a pretraining run writes into its output directory, besides the
+// Hugging Face files config.json, model.safetensors and the tokenizer files.
 const (
 	StateFile   = "pretrain_state.safetensors" // checkpoint: parameters, AdamW moments, data position, RNG states
 	OptionsFile = "pretrain_options.json"      // the run's options (used by a resume)
@@ -46,7 +46,8 @@ type Metric struct {
 	StepsPerS    float64 `json:"steps_per_s,omitempty"`
 }
 
-// Result is the summary of a run (pretrain_summary.json and the CLI's JSON).
+// Result is the summary of a run, written to pretrain_summary.json and as
+// the CLI's JSON.
 type Result struct {
 	Out             string     `json:"out"`
 	Backend         string     `json:"backend"`
@@ -66,8 +67,8 @@ type Result struct {
 	MaskedTokensPct float64    `json:"masked_tokens_pct"`
 }
 
-// Errors of Run for an output directory that holds a run (without
-// Options.Resume) or holds none to resume.
+// Errors of [Run] for an output directory that holds a run when
+// Options.Resume is not set, or holds none to resume.
 var (
 	ErrRunExists    = loop.ErrRunExists
 	ErrNoCheckpoint = loop.ErrNoCheckpoint

@@ -5,8 +5,8 @@ import (
 	"sort"
 )
 
-// Metric names of the speech task: the selection metric (macro-F1, the
-// paper's Table 2) and accuracy.
+// Metric names of the speech task: the selection metric, macro-F1 as in the
+// paper's Table 2, and accuracy.
 const (
 	MetricF1       = "macro_f1"
 	MetricAccuracy = "accuracy"

@@ -33,8 +33,9 @@ type Model struct {
 	Calibration *model.Calibration
 }
 
-// NumLabels is the head's width: every CommonLanguage language (lid.Languages),
-// whichever the corpus has, so that a model's labels are the dataset's.
+// NumLabels is the head's width: every CommonLanguage language, see
+// [lid.Languages], whichever the corpus has, so that a model's labels are
+// the dataset's.
 var NumLabels = len(lid.Languages())
 
 // Params returns the encoder's parameters then the NVIB model's.
@@ -174,12 +175,12 @@ func saveModelFiles(dir string, o *Options, m *Model) error {
 	return SaveOptions(dir, o)
 }
 
-// WeightsFile is the best model's parameters inside a model directory (the
-// text task's name).
+// WeightsFile is the file of the best model's parameters inside a model
+// directory, named as for the text task.
 const WeightsFile = encoder.WeightsFile
 
-// LoadModel loads a model directory written by Run: speech_options.json,
-// config.json (the encoder), nvdp_config.json and model.safetensors.
+// LoadModel loads a model directory written by [Run]: speech_options.json,
+// config.json for the encoder, nvdp_config.json and model.safetensors.
 func LoadModel(dir string) (*Model, *Options, error) {
 	o, err := LoadOptions(dir)
 	if err != nil {

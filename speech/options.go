@@ -34,12 +34,12 @@ import (
 	"github.com/nvdp-project/nvdp/wav2vec2"
 )
 
-// TaskName is the task's name (`nvdp run --task lid`), written into
+// TaskName is the task's name, as in `nvdp run --task lid`, written into
 // train_options.json, posterior files and report.json.
 const TaskName = "lid"
 
-// OptionsFile is the speech options' file inside a model directory (beside
-// train_options.json, which holds Options.Train).
+// OptionsFile is the speech options' file inside a model directory, beside
+// train_options.json, which holds Options.Train.
 const OptionsFile = "speech_options.json"
 
 // The paper's §4.3 settings, for Wav2Vec2-large on CommonLanguage: the
@@ -57,12 +57,12 @@ const (
 )
 
 // DefaultMaxSeconds is the default length every utterance is cropped or
-// zero-padded to: 2 s, 99 frames of the Wav2Vec2 feature encoder (N = 100
-// components with the prior).
+// zero-padded to: 2 s, which is 99 frames of the Wav2Vec2 feature encoder and
+// N = 100 components with the prior.
 const DefaultMaxSeconds = 2.0
 
-// DefaultEncoder is the encoder of a run that names none: the small
-// Wav2Vec2 preset from scratch (the only one that trains on a CPU).
+// DefaultEncoder is the encoder of a run that names none: the small Wav2Vec2
+// preset from scratch, the only one that trains on a CPU.
 const DefaultEncoder = "scratch:small"
 
 // Options are the settings of a speech run: the corpus, the encoder, the
@@ -90,9 +90,10 @@ type Options struct {
 	Train      model.Options `json:"train"`
 }
 
-// DefaultOptions returns model.DefaultOptions with the speech task's
-// defaults: task lid, encoder DefaultEncoder, MaxSeconds DefaultMaxSeconds,
-// warm-up PaperWarmupRatio, lambda Auto (Resolve: the paper's by variant).
+// DefaultOptions returns [model.DefaultOptions] with the speech task's
+// defaults: task lid, encoder [DefaultEncoder], MaxSeconds
+// [DefaultMaxSeconds], warm-up [PaperWarmupRatio], and lambda Auto, which
+// [Options.Resolve] sets to the paper's by variant.
 func DefaultOptions() Options {
 	t := model.DefaultOptions()
 	t.Task, t.Encoder, t.WarmupRatio, t.Lambda = TaskName, DefaultEncoder, PaperWarmupRatio, option.Auto()
@@ -134,8 +135,8 @@ func (o *Options) Resolve() {
 	t.Resolve()
 }
 
-// PaperLambda is the paper's lambda (§4.3) for variant: PaperLambdaClip
-// for nvdp-clipped, PaperLambdaNVDP otherwise.
+// PaperLambda returns the paper's lambda, from §4.3, for variant:
+// [PaperLambdaClip] for nvdp-clipped and [PaperLambdaNVDP] otherwise.
 func PaperLambda(variant string) float64 {
 	if variant == nvib.ModelNVDPClipped {
 		return PaperLambdaClip
@@ -147,8 +148,8 @@ func PaperLambda(variant string) float64 {
 const hfPrefix = "hf:"
 
 // EncoderConfig returns the Wav2Vec2 configuration of Train.Encoder: a
-// preset (scratch:PRESET) or DIR/config.json (hf:DIR). Errors name the
-// option.
+// preset for scratch:PRESET, or DIR/config.json for hf:DIR. Its errors name
+// the option.
 func (o *Options) EncoderConfig() (wav2vec2.Config, error) {
 	spec := o.Train.Encoder
 	if name, ok := strings.CutPrefix(spec, model.ScratchPrefix); ok {
@@ -208,8 +209,8 @@ func (o *Options) validate(cfg wav2vec2.Config) error {
 	return t.ValidateTraining()
 }
 
-// Check resolves o and checks it before any work: Validate, then
-// CheckFiles (errors *option.Error, unwrapped).
+// Check resolves o and checks it before any work with [Options.Validate],
+// then [Options.CheckFiles]. Its errors are [*option.Error], not wrapped.
 func (o *Options) Check() error {
 	o.Resolve()
 	if err := o.Validate(); err != nil {
@@ -218,8 +219,8 @@ func (o *Options) Check() error {
 	return o.CheckFiles()
 }
 
-// CheckFiles checks that DataDir is a directory (the splits are read and
-// checked by Load before any work).
+// CheckFiles checks that DataDir is a directory. The splits are read and
+// checked by [LoadSplit] before any work.
 func (o *Options) CheckFiles() error {
 	if st, err := os.Stat(o.DataDir); err != nil || !st.IsDir() {
 		return option.Errorf("data_dir", o.DataDir, "not a directory (the corpus in CommonLanguage's layout)")
@@ -244,8 +245,8 @@ func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, 
 }
 
 // SaveOptions validates o and writes dir/speech_options.json: DataDir,
-// MaxSeconds and Train (in train_options.json's form, options_version
-// model.OptionsVersion). A speech model directory has this file instead of
+// MaxSeconds, and Train in train_options.json's form, with options_version
+// [model.OptionsVersion]. A speech model directory has this file instead of
 // train_options.json.
 func SaveOptions(dir string, o *Options) error {
 	path := filepath.Join(dir, OptionsFile)

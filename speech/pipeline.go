@@ -109,8 +109,8 @@ func Evaluate(ctx context.Context, dir string, m *Model, o *Options, eo EvalOpti
 	return r, nil
 }
 
-// Chance is the macro-F1 of always predicting the most frequent label
-// (the smallest index among ties).
+// Chance returns the macro-F1 of always predicting the most frequent label,
+// the smallest index among ties.
 func Chance(labels []int) float64 {
 	count := map[int]int{}
 	top := labels[0]
@@ -140,8 +140,8 @@ func writePredictions(path string, d *Dataset, preds []int) error {
 	return atomicfile.WriteBytes(path, []byte(b.String()))
 }
 
-// UtilitySplit is the split the speech task's utility is reported on:
-// test (the paper's Table 2; CommonLanguage's test split is labelled).
+// UtilitySplit is the split the speech task's utility is reported on: test,
+// as in the paper's Table 2, since CommonLanguage's test split is labelled.
 const UtilitySplit = "test"
 
 // Pipeline returns the speech task's part of [train.RunPipeline], run by

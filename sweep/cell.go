@@ -17,12 +17,14 @@ const (
 	CMuSelectionFile = "c_mu_selection.json"
 	// CMuGridDir holds the C_mu grid cells: Out/<task>/cmu-grid/c_mu=<c>/lambda=<l>/seed=<s>.
 	CMuGridDir = "cmu-grid"
-	// LogDir holds the logs of the cells run by Subprocess (Out/logs/<cell>.log).
+	// LogDir holds the logs of the cells run by [Subprocess], as
+	// Out/logs/<cell>.log.
 	LogDir = "logs"
 )
 
-// AuditFile is the name of an extra audit of a cell's posteriors in another
-// mode (Options.ExtraAuditModes): the full audit.Report as JSON.
+// AuditFile returns the name of an extra audit of a cell's posteriors in
+// another mode, as Options.ExtraAuditModes asks: the file holds the full
+// audit.Report as JSON.
 func AuditFile(mode privacy.Mode) string { return "audit_" + string(mode) + ".json" }
 
 // Cell statuses in the manifest.

@@ -18,8 +18,8 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// CMuCandidate is one C_mu of the grid with its dev utility and privacy
-// (means over the grid seeds).
+// CMuCandidate is one C_mu of the grid with its dev utility and privacy, as
+// means over the grid seeds.
 type CMuCandidate struct {
 	CMu float64 `json:"c_mu"`
 	// Utility is the task's selection metric on dev (MRPC F1, STS-B Spearman, else accuracy).

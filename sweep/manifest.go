@@ -10,8 +10,8 @@ import (
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 )
 
-// ManifestFile is Out/sweep.json: every cell with its status, rewritten
-// atomically at every change (Manifest).
+// ManifestFile is Out/sweep.json, the [Manifest]: every cell with its
+// status, rewritten atomically at every change.
 const ManifestFile = "sweep.json"
 
 // Manifest is Out/sweep.json. Run writes it. A sweep resumes from the cell
@@ -41,9 +41,9 @@ type manifest struct {
 	path string
 }
 
-// CountsText writes the manifest's counts of cells by status ("3 done, 1
-// failed"): done, running, pending, interrupted, failed, skipped, those
-// with no cell left out.
+// CountsText writes the manifest's counts of cells by status, such as "3
+// done, 1 failed", in the order done, running, pending, interrupted, failed
+// and skipped, leaving out those with no cell.
 func (m *Manifest) CountsText() string {
 	var s []string
 	for _, k := range []string{CellDone, CellRunning, CellPending, CellInterrupted, CellFailed, CellSkipped} {

@@ -13,7 +13,8 @@ import (
 )
 
 // DefaultCMuTolerance is the default absolute tolerance of the C_mu
-// selection on the dev selection metric (metric units: 0.01 = 1 point).
+// selection on the dev selection metric, in metric units, where 0.01 is 1
+// point.
 const DefaultCMuTolerance = 0.01
 
 // Options configure Run.

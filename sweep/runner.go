@@ -31,9 +31,9 @@ type CellSpec struct {
 	Data *task.Data `json:"speech,omitempty"`
 }
 
-// RunCell runs a cell's pipeline: its task's (task.RunPipeline: for
-// the speech task the utility on test, as `nvdp run --task lid`) with
-// spec.Data; report receives the progress (nil: none).
+// RunCell runs a cell's pipeline, its task's [task.RunPipeline], with
+// spec.Data; for the speech task that is the utility on test, as `nvdp run
+// --task lid` does. report, when not nil, receives the progress.
 func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.Report, error) {
 	t, err := task.Lookup(spec.Train.Task)
 	if err != nil {

@@ -41,7 +41,7 @@ import (
 
 // Names of a sweep in stages, under Options.Out.
 const (
-	// StagesFile is Out/stages.json (StagePlan).
+	// StagesFile is Out/stages.json, the [StagePlan].
 	StagesFile = "stages.json"
 	// StagesDir holds the cells' records: Out/stages/<stage>/<index>.json.
 	StagesDir = "stages"
@@ -95,8 +95,8 @@ func (s StageOptions) options() Options {
 		CMuSeeds: s.CMuSeeds, TargetEpsilons: s.TargetEpsilons, Data: s.Data}
 }
 
-// Stage returns the cells of stage (StageGrid, StageMain). Error: another
-// name.
+// Stage returns the cells of stage, [StageGrid] or [StageMain]; another name
+// is an error.
 func (p *StagePlan) Stage(stage string) ([]*Cell, error) {
 	switch stage {
 	case StageGrid:

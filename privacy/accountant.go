@@ -131,8 +131,8 @@ func certifiedEpsilon(set ClipSet, curve []OrderRD, releases int, delta float64)
 	return eps, order, AccountantRDP, 0, err
 }
 
-// AboveMaxError is a model whose certified epsilon per release is above the
-// largest an operator accepts (CheckMaxEpsilon).
+// AboveMaxError is the error of a model whose certified epsilon per release
+// is above the largest an operator accepts; see [CheckMaxEpsilon].
 type AboveMaxError struct {
 	Epsilon, Delta, Max float64
 	How                 string // Guarantee.How

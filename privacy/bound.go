@@ -60,7 +60,7 @@ type BoundOptions struct {
 }
 
 // BoundTerms is the paper's Eq. rdp for one ordered pair (q, q'), split into
-// its three lines (nats).
+// its three lines, in nats.
 type BoundTerms struct {
 	// DirichletTotal = -( lnG(lambda a0 - (lambda-1) a0') / (lambda-1) + lnG(a0') - lambda/(lambda-1) lnG(a0) )
 	DirichletTotal float64
@@ -88,9 +88,9 @@ func PairBound(order float64, q, qp PosteriorView) (BoundTerms, error) {
 	return PairBoundWith(order, q, qp, BoundOptions{})
 }
 
-// PairBoundWith is PairBound with options (mask, Gaussian direction). It is
-// the straightforward per-dimension evaluation the audit's fast engine falls
-// back on.
+// PairBoundWith is [PairBound] with options: the mask and the Gaussian
+// direction. It is the straightforward per-dimension evaluation that the
+// audit's fast engine falls back on.
 func PairBoundWith(order float64, q, qp PosteriorView, opt BoundOptions) (BoundTerms, error) {
 	if err := CheckOrder(order); err != nil {
 		return BoundTerms{}, err
@@ -179,9 +179,9 @@ func dirichletUndefined(name string, a, b, g float64) string {
 	return fmt.Sprintf("lambda %s - (lambda-1) %s' = %.7g is not > 0 (%s = %.7g, %s' = %.7g)", name, name, g, name, a, name, b)
 }
 
-// DefaultOrder is the default Renyi order lambda of the bound: the order of
-// the paper's RD tables, of the clipping's sigma floor (nvib) and of the
-// audit (1.1).
+// DefaultOrder is the default Renyi order lambda of the bound, 1.1: the
+// order of the paper's RD tables, of the clipping's sigma floor in package
+// nvib, and of the audit.
 const DefaultOrder = 1.1
 
 // CheckOrder checks a Renyi order lambda of the paper's Eq. rdp. The bound,

@@ -43,14 +43,15 @@ const (
 	KindRD      TargetKind = "rd"      // certified RD (nats) at a Renyi order
 )
 
-// EpsilonTarget is the target of a certified epsilon eps at delta for
-// releases releases of one text (Validate checks the values).
+// EpsilonTarget returns the target of a certified epsilon eps at delta for
+// releases releases of one text. [Target.Validate] checks the values.
 func EpsilonTarget(eps, delta float64, releases int) Target {
 	return Target{Kind: KindEpsilon, Epsilon: eps, Delta: delta, Releases: releases}
 }
 
-// RDTarget is the target of a certified RD of rd nats at the Renyi order
-// for releases releases of one text (Validate checks the values).
+// RDTarget returns the target of a certified RD of rd nats at the Renyi
+// order for releases releases of one text. [Target.Validate] checks the
+// values.
 func RDTarget(rd, order float64, releases int) Target {
 	return Target{Kind: KindRD, RD: rd, Order: order, Releases: releases}
 }
@@ -140,8 +141,8 @@ type Split struct {
 	FixAlphaMin    bool    `json:"fix_c_alpha_min,omitempty"`
 }
 
-// Calibration is the result of Calibrate: the clip set (constants chosen),
-// the certified guarantee on the order grid, and the target.
+// Calibration is the result of [Calibrate]: the clip set with the constants
+// chosen, the certified guarantee on the order grid, and the target.
 type Calibration struct {
 	Set       ClipSet    `json:"-"`
 	Target    Target     `json:"target"`

@@ -12,18 +12,20 @@ import (
 // Labels of the kinds of privacy number the tools print and write: every
 // number is one of these, and says so.
 const (
-	// LabelCertified marks a guarantee computed from the clip constants
-	// alone (Certify, CertifyCurve): valid for every pair of inputs.
+	// LabelCertified marks a guarantee computed from the clip constants alone,
+	// by [Certify] or [CertifyCurve]: it is valid for every pair of inputs.
 	LabelCertified = "certified"
-	// LabelEmpirical marks numbers audited on a finite set of texts (audit.Audit):
-	// the maximum over the pairs audited, not a bound for other texts.
+	// LabelEmpirical marks numbers audited on a finite set of texts, as by
+	// audit.Audit: the maximum over the pairs audited, not a bound for other
+	// texts.
 	LabelEmpirical = "empirical"
-	// LabelEstimate marks a statistical estimate (the audit's Student-t BDP
-	// accountant), not a bound.
+	// LabelEstimate marks a statistical estimate, such as the audit's Student-t
+	// BDP accountant, not a bound.
 	LabelEstimate = "estimate"
 )
 
-// CertifiedBDPNote says how the certified BDP is obtained (CertifiedBDP).
+// CertifiedBDPNote says how the certified BDP is obtained; see
+// [CertifiedBDP].
 const CertifiedBDPNote = "eps_mu <= cert(1+l) + ln(1/delta_mu)/l minimised over l"
 
 // CertifiedScope says what a certificate of `releases` releases covers, for

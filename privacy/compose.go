@@ -50,7 +50,8 @@ type Count struct {
 	Releases uint64
 }
 
-// Spent is the guarantee of the releases composed (Composition.Epsilon).
+// Spent is the guarantee of the releases composed, as
+// [Composition.Epsilon] returns it.
 type Spent struct {
 	Epsilon float64 // at Composition.Delta; +Inf when unbounded
 	// Order is the order of the RDP conversion (NaN for the exact
@@ -64,9 +65,9 @@ type Spent struct {
 // it reports as +Inf.
 const MaxReleases = 1 << 52
 
-// Check checks the composition: Delta in (0, 1) (CheckDelta), at least one
-// order, each > 1. Errors: *option.Error for delta, an error naming the
-// order.
+// Check checks the composition: Delta in (0, 1), checked by [CheckDelta],
+// and at least one order, each > 1. Its errors are an [*option.Error] for
+// delta, and an error naming the order.
 func (c Composition) Check() error {
 	if err := CheckDelta(c.Delta); err != nil {
 		return err

@@ -26,8 +26,8 @@ var DefaultOrders = func() []float64 {
 	return append(o, 96, 128, 256, 512, 1024)
 }()
 
-// DefaultDelta is the delta of the certified (epsilon, delta) guarantee and of
-// the BDP accountant's delta_mu (the paper's 1e-5).
+// DefaultDelta is the delta of the certified (epsilon, delta) guarantee and
+// of the BDP accountant's delta_mu: the paper's 1e-5.
 const DefaultDelta = 1e-5
 
 // EpsilonAt converts the RDP guarantee of a mechanism, rd nats at order
@@ -70,9 +70,10 @@ type OrderRD struct {
 	RD    jsonfloat.Float `json:"rd"`
 }
 
-// BestEpsilon minimises EpsilonAt over the points of curve: the (epsilon,
-// delta) guarantee and the order that gives it (+Inf, NaN when every point
-// is infinite). Errors: as EpsilonAt.
+// BestEpsilon minimises [EpsilonAt] over the points of curve, and returns the
+// (epsilon, delta) guarantee and the order that gives it. When every point
+// is infinite it returns +Inf and a NaN order. Its errors are those of
+// EpsilonAt.
 func BestEpsilon(curve []OrderRD, delta float64) (eps, order float64, err error) {
 	eps, order = math.Inf(1), math.NaN()
 	for _, p := range curve {
@@ -244,7 +245,7 @@ func (g *Guarantee) setFormat1Accountant() {
 	}
 }
 
-// How says how Epsilon was certified, for people: "exact (analytic
+// How says, for people, how Epsilon was certified: "exact (analytic
 // Gaussian, mu M)" or "RDP at order O".
 func (g *Guarantee) How() string {
 	if g.Accountant == AccountantGaussian {

@@ -18,7 +18,7 @@ const (
 	ModeReference Mode = "reference"
 )
 
-// Valid reports whether m names a mode ("" counts as principled).
+// Valid reports whether m names a mode; "" counts as principled.
 func (m Mode) Valid() bool { return m == "" || m == ModePrincipled || m == ModeReference }
 
 // IsReference reports whether m is the reference mode.

@@ -59,8 +59,8 @@ type Posteriors struct {
 	Metadata map[string]string
 }
 
-// NewPosteriors allocates zeroed posteriors with a standard normal prior
-// (prior_mu = 0, prior_var = 1) and no mask.
+// NewPosteriors allocates zeroed posteriors with a standard normal prior,
+// prior_mu = 0 and prior_var = 1, and no mask.
 func NewPosteriors(m, n, p int) *Posteriors {
 	po := &Posteriors{M: m, N: n, P: p,
 		Mu: make([]float32, m*n*p), Logvar: make([]float32, m*n*p), Alpha: make([]float32, m*n),
@@ -71,7 +71,7 @@ func NewPosteriors(m, n, p int) *Posteriors {
 	return po
 }
 
-// View returns example m as a PosteriorView (slices alias p).
+// View returns example m as a [PosteriorView] whose slices alias p.
 func (p *Posteriors) View(m int) PosteriorView {
 	np := p.N * p.P
 	v := PosteriorView{N: p.N, P: p.P, Mu: p.Mu[m*np : (m+1)*np], Logvar: p.Logvar[m*np : (m+1)*np], Alpha: p.Alpha[m*p.N : (m+1)*p.N]}
@@ -81,8 +81,8 @@ func (p *Posteriors) View(m int) PosteriorView {
 	return v
 }
 
-// MaxAbsLogvar bounds |logvar|: beyond it sigma^2 = exp(logvar) (about
-// 1e304 or 1e-304) over- or underflows the bound's float64 arithmetic.
+// MaxAbsLogvar bounds |logvar|: beyond it sigma^2 = exp(logvar), about 1e304
+// or 1e-304, overflows or underflows the bound's float64 arithmetic.
 const MaxAbsLogvar = 700
 
 // Validate checks the shapes; that mu, logvar and alpha hold no NaN or Inf;
@@ -213,9 +213,9 @@ func formatPrior(v []float64) string {
 	return string(b)
 }
 
-// ReadPosteriors reads and validates a posterior file (see Posteriors for the
-// contract; ParsePosteriors). Errors name the file and the tensor; nothing
-// is guessed.
+// ReadPosteriors reads and validates a posterior file, as [ParsePosteriors]
+// does; [Posteriors] describes the contract. Its errors name the file and
+// the tensor; nothing is guessed.
 func ReadPosteriors(path string) (*Posteriors, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -378,9 +378,9 @@ func checkBytes(t *safetensors.Tensor) error {
 	return nil
 }
 
-// FileMetadata returns the metadata a posterior file of p holds (what
-// ReadPosteriors returns): p.Metadata with prior_mu and prior_var written
-// from the fields.
+// FileMetadata returns the metadata that a posterior file of p holds, as
+// [ReadPosteriors] returns it: p.Metadata, with prior_mu and prior_var
+// written from the fields.
 func (p *Posteriors) FileMetadata() map[string]string {
 	md := make(map[string]string, len(p.Metadata)+2)
 	for k, v := range p.Metadata {

@@ -9,7 +9,7 @@ import (
 )
 
 // MeanRounding says how the exact release rounds a clipped mean to the
-// lattice (noise.Lattice.MeanIndex).
+// lattice; see [noise.Lattice.MeanIndex].
 const MeanRounding = "each coordinate toward the ball's centre (the rounded mean stays in the clip ball)"
 
 // ReleaseMechanism says how the releases of a clip set are drawn, and so
@@ -52,7 +52,8 @@ type ReleaseMechanism struct {
 const DirichletFixed = "pseudo-counts fixed (C_amin = C_amax, the prior's a constant): pi has the same distribution for every input and is drawn ahead of the request (a gaussian model releases the constant 1/N)"
 
 // FloatSampler names the floating-point sampler of a release that is not
-// exact (nvib.Draw: float64 mu + sigma * math/rand/v2's ziggurat NormFloat64).
+// exact: nvib.Draw, which draws float64 mu + sigma * math/rand/v2's ziggurat
+// NormFloat64.
 const FloatSampler = "float64-ziggurat (floating point: not covered by the certificate)"
 
 // ErrNotFixedNoise is wrapped by ReleaseLattice's error when the clip set's
@@ -119,8 +120,9 @@ func (s ClipSet) notFixedReason() string {
 	return fmt.Sprintf("the log-variance ranges over [%v, %v], so the noise scale depends on the input and the floating-point noise reveals it", fl, cp)
 }
 
-// ReleaseMechanism describes the release of the clip set (ReleaseLattice):
-// exact with its lattice and noise, or not exact with the reason.
+// ReleaseMechanism describes the release of the clip set, see
+// [ClipSet.ReleaseLattice]: exact, with its lattice and noise, or not exact,
+// with the reason.
 func (s ClipSet) ReleaseMechanism() ReleaseMechanism {
 	lat, lv, _, err := s.ReleaseLattice()
 	if err != nil {

@@ -96,7 +96,7 @@ func NaiveRD(lam float64, p *privacy.Posteriors, q, qp int, useMask bool, swap .
 	return total
 }
 
-// RelClose reports an error on t (named name) unless got is within tol of
+// RelClose reports an error on t, named name, unless got is within tol of
 // want, relatively.
 func RelClose(t *testing.T, name string, got, want, tol float64) {
 	t.Helper()
@@ -105,17 +105,17 @@ func RelClose(t *testing.T, name string, got, want, tol float64) {
 	}
 }
 
-// FileCase is a posterior file in memory and the error it must give
-// ("" for a good file).
+// FileCase is a posterior file in memory and the error it must give, or ""
+// for a good file.
 type FileCase struct {
 	Name string
 	Data []byte
 	Want string
 }
 
-// FileCases are the bad posterior files of privacy's TestPosteriorFileErrors
-// (and the seeds of FuzzParsePosteriors and audit's FuzzAuditPosteriors),
-// then good ones.
+// FileCases returns the bad posterior files of privacy's
+// TestPosteriorFileErrors, which are also the seeds of FuzzParsePosteriors
+// and of audit's FuzzAuditPosteriors, then good ones.
 func FileCases(tb testing.TB) []FileCase {
 	good := privacy.NewPosteriors(2, 3, 4)
 	for i := range good.Alpha {

@@ -56,8 +56,8 @@ const (
 const (
 	// DirectionQ calls a release one of q when its score L >= the threshold.
 	DirectionQ = "q"
-	// DirectionQPrime calls a release one of q' when -L >= the threshold
-	// (the same test with the roles of q and q' exchanged).
+	// DirectionQPrime calls a release one of q' when -L >= the threshold: the
+	// same test with the roles of q and q' exchanged.
 	DirectionQPrime = "q_prime"
 )
 

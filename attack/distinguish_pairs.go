@@ -20,8 +20,8 @@ const (
 	// PairWitness attains the certified bound, as [privacy.Certify]'s witness:
 	// the attack on it comes closest to the certified epsilon.
 	PairWitness = "witness"
-	// PairArgmax is the pair of a posterior file with the largest empirical
-	// RD (the audit's argmax, audit.Report.Argmax).
+	// PairArgmax is the pair of a posterior file with the largest empirical RD:
+	// the audit's argmax, [audit.Report].Argmax.
 	PairArgmax = "argmax"
 	// PairRandom is a uniformly drawn pair of a posterior file.
 	PairRandom = "random"
@@ -139,9 +139,9 @@ func ArgmaxPair(ctx context.Context, p *privacy.Posteriors, order float64, repor
 	return r.Argmax[0], r.Argmax[1], float64(r.RDMax), nil
 }
 
-// RandomPairs draws count distinct ordered pairs (i, j), i != j, of m
-// posteriors, uniformly, from PCG(seed, 0x7061697273). Errors: m < 2,
-// count < 1 or above m(m-1).
+// RandomPairs draws count distinct ordered pairs (i, j) of m posteriors, with
+// i != j, uniformly from PCG(seed, 0x7061697273). It returns an error when
+// m < 2, or count is < 1 or above m(m-1).
 func RandomPairs(m, count int, seed uint64) ([][2]int, error) {
 	if m < 2 {
 		return nil, fmt.Errorf("random pairs of %d posteriors: want at least 2", m)
@@ -165,8 +165,8 @@ func RandomPairs(m, count int, seed uint64) ([][2]int, error) {
 	return out, nil
 }
 
-// ReadArgmax reads the audit's argmax pair and its order from an audit
-// JSON file (ParseArgmax). Errors name the file.
+// ReadArgmax reads the audit's argmax pair and its order from an audit JSON
+// file, as [ParseArgmax] parses it. Its errors name the file.
 func ReadArgmax(path string) (i, j int, order float64, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

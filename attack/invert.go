@@ -18,17 +18,18 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
-// The inversion's decoders (docs/attacks.md): DecoderNearest, ModelLinear
-// and ModelMLP, or DecoderAll of them; DecoderMajority is the chance
-// reference, always reported.
+// The inversion's decoders, described in docs/attacks.md: DecoderNearest,
+// ModelLinear and ModelMLP, or DecoderAll for all of them. DecoderMajority is
+// the chance reference, always reported.
 const (
 	DecoderNearest  = "nn"       // the token of the nearest public row
 	DecoderAll      = "all"      // nn, linear and mlp
 	DecoderMajority = "majority" // the most frequent public token, everywhere
 )
 
-// The features an attack reads: the release, the model's encoder output
-// (the non-private upper reference), or none (the chance reference).
+// The features an attack reads: the release; the model's encoder output,
+// which is the non-private upper reference; or none, which is the chance
+// reference.
 const (
 	FeaturesRelease = "release"
 	FeaturesEncoder = "encoder"
@@ -72,7 +73,8 @@ func (o InvertOptions) decoders() []string {
 	return []string{o.Decoder}
 }
 
-// InvertReport is the result of Invert (`nvdp attack invert --json`).
+// InvertReport is the result of [Invert], written by `nvdp attack invert
+// --json`.
 type InvertReport struct {
 	Setup
 	Options InvertOptions `json:"options"`

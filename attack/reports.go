@@ -17,9 +17,9 @@ const (
 	AttributeFile = "attack_attribute.json"
 )
 
-// AttackInvert and AttackAttribute name the learned attacks (as
-// AttackDistinguish the distinguishing test) where reports of several
-// attacks are read together (`nvdp report --attacks`).
+// AttackInvert and AttackAttribute name the learned attacks, as
+// AttackDistinguish names the distinguishing test, where reports of several
+// attacks are read together, as by `nvdp report --attacks`.
 const (
 	AttackInvert    = "invert"
 	AttackAttribute = "attribute"

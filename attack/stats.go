@@ -80,8 +80,8 @@ func AUC(pos, neg []float64) (float64, error) {
 	return a, nil
 }
 
-// TPRAtFPR is the largest TPR of roc among the thresholds whose FPR is at
-// most fpr (0 when none is).
+// TPRAtFPR returns the largest TPR of roc among the thresholds whose FPR is
+// at most fpr, or 0 when there is none.
 func TPRAtFPR(roc []ROCPoint, fpr float64) float64 {
 	best := 0.0
 	for _, p := range roc {

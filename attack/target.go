@@ -27,8 +27,9 @@ type Target struct {
 	bundle *model.Bundle
 }
 
-// LoadTarget reads a model directory for attack (release.Load's models: an
-// NVDP-Clipped or gaussian model with a finite certificate).
+// LoadTarget reads a model directory for attack. The models are those of
+// [release.Load]: an NVDP-Clipped or gaussian model with a finite
+// certificate.
 func LoadTarget(dir string) (*Target, error) {
 	b, err := model.Load(dir)
 	if err != nil {
@@ -37,8 +38,8 @@ func LoadTarget(dir string) (*Target, error) {
 	return NewTarget(b)
 }
 
-// NewTarget is LoadTarget of a model in memory (model.Build); the target
-// must be the only user of b from then on.
+// NewTarget is [LoadTarget] of a model in memory, as [model.Build] gives it.
+// The target must be the only user of b from then on.
 func NewTarget(b *model.Bundle) (*Target, error) {
 	r, err := release.New(b, release.Options{AllowUnproved: true}) // an attack measures any release, proved or not
 	if err != nil {
@@ -53,7 +54,8 @@ func (t *Target) Releaser() *release.Releaser { return t.rel }
 // Task is the GLUE task the model was trained on.
 func (t *Target) Task() *glue.Task { return t.bundle.Task }
 
-// GlueDir is the GLUE directory the model was trained with (its options').
+// GlueDir returns the GLUE directory the model was trained with, from its
+// options.
 func (t *Target) GlueDir() string { return t.bundle.Options.GlueDir }
 
 // Tokenizer is the model's tokenizer: the attacks' labels are its token ids.
@@ -88,9 +90,10 @@ type CorpusOptions struct {
 	SkipBadRows bool `json:"skip_bad_rows"` // skip malformed TSV rows (logged) instead of failing
 }
 
-// DefaultCorpusOptions are 5000 public texts (the decoders' training set;
-// the attacks' cost grows with it) and every dev text; the GLUE directory
-// is the caller's (Target.GlueDir for the model's).
+// DefaultCorpusOptions returns the default corpus: 5000 public texts, which
+// are the decoders' training set and make the attacks' cost grow, and every
+// dev text. The GLUE directory is the caller's; [Target.GlueDir] gives the
+// model's.
 func DefaultCorpusOptions() CorpusOptions { return CorpusOptions{PublicLimit: 5000} }
 
 // Validate checks o: a GLUE directory, limits >= 0. Errors are
@@ -182,8 +185,8 @@ func (c *Corpus) check() error {
 	return nil
 }
 
-// LearnedOptions are the options the learned attacks (Invert, Attribute)
-// share.
+// LearnedOptions are the options that the learned attacks, [Invert] and
+// [Attribute], share.
 type LearnedOptions struct {
 	// ReleasesPerText is the number k of releases of each public text the
 	// attacker trains on (>= 1); each victim text is released once.

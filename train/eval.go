@@ -35,7 +35,7 @@ func (m Metrics) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// UnmarshalJSON reads numbers, jsonfloat strings and null (NaN).
+// UnmarshalJSON reads numbers, jsonfloat strings, and null as NaN.
 func (m *Metrics) UnmarshalJSON(b []byte) error {
 	var raw map[string]*jsonfloat.Float
 	if err := json.Unmarshal(b, &raw); err != nil {

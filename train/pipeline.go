@@ -23,8 +23,8 @@ import (
 // ReportFile is the name of the `nvdp run` report inside the output directory.
 const ReportFile = "report.json"
 
-// PipelineOptions configure RunPipeline (`nvdp run`); DefaultPipelineOptions
-// gives the defaults.
+// PipelineOptions configure [RunPipeline], which runs `nvdp run`;
+// [DefaultPipelineOptions] gives the defaults.
 type PipelineOptions struct {
 	Train model.Options
 	// SkipTrain evaluates and audits the model already in Train.Out (e.g. QNLI, whose training
@@ -46,9 +46,9 @@ type PipelineOptions struct {
 	Baseline string
 }
 
-// DefaultPipelineOptions returns the defaults of RunPipeline: the training
-// defaults (model.DefaultOptions), the dev split audited whole, evaluation seed
-// DefaultEvalSeed, and audit.Audit's defaults.
+// DefaultPipelineOptions returns the defaults of [RunPipeline]: the training
+// defaults of [model.DefaultOptions], the dev split audited whole, the
+// evaluation seed [DefaultEvalSeed], and [audit.Audit]'s defaults.
 func DefaultPipelineOptions() PipelineOptions {
 	return PipelineOptions{Train: model.DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: audit.DefaultOptions()}
 }
@@ -98,7 +98,7 @@ type PrivacySummary struct {
 }
 
 // UnmarshalJSON reads a summary written by encoding/json, older ones
-// included (audit.Numbers).
+// included, as [audit.Numbers] describes.
 func (s *PrivacySummary) UnmarshalJSON(b []byte) error {
 	type plain PrivacySummary // without this method
 	var p plain
@@ -114,8 +114,8 @@ func (s *PrivacySummary) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ModelSource is the source of a certificate of the model in dir (its
-// configuration file): privacy.CertifiedReport.Source.
+// ModelSource returns the source of a certificate of the model in dir, its
+// configuration file, as in [privacy.CertifiedReport].Source.
 func ModelSource(dir string) string {
 	return fmt.Sprintf("clip constants of the model (%s)", filepath.Join(dir, nvib.ConfigFile))
 }
@@ -170,7 +170,8 @@ type PipelineTask interface {
 	Load(p *Plan) (PipelineModel, error)
 }
 
-// Plan is what RunPipeline runs, checked before any work (PipelineTask.Plan).
+// Plan is what [RunPipeline] runs, checked before any work by
+// PipelineTask.Plan.
 type Plan struct {
 	// Train are the training options: resolved and validated, or, with
 	// SkipTrain or Resume, the ones saved in the model directory.
@@ -187,8 +188,8 @@ type Plan struct {
 	Device *cuda.Device
 }
 
-// PipelineModel is a trained model loaded for RunPipeline
-// (PipelineTask.Load).
+// PipelineModel is a trained model loaded for [RunPipeline] by
+// PipelineTask.Load.
 type PipelineModel interface {
 	// Evaluate evaluates the model on the task's utility split (utility,
 	// predictions, eval_<split>.json), with its posteriors when they are

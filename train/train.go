@@ -43,9 +43,9 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// File names a training run writes in its output directory, beside the
-// model directory's files (model.OptionsFile, model.WeightsFile,
-// model.CertificateFile, model.SaveFiles).
+// File names a training run writes in its output directory, beside the model
+// directory's files: [model.OptionsFile], [model.WeightsFile],
+// [model.CertificateFile] and those of [model.SaveFiles].
 const (
 	MetricsFile    = "metrics.jsonl"
 	StepsFile      = "steps.jsonl" // model.Options.LogSteps: StepLoss lines
@@ -53,17 +53,18 @@ const (
 	StateFile      = "train_state.json"
 )
 
-// StepLoss is one line of StepsFile: the optimizer step (1-based) and its
-// loss (nats; the batch mean of task + s(t) lambda KL terms) and s(t).
+// StepLoss is one line of StepsFile: the optimizer step, counted from 1; its
+// loss in nats, the batch mean of the task term plus s(t) lambda times the KL
+// terms; and s(t).
 type StepLoss struct {
 	Step    int     `json:"step"`
 	Loss    float64 `json:"loss"`
 	KLScale float64 `json:"kl_scale"`
 }
 
-// EpochMetrics is one line of DIR/metrics.jsonl. Non-finite values (a
-// diverged loss, the correlation of constant predictions) are written as
-// "NaN", "Infinity" or "-Infinity" (jsonfloat).
+// EpochMetrics is one line of DIR/metrics.jsonl. Non-finite values, such as
+// a diverged loss or the correlation of constant predictions, are written as
+// jsonfloat's "NaN", "Infinity" or "-Infinity".
 type EpochMetrics struct {
 	Epoch int `json:"epoch"` // 1-based
 	Step  int `json:"step"`  // optimizer steps taken so far
@@ -260,14 +261,15 @@ func (s *Selection) EndEpoch(epoch, step int, dev map[string]float64, metric str
 	return em
 }
 
-// Stop reports whether early stopping ends the run after epoch (1-based) of
-// epochs: patience > 0 epochs without improvement, and epochs left.
+// Stop reports whether early stopping ends the run after epoch, counted from
+// 1, of epochs: after patience > 0 epochs without improvement, with epochs
+// left.
 func (s *Selection) Stop(patience, epoch, epochs int) bool {
 	return patience > 0 && s.BadEpochs >= patience && epoch < epochs
 }
 
-// MarshalJSON writes BestMetric as the string strconv.FormatFloat gives
-// (exact, and ±Inf / NaN too), as train checkpoints always have.
+// MarshalJSON writes BestMetric as the string strconv.FormatFloat gives,
+// exact and with ±Inf and NaN too, as train checkpoints always have.
 func (s *Selection) MarshalJSON() ([]byte, error) {
 	type plain Selection
 	return json.Marshal(struct {
@@ -293,8 +295,8 @@ func (s *Selection) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Errors of Run for an output directory that holds a run (without
-// model.Options.Resume) or holds none to resume.
+// Errors of [Run] for an output directory that holds a run when
+// model.Options.Resume is not set, or holds none to resume.
 var (
 	ErrRunExists    = loop.ErrRunExists
 	ErrNoCheckpoint = loop.ErrNoCheckpoint

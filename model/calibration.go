@@ -44,9 +44,10 @@ type Calibration struct {
 	PriorAlpha   float64 `json:"prior_alpha"`
 }
 
-// Target returns the privacy target of o (HasTarget; Validate first): an
-// RD target when TargetRD is given (with TargetDelta, the delta of the
-// calibration's guarantee), else an epsilon target.
+// Target returns the privacy target of o; see [Options.HasTarget], and call
+// [Options.Validate] first. It is an RD target when TargetRD is given, with
+// TargetDelta the delta of the calibration's guarantee, and otherwise an
+// epsilon target.
 func (o *Options) Target() privacy.Target {
 	if !IsNoTarget(o.TargetRD) {
 		t := privacy.RDTarget(o.TargetRD, o.TargetOrder, o.Releases)
@@ -166,8 +167,9 @@ func SaveCalibration(dir string, c *Calibration) error {
 	return atomicfile.WriteJSON(filepath.Join(dir, CertificateFile), c)
 }
 
-// LoadCalibration reads dir/certificate.json (written by runs with a privacy
-// target). Errors: the file is missing or not a certificate.
+// LoadCalibration reads dir/certificate.json, which runs with a privacy
+// target write. It returns an error when the file is missing or is not a
+// certificate.
 func LoadCalibration(dir string) (*Calibration, error) {
 	path := filepath.Join(dir, CertificateFile)
 	b, err := os.ReadFile(path)

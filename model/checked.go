@@ -11,9 +11,9 @@ type Checked struct {
 	ok bool
 }
 
-// Check resolves a copy of o (Options.Resolve) and validates it
-// (Options.Validate; files are CheckFiles's): the checked options. Errors
-// are *OptionError.
+// Check resolves a copy of o with [Options.Resolve], validates it with
+// [Options.Validate], and returns the checked options. The files are
+// [Options.CheckFiles]'s to check. Its errors are [*OptionError].
 func Check(o Options) (Checked, error) {
 	o.Resolve()
 	if err := o.Validate(); err != nil {

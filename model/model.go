@@ -17,8 +17,8 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
-// File names inside a model directory (train.Run writes them with the
-// training run's own files; Load reads them).
+// File names inside a model directory. train.Run writes them with the
+// training run's own files, and [Load] reads them.
 const (
 	OptionsFile = "train_options.json"
 	WeightsFile = encoder.WeightsFile // every parameter of the best model (safetensors)
@@ -154,8 +154,8 @@ func applyDropout(c *encoder.Config, p float64) {
 	c.HiddenDropoutProb, c.AttentionProbsDropoutProb = p, p
 }
 
-// SaveFiles writes the static files of a model directory: config.json
-// (encoder), nvdp_config.json, train_options.json and the tokenizer files.
+// SaveFiles writes the static files of a model directory: config.json for
+// the encoder, nvdp_config.json, train_options.json and the tokenizer files.
 func SaveFiles(dir string, b *Bundle) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -180,8 +180,8 @@ func SaveFiles(dir string, b *Bundle) error {
 }
 
 // Load loads a model directory written by train.Run: config.json,
-// nvdp_config.json, train_options.json, model.safetensors (every parameter)
-// and the tokenizer files.
+// nvdp_config.json, train_options.json, model.safetensors with every
+// parameter, and the tokenizer files.
 func Load(dir string) (*Bundle, error) {
 	o, err := LoadOptions(dir)
 	if err != nil {

@@ -208,7 +208,7 @@ type RunTime struct {
 // derived default, LatentDim, is a pointer instead, nil when not set.
 func Auto() float64 { return option.Auto() }
 
-// IsAuto reports whether v is Auto (option.IsAuto).
+// IsAuto reports whether v is [Auto], as [option.IsAuto] does.
 func IsAuto(v float64) bool { return option.IsAuto(v) }
 
 // NoTarget is the value of TargetEpsilon and TargetRD when no target is
@@ -217,8 +217,8 @@ func IsAuto(v float64) bool { return option.IsAuto(v) }
 // keeps it and Validate accepts it. An explicit 0 is a value, and an error.
 func NoTarget() float64 { return option.Auto() }
 
-// IsNoTarget reports whether the target option v (TargetEpsilon, TargetRD)
-// is NoTarget.
+// IsNoTarget reports whether the target option v, TargetEpsilon or
+// TargetRD, is [NoTarget].
 func IsNoTarget(v float64) bool { return option.IsAuto(v) }
 
 // Default learning rates. Pretrained backbones use the paper's rates:
@@ -239,7 +239,7 @@ const (
 )
 
 // DefaultEncoder is the encoder of a run that names none: BERT-Tiny from
-// scratch (the only kind that trains on a CPU in minutes).
+// scratch, the only kind that trains on a CPU in minutes.
 const DefaultEncoder = "scratch:bert-tiny"
 
 // DefaultOptions returns the defaults of every option, from ref §8 and the
@@ -286,8 +286,8 @@ func DefaultLR(encoderSpec, variant string) float64 {
 	return DefaultLRPretrained
 }
 
-// ScratchPrefix marks an encoder spec built from a preset (scratch:PRESET;
-// package speech reads its Wav2Vec2 specs with it too).
+// ScratchPrefix marks an encoder spec built from a preset, scratch:PRESET.
+// Package speech reads its Wav2Vec2 specs with it too.
 const ScratchPrefix = "scratch:"
 
 // Resolve replaces each [Auto] option by the default it depends on, and is
@@ -345,9 +345,9 @@ func (o *Options) scratchEncoder() (cfg encoder.Config, ok bool) {
 	return cfg, err == nil
 }
 
-// HasTarget reports whether o asks for calibrated clipping: TargetEpsilon
-// or TargetRD is given (not NoTarget; Validate checks the value, an
-// explicit 0 included).
+// HasTarget reports whether o asks for calibrated clipping: whether
+// TargetEpsilon or TargetRD is given, that is not [NoTarget].
+// [Options.Validate] checks the value, an explicit 0 included.
 func (o *Options) HasTarget() bool { return !IsNoTarget(o.TargetEpsilon) || !IsNoTarget(o.TargetRD) }
 
 // RadiusSchedule is a schedule of the clip radius during training, set in

@@ -27,8 +27,8 @@ import (
 // read as they were written (Upgrade).
 const OptionsVersion = 4
 
-// SaveOptions validates o and writes it as JSON to dir/train_options.json
-// (format OptionsVersion).
+// SaveOptions validates o and writes it as JSON to dir/train_options.json,
+// in format [OptionsVersion].
 func SaveOptions(dir string, o *Options) error {
 	path := filepath.Join(dir, OptionsFile)
 	if err := o.Validate(); err != nil {

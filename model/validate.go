@@ -121,9 +121,9 @@ func (o *Options) ValidateTraining() error {
 	return nil
 }
 
-// Validate checks the run-time choices: StopAfterSteps >= 0 (0: do not
-// stop). Options.ValidateTraining calls it. Errors are *OptionError
-// (stop_after_steps).
+// Validate checks the run-time choices: StopAfterSteps >= 0, where 0 means
+// do not stop. [Options.ValidateTraining] calls it. Its errors are
+// [*OptionError] for stop_after_steps.
 func (r RunTime) Validate() error {
 	if r.StopAfterSteps < 0 {
 		return optionError("stop_after_steps", r.StopAfterSteps, "must be >= 0 (0: do not stop)")

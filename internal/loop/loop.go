@@ -54,9 +54,10 @@ var (
 	ErrNoCheckpoint = errors.New("no checkpoint to resume from")
 )
 
-// Check reports whether a run may start (resume false: no checkpoint may
-// exist, ErrRunExists) or resume (a checkpoint must exist, ErrNoCheckpoint).
-// Trainers call it before any other work.
+// Check reports whether a run may start or resume. Trainers call it before
+// any other work. When resume is false no checkpoint may exist, or it
+// returns [ErrRunExists]; when resume is true a checkpoint must exist, or it
+// returns [ErrNoCheckpoint].
 func Check(checkpoint string, resume bool) error {
 	st, err := os.Stat(checkpoint)
 	switch {
@@ -424,11 +425,11 @@ func (r *Run) Train(ctx context.Context) error {
 
 func (r *Run) finished() bool { return r.st.Stopped || r.st.Step >= r.cfg.Steps }
 
-// EpochSeconds is the wall time spent in the current epoch so far (every
-// session).
+// EpochSeconds returns the wall time spent in the current epoch so far, over
+// every session.
 func (r *Run) EpochSeconds() float64 { return time.Since(r.epochFrom).Seconds() }
 
-// Seconds is the wall time of the run so far (every session).
+// Seconds returns the wall time of the run so far, over every session.
 func (r *Run) Seconds() float64 { return r.prevSecs + time.Since(r.start).Seconds() }
 
 // touch brings the wall times of the State up to now.

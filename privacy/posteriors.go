@@ -1,15 +1,18 @@
-// Package privacy certifies NVIB releases. Certify is the guarantee: the
-// supremum of the paper's Eq. rdp over every pair of posteriors a clipping
-// allows, from the clip constants alone, with its RDP curve over orders, its
-// (epsilon, delta) conversion, the certified BDP and the calibration of clip
-// constants to a target (Calibrate). PairBound is Eq. rdp for one pair of
-// posteriors. The package also holds the accountants' mathematics (RDP and
-// the exact Gaussian mechanism), the one Mode type and the posterior file
-// format (ReadPosteriors, MapPosteriors, WritePosteriors). The empirical
-// side, Eq. rdp over the pairs of a file of posteriors, is package audit.
+// Package privacy certifies NVIB releases.
 //
-// All arithmetic is float64; posteriors are stored as float32 (the training
-// engine's precision). See docs/privacy.md for the derivations and every
+// [Certify] is the guarantee: the supremum of the paper's Eq. rdp over every
+// pair of posteriors a clipping allows, from the clip constants alone. Around
+// it are its RDP curve over orders, its (epsilon, delta) conversion, the
+// certified BDP, and [Calibrate], which fits clip constants to a target.
+// [PairBound] is Eq. rdp for one pair of posteriors. The package also holds
+// the accountants' mathematics, for RDP and the exact Gaussian mechanism;
+// the one [Mode] type; and the posterior file format, read by
+// [ReadPosteriors] and [MapPosteriors] and written by [WritePosteriors]. The
+// empirical side, Eq. rdp over the pairs of a file of posteriors, is package
+// audit.
+//
+// All arithmetic is float64; posteriors are stored as float32, the training
+// engine's precision. See docs/privacy.md for the derivations and every
 // difference between the principled and reference modes.
 package privacy
 

@@ -1,23 +1,24 @@
-// Package train runs the GLUE experiments end to end: fine-tuning a baseline,
-// NVDP, NVDP-Clipped or gaussian-mechanism model (package nvib) on a task (package glue), per-epoch
-// dev evaluation with early stopping, resumable checkpoints, evaluation with
-// GLUE submission files and posterior export, and the train + eval + audit
-// pipeline behind `nvdp run` (docs/training.md).
+// Package train runs the GLUE experiments end to end, as docs/training.md
+// describes: fine-tuning a baseline, NVDP, NVDP-Clipped or gaussian-mechanism
+// model of package nvib on a task of package glue; dev evaluation every epoch
+// with early stopping; resumable checkpoints; evaluation with GLUE submission
+// files and posterior export; and the train, evaluate and audit pipeline
+// behind `nvdp run`.
 //
-// The loop follows the released code (ref §8): AdamW (weight decay 0),
-// linear warm-up then linear decay of the learning rate over all optimizer
-// steps, the KL schedule s(t) of nvib.Config.KLScale, gradient clipping by
-// global norm 1.0, shuffled training batches with drop_last, dev evaluation
-// every epoch on the task's selection metric, early stopping with patience 3,
-// best checkpoint kept. Unlike the reference, batches are padded dynamically
-// to their longest sequence (the reference pads to max_length always); the
-// posterior file for the audit is padded to the fixed length max-seq-len so
+// The loop follows the released code, ref §8: AdamW with weight decay 0;
+// linear warm-up, then linear decay of the learning rate over all optimizer
+// steps; the KL schedule s(t) of nvib.Config.KLScale; gradient clipping by
+// global norm 1.0; shuffled training batches with drop_last; dev evaluation
+// every epoch on the task's selection metric; early stopping with patience 3;
+// and the best checkpoint kept. Unlike the reference, which always pads to
+// max_length, batches are padded dynamically to their longest sequence. The
+// posterior file for the audit is padded to the fixed length max-seq-len, so
 // that every posterior has N = max-seq-len + 1 aligned components.
 //
-// The model trained, the options it is trained and saved with and the files
-// of its directory are package model's (model.Options, model.Build,
-// model.Load, model.SaveFiles); this package is the training run itself, its
-// evaluation, pipeline and report.
+// The model trained, the options it is trained and saved with, and the files
+// of its directory are package model's: [model.Options], [model.Build],
+// [model.Load] and [model.SaveFiles]. This package is the training run
+// itself, its evaluation, pipeline and report.
 package train
 
 import (

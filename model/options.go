@@ -1,13 +1,19 @@
-// Package model is a trained model and what it is made with: the options a
-// model is trained and saved with (Options, train_options.json: defaults,
-// Resolve, validation, the JSON format and its versions), the calibration of
-// its clipping to a privacy target (Calibration, certificate.json), the model
-// itself (Bundle: the encoder, the NVIB layer, the NVDP block and the head,
-// with its tokenizer and task; Build of a fresh model, Load of a model
-// directory, SaveFiles) and its input (Encoded: a tokenised split and its
-// batches; LoadSplit, EvalPadLen). Training (package train), releasing
-// (package release) and attacking (package attack) a model all read it from
-// here; loading a model does not pass through training.
+// Package model is a trained model and what it is made with:
+//
+//   - the options a model is trained and saved with, [Options], in
+//     train_options.json: their defaults, Resolve, validation, and the JSON
+//     format and its versions;
+//   - the calibration of its clipping to a privacy target, [Calibration], in
+//     certificate.json;
+//   - the model itself, [Bundle]: the encoder, the NVIB layer, the NVDP block
+//     and the head, with its tokenizer and task. [Build] makes a fresh model,
+//     [Load] loads a model directory, and [SaveFiles] writes one;
+//   - its input, [Encoded]: a tokenised split and its batches, with
+//     [LoadSplit] and [EvalPadLen].
+//
+// Training in package train, releasing in package release and attacking in
+// package attack all read a model from here; loading a model does not pass
+// through training.
 package model
 
 import (

@@ -1,15 +1,15 @@
 // Package task is the one registry of the tasks nvdp trains, evaluates and
-// audits: every GLUE task (text: packages glue and train) and spoken
-// language identification (speech: packages lid and speech), each one
-// implementation of Task, looked up by name (Lookup) or from a model
-// directory (Open) by the CLI and by package sweep. Nothing outside this
-// package asks which modality a task is: what differs between tasks is a
-// method of Task.
+// audits. Every GLUE task is a text task, built on packages glue and train;
+// spoken language identification is a speech task, built on packages lid
+// and speech. Each is one implementation of [Task], looked up by name with
+// [Lookup] or from a model directory with [Open], by the CLI and by package
+// sweep. Nothing outside this package asks which modality a task is: what
+// differs between tasks is a method of Task.
 //
-// Adding a GLUE task is one entry of glue's task table (its files, labels,
-// metrics, lengths and the paper's clipping constants); adding a modality is
-// one implementation of Task in a file of this package, registered in
-// modalities (docs/architecture.md, "Add a modality").
+// Adding a GLUE task is one entry of glue's task table, with its files,
+// labels, metrics, lengths and the paper's clipping constants. Adding a
+// modality is one implementation of Task in a file of this package,
+// registered in modalities; see docs/architecture.md, "Add a modality".
 package task
 
 import (

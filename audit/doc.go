@@ -1,14 +1,16 @@
-// Package audit is the empirical side of privacy: the paper's Eq. rdp
-// (privacy.PairBound) over all ordered pairs of a file of posteriors
-// (principled mode; Audit, or a sample of the pairs), the Bayesian
-// differential privacy accountant of Triastcyn & Faltings (2020) as an
-// estimate, and the released code's batch-wise computation (reference mode,
-// ref §6-§7). A long audit runs in shards (AuditShard -> Part, Merge).
-// Its numbers are labelled empirical (EmpiricalOf): the maximum over the
-// pairs of one file, not a bound for other inputs; the guarantee is
+// Package audit is the empirical side of privacy. In principled mode,
+// [Audit] evaluates the paper's Eq. rdp, [privacy.PairBound], over all
+// ordered pairs of a file of posteriors or a sample of them, with the
+// Bayesian differential privacy accountant of Triastcyn and Faltings 2020 as
+// an estimate. In reference mode it runs the released code's batch-wise
+// computation, ref §6-§7. A long audit runs in shards: [AuditShard] makes a
+// [Part] and [Merge] combines them.
+//
+// Its numbers are labelled empirical, see [EmpiricalOf]: the maximum over
+// the pairs of one file, not a bound for other inputs. The guarantee is
 // package privacy's certificate.
 //
-// All arithmetic is float64; posteriors are stored as float32 (the training
-// engine's precision). See docs/privacy.md for the derivations and every
+// All arithmetic is float64; posteriors are stored as float32, the training
+// engine's precision. See docs/privacy.md for the derivations and every
 // difference between the principled and reference modes.
 package audit

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // Reading audit reports written before jsonfloat. Up to commit 7b92b44 the
@@ -135,4 +136,13 @@ func (o *BDPOrder) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// Output is an audit as `nvdp audit --json` writes it: the report's fields
+// at the top level, the label of its numbers and, when the audited file's
+// metadata carries the clip constants, the certified guarantee.
+type Output struct {
+	*Report
+	Empirical EmpiricalLabel           `json:"empirical"`
+	Certified *privacy.CertifiedReport `json:"certified,omitempty"`
 }

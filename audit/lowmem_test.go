@@ -178,3 +178,29 @@ func TestFitMemory(t *testing.T) {
 		t.Errorf("CopiesBytes %v", CopiesBytes(p))
 	}
 }
+
+// TestOptionsLong: an audit reports its progress above 1e9 pairs x
+// components x dims (all pairs, or the --pairs sample), in principled mode only.
+func TestOptionsLong(t *testing.T) {
+	p := &privacy.Posteriors{M: 1001, N: 100, P: 10} // 1001 * 1000 pairs x 1000 = 1.001e9
+	for _, c := range []struct {
+		name  string
+		mode  privacy.Mode
+		m     int
+		pairs int
+		want  bool
+	}{
+		{"all pairs, just above", privacy.ModePrincipled, 1001, 0, true},
+		{"all pairs, below", privacy.ModePrincipled, 1000, 0, false}, // 999000 x 1000 < 1e9
+		{"a sample", privacy.ModePrincipled, 1001, 1000, false},
+		{"reference", privacy.ModeReference, 1001, 0, false},
+	} {
+		o := DefaultOptions()
+		o.Mode, o.Pairs = c.mode, c.pairs
+		q := *p
+		q.M = c.m
+		if got := o.Long(&q); got != c.want {
+			t.Errorf("%s: Long %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -51,3 +51,14 @@ func MemAvailable() float64 {
 	}
 	return 0
 }
+
+// ProgressWork is the work, audited pairs x components x dims, above which
+// an audit is long enough to report its progress; see [Options.Long].
+const ProgressWork = 1e9
+
+// Long reports whether an audit of p with o is long enough to report its
+// progress: a principled audit of more than [ProgressWork]. The reference
+// mode's batches take a moment and report none.
+func (o Options) Long(p *privacy.Posteriors) bool {
+	return o.Mode != privacy.ModeReference && float64(o.AuditedPairs(p.M))*float64(p.N)*float64(p.P) > ProgressWork
+}

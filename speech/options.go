@@ -1,17 +1,19 @@
 // Package speech is the spoken language identification task of the paper's
-// §4.3 (Table 2): a Wav2Vec2 encoder (package wav2vec2) on 16 kHz waveforms
-// (package audio), the NVIB layer on its frame representations (frames as
-// the posterior's components, plus the prior component), the NVDP block
-// reading only the release, mean pooling over the frames and a linear head
-// over the 45 CommonLanguage languages (package lid), trained with
-// cross-entropy plus the NVIB losses; evaluation by accuracy and macro-F1,
-// the empirical audit of the dev utterances' posteriors and the certified
-// guarantee of the model's clipping (docs/speech.md, "Task").
+// §4.3 and Table 2; docs/speech.md, "Task", describes it. A Wav2Vec2 encoder
+// of package wav2vec2 reads 16 kHz waveforms of package audio. The NVIB
+// layer runs on its frame representations, with the frames as the
+// posterior's components plus the prior component. The NVDP block reads only
+// the release, then mean pooling over the frames and a linear head give the
+// 45 CommonLanguage languages of package lid. It is trained with
+// cross-entropy plus the NVIB losses, and evaluated by accuracy and
+// macro-F1, the empirical audit of the dev utterances' posteriors, and the
+// certified guarantee of the model's clipping.
 //
 // The NVIB, NVDP block, head, clipping, calibration and audit are the text
-// task's (packages nvib, model, audit, and train's loop and report): only
-// the encoder and the data differ. Options carries model.Options for
-// everything the two share; package task registers the task as "lid".
+// task's, from packages nvib, model and audit and from train's loop and
+// report: only the encoder and the data differ. [Options] carries
+// [model.Options] for everything the two share; package task registers the
+// task as "lid".
 package speech
 
 import (

@@ -1,10 +1,11 @@
-// Package option holds what the options types of nvdp's libraries
-// (model.Options, mlm.Options) share: the Auto marker of an option whose
-// default depends on other options (each type's Resolve derives it; an
-// explicit value, 0 included, is never replaced), and Error, the
-// invalid-option error that names the option by its JSON key, so that a
-// program maps it to its own names (cmd/nvdp to its flags) and no library
-// names a flag.
+// Package option holds what the options types of nvdp's libraries, such as
+// model.Options and mlm.Options, share.
+//
+// [Auto] marks an option whose default depends on other options; each
+// type's Resolve derives it, and an explicit value, 0 included, is never
+// replaced. [Error] is the invalid-option error that names the option by its
+// JSON key, so that a program maps it to its own names, as cmd/nvdp does to
+// its flags, and no library names a flag.
 package option
 
 import (

@@ -1,27 +1,31 @@
-// Package loop is the training loop of nvdp's trainers: package train
-// (fine-tuning on a GLUE task) and package mlm (masked-language-model
-// pretraining). It owns what a run does besides computing a batch's
+// Package loop is the training loop of nvdp's trainers: package train, which
+// fine-tunes on a GLUE task, and package mlm, which pretrains a
+// masked-language model. It owns what a run does besides computing a batch's
 // gradients, so that both trainers do it the same way:
 //
-//   - the optimizer: AdamW with nn's constants (nn.AdamBeta1, nn.AdamBeta2;
-//     eps nn.AdamEps or nn.BERTAdamEps) and the linear warm-up / decay
-//     schedule nn.LinearWarmupDecay, global gradient-norm clipping; on the
-//     host, or on a device through Config.Device (dnn.DeviceOptimizer);
-//   - the data order: epochs of Examples/BatchSize batches (drop_last), each
-//     a slice of one permutation per epoch drawn from the trainer's named
-//     stream (internal/rngstream);
-//   - checkpoints (nn.SaveCheckpoint, atomic): parameters, AdamW moments, the
-//     loop's State, the trainer's own state and the states of its random
-//     sources, so that a resumed run equals an uninterrupted one bit for bit;
-//   - resume: the checkpoint restored and checked against the data, the
-//     temporary files of a killed write removed (atomicfile.RemoveStale), the
-//     metrics log (internal/jsonl) cut back to the checkpoint;
-//   - StopAfter (a resumable stop after a number of steps), cancellation (a
-//     final checkpoint and an *Interrupted error) and progress events
-//     (progress.Func).
+//   - the optimizer: AdamW with nn's constants, nn.AdamBeta1, nn.AdamBeta2
+//     and eps nn.AdamEps or nn.BERTAdamEps; the linear warm-up and decay
+//     schedule nn.LinearWarmupDecay; and global gradient-norm clipping. It
+//     runs on the host, or on a device through Config.Device, as
+//     dnn.DeviceOptimizer does;
+//   - the data order: epochs of Examples/BatchSize batches, with drop_last,
+//     each a slice of one permutation per epoch drawn from the trainer's
+//     named stream of internal/rngstream;
+//   - checkpoints, atomic, with nn.SaveCheckpoint: the parameters, AdamW
+//     moments, the loop's [State], the trainer's own state and the states of
+//     its random sources, so that a resumed run equals an uninterrupted one
+//     bit for bit;
+//   - resume: the checkpoint is restored and checked against the data, the
+//     temporary files of a killed write are removed with
+//     atomicfile.RemoveStale, and the metrics log of internal/jsonl is cut
+//     back to the checkpoint;
+//   - StopAfter, a resumable stop after a number of steps; cancellation, with
+//     a final checkpoint and an [*Interrupted] error; and progress events,
+//     through progress.Func.
 //
-// A trainer supplies, in Config, the step (the gradients of one batch), its
-// evaluations (AfterStep, EndEpoch) and its own resumable state.
+// A trainer supplies, in [Config], the step, which computes the gradients of
+// one batch; its evaluations, AfterStep and EndEpoch; and its own resumable
+// state.
 //
 // The package is internal: it is the machinery of this module's trainers,
 // not a stable API; train and mlm export what their callers need.

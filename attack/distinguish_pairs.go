@@ -36,7 +36,7 @@ const (
 // finds the reports under a directory by their JSON, whatever their name.
 const DistinguishFile = "attack_distinguish.json"
 
-// DistinguishReport is the output of `nvdp attack distinguish` (JSON): the
+// DistinguishReport is the JSON output of `nvdp attack distinguish`: the
 // release attacked, its certified guarantee of one release at the attack's
 // delta, and one result per candidate pair.
 type DistinguishReport struct {

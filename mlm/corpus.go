@@ -229,8 +229,8 @@ func dedupe(docs []Document, info *CorpusInfo) []Document {
 
 // SplitHeldOut moves n documents out of docs, chosen uniformly with the
 // stream rngstream.PretrainHeldOut of seed; both parts keep the corpus order.
-// n, by default [DefaultHoldout](len(docs)), must be >= 1 and leave at least
-// one training document.
+// n must be >= 1 and leave at least one training document; [DefaultHoldout]
+// of len(docs) is the default.
 func SplitHeldOut(docs []Document, n int, seed uint64) (train, heldOut []Document, err error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("held-out slice of %d documents: need at least 1", n)

@@ -156,9 +156,9 @@ func NewCertifiedReport(set ClipSet, o ReportOptions) (*CertifiedReport, error) 
 // unclipped model, no sigma cap, or C_amin = 0; Reason says which.
 func (r *CertifiedReport) Unbounded() bool { return !r.Finite && math.IsInf(float64(r.Epsilon), 1) }
 
-// UnmarshalJSON reads a report written by encoding/json, with the
-// guarantee's reading of files written before jsonfloat (null bounds +Inf,
-// null orders NaN; Guarantee.UnmarshalJSON) and a null rd_certified +Inf.
+// UnmarshalJSON reads a report written by encoding/json. Files written before
+// jsonfloat are read as [Guarantee.UnmarshalJSON] reads them, with null
+// bounds as +Inf and null orders as NaN, and a null rd_certified is +Inf.
 func (r *CertifiedReport) UnmarshalJSON(b []byte) error {
 	type plain CertifiedReport
 	var p struct {

@@ -60,9 +60,9 @@ type Spent struct {
 	Accountant string // AccountantGaussian or AccountantRDP
 }
 
-// MaxReleases is where RemainingReleases stops counting: more releases than
-// this fit only when a mechanism's curve is 0 (or the budget +Inf), which
-// it reports as +Inf.
+// MaxReleases is where [Composition.RemainingReleases] stops counting. More
+// releases than this fit only when a mechanism's curve is 0 or the budget is
+// +Inf, which it reports as +Inf.
 const MaxReleases = 1 << 52
 
 // Check checks the composition: Delta in (0, 1), checked by [CheckDelta],

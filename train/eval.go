@@ -331,3 +331,24 @@ func writePredictions(path string, task *glue.Task, idx []int, preds []float64) 
 	}
 	return f.Close()
 }
+
+// SplitPosteriors computes the posteriors of model b on split in memory,
+// in the split's order, as [RunPipeline] audits them: [ExportPosteriors]
+// into a temporary directory, removed before it returns. glueDir, when not
+// empty, replaces the model's GLUE directory.
+//
+// Its errors are those of [ExportPosteriors].
+func SplitPosteriors(b *model.Bundle, split, glueDir string) (*privacy.Posteriors, error) {
+	o := DefaultEvalOptions(b)
+	o.Split = split
+	if glueDir != "" {
+		o.GlueDir = glueDir
+	}
+	var err error
+	if o.Out, err = os.MkdirTemp("", "nvdp-posteriors-"); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(o.Out)
+	p, _, err := ExportPosteriors(b, o)
+	return p, err
+}

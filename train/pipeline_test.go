@@ -54,7 +54,8 @@ func TestPipelineInMemory(t *testing.T) {
 }
 
 // TestEvaluateRelease: Evaluate returns the posteriors it wrote, equal to
-// the file's (values, mask and metadata).
+// the file's (values, mask and metadata); SplitPosteriors computes the same
+// values in memory.
 func TestEvaluateRelease(t *testing.T) {
 	glueDir, vocab := synthGlue(t, 16, 8)
 	o := synthOptions(t, glueDir, vocab, filepath.Join(t.TempDir(), "m"))
@@ -76,6 +77,14 @@ func TestEvaluateRelease(t *testing.T) {
 	}
 	if r.Release == nil || !reflect.DeepEqual(r.Release, file) || r.Components != 17 || r.Model != o.Out {
 		t.Errorf("release %+v, file %+v (components %d, model %q)", r.Release, file, r.Components, r.Model)
+	}
+	// SplitPosteriors computes the same posteriors in memory.
+	mem, err := SplitPosteriors(b, "dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(mem.Mu, file.Mu) || !reflect.DeepEqual(mem.Logvar, file.Logvar) || !reflect.DeepEqual(mem.Alpha, file.Alpha) {
+		t.Errorf("SplitPosteriors differs from the file of Evaluate")
 	}
 }
 

@@ -3,12 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
@@ -260,14 +257,12 @@ func (f *distinguishFlags) write(cmd *cobra.Command, rep *attack.DistinguishRepo
 	if f.jsonOut {
 		return printJSON(cmd.OutOrStdout(), rep)
 	}
-	printDistinguish(cmd.OutOrStdout(), rep)
-	return nil
+	return rep.WriteText(cmd.OutOrStdout())
 }
 
 // readPosteriors reads --posteriors or, without it, computes the model's
-// posteriors of --split in memory (train.ExportPosteriors into a temporary
-// directory, removed: the posteriors `nvdp run` audits, in the split's
-// order); with a model, their shape must be the model's release.
+// posteriors of --split in memory (train.SplitPosteriors); with a model,
+// their shape must be the model's release.
 func (f *distinguishFlags) readPosteriors(r *release.Releaser) (*privacy.Posteriors, error) {
 	if f.posteriors != "" {
 		p, err := privacy.ReadPosteriors(f.posteriors)
@@ -285,16 +280,7 @@ func (f *distinguishFlags) readPosteriors(r *release.Releaser) (*privacy.Posteri
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}
-	o := train.DefaultEvalOptions(b)
-	o.Split = f.split
-	if f.glueDir != "" {
-		o.GlueDir = f.glueDir
-	}
-	if o.Out, err = os.MkdirTemp("", "nvdp-attack-"); err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(o.Out)
-	p, _, err := train.ExportPosteriors(b, o)
+	p, err := train.SplitPosteriors(b, f.split, f.glueDir)
 	if err != nil {
 		return nil, fmt.Errorf("--model %s, --split %s: %w", f.model, f.split, flagError(err))
 	}
@@ -307,63 +293,4 @@ func (f *distinguishFlags) source() string {
 		return f.posteriors
 	}
 	return fmt.Sprintf("the %s split under %s", f.split, f.model)
-}
-
-// printDistinguish prints the report as a table.
-func printDistinguish(w io.Writer, rep *attack.DistinguishReport) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	if rep.Model != "" {
-		row("model", fmt.Sprintf("%s (%s, %s)", rep.Model, rep.Task, rep.Variant))
-	}
-	if rep.Posteriors != "" {
-		row("posteriors", rep.Posteriors)
-	}
-	if g := rep.Certified; g != nil {
-		row(fmt.Sprintf("certified ε (δ %g)", g.Delta), ff(g.Epsilon)+", "+g.How()+"  ("+g.Scope+")")
-		if g.Release != nil {
-			row("release", g.Release.String())
-		}
-	} else {
-		row("certified ε", "unknown: the posterior file carries no clip constants")
-	}
-	for _, pr := range rep.Pairs {
-		r := pr.Result
-		name := pr.Kind
-		switch {
-		case len(pr.Texts) == 2:
-			name += fmt.Sprintf(" %q | %q", pr.Texts[0], pr.Texts[1])
-		case len(pr.Index) == 2:
-			name += fmt.Sprintf(" (%d, %d)", pr.Index[0], pr.Index[1])
-		}
-		if pr.AuditRD != nil {
-			name += fmt.Sprintf(", audit RD %s at order %g", ff(*pr.AuditRD), pr.AuditOrder)
-		}
-		row("pair", name)
-		row("  releases", fmt.Sprintf("%d of each (N %d, P %d), seed %d; test chosen on half, bounded on the other", r.Releases, r.N, r.P, r.Seed))
-		pairEps := fmt.Sprintf("KL %s / %s nats; the pair's own RDP ε %s", ff(r.KL), ff(r.KLReverse), ff(r.PairEpsilon))
-		if r.GaussianEpsilon != nil {
-			pairEps += fmt.Sprintf("; Gaussian mechanism (μ %.4g) exact ε %s", float64(*r.GaussianMu), ff(*r.GaussianEpsilon))
-		}
-		row("  divergence", pairEps)
-		var tprs []string
-		for _, op := range r.TPRAtFPR {
-			tprs = append(tprs, fmt.Sprintf("%.4f at FPR %g", op.TPR, op.FPR))
-		}
-		row("  likelihood-ratio test", fmt.Sprintf("AUC %.4f; TPR %s", r.AUC, strings.Join(tprs, ", ")))
-		lb := fmt.Sprintf("%s (%s, confidence %g)", ff(r.EpsilonLowerBound), r.Method, r.Confidence)
-		if c := r.Certified; c != nil {
-			lb += fmt.Sprintf(", %.3g of the certified ε", float64(c.Ratio))
-		}
-		row(fmt.Sprintf("  ε lower bound (δ %g)", r.Delta), lb)
-		th := r.ThresholdTest
-		row("  threshold test", fmt.Sprintf("%s (at most %s at this K): TPR %.4g [%.4g, %.4g], FPR %.4g [%.4g, %.4g], direction %s",
-			ff(th.Epsilon), ff(th.MaxDetectable), th.TPR, th.TPRInterval[0], th.TPRInterval[1], th.FPR, th.FPRInterval[0], th.FPRInterval[1], th.Direction))
-		pl := r.PrivacyLossTest
-		row("  privacy-loss test", fmt.Sprintf("%s: P(loss >= %s) = %.4g (lower bound %.4g), direction %s", ff(pl.Epsilon), ff(pl.Threshold), pl.Probability, pl.ProbabilityLower, pl.Direction))
-	}
-	for _, p := range rep.Plots {
-		row("plot", p)
-	}
-	tw.Flush()
 }

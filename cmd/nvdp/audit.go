@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
-	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
@@ -35,10 +32,6 @@ type auditFlags struct {
 	out        string
 	dev        deviceFlags
 }
-
-// auditProgressMin is the work (pairs x components x dims) above which the
-// audit reports its progress (a bar on a terminal, else log lines).
-const auditProgressMin = 1e9
 
 func newAuditCmd() *cobra.Command {
 	f := &auditFlags{opt: audit.DefaultOptions()}
@@ -222,9 +215,7 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", audit.CopiesBytes(p), "available_bytes", avail)
 		}
 	}
-	// Progress for audits that take more than a moment.
-	pairs := float64(opt.AuditedPairs(p.M))
-	if opt.Mode != privacy.ModeReference && pairs*float64(p.N)*float64(p.P) > auditProgressMin {
+	if opt.Long(p) {
 		opt.Progress = newProgress(cmd, f.noProgress)
 	}
 	if f.shard != "" {
@@ -239,13 +230,18 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", f.posteriors, err)
 	}
-	emp := audit.EmpiricalOf(r, p.Metadata["split"], task.ExamplesOf(p.Metadata["task"]))
-	out := cmd.OutOrStdout()
-	if f.jsonOut {
-		enc := json.NewEncoder(out)
-		return enc.Encode(auditJSON{Report: r, Empirical: emp, Certified: cert})
+	return printAudit(cmd.OutOrStdout(), f.jsonOut, f.posteriors, p.Metadata, r, cert)
+}
+
+// printAudit prints the audit r of src, whose posteriors have the metadata
+// md, with the certified guarantee cert (nil: none): as JSON
+// (audit.Output) with --json, else as text.
+func printAudit(w io.Writer, jsonOut bool, src string, md map[string]string, r *audit.Report, cert *privacy.CertifiedReport) error {
+	emp := audit.EmpiricalOf(r, md["split"], task.ExamplesOf(md["task"]))
+	if jsonOut {
+		return json.NewEncoder(w).Encode(audit.Output{Report: r, Empirical: emp, Certified: cert})
 	}
-	printReport(out, f.posteriors, r, emp, cert)
+	r.WriteText(w, src, emp, cert)
 	return nil
 }
 
@@ -261,15 +257,6 @@ func runAuditShard(cmd *cobra.Command, f *auditFlags, p *privacy.Posteriors, opt
 	slog.Info("audit shard written", "shard", f.shard, "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
 		"pairs", part.FinitePairs+part.InvalidPairs, "seconds", part.Seconds, "out", f.out)
 	return nil
-}
-
-// auditJSON is the --json output: the audit report (its fields at the top
-// level, as before), the label of its numbers (empirical) and, when the
-// file's metadata carries the clip constants, the certified guarantee.
-type auditJSON struct {
-	*audit.Report
-	Empirical audit.EmpiricalLabel     `json:"empirical"`
-	Certified *privacy.CertifiedReport `json:"certified,omitempty"`
 }
 
 // auditCertified certifies the clip set in p's metadata
@@ -289,191 +276,4 @@ func auditCertified(p *privacy.Posteriors, path string, order float64, dir priva
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, &set, nil
-}
-
-// ff formats an audit or certified number: 6 decimals, +Inf, n/a for NaN.
-func ff(v jsonfloat.Float) string {
-	x := float64(v)
-	if math.IsInf(x, 1) {
-		return "+Inf"
-	}
-	if math.IsNaN(x) {
-		return "n/a"
-	}
-	return strconv.FormatFloat(x, 'f', 6, 64)
-}
-
-// ffp is ff of an optional number: "not computed" for nil.
-func ffp(v *jsonfloat.Float) string {
-	if v == nil {
-		return "not computed"
-	}
-	return ff(*v)
-}
-
-// printReport prints the audit report r of the posterior file path: its
-// rows (reference or principled), the certified guarantee cert (nil: none),
-// the histogram of the bounds, the BDP per moment order and the notes.
-func printReport(w io.Writer, path string, r *audit.Report, emp audit.EmpiricalLabel, cert *privacy.CertifiedReport) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("file", path)
-	row("mode", string(r.Mode))
-	row("examples x components x dims", fmt.Sprintf("%d x %d x %d", r.Examples, r.Components, r.Dims))
-	row("Renyi order", strconv.FormatFloat(r.Order, 'g', -1, 64))
-	if r.Mode == privacy.ModeReference {
-		referenceRows(row, r)
-	} else {
-		principledRows(row, r, emp)
-	}
-	certifiedRows(row, cert)
-	row("seconds", fmt.Sprintf("%.2f", r.Seconds))
-	tw.Flush()
-	if r.Histogram != nil && len(r.Histogram.Counts) > 0 {
-		printHistogram(w, r.Histogram)
-	}
-	if len(r.BDPOrders) > 0 {
-		printBDPOrders(w, r.BDPOrders)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintln(w, "note:", n)
-	}
-	if cert == nil {
-		fmt.Fprintln(w, "note: no certified guarantee: the file's metadata carries no clip constants (clip_*); every number above is empirical")
-	}
-}
-
-// referenceRows writes the rows of a reference-mode audit: its batches
-// and the z-filtered and unfiltered within-batch bounds.
-func referenceRows(row func(k, v string), r *audit.Report) {
-	row("batch size / q", fmt.Sprintf("%d / %.6g", r.BatchSize, r.Q))
-	row("batches (skipped)", fmt.Sprintf("%d (%v)", r.Batches, r.SkippedBatches))
-	row("within-batch pairs", fmt.Sprint(r.Pairs))
-	row("invalid pairs", fmt.Sprint(r.InvalidPairs))
-	row("RD max (z-filtered; empirical batch estimate, not a guarantee)", ff(r.RDMax))
-	row("RD mean (z-filtered; empirical)", ffp(r.RDMean))
-	row("RD max (unfiltered; empirical, not a guarantee)", ffp(r.RDMaxUnfiltered))
-	row("RD mean (unfiltered; empirical)", ffp(r.RDMeanUnfiltered))
-	row("accountant cost C", ffp(r.AccountantCost))
-	row(fmt.Sprintf("BDP ε_μ estimate (released accountant, delta %g)", r.Delta), ffp(r.BDPEpsilon))
-}
-
-// principledRows writes the rows of a principled audit: its pairs, the
-// invalid ones, the empirical bounds and the BDP estimates (labelled by emp).
-func principledRows(row func(k, v string), r *audit.Report, emp audit.EmpiricalLabel) {
-	split := ""
-	if s := r.Metadata["split"]; s != "" {
-		split = s + " "
-	}
-	pairs := fmt.Sprint(r.Pairs)
-	if r.Sampled {
-		pairs += fmt.Sprintf(" (sampled, seed %d)", r.Seed)
-	}
-	row("ordered pairs", pairs)
-	row("mask / Gaussian direction", fmt.Sprintf("%v / %s", r.Mask, r.GaussianDirection))
-	row("invalid pairs (+Inf)", fmt.Sprint(r.InvalidPairs))
-	for _, ip := range r.InvalidExamples {
-		row(fmt.Sprintf("  (%d, %d)", ip.Q, ip.QPrime), ip.Reason)
-	}
-	arg := ""
-	if len(r.Argmax) == 2 {
-		arg = fmt.Sprintf("  at (q=%d, q'=%d)", r.Argmax[0], r.Argmax[1])
-	}
-	over := fmt.Sprintf("%d(%d-1) = %d %spairs", r.Examples, r.Examples, r.Pairs, split)
-	if r.Sampled {
-		over = fmt.Sprintf("a sample of %d of the %d(%d-1) %spairs", r.Pairs, r.Examples, r.Examples, split)
-	}
-	row("RD max over "+over+" (empirical, not a guarantee)", ff(r.RDMax)+arg)
-	row("RD mean (empirical)", ffp(r.RDMean))
-	if r.Quantiles != nil {
-		sketch := ""
-		if r.QuantileAccuracy != nil {
-			sketch = fmt.Sprintf(", sketch within %g relative", *r.QuantileAccuracy)
-		}
-		row("RD p50 / p90 / p99 (empirical"+sketch+")", fmt.Sprintf("%s / %s / %s", ff(r.Quantiles["p50"]), ff(r.Quantiles["p90"]), ff(r.Quantiles["p99"])))
-	}
-	worst := ffp(r.BDPEpsilon)
-	if r.BDPOrder != nil {
-		worst += fmt.Sprintf("  at moment order %s", ff(*r.BDPOrder))
-	}
-	row(fmt.Sprintf("BDP ε_μ estimate, worst individual (delta %g)", r.Delta), worst)
-	row("BDP ε_μ estimate, pooled pairs", ffp(r.BDPEpsilonPooled))
-	row("  BDP ε_μ above: "+privacy.LabelEstimate+"s", strings.TrimSuffix(strings.TrimPrefix(emp.BDP, privacy.LabelEstimate+" ("), ")"))
-}
-
-// printHistogram prints the histogram of the finite per-pair bounds, a bar
-// of up to 40 '#' per bin.
-func printHistogram(w io.Writer, h *audit.Histogram) {
-	fmt.Fprintln(w, "\nhistogram of finite RD bounds (empirical, audited pairs):")
-	maxc := 0
-	for _, c := range h.Counts {
-		maxc = max(maxc, c)
-	}
-	for i, c := range h.Counts {
-		fmt.Fprintf(w, "  [%10.4f, %10.4f) %9d %s\n", h.Edges[i], h.Edges[i+1], c, strings.Repeat("#", (40*c+maxc-1)/max(maxc, 1)))
-	}
-	if h.Below+h.Above > 0 {
-		fmt.Fprintf(w, "  below %d, above %d (edges fixed before the pass)\n", h.Below, h.Above)
-	}
-}
-
-// printBDPOrders prints the table of the BDP estimates per moment order.
-func printBDPOrders(w io.Writer, orders []audit.BDPOrder) {
-	fmt.Fprintln(w, "\nBDP per moment order l (Renyi order l+1; empirical estimates):")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  l\tall pairs finite\tinf pairs\teps worst\tworst example\teps pooled")
-	for _, b := range orders {
-		inf := fmt.Sprint(b.InfPairs)
-		if b.Skipped != "" {
-			inf = "skipped (certified +Inf)"
-		}
-		fmt.Fprintf(tw, "  %g\t%v\t%s\t%s\t%d\t%s\n", b.Order, b.Finite, inf, ffp(b.Epsilon), b.WorstExample, ffp(b.EpsPooled))
-	}
-	tw.Flush()
-}
-
-// certifiedRows writes the certified guarantee c (nil: nothing) as rows:
-// the certified RD at its order with its parts, the (epsilon, delta)
-// guarantee at the best order and the certified BDP, or "none: unclipped"
-// with the reason when no order is finite; then its scope. `nvdp audit`,
-// `nvdp run` and `nvdp eval` print it so.
-func certifiedRows(row func(k, v string), c *privacy.CertifiedReport) {
-	if c == nil {
-		return
-	}
-	if c.Unbounded() {
-		row("certified guarantee (every pair of inputs)", "none: unclipped ("+c.Reason+")")
-		row("  certified scope", c.Scope)
-		return
-	}
-	releases := ""
-	if c.Releases > 1 {
-		releases = fmt.Sprintf(", %d releases", c.Releases)
-	}
-	row(fmt.Sprintf("certified RD (every pair of inputs), order %s%s", strconv.FormatFloat(c.Order, 'g', -1, 64), releases), certRD(c))
-	if !c.Finite {
-		row("  certified RD is +Inf", c.Reason)
-	}
-	row(fmt.Sprintf("certified ε (delta %g)", c.Delta), ff(c.Epsilon)+", "+c.How())
-	row(fmt.Sprintf("certified BDP ε_μ (delta %g)", c.Delta), ff(c.BDPEpsilon)+orderSuffix("at moment order", c.BDPOrder)+"  ("+c.BDPNote+")")
-	row("  certified scope", c.Scope)
-	if c.Release != nil {
-		row("  release", c.Release.String())
-	}
-}
-
-// certRD is a certificate's value with its three parts.
-func certRD(c *privacy.CertifiedReport) string {
-	if !c.Finite {
-		return ff(c.RD)
-	}
-	return fmt.Sprintf("%s  (variance %s + mean %s + Dirichlet %s)", ff(c.RD), ff(c.Parts.Variance), ff(c.Parts.Mean), ff(c.Parts.Dirichlet))
-}
-
-// orderSuffix is "  <what> <order>", or "" when the order is undefined (no finite point).
-func orderSuffix(what string, o jsonfloat.Float) string {
-	if math.IsNaN(float64(o)) || math.IsInf(float64(o), 0) {
-		return ""
-	}
-	return "  " + what + " " + strconv.FormatFloat(float64(o), 'g', 6, 64)
 }

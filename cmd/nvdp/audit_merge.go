@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
 )
 
@@ -53,11 +51,5 @@ func runAuditMerge(cmd *cobra.Command, paths []string, jsonOut bool) error {
 			return fmt.Errorf("%s: %w", paths[0], err)
 		}
 	}
-	emp := audit.EmpiricalOf(r, r.Metadata["split"], task.ExamplesOf(r.Metadata["task"]))
-	out := cmd.OutOrStdout()
-	if jsonOut {
-		return json.NewEncoder(out).Encode(auditJSON{Report: r, Empirical: emp, Certified: cert})
-	}
-	printReport(out, src, r, emp, cert)
-	return nil
+	return printAudit(cmd.OutOrStdout(), jsonOut, src, r.Metadata, r, cert)
 }

@@ -3,16 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 
-	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
@@ -100,48 +95,6 @@ attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`
 }
 
 func init() { rootCmd.AddCommand(newCertifyCmd()) }
-
-// certifyReport is the output of `nvdp certify` (--json: one object): the
-// library's certified report (privacy.CertifiedReport: the certificate at
-// --order and the guarantee of --releases releases) with what only the
-// command shows: the model certified, the one-release supremum and its
-// witness, and the constants as the clip stores them. (It is written, never
-// read: the embedded report's UnmarshalJSON would read only its own fields.)
-type certifyReport struct {
-	// Model, Variant and Mode are set with --model.
-	Model   string `json:"model,omitempty"`
-	Variant string `json:"variant,omitempty"`
-	Mode    string `json:"mode,omitempty"`
-
-	*privacy.CertifiedReport
-	// RDPerRelease is the one-release supremum at Order, which the witness attains.
-	RDPerRelease jsonfloat.Float `json:"rd_per_release"`
-	// DirichletWitness counts the token components of the witness by (alpha, alpha').
-	DirichletWitness *dirichletWitness `json:"dirichlet_witness,omitempty"`
-
-	// The constants certified (as the clip stores them: see privacy.ClipSet).
-	CMu      jsonfloat.Float `json:"c_mu"`
-	PriorMu  any             `json:"prior_mu"`  // scalar or [P]
-	PriorVar any             `json:"prior_var"` // scalar or [P]
-	// ClipOrder and LogvarMargin derive the sigma range (absent when it was given explicitly).
-	ClipOrder    *float64 `json:"clip_order,omitempty"`
-	LogvarMargin *float64 `json:"logvar_margin,omitempty"`
-	// LogvarFloor and LogvarCap are the sigma range certified (scalar or [P];
-	// "-Infinity", "Infinity": none).
-	LogvarFloor any             `json:"logvar_floor"`
-	LogvarCap   any             `json:"logvar_cap"`
-	CAlphaMin   jsonfloat.Float `json:"c_alpha_min"`
-	CAlphaMax   jsonfloat.Float `json:"c_alpha_max"`
-	PriorAlpha  float64         `json:"prior_alpha"`
-	// Witness is the --witness file (absent when no pair attains the bound).
-	Witness string `json:"witness,omitempty"`
-}
-
-type dirichletWitness struct {
-	LowHigh  int `json:"alpha_min_max"` // (C_amin, C_amax)
-	HighLow  int `json:"alpha_max_min"` // (C_amax, C_amin)
-	HighHigh int `json:"alpha_max_max"` // (C_amax, C_amax)
-}
 
 // reportOptions parses --orders and checks the flags that apply with and
 // without --model (privacy.ReportOptions.Validate, before any work; errors
@@ -231,7 +184,7 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 		return err
 	}
 	var set privacy.ClipSet
-	rep := &certifyReport{}
+	var model, variant, mode string
 	ro.Source = "constants given on the command line"
 	if f.model != "" {
 		for _, c := range constantFlags {
@@ -243,7 +196,7 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 		if set, cfg, err = modelClipSet(f.model); err != nil {
 			return err
 		}
-		rep.Model, rep.Variant, rep.Mode = f.model, cfg.Model, string(cfg.Mode)
+		model, variant, mode = f.model, cfg.Model, string(cfg.Mode)
 		ro.Source = train.ModelSource(f.model)
 	} else if set, err = f.clipSet(fs); err != nil {
 		return err
@@ -253,22 +206,18 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 			return fmt.Errorf("--witness: %w", err)
 		}
 	}
-	if rep.CertifiedReport, err = privacy.NewCertifiedReport(set, ro); err != nil {
+	rep, err := privacy.NewClipSetReport(set, ro)
+	if err != nil {
 		return err
 	}
-	cert := rep.PerRelease
-	rep.RDPerRelease = cert.RD
-	if cert.Finite && set.Components > 1 {
-		rep.DirichletWitness = &dirichletWitness{cert.AlphaLowHigh, cert.AlphaHighLow, cert.AlphaHighHigh}
-	}
-	rep.setConstants(set)
+	rep.Model, rep.Variant, rep.Mode = model, variant, mode
 	if f.witness != "" {
 		w, _, err := privacy.WitnessPair(set, f.order, privacy.GaussianDirection(f.direction))
 		if err != nil {
 			return fmt.Errorf("--witness: %w", err)
 		}
 		if w == nil {
-			slog.Warn("no witness pair: a constant is unbounded, so no pair attains the bound", "witness", f.witness, "reason", cert.Reason)
+			slog.Warn("no witness pair: a constant is unbounded, so no pair attains the bound", "witness", f.witness, "reason", rep.PerRelease.Reason)
 		} else {
 			if err := privacy.WritePosteriors(f.witness, w); err != nil {
 				return fmt.Errorf("--witness: %w", err)
@@ -279,98 +228,5 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	if f.jsonOut {
 		return printJSON(cmd.OutOrStdout(), rep)
 	}
-	printCertify(cmd.OutOrStdout(), rep)
-	return nil
-}
-
-// setConstants writes the constants of set into r.
-func (r *certifyReport) setConstants(set privacy.ClipSet) {
-	r.CMu, r.CAlphaMin, r.CAlphaMax, r.PriorAlpha = jsonfloat.Float(set.CMu), jsonfloat.Float(set.AlphaMin), jsonfloat.Float(set.AlphaMax), set.PriorAlpha
-	r.PriorMu, r.PriorVar = scalarOrList(set.PriorMu), scalarOrList(set.PriorVar)
-	if set.LogvarFloor != nil {
-		r.LogvarFloor, r.LogvarCap = scalarOrList(set.LogvarFloor), scalarOrList(set.LogvarCap)
-		return
-	}
-	co, m := set.ClipOrder, set.LogvarMargin
-	r.ClipOrder, r.LogvarMargin = &co, &m
-	floor, cap := make([]float64, len(set.PriorVar)), make([]float64, len(set.PriorVar))
-	for j := range set.PriorVar {
-		floor[j], cap[j] = set.LogvarRange(j)
-	}
-	r.LogvarFloor, r.LogvarCap = scalarOrList(floor), scalarOrList(cap)
-}
-
-// scalarOrList is v[0] for a length-1 slice, else v (non-finite values as
-// jsonfloat strings).
-func scalarOrList(v []float64) any {
-	out := make([]jsonfloat.Float, len(v))
-	for i, x := range v {
-		out[i] = jsonfloat.Float(x)
-	}
-	if len(out) == 1 {
-		return out[0]
-	}
-	return out
-}
-
-func printCertify(w io.Writer, r *certifyReport) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	if r.Model != "" {
-		row("model", fmt.Sprintf("%s (%s, %s)", r.Model, r.Variant, r.Mode))
-	}
-	row("certified", r.Scope)
-	row("constants", fmt.Sprintf("N %d, P %d, C_mu %s, C_amin %s, C_amax %s, prior alpha %g", r.Components, r.Dims,
-		fg(r.CMu), fg(r.CAlphaMin), fg(r.CAlphaMax), r.PriorAlpha))
-	lv := fmt.Sprintf("[%s, %s]", fmtVec(r.LogvarFloor), fmtVec(r.LogvarCap))
-	if r.LogvarMargin != nil {
-		lv += fmt.Sprintf(" (margin %g at clip order %g)", *r.LogvarMargin, *r.ClipOrder)
-	}
-	row("logvar range", lv)
-	rd := fmt.Sprintf("rd_certified (order %g)", r.Order)
-	if r.Releases > 1 {
-		rd = fmt.Sprintf("rd_certified (order %g, %d releases)", r.Order, r.Releases)
-	}
-	row(rd, ff(r.RD)+" nats")
-	if r.Finite {
-		row("  variance / mean / dirichlet", ff(r.Parts.Variance)+" / "+ff(r.Parts.Mean)+" / "+ff(r.Parts.Dirichlet))
-	} else {
-		row("  reason", r.Reason)
-	}
-	row("finite below order", fg(r.MaxOrder))
-	row(fmt.Sprintf("epsilon (delta %g)", r.Delta), ff(r.Epsilon)+", "+r.How())
-	if r.Accountant == privacy.AccountantGaussian {
-		row("  by the RDP conversion", ff(r.RDPEpsilon)+" at order "+fg(r.BestOrder)+" (looser)")
-	}
-	row(fmt.Sprintf("BDP eps_mu (delta %g)", r.Delta), ff(r.BDPEpsilon)+" (moment order "+fg(r.BDPOrder)+")")
-	if r.Release != nil {
-		row("release", r.Release.String())
-	}
-	if r.Witness != "" {
-		row("witness", r.Witness)
-	}
-	tw.Flush()
-}
-
-// fg formats v in the shortest form (+Inf, n/a for NaN).
-func fg(v jsonfloat.Float) string {
-	if math.IsNaN(float64(v)) {
-		return "n/a"
-	}
-	return strconv.FormatFloat(float64(v), 'g', 8, 64)
-}
-
-// fmtVec formats a scalarOrList value: the scalar, or min..max of a list.
-func fmtVec(v any) string {
-	switch x := v.(type) {
-	case jsonfloat.Float:
-		return fg(x)
-	case []jsonfloat.Float:
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, e := range x {
-			lo, hi = math.Min(lo, float64(e)), math.Max(hi, float64(e))
-		}
-		return strconv.FormatFloat(lo, 'g', 6, 64) + ".." + strconv.FormatFloat(hi, 'g', 6, 64)
-	}
-	return strings.TrimSpace(fmt.Sprint(v))
+	return rep.WriteText(cmd.OutOrStdout())
 }

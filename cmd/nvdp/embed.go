@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -217,28 +216,5 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 	if f.jsonOut {
 		return printJSON(cmd.OutOrStdout(), md)
 	}
-	printEmbed(cmd.OutOrStdout(), f.out, md)
-	return nil
-}
-
-// printEmbed prints the summary of an output.
-func printEmbed(w io.Writer, path string, md *release.Metadata) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	m := md.Model
-	row("output", fmt.Sprintf("%s (%d texts x %d releases: z [N %d, P %d], pi [N %d])", path, md.Texts, md.ReleasesPerText, m.N, m.P, m.N))
-	row("model", fmt.Sprintf("%s (%s, %s, %s)", m.Dir, m.Task, m.Variant, m.Mode))
-	g, all := md.Guarantee, md.GuaranteePerText
-	row("certified", g.Scope)
-	row(fmt.Sprintf("epsilon per release (delta %g)", g.Delta), ff(g.Epsilon)+", "+g.How())
-	if md.ReleasesPerText > 1 {
-		row(fmt.Sprintf("epsilon per text (%d releases)", md.ReleasesPerText), ff(all.Epsilon)+", "+all.How())
-	}
-	if g.Release != nil {
-		row("release", g.Release.String())
-	}
-	if md.Seeded {
-		row("WARNING", md.Warning)
-	}
-	tw.Flush()
+	return md.WriteText(cmd.OutOrStdout(), f.out)
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"sort"
-	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
@@ -93,7 +90,7 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 		defer closeDevice(d)
 		eo.Device = d
 	}
-	ctx := cmd.Context() // nvdp eval catches no signal: one ends it at once
+	ctx := cmd.Context() // cancelled on SIGINT or SIGTERM (execute in main.go)
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -104,31 +101,8 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 	if f.jsonOut {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 	}
-	printEval(cmd.OutOrStdout(), r)
+	r.WriteText(cmd.OutOrStdout())
 	return nil
-}
-
-// printEval prints the summary of an evaluation: its metrics, files and
-// certified guarantee.
-func printEval(w io.Writer, r *train.EvalResult) {
-	fmt.Fprintf(w, "%s %s (%s): %d examples\n", r.Task, r.Split, r.Variant, r.Examples)
-	names := make([]string, 0, len(r.Metrics))
-	for k := range r.Metrics {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		fmt.Fprintf(w, "  %-22s %.4f\n", k, r.Metrics[k])
-	}
-	fmt.Fprintf(w, "predictions: %s\n", r.Predictions)
-	if r.Posteriors != "" {
-		fmt.Fprintf(w, "posteriors:  %s (%d components)\n", r.Posteriors, r.Components)
-	}
-	if r.Certified != nil {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		certifiedRows(func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }, r.Certified)
-		tw.Flush()
-	}
 }
 
 // options are the evaluation options of the flags; task.EvalOptions.Given

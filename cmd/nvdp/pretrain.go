@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -98,25 +97,8 @@ func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 	if pf.jsonOut {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 	}
-	printPretrain(cmd.OutOrStdout(), r)
+	r.WriteText(cmd.OutOrStdout())
 	return nil
-}
-
-// printPretrain prints the summary of a pretraining run.
-func printPretrain(w io.Writer, r *mlm.Result) {
-	status := "finished"
-	if r.StoppedEarly {
-		status = "stopped (resume with --resume)"
-	}
-	fmt.Fprintf(w, "pretrain %s: %s after %d steps (%.2f epochs, %.0f s, backend %s)\n", r.Config, status, r.Steps, r.Epochs, r.ElapsedS, r.Backend)
-	if r.InitialHeldOut != nil {
-		fmt.Fprintf(w, "held-out MLM loss %.4f -> %.4f, masked-token accuracy %.4f -> %.4f (%d masked tokens)\n",
-			r.InitialHeldOut.Loss, r.FinalHeldOut.Loss, r.InitialHeldOut.MaskedAcc, r.FinalHeldOut.MaskedAcc, r.FinalHeldOut.MaskedTokens)
-	} else {
-		fmt.Fprintf(w, "held-out MLM loss %.4f, masked-token accuracy %.4f (%d masked tokens)\n",
-			r.FinalHeldOut.Loss, r.FinalHeldOut.MaskedAcc, r.FinalHeldOut.MaskedTokens)
-	}
-	fmt.Fprintf(w, "model in %s (use --encoder hf:%s)\n", r.Out, r.Out)
 }
 
 // resumeFlags are the flags a resumed pretraining run takes: the options a

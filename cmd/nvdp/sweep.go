@@ -224,14 +224,7 @@ func runSweep(cmd *cobra.Command, so *sweep.Options) error {
 	defer cancel()
 	res, err := sweep.Run(ctx, *so)
 	if res != nil {
-		m := res.Manifest
-		fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s), %d ran this time; manifest %s\n", so.Out, len(m.Cells),
-			m.CountsText(), res.Ran, filepath.Join(so.Out, sweep.ManifestFile))
-		for _, task := range so.Tasks {
-			if s := m.Selections[task]; s != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s C_mu = %g: %s\n", task, s.CMu, s.Reason)
-			}
-		}
+		res.WriteText(cmd.OutOrStdout(), so.Out, so.Tasks)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("sweep interrupted: finished cells keep their report.json, the others resume when the same command is run again")
@@ -269,8 +262,7 @@ func newSweepCellCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printRunReport(cmd.OutOrStdout(), rep)
-			return nil
+			return rep.WriteText(cmd.OutOrStdout())
 		},
 	}
 }

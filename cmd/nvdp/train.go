@@ -3,11 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/task"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
@@ -90,7 +88,7 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 	if f.jsonOut {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 	}
-	printTrainResult(cmd.OutOrStdout(), r)
+	r.WriteText(cmd.OutOrStdout())
 	return nil
 }
 
@@ -109,21 +107,6 @@ func (f *trainCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 		return nil, fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
 	}
 	return f.taskOf(cmd, o.Resume)
-}
-
-// printTrainResult prints the summary of a training run.
-func printTrainResult(w io.Writer, r *train.Result) {
-	status := "finished"
-	switch {
-	case r.Interrupted:
-		status = "stopped (resume with --resume)"
-	case r.StoppedEarly:
-		status = "stopped early"
-	}
-	fmt.Fprintf(w, "%s %s: %s after %d epochs (%d steps, %.0f s, backend %s)\n", r.Task, r.Variant, status, r.Epochs, r.Steps, r.Seconds, r.Backend)
-	if r.BestEpoch > 0 {
-		fmt.Fprintf(w, "best dev %s %.4f at epoch %d; model in %s\n", r.MetricName, float64(r.BestMetric), r.BestEpoch, r.Dir)
-	}
 }
 
 func init() { rootCmd.AddCommand(newTrainCmd()) }

@@ -1,0 +1,71 @@
+package attack
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nvdp-project/nvdp/privacy"
+)
+
+// WriteText writes rep as the table `nvdp attack distinguish` prints: the
+// model or posteriors, the certified epsilon, then per pair its releases,
+// divergences, tests and epsilon lower bound, and the plot files.
+func (rep *DistinguishReport) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	if rep.Model != "" {
+		row("model", fmt.Sprintf("%s (%s, %s)", rep.Model, rep.Task, rep.Variant))
+	}
+	if rep.Posteriors != "" {
+		row("posteriors", rep.Posteriors)
+	}
+	if g := rep.Certified; g != nil {
+		row(fmt.Sprintf("certified ε (δ %g)", g.Delta), privacy.FormatValue(g.Epsilon)+", "+g.How()+"  ("+g.Scope+")")
+		if g.Release != nil {
+			row("release", g.Release.String())
+		}
+	} else {
+		row("certified ε", "unknown: the posterior file carries no clip constants")
+	}
+	for _, pr := range rep.Pairs {
+		r := pr.Result
+		name := pr.Kind
+		switch {
+		case len(pr.Texts) == 2:
+			name += fmt.Sprintf(" %q | %q", pr.Texts[0], pr.Texts[1])
+		case len(pr.Index) == 2:
+			name += fmt.Sprintf(" (%d, %d)", pr.Index[0], pr.Index[1])
+		}
+		if pr.AuditRD != nil {
+			name += fmt.Sprintf(", audit RD %s at order %g", privacy.FormatValue(*pr.AuditRD), pr.AuditOrder)
+		}
+		row("pair", name)
+		row("  releases", fmt.Sprintf("%d of each (N %d, P %d), seed %d; test chosen on half, bounded on the other", r.Releases, r.N, r.P, r.Seed))
+		pairEps := fmt.Sprintf("KL %s / %s nats; the pair's own RDP ε %s", privacy.FormatValue(r.KL), privacy.FormatValue(r.KLReverse), privacy.FormatValue(r.PairEpsilon))
+		if r.GaussianEpsilon != nil {
+			pairEps += fmt.Sprintf("; Gaussian mechanism (μ %.4g) exact ε %s", float64(*r.GaussianMu), privacy.FormatValue(*r.GaussianEpsilon))
+		}
+		row("  divergence", pairEps)
+		var tprs []string
+		for _, op := range r.TPRAtFPR {
+			tprs = append(tprs, fmt.Sprintf("%.4f at FPR %g", op.TPR, op.FPR))
+		}
+		row("  likelihood-ratio test", fmt.Sprintf("AUC %.4f; TPR %s", r.AUC, strings.Join(tprs, ", ")))
+		lb := fmt.Sprintf("%s (%s, confidence %g)", privacy.FormatValue(r.EpsilonLowerBound), r.Method, r.Confidence)
+		if c := r.Certified; c != nil {
+			lb += fmt.Sprintf(", %.3g of the certified ε", float64(c.Ratio))
+		}
+		row(fmt.Sprintf("  ε lower bound (δ %g)", r.Delta), lb)
+		th := r.ThresholdTest
+		row("  threshold test", fmt.Sprintf("%s (at most %s at this K): TPR %.4g [%.4g, %.4g], FPR %.4g [%.4g, %.4g], direction %s",
+			privacy.FormatValue(th.Epsilon), privacy.FormatValue(th.MaxDetectable), th.TPR, th.TPRInterval[0], th.TPRInterval[1], th.FPR, th.FPRInterval[0], th.FPRInterval[1], th.Direction))
+		pl := r.PrivacyLossTest
+		row("  privacy-loss test", fmt.Sprintf("%s: P(loss >= %s) = %.4g (lower bound %.4g), direction %s", privacy.FormatValue(pl.Epsilon), privacy.FormatValue(pl.Threshold), pl.Probability, pl.ProbabilityLower, pl.Direction))
+	}
+	for _, p := range rep.Plots {
+		row("plot", p)
+	}
+	return tw.Flush()
+}

@@ -69,3 +69,67 @@ func (rep *DistinguishReport) WriteText(w io.Writer) error {
 	}
 	return tw.Flush()
 }
+
+// writeSetup writes the summary table of a learned attack: the model, the
+// certified guarantee of one release, the corpus, then the attack's rows
+// (more), and the results' table, whose header and rows table writes.
+func writeSetup(w io.Writer, s Setup, more [][2]string, table func(tw io.Writer)) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	m, g := s.Model, s.Certified
+	row("model", fmt.Sprintf("%s (%s, %s, %s): N %d components, P %d", m.Dir, m.Task, m.Variant, m.Mode, m.N, m.P))
+	row("certified", fmt.Sprintf("epsilon %s at delta %g (%s) for one release of one text", privacy.FormatValue(g.Epsilon), g.Delta, g.How()))
+	row("corpus", fmt.Sprintf("public %s, victims %s", s.Corpus.PublicPath, s.Corpus.VictimPath))
+	for _, r := range more {
+		row(r[0], r[1])
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	table(tw)
+	tw.Flush()
+}
+
+// WriteText writes the summary of r as `nvdp attack attribute` prints it:
+// the model, its certified guarantee and the corpus, the property, the
+// texts and the certified AUC, then a row per features and classifier.
+func (r *AttributeReport) WriteText(w io.Writer) {
+	writeSetup(w, r.Setup, [][2]string{
+		{"property", r.Property.Name + ": " + r.Property.Rule},
+		{"public", fmt.Sprintf("%d texts, %d with the property; releases per text %d", r.PublicTexts, r.PublicPositive, r.Options.ReleasesPerText)},
+		{"victims", fmt.Sprintf("%d texts, %d with the property; one release each", r.VictimTexts, r.VictimPositive)},
+		{"certified AUC", fmt.Sprintf("at most %.4f for any classifier of one release (CertifiedAUC of the certified epsilon, delta)", r.CertifiedAUC)},
+	}, func(tw io.Writer) {
+		conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
+		fmt.Fprintf(tw, "features\tclassifier\taccuracy\t%s (Clopper-Pearson)\tAUC\t%s (bootstrap)\n", conf, conf)
+		for _, res := range r.Results {
+			fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t[%.4f, %.4f]\n", res.Features, res.Classifier, res.Accuracy,
+				res.AccuracyCI[0], res.AccuracyCI[1], res.AUC, res.AUCCI[0], res.AUCCI[1])
+		}
+	})
+}
+
+// WriteText writes the summary of r as `nvdp attack invert` prints it: the
+// model, its certified guarantee and the corpus, the texts and tokens, a row
+// per features and decoder, then the example guesses from the releases.
+func (r *InvertReport) WriteText(w io.Writer) {
+	writeSetup(w, r.Setup, [][2]string{
+		{"public", fmt.Sprintf("%d texts, %d tokens, %d distinct (the decoders' classes); releases per text %d", r.PublicTexts, r.PublicTokens, r.Classes, r.Options.ReleasesPerText)},
+		{"victims", fmt.Sprintf("%d texts, %d tokens (%.1f%% unseen in the public texts); one release each", r.VictimTexts, r.VictimTokens, 100*r.Unseen)},
+	}, func(tw io.Writer) {
+		conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
+		fmt.Fprintf(tw, "features\tdecoder\taccuracy\t%s\tprecision\trecall\tF1\t%s\tshuffled: accuracy\tF1\n", conf, conf)
+		for _, res := range r.Results {
+			fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\n", res.Features, res.Decoder, res.Accuracy,
+				res.AccuracyCI[0], res.AccuracyCI[1], res.Precision, res.Recall, res.F1, res.F1CI[0], res.F1CI[1], res.Shuffled.Accuracy, res.Shuffled.F1)
+		}
+	})
+	for _, res := range r.Results {
+		if res.Features != FeaturesRelease {
+			continue
+		}
+		for _, e := range res.Examples {
+			fmt.Fprintf(w, "%s %s: %q -> %q\n", res.Features, res.Decoder, e.Text, e.Guess)
+		}
+	}
+}

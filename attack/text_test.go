@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/release"
 )
 
 // TestDistinguishReportWriteText: the model or posteriors, the certified
@@ -41,6 +43,50 @@ func TestDistinguishReportWriteText(t *testing.T) {
 				break
 			}
 			at += i + len(w)
+		}
+	}
+}
+
+// TestLearnedReportsWriteText: the setup rows (model, certified epsilon,
+// corpus), the attack's own rows, a blank line, the results' table and, for
+// an inversion, the example guesses of the release features only.
+func TestLearnedReportsWriteText(t *testing.T) {
+	_, g := witnessPair(t, nvdpSet(1), 1e-5, false)
+	setup := Setup{Model: release.ModelInfo{Dir: "m", Task: "sst2", Variant: "nvdp-clipped", Mode: "principled", N: 5, P: 3},
+		Certified: g, Corpus: &Corpus{PublicPath: "pub.tsv", VictimPath: "vic.tsv"}}
+	inv := &InvertReport{Setup: setup, PublicTokens: 40, VictimTokens: 20, Classes: 9, Unseen: 0.25,
+		Results: []InvertResult{{Features: FeaturesRelease, Decoder: "nearest", Examples: []Reconstruction{{Text: "a b", Guess: "a c"}}},
+			{Features: FeaturesNone, Decoder: "majority", Examples: []Reconstruction{{Text: "x", Guess: "y"}}}}}
+	inv.Options.Confidence = 0.95
+	attr := &AttributeReport{Setup: setup, Property: Property{Name: "negation", Rule: "has not"}, CertifiedAUC: 0.75,
+		Results: []AttributeResult{{Features: FeaturesRelease, Classifier: "linear", Accuracy: 0.5}}}
+	attr.Options.Confidence = 0.95
+	head := []string{"model  ", "m (sst2, nvdp-clipped, principled): N 5 components, P 3\n", "certified  ", "epsilon " + privacy.FormatValue(g.Epsilon) + " at delta 1e-05",
+		"corpus  ", "public pub.tsv, victims vic.tsv\n"}
+	for _, c := range []struct {
+		name   string
+		write  func(*bytes.Buffer)
+		want   []string
+		absent string
+	}{
+		{"invert", func(b *bytes.Buffer) { inv.WriteText(b) }, append(head, "public  ", "40 tokens, 9 distinct", "victims  ", "25.0% unseen", "\n\nfeatures  ",
+			"95% CI", "\n"+FeaturesRelease+"  ", FeaturesRelease+" nearest: \"a b\" -> \"a c\"\n"), `"x" -> "y"`},
+		{"attribute", func(b *bytes.Buffer) { attr.WriteText(b) }, append(head, "property  ", "negation: has not\n", "certified AUC  ", "at most 0.7500",
+			"\n\nfeatures  ", "classifier", "\n"+FeaturesRelease+"  ", "linear  ", "0.5000"), "->"},
+	} {
+		var b bytes.Buffer
+		c.write(&b)
+		s, at := b.String(), 0
+		for _, w := range c.want {
+			i := strings.Index(s[at:], w)
+			if i < 0 {
+				t.Errorf("%s: %q not found after byte %d in\n%s", c.name, w, at, s)
+				break
+			}
+			at += i + len(w)
+		}
+		if strings.Contains(s, c.absent) {
+			t.Errorf("%s: has %q:\n%s", c.name, c.absent, s)
 		}
 	}
 }

@@ -165,3 +165,19 @@ func NewJSONLReader(r io.Reader, name, field string) (*TextReader, error) {
 	t.pending, t.line = &first, 0 // Next returns it as line 1
 	return t, nil
 }
+
+// NewTextReader returns the reader of r that column and field choose: the
+// column of a tab-separated file ([NewTSVReader]) when column is not empty,
+// else the field of JSON lines ([NewJSONLReader]) when field is not empty,
+// else plain lines ([NewLineReader]). A caller gives at most one of them.
+//
+// Its errors are those of the reader chosen.
+func NewTextReader(r io.Reader, name, column, field string) (*TextReader, error) {
+	switch {
+	case column != "":
+		return NewTSVReader(r, name, column)
+	case field != "":
+		return NewJSONLReader(r, name, field)
+	}
+	return NewLineReader(r, name), nil
+}

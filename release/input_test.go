@@ -142,3 +142,24 @@ func FuzzTextReaders(f *testing.F) {
 		}
 	})
 }
+
+// TestNewTextReader: the column chooses the TSV reader, else the field the
+// JSON-lines reader, else plain lines; each reads the first text of its input.
+func TestNewTextReader(t *testing.T) {
+	for _, c := range []struct {
+		name, in, column, field, want string
+	}{
+		{"tsv", "sentence\tlabel\na b\t1\n", "sentence", "", "a b"},
+		{"jsonl", `{"text": "c d"}` + "\n", "", "text", "c d"},
+		{"lines", "e f\n", "", "", "e f"},
+		{"lines, not a column", "sentence\tlabel\n", "", "", "sentence\tlabel"},
+	} {
+		r, err := NewTextReader(strings.NewReader(c.in), c.name, c.column, c.field)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got, _, err := r.Next(); err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}

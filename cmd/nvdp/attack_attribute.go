@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/attack"
@@ -56,22 +54,5 @@ func runAttackAttribute(cmd *cobra.Command, f *attributeFlags) error {
 	run := func(ctx context.Context, t *attack.Target, c *attack.Corpus, report progress.Func) (*attack.AttributeReport, error) {
 		return attack.Attribute(ctx, t, c, f.o, report)
 	}
-	return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o.Validate, nil, run, printAttribute)
-}
-
-// printAttribute prints the summary of an attribute inference.
-func printAttribute(w io.Writer, r *attack.AttributeReport) {
-	printSetup(w, r.Setup, [][2]string{
-		{"property", r.Property.Name + ": " + r.Property.Rule},
-		{"public", fmt.Sprintf("%d texts, %d with the property; releases per text %d", r.PublicTexts, r.PublicPositive, r.Options.ReleasesPerText)},
-		{"victims", fmt.Sprintf("%d texts, %d with the property; one release each", r.VictimTexts, r.VictimPositive)},
-		{"certified AUC", fmt.Sprintf("at most %.4f for any classifier of one release (CertifiedAUC of the certified epsilon, delta)", r.CertifiedAUC)},
-	}, func(tw io.Writer) {
-		conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
-		fmt.Fprintf(tw, "features\tclassifier\taccuracy\t%s (Clopper-Pearson)\tAUC\t%s (bootstrap)\n", conf, conf)
-		for _, res := range r.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t[%.4f, %.4f]\n", res.Features, res.Classifier, res.Accuracy,
-				res.AccuracyCI[0], res.AccuracyCI[1], res.AUC, res.AUCCI[0], res.AUCCI[1])
-		}
-	})
+	return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o.Validate, nil, run, (*attack.AttributeReport).WriteText)
 }

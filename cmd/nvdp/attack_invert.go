@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/progress"
@@ -72,28 +71,5 @@ func runAttackInvert(cmd *cobra.Command, f *invertFlags) error {
 	run := func(ctx context.Context, t *attack.Target, c *attack.Corpus, report progress.Func) (*attack.InvertReport, error) {
 		return attack.Invert(ctx, t, c, f.o, report)
 	}
-	return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o.Validate, checkVocab, run, printInvert)
-}
-
-// printInvert prints the summary of an inversion.
-func printInvert(w io.Writer, r *attack.InvertReport) {
-	printSetup(w, r.Setup, [][2]string{
-		{"public", fmt.Sprintf("%d texts, %d tokens, %d distinct (the decoders' classes); releases per text %d", r.PublicTexts, r.PublicTokens, r.Classes, r.Options.ReleasesPerText)},
-		{"victims", fmt.Sprintf("%d texts, %d tokens (%.1f%% unseen in the public texts); one release each", r.VictimTexts, r.VictimTokens, 100*r.Unseen)},
-	}, func(tw io.Writer) {
-		conf := fmt.Sprintf("%g%% CI", 100*r.Options.Confidence)
-		fmt.Fprintf(tw, "features\tdecoder\taccuracy\t%s\tprecision\trecall\tF1\t%s\tshuffled: accuracy\tF1\n", conf, conf)
-		for _, res := range r.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\t%.4f\t[%.4f, %.4f]\t%.4f\t%.4f\n", res.Features, res.Decoder, res.Accuracy,
-				res.AccuracyCI[0], res.AccuracyCI[1], res.Precision, res.Recall, res.F1, res.F1CI[0], res.F1CI[1], res.Shuffled.Accuracy, res.Shuffled.F1)
-		}
-	})
-	for _, res := range r.Results {
-		if res.Features != attack.FeaturesRelease {
-			continue
-		}
-		for _, e := range res.Examples {
-			fmt.Fprintf(w, "%s %s: %q -> %q\n", res.Features, res.Decoder, e.Text, e.Guess)
-		}
-	}
+	return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o.Validate, checkVocab, run, (*attack.InvertReport).WriteText)
 }

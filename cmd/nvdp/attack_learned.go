@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/progress"
@@ -53,7 +52,7 @@ func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, o *attack.LearnedOptions) {
 // attack.LoadCorpus); check sees the target before the attack (nil: none).
 // It prints the report as JSON with --json, else as print writes it.
 func runLearnedAttack[R any](cmd *cobra.Command, f *learnedAttackFlags, validate func() error, check func(*attack.Target) error,
-	run func(context.Context, *attack.Target, *attack.Corpus, progress.Func) (R, error), print func(io.Writer, R)) error {
+	run func(context.Context, *attack.Target, *attack.Corpus, progress.Func) (R, error), print func(R, io.Writer)) error {
 	if err := validate(); err != nil {
 		return flagError(err)
 	}
@@ -85,26 +84,6 @@ func runLearnedAttack[R any](cmd *cobra.Command, f *learnedAttackFlags, validate
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	print(cmd.OutOrStdout(), r)
+	print(r, cmd.OutOrStdout())
 	return nil
-}
-
-// printSetup writes the summary table of a learned attack: the model, the
-// certified guarantee of one release, the corpus, then the attack's rows
-// (more), and the results' table, whose header and rows table writes.
-func printSetup(w io.Writer, s attack.Setup, more [][2]string, table func(tw io.Writer)) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	m, g := s.Model, s.Certified
-	row("model", fmt.Sprintf("%s (%s, %s, %s): N %d components, P %d", m.Dir, m.Task, m.Variant, m.Mode, m.N, m.P))
-	row("certified", fmt.Sprintf("epsilon %s at delta %g (%s) for one release of one text", ff(g.Epsilon), g.Delta, g.How()))
-	row("corpus", fmt.Sprintf("public %s, victims %s", s.Corpus.PublicPath, s.Corpus.VictimPath))
-	for _, r := range more {
-		row(r[0], r[1])
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	table(tw)
-	tw.Flush()
 }

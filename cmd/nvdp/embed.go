@@ -119,16 +119,7 @@ func (f *embedFlags) openInput(cmd *cobra.Command) (*release.TextReader, io.Clos
 		}
 		r, c = file, file
 	}
-	var tr *release.TextReader
-	var err error
-	switch {
-	case f.column != "":
-		tr, err = release.NewTSVReader(r, name, f.column)
-	case f.field != "":
-		tr, err = release.NewJSONLReader(r, name, f.field)
-	default:
-		tr = release.NewLineReader(r, name)
-	}
+	tr, err := release.NewTextReader(r, name, f.column, f.field)
 	if err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("--input: %w", err)

@@ -183,10 +183,17 @@ func readBatch(in *TextReader, n int) ([]string, error) {
 	return texts, nil
 }
 
+// The layouts of the output formats, in [Metadata].Layout. The release service's binary response
+// (package serve) has the safetensors layout with one release per text.
+const (
+	SafetensorsLayout = "z [texts, releases_per_text, N, P] float32: the released samples Z; pi [texts, releases_per_text, N] float32: their Dirichlet weights; row i is the i-th text of the input"
+	JSONLLayout       = "first line: this metadata; then one JSON object per text, in input order: index (0-based), embeddings [releases_per_text][N][P] (Z), weights [releases_per_text][N] (pi); float32 values"
+)
+
 // layout is Metadata.Layout of a format.
 func layout(f Format) string {
 	if f == FormatJSONL {
-		return "first line: this metadata; then one JSON object per text, in input order: index (0-based), embeddings [releases_per_text][N][P] (Z), weights [releases_per_text][N] (pi); float32 values"
+		return JSONLLayout
 	}
-	return "z [texts, releases_per_text, N, P] float32: the released samples Z; pi [texts, releases_per_text, N] float32: their Dirichlet weights; row i is the i-th text of the input"
+	return SafetensorsLayout
 }

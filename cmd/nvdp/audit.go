@@ -20,11 +20,9 @@ import (
 // auditFlags are the pinned flags of `nvdp audit` (issue 2); the numeric
 // ones are bound to audit.DefaultOptions (their defaults).
 type auditFlags struct {
-	opt        audit.Options
+	opt audit.Options
+	auditStrings
 	posteriors string
-	mode       string
-	bdpOrders  string
-	direction  string
 	jsonOut    bool
 	noProgress bool
 	allOrders  bool
@@ -102,14 +100,8 @@ func joinFloats(v []float64) string {
 // is read. An explicit --q 0 is an error (left out, q is batch-size / M).
 func (f *auditFlags) options(cmd *cobra.Command) (audit.Options, error) {
 	opt := f.opt
-	orders, err := parseFloatList("--bdp-orders", f.bdpOrders)
-	if err != nil {
+	if err := f.apply(&opt, cmd.Flags().Changed("q")); err != nil {
 		return opt, err
-	}
-	opt.BDPOrders = orders
-	opt.Mode, opt.Direction = privacy.Mode(f.mode), privacy.GaussianDirection(f.direction)
-	if cmd.Flags().Changed("q") && opt.Q == 0 {
-		return opt, fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch-size / M")
 	}
 	if (f.shard == "") != (f.out == "") {
 		return opt, fmt.Errorf("--shard and --out go together: a shard writes its part to --out")

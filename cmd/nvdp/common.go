@@ -354,10 +354,28 @@ func resumeHint(err error, continueWith string) error {
 	return err
 }
 
-// auditFlagValues holds the audit flags that need parsing after cobra has run.
+// auditStrings are the audit flags parsed after cobra has run, in `nvdp
+// audit`, `nvdp run` and `nvdp sweep`.
+type auditStrings struct{ mode, bdpOrders, direction string }
+
+// apply sets o's mode, BDP orders and Gaussian direction from the flags and
+// refuses an explicit --q 0 (left out, q is batch size / M).
+func (a auditStrings) apply(o *audit.Options, qGiven bool) error {
+	orders, err := parseFloatList("--bdp-orders", a.bdpOrders)
+	if err != nil {
+		return err
+	}
+	o.BDPOrders, o.Mode, o.Direction = orders, privacy.Mode(a.mode), privacy.GaussianDirection(a.direction)
+	if qGiven && o.Q == 0 {
+		return fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch size / M")
+	}
+	return nil
+}
+
+// auditFlagValues holds the audit flags of `nvdp run` and `nvdp sweep`.
 type auditFlagValues struct {
-	mode, bdpOrders, direction string
-	fs                         *pflag.FlagSet
+	auditStrings
+	fs *pflag.FlagSet
 }
 
 // pipelineAuditFlags binds the audit options of `nvdp run` (also used by `nvdp sweep`)
@@ -386,18 +404,11 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlag
 // (default: the training mode) and validates the audit options (an explicit
 // --q 0 is an error), before any work.
 func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
-	orders, err := parseFloatList("--bdp-orders", a.bdpOrders)
-	if err != nil {
-		return err
-	}
-	po.Audit.BDPOrders = orders
-	po.Audit.Direction = privacy.GaussianDirection(a.direction)
-	po.Audit.Mode = privacy.Mode(a.mode)
 	if a.mode == "" {
-		po.Audit.Mode = po.Train.Mode
+		a.mode = string(po.Train.Mode)
 	}
-	if a.fs.Changed("q") && po.Audit.Q == 0 {
-		return fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch size / M")
+	if err := a.apply(&po.Audit, a.fs.Changed("q")); err != nil {
+		return err
 	}
 	return pipelineAuditError(po.Audit.Validate())
 }

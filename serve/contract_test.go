@@ -104,12 +104,12 @@ func TestPythonExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", py, script, err, out)
 	}
-	for _, want := range []string{"Z (2, 3, 4) pi (2, 3) weights sum to [1.0, 1.0]", "per release at delta 1e-05; spent", "of 50;", "releases remain", " 2 releases at epsilon"} {
+	for _, want := range []string{"Z (2, 3, 4) pi (2, 3) weights sum to [1.0, 1.0]", "per release at delta 1e-05; spent", "of 50;", "releases remain", "binary Z (1, 3, 4) pi (1, 3) spent", " 2 releases at epsilon", " 1 releases at epsilon"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the example's output lacks %q:\n%s", want, out)
 		}
 	}
-	if accts, _ := f.ledger.Accounts(); len(accts) != 1 || accts[0].Releases != 2 {
+	if accts, _ := f.ledger.Accounts(); len(accts) != 1 || accts[0].Releases != 3 {
 		t.Errorf("ledger %+v", accts)
 	}
 }

@@ -111,3 +111,7 @@ func checkEmbedding(e Embedding, n, p int) error {
 	}
 	return nil
 }
+
+// Seeded reports whether the noise comes from a fixed seed (release.NewSeededSource): the
+// binary response's metadata then says it is not for release.
+func (m releaseModel) Seeded() bool { return m.src.Seeded() }

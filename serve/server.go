@@ -67,8 +67,12 @@ var Scope = []string{
 // and Serve runs it on a listener with the timeouts and graceful shutdown of
 // its Options.
 type Server struct {
-	rel    Releaser
-	n, p   int
+	rel  Releaser
+	n, p int
+	// seeded is true for a Releaser whose noise comes from a fixed seed
+	// (one with a Seeded method saying so): the binary response's metadata
+	// says it is not for release.
+	seeded bool
 	guar   *privacy.Guarantee
 	one    privacyOfOne
 	curve  *ledger.Curve
@@ -232,7 +236,8 @@ func New(rel Releaser, lg ledger.Ledger, keys KeySource, o Options, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{rel: rel, n: n, p: p, guar: g, curve: curve, ledger: lg, keys: keys, opts: o, log: log,
+	sd, _ := rel.(interface{ Seeded() bool })
+	s := &Server{rel: rel, n: n, p: p, seeded: sd != nil && sd.Seeded(), guar: g, curve: curve, ledger: lg, keys: keys, opts: o, log: log,
 		lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
 	if isFile && fileKeys != nil {
 		s.fileKeys.Store(fileKeys)
@@ -484,6 +489,11 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	defer s.lim.leave()
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 	defer cancel()
+	binary, ok := acceptsSafetensors(r.Header.Values("Accept"))
+	if !ok {
+		s.fail(w, info, http.StatusNotAcceptable, "not_acceptable", "Accept %s: the releases are %s (default) or %s", excerpt(strings.Join(r.Header.Values("Accept"), ", ")), mediaJSON, MediaSafetensors)
+		return
+	}
 	texts, ok := s.readTexts(w, r, info)
 	if !ok {
 		return
@@ -542,7 +552,16 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	// Charged and committed: from here on the releases count as received.
 	info.releases = len(texts)
 	s.met.releases.Add(float64(len(texts)))
-	writeJSON(w, http.StatusOK, s.response(embs, bal))
+	resp := s.response(embs, bal)
+	if binary {
+		if err := s.writeSafetensors(w, embs, resp.Privacy); err != nil {
+			// Charged, not sent: the releases count as received (the ledger
+			// is at or above what the client got, never below).
+			s.internal(w, info, "release_failed", fmt.Errorf("encoding the safetensors response: %w", err))
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // readTexts reads and checks the body of an embed request; on failure it

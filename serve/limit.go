@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"sync/atomic"
 )
 
@@ -31,20 +30,8 @@ func (l *limiter) admit() bool {
 
 func (l *limiter) leave() { l.admitted.Add(-1) }
 
-// acquire waits for a release slot until ctx is done (its error).
-func (l *limiter) acquire(ctx context.Context) error {
-	select {
-	case l.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (l *limiter) release() { <-l.slots }
-
-// running and waiting are the requests holding a slot and those admitted
-// but not running (for the metrics).
+// running and waiting are the batches holding a release slot (package
+// batcher) and the requests admitted beyond them (for the metrics).
 func (l *limiter) running() int { return len(l.slots) }
 
 func (l *limiter) waiting() int {

@@ -19,7 +19,9 @@ type metrics struct {
 	overload  prometheus.Counter
 	commit    prometheus.Histogram
 	releaseTm prometheus.Histogram
-	backups   *prometheus.CounterVec // by result: ok, failed
+	// batchTexts and batchReqs are each batch's texts and requests.
+	batchTexts, batchReqs prometheus.Histogram
+	backups               *prometheus.CounterVec // by result: ok, failed
 	// ledgerBusy counts requests refused because too many charges were
 	// waiting (ledger.ErrLedgerBusy), keyReloads the keys file's reloads.
 	ledgerBusy prometheus.Counter
@@ -66,8 +68,16 @@ func newMetrics(lim *limiter, lg ledger.Ledger, rel Releaser) *metrics {
 			Buckets: latencyBuckets,
 		}),
 		releaseTm: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "nvdp_release_duration_seconds", Help: "Time the model takes to release the texts of one request.",
+			Name: "nvdp_release_duration_seconds", Help: "Time the model takes to release the texts of one batch of requests.",
 			Buckets: latencyBuckets,
+		}),
+		batchTexts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nvdp_release_batch_texts", Help: "Texts released in one forward pass (a batch of requests).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
+		batchReqs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nvdp_release_batch_requests", Help: "Requests sharing one forward pass.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		}),
 		backups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nvdp_ledger_backups_total", Help: "Backups of the ledger taken by the server, by result (ok, failed).",
@@ -81,13 +91,13 @@ func newMetrics(lim *limiter, lg ledger.Ledger, rel Releaser) *metrics {
 	}
 	m.backups.WithLabelValues("ok")
 	m.backups.WithLabelValues("failed")
-	m.reg.MustRegister(m.requests, m.latency, m.releases, m.refusals, m.overload, m.commit, m.releaseTm, m.backups, m.ledgerBusy, m.keyReloads,
+	m.reg.MustRegister(m.requests, m.latency, m.releases, m.refusals, m.overload, m.commit, m.releaseTm, m.batchTexts, m.batchReqs, m.backups, m.ledgerBusy, m.keyReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "nvdp_requests_running", Help: "Requests holding a release slot.",
+			Name: "nvdp_requests_running", Help: "Batches of requests being released (each holds a release slot).",
 		}, func() float64 { return float64(lim.running()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "nvdp_requests_queued", Help: "Requests admitted and waiting for a release slot.",
+			Name: "nvdp_requests_queued", Help: "Requests admitted beyond the batches being released.",
 		}, func() float64 { return float64(lim.waiting()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nvdp_ledger_available", Help: "1 while the ledger can charge; 0 while its database does not answer, or once its file was removed, replaced, truncated or could not be read (no release is served then).",
@@ -105,4 +115,11 @@ func newMetrics(lim *limiter, lg ledger.Ledger, rel Releaser) *metrics {
 		m.reg.MustRegister(rc.Collectors()...)
 	}
 	return m
+}
+
+// observeBatch records one batch: its requests, texts and release time.
+func (m *metrics) observeBatch(requests, texts int, seconds float64) {
+	m.batchReqs.Observe(float64(requests))
+	m.batchTexts.Observe(float64(texts))
+	m.releaseTm.Observe(seconds)
 }

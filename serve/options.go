@@ -29,6 +29,8 @@ type Options struct {
 	MaxEpsilon float64 `json:"max_epsilon"`
 	// Limits are the request limits (body, texts, concurrency, queue).
 	Limits
+	// Batching is how requests share forward passes.
+	Batching
 	// RequestTimeout bounds the handling of one POST /v1/embed, waiting in
 	// the queue included (503 when it expires, nothing released or charged).
 	RequestTimeout time.Duration `json:"request_timeout"`
@@ -89,10 +91,35 @@ type Limits struct {
 	MaxQueue int `json:"max_queue"`
 }
 
+// Batching says how requests that arrive together share a forward pass
+// (dynamic batching; docs/serving.md, "Batching").
+type Batching struct {
+	// BatchTexts is the most texts of one forward pass, >= 1: requests
+	// join a batch while their texts fit (a request is never split; one of
+	// more texts runs alone). 1: every request alone.
+	BatchTexts int `json:"batch_texts"`
+	// BatchWindow is how long a batch waits for more requests while others
+	// are admitted and not yet in a batch, >= 0. 0: a batch takes only the
+	// requests already waiting. A request that finds no other admitted
+	// never waits.
+	BatchWindow time.Duration `json:"batch_window"`
+}
+
+// DefaultBatchTexts and DefaultBatchWindow are the defaults of [Batching]:
+// 32 texts, the batch at which the engine's throughput per text levels off
+// on the main job's model (docs/performance.md, "Batching"), and 2 ms, a
+// fraction of one release's time.
+const (
+	DefaultBatchTexts  = 32
+	DefaultBatchWindow = 2 * time.Millisecond
+)
+
 // DefaultOptions returns the defaults: no default budget (BudgetEpsilon
 // Auto: each key gives its own), models certifying at most
 // privacy.DefaultMaxEpsilon per release, 1 MiB bodies, 64 texts of at most 16 KiB
-// each, GOMAXPROCS releases at once with 64 more queued, 30 s per request,
+// each, GOMAXPROCS batches released at once with 64 more requests queued,
+// batches of up to DefaultBatchTexts texts gathered for up to
+// DefaultBatchWindow, 30 s per request,
 // 10 s to read one, 60 s to write one, 120 s idle, 30 s to drain on
 // shutdown; backups only when asked, into the ledger's directory, the
 // DefaultBackupKeep newest kept.
@@ -107,6 +134,7 @@ func DefaultOptions() Options {
 			MaxConcurrent: runtime.GOMAXPROCS(0),
 			MaxQueue:      64,
 		},
+		Batching:        Batching{BatchTexts: DefaultBatchTexts, BatchWindow: DefaultBatchWindow},
 		RequestTimeout:  30 * time.Second,
 		ReadTimeout:     10 * time.Second,
 		WriteTimeout:    60 * time.Second,
@@ -137,11 +165,15 @@ func (o Options) Validate() error {
 		{"max_texts", int64(o.MaxTexts)},
 		{"max_text_bytes", int64(o.MaxTextBytes)},
 		{"max_concurrent", int64(o.MaxConcurrent)},
+		{"batch_texts", int64(o.BatchTexts)},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
 			return option.Errorf(p.key, p.v, "must be > 0")
 		}
+	}
+	if o.BatchWindow < 0 {
+		return option.Errorf("batch_window", o.BatchWindow, "must be >= 0 (0: a batch takes only the requests already waiting)")
 	}
 	if o.MaxQueue < 0 {
 		return option.Errorf("max_queue", o.MaxQueue, "must be >= 0 (0: no queue)")

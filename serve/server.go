@@ -85,6 +85,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	lim      *limiter
+	batch    *batcher
 	met      *metrics
 	mux      *http.ServeMux
 
@@ -250,6 +251,7 @@ func New(rel Releaser, lg ledger.Ledger, keys KeySource, o Options, log *slog.Lo
 		}
 	}
 	s.met = newMetrics(s.lim, lg, rel)
+	s.batch = newBatcher(rel, s.lim, o.Batching, o.MaxConcurrent+o.MaxQueue, s.met.observeBatch)
 	s.mux = s.newMux()
 	return s, nil
 }
@@ -487,6 +489,8 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		return
 	}
 	defer s.lim.leave()
+	arrived := s.batch.expect()
+	defer arrived()
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 	defer cancel()
 	binary, ok := acceptsSafetensors(r.Header.Values("Accept"))
@@ -509,14 +513,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		s.refuse(w, info, be)
 		return
 	}
-	if err := s.lim.acquire(ctx); err != nil {
-		s.timeout(w, info, "waiting for a release slot")
-		return
-	}
-	t0 := time.Now()
-	embs, err := s.rel.Release(ctx, texts)
-	s.lim.release()
-	s.met.releaseTm.Observe(time.Since(t0).Seconds())
+	embs, err := s.batch.Release(ctx, texts, arrived)
 	switch {
 	case ctx.Err() != nil:
 		s.timeout(w, info, "releasing")
@@ -534,7 +531,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 			return
 		}
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	bal, err = s.ledger.Charge(account, s.curve, len(texts), budget)
 	s.met.commit.Observe(time.Since(t0).Seconds())
 	switch {
@@ -1097,6 +1094,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		hs.Close()
 		return fmt.Errorf("shutdown: requests still in flight after %v were cut off: %w", s.opts.ShutdownTimeout, err)
 	}
+	s.batch.Close()
 	s.log.Info("drained")
 	return nil
 }

@@ -289,7 +289,7 @@ func TestMalformedRequests(t *testing.T) {
 // request is refused at once with 429 while the first runs and the second
 // waits; both then finish.
 func TestConcurrencyLimit(t *testing.T) {
-	f := newFixture(t, 50, func(o *serve.Options) { o.MaxConcurrent, o.MaxQueue = 1, 1 })
+	f := newFixture(t, 50, func(o *serve.Options) { o.MaxConcurrent, o.MaxQueue, o.BatchTexts = 1, 1, 1 })
 	f.fake.Gate = make(chan struct{})
 	type result struct{ code int }
 	results := make(chan result, 2)

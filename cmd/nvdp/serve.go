@@ -115,6 +115,8 @@ func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
 	fs.IntVar(&o.MaxTextBytes, "max-text-bytes", o.MaxTextBytes, "longest text, in bytes of UTF-8")
 	fs.IntVar(&o.MaxConcurrent, "max-concurrent", o.MaxConcurrent, "releases run at once (default GOMAXPROCS)")
 	fs.IntVar(&o.MaxQueue, "max-queue", o.MaxQueue, "requests that may wait for a release slot; beyond them 429 (0: no queue)")
+	fs.IntVar(&o.BatchTexts, "batch-texts", o.BatchTexts, "most texts of requests released in one forward pass (1: each request alone; docs/serving.md \"Batching\")")
+	fs.DurationVar(&o.BatchWindow, "batch-window", o.BatchWindow, "how long a batch waits for requests on their way (0: only those already waiting)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound on one embed request, queueing included (503 beyond, nothing charged)")
 	fs.DurationVar(&o.ReadTimeout, "read-timeout", o.ReadTimeout, "bound on reading a request")
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "bound on a request from its headers to the end of its response (above --request-timeout)")

@@ -6,6 +6,7 @@ package servetest
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -38,6 +39,9 @@ type Fake struct {
 	Gate chan struct{}
 	// Err, when not nil, is what Release returns.
 	Err error
+	// FailText, when not "", fails every Release of texts that holds it
+	// (a model failing on one text, as in a batch of requests).
+	FailText string
 
 	started, texts atomic.Int64
 }
@@ -90,6 +94,11 @@ func (f *Fake) Release(ctx context.Context, texts []string) ([]serve.Embedding, 
 	}
 	if f.Err != nil {
 		return nil, f.Err
+	}
+	for i, t := range texts {
+		if f.FailText != "" && t == f.FailText {
+			return nil, fmt.Errorf("servetest: text %d fails", i)
+		}
 	}
 	out := make([]serve.Embedding, len(texts))
 	for i, t := range texts {

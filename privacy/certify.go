@@ -543,10 +543,14 @@ func (s ClipSet) gaussianSup(lam, C float64, witness bool) gaussSup {
 		}
 		if uniform && !witness {
 			// every further dimension adds the same bestV and never a
-			// larger gain: the same sum, in the same order, without the rest
+			// larger gain: the same sum, in the same order, without the
+			// rest (in a local: a field of g kept in memory made this loop
+			// 4 times slower at 10^7 dimensions)
+			sum, v := g.sumV, prev.bestV
 			for j++; j < P; j++ {
-				g.sumV += prev.bestV
+				sum += v
 			}
+			g.sumV = sum
 		}
 	}
 	return g

@@ -196,14 +196,11 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 	}
 	pubY, pubPos := labels(prop, c.Public)
 	vicY, vicPos := labels(prop, c.Victims)
-	for _, s := range []struct {
-		name     string
-		pos, all int
-	}{{"public", pubPos, len(pubY)}, {"victim", vicPos, len(vicY)}} {
-		if s.pos == 0 || s.pos == s.all {
-			return nil, fmt.Errorf("attack: property %s: %d of the %d %s texts have it: both classes are needed (more texts, or another property)",
-				prop.Name, s.pos, s.all, s.name)
-		}
+	if err := bothClasses(prop, pubPos, len(pubY), "public"); err != nil {
+		return nil, err
+	}
+	if err := bothClasses(prop, vicPos, len(vicY), "victim"); err != nil {
+		return nil, err
 	}
 	setup, pubEnc, vicEnc, err := t.prepare(c)
 	if err != nil {
@@ -267,6 +264,16 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 	}
 	r.Seconds = time.Since(start).Seconds()
 	return r, nil
+}
+
+// bothClasses returns an error when pos of the all texts of a set (named which) have the property,
+// or none do: a classifier needs both classes.
+func bothClasses(prop Property, pos, all int, which string) error {
+	if pos == 0 || pos == all {
+		return fmt.Errorf("attack: property %s: %d of the %d %s texts have it: both classes are needed (more texts, or another property)",
+			prop.Name, pos, all, which)
+	}
+	return nil
 }
 
 // classifiers lists the classifiers o selects.

@@ -549,16 +549,22 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 	// Charged and committed: from here on the releases count as received.
 	info.releases = len(texts)
 	s.met.releases.Add(float64(len(texts)))
+	s.respond(w, info, embs, bal, binary)
+}
+
+// respond writes the 200 of a charged request: its releases and privacy as JSON, or as
+// safetensors when binary.
+func (s *Server) respond(w http.ResponseWriter, info *reqInfo, embs []Embedding, bal ledger.Balance, binary bool) {
 	resp := s.response(embs, bal)
-	if binary {
-		if err := s.writeSafetensors(w, embs, resp.Privacy); err != nil {
-			// Charged, not sent: the releases count as received (the ledger
-			// is at or above what the client got, never below).
-			s.internal(w, info, "release_failed", fmt.Errorf("encoding the safetensors response: %w", err))
-		}
+	if !binary {
+		writeJSON(w, http.StatusOK, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	if err := s.writeSafetensors(w, embs, resp.Privacy); err != nil {
+		// Charged, not sent: the releases count as received (the ledger
+		// is at or above what the client got, never below).
+		s.internal(w, info, "release_failed", fmt.Errorf("encoding the safetensors response: %w", err))
+	}
 }
 
 // readTexts reads and checks the body of an embed request; on failure it

@@ -35,91 +35,7 @@ func main() {
 		os.Exit(2)
 	}
 	root := flag.Arg(0)
-	fset := token.NewFileSet()
-	byPkg := map[string][]doc{}
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		if f.Name.Name == "main" {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, filepath.Dir(p))
-		add := func(name string, g *ast.CommentGroup) {
-			if g == nil || !ast.IsExported(name) {
-				return
-			}
-			t := g.Text()
-			ws := strings.Fields(t)
-			first := len(ws)
-			for i, w := range ws {
-				if strings.HasSuffix(w, ".") || strings.HasSuffix(w, ":") {
-					first = i + 1
-					break
-				}
-			}
-			pos := fset.Position(g.Pos())
-			byPkg[filepath.ToSlash(rel)] = append(byPkg[filepath.ToSlash(rel)], doc{
-				where: fmt.Sprintf("%s:%d %s", filepath.ToSlash(pos.Filename), pos.Line, name),
-				words: len(ws), paren: strings.Count(t, "("), first: first})
-		}
-		for _, decl := range f.Decls {
-			switch d := decl.(type) {
-			case *ast.FuncDecl:
-				name := d.Name.Name
-				if d.Recv != nil && len(d.Recv.List) == 1 {
-					t := d.Recv.List[0].Type
-					if s, ok := t.(*ast.StarExpr); ok {
-						t = s.X
-					}
-					if ix, ok := t.(*ast.IndexExpr); ok {
-						t = ix.X
-					}
-					if id, ok := t.(*ast.Ident); ok {
-						if !id.IsExported() {
-							continue
-						}
-						name = id.Name + "." + name
-						if !d.Name.IsExported() {
-							continue
-						}
-						add(id.Name, d.Doc) // exported receiver: the method's name is checked above
-						continue
-					}
-				}
-				add(name, d.Doc)
-			case *ast.GenDecl:
-				for _, s := range d.Specs {
-					g := d.Doc
-					switch s := s.(type) {
-					case *ast.TypeSpec:
-						if s.Doc != nil {
-							g = s.Doc
-						}
-						add(s.Name.Name, g)
-					case *ast.ValueSpec:
-						if s.Doc != nil {
-							g = s.Doc
-						}
-						if len(s.Names) > 0 {
-							add(s.Names[0].Name, g)
-						}
-					}
-				}
-			}
-		}
-		return nil
-	})
+	byPkg, err := measure(root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -161,6 +77,103 @@ func main() {
 		})
 		for _, d := range all[:min(*worst, len(all))] {
 			fmt.Printf("%5.1f %4d words  %s\n", 100*float64(d.paren)/float64(max(d.words, 1)), d.words, d.where)
+		}
+	}
+}
+
+// measure returns the doc comments of the exported declarations of the Go files under root, by
+// package directory.
+func measure(root string) (byPkg map[string][]doc, err error) {
+	fset := token.NewFileSet()
+	byPkg = map[string][]doc{}
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		if f.Name.Name == "main" {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		add := func(name string, g *ast.CommentGroup) {
+			if g == nil || !ast.IsExported(name) {
+				return
+			}
+			t := g.Text()
+			ws := strings.Fields(t)
+			first := len(ws)
+			for i, w := range ws {
+				if strings.HasSuffix(w, ".") || strings.HasSuffix(w, ":") {
+					first = i + 1
+					break
+				}
+			}
+			pos := fset.Position(g.Pos())
+			byPkg[filepath.ToSlash(rel)] = append(byPkg[filepath.ToSlash(rel)], doc{
+				where: fmt.Sprintf("%s:%d %s", filepath.ToSlash(pos.Filename), pos.Line, name),
+				words: len(ws), paren: strings.Count(t, "("), first: first})
+		}
+		docsOf(f, add)
+		return nil
+	})
+	return byPkg, err
+}
+
+// docsOf calls add with the name and doc comment of each exported declaration of f: functions,
+// methods of exported types (under the type's name), types, variables and constants.
+func docsOf(f *ast.File, add func(name string, g *ast.CommentGroup)) {
+	for _, decl := range f.Decls {
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			name := d.Name.Name
+			if d.Recv != nil && len(d.Recv.List) == 1 {
+				t := d.Recv.List[0].Type
+				if s, ok := t.(*ast.StarExpr); ok {
+					t = s.X
+				}
+				if ix, ok := t.(*ast.IndexExpr); ok {
+					t = ix.X
+				}
+				if id, ok := t.(*ast.Ident); ok {
+					if !id.IsExported() {
+						continue
+					}
+					name = id.Name + "." + name
+					if !d.Name.IsExported() {
+						continue
+					}
+					add(id.Name, d.Doc) // exported receiver: the method's name is checked above
+					continue
+				}
+			}
+			add(name, d.Doc)
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				g := d.Doc
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					if s.Doc != nil {
+						g = s.Doc
+					}
+					add(s.Name.Name, g)
+				case *ast.ValueSpec:
+					if s.Doc != nil {
+						g = s.Doc
+					}
+					if len(s.Names) > 0 {
+						add(s.Names[0].Name, g)
+					}
+				}
+			}
 		}
 	}
 }

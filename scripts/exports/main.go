@@ -36,8 +36,43 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	exported := map[string]map[string]bool{} // import path -> names
-	used := map[string]map[string]bool{}
+	exported, used, err := scan(root, module)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var pkgs []string
+	for ip := range exported {
+		pkgs = append(pkgs, ip)
+	}
+	sort.Strings(pkgs)
+	total, unused := 0, 0
+	for _, ip := range pkgs {
+		var un []string
+		for n := range exported[ip] {
+			if !used[ip][n] {
+				un = append(un, n)
+			}
+		}
+		if len(exported[ip]) == 0 {
+			continue
+		}
+		sort.Strings(un)
+		total += len(exported[ip])
+		unused += len(un)
+		fmt.Printf("%-28s %3d of %3d unused\n", strings.TrimPrefix(ip, module+"/"), len(un), len(exported[ip]))
+		if *list && len(un) > 0 {
+			fmt.Printf("    %s\n", strings.Join(un, " "))
+		}
+	}
+	fmt.Printf("total %d of %d unused\n", unused, total)
+}
+
+// scan parses the Go files under root and returns, per import path of module, its exported
+// top-level names and the names other packages use.
+func scan(root, module string) (exported, used map[string]map[string]bool, err error) {
+	exported = map[string]map[string]bool{} // import path -> names
+	used = map[string]map[string]bool{}
 	fset := token.NewFileSet()
 	type file struct {
 		dir string
@@ -67,34 +102,11 @@ func main() {
 		if exported[ip] == nil {
 			exported[ip] = map[string]bool{}
 		}
-		for _, decl := range f.Decls {
-			switch d := decl.(type) {
-			case *ast.FuncDecl:
-				if d.Recv == nil && d.Name.IsExported() {
-					exported[ip][d.Name.Name] = true
-				}
-			case *ast.GenDecl:
-				for _, s := range d.Specs {
-					switch s := s.(type) {
-					case *ast.TypeSpec:
-						if s.Name.IsExported() {
-							exported[ip][s.Name.Name] = true
-						}
-					case *ast.ValueSpec:
-						for _, n := range s.Names {
-							if n.IsExported() {
-								exported[ip][n.Name] = true
-							}
-						}
-					}
-				}
-			}
-		}
+		addExports(exported[ip], f)
 		return nil
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return nil, nil, err
 	}
 	for _, fl := range files {
 		own := path.Join(module, fl.dir)
@@ -110,45 +122,54 @@ func main() {
 			}
 			names[n] = ip
 		}
-		ast.Inspect(fl.f, func(n ast.Node) bool {
-			if s, ok := n.(*ast.SelectorExpr); ok {
-				if x, ok := s.X.(*ast.Ident); ok {
-					if ip, ok := names[x.Name]; ok {
-						if used[ip] == nil {
-							used[ip] = map[string]bool{}
+		addUses(used, fl.f, names)
+	}
+	return exported, used, nil
+}
+
+// addExports adds the exported top-level names of f to names.
+func addExports(names map[string]bool, f *ast.File) {
+	for _, decl := range f.Decls {
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil && d.Name.IsExported() {
+				names[d.Name.Name] = true
+			}
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					if s.Name.IsExported() {
+						names[s.Name.Name] = true
+					}
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						if n.IsExported() {
+							names[n.Name] = true
 						}
-						used[ip][s.Sel.Name] = true
 					}
 				}
 			}
-			return true
-		})
+		}
 	}
-	var pkgs []string
-	for ip := range exported {
-		pkgs = append(pkgs, ip)
-	}
-	sort.Strings(pkgs)
-	total, unused := 0, 0
-	for _, ip := range pkgs {
-		var un []string
-		for n := range exported[ip] {
-			if !used[ip][n] {
-				un = append(un, n)
+}
+
+// addUses adds to used every selector pkg.Name of f whose pkg is an import of the module (imports:
+// the file's names of them).
+func addUses(used map[string]map[string]bool, f *ast.File, imports map[string]string) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		if s, ok := n.(*ast.SelectorExpr); ok {
+			if x, ok := s.X.(*ast.Ident); ok {
+				if ip, ok := imports[x.Name]; ok {
+					if used[ip] == nil {
+						used[ip] = map[string]bool{}
+					}
+					used[ip][s.Sel.Name] = true
+				}
 			}
 		}
-		if len(exported[ip]) == 0 {
-			continue
-		}
-		sort.Strings(un)
-		total += len(exported[ip])
-		unused += len(un)
-		fmt.Printf("%-28s %3d of %3d unused\n", strings.TrimPrefix(ip, module+"/"), len(un), len(exported[ip]))
-		if *list && len(un) > 0 {
-			fmt.Printf("    %s\n", strings.Join(un, " "))
-		}
-	}
-	fmt.Printf("total %d of %d unused\n", unused, total)
+		return true
+	})
 }
 
 func modulePath(gomod string) (string, error) {

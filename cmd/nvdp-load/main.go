@@ -106,6 +106,7 @@ func command() *cobra.Command {
 	fs.StringVar(&textsPath, "texts", "", "file of texts, one per line (default: 1000 synthetic sentences)")
 	fs.IntVar(&c.TextsPerRequest, "texts-per-request", 1, "texts in each request (each one release)")
 	fs.DurationVar(&c.Timeout, "timeout", 60*time.Second, "timeout of each request")
+	fs.BoolVar(&c.Binary, "binary", false, "ask for the safetensors response (Accept: application/vnd.safetensors) instead of JSON")
 	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	fs.IntVar(&maxErrorsOK, "max-errors", 0, "exit non-zero when a run has more failed requests than this")
 	return cmd

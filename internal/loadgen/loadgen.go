@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nvdp-project/nvdp/internal/quantile"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +23,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nvdp-project/nvdp/internal/quantile"
+	"github.com/nvdp-project/nvdp/safetensors"
 )
 
 // Config is one load run: Concurrency clients each send requests back to
@@ -43,7 +45,10 @@ type Config struct {
 	Texts           []string // corpus; requests take TextsPerRequest texts in turn
 	TextsPerRequest int
 	Timeout         time.Duration // per request (0: none)
-	Client          *http.Client  // nil: one with keep-alive for Concurrency connections
+	// Binary asks for the safetensors response (Accept: application/vnd.safetensors) and checks
+	// that its z tensor holds one release per text; false: JSON.
+	Binary bool
+	Client *http.Client // nil: one with keep-alive for Concurrency connections
 }
 
 // Result is what a run measured. Latencies are of the requests answered 200,
@@ -223,6 +228,9 @@ func (c Config) one(ctx context.Context, client *http.Client, url string, i int)
 		return sample{kind: transportPrefix + err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.Binary {
+		req.Header.Set("Accept", mediaSafetensors)
+	}
 	if c.Key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Key)
 	}
@@ -246,6 +254,9 @@ func (c Config) one(ctx context.Context, client *http.Client, url string, i int)
 		_ = json.Unmarshal(data, &e)
 		return sample{kind: strings.TrimSpace(fmt.Sprintf("HTTP %d %s", resp.StatusCode, e.Error.Code))}
 	}
+	if c.Binary {
+		return binarySample(data, len(texts), lat)
+	}
 	var ok struct {
 		Embeddings []json.RawMessage `json:"embeddings"`
 		Weights    []json.RawMessage `json:"weights"`
@@ -257,6 +268,25 @@ func (c Config) one(ctx context.Context, client *http.Client, url string, i int)
 		return sample{kind: fmt.Sprintf("bad response: %d embeddings for %d texts", len(ok.Embeddings), len(texts))}
 	}
 	return sample{latency: lat, releases: len(texts)}
+}
+
+// mediaSafetensors is the service's binary response type (serve.MediaSafetensors; loadgen
+// imports no server package).
+const mediaSafetensors = "application/vnd.safetensors"
+
+// binarySample checks a safetensors 200 of texts releases: a file whose z and pi tensors hold
+// one release per text.
+func binarySample(data []byte, texts int, lat time.Duration) sample {
+	f, err := safetensors.Parse(data)
+	if err != nil {
+		return sample{kind: "bad response: not safetensors"}
+	}
+	z, okZ := f.Get("z")
+	pi, okPi := f.Get("pi")
+	if !okZ || !okPi || len(z.Shape) != 4 || len(pi.Shape) != 3 || z.Shape[0] != texts || pi.Shape[0] != texts {
+		return sample{kind: fmt.Sprintf("bad response: no z and pi of %d releases", texts)}
+	}
+	return sample{latency: lat, releases: texts}
 }
 
 // transportKind names a transport error without its addresses.

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -172,5 +173,35 @@ func TestRunSpreadsOverServers(t *testing.T) {
 	}
 	if total != res.Releases {
 		t.Errorf("the servers released %d, the clients received %d", total, res.Releases)
+	}
+}
+
+// TestRunBinary: with Binary the clients ask for the safetensors response and count its releases
+// from the z tensor; a server answering JSON to that request is a bad response.
+func TestRunBinary(t *testing.T) {
+	o := serve.DefaultOptions()
+	o.BudgetEpsilon = math.Inf(1)
+	srv, err := serve.New(servetest.NewFake(3, 4, 0.01), servetest.OpenLedger(t), nil, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c := Config{URL: hs.URL, Concurrency: 2, Requests: 6, Texts: SyntheticTexts(5), TextsPerRequest: 3, Timeout: 10 * time.Second, Binary: true}
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 6 || res.Releases != 18 || res.ErrorCount() != 0 {
+		t.Fatalf("binary run: %+v", res)
+	}
+	json := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"embeddings": [[]], "weights": [[]]}`))
+	}))
+	defer json.Close()
+	c.URL, c.Requests, c.TextsPerRequest = json.URL, 1, 1
+	if res, _ := Run(context.Background(), c); res.Errors["bad response: not safetensors"] != 1 {
+		t.Errorf("JSON to a binary request: %+v", res)
 	}
 }

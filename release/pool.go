@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -15,8 +16,15 @@ import (
 
 // The noise pool of real releases; see "What time reveals" in docs/serving.md.
 const (
-	// DefaultPoolSize is how many releases' noise a source holds ready.
+	// DefaultPoolSize is the least number of releases' noise a source holds ready; the pool
+	// grows toward MaxPoolSize with the measured rate of releases (rateHorizon of them).
 	DefaultPoolSize = 32
+	// MaxPoolSize bounds the noise held ready (about 66 KB a release for N 65 and P 128).
+	MaxPoolSize = 256
+	// rateWindow is how often the rate of releases is measured, and rateHorizon how long a
+	// pool sized from it lasts at that rate without its workers: a burst of one second.
+	rateWindow  = time.Second
+	rateHorizon = time.Second
 	// paceProbes throwaway draws, timed when a pool starts, set its pace:
 	// paceFactor times the slowest of them.
 	paceProbes = 4
@@ -41,6 +49,11 @@ type PoolStats struct {
 	// Pace is the fixed interval between the start of a worker's draw and the moment it is offered.
 	// It is zero before the pool starts.
 	Pace time.Duration
+	// Ready is how many releases' noise the pool holds now, and Target how many its workers
+	// keep ready: the measured rate of releases over a second, between [DefaultPoolSize] and
+	// [MaxPoolSize]. Rate is that rate, in releases per second.
+	Ready, Target int
+	Rate          float64
 }
 
 // pool holds the exact release's noise drawn ahead of the requests. Each
@@ -56,6 +69,19 @@ type pool struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	pace  time.Duration
+	// taken wakes a worker waiting for room below the target.
+	taken chan struct{}
+	// min and the capacity of ready bound target, the draws the workers
+	// keep ready, set from the rate of takes measured every window.
+	min    int
+	target atomic.Int64
+	window time.Duration
+	rate   struct {
+		sync.Mutex
+		start time.Time
+		count int
+		ewma  float64
+	}
 
 	drawn, used, dry, overruns atomic.Int64
 }
@@ -69,11 +95,15 @@ func cryptoRand() (*rand.Rand, error) {
 	return rand.New(rand.NewChaCha8(key)), nil
 }
 
-// startPool starts workers filling a pool of size draws of e, each offered
-// pace after its draw started (0: paceFactor times the slowest of
-// paceProbes throwaway draws).
-func startPool(e *exactRelease, size, workers int, pace time.Duration) (*pool, error) {
-	p := &pool{e: e, ready: make(chan *draw, size), free: make(chan *draw, size), stop: make(chan struct{}), pace: pace}
+// startPool starts workers filling a pool of between minSize and maxSize draws of e
+// (sized from the rate of takes measured every window), each offered pace
+// after its draw started (0: paceFactor times the slowest of paceProbes
+// throwaway draws).
+func startPool(e *exactRelease, minSize, maxSize, workers int, pace, window time.Duration) (*pool, error) {
+	p := &pool{e: e, ready: make(chan *draw, maxSize), free: make(chan *draw, maxSize), stop: make(chan struct{}), pace: pace,
+		taken: make(chan struct{}, workers), min: minSize, window: window}
+	p.target.Store(int64(minSize))
+	p.rate.start = time.Now()
 	if pace == 0 {
 		probe, err := cryptoRand() // throwaway noise: only its time is kept
 		if err != nil {
@@ -106,6 +136,13 @@ func (p *pool) work(rng *rand.Rand) {
 	defer p.wg.Done()
 	nz := noise.NewNoise(p.e.lat, rng)
 	for {
+		for len(p.ready) >= int(p.target.Load()) { // enough ready: wait for a take
+			select {
+			case <-p.taken:
+			case <-p.stop:
+				return
+			}
+		}
 		var d *draw
 		select {
 		case d = <-p.free:
@@ -141,19 +178,43 @@ func (p *pool) work(rng *rand.Rand) {
 func (p *pool) take(ctx context.Context) (*draw, error) {
 	select {
 	case d := <-p.ready:
-		p.used.Add(1)
+		p.took()
 		return d, nil
 	default:
 	}
 	p.dry.Add(1)
 	select {
 	case d := <-p.ready:
-		p.used.Add(1)
+		p.took()
 		return d, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-p.stop:
 		return nil, errSourceClosed
+	}
+}
+
+// took counts a draw handed out, measures the rate of takes once a window has passed (an
+// exponential average over windows, half each), sizes the target from it, and wakes a worker.
+func (p *pool) took() {
+	p.used.Add(1)
+	p.rate.Lock()
+	p.rate.count++
+	if el := time.Since(p.rate.start); el >= p.window {
+		r := float64(p.rate.count) / el.Seconds()
+		if p.rate.ewma == 0 {
+			p.rate.ewma = r
+		} else {
+			p.rate.ewma = (p.rate.ewma + r) / 2
+		}
+		p.rate.start, p.rate.count = time.Now(), 0
+		t := int(math.Ceil(p.rate.ewma * rateHorizon.Seconds()))
+		p.target.Store(int64(min(max(t, p.min), cap(p.ready))))
+	}
+	p.rate.Unlock()
+	select {
+	case p.taken <- struct{}{}:
+	default:
 	}
 }
 
@@ -182,5 +243,9 @@ func (p *pool) close() {
 }
 
 func (p *pool) stats() PoolStats {
-	return PoolStats{Drawn: p.drawn.Load(), Used: p.used.Load(), Dry: p.dry.Load(), Overruns: p.overruns.Load(), Pace: p.pace}
+	p.rate.Lock()
+	rate := p.rate.ewma
+	p.rate.Unlock()
+	return PoolStats{Drawn: p.drawn.Load(), Used: p.used.Load(), Dry: p.dry.Load(), Overruns: p.overruns.Load(), Pace: p.pace,
+		Ready: len(p.ready), Target: int(p.target.Load()), Rate: rate}
 }

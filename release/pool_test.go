@@ -25,7 +25,7 @@ func poolRelease(t *testing.T) *exactRelease {
 // noise every time; the counts add up; a closed pool refuses.
 func TestPoolDrawsOnce(t *testing.T) {
 	e := poolRelease(t)
-	p, err := startPool(e, 4, 2, 0)
+	p, err := startPool(e, 4, 4, 2, 0, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestPoolDrawsOnce(t *testing.T) {
 // pool empty are counted.
 func TestPoolPace(t *testing.T) {
 	e := poolRelease(t)
-	p, err := startPool(e, 1, 1, 20*time.Millisecond)
+	p, err := startPool(e, 1, 1, 1, 20*time.Millisecond, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,5 +142,62 @@ func TestSourcePool(t *testing.T) {
 	}
 	if st := seeded.PoolStats(); st != (PoolStats{}) {
 		t.Errorf("a seeded source has pool stats %+v", st)
+	}
+}
+
+// The pool keeps ready what the measured rate of releases needs: with a window of 20 ms, takes at
+// about 1,000 per second raise the target from its least (4) to the most (16), the noise ready never
+// exceeds the most, and after the takes stop the workers fill it up to the target; the stats say
+// so. A rate below the least per second (2.5 takes/s) keeps the least.
+func TestPoolSizedFromRate(t *testing.T) {
+	e := poolRelease(t)
+	p, err := startPool(e, 4, 16, 2, time.Microsecond, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	ctx := context.Background()
+	if st := p.stats(); st.Target != 4 {
+		t.Fatalf("target %d before any take, want the least, 4", st.Target)
+	}
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		d, err := p.take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.recycle(d)
+		if n := len(p.ready); n > 16 {
+			t.Fatalf("%d draws ready, more than the most, 16", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := p.stats()
+	if st.Target != 16 || st.Rate < 100 {
+		t.Errorf("after ~1,000 takes/s: target %d (want 16), rate %.0f/s", st.Target, st.Rate)
+	}
+	waitFor := time.Now().Add(10 * time.Second)
+	for p.stats().Ready < 16 && time.Now().Before(waitFor) {
+		time.Sleep(time.Millisecond)
+	}
+	if st := p.stats(); st.Ready != 16 {
+		t.Errorf("%d ready after the takes stopped, want the target 16", st.Ready)
+	}
+
+	slow, err := startPool(e, 4, 16, 1, time.Microsecond, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.close()
+	for range 3 {
+		d, err := slow.take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow.recycle(d)
+		time.Sleep(400 * time.Millisecond)
+	}
+	if st := slow.stats(); st.Target != 4 || st.Rate > 4 {
+		t.Errorf("at ~2.5 takes/s: target %d (want the least, 4), rate %.1f/s", st.Target, st.Rate)
 	}
 }

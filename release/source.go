@@ -133,7 +133,7 @@ func (s *Source) poolFor(e *exactRelease) (*pool, error) {
 	case s.closed:
 		return nil, errSourceClosed
 	case s.pool == nil:
-		p, err := startPool(e, DefaultPoolSize, DefaultPoolWorkers(), 0)
+		p, err := startPool(e, DefaultPoolSize, MaxPoolSize, DefaultPoolWorkers(), 0, rateWindow)
 		if err != nil {
 			return nil, err
 		}

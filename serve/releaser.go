@@ -51,9 +51,14 @@ type releaseModel struct {
 	src *release.Source
 }
 
-// Collectors are the noise pool's counters (release.PoolStats):
-// nvdp_noise_pool_{drawn,used,dry,overruns}_total.
+// Collectors are the noise pool's counters and gauges (release.PoolStats):
+// nvdp_noise_pool_{drawn,used,dry,overruns}_total, nvdp_noise_pool_ready (the
+// fill level), nvdp_noise_pool_target and nvdp_noise_pool_release_rate.
 func (m releaseModel) Collectors() []prometheus.Collector {
+	gauge := func(name, help string, v func(release.PoolStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return v(m.src.PoolStats()) })
+	}
 	counter := func(name, help string, v func(release.PoolStats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(v(m.src.PoolStats())) })
@@ -63,6 +68,9 @@ func (m releaseModel) Collectors() []prometheus.Collector {
 		counter("nvdp_noise_pool_used_total", "Releases' noise handed to a release (each once, then wiped).", func(s release.PoolStats) int64 { return s.Used }),
 		counter("nvdp_noise_pool_dry_total", "Releases that found the noise pool empty and waited for a paced draw.", func(s release.PoolStats) int64 { return s.Dry }),
 		counter("nvdp_noise_pool_overruns_total", "Draws slower than the pool's pace: their availability depended on their noise (docs/serving.md, \"What time reveals\").", func(s release.PoolStats) int64 { return s.Overruns }),
+		gauge("nvdp_noise_pool_ready", "Releases' noise ready in the pool now (its fill level).", func(s release.PoolStats) float64 { return float64(s.Ready) }),
+		gauge("nvdp_noise_pool_target", "Releases' noise the pool's workers keep ready: a second of the measured release rate, within the pool's least and most.", func(s release.PoolStats) float64 { return float64(s.Target) }),
+		gauge("nvdp_noise_pool_release_rate", "Releases per second taken from the pool, as measured to size it.", func(s release.PoolStats) float64 { return s.Rate }),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,10 +61,10 @@ func TestEmbedSafetensors(t *testing.T) {
 	if !okZ || !okPi || len(file.Tensors) != 2 {
 		t.Fatalf("%d tensors, z %v, pi %v", len(file.Tensors), okZ, okPi)
 	}
-	if got, want := z.Shape, []int{2, 1, 3, 4}; !equalInts(got, want) {
+	if got, want := z.Shape, []int{2, 1, 3, 4}; !slices.Equal(got, want) {
 		t.Fatalf("z shape %v, want %v", got, want)
 	}
-	if got, want := pi.Shape, []int{2, 1, 3}; !equalInts(got, want) {
+	if got, want := pi.Shape, []int{2, 1, 3}; !slices.Equal(got, want) {
 		t.Fatalf("pi shape %v, want %v", got, want)
 	}
 	zs, err := z.Float32()
@@ -128,16 +129,4 @@ func stripPrivacy(t *testing.T, body []byte) int {
 		t.Fatal(err)
 	}
 	return len(body) - len(file.Metadata["privacy"])
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

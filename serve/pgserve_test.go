@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nvdp-project/nvdp/internal/pgtest"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/ledger"
@@ -30,15 +28,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // execSQL runs sql on the database at dsn.
 func execSQL(t testing.TB, dsn, sql string, args ...any) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	servetest.ExecSQL(t, dsn, sql, args...)
 }
 
 // TestPGLedgerDatabaseDown: while PostgreSQL is stopped, charges, balances,
@@ -223,16 +213,7 @@ func TestPGKeys(t *testing.T) {
 // fail.
 func TestPGPermanentErrorsServed(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	execSQL(t, dsn, `CREATE ROLE nvdp_noinsert LOGIN`)
-	t.Cleanup(func() {
-		execSQL(t, dsn, `DROP OWNED BY nvdp_noinsert`)
-		execSQL(t, dsn, `DROP ROLE nvdp_noinsert`)
-	})
-	execSQL(t, dsn, `GRANT USAGE ON SCHEMA nvdp TO nvdp_noinsert`)
-	execSQL(t, dsn, `GRANT ALL ON ALL TABLES IN SCHEMA nvdp TO nvdp_noinsert`)
-	execSQL(t, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
-	execSQL(t, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
-	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), pgledger.DefaultOptions())
+	l := servetest.OpenPGLedger(t, servetest.NoInsertDSN(t, dsn), pgledger.DefaultOptions())
 	so := serve.DefaultOptions()
 	so.BudgetEpsilon = math.Inf(1)
 	srv, err := serve.New(servetest.NewFake(3, 4, rho), l, nil, so, nil)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nvdp-project/nvdp/ledger"
-	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nvdp-project/nvdp/ledger"
+	"github.com/nvdp-project/nvdp/ledger/pgledger"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nvdp-project/nvdp/internal/pgtest"
@@ -162,15 +163,7 @@ func TestPGLedgerSchema(t *testing.T) {
 // execSQL runs sql on the database at dsn.
 func execSQL(t testing.TB, dsn, sql string, args ...any) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	servetest.ExecSQL(t, dsn, sql, args...)
 }
 
 // count runs a query of one integer on the database at dsn.
@@ -566,16 +559,7 @@ func TestPGLockedAccountDoesNotStall(t *testing.T) {
 // unavailable one (serve's TestPGPermanentErrorsServed: 500 ledger_error).
 func TestPGPermanentErrors(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
-	execSQL(t, dsn, `CREATE ROLE nvdp_noinsert LOGIN`)
-	t.Cleanup(func() {
-		execSQL(t, dsn, `DROP OWNED BY nvdp_noinsert`)
-		execSQL(t, dsn, `DROP ROLE nvdp_noinsert`)
-	})
-	execSQL(t, dsn, `GRANT USAGE ON SCHEMA nvdp TO nvdp_noinsert`)
-	execSQL(t, dsn, `GRANT ALL ON ALL TABLES IN SCHEMA nvdp TO nvdp_noinsert`)
-	execSQL(t, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
-	execSQL(t, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
-	l := servetest.OpenPGLedger(t, strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1), pgledger.DefaultOptions())
+	l := servetest.OpenPGLedger(t, servetest.NoInsertDSN(t, dsn), pgledger.DefaultOptions())
 	c, err := l.RegisterCurve(servetest.GaussianGuarantee(rho), "m")
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,8 @@
 package servetest
 
 import (
+	"context"
 	"encoding/json"
-	"github.com/nvdp-project/nvdp/ledger"
-	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -11,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nvdp-project/nvdp/internal/pgtest"
+	"github.com/nvdp-project/nvdp/ledger"
+	"github.com/nvdp-project/nvdp/ledger/pgledger"
 )
 
 // NewLedger creates a new ledger file (ledger.CreateFile) in a temporary
@@ -111,4 +114,35 @@ func OpenPGLedger(tb testing.TB, dsn string, o pgledger.Options) *pgledger.Ledge
 	}
 	tb.Cleanup(func() { l.Close() })
 	return l
+}
+
+// ExecSQL runs sql with args on the database at dsn, failing tb on an error.
+func ExecSQL(tb testing.TB, dsn, sql string, args ...any) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		tb.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// NoInsertDSN returns the URL of the PostgreSQL ledger at dsn (a database of the shared cluster,
+// as NewPGLedger makes) for a role that may do everything but insert charges: every charge fails
+// with SQLSTATE 42501, a permanent error. The role is dropped when tb ends.
+func NoInsertDSN(tb testing.TB, dsn string) string {
+	tb.Helper()
+	ExecSQL(tb, dsn, `CREATE ROLE nvdp_noinsert LOGIN`)
+	tb.Cleanup(func() {
+		ExecSQL(tb, dsn, `DROP OWNED BY nvdp_noinsert`)
+		ExecSQL(tb, dsn, `DROP ROLE nvdp_noinsert`)
+	})
+	ExecSQL(tb, dsn, `GRANT USAGE ON SCHEMA nvdp TO nvdp_noinsert`)
+	ExecSQL(tb, dsn, `GRANT ALL ON ALL TABLES IN SCHEMA nvdp TO nvdp_noinsert`)
+	ExecSQL(tb, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
+	ExecSQL(tb, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
+	return strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1)
 }

@@ -45,13 +45,9 @@ func command() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ns []int
-			for _, f := range strings.Split(levels, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil || n < 1 {
-					return fmt.Errorf("--concurrency: %q is not a count >= 1", f)
-				}
-				ns = append(ns, n)
+			ns, err := parseLevels(levels)
+			if err != nil {
+				return err
 			}
 			c.Texts = loadgen.SyntheticTexts(1000)
 			if textsPath != "" {
@@ -110,6 +106,19 @@ func command() *cobra.Command {
 	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	fs.IntVar(&maxErrorsOK, "max-errors", 0, "exit non-zero when a run has more failed requests than this")
 	return cmd
+}
+
+// parseLevels reads --concurrency: comma-separated counts >= 1.
+func parseLevels(levels string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--concurrency: %q is not a count >= 1", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
 
 func printTable(cmd *cobra.Command, results []loadgen.Result) {

@@ -132,11 +132,7 @@ func Embed(ctx context.Context, r *Releaser, in *TextReader, src *Source, o Embe
 	if err != nil {
 		return nil, err
 	}
-	md := &Metadata{Format: MetadataFormat, Model: r.Model(), Layout: layout(o.Format), Guarantee: r.Guarantee(),
-		GuaranteePerText: perText, ReleasesPerText: o.ReleasesPerText, Seeded: src.Seeded()}
-	if md.Seeded {
-		md.Warning = NotForRelease
-	}
+	md := NewMetadata(r.Model(), r.Guarantee(), perText, o.Format, o.ReleasesPerText, src.Seeded())
 	err = atomicfile.WriteFile(o.Out, func(f *os.File) error {
 		w, err := newOutputWriter(o.Format, f, o.Out, md)
 		if err != nil {
@@ -183,17 +179,17 @@ func readBatch(in *TextReader, n int) ([]string, error) {
 	return texts, nil
 }
 
-// The layouts of the output formats, in [Metadata].Layout. The release service's binary response
-// (package serve) has the safetensors layout with one release per text.
+// SafetensorsLayout is [Metadata].Layout of [FormatSafetensors], which the release service's binary
+// response (package serve) shares with one release per text; jsonlLayout is that of [FormatJSONL].
 const (
 	SafetensorsLayout = "z [texts, releases_per_text, N, P] float32: the released samples Z; pi [texts, releases_per_text, N] float32: their Dirichlet weights; row i is the i-th text of the input"
-	JSONLLayout       = "first line: this metadata; then one JSON object per text, in input order: index (0-based), embeddings [releases_per_text][N][P] (Z), weights [releases_per_text][N] (pi); float32 values"
+	jsonlLayout       = "first line: this metadata; then one JSON object per text, in input order: index (0-based), embeddings [releases_per_text][N][P] (Z), weights [releases_per_text][N] (pi); float32 values"
 )
 
 // layout is Metadata.Layout of a format.
 func layout(f Format) string {
 	if f == FormatJSONL {
-		return JSONLLayout
+		return jsonlLayout
 	}
 	return SafetensorsLayout
 }

@@ -62,6 +62,19 @@ type Metadata struct {
 	Warning string `json:"warning,omitempty"`
 }
 
+// NewMetadata returns the Metadata of releases in format f of the model described by model: one
+// release's guarantee one, the guarantee of releasesPerText releases of one text perText, and, for
+// noise from a seeded source, Seeded with the [NotForRelease] warning. The counts (Texts, Releases)
+// are the caller's to set once known.
+func NewMetadata(model ModelInfo, one, perText *privacy.Guarantee, f Format, releasesPerText int, seeded bool) *Metadata {
+	m := &Metadata{Format: MetadataFormat, Model: model, Layout: layout(f), Guarantee: one, GuaranteePerText: perText,
+		ReleasesPerText: releasesPerText, Seeded: seeded}
+	if seeded {
+		m.Warning = NotForRelease
+	}
+	return m
+}
+
 // MetadataKeys returns m as safetensors metadata, with one entry per field of Metadata under its
 // JSON key. Each value is the field's JSON text, a string field's without quotes: "model" and the
 // guarantees are JSON objects, the counts numbers, and "seeded" true or false. [ParseMetadataKeys]

@@ -103,7 +103,7 @@ func (b *batcher) Close() {
 	b.wg.Wait()
 }
 
-// work runs batches until the queue is closed.
+// work runs batches until Close.
 func (b *batcher) work() {
 	defer b.wg.Done()
 	var next *batchReq // a request that did not fit the previous batch
@@ -123,7 +123,7 @@ func (b *batcher) work() {
 }
 
 // gather takes first and the requests that join it: those queued already, then those that come
-// within the window while more requests are admitted than gathered. It returns the batch and a
+// within the window while admitted requests are still on their way (expect). It returns the batch and a
 // request taken that did not fit (nil if none).
 func (b *batcher) gather(first *batchReq) (batch []*batchReq, carry *batchReq) {
 	batch = []*batchReq{first}

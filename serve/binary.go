@@ -58,22 +58,11 @@ func acceptsSafetensors(fields []string) (binary, ok bool) {
 				}
 				q = v
 			}
-			match := func(typ string) int { // the specificity of mt for typ; -1: no match
-				switch {
-				case mt == typ:
-					return 2
-				case mt == "*/*":
-					return 0
-				case strings.HasSuffix(mt, "/*") && strings.HasPrefix(typ, strings.TrimSuffix(mt, "*")):
-					return 1
-				}
-				return -1
-			}
 			parsed = true
-			if sp := match(mediaJSON); sp > specJSON {
+			if sp := rangeMatch(mt, mediaJSON); sp > specJSON {
 				specJSON, qJSON = sp, q
 			}
-			if sp := match(MediaSafetensors); sp > specST {
+			if sp := rangeMatch(mt, MediaSafetensors); sp > specST {
 				specST, qST = sp, q
 			}
 		}
@@ -87,6 +76,20 @@ func acceptsSafetensors(fields []string) (binary, ok bool) {
 	return qST > qJSON, true
 }
 
+// rangeMatch is how specifically the media range r matches the type typ: 2 for typ itself, 1 for
+// its "type/*", 0 for "*/*", -1 for no match.
+func rangeMatch(r, typ string) int {
+	switch {
+	case r == typ:
+		return 2
+	case r == "*/*":
+		return 0
+	case strings.HasSuffix(r, "/*") && strings.HasPrefix(typ, strings.TrimSuffix(r, "*")):
+		return 1
+	}
+	return -1
+}
+
 // writeSafetensors writes the releases embs as a safetensors body: z [texts, 1, N, P] and
 // pi [texts, 1, N] in float32, as `nvdp embed` writes one release per text, with release.Metadata's
 // keys (format, model, layout, guarantee, guarantee_per_text, counts, seeded) and the response's
@@ -94,12 +97,9 @@ func acceptsSafetensors(fields []string) (binary, ok bool) {
 // mechanism). The body's length depends only on the number of texts and the metadata.
 func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv Privacy) error {
 	m := len(embs)
-	md := release.Metadata{Format: release.MetadataFormat, Layout: release.SafetensorsLayout,
-		Guarantee: s.guar, GuaranteePerText: s.guar, Texts: int64(m), ReleasesPerText: 1, Releases: int64(m),
-		Seeded: s.seeded}
-	if md.Seeded {
-		md.Warning = release.NotForRelease
-	}
+	// The model's description is the Releaser's (GET /v1/info's), set below.
+	md := release.NewMetadata(release.ModelInfo{}, s.guar, s.guar, release.FormatSafetensors, 1, s.seeded)
+	md.Texts, md.Releases = int64(m), int64(m)
 	keys, err := md.MetadataKeys()
 	if err != nil {
 		return err

@@ -2,9 +2,9 @@ package attack
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/internal/texttest"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
@@ -35,15 +35,8 @@ func TestDistinguishReportWriteText(t *testing.T) {
 		if err := c.rep.WriteText(&b); err != nil {
 			t.Fatal(err)
 		}
-		s, at := b.String(), 0
-		for _, w := range c.want {
-			i := strings.Index(s[at:], w)
-			if i < 0 {
-				t.Errorf("%s: %q not found after byte %d in\n%s", c.name, w, at, s)
-				break
-			}
-			at += i + len(w)
-		}
+		s := b.String()
+		texttest.InOrder(t, c.name, s, c.want)
 	}
 }
 
@@ -76,17 +69,8 @@ func TestLearnedReportsWriteText(t *testing.T) {
 	} {
 		var b bytes.Buffer
 		c.write(&b)
-		s, at := b.String(), 0
-		for _, w := range c.want {
-			i := strings.Index(s[at:], w)
-			if i < 0 {
-				t.Errorf("%s: %q not found after byte %d in\n%s", c.name, w, at, s)
-				break
-			}
-			at += i + len(w)
-		}
-		if strings.Contains(s, c.absent) {
-			t.Errorf("%s: has %q:\n%s", c.name, c.absent, s)
-		}
+		s := b.String()
+		texttest.InOrder(t, c.name, s, c.want)
+		texttest.Absent(t, c.name, s, []string{c.absent})
 	}
 }

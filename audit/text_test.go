@@ -3,9 +3,9 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/internal/texttest"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -43,20 +43,9 @@ func TestReportWriteText(t *testing.T) {
 	} {
 		var b bytes.Buffer
 		c.r.WriteText(&b, "f.safetensors", Empirical(c.r, ""), c.cert)
-		s, at := b.String(), 0
-		for _, w := range c.want {
-			i := strings.Index(s[at:], w)
-			if i < 0 {
-				t.Errorf("%s: %q not found after byte %d in\n%s", c.name, w, at, s)
-				break
-			}
-			at += i + len(w)
-		}
-		for _, a := range c.absent {
-			if strings.Contains(s, a) {
-				t.Errorf("%s: has %q:\n%s", c.name, a, s)
-			}
-		}
+		s := b.String()
+		texttest.InOrder(t, c.name, s, c.want)
+		texttest.Absent(t, c.name, s, c.absent)
 	}
 }
 

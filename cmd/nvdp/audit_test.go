@@ -20,6 +20,7 @@ import (
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/internal/cudaemu"
 	"github.com/nvdp-project/nvdp/internal/jsondiff"
+	"github.com/nvdp-project/nvdp/internal/texttest"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -47,25 +48,6 @@ func writeTestPosteriors(t *testing.T) string {
 }
 
 func runAuditCmd(args ...string) (string, error) { return runCmd(newAuditCmd(), args...) }
-
-// checkOutput fails t when out lacks a string of want or has one of absent,
-// and then logs out.
-func checkOutput(t *testing.T, out string, want, absent []string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(out, w) {
-			t.Errorf("output lacks %q", w)
-		}
-	}
-	for _, w := range absent {
-		if strings.Contains(out, w) {
-			t.Errorf("output has %q", w)
-		}
-	}
-	if t.Failed() {
-		t.Logf("output:\n%s", out)
-	}
-}
 
 func TestAuditCommandJSON(t *testing.T) {
 	path := writeTestPosteriors(t)
@@ -179,7 +161,7 @@ func TestAuditCertifiedBesideEmpirical(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkOutput(t, out, tc.want, tc.absent)
+			texttest.Contains(t, out, tc.want, tc.absent)
 
 			out, err = runAuditCmd("--posteriors", path, "--mode", tc.mode, "--batch-size", "4", "--json")
 			if err != nil {
@@ -331,7 +313,7 @@ func TestAuditCommandHardening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutput(t, out, []string{"RD max over 6(6-1) = 30 pairs",
+	texttest.Contains(t, out, []string{"RD max over 6(6-1) = 30 pairs",
 		"note: a sample of 100 ordered pairs was asked for, not fewer than the file's 6(6-1) = 30: every ordered pair audited exactly instead"},
 		[]string{"sampled", "a sample of 100 of the"})
 }
@@ -617,7 +599,7 @@ func TestAuditDevice(t *testing.T) {
 		}
 	}
 	out, err := runAuditCmd("--posteriors", files[0], "--device", "cuda")
-	checkOutput(t, out, []string{"RD max over 12(12-1) = 132 dev pairs", "BDP per moment order"}, nil)
+	texttest.Contains(t, out, []string{"RD max over 12(12-1) = 132 dev pairs", "BDP per moment order"}, nil)
 	if err != nil {
 		t.Error(err)
 	}

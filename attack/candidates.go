@@ -154,5 +154,5 @@ func FileGuarantee(p *privacy.Posteriors, delta float64) (*privacy.Guarantee, er
 	if err != nil || !ok {
 		return nil, err
 	}
-	return privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 1, delta)
+	return privacy.CertifyCurve(set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: 1, Delta: delta})
 }

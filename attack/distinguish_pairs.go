@@ -102,7 +102,7 @@ type PairResult struct {
 // It returns an error for an invalid set or delta, and for a set that
 // certifies no finite epsilon, since no pair attains an infinite bound.
 func WitnessPair(set privacy.ClipSet, delta float64, gaussian bool) (Pair, *privacy.Guarantee, error) {
-	g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 1, delta)
+	g, err := privacy.CertifyCurve(set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: 1, Delta: delta})
 	if err != nil {
 		return Pair{}, nil, err
 	}

@@ -85,7 +85,7 @@ func TestCalibrateOptions(t *testing.T) {
 			// The certificate of the model's clipping is the target.
 			set := cl.ClipSet(cfg.Prior, n, p)
 			if o.TargetEpsilon > 0 {
-				g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
+				g, err := privacy.CertifyCurve(set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: o.Releases, Delta: o.TargetDelta})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -62,7 +62,7 @@ func TestGaussianOptions(t *testing.T) {
 			}
 			set, _ := cfg.ClipSet(33)
 			if o.TargetEpsilon > 0 {
-				g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
+				g, err := privacy.CertifyCurve(set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: o.Releases, Delta: o.TargetDelta})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -137,7 +137,7 @@ func TestLatentCalibration(t *testing.T) {
 		return o, cfg, rec
 	}
 	certifiedEps := func(set privacy.ClipSet, o Options) float64 {
-		g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, o.Releases, o.TargetDelta)
+		g, err := privacy.CertifyCurve(set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: o.Releases, Delta: o.TargetDelta})
 		if err != nil {
 			t.Fatal(err)
 		}

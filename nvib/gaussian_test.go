@@ -283,7 +283,7 @@ func TestGaussianCertificateClosedForm(t *testing.T) {
 		if pb, err := privacy.PairBound(tc.order, c.Witness.View(0), c.Witness.View(1)); err != nil || math.Abs(pb.Total-rd) > 1e-9*rd {
 			t.Errorf("witness pair bound %v (%v), certificate %v", pb.Total, err, rd)
 		}
-		g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 3, 1e-5)
+		g, err := privacy.CertifyCurve(set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: 3, Delta: 1e-5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func TestGaussianCalibration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := privacy.CertifyCurve(GaussianClipSet(cal.Set.CMu, tc.v, L, P), nil, privacy.DirectionStandard, 1, 1e-5)
+		g, err := privacy.CertifyCurve(GaussianClipSet(cal.Set.CMu, tc.v, L, P), privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: 1, Delta: 1e-5})
 		if err != nil {
 			t.Fatal(err)
 		}

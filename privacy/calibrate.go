@@ -233,7 +233,7 @@ func Calibrate(base ClipSet, t Target, sp Split, orders []float64, dir GaussianD
 		}
 		res.Set, res.Order = set, order
 	}
-	g, err := CertifyCurve(res.Set, orders, dir, t.Releases, deltaOr(t.Delta))
+	g, err := CertifyCurve(res.Set, CurveOptions{Orders: orders, Direction: dir, Releases: t.Releases, Delta: deltaOr(t.Delta)})
 	if err != nil {
 		return nil, err
 	}

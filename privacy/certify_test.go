@@ -512,7 +512,7 @@ func TestCertifyCurve(t *testing.T) {
 	s.LogvarMargin, s.AlphaMin, s.CMu = marginMax(1.1), 1, 0.19
 	C := StoredRadius(0.19)
 	for _, k := range []int{1, 3} {
-		g, err := CertifyCurve(s, nil, "", k, 1e-5)
+		g, err := CertifyCurve(s, CurveOptions{Releases: k, Delta: 1e-5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -543,7 +543,7 @@ func TestCertifyCurve(t *testing.T) {
 		}
 	}
 	// past MaxOrder the curve is infinite
-	g, err := CertifyCurve(mainJobSet(), []float64{1.1, 1.2, 1.3, 2}, "", 1, 1e-5)
+	g, err := CertifyCurve(mainJobSet(), CurveOptions{Orders: []float64{1.1, 1.2, 1.3, 2}, Releases: 1, Delta: 1e-5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +597,7 @@ func TestCalibrate(t *testing.T) {
 				t.Errorf("%s: recomputed %v vs %v", tc.name, got, cal.Achieved)
 			}
 		} else {
-			g, _ := CertifyCurve(cal.Set, nil, "", tc.t.Releases, tc.t.Delta)
+			g, _ := CertifyCurve(cal.Set, CurveOptions{Releases: tc.t.Releases, Delta: tc.t.Delta})
 			if relErr(float64(g.Epsilon), cal.Achieved) > 1e-12 {
 				t.Errorf("%s: recomputed epsilon %v vs %v", tc.name, g.Epsilon, cal.Achieved)
 			}

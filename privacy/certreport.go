@@ -136,7 +136,7 @@ func NewCertifiedReport(set ClipSet, o ReportOptions) (*CertifiedReport, error) 
 	if err != nil {
 		return nil, fmt.Errorf("certify (%s): %w", o.Source, err)
 	}
-	g, err := CertifyCurve(set, o.Orders, o.Direction, o.Releases, o.Delta)
+	g, err := CertifyCurve(set, CurveOptions{Orders: o.Orders, Direction: o.Direction, Releases: o.Releases, Delta: o.Delta})
 	if err != nil {
 		return nil, fmt.Errorf("certify (%s): %w", o.Source, err)
 	}

@@ -162,14 +162,31 @@ type Guarantee struct {
 	Release *ReleaseMechanism `json:"release,omitempty"`
 }
 
-// CertifyCurve returns the certified guarantee of `releases` releases at each
-// order of orders, and its conversion to (epsilon, delta), labelled
-// [LabelCertified] with its scope. A nil orders means [DefaultOrders]. Orders
-// at or past [ClipSet.MaxOrder] have an infinite bound.
+// CurveOptions says which curve [CertifyCurve] certifies: its orders, the
+// Gaussian divergence's direction, the number of releases and the delta of
+// the (epsilon, delta) conversion.
+type CurveOptions struct {
+	// Orders are the Renyi orders of the curve, each > 1; nil means
+	// [DefaultOrders].
+	Orders []float64
+	// Direction is the Gaussian divergence's direction; "" means
+	// [DirectionStandard].
+	Direction GaussianDirection
+	// Releases is the number of releases composed, >= 1.
+	Releases int
+	// Delta is the delta of the conversion, in (0, 1).
+	Delta float64
+}
+
+// CertifyCurve returns the certified guarantee of o.Releases releases at each
+// order of o.Orders, and its conversion to (epsilon, o.Delta), labelled
+// [LabelCertified] with its scope. Orders at or past [ClipSet.MaxOrder] have
+// an infinite bound.
 //
-// It returns an error for an invalid set, an order <= 1, a delta not in
-// (0, 1), or releases < 1.
-func CertifyCurve(set ClipSet, orders []float64, dir GaussianDirection, releases int, delta float64) (*Guarantee, error) {
+// It returns an error for an invalid set, an order <= 1, an empty non-nil
+// order grid, a delta not in (0, 1), or releases < 1.
+func CertifyCurve(set ClipSet, o CurveOptions) (*Guarantee, error) {
+	orders, dir, releases, delta := o.Orders, o.Direction, o.Releases, o.Delta
 	if releases < 1 {
 		return nil, fmt.Errorf("releases = %d: must be >= 1", releases)
 	}

@@ -62,7 +62,7 @@ func TestReleaseLattice(t *testing.T) {
 		t.Errorf("centre 2^-20: %v", err)
 	}
 	// the guarantee carries the mechanism
-	g, err := CertifyCurve(fixedSet(), nil, "", 1, DefaultDelta)
+	g, err := CertifyCurve(fixedSet(), CurveOptions{Releases: 1, Delta: DefaultDelta})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -259,7 +259,7 @@ func (r *Releaser) GuaranteeOf(releases int) (*privacy.Guarantee, error) {
 	r.mu.RLock()
 	delta := r.guarantee.Delta
 	r.mu.RUnlock()
-	return privacy.CertifyCurve(r.set, nil, privacy.DirectionStandard, releases, delta)
+	return privacy.CertifyCurve(r.set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: releases, Delta: delta})
 }
 
 // SetDelta sets the delta of the guarantees' conversion to (epsilon, delta). It returns an error,
@@ -268,7 +268,7 @@ func (r *Releaser) SetDelta(delta float64) error {
 	if err := privacy.CheckDelta(delta); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	g, err := privacy.CertifyCurve(r.set, nil, privacy.DirectionStandard, 1, delta)
+	g, err := privacy.CertifyCurve(r.set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: 1, Delta: delta})
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}

@@ -390,11 +390,11 @@ func TestPosteriors(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%s: clip set of the metadata: %v %v", variant, ok, err)
 		}
-		g, err := privacy.CertifyCurve(set, nil, "", 1, privacy.DefaultDelta)
+		g, err := privacy.CertifyCurve(set, privacy.CurveOptions{Releases: 1, Delta: privacy.DefaultDelta})
 		if err != nil || g.Epsilon != r.Guarantee().Epsilon {
 			t.Errorf("%s: the metadata certifies %v (%v), the releaser %v", variant, g.Epsilon, err, r.Guarantee().Epsilon)
 		}
-		if g2, err := privacy.CertifyCurve(r.ClipSet(), nil, "", 1, privacy.DefaultDelta); err != nil || g2.Epsilon != g.Epsilon {
+		if g2, err := privacy.CertifyCurve(r.ClipSet(), privacy.CurveOptions{Releases: 1, Delta: privacy.DefaultDelta}); err != nil || g2.Epsilon != g.Epsilon {
 			t.Errorf("%s: ClipSet certifies %v (%v), the metadata %v", variant, g2.Epsilon, err, g.Epsilon)
 		}
 		if _, err := r.Posteriors(ctx, []string{"good", " "}); err == nil || !strings.Contains(err.Error(), "text 1") {

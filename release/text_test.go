@@ -14,7 +14,7 @@ import (
 func TestMetadataWriteText(t *testing.T) {
 	set := privacy.ClipSet{Components: 5, Dims: 3, CMu: 1, PriorMu: []float64{0}, PriorVar: []float64{1},
 		ClipOrder: 2, LogvarMargin: 0.3, AlphaMin: 0.8, AlphaMax: 1.2, PriorAlpha: 1}
-	g, err := privacy.CertifyCurve(set, nil, privacy.DirectionStandard, 1, 1e-5)
+	g, err := privacy.CertifyCurve(set, privacy.CurveOptions{Direction: privacy.DirectionStandard, Releases: 1, Delta: 1e-5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -339,7 +339,7 @@ func moveAside(path, aside string) error {
 		return err
 	case aside == "":
 		f.Close()
-		return fmt.Errorf("ledger %s appeared during the restore: not replaced (%w)", path, ErrLedgerExists)
+		return fmt.Errorf("ledger %s appeared during the restore: not replaced (%w)", path, ErrExists)
 	}
 	defer f.Close()
 	if err := lockFile(f, true, lockTimeout); err != nil {
@@ -409,13 +409,13 @@ func prepareLedger(path string, write func(tmp string) error) (string, error) {
 }
 
 // linkLedger links the prepared file tmp to path, refusing to replace an
-// existing file (ErrLedgerExists), removes tmp and syncs the directory so
+// existing file (ErrExists), removes tmp and syncs the directory so
 // that the new name survives a crash.
 func linkLedger(tmp, path string) error {
 	defer os.Remove(tmp)
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("ledger %s exists: not replaced (%w)", path, ErrLedgerExists)
+			return fmt.Errorf("ledger %s exists: not replaced (%w)", path, ErrExists)
 		}
 		return err
 	}

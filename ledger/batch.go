@@ -29,7 +29,7 @@ func (r *ChargeRequest) Done() { close(r.done) }
 // MaxCommitBatch) and hands them to the ledger's commit in one batch,
 // which answers each (ChargeRequest.Done). The file ledger runs one
 // committer whose queue blocks when full; PostgreSQL runs several, and
-// refuses a charge at once when its queue is full (ErrLedgerBusy).
+// refuses a charge at once when its queue is full (ErrBusy).
 type Batcher struct {
 	reqs   chan *ChargeRequest
 	block  bool
@@ -43,7 +43,7 @@ type Batcher struct {
 
 // NewBatcher starts committers goroutines that hand batches to commit,
 // with a queue of queue charges; block says whether Submit waits for room
-// in a full queue (else it refuses with ErrLedgerBusy).
+// in a full queue (else it refuses with ErrBusy).
 func NewBatcher(committers, queue int, block bool, commit func([]*ChargeRequest)) *Batcher {
 	b := &Batcher{reqs: make(chan *ChargeRequest, queue), block: block, commit: commit}
 	for range committers {
@@ -55,7 +55,7 @@ func NewBatcher(committers, queue int, block bool, commit func([]*ChargeRequest)
 
 // Submit queues a charge of releases (>= 1) of curve to account against
 // budget and returns its answer once a commit settled it. Errors:
-// ErrLedgerClosed, ErrLedgerBusy (a full queue that does not block), the
+// ErrClosed, ErrBusy (a full queue that does not block), the
 // commit's.
 func (b *Batcher) Submit(account string, curve *Curve, releases int, budget float64) (Balance, error) {
 	if releases < 1 {
@@ -65,7 +65,7 @@ func (b *Batcher) Submit(account string, curve *Curve, releases int, budget floa
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		return Balance{}, ErrLedgerClosed
+		return Balance{}, ErrClosed
 	}
 	if b.block {
 		b.reqs <- r
@@ -74,7 +74,7 @@ func (b *Batcher) Submit(account string, curve *Curve, releases int, budget floa
 		case b.reqs <- r:
 		default:
 			b.mu.RUnlock()
-			return Balance{}, fmt.Errorf("%w (%d)", ErrLedgerBusy, cap(b.reqs))
+			return Balance{}, fmt.Errorf("%w (%d)", ErrBusy, cap(b.reqs))
 		}
 	}
 	b.mu.RUnlock()

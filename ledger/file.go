@@ -74,7 +74,7 @@ const lockTimeout = time.Second
 // an error at open, so that no loss can silently reset a budget. While it
 // serves, a File checks before and after each commit that its path still
 // names the file it holds; once the file is removed, replaced or truncated,
-// or a read of it faults, every charge fails with ErrLedgerUnavailable
+// or a read of it faults, every charge fails with ErrUnavailable
 // (docs/serving.md, "The ledger").
 //
 // A File is safe for concurrent use. One process at a time opens a file
@@ -235,21 +235,21 @@ func (e *BudgetError) Error() string {
 // Errors of opening and using a ledger (each wrapped with the file's path;
 // match with errors.Is).
 var (
-	// ErrLedgerClosed is the error of a charge on a closed ledger.
-	ErrLedgerClosed = errors.New("ledger closed")
+	// ErrClosed is the error of a charge on a closed ledger.
+	ErrClosed = errors.New("ledger closed")
 	// ErrNoLedger: the file does not exist (it also matches fs.ErrNotExist).
 	ErrNoLedger = errors.New("no ledger")
-	// ErrEmptyLedger: the file exists with 0 bytes, every charge lost.
-	ErrEmptyLedger = errors.New("ledger is empty")
-	// ErrLedgerExists: CreateFile found a file at the path.
-	ErrLedgerExists = errors.New("ledger exists")
-	// ErrLedgerUnavailable: the file of a serving ledger was removed,
+	// ErrEmpty: the file exists with 0 bytes, every charge lost.
+	ErrEmpty = errors.New("ledger is empty")
+	// ErrExists: CreateFile found a file at the path.
+	ErrExists = errors.New("ledger exists")
+	// ErrUnavailable: the file of a serving ledger was removed,
 	// replaced or truncated, or could not be read; no charge succeeds any
 	// more, and the server answers 503.
-	ErrLedgerUnavailable = errors.New("ledger unavailable")
-	// ErrReadOnlyLedger: a charge or a curve on a ledger opened with
+	ErrUnavailable = errors.New("ledger unavailable")
+	// ErrReadOnly: a charge or a curve on a ledger opened with
 	// OpenFileReadOnly.
-	ErrReadOnlyLedger = errors.New("ledger opened read-only")
+	ErrReadOnly = errors.New("ledger opened read-only")
 	// errLocked: another process holds the file's lock.
 	errLocked = errors.New("open in another process")
 )
@@ -257,7 +257,7 @@ var (
 // OpenFile opens the existing ledger file at path for charging: read and
 // write, holding its exclusive lock. Before bbolt maps the file it is
 // checked (checkLedgerFile), and every record is read once. Errors:
-// ErrNoLedger (missing: create one with CreateFile), ErrEmptyLedger,
+// ErrNoLedger (missing: create one with CreateFile), ErrEmpty,
 // *CorruptError (restore a backup), *BackupFileError (a backup: restore it
 // with Restore), the file open in another process (after 1 s), a
 // ledger of another format.
@@ -303,7 +303,7 @@ func checkLedgerPath(path string) error {
 	case !st.Mode().IsRegular():
 		return fmt.Errorf("ledger %s: not a regular file (%v)", path, st.Mode().Type())
 	case st.Size() == 0:
-		return fmt.Errorf("ledger %s is empty (0 bytes): every charge it held is lost; restore it from a backup (%w)", path, ErrEmptyLedger)
+		return fmt.Errorf("ledger %s is empty (0 bytes): every charge it held is lost; restore it from a backup (%w)", path, ErrEmpty)
 	}
 	return nil
 }
@@ -353,7 +353,7 @@ func openBolt(path string, readOnly bool) (*boltFile, error) {
 	switch {
 	case errors.Is(err, bolt.ErrTimeout) || errors.Is(err, errLocked):
 		return nil, fmt.Errorf("ledger %s: open in another process (its lock held for %v)", path, lockTimeout)
-	case errors.Is(err, ErrCorruptLedger):
+	case errors.Is(err, ErrCorrupt):
 		return nil, err
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
 		return nil, &CorruptError{Path: path, Detail: err.Error()}
@@ -396,7 +396,7 @@ func guard(path string, fn func() error) (err error) {
 // (fail): no charge succeeds after it.
 func (l *File) guard(fn func() error) error {
 	err := guard(l.path, fn)
-	if errors.Is(err, ErrCorruptLedger) {
+	if errors.Is(err, ErrCorrupt) {
 		return l.fail(err)
 	}
 	return err
@@ -535,12 +535,12 @@ func NewLedgerID() string {
 
 // CreateFile creates a new, empty ledger file at path (mode 0600): the one
 // way a ledger comes to be. It never replaces a file: an existing path, even
-// an empty file, is ErrLedgerExists (an emptied ledger is a lost one, to be
+// an empty file, is ErrExists (an emptied ledger is a lost one, to be
 // restored, not silently started over). The file is written beside path
 // and linked into place, so that path holds a complete ledger or nothing.
 func CreateFile(path string) (Info, error) {
 	if st, err := os.Lstat(path); err == nil {
-		return Info{}, fmt.Errorf("ledger %s exists (%d bytes): a ledger is never replaced by a new one; remove it first only if you mean to reset every budget it held (%w)", path, st.Size(), ErrLedgerExists)
+		return Info{}, fmt.Errorf("ledger %s exists (%d bytes): a ledger is never replaced by a new one; remove it first only if you mean to reset every budget it held (%w)", path, st.Size(), ErrExists)
 	}
 	created, err := time.Now().UTC().MarshalText()
 	if err != nil {
@@ -647,7 +647,7 @@ func (l *File) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
 		return nil, err
 	}
 	if l.readOnly {
-		return nil, fmt.Errorf("ledger %s: register curve: %w", l.path, ErrReadOnlyLedger)
+		return nil, fmt.Errorf("ledger %s: register curve: %w", l.path, ErrReadOnly)
 	}
 	if err := l.Err(); err != nil {
 		return nil, err
@@ -741,14 +741,14 @@ func CheckGrid(orders []float64, delta float64, first bool, lorders []float64, l
 // while one commits are grouped into one transaction (Batcher), each still
 // checked against its budget in order. Charge does not return before its
 // transaction is settled, so that the caller always knows whether the
-// charge holds. Errors: as above, ErrLedgerClosed, ErrReadOnlyLedger, the
-// commit fails (nothing charged), ErrLedgerUnavailable (the file was
+// charge holds. Errors: as above, ErrClosed, ErrReadOnly, the
+// commit fails (nothing charged), ErrUnavailable (the file was
 // removed, replaced or truncated before or during the commit, or could not
 // be read: the charge may sit in a file no one will read, so it counts as
 // not made, and no later charge succeeds).
 func (l *File) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
 	if l.readOnly {
-		return Balance{}, fmt.Errorf("ledger %s: charge: %w", l.path, ErrReadOnlyLedger)
+		return Balance{}, fmt.Errorf("ledger %s: charge: %w", l.path, ErrReadOnly)
 	}
 	if err := l.broken.Load(); err != nil {
 		return Balance{}, *err
@@ -786,7 +786,7 @@ func (l *File) commitBatch(batch []*ChargeRequest) error {
 		})
 	})
 	switch {
-	case errors.Is(err, ErrLedgerUnavailable):
+	case errors.Is(err, ErrUnavailable):
 		return err
 	case err != nil:
 		return fmt.Errorf("ledger %s: commit: %w", l.path, err)
@@ -794,7 +794,7 @@ func (l *File) commitBatch(batch []*ChargeRequest) error {
 	return l.Err()
 }
 
-// UnavailableError is the failure of a serving ledger (ErrLedgerUnavailable):
+// UnavailableError is the failure of a serving ledger (ErrUnavailable):
 // its file was removed, replaced or truncated, or reading it failed.
 type UnavailableError struct {
 	Path   string
@@ -810,8 +810,8 @@ func (e *UnavailableError) Error() string {
 	return s
 }
 
-// Is makes errors.Is(err, ErrLedgerUnavailable) true.
-func (e *UnavailableError) Is(target error) bool { return target == ErrLedgerUnavailable }
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
@@ -955,7 +955,7 @@ func (l *File) Balance(account string, curve *Curve, budget float64) (Balance, e
 			return err
 		})
 	})
-	if errors.Is(err, ErrLedgerUnavailable) {
+	if errors.Is(err, ErrUnavailable) {
 		return Balance{}, err
 	}
 	if err != nil {
@@ -980,7 +980,7 @@ func (l *File) Accounts() ([]Account, error) {
 			})
 		})
 	})
-	if errors.Is(err, ErrLedgerUnavailable) {
+	if errors.Is(err, ErrUnavailable) {
 		return nil, err
 	}
 	if err != nil {
@@ -1111,11 +1111,11 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("ledger %s is corrupt: restore it from a backup (%s)", e.Path, e.Detail)
 }
 
-// Is makes errors.Is(err, ErrCorruptLedger) true.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorruptLedger }
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
-// ErrCorruptLedger is what every *CorruptError matches with errors.Is.
-var ErrCorruptLedger = errors.New("ledger is corrupt")
+// ErrCorrupt is what every *CorruptError matches with errors.Is.
+var ErrCorrupt = errors.New("ledger is corrupt")
 
 // checkLedgerFile checks the structure of the open ledger file f (named
 // path) before bbolt maps it (boltcheck.Check): a *CorruptError when it

@@ -313,18 +313,18 @@ func TestMissingAndEmptyLedger(t *testing.T) {
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
-	if _, err := CreateFile(path); !errors.Is(err, ErrLedgerExists) {
+	if _, err := CreateFile(path); !errors.Is(err, ErrExists) {
 		t.Errorf("second CreateFile: %v", err)
 	}
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, ro := range []bool{false, true} {
-		if _, err := releasesOf(path, ro); !errors.Is(err, ErrEmptyLedger) || !strings.Contains(err.Error(), "ledger "+path+" is empty (0 bytes)") {
+		if _, err := releasesOf(path, ro); !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), "ledger "+path+" is empty (0 bytes)") {
 			t.Errorf("emptied (read-only %v): %v", ro, err)
 		}
 	}
-	if _, err := CreateFile(path); !errors.Is(err, ErrLedgerExists) || !strings.Contains(err.Error(), "exists (0 bytes)") {
+	if _, err := CreateFile(path); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "exists (0 bytes)") {
 		t.Errorf("CreateLedger over an emptied ledger: %v", err)
 	}
 	if st, _ := os.Stat(path); st.Size() != 0 {
@@ -350,7 +350,7 @@ func servingLedger(t *testing.T, n int) (*File, *Curve, map[string]uint64) {
 
 // TestLedgerFileChangedWhileServing: once a serving ledger's file is
 // removed, replaced, emptied or truncated, every charge and read fails with
-// ErrLedgerUnavailable (the first failure stays), never charging a file no
+// ErrUnavailable (the first failure stays), never charging a file no
 // one reads and never crashing on the truncated map.
 func TestLedgerFileChangedWhileServing(t *testing.T) {
 	for _, tc := range []struct {
@@ -377,14 +377,14 @@ func TestLedgerFileChangedWhileServing(t *testing.T) {
 			}
 			tc.change(t, l.Path())
 			_, err := l.Charge("a1", c, 1, math.Inf(1))
-			if !errors.Is(err, ErrLedgerUnavailable) || !strings.Contains(err.Error(), "ledger "+l.Path()+" "+tc.reason) ||
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "ledger "+l.Path()+" "+tc.reason) ||
 				!strings.Contains(err.Error(), "no release is charged or served any more") {
 				t.Fatalf("charge after the change: %v", err)
 			}
-			if _, err := l.Balance("a399", c, math.Inf(1)); !errors.Is(err, ErrLedgerUnavailable) {
+			if _, err := l.Balance("a399", c, math.Inf(1)); !errors.Is(err, ErrUnavailable) {
 				t.Errorf("balance after the change: %v", err)
 			}
-			if err := l.Err(); !errors.Is(err, ErrLedgerUnavailable) {
+			if err := l.Err(); !errors.Is(err, ErrUnavailable) {
 				t.Errorf("Err: %v", err)
 			}
 		})
@@ -403,10 +403,10 @@ func TestLedgerReadFaultIsAnError(t *testing.T) {
 	for i := 799; i >= 0 && err == nil; i-- { // Balance does not check the path: it reads the map
 		_, err = l.Balance(fmt.Sprintf("a%d", i), c, math.Inf(1))
 	}
-	if !errors.Is(err, ErrLedgerUnavailable) || !strings.Contains(err.Error(), "could not be read") {
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "could not be read") {
 		t.Fatalf("read of a truncated map: %v", err)
 	}
-	if _, err := l.Charge("a1", c, 1, math.Inf(1)); !errors.Is(err, ErrLedgerUnavailable) {
+	if _, err := l.Charge("a1", c, 1, math.Inf(1)); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("charge after the fault: %v", err)
 	}
 }
@@ -434,7 +434,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	path := l.Path()
 	os.Remove(path)
-	if _, err := l.Charge("late", c, 1, math.Inf(1)); !errors.Is(err, ErrLedgerUnavailable) {
+	if _, err := l.Charge("late", c, 1, math.Inf(1)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("charge after removal: %v", err)
 	}
 	bdir := t.TempDir()
@@ -506,7 +506,7 @@ func TestBackupAndRestore(t *testing.T) {
 	// A corrupt backup is refused, the ledger untouched.
 	bad := corruptCopy(t, b.Path, bdir, "bad.db", func(b []byte) []byte { return b[:8<<10] })
 	before := fileSum(t, path)
-	if _, err := Restore(bad, path, true); !errors.Is(err, ErrCorruptLedger) {
+	if _, err := Restore(bad, path, true); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("restore of a corrupt backup: %v", err)
 	}
 	if fileSum(t, path) != before {
@@ -640,10 +640,10 @@ func TestLedgerReadOnly(t *testing.T) {
 	if _, err := l.Backup(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Charge("a1", &Curve{ID: "x"}, 1, 1); !errors.Is(err, ErrReadOnlyLedger) {
+	if _, err := l.Charge("a1", &Curve{ID: "x"}, 1, 1); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("charge: %v", err)
 	}
-	if _, err := l.RegisterCurve(gaussianGuarantee(0.1), nil); !errors.Is(err, ErrReadOnlyLedger) {
+	if _, err := l.RegisterCurve(gaussianGuarantee(0.1), nil); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("register: %v", err)
 	}
 	l.Close()

@@ -405,7 +405,7 @@ func TestLedgerGaussianCurveTampered(t *testing.T) {
 		if err := errors.Join(err, db.Close()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := OpenFile(path); !errors.Is(err, ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
+		if _, err := OpenFile(path); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: %v, want corrupt: %q", tc.name, err, tc.err)
 		}
 	}

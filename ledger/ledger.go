@@ -56,11 +56,11 @@ type Ledger interface {
 	// stays within budget, and returns the balance after it once the charge
 	// is committed (durable). A charge that would exceed the budget is a
 	// *BudgetError and changes nothing. An error that matches
-	// ErrLedgerUnavailable means the ledger could not charge: nothing may
+	// ErrUnavailable means the ledger could not charge: nothing may
 	// be released.
 	Charge(account string, curve *Curve, releases int, budget float64) (Balance, error)
 	// Err is nil while the ledger can charge, else why not (matching
-	// ErrLedgerUnavailable): readiness.
+	// ErrUnavailable): readiness.
 	Err() error
 	// Accounts returns every account, by ID.
 	Accounts() ([]Account, error)
@@ -172,9 +172,9 @@ func (c Grid) CurveInfo(cv *Curve, accountant string, format int, registered tim
 	return ci
 }
 
-// ErrLedgerBusy: a charge refused at once because too many were already
+// ErrBusy: a charge refused at once because too many were already
 // waiting for the ledger (pgledger.Options.MaxWaitingCharges); nothing was charged.
-var ErrLedgerBusy = errors.New("too many charges waiting for the ledger")
+var ErrBusy = errors.New("too many charges waiting for the ledger")
 
 // ErrNoBackup: a ledger that is not a file (PostgreSQL) is backed up by its
 // database, not by the server (serve.Server.Backup).

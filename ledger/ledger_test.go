@@ -105,7 +105,7 @@ func TestLedgerCharge(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Charge("alice", c, 1, budget); !errors.Is(err, ErrLedgerClosed) {
+	if _, err := l.Charge("alice", c, 1, budget); !errors.Is(err, ErrClosed) {
 		t.Fatalf("charge after Close: %v", err)
 	}
 

@@ -180,7 +180,7 @@ func (b *batcher) run(batch []*batchReq) {
 	}
 	ctx, cancel := allDone(live)
 	defer cancel()
-	b.lim.slots <- struct{}{} // never waits: one slot per worker
+	b.lim.slots <- struct{}{}        // never waits: one slot per worker
 	defer func() { <-b.lim.slots }() // held through a failed batch's releases one by one too
 	t0 := time.Now()
 	embs, err := b.rel.Release(ctx, texts)

@@ -192,7 +192,7 @@ type KeySource interface {
 	// LookupKey returns the key whose hash is SHA-256(secret); nil and no
 	// error when there is none (or it was revoked). An error means the
 	// source could not be read (a database that does not answer:
-	// ledger.ErrLedgerUnavailable): the request is refused with 503, not 401.
+	// ledger.ErrUnavailable): the request is refused with 503, not 401.
 	LookupKey(secret string) (*Key, error)
 }
 

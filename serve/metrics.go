@@ -23,7 +23,7 @@ type metrics struct {
 	batchTexts, batchReqs prometheus.Histogram
 	backups               *prometheus.CounterVec // by result: ok, failed
 	// ledgerBusy counts requests refused because too many charges were
-	// waiting (ledger.ErrLedgerBusy), keyReloads the keys file's reloads.
+	// waiting (ledger.ErrBusy), keyReloads the keys file's reloads.
 	ledgerBusy prometheus.Counter
 	keyReloads prometheus.Counter
 }

@@ -92,7 +92,7 @@ func TestPGLedgerDatabaseDown(t *testing.T) {
 		func() error { _, err := l.LookupKey(key); return err },
 		l.Err,
 	} {
-		if err := f(); !errors.Is(err, ledger.ErrLedgerUnavailable) {
+		if err := f(); !errors.Is(err, ledger.ErrUnavailable) {
 			t.Errorf("with the database down: %v", err)
 		}
 	}

@@ -539,7 +539,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 		s.refuse(w, info, be)
 		return
 	case err != nil:
-		if !errors.Is(err, ledger.ErrLedgerBusy) {
+		if !errors.Is(err, ledger.ErrBusy) {
 			s.chargeFailed.Store(time.Now().UnixNano())
 		}
 		s.ledgerFailed(w, info, err)
@@ -822,7 +822,7 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 // ledgerFailed answers a request whose ledger (or key store) read or
 // charge failed; nothing was released or charged either way:
 //   - 503 ledger_busy when too many charges were already waiting for the
-//     ledger (ledger.ErrLedgerBusy): retry;
+//     ledger (ledger.ErrBusy): retry;
 //   - 503 ledger_unavailable when the ledger cannot charge: a database that
 //     does not answer (retry: the error may pass), or a file ledger that
 //     was removed, replaced, truncated or could not be read (the server
@@ -832,12 +832,12 @@ func (s *Server) timeout(w http.ResponseWriter, info *reqInfo, while string) {
 //     missing), for an operator to fix.
 func (s *Server) ledgerFailed(w http.ResponseWriter, info *reqInfo, err error) {
 	switch {
-	case errors.Is(err, ledger.ErrLedgerBusy):
+	case errors.Is(err, ledger.ErrBusy):
 		s.met.ledgerBusy.Inc()
 		w.Header().Set("Retry-After", "1")
 		s.fail(w, info, http.StatusServiceUnavailable, "ledger_busy",
 			"too many charges are waiting for the privacy ledger (request %s): nothing was released or charged; retry later", info.id)
-	case !errors.Is(err, ledger.ErrLedgerUnavailable):
+	case !errors.Is(err, ledger.ErrUnavailable):
 		s.internal(w, info, "ledger_error", err)
 	case isTemporary(err):
 		s.log.Error("ledger unavailable: releases refused until it answers", "id", info.id, "ledger", s.ledger.Name(), "error", err)
@@ -983,7 +983,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, info *reqInfo) {
 		return
 	}
 	if err := s.ledger.Err(); err != nil {
-		if !errors.Is(err, ledger.ErrLedgerUnavailable) { // a permanent error: not ready either
+		if !errors.Is(err, ledger.ErrUnavailable) { // a permanent error: not ready either
 			s.log.Error("ledger cannot charge", "ledger", s.ledger.Name(), "error", err)
 			s.fail(w, info, http.StatusServiceUnavailable, "ledger_unavailable", "the privacy ledger cannot charge (see the server's log)")
 			return

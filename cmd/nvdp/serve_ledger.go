@@ -269,7 +269,7 @@ func ledgerHint(err error, path string) error {
 		switch {
 		case errors.Is(err, ledger.ErrNoLedger):
 			return fmt.Errorf("--ledger: %w\na new service creates the ledger's schema once: nvdp serve ledger init --ledger with the same URL or env:VAR", err)
-		case errors.Is(err, ledger.ErrCorruptLedger):
+		case errors.Is(err, ledger.ErrCorrupt):
 			return fmt.Errorf("--ledger: %w\nrestore the database from its backup", err)
 		}
 		return fmt.Errorf("--ledger: %w", err)
@@ -279,7 +279,7 @@ func ledgerHint(err error, path string) error {
 	switch {
 	case errors.Is(err, ledger.ErrNoLedger):
 		return fmt.Errorf("--ledger: %w\na new service creates its ledger once: nvdp serve ledger init --ledger %s\na lost ledger is restored from a backup: %s", err, path, restore)
-	case errors.Is(err, ledger.ErrEmptyLedger), errors.Is(err, ledger.ErrCorruptLedger):
+	case errors.Is(err, ledger.ErrEmpty), errors.Is(err, ledger.ErrCorrupt):
 		return fmt.Errorf("--ledger: %w\nrestore it: %s", err, restore)
 	case errors.As(err, &backup):
 		return fmt.Errorf("--ledger: %w\nto serve from it, accepting the rollback: nvdp serve ledger restore --backup %s --ledger %s --accept-rollback", err, path, path)

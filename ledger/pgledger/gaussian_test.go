@@ -128,7 +128,7 @@ func TestPGLedgerGaussianCurveTampered(t *testing.T) {
 				t.Fatal("the RDP curve's row is not as before")
 			}
 			execSQL(t, dsn, tc.sql)
-			if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), tc.err) {
+			if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("open: %v, want corrupt: %q", err, tc.err)
 			}
 		})

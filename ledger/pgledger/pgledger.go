@@ -46,7 +46,7 @@ type Options struct {
 	// row lock.
 	Timeout time.Duration `json:"ledger_timeout"`
 	// MaxWaitingCharges bounds the charges waiting for a committer; a
-	// charge beyond them is refused at once (ErrLedgerBusy: 503
+	// charge beyond them is refused at once (ErrBusy: 503
 	// ledger_busy, nothing charged).
 	MaxWaitingCharges int `json:"ledger_max_waiting"`
 	// Replica names this process in the charges it writes (charges.replica;
@@ -140,7 +140,7 @@ func pgName(dsn string) string {
 // RotateKey, RevokeKey).
 //
 // It fails closed: while the database does not answer, every charge,
-// balance and key lookup fails with an error matching ledger.ErrLedgerUnavailable
+// balance and key lookup fails with an error matching ledger.ErrUnavailable
 // (temporary: the server answers 503 and serves again once it answers),
 // and Err reports it for readiness. Every query is bounded by
 // Options.Timeout, the pool by MaxConns and the waiting charges by
@@ -174,7 +174,7 @@ type Ledger struct {
 // not answer in time, refused or failed the query. A temporary failure (the
 // database down or unreachable, a timeout, a lock not granted in time, a
 // transaction rolled back by a conflict, resources exhausted) matches
-// ErrLedgerUnavailable: the next request tries again (503
+// ErrUnavailable: the next request tries again (503
 // ledger_unavailable). A permanent one (Permanent: an SQLSTATE that no
 // retry changes, such as 42501 permission denied or 42P01 a table missing)
 // does not: an operator must fix the database (500 ledger_error).
@@ -189,9 +189,9 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("ledger %s: %s: %v", e.Name, e.Op, e.Err)
 }
 
-// Is makes errors.Is(err, ledger.ErrLedgerUnavailable) true for a temporary
+// Is makes errors.Is(err, ledger.ErrUnavailable) true for a temporary
 // failure.
-func (e *Error) Is(target error) bool { return target == ledger.ErrLedgerUnavailable && !e.Permanent }
+func (e *Error) Is(target error) bool { return target == ledger.ErrUnavailable && !e.Permanent }
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -225,7 +225,7 @@ func permanentSQLState(err error) bool {
 func (l *Ledger) fail(op string, err error) error {
 	var be *ledger.BudgetError
 	var pe *Error
-	if err == nil || errors.As(err, &be) || errors.Is(err, ledger.ErrLedgerUnavailable) || errors.As(err, &pe) {
+	if err == nil || errors.As(err, &be) || errors.Is(err, ledger.ErrUnavailable) || errors.As(err, &pe) {
 		return err
 	}
 	l.errs.WithLabelValues(op).Inc()
@@ -597,14 +597,14 @@ type pgAccount struct {
 // Charge adds releases (>= 1) of curve to account if its composed curve
 // stays within budget, and returns the balance after it once the
 // transaction that holds it is committed (ledger.Ledger). Errors:
-// *ledger.BudgetError (nothing charged), ledger.ErrLedgerBusy (MaxWaitingCharges are
-// waiting already), ledger.ErrLedgerClosed, *Error (the database failed or did
+// *ledger.BudgetError (nothing charged), ledger.ErrBusy (MaxWaitingCharges are
+// waiting already), ledger.ErrClosed, *Error (the database failed or did
 // not answer within Timeout: the charge is not made, or its commit's
 // outcome is unknown; either way nothing may be released, and the ledger
 // holds at least what was released).
 func (l *Ledger) Charge(account string, curve *ledger.Curve, releases int, budget float64) (ledger.Balance, error) {
 	bal, err := l.batcher.Submit(account, curve, releases, budget)
-	if errors.Is(err, ledger.ErrLedgerBusy) {
+	if errors.Is(err, ledger.ErrBusy) {
 		return bal, fmt.Errorf("ledger %s: %w", l.name, err)
 	}
 	return bal, err

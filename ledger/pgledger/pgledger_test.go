@@ -279,7 +279,7 @@ func TestPGCurvesFromAnotherReplica(t *testing.T) {
 	}
 	// A curve whose bounds were changed in the database is refused, not charged under.
 	execSQL(t, dsn, `UPDATE nvdp.curves SET rd[1] = rd[1] / 2 WHERE id = $1`, ca.ID)
-	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrCorruptLedger) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
+	if _, err := pgledger.Open(dsn, pgledger.DefaultOptions()); !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), "its orders and bounds hash to") {
 		t.Fatalf("open with a changed curve: %v", err)
 	}
 }
@@ -350,7 +350,7 @@ func TestPGHistory(t *testing.T) {
 // TestPGLedgerBusyAndTimeout: while another transaction holds the key's row
 // lock, a charge fails after the ledger's timeout with the unavailable
 // error and charges nothing; the charges beyond MaxWaitingCharges are
-// refused at once with ErrLedgerBusy; once the lock goes, charges work.
+// refused at once with ErrBusy; once the lock goes, charges work.
 func TestPGLedgerBusyAndTimeout(t *testing.T) {
 	dsn := servetest.NewPGLedger(t)
 	o := pgledger.DefaultOptions()
@@ -388,9 +388,9 @@ func TestPGLedgerBusyAndTimeout(t *testing.T) {
 	for range 8 {
 		err := <-results
 		switch {
-		case errors.Is(err, ledger.ErrLedgerBusy):
+		case errors.Is(err, ledger.ErrBusy):
 			busy++
-		case errors.Is(err, ledger.ErrLedgerUnavailable):
+		case errors.Is(err, ledger.ErrUnavailable):
 			unavailable++
 			var pe *pgledger.Error
 			if !errors.As(err, &pe) || !pe.Temporary() {
@@ -566,7 +566,7 @@ func TestPGPermanentErrors(t *testing.T) {
 	}
 	_, err = l.Charge("alice", c, 1, math.Inf(1))
 	var pe *pgledger.Error
-	if !errors.As(err, &pe) || !pe.Permanent || pe.Temporary() || errors.Is(err, ledger.ErrLedgerUnavailable) || !strings.Contains(err.Error(), "42501") {
+	if !errors.As(err, &pe) || !pe.Permanent || pe.Temporary() || errors.Is(err, ledger.ErrUnavailable) || !strings.Contains(err.Error(), "42501") {
 		t.Fatalf("charge without the right to insert: %v", err)
 	}
 }

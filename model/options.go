@@ -119,8 +119,6 @@ type Options struct {
 	// dropout 0 everywhere).
 	Dropout     float64 `json:"dropout"`
 	SkipBadRows bool    `json:"skip_bad_rows"`
-	Out         string  `json:"out"`
-	Resume      bool    `json:"resume"`
 
 	// ClipOrder is the Renyi order lambda the logvar floor ln((lambda-1)/lambda
 	// prior_var) + LogvarMargin and the principled default C_amin are derived
@@ -174,15 +172,24 @@ type Options struct {
 	// ScratchConfig, when set, replaces the preset of a scratch: encoder (library use, tests).
 	ScratchConfig *encoder.Config `json:"scratch_config,omitempty"`
 	// RunTime are the choices of one run, no part of the model or of its
-	// options file (json "-"): a resumed run takes them from its caller
-	// (Resume).
+	// options file: a resumed run takes them from its caller (Resume).
 	RunTime `json:"-"`
 }
 
 // RunTime are the run-time choices of a training run. They are not saved with
 // the model, and train_options.json holds none of them: a resumed run takes
 // them from its caller. [RunTime.Validate] checks them.
+//
+// Out and Resume travel in the JSON of [Options] when set (the options of a
+// sweep's cell, sent to the process that runs it); [SaveOptions] writes
+// neither, and [LoadOptions] ignores those of files written before they
+// moved here.
 type RunTime struct {
+	// Out is the output / model directory of the run (required).
+	Out string
+	// Resume continues the run in Out from its last checkpoint, with the
+	// options saved there.
+	Resume bool
 	// StopAfterSteps stops the run after this many optimizer steps in total, with a
 	// checkpoint (0: off); for tests of resumption and for time-boxed runs.
 	StopAfterSteps int

@@ -36,6 +36,7 @@ func SaveOptions(dir string, o *Options) error {
 	}
 	c := *o
 	c.Version = OptionsVersion
+	c.RunTime = RunTime{} // the run's choices are no part of the model
 	return atomicfile.WriteJSON(path, &c)
 }
 
@@ -44,6 +45,9 @@ func SaveOptions(dir string, o *Options) error {
 // run or an evaluation uses is thus checked as a new run's options are: a
 // version-3 target of 0 is an error, and so is a version-4 clipped variant
 // without a target or hand_set_clipping.
+//
+// The options' Out is dir and Resume is false: the "out" and "resume" keys
+// of files written before they moved to [RunTime] are read and ignored.
 //
 // Its errors name the file; a missing file wraps fs.ErrNotExist.
 func LoadOptions(dir string) (*Options, error) {
@@ -73,6 +77,7 @@ func LoadOptions(dir string) (*Options, error) {
 	if err := o.Upgrade(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	o.RunTime = RunTime{Out: dir}
 	o.Resolve()
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -223,6 +228,10 @@ type optionsJSON struct {
 	Dropout       *float64 `json:"dropout"`
 	TargetEpsilon *float64 `json:"target_epsilon"`
 	TargetRD      *float64 `json:"target_rd"`
+	// Out and Resume are RunTime's, written when set (a sweep cell's
+	// options) and read, as in files written before they moved there.
+	Out    string `json:"out,omitempty"`
+	Resume bool   `json:"resume,omitempty"`
 }
 
 func (j *optionsJSON) autoFields(o *Options) []struct {
@@ -242,7 +251,7 @@ func (j *optionsJSON) autoFields(o *Options) []struct {
 // ones travel as JSON too, as a sweep's base options do to its cells.
 func (o Options) MarshalJSON() ([]byte, error) {
 	f := optionsFields(o)
-	j := optionsJSON{optionsFields: &f}
+	j := optionsJSON{optionsFields: &f, Out: o.Out, Resume: o.Resume}
 	for _, a := range j.autoFields(&o) {
 		if !IsAuto(*a.v) {
 			v := *a.v
@@ -262,6 +271,7 @@ func (o *Options) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&j); err != nil {
 		return err
 	}
+	o.Out, o.Resume = j.Out, j.Resume
 	for _, a := range j.autoFields(o) {
 		*a.v = Auto()
 		if *a.p != nil {

@@ -91,6 +91,11 @@ func TestOptionsJSON(t *testing.T) {
 			t.Errorf("%s: %s = %v, want %v", OptionsFile, k, m[k], want)
 		}
 	}
+	for _, k := range []string{"out", "resume"} { // run-time choices (RunTime), no part of the model
+		if _, ok := m[k]; ok {
+			t.Errorf("%s holds %q: %v", OptionsFile, k, m[k])
+		}
+	}
 	back, err := LoadOptions(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -285,5 +290,45 @@ func TestDefaults(t *testing.T) {
 		if want := nvib.PrincipledAlphaMin(order, 1); cfg.Clip.CAlphaMin != want || cfg.Clip.Order != order || cfg.LambdaG != 1e-2 || cfg.LambdaD != 1e-2 {
 			t.Errorf("order %v: clip %+v lambda %v/%v, want C_amin %v", order, cfg.Clip, cfg.LambdaG, cfg.LambdaD, want)
 		}
+	}
+}
+
+// TestLoadOptionsOutResume: a train_options.json written when out and resume
+// were saved with the model (through 2c0eea9) loads, with both ignored: Out
+// is the directory read and Resume false. In a cell's options (JSON) both
+// travel.
+func TestLoadOptionsOutResume(t *testing.T) {
+	dir := t.TempDir()
+	o := DefaultOptions()
+	o.Task, o.GlueDir, o.Vocab, o.Out, o.HandSetClipping = "rte", "glue", "vocab.txt", dir, true
+	o.Resolve()
+	if err := SaveOptions(dir, &o); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, OptionsFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(raw), "{", `{"out": "runs/elsewhere", "resume": true,`, 1)
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadOptions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Out != dir || back.Resume || !sameOptions(*back, o) {
+		t.Errorf("old file: out %q resume %v, want %q false; options\n got %+v\nwant %+v", back.Out, back.Resume, dir, *back, o)
+	}
+
+	o.Resume = true
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cell Options
+	if err := json.Unmarshal(b, &cell); err != nil || cell.Out != dir || !cell.Resume {
+		t.Errorf("cell options: out %q resume %v (%v), want %q true: %s", cell.Out, cell.Resume, err, dir, b)
 	}
 }

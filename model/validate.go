@@ -142,7 +142,7 @@ var autoOptions = func() map[string]bool {
 	m := map[string]bool{}
 	t := reflect.TypeFor[optionsJSON]()
 	for i := range t.NumField() {
-		if f := t.Field(i); !f.Anonymous && !targetKeys[f.Tag.Get("json")] {
+		if f := t.Field(i); f.Type == reflect.TypeFor[*float64]() && !targetKeys[f.Tag.Get("json")] {
 			m[f.Tag.Get("json")] = true
 		}
 	}

@@ -257,6 +257,7 @@ func SaveOptions(dir string, o *Options) error {
 	}
 	c := *o
 	c.Train.Version = model.OptionsVersion
+	c.Train.RunTime = model.RunTime{} // the run's choices are no part of the model
 	return atomicfile.WriteJSON(path, &c)
 }
 
@@ -287,6 +288,7 @@ func LoadOptions(dir string) (*Options, error) {
 	if err := o.Train.Upgrade(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	o.Train.RunTime = model.RunTime{Out: dir} // as model.LoadOptions
 	o.Resolve()
 	cfg, err := modelEncoderConfig(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -69,7 +69,7 @@ func TestCalibratedRunAndResume(t *testing.T) {
 	if err := model.SaveOptions(out, saved); err != nil {
 		t.Fatal(err)
 	}
-	r := model.Options{Out: out, Resume: true}
+	r := model.Options{RunTime: model.RunTime{Out: out, Resume: true}}
 	if _, err := Run(context.Background(), r, nil); err != nil {
 		t.Fatal(err)
 	}

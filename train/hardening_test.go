@@ -33,7 +33,7 @@ func TestDivergedTrainingIsAnError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err2 := Run(context.Background(), model.Options{Out: o.Out, Resume: true}, nil) // it panicked
+			_, err2 := Run(context.Background(), model.Options{RunTime: model.RunTime{Out: o.Out, Resume: true}}, nil) // it panicked
 			if err2 == nil || !strings.Contains(err2.Error(), "epoch 1 step 3: ") || !strings.Contains(err2.Error(), "the checkpoint of step 2 stays in "+ckptPath) {
 				t.Fatalf("training with lr 1e10: err %v, want an error naming the epoch, the step and the checkpoint kept", err2)
 			}
@@ -42,7 +42,7 @@ func TestDivergedTrainingIsAnError(t *testing.T) {
 			}
 			// The directory stays resumable: the checkpoint loads, and the
 			// same step fails the same way.
-			if _, err := Run(context.Background(), model.Options{Out: o.Out, Resume: true}, nil); err == nil || err.Error() != err2.Error() {
+			if _, err := Run(context.Background(), model.Options{RunTime: model.RunTime{Out: o.Out, Resume: true}}, nil); err == nil || err.Error() != err2.Error() {
 				t.Fatalf("resumed again: %v, want %v", err, err2)
 			}
 		})
@@ -59,7 +59,7 @@ func TestResumeKeepsLogSteps(t *testing.T) {
 	if _, err := Run(context.Background(), o, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), model.Options{Out: o.Out, Resume: true, RunTime: model.RunTime{LogSteps: true}}, nil); err != nil {
+	if _, err := Run(context.Background(), model.Options{RunTime: model.RunTime{Out: o.Out, Resume: true, LogSteps: true}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(o.Out, StepsFile))

@@ -59,7 +59,7 @@ func TestLoadOptionsValidates(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, CheckpointFile), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Run(context.Background(), model.Options{Out: dir, Resume: true}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := Run(context.Background(), model.Options{RunTime: model.RunTime{Out: dir, Resume: true}}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("resume: err = %v, want one containing %q", err, tc.want)
 			}
 		})
@@ -79,7 +79,7 @@ func TestLoadOptionsValidates(t *testing.T) {
 // StopAfterSteps it takes from its caller: -1 is an *option.Error naming
 // stop_after_steps, not the loop's "negative count".
 func TestResumeStopAfterNegative(t *testing.T) {
-	_, err := Run(context.Background(), model.Options{Out: t.TempDir(), Resume: true, RunTime: model.RunTime{StopAfterSteps: -1}}, nil)
+	_, err := Run(context.Background(), model.Options{RunTime: model.RunTime{Out: t.TempDir(), Resume: true, StopAfterSteps: -1}}, nil)
 	var oe *option.Error
 	if !errors.As(err, &oe) || oe.Option != "stop_after_steps" || !strings.Contains(err.Error(), "stop_after_steps -1: must be >= 0") {
 		t.Errorf("err = %v, want an *option.Error of stop_after_steps", err)

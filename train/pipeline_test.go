@@ -173,7 +173,7 @@ func TestReportCalibration(t *testing.T) {
 	if b, _ := json.Marshal(rep); strings.Contains(string(b), "logvar_floor") {
 		t.Errorf("report.json holds the calibration record: %s", b)
 	}
-	skip := model.Options{Out: o.Out}
+	skip := model.Options{RunTime: model.RunTime{Out: o.Out}}
 	rep, err = RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: skip, SkipTrain: true, Audit: audit.DefaultOptions()}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestProgressEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := len(events)
-	if _, err := Run(context.Background(), model.Options{Out: o.Out, Resume: true}, record); err != nil {
+	if _, err := Run(context.Background(), model.Options{RunTime: model.RunTime{Out: o.Out, Resume: true}}, record); err != nil {
 		t.Fatal(err)
 	}
 	// session 1: start at 0, steps 1-3; session 2: start at 3, steps 4-8

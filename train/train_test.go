@@ -190,7 +190,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if _, err := Run(ctx, synthOptions(t, glueDir, vocab, outB), nil); !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), "resume it") {
 		t.Fatalf("rerun into a used output directory: err %v, want ErrRunExists with a resume hint", err)
 	}
-	r2, err := Run(ctx, model.Options{Out: outB, Resume: true, RunTime: model.RunTime{StopAfterSteps: 11}}, nil)
+	r2, err := Run(ctx, model.Options{RunTime: model.RunTime{Out: outB, Resume: true, StopAfterSteps: 11}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			cancel(errors.New("terminated signal received"))
 		}
 	}
-	_, err = Run(cctx, model.Options{Out: outB, Resume: true}, stopAt13)
+	_, err = Run(cctx, model.Options{RunTime: model.RunTime{Out: outB, Resume: true}}, stopAt13)
 	var intr *loop.Interrupted
 	if !errors.As(err, &intr) || intr.Step != 13 || !errors.Is(err, context.Canceled) ||
 		!strings.Contains(err.Error(), "terminated signal received") || !strings.Contains(err.Error(), "resume the run") {
@@ -221,7 +221,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		!strings.Contains(m[stateKey], `"step":13`) {
 		t.Fatalf("checkpoint after the cancel: %v, state %s; want step 13", err, m[stateKey])
 	}
-	r3, err := Run(ctx, model.Options{Out: outB, Resume: true}, nil)
+	r3, err := Run(ctx, model.Options{RunTime: model.RunTime{Out: outB, Resume: true}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		t.Fatalf("metrics.jsonl has %d lines, want 2", len(ma))
 	}
 	// A finished run resumes as a no-op.
-	r4, err := Run(ctx, model.Options{Out: outB, Resume: true}, nil)
+	r4, err := Run(ctx, model.Options{RunTime: model.RunTime{Out: outB, Resume: true}}, nil)
 	if err != nil || r4.Steps != 16 {
 		t.Fatalf("resume of a finished run: %v, steps %d", err, r4.Steps)
 	}
@@ -299,7 +299,7 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	if err := os.WriteFile(stale, make([]byte, 1<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(ctx, model.Options{Out: dir, Resume: true}, nil); err != nil {
+	if _, err := Run(ctx, model.Options{RunTime: model.RunTime{Out: dir, Resume: true}}, nil); err != nil {
 		t.Fatalf("resume after a torn metrics line: %v", err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
@@ -315,7 +315,7 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	if err := os.WriteFile(metrics(dir), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Run(ctx, model.Options{Out: dir, Resume: true}, nil)
+	_, err = Run(ctx, model.Options{RunTime: model.RunTime{Out: dir, Resume: true}}, nil)
 	if err == nil || !strings.Contains(err.Error(), metrics(dir)) || !strings.Contains(err.Error(), "epoch(s) 1") {
 		t.Fatalf("resume with an emptied metrics file: %v, want an error naming %s and epoch 1", err, metrics(dir))
 	}
@@ -343,7 +343,7 @@ func TestResumeAfterCrashArtifacts(t *testing.T) {
 	if err := safetensors.WriteFile(path, sf.Tensors, sf.Metadata); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(ctx, model.Options{Out: dir, Resume: true}, nil); err != nil {
+	if _, err := Run(ctx, model.Options{RunTime: model.RunTime{Out: dir, Resume: true}}, nil); err != nil {
 		t.Fatalf("resume of a legacy checkpoint: %v", err)
 	}
 	if paramDigest(readWeights(t, full.Out)) != paramDigest(readWeights(t, dir)) {
@@ -830,7 +830,7 @@ func TestResumeValidatesSavedOptions(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Run(context.Background(), model.Options{Out: o.Out, Resume: true}, nil)
+			_, err := Run(context.Background(), model.Options{RunTime: model.RunTime{Out: o.Out, Resume: true}}, nil)
 			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%s = %s: err %v, want one naming %s and %q", c.field, c.value, err, path, c.want)
 			}

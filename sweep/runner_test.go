@@ -129,7 +129,7 @@ func TestSubprocess(t *testing.T) {
 func TestReadCellOptions(t *testing.T) {
 	drop := 0.1
 	po := train.PipelineOptions{Train: model.Options{Task: "rte", Variant: "nvdp-clipped", Lambda: 1e-3, CMu: 2.5,
-		Epochs: 4, Seed: 7, Dropout: drop, TargetEpsilon: 8, Releases: 2, Out: "/x/rte"}, AuditSplit: "test", AuditLimit: 30,
+		Epochs: 4, Seed: 7, Dropout: drop, TargetEpsilon: 8, Releases: 2, RunTime: model.RunTime{Out: "/x/rte"}}, AuditSplit: "test", AuditLimit: 30,
 		EvalSeed: 3, Audit: audit.Options{Mode: privacy.ModeReference, Order: 2, Delta: 1e-6}}
 	b, err := json.Marshal(po)
 	if err != nil {

@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
@@ -174,4 +176,27 @@ func lastLine(path string) string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return lines[len(lines)-1]
+}
+
+// SetRunner chooses how the cells of o run: with o.Jobs > 1 each as a
+// [Subprocess] of this binary (os.Executable) with the arguments args, such
+// as its hidden `sweep-cell` command, the environment [SubprocessEnv] gives
+// it and its log under Out/[LogDir]; else in this process, with progress to
+// report (o.Progress and the audit's). Jobs < 1, or a binary that cannot be
+// found, is an [*option.Error] naming jobs.
+func (o *Options) SetRunner(args []string, report progress.Func) error {
+	switch {
+	case o.Jobs < 1:
+		return option.Errorf("jobs", o.Jobs, "must be >= 1")
+	case o.Jobs > 1:
+		exe, err := os.Executable()
+		if err != nil {
+			return option.Errorf("jobs", nil, "cannot find this binary to run cells as subprocesses: %v", err)
+		}
+		o.Runner = Subprocess(append([]string{exe}, args...), SubprocessEnv(os.Environ(), runtime.NumCPU(), o.Jobs), filepath.Join(o.Out, LogDir))
+	default:
+		o.Progress = report
+		o.Base.Audit.Progress = report
+	}
+	return nil
 }

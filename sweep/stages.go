@@ -393,3 +393,25 @@ func FinishStages(out string) (*Manifest, error) {
 	}
 	return man.m, nil
 }
+
+// StagesSummary is what `nvdp sweep --plan` and `nvdp sweep select` print as
+// JSON: the sweep directory, each stage's cell count (its Indexed Job's
+// completions) and whether the main cells have their C_mu.
+type StagesSummary struct {
+	Out      string         `json:"out"`
+	Stages   []StageSummary `json:"stages"`
+	Selected bool           `json:"selected"`
+}
+
+// StageSummary is one stage of a [StagesSummary]: its name and cell count.
+type StageSummary struct {
+	Name  string `json:"name"`
+	Cells int    `json:"cells"`
+}
+
+// Summary returns the counts of p's stages, grid then main, for the sweep
+// directory out.
+func (p *StagePlan) Summary(out string) StagesSummary {
+	return StagesSummary{Out: out, Selected: p.Selected,
+		Stages: []StageSummary{{StageGrid, len(p.Grid)}, {StageMain, len(p.Main)}}}
+}

@@ -113,7 +113,7 @@ func TestK8sSweepStages(t *testing.T) {
 	for _, a := range planArgs {
 		args = append(args, onVolume(a))
 	}
-	var counts stagesSummary
+	var counts sweep.StagesSummary
 	if err := json.Unmarshal([]byte(run(append(args, extra...)...)), &counts); err != nil {
 		t.Fatal(err)
 	}

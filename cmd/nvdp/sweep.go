@@ -3,9 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -25,37 +22,18 @@ type sweepFlags struct {
 	tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targets string
 }
 
-// sweepLong is the Long help of `nvdp sweep`.
-const sweepLong = `Runs every cell of tasks x variants x lambdas x seeds (the baseline once per task and
-seed) with the train + eval + audit pipeline of 'nvdp run', each in
-DIR/<task>/<variant>/lambda=<l>/seed=<s>/ (baseline: DIR/<task>/baseline/seed=<s>/).
-Every train and audit flag of 'nvdp run' applies to all cells. Cells whose report.json
-exists are skipped; interrupted cells resume from their checkpoint; DIR/sweep.json lists
-every cell and its status (rewritten atomically). Ctrl-C stops the running cells at their
-next step with a checkpoint: rerun the same command to continue.
-
---c-mu-grid runs nvdp-clipped over the grid first (at --c-mu-lambda, default the first
-lambda, and --c-mu-seeds, default the first seed; DIR/<task>/cmu-grid/...), picks per task
-the smallest C_mu whose dev selection metric is within --c-mu-tolerance of the best
-(paper §3.2), writes DIR/<task>/c_mu_selection.json, and runs the clipped cells with it.
---target-epsilons E1,E2,... adds a dimension to the nvdp-clipped and gaussian cells: each is
-calibrated to a certified epsilon at --delta (DIR/<task>/nvdp-clipped/epsilon=<e>/lambda=<l>/seed=<s>/;
-the constants not given on the command line are calibrated, see 'nvdp train';
-DIR/<task>/gaussian/epsilon=<e>/seed=<s>/, its radius C calibrated whatever --c-mu says); a
-single --target-epsilon or --target-rd applies to every nvdp-clipped and gaussian cell.
-Without a target the nvdp-clipped and gaussian cells (principled mode) need --hand-set-clipping:
-their given constants, whatever epsilon they certify (the C_mu grid cells are hand-set by
-design and get it themselves; the clipped cells after the selection need the flag).
-gaussian (the Gaussian-mechanism baseline) has no KL term: lambda is not one of its
-dimensions (DIR/<task>/gaussian/seed=<s>/ without a target, C = --c-mu).
---jobs N runs N cells at once as subprocesses of this binary (logs in DIR/logs/).
---plan writes the sweep's stages (DIR/stages.json) and runs nothing: the cells of the C_mu grid
-stage and of the main stage, each at a fixed index, for a cluster that runs each index as its
-own process ('nvdp sweep stage', 'select', 'finish'; deploy/k8s/sweep).
---tasks lid (alone) sweeps spoken language identification as 'nvdp run --task lid' runs it
-(--lid-dir, --max-seconds; the speech task's defaults for the flags left out; utility on
-test, so no --c-mu-grid, whose selection reads the report's utility).
-'nvdp report DIR' makes the tables and plots.`
+// sweepLong is the Long help of `nvdp sweep` (docs/results.md, "nvdp sweep").
+const sweepLong = `Runs every cell of tasks x variants x lambdas x seeds with the train + eval + audit pipeline
+of 'nvdp run', each in DIR/<task>/<variant>/lambda=<l>/seed=<s>/ (the baseline, and gaussian
+which has no lambda: DIR/<task>/<variant>/seed=<s>/); every train and audit flag of 'nvdp run'
+applies to all cells. DIR/sweep.json lists every cell and its status. Cells whose report.json
+exists are skipped and interrupted cells resume: after Ctrl-C, rerun the same command.
+The nvdp-clipped and gaussian cells need a target (--target-epsilons E1,E2,..., a dimension:
+DIR/<task>/<variant>/epsilon=<e>/...; or one --target-epsilon / --target-rd) or
+--hand-set-clipping. --c-mu-grid first selects C_mu per task (paper §3.2); --jobs N runs N
+cells at once as subprocesses (logs in DIR/logs/); --plan writes the stages for a cluster
+('nvdp sweep stage', 'select', 'finish'); --tasks lid (alone) sweeps spoken language
+identification. Details: docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes the tables.`
 
 func newSweepCmd() *cobra.Command {
 	so := &sweep.Options{Base: train.DefaultPipelineOptions()}
@@ -78,10 +56,14 @@ func newSweepCmd() *cobra.Command {
 				if err != nil {
 					return sweepFlagError(err)
 				}
-				return printJSON(cmd.OutOrStdout(), stageCounts(so.Out, p))
+				return printJSON(cmd.OutOrStdout(), p.Summary(so.Out))
 			}
-			if err := sf.setRunner(cmd, so); err != nil {
-				return err
+			if so.Jobs > 1 && sf.inProcess {
+				return fmt.Errorf("--jobs %d with --in-process: cells in one process run one at a time "+
+					"(they would share nn's cores and OpenBLAS's process-wide thread count); drop --in-process to run them as subprocesses", so.Jobs)
+			}
+			if err := so.SetRunner([]string{"sweep-cell", "--log-level", logLevel}, newProgress(cmd, sf.noProgress)); err != nil {
+				return flagError(err)
 			}
 			return runSweep(cmd, so)
 		},
@@ -191,29 +173,6 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 		po.Train.TargetDelta = po.Audit.Delta
 	}
 	setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
-	return nil
-}
-
-// setRunner chooses how the cells run: --jobs N > 1 as subprocesses of this
-// binary (sweep.Subprocess), else in this process with progress.
-func (sf *sweepFlags) setRunner(cmd *cobra.Command, so *sweep.Options) error {
-	switch {
-	case so.Jobs < 1:
-		return fmt.Errorf("--jobs %d: must be >= 1", so.Jobs)
-	case so.Jobs > 1 && sf.inProcess:
-		return fmt.Errorf("--jobs %d with --in-process: cells in one process run one at a time "+
-			"(they would share nn's cores and OpenBLAS's process-wide thread count); drop --in-process to run them as subprocesses", so.Jobs)
-	case so.Jobs > 1:
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("--jobs: cannot find this binary to run cells as subprocesses: %w", err)
-		}
-		so.Runner = sweep.Subprocess([]string{exe, "sweep-cell", "--log-level", logLevel},
-			sweep.SubprocessEnv(os.Environ(), runtime.NumCPU(), so.Jobs), filepath.Join(so.Out, sweep.LogDir))
-	default:
-		so.Progress = newProgress(cmd, sf.noProgress)
-		so.Base.Audit.Progress = so.Progress
-	}
 	return nil
 }
 

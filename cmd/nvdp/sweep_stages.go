@@ -14,24 +14,6 @@ import (
 // --plan` writes the stages, `nvdp sweep stage` runs one index of one,
 // `select` chooses C_mu between them, `finish` writes the manifest.
 
-// stagesSummary is what `nvdp sweep --plan` and `nvdp sweep select` print:
-// each stage's cell count (its Indexed Job's completions).
-type stagesSummary struct {
-	Out      string         `json:"out"`
-	Stages   []stageSummary `json:"stages"`
-	Selected bool           `json:"selected"`
-}
-
-type stageSummary struct {
-	Name  string `json:"name"`
-	Cells int    `json:"cells"`
-}
-
-func stageCounts(out string, p *sweep.StagePlan) stagesSummary {
-	return stagesSummary{Out: out, Selected: p.Selected,
-		Stages: []stageSummary{{sweep.StageGrid, len(p.Grid)}, {sweep.StageMain, len(p.Main)}}}
-}
-
 // newSweepStageCmd is `nvdp sweep stage`: one index of a stage.
 func newSweepStageCmd() *cobra.Command {
 	var out, stage string
@@ -89,7 +71,7 @@ and give the main stage's nvdp-clipped cells that C_mu, or skip them when a grid
 			for task, s := range p.Selections {
 				slog.Info("C_mu selection", "task", task, "c_mu", s.CMu, "reason", s.Reason)
 			}
-			return printJSON(cmd.OutOrStdout(), stageCounts(out, p))
+			return printJSON(cmd.OutOrStdout(), p.Summary(out))
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "the sweep directory (required)")

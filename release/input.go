@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/internal/excerpt"
@@ -27,6 +28,7 @@ type TextReader struct {
 	line    int                               // lines read
 	pending *string                           // a line read ahead (the first line of JSON lines)
 	text    func(line string) (string, error) // the text of a data line
+	closer  io.Closer                         // the file of OpenInput, or nil
 }
 
 func newScanner(r io.Reader) *bufio.Scanner {
@@ -77,6 +79,14 @@ func (t *TextReader) Next() (text string, line int, err error) {
 		return "", 0, fmt.Errorf("%s:%d: %w", t.name, t.line, err)
 	}
 	return text, t.line, nil
+}
+
+// Close closes the file [OpenInput] opened; it does nothing for a reader of another stream.
+func (t *TextReader) Close() error {
+	if t.closer == nil {
+		return nil
+	}
+	return t.closer.Close()
 }
 
 // Name returns the input's name, as errors give it.
@@ -180,4 +190,26 @@ func NewTextReader(r io.Reader, name, column, field string) (*TextReader, error)
 		return NewJSONLReader(r, name, field)
 	}
 	return NewLineReader(r, name), nil
+}
+
+// OpenInput opens the input at path and returns its reader, [NewTextReader]'s choice by column and
+// field: path names a file, or is "-" for stdin, which errors name "stdin". The reader's Close
+// closes the file.
+//
+// Its errors are those of opening the file and of the reader chosen.
+func OpenInput(path string, stdin io.Reader, column, field string) (*TextReader, error) {
+	if path == "-" {
+		return NewTextReader(stdin, "stdin", column, field)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := NewTextReader(f, path, column, field)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	t.closer = f
+	return t, nil
 }

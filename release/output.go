@@ -9,8 +9,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -30,6 +32,15 @@ const (
 	// {"index": i, "embeddings": [k x [N x [P]]], "weights": [k x [N]]}.
 	FormatJSONL Format = "jsonl"
 )
+
+// FormatOf returns the format an output file's name asks for: [FormatJSONL] when it ends in .jsonl
+// (in any case), else [FormatSafetensors].
+func FormatOf(out string) Format {
+	if strings.EqualFold(filepath.Ext(out), ".jsonl") {
+		return FormatJSONL
+	}
+	return FormatSafetensors
+}
 
 // Valid reports whether f is a known format.
 func (f Format) Valid() bool { return f == FormatSafetensors || f == FormatJSONL }

@@ -46,6 +46,23 @@ type Embedding = release.Embedding
 // reveals"). Close closes src and r (r's device twin, release.Options.Device).
 func FromRelease(r *release.Releaser, src *release.Source) Releaser { return releaseModel{r, src} }
 
+// Load loads the model in dir (release.Load with opt: its device twin on
+// opt.Device) as the Releaser of a server, [FromRelease] with the noise of
+// one new release.NewSource. Errors: those of release.Load and
+// release.NewSource.
+func Load(dir string, opt release.Options) (Releaser, error) {
+	r, err := release.Load(dir, opt)
+	if err != nil {
+		return nil, err
+	}
+	src, err := release.NewSource()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return FromRelease(r, src), nil
+}
+
 type releaseModel struct {
 	r   *release.Releaser
 	src *release.Source

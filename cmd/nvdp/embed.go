@@ -3,11 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -31,39 +27,18 @@ func newEmbedCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "embed --model DIR --input FILE|- [--column NAME | --field NAME] --out FILE",
 		Short: "Release privatised embeddings of texts: the sample of each text's clipped posterior, with its certified guarantee",
-		Long: `Release the embeddings of texts under a trained NVDP-Clipped or gaussian model: for each text the
-sample of its clipped posterior, Z [N, P] and the Dirichlet weights pi [N] (all N = max-seq-len + 1
-components, padding included; a gaussian model's weights are the constant 1/N), never the text,
-its tokens or the posterior's parameters. The baseline, unclipped nvdp and reference-mode models
-are refused: they have no finite certified guarantee.
+		Long: `Release the embeddings of texts under a trained NVDP-Clipped or gaussian model: for each text a
+sample of its clipped posterior, Z [N, P] and the Dirichlet weights pi [N], never the text. Models
+without a finite certified guarantee (baseline, unclipped nvdp, reference mode) are refused, and so
+is one certifying more than --max-epsilon per release (default 8).
 
-The input (a file, or - for stdin) holds one text per line, or with --column NAME a
-tab-separated file with a header whose column NAME is the text, or with --field NAME JSON lines
-whose string field NAME is the text. It is streamed: --batch-size texts are read, released and
-written at a time, so memory does not grow with the input. The output is written to a temporary
-file beside --out and renamed over it only when complete; a bad line (named in the error) or
-Ctrl-C leaves no output.
-
---format safetensors (the default, unless --out ends in .jsonl) writes tensors z [texts, k, N, P]
-and pi [texts, k, N] (float32) with the metadata in the file's header; jsonl writes the metadata
-as the first line, then {"index": i, "embeddings": [k x [N x [P]]], "weights": [k x [N]]} per
-text. The metadata holds the model, the certified guarantee of one release (RDP curve, epsilon
-at --delta, best order; 'nvdp certify --model'), the counts, and the total cost per text of its
-k = --releases-per-text releases (RDP adds up: k times the curve; a fixed-noise release is a
-Gaussian mechanism, certified exactly: k releases are one with mu sqrt(k)). A model certifying
-more than --max-epsilon per release is refused (default 8: docs/privacy.md, "A guarantee by
-default").
-
-The release is exact (docs/privacy.md, "Floating-point safety"): every value of z is G (m + n)
-on the lattice G = 2^k the metadata states, m the clipped mean rounded toward the clip ball's
-centre and n Karney's exact normal rounded to the lattice, drawn ahead of the texts by workers
-keyed from crypto/rand; the released bits are a sample of the mechanism the certificate is
-proved for. A model whose noise scale or pseudo-counts depend on the input is refused
-(the floating-point sampler would reveal them) unless --allow-unproved-release, and its
-metadata then says the release is not exact. --device cuda computes the posteriors (the encoder
-and the NVIB layer) on a GPU; the noise is the host's exact sampler on every device, and the
-metadata's model.device says where the posteriors were computed. --seed S is for tests only:
-the output is then marked "not for release". docs/serving.md.`,
+The input (a file, or - for stdin) holds one text per line, or with --column NAME a TSV file with a
+header, or with --field NAME JSON lines. It is streamed, --batch-size texts at a time. The output
+(--format safetensors, or jsonl when --out ends in .jsonl) replaces --out only when complete, and
+holds the metadata: the model, the certified guarantee of one release and the total cost per text
+of its --releases-per-text releases. The release is exact (docs/privacy.md, "Floating-point
+safety"); --seed is for tests only (the output is marked "not for release"). docs/serving.md,
+"nvdp embed", has the formats, the checks and the memory bound.`,
 		Example: `  nvdp embed --model runs/sst2-clipped --input texts.txt --out texts.safetensors
   nvdp embed --model runs/sst2-clipped --input dev.tsv --column sentence --out dev.jsonl --releases-per-text 3
   cat docs.jsonl | nvdp embed --model runs/sst2-clipped --input - --field text --out docs.safetensors`,
@@ -86,46 +61,13 @@ the output is then marked "not for release". docs/serving.md.`,
 	fs.Float64Var(&f.delta, "delta", privacy.DefaultDelta, "delta of the guarantees' (epsilon, delta) conversion")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the output's metadata as JSON on stdout")
-	_ = cmd.MarkFlagRequired("model")
-	_ = cmd.MarkFlagRequired("input")
-	_ = cmd.MarkFlagRequired("out")
+	for _, name := range []string{"model", "input", "out"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
 	return cmd
 }
 
 func init() { rootCmd.AddCommand(newEmbedCmd()) }
-
-// format is the output format: --format, or inferred from --out.
-func (f *embedFlags) outputFormat(cmd *cobra.Command) release.Format {
-	if cmd.Flags().Changed("format") {
-		return release.Format(f.format)
-	}
-	if strings.EqualFold(filepath.Ext(f.out), ".jsonl") {
-		return release.FormatJSONL
-	}
-	return release.FormatSafetensors
-}
-
-// openInput opens --input (stdin for -) and its reader, checking the header or first line.
-func (f *embedFlags) openInput(cmd *cobra.Command) (*release.TextReader, io.Closer, error) {
-	var r io.Reader
-	var c io.Closer = io.NopCloser(nil)
-	name := f.input
-	if f.input == "-" {
-		r, name = cmd.InOrStdin(), "stdin"
-	} else {
-		file, err := os.Open(f.input)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--input: %w", err)
-		}
-		r, c = file, file
-	}
-	tr, err := release.NewTextReader(r, name, f.column, f.field)
-	if err != nil {
-		c.Close()
-		return nil, nil, fmt.Errorf("--input: %w", err)
-	}
-	return tr, c, nil
-}
 
 // check validates the flags that need no file.
 func (f *embedFlags) check(cmd *cobra.Command) error {
@@ -142,23 +84,22 @@ func (f *embedFlags) check(cmd *cobra.Command) error {
 	case privacy.CheckDelta(f.delta) != nil:
 		return flagError(privacy.CheckDelta(f.delta))
 	}
-	if err := f.dev.check(); err != nil {
-		return err
-	}
-	return nil
+	return f.dev.check()
 }
 
 func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 	if err := f.check(cmd); err != nil {
 		return err
 	}
-	// the options are checked before the model is loaded; an unset batch size is the model's
-	o := release.EmbedOptions{Out: f.out, Format: f.outputFormat(cmd), ReleasesPerText: f.releasesPerText, BatchSize: f.batchSize, MaxEpsilon: f.maxEpsilon}
+	o := release.EmbedOptions{Out: f.out, Format: release.FormatOf(f.out), ReleasesPerText: f.releasesPerText, BatchSize: f.batchSize, MaxEpsilon: f.maxEpsilon}
+	if cmd.Flags().Changed("format") {
+		o.Format = release.Format(f.format)
+	}
 	batchGiven := cmd.Flags().Changed("batch-size")
 	if !batchGiven {
-		o.BatchSize = 1
+		o.BatchSize = 1 // the model's, once it is loaded
 	}
-	if err := o.Validate(); err != nil {
+	if err := o.Validate(); err != nil { // before the model is loaded
 		return flagError(err)
 	}
 	d, err := f.dev.open()
@@ -193,11 +134,11 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 		return err
 	}
 	defer src.Close()
-	in, closer, err := f.openInput(cmd)
+	in, err := release.OpenInput(f.input, cmd.InOrStdin(), f.column, f.field)
 	if err != nil {
-		return err
+		return fmt.Errorf("--input: %w", err)
 	}
-	defer closer.Close()
+	defer in.Close()
 	ctx, cancel := signalContext(cmd, "finishing the current batch, then removing the partial output")
 	defer cancel()
 	md, err := release.Embed(ctx, r, in, src, o, newProgress(cmd, f.noProgress))

@@ -3,14 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/nvdp-project/nvdp/ledger"
-	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"io"
 	"log/slog"
 	"math"
 	"net"
 	"strconv"
 
+	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
@@ -19,22 +18,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// loadReleaser loads the model of `nvdp serve --model DIR` as a
-// serve.Releaser (release.Load; the noise from one release.NewSource, whose
-// pool the server closes at exit, with the model's device twin of
-// opt.Device). Tests set a fake.
-var loadReleaser = func(dir string, opt release.Options) (serve.Releaser, error) {
-	r, err := release.Load(dir, opt)
-	if err != nil {
-		return nil, err
-	}
-	src, err := release.NewSource()
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	return serve.FromRelease(r, src), nil
-}
+// loadReleaser loads the model of `nvdp serve --model DIR`. Tests set a
+// fake.
+var loadReleaser = serve.Load
 
 // serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions
 // and pgledger.DefaultOptions.
@@ -52,40 +38,19 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve --model DIR --ledger FILE|postgres://...|env:VAR [--addr 127.0.0.1:8080] [--keys FILE | --keys-in-ledger] [--budget-epsilon E]",
 		Short: "Serve privatised embeddings over HTTP, charging each release to a per-key privacy budget in a durable ledger",
-		Long: `Serve the model in DIR: POST /v1/embed {"texts": [...]} returns one release per text (a sample
-of its clipped posterior: Z [N x P] and the Dirichlet weights pi [N]) with the certified guarantee
-of one release and the caller's balance. Every release charges the model's certified RDP curve
-to the caller's key; a key's spent privacy is the sum of its releases' curves at each Renyi
-order, converted to epsilon at delta. A request that would exceed the key's budget is refused
-with 429 and nothing is released. The charge is committed to the --ledger before the response
-is written, so a crash never leaves the ledger below what clients received.
+		Long: `Serve the model in DIR over HTTP: POST /v1/embed {"texts": [...]} returns one release per text
+(a sample of its clipped posterior, as 'nvdp embed') with the certified guarantee of one release
+and the caller's balance. Each release is charged to the caller's key in the --ledger before the
+response is written; a request that would pass the key's budget is refused (429), nothing released.
 
---ledger is a file (bbolt, fsync'd; one server on one machine) or a PostgreSQL database shared
-by the replicas of a service: postgres://... or postgresql://..., or env:VAR to read the URL
-from the environment variable VAR (so that no password shows in the process list). There a
-charge is one transaction under a row lock on the key's account: replicas never together pass a
-budget. While the database does not answer, /v1/embed answers 503 and /readyz fails; every query
-is bounded by --ledger-timeout, the connections by --ledger-max-conns, the charges waiting by
---ledger-max-waiting.
-
-The ledger is created once, explicitly ('nvdp serve ledger init', which also migrates a
-database's schema); a missing, empty or corrupt ledger, a database without the ledger's
-schema, or a backup not restored ('nvdp serve ledger restore'), stops the server at start. If
-a file ledger is removed, replaced or truncated while serving, the server stops releasing (503
-ledger_unavailable) and /readyz fails. SIGUSR1 writes a consistent backup of a file ledger into
---backup-dir (also every --backup-every); it works even after the file was removed.
-
-Keys: --keys FILE lists "ID SHA256-HEX [BUDGET]" lines ('nvdp serve keygen' adds one; the file
-must not be writable by group or others); a key without a budget gets --budget-epsilon; SIGHUP
-reads the file again. --keys-in-ledger authenticates against the keys of the PostgreSQL ledger
-('nvdp serve keys add/rotate/revoke', taking effect while the replicas run). Without keys every
-request is charged to one shared account with the budget --budget-epsilon, and the server
-listens on loopback only (--allow-unauthenticated to listen beyond it). GET /v1/info shows the
-guarantee and its scope, /v1/budget the caller's balance (?history=N: its last charges),
-/v1/openapi.yaml the API's contract, /healthz, /readyz and /metrics (Prometheus) the service's.
-SIGTERM or SIGINT drains the requests in flight (--shutdown-timeout) and exits. --device cuda
-computes the posteriors on a GPU (the noise stays the host's exact sampler; /v1/info's
-model.device says where). docs/serving.md has the threat model, the formats and curl examples.`,
+--ledger is a file (one server) or a PostgreSQL database shared by replicas (postgres://...,
+postgresql://..., or env:VAR, the URL in the variable VAR), created once with 'nvdp serve ledger
+init'; a missing, corrupt or unrestored ledger stops the server at start. Keys: --keys FILE
+('nvdp serve keygen'; read again on SIGHUP) or --keys-in-ledger ('nvdp serve keys'); without keys
+every request is charged to one shared account with --budget-epsilon, on loopback only. SIGUSR1
+backs a file ledger up into --backup-dir; SIGTERM or SIGINT drains the requests in flight and exits.
+Routes: /v1/embed, /v1/info, /v1/budget, /v1/openapi.yaml, /healthz, /readyz, /metrics.
+docs/serving.md, "nvdp serve": the API, keys, the ledgers, backups, limits and the threat model.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
@@ -175,9 +140,16 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.setLogFormat(cmd); err != nil {
 		return err
 	}
-	keys, err := f.check()
-	if err != nil {
+	if err := f.dev.check(); err != nil {
 		return err
+	}
+	if err := pgledger.CheckAt(f.ledger, f.po); err != nil {
+		return flagError(err)
+	}
+	cfg := serve.Config{Model: f.model, Ledger: f.ledger, LedgerHoldsKeys: pgledger.IsPostgres(f.ledger), Keys: f.keys, KeysInLedger: f.keysInLedger}
+	keys, err := cfg.Check(f.o)
+	if err != nil {
+		return serveFlagError(err)
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -201,13 +173,21 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if c, ok := rel.(io.Closer); ok {
 		defer c.Close()
 	}
-	ledger, err := f.openLedger()
+	lg, err := pgledger.OpenAt(f.ledger, f.po, false)
 	if err != nil {
-		return err
+		return fmt.Errorf("--ledger: %w", err)
 	}
-	srv, err := serve.New(rel, ledger, f.keySource(keys, ledger), f.o, slog.Default())
+	if info, err := lg.Info(); err == nil {
+		slog.Info("ledger opened", "ledger", lg.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,
+			"releases", info.Releases, "restores", len(info.Restores))
+	}
+	ks, err := cfg.KeySource(keys, lg)
+	var srv *serve.Server
+	if err == nil {
+		srv, err = serve.New(rel, lg, ks, f.o, slog.Default())
+	}
 	if err != nil {
-		ledger.Close()
+		lg.Close()
 		return flagError(err)
 	}
 	ctx, cancel := signalContext(cmd, "draining the requests in flight")
@@ -215,84 +195,19 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	stopSignals := adminSignals(srv, f.keys)
 	defer stopSignals()
 	serr := srv.Serve(ctx, ln)
-	if err := ledger.Close(); err != nil && serr == nil {
+	if err := lg.Close(); err != nil && serr == nil {
 		serr = err
 	}
 	return serr
 }
 
-// check checks the options, the required flags and the ledger's location,
-// and reads --keys (nil without it); the budgets of the keys are checked
-// unless the keys are the ledger's.
-func (f *serveFlags) check() (*serve.Keys, error) {
-	if err := f.o.Validate(); err != nil {
-		return nil, flagError(err)
+// serveFlagError is flagError that also names the flags of a
+// serve.CombinationError (inputs given together that do not combine).
+func serveFlagError(err error) error {
+	if ce, ok := err.(*serve.CombinationError); ok {
+		return errors.New(ce.With(func(o string) string { return "--" + optionFlag(o) }))
 	}
-	if err := f.o.CheckFiles(); err != nil {
-		return nil, flagError(err)
-	}
-	if err := f.dev.check(); err != nil {
-		return nil, err
-	}
-	switch {
-	case f.model == "":
-		return nil, errors.New("--model: required (a model directory written by 'nvdp train' or 'nvdp run')")
-	case f.ledger == "":
-		return nil, errors.New("--ledger: required (a ledger file or a PostgreSQL URL, made once with 'nvdp serve ledger init')")
-	case f.keys != "" && f.keysInLedger:
-		return nil, errors.New("--keys and --keys-in-ledger: give one (a keys file, or the PostgreSQL ledger's keys)")
-	}
-	if pgledger.IsPostgres(f.ledger) {
-		if err := f.po.Validate(); err != nil {
-			return nil, flagError(err)
-		}
-		if _, err := pgledger.PostgresDSN(f.ledger); err != nil {
-			return nil, fmt.Errorf("--ledger: %w", err)
-		}
-	} else if f.keysInLedger {
-		return nil, fmt.Errorf("--keys-in-ledger: the keys are a PostgreSQL ledger's, and --ledger %s is a file", f.ledger)
-	}
-	if f.keysInLedger && !option.IsAuto(f.o.BudgetEpsilon) {
-		return nil, fmt.Errorf("--budget-epsilon %v: has no effect with --keys-in-ledger (each key of the database has its own budget: nvdp serve keys budget)", f.o.BudgetEpsilon)
-	}
-	var keys *serve.Keys
-	if f.keys != "" {
-		var err error
-		if keys, err = serve.ReadKeys(f.keys); err != nil {
-			return nil, fmt.Errorf("--keys: %w", err)
-		}
-	}
-	if !f.keysInLedger {
-		if _, err := f.o.Budgets(keys); err != nil {
-			return nil, flagError(err)
-		}
-	}
-	return keys, nil
-}
-
-// openLedger opens --ledger (it must exist) and logs what it holds.
-func (f *serveFlags) openLedger() (ledger.Ledger, error) {
-	ledger, err := pgledger.OpenLedgerAt(f.ledger, f.po, false)
-	if err != nil {
-		return nil, ledgerHint(err, f.ledger)
-	}
-	if info, err := ledger.Info(); err == nil {
-		slog.Info("ledger opened", "ledger", ledger.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,
-			"releases", info.Releases, "restores", len(info.Restores))
-	}
-	return ledger, nil
-}
-
-// keySource is where the server authenticates: the keys file, the
-// PostgreSQL ledger's keys (--keys-in-ledger), or none (one shared account).
-func (f *serveFlags) keySource(keys *serve.Keys, ledger ledger.Ledger) serve.KeySource {
-	switch {
-	case keys != nil:
-		return keys
-	case f.keysInLedger:
-		return ledger.(*pgledger.Ledger) // f.check: IsPostgres
-	}
-	return nil
+	return flagError(err)
 }
 
 // setLogFormat switches the default logger to JSON lines for --log-format

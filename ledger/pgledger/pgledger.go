@@ -1369,23 +1369,3 @@ func (l *Ledger) Keys() ([]KeyInfo, error) {
 	}
 	return out, nil
 }
-
-// OpenLedgerAt opens the ledger at loc: a PostgreSQL database when loc
-// names one (IsPostgres: a postgres:// or postgresql:// URL, or env:VAR;
-// Open with o), else the file at loc (ledger.OpenFile, or
-// ledger.OpenFileReadOnly when readOnly; o is not used). A PostgreSQL
-// ledger is opened the same way for reading: its readers and the servers
-// share it. Errors: those of PostgresDSN and the opens.
-func OpenLedgerAt(loc string, o Options, readOnly bool) (ledger.Ledger, error) {
-	if !IsPostgres(loc) {
-		if readOnly {
-			return ledger.OpenFileReadOnly(loc)
-		}
-		return ledger.OpenFile(loc)
-	}
-	dsn, err := PostgresDSN(loc)
-	if err != nil {
-		return nil, err
-	}
-	return Open(dsn, o)
-}

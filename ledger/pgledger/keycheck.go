@@ -1,0 +1,40 @@
+package pgledger
+
+import (
+	"strings"
+
+	"github.com/nvdp-project/nvdp/option"
+)
+
+// ParseLabels parses a key's labels, each "KEY=VALUE" (the value may hold
+// "=" and be empty), and checks them ([CheckLabels]); a later label of a
+// name replaces an earlier one. Errors: [*option.Error] for label, with the
+// label that is not KEY=VALUE as its value.
+func ParseLabels(kvs []string) (map[string]string, error) {
+	labels := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, option.Errorf("label", kv, "want KEY=VALUE")
+		}
+		labels[k] = v
+	}
+	if err := CheckLabels(labels); err != nil {
+		return nil, &option.Error{Option: "label", Reason: err.Error()}
+	}
+	return labels, nil
+}
+
+// CheckKeyBudget checks the budget of a key of the database, in epsilon at
+// the model's delta, before it is stored: required (not [option.Auto]: a
+// key of the database has no default budget), a number >= 0 (+Inf: no
+// limit). Errors: [*option.Error] for budget_epsilon.
+func CheckKeyBudget(budget float64) error {
+	switch {
+	case option.IsAuto(budget):
+		return option.Errorf("budget_epsilon", nil, "required: a key of the database has its own budget (a number >= 0, inf: no limit)")
+	case !(budget >= 0):
+		return option.Errorf("budget_epsilon", budget, "must be >= 0")
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package serve
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nvdp-project/nvdp/ledger"
+	"github.com/nvdp-project/nvdp/option"
+)
+
+// Config says where a server finds its model, its ledger and its keys: the
+// inputs of a serving process besides its [Options], checked by
+// [Config.Check] before anything is opened. Errors name an input by its
+// JSON key, as [*option.Error] does.
+type Config struct {
+	// Model is the model directory (required).
+	Model string `json:"model"`
+	// Ledger is the ledger's location (required): a file, or a database
+	// (pgledger.IsPostgres).
+	Ledger string `json:"ledger"`
+	// LedgerHoldsKeys says whether Ledger names a ledger that holds API
+	// keys (a PostgreSQL database, whose ledger is a [KeySource]); a file
+	// does not.
+	LedgerHoldsKeys bool `json:"-"`
+	// Keys is the keys file ([ReadKeys]); "": none.
+	Keys string `json:"keys"`
+	// KeysInLedger authenticates against the keys of the ledger instead of
+	// a keys file. Each key there has its own budget, so Options'
+	// BudgetEpsilon must be left unset (Auto).
+	KeysInLedger bool `json:"keys_in_ledger"`
+}
+
+// CombinationError is the error of inputs given together that do not
+// combine. Format holds one %s for each of Options, where the input's name
+// goes: Error writes their JSON keys, and a program writes its own names
+// for them (a command line's flags) with [CombinationError.With].
+type CombinationError struct {
+	Options []string
+	Format  string
+}
+
+func (e *CombinationError) Error() string { return e.With(func(o string) string { return o }) }
+
+// With returns the message with each option named by name(option).
+func (e *CombinationError) With(name func(option string) string) string {
+	args := make([]any, len(e.Options))
+	for i, o := range e.Options {
+		args[i] = name(o)
+	}
+	return fmt.Sprintf(e.Format, args...)
+}
+
+// Check checks o ([Options.Validate], [Options.CheckFiles]), c's inputs
+// and how they combine with o, and reads the keys file: it returns its
+// keys, or nil without one. The budgets of the keys are checked against o
+// ([Options.Budgets]) unless the keys are the ledger's. It opens no ledger
+// and no model.
+//
+// Errors: those of o's checks; [*option.Error] for a missing model or
+// ledger, a keys file that does not read or check (keys), a budget given
+// with the ledger's keys or an account left without one (budget_epsilon);
+// [*CombinationError] for a keys file with the ledger's keys, or the
+// ledger's keys of a file ledger.
+func (c Config) Check(o Options) (*Keys, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := o.CheckFiles(); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Model == "":
+		return nil, option.Errorf("model", nil, "required (a model directory written by 'nvdp train' or 'nvdp run')")
+	case c.Ledger == "":
+		return nil, option.Errorf("ledger", nil, "required (a ledger file or a PostgreSQL URL, made once with 'nvdp serve ledger init')")
+	case c.Keys != "" && c.KeysInLedger:
+		return nil, &CombinationError{[]string{"keys", "keys_in_ledger"}, "%s and %s: give one (a keys file, or the PostgreSQL ledger's keys)"}
+	case c.KeysInLedger && !c.LedgerHoldsKeys:
+		return nil, &CombinationError{[]string{"keys_in_ledger", "ledger"},
+			"%s: the keys are a PostgreSQL ledger's, and %s " + strings.ReplaceAll(c.Ledger, "%", "%%") + " is a file"}
+	case c.KeysInLedger && !option.IsAuto(o.BudgetEpsilon):
+		return nil, option.MentionErrorf([]string{"keys_in_ledger"}, "budget_epsilon", o.BudgetEpsilon,
+			"has no effect with keys_in_ledger (each key of the database has its own budget: nvdp serve keys budget)")
+	}
+	var keys *Keys
+	if c.Keys != "" {
+		var err error
+		if keys, err = ReadKeys(c.Keys); err != nil {
+			return nil, &option.Error{Option: "keys", Reason: err.Error()}
+		}
+	}
+	if !c.KeysInLedger {
+		if _, err := o.Budgets(keys); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// KeySource returns where a server of c authenticates: keys (those Check
+// read), the ledger's own when KeysInLedger, or nil without either (one
+// shared account, [SharedAccount]). Error: KeysInLedger with a ledger that
+// holds no keys.
+func (c Config) KeySource(keys *Keys, lg ledger.Ledger) (KeySource, error) {
+	switch {
+	case keys != nil:
+		return keys, nil
+	case !c.KeysInLedger:
+		return nil, nil
+	}
+	ks, ok := lg.(KeySource)
+	if !ok {
+		return nil, option.Errorf("keys_in_ledger", nil, "ledger %s holds no keys", lg.Name())
+	}
+	return ks, nil
+}
+
+// HandleSignals acts on the signals an operator sends a running server,
+// as they arrive on sigs, until sigs is closed: backup (SIGUSR1 on unix)
+// writes a backup of the ledger ([Server.Backup], which logs it), reload
+// (SIGHUP) reads the keys file at keysFile again ([Server.ReloadKeysFile]).
+// Other signals are ignored.
+func (s *Server) HandleSignals(sigs <-chan os.Signal, backup, reload os.Signal, keysFile string) {
+	for sig := range sigs {
+		switch sig {
+		case backup:
+			s.Backup() // logged, counted in the metrics
+		case reload:
+			s.ReloadKeysFile(keysFile)
+		}
+	}
+}
+
+// ReloadKeysFile reads the keys file at path again and gives it to the
+// server ([Server.ReloadKeys]), as `nvdp serve` does on SIGHUP. A file that
+// does not read or check is logged, and the keys in use stay; without a
+// keys file (path "") it logs that there is none and does nothing.
+func (s *Server) ReloadKeysFile(path string) {
+	if path == "" {
+		s.log.Warn("SIGHUP: no keys file to read again")
+		return
+	}
+	k, err := ReadKeys(path)
+	if err == nil {
+		err = s.ReloadKeys(k)
+	}
+	if err != nil {
+		s.log.Error("SIGHUP: keys not reloaded; the keys in use stay", "keys", path, "error", err)
+	}
+}

@@ -2,6 +2,7 @@ package pgledger_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/ledger/pgledger"
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // TestOpenAtFixes: an error of opening a ledger carries, on the lines
@@ -95,5 +97,60 @@ func TestFileOnly(t *testing.T) {
 	}
 	if err := pgledger.FileOnly("ledger.db", "restore"); err != nil {
 		t.Errorf("a file: %v", err)
+	}
+}
+
+// TestCheckAt: a PostgreSQL location's options and URL are checked before
+// anything is opened, naming the option; a file's location is not.
+func TestCheckAt(t *testing.T) {
+	t.Setenv("NVDP_TEST_EMPTY_DSN", "")
+	conns := pgledger.DefaultOptions()
+	conns.MaxConns = 1
+	tests := []struct {
+		loc    string
+		o      pgledger.Options
+		err    string
+		option string
+	}{
+		{"ledger.db", conns, "", ""}, // a file: no PostgreSQL option applies
+		{"postgres://h/db", pgledger.DefaultOptions(), "", ""},
+		{"postgres://h/db", conns, "ledger_max_conns 1: want 3 to 1000", "ledger_max_conns"},
+		{"env:NVDP_TEST_EMPTY_DSN", pgledger.DefaultOptions(), "ledger: env:NVDP_TEST_EMPTY_DSN: the environment variable NVDP_TEST_EMPTY_DSN is unset or empty", "ledger"},
+	}
+	for _, tc := range tests {
+		err := pgledger.CheckAt(tc.loc, tc.o)
+		var oe *option.Error
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.loc, err)
+		case tc.err == "":
+		case err == nil || !strings.HasPrefix(err.Error(), tc.err) || !errors.As(err, &oe) || oe.Option != tc.option:
+			t.Errorf("%s: err = %v, want %q (option %s)", tc.loc, err, tc.err, tc.option)
+		}
+	}
+}
+
+// TestParseLabelsAndBudget: a key's labels and budget are checked before
+// the database is opened, naming the option.
+func TestParseLabelsAndBudget(t *testing.T) {
+	labels, err := pgledger.ParseLabels([]string{"team=x", "note=a=b", "empty="})
+	if err != nil || len(labels) != 3 || labels["team"] != "x" || labels["note"] != "a=b" || labels["empty"] != "" {
+		t.Errorf("labels %v, %v", labels, err)
+	}
+	for kv, want := range map[string]string{"team": `label "team": want KEY=VALUE`, "=x": `label "=x": want KEY=VALUE`,
+		"k=\xff": `label: label "k=\xff": invalid UTF-8`} {
+		if _, err := pgledger.ParseLabels([]string{kv}); err == nil || err.Error() != want {
+			t.Errorf("%q: err = %v, want %q", kv, err, want)
+		}
+	}
+	for b, want := range map[float64]string{option.Auto(): "budget_epsilon: required: a key of the database has its own budget", -2: "budget_epsilon -2: must be >= 0"} {
+		if err := pgledger.CheckKeyBudget(b); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("budget %v: err = %v, want %q", b, err, want)
+		}
+	}
+	for _, b := range []float64{0, 5, math.Inf(1)} {
+		if err := pgledger.CheckKeyBudget(b); err != nil {
+			t.Errorf("budget %v: %v", b, err)
+		}
 	}
 }

@@ -595,3 +595,15 @@ func readme(info *SynthInfo) string {
 	}
 	return b.String()
 }
+
+// NumUtterances is the number of utterances of the corpus, over every
+// language and split.
+func (s *SynthInfo) NumUtterances() int {
+	n := 0
+	for _, l := range s.Languages {
+		for _, c := range l.Utterances {
+			n += c
+		}
+	}
+	return n
+}

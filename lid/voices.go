@@ -1,5 +1,11 @@
 package lid
 
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
 // A stand-in language: a CommonLanguage label, the espeak-ng voice that
 // speaks it and the Debian word list its sentences are built from.
 type standIn struct {
@@ -108,4 +114,21 @@ func StandInVoice(language string) (voice string, words WordSource, why string, 
 		return "", WordSource{}, r, false
 	}
 	return "", WordSource{}, "not a CommonLanguage language", false
+}
+
+// WriteStandIns writes the table of `nvdp lidcorpus --list` to w: a line per
+// CommonLanguage label, tab-separated, with its voice and word list (package,
+// kind, paths), or "-" and why the stand-in lacks it.
+func WriteStandIns(w io.Writer) error {
+	var b strings.Builder
+	for i, l := range Languages() {
+		voice, src, why, ok := StandInVoice(l)
+		if !ok {
+			fmt.Fprintf(&b, "%d\t%s\t-\t%s\n", i, l, why)
+			continue
+		}
+		fmt.Fprintf(&b, "%d\t%s\t%s\t%s %s %s\n", i, l, voice, src.Package, src.Kind, strings.Join(src.Paths, " "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

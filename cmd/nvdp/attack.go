@@ -9,11 +9,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
-	"github.com/nvdp-project/nvdp/model"
-	"github.com/nvdp-project/nvdp/privacy"
-	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/report"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
@@ -39,14 +35,13 @@ func init() {
 	rootCmd.AddCommand(attackCmd)
 }
 
-// distinguishFlags are the flags of `nvdp attack distinguish`.
+// distinguishFlags are the flags of `nvdp attack distinguish`, bound to
+// attack.DistinguishInputs and attack.DistinguishOptions.
 type distinguishFlags struct {
-	opt                                                       attack.DistinguishOptions
-	model, posteriors, pair, pairIndex, audit, split, glueDir string
-	out, plotDir                                              string
-	texts                                                     []string
-	randomPairs                                               int
-	jsonOut, noProgress                                       bool
+	in                      attack.DistinguishInputs
+	opt                     attack.DistinguishOptions
+	pairIndex, out, plotDir string
+	jsonOut, noProgress     bool
 }
 
 func newDistinguishCmd() *cobra.Command {
@@ -55,33 +50,19 @@ func newDistinguishCmd() *cobra.Command {
 		Use:   "distinguish --model DIR [--pair witness|argmax|random] [--texts A,B | --posteriors FILE --pair-index i,j]",
 		Short: "Distinguishing attack: an epsilon lower bound from the likelihood-ratio test between two inputs' releases",
 		Long: `Tell apart the releases of two inputs by the most powerful test: draw --releases K releases of
-each input's clipped posterior with the model's own sampler, score each by the exact
-log-likelihood ratio of the release density (Dirichlet weights times independent Gaussians; Z
-alone for a gaussian model), and report the ROC, the TPR at FPR 1e-3 and 1e-2, and a lower bound
-on epsilon at --delta with Clopper-Pearson intervals at --confidence: with that confidence the
-release is not (eps, delta)-DP for any eps below it. Two methods: the threshold test
-(ln((TPR_lo - delta) / FPR_hi), Jagielski et al. 2020, Nasr et al. 2021; black-box, at most about
-ln(K/7.4)) and the privacy-loss test (t + ln(1 - delta/p_lo) for P_q(L >= t) >= p_lo, valid because
-L is the exact density ratio; not capped by K). The method, direction and threshold are chosen on
-releases [0, K/2) of each input and the bound is computed on [K/2, K). The certified epsilon of the
-model at the same delta and the ratio are printed beside it; a bound above the certificate is a bug.
+each input's clipped posterior, score each by the exact log-likelihood ratio of the release
+density, and report the ROC, the TPR at FPR 1e-3 and 1e-2, and a lower bound on epsilon at
+--delta with Clopper-Pearson intervals at --confidence (the threshold test, at most about
+ln(K/7.4), and the privacy-loss test; chosen on half the releases, bounded on the other half),
+beside the model's certified epsilon at the same delta: a bound above it is a bug.
 
-The pair (the candidate inputs an attacker knows, docs/attacks.md):
-  --pair witness   the pair that attains the certified bound at the best order of the (epsilon,
-                   delta) guarantee (computed from --model), or the 2 posteriors of
-                   --posteriors FILE written by 'nvdp certify --witness FILE'
-  --pair argmax    the audit's pair with the largest empirical RD among the posteriors of
-                   --posteriors FILE or, without it, of the --split texts under --model (computed
-                   in memory, in the split's order, as 'nvdp run' audits them), found by the audit
-                   (order 1.1) or read from --audit (the JSON of 'nvdp audit --json', or a run's
-                   report.json: its indices are the split's)
-  --pair random    --random-pairs pairs drawn from those posteriors (--seed)
-  --texts A,B      two texts under --model (comma-separated, CSV quoting for commas)
-  --pair-index i,j posteriors i and j of the posterior file
-
---json prints the report (one object: model, certified guarantee, per pair the result);
---out FILE writes it too; --plot-dir DIR writes the ROC figures (distinguish_roc.{png,svg},
-linear and log-log, with the boundary the certified (epsilon, delta) allows).`,
+The pair: --pair witness (default: the pair attaining the certified bound, from --model or a
+witness file of 'nvdp certify --witness FILE' given as --posteriors), argmax (the audit's pair of
+the --split posteriors under --model, or of --posteriors; --audit FILE reads it from 'nvdp audit
+--json' or a report.json), random (--random-pairs pairs, --seed); --texts A,B (two texts under
+--model); --pair-index i,j (of the posterior file).
+--json prints the report, --out FILE writes it, --plot-dir DIR writes the ROC figures
+(distinguish_roc.{png,svg}). Method, pairs and fields: docs/attacks.md.`,
 		Example: `  nvdp attack distinguish --model runs/sst2-clipped --json
   nvdp attack distinguish --model runs/sst2-clipped --pair argmax --releases 100000 --plot-dir figs
   nvdp attack distinguish --model runs/sst2-clipped --texts "the movie is great","the movie is awful"
@@ -89,17 +70,16 @@ linear and log-log, with the boundary the certified (epsilon, delta) allows).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDistinguish(cmd, f) },
 	}
-	fs := cmd.Flags()
-	o := &f.opt
-	fs.StringVar(&f.model, "model", "", "model directory written by nvdp run or nvdp train (nvdp-clipped or gaussian)")
-	fs.StringVar(&f.posteriors, "posteriors", "", "posterior file: a witness (nvdp certify --witness) or the posteriors to take pairs from")
-	fs.StringVar(&f.pair, "pair", attack.PairWitness, "candidate pair: witness | argmax | random")
-	fs.StringSliceVar(&f.texts, "texts", nil, "two texts A,B to tell apart under --model")
+	fs, in, o := cmd.Flags(), &f.in, &f.opt
+	fs.StringVar(&in.Model, "model", "", "model directory written by nvdp run or nvdp train (nvdp-clipped or gaussian)")
+	fs.StringVar(&in.Posteriors, "posteriors", "", "posterior file: a witness (nvdp certify --witness) or the posteriors to take pairs from")
+	fs.StringVar(&in.Pair.Kind, "pair", attack.PairWitness, "candidate pair: witness | argmax | random")
+	fs.StringSliceVar(&in.Pair.Texts, "texts", nil, "two texts A,B to tell apart under --model")
 	fs.StringVar(&f.pairIndex, "pair-index", "", "i,j: posteriors i and j of the posterior file")
-	fs.StringVar(&f.audit, "audit", "", "--pair argmax: read the argmax from this audit JSON (nvdp audit --json, or a run's report.json) instead of auditing")
-	fs.StringVar(&f.split, "split", "dev", "without --posteriors: the split whose posteriors under --model give the pairs (dev | test | train)")
-	fs.StringVar(&f.glueDir, "glue-dir", "", "the GLUE directory of --split (default: the model's, train_options.json glue_dir)")
-	fs.IntVar(&f.randomPairs, "random-pairs", 1, "--pair random: how many pairs")
+	fs.StringVar(&in.Pair.Audit, "audit", "", "--pair argmax: read the argmax from this audit JSON (nvdp audit --json, or a run's report.json) instead of auditing")
+	fs.StringVar(&in.Split, "split", "dev", "without --posteriors: the split whose posteriors under --model give the pairs (dev | test | train)")
+	fs.StringVar(&in.GlueDir, "glue-dir", "", "the GLUE directory of --split (default: the model's, train_options.json glue_dir)")
+	fs.IntVar(&in.Pair.RandomPairs, "random-pairs", 1, "--pair random: how many pairs")
 	fs.IntVar(&o.Releases, "releases", o.Releases, "K, releases drawn from each posterior (the threshold test's bound is at most about ln(K/7.4))")
 	fs.Float64Var(&o.Delta, "delta", o.Delta, "delta of the lower bound and of the certified epsilon it is compared with")
 	fs.Float64Var(&o.Confidence, "confidence", o.Confidence, "confidence of the lower bound (Clopper-Pearson)")
@@ -112,139 +92,64 @@ linear and log-log, with the boundary the certified (epsilon, delta) allows).`,
 	return cmd
 }
 
-// kind checks the flags that need no file and returns the kind of pair.
-func (f *distinguishFlags) kind(cmd *cobra.Command) (string, error) {
-	fs := cmd.Flags()
-	if err := f.opt.Validate(); err != nil {
-		return "", flagError(err)
-	}
-	kind := f.pair
+// bindPair sets the pair's kind from --texts and --pair-index, checking the
+// flags given together (the values are the library's to check).
+func (f *distinguishFlags) bindPair(cmd *cobra.Command) error {
+	fs, in := cmd.Flags(), &f.in
 	switch {
 	case fs.Changed("texts") && fs.Changed("pair-index"):
-		return "", errors.New("--texts and --pair-index: give one pair")
+		return errors.New("--texts and --pair-index: give one pair")
 	case fs.Changed("texts") || fs.Changed("pair-index"):
 		flag := map[bool]string{true: "texts", false: "pair-index"}[fs.Changed("texts")]
 		if fs.Changed("pair") {
-			return "", fmt.Errorf("--%s and --pair: --%s is the pair", flag, flag)
+			return fmt.Errorf("--%s and --pair: --%s is the pair", flag, flag)
 		}
-		kind = map[bool]string{true: attack.PairTexts, false: attack.PairIndex}[fs.Changed("texts")]
+		in.Pair.Kind = map[bool]string{true: attack.PairTexts, false: attack.PairIndex}[fs.Changed("texts")]
 	}
-	switch kind {
-	case attack.PairWitness, attack.PairArgmax, attack.PairRandom, attack.PairTexts, attack.PairIndex:
-	default:
-		return "", fmt.Errorf("--pair %q: want witness, argmax or random (or --texts, --pair-index)", f.pair)
-	}
+	kind := in.Pair.Kind
 	switch {
-	case f.model == "" && f.posteriors == "":
-		return "", errors.New("--model DIR or --posteriors FILE is required")
-	case kind == attack.PairTexts && f.model == "":
-		return "", errors.New("--texts needs --model (the texts' posteriors come from the model)")
-	case kind == attack.PairTexts && len(f.texts) != 2:
-		return "", fmt.Errorf("--texts: %d texts, want 2 (A,B; quote a text with a comma: '\"a, b\",c')", len(f.texts))
+	case in.Model == "" && in.Posteriors == "":
+		return errors.New("--model DIR or --posteriors FILE is required")
+	case kind == attack.PairTexts && in.Model == "":
+		return errors.New("--texts needs --model (the texts' posteriors come from the model)")
 	case fs.Changed("audit") && kind != attack.PairArgmax:
-		return "", errors.New("--audit gives the argmax pair: use it with --pair argmax")
+		return errors.New("--audit gives the argmax pair: use it with --pair argmax")
 	case fs.Changed("random-pairs") && kind != attack.PairRandom:
-		return "", errors.New("--random-pairs is for --pair random")
-	case f.randomPairs < 1:
-		return "", fmt.Errorf("--random-pairs %d: want >= 1", f.randomPairs)
-	case (fs.Changed("split") || fs.Changed("glue-dir")) && (f.posteriors != "" || f.model == ""):
-		return "", errors.New("--split and --glue-dir choose the posteriors computed under --model; with --posteriors FILE that file is used")
-	}
-	return kind, nil
-}
-
-// pairIndices parses --pair-index.
-func (f *distinguishFlags) pairIndices() (i, j int, err error) {
-	v, err := parseListOf("--pair-index", f.pairIndex, "an index >= 0", strconv.Atoi)
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(v) != 2 || v[0] < 0 || v[1] < 0 {
-		return 0, 0, fmt.Errorf("--pair-index %q: want i,j, two indices >= 0", f.pairIndex)
-	}
-	return v[0], v[1], nil
-}
-
-// runDistinguish checks the flags, loads the model and the posteriors the
-// pair needs, attacks each candidate pair and writes the report.
-func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
-	kind, err := f.kind(cmd)
-	if err != nil {
-		return err
-	}
-	var pi, pj int
-	if kind == attack.PairIndex {
-		if pi, pj, err = f.pairIndices(); err != nil {
+		return errors.New("--random-pairs is for --pair random")
+	case (fs.Changed("split") || fs.Changed("glue-dir")) && (in.Posteriors != "" || in.Model == ""):
+		return errors.New("--split and --glue-dir choose the posteriors computed under --model; with --posteriors FILE that file is used")
+	case kind == attack.PairIndex:
+		v, err := parseListOf("--pair-index", f.pairIndex, "an index >= 0", strconv.Atoi)
+		if err != nil {
 			return err
 		}
+		if len(v) != 2 || v[0] < 0 || v[1] < 0 {
+			return fmt.Errorf("--pair-index %q: want i,j, two indices >= 0", f.pairIndex)
+		}
+		in.Pair.Index = [2]int{v[0], v[1]}
+	}
+	return nil
+}
+
+// runDistinguish attacks the pairs of the flags (attack.RunDistinguish),
+// writes the ROC figures (--plot-dir) and the JSON report (--out), then
+// prints the report on stdout (as JSON with --json).
+func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
+	if err := f.bindPair(cmd); err != nil {
+		return err
 	}
 	ctx, cancel := signalContext(cmd, "stopping the releases")
 	defer cancel()
-	prog := newProgress(cmd, f.noProgress)
-	rep := &attack.DistinguishReport{Attack: attack.AttackDistinguish}
-	r, file, err := f.load(kind, rep)
+	opt := f.opt
+	opt.Progress = newProgress(cmd, f.noProgress)
+	rep, err := attack.RunDistinguish(ctx, f.in, opt)
 	if err != nil {
-		return err
-	}
-	spec := attack.PairSpec{Kind: kind, Texts: f.texts, Index: [2]int{pi, pj}, Audit: f.audit, RandomPairs: f.randomPairs}
-	cands, err := attack.Candidates(ctx, spec, r, file, f.source(), f.opt.Delta, f.opt.Seed, prog)
-	if err != nil {
-		if kind == attack.PairWitness && file == nil {
-			return fmt.Errorf("--model %s: %w", f.model, err)
-		}
 		return flagError(err)
 	}
-	opt := f.opt
-	opt.Progress = prog
-	if err := attack.DistinguishPairs(ctx, rep, cands, opt); err != nil {
-		return err
-	}
-	return f.write(cmd, rep)
-}
-
-// load loads --model (nil without it) and, unless the pair needs none, the
-// posteriors of the pairs, recording in rep the model, the posteriors'
-// source and the certified guarantee (the model's, else the file's).
-func (f *distinguishFlags) load(kind string, rep *attack.DistinguishReport) (*release.Releaser, *privacy.Posteriors, error) {
-	var r *release.Releaser
-	var err error
-	if f.model != "" {
-		if r, err = release.Load(f.model, release.Options{AllowUnproved: true}); err != nil { // an attack measures any release
-			return nil, nil, fmt.Errorf("--model: %w", err)
-		}
-		if err := r.SetDelta(f.opt.Delta); err != nil {
-			return nil, nil, fmt.Errorf("--delta: %w", err)
-		}
-		info := r.Model()
-		rep.Model, rep.Task, rep.Variant, rep.Certified = f.model, info.Task, info.Variant, r.Guarantee()
-	}
-	if kind == attack.PairTexts || (kind == attack.PairWitness && f.posteriors == "") {
-		return r, nil, nil
-	}
-	file, err := f.readPosteriors(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	rep.Posteriors = f.posteriors
-	if f.posteriors == "" {
-		rep.Split = f.split
-	}
-	if rep.Certified == nil {
-		if rep.Certified, err = attack.FileGuarantee(file, f.opt.Delta); err != nil {
-			return nil, nil, fmt.Errorf("--posteriors %s: %w", rep.Posteriors, err)
-		}
-	}
-	return r, file, nil
-}
-
-// write writes the ROC figures (--plot-dir) and the JSON report (--out),
-// then prints the report on stdout (as JSON with --json).
-func (f *distinguishFlags) write(cmd *cobra.Command, rep *attack.DistinguishReport) error {
 	if f.plotDir != "" {
 		if err := os.MkdirAll(f.plotDir, 0o755); err != nil {
 			return fmt.Errorf("--plot-dir: %w", err)
 		}
-		var err error
 		if rep.Plots, err = report.PlotDistinguishROC(rep, filepath.Join(f.plotDir, "distinguish_roc")); err != nil {
 			return fmt.Errorf("--plot-dir: %w", err)
 		}
@@ -258,39 +163,4 @@ func (f *distinguishFlags) write(cmd *cobra.Command, rep *attack.DistinguishRepo
 		return printJSON(cmd.OutOrStdout(), rep)
 	}
 	return rep.WriteText(cmd.OutOrStdout())
-}
-
-// readPosteriors reads --posteriors or, without it, computes the model's
-// posteriors of --split in memory (train.SplitPosteriors); with a model,
-// their shape must be the model's release.
-func (f *distinguishFlags) readPosteriors(r *release.Releaser) (*privacy.Posteriors, error) {
-	if f.posteriors != "" {
-		p, err := privacy.ReadPosteriors(f.posteriors)
-		if err != nil {
-			return nil, fmt.Errorf("--posteriors: %w", err)
-		}
-		if r != nil {
-			if n, pp := r.Shape(); p.N != n || p.P != pp {
-				return nil, fmt.Errorf("--posteriors %s: posteriors of [N %d, P %d], the model releases [N %d, P %d]", f.posteriors, p.N, p.P, n, pp)
-			}
-		}
-		return p, nil
-	}
-	b, err := model.Load(f.model)
-	if err != nil {
-		return nil, fmt.Errorf("--model: %w", err)
-	}
-	p, err := train.SplitPosteriors(b, f.split, f.glueDir)
-	if err != nil {
-		return nil, fmt.Errorf("--model %s, --split %s: %w", f.model, f.split, flagError(err))
-	}
-	return p, nil
-}
-
-// source names the posteriors the pairs come from.
-func (f *distinguishFlags) source() string {
-	if f.posteriors != "" {
-		return f.posteriors
-	}
-	return fmt.Sprintf("the %s split under %s", f.split, f.model)
 }

@@ -25,16 +25,15 @@ func newAttackAttributeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "attribute --model DIR [--glue-dir D] [--property name|digit|female-pronoun]",
 		Short: "Infer a sensitive property of texts from their released embeddings: accuracy and AUC against the majority baseline",
-		Long: `Attack a model's release by attribute inference (docs/attacks.md): the attacker holds the task's
-train split as public text and the dev split's texts are the victims. A property the task does
-not need is read from each text itself:
+		Long: `Attack a model's release by attribute inference: the attacker holds the task's train split as
+public text and the dev split's texts are the victims. A property the task does not need is read
+from each text itself:
 ` + strings.Join(rules, "\n") + `
-The attacker releases each public text (--releases-per-text times), trains a classifier (linear:
-logistic regression; mlp) on the mean-pooled release (the mean of Z over all its components) to
-predict the property, and predicts it for each victim from one release. Reported: accuracy (with a
-Clopper-Pearson interval) and AUC (with a bootstrap interval over the victims), against the
-majority class of the public texts; the same classifiers on the model's mean-pooled encoder output
-(the non-private upper reference). The certified epsilon of one release is printed beside them.`,
+The attacker trains a classifier (linear, mlp) on the mean-pooled releases of the public texts
+(--releases-per-text each) and predicts the property of each victim from one release. Reported:
+accuracy and AUC with intervals against the majority class, the same classifiers on the encoder
+output (the non-private reference) and the certified epsilon of one release. Details:
+docs/attacks.md.`,
 		Example: `  nvdp attack attribute --model runs/sst2-clipped --property name
   nvdp attack attribute --model runs/sst2-clipped --property digit --public-limit 0 --json > digit.json`,
 		Args: cobra.NoArgs,
@@ -51,8 +50,8 @@ majority class of the public texts; the same classifiers on the model's mean-poo
 func init() { attackCmd.AddCommand(newAttackAttributeCmd()) }
 
 func runAttackAttribute(cmd *cobra.Command, f *attributeFlags) error {
-	run := func(ctx context.Context, t *attack.Target, c *attack.Corpus, report progress.Func) (*attack.AttributeReport, error) {
-		return attack.Attribute(ctx, t, c, f.o, report)
+	run := func(ctx context.Context, in attack.LearnedInputs, report progress.Func) (*attack.AttributeReport, error) {
+		return attack.RunAttribute(ctx, in, f.o, report)
 	}
-	return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o.Validate, nil, run, (*attack.AttributeReport).WriteText)
+	return runLearnedAttack(cmd, &f.learnedAttackFlags, run, (*attack.AttributeReport).WriteText)
 }

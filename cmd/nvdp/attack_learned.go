@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/nvdp-project/nvdp/attack"
@@ -19,20 +17,19 @@ import (
 // explicit value, 0 included, is what the attack uses (the options'
 // Validate rejects the meaningless ones).
 type learnedAttackFlags struct {
-	model               string
-	corpus              attack.CorpusOptions
+	in                  attack.LearnedInputs
 	noProgress, jsonOut bool
 }
 
 // bind binds the shared flags to f and to o, the attack's shared options.
 func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, o *attack.LearnedOptions) {
 	l, iv := &o.Learner, &o.Interval
-	f.corpus = attack.DefaultCorpusOptions()
-	fs.StringVar(&f.model, "model", "", "model directory written by nvdp train or nvdp run (nvdp-clipped or gaussian; required)")
-	fs.StringVar(&f.corpus.GlueDir, "glue-dir", "", "GLUE directory with <TASK>/{train,dev}.tsv (default: the one the model was trained with)")
-	fs.IntVar(&f.corpus.PublicLimit, "public-limit", f.corpus.PublicLimit, "the attacker's public texts: the first K rows of the train split (0: all)")
-	fs.IntVar(&f.corpus.VictimLimit, "victim-limit", f.corpus.VictimLimit, "the victims: the first K rows of the dev split (0: all)")
-	fs.BoolVar(&f.corpus.SkipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
+	f.in.Corpus = attack.DefaultCorpusOptions()
+	fs.StringVar(&f.in.Model, "model", "", "model directory written by nvdp train or nvdp run (nvdp-clipped or gaussian; required)")
+	fs.StringVar(&f.in.Corpus.GlueDir, "glue-dir", "", "GLUE directory with <TASK>/{train,dev}.tsv (default: the one the model was trained with)")
+	fs.IntVar(&f.in.Corpus.PublicLimit, "public-limit", f.in.Corpus.PublicLimit, "the attacker's public texts: the first K rows of the train split (0: all)")
+	fs.IntVar(&f.in.Corpus.VictimLimit, "victim-limit", f.in.Corpus.VictimLimit, "the victims: the first K rows of the dev split (0: all)")
+	fs.BoolVar(&f.in.Corpus.SkipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
 	fs.IntVar(&o.ReleasesPerText, "releases-per-text", o.ReleasesPerText, "releases of each public text the attacker trains on (each victim text is released once)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the releases' noise, the attackers' training and the bootstrap")
 	fs.IntVar(&l.Epochs, "epochs", l.Epochs, "training epochs of the learned attackers")
@@ -46,43 +43,19 @@ func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, o *attack.LearnedOptions) {
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as JSON on stdout")
 }
 
-// runLearnedAttack runs a learned attack after checking its options
-// (validate, errors naming the flags) and reading the model and the corpus
-// (from the model's GLUE directory unless --glue-dir; every text checked by
-// attack.LoadCorpus); check sees the target before the attack (nil: none).
-// It prints the report as JSON with --json, else as print writes it.
-func runLearnedAttack[R any](cmd *cobra.Command, f *learnedAttackFlags, validate func() error, check func(*attack.Target) error,
-	run func(context.Context, *attack.Target, *attack.Corpus, progress.Func) (R, error), print func(R, io.Writer)) error {
-	if err := validate(); err != nil {
-		return flagError(err)
-	}
-	t, err := attack.LoadTarget(f.model)
-	if err != nil {
-		return fmt.Errorf("--model: %w", err)
-	}
-	o := f.corpus
-	if !cmd.Flags().Changed("glue-dir") {
-		o.GlueDir = t.GlueDir()
-	}
-	c, err := attack.LoadCorpus(t.Task(), o)
-	if err != nil {
-		return flagError(err)
-	}
-	if check != nil {
-		if err := check(t); err != nil {
-			return err
-		}
-	}
+// runLearnedAttack runs a learned attack (run: attack.RunInvert or
+// attack.RunAttribute) on the flags' inputs, its errors naming the flags,
+// and prints the report as JSON with --json, else as print writes it.
+func runLearnedAttack[R any](cmd *cobra.Command, f *learnedAttackFlags,
+	run func(context.Context, attack.LearnedInputs, progress.Func) (R, error), print func(R, io.Writer)) error {
 	ctx, cancel := signalContext(cmd, "stopping the attack")
 	defer cancel()
-	r, err := run(ctx, t, c, newProgress(cmd, f.noProgress))
+	r, err := run(ctx, f.in, newProgress(cmd, f.noProgress))
 	if err != nil {
 		return flagError(err)
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return printJSON(cmd.OutOrStdout(), r)
 	}
 	print(r, cmd.OutOrStdout())
 	return nil

@@ -32,10 +32,8 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench times full training steps (encoder forward, masked mean pooling, Linear, softmax
 cross-entropy, backward, AdamW) and inference steps of a freshly initialised encoder on random
 tokens, after one untimed warm-up step, and reports the mean seconds per step, training tokens
-per second and the process's peak RSS (VmHWM). The PyTorch peer is
-/work/shared/bench/train_step_peer.py (no dropout: compare with --no-dropout). --device cuda
-runs the same model, data and steps on an NVIDIA GPU (package dnn; --precision tf32 for
-TF32 GEMMs), as the peer's "cuda fp32|tf32".`,
+per second and the peak RSS. --device cuda runs them on an NVIDIA GPU. Compare with the PyTorch
+peer (--no-dropout): docs/performance.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := encoder.Preset(config)
@@ -50,25 +48,17 @@ TF32 GEMMs), as the peer's "cuda fp32|tf32".`,
 				defer d.Close()
 			}
 			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", batch, "seq", seq, "steps", steps, "dropout", !noDropout)
-			res, err := bench.Run(config, cfg, bench.Options{
-				Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed, Device: d,
+			o := bench.Options{Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed, Device: d,
 				// Timed steps are short and few: a debug line each, no bar.
-				Progress: func(e progress.Event) { slog.Debug("step", "phase", e.Stage, "i", e.Done-1) },
-			})
+				Progress: func(e progress.Event) { slog.Debug("step", "phase", e.Stage, "i", e.Done-1) }}
+			res, err := bench.Run(config, cfg, o)
 			if err != nil {
 				return flagError(err)
 			}
 			if jsonOut {
 				return json.NewEncoder(os.Stdout).Encode(res)
 			}
-			fmt.Printf("config %s, backend %s, batch %d, seq %d\n", res.Config, res.Backend, batch, seq)
-			if res.Device != "" {
-				fmt.Printf("device      %s\n", res.Device)
-			}
-			fmt.Printf("train step  %.4f s  (%.0f tokens/s)\n", res.TrainStepSeconds, res.TokensPerSecond)
-			fmt.Printf("infer step  %.4f s\n", res.InferStepSeconds)
-			fmt.Printf("peak RSS    %.0f MiB\n", res.PeakRSSMB)
-			return nil
+			return res.WriteText(os.Stdout, o)
 		},
 	}
 	f := cmd.Flags()

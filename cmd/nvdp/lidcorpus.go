@@ -32,7 +32,7 @@ its README.md and SYNTHETIC.json say so. scripts/make-lid-corpus.sh installs wha
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if list {
-				return printStandIns(cmd)
+				return lid.WriteStandIns(cmd.OutOrStdout())
 			}
 			if out == "" {
 				return fmt.Errorf("--out: required")
@@ -53,13 +53,7 @@ its README.md and SYNTHETIC.json say so. scripts/make-lid-corpus.sh installs wha
 			if err != nil {
 				return err
 			}
-			n := 0
-			for _, l := range info.Languages {
-				for _, c := range l.Utterances {
-					n += c
-				}
-			}
-			slog.Info("lidcorpus done", "out", out, "languages", len(info.Languages), "missing", len(info.Missing), "utterances", n)
+			slog.Info("lidcorpus done", "out", out, "languages", len(info.Languages), "missing", len(info.Missing), "utterances", info.NumUtterances())
 			return nil
 		},
 	}
@@ -80,19 +74,4 @@ its README.md and SYNTHETIC.json say so. scripts/make-lid-corpus.sh installs wha
 	f.BoolVar(&list, "list", false, "print the language table and exit")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	return cmd
-}
-
-// printStandIns prints every CommonLanguage label with its voice and word
-// list, or why the stand-in lacks it.
-func printStandIns(cmd *cobra.Command) error {
-	w := cmd.OutOrStdout()
-	for i, l := range lid.Languages() {
-		voice, src, why, ok := lid.StandInVoice(l)
-		if !ok {
-			fmt.Fprintf(w, "%d\t%s\t-\t%s\n", i, l, why)
-			continue
-		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s %s %s\n", i, l, voice, src.Package, src.Kind, strings.Join(src.Paths, " "))
-	}
-	return nil
 }

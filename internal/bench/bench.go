@@ -232,3 +232,19 @@ func parseVmHWM(r io.Reader) (float64, error) {
 	}
 	return 0, fmt.Errorf("peak RSS: no VmHWM line in /proc/self/status")
 }
+
+// WriteText writes r as `nvdp bench` prints it: the configuration of o,
+// the device on a GPU, the seconds per training and inference step, the
+// training tokens per second and the peak RSS.
+func (r Result) WriteText(w io.Writer, o Options) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config %s, backend %s, batch %d, seq %d\n", r.Config, r.Backend, o.Batch, o.Seq)
+	if r.Device != "" {
+		fmt.Fprintf(&b, "device      %s\n", r.Device)
+	}
+	fmt.Fprintf(&b, "train step  %.4f s  (%.0f tokens/s)\n", r.TrainStepSeconds, r.TokensPerSecond)
+	fmt.Fprintf(&b, "infer step  %.4f s\n", r.InferStepSeconds)
+	fmt.Fprintf(&b, "peak RSS    %.0f MiB\n", r.PeakRSSMB)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -273,3 +273,24 @@ func firstError(errs ...error) error {
 	}
 	return nil
 }
+
+// ApplyTasks gives the base options each task's defaults for the options
+// not given (given reports those given; [task.Task.Apply]), as `nvdp run
+// --task` makes them, and sets Data to data where a task reads it. An
+// unknown task is left for the sweep's validation to name; an option a task
+// refuses is its [*option.Error].
+func (o *Options) ApplyTasks(given task.Given, data *task.Data) error {
+	for _, name := range o.Tasks {
+		t, err := task.Lookup(name)
+		if err != nil {
+			continue
+		}
+		if err := t.Apply(&o.Base.Train, given); err != nil {
+			return err
+		}
+		if t.UsesData() {
+			o.Data = data
+		}
+	}
+	return nil
+}

@@ -7,7 +7,6 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
-	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -70,7 +69,7 @@ func newSweepCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	trainFlags(fs, &po.Train, &sf.noProgress)
-	for _, f := range []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"} {
+	for _, f := range perCellFlags {
 		_ = fs.MarkHidden(f)
 	}
 	fs.StringVar(&sf.tasks, "tasks", "sst2", "comma-separated GLUE tasks, or lid alone (spoken language identification: --lid-dir, --max-seconds)")
@@ -92,11 +91,14 @@ func newSweepCmd() *cobra.Command {
 	return cmd
 }
 
+// perCellFlags are the flags of `nvdp run` that a sweep sets per cell.
+var perCellFlags = []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"}
+
 // bind sets so from the flags: the train and audit flags into its base, the
 // lists and the C_mu selection; each task's defaults for the flags left out
 // (task.Task.Apply) and its data. The sweep validates the result.
 func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
-	for _, f := range []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"} {
+	for _, f := range perCellFlags {
 		if cmd.Flags().Changed(f) {
 			return fmt.Errorf("--%s is per cell in a sweep: use --tasks, --variants, --lambdas, --seeds (resumption is automatic)", f)
 		}
@@ -104,49 +106,20 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	po := &so.Base
 	finishTrainFlags(cmd, &po.Train)
 	so.Out = po.Train.Out
-	var err error
-	for _, l := range []struct {
-		flag, s string
-		to      *[]string
-	}{{"--tasks", sf.tasks, &so.Tasks}, {"--variants", sf.variants, &so.Variants}} {
-		if *l.to, err = parseList(l.flag, l.s); err != nil {
-			return err
-		}
-	}
-	for _, name := range so.Tasks { // each task's options as `nvdp run --task` makes them
-		t, err := task.Lookup(name)
+	var modes []string
+	for _, err := range []error{
+		parseInto(&so.Tasks, "--tasks", sf.tasks, false, parseList),
+		parseInto(&so.Variants, "--variants", sf.variants, false, parseList),
+		so.ApplyTasks(givenFlags(cmd), sf.dv.data()), // each task's options as `nvdp run --task` makes them
+		parseInto(&so.Lambdas, "--lambdas", sf.lambdas, false, parseFloatList),
+		parseInto(&so.CMuGrid, "--c-mu-grid", sf.cmuGrid, true, parseFloatList),
+		parseInto(&so.TargetEpsilons, "--target-epsilons", sf.targets, true, parseFloatList),
+		parseInto(&so.Seeds, "--seeds", sf.seeds, false, parseUintList),
+		parseInto(&so.CMuSeeds, "--c-mu-seeds", sf.cmuSeeds, true, parseUintList),
+		parseInto(&modes, "--extra-audit-modes", sf.extraModes, true, parseList),
+	} {
 		if err != nil {
-			continue // sweep names the unknown task
-		}
-		if err := t.Apply(&po.Train, givenFlags(cmd)); err != nil {
 			return flagError(err)
-		}
-		if t.UsesData() {
-			so.Data = sf.dv.data()
-		}
-	}
-	for _, l := range []struct {
-		flag, s  string
-		to       *[]float64
-		optional bool // left empty: not given (the others are parsed, empty or not)
-	}{{"--lambdas", sf.lambdas, &so.Lambdas, false}, {"--c-mu-grid", sf.cmuGrid, &so.CMuGrid, true}, {"--target-epsilons", sf.targets, &so.TargetEpsilons, true}} {
-		if l.s == "" && l.optional {
-			continue
-		}
-		if *l.to, err = parseFloatList(l.flag, l.s); err != nil {
-			return err
-		}
-	}
-	for _, l := range []struct {
-		flag, s  string
-		to       *[]uint64
-		optional bool
-	}{{"--seeds", sf.seeds, &so.Seeds, false}, {"--c-mu-seeds", sf.cmuSeeds, &so.CMuSeeds, true}} {
-		if l.s == "" && l.optional {
-			continue
-		}
-		if *l.to, err = parseUintList(l.flag, l.s); err != nil {
-			return err
 		}
 	}
 	if len(so.CMuGrid) > 0 && cmd.Flags().Changed("c-mu") {
@@ -156,14 +129,8 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 		so.CMuLambda = &sf.cmuLambda
 	}
 	so.CMuTolerance = &sf.cmuTolerance
-	if sf.extraModes != "" {
-		ms, err := parseList("--extra-audit-modes", sf.extraModes)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			so.ExtraAuditModes = append(so.ExtraAuditModes, privacy.Mode(m))
-		}
+	for _, m := range modes {
+		so.ExtraAuditModes = append(so.ExtraAuditModes, privacy.Mode(m))
 	}
 	if err := sf.af.finish(po); err != nil {
 		return err
@@ -174,6 +141,17 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	}
 	setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
 	return nil
+}
+
+// parseInto parses the comma-separated value s of flag into *to, unless s
+// is empty and optional (not given).
+func parseInto[T any](to *[]T, flag, s string, optional bool, parse func(flag, s string) ([]T, error)) error {
+	if s == "" && optional {
+		return nil
+	}
+	var err error
+	*to, err = parse(flag, s)
+	return err
 }
 
 // runSweep runs the sweep until done or interrupted and prints its counts

@@ -10,28 +10,40 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The sweep in stages (sweep.PlanStages; deploy/k8s/sweep): `nvdp sweep
-// --plan` writes the stages, `nvdp sweep stage` runs one index of one,
-// `select` chooses C_mu between them, `finish` writes the manifest.
+// The sweep in stages (sweep.PlanStages; deploy/k8s/sweep; docs/results.md,
+// "A sweep in stages"): `nvdp sweep --plan` writes the stages, `nvdp sweep
+// stage` runs one index of one, `select` chooses C_mu between them,
+// `finish` writes the manifest.
 
-// newSweepStageCmd is `nvdp sweep stage`: one index of a stage.
-func newSweepStageCmd() *cobra.Command {
-	var out, stage string
-	var index int
-	var noProgress bool
-	cmd := &cobra.Command{
-		Use:   "stage --out DIR --stage grid|main --index I",
-		Short: "Run cell I of a stage of a planned sweep (one index of a Kubernetes Indexed Job)",
-		Long: `Run cell I of the stage (grid: the C_mu grid; main: every other cell, after 'nvdp sweep
-select') of the sweep planned in DIR ('nvdp sweep --plan'), as 'nvdp sweep' runs a cell:
-skipped when its report.json is the run asked for, resumed from its checkpoint, an nvdp-clipped
-cell linked to the grid run that is the same. Its status goes to DIR/stages/<stage>/<I>.json
-only, so the indices of a stage run at once on a shared volume. Exit status 1 when it fails.`,
-		Args: cobra.NoArgs,
+// sweepDirCmd is a subcommand of `nvdp sweep` on the sweep directory --out
+// (required): run gets it.
+func sweepDirCmd(use, short, long string, run func(cmd *cobra.Command, out string) error) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return errors.New("--out: required")
 			}
+			return run(cmd, out)
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the sweep directory (required)")
+	return cmd
+}
+
+// newSweepStageCmd is `nvdp sweep stage`: one index of a stage.
+func newSweepStageCmd() *cobra.Command {
+	var stage string
+	var index int
+	var noProgress bool
+	cmd := sweepDirCmd("stage --out DIR --stage grid|main --index I",
+		"Run cell I of a stage of a planned sweep (one index of a Kubernetes Indexed Job)",
+		`Run cell I of the stage (grid: the C_mu grid; main: every other cell, after 'nvdp sweep
+select') of the sweep planned in DIR ('nvdp sweep --plan'), as 'nvdp sweep' runs a cell:
+skipped when its report.json is the run asked for, resumed from its checkpoint, an nvdp-clipped
+cell linked to the grid run that is the same. Its status goes to DIR/stages/<stage>/<I>.json
+only, so the indices of a stage run at once on a shared volume. Exit status 1 when it fails.`,
+		func(cmd *cobra.Command, out string) error {
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
 			c, err := sweep.RunStageCell(ctx, out, stage, index, nil, newProgress(cmd, noProgress))
@@ -40,9 +52,7 @@ only, so the indices of a stage run at once on a shared volume. Exit status 1 wh
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %s cell %d (%s): %s\n", out, stage, index, c.ID, c.Status)
 			return nil
-		},
-	}
-	cmd.Flags().StringVar(&out, "out", "", "the sweep directory (required)")
+		})
 	cmd.Flags().StringVar(&stage, "stage", "", "the stage: grid or main (required)")
 	cmd.Flags().IntVar(&index, "index", -1, "the cell's index in the stage: JOB_COMPLETION_INDEX (required)")
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar or lines")
@@ -52,18 +62,12 @@ only, so the indices of a stage run at once on a shared volume. Exit status 1 wh
 // newSweepSelectCmd is `nvdp sweep select`: the C_mu selection between the
 // stages.
 func newSweepSelectCmd() *cobra.Command {
-	var out string
-	cmd := &cobra.Command{
-		Use:   "select --out DIR",
-		Short: "Select C_mu from the finished grid stage of a planned sweep and give the main stage its cells",
-		Long: `Select C_mu per task from the grid stage's cells, as 'nvdp sweep' does (DIR/<task>/c_mu_selection.json),
+	return sweepDirCmd("select --out DIR",
+		"Select C_mu from the finished grid stage of a planned sweep and give the main stage its cells",
+		`Select C_mu per task from the grid stage's cells, as 'nvdp sweep' does (DIR/<task>/c_mu_selection.json),
 and give the main stage's nvdp-clipped cells that C_mu, or skip them when a grid cell failed
 (DIR/stages.json). Refused while a grid cell has not run. Prints the stages as JSON.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("--out: required")
-			}
+		func(cmd *cobra.Command, out string) error {
 			p, err := sweep.SelectStage(out)
 			if err != nil {
 				return err
@@ -72,34 +76,22 @@ and give the main stage's nvdp-clipped cells that C_mu, or skip them when a grid
 				slog.Info("C_mu selection", "task", task, "c_mu", s.CMu, "reason", s.Reason)
 			}
 			return printJSON(cmd.OutOrStdout(), p.Summary(out))
-		},
-	}
-	cmd.Flags().StringVar(&out, "out", "", "the sweep directory (required)")
-	return cmd
+		})
 }
 
 // newSweepFinishCmd is `nvdp sweep finish`: the manifest of a sweep run in
 // stages.
 func newSweepFinishCmd() *cobra.Command {
-	var out string
-	cmd := &cobra.Command{
-		Use:   "finish --out DIR",
-		Short: "Write DIR/sweep.json of a sweep run in stages, as 'nvdp sweep' writes it",
-		Long: `Gather the cells' records of the stages into DIR/sweep.json, the manifest 'nvdp sweep' writes,
+	return sweepDirCmd("finish --out DIR",
+		"Write DIR/sweep.json of a sweep run in stages, as 'nvdp sweep' writes it",
+		`Gather the cells' records of the stages into DIR/sweep.json, the manifest 'nvdp sweep' writes,
 and print its summary; then 'nvdp report DIR'. Exit status 1 (after writing it) when a cell
 failed or has not run.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("--out: required")
-			}
+		func(cmd *cobra.Command, out string) error {
 			m, err := sweep.FinishStages(out)
 			if m != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "sweep %s: %d cells (%s); manifest %s\n", out, len(m.Cells), m.CountsText(), filepath.Join(out, sweep.ManifestFile))
 			}
 			return err
-		},
-	}
-	cmd.Flags().StringVar(&out, "out", "", "the sweep directory (required)")
-	return cmd
+		})
 }

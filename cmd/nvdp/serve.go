@@ -25,12 +25,12 @@ var loadReleaser = serve.Load
 // serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions
 // and pgledger.DefaultOptions.
 type serveFlags struct {
-	model, addr, ledger, keys, logFormat string
-	keysInLedger                         bool
-	rel                                  release.Options
-	dev                                  deviceFlags
-	o                                    serve.Options
-	po                                   pgledger.Options
+	addr, logFormat string
+	cfg             serve.Config
+	rel             release.Options
+	dev             deviceFlags
+	o               serve.Options
+	po              pgledger.Options
 }
 
 func newServeCmd() *cobra.Command {
@@ -55,24 +55,16 @@ docs/serving.md, "nvdp serve": the API, keys, the ledgers, backups, limits and t
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.model, "model", "", "model directory written by 'nvdp train' or 'nvdp run' (required)")
+	fs.StringVar(&f.cfg.Model, "model", "", "model directory written by 'nvdp train' or 'nvdp run' (required)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
-	fs.StringVar(&f.ledger, "ledger", "", ledgerFlagUsage+" (required)")
-	fs.StringVar(&f.keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines, read again on SIGHUP (default: no keys, one shared account)")
-	fs.BoolVar(&f.keysInLedger, "keys-in-ledger", false, "authenticate against the keys of the PostgreSQL ledger ('nvdp serve keys'), instead of a keys file")
+	fs.StringVar(&f.cfg.Ledger, "ledger", "", "privacy ledger: a file (bbolt), or a PostgreSQL database postgres://... | postgresql://... | env:VAR (the URL in the environment variable VAR); create it once with 'nvdp serve ledger init' (required)")
+	fs.StringVar(&f.cfg.Keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines, read again on SIGHUP (default: no keys, one shared account)")
+	fs.BoolVar(&f.cfg.KeysInLedger, "keys-in-ledger", false, "authenticate against the keys of the PostgreSQL ledger ('nvdp serve keys'), instead of a keys file")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text | json")
 	allowUnprovedFlag(fs, &f.rel)
 	f.dev.bind(fs)
-	serveOptionFlags(fs, &f.o)
-	pgOptionFlags(fs, &f.po)
-	fs.StringVar(&f.po.Replica, "replica", "", "this server's name in the PostgreSQL ledger's charges (default: host name/process ID)")
-	cmd.AddCommand(newKeygenCmd(), newLedgerCmd(), newKeysCmd())
-	return cmd
-}
-
-// serveOptionFlags binds the flags of serve.Options; each flag is the
-// option's JSON key with dashes, so that flagError names it.
-func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
+	// the options' flags: each the option's JSON key with dashes, as flagError names it
+	o, po := &f.o, &f.po
 	budgetVar(fs, &o.BudgetEpsilon, "budget-epsilon", "privacy budget of each key without its own, in epsilon at the model's delta (inf: no limit; 0 refuses every release; default: none, so every key needs its own; required without --keys)")
 	fs.Float64Var(&o.MaxEpsilon, "max-epsilon", o.MaxEpsilon, "refuse to start with a model certifying more than this epsilon per release at its delta (inf: any model; docs/privacy.md \"A guarantee by default\")")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest request body (413 beyond)")
@@ -91,17 +83,12 @@ func serveOptionFlags(fs *pflag.FlagSet, o *serve.Options) {
 	fs.DurationVar(&o.BackupEvery, "backup-every", o.BackupEvery, "also back the ledger up at this interval (0: only on SIGUSR1; at least 1m)")
 	fs.IntVar(&o.BackupKeep, "backup-keep", o.BackupKeep, "keep this many of the ledger's newest backups in --backup-dir, removing older ones (0: keep all)")
 	fs.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "serve without keys on an address beyond loopback (anyone who reaches it spends the shared budget)")
-}
-
-// ledgerFlagUsage says what --ledger takes.
-const ledgerFlagUsage = "privacy ledger: a file (bbolt), or a PostgreSQL database postgres://... | postgresql://... | env:VAR (the URL in the environment variable VAR); create it once with 'nvdp serve ledger init'"
-
-// pgOptionFlags binds the flags of pgledger.Options (the option's JSON key
-// with dashes, as flagError names it).
-func pgOptionFlags(fs *pflag.FlagSet, o *pgledger.Options) {
-	fs.IntVar(&o.MaxConns, "ledger-max-conns", o.MaxConns, "PostgreSQL ledger: most connections to the database")
-	fs.DurationVar(&o.Timeout, "ledger-timeout", o.Timeout, "PostgreSQL ledger: bound on every query, lock waits included (503 beyond, nothing released)")
-	fs.IntVar(&o.MaxWaitingCharges, "ledger-max-waiting", o.MaxWaitingCharges, "PostgreSQL ledger: most charges waiting for a transaction (503 ledger_busy beyond)")
+	fs.IntVar(&po.MaxConns, "ledger-max-conns", po.MaxConns, "PostgreSQL ledger: most connections to the database")
+	fs.DurationVar(&po.Timeout, "ledger-timeout", po.Timeout, "PostgreSQL ledger: bound on every query, lock waits included (503 beyond, nothing released)")
+	fs.IntVar(&po.MaxWaitingCharges, "ledger-max-waiting", po.MaxWaitingCharges, "PostgreSQL ledger: most charges waiting for a transaction (503 ledger_busy beyond)")
+	fs.StringVar(&po.Replica, "replica", "", "this server's name in the PostgreSQL ledger's charges (default: host name/process ID)")
+	cmd.AddCommand(newKeygenCmd(), newLedgerCmd(), newKeysCmd())
+	return cmd
 }
 
 // budgetFlag is the flag value of a budget: a number, "inf" for no limit,
@@ -143,10 +130,11 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.dev.check(); err != nil {
 		return err
 	}
-	if err := pgledger.CheckAt(f.ledger, f.po); err != nil {
+	if err := pgledger.CheckAt(f.cfg.Ledger, f.po); err != nil {
 		return flagError(err)
 	}
-	cfg := serve.Config{Model: f.model, Ledger: f.ledger, LedgerHoldsKeys: pgledger.IsPostgres(f.ledger), Keys: f.keys, KeysInLedger: f.keysInLedger}
+	cfg := f.cfg
+	cfg.LedgerHoldsKeys = pgledger.IsPostgres(cfg.Ledger)
 	keys, err := cfg.Check(f.o)
 	if err != nil {
 		return serveFlagError(err)
@@ -156,7 +144,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		return fmt.Errorf("--addr: %w", err)
 	}
 	defer ln.Close()
-	if err := f.o.CheckListener(ln.Addr(), keys != nil || f.keysInLedger); err != nil {
+	if err := f.o.CheckListener(ln.Addr(), keys != nil || cfg.KeysInLedger); err != nil {
 		return flagError(err)
 	}
 	d, err := f.dev.open()
@@ -166,14 +154,14 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	defer closeDevice(d) // after the releaser's Close, deferred below
 	ro := f.rel
 	ro.Device = d
-	rel, err := loadReleaser(f.model, ro)
+	rel, err := loadReleaser(cfg.Model, ro)
 	if err != nil {
 		return fmt.Errorf("--model: %w", unprovedHint(err))
 	}
 	if c, ok := rel.(io.Closer); ok {
 		defer c.Close()
 	}
-	lg, err := pgledger.OpenAt(f.ledger, f.po, false)
+	lg, err := pgledger.OpenAt(cfg.Ledger, f.po, false)
 	if err != nil {
 		return fmt.Errorf("--ledger: %w", err)
 	}
@@ -192,7 +180,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	}
 	ctx, cancel := signalContext(cmd, "draining the requests in flight")
 	defer cancel()
-	stopSignals := adminSignals(srv, f.keys)
+	stopSignals := adminSignals(srv, cfg.Keys)
 	defer stopSignals()
 	serr := srv.Serve(ctx, ln)
 	if err := lg.Close(); err != nil && serr == nil {
@@ -233,11 +221,10 @@ func newKeygenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keygen --keys FILE --id NAME [--budget-epsilon E]",
 		Short: "Make an API key: print it once, append its SHA-256 to the keys file",
-		Long: `Make a 256-bit API key (nvdp_ and 43 base64url characters), print it on stdout once, and
-append "ID SHA256-HEX [BUDGET]" to the keys file (created with mode 0600). The key itself is
-stored nowhere: give it to its holder now. The ID names the key's account in the ledger, the
-logs and GET /v1/budget; a new key under an old ID is not possible (remove the old line first:
-the account, and what it spent, stays in the ledger under its ID).`,
+		Long: `Make a 256-bit API key, print it on stdout once (it is stored nowhere: give it to its holder now),
+and append "ID SHA256-HEX [BUDGET]" to the keys file (mode 0600). The ID names the key's account;
+a new key under an old ID needs the old line removed first (the account stays in the ledger).
+docs/serving.md, "Keys".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if keysPath == "" || id == "" {

@@ -18,10 +18,9 @@ func newLedgerCmd() *cobra.Command {
 	cmd := ledgerCmd("ledger --ledger FILE|postgres://...|env:VAR",
 		"Print the accounts of a privacy ledger as JSON (releases, spent epsilon at delta); init, check, history, back up and restore ledgers",
 		`Print every account of the ledger as JSON: the releases charged (in all and per model curve),
-the requests, and the spent epsilon at the ledger's delta with its accountant. A file is opened
-read-only; a running server holds it, so read a backup of it ('kill -USR1' the server). A
-PostgreSQL ledger is read while its servers run. The subcommands create (init), check, page
-through (history), back up and restore ledgers. docs/serving.md, "The ledger".`,
+the requests, and the spent epsilon at the ledger's delta with its accountant. A running server
+holds a file ledger: read a backup of it ('kill -USR1' the server); a PostgreSQL ledger is read
+while its servers run. docs/serving.md, "The ledger".`,
 		"the ledger: a file, postgres://..., or env:VAR (required)",
 		func(cmd *cobra.Command, loc string) error {
 			return printFromLedger(cmd, loc, func(l ledger.Ledger) (any, error) {
@@ -70,10 +69,9 @@ func newLedgerHistoryCmd() *cobra.Command {
 	q := ledger.HistoryQuery{Limit: 100}
 	cmd := ledgerCmd("history --ledger FILE|postgres://... [--account ID] [--before N] [--limit N]",
 		"Print a ledger's charges as JSON, newest first: what each key received, under which guarantee",
-		`Print the charges of the ledger, newest first, as JSON: each with its time, key ID (account),
-releases, the curve it was charged under and the model; and the curves (their guarantee of one
-release) and models the charges name. --before N pages back (the "before" of the previous page).
-A client sees its own with GET /v1/budget?history=N. docs/serving.md, "The PostgreSQL ledger".`,
+		`Print the charges of the ledger, newest first, as JSON: each with its time, key ID, releases,
+curve and model, and the curves and models they name. --before N pages back (the "before" of the
+previous page). docs/serving.md, "The PostgreSQL ledger" ("Budget history").`,
 		"the ledger: a file, postgres://..., or env:VAR (required)",
 		func(cmd *cobra.Command, loc string) error {
 			return printFromLedger(cmd, loc, func(l ledger.Ledger) (any, error) {
@@ -90,11 +88,9 @@ A client sees its own with GET /v1/budget?history=N. docs/serving.md, "The Postg
 func newLedgerInitCmd() *cobra.Command {
 	return ledgerCmd("init --ledger FILE|postgres://...|env:VAR",
 		"Create a new, empty privacy ledger, or migrate a PostgreSQL ledger's schema (the one way a ledger is made)",
-		`Create a new ledger file (mode 0600) with no account and print its description as JSON. It never
-replaces a file, not even an empty one: a ledger that lost its contents is restored from a backup.
-For a PostgreSQL database: create the ledger's schema, or migrate it to this build's version, in one
-transaction; servers never do. Run it once before the first server starts, and before a newer nvdp
-serves. docs/serving.md, "The ledger" and "The PostgreSQL ledger".`,
+		`Create a new ledger file (never over a file, not even an empty one) and print its description as
+JSON; or create or migrate a PostgreSQL ledger's schema, which servers never do. Run it once before
+the first server starts, and before a newer nvdp serves. docs/serving.md, "The ledger".`,
 		"the ledger file to create, or the PostgreSQL database (postgres://..., env:VAR) (required)",
 		func(cmd *cobra.Command, loc string) error {
 			info, applied, err := pgledger.CreateAt(loc)
@@ -111,10 +107,9 @@ serves. docs/serving.md, "The ledger" and "The PostgreSQL ledger".`,
 func newLedgerCheckCmd() *cobra.Command {
 	return ledgerCmd("check --ledger FILE|postgres://...",
 		"Check a ledger or a backup (its structure and every record) and describe it as JSON",
-		`Check the ledger read-only, as a server checks it at start (a file's bbolt structure before it is
-mapped, then every curve and account record; a database's schema version and every curve), and
-print its description as JSON. A corrupt ledger is an error (exit status 1). docs/serving.md,
-"The ledger".`,
+		`Check the ledger read-only as a server does at start (a file's structure and every record; a
+database's schema version and curves) and print its description as JSON. A corrupt ledger is an
+error (exit status 1). docs/serving.md, "Backups and restores".`,
 		"the ledger or backup file (required)",
 		func(cmd *cobra.Command, loc string) error {
 			return printFromLedger(cmd, loc, func(l ledger.Ledger) (any, error) { return l.Info() })
@@ -125,9 +120,9 @@ func newLedgerBackupCmd() *cobra.Command {
 	var out string
 	cmd := ledgerCmd("backup --ledger FILE [--out DIR]",
 		"Back up a ledger that no server holds (a running server backs its ledger up on SIGUSR1)",
-		`Write a consistent copy of the ledger file into DIR (default: the ledger's directory), marked as a
-backup, and print its description as JSON. A running server holds its ledger's lock: send it
-SIGUSR1 instead (it writes into its --backup-dir). docs/serving.md, "Backups and restores".`,
+		`Write a consistent copy of the ledger file, marked as a backup, into DIR and print its description
+as JSON. A running server holds its ledger: send it SIGUSR1 instead. docs/serving.md, "Backups and
+restores".`,
 		"the ledger file (required)",
 		func(cmd *cobra.Command, loc string) error {
 			if err := pgledger.FileOnly(loc, "backup"); err != nil {
@@ -150,11 +145,10 @@ func newLedgerRestoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore --backup FILE --ledger FILE --accept-rollback",
 		Short: "Make a backup the ledger again, acknowledging the rollback",
-		Long: `Restore the backup as the ledger: check it, record the restore in a copy, move the file at
---ledger aside (to FILE.replaced-TIME, never deleted) and put the copy in its place; print the
-restore's record as JSON. A restore is a rollback: the charges made after the backup was taken are
-forgotten, so keys can receive more than their budgets; --accept-rollback says you accept that.
-Stop the server first. docs/serving.md, "Backups and restores".`,
+		Long: `Restore the backup as the ledger (the file at --ledger is moved aside, never deleted) and print the
+restore's record as JSON. A restore is a rollback: the charges made after the backup are forgotten,
+so keys can receive more than their budgets; --accept-rollback says you accept that. Stop the
+server first. docs/serving.md, "Backups and restores".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if backup == "" || path == "" {

@@ -3,12 +3,14 @@ package privacy
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/nvdp-project/nvdp/jsonfloat"
+	"github.com/nvdp-project/nvdp/option"
 )
 
 // ClipSetReport is the certified report of a clip set as `nvdp certify`
@@ -16,7 +18,7 @@ import (
 // Dirichlet witness counts and the constants as the clip stores them.
 //
 // Model, Variant and Mode name a certified model and Witness the file of
-// the attaining pair; the caller sets them. The type is written, never
+// the attaining pair (ClipSetOptions). The type is written, never
 // read: the embedded report's UnmarshalJSON would read only its own fields.
 type ClipSetReport struct {
 	// Model, Variant and Mode are set when a model directory is certified.
@@ -56,11 +58,57 @@ type DirichletWitness struct {
 	HighHigh int `json:"alpha_max_max"` // (C_amax, C_amax)
 }
 
+// ClipSetOptions configure [NewClipSetReport]: the report's options, the
+// file of the witness pair, and the model whose clip set is certified.
+type ClipSetOptions struct {
+	ReportOptions
+	// Witness is the posterior file the pair attaining the one-release
+	// certificate at Order is written to ("": none), see [WitnessPair].
+	// No pair attains an unbounded certificate: nothing is written then,
+	// with a warning saying why.
+	Witness string
+	// Model, Variant and Mode label the report of a model directory's clip
+	// set ("": constants given otherwise).
+	Model, Variant, Mode string
+}
+
 // NewClipSetReport certifies set with the options o and returns the report
-// with set's constants.
+// with set's constants, writing the witness pair to o.Witness.
 //
-// Errors are those of [NewCertifiedReport].
-func NewClipSetReport(set ClipSet, o ReportOptions) (*ClipSetReport, error) {
+// Errors are those of [NewCertifiedReport], and an [*option.Error] for the
+// option "witness": a pair that would not fit, see [WitnessFits], checked
+// before any other work, and the witness file's write.
+func NewClipSetReport(set ClipSet, o ClipSetOptions) (*ClipSetReport, error) {
+	if o.Witness != "" {
+		if err := WitnessFits(set); err != nil {
+			return nil, option.Errorf("witness", nil, "%v", err)
+		}
+	}
+	r, err := newClipSetReport(set, o.ReportOptions)
+	if err != nil {
+		return nil, err
+	}
+	r.Model, r.Variant, r.Mode = o.Model, o.Variant, o.Mode
+	if o.Witness == "" {
+		return r, nil
+	}
+	w, _, err := WitnessPair(set, o.Order, o.Direction)
+	if err != nil {
+		return nil, option.Errorf("witness", nil, "%v", err)
+	}
+	if w == nil {
+		slog.Warn("no witness pair: a constant is unbounded, so no pair attains the bound", "witness", o.Witness, "reason", r.PerRelease.Reason)
+		return r, nil
+	}
+	if err := WritePosteriors(o.Witness, w); err != nil {
+		return nil, option.Errorf("witness", nil, "%v", err)
+	}
+	r.Witness = o.Witness
+	return r, nil
+}
+
+// newClipSetReport is [NewClipSetReport] without the witness.
+func newClipSetReport(set ClipSet, o ReportOptions) (*ClipSetReport, error) {
 	c, err := NewCertifiedReport(set, o)
 	if err != nil {
 		return nil, err

@@ -80,7 +80,7 @@ func TestCertifiedReportWriteRows(t *testing.T) {
 // TestClipSetReportWriteText pins `nvdp certify`'s text of the main job's
 // constants, and its JSON keys beside the embedded report's.
 func TestClipSetReportWriteText(t *testing.T) {
-	r, err := NewClipSetReport(mainJobSet(), ReportOptions{Order: 1.1, Releases: 1, Delta: DefaultDelta, Source: "test"})
+	r, err := NewClipSetReport(mainJobSet(), ClipSetOptions{ReportOptions: ReportOptions{Order: 1.1, Releases: 1, Delta: DefaultDelta, Source: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

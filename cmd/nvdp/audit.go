@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -98,174 +98,88 @@ func joinFloats(v []float64) string {
 
 // options are the audit options of the flags, validated before any file
 // is read. An explicit --q 0 is an error (left out, q is batch-size / M).
-func (f *auditFlags) options(cmd *cobra.Command) (audit.Options, error) {
-	opt := f.opt
-	if err := f.apply(&opt, cmd.Flags().Changed("q")); err != nil {
-		return opt, err
+func (f *auditFlags) options(cmd *cobra.Command) (audit.FileOptions, error) {
+	o := audit.FileOptions{Options: f.opt, AllOrders: f.allOrders, AutoLowMemory: !cmd.Flags().Changed("low-memory"), ExamplesOf: task.ExamplesOf}
+	if err := f.apply(&o.Options, cmd.Flags().Changed("q")); err != nil {
+		return o, err
 	}
 	if (f.shard == "") != (f.out == "") {
-		return opt, fmt.Errorf("--shard and --out go together: a shard writes its part to --out")
+		return o, fmt.Errorf("--shard and --out go together: a shard writes its part to --out")
 	}
 	if f.out != "" && fsutil.SameFile(f.out, f.posteriors) {
-		return opt, fmt.Errorf("--out %s is the --posteriors file %s: the part would replace the posteriors it audits; write it to another file", f.out, f.posteriors)
+		return o, fmt.Errorf("--out %s is the --posteriors file %s: the part would replace the posteriors it audits; write it to another file", f.out, f.posteriors)
 	}
-	if f.shard != "" {
-		if opt.Mode == privacy.ModeReference || opt.Pairs != 0 {
-			return opt, fmt.Errorf("--shard audits every pair of its rows in principled mode: no --mode reference, no --pairs")
-		}
-		if f.jsonOut {
-			return opt, fmt.Errorf("--shard writes its part to --out; --json applies to the merged report (nvdp audit merge --json)")
-		}
+	if f.shard != "" && (o.Mode == privacy.ModeReference || o.Pairs != 0) {
+		return o, fmt.Errorf("--shard audits every pair of its rows in principled mode: no --mode reference, no --pairs")
+	}
+	if f.shard != "" && f.jsonOut {
+		return o, fmt.Errorf("--shard writes its part to --out; --json applies to the merged report (nvdp audit merge --json)")
 	}
 	if err := f.dev.check(); err != nil {
-		return opt, err
+		return o, err
 	}
 	if f.dev.precision != cuda.PrecisionFP32 {
-		return opt, fmt.Errorf("--precision %s: the audit computes in FP64 on either device (it has no GEMM); leave --precision out", f.dev.precision)
+		return o, fmt.Errorf("--precision %s: the audit computes in FP64 on either device (it has no GEMM); leave --precision out", f.dev.precision)
 	}
-	if flag := f.deviceUnsupported(opt); flag != "" && f.dev.device != cuda.DeviceCPU {
+	if name := o.DeviceUnsupported(f.shard != ""); name != "" && f.dev.device != cuda.DeviceCPU {
+		flag := map[string]string{"shard": "--shard", "low_memory": "--low-memory", "pairs": "--pairs", "mode": "--mode reference"}[name]
 		if f.dev.device == cuda.DeviceCUDA {
-			return opt, fmt.Errorf("--device cuda: %s runs on the CPU only (the audit on the device evaluates every ordered pair of the whole file in principled mode); leave %s out or use --device cpu", flag, flag)
+			return o, fmt.Errorf("--device cuda: %s runs on the CPU only (the audit on the device evaluates every ordered pair of the whole file in principled mode); leave %s out or use --device cpu", flag, flag)
 		}
 		slog.Info("device: cpu (auto: the audit on the device does not run " + flag + ")")
 		f.dev.device = cuda.DeviceCPU // runAudit opens no device
 	}
-	return opt, flagError(opt.Validate())
+	return o, flagError(o.Validate())
 }
 
-// deviceUnsupported names the flag of an option the audit on the device
-// does not run ("": none): it evaluates every ordered pair of the whole
-// file in principled mode, the posteriors in device memory.
-func (f *auditFlags) deviceUnsupported(opt audit.Options) string {
-	switch {
-	case f.shard != "":
-		return "--shard"
-	case opt.LowMemory:
-		return "--low-memory"
-	case opt.Pairs != 0:
-		return "--pairs"
-	case opt.Mode == privacy.ModeReference:
-		return "--mode reference"
-	}
-	return ""
+// gpuAudit is the audit on an open GPU (dnn.AuditOnDevice).
+type gpuAudit struct{ d *cuda.Device }
+
+func (g gpuAudit) Audit(ctx context.Context, p *privacy.Posteriors, o audit.Options) (*audit.Report, error) {
+	return dnn.AuditOnDevice(ctx, g.d, p, o)
 }
 
-// parseShard parses --shard "i/n" (0 <= i < n).
-func parseShard(s string) (audit.Shard, error) {
-	is, ns, ok := strings.Cut(s, "/")
-	i, err1 := strconv.Atoi(strings.TrimSpace(is))
-	n, err2 := strconv.Atoi(strings.TrimSpace(ns))
-	if !ok || err1 != nil || err2 != nil {
-		return audit.Shard{}, fmt.Errorf("--shard %q: want i/n, e.g. 0/4", s)
-	}
-	sh := audit.Shard{Index: i, Count: n}
-	if err := sh.Validate(); err != nil {
-		return sh, fmt.Errorf("--shard %q: want 0 <= i < n", s)
-	}
-	return sh, nil
-}
+func (g gpuAudit) Close() { closeDevice(g.d) }
 
 func runAudit(cmd *cobra.Command, f *auditFlags) error {
-	opt, err := f.options(cmd)
+	o, err := f.options(cmd)
 	if err != nil {
 		return err
 	}
-	var shard audit.Shard
+	o.Progress = newProgress(cmd, f.noProgress)
 	if f.shard != "" {
-		if shard, err = parseShard(f.shard); err != nil {
+		shard, err := audit.ParseShard(f.shard)
+		if err != nil {
+			return flagError(err)
+		}
+		part, err := audit.AuditFileShard(cmd.Context(), f.posteriors, o, shard, f.out)
+		if err != nil {
 			return err
 		}
+		slog.Info("audit shard written", "shard", f.shard, "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
+			"pairs", part.FinitePairs+part.InvalidPairs, "seconds", part.Seconds, "out", f.out)
+		return nil
 	}
-	// A read-only memory map: the file's pages are page cache, not a copy
-	// (privacy.MapPosteriors); the audit holds its float64 working copies.
-	p, unmap, err := privacy.MapPosteriors(f.posteriors)
+	if f.dev.device != cuda.DeviceCPU { // --device cuda, or auto where a GPU loads
+		o.OpenDevice = func() (audit.Device, error) {
+			d, err := f.dev.open()
+			if d == nil {
+				return nil, err
+			}
+			return gpuAudit{d}, nil
+		}
+	}
+	r, err := audit.AuditFile(cmd.Context(), f.posteriors, o)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = unmap() }() // read-only: nothing to flush
-	// The certified guarantee first: it is cheap, and bad clip metadata fails
-	// before a long audit.
-	cert, set, err := auditCertified(p, f.posteriors, opt.Order, opt.Direction, opt.Delta)
-	if err != nil {
-		return err
-	}
-	if set != nil && !f.allOrders && opt.Mode != privacy.ModeReference {
-		opt.Certified = set // skip the BDP orders the clip set certifies +Inf
-	}
-	// The GPU (--device cuda, or auto where one loads): the pairs are
-	// evaluated there; the host holds no float64 copy of the file.
-	var dev *cuda.Device
-	if f.dev.device != cuda.DeviceCPU {
-		if dev, err = f.dev.open(); err != nil {
-			return err
-		}
-		defer closeDevice(dev)
-	}
-	// float64 copies of mu and sigma^2 that would not fit: convert per tile
-	if dev == nil && !cmd.Flags().Changed("low-memory") {
-		if avail := audit.MemAvailable(); opt.FitMemory(p, avail) {
-			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", audit.CopiesBytes(p), "available_bytes", avail)
-		}
-	}
-	if opt.Long(p) {
-		opt.Progress = newProgress(cmd, f.noProgress)
-	}
-	if f.shard != "" {
-		return runAuditShard(cmd, f, p, opt, shard)
-	}
-	var r *audit.Report
-	if dev != nil {
-		r, err = dnn.AuditOnDevice(cmd.Context(), dev, p, opt)
-	} else {
-		r, err = audit.Audit(cmd.Context(), p, opt)
-	}
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", f.posteriors, err)
-	}
-	return printAudit(cmd.OutOrStdout(), f.jsonOut, f.posteriors, p.Metadata, r, cert)
+	return printReport(cmd.OutOrStdout(), f.jsonOut, r)
 }
 
-// printAudit prints the audit r of src, whose posteriors have the metadata
-// md, with the certified guarantee cert (nil: none): as JSON
-// (audit.Output) with --json, else as text.
-func printAudit(w io.Writer, jsonOut bool, src string, md map[string]string, r *audit.Report, cert *privacy.CertifiedReport) error {
-	emp := audit.EmpiricalOf(r, md["split"], task.ExamplesOf(md["task"]))
+// printReport prints r as JSON with --json, else as text.
+func printReport(w io.Writer, jsonOut bool, r *audit.FileReport) error {
 	if jsonOut {
-		return json.NewEncoder(w).Encode(audit.Output{Report: r, Empirical: emp, Certified: cert})
+		return r.WriteJSON(w)
 	}
-	r.WriteText(w, src, emp, cert)
-	return nil
-}
-
-// runAuditShard audits shard of p and writes its part to f.out.
-func runAuditShard(cmd *cobra.Command, f *auditFlags, p *privacy.Posteriors, opt audit.Options, shard audit.Shard) error {
-	part, err := audit.AuditShard(cmd.Context(), p, opt, shard)
-	if err != nil {
-		return fmt.Errorf("audit %s: shard %s: %w", f.posteriors, f.shard, err)
-	}
-	if err := audit.WritePart(f.out, part); err != nil {
-		return err
-	}
-	slog.Info("audit shard written", "shard", f.shard, "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
-		"pairs", part.FinitePairs+part.InvalidPairs, "seconds", part.Seconds, "out", f.out)
-	return nil
-}
-
-// auditCertified certifies the clip set in p's metadata
-// (privacy.ClipSetFromMetadata) at the audit's order, direction and delta,
-// and returns the set; nil, nil when the metadata carries no clip
-// constants. Errors name the file.
-func auditCertified(p *privacy.Posteriors, path string, order float64, dir privacy.GaussianDirection, delta float64) (*privacy.CertifiedReport, *privacy.ClipSet, error) {
-	set, ok, err := privacy.ClipSetFromMetadata(p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if !ok {
-		return nil, nil, nil
-	}
-	c, err := privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: order, Direction: dir, Releases: 1, Delta: delta, Source: "clip constants in the metadata of " + path})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, &set, nil
+	return r.WriteText(w)
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/nvdp-project/nvdp/audit"
-	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
 )
 
@@ -28,28 +26,9 @@ files, options or shard counts are refused. See docs/privacy.md, "Shards".`,
 }
 
 func runAuditMerge(cmd *cobra.Command, paths []string, jsonOut bool) error {
-	parts := make([]*audit.Part, len(paths))
-	for i, path := range paths {
-		p, err := audit.ReadPart(path)
-		if err != nil {
-			return err
-		}
-		parts[i] = p
-	}
-	r, err := audit.Merge(parts)
+	r, err := audit.MergeFiles(paths, task.ExamplesOf)
 	if err != nil {
 		return err
 	}
-	src := fmt.Sprintf("%d audit parts (%s, ...)", len(paths), paths[0])
-	var cert *privacy.CertifiedReport
-	set, ok, err := parts[0].ClipSet()
-	if err != nil {
-		return fmt.Errorf("%s: %w", paths[0], err)
-	}
-	if ok {
-		if cert, err = privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: r.Order, Direction: r.GaussianDirection, Releases: 1, Delta: r.Delta, Source: "clip constants in the metadata of the audited file"}); err != nil {
-			return fmt.Errorf("%s: %w", paths[0], err)
-		}
-	}
-	return printAudit(cmd.OutOrStdout(), jsonOut, src, r.Metadata, r, cert)
+	return printReport(cmd.OutOrStdout(), jsonOut, r)
 }

@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -16,27 +16,14 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// certifyFlags are the pinned flags of `nvdp certify`.
+// certifyFlags are the pinned flags of `nvdp certify`: the constants bound
+// to a clip set, the options to the report's; the lists parsed in RunE.
 type certifyFlags struct {
-	model            string
-	components, dims int
-	order            float64
-	orders           string
-	cMu              float64
-	priorMu          string
-	priorVar         string
-	logvarMargin     float64
-	logvarFloor      string
-	logvarCap        string
-	clipOrder        float64
-	cAlphaMin        float64
-	cAlphaMax        float64
-	priorAlpha       float64
-	delta            float64
-	releases         int
-	direction        string
-	witness          string
-	jsonOut          bool
+	model, witness                                       string
+	set                                                  privacy.ClipSet
+	ro                                                   privacy.ReportOptions
+	orders, direction, priorMu, priorVar, lvFloor, lvCap string
+	jsonOut                                              bool
 }
 
 // constantFlags describe the clip set; --model reads them from the model instead.
@@ -72,22 +59,22 @@ attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "", "model directory: certify its clipping with its own N, P, prior and constants")
-	fl.IntVar(&f.components, "components", 0, "N, components per posterior including the prior component (max-seq-len + 1)")
-	fl.IntVar(&f.dims, "dims", 0, "P, dimensions per component (the latent width: the hidden size unless --latent-dim)")
-	fl.Float64Var(&f.order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
+	fl.IntVar(&f.set.Components, "components", 0, "N, components per posterior including the prior component (max-seq-len + 1)")
+	fl.IntVar(&f.set.Dims, "dims", 0, "P, dimensions per component (the latent width: the hidden size unless --latent-dim)")
+	fl.Float64Var(&f.ro.Order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
 	fl.StringVar(&f.orders, "orders", "", "comma-separated Renyi orders of the certified curve (default: privacy.DefaultOrders, 1.01..1024)")
-	fl.Float64Var(&f.cMu, "c-mu", 0, "C_mu, radius of the mean ball (>= 0)")
+	fl.Float64Var(&f.set.CMu, "c-mu", 0, "C_mu, radius of the mean ball (>= 0)")
 	fl.StringVar(&f.priorMu, "prior-mu", "0", "prior mean: a scalar or a comma list of P values")
 	fl.StringVar(&f.priorVar, "prior-var", "1", "prior variance: a scalar or a comma list of P values (> 0)")
-	fl.Float64Var(&f.logvarMargin, "logvar-margin", nvib.DefaultLogvarMargin, "nats of variance above the floor ln((L2-1)/L2 prior_var), L2 = --clip-order (>= ln(L2/(L2-1)): fixed sigma)")
-	fl.StringVar(&f.logvarFloor, "logvar-floor", "", "explicit logvar floor: a scalar or a comma list of P values (with --logvar-cap, instead of --logvar-margin)")
-	fl.StringVar(&f.logvarCap, "logvar-cap", "", "explicit logvar cap: a scalar or a comma list of P values (with --logvar-floor)")
-	fl.Float64Var(&f.clipOrder, "clip-order", 0, "the Renyi order the sigma floor was derived for (default: --order)")
-	fl.Float64Var(&f.cAlphaMin, "c-alpha-min", 0, "C_amin, smallest pseudo-count of a token component (> 0 for a finite bound)")
-	fl.Float64Var(&f.cAlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count of a token component")
-	fl.Float64Var(&f.priorAlpha, "prior-alpha", math.Exp(nvib.DefaultPrior().LogAlpha), "pseudo-count of the prior component (nvib.DefaultPrior: 1)")
-	fl.Float64Var(&f.delta, "delta", privacy.DefaultDelta, "delta of the (epsilon, delta) conversion and of the certified BDP")
-	fl.IntVar(&f.releases, "releases", 1, "releases of the same text (RDP adds up: the curve is k times one release)")
+	fl.Float64Var(&f.set.LogvarMargin, "logvar-margin", nvib.DefaultLogvarMargin, "nats of variance above the floor ln((L2-1)/L2 prior_var), L2 = --clip-order (>= ln(L2/(L2-1)): fixed sigma)")
+	fl.StringVar(&f.lvFloor, "logvar-floor", "", "explicit logvar floor: a scalar or a comma list of P values (with --logvar-cap, instead of --logvar-margin)")
+	fl.StringVar(&f.lvCap, "logvar-cap", "", "explicit logvar cap: a scalar or a comma list of P values (with --logvar-floor)")
+	fl.Float64Var(&f.set.ClipOrder, "clip-order", 0, "the Renyi order the sigma floor was derived for (default: --order)")
+	fl.Float64Var(&f.set.AlphaMin, "c-alpha-min", 0, "C_amin, smallest pseudo-count of a token component (> 0 for a finite bound)")
+	fl.Float64Var(&f.set.AlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count of a token component")
+	fl.Float64Var(&f.set.PriorAlpha, "prior-alpha", math.Exp(nvib.DefaultPrior().LogAlpha), "pseudo-count of the prior component (nvib.DefaultPrior: 1)")
+	fl.Float64Var(&f.ro.Delta, "delta", privacy.DefaultDelta, "delta of the (epsilon, delta) conversion and of the certified BDP")
+	fl.IntVar(&f.ro.Releases, "releases", 1, "releases of the same text (RDP adds up: the curve is k times one release)")
 	fl.StringVar(&f.direction, "gaussian-direction", string(privacy.DirectionStandard), "Gaussian term in the bound's own direction (standard) or as printed in Eq. rdp (paper); the supremum is the same, the witness differs")
 	fl.StringVar(&f.witness, "witness", "", "write the attaining pair (M = 2) as a posterior file for 'nvdp audit --posteriors'")
 	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
@@ -96,134 +83,93 @@ attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`
 
 func init() { rootCmd.AddCommand(newCertifyCmd()) }
 
-// reportOptions parses --orders and checks the flags that apply with and
-// without --model (privacy.ReportOptions.Validate, before any work; errors
-// name the flags). The source is set once the clip set is known.
-func (f *certifyFlags) reportOptions() (privacy.ReportOptions, error) {
-	o := privacy.ReportOptions{Order: f.order, Direction: privacy.GaussianDirection(f.direction), Releases: f.releases, Delta: f.delta}
-	if f.orders != "" {
-		var err error
-		if o.Orders, err = parseFloatList("--orders", f.orders); err != nil {
-			return o, err
-		}
-	}
-	return o, flagError(o.Validate())
-}
-
-// clipSet builds the clip set from the constant flags and validates it
-// (privacy.ClipSet.Validate: its errors name the constants, mapped here to
-// their flags). Which flags go together is the CLI's: the required
-// constants, and the logvar range given either by --logvar-margin (with
-// --clip-order, by default --order) or by --logvar-floor and --logvar-cap.
+// clipSet is the clip set of the constant flags, validated
+// (privacy.ClipSet.Validate, its errors named as the flags). Which flags go
+// together is the CLI's: the required constants, and the logvar range given
+// either by --logvar-margin (with --clip-order, by default --order) or by
+// --logvar-floor and --logvar-cap.
 func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
-	var s privacy.ClipSet
+	s := f.set
 	for _, req := range []string{"components", "dims", "c-mu", "c-alpha-min", "c-alpha-max"} {
 		if !fs.Changed(req) {
 			return s, fmt.Errorf("--%s is required (or --model DIR)", req)
 		}
 	}
-	s = privacy.ClipSet{Components: f.components, Dims: f.dims, CMu: f.cMu,
-		AlphaMin: f.cAlphaMin, AlphaMax: f.cAlphaMax, PriorAlpha: f.priorAlpha}
-	lists := []struct {
+	explicit := fs.Changed("logvar-floor") || fs.Changed("logvar-cap")
+	switch {
+	case explicit && fs.Changed("logvar-margin"):
+		return s, errors.New("--logvar-margin and --logvar-floor/--logvar-cap: give the margin (the range is derived) or the range, not both")
+	case explicit && fs.Changed("clip-order"):
+		return s, errors.New("--clip-order derives the floor from --logvar-margin; with --logvar-floor/--logvar-cap the range is explicit")
+	case explicit:
+		s.ClipOrder, s.LogvarMargin = 0, 0
+	case !fs.Changed("clip-order"):
+		s.ClipOrder = f.ro.Order
+	}
+	for _, l := range []struct {
 		flag, s string
 		to      *[]float64
-	}{{"prior-mu", f.priorMu, &s.PriorMu}, {"prior-var", f.priorVar, &s.PriorVar}}
-	if fs.Changed("logvar-floor") || fs.Changed("logvar-cap") {
-		if fs.Changed("logvar-margin") {
-			return s, errors.New("--logvar-margin and --logvar-floor/--logvar-cap: give the margin (the range is derived) or the range, not both")
-		}
-		if fs.Changed("clip-order") {
-			return s, errors.New("--clip-order derives the floor from --logvar-margin; with --logvar-floor/--logvar-cap the range is explicit")
-		}
-		for _, b := range []struct {
-			flag, s string
-			to      *[]float64
-		}{{"logvar-floor", f.logvarFloor, &s.LogvarFloor}, {"logvar-cap", f.logvarCap, &s.LogvarCap}} {
-			if fs.Changed(b.flag) {
-				lists = append(lists, b)
+	}{{"prior-mu", f.priorMu, &s.PriorMu}, {"prior-var", f.priorVar, &s.PriorVar}, {"logvar-floor", f.lvFloor, &s.LogvarFloor}, {"logvar-cap", f.lvCap, &s.LogvarCap}} {
+		if fs.Changed(l.flag) || !strings.HasPrefix(l.flag, "logvar") {
+			v, err := parseFloatList("--"+l.flag, l.s)
+			if err != nil {
+				return s, err
 			}
+			*l.to = v
 		}
-	} else {
-		s.ClipOrder, s.LogvarMargin = f.order, f.logvarMargin
-		if fs.Changed("clip-order") {
-			s.ClipOrder = f.clipOrder
-		}
-	}
-	for _, l := range lists {
-		v, err := parseFloatList("--"+l.flag, l.s)
-		if err != nil {
-			return s, err
-		}
-		*l.to = v
 	}
 	return s, flagError(s.Validate())
 }
 
-// modelClipSet is the clip set of the model in dir (task.Model.ClipSet).
-func modelClipSet(dir string) (privacy.ClipSet, *nvib.Config, error) {
-	m, err := task.Open(dir)
+// modelClipSet is the clip set of the --model directory (task.Model.ClipSet),
+// with o's source and labels set to the model's.
+func (f *certifyFlags) modelClipSet(fs *pflag.FlagSet, o *privacy.ClipSetOptions) (privacy.ClipSet, error) {
+	for _, c := range constantFlags {
+		if fs.Changed(c) {
+			return privacy.ClipSet{}, fmt.Errorf("--%s and --model: the model's own constants are certified", c)
+		}
+	}
+	m, err := task.Open(f.model)
 	if err != nil {
-		return privacy.ClipSet{}, nil, fmt.Errorf("--model: %w", err)
+		return privacy.ClipSet{}, fmt.Errorf("--model: %w", err)
 	}
 	set, cfg, err := m.ClipSet()
 	if err != nil {
-		return set, nil, fmt.Errorf("--model: %w", err)
+		return set, fmt.Errorf("--model: %w", err)
 	}
-	return set, cfg, nil
+	o.Model, o.Variant, o.Mode, o.Source = f.model, cfg.Model, string(cfg.Mode), train.ModelSource(f.model)
+	return set, nil
 }
 
 func runCertify(cmd *cobra.Command, f *certifyFlags) error {
-	fs := cmd.Flags()
 	if f.witness != "" { // before any work: the file's directory exists
 		if st, err := os.Stat(filepath.Dir(f.witness)); err != nil || !st.IsDir() {
 			return fmt.Errorf("--witness %s: the directory %s does not exist", f.witness, filepath.Dir(f.witness))
 		}
 	}
-	ro, err := f.reportOptions()
-	if err != nil {
-		return err
-	}
-	var set privacy.ClipSet
-	var model, variant, mode string
-	ro.Source = "constants given on the command line"
-	if f.model != "" {
-		for _, c := range constantFlags {
-			if fs.Changed(c) {
-				return fmt.Errorf("--%s and --model: the model's own constants are certified", c)
-			}
-		}
-		var cfg *nvib.Config
-		if set, cfg, err = modelClipSet(f.model); err != nil {
+	o := privacy.ClipSetOptions{ReportOptions: f.ro, Witness: f.witness}
+	o.Direction, o.Source = privacy.GaussianDirection(f.direction), "constants given on the command line"
+	var err error
+	if f.orders != "" {
+		if o.Orders, err = parseFloatList("--orders", f.orders); err != nil {
 			return err
 		}
-		model, variant, mode = f.model, cfg.Model, string(cfg.Mode)
-		ro.Source = train.ModelSource(f.model)
-	} else if set, err = f.clipSet(fs); err != nil {
-		return err
 	}
-	if f.witness != "" {
-		if err := privacy.WitnessFits(set); err != nil {
-			return fmt.Errorf("--witness: %w", err)
-		}
+	if err := o.Validate(); err != nil {
+		return flagError(err)
 	}
-	rep, err := privacy.NewClipSetReport(set, ro)
+	var set privacy.ClipSet
+	if f.model != "" {
+		set, err = f.modelClipSet(cmd.Flags(), &o)
+	} else {
+		set, err = f.clipSet(cmd.Flags())
+	}
 	if err != nil {
 		return err
 	}
-	rep.Model, rep.Variant, rep.Mode = model, variant, mode
-	if f.witness != "" {
-		w, _, err := privacy.WitnessPair(set, f.order, privacy.GaussianDirection(f.direction))
-		if err != nil {
-			return fmt.Errorf("--witness: %w", err)
-		}
-		if w == nil {
-			slog.Warn("no witness pair: a constant is unbounded, so no pair attains the bound", "witness", f.witness, "reason", rep.PerRelease.Reason)
-		} else {
-			if err := privacy.WritePosteriors(f.witness, w); err != nil {
-				return fmt.Errorf("--witness: %w", err)
-			}
-			rep.Witness = f.witness
-		}
+	rep, err := privacy.NewClipSetReport(set, o)
+	if err != nil {
+		return flagError(err)
 	}
 	if f.jsonOut {
 		return printJSON(cmd.OutOrStdout(), rep)

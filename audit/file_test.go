@@ -1,0 +1,304 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/progress"
+)
+
+func TestParseShard(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		want    Shard
+		wantErr string
+	}{
+		{"0/4", Shard{0, 4}, ""},
+		{" 2 / 3 ", Shard{2, 3}, ""},
+		{"0/1", Shard{0, 1}, ""},
+		{"a", Shard{}, `shard "a": want i/n, e.g. 0/4`},
+		{"1", Shard{}, `shard "1": want i/n, e.g. 0/4`},
+		{"1/x", Shard{}, `shard "1/x": want i/n, e.g. 0/4`},
+		{"0/1/2", Shard{}, `shard "0/1/2": want i/n, e.g. 0/4`},
+		{"2/2", Shard{}, `shard "2/2": want 0 <= i < n`},
+		{"-1/2", Shard{}, `shard "-1/2": want 0 <= i < n`},
+		{"0/0", Shard{}, `shard "0/0": want 0 <= i < n`},
+	} {
+		got, err := ParseShard(c.in)
+		if c.wantErr != "" {
+			var oe *option.Error
+			if err == nil || err.Error() != c.wantErr || !errors.As(err, &oe) || oe.Option != "shard" || oe.Value != c.in {
+				t.Errorf("ParseShard(%q): %v, want the option error %q", c.in, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseShard(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+}
+
+// FuzzParseShard: a shard ParseShard accepts is valid and reads back from
+// its canonical i/n; anything else is an option error for "shard".
+//
+//	go test ./audit -run '^$' -fuzz FuzzParseShard -fuzztime 30s
+func FuzzParseShard(f *testing.F) {
+	for _, s := range []string{"0/4", " 1 / 2", "3/3", "a/b", "/", "", "-0/1", "9223372036854775807/1", "0/9223372036854775807"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sh, err := ParseShard(s)
+		if err != nil {
+			var oe *option.Error
+			if !errors.As(err, &oe) || oe.Option != "shard" {
+				t.Fatalf("ParseShard(%q): %v is not an option error for shard", s, err)
+			}
+			return
+		}
+		if err := sh.Validate(); err != nil {
+			t.Fatalf("ParseShard(%q) accepted an invalid shard: %v", s, err)
+		}
+		if back, err := ParseShard(fmt.Sprintf("%d/%d", sh.Index, sh.Count)); err != nil || back != sh {
+			t.Fatalf("ParseShard(%q) = %+v, which reads back as %+v, %v", s, sh, back, err)
+		}
+	})
+}
+
+func TestDeviceUnsupported(t *testing.T) {
+	for _, c := range []struct {
+		set     func(*Options)
+		sharded bool
+		want    string
+	}{
+		{func(*Options) {}, false, ""},
+		{func(o *Options) { o.UseMask, o.Direction = true, privacy.DirectionPaper }, false, ""},
+		{func(*Options) {}, true, "shard"},
+		{func(o *Options) { o.LowMemory, o.Pairs = true, 5 }, true, "shard"},
+		{func(o *Options) { o.LowMemory, o.Pairs = true, 5 }, false, "low_memory"},
+		{func(o *Options) { o.Pairs, o.Mode = 5, privacy.ModeReference }, false, "pairs"},
+		{func(o *Options) { o.Mode = privacy.ModeReference }, false, "mode"},
+	} {
+		o := DefaultOptions()
+		c.set(&o)
+		if got := o.DeviceUnsupported(c.sharded); got != c.want {
+			t.Errorf("%+v sharded %v: %q, want %q", o, c.sharded, got, c.want)
+		}
+	}
+}
+
+// writeFile writes p to a file in a fresh directory, with the clip
+// constants of set in its metadata when set is not nil.
+func writeFile(t *testing.T, p *privacy.Posteriors, set *privacy.ClipSet) string {
+	t.Helper()
+	p.Metadata = map[string]string{"split": "dev", "task": "lid"}
+	if set != nil {
+		for k, v := range set.Metadata() {
+			p.Metadata[k] = v
+		}
+	}
+	path := filepath.Join(t.TempDir(), "post.safetensors")
+	if err := privacy.WritePosteriors(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// fakeDevice records the audits asked of it and answers a fixed report.
+type fakeDevice struct {
+	audits, closes int
+	opt            Options
+	r              *Report
+}
+
+func (d *fakeDevice) Audit(_ context.Context, _ *privacy.Posteriors, opt Options) (*Report, error) {
+	d.audits++
+	d.opt = opt
+	return d.r, nil
+}
+
+func (d *fakeDevice) Close() { d.closes++ }
+
+func examplesOf(task string) string { return "examples of " + task }
+
+// TestAuditFile: AuditFile is Audit of the file with the certified report of
+// the clip set in its metadata, the BDP orders that set certifies +Inf
+// skipped unless AllOrders (and in reference mode); a file without clip
+// constants has no certificate; a device's report is the device's, and the
+// device is closed; a bad file fails before a device is opened; a short
+// audit reports no progress.
+func TestAuditFile(t *testing.T) {
+	p := synthPosteriors(12, 5, 16, 3)
+	set := synthClipSet(p.N, p.P)
+	clipped, plain := writeFile(t, p, &set), writeFile(t, p, nil)
+	wantCert, err := privacy.NewCertifiedReport(set, privacy.ReportOptions{Order: privacy.DefaultOrder, Releases: 1, Delta: privacy.DefaultDelta,
+		Source: "clip constants in the metadata of " + clipped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := DefaultOptions()
+	base.Workers = 1
+	for _, c := range []struct {
+		name      string
+		path      string
+		mode      privacy.Mode
+		allOrders bool
+		skip      bool // want Certified = set
+	}{
+		{"clipped", clipped, privacy.ModePrincipled, false, true},
+		{"clipped, all orders", clipped, privacy.ModePrincipled, true, false},
+		{"clipped, reference", clipped, privacy.ModeReference, false, false},
+		{"no clip constants", plain, privacy.ModePrincipled, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := FileOptions{Options: base, AllOrders: c.allOrders, ExamplesOf: examplesOf}
+			o.Mode, o.BatchSize = c.mode, 4
+			calls := 0
+			o.Progress = func(progress.Event) { calls++ }
+			got, err := AuditFile(context.Background(), c.path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := o.Options
+			want.Progress = nil
+			if c.skip {
+				want.Certified = &set
+			}
+			rp, _ := privacy.ReadPosteriors(c.path)
+			wr, err := Audit(context.Background(), rp, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wr.Seconds, got.Report.Seconds = 0, 0
+			if !sameJSON(got.Report, wr) {
+				t.Errorf("report differs from Audit's")
+			}
+			if calls != 0 {
+				t.Errorf("a short audit reported progress %d times", calls)
+			}
+			if got.Source != c.path || got.Empirical != EmpiricalOf(wr, "dev", "examples of lid") {
+				t.Errorf("source %q, empirical %+v", got.Source, got.Empirical)
+			}
+			if (c.path == plain) != (got.Certified == nil) || c.path == clipped && !sameJSON(got.Certified, wantCert) {
+				t.Errorf("certified %+v, want %+v", got.Certified, wantCert)
+			}
+		})
+	}
+
+	dev := &fakeDevice{r: &Report{Mode: privacy.ModePrincipled, Examples: 99}}
+	o := FileOptions{Options: base, OpenDevice: func() (Device, error) { return dev, nil }}
+	got, err := AuditFile(context.Background(), clipped, o)
+	if err != nil || got.Report != dev.r || dev.audits != 1 || dev.closes != 1 || dev.opt.Certified == nil || dev.opt.LowMemory {
+		t.Errorf("device: %v, report %p (device's %p), %d audits, %d closes, options %+v", err, got.Report, dev.r, dev.audits, dev.closes, dev.opt)
+	}
+	opened := 0
+	o.OpenDevice = func() (Device, error) { opened++; return nil, nil } // no GPU under auto: the CPU
+	if got, err := AuditFile(context.Background(), clipped, o); err != nil || got.Report.Examples != 12 || opened != 1 {
+		t.Errorf("nil device: %v, %d opened", err, opened)
+	}
+	bad := filepath.Join(t.TempDir(), "missing.safetensors")
+	if _, err := AuditFile(context.Background(), bad, o); !errors.Is(err, os.ErrNotExist) || opened != 1 {
+		t.Errorf("missing file: %v, device opened %d times (want 1, before)", err, opened)
+	}
+	p.Metadata = nil
+	badSet := writeFile(t, p, &set)
+	rp, _ := privacy.ReadPosteriors(badSet)
+	rp.Metadata["clip_mu"] = "two"
+	if err := privacy.WritePosteriors(badSet, rp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AuditFile(context.Background(), badSet, o); err == nil || !strings.Contains(err.Error(), badSet+": ") || !strings.Contains(err.Error(), "clip_mu") || opened != 1 {
+		t.Errorf("bad clip metadata: %v (device opened %d times)", err, opened)
+	}
+	o = FileOptions{Options: base}
+	o.Order = 1
+	if _, err := AuditFile(context.Background(), clipped, o); err == nil || !strings.HasPrefix(err.Error(), clipped+": ") {
+		t.Errorf("order 1: %v", err)
+	}
+}
+
+// TestAuditFileShardMerge: the parts AuditFileShard writes merge, by
+// MergeFiles, into the report of AuditFile, with the same certificate but
+// for its source; a shard refuses a device.
+func TestAuditFileShardMerge(t *testing.T) {
+	p := synthPosteriors(9, 4, 8, 5)
+	set := synthClipSet(p.N, p.P)
+	path := writeFile(t, p, &set)
+	o := FileOptions{Options: DefaultOptions(), ExamplesOf: examplesOf}
+	whole, err := AuditFile(context.Background(), path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var parts []string
+	for i := range 3 {
+		out := filepath.Join(dir, fmt.Sprintf("part%d.json", i))
+		part, err := AuditFileShard(context.Background(), path, o, Shard{i, 3}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read, err := ReadPart(out); err != nil || read.Shard != part.Shard {
+			t.Fatalf("part %d: %v", i, err)
+		}
+		parts = append(parts, out)
+	}
+	m, err := MergeFiles(parts, examplesOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Pairs != whole.Pairs || m.RDMax != whole.RDMax || !reflect.DeepEqual(m.Argmax, whole.Argmax) || m.Shards != 3 {
+		t.Errorf("merged %d pairs, rd_max %v at %v; whole %d, %v at %v", m.Pairs, m.RDMax, m.Argmax, whole.Pairs, whole.RDMax, whole.Argmax)
+	}
+	if want := fmt.Sprintf("3 audit parts (%s, ...)", parts[0]); m.Source != want || m.Empirical.Label != privacy.LabelEmpirical {
+		t.Errorf("source %q, want %q; empirical %+v", m.Source, want, m.Empirical)
+	}
+	if m.Certified == nil || m.Certified.Source != "clip constants in the metadata of the audited file" || m.Certified.Epsilon != whole.Certified.Epsilon {
+		t.Errorf("merged certificate %+v, whole file's %+v", m.Certified, whole.Certified)
+	}
+	o.OpenDevice = func() (Device, error) { return nil, nil }
+	if _, err := AuditFileShard(context.Background(), path, o, Shard{0, 2}, filepath.Join(dir, "x.json")); err == nil {
+		t.Error("a shard on a device: no error")
+	}
+	if _, err := MergeFiles(parts[:2], nil); err == nil || !strings.Contains(err.Error(), "2 parts of an audit in 3 shards") {
+		t.Errorf("2 of 3 parts: %v", err)
+	}
+}
+
+// TestFileReportWrite: WriteJSON is Output's JSON on one line, WriteText the
+// report's table with the file and the labels.
+func TestFileReportWrite(t *testing.T) {
+	p := synthPosteriors(6, 3, 4, 7)
+	set := synthClipSet(p.N, p.P)
+	path := writeFile(t, p, &set)
+	r, err := AuditFile(context.Background(), path, FileOptions{Options: DefaultOptions(), ExamplesOf: examplesOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want bytes.Buffer
+	if err := r.WriteJSON(&got); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(Output{Report: r.Report, Empirical: r.Empirical, Certified: r.Certified})
+	if got.String() != string(b)+"\n" {
+		t.Errorf("JSON:\n%s\nwant\n%s", got.String(), b)
+	}
+	got.Reset()
+	if err := r.WriteText(&got); err != nil {
+		t.Fatal(err)
+	}
+	r.Report.WriteText(&want, path, r.Empirical, r.Certified)
+	if got.String() != want.String() || !strings.Contains(r.Empirical.Scope, "of 6 dev examples of lid") || !strings.Contains(got.String(), path) ||
+		!strings.Contains(got.String(), "certified RD") || math.IsNaN(float64(r.RDMax)) {
+		t.Errorf("text:\n%s", got.String())
+	}
+}

@@ -2,7 +2,6 @@ package attack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nvdp-project/nvdp/model"
@@ -62,7 +61,8 @@ func (in DistinguishInputs) Validate() error {
 //
 // Where an input or option is at fault, the error is an [*option.Error]
 // naming it: model, posteriors, delta, or those of Validate, [Candidates] and
-// [DistinguishOptions.Validate].
+// [DistinguishOptions.Validate]; computing a split's posteriors, a
+// [*SplitError].
 func RunDistinguish(ctx context.Context, in DistinguishInputs, opt DistinguishOptions) (*DistinguishReport, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
@@ -145,14 +145,23 @@ func (in DistinguishInputs) posteriors(r *release.Releaser) (*privacy.Posteriors
 	}
 	p, err := train.SplitPosteriors(b, in.Split, in.GlueDir)
 	if err != nil {
-		mentions := []string{"split"}
-		if oe := (*option.Error)(nil); errors.As(err, &oe) {
-			mentions = append(append(mentions, oe.Option), oe.Mentions...)
-		}
-		return nil, option.MentionErrorf(mentions, "model", in.Model, "split %s: %v", in.Split, err)
+		return nil, &SplitError{Model: in.Model, Split: in.Split, Err: err}
 	}
 	return p, nil
 }
+
+// SplitError is the error of computing the posteriors of a split under a
+// model ([DistinguishInputs] without Posteriors): which, and why.
+type SplitError struct {
+	Model, Split string
+	Err          error // an [*option.Error] where an option is at fault
+}
+
+func (e *SplitError) Error() string {
+	return fmt.Sprintf("model %s, split %s: %v", e.Model, e.Split, e.Err)
+}
+
+func (e *SplitError) Unwrap() error { return e.Err }
 
 // source names the posteriors the pairs come from.
 func (in DistinguishInputs) source() string {

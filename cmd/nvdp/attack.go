@@ -143,7 +143,9 @@ func runDistinguish(cmd *cobra.Command, f *distinguishFlags) error {
 	opt := f.opt
 	opt.Progress = newProgress(cmd, f.noProgress)
 	rep, err := attack.RunDistinguish(ctx, f.in, opt)
-	if err != nil {
+	if se := (*attack.SplitError)(nil); errors.As(err, &se) {
+		return fmt.Errorf("--model %s, --split %s: %w", se.Model, se.Split, flagError(se.Err))
+	} else if err != nil {
 		return flagError(err)
 	}
 	if f.plotDir != "" {

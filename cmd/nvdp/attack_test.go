@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -120,6 +121,11 @@ func TestAttackDistinguish(t *testing.T) {
 		b := distinguishJSON(t, append(common, "--pair", "argmax", "--audit", auditFile)...).Pairs[0]
 		if b.Index[0] != a.Index[0] || b.Index[1] != a.Index[1] || b.AuditOrder != 1.1 || b.Result.KL != a.Result.KL {
 			t.Errorf("%s: argmax of the audit JSON %v, of the split %v", variant, b.Index, a.Index)
+		}
+		// the split's posteriors that cannot be computed: the error names the model and the flags
+		wantSplit := fmt.Sprintf(`--model %s, --split frob: --split "frob": want`, dir)
+		if _, err := runCmd(newDistinguishCmd(), append(common, "--pair", "argmax", "--split", "frob", "--no-progress")...); err == nil || !strings.Contains(err.Error(), wantSplit) {
+			t.Errorf("%s --split frob: %v, want %q", variant, err, wantSplit)
 		}
 		saved, err := attack.ReadDistinguishReport(out)
 		if err != nil || saved.Pairs[0].Result.EpsilonLowerBound != w.EpsilonLowerBound {

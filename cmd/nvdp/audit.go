@@ -36,23 +36,12 @@ func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit --posteriors FILE",
 		Short: "Audit NVIB posteriors: Renyi bound over all pairs (Eq. rdp) and Bayesian DP",
-		Long: `Audit a posterior file (safetensors: mu [M,N,P], logvar [M,N,P], alpha [M,N], optional attention_mask [M,N], 1 = real component).
-
-principled (default): the paper's Eq. rdp bound (kappa = 1) for every ordered pair over the whole
-file, both directions, undefined pairs reported as +Inf; BDP (Triastcyn & Faltings 2020) for the
-worst individual and pooled over pairs, minimised over --bdp-orders.
-reference: the released code number for number (pairs inside consecutive batches, z-filter,
-modified accountant). See docs/privacy.md.
-
-These numbers are empirical: the maximum over the pairs of the file's texts, not a bound for
-other texts, and the BDP epsilon is a Student-t estimate. When the file's metadata carries the
-clip constants (nvdp eval writes them), the certified guarantee is printed beside them: the
-supremum of Eq. rdp over every pair of inputs the clipping allows (privacy.Certify), its
-(epsilon, delta) conversion and the certified BDP; JSON: the "certified" object.
-
---device cuda evaluates every pair on the GPU (FP64, the CPU engine's formula; the report is the
-CPU's up to rounding, docs/engine.md "The audit on the device"); --shard, --low-memory, --pairs and
---mode reference run on the CPU only and are refused there (auto runs them on the CPU).`,
+		Long: `Audit a posterior file (safetensors: mu [M,N,P], logvar [M,N,P], alpha [M,N], optional
+attention_mask [M,N]): the Renyi bound of Eq. rdp over every ordered pair (principled, default) or
+the released code's batches (reference), and the Bayesian-DP estimate. Empirical numbers, not a
+guarantee for other texts; when the metadata carries the clip constants (nvdp eval writes them) the
+certified guarantee is printed beside them. --device cuda evaluates the pairs on the GPU (FP64).
+docs/privacy.md, "The commands".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, f) },
 	}

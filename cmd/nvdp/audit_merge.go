@@ -13,11 +13,8 @@ func newAuditMergeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "merge PART.json...",
 		Short: "Merge the parts of a sharded audit (nvdp audit --shard i/n --out PART.json) into its report",
-		Long: `Merge the part files of every shard of one audit into the report of the one-process audit:
-counts, undefined pairs, rd_max with its argmax, rd_min exactly; rd_mean and the BDP accountant from
-the shards' sums; the quantiles from a mergeable sketch (DDSketch, relative accuracy in
-quantile_relative_accuracy) and the histogram on edges fixed before the pass. Parts of different
-files, options or shard counts are refused. See docs/privacy.md, "Shards".`,
+		Long: `Merge the part files of every shard of one audit into the report of the one-process audit
+(the quantiles from a mergeable sketch). docs/privacy.md, "Shards".`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runAuditMerge(cmd, args, jsonOut) },
 	}

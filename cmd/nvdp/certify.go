@@ -35,22 +35,12 @@ func newCertifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certify --model DIR | --components N --dims P --c-mu C --c-alpha-min A --c-alpha-max B ...",
 		Short: "Certified Renyi bound of a clipping: the worst case of Eq. rdp over every pair of texts",
-		Long: `Certify the privacy of a clipping configuration: the supremum of the paper's Eq. rdp over
-every ordered pair of posteriors the clipping can release (N components including the prior
-component, P dimensions), at --order and on the order grid, with its (epsilon, delta)
-conversion and the certified Bayesian-DP epsilon. Unlike 'nvdp audit', which bounds the pairs
-of a posterior file, the certificate holds for any two input texts: its scope is --releases
-releases of one text's embedding against any other text's, not the training data.
-
---model DIR certifies a trained model with its own N (max-seq-len + 1), P (its latent width:
-the hidden size unless trained with --latent-dim), prior
-and clipping constants (a gaussian model: its radius C and noise sigma, the set
-nvib.GaussianClipSet: 2 lambda C^2 max-seq-len / sigma^2); an unclipped model certifies +Inf
-with the reason. Otherwise give the
-constants: --logvar-margin M derives the sigma range as the clipping does (floor
-ln((L2-1)/L2 prior_var) + M with L2 = --clip-order, cap ln prior_var), or give the range with
---logvar-floor and --logvar-cap. --witness FILE writes a pair of posteriors (M = 2) that
-attains the bound, which 'nvdp audit --posteriors FILE' reads. docs/privacy.md.`,
+		Long: `Certify a clipping: the supremum of the paper's Eq. rdp over every ordered pair of posteriors
+it can release (N components including the prior's, P dimensions), at --order and on the order grid,
+with its (epsilon, delta) conversion and the certified Bayesian-DP epsilon. It holds for any two
+input texts (--releases releases of one text's embedding), unlike 'nvdp audit'. --model DIR
+certifies a trained model with its own constants; otherwise give them. --witness FILE writes a pair
+that attains the bound. docs/privacy.md, "The commands".`,
 		Example: `  nvdp certify --components 129 --dims 128 --order 1.1 --c-mu 2 --prior-var 1 \
     --logvar-margin 0.6931 --c-alpha-min 0.3 --c-alpha-max 1 --json
   nvdp certify --model runs/sst2-clipped --witness witness.safetensors`,

@@ -163,7 +163,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	}
 	lg, err := pgledger.OpenAt(cfg.Ledger, f.po, false)
 	if err != nil {
-		return fmt.Errorf("--ledger: %w", err)
+		return fmt.Errorf("--ledger: %w", ledgerHint(err, cfg.Ledger))
 	}
 	if info, err := lg.Info(); err == nil {
 		slog.Info("ledger opened", "ledger", lg.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,

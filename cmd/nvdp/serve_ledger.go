@@ -174,3 +174,29 @@ server first. docs/serving.md, "Backups and restores".`,
 	cmd.Flags().BoolVar(&accept, "accept-rollback", false, "accept that the charges made after the backup are forgotten (required to restore)")
 	return cmd
 }
+
+// ledgerHint adds to err, the server's error of opening the ledger at loc
+// (pgledger.OpenAt), the lines that say which nvdp command fixes it. A
+// PostgreSQL location is never quoted: its URL may hold a password.
+func ledgerHint(err error, loc string) error {
+	if pgledger.IsPostgres(loc) { // never echo a URL: it may hold a password
+		switch {
+		case errors.Is(err, ledger.ErrNoLedger):
+			return fmt.Errorf("%w\na new service creates the ledger's schema once: nvdp serve ledger init --ledger with the same URL or env:VAR", err)
+		case errors.Is(err, ledger.ErrCorrupt):
+			return fmt.Errorf("%w\nrestore the database from its backup", err)
+		}
+		return err
+	}
+	restore := fmt.Sprintf("nvdp serve ledger restore --backup BACKUP --ledger %s --accept-rollback", loc)
+	var backup *ledger.BackupFileError
+	switch {
+	case errors.Is(err, ledger.ErrNoLedger):
+		return fmt.Errorf("%w\na new service creates its ledger once: nvdp serve ledger init --ledger %s\na lost ledger is restored from a backup: %s", err, loc, restore)
+	case errors.Is(err, ledger.ErrEmpty), errors.Is(err, ledger.ErrCorrupt):
+		return fmt.Errorf("%w\nrestore it: %s", err, restore)
+	case errors.As(err, &backup):
+		return fmt.Errorf("%w\nto serve from it, accepting the rollback: nvdp serve ledger restore --backup %s --ledger %s --accept-rollback", err, loc, loc)
+	}
+	return err
+}

@@ -1,7 +1,6 @@
 package pgledger
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,27 +15,12 @@ import (
 // then not used). A PostgreSQL ledger is opened the same way for reading:
 // its readers and its servers share it.
 //
-// Errors are those of [PostgresDSN] and of the opens, with the nvdp
-// command that fixes them on the lines after: `nvdp serve ledger init` for
-// a ledger that does not exist, a restore from a backup for an empty or
-// corrupt one ([ledger.ErrNoLedger], [ledger.ErrEmpty], [ledger.ErrCorrupt],
-// [*ledger.BackupFileError]). A PostgreSQL location is never quoted: its
-// URL may hold a password.
+// Errors are those of [PostgresDSN] and of the opens: [ledger.ErrNoLedger]
+// for a ledger that does not exist, [ledger.ErrEmpty] or
+// [ledger.ErrCorrupt] for one to restore from a backup, a
+// [*ledger.BackupFileError] for a backup not restored. A PostgreSQL
+// location is never quoted in them: its URL may hold a password.
 func OpenAt(loc string, o Options, readOnly bool) (ledger.Ledger, error) {
-	l, err := openAt(loc, o, readOnly)
-	if err != nil {
-		return nil, withFix(err, loc)
-	}
-	return l, nil
-}
-
-// OpenToRead opens the ledger at loc to read it: [OpenAt] of a file
-// read-only, of a PostgreSQL ledger with [DefaultOptions].
-func OpenToRead(loc string) (ledger.Ledger, error) {
-	return OpenAt(loc, DefaultOptions(), true)
-}
-
-func openAt(loc string, o Options, readOnly bool) (ledger.Ledger, error) {
 	if !IsPostgres(loc) {
 		if readOnly {
 			return ledger.OpenFileReadOnly(loc)
@@ -48,6 +32,12 @@ func openAt(loc string, o Options, readOnly bool) (ledger.Ledger, error) {
 		return nil, err
 	}
 	return Open(dsn, o)
+}
+
+// OpenToRead opens the ledger at loc to read it: [OpenAt] of a file
+// read-only, of a PostgreSQL ledger with [DefaultOptions].
+func OpenToRead(loc string) (ledger.Ledger, error) {
+	return OpenAt(loc, DefaultOptions(), true)
 }
 
 // CreateAt creates the ledger at loc, the one way a ledger is made: for a
@@ -93,29 +83,4 @@ func FileOnly(loc, what string) error {
 		return fmt.Errorf("%s is a file ledger's: a PostgreSQL ledger is backed up and restored by the database (pg_dump and pg_restore, or continuous archiving), not by nvdp", what)
 	}
 	return nil
-}
-
-// withFix adds to err, an error of opening the ledger at loc, the lines
-// that say which nvdp command fixes it.
-func withFix(err error, loc string) error {
-	if IsPostgres(loc) { // never echo a URL: it may hold a password
-		switch {
-		case errors.Is(err, ledger.ErrNoLedger):
-			return fmt.Errorf("%w\na new service creates the ledger's schema once: nvdp serve ledger init --ledger with the same URL or env:VAR", err)
-		case errors.Is(err, ledger.ErrCorrupt):
-			return fmt.Errorf("%w\nrestore the database from its backup", err)
-		}
-		return err
-	}
-	restore := fmt.Sprintf("nvdp serve ledger restore --backup BACKUP --ledger %s --accept-rollback", loc)
-	var backup *ledger.BackupFileError
-	switch {
-	case errors.Is(err, ledger.ErrNoLedger):
-		return fmt.Errorf("%w\na new service creates its ledger once: nvdp serve ledger init --ledger %s\na lost ledger is restored from a backup: %s", err, loc, restore)
-	case errors.Is(err, ledger.ErrEmpty), errors.Is(err, ledger.ErrCorrupt):
-		return fmt.Errorf("%w\nrestore it: %s", err, restore)
-	case errors.As(err, &backup):
-		return fmt.Errorf("%w\nto serve from it, accepting the rollback: nvdp serve ledger restore --backup %s --ledger %s --accept-rollback", err, loc, loc)
-	}
-	return err
 }

@@ -199,7 +199,8 @@ func AuditFile(ctx context.Context, path string, o FileOptions) (*FileReport, er
 
 // AuditFileShard audits shard of the posterior file path, as [AuditFile]
 // does the whole file on the CPU, and writes its part to out with
-// [WritePart]. o.OpenDevice must be nil: a device audits whole files.
+// [WritePart], logging it. o.OpenDevice must be nil: a device audits
+// whole files.
 //
 // Errors are [AuditFile]'s, those of [AuditShard] prefixed with the shard,
 // and the part's write.
@@ -219,7 +220,12 @@ func AuditFileShard(ctx context.Context, path string, o FileOptions, shard Shard
 	if err != nil {
 		return nil, fmt.Errorf("audit %s: shard %d/%d: %w", path, shard.Index, shard.Count, err)
 	}
-	return part, WritePart(out, part)
+	if err := WritePart(out, part); err != nil {
+		return nil, err
+	}
+	slog.Info("audit shard written", "shard", fmt.Sprintf("%d/%d", shard.Index, shard.Count), "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
+		"pairs", part.FinitePairs+part.InvalidPairs, "seconds", part.Seconds, "out", out)
+	return part, nil
 }
 
 // MergeFiles reads the part files of every shard of one audit and merges

@@ -20,19 +20,15 @@ import (
 // auditFlags are the pinned flags of `nvdp audit` (issue 2); the numeric
 // ones are bound to audit.DefaultOptions (their defaults).
 type auditFlags struct {
-	opt audit.Options
+	opt audit.FileOptions
 	auditStrings
-	posteriors string
-	jsonOut    bool
-	noProgress bool
-	allOrders  bool
-	shard      string
-	out        string
-	dev        deviceFlags
+	posteriors, shard, out string
+	jsonOut, noProgress    bool
+	dev                    deviceFlags
 }
 
 func newAuditCmd() *cobra.Command {
-	f := &auditFlags{opt: audit.DefaultOptions()}
+	f := &auditFlags{opt: audit.FileOptions{Options: audit.DefaultOptions(), ExamplesOf: task.ExamplesOf}}
 	cmd := &cobra.Command{
 		Use:   "audit --posteriors FILE",
 		Short: "Audit NVIB posteriors: Renyi bound over all pairs (Eq. rdp) and Bayesian DP",
@@ -62,7 +58,7 @@ docs/privacy.md, "The commands".`,
 	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
 	fl.IntVar(&o.Workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
 	fl.BoolVar(&o.LowMemory, "low-memory", false, "principled mode: convert each tile's posteriors as they are needed instead of holding float64 copies of the file (2x its size): with the memory-mapped file, audits larger than RAM run; same numbers, slower (docs/performance.md). Default: on when the copies would take more than half the available memory")
-	fl.BoolVar(&f.allOrders, "all-orders", false, "principled mode: evaluate every BDP order on the data, also those at which the file's clip set is certified +Inf (skipped by default: reported +Inf)")
+	fl.BoolVar(&o.AllOrders, "all-orders", false, "principled mode: evaluate every BDP order on the data, also those at which the file's clip set is certified +Inf (skipped by default: reported +Inf)")
 	fl.StringVar(&f.shard, "shard", "", "principled mode: audit shard i/n (0 <= i < n) only, the complete rows of the i-th block of first indices q; write its part to --out and combine the parts with `nvdp audit merge`")
 	fl.StringVar(&f.out, "out", "", "with --shard: the part file (JSON) to write")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
@@ -88,7 +84,8 @@ func joinFloats(v []float64) string {
 // options are the audit options of the flags, validated before any file
 // is read. An explicit --q 0 is an error (left out, q is batch-size / M).
 func (f *auditFlags) options(cmd *cobra.Command) (audit.FileOptions, error) {
-	o := audit.FileOptions{Options: f.opt, AllOrders: f.allOrders, AutoLowMemory: !cmd.Flags().Changed("low-memory"), ExamplesOf: task.ExamplesOf}
+	o := f.opt
+	o.AutoLowMemory = !cmd.Flags().Changed("low-memory")
 	if err := f.apply(&o.Options, cmd.Flags().Changed("q")); err != nil {
 		return o, err
 	}
@@ -141,13 +138,8 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 		if err != nil {
 			return flagError(err)
 		}
-		part, err := audit.AuditFileShard(cmd.Context(), f.posteriors, o, shard, f.out)
-		if err != nil {
-			return err
-		}
-		slog.Info("audit shard written", "shard", f.shard, "rows", fmt.Sprintf("[%d, %d)", part.Rows[0], part.Rows[1]),
-			"pairs", part.FinitePairs+part.InvalidPairs, "seconds", part.Seconds, "out", f.out)
-		return nil
+		_, err = audit.AuditFileShard(cmd.Context(), f.posteriors, o, shard, f.out)
+		return err
 	}
 	if f.dev.device != cuda.DeviceCPU { // --device cuda, or auto where a GPU loads
 		o.OpenDevice = func() (audit.Device, error) {

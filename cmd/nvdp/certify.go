@@ -19,9 +19,9 @@ import (
 // certifyFlags are the pinned flags of `nvdp certify`: the constants bound
 // to a clip set, the options to the report's; the lists parsed in RunE.
 type certifyFlags struct {
-	model, witness                                       string
+	model                                                string
 	set                                                  privacy.ClipSet
-	ro                                                   privacy.ReportOptions
+	o                                                    privacy.ClipSetOptions
 	orders, direction, priorMu, priorVar, lvFloor, lvCap string
 	jsonOut                                              bool
 }
@@ -51,7 +51,7 @@ that attains the bound. docs/privacy.md, "The commands".`,
 	fl.StringVar(&f.model, "model", "", "model directory: certify its clipping with its own N, P, prior and constants")
 	fl.IntVar(&f.set.Components, "components", 0, "N, components per posterior including the prior component (max-seq-len + 1)")
 	fl.IntVar(&f.set.Dims, "dims", 0, "P, dimensions per component (the latent width: the hidden size unless --latent-dim)")
-	fl.Float64Var(&f.ro.Order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
+	fl.Float64Var(&f.o.Order, "order", privacy.DefaultOrder, "Renyi order lambda > 1 of rd_certified")
 	fl.StringVar(&f.orders, "orders", "", "comma-separated Renyi orders of the certified curve (default: privacy.DefaultOrders, 1.01..1024)")
 	fl.Float64Var(&f.set.CMu, "c-mu", 0, "C_mu, radius of the mean ball (>= 0)")
 	fl.StringVar(&f.priorMu, "prior-mu", "0", "prior mean: a scalar or a comma list of P values")
@@ -63,10 +63,10 @@ that attains the bound. docs/privacy.md, "The commands".`,
 	fl.Float64Var(&f.set.AlphaMin, "c-alpha-min", 0, "C_amin, smallest pseudo-count of a token component (> 0 for a finite bound)")
 	fl.Float64Var(&f.set.AlphaMax, "c-alpha-max", 0, "C_amax, largest pseudo-count of a token component")
 	fl.Float64Var(&f.set.PriorAlpha, "prior-alpha", math.Exp(nvib.DefaultPrior().LogAlpha), "pseudo-count of the prior component (nvib.DefaultPrior: 1)")
-	fl.Float64Var(&f.ro.Delta, "delta", privacy.DefaultDelta, "delta of the (epsilon, delta) conversion and of the certified BDP")
-	fl.IntVar(&f.ro.Releases, "releases", 1, "releases of the same text (RDP adds up: the curve is k times one release)")
+	fl.Float64Var(&f.o.Delta, "delta", privacy.DefaultDelta, "delta of the (epsilon, delta) conversion and of the certified BDP")
+	fl.IntVar(&f.o.Releases, "releases", 1, "releases of the same text (RDP adds up: the curve is k times one release)")
 	fl.StringVar(&f.direction, "gaussian-direction", string(privacy.DirectionStandard), "Gaussian term in the bound's own direction (standard) or as printed in Eq. rdp (paper); the supremum is the same, the witness differs")
-	fl.StringVar(&f.witness, "witness", "", "write the attaining pair (M = 2) as a posterior file for 'nvdp audit --posteriors'")
+	fl.StringVar(&f.o.Witness, "witness", "", "write the attaining pair (M = 2) as a posterior file for 'nvdp audit --posteriors'")
 	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }
@@ -94,7 +94,7 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 	case explicit:
 		s.ClipOrder, s.LogvarMargin = 0, 0
 	case !fs.Changed("clip-order"):
-		s.ClipOrder = f.ro.Order
+		s.ClipOrder = f.o.Order
 	}
 	for _, l := range []struct {
 		flag, s string
@@ -132,12 +132,12 @@ func (f *certifyFlags) modelClipSet(fs *pflag.FlagSet, o *privacy.ClipSetOptions
 }
 
 func runCertify(cmd *cobra.Command, f *certifyFlags) error {
-	if f.witness != "" { // before any work: the file's directory exists
-		if st, err := os.Stat(filepath.Dir(f.witness)); err != nil || !st.IsDir() {
-			return fmt.Errorf("--witness %s: the directory %s does not exist", f.witness, filepath.Dir(f.witness))
+	o := f.o
+	if w := o.Witness; w != "" { // before any work: the file's directory exists
+		if st, err := os.Stat(filepath.Dir(w)); err != nil || !st.IsDir() {
+			return fmt.Errorf("--witness %s: the directory %s does not exist", w, filepath.Dir(w))
 		}
 	}
-	o := privacy.ClipSetOptions{ReportOptions: f.ro, Witness: f.witness}
 	o.Direction, o.Source = privacy.GaussianDirection(f.direction), "constants given on the command line"
 	var err error
 	if f.orders != "" {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/nvdp-project/nvdp/cuda"
-	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/spf13/pflag"
 )
@@ -24,17 +23,6 @@ type deviceFlags struct {
 func (f *deviceFlags) bindTraining(fs *pflag.FlagSet) {
 	f.bind(fs)
 	fs.BoolVar(&f.hostNoise, "host-noise", false, "draw each training step's dropout and NVDP noise on the host from the GPU's Philox stream, on either device, so that a CPU run and a GPU run of one seed see the same noise (comparisons: scripts/gpu-check.sh); costs an upload per step on the GPU")
-}
-
-// openTraining opens the device for a training run and sets it, and
-// --host-noise, into o; the caller closes the device (nil: the CPU).
-func (f *deviceFlags) openTraining(o *model.Options) (*cuda.Device, error) {
-	d, err := f.open()
-	if err != nil {
-		return nil, err
-	}
-	o.Device, o.HostNoise = d, f.hostNoise
-	return d, nil
 }
 
 // closeDevice closes d (nil: nothing), logging an error: the results are

@@ -6,6 +6,11 @@
 // computation, ref §6-§7. A long audit runs in shards: [AuditShard] makes a
 // [Part] and [Merge] combines them.
 //
+// [AuditFile] audits a posterior file as `nvdp audit` does: it maps the
+// file, certifies the clip set of its metadata, and runs the audit on the
+// CPU or on a [Device]; [AuditFileShard] and [MergeFiles] are its sharded
+// form, and a [FileReport] prints the result as text or JSON.
+//
 // Its numbers are labelled empirical, see [EmpiricalOf]: the maximum over
 // the pairs of one file, not a bound for other inputs. The guarantee is
 // package privacy's certificate.

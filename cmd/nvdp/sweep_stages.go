@@ -15,17 +15,16 @@ import (
 // stage` runs one index of one, `select` chooses C_mu between them,
 // `finish` writes the manifest.
 
-// sweepDirCmd is a subcommand of `nvdp sweep` on the sweep directory --out
-// (required): run gets it.
-func sweepDirCmd(use, short, long string, run func(cmd *cobra.Command, out string) error) *cobra.Command {
+// sweepDirCmd makes cmd a subcommand of `nvdp sweep` on the sweep directory
+// --out (required), which run gets.
+func sweepDirCmd(cmd *cobra.Command, run func(cmd *cobra.Command, out string) error) *cobra.Command {
 	var out string
-	cmd := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("--out: required")
-			}
-			return run(cmd, out)
-		},
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if out == "" {
+			return errors.New("--out: required")
+		}
+		return run(cmd, out)
 	}
 	cmd.Flags().StringVar(&out, "out", "", "the sweep directory (required)")
 	return cmd
@@ -36,13 +35,14 @@ func newSweepStageCmd() *cobra.Command {
 	var stage string
 	var index int
 	var noProgress bool
-	cmd := sweepDirCmd("stage --out DIR --stage grid|main --index I",
-		"Run cell I of a stage of a planned sweep (one index of a Kubernetes Indexed Job)",
-		`Run cell I of the stage (grid: the C_mu grid; main: every other cell, after 'nvdp sweep
+	cmd := sweepDirCmd(&cobra.Command{
+		Use:   "stage --out DIR --stage grid|main --index I",
+		Short: "Run cell I of a stage of a planned sweep (one index of a Kubernetes Indexed Job)",
+		Long: `Run cell I of the stage (grid: the C_mu grid; main: every other cell, after 'nvdp sweep
 select') of the sweep planned in DIR ('nvdp sweep --plan'), as 'nvdp sweep' runs a cell:
 skipped when its report.json is the run asked for, resumed from its checkpoint, an nvdp-clipped
 cell linked to the grid run that is the same. Its status goes to DIR/stages/<stage>/<I>.json
-only, so the indices of a stage run at once on a shared volume. Exit status 1 when it fails.`,
+only, so the indices of a stage run at once on a shared volume. Exit status 1 when it fails.`},
 		func(cmd *cobra.Command, out string) error {
 			ctx, cancel := signalContext(cmd, stopTraining)
 			defer cancel()
@@ -62,11 +62,12 @@ only, so the indices of a stage run at once on a shared volume. Exit status 1 wh
 // newSweepSelectCmd is `nvdp sweep select`: the C_mu selection between the
 // stages.
 func newSweepSelectCmd() *cobra.Command {
-	return sweepDirCmd("select --out DIR",
-		"Select C_mu from the finished grid stage of a planned sweep and give the main stage its cells",
-		`Select C_mu per task from the grid stage's cells, as 'nvdp sweep' does (DIR/<task>/c_mu_selection.json),
+	return sweepDirCmd(&cobra.Command{
+		Use:   "select --out DIR",
+		Short: "Select C_mu from the finished grid stage of a planned sweep and give the main stage its cells",
+		Long: `Select C_mu per task from the grid stage's cells, as 'nvdp sweep' does (DIR/<task>/c_mu_selection.json),
 and give the main stage's nvdp-clipped cells that C_mu, or skip them when a grid cell failed
-(DIR/stages.json). Refused while a grid cell has not run. Prints the stages as JSON.`,
+(DIR/stages.json). Refused while a grid cell has not run. Prints the stages as JSON.`},
 		func(cmd *cobra.Command, out string) error {
 			p, err := sweep.SelectStage(out)
 			if err != nil {
@@ -82,11 +83,12 @@ and give the main stage's nvdp-clipped cells that C_mu, or skip them when a grid
 // newSweepFinishCmd is `nvdp sweep finish`: the manifest of a sweep run in
 // stages.
 func newSweepFinishCmd() *cobra.Command {
-	return sweepDirCmd("finish --out DIR",
-		"Write DIR/sweep.json of a sweep run in stages, as 'nvdp sweep' writes it",
-		`Gather the cells' records of the stages into DIR/sweep.json, the manifest 'nvdp sweep' writes,
+	return sweepDirCmd(&cobra.Command{
+		Use:   "finish --out DIR",
+		Short: "Write DIR/sweep.json of a sweep run in stages, as 'nvdp sweep' writes it",
+		Long: `Gather the cells' records of the stages into DIR/sweep.json, the manifest 'nvdp sweep' writes,
 and print its summary; then 'nvdp report DIR'. Exit status 1 (after writing it) when a cell
-failed or has not run.`,
+failed or has not run.`},
 		func(cmd *cobra.Command, out string) error {
 			m, err := sweep.FinishStages(out)
 			if m != nil {

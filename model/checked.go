@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/nvdp-project/nvdp/cuda"
+)
 
 // Checked are training options ready to build and train: resolved and
 // validated once, by Check for a new run or by Resume for a resumed one.
@@ -44,6 +48,19 @@ func Resume(from Options) (Checked, error) {
 	o.Resume, o.Out = true, from.Out // the directory may have moved since
 	o.RunTime = from.RunTime
 	return Checked{o: o, ok: true}, nil
+}
+
+// OnDevice returns c to train on the GPU d (nil: the CPU), with the
+// training noise drawn on the host when hostNoise is set: the run-time
+// choices a caller makes once the options are checked, as opening a GPU.
+// Its error is that of the one option a device refuses, radius_schedule
+// (an [*OptionError]).
+func (c Checked) OnDevice(d *cuda.Device, hostNoise bool) (Checked, error) {
+	c.o.Device, c.o.HostNoise = d, hostNoise
+	if err := c.o.validateRadiusSchedule(); err != nil {
+		return Checked{}, err
+	}
+	return c, nil
 }
 
 // Options returns a copy of the checked options.

@@ -17,6 +17,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -362,6 +363,43 @@ func (o *Options) scratchEncoder() (cfg encoder.Config, ok bool) {
 // TargetEpsilon or TargetRD is given, that is not [NoTarget].
 // [Options.Validate] checks the value, an explicit 0 included.
 func (o *Options) HasTarget() bool { return !IsNoTarget(o.TargetEpsilon) || !IsNoTarget(o.TargetRD) }
+
+// FixGiven keeps the clipping constants that were given explicitly as they
+// are in the calibration to a target, which chooses the others: given
+// reports an option by JSON key (c_mu, logvar_margin, c_alpha_min), as a
+// command line's flags. It sets FixCMu, FixLogvarMargin and FixCAlphaMin.
+func (o *Options) FixGiven(given func(name string) bool) {
+	o.FixCMu, o.FixLogvarMargin, o.FixCAlphaMin = given("c_mu"), given("logvar_margin"), given("c_alpha_min")
+}
+
+// TargetAt gives a target RD the Renyi order order (TargetOrder) and a
+// target epsilon the delta delta (TargetDelta); without that target the
+// option is left as it is. A pipeline gives its audit's: one order and one
+// delta for the audit and the target.
+func (o *Options) TargetAt(order, delta float64) {
+	if !IsNoTarget(o.TargetRD) {
+		o.TargetOrder = order
+	}
+	if !IsNoTarget(o.TargetEpsilon) {
+		o.TargetDelta = delta
+	}
+}
+
+// PaperClips lists one of the paper's clipping constants per GLUE task
+// ([glue.Task.PaperClip], the value of v) as "MRPC 2, QNLI 7, ...": the
+// tasks by their GLUE directory names, in the order of [glue.TaskNames].
+func PaperClips(v func(glue.Clip) float64) string {
+	names := glue.TaskNames()
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		t, err := glue.LookupTask(name)
+		if err != nil {
+			panic(err) // TaskNames lists the registered tasks
+		}
+		parts = append(parts, fmt.Sprintf("%s %g", t.Dir, v(t.PaperClip)))
+	}
+	return strings.Join(parts, ", ")
+}
 
 // RadiusSchedule is a schedule of the clip radius during training, set in
 // Options.RadiusSchedule; see docs/training.md, "A schedule of the radius".

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -330,5 +331,39 @@ func TestLoadOptionsOutResume(t *testing.T) {
 	var cell Options
 	if err := json.Unmarshal(b, &cell); err != nil || cell.Out != dir || !cell.Resume {
 		t.Errorf("cell options: out %q resume %v (%v), want %q true: %s", cell.Out, cell.Resume, err, dir, b)
+	}
+}
+
+// TestFixGivenTargetAt: FixGiven fixes exactly the clipping constants
+// given; TargetAt sets the order of a target RD and the delta of a target
+// epsilon, and leaves those of a target not given.
+func TestFixGivenTargetAt(t *testing.T) {
+	for _, given := range [][]string{nil, {"c_mu"}, {"logvar_margin", "c_alpha_min"}, {"c_mu", "logvar_margin", "c_alpha_min", "lr"}} {
+		o := DefaultOptions()
+		o.FixGiven(func(name string) bool { return slices.Contains(given, name) })
+		got := [3]bool{o.FixCMu, o.FixLogvarMargin, o.FixCAlphaMin}
+		want := [3]bool{slices.Contains(given, "c_mu"), slices.Contains(given, "logvar_margin"), slices.Contains(given, "c_alpha_min")}
+		if got != want {
+			t.Errorf("given %v: fixed %v, want %v", given, got, want)
+		}
+	}
+	def := DefaultOptions()
+	for _, tc := range []struct {
+		eps, rd      float64
+		order, delta float64 // want
+	}{
+		{NoTarget(), NoTarget(), def.TargetOrder, def.TargetDelta},
+		{8, NoTarget(), def.TargetOrder, 1e-3},
+		{NoTarget(), 2, 4, def.TargetDelta},
+	} {
+		o := DefaultOptions()
+		o.TargetEpsilon, o.TargetRD = tc.eps, tc.rd
+		o.TargetAt(4, 1e-3)
+		if o.TargetOrder != tc.order || o.TargetDelta != tc.delta {
+			t.Errorf("target epsilon %v rd %v: order %v delta %v, want %v %v", tc.eps, tc.rd, o.TargetOrder, o.TargetDelta, tc.order, tc.delta)
+		}
+	}
+	if got, want := PaperClips(func(c glue.Clip) float64 { return c.CMu }), "MRPC 2, QNLI 7, RTE 6, SST-2 2, STS-B 10"; got != want {
+		t.Errorf("PaperClips C_mu: %q, want %q", got, want)
 	}
 }

@@ -70,11 +70,28 @@ func prepare(o Options) (Options, error) {
 // the KL scale s(t). Dev is evaluated at every epoch end, with macro-F1 the
 // selection metric. report receives the loop's progress events.
 func Run(ctx context.Context, o Options, report progress.Func) (*train.Result, error) {
-	o, err := prepare(o)
+	p, err := Prepare(o)
 	if err != nil {
 		return nil, err
 	}
-	return run(ctx, o, report)
+	return p.Run(ctx, report)
+}
+
+// Prepared is a training run whose options [Prepare] checked once.
+type Prepared struct{ o Options }
+
+// Prepare checks the options of a training run once, before any work, as
+// [Run] does: a new run's resolved and validated, its output directory free
+// of a run and its corpus a directory; a resumed run's read from o.Train.Out,
+// which holds a checkpoint. Its errors are Run's.
+func Prepare(o Options) (Prepared, error) {
+	o, err := prepare(o)
+	return Prepared{o}, err
+}
+
+// Run trains as [Run] does, with the options [Prepare] checked.
+func (p Prepared) Run(ctx context.Context, report progress.Func) (*train.Result, error) {
+	return run(ctx, p.o, report)
 }
 
 // run is Run of options prepare returned.

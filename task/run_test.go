@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/lidtest"
 	"github.com/nvdp-project/nvdp/model"
@@ -162,7 +163,11 @@ func TestTrainLoadEvaluate(t *testing.T) {
 			if err := tk.Check(&o, d); err != nil {
 				t.Fatal(err)
 			}
-			r, err := tk.Train(ctx, o, d, nil)
+			tr, err := tk.Prepare(o, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := tr.Train(ctx, nil, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,5 +254,70 @@ func TestRunPipelineTasks(t *testing.T) {
 	}
 	if _, err := os.Stat(lout); !os.IsNotExist(err) {
 		t.Errorf("the refused speech run wrote %s (%v)", lout, err)
+	}
+}
+
+// TestPrepare: Prepare checks a run once before any work, for each
+// modality: bad options and files are refused with the option named, a new
+// run in a directory that holds one is train.ErrRunExists, a resume of a
+// directory without a checkpoint train.ErrNoCheckpoint; a text run refuses
+// a device with a radius schedule when it trains (model.Checked.OnDevice),
+// a speech run any device.
+func TestPrepare(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	text := textFixture(t, out)
+	lid, data := speechFixture(t, out)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	taken := t.TempDir()
+	if err := os.WriteFile(filepath.Join(taken, train.CheckpointFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		task   string
+		mod    func(o *model.Options, d *Data)
+		option string // of an option error; "": none
+		is     error  // else this error; nil: valid
+	}{
+		{"text", "sst2", func(*model.Options, *Data) {}, "", nil},
+		{"text epochs 0", "sst2", func(o *model.Options, _ *Data) { o.Epochs = 0 }, "epochs", nil},
+		{"text vocab", "sst2", func(o *model.Options, _ *Data) { o.Vocab = "/nonexistent/vocab.txt" }, "vocab", nil},
+		{"text run exists", "sst2", func(o *model.Options, _ *Data) { o.Out = taken }, "", train.ErrRunExists},
+		{"text resume", "sst2", func(o *model.Options, _ *Data) { o.Resume = true }, "", train.ErrNoCheckpoint},
+		{"speech", "lid", func(*model.Options, *Data) {}, "", nil},
+		{"speech max seconds", "lid", func(_ *model.Options, d *Data) { d.MaxSeconds = -1 }, "max_seconds", nil},
+		{"speech run exists", "lid", func(o *model.Options, _ *Data) { o.Out = taken }, "", train.ErrRunExists},
+		{"speech resume", "lid", func(o *model.Options, _ *Data) { o.Resume = true }, "", train.ErrNoCheckpoint},
+	} {
+		tk, _ := Lookup(c.task)
+		o, d := text, &Data{}
+		if c.task == "lid" {
+			o, d = lid, new(*data)
+		}
+		c.mod(&o, d)
+		tr, err := tk.Prepare(o, d)
+		switch {
+		case c.option != "" && optionErr(err) != c.option,
+			c.is != nil && !errors.Is(err, c.is),
+			c.option == "" && c.is == nil && err != nil:
+			t.Errorf("%s: %v, want option %q or %v", c.name, err, c.option, c.is)
+		case err == nil && c.task == "lid":
+			if _, err := tr.Train(context.Background(), &cuda.Device{}, false, nil); optionErr(err) != "device" {
+				t.Errorf("%s on a device: %v, want the device refused", c.name, err)
+			}
+		case err == nil:
+			sched := text
+			sched.Variant, sched.HandSetClipping = nvib.ModelNVDPClipped, true
+			sched.RadiusSchedule = &model.RadiusSchedule{Start: 2, Fraction: 0.5}
+			tr, err := tk.Prepare(sched, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Train(context.Background(), &cuda.Device{}, false, nil); optionErr(err) != "radius_schedule" {
+				t.Errorf("%s with a radius schedule on a device: %v, want radius_schedule refused", c.name, err)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
@@ -106,8 +107,22 @@ func (speechTask) Check(o *model.Options, d *Data) error {
 	return so.Check()
 }
 
-func (speechTask) Train(ctx context.Context, o model.Options, d *Data, report progress.Func) (*train.Result, error) {
-	return speech.Run(ctx, speechOptions(o, d), report)
+// Prepare checks the run once (speech.Prepare).
+func (speechTask) Prepare(o model.Options, d *Data) (Trainer, error) {
+	p, err := speech.Prepare(speechOptions(o, d))
+	return speechTrainer{p}, err
+}
+
+// speechTrainer is a speech run, checked once.
+type speechTrainer struct{ p speech.Prepared }
+
+// Train runs the speech training (speech.Prepared.Run) on the CPU, the
+// only device of the speech encoder.
+func (t speechTrainer) Train(ctx context.Context, dev *cuda.Device, _ bool, report progress.Func) (*train.Result, error) {
+	if dev != nil {
+		return nil, option.Errorf("device", nil, "%v", speechTask{}.DeviceErr())
+	}
+	return t.p.Run(ctx, report)
 }
 
 // pipeline is speech.Pipeline on the corpus of d.

@@ -111,8 +111,11 @@ type Task interface {
 	// Check resolves and validates o with d before any work (o itself is
 	// resolved where the task resolves the train options in place).
 	Check(o *model.Options, d *Data) error
-	// Train trains a model into o.Out (train.Run, or the task's own loop).
-	Train(ctx context.Context, o model.Options, d *Data, report progress.Func) (*train.Result, error)
+	// Prepare checks a training run of o with d once, before any work,
+	// and returns it ready to train into o.Out (train.Prepare, or the
+	// task's own): a new run's options resolved and validated, its files
+	// checked; a resumed run's read from o.Out.
+	Prepare(o model.Options, d *Data) (Trainer, error)
 	// Load loads the model of m (its weights and files) for evaluation.
 	// Errors are the model directory's.
 	Load(m *Model) (Evaluator, error)
@@ -127,6 +130,14 @@ type Task interface {
 // trains unless po.SkipTrain, evaluates, audits and certifies.
 func RunPipeline(ctx context.Context, t Task, po train.PipelineOptions, d *Data, report progress.Func) (*train.Report, error) {
 	return train.RunPipeline(ctx, t.pipeline(d), po, report)
+}
+
+// Trainer is a training run of a task that [Task.Prepare] checked.
+type Trainer interface {
+	// Train trains the model on the GPU dev (nil: the CPU; a task without
+	// one has refused it, Task.DeviceErr), with the noise drawn on the host
+	// when hostNoise is set (model.RunTime). report receives the progress.
+	Train(ctx context.Context, dev *cuda.Device, hostNoise bool, report progress.Func) (*train.Result, error)
 }
 
 // Evaluator is a loaded model of a task; see Task.Load.
@@ -215,6 +226,24 @@ func (m *Model) ClipSet() (privacy.ClipSet, *nvib.Config, error) {
 		return privacy.ClipSet{}, nil, fmt.Errorf("model %s: max_seq_len %d / latent width %d: cannot tell N and P", m.Dir, m.Options.MaxSeqLen, cfg.Latent())
 	}
 	return set, &cfg, nil
+}
+
+// ResumeDifferences returns the options of the run in o.Out whose saved
+// values differ from o's and d's, which a resume of it is asked for, by
+// JSON key ([model.Differences], and [option.Differences] of the task's
+// Data), and the options file they were read from. A directory whose
+// options cannot be read gives none, for the run to report (no run to
+// resume, a damaged file).
+func ResumeDifferences(o *model.Options, d *Data) ([]option.Difference, string) {
+	saved, err := Open(o.Out)
+	if err != nil {
+		return nil, ""
+	}
+	diffs := model.Differences(saved.Options, o)
+	if saved.Task.UsesData() {
+		diffs = append(diffs, option.Differences(&saved.Data, d)...)
+	}
+	return diffs, saved.File
 }
 
 // Open reads the task and saved options of the model directory dir (the

@@ -163,3 +163,28 @@ func TestChance(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeDifferences: the options a resume is asked for that differ
+// from those saved in its directory, by JSON key, with the options file;
+// none for a directory without a run.
+func TestResumeDifferences(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	saved := textFixture(t, out)
+	saved.Resolve()
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := model.SaveOptions(out, &saved); err != nil {
+		t.Fatal(err)
+	}
+	given := saved
+	given.Epochs, given.Resume, given.Task = saved.Epochs+1, true, "SST-2"
+	diffs, file := ResumeDifferences(&given, &Data{DataDir: "x"})
+	if len(diffs) != 1 || diffs[0].Option != "epochs" || diffs[0].Saved != saved.Epochs || diffs[0].Given != given.Epochs || file != model.OptionsFile {
+		t.Errorf("differences %+v in %q, want epochs %d -> %d in %s", diffs, file, saved.Epochs, given.Epochs, model.OptionsFile)
+	}
+	given.Out = t.TempDir()
+	if diffs, file := ResumeDifferences(&given, nil); diffs != nil || file != "" {
+		t.Errorf("no run: %+v %q", diffs, file)
+	}
+}

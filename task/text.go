@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/progress"
@@ -73,8 +74,22 @@ func (textTask) Check(o *model.Options, _ *Data) error {
 	return o.CheckFiles()
 }
 
-func (textTask) Train(ctx context.Context, o model.Options, _ *Data, report progress.Func) (*train.Result, error) {
-	return train.Run(ctx, o, report)
+// Prepare checks the run once (train.Prepare).
+func (textTask) Prepare(o model.Options, _ *Data) (Trainer, error) {
+	c, err := train.Prepare(o)
+	return textTrainer{c}, err
+}
+
+// textTrainer is a text task's run, checked once.
+type textTrainer struct{ c model.Checked }
+
+// Train runs train.RunChecked on the device.
+func (t textTrainer) Train(ctx context.Context, dev *cuda.Device, hostNoise bool, report progress.Func) (*train.Result, error) {
+	c, err := t.c.OnDevice(dev, hostNoise)
+	if err != nil {
+		return nil, err
+	}
+	return train.RunChecked(ctx, c, report)
 }
 
 func (textTask) pipeline(*Data) train.PipelineTask { return train.TextPipeline() }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 // TestLoadOptionsValidates: a saved options file is checked as new options
@@ -83,5 +84,29 @@ func TestResumeStopAfterNegative(t *testing.T) {
 	var oe *option.Error
 	if !errors.As(err, &oe) || oe.Option != "stop_after_steps" || !strings.Contains(err.Error(), "stop_after_steps -1: must be >= 0") {
 		t.Errorf("err = %v, want an *option.Error of stop_after_steps", err)
+	}
+}
+
+// TestResolveAudit: an audit that names no mode takes the training's; a
+// given one is kept; the audit options are validated.
+func TestResolveAudit(t *testing.T) {
+	for _, tc := range []struct {
+		train, audit, want privacy.Mode
+	}{
+		{privacy.ModeReference, "", privacy.ModeReference},
+		{privacy.ModePrincipled, "", privacy.ModePrincipled},
+		{privacy.ModeReference, privacy.ModePrincipled, privacy.ModePrincipled},
+	} {
+		po := DefaultPipelineOptions()
+		po.Train.Mode, po.Audit.Mode = tc.train, tc.audit
+		if err := po.ResolveAudit(); err != nil || po.Audit.Mode != tc.want {
+			t.Errorf("train %s audit %q: %s, %v; want %s", tc.train, tc.audit, po.Audit.Mode, err, tc.want)
+		}
+	}
+	po := DefaultPipelineOptions()
+	po.Audit.Pairs = -5
+	var oe *option.Error
+	if err := po.ResolveAudit(); !errors.As(err, &oe) || oe.Option != "pairs" {
+		t.Errorf("pairs -5: %v, want its option error", err)
 	}
 }

@@ -53,6 +53,16 @@ func DefaultPipelineOptions() PipelineOptions {
 	return PipelineOptions{Train: model.DefaultOptions(), AuditSplit: "dev", EvalSeed: DefaultEvalSeed, Audit: audit.DefaultOptions()}
 }
 
+// ResolveAudit gives the audit the training's mode when it names none
+// (Audit.Mode ""), and validates the audit options before any work
+// ([audit.Options.Validate], whose errors name the audit's options).
+func (po *PipelineOptions) ResolveAudit() error {
+	if po.Audit.Mode == "" {
+		po.Audit.Mode = po.Train.Mode
+	}
+	return po.Audit.Validate()
+}
+
 // PrivacySummary is the "privacy" object of the report.
 //
 // Its audit numbers, rd_max, rd_mean and bdp_epsilon, are empirical: the

@@ -387,6 +387,27 @@ func runChecked(ctx context.Context, c model.Checked, dev *glue.Dataset, report 
 	return res, nil
 }
 
+// Prepare checks the options of a training run once, before any work, and
+// returns them for [RunChecked]: a new run's options resolved and validated
+// ([model.Check]), their files checked ([model.Options.CheckFiles]) and
+// o.Out free of a run ([ErrRunExists]); a resumed run's the options saved
+// in o.Out ([model.Resume]), which holds a checkpoint ([ErrNoCheckpoint]).
+// The caller adds the device with [model.Checked.OnDevice].
+func Prepare(o model.Options) (model.Checked, error) {
+	c, err := runOptions(o)
+	if err != nil || o.Resume {
+		return c, err
+	}
+	o = c.Options()
+	if err := o.CheckFiles(); err != nil {
+		return model.Checked{}, err
+	}
+	if err := loop.Check(filepath.Join(o.Out, CheckpointFile), false); err != nil {
+		return model.Checked{}, err
+	}
+	return c, nil
+}
+
 // runOptions are the options Run trains with, checked once: o resolved
 // and validated (model.Check), or, resuming, the options saved in o.Out
 // (validated again by model.Resume: the file may have been edited or

@@ -41,8 +41,8 @@ func trainFlags(fs *pflag.FlagSet, o *model.Options, noProgress *bool) {
 	fs.StringVar(&o.Variant, "variant", o.Variant, "baseline | nvdp | nvdp-clipped | gaussian (Gaussian-mechanism baseline: each token embedding clipped to radius --c-mu plus N(0, prior var) noise, docs/model.md)")
 	fs.StringVar((*string)(&o.Mode), "mode", string(o.Mode), "principled | reference (model and clipping behaviour, docs/model.md)")
 	fs.Float64Var(&o.Lambda, "lambda", o.Lambda, "lambda_G = lambda_D, weight of the KL regularisers (>= 0; 0: none)")
-	autoFloatVar(fs, &o.CMu, "c-mu", "C_mu, radius of the mean ball; for --variant gaussian the radius C of each token embedding (auto: per task, paper table: "+taskHyperText(func(h glue.Clip) float64 { return h.CMu })+")")
-	autoFloatVar(fs, &o.CAlphaMax, "c-alpha-max", "C_amax, largest pseudo-count (auto: per task: "+taskHyperText(func(h glue.Clip) float64 { return h.CAlphaMax })+")")
+	autoFloatVar(fs, &o.CMu, "c-mu", "C_mu, radius of the mean ball; for --variant gaussian the radius C of each token embedding (auto: per task, paper table: "+model.PaperClips(func(h glue.Clip) float64 { return h.CMu })+")")
+	autoFloatVar(fs, &o.CAlphaMax, "c-alpha-max", "C_amax, largest pseudo-count (auto: per task: "+model.PaperClips(func(h glue.Clip) float64 { return h.CAlphaMax })+")")
 	autoFloatVar(fs, &o.CAlphaMin, "c-alpha-min", "C_amin, smallest pseudo-count (auto: principled (lambda-1)/lambda C_amax (1+1e-3); reference 0)")
 	autoFloatVar(fs, &o.LogvarMargin, "logvar-margin", fmt.Sprintf("nats added to the logvar floor ln((lambda-1)/lambda prior_var) (auto: principled %g, reference 0); larger is a tighter worst-case bound", nvib.DefaultLogvarMargin))
 	fs.StringVar(&o.KLSchedule, "kl-schedule", o.KLSchedule, "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
@@ -87,22 +87,6 @@ func optimizerFlags(fs *pflag.FlagSet, warmupRatio, weightDecay, gradClip *float
 	fs.Float64Var(warmupRatio, "warmup-ratio", *warmupRatio, "linear learning-rate warm-up fraction of all steps")
 	fs.Float64Var(weightDecay, "weight-decay", *weightDecay, "AdamW decoupled weight decay (not on biases and LayerNorm)")
 	fs.Float64Var(gradClip, "grad-clip", *gradClip, "gradient clipping by global L2 norm (0: off)")
-}
-
-// taskHyperText lists one of the paper's clipping constants per GLUE task
-// (glue.Task.PaperClip) for a flag's help ("MRPC 2, QNLI 7, ..."), in the
-// tasks' GLUE directory names, ordered by task name.
-func taskHyperText(v func(glue.Clip) float64) string {
-	names := glue.TaskNames()
-	parts := make([]string, 0, len(names))
-	for _, name := range names {
-		t, err := glue.LookupTask(name)
-		if err != nil {
-			panic(err) // TaskNames lists the registered tasks
-		}
-		parts = append(parts, fmt.Sprintf("%s %g", t.Dir, v(t.PaperClip)))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // autoValue is the flag value of an option that may be Auto (option.Auto
@@ -281,27 +265,16 @@ func flagError(err error) error {
 }
 
 // fixGivenConstants marks the clipping constants given on the command line
-// as fixed for the calibration (the others are calibrated to the target).
-func fixGivenConstants(cmd *cobra.Command, o *model.Options) {
-	o.FixCMu = cmd.Flags().Changed("c-mu")
-	o.FixLogvarMargin = cmd.Flags().Changed("logvar-margin")
-	o.FixCAlphaMin = cmd.Flags().Changed("c-alpha-min")
-}
+// as fixed for the calibration (model.Options.FixGiven).
+func fixGivenConstants(cmd *cobra.Command, o *model.Options) { o.FixGiven(givenFlags(cmd)) }
 
-// setTargetOrderDelta gives the target the Renyi order (of --target-rd) and
-// the delta (of --target-epsilon) of the --order and --delta flags: one
-// concept, one flag (in `nvdp run` and `nvdp sweep` they are the audit's too).
-func setTargetOrderDelta(o *model.Options, order, delta float64) {
-	if !model.IsNoTarget(o.TargetRD) {
-		o.TargetOrder = order
-	}
-	if !model.IsNoTarget(o.TargetEpsilon) {
-		o.TargetDelta = delta
-	}
-}
+// setTargetOrderDelta gives the target the --order and --delta flags'
+// values (model.Options.TargetAt; in `nvdp run` and `nvdp sweep` they are
+// the audit's too).
+func setTargetOrderDelta(o *model.Options, order, delta float64) { o.TargetAt(order, delta) }
 
-// finishTrainFlags applies the flags that need the command's state (the
-// constants given explicitly are fixed for a target's calibration).
+// finishTrainFlags fixes the constants given explicitly for a target's
+// calibration.
 func finishTrainFlags(cmd *cobra.Command, o *model.Options) {
 	if o.HasTarget() {
 		fixGivenConstants(cmd, o)
@@ -400,17 +373,14 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlag
 	return a
 }
 
-// finish parses the BDP orders and direction, resolves the audit mode
-// (default: the training mode) and validates the audit options (an explicit
-// --q 0 is an error), before any work.
+// finish parses the BDP orders and direction (an explicit --q 0 is an
+// error), resolves and validates the audit options before any work
+// (train.PipelineOptions.ResolveAudit).
 func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
-	if a.mode == "" {
-		a.mode = string(po.Train.Mode)
-	}
 	if err := a.apply(&po.Audit, a.fs.Changed("q")); err != nil {
 		return err
 	}
-	return pipelineAuditError(po.Audit.Validate())
+	return pipelineAuditError(po.ResolveAudit())
 }
 
 // pipelineAuditNames are the audit options whose flags in `nvdp run` and

@@ -24,18 +24,14 @@ type evalFlags struct {
 // evalLong is the Long help of `nvdp eval`.
 const evalLong = `Run a model directory written by 'nvdp train' on a split.
 
-Writes OUT/eval_<split>.json (GLUE metrics on labelled splits), the predictions in GLUE
-submission format (OUT/<TASK>.tsv for test, OUT/predictions_<split>.tsv otherwise) and,
-for NVDP and gaussian models, OUT/posteriors_<split>.safetensors for 'nvdp audit': every
-example padded to max-seq-len, so each posterior has max-seq-len + 1 components (padding
-marked 0 in the attention mask; a gaussian model's release always has its own max-seq-len + 1), and the
-certified guarantee of that release at the clip's order (eval_<split>.json "certified").
-A speech model (--task lid) is evaluated on its corpus's dev or test split (--lid-dir
-overrides it): accuracy and macro-F1, OUT/predictions_<split>.tsv, and the posterior file
-with the frames as components (every utterance cropped or padded to the model's
---max-seconds, N = F + 1).
-NVDP and gaussian models sample at evaluation (as the released code), from a generator
-seeded by --seed.`
+Writes OUT/eval_<split>.json (metrics on labelled splits; for NVDP and gaussian models the
+certified guarantee of the release, "certified"), the predictions (OUT/<TASK>.tsv in GLUE
+submission format for test, OUT/predictions_<split>.tsv otherwise) and, for NVDP and gaussian
+models, OUT/posteriors_<split>.safetensors for 'nvdp audit', max-seq-len + 1 components each.
+These models sample at evaluation, seeded by --seed. A speech model (--task lid) is evaluated on
+its corpus.
+
+docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`
 
 func newEvalCmd() *cobra.Command {
 	f := &evalFlags{}

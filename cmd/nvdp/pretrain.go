@@ -22,24 +22,17 @@ type pretrainFlags struct {
 }
 
 // pretrainLong is the Long help of `nvdp pretrain`.
-const pretrainLong = `Pretrain a BERT encoder (from scratch, or from a checkpoint with --init-from) with the
-masked-language-model objective (BERT §3.1): a fraction --mask-prob of the tokens predicted
-(80% [MASK], 10% random token, 10% unchanged; --whole-word masks all pieces of a word),
-consecutive lines packed into [CLS] A [SEP] B [SEP] sequences of up to --seq tokens, AdamW
-with linear warm-up and decay, gradient clipping (--grad-clip).
+const pretrainLong = `Pretrain a BERT encoder with the masked-language-model objective (BERT §3.1), from scratch or
+from a checkpoint (--init-from hf:DIR or a hub name: continued, domain-adaptive pretraining).
 
---corpus is a text file (one sentence or document per line; blank lines separate documents),
-a directory of .txt files, or a GLUE directory (glue:DIR, or auto-detected) whose train and
-test sentences become the corpus (dev is never read). Duplicate lines are dropped and a
-held-out slice of documents (--holdout, auto: 1%) measures MLM loss and masked-token accuracy.
+--corpus is a text file (one sentence or document per line), a directory of .txt files, or a
+GLUE directory (glue:DIR) whose train and test sentences become the corpus (dev is never read).
+--out receives a Hugging Face BertForMaskedLM directory that --encoder hf:DIR loads, with
+pretrain_metrics.jsonl, pretrain_summary.json and a checkpoint (--resume continues with the saved
+options, of which --steps, --save-every and --eval-every may change; Ctrl-C or SIGTERM stops after
+the current step with a checkpoint).
 
---out receives a Hugging Face BertForMaskedLM directory (config.json, model.safetensors,
-vocab.txt) that --encoder hf:DIR loads, plus pretrain_metrics.jsonl, pretrain_summary.json and
-a checkpoint (--resume continues with the saved options, of which --steps, --save-every and
---eval-every may change; Ctrl-C or SIGTERM stops after the current step with a checkpoint).
-
---init-from hf:DIR (or a hub name) starts from an existing BERT checkpoint instead of a random
-initialisation: continued, domain-adaptive pretraining on your text. docs/pretraining.md.`
+docs/pretraining.md.`
 
 func newPretrainCmd() *cobra.Command {
 	pf := &pretrainFlags{o: new(mlm.DefaultOptions())}
@@ -102,16 +95,13 @@ func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 }
 
 // resumeFlags are the flags a resumed pretraining run takes: the options a
-// resume may change (mlm.Change) and those of the session.
+// resume may change (mlm.ResumeChanges) and those of the session.
 var resumeFlags = map[string]bool{"out": true, "resume": true, "steps": true, "save-every": true, "eval-every": true,
 	"stop-after-steps": true, "no-progress": true, "json": true}
 
 // pretrainOptions returns the options of the run the flags ask for, checked
-// before any work, errors naming the flags. A resumed run takes the saved
-// options: its other flags are refused, and --steps, --save-every and
-// --eval-every, when given, change them. A new run's options are validated,
-// --init-from is resolved (a hub model downloaded, its bytes reported to
-// report) and the files are checked.
+// before any work (mlm.Prepare, mlm.Resumed), errors naming the flags. A
+// resumed run takes the saved options: its other flags are refused.
 func pretrainOptions(cmd *cobra.Command, o *mlm.Options, initFrom string, report progress.Func) (mlm.Options, error) {
 	fs := cmd.Flags()
 	if o.Resume {
@@ -128,49 +118,17 @@ func pretrainOptions(cmd *cobra.Command, o *mlm.Options, initFrom string, report
 			return *o, fmt.Errorf("%s: a resumed run uses the options saved in %s; only --steps, --save-every and --eval-every change them",
 				strings.Join(fixed, ", "), mlm.OptionsFile)
 		}
-		r := mlm.Options{Out: o.Out, Resume: true, StopAfterSteps: o.StopAfterSteps}
-		for _, c := range []struct {
-			flag string
-			to   **int
-			v    *int
-		}{{"steps", &r.Change.Steps, &o.Steps}, {"save-every", &r.Change.SaveEvery, &o.SaveEvery}, {"eval-every", &r.Change.EvalEvery, &o.EvalEvery}} {
-			if fs.Changed(c.flag) {
-				*c.to = c.v
-			}
-		}
-		return r, nil
+		return mlm.Resumed(*o, givenFlags(cmd)), nil
 	}
 	if initFrom != "" && fs.Changed("config") {
 		return *o, fmt.Errorf("--init-from takes the model config from the checkpoint; do not give --config")
 	}
 	o.InitFrom = initFrom
-	if err := o.Validate(); err != nil {
-		return *o, flagError(err)
+	r, err := mlm.Prepare(*o, report)
+	if _, ok := err.(*mlm.InitFromError); ok {
+		return r, fmt.Errorf("--init-from %w", err)
 	}
-	if initFrom != "" {
-		others := *o // the other files, before a download
-		others.InitFrom = ""
-		if err := others.CheckFiles(); err != nil {
-			return *o, flagError(err)
-		}
-		dir, err := resolveInitFrom(initFrom, report)
-		if err != nil {
-			return *o, err
-		}
-		o.InitFrom = dir
-	}
-	return *o, flagError(o.CheckFiles())
-}
-
-// resolveInitFrom turns --init-from (hf:DIR, DIR or hf:owner/name) into a
-// local directory, downloading a hub model into the cache when needed (its
-// bytes reported to report).
-func resolveInitFrom(spec string, report progress.Func) (string, error) {
-	dir, err := encoder.ResolveHF(strings.TrimPrefix(spec, "hf:"), encoder.LoadOptions{Progress: report})
-	if err != nil {
-		return "", fmt.Errorf("--init-from %s: %w", spec, err)
-	}
-	return dir, nil
+	return r, flagError(err)
 }
 
 func init() { rootCmd.AddCommand(newPretrainCmd()) }

@@ -20,27 +20,10 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
+// TestResolveInitFrom: --init-from with --resume or --config is refused
+// before any work (mlm's TestResolveInitFrom resolves the specs).
 func TestResolveInitFrom(t *testing.T) {
 	dir := t.TempDir()
-	for _, tc := range []struct {
-		spec, want, err string
-	}{
-		{"hf:" + dir, dir, ""},
-		{dir, dir, ""},
-		{"hf:" + dir + "/missing", "", "directory does not exist"},
-		{"./missing-dir", "", "directory does not exist"},
-	} {
-		got, err := resolveInitFrom(tc.spec, nil)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: error %v, want %q", tc.spec, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%s: %q, %v; want %q", tc.spec, got, err, tc.want)
-		}
-	}
 	// --init-from with --resume or --config is refused before any work.
 	for _, args := range [][]string{
 		{"--init-from", "hf:" + dir, "--resume", "--out", dir},
@@ -103,7 +86,7 @@ func TestInitFromDownloadProgress(t *testing.T) {
 	}
 
 	var events []progress.Event
-	if _, err := resolveInitFrom("hf:acme/tiny", func(e progress.Event) { events = append(events, e) }); err != nil {
+	if _, err := mlm.ResolveInitFrom("hf:acme/tiny", func(e progress.Event) { events = append(events, e) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(events) != 0 {

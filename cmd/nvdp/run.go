@@ -19,20 +19,13 @@ type runCmdFlags struct {
 }
 
 // runLong is the Long help of `nvdp run`.
-const runLong = `The main job: 'nvdp train', then 'nvdp eval' of the best model on dev (utility), the
-posterior file of --audit-split (dev by default; fixed length max-seq-len + 1) and the audit
-(principled Eq. rdp bound over all ordered pairs and BDP, or the reference mode), written to
-DIR/report.json and summarised on stdout. The baseline has no posterior: privacy is null.
---variant gaussian (the Gaussian-mechanism baseline, see 'nvdp train --help') exports its
-release in the same posterior format, so its audit and certificate are the same computation.
---skip-train evaluates and audits the model already in --out (e.g. QNLI, trained elsewhere).
+const runLong = `The main job: 'nvdp train', then 'nvdp eval' of the best model on dev (utility), the posterior
+file of --audit-split and its audit (principled Eq. rdp bound over all ordered pairs and BDP, or
+the reference mode) with the certified guarantee, written to DIR/report.json and summarised on
+stdout. The baseline has no posterior: privacy is null. --skip-train evaluates and audits the
+model already in --out. --task lid is spoken language identification on --lid-dir.
 
---task lid is spoken language identification (paper §4.3, docs/speech.md): a Wav2Vec2
-encoder (--encoder scratch:small by default, or hf:DIR) on the corpus in --lid-dir, every
-utterance cropped or zero-padded to --max-seconds, the NVIB posterior over the frames
-(N = F + 1), the same block, clipping, calibration and audit; utility (accuracy, macro-F1)
-on the test split, audit over the dev utterances (--pairs samples them). Defaults from the
-paper: C_mu 3, C_amax 0.7, lambda 1e-6 for nvdp-clipped and 1e-2 for nvdp, warm-up 0.1.`
+docs/training.md, "nvdp run"; docs/speech.md, "Task: nvdp run --task lid".`
 
 func newRunCmd() *cobra.Command {
 	f := &runCmdFlags{po: new(train.DefaultPipelineOptions())}
@@ -65,10 +58,11 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	d, err := f.dev.openTask(t, &po.Train)
+	d, err := f.dev.openTask(t)
 	if err != nil {
 		return err
 	}
+	po.Train.Device, po.Train.HostNoise = d, f.dev.hostNoise
 	defer closeDevice(d)
 	ctx, cancel := signalContext(cmd, stopTraining)
 	defer cancel()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/model"
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
@@ -98,14 +97,14 @@ func runTask(o *model.Options, fromOut bool) (task.Task, error) {
 	return t, flagError(err)
 }
 
-// openTask opens the device of a training run of t (deviceFlags.openTraining;
-// nil: the CPU); a task without a GPU twin runs on the CPU (refuseDevice
-// has refused the flags that ask otherwise).
-func (f *deviceFlags) openTask(t task.Task, o *model.Options) (*cuda.Device, error) {
+// openTask opens the device of a training run of t (nil: the CPU); a task
+// without a GPU twin runs on the CPU (refuseDevice has refused the flags
+// that ask otherwise).
+func (f *deviceFlags) openTask(t task.Task) (*cuda.Device, error) {
 	if t.DeviceErr() != nil {
 		return nil, nil
 	}
-	return f.openTraining(o)
+	return f.open()
 }
 
 // refuseDevice is the error of --device cuda (and --host-noise) for a task
@@ -129,27 +128,15 @@ func (f *deviceFlags) refuseDevice(t task.Task) error {
 }
 
 // refuseResumeConflicts refuses the flags given to a resumed run that
-// contradict the options saved in its directory (its task's options file,
-// task.Open), which the run continues with: each flag given on the command
-// line whose option differs (model.Differences, and the task data's
-// option.Differences), named with the given and the saved value. A flag
-// equal to the saved value is fine. A directory whose options cannot be
-// read is left to the run to report (no run to resume, a damaged file).
+// contradict the options saved in its directory, which the run continues
+// with (task.ResumeDifferences), each named with the given and the saved
+// value. A flag equal to the saved value is fine.
 func refuseResumeConflicts(cmd *cobra.Command, o *model.Options, dv *dataFlagValues) error {
-	saved, err := task.Open(o.Out)
-	if err != nil {
-		return nil
-	}
-	file := saved.File
-	diffs := model.Differences(saved.Options, o)
-	if saved.Task.UsesData() {
-		diffs = append(diffs, option.Differences(&saved.Data, dv.data())...)
-	}
-	fs := cmd.Flags()
+	diffs, file := task.ResumeDifferences(o, dv.data())
 	var conflicts []string
 	for _, d := range diffs {
 		name := optionFlag(d.Option)
-		if f := fs.Lookup(name); f != nil && f.Changed {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
 			conflicts = append(conflicts, fmt.Sprintf("--%s %s (saved %s)", name, flagText(f.Value, d.Given), flagText(f.Value, d.Saved)))
 		}
 	}

@@ -17,31 +17,20 @@ type trainCmdFlags struct {
 }
 
 // trainLong is the Long help of `nvdp train`.
-const trainLong = `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task.
+const trainLong = `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task, or on --task lid.
 
-AdamW with linear warm-up and decay, KL schedule s(t), gradient clipping, dynamic padding,
-dev evaluation every epoch on the task's selection metric, early stopping (--patience),
-best model kept in --out (config.json, nvdp_config.json, model.safetensors, tokenizer files,
-train_options.json), metrics.jsonl, and a resumable checkpoint (--resume; Ctrl-C or SIGTERM
-stops after the current step with a checkpoint). docs/training.md.
+The best model goes to --out (config.json, nvdp_config.json, model.safetensors, tokenizer files,
+train_options.json) with metrics.jsonl and a resumable checkpoint (--resume; Ctrl-C or SIGTERM
+stops after the current step with a checkpoint).
 
---target-epsilon E [--delta D] or --target-rd R [--order L] calibrates the clipping of
-nvdp-clipped before training: the constants not given on the command line (--c-mu,
---logvar-margin, --c-alpha-min) are chosen so that the certified guarantee of --releases
-releases of one text is the target ('nvdp certify'); they are saved in train_options.json
-and nvdp_config.json, the calibration in certificate.json. A clipped variant (nvdp-clipped,
-gaussian) in principled mode needs a target, or --hand-set-clipping to train with the
-given (or the paper's per-task) constants and whatever epsilon they certify (the paper's:
-thousands); docs/privacy.md, "A guarantee by default".
+A clipped variant (nvdp-clipped, gaussian) in principled mode needs a privacy target:
+--target-epsilon E [--delta D] or --target-rd R [--order L] calibrates the clipping constants
+not given on the command line (the calibration in certificate.json); --hand-set-clipping trains
+with the given (or the paper's) constants and whatever epsilon they certify (thousands).
+--variant gaussian is the Gaussian-mechanism baseline at the same release point.
 
---variant gaussian is the Gaussian-mechanism baseline at the same release point: each
-token embedding clipped to the L2 ball of radius C (--c-mu) plus N(0, sigma_p^2 I) noise,
-sigma_p the NVIB prior sigma, at all max-seq-len positions, read by the same block and head
-(no NVIB layer, no KL term: --lambda is ignored). A target calibrates C with the same
-accountant (certified RD 2 lambda C^2 max-seq-len / sigma_p^2); without one, --c-mu is C.
-
---task lid trains the speech language identifier on --lid-dir (see 'nvdp run --help' and
-docs/speech.md).`
+docs/training.md: the flags, the output directory, resuming, "Calibration to a privacy target"
+and the Gaussian baseline; docs/privacy.md, "A guarantee by default"; docs/speech.md for lid.`
 
 func newTrainCmd() *cobra.Command {
 	f := &trainCmdFlags{}
@@ -70,18 +59,18 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	data := f.dv.data()
-	if err := t.Check(o, data); err != nil {
-		return flagError(err)
+	tr, err := t.Prepare(*o, f.dv.data())
+	if err != nil {
+		return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 	}
-	d, err := f.dev.openTask(t, o)
+	d, err := f.dev.openTask(t)
 	if err != nil {
 		return err
 	}
 	defer closeDevice(d)
 	ctx, cancel := signalContext(cmd, stopTraining)
 	defer cancel()
-	r, err := t.Train(ctx, *o, data, newProgress(cmd, f.noProgress))
+	r, err := tr.Train(ctx, d, f.dev.hostNoise, newProgress(cmd, f.noProgress))
 	if err != nil {
 		return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 	}

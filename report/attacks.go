@@ -711,7 +711,7 @@ func learnedMarkdown(b *strings.Builder, task string, pts []learnedPoint) {
 }
 
 // learnedCSVHeader are the CSV columns of the learned attacks, after the
-// tables' own (WriteCSV).
+// tables' own (writeCSV).
 var learnedCSVHeader = []string{"attack", "attack_property", "attack_seed", "attacker", "attack_metric", "attack_release",
 	"attack_release_lo", "attack_release_hi", "attack_encoder", "attack_shuffled", "attack_majority", "attack_certified_bound", "attack_report"}
 

@@ -193,7 +193,7 @@ func TestDistinguishPointJSON(t *testing.T) {
 	pt := distinguishPoint{attackModel: attackModel{Task: "sst2", Certified: jsonfloat.Float(math.NaN())}, Kind: attack.PairRandom,
 		LowerBound: 1.5, Gaussian: jsonfloat.Float(math.NaN()), Pair: jsonfloat.Float(math.Inf(1))}
 	var b bytes.Buffer
-	if err := WriteJSON(&b, &Tables{Distinguish: []distinguishPoint{pt}}); err != nil {
+	if err := writeJSON(&b, &Tables{Distinguish: []distinguishPoint{pt}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{`"Certified": "NaN"`, `"Gaussian": "NaN"`, `"Pair": "Infinity"`, `"LowerBound": 1.5`} {
@@ -208,11 +208,11 @@ func TestDistinguishPointJSON(t *testing.T) {
 func tableOutputs(t *testing.T, tb *Tables, js any) (string, [][]string) {
 	t.Helper()
 	var md strings.Builder
-	if err := WriteMarkdown(&md, tb); err != nil {
+	if err := writeMarkdown(&md, tb); err != nil {
 		t.Fatal(err)
 	}
 	var cb bytes.Buffer
-	if err := WriteCSV(&cb, tb); err != nil {
+	if err := writeCSV(&cb, tb); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := csv.NewReader(&cb).ReadAll()
@@ -220,7 +220,7 @@ func tableOutputs(t *testing.T, tb *Tables, js any) (string, [][]string) {
 		t.Fatal(err)
 	}
 	var jb bytes.Buffer
-	if err := WriteJSON(&jb, tb); err != nil {
+	if err := writeJSON(&jb, tb); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(jb.Bytes(), js); err != nil {

@@ -230,7 +230,7 @@ type Tables struct {
 	// distinguishPoints), drawn by WritePlots.
 	Distinguish []distinguishPoint `json:"distinguish,omitempty"`
 	// Learned are the learned attacks' points (Read sets them,
-	// loadLearned), in the tables (WriteMarkdown, WriteCSV, WriteJSON) and drawn
+	// loadLearned), in the tables (writeMarkdown, writeCSV, writeJSON) and drawn
 	// by WritePlots.
 	Learned []learnedPoint `json:"learned_attacks,omitempty"`
 	// Missing are the cells of the sweep's manifest without report.json

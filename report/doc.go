@@ -5,8 +5,8 @@
 // report.json and audit_<mode>.json for the extra audit modes; each task's
 // C_mu selection; and the attack reports. A sweep whose sweep.json lists
 // cells without report.json is a [*MissingCellsError] unless
-// [Options].AllowPartial. The [Tables] it returns are written by
-// [WriteMarkdown], [WriteCSV] and [WriteJSON], and drawn by [WritePlots] as
+// [Options].AllowPartial. The [Tables] it returns are written by [Write]
+// and [WriteFile] as markdown, CSV or JSON, and drawn by [WritePlots] as
 // PNG and SVG with gonum.org/v1/plot.
 //
 // Per task, there is a row per variant, training mode, target epsilon, C_mu

@@ -11,7 +11,7 @@ import (
 
 // writers are the table formats of [Write] by name.
 var writers = map[string]func(io.Writer, *Tables) error{
-	"md": WriteMarkdown, "markdown": WriteMarkdown, "csv": WriteCSV, "json": WriteJSON,
+	"md": writeMarkdown, "markdown": writeMarkdown, "csv": writeCSV, "json": writeJSON,
 }
 
 // CheckFormat reports whether format names a table format of [Write]: md
@@ -23,8 +23,10 @@ func CheckFormat(format string) error {
 	return nil
 }
 
-// Write writes t to w in format ([CheckFormat]): [WriteMarkdown],
-// [WriteCSV] or [WriteJSON].
+// Write writes t to w in format ([CheckFormat]): markdown (the per-task
+// tables and the best-trade-off summary), CSV (long format, one line per
+// row, metric and audit mode) or JSON (the whole structure, non-finite
+// numbers as jsonfloat strings). See docs/results.md, "nvdp report".
 func Write(w io.Writer, t *Tables, format string) error {
 	if err := CheckFormat(format); err != nil {
 		return err

@@ -204,7 +204,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 	}
 
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, tb); err != nil {
+	if err := writeMarkdown(&md, tb); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{
@@ -233,7 +233,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 	}
 
 	var cb bytes.Buffer
-	if err := WriteCSV(&cb, tb); err != nil {
+	if err := writeCSV(&cb, tb); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := csv.NewReader(&cb).ReadAll()
@@ -267,7 +267,7 @@ func TestFrontierFromFixtures(t *testing.T) {
 	}
 
 	var jb bytes.Buffer
-	if err := WriteJSON(&jb, tb); err != nil {
+	if err := writeJSON(&jb, tb); err != nil {
 		t.Fatal(err)
 	}
 	var js struct {
@@ -384,7 +384,7 @@ func TestFrontierOneTask(t *testing.T) {
 	// Without a baseline the reference has no achievable curve: NaN, written
 	// as jsonfloat's "NaN" (encoding/json refused the bare float64 NaN).
 	var jb bytes.Buffer
-	if err := WriteJSON(&jb, tb); err != nil {
+	if err := writeJSON(&jb, tb); err != nil {
 		t.Fatalf("JSON of a frontier without a baseline: %v", err)
 	}
 	if s := jb.String(); !strings.Contains(s, `"baseline_accuracy": "NaN"`) || !strings.Contains(s, `"achievable": "NaN"`) {

@@ -122,7 +122,7 @@ func TestTablesFromFixtures(t *testing.T) {
 		t.Errorf("audit modes %v", tb.AuditModes)
 	}
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, tb); err != nil {
+	if err := writeMarkdown(&md, tb); err != nil {
 		t.Fatal(err)
 	}
 	got := md.String()
@@ -163,7 +163,7 @@ func TestTablesFromFixtures(t *testing.T) {
 	}
 
 	var cb bytes.Buffer
-	if err := WriteCSV(&cb, tb); err != nil {
+	if err := writeCSV(&cb, tb); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := csv.NewReader(&cb).ReadAll()
@@ -196,7 +196,7 @@ func TestTablesFromFixtures(t *testing.T) {
 	}
 
 	var jb bytes.Buffer
-	if err := WriteJSON(&jb, tb); err != nil {
+	if err := writeJSON(&jb, tb); err != nil {
 		t.Fatal(err)
 	}
 	var js struct {
@@ -467,7 +467,7 @@ func TestSweepEndToEnd(t *testing.T) {
 		}
 	}
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, tb); err != nil {
+	if err := writeMarkdown(&md, tb); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"### RTE (Accuracy)", "### SST-2 (Accuracy)", "| NVDP-Clipped (C_mu=2) | 1e-2 | 2 |", "| Certified RD (order 1.1) | Certified ε (δ=1e-5) |",
@@ -675,7 +675,7 @@ func TestTablesCertified(t *testing.T) {
 	}
 
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, tb); err != nil {
+	if err := writeMarkdown(&md, tb); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -695,7 +695,7 @@ func TestTablesCertified(t *testing.T) {
 	}
 
 	var cb bytes.Buffer
-	if err := WriteCSV(&cb, tb); err != nil {
+	if err := writeCSV(&cb, tb); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := csv.NewReader(&cb).ReadAll()
@@ -715,7 +715,7 @@ func TestTablesCertified(t *testing.T) {
 	}
 
 	var jb bytes.Buffer
-	if err := WriteJSON(&jb, tb); err != nil {
+	if err := writeJSON(&jb, tb); err != nil {
 		t.Fatal(err)
 	}
 	var js struct {
@@ -925,14 +925,14 @@ func TestReadMissingCells(t *testing.T) {
 		t.Fatalf("partial: missing %v, tasks %+v", tb.Missing, tb.Tasks)
 	}
 	var md, js strings.Builder
-	if err := WriteMarkdown(&md, tb); err != nil {
+	if err := writeMarkdown(&md, tb); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(md.String(), "1 cells; ") || !strings.Contains(md.String(),
 		"Partial sweep: 2 cells of its sweep.json without report.json, left out: sst2/nvdp/lambda=1e-2/seed=2 (failed), sst2/nvdp/lambda=1e-1/seed=1 (pending).") {
 		t.Errorf("markdown does not name the missing cells:\n%s", md.String())
 	}
-	if err := WriteJSON(&js, tb); err != nil {
+	if err := writeJSON(&js, tb); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(js.String(), `"missing_cells"`) || !strings.Contains(js.String(), `"status": "failed"`) {

@@ -118,8 +118,8 @@ func hasLambda(variant string, lambda float64) bool {
 
 func seedsCell(r *tableRow) string { return strconv.Itoa(len(r.Seeds)) }
 
-// WriteMarkdown writes the per-task tables and the best-trade-off summary.
-func WriteMarkdown(w io.Writer, t *Tables) error {
+// writeMarkdown writes the per-task tables and the best-trade-off summary.
+func writeMarkdown(w io.Writer, t *Tables) error {
 	var b strings.Builder
 	var encs, tmodes []string
 	n, ng := 0, 0
@@ -330,7 +330,7 @@ func mdRow(b *strings.Builder, cells []string) {
 	b.WriteString(" |\n")
 }
 
-// WriteCSV writes the tables in long format, one line per row, metric and
+// writeCSV writes the tables in long format, one line per row, metric and
 // audit mode. The baseline has empty privacy columns, and C_mu grid rows have
 // c_mu_grid true. Numbers are raw, so utility is not multiplied by 100.
 //
@@ -354,7 +354,7 @@ func mdRow(b *strings.Builder, cells []string) {
 // the report file. Its task, variant, epsilon_certified_mean, the certified
 // epsilon of the attacked model, and target_epsilon are set, and its other
 // columns are empty.
-func WriteCSV(w io.Writer, t *Tables) error {
+func writeCSV(w io.Writer, t *Tables) error {
 	cw := csv.NewWriter(w)
 	hdr := tablesCSVHeader()
 	width := len(hdr)
@@ -387,7 +387,7 @@ func WriteCSV(w io.Writer, t *Tables) error {
 	return cw.Error()
 }
 
-// tablesCSVHeader is the header of WriteCSV's columns of the tables' rows.
+// tablesCSVHeader is the header of writeCSV's columns of the tables' rows.
 func tablesCSVHeader() []string {
 	return []string{"task", "variant", "mode", "c_mu", "lambda", "seeds", "metric", "utility_mean", "utility_std",
 		"audit_mode", "bdp_mean", "bdp_std", "rd_max_mean", "rd_max_std", "rd_avg_mean", "rd_avg_std", "invalid_pairs", "c_mu_grid",
@@ -474,9 +474,9 @@ func rowCSVTail(r *tableRow, chance, pareto string) []string {
 	return append(cert, front...)
 }
 
-// WriteJSON writes the tables as one JSON object, with non-finite numbers as
+// writeJSON writes the tables as one JSON object, with non-finite numbers as
 // jsonfloat strings, "NaN" and "Infinity".
-func WriteJSON(w io.Writer, t *Tables) error {
+func writeJSON(w io.Writer, t *Tables) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(t)

@@ -48,7 +48,7 @@ func TestDistinguishInputsValidate(t *testing.T) {
 // *option.Error naming model.
 func TestLoadLearnedErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
-	_, _, err := LoadLearned(LearnedInputs{Model: missing, Corpus: DefaultCorpusOptions()})
+	_, _, err := loadLearned(LearnedInputs{Model: missing, Corpus: DefaultCorpusOptions()})
 	var oe *option.Error
 	if !errors.As(err, &oe) || oe.Option != "model" || !strings.Contains(err.Error(), missing) {
 		t.Errorf("error %v: want an option error naming model and %s", err, missing)

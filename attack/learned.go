@@ -21,10 +21,10 @@ type LearnedInputs struct {
 	Vocab string `json:"vocab,omitempty"`
 }
 
-// LoadLearned loads the target and the corpus of in, and checks in.Vocab
+// loadLearned loads the target and the corpus of in, and checks in.Vocab
 // against the model's vocabulary. Where an input is at fault, the error is
 // an [*option.Error] naming it: model, vocab, or those of [LoadCorpus].
-func LoadLearned(in LearnedInputs) (*Target, *Corpus, error) {
+func loadLearned(in LearnedInputs) (*Target, *Corpus, error) {
 	t, err := LoadTarget(in.Model)
 	if err != nil {
 		return nil, nil, option.Errorf("model", nil, "%v", err)
@@ -49,14 +49,17 @@ func LoadLearned(in LearnedInputs) (*Target, *Corpus, error) {
 	return t, c, nil
 }
 
-// RunInvert checks o, loads in ([LoadLearned]) and runs [Invert] with
-// progress to report. Its errors are those of the three.
+// RunInvert runs [Invert] on the inputs in with o, progress to report.
+// It checks o before any file is read, then loads the model and the corpus
+// (an empty GlueDir is the model's) and checks in.Vocab against the model's
+// vocabulary. Where an input or option is at fault, the error is an
+// [*option.Error] naming it: model, vocab, or one of [CorpusOptions] or o.
 func RunInvert(ctx context.Context, in LearnedInputs, o InvertOptions, report progress.Func) (*InvertReport, error) {
 	return runLearned(in, o.Validate, func(t *Target, c *Corpus) (*InvertReport, error) { return Invert(ctx, t, c, o, report) })
 }
 
-// RunAttribute checks o, loads in ([LoadLearned]) and runs [Attribute]
-// with progress to report. Its errors are those of the three.
+// RunAttribute runs [Attribute] on the inputs in with o, progress to
+// report, loading and checking them as [RunInvert] does.
 func RunAttribute(ctx context.Context, in LearnedInputs, o AttributeOptions, report progress.Func) (*AttributeReport, error) {
 	return runLearned(in, o.Validate, func(t *Target, c *Corpus) (*AttributeReport, error) { return Attribute(ctx, t, c, o, report) })
 }
@@ -68,7 +71,7 @@ func runLearned[R any](in LearnedInputs, validate func() error, run func(*Target
 	if err := validate(); err != nil {
 		return zero, err
 	}
-	t, c, err := LoadLearned(in)
+	t, c, err := loadLearned(in)
 	if err != nil {
 		return zero, err
 	}

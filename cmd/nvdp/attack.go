@@ -92,8 +92,11 @@ the --split posteriors under --model, or of --posteriors; --audit FILE reads it 
 	return cmd
 }
 
-// bindPair sets the pair's kind from --texts and --pair-index, checking the
-// flags given together (the values are the library's to check).
+// bindPair sets the pair's kind from --texts and --pair-index and parses
+// --pair-index, checking the flags given together. The values are
+// attack.DistinguishInputs.Validate's to check; its two requirements (a
+// model or posteriors; a model for texts) come first here to say them in
+// terms of the flags.
 func (f *distinguishFlags) bindPair(cmd *cobra.Command) error {
 	fs, in := cmd.Flags(), &f.in
 	switch {

@@ -143,6 +143,9 @@ func openFile(path string, o *FileOptions) (*privacy.Posteriors, func() error, *
 	return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
 }
 
+// memAvailable is [MemAvailable]; tests replace it.
+var memAvailable = MemAvailable
+
 // prepare opens the device where o asks for one (nil: the CPU), sets
 // LowMemory where AutoLowMemory asks for it on the CPU, and drops
 // Progress for an audit too short to report it, see [Options.Long].
@@ -156,7 +159,7 @@ func prepare(p *privacy.Posteriors, o *FileOptions) (Device, error) {
 	}
 	// float64 copies of mu and sigma^2 that would not fit: convert per tile
 	if dev == nil && o.AutoLowMemory {
-		if avail := MemAvailable(); o.FitMemory(p, avail) {
+		if avail := memAvailable(); o.FitMemory(p, avail) {
 			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", CopiesBytes(p), "available_bytes", avail)
 		}
 	}

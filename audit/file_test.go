@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -224,6 +225,48 @@ func TestAuditFile(t *testing.T) {
 	o.Order = 1
 	if _, err := AuditFile(context.Background(), clipped, o); err == nil || !strings.HasPrefix(err.Error(), clipped+": ") {
 		t.Errorf("order 1: %v", err)
+	}
+}
+
+// TestAuditFileLowMemory: AutoLowMemory sets LowMemory on the CPU when the
+// float64 copies would take more than half the available memory, saying so
+// in the log, with the report of the default audit; never on a device, and
+// not without AutoLowMemory.
+func TestAuditFileLowMemory(t *testing.T) {
+	p := synthPosteriors(8, 4, 8, 11)
+	path := writeFile(t, p, nil)
+	defer func(f func() float64) { memAvailable = f }(memAvailable)
+	memAvailable = func() float64 { return CopiesBytes(p) } // twice what fits
+	var logs bytes.Buffer
+	defer func(l *slog.Logger) { slog.SetDefault(l) }(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	base := DefaultOptions()
+	base.Workers = 1
+	var reports []*Report
+	for _, c := range []struct {
+		auto, device, want bool
+	}{{true, false, true}, {false, false, false}, {true, true, false}} {
+		logs.Reset()
+		dev := &fakeDevice{r: &Report{}}
+		o := FileOptions{Options: base, AutoLowMemory: c.auto}
+		if c.device {
+			o.OpenDevice = func() (Device, error) { return dev, nil }
+		}
+		r, err := AuditFile(context.Background(), path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged := strings.Contains(logs.String(), "low-memory audit")
+		if logged != c.want || dev.opt.LowMemory {
+			t.Errorf("auto %v device %v: logged %v (want %v), device's LowMemory %v", c.auto, c.device, logged, c.want, dev.opt.LowMemory)
+		}
+		if !c.device {
+			r.Report.Seconds = 0
+			reports = append(reports, r.Report)
+		}
+	}
+	if !sameJSON(reports[0], reports[1]) {
+		t.Error("the low-memory report differs from the default's")
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 
 	"github.com/nvdp-project/nvdp/glue"
+	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
@@ -86,12 +88,13 @@ func (t *textPipeline) planNew(o *model.Options) error {
 
 // planSaved replaces o by the options saved in o.Out (SkipTrain or Resume;
 // o's directory, resume flag and GLUE directory when given are kept). With
-// SkipTrain a task given must be the model's.
+// SkipTrain a task given must be the model's. A resumed training's options
+// are checked once here (model.Resume), and its checkpoint must exist.
 func (t *textPipeline) planSaved(o *model.Options) error {
 	if o.Out == "" {
 		return option.Errorf("out", nil, "required: the model directory")
 	}
-	saved, err := model.LoadOptions(o.Out)
+	saved, err := t.loadSaved(*o)
 	if err != nil {
 		return err
 	}
@@ -115,6 +118,25 @@ func (t *textPipeline) planSaved(o *model.Options) error {
 		return option.Errorf("glue_dir", t.glueDir, "not a directory")
 	}
 	return nil
+}
+
+// loadSaved reads the options saved in o.Out: those of a resumed
+// training checked once (model.Resume, kept for Train; its checkpoint must
+// exist), or, with SkipTrain, those of the model (model.LoadOptions).
+func (t *textPipeline) loadSaved(o model.Options) (*model.Options, error) {
+	if t.po.SkipTrain {
+		return model.LoadOptions(o.Out)
+	}
+	c, err := model.Resume(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := loop.Check(filepath.Join(o.Out, CheckpointFile), true); err != nil {
+		return nil, err
+	}
+	t.checked = c
+	saved := c.Options()
+	return &saved, nil
 }
 
 // readSplits reads the utility split (dev) and, when the audit is not of
@@ -143,13 +165,13 @@ func (t *textPipeline) readSplits(task *glue.Task, o *model.Options) error {
 	return nil
 }
 
-// Train is RunChecked of a new run's options checked by Plan (with the
-// dev split Plan read), or Run of a
-// resumed one (the saved options with StopAfterSteps and the run-time
-// choices).
+// Train is RunChecked of the options Plan checked: a new run's, with the
+// dev split Plan read, or a resumed one's (the saved options with
+// StopAfterSteps and the run-time choices), which reads dev as it was
+// trained with.
 func (t *textPipeline) Train(ctx context.Context, _ *Plan, report progress.Func) (*Result, error) {
 	if t.po.Train.Resume {
-		return Run(ctx, t.po.Train, report)
+		return runChecked(ctx, t.checked, nil, report)
 	}
 	return runChecked(ctx, t.checked, t.dev, report) // dev as Plan read it, not read again
 }

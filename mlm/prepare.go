@@ -1,38 +1,69 @@
 package mlm
 
 import (
+	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/loop"
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// Prepare checks the options of a new run before any work and returns them
-// with InitFrom resolved: o is validated, the files other than InitFrom's
-// are checked, then InitFrom, when set, is resolved to a local directory
-// with [ResolveInitFrom] (a hub model downloaded, its bytes reported to
-// report) and its files checked.
+// Prepared is a pretraining run whose options [Prepare] checked once.
+type Prepared struct{ o Options }
+
+// Prepare checks the options of a run once, before any work, and returns
+// the run for [Prepared.Run]. For a new run, o is validated, the files
+// other than InitFrom's are checked, then InitFrom, when set, is resolved
+// to a local directory with [ResolveInitFrom] (a hub model downloaded, its
+// bytes reported to report), the files checked with it, and o.Out must hold
+// no run ([ErrRunExists]). A resumed run's options are those saved in o.Out,
+// which must hold a checkpoint ([ErrNoCheckpoint]), with o.Change applied
+// and validated.
 //
-// Its errors are [*option.Error] naming the option, and a
-// [*InitFromError] for an InitFrom that cannot be resolved.
-func Prepare(o Options, report progress.Func) (Options, error) {
+// Its errors are [*option.Error] naming the option (one read from the saved
+// options file wrapped with the file's path), and an [*InitFromError] for
+// an InitFrom that cannot be resolved.
+func Prepare(o Options, report progress.Func) (Prepared, error) {
+	statePath, optsPath := filepath.Join(o.Out, StateFile), filepath.Join(o.Out, OptionsFile)
+	if o.Resume {
+		o, err := checkResumed(o, statePath, optsPath)
+		return Prepared{o}, err
+	}
+	if o.Change != (Change{}) {
+		return Prepared{}, errors.New("pretrain: Options.Change changes a resumed run's options; give the options themselves to a new run")
+	}
 	if err := o.Validate(); err != nil {
-		return o, err
+		return Prepared{}, err
 	}
 	if spec := o.InitFrom; spec != "" {
-		others := o // the other files, before a download
-		others.InitFrom = ""
+		others := o // the other files, before a download; the config is InitFrom's
+		others.InitFrom, others.ModelConfig = "", &encoder.Config{}
 		if err := others.CheckFiles(); err != nil {
-			return o, err
+			return Prepared{}, err
 		}
 		dir, err := ResolveInitFrom(spec, report)
 		if err != nil {
-			return o, &InitFromError{Spec: spec, Err: err}
+			return Prepared{}, &InitFromError{Spec: spec, Err: err}
 		}
 		o.InitFrom = dir
+		if o.Vocab == "" {
+			o.Vocab = dir // the initial checkpoint's own tokenizer files
+		}
 	}
-	return o, o.CheckFiles()
+	if err := o.CheckFiles(); err != nil {
+		return Prepared{}, err
+	}
+	if err := loop.Check(statePath, false); err != nil {
+		return Prepared{}, fmt.Errorf("pretrain: %w", err)
+	}
+	return Prepared{o}, nil
 }
+
+// Options returns the checked options.
+func (p Prepared) Options() Options { return p.o }
 
 // InitFromError is the error of an InitFrom that names no checkpoint
 // this program can read: Spec as given, Err why.

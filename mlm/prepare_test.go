@@ -53,7 +53,7 @@ func TestPrepare(t *testing.T) {
 		{"valid", func(*Options) {}, "", false},
 		{"steps", func(o *Options) { o.Steps = 0 }, "steps", false},
 		{"corpus", func(o *Options) { o.Corpus = missing }, "corpus", false},
-		{"corpus before init_from", func(o *Options) { o.Corpus, o.InitFrom = missing, "hf:" + missing }, "corpus", false},
+		{"corpus before init_from", func(o *Options) { o.Corpus, o.InitFrom = missing, "hf:"+missing }, "corpus", false},
 		{"init_from", func(o *Options) { o.InitFrom = "hf:" + missing }, "", true},
 		{"init_from no config", func(o *Options) { o.InitFrom = "hf:" + t.TempDir() }, "init_from", false},
 	} {
@@ -77,8 +77,8 @@ func TestPrepare(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "config.json"), "{}")
 	o := base
 	o.InitFrom = "hf:" + dir
-	if got, err := Prepare(o, nil); err != nil || got.InitFrom != dir {
-		t.Errorf("init_from hf:%s: %q, %v; want %s", dir, got.InitFrom, err, dir)
+	if got, err := Prepare(o, nil); err != nil || got.Options().InitFrom != dir || got.Options().Vocab != base.Vocab {
+		t.Errorf("init_from hf:%s: %+v, %v; want %s", dir, got.Options(), err, dir)
 	}
 }
 

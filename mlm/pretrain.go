@@ -117,7 +117,16 @@ type interval struct {
 // moments and the step are restored from the checkpoint, including one
 // written before the loop was shared.
 func Run(ctx context.Context, o Options, report progress.Func) (*Result, error) {
-	p, err := newPretrainer(o)
+	c, err := Prepare(o, report)
+	if err != nil {
+		return nil, err
+	}
+	return c.Run(ctx, report)
+}
+
+// Run pretrains as [Run] does, with the options [Prepare] checked.
+func (c Prepared) Run(ctx context.Context, report progress.Func) (*Result, error) {
+	p, err := newPretrainer(c.o)
 	if err != nil {
 		return nil, err
 	}
@@ -185,12 +194,7 @@ type pretrainer struct {
 // input (readInputs) before it creates o.Out; then it builds the model
 // (initialised, or copied from o.InitFrom) and the random sources.
 func newPretrainer(o Options) (*pretrainer, error) {
-	p := &pretrainer{statePath: filepath.Join(o.Out, StateFile), optsPath: filepath.Join(o.Out, OptionsFile)}
-	o, err := checkOptions(o, p.statePath, p.optsPath)
-	if err != nil {
-		return nil, err
-	}
-	p.o = o
+	p := &pretrainer{o: o, statePath: filepath.Join(o.Out, StateFile), optsPath: filepath.Join(o.Out, OptionsFile)}
 	if err := p.readInputs(); err != nil {
 		return nil, err
 	}
@@ -403,31 +407,18 @@ func (p *pretrainer) finish() (*Result, error) {
 	return res, nil
 }
 
-// checkOptions returns the options of the run Run is given, checked before
-// any work: for a new run o itself, validated, in a directory that holds no
-// run; for a resumed one the options saved in optsPath (validated again,
-// upgraded from version 0) with o.Change applied, in a directory with a
-// checkpoint. The files they name must exist. Errors about the options
-// given are a bare *option.Error (for a program to map to its own names);
-// errors about the saved file name it.
-func checkOptions(o Options, statePath, optsPath string) (Options, error) {
-	if !o.Resume && o.Change != (Change{}) {
-		return o, errors.New("pretrain: Options.Change changes a resumed run's options; give the options themselves to a new run")
-	}
+// checkResumed returns the options of a resumed run, checked before any
+// work: the options saved in optsPath (validated again, upgraded from
+// version 0) with o.Change applied, in a directory with a checkpoint, with
+// o's Out and StopAfterSteps. The files they name must exist. An error
+// about a changed option is a bare *option.Error (for a program to map to
+// its own names); errors about the saved file name it.
+func checkResumed(o Options, statePath, optsPath string) (Options, error) {
 	if o.Out == "" {
 		return o, option.Errorf("out", nil, "required: the output directory")
 	}
-	if err := loop.Check(statePath, o.Resume); err != nil {
+	if err := loop.Check(statePath, true); err != nil {
 		return o, fmt.Errorf("pretrain: %w", err)
-	}
-	if !o.Resume {
-		if err := o.Validate(); err != nil {
-			return o, err
-		}
-		if o.Vocab == "" {
-			o.Vocab = o.InitFrom // the initial checkpoint's own tokenizer files
-		}
-		return o, o.CheckFiles()
 	}
 	saved, err := readOptions(optsPath)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/mlm"
-	"github.com/nvdp-project/nvdp/progress"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -77,15 +76,23 @@ func newPretrainCmd() *cobra.Command {
 // run checks the options, pretrains and prints the summary.
 func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 	report := newProgress(cmd, pf.noProgress)
-	run, err := pretrainOptions(cmd, pf.o, pf.initFrom, report)
+	run, err := pretrainOptions(cmd, pf.o, pf.initFrom)
 	if err != nil {
 		return err
 	}
+	c, err := mlm.Prepare(run, report)
+	if _, ok := err.(*mlm.InitFromError); ok {
+		return fmt.Errorf("--init-from %w", err)
+	}
+	hint := "nvdp pretrain --resume --out " + pf.o.Out
+	if err != nil {
+		return resumeHint(flagError(err), hint)
+	}
 	ctx, cancel := signalContext(cmd, stopTraining)
 	defer cancel()
-	r, err := mlm.Run(ctx, run, report)
+	r, err := c.Run(ctx, report)
 	if err != nil {
-		return resumeHint(flagError(err), "nvdp pretrain --resume --out "+pf.o.Out)
+		return resumeHint(flagError(err), hint)
 	}
 	if pf.jsonOut {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
@@ -99,36 +106,32 @@ func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 var resumeFlags = map[string]bool{"out": true, "resume": true, "steps": true, "save-every": true, "eval-every": true,
 	"stop-after-steps": true, "no-progress": true, "json": true}
 
-// pretrainOptions returns the options of the run the flags ask for, checked
-// before any work (mlm.Prepare, mlm.Resumed), errors naming the flags. A
-// resumed run takes the saved options: its other flags are refused.
-func pretrainOptions(cmd *cobra.Command, o *mlm.Options, initFrom string, report progress.Func) (mlm.Options, error) {
+// pretrainOptions returns the options of the run the flags ask for, for
+// mlm.Prepare to check, errors naming the flags: a resumed run takes the
+// saved options (mlm.Resumed), so its other flags are refused.
+func pretrainOptions(cmd *cobra.Command, o *mlm.Options, initFrom string) (mlm.Options, error) {
 	fs := cmd.Flags()
-	if o.Resume {
-		if initFrom != "" {
-			return *o, fmt.Errorf("--init-from starts a run; --resume continues one (its checkpoint already holds the weights)")
+	if !o.Resume {
+		if initFrom != "" && fs.Changed("config") {
+			return *o, fmt.Errorf("--init-from takes the model config from the checkpoint; do not give --config")
 		}
-		var fixed []string
-		fs.Visit(func(f *pflag.Flag) {
-			if !resumeFlags[f.Name] {
-				fixed = append(fixed, "--"+f.Name)
-			}
-		})
-		if len(fixed) > 0 {
-			return *o, fmt.Errorf("%s: a resumed run uses the options saved in %s; only --steps, --save-every and --eval-every change them",
-				strings.Join(fixed, ", "), mlm.OptionsFile)
+		o.InitFrom = initFrom
+		return *o, nil
+	}
+	if initFrom != "" {
+		return *o, fmt.Errorf("--init-from starts a run; --resume continues one (its checkpoint already holds the weights)")
+	}
+	var fixed []string
+	fs.Visit(func(f *pflag.Flag) {
+		if !resumeFlags[f.Name] {
+			fixed = append(fixed, "--"+f.Name)
 		}
-		return mlm.Resumed(*o, givenFlags(cmd)), nil
+	})
+	if len(fixed) > 0 {
+		return *o, fmt.Errorf("%s: a resumed run uses the options saved in %s; only --steps, --save-every and --eval-every change them",
+			strings.Join(fixed, ", "), mlm.OptionsFile)
 	}
-	if initFrom != "" && fs.Changed("config") {
-		return *o, fmt.Errorf("--init-from takes the model config from the checkpoint; do not give --config")
-	}
-	o.InitFrom = initFrom
-	r, err := mlm.Prepare(*o, report)
-	if _, ok := err.(*mlm.InitFromError); ok {
-		return r, fmt.Errorf("--init-from %w", err)
-	}
-	return r, flagError(err)
+	return mlm.Resumed(*o, givenFlags(cmd)), nil
 }
 
 func init() { rootCmd.AddCommand(newPretrainCmd()) }

@@ -264,20 +264,11 @@ func flagError(err error) error {
 	return err
 }
 
-// fixGivenConstants marks the clipping constants given on the command line
-// as fixed for the calibration (model.Options.FixGiven).
-func fixGivenConstants(cmd *cobra.Command, o *model.Options) { o.FixGiven(givenFlags(cmd)) }
-
-// setTargetOrderDelta gives the target the --order and --delta flags'
-// values (model.Options.TargetAt; in `nvdp run` and `nvdp sweep` they are
-// the audit's too).
-func setTargetOrderDelta(o *model.Options, order, delta float64) { o.TargetAt(order, delta) }
-
 // finishTrainFlags fixes the constants given explicitly for a target's
 // calibration.
 func finishTrainFlags(cmd *cobra.Command, o *model.Options) {
 	if o.HasTarget() {
-		fixGivenConstants(cmd, o)
+		o.FixGiven(givenFlags(cmd))
 	}
 }
 

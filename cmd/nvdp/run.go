@@ -98,7 +98,7 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if err := f.af.finish(po); err != nil {
 		return nil, err
 	}
-	setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
+	po.Train.TargetAt(po.Audit.Order, po.Audit.Delta)
 	if err := po.Train.CheckTargetValues(); err != nil { // --target-epsilon 0 is an error, --skip-train or not
 		return nil, flagError(err)
 	}

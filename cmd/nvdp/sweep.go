@@ -136,10 +136,10 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 		return err
 	}
 	if len(so.TargetEpsilons) > 0 {
-		fixGivenConstants(cmd, &po.Train)
+		po.Train.FixGiven(givenFlags(cmd))
 		po.Train.TargetDelta = po.Audit.Delta
 	}
-	setTargetOrderDelta(&po.Train, po.Audit.Order, po.Audit.Delta)
+	po.Train.TargetAt(po.Audit.Order, po.Audit.Delta)
 	return nil
 }
 

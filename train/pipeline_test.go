@@ -185,3 +185,40 @@ func TestReportCalibration(t *testing.T) {
 		t.Errorf("no target: calibration %+v, %v", rep.Calibration, err)
 	}
 }
+
+// TestPipelineResume: a pipeline stopped by StopAfterSteps and resumed
+// (its saved options checked once by Plan, model.Resume) gives the report
+// of the same run uninterrupted: training steps, best metric, utility and
+// audit; a resume of a directory without a checkpoint fails in Plan.
+func TestPipelineResume(t *testing.T) {
+	glueDir, vocab := synthGlue(t, 16, 8)
+	run := func(out string, stop int, resume bool) (*Report, error) {
+		o := synthOptions(t, glueDir, vocab, out)
+		o.Epochs, o.StopAfterSteps, o.Resume = 2, stop, resume
+		if resume {
+			o = model.Options{RunTime: model.RunTime{Out: out, Resume: true}}
+		}
+		return RunPipeline(context.Background(), TextPipeline(), PipelineOptions{Train: o, Audit: audit.DefaultOptions()}, nil)
+	}
+	whole, err := run(filepath.Join(t.TempDir(), "whole"), 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "stopped")
+	if _, err := run(out, 3, false); err == nil || !strings.Contains(err.Error(), "training stopped after 3 steps") {
+		t.Fatalf("stopped pipeline: %v", err)
+	}
+	resumed, err := run(out, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := *whole, *resumed
+	if a.Training.Steps != b.Training.Steps || a.Training.BestMetric != b.Training.BestMetric || !reflect.DeepEqual(a.Utility, b.Utility) ||
+		a.Privacy.RDMax != b.Privacy.RDMax || a.Privacy.RDMean == nil || b.Privacy.RDMean == nil || *a.Privacy.RDMean != *b.Privacy.RDMean {
+		t.Errorf("resumed pipeline: steps %d best %v utility %v rd_max %v rd_mean %v; uninterrupted %d %v %v %v %v", b.Training.Steps, b.Training.BestMetric,
+			b.Utility, b.Privacy.RDMax, b.Privacy.RDMean, a.Training.Steps, a.Training.BestMetric, a.Utility, a.Privacy.RDMax, a.Privacy.RDMean)
+	}
+	if _, err := run(t.TempDir(), 0, true); err == nil || !strings.Contains(err.Error(), "train_options.json") {
+		t.Errorf("resume without a run: %v, want the missing train_options.json", err)
+	}
+}

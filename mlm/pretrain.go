@@ -96,9 +96,10 @@ type interval struct {
 // o.Out. The package documentation and docs/pretraining.md describe the
 // method.
 //
-// Every input is checked before any work and before o.Out is created: the
-// options, with [Options.Validate], and for a resumed run its saved options
-// again, with o.Change; the files, with [Options.CheckFiles]; the tokenizer;
+// Run is [Prepare] then [Prepared.Run]. Every input is checked once, before
+// any work and before o.Out is created: the options, with
+// [Options.Validate], and for a resumed run its saved options again, with
+// o.Change; the files, with [Options.CheckFiles]; the tokenizer;
 // the model config; the corpus; and the Auto options resolved from them, with
 // [Options.Resolve]. An invalid option of a new run, or a changed one of a
 // resumed run, is a bare [*option.Error]; one read from the saved options

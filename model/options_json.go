@@ -91,8 +91,8 @@ func LoadOptions(dir string) (*Options, error) {
 // compared as [option.Differences] does, pointers by value and Auto equal to
 // Auto.
 //
-// It leaves out where the run is and whether it continues, out and resume,
-// and the file's format, options_version. Tasks are compared by the GLUE task
+// It leaves out the file's format, options_version; where the run is and
+// whether it continues are [RunTime]'s, no options. Tasks are compared by the GLUE task
 // they name, so "SST-2" is sst2; see [glue.LookupTask].
 //
 // A resumed run, train.Run with Resume, continues with the saved options: a
@@ -103,7 +103,7 @@ func Differences(saved, given *Options) []option.Difference {
 	var out []option.Difference
 	for _, d := range option.Differences(saved, given) {
 		switch d.Option {
-		case "out", "resume", "options_version":
+		case "options_version":
 			continue
 		case "task":
 			a, errA := glue.LookupTask(saved.Task)

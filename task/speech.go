@@ -110,7 +110,10 @@ func (speechTask) Check(o *model.Options, d *Data) error {
 // Prepare checks the run once (speech.Prepare).
 func (speechTask) Prepare(o model.Options, d *Data) (Trainer, error) {
 	p, err := speech.Prepare(speechOptions(o, d))
-	return speechTrainer{p}, err
+	if err != nil {
+		return nil, err
+	}
+	return speechTrainer{p}, nil
 }
 
 // speechTrainer is a speech run, checked once.

@@ -77,7 +77,10 @@ func (textTask) Check(o *model.Options, _ *Data) error {
 // Prepare checks the run once (train.Prepare).
 func (textTask) Prepare(o model.Options, _ *Data) (Trainer, error) {
 	c, err := train.Prepare(o)
-	return textTrainer{c}, err
+	if err != nil {
+		return nil, err
+	}
+	return textTrainer{c}, nil
 }
 
 // textTrainer is a text task's run, checked once.

@@ -383,7 +383,13 @@ func (j job) run() {
 // A panic in fn is returned as an error, so that the device goroutine survives it; the error wraps
 // the panic's value when that is an error, since device layers panic with the [*Error] of a failed
 // launch. fn calling runtime.Goexit, as t.Fatal does, gives [ErrGoexit], and the device goes on.
+//
+// Do panics on a Device that [Open] did not return (its zero value): nothing
+// would ever run fn, and the call would block for ever.
 func (d *Device) Do(fn func() error) error {
+	if d.work == nil {
+		panic("cuda: Device.Do on a device not opened (use cuda.Open)")
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()

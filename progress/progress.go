@@ -2,10 +2,15 @@
 // (training, pretraining, the audit's pairs, downloads, evaluation). A library
 // reports what it has done through a Func; only the program (cmd/nvdp)
 // decides how to show it: a bar on a terminal, a log line every so often
-// otherwise, or nothing. No library draws a bar or writes to a terminal.
+// otherwise ([Log]), or nothing. No library draws a bar or writes to a terminal.
 package progress
 
-import "math"
+import (
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+)
 
 // Event is one progress report of a long operation.
 type Event struct {
@@ -48,5 +53,67 @@ func (f Func) Counter(stage, unit string, total int64) func(done int64) {
 	}
 	return func(done int64) {
 		f(Event{Stage: stage, Unit: unit, Done: done, Total: total, Loss: math.NaN()})
+	}
+}
+
+// Log returns a Func that logs to l, per stage, a line at most every
+// `every` and one when the stage ends (message "progress"): stage, done,
+// total, unit, detail, rate per second, ETA and the mean of the losses
+// reported since the previous line. The start of a stage is not logged.
+// It is the program's display where no bar is drawn.
+func Log(l *slog.Logger, every time.Duration) Func {
+	type state struct {
+		last     time.Time
+		lastDone int64
+		loss     float64
+		n        int
+	}
+	var mu sync.Mutex
+	states := map[string]*state{}
+	return func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		s, ok := states[e.Stage]
+		if !ok {
+			s = &state{last: time.Now(), lastDone: e.Done}
+			states[e.Stage] = s
+			if e.Total <= 0 || e.Done < e.Total {
+				return // the start of a stage is not progress yet
+			}
+		}
+		if e.HasLoss() {
+			s.loss += e.Loss
+			s.n++
+		}
+		end := e.Total > 0 && e.Done >= e.Total
+		since := time.Since(s.last)
+		if since < every && !end {
+			return
+		}
+		attrs := []any{"stage", e.Stage, "done", e.Done}
+		if e.Total > 0 {
+			attrs = append(attrs, "of", e.Total)
+		}
+		if e.Unit != "" {
+			attrs = append(attrs, "unit", e.Unit)
+		}
+		if e.Detail != "" {
+			attrs = append(attrs, "detail", e.Detail)
+		}
+		if s.n > 0 {
+			attrs = append(attrs, "loss", s.loss/float64(s.n))
+		}
+		if rate := float64(e.Done-s.lastDone) / since.Seconds(); since > 0 && rate > 0 && !math.IsInf(rate, 0) {
+			attrs = append(attrs, "per_s", math.Round(rate*100)/100)
+			if e.Total > 0 {
+				eta := time.Duration(float64(e.Total-e.Done) / rate * float64(time.Second)).Round(time.Second)
+				attrs = append(attrs, "eta", eta.String())
+			}
+		}
+		l.Info("progress", attrs...)
+		s.last, s.lastDone, s.loss, s.n = time.Now(), e.Done, 0, 0
+		if end {
+			delete(states, e.Stage)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"sync"
 	"time"
@@ -29,7 +28,7 @@ func newProgress(cmd *cobra.Command, noProgress bool) progress.Func {
 	if f, ok := w.(*os.File); ok && !noProgress && term.IsTerminal(int(f.Fd())) {
 		return barProgress(w)
 	}
-	return logProgress(slog.Default(), progressLogEvery)
+	return progress.Log(slog.Default(), progressLogEvery)
 }
 
 // barProgress draws one progressbar per stage on w.
@@ -69,65 +68,5 @@ func barProgress(w io.Writer) progress.Func {
 		}
 		bar.Describe(desc)
 		_ = bar.Set64(e.Done)
-	}
-}
-
-// logProgress logs, per stage, a line at most every `every` and one when the
-// stage ends: stage, done, total, unit, rate per second, ETA and the mean of
-// the losses reported since the previous line.
-func logProgress(l *slog.Logger, every time.Duration) progress.Func {
-	type state struct {
-		last     time.Time
-		lastDone int64
-		loss     float64
-		n        int
-	}
-	var mu sync.Mutex
-	states := map[string]*state{}
-	return func(e progress.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		s, ok := states[e.Stage]
-		if !ok {
-			s = &state{last: time.Now(), lastDone: e.Done}
-			states[e.Stage] = s
-			if e.Total <= 0 || e.Done < e.Total {
-				return // the start of a stage is not progress yet
-			}
-		}
-		if e.HasLoss() {
-			s.loss += e.Loss
-			s.n++
-		}
-		end := e.Total > 0 && e.Done >= e.Total
-		since := time.Since(s.last)
-		if since < every && !end {
-			return
-		}
-		attrs := []any{"stage", e.Stage, "done", e.Done}
-		if e.Total > 0 {
-			attrs = append(attrs, "of", e.Total)
-		}
-		if e.Unit != "" {
-			attrs = append(attrs, "unit", e.Unit)
-		}
-		if e.Detail != "" {
-			attrs = append(attrs, "detail", e.Detail)
-		}
-		if s.n > 0 {
-			attrs = append(attrs, "loss", s.loss/float64(s.n))
-		}
-		if rate := float64(e.Done-s.lastDone) / since.Seconds(); since > 0 && rate > 0 && !math.IsInf(rate, 0) {
-			attrs = append(attrs, "per_s", math.Round(rate*100)/100)
-			if e.Total > 0 {
-				eta := time.Duration(float64(e.Total-e.Done) / rate * float64(time.Second)).Round(time.Second)
-				attrs = append(attrs, "eta", eta.String())
-			}
-		}
-		l.Info("progress", attrs...)
-		s.last, s.lastDone, s.loss, s.n = time.Now(), e.Done, 0, 0
-		if end {
-			delete(states, e.Stage)
-		}
 	}
 }

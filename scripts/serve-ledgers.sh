@@ -4,8 +4,8 @@
 # a file; 3 replicas with the keys in the database), nvdp-load at 1, 8 and 32 clients for DUR (10s)
 # each (one text per request; the clients spread over the replicas), and the mean time of a charge
 # at each level from the servers' nvdp_ledger_charge_duration_seconds. PostgreSQL runs durable (its
-# defaults: fsync, synchronous_commit on) from a cluster this script makes in OUT/pg, on a unix
-# socket, as the user postgres when run as root; it is stopped at the end.
+# defaults: fsync, synchronous_commit on) from a cluster this script makes in OUT/pg
+# (scripts/pgcluster.sh); it is stopped at the end.
 #
 # Usage: bash scripts/serve-ledgers.sh OUT [MODEL_DIR]
 # Without MODEL_DIR the servers release from the fake model of N = 65, P = 128 (the main job's
@@ -21,16 +21,9 @@ source scripts/deps.sh
 DUR=${DUR:-10s}
 go build -tags openblas -o bin/nvdp ./cmd/nvdp && go build -o bin/nvdp-load ./cmd/nvdp-load || exit 1
 [ -z "$MODEL" ] && { go test -c -o bin/nvdp-serve.test ./cmd/nvdp || exit 1; }
-PGBIN=$(dirname "$(readlink -f "$(command -v pg_ctl || ls /usr/lib/postgresql/*/bin/pg_ctl | tail -1)")")
-AS=(); [ "$(id -u)" = 0 ] && AS=(runuser -u postgres --)
-rm -rf "$O/pg"; mkdir -p "$O/pg"; [ "$(id -u)" = 0 ] && chown postgres "$O/pg"
-"${AS[@]}" "$PGBIN/initdb" -D "$O/pg/data" --auth=trust -U postgres -E UTF8 --locale=C >"$O/pg-initdb.log" 2>&1 || exit 1
-printf "listen_addresses = ''\nunix_socket_directories = '%s'\nmax_connections = 100\n" "$O/pg" >> "$O/pg/data/postgresql.auto.conf"
-"${AS[@]}" "$PGBIN/pg_ctl" -D "$O/pg/data" -l "$O/pg/log" -w start >/dev/null || exit 1
-trap '"${AS[@]}" "$PGBIN/pg_ctl" -D "$O/pg/data" -m fast -w stop >/dev/null' EXIT
-"${AS[@]}" "$PGBIN/psql" -h "$O/pg" -U postgres -qc "SHOW fsync" -c "SHOW synchronous_commit" > "$O/pg-settings.txt"
+source scripts/pgcluster.sh
+pg_cluster_start "$O" || exit 1
 nvdp=(bin/nvdp)
-export NVDP_LEDGER_DSN="postgres://postgres@/nvdp?host=$O/pg&sslmode=disable"
 uptime > "$O/uptime.txt"; nproc >> "$O/uptime.txt"; grep -m1 'model name' /proc/cpuinfo >> "$O/uptime.txt"
 printf "ledger\treplicas\tkeys\tclients\trequests\treleases_per_s\tp50_ms\tp99_ms\tcharge_ms\terrors\n" > "$O/summary.tsv"
 
@@ -90,7 +83,6 @@ EOF
 
 rm -f "$O/ledger.db"
 bin/nvdp serve ledger init --ledger "$O/ledger.db" > "$O/ledger-init-file.json"
-"${AS[@]}" "$PGBIN/createdb" -h "$O/pg" -U postgres nvdp
 bin/nvdp serve ledger init --ledger env:NVDP_LEDGER_DSN > "$O/ledger-init-pg.json"
 run_config file "$O/ledger.db" 1 file
 run_config pg1 env:NVDP_LEDGER_DSN 1 file

@@ -89,98 +89,88 @@ func optimizerFlags(fs *pflag.FlagSet, warmupRatio, weightDecay, gradClip *float
 	fs.Float64Var(gradClip, "grad-clip", *gradClip, "gradient clipping by global L2 norm (0: off)")
 }
 
-// autoValue is the flag value of an option that may be Auto (option.Auto
-// for a float, option.AutoInt for a count): "auto", a finite number (NaN,
-// the in-memory Auto, and ±Inf are refused) or a count >= 0 (-1, the
-// in-memory AutoInt, is refused).
-type autoValue[T float64 | int] struct{ p *T }
+// floatOr is the flag value of a float option whose in-memory sentinel,
+// NaN (option.Auto, model.NoTarget), the flag writes as word: "auto" (the
+// run resolves it), "none" (no target, no budget). NaN itself is refused,
+// and ±Inf where finite; every other number, 0 and negatives included,
+// reaches the options' Validate, which names the option (an explicit 0 is
+// never the sentinel). want is what the error says a value must be.
+type floatOr struct {
+	p      *float64
+	word   string
+	finite bool
+	want   string
+}
 
+// autoFloatVar binds an option that may be option.Auto: "auto" or a finite number.
 func autoFloatVar(fs *pflag.FlagSet, p *float64, name, usage string) {
-	fs.Var(autoValue[float64]{p}, name, usage)
+	fs.Var(floatOr{p, "auto", true, "neither a finite number nor auto"}, name, usage)
 }
 
-func autoIntVar(fs *pflag.FlagSet, p *int, name, usage string) {
-	fs.Var(autoValue[int]{p}, name, usage)
-}
-
-func (f autoValue[T]) String() string {
-	switch p := any(f.p).(type) {
-	case *float64:
-		if p != nil && !option.IsAuto(*p) {
-			return strconv.FormatFloat(*p, 'g', -1, 64)
-		}
-	case *int:
-		if p != nil && *p != option.AutoInt {
-			return strconv.Itoa(*p)
-		}
-	}
-	return "auto"
-}
-
-func (f autoValue[T]) Set(s string) error {
-	switch p := any(f.p).(type) {
-	case *float64:
-		v, err := strconv.ParseFloat(s, 64)
-		switch {
-		case s == "auto":
-			v = option.Auto()
-		case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
-			return fmt.Errorf("%q is neither a finite number nor auto", s)
-		}
-		*p = v
-	case *int:
-		v, err := strconv.Atoi(s)
-		switch {
-		case s == "auto":
-			v = option.AutoInt
-		case err != nil || v < 0:
-			return fmt.Errorf("%q is neither a count >= 0 nor auto", s)
-		}
-		*p = v
-	}
-	return nil
-}
-
-func (f autoValue[T]) Type() string {
-	if _, ok := any(f.p).(*float64); ok {
-		return "float"
-	}
-	return "int"
-}
-
-// targetFlag is the flag value of a privacy target
+// targetValue is the flag value of a privacy target
 // (model.Options.TargetEpsilon, TargetRD): "none" (model.NoTarget, the
-// default when the flag is not given) or a number. NaN, the in-memory
-// NoTarget, is refused here; every other number, 0 and negatives included,
-// reaches model.Options.Validate, which names the option (an explicit 0 is
-// an error, never "no target").
-type targetFlag struct{ p *float64 }
+// default when the flag is not given) or a number.
+func targetValue(p *float64) floatOr { return floatOr{p, "none", false, "neither a number nor none"} }
 
 func targetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
-	fs.Var(targetFlag{p}, name, usage)
+	fs.Var(targetValue(p), name, usage)
 }
 
-func (f targetFlag) String() string {
-	if f.p == nil || model.IsNoTarget(*f.p) {
-		return "none"
+// budgetVar binds a budget: a number, "inf" for no limit, or "none"
+// (option.Auto, the default when the flag is not given).
+func budgetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
+	fs.Var(floatOr{p, "none", false, "not a number, inf or none"}, name, usage)
+}
+
+func (f floatOr) String() string {
+	if f.p == nil || math.IsNaN(*f.p) {
+		return f.word
 	}
 	return strconv.FormatFloat(*f.p, 'g', -1, 64)
 }
 
-func (f targetFlag) Set(s string) error {
-	if s == "none" {
-		*f.p = model.NoTarget()
-		return nil
-	}
+func (f floatOr) Set(s string) error {
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) {
-		return fmt.Errorf("%q is neither a number nor none", s)
+	switch {
+	case s == f.word:
+		v = math.NaN()
+	case err != nil || math.IsNaN(v) || f.finite && math.IsInf(v, 0):
+		return fmt.Errorf("%q is %s", s, f.want)
 	}
 	*f.p = v
 	return nil
 }
 
-func (targetFlag) Type() string { return "float" }
+func (floatOr) Type() string { return "float" }
+
+// autoInt is the flag value of a count that may be option.AutoInt (-1 in
+// memory, refused here): "auto" or a count >= 0.
+type autoInt struct{ p *int }
+
+func autoIntVar(fs *pflag.FlagSet, p *int, name, usage string) {
+	fs.Var(autoInt{p}, name, usage)
+}
+
+func (f autoInt) String() string {
+	if f.p == nil || *f.p == option.AutoInt {
+		return "auto"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f autoInt) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	switch {
+	case s == "auto":
+		v = option.AutoInt
+	case err != nil || v < 0:
+		return fmt.Errorf("%q is neither a count >= 0 nor auto", s)
+	}
+	*f.p = v
+	return nil
+}
+
+func (autoInt) Type() string { return "int" }
 
 // latentDimFlag is the flag value of model.Options.LatentDim: "auto" (nil,
 // the encoder's hidden size) or an integer, which model.Options.Validate

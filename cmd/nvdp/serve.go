@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
-	"strconv"
 
 	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"github.com/nvdp-project/nvdp/option"
@@ -90,35 +88,6 @@ docs/serving.md, "nvdp serve": the API, keys, the ledgers, backups, limits and t
 	cmd.AddCommand(newKeygenCmd(), newLedgerCmd(), newKeysCmd())
 	return cmd
 }
-
-// budgetFlag is the flag value of a budget: a number, "inf" for no limit,
-// or "none" (option.Auto, the default when the flag is not given). Values
-// below 0 reach serve.Options.Validate, which names the option.
-type budgetFlag struct{ p *float64 }
-
-func budgetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
-	fs.Var(budgetFlag{p}, name, usage)
-}
-
-func (f budgetFlag) String() string {
-	if f.p == nil || option.IsAuto(*f.p) {
-		return "none"
-	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
-}
-
-func (f budgetFlag) Set(s string) error {
-	v, err := strconv.ParseFloat(s, 64)
-	if s == "none" {
-		v, err = option.Auto(), nil
-	} else if err != nil || math.IsNaN(v) {
-		return fmt.Errorf("%q is not a number, inf or none", s)
-	}
-	*f.p = v
-	return nil
-}
-
-func (budgetFlag) Type() string { return "float" }
 
 // run checks every input (options, keys, ledger location, address,
 // model), then opens the ledger and serves until a signal, draining the

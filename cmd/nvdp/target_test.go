@@ -93,7 +93,7 @@ func TestTargetFlag(t *testing.T) {
 	}{{"none", -1, false}, {"8", 8, false}, {"0", 0, false}, {"-2.5", -2.5, false}, {"0.001", 1e-3, false},
 		{"NaN", 0, true}, {"nan", 0, true}, {"", 0, true}, {"auto", 0, true}, {"eight", 0, true}} {
 		v := 5.0
-		f := targetFlag{&v}
+		f := targetValue(&v)
 		err := f.Set(tc.in)
 		switch {
 		case tc.err && (err == nil || v != 5):
@@ -106,7 +106,7 @@ func TestTargetFlag(t *testing.T) {
 			t.Errorf("Set(%q): %v (%s), want %v", tc.in, v, f, tc.want)
 		}
 	}
-	if !strings.Contains(targetFlag{new(float64)}.String(), "0") {
+	if !strings.Contains(targetValue(new(float64)).String(), "0") {
 		t.Error("an explicit 0 does not show as 0")
 	}
 }

@@ -152,11 +152,9 @@ func refuseResumeConflicts(cmd *cobra.Command, o *model.Options, dv *dataFlagVal
 func flagText(f pflag.Value, v any) string {
 	switch x := v.(type) {
 	case float64:
-		switch f.(type) {
-		case targetFlag:
-			return targetFlag{&x}.String()
-		case autoValue[float64]:
-			return autoValue[float64]{&x}.String()
+		if fo, ok := f.(floatOr); ok {
+			fo.p = &x
+			return fo.String()
 		}
 	case *int:
 		if _, ok := f.(latentDimFlag); ok {

@@ -109,7 +109,7 @@ func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Com
 			}
 			l, err := pgledger.OpenToRead(f.path)
 			if err != nil {
-				return fmt.Errorf("--ledger: %w", err)
+				return fmt.Errorf("--ledger: %w", ledgerHint(err, f.path))
 			}
 			defer l.Close()
 			return run(cmd, l.(*pgledger.Ledger))

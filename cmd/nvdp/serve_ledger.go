@@ -50,12 +50,13 @@ func ledgerCmd(use, short, long, usage string, run func(cmd *cobra.Command, loc 
 	return cmd
 }
 
-// printFromLedger opens the ledger at loc to read it (pgledger.OpenToRead)
-// and prints what read returns as JSON.
+// printFromLedger opens the ledger at loc to read it (pgledger.OpenToRead;
+// an error with the command that fixes it, ledgerHint) and prints what read
+// returns as JSON.
 func printFromLedger(cmd *cobra.Command, loc string, read func(ledger.Ledger) (any, error)) error {
 	l, err := pgledger.OpenToRead(loc)
 	if err != nil {
-		return fmt.Errorf("--ledger: %w", err)
+		return fmt.Errorf("--ledger: %w", ledgerHint(err, loc))
 	}
 	defer l.Close()
 	v, err := read(l)

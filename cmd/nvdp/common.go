@@ -429,6 +429,3 @@ func parseFloatList(flag, s string) ([]float64, error) {
 func parseUintList(flag, s string) ([]uint64, error) {
 	return parseListOf(flag, s, "a non-negative integer", func(f string) (uint64, error) { return strconv.ParseUint(f, 10, 64) })
 }
-
-// ff and ffp format a privacy number as every command prints it.
-var ff, ffp = privacy.FormatValue, privacy.FormatOptional

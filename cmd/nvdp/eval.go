@@ -21,8 +21,12 @@ type evalFlags struct {
 	dev                          deviceFlags
 }
 
-// evalLong is the Long help of `nvdp eval`.
-const evalLong = `Run a model directory written by 'nvdp train' on a split.
+func newEvalCmd() *cobra.Command {
+	f := &evalFlags{}
+	cmd := &cobra.Command{
+		Use:   "eval --model DIR --split dev|test --out DIR",
+		Short: "Evaluate a trained model: metrics, GLUE predictions and the posterior file for the audit",
+		Long: `Run a model directory written by 'nvdp train' on a split.
 
 Writes OUT/eval_<split>.json (metrics on labelled splits; for NVDP and gaussian models the
 certified guarantee of the release, "certified"), the predictions (OUT/<TASK>.tsv in GLUE
@@ -31,16 +35,9 @@ models, OUT/posteriors_<split>.safetensors for 'nvdp audit', max-seq-len + 1 com
 These models sample at evaluation, seeded by --seed. A speech model (--task lid) is evaluated on
 its corpus.
 
-docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`
-
-func newEvalCmd() *cobra.Command {
-	f := &evalFlags{}
-	cmd := &cobra.Command{
-		Use:   "eval --model DIR --split dev|test --out DIR",
-		Short: "Evaluate a trained model: metrics, GLUE predictions and the posterior file for the audit",
-		Long:  evalLong,
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
+docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.model, "model", "", "model directory written by nvdp train (required)")

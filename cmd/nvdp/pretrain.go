@@ -20,8 +20,13 @@ type pretrainFlags struct {
 	noProgress, jsonOut bool
 }
 
-// pretrainLong is the Long help of `nvdp pretrain`.
-const pretrainLong = `Pretrain a BERT encoder with the masked-language-model objective (BERT §3.1), from scratch or
+func newPretrainCmd() *cobra.Command {
+	pf := &pretrainFlags{o: new(mlm.DefaultOptions())}
+	o := pf.o
+	cmd := &cobra.Command{
+		Use:   "pretrain --corpus FILE_OR_DIR --config bert-tiny|bert-mini --vocab FILE --steps N --out DIR",
+		Short: "Pretrain a BERT encoder with masked-language modelling on your own text",
+		Long: `Pretrain a BERT encoder with the masked-language-model objective (BERT §3.1), from scratch or
 from a checkpoint (--init-from hf:DIR or a hub name: continued, domain-adaptive pretraining).
 
 --corpus is a text file (one sentence or document per line), a directory of .txt files, or a
@@ -31,15 +36,7 @@ pretrain_metrics.jsonl, pretrain_summary.json and a checkpoint (--resume continu
 options, of which --steps, --save-every and --eval-every may change; Ctrl-C or SIGTERM stops after
 the current step with a checkpoint).
 
-docs/pretraining.md.`
-
-func newPretrainCmd() *cobra.Command {
-	pf := &pretrainFlags{o: new(mlm.DefaultOptions())}
-	o := pf.o
-	cmd := &cobra.Command{
-		Use:   "pretrain --corpus FILE_OR_DIR --config bert-tiny|bert-mini --vocab FILE --steps N --out DIR",
-		Short: "Pretrain a BERT encoder with masked-language modelling on your own text",
-		Long:  pretrainLong,
+docs/pretraining.md.`,
 		Example: `  nvdp pretrain --corpus glue:../shared/data/glue --config bert-mini \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --steps 2000 --out runs/mini-mlm
   nvdp train --task rte --encoder hf:runs/mini-mlm ...`,

@@ -16,8 +16,13 @@ type trainCmdFlags struct {
 	jsonOut bool
 }
 
-// trainLong is the Long help of `nvdp train`.
-const trainLong = `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task, or on --task lid.
+func newTrainCmd() *cobra.Command {
+	f := &trainCmdFlags{}
+	o := new(model.DefaultOptions())
+	cmd := &cobra.Command{
+		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
+		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
+		Long: `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task, or on --task lid.
 
 The best model goes to --out (config.json, nvdp_config.json, model.safetensors, tokenizer files,
 train_options.json) with metrics.jsonl and a resumable checkpoint (--resume; Ctrl-C or SIGTERM
@@ -30,15 +35,7 @@ with the given (or the paper's) constants and whatever epsilon they certify (tho
 --variant gaussian is the Gaussian-mechanism baseline at the same release point.
 
 docs/training.md: the flags, the output directory, resuming, "Calibration to a privacy target"
-and the Gaussian baseline; docs/privacy.md, "A guarantee by default"; docs/speech.md for lid.`
-
-func newTrainCmd() *cobra.Command {
-	f := &trainCmdFlags{}
-	o := new(model.DefaultOptions())
-	cmd := &cobra.Command{
-		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
-		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
-		Long:  trainLong,
+and the Gaussian baseline; docs/privacy.md, "A guarantee by default"; docs/speech.md for lid.`,
 		Example: `  nvdp train --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,

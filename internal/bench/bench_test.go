@@ -159,3 +159,30 @@ func TestRunRefusesWhatCannotFit(t *testing.T) {
 		}
 	}
 }
+
+// benchInfer times an inference step (encoder forward, pooling, head) of a
+// freshly initialised classifier, as `nvdp bench`'s infer_step_seconds.
+func benchInfer(b *testing.B, name string, batch, seq int) {
+	cfg, err := encoder.Preset(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0, 0
+	rng := rand.New(rand.NewPCG(1, 2))
+	e, _ := encoder.New(cfg, rng)
+	clf := NewClassifier(e, 2, rng)
+	in := encoder.Input{IDs: make([]int32, batch*seq), Mask: make([]float32, batch*seq), B: batch, S: seq}
+	for i := range in.IDs {
+		in.IDs[i], in.Mask[i] = int32(rng.IntN(cfg.VocabSize)), 1
+	}
+	clf.Logits(in)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		clf.Logits(in)
+	}
+	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "texts/s")
+}
+
+// go test -tags openblas -run '^$' -bench InferStep -benchtime 500x -cpuprofile cpu.out ./internal/bench
+func BenchmarkInferStepBertTinyB1(b *testing.B)  { benchInfer(b, "bert-tiny", 1, 64) }
+func BenchmarkInferStepBertTinyB32(b *testing.B) { benchInfer(b, "bert-tiny", 32, 64) }

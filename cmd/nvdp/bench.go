@@ -15,7 +15,6 @@ import (
 
 func init() { rootCmd.AddCommand(newBenchCmd()) }
 
-// newBenchCmd is `nvdp bench`.
 func newBenchCmd() *cobra.Command {
 	var (
 		config     string
@@ -44,9 +43,7 @@ peer (--no-dropout): docs/performance.md.`,
 			if err != nil {
 				return err
 			}
-			if d != nil {
-				defer d.Close()
-			}
+			defer closeDevice(d)
 			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", batch, "seq", seq, "steps", steps, "dropout", !noDropout)
 			o := bench.Options{Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed, Device: d,
 				// Timed steps are short and few: a debug line each, no bar.

@@ -326,16 +326,10 @@ func (a auditStrings) apply(o *audit.Options, qGiven bool) error {
 	return nil
 }
 
-// auditFlagValues holds the audit flags of `nvdp run` and `nvdp sweep`.
-type auditFlagValues struct {
-	auditStrings
-	fs *pflag.FlagSet
-}
-
 // pipelineAuditFlags binds the audit options of `nvdp run` (also used by `nvdp sweep`)
 // to po, starting from audit.DefaultOptions; call finish in RunE.
-func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlagValues {
-	a := &auditFlagValues{fs: fs}
+func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditStrings {
+	a := &auditStrings{}
 	fs.StringVar(&po.AuditSplit, "audit-split", po.AuditSplit, "split whose posteriors are audited: dev | test")
 	fs.IntVar(&po.AuditLimit, "audit-limit", po.AuditLimit, "audit only the first K examples of the audit split (0: all)")
 	fs.Uint64Var(&po.EvalSeed, "eval-seed", po.EvalSeed, "seed of the NVDP sampling at evaluation")
@@ -357,8 +351,8 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditFlag
 // finish parses the BDP orders and direction (an explicit --q 0 is an
 // error), resolves and validates the audit options before any work
 // (train.PipelineOptions.ResolveAudit).
-func (a *auditFlagValues) finish(po *train.PipelineOptions) error {
-	if err := a.apply(&po.Audit, a.fs.Changed("q")); err != nil {
+func (a *auditStrings) finish(cmd *cobra.Command, po *train.PipelineOptions) error {
+	if err := a.apply(&po.Audit, cmd.Flags().Changed("q")); err != nil {
 		return err
 	}
 	return pipelineAuditError(po.ResolveAudit())

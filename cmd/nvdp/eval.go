@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
@@ -83,11 +82,7 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 		defer closeDevice(d)
 		eo.Device = d
 	}
-	ctx := cmd.Context() // cancelled on SIGINT or SIGTERM (execute in main.go)
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	r, err := loaded.Evaluate(ctx, eo)
+	r, err := loaded.Evaluate(cmd.Context(), eo) // cancelled on SIGINT or SIGTERM (execute in main.go)
 	if err != nil {
 		return flagError(err)
 	}

@@ -14,7 +14,7 @@ import (
 type runCmdFlags struct {
 	trainingFlags
 	po                      *train.PipelineOptions
-	af                      *auditFlagValues
+	af                      *auditStrings
 	jsonOut, failOnCollapse bool
 }
 
@@ -92,7 +92,7 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if err := f.dev.check(); err != nil {
 		return nil, err
 	}
-	if err := f.af.finish(po); err != nil {
+	if err := f.af.finish(cmd, po); err != nil {
 		return nil, err
 	}
 	po.Train.TargetAt(po.Audit.Order, po.Audit.Delta)

@@ -14,7 +14,7 @@ import (
 // sweepFlags are the flags of `nvdp sweep` beyond the train and audit flags
 // of `nvdp run`, which bind to the sweep options' base.
 type sweepFlags struct {
-	af                                                                      *auditFlagValues
+	af                                                                      *auditStrings
 	dv                                                                      dataFlagValues
 	cmuLambda, cmuTolerance                                                 float64
 	noProgress, inProcess, planStages                                       bool
@@ -129,7 +129,7 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	for _, m := range modes {
 		so.ExtraAuditModes = append(so.ExtraAuditModes, privacy.Mode(m))
 	}
-	if err := sf.af.finish(po); err != nil {
+	if err := sf.af.finish(cmd, po); err != nil {
 		return err
 	}
 	if len(so.TargetEpsilons) > 0 {

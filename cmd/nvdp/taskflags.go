@@ -24,7 +24,6 @@ type trainingFlags struct {
 	dev        deviceFlags
 }
 
-// bind binds the training flags to o.
 func (f *trainingFlags) bind(fs *pflag.FlagSet, o *model.Options) {
 	f.o = o
 	trainFlags(fs, o, &f.noProgress)

@@ -24,7 +24,7 @@ import (
 // between releases, one computation at a time.
 type Target struct {
 	rel    *release.Releaser
-	bundle *model.Bundle
+	bundle *model.TextModel
 }
 
 // LoadTarget reads a model directory for attack. The models are those of
@@ -40,7 +40,7 @@ func LoadTarget(dir string) (*Target, error) {
 
 // NewTarget is [LoadTarget] of a model in memory, as [model.Build] gives it.
 // The target must be the only user of b from then on.
-func NewTarget(b *model.Bundle) (*Target, error) {
+func NewTarget(b *model.TextModel) (*Target, error) {
 	r, err := release.New(b, release.Options{AllowUnproved: true}) // an attack measures any release, proved or not
 	if err != nil {
 		return nil, fmt.Errorf("attack: %w", err)

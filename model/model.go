@@ -24,8 +24,11 @@ const (
 	WeightsFile = encoder.WeightsFile // every parameter of the best model (safetensors)
 )
 
-// Bundle is a model with everything needed to run it on a task.
-type Bundle struct {
+// TextModel is a text model (a GLUE task's) with everything needed to run
+// it: the NVIB model, its encoder, tokenizer, task and options. Speech
+// models are package speech's; package task's Open reads either from a
+// directory.
+type TextModel struct {
 	Model     *nvib.Model
 	Encoder   *encoder.Encoder
 	Tokenizer tokenize.Tokenizer
@@ -33,7 +36,7 @@ type Bundle struct {
 	Options   *Options
 	// TokenizerFiles are the files the tokenizer was read from (copied into model dirs).
 	TokenizerFiles []string
-	// Dir is the model directory the bundle was loaded from (Load); ""
+	// Dir is the model directory the model was loaded from (Load); ""
 	// for a model built in memory (Build).
 	Dir string
 	// Calibration is the calibration Build made for a privacy target (nil:
@@ -79,12 +82,12 @@ func tokenizerFiles(vocab string, enc *encoder.Encoder) (string, []string, error
 // [Resume], which are not checked again. It creates the encoder from Encoder,
 // where scratch presets get the tokenizer's vocabulary size; the NVIB or NVDP
 // block and the head, initialised from the seed, with the clipping calibrated
-// to a privacy target as in Bundle.Calibration; and the tokenizer. report,
+// to a privacy target as in TextModel.Calibration; and the tokenizer. report,
 // when not nil, receives the bytes of a hub download.
 //
 // It returns an error for options that no [Check] made, for the encoder's and
 // tokenizer's files, and for a length beyond the encoder's positions.
-func Build(c Checked, report progress.Func) (*Bundle, error) {
+func Build(c Checked, report progress.Func) (*TextModel, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
@@ -146,7 +149,7 @@ func Build(c Checked, report progress.Func) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files, Calibration: cert}, nil
+	return &TextModel{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, TokenizerFiles: files, Calibration: cert}, nil
 }
 
 // applyDropout sets the encoder's hidden and attention dropout to p.
@@ -156,7 +159,7 @@ func applyDropout(c *encoder.Config, p float64) {
 
 // SaveFiles writes the static files of a model directory: config.json for
 // the encoder, nvdp_config.json, train_options.json and the tokenizer files.
-func SaveFiles(dir string, b *Bundle) error {
+func SaveFiles(dir string, b *TextModel) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -182,7 +185,7 @@ func SaveFiles(dir string, b *Bundle) error {
 // Load loads a model directory written by train.Run: config.json,
 // nvdp_config.json, train_options.json, model.safetensors with every
 // parameter, and the tokenizer files.
-func Load(dir string) (*Bundle, error) {
+func Load(dir string) (*TextModel, error) {
 	o, err := LoadOptions(dir)
 	if err != nil {
 		return nil, err
@@ -219,5 +222,5 @@ func Load(dir string) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model dir %s: %w", dir, err)
 	}
-	return &Bundle{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, Dir: dir}, nil
+	return &TextModel{Model: m, Encoder: enc, Tokenizer: tok, Task: task, Options: o, Dir: dir}, nil
 }

@@ -5,7 +5,7 @@
 //     format and its versions;
 //   - the calibration of its clipping to a privacy target, [Calibration], in
 //     certificate.json;
-//   - the model itself, [Bundle]: the encoder, the NVIB layer, the NVDP block
+//   - the model itself, [TextModel]: the encoder, the NVIB layer, the NVDP block
 //     and the head, with its tokenizer and task. [Build] makes a fresh model,
 //     [Load] loads a model directory, and [SaveFiles] writes one;
 //   - its input, [Encoded]: a tokenised split and its batches, with

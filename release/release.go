@@ -54,7 +54,7 @@ import (
 // device's goroutine. Tokenisation, sampling and copying run concurrently. Close frees the device
 // twin.
 type Releaser struct {
-	bundle *model.Bundle
+	bundle *model.TextModel
 	info   ModelInfo
 	set    privacy.ClipSet
 	padLen int // texts are truncated and padded to this many tokens (max-seq-len)
@@ -134,7 +134,7 @@ func Load(dir string, opt Options) (*Releaser, error) {
 // New is [Load] of a model already in memory. b.Dir names it, or is "" for a model built by
 // [model.Build]. The releaser uses b.Model and b.Tokenizer and must be the only user of them from
 // then on.
-func New(b *model.Bundle, opt Options) (*Releaser, error) {
+func New(b *model.TextModel, opt Options) (*Releaser, error) {
 	cfg := b.Model.Cfg
 	name := b.Dir
 	if name == "" {

@@ -208,7 +208,7 @@ func TestLoad(t *testing.T) {
 
 // evalInputs tokenises texts as the model's evaluation does (model.Encode of a split) and returns its
 // batches of size bs padded to the release length (model.EvalPadLen).
-func evalInputs(t *testing.T, b *model.Bundle, texts []string, bs int) []encoder.Input {
+func evalInputs(t *testing.T, b *model.TextModel, texts []string, bs int) []encoder.Input {
 	t.Helper()
 	ds := &glue.Dataset{Task: b.Task, Split: "dev", Path: "texts"}
 	for i, s := range texts {

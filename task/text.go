@@ -107,7 +107,7 @@ func (textTask) Load(m *Model) (Evaluator, error) {
 }
 
 // textModel is a loaded text model.
-type textModel struct{ b *model.Bundle }
+type textModel struct{ b *model.TextModel }
 
 // Evaluate runs train.Evaluate with the model's evaluation options
 // (train.DefaultEvalOptions) changed by eo.

@@ -92,7 +92,7 @@ func TestDeviceTrainingMatchesCPU(t *testing.T) {
 		t.Errorf("best model: parameters differ by %v (largest %v)", diff, scale)
 	}
 	t.Logf("best model: parameters within %.3g of %.3g", diff, scale)
-	b := readBundle(t, devDir)
+	b := readTextModel(t, devDir)
 	eo := DefaultEvalOptions(b)
 	cpuEval, err := Evaluate(b, eo)
 	if err != nil {

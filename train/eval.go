@@ -88,14 +88,14 @@ const DefaultEvalSeed = 1
 // split of the GLUE directory it was trained on, written into its
 // directory, at its eval batch size and max-seq-len, skipping malformed rows
 // as its training did, seed DefaultEvalSeed, every example.
-func DefaultEvalOptions(b *model.Bundle) EvalOptions {
+func DefaultEvalOptions(b *model.TextModel) EvalOptions {
 	return EvalOptions{GlueDir: b.Options.GlueDir, Split: "dev", Out: b.Dir, Seed: DefaultEvalSeed,
 		BatchSize: b.Options.EvalBatchSize, MaxSeqLen: b.Options.MaxSeqLen, SkipBadRows: b.Options.SkipBadRows}
 }
 
 // validate checks o for model b before any work; it normalises the split
 // name (validation = dev). Errors are *option.Error (JSON-style names).
-func (o *EvalOptions) validate(b *model.Bundle) error {
+func (o *EvalOptions) validate(b *model.TextModel) error {
 	_, split, err := glue.SplitPath(o.GlueDir, b.Task, o.Split)
 	if err != nil {
 		return option.Errorf("split", o.Split, "want dev, test or train")
@@ -123,7 +123,7 @@ func (o *EvalOptions) validate(b *model.Bundle) error {
 type EvalResult struct {
 	Task     string  `json:"task"`
 	Split    string  `json:"split"`
-	Model    string  `json:"model"` // the model directory (model.Bundle.Dir)
+	Model    string  `json:"model"` // the model directory (model.TextModel.Dir)
 	Variant  string  `json:"variant"`
 	Examples int     `json:"examples"`
 	Labelled bool    `json:"labelled"`
@@ -169,7 +169,7 @@ func PosteriorsFile(split string) string { return "posteriors_" + split + ".safe
 // too, and its certified guarantee in EvalResult.Certified. A gaussian
 // model's release and posterior file always have its release length L + 1
 // components; see [nvib.GaussianRelease].
-func Evaluate(b *model.Bundle, o EvalOptions) (*EvalResult, error) {
+func Evaluate(b *model.TextModel, o EvalOptions) (*EvalResult, error) {
 	start := time.Now()
 	if err := o.validate(b); err != nil {
 		return nil, err
@@ -258,7 +258,7 @@ func ModelCertificate(cfg nvib.Config, n int, dir string) (*privacy.CertifiedRep
 //
 // Its errors are those of [Evaluate], and a model without a release, such as
 // the baseline.
-func ExportPosteriors(b *model.Bundle, o EvalOptions) (*privacy.Posteriors, string, error) {
+func ExportPosteriors(b *model.TextModel, o EvalOptions) (*privacy.Posteriors, string, error) {
 	if err := o.validate(b); err != nil {
 		return nil, "", err
 	}
@@ -285,7 +285,7 @@ func ExportPosteriors(b *model.Bundle, o EvalOptions) (*privacy.Posteriors, stri
 }
 
 // encode loads the split of o (unless o.Data holds it) and tokenises it.
-func (o *EvalOptions) encode(b *model.Bundle) (*model.Encoded, *glue.Dataset, error) {
+func (o *EvalOptions) encode(b *model.TextModel) (*model.Encoded, *glue.Dataset, error) {
 	ds := o.Data
 	if ds == nil {
 		var err error
@@ -300,7 +300,7 @@ func (o *EvalOptions) encode(b *model.Bundle) (*model.Encoded, *glue.Dataset, er
 // releaseLen is the number of token positions of model b's release at
 // max-seq-len maxSeqLen: N = releaseLen + 1 (a gaussian release always has
 // its L positions).
-func releaseLen(b *model.Bundle, maxSeqLen int) int {
+func releaseLen(b *model.TextModel, maxSeqLen int) int {
 	if g := b.Model.Gauss; g != nil {
 		return g.L
 	}
@@ -310,7 +310,7 @@ func releaseLen(b *model.Bundle, maxSeqLen int) int {
 // exportPosteriors computes the posteriors of enc padded to o.MaxSeqLen
 // with posterior (the CPU's or the device's) and writes them to
 // OUT/posteriors_<split>.safetensors.
-func exportPosteriors(b *model.Bundle, enc *model.Encoded, o EvalOptions, posterior func(encoder.Input) (*nvib.Posterior, error)) (*privacy.Posteriors, string, error) {
+func exportPosteriors(b *model.TextModel, enc *model.Encoded, o EvalOptions, posterior func(encoder.Input) (*nvib.Posterior, error)) (*privacy.Posteriors, string, error) {
 	ins, _ := enc.Batches(o.BatchSize, o.MaxSeqLen)
 	path := filepath.Join(o.Out, PosteriorsFile(o.Split))
 	p, err := nvib.ExportPosteriorsWith(path, b.Model, ins, b.Task.Name, o.Split, posterior)
@@ -338,7 +338,7 @@ func writePredictions(path string, task *glue.Task, idx []int, preds []float64) 
 // empty, replaces the model's GLUE directory.
 //
 // Its errors are those of [ExportPosteriors].
-func SplitPosteriors(b *model.Bundle, split, glueDir string) (*privacy.Posteriors, error) {
+func SplitPosteriors(b *model.TextModel, split, glueDir string) (*privacy.Posteriors, error) {
 	o := DefaultEvalOptions(b)
 	o.Split = split
 	if glueDir != "" {

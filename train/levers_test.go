@@ -26,7 +26,7 @@ func TestLeversTrain(t *testing.T) {
 		if _, err := Run(context.Background(), o, nil); err != nil {
 			t.Fatal(err)
 		}
-		b := readBundle(t, o.Out)
+		b := readTextModel(t, o.Out)
 		if b.Model.Cfg.HeadReads != nvib.HeadReadsRelease || b.Model.Block != nil {
 			t.Fatalf("%s: head_reads %q, block %v", tc.name, b.Model.Cfg.HeadReads, b.Model.Block != nil)
 		}

@@ -191,7 +191,7 @@ func (t *textPipeline) Load(p *Plan) (PipelineModel, error) {
 // textPipelineModel is a GLUE model loaded for the pipeline.
 type textPipelineModel struct {
 	t  *textPipeline
-	b  *model.Bundle
+	b  *model.TextModel
 	eo EvalOptions // of the utility split, dev
 }
 

@@ -126,7 +126,7 @@ type Result struct {
 	TrainExamples int             `json:"train_examples"`
 	History       []EpochMetrics  `json:"-"` // as in metrics.jsonl
 	// Calibration is the calibration this run made for its privacy target
-	// (model.Bundle.Calibration, written to certificate.json); nil when it
+	// (model.TextModel.Calibration, written to certificate.json); nil when it
 	// made none (no target, or a resumed run, calibrated when it started).
 	Calibration *model.Calibration `json:"-"`
 }

@@ -127,7 +127,7 @@ func loadOptimizer(t *testing.T, dir string) *nn.AdamW {
 	return opt
 }
 
-func readBundle(t *testing.T, dir string) *model.Bundle {
+func readTextModel(t *testing.T, dir string) *model.TextModel {
 	t.Helper()
 	b, err := model.Load(dir)
 	if err != nil {
@@ -217,7 +217,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if want := []int64{11, 12, 13}; !slices.Equal(seen, want) {
 		t.Fatalf("progress of the cancelled session: steps %v, want %v", seen, want)
 	}
-	if m, err := nn.LoadCheckpoint(filepath.Join(outB, CheckpointFile), readBundle(t, outB).Model.Params(), nil); err != nil ||
+	if m, err := nn.LoadCheckpoint(filepath.Join(outB, CheckpointFile), readTextModel(t, outB).Model.Params(), nil); err != nil ||
 		!strings.Contains(m[stateKey], `"step":13`) {
 		t.Fatalf("checkpoint after the cancel: %v, state %s; want step 13", err, m[stateKey])
 	}

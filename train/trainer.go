@@ -22,8 +22,8 @@ import (
 // trainer is one run of Run: the model, its encoded splits, the loop's
 // configuration with the step and the end of an epoch, and the result.
 type trainer struct {
-	o                *model.Options // the bundle's (model.Build may calibrate it)
-	b                *model.Bundle
+	o                *model.Options // the model's (model.Build may calibrate it)
+	b                *model.TextModel
 	m                *nvib.Model
 	task             *glue.Task
 	trainEnc, devEnc *model.Encoded

@@ -25,12 +25,12 @@ func (speechModality) lookup(name string) (Task, bool) {
 	return speechTask{}, strings.EqualFold(strings.TrimSpace(name), speech.TaskName)
 }
 
-func (speechModality) open(dir string) (*Model, error) {
+func (speechModality) open(dir string) (*ModelDir, error) {
 	o, err := speech.LoadOptions(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Dir: dir, Task: speechTask{}, Options: &o.Train, Data: Data{DataDir: o.DataDir, MaxSeconds: o.MaxSeconds},
+	return &ModelDir{Dir: dir, Task: speechTask{}, Options: &o.Train, Data: Data{DataDir: o.DataDir, MaxSeconds: o.MaxSeconds},
 		File: speech.OptionsFile}, nil
 }
 
@@ -138,7 +138,7 @@ func (speechTask) pipeline(d *Data) train.PipelineTask {
 }
 
 // Load loads the speech model directory (speech.LoadModel).
-func (speechTask) Load(m *Model) (Evaluator, error) {
+func (speechTask) Load(m *ModelDir) (Evaluator, error) {
 	sm, o, err := speech.LoadModel(m.Dir)
 	if err != nil {
 		return nil, err

@@ -118,7 +118,7 @@ type Task interface {
 	Prepare(o model.Options, d *Data) (Trainer, error)
 	// Load loads the model of m (its weights and files) for evaluation.
 	// Errors are the model directory's.
-	Load(m *Model) (Evaluator, error)
+	Load(m *ModelDir) (Evaluator, error)
 	// pipeline is the task's part of train.RunPipeline with data d.
 	pipeline(d *Data) train.PipelineTask
 }
@@ -158,7 +158,7 @@ type modality interface {
 	names() []string
 	lookup(name string) (Task, bool)
 	optionsFile() string
-	open(dir string) (*Model, error)
+	open(dir string) (*ModelDir, error)
 }
 
 // Names are the names of every task, text tasks first, sorted within a
@@ -193,8 +193,8 @@ func ExamplesOf(name string) string {
 	return textExamples
 }
 
-// Model is a model directory's task and the options it was trained with.
-type Model struct {
+// ModelDir is a model directory's task and the options it was trained with.
+type ModelDir struct {
 	Dir  string
 	Task Task
 	// Options are the saved training options; Data the task's data
@@ -213,7 +213,7 @@ type Model struct {
 // It returns an error for a model without an NVIB posterior, such as the
 // baseline, which has nothing to certify; an unreadable configuration; or N
 // or P below 1.
-func (m *Model) ClipSet() (privacy.ClipSet, *nvib.Config, error) {
+func (m *ModelDir) ClipSet() (privacy.ClipSet, *nvib.Config, error) {
 	cfg, err := nvib.LoadConfig(m.Dir)
 	if err != nil {
 		return privacy.ClipSet{}, nil, fmt.Errorf("model %s: %w", m.Dir, err)
@@ -249,7 +249,7 @@ func ResumeDifferences(o *model.Options, d *Data) ([]option.Difference, string) 
 // Open reads the task and saved options of the model directory dir (the
 // options file of one modality: speech_options.json, train_options.json).
 // Errors name the directory or the file.
-func Open(dir string) (*Model, error) {
+func Open(dir string) (*ModelDir, error) {
 	for _, m := range modalities {
 		if fsutil.IsFile(filepath.Join(dir, m.optionsFile())) {
 			return m.open(dir)

@@ -28,7 +28,7 @@ func (textModality) lookup(name string) (Task, bool) {
 	return textTask{g}, true
 }
 
-func (textModality) open(dir string) (*Model, error) {
+func (textModality) open(dir string) (*ModelDir, error) {
 	o, err := model.LoadOptions(dir)
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func (textModality) open(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Dir: dir, Task: t, Options: o, File: model.OptionsFile}, nil
+	return &ModelDir{Dir: dir, Task: t, Options: o, File: model.OptionsFile}, nil
 }
 
 // textTask is one GLUE task.
@@ -98,7 +98,7 @@ func (t textTrainer) Train(ctx context.Context, dev *cuda.Device, hostNoise bool
 func (textTask) pipeline(*Data) train.PipelineTask { return train.TextPipeline() }
 
 // Load loads the model directory (model.Load).
-func (textTask) Load(m *Model) (Evaluator, error) {
+func (textTask) Load(m *ModelDir) (Evaluator, error) {
 	b, err := model.Load(m.Dir)
 	if err != nil {
 		return nil, err

@@ -13,13 +13,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// attackCmd is `nvdp attack`, the parent of the attacks on a release
-// (docs/attacks.md); each attack's file registers its subcommand on it in
-// init().
-var attackCmd = newAttackCmd()
-
+// newAttackCmd is `nvdp attack`, the parent of the attacks on a release
+// (docs/attacks.md).
 func newAttackCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "attack",
 		Short: "Attacks on a release: what it actually leaks, against the certified guarantee",
 		Long: `Empirical privacy attacks on the releases of a trained model (docs/attacks.md). Their numbers
@@ -28,11 +25,8 @@ attack that exceeds the certified epsilon shows a bug in the mechanism, the dens
 certificate.`,
 		Args: cobra.NoArgs,
 	}
-}
-
-func init() {
-	attackCmd.AddCommand(newDistinguishCmd())
-	rootCmd.AddCommand(attackCmd)
+	cmd.AddCommand(newDistinguishCmd(), newAttackInvertCmd(), newAttackAttributeCmd())
+	return cmd
 }
 
 // distinguishFlags are the flags of `nvdp attack distinguish`, bound to

@@ -47,8 +47,6 @@ docs/attacks.md.`,
 	return cmd
 }
 
-func init() { attackCmd.AddCommand(newAttackAttributeCmd()) }
-
 func runAttackAttribute(cmd *cobra.Command, f *attributeFlags) error {
 	run := func(ctx context.Context, in attack.LearnedInputs, report progress.Func) (*attack.AttributeReport, error) {
 		return attack.RunAttribute(ctx, in, f.o, report)

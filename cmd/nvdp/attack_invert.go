@@ -41,8 +41,6 @@ majority token (chance) and the certified epsilon of one release. Details: docs/
 	return cmd
 }
 
-func init() { attackCmd.AddCommand(newAttackInvertCmd()) }
-
 func runAttackInvert(cmd *cobra.Command, f *invertFlags) error {
 	run := func(ctx context.Context, in attack.LearnedInputs, report progress.Func) (*attack.InvertReport, error) {
 		return attack.RunInvert(ctx, in, f.o, report)

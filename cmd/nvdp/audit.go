@@ -64,13 +64,8 @@ docs/privacy.md, "The commands".`,
 	fl.BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr (there is none when stderr is not a terminal)")
 	f.dev.bind(fl)
 	_ = cmd.MarkFlagRequired("posteriors")
+	cmd.AddCommand(newAuditMergeCmd())
 	return cmd
-}
-
-func init() {
-	auditCmd := newAuditCmd()
-	auditCmd.AddCommand(newAuditMergeCmd())
-	rootCmd.AddCommand(auditCmd)
 }
 
 func joinFloats(v []float64) string {

@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { rootCmd.AddCommand(newBenchCmd()) }
-
 func newBenchCmd() *cobra.Command {
 	var (
 		config     string

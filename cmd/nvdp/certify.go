@@ -71,8 +71,6 @@ that attains the bound. docs/privacy.md, "The commands".`,
 	return cmd
 }
 
-func init() { rootCmd.AddCommand(newCertifyCmd()) }
-
 // clipSet is the clip set of the constant flags, validated
 // (privacy.ClipSet.Validate, its errors named as the flags). Which flags go
 // together is the CLI's: the required constants, and the logvar range given
@@ -111,7 +109,7 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 	return s, flagError(s.Validate())
 }
 
-// modelClipSet is the clip set of the --model directory (task.Model.ClipSet),
+// modelClipSet is the clip set of the --model directory (task.ModelDir.ClipSet),
 // with o's source and labels set to the model's.
 func (f *certifyFlags) modelClipSet(fs *pflag.FlagSet, o *privacy.ClipSetOptions) (privacy.ClipSet, error) {
 	for _, c := range constantFlags {

@@ -67,8 +67,6 @@ safety"); --seed is for tests only (the output is marked "not for release"). doc
 	return cmd
 }
 
-func init() { rootCmd.AddCommand(newEmbedCmd()) }
-
 // check validates the flags that need no file.
 func (f *embedFlags) check(cmd *cobra.Command) error {
 	fs := cmd.Flags()

@@ -101,5 +101,3 @@ func (f *evalFlags) options(cmd *cobra.Command) task.EvalOptions {
 	return task.EvalOptions{Split: f.split, Seed: f.seed, Limit: f.limit, NoPost: f.noPost, SkipBadRows: f.skipBadRows,
 		Out: f.out, GlueDir: f.glueDir, DataDir: f.lidDir, BatchSize: f.batchSize, MaxSeqLen: f.maxSeqLen, Given: givenFlags(cmd)}
 }
-
-func init() { rootCmd.AddCommand(newEvalCmd()) }

@@ -9,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { rootCmd.AddCommand(newLIDCorpusCmd()) }
-
 // newLIDCorpusCmd is `nvdp lidcorpus`: the synthetic stand-in of
 // CommonLanguage (lid.Synthesize; scripts/make-lid-corpus.sh installs
 // espeak-ng and the word lists and calls it).

@@ -1,8 +1,8 @@
 // Command nvdp trains privatising NVDP models on GLUE, audits their posteriors
 // (Renyi divergence bound, Bayesian DP) and reports privacy-utility trade-offs.
 //
-// Each subcommand lives in its own file and registers itself on rootCmd in an
-// init function; the CLI is a thin layer over the library packages.
+// Each command lives in its own file (newXCmd, with its subcommands); init
+// registers them on rootCmd. The CLI is a thin layer over the library packages.
 package main
 
 import (
@@ -47,6 +47,8 @@ var (
 
 func init() {
 	rootCmd.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	rootCmd.AddCommand(newAttackCmd(), newAuditCmd(), newBenchCmd(), newCertifyCmd(), newEmbedCmd(), newEvalCmd(), newLIDCorpusCmd(),
+		newPretrainCmd(), newReportCmd(), newRunCmd(), newServeCmd(), newSweepCmd(), newSweepCellCmd(), newTrainCmd())
 }
 
 func main() {

@@ -130,5 +130,3 @@ func pretrainOptions(cmd *cobra.Command, o *mlm.Options, initFrom string) (mlm.O
 	}
 	return mlm.Resumed(*o, givenFlags(cmd)), nil
 }
-
-func init() { rootCmd.AddCommand(newPretrainCmd()) }

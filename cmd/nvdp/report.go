@@ -79,5 +79,3 @@ func (f *reportFlags) run(cmd *cobra.Command, dir string) error {
 	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d plot files to %s\n", len(files), f.plotsDir)
 	return nil
 }
-
-func init() { rootCmd.AddCommand(newReportCmd()) }

@@ -104,5 +104,3 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	}
 	return f.taskOf(cmd, po.Train.Resume || po.SkipTrain)
 }
-
-func init() { rootCmd.AddCommand(newRunCmd()) }

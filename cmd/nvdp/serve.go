@@ -220,8 +220,6 @@ docs/serving.md, "Keys".`,
 	return cmd
 }
 
-func init() { rootCmd.AddCommand(newServeCmd()) }
-
 // allowUnprovedFlag binds release.Options.AllowUnproved (embed, serve).
 func allowUnprovedFlag(fs *pflag.FlagSet, o *release.Options) {
 	fs.BoolVar(&o.AllowUnproved, "allow-unproved-release", false, "release a model whose noise scale or pseudo-counts depend on the input with the floating-point sampler, whose bits no certificate covers (the metadata and /v1/info say so; docs/privacy.md \"Floating-point safety\")")

@@ -200,8 +200,3 @@ func newSweepCellCmd() *cobra.Command {
 		},
 	}
 }
-
-func init() {
-	rootCmd.AddCommand(newSweepCmd())
-	rootCmd.AddCommand(newSweepCellCmd())
-}

@@ -94,5 +94,3 @@ func (f *trainCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	}
 	return f.taskOf(cmd, o.Resume)
 }
-
-func init() { rootCmd.AddCommand(newTrainCmd()) }

@@ -23,7 +23,6 @@ func newAttackCmd() *cobra.Command {
 are what an attacker achieves, to be read against the certified guarantee ('nvdp certify'): an
 attack that exceeds the certified epsilon shows a bug in the mechanism, the density or the
 certificate.`,
-		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newDistinguishCmd(), newAttackInvertCmd(), newAttackAttributeCmd())
 	return cmd
@@ -61,7 +60,6 @@ the --split posteriors under --model, or of --posteriors; --audit FILE reads it 
   nvdp attack distinguish --model runs/sst2-clipped --pair argmax --releases 100000 --plot-dir figs
   nvdp attack distinguish --model runs/sst2-clipped --texts "the movie is great","the movie is awful"
   nvdp certify --model runs/sst2-clipped --witness w.safetensors && nvdp attack distinguish --posteriors w.safetensors`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runDistinguish(cmd, f) },
 	}
 	fs, in, o := cmd.Flags(), &f.in, &f.opt

@@ -36,7 +36,6 @@ output (the non-private reference) and the certified epsilon of one release. Det
 docs/attacks.md.`,
 		Example: `  nvdp attack attribute --model runs/sst2-clipped --property name
   nvdp attack attribute --model runs/sst2-clipped --property digit --public-limit 0 --json > digit.json`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAttackAttribute(cmd, f) },
 	}
 	fs := cmd.Flags()

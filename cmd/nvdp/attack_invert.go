@@ -29,7 +29,6 @@ bootstrap intervals, the same decoders on the encoder output (the non-private re
 majority token (chance) and the certified epsilon of one release. Details: docs/attacks.md.`,
 		Example: `  nvdp attack invert --model runs/sst2-clipped
   nvdp attack invert --model runs/sst2-clipped --public-limit 20000 --decoder mlp --epochs 10 --json > invert.json`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAttackInvert(cmd, f) },
 	}
 	fs := cmd.Flags()

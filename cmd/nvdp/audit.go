@@ -38,7 +38,6 @@ the released code's batches (reference), and the Bayesian-DP estimate. Empirical
 guarantee for other texts; when the metadata carries the clip constants (nvdp eval writes them) the
 certified guarantee is printed beside them. --device cuda evaluates the pairs on the GPU (FP64).
 docs/privacy.md, "The commands".`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, f) },
 	}
 	fl := cmd.Flags()

@@ -31,7 +31,6 @@ cross-entropy, backward, AdamW) and inference steps of a freshly initialised enc
 tokens, after one untimed warm-up step, and reports the mean seconds per step, training tokens
 per second and the peak RSS. --device cuda runs them on an NVIDIA GPU. Compare with the PyTorch
 peer (--no-dropout): docs/performance.md.`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := encoder.Preset(config)
 			if err != nil {

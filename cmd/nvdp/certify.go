@@ -44,7 +44,6 @@ that attains the bound. docs/privacy.md, "The commands".`,
 		Example: `  nvdp certify --components 129 --dims 128 --order 1.1 --c-mu 2 --prior-var 1 \
     --logvar-margin 0.6931 --c-alpha-min 0.3 --c-alpha-max 1 --json
   nvdp certify --model runs/sst2-clipped --witness witness.safetensors`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runCertify(cmd, f) },
 	}
 	fl := cmd.Flags()

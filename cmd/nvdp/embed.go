@@ -42,7 +42,6 @@ safety"); --seed is for tests only (the output is marked "not for release"). doc
 		Example: `  nvdp embed --model runs/sst2-clipped --input texts.txt --out texts.safetensors
   nvdp embed --model runs/sst2-clipped --input dev.tsv --column sentence --out dev.jsonl --releases-per-text 3
   cat docs.jsonl | nvdp embed --model runs/sst2-clipped --input - --field text --out docs.safetensors`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runEmbed(cmd, f) },
 	}
 	fs := cmd.Flags()

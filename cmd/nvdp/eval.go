@@ -35,7 +35,6 @@ These models sample at evaluation, seeded by --seed. A speech model (--task lid)
 its corpus.
 
 docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()

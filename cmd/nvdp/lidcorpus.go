@@ -27,7 +27,6 @@ Debian word lists, several voices, speeds and pitches per language, 16 kHz mono 
 train/dev/test split sharing no sentence and no voice. It is a stand-in, never CommonLanguage:
 its README.md and SYNTHETIC.json say so. scripts/make-lid-corpus.sh installs what it needs.
 --list prints the language table (voice, word list) and exits.`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if list {
 				return lid.WriteStandIns(cmd.OutOrStdout())

@@ -49,6 +49,20 @@ func init() {
 	rootCmd.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	rootCmd.AddCommand(newAttackCmd(), newAuditCmd(), newBenchCmd(), newCertifyCmd(), newEmbedCmd(), newEvalCmd(), newLIDCorpusCmd(),
 		newPretrainCmd(), newReportCmd(), newRunCmd(), newServeCmd(), newSweepCmd(), newSweepCellCmd(), newTrainCmd())
+	noArgsByDefault(rootCmd)
+}
+
+// noArgsByDefault makes every command under c that says nothing of its
+// arguments (Args nil) take none: "nvdp certify extra" is an error naming
+// "extra". cobra's own commands (help, completion), added as root executes,
+// keep theirs.
+func noArgsByDefault(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if sub.Args == nil {
+			sub.Args = cobra.NoArgs
+		}
+		noArgsByDefault(sub)
+	}
 }
 
 func main() {

@@ -17,7 +17,8 @@ import (
 
 // TestUnknownSubcommands: every command group refuses an unknown
 // subcommand with an error naming it (they printed their help and exited
-// 0), serve's groups included; a group alone still prints its help.
+// 0), serve's groups included, and a command an argument it does not take
+// (noArgsByDefault); a group alone still prints its help.
 func TestUnknownSubcommands(t *testing.T) {
 	refuseUnknownSubcommands(rootCmd)
 	defer rootCmd.SetArgs(nil)
@@ -30,6 +31,9 @@ func TestUnknownSubcommands(t *testing.T) {
 		{"sweep", "frob"},
 		{"completion", "frob"},
 		{"frob"},
+		{"certify", "frob"},
+		{"serve", "keys", "add", "frob"},
+		{"sweep", "stage", "frob"},
 	} {
 		_, err := runCmd(rootCmd, args...)
 		want := fmt.Sprintf("unknown command %q for %q", args[len(args)-1], strings.Join(append([]string{"nvdp"}, args[:len(args)-1]...), " "))

@@ -40,7 +40,6 @@ docs/pretraining.md.`,
 		Example: `  nvdp pretrain --corpus glue:../shared/data/glue --config bert-mini \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --steps 2000 --out runs/mini-mlm
   nvdp train --task rte --encoder hf:runs/mini-mlm ...`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return pf.run(cmd) },
 	}
 	f := cmd.Flags()

@@ -34,7 +34,6 @@ docs/training.md, "nvdp run"; docs/speech.md, "Task: nvdp run --task lid".`,
 		Example: `  nvdp run --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()

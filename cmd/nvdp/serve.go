@@ -49,7 +49,6 @@ every request is charged to one shared account with --budget-epsilon, on loopbac
 backs a file ledger up into --backup-dir; SIGTERM or SIGINT drains the requests in flight and exits.
 Routes: /v1/embed, /v1/info, /v1/budget, /v1/openapi.yaml, /healthz, /readyz, /metrics.
 docs/serving.md, "nvdp serve": the API, keys, the ledgers, backups, limits and the threat model.`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()
@@ -194,7 +193,6 @@ func newKeygenCmd() *cobra.Command {
 and append "ID SHA256-HEX [BUDGET]" to the keys file (mode 0600). The ID names the key's account;
 a new key under an old ID needs the old line removed first (the account stays in the ledger).
 docs/serving.md, "Keys".`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if keysPath == "" || id == "" {
 				return errors.New("--keys and --id are required")

@@ -32,7 +32,6 @@ charges), its budget in epsilon at the model's delta, and labels. Servers starte
 --keys-in-ledger see a key added, rotated or revoked here at their next request. A revoked or
 rotated-out key is refused (401); its account, and what it spent, stay in the ledger.
 docs/serving.md, "Keys" ("Keys in the database").`,
-		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&f.path, "ledger", "", "the PostgreSQL ledger: postgres://..., postgresql://... or env:VAR (required)")
 	add := f.command("add --ledger URL --id ID --budget-epsilon E [--label k=v ...]",
@@ -85,7 +84,7 @@ docs/serving.md, "Keys" ("Keys in the database").`,
 // PostgreSQL ledger of --ledger (closed after it), after the checks of its
 // flags (--id when needsID, --budget-epsilon, --label).
 func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Command, *pgledger.Ledger) error) *cobra.Command {
-	return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+	return &cobra.Command{Use: use, Short: short,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if needsID && f.id == "" {
 				return errors.New("--id: required")

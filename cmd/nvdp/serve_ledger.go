@@ -39,7 +39,7 @@ while its servers run. docs/serving.md, "The ledger".`,
 // value run gets.
 func ledgerCmd(use, short, long, usage string, run func(cmd *cobra.Command, loc string) error) *cobra.Command {
 	var loc string
-	cmd := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.NoArgs,
+	cmd := &cobra.Command{Use: use, Short: short, Long: long,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if loc == "" {
 				return errors.New("--ledger: required")
@@ -150,7 +150,6 @@ func newLedgerRestoreCmd() *cobra.Command {
 restore's record as JSON. A restore is a rollback: the charges made after the backup are forgotten,
 so keys can receive more than their budgets; --accept-rollback says you accept that. Stop the
 server first. docs/serving.md, "Backups and restores".`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if backup == "" || path == "" {
 				return errors.New("--backup and --ledger are required")

@@ -42,7 +42,6 @@ identification. Details: docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes
 		Example: `  nvdp sweep --tasks sst2,rte --variants baseline,nvdp,nvdp-clipped --lambdas 1e-3,1e-2,1e-1,1 \
     --hand-set-clipping --seeds 1,2,3 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --epochs 3 --out sweeps/glue`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := sf.bind(cmd, so); err != nil {
 				return err
@@ -184,7 +183,6 @@ func newSweepCellCmd() *cobra.Command {
 		Use:    "sweep-cell < OPTIONS.json",
 		Short:  "Run one sweep cell (internal: pipeline options as JSON on stdin)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec, err := sweep.ReadCellOptions(cmd.InOrStdin())
 			if err != nil {

@@ -19,7 +19,6 @@ import (
 // --out (required), which run gets.
 func sweepDirCmd(cmd *cobra.Command, run func(cmd *cobra.Command, out string) error) *cobra.Command {
 	var out string
-	cmd.Args = cobra.NoArgs
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if out == "" {
 			return errors.New("--out: required")

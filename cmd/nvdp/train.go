@@ -39,7 +39,6 @@ and the Gaussian baseline; docs/privacy.md, "A guarantee by default"; docs/speec
 		Example: `  nvdp train --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	f.bind(cmd.Flags(), o)

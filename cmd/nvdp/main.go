@@ -23,17 +23,17 @@ import (
 
 var (
 	logLevel string
+	logLvl   slog.LevelVar // --log-level, parsed
 	rootCmd  = &cobra.Command{
 		Use:           "nvdp",
 		Short:         "Nonparametric Variational Differential Privacy with principled clipping",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+			if err := logLvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: &logLvl})))
 			// Parameters, gradients and optimizer state are pointer-free float32
 			// slices, so a tighter GC target costs little and keeps the peak
 			// memory of a bert-base step under 3 GiB (docs/performance.md).

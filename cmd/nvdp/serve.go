@@ -173,11 +173,7 @@ func (f *serveFlags) setLogFormat(cmd *cobra.Command) error {
 	case "text":
 		return nil
 	case "json":
-		var lvl slog.Level
-		if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-			return fmt.Errorf("--log-level: %w", err)
-		}
-		slog.SetDefault(slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})))
+		slog.SetDefault(slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: &logLvl})))
 		return nil
 	}
 	return fmt.Errorf("--log-format %q: want text or json", f.logFormat)

@@ -9,15 +9,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// evalFlags are the flags of `nvdp eval`; the options left out take the
-// model's (train.DefaultEvalOptions).
+// evalFlags are the flags of `nvdp eval`, bound to task.EvalOptions; the
+// options left out take the model's (train.DefaultEvalOptions).
 type evalFlags struct {
-	model, split, out, glueDir   string
-	lidDir                       string
-	seed                         uint64
-	batchSize, limit, maxSeqLen  int
-	noPost, skipBadRows, jsonOut bool
-	dev                          deviceFlags
+	model   string
+	o       task.EvalOptions
+	jsonOut bool
+	dev     deviceFlags
 }
 
 func newEvalCmd() *cobra.Command {
@@ -39,16 +37,16 @@ docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.model, "model", "", "model directory written by nvdp train (required)")
-	fs.StringVar(&f.split, "split", "dev", "dev | test | train")
-	fs.StringVar(&f.out, "out", "", "output directory (default: the model directory)")
-	fs.StringVar(&f.glueDir, "glue-dir", "", "GLUE directory (default: the one the model was trained with)")
-	fs.StringVar(&f.lidDir, "lid-dir", "", "speech models: the corpus (default: the one the model was trained with)")
-	fs.Uint64Var(&f.seed, "seed", train.DefaultEvalSeed, "seed of the NVDP sampling at evaluation")
-	fs.IntVar(&f.batchSize, "batch-size", 0, "evaluation batch size (default: the model's)")
-	fs.IntVar(&f.limit, "limit", 0, "use only the first K examples (0: all)")
-	fs.IntVar(&f.maxSeqLen, "max-seq-len", 0, "truncation and posterior padding length (default: the model's)")
-	fs.BoolVar(&f.noPost, "no-posteriors", false, "do not write the posterior file")
-	fs.BoolVar(&f.skipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
+	fs.StringVar(&f.o.Split, "split", "dev", "dev | test | train")
+	fs.StringVar(&f.o.Out, "out", "", "output directory (default: the model directory)")
+	fs.StringVar(&f.o.GlueDir, "glue-dir", "", "GLUE directory (default: the one the model was trained with)")
+	fs.StringVar(&f.o.DataDir, "lid-dir", "", "speech models: the corpus (default: the one the model was trained with)")
+	fs.Uint64Var(&f.o.Seed, "seed", train.DefaultEvalSeed, "seed of the NVDP sampling at evaluation")
+	fs.IntVar(&f.o.BatchSize, "batch-size", 0, "evaluation batch size (default: the model's)")
+	fs.IntVar(&f.o.Limit, "limit", 0, "use only the first K examples (0: all)")
+	fs.IntVar(&f.o.MaxSeqLen, "max-seq-len", 0, "truncation and posterior padding length (default: the model's)")
+	fs.BoolVar(&f.o.NoPost, "no-posteriors", false, "do not write the posterior file")
+	fs.BoolVar(&f.o.SkipBadRows, "skip-bad-rows", false, "skip malformed TSV rows instead of failing")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON on stdout")
 	f.dev.bind(fs)
 	_ = cmd.MarkFlagRequired("model")
@@ -97,6 +95,7 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 // task's Evaluate rejects a batch size or max-seq-len below range before
 // any work), the others keep the model's.
 func (f *evalFlags) options(cmd *cobra.Command) task.EvalOptions {
-	return task.EvalOptions{Split: f.split, Seed: f.seed, Limit: f.limit, NoPost: f.noPost, SkipBadRows: f.skipBadRows,
-		Out: f.out, GlueDir: f.glueDir, DataDir: f.lidDir, BatchSize: f.batchSize, MaxSeqLen: f.maxSeqLen, Given: givenFlags(cmd)}
+	o := f.o
+	o.Given = givenFlags(cmd)
+	return o
 }

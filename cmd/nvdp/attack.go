@@ -42,20 +42,13 @@ func newDistinguishCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "distinguish --model DIR [--pair witness|argmax|random] [--texts A,B | --posteriors FILE --pair-index i,j]",
 		Short: "Distinguishing attack: an epsilon lower bound from the likelihood-ratio test between two inputs' releases",
-		Long: `Tell apart the releases of two inputs by the most powerful test: draw --releases K releases of
-each input's clipped posterior, score each by the exact log-likelihood ratio of the release
-density, and report the ROC, the TPR at FPR 1e-3 and 1e-2, and a lower bound on epsilon at
---delta with Clopper-Pearson intervals at --confidence (the threshold test, at most about
-ln(K/7.4), and the privacy-loss test; chosen on half the releases, bounded on the other half),
-beside the model's certified epsilon at the same delta: a bound above it is a bug.
-
-The pair: --pair witness (default: the pair attaining the certified bound, from --model or a
-witness file of 'nvdp certify --witness FILE' given as --posteriors), argmax (the audit's pair of
-the --split posteriors under --model, or of --posteriors; --audit FILE reads it from 'nvdp audit
---json' or a report.json), random (--random-pairs pairs, --seed); --texts A,B (two texts under
---model); --pair-index i,j (of the posterior file).
---json prints the report, --out FILE writes it, --plot-dir DIR writes the ROC figures
-(distinguish_roc.{png,svg}). Method, pairs and fields: docs/attacks.md.`,
+		Long: `Tell apart the releases of two inputs by the most powerful test (the exact log-likelihood
+ratio of the release density, on --releases K releases of each) and report the ROC, the TPR at
+FPR 1e-3 and 1e-2 and a lower bound on epsilon at --delta, beside the model's certified epsilon
+at the same delta: a bound above it is a bug. The pair: --pair witness (default), argmax or
+random, --texts A,B or --pair-index i,j. --json prints the report, --out FILE writes it,
+--plot-dir DIR writes the ROC figures. Method, pairs and fields: docs/attacks.md ("nvdp attack
+distinguish").`,
 		Example: `  nvdp attack distinguish --model runs/sst2-clipped --json
   nvdp attack distinguish --model runs/sst2-clipped --pair argmax --releases 100000 --plot-dir figs
   nvdp attack distinguish --model runs/sst2-clipped --texts "the movie is great","the movie is awful"

@@ -376,6 +376,20 @@ func pipelineAuditError(err error) error {
 	return flagError(&c)
 }
 
+// requiredFlagCmd gives cmd the string flag name (required; usage) and
+// runs run with its value, or fails with "--name: required" without it.
+func requiredFlagCmd(cmd *cobra.Command, name, usage string, run func(cmd *cobra.Command, v string) error) *cobra.Command {
+	var v string
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if v == "" {
+			return fmt.Errorf("--%s: required", name)
+		}
+		return run(cmd, v)
+	}
+	cmd.Flags().StringVar(&v, name, "", usage)
+	return cmd
+}
+
 // printJSON writes v to w as one indented JSON object (the --json output of
 // the commands that print one).
 func printJSON(w io.Writer, v any) error {

@@ -38,16 +38,7 @@ while its servers run. docs/serving.md, "The ledger".`,
 // ledgerCmd is a command with the flag --ledger (required, usage) whose
 // value run gets.
 func ledgerCmd(use, short, long, usage string, run func(cmd *cobra.Command, loc string) error) *cobra.Command {
-	var loc string
-	cmd := &cobra.Command{Use: use, Short: short, Long: long,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if loc == "" {
-				return errors.New("--ledger: required")
-			}
-			return run(cmd, loc)
-		}}
-	cmd.Flags().StringVar(&loc, "ledger", "", usage)
-	return cmd
+	return requiredFlagCmd(&cobra.Command{Use: use, Short: short, Long: long}, "ledger", usage, run)
 }
 
 // printFromLedger opens the ledger at loc to read it (pgledger.OpenToRead;

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -18,15 +17,7 @@ import (
 // sweepDirCmd makes cmd a subcommand of `nvdp sweep` on the sweep directory
 // --out (required), which run gets.
 func sweepDirCmd(cmd *cobra.Command, run func(cmd *cobra.Command, out string) error) *cobra.Command {
-	var out string
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if out == "" {
-			return errors.New("--out: required")
-		}
-		return run(cmd, out)
-	}
-	cmd.Flags().StringVar(&out, "out", "", "the sweep directory (required)")
-	return cmd
+	return requiredFlagCmd(cmd, "out", "the sweep directory (required)", run)
 }
 
 // newSweepStageCmd is `nvdp sweep stage`: one index of a stage.

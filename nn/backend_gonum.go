@@ -12,3 +12,6 @@ func init() { setImpl(gonum.Implementation{}) }
 // serialBLAS runs fn; gonum's kernels are goroutine-based, so small BLAS
 // calls from parallel goroutines need no special treatment.
 func serialBLAS(fn func()) { fn() }
+
+// setBLASThreads does nothing: gonum's kernels take GOMAXPROCS.
+func setBLASThreads(int) int { return 0 }

@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"fmt"
+
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -11,6 +13,22 @@ import (
 func Backend() string { return backendName }
 
 func setImpl(impl blas.Float32) { blas32.Use(impl) }
+
+// SetBLASThreads sets the threads of each OpenBLAS call for the whole
+// process to n >= 1 and returns the count before (the openblas build; the
+// pure-Go build does nothing and returns 0). A service that runs several
+// forward passes at once sets 1: its parallelism is across requests, and
+// OpenBLAS's idle threads would otherwise spin (sched_yield) on the cores
+// the other requests need (docs/performance.md, "Where a release's time
+// goes"). Call it before any work: OpenBLAS's results depend on its thread
+// count (docs/engine.md, "OpenBLAS's bits depend on its thread count").
+// It panics for n < 1, a programmer's error.
+func SetBLASThreads(n int) int {
+	if n < 1 {
+		panic(fmt.Sprintf("nn.SetBLASThreads(%d): want at least 1", n))
+	}
+	return setBLASThreads(n)
+}
 
 // Gemm computes C = alpha * op(A) * op(B) + beta * C for row-major matrices,
 // where op(A) is m x k, op(B) is k x n and C is m x n.

@@ -4,12 +4,14 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/nvdp-project/nvdp/safetensors"
 )
@@ -97,18 +99,9 @@ func rangeMatch(r, typ string) int {
 // mechanism). The body's length depends only on the number of texts and the metadata.
 func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv Privacy) error {
 	m := len(embs)
-	// The model's description is the Releaser's (GET /v1/info's), set below.
-	md := release.NewMetadata(release.ModelInfo{}, s.guar, s.guar, release.FormatSafetensors, 1, s.seeded)
-	md.Texts, md.Releases = int64(m), int64(m)
-	keys, err := md.MetadataKeys()
-	if err != nil {
-		return err
-	}
-	model, err := json.Marshal(s.rel.Model())
-	if err != nil {
-		return fmt.Errorf("model description: %w", err)
-	}
-	keys["model"] = string(model)
+	keys := make(map[string]string, len(s.binaryKeys)+1)
+	maps.Copy(keys, s.binaryKeys)
+	keys["texts"], keys["releases"] = strconv.Itoa(m), strconv.Itoa(m) // one release per text
 	pb, err := json.Marshal(priv)
 	if err != nil {
 		return err
@@ -137,6 +130,24 @@ func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv 
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 	return nil
+}
+
+// binaryKeys returns the safetensors metadata that every binary response of
+// a server of rel shares: release.Metadata's keys for one release per text
+// of guarantee g, with the Releaser's model description (GET /v1/info's)
+// under "model"; the counts ("texts", "releases") and "privacy" are each
+// response's. New makes it once: it is most of a response's JSON.
+func binaryKeys(rel Releaser, g *privacy.Guarantee, seeded bool) (map[string]string, error) {
+	keys, err := release.NewMetadata(release.ModelInfo{}, g, g, release.FormatSafetensors, 1, seeded).MetadataKeys()
+	if err != nil {
+		return nil, fmt.Errorf("binary response metadata: %w", err)
+	}
+	model, err := json.Marshal(rel.Model())
+	if err != nil {
+		return nil, fmt.Errorf("model description: %w", err)
+	}
+	keys["model"] = string(model)
+	return keys, nil
 }
 
 // appendFloat32s appends v to b as little-endian float32.

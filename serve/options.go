@@ -103,15 +103,24 @@ type Batching struct {
 	// requests already waiting. A request that finds no other admitted
 	// never waits.
 	BatchWindow time.Duration `json:"batch_window"`
+	// BLASThreads is the threads of each BLAS call of a forward pass, for
+	// the whole process (nn.SetBLASThreads), >= 0; 0: the BLAS library's
+	// own (OpenBLAS: OPENBLAS_NUM_THREADS, else the cores). A service runs
+	// MaxConcurrent forward passes at once, so DefaultBLASThreads is 1: with
+	// more, OpenBLAS's idle threads spin on the cores the other requests
+	// need (docs/performance.md, "Where a release's time goes").
+	BLASThreads int `json:"blas_threads"`
 }
 
-// DefaultBatchTexts and DefaultBatchWindow are the defaults of [Batching]:
-// 32 texts, the batch at which the engine's throughput per text levels off
-// on the main job's model (docs/performance.md, "Batching"), and 2 ms, a
-// fraction of one release's time.
+// DefaultBatchTexts, DefaultBatchWindow and DefaultBLASThreads are the
+// defaults of [Batching]: 32 texts, the batch at which the engine's
+// throughput per text levels off on the main job's model
+// (docs/performance.md, "Batching"), 2 ms, a fraction of one release's
+// time, and one BLAS thread per forward pass.
 const (
 	DefaultBatchTexts  = 32
 	DefaultBatchWindow = 2 * time.Millisecond
+	DefaultBLASThreads = 1
 )
 
 // DefaultOptions returns the defaults: no default budget (BudgetEpsilon
@@ -134,7 +143,7 @@ func DefaultOptions() Options {
 			MaxConcurrent: runtime.GOMAXPROCS(0),
 			MaxQueue:      64,
 		},
-		Batching:        Batching{BatchTexts: DefaultBatchTexts, BatchWindow: DefaultBatchWindow},
+		Batching:        Batching{BatchTexts: DefaultBatchTexts, BatchWindow: DefaultBatchWindow, BLASThreads: DefaultBLASThreads},
 		RequestTimeout:  30 * time.Second,
 		ReadTimeout:     10 * time.Second,
 		WriteTimeout:    60 * time.Second,
@@ -174,6 +183,9 @@ func (o Options) Validate() error {
 	}
 	if o.BatchWindow < 0 {
 		return option.Errorf("batch_window", o.BatchWindow, "must be >= 0 (0: a batch takes only the requests already waiting)")
+	}
+	if o.BLASThreads < 0 {
+		return option.Errorf("blas_threads", o.BLASThreads, "must be >= 0 (0: the BLAS library's own thread count)")
 	}
 	if o.MaxQueue < 0 {
 		return option.Errorf("max_queue", o.MaxQueue, "must be >= 0 (0: no queue)")

@@ -74,9 +74,12 @@ type Server struct {
 	// says it is not for release.
 	seeded bool
 	guar   *privacy.Guarantee
-	one    privacyOfOne
-	curve  *ledger.Curve
-	ledger ledger.Ledger
+	// binaryKeys are the metadata of every binary response but its counts
+	// and its privacy block (binaryKeys, made once by New).
+	binaryKeys map[string]string
+	one        privacyOfOne
+	curve      *ledger.Curve
+	ledger     ledger.Ledger
 	// keys authenticates requests: nil without keys (one shared account),
 	// fileKeys for a keys file (swapped by ReloadKeys), or a key store such
 	// as a PostgreSQL ledger's keys table.
@@ -233,13 +236,18 @@ func New(rel Releaser, lg ledger.Ledger, keys KeySource, o Options, log *slog.Lo
 	if err := o.CheckFiles(); err != nil {
 		return nil, err
 	}
+	sd, _ := rel.(interface{ Seeded() bool })
+	seeded := sd != nil && sd.Seeded()
+	binKeys, err := binaryKeys(rel, g, seeded)
+	if err != nil {
+		return nil, err
+	}
 	curve, err := lg.RegisterCurve(g, rel.Model())
 	if err != nil {
 		return nil, err
 	}
-	sd, _ := rel.(interface{ Seeded() bool })
-	s := &Server{rel: rel, n: n, p: p, seeded: sd != nil && sd.Seeded(), guar: g, curve: curve, ledger: lg, keys: keys, opts: o, log: log,
-		lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
+	s := &Server{rel: rel, n: n, p: p, seeded: seeded, guar: g, binaryKeys: binKeys, curve: curve, ledger: lg, keys: keys, opts: o,
+		log: log, lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}
 	if isFile && fileKeys != nil {
 		s.fileKeys.Store(fileKeys)
 		s.keys = fileKeySource{&s.fileKeys}

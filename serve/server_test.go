@@ -546,6 +546,7 @@ func TestNewErrors(t *testing.T) {
 		{"empty shape", nil, func(o *serve.Options) { o.BudgetEpsilon = 1 }, servetest.NewFake(0, 4, rho), "N = 0, P = 4"},
 		{"no backup dir", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupDir = "/no/such/dir" }, fake, `backup_dir "/no/such/dir": not a directory`},
 		{"negative backup keep", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupKeep = -1 }, fake, "backup_keep -1: must be >= 0"},
+		{"negative BLAS threads", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BLASThreads = -1 }, fake, "blas_threads -1: must be >= 0 (0: the BLAS library's own thread count)"},
 		{"backup every 1ns", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupEvery = 1 }, fake, "backup_every 1ns: must be 0 (a backup only when asked) or at least 1m0s"},
 		{"backup every 59s", nil, func(o *serve.Options) { o.BudgetEpsilon = 1; o.BackupEvery = 59 * time.Second }, fake, "backup_every 59s: must be 0"},
 		{"max epsilon 0", nil, func(o *serve.Options) { o.BudgetEpsilon, o.MaxEpsilon = 1, 0 }, fake, "max_epsilon 0: must be > 0"},

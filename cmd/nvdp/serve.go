@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/nvdp-project/nvdp/ledger/pgledger"
+	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
@@ -71,6 +72,7 @@ docs/serving.md, "nvdp serve": the API, keys, the ledgers, backups, limits and t
 	fs.IntVar(&o.MaxQueue, "max-queue", o.MaxQueue, "requests that may wait for a release slot; beyond them 429 (0: no queue)")
 	fs.IntVar(&o.BatchTexts, "batch-texts", o.BatchTexts, "most texts of requests released in one forward pass (1: each request alone; docs/serving.md \"Batching\")")
 	fs.DurationVar(&o.BatchWindow, "batch-window", o.BatchWindow, "how long a batch waits for requests on their way (0: only those already waiting)")
+	fs.IntVar(&o.BLASThreads, "blas-threads", o.BLASThreads, "threads of each BLAS call of a forward pass (0: OpenBLAS's own, OPENBLAS_NUM_THREADS or the cores; docs/serving.md \"Batching\")")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound on one embed request, queueing included (503 beyond, nothing charged)")
 	fs.DurationVar(&o.ReadTimeout, "read-timeout", o.ReadTimeout, "bound on reading a request")
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "bound on a request from its headers to the end of its response (above --request-timeout)")
@@ -114,6 +116,9 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	defer ln.Close()
 	if err := f.o.CheckListener(ln.Addr(), keys != nil || cfg.KeysInLedger); err != nil {
 		return flagError(err)
+	}
+	if f.o.BLASThreads > 0 {
+		nn.SetBLASThreads(f.o.BLASThreads)
 	}
 	d, err := f.dev.open()
 	if err != nil {

@@ -333,6 +333,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{"missing ledger", append(base, "--budget-epsilon", "1"), true, "--ledger: ledger " + ledger + " does not exist: a ledger is created explicitly"},
 		{"backup dir", append(base, "--budget-epsilon", "1", "--backup-dir", filepath.Join(dir, "none")), true, "--backup-dir \"" + filepath.Join(dir, "none") + "\": not a directory"},
 		{"negative backup keep", append(base, "--budget-epsilon", "1", "--backup-keep", "-1"), true, "--backup-keep -1: must be >= 0"},
+		{"negative BLAS threads", append(base, "--budget-epsilon", "1", "--blas-threads", "-1"), true, "--blas-threads -1: must be >= 0"},
 		{"backup every 1ns", append(base, "--budget-epsilon", "1", "--backup-every", "1ns"), true, "--backup-every 1ns: must be 0 (a backup only when asked) or at least 1m0s"},
 		{"budget with keys in the ledger", []string{"--model", "fake", "--ledger", "postgres://h/db", "--keys-in-ledger", "--budget-epsilon", "5"}, true,
 			"--budget-epsilon 5: has no effect with --keys-in-ledger (each key of the database has its own budget: nvdp serve keys budget)"},

@@ -19,17 +19,7 @@ import (
 // these with flag names).
 func TestConfigCheck(t *testing.T) {
 	dir := t.TempDir()
-	badKeys := filepath.Join(dir, "bad-keys.txt")
-	os.WriteFile(badKeys, []byte("alice nothex\n"), 0o600)
-	noBudget := filepath.Join(dir, "keys.txt")
-	if err := serve.AppendKey(noBudget, "alice", "k", option.Auto()); err != nil {
-		t.Fatal(err)
-	}
-	openKeys := filepath.Join(dir, "open-keys.txt")
-	if err := serve.AppendKey(openKeys, "alice", "k", 1); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(openKeys, 0o666)
+	badKeys, noBudget, openKeys := servetest.BadKeyFiles(t, dir)
 	file := filepath.Join(dir, "ledger%d.db") // a % in the location stays as it is
 	budget := func(b float64) serve.Options { o := serve.DefaultOptions(); o.BudgetEpsilon = b; return o }
 	tests := []struct {

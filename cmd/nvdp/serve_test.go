@@ -297,17 +297,7 @@ func (p *serveProcess) metricAtLeast(t *testing.T, name string, v float64) bool 
 func TestServeFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
-	badKeys := filepath.Join(dir, "bad-keys.txt")
-	os.WriteFile(badKeys, []byte("alice nothex\n"), 0o600)
-	noBudget := filepath.Join(dir, "keys.txt")
-	if err := serve.AppendKey(noBudget, "alice", "k", option.Auto()); err != nil {
-		t.Fatal(err)
-	}
-	openKeys := filepath.Join(dir, "open-keys.txt")
-	if err := serve.AppendKey(openKeys, "alice", "k", 1); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(openKeys, 0o666)
+	badKeys, noBudget, openKeys := servetest.BadKeyFiles(t, dir)
 	t.Setenv("NVDP_TEST_NO_DSN", "")
 	prev := loadReleaser
 	t.Cleanup(func() { loadReleaser = prev })

@@ -111,7 +111,10 @@ func TestParseVmHWM(t *testing.T) {
 	}
 }
 
-func benchTrain(b *testing.B, preset string, batch, seq int, dropout bool) {
+// benchClassifier returns a freshly initialised classifier of preset
+// (dropout off unless dropout), a batch of random token IDs, no padding,
+// and the generator it drew them from.
+func benchClassifier(b *testing.B, preset string, batch, seq int, dropout bool) (*Classifier, encoder.Input, *rand.Rand) {
 	cfg, err := encoder.Preset(preset)
 	if err != nil {
 		b.Fatal(err)
@@ -126,6 +129,11 @@ func benchTrain(b *testing.B, preset string, batch, seq int, dropout bool) {
 	for i := range in.IDs {
 		in.IDs[i], in.Mask[i] = int32(rng.IntN(cfg.VocabSize)), 1
 	}
+	return clf, in, rng
+}
+
+func benchTrain(b *testing.B, preset string, batch, seq int, dropout bool) {
+	clf, in, rng := benchClassifier(b, preset, batch, seq, dropout)
 	labels := make([]int, batch)
 	opt := nn.NewAdamW(1e-4, nn.AdamBeta1, nn.AdamBeta2, nn.AdamEps, 0.01)
 	b.ResetTimer()
@@ -162,19 +170,8 @@ func TestRunRefusesWhatCannotFit(t *testing.T) {
 
 // benchInfer times an inference step (encoder forward, pooling, head) of a
 // freshly initialised classifier, as `nvdp bench`'s infer_step_seconds.
-func benchInfer(b *testing.B, name string, batch, seq int) {
-	cfg, err := encoder.Preset(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0, 0
-	rng := rand.New(rand.NewPCG(1, 2))
-	e, _ := encoder.New(cfg, rng)
-	clf := NewClassifier(e, 2, rng)
-	in := encoder.Input{IDs: make([]int32, batch*seq), Mask: make([]float32, batch*seq), B: batch, S: seq}
-	for i := range in.IDs {
-		in.IDs[i], in.Mask[i] = int32(rng.IntN(cfg.VocabSize)), 1
-	}
+func benchInfer(b *testing.B, preset string, batch, seq int) {
+	clf, in, _ := benchClassifier(b, preset, batch, seq, false)
 	clf.Logits(in)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/nvdp-project/nvdp/internal/pgtest"
 	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/ledger/pgledger"
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/serve"
 )
 
 // NewLedger creates a new ledger file (ledger.CreateFile) in a temporary
@@ -145,4 +148,28 @@ func NoInsertDSN(tb testing.TB, dsn string) string {
 	ExecSQL(tb, dsn, `GRANT ALL ON ALL SEQUENCES IN SCHEMA nvdp TO nvdp_noinsert`)
 	ExecSQL(tb, dsn, `REVOKE INSERT ON nvdp.charges FROM nvdp_noinsert`)
 	return strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1)
+}
+
+// BadKeyFiles writes into dir the keys files that a server refuses or
+// that leave a key without a budget, and returns their paths: bad (a line
+// whose hash is not hex), noBudget (the key alice without a budget) and
+// open (alice with budget 1, writable by group and others).
+func BadKeyFiles(tb testing.TB, dir string) (bad, noBudget, open string) {
+	tb.Helper()
+	bad = filepath.Join(dir, "bad-keys.txt")
+	if err := os.WriteFile(bad, []byte("alice nothex\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	noBudget = filepath.Join(dir, "keys.txt")
+	if err := serve.AppendKey(noBudget, "alice", "k", option.Auto()); err != nil {
+		tb.Fatal(err)
+	}
+	open = filepath.Join(dir, "open-keys.txt")
+	if err := serve.AppendKey(open, "alice", "k", 1); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o666); err != nil {
+		tb.Fatal(err)
+	}
+	return bad, noBudget, open
 }

@@ -182,6 +182,33 @@ func count(t testing.TB, dsn, sql string, args ...any) int64 {
 	return n
 }
 
+// lockAccount holds the row lock of account id in a transaction of its own
+// connection to dsn, as another client's charge does, until the returned
+// unlock (idempotent) rolls it back and closes the connection.
+func lockAccount(t testing.TB, dsn, id string) (unlock func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `SELECT 1 FROM nvdp.accounts WHERE id = $1 FOR UPDATE`, id)
+	}
+	if err != nil {
+		conn.Close(ctx)
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			tx.Rollback(ctx)
+			conn.Close(ctx)
+		})
+	}
+}
+
 // TestPGReplicasCannotOverspend: three ledgers (three replicas' pools) on
 // one database charge one key concurrently, 90 charges of 1 release racing
 // for a budget of exactly 40: exactly 40 are charged and 50 refused,
@@ -363,19 +390,8 @@ func TestPGLedgerBusyAndTimeout(t *testing.T) {
 	if _, err := l.Charge("alice", c, 1, math.Inf(1)); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM nvdp.accounts WHERE id = 'alice' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockAccount(t, dsn, "alice")
+	defer unlock()
 	start := time.Now()
 	results := make(chan error, 8)
 	for range 8 {
@@ -406,7 +422,7 @@ func TestPGLedgerBusyAndTimeout(t *testing.T) {
 	if busy == 0 || unavailable == 0 || busy+unavailable != 8 {
 		t.Errorf("%d busy, %d timed out", busy, unavailable)
 	}
-	tx.Rollback(ctx)
+	unlock()
 	if bal, err := l.Charge("alice", c, 1, math.Inf(1)); err != nil || bal.Releases != 2 {
 		t.Fatalf("after the lock: %+v %v (want 2 releases: nothing charged under the lock)", bal, err)
 	}
@@ -516,19 +532,8 @@ func TestPGLockedAccountDoesNotStall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM nvdp.accounts WHERE id = 'alice' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockAccount(t, dsn, "alice")
+	defer unlock()
 	const waiting = 6 // more than the committers
 	results := make(chan error, waiting)
 	for range waiting {
@@ -543,7 +548,7 @@ func TestPGLockedAccountDoesNotStall(t *testing.T) {
 	if d := time.Since(start); err != nil || bal.Releases != 2 || d > o.Timeout/3 {
 		t.Errorf("bob's charge while alice's row is locked: %+v, %v after %v (timeout %v)", bal, err, d, o.Timeout)
 	}
-	tx.Rollback(ctx)
+	unlock()
 	for range waiting {
 		if err := <-results; err != nil {
 			t.Errorf("alice's charge after the lock: %v", err)

@@ -14,8 +14,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -40,11 +42,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	var pkgs []string
-	for p := range byPkg {
-		pkgs = append(pkgs, p)
-	}
-	sort.Strings(pkgs)
+	pkgs := slices.Sorted(maps.Keys(byPkg))
 	var all []doc
 	tw, tp, tl, tn := 0, 0, 0, 0
 	for _, p := range pkgs {

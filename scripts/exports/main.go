@@ -15,9 +15,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,11 +43,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	var pkgs []string
-	for ip := range exported {
-		pkgs = append(pkgs, ip)
-	}
-	sort.Strings(pkgs)
+	pkgs := slices.Sorted(maps.Keys(exported))
 	total, unused := 0, 0
 	for _, ip := range pkgs {
 		var un []string

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"fmt"
 	"os"
 	"strings"
 
@@ -31,26 +30,6 @@ type Config struct {
 	KeysInLedger bool `json:"keys_in_ledger"`
 }
 
-// CombinationError is the error of inputs given together that do not
-// combine. Format holds one %s for each of Options, where the input's name
-// goes: Error writes their JSON keys, and a program writes its own names
-// for them (a command line's flags) with [CombinationError.With].
-type CombinationError struct {
-	Options []string
-	Format  string
-}
-
-func (e *CombinationError) Error() string { return e.With(func(o string) string { return o }) }
-
-// With returns the message with each option named by name(option).
-func (e *CombinationError) With(name func(option string) string) string {
-	args := make([]any, len(e.Options))
-	for i, o := range e.Options {
-		args[i] = name(o)
-	}
-	return fmt.Sprintf(e.Format, args...)
-}
-
 // Check checks o ([Options.Validate], [Options.CheckFiles]), c's inputs
 // and how they combine with o, and reads the keys file: it returns its
 // keys, or nil without one. The budgets of the keys are checked against o
@@ -60,7 +39,7 @@ func (e *CombinationError) With(name func(option string) string) string {
 // Errors: those of o's checks; [*option.Error] for a missing model or
 // ledger, a keys file that does not read or check (keys), a budget given
 // with the ledger's keys or an account left without one (budget_epsilon);
-// [*CombinationError] for a keys file with the ledger's keys, or the
+// [*option.CombinationError] for a keys file with the ledger's keys, or the
 // ledger's keys of a file ledger.
 func (c Config) Check(o Options) (*Keys, error) {
 	if err := o.Validate(); err != nil {
@@ -75,10 +54,10 @@ func (c Config) Check(o Options) (*Keys, error) {
 	case c.Ledger == "":
 		return nil, option.Errorf("ledger", nil, "required (a ledger file or a PostgreSQL URL, made once with 'nvdp serve ledger init')")
 	case c.Keys != "" && c.KeysInLedger:
-		return nil, &CombinationError{[]string{"keys", "keys_in_ledger"}, "%s and %s: give one (a keys file, or the PostgreSQL ledger's keys)"}
+		return nil, option.Combination("%s and %s: give one (a keys file, or the PostgreSQL ledger's keys)", "keys", "keys_in_ledger")
 	case c.KeysInLedger && !c.LedgerHoldsKeys:
-		return nil, &CombinationError{[]string{"keys_in_ledger", "ledger"},
-			"%s: the keys are a PostgreSQL ledger's, and %s " + strings.ReplaceAll(c.Ledger, "%", "%%") + " is a file"}
+		return nil, option.Combination("%s: the keys are a PostgreSQL ledger's, and %s "+strings.ReplaceAll(c.Ledger, "%", "%%")+" is a file",
+			"keys_in_ledger", "ledger")
 	case c.KeysInLedger && !option.IsAuto(o.BudgetEpsilon):
 		return nil, option.MentionErrorf([]string{"keys_in_ledger"}, "budget_epsilon", o.BudgetEpsilon,
 			"has no effect with keys_in_ledger (each key of the database has its own budget: nvdp serve keys budget)")

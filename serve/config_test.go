@@ -27,7 +27,7 @@ func TestConfigCheck(t *testing.T) {
 		c      serve.Config
 		o      serve.Options
 		err    string // "": none
-		option string // the *option.Error's, or the first of a *serve.CombinationError's
+		option string // the *option.Error's, or the first of a *option.CombinationError's
 	}{
 		{"a keys file", serve.Config{Model: "m", Ledger: file, Keys: noBudget}, budget(1), "", ""},
 		{"no keys", serve.Config{Model: "m", Ledger: file}, budget(1), "", ""},
@@ -66,7 +66,7 @@ func TestConfigCheck(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.err)
 			}
 			var oe *option.Error
-			var ce *serve.CombinationError
+			var ce *option.CombinationError
 			switch {
 			case errors.As(err, &oe):
 				if oe.Option != tc.option {
@@ -77,21 +77,9 @@ func TestConfigCheck(t *testing.T) {
 					t.Errorf("options %q, want %q first", ce.Options, tc.option)
 				}
 			default:
-				t.Errorf("%T: neither an *option.Error nor a *serve.CombinationError", err)
+				t.Errorf("%T: neither an *option.Error nor a *option.CombinationError", err)
 			}
 		})
-	}
-}
-
-// TestCombinationErrorWith: a program names each option of the error its
-// own way, in the order of Options.
-func TestCombinationErrorWith(t *testing.T) {
-	e := &serve.CombinationError{Options: []string{"keys", "keys_in_ledger"}, Format: "%s and %s: give one"}
-	if got := e.With(func(o string) string { return "--" + strings.ReplaceAll(o, "_", "-") }); got != "--keys and --keys-in-ledger: give one" {
-		t.Errorf("With = %q", got)
-	}
-	if got := e.Error(); got != "keys and keys_in_ledger: give one" {
-		t.Errorf("Error = %q", got)
 	}
 }
 

@@ -241,15 +241,20 @@ func optionFlag(option string) string {
 	return strings.ReplaceAll(option, "_", "-")
 }
 
-// flagError says a library error about an option given on the command line
+// flagError says a library error about options given on the command line
 // in the CLI's terms: an *option.Error itself (train's, mlm's; not one
 // wrapped in another error, which is about a file) is rewritten as "--flag
-// value: reason", the options the reason mentions given their flags too;
-// other errors pass unchanged.
+// value: reason", the options the reason mentions given their flags too,
+// and an *option.CombinationError (inputs given together that do not
+// combine) names each of its options as its flag; other errors pass
+// unchanged.
 func flagError(err error) error {
-	if oe, ok := err.(*option.Error); ok {
-		return fmt.Errorf("--%s%s: %s", optionFlag(oe.Option), option.FormatValue(oe.Value),
-			oe.ReasonWith(func(o string) string { return "--" + optionFlag(o) }))
+	toFlag := func(o string) string { return "--" + optionFlag(o) }
+	switch e := err.(type) {
+	case *option.Error:
+		return fmt.Errorf("--%s%s: %s", optionFlag(e.Option), option.FormatValue(e.Value), e.ReasonWith(toFlag))
+	case *option.CombinationError:
+		return errors.New(e.With(toFlag))
 	}
 	return err
 }

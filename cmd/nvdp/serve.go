@@ -107,7 +107,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	cfg.LedgerHoldsKeys = pgledger.IsPostgres(cfg.Ledger)
 	keys, err := cfg.Check(f.o)
 	if err != nil {
-		return serveFlagError(err)
+		return flagError(err)
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -160,15 +160,6 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		serr = err
 	}
 	return serr
-}
-
-// serveFlagError is flagError that also names the flags of a
-// serve.CombinationError (inputs given together that do not combine).
-func serveFlagError(err error) error {
-	if ce, ok := err.(*serve.CombinationError); ok {
-		return errors.New(ce.With(func(o string) string { return "--" + optionFlag(o) }))
-	}
-	return flagError(err)
 }
 
 // setLogFormat switches the default logger to JSON lines for --log-format

@@ -1,0 +1,44 @@
+package option
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestCombinationError: a program names each option of the error its own
+// way, in the order of Options; Error writes the JSON keys.
+func TestCombinationError(t *testing.T) {
+	err := Combination("%s and %s: give one", "keys", "keys_in_ledger")
+	var e *CombinationError
+	if !errors.As(err, &e) {
+		t.Fatalf("%T is not a *CombinationError", err)
+	}
+	if got := e.With(func(o string) string { return "--" + strings.ReplaceAll(o, "_", "-") }); got != "--keys and --keys-in-ledger: give one" {
+		t.Errorf("With = %q", got)
+	}
+	if got := err.Error(); got != "keys and keys_in_ledger: give one" {
+		t.Errorf("Error = %q", got)
+	}
+}
+
+// TestGiven: a nil Given gives nothing; Any is the first given of its
+// names, in their order.
+func TestGiven(t *testing.T) {
+	var none Given
+	if none.Has("x") {
+		t.Error("nil Given has x")
+	}
+	if n, ok := none.Any("x", "y"); ok || n != "" {
+		t.Errorf("nil Given: Any = %q, %v", n, ok)
+	}
+	g := Given(func(n string) bool { return n == "b" || n == "c" })
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{{[]string{"a", "b", "c"}, "b"}, {[]string{"c", "b"}, "c"}, {[]string{"a"}, ""}} {
+		if n, ok := g.Any(tc.names...); n != tc.want || ok != (tc.want != "") {
+			t.Errorf("Any(%v) = %q, %v, want %q", tc.names, n, ok, tc.want)
+		}
+	}
+}

@@ -205,8 +205,25 @@ type Cache struct {
 // attention bias; Hugging Face uses the dtype minimum, which gives the same result for rows with a
 // real token. Invalid input, as [Encoder.CheckInput] defines it, panics.
 func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Cache) {
+	return e.forward(in, train, rng, nil)
+}
+
+// Infer is [Encoder.Forward] in inference mode with every activation, last_hidden_state included,
+// taken from ws ([nn.Workspace.New]; nil: newly allocated): the same operations in the same order,
+// so the same bits. The output is valid until ws's next Reset; a caller that serialises its calls
+// resets ws before each and so allocates no activations once ws has grown to its largest batch.
+func (e *Encoder) Infer(in Input, ws *nn.Workspace) *nn.Tensor {
+	x, _ := e.forward(in, false, nil, ws)
+	return x
+}
+
+// forward is Forward with the activations of inference taken from ws.
+func (e *Encoder) forward(in Input, train bool, rng *rand.Rand, ws *nn.Workspace) (*nn.Tensor, *Cache) {
 	if err := e.CheckInput(in); err != nil {
 		panic(err.Error())
+	}
+	if train {
+		ws = nil // the cache keeps the activations
 	}
 	cfg := e.Config
 	B, S := in.B, in.S
@@ -220,10 +237,15 @@ func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Ca
 		panic("encoder.Forward: train with dropout needs an rng")
 	}
 
-	x := e.WordEmb.Forward(in.IDs, B, S)
-	nn.AddInPlace(x, e.PosEmb.Forward(pos, B, S))
-	nn.AddInPlace(x, e.TypeEmb.Forward(typ, B, S))
-	x, lnc := e.EmbLN.Forward(x)
+	x := e.WordEmb.Infer(in.IDs, ws, B, S)
+	nn.AddInPlace(x, e.PosEmb.Infer(pos, ws, B, S))
+	nn.AddInPlace(x, e.TypeEmb.Infer(typ, ws, B, S))
+	var lnc *nn.LayerNormCache
+	if train {
+		x, lnc = e.EmbLN.Forward(x)
+	} else {
+		x = e.EmbLN.Infer(x, ws)
+	}
 	dc := drop.Apply(x, rng, train)
 	opts := nn.LayerOptions{Heads: cfg.NumAttentionHeads, HiddenDropout: drop,
 		AttnDropout: float32(cfg.AttentionProbsDropoutProb), AttnResidual: true, NoGrad: !train,
@@ -233,19 +255,18 @@ func (e *Encoder) Forward(in Input, train bool, rng *rand.Rand) (*nn.Tensor, *Ca
 
 	var bias *nn.Tensor
 	if in.Mask != nil {
-		bias = nn.PaddingBias(in.Mask, B, S)
+		bias = nn.PaddingBiasInfer(in.Mask, B, S, ws)
 	}
-	var c *Cache
-	if train {
-		c = &Cache{in: in, pos: pos, typ: typ, embLN: lnc, embDrop: dc, drop: drop,
-			layers: make([]*nn.TransformerCache, len(e.Layers))}
-	}
-	for i, l := range e.Layers {
-		var lc *nn.TransformerCache
-		x, lc = l.Forward(x, x, bias, opts, train, rng)
-		if train {
-			c.layers[i] = lc
+	if !train {
+		for _, l := range e.Layers {
+			x = l.Infer(x, x, bias, opts, ws)
 		}
+		return x, nil
+	}
+	c := &Cache{in: in, pos: pos, typ: typ, embLN: lnc, embDrop: dc, drop: drop,
+		layers: make([]*nn.TransformerCache, len(e.Layers))}
+	for i, l := range e.Layers {
+		x, c.layers[i] = l.Forward(x, x, bias, opts, train, rng)
 	}
 	return x, c
 }

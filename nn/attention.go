@@ -20,11 +20,15 @@ type AttentionCache struct {
 // PaddingBias turns a key padding mask [B,S], with 1 for a real token and 0
 // for padding, into an additive key bias [B,S]: 0 for real tokens, -Inf for
 // padding.
-func PaddingBias(mask []float32, B, S int) *Tensor {
+func PaddingBias(mask []float32, B, S int) *Tensor { return PaddingBiasInfer(mask, B, S, nil) }
+
+// PaddingBiasInfer is [PaddingBias] with the bias taken from ws ([Workspace.New]; nil: newly
+// allocated).
+func PaddingBiasInfer(mask []float32, B, S int, ws *Workspace) *Tensor {
 	if len(mask) != B*S {
 		panic(fmt.Sprintf("nn.PaddingBias: mask of %d for [%d,%d]", len(mask), B, S))
 	}
-	t := New(B, S)
+	t := ws.New(B, S)
 	for i, m := range mask {
 		if m == 0 {
 			t.Data[i] = float32(math.Inf(-1))
@@ -59,6 +63,19 @@ func Attention(q, k, v *Tensor, heads int, keyBias *Tensor) (*Tensor, *Attention
 // rng.Float32 is drawn per probability, in row-major order over
 // [B,H,Tq,Tk].
 func AttentionDropout(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rng *rand.Rand, train bool) (*Tensor, *AttentionCache) {
+	return attention(q, k, v, heads, keyBias, p, rng, train, nil)
+}
+
+// AttentionInfer is [Attention] with the output and the probabilities taken from ws
+// ([Workspace.New]; nil: newly allocated) and no cache: the same operations in the same order.
+func AttentionInfer(q, k, v *Tensor, heads int, keyBias *Tensor, ws *Workspace) *Tensor {
+	out, _ := attention(q, k, v, heads, keyBias, 0, nil, false, ws)
+	return out
+}
+
+// attention is [AttentionDropout] with the output and the probabilities from ws; it returns no
+// cache when ws is not nil (the probabilities are the workspace's).
+func attention(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rng *rand.Rand, train bool, ws *Workspace) (*Tensor, *AttentionCache) {
 	if len(q.Shape) != 3 || len(k.Shape) != 3 || !SameShape(k, v) || q.Shape[0] != k.Shape[0] || q.Shape[2] != k.Shape[2] {
 		panic(fmt.Sprintf("nn.Attention: q %v, k %v, v %v", q.Shape, k.Shape, v.Shape))
 	}
@@ -76,7 +93,7 @@ func AttentionDropout(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rn
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	c := &AttentionCache{Q: q, K: k, V: v, KeyBias: keyBias, Heads: H, B: B, Tq: Tq, Tk: Tk, Dh: dh}
 	TT := Tq * Tk
-	c.Probs = make([]float32, B*H*TT)
+	c.Probs = ws.Floats(B * H * TT)
 	if train && p > 0 {
 		// Masks are drawn first, sequentially, so the stream does not
 		// depend on the parallel schedule.
@@ -89,7 +106,7 @@ func AttentionDropout(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rn
 			}
 		}
 	}
-	out := New(B, Tq, HD)
+	out := ws.New(B, Tq, HD)
 	// One task per (batch, head): scores = scale Q K^T (+ bias), row
 	// softmax, optional dropout, out = P V. Tasks run in parallel with
 	// single-threaded BLAS.
@@ -119,6 +136,9 @@ func AttentionDropout(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rn
 			}
 		}
 	})
+	if ws != nil {
+		return out, nil
+	}
 	return out, c
 }
 

@@ -38,7 +38,11 @@ func (e *Embedding) Dim() int { return e.W.Value.Shape[1] }
 // [shape..., Dim]; shape defaults to [len(ids)]. An id outside [0, Vocab)
 // or a shape that does not match len(ids) is a programmer error, since
 // callers validate input ids first, and panics naming the id.
-func (e *Embedding) Forward(ids []int32, shape ...int) *Tensor {
+func (e *Embedding) Forward(ids []int32, shape ...int) *Tensor { return e.Infer(ids, nil, shape...) }
+
+// Infer is [Embedding.Forward] with the output taken from ws ([Workspace.New]; nil: newly
+// allocated).
+func (e *Embedding) Infer(ids []int32, ws *Workspace, shape ...int) *Tensor {
 	if len(shape) == 0 {
 		shape = []int{len(ids)}
 	}
@@ -46,7 +50,8 @@ func (e *Embedding) Forward(ids []int32, shape ...int) *Tensor {
 		panic(fmt.Sprintf("nn.Embedding(%s): %d ids for shape %v", e.W.Name, len(ids), shape))
 	}
 	V, D := e.Vocab(), e.Dim()
-	out := New(append(append([]int(nil), shape...), D)...)
+	var buf [4]int // the shape, on the stack for up to 4 dimensions
+	out := ws.New(append(append(buf[:0], shape...), D)...)
 	w := e.W.Value.Data
 	for i, id := range ids {
 		if id < 0 || int(id) >= V {

@@ -12,8 +12,12 @@ import "math"
 // PyTorch's vectorised CPU erf, Abramowitz and Stegun 7.1.26 with 1.5e-7,
 // and several times cheaper than an exp per element. GELU runs in parallel
 // over the elements.
-func GELU(x *Tensor) *Tensor {
-	y := New(x.Shape...)
+func GELU(x *Tensor) *Tensor { return GELUInfer(x, nil) }
+
+// GELUInfer is [GELU] with y taken from ws ([Workspace.New]; nil: newly allocated): the same
+// operations in the same order.
+func GELUInfer(x *Tensor, ws *Workspace) *Tensor {
+	y := ws.New(x.Shape...)
 	xs, ys := x.Data, y.Data
 	Parallel(len(xs), 8, func(lo, hi int) {
 		for i := lo; i < hi; i++ {

@@ -45,13 +45,24 @@ func (l *LayerNorm) Params() []*Param { return []*Param{l.Weight, l.Bias} }
 // Forward normalises x [..., D] and returns y, of the same shape, and the
 // cache. Row statistics are accumulated in float64.
 func (l *LayerNorm) Forward(x *Tensor) (*Tensor, *LayerNormCache) {
+	rows := x.Rows()
+	c := &LayerNormCache{X: x, Mean: make([]float32, rows), Rstd: make([]float32, rows)}
+	return l.forward(x, nil, c), c
+}
+
+// Infer is [LayerNorm.Forward] with y taken from ws ([Workspace.New]; nil: newly allocated) and
+// no cache: the same operations in the same order.
+func (l *LayerNorm) Infer(x *Tensor, ws *Workspace) *Tensor { return l.forward(x, ws, nil) }
+
+// forward normalises x into a tensor from ws and, when c is not nil, keeps the row statistics
+// in c.
+func (l *LayerNorm) forward(x *Tensor, ws *Workspace, c *LayerNormCache) *Tensor {
 	D := l.Weight.Value.Len()
 	if x.Dim(-1) != D {
 		panic(fmt.Sprintf("nn.LayerNorm(%s): input last dim %d, want %d", l.Weight.Name, x.Dim(-1), D))
 	}
 	rows := x.Rows()
-	y := New(x.Shape...)
-	c := &LayerNormCache{X: x, Mean: make([]float32, rows), Rstd: make([]float32, rows)}
+	y := ws.New(x.Shape...)
 	w, b := l.Weight.Value.Data, l.Bias.Value.Data
 	eps := float64(l.Eps)
 	Parallel(rows, 4*D, func(lo, hi int) {
@@ -73,10 +84,12 @@ func (l *LayerNorm) Forward(x *Tensor) (*Tensor, *LayerNormCache) {
 			for i, v := range xr {
 				yr[i] = (v-m32)*r32*w[i] + b[i]
 			}
-			c.Mean[r], c.Rstd[r] = m32, r32
+			if c != nil {
+				c.Mean[r], c.Rstd[r] = m32, r32
+			}
 		}
 	})
-	return y, c
+	return y
 }
 
 // Backward accumulates the gradients of Weight and Bias and returns dx:

@@ -41,12 +41,18 @@ func (l *Linear) Params() []*Param {
 
 // Forward maps x [..., In] to y [..., Out]. The cache is x itself.
 func (l *Linear) Forward(x *Tensor) (*Tensor, *Tensor) {
+	return l.Infer(x, nil), x
+}
+
+// Infer is [Linear.Forward] with y taken from ws ([Workspace.New]; nil: newly allocated), for
+// passes that keep no cache: the same operations in the same order.
+func (l *Linear) Infer(x *Tensor, ws *Workspace) *Tensor {
 	if x.Dim(-1) != l.In {
 		panic(fmt.Sprintf("nn.Linear(%s): input last dim %d, want %d", l.W.Name, x.Dim(-1), l.In))
 	}
 	rows := x.Rows()
-	shape := append(append([]int(nil), x.Shape[:len(x.Shape)-1]...), l.Out)
-	y := New(shape...)
+	var buf [4]int // the shape, on the stack for up to 4 dimensions
+	y := ws.New(append(append(buf[:0], x.Shape[:len(x.Shape)-1]...), l.Out)...)
 	if l.B != nil {
 		b := l.B.Value.Data
 		for r := 0; r < rows; r++ {
@@ -54,7 +60,7 @@ func (l *Linear) Forward(x *Tensor) (*Tensor, *Tensor) {
 		}
 	}
 	Gemm(false, true, rows, l.Out, l.In, 1, x.Data, l.W.Value.Data, 1, y.Data)
-	return y, x
+	return y
 }
 
 // Backward takes the cached input x and dy [..., Out], accumulates dW and db

@@ -131,6 +131,20 @@ type TransformerCache struct {
 // no dropout is active. Shape mismatches, and PreLN without self-attention
 // and AttnResidual, are wiring errors and panic.
 func (l *TransformerLayer) Forward(xq, xkv, keyBias *Tensor, o LayerOptions, train bool, rng *rand.Rand) (*Tensor, *TransformerCache) {
+	return l.forward(xq, xkv, keyBias, o, train, rng, nil)
+}
+
+// Infer is [TransformerLayer.Forward] for inference, without dropout or cache, with every
+// activation, y included, taken from ws ([Workspace.New]; nil: newly allocated): the same
+// operations in the same order. o.NoGrad is implied.
+func (l *TransformerLayer) Infer(xq, xkv, keyBias *Tensor, o LayerOptions, ws *Workspace) *Tensor {
+	o.NoGrad = true
+	y, _ := l.forward(xq, xkv, keyBias, o, false, nil, ws)
+	return y
+}
+
+// forward is Forward with the activations of a pass that keeps no cache taken from ws.
+func (l *TransformerLayer) forward(xq, xkv, keyBias *Tensor, o LayerOptions, train bool, rng *rand.Rand, ws *Workspace) (*Tensor, *TransformerCache) {
 	if xq.Dim(-1) != xkv.Dim(-1) {
 		panic(fmt.Sprintf("nn.TransformerLayer: xq %v, xkv %v", xq.Shape, xkv.Shape))
 	}
@@ -138,33 +152,36 @@ func (l *TransformerLayer) Forward(xq, xkv, keyBias *Tensor, o LayerOptions, tra
 		panic("nn.TransformerLayer: PreLN needs self-attention (xq == xkv) and AttnResidual")
 	}
 	keep := train || !o.NoGrad
+	if keep {
+		ws = nil // a cache holds the activations: they are its own
+	}
 	c := &TransformerCache{xq: xq, xkv: xkv, qin: xq, kvin: xkv, self: xq == xkv, residual: o.AttnResidual,
 		preLN: o.PreLN, hidden: o.HiddenDropout, act: o.ActDropout}
 	if o.PreLN {
-		c.qin, c.ln1 = l.AttnLN.Forward(xq)
+		c.qin, c.ln1 = layerNorm(l.AttnLN, xq, keep, ws)
 		c.kvin = c.qin
 	}
-	q, _ := l.Query.Forward(c.qin)
-	k, _ := l.Key.Forward(c.kvin)
-	v, _ := l.Value.Forward(c.kvin)
-	c.ctx, c.attn = AttentionDropout(q, k, v, o.Heads, keyBias, o.AttnDropout, rng, train)
-	s1, _ := l.AttnOut.Forward(c.ctx)
+	q := l.Query.Infer(c.qin, ws)
+	k := l.Key.Infer(c.kvin, ws)
+	v := l.Value.Infer(c.kvin, ws)
+	c.ctx, c.attn = attention(q, k, v, o.Heads, keyBias, o.AttnDropout, rng, train, ws)
+	s1 := l.AttnOut.Infer(c.ctx, ws)
 	c.d1 = o.HiddenDropout.Apply(s1, rng, train)
 	if o.AttnResidual {
 		AddInPlace(s1, xq)
 	}
 	a := s1 // the residual stream after attention
 	if o.PreLN {
-		c.a, c.ln2 = l.OutLN.Forward(a)
+		c.a, c.ln2 = layerNorm(l.OutLN, a, keep, ws)
 	} else {
-		a, c.ln1 = l.AttnLN.Forward(s1)
+		a, c.ln1 = layerNorm(l.AttnLN, s1, keep, ws)
 		c.a = a
 	}
-	s2 := l.feedForward(c, o, keep, train, rng)
+	s2 := l.feedForward(c, o, keep, train, rng, ws)
 	AddInPlace(s2, a)
 	y := s2
 	if !o.PreLN {
-		y, c.ln2 = l.OutLN.Forward(s2)
+		y, c.ln2 = layerNorm(l.OutLN, s2, keep, ws)
 	}
 	if !keep {
 		return y, nil
@@ -172,19 +189,27 @@ func (l *TransformerLayer) Forward(xq, xkv, keyBias *Tensor, o LayerOptions, tra
 	return y, c
 }
 
+// layerNorm is ln.Forward when keep, else ln.Infer from ws (no cache).
+func layerNorm(ln *LayerNorm, x *Tensor, keep bool, ws *Workspace) (*Tensor, *LayerNormCache) {
+	if keep {
+		return ln.Forward(x)
+	}
+	return ln.Infer(x, ws), nil
+}
+
 // feedForward returns Dropout(W_2 ActDropout(GELU(W_1 c.a + b_1)) + b_2) and
-// keeps in c what its backward needs.
-func (l *TransformerLayer) feedForward(c *TransformerCache, o LayerOptions, keep, train bool, rng *rand.Rand) *Tensor {
-	h, _ := l.Inter.Forward(c.a)
+// keeps in c what its backward needs; without keep, its activations come from ws.
+func (l *TransformerLayer) feedForward(c *TransformerCache, o LayerOptions, keep, train bool, rng *rand.Rand, ws *Workspace) *Tensor {
+	h := l.Inter.Infer(c.a, ws)
 	var g *Tensor
 	if keep && !o.RecomputeGELU {
 		g, c.dgelu = GELUWithGrad(h)
 	} else {
-		g = GELU(h)
+		g = GELUInfer(h, ws)
 		c.h = h
 	}
 	c.d3 = o.ActDropout.Apply(g, rng, train)
-	s2, _ := l.Out.Forward(g)
+	s2 := l.Out.Infer(g, ws)
 	c.d2 = o.HiddenDropout.Apply(s2, rng, train)
 	if !o.RecomputeGELU {
 		c.g = g

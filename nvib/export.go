@@ -27,6 +27,27 @@ func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 // gaussian release: the empirical attacks' upper reference, as
 // docs/attacks.md explains.
 func (m *Model) EncodePosterior(in encoder.Input) (*Posterior, *nn.Tensor, error) {
+	return m.encodePosterior(in, nil)
+}
+
+// PosteriorInfer is [Model.Posterior] with the activations of the forward
+// pass taken from ws ([nn.Workspace.New]; nil: newly allocated), when the
+// backbone can take them (an [EncoderBackbone]): the same operations in
+// the same order, so the same bits. The posterior is newly allocated: the
+// caller keeps it after ws's next Reset. The caller resets ws before the
+// call and serialises the calls that share it.
+func (m *Model) PosteriorInfer(in encoder.Input, ws *nn.Workspace) (*Posterior, error) {
+	post, _, err := m.encodePosterior(in, ws)
+	return post, err
+}
+
+// inferBackbone is a backbone whose inference forward takes a workspace.
+type inferBackbone interface {
+	Infer(in encoder.Input, ws *nn.Workspace) *nn.Tensor
+}
+
+// encodePosterior is EncodePosterior with the activations taken from ws.
+func (m *Model) encodePosterior(in encoder.Input, ws *nn.Workspace) (*Posterior, *nn.Tensor, error) {
 	if m.NVIB == nil && m.Gauss == nil {
 		return nil, nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
 	}
@@ -38,13 +59,18 @@ func (m *Model) EncodePosterior(in encoder.Input) (*Posterior, *nn.Tensor, error
 			return nil, nil, err
 		}
 	}
-	x, _ := m.Backbone.Forward(in, false, nil)
+	var x *nn.Tensor
+	if ib, ok := m.Backbone.(inferBackbone); ok {
+		x = ib.Infer(in, ws)
+	} else {
+		x, _ = m.Backbone.Forward(in, false, nil)
+	}
 	var post *Posterior
 	var err error
 	if m.Gauss != nil {
-		post, _, err = m.Gauss.Forward(x, in.Mask)
+		post, err = m.Gauss.Infer(x, in.Mask, ws)
 	} else {
-		post, _, err = m.NVIB.Forward(x, in.Mask)
+		post, err = m.NVIB.Infer(x, in.Mask, ws)
 	}
 	if err != nil {
 		return nil, nil, err

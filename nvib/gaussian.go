@@ -114,6 +114,19 @@ type GaussianCache struct {
 // Forward returns an error when S > L, when the input width differs from
 // Proj's, or when a clipped row is not finite.
 func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *GaussianCache, error) {
+	return g.forward(x, mask, nil)
+}
+
+// Infer is [GaussianRelease.Forward] without the cache, its projection taken
+// from ws ([nn.Workspace.New]; nil: newly allocated): the same operations in
+// the same order. The posterior is newly allocated: the caller keeps it.
+func (g *GaussianRelease) Infer(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, error) {
+	post, _, err := g.forward(x, mask, ws)
+	return post, err
+}
+
+// forward is Forward with the projection taken from ws.
+func (g *GaussianRelease) forward(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, *GaussianCache, error) {
 	if len(x.Shape) != 3 {
 		return nil, nil, fmt.Errorf("gaussian release: input %v, want [B,S,H]", x.Shape)
 	}
@@ -123,7 +136,7 @@ func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *Ga
 			return nil, nil, fmt.Errorf("gaussian release: input %v, want [B,S,%d]", x.Shape, g.Proj.In)
 		}
 		in = x
-		x, _ = g.Proj.Forward(x) // [B,S,P]
+		x = g.Proj.Infer(x, ws) // [B,S,P]
 	}
 	B, S, P := x.Shape[0], x.Shape[1], x.Shape[2]
 	if S > g.L {

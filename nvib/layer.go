@@ -224,14 +224,31 @@ type LayerCache struct {
 // posterior value, such as an alpha whose exp overflowed in an unclipped
 // model, or for a zero alpha on a released component.
 func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, error) {
+	post, cc, err := l.forward(x, mask, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return post, &LayerCache{x: x, clip: cc}, nil
+}
+
+// Infer is [Layer.Forward] without the cache, its projections taken from ws
+// ([nn.Workspace.New]; nil: newly allocated): the same operations in the
+// same order. The posterior is newly allocated: the caller keeps it.
+func (l *Layer) Infer(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, error) {
+	post, _, err := l.forward(x, mask, ws)
+	return post, err
+}
+
+// forward is Forward with the projections and log-alphas taken from ws.
+func (l *Layer) forward(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, *clipCache, error) {
 	if len(x.Shape) != 3 || x.Shape[2] != l.Cfg.Hidden {
 		panic(fmt.Sprintf("nvib.Layer: input %v, want [B,S,%d]", x.Shape, l.Cfg.Hidden))
 	}
 	B, S, H := x.Shape[0], x.Shape[1], x.Shape[2]
 	N, P := S+1, l.Cfg.latent()
-	mu, _ := l.Mu.Forward(x)       // [B,S,P]
-	lv, _ := l.Logvar.Forward(x)   // [B,S,P]
-	la, _ := l.AlphaLin.Forward(x) // [B,S,1]
+	mu := l.Mu.Infer(x, ws)       // [B,S,P]
+	lv := l.Logvar.Infer(x, ws)   // [B,S,P]
+	la := l.AlphaLin.Infer(x, ws) // [B,S,1]
 	q := l.AlphaQuad.Value.Data
 	for r := 0; r < B*S; r++ {
 		var s float64
@@ -242,7 +259,7 @@ func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, 
 	}
 	post := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Mask: make([]float32, B*N),
 		PadsReleased: !l.Cfg.Mode.IsReference()}
-	logAlpha := make([]float32, B*N)
+	logAlpha := ws.Floats(B * N)
 	pm, plv := float32(l.Cfg.Prior.Mu), float32(math.Log(l.Cfg.Prior.Var))
 	for b := 0; b < B; b++ {
 		r0 := b * N * P
@@ -267,7 +284,7 @@ func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, 
 	if err := post.checkFinite(); err != nil {
 		return nil, nil, err
 	}
-	return post, &LayerCache{x: x, clip: cc}, nil
+	return post, cc, nil
 }
 
 func (p *Posterior) checkFinite() error {

@@ -60,6 +60,8 @@ type Releaser struct {
 	padLen int // texts are truncated and padded to this many tokens (max-seq-len)
 
 	forward sync.Mutex // one posterior computation at a time
+	// work holds the activations of the CPU's forward passes, reused by each (guarded by forward).
+	work nn.Workspace
 
 	mu        sync.RWMutex // guards what SetDelta and SetBatchSize change
 	batchSize int
@@ -451,7 +453,8 @@ func (r *Releaser) posterior(batch *model.Encoded, lo, hi int) (*nvib.Posterior,
 	r.forward.Lock()
 	defer r.forward.Unlock()
 	if r.dev == nil {
-		return r.bundle.Model.Posterior(in)
+		r.work.Reset()
+		return r.bundle.Model.PosteriorInfer(in, &r.work)
 	}
 	if r.devClosed {
 		return nil, errClosed

@@ -29,26 +29,62 @@ type DistinguishInputs struct {
 	GlueDir string `json:"glue_dir,omitempty"`
 	// Pair is the candidate pairs.
 	Pair PairSpec `json:"pair"`
+	// Given reports which inputs were given explicitly, by JSON key (nil:
+	// none), for the checks of inputs given together in Validate: texts or
+	// pair_index given is the pair, whose kind is then PairTexts or
+	// PairIndex; pair, random_pairs and split are checked against the
+	// others only where given, as their defaults always combine.
+	Given option.Given `json:"-"`
 }
 
-// Validate reports the first invalid input as an [*option.Error] naming it
-// by its JSON key: model (neither a model nor posteriors, or texts without
-// a model), pair (an unknown kind), texts (not two) or random_pairs (< 1).
+// Validate reports the first invalid input, or inputs given together that
+// do not combine, before any file is read.
+//
+// A [*option.CombinationError] names the inputs given together by their
+// JSON keys: texts and pair_index (one pair), texts or pair_index with
+// pair, neither model nor posteriors, texts without a model, audit without
+// pair argmax, random_pairs without pair random, split or glue_dir without
+// a model or with posteriors. An [*option.Error] names one input: pair (an
+// unknown kind), texts (not two) or random_pairs (< 1).
 func (in DistinguishInputs) Validate() error {
-	s := in.Pair
+	s, g := in.Pair, in.Given
+	kind := in.pairKind()
+	given, pairGiven := g.Any("texts", "pair_index")
 	switch {
+	case g.Has("texts") && g.Has("pair_index"):
+		return option.Combination("%s and %s: give one pair", "texts", "pair_index")
+	case pairGiven && g.Has("pair"):
+		return option.Combination("%s and %s: %s is the pair", given, "pair", given)
 	case in.Model == "" && in.Posteriors == "":
-		return option.MentionErrorf([]string{"posteriors"}, "model", nil, "a model directory or posteriors is required")
-	case s.Kind != PairWitness && s.Kind != PairArgmax && s.Kind != PairRandom && s.Kind != PairTexts && s.Kind != PairIndex:
-		return option.MentionErrorf([]string{"texts", "pair_index"}, "pair", s.Kind, "want witness, argmax or random (or texts, pair_index)")
-	case s.Kind == PairTexts && in.Model == "":
-		return option.Errorf("texts", nil, "needs a model (the texts' posteriors come from the model)")
-	case s.Kind == PairTexts && len(s.Texts) != 2:
+		return option.Combination("%s DIR or %s FILE is required", "model", "posteriors")
+	case kind == PairTexts && in.Model == "":
+		return option.Combination("%s needs %s (the texts' posteriors come from the model)", "texts", "model")
+	case (g.Has("audit") || s.Audit != "") && kind != PairArgmax:
+		return option.Combination("%s gives the argmax pair: use it with %s argmax", "audit", "pair")
+	case g.Has("random_pairs") && kind != PairRandom:
+		return option.Combination("%s is for %s random", "random_pairs", "pair")
+	case (g.Has("split") || g.Has("glue_dir") || in.GlueDir != "") && (in.Posteriors != "" || in.Model == ""):
+		return option.Combination("%s and %s choose the posteriors computed under %s; with %s FILE that file is used", "split", "glue_dir", "model", "posteriors")
+	case kind != PairWitness && kind != PairArgmax && kind != PairRandom && kind != PairTexts && kind != PairIndex:
+		return option.MentionErrorf([]string{"texts", "pair_index"}, "pair", kind, "want witness, argmax or random (or texts, pair_index)")
+	case kind == PairTexts && len(s.Texts) != 2:
 		return option.Errorf("texts", nil, "%d texts, want 2 (A,B; quote a text with a comma: '\"a, b\",c')", len(s.Texts))
 	case s.RandomPairs < 1:
 		return option.Errorf("random_pairs", s.RandomPairs, "want >= 1")
 	}
 	return nil
+}
+
+// pairKind is the kind of the pair: PairTexts or PairIndex where texts or
+// pair_index was given (Given), else Pair.Kind.
+func (in DistinguishInputs) pairKind() string {
+	switch {
+	case in.Given.Has("texts"):
+		return PairTexts
+	case in.Given.Has("pair_index"):
+		return PairIndex
+	}
+	return in.Pair.Kind
 }
 
 // RunDistinguish attacks the candidate pairs of in with opt: it checks both,
@@ -60,7 +96,8 @@ func (in DistinguishInputs) Validate() error {
 // audit of an argmax pair and the releases drawn.
 //
 // Where an input or option is at fault, the error is an [*option.Error]
-// naming it: model, posteriors, delta, or those of Validate, [Candidates] and
+// naming it: model, posteriors, delta, or those of [DistinguishInputs.Validate]
+// (also a [*option.CombinationError]), [Candidates] and
 // [DistinguishOptions.Validate]; computing a split's posteriors, a
 // [*SplitError].
 func RunDistinguish(ctx context.Context, in DistinguishInputs, opt DistinguishOptions) (*DistinguishReport, error) {
@@ -70,6 +107,7 @@ func RunDistinguish(ctx context.Context, in DistinguishInputs, opt DistinguishOp
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
+	in.Pair.Kind = in.pairKind()
 	rep := &DistinguishReport{Attack: AttackDistinguish}
 	r, file, err := in.load(rep, opt.Delta)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/report"
 	"github.com/spf13/cobra"
 )
@@ -77,45 +78,21 @@ distinguish").`,
 	return cmd
 }
 
-// bindPair sets the pair's kind from --texts and --pair-index and parses
-// --pair-index, checking the flags given together. The values are
-// attack.DistinguishInputs.Validate's to check; its two requirements (a
-// model or posteriors; a model for texts) come first here to say them in
-// terms of the flags.
+// bindPair says which flags were given (attack.DistinguishInputs.Given,
+// which checks the flags given together) and parses --pair-index.
 func (f *distinguishFlags) bindPair(cmd *cobra.Command) error {
-	fs, in := cmd.Flags(), &f.in
-	switch {
-	case fs.Changed("texts") && fs.Changed("pair-index"):
-		return errors.New("--texts and --pair-index: give one pair")
-	case fs.Changed("texts") || fs.Changed("pair-index"):
-		flag := map[bool]string{true: "texts", false: "pair-index"}[fs.Changed("texts")]
-		if fs.Changed("pair") {
-			return fmt.Errorf("--%s and --pair: --%s is the pair", flag, flag)
-		}
-		in.Pair.Kind = map[bool]string{true: attack.PairTexts, false: attack.PairIndex}[fs.Changed("texts")]
+	f.in.Given = option.Given(givenFlags(cmd))
+	if !cmd.Flags().Changed("pair-index") {
+		return nil
 	}
-	kind := in.Pair.Kind
-	switch {
-	case in.Model == "" && in.Posteriors == "":
-		return errors.New("--model DIR or --posteriors FILE is required")
-	case kind == attack.PairTexts && in.Model == "":
-		return errors.New("--texts needs --model (the texts' posteriors come from the model)")
-	case fs.Changed("audit") && kind != attack.PairArgmax:
-		return errors.New("--audit gives the argmax pair: use it with --pair argmax")
-	case fs.Changed("random-pairs") && kind != attack.PairRandom:
-		return errors.New("--random-pairs is for --pair random")
-	case (fs.Changed("split") || fs.Changed("glue-dir")) && (in.Posteriors != "" || in.Model == ""):
-		return errors.New("--split and --glue-dir choose the posteriors computed under --model; with --posteriors FILE that file is used")
-	case kind == attack.PairIndex:
-		v, err := parseListOf("--pair-index", f.pairIndex, "an index >= 0", strconv.Atoi)
-		if err != nil {
-			return err
-		}
-		if len(v) != 2 || v[0] < 0 || v[1] < 0 {
-			return fmt.Errorf("--pair-index %q: want i,j, two indices >= 0", f.pairIndex)
-		}
-		in.Pair.Index = [2]int{v[0], v[1]}
+	v, err := parseListOf("--pair-index", f.pairIndex, "an index >= 0", strconv.Atoi)
+	if err != nil {
+		return err
 	}
+	if len(v) != 2 || v[0] < 0 || v[1] < 0 {
+		return fmt.Errorf("--pair-index %q: want i,j, two indices >= 0", f.pairIndex)
+	}
+	f.in.Pair.Index = [2]int{v[0], v[1]}
 	return nil
 }
 

@@ -1,19 +1,17 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // certifyFlags are the pinned flags of `nvdp certify`: the constants bound
@@ -25,10 +23,6 @@ type certifyFlags struct {
 	orders, direction, priorMu, priorVar, lvFloor, lvCap string
 	jsonOut                                              bool
 }
-
-// constantFlags describe the clip set; --model reads them from the model instead.
-var constantFlags = []string{"components", "dims", "c-mu", "prior-mu", "prior-var", "logvar-margin", "logvar-floor",
-	"logvar-cap", "clip-order", "c-alpha-min", "c-alpha-max", "prior-alpha"}
 
 func newCertifyCmd() *cobra.Command {
 	f := &certifyFlags{}
@@ -70,34 +64,17 @@ that attains the bound. docs/privacy.md, "The commands".`,
 	return cmd
 }
 
-// clipSet is the clip set of the constant flags, validated
-// (privacy.ClipSet.Validate, its errors named as the flags). Which flags go
-// together is the CLI's: the required constants, and the logvar range given
-// either by --logvar-margin (with --clip-order, by default --order) or by
-// --logvar-floor and --logvar-cap.
-func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
+// clipSet is the clip set of the constant flags, its lists parsed and
+// resolved by which were given (privacy.ClipSet.Resolve: the required
+// constants, the logvar range from --logvar-margin or from --logvar-floor
+// and --logvar-cap).
+func (f *certifyFlags) clipSet(cmd *cobra.Command) (privacy.ClipSet, error) {
 	s := f.set
-	for _, req := range []string{"components", "dims", "c-mu", "c-alpha-min", "c-alpha-max"} {
-		if !fs.Changed(req) {
-			return s, fmt.Errorf("--%s is required (or --model DIR)", req)
-		}
-	}
-	explicit := fs.Changed("logvar-floor") || fs.Changed("logvar-cap")
-	switch {
-	case explicit && fs.Changed("logvar-margin"):
-		return s, errors.New("--logvar-margin and --logvar-floor/--logvar-cap: give the margin (the range is derived) or the range, not both")
-	case explicit && fs.Changed("clip-order"):
-		return s, errors.New("--clip-order derives the floor from --logvar-margin; with --logvar-floor/--logvar-cap the range is explicit")
-	case explicit:
-		s.ClipOrder, s.LogvarMargin = 0, 0
-	case !fs.Changed("clip-order"):
-		s.ClipOrder = f.o.Order
-	}
 	for _, l := range []struct {
 		flag, s string
 		to      *[]float64
 	}{{"prior-mu", f.priorMu, &s.PriorMu}, {"prior-var", f.priorVar, &s.PriorVar}, {"logvar-floor", f.lvFloor, &s.LogvarFloor}, {"logvar-cap", f.lvCap, &s.LogvarCap}} {
-		if fs.Changed(l.flag) || !strings.HasPrefix(l.flag, "logvar") {
+		if l.s != "" || cmd.Flags().Changed(l.flag) {
 			v, err := parseFloatList("--"+l.flag, l.s)
 			if err != nil {
 				return s, err
@@ -105,16 +82,15 @@ func (f *certifyFlags) clipSet(fs *pflag.FlagSet) (privacy.ClipSet, error) {
 			*l.to = v
 		}
 	}
-	return s, flagError(s.Validate())
+	s, err := s.Resolve(option.Given(givenFlags(cmd)), f.o.Order)
+	return s, flagError(err)
 }
 
 // modelClipSet is the clip set of the --model directory (task.ModelDir.ClipSet),
 // with o's source and labels set to the model's.
-func (f *certifyFlags) modelClipSet(fs *pflag.FlagSet, o *privacy.ClipSetOptions) (privacy.ClipSet, error) {
-	for _, c := range constantFlags {
-		if fs.Changed(c) {
-			return privacy.ClipSet{}, fmt.Errorf("--%s and --model: the model's own constants are certified", c)
-		}
+func (f *certifyFlags) modelClipSet(cmd *cobra.Command, o *privacy.ClipSetOptions) (privacy.ClipSet, error) {
+	if err := privacy.NoConstantsGiven(option.Given(givenFlags(cmd))); err != nil {
+		return privacy.ClipSet{}, flagError(err)
 	}
 	m, err := task.Open(f.model)
 	if err != nil {
@@ -147,9 +123,9 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	}
 	var set privacy.ClipSet
 	if f.model != "" {
-		set, err = f.modelClipSet(cmd.Flags(), &o)
+		set, err = f.modelClipSet(cmd, &o)
 	} else {
-		set, err = f.clipSet(cmd.Flags())
+		set, err = f.clipSet(cmd)
 	}
 	if err != nil {
 		return err

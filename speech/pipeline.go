@@ -155,17 +155,27 @@ func Pipeline(dataDir string, maxSeconds float64) train.PipelineTask {
 	return &pipeline{data: Options{DataDir: dataDir, MaxSeconds: maxSeconds}}
 }
 
+// Pipeline returns the speech task's part of [train.RunPipeline], as
+// [Pipeline] does, training p on its corpus, whose options [Prepare] checked: Plan
+// checks the rest of the pipeline's options and reads what it needs, but
+// not the training options again. Unless PipelineOptions.SkipTrain, they
+// must be p's (its Out and Resume).
+func (p Prepared) Pipeline() train.PipelineTask {
+	return &pipeline{data: Options{DataDir: p.o.DataDir, MaxSeconds: p.o.MaxSeconds}, o: p.o, prepared: true}
+}
+
 // pipeline is one run of the speech task's pipeline.
 type pipeline struct {
-	data Options // the corpus and the utterance length
-	po   train.PipelineOptions
-	o    Options // the prepared options of a training run
+	data     Options // the corpus and the utterance length
+	po       train.PipelineOptions
+	o        Options // the prepared options of a training run
+	prepared bool    // o checked by Prepare before Plan
 }
 
 // Plan checks the pipeline's options (the audit split and limit, no
 // baseline) and, for a training run, prepares the training options
-// (resolved and validated, or a resume's saved ones, the files checked)
-// and checks the audit's options for the utterances it will have (unless
+// (resolved and validated, or a resume's saved ones, the files checked;
+// unless Prepare did) and checks the audit's options for the utterances it will have (unless
 // the model is the baseline).
 func (p *pipeline) Plan(po *train.PipelineOptions) (*train.Plan, error) {
 	if po.AuditSplit == "" {
@@ -182,19 +192,27 @@ func (p *pipeline) Plan(po *train.PipelineOptions) (*train.Plan, error) {
 			"for the GLUE tasks; run variant baseline of task %s beside it", TaskName)
 	}
 	p.po = *po
-	p.o = p.data
-	p.o.Train = po.Train
 	if po.SkipTrain {
 		if po.Train.Out == "" {
 			return nil, option.Errorf("out", nil, "required: the model directory")
 		}
+		p.o = p.data
+		p.o.Train = po.Train
 		return &train.Plan{Train: po.Train, Dir: po.Train.Out, Examples: Examples}, nil
 	}
-	o, err := prepare(p.o)
-	if err != nil {
-		return nil, err
+	o := p.o
+	if !p.prepared {
+		given := p.data
+		given.Train = po.Train
+		var err error
+		if o, err = prepare(given); err != nil {
+			return nil, err
+		}
+		p.o = o
+	} else if o.Train.Out != po.Train.Out || o.Train.Resume != po.Train.Resume {
+		return nil, fmt.Errorf("%s: the prepared run (out %s, resume %v) is not the pipeline's (out %s, resume %v)",
+			TaskName, o.Train.Out, o.Train.Resume, po.Train.Out, po.Train.Resume)
 	}
-	p.o = o
 	if o.Train.Variant != nvib.ModelBaseline { // the audit's options, for the utterances it will have
 		utts, err := lid.Load(o.DataDir, po.AuditSplit)
 		if err != nil {

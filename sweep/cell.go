@@ -149,7 +149,7 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 	// plan without validating it again) keeps the base options; RunCell
 	// reports it.
 	tk, lookupErr := task.Lookup(c.Task)
-	if lookupErr == nil && tk.UsesData() {
+	if lookupErr == nil && tk.Info().UsesData {
 		po.Data = o.Data
 	}
 	t := &po.Train
@@ -181,7 +181,7 @@ func cellOptions(o *Options, c *Cell) CellSpec {
 	if lookupErr == nil && model.IsAuto(t.Lambda) {
 		// The task's lambda of a variant without KL terms, as its pipeline
 		// would resolve it (Auto cannot travel to a child as JSON).
-		t.Lambda = tk.Lambda(c.Variant)
+		t.Lambda = tk.Info().Lambda[c.Variant]
 	}
 	return po
 }

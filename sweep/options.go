@@ -86,22 +86,24 @@ func mention(mentions []string, name, format string, a ...any) error {
 // data, and, with a C_mu grid, report their utility on dev (the selection
 // reads it).
 func (o *Options) validateTasks() error {
-	var first task.Task
+	var first *task.Info
 	for _, name := range o.Tasks {
 		t, err := task.Lookup(name)
-		switch {
-		case err != nil:
+		if err != nil {
 			return invalid("tasks", "%v", err)
-		case first != nil && t.Modality() != first.Modality():
+		}
+		in := t.Info()
+		switch {
+		case first != nil && in.Modality != first.Modality:
 			return invalid("tasks", "%s (%s) and %s (%s) cannot share a sweep: their cells have their own encoder and data",
-				first.Name(), first.Modality(), t.Name(), t.Modality())
-		case t.UsesData() && o.Data == nil:
+				first.Name, first.Modality, in.Name, in.Modality)
+		case in.UsesData && o.Data == nil:
 			return invalid("data_dir", "the %s task needs its corpus", name)
-		case len(o.CMuGrid) > 0 && t.UtilitySplit() != "dev":
-			return invalid("c_mu_grid", "not for %s: the selection reads the dev metric of the report, which is %s's for %s", name, t.UtilitySplit(), name)
+		case len(o.CMuGrid) > 0 && in.UtilitySplit != "dev":
+			return invalid("c_mu_grid", "not for %s: the selection reads the dev metric of the report, which is %s's for %s", name, in.UtilitySplit, name)
 		}
 		if first == nil {
-			first = t
+			first = &in
 		}
 	}
 	return nil
@@ -288,7 +290,7 @@ func (o *Options) ApplyTasks(given task.Given, data *task.Data) error {
 		if err := t.Apply(&o.Base.Train, given); err != nil {
 			return err
 		}
-		if t.UsesData() {
+		if t.Info().UsesData {
 			o.Data = data
 		}
 	}

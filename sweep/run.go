@@ -53,13 +53,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Runner = inProcess(o.Progress)
 	}
 	grid, main := plan(&o)
-	if err := checkCells(&o, main); err != nil {
+	prepared, err := checkCells(&o, main)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
-	s := &sweeper{o: &o, man: newManifest(&o, slices.Concat(grid, main))}
+	s := &sweeper{o: &o, man: newManifest(&o, slices.Concat(grid, main)), prepared: prepared}
 	if err := s.man.update(func(*Manifest) {}); err != nil {
 		return nil, err
 	}
@@ -91,6 +92,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 type sweeper struct {
 	o   *Options
 	man *manifest
+	// prepared are the cells checkCells checked, by ID; a cell whose
+	// options change after (a C_mu selection) leaves it.
+	prepared map[string]preparedCell
 
 	mu     sync.Mutex // guards res.Ran and failed
 	res    Result
@@ -115,6 +119,7 @@ func (s *sweeper) selectCMu(task string, grid, main []*Cell) {
 		case err != nil:
 			_ = s.man.set(c, func(c *Cell) { c.Status, c.Error = CellSkipped, "no C_mu selection: "+err.Error() })
 		default:
+			delete(s.prepared, c.ID) // checked by its run at the C_mu selected
 			_ = s.man.set(c, func(c *Cell) { c.CMu = sel.CMu })
 		}
 	}
@@ -170,9 +175,12 @@ func (s *sweeper) runCell(ctx context.Context, c *Cell) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	if _, err := os.Stat(filepath.Join(c.Dir, train.CheckpointFile)); err == nil {
+	if fileExists(filepath.Join(c.Dir, train.CheckpointFile)) {
 		po.Train.Resume = true
 		warnChangedOptions(c, po.Train)
+	}
+	if p, ok := s.prepared[c.ID]; ok && p.resume == po.Train.Resume {
+		po.prepared = p.tr
 	}
 	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
 		return false, err

@@ -31,12 +31,21 @@ import (
 type CellSpec struct {
 	train.PipelineOptions
 	Data *task.Data `json:"speech,omitempty"`
+	// prepared is the cell's training run as [Run] checked it before any
+	// work (checkCells), nil when it did not; not in JSON: a Subprocess
+	// child checks its cell itself.
+	prepared task.Trainer
 }
 
 // RunCell runs a cell's pipeline, its task's [task.RunPipeline], with
 // spec.Data; for the speech task that is the utility on test, as `nvdp run
-// --task lid` does. report, when not nil, receives the progress.
+// --task lid` does. A cell that [Run] prepared before any work runs as
+// [task.RunPrepared], its training options not checked again. report, when
+// not nil, receives the progress.
 func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.Report, error) {
+	if spec.prepared != nil {
+		return task.RunPrepared(ctx, spec.prepared, spec.PipelineOptions, report)
+	}
 	t, err := task.Lookup(spec.Train.Task)
 	if err != nil {
 		return nil, err
@@ -45,28 +54,51 @@ func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.R
 	return task.RunPipeline(ctx, t, spec.PipelineOptions, spec.Data, report)
 }
 
-// checkCells resolves and validates, before any work, the options of the
-// first cell of each variant of the tasks that read task.Data (the others
-// differ in lambda, seed and target only; a GLUE cell's options are checked
-// by its pipeline) and checks the data; errors are the task's
-// (*option.Error, naming data_dir, max_seconds, ...).
-func checkCells(o *Options, cells []*Cell) error {
+// checkCells checks, before any work, the training run of the first cell
+// to run of each variant of the tasks that read task.Data (the others
+// differ in lambda, seed and target only; a GLUE cell's options are
+// checked by its pipeline), as the cell would run now: [task.Task.Prepare],
+// which writes nothing, of a new run, or of a resumed one where the cell's
+// directory holds a checkpoint; a cell with its report.json is not run,
+// and not checked. It returns the prepared runs by cell ID, which the
+// cells' runs in this process train with (RunCell), without checking them
+// again. Errors are the task's (*option.Error, naming data_dir,
+// max_seconds, ...).
+func checkCells(o *Options, cells []*Cell) (map[string]preparedCell, error) {
+	prepared := map[string]preparedCell{}
 	seen := map[[2]string]bool{}
 	for _, c := range cells {
 		t, err := task.Lookup(c.Task)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if !t.UsesData() || seen[[2]string{c.Task, c.Variant}] {
+		if !t.Info().UsesData || seen[[2]string{c.Task, c.Variant}] || fileExists(filepath.Join(c.Dir, train.ReportFile)) {
 			continue
 		}
 		seen[[2]string{c.Task, c.Variant}] = true
 		spec := cellOptions(o, c)
-		if err := t.Check(&spec.Train, spec.Data); err != nil {
-			return err
+		spec.Train.Resume = fileExists(filepath.Join(c.Dir, train.CheckpointFile))
+		tr, err := t.Prepare(spec.Train, spec.Data)
+		if err != nil {
+			return nil, err
 		}
+		prepared[c.ID] = preparedCell{tr, spec.Train.Resume}
 	}
-	return nil
+	return prepared, nil
+}
+
+// preparedCell is a cell's training run checked by checkCells, new or
+// resumed.
+type preparedCell struct {
+	tr     task.Trainer
+	resume bool
+}
+
+// fileExists reports whether path is there (a cell's report.json or
+// checkpoint).
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Runner runs one cell, as [RunCell] with spec does, in this process or

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/task"
@@ -203,7 +205,73 @@ func TestSpeechCellSpecs(t *testing.T) {
 			t.Errorf("%s: hand_set_clipping %v in the spec read back (%s), want %v", c.ID, got.Train.HandSetClipping, b, clipped)
 		}
 	}
-	if err := checkCells(&o, cells); err != nil {
+	if _, err := checkCells(&o, cells); err != nil {
 		t.Errorf("check: %v", err)
+	}
+}
+
+// speechSweep is a sweep of the speech task over variants with hand-set
+// clipping, 2 seeds and an empty corpus directory (checkCells checks that
+// it is a directory; the cells' runs read it).
+func speechSweep(t *testing.T, variants ...string) Options {
+	base := train.DefaultPipelineOptions()
+	base.Train = speech.DefaultOptions().Train
+	base.Train.HandSetClipping = true
+	return Options{Base: base, Tasks: []string{speech.TaskName}, Variants: variants, Lambdas: []float64{1e-3}, Seeds: []uint64{1, 2},
+		Out: filepath.Join(t.TempDir(), "sweep"), Data: &task.Data{DataDir: t.TempDir(), MaxSeconds: 1}}
+}
+
+// TestSweepChecksBeforeWriting: a speech sweep whose second variant's
+// cells are invalid (a radius schedule, which needs a clipped variant, on
+// the baseline) is refused with the option named before any cell runs,
+// and writes nothing, by Run and by PlanStages.
+func TestSweepChecksBeforeWriting(t *testing.T) {
+	for _, name := range []string{"Run", "PlanStages"} {
+		o := speechSweep(t, nvib.ModelNVDPClipped, nvib.ModelBaseline)
+		o.Base.Train.RadiusSchedule = &model.RadiusSchedule{Start: 2, Fraction: 0.5}
+		f := &fakeRunner{}
+		o.Runner = f.run
+		var err error
+		if name == "Run" {
+			_, err = Run(context.Background(), o)
+		} else {
+			_, err = PlanStages(o)
+		}
+		var oe *option.Error
+		if !errors.As(err, &oe) || oe.Option != "radius_schedule" {
+			t.Errorf("%s: %v, want the option error of radius_schedule", name, err)
+		}
+		if _, err := os.Stat(o.Out); !os.IsNotExist(err) || len(f.calls) > 0 {
+			t.Errorf("%s: the refused sweep wrote %s (%v) or ran cells %v", name, o.Out, err, f.calls)
+		}
+	}
+}
+
+// TestPreparedCells: the first cell of each variant of a speech sweep is
+// checked once, before any work, and runs with the run checkCells
+// prepared (CellSpec.prepared, which RunCell trains with); the others,
+// and a cell whose report.json exists, are not prepared.
+func TestPreparedCells(t *testing.T) {
+	o := speechSweep(t, nvib.ModelNVDPClipped, nvib.ModelBaseline)
+	f := &fakeRunner{}
+	prepared := map[string]bool{}
+	o.Runner = func(ctx context.Context, c Cell, spec CellSpec) error {
+		prepared[c.ID] = spec.prepared != nil
+		return f.run(ctx, c, spec)
+	}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"lid/nvdp-clipped/lambda=1e-3/seed=1": true, "lid/nvdp-clipped/lambda=1e-3/seed=2": false, "lid/baseline/seed=1": true, "lid/baseline/seed=2": false}
+	if res.Ran != 4 || !reflect.DeepEqual(prepared, want) {
+		t.Errorf("ran %d cells, prepared %v; want 4, %v", res.Ran, prepared, want)
+	}
+	if err := os.Remove(filepath.Join(o.Out, "lid", nvib.ModelBaseline, "seed=1", train.ReportFile)); err != nil {
+		t.Fatal(err)
+	}
+	clear(prepared)
+	if res, err = Run(context.Background(), o); err != nil || res.Ran != 1 || !prepared["lid/baseline/seed=1"] || len(prepared) != 1 {
+		t.Errorf("again with one report removed: ran %v, prepared %v (%v); want that cell alone, prepared", res, prepared, err)
 	}
 }

@@ -118,7 +118,7 @@ func PlanStages(o Options) (*StagePlan, error) {
 		return nil, err
 	}
 	grid, main := plan(&o)
-	if err := checkCells(&o, main); err != nil {
+	if _, err := checkCells(&o, main); err != nil { // the cells run later, each checked by its run
 		return nil, err
 	}
 	p := &StagePlan{Format: StagesFormat, Options: stageOptions(&o), Grid: grid, Main: main, Selected: len(grid) == 0}

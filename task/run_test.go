@@ -91,51 +91,6 @@ func optionErr(err error) string {
 	return ""
 }
 
-// TestCheck: Check refuses bad options and missing files with the option
-// named, before any work, for each modality; a text run's options are
-// resolved in place (the speech task checks a resolved copy); a resumed
-// run is left to its saved options.
-func TestCheck(t *testing.T) {
-	text := textFixture(t, filepath.Join(t.TempDir(), "run"))
-	lid, data := speechFixture(t, filepath.Join(t.TempDir(), "run"))
-	for _, c := range []struct {
-		name   string
-		task   string
-		mod    func(o *model.Options, d *Data)
-		option string // "" = valid
-	}{
-		{"text", "sst2", func(*model.Options, *Data) {}, ""},
-		{"text epochs 0", "sst2", func(o *model.Options, _ *Data) { o.Epochs = 0 }, "epochs"},
-		{"text glue dir", "sst2", func(o *model.Options, _ *Data) { o.GlueDir = "/nonexistent" }, "glue_dir"},
-		{"text vocab", "sst2", func(o *model.Options, _ *Data) { o.Vocab = "/nonexistent/vocab.txt" }, "vocab"},
-		{"text resume", "sst2", func(o *model.Options, _ *Data) { o.Resume, o.Epochs = true, 0 }, ""},
-		{"speech", "lid", func(*model.Options, *Data) {}, ""},
-		{"speech data dir", "lid", func(_ *model.Options, d *Data) { d.DataDir = "/nonexistent" }, "data_dir"},
-		{"speech max seconds", "lid", func(_ *model.Options, d *Data) { d.MaxSeconds = -1 }, "max_seconds"},
-		{"speech reference", "lid", func(o *model.Options, _ *Data) { o.Mode = "reference" }, "mode"},
-		{"speech resume", "lid", func(o *model.Options, d *Data) { o.Resume, d.DataDir = true, "/nonexistent" }, ""},
-	} {
-		tk, _ := Lookup(c.task)
-		o, d := text, &Data{}
-		if c.task == "lid" {
-			o, d = lid, new(*data)
-		}
-		c.mod(&o, d)
-		before := o
-		err := tk.Check(&o, d)
-		if got := optionErr(err); got != c.option || (c.option == "") != (err == nil) {
-			t.Errorf("%s: %v, want an error of option %q", c.name, err, c.option)
-		}
-		switch {
-		case c.option != "" || o.Resume:
-		case c.task == "sst2" && (model.IsAuto(o.LR) || model.IsAuto(o.Dropout)):
-			t.Errorf("%s: options not resolved in place: lr %v dropout %v", c.name, o.LR, o.Dropout)
-		case c.task == "lid" && model.Differences(&before, &o) != nil:
-			t.Errorf("%s: the speech task changed the options: %v", c.name, model.Differences(&before, &o))
-		}
-	}
-}
-
 // TestTrainLoadEvaluate trains a model of each modality through its task,
 // reads it back (Open, Load) and evaluates it: the training's steps, the
 // evaluation's split, examples and metric, the options that do not apply
@@ -160,9 +115,6 @@ func TestTrainLoadEvaluate(t *testing.T) {
 			} else {
 				o = textFixture(t, out)
 			}
-			if err := tk.Check(&o, d); err != nil {
-				t.Fatal(err)
-			}
 			tr, err := tk.Prepare(o, d)
 			if err != nil {
 				t.Fatal(err)
@@ -178,8 +130,8 @@ func TestTrainLoadEvaluate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Task.Name() != c.task || m.Options.Epochs != 1 || (c.task == "lid") != (m.Data.MaxSeconds == 0.5) {
-				t.Errorf("Open: task %s, epochs %d, data %+v", m.Task.Name(), m.Options.Epochs, m.Data)
+			if m.Task.Info().Name != c.task || m.Options.Epochs != 1 || (c.task == "lid") != (m.Data.MaxSeconds == 0.5) {
+				t.Errorf("Open: task %s, epochs %d, data %+v", m.Task.Info().Name, m.Options.Epochs, m.Data)
 			}
 			ev, err := tk.Load(m)
 			if err != nil {
@@ -238,7 +190,7 @@ func TestRunPipelineTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Task != "sst2" || rep.UtilitySplit != tx.UtilitySplit() || rep.Privacy != nil || rep.Training == nil || rep.Training.Steps != 2 {
+	if rep.Task != "sst2" || rep.UtilitySplit != tx.Info().UtilitySplit || rep.Privacy != nil || rep.Training == nil || rep.Training.Steps != 2 {
 		t.Errorf("text report: %+v", rep)
 	}
 	if back, err := train.ReadReport(out); err != nil || back.UtilitySplit != "dev" {
@@ -258,7 +210,9 @@ func TestRunPipelineTasks(t *testing.T) {
 }
 
 // TestPrepare: Prepare checks a run once before any work, for each
-// modality: bad options and files are refused with the option named, a new
+// modality, and writes nothing: bad options and files are refused with the
+// option named (a text run's options resolved, the speech task's
+// data), a new
 // run in a directory that holds one is train.ErrRunExists, a resume of a
 // directory without a checkpoint train.ErrNoCheckpoint; a text run refuses
 // a device with a radius schedule when it trains (model.Checked.OnDevice),
@@ -284,10 +238,13 @@ func TestPrepare(t *testing.T) {
 		{"text", "sst2", func(*model.Options, *Data) {}, "", nil},
 		{"text epochs 0", "sst2", func(o *model.Options, _ *Data) { o.Epochs = 0 }, "epochs", nil},
 		{"text vocab", "sst2", func(o *model.Options, _ *Data) { o.Vocab = "/nonexistent/vocab.txt" }, "vocab", nil},
+		{"text glue dir", "sst2", func(o *model.Options, _ *Data) { o.GlueDir = "/nonexistent" }, "glue_dir", nil},
 		{"text run exists", "sst2", func(o *model.Options, _ *Data) { o.Out = taken }, "", train.ErrRunExists},
 		{"text resume", "sst2", func(o *model.Options, _ *Data) { o.Resume = true }, "", train.ErrNoCheckpoint},
 		{"speech", "lid", func(*model.Options, *Data) {}, "", nil},
 		{"speech max seconds", "lid", func(_ *model.Options, d *Data) { d.MaxSeconds = -1 }, "max_seconds", nil},
+		{"speech data dir", "lid", func(_ *model.Options, d *Data) { d.DataDir = "/nonexistent" }, "data_dir", nil},
+		{"speech reference", "lid", func(o *model.Options, _ *Data) { o.Mode = "reference" }, "mode", nil},
 		{"speech run exists", "lid", func(o *model.Options, _ *Data) { o.Out = taken }, "", train.ErrRunExists},
 		{"speech resume", "lid", func(o *model.Options, _ *Data) { o.Resume = true }, "", train.ErrNoCheckpoint},
 	} {
@@ -298,6 +255,9 @@ func TestPrepare(t *testing.T) {
 		}
 		c.mod(&o, d)
 		tr, err := tk.Prepare(o, d)
+		if left, _ := os.ReadDir(out); len(left) > 0 {
+			t.Fatalf("%s: Prepare wrote into %s: %v", c.name, out, left)
+		}
 		switch {
 		case c.option != "" && optionErr(err) != c.option,
 			c.is != nil && !errors.Is(err, c.is),
@@ -319,5 +279,58 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("%s with a radius schedule on a device: %v, want radius_schedule refused", c.name, err)
 			}
 		}
+	}
+}
+
+// TestRunPrepared: the pipeline of a prepared run trains with the options
+// Prepare checked and does not check the training options again (given
+// options that Prepare would refuse, it runs the prepared ones); a
+// prepared run that is not the pipeline's (another out) is refused before
+// any work.
+func TestRunPrepared(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		task    string
+		steps   int
+		utility string
+		refused func(o *model.Options) // options that Prepare refuses
+	}{
+		{"sst2", 2, "dev", func(o *model.Options) { o.Epochs = 0 }},
+		{"lid", 3, "test", func(o *model.Options) { o.Mode = "reference" }},
+	} {
+		t.Run(c.task, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			tk, _ := Lookup(c.task)
+			po := train.DefaultPipelineOptions()
+			d := &Data{}
+			if c.task == "lid" {
+				po.Train, d = speechFixture(t, out)
+			} else {
+				po.Train = textFixture(t, out)
+			}
+			tr, err := tk.Prepare(po.Train, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := po
+			other.Train.Out = filepath.Join(t.TempDir(), "other")
+			if _, err := RunPrepared(ctx, tr, other, nil); err == nil || !strings.Contains(err.Error(), "prepared run") {
+				t.Errorf("a prepared run of another out: %v, want it refused", err)
+			}
+			if _, err := os.Stat(other.Train.Out); !os.IsNotExist(err) {
+				t.Errorf("the refused run wrote %s (%v)", other.Train.Out, err)
+			}
+			c.refused(&po.Train)
+			if _, err := tk.Prepare(po.Train, d); err == nil {
+				t.Fatalf("Prepare accepted the options the test gives the pipeline")
+			}
+			rep, err := RunPrepared(ctx, tr, po, nil)
+			if err != nil {
+				t.Fatalf("the pipeline checked the training options again: %v", err)
+			}
+			if rep.Task != c.task || rep.UtilitySplit != c.utility || rep.Training == nil || rep.Training.Steps != c.steps || rep.Training.Epochs != 1 {
+				t.Errorf("report: task %s, utility split %s, training %+v; want %s, %s, %d steps in 1 epoch", rep.Task, rep.UtilitySplit, rep.Training, c.task, c.utility, c.steps)
+			}
+		})
 	}
 }

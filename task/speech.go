@@ -37,30 +37,18 @@ func (speechModality) open(dir string) (*ModelDir, error) {
 // speechTask is `--task lid`.
 type speechTask struct{}
 
-func (speechTask) Name() string         { return speech.TaskName }
-func (speechTask) Modality() Modality   { return Speech }
-func (speechTask) Examples() string     { return speech.Examples }
-func (speechTask) UtilitySplit() string { return speech.UtilitySplit }
-
-func (speechTask) DeviceErr() error {
-	return errors.New("the speech encoder (Wav2Vec2) has no GPU twin yet")
+// Info: utility on test, no GPU twin, the paper's lambda by variant
+// (speech.PaperLambda), the corpus in Data.
+func (speechTask) Info() Info {
+	return Info{Name: speech.TaskName, Modality: Speech, Examples: speech.Examples, UtilitySplit: speech.UtilitySplit,
+		UsesData: true, DeviceErr: errNoSpeechDevice, Lambda: speechLambdas}
 }
 
-// Chance is speech.Chance: the macro-F1 of always predicting the most
-// frequent language.
-func (speechTask) Chance(labels []float64) (float64, error) {
-	if len(labels) == 0 {
-		return 0, errors.New("chance level of no labels")
-	}
-	ls := make([]int, len(labels))
-	for i, l := range labels {
-		ls[i] = int(l)
-	}
-	return speech.Chance(ls), nil
-}
+// errNoSpeechDevice is the speech task's Info.DeviceErr.
+var errNoSpeechDevice = errors.New("the speech encoder (Wav2Vec2) has no GPU twin yet")
 
-// Lambda is the paper's lambda of variant (speech.PaperLambda).
-func (speechTask) Lambda(variant string) float64 { return speech.PaperLambda(variant) }
+// speechLambdas is the speech task's Info.Lambda.
+var speechLambdas = lambdas(speech.PaperLambda)
 
 // Apply gives o the speech task's defaults for the options not given
 // (encoder speech.DefaultEncoder, lambda by variant, warm-up
@@ -86,8 +74,6 @@ func (speechTask) Apply(o *model.Options, given Given) error {
 	return nil
 }
 
-func (speechTask) UsesData() bool { return true }
-
 // speechOptions are the speech options of o with d.
 func speechOptions(o model.Options, d *Data) speech.Options {
 	so := speech.Options{Train: o}
@@ -95,16 +81,6 @@ func speechOptions(o model.Options, d *Data) speech.Options {
 		so.DataDir, so.MaxSeconds = d.DataDir, d.MaxSeconds
 	}
 	return so
-}
-
-// Check resolves a copy of the speech options and checks it
-// (speech.Options.Check); a resumed run reads its saved options instead.
-func (speechTask) Check(o *model.Options, d *Data) error {
-	if o.Resume {
-		return nil
-	}
-	so := speechOptions(*o, d)
-	return so.Check()
 }
 
 // Prepare checks the run once (speech.Prepare).
@@ -119,11 +95,15 @@ func (speechTask) Prepare(o model.Options, d *Data) (Trainer, error) {
 // speechTrainer is a speech run, checked once.
 type speechTrainer struct{ p speech.Prepared }
 
+// pipeline is the speech task's part of the pipeline, training the
+// prepared run (speech.Prepared.Pipeline).
+func (t speechTrainer) pipeline() train.PipelineTask { return t.p.Pipeline() }
+
 // Train runs the speech training (speech.Prepared.Run) on the CPU, the
 // only device of the speech encoder.
 func (t speechTrainer) Train(ctx context.Context, dev *cuda.Device, _ bool, report progress.Func) (*train.Result, error) {
 	if dev != nil {
-		return nil, option.Errorf("device", nil, "%v", speechTask{}.DeviceErr())
+		return nil, option.Errorf("device", nil, "%v", errNoSpeechDevice)
 	}
 	return t.p.Run(ctx, report)
 }
@@ -163,7 +143,7 @@ func (s speechModel) Evaluate(ctx context.Context, eo EvalOptions) (*train.EvalR
 		}
 	}
 	if eo.Device != nil {
-		return nil, option.Errorf("device", nil, "%v", speechTask{}.DeviceErr())
+		return nil, option.Errorf("device", nil, "%v", errNoSpeechDevice)
 	}
 	o := *s.o
 	if eo.Given.has("data_dir") {

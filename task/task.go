@@ -4,7 +4,7 @@
 // and speech. Each is one implementation of [Task], looked up by name with
 // [Lookup] or from a model directory with [Open], by the CLI and by package
 // sweep. Nothing outside this package asks which modality a task is: what
-// differs between tasks is a method of Task.
+// differs between tasks is a method of Task or a field of its Info.
 //
 // Adding a GLUE task is one entry of glue's task table, with its files,
 // labels, metrics, lengths and the paper's clipping constants. Adding a
@@ -73,48 +73,67 @@ type EvalOptions struct {
 	MaxSeqLen   int    // key max_seq_len (text)
 	Given       Given
 	// Device runs the evaluation on this GPU (nil: the CPU); a task that
-	// has no device twin refuses it (Task.DeviceErr).
+	// has no device twin refuses it (Info.DeviceErr).
 	Device *cuda.Device
 }
 
-// Task is one task: its options and their defaults, its data, its model, its
-// pipeline and its metrics. The model part trains, evaluates and gives the
-// length of its releases. Implementations are stateless values; errors about
-// options are [*option.Error] naming them by JSON key.
-type Task interface {
+// Info describes a task: what stays the same from one of its runs to the
+// next, as hugot's PipelineMetadata does for a pipeline. [Task.Info]
+// gives it.
+type Info struct {
 	// Name is the task's canonical name (`--task`, report.json's "task",
 	// the posterior files' "task" metadata).
-	Name() string
-	Modality() Modality
+	Name     string
+	Modality Modality
 	// Examples is the plural noun of the task's examples ("texts",
 	// "utterances"), in audit labels.
-	Examples() string
-	// Chance is the selection metric of the best constant predictor on
-	// labels (class indices, or scores for a regression): the chance level
-	// a collapsed model sits at (train.Report's collapse check). Errors:
-	// empty labels.
-	Chance(labels []float64) (float64, error)
+	Examples string
 	// UtilitySplit is the split report.json's utility is measured on.
-	UtilitySplit() string
+	UtilitySplit string
+	// UsesData reports whether the task reads [Data] (the text tasks read
+	// their files from model.Options).
+	UsesData bool
 	// DeviceErr is nil when the task trains and evaluates on a GPU (its
 	// encoder has a dnn twin), else an error saying why it cannot.
-	DeviceErr() error
-	// Lambda is the default lambda_G = lambda_D of variant (the value a
-	// run that names none resolves to).
-	Lambda(variant string) float64
+	DeviceErr error
+	// Lambda is the default lambda_G = lambda_D of each variant, by its
+	// name (nvib.ModelNVDPClipped, ...): the value a run that names none
+	// resolves to.
+	Lambda map[string]float64
+}
+
+// variants are the variants a task's Info.Lambda has a default for.
+var variants = []string{nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian}
+
+// lambdas is Info.Lambda of a task whose default lambda of variant v is
+// of(v).
+func lambdas(of func(variant string) float64) map[string]float64 {
+	m := make(map[string]float64, len(variants))
+	for _, v := range variants {
+		m[v] = of(v)
+	}
+	return m
+}
+
+// Task is one task: its description, the defaults of its options, its
+// training, its model and its part of the pipeline. Implementations are
+// stateless values; errors about options are [*option.Error] naming them
+// by JSON key.
+//
+// A task's chance level, metrics and posteriors are what its [Evaluator]
+// gives ([train.EvalResult]).
+type Task interface {
+	// Info describes the task.
+	Info() Info
 	// Apply gives o the task's defaults for the options not given and
 	// refuses options that do not apply to the task.
 	Apply(o *model.Options, given Given) error
-	// UsesData reports whether the task reads Data (the text tasks read
-	// their files from model.Options).
-	UsesData() bool
-	// Check resolves and validates o with d before any work (o itself is
-	// resolved where the task resolves the train options in place).
-	Check(o *model.Options, d *Data) error
 	// Prepare checks a training run of o with d once, before any work,
 	// and returns it ready to train into o.Out (train.Prepare, or the
 	// task's own): a new run's options resolved and validated, its files
-	// checked; a resumed run's read from o.Out.
+	// checked and o.Out free of a run; a resumed run's read from o.Out.
+	// It writes nothing. [RunPrepared] runs the pipeline of what it
+	// returns without checking the options again.
 	Prepare(o model.Options, d *Data) (Trainer, error)
 	// Load loads the model of m (its weights and files) for evaluation.
 	// Errors are the model directory's.
@@ -132,12 +151,22 @@ func RunPipeline(ctx context.Context, t Task, po train.PipelineOptions, d *Data,
 	return train.RunPipeline(ctx, t.pipeline(d), po, report)
 }
 
+// RunPrepared runs `nvdp run` as [RunPipeline] does, training with tr, the
+// run of po.Train that [Task.Prepare] checked (with its data): the pipeline
+// checks the rest of po and reads its data before any work, but not the
+// training options again. po.SkipTrain must be false.
+func RunPrepared(ctx context.Context, tr Trainer, po train.PipelineOptions, report progress.Func) (*train.Report, error) {
+	return train.RunPipeline(ctx, tr.pipeline(), po, report)
+}
+
 // Trainer is a training run of a task that [Task.Prepare] checked.
 type Trainer interface {
 	// Train trains the model on the GPU dev (nil: the CPU; a task without
-	// one has refused it, Task.DeviceErr), with the noise drawn on the host
+	// one has refused it, Info.DeviceErr), with the noise drawn on the host
 	// when hostNoise is set (model.RunTime). report receives the progress.
 	Train(ctx context.Context, dev *cuda.Device, hostNoise bool, report progress.Func) (*train.Result, error)
+	// pipeline is the task's part of train.RunPipeline, training this run.
+	pipeline() train.PipelineTask
 }
 
 // Evaluator is a loaded model of a task; see Task.Load.
@@ -184,11 +213,11 @@ func Lookup(name string) (Task, error) {
 }
 
 // ExamplesOf returns the noun of the examples of the task named name, as in a
-// posterior file's "task" metadata: Task.Examples, or "texts" for a name that
-// no task has, as for posteriors written elsewhere.
+// posterior file's "task" metadata: [Info].Examples, or "texts" for a name
+// that no task has, as for posteriors written elsewhere.
 func ExamplesOf(name string) string {
 	if t, err := Lookup(name); err == nil {
-		return t.Examples()
+		return t.Info().Examples
 	}
 	return textExamples
 }
@@ -240,7 +269,7 @@ func ResumeDifferences(o *model.Options, d *Data) ([]option.Difference, string) 
 		return nil, ""
 	}
 	diffs := model.Differences(saved.Options, o)
-	if saved.Task.UsesData() {
+	if saved.Task.Info().UsesData {
 		diffs = append(diffs, option.Differences(&saved.Data, d)...)
 	}
 	return diffs, saved.File

@@ -11,8 +11,10 @@ import (
 
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/model"
+	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
+	"github.com/nvdp-project/nvdp/train"
 )
 
 func TestLookup(t *testing.T) {
@@ -34,10 +36,19 @@ func TestLookup(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if tk.Name() != c.want || tk.Modality() != c.modality || tk.Examples() != c.examples ||
-			tk.UtilitySplit() != c.utility || tk.UsesData() != c.usesData || (tk.DeviceErr() == nil) != c.onDevice {
-			t.Errorf("%s: got %s %s %s %s data %v device %v", c.name, tk.Name(), tk.Modality(), tk.Examples(),
-				tk.UtilitySplit(), tk.UsesData(), tk.DeviceErr())
+		in := tk.Info()
+		if in.Name != c.want || in.Modality != c.modality || in.Examples != c.examples ||
+			in.UtilitySplit != c.utility || in.UsesData != c.usesData || (in.DeviceErr == nil) != c.onDevice {
+			t.Errorf("%s: got %+v", c.name, in)
+		}
+		for _, v := range []string{nvib.ModelBaseline, nvib.ModelNVDP, nvib.ModelNVDPClipped, nvib.ModelGaussian} {
+			want := model.DefaultOptions().Lambda
+			if c.modality == Speech {
+				want = speech.PaperLambda(v)
+			}
+			if got, ok := in.Lambda[v]; !ok || got != want {
+				t.Errorf("%s: lambda of %s %v (%v), want %v", c.name, v, got, ok, want)
+			}
 		}
 		if ExamplesOf(c.name) != c.examples {
 			t.Errorf("ExamplesOf(%s) = %s", c.name, ExamplesOf(c.name))
@@ -115,8 +126,8 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Task.Name() != "rte" || m.File != model.OptionsFile || m.Options.Variant != "baseline" || m.Data != (Data{}) {
-		t.Errorf("Open: task %s file %s variant %s data %+v", m.Task.Name(), m.File, m.Options.Variant, m.Data)
+	if m.Task.Info().Name != "rte" || m.File != model.OptionsFile || m.Options.Variant != "baseline" || m.Data != (Data{}) {
+		t.Errorf("Open: task %s file %s variant %s data %+v", m.Task.Info().Name, m.File, m.Options.Variant, m.Data)
 	}
 	if err := os.WriteFile(filepath.Join(dir, speech.OptionsFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
@@ -126,7 +137,8 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// TestChance: each task's chance level is its own selection metric of
+// TestChance: each task's chance level (its evaluation's EvalResult.Chance:
+// train.ChanceLevel, speech.Chance) is its own selection metric of
 // the best constant predictor, against numbers computed by hand: the
 // majority class's accuracy (SST-2, RTE) or F1 of the positive class
 // (MRPC; the first class among ties), 0 for a regression (STS-B), and for
@@ -153,12 +165,25 @@ func TestChance(t *testing.T) {
 		{"lid", []float64{5, 3}, 1.0 / 3},
 		{"lid", []float64{7, 7, 7}, 1},
 	} {
-		tk, _ := Lookup(c.task)
-		got, err := tk.Chance(c.labels)
+		if c.task == speech.TaskName {
+			ls := make([]int, len(c.labels))
+			for i, l := range c.labels {
+				ls[i] = int(l)
+			}
+			if got := speech.Chance(ls); math.Abs(got-c.want) > 1e-12 {
+				t.Errorf("%s %v: chance %v, want %v", c.task, c.labels, got, c.want)
+			}
+			continue
+		}
+		g, err := glue.LookupTask(c.task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := train.ChanceLevel(g, c.labels)
 		if err != nil || math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("%s %v: chance %v (%v), want %v", c.task, c.labels, got, err, c.want)
 		}
-		if _, err := tk.Chance(nil); err == nil {
+		if _, err := train.ChanceLevel(g, nil); err == nil {
 			t.Errorf("%s: chance of no labels accepted", c.task)
 		}
 	}

@@ -43,36 +43,18 @@ func (textModality) open(dir string) (*ModelDir, error) {
 // textTask is one GLUE task.
 type textTask struct{ g *glue.Task }
 
-func (t textTask) Name() string       { return t.g.Name }
-func (textTask) Modality() Modality   { return Text }
-func (textTask) Examples() string     { return textExamples }
-func (textTask) UtilitySplit() string { return "dev" }
-func (textTask) DeviceErr() error     { return nil }
-func (textTask) UsesData() bool       { return false }
+// Info: utility on dev, a GPU twin, model.DefaultOptions' lambda whatever
+// the variant.
+func (t textTask) Info() Info {
+	return Info{Name: t.g.Name, Modality: Text, Examples: textExamples, UtilitySplit: "dev", Lambda: textLambdas}
+}
 
-// Chance is train.ChanceLevel of the GLUE task.
-func (t textTask) Chance(labels []float64) (float64, error) { return train.ChanceLevel(t.g, labels) }
-
-// Lambda is model.DefaultOptions' lambda, whatever the variant.
-func (textTask) Lambda(string) float64 { return model.DefaultOptions().Lambda }
+// textLambdas is the text tasks' Info.Lambda.
+var textLambdas = lambdas(func(string) float64 { return model.DefaultOptions().Lambda })
 
 // Apply: model.DefaultOptions are the text tasks' defaults; every option
 // applies.
 func (textTask) Apply(*model.Options, Given) error { return nil }
-
-// Check resolves o in place, validates it and checks its files (the GLUE
-// split, the vocabulary, the encoder); a resumed run is checked when its
-// saved options are read.
-func (textTask) Check(o *model.Options, _ *Data) error {
-	if o.Resume {
-		return nil
-	}
-	o.Resolve()
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	return o.CheckFiles()
-}
 
 // Prepare checks the run once (train.Prepare).
 func (textTask) Prepare(o model.Options, _ *Data) (Trainer, error) {
@@ -85,6 +67,9 @@ func (textTask) Prepare(o model.Options, _ *Data) (Trainer, error) {
 
 // textTrainer is a text task's run, checked once.
 type textTrainer struct{ c model.Checked }
+
+// pipeline is train.PreparedTextPipeline of the checked options.
+func (t textTrainer) pipeline() train.PipelineTask { return train.PreparedTextPipeline(t.c) }
 
 // Train runs train.RunChecked on the device.
 func (t textTrainer) Train(ctx context.Context, dev *cuda.Device, hostNoise bool, report progress.Func) (*train.Result, error) {

@@ -21,14 +21,25 @@ import (
 // PipelineOptions.Train.Device for the evaluation and the audit.
 func TextPipeline() PipelineTask { return &textPipeline{} }
 
+// PreparedTextPipeline returns the GLUE tasks' part of RunPipeline, as
+// [TextPipeline] does, training c, the run of
+// PipelineOptions.Train that [Prepare] checked: Plan checks the rest of the
+// pipeline's options and reads its data, but not the training options
+// again. Unless PipelineOptions.SkipTrain, they must be c's (its Out and
+// Resume).
+func PreparedTextPipeline(c model.Checked) PipelineTask {
+	return &textPipeline{checked: c, prepared: true}
+}
+
 // textPipeline is one run of a GLUE task's pipeline: the options as given
 // and what Plan read.
 type textPipeline struct {
-	po      PipelineOptions // normalised by Plan; Train as given
-	checked model.Checked   // a new run's options, checked once by Plan
-	glueDir string
-	dev     *glue.Dataset // the utility split, dev (DevLimit rows)
-	audit   *glue.Dataset // the audited split when it is not dev whole (AuditLimit rows), else nil
+	po       PipelineOptions // normalised by Plan; Train as given
+	checked  model.Checked   // the run's options, checked once by Plan or Prepare
+	prepared bool            // checked by Prepare before Plan
+	glueDir  string
+	dev      *glue.Dataset // the utility split, dev (DevLimit rows)
+	audit    *glue.Dataset // the audited split when it is not dev whole (AuditLimit rows), else nil
 }
 
 // Plan checks every option of po and reads what the pipeline needs before
@@ -50,6 +61,9 @@ func (t *textPipeline) Plan(po *PipelineOptions) (*Plan, error) {
 	pl := &Plan{Train: po.Train, Examples: "texts", Device: po.Train.Device}
 	o := &pl.Train
 	var err error
+	if c := t.checked.Options(); t.prepared && !po.SkipTrain && (c.Out != o.Out || c.Resume != o.Resume) {
+		return nil, fmt.Errorf("train: the prepared run (out %s, resume %v) is not the pipeline's (out %s, resume %v)", c.Out, c.Resume, o.Out, o.Resume)
+	}
 	if po.SkipTrain || o.Resume {
 		err = t.planSaved(o)
 	} else {
@@ -72,8 +86,13 @@ func (t *textPipeline) Plan(po *PipelineOptions) (*Plan, error) {
 }
 
 // planNew resolves and validates the options of a new run once
-// (model.Check) and checks their files.
+// (model.Check) and checks their files, unless Prepare did.
 func (t *textPipeline) planNew(o *model.Options) error {
+	if t.prepared {
+		*o = t.checked.Options()
+		t.glueDir = o.GlueDir
+		return nil
+	}
 	c, err := model.Check(*o)
 	if err != nil {
 		return err
@@ -122,10 +141,15 @@ func (t *textPipeline) planSaved(o *model.Options) error {
 
 // loadSaved reads the options saved in o.Out: those of a resumed
 // training checked once (model.Resume, kept for Train; its checkpoint must
-// exist), or, with SkipTrain, those of the model (model.LoadOptions).
+// exist; or those Prepare checked), or, with SkipTrain, those of the model
+// (model.LoadOptions).
 func (t *textPipeline) loadSaved(o model.Options) (*model.Options, error) {
 	if t.po.SkipTrain {
 		return model.LoadOptions(o.Out)
+	}
+	if t.prepared {
+		saved := t.checked.Options()
+		return &saved, nil
 	}
 	c, err := model.Resume(o)
 	if err != nil {

@@ -71,7 +71,7 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 		return fmt.Errorf("--model: %w", err)
 	}
 	eo := f.options(cmd)
-	if m.Task.DeviceErr() == nil {
+	if m.Task.Info().DeviceErr == nil {
 		d, err := f.dev.open()
 		if err != nil {
 			return err

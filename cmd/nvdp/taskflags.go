@@ -100,28 +100,28 @@ func runTask(o *model.Options, fromOut bool) (task.Task, error) {
 // without a GPU twin runs on the CPU (refuseDevice has refused the flags
 // that ask otherwise).
 func (f *deviceFlags) openTask(t task.Task) (*cuda.Device, error) {
-	if t.DeviceErr() != nil {
+	if t.Info().DeviceErr != nil {
 		return nil, nil
 	}
 	return f.open()
 }
 
 // refuseDevice is the error of --device cuda (and --host-noise) for a task
-// without a GPU twin (task.Task.DeviceErr); auto runs it on the CPU with a
+// without a GPU twin (task.Info.DeviceErr); auto runs it on the CPU with a
 // log line.
 func (f *deviceFlags) refuseDevice(t task.Task) error {
-	why := t.DeviceErr()
+	why := t.Info().DeviceErr
 	if why == nil {
 		return nil
 	}
 	switch f.device {
 	case cuda.DeviceCUDA:
-		return fmt.Errorf("--device cuda: %v; run --task %s with --device cpu", why, t.Name())
+		return fmt.Errorf("--device cuda: %v; run --task %s with --device cpu", why, t.Info().Name)
 	case cuda.DeviceAuto:
 		slog.Info("device: cpu (" + why.Error() + ")")
 	}
 	if f.hostNoise {
-		return fmt.Errorf("--host-noise: task %s draws its noise on the CPU only", t.Name())
+		return fmt.Errorf("--host-noise: task %s draws its noise on the CPU only", t.Info().Name)
 	}
 	return nil
 }

@@ -8,11 +8,12 @@ import (
 )
 
 // Infer from a workspace reused across batches of other shapes and masks gives the bits of an
-// inference Forward from fresh memory, and a workspace grown to the largest batch grows no more
+// inference Forward from fresh memory and of a training Forward without dropout, and a workspace grown to the largest batch grows no more
 // (for inputs with a mask, the release's, which ask for their tensors in the same order).
 func TestInferWorkspace(t *testing.T) {
 	for _, mt := range []string{"bert", "roberta"} {
 		cfg := tinyConfig(mt)
+		cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0, 0 // the training pass is a reference
 		e, err := New(cfg, newRng(7))
 		if err != nil {
 			t.Fatal(err)
@@ -45,6 +46,12 @@ func TestInferWorkspace(t *testing.T) {
 		grown := 0
 		for i, c := range ins {
 			want, _ := e.Forward(c.in, false, nil)
+			train, _ := e.Forward(c.in, true, nil)
+			for k := range want.Data {
+				if math.Float32bits(train.Data[k]) != math.Float32bits(want.Data[k]) {
+					t.Fatalf("%s, %s: element %d: %v inferred, %v in training without dropout", mt, c.name, k, want.Data[k], train.Data[k])
+				}
+			}
 			ws.Reset()
 			got := e.Infer(c.in, &ws)
 			if !nn.SameShape(got, want) {

@@ -314,6 +314,16 @@ func clipPosterior(cfg ClipConfig, prior Prior, mu, logvar, logAlpha []float32, 
 	c := &clipCache{cfg: cfg, B: B, N: N, P: P, muOut: mu,
 		muNorm: make([]float64, B*N), lvPass: make([]bool, B*N*P),
 		alphaOut: make([]float32, B*N), aPass: make([]bool, B*N)}
+	clipPosteriorInto(c, prior, mu, logvar, logAlpha)
+	return c.alphaOut, c
+}
+
+// clipPosteriorInto is clipPosterior into c, whose cfg, B, N, P and alphaOut [B*N] are set: what
+// it records for the backward pass (muNorm, lvPass, aPass) only where c holds those slices, so
+// that inference, which has no backward pass, allocates none of them. The values are the same
+// either way.
+func clipPosteriorInto(c *clipCache, prior Prior, mu, logvar, logAlpha []float32) {
+	cfg, B, N, P := c.cfg, c.B, c.N, c.P
 	if !cfg.ReferenceCenter && prior.Mu != 0 {
 		c.center = make([]float32, P)
 		for j := range c.center {
@@ -330,13 +340,17 @@ func clipPosterior(cfg ClipConfig, prior Prior, mu, logvar, logAlpha []float32, 
 		a := math.Exp(float64(logAlpha[r]))
 		if !clip {
 			c.alphaOut[r] = float32(a)
-			c.aPass[r] = true
-			for k := r * P; k < (r+1)*P; k++ {
-				c.lvPass[k] = true
+			if c.aPass != nil {
+				c.aPass[r] = true
+			}
+			if c.lvPass != nil {
+				for k := r * P; k < (r+1)*P; k++ {
+					c.lvPass[k] = true
+				}
 			}
 			continue
 		}
-		if n, active := ClipMu(mu[r*P:(r+1)*P], c.center, cfg.CMu); active {
+		if n, active := ClipMu(mu[r*P:(r+1)*P], c.center, cfg.CMu); active && c.muNorm != nil {
 			c.muNorm[r] = n
 		}
 		for k := r * P; k < (r+1)*P; k++ {
@@ -346,7 +360,7 @@ func clipPosterior(cfg ClipConfig, prior Prior, mu, logvar, logAlpha []float32, 
 				logvar[k] = f32
 			case v > c32:
 				logvar[k] = c32
-			default:
+			case c.lvPass != nil:
 				c.lvPass[k] = true // NaN also "passes" and propagates
 			}
 		}
@@ -355,12 +369,11 @@ func clipPosterior(cfg ClipConfig, prior Prior, mu, logvar, logAlpha []float32, 
 			a = cfg.CAlphaMin
 		case a > cfg.CAlphaMax:
 			a = cfg.CAlphaMax
-		default:
+		case c.aPass != nil:
 			c.aPass[r] = true
 		}
 		c.alphaOut[r] = float32(a)
 	}
-	return c.alphaOut, c
 }
 
 // backward maps gradients w.r.t. the clipped (mu, logvar, alpha) to gradients

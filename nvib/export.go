@@ -27,17 +27,19 @@ func (m *Model) Posterior(in encoder.Input) (*Posterior, error) {
 // gaussian release: the empirical attacks' upper reference, as
 // docs/attacks.md explains.
 func (m *Model) EncodePosterior(in encoder.Input) (*Posterior, *nn.Tensor, error) {
-	return m.encodePosterior(in, nil)
+	return m.encodePosterior(in, nil, nil)
 }
 
 // PosteriorInfer is [Model.Posterior] with the activations of the forward
-// pass taken from ws ([nn.Workspace.New]; nil: newly allocated), when the
-// backbone can take them (an [EncoderBackbone]): the same operations in
-// the same order, so the same bits. The posterior is newly allocated: the
-// caller keeps it after ws's next Reset. The caller resets ws before the
-// call and serialises the calls that share it.
-func (m *Model) PosteriorInfer(in encoder.Input, ws *nn.Workspace) (*Posterior, error) {
-	post, _, err := m.encodePosterior(in, ws)
+// pass taken from ws, when the backbone can take them (an
+// [EncoderBackbone]), and the posterior from out ([nn.Workspace.New]; nil:
+// newly allocated): the same operations in the same order, so the same
+// bits. The caller resets the workspaces before the call and serialises the
+// calls that share one; the posterior is valid until out's next Reset, so
+// that the activations' workspace can serve the next call while the
+// posterior is still in use.
+func (m *Model) PosteriorInfer(in encoder.Input, ws, out *nn.Workspace) (*Posterior, error) {
+	post, _, err := m.encodePosterior(in, ws, out)
 	return post, err
 }
 
@@ -46,8 +48,9 @@ type inferBackbone interface {
 	Infer(in encoder.Input, ws *nn.Workspace) *nn.Tensor
 }
 
-// encodePosterior is EncodePosterior with the activations taken from ws.
-func (m *Model) encodePosterior(in encoder.Input, ws *nn.Workspace) (*Posterior, *nn.Tensor, error) {
+// encodePosterior is EncodePosterior with the activations taken from ws and
+// the posterior from out.
+func (m *Model) encodePosterior(in encoder.Input, ws, out *nn.Workspace) (*Posterior, *nn.Tensor, error) {
 	if m.NVIB == nil && m.Gauss == nil {
 		return nil, nil, fmt.Errorf("model %q has no NVIB layer: no posterior to export", m.Cfg.Model)
 	}
@@ -68,9 +71,9 @@ func (m *Model) encodePosterior(in encoder.Input, ws *nn.Workspace) (*Posterior,
 	var post *Posterior
 	var err error
 	if m.Gauss != nil {
-		post, err = m.Gauss.Infer(x, in.Mask, ws)
+		post, err = m.Gauss.Infer(x, in.Mask, ws, out)
 	} else {
-		post, err = m.NVIB.Infer(x, in.Mask, ws)
+		post, err = m.NVIB.Infer(x, in.Mask, ws, out)
 	}
 	if err != nil {
 		return nil, nil, err

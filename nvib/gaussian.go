@@ -114,19 +114,21 @@ type GaussianCache struct {
 // Forward returns an error when S > L, when the input width differs from
 // Proj's, or when a clipped row is not finite.
 func (g *GaussianRelease) Forward(x *nn.Tensor, mask []float32) (*Posterior, *GaussianCache, error) {
-	return g.forward(x, mask, nil)
+	return g.forward(x, mask, nil, nil)
 }
 
-// Infer is [GaussianRelease.Forward] without the cache, its projection taken
-// from ws ([nn.Workspace.New]; nil: newly allocated): the same operations in
-// the same order. The posterior is newly allocated: the caller keeps it.
-func (g *GaussianRelease) Infer(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, error) {
-	post, _, err := g.forward(x, mask, ws)
+// Infer is [GaussianRelease.Forward] without the cache: the same operations
+// in the same order, with the projection taken from ws and the posterior
+// from out ([nn.Workspace.New]; nil: newly allocated). A posterior from out
+// is valid until out's next Reset.
+func (g *GaussianRelease) Infer(x *nn.Tensor, mask []float32, ws, out *nn.Workspace) (*Posterior, error) {
+	post, _, err := g.forward(x, mask, ws, out)
 	return post, err
 }
 
-// forward is Forward with the projection taken from ws.
-func (g *GaussianRelease) forward(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, *GaussianCache, error) {
+// forward is Forward with the projection taken from ws and the posterior
+// from out.
+func (g *GaussianRelease) forward(x *nn.Tensor, mask []float32, ws, out *nn.Workspace) (*Posterior, *GaussianCache, error) {
 	if len(x.Shape) != 3 {
 		return nil, nil, fmt.Errorf("gaussian release: input %v, want [B,S,H]", x.Shape)
 	}
@@ -146,8 +148,8 @@ func (g *GaussianRelease) forward(x *nn.Tensor, mask []float32, ws *nn.Workspace
 		return nil, nil, fmt.Errorf("gaussian release: mask has %d entries, want B*S = %d", len(mask), B*S)
 	}
 	N := g.L + 1
-	post := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Alpha: nn.New(B, N),
-		Mask: make([]float32, B*N), PadsReleased: true}
+	post := &Posterior{B: B, N: N, P: P, Mu: out.New(B, N, P), Logvar: out.New(B, N, P), Alpha: out.New(B, N),
+		Mask: out.Floats(B * N), PadsReleased: true}
 	c := &GaussianCache{B: B, S: S, N: N, P: P, x: in, mu: post.Mu.Data, real: make([]bool, B*S), norm: make([]float64, B*S)}
 	lv := g.Logvar()
 	for k := range post.Logvar.Data {

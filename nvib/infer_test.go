@@ -10,9 +10,11 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// PosteriorInfer with one workspace reused across batches gives the bits of Posterior, for an
-// nvdp-clipped model and a gaussian one with its projection (P 6 != H 8), over an encoder; and the
-// posterior it returns is the caller's: later calls do not change it.
+// PosteriorInfer, with workspaces reused across batches or without, gives the bits of the
+// training forward pass (the encoder's Forward, then the NVIB layer's or the gaussian release's
+// Forward, which records the clipping for the backward pass), for an nvdp-clipped model and a
+// gaussian one with its projection (P 6 != H 8); and a posterior not taken from a workspace is
+// the caller's: later calls do not change it.
 func TestPosteriorInfer(t *testing.T) {
 	ecfg, err := encoder.Preset("bert-tiny")
 	if err != nil {
@@ -20,6 +22,7 @@ func TestPosteriorInfer(t *testing.T) {
 	}
 	ecfg.VocabSize, ecfg.HiddenSize, ecfg.NumHiddenLayers, ecfg.NumAttentionHeads, ecfg.IntermediateSize = 12, 8, 1, 2, 16
 	ecfg.MaxPositionEmbeddings = 8
+	ecfg.HiddenDropoutProb, ecfg.AttentionProbsDropoutProb = 0, 0 // the training pass is the reference
 	big := encoder.Input{B: 2, S: 6, IDs: []int32{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 0},
 		Mask: []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}}
 	small, _ := testBatch()
@@ -38,25 +41,47 @@ func TestPosteriorInfer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ws nn.Workspace
+		var ws, out nn.Workspace
 		var kept, keptWant *Posterior
 		for i, in := range []encoder.Input{small, big, small, big} {
-			want, err := m.Posterior(in)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := trainingPosterior(t, m, in)
 			ws.Reset()
-			got, err := m.PosteriorInfer(in, &ws)
+			out.Reset()
+			got, err := m.PosteriorInfer(in, &ws, &out)
 			if err != nil {
 				t.Fatal(err)
 			}
 			samePosterior(t, model, i, got, want)
+			ws.Reset()
+			fresh, err := m.PosteriorInfer(in, &ws, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			samePosterior(t, model+", posterior newly allocated", i, fresh, want)
 			if i == 0 {
-				kept, keptWant = got, want
+				kept, keptWant = fresh, want
 			}
 		}
 		samePosterior(t, model+", the first posterior after later calls", 0, kept, keptWant)
 	}
+}
+
+// trainingPosterior is the posterior of the training forward pass of m, whose encoder has no
+// dropout.
+func trainingPosterior(t *testing.T, m *Model, in encoder.Input) *Posterior {
+	t.Helper()
+	x, _ := m.Backbone.Forward(in, true, nil)
+	var post *Posterior
+	var err error
+	if m.Gauss != nil {
+		post, _, err = m.Gauss.Forward(x, in.Mask)
+	} else {
+		post, _, err = m.NVIB.Forward(x, in.Mask)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return post
 }
 
 // samePosterior fails unless got and want hold the same bits.

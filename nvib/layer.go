@@ -224,23 +224,26 @@ type LayerCache struct {
 // posterior value, such as an alpha whose exp overflowed in an unclipped
 // model, or for a zero alpha on a released component.
 func (l *Layer) Forward(x *nn.Tensor, mask []float32) (*Posterior, *LayerCache, error) {
-	post, cc, err := l.forward(x, mask, nil)
+	post, cc, err := l.forward(x, mask, nil, nil, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	return post, &LayerCache{x: x, clip: cc}, nil
 }
 
-// Infer is [Layer.Forward] without the cache, its projections taken from ws
-// ([nn.Workspace.New]; nil: newly allocated): the same operations in the
-// same order. The posterior is newly allocated: the caller keeps it.
-func (l *Layer) Infer(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, error) {
-	post, _, err := l.forward(x, mask, ws)
+// Infer is [Layer.Forward] without the cache: the same operations in the
+// same order, with the projections taken from ws and the posterior from out
+// ([nn.Workspace.New]; nil: newly allocated). A posterior from out is valid
+// until out's next Reset.
+func (l *Layer) Infer(x *nn.Tensor, mask []float32, ws, out *nn.Workspace) (*Posterior, error) {
+	post, _, err := l.forward(x, mask, ws, out, false)
 	return post, err
 }
 
-// forward is Forward with the projections and log-alphas taken from ws.
-func (l *Layer) forward(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Posterior, *clipCache, error) {
+// forward is Forward with the projections and log-alphas taken from ws and
+// the posterior from out; it records what the backward pass needs only
+// when keep.
+func (l *Layer) forward(x *nn.Tensor, mask []float32, ws, out *nn.Workspace, keep bool) (*Posterior, *clipCache, error) {
 	if len(x.Shape) != 3 || x.Shape[2] != l.Cfg.Hidden {
 		panic(fmt.Sprintf("nvib.Layer: input %v, want [B,S,%d]", x.Shape, l.Cfg.Hidden))
 	}
@@ -257,7 +260,7 @@ func (l *Layer) forward(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Poster
 		}
 		la.Data[r] += float32(s)
 	}
-	post := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Mask: make([]float32, B*N),
+	post := &Posterior{B: B, N: N, P: P, Mu: out.New(B, N, P), Logvar: out.New(B, N, P), Mask: out.Floats(B * N),
 		PadsReleased: !l.Cfg.Mode.IsReference()}
 	logAlpha := ws.Floats(B * N)
 	pm, plv := float32(l.Cfg.Prior.Mu), float32(math.Log(l.Cfg.Prior.Var))
@@ -279,8 +282,15 @@ func (l *Layer) forward(x *nn.Tensor, mask []float32, ws *nn.Workspace) (*Poster
 			}
 		}
 	}
-	alpha, cc := clipPosterior(l.Cfg.Clip, l.Cfg.Prior, post.Mu.Data, post.Logvar.Data, logAlpha, B, N, P)
-	post.Alpha = nn.FromData(alpha, B, N)
+	var cc *clipCache
+	if keep {
+		_, cc = clipPosterior(l.Cfg.Clip, l.Cfg.Prior, post.Mu.Data, post.Logvar.Data, logAlpha, B, N, P)
+		post.Alpha = nn.FromData(cc.alphaOut, B, N)
+	} else {
+		post.Alpha = out.New(B, N)
+		clipPosteriorInto(&clipCache{cfg: l.Cfg.Clip, B: B, N: N, P: P, muOut: post.Mu.Data, alphaOut: post.Alpha.Data},
+			l.Cfg.Prior, post.Mu.Data, post.Logvar.Data, logAlpha)
+	}
 	if err := post.checkFinite(); err != nil {
 		return nil, nil, err
 	}

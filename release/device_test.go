@@ -26,7 +26,7 @@ const tolDeviceMu = 1e-4
 func posteriorsOf(t *testing.T, r *Releaser, texts []string) []*nvib.Posterior {
 	t.Helper()
 	var out []*nvib.Posterior
-	if err := r.posteriors(context.Background(), texts, func(post *nvib.Posterior, lo, hi int) error {
+	if err := r.posteriors(context.Background(), texts, false, func(post *nvib.Posterior, lo, hi int) error {
 		for i := range hi - lo {
 			out = append(out, example(post, i))
 		}

@@ -62,6 +62,9 @@ type Releaser struct {
 	forward sync.Mutex // one posterior computation at a time
 	// work holds the activations of the CPU's forward passes, reused by each (guarded by forward).
 	work nn.Workspace
+	// posts holds *nn.Workspace: the memory of the posteriors of a release call, reused by the
+	// next, while the other calls' forward passes use work.
+	posts sync.Pool
 
 	mu        sync.RWMutex // guards what SetDelta and SetBatchSize change
 	batchSize int
@@ -359,7 +362,7 @@ func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, s
 		return nil, fmt.Errorf("release: %d releases per text: want >= 1", k)
 	}
 	out := make([][]Embedding, len(texts))
-	err := r.posteriors(ctx, texts, func(post *nvib.Posterior, lo, hi int) error {
+	err := r.posteriors(ctx, texts, true, func(post *nvib.Posterior, lo, hi int) error {
 		for i := range hi - lo {
 			es, err := r.draw(ctx, example(post, i), k, src)
 			if err != nil {
@@ -389,7 +392,7 @@ func (r *Releaser) ReleaseRepeated(ctx context.Context, texts []string, k int, s
 // constants, and split "texts".
 func (r *Releaser) Posteriors(ctx context.Context, texts []string) (*privacy.Posteriors, error) {
 	var posts []*nvib.Posterior
-	if err := r.posteriors(ctx, texts, func(post *nvib.Posterior, _, _ int) error {
+	if err := r.posteriors(ctx, texts, false, func(post *nvib.Posterior, _, _ int) error {
 		posts = append(posts, post)
 		return nil
 	}); err != nil {
@@ -405,8 +408,10 @@ func (r *Releaser) Posteriors(ctx context.Context, texts []string) (*privacy.Pos
 // posteriors validates and tokenises texts (every text before any work), then
 // computes their clipped posteriors, padded to the release length, one batch
 // of BatchSize texts at a time, and hands each batch (texts lo..hi-1) to use.
-// Cancelling ctx stops between batches.
-func (r *Releaser) posteriors(ctx context.Context, texts []string, use func(post *nvib.Posterior, lo, hi int) error) error {
+// With reuse, the batches' posteriors share memory (from r.posts), so each is
+// valid only during its use; without, use may keep them. Cancelling ctx
+// stops between batches.
+func (r *Releaser) posteriors(ctx context.Context, texts []string, reuse bool, use func(post *nvib.Posterior, lo, hi int) error) error {
 	encs := make([]tokenize.Encoding, len(texts))
 	for i, t := range texts {
 		if err := CheckText(t); err != nil {
@@ -425,13 +430,22 @@ func (r *Releaser) posteriors(ctx context.Context, texts []string, use func(post
 		encs[i] = enc
 	}
 	batch := &model.Encoded{Encs: encs, PadID: tok.PadID()}
+	var posts *nn.Workspace // nil: each posterior newly allocated
+	if reuse {
+		posts, _ = r.posts.Get().(*nn.Workspace)
+		if posts == nil {
+			posts = new(nn.Workspace)
+		}
+		defer r.posts.Put(posts)
+	}
 	bs := r.BatchSize()
 	for lo := 0; lo < len(texts); lo += bs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		hi := min(lo+bs, len(texts))
-		post, err := r.posterior(batch, lo, hi)
+		posts.Reset()
+		post, err := r.posterior(batch, lo, hi, posts)
 		if err != nil {
 			return fmt.Errorf("release: texts %d..%d: %w", lo, hi-1, err)
 		}
@@ -443,8 +457,8 @@ func (r *Releaser) posteriors(ctx context.Context, texts []string, use func(post
 }
 
 // posterior computes the clipped posteriors of the texts lo..hi-1 of batch, padded to the release
-// length (one forward pass at a time).
-func (r *Releaser) posterior(batch *model.Encoded, lo, hi int) (*nvib.Posterior, error) {
+// length (one forward pass at a time), into out (nil: newly allocated) on the CPU.
+func (r *Releaser) posterior(batch *model.Encoded, lo, hi int, out *nn.Workspace) (*nvib.Posterior, error) {
 	idx := make([]int, hi-lo)
 	for i := range idx {
 		idx[i] = lo + i
@@ -454,7 +468,7 @@ func (r *Releaser) posterior(batch *model.Encoded, lo, hi int) (*nvib.Posterior,
 	defer r.forward.Unlock()
 	if r.dev == nil {
 		r.work.Reset()
-		return r.bundle.Model.PosteriorInfer(in, &r.work)
+		return r.bundle.Model.PosteriorInfer(in, &r.work, out)
 	}
 	if r.devClosed {
 		return nil, errClosed

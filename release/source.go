@@ -28,6 +28,7 @@ type Source struct {
 	mu     sync.Mutex
 	rng    *rand.Rand // seeded: every draw; crypto: the draws of an unproved (floating-point) release
 	seeded bool
+	spare  *draw // seeded: a wiped draw that the next one fills instead of allocating (guarded by mu)
 
 	poolMu sync.Mutex
 	pool   *pool
@@ -101,8 +102,13 @@ func (s *Source) use(fn func(*rand.Rand)) {
 // pool started for another model, ctx done while the pool is empty.
 func (s *Source) exactDraw(ctx context.Context, e *exactRelease) (*draw, error) {
 	if s.seeded {
-		d := e.newDraw()
-		s.use(func(rng *rand.Rand) { e.fill(d, noise.NewNoise(e.lat, rng), rng) })
+		var d *draw
+		s.use(func(rng *rand.Rand) {
+			if d, s.spare = s.spare, nil; d == nil || len(d.n) != e.N*e.P || len(d.pi) != e.N {
+				d = e.newDraw()
+			}
+			e.fill(d, noise.NewNoise(e.lat, rng), rng)
+		})
 		return d, nil
 	}
 	p, err := s.poolFor(e)
@@ -118,8 +124,11 @@ func (s *Source) done(d *draw) {
 	s.poolMu.Lock()
 	p := s.pool
 	s.poolMu.Unlock()
-	if p == nil { // a seeded source's draw
+	if p == nil { // a seeded source's draw: kept for the next
 		d.wipe()
+		s.mu.Lock()
+		s.spare = d
+		s.mu.Unlock()
 		return
 	}
 	p.recycle(d)

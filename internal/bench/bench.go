@@ -60,6 +60,8 @@ type Result struct {
 type Classifier struct {
 	Enc  *encoder.Encoder
 	Head *nn.Linear
+
+	work nn.Workspace // Logits' activations, reused by each call
 }
 
 // NewClassifier adds a "classifier" Linear head [labels, hidden] with HF init.
@@ -72,9 +74,12 @@ func NewClassifier(e *encoder.Encoder, labels int, rng *rand.Rand) *Classifier {
 // Params returns the encoder's and the head's parameters.
 func (c *Classifier) Params() []*nn.Param { return append(c.Enc.Params(), c.Head.Params()...) }
 
-// Logits runs inference: logits [B, labels], no activations kept.
+// Logits runs inference: logits [B, labels], no activations kept. The encoder's activations come
+// from a workspace the classifier reuses across calls, as a release's do, so Logits is not safe
+// for concurrent use.
 func (c *Classifier) Logits(in encoder.Input) *nn.Tensor {
-	x, _ := c.Enc.Forward(in, false, nil)
+	c.work.Reset()
+	x := c.Enc.Infer(in, &c.work)
 	pooled := nn.MaskedMeanPool(x, maskOrOnes(in))
 	y, _ := c.Head.Forward(pooled)
 	return y

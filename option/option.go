@@ -50,10 +50,26 @@ type Error struct {
 	// hand_set_clipping"), spelt as Option is; each occurs in Reason as a
 	// whole word.
 	Mentions []string
+	// Err is the error Reason was written from, where there is one
+	// ([Wrap]): errors.Is and errors.As see it.
+	Err error
 }
 
 func (e *Error) Error() string {
 	return e.Option + FormatValue(e.Value) + ": " + e.Reason
+}
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Wrap returns an [*Error] for option whose Reason is err's message and
+// whose Err is err, or nil for a nil err: the error of an input, such as a
+// file that does not read, whose cause a program still tests for.
+func Wrap(option string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Option: option, Reason: err.Error(), Err: err}
 }
 
 // ReasonWith returns Reason with each whole-word occurrence of a mentioned

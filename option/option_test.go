@@ -2,6 +2,7 @@ package option
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -81,5 +82,22 @@ func TestResolve(t *testing.T) {
 		if v != tc.want {
 			t.Errorf("Resolve(%v, %v) = %v, want %v", tc.v, tc.def, v, tc.want)
 		}
+	}
+}
+
+// TestWrap: the reason is the wrapped error's message, which errors.Is
+// still finds; nil stays nil.
+func TestWrap(t *testing.T) {
+	cause := errors.New("no such file")
+	err := Wrap("model", fmt.Errorf("read m: %w", cause))
+	var oe *Error
+	if !errors.As(err, &oe) || oe.Option != "model" || err.Error() != "model: read m: no such file" {
+		t.Errorf("Wrap = %v", err)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("the cause is lost")
+	}
+	if Wrap("model", nil) != nil {
+		t.Error("Wrap(nil) is not nil")
 	}
 }

@@ -230,7 +230,8 @@ func (radiusScheduleFlag) Type() string { return "start:fraction" }
 // optionFlags names the flags of the options whose flag is not their JSON
 // key with dashes (option.Error.Option).
 var optionFlags = map[string]string{"target_delta": "delta", "target_order": "order", "target": "target-epsilon / --target-rd",
-	"data_dir": "lid-dir", "radius_schedule.start": "radius-schedule", "radius_schedule.fraction": "radius-schedule"}
+	"data_dir": "lid-dir", "radius_schedule.start": "radius-schedule", "radius_schedule.fraction": "radius-schedule",
+	"allow_unproved": "allow-unproved-release"}
 
 // optionFlag is the flag that sets option (a JSON key of model.Options or
 // mlm.Options).

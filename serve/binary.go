@@ -8,8 +8,10 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
@@ -116,7 +118,17 @@ func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv 
 	if err != nil {
 		return err
 	}
-	body := make([]byte, 0, 8+len(hdr)+int(zBytes+piBytes))
+	bp, _ := bodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	body := slices.Grow((*bp)[:0], 8+len(hdr)+int(zBytes+piBytes))
+	defer func() {
+		if cap(body) <= maxPooledBody {
+			*bp = body[:0]
+			bodies.Put(bp)
+		}
+	}()
 	body = binary.LittleEndian.AppendUint64(body, uint64(len(hdr)))
 	body = append(body, hdr...)
 	for _, e := range embs {
@@ -131,6 +143,12 @@ func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv 
 	_, _ = w.Write(body)
 	return nil
 }
+
+// bodies holds *[]byte: the memory of binary response bodies (about 33 KB a text for N 65 and P
+// 128), reused by the next response once one is written; maxPooledBody bounds what is kept.
+var bodies sync.Pool
+
+const maxPooledBody = 8 << 20
 
 // binaryKeys returns the safetensors metadata that every binary response of
 // a server of rel shares: release.Metadata's keys for one release per text

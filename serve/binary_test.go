@@ -44,7 +44,8 @@ func (f *fixture) doAccept(t *testing.T, accept string, texts ...string) (*http.
 // TestEmbedSafetensors: Accept: application/vnd.safetensors answers the releases as a safetensors
 // file with nvdp embed's tensors (z [texts, 1, N, P], pi [texts, 1, N]) holding the fake's values,
 // its metadata (release.ParseMetadataKeys reads it) and the response's privacy block; the charge is
-// the JSON response's; the body's length depends only on the number of texts; an Accept that takes
+// the JSON response's; the body's length depends only on the number of texts; a body after larger
+// ones holds only its own release; an Accept that takes
 // neither type is 406 before anything is released or charged.
 func TestEmbedSafetensors(t *testing.T) {
 	f := newFixture(t, 50, nil)
@@ -108,6 +109,15 @@ func TestEmbedSafetensors(t *testing.T) {
 	if d := stripPrivacy(t, body2) - stripPrivacy(t, body); d < -7 || d > 7 {
 		t.Errorf("body length %d for other texts, %d before (%d without the privacy block)", len(body2), len(body), d)
 	}
+	// A body after larger ones (whose memory it may reuse) holds its own text's release only.
+	_, body1 := f.doAccept(t, serve.MediaSafetensors, "one")
+	if one, err := safetensors.Parse(body1); err != nil {
+		t.Errorf("one text: %v", err)
+	} else if z1, ok := one.Get("z"); !ok || !slices.Equal(z1.Shape, []int{1, 1, 3, 4}) {
+		t.Errorf("one text: z %v", z1.Shape)
+	} else if zs1, err := z1.Float32(); err != nil || !slices.Equal(zs1, servetest.Embed("one", 3, 4).Z) {
+		t.Errorf("one text: z %v (%v), want %v", zs1, err, servetest.Embed("one", 3, 4).Z)
+	}
 	started := f.fake.Started()
 	resp, body = f.doAccept(t, "text/html", "a")
 	if resp.StatusCode != http.StatusNotAcceptable || !strings.Contains(string(body), "not_acceptable") {
@@ -116,8 +126,8 @@ func TestEmbedSafetensors(t *testing.T) {
 	if f.fake.Started() != started {
 		t.Error("a refused Accept ran the model")
 	}
-	if code, b := f.do(t, http.MethodGet, "/v1/budget", f.alice, "", ""); code != 200 || num(b["budget"].(map[string]any)["releases"]) != 4 {
-		t.Errorf("GET /v1/budget: %d %v, want 4 releases", code, b)
+	if code, b := f.do(t, http.MethodGet, "/v1/budget", f.alice, "", ""); code != 200 || num(b["budget"].(map[string]any)["releases"]) != 5 {
+		t.Errorf("GET /v1/budget: %d %v, want 5 releases", code, b)
 	}
 }
 

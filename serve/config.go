@@ -128,3 +128,29 @@ func (s *Server) ReloadKeysFile(path string) {
 		s.log.Error("SIGHUP: keys not reloaded; the keys in use stay", "keys", path, "error", err)
 	}
 }
+
+// NewFileKey makes an API key ([GenerateKey]) for the account id, appends
+// its line to the keys file at keys ([AppendKey]) and returns the key,
+// which is stored nowhere: the caller gives it to its holder now. budget
+// is the key's own budget in epsilon at the model's delta, +Inf for no
+// limit, or [option.Auto] for none (the server's BudgetEpsilon).
+//
+// Errors: a [*option.CombinationError] naming keys and id when either is
+// missing; [*option.Error] for a negative or NaN budget (budget_epsilon),
+// checked before any key is made, and for an error of AppendKey (keys).
+func NewFileKey(keys, id string, budget float64) (string, error) {
+	switch {
+	case keys == "" || id == "":
+		return "", option.Combination("%s and %s are required", "keys", "id")
+	case !option.IsAuto(budget) && !(budget >= 0):
+		return "", option.Errorf("budget_epsilon", budget, "must be >= 0")
+	}
+	key, err := GenerateKey()
+	if err != nil {
+		return "", err
+	}
+	if err := AppendKey(keys, id, key, budget); err != nil {
+		return "", option.Wrap("keys", err)
+	}
+	return key, nil
+}

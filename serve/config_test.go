@@ -2,8 +2,10 @@ package serve_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,5 +161,59 @@ func TestHandleSignals(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs without %s", want)
 		}
+	}
+}
+
+// TestNewFileKey: the key made authenticates as its ID with its budget
+// (none: Auto) and is not in the file; missing inputs, a bad budget and a
+// file that refuses the line are errors naming the option, and nothing is
+// appended for them.
+func TestNewFileKey(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.txt")
+	for _, tc := range []struct {
+		id     string
+		budget float64
+	}{{"alice", 0}, {"bob", option.Auto()}, {"carol", math.Inf(1)}} {
+		key, err := serve.NewFileKey(keys, tc.id, tc.budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := serve.ReadKeys(keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := k.Lookup(key)
+		if got == nil || got.ID != tc.id || !(got.Budget == tc.budget || option.IsAuto(got.Budget) && option.IsAuto(tc.budget)) {
+			t.Errorf("%s: the key authenticates as %+v", tc.id, got)
+		}
+		if data, _ := os.ReadFile(keys); strings.Contains(string(data), key) {
+			t.Errorf("%s: the keys file holds the key", tc.id)
+		}
+	}
+	before, _ := os.ReadFile(keys)
+	for _, tc := range []struct {
+		name, keys, id string
+		budget         float64
+		options        []string
+	}{
+		{"no keys file", "", "dave", 1, []string{"keys", "id"}},
+		{"no id", keys, "", 1, []string{"keys", "id"}},
+		{"negative budget", keys, "dave", -2, []string{"budget_epsilon"}},
+		{"-Inf budget", keys, "dave", math.Inf(-1), []string{"budget_epsilon"}},
+		{"an ID of the file", keys, "alice", 1, []string{"keys"}},
+		{"a bad ID", keys, "no spaces", 1, []string{"keys"}},
+	} {
+		_, err := serve.NewFileKey(tc.keys, tc.id, tc.budget)
+		var oe *option.Error
+		var ce *option.CombinationError
+		switch {
+		case len(tc.options) == 1 && errors.As(err, &oe) && oe.Option == tc.options[0]:
+		case errors.As(err, &ce) && slices.Equal(ce.Options, tc.options):
+		default:
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.options)
+		}
+	}
+	if after, _ := os.ReadFile(keys); string(after) != string(before) {
+		t.Errorf("refused keys were appended:\n%s", after)
 	}
 }

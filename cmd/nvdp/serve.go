@@ -186,18 +186,9 @@ and append "ID SHA256-HEX [BUDGET]" to the keys file (mode 0600). The ID names t
 a new key under an old ID needs the old line removed first (the account stays in the ledger).
 docs/serving.md, "Keys".`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if keysPath == "" || id == "" {
-				return errors.New("--keys and --id are required")
-			}
-			if !option.IsAuto(budget) && !(budget >= 0) {
-				return fmt.Errorf("--budget-epsilon %v: must be >= 0", budget)
-			}
-			key, err := serve.GenerateKey()
+			key, err := serve.NewFileKey(keysPath, id, budget)
 			if err != nil {
-				return err
-			}
-			if err := serve.AppendKey(keysPath, id, key, budget); err != nil {
-				return fmt.Errorf("--keys: %w", err)
+				return flagError(err)
 			}
 			slog.Info("key added", "id", id, "keys", keysPath)
 			fmt.Fprintln(cmd.OutOrStdout(), key)

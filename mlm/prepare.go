@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/loop"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 )
 
@@ -81,6 +83,40 @@ func (e *InitFromError) Unwrap() error { return e.Err }
 // ([encoder.ResolveHF]).
 func ResolveInitFrom(spec string, report progress.Func) (string, error) {
 	return encoder.ResolveHF(strings.TrimPrefix(spec, "hf:"), encoder.LoadOptions{Progress: report})
+}
+
+// Requested returns the options of the run that o asks for, given which
+// of them were given explicitly (given; nil: none): o for a new run, and
+// for o.Resume the run resumed in o.Out ([Resumed]). [Prepare] checks them.
+//
+// Errors: a [*option.CombinationError] for init_from given with config
+// (the checkpoint has its config) or with o.Resume (the checkpoint holds
+// the weights), and for a resumed run given any option other than out and
+// [ResumeChanges], which it names in sorted order: the saved options are
+// used.
+func Requested(o Options, given option.Given) (Options, error) {
+	if !o.Resume {
+		if o.InitFrom != "" && given.Has("config") {
+			return o, option.Combination("%s takes the model config from the checkpoint; do not give %s", "init_from", "config")
+		}
+		return o, nil
+	}
+	if o.InitFrom != "" {
+		return o, option.Combination("%s starts a run; %s continues one (its checkpoint already holds the weights)", "init_from", "resume")
+	}
+	var fixed []string
+	for _, k := range option.Keys(o) {
+		if given.Has(k) && k != "out" && !slices.Contains(ResumeChanges, k) {
+			fixed = append(fixed, k)
+		}
+	}
+	if len(fixed) > 0 {
+		slices.Sort(fixed)
+		format := strings.Repeat("%s, ", len(fixed)-1) + "%s: a resumed run uses the options saved in " + OptionsFile +
+			"; only %s, %s and %s change them"
+		return o, option.Combination(format, append(fixed, ResumeChanges...)...)
+	}
+	return Resumed(o, given), nil
 }
 
 // ResumeChanges are the options, by JSON key, that a resumed run may

@@ -3,6 +3,7 @@ package mlm
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,5 +94,51 @@ func TestResumed(t *testing.T) {
 	}
 	if r.Change.Steps == nil || *r.Change.Steps != 40 || r.Change.SaveEvery != nil || r.Change.EvalEvery == nil || *r.Change.EvalEvery != 0 {
 		t.Errorf("change %+v", r.Change)
+	}
+}
+
+// TestRequested: a new run is o as given, init_from with config refused;
+// a resumed run is Resumed's, refused with init_from or with any option
+// but out and ResumeChanges, those named in sorted order.
+func TestRequested(t *testing.T) {
+	given := func(names ...string) option.Given {
+		return func(n string) bool { return slices.Contains(names, n) }
+	}
+	o := DefaultOptions()
+	o.Out, o.Steps, o.SaveEvery = "out", 7, 3
+	for _, tc := range []struct {
+		name    string
+		mod     func(o *Options)
+		given   option.Given
+		options []string // the combination's; nil: valid
+		msg     string
+	}{
+		{"new run", func(o *Options) {}, given("steps", "config", "out"), nil, ""},
+		{"init from", func(o *Options) { o.InitFrom = "hf:x" }, given("init_from", "steps"), nil, ""},
+		{"init from and config", func(o *Options) { o.InitFrom = "hf:x" }, given("init_from", "config"), []string{"init_from", "config"},
+			"init_from takes the model config from the checkpoint; do not give config"},
+		{"resume", func(o *Options) { o.Resume = true }, given("out", "steps", "save_every", "eval_every"), nil, ""},
+		{"resume and init from", func(o *Options) { o.Resume, o.InitFrom = true, "hf:x" }, given("init_from"), []string{"init_from", "resume"}, ""},
+		{"resume with saved options", func(o *Options) { o.Resume = true }, given("seq", "lr", "steps"), []string{"lr", "seq", "steps", "save_every", "eval_every"},
+			"lr, seq: a resumed run uses the options saved in " + OptionsFile + "; only steps, save_every and eval_every change them"},
+		{"resume with one", func(o *Options) { o.Resume = true }, given("corpus"), []string{"corpus", "steps", "save_every", "eval_every"}, ""},
+	} {
+		in := o
+		tc.mod(&in)
+		got, err := Requested(in, tc.given)
+		var ce *option.CombinationError
+		switch {
+		case tc.options == nil && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.options == nil && !in.Resume && (got.InitFrom != in.InitFrom || got.Steps != in.Steps || got.Config != in.Config):
+			t.Errorf("%s: %+v, want the options as given", tc.name, got)
+		case tc.options == nil && in.Resume && (!got.Resume || got.Out != "out" || got.Seq != 0 || got.Change.Steps == nil || *got.Change.Steps != 7):
+			t.Errorf("%s: %+v, want Resumed's", tc.name, got)
+		case tc.options == nil:
+		case !errors.As(err, &ce) || !slices.Equal(ce.Options, tc.options):
+			t.Errorf("%s: %v, want a combination of %q", tc.name, err, tc.options)
+		case tc.msg != "" && err.Error() != tc.msg:
+			t.Errorf("%s: %q, want %q", tc.name, err, tc.msg)
+		}
 	}
 }

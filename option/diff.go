@@ -36,22 +36,47 @@ func Differences(saved, given any) []Difference {
 	var out []Difference
 	t := a.Type()
 	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch key {
-		case "-":
-			continue
-		case "":
-			key = f.Name
-		}
-		if !equal(a.Field(i), b.Field(i)) {
+		key, ok := fieldKey(t.Field(i))
+		if ok && !equal(a.Field(i), b.Field(i)) {
 			out = append(out, Difference{Option: key, Saved: a.Field(i).Interface(), Given: b.Field(i).Interface()})
 		}
 	}
 	return out
+}
+
+// Keys returns the option names of the options type of v, a struct or a
+// pointer to one, in the order of its fields: the JSON keys of its
+// exported fields, an untagged field by its Go name, none for "-" (as
+// [Differences] compares them). It panics, as a programmer error, for
+// another type.
+func Keys(v any) []string {
+	t := reflect.Indirect(reflect.ValueOf(v)).Type()
+	if t.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("option.Keys: %T is not a struct", v))
+	}
+	var out []string
+	for i := range t.NumField() {
+		if key, ok := fieldKey(t.Field(i)); ok {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// fieldKey is the option name of the field f, and false for an
+// unexported field or one tagged "-".
+func fieldKey(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch key {
+	case "-":
+		return "", false
+	case "":
+		return f.Name, true
+	}
+	return key, true
 }
 
 // equal reports whether a and b (of one type) hold the same value, NaN

@@ -65,3 +65,24 @@ func TestDifferences(t *testing.T) {
 	}()
 	Differences(saved, inner{})
 }
+
+// TestKeys: the JSON keys of the exported fields in order, the Go name of
+// an untagged one, none for "-" or unexported fields.
+func TestKeys(t *testing.T) {
+	type opts struct {
+		Name    string  `json:"name"`
+		LR      float64 `json:"lr,omitempty"`
+		Plain   int
+		Runtime int `json:"-"`
+		hidden  int
+	}
+	if got := Keys(&opts{}); !slices.Equal(got, []string{"name", "lr", "Plain"}) {
+		t.Errorf("Keys = %q", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic for a non-struct")
+		}
+	}()
+	Keys(3)
+}

@@ -8,15 +8,14 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/mlm"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
-// pretrainFlags are the flags of `nvdp pretrain`: the pretraining options,
-// --init-from and the session's.
+// pretrainFlags are the flags of `nvdp pretrain`: the pretraining options
+// and the session's.
 type pretrainFlags struct {
 	o                   *mlm.Options
-	initFrom            string
 	noProgress, jsonOut bool
 }
 
@@ -45,7 +44,7 @@ docs/pretraining.md.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Corpus, "corpus", o.Corpus, "text file, directory of .txt files, or GLUE directory (glue:DIR); GLUE dev is never used")
 	f.StringVar(&o.Config, "config", o.Config, "model preset ("+strings.Join(encoder.PresetNames(), ", ")+") or a config.json path")
-	f.StringVar(&pf.initFrom, "init-from", "", "continue pretraining from a checkpoint: hf:DIR or hf:owner/name (downloaded); its config and, unless --vocab, its tokenizer")
+	f.StringVar(&o.InitFrom, "init-from", "", "continue pretraining from a checkpoint: hf:DIR or hf:owner/name (downloaded); its config and, unless --vocab, its tokenizer")
 	f.StringVar(&o.Vocab, "vocab", os.Getenv("NVDP_VOCAB"), "WordPiece vocabulary (vocab.txt, tokenizer.json or a directory; $NVDP_VOCAB)")
 	f.IntVar(&o.Seq, "seq", o.Seq, fmt.Sprintf("maximum sequence length in tokens (>= %d)", mlm.MinSeq))
 	f.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "sequences per optimizer step")
@@ -72,9 +71,9 @@ docs/pretraining.md.`,
 // run checks the options, pretrains and prints the summary.
 func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 	report := newProgress(cmd, pf.noProgress)
-	run, err := pretrainOptions(cmd, pf.o, pf.initFrom)
+	run, err := mlm.Requested(*pf.o, option.Given(givenFlags(cmd)))
 	if err != nil {
-		return err
+		return flagError(err)
 	}
 	c, err := mlm.Prepare(run, report)
 	if _, ok := err.(*mlm.InitFromError); ok {
@@ -95,37 +94,4 @@ func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 	}
 	r.WriteText(cmd.OutOrStdout())
 	return nil
-}
-
-// resumeFlags are the flags a resumed pretraining run takes: the options a
-// resume may change (mlm.ResumeChanges) and those of the session.
-var resumeFlags = map[string]bool{"out": true, "resume": true, "steps": true, "save-every": true, "eval-every": true,
-	"stop-after-steps": true, "no-progress": true, "json": true}
-
-// pretrainOptions returns the options of the run the flags ask for, for
-// mlm.Prepare to check, errors naming the flags: a resumed run takes the
-// saved options (mlm.Resumed), so its other flags are refused.
-func pretrainOptions(cmd *cobra.Command, o *mlm.Options, initFrom string) (mlm.Options, error) {
-	fs := cmd.Flags()
-	if !o.Resume {
-		if initFrom != "" && fs.Changed("config") {
-			return *o, fmt.Errorf("--init-from takes the model config from the checkpoint; do not give --config")
-		}
-		o.InitFrom = initFrom
-		return *o, nil
-	}
-	if initFrom != "" {
-		return *o, fmt.Errorf("--init-from starts a run; --resume continues one (its checkpoint already holds the weights)")
-	}
-	var fixed []string
-	fs.Visit(func(f *pflag.Flag) {
-		if !resumeFlags[f.Name] {
-			fixed = append(fixed, "--"+f.Name)
-		}
-	})
-	if len(fixed) > 0 {
-		return *o, fmt.Errorf("%s: a resumed run uses the options saved in %s; only --steps, --save-every and --eval-every change them",
-			strings.Join(fixed, ", "), mlm.OptionsFile)
-	}
-	return mlm.Resumed(*o, givenFlags(cmd)), nil
 }

@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/cuda"
@@ -41,7 +42,7 @@ type speechTask struct{}
 // (speech.PaperLambda), the corpus in Data.
 func (speechTask) Info() Info {
 	return Info{Name: speech.TaskName, Modality: Speech, Examples: speech.Examples, UtilitySplit: speech.UtilitySplit,
-		UsesData: true, DeviceErr: errNoSpeechDevice, Lambda: speechLambdas}
+		UsesData: true, DeviceErr: errNoSpeechDevice, Lambda: maps.Clone(speechLambdas)}
 }
 
 // errNoSpeechDevice is the speech task's Info.DeviceErr.

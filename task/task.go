@@ -79,7 +79,7 @@ type EvalOptions struct {
 
 // Info describes a task: what stays the same from one of its runs to the
 // next, as hugot's PipelineMetadata does for a pipeline. [Task.Info]
-// gives it.
+// gives it, the caller's to keep (Lambda a copy).
 type Info struct {
 	// Name is the task's canonical name (`--task`, report.json's "task",
 	// the posterior files' "task" metadata).
@@ -154,7 +154,8 @@ func RunPipeline(ctx context.Context, t Task, po train.PipelineOptions, d *Data,
 // RunPrepared runs `nvdp run` as [RunPipeline] does, training with tr, the
 // run of po.Train that [Task.Prepare] checked (with its data): the pipeline
 // checks the rest of po and reads its data before any work, but not the
-// training options again. po.SkipTrain must be false.
+// training options again. po.Train must be tr's run (its Out and Resume;
+// else an error before any work) and po.SkipTrain false.
 func RunPrepared(ctx context.Context, tr Trainer, po train.PipelineOptions, report progress.Func) (*train.Report, error) {
 	return train.RunPipeline(ctx, tr.pipeline(), po, report)
 }

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"maps"
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/glue"
@@ -46,7 +47,7 @@ type textTask struct{ g *glue.Task }
 // Info: utility on dev, a GPU twin, model.DefaultOptions' lambda whatever
 // the variant.
 func (t textTask) Info() Info {
-	return Info{Name: t.g.Name, Modality: Text, Examples: textExamples, UtilitySplit: "dev", Lambda: textLambdas}
+	return Info{Name: t.g.Name, Modality: Text, Examples: textExamples, UtilitySplit: "dev", Lambda: maps.Clone(textLambdas)}
 }
 
 // textLambdas is the text tasks' Info.Lambda.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -80,6 +81,38 @@ func ParseShard(s string) (Shard, error) {
 	}
 	return sh, nil
 }
+
+// CheckShard checks, before any file is read, the inputs of the audit of
+// one shard of the posterior file at path: shard, written "i/n"
+// ([ParseShard]), and out, the file its part is written to, go together;
+// out is not the posterior file; and a shard audits every pair of its
+// rows in principled mode, so o has neither the reference mode nor a
+// sample of pairs. It returns the shard, or nil for the audit of the whole
+// file (shard and out "").
+//
+// Errors: a [*option.CombinationError] naming shard, out, posteriors,
+// mode or pairs, or ParseShard's.
+func (o Options) CheckShard(path, shard, out string) (*Shard, error) {
+	switch {
+	case (shard == "") != (out == ""):
+		return nil, option.Combination("%s and %s go together: a shard writes its part to %s", "shard", "out", "out")
+	case shard == "":
+		return nil, nil
+	case fsutil.SameFile(out, path):
+		return nil, option.Combination("%s "+escape(out)+" is the %s file "+escape(path)+
+			": the part would replace the posteriors it audits; write it to another file", "out", "posteriors")
+	case o.Mode == privacy.ModeReference || o.Pairs != 0:
+		return nil, option.Combination("%s audits every pair of its rows in principled mode: no %s reference, no %s", "shard", "mode", "pairs")
+	}
+	sh, err := ParseShard(shard)
+	if err != nil {
+		return nil, err
+	}
+	return &sh, nil
+}
+
+// escape escapes the % of a path in a [option.CombinationError]'s Format.
+func escape(path string) string { return strings.ReplaceAll(path, "%", "%%") }
 
 // A FileReport is the audit of a posterior file, or of the parts of a
 // sharded one, with its empirical label and the certified guarantee of the

@@ -345,3 +345,56 @@ func TestFileReportWrite(t *testing.T) {
 		t.Errorf("text:\n%s", got.String())
 	}
 }
+
+// TestCheckShard: a shard and its part file go together, the part is not
+// the posterior file, and a shard is principled over all pairs; each
+// refusal names its options, and a valid shard is parsed.
+func TestCheckShard(t *testing.T) {
+	dir := t.TempDir()
+	post := filepath.Join(dir, "post%1.safetensors") // a % in a path stays as it is
+	if err := os.WriteFile(post, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, "part.json")
+	ref := DefaultOptions()
+	ref.Mode = privacy.ModeReference
+	sample := DefaultOptions()
+	sample.Pairs = 5
+	for _, tc := range []struct {
+		name         string
+		o            Options
+		shard, out   string
+		want         *Shard
+		options, msg []string // the combination's options and its message's parts; nil: valid
+	}{
+		{"whole file", DefaultOptions(), "", "", nil, nil, nil},
+		{"a shard", DefaultOptions(), "1/3", part, &Shard{Index: 1, Count: 3}, nil, nil},
+		{"shard without out", DefaultOptions(), "0/2", "", nil, []string{"shard", "out", "out"}, []string{"shard and out go together"}},
+		{"out without shard", DefaultOptions(), "", part, nil, []string{"shard", "out", "out"}, nil},
+		{"out is the posteriors", DefaultOptions(), "0/2", post, nil, []string{"out", "posteriors"}, []string{"out " + post + " is the posteriors file " + post + ":"}},
+		{"reference mode", ref, "0/2", part, nil, []string{"shard", "mode", "pairs"}, []string{"no mode reference, no pairs"}},
+		{"a sample of pairs", sample, "0/2", part, nil, []string{"shard", "mode", "pairs"}, nil},
+	} {
+		got, err := tc.o.CheckShard(post, tc.shard, tc.out)
+		if tc.options == nil {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%s: %v, %v, want %v", tc.name, got, err, tc.want)
+			}
+			continue
+		}
+		var c *option.CombinationError
+		if !errors.As(err, &c) || !reflect.DeepEqual(c.Options, tc.options) || got != nil {
+			t.Errorf("%s: %v, %v, want a combination of %q", tc.name, got, err, tc.options)
+			continue
+		}
+		for _, m := range tc.msg {
+			if !strings.Contains(err.Error(), m) {
+				t.Errorf("%s: %q, want %q in it", tc.name, err, m)
+			}
+		}
+	}
+	var oe *option.Error
+	if _, err := DefaultOptions().CheckShard(post, "2/2", part); !errors.As(err, &oe) || oe.Option != "shard" {
+		t.Errorf("shard 2/2: %v, want ParseShard's error", err)
+	}
+}

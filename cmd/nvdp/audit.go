@@ -11,7 +11,6 @@ import (
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
-	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
@@ -23,6 +22,7 @@ type auditFlags struct {
 	opt audit.FileOptions
 	auditStrings
 	posteriors, shard, out string
+	part                   *audit.Shard // --shard, parsed by options
 	jsonOut, noProgress    bool
 	dev                    deviceFlags
 }
@@ -76,23 +76,20 @@ func joinFloats(v []float64) string {
 }
 
 // options are the audit options of the flags, validated before any file
-// is read. An explicit --q 0 is an error (left out, q is batch-size / M).
+// is read, and f.part, the shard of --shard and --out
+// (audit.Options.CheckShard). An explicit --q 0 is an error (left out, q
+// is batch-size / M).
 func (f *auditFlags) options(cmd *cobra.Command) (audit.FileOptions, error) {
 	o := f.opt
 	o.AutoLowMemory = !cmd.Flags().Changed("low-memory")
 	if err := f.apply(&o.Options, cmd.Flags().Changed("q")); err != nil {
 		return o, err
 	}
-	if (f.shard == "") != (f.out == "") {
-		return o, fmt.Errorf("--shard and --out go together: a shard writes its part to --out")
+	var err error
+	if f.part, err = o.CheckShard(f.posteriors, f.shard, f.out); err != nil {
+		return o, flagError(err)
 	}
-	if f.out != "" && fsutil.SameFile(f.out, f.posteriors) {
-		return o, fmt.Errorf("--out %s is the --posteriors file %s: the part would replace the posteriors it audits; write it to another file", f.out, f.posteriors)
-	}
-	if f.shard != "" && (o.Mode == privacy.ModeReference || o.Pairs != 0) {
-		return o, fmt.Errorf("--shard audits every pair of its rows in principled mode: no --mode reference, no --pairs")
-	}
-	if f.shard != "" && f.jsonOut {
+	if f.part != nil && f.jsonOut {
 		return o, fmt.Errorf("--shard writes its part to --out; --json applies to the merged report (nvdp audit merge --json)")
 	}
 	if err := f.dev.check(); err != nil {
@@ -101,7 +98,7 @@ func (f *auditFlags) options(cmd *cobra.Command) (audit.FileOptions, error) {
 	if f.dev.precision != cuda.PrecisionFP32 {
 		return o, fmt.Errorf("--precision %s: the audit computes in FP64 on either device (it has no GEMM); leave --precision out", f.dev.precision)
 	}
-	if name := o.DeviceUnsupported(f.shard != ""); name != "" && f.dev.device != cuda.DeviceCPU {
+	if name := o.DeviceUnsupported(f.part != nil); name != "" && f.dev.device != cuda.DeviceCPU {
 		flag := map[string]string{"shard": "--shard", "low_memory": "--low-memory", "pairs": "--pairs", "mode": "--mode reference"}[name]
 		if f.dev.device == cuda.DeviceCUDA {
 			return o, fmt.Errorf("--device cuda: %s runs on the CPU only (the audit on the device evaluates every ordered pair of the whole file in principled mode); leave %s out or use --device cpu", flag, flag)
@@ -127,12 +124,8 @@ func runAudit(cmd *cobra.Command, f *auditFlags) error {
 		return err
 	}
 	o.Progress = newProgress(cmd, f.noProgress)
-	if f.shard != "" {
-		shard, err := audit.ParseShard(f.shard)
-		if err != nil {
-			return flagError(err)
-		}
-		_, err = audit.AuditFileShard(cmd.Context(), f.posteriors, o, shard, f.out)
+	if f.part != nil {
+		_, err = audit.AuditFileShard(cmd.Context(), f.posteriors, o, *f.part, f.out)
 		return err
 	}
 	if f.dev.device != cuda.DeviceCPU { // --device cuda, or auto where a GPU loads

@@ -22,7 +22,9 @@ import (
 )
 
 // prepare resolves and validates o (or, for a resume, reads the options
-// saved in o.Train.Out) and checks the files, before any work.
+// saved in o.Train.Out) and checks the files, before any work. A new run's
+// directory is checked last: train.ErrRunExists says that the rest is
+// valid.
 func prepare(o Options) (Options, error) {
 	t := &o.Train
 	if t.Resume {
@@ -47,9 +49,10 @@ func prepare(o Options) (Options, error) {
 		if err := o.Validate(); err != nil {
 			return o, err
 		}
-		if err := loop.Check(filepath.Join(t.Out, train.CheckpointFile), false); err != nil {
+		if err := o.CheckFiles(); err != nil {
 			return o, err
 		}
+		return o, loop.Check(filepath.Join(t.Out, train.CheckpointFile), false)
 	}
 	return o, o.CheckFiles()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 )
 
@@ -92,9 +93,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 type sweeper struct {
 	o   *Options
 	man *manifest
-	// prepared are the cells checkCells checked, by ID; a cell whose
-	// options change after (a C_mu selection) leaves it.
-	prepared map[string]preparedCell
+	// prepared are the new runs checkCells prepared, by cell ID; a cell
+	// whose options change after (a C_mu selection) leaves it.
+	prepared map[string]task.Trainer
 
 	mu     sync.Mutex // guards res.Ran and failed
 	res    Result
@@ -175,12 +176,11 @@ func (s *sweeper) runCell(ctx context.Context, c *Cell) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	if fileExists(filepath.Join(c.Dir, train.CheckpointFile)) {
+	if _, err := os.Stat(filepath.Join(c.Dir, train.CheckpointFile)); err == nil {
 		po.Train.Resume = true
 		warnChangedOptions(c, po.Train)
-	}
-	if p, ok := s.prepared[c.ID]; ok && p.resume == po.Train.Resume {
-		po.prepared = p.tr
+	} else {
+		po.prepared = s.prepared[c.ID] // nil when checkCells prepared none
 	}
 	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
 		return false, err

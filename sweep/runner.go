@@ -54,51 +54,38 @@ func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.R
 	return task.RunPipeline(ctx, t, spec.PipelineOptions, spec.Data, report)
 }
 
-// checkCells checks, before any work, the training run of the first cell
-// to run of each variant of the tasks that read task.Data (the others
-// differ in lambda, seed and target only; a GLUE cell's options are
-// checked by its pipeline), as the cell would run now: [task.Task.Prepare],
-// which writes nothing, of a new run, or of a resumed one where the cell's
-// directory holds a checkpoint; a cell with its report.json is not run,
-// and not checked. It returns the prepared runs by cell ID, which the
-// cells' runs in this process train with (RunCell), without checking them
-// again. Errors are the task's (*option.Error, naming data_dir,
-// max_seconds, ...).
-func checkCells(o *Options, cells []*Cell) (map[string]preparedCell, error) {
-	prepared := map[string]preparedCell{}
+// checkCells checks, before any work, the options of the first cell of
+// each variant of the tasks that read task.Data (the others differ in
+// lambda, seed and target only; a GLUE cell's options are checked by its
+// pipeline) as a new run's, with [task.Task.Prepare], which writes nothing.
+// It returns the runs it prepared by cell ID, which the cells' new runs in
+// this process train with (RunCell), without checking them again; a cell
+// whose directory holds a run ([train.ErrRunExists], checked last), done or
+// to resume, has its options checked and is prepared by its run. Errors are
+// the task's (*option.Error, naming data_dir, max_seconds, ...).
+func checkCells(o *Options, cells []*Cell) (map[string]task.Trainer, error) {
+	prepared := map[string]task.Trainer{}
 	seen := map[[2]string]bool{}
 	for _, c := range cells {
 		t, err := task.Lookup(c.Task)
 		if err != nil {
 			return nil, err
 		}
-		if !t.Info().UsesData || seen[[2]string{c.Task, c.Variant}] || fileExists(filepath.Join(c.Dir, train.ReportFile)) {
+		if !t.Info().UsesData || seen[[2]string{c.Task, c.Variant}] {
 			continue
 		}
 		seen[[2]string{c.Task, c.Variant}] = true
 		spec := cellOptions(o, c)
-		spec.Train.Resume = fileExists(filepath.Join(c.Dir, train.CheckpointFile))
 		tr, err := t.Prepare(spec.Train, spec.Data)
-		if err != nil {
+		switch {
+		case errors.Is(err, train.ErrRunExists):
+		case err != nil:
 			return nil, err
+		default:
+			prepared[c.ID] = tr
 		}
-		prepared[c.ID] = preparedCell{tr, spec.Train.Resume}
 	}
 	return prepared, nil
-}
-
-// preparedCell is a cell's training run checked by checkCells, new or
-// resumed.
-type preparedCell struct {
-	tr     task.Trainer
-	resume bool
-}
-
-// fileExists reports whether path is there (a cell's report.json or
-// checkpoint).
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // Runner runs one cell, as [RunCell] with spec does, in this process or

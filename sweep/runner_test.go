@@ -248,9 +248,11 @@ func TestSweepChecksBeforeWriting(t *testing.T) {
 }
 
 // TestPreparedCells: the first cell of each variant of a speech sweep is
-// checked once, before any work, and runs with the run checkCells
-// prepared (CellSpec.prepared, which RunCell trains with); the others,
-// and a cell whose report.json exists, are not prepared.
+// checked once, before any work, and a new run of it runs with the run
+// checkCells prepared (CellSpec.prepared, which RunCell trains with); the
+// others are not prepared, nor is a resumed cell (its run prepares it from
+// its saved options). Run again over the finished sweep with options that
+// are not valid, it is refused before writing anything.
 func TestPreparedCells(t *testing.T) {
 	o := speechSweep(t, nvib.ModelNVDPClipped, nvib.ModelBaseline)
 	f := &fakeRunner{}
@@ -263,15 +265,39 @@ func TestPreparedCells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"lid/nvdp-clipped/lambda=1e-3/seed=1": true, "lid/nvdp-clipped/lambda=1e-3/seed=2": false, "lid/baseline/seed=1": true, "lid/baseline/seed=2": false}
+	want := map[string]bool{"lid/nvdp-clipped/lambda=1e-3/seed=1": true, "lid/nvdp-clipped/lambda=1e-3/seed=2": false,
+		"lid/baseline/seed=1": true, "lid/baseline/seed=2": false}
 	if res.Ran != 4 || !reflect.DeepEqual(prepared, want) {
 		t.Errorf("ran %d cells, prepared %v; want 4, %v", res.Ran, prepared, want)
 	}
-	if err := os.Remove(filepath.Join(o.Out, "lid", nvib.ModelBaseline, "seed=1", train.ReportFile)); err != nil {
-		t.Fatal(err)
+	for id, resume := range map[string]bool{"lid/baseline/seed=1": false, "lid/nvdp-clipped/lambda=1e-3/seed=1": true} {
+		dir := filepath.Join(o.Out, id)
+		if err := os.Remove(filepath.Join(dir, train.ReportFile)); err != nil {
+			t.Fatal(err)
+		}
+		if resume {
+			if err := os.WriteFile(filepath.Join(dir, train.CheckpointFile), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	clear(prepared)
-	if res, err = Run(context.Background(), o); err != nil || res.Ran != 1 || !prepared["lid/baseline/seed=1"] || len(prepared) != 1 {
-		t.Errorf("again with one report removed: ran %v, prepared %v (%v); want that cell alone, prepared", res, prepared, err)
+	want = map[string]bool{"lid/baseline/seed=1": true, "lid/nvdp-clipped/lambda=1e-3/seed=1": false}
+	if res, err = Run(context.Background(), o); err != nil || res.Ran != 2 || !reflect.DeepEqual(prepared, want) ||
+		!f.resume["lid/nvdp-clipped/lambda=1e-3/seed=1"] {
+		t.Errorf("again with a new and a resumed cell: ran %v, prepared %v, resumed %v (%v); want 2, %v",
+			res, prepared, f.resume, err, want)
+	}
+	before, err := os.ReadFile(filepath.Join(o.Out, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Data.MaxSeconds = -1
+	var oe *option.Error
+	if _, err := Run(context.Background(), o); !errors.As(err, &oe) || oe.Option != "max_seconds" {
+		t.Errorf("the finished sweep run again with max_seconds -1: %v, want its option error", err)
+	}
+	if after, err := os.ReadFile(filepath.Join(o.Out, ManifestFile)); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the refused sweep rewrote %s (%v)", ManifestFile, err)
 	}
 }

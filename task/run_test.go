@@ -212,7 +212,7 @@ func TestRunPipelineTasks(t *testing.T) {
 // TestPrepare: Prepare checks a run once before any work, for each
 // modality, and writes nothing: bad options and files are refused with the
 // option named (a text run's options resolved, the speech task's
-// data), a new
+// data), before the directory is checked; a new
 // run in a directory that holds one is train.ErrRunExists, a resume of a
 // directory without a checkpoint train.ErrNoCheckpoint; a text run refuses
 // a device with a radius schedule when it trains (model.Checked.OnDevice),
@@ -247,6 +247,9 @@ func TestPrepare(t *testing.T) {
 		{"speech reference", "lid", func(o *model.Options, _ *Data) { o.Mode = "reference" }, "mode", nil},
 		{"speech run exists", "lid", func(o *model.Options, _ *Data) { o.Out = taken }, "", train.ErrRunExists},
 		{"speech resume", "lid", func(o *model.Options, _ *Data) { o.Resume = true }, "", train.ErrNoCheckpoint},
+		// the directory is checked last: ErrRunExists says the rest is valid (sweep's checkCells)
+		{"text run exists, vocab", "sst2", func(o *model.Options, _ *Data) { o.Out, o.Vocab = taken, "/nonexistent/vocab.txt" }, "vocab", nil},
+		{"speech run exists, data dir", "lid", func(o *model.Options, d *Data) { o.Out, d.DataDir = taken, "/nonexistent" }, "data_dir", nil},
 	} {
 		tk, _ := Lookup(c.task)
 		o, d := text, &Data{}

@@ -131,8 +131,9 @@ type Task interface {
 	// Prepare checks a training run of o with d once, before any work,
 	// and returns it ready to train into o.Out (train.Prepare, or the
 	// task's own): a new run's options resolved and validated, its files
-	// checked and o.Out free of a run; a resumed run's read from o.Out.
-	// It writes nothing. [RunPrepared] runs the pipeline of what it
+	// checked and o.Out free of a run, checked last (train.ErrRunExists
+	// says that the rest is valid); a resumed run's read from o.Out. It
+	// writes nothing. [RunPrepared] runs the pipeline of what it
 	// returns without checking the options again.
 	Prepare(o model.Options, d *Data) (Trainer, error)
 	// Load loads the model of m (its weights and files) for evaluation.

@@ -116,7 +116,7 @@ func RunDistinguish(ctx context.Context, in DistinguishInputs, opt DistinguishOp
 	cands, err := Candidates(ctx, in.Pair, r, file, in.source(), opt.Delta, opt.Seed, opt.Progress)
 	if err != nil {
 		if in.Pair.Kind == PairWitness && file == nil {
-			return nil, option.Errorf("model", shownPath{in.Model}, "%v", err)
+			return nil, option.Errorf("model", option.Show(in.Model), "%v", err)
 		}
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (in DistinguishInputs) load(rep *DistinguishReport, delta float64) (*releas
 	}
 	if rep.Certified == nil {
 		if rep.Certified, err = FileGuarantee(file, delta); err != nil {
-			return nil, nil, option.Errorf("posteriors", shownPath{rep.Posteriors}, "%v", err)
+			return nil, nil, option.Errorf("posteriors", option.Show(rep.Posteriors), "%v", err)
 		}
 	}
 	return r, file, nil
@@ -172,7 +172,7 @@ func (in DistinguishInputs) posteriors(r *release.Releaser) (*privacy.Posteriors
 		}
 		if r != nil {
 			if n, pp := r.Shape(); p.N != n || p.P != pp {
-				return nil, option.Errorf("posteriors", shownPath{in.Posteriors}, "posteriors of [N %d, P %d], the model releases [N %d, P %d]", p.N, p.P, n, pp)
+				return nil, option.Errorf("posteriors", option.Show(in.Posteriors), "posteriors of [N %d, P %d], the model releases [N %d, P %d]", p.N, p.P, n, pp)
 			}
 		}
 		return p, nil

@@ -43,7 +43,7 @@ func loadLearned(in LearnedInputs) (*Target, *Corpus, error) {
 			return nil, nil, option.Errorf("vocab", nil, "%v", err)
 		}
 		if err := t.CheckVocabulary(tok); err != nil {
-			return nil, nil, option.Errorf("vocab", shownPath{in.Vocab}, "is not the model's vocabulary: %v", err)
+			return nil, nil, option.Errorf("vocab", option.Show(in.Vocab), "is not the model's vocabulary: %v", err)
 		}
 	}
 	return t, c, nil
@@ -77,9 +77,3 @@ func runLearned[R any](in LearnedInputs, validate func() error, run func(*Target
 	}
 	return run(t, c)
 }
-
-// shownPath is a file or directory as the value of an [*option.Error]: shown as
-// given, unquoted ("posteriors FILE: ...").
-type shownPath struct{ name string }
-
-func (p shownPath) String() string { return p.name }

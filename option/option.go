@@ -131,6 +131,16 @@ func MentionErrorf(mentions []string, option string, value any, format string, a
 	return &Error{Option: option, Value: value, Reason: fmt.Sprintf(format, args...), Mentions: mentions}
 }
 
+// Shown is a value that an [Error] shows as it is, unquoted, where a
+// string would be quoted: a path, as a message that names files writes
+// it. [Show] makes one.
+type Shown struct{ s string }
+
+// Show returns s as a [Shown] value.
+func Show(s string) Shown { return Shown{s} }
+
+func (v Shown) String() string { return v.s }
+
 // FormatValue writes an [Error]'s value as it follows the option's name: " "
 // and the value, with strings and values of string types quoted, or "" for
 // nil.

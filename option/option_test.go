@@ -21,6 +21,7 @@ func TestError(t *testing.T) {
 		{Errorf("mode", mode("other"), "want one of a, b"), `mode "other": want one of a, b`},
 		{Errorf("grad_clip", math.NaN(), "must be a finite number"), "grad_clip NaN: must be a finite number"},
 		{Errorf("lr", 5e-4, "x"), "lr 0.0005: x"},
+		{Errorf("out", Show("/a b"), "x"), "out /a b: x"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("%q, want %q", got, tc.want)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -72,13 +74,29 @@ type ClipSetOptions struct {
 	Model, Variant, Mode string
 }
 
+// Validate checks o before any work: the witness file's directory exists,
+// then [ReportOptions.Validate]. Errors are [*option.Error] values, witness
+// for the directory.
+func (o ClipSetOptions) Validate() error {
+	if w := o.Witness; w != "" {
+		if st, err := os.Stat(filepath.Dir(w)); err != nil || !st.IsDir() {
+			return option.Errorf("witness", option.Show(w), "the directory %s does not exist", filepath.Dir(w))
+		}
+	}
+	return o.ReportOptions.Validate()
+}
+
 // NewClipSetReport certifies set with the options o and returns the report
 // with set's constants, writing the witness pair to o.Witness.
 //
-// Errors are those of [NewCertifiedReport], and an [*option.Error] for the
-// option "witness": a pair that would not fit, see [WitnessFits], checked
-// before any other work, and the witness file's write.
+// Errors are those of [ClipSetOptions.Validate] and [NewCertifiedReport],
+// and an [*option.Error] for the option "witness": a pair that would not
+// fit, see [WitnessFits], checked before any other work, and the witness
+// file's write.
 func NewClipSetReport(set ClipSet, o ClipSetOptions) (*ClipSetReport, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	if o.Witness != "" {
 		if err := WitnessFits(set); err != nil {
 			return nil, option.Errorf("witness", nil, "%v", err)

@@ -68,4 +68,17 @@ func TestNewClipSetReportWitness(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Option != "witness" || !strings.HasPrefix(oe.Reason, "witness: 10000000 components x 128 dims take about") {
 		t.Errorf("too large: %v, want an option error for witness", err)
 	}
+
+	// a witness into a directory that does not exist is refused before any
+	// work, the path shown as given; then the report options are checked
+	nodir := filepath.Join(dir, "none", "w.safetensors")
+	_, err = NewClipSetReport(set, ClipSetOptions{ReportOptions: ro, Witness: nodir})
+	if want := "witness " + nodir + ": the directory " + filepath.Dir(nodir) + " does not exist"; !errors.As(err, &oe) || oe.Option != "witness" || err.Error() != want {
+		t.Errorf("no directory: %v, want %q", err, want)
+	}
+	bad := ro
+	bad.Releases = 0
+	if err := (ClipSetOptions{ReportOptions: bad, Witness: path}).Validate(); !errors.As(err, &oe) || oe.Option != "releases" {
+		t.Errorf("releases 0: %v, want the report options' error", err)
+	}
 }

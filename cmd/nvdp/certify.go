@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
@@ -106,11 +104,6 @@ func (f *certifyFlags) modelClipSet(cmd *cobra.Command, o *privacy.ClipSetOption
 
 func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	o := f.o
-	if w := o.Witness; w != "" { // before any work: the file's directory exists
-		if st, err := os.Stat(filepath.Dir(w)); err != nil || !st.IsDir() {
-			return fmt.Errorf("--witness %s: the directory %s does not exist", w, filepath.Dir(w))
-		}
-	}
 	o.Direction, o.Source = privacy.GaussianDirection(f.direction), "constants given on the command line"
 	var err error
 	if f.orders != "" {

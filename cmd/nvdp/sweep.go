@@ -53,10 +53,6 @@ identification. Details: docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes
 				}
 				return printJSON(cmd.OutOrStdout(), p.Summary(so.Out))
 			}
-			if so.Jobs > 1 && sf.inProcess {
-				return fmt.Errorf("--jobs %d with --in-process: cells in one process run one at a time "+
-					"(they would share nn's cores and OpenBLAS's process-wide thread count); drop --in-process to run them as subprocesses", so.Jobs)
-			}
 			if err := so.SetRunner([]string{"sweep-cell", "--log-level", logLevel}, newProgress(cmd, sf.noProgress)); err != nil {
 				return flagError(err)
 			}
@@ -65,8 +61,8 @@ identification. Details: docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes
 	}
 	fs := cmd.Flags()
 	trainFlags(fs, &po.Train, &sf.noProgress)
-	for _, f := range perCellFlags {
-		_ = fs.MarkHidden(f)
+	for _, k := range sweep.PerCell {
+		_ = fs.MarkHidden(optionFlag(k))
 	}
 	fs.StringVar(&sf.tasks, "tasks", "sst2", "comma-separated GLUE tasks, or lid alone (spoken language identification: --lid-dir, --max-seconds)")
 	dataFlags(fs, &sf.dv)
@@ -87,18 +83,11 @@ identification. Details: docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes
 	return cmd
 }
 
-// perCellFlags are the flags of `nvdp run` that a sweep sets per cell.
-var perCellFlags = []string{"task", "variant", "lambda", "seed", "resume", "stop-after-steps"}
-
 // bind sets so from the flags: the train and audit flags into its base, the
 // lists and the C_mu selection; each task's defaults for the flags left out
-// (task.Task.Apply) and its data. The sweep validates the result.
+// (task.Task.Apply) and its data; the flags given that the sweep decides
+// (sweep.Options.CheckGiven). The sweep validates the result.
 func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
-	for _, f := range perCellFlags {
-		if cmd.Flags().Changed(f) {
-			return fmt.Errorf("--%s is per cell in a sweep: use --tasks, --variants, --lambdas, --seeds (resumption is automatic)", f)
-		}
-	}
 	po := &so.Base
 	finishTrainFlags(cmd, &po.Train)
 	so.Out = po.Train.Out
@@ -118,8 +107,8 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 			return flagError(err)
 		}
 	}
-	if len(so.CMuGrid) > 0 && cmd.Flags().Changed("c-mu") {
-		return fmt.Errorf("--c-mu and --c-mu-grid: give one (the grid selects C_mu)")
+	if err := so.CheckGiven(option.Given(givenFlags(cmd))); err != nil {
+		return flagError(err)
 	}
 	if cmd.Flags().Changed("c-mu-lambda") {
 		so.CMuLambda = &sf.cmuLambda

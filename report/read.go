@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,8 @@ type Options struct {
 // A sweep's manifest lists the cells the sweep planned: sweep.json, written
 // by `nvdp sweep`, or the stages.json of a sweep in stages not finished yet.
 // A planned cell without report.json makes a [*MissingCellsError], unless
-// o.AllowPartial. A tree of runs without either manifest is read as it is.
+// o.AllowPartial: then a warning names the cells left out (slog). A tree of
+// runs without either manifest is read as it is.
 //
 // It returns an error for no report.json under root, a file that does not
 // parse, missing cells, and an attack report that does not parse; the files
@@ -74,6 +76,10 @@ func Read(root string, o Options) (*Tables, error) {
 	t.Distinguish = distinguishPoints(cells, reps, paths)
 	if t.Learned, err = loadLearned(attacks, cells); err != nil {
 		return nil, fmt.Errorf("attack reports under %s: %w", attacks, err)
+	}
+	if len(missing) > 0 {
+		slog.Warn("a partial sweep: cells without report.json are left out of the tables", "dir", root, "missing", len(missing),
+			"cells", MissingList(missing))
 	}
 	return t, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"image/png"
 	"math"
 	"math/rand/v2"
@@ -917,9 +918,16 @@ func TestReadMissingCells(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, w)
 		}
 	}
+	var logged bytes.Buffer // the warning that names the cells left out
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
 	tb, err := Read(root, Options{AllowPartial: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if l := logged.String(); !strings.Contains(l, "a partial sweep") || !strings.Contains(l, "missing=2") ||
+		!strings.Contains(l, `cells="sst2/nvdp/lambda=1e-2/seed=2 (failed), sst2/nvdp/lambda=1e-1/seed=1 (pending)"`) {
+		t.Errorf("warning %q, want the cells left out", l)
 	}
 	if !slices.Equal(tb.Missing, want) || len(tb.Tasks) != 1 || len(tb.Tasks[0].Rows) != 1 || len(tb.Tasks[0].Rows[0].Cells) != 1 {
 		t.Fatalf("partial: missing %v, tasks %+v", tb.Missing, tb.Tasks)

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 
 	"github.com/nvdp-project/nvdp/report"
@@ -56,10 +55,6 @@ func (f *reportFlags) run(cmd *cobra.Command, dir string) error {
 		return fmt.Errorf("%w (--allow-partial reports them)", err)
 	} else if err != nil {
 		return err
-	}
-	if len(t.Missing) > 0 {
-		slog.Warn("a partial sweep: cells without report.json are left out of the tables", "dir", dir, "missing", len(t.Missing),
-			"cells", report.MissingList(t.Missing))
 	}
 	if f.out == "" {
 		err = report.Write(cmd.OutOrStdout(), t, f.format)

@@ -93,7 +93,7 @@ func attention(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rng *rand
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	c := &AttentionCache{Q: q, K: k, V: v, KeyBias: keyBias, Heads: H, B: B, Tq: Tq, Tk: Tk, Dh: dh}
 	TT := Tq * Tk
-	c.Probs = ws.Floats(B * H * TT)
+	c.Probs = ws.NewUninit(B * H * TT).Data // every score written by a GEMM with beta 0
 	if train && p > 0 {
 		// Masks are drawn first, sequentially, so the stream does not
 		// depend on the parallel schedule.
@@ -106,7 +106,7 @@ func attention(q, k, v *Tensor, heads int, keyBias *Tensor, p float32, rng *rand
 			}
 		}
 	}
-	out := ws.New(B, Tq, HD)
+	out := ws.NewUninit(B, Tq, HD) // every head's columns written by a GEMM with beta 0
 	// One task per (batch, head): scores = scale Q K^T (+ bias), row
 	// softmax, optional dropout, out = P V. Tasks run in parallel with
 	// single-threaded BLAS.

@@ -17,7 +17,7 @@ func GELU(x *Tensor) *Tensor { return GELUInfer(x, nil) }
 // GELUInfer is [GELU] with y taken from ws ([Workspace.New]; nil: newly allocated): the same
 // operations in the same order.
 func GELUInfer(x *Tensor, ws *Workspace) *Tensor {
-	y := ws.New(x.Shape...)
+	y := ws.NewUninit(x.Shape...) // every value written
 	xs, ys := x.Data, y.Data
 	Parallel(len(xs), 8, func(lo, hi int) {
 		for i := lo; i < hi; i++ {

@@ -62,7 +62,7 @@ func (l *LayerNorm) forward(x *Tensor, ws *Workspace, c *LayerNormCache) *Tensor
 		panic(fmt.Sprintf("nn.LayerNorm(%s): input last dim %d, want %d", l.Weight.Name, x.Dim(-1), D))
 	}
 	rows := x.Rows()
-	y := ws.New(x.Shape...)
+	y := ws.NewUninit(x.Shape...) // every row written
 	w, b := l.Weight.Value.Data, l.Bias.Value.Data
 	eps := float64(l.Eps)
 	Parallel(rows, 4*D, func(lo, hi int) {

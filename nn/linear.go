@@ -52,8 +52,12 @@ func (l *Linear) Infer(x *Tensor, ws *Workspace) *Tensor {
 	}
 	rows := x.Rows()
 	var buf [4]int // the shape, on the stack for up to 4 dimensions
-	y := ws.New(append(append(buf[:0], x.Shape[:len(x.Shape)-1]...), l.Out)...)
-	if l.B != nil {
+	shape := append(append(buf[:0], x.Shape[:len(x.Shape)-1]...), l.Out)
+	var y *Tensor
+	if l.B == nil {
+		y = ws.New(shape...) // the GEMM adds to y
+	} else {
+		y = ws.NewUninit(shape...) // every row the bias
 		b := l.B.Value.Data
 		for r := 0; r < rows; r++ {
 			copy(y.Data[r*l.Out:(r+1)*l.Out], b)

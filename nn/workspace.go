@@ -19,6 +19,18 @@ type Workspace struct {
 // New returns a zero tensor of the given shape, from the workspace's memory (from [New] for a
 // nil workspace). Its Data and Shape are the workspace's until [Workspace.Reset].
 func (w *Workspace) New(shape ...int) *Tensor {
+	t := w.NewUninit(shape...)
+	if w != nil {
+		clear(t.Data)
+	}
+	return t
+}
+
+// NewUninit is [Workspace.New] without the zeroing: the values are whatever the workspace's
+// memory held (zero for a nil workspace or memory newly allocated). It is for outputs whose
+// every value the caller writes before any is read (a copy, a LayerNorm, a GEMM with beta 0),
+// which then do not depend on what the memory held.
+func (w *Workspace) NewUninit(shape ...int) *Tensor {
 	if w == nil {
 		return New(shape...)
 	}
@@ -32,7 +44,6 @@ func (w *Workspace) New(shape ...int) *Tensor {
 		t.Data = make([]float32, n)
 	} else {
 		t.Data = t.Data[:n]
-		clear(t.Data)
 	}
 	t.Shape = append(t.Shape[:0], shape...)
 	return t

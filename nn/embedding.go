@@ -50,8 +50,9 @@ func (e *Embedding) Infer(ids []int32, ws *Workspace, shape ...int) *Tensor {
 		panic(fmt.Sprintf("nn.Embedding(%s): %d ids for shape %v", e.W.Name, len(ids), shape))
 	}
 	V, D := e.Vocab(), e.Dim()
-	var buf [4]int                                               // the shape, on the stack for up to 4 dimensions
-	out := ws.NewUninit(append(append(buf[:0], shape...), D)...) // every row copied
+	var buf [4]int // the shape, on the stack for up to 4 dimensions
+	// every row is copied: no zeroing
+	out := ws.NewUninit(append(append(buf[:0], shape...), D)...)
 	w := e.W.Value.Data
 	for i, id := range ids {
 		if id < 0 || int(id) >= V {

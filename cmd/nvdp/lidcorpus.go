@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/lid"
@@ -10,7 +8,7 @@ import (
 )
 
 // newLIDCorpusCmd is `nvdp lidcorpus`: the synthetic stand-in of
-// CommonLanguage (lid.Synthesize; scripts/make-lid-corpus.sh installs
+// CommonLanguage (lid.SynthesizeEspeak; scripts/make-lid-corpus.sh installs
 // espeak-ng and the word lists and calls it).
 func newLIDCorpusCmd() *cobra.Command {
 	var (
@@ -31,27 +29,11 @@ its README.md and SYNTHETIC.json say so. scripts/make-lid-corpus.sh installs wha
 			if list {
 				return lid.WriteStandIns(cmd.OutOrStdout())
 			}
-			if out == "" {
-				return fmt.Errorf("--out: required")
-			}
 			if langs != "" {
 				o.Languages = strings.Split(langs, ",")
 			}
-			if err := o.Validate(); err != nil {
-				return flagError(err)
-			}
-			r := lid.Espeak{Binary: espeak}
-			version, err := r.Version()
-			if err != nil {
-				return fmt.Errorf("--espeak: %w (scripts/make-lid-corpus.sh installs espeak-ng)", err)
-			}
-			slog.Info("lidcorpus", "out", out, "renderer", version, "train", o.Train, "dev", o.Dev, "test", o.Test, "seed", o.Seed)
-			info, err := lid.Synthesize(out, o, r, version, lid.ReadWords, newProgress(cmd, noProgress))
-			if err != nil {
-				return err
-			}
-			slog.Info("lidcorpus done", "out", out, "languages", len(info.Languages), "missing", len(info.Missing), "utterances", info.NumUtterances())
-			return nil
+			_, err := lid.SynthesizeEspeak(out, o, espeak, newProgress(cmd, noProgress))
+			return flagError(err)
 		},
 	}
 	f := cmd.Flags()

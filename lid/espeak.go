@@ -1,0 +1,38 @@
+package lid
+
+import (
+	"log/slog"
+
+	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/progress"
+)
+
+// SynthesizeEspeak renders the synthetic corpus into root with espeak-ng,
+// the program at binary ("": espeak-ng on the PATH), and the Debian word
+// lists ([ReadWords]): it checks o, asks the program for its version (the
+// corpus records it), logs what it renders, runs [Synthesize] and logs
+// what it wrote. p receives Synthesize's progress.
+//
+// Errors: an [*option.Error] naming out for an empty root, espeak for a
+// program that does not run (with where to get it), or the option of o
+// ([SynthOptions.Validate]); those of Synthesize.
+func SynthesizeEspeak(root string, o SynthOptions, binary string, p progress.Func) (*SynthInfo, error) {
+	if root == "" {
+		return nil, option.Errorf("out", nil, "required")
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := Espeak{Binary: binary}
+	version, err := r.Version()
+	if err != nil {
+		return nil, &option.Error{Option: "espeak", Reason: err.Error() + " (scripts/make-lid-corpus.sh installs espeak-ng)", Err: err}
+	}
+	slog.Info("lidcorpus", "out", root, "renderer", version, "train", o.Train, "dev", o.Dev, "test", o.Test, "seed", o.Seed)
+	info, err := Synthesize(root, o, r, version, ReadWords, p)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("lidcorpus done", "out", root, "languages", len(info.Languages), "missing", len(info.Missing), "utterances", info.NumUtterances())
+	return info, nil
+}

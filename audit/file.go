@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -63,6 +64,35 @@ func (o Options) DeviceUnsupported(sharded bool) string {
 		return "mode"
 	}
 	return ""
+}
+
+// CheckDevice checks the device and precision asked for an audit of o
+// (sharded: one shard of the file), as [cuda.Select] takes them, before
+// any work. The audit computes in FP64 on either device, so a precision
+// other than [cuda.PrecisionFP32] is an [*option.Error] naming precision.
+// A device does not run the option [Options.DeviceUnsupported] names:
+// with [cuda.DeviceCUDA] that is an error, a [*option.CombinationError]
+// naming device and the option; with [cuda.DeviceAuto] the audit runs on
+// the CPU, and cpu is the reason, a [*option.CombinationError] naming the
+// option (nil: the device asked for runs it).
+func (o Options) CheckDevice(device, precision string, sharded bool) (cpu, err error) {
+	if precision != cuda.PrecisionFP32 {
+		return nil, option.MentionErrorf([]string{"precision"}, "precision", option.Show(precision),
+			"the audit computes in FP64 on either device (it has no GEMM); leave precision out")
+	}
+	name := o.DeviceUnsupported(sharded)
+	if name == "" || device == cuda.DeviceCPU {
+		return nil, nil
+	}
+	what := "%s" // the option as given
+	if name == "mode" {
+		what = "%s " + string(privacy.ModeReference)
+	}
+	if device == cuda.DeviceCUDA {
+		return nil, option.Combination("%s cuda: "+what+" runs on the CPU only (the audit on the device evaluates every ordered pair of the whole file "+
+			"in principled mode); leave "+what+" out or use %s cpu", "device", name, name, "device")
+	}
+	return option.Combination("auto: the audit on the device does not run "+what, name), nil
 }
 
 // ParseShard parses a shard written "i/n", such as 0/4, with

@@ -398,3 +398,46 @@ func TestCheckShard(t *testing.T) {
 		t.Errorf("shard 2/2: %v, want ParseShard's error", err)
 	}
 }
+
+// TestCheckDevice: a precision other than fp32 is refused; an option a
+// device does not run is an error with cuda and the CPU with auto, named
+// (the reference mode as "mode reference"); the CPU runs everything.
+func TestCheckDevice(t *testing.T) {
+	ref := DefaultOptions()
+	ref.Mode = privacy.ModeReference
+	pairs := DefaultOptions()
+	pairs.Pairs = 3
+	flag := func(o string) string { return "--" + strings.ReplaceAll(o, "_", "-") }
+	for _, tc := range []struct {
+		name              string
+		o                 Options
+		device, precision string
+		sharded           bool
+		cpu, err          string // With(flag) of the reason and of the error; "": none
+	}{
+		{"every pair on cuda", DefaultOptions(), "cuda", "fp32", false, "", ""},
+		{"the cpu runs a sample", pairs, "cpu", "fp32", false, "", ""},
+		{"tf32", DefaultOptions(), "cpu", "tf32", false, "", "--precision tf32: the audit computes in FP64 on either device (it has no GEMM); leave --precision out"},
+		{"a sample on cuda", pairs, "cuda", "fp32", false, "", "--device cuda: --pairs runs on the CPU only"},
+		{"reference on cuda", ref, "cuda", "fp32", false, "", "--device cuda: --mode reference runs on the CPU only (the audit on the device evaluates every ordered pair of the whole file in principled mode); leave --mode reference out or use --device cpu"},
+		{"a shard on auto", DefaultOptions(), "auto", "fp32", true, "auto: the audit on the device does not run --shard", ""},
+		{"reference on auto", ref, "auto", "fp32", false, "auto: the audit on the device does not run --mode reference", ""},
+	} {
+		cpu, err := tc.o.CheckDevice(tc.device, tc.precision, tc.sharded)
+		var got, gotErr string
+		var ce *option.CombinationError
+		var oe *option.Error
+		if errors.As(cpu, &ce) {
+			got = ce.With(flag)
+		}
+		switch {
+		case errors.As(err, &ce):
+			gotErr = ce.With(flag)
+		case errors.As(err, &oe):
+			gotErr = flag(oe.Option) + option.FormatValue(oe.Value) + ": " + oe.ReasonWith(flag)
+		}
+		if got != tc.cpu || !strings.HasPrefix(gotErr, tc.err) || (tc.err == "") != (err == nil) || (tc.cpu == "") != (cpu == nil) {
+			t.Errorf("%s: cpu %q (%v), error %q (%v); want %q, %q", tc.name, got, cpu, gotErr, err, tc.cpu, tc.err)
+		}
+	}
+}

@@ -95,15 +95,12 @@ func (f *auditFlags) options(cmd *cobra.Command) (audit.FileOptions, error) {
 	if err := f.dev.check(); err != nil {
 		return o, err
 	}
-	if f.dev.precision != cuda.PrecisionFP32 {
-		return o, fmt.Errorf("--precision %s: the audit computes in FP64 on either device (it has no GEMM); leave --precision out", f.dev.precision)
+	cpu, err := o.CheckDevice(f.dev.device, f.dev.precision, f.part != nil)
+	if err != nil {
+		return o, flagError(err)
 	}
-	if name := o.DeviceUnsupported(f.part != nil); name != "" && f.dev.device != cuda.DeviceCPU {
-		flag := map[string]string{"shard": "--shard", "low_memory": "--low-memory", "pairs": "--pairs", "mode": "--mode reference"}[name]
-		if f.dev.device == cuda.DeviceCUDA {
-			return o, fmt.Errorf("--device cuda: %s runs on the CPU only (the audit on the device evaluates every ordered pair of the whole file in principled mode); leave %s out or use --device cpu", flag, flag)
-		}
-		slog.Info("device: cpu (auto: the audit on the device does not run " + flag + ")")
+	if cpu != nil {
+		slog.Info("device: cpu (" + flagError(cpu).Error() + ")")
 		f.dev.device = cuda.DeviceCPU // runAudit opens no device
 	}
 	return o, flagError(o.Validate())

@@ -100,11 +100,8 @@ func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Com
 					return flagError(err)
 				}
 			}
-			switch {
-			case f.path == "":
-				return errors.New("--ledger: required")
-			case !pgledger.IsPostgres(f.path):
-				return fmt.Errorf("--ledger %s: keys live in a PostgreSQL ledger; a file ledger's server reads a keys file (nvdp serve keygen)", f.path)
+			if err := pgledger.CheckKeysAt(f.path); err != nil {
+				return flagError(err)
 			}
 			l, err := pgledger.OpenToRead(f.path)
 			if err != nil {

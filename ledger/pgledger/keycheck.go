@@ -6,6 +6,20 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
+// CheckKeysAt checks, before anything is opened, that loc names a ledger
+// whose API keys can be managed: a PostgreSQL ledger ([IsPostgres]); a
+// file ledger's server reads a keys file instead. Errors: [*option.Error]
+// for ledger, none given or a file.
+func CheckKeysAt(loc string) error {
+	switch {
+	case loc == "":
+		return option.Errorf("ledger", nil, "required")
+	case !IsPostgres(loc):
+		return option.Errorf("ledger", option.Show(loc), "keys live in a PostgreSQL ledger; a file ledger's server reads a keys file (nvdp serve keygen)")
+	}
+	return nil
+}
+
 // ParseLabels parses a key's labels, each "KEY=VALUE" (the value may hold
 // "=" and be empty), and checks them ([CheckLabels]); a later label of a
 // name replaces an earlier one. Errors: [*option.Error] for label, with the

@@ -153,3 +153,18 @@ func TestParseLabelsAndBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckKeysAt: keys are managed in a PostgreSQL ledger only; no
+// location or a file is an option error naming ledger, the file shown as
+// given.
+func TestCheckKeysAt(t *testing.T) {
+	for loc, want := range map[string]string{"": "ledger: required",
+		"l.db":            "ledger l.db: keys live in a PostgreSQL ledger; a file ledger's server reads a keys file (nvdp serve keygen)",
+		"postgres://h/db": "", "postgresql://h/db": "", "env:NVDP_LEDGER": ""} {
+		err := pgledger.CheckKeysAt(loc)
+		var oe *option.Error
+		if want == "" && err != nil || want != "" && (!errors.As(err, &oe) || oe.Option != "ledger" || err.Error() != want) {
+			t.Errorf("%q: %v, want %q", loc, err, want)
+		}
+	}
+}

@@ -6,7 +6,9 @@
 // Layer convention: Forward returns the output and a cache holding what the
 // backward pass needs; Backward takes the cache and the output gradient,
 // accumulates parameter gradients (+=) and returns the input gradient.
-// Inference calls Forward and drops the cache.
+// Inference calls Forward and drops the cache, or a layer's Infer: the same
+// operations without a cache, the output taken from a [Workspace] that the
+// next call reuses.
 package nn
 
 import (

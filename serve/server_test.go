@@ -328,11 +328,11 @@ func TestConcurrencyLimit(t *testing.T) {
 // failing model a 500 without its error; neither is charged.
 func TestTimeoutAndFailure(t *testing.T) {
 	f := newFixture(t, 50, func(o *serve.Options) { o.RequestTimeout = 50 * time.Millisecond })
-	f.fake.Latency = 5 * time.Second
+	f.fake.Set(5*time.Second, nil)
 	if code, body := f.embed(t, f.alice, "slow"); code != http.StatusServiceUnavailable || body["error"].(map[string]any)["code"] != "timeout" {
 		t.Fatalf("slow release: %d %v", code, body)
 	}
-	f.fake.Latency, f.fake.Err = 0, errors.New("model exploded at /secret/path")
+	f.fake.Set(0, errors.New("model exploded at /secret/path"))
 	code, body := f.embed(t, f.alice, "fails")
 	if code != 500 || strings.Contains(fmt.Sprint(body), "secret") || body["error"].(map[string]any)["code"] != "release_failed" {
 		t.Fatalf("failing release: %d %v", code, body)

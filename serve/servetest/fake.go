@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,14 @@ type Fake struct {
 	FailText string
 
 	started, texts atomic.Int64
+	mu             sync.Mutex // guards Latency and Err after the server has started (Set)
+}
+
+// Set changes Latency and Err while a server may be calling Release.
+func (f *Fake) Set(latency time.Duration, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Latency, f.Err = latency, err
 }
 
 var _ serve.Releaser = (*Fake)(nil)
@@ -76,8 +85,11 @@ func (f *Fake) Model() any {
 // weights summing to 1, after Latency and the Gate.
 func (f *Fake) Release(ctx context.Context, texts []string) ([]serve.Embedding, error) {
 	f.started.Add(1)
-	if f.Latency > 0 {
-		t := time.NewTimer(f.Latency)
+	f.mu.Lock()
+	latency, failure := f.Latency, f.Err
+	f.mu.Unlock()
+	if latency > 0 {
+		t := time.NewTimer(latency)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -92,8 +104,8 @@ func (f *Fake) Release(ctx context.Context, texts []string) ([]serve.Embedding, 
 			return nil, ctx.Err()
 		}
 	}
-	if f.Err != nil {
-		return nil, f.Err
+	if failure != nil {
+		return nil, failure
 	}
 	for i, t := range texts {
 		if f.FailText != "" && t == f.FailText {

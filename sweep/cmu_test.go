@@ -187,7 +187,7 @@ func TestSelectionReadsUndefinedBounds(t *testing.T) {
 			c.Task, c.Variant, po.Train.Lambda, po.Train.CMu, c.Seed, privacyJSON[po.Train.CMu])
 		return os.WriteFile(filepath.Join(c.Dir, train.ReportFile), []byte(rep), 0o644)
 	}
-	o := Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+	o := Options{Base: bare(t, model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 		Out: out, Runner: runner, CMuGrid: []float64{1, 2, 4, 8}, CMuTolerance: ptr(0.0)}
 	res, err := Run(context.Background(), o)
 	if err != nil {

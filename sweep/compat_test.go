@@ -40,7 +40,7 @@ func TestResumeSweepOfOlderCode(t *testing.T) {
 	}
 
 	f := &fakeRunner{utility: map[float64]float64{1: 0.8, 2: 0.9, 4: 0.9}}
-	o := Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"baseline", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1},
+	o := Options{Base: bare(t, model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"baseline", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1},
 		Seeds: []uint64{1, 2}, Out: out, Runner: f.run, CMuGrid: []float64{1, 2, 4}}
 	res, err := Run(context.Background(), o)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/internal/gluetest"
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -22,13 +23,38 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// bare is the base options of a test that sets only those it reads: the
-// zero model.Options with no privacy target (model.NoTarget: a zero
-// TargetEpsilon is an explicit target 0, which Run refuses), so with
+// bare is the base options of a test that sets only those it reads
+// (CMu, Encoder, Epochs, GlueDir and Vocab of t, where not zero) over
+// model.DefaultOptions, with the GLUE files of [glueFixture] (Run checks a
+// cell's files before any work) and no privacy target (model.NoTarget: a
+// zero TargetEpsilon is an explicit target 0, which Run refuses), so with
 // hand-set clipping (HandSetClipping: a clipped cell needs a target or it).
-func bare(t model.Options) train.PipelineOptions {
-	t.TargetEpsilon, t.TargetRD, t.HandSetClipping = model.NoTarget(), model.NoTarget(), true
-	return train.PipelineOptions{Train: t}
+func bare(tb testing.TB, t model.Options) train.PipelineOptions {
+	o := model.DefaultOptions()
+	o.Encoder = "scratch:bert-tiny"
+	o.GlueDir, o.Vocab = glueFixture(tb)
+	for _, f := range []struct {
+		set  bool
+		copy func()
+	}{
+		{t.CMu != 0, func() { o.CMu = t.CMu }},
+		{t.Encoder != "", func() { o.Encoder = t.Encoder }},
+		{t.Epochs != 0, func() { o.Epochs = t.Epochs }},
+		{t.GlueDir != "", func() { o.GlueDir = t.GlueDir }},
+		{t.Vocab != "", func() { o.Vocab = t.Vocab }},
+	} {
+		if f.set {
+			f.copy()
+		}
+	}
+	o.TargetEpsilon, o.TargetRD, o.HandSetClipping = model.NoTarget(), model.NoTarget(), true
+	return train.PipelineOptions{Train: o}
+}
+
+// glueFixture writes the GLUE files of the tasks the tests sweep (SST-2
+// and RTE, gluetest.Write) and returns the GLUE directory and vocabulary.
+func glueFixture(tb testing.TB) (glueDir, vocab string) {
+	return gluetest.Write(tb, tb.TempDir(), "sst2", "rte")
 }
 
 // fakeRunner writes a report.json as train.RunPipeline would, with a
@@ -117,7 +143,7 @@ func readManifest(t *testing.T, dir string) Manifest {
 func TestRunPlanSkipResumeAndCMuSelection(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{}
-	so := Options{Base: bare(model.Options{CMu: 99}), Tasks: []string{"sst2", "rte"},
+	so := Options{Base: bare(t, model.Options{CMu: 99}), Tasks: []string{"sst2", "rte"},
 		Variants: []string{"baseline", "nvdp", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: f.run, CMuGrid: []float64{1, 2, 4, 8}, CMuTolerance: ptr(0.05), Jobs: 3}
 	res, err := Run(context.Background(), so)
@@ -223,7 +249,7 @@ func TestRunPlanSkipResumeAndCMuSelection(t *testing.T) {
 func TestRunFailureAndInterruption(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{failID: "sst2/nvdp/lambda=1e-3/seed=1"}
-	so := Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
+	so := Options{Base: bare(t, model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: f.run}
 	res, err := Run(context.Background(), so)
 	if err == nil || !strings.Contains(err.Error(), "1 failed: sst2/nvdp/lambda=1e-3/seed=1: boom") {
@@ -241,7 +267,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 	out2 := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	so = Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
+	so = Options{Base: bare(t, model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-3, 1e-1}, Seeds: []uint64{1, 2},
 		Out: out2, Runner: func(ctx2 context.Context, c Cell, po CellSpec) error {
 			n++
 			if n == 2 {
@@ -269,7 +295,7 @@ func TestRunFailureAndInterruption(t *testing.T) {
 // any work (the sweep directory is not created); no error names a flag.
 func TestValidate(t *testing.T) {
 	base := func() Options {
-		return Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+		return Options{Base: bare(t, model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: filepath.Join(t.TempDir(), "sweep"), Runner: (&fakeRunner{}).run}
 	}
 	for _, c := range []struct {
@@ -343,16 +369,20 @@ func TestValidate(t *testing.T) {
 // this process) Jobs 0 and 1 are accepted, and Jobs > 1 is refused before any
 // work, so two trainings never share the process (nn.Parallel's cores and
 // OpenBLAS's process-wide thread count). The sweep below runs a real cell in
-// process up to the data loading, which fails on a missing GLUE directory.
+// process up to the data loading, which fails on a training split without
+// its columns (Run checks that the files exist, not what they hold).
 func TestInProcessRunsOneCellAtATime(t *testing.T) {
 	for _, jobs := range []int{0, 1, 2, 8} {
 		out := filepath.Join(t.TempDir(), "sweep")
-		o := Options{Base: bare(model.Options{GlueDir: filepath.Join(t.TempDir(), "missing"),
-			Encoder: "scratch:bert-tiny", Vocab: "missing.txt"}),
+		base := bare(t, model.Options{})
+		if err := os.WriteFile(filepath.Join(base.Train.GlueDir, "SST-2", "train.tsv"), []byte("no\tcolumns\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := Options{Base: base,
 			Tasks: []string{"sst2"}, Variants: []string{"baseline"}, Seeds: []uint64{1}, Out: out, Jobs: jobs}
 		_, err := Run(context.Background(), o)
 		var oe *option.Error
-		if rejected := errors.As(err, &oe) && oe.Option == "jobs"; rejected != (jobs > 1) {
+		if rejected := errors.As(err, &oe) && oe.Option == "jobs"; rejected != (jobs > 1) || !rejected && !strings.Contains(fmt.Sprint(err), "train.tsv") {
 			t.Errorf("jobs %d: err = %v", jobs, err)
 		}
 		_, statErr := os.Stat(out)
@@ -374,7 +404,7 @@ func TestExplicitZeroTolerance(t *testing.T) {
 		{ptr(0.0), 0, 4},
 		{ptr(0.001), 0.001, 4},
 	} {
-		o := Options{Base: bare(model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
+		o := Options{Base: bare(t, model.Options{}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"}, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: t.TempDir(), Runner: (&fakeRunner{utility: map[float64]float64{2: 0.895, 4: 0.9}}).run,
 			CMuGrid: []float64{2, 4}, CMuTolerance: tc.tol}
 		res, err := Run(context.Background(), o)
@@ -393,7 +423,8 @@ func TestRunTargetEpsilons(t *testing.T) {
 	out := t.TempDir()
 	f := &fakeRunner{}
 	base := train.DefaultPipelineOptions()
-	base.Train.GlueDir, base.Train.Encoder, base.Train.Vocab, base.Train.Out, base.Train.TargetDelta = "g", "scratch:bert-tiny", "v", out, 1e-6
+	base.Train.Encoder, base.Train.Out, base.Train.TargetDelta = "scratch:bert-tiny", out, 1e-6
+	base.Train.GlueDir, base.Train.Vocab = glueFixture(t)
 	so := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"baseline", "nvdp", "nvdp-clipped"},
 		Lambdas: []float64{1e-2}, Seeds: []uint64{1}, Out: out, Runner: f.validating, TargetEpsilons: []float64{1, 8}}
 	res, err := Run(context.Background(), so)
@@ -475,7 +506,8 @@ func TestRunGaussian(t *testing.T) {
 	f := &fakeRunner{}
 	base := train.DefaultPipelineOptions()
 	bt := &base.Train
-	bt.GlueDir, bt.Encoder, bt.Vocab, bt.Out, bt.CMu, bt.LogvarMargin = "g", "scratch:bert-tiny", "v", out, 2, 0.6931
+	bt.Encoder, bt.Out, bt.CMu, bt.LogvarMargin = "scratch:bert-tiny", out, 2, 0.6931
+	bt.GlueDir, bt.Vocab = glueFixture(t)
 	bt.FixCMu, bt.FixLogvarMargin, bt.VarianceShare = true, true, 0.1
 	so := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped", "gaussian"},
 		Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2}, Out: out, Runner: f.validating, TargetEpsilons: []float64{4, 16}}
@@ -544,7 +576,7 @@ func TestHandSetCells(t *testing.T) {
 	targets := []string{"target_epsilons", "target_epsilon", "target_rd"}
 	required := append(slices.Clone(targets), "hand_set_clipping")
 	base := func(v ...string) Options {
-		b := bare(model.Options{})
+		b := bare(t, model.Options{})
 		b.Train.HandSetClipping = false
 		return Options{Base: b, Tasks: []string{"sst2"}, Variants: v, Lambdas: []float64{1e-2}, Seeds: []uint64{1},
 			Out: filepath.Join(t.TempDir(), "sweep"), Runner: (&fakeRunner{}).run}
@@ -624,7 +656,8 @@ func TestHandSetCells(t *testing.T) {
 	so := base("baseline", "nvdp-clipped")
 	so.Base = train.DefaultPipelineOptions()
 	bt := &so.Base.Train
-	bt.GlueDir, bt.Encoder, bt.Vocab, bt.Out, bt.HandSetClipping = "g", "scratch:bert-tiny", "v", so.Out, true
+	bt.Encoder, bt.Out, bt.HandSetClipping = "scratch:bert-tiny", so.Out, true
+	bt.GlueDir, bt.Vocab = glueFixture(t)
 	so.CMuGrid, so.Runner = []float64{1, 2}, f.validating
 	res, err := Run(context.Background(), so)
 	if err != nil {

@@ -55,9 +55,9 @@ func RunCell(ctx context.Context, spec CellSpec, report progress.Func) (*train.R
 }
 
 // checkCells checks, before any work, the options of the first cell of
-// each variant of the tasks that read task.Data (the others differ in
-// lambda, seed and target only; a GLUE cell's options are checked by its
-// pipeline) as a new run's, with [task.Task.Prepare], which writes nothing.
+// each task and variant (the others differ in lambda, seed and target
+// only) as a new run's, with [task.Task.Prepare], which writes nothing: a
+// GLUE cell's files (glue_dir, vocab) as a speech cell's corpus.
 // It returns the runs it prepared by cell ID, which the cells' new runs in
 // this process train with (RunCell), without checking them again; a cell
 // whose directory holds a run ([train.ErrRunExists], checked last), done or
@@ -71,7 +71,7 @@ func checkCells(o *Options, cells []*Cell) (map[string]task.Trainer, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !t.Info().UsesData || seen[[2]string{c.Task, c.Variant}] {
+		if seen[[2]string{c.Task, c.Variant}] {
 			continue
 		}
 		seen[[2]string{c.Task, c.Variant}] = true

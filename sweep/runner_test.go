@@ -98,7 +98,7 @@ func TestSubprocess(t *testing.T) {
 	argv := []string{os.Args[0], "-test.run=^TestHelperCell$"}
 	out := t.TempDir()
 	runner := Subprocess(argv, SubprocessEnv(append(environ, helperEnv+"=1"), 4, 2), filepath.Join(out, LogDir))
-	base := bare(model.Options{Encoder: "scratch:bert-tiny", Epochs: 3})
+	base := bare(t, model.Options{Encoder: "scratch:bert-tiny", Epochs: 3})
 	base.Audit = audit.Options{Order: 1.1}
 	o := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 		Out: out, Runner: runner, Jobs: 2}
@@ -243,6 +243,49 @@ func TestSweepChecksBeforeWriting(t *testing.T) {
 		}
 		if _, err := os.Stat(o.Out); !os.IsNotExist(err) || len(f.calls) > 0 {
 			t.Errorf("%s: the refused sweep wrote %s (%v) or ran cells %v", name, o.Out, err, f.calls)
+		}
+	}
+}
+
+// TestTextSweepChecksBeforeWriting: a GLUE sweep whose cells miss an input
+// (no vocabulary for the scratch encoder, as `nvdp sweep --tasks sst2
+// --glue-dir /nonexistent` with the defaults; a GLUE directory that does
+// not exist; a second task without its files) is refused with the input
+// named, before any cell runs, and writes nothing, by Run and by
+// PlanStages.
+func TestTextSweepChecksBeforeWriting(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		tasks      []string
+		set        func(o *model.Options)
+	}{
+		{"no vocab", "vocab", []string{"sst2"}, func(o *model.Options) { o.GlueDir, o.Vocab = "/nonexistent", "" }},
+		{"no GLUE directory", "glue_dir", []string{"sst2"}, func(o *model.Options) { o.GlueDir = filepath.Join(t.TempDir(), "nonexistent") }},
+		{"second task's files", "", []string{"sst2", "mrpc"}, func(o *model.Options) {}},
+	} {
+		for _, name := range []string{"Run", "PlanStages"} {
+			f := &fakeRunner{}
+			o := Options{Base: bare(t, model.Options{}), Tasks: tc.tasks, Variants: []string{nvib.ModelNVDP}, Lambdas: []float64{1e-2},
+				Seeds: []uint64{1}, Out: filepath.Join(t.TempDir(), "sweep"), Runner: f.run}
+			tc.set(&o.Base.Train)
+			var err error
+			if name == "Run" {
+				_, err = Run(context.Background(), o)
+			} else {
+				_, err = PlanStages(o)
+			}
+			var oe *option.Error
+			switch {
+			case err == nil:
+				t.Errorf("%s %s: no error", tc.name, name)
+			case tc.want != "" && (!errors.As(err, &oe) || oe.Option != tc.want):
+				t.Errorf("%s %s: %v, want the option error of %s", tc.name, name, err, tc.want)
+			case tc.want == "" && !strings.Contains(err.Error(), "MRPC"):
+				t.Errorf("%s %s: %v, want MRPC's missing files", tc.name, name, err)
+			}
+			if _, err := os.Stat(o.Out); !os.IsNotExist(err) || len(f.calls) > 0 {
+				t.Errorf("%s %s: the refused sweep wrote %s (%v) or ran cells %v", tc.name, name, o.Out, err, f.calls)
+			}
 		}
 	}
 }

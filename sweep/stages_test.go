@@ -51,7 +51,7 @@ func runStages(t *testing.T, o Options, runner func() Runner) (*Manifest, error)
 func TestStagesEqualRun(t *testing.T) {
 	for _, failID := range []string{"", "rte/cmu-grid/c_mu=2/lambda=1e-2/seed=1"} {
 		t.Run("fail="+failID, func(t *testing.T) {
-			so := Options{Base: bare(model.Options{CMu: 99}), Tasks: []string{"sst2", "rte"},
+			so := Options{Base: bare(t, model.Options{CMu: 99}), Tasks: []string{"sst2", "rte"},
 				Variants: []string{"baseline", "nvdp", "nvdp-clipped"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
 				CMuGrid: []float64{1, 2, 4, 8}, CMuTolerance: ptr(0.05)}
 			one := so
@@ -114,7 +114,7 @@ func TestStagesEqualRun(t *testing.T) {
 // index out of range, another plan over a planned directory; planning
 // again with the same options keeps the plan; a done cell is skipped.
 func TestStagesRefuse(t *testing.T) {
-	so := Options{Base: bare(model.Options{CMu: 99}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"},
+	so := Options{Base: bare(t, model.Options{CMu: 99}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"},
 		Lambdas: []float64{1e-2}, Seeds: []uint64{1}, CMuGrid: []float64{1, 2}, Out: t.TempDir()}
 	p, err := PlanStages(so)
 	if err != nil || len(p.Grid) != 2 || len(p.Main) != 1 || p.Selected {
@@ -178,7 +178,7 @@ func TestStagesRefuseOutside(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			top := t.TempDir()
-			so := Options{Base: bare(model.Options{CMu: 99}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"},
+			so := Options{Base: bare(t, model.Options{CMu: 99}), Tasks: []string{"sst2"}, Variants: []string{"nvdp-clipped"},
 				Lambdas: []float64{1e-2}, Seeds: []uint64{1}, CMuGrid: []float64{1, 2}, Out: filepath.Join(top, "sweep")}
 			if _, err := PlanStages(so); err != nil {
 				t.Fatal(err)

@@ -3,7 +3,6 @@ package task
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/encoder"
+	"github.com/nvdp-project/nvdp/internal/gluetest"
 	"github.com/nvdp-project/nvdp/internal/lidtest"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -19,48 +19,20 @@ import (
 	"github.com/nvdp-project/nvdp/train"
 )
 
-// textFixture writes a tiny SST-2 (16 training, 6 dev and 6 test rows,
-// each with one sentiment word) and its vocabulary, and returns the
+// textFixture writes a tiny SST-2 (gluetest.Write: 16 training, 6 dev and
+// 6 test rows, each with one sentiment word) and its vocabulary, and returns the
 // options of a baseline run of a 1-layer, 16-wide scratch encoder on it
 // into out: 2 steps of 8 per epoch.
 func textFixture(t *testing.T, out string) model.Options {
 	t.Helper()
-	dir := t.TempDir()
-	words := []string{"good", "bad", "the", "movie", "is"}
-	vocab := filepath.Join(dir, "vocab.txt")
-	if err := os.WriteFile(vocab, []byte(strings.Join(append([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}, words...), "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gd := filepath.Join(dir, "glue", "SST-2")
-	if err := os.MkdirAll(gd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for split, n := range map[string]int{"train": 16, "dev": 6, "test": 6} {
-		var b strings.Builder
-		header := "sentence\tlabel\n"
-		if split == "test" {
-			header = "index\tsentence\n"
-		}
-		b.WriteString(header)
-		for i := range n {
-			s := "the movie is " + words[i%2]
-			if split == "test" {
-				fmt.Fprintf(&b, "%d\t%s\n", i, s)
-			} else {
-				fmt.Fprintf(&b, "%s\t%d\n", s, 1-i%2)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(gd, split+".tsv"), []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	glueDir, vocab := gluetest.Write(t, t.TempDir(), "sst2")
 	cfg, err := encoder.Preset("bert-tiny")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.MaxPositionEmbeddings = 16, 1, 2, 32, 16
 	o := model.DefaultOptions()
-	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", filepath.Join(dir, "glue"), "scratch:bert-tiny", vocab, nvib.ModelBaseline, &cfg
+	o.Task, o.GlueDir, o.Encoder, o.Vocab, o.Variant, o.ScratchConfig = "sst2", glueDir, "scratch:bert-tiny", vocab, nvib.ModelBaseline, &cfg
 	o.Epochs, o.BatchSize, o.EvalBatchSize, o.MaxSeqLen, o.Patience, o.Out = 1, 8, 4, 8, 0, out
 	return o
 }

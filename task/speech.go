@@ -56,19 +56,19 @@ var speechLambdas = lambdas(speech.PaperLambda)
 // speech.PaperWarmupRatio) and clears the text tasks' files. max_seq_len
 // does not apply: the frames follow from Data.MaxSeconds.
 func (speechTask) Apply(o *model.Options, given Given) error {
-	if given.has("max_seq_len") {
+	if given.Has("max_seq_len") {
 		return option.MentionErrorf([]string{"task", "max_seconds"}, "max_seq_len", nil,
 			"the text tasks' length: for task %s, max_seconds fixes the frames", speech.TaskName)
 	}
 	o.Task = speech.TaskName // as Lookup found it: "LID" is lid
 	def := speech.DefaultOptions().Train
-	if !given.has("encoder") {
+	if !given.Has("encoder") {
 		o.Encoder = def.Encoder
 	}
-	if !given.has("lambda") {
+	if !given.Has("lambda") {
 		o.Lambda = def.Lambda
 	}
-	if !given.has("warmup_ratio") {
+	if !given.Has("warmup_ratio") {
 		o.WarmupRatio = def.WarmupRatio
 	}
 	o.GlueDir, o.Vocab = "", ""
@@ -139,7 +139,7 @@ type speechModel struct {
 // skip_bad_rows do not apply.
 func (s speechModel) Evaluate(ctx context.Context, eo EvalOptions) (*train.EvalResult, error) {
 	for _, name := range []string{"glue_dir", "max_seq_len", "skip_bad_rows"} {
-		if eo.Given.has(name) {
+		if eo.Given.Has(name) {
 			return nil, option.Errorf(name, nil, "does not apply to a speech model (%s)", s.dir)
 		}
 	}
@@ -147,14 +147,14 @@ func (s speechModel) Evaluate(ctx context.Context, eo EvalOptions) (*train.EvalR
 		return nil, option.Errorf("device", nil, "%v", errNoSpeechDevice)
 	}
 	o := *s.o
-	if eo.Given.has("data_dir") {
+	if eo.Given.Has("data_dir") {
 		o.DataDir = eo.DataDir
 	}
 	se := speech.EvalOptions{Split: eo.Split, Limit: eo.Limit, BatchSize: o.Train.EvalBatchSize, Seed: eo.Seed, NoPost: eo.NoPost}
-	if eo.Given.has("out") {
+	if eo.Given.Has("out") {
 		se.Out = eo.Out
 	}
-	if eo.Given.has("batch_size") {
+	if eo.Given.Has("batch_size") {
 		se.BatchSize = eo.BatchSize
 	}
 	return speech.Evaluate(ctx, s.dir, s.m, &o, se)

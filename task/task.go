@@ -49,11 +49,9 @@ type Data struct {
 }
 
 // Given reports whether the option of JSON key name was set explicitly, as
-// by a flag given on a command line. Options not given take the task's
-// defaults. A nil Given means none was given.
-type Given func(name string) bool
-
-func (g Given) has(name string) bool { return g != nil && g(name) }
+// by a flag given on a command line: [option.Given]. Options not given take
+// the task's defaults. A nil Given means none was given.
+type Given = option.Given
 
 // EvalOptions configure Evaluator.Evaluate of a loaded model: what an
 // evaluation may change of the model's own settings. Split, Seed, Limit,

@@ -109,7 +109,7 @@ func (t textModel) Evaluate(_ context.Context, eo EvalOptions) (*train.EvalResul
 		{"batch_size", func() { o.BatchSize = eo.BatchSize }},
 		{"max_seq_len", func() { o.MaxSeqLen = eo.MaxSeqLen }},
 	} {
-		if eo.Given.has(s.name) {
+		if eo.Given.Has(s.name) {
 			s.set()
 		}
 	}

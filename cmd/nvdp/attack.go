@@ -9,7 +9,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/report"
 	"github.com/spf13/cobra"
 )
@@ -81,7 +80,7 @@ distinguish").`,
 // bindPair says which flags were given (attack.DistinguishInputs.Given,
 // which checks the flags given together) and parses --pair-index.
 func (f *distinguishFlags) bindPair(cmd *cobra.Command) error {
-	f.in.Given = option.Given(givenFlags(cmd))
+	f.in.Given = givenFlags(cmd)
 	if !cmd.Flags().Changed("pair-index") {
 		return nil
 	}

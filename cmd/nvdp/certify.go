@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/nvdp-project/nvdp/nvib"
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
@@ -80,14 +79,14 @@ func (f *certifyFlags) clipSet(cmd *cobra.Command) (privacy.ClipSet, error) {
 			*l.to = v
 		}
 	}
-	s, err := s.Resolve(option.Given(givenFlags(cmd)), f.o.Order)
+	s, err := s.Resolve(givenFlags(cmd), f.o.Order)
 	return s, flagError(err)
 }
 
 // modelClipSet is the clip set of the --model directory (task.ModelDir.ClipSet),
 // with o's source and labels set to the model's.
 func (f *certifyFlags) modelClipSet(cmd *cobra.Command, o *privacy.ClipSetOptions) (privacy.ClipSet, error) {
-	if err := privacy.NoConstantsGiven(option.Given(givenFlags(cmd))); err != nil {
+	if err := privacy.NoConstantsGiven(givenFlags(cmd)); err != nil {
 		return privacy.ClipSet{}, flagError(err)
 	}
 	m, err := task.Open(f.model)

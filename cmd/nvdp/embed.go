@@ -3,7 +3,6 @@ package main
 import (
 	"log/slog"
 
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/spf13/cobra"
@@ -65,7 +64,7 @@ safety"); --seed is for tests only (the output is marked "not for release"). doc
 // prints the output's metadata.
 func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 	o := f.o
-	o.Given, o.Stdin = option.Given(givenFlags(cmd)), cmd.InOrStdin()
+	o.Given, o.Stdin = givenFlags(cmd), cmd.InOrStdin()
 	if err := o.Validate(); err != nil {
 		return flagError(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/mlm"
-	"github.com/nvdp-project/nvdp/option"
 	"github.com/spf13/cobra"
 )
 
@@ -71,7 +70,7 @@ docs/pretraining.md.`,
 // run checks the options, pretrains and prints the summary.
 func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 	report := newProgress(cmd, pf.noProgress)
-	run, err := mlm.Requested(*pf.o, option.Given(givenFlags(cmd)))
+	run, err := mlm.Requested(*pf.o, givenFlags(cmd))
 	if err != nil {
 		return flagError(err)
 	}

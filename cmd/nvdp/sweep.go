@@ -107,7 +107,7 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 			return flagError(err)
 		}
 	}
-	if err := so.CheckGiven(option.Given(givenFlags(cmd))); err != nil {
+	if err := so.CheckGiven(givenFlags(cmd)); err != nil {
 		return flagError(err)
 	}
 	if cmd.Flags().Changed("c-mu-lambda") {

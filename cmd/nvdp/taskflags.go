@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/model"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
@@ -74,7 +75,7 @@ func (v *dataFlagValues) data() *task.Data {
 }
 
 // givenFlags reports the options (by JSON key) whose flags were given.
-func givenFlags(cmd *cobra.Command) task.Given {
+func givenFlags(cmd *cobra.Command) option.Given {
 	return func(name string) bool {
 		f := cmd.Flags().Lookup(optionFlag(name))
 		return f != nil && f.Changed

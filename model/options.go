@@ -372,6 +372,22 @@ func (o *Options) FixGiven(given func(name string) bool) {
 	o.FixCMu, o.FixLogvarMargin, o.FixCAlphaMin = given("c_mu"), given("logvar_margin"), given("c_alpha_min")
 }
 
+// CheckTargetGiven checks, before any work, that the options of a target
+// given explicitly (given; nil: none) come with their target: target_order
+// is the Renyi order of a TargetRD and target_delta the delta of a
+// TargetEpsilon, so either given without it is an error, a
+// [*option.CombinationError] naming both. A training run checks it; a
+// pipeline's audit has an order and delta of its own.
+func (o *Options) CheckTargetGiven(given option.Given) error {
+	switch {
+	case given.Has("target_order") && IsNoTarget(o.TargetRD):
+		return option.Combination("%s is the Renyi order of %s; give %s or leave it out", "target_order", "target_rd", "target_rd")
+	case given.Has("target_delta") && IsNoTarget(o.TargetEpsilon):
+		return option.Combination("%s is the delta of %s; give %s or leave it out", "target_delta", "target_epsilon", "target_epsilon")
+	}
+	return nil
+}
+
 // TargetAt gives a target RD the Renyi order order (TargetOrder) and a
 // target epsilon the delta delta (TargetDelta); without that target the
 // option is left as it is. A pipeline gives its audit's: one order and one

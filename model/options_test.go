@@ -13,6 +13,7 @@ import (
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/glue"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -365,5 +366,39 @@ func TestFixGivenTargetAt(t *testing.T) {
 	}
 	if got, want := PaperClips(func(c glue.Clip) float64 { return c.CMu }), "MRPC 2, QNLI 7, RTE 6, SST-2 2, STS-B 10"; got != want {
 		t.Errorf("PaperClips C_mu: %q, want %q", got, want)
+	}
+}
+
+// TestCheckTargetGiven: the order given without a target RD and the delta
+// given without a target epsilon are refused, naming both options; with
+// their target, or not given, they are fine.
+func TestCheckTargetGiven(t *testing.T) {
+	given := func(names ...string) option.Given { return func(n string) bool { return slices.Contains(names, n) } }
+	for _, tc := range []struct {
+		name    string
+		eps, rd float64
+		given   option.Given
+		want    []string // the options of the error; nil: none
+	}{
+		{"none given", NoTarget(), NoTarget(), nil, nil},
+		{"order without rd", NoTarget(), NoTarget(), given("target_order"), []string{"target_order", "target_rd", "target_rd"}},
+		{"order with rd", NoTarget(), 2, given("target_order"), nil},
+		{"order with epsilon", 8, NoTarget(), given("target_order"), []string{"target_order", "target_rd", "target_rd"}},
+		{"delta without epsilon", NoTarget(), NoTarget(), given("target_delta"), []string{"target_delta", "target_epsilon", "target_epsilon"}},
+		{"delta with rd", NoTarget(), 2, given("target_delta"), []string{"target_delta", "target_epsilon", "target_epsilon"}},
+		{"delta with epsilon", 8, NoTarget(), given("target_delta"), nil},
+		{"not given", NoTarget(), NoTarget(), given("c_mu"), nil},
+	} {
+		o := DefaultOptions()
+		o.TargetEpsilon, o.TargetRD = tc.eps, tc.rd
+		err := o.CheckTargetGiven(tc.given)
+		var ce *option.CombinationError
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		} else if !errors.As(err, &ce) || !slices.Equal(ce.Options, tc.want) {
+			t.Errorf("%s: %v, want the combination of %v", tc.name, err, tc.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,33 @@ func TestResolveAudit(t *testing.T) {
 	var oe *option.Error
 	if err := po.ResolveAudit(); !errors.As(err, &oe) || oe.Option != "pairs" {
 		t.Errorf("pairs -5: %v, want its option error", err)
+	}
+}
+
+// TestCheckSkipTrain: a pipeline that skips training refuses a privacy
+// target (epsilon or RD), naming target and skip_train and the model
+// directory; without the target, or training, it is fine.
+func TestCheckSkipTrain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		skip    bool
+		eps, rd float64
+		refused bool
+	}{
+		{"skip, no target", true, model.NoTarget(), model.NoTarget(), false},
+		{"skip, epsilon", true, 8, model.NoTarget(), true},
+		{"skip, rd", true, model.NoTarget(), 2, true},
+		{"train, epsilon", false, 8, model.NoTarget(), false},
+	} {
+		po := DefaultPipelineOptions()
+		po.SkipTrain, po.Train.TargetEpsilon, po.Train.TargetRD, po.Train.Out = tc.skip, tc.eps, tc.rd, "runs/100%"
+		err := po.CheckSkipTrain()
+		var ce *option.CombinationError
+		switch {
+		case !tc.refused && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.refused && (!errors.As(err, &ce) || !slices.Equal(ce.Options, []string{"target", "skip_train", "model"}) || !strings.HasSuffix(err.Error(), "model runs/100%)")):
+			t.Errorf("%s: %v, want the combination of target and skip_train naming the model", tc.name, err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nvdp-project/nvdp/audit"
@@ -16,6 +17,7 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/progress"
 )
@@ -61,6 +63,19 @@ func (po *PipelineOptions) ResolveAudit() error {
 		po.Audit.Mode = po.Train.Mode
 	}
 	return po.Audit.Validate()
+}
+
+// CheckSkipTrain checks, before any work, that a pipeline with SkipTrain
+// asks for no privacy target: a target calibrates a training run, and a
+// model evaluated as it is keeps its clipping constants (certify reads
+// them). The error is a [*option.CombinationError] naming target,
+// skip_train and model (the certify option the model directory goes to).
+func (po *PipelineOptions) CheckSkipTrain() error {
+	if !po.SkipTrain || !po.Train.HasTarget() {
+		return nil
+	}
+	return option.Combination("%s calibrate a training run; with %s the model keeps its constants (see nvdp certify %s "+
+		strings.ReplaceAll(po.Train.Out, "%", "%%")+")", "target", "skip_train", "model")
 }
 
 // PrivacySummary is the "privacy" object of the report.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
@@ -98,8 +97,8 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if err := po.Train.CheckTargetValues(); err != nil { // --target-epsilon 0 is an error, --skip-train or not
 		return nil, flagError(err)
 	}
-	if po.SkipTrain && po.Train.HasTarget() {
-		return nil, fmt.Errorf("--target-epsilon / --target-rd calibrate a training run; with --skip-train the model keeps its constants (see nvdp certify --model %s)", po.Train.Out)
+	if err := po.CheckSkipTrain(); err != nil {
+		return nil, flagError(err)
 	}
 	return f.taskOf(cmd, po.Train.Resume || po.SkipTrain)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/task"
@@ -85,11 +84,8 @@ func (f *trainCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if err := f.dev.check(); err != nil {
 		return nil, err
 	}
-	if cmd.Flags().Changed("order") && model.IsNoTarget(o.TargetRD) {
-		return nil, fmt.Errorf("--order is the Renyi order of --target-rd; give --target-rd or leave it out")
-	}
-	if cmd.Flags().Changed("delta") && model.IsNoTarget(o.TargetEpsilon) {
-		return nil, fmt.Errorf("--delta is the delta of --target-epsilon; give --target-epsilon or leave it out")
+	if err := o.CheckTargetGiven(givenFlags(cmd)); err != nil {
+		return nil, flagError(err)
 	}
 	return f.taskOf(cmd, o.Resume)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/model"
@@ -108,43 +107,23 @@ func (f *deviceFlags) openTask(t task.Task) (*cuda.Device, error) {
 }
 
 // refuseDevice is the error of --device cuda (and --host-noise) for a task
-// without a GPU twin (task.Info.DeviceErr); auto runs it on the CPU with a
+// without a GPU twin (task.Info.CheckDevice); auto runs it on the CPU with a
 // log line.
 func (f *deviceFlags) refuseDevice(t task.Task) error {
-	why := t.Info().DeviceErr
-	if why == nil {
-		return nil
+	cpu, err := t.Info().CheckDevice(f.device, f.hostNoise)
+	if cpu != nil {
+		slog.Info("device: cpu (" + cpu.Error() + ")")
 	}
-	switch f.device {
-	case cuda.DeviceCUDA:
-		return fmt.Errorf("--device cuda: %v; run --task %s with --device cpu", why, t.Info().Name)
-	case cuda.DeviceAuto:
-		slog.Info("device: cpu (" + why.Error() + ")")
-	}
-	if f.hostNoise {
-		return fmt.Errorf("--host-noise: task %s draws its noise on the CPU only", t.Info().Name)
-	}
-	return nil
+	return flagError(err)
 }
 
 // refuseResumeConflicts refuses the flags given to a resumed run that
-// contradict the options saved in its directory, which the run continues
-// with (task.ResumeDifferences), each named with the given and the saved
-// value. A flag equal to the saved value is fine.
+// contradict the options saved in its directory (task.ResumeConflicts),
+// each value written as its flag writes it.
 func refuseResumeConflicts(cmd *cobra.Command, o *model.Options, dv *dataFlagValues) error {
-	diffs, file := task.ResumeDifferences(o, dv.data())
-	var conflicts []string
-	for _, d := range diffs {
-		name := optionFlag(d.Option)
-		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
-			conflicts = append(conflicts, fmt.Sprintf("--%s %s (saved %s)", name, flagText(f.Value, d.Given), flagText(f.Value, d.Saved)))
-		}
-	}
-	if len(conflicts) == 0 {
-		return nil
-	}
-	return fmt.Errorf("--resume continues the run in %s with the options saved in its %s; these flags ask for others: %s; "+
-		"leave them out (or give the saved values) to resume it, or start a new run in another --out", o.Out, file, strings.Join(conflicts, ", "))
+	return flagError(task.ResumeConflicts(o, dv.data(), givenFlags(cmd), func(option string, v any) string {
+		return flagText(cmd.Flags().Lookup(optionFlag(option)).Value, v)
+	}))
 }
 
 // flagText is v, the value of the option that flag value f sets, as the

@@ -127,6 +127,23 @@ func TestTrainLoadEvaluate(t *testing.T) {
 			if err != nil || lim.Examples != c.examples || lim.Posteriors != "" {
 				t.Errorf("limited evaluation: %v examples, posteriors %q, %v; want %d, none", lim.Examples, lim.Posteriors, err, c.examples)
 			}
+			// EvalDir: the device opened for a task with a GPU twin only,
+			// refused (before it is opened) for one without; a directory
+			// that is not a model named as the model.
+			opened := 0
+			open := func() (*cuda.Device, error) { opened++; return nil, nil }
+			eo := EvalOptions{Split: "dev", Seed: 1, Limit: c.examples, NoPost: true, Out: t.TempDir(), Given: given()}
+			ed, err := EvalDir(ctx, out, eo, cuda.DeviceAuto, open)
+			if wantOpened := map[bool]int{true: 0, false: 1}[c.task == "lid"]; err != nil || ed.Examples != c.examples || opened != wantOpened {
+				t.Errorf("EvalDir: %v, %d examples, device opened %d times; want %d, %d", err, ed.Examples, opened, c.examples, wantOpened)
+			}
+			var ce *option.CombinationError
+			if _, err := EvalDir(ctx, out, eo, cuda.DeviceCUDA, open); (c.task == "lid") != (errors.As(err, &ce) && ce.Options[0] == "device") {
+				t.Errorf("EvalDir on cuda: %v", err)
+			}
+			if _, err := EvalDir(ctx, t.TempDir(), eo, cuda.DeviceCPU, open); optionErr(err) != "model" || opened > 2 {
+				t.Errorf("EvalDir of a directory without a model: %v, device opened %d times", err, opened)
+			}
 			if c.task == "lid" {
 				if lim.Release != nil || res.Release == nil || res.Components != 25 {
 					t.Errorf("speech release: %d components (want 25 = F + 1), kept with NoPost %v", res.Components, lim.Release != nil)

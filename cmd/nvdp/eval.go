@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
@@ -53,33 +52,18 @@ docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`,
 	return cmd
 }
 
-// run evaluates --model on --split (on the device unless the task has no
-// GPU twin) and prints the result.
+// run evaluates --model on --split (task.EvalDir: on the device unless the
+// task has no GPU twin) and prints the result. task.EvalOptions.Given
+// reports the flags given (an explicit value, 0 included, is kept: the
+// task's Evaluate rejects a batch size or max-seq-len below range before
+// any work), the others keep the model's.
 func (f *evalFlags) run(cmd *cobra.Command) error {
 	if err := f.dev.check(); err != nil {
 		return err
 	}
-	m, err := task.Open(f.model)
-	if err != nil {
-		return fmt.Errorf("--model: %w", err)
-	}
-	if err := f.dev.refuseDevice(m.Task); err != nil { // a task without a GPU twin
-		return err
-	}
-	loaded, err := m.Task.Load(m) // the model before the device: a broken model is named first
-	if err != nil {
-		return fmt.Errorf("--model: %w", err)
-	}
-	eo := f.options(cmd)
-	if m.Task.Info().DeviceErr == nil {
-		d, err := f.dev.open()
-		if err != nil {
-			return err
-		}
-		defer closeDevice(d)
-		eo.Device = d
-	}
-	r, err := loaded.Evaluate(cmd.Context(), eo) // cancelled on SIGINT or SIGTERM (execute in main.go)
+	eo := f.o
+	eo.Given = givenFlags(cmd)
+	r, err := task.EvalDir(cmd.Context(), f.model, eo, f.dev.device, f.dev.open) // cancelled on SIGINT or SIGTERM (execute in main.go)
 	if err != nil {
 		return flagError(err)
 	}
@@ -88,14 +72,4 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 	}
 	r.WriteText(cmd.OutOrStdout())
 	return nil
-}
-
-// options are the evaluation options of the flags; task.EvalOptions.Given
-// reports the flags given (an explicit value, 0 included, is kept: the
-// task's Evaluate rejects a batch size or max-seq-len below range before
-// any work), the others keep the model's.
-func (f *evalFlags) options(cmd *cobra.Command) task.EvalOptions {
-	o := f.o
-	o.Given = givenFlags(cmd)
-	return o
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/speech"
 	"github.com/nvdp-project/nvdp/train"
 )
@@ -143,6 +145,20 @@ func TestTrainLoadEvaluate(t *testing.T) {
 			}
 			if _, err := EvalDir(ctx, t.TempDir(), eo, cuda.DeviceCPU, open); optionErr(err) != "model" || opened > 2 {
 				t.Errorf("EvalDir of a directory without a model: %v, device opened %d times", err, opened)
+			}
+			// ModelClipSet: the clipped speech model's set, o given the
+			// model's labels; the text baseline, without a posterior, and
+			// a constant given are refused, naming model.
+			var co privacy.ClipSetOptions
+			set, err := ModelClipSet(out, nil, &co)
+			if c.task == "lid" && (err != nil || set.Components != 25 || co.Model != out || co.Variant != nvib.ModelNVDPClipped || co.Source != train.ModelSource(out)) {
+				t.Errorf("ModelClipSet: %v, %d components, options %+v", err, set.Components, co)
+			}
+			if c.task != "lid" && optionErr(err) != "model" {
+				t.Errorf("ModelClipSet of the baseline: %v, want the option error of model", err)
+			}
+			if _, err := ModelClipSet(out, given("c_mu"), &co); !errors.As(err, &ce) || !slices.Equal(ce.Options, []string{"c_mu", "model"}) {
+				t.Errorf("ModelClipSet given c_mu: %v", err)
 			}
 			if c.task == "lid" {
 				if lim.Release != nil || res.Release == nil || res.Components != 25 {

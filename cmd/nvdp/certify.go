@@ -1,13 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
-	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
 
@@ -83,24 +81,6 @@ func (f *certifyFlags) clipSet(cmd *cobra.Command) (privacy.ClipSet, error) {
 	return s, flagError(err)
 }
 
-// modelClipSet is the clip set of the --model directory (task.ModelDir.ClipSet),
-// with o's source and labels set to the model's.
-func (f *certifyFlags) modelClipSet(cmd *cobra.Command, o *privacy.ClipSetOptions) (privacy.ClipSet, error) {
-	if err := privacy.NoConstantsGiven(givenFlags(cmd)); err != nil {
-		return privacy.ClipSet{}, flagError(err)
-	}
-	m, err := task.Open(f.model)
-	if err != nil {
-		return privacy.ClipSet{}, fmt.Errorf("--model: %w", err)
-	}
-	set, cfg, err := m.ClipSet()
-	if err != nil {
-		return set, fmt.Errorf("--model: %w", err)
-	}
-	o.Model, o.Variant, o.Mode, o.Source = f.model, cfg.Model, string(cfg.Mode), train.ModelSource(f.model)
-	return set, nil
-}
-
 func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	o := f.o
 	o.Direction, o.Source = privacy.GaussianDirection(f.direction), "constants given on the command line"
@@ -115,7 +95,8 @@ func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	}
 	var set privacy.ClipSet
 	if f.model != "" {
-		set, err = f.modelClipSet(cmd, &o)
+		set, err = task.ModelClipSet(f.model, givenFlags(cmd), &o)
+		err = flagError(err)
 	} else {
 		set, err = f.clipSet(cmd)
 	}

@@ -66,3 +66,53 @@ func ResumeConflicts(o *model.Options, d *Data, given option.Given, show func(op
 
 // escape is s in a format of [option.Combination], its % doubled.
 func escape(s string) string { return strings.ReplaceAll(s, "%", "%%") }
+
+// RunRequest is what a run asks of its task besides its options: where
+// the task comes from, the device, and which options were given.
+type RunRequest struct {
+	// FromOut takes the task of the model in the run's directory when
+	// the options name none: a resume, or a pipeline that skips training.
+	FromOut bool
+	// Device and HostNoise are the device asked for, as [Info.CheckDevice]
+	// takes them.
+	Device    string
+	HostNoise bool
+	// Given reports the options given explicitly (nil: none); Show writes
+	// an option's value in a conflict of a resume ([ResumeConflicts]).
+	Given option.Given
+	Show  func(option string, v any) string
+}
+
+// ForRun returns the task of a training run of o with d, as `nvdp train`
+// and `nvdp run` resolve it before any work: o.Task ([Lookup]), or, with
+// r.FromOut and no o.Task, the task of the model in o.Out ([Open]); the
+// device it runs on ([Info.CheckDevice], whose cpu it returns); for a
+// resume (o.Resume), the options given against those saved
+// ([ResumeConflicts]); then the task's defaults for the options not given
+// ([Task.Apply], which sets them in o).
+//
+// Errors: Lookup's; an [*option.Error] naming out (its directory holds no
+// model, the cause kept); those of CheckDevice, ResumeConflicts and Apply.
+func ForRun(o *model.Options, d *Data, r RunRequest) (t Task, cpu, err error) {
+	if r.FromOut && o.Task == "" {
+		m, err := Open(o.Out)
+		if err != nil {
+			return nil, nil, option.Wrap("out", err)
+		}
+		t = m.Task
+	} else if t, err = Lookup(o.Task); err != nil {
+		return nil, nil, err
+	}
+	if cpu, err = t.Info().CheckDevice(r.Device, r.HostNoise); err != nil {
+		return nil, cpu, err
+	}
+	if o.Resume {
+		if err := ResumeConflicts(o, d, r.Given, r.Show); err != nil {
+			return nil, cpu, err
+		}
+	}
+	if err := t.Apply(o, r.Given); err != nil {
+		return nil, cpu, err
+	}
+	return t, cpu, nil
+}

@@ -98,3 +98,62 @@ func TestResumeConflicts(t *testing.T) {
 		t.Errorf("no run: %v", err)
 	}
 }
+
+// TestForRun: a run's task is its named one or, from its directory, the
+// saved model's; the device, a resume's conflicts and the task's defaults
+// are checked and applied in turn, each error naming its options.
+func TestForRun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	saved := textFixture(t, out)
+	saved.Resolve()
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := model.SaveOptions(out, &saved); err != nil {
+		t.Fatal(err)
+	}
+	given := func(names ...string) option.Given { return func(n string) bool { return slices.Contains(names, n) } }
+	for _, tc := range []struct {
+		name     string
+		set      func(o *model.Options)
+		r        RunRequest
+		task     string   // the task returned; "": none
+		cpu      bool     // a reason to run on the CPU returned
+		errOpt   string   // the option of an *option.Error
+		combined []string // the options of an *option.CombinationError
+	}{
+		{"unknown task", func(o *model.Options) { o.Task = "cola2" }, RunRequest{}, "", false, "task", nil},
+		{"named task", func(o *model.Options) {}, RunRequest{FromOut: true}, "sst2", false, "", nil},
+		{"the model's task", func(o *model.Options) { o.Task, o.Resume = "", true }, RunRequest{FromOut: true}, "sst2", false, "", nil},
+		{"no model in out", func(o *model.Options) { o.Task, o.Out = "", t.TempDir() }, RunRequest{FromOut: true}, "", false, "out", nil},
+		{"no task, not from out", func(o *model.Options) { o.Task = "" }, RunRequest{}, "", false, "task", nil},
+		{"lid on cuda", func(o *model.Options) { o.Task = "lid" }, RunRequest{Device: cuda.DeviceCUDA}, "", false, "", []string{"device", "task", "device"}},
+		{"lid on auto", func(o *model.Options) { o.Task = "lid" }, RunRequest{Device: cuda.DeviceAuto}, "lid", true, "", nil},
+		{"lid on auto, host noise", func(o *model.Options) { o.Task = "lid" }, RunRequest{Device: cuda.DeviceAuto, HostNoise: true}, "", true, "", []string{"host_noise"}},
+		{"resume conflict", func(o *model.Options) { o.Resume, o.Epochs = true, 9 }, RunRequest{Given: given("epochs")}, "", false, "", []string{"resume", "epochs", "out"}},
+		{"resume, epochs not given", func(o *model.Options) { o.Resume, o.Epochs = true, 9 }, RunRequest{}, "sst2", false, "", nil},
+		{"lid refuses a text option", func(o *model.Options) { o.Task = "lid" }, RunRequest{Given: given("max_seq_len")}, "", false, "max_seq_len", nil},
+	} {
+		o := saved
+		tc.set(&o)
+		tk, cpu, err := ForRun(&o, &Data{}, tc.r)
+		var oe *option.Error
+		var ce *option.CombinationError
+		switch {
+		case (cpu != nil) != tc.cpu:
+			t.Errorf("%s: cpu %v, want %v", tc.name, cpu, tc.cpu)
+		case tc.task != "" && (err != nil || tk.Info().Name != tc.task):
+			t.Errorf("%s: %v, %v; want task %s", tc.name, tk, err, tc.task)
+		case tc.errOpt != "" && (!errors.As(err, &oe) || oe.Option != tc.errOpt):
+			t.Errorf("%s: %v, want the option error of %s", tc.name, err, tc.errOpt)
+		case tc.combined != nil && (!errors.As(err, &ce) || !slices.Equal(ce.Options, tc.combined)):
+			t.Errorf("%s: %v, want the combination of %v", tc.name, err, tc.combined)
+		}
+	}
+	// Apply gives the speech task its defaults for the options not given.
+	o := saved
+	o.Task = "lid"
+	if _, _, err := ForRun(&o, &Data{}, RunRequest{}); err != nil || o.Encoder == saved.Encoder {
+		t.Errorf("lid: %v, encoder %q kept", err, o.Encoder)
+	}
+}

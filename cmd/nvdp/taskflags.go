@@ -31,29 +31,19 @@ func (f *trainingFlags) bind(fs *pflag.FlagSet, o *model.Options) {
 	f.dev.bindTraining(fs)
 }
 
-// taskOf is the task of a run whose flags the command has checked: --task,
-// or the model's in --out (fromOut: --resume, --skip-train; runTask);
-// the device flags a task without a GPU twin refuses (refuseDevice); a
-// resume's flags that contradict its saved options (refuseResumeConflicts);
-// then the task's defaults for the flags left out (task.Task.Apply).
-// Errors name the flags.
+// taskOf is the task of a run whose flags the command has checked
+// (task.ForRun): --task, or the model's in --out (fromOut: --resume,
+// --skip-train); the device flags a task without a GPU twin refuses (auto
+// runs it on the CPU with a log line); a resume's flags that contradict its
+// saved options, each value written as its flag writes it; then the task's
+// defaults for the flags left out. Errors name the flags.
 func (f *trainingFlags) taskOf(cmd *cobra.Command, fromOut bool) (task.Task, error) {
-	t, err := runTask(f.o, fromOut)
-	if err != nil {
-		return nil, err
+	t, cpu, err := task.ForRun(f.o, f.dv.data(), task.RunRequest{FromOut: fromOut, Device: f.dev.device, HostNoise: f.dev.hostNoise,
+		Given: givenFlags(cmd), Show: func(option string, v any) string { return flagText(cmd.Flags().Lookup(optionFlag(option)).Value, v) }})
+	if cpu != nil {
+		slog.Info("device: cpu (" + cpu.Error() + ")")
 	}
-	if err := f.dev.refuseDevice(t); err != nil {
-		return nil, err
-	}
-	if f.o.Resume { // as nvdp train --resume (issue 32)
-		if err := refuseResumeConflicts(cmd, f.o, &f.dv); err != nil {
-			return nil, err
-		}
-	}
-	if err := t.Apply(f.o, givenFlags(cmd)); err != nil {
-		return nil, flagError(err)
-	}
-	return t, nil
+	return t, flagError(err)
 }
 
 // dataFlagValues are the flags of the task data beyond train's options
@@ -81,21 +71,6 @@ func givenFlags(cmd *cobra.Command) option.Given {
 	}
 }
 
-// runTask is the task of a run: --task, or, for --resume or --skip-train
-// (fromOut) without it, the task of the model in --out (task.Open). Errors
-// name the flag.
-func runTask(o *model.Options, fromOut bool) (task.Task, error) {
-	if fromOut && o.Task == "" {
-		m, err := task.Open(o.Out)
-		if err != nil {
-			return nil, fmt.Errorf("--out: %w", err)
-		}
-		return m.Task, nil
-	}
-	t, err := task.Lookup(o.Task)
-	return t, flagError(err)
-}
-
 // openTask opens the device of a training run of t (nil: the CPU); a task
 // without a GPU twin runs on the CPU (refuseDevice has refused the flags
 // that ask otherwise).
@@ -104,26 +79,6 @@ func (f *deviceFlags) openTask(t task.Task) (*cuda.Device, error) {
 		return nil, nil
 	}
 	return f.open()
-}
-
-// refuseDevice is the error of --device cuda (and --host-noise) for a task
-// without a GPU twin (task.Info.CheckDevice); auto runs it on the CPU with a
-// log line.
-func (f *deviceFlags) refuseDevice(t task.Task) error {
-	cpu, err := t.Info().CheckDevice(f.device, f.hostNoise)
-	if cpu != nil {
-		slog.Info("device: cpu (" + cpu.Error() + ")")
-	}
-	return flagError(err)
-}
-
-// refuseResumeConflicts refuses the flags given to a resumed run that
-// contradict the options saved in its directory (task.ResumeConflicts),
-// each value written as its flag writes it.
-func refuseResumeConflicts(cmd *cobra.Command, o *model.Options, dv *dataFlagValues) error {
-	return flagError(task.ResumeConflicts(o, dv.data(), givenFlags(cmd), func(option string, v any) string {
-		return flagText(cmd.Flags().Lookup(optionFlag(option)).Value, v)
-	}))
 }
 
 // flagText is v, the value of the option that flag value f sets, as the

@@ -32,3 +32,18 @@ func (o *Options) CheckGiven(given option.Given) error {
 	}
 	return nil
 }
+
+// ResolveTargets gives the base options the privacy targets' settings a
+// sweep decides, as `nvdp run` does ([train.PipelineOptions.ResolveTargets]:
+// a target's order and delta are the audit's), and, with TargetEpsilons,
+// the clipping constants given explicitly (given; nil: none) fixed in each
+// cell's calibration and the cells' delta the audit's (Base.Audit.Delta).
+// Call it after the audit options are resolved.
+func (o *Options) ResolveTargets(given option.Given) {
+	po := &o.Base
+	if len(o.TargetEpsilons) > 0 {
+		po.Train.FixGiven(given)
+		po.Train.TargetDelta = po.Audit.Delta
+	}
+	po.ResolveTargets(given)
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nvdp-project/nvdp/option"
+	"github.com/nvdp-project/nvdp/train"
 )
 
 // TestCheckGiven: a run's per-cell options, C_mu with its grid and cells
@@ -44,6 +45,22 @@ func TestCheckGiven(t *testing.T) {
 			t.Errorf("%s: %v, want a combination of %q", tc.name, err, tc.want)
 		case tc.msg != "" && err.Error() != tc.msg:
 			t.Errorf("%s: %q, want %q", tc.name, err, tc.msg)
+		}
+	}
+}
+
+// TestResolveTargets: a sweep with target epsilons fixes the clipping
+// constants given in each cell's calibration and gives the cells the
+// audit's delta; without them nothing is fixed.
+func TestResolveTargets(t *testing.T) {
+	given := option.Given(func(n string) bool { return n == "logvar_margin" })
+	for _, eps := range [][]float64{nil, {1, 8}} {
+		o := Options{Base: train.DefaultPipelineOptions(), TargetEpsilons: eps}
+		o.Base.Audit.Delta, o.Base.Train.TargetDelta = 1e-7, 1e-3
+		o.ResolveTargets(given)
+		tr := o.Base.Train
+		if targets := eps != nil; tr.FixLogvarMargin != targets || tr.FixCMu || (tr.TargetDelta == 1e-7) != targets {
+			t.Errorf("target epsilons %v: fixed logvar_margin %v c_mu %v, delta %v", eps, tr.FixLogvarMargin, tr.FixCMu, tr.TargetDelta)
 		}
 	}
 }

@@ -139,3 +139,30 @@ func TestCheckSkipTrain(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveTargets: with a target, the clipping constants given stay
+// fixed and the target takes the audit's order (RD) or delta (epsilon);
+// without one, nothing is fixed and the order and delta are kept.
+func TestResolveTargets(t *testing.T) {
+	given := option.Given(func(n string) bool { return n == "c_mu" || n == "c_alpha_min" })
+	for _, tc := range []struct {
+		name              string
+		eps, rd           float64
+		fixed             bool
+		wantOrd, wantDelt float64
+	}{
+		{"no target", model.NoTarget(), model.NoTarget(), false, 5, 1e-3},
+		{"epsilon", 8, model.NoTarget(), true, 5, 1e-7},
+		{"rd", model.NoTarget(), 2, true, 3, 1e-3},
+	} {
+		po := DefaultPipelineOptions()
+		po.Train.TargetEpsilon, po.Train.TargetRD, po.Train.TargetOrder, po.Train.TargetDelta = tc.eps, tc.rd, 5, 1e-3
+		po.Audit.Order, po.Audit.Delta = 3, 1e-7
+		po.ResolveTargets(given)
+		o := po.Train
+		if o.FixCMu != tc.fixed || o.FixCAlphaMin != tc.fixed || o.FixLogvarMargin || o.TargetOrder != tc.wantOrd || o.TargetDelta != tc.wantDelt {
+			t.Errorf("%s: fixed c_mu %v c_alpha_min %v logvar_margin %v, order %v, delta %v; want fixed %v, %v, %v",
+				tc.name, o.FixCMu, o.FixCAlphaMin, o.FixLogvarMargin, o.TargetOrder, o.TargetDelta, tc.fixed, tc.wantOrd, tc.wantDelt)
+		}
+	}
+}

@@ -65,6 +65,20 @@ func (po *PipelineOptions) ResolveAudit() error {
 	return po.Audit.Validate()
 }
 
+// ResolveTargets gives the training's privacy target the settings a
+// pipeline decides: with a target, the clipping constants given explicitly
+// (given; nil: none) stay as given in the calibration
+// ([model.Options.FixGiven]), and the target's order and delta are the
+// audit's (Audit.Order and Audit.Delta, [model.Options.TargetAt]): one
+// order and one delta for the audit and the target. Call it after
+// [PipelineOptions.ResolveAudit].
+func (po *PipelineOptions) ResolveTargets(given option.Given) {
+	if po.Train.HasTarget() {
+		po.Train.FixGiven(given)
+	}
+	po.Train.TargetAt(po.Audit.Order, po.Audit.Delta)
+}
+
 // CheckSkipTrain checks, before any work, that a pipeline with SkipTrain
 // asks for no privacy target: a target calibrates a training run, and a
 // model evaluated as it is keeps its clipping constants (certify reads

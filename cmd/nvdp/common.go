@@ -260,14 +260,6 @@ func flagError(err error) error {
 	return err
 }
 
-// finishTrainFlags fixes the constants given explicitly for a target's
-// calibration.
-func finishTrainFlags(cmd *cobra.Command, o *model.Options) {
-	if o.HasTarget() {
-		o.FixGiven(givenFlags(cmd))
-	}
-}
-
 // signalContext is the context of a long command: SIGINT (Ctrl-C) and SIGTERM
 // (kill, a scheduler's stop, the sweep stopping its cells) cancel it, so that
 // training and pretraining stop after the current step with a final

@@ -86,14 +86,13 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 // with its defaults applied to the flags left out.
 func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	po := f.po
-	finishTrainFlags(cmd, &po.Train)
 	if err := f.dev.check(); err != nil {
 		return nil, err
 	}
 	if err := f.af.finish(cmd, po); err != nil {
 		return nil, err
 	}
-	po.Train.TargetAt(po.Audit.Order, po.Audit.Delta)
+	po.ResolveTargets(givenFlags(cmd))                   // the constants given, the audit's order and delta
 	if err := po.Train.CheckTargetValues(); err != nil { // --target-epsilon 0 is an error, --skip-train or not
 		return nil, flagError(err)
 	}

@@ -86,10 +86,10 @@ identification. Details: docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes
 // bind sets so from the flags: the train and audit flags into its base, the
 // lists and the C_mu selection; each task's defaults for the flags left out
 // (task.Task.Apply) and its data; the flags given that the sweep decides
-// (sweep.Options.CheckGiven). The sweep validates the result.
+// (sweep.Options.CheckGiven); the targets' settings
+// (sweep.Options.ResolveTargets). The sweep validates the result.
 func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	po := &so.Base
-	finishTrainFlags(cmd, &po.Train)
 	so.Out = po.Train.Out
 	var modes []string
 	for _, err := range []error{
@@ -120,11 +120,7 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	if err := sf.af.finish(cmd, po); err != nil {
 		return err
 	}
-	if len(so.TargetEpsilons) > 0 {
-		po.Train.FixGiven(givenFlags(cmd))
-		po.Train.TargetDelta = po.Audit.Delta
-	}
-	po.Train.TargetAt(po.Audit.Order, po.Audit.Delta)
+	so.ResolveTargets(givenFlags(cmd))
 	return nil
 }
 

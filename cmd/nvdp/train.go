@@ -80,7 +80,9 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 // their target, the device, a resume's conflicts) and returns the task.
 func (f *trainCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	o := f.o
-	finishTrainFlags(cmd, o)
+	if o.HasTarget() { // the constants given stay fixed in the calibration
+		o.FixGiven(givenFlags(cmd))
+	}
 	if err := f.dev.check(); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,17 @@ func (i Info) CheckDevice(device string, hostNoise bool) (cpu, err error) {
 	return cpu, nil
 }
 
+// OpenDevice opens the device a run of the task runs on with open (a nil
+// device: the CPU): a task without a GPU twin (DeviceErr) runs on the CPU
+// and opens none, [Info.CheckDevice] having refused the options that ask
+// otherwise. Errors are open's, as it returns them.
+func (i Info) OpenDevice(open func() (*cuda.Device, error)) (*cuda.Device, error) {
+	if i.DeviceErr != nil {
+		return nil, nil
+	}
+	return open()
+}
+
 // ResumeConflicts checks the options given explicitly (given; nil: none)
 // to a resume of the run in o.Out, before any work: the run continues with
 // the options saved in its directory, so an option given with another

@@ -157,3 +157,22 @@ func TestForRun(t *testing.T) {
 		t.Errorf("lid: %v, encoder %q kept", err, o.Encoder)
 	}
 }
+
+// TestOpenDevice: a task with a GPU twin opens its device with open (its
+// error returned as is); one without opens none and runs on the CPU.
+func TestOpenDevice(t *testing.T) {
+	lid, _ := Lookup("lid")
+	sst2, _ := Lookup("sst2")
+	failed := errors.New("no GPU")
+	for _, tc := range []struct {
+		task   Task
+		opened int
+		err    error
+	}{{sst2, 1, failed}, {lid, 0, nil}} {
+		opened := 0
+		d, err := tc.task.Info().OpenDevice(func() (*cuda.Device, error) { opened++; return nil, failed })
+		if d != nil || opened != tc.opened || err != tc.err {
+			t.Errorf("%s: device %v, opened %d times, %v; want none, %d, %v", tc.task.Info().Name, d, opened, err, tc.opened, tc.err)
+		}
+	}
+}

@@ -13,10 +13,10 @@ import (
 // eval` does: it reads the model's task and options ([Open]), checks the
 // device asked ([Info.CheckDevice] of device, as [cuda.Select] takes it:
 // a task without a GPU twin refuses cuda, and with auto runs on the CPU,
-// saying so in a log line), loads the model ([Task.Load]), then, for a task
-// with a GPU twin, opens the device with open (a nil device: the CPU; it
-// is closed when the evaluation ends) and evaluates ([Evaluator.Evaluate],
-// eo.Device set). The model is checked before the device is opened: a
+// saying so in a log line), loads the model ([Task.Load]), then opens the
+// device with open ([Info.OpenDevice]: none for a task without a GPU twin;
+// a nil device is the CPU; it is closed when the evaluation ends) and
+// evaluates ([Evaluator.Evaluate], eo.Device set). The model is checked before the device is opened: a
 // broken model is named first.
 //
 // Errors: an [*option.Error] naming model (a directory that is not a model
@@ -38,19 +38,17 @@ func EvalDir(ctx context.Context, dir string, eo EvalOptions, device string, ope
 	if err != nil {
 		return nil, option.Wrap("model", err)
 	}
-	if m.Task.Info().DeviceErr == nil {
-		d, err := open()
-		if err != nil {
-			return nil, err
-		}
-		if d != nil {
-			defer func() {
-				if err := d.Close(); err != nil {
-					slog.Warn("closing the GPU", "err", err)
-				}
-			}()
-		}
-		eo.Device = d
+	d, err := m.Task.Info().OpenDevice(open)
+	if err != nil {
+		return nil, err
 	}
+	if d != nil {
+		defer func() {
+			if err := d.Close(); err != nil {
+				slog.Warn("closing the GPU", "err", err)
+			}
+		}()
+	}
+	eo.Device = d
 	return loaded.Evaluate(ctx, eo)
 }

@@ -53,7 +53,7 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	d, err := f.dev.openTask(t)
+	d, err := t.Info().OpenDevice(f.dev.open) // none for a task without a GPU twin
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
@@ -69,16 +68,6 @@ func givenFlags(cmd *cobra.Command) option.Given {
 		f := cmd.Flags().Lookup(optionFlag(name))
 		return f != nil && f.Changed
 	}
-}
-
-// openTask opens the device of a training run of t (nil: the CPU); a task
-// without a GPU twin runs on the CPU (refuseDevice has refused the flags
-// that ask otherwise).
-func (f *deviceFlags) openTask(t task.Task) (*cuda.Device, error) {
-	if t.Info().DeviceErr != nil {
-		return nil, nil
-	}
-	return f.open()
 }
 
 // flagText is v, the value of the option that flag value f sets, as the

@@ -58,7 +58,7 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 	}
-	d, err := f.dev.openTask(t)
+	d, err := t.Info().OpenDevice(f.dev.open) // none for a task without a GPU twin
 	if err != nil {
 		return err
 	}

@@ -33,9 +33,10 @@ type Result struct {
 // [train.RunPipeline], each in its directory under o.Out; see Cell.place and
 // docs/results.md. The baseline and gaussian run once per task and seed, and
 // gaussian also once per target epsilon. The options are checked before any
-// work and before any file is written, with errors of type [*option.Error]:
-// the sweep's, and the first cell of each task and variant as a new run
-// (its task's Prepare: the GLUE files and vocabulary, or the speech corpus).
+// work and before any file is written: the sweep's, with errors of type
+// [*option.Error], and the first cell of each task and variant as a new run
+// (its task's Prepare: the GLUE files and vocabulary, or the speech corpus;
+// errors naming the option or the file).
 //
 // Cells whose report.json exists are checked to be the run asked for, and
 // skipped; cells with a checkpoint are resumed. With CMuGrid the nvdp-clipped

@@ -92,8 +92,9 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	if err := f.af.finish(cmd, po); err != nil {
 		return nil, err
 	}
-	po.ResolveTargets(givenFlags(cmd))                   // the constants given, the audit's order and delta
-	if err := po.Train.CheckTargetValues(); err != nil { // --target-epsilon 0 is an error, --skip-train or not
+	po.ResolveTargets(givenFlags(cmd)) // the constants given; the audit's order and delta
+	// --target-epsilon 0 is an error, --skip-train or not
+	if err := po.Train.CheckTargetValues(); err != nil {
 		return nil, flagError(err)
 	}
 	if err := po.CheckSkipTrain(); err != nil {

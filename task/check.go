@@ -71,7 +71,7 @@ func ResumeConflicts(o *model.Options, d *Data, given option.Given, show func(op
 		return nil
 	}
 	return option.Combination("%s continues the run in "+escape(o.Out)+" with the options saved in its "+escape(file)+
-		"; these flags ask for others: "+strings.Join(asked, ", ")+
+		"; these options ask for others: "+strings.Join(asked, ", ")+
 		"; leave them out (or give the saved values) to resume it, or start a new run in another %s", append(names, "out")...)
 }
 

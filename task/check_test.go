@@ -89,7 +89,7 @@ func TestResumeConflicts(t *testing.T) {
 		}
 	}
 	err := ResumeConflicts(&o, nil, given("epochs"), nil)
-	if want := "resume continues the run in " + out + " with the options saved in its " + model.OptionsFile + "; these flags ask for others: epochs 2 (saved 1); " +
+	if want := "resume continues the run in " + out + " with the options saved in its " + model.OptionsFile + "; these options ask for others: epochs 2 (saved 1); " +
 		"leave them out (or give the saved values) to resume it, or start a new run in another out"; err == nil || err.Error() != want {
 		t.Errorf("message %v, want %q", err, want)
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nvdp-project/nvdp/audit"
@@ -82,14 +81,13 @@ func (po *PipelineOptions) ResolveTargets(given option.Given) {
 // CheckSkipTrain checks, before any work, that a pipeline with SkipTrain
 // asks for no privacy target: a target calibrates a training run, and a
 // model evaluated as it is keeps its clipping constants (certify reads
-// them). The error is a [*option.CombinationError] naming target,
-// skip_train and model (the certify option the model directory goes to).
+// them). The error is a [*option.CombinationError] naming target and
+// skip_train.
 func (po *PipelineOptions) CheckSkipTrain() error {
 	if !po.SkipTrain || !po.Train.HasTarget() {
 		return nil
 	}
-	return option.Combination("%s calibrate a training run; with %s the model keeps its constants (see nvdp certify %s "+
-		strings.ReplaceAll(po.Train.Out, "%", "%%")+")", "target", "skip_train", "model")
+	return option.Combination("%s calibrate a training run; with %s the model keeps its constants", "target", "skip_train")
 }
 
 // PrivacySummary is the "privacy" object of the report.

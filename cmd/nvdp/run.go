@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"encoding/json"
 
 	"github.com/nvdp-project/nvdp/task"
@@ -98,7 +100,7 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 		return nil, flagError(err)
 	}
 	if err := po.CheckSkipTrain(); err != nil {
-		return nil, flagError(err)
+		return nil, fmt.Errorf("%w (see nvdp certify --model %s)", flagError(err), po.Train.Out)
 	}
 	return f.taskOf(cmd, po.Train.Resume || po.SkipTrain)
 }

@@ -36,8 +36,9 @@ type BackupMark struct {
 	Taken    time.Time `json:"taken"`
 }
 
-// BackupFileError is a backup opened for charging (OpenFile): serving from
-// it would roll the ledger back; Restore makes it a ledger again.
+// BackupFileError is the error of a backup opened for charging with
+// [OpenFile]: serving from it would roll the ledger back. [Restore] makes it
+// a ledger again.
 type BackupFileError struct {
 	Path string
 	Mark BackupMark
@@ -61,7 +62,7 @@ type RestoreRecord struct {
 	Replaced string `json:"replaced,omitempty"`
 }
 
-// Info describes a ledger file (File.Info).
+// Info describes a ledger file, as [File.Info] returns it.
 type Info struct {
 	Path     string `json:"path"`
 	LedgerID string `json:"ledger_id"` // "" only in a ledger of before IDs opened read-only
@@ -139,14 +140,18 @@ func (l *File) backupPrefix() string {
 	return filepath.Base(l.path) + ".backup-" + l.id[:min(8, len(l.id))] + "-"
 }
 
-// Backup writes a consistent copy of the ledger into dir ("": the ledger's
-// directory) as BASE.backup-ID8-TIME (backupPrefix), mode 0600, marked as a
-// backup (BackupMark), checked, synced, and linked into place complete. The
-// copy is one read transaction: it holds every charge committed before it
-// and none after, while charges go on committing. It also works on a ledger
-// whose file was removed or replaced while serving (it copies the file the
-// ledger holds open): the rescue of a deleted ledger. It returns the
-// backup's description (Path is the backup's).
+// Backup writes a consistent copy of the ledger into dir and returns the
+// backup's description, whose Path is the backup's.
+//
+// An empty dir means the ledger's directory. The copy is named
+// BASE.backup-ID8-TIME, as backupPrefix makes it, with mode 0600; it is
+// marked as a backup with [BackupMark], checked, synced, and linked into
+// place complete. The copy is one read transaction: it holds every charge
+// committed before it and none after, while charges go on committing.
+//
+// Backup also works on a ledger whose file was removed or replaced while
+// serving, since it copies the file the ledger holds open: this is the
+// rescue of a deleted ledger.
 func (l *File) Backup(dir string) (Info, error) {
 	if dir == "" {
 		dir = filepath.Dir(l.path)
@@ -186,10 +191,10 @@ func (l *File) Backup(dir string) (Info, error) {
 	return describe(path)
 }
 
-// PruneBackups removes this ledger's oldest backups in dir ("": the
-// ledger's directory), keeping the keep newest (keep >= 1), and returns the
-// paths removed. Only files named as Backup names this ledger's are
-// touched.
+// PruneBackups removes this ledger's oldest backups in dir, keeping the keep
+// newest, and returns the paths removed. An empty dir means the ledger's
+// directory, and keep must be at least 1. Only files named as
+// [File.Backup] names this ledger's are touched.
 func (l *File) PruneBackups(dir string, keep int) ([]string, error) {
 	if keep < 1 {
 		panic(fmt.Sprintf("ledger: PruneBackups keeping %d", keep))
@@ -223,29 +228,31 @@ func (l *File) PruneBackups(dir string, keep int) ([]string, error) {
 // acknowledged.
 var ErrRollbackNotAccepted = errors.New("rollback not acknowledged")
 
-// ErrNotBackup is Restore's refusal of a file without the backup mark
-// (BackupMark): a live ledger, or a copy of one made by hand.
+// ErrNotBackup is [Restore]'s refusal of a file that lacks [BackupMark]: a
+// live ledger, or a copy of one made by hand.
 var ErrNotBackup = errors.New("not a backup")
 
-// Restore makes the ledger file backup (a backup written by Backup)
-// the ledger at path, and returns the record of the restore. Restoring is a
-// rollback: every charge made after the backup was taken is forgotten, so
-// keys may receive more than their budgets over the ledger's life;
-// acceptRollback must say the operator accepts it (else
-// ErrRollbackNotAccepted, and nothing changes).
+// Restore makes the ledger file backup, written by [File.Backup], the
+// ledger at path, and returns the record of the restore.
 //
-// A file without the backup mark is refused (ErrNotBackup): restoring a
-// live ledger would make a second ledger with its ID while the first one
+// Restoring is a rollback: every charge made after the backup was taken is
+// forgotten, so keys may receive more than their budgets over the ledger's
+// life. acceptRollback must say the operator accepts it; else Restore
+// returns [ErrRollbackNotAccepted] and nothing changes.
+//
+// A file without the backup mark is refused with [ErrNotBackup]: restoring
+// a live ledger would make a second ledger with its ID while the first one
 // stays live, each with every key's full budget. Every backup nvdp has
-// written carries the mark (Backup has set it since backups exist); a
-// copy made by hand (cp of a stopped ledger) has none and is refused too:
-// it is indistinguishable from the live file it copies.
+// written carries the mark, which Backup has set since backups exist. A
+// copy made by hand, such as cp of a stopped ledger, has none and is
+// refused too: it is indistinguishable from the live file it copies.
 //
-// The backup is checked (a corrupt one is refused) and copied beside path,
-// its backup mark removed and the restore appended to the copy's meta
-// "restores". Only then is a file at path moved aside, to
-// PATH.replaced-TIME (never deleted; refused while a server holds it), and
-// the copy linked into place. The backup itself is left as it was.
+// The backup is checked, and a corrupt one refused. It is copied beside
+// path, its backup mark removed and the restore appended to the copy's meta
+// "restores". Only then is a file at path moved aside to
+// PATH.replaced-TIME and the copy linked into place. The file moved aside
+// is never deleted, and the move is refused while a server holds it. The
+// backup itself is left as it was.
 func Restore(backup, path string, acceptRollback bool) (RestoreRecord, error) {
 	now := time.Now().UTC()
 	src, err := OpenFileReadOnly(backup)

@@ -14,34 +14,35 @@ import (
 // (File) and PostgreSQL (pgledger.Ledger) both compose and convert with it, so
 // that the same counts give the same balance, bit for bit, in either.
 
-// The accountant of a curve is stored with every curve (PostgreSQL:
-// curves.accountant and curves.gaussian_mu; the file: the curve record's
-// "accountant" and "gaussian_mu", absent in files of before them), under
-// privacy's names, the ones a certificate and a balance carry:
-//
-//   - privacy.AccountantRDP ("rdp"): an RDP curve, composed by summing the
-//     curves per order (releases x bound) and converting the sum to epsilon
-//     at the ledger's delta by the minimum over orders;
-//   - privacy.AccountantGaussian ("analytic-gaussian"): the curve of a
-//     release that is exactly a Gaussian mechanism (privacy.Guarantee's
-//     Accountant is privacy.AccountantGaussian), stored with its mu of one
-//     release (Curve.Mu) beside its RDP curve order mu^2 / 2.
-//
-// The Grid itself is privacy's (privacy.Composition): a ledger
-// stores counts per curve, and the accountant turns them into epsilon.
-// An account composes exactly while every curve it was charged under is
-// Gaussian, else by the RDP sum; docs/serving.md, "Exact Grid of
-// Gaussian releases".
-//
-// Ledgers written before the names were one set stored "rdp-sum" and
-// "gaussian-mu" (legacyAccountant): a ledger opened for charging rewrites
-// them (migrateAccountants, and schema version 3 of PostgreSQL), and every
-// ledger reads them as privacy's.
-//
 // CurveFormat is the newest version of a curve's record: 1 holds an RDP
 // curve, 2 adds the Gaussian mu. A curve is written in the oldest format
 // that holds it. A ledger refuses a curve of another accountant or a newer
 // format instead of charging under arithmetic it does not know.
+//
+// The accountant of a curve is stored with every curve under privacy's
+// names, the ones a certificate and a balance carry. PostgreSQL stores it
+// in curves.accountant and curves.gaussian_mu. The file stores it in the
+// curve record's "accountant" and "gaussian_mu", which files written before
+// them lack. The accountants are:
+//
+//   - [privacy.AccountantRDP], "rdp": an RDP curve, composed by summing the
+//     curves per order, releases times bound, and converting the sum to
+//     epsilon at the ledger's delta by the minimum over orders;
+//   - [privacy.AccountantGaussian], "analytic-gaussian": the curve of a
+//     release that is exactly a Gaussian mechanism, whose [privacy.Guarantee]
+//     has that Accountant. It is stored with its mu of one release,
+//     [Curve.Mu], beside its RDP curve, order mu^2 / 2.
+//
+// The composition itself is privacy's [privacy.Composition]: a ledger
+// stores counts per curve, and the accountant turns them into epsilon.
+// An account composes exactly while every curve it was charged under is
+// Gaussian, else by the RDP sum; docs/serving.md, "Exact composition of
+// Gaussian releases".
+//
+// Ledgers written before the names were one set stored "rdp-sum" and
+// "gaussian-mu", as legacyAccountant reads them. A ledger opened for
+// charging rewrites them with migrateAccountants, as schema version 3 of
+// PostgreSQL does, and every ledger reads them as privacy's.
 const CurveFormat = 2
 
 // legacyAccountant maps the accountant names ledgers stored before they
@@ -75,19 +76,23 @@ const gaussianIDTag = "gaussian-mu"
 // refused.
 const gaussianRDPTolerance = 1e-6
 
-// Grid is the order grid and delta that every curve of a ledger
-// shares (set by the first curve registered).
+// Grid is the order grid and delta that every curve of a ledger shares,
+// set by the first curve registered.
 type Grid struct {
 	Orders []float64
 	Delta  float64
 }
 
-// newCurve is the curve g certifies for one release, as a ledger registers
-// it (Model unset), with its orders, accountant and format: a Gaussian curve
-// (its mu of one release g.GaussianMu / sqrt(g.Releases), and its RDP
-// curve) when g's epsilon is exact (privacy.AccountantGaussian) with a mu >
-// 0, else an RDP curve. Errors: a Gaussian guarantee whose mu and curve
-// disagree (checkGaussian).
+// NewCurve returns the curve g certifies for one release, as a ledger
+// registers it, with its orders, accountant and format. Model is left unset.
+//
+// The curve is a Gaussian curve when g's epsilon is exact
+// ([privacy.AccountantGaussian]) with a mu > 0: its mu of one release is
+// g.GaussianMu / sqrt(g.Releases), beside its RDP curve. Else it is an RDP
+// curve.
+//
+// Errors: a Gaussian guarantee whose mu and curve disagree, as checkGaussian
+// finds.
 func NewCurve(g *privacy.Guarantee) (c *Curve, orders []float64, accountant string, format int, err error) {
 	orders = make([]float64, len(g.Curve))
 	rd := make([]float64, len(g.Curve))
@@ -200,10 +205,10 @@ func (c Grid) remainingReleases(s charges, curve *Curve, budget float64) float64
 	return m
 }
 
-// balance is the balance of account id, charged counts releases by curve
-// ID (resolved by lookup), against budget (epsilon at delta), for releases
-// of curve. Its accountant is the one of its spent epsilon; for an account
-// with nothing charged, the one its first release of curve would be
+// Balance returns the balance of account id against budget, epsilon at
+// delta, for releases of curve. counts holds the releases charged by curve
+// ID, resolved by lookup. Its accountant is the one of its spent epsilon; for an
+// account with nothing charged, the one its first release of curve would be
 // composed by.
 func (c Grid) Balance(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, budget float64) (Balance, error) {
 	s, err := c.charges(counts, lookup)
@@ -225,11 +230,12 @@ func (c Grid) Balance(id string, counts map[string]uint64, lookup func(string) (
 	}, nil
 }
 
-// charge is the one rule of a charge, for every ledger: releases more of
-// curve fit the account id charged counts (by curve ID, resolved by lookup)
-// when the balance's RemainingReleases holds them (Balance.Check). Then
-// they are added to counts and the balance after them returned; else counts
-// are unchanged and the error is a *BudgetError with the balance.
+// Charge is the one rule of a charge, for every ledger: releases more of
+// curve fit the account id when the balance's RemainingReleases holds them,
+// as [Balance.Check] decides. counts holds the account's releases charged by
+// curve ID, resolved by lookup. When they fit they are added to counts and
+// the balance after them returned; else counts is unchanged and the error is a
+// [*BudgetError] with the balance.
 func (c Grid) Charge(id string, counts map[string]uint64, lookup func(string) (*Curve, error), curve *Curve, releases int, budget float64) (Balance, error) {
 	bal, err := c.Balance(id, counts, lookup, curve, budget)
 	if err != nil {
@@ -242,8 +248,8 @@ func (c Grid) Charge(id string, counts map[string]uint64, lookup func(string) (*
 	return c.Balance(id, counts, lookup, curve, budget)
 }
 
-// Check returns a *BudgetError when releases more releases of the
-// balance's curve do not fit its budget (RemainingReleases), else nil.
+// Check returns a [*BudgetError] when releases more releases of the
+// balance's curve do not fit its budget, by RemainingReleases, else nil.
 func (b Balance) Check(releases int) error {
 	if float64(b.RemainingReleases) < float64(releases) {
 		return &BudgetError{Requested: releases, Balance: b}
@@ -288,12 +294,12 @@ func (c Grid) epsilonOfOne(cv *Curve) (eps, order float64) {
 	return sp.Epsilon, sp.Order
 }
 
-// checkCurve checks a curve read from a ledger against the ledger's grid:
-// its accountant and format are known, its orders and delta are the
-// ledger's, a Gaussian curve's mu agrees with its bounds (checkGaussian)
-// and an RDP curve has none, and its ID is the hash of its orders and
-// bounds, and of its mu for a Gaussian curve (so that a changed bound or mu
-// is found, not charged under).
+// CheckCurve checks a curve read from a ledger against the ledger's grid.
+// Its accountant and format must be known, its orders and delta the
+// ledger's, and a Gaussian curve's mu must agree with its bounds, as
+// checkGaussian finds, while an RDP curve has none. Its ID must be the hash
+// of its orders and bounds, and of its mu for a Gaussian curve, so that a
+// changed bound or mu is found, not charged under.
 func (c Grid) CheckCurve(id, accountant string, format int, orders, rd []float64, delta, mu float64) error {
 	accountant, format = accountantName(accountant, format)
 	switch {

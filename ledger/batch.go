@@ -9,7 +9,7 @@ import (
 const MaxCommitBatch = 256
 
 // ChargeRequest is one charge waiting for a ledger's committer: what to
-// charge, and once settled its answer (Balance and Err).
+// charge, and once settled its answer in Balance and Err.
 type ChargeRequest struct {
 	Account  string
 	Curve    *Curve
@@ -24,12 +24,12 @@ type ChargeRequest struct {
 // Done answers the request: Submit returns its Balance and Err.
 func (r *ChargeRequest) Done() { close(r.done) }
 
-// Batcher is the group commit of a ledger: charges submitted while a
-// commit is running queue, and each committer takes those waiting (up to
-// MaxCommitBatch) and hands them to the ledger's commit in one batch,
-// which answers each (ChargeRequest.Done). The file ledger runs one
-// committer whose queue blocks when full; PostgreSQL runs several, and
-// refuses a charge at once when its queue is full (ErrBusy).
+// Batcher is the group commit of a ledger. Charges submitted while a commit
+// is running queue, and each committer takes up to MaxCommitBatch of those
+// waiting and hands them to the ledger's commit in one batch, which answers
+// each with [ChargeRequest.Done]. The file ledger runs one committer whose
+// queue blocks when full; PostgreSQL runs several, and refuses a charge at
+// once with [ErrBusy] when its queue is full.
 type Batcher struct {
 	reqs   chan *ChargeRequest
 	block  bool
@@ -41,9 +41,9 @@ type Batcher struct {
 	wg     sync.WaitGroup
 }
 
-// NewBatcher starts committers goroutines that hand batches to commit,
-// with a queue of queue charges; block says whether Submit waits for room
-// in a full queue (else it refuses with ErrBusy).
+// NewBatcher starts committers goroutines that hand batches to commit, with
+// a queue of queue charges. block says whether Submit waits for room in a
+// full queue; else it refuses with [ErrBusy].
 func NewBatcher(committers, queue int, block bool, commit func([]*ChargeRequest)) *Batcher {
 	b := &Batcher{reqs: make(chan *ChargeRequest, queue), block: block, commit: commit}
 	for range committers {
@@ -53,10 +53,10 @@ func NewBatcher(committers, queue int, block bool, commit func([]*ChargeRequest)
 	return b
 }
 
-// Submit queues a charge of releases (>= 1) of curve to account against
-// budget and returns its answer once a commit settled it. Errors:
-// ErrClosed, ErrBusy (a full queue that does not block), the
-// commit's.
+// Submit queues a charge of releases of curve to account against budget and
+// returns its answer once a commit settled it. releases is at least 1.
+// Errors: [ErrClosed], [ErrBusy] from a full queue that does not block, and
+// the commit's.
 func (b *Batcher) Submit(account string, curve *Curve, releases int, budget float64) (Balance, error) {
 	if releases < 1 {
 		panic(fmt.Sprintf("ledger: Charge of %d releases", releases))
@@ -82,8 +82,8 @@ func (b *Batcher) Submit(account string, curve *Curve, releases int, budget floa
 	return r.Balance, r.Err
 }
 
-// Go runs f, a commit's work outside a committer (charges it set apart),
-// and Close waits for it.
+// Go runs f, a commit's work outside a committer such as charges it set
+// apart, and Close waits for it.
 func (b *Batcher) Go(f func()) {
 	b.wg.Add(1)
 	go func() {

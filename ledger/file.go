@@ -52,33 +52,38 @@ var (
 // lockTimeout is how long OpenFile waits for another process's lock.
 const lockTimeout = time.Second
 
-// File is the durable privacy ledger of a server: per account (a key ID),
-// the releases charged to it under each model's certified RDP curve (and
-// Gaussian mu, for a release that is exactly a Gaussian mechanism). The
-// spent privacy of an account is composed by its Grid (privacy.Composition): exactly (the mus
-// composed, privacy.GaussianMechanismEpsilon) while every curve it was
-// charged under is Gaussian, else the sum over its releases of their
-// curves at each Renyi order (RDP composes additively), converted to
-// epsilon at the ledger's delta with privacy.BestEpsilon.
+// File is the durable privacy ledger of a server: per account, named by a
+// key ID, the releases charged to it under each model's certified RDP curve,
+// and under its Gaussian mu for a release that is exactly a Gaussian
+// mechanism.
 //
-// It is a bbolt file (go.etcd.io/bbolt: pure Go, one file, copy-on-write
-// B+tree whose every committed transaction is fsync'd; a crash leaves the
-// last committed state). Charge returns only after its transaction is
-// committed, so a server that writes a response after Charge never lets a
-// release out that the file does not hold. Concurrent charges are grouped
-// into one transaction (group commit: while one commit is on the disk the
-// next charges queue), each still checked against its budget in order.
+// The spent privacy of an account is composed by its [Grid], which uses
+// [privacy.Composition]. While every curve the account was charged under is
+// Gaussian the composition is exact: the mus are composed and
+// [privacy.GaussianMechanismEpsilon] converts them. Else RDP composes
+// additively: the sum over its releases of their curves at each Renyi order
+// is converted to epsilon at the ledger's delta with [privacy.BestEpsilon].
 //
-// A ledger is never created on the fly (CreateFile makes one): a missing,
-// empty or corrupt file, or a backup not restored with Restore, is
-// an error at open, so that no loss can silently reset a budget. While it
+// A File is a bbolt file, go.etcd.io/bbolt: pure Go, one file, a
+// copy-on-write B+tree whose every committed transaction is fsync'd, so that
+// a crash leaves the last committed state. Charge returns only after its
+// transaction is committed, so a server that writes a response after Charge
+// never lets a release out that the file does not hold. Concurrent charges
+// are grouped into one transaction by group commit: while one commit is on
+// the disk the next charges queue, each still checked against its budget in
+// order.
+//
+// A ledger is never created on the fly; [CreateFile] makes one. A missing,
+// empty or corrupt file, or a backup not restored with [Restore], is an
+// error at open, so that no loss can silently reset a budget. While it
 // serves, a File checks before and after each commit that its path still
-// names the file it holds; once the file is removed, replaced or truncated,
-// or a read of it faults, every charge fails with ErrUnavailable
-// (docs/serving.md, "The ledger").
+// names the file it holds. Once the file is removed, replaced or truncated,
+// or a read of it faults, every charge fails with [ErrUnavailable];
+// docs/serving.md, "The ledger".
 //
-// A File is safe for concurrent use. One process at a time opens a file
-// for writing (bbolt's lock); readers (OpenFileReadOnly) share it.
+// A File is safe for concurrent use. One process at a time opens a file for
+// writing, under bbolt's lock; readers opened with [OpenFileReadOnly] share
+// it.
 type File struct {
 	path     string
 	readOnly bool
@@ -190,8 +195,8 @@ type Account struct {
 	// Accountant: privacy.AccountantGaussian (exact: every curve charged is
 	// Gaussian) or privacy.AccountantRDP (the RDP sum converted; also for an
 	// account with nothing charged). SpentOrder is the order that gives the
-	// RDP conversion (NaN for an exact Grid, when nothing is spent
-	// or all is infinite).
+	// RDP conversion: NaN for an exact composition, when nothing is spent
+	// or all is infinite.
 	SpentEpsilon jsonfloat.Float `json:"spent_epsilon"`
 	SpentOrder   jsonfloat.Float `json:"spent_order"`
 	Accountant   string          `json:"accountant"`
@@ -199,7 +204,8 @@ type Account struct {
 	Updated      time.Time       `json:"updated"`
 }
 
-// Balance is an account's budget after (or, refused, instead of) a charge.
+// Balance is an account's budget after a charge, or instead of it when the
+// charge is refused.
 type Balance struct {
 	Account  string `json:"account"`
 	Releases uint64 `json:"releases"` // releases charged to the account so far
@@ -237,7 +243,7 @@ func (e *BudgetError) Error() string {
 var (
 	// ErrClosed is the error of a charge on a closed ledger.
 	ErrClosed = errors.New("ledger closed")
-	// ErrNoLedger: the file does not exist (it also matches fs.ErrNotExist).
+	// ErrNoLedger: the file does not exist. It also matches fs.ErrNotExist.
 	ErrNoLedger = errors.New("no ledger")
 	// ErrEmpty: the file exists with 0 bytes, every charge lost.
 	ErrEmpty = errors.New("ledger is empty")
@@ -255,18 +261,20 @@ var (
 )
 
 // OpenFile opens the existing ledger file at path for charging: read and
-// write, holding its exclusive lock. Before bbolt maps the file it is
-// checked (checkLedgerFile), and every record is read once. Errors:
-// ErrNoLedger (missing: create one with CreateFile), ErrEmpty,
-// *CorruptError (restore a backup), *BackupFileError (a backup: restore it
-// with Restore), the file open in another process (after 1 s), a
-// ledger of another format.
+// write, holding its exclusive lock. Before bbolt maps the file,
+// checkLedgerFile checks it, and every record is read once.
+//
+// Errors: [ErrNoLedger] for a missing file, to be created with [CreateFile];
+// [ErrEmpty]; [*CorruptError], to restore a backup; [*BackupFileError] for
+// a backup, to be restored with [Restore]; the file open in another process
+// after 1 s; a ledger of another format.
 func OpenFile(path string) (*File, error) { return openLedgerFile(path, false) }
 
-// OpenFileReadOnly opens the ledger file at path for reading (Accounts,
-// Info, Backup): it never writes the file (a read-only file or file system
-// will do) and shares the lock with other readers, so it fails while a
-// server holds the file. A backup opens too. Errors: as OpenFile's.
+// OpenFileReadOnly opens the ledger file at path for reading, as Accounts,
+// Info and Backup need. It never writes the file, so a read-only file or
+// file system will do, and it shares the lock with other readers, so it
+// fails while a server holds the file. A backup opens too. Errors: as
+// [OpenFile]'s.
 func OpenFileReadOnly(path string) (*File, error) { return openLedgerFile(path, true) }
 
 func openLedgerFile(path string, readOnly bool) (*File, error) {
@@ -533,11 +541,12 @@ func NewLedgerID() string {
 	return hex.EncodeToString(b)
 }
 
-// CreateFile creates a new, empty ledger file at path (mode 0600): the one
-// way a ledger comes to be. It never replaces a file: an existing path, even
-// an empty file, is ErrExists (an emptied ledger is a lost one, to be
-// restored, not silently started over). The file is written beside path
-// and linked into place, so that path holds a complete ledger or nothing.
+// CreateFile creates a new, empty ledger file at path with mode 0600: the
+// one way a ledger comes to be. It never replaces a file: an existing path,
+// even an empty file, is [ErrExists], since an emptied ledger is a lost one,
+// to be restored, not silently started over. The file is written beside
+// path and linked into place, so that path holds a complete ledger or
+// nothing.
 func CreateFile(path string) (Info, error) {
 	if st, err := os.Lstat(path); err == nil {
 		return Info{}, fmt.Errorf("ledger %s exists (%d bytes): a ledger is never replaced by a new one; remove it first only if you mean to reset every budget it held (%w)", path, st.Size(), ErrExists)
@@ -581,16 +590,16 @@ func CreateFile(path string) (Info, error) {
 // Path is the ledger's file.
 func (l *File) Path() string { return l.path }
 
-// Orders are the Renyi orders of the ledger's curves (nil before the first
-// RegisterCurve).
+// Orders are the Renyi orders of the ledger's curves, nil before the first
+// RegisterCurve.
 func (l *File) Orders() []float64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return slices.Clone(l.orders)
 }
 
-// Delta is the delta at which the ledger converts curves to epsilon (0
-// before the first RegisterCurve).
+// Delta is the delta at which the ledger converts curves to epsilon, 0
+// before the first RegisterCurve.
 func (l *File) Delta() float64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -633,15 +642,18 @@ func curveHash(orders, rd []float64, more func(hash.Hash)) []byte {
 }
 
 // RegisterCurve records g, the certified guarantee of one release of a
-// model (described by model, stored as JSON: with the curve when the curve
-// is new, and in the models bucket under its ModelID), and returns the
-// curve that charges are made under: a Gaussian curve (with its mu) when
-// g's epsilon is exact (privacy.AccountantGaussian), else an RDP curve
-// (newCurve). The first curve fixes the ledger's orders and delta; every
-// later one must have the same. Registering a curve and model again is a
-// no-op. Errors: g is not the guarantee of one release, its mu disagrees
-// with its curve, its orders or delta differ from the ledger's, the model
-// does not encode as JSON, the write fails.
+// model, and returns the curve that charges are made under.
+//
+// model describes the model. It is stored as JSON with the curve when the
+// curve is new, and in the models bucket under its [ModelID]. The curve is
+// a Gaussian curve with its mu when g's epsilon is exact
+// ([privacy.AccountantGaussian]), else an RDP curve, as [NewCurve] makes
+// it. The first curve fixes the ledger's orders and delta; every later one
+// must have the same. Registering a curve and model again is a no-op.
+//
+// Errors: g is not the guarantee of one release, its mu disagrees with its
+// curve, its orders or delta differ from the ledger's, the model does not
+// encode as JSON, the write fails.
 func (l *File) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
 	if err := CheckGuarantee(g); err != nil {
 		return nil, err
@@ -720,8 +732,8 @@ func (l *File) RegisterCurve(g *privacy.Guarantee, model any) (*Curve, error) {
 	return c, nil
 }
 
-// checkGrid checks a new curve's orders and delta against a ledger's
-// (unless first: the ledger has none yet).
+// CheckGrid checks a new curve's orders and delta against a ledger's,
+// unless first says the ledger has none yet.
 func CheckGrid(orders []float64, delta float64, first bool, lorders []float64, ldelta float64) error {
 	if !first && !slices.Equal(orders, lorders) {
 		return fmt.Errorf("the model's curve has %d orders %v..%v, the ledger's %d orders %v..%v: one ledger composes curves over one order grid",
@@ -733,19 +745,23 @@ func CheckGrid(orders []float64, delta float64, first bool, lorders []float64, l
 	return nil
 }
 
-// Charge adds releases (>= 1) of curve to account if its composed curve
-// stays within budget (epsilon at the ledger's delta; +Inf: no limit), and
-// returns the balance after the charge once the charge is committed to
-// disk (fsync'd). A charge that would exceed the budget is a *BudgetError
-// with the unchanged balance, and nothing is charged. Charges waiting
-// while one commits are grouped into one transaction (Batcher), each still
+// Charge adds releases of curve to account if its composed curve stays
+// within budget, and returns the balance after the charge once the charge is
+// committed to disk and fsync'd. releases is at least 1; budget is epsilon
+// at the ledger's delta, +Inf for no limit.
+//
+// A charge that would exceed the budget is a [*BudgetError] with the
+// unchanged balance, and nothing is charged. Charges waiting while one
+// commits are grouped into one transaction by a [Batcher], each still
 // checked against its budget in order. Charge does not return before its
 // transaction is settled, so that the caller always knows whether the
-// charge holds. Errors: as above, ErrClosed, ErrReadOnly, the
-// commit fails (nothing charged), ErrUnavailable (the file was
-// removed, replaced or truncated before or during the commit, or could not
-// be read: the charge may sit in a file no one will read, so it counts as
-// not made, and no later charge succeeds).
+// charge holds.
+//
+// Errors: as above; [ErrClosed]; [ErrReadOnly]; a failed commit, with
+// nothing charged; [ErrUnavailable] when the file was removed, replaced or
+// truncated before or during the commit, or could not be read. Then the
+// charge may sit in a file no one will read, so it counts as not made, and
+// no later charge succeeds.
 func (l *File) Charge(account string, curve *Curve, releases int, budget float64) (Balance, error) {
 	if l.readOnly {
 		return Balance{}, fmt.Errorf("ledger %s: charge: %w", l.path, ErrReadOnly)
@@ -794,7 +810,7 @@ func (l *File) commitBatch(batch []*ChargeRequest) error {
 	return l.Err()
 }
 
-// UnavailableError is the failure of a serving ledger (ErrUnavailable):
+// UnavailableError is the failure of a serving ledger, [ErrUnavailable]:
 // its file was removed, replaced or truncated, or reading it failed.
 type UnavailableError struct {
 	Path   string
@@ -810,7 +826,7 @@ func (e *UnavailableError) Error() string {
 	return s
 }
 
-// Is makes errors.Is(err, ErrUnavailable) true.
+// Is reports whether target is [ErrUnavailable], for errors.Is.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
@@ -827,10 +843,10 @@ func (l *File) fail(err error) error {
 	return *l.broken.Load()
 }
 
-// Err checks the ledger now: nil while its path names the file it opened,
-// at least as long as its last committed transaction needs; otherwise, or
-// after an earlier failure, the failure (*UnavailableError, which stays).
-// A server asks it for readiness.
+// Err checks the ledger now. It returns nil while its path names the file
+// it opened, at least as long as its last committed transaction needs.
+// Otherwise, or after an earlier failure, it returns the failure, an
+// [*UnavailableError] that stays. A server asks it for readiness.
 func (l *File) Err() error {
 	if err := l.broken.Load(); err != nil {
 		return *err
@@ -938,8 +954,8 @@ func (l *File) balance(id string, rec *accountRecord, curve *Curve, budget float
 }
 
 // Balance returns the committed balance of account against budget for
-// releases of curve, without charging (a charge may still be refused:
-// charges of other requests may land first).
+// releases of curve, without charging. A charge may still be refused:
+// charges of other requests may land first.
 func (l *File) Balance(account string, curve *Curve, budget float64) (Balance, error) {
 	if err := l.broken.Load(); err != nil {
 		return Balance{}, *err
@@ -1007,18 +1023,19 @@ func (l *File) Close() error {
 	return nil
 }
 
-// Name is the ledger's file (Ledger).
+// Name is the ledger's file, for [Ledger].
 func (l *File) Name() string { return l.path }
 
-// Format is FileFormat (Ledger).
+// Format is [FileFormat], for [Ledger].
 func (l *File) Format() string { return FileFormat }
 
 // History returns the ledger's charges newest first as q selects, with the
 // curves and models they name. Each charge record is checked against its
-// checksum (a changed one is a *CorruptError). Charges made before the file
-// recorded them (ledgers of before the charges bucket) are not in it. A
-// query for one account reads every charge newer than the ones it returns
-// (the file has no index by account). Errors: q invalid (*option.Error).
+// checksum; a changed one is a [*CorruptError]. Charges made before the
+// file recorded them, in ledgers of before the charges bucket, are not in
+// it. A query for one account reads every charge newer than the ones it
+// returns, since the file has no index by account. Errors: q invalid, an
+// [*option.Error].
 func (l *File) History(q HistoryQuery) (History, error) {
 	if err := q.Check(); err != nil {
 		return History{}, err
@@ -1111,7 +1128,7 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("ledger %s is corrupt: restore it from a backup (%s)", e.Path, e.Detail)
 }
 
-// Is makes errors.Is(err, ErrCorrupt) true.
+// Is reports whether target is [ErrCorrupt], for errors.Is.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 // ErrCorrupt is what every *CorruptError matches with errors.Is.

@@ -8,9 +8,9 @@ import (
 
 // Key is an API key as a ledger's accounts know it: the public ID that
 // names the key's account in the ledger, the access logs and the metrics,
-// the SHA-256 of the key, and its budget in epsilon at the model's delta
-// (option.Auto(): the server's default). Keys live in a keys file (package
-// serve) or in a PostgreSQL ledger's keys table (package pgledger).
+// the SHA-256 of the key, and its budget in epsilon at the model's delta,
+// where option.Auto() means the server's default. Keys live in a keys file
+// of package serve or in the keys table of a [pgledger.Ledger].
 type Key struct {
 	ID     string
 	Hash   [sha256.Size]byte
@@ -31,7 +31,7 @@ func CheckKeyID(id string) error {
 	return nil
 }
 
-// HashKey is the SHA-256 of an API key, as keys files and databases store
-// it. A key is 256 random bits, so a fast hash suffices (no password
-// stretching: there is nothing to guess).
+// HashKey returns the SHA-256 of an API key, as keys files and databases
+// store it. A key is 256 random bits, so a fast hash suffices: there is no
+// password to guess, and no stretching.
 func HashKey(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }

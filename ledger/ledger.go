@@ -20,22 +20,23 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// Ledger is what a server charges: the durable record, per account (a key
-// ID), of the releases charged under each model's certified RDP curve
-// (and, for a release that is exactly Gaussian, its mu: an account of
-// Gaussian releases only composes exactly). Two implementations, with one
-// balance (Grid):
+// Ledger is what a server charges: the durable record, per account named by
+// a key ID, of the releases charged under each model's certified RDP curve.
+// For a release that is exactly Gaussian it also records its mu, and an
+// account of Gaussian releases only composes exactly.
 //
-//   - *File, a bbolt file that one process opens (OpenFile): the
+// Two implementations share one balance, [Grid]:
+//
+//   - [*File], a bbolt file that one process opens with [OpenFile]: the
 //     embedded default of a service on one machine;
-//   - *pgledger.Ledger, a PostgreSQL database that every replica of a
-//     service shares (pgledger.Open): charges are transactions under a row lock on
-//     the account, so replicas charging one key can never together pass a
-//     budget that only one of them fits in.
+//   - [*pgledger.Ledger], a PostgreSQL database that every replica of a
+//     service shares, opened with [pgledger.Open]. Charges are transactions
+//     under a row lock on the account, so replicas charging one key can never
+//     together pass a budget that only one of them fits in.
 //
-// Both are created explicitly (CreateFile, pgledger.Create; `nvdp serve
-// ledger init`) and refuse to open what they did not create. Every method
-// is safe for concurrent use. docs/serving.md, "The ledger".
+// Both are created explicitly, by [CreateFile], [pgledger.Create] or `nvdp
+// serve ledger init`, and refuse to open what they did not create. Every
+// method is safe for concurrent use. docs/serving.md, "The ledger".
 type Ledger interface {
 	// Name identifies the ledger in logs and errors: the file's path, or the
 	// database's host and name (never its password).
@@ -77,12 +78,13 @@ type Ledger interface {
 var _ Ledger = (*File)(nil)
 
 // Curve is a model's certified RDP curve of one release, registered in a
-// ledger, and for a release that is exactly a Gaussian mechanism its mu:
+// ledger, with its mu for a release that is exactly a Gaussian mechanism.
+//
 // ID is the hex of the first 16 bytes of the SHA-256 of its orders and
-// bounds, and of its mu for a Gaussian curve (the same curve gets the same
-// ID in every ledger). Model is the ID of the model description it was
-// registered with (ModelID; "" for a curve not registered by
-// RegisterCurve), recorded with every charge.
+// bounds, and of its mu for a Gaussian curve, so that the same curve gets
+// the same ID in every ledger. Model is the [ModelID] of the model
+// description it was registered with, recorded with every charge; it is ""
+// for a curve not registered by RegisterCurve.
 type Curve struct {
 	ID    string
 	RD    []float64 // nats per release at each of the ledger's orders (+Inf allowed)
@@ -93,16 +95,16 @@ type Curve struct {
 	Model string
 }
 
-// ModelID is the ID of a model's description (its JSON): the hex of the
+// ModelID returns the ID of a model's description, its JSON: the hex of the
 // first 16 bytes of its SHA-256.
 func ModelID(description []byte) string {
 	h := sha256.Sum256(description)
 	return hex.EncodeToString(h[:16])
 }
 
-// HistoryQuery selects charges of a ledger's history: those of Account (""
-// every account) with an ID below Before (0: from the newest), newest
-// first, at most Limit (>= 1).
+// HistoryQuery selects charges of a ledger's history, newest first: those
+// of Account, or of every account when it is "", with an ID below Before,
+// or from the newest when Before is 0, at most Limit. Limit is at least 1.
 type HistoryQuery struct {
 	Account string
 	Before  uint64
@@ -121,8 +123,8 @@ func (q HistoryQuery) Check() error {
 }
 
 // ChargeRecord is one charge of a ledger's history: when, to which account
-// (key ID), how many releases, under which curve and model, and (PostgreSQL)
-// by which replica.
+// by key ID, how many releases, under which curve and model, and, in
+// PostgreSQL, by which replica.
 type ChargeRecord struct {
 	ID       uint64    `json:"id"` // increasing in commit order (the file) or in ID order (PostgreSQL's sequence)
 	Time     time.Time `json:"time"`
@@ -146,9 +148,10 @@ type History struct {
 }
 
 // CurveInfo describes a registered curve: its accountant and format, the
-// guarantee of one release under it (epsilon at the ledger's delta: exact
-// for a Gaussian curve, whose mu GaussianMu is and whose Order is NaN; else
-// the RDP conversion at its best order) and its whole curve.
+// guarantee of one release under it, and its whole curve. The guarantee is
+// epsilon at the ledger's delta: exact for a Gaussian curve, whose mu is
+// GaussianMu and whose Order is NaN; else the RDP conversion at its best
+// order.
 type CurveInfo struct {
 	Accountant string            `json:"accountant"`
 	Format     int               `json:"format"`
@@ -172,18 +175,18 @@ func (c Grid) CurveInfo(cv *Curve, accountant string, format int, registered tim
 	return ci
 }
 
-// ErrBusy: a charge refused at once because too many were already
-// waiting for the ledger (pgledger.Options.MaxWaitingCharges); nothing was charged.
+// ErrBusy: a charge refused at once because too many were already waiting
+// for the ledger, more than [pgledger.Options].MaxWaitingCharges; nothing
+// was charged.
 var ErrBusy = errors.New("too many charges waiting for the ledger")
 
-// ErrNoBackup: a ledger that is not a file (PostgreSQL) is backed up by its
-// database, not by the server (serve.Server.Backup).
+// ErrNoBackup: a ledger that is not a file, such as PostgreSQL, is backed up
+// by its database, not by the server's [serve.Server.Backup].
 var ErrNoBackup = errors.New("this ledger is not backed up by the server")
 
 // CheckGuarantee checks the guarantee of one release of a model, as a
-// ledger registers it and a server serves it: one release, a
-// non-empty curve of orders > 1 with bounds >= 0 (+Inf allowed), delta in
-// (0, 1).
+// ledger registers it and a server serves it: one release, a non-empty
+// curve of orders > 1 with bounds >= 0, +Inf allowed, and delta in (0, 1).
 func CheckGuarantee(g *privacy.Guarantee) error {
 	if g == nil {
 		return fmt.Errorf("model has no certified guarantee")

@@ -19,13 +19,15 @@ import (
 )
 
 // MediaSafetensors is the media type of the binary response of POST /v1/embed: a safetensors
-// file with the tensors and metadata of `nvdp embed`'s output (release.FormatSafetensors).
+// file with the tensors and metadata of `nvdp embed`'s output, as [release.FormatSafetensors]
+// writes it.
 //
 // No media type is registered for safetensors: its maintainers left a request to register
-// application/vnd.huggingface.safetensors unanswered (safetensors issue 486) and note that files are
-// served as application/octet-stream (issue 743). A client cannot tell a safetensors body from any
-// other by application/octet-stream, so the service names the format in the vendor tree, as the
-// issue that asked for the response proposed; docs/serving.md, "The binary response".
+// application/vnd.huggingface.safetensors unanswered in safetensors issue 486, and note in
+// issue 743 that files are served as application/octet-stream. A client cannot tell a
+// safetensors body from any other by application/octet-stream, so the service names the
+// format in the vendor tree, as the issue that asked for the response proposed;
+// docs/serving.md, "The binary response".
 const MediaSafetensors = "application/vnd.safetensors"
 
 // mediaJSON is the default response type.

@@ -30,17 +30,17 @@ type Config struct {
 	KeysInLedger bool `json:"keys_in_ledger"`
 }
 
-// Check checks o ([Options.Validate], [Options.CheckFiles]), c's inputs
-// and how they combine with o, and reads the keys file: it returns its
-// keys, or nil without one. The budgets of the keys are checked against o
-// ([Options.Budgets]) unless the keys are the ledger's. It opens no ledger
-// and no model.
+// Check checks o with [Options.Validate] and [Options.CheckFiles], then c's
+// inputs and how they combine with o, and reads the keys file: it returns
+// its keys, or nil without one. The budgets of the keys are checked against
+// o by [Options.Budgets] unless the keys are the ledger's. It opens no
+// ledger and no model.
 //
-// Errors: those of o's checks; [*option.Error] for a missing model or
-// ledger, a keys file that does not read or check (keys), a budget given
-// with the ledger's keys or an account left without one (budget_epsilon);
-// [*option.CombinationError] for a keys file with the ledger's keys, or the
-// ledger's keys of a file ledger.
+// Errors: those of o's checks. An [*option.Error] names keys for a keys
+// file that does not read or check, and budget_epsilon for a budget given
+// with the ledger's keys or an account left without one; it also reports a
+// missing model or ledger. An [*option.CombinationError] reports a keys
+// file with the ledger's keys, or the ledger's keys of a file ledger.
 func (c Config) Check(o Options) (*Keys, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -77,10 +77,10 @@ func (c Config) Check(o Options) (*Keys, error) {
 	return keys, nil
 }
 
-// KeySource returns where a server of c authenticates: keys (those Check
-// read), the ledger's own when KeysInLedger, or nil without either (one
-// shared account, [SharedAccount]). Error: KeysInLedger with a ledger that
-// holds no keys.
+// KeySource returns where a server of c authenticates: the keys Check read,
+// the ledger's own when KeysInLedger, or nil without either, for one shared
+// account, [SharedAccount]. Error: KeysInLedger with a ledger that holds no
+// keys.
 func (c Config) KeySource(keys *Keys, lg ledger.Ledger) (KeySource, error) {
 	switch {
 	case keys != nil:
@@ -95,11 +95,11 @@ func (c Config) KeySource(keys *Keys, lg ledger.Ledger) (KeySource, error) {
 	return ks, nil
 }
 
-// HandleSignals acts on the signals an operator sends a running server,
-// as they arrive on sigs, until sigs is closed: backup (SIGUSR1 on unix)
-// writes a backup of the ledger ([Server.Backup], which logs it), reload
-// (SIGHUP) reads the keys file at keysFile again ([Server.ReloadKeysFile]).
-// Other signals are ignored.
+// HandleSignals acts on the signals an operator sends a running server, as
+// they arrive on sigs, until sigs is closed. Backup, SIGUSR1 on unix,
+// writes a backup of the ledger with [Server.Backup], which logs it. Reload,
+// SIGHUP, reads the keys file at keysFile again with
+// [Server.ReloadKeysFile]. Other signals are ignored.
 func (s *Server) HandleSignals(sigs <-chan os.Signal, backup, reload os.Signal, keysFile string) {
 	for sig := range sigs {
 		switch sig {
@@ -112,9 +112,9 @@ func (s *Server) HandleSignals(sigs <-chan os.Signal, backup, reload os.Signal, 
 }
 
 // ReloadKeysFile reads the keys file at path again and gives it to the
-// server ([Server.ReloadKeys]), as `nvdp serve` does on SIGHUP. A file that
-// does not read or check is logged, and the keys in use stay; without a
-// keys file (path "") it logs that there is none and does nothing.
+// server with [Server.ReloadKeys], as `nvdp serve` does on SIGHUP. A file
+// that does not read or check is logged, and the keys in use stay. Without
+// a keys file, path "", it logs that there is none and does nothing.
 func (s *Server) ReloadKeysFile(path string) {
 	if path == "" {
 		s.log.Warn("SIGHUP: no keys file to read again")
@@ -129,15 +129,16 @@ func (s *Server) ReloadKeysFile(path string) {
 	}
 }
 
-// NewFileKey makes an API key ([GenerateKey]) for the account id, appends
-// its line to the keys file at keys ([AppendKey]) and returns the key,
-// which is stored nowhere: the caller gives it to its holder now. budget
-// is the key's own budget in epsilon at the model's delta, +Inf for no
-// limit, or [option.Auto] for none (the server's BudgetEpsilon).
+// NewFileKey makes an API key with [GenerateKey] for the account id,
+// appends its line to the keys file at keys with [AppendKey] and returns
+// the key, which is stored nowhere: the caller gives it to its holder now.
+// budget is the key's own budget in epsilon at the model's delta, +Inf for
+// no limit, or [option.Auto] for none, leaving the server's BudgetEpsilon.
 //
 // Errors: a [*option.CombinationError] naming keys and id when either is
-// missing; [*option.Error] for a negative or NaN budget (budget_epsilon),
-// checked before any key is made, and for an error of AppendKey (keys).
+// missing. An [*option.Error] for budget_epsilon reports a negative or NaN
+// budget, checked before any key is made, and one for keys an error of
+// AppendKey.
 func NewFileKey(keys, id string, budget float64) (string, error) {
 	switch {
 	case keys == "" || id == "":

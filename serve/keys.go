@@ -21,15 +21,15 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
-// KeyPrefix starts every API key GenerateKey makes (so that secret scanners
-// and people recognise one).
+// KeyPrefix starts every API key GenerateKey makes, so that secret scanners
+// and people recognise one.
 const KeyPrefix = "nvdp_"
 
 // keyBytes is the entropy of a key: 256 bits from crypto/rand.
 const keyBytes = 32
 
-// Key is one line of a keys file (ledger.Key): the key's ID (its account),
-// the SHA-256 of the key, its budget and its line.
+// Key is one line of a keys file, a [ledger.Key]: the key's ID, which names
+// its account, the SHA-256 of the key, its budget and its line.
 type Key = ledger.Key
 
 // Keys is a parsed keys file: keys by the SHA-256 of their secret. The
@@ -40,12 +40,12 @@ type Keys struct {
 	ids    map[string]*Key
 }
 
-// HashKey is the SHA-256 of an API key, as the keys file stores it
-// (ledger.HashKey).
+// HashKey returns the SHA-256 of an API key, as the keys file stores it; it
+// is [ledger.HashKey].
 func HashKey(key string) [sha256.Size]byte { return ledger.HashKey(key) }
 
 // GenerateKey returns a new API key: KeyPrefix and 32 bytes of crypto/rand
-// in unpadded base64url (48 characters in all).
+// in unpadded base64url, 48 characters in all.
 func GenerateKey() (string, error) {
 	b := make([]byte, keyBytes)
 	if _, err := rand.Read(b); err != nil {
@@ -54,9 +54,9 @@ func GenerateKey() (string, error) {
 	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// KeyLine is the keys-file line of a key: "ID SHA256-HEX" and, unless
-// budget is Auto, the budget ("inf" for +Inf). Errors: an ID that
-// CheckKeyID rejects, a budget that is negative or NaN is not Auto.
+// KeyLine returns the keys-file line of a key: "ID SHA256-HEX" and, unless
+// budget is Auto, the budget, "inf" for +Inf. Errors: an ID that CheckKeyID
+// rejects, a budget that is negative or NaN is not Auto.
 func KeyLine(id, key string, budget float64) (string, error) {
 	if err := ledger.CheckKeyID(id); err != nil {
 		return "", err
@@ -75,10 +75,10 @@ func KeyLine(id, key string, budget float64) (string, error) {
 	return line, nil
 }
 
-// ReadKeys reads a keys file (ParseKeys). The file must not be writable by
-// its group or others: whoever can write it can add a key of their own and
-// spend a budget. Errors: the file cannot be read, its mode lets others
-// write it, ParseKeys'.
+// ReadKeys reads a keys file and parses it with [ParseKeys]. The file must
+// not be writable by its group or others: whoever can write it can add a key
+// of their own and spend a budget. Errors: the file cannot be read, its mode
+// lets others write it, ParseKeys'.
 func ReadKeys(path string) (*Keys, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -104,12 +104,13 @@ func checkKeysMode(path string, mode os.FileMode) error {
 }
 
 // ParseKeys parses a keys file named name: UTF-8 text, one key per line,
-// "ID SHA256-HEX [BUDGET]" separated by spaces or tabs, where ID matches
-// [A-Za-z0-9][A-Za-z0-9._-]{0,63}, SHA256-HEX is the 64 lower- or
-// upper-case hex digits of the key's SHA-256 and BUDGET, in epsilon at the
-// model's delta, is a number >= 0 or "inf" (absent: the server's default).
-// Blank lines and lines starting with # are skipped. Errors name the file
-// and line: a malformed line, a duplicate ID or hash, a file with no key.
+// "ID SHA256-HEX [BUDGET]" separated by spaces or tabs. ID matches
+// [A-Za-z0-9][A-Za-z0-9._-]{0,63}; SHA256-HEX is the 64 lower- or
+// upper-case hex digits of the key's SHA-256; BUDGET, in epsilon at the
+// model's delta, is a number >= 0 or "inf", and a line without one takes
+// the server's default. Blank lines and lines starting with # are skipped.
+// Errors name the file and line: a malformed line, a duplicate ID or hash,
+// a file with no key.
 func ParseKeys(name string, r io.Reader) (*Keys, error) {
 	k, err := parseKeys(name, r)
 	if err != nil {
@@ -183,11 +184,11 @@ func parseKeyLine(line string) (*Key, error) {
 	return key, nil
 }
 
-// KeySource authenticates the API keys of a Server: a keys file (*Keys,
-// ReadKeys; the server's ReloadKeys replaces it while serving, `nvdp serve`
-// on SIGHUP) or the keys table of a PostgreSQL ledger (*pgledger.Ledger), where
-// keys are added, rotated and revoked while the replicas run. Both store
-// only the SHA-256 of each key.
+// KeySource authenticates the API keys of a Server. It is a keys file, a
+// [*Keys] read by [ReadKeys], which the server's ReloadKeys replaces while
+// serving, as `nvdp serve` does on SIGHUP; or the keys table of a
+// PostgreSQL ledger, a [*pgledger.Ledger], where keys are added, rotated and
+// revoked while the replicas run. Both store only the SHA-256 of each key.
 type KeySource interface {
 	// LookupKey returns the key whose hash is SHA-256(secret); nil and no
 	// error when there is none (or it was revoked). An error means the
@@ -196,7 +197,7 @@ type KeySource interface {
 	LookupKey(secret string) (*Key, error)
 }
 
-// LookupKey is Lookup (KeySource).
+// LookupKey is Lookup, for [KeySource].
 func (k *Keys) LookupKey(secret string) (*Key, error) { return k.Lookup(secret), nil }
 
 // fileKeySource is the KeySource of a server's keys file: the *Keys its
@@ -205,9 +206,9 @@ type fileKeySource struct{ p *atomic.Pointer[Keys] }
 
 func (f fileKeySource) LookupKey(secret string) (*Key, error) { return f.p.Load().Lookup(secret), nil }
 
-// Lookup returns the key whose hash is SHA-256(secret), or nil. The map
-// lookup is on the hash of a 256-bit secret, so its timing tells nothing
-// usable about the secret.
+// Lookup returns the key whose hash is the SHA-256 of secret, or nil. The
+// map lookup is on the hash of a 256-bit secret, so its timing tells
+// nothing usable about the secret.
 func (k *Keys) Lookup(secret string) *Key {
 	if k == nil || secret == "" {
 		return nil
@@ -239,10 +240,10 @@ func (k *Keys) All() []*Key {
 // File is the name the keys were read from.
 func (k *Keys) File() string { return k.file }
 
-// AppendKey appends a key line to the keys file at path (created with mode
-// 0600 if missing) and syncs it, after checking that the file parses (when
-// it exists), is not writable by group or others (as ReadKeys), and holds
-// neither the ID nor the hash. The key itself is never written.
+// AppendKey appends a key line to the keys file at path and syncs it. A
+// missing file is created with mode 0600. It first checks that an existing
+// file parses, is not writable by group or others, as ReadKeys requires,
+// and holds neither the ID nor the hash. The key itself is never written.
 func AppendKey(path, id, key string, budget float64) error {
 	line, err := KeyLine(id, key, budget)
 	if err != nil {

@@ -11,9 +11,9 @@ import (
 )
 
 // Options are the limits and budgets of a Server. Start from DefaultOptions:
-// every field holds the value it says, an explicit 0 included (0 is never
-// replaced by a default; where 0 is meaningless Validate rejects it). Errors
-// name the option by its JSON key (*option.Error).
+// every field holds the value it says, an explicit 0 included. A 0 is never
+// replaced by a default; where 0 is meaningless, Validate rejects it. Errors
+// are [*option.Error] values naming the option by its JSON key.
 type Options struct {
 	// BudgetEpsilon is the privacy budget, in epsilon at the model's delta,
 	// of every key whose line in the keys file gives none, and of the one
@@ -60,22 +60,24 @@ type Options struct {
 	AllowUnauthenticated bool `json:"allow_unauthenticated"`
 }
 
-// MinBackupEvery is the shortest interval of periodic backups
-// (Options.BackupEvery). Each backup copies the whole ledger in one read
-// transaction and fsyncs it, and bbolt cannot reuse the pages freed while a
-// read transaction is open, so backups back to back keep the disk and the
-// file growing (1 ns wrote 16,073 backups, 528 MB, in 20 s) for copies of
-// almost the same state; a minute bounds that to 1,440 a day, and an
-// operator who needs fresher copies than a minute needs a replicated
-// database (PostgreSQL), not backups.
+// MinBackupEvery is the shortest interval of periodic backups,
+// Options.BackupEvery.
+//
+// Each backup copies the whole ledger in one read transaction and fsyncs
+// it, and bbolt cannot reuse the pages freed while a read transaction is
+// open, so backups back to back keep the disk and the file growing for
+// copies of almost the same state: 1 ns wrote 16,073 backups, 528 MB, in
+// 20 s. A minute bounds that to 1,440 a day. An operator who needs fresher
+// copies than a minute needs a replicated database such as PostgreSQL, not
+// backups.
 const MinBackupEvery = time.Minute
 
-// DefaultBackupKeep is how many backups a server keeps unless told
-// otherwise (Options.BackupKeep): a day of hourly backups. Keeping all by
+// DefaultBackupKeep is how many backups a server keeps unless
+// Options.BackupKeep says otherwise: a day of hourly backups. Keeping all by
 // default filled the disk under a short interval.
 const DefaultBackupKeep = 24
 
-// Limits bound the requests a Server takes (shown by GET /v1/info).
+// Limits bound the requests a Server takes, as GET /v1/info shows them.
 type Limits struct {
 	// MaxBodyBytes bounds the request body of POST /v1/embed (413 beyond).
 	MaxBodyBytes int64 `json:"max_body_bytes"`
@@ -91,8 +93,8 @@ type Limits struct {
 	MaxQueue int `json:"max_queue"`
 }
 
-// Batching says how requests that arrive together share a forward pass
-// (dynamic batching; docs/serving.md, "Batching").
+// Batching says how requests that arrive together share a forward pass, by
+// dynamic batching; docs/serving.md, "Batching".
 type Batching struct {
 	// BatchTexts is the most texts of one forward pass, >= 1: requests
 	// join a batch while their texts fit (a request is never split; one of
@@ -113,25 +115,25 @@ type Batching struct {
 }
 
 // DefaultBatchTexts, DefaultBatchWindow and DefaultBLASThreads are the
-// defaults of [Batching]: 32 texts, the batch at which the engine's
-// throughput per text levels off on the main job's model
-// (docs/performance.md, "Batching"), 2 ms, a fraction of one release's
-// time, and one BLAS thread per forward pass.
+// defaults of [Batching]. 32 texts is the batch at which the engine's
+// throughput per text levels off on the main job's model;
+// docs/performance.md, "Batching". 2 ms is a fraction of one release's
+// time. One BLAS thread runs per forward pass.
 const (
 	DefaultBatchTexts  = 32
 	DefaultBatchWindow = 2 * time.Millisecond
 	DefaultBLASThreads = 1
 )
 
-// DefaultOptions returns the defaults: no default budget (BudgetEpsilon
-// Auto: each key gives its own), models certifying at most
-// privacy.DefaultMaxEpsilon per release, 1 MiB bodies, 64 texts of at most 16 KiB
-// each, GOMAXPROCS batches released at once with 64 more requests queued,
-// batches of up to DefaultBatchTexts texts gathered for up to
-// DefaultBatchWindow, 30 s per request,
-// 10 s to read one, 60 s to write one, 120 s idle, 30 s to drain on
-// shutdown; backups only when asked, into the ledger's directory, the
-// DefaultBackupKeep newest kept.
+// DefaultOptions returns the defaults. There is no default budget:
+// BudgetEpsilon is Auto, and each key gives its own. Models certify at most
+// privacy.DefaultMaxEpsilon per release. Bodies are at most 1 MiB, with 64
+// texts of at most 16 KiB each. GOMAXPROCS batches are released at once,
+// with 64 more requests queued, and batches of up to DefaultBatchTexts texts
+// are gathered for up to DefaultBatchWindow. A request gets 30 s, 10 s to
+// read it and 60 s to write it; a connection 120 s idle; shutdown 30 s to
+// drain. Backups are made only when asked, into the ledger's directory, and
+// the DefaultBackupKeep newest kept.
 func DefaultOptions() Options {
 	return Options{
 		BudgetEpsilon: option.Auto(),
@@ -154,11 +156,12 @@ func DefaultOptions() Options {
 }
 
 // Validate checks every option: the budget is Auto, +Inf or a number >= 0;
-// the sizes, counts and timeouts are > 0 (MaxQueue and BackupKeep >= 0;
-// BackupEvery 0 or at least MinBackupEvery); WriteTimeout is above RequestTimeout, so that a
-// response finished in time can be written. It reads no file (New checks
-// BackupDir).
-// Errors: *option.Error naming the option by its JSON key.
+// the sizes, counts and timeouts are > 0, except MaxQueue and BackupKeep,
+// which are >= 0, and BackupEvery, which is 0 or at least MinBackupEvery;
+// WriteTimeout is above RequestTimeout, so that a response finished in time
+// can be written. It reads no file: New checks BackupDir.
+//
+// Errors: an [*option.Error] naming the option by its JSON key.
 func (o Options) Validate() error {
 	if !option.IsAuto(o.BudgetEpsilon) && !(o.BudgetEpsilon >= 0) {
 		return option.Errorf("budget_epsilon", o.BudgetEpsilon, "must be >= 0 (epsilon at the model's delta; +Inf for no limit)")
@@ -229,9 +232,10 @@ func (o Options) CheckFiles() error {
 }
 
 // Budgets returns the budget of every account, in epsilon at the model's
-// delta: each key's own, else BudgetEpsilon; without keys (nil), the one
-// SharedAccount's, BudgetEpsilon. Errors: *option.Error for budget_epsilon
-// when an account is left without a budget.
+// delta: each key's own, else BudgetEpsilon. With nil keys it returns the
+// budget of the one SharedAccount, BudgetEpsilon. Errors: an
+// [*option.Error] for budget_epsilon when an account is left without a
+// budget.
 func (o Options) Budgets(keys *Keys) (map[string]float64, error) {
 	if keys == nil {
 		if option.IsAuto(o.BudgetEpsilon) {
@@ -256,9 +260,9 @@ func (o Options) Budgets(keys *Keys) (map[string]float64, error) {
 // CheckListener refuses to serve without keys on an address beyond
 // loopback: every request would be charged to the one shared account,
 // whoever sends it, so anyone who can reach the address spends its budget.
-// authenticated says whether the server has keys (a keys file or a key
-// store). Errors: *option.Error for allow_unauthenticated, unless o allows
-// it.
+// authenticated says whether the server has keys, from a keys file or a key
+// store. Errors: an [*option.Error] for allow_unauthenticated, unless o
+// allows it.
 func (o Options) CheckListener(addr net.Addr, authenticated bool) error {
 	if authenticated || o.AllowUnauthenticated || isLoopback(addr) {
 		return nil

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Releaser is the model a Server releases from: package release's
-// *release.Releaser behind a small adapter (cmd/nvdp/serve.go), or
-// servetest.Fake in tests. Implementations are safe for concurrent use.
+// Releaser is the model a Server releases from: a [*release.Releaser]
+// behind a small adapter in cmd/nvdp/serve.go, or servetest.Fake in tests.
+// Implementations are safe for concurrent use.
 type Releaser interface {
 	// Shape is the release's size: N components of P dims (> 0 both).
 	Shape() (n, p int)
@@ -32,23 +32,25 @@ type Releaser interface {
 	Release(ctx context.Context, texts []string) ([]Embedding, error)
 }
 
-// Embedding is the release of one text (release.Embedding): Z, the sample of
-// the N component means (row-major [N*P]), and Pi, the Dirichlet weights of
-// the N components ([N]). It holds neither the text, its tokens nor the
-// posterior parameters.
+// Embedding is the release of one text, as [release.Embedding]. Z is the
+// sample of the N component means, row-major, shape [N*P]; Pi holds the
+// Dirichlet weights of the N components, shape [N]. It holds neither the
+// text, its tokens nor the posterior parameters.
 type Embedding = release.Embedding
 
-// FromRelease is the Releaser of a loaded model (release.Load) whose noise
-// comes from src, the server's one release.NewSource: its pool of exact
-// noise, drawn ahead of the requests by workers keyed from crypto/rand,
-// serves every request (each draw once, then wiped), so that a request's
-// time does not depend on its noise (docs/serving.md, "What time
-// reveals"). Close closes src and r (r's device twin, release.Options.Device).
+// FromRelease returns the Releaser of a model loaded by [release.Load]
+// whose noise comes from src, the server's one [release.NewSource].
+//
+// The source's pool of exact noise is drawn ahead of the requests by
+// workers keyed from crypto/rand and serves every request, each draw once,
+// then wiped, so that a request's time does not depend on its noise;
+// docs/serving.md, "What time reveals". Close closes src and r, with r's
+// device twin, release.Options.Device.
 func FromRelease(r *release.Releaser, src *release.Source) Releaser { return releaseModel{r, src} }
 
-// Load loads the model in dir (release.Load with opt: its device twin on
-// opt.Device) as the Releaser of a server, [FromRelease] with the noise of
-// one new release.NewSource. Errors: those of release.Load and
+// Load loads the model in dir as the Releaser of a server: [release.Load]
+// with opt, its device twin on opt.Device, then [FromRelease] with the
+// noise of one new [release.NewSource]. Errors: those of release.Load and
 // release.NewSource.
 func Load(dir string, opt release.Options) (Releaser, error) {
 	r, err := release.Load(dir, opt)

@@ -50,11 +50,11 @@ import (
 )
 
 // SharedAccount is the ledger account of every request of a server without
-// a keys file (no key ID can be "*").
+// a keys file. No key ID can be "*".
 const SharedAccount = "*"
 
-// Scope is what the certified guarantee of a release covers and what it does
-// not (GET /v1/info; docs/serving.md, "Threat model").
+// Scope is what the certified guarantee of a release covers and what it
+// does not, as GET /v1/info shows it; docs/serving.md, "Threat model".
 var Scope = []string{
 	"Each release is one sample (Z, pi) of the clipped posterior of one text; its certified bound holds for any two input texts: an observer of the release cannot tell which of the two it came from beyond the RDP curve (epsilon at delta).",
 	"Repeated releases compose: k releases of the same text have k times the curve at each order. Every release is charged to the caller's key, whatever the text, so a key's spent epsilon bounds everything its releases reveal about any text it sent.",
@@ -194,18 +194,21 @@ type reqInfo struct {
 	code     string // error code, "" on success
 }
 
-// New returns a server releasing from rel, charging lg (the bbolt file
-// or PostgreSQL: ledger.Ledger), authenticating with keys: nil (or a nil
-// *Keys) for no keys and one shared account; a keys file (*Keys, which
-// ReloadKeys replaces while serving); or another KeySource, such as a
-// PostgreSQL ledger's keys table (*pgledger.Ledger), whose keys change while the
-// server runs. It registers the model's curve in the ledger. log receives
-// the access log and the server's events (nil: slog.Default()). Errors:
-// invalid options (*option.Error), a model with an empty shape or without
-// the guarantee of one release, a key of the keys file without a budget
-// when there is no default (*option.Error for budget_epsilon), a BackupDir
-// that is no directory (*option.Error for backup_dir), the ledger refusing
-// the curve.
+// New returns a server releasing from rel, charging lg and authenticating
+// with keys. It registers the model's curve in the ledger.
+//
+// lg is a [ledger.Ledger]: the bbolt file or PostgreSQL. keys is nil, or a
+// nil [*Keys], for no keys and one shared account; a keys file, a *Keys
+// that ReloadKeys replaces while serving; or another [KeySource], such as
+// the keys table of a PostgreSQL ledger, [*pgledger.Ledger], whose keys
+// change while the server runs. log receives the access log and the
+// server's events; nil means slog.Default.
+//
+// Errors: invalid options, an [*option.Error]; a model with an empty shape
+// or without the guarantee of one release; a key of the keys file without a
+// budget when there is no default, an *option.Error for budget_epsilon; a
+// BackupDir that is no directory, an *option.Error for backup_dir; the
+// ledger refusing the curve.
 func New(rel Releaser, lg ledger.Ledger, keys KeySource, o Options, log *slog.Logger) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -462,7 +465,7 @@ type EmbedResponse struct {
 }
 
 // Privacy is the privacy block of an embed response: the certified
-// guarantee of ONE release (rd_certified at order, epsilon at delta), the
+// guarantee of ONE release, rd_certified at order and epsilon at delta, the
 // releases this request charged, and the caller's balance after them.
 type Privacy struct {
 	RDCertified       jsonfloat.Float `json:"rd_certified"`
@@ -1014,12 +1017,12 @@ func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, *reqI
 	return func(w http.ResponseWriter, r *http.Request, _ *reqInfo) { h.ServeHTTP(w, r) }
 }
 
-// Backup writes a backup of the server's ledger into Options.BackupDir
-// (Ledger.Backup: one consistent copy while charges go on) and then removes
-// the oldest beyond Options.BackupKeep; it logs the backup and counts it in
-// the metrics. It works while the ledger is unavailable: a removed ledger
-// file is rescued from the file the server holds open. One backup runs at a
-// time.
+// Backup writes a backup of the server's ledger into Options.BackupDir and
+// then removes the oldest beyond Options.BackupKeep; it logs the backup and
+// counts it in the metrics. The ledger's Backup makes one consistent copy
+// while charges go on. It works while the ledger is unavailable: a removed
+// ledger file is rescued from the file the server holds open. One backup
+// runs at a time.
 func (s *Server) Backup() (ledger.Info, error) {
 	s.backupMu.Lock()
 	defer s.backupMu.Unlock()
@@ -1065,11 +1068,11 @@ func (s *Server) backupEvery(ctx context.Context, period time.Duration) {
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it
 // stops accepting, marks itself not ready, and waits up to ShutdownTimeout
-// for the requests in flight to finish (each is charged and answered),
-// after which it closes the connections left. It returns nil after a clean
-// drain. It does not close the ledger. Error before serving: a server
-// without keys on an address beyond loopback that the options do not allow
-// (Options.CheckListener).
+// for the requests in flight to finish, each charged and answered, after
+// which it closes the connections left. It returns nil after a clean drain.
+// It does not close the ledger. Error before serving: a server without keys
+// on an address beyond loopback that the options do not allow, as
+// [Options.CheckListener] finds.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.opts.CheckListener(ln.Addr(), s.keys != nil); err != nil {
 		return err
@@ -1113,13 +1116,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ReloadKeys replaces the server's keys file with k (`nvdp serve` calls it
-// on SIGHUP with the file read again): requests from then on authenticate
-// against k, those in flight keep the keys they were admitted with. Keys
+// ReloadKeys replaces the server's keys file with k, as `nvdp serve` does on
+// SIGHUP with the file read again. Requests from then on authenticate
+// against k; those in flight keep the keys they were admitted with. Keys
 // removed from the file are refused from then on; their accounts stay in
-// the ledger. Errors, with the old keys kept: the server does not serve a
-// keys file (no keys, or a key store), k is nil, a key of k has no budget
-// and there is no default (*option.Error for budget_epsilon).
+// the ledger.
+//
+// Errors, with the old keys kept: the server does not serve a keys file,
+// having no keys or a key store; k is nil; a key of k has no budget and
+// there is no default, an [*option.Error] for budget_epsilon.
 func (s *Server) ReloadKeys(k *Keys) error {
 	if s.fileKeys.Load() == nil {
 		return errors.New("reload keys: the server does not authenticate with a keys file")

@@ -7,9 +7,9 @@ import (
 )
 
 // CheckKeysAt checks, before anything is opened, that loc names a ledger
-// whose API keys can be managed: a PostgreSQL ledger ([IsPostgres]); a
-// file ledger's server reads a keys file instead. Errors: [*option.Error]
-// for ledger, none given or a file.
+// whose API keys can be managed: a PostgreSQL ledger, as [IsPostgres]
+// decides. A file ledger's server reads a keys file instead. Errors: an
+// [*option.Error] for ledger, none given or a file.
 func CheckKeysAt(loc string) error {
 	switch {
 	case loc == "":
@@ -20,10 +20,10 @@ func CheckKeysAt(loc string) error {
 	return nil
 }
 
-// ParseLabels parses a key's labels, each "KEY=VALUE" (the value may hold
-// "=" and be empty), and checks them ([CheckLabels]); a later label of a
-// name replaces an earlier one. Errors: [*option.Error] for label, with the
-// label that is not KEY=VALUE as its value.
+// ParseLabels parses a key's labels, each "KEY=VALUE", and checks them with
+// [CheckLabels]. The value may hold "=" and be empty; a later label of a
+// name replaces an earlier one. Errors: an [*option.Error] for label, with
+// the label that is not KEY=VALUE as its value.
 func ParseLabels(kvs []string) (map[string]string, error) {
 	labels := map[string]string{}
 	for _, kv := range kvs {
@@ -40,9 +40,10 @@ func ParseLabels(kvs []string) (map[string]string, error) {
 }
 
 // CheckKeyBudget checks the budget of a key of the database, in epsilon at
-// the model's delta, before it is stored: required (not [option.Auto]: a
-// key of the database has no default budget), a number >= 0 (+Inf: no
-// limit). Errors: [*option.Error] for budget_epsilon.
+// the model's delta, before it is stored. It is required, since a key of
+// the database has no default budget, so [option.Auto] is refused; it is a
+// number >= 0, +Inf for no limit. Errors: an [*option.Error] for
+// budget_epsilon.
 func CheckKeyBudget(budget float64) error {
 	switch {
 	case option.IsAuto(budget):

@@ -8,12 +8,12 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
-// OpenAt opens the ledger at loc, which must exist: a PostgreSQL database
-// when loc names one ([IsPostgres]: a postgres:// or postgresql:// URL, or
-// env:VAR), opened by [Open] with o; else the file at loc, opened by
-// [ledger.OpenFile], or by [ledger.OpenFileReadOnly] when readOnly (o is
-// then not used). A PostgreSQL ledger is opened the same way for reading:
-// its readers and its servers share it.
+// OpenAt opens the ledger at loc, which must exist. When loc names a
+// PostgreSQL database, as [IsPostgres] decides, [Open] opens it with o: loc
+// is then a postgres:// or postgresql:// URL, or env:VAR. Else
+// [ledger.OpenFile] opens the file at loc, or [ledger.OpenFileReadOnly]
+// when readOnly, and o is not used. A PostgreSQL ledger is opened the same
+// way for reading: its readers and its servers share it.
 //
 // Errors are those of [PostgresDSN] and of the opens: [ledger.ErrNoLedger]
 // for a ledger that does not exist, [ledger.ErrEmpty] or
@@ -40,11 +40,12 @@ func OpenToRead(loc string) (ledger.Ledger, error) {
 	return OpenAt(loc, DefaultOptions(), true)
 }
 
-// CreateAt creates the ledger at loc, the one way a ledger is made: for a
-// file, [ledger.CreateFile] (it never replaces a file); for a PostgreSQL
-// location ([IsPostgres]), [Create] of its URL ([PostgresDSN]) with a
-// 30-second bound, which also migrates an older schema and returns the
-// migrations applied. Errors: those of PostgresDSN and the creations.
+// CreateAt creates the ledger at loc, the one way a ledger is made. A file
+// is created by [ledger.CreateFile], which never replaces a file. A
+// PostgreSQL location, as [IsPostgres] decides, is created by [Create] of
+// its URL from [PostgresDSN] with a 30-second bound, which also migrates an
+// older schema and returns the migrations applied. Errors: those of
+// PostgresDSN and the creations.
 func CreateAt(loc string) (ledger.Info, []int, error) {
 	if !IsPostgres(loc) {
 		info, err := ledger.CreateFile(loc)
@@ -58,10 +59,11 @@ func CreateAt(loc string) (ledger.Info, []int, error) {
 }
 
 // CheckAt checks a ledger location and the options it is opened with,
-// before anything is opened: for a PostgreSQL location ([IsPostgres]), o
-// ([Options.Validate]) and the location's URL ([PostgresDSN]); a file's
-// location is opened as it is. Errors: [*option.Error], naming the option
-// by its JSON key, ledger for the location.
+// before anything is opened. For a PostgreSQL location, as [IsPostgres]
+// decides, it checks o with [Options.Validate] and the location's URL with
+// [PostgresDSN]; a file's location is opened as it is. Errors: an
+// [*option.Error] naming the option by its JSON key, and ledger for the
+// location.
 func CheckAt(loc string, o Options) error {
 	if !IsPostgres(loc) {
 		return nil
@@ -75,9 +77,9 @@ func CheckAt(loc string, o Options) error {
 	return nil
 }
 
-// FileOnly refuses a PostgreSQL location for what (backup, restore), an
-// operation on ledger files: a database is backed up and restored by its
-// own tools. It returns nil for a file.
+// FileOnly refuses a PostgreSQL location for what, an operation on ledger
+// files such as backup or restore: a database is backed up and restored by
+// its own tools. It returns nil for a file.
 func FileOnly(loc, what string) error {
 	if IsPostgres(loc) {
 		return fmt.Errorf("%s is a file ledger's: a PostgreSQL ledger is backed up and restored by the database (pg_dump and pg_restore, or continuous archiving), not by nvdp", what)

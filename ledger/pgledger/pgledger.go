@@ -31,8 +31,8 @@ import (
 )
 
 // Options bound a PostgreSQL ledger's use of its database. Start from
-// DefaultOptions; an explicit 0 is never replaced (Validate refuses it
-// where it is meaningless). Errors name the option by its JSON key.
+// DefaultOptions; an explicit 0 is never replaced, and Validate refuses it
+// where it is meaningless. Errors name the option by its JSON key.
 type Options struct {
 	// MaxConns bounds the ledger's connections to the database (the pool):
 	// the charges' committers, balance reads, key lookups and readiness.
@@ -77,16 +77,17 @@ func (o Options) Validate() error {
 }
 
 // IsPostgres reports whether a ledger location names a PostgreSQL database
-// rather than a file: a postgres:// or postgresql:// URL, or env:VAR (the
-// URL in the environment variable VAR, so that it never shows in a process
-// list).
+// rather than a file: a postgres:// or postgresql:// URL, or env:VAR. The
+// latter takes the URL from the environment variable VAR, so that it never
+// shows in a process list.
 func IsPostgres(loc string) bool {
 	return strings.HasPrefix(loc, "postgres://") || strings.HasPrefix(loc, "postgresql://") || strings.HasPrefix(loc, "env:")
 }
 
-// PostgresDSN resolves a PostgreSQL ledger location (IsPostgres) to its
-// connection URL. Errors: env:VAR with VAR unset or empty, or naming no
-// postgres:// URL; a location that is not a PostgreSQL one.
+// PostgresDSN resolves a PostgreSQL ledger location, as [IsPostgres]
+// accepts it, to its connection URL. Errors: env:VAR with VAR unset or
+// empty, or naming no postgres:// URL; a location that is not a PostgreSQL
+// one.
 func PostgresDSN(loc string) (string, error) {
 	dsn := loc
 	if v, ok := strings.CutPrefix(loc, "env:"); ok {
@@ -128,23 +129,26 @@ func pgName(dsn string) string {
 }
 
 // Ledger is the privacy ledger in a PostgreSQL database shared by the
-// replicas of a service (ledger.Ledger; docs/serving.md, "The PostgreSQL
-// ledger"). A charge is one transaction: the accounts it touches are locked
-// (SELECT ... FOR UPDATE, in account order), their counts read, the budget
-// checked in Go with the file ledger's balance (ledger.Grid), the counts
-// and a charge row written and committed, all before Charge returns; a
-// refused charge writes nothing. Charges waiting in one process are grouped
-// into transactions of up to ledger.MaxCommitBatch, pgCommitters at a time.
-// Curves are rows: a replica reads the curve another replica (or a newer
-// model) registered. Keys may live in the database too (LookupKey, AddKey,
-// RotateKey, RevokeKey).
+// replicas of a service, a [ledger.Ledger]; docs/serving.md, "The
+// PostgreSQL ledger".
+//
+// A charge is one transaction, all of it before Charge returns: the
+// accounts it touches are locked with SELECT ... FOR UPDATE in account
+// order, their counts read, the budget checked in Go with the file ledger's
+// balance, [ledger.Grid], and the counts and a charge row written and
+// committed. A refused charge writes nothing. Charges waiting in one
+// process are grouped into transactions of up to [ledger.MaxCommitBatch],
+// pgCommitters at a time. Curves are rows: a replica reads the curve
+// another replica, or a newer model, registered. Keys may live in the
+// database too: see [Ledger.LookupKey], [Ledger.AddKey], [Ledger.RotateKey]
+// and [Ledger.RevokeKey].
 //
 // It fails closed: while the database does not answer, every charge,
-// balance and key lookup fails with an error matching ledger.ErrUnavailable
-// (temporary: the server answers 503 and serves again once it answers),
-// and Err reports it for readiness. Every query is bounded by
-// Options.Timeout, the pool by MaxConns and the waiting charges by
-// MaxWaitingCharges; Collectors exports them.
+// balance and key lookup fails with an error matching
+// [ledger.ErrUnavailable], and Err reports it for readiness. The failure is
+// temporary: the server answers 503 and serves again once the database
+// answers. Every query is bounded by Options.Timeout, the pool by MaxConns
+// and the waiting charges by MaxWaitingCharges; Collectors exports them.
 type Ledger struct {
 	pool    *pgxpool.Pool
 	name    string
@@ -171,13 +175,16 @@ type Ledger struct {
 }
 
 // Error is the failure of a query of a PostgreSQL ledger: the database did
-// not answer in time, refused or failed the query. A temporary failure (the
+// not answer in time, refused or failed the query.
+//
+// A temporary failure matches [ledger.ErrUnavailable], and the next request
+// tries again, answered 503 ledger_unavailable. Temporary failures are the
 // database down or unreachable, a timeout, a lock not granted in time, a
-// transaction rolled back by a conflict, resources exhausted) matches
-// ErrUnavailable: the next request tries again (503
-// ledger_unavailable). A permanent one (Permanent: an SQLSTATE that no
-// retry changes, such as 42501 permission denied or 42P01 a table missing)
-// does not: an operator must fix the database (500 ledger_error).
+// transaction rolled back by a conflict, and resources exhausted. A
+// permanent one, marked Permanent, does not match: its SQLSTATE is one that
+// no retry changes, such as 42501 permission denied or 42P01 a table
+// missing, and an operator must fix the database, answered 500
+// ledger_error.
 type Error struct {
 	Name      string // the ledger (Name)
 	Op        string // what was being done
@@ -189,8 +196,8 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("ledger %s: %s: %v", e.Name, e.Op, e.Err)
 }
 
-// Is makes errors.Is(err, ledger.ErrUnavailable) true for a temporary
-// failure.
+// Is reports whether target is [ledger.ErrUnavailable] and the failure
+// temporary, for errors.Is.
 func (e *Error) Is(target error) bool { return target == ledger.ErrUnavailable && !e.Permanent }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -262,14 +269,15 @@ func poolConfig(dsn string, o Options, app string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-// Open opens the PostgreSQL ledger at dsn (a postgres:// URL;
-// PostgresDSN resolves env:VAR) for charging. The database must hold the
-// ledger's schema at the version this build serves (Create makes
-// and migrates it): a database without it is ledger.ErrNoLedger, one at another
-// version an error saying which. Every curve is read and checked. Errors:
-// invalid options (*option.Error), the database does not answer within
-// o.Timeout, no ledger, another schema version, a curve that does not
-// check.
+// Open opens the PostgreSQL ledger at dsn, a postgres:// URL, for charging;
+// [PostgresDSN] resolves env:VAR. The database must hold the ledger's
+// schema at the version this build serves, as [Create] makes and migrates
+// it: a database without it is [ledger.ErrNoLedger], one at another
+// version an error saying which. Every curve is read and checked.
+//
+// Errors: invalid options, an [*option.Error]; the database does not answer
+// within o.Timeout; no ledger; another schema version; a curve that does
+// not check.
 func Open(dsn string, o Options) (*Ledger, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -510,18 +518,19 @@ func (l *Ledger) resolve(ctx context.Context, q interface {
 	return func(id string) (*ledger.Curve, error) { return l.curveOf(ctx, q, id) }, nil
 }
 
-// Name is the database's URL without its password (ledger.Ledger).
+// Name is the database's URL without its password, for [ledger.Ledger].
 func (l *Ledger) Name() string { return l.name }
 
-// Format is Format (ledger.Ledger).
+// Format is [Format], for [ledger.Ledger].
 func (l *Ledger) Format() string { return Format }
 
 // RegisterCurve records g, the certified guarantee of one release of a
-// model (its description model in nvdp.models under ledger.ModelID), and returns
-// the curve charges are made under (ledger.Ledger). The first curve of the
-// ledger, whichever replica registers it, fixes the orders and delta (the
-// ledger's row is locked meanwhile). A Gaussian curve is stored with its mu
-// (newCurve). Registering a curve again is a no-op.
+// model, and returns the curve charges are made under, for
+// [ledger.Ledger]. The model's description model is stored in nvdp.models
+// under its [ledger.ModelID]. The first curve of the ledger, whichever
+// replica registers it, fixes the orders and delta, with the ledger's row
+// locked meanwhile. A Gaussian curve is stored with its mu, as
+// [ledger.NewCurve] makes it. Registering a curve again is a no-op.
 func (l *Ledger) RegisterCurve(g *privacy.Guarantee, model any) (*ledger.Curve, error) {
 	if err := ledger.CheckGuarantee(g); err != nil {
 		return nil, err
@@ -594,14 +603,16 @@ type pgAccount struct {
 	charged  bool
 }
 
-// Charge adds releases (>= 1) of curve to account if its composed curve
-// stays within budget, and returns the balance after it once the
-// transaction that holds it is committed (ledger.Ledger). Errors:
-// *ledger.BudgetError (nothing charged), ledger.ErrBusy (MaxWaitingCharges are
-// waiting already), ledger.ErrClosed, *Error (the database failed or did
-// not answer within Timeout: the charge is not made, or its commit's
-// outcome is unknown; either way nothing may be released, and the ledger
-// holds at least what was released).
+// Charge adds releases of curve to account if its composed curve stays
+// within budget, and returns the balance after it once the transaction
+// that holds it is committed, for [ledger.Ledger]. releases is at least 1.
+//
+// Errors: a [*ledger.BudgetError], with nothing charged;
+// [ledger.ErrBusy] when MaxWaitingCharges are waiting already;
+// [ledger.ErrClosed]; an [*Error] when the database failed or did not
+// answer within Timeout. Then the charge is not made, or its commit's
+// outcome is unknown: either way nothing may be released, and the ledger
+// holds at least what was released.
 func (l *Ledger) Charge(account string, curve *ledger.Curve, releases int, budget float64) (ledger.Balance, error) {
 	bal, err := l.batcher.Submit(account, curve, releases, budget)
 	if errors.Is(err, ledger.ErrBusy) {
@@ -844,8 +855,8 @@ func (l *Ledger) counts(ctx context.Context, account string) (map[string]uint64,
 	return counts, err
 }
 
-// Balance is account's committed balance against budget for releases of
-// curve (ledger.Ledger). Errors: *Error.
+// Balance returns account's committed balance against budget for releases
+// of curve, for [ledger.Ledger]. Errors: [*Error].
 func (l *Ledger) Balance(account string, curve *ledger.Curve, budget float64) (ledger.Balance, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
@@ -868,9 +879,9 @@ func (l *Ledger) Balance(account string, curve *ledger.Curve, budget float64) (l
 	return bal, nil
 }
 
-// Err is nil while the database answers (a query succeeded within the last
-// second, or a ping now does, within Timeout), else a *Error
-// (ledger.Ledger: readiness).
+// Err reports readiness, for [ledger.Ledger]: nil while the database
+// answers, that is, a query succeeded within the last second or a ping now
+// does within Timeout; else an [*Error].
 func (l *Ledger) Err() error {
 	if time.Since(time.Unix(0, l.lastOK.Load())) < time.Second {
 		return nil
@@ -884,7 +895,7 @@ func (l *Ledger) Err() error {
 	return nil
 }
 
-// Accounts returns every account, by ID (ledger.Ledger).
+// Accounts returns every account, by ID, for [ledger.Ledger].
 func (l *Ledger) Accounts() ([]ledger.Account, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
@@ -946,8 +957,8 @@ func (l *Ledger) Accounts() ([]ledger.Account, error) {
 }
 
 // History returns the charges q selects, newest first, with the curves and
-// models they name (ledger.Ledger). Errors: q invalid (*option.Error),
-// *Error.
+// models they name, for [ledger.Ledger]. Errors: q invalid, an
+// [*option.Error]; [*Error].
 func (l *Ledger) History(q ledger.HistoryQuery) (ledger.History, error) {
 	if err := q.Check(); err != nil {
 		return ledger.History{}, err
@@ -1009,8 +1020,8 @@ func (l *Ledger) History(q ledger.HistoryQuery) (ledger.History, error) {
 	return h, nil
 }
 
-// Info describes the ledger: its identity, schema version and size
-// (Txid 0 and Bytes the database's tables; Charges the charge rows).
+// Info describes the ledger: its identity, schema version and size. Txid is
+// 0, Bytes counts the database's tables and Charges the charge rows.
 func (l *Ledger) Info() (ledger.Info, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
@@ -1031,7 +1042,7 @@ func (l *Ledger) Info() (ledger.Info, error) {
 	return info, nil
 }
 
-// Collectors are the ledger's Prometheus metrics (a Server registers them):
+// Collectors are the ledger's Prometheus metrics, which a Server registers:
 // the pool's connections by state and its waits, the charges waiting and
 // their bound, the failed queries by operation, the charges per
 // transaction.
@@ -1065,14 +1076,14 @@ func (l *Ledger) Close() error {
 	return nil
 }
 
-// Create creates the ledger's schema in the database at dsn, or
-// migrates it to the version this build serves: the one way a PostgreSQL
-// ledger comes to be (`nvdp serve ledger init`). Inits of one database are
+// Create creates the ledger's schema in the database at dsn, or migrates it
+// to the version this build serves: the one way a PostgreSQL ledger comes
+// to be, as `nvdp serve ledger init` does. Inits of one database are
 // serialised by an advisory lock, and each runs in one transaction: a
 // database holds a whole schema version or none. It returns the ledger's
-// description and the versions it applied (none: the ledger was current).
-// Errors: the database does not answer within timeout; a schema "nvdp"
-// that is not an nvdp ledger; a schema newer than this build's.
+// description and the versions it applied, none when the ledger was
+// current. Errors: the database does not answer within timeout; a schema
+// "nvdp" that is not an nvdp ledger; a schema newer than this build's.
 func Create(dsn string, timeout time.Duration) (ledger.Info, []int, error) {
 	o := DefaultOptions()
 	o.Timeout = timeout
@@ -1159,9 +1170,10 @@ func migratePG(dsn string, o Options, upTo int) ([]int, error) {
 	return applied, nil
 }
 
-// LookupKey returns the key of the database whose hash is SHA-256(secret)
-// and that is not revoked; nil, nil when there is none (KeySource). Its
-// Budget is the key's budget_epsilon. Errors: *Error.
+// LookupKey returns the key of the database whose hash is the SHA-256 of
+// secret and that is not revoked, or nil, nil when there is none, for
+// serve's KeySource. Its Budget is the key's budget_epsilon. Errors:
+// [*Error].
 func (l *Ledger) LookupKey(secret string) (*ledger.Key, error) {
 	if secret == "" {
 		return nil, nil
@@ -1182,7 +1194,7 @@ func (l *Ledger) LookupKey(secret string) (*ledger.Key, error) {
 	return k, nil
 }
 
-// KeyInfo describes a key of a PostgreSQL ledger (never its hash).
+// KeyInfo describes a key of a PostgreSQL ledger, never its hash.
 type KeyInfo struct {
 	ID      string            `json:"id"`
 	Budget  jsonfloat.Float   `json:"budget_epsilon"`
@@ -1196,15 +1208,15 @@ type KeyInfo struct {
 var (
 	// ErrNoKey: no key of that ID.
 	ErrNoKey = errors.New("no such key")
-	// ErrKeyRevoked: the key of that ID is revoked; its ID is never reused
-	// (the account keeps what it spent), so it can be neither rotated,
+	// ErrKeyRevoked: the key of that ID is revoked. Its ID is never reused,
+	// since the account keeps what it spent, so it can be neither rotated,
 	// changed nor added again.
 	ErrKeyRevoked = errors.New("key revoked: its ID is never reused (the account keeps what it spent); add a key with another ID")
 )
 
 // CheckLabels checks a key's labels: keys not empty, keys and values valid
-// UTF-8 (PostgreSQL's jsonb would store U+FFFD instead of an invalid byte,
-// a label the operator did not write). Errors name the label.
+// UTF-8. PostgreSQL's jsonb would store U+FFFD instead of an invalid byte,
+// a label the operator did not write. Errors name the label.
 func CheckLabels(labels map[string]string) error {
 	for k, v := range labels {
 		switch {
@@ -1233,13 +1245,15 @@ func (l *Ledger) keyGone(ctx context.Context, id string) error {
 	return fmt.Errorf("key %q: %w", id, ErrNoKey) // revoked nor missing: not reached
 }
 
-// AddKey stores a new key of the database: its ID (the account it charges;
-// ledger.CheckKeyID), the SHA-256 of key, its budget (epsilon at the model's
-// delta, >= 0, +Inf for no limit) and labels. The replicas authenticate it
-// from their next request. Errors: an invalid ID or budget, an ID that
-// exists, or ErrKeyRevoked for a revoked one (an account's ID is never
-// reused), labels that are not valid UTF-8 (CheckLabels), the hash of a key
-// that exists, *Error.
+// AddKey stores a new key of the database: its ID, the account it charges,
+// checked by [ledger.CheckKeyID]; the SHA-256 of key; its budget in epsilon
+// at the model's delta, >= 0, +Inf for no limit; and labels. The replicas
+// authenticate it from their next request.
+//
+// Errors: an invalid ID or budget; an ID that exists, or [ErrKeyRevoked]
+// for a revoked one, since an account's ID is never reused; labels that are
+// not valid UTF-8, as [CheckLabels] finds; the hash of a key that exists;
+// [*Error].
 func (l *Ledger) AddKey(id, key string, budget float64, labels map[string]string) error {
 	if err := ledger.CheckKeyID(id); err != nil {
 		return err
@@ -1278,10 +1292,10 @@ func (l *Ledger) AddKey(id, key string, budget float64, labels map[string]string
 	return l.fail("add key", err)
 }
 
-// RotateKey replaces the secret of key id (not revoked) with key: the old
-// secret is refused from the replicas' next request, the account and
-// budget stay. Errors: ErrNoKey, ErrKeyRevoked, the hash of a key that
-// exists, *Error.
+// RotateKey replaces the secret of key id with key: the old secret is
+// refused from the replicas' next request, the account and budget stay. A
+// revoked key cannot be rotated. Errors: [ErrNoKey], [ErrKeyRevoked], the
+// hash of a key that exists, [*Error].
 func (l *Ledger) RotateKey(id, key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
@@ -1315,8 +1329,8 @@ func (l *Ledger) RevokeKey(id string) error {
 	return nil
 }
 
-// SetKeyBudget changes the budget of key id (not revoked). Errors: a budget
-// below 0 or NaN, ErrNoKey, *Error.
+// SetKeyBudget changes the budget of key id, which must not be revoked.
+// Errors: a budget below 0 or NaN, [ErrNoKey], [*Error].
 func (l *Ledger) SetKeyBudget(id string, budget float64) error {
 	if !(budget >= 0) {
 		return fmt.Errorf("budget %v: must be >= 0", budget)

@@ -8,7 +8,7 @@ package pgledger
 
 import "time"
 
-// Format is the format of a PostgreSQL ledger (GET /v1/info).
+// Format is the format of a PostgreSQL ledger, as GET /v1/info shows it.
 const Format = "nvdp-ledger-postgres/1"
 
 // pgSchema is the PostgreSQL schema that holds the ledger's tables.
@@ -118,11 +118,11 @@ const pgInitLock = 0x6e76647031 // "nvdp1"
 // SchemaVersion is the schema version this build serves.
 var SchemaVersion = pgSchemaVersion
 
-// Migrate creates or migrates the ledger schema of the database at
-// dsn up to version, at most SchemaVersion (Create goes to the
-// last): a database of an older schema, as the tests of migrations make,
-// or an upgrade staged one version at a time. It returns the versions
-// applied. Errors: as Create's.
+// Migrate creates or migrates the ledger schema of the database at dsn up
+// to version, at most SchemaVersion, while [Create] goes to the last. It
+// serves a database of an older schema, as the tests of migrations make, or
+// an upgrade staged one version at a time. It returns the versions applied.
+// Errors: as Create's.
 func Migrate(dsn string, version int) ([]int, error) {
 	o := DefaultOptions()
 	o.Timeout = 30 * time.Second

@@ -7,15 +7,15 @@ import (
 	"github.com/nvdp-project/nvdp/progress"
 )
 
-// SynthesizeEspeak renders the synthetic corpus into root with espeak-ng,
-// the program at binary ("": espeak-ng on the PATH), and the Debian word
-// lists ([ReadWords]): it checks o, asks the program for its version (the
-// corpus records it), logs what it renders, runs [Synthesize] and logs
-// what it wrote. p receives Synthesize's progress.
+// SynthesizeEspeak renders the synthetic corpus into root with espeak-ng
+// and the Debian word lists that [ReadWords] reads. binary is the program;
+// "" means espeak-ng on the PATH. It checks o, asks the program for its
+// version, which the corpus records, logs what it renders, runs
+// [Synthesize] and logs what it wrote. p receives Synthesize's progress.
 //
 // Errors: an [*option.Error] naming out for an empty root, espeak for a
-// program that does not run (with where to get it), or the option of o
-// ([SynthOptions.Validate]); those of Synthesize.
+// program that does not run, with where to get it, or the option of o that
+// [SynthOptions.Validate] refuses; those of Synthesize.
 func SynthesizeEspeak(root string, o SynthOptions, binary string, p progress.Func) (*SynthInfo, error) {
 	if root == "" {
 		return nil, option.Errorf("out", nil, "required")

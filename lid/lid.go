@@ -44,8 +44,8 @@ var languages = [...]string{
 	"Welsh",
 }
 
-// NumLanguages is the number of CommonLanguage labels (the classifier's
-// output width).
+// NumLanguages is the number of CommonLanguage labels, the classifier's
+// output width.
 const NumLanguages = len(languages)
 
 // Languages returns the 45 language names; label i is Languages()[i].
@@ -102,11 +102,11 @@ type Utterance struct {
 	Row
 }
 
-// ParseCSV decodes a split CSV (UTF-16, tab-separated, a header and rows of
-// six fields). name is used in errors, which give the line number (the
-// header is line 1). Errors: odd byte count, an unpaired surrogate, a line
-// with another number of fields, an empty client_id or path, a path that is
-// not a plain file name, no header.
+// ParseCSV decodes a split CSV: UTF-16, tab-separated, a header and rows of
+// six fields. name is used in errors, which give the line number, the
+// header being line 1. Errors: odd byte count, an unpaired surrogate, a
+// line with another number of fields, an empty client_id or path, a path
+// that is not a plain file name, no header.
 func ParseCSV(data []byte, name string) ([]Row, error) {
 	text, err := decodeUTF16(data)
 	if err != nil {
@@ -183,10 +183,10 @@ func decodeUTF16(data []byte) (string, error) {
 	return string(utf16.Decode(u)), nil
 }
 
-// EncodeCSV writes rows in the release's format (UTF-16LE with a byte-order
-// mark, tab-separated, the header, the row index first, "\n" line ends).
+// EncodeCSV writes rows in the release's format: UTF-16LE with a byte-order
+// mark, tab-separated, the header, the row index first, "\n" line ends.
 // Every field must be valid UTF-8 free of tabs and line ends, and ClientID
-// and Path plain file names; an error names the row (0-based).
+// and Path plain file names; an error names the row, counted from 0.
 func EncodeCSV(rows []Row) ([]byte, error) {
 	var b strings.Builder
 	b.WriteString(strings.Join(header, "\t"))
@@ -227,14 +227,15 @@ func AudioPath(root, language, split string, r Row) string {
 	return filepath.Join(root, language, split, r.ClientID, r.Path)
 }
 
-// Load reads one split (train, dev or test) of a corpus in the
-// CommonLanguage layout: every folder of root holding <split>.csv, in
-// sorted order (as the HF script's sorted glob), and every row of it. A
-// folder must be named after one of the 45 languages; a language without the
-// CSV is absent from the split (the synthetic stand-in has fewer languages).
+// Load reads one split of a corpus in the CommonLanguage layout, train, dev
+// or test: every folder of root holding <split>.csv, in sorted order as the
+// HF script's sorted glob, and every row of it. A folder must be named
+// after one of the 45 languages. A language without the CSV is absent from
+// the split, as in the synthetic stand-in, which has fewer languages.
+//
 // Errors name the file and line: an unknown language folder, a malformed
-// CSV (ParseCSV), an audio file that is missing or not a regular file, no
-// language folder at all.
+// CSV as [ParseCSV] finds it, an audio file that is missing or not a
+// regular file, no language folder at all.
 func Load(root, split string) ([]Utterance, error) {
 	if err := checkSplit(split); err != nil {
 		return nil, err

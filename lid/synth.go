@@ -25,8 +25,8 @@ const StandInNote = "Synthetic stand-in for CommonLanguage rendered by espeak-ng
 	"It is NOT CommonLanguage: no recording, no speaker and no sentence comes from it; " +
 	"only the layout and the language labels are CommonLanguage's."
 
-// SynthMetadataFile is the metadata file at the root of a synthetic corpus
-// (SynthInfo as JSON); CommonLanguage's release has none.
+// SynthMetadataFile is the metadata file at the root of a synthetic corpus,
+// a [SynthInfo] as JSON; CommonLanguage's release has none.
 const SynthMetadataFile = "SYNTHETIC.json"
 
 // SynthOptions sizes and seeds a synthetic corpus.
@@ -51,8 +51,8 @@ type SynthOptions struct {
 }
 
 // DefaultSynthOptions returns the defaults: seed 1, 200/50/50 utterances per
-// language, 3 to 8 words, speed 130 to 210 words per minute (espeak-ng's
-// default is 175), pitch 30 to 70 (default 50).
+// language, 3 to 8 words, speed 130 to 210 words per minute and pitch 30 to
+// 70. espeak-ng's defaults are speed 175 and pitch 50.
 func DefaultSynthOptions() SynthOptions {
 	return SynthOptions{Seed: 1, Train: 200, Dev: 50, Test: 50, MinWords: 3, MaxWords: 8,
 		MinSpeed: 130, MaxSpeed: 210, MinPitch: 30, MaxPitch: 70}
@@ -108,8 +108,8 @@ func (o SynthOptions) perSplit(split string) int {
 	return o.Test
 }
 
-// Voice is an espeak-ng voice: a language voice with a variant ("en-us",
-// "m3" speaks as `espeak-ng -v en-us+m3`).
+// Voice is an espeak-ng voice: a language voice with a variant. "en-us",
+// "m3" speaks as `espeak-ng -v en-us+m3`.
 type Voice struct {
 	Language string `json:"language"`
 	Variant  string `json:"variant"`
@@ -118,7 +118,7 @@ type Voice struct {
 // Arg is the -v argument of espeak-ng.
 func (v Voice) Arg() string { return v.Language + "+" + v.Variant }
 
-// ClientID is the voice's speaker id in the corpus (the client_id column).
+// ClientID is the voice's speaker id in the corpus, its client_id column.
 func (v Voice) ClientID() string { return "espeak-" + v.Language + "-" + v.Variant }
 
 // Gender is the gender column: male for the m variants, female for f.
@@ -129,14 +129,14 @@ func (v Voice) Gender() string {
 	return "male"
 }
 
-// Renderer speaks text into a WAV file (any rate and channel count: the
-// corpus converts it through package audio).
+// Renderer speaks text into a WAV file of any rate and channel count: the
+// corpus converts it through package audio.
 type Renderer interface {
 	Render(text string, v Voice, speed, pitch int, path string) error
 }
 
 // A WordChecker tells whether a renderer reads a word by the rules of the
-// voice's language (Synthesize redraws the words it does not).
+// voice's language. [Synthesize] redraws the words it does not.
 type WordChecker interface {
 	ReadsWord(word, voice string) (bool, error)
 }
@@ -161,7 +161,7 @@ func (e Espeak) ReadsWord(word, voice string) (bool, error) {
 }
 
 // Espeak renders with the espeak-ng program: `espeak-ng -v VOICE+VARIANT -s
-// SPEED -p PITCH -b 1 -w PATH --stdin` with the text (UTF-8) on its
+// SPEED -p PITCH -b 1 -w PATH --stdin`, with the text as UTF-8 on its
 // standard input.
 type Espeak struct {
 	Binary string // "espeak-ng" when empty
@@ -191,7 +191,7 @@ func (e Espeak) Render(text string, v Voice, speed, pitch int, path string) erro
 }
 
 // Version returns the first line of `espeak-ng --version` without its data
-// path ("eSpeak NG text-to-speech: 1.51").
+// path, such as "eSpeak NG text-to-speech: 1.51".
 func (e Espeak) Version() (string, error) {
 	out, err := exec.Command(e.binary(), "--version").Output()
 	if err != nil {
@@ -202,7 +202,7 @@ func (e Espeak) Version() (string, error) {
 	return strings.TrimSpace(line), nil
 }
 
-// SynthInfo is the metadata of a synthetic corpus (SynthMetadataFile).
+// SynthInfo is the metadata of a synthetic corpus, in [SynthMetadataFile].
 type SynthInfo struct {
 	Note      string            `json:"note"` // StandInNote
 	Renderer  string            `json:"renderer"`
@@ -233,7 +233,7 @@ type MissingLanguage struct {
 }
 
 // ReadSynthInfo reads the metadata of a synthetic corpus; it returns nil
-// and no error when root has none (CommonLanguage itself).
+// and no error when root has none, as CommonLanguage itself has none.
 func ReadSynthInfo(root string) (*SynthInfo, error) {
 	data, err := os.ReadFile(filepath.Join(root, SynthMetadataFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -303,21 +303,24 @@ type plannedUtterance struct {
 }
 
 // Synthesize writes a synthetic stand-in corpus in the CommonLanguage
-// layout (Load reads it) under root, which must not exist or be empty. Per
-// language (its random stream seeded by Seed and its label, so a language's
-// utterances do not depend on which others are rendered): the voices are
-// split (splitVoices); every utterance gets a new sentence of MinWords to
-// MaxWords words drawn from the language's word list (no sentence repeats
-// within a language, so none is shared between splits), the split's next
-// voice in turn, a speed and a pitch; the renderer's file is converted to
-// 16 kHz mono (audio.Load) and written as 16-bit PCM (audio.WriteWAV).
+// layout under root, which must not exist or be empty; [Load] reads it.
+//
+// Each language has its random stream, seeded by Seed and its label, so a
+// language's utterances do not depend on which others are rendered. Its
+// voices are split by splitVoices. Every utterance gets a new sentence of
+// MinWords to MaxWords words drawn from the language's word list, the
+// split's next voice in turn, a speed and a pitch. No sentence repeats
+// within a language, so none is shared between splits. The renderer's file
+// is converted to 16 kHz mono by [audio.Load] and written as 16-bit PCM by
+// [audio.WriteWAV].
+//
 // Every word list is read, and the options checked, before any file is
-// written. words reads a WordSource (ReadWords); p receives one event per
-// utterance (stage "lid corpus"). The metadata (SynthMetadataFile) and a
-// README saying that the corpus is a stand-in are written last, after the
-// CSVs, which follow all the audio: a run that fails while rendering leaves
-// audio but no CSV (Load finds no language) and no metadata; remove the
-// folder before running again.
+// written. words reads a WordSource, as [ReadWords] does; p receives one
+// event per utterance, stage "lid corpus". The metadata file
+// [SynthMetadataFile] and a README saying that the corpus is a stand-in are
+// written last, after the CSVs, which follow all the audio. A run that
+// fails while rendering leaves audio but no CSV, so Load finds no language,
+// and no metadata; remove the folder before running again.
 func Synthesize(root string, o SynthOptions, r Renderer, rendererName string, words func(WordSource) ([]string, error), p progress.Func) (*SynthInfo, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err

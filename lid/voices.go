@@ -117,8 +117,8 @@ func StandInVoice(language string) (voice string, words WordSource, why string, 
 }
 
 // WriteStandIns writes the table of `nvdp lidcorpus --list` to w: a line per
-// CommonLanguage label, tab-separated, with its voice and word list (package,
-// kind, paths), or "-" and why the stand-in lacks it.
+// CommonLanguage label, tab-separated, with its voice and its word list's
+// package, kind and paths, or "-" and why the stand-in lacks it.
 func WriteStandIns(w io.Writer) error {
 	var b strings.Builder
 	for i, l := range Languages() {

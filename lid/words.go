@@ -18,17 +18,17 @@ import (
 
 // Word-list kinds of WordSource.
 const (
-	// Hunspell is a hunspell .dic file (Path): an optional count line, then
+	// Hunspell is a hunspell .dic file at Path: an optional count line, then
 	// one stem a line, affix flags after an unescaped "/" and morphological
 	// fields after white space, in the encoding its .aff file's SET names.
 	Hunspell = "hunspell"
-	// Aspell is an aspell dictionary (Path: its name, e.g. "cy"), read as
-	// the output of `aspell -d NAME dump master`.
+	// Aspell is an aspell dictionary whose name, such as "cy", is Path, read
+	// as the output of `aspell -d NAME dump master`.
 	Aspell = "aspell"
-	// ISOCodes is an iso-codes translation catalogue (Path: a gettext .mo
-	// file, e.g. /usr/share/locale/ky/LC_MESSAGES/iso_3166-1.mo): the words of
-	// its translated names (countries, languages), for languages without a
-	// Debian dictionary.
+	// ISOCodes is an iso-codes translation catalogue, a gettext .mo file at
+	// Path such as /usr/share/locale/ky/LC_MESSAGES/iso_3166-1.mo: the words
+	// of its translated names of countries and languages, for languages
+	// without a Debian dictionary.
 	ISOCodes = "iso-codes"
 )
 
@@ -40,9 +40,9 @@ type WordSource struct {
 }
 
 // ReadWords returns the distinct words of a source, sorted, each passing
-// the word filter (letters and combining marks only, 2 to 24 characters, no
-// upper case after the first character: no acronyms, numbers or
-// abbreviations).
+// the word filter: letters and combining marks only, 2 to 24 characters,
+// and no upper case after the first character, which keeps out acronyms,
+// numbers and abbreviations.
 func ReadWords(s WordSource) ([]string, error) {
 	var raw []string
 	for _, p := range s.Paths {

@@ -48,15 +48,17 @@ func loadContract() (*openapi3.T, routers.Router, error) {
 }
 
 // Contract checks one exchange with a release server against
-// api/openapi.yaml (docs/serving.md, "The contract"): the response, its
-// status, headers and body, must be one the document describes for the
-// route (an unknown route or method: the 404 or 405 Error), with every
-// header the document requires for it (X-Request-Id on every response of
-// the service; Go's HTTP server's own 400 and 431 carry none); and a request
-// the document does not allow (a malformed body, a wrong parameter) must
-// have been refused with a 4xx. A request without a Content-Type is
-// checked as application/json, as the server reads it. Failures are tb's
+// api/openapi.yaml; docs/serving.md, "The contract". Failures are tb's
 // errors.
+//
+// The response, its status, headers and body, must be one the document
+// describes for the route; an unknown route or method must get the 404 or
+// 405 Error. It must carry every header the document requires for it:
+// X-Request-Id is on every response of the service, while Go's HTTP
+// server's own 400 and 431 carry none. A request the document does not
+// allow, such as a malformed body or a wrong parameter, must have been
+// refused with a 4xx. A request without a Content-Type is checked as
+// application/json, as the server reads it.
 func Contract(tb testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
 	tb.Helper()
 	doc, router, err := loadContract()

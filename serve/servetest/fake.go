@@ -19,9 +19,9 @@ import (
 	"github.com/nvdp-project/nvdp/serve"
 )
 
-// Fake is a serve.Releaser whose release of a text is a function of the
-// text alone (no noise: it is not private, only a stand-in with the shape
-// and the guarantee of a model). Set the fields before use.
+// Fake is a [serve.Releaser] whose release of a text is a function of the
+// text alone. It draws no noise, so it is not private, only a stand-in with
+// the shape and the guarantee of a model. Set the fields before use.
 type Fake struct {
 	N, P int
 	// Rho sets the certified curve of one release: rd(order) = order Rho
@@ -63,8 +63,8 @@ func NewFake(n, p int, rho float64) *Fake { return &Fake{N: n, P: p, Rho: rho} }
 // Shape returns N, P.
 func (f *Fake) Shape() (n, p int) { return f.N, f.P }
 
-// Guarantee returns GaussianGuarantee(f.Rho), or ExactGaussianGuarantee(f.Mu)
-// when f.Mu > 0.
+// Guarantee returns [GaussianGuarantee] of f.Rho, or
+// [ExactGaussianGuarantee] of f.Mu when f.Mu > 0.
 func (f *Fake) Guarantee() *privacy.Guarantee {
 	if f.Mu > 0 {
 		return ExactGaussianGuarantee(f.Mu)
@@ -80,8 +80,8 @@ func (f *Fake) Model() any {
 	return map[string]any{"model": "servetest.Fake", "components": f.N, "dims": f.P, "rho": f.Rho}
 }
 
-// Release returns, for each text, Z drawn from a PCG stream seeded by the
-// FNV-1a hash of the text (standard normal values) and pi, N positive
+// Release returns, for each text, Z of standard normal values drawn from a
+// PCG stream seeded by the FNV-1a hash of the text, and pi, N positive
 // weights summing to 1, after Latency and the Gate.
 func (f *Fake) Release(ctx context.Context, texts []string) ([]serve.Embedding, error) {
 	f.started.Add(1)
@@ -144,10 +144,10 @@ func Embed(text string, n, p int) serve.Embedding {
 // Started is the count of Release calls begun.
 func (f *Fake) Started() int64 { return f.started.Load() }
 
-// Texts is the count of texts released (calls that returned embeddings).
+// Texts returns the count of texts released by calls that returned embeddings.
 func (f *Fake) Texts() int64 { return f.texts.Load() }
 
-// GaussianGuarantee is the guarantee of one release whose RDP curve is
+// GaussianGuarantee returns the guarantee of one release whose RDP curve is
 // rd(order) = order rho over privacy.DefaultOrders, at privacy.DefaultDelta.
 func GaussianGuarantee(rho float64) *privacy.Guarantee {
 	g := &privacy.Guarantee{Releases: 1, Delta: privacy.DefaultDelta, Direction: privacy.DirectionStandard,
@@ -168,13 +168,16 @@ func GaussianGuarantee(rho float64) *privacy.Guarantee {
 	return g
 }
 
-// ExactGaussianGuarantee is the guarantee of one release that is exactly a
-// Gaussian mechanism of sensitivity / sigma mu (> 0), at
-// privacy.DefaultDelta, as privacy.CertifyCurve gives for a fixed-noise
-// clip set: accountant privacy.AccountantGaussian, GaussianMu mu, epsilon
-// privacy.GaussianMechanismEpsilon(mu, delta), and the RDP curve rd(order)
-// = order mu^2 / 2 over privacy.DefaultOrders (whose conversion is
-// RDPEpsilon at BestOrder). The ledgers register it as a Gaussian curve.
+// ExactGaussianGuarantee returns the guarantee of one release that is
+// exactly a Gaussian mechanism of sensitivity / sigma mu, at
+// privacy.DefaultDelta, as [privacy.CertifyCurve] gives for a fixed-noise
+// clip set. mu is > 0.
+//
+// Its accountant is [privacy.AccountantGaussian], its GaussianMu mu, its
+// epsilon privacy.GaussianMechanismEpsilon of mu and delta, and its RDP
+// curve rd(order) = order mu^2 / 2 over privacy.DefaultOrders, whose
+// conversion is RDPEpsilon at BestOrder. The ledgers register it as a
+// Gaussian curve.
 func ExactGaussianGuarantee(mu float64) *privacy.Guarantee {
 	g := GaussianGuarantee(mu * mu / 2)
 	g.Format, g.Label = privacy.GuaranteeFormat, privacy.LabelCertified

@@ -20,8 +20,8 @@ import (
 	"github.com/nvdp-project/nvdp/serve"
 )
 
-// NewLedger creates a new ledger file (ledger.CreateFile) in a temporary
-// directory of tb and returns its path.
+// NewLedger creates a new ledger file with [ledger.CreateFile] in a
+// temporary directory of tb and returns its path.
 func NewLedger(tb testing.TB) string {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "ledger.db")
@@ -31,7 +31,7 @@ func NewLedger(tb testing.TB) string {
 	return path
 }
 
-// OpenLedger opens a new ledger (NewLedger), closed when the test ends.
+// OpenLedger opens a new ledger made by [NewLedger], closed when the test ends.
 func OpenLedger(tb testing.TB) *ledger.File {
 	tb.Helper()
 	l, err := ledger.OpenFile(NewLedger(tb))
@@ -54,11 +54,12 @@ func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Fatalf("timed out waiting for %s", what)
 }
 
-// Do sends a request to url with the API key in "Authorization: Bearer"
-// (none when key is "") and the Content-Type (none when ""), checks the
-// exchange against the service's contract (Contract: api/openapi.yaml),
-// and returns the status and the JSON object of the response ({"raw": text}
-// when the body is not a JSON object, as /metrics).
+// Do sends a request to url with the API key in "Authorization: Bearer" and
+// the Content-Type, checks the exchange against the service's contract
+// api/openapi.yaml with [Contract], and returns the status and the JSON
+// object of the response. A key or contentType of "" sends no such header.
+// A body that is not a JSON object, as from /metrics, is returned as
+// {"raw": text}.
 func Do(tb testing.TB, method, url, key, contentType, body string) (int, map[string]any) {
 	tb.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -88,8 +89,8 @@ func Do(tb testing.TB, method, url, key, contentType, body string) (int, map[str
 	return resp.StatusCode, out
 }
 
-// NewPGLedger creates a PostgreSQL ledger (pgledger.Create) in a new
-// database of the test binary's shared throwaway cluster (pgtest.Shared)
+// NewPGLedger creates a PostgreSQL ledger with [pgledger.Create] in a new
+// database of the test binary's shared throwaway cluster, pgtest.Shared,
 // and returns its URL; it skips tb when PostgreSQL is not installed.
 func NewPGLedger(tb testing.TB) string {
 	tb.Helper()
@@ -133,8 +134,8 @@ func ExecSQL(tb testing.TB, dsn, sql string, args ...any) {
 	}
 }
 
-// NoInsertDSN returns the URL of the PostgreSQL ledger at dsn (a database of the shared cluster,
-// as NewPGLedger makes) for a role that may do everything but insert charges: every charge fails
+// NoInsertDSN returns the URL of the PostgreSQL ledger at dsn, a database of the shared cluster
+// as [NewPGLedger] makes, for a role that may do everything but insert charges: every charge fails
 // with SQLSTATE 42501, a permanent error. The role is dropped when tb ends.
 func NoInsertDSN(tb testing.TB, dsn string) string {
 	tb.Helper()
@@ -150,10 +151,10 @@ func NoInsertDSN(tb testing.TB, dsn string) string {
 	return strings.Replace(dsn, "postgres://postgres@", "postgres://nvdp_noinsert@", 1)
 }
 
-// BadKeyFiles writes into dir the keys files that a server refuses or
-// that leave a key without a budget, and returns their paths: bad (a line
-// whose hash is not hex), noBudget (the key alice without a budget) and
-// open (alice with budget 1, writable by group and others).
+// BadKeyFiles writes into dir the keys files that a server refuses or that
+// leave a key without a budget, and returns their paths. bad has a line
+// whose hash is not hex; noBudget holds the key alice without a budget;
+// open holds alice with budget 1 and is writable by group and others.
 func BadKeyFiles(tb testing.TB, dir string) (bad, noBudget, open string) {
 	tb.Helper()
 	bad = filepath.Join(dir, "bad-keys.txt")

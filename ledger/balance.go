@@ -257,8 +257,9 @@ func (b Balance) Check(releases int) error {
 	return nil
 }
 
-// account is the Account view of an account charged counts releases by
-// curve over requests requests, last at updated.
+// Account returns the [Account] view of account id: counts holds its
+// releases by curve ID, resolved by curve, charged over requests requests,
+// the last at updated.
 func (c Grid) Account(id string, counts map[string]uint64, requests uint64, updated time.Time, curve func(string) (*Curve, error)) (Account, error) {
 	a := Account{ID: id, ReleasesByCurve: counts, Requests: requests, Delta: c.Delta, Updated: updated,
 		SpentEpsilon: 0, SpentOrder: jsonfloat.Float(math.NaN()), Accountant: privacy.AccountantRDP}

@@ -532,7 +532,7 @@ func (l *File) readCurves(tx *bolt.Tx) error {
 	})
 }
 
-// newLedgerID is a new ledger's ID: 128 random bits in hex.
+// NewLedgerID returns a new ledger's ID: 128 random bits in hex.
 func NewLedgerID() string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {

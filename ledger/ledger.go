@@ -114,7 +114,7 @@ type HistoryQuery struct {
 // MaxHistoryLimit bounds HistoryQuery.Limit.
 const MaxHistoryLimit = 10000
 
-// check validates q. Errors: *option.Error naming limit.
+// Check validates q. Errors: an [*option.Error] naming limit.
 func (q HistoryQuery) Check() error {
 	if q.Limit < 1 || q.Limit > MaxHistoryLimit {
 		return option.Errorf("limit", q.Limit, "want 1 to %d charges", MaxHistoryLimit)
@@ -164,7 +164,8 @@ type CurveInfo struct {
 	Registered time.Time         `json:"registered"`
 }
 
-// curveInfo describes the curve c of the Grid's grid.
+// CurveInfo describes the curve cv, registered under accountant in format,
+// on the grid's orders and delta.
 func (c Grid) CurveInfo(cv *Curve, accountant string, format int, registered time.Time) CurveInfo {
 	eps, order := c.epsilonOfOne(cv)
 	ci := CurveInfo{Accountant: accountant, Format: format, Epsilon: jsonfloat.Float(eps), Order: jsonfloat.Float(order),

@@ -54,7 +54,8 @@ type Options struct {
 	Replica string `json:"replica"`
 }
 
-// DefaultOptions: 8 connections, 5 s per query, 256 charges waiting.
+// DefaultOptions returns the defaults: 8 connections, 5 s per query, 256
+// charges waiting.
 func DefaultOptions() Options {
 	return Options{MaxConns: 8, Timeout: 5 * time.Second, MaxWaitingCharges: 256}
 }

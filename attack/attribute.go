@@ -83,9 +83,9 @@ var properties = []Property{
 // Properties lists the properties Attribute infers.
 func Properties() []Property { return slices.Clone(properties) }
 
-// LookupProperty returns the property of a name. For an unknown name it
+// lookupProperty returns the property of a name. For an unknown name it
 // returns an error listing the known ones.
-func LookupProperty(name string) (Property, error) {
+func lookupProperty(name string) (Property, error) {
 	names := make([]string, len(properties))
 	for i, p := range properties {
 		if p.Name == name {
@@ -123,7 +123,7 @@ func DefaultAttributeOptions() AttributeOptions {
 
 // Validate checks o; errors are *option.Error.
 func (o AttributeOptions) Validate() error {
-	if _, err := LookupProperty(o.Property); err != nil {
+	if _, err := lookupProperty(o.Property); err != nil {
 		return option.Errorf("property", o.Property, "%v", err)
 	}
 	if !slices.Contains([]string{ModelLinear, ModelMLP, ClassifierAll}, o.Classifier) {
@@ -190,7 +190,7 @@ func Attribute(ctx context.Context, t *Target, c *Corpus, o AttributeOptions, re
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	prop, _ := LookupProperty(o.Property) // ok: validated
+	prop, _ := lookupProperty(o.Property) // ok: validated
 	if err := c.check(); err != nil {
 		return nil, err
 	}
@@ -332,7 +332,7 @@ func attributeResult(features, classifier string, y []int, score []float64, call
 	}
 	n := len(y)
 	res.Accuracy = float64(res.Correct) / float64(n)
-	lo, hi, err := ClopperPearson(res.Correct, n, o.Confidence)
+	lo, hi, err := clopperPearson(res.Correct, n, o.Confidence)
 	if err != nil {
 		return res, err
 	}

@@ -32,7 +32,7 @@ func TestProperties(t *testing.T) {
 			name string
 			want bool
 		}{{PropertyDigit, tc.digit}, {PropertyName, tc.name}, {PropertyFemale, tc.female}} {
-			prop, err := LookupProperty(p.name)
+			prop, err := lookupProperty(p.name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func TestProperties(t *testing.T) {
 			}
 		}
 	}
-	if _, err := LookupProperty("age"); err == nil || !strings.Contains(err.Error(), "name, digit, female-pronoun") {
+	if _, err := lookupProperty("age"); err == nil || !strings.Contains(err.Error(), "name, digit, female-pronoun") {
 		t.Errorf("unknown property: %v", err)
 	}
 	seen := map[string]bool{}

@@ -22,21 +22,21 @@ type PairSpec struct {
 	// Index is PairIndex's pair of the posterior file.
 	Index [2]int `json:"pair_index"`
 	// Audit, for PairArgmax, is an audit JSON to read the argmax from
-	// (ReadArgmax) instead of auditing the posteriors ("": audit them).
+	// (its [audit.Report].Argmax) instead of auditing the posteriors ("": audit them).
 	Audit string `json:"audit,omitempty"`
 	// RandomPairs is how many pairs PairRandom draws (with the attack's
 	// seed).
 	RandomPairs int `json:"random_pairs"`
 }
 
-// Candidate is one pair to attack and where it comes from; its Result has no
+// candidate is one pair to attack and where it comes from; its Result has no
 // Result yet.
-type Candidate struct {
+type candidate struct {
 	Pair   Pair
 	Result PairResult
 }
 
-// Candidates returns the pairs of s to attack, from the model r and the
+// candidatePairs returns the pairs of s to attack, from the model r and the
 // posterior file p, either of which may be nil; source names p in errors. By
 // kind:
 //
@@ -50,16 +50,16 @@ type Candidate struct {
 //
 // Where an option is at fault, the error is an [*option.Error] naming it:
 // posteriors, texts, audit, pair or random_pairs.
-func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy.Posteriors, source string, delta float64, seed uint64,
-	report progress.Func) ([]Candidate, error) {
-	fromFile := func(i, j int) (Candidate, error) {
-		pair, err := PairFromPosteriors(p, i, j)
+func candidatePairs(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy.Posteriors, source string, delta float64, seed uint64,
+	report progress.Func) ([]candidate, error) {
+	fromFile := func(i, j int) (candidate, error) {
+		pair, err := pairFromPosteriors(p, i, j)
 		if err != nil {
-			return Candidate{}, fmt.Errorf("posteriors of %s: %w", source, err)
+			return candidate{}, fmt.Errorf("posteriors of %s: %w", source, err)
 		}
-		return Candidate{Pair: pair, Result: PairResult{Kind: s.Kind, Index: []int{i, j}}}, nil
+		return candidate{Pair: pair, Result: PairResult{Kind: s.Kind, Index: []int{i, j}}}, nil
 	}
-	one := func(c Candidate, err error) ([]Candidate, error) { return []Candidate{c}, err }
+	one := func(c candidate, err error) ([]candidate, error) { return []candidate{c}, err }
 	switch s.Kind {
 	case PairWitness:
 		if p != nil {
@@ -73,13 +73,13 @@ func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy
 		if err != nil {
 			return nil, err
 		}
-		return []Candidate{{Pair: pair, Result: PairResult{Kind: s.Kind}}}, nil
+		return []candidate{{Pair: pair, Result: PairResult{Kind: s.Kind}}}, nil
 	case PairTexts:
 		post, err := r.Posteriors(ctx, s.Texts)
 		if err == nil {
 			var pair Pair
-			if pair, err = PairFromPosteriors(post, 0, 1); err == nil {
-				return []Candidate{{Pair: pair, Result: PairResult{Kind: s.Kind, Texts: s.Texts}}}, nil
+			if pair, err = pairFromPosteriors(post, 0, 1); err == nil {
+				return []candidate{{Pair: pair, Result: PairResult{Kind: s.Kind, Texts: s.Texts}}}, nil
 			}
 		}
 		return nil, option.Errorf("texts", nil, "%v", err)
@@ -91,7 +91,7 @@ func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy
 		order := privacy.DefaultOrder
 		if s.Audit != "" {
 			var err error
-			if i, j, order, err = ReadArgmax(s.Audit); err != nil {
+			if i, j, order, err = readArgmax(s.Audit); err != nil {
 				return nil, option.Errorf("audit", nil, "%v", err)
 			}
 		} else {
@@ -109,7 +109,7 @@ func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy
 		if err != nil {
 			return nil, option.Errorf("random_pairs", nil, "%v", err)
 		}
-		var out []Candidate
+		var out []candidate
 		for _, ij := range pairs {
 			c, err := fromFile(ij[0], ij[1])
 			if err != nil {
@@ -122,11 +122,11 @@ func Candidates(ctx context.Context, s PairSpec, r *release.Releaser, p *privacy
 	return nil, option.Errorf("pair", s.Kind, "want %s, %s, %s, %s or %s", PairWitness, PairArgmax, PairRandom, PairTexts, PairIndex)
 }
 
-// DistinguishPairs runs [Distinguish] with opt on each candidate and appends
+// distinguishPairs runs [Distinguish] with opt on each candidate and appends
 // its result, set against rep.Certified, to rep.Pairs. The pairs are Gaussian
 // pairs when rep's model is a gaussian one; a nil rep.Certified means none.
 // Its errors name the pair's kind.
-func DistinguishPairs(ctx context.Context, rep *DistinguishReport, cands []Candidate, opt DistinguishOptions) error {
+func distinguishPairs(ctx context.Context, rep *DistinguishReport, cands []candidate, opt DistinguishOptions) error {
 	for _, c := range cands {
 		if rep.Variant == nvib.ModelGaussian {
 			c.Pair.Gaussian = true
@@ -146,10 +146,10 @@ func DistinguishPairs(ctx context.Context, rep *DistinguishReport, cands []Candi
 	return nil
 }
 
-// FileGuarantee returns the certified guarantee at delta of the clip
+// fileGuarantee returns the certified guarantee at delta of the clip
 // constants in a posterior file's metadata, by [privacy.ClipSetFromMetadata]
 // and [privacy.CertifyCurve], or nil when the file carries none.
-func FileGuarantee(p *privacy.Posteriors, delta float64) (*privacy.Guarantee, error) {
+func fileGuarantee(p *privacy.Posteriors, delta float64) (*privacy.Guarantee, error) {
 	set, ok, err := privacy.ClipSetFromMetadata(p)
 	if err != nil || !ok {
 		return nil, err

@@ -50,7 +50,7 @@ func TestCandidates(t *testing.T) {
 		{"unknown kind", PairSpec{Kind: "best"}, six, nil, "pair"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cands, err := Candidates(ctx, tc.spec, nil, tc.p, "file.safetensors", 1e-5, 1, nil)
+			cands, err := candidatePairs(ctx, tc.spec, nil, tc.p, "file.safetensors", 1e-5, 1, nil)
 			var oe *option.Error
 			switch {
 			case tc.opt != "":

@@ -30,7 +30,7 @@ type Pair struct {
 	Gaussian  bool
 }
 
-// PairFromPosteriors returns the pair of examples i and j of a posterior
+// pairFromPosteriors returns the pair of examples i and j of a posterior
 // file. A file written by a gaussian model, with metadata model = gaussian,
 // gives a gaussian pair.
 //
@@ -38,7 +38,7 @@ type Pair struct {
 // i = j, for a file whose release is not the one of [Pair], and for a pair
 // that [Pair.Check] rejects. A file with metadata pads_released = false has
 // another release: the reference release gives padding zero weight.
-func PairFromPosteriors(p *privacy.Posteriors, i, j int) (Pair, error) {
+func pairFromPosteriors(p *privacy.Posteriors, i, j int) (Pair, error) {
 	for _, k := range []int{i, j} {
 		if k < 0 || k >= p.M {
 			return Pair{}, fmt.Errorf("posterior %d: the file has %d (0..%d)", k, p.M, p.M-1)

@@ -196,7 +196,7 @@ func TestLogRatioMonteCarlo(t *testing.T) {
 	}
 }
 
-// Check and PairFromPosteriors reject what the density does not describe,
+// Check and pairFromPosteriors reject what the density does not describe,
 // naming the posterior, component or metadata.
 func TestPairCheck(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -211,7 +211,7 @@ func TestPairCheck(t *testing.T) {
 	for i := 6; i < 9; i++ {
 		file.Alpha[i] = 1
 	}
-	if _, err := PairFromPosteriors(file, 0, 2); err != nil {
+	if _, err := pairFromPosteriors(file, 0, 2); err != nil {
 		t.Fatal(err)
 	}
 	mod := func(f func(p *Pair)) Pair {
@@ -250,7 +250,7 @@ func TestPairCheck(t *testing.T) {
 	} {
 		f := *file
 		f.Metadata = tc.md
-		if _, err := PairFromPosteriors(&f, tc.i, tc.j); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := pairFromPosteriors(&f, tc.i, tc.j); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("(%d, %d) %v: want an error with %q, got %v", tc.i, tc.j, tc.md, tc.want, err)
 		}
 	}

@@ -29,9 +29,9 @@ const (
 	DefaultSeed = 1
 )
 
-// ReportFPRs are the false-positive rates at which the true-positive rate of
+// reportFPRs are the false-positive rates at which the true-positive rate of
 // the likelihood-ratio test is reported, in DistinguishResult.TPRAtFPR.
-var ReportFPRs = []float64{1e-3, 1e-2}
+var reportFPRs = []float64{1e-3, 1e-2}
 
 // Methods of an epsilon lower bound (docs/attacks.md).
 const (
@@ -61,12 +61,12 @@ const (
 	DirectionQPrime = "q_prime"
 )
 
-// SelectionSplit says how the test behind every lower bound is chosen: on
+// selectionSplit says how the test behind every lower bound is chosen: on
 // one half of the releases, with the bound computed on the other, so that
 // the threshold does not depend on the releases that bound it. A threshold
 // taken at an observed score makes that score's count no longer binomial,
 // which a Bonferroni correction over observed thresholds does not repair.
-const SelectionSplit = "split: method, direction and threshold chosen on releases [0, K/2) of each posterior, the bound computed on releases [K/2, K)"
+const selectionSplit = "split: method, direction and threshold chosen on releases [0, K/2) of each posterior, the bound computed on releases [K/2, K)"
 
 // DistinguishOptions are the options of [Distinguish]; see
 // [DefaultDistinguishOptions].
@@ -150,7 +150,7 @@ type DistinguishResult struct {
 	GaussianMu      *jsonfloat.Float `json:"gaussian_mu,omitempty"`
 	GaussianEpsilon *jsonfloat.Float `json:"gaussian_epsilon,omitempty"`
 
-	// AUC, TPRAtFPR (at ReportFPRs) and ROC describe the likelihood-ratio
+	// AUC, TPRAtFPR (at FPRs 1e-3 and 1e-2) and ROC describe the likelihood-ratio
 	// test on all 2K releases (scores of q's releases positive); ROC is
 	// thinned to the points at log-spaced false-positive rates.
 	AUC      float64          `json:"auc"`
@@ -253,9 +253,9 @@ func (r *DistinguishResult) SetCertified(g *privacy.Guarantee) error {
 // docs/attacks.md. It draws opt.Releases releases from each posterior with
 // nvib's sampler, q's being the positives, and scores each by the exact
 // log-likelihood ratio, [LogRatio]. It reports the ROC, the TPR at
-// ReportFPRs, and the epsilon lower bounds of both methods at opt.Delta,
-// with the test chosen on one half of the releases and bounded on the other;
-// see [SelectionSplit]. It takes memory for 2K scores, and time for about
+// FPRs 1e-3 and 1e-2, and the epsilon lower bounds of both methods at opt.Delta,
+// with the test chosen on one half of the releases and bounded on the other
+// (docs/attacks.md). It takes memory for 2K scores, and time for about
 // 2K N P Gaussian draws.
 //
 // It returns an error for invalid options, an [*option.Error]; a pair that
@@ -270,7 +270,7 @@ func Distinguish(ctx context.Context, pair Pair, opt DistinguishOptions) (*Disti
 		return nil, err
 	}
 	r := &DistinguishResult{Releases: opt.Releases, Seed: opt.Seed, Delta: opt.Delta, Confidence: opt.Confidence,
-		Selection: SelectionSplit, N: pair.Q.N, P: pair.Q.P, Gaussian: pair.Gaussian,
+		Selection: selectionSplit, N: pair.Q.N, P: pair.Q.P, Gaussian: pair.Gaussian,
 		KL: jsonfloat.Float(pair.KL()), KLReverse: jsonfloat.Float(pair.Swap().KL())}
 	_, r.ExactRelease = exactLattice(pair)
 	if err := r.pairBounds(pair); err != nil {
@@ -289,8 +289,8 @@ func Distinguish(ctx context.Context, pair Pair, opt DistinguishOptions) (*Disti
 	if r.AUC, err = AUC(pos, neg); err != nil {
 		return nil, err
 	}
-	for _, f := range ReportFPRs {
-		r.TPRAtFPR = append(r.TPRAtFPR, OperatingPoint{FPR: f, TPR: TPRAtFPR(roc, f)})
+	for _, f := range reportFPRs {
+		r.TPRAtFPR = append(r.TPRAtFPR, OperatingPoint{FPR: f, TPR: tprAtFPR(roc, f)})
 	}
 	r.ROC = thinROC(roc, len(neg))
 	h := opt.Releases / 2
@@ -524,7 +524,7 @@ func bestThreshold(pos, neg []float64, delta, conf float64) (t, eps float64, err
 			continue
 		}
 		tp, fp := worse(p.TP, len(pos), -1), worse(p.FP, len(neg), +1)
-		if _, fprHi, err := ClopperPearson(fp, len(neg), conf); err != nil {
+		if _, fprHi, err := clopperPearson(fp, len(neg), conf); err != nil {
 			return 0, 0, err
 		} else if -math.Log(fprHi) <= eps {
 			break
@@ -563,10 +563,10 @@ func worse(k, n, sign int) int {
 // intervals at conf written to tpr and fpr.
 func thresholdBound(tp, fp, nPos, nNeg int, delta, conf float64, tpr, fpr *[2]float64) (float64, error) {
 	var err error
-	if tpr[0], tpr[1], err = ClopperPearson(tp, nPos, conf); err != nil {
+	if tpr[0], tpr[1], err = clopperPearson(tp, nPos, conf); err != nil {
 		return 0, err
 	}
-	if fpr[0], fpr[1], err = ClopperPearson(fp, nNeg, conf); err != nil {
+	if fpr[0], fpr[1], err = clopperPearson(fp, nNeg, conf); err != nil {
 		return 0, err
 	}
 	if tpr[0] <= delta {
@@ -607,7 +607,7 @@ func bestLoss(pos []float64, delta, conf float64) (t, eps float64, err error) {
 // the two-sided interval at 2 conf - 1); -Inf when p_lo <= delta or t is
 // NaN (no test).
 func lossBound(k, n int, t, delta, conf float64) (eps, lo float64, err error) {
-	if lo, _, err = ClopperPearson(k, n, 2*conf-1); err != nil {
+	if lo, _, err = clopperPearson(k, n, 2*conf-1); err != nil {
 		return 0, 0, err
 	}
 	if lo <= delta || math.IsNaN(t) {

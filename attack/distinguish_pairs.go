@@ -113,7 +113,7 @@ func WitnessPair(set privacy.ClipSet, delta float64, gaussian bool) (Pair, *priv
 	if err != nil {
 		return Pair{}, nil, err
 	}
-	pair, err := PairFromPosteriors(c.Witness, 0, 1)
+	pair, err := pairFromPosteriors(c.Witness, 0, 1)
 	if err != nil {
 		return Pair{}, nil, fmt.Errorf("witness: %w", err)
 	}
@@ -165,9 +165,9 @@ func RandomPairs(m, count int, seed uint64) ([][2]int, error) {
 	return out, nil
 }
 
-// ReadArgmax reads the audit's argmax pair and its order from an audit JSON
+// readArgmax reads the audit's argmax pair and its order from an audit JSON
 // file, as [ParseArgmax] parses it. Its errors name the file.
-func ReadArgmax(path string) (i, j int, order float64, err error) {
+func readArgmax(path string) (i, j int, order float64, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, 0, 0, err

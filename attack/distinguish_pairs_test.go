@@ -120,7 +120,7 @@ func TestParseArgmax(t *testing.T) {
 			t.Errorf("%s: (%d, %d) order %v, %v", tc.data, i, j, o, err)
 		}
 	}
-	if _, _, _, err := ReadArgmax(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+	if _, _, _, err := readArgmax(filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Error("a missing file was read")
 	}
 }

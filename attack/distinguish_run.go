@@ -89,16 +89,16 @@ func (in DistinguishInputs) pairKind() string {
 
 // RunDistinguish attacks the candidate pairs of in with opt: it checks both,
 // loads the model (any release, proved or not: an attack measures it) and
-// the posteriors the pairs need, finds the pairs ([Candidates]) and runs the
-// test on each ([DistinguishPairs]). The report records the model, the
+// the posteriors the pairs need, finds the pairs (see [PairSpec]) and runs
+// [Distinguish] on each. The report records the model, the
 // posteriors' source and the certified guarantee at opt.Delta: the model's,
-// else the posterior file's ([FileGuarantee]). opt.Progress receives the
+// else the one of the posterior file's clip constants. opt.Progress receives the
 // audit of an argmax pair and the releases drawn.
 //
 // Where an input or option is at fault, the error is an [*option.Error]
 // naming it: model, posteriors, delta, or those of [DistinguishInputs.Validate]
-// (also a [*option.CombinationError]), [Candidates] and
-// [DistinguishOptions.Validate]; computing a split's posteriors, a
+// (also a [*option.CombinationError]), texts, audit, pair,
+// random_pairs and [DistinguishOptions.Validate]; computing a split's posteriors, a
 // [*SplitError].
 func RunDistinguish(ctx context.Context, in DistinguishInputs, opt DistinguishOptions) (*DistinguishReport, error) {
 	if err := opt.Validate(); err != nil {
@@ -113,14 +113,14 @@ func RunDistinguish(ctx context.Context, in DistinguishInputs, opt DistinguishOp
 	if err != nil {
 		return nil, err
 	}
-	cands, err := Candidates(ctx, in.Pair, r, file, in.source(), opt.Delta, opt.Seed, opt.Progress)
+	cands, err := candidatePairs(ctx, in.Pair, r, file, in.source(), opt.Delta, opt.Seed, opt.Progress)
 	if err != nil {
 		if in.Pair.Kind == PairWitness && file == nil {
 			return nil, option.Errorf("model", option.Show(in.Model), "%v", err)
 		}
 		return nil, err
 	}
-	if err := DistinguishPairs(ctx, rep, cands, opt); err != nil {
+	if err := distinguishPairs(ctx, rep, cands, opt); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -154,7 +154,7 @@ func (in DistinguishInputs) load(rep *DistinguishReport, delta float64) (*releas
 		rep.Split = in.Split
 	}
 	if rep.Certified == nil {
-		if rep.Certified, err = FileGuarantee(file, delta); err != nil {
+		if rep.Certified, err = fileGuarantee(file, delta); err != nil {
 			return nil, nil, option.Errorf("posteriors", option.Show(rep.Posteriors), "%v", err)
 		}
 	}

@@ -80,9 +80,9 @@ func AUC(pos, neg []float64) (float64, error) {
 	return a, nil
 }
 
-// TPRAtFPR returns the largest TPR of roc among the thresholds whose FPR is
+// tprAtFPR returns the largest TPR of roc among the thresholds whose FPR is
 // at most fpr, or 0 when there is none.
-func TPRAtFPR(roc []ROCPoint, fpr float64) float64 {
+func tprAtFPR(roc []ROCPoint, fpr float64) float64 {
 	best := 0.0
 	for _, p := range roc {
 		if p.FPR <= fpr && p.TPR > best {
@@ -92,7 +92,7 @@ func TPRAtFPR(roc []ROCPoint, fpr float64) float64 {
 	return best
 }
 
-// ClopperPearson returns the exact two-sided binomial confidence interval of
+// clopperPearson returns the exact two-sided binomial confidence interval of
 // a proportion with k successes in n trials at confidence conf, after Clopper
 // and Pearson 1934. With alpha = 1 - conf, lo is the alpha/2 quantile of
 // Beta(k, n-k+1) and hi the 1 - alpha/2 quantile of Beta(k+1, n-k); lo = 0
@@ -100,7 +100,7 @@ func TPRAtFPR(roc []ROCPoint, fpr float64) float64 {
 //
 // It returns an error when n < 1, k is outside [0, n], or conf is outside
 // (0, 1).
-func ClopperPearson(k, n int, conf float64) (lo, hi float64, err error) {
+func clopperPearson(k, n int, conf float64) (lo, hi float64, err error) {
 	switch {
 	case n < 1:
 		return 0, 0, fmt.Errorf("attack: Clopper-Pearson interval of %d trials", n)

@@ -52,10 +52,10 @@ func TestROCAndTPRAtFPR(t *testing.T) {
 			t.Fatalf("point %d: %+v, want %+v", i, roc[i], want[i])
 		}
 	}
-	if got := TPRAtFPR(roc, 0); got != 0.25 {
+	if got := tprAtFPR(roc, 0); got != 0.25 {
 		t.Errorf("TPR at FPR 0 = %v", got)
 	}
-	if got := TPRAtFPR(roc, 0.25); got != 1 {
+	if got := tprAtFPR(roc, 0.25); got != 1 {
 		t.Errorf("TPR at FPR 0.25 = %v", got)
 	}
 	if _, err := ROC(nil, []float64{1}); err == nil {
@@ -71,16 +71,16 @@ func TestROCAndTPRAtFPR(t *testing.T) {
 // (k = 5, n = 20, 95%: [0.0866, 0.4910], as R's binom.test).
 func TestClopperPearson(t *testing.T) {
 	for _, n := range []int{1, 10, 1000} {
-		lo, hi, err := ClopperPearson(0, n, 0.95)
+		lo, hi, err := clopperPearson(0, n, 0.95)
 		if err != nil || lo != 0 || math.Abs(hi-(1-math.Pow(0.025, 1/float64(n)))) > 1e-9 {
 			t.Errorf("k=0 n=%d: [%v, %v] %v", n, lo, hi, err)
 		}
-		lo, hi, err = ClopperPearson(n, n, 0.95)
+		lo, hi, err = clopperPearson(n, n, 0.95)
 		if err != nil || hi != 1 || math.Abs(lo-math.Pow(0.025, 1/float64(n))) > 1e-9 {
 			t.Errorf("k=n=%d: [%v, %v] %v", n, lo, hi, err)
 		}
 	}
-	lo, hi, err := ClopperPearson(5, 20, 0.95)
+	lo, hi, err := clopperPearson(5, 20, 0.95)
 	if err != nil || math.Abs(lo-0.08657) > 1e-4 || math.Abs(hi-0.49105) > 1e-4 {
 		t.Errorf("k=5 n=20: [%v, %v] %v", lo, hi, err)
 	}
@@ -88,7 +88,7 @@ func TestClopperPearson(t *testing.T) {
 		k, n int
 		conf float64
 	}{{1, 0, 0.95}, {-1, 5, 0.95}, {6, 5, 0.95}, {1, 5, 1}, {1, 5, 0}} {
-		if _, _, err := ClopperPearson(c.k, c.n, c.conf); err == nil {
+		if _, _, err := clopperPearson(c.k, c.n, c.conf); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}

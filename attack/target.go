@@ -124,8 +124,8 @@ type Corpus struct {
 
 // The splits of a corpus: the attacker's public text and the victims'.
 const (
-	PublicSplit = "train"
-	VictimSplit = "dev"
+	publicSplit = "train"
+	victimSplit = "dev"
 )
 
 // LoadCorpus reads the corpus of task from o.GlueDir with [model.LoadSplit].
@@ -146,7 +146,7 @@ func LoadCorpus(task *glue.Task, o CorpusOptions) (*Corpus, error) {
 		limit int
 		texts *[]string
 		path  *string
-	}{{PublicSplit, o.PublicLimit, &c.Public, &c.PublicPath}, {VictimSplit, o.VictimLimit, &c.Victims, &c.VictimPath}} {
+	}{{publicSplit, o.PublicLimit, &c.Public, &c.PublicPath}, {victimSplit, o.VictimLimit, &c.Victims, &c.VictimPath}} {
 		ds, err := model.LoadSplit(o.GlueDir, task, s.split, glue.LoadOptions{Limit: s.limit, SkipBadRows: o.SkipBadRows})
 		if err != nil {
 			return nil, fmt.Errorf("attack: %w", err)

@@ -50,7 +50,7 @@ func BenchmarkStep(b *testing.B) {
 		b.Run(name+"/head", func(b *testing.B) {
 			for range b.N {
 				logits, c := m.Head.Forward(hidden, batch.Positions, m.logitsBuf(len(batch.Positions)*cfg.VocabSize))
-				CrossEntropy(logits, batch.Labels, true)
+				crossEntropy(logits, batch.Labels, true)
 				m.Head.Backward(c, logits)
 			}
 		})

@@ -19,9 +19,9 @@ import (
 	"github.com/nvdp-project/nvdp/tokenize"
 )
 
-// Document is a run of consecutive lines, or sentences, kept together: the
+// document is a run of consecutive lines, or sentences, kept together: the
 // unit of the held-out split.
-type Document []string
+type document []string
 
 // CorpusInfo describes where a corpus came from.
 type CorpusInfo struct {
@@ -36,7 +36,7 @@ type CorpusInfo struct {
 // sentences) are what fine-tuning is evaluated on.
 var glueSplits = []string{"train", "test"}
 
-// ReadCorpus reads a pretraining corpus given by spec:
+// readCorpus reads a pretraining corpus given by spec:
 //
 //	glue:DIR          a GLUE directory: the text fields of every task's train and
 //	                  test split, never dev; each row, a sentence or a pair, is a document
@@ -51,8 +51,8 @@ var glueSplits = []string{"train", "test"}
 //
 // It returns an error for a missing path, an unreadable file, a GLUE
 // directory without any task split, or an empty corpus.
-func ReadCorpus(spec string) ([]Document, CorpusInfo, error) {
-	var docs []Document
+func readCorpus(spec string) ([]document, CorpusInfo, error) {
+	var docs []document
 	var info CorpusInfo
 	var err error
 	if dir, ok := strings.CutPrefix(spec, "glue:"); ok {
@@ -97,9 +97,9 @@ func isGLUEDir(dir string) bool {
 	return false
 }
 
-func readGLUE(dir string) ([]Document, CorpusInfo, error) {
+func readGLUE(dir string) ([]document, CorpusInfo, error) {
 	info := CorpusInfo{Kind: "glue"}
-	var docs []Document
+	var docs []document
 	for _, name := range glue.TaskNames() {
 		t, err := glue.LookupTask(name)
 		if err != nil {
@@ -116,7 +116,7 @@ func readGLUE(dir string) ([]Document, CorpusInfo, error) {
 			}
 			info.Sources = append(info.Sources, ds.Path)
 			for _, ex := range ds.Examples {
-				var d Document
+				var d document
 				for _, s := range []string{ex.TextA, ex.TextB} {
 					if s = strings.TrimSpace(s); s != "" {
 						d = append(d, s)
@@ -135,7 +135,7 @@ func readGLUE(dir string) ([]Document, CorpusInfo, error) {
 	return docs, info, nil
 }
 
-func readTextDir(dir string) ([]Document, CorpusInfo, error) {
+func readTextDir(dir string) ([]document, CorpusInfo, error) {
 	info := CorpusInfo{Kind: "text"}
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -154,7 +154,7 @@ func readTextDir(dir string) ([]Document, CorpusInfo, error) {
 		return nil, info, fmt.Errorf("corpus %s: no .txt files (and not a GLUE directory)", dir)
 	}
 	sort.Strings(files)
-	var docs []Document
+	var docs []document
 	for _, f := range files {
 		d, err := readTextFile(f, &info)
 		if err != nil {
@@ -165,7 +165,7 @@ func readTextDir(dir string) ([]Document, CorpusInfo, error) {
 	return docs, info, nil
 }
 
-func readTextFile(path string, info *CorpusInfo) ([]Document, error) {
+func readTextFile(path string, info *CorpusInfo) ([]document, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("corpus: %w", err)
@@ -174,8 +174,8 @@ func readTextFile(path string, info *CorpusInfo) ([]Document, error) {
 	info.Sources = append(info.Sources, path)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	var blocks []Document
-	var cur Document
+	var blocks []document
+	var cur document
 	blank := false
 	for sc.Scan() {
 		line := strings.TrimSpace(strings.TrimPrefix(sc.Text(), "\ufeff"))
@@ -198,20 +198,20 @@ func readTextFile(path string, info *CorpusInfo) ([]Document, error) {
 	}
 	if !blank && len(blocks) == 1 {
 		// One sentence or document per line.
-		var docs []Document
+		var docs []document
 		for _, l := range blocks[0] {
-			docs = append(docs, Document{l})
+			docs = append(docs, document{l})
 		}
 		return docs, nil
 	}
 	return blocks, nil
 }
 
-func dedupe(docs []Document, info *CorpusInfo) []Document {
+func dedupe(docs []document, info *CorpusInfo) []document {
 	seen := make(map[string]bool)
 	out := docs[:0]
 	for _, d := range docs {
-		var kept Document
+		var kept document
 		for _, l := range d {
 			if seen[l] {
 				info.Duplicates++
@@ -227,11 +227,11 @@ func dedupe(docs []Document, info *CorpusInfo) []Document {
 	return out
 }
 
-// SplitHeldOut moves n documents out of docs, chosen uniformly with the
+// splitHeldOut moves n documents out of docs, chosen uniformly with the
 // stream rngstream.PretrainHeldOut of seed; both parts keep the corpus order.
 // n must be >= 1 and leave at least one training document; [DefaultHoldout]
 // of len(docs) is the default.
-func SplitHeldOut(docs []Document, n int, seed uint64) (train, heldOut []Document, err error) {
+func splitHeldOut(docs []document, n int, seed uint64) (train, heldOut []document, err error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("held-out slice of %d documents: need at least 1", n)
 	}
@@ -306,7 +306,7 @@ func tokenizeLines(tok tokenize.Tokenizer, lines []string) ([]piece, error) {
 	return out, nil
 }
 
-// BuildSequences tokenises docs and builds sequences of at most seq tokens.
+// buildSequences tokenises docs and builds sequences of at most seq tokens.
 //
 // With pack, consecutive lines are packed greedily, across documents and in
 // corpus order, until the next would not fit in seq-3 tokens. A pack of two
@@ -317,7 +317,7 @@ func tokenizeLines(tok tokenize.Tokenizer, lines []string) ([]piece, error) {
 //
 // Without pack every line is its own [CLS] A [SEP] sequence. Lines longer
 // than the budget are cut into consecutive chunks, so no text is dropped.
-func BuildSequences(tok tokenize.Tokenizer, docs []Document, seq int, pack bool, rng *rand.Rand) ([]Sequence, error) {
+func buildSequences(tok tokenize.Tokenizer, docs []document, seq int, pack bool, rng *rand.Rand) ([]Sequence, error) {
 	if seq < MinSeq {
 		return nil, fmt.Errorf("sequence length %d is too short (need >= %d)", seq, MinSeq)
 	}

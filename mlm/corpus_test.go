@@ -39,7 +39,7 @@ func TestReadCorpusText(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "lines.txt"), "first line\n  second line  \nfirst line\n\n")
 	writeFile(t, filepath.Join(dir, "sub", "docs.txt"), "doc one a\ndoc one b\n\ndoc two a\nsecond line\n")
 	writeFile(t, filepath.Join(dir, "ignored.md"), "not text\n")
-	docs, info, err := ReadCorpus(dir)
+	docs, info, err := readCorpus(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,16 +65,16 @@ func TestReadCorpusText(t *testing.T) {
 	// a file without blank lines: one document per line
 	f := filepath.Join(dir, "plain.txt")
 	writeFile(t, f, "a b c\nd e f\ng h\n")
-	docs, _, err = ReadCorpus(f)
+	docs, _, err = readCorpus(f)
 	if err != nil || len(docs) != 3 {
 		t.Fatalf("plain file: %d documents (%v), want 3", len(docs), err)
 	}
-	if _, _, err := ReadCorpus(filepath.Join(dir, "missing.txt")); err == nil {
+	if _, _, err := readCorpus(filepath.Join(dir, "missing.txt")); err == nil {
 		t.Error("missing corpus accepted")
 	}
 	empty := filepath.Join(dir, "empty.txt")
 	writeFile(t, empty, "\n\n")
-	if _, _, err := ReadCorpus(empty); err == nil || !strings.Contains(err.Error(), "no text") {
+	if _, _, err := readCorpus(empty); err == nil || !strings.Contains(err.Error(), "no text") {
 		t.Errorf("empty corpus: %v", err)
 	}
 }
@@ -90,7 +90,7 @@ func TestReadCorpusGLUENeverDev(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "SST-2", "train.tsv"), "sentence\tlabel\nsst train one\t1\nRTE test premise.\t0\n")
 	writeFile(t, filepath.Join(dir, "SST-2", "dev.tsv"), "sentence\tlabel\nDEV sst sentence\t1\n")
 	for _, spec := range []string{"glue:" + dir, dir} {
-		docs, info, err := ReadCorpus(spec)
+		docs, info, err := readCorpus(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,11 +119,11 @@ func TestReadCorpusGLUENeverDev(t *testing.T) {
 }
 
 func TestSplitHeldOut(t *testing.T) {
-	var docs []Document
+	var docs []document
 	for i := range 1000 {
-		docs = append(docs, Document{strings.Repeat("x", i+1)})
+		docs = append(docs, document{strings.Repeat("x", i+1)})
 	}
-	train, held, err := SplitHeldOut(docs, DefaultHoldout(len(docs)), 1)
+	train, held, err := splitHeldOut(docs, DefaultHoldout(len(docs)), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +131,13 @@ func TestSplitHeldOut(t *testing.T) {
 		t.Fatalf("split %d/%d, want 900/100 (min(100, 10%%))", len(train), len(held))
 	}
 	seen := map[string]bool{}
-	for _, d := range append(append([]Document{}, train...), held...) {
+	for _, d := range append(append([]document{}, train...), held...) {
 		if seen[d[0]] {
 			t.Fatal("document in both parts")
 		}
 		seen[d[0]] = true
 	}
-	_, held2, _ := SplitHeldOut(docs, 100, 1)
+	_, held2, _ := splitHeldOut(docs, 100, 1)
 	for i := range held {
 		if held[i][0] != held2[i][0] {
 			t.Fatal("held-out split not reproducible")
@@ -148,15 +148,15 @@ func TestSplitHeldOut(t *testing.T) {
 			t.Errorf("default slice of %d documents: %d, want %d", tc.documents, got, tc.want)
 		}
 	}
-	if _, h, _ := SplitHeldOut(docs[:5], DefaultHoldout(5), 1); len(h) != 1 {
+	if _, h, _ := splitHeldOut(docs[:5], DefaultHoldout(5), 1); len(h) != 1 {
 		t.Errorf("default slice of 5 documents: %d, want 1", len(h))
 	}
-	if _, _, err := SplitHeldOut(docs[:3], 3, 1); err == nil {
+	if _, _, err := splitHeldOut(docs[:3], 3, 1); err == nil {
 		t.Error("held-out slice leaving no training data accepted")
 	}
 	// 0 (and any n < 1) is an error, no longer "the default".
 	for _, n := range []int{0, -1} {
-		if _, _, err := SplitHeldOut(docs, n, 1); err == nil || !strings.Contains(err.Error(), "need at least 1") {
+		if _, _, err := splitHeldOut(docs, n, 1); err == nil || !strings.Contains(err.Error(), "need at least 1") {
 			t.Errorf("SplitHeldOut(n = %d): %v, want an error", n, err)
 		}
 	}
@@ -164,7 +164,7 @@ func TestSplitHeldOut(t *testing.T) {
 
 func TestBuildSequences(t *testing.T) {
 	tok := loadVocab(t)
-	docs := []Document{
+	docs := []document{
 		{"Unbelievably, dogs barked.", "The cat sat on the mat."},
 		{strings.Repeat("word ", 70)}, // longer than the budget: cut
 		{"A short one.", "And another short sentence here."},
@@ -177,7 +177,7 @@ func TestBuildSequences(t *testing.T) {
 		}
 	}
 	for _, pack := range []bool{true, false} {
-		seqs, err := BuildSequences(tok, docs, 32, pack, rand.New(rand.NewPCG(1, 1)))
+		seqs, err := buildSequences(tok, docs, 32, pack, rand.New(rand.NewPCG(1, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}

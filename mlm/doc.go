@@ -12,13 +12,13 @@
 //     embeddings.word_embeddings.weight plus cls.predictions.bias [vocab].
 //     Masked rows are gathered before the vocabulary projection, so the
 //     [M, vocab] logits exist only for the M masked tokens.
-//   - [Masker] takes 15% of the non-special tokens of a sequence and makes
+//   - The masker takes 15% of the non-special tokens of a sequence and makes
 //     80% of them [MASK], 10% a random token and leaves 10% unchanged, as
 //     Google's create_pretraining_data.py does. It can mask whole words, all
 //     the WordPiece pieces of a chosen word.
 //   - The corpus is text files, with one sentence or document per line, or a
 //     GLUE directory whose train and test sentences, never dev, become the
-//     corpus; see [ReadCorpus]. Exact-duplicate lines are dropped. A held-out
+//     corpus; see readCorpus. Exact-duplicate lines are dropped. A held-out
 //     slice of documents measures the MLM loss and masked-token accuracy, and
 //     consecutive lines are packed into sequences.
 //   - [Run] is the training loop of internal/loop: AdamW with linear warm-up

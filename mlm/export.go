@@ -14,13 +14,13 @@ import (
 	"github.com/nvdp-project/nvdp/safetensors"
 )
 
-// Architecture is the config.json "architectures" entry of an exported model.
-const Architecture = "BertForMaskedLM"
+// architectureName is the config.json "architectures" entry of an exported model.
+const architectureName = "BertForMaskedLM"
 
-// BasePrefix is the base-model prefix of BertForMaskedLM's state dict.
-const BasePrefix = "bert."
+// basePrefix is the base-model prefix of BertForMaskedLM's state dict.
+const basePrefix = "bert."
 
-// ExportTensors returns the model's tensors in the safetensors layout of
+// exportTensors returns the model's tensors in the safetensors layout of
 // transformers' BertForMaskedLM.save_pretrained, as in the hub's
 // bert-base-uncased model.safetensors. The encoder comes first under "bert.",
 // as bert.embeddings.* and bert.encoder.layer.N.*, without a pooler, which
@@ -30,10 +30,10 @@ const BasePrefix = "bert."
 // The tied cls.predictions.decoder.weight and .bias are not stored:
 // safetensors cannot hold shared tensors, and transformers re-ties them on
 // load. The tensors' data alias the parameters.
-func ExportTensors(m *Model) []*safetensors.Tensor {
+func exportTensors(m *Model) []*safetensors.Tensor {
 	var ts []*safetensors.Tensor
 	for _, p := range m.Enc.Params() {
-		ts = append(ts, safetensors.FromFloat32(BasePrefix+p.Name, p.Value.Shape, p.Value.Data))
+		ts = append(ts, safetensors.FromFloat32(basePrefix+p.Name, p.Value.Shape, p.Value.Data))
 	}
 	h := m.Head
 	for _, p := range []*nn.Param{h.Bias, h.Dense.W, h.Dense.B, h.LN.Weight, h.LN.Bias} {
@@ -45,7 +45,7 @@ func ExportTensors(m *Model) []*safetensors.Tensor {
 // Save writes a Hugging Face model directory, replacing each file
 // atomically. It holds config.json, the encoder's config with architectures
 // ["BertForMaskedLM"]; model.safetensors, in F32 with metadata
-// {"format": "pt"} and the [ExportTensors] layout; and copies of the given
+// {"format": "pt"} and the exportTensors layout; and copies of the given
 // tokenizer files, such as vocab.txt.
 //
 // [encoder.Load]("hf:DIR") reads it, stripping the "bert." prefix and
@@ -55,7 +55,7 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 		return fmt.Errorf("save model: %w", err)
 	}
 	cfg := m.Enc.Config
-	cfg.Architectures = []string{Architecture}
+	cfg.Architectures = []string{architectureName}
 	js, err := cfg.JSON()
 	if err != nil {
 		return fmt.Errorf("save model: config: %w", err)
@@ -63,7 +63,7 @@ func Save(dir string, m *Model, tokenizerFiles ...string) error {
 	if err := atomicfile.WriteBytes(filepath.Join(dir, encoder.ConfigFile), append(js, '\n')); err != nil {
 		return fmt.Errorf("save model: %w", err)
 	}
-	if err := safetensors.WriteFile(filepath.Join(dir, encoder.WeightsFile), ExportTensors(m), map[string]string{"format": "pt"}); err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, encoder.WeightsFile), exportTensors(m), map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("save model: %w", err)
 	}
 	if err := atomicfile.CopyInto(dir, tokenizerFiles); err != nil {

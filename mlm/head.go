@@ -11,9 +11,9 @@ import (
 
 // Head names, as in transformers' BertForMaskedLM and its BertOnlyMLMHead.
 const (
-	HeadDenseName = "cls.predictions.transform.dense"
-	HeadLNName    = "cls.predictions.transform.LayerNorm"
-	HeadBiasName  = "cls.predictions.bias"
+	headDenseName = "cls.predictions.transform.dense"
+	headLNName    = "cls.predictions.transform.LayerNorm"
+	headBiasName  = "cls.predictions.bias"
 )
 
 // Head is BertLMPredictionHead:
@@ -33,11 +33,11 @@ type Head struct {
 	Decoder *nn.Param
 }
 
-// NewHead builds the head on enc's word embeddings with the Hugging Face
+// initHead builds the head on enc's word embeddings with the Hugging Face
 // initialisation of BertPreTrainedModel._init_weights: dense weights drawn
 // from N(0, initializer_range^2), biases 0, LayerNorm weights 1 and biases 0,
 // and cls.predictions.bias 0.
-func NewHead(enc *encoder.Encoder, rng *rand.Rand) *Head {
+func initHead(enc *encoder.Encoder, rng *rand.Rand) *Head {
 	h := newHead(enc)
 	h.Dense.InitHF(rng, enc.Config.InitializerRange)
 	h.LN.InitHF()
@@ -48,9 +48,9 @@ func NewHead(enc *encoder.Encoder, rng *rand.Rand) *Head {
 func newHead(enc *encoder.Encoder) *Head {
 	cfg := enc.Config
 	h := &Head{
-		Dense:   nn.NewLinear(HeadDenseName, cfg.HiddenSize, cfg.HiddenSize, true),
-		LN:      nn.NewLayerNorm(HeadLNName, cfg.HiddenSize, float32(cfg.LayerNormEps)),
-		Bias:    nn.NewParam(HeadBiasName, cfg.VocabSize),
+		Dense:   nn.NewLinear(headDenseName, cfg.HiddenSize, cfg.HiddenSize, true),
+		LN:      nn.NewLayerNorm(headLNName, cfg.HiddenSize, float32(cfg.LayerNormEps)),
+		Bias:    nn.NewParam(headBiasName, cfg.VocabSize),
 		Decoder: enc.WordEmb.W,
 	}
 	h.Bias.NoDecay = true
@@ -152,7 +152,7 @@ func (h *Head) Backward(c *HeadCache, dlogits *nn.Tensor) *nn.Tensor {
 	return dhidden
 }
 
-// CrossEntropy returns the mean over the M rows of
+// crossEntropy returns the mean over the M rows of
 // -log softmax(logits[r])[labels[r]], and the number of rows whose argmax
 // equals the label. This is torch's CrossEntropyLoss averaged over the masked
 // tokens, as in BertForMaskedLM with ignore_index -100. When grad is true it
@@ -161,10 +161,10 @@ func (h *Head) Backward(c *HeadCache, dlogits *nn.Tensor) *nn.Tensor {
 // Row statistics are float64; the exponentials use a float32 Cephes exp,
 // within about 1 ulp, as nn's softmax does. Rows run in parallel. A label
 // outside [0, V) panics: the masker produces vocabulary ids.
-func CrossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, correct int) {
+func crossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, correct int) {
 	M, V := logits.Dim(0), logits.Dim(1)
 	if len(labels) != M {
-		panic(fmt.Sprintf("mlm.CrossEntropy: %d labels for logits %v", len(labels), logits.Shape))
+		panic(fmt.Sprintf("mlm.crossEntropy: %d labels for logits %v", len(labels), logits.Shape))
 	}
 	if M == 0 {
 		return 0, 0
@@ -176,7 +176,7 @@ func CrossEntropy(logits *nn.Tensor, labels []int, grad bool) (loss float64, cor
 		for r := lo; r < hi; r++ {
 			y := labels[r]
 			if y < 0 || y >= V {
-				panic(fmt.Sprintf("mlm.CrossEntropy: label %d of row %d outside [0, %d)", y, r, V))
+				panic(fmt.Sprintf("mlm.crossEntropy: label %d of row %d outside [0, %d)", y, r, V))
 			}
 			row := logits.Data[r*V : (r+1)*V]
 			mx, arg := row[0], 0
@@ -236,7 +236,7 @@ type Model struct {
 // NewModel wraps enc with a freshly initialised head, whose dense weights
 // rng draws.
 func NewModel(enc *encoder.Encoder, rng *rand.Rand) *Model {
-	return &Model{Enc: enc, Head: NewHead(enc, rng)}
+	return &Model{Enc: enc, Head: initHead(enc, rng)}
 }
 
 // Params returns the encoder's parameters, then the head's. The tied decoder
@@ -273,7 +273,7 @@ func (m *Model) LossAndGrad(b *Batch, rng *rand.Rand) Stats {
 	hidden, ec := m.Enc.Forward(b.In, true, rng)
 	V := m.Head.Bias.Value.Len()
 	logits, hc := m.Head.Forward(hidden, b.Positions, m.logitsBuf(len(b.Positions)*V))
-	loss, correct := CrossEntropy(logits, b.Labels, true)
+	loss, correct := crossEntropy(logits, b.Labels, true)
 	dhidden := m.Head.Backward(hc, logits)
 	// The lookup's padding row gets no gradient (padding_idx); the tied
 	// decoder's contribution to that row, added by Head.Backward, stays.
@@ -286,6 +286,6 @@ func (m *Model) Evaluate(b *Batch) Stats {
 	hidden, _ := m.Enc.Forward(b.In, false, nil)
 	V := m.Head.Bias.Value.Len()
 	logits, _ := m.Head.Forward(hidden, b.Positions, m.logitsBuf(len(b.Positions)*V))
-	loss, correct := CrossEntropy(logits, b.Labels, false)
+	loss, correct := crossEntropy(logits, b.Labels, false)
 	return Stats{Loss: loss, Masked: len(b.Labels), Correct: correct}
 }

@@ -51,8 +51,8 @@ func TestCrossEntropyValues(t *testing.T) {
 		grad[r*7+y] -= 0.2
 	}
 	want /= 5
-	gotNoGrad, _ := CrossEntropy(logits.Clone(), labels, false)
-	got, correct := CrossEntropy(logits, labels, true)
+	gotNoGrad, _ := crossEntropy(logits.Clone(), labels, false)
+	got, correct := crossEntropy(logits, labels, true)
 	if math.Abs(got-want) > 1e-5*math.Abs(want) || math.Abs(gotNoGrad-want) > 1e-5*math.Abs(want) {
 		t.Errorf("loss %v / %v, want %v", got, gotNoGrad, want)
 	}
@@ -75,7 +75,7 @@ func TestHeadGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := NewHead(enc, rng)
+	h := initHead(enc, rng)
 	// non-trivial LayerNorm and bias
 	for _, p := range []*nn.Param{h.LN.Weight, h.LN.Bias, h.Bias} {
 		for i := range p.Value.Data {
@@ -89,14 +89,14 @@ func TestHeadGradients(t *testing.T) {
 	labels := []int{5, 0, 39, 12, 12}
 	f := func() float64 {
 		logits, _ := h.Forward(hidden, positions, nil)
-		l, _ := CrossEntropy(logits, labels, false)
+		l, _ := crossEntropy(logits, labels, false)
 		return l
 	}
 	for _, p := range append(h.Params(), h.Decoder) {
 		p.Grad.Zero()
 	}
 	logits, c := h.Forward(hidden, positions, nil)
-	CrossEntropy(logits, labels, true)
+	crossEntropy(logits, labels, true)
 	dhidden := h.Backward(c, logits)
 	opts := nntest.GradOpts{Eps: 1e-2}
 	nntest.CheckGradStrict(t, "hidden", f, hidden.Data, dhidden.Data, opts)

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 )
 
-// Masker chooses the tokens to predict and corrupts the input as BERT's
+// masker chooses the tokens to predict and corrupts the input as BERT's
 // masked-language-model task does, from Devlin et al. 2019, §3.1 and
 // Appendix A.1, and Google's create_pretraining_data.py.
 //
@@ -22,7 +22,7 @@ import (
 // total stays within the budget, so every piece of a chosen word is
 // predicted. As in Google's whole-word-masking release, a word longer than
 // the remaining budget is skipped. The 80/10/10 decision is made per token.
-type Masker struct {
+type masker struct {
 	// Prob is the fraction of maskable tokens to predict (DefaultMaskProb).
 	Prob float64
 	// MaskFrac and RandomFrac are the fractions of chosen tokens replaced by
@@ -42,11 +42,11 @@ type Masker struct {
 // §3.1.
 const DefaultMaskProb = 0.15
 
-// NewMasker returns a masker with the BERT defaults, [DefaultMaskProb] and
+// newMasker returns a masker with the BERT defaults, [DefaultMaskProb] and
 // 80/10/10, for a vocabulary of vocabSize ids with the given [MASK] id and
 // special ids. It returns an error when maskID < 0, as for a vocabulary
 // without a mask token, or the vocabulary has no ordinary token.
-func NewMasker(maskID, vocabSize int, special []int, wholeWord bool) (*Masker, error) {
+func newMasker(maskID, vocabSize int, special []int, wholeWord bool) (*masker, error) {
 	if maskID < 0 || maskID >= vocabSize {
 		return nil, fmt.Errorf("masker: mask token id %d outside the vocabulary [0, %d) (does the vocabulary have [MASK]?)", maskID, vocabSize)
 	}
@@ -59,7 +59,7 @@ func NewMasker(maskID, vocabSize int, special []int, wholeWord bool) (*Masker, e
 	if len(sp) >= vocabSize {
 		return nil, fmt.Errorf("masker: vocabulary of %d ids has no ordinary token", vocabSize)
 	}
-	return &Masker{Prob: DefaultMaskProb, MaskFrac: 0.8, RandomFrac: 0.1, MaskID: maskID, VocabSize: vocabSize, Special: sp, WholeWord: wholeWord}, nil
+	return &masker{Prob: DefaultMaskProb, MaskFrac: 0.8, RandomFrac: 0.1, MaskID: maskID, VocabSize: vocabSize, Special: sp, WholeWord: wholeWord}, nil
 }
 
 // Mask corrupts one sequence in place and returns the positions chosen, in
@@ -67,9 +67,9 @@ func NewMasker(maskID, vocabSize int, special []int, wholeWord bool) (*Masker, e
 // padding and specials included. wordIDs [S], nil unless WholeWord, give each
 // token's word index, -1 for specials and padding. Randomness comes from rng
 // in a fixed order, so a seeded rng gives reproducible masks.
-func (m *Masker) Mask(ids []int32, wordIDs []int, rng *rand.Rand) (positions []int, labels []int) {
+func (m *masker) Mask(ids []int32, wordIDs []int, rng *rand.Rand) (positions []int, labels []int) {
 	if m.WholeWord && len(wordIDs) != len(ids) {
-		panic(fmt.Sprintf("mlm.Masker: %d word ids for %d tokens", len(wordIDs), len(ids)))
+		panic(fmt.Sprintf("mlm.masker: %d word ids for %d tokens", len(wordIDs), len(ids)))
 	}
 	// Units: runs of maskable tokens (one token each, or one word each).
 	type unit struct{ lo, hi int }
@@ -128,7 +128,7 @@ func (m *Masker) Mask(ids []int32, wordIDs []int, rng *rand.Rand) (positions []i
 }
 
 // randomToken draws an id uniformly from the non-special vocabulary.
-func (m *Masker) randomToken(rng *rand.Rand) int {
+func (m *masker) randomToken(rng *rand.Rand) int {
 	for {
 		id := rng.IntN(m.VocabSize)
 		if !m.Special[id] {

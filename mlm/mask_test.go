@@ -30,7 +30,7 @@ func maskSeq(rng *rand.Rand, nw, pad, V int) ([]int32, []int) {
 func TestMaskerProportions(t *testing.T) {
 	const V = 1000
 	for _, whole := range []bool{false, true} {
-		m, err := NewMasker(3, V, []int{0, 1, 2, 4}, whole)
+		m, err := newMasker(3, V, []int{0, 1, 2, 4}, whole)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestMaskerProportions(t *testing.T) {
 
 func TestMaskerUniformPositions(t *testing.T) {
 	// Every maskable position of a fixed sequence is chosen with probability 0.15.
-	m, _ := NewMasker(3, 100, []int{0, 1, 2}, false)
+	m, _ := newMasker(3, 100, []int{0, 1, 2}, false)
 	rng := rand.New(rand.NewPCG(1, 1))
 	const trials = 20000
 	counts := make([]int, 22)
@@ -147,7 +147,7 @@ func TestMaskerUniformPositions(t *testing.T) {
 }
 
 func TestMaskerSeededAndEdgeCases(t *testing.T) {
-	m, _ := NewMasker(3, 1000, []int{0, 1, 2}, true)
+	m, _ := newMasker(3, 1000, []int{0, 1, 2}, true)
 	a, wa := maskSeq(rand.New(rand.NewPCG(3, 3)), 30, 4, 1000)
 	b := append([]int32(nil), a...)
 	pa, _ := m.Mask(a, wa, rand.New(rand.NewPCG(9, 9)))
@@ -168,7 +168,7 @@ func TestMaskerSeededAndEdgeCases(t *testing.T) {
 	if p, _ := m.Mask([]int32{1, 50, 2}, []int{-1, 0, -1}, rand.New(rand.NewPCG(1, 1))); len(p) != 1 || p[0] != 1 {
 		t.Fatalf("got %v, want [1]", p)
 	}
-	if _, err := NewMasker(-1, 100, nil, false); err == nil {
+	if _, err := newMasker(-1, 100, nil, false); err == nil {
 		t.Error("vocabulary without [MASK] accepted")
 	}
 }

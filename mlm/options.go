@@ -23,11 +23,11 @@ import (
 // [*option.Error] naming the option by its JSON key, as
 // pretrain_options.json stores it.
 type Options struct {
-	// Version is the pretrain_options.json format (OptionsVersion; 0 in files
+	// Version is the pretrain_options.json format (optionsVersion, 1; 0 in files
 	// written before the explicit defaults, which a resume upgrades).
 	Version int `json:"options_version"`
 	// Corpus is a text file, a directory of .txt files, or a GLUE directory
-	// (glue:DIR, or auto-detected); see ReadCorpus. Required.
+	// (glue:DIR, or auto-detected), read line by line into documents. Required.
 	Corpus string `json:"corpus"`
 	// Config is a preset (bert-tiny, bert-mini, ...; DefaultConfig) or a
 	// config.json path. InitFrom's config.json, and ModelConfig when set
@@ -117,12 +117,12 @@ func (c Change) apply(o *Options) {
 	}
 }
 
-// OptionsVersion is the format of pretrain_options.json that Run writes:
+// optionsVersion is the format of pretrain_options.json that Run writes:
 // every option explicit. Version 0 files (no options_version) used 0 for
 // "the default" in seq, batch_size, lr, grad_clip, mask_prob,
 // max_eval_seqs, save_every, eval_every and holdout, a negative grad_clip
 // for "no clipping", and left dropout out for "the config's".
-const OptionsVersion = 1
+const optionsVersion = 1
 
 // DefaultConfig is the model preset of a run that names none.
 const DefaultConfig = "bert-mini"
@@ -140,7 +140,7 @@ const MinSeq = 8
 // for [Options.Resolve] to derive. Corpus, Vocab, Out and Steps are left to
 // the caller.
 func DefaultOptions() Options {
-	return Options{Version: OptionsVersion, Config: DefaultConfig, Seq: 128, BatchSize: 64, LR: 5e-4, WarmupRatio: 0.06,
+	return Options{Version: optionsVersion, Config: DefaultConfig, Seq: 128, BatchSize: 64, LR: 5e-4, WarmupRatio: 0.06,
 		WeightDecay: 0.01, GradClip: 1, MaskProb: DefaultMaskProb, Holdout: option.AutoInt, MaxEvalSeqs: 1024,
 		Dropout: option.Auto(), Seed: 1, SaveEvery: 500, EvalEvery: option.AutoInt}
 }
@@ -159,7 +159,7 @@ func DefaultEvalEvery(steps int) int { return max(1, steps/20) }
 // Resolve replaces each Auto option by its default, given what it depends
 // on, and is idempotent. EvalEvery becomes [DefaultEvalEvery](Steps);
 // Holdout becomes [DefaultHoldout](documents), counting the corpus's
-// documents as [ReadCorpus] returns them; and Dropout becomes the model
+// documents as readCorpus returns them; and Dropout becomes the model
 // config's hidden dropout. Options given explicitly, 0 included, are kept.
 //
 // An Auto Dropout with a config whose hidden and attention dropout differ is
@@ -319,9 +319,9 @@ func readOptions(path string) (Options, error) {
 	switch o.Version {
 	case 0:
 		o.upgradeV0()
-	case OptionsVersion:
+	case optionsVersion:
 	default:
-		return o, fmt.Errorf("%s: options_version %d: this program reads versions 0 and %d", path, o.Version, OptionsVersion)
+		return o, fmt.Errorf("%s: options_version %d: this program reads versions 0 and %d", path, o.Version, optionsVersion)
 	}
 	if err := o.Validate(); err != nil {
 		return o, fmt.Errorf("%s: %w", path, err)
@@ -361,5 +361,5 @@ func (o *Options) upgradeV0() {
 	if o.GradClip < 0 {
 		o.GradClip = 0
 	}
-	o.Version = OptionsVersion
+	o.Version = optionsVersion
 }

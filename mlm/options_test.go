@@ -32,7 +32,7 @@ func validOptions() Options {
 // Auto, not 0.
 func TestDefaultOptions(t *testing.T) {
 	d := DefaultOptions()
-	want := Options{Version: OptionsVersion, Config: "bert-mini", Seq: 128, BatchSize: 64, LR: 5e-4, WarmupRatio: 0.06,
+	want := Options{Version: optionsVersion, Config: "bert-mini", Seq: 128, BatchSize: 64, LR: 5e-4, WarmupRatio: 0.06,
 		WeightDecay: 0.01, GradClip: 1, MaskProb: 0.15, Holdout: option.AutoInt, MaxEvalSeqs: 1024, Seed: 1,
 		SaveEvery: 500, EvalEvery: option.AutoInt}
 	if !option.IsAuto(d.Dropout) {
@@ -299,7 +299,7 @@ func TestExplicitZeros(t *testing.T) {
 		t.Errorf("saved options %+v (model config %+v): the explicit zeros changed", saved, *saved.ModelConfig)
 	}
 	var steps []string
-	for _, m := range readMetrics(t, filepath.Join(zero, MetricsFile)) {
+	for _, m := range readMetrics(t, filepath.Join(zero, metricsFile)) {
 		steps = append(steps, fmt.Sprintf("%s@%d", m.Split, m.Step))
 	}
 	if got := strings.Join(steps, " "); got != "heldout@0 train@4 heldout@4" {
@@ -354,7 +354,7 @@ func TestResumeVersion0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if saved.Version != OptionsVersion || saved.GradClip != 0 || saved.Holdout != 36 || saved.Dropout != 0.1 || saved.EvalEvery != 10 || saved.Steps != 12 {
+	if saved.Version != optionsVersion || saved.GradClip != 0 || saved.Holdout != 36 || saved.Dropout != 0.1 || saved.EvalEvery != 10 || saved.Steps != 12 {
 		t.Errorf("rewritten options %+v", saved)
 	}
 	if nn.Backend() != "gonum (pure Go)" || fma.Fuses {

@@ -40,7 +40,7 @@ func TestPinnedShortRun(t *testing.T) {
 		{Step: 12, Split: "train", Loss: 7.914893784758288, MaskedAcc: 0.08571428571428572, MaskedTokens: 245, LR: 0.0018181818181818182},
 		{Step: 12, Split: "heldout", Loss: 7.8479325387692915, MaskedAcc: 0.03773584905660377, MaskedTokens: 106},
 	}
-	got := readMetrics(t, filepath.Join(out, MetricsFile))
+	got := readMetrics(t, filepath.Join(out, metricsFile))
 	if len(got) != len(want) {
 		t.Fatalf("%d metrics lines, want %d: %+v", len(got), len(want), got)
 	}

@@ -29,7 +29,7 @@ type Prepared struct{ o Options }
 // options file wrapped with the file's path), and an [*InitFromError] for
 // an InitFrom that cannot be resolved.
 func Prepare(o Options, report progress.Func) (Prepared, error) {
-	statePath, optsPath := filepath.Join(o.Out, StateFile), filepath.Join(o.Out, OptionsFile)
+	statePath, optsPath := filepath.Join(o.Out, stateFile), filepath.Join(o.Out, OptionsFile)
 	if o.Resume {
 		o, err := checkResumed(o, statePath, optsPath)
 		return Prepared{o}, err
@@ -87,12 +87,12 @@ func ResolveInitFrom(spec string, report progress.Func) (string, error) {
 
 // Requested returns the options of the run that o asks for, given which
 // of them were given explicitly (given; nil: none): o for a new run, and
-// for o.Resume the run resumed in o.Out ([Resumed]). [Prepare] checks them.
+// for o.Resume the run resumed in o.Out (resumed). [Prepare] checks them.
 //
 // Errors: a [*option.CombinationError] for init_from given with config
 // (the checkpoint has its config) or with o.Resume (the checkpoint holds
 // the weights), and for a resumed run given any option other than out and
-// [ResumeChanges], which it names in sorted order: the saved options are
+// resumeChanges, which it names in sorted order: the saved options are
 // used.
 func Requested(o Options, given option.Given) (Options, error) {
 	if !o.Resume {
@@ -106,7 +106,7 @@ func Requested(o Options, given option.Given) (Options, error) {
 	}
 	var fixed []string
 	for _, k := range option.Keys(o) {
-		if given.Has(k) && k != "out" && !slices.Contains(ResumeChanges, k) {
+		if given.Has(k) && k != "out" && !slices.Contains(resumeChanges, k) {
 			fixed = append(fixed, k)
 		}
 	}
@@ -114,23 +114,23 @@ func Requested(o Options, given option.Given) (Options, error) {
 		slices.Sort(fixed)
 		format := strings.Repeat("%s, ", len(fixed)-1) + "%s: a resumed run uses the options saved in " + OptionsFile +
 			"; only %s, %s and %s change them"
-		return o, option.Combination(format, append(fixed, ResumeChanges...)...)
+		return o, option.Combination(format, append(fixed, resumeChanges...)...)
 	}
-	return Resumed(o, given), nil
+	return resumed(o, given), nil
 }
 
-// ResumeChanges are the options, by JSON key, that a resumed run may
+// resumeChanges are the options, by JSON key, that a resumed run may
 // change ([Change]): steps, save_every and eval_every.
-var ResumeChanges = []string{"steps", "save_every", "eval_every"}
+var resumeChanges = []string{"steps", "save_every", "eval_every"}
 
-// Resumed returns the options of the run resumed in o.Out: o's Out and
+// resumed returns the options of the run resumed in o.Out: o's Out and
 // StopAfterSteps, and, in Change, o's values of the options of
-// [ResumeChanges] that given reports given. The other options are the
+// resumeChanges that given reports given. The other options are the
 // saved ones, which [Run] reads.
-func Resumed(o Options, given func(name string) bool) Options {
+func resumed(o Options, given func(name string) bool) Options {
 	r := Options{Out: o.Out, Resume: true, StopAfterSteps: o.StopAfterSteps}
 	for i, to := range []**int{&r.Change.Steps, &r.Change.SaveEvery, &r.Change.EvalEvery} {
-		if given(ResumeChanges[i]) {
+		if given(resumeChanges[i]) {
 			*to = []*int{&o.Steps, &o.SaveEvery, &o.EvalEvery}[i]
 		}
 	}

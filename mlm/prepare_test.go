@@ -88,7 +88,7 @@ func TestPrepare(t *testing.T) {
 func TestResumed(t *testing.T) {
 	o := DefaultOptions()
 	o.Out, o.StopAfterSteps, o.Steps, o.SaveEvery, o.EvalEvery, o.LR = "dir", 3, 40, 7, 0, 1
-	r := Resumed(o, func(name string) bool { return name == "steps" || name == "eval_every" || name == "lr" })
+	r := resumed(o, func(name string) bool { return name == "steps" || name == "eval_every" || name == "lr" })
 	if r.Out != "dir" || !r.Resume || r.StopAfterSteps != 3 || r.LR != 0 {
 		t.Errorf("resumed %+v", r)
 	}
@@ -98,8 +98,8 @@ func TestResumed(t *testing.T) {
 }
 
 // TestRequested: a new run is o as given, init_from with config refused;
-// a resumed run is Resumed's, refused with init_from or with any option
-// but out and ResumeChanges, those named in sorted order.
+// a resumed run is resumed's, refused with init_from or with any option
+// but out and resumeChanges, those named in sorted order.
 func TestRequested(t *testing.T) {
 	given := func(names ...string) option.Given {
 		return func(n string) bool { return slices.Contains(names, n) }
@@ -133,7 +133,7 @@ func TestRequested(t *testing.T) {
 		case tc.options == nil && !in.Resume && (got.InitFrom != in.InitFrom || got.Steps != in.Steps || got.Config != in.Config):
 			t.Errorf("%s: %+v, want the options as given", tc.name, got)
 		case tc.options == nil && in.Resume && (!got.Resume || got.Out != "out" || got.Seq != 0 || got.Change.Steps == nil || *got.Change.Steps != 7):
-			t.Errorf("%s: %+v, want Resumed's", tc.name, got)
+			t.Errorf("%s: %+v, want resumed's", tc.name, got)
 		case tc.options == nil:
 		case !errors.As(err, &ce) || !slices.Equal(ce.Options, tc.options):
 			t.Errorf("%s: %v, want a combination of %q", tc.name, err, tc.options)

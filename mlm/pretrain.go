@@ -26,10 +26,10 @@ import (
 // Files a pretraining run writes into its output directory, besides the
 // Hugging Face files config.json, model.safetensors and the tokenizer files.
 const (
-	StateFile   = "pretrain_state.safetensors" // checkpoint: parameters, AdamW moments, data position, RNG states
+	stateFile   = "pretrain_state.safetensors" // checkpoint: parameters, AdamW moments, data position, RNG states
 	OptionsFile = "pretrain_options.json"      // the run's options (used by a resume)
-	MetricsFile = "pretrain_metrics.jsonl"     // one JSON object per line: train interval and held-out evaluations
-	SummaryFile = "pretrain_summary.json"      // final Result
+	metricsFile = "pretrain_metrics.jsonl"     // one JSON object per line: train interval and held-out evaluations
+	summaryFile = "pretrain_summary.json"      // final Result
 )
 
 // Metric is one line of pretrain_metrics.jsonl. Split "train" summarises the
@@ -139,7 +139,7 @@ func (c Prepared) Run(ctx context.Context, report progress.Func) (*Result, error
 		st := run.State()
 		slog.Info("pretrain: resumed", "dir", p.o.Out, "step", st.Step, "epoch", st.Epoch+1)
 	}
-	p.o.Version = OptionsVersion
+	p.o.Version = optionsVersion
 	if err := atomicfile.WriteJSON(p.optsPath, p.o); err != nil { // resolved; on resume: a changed Steps/SaveEvery/EvalEvery
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
@@ -171,7 +171,7 @@ type pretrainer struct {
 	seqs, held  []Sequence // training sequences; held-out ones (at most MaxEvalSeqs)
 	heldDocs    int
 	trainTokens int
-	masker      *Masker
+	masker      *masker
 	evalBatches []*Batch // the held-out sequences, masked once
 
 	model            *Model
@@ -195,7 +195,7 @@ type pretrainer struct {
 // input (readInputs) before it creates o.Out; then it builds the model
 // (initialised, or copied from o.InitFrom) and the random sources.
 func newPretrainer(o Options) (*pretrainer, error) {
-	p := &pretrainer{o: o, statePath: filepath.Join(o.Out, StateFile), optsPath: filepath.Join(o.Out, OptionsFile)}
+	p := &pretrainer{o: o, statePath: filepath.Join(o.Out, stateFile), optsPath: filepath.Join(o.Out, OptionsFile)}
 	if err := p.readInputs(); err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (p *pretrainer) readInputs() error {
 	if err := p.prepareCorpus(); err != nil {
 		return err
 	}
-	masker, err := NewMasker(tok.MaskID(), p.cfg.VocabSize, []int{tok.PadID(), tok.CLSID(), tok.SEPID(), tok.UnkID()}, o.WholeWord)
+	masker, err := newMasker(tok.MaskID(), p.cfg.VocabSize, []int{tok.PadID(), tok.CLSID(), tok.SEPID(), tok.UnkID()}, o.WholeWord)
 	if err != nil {
 		return fmt.Errorf("pretrain: vocabulary %s: %w", o.Vocab, err)
 	}
@@ -245,7 +245,7 @@ func (p *pretrainer) readInputs() error {
 // o.ModelConfig), then splits and packs it.
 func (p *pretrainer) prepareCorpus() error {
 	o := &p.o
-	docs, cinfo, err := ReadCorpus(o.Corpus)
+	docs, cinfo, err := readCorpus(o.Corpus)
 	if err != nil {
 		return fmt.Errorf("pretrain: %w", err)
 	}
@@ -303,7 +303,7 @@ func (p *pretrainer) open(report progress.Func) (*loop.Run, error) {
 	p.since = time.Now()
 	perEpoch := len(p.seqs) / o.BatchSize
 	run, err := loop.Open(loop.Config{Stage: "pretrain", Checkpoint: p.statePath, StateKey: stateKey,
-		Metrics: filepath.Join(o.Out, MetricsFile), LineUnit: "metrics line",
+		Metrics: filepath.Join(o.Out, metricsFile), LineUnit: "metrics line",
 		Params: p.params, LR: o.LR, WeightDecay: o.WeightDecay, Eps: nn.BERTAdamEps,
 		Warmup: int(math.Round(o.WarmupRatio * float64(o.Steps))), Steps: o.Steps, GradClip: o.GradClip,
 		Examples: len(p.seqs), BatchSize: o.BatchSize, Order: func(e int) *rand.Rand { return rngstream.PretrainOrder.Rand(o.Seed, e) },
@@ -400,7 +400,7 @@ func (p *pretrainer) finish() (*Result, error) {
 		Steps: st.Step, Epochs: float64(st.Epoch) + float64(st.Batch*o.BatchSize)/float64(len(p.seqs)),
 		InitialHeldOut: p.initialHeldOut, FinalHeldOut: p.finalHeldOut, ElapsedS: p.run.Seconds(),
 		StoppedEarly: !st.Done, MaskedTokensPct: 100 * o.MaskProb}
-	if err := atomicfile.WriteJSON(filepath.Join(o.Out, SummaryFile), res); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(o.Out, summaryFile), res); err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	slog.Info("pretrain: done", "out", o.Out, "steps", st.Step, "heldout_loss", res.FinalHeldOut.Loss,
@@ -499,8 +499,8 @@ func (o *Options) modelConfig(tok tokenize.Tokenizer) (encoder.Config, error) {
 }
 
 // PreparedCorpus is what a pretraining run trains and evaluates on: the
-// corpus read by [ReadCorpus], split by [SplitHeldOut] and packed by
-// [BuildSequences], before [Run] caps the held-out sequences at
+// corpus read by readCorpus, split by splitHeldOut and packed by
+// buildSequences, before [Run] caps the held-out sequences at
 // Options.MaxEvalSeqs.
 type PreparedCorpus struct {
 	Info           CorpusInfo
@@ -518,7 +518,7 @@ type PreparedCorpus struct {
 // `nvdp pretrain --seed S` and a caller of PrepareCorpus(..., S) see the same
 // sequences. Its errors name the corpus.
 func PrepareCorpus(tok tokenize.Tokenizer, spec string, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
-	docs, info, err := ReadCorpus(spec)
+	docs, info, err := readCorpus(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -528,17 +528,17 @@ func PrepareCorpus(tok tokenize.Tokenizer, spec string, seq, holdout int, pack b
 	return prepareDocs(tok, spec, docs, info, seq, holdout, pack, seed)
 }
 
-// prepareDocs is PrepareCorpus after ReadCorpus, with holdout explicit.
-func prepareDocs(tok tokenize.Tokenizer, spec string, docs []Document, info CorpusInfo, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
-	trainDocs, heldDocs, err := SplitHeldOut(docs, holdout, seed)
+// prepareDocs is PrepareCorpus after readCorpus, with holdout explicit.
+func prepareDocs(tok tokenize.Tokenizer, spec string, docs []document, info CorpusInfo, seq, holdout int, pack bool, seed uint64) (*PreparedCorpus, error) {
+	trainDocs, heldDocs, err := splitHeldOut(docs, holdout, seed)
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", spec, err)
 	}
-	train, err := BuildSequences(tok, trainDocs, seq, pack, rngstream.PretrainPack.Rand(seed, 0))
+	train, err := buildSequences(tok, trainDocs, seq, pack, rngstream.PretrainPack.Rand(seed, 0))
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", spec, err)
 	}
-	held, err := BuildSequences(tok, heldDocs, seq, pack, rngstream.PretrainHeldOutPack.Rand(seed, 0))
+	held, err := buildSequences(tok, heldDocs, seq, pack, rngstream.PretrainHeldOutPack.Rand(seed, 0))
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s (held-out): %w", spec, err)
 	}
@@ -547,7 +547,7 @@ func prepareDocs(tok tokenize.Tokenizer, spec string, docs []Document, info Corp
 
 // makeBatch stacks, masks and right-pads the sequences idx (dynamic padding
 // to the longest). Masking draws from rng in sequence order.
-func makeBatch(seqs []Sequence, idx []int, m *Masker, rng *rand.Rand, padID int) *Batch {
+func makeBatch(seqs []Sequence, idx []int, m *masker, rng *rand.Rand, padID int) *Batch {
 	S := 0
 	for _, i := range idx {
 		S = max(S, len(seqs[i].IDs))
@@ -619,7 +619,7 @@ func initFrom(params []*nn.Param, dir string) (int, bool, error) {
 // heldOutBatches masks the held-out sequences once, in batches of
 // batchSize in order, with rng: every evaluation of a run scores the same
 // masked tokens.
-func heldOutBatches(held []Sequence, batchSize int, masker *Masker, rng *rand.Rand, padID int) []*Batch {
+func heldOutBatches(held []Sequence, batchSize int, masker *masker, rng *rand.Rand, padID int) []*Batch {
 	var batches []*Batch
 	for lo := 0; lo < len(held); lo += batchSize {
 		idx := make([]int, 0, batchSize)

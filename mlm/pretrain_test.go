@@ -102,7 +102,7 @@ func TestPretrainShortRun(t *testing.T) {
 	t.Logf("held-out loss %.3f -> %.3f, masked acc %.3f -> %.3f (%d masked tokens), %d train seqs",
 		res.InitialHeldOut.Loss, res.FinalHeldOut.Loss, res.InitialHeldOut.MaskedAcc, res.FinalHeldOut.MaskedAcc,
 		res.FinalHeldOut.MaskedTokens, res.TrainSequences)
-	ms := readMetrics(t, filepath.Join(out, MetricsFile))
+	ms := readMetrics(t, filepath.Join(out, metricsFile))
 	if len(ms) != 1+2*3 || ms[0].Split != "heldout" || ms[0].Step != 0 || ms[len(ms)-1].Step != 30 {
 		t.Errorf("metrics %+v", ms)
 	}
@@ -203,7 +203,7 @@ func sameRun(t *testing.T, a, b string, state bool) {
 	if len(wa) == 0 || !bytes.Equal(wa, wb) {
 		t.Error("resumed run's model.safetensors differs from the straight run's")
 	}
-	ma, mb := readMetrics(t, filepath.Join(a, MetricsFile)), readMetrics(t, filepath.Join(b, MetricsFile))
+	ma, mb := readMetrics(t, filepath.Join(a, metricsFile)), readMetrics(t, filepath.Join(b, metricsFile))
 	last := func(ms []Metric) Metric { return ms[len(ms)-1] }
 	if last(ma).Loss != last(mb).Loss || last(ma).MaskedAcc != last(mb).MaskedAcc {
 		t.Errorf("final held-out metrics differ: %+v vs %+v", last(ma), last(mb))
@@ -211,8 +211,8 @@ func sameRun(t *testing.T, a, b string, state bool) {
 	if !state {
 		return
 	}
-	sa, _ := os.ReadFile(filepath.Join(a, StateFile))
-	sb, _ := os.ReadFile(filepath.Join(b, StateFile))
+	sa, _ := os.ReadFile(filepath.Join(a, stateFile))
+	sb, _ := os.ReadFile(filepath.Join(b, stateFile))
 	if !bytes.Equal(stripElapsed(t, sa), stripElapsed(t, sb)) {
 		t.Error("resumed run's optimizer state differs")
 	}
@@ -239,7 +239,7 @@ func TestPretrainResumeAfterCrash(t *testing.T) {
 		}
 		return dir
 	}
-	metrics := func(dir string) string { return filepath.Join(dir, MetricsFile) }
+	metrics := func(dir string) string { return filepath.Join(dir, metricsFile) }
 
 	dir := stopped()
 	f, err := os.OpenFile(metrics(dir), os.O_APPEND|os.O_WRONLY, 0)
@@ -248,7 +248,7 @@ func TestPretrainResumeAfterCrash(t *testing.T) {
 	}
 	f.WriteString(`{"step":14,"split":"tr`)
 	f.Close()
-	stale := []string{filepath.Join(dir, "."+StateFile+".tmp987654"), filepath.Join(dir, "."+encoder.WeightsFile+".tmp12")}
+	stale := []string{filepath.Join(dir, "."+stateFile+".tmp987654"), filepath.Join(dir, "."+encoder.WeightsFile+".tmp12")}
 	for _, p := range stale {
 		if err := os.WriteFile(p, make([]byte, 1<<10), 0o644); err != nil {
 			t.Fatal(err)
@@ -274,7 +274,7 @@ func TestPretrainResumeAfterCrash(t *testing.T) {
 	}
 
 	dir = stopped()
-	path := filepath.Join(dir, StateFile)
+	path := filepath.Join(dir, stateFile)
 	sf, err := safetensors.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

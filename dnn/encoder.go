@@ -19,11 +19,11 @@ type Encoder struct {
 	Layers                   []*TransformerLayer
 }
 
-// EncoderRecomputeGELUBytes is the size, in bytes, of all layers' GELU outputs,
+// encoderRecomputeGELUBytes is the size, in bytes, of all layers' GELU outputs,
 // L*B*S*intermediate*4, above which a training Forward keeps only the GELU pre-activations and
 // Backward recomputes the rest, as [nn.LayerOptions].RecomputeGELU. At 4 GiB, bert-large at batch
 // 32 x 512, which needs 3 GiB, keeps them in a GPU's memory. The results do not depend on it.
-var EncoderRecomputeGELUBytes = 4 << 30
+var encoderRecomputeGELUBytes = 4 << 30
 
 // NewEncoder uploads the parameters of m.
 func (e *Engine) NewEncoder(m *encoder.Encoder) *Encoder {
@@ -102,7 +102,7 @@ func (m *Encoder) Forward(e *Engine, in encoder.Input, train bool, g *Philox) (*
 	dc := drop.Apply(e, x, g, train)
 	opts := nn.LayerOptions{Heads: cfg.NumAttentionHeads, HiddenDropout: nn.Dropout(drop),
 		AttnDropout: float32(cfg.AttentionProbsDropoutProb), AttnResidual: true, NoGrad: !train,
-		RecomputeGELU: len(m.Layers)*n*cfg.IntermediateSize*4 > EncoderRecomputeGELUBytes}
+		RecomputeGELU: len(m.Layers)*n*cfg.IntermediateSize*4 > encoderRecomputeGELUBytes}
 	var bias *Tensor
 	if in.Mask != nil {
 		bias = e.PaddingBias(in.Mask, B, S)

@@ -59,9 +59,9 @@ const (
 	philoxW1 = 0xBB67AE85
 )
 
-// PhiloxBlock returns the Philox4x32-10 bijection of the counter ctr under key, as the kernels'
+// philoxBlock returns the Philox4x32-10 bijection of the counter ctr under key, as the kernels'
 // philox4x32_10 computes it.
-func PhiloxBlock(ctr [4]uint32, key [2]uint32) [4]uint32 {
+func philoxBlock(ctr [4]uint32, key [2]uint32) [4]uint32 {
 	c := ctr
 	k0, k1 := key[0], key[1]
 	for r := 0; r < 10; r++ {
@@ -84,7 +84,7 @@ func (p *Philox) Draw(m uint64) uint64 {
 	blk := m >> 1
 	if !p.valid || p.blk != blk {
 		k0, k1 := p.keys()
-		p.out = PhiloxBlock([4]uint32{uint32(blk), uint32(blk >> 32), 0, 0}, [2]uint32{k0, k1})
+		p.out = philoxBlock([4]uint32{uint32(blk), uint32(blk >> 32), 0, 0}, [2]uint32{k0, k1})
 		p.blk, p.valid = blk, true
 	}
 	h := 2 * (m & 1)

@@ -31,3 +31,6 @@ func PhiloxDrawsOnDevice(e *Engine, g *Philox, n int) []uint64 {
 	}
 	return out
 }
+
+// PhiloxBlock is philoxBlock, for the external tests.
+func PhiloxBlock(ctr [4]uint32, key [2]uint32) [4]uint32 { return philoxBlock(ctr, key) }

@@ -17,9 +17,9 @@ const (
 	CMuSelectionFile = "c_mu_selection.json"
 	// CMuGridDir holds the C_mu grid cells: Out/<task>/cmu-grid/c_mu=<c>/lambda=<l>/seed=<s>.
 	CMuGridDir = "cmu-grid"
-	// LogDir holds the logs of the cells run by [Subprocess], as
+	// logDir holds the logs of the cells run by [Subprocess], as
 	// Out/logs/<cell>.log.
-	LogDir = "logs"
+	logDir = "logs"
 )
 
 // AuditFile returns the name of an extra audit of a cell's posteriors in

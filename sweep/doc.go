@@ -30,5 +30,5 @@
 //
 // A subprocess has its own OpenBLAS and Go runtime. Subprocess gives each
 // child OPENBLAS_NUM_THREADS and GOMAXPROCS = cores / Jobs; see
-// [SubprocessEnv].
+// subprocessEnv.
 package sweep

@@ -105,18 +105,18 @@ func inProcess(report progress.Func) Runner {
 	}
 }
 
-// SubprocessWaitDelay is how long a cancelled cell subprocess has to stop at
+// subprocessWaitDelay is how long a cancelled cell subprocess has to stop at
 // its next step with a checkpoint after SIGINT before it is killed.
-const SubprocessWaitDelay = 5 * time.Minute
+const subprocessWaitDelay = 5 * time.Minute
 
 // Subprocess returns a [Runner] that runs each cell as the command argv, such
 // as this binary's `nvdp sweep-cell`, with the environment env, see
-// [SubprocessEnv], and the cell's [CellSpec] as JSON on stdin. The child
+// subprocessEnv, and the cell's [CellSpec] as JSON on stdin. The child
 // reads it with [ReadCellOptions] and runs [RunCell]. The child's stdout and
 // stderr are appended to logDir/<cell ID with / as _>.log.
 //
 // Cancelling ctx sends the child SIGINT, and kills it if it has not exited
-// [SubprocessWaitDelay] later. A failed child's error names its log and
+// subprocessWaitDelay later. A failed child's error names its log and
 // quotes the log's last line, which is the child's error.
 func Subprocess(argv, env []string, logDir string) Runner {
 	return func(ctx context.Context, cell Cell, po CellSpec) error {
@@ -142,7 +142,7 @@ func Subprocess(argv, env []string, logDir string) Runner {
 		c.Env = env
 		c.Stdout, c.Stderr = lf, lf
 		c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
-		c.WaitDelay = SubprocessWaitDelay
+		c.WaitDelay = subprocessWaitDelay
 		if err := c.Run(); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("cell %s interrupted (log %s): %w", cell.ID, logPath, ctx.Err())
@@ -169,14 +169,14 @@ func ReadCellOptions(r io.Reader) (CellSpec, error) {
 	return po, nil
 }
 
-// SubprocessEnv returns the environment of the cell subprocesses of a sweep
+// subprocessEnv returns the environment of the cell subprocesses of a sweep
 // with jobs cells at once on cpus cores. It is environ with
 // OPENBLAS_NUM_THREADS and GOMAXPROCS set to cpus/jobs, at least 1, where
 // environ does not set them, so that the cells share the cores instead of
 // each spinning up a BLAS thread per core. Measured on 2 cores with
 // bert-tiny, two one-thread cells finish about twice as many training steps
 // per minute as one two-thread cell; see docs/results.md.
-func SubprocessEnv(environ []string, cpus, jobs int) []string {
+func subprocessEnv(environ []string, cpus, jobs int) []string {
 	per := max(1, cpus/max(1, jobs))
 	env := slices.Clone(environ)
 	for _, k := range []string{"OPENBLAS_NUM_THREADS", "GOMAXPROCS"} {
@@ -199,8 +199,8 @@ func lastLine(path string) string {
 
 // SetRunner chooses how the cells of o run: with o.Jobs > 1 each as a
 // [Subprocess] of this binary (os.Executable) with the arguments args, such
-// as its hidden `sweep-cell` command, the environment [SubprocessEnv] gives
-// it and its log under Out/[LogDir]; else in this process, with progress to
+// as its hidden `sweep-cell` command, the environment subprocessEnv gives
+// it and its log under Out/logs; else in this process, with progress to
 // report (o.Progress and the audit's). Jobs < 1, or a binary that cannot be
 // found, is an [*option.Error] naming jobs.
 func (o *Options) SetRunner(args []string, report progress.Func) error {
@@ -212,7 +212,7 @@ func (o *Options) SetRunner(args []string, report progress.Func) error {
 		if err != nil {
 			return option.Errorf("jobs", nil, "cannot find this binary to run cells as subprocesses: %v", err)
 		}
-		o.Runner = Subprocess(append([]string{exe}, args...), SubprocessEnv(os.Environ(), runtime.NumCPU(), o.Jobs), filepath.Join(o.Out, LogDir))
+		o.Runner = Subprocess(append([]string{exe}, args...), subprocessEnv(os.Environ(), runtime.NumCPU(), o.Jobs), filepath.Join(o.Out, logDir))
 	default:
 		o.Progress = report
 		o.Base.Audit.Progress = report

@@ -46,7 +46,7 @@ func TestSubprocessEnv(t *testing.T) {
 		{"more jobs than cores", nil, 2, 8, "1", "1"},
 		{"user's setting kept", []string{"OPENBLAS_NUM_THREADS=3"}, 8, 2, "3", "4"},
 	} {
-		env := SubprocessEnv(tc.environ, tc.cpus, tc.jobs)
+		env := subprocessEnv(tc.environ, tc.cpus, tc.jobs)
 		if b, p := get(env, "OPENBLAS_NUM_THREADS"), get(env, "GOMAXPROCS"); !slices.Equal(b, []string{tc.blas}) || !slices.Equal(p, []string{tc.procs}) {
 			t.Errorf("%s: OPENBLAS_NUM_THREADS %v GOMAXPROCS %v, want %s %s", tc.name, b, p, tc.blas, tc.procs)
 		}
@@ -97,7 +97,7 @@ func TestSubprocess(t *testing.T) {
 	}
 	argv := []string{os.Args[0], "-test.run=^TestHelperCell$"}
 	out := t.TempDir()
-	runner := Subprocess(argv, SubprocessEnv(append(environ, helperEnv+"=1"), 4, 2), filepath.Join(out, LogDir))
+	runner := Subprocess(argv, subprocessEnv(append(environ, helperEnv+"=1"), 4, 2), filepath.Join(out, logDir))
 	base := bare(t, model.Options{Encoder: "scratch:bert-tiny", Epochs: 3})
 	base.Audit = audit.Options{Order: 1.1}
 	o := Options{Base: base, Tasks: []string{"sst2"}, Variants: []string{"nvdp"}, Lambdas: []float64{1e-2, 1}, Seeds: []uint64{1, 2},
@@ -110,7 +110,7 @@ func TestSubprocess(t *testing.T) {
 		t.Fatalf("ran %d, counts %v", res.Ran, res.Manifest.Counts)
 	}
 	for _, c := range res.Manifest.Cells {
-		log, err := os.ReadFile(filepath.Join(out, LogDir, strings.ReplaceAll(c.ID, "/", "_")+".log"))
+		log, err := os.ReadFile(filepath.Join(out, logDir, strings.ReplaceAll(c.ID, "/", "_")+".log"))
 		if err != nil || !strings.Contains(string(log), "OPENBLAS_NUM_THREADS=2 GOMAXPROCS=2") || !strings.Contains(string(log), "cell "+c.ID) {
 			t.Errorf("log of %s: %q, %v", c.ID, log, err)
 		}
@@ -119,9 +119,9 @@ func TestSubprocess(t *testing.T) {
 		}
 	}
 	o.Out, o.Seeds, o.Lambdas = t.TempDir(), []uint64{99}, []float64{1e-2}
-	o.Runner = Subprocess(argv, append(environ, helperEnv+"=1"), filepath.Join(o.Out, LogDir))
+	o.Runner = Subprocess(argv, append(environ, helperEnv+"=1"), filepath.Join(o.Out, logDir))
 	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "cell error: boom") ||
-		!strings.Contains(err.Error(), filepath.Join(o.Out, LogDir, "sst2_nvdp_lambda=1e-2_seed=99.log")) {
+		!strings.Contains(err.Error(), filepath.Join(o.Out, logDir, "sst2_nvdp_lambda=1e-2_seed=99.log")) {
 		t.Errorf("failing child: %v", err)
 	}
 }

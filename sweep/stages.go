@@ -43,10 +43,10 @@ import (
 const (
 	// StagesFile is Out/stages.json, the [StagePlan].
 	StagesFile = "stages.json"
-	// StagesDir holds the cells' records: Out/stages/<stage>/<index>.json.
-	StagesDir = "stages"
-	// StagesFormat is StagePlan.Format.
-	StagesFormat = "nvdp-sweep-stages/1"
+	// stagesDir holds the cells' records: Out/stages/<stage>/<index>.json.
+	stagesDir = "stages"
+	// stagesFormat is StagePlan.Format.
+	stagesFormat = "nvdp-sweep-stages/1"
 	// StageGrid and StageMain are the stages.
 	StageGrid = "grid"
 	StageMain = "main"
@@ -121,8 +121,8 @@ func PlanStages(o Options) (*StagePlan, error) {
 	if _, err := checkCells(&o, main); err != nil { // the cells run later, each checked by its run
 		return nil, err
 	}
-	p := &StagePlan{Format: StagesFormat, Options: stageOptions(&o), Grid: grid, Main: main, Selected: len(grid) == 0}
-	if old, err := ReadStages(o.Out); err == nil {
+	p := &StagePlan{Format: stagesFormat, Options: stageOptions(&o), Grid: grid, Main: main, Selected: len(grid) == 0}
+	if old, err := readStages(o.Out); err == nil {
 		a, _ := json.Marshal(old.Options)
 		b, _ := json.Marshal(p.Options)
 		if string(a) != string(b) {
@@ -141,12 +141,12 @@ func PlanStages(o Options) (*StagePlan, error) {
 	return p, nil
 }
 
-// ReadStages reads Out/stages.json. It returns an error for a missing file,
+// readStages reads Out/stages.json. It returns an error for a missing file,
 // wrapping fs.ErrNotExist, since the sweep must be planned first; for a file
 // that is not a plan of this format; and for a plan that would write outside
 // out, with its options.out another directory or a cell's id or dir outside
 // it.
-func ReadStages(out string) (*StagePlan, error) {
+func readStages(out string) (*StagePlan, error) {
 	path := filepath.Join(out, StagesFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -158,8 +158,8 @@ func ReadStages(out string) (*StagePlan, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if p.Format != StagesFormat {
-		return nil, fmt.Errorf("%s: format %q, want %q", path, p.Format, StagesFormat)
+	if p.Format != stagesFormat {
+		return nil, fmt.Errorf("%s: format %q, want %q", path, p.Format, stagesFormat)
 	}
 	if err := p.checkDirs(out); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -210,7 +210,7 @@ func sameDir(a, b string) bool {
 
 // recordPath is the record of cell index of stage: Out/stages/<stage>/<index>.json.
 func recordPath(out, stage string, index int) string {
-	return filepath.Join(out, StagesDir, stage, strconv.Itoa(index)+".json")
+	return filepath.Join(out, stagesDir, stage, strconv.Itoa(index)+".json")
 }
 
 // readRecord reads the cell with id from the record at path (a Manifest);
@@ -266,7 +266,7 @@ func recorded(out, stage string, cells []*Cell) ([]*Cell, error) {
 // failure, recorded as failed. When ctx is cancelled it returns ctx's error,
 // and the cell is interrupted and resumable.
 func RunStageCell(ctx context.Context, out, stage string, index int, runner Runner, report progress.Func) (*Cell, error) {
-	p, err := ReadStages(out)
+	p, err := readStages(out)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func RunStageCell(ctx context.Context, out, stage string, index int, runner Runn
 // It returns an error for a grid cell that has not run to its end: one with
 // no record, or pending, running or interrupted, whose index must run first.
 func SelectStage(out string) (*StagePlan, error) {
-	p, err := ReadStages(out)
+	p, err := readStages(out)
 	if err != nil || p.Selected {
 		return p, err
 	}
@@ -339,9 +339,9 @@ func SelectStage(out string) (*StagePlan, error) {
 		cc := *c
 		main[i] = &cc
 	}
-	s := &sweeper{o: &o, man: &manifest{path: filepath.Join(out, StagesDir, "select.json"), m: &Manifest{Out: o.Out,
+	s := &sweeper{o: &o, man: &manifest{path: filepath.Join(out, stagesDir, "select.json"), m: &Manifest{Out: o.Out,
 		Selections: map[string]*CMuSelection{}, Cells: slices.Concat(grid, main)}}}
-	if err := os.MkdirAll(filepath.Join(out, StagesDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(out, stagesDir), 0o755); err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
 	for _, task := range o.Tasks {
@@ -359,7 +359,7 @@ func SelectStage(out string) (*StagePlan, error) {
 // After writing it, it returns an error naming the cells that failed or have
 // not run, as Run's error names its failures.
 func FinishStages(out string) (*Manifest, error) {
-	p, err := ReadStages(out)
+	p, err := readStages(out)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func runStages(t *testing.T, o Options, runner func() Runner) (*Manifest, error)
 	if _, err := SelectStage(o.Out); err != nil {
 		t.Fatal(err)
 	}
-	p, err = ReadStages(o.Out)
+	p, err = readStages(o.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestStagesRefuseOutside(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Selected, so that the main stage would run at once.
-			p, err := ReadStages(so.Out)
+			p, err := readStages(so.Out)
 			if err != nil {
 				t.Fatal(err)
 			}

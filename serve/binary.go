@@ -146,8 +146,9 @@ func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv 
 	return nil
 }
 
-// bodies holds *[]byte: the memory of binary response bodies (about 33 KB a text for N 65 and P
-// 128), reused by the next response once one is written; maxPooledBody bounds what is kept.
+// bodies holds *[]byte: the memory of the embed responses' bodies, binary (about 33 KB a text for
+// N 65 and P 128) and JSON (about 100 KB a text), reused by the next response once one is written;
+// maxPooledBody bounds what is kept.
 var bodies sync.Pool
 
 const maxPooledBody = 8 << 20

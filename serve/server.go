@@ -568,7 +568,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, info *reqInfo) {
 func (s *Server) respond(w http.ResponseWriter, info *reqInfo, embs []Embedding, bal ledger.Balance, binary bool) {
 	resp := s.response(embs, bal)
 	if !binary {
-		writeJSON(w, http.StatusOK, resp)
+		writeEmbedJSON(w, &resp)
 		return
 	}
 	if err := s.writeSafetensors(w, embs, resp.Privacy); err != nil {

@@ -1,0 +1,122 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+)
+
+// appendEmbedResponse appends r to b as JSON, byte for byte what
+// [json.Marshal] writes for it, without reflection over its arrays: a
+// release is N x P float32 values (65 x 128 for the main job's model), and
+// encoding/json spends a third of its time there besides formatting the
+// numbers. The privacy block goes through json.Marshal. A non-finite value
+// is an error, as json.Marshal's.
+func appendEmbedResponse(b []byte, r *EmbedResponse) ([]byte, error) {
+	b = append(b, `{"embeddings":`...)
+	if r.Embeddings == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, rows := range r.Embeddings {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if rows == nil {
+				b = append(b, "null"...)
+				continue
+			}
+			b = append(b, '[')
+			for j, row := range rows {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				var err error
+				if b, err = appendFloats(b, row); err != nil {
+					return b, err
+				}
+			}
+			b = append(b, ']')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"weights":`...)
+	if r.Weights == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, w := range r.Weights {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendFloats(b, w); err != nil {
+				return b, err
+			}
+		}
+		b = append(b, ']')
+	}
+	p, err := json.Marshal(&r.Privacy)
+	if err != nil {
+		return b, err
+	}
+	b = append(append(b, `,"privacy":`...), p...)
+	return append(b, '}'), nil
+}
+
+// appendFloats appends v as a JSON array (null for a nil slice), each value
+// as encoding/json writes a float32: the shortest decimal that reads back
+// as it, in %f form, or %e form below 1e-6 and from 1e21 on with the
+// exponent unpadded ("1e-7", not "1e-07").
+func appendFloats(b []byte, v []float32) ([]byte, error) {
+	if v == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		f := float64(x)
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return b, &json.UnsupportedValueError{Str: strconv.FormatFloat(f, 'g', -1, 32)}
+		}
+		format := byte('f')
+		if abs := float32(math.Abs(f)); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+			format = 'e'
+		}
+		b = strconv.AppendFloat(b, f, format, -1, 32)
+		if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// writeEmbedJSON writes r as the JSON body of a 200, as writeJSON would
+// (the same bytes, built before anything is sent), in memory from the
+// pool of response bodies (bodies).
+func writeEmbedJSON(w http.ResponseWriter, r *EmbedResponse) {
+	bp, _ := bodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	body, err := appendEmbedResponse((*bp)[:0], r)
+	if err != nil {
+		panic(fmt.Sprintf("serve: response: %v", err)) // released values are finite (release.checkFinite)
+	}
+	body = append(body, '\n')
+	defer func() {
+		if cap(body) <= maxPooledBody {
+			*bp = body[:0]
+			bodies.Put(bp)
+		}
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}

@@ -3,7 +3,7 @@
 # machine and model, interleaved over ROUNDS (2) rounds (old, new, old, new, ...) because other
 # jobs may share the cores: per build and round, `nvdp bench --config bert-tiny --batch 1 --seq 64
 # --steps BENCH_STEPS (300) --no-dropout` (BENCH_STEPS=0 skips it), then the release service,
-# batched (the defaults) with the binary response and the file ledger, under CLIENTS (8,32)
+# batched (the defaults) with the binary response (RESPONSE=json: JSON) and the file ledger, under CLIENTS (8,32)
 # clients for DUR (10s) each (docs/performance.md, "Buffer reuse"). The load average is recorded
 # before each run, and the server's CPU time (user + system, /proc/PID/stat) over each level: its
 # CPU milliseconds per release depend less on what else runs on the cores than releases/s do.
@@ -32,7 +32,7 @@ for round in $(seq ${ROUNDS:-2}); do for v in old new; do
     f=$O/serve-$v-$round-c$c
     uptime > $f.uptime
     t0=$(awk '{print $14 + $15}' /proc/$pid/stat)
-    bin/nvdp-load --url http://127.0.0.1:18083 --texts $O/texts.txt --concurrency $c --duration ${DUR:-10s} --binary --max-errors 1000000000 --json > $f.json 2>>$O/load.err
+    bin/nvdp-load --url http://127.0.0.1:18083 --texts $O/texts.txt --concurrency $c --duration ${DUR:-10s} $([ "${RESPONSE:-binary}" = binary ] && echo --binary) --max-errors 1000000000 --json > $f.json 2>>$O/load.err
     echo $(( $(awk '{print $14 + $15}' /proc/$pid/stat) - t0 )) $(getconf CLK_TCK) > $f.cpu # ticks, ticks per second
   done
   kill -TERM $pid; wait $pid

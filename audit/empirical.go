@@ -16,15 +16,15 @@ type EmpiricalLabel struct {
 	BDP   string `json:"bdp_epsilon"`
 }
 
-// Empirical returns the label of an audit report r of the texts of split,
+// empiricalTexts returns the label of an audit report r of the texts of split,
 // where split is "" when unknown. Principled audits are the max over ordered
 // pairs, or a sample of them, with a Student-t estimate of BDP; reference
 // audits are the released code's batch-wise estimates.
-func Empirical(r *Report, split string) EmpiricalLabel {
+func empiricalTexts(r *Report, split string) EmpiricalLabel {
 	return EmpiricalOf(r, split, "texts")
 }
 
-// EmpiricalOf is [Empirical] for a report whose examples are called
+// EmpiricalOf is empiricalTexts for a report whose examples are called
 // examples, such as "texts" or "utterances".
 func EmpiricalOf(r *Report, split, examples string) EmpiricalLabel {
 	texts := examples

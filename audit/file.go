@@ -223,7 +223,7 @@ func prepare(p *privacy.Posteriors, o *FileOptions) (Device, error) {
 	// float64 copies of mu and sigma^2 that would not fit: convert per tile
 	if dev == nil && o.AutoLowMemory {
 		if avail := memAvailable(); o.FitMemory(p, avail) {
-			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", CopiesBytes(p), "available_bytes", avail)
+			slog.Info("low-memory audit: the float64 copies would take more than half the available memory", "copies_bytes", copiesBytes(p), "available_bytes", avail)
 		}
 	}
 	if !o.Long(p) {

@@ -236,7 +236,7 @@ func TestAuditFileLowMemory(t *testing.T) {
 	p := synthPosteriors(8, 4, 8, 11)
 	path := writeFile(t, p, nil)
 	defer func(f func() float64) { memAvailable = f }(memAvailable)
-	memAvailable = func() float64 { return CopiesBytes(p) } // twice what fits
+	memAvailable = func() float64 { return copiesBytes(p) } // twice what fits
 	var logs bytes.Buffer
 	defer func(l *slog.Logger) { slog.SetDefault(l) }(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))

@@ -174,8 +174,8 @@ func TestFitMemory(t *testing.T) {
 			t.Errorf("%+v: set %v, LowMemory %v", c, got, o.LowMemory)
 		}
 	}
-	if CopiesBytes(p) != 3200 {
-		t.Errorf("CopiesBytes %v", CopiesBytes(p))
+	if copiesBytes(p) != 3200 {
+		t.Errorf("copiesBytes %v", copiesBytes(p))
 	}
 }
 

@@ -8,15 +8,15 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// CopiesBytes is the memory of the float64 working copies of mu and
+// copiesBytes is the memory of the float64 working copies of mu and
 // sigma^2 a principled audit of p holds unless Options.LowMemory is set:
 // 16 bytes per value of the M x N x P posteriors.
-func CopiesBytes(p *privacy.Posteriors) float64 {
+func copiesBytes(p *privacy.Posteriors) float64 {
 	return 16 * float64(p.M) * float64(p.N) * float64(p.P)
 }
 
 // FitMemory sets o.LowMemory when a principled audit of p would hold float64
-// copies, see [CopiesBytes], of more than half of available bytes, and
+// copies, see copiesBytes, of more than half of available bytes, and
 // reports whether it set it. An audit larger than the memory then runs per
 // tile, with the same numbers but slower; see docs/performance.md.
 //
@@ -24,7 +24,7 @@ func CopiesBytes(p *privacy.Posteriors) float64 {
 // changes nothing. A caller that was told LowMemory explicitly does not call
 // it.
 func (o *Options) FitMemory(p *privacy.Posteriors, available float64) bool {
-	if o.LowMemory || o.Mode == privacy.ModeReference || available <= 0 || CopiesBytes(p) <= available/2 {
+	if o.LowMemory || o.Mode == privacy.ModeReference || available <= 0 || copiesBytes(p) <= available/2 {
 		return false
 	}
 	o.LowMemory = true
@@ -52,13 +52,13 @@ func MemAvailable() float64 {
 	return 0
 }
 
-// ProgressWork is the work, audited pairs x components x dims, above which
+// progressWork is the work, audited pairs x components x dims, above which
 // an audit is long enough to report its progress; see [Options.Long].
-const ProgressWork = 1e9
+const progressWork = 1e9
 
 // Long reports whether an audit of p with o is long enough to report its
-// progress: a principled audit of more than [ProgressWork]. The reference
+// progress: a principled audit of more than progressWork. The reference
 // mode's batches take a moment and report none.
 func (o Options) Long(p *privacy.Posteriors) bool {
-	return o.Mode != privacy.ModeReference && float64(o.AuditedPairs(p.M))*float64(p.N)*float64(p.P) > ProgressWork
+	return o.Mode != privacy.ModeReference && float64(o.AuditedPairs(p.M))*float64(p.N)*float64(p.P) > progressWork
 }

@@ -42,7 +42,7 @@ func TestReportWriteText(t *testing.T) {
 			"accountant cost C", "seconds  ", noCert}, []string{"ordered pairs", "histogram"}},
 	} {
 		var b bytes.Buffer
-		c.r.WriteText(&b, "f.safetensors", Empirical(c.r, ""), c.cert)
+		c.r.WriteText(&b, "f.safetensors", empiricalTexts(c.r, ""), c.cert)
 		s := b.String()
 		texttest.InOrder(t, c.name, s, c.want)
 		texttest.Absent(t, c.name, s, c.absent)
@@ -58,7 +58,7 @@ func TestOutputJSON(t *testing.T) {
 		cert *privacy.CertifiedReport
 		want bool
 	}{{"no certificate", nil, false}, {"certificate", &privacy.CertifiedReport{}, true}} {
-		b, err := json.Marshal(Output{Report: r, Empirical: Empirical(r, "dev"), Certified: c.cert})
+		b, err := json.Marshal(Output{Report: r, Empirical: empiricalTexts(r, "dev"), Certified: c.cert})
 		if err != nil {
 			t.Fatal(err)
 		}

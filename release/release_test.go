@@ -238,7 +238,7 @@ func TestUnprovedReleaseIsTheEvaluationSample(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, _, err := b.Model.Forward(evalInputs(t, b, []string{text}, 1)[0], nil,
-			nvib.ForwardOptions{Rng: rand.New(rand.NewChaCha8(SeedKey(seed))), KLScale: 1})
+			nvib.ForwardOptions{Rng: rand.New(rand.NewChaCha8(seedKey(seed))), KLScale: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +250,7 @@ func TestUnprovedReleaseIsTheEvaluationSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewChaCha8(SeedKey(7)))
+	rng := rand.New(rand.NewChaCha8(seedKey(7)))
 	k := 0
 	for _, in := range evalInputs(t, b, texts, r.BatchSize()) {
 		post, err := b.Model.Posterior(in)
@@ -286,7 +286,7 @@ func TestExactRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rng := rand.New(rand.NewChaCha8(SeedKey(7)))
+		rng := rand.New(rand.NewChaCha8(seedKey(7)))
 		k := 0
 		N, P := r.Shape()
 		for _, in := range evalInputs(t, b, texts, r.BatchSize()) {

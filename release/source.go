@@ -48,15 +48,15 @@ func NewSource() (*Source, error) {
 	return &Source{rng: rng}, nil
 }
 
-// NewSeededSource returns the source of a seed: ChaCha8 keyed by [SeedKey](seed). Anyone who knows
+// NewSeededSource returns the source of a seed: ChaCha8 keyed by seedKey(seed). Anyone who knows
 // the seed can reproduce its noise and remove it, so never use it for real releases.
 func NewSeededSource(seed uint64) *Source {
-	return &Source{rng: rand.New(rand.NewChaCha8(SeedKey(seed))), seeded: true}
+	return &Source{rng: rand.New(rand.NewChaCha8(seedKey(seed))), seeded: true}
 }
 
-// SeedKey returns the ChaCha8 key of a seeded source: the seed's 8 bytes in little-endian order, then
+// seedKey returns the ChaCha8 key of a seeded source: the seed's 8 bytes in little-endian order, then
 // 24 zero bytes.
-func SeedKey(seed uint64) [32]byte {
+func seedKey(seed uint64) [32]byte {
 	var key [32]byte
 	binary.LittleEndian.PutUint64(key[:8], seed)
 	return key

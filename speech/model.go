@@ -172,12 +172,12 @@ func saveModelFiles(dir string, o *Options, m *Model) error {
 	if err := nvib.SaveConfig(dir, m.NVDP.Cfg); err != nil {
 		return err
 	}
-	return SaveOptions(dir, o)
+	return saveOptions(dir, o)
 }
 
-// WeightsFile is the file of the best model's parameters inside a model
+// weightsFile is the file of the best model's parameters inside a model
 // directory, named as for the text task.
-const WeightsFile = encoder.WeightsFile
+const weightsFile = encoder.WeightsFile
 
 // LoadModel loads a model directory written by [Run]: speech_options.json,
 // config.json for the encoder, nvdp_config.json and model.safetensors.
@@ -204,9 +204,9 @@ func LoadModel(dir string) (*Model, *Options, error) {
 		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)
 	}
 	m := &Model{Encoder: enc, NVDP: head}
-	wpath := filepath.Join(dir, WeightsFile)
+	wpath := filepath.Join(dir, weightsFile)
 	if !fsutil.IsFile(wpath) {
-		return nil, nil, fmt.Errorf("speech model %s: no %s (training has not finished an epoch yet?)", dir, WeightsFile)
+		return nil, nil, fmt.Errorf("speech model %s: no %s (training has not finished an epoch yet?)", dir, weightsFile)
 	}
 	if _, err := nn.LoadCheckpoint(wpath, m.Params(), nil); err != nil {
 		return nil, nil, fmt.Errorf("speech model %s: %w", dir, err)

@@ -246,11 +246,11 @@ func (o *Options) modelConfig(enc wav2vec2.Config, numLabels int) (nvib.Config, 
 	return model.PrepareModelConfig(&o.Train, backboneShape(enc), numLabels)
 }
 
-// SaveOptions validates o and writes dir/speech_options.json: DataDir,
+// saveOptions validates o and writes dir/speech_options.json: DataDir,
 // MaxSeconds, and Train in train_options.json's form, with options_version
 // [model.OptionsVersion]. A speech model directory has this file instead of
 // train_options.json.
-func SaveOptions(dir string, o *Options) error {
+func saveOptions(dir string, o *Options) error {
 	path := filepath.Join(dir, OptionsFile)
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)

@@ -211,7 +211,7 @@ func TestLoadOptionsTarget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := SaveOptions(dir, &o); err != nil {
+			if err := saveOptions(dir, &o); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join(dir, OptionsFile)
@@ -295,7 +295,7 @@ func TestLoadOptionsHandSet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := SaveOptions(dir, &o); err != nil {
+			if err := saveOptions(dir, &o); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join(dir, OptionsFile)

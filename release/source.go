@@ -48,8 +48,8 @@ func NewSource() (*Source, error) {
 	return &Source{rng: rng}, nil
 }
 
-// NewSeededSource returns the source of a seed: ChaCha8 keyed by seedKey(seed). Anyone who knows
-// the seed can reproduce its noise and remove it, so never use it for real releases.
+// NewSeededSource returns the source of a seed: ChaCha8 keyed by the seed's 8 bytes in
+// little-endian order, then 24 zero bytes. Anyone who knows the seed can reproduce its noise and remove it, so never use it for real releases.
 func NewSeededSource(seed uint64) *Source {
 	return &Source{rng: rand.New(rand.NewChaCha8(seedKey(seed))), seeded: true}
 }

@@ -49,7 +49,8 @@ func NewSource() (*Source, error) {
 }
 
 // NewSeededSource returns the source of a seed: ChaCha8 keyed by the seed's 8 bytes in
-// little-endian order, then 24 zero bytes. Anyone who knows the seed can reproduce its noise and remove it, so never use it for real releases.
+// little-endian order, then 24 zero bytes. Anyone who knows the seed can reproduce its noise
+// and remove it, so never use it for real releases.
 func NewSeededSource(seed uint64) *Source {
 	return &Source{rng: rand.New(rand.NewChaCha8(seedKey(seed))), seeded: true}
 }

@@ -74,7 +74,7 @@ var (
 	// PretrainInit initialises the encoder and the MLM head.
 	PretrainInit = Stream{Name: "pretrain init", Base: 0}
 	// PretrainPack and PretrainHeldOutPack pack the training and held-out
-	// documents into sequences (mlm.BuildSequences).
+	// documents into sequences (mlm's buildSequences).
 	PretrainPack        = Stream{Name: "pretrain packing", Base: 1}
 	PretrainHeldOutPack = Stream{Name: "held-out packing", Base: 2}
 	// PretrainEvalMask masks the held-out sequences once (fixed masks for
@@ -84,7 +84,7 @@ var (
 	// dropout; both states are in every checkpoint.
 	PretrainMask    = Stream{Name: "pretrain masking", Base: 4}
 	PretrainDropout = Stream{Name: "pretrain dropout", Base: 5}
-	// PretrainHeldOut chooses the held-out documents (mlm.SplitHeldOut).
+	// PretrainHeldOut chooses the held-out documents (mlm's splitHeldOut).
 	PretrainHeldOut = Stream{Name: "held-out split", Base: 0x4e1d}
 	// PretrainOrder's instance e is the data order of epoch e (0-based).
 	PretrainOrder = Stream{Name: "pretrain data order", Salt: 0x9e3779b97f4a7c15}

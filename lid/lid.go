@@ -66,8 +66,8 @@ func LanguageIndex(name string) (int, bool) {
 // validation, test).
 var splits = [...]string{"train", "dev", "test"}
 
-// Splits returns the split names: train, dev, test.
-func Splits() []string { return append([]string(nil), splits[:]...) }
+// splitNames returns the split names: train, dev, test.
+func splitNames() []string { return append([]string(nil), splits[:]...) }
 
 func checkSplit(split string) error {
 	for _, s := range splits {

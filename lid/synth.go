@@ -25,9 +25,9 @@ const StandInNote = "Synthetic stand-in for CommonLanguage rendered by espeak-ng
 	"It is NOT CommonLanguage: no recording, no speaker and no sentence comes from it; " +
 	"only the layout and the language labels are CommonLanguage's."
 
-// SynthMetadataFile is the metadata file at the root of a synthetic corpus,
+// synthMetadataFile is the metadata file at the root of a synthetic corpus,
 // a [SynthInfo] as JSON; CommonLanguage's release has none.
-const SynthMetadataFile = "SYNTHETIC.json"
+const synthMetadataFile = "SYNTHETIC.json"
 
 // SynthOptions sizes and seeds a synthetic corpus.
 type SynthOptions struct {
@@ -46,7 +46,7 @@ type SynthOptions struct {
 	MinPitch int `json:"min_pitch"`
 	MaxPitch int `json:"max_pitch"`
 	// Languages are the CommonLanguage names to render; nil renders every
-	// language StandInLanguages returns.
+	// language with a stand-in voice.
 	Languages []string `json:"languages,omitempty"`
 }
 
@@ -87,7 +87,7 @@ func (o SynthOptions) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, l := range o.Languages {
-		if _, _, why, ok := StandInVoice(l); !ok {
+		if _, _, why, ok := standInVoice(l); !ok {
 			return &option.Error{Option: "languages", Value: l, Reason: why}
 		}
 		if seen[l] {
@@ -202,7 +202,7 @@ func (e Espeak) Version() (string, error) {
 	return strings.TrimSpace(line), nil
 }
 
-// SynthInfo is the metadata of a synthetic corpus, in [SynthMetadataFile].
+// SynthInfo is the metadata of a synthetic corpus, in SYNTHETIC.json.
 type SynthInfo struct {
 	Note      string            `json:"note"` // StandInNote
 	Renderer  string            `json:"renderer"`
@@ -235,7 +235,7 @@ type MissingLanguage struct {
 // ReadSynthInfo reads the metadata of a synthetic corpus; it returns nil
 // and no error when root has none, as CommonLanguage itself has none.
 func ReadSynthInfo(root string) (*SynthInfo, error) {
-	data, err := os.ReadFile(filepath.Join(root, SynthMetadataFile))
+	data, err := os.ReadFile(filepath.Join(root, synthMetadataFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -244,7 +244,7 @@ func ReadSynthInfo(root string) (*SynthInfo, error) {
 	}
 	var info SynthInfo
 	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, fmt.Errorf("lid: %s: %w", filepath.Join(root, SynthMetadataFile), err)
+		return nil, fmt.Errorf("lid: %s: %w", filepath.Join(root, synthMetadataFile), err)
 	}
 	return &info, nil
 }
@@ -317,7 +317,7 @@ type plannedUtterance struct {
 // Every word list is read, and the options checked, before any file is
 // written. words reads a WordSource, as [ReadWords] does; p receives one
 // event per utterance, stage "lid corpus". The metadata file
-// [SynthMetadataFile] and a README saying that the corpus is a stand-in are
+// SYNTHETIC.json and a README saying that the corpus is a stand-in are
 // written last, after the CSVs, which follow all the audio. A run that
 // fails while rendering leaves audio but no CSV, so Load finds no language,
 // and no metadata; remove the folder before running again.
@@ -327,7 +327,7 @@ func Synthesize(root string, o SynthOptions, r Renderer, rendererName string, wo
 	}
 	langs := o.Languages
 	if langs == nil {
-		langs = StandInLanguages()
+		langs = standInLanguages()
 	}
 	if err := checkEmptyRoot(root); err != nil {
 		return nil, err
@@ -366,7 +366,7 @@ func checkEmptyRoot(root string) error {
 func readWordLists(langs []string, words func(WordSource) ([]string, error)) (map[string][]string, error) {
 	lists := map[string][]string{}
 	for _, l := range langs {
-		_, src, _, _ := StandInVoice(l)
+		_, src, _, _ := standInVoice(l)
 		w, err := words(src)
 		if err != nil {
 			return nil, fmt.Errorf("lid: %s (Debian package %s): %w", l, src.Package, err)
@@ -387,7 +387,7 @@ func planCorpus(info *SynthInfo, lists map[string][]string, o SynthOptions, r Re
 	for _, l := range languages { // label order, whatever the order of o.Languages
 		if lists[l] == nil {
 			label, _ := LanguageIndex(l)
-			_, _, why, ok := StandInVoice(l)
+			_, _, why, ok := standInVoice(l)
 			if ok {
 				why = "not selected (option languages)"
 			}
@@ -409,7 +409,7 @@ func planCorpus(info *SynthInfo, lists map[string][]string, o SynthOptions, r Re
 // and a pitch.
 func planLanguage(l string, w []string, o SynthOptions, r Renderer) (SynthLanguage, []plannedUtterance, error) {
 	label, _ := LanguageIndex(l)
-	voice, src, _, _ := StandInVoice(l)
+	voice, src, _, _ := standInVoice(l)
 	rng := rand.New(rand.NewPCG(o.Seed, uint64(label)))
 	voices := splitVoices(voice, rng)
 	li := SynthLanguage{Name: l, Label: label, Voice: voice, Words: src, NumWords: len(w),
@@ -482,7 +482,7 @@ func writeCorpusFiles(root string, info *SynthInfo, rows map[[2]string][]Row) er
 			}
 		}
 	}
-	if err := atomicfile.WriteJSON(filepath.Join(root, SynthMetadataFile), info); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(root, synthMetadataFile), info); err != nil {
 		return fmt.Errorf("lid: %w", err)
 	}
 	if err := atomicfile.WriteBytes(filepath.Join(root, "README.md"), []byte(readme(info))); err != nil {
@@ -586,7 +586,7 @@ func readme(info *SynthInfo) string {
 	fmt.Fprintf(&b, "Rendered by %s; options and per-language voices in %s. Layout: "+
 		"`<Language>/<split>.csv` (UTF-16, tab-separated) and `<Language>/<split>/<client_id>/<file>.wav` "+
 		"(16 kHz mono 16-bit PCM). No sentence and no voice is shared between train, dev and test.\n\n",
-		info.Renderer, SynthMetadataFile)
+		info.Renderer, synthMetadataFile)
 	b.WriteString("| label | language | espeak-ng voice | word list (Debian package) | words | train / dev / test |\n|---|---|---|---|---|---|\n")
 	for _, l := range info.Languages {
 		fmt.Fprintf(&b, "| %d | %s | %s | %s (%s) | %d | %d / %d / %d |\n", l.Label, l.Name, l.Voice, l.Words.Kind,

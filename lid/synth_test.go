@@ -109,7 +109,7 @@ func TestSynthesize(t *testing.T) {
 	}
 	sentences := map[string]string{} // sentence -> split
 	voices := map[string]string{}    // client id -> split
-	for _, split := range Splits() {
+	for _, split := range splitNames() {
 		utts, err := Load(root, split)
 		if err != nil {
 			t.Fatal(err)
@@ -315,11 +315,11 @@ func TestSplitVoices(t *testing.T) {
 }
 
 func TestStandInTable(t *testing.T) {
-	if n := len(StandInLanguages()); n != 34 || len(notRendered) != 45-34 {
+	if n := len(standInLanguages()); n != 34 || len(notRendered) != 45-34 {
 		t.Errorf("%d stand-in languages, %d not rendered; want 34 and 11", n, len(notRendered))
 	}
 	for _, l := range Languages() {
-		_, src, why, ok := StandInVoice(l)
+		_, src, why, ok := standInVoice(l)
 		if ok == (why != "") || (ok && (src.Package == "" || len(src.Paths) == 0)) {
 			t.Errorf("%s: ok %v, why %q, source %+v", l, ok, why, src)
 		}

@@ -91,9 +91,9 @@ var (
 	femaleVariants = []string{"f1", "f2", "f3", "f4", "f5"}
 )
 
-// StandInLanguages returns the names of the CommonLanguage languages the
+// standInLanguages returns the names of the CommonLanguage languages the
 // synthetic corpus can render, in label order.
-func StandInLanguages() []string {
+func standInLanguages() []string {
 	var out []string
 	for _, l := range languages {
 		if _, ok := standIns[l]; ok {
@@ -103,10 +103,10 @@ func StandInLanguages() []string {
 	return out
 }
 
-// StandInVoice returns the espeak-ng voice and the word source of a stand-in
+// standInVoice returns the espeak-ng voice and the word source of a stand-in
 // language; ok is false for a language the corpus does not render, with the
 // reason in why.
-func StandInVoice(language string) (voice string, words WordSource, why string, ok bool) {
+func standInVoice(language string) (voice string, words WordSource, why string, ok bool) {
 	if s, ok := standIns[language]; ok {
 		return s.Voice, s.Words, "", true
 	}
@@ -122,7 +122,7 @@ func StandInVoice(language string) (voice string, words WordSource, why string, 
 func WriteStandIns(w io.Writer) error {
 	var b strings.Builder
 	for i, l := range Languages() {
-		voice, src, why, ok := StandInVoice(l)
+		voice, src, why, ok := standInVoice(l)
 		if !ok {
 			fmt.Fprintf(&b, "%d\t%s\t-\t%s\n", i, l, why)
 			continue

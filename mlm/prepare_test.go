@@ -101,9 +101,7 @@ func TestResumed(t *testing.T) {
 // a resumed run is resumed's, refused with init_from or with any option
 // but out and resumeChanges, those named in sorted order.
 func TestRequested(t *testing.T) {
-	given := func(names ...string) option.Given {
-		return func(n string) bool { return slices.Contains(names, n) }
-	}
+	given := option.GivenNames
 	o := DefaultOptions()
 	o.Out, o.Steps, o.SaveEvery = "out", 7, 3
 	for _, tc := range []struct {

@@ -373,7 +373,7 @@ func TestFixGivenTargetAt(t *testing.T) {
 // given without a target epsilon are refused, naming both options; with
 // their target, or not given, they are fine.
 func TestCheckTargetGiven(t *testing.T) {
-	given := func(names ...string) option.Given { return func(n string) bool { return slices.Contains(names, n) } }
+	given := option.GivenNames
 	for _, tc := range []struct {
 		name    string
 		eps, rd float64

@@ -1,6 +1,9 @@
 package option
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // CombinationError is the error of inputs given together that do not
 // combine, or of an input that needs another: "keys and keys_in_ledger:
@@ -35,6 +38,12 @@ func (e *CombinationError) With(name func(option string) string) string {
 // A library whose checks depend on what was given (which inputs combine,
 // which defaults apply) takes one; a nil Given means none was given.
 type Given func(name string) bool
+
+// GivenNames is the Given of exactly names: a caller that sets options in
+// code rather than from flags says which it set.
+func GivenNames(names ...string) Given {
+	return func(n string) bool { return slices.Contains(names, n) }
+}
 
 // Has reports whether name was given; false for a nil g.
 func (g Given) Has(name string) bool { return g != nil && g(name) }

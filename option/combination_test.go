@@ -32,7 +32,12 @@ func TestGiven(t *testing.T) {
 	if n, ok := none.Any("x", "y"); ok || n != "" {
 		t.Errorf("nil Given: Any = %q, %v", n, ok)
 	}
-	g := Given(func(n string) bool { return n == "b" || n == "c" })
+	g := GivenNames("b", "c")
+	for _, n := range []string{"a", "b", "c", "bc", ""} {
+		if g.Has(n) != (n == "b" || n == "c") {
+			t.Errorf("GivenNames(b, c).Has(%q) = %v", n, g.Has(n))
+		}
+	}
 	for _, tc := range []struct {
 		names []string
 		want  string

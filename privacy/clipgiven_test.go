@@ -8,11 +8,6 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 )
 
-// givenNames is an option.Given of names.
-func givenNames(names ...string) option.Given {
-	return func(n string) bool { return slices.Contains(names, n) }
-}
-
 // TestClipSetResolve: the constants without a default are required, the
 // logvar range is derived from the margin (at the certificate's order
 // unless clip_order is given) or explicit, never both, and what is not
@@ -36,7 +31,7 @@ func TestClipSetResolve(t *testing.T) {
 		{"margin and range", []string{"logvar_floor", "logvar_margin"}, []string{"logvar_margin", "logvar_floor", "logvar_cap"}, 0, false},
 		{"clip order and range", []string{"logvar_cap", "clip_order"}, []string{"clip_order", "logvar_margin", "logvar_floor", "logvar_cap"}, 0, false},
 	} {
-		got, err := set.Resolve(givenNames(append(slices.Clone(required), tc.given...)...), 2)
+		got, err := set.Resolve(option.GivenNames(append(slices.Clone(required), tc.given...)...), 2)
 		var ce *option.CombinationError
 		switch {
 		case tc.want != nil:
@@ -52,14 +47,14 @@ func TestClipSetResolve(t *testing.T) {
 		}
 	}
 	for i, c := range required {
-		_, err := set.Resolve(givenNames(slices.Delete(slices.Clone(required), i, i+1)...), 2)
+		_, err := set.Resolve(option.GivenNames(slices.Delete(slices.Clone(required), i, i+1)...), 2)
 		var ce *option.CombinationError
 		if !errors.As(err, &ce) || !slices.Equal(ce.Options, []string{c, "model"}) || err.Error() != c+" is required (or model DIR)" {
 			t.Errorf("without %s: %v", c, err)
 		}
 	}
 	// one given of the explicit pair: Validate names the other
-	_, err := set.Resolve(givenNames(append(slices.Clone(required), "logvar_floor")...), 2)
+	_, err := set.Resolve(option.GivenNames(append(slices.Clone(required), "logvar_floor")...), 2)
 	var oe *option.Error
 	if !errors.As(err, &oe) || oe.Option != "logvar_cap" {
 		t.Errorf("floor without cap: %v", err)
@@ -67,7 +62,7 @@ func TestClipSetResolve(t *testing.T) {
 	// the resolved set is validated
 	bad := set
 	bad.CMu = -1
-	if _, err := bad.Resolve(givenNames(required...), 2); !errors.As(err, &oe) || oe.Option != "c_mu" {
+	if _, err := bad.Resolve(option.GivenNames(required...), 2); !errors.As(err, &oe) || oe.Option != "c_mu" {
 		t.Errorf("C_mu -1: %v", err)
 	}
 }
@@ -75,17 +70,17 @@ func TestClipSetResolve(t *testing.T) {
 // TestNoConstantsGiven: a model's clip set is its own; the first constant
 // given is named with the model.
 func TestNoConstantsGiven(t *testing.T) {
-	if err := NoConstantsGiven(givenNames("model", "order", "delta")); err != nil {
+	if err := NoConstantsGiven(option.GivenNames("model", "order", "delta")); err != nil {
 		t.Errorf("no constant: %v", err)
 	}
 	for _, c := range ClipSetConstants {
-		err := NoConstantsGiven(givenNames("model", c))
+		err := NoConstantsGiven(option.GivenNames("model", c))
 		var ce *option.CombinationError
 		if !errors.As(err, &ce) || !slices.Equal(ce.Options, []string{c, "model"}) {
 			t.Errorf("%s: %v", c, err)
 		}
 	}
-	if err := NoConstantsGiven(givenNames("prior_alpha", "dims")); err == nil || err.Error() != "dims and model: the model's own constants are certified" {
+	if err := NoConstantsGiven(option.GivenNames("prior_alpha", "dims")); err == nil || err.Error() != "dims and model: the model's own constants are certified" {
 		t.Errorf("first in order: %v", err)
 	}
 }

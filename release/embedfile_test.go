@@ -15,11 +15,6 @@ import (
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
-// givenOf is an option.Given of names.
-func givenOf(names ...string) option.Given {
-	return func(n string) bool { return slices.Contains(names, n) }
-}
-
 // TestEmbedFileOptionsValidate: the input's options and how they combine,
 // the output, the delta and the embed options are checked before any
 // file is read, each error naming its options; the format follows the
@@ -40,16 +35,16 @@ func TestEmbedFileOptionsValidate(t *testing.T) {
 		options []string // the error's: one for an *option.Error, more for a combination; nil: valid
 	}{
 		{"defaults: format from out, the model's batch size", func(o *EmbedFileOptions) {}, nil},
-		{"column", func(o *EmbedFileOptions) { o.Column, o.Given = "text", givenOf("column") }, nil},
-		{"column and field", func(o *EmbedFileOptions) { o.Column, o.Field, o.Given = "a", "b", givenOf("column", "field") }, []string{"column", "field"}},
-		{"empty column", func(o *EmbedFileOptions) { o.Given = givenOf("column") }, []string{"column"}},
-		{"empty field", func(o *EmbedFileOptions) { o.Given = givenOf("field") }, []string{"field"}},
+		{"column", func(o *EmbedFileOptions) { o.Column, o.Given = "text", option.GivenNames("column") }, nil},
+		{"column and field", func(o *EmbedFileOptions) { o.Column, o.Field, o.Given = "a", "b", option.GivenNames("column", "field") }, []string{"column", "field"}},
+		{"empty column", func(o *EmbedFileOptions) { o.Given = option.GivenNames("column") }, []string{"column"}},
+		{"empty field", func(o *EmbedFileOptions) { o.Given = option.GivenNames("field") }, []string{"field"}},
 		{"out is the input", func(o *EmbedFileOptions) { o.Out = input }, []string{"out"}},
 		{"stdin is no file", func(o *EmbedFileOptions) { o.Input, o.Out = "-", filepath.Join(dir, "-") }, nil},
 		{"delta", func(o *EmbedFileOptions) { o.Delta = 2 }, []string{"delta"}},
-		{"format given empty", func(o *EmbedFileOptions) { o.Given = givenOf("format") }, []string{"format"}},
-		{"format given", func(o *EmbedFileOptions) { o.Format, o.Given = FormatSafetensors, givenOf("format") }, nil},
-		{"batch size given 0", func(o *EmbedFileOptions) { o.Given = givenOf("batch_size") }, []string{"batch_size"}},
+		{"format given empty", func(o *EmbedFileOptions) { o.Given = option.GivenNames("format") }, []string{"format"}},
+		{"format given", func(o *EmbedFileOptions) { o.Format, o.Given = FormatSafetensors, option.GivenNames("format") }, nil},
+		{"batch size given 0", func(o *EmbedFileOptions) { o.Given = option.GivenNames("batch_size") }, []string{"batch_size"}},
 		{"releases per text", func(o *EmbedFileOptions) { o.ReleasesPerText = 0 }, []string{"releases_per_text"}},
 	} {
 		o := base()
@@ -87,7 +82,7 @@ func TestEmbedFile(t *testing.T) {
 	}
 	ctx := context.Background()
 	o := EmbedFileOptions{EmbedOptions: EmbedOptions{Out: filepath.Join(dir, "file.jsonl"), ReleasesPerText: 2, MaxEpsilon: math.Inf(1)},
-		Model: model, Input: input, Delta: 1e-5, Seed: 7, Given: givenOf("seed")}
+		Model: model, Input: input, Delta: 1e-5, Seed: 7, Given: option.GivenNames("seed")}
 	md, err := EmbedFile(ctx, o, nil)
 	if err != nil {
 		t.Fatal(err)

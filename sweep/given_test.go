@@ -13,9 +13,7 @@ import (
 // in this process with several jobs are refused, naming the options;
 // each alone, or with what it combines with, is not.
 func TestCheckGiven(t *testing.T) {
-	given := func(names ...string) option.Given {
-		return func(n string) bool { return slices.Contains(names, n) }
-	}
+	given := option.GivenNames
 	grid := Options{CMuGrid: []float64{1, 2}, Jobs: 1}
 	for _, tc := range []struct {
 		name  string

@@ -49,11 +49,10 @@ func TestCheckDevice(t *testing.T) {
 	}
 }
 
-// TestResumeConflicts: the options given to a resume with other values
-// than the saved ones are refused, each with both values (as show writes
-// them), naming resume and out; a given option with the saved value, a
-// difference not given and a directory without a run are fine.
-func TestResumeConflicts(t *testing.T) {
+// savedRun writes the options of a resolved text run (textFixture) into a
+// new run directory, as a stopped run leaves them, and returns both.
+func savedRun(t *testing.T) (string, model.Options) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "run")
 	saved := textFixture(t, out)
 	saved.Resolve()
@@ -63,9 +62,18 @@ func TestResumeConflicts(t *testing.T) {
 	if err := model.SaveOptions(out, &saved); err != nil {
 		t.Fatal(err)
 	}
+	return out, saved
+}
+
+// TestResumeConflicts: the options given to a resume with other values
+// than the saved ones are refused, each with both values (as show writes
+// them), naming resume and out; a given option with the saved value, a
+// difference not given and a directory without a run are fine.
+func TestResumeConflicts(t *testing.T) {
+	out, saved := savedRun(t)
 	o := saved
 	o.Epochs, o.LR, o.Resume = saved.Epochs+1, saved.LR*2, true
-	given := func(names ...string) option.Given { return func(n string) bool { return slices.Contains(names, n) } }
+	given := option.GivenNames
 	show := func(_ string, v any) string { return "<" + fmt.Sprint(v) + ">" }
 	for _, tc := range []struct {
 		name  string
@@ -103,16 +111,8 @@ func TestResumeConflicts(t *testing.T) {
 // saved model's; the device, a resume's conflicts and the task's defaults
 // are checked and applied in turn, each error naming its options.
 func TestForRun(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "run")
-	saved := textFixture(t, out)
-	saved.Resolve()
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := model.SaveOptions(out, &saved); err != nil {
-		t.Fatal(err)
-	}
-	given := func(names ...string) option.Given { return func(n string) bool { return slices.Contains(names, n) } }
+	_, saved := savedRun(t)
+	given := option.GivenNames
 	for _, tc := range []struct {
 		name     string
 		set      func(o *model.Options)

@@ -71,7 +71,7 @@ func TestLookup(t *testing.T) {
 // TestApply: the speech task's defaults replace the options left out, keep
 // the given ones, and refuse max_seq_len; the text tasks change nothing.
 func TestApply(t *testing.T) {
-	given := func(names ...string) Given { return func(n string) bool { return slices.Contains(names, n) } }
+	given := option.GivenNames
 	base := model.DefaultOptions()
 	base.Encoder, base.Lambda, base.WarmupRatio, base.GlueDir, base.Vocab = "scratch:bert-tiny", 0.5, 0.25, "/glue", "/vocab"
 	sp, _ := Lookup("lid")
@@ -193,15 +193,7 @@ func TestChance(t *testing.T) {
 // from those saved in its directory, by JSON key, with the options file;
 // none for a directory without a run.
 func TestResumeDifferences(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "run")
-	saved := textFixture(t, out)
-	saved.Resolve()
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := model.SaveOptions(out, &saved); err != nil {
-		t.Fatal(err)
-	}
+	_, saved := savedRun(t)
 	given := saved
 	given.Epochs, given.Resume, given.Task = saved.Epochs+1, true, "SST-2"
 	diffs, file := ResumeDifferences(&given, &Data{DataDir: "x"})

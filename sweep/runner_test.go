@@ -221,6 +221,17 @@ func speechSweep(t *testing.T, variants ...string) Options {
 		Out: filepath.Join(t.TempDir(), "sweep"), Data: &task.Data{DataDir: t.TempDir(), MaxSeconds: 1}}
 }
 
+// runOrPlan is Run's error (name "Run") or PlanStages': the two entry
+// points that must check every cell before writing.
+func runOrPlan(name string, o Options) error {
+	if name == "Run" {
+		_, err := Run(context.Background(), o)
+		return err
+	}
+	_, err := PlanStages(o)
+	return err
+}
+
 // TestSweepChecksBeforeWriting: a speech sweep whose second variant's
 // cells are invalid (a radius schedule, which needs a clipped variant, on
 // the baseline) is refused with the option named before any cell runs,
@@ -231,12 +242,7 @@ func TestSweepChecksBeforeWriting(t *testing.T) {
 		o.Base.Train.RadiusSchedule = &model.RadiusSchedule{Start: 2, Fraction: 0.5}
 		f := &fakeRunner{}
 		o.Runner = f.run
-		var err error
-		if name == "Run" {
-			_, err = Run(context.Background(), o)
-		} else {
-			_, err = PlanStages(o)
-		}
+		err := runOrPlan(name, o)
 		var oe *option.Error
 		if !errors.As(err, &oe) || oe.Option != "radius_schedule" {
 			t.Errorf("%s: %v, want the option error of radius_schedule", name, err)
@@ -268,12 +274,7 @@ func TestTextSweepChecksBeforeWriting(t *testing.T) {
 			o := Options{Base: bare(t, model.Options{}), Tasks: tc.tasks, Variants: []string{nvib.ModelNVDP}, Lambdas: []float64{1e-2},
 				Seeds: []uint64{1}, Out: filepath.Join(t.TempDir(), "sweep"), Runner: f.run}
 			tc.set(&o.Base.Train)
-			var err error
-			if name == "Run" {
-				_, err = Run(context.Background(), o)
-			} else {
-				_, err = PlanStages(o)
-			}
+			err := runOrPlan(name, o)
 			var oe *option.Error
 			switch {
 			case err == nil:

@@ -129,7 +129,7 @@ func (o Options) CheckShard(path, shard, out string) (*Shard, error) {
 	case shard == "":
 		return nil, nil
 	case fsutil.SameFile(out, path):
-		return nil, option.Combination("%s "+escape(out)+" is the %s file "+escape(path)+
+		return nil, option.Combination("%s "+option.Escape(out)+" is the %s file "+option.Escape(path)+
 			": the part would replace the posteriors it audits; write it to another file", "out", "posteriors")
 	case o.Mode == privacy.ModeReference || o.Pairs != 0:
 		return nil, option.Combination("%s audits every pair of its rows in principled mode: no %s reference, no %s", "shard", "mode", "pairs")
@@ -140,9 +140,6 @@ func (o Options) CheckShard(path, shard, out string) (*Shard, error) {
 	}
 	return &sh, nil
 }
-
-// escape escapes the % of a path in a [option.CombinationError]'s Format.
-func escape(path string) string { return strings.ReplaceAll(path, "%", "%%") }
 
 // A FileReport is the audit of a posterior file, or of the parts of a
 // sharded one, with its empirical label and the certified guarantee of the

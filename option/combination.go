@@ -3,6 +3,7 @@ package option
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // CombinationError is the error of inputs given together that do not
@@ -21,6 +22,10 @@ type CombinationError struct {
 func Combination(format string, options ...string) error {
 	return &CombinationError{Options: options, Format: format}
 }
+
+// Escape returns s as literal text in a Combination format, its % doubled:
+// a path, a name or another error spliced into the message.
+func Escape(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
 func (e *CombinationError) Error() string { return e.With(func(o string) string { return o }) }
 

@@ -24,6 +24,15 @@ func TestCombinationError(t *testing.T) {
 
 // TestGiven: a nil Given gives nothing; Any is the first given of its
 // names, in their order.
+// Escape keeps text spliced into a format literal: a path with %s and %d
+// in it is written as it is, the options still named where their %s are.
+func TestEscape(t *testing.T) {
+	err := Combination("%s "+Escape("runs/100%s %d%")+" and %s", "out", "resume")
+	if got, want := err.Error(), "out runs/100%s %d% and resume"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
 func TestGiven(t *testing.T) {
 	var none Given
 	if none.Has("x") {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/internal/fsutil"
 	"github.com/nvdp-project/nvdp/option"
@@ -71,7 +70,7 @@ func (o EmbedFileOptions) Validate() error {
 	case g.Has("field") && o.Field == "":
 		return option.Errorf("field", "", "want a field name")
 	case o.Input != "-" && fsutil.SameFile(o.Input, o.Out):
-		return option.Combination("%s "+strings.ReplaceAll(o.Out, "%", "%%")+" is the input file", "out")
+		return option.Combination("%s "+option.Escape(o.Out)+" is the input file", "out")
 	}
 	if err := privacy.CheckDelta(o.Delta); err != nil {
 		return err

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"os"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/option"
@@ -56,7 +55,7 @@ func (c Config) Check(o Options) (*Keys, error) {
 	case c.Keys != "" && c.KeysInLedger:
 		return nil, option.Combination("%s and %s: give one (a keys file, or the PostgreSQL ledger's keys)", "keys", "keys_in_ledger")
 	case c.KeysInLedger && !c.LedgerHoldsKeys:
-		return nil, option.Combination("%s: the keys are a PostgreSQL ledger's, and %s "+strings.ReplaceAll(c.Ledger, "%", "%%")+" is a file",
+		return nil, option.Combination("%s: the keys are a PostgreSQL ledger's, and %s "+option.Escape(c.Ledger)+" is a file",
 			"keys_in_ledger", "ledger")
 	case c.KeysInLedger && !option.IsAuto(o.BudgetEpsilon):
 		return nil, option.MentionErrorf([]string{"keys_in_ledger"}, "budget_epsilon", o.BudgetEpsilon,

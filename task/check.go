@@ -24,12 +24,12 @@ func (i Info) CheckDevice(device string, hostNoise bool) (cpu, err error) {
 	}
 	switch device {
 	case cuda.DeviceCUDA:
-		return nil, option.Combination("%s cuda: "+escape(why.Error())+"; run %s "+escape(i.Name)+" with %s cpu", "device", "task", "device")
+		return nil, option.Combination("%s cuda: "+option.Escape(why.Error())+"; run %s "+option.Escape(i.Name)+" with %s cpu", "device", "task", "device")
 	case cuda.DeviceAuto:
 		cpu = why
 	}
 	if hostNoise {
-		return cpu, option.Combination("%s: task "+escape(i.Name)+" draws its noise on the CPU only", "host_noise")
+		return cpu, option.Combination("%s: task "+option.Escape(i.Name)+" draws its noise on the CPU only", "host_noise")
 	}
 	return cpu, nil
 }
@@ -64,19 +64,16 @@ func ResumeConflicts(o *model.Options, d *Data, given option.Given, show func(op
 	for _, df := range diffs {
 		if given.Has(df.Option) {
 			names = append(names, df.Option)
-			asked = append(asked, "%s "+escape(show(df.Option, df.Given))+" (saved "+escape(show(df.Option, df.Saved))+")")
+			asked = append(asked, "%s "+option.Escape(show(df.Option, df.Given))+" (saved "+option.Escape(show(df.Option, df.Saved))+")")
 		}
 	}
 	if len(asked) == 0 {
 		return nil
 	}
-	return option.Combination("%s continues the run in "+escape(o.Out)+" with the options saved in its "+escape(file)+
+	return option.Combination("%s continues the run in "+option.Escape(o.Out)+" with the options saved in its "+option.Escape(file)+
 		"; these options ask for others: "+strings.Join(asked, ", ")+
 		"; leave them out (or give the saved values) to resume it, or start a new run in another %s", append(names, "out")...)
 }
-
-// escape is s in a format of [option.Combination], its % doubled.
-func escape(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
 // RunRequest is what a run asks of its task besides its options: where
 // the task comes from, the device, and which options were given.

@@ -120,26 +120,40 @@ func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv 
 	if err != nil {
 		return err
 	}
+	return writeBody(w, MediaSafetensors, func(body []byte) ([]byte, error) {
+		body = slices.Grow(body, 8+len(hdr)+int(zBytes+piBytes))
+		body = binary.LittleEndian.AppendUint64(body, uint64(len(hdr)))
+		body = append(body, hdr...)
+		for _, e := range embs {
+			body = appendFloat32s(body, e.Z)
+		}
+		for _, e := range embs {
+			body = appendFloat32s(body, e.Pi)
+		}
+		return body, nil
+	})
+}
+
+// writeBody writes the body build appends to its argument, an empty buffer
+// from bodies, as a 200 of contentType with its Content-Length, once it is
+// whole: nothing is sent when build fails, and its error is returned. The
+// buffer goes back to bodies unless it grew beyond maxPooledBody.
+func writeBody(w http.ResponseWriter, contentType string, build func(body []byte) ([]byte, error)) error {
 	bp, _ := bodies.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
 	}
-	body := slices.Grow((*bp)[:0], 8+len(hdr)+int(zBytes+piBytes))
+	body, err := build((*bp)[:0])
 	defer func() {
 		if cap(body) <= maxPooledBody {
 			*bp = body[:0]
 			bodies.Put(bp)
 		}
 	}()
-	body = binary.LittleEndian.AppendUint64(body, uint64(len(hdr)))
-	body = append(body, hdr...)
-	for _, e := range embs {
-		body = appendFloat32s(body, e.Z)
+	if err != nil {
+		return err
 	}
-	for _, e := range embs {
-		body = appendFloat32s(body, e.Pi)
-	}
-	w.Header().Set("Content-Type", MediaSafetensors)
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)

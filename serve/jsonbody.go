@@ -78,25 +78,13 @@ func appendFloat32(b []byte, x float32) ([]byte, error) {
 
 // writeEmbedJSON writes r as the JSON body of a 200, as writeJSON would
 // (the same bytes, built before anything is sent), in memory from the
-// pool of response bodies (bodies).
+// pool of response bodies ([writeBody]).
 func writeEmbedJSON(w http.ResponseWriter, r *EmbedResponse) {
-	bp, _ := bodies.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
-	body, err := appendEmbedResponse((*bp)[:0], r)
+	err := writeBody(w, "application/json", func(body []byte) ([]byte, error) {
+		body, err := appendEmbedResponse(body, r)
+		return append(body, '\n'), err
+	})
 	if err != nil {
 		panic(fmt.Sprintf("serve: response: %v", err)) // released values are finite (release.checkFinite)
 	}
-	body = append(body, '\n')
-	defer func() {
-		if cap(body) <= maxPooledBody {
-			*bp = body[:0]
-			bodies.Put(bp)
-		}
-	}()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
 }

@@ -25,12 +25,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// execSQL runs sql on the database at dsn.
-func execSQL(t testing.TB, dsn, sql string, args ...any) {
-	t.Helper()
-	servetest.ExecSQL(t, dsn, sql, args...)
-}
-
 // TestPGLedgerDatabaseDown: while PostgreSQL is stopped, charges, balances,
 // key lookups and Err fail with the temporary unavailable error within the
 // timeout; a server answers /v1/embed and /v1/budget with 503

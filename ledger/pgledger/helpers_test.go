@@ -1,10 +1,7 @@
 package pgledger_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"math"
-	"testing"
 
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -19,13 +16,4 @@ func epsOfReleases(m float64) float64 {
 		best = math.Min(best, m*o*rho+math.Log((o-1)/o)-(math.Log(privacy.DefaultDelta)+math.Log(o))/(o-1))
 	}
 	return math.Max(0, best)
-}
-
-// mustKey is a new random API key.
-func mustKey(t testing.TB) string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "nvdp_" + hex.EncodeToString(b)
 }

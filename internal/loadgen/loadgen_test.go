@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -203,5 +204,37 @@ func TestRunBinary(t *testing.T) {
 	c.URL, c.Requests, c.TextsPerRequest = json.URL, 1, 1
 	if res, _ := Run(context.Background(), c); res.Errors["bad response: not safetensors"] != 1 {
 		t.Errorf("JSON to a binary request: %+v", res)
+	}
+}
+
+// TestBinarySample: a safetensors response counts its releases only when its z and pi entries are
+// float32 tensors of the right rank, one release per text, their data within the file.
+func TestBinarySample(t *testing.T) {
+	file := func(header string, data int) []byte {
+		b := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+		return append(append(b, header...), make([]byte, data)...)
+	}
+	const md = `"__metadata__":{"guarantee":"{\"label\":\"certified\"}"}`
+	good := `{` + md + `,"z":{"dtype":"F32","shape":[2,1,3,4],"data_offsets":[0,96]},"pi":{"dtype":"F32","shape":[2,1,3],"data_offsets":[96,120]}}`
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string // sample kind; "" for two releases
+	}{
+		{"good", file(good, 120), ""},
+		{"data cut short", file(good, 119), "bad response: no z and pi of 2 releases"},
+		{"wrong text count", file(strings.Replace(good, "[2,1,3,4]", "[1,1,3,4]", 1), 120), "bad response: no z and pi of 2 releases"},
+		{"offsets not the shape", file(strings.Replace(good, "[0,96]", "[0,95]", 1), 120), "bad response: no z and pi of 2 releases"},
+		{"float64", file(strings.Replace(good, `"F32","shape":[2,1,3]`, `"F64","shape":[2,1,3]`, 1), 120), "bad response: no z and pi of 2 releases"},
+		{"no pi", file(`{"z":{"dtype":"F32","shape":[2,1,3,4],"data_offsets":[0,96]}}`, 96), "bad response: no z and pi of 2 releases"},
+		{"shape whose size overflows to the offsets", file(strings.Replace(good, "[2,1,3,4]", "[2,1,3,4611686018427387908]", 1), 120), "bad response: no z and pi of 2 releases"},
+		{"header beyond the file", file(good, 120)[:100], "bad response: not safetensors"},
+		{"header not JSON", file(`{"z":`, 0), "bad response: not safetensors"},
+		{"shorter than its length", []byte{1, 2, 3}, "bad response: not safetensors"},
+	} {
+		s := binarySample(tc.data, 2, time.Millisecond)
+		if s.kind != tc.want || tc.want == "" && s.releases != 2 {
+			t.Errorf("%s: kind %q, %d releases; want %q", tc.name, s.kind, s.releases, tc.want)
+		}
 	}
 }

@@ -19,6 +19,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/cuda"
@@ -429,6 +430,32 @@ func PaperClips(v func(glue.Clip) float64) string {
 type RadiusSchedule struct {
 	Start    float64 `json:"start"`    // factor of C_mu at step 0: finite, > 1
 	Fraction float64 `json:"fraction"` // of the total steps: in (0, 1]
+}
+
+// FormatRadiusSchedule writes r as "START:FRACTION" (the shortest decimals
+// that [ParseRadiusSchedule] reads back), or "off" for nil, as a command
+// line gives it.
+func FormatRadiusSchedule(r *RadiusSchedule) string {
+	if r == nil {
+		return "off"
+	}
+	return strconv.FormatFloat(r.Start, 'g', -1, 64) + ":" + strconv.FormatFloat(r.Fraction, 'g', -1, 64)
+}
+
+// ParseRadiusSchedule reads the text that [FormatRadiusSchedule] writes:
+// "off" is nil, START:FRACTION a schedule of those two numbers, which
+// [Options.Validate] checks; other text is an error.
+func ParseRadiusSchedule(s string) (*RadiusSchedule, error) {
+	if s == "off" {
+		return nil, nil
+	}
+	a, b, ok := strings.Cut(s, ":")
+	start, err1 := strconv.ParseFloat(a, 64)
+	frac, err2 := strconv.ParseFloat(b, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("%q is not START:FRACTION (e.g. 4:0.5) or off", s)
+	}
+	return &RadiusSchedule{Start: start, Fraction: frac}, nil
 }
 
 // Radius returns the radius of optimizer step step, counted from 0, of total

@@ -402,3 +402,33 @@ func TestCheckTargetGiven(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRadiusSchedule: "off" is nil, START:FRACTION is kept as given
+// (Validate judges the numbers), anything else is an error naming the
+// syntax; FormatRadiusSchedule writes back what was read.
+func TestParseRadiusSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want *RadiusSchedule
+		err  bool
+	}{
+		{"off", nil, false},
+		{"4:0.5", &RadiusSchedule{Start: 4, Fraction: 0.5}, false},
+		{"0:1.5", &RadiusSchedule{Start: 0, Fraction: 1.5}, false},
+		{"4", nil, true},
+		{"4:x", nil, true},
+		{"4:0.5:1", nil, true},
+		{"", nil, true},
+	} {
+		r, err := ParseRadiusSchedule(tc.s)
+		if tc.err {
+			if err == nil || err.Error() != `"`+tc.s+`" is not START:FRACTION (e.g. 4:0.5) or off` {
+				t.Errorf("ParseRadiusSchedule(%q) = %v, %v; want the syntax error", tc.s, r, err)
+			}
+			continue
+		}
+		if err != nil || (r == nil) != (tc.want == nil) || r != nil && *r != *tc.want || FormatRadiusSchedule(r) != tc.s {
+			t.Errorf("ParseRadiusSchedule(%q) = %v, %v; FormatRadiusSchedule %q", tc.s, r, err, FormatRadiusSchedule(r))
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -47,10 +46,10 @@ func trainFlags(fs *pflag.FlagSet, o *model.Options, noProgress *bool) {
 	autoFloatVar(fs, &o.LogvarMargin, "logvar-margin", fmt.Sprintf("nats added to the logvar floor ln((lambda-1)/lambda prior_var) (auto: principled %g, reference 0); larger is a tighter worst-case bound", nvib.DefaultLogvarMargin))
 	fs.StringVar(&o.KLSchedule, "kl-schedule", o.KLSchedule, "KL weight schedule s(t): linear-decay (reference) | constant | warmup | warmup-decay")
 	fs.StringVar(&o.NVIBInit, "nvib-init", o.NVIBInit, "NVIB initialisation: hf (released code) | nvib (intended) | clip (inside the clipping region); default: the mode's, docs/model.md")
-	fs.Var(latentDimFlag{&o.LatentDim}, "latent-dim", "P, the width of the release: the NVIB posterior (or the gaussian release) projects the encoder output to P dims, the NVDP block and head run at P (auto: the encoder's hidden size; divisible by its attention heads; principled mode; docs/model.md)")
+	fs.Var(textFlag[*int]{&o.LatentDim, "int", option.ParseIntPtr, option.FormatIntPtr}, "latent-dim", "P, the width of the release: the NVIB posterior (or the gaussian release) projects the encoder output to P dims, the NVDP block and head run at P (auto: the encoder's hidden size; divisible by its attention heads; principled mode; docs/model.md)")
 	fs.StringVar(&o.HeadReads, "head-reads", o.HeadReads, "what the head pools: block (the NVDP block's output; default) | release (the mean of the released token rows, no block; principled, a variant with a release; docs/model.md)")
 	fs.BoolVar(&o.LogSteps, "log-steps", false, "append each optimizer step's training loss to "+train.StepsFile+" in --out (comparisons step by step, e.g. of --device cpu and cuda)")
-	fs.Var(radiusScheduleFlag{&o.RadiusSchedule}, "radius-schedule", "START:FRACTION: train with the clip radius START x C_mu at the first step, shrinking linearly to C_mu over FRACTION of the steps (nvdp-clipped, gaussian; evaluation and the certificate use C_mu; default off; docs/training.md)")
+	fs.Var(textFlag[*model.RadiusSchedule]{&o.RadiusSchedule, "start:fraction", model.ParseRadiusSchedule, model.FormatRadiusSchedule}, "radius-schedule", "START:FRACTION: train with the clip radius START x C_mu at the first step, shrinking linearly to C_mu over FRACTION of the steps (nvdp-clipped, gaussian; evaluation and the certificate use C_mu; default off; docs/training.md)")
 	fs.Float64Var(&o.KLWarmup, "kl-warmup", o.KLWarmup, "warm-up fraction of the KL schedule (warmup, warmup-decay)")
 	fs.IntVar(&o.Epochs, "epochs", o.Epochs, "maximum epochs (>= 1; early stopping may end sooner)")
 	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "training batch size (last partial batch dropped)")
@@ -89,28 +88,71 @@ func optimizerFlags(fs *pflag.FlagSet, warmupRatio, weightDecay, gradClip *float
 	fs.Float64Var(gradClip, "grad-clip", *gradClip, "gradient clipping by global L2 norm (0: off)")
 }
 
-// floatOr is the flag value of a float option whose in-memory sentinel,
-// NaN (option.Auto, model.NoTarget), the flag writes as word: "auto" (the
-// run resolves it), "none" (no target, no budget). NaN itself is refused,
-// and ±Inf where finite; every other number, 0 and negatives included,
-// reaches the options' Validate, which names the option (an explicit 0 is
-// never the sentinel). want is what the error says a value must be.
-type floatOr struct {
-	p      *float64
-	word   string
-	finite bool
-	want   string
+// textFlag is the flag value of an option whose text form is a library's
+// (parse and format: option.ParseFloat, option.ParseCount,
+// model.ParseRadiusSchedule): "auto", "none" and "off" for its sentinel,
+// every other value passed to the options' Validate, which names the
+// option. typ is the type --help shows.
+type textFlag[T any] struct {
+	p      *T
+	typ    string
+	parse  func(string) (T, error)
+	format func(T) string
+}
+
+func (f textFlag[T]) String() string {
+	var v T
+	if f.p != nil {
+		v = *f.p
+	}
+	return f.format(v)
+}
+
+func (f textFlag[T]) Set(s string) error {
+	v, err := f.parse(s)
+	if err == nil {
+		*f.p = v
+	}
+	return err
+}
+
+func (f textFlag[T]) Type() string { return f.typ }
+
+// show writes v, a value of the flag's option, as the flag writes its own
+// (flagText); false when v is not of its type.
+func (f textFlag[T]) show(v any) (string, bool) {
+	x, ok := v.(T)
+	if !ok {
+		return "", false
+	}
+	return f.format(x), true
+}
+
+// floatOr is the flag value of a float option whose sentinel, NaN
+// (option.Auto, model.NoTarget), the flag writes as word ("auto", "none");
+// ±Inf is refused where finite. want is what the error says a value must
+// be.
+func floatOr(p *float64, word string, finite bool, want string) textFlag[float64] {
+	parse := func(s string) (float64, error) {
+		if v, ok := option.ParseFloat(s, word, finite); ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("%q is %s", s, want)
+	}
+	return textFlag[float64]{p, "float", parse, func(v float64) string { return option.FormatFloat(v, word) }}
 }
 
 // autoFloatVar binds an option that may be option.Auto: "auto" or a finite number.
 func autoFloatVar(fs *pflag.FlagSet, p *float64, name, usage string) {
-	fs.Var(floatOr{p, "auto", true, "neither a finite number nor auto"}, name, usage)
+	fs.Var(floatOr(p, "auto", true, "neither a finite number nor auto"), name, usage)
 }
 
 // targetValue is the flag value of a privacy target
 // (model.Options.TargetEpsilon, TargetRD): "none" (model.NoTarget, the
 // default when the flag is not given) or a number.
-func targetValue(p *float64) floatOr { return floatOr{p, "none", false, "neither a number nor none"} }
+func targetValue(p *float64) textFlag[float64] {
+	return floatOr(p, "none", false, "neither a number nor none")
+}
 
 func targetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
 	fs.Var(targetValue(p), name, usage)
@@ -119,113 +161,13 @@ func targetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
 // budgetVar binds a budget: a number, "inf" for no limit, or "none"
 // (option.Auto, the default when the flag is not given).
 func budgetVar(fs *pflag.FlagSet, p *float64, name, usage string) {
-	fs.Var(floatOr{p, "none", false, "not a number, inf or none"}, name, usage)
+	fs.Var(floatOr(p, "none", false, "not a number, inf or none"), name, usage)
 }
 
-func (f floatOr) String() string {
-	if f.p == nil || math.IsNaN(*f.p) {
-		return f.word
-	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
-}
-
-func (f floatOr) Set(s string) error {
-	v, err := strconv.ParseFloat(s, 64)
-	switch {
-	case s == f.word:
-		v = math.NaN()
-	case err != nil || math.IsNaN(v) || f.finite && math.IsInf(v, 0):
-		return fmt.Errorf("%q is %s", s, f.want)
-	}
-	*f.p = v
-	return nil
-}
-
-func (floatOr) Type() string { return "float" }
-
-// autoInt is the flag value of a count that may be option.AutoInt (-1 in
-// memory, refused here): "auto" or a count >= 0.
-type autoInt struct{ p *int }
-
+// autoIntVar binds a count that may be option.AutoInt: "auto" or a count >= 0.
 func autoIntVar(fs *pflag.FlagSet, p *int, name, usage string) {
-	fs.Var(autoInt{p}, name, usage)
+	fs.Var(textFlag[int]{p, "int", option.ParseCount, option.FormatCount}, name, usage)
 }
-
-func (f autoInt) String() string {
-	if f.p == nil || *f.p == option.AutoInt {
-		return "auto"
-	}
-	return strconv.Itoa(*f.p)
-}
-
-func (f autoInt) Set(s string) error {
-	v, err := strconv.Atoi(s)
-	switch {
-	case s == "auto":
-		v = option.AutoInt
-	case err != nil || v < 0:
-		return fmt.Errorf("%q is neither a count >= 0 nor auto", s)
-	}
-	*f.p = v
-	return nil
-}
-
-func (autoInt) Type() string { return "int" }
-
-// latentDimFlag is the flag value of model.Options.LatentDim: "auto" (nil,
-// the encoder's hidden size) or an integer, which model.Options.Validate
-// checks (0 and negative widths are errors, never "auto").
-type latentDimFlag struct{ p **int }
-
-func (f latentDimFlag) String() string {
-	if f.p == nil || *f.p == nil {
-		return "auto"
-	}
-	return strconv.Itoa(**f.p)
-}
-
-func (f latentDimFlag) Set(s string) error {
-	if s == "auto" {
-		*f.p = nil
-		return nil
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("%q is neither an integer nor auto", s)
-	}
-	*f.p = &v
-	return nil
-}
-
-func (latentDimFlag) Type() string { return "int" }
-
-// radiusScheduleFlag is --radius-schedule START:FRACTION (model.RadiusSchedule);
-// "off" (the default) clears it.
-type radiusScheduleFlag struct{ p **model.RadiusSchedule }
-
-func (f radiusScheduleFlag) String() string {
-	if f.p == nil || *f.p == nil {
-		return "off"
-	}
-	return strconv.FormatFloat((*f.p).Start, 'g', -1, 64) + ":" + strconv.FormatFloat((*f.p).Fraction, 'g', -1, 64)
-}
-
-func (f radiusScheduleFlag) Set(s string) error {
-	if s == "off" {
-		*f.p = nil
-		return nil
-	}
-	a, b, ok := strings.Cut(s, ":")
-	start, err1 := strconv.ParseFloat(a, 64)
-	frac, err2 := strconv.ParseFloat(b, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return fmt.Errorf("%q is not START:FRACTION (e.g. 4:0.5) or off", s)
-	}
-	*f.p = &model.RadiusSchedule{Start: start, Fraction: frac}
-	return nil
-}
-
-func (radiusScheduleFlag) Type() string { return "start:fraction" }
 
 // optionFlags names the flags of the options whose flag is not their JSON
 // key with dashes (option.Error.Option).

@@ -73,18 +73,10 @@ func givenFlags(cmd *cobra.Command) option.Given {
 // flagText is v, the value of the option that flag value f sets, as the
 // flag writes its own: auto, none and off as the flag takes them.
 func flagText(f pflag.Value, v any) string {
-	switch x := v.(type) {
-	case float64:
-		if fo, ok := f.(floatOr); ok {
-			fo.p = &x
-			return fo.String()
+	if t, ok := f.(interface{ show(any) (string, bool) }); ok {
+		if s, ok := t.show(v); ok {
+			return s
 		}
-	case *int:
-		if _, ok := f.(latentDimFlag); ok {
-			return latentDimFlag{&x}.String()
-		}
-	case *model.RadiusSchedule:
-		return radiusScheduleFlag{&x}.String()
 	}
 	return fmt.Sprint(v)
 }

@@ -1,0 +1,86 @@
+package option
+
+import (
+	"math"
+	"testing"
+)
+
+// TestParseFloat: the word is Auto, any other number is kept as given (0
+// and negatives too: the options' Validate judges them), NaN is refused, and
+// ±Inf where the option is finite; FormatFloat writes what ParseFloat reads.
+func TestParseFloat(t *testing.T) {
+	for _, tc := range []struct {
+		s, word string
+		finite  bool
+		want    float64 // NaN: Auto
+		ok      bool
+	}{
+		{"auto", "auto", true, math.NaN(), true},
+		{"none", "none", false, math.NaN(), true},
+		{"none", "auto", true, 0, false},
+		{"0", "auto", true, 0, true},
+		{"-1.5", "none", false, -1.5, true},
+		{"1e-3", "auto", true, 1e-3, true},
+		{"nan", "auto", true, 0, false},
+		{"NaN", "none", false, 0, false},
+		{"inf", "auto", true, 0, false},
+		{"-Inf", "auto", true, 0, false},
+		{"inf", "none", false, math.Inf(1), true},
+		{"", "auto", true, 0, false},
+		{"x", "none", false, 0, false},
+	} {
+		v, ok := ParseFloat(tc.s, tc.word, tc.finite)
+		if ok != tc.ok || ok && !(v == tc.want || math.IsNaN(v) && math.IsNaN(tc.want)) {
+			t.Errorf("ParseFloat(%q, %q, %v) = %v, %v; want %v, %v", tc.s, tc.word, tc.finite, v, ok, tc.want, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{Auto(), "none"}, {0, "0"}, {-1.5, "-1.5"}, {1e-3, "0.001"}, {8, "8"}, {math.Inf(1), "+Inf"}} {
+		if got := FormatFloat(tc.v, "none"); got != tc.want {
+			t.Errorf("FormatFloat(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestParseCount: "auto" is AutoInt, counts >= 0 are kept, a negative count
+// (AutoInt itself among them) and other text are errors.
+func TestParseCount(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want int
+		err  string
+	}{
+		{"auto", AutoInt, ""},
+		{"0", 0, ""},
+		{"12", 12, ""},
+		{"-1", 0, `"-1" is neither a count >= 0 nor auto`},
+		{"1.5", 0, `"1.5" is neither a count >= 0 nor auto`},
+	} {
+		v, err := ParseCount(tc.s)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("ParseCount(%q) = %v, %v; want error %q", tc.s, v, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || v != tc.want || FormatCount(v) != tc.s {
+			t.Errorf("ParseCount(%q) = %v, %v; FormatCount %q", tc.s, v, err, FormatCount(v))
+		}
+	}
+}
+
+// TestParseIntPtr: "auto" is nil, every integer is kept (0 and negatives
+// for Validate), other text is an error; FormatIntPtr writes it back.
+func TestParseIntPtr(t *testing.T) {
+	for _, s := range []string{"auto", "0", "-3", "128"} {
+		v, err := ParseIntPtr(s)
+		if err != nil || (s == "auto") != (v == nil) || FormatIntPtr(v) != s {
+			t.Errorf("ParseIntPtr(%q) = %v, %v; FormatIntPtr %q", s, v, err, FormatIntPtr(v))
+		}
+	}
+	if _, err := ParseIntPtr("x"); err == nil || err.Error() != `"x" is neither an integer nor auto` {
+		t.Errorf("ParseIntPtr(x): %v", err)
+	}
+}

@@ -28,6 +28,7 @@ const kCDFCached = 32
 var (
 	tablesOnce sync.Once
 	kCDF       [kTable][]uint16
+	kCDF0      [kTable]uint16 // the first digit of each F(j)
 )
 
 // tablesInit computes the cached expansions of exp(-1/2) and of the F(j)
@@ -37,6 +38,9 @@ func tablesInit() {
 	tablesOnce.Do(func() {
 		expHalf = expHalfDigits(expHalfCached)
 		kCDF = kCDFDigits(kCDFCached)
+		for j := range kTable {
+			kCDF0[j] = kCDF[j][0]
+		}
 	})
 }
 
@@ -118,26 +122,28 @@ func kCDFAt(D int, guard uint) (out [kTable][]uint16, ok bool) {
 // intPart draws k >= 0 with P(k) = exp(-k^2/2)/theta exactly.
 func (n *normal) intPart() uint64 {
 	u := &n.p
-	u.reset()
-	d0 := u.at(0, &n.b)
-	for j := range kTable {
-		if f := kCDF[j][0]; d0 != f { // decided by the first digit but with probability 2^-16
-			if d0 < f {
-				return uint64(j)
-			}
-			continue
+	d0 := u.fresh(&n.b)
+	for j, f := range &kCDF0 {
+		if d0 < f {
+			return uint64(j) // decided by the first digit but with probability 2^-16
 		}
-		for i := 1; ; i++ {
-			d, f := u.at(i, &n.b), kCDFDigit(j, i)
-			if d != f {
-				if d < f {
-					return uint64(j) // U < F(j)
-				}
-				break // U > F(j): try j + 1
-			}
+		if d0 == f && n.intPartBelow(j) {
+			return uint64(j)
 		}
 	}
 	return n.tail(kTable)
+}
+
+// intPartBelow reports U < F(j) for the deviate U = n.p, whose first digit
+// is that of F(j): the digits after the first decide.
+//
+//go:noinline
+func (n *normal) intPartBelow(j int) bool {
+	for i := 1; ; i++ {
+		if d, f := n.p.at(i, &n.b), kCDFDigit(j, i); d != f {
+			return d < f
+		}
+	}
 }
 
 // tail draws k >= k0 with P(k) proportional to exp(-k^2/2): k = k0 + d,

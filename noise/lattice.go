@@ -143,6 +143,9 @@ func (l Lattice) Value(n int64) float32 { return float32(float64(n) * l.G()) }
 type Noise struct {
 	lat Lattice
 	n   *normal
+	// first is the number of digits round128 starts with, 1 to 4, or 0 when
+	// t is beyond the range of its 128-bit arithmetic (then roundBig).
+	first int
 }
 
 // NewNoise returns the noise of lattice l drawn from src: a ChaCha8 keyed from crypto/rand for
@@ -151,18 +154,29 @@ func NewNoise(l Lattice, src rand.Source) *Noise {
 	if l.a == 0 {
 		panic("noise: NewNoise of a Lattice not made by NewLattice")
 	}
-	return &Noise{lat: l, n: newNormal(src)}
+	s := &Noise{lat: l, n: newNormal(src)}
+	if l.t >= -60 && l.t < 63 {
+		if D := max(1, (l.t+1+bits.Len64(l.a)+10+digitBits-1)/digitBits); D <= 64/digitBits {
+			s.first = D
+		}
+	}
+	return s
 }
 
 // Fill sets dst[i] to independent draws of round(sigma' X / G).
 func (s *Noise) Fill(dst []int64) {
 	for i := range dst {
-		dst[i] = s.Draw()
+		dst[i] = s.draw()
 	}
 }
 
 // Draw returns one draw of round(sigma' X / G).
-func (s *Noise) Draw() int64 {
+func (s *Noise) Draw() int64 { return s.draw() }
+
+// drawRef is Draw as the sampler's steps (normal.draw, then round) spell
+// it: the reference that draw, its hot path written out, stands for
+// (TestDrawReference).
+func (s *Noise) drawRef() int64 {
 	neg, k := s.n.draw()
 	v := int64(s.round(k))
 	if neg {
@@ -180,10 +194,8 @@ func (s *Noise) Draw() int64 {
 // about 2^-10 (always, for a power-of-two c: a = 1), in 128-bit integers up
 // to B = 64; the rare undecided case continues in big integers.
 func (s *Noise) round(k uint64) uint64 {
-	a, t := s.lat.a, s.lat.t
-	if k < 1<<20 && t >= -60 && t < 63 {
-		first := (t + 1 + bits.Len64(a) + 10 + digitBits - 1) / digitBits
-		for D := max(1, first); D <= 64/digitBits; D++ {
+	if s.first > 0 && k < 1<<20 {
+		for D := s.first; D <= 64/digitBits; D++ {
 			if q, ok := s.round128(k, D); ok {
 				return q
 			}
@@ -194,17 +206,28 @@ func (s *Noise) round(k uint64) uint64 {
 
 // round128 is round with x known to its first D digits (B = 16 D <= 64),
 // in 128-bit integers; ok is false when that does not decide it, or when
-// S = B - t is out of the range the arithmetic handles.
+// S = B - t is out of the range the arithmetic handles (then it draws no
+// digit).
 func (s *Noise) round128(k uint64, D int) (q uint64, ok bool) {
-	a, t := s.lat.a, s.lat.t
 	x, b := &s.n.x, &s.n.b
-	B := digitBits * D
-	if B <= t || B-t > 126 {
+	if B := digitBits * D; B <= s.lat.t || B-s.lat.t > 126 {
 		return 0, false
 	}
 	var X uint64
 	for i := range D {
 		X = X<<digitBits | uint64(x.at(i, b))
+	}
+	return s.lat.round128(k, X, D)
+}
+
+// round128 is floor(c (k + x) + 1/2) for c = a 2^t and x = (X + r) 2^-B,
+// B = 16 D, the same for every r in [0, 1): ok is false when it is not, or
+// when S = B - t is not in [1, 126].
+func (l Lattice) round128(k, X uint64, D int) (q uint64, ok bool) {
+	a, t := l.a, l.t
+	B := digitBits * D
+	if B <= t || B-t > 126 {
+		return 0, false
 	}
 	hi, lo := bits.Mul64(a, X) // a X_B
 	kw := a * k                // a k 2^B: kw shifted left by B

@@ -7,34 +7,68 @@ import (
 
 // bitSource hands out uniform random bits from a 64-bit generator: single
 // bits and 16-bit digits, each from a buffer of its own (every bit is
-// uniform and independent of the others).
+// uniform and independent of the others). A buffer is refilled with one
+// Uint64 call when a bit or digit is asked of it empty, so the bits a draw
+// uses depend only on the order in which it asks for bits and digits.
 type bitSource struct {
-	src          rand.Source
 	bits, digits uint64
-	nBits        uint // bits left in bits
-	nDigits      uint // 16-bit digits left in digits
+	nBits        uint          // bits left in bits
+	nDigits      uint          // 16-bit digits left in digits
+	cc           *rand.ChaCha8 // src, when it is a ChaCha8 (called directly, not through the interface)
+	src          rand.Source
+}
+
+func newBitSource(src rand.Source) bitSource {
+	cc, _ := src.(*rand.ChaCha8)
+	return bitSource{src: src, cc: cc}
+}
+
+// next returns the source's next Uint64.
+func (b *bitSource) next() uint64 {
+	if b.cc != nil {
+		return b.cc.Uint64()
+	}
+	return b.src.Uint64()
 }
 
 // bit returns one uniform bit.
 func (b *bitSource) bit() bool {
 	if b.nBits == 0 {
-		b.bits, b.nBits = b.src.Uint64(), 64
+		return b.refillBit()
 	}
+	b.nBits--
 	v := b.bits&1 != 0
 	b.bits >>= 1
-	b.nBits--
 	return v
+}
+
+// refillBit refills the bit buffer and returns its first bit.
+//
+//go:noinline
+func (b *bitSource) refillBit() bool {
+	v := b.next()
+	b.bits, b.nBits = v>>1, 63
+	return v&1 != 0
 }
 
 // digit returns 16 uniform bits.
 func (b *bitSource) digit() uint16 {
 	if b.nDigits == 0 {
-		b.digits, b.nDigits = b.src.Uint64(), 64/digitBits
+		return b.refillDigit()
 	}
+	b.nDigits--
 	v := uint16(b.digits)
 	b.digits >>= digitBits
-	b.nDigits--
 	return v
+}
+
+// refillDigit refills the digit buffer and returns its first digit.
+//
+//go:noinline
+func (b *bitSource) refillDigit() uint16 {
+	v := b.next()
+	b.digits, b.nDigits = v>>digitBits, 64/digitBits-1
+	return uint16(v)
 }
 
 // digitBits is the width of a deviate's digit: two fresh deviates differ
@@ -56,8 +90,29 @@ type deviate struct {
 
 // reset makes u a fresh deviate (no digit drawn).
 func (u *deviate) reset() {
+	if u.n > inlineDigits {
+		u.more = u.more[:0]
+	}
 	u.n = 0
-	u.more = u.more[:0]
+}
+
+// fresh makes u a fresh deviate and draws its first digit, which it
+// returns.
+func (u *deviate) fresh(b *bitSource) uint16 {
+	if u.n > inlineDigits {
+		u.more = u.more[:0]
+	}
+	v := b.digit()
+	u.d[0], u.n = v, 1
+	return v
+}
+
+// first returns digit 0 of u, drawing it if need be.
+func (u *deviate) first(b *bitSource) uint16 {
+	if u.n == 0 {
+		u.d[0], u.n = b.digit(), 1
+	}
+	return u.d[0]
 }
 
 // at returns digit i of u, drawing the digits up to it.
@@ -88,9 +143,31 @@ func (u *deviate) draw(i int, b *bitSource) uint16 {
 func (u *deviate) digits() int { return u.n }
 
 // less reports p < q, drawing digits of either until they differ (two
-// deviates are equal with probability 0).
+// deviates are equal with probability 0): digit i of p before digit i of
+// q.
 func less(p, q *deviate, b *bitSource) bool {
-	for i := 0; ; i++ {
+	x := p.first(b)
+	if y := q.first(b); x != y {
+		return x < y
+	}
+	return lessFrom(p, q, b)
+}
+
+// freshLess makes p a fresh deviate and reports p < q: less(p, q) after
+// p.reset(), decided by the first digits but with probability 2^-16.
+func freshLess(p, q *deviate, b *bitSource) bool {
+	x := p.fresh(b)
+	if y := q.first(b); x != y {
+		return x < y
+	}
+	return lessFrom(p, q, b)
+}
+
+// lessFrom is less(p, q) for p and q equal in their first digit.
+//
+//go:noinline
+func lessFrom(p, q *deviate, b *bitSource) bool {
+	for i := 1; ; i++ {
 		x, y := p.at(i, b), q.at(i, b)
 		if x != y {
 			return x < y
@@ -110,7 +187,7 @@ type normal struct {
 
 func newNormal(src rand.Source) *normal {
 	tablesInit()
-	return &normal{b: bitSource{src: src}}
+	return &normal{b: newBitSource(src)}
 }
 
 // halfExpBern is true with probability exp(-1/2): a uniform deviate U,
@@ -130,18 +207,15 @@ func (n *normal) halfExpBern() bool {
 // truncExpBern is true with probability exp(-x) for the deviate x
 // (Karney's Algorithm E).
 func (n *normal) truncExpBern(x *deviate) bool {
-	p, q := &n.p, &n.q
-	p.reset()
-	if !less(p, x, &n.b) {
+	b, p, q := &n.b, &n.p, &n.q
+	if !freshLess(p, x, b) {
 		return true
 	}
 	for {
-		q.reset()
-		if !less(q, p, &n.b) {
+		if !freshLess(q, p, b) {
 			return false
 		}
-		p.reset()
-		if !less(p, q, &n.b) {
+		if !freshLess(p, q, b) {
 			return true
 		}
 	}
@@ -150,47 +224,37 @@ func (n *normal) truncExpBern(x *deviate) bool {
 // truncNormBern is true with probability exp(-x^2/2) for the deviate x
 // (Karney's Algorithm B).
 func (n *normal) truncNormBern(x *deviate) bool {
-	parity := 0
-	for first := true; ; first = false {
-		if n.b.bit() { // step B2(a)
-			break
-		}
-		n.q.reset()
-		cmp := &n.p
-		if first {
-			cmp = x
-		}
-		if !less(&n.q, cmp, &n.b) { // step B2(b)
-			break
-		}
-		n.p.reset()
-		if !less(&n.p, x, &n.b) { // step B2(c)
-			break
-		}
-		n.p, n.q = n.q, n.p // p <- q (q is drawn afresh next)
-		parity ^= 1
+	b, p, q := &n.b, &n.p, &n.q
+	if b.bit() || !freshLess(q, x, b) || !freshLess(p, x, b) { // steps B2(a), (b), (c) of the first round
+		return true
 	}
-	return parity == 0
+	// p <- q: the previous round's deviate is q (p is drawn afresh next)
+	p, q = q, p
+	for parity := 1; ; parity ^= 1 {
+		if b.bit() || !freshLess(q, p, b) || !freshLess(p, x, b) {
+			return parity == 0
+		}
+		p, q = q, p
+	}
 }
 
 // draw samples X = (-1)^neg (k + x) ~ N(0, 1) exactly: it returns the sign
 // and the integer part; the fractional part is the deviate n.x, whose
 // further digits the caller may draw.
 func (n *normal) draw() (neg bool, k uint64) {
+	x := &n.x
+outer:
 	for {
-		k = n.intPart() // steps N1, N2: P(k) ~ exp(-k^2/2), in one step
-		n.x.reset()     // step N3
-		ok := true
+		k = n.intPart()          // steps N1, N2: P(k) ~ exp(-k^2/2), in one step
+		x.reset()                // step N3
 		for j := k; j > 0; j-- { // step N4: accept with probability exp(-k x)
-			if !n.truncExpBern(&n.x) {
-				ok = false
-				break
+			if !n.truncExpBern(x) {
+				continue outer
 			}
 		}
-		if !ok || !n.truncNormBern(&n.x) { // step N5: exp(-x^2/2)
-			continue
+		if n.truncNormBern(x) { // step N5: exp(-x^2/2)
+			return n.b.bit(), k
 		}
-		return n.b.bit(), k
 	}
 }
 

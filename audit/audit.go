@@ -132,6 +132,17 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// CheckGiven checks what [Options.Validate] cannot see in the values: a q
+// of 0 given explicitly (given reports the options given), where 0 stands
+// for "not given", q = BatchSize/M. The error is an [*option.Error] naming
+// q.
+func (o Options) CheckGiven(given option.Given) error {
+	if given.Has("q") && o.Q == 0 {
+		return option.MentionErrorf([]string{"q"}, "q", 0, "the sampling ratio must be in (0, 1]; leave q out for batch size / M")
+	}
+	return nil
+}
+
 // validateAccountant checks the bound's order and the BDP accountant's
 // options.
 func (o Options) validateAccountant() error {

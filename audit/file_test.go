@@ -441,3 +441,33 @@ func TestCheckDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckGiven: an explicit q of 0 is an error naming q and mentioning
+// it (a program renames both to its flag); q 0 left out (batch size / M)
+// and a q given in range are not.
+func TestCheckGiven(t *testing.T) {
+	for _, tc := range []struct {
+		q     float64
+		given option.Given
+		err   string
+	}{
+		{0, option.GivenNames("q"), "q 0: the sampling ratio must be in (0, 1]; leave q out for batch size / M"},
+		{0, option.GivenNames("order"), ""},
+		{0, nil, ""},
+		{0.5, option.GivenNames("q"), ""},
+	} {
+		o := DefaultOptions()
+		o.Q = tc.q
+		err := o.CheckGiven(tc.given)
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("q %v: %v", tc.q, err)
+			}
+			continue
+		}
+		var oe *option.Error
+		if !errors.As(err, &oe) || err.Error() != tc.err || oe.ReasonWith(func(o string) string { return "--" + o }) != "the sampling ratio must be in (0, 1]; leave --q out for batch size / M" {
+			t.Errorf("q %v given: %v, want %q naming and mentioning q", tc.q, err, tc.err)
+		}
+	}
+}

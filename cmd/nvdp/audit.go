@@ -43,7 +43,7 @@ docs/privacy.md, "The commands".`,
 	fl := cmd.Flags()
 	o := &f.opt
 	fl.StringVar(&f.posteriors, "posteriors", "", "posterior safetensors file (required)")
-	fl.StringVar(&f.mode, "mode", string(privacy.ModePrincipled), "principled or reference")
+	fl.StringVar((*string)(&o.Mode), "mode", string(o.Mode), "principled or reference")
 	fl.Float64Var(&o.Order, "order", o.Order, "Renyi order lambda > 1 of the RD bound")
 	fl.Float64Var(&o.Delta, "delta", o.Delta, "BDP delta_mu in (0, 1)")
 	fl.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "reference mode: batch size >= 2 (pairs inside consecutive batches)")
@@ -54,7 +54,7 @@ docs/privacy.md, "The commands".`,
 	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 	fl.IntVar(&o.Pairs, "pairs", 0, "principled mode: audit a uniform sample of K ordered pairs instead of all (drawn as they are audited: memory does not grow with K)")
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the --pairs sample")
-	fl.StringVar(&f.direction, "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
+	fl.StringVar((*string)(&o.Direction), "gaussian-direction", "", "principled mode: Gaussian term D(N_q||N_q') in the bound's own direction (standard, default) or as printed in Eq. rdp, D(N_q'||N_q) (paper)")
 	fl.IntVar(&o.Workers, "workers", 0, "worker goroutines (default GOMAXPROCS)")
 	fl.BoolVar(&o.LowMemory, "low-memory", false, "principled mode: convert each tile's posteriors as they are needed instead of holding float64 copies of the file (2x its size): with the memory-mapped file, audits larger than RAM run; same numbers, slower (docs/performance.md). Default: on when the copies would take more than half the available memory")
 	fl.BoolVar(&o.AllOrders, "all-orders", false, "principled mode: evaluate every BDP order on the data, also those at which the file's clip set is certified +Inf (skipped by default: reported +Inf)")
@@ -77,12 +77,11 @@ func joinFloats(v []float64) string {
 
 // options are the audit options of the flags, validated before any file
 // is read, and f.part, the shard of --shard and --out
-// (audit.Options.CheckShard). An explicit --q 0 is an error (left out, q
-// is batch-size / M).
+// (audit.Options.CheckShard).
 func (f *auditFlags) options(cmd *cobra.Command) (audit.FileOptions, error) {
 	o := f.opt
 	o.AutoLowMemory = !cmd.Flags().Changed("low-memory")
-	if err := f.apply(&o.Options, cmd.Flags().Changed("q")); err != nil {
+	if err := f.apply(&o.Options, givenFlags(cmd)); err != nil {
 		return o, err
 	}
 	var err error

@@ -20,7 +20,6 @@ import (
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
 	"github.com/nvdp-project/nvdp/option"
-	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -248,22 +247,19 @@ func resumeHint(err error, continueWith string) error {
 	return err
 }
 
-// auditStrings are the audit flags parsed after cobra has run, in `nvdp
+// auditStrings is --bdp-orders, parsed after cobra has run, in `nvdp
 // audit`, `nvdp run` and `nvdp sweep`.
-type auditStrings struct{ mode, bdpOrders, direction string }
+type auditStrings struct{ bdpOrders string }
 
-// apply sets o's mode, BDP orders and Gaussian direction from the flags and
-// refuses an explicit --q 0 (left out, q is batch size / M).
-func (a auditStrings) apply(o *audit.Options, qGiven bool) error {
+// apply sets o's BDP orders from --bdp-orders and checks the flags given
+// (audit.Options.CheckGiven: an explicit --q 0).
+func (a auditStrings) apply(o *audit.Options, given option.Given) error {
 	orders, err := parseFloatList("--bdp-orders", a.bdpOrders)
 	if err != nil {
 		return err
 	}
-	o.BDPOrders, o.Mode, o.Direction = orders, privacy.Mode(a.mode), privacy.GaussianDirection(a.direction)
-	if qGiven && o.Q == 0 {
-		return fmt.Errorf("--q 0: the sampling ratio must be in (0, 1]; leave --q out for batch size / M")
-	}
-	return nil
+	o.BDPOrders = orders
+	return flagError(o.CheckGiven(given))
 }
 
 // pipelineAuditFlags binds the audit options of `nvdp run` (also used by `nvdp sweep`)
@@ -273,7 +269,7 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditStri
 	fs.StringVar(&po.AuditSplit, "audit-split", po.AuditSplit, "split whose posteriors are audited: dev | test")
 	fs.IntVar(&po.AuditLimit, "audit-limit", po.AuditLimit, "audit only the first K examples of the audit split (0: all)")
 	fs.Uint64Var(&po.EvalSeed, "eval-seed", po.EvalSeed, "seed of the NVDP sampling at evaluation")
-	fs.StringVar(&a.mode, "audit-mode", "", "audit mode: principled | reference (default: --mode)")
+	fs.StringVar((*string)(&po.Audit.Mode), "audit-mode", "", "audit mode: principled | reference (default: --mode)")
 	fs.Float64Var(&po.Audit.Order, "order", po.Audit.Order, "Renyi order lambda > 1 of the RD bound (the audit's, and --target-rd's)")
 	fs.Float64Var(&po.Audit.Delta, "delta", po.Audit.Delta, "BDP delta_mu (also the delta of --target-epsilon)")
 	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
@@ -281,18 +277,18 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditStri
 	fs.Uint64Var(&po.Audit.Seed, "audit-seed", po.Audit.Seed, "seed of the --pairs sample")
 	fs.StringVar(&a.bdpOrders, "bdp-orders", joinFloats(audit.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
 	fs.Float64Var(&po.Audit.Confidence, "confidence", po.Audit.Confidence, "confidence of the Student-t upper bound")
-	fs.StringVar(&a.direction, "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
+	fs.StringVar((*string)(&po.Audit.Direction), "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
 	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", po.Audit.BatchSize, "reference audit: batch size")
 	fs.Float64Var(&po.Audit.Q, "q", 0, "reference audit: accountant sampling ratio (default batch size / M)")
 	fs.IntVar(&po.Audit.Workers, "workers", 0, "audit worker goroutines (default GOMAXPROCS)")
 	return a
 }
 
-// finish parses the BDP orders and direction (an explicit --q 0 is an
-// error), resolves and validates the audit options before any work
+// finish parses the BDP orders (an explicit --q 0 is an error), resolves
+// and validates the audit options before any work
 // (train.PipelineOptions.ResolveAudit).
 func (a *auditStrings) finish(cmd *cobra.Command, po *train.PipelineOptions) error {
-	if err := a.apply(&po.Audit, cmd.Flags().Changed("q")); err != nil {
+	if err := a.apply(&po.Audit, givenFlags(cmd)); err != nil {
 		return err
 	}
 	return pipelineAuditError(po.ResolveAudit())

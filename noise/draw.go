@@ -19,7 +19,7 @@ func (s *Noise) draw() int64 {
 	dg, nd := b.digits, b.nDigits // the digit buffer
 	bt, nb := b.bits, b.nBits     // the bit buffer (the rare paths use digits only)
 	var k uint64
-	var neg bool
+	var sign uint64
 draws:
 	for {
 		// steps N1, N2: the integer part (intPart), from the deviate n.p
@@ -185,22 +185,39 @@ draws:
 			p, q = q, p
 		}
 
-		// the sign
+		// the sign: 1 for negative
 		if nb == 0 {
 			bt, nb = b.next(), 64
 		}
-		neg = bt&1 != 0
+		sign = bt & 1
 		bt >>= 1
 		nb--
 		break
 	}
 	b.bits, b.nBits = bt, nb
 
-	// round: x's first D digits, D from s.first up, until decided
+	// round: x's first D digits, D from s.first up, until decided; at
+	// D = s.first, in 64 bits where they hold W (s.k64)
 	var v uint64
 	rounded := false
 	if s.first > 0 && k < 1<<20 {
-		for D := s.first; D <= 64/digitBits; D++ {
+		if D := s.first; k < s.k64 {
+			for x.n < D {
+				if nd == 0 {
+					dg, nd = b.next(), 64/digitBits
+				}
+				x.d[x.n&(inlineDigits-1)] = uint16(dg)
+				dg >>= digitBits
+				nd--
+				x.n++
+			}
+			var X uint64
+			for _, d := range x.d[:D] {
+				X = X<<digitBits | uint64(d)
+			}
+			v, rounded = s.lat.round64(k, X, D)
+		}
+		for D := s.first; !rounded && D <= 64/digitBits; D++ {
 			if B := digitBits * D; B <= s.lat.t || B-s.lat.t > 126 {
 				continue // not when D >= s.first (as round128)
 			}
@@ -217,19 +234,15 @@ draws:
 			for _, d := range x.d[:D] {
 				X = X<<digitBits | uint64(d)
 			}
-			if v, rounded = s.lat.round128(k, X, D); rounded {
-				break
-			}
+			v, rounded = s.lat.round128(k, X, D)
 		}
 	}
 	b.digits, b.nDigits = dg, nd
 	if !rounded {
 		v = s.roundBig(k)
 	}
-	if neg {
-		return -int64(v)
-	}
-	return int64(v)
+	m := -int64(sign) // 0 or -1: the sign applied without a branch on it
+	return int64(v) ^ m - m
 }
 
 // setFirst makes u a fresh deviate whose first digit is d.

@@ -146,6 +146,9 @@ type Noise struct {
 	// first is the number of digits round128 starts with, 1 to 4, or 0 when
 	// t is beyond the range of its 128-bit arithmetic (then roundBig).
 	first int
+	// k64 bounds the integer parts k for which round64 holds the rounding
+	// with first digits: k < k64 (0: none).
+	k64 uint64
 }
 
 // NewNoise returns the noise of lattice l drawn from src: a ChaCha8 keyed from crypto/rand for
@@ -158,6 +161,7 @@ func NewNoise(l Lattice, src rand.Source) *Noise {
 	if l.t >= -60 && l.t < 63 {
 		if D := max(1, (l.t+1+bits.Len64(l.a)+10+digitBits-1)/digitBits); D <= 64/digitBits {
 			s.first = D
+			s.k64 = l.round64Bound(D)
 		}
 	}
 	return s
@@ -252,6 +256,32 @@ func (l Lattice) round128(k, X uint64, D int) (q uint64, ok bool) {
 	uhi += c
 	if q := shr128(hi, lo, S+1); q == shr128(uhi, ulo, S+1) {
 		return q, true
+	}
+	return 0, false
+}
+
+// round64Bound is the bound k64 of round64 for D digits: a (k 2^B + X) +
+// 2^(S-1) + a < 2^63 for every k < k64 and X < 2^B, and S = B - t in [1,
+// 63]; 0 when no k qualifies.
+func (l Lattice) round64Bound(D int) uint64 {
+	B := digitBits * D
+	S := B - l.t
+	lk := 62 - bits.Len64(l.a) - B // a < 2^len(a), k 2^B + X < (k+1) 2^B <= 2^(lk+B)
+	if S < 1 || S > 63 || lk < 0 {
+		return 0
+	}
+	return 1 << lk
+}
+
+// round64 is round128 in 64-bit integers, for k below round64Bound(D):
+// with L = W + 2^(S-1), W = a (k 2^B + X), the value is L >> S, decided
+// when L mod 2^S + a - 1 < 2^S (the same value as floor((2W + 2^S + 2ar) /
+// 2^(S+1)) of round128 for every r in [0, 1)).
+func (l Lattice) round64(k, X uint64, D int) (q uint64, ok bool) {
+	S := uint(digitBits*D - l.t)
+	L := l.a*(k<<(digitBits*D)|X) + 1<<(S-1)
+	if L&(1<<S-1)+l.a-1 < 1<<S {
+		return L >> S, true
 	}
 	return 0, false
 }

@@ -202,19 +202,22 @@ draws:
 	rounded := false
 	if s.first > 0 && k < 1<<20 {
 		if D := s.first; k < s.k64 {
-			for x.n < D {
+			var X uint64 // x's first D digits
+			i := 0
+			for ; i < min(D, x.n); i++ {
+				X = X<<digitBits | uint64(x.d[i&(inlineDigits-1)])
+			}
+			for ; i < D; i++ {
 				if nd == 0 {
 					dg, nd = b.next(), 64/digitBits
 				}
-				x.d[x.n&(inlineDigits-1)] = uint16(dg)
+				d := uint16(dg)
 				dg >>= digitBits
 				nd--
-				x.n++
-			}
-			var X uint64
-			for _, d := range x.d[:D] {
+				x.d[i&(inlineDigits-1)] = d
 				X = X<<digitBits | uint64(d)
 			}
+			x.n = max(x.n, D)
 			v, rounded = s.lat.round64(k, X, D)
 		}
 		for D := s.first; !rounded && D <= 64/digitBits; D++ {

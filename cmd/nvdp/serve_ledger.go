@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/ledger/pgledger"
@@ -117,13 +116,8 @@ as JSON. A running server holds its ledger: send it SIGUSR1 instead. docs/servin
 restores".`,
 		"the ledger file (required)",
 		func(cmd *cobra.Command, loc string) error {
-			if err := pgledger.FileOnly(loc, "backup"); err != nil {
-				return fmt.Errorf("--ledger: %w", err)
-			}
-			if out != "" {
-				if st, err := os.Stat(out); err != nil || !st.IsDir() {
-					return fmt.Errorf("--out %s: not a directory", out)
-				}
+			if err := pgledger.CheckBackup(loc, out); err != nil {
+				return flagError(err)
 			}
 			return printFromLedger(cmd, loc, func(l ledger.Ledger) (any, error) { return l.(*ledger.File).Backup(out) })
 		})
@@ -142,20 +136,11 @@ restore's record as JSON. A restore is a rollback: the charges made after the ba
 so keys can receive more than their budgets; --accept-rollback says you accept that. Stop the
 server first. docs/serving.md, "Backups and restores".`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if backup == "" || path == "" {
-				return errors.New("--backup and --ledger are required")
-			}
-			if err := pgledger.FileOnly(path, "restore"); err != nil {
-				return fmt.Errorf("--ledger: %w", err)
-			}
-			rec, err := ledger.Restore(backup, path, accept)
-			switch {
-			case errors.Is(err, ledger.ErrRollbackNotAccepted):
+			rec, err := pgledger.Restore(backup, path, accept)
+			if errors.Is(err, ledger.ErrRollbackNotAccepted) {
 				return fmt.Errorf("%w: give --accept-rollback", err)
-			case errors.Is(err, ledger.ErrNotBackup):
-				return fmt.Errorf("--backup: %w", err)
-			case err != nil:
-				return err
+			} else if err != nil {
+				return flagError(err)
 			}
 			return printJSON(cmd.OutOrStdout(), rec)
 		},

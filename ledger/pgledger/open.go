@@ -1,7 +1,8 @@
 package pgledger
 
 import (
-	"fmt"
+	"errors"
+	"os"
 	"time"
 
 	"github.com/nvdp-project/nvdp/ledger"
@@ -77,12 +78,48 @@ func CheckAt(loc string, o Options) error {
 	return nil
 }
 
-// FileOnly refuses a PostgreSQL location for what, an operation on ledger
-// files such as backup or restore: a database is backed up and restored by
-// its own tools. It returns nil for a file.
-func FileOnly(loc, what string) error {
+// CheckBackup checks the inputs of a backup of the ledger at loc into the
+// directory out ("": the ledger's own) before the ledger is opened: loc must
+// be a file ledger, since a database is backed up by its own tools, and out,
+// when given, a directory. Errors are [*option.Error]s naming ledger or out.
+func CheckBackup(loc, out string) error {
+	if err := fileOnly(loc, "backup"); err != nil {
+		return err
+	}
+	if out != "" {
+		if st, err := os.Stat(out); err != nil || !st.IsDir() {
+			return option.Errorf("out", option.Show(out), "not a directory")
+		}
+	}
+	return nil
+}
+
+// Restore restores the file ledger at path from backup ([ledger.Restore])
+// after checking its inputs. Errors: a [*option.CombinationError] naming
+// backup and ledger when either is missing; an [*option.Error] naming
+// ledger for a PostgreSQL location (a database is restored by its own
+// tools), and one naming backup, wrapping [ledger.ErrNotBackup], for a file
+// without the backup mark; ledger.Restore's others, among them
+// [ledger.ErrRollbackNotAccepted].
+func Restore(backup, path string, acceptRollback bool) (ledger.RestoreRecord, error) {
+	if backup == "" || path == "" {
+		return ledger.RestoreRecord{}, option.Combination("%s and %s are required", "backup", "ledger")
+	}
+	if err := fileOnly(path, "restore"); err != nil {
+		return ledger.RestoreRecord{}, err
+	}
+	rec, err := ledger.Restore(backup, path, acceptRollback)
+	if errors.Is(err, ledger.ErrNotBackup) {
+		return rec, option.Wrap("backup", err)
+	}
+	return rec, err
+}
+
+// fileOnly refuses a PostgreSQL location for what, an operation on ledger
+// files such as backup or restore, with an [*option.Error] naming ledger.
+func fileOnly(loc, what string) error {
 	if IsPostgres(loc) {
-		return fmt.Errorf("%s is a file ledger's: a PostgreSQL ledger is backed up and restored by the database (pg_dump and pg_restore, or continuous archiving), not by nvdp", what)
+		return option.Errorf("ledger", nil, "%s is a file ledger's: a PostgreSQL ledger is backed up and restored by the database (pg_dump and pg_restore, or continuous archiving), not by nvdp", what)
 	}
 	return nil
 }

@@ -87,15 +87,57 @@ func TestOpenAtErrors(t *testing.T) {
 	}
 }
 
-// TestFileOnly: backups and restores of nvdp are a file ledger's.
-func TestFileOnly(t *testing.T) {
-	for _, loc := range []string{"postgres://h/db", "postgresql://h/db", "env:V"} {
-		if err := pgledger.FileOnly(loc, "backup"); err == nil || !strings.HasPrefix(err.Error(), "backup is a file ledger's: a PostgreSQL ledger is backed up") {
-			t.Errorf("FileOnly(%s) = %v", loc, err)
+// TestCheckBackup: a backup is a file ledger's, into a directory that
+// exists; each refusal names its input.
+func TestCheckBackup(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ loc, out, err string }{
+		{"postgres://h/db", "", "ledger: backup is a file ledger's: a PostgreSQL ledger is backed up and restored by the database"},
+		{"postgresql://h/db", dir, "ledger: backup is a file ledger's"},
+		{"env:V", "", "ledger: backup is a file ledger's"},
+		{"ledger.db", filepath.Join(dir, "missing"), "out " + filepath.Join(dir, "missing") + ": not a directory"},
+		{"ledger.db", file, "out " + file + ": not a directory"},
+		{"ledger.db", "", ""},
+		{"ledger.db", dir, ""},
+	} {
+		err := pgledger.CheckBackup(tc.loc, tc.out)
+		var oe *option.Error
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !errors.As(err, &oe) || !strings.HasPrefix(err.Error(), tc.err)) {
+			t.Errorf("CheckBackup(%s, %s) = %v, want %q", tc.loc, tc.out, err, tc.err)
 		}
 	}
-	if err := pgledger.FileOnly("ledger.db", "restore"); err != nil {
-		t.Errorf("a file: %v", err)
+}
+
+// TestRestoreInputs: a restore needs a backup and a ledger, the ledger a
+// file; a live ledger (no backup mark) is refused naming backup, and the
+// ledger at path is left alone.
+func TestRestoreInputs(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	if _, err := ledger.CreateFile(live); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(dir, "new.db")
+	for _, tc := range []struct {
+		backup, path, err string
+		is                error
+	}{
+		{"", to, "backup and ledger are required", nil},
+		{live, "", "backup and ledger are required", nil},
+		{live, "postgres://h/db", "ledger: restore is a file ledger's: a PostgreSQL ledger is backed up and restored by the database", nil},
+		{live, to, "backup: restore of " + live, ledger.ErrNotBackup},
+	} {
+		_, err := pgledger.Restore(tc.backup, tc.path, true)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.err) || tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("Restore(%q, %q) = %v, want %q", tc.backup, tc.path, err, tc.err)
+		}
+	}
+	if _, err := os.Stat(to); !os.IsNotExist(err) {
+		t.Errorf("a refused restore wrote %s: %v", to, err)
 	}
 }
 

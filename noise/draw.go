@@ -249,12 +249,7 @@ draws:
 }
 
 // setFirst makes u a fresh deviate whose first digit is d.
-func (u *deviate) setFirst(d uint16) {
-	if u.n > inlineDigits {
-		u.more = u.more[:0]
-	}
-	u.d[0], u.n = d, 1
-}
+func (u *deviate) setFirst(d uint16) { u.d[0], u.n = d, 1 }
 
 // lessFrom is the package's lessFrom (p < q for p and q equal in their first
 // digit) with the digit buffer in dg, nd, which it returns updated.

@@ -83,3 +83,31 @@ func TestDrawReference(t *testing.T) {
 		t.Error("a rare path was never taken")
 	}
 }
+
+// TestDeviateReuse: a deviate made fresh (reset, fresh, setFirst) after holding more than
+// inlineDigits digits holds the new digits, not the old ones past inlineDigits.
+func TestDeviateReuse(t *testing.T) {
+	b, want := newBitSource(rand.NewPCG(9, 9)), newBitSource(rand.NewPCG(9, 9))
+	var u deviate
+	for round, n := range []int{12, 10, 3, 20, 9, 11} {
+		switch round % 3 {
+		case 0:
+			u.reset()
+		case 1:
+			u.fresh(&b)
+			want.digit()
+		case 2:
+			u.setFirst(b.digit())
+			want.digit()
+		}
+		start := u.digits()
+		for i := start; i < n; i++ {
+			if got, w := u.at(i, &b), want.digit(); got != w {
+				t.Fatalf("round %d: digit %d is %#x, want %#x", round, i, got, w)
+			}
+		}
+		if u.digits() != n {
+			t.Fatalf("round %d: %d digits, want %d", round, u.digits(), n)
+		}
+	}
+}

@@ -88,20 +88,14 @@ type deviate struct {
 	more []uint16             // digits inlineDigits, ...
 }
 
-// reset makes u a fresh deviate (no digit drawn).
-func (u *deviate) reset() {
-	if u.n > inlineDigits {
-		u.more = u.more[:0]
-	}
-	u.n = 0
-}
+// reset makes u a fresh deviate (no digit drawn). The digits in u.more are
+// those past inlineDigits only while u.n > inlineDigits: draw empties it
+// before it appends digit inlineDigits.
+func (u *deviate) reset() { u.n = 0 }
 
 // fresh makes u a fresh deviate and draws its first digit, which it
 // returns.
 func (u *deviate) fresh(b *bitSource) uint16 {
-	if u.n > inlineDigits {
-		u.more = u.more[:0]
-	}
 	v := b.digit()
 	u.d[0], u.n = v, 1
 	return v
@@ -129,6 +123,9 @@ func (u *deviate) draw(i int, b *bitSource) uint16 {
 		if u.n < inlineDigits {
 			u.d[u.n] = b.digit()
 		} else {
+			if u.n == inlineDigits {
+				u.more = u.more[:0]
+			}
 			u.more = append(u.more, b.digit())
 		}
 		u.n++

@@ -70,6 +70,17 @@ func BenchmarkLayerNormFwdBwd(b *testing.B) {
 	}
 }
 
+// BenchmarkGELUInfer is the inference GELU of one feed-forward layer's activations, the shape of
+// BenchmarkGELUFwdBwd, into a reused workspace.
+func BenchmarkGELUInfer(b *testing.B) {
+	x := nntest.RandTensor(rngFor(4), bB, bS, bFF)
+	ws := new(nn.Workspace)
+	for b.Loop() {
+		ws.Reset()
+		nn.GELUInfer(x, ws)
+	}
+}
+
 func BenchmarkGELUFwdBwd(b *testing.B) {
 	rng := rngFor(4)
 	x := nntest.RandTensor(rng, bB, bS, bFF)

@@ -31,26 +31,27 @@ draws:
 		dg >>= digitBits
 		nd--
 		p.setFirst(d0)
-		k = kTable
-		for j, f := range &kCDF0 {
-			if d0 < f {
-				k = uint64(j)
-				break
-			}
-			if d0 == f {
-				b.digits, b.nDigits = dg, nd
-				below := n.intPartBelow(j)
-				dg, nd = b.digits, b.nDigits
-				if below {
+		if k = uint64(kByDigit[d0>>8]); k == kTable { // rare: d0 near the first digit of an F(j)
+			for j, f := range &kCDF0 {
+				if d0 < f {
 					k = uint64(j)
 					break
 				}
+				if d0 == f {
+					b.digits, b.nDigits = dg, nd
+					below := n.intPartBelow(j)
+					dg, nd = b.digits, b.nDigits
+					if below {
+						k = uint64(j)
+						break
+					}
+				}
 			}
-		}
-		if k == kTable {
-			b.digits, b.nDigits = dg, nd
-			k = n.tail(kTable)
-			dg, nd = b.digits, b.nDigits
+			if k == kTable {
+				b.digits, b.nDigits = dg, nd
+				k = n.tail(kTable)
+				dg, nd = b.digits, b.nDigits
+			}
 		}
 
 		// step N3: x afresh; its first digit x0 is drawn at its first comparison

@@ -29,6 +29,10 @@ var (
 	tablesOnce sync.Once
 	kCDF       [kTable][]uint16
 	kCDF0      [kTable]uint16 // the first digit of each F(j)
+	// kByDigit[h] is the integer part k of every uniform whose first digit
+	// d has d>>8 = h, where d decides it (d < F(k) and d > F(k-1) in their
+	// first digits, for all 256 such d), and kTable where some d does not.
+	kByDigit [256]uint8
 )
 
 // tablesInit computes the cached expansions of exp(-1/2) and of the F(j)
@@ -40,6 +44,20 @@ func tablesInit() {
 		kCDF = kCDFDigits(kCDFCached)
 		for j := range kTable {
 			kCDF0[j] = kCDF[j][0]
+		}
+		for h := range kByDigit {
+			// the first digits in h's range, d = h<<8 .. h<<8 + 255, all below
+			// F(k) and above F(k-1)
+			lo, hi := uint16(h<<8), uint16(h<<8|0xff)
+			k := 0
+			for k < kTable && kCDF0[k] <= lo {
+				k++
+			}
+			if k < kTable && hi < kCDF0[k] && (k == 0 || kCDF0[k-1] < lo) {
+				kByDigit[h] = uint8(k)
+			} else {
+				kByDigit[h] = kTable
+			}
 		}
 	})
 }

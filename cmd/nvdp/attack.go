@@ -42,13 +42,10 @@ func newDistinguishCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "distinguish --model DIR [--pair witness|argmax|random] [--texts A,B | --posteriors FILE --pair-index i,j]",
 		Short: "Distinguishing attack: an epsilon lower bound from the likelihood-ratio test between two inputs' releases",
-		Long: `Tell apart the releases of two inputs by the most powerful test (the exact log-likelihood
-ratio of the release density, on --releases K releases of each) and report the ROC, the TPR at
-FPR 1e-3 and 1e-2 and a lower bound on epsilon at --delta, beside the model's certified epsilon
-at the same delta: a bound above it is a bug. The pair: --pair witness (default), argmax or
-random, --texts A,B or --pair-index i,j. --json prints the report, --out FILE writes it,
---plot-dir DIR writes the ROC figures. Method, pairs and fields: docs/attacks.md ("nvdp attack
-distinguish").`,
+		Long: `Tell apart the releases of two inputs by the most powerful test (the exact log-likelihood ratio
+of the release density, on --releases K releases of each) and report the ROC and a lower bound on
+epsilon at --delta beside the model's certified epsilon: a bound above it is a bug. Method, pairs
+(--pair, --texts, --pair-index), outputs and fields: docs/attacks.md ("nvdp attack distinguish").`,
 		Example: `  nvdp attack distinguish --model runs/sst2-clipped --json
   nvdp attack distinguish --model runs/sst2-clipped --pair argmax --releases 100000 --plot-dir figs
   nvdp attack distinguish --model runs/sst2-clipped --texts "the movie is great","the movie is awful"

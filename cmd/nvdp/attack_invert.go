@@ -21,12 +21,10 @@ func newAttackInvertCmd() *cobra.Command {
 		Use:   "invert --model DIR [--glue-dir D] [--vocab V] [--decoder nn|linear|mlp|all]",
 		Short: "Reconstruct the tokens of texts from their released embeddings: token precision / recall / F1 and exact-token accuracy",
 		Long: `Attack a model's release by inversion: the attacker holds the task's train split as public
-text and the dev split's texts are the victims. It releases each public text (--releases-per-text
-times) and learns the token at each released component: nn (the nearest public release mean),
-linear and mlp (decoders trained on the public releases); each victim is released once and its
-tokens guessed. Reported per decoder: exact-token accuracy and token precision, recall and F1 with
-bootstrap intervals, the same decoders on the encoder output (the non-private reference), the
-majority token (chance) and the certified epsilon of one release. Details: docs/attacks.md.`,
+text, learns the token at each released component from the public texts' releases (--decoder nn,
+linear, mlp) and guesses the tokens of the dev split's texts, each released once. Reported per
+decoder: token accuracy, precision, recall and F1 with intervals, against the encoder output and
+chance, beside the certified epsilon of one release. Details: docs/attacks.md.`,
 		Example: `  nvdp attack invert --model runs/sst2-clipped
   nvdp attack invert --model runs/sst2-clipped --public-limit 20000 --decoder mlp --epochs 10 --json > invert.json`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAttackInvert(cmd, f) },

@@ -21,17 +21,11 @@ func newEmbedCmd() *cobra.Command {
 		Use:   "embed --model DIR --input FILE|- [--column NAME | --field NAME] --out FILE",
 		Short: "Release privatised embeddings of texts: the sample of each text's clipped posterior, with its certified guarantee",
 		Long: `Release the embeddings of texts under a trained NVDP-Clipped or gaussian model: for each text a
-sample of its clipped posterior, Z [N, P] and the Dirichlet weights pi [N], never the text. Models
-without a finite certified guarantee (baseline, unclipped nvdp, reference mode) are refused, and so
-is one certifying more than --max-epsilon per release (default 8).
-
-The input (a file, or - for stdin) holds one text per line, or with --column NAME a TSV file with a
-header, or with --field NAME JSON lines. It is streamed, --batch-size texts at a time. The output
-(--format safetensors, or jsonl when --out ends in .jsonl) replaces --out only when complete, and
-holds the metadata: the model, the certified guarantee of one release and the total cost per text
-of its --releases-per-text releases. The release is exact (docs/privacy.md, "Floating-point
-safety"); --seed is for tests only (the output is marked "not for release"). docs/serving.md,
-"nvdp embed", has the formats, the checks and the memory bound.`,
+sample of its clipped posterior, Z [N, P] and the Dirichlet weights pi [N], never the text. A
+model without a finite certified guarantee, or certifying more than --max-epsilon per release, is
+refused. --input holds one text per line (--column NAME: a TSV column; --field NAME: JSON lines);
+--out (safetensors, or jsonl) is replaced only when complete and holds the certified guarantee.
+docs/serving.md, "nvdp embed": the formats, the checks, --seed and the memory bound.`,
 		Example: `  nvdp embed --model runs/sst2-clipped --input texts.txt --out texts.safetensors
   nvdp embed --model runs/sst2-clipped --input dev.tsv --column sentence --out dev.jsonl --releases-per-text 3
   cat docs.jsonl | nvdp embed --model runs/sst2-clipped --input - --field text --out docs.safetensors`,

@@ -22,16 +22,10 @@ func newEvalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval --model DIR --split dev|test --out DIR",
 		Short: "Evaluate a trained model: metrics, GLUE predictions and the posterior file for the audit",
-		Long: `Run a model directory written by 'nvdp train' on a split.
-
-Writes OUT/eval_<split>.json (metrics on labelled splits; for NVDP and gaussian models the
-certified guarantee of the release, "certified"), the predictions (OUT/<TASK>.tsv in GLUE
-submission format for test, OUT/predictions_<split>.tsv otherwise) and, for NVDP and gaussian
-models, OUT/posteriors_<split>.safetensors for 'nvdp audit', max-seq-len + 1 components each.
-These models sample at evaluation, seeded by --seed. A speech model (--task lid) is evaluated on
-its corpus.
-
-docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`,
+		Long: `Run a model directory written by 'nvdp train' on a split: OUT/eval_<split>.json (metrics, and
+the certified guarantee of an NVDP or gaussian model's release), the predictions and, for NVDP
+and gaussian models (which sample, seeded by --seed), OUT/posteriors_<split>.safetensors for
+'nvdp audit'. docs/training.md, "nvdp eval"; docs/speech.md, "Task: nvdp run --task lid".`,
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()

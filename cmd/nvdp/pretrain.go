@@ -25,16 +25,10 @@ func newPretrainCmd() *cobra.Command {
 		Use:   "pretrain --corpus FILE_OR_DIR --config bert-tiny|bert-mini --vocab FILE --steps N --out DIR",
 		Short: "Pretrain a BERT encoder with masked-language modelling on your own text",
 		Long: `Pretrain a BERT encoder with the masked-language-model objective (BERT §3.1), from scratch or
-from a checkpoint (--init-from hf:DIR or a hub name: continued, domain-adaptive pretraining).
-
---corpus is a text file (one sentence or document per line), a directory of .txt files, or a
-GLUE directory (glue:DIR) whose train and test sentences become the corpus (dev is never read).
---out receives a Hugging Face BertForMaskedLM directory that --encoder hf:DIR loads, with
-pretrain_metrics.jsonl, pretrain_summary.json and a checkpoint (--resume continues with the saved
-options, of which --steps, --save-every and --eval-every may change; Ctrl-C or SIGTERM stops after
-the current step with a checkpoint).
-
-docs/pretraining.md.`,
+from a checkpoint (--init-from). --corpus is a text file, a directory of .txt files, or glue:DIR;
+--out receives a Hugging Face BertForMaskedLM directory that --encoder hf:DIR loads, with its
+metrics and a checkpoint (--resume; Ctrl-C or SIGTERM stops after the current step with a
+checkpoint). docs/pretraining.md.`,
 		Example: `  nvdp pretrain --corpus glue:../shared/data/glue --config bert-mini \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --steps 2000 --out runs/mini-mlm
   nvdp train --task rte --encoder hf:runs/mini-mlm ...`,

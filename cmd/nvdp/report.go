@@ -21,13 +21,10 @@ func newReportCmd() *cobra.Command {
 		Use:   "report DIR [--format md|csv|json] [--plots]",
 		Short: "Paper-style tables (and plots) of a sweep directory",
 		Long: `Reads every report.json under DIR (an 'nvdp sweep' directory, or any tree of 'nvdp run'
-outputs) and writes, per task, the table of the paper's Tables 3-5 (rows model x lambda: the
-dev metrics, the empirical audit and the certified RD and epsilon, mean ± std over seeds), the
-certified privacy-utility frontier, the best-trade-off summary of Table 1 and, for the attack
-reports under --attacks (default DIR), their tables. A sweep whose sweep.json (or stages.json)
-lists cells without report.json is an error naming them; --allow-partial reports the others.
---plots writes PNG and SVG figures to --plots-dir (default DIR/plots). Columns, figures and
-formats: docs/results.md ("nvdp report") and docs/attacks.md ("Along the frontier").`,
+outputs) and writes per task the table of the paper's Tables 3-5, the certified privacy-utility
+frontier, the best-trade-off summary of Table 1 and the attack tables (--attacks); --plots writes
+the figures. Columns, figures, formats and partial sweeps: docs/results.md ("nvdp report") and
+docs/attacks.md ("Along the frontier").`,
 		Example: `  nvdp report sweeps/glue --plots
   nvdp report sweeps/frontier --plots --plots-dir figs   # figs/<task>_frontier_certified.{png,svg}
   nvdp report sweeps/glue --format csv --out glue.csv`,

@@ -25,13 +25,10 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train, evaluate and audit in one: utility and privacy in DIR/report.json",
-		Long: `The main job: 'nvdp train', then 'nvdp eval' of the best model on dev (utility), the posterior
-file of --audit-split and its audit (principled Eq. rdp bound over all ordered pairs and BDP, or
-the reference mode) with the certified guarantee, written to DIR/report.json and summarised on
-stdout. The baseline has no posterior: privacy is null. --skip-train evaluates and audits the
-model already in --out. --task lid is spoken language identification on --lid-dir.
-
-docs/training.md, "nvdp run"; docs/speech.md, "Task: nvdp run --task lid".`,
+		Long: `The main job: 'nvdp train', then 'nvdp eval' of the best model on dev (utility) and the audit of
+the posteriors of --audit-split with the certified guarantee (privacy; null for the baseline),
+written to DIR/report.json and summarised on stdout. --skip-train evaluates and audits the model
+already in --out. docs/training.md, "nvdp run"; docs/speech.md, "Task: nvdp run --task lid".`,
 		Example: `  nvdp run --task sst2 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --variant nvdp-clipped \
     --lambda 1e-2 --target-epsilon 8 --epochs 3 --out runs/sst2-eps8`,

@@ -38,18 +38,12 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve --model DIR --ledger FILE|postgres://...|env:VAR [--addr 127.0.0.1:8080] [--keys FILE | --keys-in-ledger] [--budget-epsilon E]",
 		Short: "Serve privatised embeddings over HTTP, charging each release to a per-key privacy budget in a durable ledger",
 		Long: `Serve the model in DIR over HTTP: POST /v1/embed {"texts": [...]} returns one release per text
-(a sample of its clipped posterior, as 'nvdp embed') with the certified guarantee of one release
-and the caller's balance. Each release is charged to the caller's key in the --ledger before the
-response is written; a request that would pass the key's budget is refused (429), nothing released.
-
---ledger is a file (one server) or a PostgreSQL database shared by replicas (postgres://...,
-postgresql://..., or env:VAR, the URL in the variable VAR), created once with 'nvdp serve ledger
-init'; a missing, corrupt or unrestored ledger stops the server at start. Keys: --keys FILE
-('nvdp serve keygen'; read again on SIGHUP) or --keys-in-ledger ('nvdp serve keys'); without keys
-every request is charged to one shared account with --budget-epsilon, on loopback only. SIGUSR1
-backs a file ledger up into --backup-dir; SIGTERM or SIGINT drains the requests in flight and exits.
-Routes: /v1/embed, /v1/info, /v1/budget, /v1/openapi.yaml, /healthz, /readyz, /metrics.
-docs/serving.md, "nvdp serve": the API, keys, the ledgers, backups, limits and the threat model.`,
+with its certified guarantee, each charged to the caller's key in the --ledger (a file, or a
+PostgreSQL database shared by replicas, made once with 'nvdp serve ledger init') before the
+response is written; a request past the key's budget is refused (429). Keys: --keys FILE ('nvdp
+serve keygen') or --keys-in-ledger ('nvdp serve keys'). SIGUSR1 backs a file ledger up; SIGTERM
+drains and exits. docs/serving.md, "nvdp serve": the API, keys, the ledgers, backups, limits and
+the threat model.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
 	fs := cmd.Flags()

@@ -28,17 +28,12 @@ func newSweepCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sweep --tasks T,.. --variants V,.. --lambdas L,.. --seeds S,.. [train flags] --out DIR",
 		Short: "Run the paper's grid (tasks x variants x lambdas x seeds): one `nvdp run` per cell",
-		Long: `Runs every cell of tasks x variants x lambdas x seeds with the train + eval + audit pipeline
-of 'nvdp run', each in DIR/<task>/<variant>/lambda=<l>/seed=<s>/ (the baseline, and gaussian
-which has no lambda: DIR/<task>/<variant>/seed=<s>/); every train and audit flag of 'nvdp run'
-applies to all cells. DIR/sweep.json lists every cell and its status. Cells whose report.json
-exists are skipped and interrupted cells resume: after Ctrl-C, rerun the same command.
-The nvdp-clipped and gaussian cells need a target (--target-epsilons E1,E2,..., a dimension:
-DIR/<task>/<variant>/epsilon=<e>/...; or one --target-epsilon / --target-rd) or
---hand-set-clipping. --c-mu-grid first selects C_mu per task (paper §3.2); --jobs N runs N
-cells at once as subprocesses (logs in DIR/logs/); --plan writes the stages for a cluster
-('nvdp sweep stage', 'select', 'finish'); --tasks lid (alone) sweeps spoken language
-identification. Details: docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes the tables.`,
+		Long: `Runs every cell of tasks x variants x lambdas x seeds with the pipeline of 'nvdp run', each in
+DIR/<task>/<variant>/..., listed with its status in DIR/sweep.json; every train and audit flag of
+'nvdp run' applies to all cells. Done cells are skipped and interrupted ones resume: rerun the
+same command. The nvdp-clipped and gaussian cells need --target-epsilons, one --target-epsilon /
+--target-rd, or --hand-set-clipping. Details (layout, --c-mu-grid, --jobs, --plan, --tasks lid):
+docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes the tables.`,
 		Example: `  nvdp sweep --tasks sst2,rte --variants baseline,nvdp,nvdp-clipped --lambdas 1e-3,1e-2,1e-1,1 \
     --hand-set-clipping --seeds 1,2,3 --glue-dir ../shared/data/glue --encoder scratch:bert-tiny \
     --vocab ../shared/models/bert-base-uncased-vocab/vocab.txt --epochs 3 --out sweeps/glue`,

@@ -21,17 +21,10 @@ func newTrainCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train --task TASK --glue-dir DIR --encoder SPEC --variant V --out DIR",
 		Short: "Train a baseline, NVDP, NVDP-Clipped or Gaussian-mechanism model on a GLUE task",
-		Long: `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task, or on --task lid.
-
-The best model goes to --out (config.json, nvdp_config.json, model.safetensors, tokenizer files,
-train_options.json) with metrics.jsonl and a resumable checkpoint (--resume; Ctrl-C or SIGTERM
-stops after the current step with a checkpoint).
-
-A clipped variant (nvdp-clipped, gaussian) in principled mode needs a privacy target:
---target-epsilon E [--delta D] or --target-rd R [--order L] calibrates the clipping constants
-not given on the command line (the calibration in certificate.json); --hand-set-clipping trains
-with the given (or the paper's) constants and whatever epsilon they certify (thousands).
---variant gaussian is the Gaussian-mechanism baseline at the same release point.
+		Long: `Fine-tune an encoder with (or without) the NVIB bottleneck on a GLUE task, or on --task lid,
+and write the best model to --out with metrics.jsonl and a resumable checkpoint (--resume; Ctrl-C
+or SIGTERM stops after the current step with a checkpoint). A clipped variant (nvdp-clipped,
+gaussian) in principled mode needs --target-epsilon E, --target-rd R or --hand-set-clipping.
 
 docs/training.md: the flags, the output directory, resuming, "Calibration to a privacy target"
 and the Gaussian baseline; docs/privacy.md, "A guarantee by default"; docs/speech.md for lid.`,

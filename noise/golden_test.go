@@ -86,9 +86,9 @@ func sumOf(v []int64) string {
 
 // TestNoiseGolden pins the sampler's output bit for bit: for every lattice and seeded source,
 // the values drawn and the number of Uint64 calls made on the source are those of the sampler
-// at commit 5da32a1, drawn through a counting wrapper (a plain rand.Source) and from the bare
-// source (where the sampler may take a path of its own for a concrete type), whose next output
-// must then be the one after as many calls. Any change to which bits a draw uses, or in what
+// at commit 5da32a1, drawn through a counting wrapper (a plain rand.Source), from the bare
+// source and from the source behind a *rand.Rand (where the sampler takes a path of its own for
+// the concrete type), whose next output must then be the one after as many calls. Any change to which bits a draw uses, or in what
 // order, fails it.
 func TestNoiseGolden(t *testing.T) {
 	n := goldenDraws
@@ -129,19 +129,27 @@ func TestNoiseGolden(t *testing.T) {
 					t.Errorf("%d values: sha256 %s after %d Uint64 calls, want %s after %d", n, got.sum, got.allCalls, want.sum, want.allCalls)
 				}
 
-				// the bare source: the same values, and the source advanced by as many calls
-				src := gs.make()
-				bare := NewNoise(l, src)
-				v2 := goldenDraw(bare, n)
-				if sumOf(v2) != sumOf(v) {
-					t.Errorf("bare %T source: %d values differ from the wrapped source's", src, n)
-				}
-				ref := gs.make()
-				for range cs.calls {
-					ref.Uint64()
-				}
-				if a, b := src.Uint64(), ref.Uint64(); a != b {
-					t.Errorf("bare %T source: not advanced by the %d Uint64 calls of the wrapped one", src, cs.calls)
+				// the bare source, and the source behind a *rand.Rand (as package release
+				// hands it): the same values, and the source advanced by as many calls
+				for _, inRand := range []bool{false, true} {
+					src := gs.make()
+					var nz *Noise
+					if inRand {
+						nz = NewNoise(l, rand.New(src))
+					} else {
+						nz = NewNoise(l, src)
+					}
+					v2 := goldenDraw(nz, n)
+					if sumOf(v2) != sumOf(v) {
+						t.Errorf("bare %T source (in a rand.Rand %v): %d values differ from the wrapped source's", src, inRand, n)
+					}
+					ref := gs.make()
+					for range cs.calls {
+						ref.Uint64()
+					}
+					if a, b := src.Uint64(), ref.Uint64(); a != b {
+						t.Errorf("bare %T source (in a rand.Rand %v): not advanced by the %d Uint64 calls of the wrapped one", src, inRand, cs.calls)
+					}
 				}
 			})
 		}

@@ -392,6 +392,21 @@ func BenchmarkNoise(b *testing.B) {
 	}
 }
 
+// BenchmarkNoiseRand is BenchmarkNoise with the ChaCha8 behind a *rand.Rand, as package release
+// hands it to NewNoise.
+func BenchmarkNoiseRand(b *testing.B) {
+	l, _ := NewLattice(1, 0.493)
+	s := NewNoise(l, rand.New(rand.NewChaCha8([32]byte{1})))
+	dst := make([]int64, 65*128)
+	cpu := cpuTime()
+	for b.Loop() {
+		s.Fill(dst)
+	}
+	if cpu > 0 {
+		b.ReportMetric(float64(cpuTime()-cpu)/(float64(b.N)*float64(len(dst))), "cpu-ns/value")
+	}
+}
+
 // BenchmarkZiggurat is the float sampler it replaces (math/rand/v2's
 // NormFloat64 on ChaCha8), for the ratio.
 func BenchmarkZiggurat(b *testing.B) {

@@ -12,21 +12,33 @@ import (
 // uses depend only on the order in which it asks for bits and digits.
 type bitSource struct {
 	bits, digits uint64
-	nBits        uint          // bits left in bits
-	nDigits      uint          // 16-bit digits left in digits
-	cc           *rand.ChaCha8 // src, when it is a ChaCha8 (called directly, not through the interface)
-	src          rand.Source
+	nBits        uint // bits left in bits
+	nDigits      uint // 16-bit digits left in digits
+	// src, and src again when it is a *rand.ChaCha8 or a *rand.Rand (called
+	// directly, not through the interface: a Rand's Uint64 is its source's)
+	src rand.Source
+	cc  *rand.ChaCha8
+	rr  *rand.Rand
 }
 
 func newBitSource(src rand.Source) bitSource {
-	cc, _ := src.(*rand.ChaCha8)
-	return bitSource{src: src, cc: cc}
+	b := bitSource{src: src}
+	switch s := src.(type) {
+	case *rand.ChaCha8:
+		b.cc = s
+	case *rand.Rand:
+		b.rr = s
+	}
+	return b
 }
 
 // next returns the source's next Uint64.
 func (b *bitSource) next() uint64 {
 	if b.cc != nil {
 		return b.cc.Uint64()
+	}
+	if b.rr != nil {
+		return b.rr.Uint64()
 	}
 	return b.src.Uint64()
 }

@@ -38,7 +38,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
@@ -401,15 +404,47 @@ func ReadHeader(path string) (*Header, error) {
 // shapes reserves room for the header and writes it last, padded with more spaces, which readers
 // accept.
 //
+// The JSON is encoding/json's for the header as a map: keys sorted, strings escaped as
+// json.Marshal escapes them.
+//
 // EncodeHeader returns an error for an empty, "__metadata__" or duplicate name, and for a shape
 // whose size, by [ByteSize], is not the span of its data offsets.
 func EncodeHeader(entries []HeaderEntry, metadata map[string]string) ([]byte, error) {
-	hdr := map[string]any{}
+	return EncodeHeaderShared(entries, nil, metadata)
+}
+
+// SharedMetadata is metadata that many headers share, its JSON encoded once by
+// [NewSharedMetadata] for [EncodeHeaderShared].
+type SharedMetadata struct {
+	pairs []encodedPair
+}
+
+// encodedPair is a key of a JSON object and its member as JSON, "key":"value".
+type encodedPair struct {
+	key  string
+	json []byte
+}
+
+// NewSharedMetadata encodes metadata's keys and values once.
+func NewSharedMetadata(metadata map[string]string) *SharedMetadata {
+	m := &SharedMetadata{}
+	for k, v := range metadata {
+		m.pairs = append(m.pairs, encodedPair{k, appendMember(nil, k, v)})
+	}
+	slices.SortFunc(m.pairs, func(a, b encodedPair) int { return strings.Compare(a.key, b.key) })
+	return m
+}
+
+// EncodeHeaderShared is [EncodeHeader] of the metadata shared (nil: none) and extra together, the
+// same bytes, with shared's members copied from their encoding. It returns an error, besides
+// EncodeHeader's, for a key both in shared and in extra.
+func EncodeHeaderShared(entries []HeaderEntry, shared *SharedMetadata, extra map[string]string) ([]byte, error) {
+	top := make([]encodedPair, 0, len(entries)+1)
 	for _, e := range entries {
 		if e.Name == "" || e.Name == "__metadata__" {
 			return nil, fmt.Errorf("safetensors: invalid tensor name %q", e.Name)
 		}
-		if _, dup := hdr[e.Name]; dup {
+		if slices.ContainsFunc(top, func(p encodedPair) bool { return p.key == e.Name }) {
 			return nil, fmt.Errorf("safetensors: duplicate tensor name %q", e.Name)
 		}
 		size, err := ByteSize(e.DType, e.Shape)
@@ -419,23 +454,72 @@ func EncodeHeader(entries []HeaderEntry, metadata map[string]string) ([]byte, er
 		if b, end := e.DataOffsets[0], e.DataOffsets[1]; b < 0 || end-b != int64(size) {
 			return nil, fmt.Errorf("safetensors: tensor %q: shape %v of %s needs %d bytes, data_offsets [%d, %d]", e.Name, e.Shape, e.DType, size, b, end)
 		}
-		shape := e.Shape
-		if shape == nil {
-			shape = []int{}
+		top = append(top, encodedPair{e.Name, nil})
+	}
+	var md []encodedPair
+	if shared != nil {
+		md = slices.Clone(shared.pairs)
+	}
+	for k, v := range extra {
+		if shared != nil && slices.ContainsFunc(shared.pairs, func(p encodedPair) bool { return p.key == k }) {
+			return nil, fmt.Errorf("safetensors: metadata key %q given twice", k)
 		}
-		hdr[e.Name] = map[string]any{"dtype": e.DType, "shape": shape, "data_offsets": e.DataOffsets}
+		md = append(md, encodedPair{k, appendMember(nil, k, v)})
 	}
-	if len(metadata) > 0 {
-		hdr["__metadata__"] = metadata
+	if len(md) > 0 {
+		top = append(top, encodedPair{"__metadata__", nil})
 	}
-	js, err := json.Marshal(hdr)
-	if err != nil {
-		return nil, fmt.Errorf("safetensors: encoding header: %w", err)
+	slices.SortFunc(top, func(a, b encodedPair) int { return strings.Compare(a.key, b.key) })
+	slices.SortFunc(md, func(a, b encodedPair) int { return strings.Compare(a.key, b.key) })
+	js := []byte{'{'}
+	for i, p := range top {
+		if i > 0 {
+			js = append(js, ',')
+		}
+		js = appendString(js, p.key)
+		js = append(js, ':')
+		if p.key == "__metadata__" {
+			js = append(js, '{')
+			for j, m := range md {
+				if j > 0 {
+					js = append(js, ',')
+				}
+				js = append(js, m.json...)
+			}
+			js = append(js, '}')
+			continue
+		}
+		e := entries[slices.IndexFunc(entries, func(e HeaderEntry) bool { return e.Name == p.key })]
+		js = fmt.Appendf(js, `{"data_offsets":[%d,%d],"dtype":`, e.DataOffsets[0], e.DataOffsets[1])
+		js = appendString(js, string(e.DType))
+		js = append(js, `,"shape":[`...)
+		for k, d := range e.Shape {
+			if k > 0 {
+				js = append(js, ',')
+			}
+			js = strconv.AppendInt(js, int64(d), 10)
+		}
+		js = append(js, "]}"...)
 	}
+	js = append(js, '}')
 	if pad := (8 - len(js)%8) % 8; pad > 0 {
 		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
 	}
 	return js, nil
+}
+
+// appendMember appends the object member "key":"value" as encoding/json writes it.
+func appendMember(b []byte, key, value string) []byte {
+	b = appendString(b, key)
+	b = append(b, ':')
+	return appendString(b, value)
+}
+
+// appendString appends s as a JSON string, escaped as json.Marshal escapes it (HTML characters
+// included; invalid UTF-8 becomes U+FFFD).
+func appendString(b []byte, s string) []byte {
+	js, _ := json.Marshal(s) // a string always encodes
+	return append(b, js...)
 }
 
 // Write writes tensors and metadata. The tensors' order becomes the buffer order. Names must be

@@ -3,7 +3,9 @@ package safetensors
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -430,6 +432,118 @@ func TestConversionRejectsInconsistentTensor(t *testing.T) {
 		var b bytes.Buffer
 		if err := Write(&b, []*Tensor{tt}, nil); err == nil {
 			t.Errorf("Write accepted %s", tt.Name)
+		}
+	}
+}
+
+// encodeHeaderMap is EncodeHeader as it was written before the encoder wrote its JSON by hand:
+// json.Marshal of the header as a map (entries assumed valid).
+func encodeHeaderMap(entries []HeaderEntry, metadata map[string]string) []byte {
+	hdr := map[string]any{}
+	for _, e := range entries {
+		shape := e.Shape
+		if shape == nil {
+			shape = []int{}
+		}
+		hdr[e.Name] = map[string]any{"dtype": e.DType, "shape": shape, "data_offsets": e.DataOffsets}
+	}
+	if len(metadata) > 0 {
+		hdr["__metadata__"] = metadata
+	}
+	js, _ := json.Marshal(hdr)
+	if pad := (8 - len(js)%8) % 8; pad > 0 {
+		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
+	}
+	return js
+}
+
+// headerCase builds valid entries and metadata from a fuzzer's bytes: names and metadata from
+// pieces that sort around "__metadata__" and need escaping (HTML characters, quotes, control
+// characters, invalid UTF-8), shapes of 0-3 dimensions.
+func headerCase(data []byte) ([]HeaderEntry, map[string]string) {
+	pieces := []string{"z", "pi", "A", "_", "__metadata_", "__metadatb__", "<", "&", ">", "\"", "\\", "\n", "\x01", "é", "\xff", "\u2028", "x y", "0"}
+	next := func() int {
+		if len(data) == 0 {
+			return 0
+		}
+		v := int(data[0])
+		data = data[1:]
+		return v
+	}
+	word := func() string {
+		var s string
+		for range 1 + next()%3 {
+			s += pieces[next()%len(pieces)]
+		}
+		return s
+	}
+	var entries []HeaderEntry
+	var off int64
+	for range next() % 4 {
+		name := word()
+		if name == "__metadata__" || slices.ContainsFunc(entries, func(e HeaderEntry) bool { return e.Name == name }) {
+			continue
+		}
+		shape := make([]int, next()%4)
+		for i := range shape {
+			shape[i] = next() % 5
+		}
+		size, _ := ByteSize(F32, shape)
+		entries = append(entries, HeaderEntry{Name: name, DType: F32, Shape: shape, DataOffsets: [2]int64{off, off + int64(size)}})
+		off += int64(size)
+	}
+	md := map[string]string{}
+	for range next() % 5 {
+		md[word()] = word()
+	}
+	return entries, md
+}
+
+// TestEncodeHeaderSameAsMap: the hand-written JSON of EncodeHeader and EncodeHeaderShared (the
+// metadata split between shared and extra keys) is byte for byte json.Marshal's of the header
+// as a map, over random headers.
+func TestEncodeHeaderSameAsMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for range 3000 {
+		data := make([]byte, 40)
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		checkHeaderSameAsMap(t, data)
+	}
+}
+
+func FuzzEncodeHeader(f *testing.F) {
+	f.Add([]byte{2, 0, 1, 2, 3, 1, 1, 2, 3, 4, 5, 6})
+	f.Fuzz(func(t *testing.T, data []byte) { checkHeaderSameAsMap(t, data) })
+}
+
+func checkHeaderSameAsMap(t *testing.T, data []byte) {
+	entries, md := headerCase(data)
+	want := encodeHeaderMap(entries, md)
+	got, err := EncodeHeader(entries, md)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("EncodeHeader(%+v, %q) = %q, %v; json.Marshal gives %q", entries, md, got, err, want)
+	}
+	shared, extra := map[string]string{}, map[string]string{}
+	for k, v := range md {
+		if len(k)%2 == 0 {
+			shared[k] = v
+		} else {
+			extra[k] = v
+		}
+	}
+	got, err = EncodeHeaderShared(entries, NewSharedMetadata(shared), extra)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("EncodeHeaderShared(%+v, %q, %q) = %q, %v; json.Marshal gives %q", entries, shared, extra, got, err, want)
+	}
+	if len(shared) > 0 {
+		for k := range shared {
+			extra[k] = "again"
+			break
+		}
+		if _, err := EncodeHeaderShared(entries, NewSharedMetadata(shared), extra); err == nil {
+			t.Fatalf("EncodeHeaderShared accepted a key both shared and extra: %q, %q", shared, extra)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"mime"
 	"net/http"
@@ -103,20 +102,17 @@ func rangeMatch(r, typ string) int {
 // mechanism). The body's length depends only on the number of texts and the metadata.
 func (s *Server) writeSafetensors(w http.ResponseWriter, embs []Embedding, priv Privacy) error {
 	m := len(embs)
-	keys := make(map[string]string, len(s.binaryKeys)+1)
-	maps.Copy(keys, s.binaryKeys)
-	keys["texts"], keys["releases"] = strconv.Itoa(m), strconv.Itoa(m) // one release per text
 	pb, err := json.Marshal(priv)
 	if err != nil {
 		return err
 	}
-	keys["privacy"] = string(pb)
+	keys := map[string]string{"texts": strconv.Itoa(m), "releases": strconv.Itoa(m), "privacy": string(pb)} // one release per text
 	zBytes := int64(m) * int64(s.n*s.p*4)
 	piBytes := int64(m) * int64(s.n*4)
-	hdr, err := safetensors.EncodeHeader([]safetensors.HeaderEntry{
+	hdr, err := safetensors.EncodeHeaderShared([]safetensors.HeaderEntry{
 		{Name: "z", DType: safetensors.F32, Shape: []int{m, 1, s.n, s.p}, DataOffsets: [2]int64{0, zBytes}},
 		{Name: "pi", DType: safetensors.F32, Shape: []int{m, 1, s.n}, DataOffsets: [2]int64{zBytes, zBytes + piBytes}},
-	}, keys)
+	}, s.binaryKeys, keys)
 	if err != nil {
 		return err
 	}
@@ -168,11 +164,11 @@ var bodies sync.Pool
 const maxPooledBody = 8 << 20
 
 // binaryKeys returns the safetensors metadata that every binary response of
-// a server of rel shares: release.Metadata's keys for one release per text
+// a server of rel shares, encoded: release.Metadata's keys for one release per text
 // of guarantee g, with the Releaser's model description (GET /v1/info's)
 // under "model"; the counts ("texts", "releases") and "privacy" are each
 // response's. New makes it once: it is most of a response's JSON.
-func binaryKeys(rel Releaser, g *privacy.Guarantee, seeded bool) (map[string]string, error) {
+func binaryKeys(rel Releaser, g *privacy.Guarantee, seeded bool) (*safetensors.SharedMetadata, error) {
 	keys, err := release.NewMetadata(release.ModelInfo{}, g, g, release.FormatSafetensors, 1, seeded).MetadataKeys()
 	if err != nil {
 		return nil, fmt.Errorf("binary response metadata: %w", err)
@@ -182,7 +178,9 @@ func binaryKeys(rel Releaser, g *privacy.Guarantee, seeded bool) (map[string]str
 		return nil, fmt.Errorf("model description: %w", err)
 	}
 	keys["model"] = string(model)
-	return keys, nil
+	delete(keys, "texts") // each response's, as "privacy"
+	delete(keys, "releases")
+	return safetensors.NewSharedMetadata(keys), nil
 }
 
 // appendFloat32s appends v to b as little-endian float32.

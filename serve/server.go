@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	excerptpkg "github.com/nvdp-project/nvdp/internal/excerpt"
 	"io"
 	"log/slog"
 	"math"
@@ -40,6 +39,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	excerptpkg "github.com/nvdp-project/nvdp/internal/excerpt"
+	"github.com/nvdp-project/nvdp/safetensors"
 
 	"github.com/nvdp-project/nvdp/api"
 	"github.com/nvdp-project/nvdp/jsonfloat"
@@ -76,7 +78,7 @@ type Server struct {
 	guar   *privacy.Guarantee
 	// binaryKeys are the metadata of every binary response but its counts
 	// and its privacy block (binaryKeys, made once by New).
-	binaryKeys map[string]string
+	binaryKeys *safetensors.SharedMetadata
 	one        privacyOfOne
 	curve      *ledger.Curve
 	ledger     ledger.Ledger

@@ -1,9 +1,11 @@
 package option
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // FormatFloat writes the float option v as text, as a command line gives
@@ -72,4 +74,46 @@ func ParseIntPtr(s string) (*int, error) {
 		return nil, fmt.Errorf("%q is neither an integer nor auto", s)
 	}
 	return &v, nil
+}
+
+// ParseList splits the comma-separated list s into its non-empty, trimmed
+// items; a list without any is an error.
+func ParseList(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
+// ParseListOf parses every item of the comma-separated list s ([ParseList])
+// with parse; an item it rejects is an error quoting the item and saying it
+// is not want.
+func ParseListOf[T any](s, want string, parse func(string) (T, error)) ([]T, error) {
+	items, err := ParseList(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(items))
+	for i, f := range items {
+		if out[i], err = parse(f); err != nil {
+			return nil, fmt.Errorf("%q is not %s", f, want)
+		}
+	}
+	return out, nil
+}
+
+// ParseFloats parses a comma-separated list of numbers ([ParseListOf]).
+func ParseFloats(s string) ([]float64, error) {
+	return ParseListOf(s, "a number", func(f string) (float64, error) { return strconv.ParseFloat(f, 64) })
+}
+
+// ParseUints parses a comma-separated list of integers >= 0 ([ParseListOf]).
+func ParseUints(s string) ([]uint64, error) {
+	return ParseListOf(s, "a non-negative integer", func(f string) (uint64, error) { return strconv.ParseUint(f, 10, 64) })
 }

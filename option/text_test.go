@@ -2,6 +2,7 @@ package option
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -82,5 +83,32 @@ func TestParseIntPtr(t *testing.T) {
 	}
 	if _, err := ParseIntPtr("x"); err == nil || err.Error() != `"x" is neither an integer nor auto` {
 		t.Errorf("ParseIntPtr(x): %v", err)
+	}
+}
+
+// TestParseLists: items are trimmed and empty ones dropped; an empty list
+// and an item that does not parse are errors that quote the item.
+func TestParseLists(t *testing.T) {
+	if got, err := ParseFloats(" 1e-3, 1e-2,,1 "); err != nil || !slices.Equal(got, []float64{1e-3, 1e-2, 1}) {
+		t.Errorf("floats: %v, %v", got, err)
+	}
+	if got, err := ParseUints("1,2,3"); err != nil || !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Errorf("uints: %v, %v", got, err)
+	}
+	if got, err := ParseList(" sst2 ,rte,"); err != nil || !slices.Equal(got, []string{"sst2", "rte"}) {
+		t.Errorf("strings: %v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{func() error { _, err := ParseUints("1,-2"); return err }(), `"-2" is not a non-negative integer`},
+		{func() error { _, err := ParseFloats("0.1,x"); return err }(), `"x" is not a number`},
+		{func() error { _, err := ParseList(" , "); return err }(), "empty list"},
+		{func() error { _, err := ParseFloats(""); return err }(), "empty list"},
+	} {
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("error %v, want %q", tc.err, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvdp-project/nvdp/attack"
 	"github.com/nvdp-project/nvdp/internal/atomicfile"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/report"
 	"github.com/spf13/cobra"
 )
@@ -81,8 +82,10 @@ func (f *distinguishFlags) bindPair(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("pair-index") {
 		return nil
 	}
-	v, err := parseListOf("--pair-index", f.pairIndex, "an index >= 0", strconv.Atoi)
-	if err != nil {
+	var v []int
+	if err := parseInto(&v, "--pair-index", f.pairIndex, false, func(s string) ([]int, error) {
+		return option.ParseListOf(s, "an index >= 0", strconv.Atoi)
+	}); err != nil {
 		return err
 	}
 	if len(v) != 2 || v[0] < 0 || v[1] < 0 {

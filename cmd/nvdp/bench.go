@@ -14,15 +14,12 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
-	var (
-		config     string
-		batch, seq int
-		steps      int
-		jsonOut    bool
-		noDropout  bool
-		seed       uint64
-		dev        deviceFlags
-	)
+	var config string
+	var jsonOut bool
+	var dev deviceFlags
+	o := bench.Options{Batch: 32, Seq: 128, Steps: 5,
+		// Timed steps are short and few: a debug line each, no bar.
+		Progress: func(e progress.Event) { slog.Debug("step", "phase", e.Stage, "i", e.Done-1) }}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Time training and inference steps of a BERT classifier on this machine",
@@ -36,15 +33,11 @@ peer (--no-dropout): docs/performance.md.`,
 			if err != nil {
 				return fmt.Errorf("--config: %w", err)
 			}
-			d, err := dev.open()
-			if err != nil {
+			if o.Device, err = dev.open(); err != nil {
 				return err
 			}
-			defer closeDevice(d)
-			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", batch, "seq", seq, "steps", steps, "dropout", !noDropout)
-			o := bench.Options{Batch: batch, Seq: seq, Steps: steps, NoDropout: noDropout, Seed: seed, Device: d,
-				// Timed steps are short and few: a debug line each, no bar.
-				Progress: func(e progress.Event) { slog.Debug("step", "phase", e.Stage, "i", e.Done-1) }}
+			defer closeDevice(o.Device)
+			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", o.Batch, "seq", o.Seq, "steps", o.Steps, "dropout", !o.NoDropout)
 			res, err := bench.Run(config, cfg, o)
 			if err != nil {
 				return flagError(err)
@@ -57,12 +50,12 @@ peer (--no-dropout): docs/performance.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&config, "config", "bert-tiny", "encoder preset: bert-tiny, bert-mini, bert-base, bert-large, roberta-base")
-	f.IntVar(&batch, "batch", 32, "batch size")
-	f.IntVar(&seq, "seq", 128, "sequence length")
-	f.IntVar(&steps, "steps", 5, "timed steps (after one warm-up step)")
+	f.IntVar(&o.Batch, "batch", o.Batch, "batch size")
+	f.IntVar(&o.Seq, "seq", o.Seq, "sequence length")
+	f.IntVar(&o.Steps, "steps", o.Steps, "timed steps (after one warm-up step)")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
-	f.BoolVar(&noDropout, "no-dropout", false, "disable dropout (as the PyTorch peer)")
-	f.Uint64Var(&seed, "seed", 0, "initialisation and data seed")
+	f.BoolVar(&o.NoDropout, "no-dropout", false, "disable dropout (as the PyTorch peer)")
+	f.Uint64Var(&o.Seed, "seed", 0, "initialisation and data seed")
 	dev.bind(f)
 	return cmd
 }

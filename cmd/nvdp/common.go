@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -334,42 +333,22 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// parseList splits a comma-separated flag value into its non-empty, trimmed
-// items; an empty list is an error naming the flag.
-func parseList(flag, s string) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
+// parseInto parses the comma-separated value s of flag into *to with parse
+// (option.ParseList, ParseFloats, ...), its error naming the flag, unless s
+// is empty and optional (not given).
+func parseInto[T any](to *[]T, flag, s string, optional bool, parse func(s string) ([]T, error)) error {
+	if s == "" && optional {
+		return nil
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: empty list", flag)
-	}
-	return out, nil
-}
-
-// parseListOf parses every item of a comma-separated flag value with parse;
-// an item it rejects is an error naming the flag, the item and what was
-// wanted.
-func parseListOf[T any](flag, s, want string, parse func(string) (T, error)) ([]T, error) {
-	fs, err := parseList(flag, s)
+	v, err := parse(s)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("%s: %w", flag, err)
 	}
-	out := make([]T, len(fs))
-	for i, f := range fs {
-		if out[i], err = parse(f); err != nil {
-			return nil, fmt.Errorf("%s: %q is not %s", flag, f, want)
-		}
-	}
-	return out, nil
+	*to = v
+	return nil
 }
 
 func parseFloatList(flag, s string) ([]float64, error) {
-	return parseListOf(flag, s, "a number", func(f string) (float64, error) { return strconv.ParseFloat(f, 64) })
-}
-
-func parseUintList(flag, s string) ([]uint64, error) {
-	return parseListOf(flag, s, "a non-negative integer", func(f string) (uint64, error) { return strconv.ParseUint(f, 10, 64) })
+	var v []float64
+	return v, parseInto(&v, flag, s, false, option.ParseFloats)
 }

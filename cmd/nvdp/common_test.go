@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvdp-project/nvdp/model"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/progress"
 )
 
@@ -57,20 +58,24 @@ func TestProgressBarOnlyToTerminal(t *testing.T) {
 	newProgress(cmd, false)(progress.Event{Stage: "train", Unit: "steps", Done: 1, Total: 3, Loss: 0.5})
 }
 
-func TestParseLists(t *testing.T) {
+// TestParseInto: a list's error names its flag; an optional list left
+// empty keeps the value.
+func TestParseInto(t *testing.T) {
 	if got, err := parseFloatList("--lambdas", " 1e-3, 1e-2,,1 "); err != nil || !slices.Equal(got, []float64{1e-3, 1e-2, 1}) {
 		t.Errorf("floats: %v, %v", got, err)
 	}
-	if got, err := parseUintList("--seeds", "1,2,3"); err != nil || !slices.Equal(got, []uint64{1, 2, 3}) {
-		t.Errorf("uints: %v, %v", got, err)
+	seeds := []uint64{7}
+	if err := parseInto(&seeds, "--c-mu-seeds", "", true, option.ParseUints); err != nil || !slices.Equal(seeds, []uint64{7}) {
+		t.Errorf("optional, not given: %v, %v", seeds, err)
 	}
 	for _, tc := range []struct {
 		err  error
 		want string
 	}{
-		{func() error { _, err := parseUintList("--seeds", "1,-2"); return err }(), `--seeds: "-2" is not a non-negative integer`},
+		{parseInto(&seeds, "--seeds", "1,-2", false, option.ParseUints), `--seeds: "-2" is not a non-negative integer`},
 		{func() error { _, err := parseFloatList("--bdp-orders", "0.1,x"); return err }(), `--bdp-orders: "x" is not a number`},
-		{func() error { _, err := parseList("--tasks", " , "); return err }(), "--tasks: empty list"},
+		{parseInto(new([]string), "--tasks", " , ", false, option.ParseList), "--tasks: empty list"},
+		{parseInto(new([]string), "--tasks", "", false, option.ParseList), "--tasks: empty list"},
 	} {
 		if tc.err == nil || tc.err.Error() != tc.want {
 			t.Errorf("error %v, want %q", tc.err, tc.want)

@@ -88,15 +88,15 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	so.Out = po.Train.Out
 	var modes []string
 	for _, err := range []error{
-		parseInto(&so.Tasks, "--tasks", sf.tasks, false, parseList),
-		parseInto(&so.Variants, "--variants", sf.variants, false, parseList),
+		parseInto(&so.Tasks, "--tasks", sf.tasks, false, option.ParseList),
+		parseInto(&so.Variants, "--variants", sf.variants, false, option.ParseList),
 		so.ApplyTasks(givenFlags(cmd), sf.dv.data()), // each task's options as `nvdp run --task` makes them
-		parseInto(&so.Lambdas, "--lambdas", sf.lambdas, false, parseFloatList),
-		parseInto(&so.CMuGrid, "--c-mu-grid", sf.cmuGrid, true, parseFloatList),
-		parseInto(&so.TargetEpsilons, "--target-epsilons", sf.targets, true, parseFloatList),
-		parseInto(&so.Seeds, "--seeds", sf.seeds, false, parseUintList),
-		parseInto(&so.CMuSeeds, "--c-mu-seeds", sf.cmuSeeds, true, parseUintList),
-		parseInto(&modes, "--extra-audit-modes", sf.extraModes, true, parseList),
+		parseInto(&so.Lambdas, "--lambdas", sf.lambdas, false, option.ParseFloats),
+		parseInto(&so.CMuGrid, "--c-mu-grid", sf.cmuGrid, true, option.ParseFloats),
+		parseInto(&so.TargetEpsilons, "--target-epsilons", sf.targets, true, option.ParseFloats),
+		parseInto(&so.Seeds, "--seeds", sf.seeds, false, option.ParseUints),
+		parseInto(&so.CMuSeeds, "--c-mu-seeds", sf.cmuSeeds, true, option.ParseUints),
+		parseInto(&modes, "--extra-audit-modes", sf.extraModes, true, option.ParseList),
 	} {
 		if err != nil {
 			return flagError(err)
@@ -117,17 +117,6 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	}
 	so.ResolveTargets(givenFlags(cmd))
 	return nil
-}
-
-// parseInto parses the comma-separated value s of flag into *to, unless s
-// is empty and optional (not given).
-func parseInto[T any](to *[]T, flag, s string, optional bool, parse func(flag, s string) ([]T, error)) error {
-	if s == "" && optional {
-		return nil
-	}
-	var err error
-	*to, err = parse(flag, s)
-	return err
 }
 
 // runSweep runs the sweep until done or interrupted and prints its counts

@@ -151,19 +151,10 @@ func (u *deviate) draw(i int, b *bitSource) uint16 {
 // digits is the number of digits of u drawn.
 func (u *deviate) digits() int { return u.n }
 
-// less reports p < q, drawing digits of either until they differ (two
-// deviates are equal with probability 0): digit i of p before digit i of
-// q.
-func less(p, q *deviate, b *bitSource) bool {
-	x := p.first(b)
-	if y := q.first(b); x != y {
-		return x < y
-	}
-	return lessFrom(p, q, b)
-}
-
-// freshLess makes p a fresh deviate and reports p < q: less(p, q) after
-// p.reset(), decided by the first digits but with probability 2^-16.
+// freshLess makes p a fresh deviate and reports p < q, drawing digits of
+// either until they differ (two deviates are equal with probability 0):
+// digit i of p before digit i of q. The first digits decide it but with
+// probability 2^-16.
 func freshLess(p, q *deviate, b *bitSource) bool {
 	x := p.fresh(b)
 	if y := q.first(b); x != y {
@@ -172,7 +163,8 @@ func freshLess(p, q *deviate, b *bitSource) bool {
 	return lessFrom(p, q, b)
 }
 
-// lessFrom is less(p, q) for p and q equal in their first digit.
+// lessFrom reports p < q for p and q equal in their first digit, drawing
+// digits of either from the second on until they differ.
 //
 //go:noinline
 func lessFrom(p, q *deviate, b *bitSource) bool {

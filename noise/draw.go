@@ -18,6 +18,7 @@ func (s *Noise) draw() int64 {
 	b, x := &n.b, &n.x
 	dg, nd := b.digits, b.nDigits // the digit buffer
 	bt, nb := b.bits, b.nBits     // the bit buffer (the rare paths use digits only)
+	cc := b.cc                    // a ChaCha8 source, called here without b.next's call
 	var k uint64
 	var sign uint64
 draws:
@@ -25,7 +26,12 @@ draws:
 		// steps N1, N2: the integer part (intPart), from the deviate n.p
 		p, q := &n.p, &n.q
 		if nd == 0 {
-			dg, nd = b.next(), 64/digitBits
+			if cc != nil {
+				dg = cc.Uint64()
+			} else {
+				dg = b.next()
+			}
+			nd = 64 / digitBits
 		}
 		d0 := uint16(dg)
 		dg >>= digitBits
@@ -65,7 +71,12 @@ draws:
 			var lt bool
 			// p afresh, p < x
 			if nd == 0 {
-				dg, nd = b.next(), 64/digitBits
+				if cc != nil {
+					dg = cc.Uint64()
+				} else {
+					dg = b.next()
+				}
+				nd = 64 / digitBits
 			}
 			pd := uint16(dg)
 			dg >>= digitBits
@@ -73,7 +84,12 @@ draws:
 			p.setFirst(pd)
 			if x.n == 0 {
 				if nd == 0 {
-					dg, nd = b.next(), 64/digitBits
+					if cc != nil {
+						dg = cc.Uint64()
+					} else {
+						dg = b.next()
+					}
+					nd = 64 / digitBits
 				}
 				x0 = uint16(dg)
 				dg >>= digitBits
@@ -88,7 +104,12 @@ draws:
 			for lt {
 				// q afresh, q < p
 				if nd == 0 {
-					dg, nd = b.next(), 64/digitBits
+					if cc != nil {
+						dg = cc.Uint64()
+					} else {
+						dg = b.next()
+					}
+					nd = 64 / digitBits
 				}
 				qd := uint16(dg)
 				dg >>= digitBits
@@ -104,7 +125,12 @@ draws:
 				}
 				// p afresh, p < q
 				if nd == 0 {
-					dg, nd = b.next(), 64/digitBits
+					if cc != nil {
+						dg = cc.Uint64()
+					} else {
+						dg = b.next()
+					}
+					nd = 64 / digitBits
 				}
 				pd = uint16(dg)
 				dg >>= digitBits
@@ -124,7 +150,12 @@ draws:
 		c, c0 := x, x0
 		for parity := 0; ; parity ^= 1 {
 			if nb == 0 {
-				bt, nb = b.next(), 64
+				if cc != nil {
+					bt = cc.Uint64()
+				} else {
+					bt = b.next()
+				}
+				nb = 64
 			}
 			bit := bt&1 != 0
 			bt >>= 1
@@ -136,7 +167,12 @@ draws:
 				break
 			}
 			if nd == 0 {
-				dg, nd = b.next(), 64/digitBits
+				if cc != nil {
+					dg = cc.Uint64()
+				} else {
+					dg = b.next()
+				}
+				nd = 64 / digitBits
 			}
 			qd := uint16(dg)
 			dg >>= digitBits
@@ -144,7 +180,12 @@ draws:
 			q.setFirst(qd)
 			if c.n == 0 { // c is x, not compared yet
 				if nd == 0 {
-					dg, nd = b.next(), 64/digitBits
+					if cc != nil {
+						dg = cc.Uint64()
+					} else {
+						dg = b.next()
+					}
+					nd = 64 / digitBits
 				}
 				x0 = uint16(dg)
 				dg >>= digitBits
@@ -165,7 +206,12 @@ draws:
 				break
 			}
 			if nd == 0 {
-				dg, nd = b.next(), 64/digitBits
+				if cc != nil {
+					dg = cc.Uint64()
+				} else {
+					dg = b.next()
+				}
+				nd = 64 / digitBits
 			}
 			pd := uint16(dg)
 			dg >>= digitBits
@@ -188,7 +234,12 @@ draws:
 
 		// the sign: 1 for negative
 		if nb == 0 {
-			bt, nb = b.next(), 64
+			if cc != nil {
+				bt = cc.Uint64()
+			} else {
+				bt = b.next()
+			}
+			nb = 64
 		}
 		sign = bt & 1
 		bt >>= 1
@@ -210,7 +261,12 @@ draws:
 			}
 			for ; i < D; i++ {
 				if nd == 0 {
-					dg, nd = b.next(), 64/digitBits
+					if cc != nil {
+						dg = cc.Uint64()
+					} else {
+						dg = b.next()
+					}
+					nd = 64 / digitBits
 				}
 				d := uint16(dg)
 				dg >>= digitBits
@@ -227,7 +283,12 @@ draws:
 			}
 			for x.n < D {
 				if nd == 0 {
-					dg, nd = b.next(), 64/digitBits
+					if cc != nil {
+						dg = cc.Uint64()
+					} else {
+						dg = b.next()
+					}
+					nd = 64 / digitBits
 				}
 				x.d[x.n&(inlineDigits-1)] = uint16(dg)
 				dg >>= digitBits

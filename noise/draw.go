@@ -18,7 +18,7 @@ func (s *Noise) draw() int64 {
 	b, x := &n.b, &n.x
 	dg, nd := b.digits, b.nDigits // the digit buffer
 	bt, nb := b.bits, b.nBits     // the bit buffer (the rare paths use digits only)
-	cc := b.cc                    // a ChaCha8 source, called here without b.next's call
+	cc, rr := b.cc, b.rr          // a ChaCha8 or Rand source, called here without b.next's call
 	var k uint64
 	var sign uint64
 draws:
@@ -28,8 +28,10 @@ draws:
 		if nd == 0 {
 			if cc != nil {
 				dg = cc.Uint64()
+			} else if rr != nil {
+				dg = rr.Uint64()
 			} else {
-				dg = b.next()
+				dg = b.src.Uint64()
 			}
 			nd = 64 / digitBits
 		}
@@ -73,8 +75,10 @@ draws:
 			if nd == 0 {
 				if cc != nil {
 					dg = cc.Uint64()
+				} else if rr != nil {
+					dg = rr.Uint64()
 				} else {
-					dg = b.next()
+					dg = b.src.Uint64()
 				}
 				nd = 64 / digitBits
 			}
@@ -86,8 +90,10 @@ draws:
 				if nd == 0 {
 					if cc != nil {
 						dg = cc.Uint64()
+					} else if rr != nil {
+						dg = rr.Uint64()
 					} else {
-						dg = b.next()
+						dg = b.src.Uint64()
 					}
 					nd = 64 / digitBits
 				}
@@ -106,8 +112,10 @@ draws:
 				if nd == 0 {
 					if cc != nil {
 						dg = cc.Uint64()
+					} else if rr != nil {
+						dg = rr.Uint64()
 					} else {
-						dg = b.next()
+						dg = b.src.Uint64()
 					}
 					nd = 64 / digitBits
 				}
@@ -127,8 +135,10 @@ draws:
 				if nd == 0 {
 					if cc != nil {
 						dg = cc.Uint64()
+					} else if rr != nil {
+						dg = rr.Uint64()
 					} else {
-						dg = b.next()
+						dg = b.src.Uint64()
 					}
 					nd = 64 / digitBits
 				}
@@ -152,8 +162,10 @@ draws:
 			if nb == 0 {
 				if cc != nil {
 					bt = cc.Uint64()
+				} else if rr != nil {
+					bt = rr.Uint64()
 				} else {
-					bt = b.next()
+					bt = b.src.Uint64()
 				}
 				nb = 64
 			}
@@ -169,8 +181,10 @@ draws:
 			if nd == 0 {
 				if cc != nil {
 					dg = cc.Uint64()
+				} else if rr != nil {
+					dg = rr.Uint64()
 				} else {
-					dg = b.next()
+					dg = b.src.Uint64()
 				}
 				nd = 64 / digitBits
 			}
@@ -182,8 +196,10 @@ draws:
 				if nd == 0 {
 					if cc != nil {
 						dg = cc.Uint64()
+					} else if rr != nil {
+						dg = rr.Uint64()
 					} else {
-						dg = b.next()
+						dg = b.src.Uint64()
 					}
 					nd = 64 / digitBits
 				}
@@ -208,8 +224,10 @@ draws:
 			if nd == 0 {
 				if cc != nil {
 					dg = cc.Uint64()
+				} else if rr != nil {
+					dg = rr.Uint64()
 				} else {
-					dg = b.next()
+					dg = b.src.Uint64()
 				}
 				nd = 64 / digitBits
 			}
@@ -236,8 +254,10 @@ draws:
 		if nb == 0 {
 			if cc != nil {
 				bt = cc.Uint64()
+			} else if rr != nil {
+				bt = rr.Uint64()
 			} else {
-				bt = b.next()
+				bt = b.src.Uint64()
 			}
 			nb = 64
 		}
@@ -263,8 +283,10 @@ draws:
 				if nd == 0 {
 					if cc != nil {
 						dg = cc.Uint64()
+					} else if rr != nil {
+						dg = rr.Uint64()
 					} else {
-						dg = b.next()
+						dg = b.src.Uint64()
 					}
 					nd = 64 / digitBits
 				}
@@ -285,8 +307,10 @@ draws:
 				if nd == 0 {
 					if cc != nil {
 						dg = cc.Uint64()
+					} else if rr != nil {
+						dg = rr.Uint64()
 					} else {
-						dg = b.next()
+						dg = b.src.Uint64()
 					}
 					nd = 64 / digitBits
 				}

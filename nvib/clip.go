@@ -203,15 +203,9 @@ func (c ClipConfig) ClipSet(prior Prior, N, P int) privacy.ClipSet {
 // fuse a multiply-add. The stored row is then the same on every platform and
 // equals that of the device twin, nvib_clip_mu in dnn, bit for bit.
 func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool) {
-	ctr := func(j int) float64 {
-		if center == nil {
-			return 0
-		}
-		return float64(center[j])
-	}
 	var s float64
 	for j, v := range mu {
-		d := float64(v) - ctr(j)
+		d := float64(v) - centre(center, j)
 		s += float64(d * d)
 	}
 	n = math.Max(math.Sqrt(s), 1e-8)
@@ -219,25 +213,16 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 	if !(n > R) { // also false for NaN: NaN propagates
 		return n, false
 	}
-	// The offset of entry j from the centre and its length: for a row with
-	// ±Inf entries, the direction of their signs (their number's root).
-	offset := func(j int, v float32) float64 { return float64(v) - ctr(j) }
+	// The offset of entry j from the centre is float64(v) - c over a length n; for a row with
+	// ±Inf entries, the direction of their signs over their number's root.
+	inf := math.IsInf(n, 1)
 	length := n
-	if math.IsInf(n, 1) {
+	if inf {
 		var cnt int
 		for _, v := range mu {
 			if math.IsInf(float64(v), 0) {
 				cnt++
 			}
-		}
-		offset = func(_ int, v float32) float64 {
-			switch {
-			case math.IsInf(float64(v), 1):
-				return 1
-			case math.IsInf(float64(v), -1):
-				return -1
-			}
-			return 0
 		}
 		length = math.Sqrt(float64(cnt))
 	}
@@ -247,13 +232,18 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 	// C_mu). At try 24 the factor is 0: the row is the centre.
 	r := R / length
 	for try := 0; ; try++ {
+		shrink := 1 - math.Ldexp(1, try-24) // try > 0: by 2^(try-24), doubling, since with a centre the rounding is relative to |c|
 		var d2 float64
 		for j, v := range mu {
-			c := ctr(j)
+			c := centre(center, j)
 			if try == 0 {
-				mu[j] = float32(c + float64(offset(j, v)*r))
-			} else { // shrink by 2^(try-24): doubling, since with a centre the rounding is relative to |c|
-				mu[j] = float32(c + float64((float64(mu[j])-c)*(1-math.Ldexp(1, try-24))))
+				o := float64(v) - c
+				if inf {
+					o = infSign(v)
+				}
+				mu[j] = float32(c + float64(o*r))
+			} else {
+				mu[j] = float32(c + float64((float64(mu[j])-c)*shrink))
 			}
 			e := float64(mu[j]) - c
 			d2 += float64(e * e)
@@ -263,6 +253,25 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 		}
 	}
 	return n, true
+}
+
+// centre is coordinate j of the ball's centre center, the origin when center is nil.
+func centre(center []float32, j int) float64 {
+	if center == nil {
+		return 0
+	}
+	return float64(center[j])
+}
+
+// infSign is the direction of an infinite entry v: 1 for +Inf, -1 for -Inf, 0 for a finite v.
+func infSign(v float32) float64 {
+	switch {
+	case math.IsInf(float64(v), 1):
+		return 1
+	case math.IsInf(float64(v), -1):
+		return -1
+	}
+	return 0
 }
 
 // clipMuBackward maps dy (gradient w.r.t. the projected mu, length P) to the

@@ -31,8 +31,9 @@
 // bits in the same order, so they return the same values from the same source and advance it by
 // as many Uint64 calls (TestDrawReference), and the values are pinned bit for bit against the
 // sampler as first written (TestNoiseGolden). A *rand.ChaCha8 or *rand.Rand source is called
-// directly, any other through the interface. About 75 ns a value on one core of a 2-core AMD EPYC
-// (go test -run '^$' -bench 'Noise$' ./noise: cpu-ns/value), 2.4 times the first version's rate.
+// directly, any other through the interface. About 65-75 ns of CPU time a value on one core of a
+// 2-core AMD EPYC (go test -run '^$' -bench 'Noise$' ./noise: cpu-ns/value), 2.2-2.4 times the
+// first version's rate.
 //
 // The time a draw takes depends on the noise it draws, since the sampler rejects. The noise of a
 // release is therefore drawn ahead of the request that uses it, by a pool, and adding it to the

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"strings"
 
 	"github.com/nvdp-project/nvdp/attack"
-	"github.com/nvdp-project/nvdp/progress"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +34,9 @@ output (the non-private reference) and the certified epsilon of one release. Det
 docs/attacks.md.`,
 		Example: `  nvdp attack attribute --model runs/sst2-clipped --property name
   nvdp attack attribute --model runs/sst2-clipped --property digit --public-limit 0 --json > digit.json`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runAttackAttribute(cmd, f) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o, attack.RunAttribute, (*attack.AttributeReport).WriteText)
+		},
 	}
 	fs := cmd.Flags()
 	f.bind(fs, &f.o.LearnedOptions)
@@ -44,11 +44,4 @@ docs/attacks.md.`,
 	fs.StringVar(&f.o.Classifier, "classifier", f.o.Classifier, "linear (logistic regression) | mlp | all")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
-}
-
-func runAttackAttribute(cmd *cobra.Command, f *attributeFlags) error {
-	run := func(ctx context.Context, in attack.LearnedInputs, report progress.Func) (*attack.AttributeReport, error) {
-		return attack.RunAttribute(ctx, in, f.o, report)
-	}
-	return runLearnedAttack(cmd, &f.learnedAttackFlags, run, (*attack.AttributeReport).WriteText)
 }

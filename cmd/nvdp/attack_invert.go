@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-
 	"github.com/nvdp-project/nvdp/attack"
-	"github.com/nvdp-project/nvdp/progress"
 	"github.com/spf13/cobra"
 )
 
@@ -27,7 +24,9 @@ decoder: token accuracy, precision, recall and F1 with intervals, against the en
 chance, beside the certified epsilon of one release. Details: docs/attacks.md.`,
 		Example: `  nvdp attack invert --model runs/sst2-clipped
   nvdp attack invert --model runs/sst2-clipped --public-limit 20000 --decoder mlp --epochs 10 --json > invert.json`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runAttackInvert(cmd, f) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLearnedAttack(cmd, &f.learnedAttackFlags, f.o, attack.RunInvert, (*attack.InvertReport).WriteText)
+		},
 	}
 	fs := cmd.Flags()
 	f.bind(fs, &f.o.LearnedOptions)
@@ -36,11 +35,4 @@ chance, beside the certified epsilon of one release. Details: docs/attacks.md.`,
 	fs.IntVar(&f.o.Examples, "examples", f.o.Examples, "victim texts whose reconstruction each decoder shows")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
-}
-
-func runAttackInvert(cmd *cobra.Command, f *invertFlags) error {
-	run := func(ctx context.Context, in attack.LearnedInputs, report progress.Func) (*attack.InvertReport, error) {
-		return attack.RunInvert(ctx, in, f.o, report)
-	}
-	return runLearnedAttack(cmd, &f.learnedAttackFlags, run, (*attack.InvertReport).WriteText)
 }

@@ -44,13 +44,14 @@ func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, o *attack.LearnedOptions) {
 }
 
 // runLearnedAttack runs a learned attack (run: attack.RunInvert or
-// attack.RunAttribute) on the flags' inputs, its errors naming the flags,
-// and prints the report as JSON with --json, else as print writes it.
-func runLearnedAttack[R any](cmd *cobra.Command, f *learnedAttackFlags,
-	run func(context.Context, attack.LearnedInputs, progress.Func) (R, error), print func(R, io.Writer)) error {
+// attack.RunAttribute, with its options o) on the flags' inputs, its errors
+// naming the flags, and prints the report as JSON with --json, else as
+// print writes it.
+func runLearnedAttack[O, R any](cmd *cobra.Command, f *learnedAttackFlags, o O,
+	run func(context.Context, attack.LearnedInputs, O, progress.Func) (R, error), print func(R, io.Writer)) error {
 	ctx, cancel := signalContext(cmd, "stopping the attack")
 	defer cancel()
-	r, err := run(ctx, f.in, newProgress(cmd, f.noProgress))
+	r, err := run(ctx, f.in, o, newProgress(cmd, f.noProgress))
 	if err != nil {
 		return flagError(err)
 	}

@@ -98,13 +98,7 @@ type textFlag[T any] struct {
 	format func(T) string
 }
 
-func (f textFlag[T]) String() string {
-	var v T
-	if f.p != nil {
-		v = *f.p
-	}
-	return f.format(v)
-}
+func (f textFlag[T]) String() string { return f.format(*f.p) }
 
 func (f textFlag[T]) Set(s string) error {
 	v, err := f.parse(s)
@@ -120,10 +114,7 @@ func (f textFlag[T]) Type() string { return f.typ }
 // (flagText); false when v is not of its type.
 func (f textFlag[T]) show(v any) (string, bool) {
 	x, ok := v.(T)
-	if !ok {
-		return "", false
-	}
-	return f.format(x), true
+	return f.format(x), ok
 }
 
 // floatOr is the flag value of a float option whose sentinel, NaN

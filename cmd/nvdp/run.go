@@ -62,7 +62,7 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 	defer cancel()
 	report := newProgress(cmd, f.noProgress)
 	po.Audit.Progress = report
-	rep, err := task.RunPipeline(ctx, t, *po, f.dv.data(), report)
+	rep, err := task.RunPipeline(ctx, t, *po, &f.dv, report)
 	if err != nil {
 		return resumeHint(flagError(err), "the same command with --resume")
 	}

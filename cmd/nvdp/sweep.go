@@ -7,6 +7,7 @@ import (
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/sweep"
+	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
 )
@@ -15,7 +16,7 @@ import (
 // of `nvdp run`, which bind to the sweep options' base.
 type sweepFlags struct {
 	af                                                                      *auditStrings
-	dv                                                                      dataFlagValues
+	dv                                                                      task.Data
 	cmuLambda, cmuTolerance                                                 float64
 	noProgress, inProcess, planStages                                       bool
 	tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targets string
@@ -90,7 +91,7 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	for _, err := range []error{
 		parseInto(&so.Tasks, "--tasks", sf.tasks, false, option.ParseList),
 		parseInto(&so.Variants, "--variants", sf.variants, false, option.ParseList),
-		so.ApplyTasks(givenFlags(cmd), sf.dv.data()), // each task's options as `nvdp run --task` makes them
+		so.ApplyTasks(givenFlags(cmd), &sf.dv), // each task's options as `nvdp run --task` makes them
 		parseInto(&so.Lambdas, "--lambdas", sf.lambdas, false, option.ParseFloats),
 		parseInto(&so.CMuGrid, "--c-mu-grid", sf.cmuGrid, true, option.ParseFloats),
 		parseInto(&so.TargetEpsilons, "--target-epsilons", sf.targets, true, option.ParseFloats),

@@ -19,7 +19,7 @@ import (
 type trainingFlags struct {
 	o          *model.Options
 	noProgress bool
-	dv         dataFlagValues
+	dv         task.Data
 	dev        deviceFlags
 }
 
@@ -37,7 +37,7 @@ func (f *trainingFlags) bind(fs *pflag.FlagSet, o *model.Options) {
 // saved options, each value written as its flag writes it; then the task's
 // defaults for the flags left out. Errors name the flags.
 func (f *trainingFlags) taskOf(cmd *cobra.Command, fromOut bool) (task.Task, error) {
-	t, cpu, err := task.ForRun(f.o, f.dv.data(), task.RunRequest{FromOut: fromOut, Device: f.dev.device, HostNoise: f.dev.hostNoise,
+	t, cpu, err := task.ForRun(f.o, &f.dv, task.RunRequest{FromOut: fromOut, Device: f.dev.device, HostNoise: f.dev.hostNoise,
 		Given: givenFlags(cmd), Show: func(option string, v any) string { return flagText(cmd.Flags().Lookup(optionFlag(option)).Value, v) }})
 	if cpu != nil {
 		slog.Info("device: cpu (" + cpu.Error() + ")")
@@ -45,21 +45,11 @@ func (f *trainingFlags) taskOf(cmd *cobra.Command, fromOut bool) (task.Task, err
 	return t, flagError(err)
 }
 
-// dataFlagValues are the flags of the task data beyond train's options
+// dataFlags binds the flags of the task data beyond train's options
 // (task.Data: the speech task's corpus and utterance length).
-type dataFlagValues struct {
-	dataDir    string
-	maxSeconds float64
-}
-
-func dataFlags(fs *pflag.FlagSet, v *dataFlagValues) {
-	fs.StringVar(&v.dataDir, "lid-dir", os.Getenv("NVDP_LID_DIR"), "--task lid: the corpus in CommonLanguage's layout (the synthetic stand-in of scripts/make-lid-corpus.sh, or common_voice_kpd; default $NVDP_LID_DIR)")
-	fs.Float64Var(&v.maxSeconds, "max-seconds", speech.DefaultMaxSeconds, "--task lid: every utterance is cropped or zero-padded to this many seconds, so every release has the same frames F + 1 components (docs/speech.md)")
-}
-
-// data is the task data the flags give.
-func (v *dataFlagValues) data() *task.Data {
-	return &task.Data{DataDir: v.dataDir, MaxSeconds: v.maxSeconds}
+func dataFlags(fs *pflag.FlagSet, d *task.Data) {
+	fs.StringVar(&d.DataDir, "lid-dir", os.Getenv("NVDP_LID_DIR"), "--task lid: the corpus in CommonLanguage's layout (the synthetic stand-in of scripts/make-lid-corpus.sh, or common_voice_kpd; default $NVDP_LID_DIR)")
+	fs.Float64Var(&d.MaxSeconds, "max-seconds", speech.DefaultMaxSeconds, "--task lid: every utterance is cropped or zero-padded to this many seconds, so every release has the same frames F + 1 components (docs/speech.md)")
 }
 
 // givenFlags reports the options (by JSON key) whose flags were given.

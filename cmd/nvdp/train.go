@@ -47,7 +47,7 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	tr, err := t.Prepare(*o, f.dv.data())
+	tr, err := t.Prepare(*o, &f.dv)
 	if err != nil {
 		return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 	}

@@ -172,10 +172,9 @@ func softmaxRow(s, bias []float32, b, t int) {
 		}
 		return
 	}
+	expShifted(s, mx)
 	var sum float32
-	for j, v := range s {
-		e := Expf(v - mx)
-		s[j] = e
+	for _, e := range s {
 		sum += e
 	}
 	inv := 1 / sum

@@ -3,7 +3,7 @@ package nn
 import (
 	"math"
 
-	"github.com/nvdp-project/nvdp/nn/internal/gelukernel"
+	"github.com/nvdp-project/nvdp/nn/internal/avx2"
 )
 
 // GELU returns the exact Gaussian error linear unit of x, in its erf form,
@@ -28,12 +28,12 @@ func GELUInfer(x *Tensor, ws *Workspace) *Tensor {
 }
 
 // geluInto sets ys[k] = xs[k] Phi(xs[k]), the GELU of inference, with the AVX2 kernel
-// ([gelukernel.AVX2]) where the CPU has it and [normalCDF] elsewhere: the same bits either way.
+// ([avx2.GELU]) where the CPU has it and [normalCDF] elsewhere: the same bits either way.
 func geluInto(xs, ys []float32) {
 	ys = ys[:len(xs)]
 	for i := 0; i < len(xs); {
-		if n := (len(xs) - i) &^ 3; gelukernel.Available && n > 0 {
-			i += gelukernel.AVX2(&xs[i], &ys[i], n, &phiCDFTab[0])
+		if n := (len(xs) - i) &^ 3; avx2.Available && n > 0 {
+			i += avx2.GELU(&xs[i], &ys[i], n, &phiCDFTab[0])
 		}
 		for end := min(i+4, len(xs)); i < end; i++ { // the group the kernel left, or the tail
 			ys[i] = xs[i] * normalCDF(xs[i])

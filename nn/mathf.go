@@ -1,6 +1,10 @@
 package nn
 
-import "math"
+import (
+	"math"
+
+	"github.com/nvdp-project/nvdp/nn/internal/avx2"
+)
 
 // Expf returns a fast float32 exp, to about 1 ulp. It is Cephes' expf: a
 // range reduction by ln 2 and a degree-5 minimax polynomial. Arguments
@@ -39,4 +43,17 @@ func Expf(x float32) float32 {
 		return y * math.Float32frombits(uint32(n+127-1)<<23) * 2
 	}
 	return y * math.Float32frombits(uint32(n+127)<<23)
+}
+
+// expShifted sets s[k] = Expf(s[k] - mx), the softmax's exponentials, with the AVX2 kernel
+// ([avx2.ExpShifted]) where the CPU has it: the same bits either way.
+func expShifted(s []float32, mx float32) {
+	for i := 0; i < len(s); {
+		if n := (len(s) - i) &^ 7; avx2.Available && n > 0 {
+			i += avx2.ExpShifted(&s[i], n, mx)
+		}
+		for end := min(i+8, len(s)); i < end; i++ { // the group the kernel left, or the tail
+			s[i] = Expf(s[i] - mx)
+		}
+	}
 }

@@ -24,11 +24,11 @@ DATA steps<>+16(SB)/8, $32.0
 DATA steps<>+24(SB)/8, $32.0
 GLOBL steps<>(SB), RODATA|NOPTR, $32
 
-// func AVX2(x, y *float32, n int, tab *float64) int
+// func GELU(x, y *float32, n int, tab *float64) int
 //
 // Registers: SI x, DI y, CX n, R8 tab, AX the first element of the group; Y13 -phiRange,
 // Y14 phiRange, Y15 phiSteps; R9-R12 the byte offsets of the four lanes' coefficient rows.
-TEXT ·AVX2(SB), NOSPLIT, $0-40
+TEXT ·GELU(SB), NOSPLIT, $0-40
 	MOVQ x+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ n+16(FP), CX

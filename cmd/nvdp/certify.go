@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/nvdp-project/nvdp/nvib"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
@@ -12,11 +13,11 @@ import (
 // certifyFlags are the pinned flags of `nvdp certify`: the constants bound
 // to a clip set, the options to the report's; the lists parsed in RunE.
 type certifyFlags struct {
-	model                                                string
-	set                                                  privacy.ClipSet
-	o                                                    privacy.ClipSetOptions
-	orders, direction, priorMu, priorVar, lvFloor, lvCap string
-	jsonOut                                              bool
+	model                                     string
+	set                                       privacy.ClipSet
+	o                                         privacy.ClipSetOptions
+	orders, priorMu, priorVar, lvFloor, lvCap string
+	jsonOut                                   bool
 }
 
 func newCertifyCmd() *cobra.Command {
@@ -53,7 +54,7 @@ that attains the bound. docs/privacy.md, "The commands".`,
 	fl.Float64Var(&f.set.PriorAlpha, "prior-alpha", math.Exp(nvib.DefaultPrior().LogAlpha), "pseudo-count of the prior component (nvib.DefaultPrior: 1)")
 	fl.Float64Var(&f.o.Delta, "delta", privacy.DefaultDelta, "delta of the (epsilon, delta) conversion and of the certified BDP")
 	fl.IntVar(&f.o.Releases, "releases", 1, "releases of the same text (RDP adds up: the curve is k times one release)")
-	fl.StringVar(&f.direction, "gaussian-direction", string(privacy.DirectionStandard), "Gaussian term in the bound's own direction (standard) or as printed in Eq. rdp (paper); the supremum is the same, the witness differs")
+	fl.StringVar((*string)(&f.o.Direction), "gaussian-direction", string(privacy.DirectionStandard), "Gaussian term in the bound's own direction (standard) or as printed in Eq. rdp (paper); the supremum is the same, the witness differs")
 	fl.StringVar(&f.o.Witness, "witness", "", "write the attaining pair (M = 2) as a posterior file for 'nvdp audit --posteriors'")
 	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
@@ -69,12 +70,8 @@ func (f *certifyFlags) clipSet(cmd *cobra.Command) (privacy.ClipSet, error) {
 		flag, s string
 		to      *[]float64
 	}{{"prior-mu", f.priorMu, &s.PriorMu}, {"prior-var", f.priorVar, &s.PriorVar}, {"logvar-floor", f.lvFloor, &s.LogvarFloor}, {"logvar-cap", f.lvCap, &s.LogvarCap}} {
-		if l.s != "" || cmd.Flags().Changed(l.flag) {
-			v, err := parseFloatList("--"+l.flag, l.s)
-			if err != nil {
-				return s, err
-			}
-			*l.to = v
+		if err := parseInto(l.to, "--"+l.flag, l.s, !cmd.Flags().Changed(l.flag), option.ParseFloats); err != nil {
+			return s, err
 		}
 	}
 	s, err := s.Resolve(givenFlags(cmd), f.o.Order)
@@ -83,17 +80,15 @@ func (f *certifyFlags) clipSet(cmd *cobra.Command) (privacy.ClipSet, error) {
 
 func runCertify(cmd *cobra.Command, f *certifyFlags) error {
 	o := f.o
-	o.Direction, o.Source = privacy.GaussianDirection(f.direction), "constants given on the command line"
-	var err error
-	if f.orders != "" {
-		if o.Orders, err = parseFloatList("--orders", f.orders); err != nil {
-			return err
-		}
+	o.Source = "constants given on the command line"
+	if err := parseInto(&o.Orders, "--orders", f.orders, true, option.ParseFloats); err != nil {
+		return err
 	}
 	if err := o.Validate(); err != nil {
 		return flagError(err)
 	}
 	var set privacy.ClipSet
+	var err error
 	if f.model != "" {
 		set, err = task.ModelClipSet(f.model, givenFlags(cmd), &o)
 		err = flagError(err)

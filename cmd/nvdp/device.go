@@ -18,13 +18,6 @@ type deviceFlags struct {
 	hostNoise         bool
 }
 
-// bindTraining adds --device, --precision and --host-noise (the commands
-// that train: train, run).
-func (f *deviceFlags) bindTraining(fs *pflag.FlagSet) {
-	f.bind(fs)
-	fs.BoolVar(&f.hostNoise, "host-noise", false, "draw each training step's dropout and NVDP noise on the host from the GPU's Philox stream, on either device, so that a CPU run and a GPU run of one seed see the same noise (comparisons: scripts/gpu-check.sh); costs an upload per step on the GPU")
-}
-
 // closeDevice closes d (nil: nothing), logging an error: the results are
 // written by then.
 func closeDevice(d *cuda.Device) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// reportFlags are the flags of `nvdp report`.
 type reportFlags struct {
 	format, out, plotsDir, attacks string
 	plots, allowPartial            bool
@@ -61,13 +61,11 @@ func (f *reportFlags) run(cmd *cobra.Command, dir string) error {
 	if err != nil || !f.plots {
 		return err
 	}
-	if f.plotsDir == "" {
-		f.plotsDir = filepath.Join(dir, "plots")
-	}
-	files, err := report.WritePlots(t, f.plotsDir)
+	plots := cmp.Or(f.plotsDir, filepath.Join(dir, "plots"))
+	files, err := report.WritePlots(t, plots)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d plot files to %s\n", len(files), f.plotsDir)
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d plot files to %s\n", len(files), plots)
 	return nil
 }

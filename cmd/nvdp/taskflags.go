@@ -27,7 +27,8 @@ func (f *trainingFlags) bind(fs *pflag.FlagSet, o *model.Options) {
 	f.o = o
 	trainFlags(fs, o, &f.noProgress)
 	dataFlags(fs, &f.dv)
-	f.dev.bindTraining(fs)
+	f.dev.bind(fs)
+	fs.BoolVar(&f.dev.hostNoise, "host-noise", false, "draw each training step's dropout and NVDP noise on the host from the GPU's Philox stream, on either device, so that a CPU run and a GPU run of one seed see the same noise (comparisons: scripts/gpu-check.sh); costs an upload per step on the GPU")
 }
 
 // taskOf is the task of a run whose flags the command has checked

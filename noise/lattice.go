@@ -102,7 +102,12 @@ func (l Lattice) CentreIndex(c float32) (int64, error) {
 // below. Then |G m - c| <= |mu - c|, so a mean in the clip ball stays in it. It returns an error
 // when mu is not finite or lies beyond 2^53 G.
 func (l Lattice) MeanIndex(mu float32, centre int64) (int64, error) {
-	m := float64(mu) / l.G() // exact: a power of two
+	return l.meanIndex(mu, centre, l.G())
+}
+
+// meanIndex is MeanIndex with G given, g = l.G().
+func (l Lattice) meanIndex(mu float32, centre int64, g float64) (int64, error) {
+	m := float64(mu) / g // exact: a power of two
 	if math.IsNaN(m) || math.Abs(m) >= 1<<53 {
 		return 0, fmt.Errorf("noise: mean %v outside the lattice's range 2^%d", mu, l.Exp+53)
 	}
@@ -123,12 +128,17 @@ func (l Lattice) Release(z, mu []float32, n, centres []int64) error {
 	if len(z) != len(mu) || len(n) != len(mu) || len(centres) == 0 {
 		return fmt.Errorf("noise: release of %d means with %d noise values into %d, %d centres", len(mu), len(n), len(z), len(centres))
 	}
+	g := l.G()
+	j := 0 // k mod len(centres)
 	for k, v := range mu {
-		m, err := l.MeanIndex(v, centres[k%len(centres)])
+		m, err := l.meanIndex(v, centres[j], g)
 		if err != nil {
 			return fmt.Errorf("value %d: %w", k, err)
 		}
-		z[k] = l.Value(m + n[k])
+		z[k] = value(m+n[k], g)
+		if j++; j == len(centres) {
+			j = 0
+		}
 	}
 	return nil
 }
@@ -136,7 +146,10 @@ func (l Lattice) Release(z, mu []float32, n, centres []int64) error {
 // Value returns the released float32 of lattice index n: G n, exact while |n| < 2^24. The
 // conversion is deterministic and takes the same operations for every n: an integer-to-float
 // conversion and a product by a power of two.
-func (l Lattice) Value(n int64) float32 { return float32(float64(n) * l.G()) }
+func (l Lattice) Value(n int64) float32 { return value(n, l.G()) }
+
+// value is Value with G given.
+func value(n int64, g float64) float32 { return float32(float64(n) * g) }
 
 // Noise draws lattice noise exactly, n = round(sigma' X / G) with X ~ N(0, 1), from Karney's
 // sampler and integer rounding. It is not safe for concurrent use.

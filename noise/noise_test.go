@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -499,5 +500,39 @@ func TestIntPart(t *testing.T) {
 		if k0 == kTable && tail[0] < 49_990 {
 			t.Errorf("tail from %d: %v, want nearly all at d = 0 (P(d >= 1) = %.2g)", k0, tail, 1-pt[0])
 		}
+	}
+}
+
+// TestLatticeRelease: Release is Value(MeanIndex(mu[k], centres[k mod len(centres)]) + n[k]) for
+// each value, with one centre and with one per dimension, and names the value MeanIndex refuses.
+func TestLatticeRelease(t *testing.T) {
+	l, err := NewLattice(1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	const P = 5
+	mu := make([]float32, 7*P)
+	n := make([]int64, len(mu))
+	for k := range mu {
+		mu[k] = float32(r.NormFloat64() * 3)
+		n[k] = int64(r.IntN(2001) - 1000)
+	}
+	for _, centres := range [][]int64{{0}, {5, -3, 0, 100000, -7}} {
+		z := make([]float32, len(mu))
+		if err := l.Release(z, mu, n, centres); err != nil {
+			t.Fatal(err)
+		}
+		for k := range mu {
+			m, err := l.MeanIndex(mu[k], centres[k%len(centres)])
+			if want := l.Value(m + n[k]); err != nil || z[k] != want {
+				t.Fatalf("%d centres: value %d is %v, want %v (%v)", len(centres), k, z[k], want, err)
+			}
+		}
+	}
+	bad := append([]float32(nil), mu...)
+	bad[12] = float32(math.NaN())
+	if err := l.Release(make([]float32, len(mu)), bad, n, []int64{0}); err == nil || !strings.Contains(err.Error(), "value 12:") {
+		t.Errorf("NaN mean at 12: %v", err)
 	}
 }

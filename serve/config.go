@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"log/slog"
 	"os"
 
 	"github.com/nvdp-project/nvdp/ledger"
@@ -74,6 +75,25 @@ func (c Config) Check(o Options) (*Keys, error) {
 		}
 	}
 	return keys, nil
+}
+
+// New makes the server of c on the opened releaser and ledger ([New]), with
+// the key source of c ([Config.KeySource]: keys, those [Config.Check] read,
+// or the ledger's own), after logging what the ledger holds to log (nil:
+// slog's default). Errors are KeySource's and New's.
+func (c Config) New(rel Releaser, lg ledger.Ledger, keys *Keys, o Options, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if info, err := lg.Info(); err == nil {
+		log.Info("ledger opened", "ledger", lg.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,
+			"releases", info.Releases, "restores", len(info.Restores))
+	}
+	ks, err := c.KeySource(keys, lg)
+	if err != nil {
+		return nil, err
+	}
+	return New(rel, lg, ks, o, log)
 }
 
 // KeySource returns where a server of c authenticates: the keys Check read,

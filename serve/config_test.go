@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -110,6 +111,26 @@ func TestConfigKeySource(t *testing.T) {
 	}
 	if _, err := (serve.Config{KeysInLedger: true}).KeySource(nil, lg); err == nil || !strings.Contains(err.Error(), "holds no keys") {
 		t.Errorf("a file ledger's keys: %v", err)
+	}
+}
+
+// TestConfigNew: the server of a configuration authenticates with its key
+// source (a file ledger cannot give the keys of --keys-in-ledger) and logs
+// the ledger it opened.
+func TestConfigNew(t *testing.T) {
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	o := serve.DefaultOptions()
+	o.BudgetEpsilon = 1
+	if _, err := (serve.Config{KeysInLedger: true}).New(servetest.NewFake(3, 4, 0.1), servetest.OpenLedger(t), nil, o, log); err == nil || !strings.Contains(err.Error(), "holds no keys") {
+		t.Errorf("keys in a file ledger: %v", err)
+	}
+	srv, err := (serve.Config{}).New(servetest.NewFake(3, 4, 0.1), servetest.OpenLedger(t), nil, o, log)
+	if err != nil || srv == nil {
+		t.Fatalf("no keys, one shared account: %v", err)
+	}
+	if !strings.Contains(logs.String(), "msg=\"ledger opened\"") || !strings.Contains(logs.String(), "format=") {
+		t.Errorf("the ledger opened is not logged: %s", logs.String())
 	}
 }
 

@@ -132,15 +132,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("--ledger: %w", ledgerHint(err, cfg.Ledger))
 	}
-	if info, err := lg.Info(); err == nil {
-		slog.Info("ledger opened", "ledger", lg.Name(), "format", info.Format, "ledger_id", info.LedgerID, "accounts", info.Accounts,
-			"releases", info.Releases, "restores", len(info.Restores))
-	}
-	ks, err := cfg.KeySource(keys, lg)
-	var srv *serve.Server
-	if err == nil {
-		srv, err = serve.New(rel, lg, ks, f.o, slog.Default())
-	}
+	srv, err := cfg.New(rel, lg, keys, f.o, slog.Default())
 	if err != nil {
 		lg.Close()
 		return flagError(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
@@ -104,11 +105,23 @@ func TestResolveAudit(t *testing.T) {
 			t.Errorf("train %s audit %q: %s, %v; want %s", tc.train, tc.audit, po.Audit.Mode, err, tc.want)
 		}
 	}
-	po := DefaultPipelineOptions()
-	po.Audit.Pairs = -5
-	var oe *option.Error
-	if err := po.ResolveAudit(); !errors.As(err, &oe) || oe.Option != "pairs" {
-		t.Errorf("pairs -5: %v, want its option error", err)
+	// the audit's options named in the pipeline: those the training has
+	// too prefixed, the others as the audit names them
+	for _, tc := range []struct {
+		set  func(o *audit.Options)
+		want string
+	}{
+		{func(o *audit.Options) { o.Pairs = -5 }, "pairs"},
+		{func(o *audit.Options) { o.Mode = "other" }, "audit_mode"},
+		{func(o *audit.Options) { o.Mode, o.BatchSize = privacy.ModeReference, 1 }, "audit_batch_size"},
+		{func(o *audit.Options) { o.Delta = 2 }, "delta"},
+	} {
+		po := DefaultPipelineOptions()
+		tc.set(&po.Audit)
+		var oe *option.Error
+		if err := po.ResolveAudit(); !errors.As(err, &oe) || oe.Option != tc.want {
+			t.Errorf("%v, want an option error naming %s", err, tc.want)
+		}
 	}
 }
 

@@ -56,13 +56,26 @@ func DefaultPipelineOptions() PipelineOptions {
 
 // ResolveAudit gives the audit the training's mode when it names none
 // (Audit.Mode ""), and validates the audit options before any work
-// ([audit.Options.Validate], whose errors name the audit's options).
+// ([audit.Options.Validate]). Its [*option.Error] names the audit's option
+// in the pipeline, where the training has a mode, a batch size and a seed
+// of its own: audit_mode, audit_batch_size and audit_seed (as audit_split
+// and audit_limit), the others by the audit's names.
 func (po *PipelineOptions) ResolveAudit() error {
 	if po.Audit.Mode == "" {
 		po.Audit.Mode = po.Train.Mode
 	}
-	return po.Audit.Validate()
+	err := po.Audit.Validate()
+	if oe, ok := err.(*option.Error); ok && pipelineAuditNames[oe.Option] != "" {
+		c := *oe
+		c.Option = pipelineAuditNames[oe.Option]
+		return &c
+	}
+	return err
 }
+
+// pipelineAuditNames are the audit options whose names in a pipeline say
+// they are the audit's.
+var pipelineAuditNames = map[string]string{"mode": "audit_mode", "batch_size": "audit_batch_size", "seed": "audit_seed"}
 
 // ResolveTargets gives the training's privacy target the settings a
 // pipeline decides: with a target, the clipping constants given explicitly

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -281,25 +280,7 @@ func (a *auditStrings) finish(cmd *cobra.Command, po *train.PipelineOptions) err
 	if err := a.apply(&po.Audit, givenFlags(cmd)); err != nil {
 		return err
 	}
-	return pipelineAuditError(po.ResolveAudit())
-}
-
-// pipelineAuditNames are the audit options whose flags in `nvdp run` and
-// `nvdp sweep` are prefixed (--audit-mode, --audit-batch-size,
-// --audit-seed): --mode, --batch-size and --seed are the training's.
-var pipelineAuditNames = map[string]string{"mode": "audit_mode", "batch_size": "audit_batch_size", "seed": "audit_seed"}
-
-// pipelineAuditError is flagError for an error of the audit options of
-// `nvdp run` and `nvdp sweep` (audit.Options.Validate), the option named as
-// these commands' flag (pipelineAuditNames).
-func pipelineAuditError(err error) error {
-	oe, ok := err.(*option.Error)
-	if !ok {
-		return err
-	}
-	c := *oe
-	c.Option = cmp.Or(pipelineAuditNames[oe.Option], oe.Option)
-	return flagError(&c)
+	return flagError(po.ResolveAudit())
 }
 
 // requiredFlagCmd gives cmd the string flag name (required; usage) and

@@ -117,3 +117,13 @@ func ParseFloats(s string) ([]float64, error) {
 func ParseUints(s string) ([]uint64, error) {
 	return ParseListOf(s, "a non-negative integer", func(f string) (uint64, error) { return strconv.ParseUint(f, 10, 64) })
 }
+
+// FormatFloats writes v as the comma-separated list that [ParseFloats]
+// reads back, each number its shortest decimal.
+func FormatFloats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
+}

@@ -92,6 +92,11 @@ func TestParseLists(t *testing.T) {
 	if got, err := ParseFloats(" 1e-3, 1e-2,,1 "); err != nil || !slices.Equal(got, []float64{1e-3, 1e-2, 1}) {
 		t.Errorf("floats: %v, %v", got, err)
 	}
+	if s := FormatFloats([]float64{0.05, 1.1, 2, 1e-7}); s != "0.05,1.1,2,1e-07" {
+		t.Errorf("FormatFloats: %q", s)
+	} else if got, err := ParseFloats(s); err != nil || !slices.Equal(got, []float64{0.05, 1.1, 2, 1e-7}) {
+		t.Errorf("FormatFloats does not read back: %v, %v", got, err)
+	}
 	if got, err := ParseUints("1,2,3"); err != nil || !slices.Equal(got, []uint64{1, 2, 3}) {
 		t.Errorf("uints: %v, %v", got, err)
 	}

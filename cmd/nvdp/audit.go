@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 
 	"github.com/nvdp-project/nvdp/audit"
 	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/dnn"
+	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
@@ -49,7 +48,7 @@ docs/privacy.md, "The commands".`,
 	fl.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "reference mode: batch size >= 2 (pairs inside consecutive batches)")
 	fl.Float64Var(&o.Q, "q", 0, "reference mode: accountant sampling ratio in (0, 1] (default batch-size / M)")
 	fl.BoolVar(&o.UseMask, "mask", false, "principled mode: drop padding components (treats the length as public; see docs/privacy.md)")
-	fl.StringVar(&f.bdpOrders, "bdp-orders", joinFloats(audit.DefaultBDPOrders), "comma-separated BDP moment orders l > 0 (Renyi order l+1)")
+	fl.StringVar(&f.bdpOrders, "bdp-orders", option.FormatFloats(audit.DefaultBDPOrders), "comma-separated BDP moment orders l > 0 (Renyi order l+1)")
 	fl.Float64Var(&o.Confidence, "confidence", o.Confidence, "confidence of the Student-t upper bound, in (0.5, 1)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout")
 	fl.IntVar(&o.Pairs, "pairs", 0, "principled mode: audit a uniform sample of K ordered pairs instead of all (drawn as they are audited: memory does not grow with K)")
@@ -65,14 +64,6 @@ docs/privacy.md, "The commands".`,
 	_ = cmd.MarkFlagRequired("posteriors")
 	cmd.AddCommand(newAuditMergeCmd())
 	return cmd
-}
-
-func joinFloats(v []float64) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	return strings.Join(s, ",")
 }
 
 // options are the audit options of the flags, validated before any file

@@ -264,7 +264,7 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditStri
 	fs.BoolVar(&po.Audit.UseMask, "mask", false, "principled audit: drop padding components (treats the length as public)")
 	fs.IntVar(&po.Audit.Pairs, "pairs", 0, "principled audit: a uniform sample of K ordered pairs instead of all")
 	fs.Uint64Var(&po.Audit.Seed, "audit-seed", po.Audit.Seed, "seed of the --pairs sample")
-	fs.StringVar(&a.bdpOrders, "bdp-orders", joinFloats(audit.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
+	fs.StringVar(&a.bdpOrders, "bdp-orders", option.FormatFloats(audit.DefaultBDPOrders), "comma-separated BDP moment orders l > 0")
 	fs.Float64Var(&po.Audit.Confidence, "confidence", po.Audit.Confidence, "confidence of the Student-t upper bound")
 	fs.StringVar((*string)(&po.Audit.Direction), "gaussian-direction", "", "principled audit: Gaussian term D(N_q||N_q') in the bound's direction (standard, default) or as printed in Eq. rdp (paper)")
 	fs.IntVar(&po.Audit.BatchSize, "audit-batch-size", po.Audit.BatchSize, "reference audit: batch size")

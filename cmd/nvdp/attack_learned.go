@@ -10,12 +10,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// learnedAttackFlags are the flags `nvdp attack invert` and `nvdp attack
-// attribute` share: the model, the corpus, the learned attackers' training
-// and the intervals. Every flag's default is its option's
-// (attack.DefaultCorpusOptions, the attack's Default*Options), and an
-// explicit value, 0 included, is what the attack uses (the options'
-// Validate rejects the meaningless ones).
+// learnedAttackFlags are the flags `nvdp attack invert` and `attribute`
+// share; every default is its option's, and an explicit value, 0 included,
+// is what the attack uses (its Validate rejects the meaningless ones).
 type learnedAttackFlags struct {
 	in                  attack.LearnedInputs
 	noProgress, jsonOut bool
@@ -43,10 +40,8 @@ func (f *learnedAttackFlags) bind(fs *pflag.FlagSet, o *attack.LearnedOptions) {
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as JSON on stdout")
 }
 
-// runLearnedAttack runs a learned attack (run: attack.RunInvert or
-// attack.RunAttribute, with its options o) on the flags' inputs, its errors
-// naming the flags, and prints the report as JSON with --json, else as
-// print writes it.
+// runLearnedAttack runs a learned attack (attack.RunInvert or RunAttribute
+// with its options o) on the flags' inputs and prints its report.
 func runLearnedAttack[O, R any](cmd *cobra.Command, f *learnedAttackFlags, o O,
 	run func(context.Context, attack.LearnedInputs, O, progress.Func) (R, error), print func(R, io.Writer)) error {
 	ctx, cancel := signalContext(cmd, "stopping the attack")

@@ -23,12 +23,10 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// trainFlags binds the pinned `nvdp train` flags (also used by `nvdp run`
-// and `nvdp sweep`) to o, which holds model.DefaultOptions(): every flag's
-// default is the option's, so --help shows the real defaults, and an
-// explicit value, 0 included, is what the run uses (model.Options.Validate
-// rejects the meaningless ones). The options whose default depends on
-// others show "auto" (model.Options.Resolve).
+// trainFlags binds the flags of `nvdp train`, `run` and `sweep` to o, which
+// holds model.DefaultOptions(): --help shows the real defaults ("auto" where
+// model.Options.Resolve derives one), and an explicit value, 0 included, is
+// what the run uses (model.Options.Validate rejects the meaningless ones).
 func trainFlags(fs *pflag.FlagSet, o *model.Options, noProgress *bool) {
 	fs.StringVar(&o.Task, "task", o.Task, "GLUE task: sst2, mrpc, rte, stsb, qnli; or lid, spoken language identification (--lid-dir) (required)")
 	fs.StringVar(&o.GlueDir, "glue-dir", os.Getenv("NVDP_GLUE_DIR"), "GLUE directory with <TASK>/{train,dev,test}.tsv (default $NVDP_GLUE_DIR)")
@@ -75,10 +73,8 @@ func trainFlags(fs *pflag.FlagSet, o *model.Options, noProgress *bool) {
 	fs.Float64Var(&o.DirichletShare, "dirichlet-share", o.DirichletShare, "share of the target RD given to the Dirichlet part (C_amin); 0: C_amin = C_amax")
 }
 
-// optimizerFlags binds the flags of the optimizer options that
-// internal/loop gives every trainer (`nvdp train`, `run`, `sweep` and
-// `pretrain` alike), with one meaning each: the linear warm-up fraction,
-// AdamW's decoupled weight decay and the gradient clipping (0: off).
+// optimizerFlags binds the optimizer options internal/loop gives every
+// trainer (train, run, sweep and pretrain), with one meaning each.
 func optimizerFlags(fs *pflag.FlagSet, warmupRatio, weightDecay, gradClip *float64) {
 	fs.Float64Var(warmupRatio, "warmup-ratio", *warmupRatio, "linear learning-rate warm-up fraction of all steps")
 	fs.Float64Var(weightDecay, "weight-decay", *weightDecay, "AdamW decoupled weight decay (not on biases and LayerNorm)")
@@ -86,10 +82,9 @@ func optimizerFlags(fs *pflag.FlagSet, warmupRatio, weightDecay, gradClip *float
 }
 
 // textFlag is the flag value of an option whose text form is a library's
-// (parse and format: option.ParseFloat, option.ParseCount,
-// model.ParseRadiusSchedule): "auto", "none" and "off" for its sentinel,
-// every other value passed to the options' Validate, which names the
-// option. typ is the type --help shows.
+// (option.ParseFloat, ParseCount, model.ParseRadiusSchedule, ...): "auto",
+// "none" or "off" for its sentinel, every other value left to the options'
+// Validate. typ is the type --help shows.
 type textFlag[T any] struct {
 	p      *T
 	typ    string
@@ -116,10 +111,9 @@ func (f textFlag[T]) show(v any) (string, bool) {
 	return f.format(x), ok
 }
 
-// floatOr is the flag value of a float option whose sentinel, NaN
-// (option.Auto, model.NoTarget), the flag writes as word ("auto", "none");
-// ±Inf is refused where finite. want is what the error says a value must
-// be.
+// floatOr is the flag value of a float option whose NaN sentinel
+// (option.Auto, model.NoTarget) is word; want is what its error says a
+// value must be.
 func floatOr(p *float64, word string, finite bool, want string) textFlag[float64] {
 	parse := func(s string) (float64, error) {
 		if v, ok := option.ParseFloat(s, word, finite); ok {
@@ -135,9 +129,8 @@ func autoFloatVar(fs *pflag.FlagSet, p *float64, name, usage string) {
 	fs.Var(floatOr(p, "auto", true, "neither a finite number nor auto"), name, usage)
 }
 
-// targetValue is the flag value of a privacy target
-// (model.Options.TargetEpsilon, TargetRD): "none" (model.NoTarget, the
-// default when the flag is not given) or a number.
+// targetValue is the flag value of a privacy target: "none"
+// (model.NoTarget, the default) or a number.
 func targetValue(p *float64) textFlag[float64] {
 	return floatOr(p, "none", false, "neither a number nor none")
 }
@@ -163,8 +156,7 @@ var optionFlags = map[string]string{"target_delta": "delta", "target_order": "or
 	"data_dir": "lid-dir", "radius_schedule.start": "radius-schedule", "radius_schedule.fraction": "radius-schedule",
 	"allow_unproved": "allow-unproved-release"}
 
-// optionFlag is the flag that sets option (a JSON key of model.Options or
-// mlm.Options).
+// optionFlag is the flag that sets option, a JSON key.
 func optionFlag(option string) string {
 	if f, ok := optionFlags[option]; ok {
 		return f
@@ -172,12 +164,10 @@ func optionFlag(option string) string {
 	return strings.ReplaceAll(option, "_", "-")
 }
 
-// flagError says a library error about options given on the command line
-// in the CLI's terms: an *option.Error itself (train's, mlm's; not one
-// wrapped in another error, which is about a file) is rewritten as "--flag
-// value: reason", the options the reason mentions given their flags too,
-// and an *option.CombinationError (inputs given together that do not
-// combine) names each of its options as its flag; other errors pass
+// flagError says a library error about options in the CLI's terms: an
+// *option.Error itself (not one wrapped in an error about a file) becomes
+// "--flag value: reason", the options it mentions named as flags too, and
+// an *option.CombinationError names its options as flags; other errors pass
 // unchanged.
 func flagError(err error) error {
 	toFlag := func(o string) string { return "--" + optionFlag(o) }
@@ -190,13 +180,10 @@ func flagError(err error) error {
 	return err
 }
 
-// signalContext is the context of a long command: SIGINT (Ctrl-C) and SIGTERM
-// (kill, a scheduler's stop, the sweep stopping its cells) cancel it, so that
-// training and pretraining stop after the current step with a final
-// checkpoint and an error that says how to resume, and embedding stops after
-// the current batch. stopping says what the command does then (logged when a
-// signal arrives). Once it is cancelled, the signals are let go: a second one
-// ends the process at once.
+// signalContext is the context of a long command, which SIGINT and SIGTERM
+// cancel so that it stops gracefully (training after the step, with a
+// checkpoint); stopping says how, logged when a signal arrives. Once it is
+// cancelled the signals are let go: a second one ends the process at once.
 func signalContext(cmd *cobra.Command, stopping string) (context.Context, context.CancelFunc) {
 	gracefulStop.Store(true) // execute lets the command finish stopping
 	parent := cmd.Context()
@@ -214,15 +201,11 @@ func signalContext(cmd *cobra.Command, stopping string) (context.Context, contex
 	return ctx, stop
 }
 
-// stopTraining is what a training command does on a signal, whatever its
-// stage: loading stops before the next file, training finishes its step and
-// writes a checkpoint.
+// stopTraining is what a training command does on a signal.
 const stopTraining = "ending the current stage (loading data stops at once; a training step finishes and writes a checkpoint)"
 
-// resumeHint adds to the error of a training command what the user does next:
-// for a stopped run (loop.Interrupted), the command line that continues it;
-// for an output directory that holds a run, or holds none to resume, the
-// flag. Other errors pass unchanged.
+// resumeHint adds to a training command's error what the user does next:
+// continueWith after a stop (loop.Interrupted), or --resume's part.
 func resumeHint(err error, continueWith string) error {
 	var stopped *loop.Interrupted
 	switch {
@@ -251,8 +234,8 @@ func (a auditStrings) apply(o *audit.Options, given option.Given) error {
 	return flagError(o.CheckGiven(given))
 }
 
-// pipelineAuditFlags binds the audit options of `nvdp run` (also used by `nvdp sweep`)
-// to po, starting from audit.DefaultOptions; call finish in RunE.
+// pipelineAuditFlags binds the audit options of `nvdp run` and `sweep` to
+// po; call finish in RunE.
 func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditStrings {
 	a := &auditStrings{}
 	fs.StringVar(&po.AuditSplit, "audit-split", po.AuditSplit, "split whose posteriors are audited: dev | test")
@@ -273,9 +256,8 @@ func pipelineAuditFlags(fs *pflag.FlagSet, po *train.PipelineOptions) *auditStri
 	return a
 }
 
-// finish parses the BDP orders (an explicit --q 0 is an error), resolves
-// and validates the audit options before any work
-// (train.PipelineOptions.ResolveAudit).
+// finish parses the BDP orders, then resolves and validates the audit
+// options before any work (train.PipelineOptions.ResolveAudit).
 func (a *auditStrings) finish(cmd *cobra.Command, po *train.PipelineOptions) error {
 	if err := a.apply(&po.Audit, givenFlags(cmd)); err != nil {
 		return err
@@ -297,8 +279,7 @@ func requiredFlagCmd(cmd *cobra.Command, name, usage string, run func(cmd *cobra
 	return cmd
 }
 
-// printJSON writes v to w as one indented JSON object (the --json output of
-// the commands that print one).
+// printJSON writes v to w as one indented JSON object.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -306,8 +287,7 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // parseInto parses the comma-separated value s of flag into *to with parse
-// (option.ParseList, ParseFloats, ...), its error naming the flag, unless s
-// is empty and optional (not given).
+// (option.ParseList, ...), unless s is empty and optional.
 func parseInto[T any](to *[]T, flag, s string, optional bool, parse func(s string) ([]T, error)) error {
 	if s == "" && optional {
 		return nil

@@ -9,10 +9,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// deviceFlags are --device and --precision of the commands that compute
-// (train, run, eval, bench, and embed and serve, whose posteriors the device
-// computes): the device is a run-time choice, never part of a model (a model
-// trained on either device loads and runs on the other).
+// deviceFlags are --device and --precision of the commands that compute: a
+// run-time choice, never part of a model (a model trained on either device
+// runs on the other).
 type deviceFlags struct {
 	device, precision string
 	hostNoise         bool
@@ -43,11 +42,9 @@ func (f *deviceFlags) check() error {
 	return nil
 }
 
-// open opens the device the flags name (nil: the CPU) and logs what runs:
-// the BLAS backend, or the card and the CUDA libraries; --device auto
-// without a GPU and a --precision other than fp32 is a warning that names
-// both flags (the CPU computes in FP32). A GPU that cannot
-// be opened is an error naming --device and what was looked for.
+// open opens the device the flags name (nil: the CPU) and logs what runs;
+// --device auto without a GPU warns that a --precision other than fp32 does
+// not apply. A GPU that cannot be opened is an error naming --device.
 func (f *deviceFlags) open() (*cuda.Device, error) {
 	d, fallback, err := cuda.Select(f.device, f.precision, cuda.Options{})
 	if err != nil {

@@ -46,11 +46,8 @@ and gaussian models (which sample, seeded by --seed), OUT/posteriors_<split>.saf
 	return cmd
 }
 
-// run evaluates --model on --split (task.EvalDir: on the device unless the
-// task has no GPU twin) and prints the result. task.EvalOptions.Given
-// reports the flags given (an explicit value, 0 included, is kept: the
-// task's Evaluate rejects a batch size or max-seq-len below range before
-// any work), the others keep the model's.
+// run evaluates --model on --split (task.EvalDir) and prints the result;
+// the options whose flags are left out keep the model's.
 func (f *evalFlags) run(cmd *cobra.Command) error {
 	if err := f.dev.check(); err != nil {
 		return err

@@ -52,10 +52,9 @@ func init() {
 	noArgsByDefault(rootCmd)
 }
 
-// noArgsByDefault makes every command under c that says nothing of its
-// arguments (Args nil) take none: "nvdp certify extra" is an error naming
-// "extra". cobra's own commands (help, completion), added as root executes,
-// keep theirs.
+// noArgsByDefault makes every command under c whose Args is nil take none
+// ("nvdp certify extra" is an error); cobra's help and completion, added as
+// root executes, keep theirs.
 func noArgsByDefault(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		if sub.Args == nil {
@@ -69,14 +68,11 @@ func main() {
 	os.Exit(execute(rootCmd, os.Stderr))
 }
 
-// execute runs root (refuseUnknownSubcommands) under a context the first
-// SIGINT or SIGTERM cancels, and returns the exit status: 0, or 1 after
-// writing "nvdp: <error>" to stderr. The signal cancels every command's
-// context (cmd.Context()); a command that stops gracefully (signalContext
-// registers what it does then) finishes that, and its error says it was
-// interrupted (prefixed with "interrupted (<signal>)" unless it says so);
-// any other ends within interruptGrace, with "nvdp: interrupted" and exit
-// status 1. A second signal ends the process at once.
+// execute runs root under a context the first SIGINT or SIGTERM cancels
+// and returns the exit status: 0, or 1 after writing "nvdp: <error>" to
+// stderr. A command that stops gracefully (signalContext) finishes that, its
+// error marked as interrupted; any other ends within interruptGrace. A
+// second signal ends the process at once.
 func execute(root *cobra.Command, stderr io.Writer) int {
 	refuseUnknownSubcommands(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -113,12 +109,10 @@ var interruptGrace = 2 * time.Second
 // signal (a checkpoint, a drain), however long that takes.
 var gracefulStop atomic.Bool
 
-// refuseUnknownSubcommands makes every command group under root refuse an
-// unknown subcommand ("nvdp attack frob", "nvdp serve keys frobnicate")
-// with an error naming it, exit status 1, instead of printing its help with
-// exit status 0 (cobra's behaviour for a group that does not run itself),
-// cobra's completion group included. A group without arguments still
-// prints its help.
+// refuseUnknownSubcommands makes every command group under root, cobra's
+// completion included, refuse an unknown subcommand ("nvdp attack frob")
+// with an error instead of its help and exit status 0 (cobra's way); a
+// group without arguments still prints its help.
 func refuseUnknownSubcommands(root *cobra.Command) {
 	if !root.HasParent() { // cobra's own groups too, which it adds as it executes
 		root.InitDefaultHelpCmd()

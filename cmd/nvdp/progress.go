@@ -18,11 +18,9 @@ import (
 // no bar is drawn (stderr not a terminal, or --no-progress).
 var progressLogEvery = 30 * time.Second
 
-// newProgress is the only place that decides how progress is shown: a bar
-// per stage on stderr when it is a terminal and --no-progress is not set,
-// else a slog line per stage about every progressLogEvery (and when a stage
-// ends) with the count, the rate, the ETA and, for training, the mean loss
-// since the previous line.
+// newProgress is the one place that decides how progress is shown: a bar
+// per stage on a terminal stderr without --no-progress, else a log line
+// about every progressLogEvery (progress.Log).
 func newProgress(cmd *cobra.Command, noProgress bool) progress.Func {
 	w := cmd.ErrOrStderr()
 	if f, ok := w.(*os.File); ok && !noProgress && term.IsTerminal(int(f.Fd())) {

@@ -80,9 +80,8 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// task finishes and checks the flags (the device, the audit flags, the
-// target against --skip-train, a resume's conflicts) and returns the task
-// with its defaults applied to the flags left out.
+// task checks the flags and returns the task with its defaults applied to
+// the flags left out.
 func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 	po := f.po
 	if err := f.dev.check(); err != nil {
@@ -92,7 +91,6 @@ func (f *runCmdFlags) task(cmd *cobra.Command) (task.Task, error) {
 		return nil, err
 	}
 	po.ResolveTargets(givenFlags(cmd)) // the constants given; the audit's order and delta
-	// --target-epsilon 0 is an error, --skip-train or not
 	if err := po.Train.CheckTargetValues(); err != nil {
 		return nil, flagError(err)
 	}

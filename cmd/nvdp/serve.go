@@ -84,9 +84,7 @@ the threat model.`,
 	return cmd
 }
 
-// run checks every input (options, keys, ledger location, address,
-// model), then opens the ledger and serves until a signal, draining the
-// requests in flight.
+// run checks every input, then opens the ledger and serves until a signal.
 func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err := f.setLogFormat(cmd); err != nil {
 		return err

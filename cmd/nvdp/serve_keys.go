@@ -81,8 +81,7 @@ docs/serving.md, "Keys" ("Keys in the database").`,
 }
 
 // command is a subcommand of `nvdp serve keys` that runs run on the
-// PostgreSQL ledger of --ledger (closed after it), after the checks of its
-// flags (--id when needsID, --budget-epsilon, --label).
+// ledger of --ledger after checking its flags.
 func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Command, *pgledger.Ledger) error) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -112,8 +111,7 @@ func (f *keysFlags) command(use, short string, needsID bool, run func(*cobra.Com
 		}}
 }
 
-// newKey makes a key, stores it (store), logs what (event) and prints the
-// key: the one time it is shown.
+// newKey makes, stores and prints a key: the one time it is shown.
 func (f *keysFlags) newKey(cmd *cobra.Command, l *pgledger.Ledger, event string, store func(key string) error) error {
 	key, err := serve.GenerateKey()
 	if err != nil {

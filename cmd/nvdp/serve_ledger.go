@@ -40,8 +40,7 @@ func ledgerCmd(use, short, long, usage string, run func(cmd *cobra.Command, loc 
 	return requiredFlagCmd(&cobra.Command{Use: use, Short: short, Long: long}, "ledger", usage, run)
 }
 
-// printFromLedger opens the ledger at loc to read it (pgledger.OpenToRead;
-// an error with the command that fixes it, ledgerHint) and prints what read
+// printFromLedger opens the ledger at loc to read it and prints what read
 // returns as JSON.
 func printFromLedger(cmd *cobra.Command, loc string, read func(ledger.Ledger) (any, error)) error {
 	l, err := pgledger.OpenToRead(loc)
@@ -151,9 +150,8 @@ server first. docs/serving.md, "Backups and restores".`,
 	return cmd
 }
 
-// ledgerHint adds to err, the server's error of opening the ledger at loc
-// (pgledger.OpenAt), the lines that say which nvdp command fixes it. A
-// PostgreSQL location is never quoted: its URL may hold a password.
+// ledgerHint adds to err, the error of opening the ledger at loc, the nvdp
+// command that fixes it.
 func ledgerHint(err error, loc string) error {
 	if pgledger.IsPostgres(loc) { // never echo a URL: it may hold a password
 		switch {

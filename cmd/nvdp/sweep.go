@@ -79,11 +79,10 @@ docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes the tables.`,
 	return cmd
 }
 
-// bind sets so from the flags: the train and audit flags into its base, the
-// lists and the C_mu selection; each task's defaults for the flags left out
-// (task.Task.Apply) and its data; the flags given that the sweep decides
-// (sweep.Options.CheckGiven); the targets' settings
-// (sweep.Options.ResolveTargets). The sweep validates the result.
+// bind sets so from the flags (the lists, each task's defaults for the
+// flags left out, the C_mu selection, the audit and the targets) and
+// refuses the flags the sweep decides per cell; the sweep validates the
+// result.
 func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	po := &so.Base
 	so.Out = po.Train.Out

@@ -13,9 +13,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// trainingFlags are the flags `nvdp train` and `nvdp run` share, bound
-// once (bind): the training options, --no-progress, the task's data and
-// the device.
+// trainingFlags are the flags `nvdp train` and `nvdp run` share.
 type trainingFlags struct {
 	o          *model.Options
 	noProgress bool
@@ -32,11 +30,9 @@ func (f *trainingFlags) bind(fs *pflag.FlagSet, o *model.Options) {
 }
 
 // taskOf is the task of a run whose flags the command has checked
-// (task.ForRun): --task, or the model's in --out (fromOut: --resume,
-// --skip-train); the device flags a task without a GPU twin refuses (auto
-// runs it on the CPU with a log line); a resume's flags that contradict its
-// saved options, each value written as its flag writes it; then the task's
-// defaults for the flags left out. Errors name the flags.
+// (task.ForRun: --task, or the model's in --out when fromOut, its defaults
+// applied to the flags left out), a resume's conflicts written as the flags
+// write their values. Errors name the flags.
 func (f *trainingFlags) taskOf(cmd *cobra.Command, fromOut bool) (task.Task, error) {
 	t, cpu, err := task.ForRun(f.o, &f.dv, task.RunRequest{FromOut: fromOut, Device: f.dev.device, HostNoise: f.dev.hostNoise,
 		Given: givenFlags(cmd), Show: func(option string, v any) string { return flagText(cmd.Flags().Lookup(optionFlag(option)).Value, v) }})

@@ -31,12 +31,11 @@ func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit --posteriors FILE",
 		Short: "Audit NVIB posteriors: Renyi bound over all pairs (Eq. rdp) and Bayesian DP",
-		Long: `Audit a posterior file (safetensors: mu [M,N,P], logvar [M,N,P], alpha [M,N], optional
-attention_mask [M,N]): the Renyi bound of Eq. rdp over every ordered pair (principled, default) or
-the released code's batches (reference), and the Bayesian-DP estimate. Empirical numbers, not a
-guarantee for other texts; when the metadata carries the clip constants (nvdp eval writes them) the
-certified guarantee is printed beside them. --device cuda evaluates the pairs on the GPU (FP64).
-docs/privacy.md, "The commands".`,
+		Long: `Audit a posterior file (mu, logvar, alpha and an optional attention mask, as 'nvdp eval' writes
+it): the Renyi bound of Eq. rdp over every ordered pair (principled) or the released code's
+batches (reference), and the Bayesian-DP estimate. Empirical numbers, not a guarantee for other
+texts; a file with the clip constants gets its certified guarantee beside them. docs/privacy.md,
+"The posterior file" and "The commands".`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAudit(cmd, f) },
 	}
 	fl := cmd.Flags()

@@ -26,11 +26,10 @@ func newCertifyCmd() *cobra.Command {
 		Use:   "certify --model DIR | --components N --dims P --c-mu C --c-alpha-min A --c-alpha-max B ...",
 		Short: "Certified Renyi bound of a clipping: the worst case of Eq. rdp over every pair of texts",
 		Long: `Certify a clipping: the supremum of the paper's Eq. rdp over every ordered pair of posteriors
-it can release (N components including the prior's, P dimensions), at --order and on the order grid,
-with its (epsilon, delta) conversion and the certified Bayesian-DP epsilon. It holds for any two
-input texts (--releases releases of one text's embedding), unlike 'nvdp audit'. --model DIR
-certifies a trained model with its own constants; otherwise give them. --witness FILE writes a pair
-that attains the bound. docs/privacy.md, "The commands".`,
+it can release, at --order and on the order grid, with its (epsilon, delta) conversion and the
+certified Bayesian-DP epsilon, for any two input texts, unlike 'nvdp audit'. --model DIR
+certifies a trained model with its own constants; otherwise give them. docs/privacy.md, "The
+commands".`,
 		Example: `  nvdp certify --components 129 --dims 128 --order 1.1 --c-mu 2 --prior-var 1 \
     --logvar-margin 0.6931 --c-alpha-min 0.3 --c-alpha-max 1 --json
   nvdp certify --model runs/sst2-clipped --witness witness.safetensors`,

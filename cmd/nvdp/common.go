@@ -279,6 +279,16 @@ func requiredFlagCmd(cmd *cobra.Command, name, usage string, run func(cmd *cobra
 	return cmd
 }
 
+// printResult prints r, a command's result, on w: as one line of JSON with
+// --json (jsonOut), else as its text.
+func printResult(w io.Writer, jsonOut bool, r interface{ WriteText(io.Writer) }) error {
+	if jsonOut {
+		return json.NewEncoder(w).Encode(r)
+	}
+	r.WriteText(w)
+	return nil
+}
+
 // printJSON writes v to w as one indented JSON object.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

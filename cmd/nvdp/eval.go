@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -58,9 +56,5 @@ func (f *evalFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return flagError(err)
 	}
-	if f.jsonOut {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
-	}
-	r.WriteText(cmd.OutOrStdout())
-	return nil
+	return printResult(cmd.OutOrStdout(), f.jsonOut, r)
 }

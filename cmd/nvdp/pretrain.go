@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -82,9 +81,5 @@ func (pf *pretrainFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return resumeHint(flagError(err), hint)
 	}
-	if pf.jsonOut {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
-	}
-	r.WriteText(cmd.OutOrStdout())
-	return nil
+	return printResult(cmd.OutOrStdout(), pf.jsonOut, r)
 }

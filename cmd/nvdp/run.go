@@ -71,13 +71,10 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 	} else {
 		err = rep.WriteText(cmd.OutOrStdout())
 	}
-	if err != nil {
+	if err != nil || !f.failOnCollapse {
 		return err
 	}
-	if f.failOnCollapse {
-		return rep.Collapse.Err()
-	}
-	return nil
+	return rep.Collapse.Err()
 }
 
 // task checks the flags and returns the task with its defaults applied to

@@ -17,13 +17,13 @@ import (
 type sweepFlags struct {
 	af                                                                      *auditStrings
 	dv                                                                      task.Data
-	cmuLambda, cmuTolerance                                                 float64
+	cmuLambda                                                               float64
 	noProgress, inProcess, planStages                                       bool
 	tasks, variants, lambdas, seeds, cmuGrid, cmuSeeds, extraModes, targets string
 }
 
 func newSweepCmd() *cobra.Command {
-	so := &sweep.Options{Base: train.DefaultPipelineOptions()}
+	so := &sweep.Options{Base: train.DefaultPipelineOptions(), CMuTolerance: new(float64)}
 	po := &so.Base
 	sf := new(sweepFlags)
 	cmd := &cobra.Command{
@@ -69,7 +69,7 @@ docs/results.md ("nvdp sweep"). 'nvdp report DIR' makes the tables.`,
 	fs.BoolVar(&sf.planStages, "plan", false, "write the sweep's stages (DIR/stages.json) and run nothing: see 'nvdp sweep stage'")
 	fs.BoolVar(&sf.inProcess, "in-process", false, "run the cells in this process, one at a time (as --jobs 1 does; with --jobs N > 1 an error)")
 	fs.StringVar(&sf.cmuGrid, "c-mu-grid", "", "comma-separated C_mu grid for nvdp-clipped (selection as paper §3.2)")
-	fs.Float64Var(&sf.cmuTolerance, "c-mu-tolerance", sweep.DefaultCMuTolerance, "C_mu selection: absolute tolerance on the dev selection metric (0: the best only)")
+	fs.Float64Var(so.CMuTolerance, "c-mu-tolerance", sweep.DefaultCMuTolerance, "C_mu selection: absolute tolerance on the dev selection metric (0: the best only)")
 	fs.Float64Var(&sf.cmuLambda, "c-mu-lambda", 0, "C_mu selection: lambda of the grid runs (default: the first of --lambdas)")
 	fs.StringVar(&sf.cmuSeeds, "c-mu-seeds", "", "C_mu selection: seeds of the grid runs (default: the first of --seeds)")
 	fs.StringVar(&sf.targets, "target-epsilons", "", "comma-separated certified epsilons (at --delta): a sweep dimension of the nvdp-clipped and gaussian cells, each calibrated to one")
@@ -108,7 +108,6 @@ func (sf *sweepFlags) bind(cmd *cobra.Command, so *sweep.Options) error {
 	if cmd.Flags().Changed("c-mu-lambda") {
 		so.CMuLambda = &sf.cmuLambda
 	}
-	so.CMuTolerance = &sf.cmuTolerance
 	for _, m := range modes {
 		so.ExtraAuditModes = append(so.ExtraAuditModes, privacy.Mode(m))
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/spf13/cobra"
@@ -62,11 +60,7 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return resumeHint(flagError(err), "nvdp train --resume --out "+o.Out)
 	}
-	if f.jsonOut {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
-	}
-	r.WriteText(cmd.OutOrStdout())
-	return nil
+	return printResult(cmd.OutOrStdout(), f.jsonOut, r)
 }
 
 // task checks the flags that need no data (--order and --delta without

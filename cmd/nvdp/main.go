@@ -22,9 +22,9 @@ import (
 )
 
 var (
-	logLevel string
-	logLvl   slog.LevelVar // --log-level, parsed
-	rootCmd  = &cobra.Command{
+	logLevel, logFormat string
+	logLvl              slog.LevelVar // --log-level, parsed
+	rootCmd             = &cobra.Command{
 		Use:           "nvdp",
 		Short:         "Nonparametric Variational Differential Privacy with principled clipping",
 		SilenceUsage:  true,
@@ -33,7 +33,14 @@ var (
 			if err := logLvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: &logLvl})))
+			switch h := (&slog.HandlerOptions{Level: &logLvl}); logFormat {
+			case "text":
+				slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, h)))
+			case "json":
+				slog.SetDefault(slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), h)))
+			default:
+				return fmt.Errorf("--log-format %q: want text or json", logFormat)
+			}
 			// Parameters, gradients and optimizer state are pointer-free float32
 			// slices, so a tighter GC target costs little and keeps the peak
 			// memory of a bert-base step under 3 GiB (docs/performance.md).
@@ -47,6 +54,7 @@ var (
 
 func init() {
 	rootCmd.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	rootCmd.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format on stderr: text | json (JSON lines, for machines)")
 	rootCmd.AddCommand(newAttackCmd(), newAuditCmd(), newBenchCmd(), newCertifyCmd(), newEmbedCmd(), newEvalCmd(), newLIDCorpusCmd(),
 		newPretrainCmd(), newReportCmd(), newRunCmd(), newServeCmd(), newSweepCmd(), newSweepCellCmd(), newTrainCmd())
 	noArgsByDefault(rootCmd)

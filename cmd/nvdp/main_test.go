@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +49,31 @@ func TestUnknownSubcommands(t *testing.T) {
 		if err != nil || !strings.Contains(out, "Available Commands:") {
 			t.Errorf("nvdp %s: err = %v, want the group's help:\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// TestLogFormat: --log-format, a flag of every command, refuses what is neither text nor json
+// before the command runs, and json makes the log JSON lines on the command's stderr.
+func TestLogFormat(t *testing.T) {
+	prev := slog.Default()
+	defer func() { logFormat = "text"; slog.SetDefault(prev); rootCmd.SetArgs(nil) }()
+	keys := filepath.Join(t.TempDir(), "keys.txt")
+	_, err := runCmd(rootCmd, "serve", "keygen", "--keys", keys, "--id", "a", "--log-format", "xml")
+	if want := `--log-format "xml": want text or json`; err == nil || err.Error() != want {
+		t.Errorf("--log-format xml: err = %v, want %q", err, want)
+	}
+	if _, err := os.Stat(keys); err == nil {
+		t.Error("--log-format xml: the keys file was written")
+	}
+	out, err := runCmd(rootCmd, "serve", "keygen", "--keys", keys, "--id", "a", "--log-format", "json")
+	var line struct{ Level, Msg, ID string }
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "{") {
+			_ = json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if err != nil || line.Level != "INFO" || line.Msg != "key added" || line.ID != "a" {
+		t.Errorf("--log-format json: err = %v, no JSON log line of the key added in:\n%s", err, out)
 	}
 }
 

@@ -24,12 +24,12 @@ var loadReleaser = serve.Load
 // serveFlags are the flags of `nvdp serve`, bound to serve.DefaultOptions
 // and pgledger.DefaultOptions.
 type serveFlags struct {
-	addr, logFormat string
-	cfg             serve.Config
-	rel             release.Options
-	dev             deviceFlags
-	o               serve.Options
-	po              pgledger.Options
+	addr string
+	cfg  serve.Config
+	rel  release.Options
+	dev  deviceFlags
+	o    serve.Options
+	po   pgledger.Options
 }
 
 func newServeCmd() *cobra.Command {
@@ -52,7 +52,6 @@ the threat model.`,
 	fs.StringVar(&f.cfg.Ledger, "ledger", "", "privacy ledger: a file (bbolt), or a PostgreSQL database postgres://... | postgresql://... | env:VAR (the URL in the environment variable VAR); create it once with 'nvdp serve ledger init' (required)")
 	fs.StringVar(&f.cfg.Keys, "keys", "", "keys file of \"ID SHA256-HEX [BUDGET]\" lines, read again on SIGHUP (default: no keys, one shared account)")
 	fs.BoolVar(&f.cfg.KeysInLedger, "keys-in-ledger", false, "authenticate against the keys of the PostgreSQL ledger ('nvdp serve keys'), instead of a keys file")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text | json")
 	allowUnprovedFlag(fs, &f.rel)
 	f.dev.bind(fs)
 	// the options' flags: each the option's JSON key with dashes, as flagError names it
@@ -86,9 +85,6 @@ the threat model.`,
 
 // run checks every input, then opens the ledger and serves until a signal.
 func (f *serveFlags) run(cmd *cobra.Command) error {
-	if err := f.setLogFormat(cmd); err != nil {
-		return err
-	}
 	if err := f.dev.check(); err != nil {
 		return err
 	}
@@ -144,19 +140,6 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 		serr = err
 	}
 	return serr
-}
-
-// setLogFormat switches the default logger to JSON lines for --log-format
-// json, at the level of --log-level.
-func (f *serveFlags) setLogFormat(cmd *cobra.Command) error {
-	switch f.logFormat {
-	case "text":
-		return nil
-	case "json":
-		slog.SetDefault(slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: &logLvl})))
-		return nil
-	}
-	return fmt.Errorf("--log-format %q: want text or json", f.logFormat)
 }
 
 func newKeygenCmd() *cobra.Command {

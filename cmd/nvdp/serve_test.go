@@ -318,7 +318,6 @@ func TestServeFlagErrors(t *testing.T) {
 		{"zero concurrency", append(base, "--budget-epsilon", "1", "--max-concurrent", "0"), true, "--max-concurrent 0: must be > 0"},
 		{"negative queue", append(base, "--budget-epsilon", "1", "--max-queue", "-1"), true, "--max-queue -1: must be >= 0"},
 		{"write before request timeout", append(base, "--budget-epsilon", "1", "--write-timeout", "1s"), true, "--write-timeout 1s: must be above the request timeout (30s)"},
-		{"log format", append(base, "--budget-epsilon", "1", "--log-format", "xml"), true, `--log-format "xml"`},
 		{"unknown model", []string{"--model", "other", "--ledger", ledger, "--budget-epsilon", "1"}, true, "--model: model other: not the fake"},
 		{"missing ledger", append(base, "--budget-epsilon", "1"), true, "--ledger: ledger " + ledger + " does not exist: a ledger is created explicitly"},
 		{"backup dir", append(base, "--budget-epsilon", "1", "--backup-dir", filepath.Join(dir, "none")), true, "--backup-dir \"" + filepath.Join(dir, "none") + "\": not a directory"},

@@ -15,3 +15,5 @@ func serialBLAS(fn func()) { fn() }
 
 // setBLASThreads does nothing: gonum's kernels take GOMAXPROCS.
 func setBLASThreads(int) int { return 0 }
+
+func blasThreadsSet() int { return 0 }

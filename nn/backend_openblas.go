@@ -46,6 +46,8 @@ func serialBLAS(fn func()) {
 	fn()
 }
 
+func blasThreadsSet() int { return int(blasThreads.Load()) }
+
 func setBLASThreads(n int) int {
 	serialMu.Lock()
 	defer serialMu.Unlock()

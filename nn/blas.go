@@ -30,6 +30,11 @@ func SetBLASThreads(n int) int {
 	return setBLASThreads(n)
 }
 
+// BLASThreads returns the thread count [SetBLASThreads] last set, 0 when it was never called or in
+// the pure-Go build. At 1 every BLAS call runs on its caller's thread, so that forward passes on
+// several goroutines at once use a core each, without waiting for each other.
+func BLASThreads() int { return blasThreadsSet() }
+
 // Gemm computes C = alpha * op(A) * op(B) + beta * C for row-major matrices,
 // where op(A) is m x k, op(B) is k x n and C is m x n.
 //

@@ -48,22 +48,24 @@ import (
 // Releaser holds a loaded model, its tokenizer and the certified guarantee of one release. It is
 // safe for concurrent use by several goroutines; each call gets its own noise source.
 //
-// The posteriors of concurrent calls are computed one batch at a time: the engine's kernels already
-// use every core, through [nn.Parallel] and OpenBLAS threads, and nn.Parallel must not run beside
-// another BLAS call. On a device, set by [Options].Device, one forward pass runs at a time, on the
-// device's goroutine. Tokenisation, sampling and copying run concurrently. Close frees the device
-// twin.
+// The posteriors of concurrent calls are computed one batch at a time, as the engine's kernels
+// already use every core through [nn.Parallel] and OpenBLAS threads, except where OpenBLAS runs
+// each call on its caller's thread ([nn.BLASThreads] 1, as a service sets it): then the forward
+// passes of concurrent calls run at once, each in a workspace of its own, a core each, where one at
+// a time left a core idle while the other's GEMMs ran. The values are the same either way. On a
+// device, set by [Options].Device, one forward pass runs at a time, on the device's goroutine.
+// Tokenisation, sampling and copying run concurrently. Close frees the device twin.
 type Releaser struct {
 	bundle *model.TextModel
 	info   ModelInfo
 	set    privacy.ClipSet
 	padLen int // texts are truncated and padded to this many tokens (max-seq-len)
 
-	forward sync.Mutex // one posterior computation at a time
-	// work holds the activations of the CPU's forward passes, reused by each (guarded by forward).
-	work nn.Workspace
+	forward sync.Mutex // one posterior computation at a time, but on the CPU with one BLAS thread
+	// works holds *nn.Workspace: the activations of the CPU's forward passes, reused by the next.
+	works sync.Pool
 	// posts holds *nn.Workspace: the memory of the posteriors of a release call, reused by the
-	// next, while the other calls' forward passes use work.
+	// next call.
 	posts sync.Pool
 
 	mu        sync.RWMutex // guards what SetDelta and SetBatchSize change
@@ -457,19 +459,29 @@ func (r *Releaser) posteriors(ctx context.Context, texts []string, reuse bool, u
 }
 
 // posterior computes the clipped posteriors of the texts lo..hi-1 of batch, padded to the release
-// length (one forward pass at a time), into out (nil: newly allocated) on the CPU.
+// length, into out (nil: newly allocated) on the CPU: one forward pass at a time, but with one BLAS
+// thread (Releaser).
 func (r *Releaser) posterior(batch *model.Encoded, lo, hi int, out *nn.Workspace) (*nvib.Posterior, error) {
 	idx := make([]int, hi-lo)
 	for i := range idx {
 		idx[i] = lo + i
 	}
 	in, _ := batch.Batch(idx, r.padLen)
+	if r.dev == nil {
+		if nn.BLASThreads() != 1 {
+			r.forward.Lock()
+			defer r.forward.Unlock()
+		}
+		work, _ := r.works.Get().(*nn.Workspace)
+		if work == nil {
+			work = new(nn.Workspace)
+		}
+		defer r.works.Put(work)
+		work.Reset()
+		return r.bundle.Model.PosteriorInfer(in, work, out)
+	}
 	r.forward.Lock()
 	defer r.forward.Unlock()
-	if r.dev == nil {
-		r.work.Reset()
-		return r.bundle.Model.PosteriorInfer(in, &r.work, out)
-	}
 	if r.devClosed {
 		return nil, errClosed
 	}

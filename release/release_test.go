@@ -577,8 +577,25 @@ func TestGuarantee(t *testing.T) {
 
 // Concurrent Release calls on one releaser, each with its own seeded source, give exactly the
 // releases of the same calls made one after the other: nothing is shared between calls but the
-// serialised forward pass; calls sharing one source each get their own noise. Run with -race.
+// forward pass, serialised under OpenBLAS's own threads and run at once, each in its own
+// workspace, under one BLAS thread (nn.BLASThreads 1, a service's setting); calls sharing one
+// source each get their own noise. Run with -race.
 func TestConcurrentRelease(t *testing.T) {
+	for _, threads := range []int{0, 1} { // 0: as the process starts
+		t.Run(fmt.Sprintf("blas threads %d", threads), func(t *testing.T) {
+			if threads > 0 {
+				prev := nn.SetBLASThreads(threads)
+				defer nn.SetBLASThreads(max(prev, 1))
+				if nn.BLASThreads() != threads {
+					t.Skip("no OpenBLAS in this build: its thread count cannot be set")
+				}
+			}
+			concurrentRelease(t)
+		})
+	}
+}
+
+func concurrentRelease(t *testing.T) {
 	r := load(t, nvib.ModelNVDPClipped)
 	ctx := context.Background()
 	const calls = 6

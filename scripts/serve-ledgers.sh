@@ -11,6 +11,8 @@
 # Without MODEL_DIR the servers release from the fake model of N = 65, P = 128 (the main job's
 # shape; no model work, through the test binary's TestServeHelper): the service's and the ledger's
 # cost alone. With MODEL_DIR (e.g. runs/sst2-nvdp-clipped) they release from the model.
+# MAX_EPSILON (unset: serve's default) is passed as --max-epsilon, e.g. 64 for the main job's model;
+# CLIENTS (1,8,32) the levels; RESPONSE=binary asks for the safetensors response (default JSON).
 # Loopback only (ports 18100-18103). Every output lands in OUT as JSON; OUT/summary.tsv the table.
 set -u
 O=${1:?usage: serve-ledgers.sh OUT [MODEL_DIR]}; MODEL=${2:-}
@@ -30,7 +32,7 @@ printf "ledger\treplicas\tkeys\tclients\trequests\treleases_per_s\tp50_ms\tp99_m
 # serve_one NAME PORT LEDGER KEYARGS...: one server in the background (pid in $O/NAME.pid).
 serve_one() {
   local name=$1 port=$2 ledger=$3; shift 3
-  local args=(serve --model "${MODEL:-fake:65x128}" --addr "127.0.0.1:$port" --ledger "$ledger" --log-level warn --replica "$name" "$@")
+  local args=(serve --model "${MODEL:-fake:65x128}" --addr "127.0.0.1:$port" --ledger "$ledger" --log-level warn --replica "$name" ${MAX_EPSILON:+--max-epsilon "$MAX_EPSILON"} "$@")
   if [ -n "$MODEL" ]; then
     bin/nvdp "${args[@]}" 2>>"$O/$name.stderr" &
   else
@@ -64,9 +66,9 @@ run_config() {
     serve_one "$name-r$i" $((18100+i)) "$ledger" "${keyargs[@]}" || return 1
   done
   local url; url=$(IFS=,; echo "${urls[*]}")
-  for c in 1 8 32; do
+  for c in $(echo ${CLIENTS:-1,8,32} | tr , " "); do
     read s0 n0 < <(charge_stats "${ports[@]}")
-    bin/nvdp-load --url "$url" --concurrency $c --duration "$DUR" --json > "$O/$name-c$c.json" 2>>"$O/$name-load.stderr"
+    bin/nvdp-load --url "$url" --concurrency $c --duration "$DUR" $([ "${RESPONSE:-json}" = binary ] && echo --binary) --json > "$O/$name-c$c.json" 2>>"$O/$name-load.stderr"
     read s1 n1 < <(charge_stats "${ports[@]}")
     python3 - "$O/$name-c$c.json" "$name" "$n" "$keys" "$s0" "$n0" "$s1" "$n1" >> "$O/summary.tsv" <<'EOF'
 import json, sys

@@ -432,3 +432,22 @@ func TestParseRadiusSchedule(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRadiusSchedule: the parser never panics, and a schedule it accepts is written back by
+// FormatRadiusSchedule to text it reads as the same schedule.
+func FuzzParseRadiusSchedule(f *testing.F) {
+	for _, s := range []string{"off", "4:0.5", "1:1", ":", "4:", "a:b", "4:0.5:1", "inf:NaN", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRadiusSchedule(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseRadiusSchedule(FormatRadiusSchedule(r))
+		same := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) || a != a && b != b }
+		if err != nil || (r == nil) != (back == nil) || r != nil && (!same(r.Start, back.Start) || !same(r.Fraction, back.Fraction)) {
+			t.Fatalf("ParseRadiusSchedule(%q) = %+v; written back and read: %+v, %v", s, r, back, err)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package option
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -116,4 +117,49 @@ func TestParseLists(t *testing.T) {
 			t.Errorf("error %v, want %q", tc.err, tc.want)
 		}
 	}
+}
+
+// FuzzParseText: the option parsers never panic, and what they accept their Format twin writes
+// back to text they read as the same value (NaN never accepted; ±Inf only when not finite).
+func FuzzParseText(f *testing.F) {
+	for _, s := range []string{"auto", "none", "0", "-1.5", "1e308", "inf", "-Inf", "NaN", "3,4, 5", ",", "", " 7 ", "0x10", "1_000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, finite := range []bool{true, false} {
+			if v, ok := ParseFloat(s, "auto", finite); ok {
+				if !IsAuto(v) && (math.IsNaN(v) || finite && math.IsInf(v, 0)) {
+					t.Fatalf("ParseFloat(%q, finite %v) accepted %v", s, finite, v)
+				}
+				if w, ok := ParseFloat(FormatFloat(v, "auto"), "auto", finite); !ok || math.Float64bits(w) != math.Float64bits(v) && !(IsAuto(v) && IsAuto(w)) {
+					t.Fatalf("ParseFloat(FormatFloat(%v)) = %v, %v", v, w, ok)
+				}
+			}
+		}
+		if v, err := ParseCount(s); err == nil {
+			if w, err := ParseCount(FormatCount(v)); err != nil || w != v || v < 0 && v != AutoInt {
+				t.Fatalf("ParseCount(%q) = %d; round trip %d, %v", s, v, w, err)
+			}
+		}
+		if v, err := ParseIntPtr(s); err == nil {
+			if w, err := ParseIntPtr(FormatIntPtr(v)); err != nil || (v == nil) != (w == nil) || v != nil && *v != *w {
+				t.Fatalf("ParseIntPtr(%q) round trip: %v, %v", s, w, err)
+			}
+		}
+		if v, err := ParseFloats(s); err == nil {
+			if len(v) == 0 {
+				t.Fatalf("ParseFloats(%q) accepted an empty list", s)
+			}
+			if w, err := ParseFloats(FormatFloats(v)); err != nil || len(w) != len(v) {
+				t.Fatalf("ParseFloats(FormatFloats(%v)) = %v, %v", v, w, err)
+			}
+		}
+		if items, err := ParseList(s); err == nil {
+			for _, it := range items {
+				if it == "" || strings.Contains(it, ",") || strings.TrimSpace(it) != it {
+					t.Fatalf("ParseList(%q) gave the item %q", s, it)
+				}
+			}
+		}
+	})
 }

@@ -56,7 +56,8 @@ func TestUnknownSubcommands(t *testing.T) {
 // before the command runs, and json makes the log JSON lines on the command's stderr.
 func TestLogFormat(t *testing.T) {
 	prev := slog.Default()
-	defer func() { logFormat = "text"; slog.SetDefault(prev); rootCmd.SetArgs(nil) }()
+	prevLevel := logLevel // root's flags keep the values of earlier tests' command lines
+	defer func() { logFormat, logLevel = "text", prevLevel; slog.SetDefault(prev); rootCmd.SetArgs(nil) }()
 	keys := filepath.Join(t.TempDir(), "keys.txt")
 	_, err := runCmd(rootCmd, "serve", "keygen", "--keys", keys, "--id", "a", "--log-format", "xml")
 	if want := `--log-format "xml": want text or json`; err == nil || err.Error() != want {
@@ -65,7 +66,7 @@ func TestLogFormat(t *testing.T) {
 	if _, err := os.Stat(keys); err == nil {
 		t.Error("--log-format xml: the keys file was written")
 	}
-	out, err := runCmd(rootCmd, "serve", "keygen", "--keys", keys, "--id", "a", "--log-format", "json")
+	out, err := runCmd(rootCmd, "serve", "keygen", "--keys", keys, "--id", "a", "--log-format", "json", "--log-level", "info")
 	var line struct{ Level, Msg, ID string }
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "{") {

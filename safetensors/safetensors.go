@@ -419,7 +419,7 @@ type SharedMetadata struct {
 	pairs []encodedPair
 }
 
-// encodedPair is a key of a JSON object and its member as JSON, "key":"value".
+// encodedPair is a key of a JSON object and its member as JSON, "key":value.
 type encodedPair struct {
 	key  string
 	json []byte
@@ -429,9 +429,8 @@ type encodedPair struct {
 func NewSharedMetadata(metadata map[string]string) *SharedMetadata {
 	m := &SharedMetadata{}
 	for k, v := range metadata {
-		m.pairs = append(m.pairs, encodedPair{k, appendMember(nil, k, v)})
+		m.pairs = append(m.pairs, encodedPair{k, appendString(appendKey(nil, k), v)})
 	}
-	slices.SortFunc(m.pairs, func(a, b encodedPair) int { return strings.Compare(a.key, b.key) })
 	return m
 }
 
@@ -454,7 +453,15 @@ func EncodeHeaderShared(entries []HeaderEntry, shared *SharedMetadata, extra map
 		if b, end := e.DataOffsets[0], e.DataOffsets[1]; b < 0 || end-b != int64(size) {
 			return nil, fmt.Errorf("safetensors: tensor %q: shape %v of %s needs %d bytes, data_offsets [%d, %d]", e.Name, e.Shape, e.DType, size, b, end)
 		}
-		top = append(top, encodedPair{e.Name, nil})
+		js := fmt.Appendf(appendKey(nil, e.Name), `{"data_offsets":[%d,%d],"dtype":`, e.DataOffsets[0], e.DataOffsets[1])
+		js = append(appendString(js, string(e.DType)), `,"shape":[`...)
+		for k, d := range e.Shape {
+			if k > 0 {
+				js = append(js, ',')
+			}
+			js = strconv.AppendInt(js, int64(d), 10)
+		}
+		top = append(top, encodedPair{e.Name, append(js, "]}"...)})
 	}
 	var md []encodedPair
 	if shared != nil {
@@ -464,56 +471,34 @@ func EncodeHeaderShared(entries []HeaderEntry, shared *SharedMetadata, extra map
 		if shared != nil && slices.ContainsFunc(shared.pairs, func(p encodedPair) bool { return p.key == k }) {
 			return nil, fmt.Errorf("safetensors: metadata key %q given twice", k)
 		}
-		md = append(md, encodedPair{k, appendMember(nil, k, v)})
+		md = append(md, encodedPair{k, appendString(appendKey(nil, k), v)})
 	}
 	if len(md) > 0 {
-		top = append(top, encodedPair{"__metadata__", nil})
+		top = append(top, encodedPair{"__metadata__", appendObject(appendKey(nil, "__metadata__"), md)})
 	}
-	slices.SortFunc(top, func(a, b encodedPair) int { return strings.Compare(a.key, b.key) })
-	slices.SortFunc(md, func(a, b encodedPair) int { return strings.Compare(a.key, b.key) })
-	js := []byte{'{'}
-	for i, p := range top {
-		if i > 0 {
-			js = append(js, ',')
-		}
-		js = appendString(js, p.key)
-		js = append(js, ':')
-		if p.key == "__metadata__" {
-			js = append(js, '{')
-			for j, m := range md {
-				if j > 0 {
-					js = append(js, ',')
-				}
-				js = append(js, m.json...)
-			}
-			js = append(js, '}')
-			continue
-		}
-		e := entries[slices.IndexFunc(entries, func(e HeaderEntry) bool { return e.Name == p.key })]
-		js = fmt.Appendf(js, `{"data_offsets":[%d,%d],"dtype":`, e.DataOffsets[0], e.DataOffsets[1])
-		js = appendString(js, string(e.DType))
-		js = append(js, `,"shape":[`...)
-		for k, d := range e.Shape {
-			if k > 0 {
-				js = append(js, ',')
-			}
-			js = strconv.AppendInt(js, int64(d), 10)
-		}
-		js = append(js, "]}"...)
-	}
-	js = append(js, '}')
+	js := appendObject(nil, top)
 	if pad := (8 - len(js)%8) % 8; pad > 0 {
 		js = append(js, bytes.Repeat([]byte{' '}, pad)...)
 	}
 	return js, nil
 }
 
-// appendMember appends the object member "key":"value" as encoding/json writes it.
-func appendMember(b []byte, key, value string) []byte {
-	b = appendString(b, key)
-	b = append(b, ':')
-	return appendString(b, value)
+// appendObject appends the JSON object of members, in the order of their keys, as encoding/json
+// writes a map; it sorts members.
+func appendObject(b []byte, members []encodedPair) []byte {
+	slices.SortFunc(members, func(a, b encodedPair) int { return strings.Compare(a.key, b.key) })
+	b = append(b, '{')
+	for i, m := range members {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m.json...)
+	}
+	return append(b, '}')
 }
+
+// appendKey appends "key": as encoding/json writes an object's key.
+func appendKey(b []byte, key string) []byte { return append(appendString(b, key), ':') }
 
 // appendString appends s as a JSON string, escaped as json.Marshal escapes it (HTML characters
 // included; invalid UTF-8 becomes U+FFFD).

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/nvdp-project/nvdp/internal/quantile"
+	"github.com/nvdp-project/nvdp/safetensors"
 )
 
 // Config is one load run: Concurrency clients each send requests back to
@@ -304,7 +305,7 @@ func binarySample(data []byte, texts int, lat time.Duration) sample {
 	if n > uint64(len(data)-8) || json.Unmarshal(data[8:8+n], &h) != nil {
 		return sample{kind: "bad response: not safetensors"}
 	}
-	size := uint64(len(data)) - 8 - n
+	size := int64(len(data)) - 8 - int64(n)
 	if !h.Z.holds(4, texts, size) || !h.Pi.holds(3, texts, size) {
 		return sample{kind: fmt.Sprintf("bad response: no z and pi of %d releases", texts)}
 	}
@@ -313,26 +314,21 @@ func binarySample(data []byte, texts int, lat time.Duration) sample {
 
 // binaryEntry is a tensor's entry in a safetensors header.
 type binaryEntry struct {
-	DType       string    `json:"dtype"`
-	Shape       []uint64  `json:"shape"`
-	DataOffsets [2]uint64 `json:"data_offsets"`
+	DType       safetensors.DType `json:"dtype"`
+	Shape       []int             `json:"shape"`
+	DataOffsets [2]int64          `json:"data_offsets"`
 }
 
 // holds reports whether e is a float32 tensor of rank dims whose first dimension is texts and
-// whose data, as many bytes as its shape asks, lies within a data buffer of size bytes.
-func (e binaryEntry) holds(dims, texts int, size uint64) bool {
-	if e.DType != "F32" || len(e.Shape) != dims || e.Shape[0] != uint64(texts) {
+// whose data, as many bytes as its shape asks ([safetensors.ByteSize]), lies within a data buffer
+// of size bytes.
+func (e binaryEntry) holds(dims, texts int, size int64) bool {
+	if e.DType != safetensors.F32 || len(e.Shape) != dims || e.Shape[0] != texts {
 		return false
 	}
-	want := uint64(4)
-	for _, d := range e.Shape {
-		if d != 0 && want > size/d {
-			return false
-		}
-		want *= d
-	}
+	want, err := safetensors.ByteSize(e.DType, e.Shape)
 	b, end := e.DataOffsets[0], e.DataOffsets[1]
-	return b <= end && end <= size && end-b == want
+	return err == nil && 0 <= b && b <= end && end <= size && end-b == int64(want)
 }
 
 // transportKind names a transport error without its addresses.

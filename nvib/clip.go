@@ -285,19 +285,11 @@ func clipMuBackward(dy, y, center []float32, cMu, n float64) {
 	cMu = privacy.StoredRadius(cMu) // the radius ClipMu projected onto
 	var dot float64
 	for j := range dy {
-		c := 0.0
-		if center != nil {
-			c = float64(center[j])
-		}
-		dot += (float64(y[j]) - c) / cMu * float64(dy[j])
+		dot += (float64(y[j]) - centre(center, j)) / cMu * float64(dy[j])
 	}
 	r := cMu / n
 	for j := range dy {
-		c := 0.0
-		if center != nil {
-			c = float64(center[j])
-		}
-		u := (float64(y[j]) - c) / cMu
+		u := (float64(y[j]) - centre(center, j)) / cMu
 		dy[j] = float32(r * (float64(dy[j]) - u*dot))
 	}
 }

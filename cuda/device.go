@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -426,6 +427,18 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 	var f, t uint64
 	err = d.a.check("cuMemGetInfo_v2", d.a.cuMemGetInfo(&f, &t))
 	return int64(f), int64(t), err
+}
+
+// CloseLogged closes d (nil: nothing) and logs an error of Close as a
+// warning, for callers whose results are written by the time they close
+// the device.
+func CloseLogged(d *Device) {
+	if d == nil {
+		return
+	}
+	if err := d.Close(); err != nil {
+		slog.Warn("closing the GPU", "err", err)
+	}
 }
 
 // Close finishes the functions queued, unloads the modules, destroys the

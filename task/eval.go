@@ -42,13 +42,7 @@ func EvalDir(ctx context.Context, dir string, eo EvalOptions, device string, ope
 	if err != nil {
 		return nil, err
 	}
-	if d != nil {
-		defer func() {
-			if err := d.Close(); err != nil {
-				slog.Warn("closing the GPU", "err", err)
-			}
-		}()
-	}
+	defer cuda.CloseLogged(d)
 	eo.Device = d
 	return loaded.Evaluate(ctx, eo)
 }

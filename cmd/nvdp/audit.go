@@ -102,7 +102,7 @@ func (g gpuAudit) Audit(ctx context.Context, p *privacy.Posteriors, o audit.Opti
 	return dnn.AuditOnDevice(ctx, g.d, p, o)
 }
 
-func (g gpuAudit) Close() { closeDevice(g.d) }
+func (g gpuAudit) Close() { cuda.CloseLogged(g.d) }
 
 func runAudit(cmd *cobra.Command, f *auditFlags) error {
 	o, err := f.options(cmd)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/internal/bench"
 	"github.com/nvdp-project/nvdp/nn"
@@ -36,7 +37,7 @@ peer (--no-dropout): docs/performance.md.`,
 			if o.Device, err = dev.open(); err != nil {
 				return err
 			}
-			defer closeDevice(o.Device)
+			defer cuda.CloseLogged(o.Device)
 			slog.Info("bench", "backend", nn.Backend(), "config", config, "batch", o.Batch, "seq", o.Seq, "steps", o.Steps, "dropout", !o.NoDropout)
 			res, err := bench.Run(config, cfg, o)
 			if err != nil {

@@ -17,17 +17,6 @@ type deviceFlags struct {
 	hostNoise         bool
 }
 
-// closeDevice closes d (nil: nothing), logging an error: the results are
-// written by then.
-func closeDevice(d *cuda.Device) {
-	if d == nil {
-		return
-	}
-	if err := d.Close(); err != nil {
-		slog.Warn("closing the GPU", "err", err)
-	}
-}
-
 func (f *deviceFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.device, "device", cuda.DeviceCPU, "cpu | cuda (an NVIDIA GPU: the driver, cuBLAS and NVRTC 12 or 13 loaded at run time; NVDP_CUDA_LIB_DIR) | auto (cuda when it loads, else cpu)")
 	fs.StringVar(&f.precision, "precision", cuda.PrecisionFP32, "GEMM precision on the GPU: fp32 | tf32 (tensor cores round GEMM inputs to TF32) | bf16 (GEMM inputs rounded to BF16, FP32 accumulation, compute capability 8.0+; parameters, optimizer, LayerNorm, softmax, losses and the NVIB layer stay FP32)")

@@ -102,7 +102,7 @@ func TestAutoPrecisionWithoutGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d != nil {
-			closeDevice(d)
+			cuda.CloseLogged(d)
 			t.Skip("a GPU loaded")
 		}
 		warned := strings.Contains(logs.String(), "level=WARN")

@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/spf13/cobra"
@@ -69,7 +70,7 @@ func runEmbed(cmd *cobra.Command, f *embedFlags) error {
 	if err != nil {
 		return err
 	}
-	defer closeDevice(d)
+	defer cuda.CloseLogged(d)
 	o.Release.Device = d
 	if o.Given.Has("seed") {
 		slog.Warn("--seed: the noise is reproducible from the seed; the output is marked not for release", "seed", o.Seed)

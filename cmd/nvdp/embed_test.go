@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/encoder"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/nvib"
@@ -453,7 +454,7 @@ func TestEmbedOnDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeDevice(d)
+	defer cuda.CloseLogged(d)
 	sr, err := loadReleaser(modelDir, release.Options{Device: d})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 
 	"encoding/json"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/task"
 	"github.com/nvdp-project/nvdp/train"
 	"github.com/spf13/cobra"
@@ -57,7 +58,7 @@ func (f *runCmdFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	po.Train.Device, po.Train.HostNoise = d, f.dev.hostNoise
-	defer closeDevice(d)
+	defer cuda.CloseLogged(d)
 	ctx, cancel := signalContext(cmd, stopTraining)
 	defer cancel()
 	report := newProgress(cmd, f.noProgress)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/ledger/pgledger"
 	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/option"
@@ -112,7 +113,7 @@ func (f *serveFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	defer closeDevice(d) // after the releaser's Close, deferred below
+	defer cuda.CloseLogged(d) // after the releaser's Close, deferred below
 	ro := f.rel
 	ro.Device = d
 	rel, err := loadReleaser(cfg.Model, ro)

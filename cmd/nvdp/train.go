@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/nvdp-project/nvdp/cuda"
 	"github.com/nvdp-project/nvdp/model"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/speech"
@@ -60,7 +61,7 @@ func (f *trainCmdFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	defer closeDevice(d)
+	defer cuda.CloseLogged(d)
 	ctx, cancel := signalContext(cmd, stopTraining)
 	defer cancel()
 	r, err := tr.Train(ctx, d, f.dev.hostNoise, newProgress(cmd, f.noProgress))

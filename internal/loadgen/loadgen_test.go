@@ -3,6 +3,8 @@ package loadgen
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -237,4 +239,30 @@ func TestBinarySample(t *testing.T) {
 			t.Errorf("%s: kind %q, %d releases; want %q", tc.name, s.kind, s.releases, tc.want)
 		}
 	}
+}
+
+// BenchmarkBinarySample checks a one-text response whose header carries 16 KB of metadata, as the
+// service's does (docs/performance.md, "The service at 3.6 ms a release").
+func BenchmarkBinarySample(b *testing.B) {
+	data := benchData(b)
+	b.SetBytes(int64(binary.LittleEndian.Uint64(data)))
+	for b.Loop() {
+		if s := binarySample(data, 1, time.Millisecond); s.releases != 1 {
+			b.Fatalf("kind %q", s.kind)
+		}
+	}
+}
+
+func benchData(b *testing.B) []byte {
+	var g strings.Builder
+	for i := 0; g.Len() < 16<<10; i++ {
+		fmt.Fprintf(&g, `{"order":%d.5,"rdp":%g,"label":"certified"},`, i, 1/float64(i+3))
+	}
+	md, err := json.Marshal(map[string]string{"guarantee": g.String(), "model": "bert-tiny"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	header := `{"__metadata__":` + string(md) + `,"pi":{"dtype":"F32","shape":[1,1,65],"data_offsets":[33280,33540]},"z":{"dtype":"F32","shape":[1,1,65,128],"data_offsets":[0,33280]}}`
+	data := append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header...)
+	return append(data, make([]byte, 33540)...)
 }

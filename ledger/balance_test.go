@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nvdp-project/nvdp/privacy"
 )
 
 var updateBudgetGolden = flag.Bool("update-budget-golden", false, "rewrite testdata/budget_golden.json from this build")
@@ -137,6 +139,121 @@ func TestBudgetAnswersUnchanged(t *testing.T) {
 	for name, w := range want {
 		if got[name] != w {
 			t.Errorf("%s: got %+v, want %+v", name, got[name], w)
+		}
+	}
+}
+
+// balanceBits is a balance with its floats as bits, to compare bit for bit.
+func balanceBits(b Balance) string {
+	return fmt.Sprintf("%s %d %s %s %s %s %s %s", b.Account, b.Releases, bits(float64(b.SpentEpsilon)), b.Accountant,
+		bits(float64(b.BudgetEpsilon)), bits(float64(b.RemainingEpsilon)), bits(float64(b.RemainingReleases)), bits(b.Delta))
+}
+
+// memoGrids are the grid of budgetCurves without a memo and with one.
+func memoGrids() (plain, memo Grid, lookup func(string) (*Curve, error), curves map[string]*Curve) {
+	curves = budgetCurves()
+	byID := map[string]*Curve{}
+	for _, c := range curves {
+		byID[c.ID] = c
+	}
+	var orders []float64
+	for _, p := range gaussianGuarantee(0.1).Curve {
+		orders = append(orders, p.Order)
+	}
+	plain = Grid{Orders: orders, Delta: curves["r1"].Delta}
+	memo = plain
+	memo.Memo = &Memo{}
+	return plain, memo, func(id string) (*Curve, error) { return byID[id], nil }, curves
+}
+
+// TestMemoSameBalances: a grid with a memo answers every balance and
+// charge with the same bits as one without, the second time from the memo:
+// the cases of TestBudgetAnswersUnchanged twice over, each also against
+// other budgets (the same counts and curve), and a run of charges of two
+// accounts under two curves, whose balances before a charge are those
+// after the last one.
+func TestMemoSameBalances(t *testing.T) {
+	plain, memo, lookup, curves := memoGrids()
+	for pass := range 2 {
+		for _, tc := range budgetCases() {
+			counts := map[string]uint64{}
+			for name, n := range tc.charged {
+				counts[curves[name].ID] = n
+			}
+			for _, budget := range []float64{tc.budget, 8, 64, math.Inf(1)} {
+				want, err := plain.Balance("a"+tc.name, counts, lookup, curves[tc.model], budget)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := memo.Balance("a"+tc.name, counts, lookup, curves[tc.model], budget)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if balanceBits(got) != balanceBits(want) {
+					t.Errorf("pass %d, %s, budget %v: memo %+v, accountant %+v", pass, tc.name, budget, got, want)
+				}
+			}
+		}
+	}
+	held := len(memo.Memo.bal)
+	accounts := [2]map[string]uint64{{}, {}}
+	plainAccounts := [2]map[string]uint64{{}, {}}
+	for i := range 40 {
+		a, curve, releases := i%2, curves[[]string{"g2", "r2", "g1"}[i%3]], 1+i%4
+		want, werr := plain.Charge("acct", plainAccounts[a], lookup, curve, releases, 200)
+		got, gerr := memo.Charge("acct", accounts[a], lookup, curve, releases, 200)
+		if balanceBits(got) != balanceBits(want) || (gerr == nil) != (werr == nil) {
+			t.Fatalf("charge %d: memo %+v (%v), accountant %+v (%v)", i, got, gerr, want, werr)
+		}
+	}
+	// Each charge composes its balance after; its balance before was the
+	// account's balance after its last charge of the same curve, or new.
+	if n := len(memo.Memo.bal) - held; n >= 80 || n < 40 {
+		t.Errorf("40 charges added %d balances to the memo, want 40 to 79", n)
+	}
+}
+
+// TestMemoEvicts: a memo holds memoSize balances, the newest.
+func TestMemoEvicts(t *testing.T) {
+	_, memo, lookup, curves := memoGrids()
+	for i := range memoSize + 10 {
+		if _, err := memo.Balance("a", map[string]uint64{curves["r1"].ID: uint64(i)}, lookup, curves["r1"], math.Inf(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(memo.Memo.bal) != memoSize {
+		t.Fatalf("memo holds %d balances, want %d", len(memo.Memo.bal), memoSize)
+	}
+	newest := memo.memoKey(charges{ids: []string{curves["r1"].ID}, counts: []privacy.Count{{Releases: memoSize + 9}}}, curves["r1"], math.Inf(1))
+	oldest := memo.memoKey(charges{ids: []string{curves["r1"].ID}, counts: []privacy.Count{{Releases: 1}}}, curves["r1"], math.Inf(1))
+	if _, ok := memo.Memo.bal[newest]; !ok {
+		t.Error("the newest balance was evicted")
+	}
+	if _, ok := memo.Memo.bal[oldest]; ok {
+		t.Error("the oldest balance was kept")
+	}
+}
+
+// BenchmarkChargeMemo charges one release at a time to one account, with an
+// infinite budget and one a million releases away, with and without a memo.
+func BenchmarkChargeMemo(b *testing.B) {
+	plain, memo, lookup, curves := memoGrids()
+	for _, g := range []struct {
+		name string
+		grid Grid
+	}{{"accountant", plain}, {"memo", memo}} {
+		for _, budget := range []float64{math.Inf(1), 1.5e6} {
+			b.Run(fmt.Sprintf("%s/budget=%v", g.name, budget), func(b *testing.B) {
+				counts := map[string]uint64{}
+				for b.Loop() {
+					if _, err := g.grid.Balance("a", counts, lookup, curves["g2"], budget); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := g.grid.Charge("a", counts, lookup, curves["g2"], 1, budget); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

@@ -97,6 +97,7 @@ type File struct {
 	orders []float64
 	delta  float64
 	curves map[string]*Curve
+	memo   Memo // the balances computed lately (Grid.Memo)
 
 	regMu sync.Mutex // serialises RegisterCurve
 
@@ -932,7 +933,7 @@ func decodeAccount(id string, v []byte) (*accountRecord, error) {
 func (l *File) comp() Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return Grid{Orders: l.orders, Delta: l.delta}
+	return Grid{Orders: l.orders, Delta: l.delta, Memo: &l.memo}
 }
 
 // curve returns the registered curve id (init loaded every curve, and

@@ -162,7 +162,8 @@ type Ledger struct {
 	orders []float64
 	delta  float64
 	curves map[string]*ledger.Curve
-	known  sync.Map // account IDs known to have a row
+	memo   ledger.Memo // the balances computed lately (ledger.Grid.Memo)
+	known  sync.Map    // account IDs known to have a row
 
 	regMu sync.Mutex // serialises RegisterCurve
 
@@ -453,7 +454,7 @@ func scanCurve(row pgx.Row, comp ledger.Grid) (*ledger.Curve, error) {
 func (l *Ledger) comp() ledger.Grid {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return ledger.Grid{Orders: l.orders, Delta: l.delta}
+	return ledger.Grid{Orders: l.orders, Delta: l.delta, Memo: &l.memo}
 }
 
 // curveOf returns the curve id: from the cache, else read from the

@@ -193,3 +193,56 @@ func TestDropoutApply(t *testing.T) {
 		t.Fatal("identity dropout returned a mask")
 	}
 }
+
+// TestNonFinite: the first NaN or ±Inf, at every position of a slice, and
+// none among the extremes of the finite float32s.
+func TestNonFinite(t *testing.T) {
+	finite := []float32{0, float32(math.Copysign(0, -1)), 1, -1, math.MaxFloat32, -math.MaxFloat32,
+		math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, 0x1p-126, 3.4e38}
+	if i := nn.NonFinite(finite); i != -1 {
+		t.Fatalf("finite values: NonFinite %d, want -1", i)
+	}
+	if i := nn.NonFinite(nil); i != -1 {
+		t.Fatalf("nil: NonFinite %d, want -1", i)
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0xffffffff), math.Float32frombits(0x7f800001)} {
+		for at := range 19 {
+			xs := make([]float32, 19)
+			for i := range xs {
+				xs[i] = finite[i%len(finite)]
+			}
+			xs[at] = bad
+			if at+3 < len(xs) {
+				xs[at+3] = bad
+			}
+			if i := nn.NonFinite(xs); i != at {
+				t.Errorf("%v at %d: NonFinite %d", bad, at, i)
+			}
+		}
+	}
+}
+
+// BenchmarkNonFinite: a release's 65 x 128 values, by exponent bits and by
+// math.IsNaN and math.IsInf.
+func BenchmarkNonFinite(b *testing.B) {
+	xs := make([]float32, 65*128)
+	for i := range xs {
+		xs[i] = float32(i) * 0.37
+	}
+	b.Run("bits", func(b *testing.B) {
+		for b.Loop() {
+			if nn.NonFinite(xs) >= 0 {
+				b.Fatal("non-finite")
+			}
+		}
+	})
+	b.Run("float64", func(b *testing.B) {
+		for b.Loop() {
+			for _, v := range xs {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					b.Fatal("non-finite")
+				}
+			}
+		}
+	})
+}

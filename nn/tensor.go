@@ -105,10 +105,32 @@ func MustSameShape(op string, a, b *Tensor) {
 // CheckFinite returns an error naming the tensor and the first index holding
 // NaN or ±Inf.
 func CheckFinite(name string, t *Tensor) error {
-	for i, v := range t.Data {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("tensor %s: non-finite value %v at flat index %d (shape %v)", name, v, i, t.Shape)
-		}
+	if i := NonFinite(t.Data); i >= 0 {
+		return fmt.Errorf("tensor %s: non-finite value %v at flat index %d (shape %v)", name, t.Data[i], i, t.Shape)
 	}
 	return nil
+}
+
+// NonFinite returns the index of the first NaN or ±Inf in xs, -1 when every
+// value is finite. A float32 is NaN or ±Inf when its bits without the sign
+// are at least those of +Inf (IEEE 754 binary32); NonFinite takes the
+// largest of eight values' such bits without a branch, then compares once,
+// several times as fast as math.IsNaN and math.IsInf (BenchmarkNonFinite).
+func NonFinite(xs []float32) int {
+	const abs, inf = 0x7fffffff, 0x7f800000
+	i := 0
+	for ; i+8 <= len(xs); i += 8 {
+		x := xs[i : i+8 : i+8]
+		m := max(math.Float32bits(x[0])&abs, math.Float32bits(x[1])&abs, math.Float32bits(x[2])&abs, math.Float32bits(x[3])&abs,
+			math.Float32bits(x[4])&abs, math.Float32bits(x[5])&abs, math.Float32bits(x[6])&abs, math.Float32bits(x[7])&abs)
+		if m >= inf {
+			break
+		}
+	}
+	for ; i < len(xs); i++ {
+		if math.Float32bits(xs[i])&abs >= inf {
+			return i
+		}
+	}
+	return -1
 }

@@ -1,10 +1,13 @@
 package nvib
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/privacy"
 )
 
@@ -137,6 +140,41 @@ func BenchmarkClipMu(b *testing.B) {
 		copy(mu, rows)
 		for k := 0; k < len(mu); k += 128 {
 			ClipMu(mu[k:k+128], nil, 3)
+		}
+	}
+}
+
+// TestPosteriorCheckFinite: the first NaN or ±Inf of mu, then logvar, then
+// alpha, and a pseudo-count <= 0 of a released component, are errors naming
+// the tensor, the example and the component; a masked padding component's
+// pseudo-count 0 is not (reference mode).
+func TestPosteriorCheckFinite(t *testing.T) {
+	const B, N, P = 2, 3, 4
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, tc := range []struct {
+		name   string
+		set    func(p *Posterior)
+		padded bool   // PadsReleased (principled mode)
+		want   string // "" for none
+	}{
+		{"finite", func(p *Posterior) {}, true, ""},
+		{"mu NaN", func(p *Posterior) { p.Mu.Data[1*N*P+2*P+3] = nan }, true, "tensor mu: invalid value NaN at example 1, component 2"},
+		{"mu and logvar", func(p *Posterior) { p.Logvar.Data[0] = inf; p.Mu.Data[N*P] = -inf }, true, "tensor mu: invalid value -Inf at example 1, component 0"},
+		{"logvar Inf", func(p *Posterior) { p.Logvar.Data[P+1] = inf }, true, "tensor logvar: invalid value +Inf at example 0, component 1"},
+		{"alpha Inf", func(p *Posterior) { p.Alpha.Data[4] = inf }, true, "tensor alpha: invalid value +Inf at example 1, component 1"},
+		{"alpha 0, released", func(p *Posterior) { p.Alpha.Data[5] = 0 }, true, "tensor alpha: invalid value 0 at example 1, component 2"},
+		{"alpha 0, masked", func(p *Posterior) { p.Alpha.Data[5] = 0 }, false, ""},
+		{"alpha NaN, masked", func(p *Posterior) { p.Alpha.Data[5] = nan }, false, "tensor alpha: invalid value NaN at example 1, component 2"},
+	} {
+		p := &Posterior{B: B, N: N, P: P, Mu: nn.New(B, N, P), Logvar: nn.New(B, N, P), Alpha: nn.New(B, N),
+			Mask: []float32{1, 1, 1, 1, 1, 0}, PadsReleased: tc.padded}
+		for i := range p.Alpha.Data {
+			p.Alpha.Data[i] = 1
+		}
+		tc.set(p)
+		err := p.checkFinite()
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -298,19 +298,20 @@ func (l *Layer) forward(x *nn.Tensor, mask []float32, ws, out *nn.Workspace, kee
 }
 
 func (p *Posterior) checkFinite() error {
+	invalid := func(name string, t *nn.Tensor, per, k int) error {
+		idx := fmt.Sprintf("example %d, component %d", k/per/p.N, (k/per)%p.N)
+		return fmt.Errorf("nvib posterior: tensor %s: invalid value %v at %s (unclipped pseudo-counts overflow exp; consider clipping)", name, t.Data[k], idx)
+	}
+	if k := nn.NonFinite(p.Mu.Data); k >= 0 {
+		return invalid("mu", p.Mu, p.P, k)
+	}
+	if k := nn.NonFinite(p.Logvar.Data); k >= 0 {
+		return invalid("logvar", p.Logvar, p.P, k)
+	}
 	released := p.SampleMask()
-	for _, nt := range []struct {
-		name string
-		t    *nn.Tensor
-		per  int
-	}{{"mu", p.Mu, p.P}, {"logvar", p.Logvar, p.P}, {"alpha", p.Alpha, 1}} {
-		name := nt.name
-		for k, v := range nt.t.Data {
-			f := float64(v)
-			if math.IsNaN(f) || math.IsInf(f, 0) || (name == "alpha" && !(f > 0) && isReal(released, k)) {
-				idx := fmt.Sprintf("example %d, component %d", k/nt.per/p.N, (k/nt.per)%p.N)
-				return fmt.Errorf("nvib posterior: tensor %s: invalid value %v at %s (unclipped pseudo-counts overflow exp; consider clipping)", name, v, idx)
-			}
+	for k, v := range p.Alpha.Data {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) || !(f > 0) && isReal(released, k) {
+			return invalid("alpha", p.Alpha, 1, k)
 		}
 	}
 	return nil

@@ -540,10 +540,8 @@ func (r *Releaser) draw(ctx context.Context, post *nvib.Posterior, k int, src *S
 func checkFinite(es []Embedding) error {
 	for j, e := range es {
 		for _, v := range [][]float32{e.Z, e.Pi} {
-			for _, x := range v {
-				if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
-					return fmt.Errorf("release %d: non-finite value %v in the sample", j, x)
-				}
+			if i := nn.NonFinite(v); i >= 0 {
+				return fmt.Errorf("release %d: non-finite value %v in the sample", j, v[i])
 			}
 		}
 	}

@@ -3,10 +3,10 @@ package serve
 import (
 	"context"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 
+	"github.com/nvdp-project/nvdp/nn"
 	"github.com/nvdp-project/nvdp/privacy"
 	"github.com/nvdp-project/nvdp/release"
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,10 +126,8 @@ func checkEmbedding(e Embedding, n, p int) error {
 	if len(e.Z) != n*p || len(e.Pi) != n {
 		return fmt.Errorf("embedding of %d + %d values, want Z [%d*%d] and pi [%d]", len(e.Z), len(e.Pi), n, p, n)
 	}
-	for _, v := range e.Z {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("embedding Z holds %v", v)
-		}
+	if i := nn.NonFinite(e.Z); i >= 0 {
+		return fmt.Errorf("embedding Z holds %v", e.Z[i])
 	}
 	for _, v := range e.Pi {
 		if !(v >= 0 && v <= 1) {

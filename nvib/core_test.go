@@ -231,7 +231,7 @@ func TestDirichletGradient(t *testing.T) {
 		return math.Log(mathext.GammaIncRegInv(a, u[k]))
 	}
 	loss := func() float64 {
-		d := sampleDirichlet(quant, alpha, mask, B, N)
+		d := sampleDirichlet(quant, alpha, mask, B, N, true)
 		var s float64
 		for i, lp := range d.LogPi {
 			if !math.IsInf(lp, -1) {
@@ -240,7 +240,7 @@ func TestDirichletGradient(t *testing.T) {
 		}
 		return s
 	}
-	d := sampleDirichlet(quant, alpha, mask, B, N)
+	d := sampleDirichlet(quant, alpha, mask, B, N, true)
 	if d.Pi[4] != 0 || !math.IsInf(d.LogPi[4], -1) {
 		t.Errorf("masked component: pi %v ln pi %v", d.Pi[4], d.LogPi[4])
 	}
@@ -322,5 +322,26 @@ func TestKLGradient(t *testing.T) {
 		nntest.CheckGradStrict(t, "KL dmu", loss, mu.Data, dm, o)
 		nntest.CheckGradStrict(t, "KL dlogvar", loss, lv.Data, dl, o)
 		nntest.CheckGradStrict(t, "KL dalpha", loss, alpha, da, o)
+	}
+}
+
+// TestDrawWeightsSameAsSample: a release's weights, drawn without the Gamma
+// gradients, are those of SampleDirichlet from the same stream, bit for bit,
+// across the floor, Marsaglia-Tsang's shape < 1 branch and the total cap.
+func TestDrawWeightsSameAsSample(t *testing.T) {
+	for _, alpha := range [][]float32{
+		{1, 2, 3, 0.5, 1e-6, 7},
+		{0.3, 0.999, 1, 1.001, 40, 2},
+		{5000, 1, 2, 3000, 0.01, 1e4},
+	} {
+		for seed := uint64(1); seed <= 5; seed++ {
+			pi, logPi := DrawWeights(alpha, rand.New(rand.NewPCG(seed, 9)))
+			d := SampleDirichlet(rand.New(rand.NewPCG(seed, 9)), alpha, nil, 1, len(alpha))
+			for i := range alpha {
+				if math.Float32bits(pi[i]) != math.Float32bits(d.Pi[i]) || math.Float64bits(logPi[i]) != math.Float64bits(d.LogPi[i]) {
+					t.Fatalf("alpha %v, seed %d, component %d: DrawWeights %v (%v), SampleDirichlet %v (%v)", alpha, seed, i, pi[i], logPi[i], d.Pi[i], d.LogPi[i])
+				}
+			}
+		}
 	}
 }

@@ -45,12 +45,15 @@ type DirichletSample struct {
 // alpha [B*N] must be positive and finite where the mask is 1; the caller
 // checks. mask [B*N] holds 1 for a real component; nil means all real.
 func SampleDirichlet(rng *rand.Rand, alpha []float32, mask []float32, B, N int) *DirichletSample {
-	return sampleDirichlet(func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }, alpha, mask, B, N)
+	return sampleDirichlet(func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }, alpha, mask, B, N, true)
 }
 
 // sampleDirichlet is SampleDirichlet with the ln-Gamma sampler injected
 // (logGamma(k, shape) for flat component index k); tests use fixed quantiles.
-func sampleDirichlet(logGamma func(k int, a float64) float64, alpha []float32, mask []float32, B, N int) *DirichletSample {
+// grad says whether the sample records the Gamma gradients Backward needs;
+// without them (a release's weights, DrawWeights) it draws the same values,
+// and Backward must not be called.
+func sampleDirichlet(logGamma func(k int, a float64) float64, alpha []float32, mask []float32, B, N int, grad bool) *DirichletSample {
 	d := &DirichletSample{B: B, N: N, Pi: make([]float32, B*N), LogPi: make([]float64, B*N),
 		mask: mask, alpha: alpha, shape: make([]float64, B*N), dlogG: make([]float64, B*N),
 		total: make([]float64, B), floors: make([]bool, B*N)}
@@ -83,7 +86,9 @@ func sampleDirichlet(logGamma func(k int, a float64) float64, alpha []float32, m
 				d.shape[k] = p * scale
 			}
 			logG[i] = logGamma(k, d.shape[k])
-			d.dlogG[k] = GammaLogGrad(d.shape[k], logG[i])
+			if grad {
+				d.dlogG[k] = GammaLogGrad(d.shape[k], logG[i])
+			}
 			mx = math.Max(mx, logG[i])
 		}
 		var s float64

@@ -377,7 +377,7 @@ func drawWith(post *Posterior, rng *rand.Rand, logGamma func(k int, a float64) f
 	if logGamma == nil {
 		logGamma = func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }
 	}
-	s.Dir = sampleDirichlet(logGamma, post.Alpha.Data, post.SampleMask(), post.B, post.N)
+	s.Dir = sampleDirichlet(logGamma, post.Alpha.Data, post.SampleMask(), post.B, post.N, true)
 	return s
 }
 
@@ -405,7 +405,7 @@ func (s *Sample) Backward(post *Posterior, dZ *nn.Tensor, dLogPi []float64, dmu,
 // uses it to draw the weights of a fixed-noise model ahead of the request,
 // since their law is the same for every input.
 func DrawWeights(alpha []float32, rng *rand.Rand) (pi []float32, logPi []float64) {
-	d := sampleDirichlet(func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }, alpha, nil, 1, len(alpha))
+	d := sampleDirichlet(func(_ int, a float64) float64 { return SampleLogGamma(rng, a) }, alpha, nil, 1, len(alpha), false)
 	return d.Pi, d.LogPi
 }
 

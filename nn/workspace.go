@@ -1,5 +1,7 @@
 package nn
 
+import "sync"
+
 // Workspace lends the tensors of inference forward passes from memory kept across calls, so that
 // a forward pass repeated on batches of the same shape allocates nothing: the k-th tensor asked
 // of a workspace after [Workspace.Reset] is the k-th of the previous call, grown when it is too
@@ -9,11 +11,43 @@ package nn
 // A tensor lent is valid until the next Reset; whoever holds the workspace owns what it lends and
 // must not let it escape the call (copy a result out, or take it from [New]). A workspace is not
 // safe for concurrent use: its owner serialises the calls that use it, or keeps one per goroutine
-// (a sync.Pool of them where calls run concurrently). The nil *Workspace is valid and lends
+// ([Workspaces] of them where calls run concurrently). The nil *Workspace is valid and lends
 // nothing: its New is [New].
 type Workspace struct {
 	ts   []*Tensor // the tensors lent, in the order they were asked for
 	next int       // ts[next] is the next tensor to lend
+}
+
+// Workspaces is a free list of workspaces for calls that run concurrently: a call takes one with
+// Get and gives it back with Put. Unlike a sync.Pool, it keeps them across garbage collections
+// and hands any of them to any goroutine, so a server's forward passes reuse their memory rather
+// than growing new workspaces from nothing (with a sync.Pool and GOGC=20, 5% of the release
+// service's CPU went to allocating, faulting in and clearing activations: docs/performance.md).
+// It holds as many workspaces as were ever in use at once. The zero value is empty; it is safe
+// for concurrent use.
+type Workspaces struct {
+	mu   sync.Mutex
+	free []*Workspace
+}
+
+// Get returns a free workspace, a new one when none is free.
+func (p *Workspaces) Get() *Workspace {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.free)
+	if n == 0 {
+		return new(Workspace)
+	}
+	w := p.free[n-1]
+	p.free = p.free[:n-1]
+	return w
+}
+
+// Put gives w back for another call; the caller no longer uses it or what it lent.
+func (p *Workspaces) Put(w *Workspace) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, w)
 }
 
 // New returns a zero tensor of the given shape, from the workspace's memory (from [New] for a

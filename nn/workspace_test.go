@@ -2,6 +2,8 @@ package nn
 
 import (
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -102,4 +104,51 @@ func TestInferDirtyWorkspace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWorkspacesKeep: a workspace given back is handed out again, after
+// garbage collections too (which empty a sync.Pool), with the memory it grew,
+// and concurrent calls each get one of their own.
+func TestWorkspacesKeep(t *testing.T) {
+	var p Workspaces
+	w := p.Get()
+	data := w.NewUninit(64, 128).Data
+	p.Put(w)
+	runtime.GC()
+	runtime.GC()
+	got := p.Get()
+	if got != w {
+		t.Fatal("Get after two collections: a new workspace, want the one given back")
+	}
+	got.Reset()
+	if d := got.NewUninit(32, 128).Data; &d[0] != &data[0] {
+		t.Error("the workspace given back lends new memory, want the memory it grew")
+	}
+	if other := p.Get(); other == w {
+		t.Error("Get handed out a workspace in use")
+	}
+	p.Put(got)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	inUse := map[*Workspace]bool{}
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				w := p.Get()
+				mu.Lock()
+				if inUse[w] {
+					t.Error("a workspace handed to two callers at once")
+				}
+				inUse[w] = true
+				mu.Unlock()
+				w.Reset()
+				w.New(4, 4)
+				mu.Lock()
+				delete(inUse, w)
+				mu.Unlock()
+				p.Put(w)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -62,11 +62,10 @@ type Releaser struct {
 	padLen int // texts are truncated and padded to this many tokens (max-seq-len)
 
 	forward sync.Mutex // one posterior computation at a time, but on the CPU with one BLAS thread
-	// works holds *nn.Workspace: the activations of the CPU's forward passes, reused by the next.
-	works sync.Pool
-	// posts holds *nn.Workspace: the memory of the posteriors of a release call, reused by the
-	// next call.
-	posts sync.Pool
+	// works holds the activations of the CPU's forward passes, reused by the next.
+	works nn.Workspaces
+	// posts holds the memory of the posteriors of a release call, reused by the next call.
+	posts nn.Workspaces
 
 	mu        sync.RWMutex // guards what SetDelta and SetBatchSize change
 	batchSize int
@@ -434,10 +433,7 @@ func (r *Releaser) posteriors(ctx context.Context, texts []string, reuse bool, u
 	batch := &model.Encoded{Encs: encs, PadID: tok.PadID()}
 	var posts *nn.Workspace // nil: each posterior newly allocated
 	if reuse {
-		posts, _ = r.posts.Get().(*nn.Workspace)
-		if posts == nil {
-			posts = new(nn.Workspace)
-		}
+		posts = r.posts.Get()
 		defer r.posts.Put(posts)
 	}
 	bs := r.BatchSize()
@@ -472,10 +468,7 @@ func (r *Releaser) posterior(batch *model.Encoded, lo, hi int, out *nn.Workspace
 			r.forward.Lock()
 			defer r.forward.Unlock()
 		}
-		work, _ := r.works.Get().(*nn.Workspace)
-		if work == nil {
-			work = new(nn.Workspace)
-		}
+		work := r.works.Get()
 		defer r.works.Put(work)
 		work.Reset()
 		return r.bundle.Model.PosteriorInfer(in, work, out)

@@ -536,3 +536,78 @@ func TestLatticeRelease(t *testing.T) {
 		t.Errorf("NaN mean at 12: %v", err)
 	}
 }
+
+// BenchmarkLatticeRelease: a release's 65 x 128 values from their means and noise, one centre per
+// dimension.
+func BenchmarkLatticeRelease(b *testing.B) {
+	l, err := NewLattice(0.25, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	mu, n, z := make([]float32, 65*128), make([]int64, 65*128), make([]float32, 65*128)
+	centres := make([]int64, 128)
+	for i := range mu {
+		mu[i], n[i] = float32(rng.NormFloat64()), int64(rng.IntN(1<<16))-1<<15
+	}
+	for i := range centres {
+		centres[i] = int64(rng.IntN(64)) - 32
+	}
+	for b.Loop() {
+		if err := l.Release(z, mu, n, centres); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// meanIndexByDivision is MeanIndex as first written, dividing by G and branching on the side of the
+// centre: the reference of TestMeanIndexSameAsDivision.
+func meanIndexByDivision(mu float32, centre int64, g float64) (int64, bool) {
+	m := float64(mu) / g
+	if math.IsNaN(m) || math.Abs(m) >= 1<<53 {
+		return 0, false
+	}
+	if m >= float64(centre) {
+		return int64(math.Floor(m)), true
+	}
+	return int64(math.Ceil(m)), true
+}
+
+// TestMeanIndexSameAsDivision: the branchless MeanIndex, by the reciprocal of G, is the division's
+// on every lattice of the tests' sigmas, for means on and between lattice points, on the centre,
+// signed zeros, subnormals, the range's edge and beyond, NaN and infinities.
+func TestMeanIndexSameAsDivision(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, sb := range [][2]float64{{1, 0.493}, {0.25, 8}, {0x1p-100, 0x1p-98}, {0x1p100, 0x1p101}, {0.125, 1e4}} {
+		l, err := NewLattice(sb[0], sb[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := l.G()
+		mus := []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
+			float32(g), float32(-g), float32(g / 2), float32(-1.5 * g), float32(0x1p53 * g), float32(-0x1p53 * g), float32(0x1p52 * g),
+			math.MaxFloat32, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+		for range 20000 {
+			switch rng.IntN(3) {
+			case 0:
+				mus = append(mus, float32(rng.NormFloat64()*sb[1]))
+			case 1:
+				mus = append(mus, float32(float64(rng.IntN(1<<20)-1<<19)*g))
+			default:
+				mus = append(mus, float32((float64(rng.IntN(1<<20)-1<<19)+0.5)*g))
+			}
+		}
+		for i, mu := range mus {
+			for _, c := range []int64{0, 1, -1, int64(float64(mu) / g), int64(rng.IntN(64)) - 32} {
+				if i >= 15 && c != 0 && rng.IntN(4) != 0 {
+					continue
+				}
+				want, wok := meanIndexByDivision(mu, c, g)
+				got, err := l.MeanIndex(mu, c)
+				if (err == nil) != wok || wok && got != want {
+					t.Fatalf("sigma %g: MeanIndex(%v, %d) = %d, %v; division %d, %v", sb[0], mu, c, got, err, want, wok)
+				}
+			}
+		}
+	}
+}

@@ -100,11 +100,13 @@ const memoSize = 256
 // account's last charge, so they are read from the memo rather than
 // composed again by the accountant: a request's three balances took 115
 // us with an infinite budget and 1.6 ms with a budget a million releases
-// away, 40 us and 0.54 ms with a memo (BenchmarkChargeMemo). A balance is a function of its inputs alone, so a
-// memo's answer is the same, bit for bit, as the accountant's
-// (TestMemoSameBalances). A Memo is safe for concurrent use; its zero value
-// is empty. Use one memo per ledger: the key holds the grid's delta and
-// number of orders, not the orders, which a ledger never changes once set.
+// away, 40 us and 0.54 ms with a memo (BenchmarkChargeMemo).
+//
+// A balance is a function of its inputs alone, so a memo's answer is the
+// same, bit for bit, as the accountant's (TestMemoSameBalances). A Memo is
+// safe for concurrent use; its zero value is empty. Use one memo per
+// ledger: the key holds the grid's delta and number of orders, not the
+// orders, which a ledger never changes once set.
 type Memo struct {
 	mu   sync.Mutex
 	bal  map[string]Balance

@@ -121,9 +121,13 @@ func TestRun(t *testing.T) {
 // TestRunDurationDrains: a run bounded by time sends no request after its
 // duration but lets those in flight finish, so that every release the
 // server made is one the clients counted (none is charged and dropped).
+// Each request runs alone (BatchTexts 1), so that the server's Release
+// calls count its requests: batched, two requests that met in one forward
+// pass counted once, and the test failed when they did.
 func TestRunDurationDrains(t *testing.T) {
 	o := serve.DefaultOptions()
 	o.BudgetEpsilon = math.Inf(1)
+	o.BatchTexts = 1
 	fake := servetest.NewFake(3, 4, 0.01)
 	fake.Latency = 40 * time.Millisecond
 	srv, err := serve.New(fake, servetest.OpenLedger(t), nil, o, nil)
@@ -265,4 +269,39 @@ func benchData(b *testing.B) []byte {
 	header := `{"__metadata__":` + string(md) + `,"pi":{"dtype":"F32","shape":[1,1,65],"data_offsets":[33280,33540]},"z":{"dtype":"F32","shape":[1,1,65,128],"data_offsets":[0,33280]}}`
 	data := append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header...)
 	return append(data, make([]byte, 33540)...)
+}
+
+// FuzzBinarySample: any bytes as a response to a request of 1 to 3 texts give a sample, never a
+// panic; one that counts releases holds z and pi entries of that many texts, their data within
+// the file, as a strict parse of its header (encoding/json) confirms.
+func FuzzBinarySample(f *testing.F) {
+	header := `{"__metadata__":{"k":"v\"x"},"z":{"dtype":"F32","shape":[2,1,3,4],"data_offsets":[0,96]},"pi":{"dtype":"F32","shape":[2,1,3],"data_offsets":[96,120]}}`
+	good := append(binary.LittleEndian.AppendUint64(nil, uint64(len(header))), header...)
+	f.Add(append(good, make([]byte, 120)...), uint8(2))
+	f.Add(good[:40], uint8(2))
+	f.Add([]byte{1, 2, 3}, uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, texts uint8) {
+		n := 1 + int(texts)%3
+		s := binarySample(data, n, time.Millisecond)
+		if s.releases == 0 {
+			if s.kind == "" {
+				t.Fatal("no releases and no error kind")
+			}
+			return
+		}
+		if s.releases != n || s.kind != "" {
+			t.Fatalf("%d releases, kind %q, for %d texts", s.releases, s.kind, n)
+		}
+		hn := binary.LittleEndian.Uint64(data)
+		var h map[string]json.RawMessage
+		if err := json.Unmarshal(data[8:8+hn], &h); err != nil {
+			t.Fatalf("counted a response whose header is not JSON: %v", err)
+		}
+		for _, name := range []string{"z", "pi"} {
+			var e binaryEntry
+			if err := json.Unmarshal(h[name], &e); err != nil || e.Shape[0] != n || e.DataOffsets[1] > int64(len(data))-8-int64(hn) {
+				t.Fatalf("counted a response whose %s entry is %s", name, h[name])
+			}
+		}
+	})
 }

@@ -240,10 +240,8 @@ func (m *Model) CheckInput(in audio.Batch) error {
 	if in.Mask != nil && len(in.Mask) != in.B*in.T {
 		return fmt.Errorf("wav2vec2 input: %d mask values for batch %d x %d", len(in.Mask), in.B, in.T)
 	}
-	for i, v := range in.Values {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("wav2vec2 input: row %d sample %d: non-finite value %v", i/in.T, i%in.T, v)
-		}
+	if i := nn.NonFinite(in.Values); i >= 0 {
+		return fmt.Errorf("wav2vec2 input: row %d sample %d: non-finite value %v", i/in.T, i%in.T, in.Values[i])
 	}
 	if in.Mask != nil {
 		for b := 0; b < in.B; b++ {

@@ -773,6 +773,15 @@ func (l *File) Charge(account string, curve *Curve, releases int, budget float64
 	return l.batcher.Submit(account, curve, releases, budget)
 }
 
+// SetCommitWindow sets how long the ledger's group commit waits for more
+// charges under load, >= 0 ([Batcher.SetWindow]; DefaultCommitWindow until
+// set). A read-only ledger has no commits: it does nothing.
+func (l *File) SetCommitWindow(d time.Duration) {
+	if l.batcher != nil {
+		l.batcher.SetWindow(d)
+	}
+}
+
 // settle commits batch and answers each of its charges (the Batcher's
 // commit).
 func (l *File) settle(batch []*ChargeRequest) {

@@ -13,6 +13,7 @@
 # cost alone. With MODEL_DIR (e.g. runs/sst2-nvdp-clipped) they release from the model.
 # MAX_EPSILON (unset: serve's default) is passed as --max-epsilon, e.g. 64 for the main job's model;
 # CLIENTS (1,8,32) the levels; RESPONSE=binary asks for the safetensors response (default JSON).
+# SERVE_ARGS are added to every server's flags (e.g. "--ledger-commit-window 0").
 # Loopback only (ports 18100-18103). Every output lands in OUT as JSON; OUT/summary.tsv the table.
 set -u
 O=${1:?usage: serve-ledgers.sh OUT [MODEL_DIR]}; MODEL=${2:-}
@@ -32,7 +33,7 @@ printf "ledger\treplicas\tkeys\tclients\trequests\treleases_per_s\tp50_ms\tp99_m
 # serve_one NAME PORT LEDGER KEYARGS...: one server in the background (pid in $O/NAME.pid).
 serve_one() {
   local name=$1 port=$2 ledger=$3; shift 3
-  local args=(serve --model "${MODEL:-fake:65x128}" --addr "127.0.0.1:$port" --ledger "$ledger" --log-level warn --replica "$name" ${MAX_EPSILON:+--max-epsilon "$MAX_EPSILON"} "$@")
+  local args=(serve --model "${MODEL:-fake:65x128}" --addr "127.0.0.1:$port" --ledger "$ledger" --log-level warn --replica "$name" ${MAX_EPSILON:+--max-epsilon "$MAX_EPSILON"} "$@" ${SERVE_ARGS:-})
   if [ -n "$MODEL" ]; then
     bin/nvdp "${args[@]}" 2>>"$O/$name.stderr" &
   else

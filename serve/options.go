@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/nvdp-project/nvdp/ledger"
 	"github.com/nvdp-project/nvdp/option"
 	"github.com/nvdp-project/nvdp/privacy"
 )
@@ -55,6 +56,13 @@ type Options struct {
 	// each backup the oldest beyond it are removed (default
 	// DefaultBackupKeep; 0: all are kept, which only an explicit 0 asks).
 	BackupKeep int `json:"backup_keep"`
+	// LedgerCommitWindow is how long the ledger's group commit waits for
+	// more charges once its queue is empty, while charges arrive faster
+	// than commits end (its previous commit held more than one), so that
+	// they share one commit and its fsync, >= 0 (ledger.Batcher.SetWindow;
+	// docs/serving.md, "The ledger's commit window"). 0: a commit takes only
+	// the charges already waiting. A charge that comes alone never waits.
+	LedgerCommitWindow time.Duration `json:"ledger_commit_window"`
 	// AllowUnauthenticated lets a server without keys listen beyond
 	// loopback (CheckListener); it then logs a warning at start.
 	AllowUnauthenticated bool `json:"allow_unauthenticated"`
@@ -133,7 +141,8 @@ const (
 // are gathered for up to DefaultBatchWindow. A request gets 30 s, 10 s to
 // read it and 60 s to write it; a connection 120 s idle; shutdown 30 s to
 // drain. Backups are made only when asked, into the ledger's directory, and
-// the DefaultBackupKeep newest kept.
+// the DefaultBackupKeep newest kept. The ledger's commits wait up to
+// ledger.DefaultCommitWindow for more charges under load.
 func DefaultOptions() Options {
 	return Options{
 		BudgetEpsilon: option.Auto(),
@@ -152,6 +161,8 @@ func DefaultOptions() Options {
 		IdleTimeout:     120 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		BackupKeep:      DefaultBackupKeep,
+
+		LedgerCommitWindow: ledger.DefaultCommitWindow,
 	}
 }
 
@@ -186,6 +197,9 @@ func (o Options) Validate() error {
 	}
 	if o.BatchWindow < 0 {
 		return option.Errorf("batch_window", o.BatchWindow, "must be >= 0 (0: a batch takes only the requests already waiting)")
+	}
+	if o.LedgerCommitWindow < 0 {
+		return option.Errorf("ledger_commit_window", o.LedgerCommitWindow, "must be >= 0 (0: a commit takes only the charges already waiting)")
 	}
 	if o.BLASThreads < 0 {
 		return option.Errorf("blas_threads", o.BLASThreads, "must be >= 0 (0: the BLAS library's own thread count)")

@@ -196,6 +196,10 @@ type reqInfo struct {
 	code     string // error code, "" on success
 }
 
+// commitWindowed is a ledger whose group commit waits for more charges under load: both of
+// package ledger's (Options.LedgerCommitWindow).
+type commitWindowed interface{ SetCommitWindow(time.Duration) }
+
 // New returns a server releasing from rel, charging lg and authenticating
 // with keys. It registers the model's curve in the ledger.
 //
@@ -250,6 +254,9 @@ func New(rel Releaser, lg ledger.Ledger, keys KeySource, o Options, log *slog.Lo
 	curve, err := lg.RegisterCurve(g, rel.Model())
 	if err != nil {
 		return nil, err
+	}
+	if w, ok := lg.(commitWindowed); ok {
+		w.SetCommitWindow(o.LedgerCommitWindow)
 	}
 	s := &Server{rel: rel, n: n, p: p, seeded: seeded, guar: g, binaryKeys: binKeys, curve: curve, ledger: lg, keys: keys, opts: o,
 		log: log, lim: newLimiter(o.MaxConcurrent, o.MaxQueue)}

@@ -689,3 +689,53 @@ func TestReadyWhileChargesFail(t *testing.T) {
 		t.Errorf("readyz once a charge held: %d", code)
 	}
 }
+
+// windowLedger records the commit window the server sets.
+type windowLedger struct {
+	ledger.Ledger
+	window time.Duration
+	set    bool
+}
+
+func (l *windowLedger) SetCommitWindow(d time.Duration) { l.window, l.set = d, true }
+
+// TestLedgerCommitWindow: New gives the ledger Options.LedgerCommitWindow, an explicit 0
+// included, and refuses a negative one, naming the option.
+func TestLedgerCommitWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+		err    string
+	}{
+		{"default", ledger.DefaultCommitWindow, ""},
+		{"zero", 0, ""},
+		{"5ms", 5 * time.Millisecond, ""},
+		{"negative", -time.Millisecond, "ledger_commit_window"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &windowLedger{Ledger: servetest.OpenLedger(t)}
+			o := serve.DefaultOptions()
+			if o.LedgerCommitWindow != ledger.DefaultCommitWindow {
+				t.Fatalf("default window %v, want %v", o.LedgerCommitWindow, ledger.DefaultCommitWindow)
+			}
+			o.BudgetEpsilon = math.Inf(1)
+			o.LedgerCommitWindow = tc.window
+			_, err := serve.New(servetest.NewFake(3, 4, rho), l, nil, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("window %v: error %v, want one naming %s", tc.window, err, tc.err)
+				}
+				if l.set {
+					t.Error("the window was set though New failed")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !l.set || l.window != tc.window {
+				t.Errorf("ledger window %v (set %v), want %v", l.window, l.set, tc.window)
+			}
+		})
+	}
+}

@@ -76,6 +76,7 @@ the threat model.`,
 	fs.DurationVar(&o.BackupEvery, "backup-every", o.BackupEvery, "also back the ledger up at this interval (0: only on SIGUSR1; at least 1m)")
 	fs.IntVar(&o.BackupKeep, "backup-keep", o.BackupKeep, "keep this many of the ledger's newest backups in --backup-dir, removing older ones (0: keep all)")
 	fs.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "serve without keys on an address beyond loopback (anyone who reaches it spends the shared budget)")
+	fs.DurationVar(&o.LedgerCommitWindow, "ledger-commit-window", o.LedgerCommitWindow, "how long the ledger's group commit waits for more charges while they arrive faster than commits end (0: only those already waiting; a lone charge never waits; docs/serving.md \"The ledger's commit window\")")
 	fs.IntVar(&po.MaxConns, "ledger-max-conns", po.MaxConns, "PostgreSQL ledger: most connections to the database")
 	fs.DurationVar(&po.Timeout, "ledger-timeout", po.Timeout, "PostgreSQL ledger: bound on every query, lock waits included (503 beyond, nothing released)")
 	fs.IntVar(&po.MaxWaitingCharges, "ledger-max-waiting", po.MaxWaitingCharges, "PostgreSQL ledger: most charges waiting for a transaction (503 ledger_busy beyond)")

@@ -605,6 +605,11 @@ type pgAccount struct {
 	charged  bool
 }
 
+// SetCommitWindow sets how long each committer waits for more charges under
+// load before its transaction, >= 0 ([ledger.Batcher.SetWindow];
+// ledger.DefaultCommitWindow until set).
+func (l *Ledger) SetCommitWindow(d time.Duration) { l.batcher.SetWindow(d) }
+
 // Charge adds releases of curve to account if its composed curve stays
 // within budget, and returns the balance after it once the transaction
 // that holds it is committed, for [ledger.Ledger]. releases is at least 1.

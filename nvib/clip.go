@@ -213,6 +213,13 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 	if !(n > R) { // also false for NaN: NaN propagates
 		return n, false
 	}
+	projectMu(mu, center, n, R)
+	return n, true
+}
+
+// projectMu is ClipMu's projection of a row at distance n > R from the centre onto the stored
+// radius R.
+func projectMu(mu []float32, center []float32, n, R float64) {
 	// The offset of entry j from the centre is float64(v) - c over a length n; for a row with
 	// ±Inf entries, the direction of their signs over their number's root.
 	inf := math.IsInf(n, 1)
@@ -230,8 +237,14 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 	// vector's distance is within it: rounding each entry to float32 can put
 	// the result outside the ball (~1e-7 relative, more when |centre| >>
 	// C_mu). At try 24 the factor is 0: the row is the centre.
-	r := R / length
-	for try := 0; ; try++ {
+	shrinkMu(mu, center, R, R/length, inf, 0)
+}
+
+// shrinkMu runs the tries of projectMu from try first on: try 0 stores the centre plus the offset
+// times r (the direction of the infinite entries' signs when inf), a later try shrinks the stored
+// row towards the centre by 2^(try-24), until the stored row lies within R or try 24.
+func shrinkMu(mu []float32, center []float32, R, r float64, inf bool, first int) {
+	for try := first; ; try++ {
 		shrink := 1 - math.Ldexp(1, try-24) // try > 0: by 2^(try-24), doubling, since with a centre the rounding is relative to |c|
 		var d2 float64
 		for j, v := range mu {
@@ -249,10 +262,76 @@ func ClipMu(mu []float32, center []float32, cMu float64) (n float64, active bool
 			d2 += float64(e * e)
 		}
 		if math.Sqrt(d2) <= R || try == 24 {
-			break
+			return
 		}
 	}
-	return n, true
+}
+
+// clipMu4 is ClipMu of four rows of one length, the same bits: each row's sums of squares run in
+// ClipMu's order, entry by entry, but the four rows' chains of float64 additions interleave, so
+// that an addition need not wait for the one before it. A row that is not projected, or whose
+// distance is infinite or NaN, takes ClipMu's path; the first try of the projection runs on the
+// four at once when all four are projected, each further try on its own row.
+func clipMu4(m0, m1, m2, m3 []float32, center []float32, cMu float64) (n [4]float64, active [4]bool) {
+	P := len(m0)
+	m1, m2, m3 = m1[:P], m2[:P], m3[:P]
+	var s0, s1, s2, s3 float64
+	if center == nil {
+		for j := range m0 {
+			d0, d1, d2, d3 := float64(m0[j]), float64(m1[j]), float64(m2[j]), float64(m3[j])
+			s0 += float64(d0 * d0)
+			s1 += float64(d1 * d1)
+			s2 += float64(d2 * d2)
+			s3 += float64(d3 * d3)
+		}
+	} else {
+		center = center[:P]
+		for j, cj := range center {
+			c := float64(cj)
+			d0, d1, d2, d3 := float64(m0[j])-c, float64(m1[j])-c, float64(m2[j])-c, float64(m3[j])-c
+			s0 += float64(d0 * d0)
+			s1 += float64(d1 * d1)
+			s2 += float64(d2 * d2)
+			s3 += float64(d3 * d3)
+		}
+	}
+	R := privacy.StoredRadius(cMu)
+	rows := [4][]float32{m0, m1, m2, m3}
+	all := true
+	for i, s := range [4]float64{s0, s1, s2, s3} {
+		n[i] = math.Max(math.Sqrt(s), 1e-8)
+		active[i] = n[i] > R // false for NaN: NaN propagates
+		all = all && active[i] && !math.IsInf(n[i], 1)
+	}
+	if !all {
+		for i, m := range rows {
+			if active[i] {
+				projectMu(m, center, n[i], R)
+			}
+		}
+		return n, active
+	}
+	// try 0 of shrinkMu on the four rows at once
+	r0, r1, r2, r3 := R/n[0], R/n[1], R/n[2], R/n[3]
+	var e0, e1, e2, e3 float64
+	for j := range m0 {
+		c := centre(center, j)
+		m0[j] = float32(c + float64((float64(m0[j])-c)*r0))
+		m1[j] = float32(c + float64((float64(m1[j])-c)*r1))
+		m2[j] = float32(c + float64((float64(m2[j])-c)*r2))
+		m3[j] = float32(c + float64((float64(m3[j])-c)*r3))
+		f0, f1, f2, f3 := float64(m0[j])-c, float64(m1[j])-c, float64(m2[j])-c, float64(m3[j])-c
+		e0 += float64(f0 * f0)
+		e1 += float64(f1 * f1)
+		e2 += float64(f2 * f2)
+		e3 += float64(f3 * f3)
+	}
+	for i, d2 := range [4]float64{e0, e1, e2, e3} {
+		if !(math.Sqrt(d2) <= R) {
+			shrinkMu(rows[i], center, R, 0, false, 1)
+		}
+	}
+	return n, active
 }
 
 // centre is coordinate j of the ball's centre center, the origin when center is nil.
@@ -336,6 +415,30 @@ func clipPosteriorInto(c *clipCache, prior Prior, mu, logvar, logAlpha []float32
 	if math.IsInf(cap, 1) {
 		c32 = float32(math.Inf(1))
 	}
+	// the means first, four rows at a time (clipMu4)
+	var rows [4]int
+	k := 0
+	for r := 0; r < B*N; r++ {
+		if !cfg.Enabled || !cfg.ClipPrior && r%N == 0 {
+			continue
+		}
+		if rows[k] = r; k < 3 {
+			k++
+			continue
+		}
+		k = 0
+		n, active := clipMu4(mu[rows[0]*P:(rows[0]+1)*P], mu[rows[1]*P:(rows[1]+1)*P], mu[rows[2]*P:(rows[2]+1)*P], mu[rows[3]*P:(rows[3]+1)*P], c.center, cfg.CMu)
+		for i, r := range rows {
+			if active[i] && c.muNorm != nil {
+				c.muNorm[r] = n[i]
+			}
+		}
+	}
+	for _, r := range rows[:k] {
+		if n, active := ClipMu(mu[r*P:(r+1)*P], c.center, cfg.CMu); active && c.muNorm != nil {
+			c.muNorm[r] = n
+		}
+	}
 	for r := 0; r < B*N; r++ {
 		clip := cfg.Enabled && (cfg.ClipPrior || r%N != 0)
 		a := math.Exp(float64(logAlpha[r]))
@@ -350,9 +453,6 @@ func clipPosteriorInto(c *clipCache, prior Prior, mu, logvar, logAlpha []float32
 				}
 			}
 			continue
-		}
-		if n, active := ClipMu(mu[r*P:(r+1)*P], c.center, cfg.CMu); active && c.muNorm != nil {
-			c.muNorm[r] = n
 		}
 		for k := r * P; k < (r+1)*P; k++ {
 			v := logvar[k]

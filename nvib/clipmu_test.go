@@ -178,3 +178,91 @@ func TestPosteriorCheckFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestClipMu4SameAsClipMu: clipMu4 returns what ClipMu returns for each of its four rows and
+// stores the same rows, bit for bit: rows inside and outside the ball in every mix (so both of
+// its paths), with and without a centre, with ±Inf, NaN and ±0 entries, and rows that need the
+// shrink loop after the first try.
+func TestClipMu4SameAsClipMu(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1))}
+	var together, shrunk int
+	for trial := range 20000 {
+		P := []int{1, 2, 3, 16, 128}[trial%5]
+		cMu := math.Pow(10, r.Float64()*6-3)
+		var center []float32
+		if trial%3 == 1 {
+			center = make([]float32, P)
+			for j := range center {
+				center[j] = float32(r.NormFloat64() * math.Pow(10, r.Float64()*8-2))
+			}
+		}
+		var got, want [4][]float32
+		for i := range got {
+			scale := math.Pow(10, r.Float64()*6-3)
+			if trial%2 == 0 {
+				scale = cMu * 10 // outside the ball: the four at once
+			}
+			row := make([]float32, P)
+			for j := range row {
+				row[j] = float32(r.NormFloat64() * scale)
+				if center != nil {
+					row[j] += center[j]
+				}
+				if trial%50 == 0 && r.IntN(4) == 0 {
+					row[j] = specials[r.IntN(len(specials))]
+				}
+			}
+			got[i], want[i] = row, append([]float32(nil), row...)
+		}
+		n, active := clipMu4(got[0], got[1], got[2], got[3], center, cMu)
+		all := true
+		for i := range want {
+			wn, wactive := ClipMu(want[i], center, cMu)
+			if math.Float64bits(n[i]) != math.Float64bits(wn) && !(n[i] != n[i] && wn != wn) || active[i] != wactive {
+				t.Fatalf("trial %d, row %d: clipMu4 gives n %v active %v, ClipMu %v %v", trial, i, n[i], active[i], wn, wactive)
+			}
+			for j := range got[i] {
+				if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+					t.Fatalf("trial %d (P %d, centre %v, cMu %v), row %d: entry %d %v, ClipMu %v", trial, P, center != nil, cMu, i, j, got[i][j], want[i][j])
+				}
+			}
+			all = all && wactive && !math.IsInf(wn, 1)
+			if wactive && center != nil {
+				var d2 float64
+				for j := range got[i] {
+					e := float64(got[i][j]) - float64(center[j])
+					d2 += e * e
+				}
+				if math.Sqrt(d2) < 0.9999*privacy.StoredRadius(cMu) {
+					shrunk++
+				}
+			}
+		}
+		if all {
+			together++
+		}
+	}
+	t.Logf("%d trials with the four rows projected at once, %d rows shrunk below their radius", together, shrunk)
+	if together == 0 || shrunk == 0 {
+		t.Error("a path of clipMu4 was not exercised")
+	}
+}
+
+// BenchmarkClipMu4 is BenchmarkClipMu with clipPosteriorInto's grouping: the prior row alone,
+// the release's 64 other rows four at a time.
+func BenchmarkClipMu4(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	rows := make([]float32, 65*128)
+	for j := range rows {
+		rows[j] = float32(r.NormFloat64())
+	}
+	mu := make([]float32, len(rows))
+	for b.Loop() {
+		copy(mu, rows)
+		ClipMu(mu[:128], nil, 3)
+		for k := 128; k+4*128 <= len(mu); k += 4 * 128 {
+			clipMu4(mu[k:k+128], mu[k+128:k+256], mu[k+256:k+384], mu[k+384:k+512], nil, 3)
+		}
+	}
+}

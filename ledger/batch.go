@@ -143,45 +143,40 @@ func (b *Batcher) run() {
 	defer b.wg.Done()
 	last := 0 // the charges of this committer's previous commit
 	for first := range b.reqs {
-		batch := b.take([]*ChargeRequest{first})
+		batch := b.gather([]*ChargeRequest{first}, nil)
 		if w := b.Window(); w > 0 && last > 1 && len(batch) < MaxCommitBatch {
-			batch = b.wait(batch, w)
+			t := time.NewTimer(w)
+			batch = b.gather(batch, t.C)
+			t.Stop()
 		}
 		last = len(batch)
 		b.commit(batch)
 	}
 }
 
-// take appends the charges queued to batch, up to MaxCommitBatch.
-func (b *Batcher) take(batch []*ChargeRequest) []*ChargeRequest {
+// gather appends charges to batch, up to MaxCommitBatch: those queued when
+// until is nil, else those that come before until fires.
+func (b *Batcher) gather(batch []*ChargeRequest, until <-chan time.Time) []*ChargeRequest {
 	for len(batch) < MaxCommitBatch {
-		select {
-		case r, ok := <-b.reqs:
-			if !ok {
+		var r *ChargeRequest
+		ok := false
+		if until == nil {
+			select {
+			case r, ok = <-b.reqs:
+			default:
 				return batch
 			}
-			batch = append(batch, r)
-		default:
-			return batch
-		}
-	}
-	return batch
-}
-
-// wait appends the charges that come within w to batch, up to MaxCommitBatch.
-func (b *Batcher) wait(batch []*ChargeRequest, w time.Duration) []*ChargeRequest {
-	t := time.NewTimer(w)
-	defer t.Stop()
-	for len(batch) < MaxCommitBatch {
-		select {
-		case r, ok := <-b.reqs:
-			if !ok {
+		} else {
+			select {
+			case r, ok = <-b.reqs:
+			case <-until:
 				return batch
 			}
-			batch = append(batch, r)
-		case <-t.C:
+		}
+		if !ok { // closed
 			return batch
 		}
+		batch = append(batch, r)
 	}
 	return batch
 }

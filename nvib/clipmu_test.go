@@ -128,22 +128,6 @@ func TestClipMuSameAsRef(t *testing.T) {
 	}
 }
 
-// BenchmarkClipMu clips the 65 rows of one release's means (P 128), each outside the ball.
-func BenchmarkClipMu(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 2))
-	rows := make([]float32, 65*128)
-	for j := range rows {
-		rows[j] = float32(r.NormFloat64())
-	}
-	mu := make([]float32, len(rows))
-	for b.Loop() {
-		copy(mu, rows)
-		for k := 0; k < len(mu); k += 128 {
-			ClipMu(mu[k:k+128], nil, 3)
-		}
-	}
-}
-
 // TestPosteriorCheckFinite: the first NaN or ±Inf of mu, then logvar, then
 // alpha, and a pseudo-count <= 0 of a released component, are errors naming
 // the tensor, the example and the component; a masked padding component's
@@ -249,20 +233,31 @@ func TestClipMu4SameAsClipMu(t *testing.T) {
 	}
 }
 
-// BenchmarkClipMu4 is BenchmarkClipMu with clipPosteriorInto's grouping: the prior row alone,
-// the release's 64 other rows four at a time.
-func BenchmarkClipMu4(b *testing.B) {
+// BenchmarkClipMu clips the 65 rows of one release's means (P 128), each outside the ball: one
+// row at a time (ClipMu), and as clipPosteriorInto groups them (the prior row alone, the 64 others
+// four at a time, clipMu4).
+func BenchmarkClipMu(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rows := make([]float32, 65*128)
 	for j := range rows {
 		rows[j] = float32(r.NormFloat64())
 	}
 	mu := make([]float32, len(rows))
-	for b.Loop() {
-		copy(mu, rows)
-		ClipMu(mu[:128], nil, 3)
-		for k := 128; k+4*128 <= len(mu); k += 4 * 128 {
-			clipMu4(mu[k:k+128], mu[k+128:k+256], mu[k+256:k+384], mu[k+384:k+512], nil, 3)
+	b.Run("rows=1", func(b *testing.B) {
+		for b.Loop() {
+			copy(mu, rows)
+			for k := 0; k < len(mu); k += 128 {
+				ClipMu(mu[k:k+128], nil, 3)
+			}
 		}
-	}
+	})
+	b.Run("rows=4", func(b *testing.B) {
+		for b.Loop() {
+			copy(mu, rows)
+			ClipMu(mu[:128], nil, 3)
+			for k := 128; k+4*128 <= len(mu); k += 4 * 128 {
+				clipMu4(mu[k:k+128], mu[k+128:k+256], mu[k+256:k+384], mu[k+384:k+512], nil, 3)
+			}
+		}
+	})
 }

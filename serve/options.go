@@ -154,14 +154,13 @@ func DefaultOptions() Options {
 			MaxConcurrent: runtime.GOMAXPROCS(0),
 			MaxQueue:      64,
 		},
-		Batching:        Batching{BatchTexts: DefaultBatchTexts, BatchWindow: DefaultBatchWindow, BLASThreads: DefaultBLASThreads},
-		RequestTimeout:  30 * time.Second,
-		ReadTimeout:     10 * time.Second,
-		WriteTimeout:    60 * time.Second,
-		IdleTimeout:     120 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
-		BackupKeep:      DefaultBackupKeep,
-
+		Batching:           Batching{BatchTexts: DefaultBatchTexts, BatchWindow: DefaultBatchWindow, BLASThreads: DefaultBLASThreads},
+		RequestTimeout:     30 * time.Second,
+		ReadTimeout:        10 * time.Second,
+		WriteTimeout:       60 * time.Second,
+		IdleTimeout:        120 * time.Second,
+		ShutdownTimeout:    30 * time.Second,
+		BackupKeep:         DefaultBackupKeep,
 		LedgerCommitWindow: ledger.DefaultCommitWindow,
 	}
 }

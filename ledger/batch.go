@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // MaxCommitBatch bounds the charges a Batcher hands to one commit.
@@ -49,7 +51,8 @@ type Batcher struct {
 	reqs   chan *ChargeRequest
 	block  bool
 	commit func([]*ChargeRequest)
-	window atomic.Int64 // the commit window, in ns (SetWindow)
+	window atomic.Int64         // the commit window, in ns (SetWindow)
+	sizes  prometheus.Histogram // the charges of each commit (CommitSizes)
 	// mu guards closed and is held (read) while a charge is sent to reqs,
 	// so that Close closes reqs only after the last send.
 	mu     sync.RWMutex
@@ -61,7 +64,11 @@ type Batcher struct {
 // a queue of queue charges. block says whether Submit waits for room in a
 // full queue; else it refuses with [ErrBusy].
 func NewBatcher(committers, queue int, block bool, commit func([]*ChargeRequest)) *Batcher {
-	b := &Batcher{reqs: make(chan *ChargeRequest, queue), block: block, commit: commit}
+	b := &Batcher{reqs: make(chan *ChargeRequest, queue), block: block, commit: commit,
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nvdp_ledger_charge_batch_size", Help: "Charges committed in one transaction of the ledger (its group commit).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		})}
 	b.window.Store(int64(DefaultCommitWindow))
 	for range committers {
 		b.wg.Add(1)
@@ -122,6 +129,10 @@ func (b *Batcher) SetWindow(d time.Duration) {
 // Window is the commit window (SetWindow).
 func (b *Batcher) Window() time.Duration { return time.Duration(b.window.Load()) }
 
+// CommitSizes is the histogram of the charges each commit held,
+// nvdp_ledger_charge_batch_size, for a ledger's metrics.
+func (b *Batcher) CommitSizes() prometheus.Histogram { return b.sizes }
+
 // Waiting is the number of charges queued.
 func (b *Batcher) Waiting() int { return len(b.reqs) }
 
@@ -150,6 +161,7 @@ func (b *Batcher) run() {
 			t.Stop()
 		}
 		last = len(batch)
+		b.sizes.Observe(float64(last))
 		b.commit(batch)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // gatedCommits is a Batcher's commit that records each batch's size, then holds the batch until
@@ -97,6 +99,9 @@ func TestBatcherWindow(t *testing.T) {
 			if !slices.Equal(g.sizes, tc.want) {
 				t.Errorf("commits of %v charges, want %v", g.sizes, tc.want)
 			}
+			if n, sum := commitSizes(t, b.CommitSizes()); n != uint64(len(tc.want)) || sum != 5 {
+				t.Errorf("nvdp_ledger_charge_batch_size: %d commits of %v charges in all, want %d of 5", n, sum, len(tc.want))
+			}
 		})
 	}
 }
@@ -129,5 +134,45 @@ func TestBatcherAloneNeverWaits(t *testing.T) {
 	b.Close()
 	if !slices.Equal(sizes, []int{1, 1, 1, 1, 1}) {
 		t.Errorf("commits of %v charges, want 5 of 1", sizes)
+	}
+}
+
+// commitSizes gathers a Batcher's histogram of commit sizes: the commits and their charges.
+func commitSizes(t *testing.T, h prometheus.Collector) (commits uint64, charges float64) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h)
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "nvdp_ledger_charge_batch_size" || len(mfs[0].GetMetric()) != 1 {
+		t.Fatalf("gathered %v, %v", mfs, err)
+	}
+	m := mfs[0].GetMetric()[0].GetHistogram()
+	return m.GetSampleCount(), m.GetSampleSum()
+}
+
+// TestFileCollectors: a serving file ledger exports the sizes of its commits, three commits of
+// one charge after three charges one after the other; a read-only one exports nothing.
+func TestFileCollectors(t *testing.T) {
+	l, c, _ := servingLedger(t, 2)
+	for range 3 {
+		if _, err := l.Charge("a1", c, 1, 1e9); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := l.Collectors()
+	if len(cs) != 1 {
+		t.Fatalf("%d collectors, want 1", len(cs))
+	}
+	if n, sum := commitSizes(t, cs[0]); n != 3 || sum != 3 {
+		t.Errorf("%d commits of %v charges, want 3 of 3", n, sum)
+	}
+	path, _ := populatedLedger(t, t.TempDir(), 1)
+	ro, err := OpenFileReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if cs := ro.Collectors(); cs != nil {
+		t.Errorf("a read-only ledger exports %d collectors", len(cs))
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nvdp-project/nvdp/jsonfloat"
 	"github.com/nvdp-project/nvdp/ledger/internal/boltcheck"
 	"github.com/nvdp-project/nvdp/privacy"
+	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -780,6 +781,16 @@ func (l *File) SetCommitWindow(d time.Duration) {
 	if l.batcher != nil {
 		l.batcher.SetWindow(d)
 	}
+}
+
+// Collectors are the ledger's metrics, for a server's registry: the
+// charges each commit held (nvdp_ledger_charge_batch_size); none for a
+// read-only ledger.
+func (l *File) Collectors() []prometheus.Collector {
+	if l.batcher == nil {
+		return nil
+	}
+	return []prometheus.Collector{l.batcher.CommitSizes()}
 }
 
 // settle commits batch and answers each of its charges (the Batcher's

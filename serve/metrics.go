@@ -29,7 +29,8 @@ type metrics struct {
 }
 
 // ledgerCollectors is what a ledger with metrics of its own has beside
-// ledger.Ledger (*pgledger.Ledger: its connection pool and waiting charges).
+// ledger.Ledger: both of package ledger's, the charges each commit held, and
+// *pgledger.Ledger its connection pool and waiting charges.
 type ledgerCollectors interface {
 	Collectors() []prometheus.Collector
 }

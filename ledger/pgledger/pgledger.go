@@ -172,8 +172,7 @@ type Ledger struct {
 
 	lastOK atomic.Int64 // unix nanoseconds of the last successful query
 
-	errs    *prometheus.CounterVec
-	batches prometheus.Histogram
+	errs *prometheus.CounterVec
 }
 
 // Error is the failure of a query of a PostgreSQL ledger: the database did
@@ -299,10 +298,6 @@ func Open(dsn string, o Options) (*Ledger, error) {
 	for _, op := range []string{"charge", "balance", "key lookup", "ping"} {
 		l.errs.WithLabelValues(op)
 	}
-	l.batches = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "nvdp_ledger_charge_batch_size", Help: "Charges committed in one PostgreSQL transaction.",
-		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	if l.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
@@ -314,7 +309,6 @@ func Open(dsn string, o Options) (*Ledger, error) {
 	}
 	l.ok()
 	l.batcher = ledger.NewBatcher(pgCommitters, o.MaxWaitingCharges, false, func(batch []*ledger.ChargeRequest) {
-		l.batches.Observe(float64(len(batch)))
 		l.settle(batch, false)
 	})
 	return l, nil
@@ -1070,7 +1064,7 @@ func (l *Ledger) Collectors() []prometheus.Collector {
 			func() float64 { return float64(l.pool.Stat().EmptyAcquireCount()) }),
 		gauge("nvdp_ledger_charges_waiting", "Charges waiting for a transaction of the PostgreSQL ledger.", func() float64 { return float64(l.batcher.Waiting()) }),
 		gauge("nvdp_ledger_charges_waiting_max", "The bound on the charges waiting (beyond it: 503 ledger_busy).", func() float64 { return float64(l.o.MaxWaitingCharges) }),
-		l.errs, l.batches,
+		l.errs, l.batcher.CommitSizes(),
 	}
 }
 

@@ -161,7 +161,7 @@ func (c ClipConfig) LogvarBounds(priorVar float64) (floor, cap float64) {
 // it: exp of the float32 prior log alpha, clamped into [C_amin, C_amax] when
 // the prior is clipped, rounded to float32.
 func (c ClipConfig) PriorAlpha(prior Prior) float64 {
-	return privacy.StoredPriorAlpha(prior.LogAlpha, c.Enabled && c.ClipPrior, c.CAlphaMin, c.CAlphaMax)
+	return privacy.StoredPriorAlpha(prior.LogAlpha, c.clipsComponent(0), c.CAlphaMin, c.CAlphaMax)
 }
 
 // ClipSet returns the set of posteriors this clipping can release, for
@@ -373,6 +373,10 @@ func clipMuBackward(dy, y, center []float32, cMu, n float64) {
 	}
 }
 
+// clipsComponent reports whether the clip applies to component k of a posterior: every component
+// when enabled, but the prior's (k = 0) only with ClipPrior.
+func (c ClipConfig) clipsComponent(k int) bool { return c.Enabled && (c.ClipPrior || k != 0) }
+
 // clipCache records what clipping did, for the backward pass.
 type clipCache struct {
 	cfg      ClipConfig
@@ -419,7 +423,7 @@ func clipPosteriorInto(c *clipCache, prior Prior, mu, logvar, logAlpha []float32
 	var rows [4]int
 	k := 0
 	for r := 0; r < B*N; r++ {
-		if !cfg.Enabled || !cfg.ClipPrior && r%N == 0 {
+		if !cfg.clipsComponent(r % N) {
 			continue
 		}
 		if rows[k] = r; k < 3 {
@@ -440,7 +444,7 @@ func clipPosteriorInto(c *clipCache, prior Prior, mu, logvar, logAlpha []float32
 		}
 	}
 	for r := 0; r < B*N; r++ {
-		clip := cfg.Enabled && (cfg.ClipPrior || r%N != 0)
+		clip := cfg.clipsComponent(r % N)
 		a := math.Exp(float64(logAlpha[r]))
 		if !clip {
 			c.alphaOut[r] = float32(a)

@@ -18,7 +18,7 @@ func newTieSource(seed uint64) *tieSource {
 	tablesInit()
 	return &tieSource{
 		src:      rand.NewPCG(seed, 5),
-		alphabet: [8]uint16{0, 1, 0x8000, 0xfffe, 0xffff, kCDF0[0], kCDF0[1], expHalf[0]},
+		alphabet: [8]uint16{0, 1, 0x8000, 0xfffe, 0xffff, cellCDF0[1], cellCDF0[40], cellCDF0[cellTable-1]},
 	}
 }
 

@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 )
 
-// SamplerName names the release noise of this package in metadata: Karney's
-// exact normal rounded correctly to the lattice.
-const SamplerName = "karney-exact-normal-rounded-to-lattice"
+// SamplerName names the release noise of this package in metadata: the exact normal of the
+// staircase sampler (cells.go) rounded correctly to the lattice. Until issue 40's sixth stop the
+// normal was Karney's Algorithm N, named "karney-exact-normal-rounded-to-lattice"; the law of the
+// values is the same.
+const SamplerName = "exact-normal-cells-rounded-to-lattice"
 
 // Lattice sizing. The values a release holds are G n for integers n with |n| < 2^SignificandBits,
 // exactly representable as float32, as long as a coordinate's mean lies within the bound of 0 and
@@ -163,8 +165,8 @@ func (l Lattice) Value(n int64) float32 { return value(n, l.G()) }
 // value is Value with G given.
 func value(n int64, g float64) float32 { return float32(float64(n) * g) }
 
-// Noise draws lattice noise exactly, n = round(sigma' X / G) with X ~ N(0, 1), from Karney's
-// sampler and integer rounding. It is not safe for concurrent use.
+// Noise draws lattice noise exactly, n = round(sigma' X / G) with X ~ N(0, 1), from the exact
+// normal of cells.go and integer rounding. It is not safe for concurrent use.
 type Noise struct {
 	lat Lattice
 	n   *normal

@@ -1,6 +1,7 @@
 package noise
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -149,50 +150,121 @@ func fixedDeviate(w uint64) *deviate {
 	return &deviate{n: 4, d: [inlineDigits]uint16{uint16(w >> 48), uint16(w >> 32), uint16(w >> 16), uint16(w)}}
 }
 
-// TestBernoulliSteps checks each Bernoulli step of Algorithm N against its
-// exact probability (a binomial count within 5 standard errors):
-// exp(-1/2) (H), exp(-x) for x below and above 1/2 (E), exp(-k x) of step
-// N4 for k x above 1 (k successive E trials), exp(-x^2/2) (B), and
-// exp(-m/2) as m trials of exp(-1/2) (the tail's proposal and acceptance).
+// TestBernoulliSteps checks each Bernoulli step of the sampler against its exact probability
+// (a binomial count within 5 standard errors), for x fixed (so w = frac(64 x) is): expW's
+// exp(-m 2^-13 w) with one run (m <= 2^13) and several (m > 2^13), expConst's exp(-m 2^-13),
+// and normRun past its first round, whose law given the first round's bits all zero is
+// (exp(-(w/64)^2/2) - 1 + 2^-7) / 2^-7 (P(true) = exp(-(delta w)^2/2) less the first round's
+// stops, 1 - delta/2, over P(z = 0) = delta/2).
 func TestBernoulliSteps(t *testing.T) {
 	const trials = 200_000
 	x := func(v float64) *deviate { return fixedDeviate(uint64(v * (1 << 63) * 2)) }
+	w := func(v float64) float64 { return v*64 - math.Floor(v*64) }
+	normZ := func(v float64) float64 {
+		d := w(v) / 64
+		return (math.Expm1(-d*d/2) + 1.0/128) * 128
+	}
 	cases := []struct {
 		name string
+		x    float64
 		p    float64
 		try  func(n *normal) bool
 	}{
-		{"H exp(-1/2)", math.Exp(-0.5), func(n *normal) bool { return n.halfExpBern() }},
-		{"E exp(-0.1)", math.Exp(-0.1), func(n *normal) bool { return n.truncExpBern(x(0.1)) }},
-		{"E exp(-0.75)", math.Exp(-0.75), func(n *normal) bool { return n.truncExpBern(x(0.75)) }},
-		{"N4 exp(-3*0.6) (gamma 1.8 > 1)", math.Exp(-1.8), func(n *normal) bool {
-			d := x(0.6)
-			for range 3 {
-				if !n.truncExpBern(d) {
-					return false
-				}
-			}
-			return true
+		{"expW m=8000 w=0.2", 0.3, math.Exp(-8000.0 / 8192 * w(0.3)), func(n *normal) bool { return n.expW(8000, n.b.take(expUnitBits)) }},
+		{"expW m=8192 w=0.9 (one unit)", 0.7515625, math.Exp(-w(0.7515625)), func(n *normal) bool { return n.expW(8192, n.b.take(expUnitBits)) }},
+		{"expW m=3*8192+500 w=0.9 (four runs)", 0.7515625, math.Exp(-(3 + 500.0/8192) * w(0.7515625)), func(n *normal) bool {
+			return n.expW(3*8192+500, n.b.take(expUnitBits))
 		}},
-		{"B exp(-0.3^2/2)", math.Exp(-0.045), func(n *normal) bool { return n.truncNormBern(x(0.3)) }},
-		{"B exp(-0.95^2/2)", math.Exp(-0.95 * 0.95 / 2), func(n *normal) bool { return n.truncNormBern(x(0.95)) }},
-		{"exp(-3/2): 3 trials of exp(-1/2) (the tail's steps)", math.Exp(-1.5), func(n *normal) bool { return n.halfExpPow(3) }},
-		{"exp(-0): no trial", 1, func(n *normal) bool { return n.halfExpPow(0) }},
+		{"expW m=0", 0.3, 1, func(n *normal) bool { return n.expW(0, n.b.take(expUnitBits)) }},
+		{"expConst m=4096 (exp(-1/2))", 0.3, math.Exp(-0.5), func(n *normal) bool { return n.expConst(4096) }},
+		{"expConst m=20000", 0.3, math.Exp(-20000.0 / 8192), func(n *normal) bool { return n.expConst(20000) }},
+		{"expConst m=1280 (the tail's proposal at M0 = 640)", 0.3, math.Exp(-1280.0 / 8192), func(n *normal) bool { return n.expConst(1280) }},
+		{"normRun(0) w=0.9", 0.7515625, normZ(0.7515625), func(n *normal) bool { return n.normRun(0) }},
+		{"normRun(0) w=0.2", 0.3, normZ(0.3), func(n *normal) bool { return n.normRun(0) }},
+		{"normRun(z) w=0.9, z nonzero", 0.7515625, 1, func(n *normal) bool { return n.normRun(1 + n.b.take(normBits-1)) }},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNormal(pcg(uint64(7 + i)))
 			hits := 0
 			for range trials {
+				n.x = *x(tc.x)
 				if tc.try(n) {
 					hits++
 				}
 			}
 			got, se := float64(hits)/trials, math.Sqrt(tc.p*(1-tc.p)/trials)
-			if math.Abs(got-tc.p) > 5*se {
+			if math.Abs(got-tc.p) > 5*se || tc.p == 1 && hits != trials {
 				t.Errorf("frequency %.5f, want %.5f within 5 standard errors (%.2g)", got, tc.p, se)
 			}
 		})
+	}
+}
+
+// TestTrial: the y a trial keeps in cell M has density proportional to exp(-c w - (delta
+// w)^2/2) in w = (y - a_M) / delta (the density exp(-y^2/2) on the cell): the kept w in 16 bins
+// against that law's integrals (chi-squared, p > 1e-4), for cells whose slope c = M/4096 is
+// small, large, and above 1 (several runs of expW).
+func TestTrial(t *testing.T) {
+	const bins, draws = 16, 200_000
+	for i, M := range []uint64{5, 300, 4000, 9000} {
+		t.Run(fmt.Sprint("M=", M), func(t *testing.T) {
+			n := newNormal(pcg(uint64(300 + i)))
+			c, d := float64(M)/4096, 1.0/(1<<cellBits)
+			f := func(w float64) float64 { return math.Exp(-c*w - d*d*w*w/2) }
+			p := make([]float64, bins)
+			var z float64
+			for b := range p { // Simpson's rule on each bin
+				lo, hi := float64(b)/bins, float64(b+1)/bins
+				p[b] = (hi - lo) / 6 * (f(lo) + 4*f((lo+hi)/2) + f(hi))
+				z += p[b]
+			}
+			for b := range p {
+				p[b] /= z
+			}
+			counts := make([]int, bins)
+			kept := 0
+			for range draws {
+				ok, _ := n.trial(M)
+				if !ok {
+					continue
+				}
+				kept++
+				if int(n.x.d[0]>>fracFreshBits) != int(M&cellMask) {
+					t.Fatalf("x's first digit %#x is not in cell %d", n.x.d[0], M)
+				}
+				w := uint64(n.x.d[0])&(1<<fracFreshBits-1)<<digitBits | uint64(n.x.at(1, &n.b)) // w's first 26 bits
+				counts[w>>(fracFreshBits+digitBits-4)]++
+			}
+			if pv := chiSquare(t, counts, p); pv < 1e-4 {
+				t.Errorf("chi-squared p-value %.3g (counts %v)", pv, counts)
+			}
+			// kept with probability z (the mean of exp(-c w - (delta w)^2/2))
+			if se := math.Sqrt(z * (1 - z) / draws); math.Abs(float64(kept)/draws-z) > 5*se {
+				t.Errorf("kept %d of %d, want %.5f within 5 standard errors", kept, draws, z)
+			}
+		})
+	}
+}
+
+// TestLessW: lessW compares a fresh deviate with w = frac(64 x) digit by digit, x's digits
+// shifted by cellBits: against a v drawn from the same bits, the answer is the integers'.
+func TestLessW(t *testing.T) {
+	r := rand.New(pcg(5))
+	for i := range 2000 {
+		xv := r.Uint64()
+		n := newNormal(pcg(uint64(i)))
+		n.x = *fixedDeviate(xv)
+		probe := newBitSource(pcg(uint64(i))) // the digits lessW's v will get
+		v := uint64(probe.digit())<<48 | uint64(probe.digit())<<32 | uint64(probe.digit())<<16 | uint64(probe.digit())
+		wv := xv << cellBits // w's first 58 bits, then x's undrawn digits (drawn after v's)
+		want := v < wv
+		if v>>cellBits == wv>>cellBits {
+			continue // decided past the first 58 bits
+		}
+		if got := n.lessW(&n.p); got != want {
+			t.Fatalf("x %#x, v %#x: lessW %v, want %v", xv, v, got, want)
+		}
 	}
 }
 
@@ -421,84 +493,124 @@ func BenchmarkZiggurat(b *testing.B) {
 	b.ReportMetric(float64(b.N)*float64(len(dst))/b.Elapsed().Seconds(), "samples/s")
 }
 
-// TestExpHalfDigits: the expansion of exp(-1/2) agrees with math.Exp in its
-// first 52 bits, and a longer computation extends the cached digits.
-func TestExpHalfDigits(t *testing.T) {
-	tablesInit()
-	top := uint64(expHalf[0])<<37 | uint64(expHalf[1])<<21 | uint64(expHalf[2])<<5 | uint64(expHalf[3])>>11
-	if want := uint64(math.Exp(-0.5) * (1 << 53)); top != want && top != want-1 {
-		t.Errorf("first 53 bits of exp(-1/2): %x, math.Exp gives %x", top, want)
-	}
-	longer := expHalfDigits(expHalfCached + 2)
-	for i, w := range expHalf {
-		if longer[i] != w {
-			t.Fatalf("digit %d: %x cached, %x from the longer expansion", i, w, longer[i])
+// TestExpBounds: exp(-x) 2^P lies between the bounds, which are a few units apart, against
+// math.Exp (x = 1/2, 2^-13, 1) and against a longer computation.
+func TestExpBounds(t *testing.T) {
+	for _, x := range []*big.Rat{big.NewRat(1, 2), big.NewRat(1, expUnit), big.NewRat(1, 1)} {
+		lo, hi := expBounds(x, 200)
+		if d := new(big.Int).Sub(hi, lo); d.Sign() < 0 || d.Cmp(big.NewInt(4)) > 0 {
+			t.Errorf("exp(-%v): bounds %v apart", x, d)
 		}
-	}
-	if expHalfDigit(expHalfCached+1) != longer[expHalfCached+1] {
-		t.Error("expHalfDigit past the cache disagrees with expHalfDigits")
+		f, _ := x.Float64()
+		top, _ := new(big.Float).SetInt(new(big.Int).Rsh(lo, 200-60)).Float64()
+		if got, want := top/(1<<60), math.Exp(-f); math.Abs(got-want) > 1e-15 {
+			t.Errorf("exp(-%v): %.17g from the bounds, math.Exp %.17g", x, got, want)
+		}
+		lo2, hi2 := expBounds(x, 400)
+		lo2.Rsh(lo2, 200)
+		hi2.Add(hi2, new(big.Int).Lsh(big.NewInt(1), 200)).Rsh(hi2, 200)
+		if lo2.Cmp(lo) < 0 && hi2.Cmp(lo) < 0 || lo2.Cmp(hi) > 0 {
+			t.Errorf("exp(-%v): the bounds at 400 bits, %v..%v (scaled), miss those at 200, %v..%v", x, lo2, hi2, lo, hi)
+		}
 	}
 }
 
-// TestIntPart: the cumulative probabilities' expansions agree with float64 in their first 52 bits
-// and a longer computation extends them; the integer part's draws match exp(-k^2/2)/theta
-// (chi-squared, p > 1e-4), and so do the tail's k >= kTable (its own sampler, drawn directly).
-func TestIntPart(t *testing.T) {
-	tablesInit()
+// cellWeights returns g_M / Theta for M < n in float64 (Theta summed to M = 2000, where the terms
+// are below 1e-200).
+func cellWeights(n int) []float64 {
 	var theta float64
-	for k := range 40 {
-		theta += math.Exp(-float64(k*k) / 2)
+	for M := range 2000 {
+		a := float64(M) / (1 << cellBits)
+		theta += math.Exp(-a * a / 2)
 	}
-	longer := kCDFDigits(kCDFCached + 2)
+	p := make([]float64, n)
+	for M := range p {
+		a := float64(M) / (1 << cellBits)
+		p[M] = math.Exp(-a*a/2) / theta
+	}
+	return p
+}
+
+// TestCellCDF: the expansions of the cumulative probabilities F(c) agree with float64 in their
+// first 50 bits and a longer computation extends them; the guide gives each first digit the
+// cell every uniform with that digit falls in, by the expansions; cell's draws match g_M/Theta
+// (chi-squared on the cells, p > 1e-4); and cellTail's law is g_M / (its
+// sum from M0) (chi-squared) from M0 = 256 and cellTable (its proposal, a geometric run of
+// ratio exp(-M0/4096), is made for large M0 only).
+func TestCellCDF(t *testing.T) {
+	tablesInit()
+	longer := cellCDFDigits(cellCDFCached + 2)
+	w := cellWeights(cellTable)
 	cum := 0.0
-	p := make([]float64, kTable+1)
-	for j := range kTable {
-		cum += math.Exp(-float64(j*j)/2) / theta
-		p[j] = math.Exp(-float64(j*j)/2) / theta
-		top := uint64(kCDFDigit(j, 0))<<48 | uint64(kCDFDigit(j, 1))<<32 | uint64(kCDFDigit(j, 2))<<16 | uint64(kCDFDigit(j, 3))
-		if got := float64(top) / (1 << 64); math.Abs(got-cum) > 1e-14 {
-			t.Errorf("F(%d): %.17g from the expansion, %.17g in float64", j, got, cum)
+	for c := range cellTable {
+		cum += w[c]
+		top := uint64(cellCDFDigit(c, 0))<<48 | uint64(cellCDFDigit(c, 1))<<32 | uint64(cellCDFDigit(c, 2))<<16 | uint64(cellCDFDigit(c, 3))
+		if got := float64(top) / (1 << 64); math.Abs(got-cum) > 1e-14 { // cum: 640 float64 sums
+			t.Errorf("F(%d): %.17g from the expansion, %.17g in float64", c, got, cum)
 		}
-		for i := range kCDFCached {
-			if longer[j][i] != kCDFDigit(j, i) {
-				t.Fatalf("F(%d) digit %d: %x cached, %x from the longer computation", j, i, kCDFDigit(j, i), longer[j][i])
+		for i := range cellCDFCached {
+			if longer[c][i] != cellCDFDigit(c, i) {
+				t.Fatalf("F(%d) digit %d: %x cached, %x from the longer computation", c, i, cellCDFDigit(c, i), longer[c][i])
 			}
 		}
-		if kCDFDigit(j, kCDFCached+1) != longer[j][kCDFCached+1] {
-			t.Errorf("F(%d): a digit past the cache disagrees", j)
+		if cellCDFDigit(c, cellCDFCached+1) != longer[c][cellCDFCached+1] {
+			t.Errorf("F(%d): a digit past the cache disagrees", c)
 		}
 	}
-	p[kTable] = 1 - cum
+	// the guide: for decided leading bits e, F(c-1) < e 2^-14 and (e+1) 2^-14 <= F(c), both by
+	// the first 64 bits of the expansions
+	f64 := func(c int) uint64 {
+		return uint64(cellCDFDigit(c, 0))<<48 | uint64(cellCDFDigit(c, 1))<<32 | uint64(cellCDFDigit(c, 2))<<16 | uint64(cellCDFDigit(c, 3))
+	}
+	ambiguous := 0
+	const shift = 64 - guideBits
+	for e := range 1 << guideBits {
+		c := int(cellGuide[e])
+		if c == cellAmbiguous {
+			ambiguous++
+			continue
+		}
+		if lo := uint64(e) << shift; c > 0 && f64(c-1) >= lo || uint64(e+1)<<shift > f64(c) && e+1 < 1<<guideBits {
+			t.Fatalf("guide: bits %#x give cell %d, F(c-1) %#x, F(c) %#x", e, c, f64(max(c-1, 0)), f64(c))
+		}
+	}
+	if ambiguous > 1<<guideBits/50 {
+		t.Errorf("%d leading bits of %d do not decide the cell", ambiguous, 1<<guideBits)
+	}
+	t.Logf("%d leading bits of %d do not decide the cell", ambiguous, 1<<guideBits)
+
 	n := newNormal(pcg(77))
-	counts := make([]int, kTable+1)
-	for range 200_000 {
-		counts[min(n.intPart(), kTable)]++
+	const bins = 8 * 64 // y < 8, the rest in one bin
+	counts := make([]int, bins+1)
+	p := make([]float64, bins+1)
+	copy(p, w[:bins])
+	for _, v := range w[:bins] {
+		p[bins] -= v
+	}
+	p[bins]++
+	for range 400_000 {
+		counts[min(n.cell(), bins)]++
 	}
 	if pv := chiSquare(t, counts, p); pv < 1e-4 {
-		t.Errorf("integer part: chi-squared p-value %.3g (counts %v)", pv, counts)
+		t.Errorf("cells: chi-squared p-value %.3g", pv)
 	}
-	// the tail's own sampler, at k0 = 1 (where its law has several values to test) and at kTable
-	for _, k0 := range []uint64{1, 2, kTable} {
-		tail := make([]int, 5)
+	for _, M0 := range []uint64{256, cellTable} {
+		const top = 200
+		tail := make([]int, top+1)
 		for range 50_000 {
-			tail[min(n.tail(k0)-k0, 4)]++
+			tail[min(n.cellTail(M0)-M0, top)]++
 		}
+		all := cellWeights(int(M0) + 1000)
 		var z float64
-		w := make([]float64, 60)
-		for d := range w {
-			k := float64(k0) + float64(d)
-			w[d] = math.Exp(-k*k/2 + float64(k0*k0)/2)
-			z += w[d]
+		for _, v := range all[M0:] {
+			z += v
 		}
-		pt := make([]float64, 5)
-		for d, v := range w {
-			pt[min(d, 4)] += v / z
+		pt := make([]float64, top+1)
+		for d, v := range all[M0:] {
+			pt[min(d, top)] += v / z
 		}
-		if pv := chiSquare(t, tail, pt); !(pv >= 1e-4) && k0 < kTable {
-			t.Errorf("tail from %d: chi-squared p-value %.3g (counts %v, p %v)", k0, pv, tail, pt)
-		}
-		if k0 == kTable && tail[0] < 49_990 {
-			t.Errorf("tail from %d: %v, want nearly all at d = 0 (P(d >= 1) = %.2g)", k0, tail, 1-pt[0])
+		if pv := chiSquare(t, tail, pt); !(pv >= 1e-4) {
+			t.Errorf("tail from %d: chi-squared p-value %.3g", M0, pv)
 		}
 	}
 }

@@ -1,15 +1,15 @@
 package noise
 
 import (
-	"math/big"
 	"math/rand/v2"
 )
 
-// bitSource hands out uniform random bits from a 64-bit generator: single
-// bits and 16-bit digits, each from a buffer of its own (every bit is
-// uniform and independent of the others). A buffer is refilled with one
-// Uint64 call when a bit or digit is asked of it empty, so the bits a draw
-// uses depend only on the order in which it asks for bits and digits.
+// bitSource hands out uniform random bits from a 64-bit generator: runs
+// of bits (take) and 16-bit digits, each from a buffer of its own (every
+// bit is uniform and independent of the others; a bit dropped is never
+// seen). A buffer is refilled with one Uint64 call when it cannot answer,
+// so the bits a draw uses depend only on the order in which it asks for
+// bits and digits.
 type bitSource struct {
 	bits, digits uint64
 	nBits        uint // bits left in bits
@@ -43,24 +43,16 @@ func (b *bitSource) next() uint64 {
 	return b.src.Uint64()
 }
 
-// bit returns one uniform bit.
-func (b *bitSource) bit() bool {
-	if b.nBits == 0 {
-		return b.refillBit()
+// take returns n <= 64 uniform bits (an integer below 2^n) from the bit buffer, refilled with
+// one Uint64 call, its leftover bits dropped, when it holds fewer than n.
+func (b *bitSource) take(n uint) uint64 {
+	if b.nBits < n {
+		b.bits, b.nBits = b.next(), 64
 	}
-	b.nBits--
-	v := b.bits&1 != 0
-	b.bits >>= 1
+	v := b.bits & (1<<n - 1)
+	b.bits >>= n
+	b.nBits -= n
 	return v
-}
-
-// refillBit refills the bit buffer and returns its first bit.
-//
-//go:noinline
-func (b *bitSource) refillBit() bool {
-	v := b.next()
-	b.bits, b.nBits = v>>1, 63
-	return v&1 != 0
 }
 
 // digit returns 16 uniform bits.
@@ -176,11 +168,10 @@ func lessFrom(p, q *deviate, b *bitSource) bool {
 	}
 }
 
-// normal is Karney's exact sampler of the standard normal (Algorithm N with
-// the step of Du, Fan & Wei 2022), as MPFR's mpfr_nrandom implements it: a
-// draw is a sign, an integer part k >= 0 and the fractional part x, a
-// deviate whose undrawn digits are uniform. Every step compares uniform
-// deviates digit by digit: no floating-point operation.
+// normal is the exact sampler of the standard normal of this package (cells.go): a draw is a
+// sign, an integer part k >= 0 and the fractional part x, a deviate whose undrawn digits are
+// uniform. Every step compares uniform deviates digit by digit, or random integers with exact
+// constants: no floating-point operation.
 type normal struct {
 	b       bitSource
 	x, p, q deviate
@@ -191,143 +182,29 @@ func newNormal(src rand.Source) *normal {
 	return &normal{b: newBitSource(src)}
 }
 
-// halfExpBern is true with probability exp(-1/2): a uniform deviate U,
-// drawn 16 bits at a time, against the binary expansion of exp(-1/2)
-// (expHalfDigits): true when U < exp(-1/2), decided at the first digit
-// where they differ. The expansion is exact (rational arithmetic), so the
-// probability is exactly exp(-1/2); von Neumann's run (Karney's Algorithm
-// H) gives the same law with several deviates per trial.
-func (n *normal) halfExpBern() bool {
-	for i := 0; ; i++ {
-		if u, w := n.b.digit(), expHalfDigit(i); u != w {
-			return u < w
-		}
-	}
-}
-
-// truncExpBern is true with probability exp(-x) for the deviate x
-// (Karney's Algorithm E).
-func (n *normal) truncExpBern(x *deviate) bool {
-	b, p, q := &n.b, &n.p, &n.q
-	if !freshLess(p, x, b) {
-		return true
-	}
-	for {
-		if !freshLess(q, p, b) {
-			return false
-		}
-		if !freshLess(p, q, b) {
-			return true
-		}
-	}
-}
-
-// truncNormBern is true with probability exp(-x^2/2) for the deviate x
-// (Karney's Algorithm B).
-func (n *normal) truncNormBern(x *deviate) bool {
-	b, p, q := &n.b, &n.p, &n.q
-	if b.bit() || !freshLess(q, x, b) || !freshLess(p, x, b) { // steps B2(a), (b), (c) of the first round
-		return true
-	}
-	// p <- q: the previous round's deviate is q (p is drawn afresh next)
-	p, q = q, p
-	for parity := 1; ; parity ^= 1 {
-		if b.bit() || !freshLess(q, p, b) || !freshLess(p, x, b) {
-			return parity == 0
-		}
-		p, q = q, p
-	}
-}
-
-// draw samples X = (-1)^neg (k + x) ~ N(0, 1) exactly: it returns the sign
-// and the integer part; the fractional part is the deviate n.x, whose
-// further digits the caller may draw.
+// draw samples X = (-1)^neg (k + x) ~ N(0, 1) exactly: it returns the sign and the integer
+// part; the fractional part is the deviate n.x, whose further digits the caller may draw. It
+// draws a cell (cell) and tries it (trial) until a trial keeps its y.
 func (n *normal) draw() (neg bool, k uint64) {
-	x := &n.x
-outer:
 	for {
-		k = n.intPart()          // steps N1, N2: P(k) ~ exp(-k^2/2), in one step
-		x.reset()                // step N3
-		for j := k; j > 0; j-- { // step N4: accept with probability exp(-k x)
-			if !n.truncExpBern(x) {
-				continue outer
-			}
-		}
-		if n.truncNormBern(x) { // step N5: exp(-x^2/2)
-			return n.b.bit(), k
+		M := n.cell()
+		if kept, neg := n.trial(M); kept {
+			return neg, M >> cellBits
 		}
 	}
 }
 
-// expHalfCached is how many base-2^16 digits of exp(-1/2) are computed once
-// (a uniform deviate agrees with the first 32 with probability 2^-512).
-const expHalfCached = 32
-
-// expHalf holds the first expHalfCached base-2^16 digits of exp(-1/2)
-// (tablesInit).
-var expHalf []uint16
-
-// expHalfDigit is digit i of exp(-1/2) in base 2^16 (0 the most
-// significant), computed afresh past the cached ones (tablesInit first).
-func expHalfDigit(i int) uint16 {
-	if i < len(expHalf) {
-		return expHalf[i]
+// trial draws y = a_M + delta w in cell M, x = frac(y) in n.x, and keeps it with probability
+// exp(-y^2/2) / g_M = exp(-c w) exp(-(delta w)^2/2) (expW, normRun); it returns whether it did
+// and the sign. Its first trialBits bits are taken at once: x's first digit (M's j and
+// fracFreshBits fresh bits), the first comparisons of expW and normRun, and the sign.
+func (n *normal) trial(M uint64) (kept, neg bool) {
+	t := n.b.take(trialBits)
+	n.x.setFirst(uint16(M&cellMask<<fracFreshBits | t&(1<<fracFreshBits-1)))
+	t >>= fracFreshBits
+	if !n.expW(2*M, t&(expUnit-1)) {
+		return false, false
 	}
-	return expHalfDigits(i + 1)[i]
-}
-
-// expHalfDigits returns the first D base-2^16 digits of exp(-1/2), exactly:
-// floor(exp(-1/2) 2^(16D)), known when the bounds of expHalfBounds with
-// guard bits beyond 16 D agree on it (exp(-1/2) is irrational, so they do
-// with enough guard bits).
-func expHalfDigits(D int) []uint16 {
-	B := uint(digitBits * D)
-	for guard := uint(64); ; guard *= 2 {
-		lo, hi := expHalfBounds(B + guard)
-		lo.Rsh(lo, guard)
-		hi.Rsh(hi, guard)
-		if lo.Cmp(hi) == 0 {
-			return digitsOf(lo, D)
-		}
-	}
-}
-
-// expHalfBounds brackets exp(-1/2) 2^P between the integers lo and hi: the
-// floor and ceiling of two consecutive partial sums of the alternating
-// series sum (-1/2)^n / n!, whose terms decrease from the first on, so
-// that the limit lies between them; the last term is below 2^-P.
-func expHalfBounds(P uint) (lo, hi *big.Int) {
-	sum, term := big.NewRat(1, 1), big.NewRat(1, 1)
-	prev := new(big.Rat).Set(sum)
-	for n := int64(1); n <= int64(P/2)+8; n++ {
-		prev.Set(sum)
-		term.Mul(term, big.NewRat(-1, 2*n))
-		sum.Add(sum, term)
-	}
-	a, b := sum, prev
-	if a.Cmp(b) > 0 {
-		a, b = b, a
-	}
-	scale := new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), P))
-	a.Mul(a, scale)
-	b.Mul(b, scale)
-	lo = new(big.Int).Quo(a.Num(), a.Denom()) // a > 0: the floor
-	hi, m := new(big.Int).QuoRem(b.Num(), b.Denom(), new(big.Int))
-	if m.Sign() != 0 {
-		hi.Add(hi, big.NewInt(1))
-	}
-	return lo, hi
-}
-
-// digitsOf returns the D base-2^16 digits of v < 2^(16D), the most
-// significant first.
-func digitsOf(v *big.Int, D int) []uint16 {
-	out := make([]uint16, D)
-	v = new(big.Int).Set(v)
-	mask := big.NewInt(1<<digitBits - 1)
-	for i := D - 1; i >= 0; i-- {
-		out[i] = uint16(new(big.Int).And(v, mask).Uint64())
-		v.Rsh(v, digitBits)
-	}
-	return out
+	t >>= expUnitBits
+	return n.normRun(t & (1<<normBits - 1)), t>>normBits != 0
 }

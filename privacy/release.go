@@ -19,7 +19,7 @@ const MeanRounding = "each coordinate toward the ball's centre (the rounded mean
 // An exact release is the fixed-noise release drawn by package noise. Every
 // value is G (m + n) with G = 2^LatticeExp, where m is the clipped mean
 // rounded toward the ball's centre, which adds no sensitivity, so
-// AddedSensitivity is 0; and n is Karney's exact normal of standard
+// AddedSensitivity is 0; and n is the exact normal of package noise, of standard
 // deviation NoiseSigma, at least the certified sigma, rounded correctly to
 // the lattice. It is post-processing of the continuous Gaussian mechanism
 // the certificate is proved for.
@@ -139,6 +139,6 @@ func (m ReleaseMechanism) String() string {
 	if !m.Exact {
 		return "NOT exact (" + m.Sampler + "): " + m.Reason
 	}
-	return fmt.Sprintf("exact: every value on the lattice 2^%d (%.3g), Karney's exact normal of sigma' %.9g >= certified sigma %.9g, means rounded toward the ball's centre (added sensitivity %g)",
+	return fmt.Sprintf("exact: every value on the lattice 2^%d (%.3g), exact normal of sigma' %.9g >= certified sigma %.9g, means rounded toward the ball's centre (added sensitivity %g)",
 		m.LatticeExp, m.Lattice, m.NoiseSigma, m.CertifiedSigma, m.AddedSensitivity)
 }

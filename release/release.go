@@ -14,7 +14,7 @@
 // The sample is drawn exactly; see "Floating-point safety" in docs/privacy.md. A fixed-noise model,
 // whose noise scale and pseudo-counts are the same for every input, is the calibrated default and the
 // gaussian variant. Every value it releases is G (m + n) on the lattice G = 2^k, where m is the
-// clipped mean rounded toward the clip ball's centre and n is Karney's exact normal rounded to the
+// clipped mean rounded toward the clip ball's centre and n is an exact normal rounded to the
 // lattice, from package noise. The released bits are thus a sample of the mechanism the certificate
 // is proved for. A model whose noise depends on the input is refused unless [Options].AllowUnproved
 // is set; it is then drawn by the floating-point sampler [nvib.Draw], whose bits no certificate

@@ -1,6 +1,7 @@
 package noise
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"math/big"
@@ -133,6 +134,45 @@ func TestNoiseDistribution(t *testing.T) {
 				t.Errorf("variance %.6g, want %.6g within 5 standard errors (%.3g)", v, varExact, se)
 			}
 		})
+	}
+}
+
+// fineDraws is how many values TestNoiseFineBins draws (a tenth with -short; go test -run
+// FineBins ./noise -args -fine-draws N for more).
+var (
+	fineDraws = flag.Int("fine-draws", 20_000_000, "values TestNoiseFineBins draws")
+	fineSeed  = flag.Uint64("fine-seed", 2024, "the PCG seed of TestNoiseFineBins")
+)
+
+// TestNoiseFineBins draws round(256 X), every lattice value its own bin out to 5 sigma: bins four
+// times finer than the sampler's cells (1/64), so that a wrong slope within the cells (a trial
+// kept with the wrong probability, which the coarser bins of TestNoiseDistribution average out)
+// shows in the chi-squared statistic (p > 1e-4 against the exact probabilities). Of 20 million
+// values: a trial that kept the points of each cell with probability 1 - c (1 - w) instead of
+// exp(-c w) (expRun's first comparison answered the wrong way) gives p = 6e-16; 4 million do not
+// see it (p = 0.1), where TestTrial does.
+func TestNoiseFineBins(t *testing.T) {
+	const c, limit = 256, 5 * 256
+	s := NewNoise(lattice(1, 8), pcg(*fineSeed))
+	counts := make([]int, 2*limit+3)
+	draws := *fineDraws
+	if testing.Short() {
+		draws /= 10
+	}
+	for range draws {
+		n := max(-limit-1, min(limit+1, s.Draw()))
+		counts[n+limit+1]++
+	}
+	p := make([]float64, len(counts))
+	p[0] = binP(c, math.MinInt32, -limit-1)
+	p[len(p)-1] = binP(c, limit+1, math.MaxInt32)
+	for j := int64(-limit); j <= limit; j++ {
+		p[j+limit+1] = roundedNormalP(c, j)
+	}
+	pv := chiSquare(t, counts, p)
+	t.Logf("%d values in %d bins: chi-squared p-value %.3g", draws, len(counts), pv)
+	if pv < 1e-4 {
+		t.Errorf("chi-squared p-value %.3g < 1e-4", pv)
 	}
 }
 

@@ -8,9 +8,10 @@ package noise
 // expW, normRun, round), so it draws the same values from the same
 // source: TestDrawReference compares the two on sources chosen to make
 // the rare paths common, and TestNoiseGolden pins the values. Every rare
-// path (leading bits of U that do not decide the cell, about 1 in 130
-// draws; a trial whose first comparisons do not decide it, about 1 in
-// 60; rounding past 64 bits) stores the buffers back and calls those
+// path (leading bits of U that do not decide the cell, 1.4% of the
+// draws; a trial whose first comparisons do not decide it, about 2%: a
+// random 13-bit integer below 2M, or the 7 bits of normRun's first round
+// all zero; rounding past 64 bits) stores the buffers back and calls those
 // methods.
 
 // draw returns one draw of round(sigma' X / G).

@@ -34,7 +34,7 @@ import (
 // probability, so each Algorithm runs with its own law on c w (or delta w).
 
 const (
-	// cellBits is log2 of a cell's width: 64 cells per unit of y.
+	// cellBits: a cell is 2^-cellBits wide, 64 cells per unit of y.
 	cellBits = 6
 	// cellMask is the cell's index within its unit, j = M & cellMask.
 	cellMask = 1<<cellBits - 1

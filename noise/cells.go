@@ -116,7 +116,9 @@ func cellCDFDigit(c, i int) uint16 {
 // as the previous one times e^2; Theta between its partial sum up to terms below 2^-P and that
 // sum plus a bound of the rest (the ratios decrease, so the rest from K is at most g_K / (1 -
 // e^(2K+1))); F(c) = A(c) / Theta between A_lo / Theta_hi and A_hi / Theta_lo. Where the two
-// bounds of F(c) do not agree on D digits it doubles the guard and tries again.
+// bounds of F(c) do not agree on D digits it doubles the guard and tries again. (It would try
+// forever only if some F(c) were a dyadic rational of at most 16 D bits; tablesInit returns in
+// about 10 ms. A digit it returns is exact either way.)
 func cellCDFDigits(D int) [cellTable][]uint16 {
 	for guard := uint(64); ; guard *= 2 {
 		if out, ok := cellCDFAt(D, guard); ok {

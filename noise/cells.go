@@ -18,7 +18,7 @@ import (
 //     >> cellBits) has its first cellBits bits from M and the rest fresh;
 //  3. keeps y with probability exp(-y^2/2) / g_M = exp(-c w) exp(-(delta w)^2/2), c = a_M delta =
 //     M delta^2: two Bernoulli trials, Karney's Algorithms E and B run on the scaled deviates c w
-//     and delta w (expRun, normRun);
+//     and delta w (expRuns, normRun);
 //  4. and a sign bit.
 //
 // The kept y has density proportional to exp(-y^2/2) on [0, inf): rejection sampling from an
@@ -257,41 +257,31 @@ func (n *normal) uBelow(c int) bool {
 // cellTail draws the cell M >= M0 with P(M) proportional to g_M: M = M0 + d, g_M / g_M0 =
 // exp(-M0 d delta^2) exp(-d^2 delta^2/2), so d is proposed with P(d) ~ rho^d, rho = exp(-M0
 // delta^2) (a geometric run of Bernoulli(rho) trials), and kept with probability exp(-d^2
-// delta^2/2): in units of 2^-expUnitBits, exponents 2 M0 and d^2 (expConst).
+// delta^2/2): in units of 2^-expUnitBits, exponents 2 M0 and d^2 (expRuns with y = 1).
 func (n *normal) cellTail(M0 uint64) uint64 {
 	for {
 		var d uint64
-		for n.expConst(2 * M0) {
+		for n.expRuns(2*M0, n.b.take(expUnitBits), false) {
 			d++
 		}
-		if n.expConst(d * d) {
+		if n.expRuns(d*d, n.b.take(expUnitBits), false) {
 			return M0 + d
 		}
 	}
 }
 
-// expW is true with probability exp(-m 2^-expUnitBits w) for the deviate w = frac(x
-// 2^cellBits) (lessW), m >= 0: one run (expRun) per unit of the exponent and one for the
-// rest, the first with the comparison v, a uniform integer of expUnitBits bits drawn by the
-// caller.
-func (n *normal) expW(m, v uint64) bool {
+// expRuns is true with probability exp(-m 2^-expUnitBits y), y = w (ofW: the deviate w =
+// frac(x 2^cellBits), lessW) or 1, m >= 0: one run (expRun) per unit of the exponent and one
+// for the rest, the first with the comparison v, a uniform integer of expUnitBits bits drawn by
+// the caller, each later one with its own.
+func (n *normal) expRuns(m, v uint64, ofW bool) bool {
 	for ; m > expUnit; m -= expUnit {
-		if !n.expRun(expUnit, v, true) {
+		if !n.expRun(expUnit, v, ofW) {
 			return false
 		}
 		v = n.b.take(expUnitBits)
 	}
-	return n.expRun(m, v, true)
-}
-
-// expConst is true with probability exp(-m 2^-expUnitBits), m >= 0 (expW for w = 1).
-func (n *normal) expConst(m uint64) bool {
-	for ; m > expUnit; m -= expUnit {
-		if !n.expRun(expUnit, n.b.take(expUnitBits), false) {
-			return false
-		}
-	}
-	return n.expRun(m, n.b.take(expUnitBits), false)
+	return n.expRun(m, v, ofW)
 }
 
 // expRun is true with probability exp(-c y), c = m 2^-expUnitBits in [0, 1], y = w (ofW) or 1:

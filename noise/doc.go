@@ -30,7 +30,7 @@
 // the released bits, with no added sensitivity, and every lattice point has positive probability
 // under every input.
 //
-// The draw is written twice: step by step, one method per step (cell, trial, expW, normRun,
+// The draw is written twice: step by step, one method per step (cell, trial, expRuns, normRun,
 // round), and as one function for [Noise.Fill] and [Noise.Draw] that keeps the random bits in
 // local variables and decides the cell and the trial in line, calling the methods only on the
 // rare paths. Both ask for the same bits in the same order, so they return the same values from

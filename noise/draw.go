@@ -5,7 +5,7 @@ package noise
 // local variables, the cell comes from cellGuide and a trial's bits are
 // tested in line. It asks for exactly the digits and bits, in exactly the
 // order, that the methods it stands for ask for (normal.draw, cell,
-// expW, normRun, round), so it draws the same values from the same
+// expRuns, normRun, round), so it draws the same values from the same
 // source: TestDrawReference compares the two on sources chosen to make
 // the rare paths common, and TestNoiseGolden pins the values. Every rare
 // path (leading bits of U that do not decide the cell, 1.4% of the
@@ -61,9 +61,9 @@ func (s *Noise) draw() int64 {
 		x.d[0], x.n = uint16(M&cellMask<<fracFreshBits|t&(1<<fracFreshBits-1)), 1
 		v := t >> fracFreshBits & (expUnit - 1)
 		z := t >> (fracFreshBits + expUnitBits) & (1<<normBits - 1)
-		if v < 2*M || z == 0 { // rare: expW or normRun not decided by these bits
+		if v < 2*M || z == 0 { // rare: expRuns or normRun not decided by these bits
 			b.digits, b.nDigits, b.bits, b.nBits = dg, nd, bt, nb
-			ok := n.expW(2*M, v) && n.normRun(z)
+			ok := n.expRuns(2*M, v, true) && n.normRun(z)
 			dg, nd, bt, nb = b.digits, b.nDigits, b.bits, b.nBits
 			if !ok {
 				continue

@@ -191,8 +191,8 @@ func fixedDeviate(w uint64) *deviate {
 }
 
 // TestBernoulliSteps checks each Bernoulli step of the sampler against its exact probability
-// (a binomial count within 5 standard errors), for x fixed (so w = frac(64 x) is): expW's
-// exp(-m 2^-13 w) with one run (m <= 2^13) and several (m > 2^13), expConst's exp(-m 2^-13),
+// (a binomial count within 5 standard errors), for x fixed (so w = frac(64 x) is): expRuns's
+// exp(-m 2^-13 w) with one run (m <= 2^13) and several (m > 2^13), and its exp(-m 2^-13),
 // and normRun past its first round, whose law given the first round's bits all zero is
 // (exp(-(w/64)^2/2) - 1 + 2^-7) / 2^-7 (P(true) = exp(-(delta w)^2/2) less the first round's
 // stops, 1 - delta/2, over P(z = 0) = delta/2).
@@ -210,15 +210,15 @@ func TestBernoulliSteps(t *testing.T) {
 		p    float64
 		try  func(n *normal) bool
 	}{
-		{"expW m=8000 w=0.2", 0.3, math.Exp(-8000.0 / 8192 * w(0.3)), func(n *normal) bool { return n.expW(8000, n.b.take(expUnitBits)) }},
-		{"expW m=8192 w=0.9 (one unit)", 0.7515625, math.Exp(-w(0.7515625)), func(n *normal) bool { return n.expW(8192, n.b.take(expUnitBits)) }},
-		{"expW m=3*8192+500 w=0.9 (four runs)", 0.7515625, math.Exp(-(3 + 500.0/8192) * w(0.7515625)), func(n *normal) bool {
-			return n.expW(3*8192+500, n.b.take(expUnitBits))
+		{"expRuns(w) m=8000 w=0.2", 0.3, math.Exp(-8000.0 / 8192 * w(0.3)), func(n *normal) bool { return n.expRuns(8000, n.b.take(expUnitBits), true) }},
+		{"expRuns(w) m=8192 w=0.9 (one unit)", 0.7515625, math.Exp(-w(0.7515625)), func(n *normal) bool { return n.expRuns(8192, n.b.take(expUnitBits), true) }},
+		{"expRuns(w) m=3*8192+500 w=0.9 (four runs)", 0.7515625, math.Exp(-(3 + 500.0/8192) * w(0.7515625)), func(n *normal) bool {
+			return n.expRuns(3*8192+500, n.b.take(expUnitBits), true)
 		}},
-		{"expW m=0", 0.3, 1, func(n *normal) bool { return n.expW(0, n.b.take(expUnitBits)) }},
-		{"expConst m=4096 (exp(-1/2))", 0.3, math.Exp(-0.5), func(n *normal) bool { return n.expConst(4096) }},
-		{"expConst m=20000", 0.3, math.Exp(-20000.0 / 8192), func(n *normal) bool { return n.expConst(20000) }},
-		{"expConst m=1280 (the tail's proposal at M0 = 640)", 0.3, math.Exp(-1280.0 / 8192), func(n *normal) bool { return n.expConst(1280) }},
+		{"expRuns(w) m=0", 0.3, 1, func(n *normal) bool { return n.expRuns(0, n.b.take(expUnitBits), true) }},
+		{"expRuns(1) m=4096 (exp(-1/2))", 0.3, math.Exp(-0.5), func(n *normal) bool { return n.expRuns(4096, n.b.take(expUnitBits), false) }},
+		{"expRuns(1) m=20000", 0.3, math.Exp(-20000.0 / 8192), func(n *normal) bool { return n.expRuns(20000, n.b.take(expUnitBits), false) }},
+		{"expRuns(1) m=1280 (the tail's proposal at M0 = 640)", 0.3, math.Exp(-1280.0 / 8192), func(n *normal) bool { return n.expRuns(1280, n.b.take(expUnitBits), false) }},
 		{"normRun(0) w=0.9", 0.7515625, normZ(0.7515625), func(n *normal) bool { return n.normRun(0) }},
 		{"normRun(0) w=0.2", 0.3, normZ(0.3), func(n *normal) bool { return n.normRun(0) }},
 		{"normRun(z) w=0.9, z nonzero", 0.7515625, 1, func(n *normal) bool { return n.normRun(1 + n.b.take(normBits-1)) }},
@@ -244,7 +244,7 @@ func TestBernoulliSteps(t *testing.T) {
 // TestTrial: the y a trial keeps in cell M has density proportional to exp(-c w - (delta
 // w)^2/2) in w = (y - a_M) / delta (the density exp(-y^2/2) on the cell): the kept w in 16 bins
 // against that law's integrals (chi-squared, p > 1e-4), for cells whose slope c = M/4096 is
-// small, large, and above 1 (several runs of expW).
+// small, large, and above 1 (several runs of expRuns).
 func TestTrial(t *testing.T) {
 	const bins, draws = 16, 200_000
 	for i, M := range []uint64{5, 300, 4000, 9000} {
@@ -580,12 +580,15 @@ func cellWeights(n int) []float64 {
 func TestCellCDF(t *testing.T) {
 	tablesInit()
 	longer := cellCDFDigits(cellCDFCached + 2)
+	// f64 is the first 64 bits of F(c)'s expansion
+	f64 := func(c int) uint64 {
+		return uint64(cellCDFDigit(c, 0))<<48 | uint64(cellCDFDigit(c, 1))<<32 | uint64(cellCDFDigit(c, 2))<<16 | uint64(cellCDFDigit(c, 3))
+	}
 	w := cellWeights(cellTable)
 	cum := 0.0
 	for c := range cellTable {
 		cum += w[c]
-		top := uint64(cellCDFDigit(c, 0))<<48 | uint64(cellCDFDigit(c, 1))<<32 | uint64(cellCDFDigit(c, 2))<<16 | uint64(cellCDFDigit(c, 3))
-		if got := float64(top) / (1 << 64); math.Abs(got-cum) > 1e-14 { // cum: 640 float64 sums
+		if got := float64(f64(c)) / (1 << 64); math.Abs(got-cum) > 1e-14 { // cum: 640 float64 sums
 			t.Errorf("F(%d): %.17g from the expansion, %.17g in float64", c, got, cum)
 		}
 		for i := range cellCDFCached {
@@ -599,9 +602,6 @@ func TestCellCDF(t *testing.T) {
 	}
 	// the guide: for decided leading bits e, F(c-1) < e 2^-14 and (e+1) 2^-14 <= F(c), both by
 	// the first 64 bits of the expansions
-	f64 := func(c int) uint64 {
-		return uint64(cellCDFDigit(c, 0))<<48 | uint64(cellCDFDigit(c, 1))<<32 | uint64(cellCDFDigit(c, 2))<<16 | uint64(cellCDFDigit(c, 3))
-	}
 	ambiguous := 0
 	const shift = 64 - guideBits
 	for e := range 1 << guideBits {

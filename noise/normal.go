@@ -195,14 +195,14 @@ func (n *normal) draw() (neg bool, k uint64) {
 }
 
 // trial draws y = a_M + delta w in cell M, x = frac(y) in n.x, and keeps it with probability
-// exp(-y^2/2) / g_M = exp(-c w) exp(-(delta w)^2/2) (expW, normRun); it returns whether it did
+// exp(-y^2/2) / g_M = exp(-c w) exp(-(delta w)^2/2) (expRuns, normRun); it returns whether it did
 // and the sign. Its first trialBits bits are taken at once: x's first digit (M's j and
-// fracFreshBits fresh bits), the first comparisons of expW and normRun, and the sign.
+// fracFreshBits fresh bits), the first comparisons of expRuns and normRun, and the sign.
 func (n *normal) trial(M uint64) (kept, neg bool) {
 	t := n.b.take(trialBits)
 	n.x.setFirst(uint16(M&cellMask<<fracFreshBits | t&(1<<fracFreshBits-1)))
 	t >>= fracFreshBits
-	if !n.expW(2*M, t&(expUnit-1)) {
+	if !n.expRuns(2*M, t&(expUnit-1), true) {
 		return false, false
 	}
 	t >>= expUnitBits
